@@ -1,0 +1,61 @@
+# Corral - a thin wrapper over Meson. Every target first runs 'deps', which
+# installs missing Debian packages with apt-get (through sudo when not root).
+
+BUILD      ?= build
+ASAN_BUILD ?= build-asan
+CLANG_BUILD ?= build-clang
+MESON_OPTS ?= -Dwerror=true
+
+# Debian packages needed to build and test.
+PKGS = meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev \
+       libmicrohttpd-dev libjansson-dev libsqlite3-dev libglpk-dev libsodium-dev \
+       libcurl4-openssl-dev libcmocka-dev prometheus iproute2 procps curl
+# Extra packages for 'make bench' (peers and load generators).
+BENCH_PKGS = wrk nginx hyperfine
+
+.PHONY: all deps bench-deps build test demo bench format format-check clean fuzz
+
+all: build
+
+deps:
+	@./scripts/deps.sh $(PKGS)
+
+bench-deps: deps
+	@./scripts/deps.sh $(BENCH_PKGS)
+
+$(BUILD)/build.ninja:
+	meson setup $(BUILD) $(MESON_OPTS)
+
+build: deps $(BUILD)/build.ninja
+	ninja -C $(BUILD)
+
+$(ASAN_BUILD)/build.ninja:
+	meson setup $(ASAN_BUILD) $(MESON_OPTS) -Db_sanitize=address,undefined -Db_lundef=false
+
+$(CLANG_BUILD)/build.ninja:
+	CC=clang meson setup $(CLANG_BUILD) $(MESON_OPTS)
+
+format-check:
+	@./scripts/format.sh --check
+
+format:
+	@./scripts/format.sh
+
+# The whole suite: format, gcc build + tests, ASan+UBSan build + tests,
+# and a clean clang build.
+test: deps format-check $(BUILD)/build.ninja $(ASAN_BUILD)/build.ninja $(CLANG_BUILD)/build.ninja
+	ninja -C $(BUILD)
+	meson test -C $(BUILD) --print-errorlogs --num-processes 2
+	ninja -C $(ASAN_BUILD)
+	meson test -C $(ASAN_BUILD) --print-errorlogs --num-processes 2 --timeout-multiplier 3
+	ninja -C $(CLANG_BUILD)
+	@echo "make test: all green"
+
+demo: build
+	@./scripts/demo.sh $(BUILD)/corral
+
+bench: bench-deps build
+	@./scripts/bench.sh $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)

@@ -1,0 +1,10 @@
+#include "cr_advise.h"
+
+#include <stdio.h>
+
+int cr_advise_main(int argc, char **argv)
+{
+    (void)argc;
+    fprintf(stderr, "corral %s: not built yet\n", argv[0]);
+    return 2;
+}

@@ -1,0 +1,10 @@
+/*
+ * cr_cli.h - entry point of the 'corral cli' role.
+ */
+#ifndef CR_CLI_H
+#define CR_CLI_H
+
+/* argv[0] is the subcommand name; returns the process exit code. */
+int cr_cli_main(int argc, char **argv);
+
+#endif

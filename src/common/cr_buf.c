@@ -1,0 +1,96 @@
+#include "cr_buf.h"
+
+#include "cr_alloc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void cr_buf_init(cr_buf *b)
+{
+    b->data = NULL;
+    b->len = 0;
+    b->cap = 0;
+}
+
+void cr_buf_fini(cr_buf *b)
+{
+    CR_FREE(b->data);
+    b->len = 0;
+    b->cap = 0;
+}
+
+void cr_buf_reset(cr_buf *b)
+{
+    b->len = 0;
+    if (b->data) {
+        b->data[0] = '\0';
+    }
+}
+
+static void reserve(cr_buf *b, size_t extra)
+{
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap) {
+        return;
+    }
+    size_t cap = b->cap ? b->cap : 64;
+    while (cap < need) {
+        cap *= 2;
+    }
+    b->data = cr_realloc(b->data, cap);
+    b->cap = cap;
+}
+
+void cr_buf_append(cr_buf *b, const void *data, size_t len)
+{
+    reserve(b, len);
+    if (len) {
+        memcpy(b->data + b->len, data, len);
+    }
+    b->len += len;
+    b->data[b->len] = '\0';
+}
+
+void cr_buf_puts(cr_buf *b, const char *s)
+{
+    cr_buf_append(b, s, strlen(s));
+}
+
+void cr_buf_putc(cr_buf *b, char c)
+{
+    cr_buf_append(b, &c, 1);
+}
+
+void cr_buf_vprintf(cr_buf *b, const char *fmt, va_list ap)
+{
+    va_list ap2;
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap2);
+    va_end(ap2);
+    if (n <= 0) {
+        return;
+    }
+    reserve(b, (size_t)n);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    b->len += (size_t)n;
+}
+
+void cr_buf_printf(cr_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    cr_buf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+const char *cr_buf_str(const cr_buf *b)
+{
+    return b->data ? b->data : "";
+}
+
+char *cr_buf_take(cr_buf *b)
+{
+    char *s = b->data ? b->data : cr_strdup("");
+    cr_buf_init(b);
+    return s;
+}

@@ -1,0 +1,118 @@
+#include "cr_time.h"
+
+#include "cr_error.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+int64_t cr_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * CR_NS_PER_SEC + ts.tv_nsec;
+}
+
+int64_t cr_mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * CR_NS_PER_SEC + ts.tv_nsec;
+}
+
+int cr_duration_parse(const char *s, int64_t *out_ns)
+{
+    if (!s || !*s) {
+        return CR_EINVAL;
+    }
+    double total = 0;
+    const char *p = s;
+    int parts = 0;
+    while (*p) {
+        char *end;
+        errno = 0;
+        double v = strtod(p, &end);
+        if (end == p || errno || !isfinite(v) || v < 0) {
+            return CR_EINVAL;
+        }
+        p = end;
+        double unit = 1e9;
+        if (p[0] == 'm' && p[1] == 's') {
+            unit = 1e6;
+            p += 2;
+        } else if (p[0] == 'u' && p[1] == 's') {
+            unit = 1e3;
+            p += 2;
+        } else if (p[0] == 'n' && p[1] == 's') {
+            unit = 1;
+            p += 2;
+        } else if (*p == 's') {
+            p++;
+        } else if (*p == 'm') {
+            unit = 60e9;
+            p++;
+        } else if (*p == 'h') {
+            unit = 3600e9;
+            p++;
+        } else if (*p == 'd') {
+            unit = 86400e9;
+            p++;
+        } else if (*p != '\0') {
+            return CR_EINVAL;
+        } else if (parts > 0) {
+            return CR_EINVAL; /* "1h30" is ambiguous */
+        }
+        total += v * unit;
+        parts++;
+    }
+    if (total > 9.2e18) {
+        return CR_ERANGE;
+    }
+    *out_ns = (int64_t)llround(total);
+    return 0;
+}
+
+char *cr_duration_fmt(int64_t ns, char *buf, size_t len)
+{
+    if (ns < 0) {
+        snprintf(buf, len, "-");
+        return buf;
+    }
+    if (ns < CR_NS_PER_SEC) {
+        snprintf(buf, len, "%lldms", (long long)(ns / CR_NS_PER_MS));
+    } else if (ns < CR_NS_PER_MIN) {
+        snprintf(buf, len, "%llds", (long long)(ns / CR_NS_PER_SEC));
+    } else if (ns < CR_NS_PER_H) {
+        long long m = (long long)(ns / CR_NS_PER_MIN);
+        long long sec = (long long)((ns % CR_NS_PER_MIN) / CR_NS_PER_SEC);
+        if (sec) {
+            snprintf(buf, len, "%lldm%llds", m, sec);
+        } else {
+            snprintf(buf, len, "%lldm", m);
+        }
+    } else if (ns < 48 * CR_NS_PER_H) {
+        long long h = (long long)(ns / CR_NS_PER_H);
+        long long m = (long long)((ns % CR_NS_PER_H) / CR_NS_PER_MIN);
+        if (m) {
+            snprintf(buf, len, "%lldh%lldm", h, m);
+        } else {
+            snprintf(buf, len, "%lldh", h);
+        }
+    } else {
+        double d = (double)ns / (86400.0 * 1e9);
+        snprintf(buf, len, "%.1fd", d);
+    }
+    return buf;
+}
+
+char *cr_time_fmt(int64_t epoch_ns, char *buf, size_t len)
+{
+    time_t t = (time_t)(epoch_ns / CR_NS_PER_SEC);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}

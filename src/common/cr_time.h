@@ -1,0 +1,31 @@
+/*
+ * cr_time.h - time as int64_t nanoseconds.
+ *
+ * Wall-clock reads live here and only here; the scheduler core never calls
+ * them (its callers pass now_ns). Durations parse from "90s", "40m",
+ * "1h30m", "2d", or a bare number of seconds.
+ */
+#ifndef CR_TIME_H
+#define CR_TIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CR_NS_PER_US  INT64_C(1000)
+#define CR_NS_PER_MS  INT64_C(1000000)
+#define CR_NS_PER_SEC INT64_C(1000000000)
+#define CR_NS_PER_MIN (60 * CR_NS_PER_SEC)
+#define CR_NS_PER_H   (3600 * CR_NS_PER_SEC)
+
+/* Wall-clock time since the Unix epoch (CLOCK_REALTIME). */
+int64_t cr_now_ns(void);
+/* Monotonic time, for measuring intervals. */
+int64_t cr_mono_ns(void);
+/* Parse a duration; returns 0 or CR_EINVAL / CR_ERANGE, *out_ns untouched on failure. */
+int cr_duration_parse(const char *s, int64_t *out_ns);
+/* Short human form ("1h30m", "40m", "12s", "350ms") into buf; returns buf. */
+char *cr_duration_fmt(int64_t ns, char *buf, size_t len);
+/* ISO-8601 UTC form of an epoch time into buf; returns buf. */
+char *cr_time_fmt(int64_t epoch_ns, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,10 @@
+/*
+ * cr_gateway.h - entry point of the 'corral gateway' role.
+ */
+#ifndef CR_GATEWAY_H
+#define CR_GATEWAY_H
+
+/* argv[0] is the subcommand name; returns the process exit code. */
+int cr_gateway_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,128 @@
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+#include "cr_rng.h"
+#include "cr_time.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static void test_errors(void **state)
+{
+    (void)state;
+    assert_string_equal(cr_errname(CR_ENOENT), "CR_ENOENT");
+    assert_string_equal(cr_strerror(CR_ENOENT), "not found");
+    assert_string_equal(cr_errname(12345), "CR_EUNKNOWN");
+    assert_true(CR_ENOMEM < 0 && CR_EUNAVAIL < 0);
+}
+
+static void test_buf(void **state)
+{
+    (void)state;
+    cr_buf b;
+    cr_buf_init(&b);
+    assert_string_equal(cr_buf_str(&b), "");
+    for (int i = 0; i < 1000; i++) {
+        cr_buf_printf(&b, "%d,", i);
+    }
+    assert_int_equal(strncmp(cr_buf_str(&b), "0,1,2,", 6), 0);
+    char *s = cr_buf_take(&b);
+    assert_int_equal(b.len, 0);
+    assert_true(strlen(s) > 3000);
+    free(s);
+    cr_buf_fini(&b);
+}
+
+static void test_duration(void **state)
+{
+    (void)state;
+    int64_t ns = 0;
+    assert_int_equal(cr_duration_parse("1h30m", &ns), 0);
+    assert_true(ns == 90 * CR_NS_PER_MIN);
+    assert_int_equal(cr_duration_parse("250ms", &ns), 0);
+    assert_true(ns == 250 * CR_NS_PER_MS);
+    assert_int_equal(cr_duration_parse("45", &ns), 0);
+    assert_true(ns == 45 * CR_NS_PER_SEC);
+    int64_t keep = ns;
+    assert_int_equal(cr_duration_parse("1h30", &ns), CR_EINVAL);
+    assert_int_equal(cr_duration_parse("abc", &ns), CR_EINVAL);
+    assert_int_equal(cr_duration_parse("", &ns), CR_EINVAL);
+    assert_int_equal(cr_duration_parse("-5s", &ns), CR_EINVAL);
+    assert_true(ns == keep);
+    char buf[32];
+    assert_string_equal(cr_duration_fmt(40 * CR_NS_PER_MIN, buf, sizeof buf), "40m");
+    assert_string_equal(cr_duration_fmt(90 * CR_NS_PER_MIN, buf, sizeof buf), "1h30m");
+}
+
+static void test_count(void **state)
+{
+    (void)state;
+    double v = 0;
+    assert_int_equal(cr_parse_count("7b", &v), 0);
+    assert_true(v == 7e9);
+    assert_int_equal(cr_parse_count("70e9", &v), 0);
+    assert_true(v == 70e9);
+    assert_int_equal(cr_parse_count("1.5T", &v), 0);
+    assert_true(v == 1.5e12);
+    assert_int_equal(cr_parse_count("7x", &v), CR_EINVAL);
+    assert_int_equal(cr_parse_count("7bb", &v), CR_EINVAL);
+    assert_int_equal(cr_parse_count("nan", &v), CR_EINVAL);
+    int64_t i = 0;
+    assert_int_equal(cr_parse_i64("12", 0, 100, &i), 0);
+    assert_true(i == 12);
+    assert_int_equal(cr_parse_i64("101", 0, 100, &i), CR_ERANGE);
+    assert_int_equal(cr_parse_i64("1 ", 0, 100, &i), CR_EINVAL);
+}
+
+static void test_csv(void **state)
+{
+    (void)state;
+    char line[] = "a,\"b,c\",\"say \"\"hi\"\"\",,d\r\n";
+    cr_csv_rec r;
+    cr_csv_rec_init(&r);
+    int col = 0;
+    assert_int_equal(cr_csv_split(line, ',', &r, &col), 0);
+    assert_int_equal(r.count, 5);
+    assert_string_equal(r.fields[1], "b,c");
+    assert_string_equal(r.fields[2], "say \"hi\"");
+    assert_string_equal(r.fields[3], "");
+    assert_string_equal(r.fields[4], "d");
+    assert_int_equal(r.col[1], 3);
+    char bad[] = "x,\"unterminated";
+    assert_int_equal(cr_csv_split(bad, ',', &r, &col), CR_EPARSE);
+    assert_int_equal(col, 3);
+    cr_csv_rec_fini(&r);
+}
+
+static void test_rng(void **state)
+{
+    (void)state;
+    cr_rng a, b;
+    cr_rng_seed(&a, 42);
+    cr_rng_seed(&b, 42);
+    for (int i = 0; i < 100; i++) {
+        assert_true(cr_rng_next(&a) == cr_rng_next(&b));
+    }
+    double sum = 0;
+    for (int i = 0; i < 10000; i++) {
+        uint64_t x = cr_rng_below(&a, 10);
+        assert_true(x < 10);
+        sum += cr_rng_exp(&a, 2.0);
+    }
+    assert_true(sum / 10000 > 1.8 && sum / 10000 < 2.2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_errors), cmocka_unit_test(test_buf), cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_count),  cmocka_unit_test(test_csv), cmocka_unit_test(test_rng),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
