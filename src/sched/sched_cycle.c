@@ -635,7 +635,7 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
                      "or MIG profile)");
         break;
     case R_NEVER:
-        n = snprintf(buf, len, "needs %u %s%s but the cluster has only %u", j->rneed, tn, shape,
+        n = snprintf(buf, len, "needs %u %s%s but only %u are in service", j->rneed, tn, shape,
                      j->rfree);
         break;
     case R_NO_FIT:
