@@ -52,7 +52,8 @@ static void build(cr_sched *s)
         snprintf(rack, sizeof(rack), "r%03d", n / 32);
         cr_sched_gpu_spec g[8];
         for (int i = 0; i < 8; i++) {
-            g[i] = (cr_sched_gpu_spec){.type = id[n / 2500], .nvlink = (uint16_t)(n % 3 ? 0 : i / 4)};
+            g[i] =
+                (cr_sched_gpu_spec){.type = id[n / 2500], .nvlink = (uint16_t)(n % 3 ? 0 : i / 4)};
         }
         cr_sched_node_spec ns = {.name = name, .rack = rack, .gpu_count = 8, .gpus = g};
         cr_sched_node_add(s, &ns, NULL);

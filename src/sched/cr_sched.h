@@ -102,7 +102,7 @@ typedef struct cr_sched_config {
     /* LAS: a job pending longer than this goes to queue 0 (0 = never). */
     int64_t las_starve_ns;
     /* HETERO: true = GLPK LP; false = greedy heuristic. Jobs in the LP:
-     * the running ones plus at most hetero_window pending (default 256). */
+     * the running ones plus at most hetero_window pending (default 64). */
     bool hetero_lp;
     size_t hetero_window;
     /* Preempt only victims that ran at least this long (default 0). */

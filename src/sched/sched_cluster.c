@@ -74,7 +74,7 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->las_threshold_gpu_ns[0] = INT64_C(3200) * 1000000000;
     cfg->las_starve_ns = 0;
     cfg->hetero_lp = true;
-    cfg->hetero_window = 256;
+    cfg->hetero_window = 64;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -132,6 +132,7 @@ void cr_sched_free(cr_sched *s)
         free(s->nodes[n].reason);
     }
     free(s->nodes);
+    free(s->ntab);
     free(s->nts);
     for (int r = 0; r < s->nracks; r++) {
         free(s->racks[r].name);
@@ -538,6 +539,8 @@ static bool gpu_whole(const gpu *g)
     return !g->bad && !g->mig;
 }
 
+static void ntab_put(cr_sched *s, uint32_t n);
+
 int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out_node)
 {
     uint32_t dummy;
@@ -565,6 +568,7 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
     node *nd = &s->nodes[n];
     memset(nd, 0, sizeof(*nd));
     nd->name = cr_strdup(spec->name);
+    ntab_put(s, n);
     nd->rack = r;
     nd->state = spec->state;
     nd->ngpu = (uint32_t)spec->gpu_count;
@@ -624,12 +628,47 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
     return 0;
 }
 
+static uint32_t name_hash(const char *name)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        h = (h ^ *p) * 16777619u;
+    }
+    return h;
+}
+
+static void ntab_put(cr_sched *s, uint32_t n)
+{
+    if ((s->nnodes + 1) * 2 > s->ntabcap) {
+        free(s->ntab);
+        s->ntabcap = s->ntabcap ? s->ntabcap * 2 : 64;
+        s->ntab = cr_calloc(s->ntabcap, sizeof(uint32_t));
+        for (uint32_t i = 0; i < s->nnodes; i++) {
+            if (i != n) {
+                uint32_t k = name_hash(s->nodes[i].name) & (s->ntabcap - 1);
+                while (s->ntab[k]) {
+                    k = (k + 1) & (s->ntabcap - 1);
+                }
+                s->ntab[k] = i + 1;
+            }
+        }
+    }
+    uint32_t k = name_hash(s->nodes[n].name) & (s->ntabcap - 1);
+    while (s->ntab[k]) {
+        k = (k + 1) & (s->ntabcap - 1);
+    }
+    s->ntab[k] = n + 1;
+}
+
 int cr_sched_node_find(const cr_sched *s, const char *name, uint32_t *out_node)
 {
-    /* Linear: node lookups by name are rare (API calls, file loading). */
-    for (uint32_t n = 0; name && n < s->nnodes; n++) {
-        if (strcmp(s->nodes[n].name, name) == 0) {
-            *out_node = n;
+    if (!name || !s->ntabcap) {
+        return CR_ENOENT;
+    }
+    for (uint32_t k = name_hash(name) & (s->ntabcap - 1); s->ntab[k];
+         k = (k + 1) & (s->ntabcap - 1)) {
+        if (strcmp(s->nodes[s->ntab[k] - 1].name, name) == 0) {
+            *out_node = s->ntab[k] - 1;
             return 0;
         }
     }

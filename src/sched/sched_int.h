@@ -143,6 +143,8 @@ struct cr_sched {
     int ntypes;
     node *nodes;
     uint32_t nnodes, cnodes;
+    uint32_t *ntab; /* node name hash: node index + 1, 0 = empty */
+    uint32_t ntabcap;
     nt *nts;
     uint32_t nnt, cnt;
     rack_rec *racks;
