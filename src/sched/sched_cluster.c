@@ -73,7 +73,7 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->las_queues = 2;
     cfg->las_threshold_gpu_ns[0] = INT64_C(3200) * 1000000000;
     cfg->las_starve_ns = 0;
-    cfg->hetero_lp = true;
+    cfg->hetero_lp = false;
     cfg->hetero_window = 64;
 }
 
