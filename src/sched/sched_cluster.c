@@ -1199,9 +1199,26 @@ int cr_sched_job_restore(cr_sched *s, const cr_sched_job_spec *spec, int gpu_typ
                 }
             }
         } else {
+            if (sl->mig_mem == 0 || sl->mig_start + sl->mig_mem > s->types[gpu_type].mig_mem ||
+                sl->mig_compute == 0) {
+                return CR_EINVAL;
+            }
             uint32_t mask = ((1u << sl->mig_mem) - 1) << sl->mig_start;
-            if (!g->mig || g->bad || sl->mig_mem == 0 || sl->mig_start + sl->mig_mem > 8 ||
-                (g->mig_used & mask)) {
+            uint32_t compute = g->mig_compute_used;
+            for (size_t k = 0; k < i; k++) {
+                if (slots[k].node == sl->node && slots[k].gpu == sl->gpu) {
+                    if (slots[k].mig_start < 0) {
+                        return CR_EBUSY;
+                    }
+                    mask |= (((1u << slots[k].mig_mem) - 1) << slots[k].mig_start) << 8;
+                    compute += slots[k].mig_compute;
+                    if ((mask >> 8) & (((1u << sl->mig_mem) - 1) << sl->mig_start)) {
+                        return CR_EBUSY;
+                    }
+                }
+            }
+            if (!g->mig || g->bad || (g->mig_used & mask) ||
+                compute + sl->mig_compute > s->types[gpu_type].mig_compute) {
                 return CR_EBUSY;
             }
         }

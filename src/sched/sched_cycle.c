@@ -132,6 +132,9 @@ static int candidates(const cr_sched *s, const job *j, int *out)
 {
     int n = 0;
     if (j->spec.gpu_type >= 0) {
+        if (j->mig[0] && !cr__sched_mig_find(s, j->spec.gpu_type, j->mig)) {
+            return 0; /* the type has no such MIG profile */
+        }
         out[n++] = j->spec.gpu_type;
         return n;
     }

@@ -402,6 +402,44 @@ static void test_hetero_lp_vs_greedy(void **state)
     assert_true(gr >= 0.9 * lp);
 }
 
+/* The shipped example cluster files load and hold what their comments say. */
+static void load_file(const char *name, uint32_t want_nodes, const char *type, uint32_t want_gpus)
+{
+    const char *src = getenv("CORRAL_SRC");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/data/clusters/%s", src ? src : ".", name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, CR_SCHED_PRIORITY);
+    cr_sched *s = NULL;
+    assert_int_equal(cr_sched_new(&cfg, &s), 0);
+    char err[256];
+    if (cr_sched_load_cluster(s, buf, n, err, sizeof(err)) != 0) {
+        fail_msg("%s: %s", name, err);
+    }
+    assert_int_equal(cr_sched_node_count(s), want_nodes);
+    int t;
+    uint32_t total;
+    assert_int_equal(cr_sched_gpu_type_find(s, type, &t), 0);
+    assert_int_equal(cr_sched_capacity(s, t, &total, NULL), 0);
+    assert_int_equal(total, want_gpus);
+    checked(s);
+    cr_sched_free(s);
+}
+
+static void test_data_clusters(void **state)
+{
+    (void)state;
+    load_file("hetero-small.cluster", 10, "H100 SXM", 16);
+    load_file("hetero-small.cluster", 10, "A30", 8);
+    load_file("gavel-108.cluster", 27, "k80", 36);
+    load_file("large-10k.cluster", 10000, "H100 SXM", 80000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -414,6 +452,7 @@ int main(void)
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_restore_and_quota_lowering),
         cmocka_unit_test(test_hetero_lp_vs_greedy),
+        cmocka_unit_test(test_data_clusters),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
