@@ -32,6 +32,13 @@ static int64_t mono_ns(void)
     return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
 }
 
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * SEC + ts.tv_nsec;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -116,6 +123,7 @@ static void bench(cr_sched_policy pol, bool lp, int cycles)
     t_fill = mono_ns() - t_fill;
     uint64_t *running = cr_malloc(200000 * sizeof(uint64_t));
     int64_t *lat = cr_malloc((size_t)cycles * sizeof(int64_t));
+    int64_t *cpu = cr_malloc((size_t)cycles * sizeof(int64_t));
     uint64_t started = 0;
     for (int c = 0; c < cycles; c++) {
         /* finish 40 random running jobs: sample ids until 40 running found */
@@ -132,14 +140,16 @@ static void bench(cr_sched_policy pol, bool lp, int cycles)
             submit(s, &r, id++, now);
         }
         now += 10 * SEC;
-        int64_t t0 = mono_ns();
+        int64_t t0 = mono_ns(), c0 = cpu_ns();
         int n = cr_sched_cycle(s, now, &r, &d);
         lat[c] = mono_ns() - t0;
+        cpu[c] = cpu_ns() - c0;
         for (int i = 0; i < n; i++) {
             started += d[i].action == CR_SCHED_START;
         }
     }
     qsort(lat, (size_t)cycles, sizeof(*lat), cmp_i64);
+    qsort(cpu, (size_t)cycles, sizeof(*cpu), cmp_i64);
     uint32_t total = 0, freeg = 0;
     for (int t = 0; t < 4; t++) {
         uint32_t a, b;
@@ -147,14 +157,15 @@ static void bench(cr_sched_policy pol, bool lp, int cycles)
         total += a;
         freeg += b;
     }
-    printf("%-8s%-4s cycle: p50 %7.3f ms  p99 %7.3f ms  max %7.3f ms | pending %zu running %zu "
-           "GPUs %u (free %u) | started %.1f/cycle | fill %.2f s\n",
+    printf("%-8s%-4s wall p50 %6.2f p99 %6.2f ms, cpu p50 %6.2f p99 %6.2f ms | pending %zu "
+           "running %zu GPUs %u (free %u) | started %.1f/cycle | fill %.2f s\n",
            cr_sched_policy_name(pol), pol == CR_SCHED_HETERO ? (lp ? "-lp" : "-gr") : "",
            (double)lat[cycles / 2] / 1e6, (double)lat[(cycles * 99) / 100] / 1e6,
-           (double)lat[cycles - 1] / 1e6, cr_sched_job_count(s, CR_JOB_PENDING),
-           cr_sched_job_count(s, CR_JOB_RUNNING), total, freeg, (double)started / cycles,
-           (double)t_fill / 1e9);
+           (double)cpu[cycles / 2] / 1e6, (double)cpu[(cycles * 99) / 100] / 1e6,
+           cr_sched_job_count(s, CR_JOB_PENDING), cr_sched_job_count(s, CR_JOB_RUNNING), total,
+           freeg, (double)started / cycles, (double)t_fill / 1e9);
     free(lat);
+    free(cpu);
     free(running);
     cr_sched_free(s);
 }

@@ -104,6 +104,7 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 static void job_free(job *j)
 {
     if (j) {
+        free(j->tput);
         free(j->slots);
         free(j);
     }
@@ -1039,11 +1040,16 @@ static job *job_make(const cr_sched_job_spec *sp)
 {
     job *j = cr_calloc(1, sizeof(*j));
     j->spec = *sp;
-    for (int t = 0; t < CR_SCHED_MAX_TYPES; t++) {
-        j->tput[t] = sp->tput ? ((size_t)t < sp->tput_count ? sp->tput[t] : 0.0) : 1.0;
+    if (sp->tput) {
+        /* float: relative speeds need no more, and a million queued jobs
+         * then cost 128 bytes each for it */
+        j->tput = cr_calloc(CR_SCHED_MAX_TYPES, sizeof(float));
+        for (size_t t = 0; t < sp->tput_count; t++) {
+            j->tput[t] = (float)sp->tput[t];
+        }
     }
-    j->spec.tput = j->tput;
-    j->spec.tput_count = CR_SCHED_MAX_TYPES;
+    j->spec.tput = NULL;
+    j->spec.tput_count = 0;
     if (sp->mig_profile) {
         snprintf(j->mig, sizeof(j->mig), "%s", sp->mig_profile);
     }

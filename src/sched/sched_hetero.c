@@ -211,7 +211,7 @@ void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
         x->rank = nh;
         double best = 0, second = 0;
         for (int t = 0; t < s->ntypes; t++) {
-            double v = s->types[t].total >= j->spec.gpu_count ? j->tput[t] : 0;
+            double v = s->types[t].total >= j->spec.gpu_count ? cr__sched_tput(j, t) : 0;
             if (v > best) {
                 second = best;
                 best = v;
@@ -223,7 +223,7 @@ void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
             continue;
         }
         for (int t = 0; t < s->ntypes; t++) {
-            x->w[t] = s->types[t].total >= j->spec.gpu_count ? j->tput[t] / best : 0;
+            x->w[t] = s->types[t].total >= j->spec.gpu_count ? cr__sched_tput(j, t) / best : 0;
         }
         x->regret = (best - second) / best;
         nh++;

@@ -112,8 +112,8 @@ enum {
 };
 
 typedef struct job {
-    cr_sched_job_spec spec; /* tput and mig_profile point into this struct */
-    double tput[CR_SCHED_MAX_TYPES];
+    cr_sched_job_spec spec; /* tput (owned) and mig_profile point into this struct */
+    float *tput;            /* owned, CR_SCHED_MAX_TYPES entries; NULL = 1 everywhere */
     char mig[16];
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */
@@ -172,6 +172,12 @@ struct cr_sched {
     size_t cscratch;
     cr_sched_stats stats;
 };
+
+/* Relative throughput of a job on a type (1 when the job gave none). */
+static inline double cr__sched_tput(const job *j, int t)
+{
+    return j->tput ? j->tput[t] : 1.0;
+}
 
 /* sched_cluster.c */
 int cr__sched_rack_get(cr_sched *s, const char *name, const char *spine);
