@@ -760,7 +760,9 @@ static size_t requeue_on(cr_sched *s, uint32_t n, int gpu_only, int64_t now_ns, 
         v[k] = x;
     }
     for (size_t i = 0; i < len; i++) {
-        cr__sched_job_stop(s, cr__sched_job_get(s, v[i]), now_ns, true);
+        job *j = cr__sched_job_get(s, v[i]);
+        cr__sched_job_stop(s, j, now_ns, true);
+        j->rcode = R_REQUEUED;
     }
     if (ids) {
         *ids = v;
@@ -1168,6 +1170,7 @@ int cr_sched_job_requeue(cr_sched *s, uint64_t id, int64_t now_ns)
         return CR_ECONFLICT;
     }
     cr__sched_job_stop(s, j, now_ns, true);
+    j->rcode = R_REQUEUED;
     return 0;
 }
 

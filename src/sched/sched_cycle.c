@@ -330,6 +330,9 @@ static bool quota_room(const cr_sched *s, const job *j, int type)
     return t->quota[type] < 0 || (int64_t)t->used_nb[type] + j->spec.gpu_count <= t->quota[type];
 }
 
+static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_gpus, int64_t at,
+                       uint64_t other);
+
 /* Try to start j on type by preempting; true if it started. */
 static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borrowed)
 {
@@ -418,6 +421,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
                      j->spec.id, jq, las_queue_of(s, cr__sched_job_attained(r, now_ns)));
         }
         cr__sched_job_stop(s, r, now_ns, true);
+        set_reason(r, R_PREEMPTED, r->spec.gpu_type, r->spec.gpu_count, 0, INT64_MAX, j->spec.id);
         s->stats.last_preempted++;
     }
     cr__sched_job_start(s, j, type, s->plan, n, now_ns, borrowed);
@@ -721,6 +725,12 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         n = snprintf(buf, len,
                      "the heterogeneity-aware allocation gives the free GPUs to jobs "
                      "that gain more from them");
+        break;
+    case R_PREEMPTED:
+        n = snprintf(buf, len, "preempted for job %" PRIu64 "; back in the queue", j->rother);
+        break;
+    case R_REQUEUED:
+        n = snprintf(buf, len, "requeued after a node or GPU failure; back in the queue");
         break;
     default:
         n = snprintf(buf, len, "pending");

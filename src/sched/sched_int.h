@@ -109,6 +109,8 @@ enum {
     R_BACKFILL,    /* would delay the reservation */
     R_NO_FREE,     /* nothing free anywhere: not examined */
     R_HETERO_WAIT, /* allocation gave the free GPUs to others */
+    R_PREEMPTED,   /* preempted for rother, not yet reconsidered */
+    R_REQUEUED,    /* its node or GPU failed, or the caller requeued it */
 };
 
 typedef struct job {
