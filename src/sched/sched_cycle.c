@@ -333,6 +333,61 @@ static bool quota_room(const cr_sched *s, const job *j, int type)
 static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_gpus, int64_t at,
                        uint64_t other);
 
+/*
+ * Preemption attempts that failed this cycle, per type. Victims only get
+ * fewer during a cycle (jobs started in it are never victims), so a job
+ * that is no stronger (priority, LAS queue), needs no fewer GPUs and no
+ * less memory than one that failed will fail too: skip its scan. Only
+ * plain jobs are compared (no gang shape, no MIG), and a job claiming its
+ * quota (borrowed work yields to it) is never skipped.
+ */
+#define PFAIL_MAX 4
+
+typedef struct pfail {
+    int n;
+    struct {
+        int32_t prio;
+        uint8_t queue;
+        uint32_t gpus;
+        uint64_t mem;
+    } f[PFAIL_MAX];
+} pfail;
+
+static bool plain(const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    return !j->mig[0] && j->spec.node_count <= 1 &&
+           (borrowed || s->tenants[j->spec.tenant].quota[type] < 0);
+}
+
+static bool futile(const pfail *pf, const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    if (!plain(s, j, type, borrowed)) {
+        return false;
+    }
+    for (int i = 0; i < pf->n; i++) {
+        bool weaker = s->cfg.policy == CR_SCHED_PRIORITY ? j->spec.priority <= pf->f[i].prio
+                      : s->cfg.policy == CR_SCHED_LAS    ? j->las_queue >= pf->f[i].queue
+                                                         : true;
+        if (weaker && j->spec.gpu_count >= pf->f[i].gpus && j->spec.mem_bytes >= pf->f[i].mem &&
+            j->spec.node_count == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void pfail_add(pfail *pf, const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    if (!plain(s, j, type, borrowed) || j->spec.node_count != 0) {
+        return;
+    }
+    int i = pf->n < PFAIL_MAX ? pf->n++ : PFAIL_MAX - 1;
+    pf->f[i].prio = j->spec.priority;
+    pf->f[i].queue = j->las_queue;
+    pf->f[i].gpus = j->spec.gpu_count;
+    pf->f[i].mem = j->spec.mem_bytes;
+}
+
 /* Try to start j on type by preempting; true if it started. */
 static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borrowed)
 {
@@ -496,6 +551,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     resv res[CR_SCHED_MAX_TYPES];
     memset(res, 0, sizeof(res));
     int tries = 0;
+    pfail pf[CR_SCHED_MAX_TYPES];
+    memset(pf, 0, sizeof(pf));
     uint32_t i = 0;
     for (; i < np; i++) {
         job *j = order[i];
@@ -604,11 +661,13 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             continue;
         }
         /* preemption, then a reservation */
-        if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED)) {
+        if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
+            s->cfg.preemption && !futile(&pf[ptype], s, j, ptype, pborrow)) {
             tries++;
             if (try_preempt(s, j, ptype, now_ns, pborrow)) {
                 continue;
             }
+            pfail_add(&pf[ptype], s, j, ptype, pborrow);
         }
         int64_t at = INT64_MAX;
         uint64_t other = 0;
