@@ -662,7 +662,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         /* preemption, then a reservation */
         if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
-            s->cfg.preemption && !futile(&pf[ptype], s, j, ptype, pborrow)) {
+            s->cfg.preemption && !res[ptype].active && !futile(&pf[ptype], s, j, ptype, pborrow)) {
+            /* (behind a reservation, taking GPUs by preemption could delay
+             * the reserved job, which already tried) */
             tries++;
             if (try_preempt(s, j, ptype, now_ns, pborrow)) {
                 continue;
