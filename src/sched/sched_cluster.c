@@ -609,6 +609,9 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
         if (g->mig) {
             mig_list_add(&s->types[gs->type], n, i);
         }
+        if (i > 0 && g->nvlink != nd->gpus[0].nvlink) {
+            nd->multi_domain = true;
+        }
         if (!g->bad && nd->state == CR_NODE_UP) {
             s->types[gs->type].total++;
         }

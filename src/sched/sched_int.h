@@ -76,6 +76,7 @@ typedef struct node {
     gpu *gpus;         /* owned, ngpu entries */
     uint32_t nt_first; /* its nt records: nt_first .. nt_first + nnt - 1 */
     uint8_t nnt;
+    bool multi_domain; /* GPUs in more than one NVLink domain */
 } node;
 
 typedef struct rack_rec {
