@@ -251,6 +251,49 @@ static int cmp_end(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static bool endk_less(const endk *a, const endk *b)
+{
+    return a->end != b->end ? a->end < b->end : a->id < b->id;
+}
+
+/* Reorder e[0..n) so that e[0..k) hold the k smallest (in any order):
+ * quickselect with a median-of-three pivot. */
+static void endk_select(endk *e, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n; /* the k-th smallest lies in [lo, hi) */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        endk a = e[lo], b = e[mid], c = e[hi - 1], piv;
+        if (endk_less(&a, &b)) {
+            piv = endk_less(&b, &c) ? b : (endk_less(&a, &c) ? c : a);
+        } else {
+            piv = endk_less(&a, &c) ? a : (endk_less(&b, &c) ? c : b);
+        }
+        /* three-way partition: < piv | == piv | > piv */
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            if (endk_less(&e[i], &piv)) {
+                endk t = e[lt];
+                e[lt++] = e[i];
+                e[i++] = t;
+            } else if (endk_less(&piv, &e[i])) {
+                endk t = e[--gt];
+                e[gt] = e[i];
+                e[i] = t;
+            } else {
+                i++;
+            }
+        }
+        if (k <= lt) {
+            hi = lt;
+        } else if (k <= gt) {
+            return; /* boundary falls among the pivot's equals */
+        } else {
+            lo = gt;
+        }
+    }
+}
+
 static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns)
 {
     uint32_t need = j->spec.gpu_count, avail = s->types[type].free;
@@ -261,24 +304,40 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
         r->extra = avail - need;
         return;
     }
-    endk *e = cr_malloc((s->nrunning ? s->nrunning : 1) * sizeof(*e));
+    uint32_t ntr = s->ntrun[type];
+    endk *e = cr_malloc((ntr ? ntr : 1) * sizeof(*e));
     uint32_t n = 0;
-    for (uint32_t i = 0; i < s->nrunning; i++) {
-        const job *v = s->running[i];
-        if (v->run_type == type && v->slots[0].mig_start < 0) {
+    for (uint32_t i = 0; i < ntr; i++) {
+        const job *v = s->trun[type][i];
+        if (v->slots[0].mig_start < 0) {
             e[n++] = (endk){job_end(v), v->nslots, v->spec.id};
         }
     }
-    qsort(e, n, sizeof(*e), cmp_end);
     r->at = INT64_MAX;
     r->extra = 0;
-    for (uint32_t i = 0; i < n && e[i].end != INT64_MAX; i++) {
-        avail += e[i].gpus;
-        if (avail >= need) {
-            r->at = e[i].end;
-            r->extra = avail - need;
-            break;
+    /* Only the earliest ends matter: select the smallest m, sort those,
+     * and widen (m doubles) only if they do not free enough. */
+    size_t lo = 0, m = 32;
+    while (lo < n) {
+        size_t hi = n - lo > m ? lo + m : n;
+        if (hi < n) {
+            endk_select(e + lo, n - lo, hi - lo);
         }
+        qsort(e + lo, hi - lo, sizeof(*e), cmp_end);
+        for (size_t i = lo; i < hi && e[i].end != INT64_MAX; i++) {
+            avail += e[i].gpus;
+            if (avail >= need) {
+                r->at = e[i].end;
+                r->extra = avail - need;
+                free(e);
+                return;
+            }
+        }
+        if (hi < n && e[hi - 1].end == INT64_MAX) {
+            break; /* the rest end no earlier: never */
+        }
+        lo = hi;
+        m *= 2;
     }
     free(e);
 }
@@ -399,9 +458,9 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     vic *v = NULL;
     uint32_t nv = 0, cv = 0;
     uint64_t gpus = 0;
-    for (uint32_t i = 0; i < s->nrunning; i++) {
-        job *r = s->running[i];
-        if (r->run_type != type || !r->spec.preemptible || r->start_cycle == s->stats.cycles ||
+    for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+        job *r = s->trun[type][i];
+        if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
             now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
             continue;
         }

@@ -120,6 +120,7 @@ typedef struct job {
     char mig[16];
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */
+    uint32_t tidx; /* RUNNING: index in s->trun[run_type] */
     int run_type;
     cr_sched_slot *slots; /* owned while RUNNING */
     uint32_t nslots;
@@ -161,6 +162,8 @@ struct cr_sched {
     uint32_t npending, cpending;
     job **running;
     uint32_t nrunning, crunning;
+    job **trun[CR_SCHED_MAX_TYPES]; /* running jobs per type (owned arrays) */
+    uint32_t ntrun[CR_SCHED_MAX_TYPES], ctrun[CR_SCHED_MAX_TYPES];
     int64_t usage_ns; /* time fair-share usage was last accrued to */
     int64_t now_ns;   /* last time seen */
     /* per-cycle output */
