@@ -46,6 +46,8 @@ typedef struct cr_gpu_type {
 
     uint64_t mem_bytes;        /* device memory (decimal GB * 1e9) */
     double mem_bw_bytes_per_s; /* peak memory bandwidth */
+    char mem_type[12];         /* "HBM3", "GDDR6"...; "" if unknown */
+    int mem_hbm;               /* 1 when mem_type is an HBM generation */
 
     /* Peak dense math per GPU, FLOP/s (OP/s for int8); CR_UNKNOWN if not
      * sourced, 0 if the unit is absent. Sparse figures never appear here. */
@@ -75,12 +77,13 @@ typedef struct cr_gpu_type {
 
 typedef struct cr_catalog cr_catalog; /* opaque, immutable once loaded */
 
-/* The default catalog path: $CORRAL_DATA/gpus/catalog.csv when CORRAL_DATA
- * is set, else <source root>/data/gpus/catalog.csv. Static string. */
+/* The compiled-in catalog path, <source root>/data/gpus/catalog.csv
+ * (a constant string). cr_catalog_load(NULL, ...) reads
+ * $CORRAL_DATA/gpus/catalog.csv instead when CORRAL_DATA is set. */
 const char *cr_catalog_default_path(void);
 
 /*
- * Load a catalog. path NULL means cr_catalog_default_path(). On success
+ * Load a catalog. path NULL means the default (see above). On success
  * *out is returned new (free with cr_catalog_free). On failure returns
  * CR_EIO or CR_EPARSE, leaves *out untouched and, when err is not NULL,
  * writes "file:line:col: message" into err (err_len bytes, NUL-terminated).

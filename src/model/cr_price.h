@@ -18,7 +18,8 @@
 
 typedef struct cr_prices cr_prices; /* opaque */
 
-/* $CORRAL_DATA/prices.csv, else <source root>/data/prices.csv. */
+/* <source root>/data/prices.csv (constant); a NULL path in
+ * cr_prices_load reads $CORRAL_DATA/prices.csv when CORRAL_DATA is set. */
 const char *cr_prices_default_path(void);
 
 /* path NULL means the default path. cat (borrowed) resolves model names;
