@@ -30,8 +30,9 @@
 #define NVLINK_LAT_S     2e-6
 #define PCIE_LAT_S       8e-6
 #define NET_LAT_S        10e-6
-#define DP_OVERLAP       0.50 /* share of compute the gradient all-reduce can hide under */
-#define NODE_GPUS        8    /* GPUs per server */
+#define LAYER_STEP_S     20e-6 /* per layer per decode step: launches, norms, sampling */
+#define DP_OVERLAP       0.50  /* share of compute the gradient all-reduce can hide under */
+#define NODE_GPUS        8     /* GPUs per server */
 #define MAX_GPUS         16384
 #define LORA_TRAINABLE   0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
 #define QLORA_WEIGHT_B   0.55  /* NF4 weights + quantisation constants, bytes/param */
@@ -487,7 +488,7 @@ static double decode_step_s(const infer_in *in, const unit *u, int tp, double B)
     double mem_t = bytes / (u->bw * DECODE_BW_EFF);
     double comp_t = 2 * in->N * B / (tp * u->peak * PREFILL_EFF);
     double comm = 2.0 * in->sh->layers * allreduce_s(B * in->sh->hidden * 2, tp, u->tpl);
-    return (mem_t > comp_t ? mem_t : comp_t) + comm;
+    return (mem_t > comp_t ? mem_t : comp_t) + comm + in->sh->layers * LAYER_STEP_S;
 }
 
 static double prefill_s(const infer_in *in, const unit *u, int tp)
@@ -550,8 +551,8 @@ typedef struct infer_plan {
 
 /* Smallest tp x replicas on whole GPUs meeting the targets for lam
  * requests/s; gpu_count > 0 fixes the total. */
-static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, int gpu_count,
-                       infer_plan *best, infer_out *closest, int *closest_tp)
+static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision, double lam,
+                       int gpu_count, infer_plan *best, infer_out *closest, int *closest_tp)
 {
     int max_tp = g->nvlink_bytes_per_s > 0 ? g->nvlink_domain_gpus : 8;
     if (max_tp > 8) {
@@ -560,7 +561,7 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, i
     int found = 0;
     for (int tp = 1; tp <= max_tp; tp *= 2) {
         unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
-                  cr_gpu_peak_flops(g, CR_PREC_BF16), nvlink_or_pcie(g, tp)};
+                  cr_gpu_peak_flops(g, precision), nvlink_or_pcie(g, tp)};
         int rmin = 1, rmax = 1024;
         if (gpu_count > 0) {
             if (gpu_count % tp) {
@@ -569,7 +570,7 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, i
             rmin = rmax = gpu_count / tp;
         }
         for (int r = rmin; r <= rmax; r = r < 8 ? r + 1 : r * 2) {
-            if (found && tp * r >= best->tp * best->replicas) {
+            if (found && tp * r > best->tp * best->replicas) {
                 break;
             }
             infer_in in = *base;
@@ -592,7 +593,9 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, i
                 *closest_tp = tp;
             }
             if (o.ok_lat) {
-                if (!found || tp * r < best->tp * best->replicas) {
+                /* Fewest GPUs; at equal count the lower per-token latency. */
+                if (!found || tp * r < best->tp * best->replicas ||
+                    (tp * r == best->tp * best->replicas && o.tpot_s < best->r.tpot_s)) {
                     best->tp = tp;
                     best->replicas = r;
                     best->r = o;
@@ -628,8 +631,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     infer_out closest = {0};
     int closest_tp = 1;
     int per_tenant_count = gpu_count > 0 ? (gpu_count >= T ? gpu_count / T : 0) : 0;
-    int whole_ok = (gpu_count <= 0 || per_tenant_count > 0) &&
-                   infer_whole(&in, g, lam_t, per_tenant_count, &whole, &closest, &closest_tp);
+    int whole_ok =
+        (gpu_count <= 0 || per_tenant_count > 0) &&
+        infer_whole(&in, g, w->precision, lam_t, per_tenant_count, &whole, &closest, &closest_tp);
 
     /* MIG: one slice per tenant, smallest profile that meets the targets. */
     const cr_mig_profile *mig = NULL;
@@ -639,7 +643,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     size_t np = 0;
     const cr_mig_profile *profs = g->mig_max_instances > 0 ? cr_mig_profiles(g->name, &np) : NULL;
     int cs_tot = 0, ms_tot = 0;
-    if (profs && cr_mig_geometry(g->name, &cs_tot, &ms_tot) == 0) {
+    /* A fixed --gpus count means whole GPUs unless MIG is asked for. */
+    int try_mig = gpu_count <= 0 || (w->needs & CR_NEED_MIG);
+    if (try_mig && profs && cr_mig_geometry(g->name, &cs_tot, &ms_tot) == 0) {
         for (size_t i = 0; i < np; i++) {
             const cr_mig_profile *p = &profs[i];
             if (p->media_ext || p->compute_slices == cs_tot) {
@@ -648,7 +654,7 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             double share = fmax((double)p->compute_slices / cs_tot, (double)p->mem_slices / ms_tot);
             unit u = {usable_mem((double)p->mem_bytes) + RUNTIME_OVERHEAD * 0.5,
                       g->mem_bw_bytes_per_s * p->mem_slices / ms_tot,
-                      cr_gpu_peak_flops(g, CR_PREC_BF16) * p->compute_slices / cs_tot,
+                      cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot,
                       nvlink_or_pcie(g, 1)};
             infer_in one = in;
             one.lam = lam_t;
