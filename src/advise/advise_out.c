@@ -187,6 +187,8 @@ static json_t *estimate_json(const cr_estimate *e, size_t rank)
     }
     json_object_set_new(o, "gpu", json_string(e->gpu->name));
     json_object_set_new(o, "alias", json_string(e->gpu->alias));
+    json_object_set_new(o, "form", json_string(cr_form_name(e->gpu->form)));
+    json_object_set_new(o, "memory_type", json_string(e->gpu->mem_type));
     if (rank) {
         json_object_set_new(o, "gpus", json_integer(e->gpu_count));
         json_object_set_new(o, "gpu_share", json_real(e->gpu_share));
