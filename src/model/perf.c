@@ -612,6 +612,11 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision
 static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
                            cr_estimate *e)
 {
+    if (cr_gpu_peak_flops(g, w->precision) <= 0) {
+        snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
+                 cr_precision_name(w->precision));
+        return;
+    }
     infer_in in = {0};
     in.N = w->params > 0 ? w->params : 7e9;
     in.sh = shape_for(in.N);
@@ -785,6 +790,11 @@ static void estimate_visual(const cr_workload *w, const cr_gpu_type *g, int gpu_
     double cap = dec_cap < comp_cap ? dec_cap : comp_cap;
     if (cap < 1e-9) {
         snprintf(e->reason, sizeof e->reason, "no math rate for the detector");
+        return;
+    }
+    if (S / cap > MAX_GPUS) {
+        snprintf(e->reason, sizeof e->reason, "needs more than %d GPUs (%.2f streams/GPU)",
+                 MAX_GPUS, cap);
         return;
     }
     int n = (int)ceil(S / cap - 1e-9);
