@@ -34,6 +34,7 @@
 #define DP_OVERLAP       0.50  /* share of compute the gradient all-reduce can hide under */
 #define NODE_GPUS        8     /* GPUs per server */
 #define MAX_GPUS         16384
+#define FP8_TRAIN_FACTOR 0.85  /* share of the bf16 efficiency kept at FP8 peak */
 #define LORA_TRAINABLE   0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
 #define QLORA_WEIGHT_B   0.55  /* NF4 weights + quantisation constants, bytes/param */
 #define TRAIN_POWER_FRAC 0.85  /* board power drawn while training, of TDP */
@@ -342,7 +343,10 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.peak = cr_gpu_peak_flops(g, w->precision);
     double size_f = pow(fmin(1.0, in.sh->hidden / 8192.0), 0.15);
     double method_f = method == CR_METHOD_LORA ? 0.85 : method == CR_METHOD_QLORA ? 0.60 : 1.0;
-    in.eff = arch_eff(g) * size_f * method_f;
+    /* FP8 speeds up the GEMMs only; norms, attention softmax and the
+     * optimizer stay at 16/32 bits, so less of the FP8 peak is reached. */
+    double fp8_f = w->precision == CR_PREC_FP8 && g->fp8_flops > 0 ? FP8_TRAIN_FACTOR : 1.0;
+    in.eff = arch_eff(g) * size_f * method_f * fp8_f;
     if (in.peak <= 0) {
         snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
                  cr_precision_name(w->precision));
