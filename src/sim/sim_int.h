@@ -28,6 +28,7 @@
 #define CR_SIM_INT_H
 
 #include "cr_rng.h"
+#include "cr_sched.h"
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -56,9 +57,9 @@ typedef struct cr__sim_ev {
 } cr__sim_ev;
 
 typedef struct cr__sim_heap {
-    cr__sim_ev *ev;   /* heap array, ev[0] is the earliest */
-    size_t len;       /* events queued */
-    size_t cap;       /* slots allocated */
+    cr__sim_ev *ev;    /* heap array, ev[0] is the earliest */
+    size_t len;        /* events queued */
+    size_t cap;        /* slots allocated */
     uint64_t next_seq; /* sequence number of the next push */
 } cr__sim_heap;
 
@@ -74,8 +75,8 @@ const cr__sim_ev *cr__sim_heap_peek(const cr__sim_heap *h);
 
 /* One row: a (model, scale factor) with its gang throughput per GPU type. */
 typedef struct cr__sim_tput_row {
-    char model[CR_SIM_NAME_MAX * 2]; /* e.g. "ResNet-50 (batch size 64)" */
-    int scale;                       /* GPUs in the gang (Gavel's scale factor) */
+    char model[CR_SIM_NAME_MAX * 2];      /* e.g. "ResNet-50 (batch size 64)" */
+    int scale;                            /* GPUs in the gang (Gavel's scale factor) */
     double steps_per_s[CR_SIM_MAX_TYPES]; /* per table type; 0 = cannot run */
 } cr__sim_tput_row;
 
@@ -147,11 +148,11 @@ int cr__sim_read_file(const char *path, const char *format, cr__sim_workload *w,
 
 /* Synthetic workload like Gavel's generator. */
 typedef struct cr__sim_gen {
-    size_t njobs;         /* jobs to generate */
-    double jobs_per_hour; /* Poisson arrival rate (0 = all at t=0) */
-    uint64_t seed;        /* RNG seed */
-    bool multi_gpu;       /* Philly scale factors 1/2/4/8, else all 1 */
-    int ntenants;         /* tenants t0..tN-1, assigned uniformly */
+    size_t njobs;             /* jobs to generate */
+    double jobs_per_hour;     /* Poisson arrival rate (0 = all at t=0) */
+    uint64_t seed;            /* RNG seed */
+    bool multi_gpu;           /* Philly scale factors 1/2/4/8, else all 1 */
+    int ntenants;             /* tenants t0..tN-1, assigned uniformly */
     const cr__sim_tput *tput; /* borrowed; models drawn from it when set */
 } cr__sim_gen;
 
@@ -161,7 +162,138 @@ int cr__sim_generate(const cr__sim_gen *g, cr__sim_workload *w);
  * With tput (borrowed, may be NULL), a job whose (model, gpu_count) has a
  * row gets the row's rates; others get ref_rate on every type. Returns 0, or
  * CR_EINVAL with err naming the job that can run on no type at all. */
-int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX],
-                             int ntypes, const cr__sim_tput *tput, char *err, size_t errlen);
+int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
+                             const cr__sim_tput *tput, char *err, size_t errlen);
+
+/* ----------------------------------------------------------------- cluster */
+
+/* How to build the simulated cluster: a cluster file (sched's format) or a
+ * shorthand list of GPU types and counts split into nodes and racks. */
+typedef struct cr__sim_cluster {
+    const char *file_path; /* borrowed; for messages */
+    const char *file_text; /* borrowed; NULL = use the shorthand */
+    size_t file_len;
+    char names[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX]; /* shorthand: type names */
+    int counts[CR_SIM_MAX_TYPES];                  /* shorthand: GPUs per type */
+    int ntypes;
+    int gpus_per_node;  /* shorthand: GPUs per node (last node may have fewer) */
+    int nodes_per_rack; /* shorthand: nodes per leaf switch */
+} cr__sim_cluster;
+
+/* Parse "v100:36,p100:36,k80:36" into c. Returns 0 or CR_EINVAL with err. */
+int cr__sim_cluster_parse_gpus(cr__sim_cluster *c, const char *spec, char *err, size_t errlen);
+
+/* ------------------------------------------------------------------ engine */
+
+typedef struct cr__sim_opts {
+    int policy;                       /* cr_sched_policy */
+    uint64_t seed;                    /* scheduler tie-break and failure RNG seed */
+    bool check;                       /* run cr_sched_check after every event (tests) */
+    int backfill;                     /* EASY backfill: 1 on, 0 off, -1 policy default */
+    int preemption;                   /* preemption: 1 on, 0 off, -1 policy default */
+    int lp;                           /* hetero: 1 GLPK LP, 0 greedy, -1 policy default */
+    bool estimates;                   /* give the scheduler exact runtime estimates */
+    int64_t mtbf_ns;                  /* per-node mean time between failures (0 = none) */
+    int64_t mttr_ns;                  /* time a failed node stays down */
+    int64_t interval_ns;              /* minimum time between cycles (0 = at every event) */
+    int64_t restart_ns;               /* wall time a (re)started job spends before progress */
+    double power_w[CR_SIM_MAX_TYPES]; /* busy power per cluster type, watts */
+    double idle_frac;                 /* idle power as a fraction of busy power */
+} cr__sim_opts;
+
+/* Per-job outcome. */
+typedef struct cr__sim_jobres {
+    int64_t first_start_ns; /* -1 if it never started */
+    int64_t finish_ns;      /* -1 if it did not finish */
+    int type;               /* type of its last run, -1 if none */
+    uint32_t preemptions;   /* preempted by the scheduler */
+    uint32_t failures;      /* requeued by node failures */
+    double gpu_s;           /* GPU-seconds held */
+    double lost_gpu_s;      /* GPU-seconds of work lost to preemption/failure */
+    double alone_s;         /* runtime alone on the best type */
+    double contention;      /* average demand / capacity over its life, >= 1 */
+} cr__sim_jobres;
+
+/* One point of the time series (taken when something changed). */
+typedef struct cr__sim_sample {
+    int64_t t_ns;
+    uint32_t busy;    /* GPUs held by running jobs */
+    uint32_t healthy; /* GPUs on nodes that are up */
+    uint32_t queue;   /* pending jobs */
+    uint32_t running; /* running jobs */
+} cr__sim_sample;
+
+typedef struct cr__sim_result {
+    char policy[16];
+    int ntypes;
+    char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX];
+    uint32_t type_gpus[CR_SIM_MAX_TYPES];    /* GPUs of each type at the start */
+    double busy_gpu_ns[CR_SIM_MAX_TYPES];    /* integral of busy GPUs */
+    double healthy_gpu_ns[CR_SIM_MAX_TYPES]; /* integral of healthy GPUs */
+    double energy_j[CR_SIM_MAX_TYPES];
+    uint64_t starts[CR_SIM_MAX_TYPES]; /* job starts on the type */
+    double stranded_gpu_ns;            /* free healthy GPUs while jobs were pending */
+    double free_gpu_ns;                /* free healthy GPUs */
+    double partial_free_gpu_ns;        /* free GPUs on partly used nodes */
+    double total_gpu_ns;               /* healthy GPUs */
+    int64_t t0_ns, t_end_ns;           /* first submit, last event */
+    size_t njobs;
+    cr__sim_jobres *jobs; /* njobs entries, workload order */
+    cr__sim_sample *samples;
+    size_t nsamples, samples_cap;
+    uint64_t cycles, events, node_failures;
+    int check_errors;    /* invariant violations seen (check mode) */
+    char check_msg[256]; /* the first of them */
+    double wall_s;       /* host seconds the run took (not in reports) */
+} cr__sim_result;
+
+/* Build the cluster into a fresh scheduler s (borrowed). */
+int cr__sim_cluster_build(const cr__sim_cluster *c, cr_sched *s, char *err, size_t errlen);
+/* The cluster's type names in scheduler id order. */
+int cr__sim_cluster_types(const cr__sim_cluster *c, char (*types)[CR_SIM_NAME_MAX], int *ntypes,
+                          char *err, size_t errlen);
+/* Run one simulation; w must be resolved against the cluster's types.
+ * *res is filled (free with cr__sim_result_fini). */
+int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_workload *w,
+                cr__sim_result *res, char *err, size_t errlen);
+void cr__sim_result_fini(cr__sim_result *r);
+
+/* Default busy power (watts) of a GPU type by name. */
+double cr__sim_default_power_w(const char *type);
+
+/* ------------------------------------------------------------------ report */
+
+typedef struct cr__sim_report_opts {
+    size_t window_lo, window_hi; /* JCT window: jobs [lo, hi) in arrival order; hi 0 = all */
+} cr__sim_report_opts;
+
+/* Summary numbers of one run (seconds unless named otherwise). */
+typedef struct cr__sim_summary {
+    size_t jobs, finished, measured;
+    double jct_avg, jct_p50, jct_p95, jct_p99;
+    double queue_avg, queue_p95;
+    double makespan;
+    double util;     /* busy / healthy GPU-time */
+    double stranded; /* free GPU-time while jobs pended / GPU-time */
+    double frag;     /* free GPU-time on partly used nodes / free GPU-time */
+    double rho_avg, rho_max, rho_frac_unfair; /* Themis finish-time fairness */
+    double energy_kwh;
+    double lost_gpu_h;
+    uint64_t preemptions, failures;
+} cr__sim_summary;
+
+void cr__sim_summarize(const cr__sim_result *r, const cr__sim_workload *w,
+                       const cr__sim_report_opts *ro, cr__sim_summary *out);
+void cr__sim_report_text(FILE *f, const cr__sim_result *r, const cr__sim_workload *w,
+                         const cr__sim_report_opts *ro);
+void cr__sim_report_compare(FILE *f, const cr__sim_result *rs, size_t n, const cr__sim_workload *w,
+                            const cr__sim_report_opts *ro);
+/* JSON text of one run or of several (returned new, free with free()). */
+char *cr__sim_report_json(const cr__sim_result *rs, size_t n, const cr__sim_workload *w,
+                          const cr__sim_report_opts *ro);
+int cr__sim_report_csv(const char *path, const cr__sim_result *rs, size_t n,
+                       const cr__sim_workload *w);
+int cr__sim_report_html(const char *path, const cr__sim_result *rs, size_t n,
+                        const cr__sim_workload *w, const cr__sim_report_opts *ro);
 
 #endif

@@ -123,8 +123,7 @@ int cr__sim_tput_parse(const char *text, size_t len, cr__sim_tput *out, char *er
             }
             json_t *alone = json_is_object(jval) ? json_object_get(jval, "null") : NULL;
             if (!alone || !json_is_number(alone) || json_number_value(alone) < 0) {
-                snprintf(err, errlen, "%s: %.80s: field 'null': expected steps/s >= 0", tkey,
-                         jkey);
+                snprintf(err, errlen, "%s: %.80s: field 'null': expected steps/s >= 0", tkey, jkey);
                 goto out;
             }
             cr__sim_tput_row *row = NULL;

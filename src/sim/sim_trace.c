@@ -320,8 +320,8 @@ int cr__sim_read_tiresias(const char *path, const char *text, size_t len, cr__si
             bad_col = c_tenant;
         }
         if (field) {
-            snprintf(err, errlen, "%s:%d: field '%s': invalid value '%.40s'", path, l.lineno,
-                     field, rec.fields[bad_col]);
+            snprintf(err, errlen, "%s:%d: field '%s': invalid value '%.40s'", path, l.lineno, field,
+                     rec.fields[bad_col]);
             goto out;
         }
         cr__sim_job *j = cr__sim_workload_add(w);
@@ -447,8 +447,8 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
                 goto out;
             }
             if (bad) {
-                snprintf(err, errlen, "%s:%d: field '%s': invalid value '%.40s'", path, l.lineno,
-                         k, v);
+                snprintf(err, errlen, "%s:%d: field '%s': invalid value '%.40s'", path, l.lineno, k,
+                         v);
                 goto out;
             }
         }
@@ -638,8 +638,8 @@ int cr__sim_generate(const cr__sim_gen *g, cr__sim_workload *w)
 
 /* ------------------------------------------------------------------ resolve */
 
-int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX],
-                             int ntypes, const cr__sim_tput *tput, char *err, size_t errlen)
+int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
+                             const cr__sim_tput *tput, char *err, size_t errlen)
 {
     int col[CR_SIM_MAX_TYPES];
     for (int t = 0; t < ntypes; t++) {
