@@ -1,0 +1,127 @@
+/*
+ * bench_sim.c - how fast the simulator replays a large workload, and how its
+ * memory grows.
+ *
+ * Default: 100,000 generated jobs (Gavel's Philly mix, 1-8 GPUs, Poisson
+ * arrivals at 2,000 jobs/h, which keeps the cluster around 80% busy) on
+ * 10,000 nodes of 8 GPUs (80,000 GPUs: 20k V100, 30k P100, 30k K80 in racks
+ * of 32 nodes), policy fifo, then hetero. Prints host seconds, events per
+ * second, cycles and the peak resident memory; then the same at 25k and 50k
+ * jobs to show memory growing linearly with jobs.
+ *
+ * usage: bench_sim [jobs] [policy,...]
+ */
+#include "sim_int.h"
+
+#include "cr_error.h"
+#include "cr_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static int one(size_t njobs, const char *policy, bool quiet)
+{
+    char err[512];
+    cr__sim_workload w;
+    cr__sim_workload_init(&w);
+    cr__sim_gen g = {
+        .njobs = njobs, .jobs_per_hour = 2000, .seed = 1, .multi_gpu = true, .ntenants = 8};
+    if (cr__sim_generate(&g, &w) != 0) {
+        return 1;
+    }
+    cr__sim_cluster c;
+    memset(&c, 0, sizeof c);
+    cr__sim_cluster_parse_gpus(&c, "v100:20000,p100:30000,k80:30000", err, sizeof err);
+    c.gpus_per_node = 8;
+    c.nodes_per_rack = 32;
+    char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX];
+    int nt = 0;
+    if (cr__sim_cluster_types(&c, types, &nt, err, sizeof err) != 0 ||
+        cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, nt, NULL, err,
+                                 sizeof err) != 0) {
+        fprintf(stderr, "bench_sim: %s\n", err);
+        return 1;
+    }
+    /* Gavel-like speed-ups: V100 3x, P100 2x, K80 1x (seconds on K80). */
+    for (size_t i = 0; i < w.njobs; i++) {
+        w.jobs[i].rate[0] = 3.0;
+        w.jobs[i].rate[1] = 2.0;
+        w.jobs[i].rate[2] = 1.0;
+        w.jobs[i].work *= 3.0;
+    }
+    cr__sim_opts o;
+    memset(&o, 0, sizeof o);
+    cr_sched_policy pol;
+    if (cr_sched_policy_parse(policy, &pol) != 0) {
+        fprintf(stderr, "bench_sim: unknown policy %s\n", policy);
+        return 1;
+    }
+    o.policy = pol;
+    o.backfill = o.preemption = o.lp = -1;
+    o.estimates = true;
+    o.mttr_ns = CR_NS_PER_H;
+    o.idle_frac = 0.2;
+    for (int t = 0; t < nt; t++) {
+        o.power_w[t] = cr__sim_default_power_w(types[t]);
+    }
+    cr__sim_result r;
+    int64_t t0 = cr_mono_ns();
+    int rc = cr__sim_run(&o, &c, &w, &r, err, sizeof err);
+    double secs = (double)(cr_mono_ns() - t0) / 1e9;
+    if (rc != 0) {
+        fprintf(stderr, "bench_sim: %s\n", err);
+        return 1;
+    }
+    cr__sim_summary s;
+    cr__sim_summarize(&r, &w, NULL, &s);
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    if (!quiet) {
+        printf("sim %-8s %7zu jobs on 10000 nodes / 80000 GPUs: %.2f s host, %llu events "
+               "(%.0f/s), %llu cycles, %zu finished, util %.1f%%, avg JCT %.2f h, peak RSS "
+               "%ld MiB\n",
+               policy, njobs, secs, (unsigned long long)r.events, (double)r.events / secs,
+               (unsigned long long)r.cycles, s.finished, 100 * s.util, s.jct_avg / 3600,
+               ru.ru_maxrss / 1024);
+    }
+    cr__sim_result_fini(&r);
+    cr__sim_workload_fini(&w);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    size_t njobs = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 100000;
+    char policies[256];
+    snprintf(policies, sizeof policies, "%s", argc > 2 ? argv[2] : "fifo,hetero");
+    char *save = NULL;
+    for (char *p = strtok_r(policies, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+        if (one(njobs, p, false) != 0) {
+            return 1;
+        }
+    }
+    if (argc <= 1) {
+        /* Memory growth: each size in a child process, its peak RSS. */
+        size_t sizes[] = {25000, 50000, 100000};
+        for (size_t k = 0; k < 3; k++) {
+            fflush(stdout);
+            pid_t pid = fork();
+            if (pid == 0) {
+                _exit(one(sizes[k], "fifo", true));
+            }
+            int st = 0;
+            struct rusage ru;
+            if (pid < 0 || wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) ||
+                WEXITSTATUS(st) != 0) {
+                return 1;
+            }
+            printf("memory: %6zu jobs, 80000 GPUs: peak RSS %ld MiB\n", sizes[k],
+                   ru.ru_maxrss / 1024);
+        }
+    }
+    return 0;
+}
