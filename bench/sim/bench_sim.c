@@ -3,13 +3,14 @@
  * memory grows.
  *
  * Default: 100,000 generated jobs (Gavel's Philly mix, 1-8 GPUs, Poisson
- * arrivals at 2,000 jobs/h, which keeps the cluster around 80% busy) on
- * 10,000 nodes of 8 GPUs (80,000 GPUs: 20k V100, 30k P100, 30k K80 in racks
- * of 32 nodes), policy fifo, then hetero. Prints host seconds, events per
- * second, cycles and the peak resident memory; then the same at 25k and 50k
- * jobs to show memory growing linearly with jobs.
+ * arrivals) on 10,000 nodes of 8 GPUs (80,000 GPUs: 20k V100, 30k P100, 30k
+ * K80 in racks of 32 nodes): fifo with a cycle at every event instant at
+ * 2,000 jobs/h, then fifo and hetero at 4,000 jobs/h with cycles batched
+ * every 30 s. Prints host seconds, events per second, cycles and the peak
+ * resident memory; then peak memory at 25k, 50k and 100k jobs, each in its
+ * own process, to show memory growing linearly with jobs.
  *
- * usage: bench_sim [jobs] [policy,...]
+ * usage: bench_sim [jobs] [policy,...] [jobs_per_hour] [cycle_interval_s]
  */
 #include "sim_int.h"
 
@@ -23,13 +24,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int one(size_t njobs, const char *policy, bool quiet)
+static int one(size_t njobs, double rate, int64_t interval_ns, const char *policy, bool quiet)
 {
     char err[512];
     cr__sim_workload w;
     cr__sim_workload_init(&w);
     cr__sim_gen g = {
-        .njobs = njobs, .jobs_per_hour = 2000, .seed = 1, .multi_gpu = true, .ntenants = 8};
+        .njobs = njobs, .jobs_per_hour = rate, .seed = 1, .multi_gpu = true, .ntenants = 8};
     if (cr__sim_generate(&g, &w) != 0) {
         return 1;
     }
@@ -63,6 +64,7 @@ static int one(size_t njobs, const char *policy, bool quiet)
     o.policy = pol;
     o.backfill = o.preemption = o.lp = -1;
     o.estimates = true;
+    o.interval_ns = interval_ns;
     o.mttr_ns = CR_NS_PER_H;
     o.idle_frac = 0.2;
     for (int t = 0; t < nt; t++) {
@@ -81,12 +83,13 @@ static int one(size_t njobs, const char *policy, bool quiet)
     struct rusage ru;
     getrusage(RUSAGE_SELF, &ru);
     if (!quiet) {
-        printf("sim %-8s %7zu jobs on 10000 nodes / 80000 GPUs: %.2f s host, %llu events "
-               "(%.0f/s), %llu cycles, %zu finished, util %.1f%%, avg JCT %.2f h, peak RSS "
-               "%ld MiB\n",
-               policy, njobs, secs, (unsigned long long)r.events, (double)r.events / secs,
-               (unsigned long long)r.cycles, s.finished, 100 * s.util, s.jct_avg / 3600,
-               ru.ru_maxrss / 1024);
+        printf("sim %-8s %7zu jobs at %.0f/h, cycle interval %llds, on 10000 nodes / 80000 GPUs: "
+               "%.2f s host, %llu "
+               "events (%.0f/s), %llu cycles, %zu finished, util %.1f%%, avg JCT %.2f h, "
+               "avg queue %.2f h, peak RSS %ld MiB\n",
+               policy, njobs, rate, (long long)(interval_ns / CR_NS_PER_SEC), secs,
+               (unsigned long long)r.events, (double)r.events / secs, (unsigned long long)r.cycles,
+               s.finished, 100 * s.util, s.jct_avg / 3600, s.queue_avg / 3600, ru.ru_maxrss / 1024);
     }
     cr__sim_result_fini(&r);
     cr__sim_workload_fini(&w);
@@ -95,33 +98,41 @@ static int one(size_t njobs, const char *policy, bool quiet)
 
 int main(int argc, char **argv)
 {
-    size_t njobs = argc > 1 ? (size_t)strtoull(argv[1], NULL, 10) : 100000;
-    char policies[256];
-    snprintf(policies, sizeof policies, "%s", argc > 2 ? argv[2] : "fifo,hetero");
-    char *save = NULL;
-    for (char *p = strtok_r(policies, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-        if (one(njobs, p, false) != 0) {
-            return 1;
-        }
-    }
-    if (argc <= 1) {
-        /* Memory growth: each size in a child process, its peak RSS. */
-        size_t sizes[] = {25000, 50000, 100000};
-        for (size_t k = 0; k < 3; k++) {
-            fflush(stdout);
-            pid_t pid = fork();
-            if (pid == 0) {
-                _exit(one(sizes[k], "fifo", true));
-            }
-            int st = 0;
-            struct rusage ru;
-            if (pid < 0 || wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) ||
-                WEXITSTATUS(st) != 0) {
+    if (argc > 1) {
+        size_t njobs = (size_t)strtoull(argv[1], NULL, 10);
+        char policies[256];
+        snprintf(policies, sizeof policies, "%s", argc > 2 ? argv[2] : "fifo,hetero");
+        double rate = argc > 3 ? strtod(argv[3], NULL) : 4000;
+        int64_t interval_ns = (argc > 4 ? strtoll(argv[4], NULL, 10) : 0) * CR_NS_PER_SEC;
+        char *save = NULL;
+        for (char *p = strtok_r(policies, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            if (one(njobs, rate, interval_ns, p, false) != 0) {
                 return 1;
             }
-            printf("memory: %6zu jobs, 80000 GPUs: peak RSS %ld MiB\n", sizes[k],
-                   ru.ru_maxrss / 1024);
         }
+        return 0;
+    }
+    /* A cycle at every event instant (light load), then a loaded cluster
+     * with cycles batched every 30 s as a controller would run them. */
+    if (one(100000, 2000, 0, "fifo", false) != 0 ||
+        one(100000, 4000, 30 * CR_NS_PER_SEC, "fifo", false) != 0 ||
+        one(100000, 4000, 30 * CR_NS_PER_SEC, "hetero", false) != 0) {
+        return 1;
+    }
+    /* Memory growth: each size in a child process, its peak RSS. */
+    size_t sizes[] = {25000, 50000, 100000};
+    for (size_t k = 0; k < 3; k++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            _exit(one(sizes[k], 2000, 0, "fifo", true));
+        }
+        int st = 0;
+        struct rusage ru;
+        if (pid < 0 || wait4(pid, &st, 0, &ru) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            return 1;
+        }
+        printf("memory: %6zu jobs, 80000 GPUs: peak RSS %ld MiB\n", sizes[k], ru.ru_maxrss / 1024);
     }
     return 0;
 }
