@@ -530,12 +530,23 @@ static void html_esc(cr_buf *b, const char *s)
     }
 }
 
-enum { PW = 720, PH = 260, ML = 60, MR = 20, MT = 20, MB = 40 };
+enum { PW = 720, PH = 280, ML = 60, MR = 40, MT = 40, MB = 40 };
 
-/* One line chart: n series of m points (xs[k], ys[k]), axis labels. */
+/* A round tick step (1, 2 or 5 times a power of ten) giving at most about
+ * five ticks up to max. */
+static double nice_step(double max)
+{
+    double raw = max / 5;
+    double p = pow(10, floor(log10(raw)));
+    double f = raw / p;
+    return p * (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10);
+}
+
+/* One line chart: n series of m points (xs[k], ys[k]), axis labels; y_cap
+ * > 0 fixes the top of the y axis. */
 static void svg_chart(cr_buf *b, const char *title, const char *xlabel, const char *ylabel,
                       const cr__sim_result *rs, size_t n, double *const *xs, double *const *ys,
-                      const size_t *m)
+                      const size_t *m, double y_cap)
 {
     double xmax = 0, ymax = 0;
     for (size_t k = 0; k < n; k++) {
@@ -545,7 +556,13 @@ static void svg_chart(cr_buf *b, const char *title, const char *xlabel, const ch
         }
     }
     xmax = xmax > 0 ? xmax : 1;
-    ymax = ymax > 0 ? ymax * 1.05 : 1;
+    ymax = ymax > 0 ? ymax : 1;
+    double xs_step = nice_step(xmax), ys_step = nice_step(ymax);
+    xmax = ceil(xmax / xs_step - 1e-9) * xs_step;
+    ymax = y_cap > 0 ? y_cap : ceil(ymax / ys_step - 1e-9) * ys_step;
+    if (y_cap > 0) {
+        ys_step = nice_step(y_cap);
+    }
     double w = PW - ML - MR, h = PH - MT - MB;
     cr_buf_printf(b,
                   "<h2>%s</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" "
@@ -555,15 +572,16 @@ static void svg_chart(cr_buf *b, const char *title, const char *xlabel, const ch
                   "<rect x=\"%d\" y=\"%d\" width=\"%.0f\" height=\"%.0f\" fill=\"none\" "
                   "stroke=\"#999\"/>\n",
                   ML, MT, w, h);
-    for (int t = 0; t <= 4; t++) {
-        double yv = ymax * t / 4, y = MT + h - h * t / 4;
-        double xv = xmax * t / 4, x = ML + w * t / 4;
-        cr_buf_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%.3g</text>\n", ML - 4,
-                      y + 4, yv);
-        cr_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.3g</text>\n", x,
-                      MT + (int)h + 14, xv);
+    for (double yv = 0; yv <= ymax + 1e-9; yv += ys_step) {
+        double y = MT + h - h * yv / ymax;
+        cr_buf_printf(b, "<text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n", ML - 4, y + 4,
+                      yv);
         cr_buf_printf(b, "<line x1=\"%d\" y1=\"%.1f\" x2=\"%.0f\" y2=\"%.1f\" stroke=\"#eee\"/>\n",
                       ML, y, ML + w, y);
+    }
+    for (double xv = 0; xv <= xmax + 1e-9; xv += xs_step) {
+        cr_buf_printf(b, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n",
+                      ML + w * xv / xmax, MT + (int)h + 14, xv);
     }
     cr_buf_printf(b, "<text x=\"%.0f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n", ML + w / 2,
                   PH - 6, xlabel);
@@ -579,8 +597,11 @@ static void svg_chart(cr_buf *b, const char *title, const char *xlabel, const ch
             cr_buf_printf(b, "%.1f,%.1f ", ML + w * xs[k][i] / xmax, MT + h - h * ys[k][i] / ymax);
         }
         cr_buf_puts(b, "\"/>\n");
-        cr_buf_printf(b, "<text x=\"%.0f\" y=\"%d\" fill=\"%s\">", ML + 8 + 90.0 * (double)k,
-                      MT + 14, col);
+        cr_buf_printf(b,
+                      "<rect x=\"%.0f\" y=\"%d\" width=\"12\" height=\"3\" fill=\"%s\"/><text "
+                      "x=\"%.0f\" y=\"%d\" fill=\"%s\">",
+                      ML + 100.0 * (double)k, MT - 18, col, ML + 16 + 100.0 * (double)k, MT - 13,
+                      col);
         html_esc(b, rs[k].policy);
         cr_buf_puts(b, "</text>\n");
     }
@@ -624,8 +645,9 @@ int cr__sim_report_html(const char *path, const cr__sim_result *rs, size_t n,
             ys[k][i] *= 100.0;
         }
     }
-    svg_chart(&b, "GPU utilisation over time", "hours", "% of healthy GPUs busy", rs, n, xs, ys, m);
-    svg_chart(&b, "Queue length over time", "hours", "pending jobs", rs, n, xs, qs, m);
+    svg_chart(&b, "GPU utilisation over time", "hours", "% of healthy GPUs busy", rs, n, xs, ys, m,
+              100);
+    svg_chart(&b, "Queue length over time", "hours", "pending jobs", rs, n, xs, qs, m, 0);
     /* JCT CDF over the measured jobs, NC points per run. */
     for (size_t k = 0; k < n; k++) {
         double *j = cr_calloc(w->njobs + 1, sizeof *j);
@@ -647,7 +669,7 @@ int cr__sim_report_html(const char *path, const cr__sim_result *rs, size_t n,
         }
         free(j);
     }
-    svg_chart(&b, "JCT CDF", "JCT (hours)", "fraction of jobs", rs, n, xs, ys, m);
+    svg_chart(&b, "JCT CDF", "JCT (hours)", "fraction of jobs", rs, n, xs, ys, m, 1);
     for (size_t k = 0; k < n; k++) {
         free(xs[k]);
         free(ys[k]);
