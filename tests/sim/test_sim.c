@@ -306,6 +306,21 @@ static void test_runs_all_policies(void **state)
                             r1.jobs[i].finish_ns >= r1.jobs[i].first_start_ns);
             }
             assert_int_equal(finished, w1.njobs);
+            /* Books balance: GPU-time held by jobs is the busy GPU-time; work
+             * lost per preemption or failure is at most one checkpoint
+             * interval's worth on each of the job's GPUs. */
+            double held = 0, busy = 0;
+            for (size_t i = 0; i < r1.njobs; i++) {
+                const cr__sim_jobres *jr = &r1.jobs[i];
+                held += jr->gpu_s * 1e9;
+                double bound = (double)(jr->preemptions + jr->failures) *
+                               ((double)w1.jobs[i].ckpt_ns / 1e9) * w1.jobs[i].gpu_count;
+                assert_true(jr->lost_gpu_s <= bound + 1e-6);
+            }
+            for (int t = 0; t < r1.ntypes; t++) {
+                busy += r1.busy_gpu_ns[t];
+            }
+            assert_true(held > 0 && busy / held > 1 - 1e-9 && busy / held < 1 + 1e-9);
             if (f) {
                 assert_true(r1.node_failures > 0);
             }

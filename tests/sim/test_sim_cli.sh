@@ -28,6 +28,27 @@ X
     --mtbf 30d >"$T/n.out" || fail "native compare"
 grep -q "^finished  *3  *3  *3  *3$" "$T/n.out" || { cat "$T/n.out"; fail "native compare rows"; }
 
+# Exact times: 2 GPUs, strict FIFO. j0 holds both for 1h; j1 (30m) and j2
+# (2h, arriving at 10m) start at 1h: JCTs 1h, 1h30m, 2h50m.
+cat >"$T/exact.txt" <<'X'
+submit=0 gpus=2 duration=1h
+submit=0 gpus=1 duration=30m
+submit=10m gpus=1 duration=2h
+X
+"$BIN" sim --check --policy fifo --gpus v100:2 --json "$T/exact.txt" >"$T/exact.json"
+grep -q '"avg": 6400' "$T/exact.json" || { cat "$T/exact.json"; fail "exact: average JCT"; }
+grep -q '"makespan_s": 10800' "$T/exact.json" || fail "exact: makespan"
+grep -q '"p99": 10200' "$T/exact.json" || fail "exact: p99 JCT"
+# Rates from a throughput table: 100 steps at 10/s on V100, 2/s on K80.
+printf '{"v100": {"(%s, 1)": {"null": 10}}, "k80": {"(%s, 1)": {"null": 2}}}' "'A'" "'A'" \
+    >"$T/tput.json"
+printf 'submit=0 gpus=1 model=A steps=100 type=k80\n' >"$T/k80.txt"
+printf 'submit=0 gpus=1 model=A steps=100 type=v100\n' >"$T/v100.txt"
+"$BIN" sim --gpus v100:1,k80:1 --throughputs "$T/tput.json" --json "$T/k80.txt" |
+    grep -q '"avg": 50.0,' || fail "k80 runtime from the table"
+"$BIN" sim --gpus v100:1,k80:1 --throughputs "$T/tput.json" --json "$T/v100.txt" |
+    grep -q '"avg": 10.0,' || fail "v100 runtime from the table"
+
 # Same input and seed: the same bytes, for every output format.
 run() {
     "$BIN" sim --generate 400 --rate 5 --multi-gpu --tenants 3 --seed 11 --mtbf 60d \
