@@ -42,7 +42,7 @@ static int one(size_t njobs, double rate, int64_t interval_ns, const char *polic
     char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX];
     int nt = 0;
     if (cr__sim_cluster_types(&c, types, &nt, err, sizeof err) != 0 ||
-        cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, nt, NULL, err,
+        cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, nt, NULL, NULL, err,
                                  sizeof err) != 0) {
         fprintf(stderr, "bench_sim: %s\n", err);
         return 1;

@@ -23,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rc == 0) {
         char types[2][CR_SIM_NAME_MAX] = {"V100", "K80"};
         cr__sim_workload_sort(&w);
-        cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, 2, NULL, err,
+        cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, 2, NULL, NULL, err,
                                  sizeof err);
     }
     cr__sim_workload_fini(&w);

@@ -28,6 +28,7 @@
 #define CR_SIM_INT_H
 
 #include "cr_rng.h"
+#include "cr_catalog.h"
 #include "cr_sched.h"
 
 #include <stdbool.h>
@@ -113,6 +114,14 @@ typedef struct cr__sim_job {
     double work;                     /* steps, or seconds at rate 1 */
     double ref_rate;                 /* rate when no table row applies (work units/s) */
     double rate[CR_SIM_MAX_TYPES];   /* work units/s per cluster type; 0 = cannot run */
+    /* Performance-model job (native kind=...): rates come from cr_perf. */
+    bool perf;          /* true: resolve rates with the performance model */
+    int perf_kind;      /* enum cr_kind */
+    int perf_method;    /* enum cr_method */
+    int perf_precision; /* enum cr_precision */
+    double perf_params; /* model parameters */
+    double perf_tokens; /* training tokens */
+    double perf_flops;  /* hpc/batch work in FLOPs */
 } cr__sim_job;
 
 typedef struct cr__sim_workload {
@@ -161,9 +170,13 @@ int cr__sim_generate(const cr__sim_gen *g, cr__sim_workload *w);
 /* Fill rate[] of every job for the cluster types `types` (ntypes names).
  * With tput (borrowed, may be NULL), a job whose (model, gpu_count) has a
  * row gets the row's rates; others get ref_rate on every type. Returns 0, or
- * CR_EINVAL with err naming the job that can run on no type at all. */
+ * CR_EINVAL with err naming the job that can run on no type at all.
+ * Performance-model jobs get 1/runtime from cr_perf_estimate on the catalog
+ * entry of each cluster type (catalog borrowed, may be NULL: then such jobs
+ * are an error). */
 int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
-                             const cr__sim_tput *tput, char *err, size_t errlen);
+                             const cr__sim_tput *tput, const cr_catalog *catalog, char *err,
+                             size_t errlen);
 
 /* ----------------------------------------------------------------- cluster */
 

@@ -17,6 +17,7 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_parse.h"
+#include "cr_perf.h"
 #include "cr_sched.h"
 #include "cr_time.h"
 
@@ -292,10 +293,12 @@ static char *slurp(const char *path, size_t *len)
     return buf;
 }
 
-static int apply_power(args *a, const char (*types)[CR_SIM_NAME_MAX], int ntypes)
+static int apply_power(args *a, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
+                       const cr_catalog *catalog)
 {
     for (int t = 0; t < ntypes; t++) {
-        a->o.power_w[t] = cr__sim_default_power_w(types[t]);
+        const cr_gpu_type *g = catalog ? cr_catalog_find(catalog, types[t]) : NULL;
+        a->o.power_w[t] = (g && g->tdp_w > 0) ? g->tdp_w : cr__sim_default_power_w(types[t]);
     }
     if (!a->power) {
         return 0;
@@ -333,6 +336,7 @@ int cr_sim_main(int argc, char **argv)
     args a;
     char *policy_buf = NULL, *cluster_text = NULL, *json = NULL;
     cr__sim_tput tput = {0};
+    cr_catalog *catalog = NULL;
     bool have_tput = false;
     cr__sim_workload w;
     cr__sim_workload_init(&w);
@@ -407,13 +411,18 @@ int cr_sim_main(int argc, char **argv)
         fprintf(stderr, "corral sim: %s%s\n", a.cluster_path ? "--cluster: " : "", err);
         goto out;
     }
+    /* The GPU catalog gives board power and feeds the performance model; a
+     * run without it falls back to built-in powers. */
+    if (cr_catalog_load(NULL, &catalog, NULL, 0) != 0) {
+        catalog = NULL;
+    }
     if (cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, ntypes,
-                                 have_tput ? &tput : NULL, err, sizeof err) != 0) {
+                                 have_tput ? &tput : NULL, catalog, err, sizeof err) != 0) {
         fprintf(stderr, "corral sim: %s%s\n", err,
                 have_tput ? "" : " (Gavel traces need --throughputs)");
         goto out;
     }
-    if ((rc = apply_power(&a, (const char(*)[CR_SIM_NAME_MAX])types, ntypes)) != 0) {
+    if ((rc = apply_power(&a, (const char(*)[CR_SIM_NAME_MAX])types, ntypes, catalog)) != 0) {
         goto out;
     }
     rc = 1;
@@ -462,6 +471,7 @@ out:
         cr__sim_result_fini(&res[k]);
     }
     free(json);
+    cr_catalog_free(catalog);
     free(cluster_text);
     free(policy_buf);
     if (have_tput) {

@@ -22,6 +22,7 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_parse.h"
+#include "cr_perf.h"
 #include "cr_time.h"
 
 #include <math.h>
@@ -439,6 +440,33 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
                 bad = parse_bool(v, &j->preemptible);
             } else if (!strcmp(k, "checkpoint")) {
                 bad = cr_duration_parse(v, &j->ckpt_ns);
+            } else if (!strcmp(k, "kind")) {
+                bad = cr_kind_parse(v, &j->perf_kind);
+                if (!bad && j->perf_kind != CR_KIND_PRETRAIN && j->perf_kind != CR_KIND_FINETUNE &&
+                    j->perf_kind != CR_KIND_HPC && j->perf_kind != CR_KIND_BATCH) {
+                    bad = CR_EINVAL; /* services have no end: not simulated */
+                }
+                j->perf = true;
+                j->ref_rate = 0;
+            } else if (!strcmp(k, "method")) {
+                bad = cr_method_parse(v, &j->perf_method);
+            } else if (!strcmp(k, "precision")) {
+                bad = cr_precision_parse(v, &j->perf_precision);
+            } else if (!strcmp(k, "params")) {
+                bad = cr_parse_count(v, &j->perf_params);
+                if (!bad && !(j->perf_params > 0 && j->perf_params < 1e16)) {
+                    bad = CR_ERANGE;
+                }
+            } else if (!strcmp(k, "tokens")) {
+                bad = cr_parse_count(v, &j->perf_tokens);
+                if (!bad && !(j->perf_tokens > 0 && j->perf_tokens < 1e18)) {
+                    bad = CR_ERANGE;
+                }
+            } else if (!strcmp(k, "flops")) {
+                bad = cr_parse_count(v, &j->perf_flops);
+                if (!bad && !(j->perf_flops > 0 && j->perf_flops < 1e30)) {
+                    bad = CR_ERANGE;
+                }
             } else if (!strcmp(k, "id")) {
                 bad = (strlen(v) == 0 || strlen(v) >= sizeof j->name) ? CR_EINVAL : 0;
                 snprintf(j->name, sizeof j->name, "%s", v);
@@ -452,18 +480,31 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
                 goto out;
             }
         }
-        const char *missing = !have_submit               ? "submit"
-                              : !have_gpus               ? "gpus"
-                              : !have_dur && !have_steps ? "duration"
-                                                         : NULL;
+        const char *missing = !have_submit                           ? "submit"
+                              : !have_gpus                           ? "gpus"
+                              : !have_dur && !have_steps && !j->perf ? "duration"
+                                                                     : NULL;
         if (missing) {
             snprintf(err, errlen, "%s:%d: field '%s': missing", path, l.lineno, missing);
             goto out;
         }
-        if (have_dur && have_steps) {
-            snprintf(err, errlen, "%s:%d: field 'steps': give duration or steps, not both", path,
-                     l.lineno);
+        if (have_dur + have_steps + j->perf > 1) {
+            snprintf(err, errlen, "%s:%d: field '%s': give one of duration, steps or kind", path,
+                     l.lineno, have_steps ? "steps" : "kind");
             goto out;
+        }
+        if (j->perf) {
+            bool train = j->perf_kind == CR_KIND_PRETRAIN || j->perf_kind == CR_KIND_FINETUNE;
+            const char *need = train && j->perf_params <= 0   ? "params"
+                               : train && j->perf_tokens <= 0 ? "tokens"
+                               : !train && j->perf_flops <= 0 ? "flops"
+                                                              : NULL;
+            if (need) {
+                snprintf(err, errlen, "%s:%d: field '%s': missing (kind=%s needs it)", path,
+                         l.lineno, need, cr_kind_name(j->perf_kind));
+                goto out;
+            }
+            j->work = 1.0; /* the whole job; rate = 1 / runtime on a type */
         }
         if (have_steps && !j->model[0]) {
             snprintf(err, errlen, "%s:%d: field 'model': steps need a model for the rates", path,
@@ -638,8 +679,38 @@ int cr__sim_generate(const cr__sim_gen *g, cr__sim_workload *w)
 
 /* ------------------------------------------------------------------ resolve */
 
+/* Rate of a performance-model job on one catalog type: 1 / runtime. */
+static double perf_rate(const cr__sim_job *j, const cr_catalog *catalog, const char *type)
+{
+    const cr_gpu_type *g = catalog ? cr_catalog_find(catalog, type) : NULL;
+    if (!g) {
+        return 0;
+    }
+    cr_workload wl;
+    cr_workload_init(&wl);
+    wl.kind = j->perf_kind;
+    wl.method = j->perf_method;
+    wl.precision = j->perf_precision;
+    if (j->perf_params > 0) {
+        wl.params = j->perf_params;
+    }
+    if (j->perf_tokens > 0) {
+        wl.tokens = j->perf_tokens;
+    }
+    if (j->perf_flops > 0) {
+        wl.work_flops = j->perf_flops;
+    }
+    cr_perf_env env = {.catalog = catalog, .prices = NULL, .measured = NULL};
+    cr_estimate est;
+    if (cr_perf_estimate(&env, &wl, g, j->gpu_count, &est) != 0 || !est.fits || est.time_ns <= 0) {
+        return 0;
+    }
+    return 1e9 / (double)est.time_ns;
+}
+
 int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
-                             const cr__sim_tput *tput, char *err, size_t errlen)
+                             const cr__sim_tput *tput, const cr_catalog *catalog, char *err,
+                             size_t errlen)
 {
     int col[CR_SIM_MAX_TYPES];
     for (int t = 0; t < ntypes; t++) {
@@ -675,6 +746,8 @@ int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAM
             double r = j->ref_rate;
             if (row) {
                 r = col[t] >= 0 ? row->steps_per_s[col[t]] * factor : 0;
+            } else if (j->perf) {
+                r = (j->type_req < 0 || j->type_req == t) ? perf_rate(j, catalog, types[t]) : 0;
             }
             if (j->type_req >= 0 && j->type_req != t) {
                 r = 0;
@@ -683,8 +756,11 @@ int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAM
             any |= r > 0;
         }
         if (!any) {
-            snprintf(err, errlen, "job %s: no rate on any cluster GPU type%s%s%s", j->name,
-                     j->model[0] ? " (model '" : "", j->model, j->model[0] ? "')" : "");
+            snprintf(err, errlen, "job %s: no rate on any cluster GPU type%s%s%s%s", j->name,
+                     j->model[0] ? " (model '" : "", j->model, j->model[0] ? "')" : "",
+                     j->perf ? (catalog ? " (the performance model fits it on none)"
+                                        : " (no GPU catalog for the performance model)")
+                             : "");
             return CR_EINVAL;
         }
     }

@@ -145,9 +145,9 @@ static void test_gavel_reader(void **state)
     cr__sim_tput t;
     assert_int_equal(cr__sim_tput_parse(tput_json, strlen(tput_json), &t, err, sizeof err), 0);
     char types[2][CR_SIM_NAME_MAX] = {"v100", "k80"};
-    assert_int_equal(
-        cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, 2, &t, err, sizeof err),
-        0);
+    assert_int_equal(cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, 2, &t,
+                                              NULL, err, sizeof err),
+                     0);
     assert_true(w.jobs[1].rate[0] == 10.0 && w.jobs[1].rate[1] == 2.0); /* A x1 */
     assert_true(w.jobs[0].rate[0] == 4.0 && w.jobs[0].rate[1] == 0.0);  /* B: not on k80 */
     assert_true(w.jobs[2].rate[0] == 18.0);                             /* A x2 */
@@ -156,9 +156,9 @@ static void test_gavel_reader(void **state)
     const char *unknown = "C\tcmd\t-n\t1\t700\t12.0\t1\n";
     cr__sim_workload_init(&w);
     assert_int_equal(cr__sim_read_gavel("g", unknown, strlen(unknown), &w, err, sizeof err), 0);
-    assert_int_equal(
-        cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, 2, &t, err, sizeof err),
-        CR_EINVAL);
+    assert_int_equal(cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, 2, &t,
+                                              NULL, err, sizeof err),
+                     CR_EINVAL);
     assert_non_null(strstr(err, "model 'C'"));
     cr__sim_workload_fini(&w);
     cr__sim_tput_fini(&t);
@@ -266,7 +266,7 @@ static void run_once(int policy, uint64_t seed, int64_t mtbf_ns, cr__sim_result 
     assert_int_equal(cr__sim_cluster_types(&c, types, &nt, err, sizeof err), 0);
     assert_int_equal(nt, 2);
     assert_int_equal(cr__sim_workload_resolve(w, (const char(*)[CR_SIM_NAME_MAX])types, nt, NULL,
-                                              err, sizeof err),
+                                              NULL, err, sizeof err),
                      0);
     /* Make 'slow' three times slower for every job. */
     for (size_t i = 0; i < w->njobs; i++) {

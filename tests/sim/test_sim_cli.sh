@@ -49,6 +49,17 @@ printf 'submit=0 gpus=1 model=A steps=100 type=v100\n' >"$T/v100.txt"
 "$BIN" sim --gpus v100:1,k80:1 --throughputs "$T/tput.json" --json "$T/v100.txt" |
     grep -q '"avg": 10.0,' || fail "v100 runtime from the table"
 
+# Runtimes from the performance model (GPU catalog): every job finishes,
+# and hetero puts the 8-GPU fine-tune, alone in the cluster, on H100s.
+cat >"$T/perf.txt" <<'X'
+submit=0 gpus=8 kind=finetune params=7b tokens=200m method=lora tenant=ml
+submit=30d gpus=4 kind=hpc flops=1e18 tenant=sci
+X
+"$BIN" sim --check --policy hetero --gpus h100:8,l4:8 --gpus-per-node 8 --csv "$T/perf.csv" \
+    "$T/perf.txt" >"$T/perf.out" || fail "performance-model jobs"
+grep -q "2 jobs, 2 finished" "$T/perf.out" || fail "performance-model jobs: not all finished"
+grep -q "^hetero,0,0,ml,,8,.*,h100," "$T/perf.csv" || { cat "$T/perf.csv"; fail "fine-tune not on h100"; }
+
 # Same input and seed: the same bytes, for every output format.
 run() {
     "$BIN" sim --generate 400 --rate 5 --multi-gpu --tenants 3 --seed 11 --mtbf 60d \
@@ -93,6 +104,10 @@ expect2 "bad.csv:3: field 'duration'" "$T/bad.csv"
 printf 'A\tcmd\tdir\t-n\t1\t10\t1\t1\t-1\t0\nA\tcmd\n' >"$T/bad.trace"
 expect2 "bad.trace:2: expected 10 (or 7)" "$T/bad.trace"
 expect2 "cannot open" "$T/missing.trace"
+printf 'submit=0 gpus=1 kind=inference\n' >"$T/svc.txt"
+expect2 "svc.txt:1: field 'kind'" "$T/svc.txt"
+printf 'submit=0 gpus=1 kind=finetune params=7b\n' >"$T/notok.txt"
+expect2 "notok.txt:1: field 'tokens': missing" "$T/notok.txt"
 expect2 "--policy" --generate 5 --policy nope
 expect2 "--gpus" --generate 5 --gpus v100
 expect2 "--window" --generate 5 --window 3:1
