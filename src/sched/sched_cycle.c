@@ -342,15 +342,12 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
     free(e);
 }
 
+/* A victim is in the way if it holds anything on a GPU the placement uses:
+ * for MIG even disjoint memory slices count, because the plan may also
+ * have counted on the victim's compute slices. */
 static bool slots_overlap(const cr_sched_slot *a, const cr_sched_slot *b)
 {
-    if (a->node != b->node || a->gpu != b->gpu) {
-        return false;
-    }
-    if (a->mig_start < 0 || b->mig_start < 0) {
-        return true;
-    }
-    return a->mig_start < b->mig_start + b->mig_mem && b->mig_start < a->mig_start + a->mig_mem;
+    return a->node == b->node && a->gpu == b->gpu;
 }
 
 typedef struct vic {
