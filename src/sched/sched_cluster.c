@@ -119,6 +119,11 @@ void cr_sched_free(cr_sched *s)
         job_free(s->tab[i]);
     }
     free(s->tab);
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        job_free(s->grave[i]);
+    }
+    free(s->grave);
+    free(s->order);
     for (int t = 0; t < s->ntypes; t++) {
         free(s->types[t].profs);
         free(s->types[t].bucket);
@@ -1261,7 +1266,14 @@ int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns)
     }
     list_del(s->pending, &s->npending, j);
     tab_del(s, id);
-    job_free(j);
+    if (j->in_order) {
+        /* s->order still points at it: freed when the next cycle rebuilds */
+        j->dead = true;
+        CR_GROW(s->grave, s->ngrave, s->cgrave);
+        s->grave[s->ngrave++] = j;
+    } else {
+        job_free(j);
+    }
     return 0;
 }
 

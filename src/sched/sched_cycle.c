@@ -575,6 +575,54 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
     j->rother = other;
 }
 
+static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
+{
+    k->a = 0;
+    k->b = 0;
+    k->c = j->spec.submit_ns;
+    k->id = j->spec.id;
+    k->j = j;
+    if (s->cfg.policy == CR_SCHED_PRIORITY) {
+        k->a = -(int64_t)j->spec.priority;
+        k->b = s->tenants[j->spec.tenant].share;
+    } else if (s->cfg.policy == CR_SCHED_LAS) {
+        int q = las_queue_of(s, j->attained);
+        if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
+            q = 0;
+        }
+        j->las_queue = (uint8_t)q;
+        k->a = q;
+    }
+}
+
+/* Merge the sorted runs v[0..mid) and v[mid..n). */
+static void merge_okeys(okey *v, size_t mid, size_t n)
+{
+    if (mid == 0 || mid == n || !okey_less(&v[mid], &v[mid - 1])) {
+        return;
+    }
+    okey *tmp = cr_malloc(n * sizeof(*tmp));
+    size_t i = 0, k = mid, o = 0;
+    while (i < mid && k < n) {
+        tmp[o++] = okey_less(&v[k], &v[i]) ? v[k++] : v[i++];
+    }
+    while (i < mid) {
+        tmp[o++] = v[i++];
+    }
+    while (k < n) {
+        tmp[o++] = v[k++];
+    }
+    memcpy(v, tmp, n * sizeof(*v));
+    free(tmp);
+}
+
+static void job_free_dead(job *j)
+{
+    free(j->tput);
+    free(j->slots);
+    free(j);
+}
+
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
 {
     cr__sched_accrue(s, now_ns);
@@ -585,35 +633,57 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         tenant_shares(s);
     }
-    /* snapshot and order the queue */
+    /* Order the queue. Start from the last cycle's order (still-pending
+     * jobs, keys refreshed), then append jobs queued since; when the old
+     * part is still in order (FIFO and HETERO keys never change) only the
+     * new part is sorted and merged in: O(pending) instead of a full sort. */
     uint32_t np = s->npending;
     okey *ord = cr_malloc((np ? np : 1) * sizeof(*ord));
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->norder; i++) {
+        job *j = s->order[i];
+        if (j->dead) {
+            continue;
+        }
+        if (j->state != CR_JOB_PENDING) {
+            j->in_order = false;
+            continue;
+        }
+        okey_fill(s, &ord[n++], j, now_ns);
+    }
+    uint32_t nold = n;
     for (uint32_t i = 0; i < np; i++) {
         job *j = s->pending[i];
-        okey *k = &ord[i];
-        k->a = 0;
-        k->b = 0;
-        k->c = j->spec.submit_ns;
-        k->id = j->spec.id;
-        k->j = j;
-        if (s->cfg.policy == CR_SCHED_PRIORITY) {
-            k->a = -(int64_t)j->spec.priority;
-            k->b = s->tenants[j->spec.tenant].share;
-        } else if (s->cfg.policy == CR_SCHED_LAS) {
-            int q = las_queue_of(s, j->attained);
-            if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
-                q = 0;
-            }
-            j->las_queue = (uint8_t)q;
-            k->a = q;
+        if (!j->in_order) {
+            okey_fill(s, &ord[n++], j, now_ns);
+            j->in_order = true;
         }
     }
-    sort_okeys(ord, np);
-    job **order = cr_malloc((np ? np : 1) * sizeof(*order));
-    for (uint32_t i = 0; i < np; i++) {
-        order[i] = ord[i].j;
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        job_free_dead(s->grave[i]);
     }
+    s->ngrave = 0;
+    bool sorted = true;
+    for (uint32_t i = 1; i < nold && sorted; i++) {
+        sorted = !okey_less(&ord[i], &ord[i - 1]);
+    }
+    if (!sorted) {
+        sort_okeys(ord, n);
+    } else if (n > nold) {
+        sort_okeys(ord + nold, n - nold);
+        merge_okeys(ord, nold, n);
+    }
+    if (s->corder < n) {
+        s->corder = n;
+        s->order = cr_reallocarray(s->order, n ? n : 1, sizeof(*s->order));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        s->order[i] = ord[i].j;
+    }
+    s->norder = n;
     free(ord);
+    job **order = s->order;
+    np = n; /* equal: every pending job is in exactly one of the two parts */
     if (s->cfg.policy == CR_SCHED_HETERO) {
         cr__sched_hetero_assign(s, order, np, rng);
     }
@@ -704,13 +774,13 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 backfill = true;
                 uses_extra = !ends_before;
             }
-            uint32_t n = 0;
-            int rc = cr__sched_plan(s, j, t, &n);
+            uint32_t nslot = 0;
+            int rc = cr__sched_plan(s, j, t, &nslot);
             if (rc == 0) {
                 if (uses_extra) {
                     res[t].extra -= k;
                 }
-                cr__sched_job_start(s, j, t, s->plan, n, now_ns, borrowed);
+                cr__sched_job_start(s, j, t, s->plan, nslot, now_ns, borrowed);
                 j->start_cycle = s->stats.cycles;
                 cr_sched_decision *d = dec_push(s);
                 d->action = CR_SCHED_START;
@@ -769,7 +839,6 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     /* Jobs not examined (nothing free, nobody can preempt) keep their old
      * reason fields; cr_sched_job_reason derives a fresh one from the type
      * checks when asked, so the tail of a long queue costs nothing here. */
-    free(order);
     for (uint32_t d = 0; d < s->ndec; d++) {
         if (s->dec[d].action == CR_SCHED_PREEMPT) {
             s->dec[d].reason = s->reasons + (size_t)d * CR_SCHED_REASON_MAX;
