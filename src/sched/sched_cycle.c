@@ -652,11 +652,22 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         okey_fill(s, &ord[n++], j, now_ns);
     }
     uint32_t nold = n;
-    for (uint32_t i = 0; i < np; i++) {
-        job *j = s->pending[i];
-        if (!j->in_order) {
+    for (uint32_t i = 0; i < s->nfresh; i++) {
+        job *j = s->fresh[i];
+        if (!j->dead && j->state == CR_JOB_PENDING && !j->in_order) {
             okey_fill(s, &ord[n++], j, now_ns);
             j->in_order = true;
+        }
+    }
+    s->nfresh = 0;
+    uint32_t min_k = UINT32_MAX;
+    bool mig_pending = false;
+    for (uint32_t i = 0; i < n; i++) {
+        const job *j = ord[i].j;
+        if (j->mig[0]) {
+            mig_pending = true;
+        } else if (j->spec.gpu_count < min_k) {
+            min_k = j->spec.gpu_count;
         }
     }
     for (uint32_t i = 0; i < s->ngrave; i++) {
@@ -703,10 +714,12 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         /* Stop early: nothing free anywhere and nobody can preempt (only
          * tiers and LAS queues preempt, besides reclaiming borrowed work). */
-        if (!j->mig[0]) {
+        {
+            /* "nothing free" = no type has as many free GPUs as the smallest
+             * job in the queue asks for, and no MIG job could use a slice */
             bool any = false;
             for (int t = 0; t < s->ntypes && !any; t++) {
-                any = s->types[t].free > 0 || s->types[t].nmig > 0;
+                any = s->types[t].free >= min_k || (mig_pending && s->types[t].nmig > 0);
             }
             if (!any) {
                 bool borrowed_any = false;
@@ -716,7 +729,14 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                     }
                 }
                 bool ranked = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS;
-                if (!s->cfg.preemption || tries >= PREEMPT_TRIES || (!ranked && !borrowed_any)) {
+                /* (blocking policies first let the head job reserve, so its
+                 * reason can say when it will start) */
+                bool reserved = s->cfg.policy == CR_SCHED_LAS;
+                for (int t = 0; t < s->ntypes && !reserved; t++) {
+                    reserved = res[t].active;
+                }
+                if (reserved &&
+                    (!s->cfg.preemption || tries >= PREEMPT_TRIES || (!ranked && !borrowed_any))) {
                     break;
                 }
             }

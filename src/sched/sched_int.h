@@ -169,6 +169,8 @@ struct cr_sched {
     uint32_t norder, corder;
     job **grave;
     uint32_t ngrave, cgrave;
+    job **fresh; /* jobs that became pending since the last cycle */
+    uint32_t nfresh, cfresh;
     job **pending;
     uint32_t npending, cpending;
     job **running;
