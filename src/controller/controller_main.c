@@ -424,6 +424,17 @@ static int run(ctl *c)
                 (unsigned)c->cfg.port);
         goto out;
     }
+    /* The bound address for tools and tests (useful with port 0). */
+    snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *af = fopen(tmp, "w");
+    if (af) {
+        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
+                (unsigned)cr_http_server_port(c->http));
+        fclose(af);
+        rename(tmp, path);
+    }
     cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
             c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
             c->cfg.policy);
