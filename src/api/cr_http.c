@@ -280,7 +280,7 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
     }
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
