@@ -229,6 +229,8 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
 /* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
 void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+/* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
+int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
 /* Queue a job change for the scheduler thread and wake it. mu held. */
 void ctl_sched_add(ctl *c, int64_t id);

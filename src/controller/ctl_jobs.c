@@ -970,3 +970,29 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
     cr_http_respond(req, status >= 200 && status < 600 ? (unsigned)status : 502,
                     "application/octet-stream", cr_buf_take(&b), len);
 }
+
+int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
+{
+    json_t *v = NULL;
+    ctl_job *j = NULL, *back = NULL;
+    int64_t n = 1;
+    int rc = cr_json_parse_object(body, len, &v, err);
+    if (rc == 0) {
+        rc = job_parse(v, false, &j, &n, err);
+    }
+    if (rc == 0) {
+        /* What is accepted must survive the store: doc out, doc back in. */
+        j->id = 1;
+        snprintf(j->tenant, sizeof j->tenant, "%s", *j->tenant ? j->tenant : "default");
+        char *doc = job_doc(j);
+        if (!doc || ctl_job_from_doc(doc, &back) != 0 || back->gpus != j->gpus ||
+            strcmp(back->tenant, j->tenant) != 0 || !json_equal(back->spec, j->spec)) {
+            abort();
+        }
+        free(doc);
+    }
+    ctl_job_free(back);
+    ctl_job_free(j);
+    json_decref(v);
+    return rc;
+}
