@@ -705,7 +705,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored)
 
 /*
  * The loop. A pass runs when something changed, but no sooner than
- * max(sched_interval_ms, 3 x the last pass) after the previous one: under a
+ * max(sched_interval_ms, 4 x the last pass) after the previous one: under a
  * burst of submissions the scheduler takes at most about a quarter of a
  * core and every pass sees a large batch. Timers run every 200 ms.
  */
@@ -723,8 +723,8 @@ static void *sched_main(void *arg)
     while (!c->stopping) {
         int64_t now = cr_mono_ns();
         int64_t gap = c->cfg.sched_interval_ms * CR_NS_PER_MS;
-        if (3 * last_cost > gap) {
-            gap = 3 * last_cost;
+        if (4 * last_cost > gap) {
+            gap = 4 * last_cost;
         }
         int64_t next_cycle = last_cycle + gap;
         if (!c->sched_wake || now < next_cycle) {
