@@ -70,8 +70,15 @@ static bool valid_service_name(const char *s, size_t len)
              (len == 7 && memcmp(s, "healthz", 7) == 0));
 }
 
+static int endpoint_parse(const char *s, int64_t min_port, gw_endpoint *ep);
+
 /* "host:port" or "[v6]:port" into *ep (ready). */
 int gw_endpoint_parse(const char *s, gw_endpoint *ep)
+{
+    return endpoint_parse(s, 1, ep);
+}
+
+static int endpoint_parse(const char *s, int64_t min_port, gw_endpoint *ep)
 {
     const char *colon = strrchr(s, ':');
     if (!colon || colon == s) {
@@ -98,7 +105,7 @@ int gw_endpoint_parse(const char *s, gw_endpoint *ep)
         }
     }
     int64_t port;
-    if (cr_parse_i64(colon + 1, 1, 65535, &port) != 0) {
+    if (cr_parse_i64(colon + 1, min_port, 65535, &port) != 0) {
         return CR_EINVAL;
     }
     memset(ep, 0, sizeof *ep);
@@ -180,7 +187,7 @@ static int parse_service_flag(gw_conf *c, const char *arg)
 static int parse_listen(const char *arg, gw_conf *c, const char *what)
 {
     gw_endpoint ep;
-    if (gw_endpoint_parse(arg, &ep) != 0) {
+    if (endpoint_parse(arg, 0, &ep) != 0) {
         fprintf(stderr, "corral gateway: %s: bad address '%s' (want ADDR:PORT)\n", what, arg);
         return CR_EINVAL;
     }
@@ -240,6 +247,7 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
         if (strcmp(key, "name") == 0) {
             continue;
         } else if (strcmp(key, "endpoints") == 0) {
+            s->static_eps = true;
             if (!json_is_array(v)) {
                 return json_err(path, field, "must be an array of \"host:port\"");
             }
@@ -565,7 +573,10 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
             snprintf(c->services[i].ready_path, sizeof c->services[i].ready_path, "%s", ready_path);
         }
         c->services[i].scrape |= scrape;
-        if (!c->controller && c->services[i].endpoint_count == 0) {
+        if (c->services[i].endpoint_count > 0) {
+            c->services[i].static_eps = true;
+        }
+        if (!c->controller && !c->services[i].static_eps) {
             fprintf(stderr,
                     "corral gateway: --service %s: no endpoints and no --controller to ask\n",
                     c->services[i].name);

@@ -325,7 +325,7 @@ int gw_ctl_start(gw *g)
     ctl *c = cr_calloc(1, sizeof *c);
     g->ctl = c;
     for (size_t i = 0; i < g->conf->service_count; i++) {
-        if (g->conf->services[i].endpoint_count == 0) {
+        if (!g->conf->services[i].static_eps) {
             watch_start(g, c, g->conf->services[i].name);
         }
     }

@@ -72,6 +72,7 @@ typedef struct gw_service_conf {
     char ready_path[256];   /* readiness GET path, default "/health" */
     int32_t max_inflight;   /* per replica; 0 = the gateway default */
     bool scrape;            /* scrape replicas' /metrics for load signals */
+    bool static_eps;        /* endpoints are static (config file or flag), even if none */
 } gw_service_conf;
 
 /* The immutable configuration, loaded in main. */
