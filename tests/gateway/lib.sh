@@ -58,3 +58,12 @@ metrics() { curl -sf "http://$1/metrics"; }
 # metric_value ADDR 'name{labels}': the sample's value, or empty.
 metric_value() { metrics "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
 metric_is() { [ "$(metric_value "$1" "$2")" = "$3" ]; }
+
+# stop_gateway NAME: SIGTERM; the gateway must exit 0 (under ASan: no leaks).
+stop_gateway() {
+    eval "pid=\$GWPID_$1"
+    kill -TERM "$pid"
+    rc=0
+    wait "$pid" || rc=$?
+    [ "$rc" = 0 ] || fail "gateway $1 exited $rc on SIGTERM"
+}

@@ -55,4 +55,5 @@ wait_for 10 activated || fail "held request not reported to the controller"
 eps 5 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_b,\"ready\":true}"
 wait "$COLD" || fail "held request failed"
 grep -q "^b /x" cold.txt || fail "held request: $(cat cold.txt)"
+stop_gateway main
 echo "gateway controller: ok"

@@ -56,4 +56,6 @@ curl -s -o /dev/null "http://$GW_nohold/cold/x" || true # marks a down
 curl -s -i "http://$GW_nohold/cold/x" >nohold.txt || true
 head -1 nohold.txt | grep -q " 503 " || { cat nohold.txt; fail "no 503 with no replica"; }
 grep -qi "^Retry-After: 3" nohold.txt || fail "503 without Retry-After: 3"
+stop_gateway main
+stop_gateway nohold
 echo "gateway drain: ok"

@@ -69,4 +69,6 @@ grep -q 'corral_gateway_request_duration_seconds_bucket{service="chat",le="+Inf"
     fail "no histogram"
 [ "$(metric_value "$S" 'corral_gateway_errors_total{service="one",reason="saturated"}')" -ge 1 ] ||
     fail "saturation not counted"
+stop_gateway main
+stop_gateway sat
 echo "gateway proxy: ok"
