@@ -224,6 +224,17 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
     if (path_is(m, "/sse")) {
         return handle_sse(s, fd, m);
     }
+    if (path_is(m, "/big")) {
+        long kb = query_long(m->target, m->target_len, "kb", 64);
+        size_t n = (size_t)(kb > 0 && kb < 65536 ? kb : 64) * 1024;
+        char *big = malloc(n);
+        for (size_t i = 0; i < n; i++) {
+            big[i] = (char)('a' + i % 26);
+        }
+        int rc = respond(fd, 200, "application/octet-stream", NULL, big, n);
+        free(big);
+        return rc;
+    }
     if (path_is(m, "/slow")) {
         sleep_ms(query_long(m->target, m->target_len, "ms", 100));
     }

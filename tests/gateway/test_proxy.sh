@@ -37,6 +37,21 @@ case "$body" in *" 10"*) ;; *) fail "POST body: $body" ;; esac
 body=$(printf 'abcdefgh' | curl -sf -H 'Transfer-Encoding: chunked' --data-binary @- "http://$G/one/chunked" || true)
 [ -n "$body" ] || fail "chunked POST got no answer"
 
+# Large bodies both ways stream through the 16 KiB buffers intact.
+head -c 300000 /dev/zero | tr '\0' 'x' >big.in
+body=$(curl -sf --data-binary @big.in "http://$G/one/upload")
+case "$body" in *" 300000"*) ;; *) fail "large POST: $body" ;; esac
+curl -sf -o big.out "http://$G/one/big?kb=1000" || fail "large GET failed"
+[ "$(wc -c <big.out)" = 1024000 ] || fail "large GET: $(wc -c <big.out) bytes"
+curl -sf "http://127.0.0.1:$PORT_a/big?kb=1000" | cmp -s - big.out || fail "large GET corrupted"
+
+# Pipelined requests on one connection are answered in order.
+printf 'GET /one/p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /one/p2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >pipe.in
+if command -v nc >/dev/null; then
+    nc -q 2 127.0.0.1 "${G#*:}" <pipe.in >pipe.out 2>/dev/null || nc 127.0.0.1 "${G#*:}" <pipe.in >pipe.out || true
+    grep -q "a /p1" pipe.out && grep -q "a /p2" pipe.out || { cat pipe.out; fail "pipelined requests"; }
+fi
+
 # SSE: the first event arrives while the server still holds the rest.
 "$GW_HELPER" sse "http://$G/one/sse?n=4" "http://127.0.0.1:$PORT_a/release" >sse.txt ||
     { cat sse.txt; fail "SSE events were buffered"; }
