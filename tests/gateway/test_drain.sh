@@ -49,6 +49,15 @@ wait "$COLD" || true
 [ "$(cat cold.code)" = 200 ] || fail "held request answered $(cat cold.code)"
 grep -q "^a /x" cold.txt || fail "held request: $(cat cold.txt)"
 
+# A held request past the hold timeout gets 503 with Retry-After.
+printf '{"hold_timeout_s": 0.3, "retry_after_s": 2, "services": [{"name": "none", "endpoints": []}]}\n' >short.json
+start_gateway short --config "$T/short.json"
+curl -s -i "http://$GW_short/none/x" >short.txt || true
+head -1 short.txt | grep -q " 503 " || { cat short.txt; fail "no 503 after the hold timeout"; }
+grep -qi "^Retry-After: 2" short.txt || fail "hold timeout 503 without Retry-After: 2"
+[ "$(metric_value "$GW_short" 'corral_gateway_errors_total{service="none",reason="no_replica"}')" = 1 ] ||
+    fail "hold timeout not counted"
+
 # With holding off (--hold 0) the answer is 503 with Retry-After at once.
 start_gateway nohold --service "cold=127.0.0.1:$PORT_a" --hold 0 --retry-after 3
 kill -9 "$PID_a"
