@@ -297,6 +297,14 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
         return rc;
     }
     j->id = doc_int(v, "id");
+    /* Read-only request members the API adds (arrays, service replicas). */
+    static const char *const extra[] = {"array_index", "array_first", "service", "port", NULL};
+    for (size_t i = 0; extra[i]; i++) {
+        json_t *x = json_object_get(v, extra[i]);
+        if (x) {
+            json_object_set(j->spec, extra[i], x);
+        }
+    }
     const char *st = json_string_value(json_object_get(v, "state"));
     for (int i = 0; st && i < JS_COUNT; i++) {
         if (strcmp(st, ctl_job_state_names[i]) == 0) {
@@ -527,6 +535,7 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
     if (ctl_job_terminal(j)) {
         atomic_fetch_add(&c->jobs_finished[j->state], 1);
     }
+    ctl_services_job_changed(c, j);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -995,4 +1004,10 @@ int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
     ctl_job_free(j);
     json_decref(v);
     return rc;
+}
+
+int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err)
+{
+    int64_t n = 1;
+    return job_parse(body, false, out, &n, err);
 }

@@ -417,6 +417,7 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     atomic_fetch_add(&c->jobs_started, 1);
     ctl_job_persist(c, txn, j, "started", cr_buf_str(&b));
     cr_buf_fini(&b);
+    ctl_services_job_changed(c, j);
 }
 
 /* Apply a preemption to memory: the job is pending again and its nodes
@@ -448,6 +449,7 @@ static void apply_preempt(ctl *c, cr_store_txn *txn, const dec_copy *d, ctl_job 
     snprintf(why, sizeof why, "%s (for job %llu)", d->reason, (unsigned long long)d->preempted_for);
     ctl_job_set_reason(j, "preempted");
     ctl_job_persist(c, txn, j, "preempted", why);
+    ctl_services_job_changed(c, j);
 }
 
 static int placer_cycle(void *p, ctl *c, bool *restored)
@@ -746,6 +748,7 @@ static void *sched_main(void *arg)
         }
         pthread_mutex_unlock(&c->mu);
         ctl_nodes_tick(c, now);
+        ctl_services_tick(c, now);
         if (run && pl) {
             int64_t t0 = cr_mono_ns();
             placer_cycle(pl, c, &restored);

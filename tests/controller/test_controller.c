@@ -695,6 +695,87 @@ static void test_agent_protocol(void **state)
     cleanup(&d);
 }
 
+static int64_t endpoints_count(const daemon_t *d, int64_t *version, int want)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    int64_t n = -1;
+    while (cr_mono_ns() < deadline) {
+        char path[128];
+        long code;
+        snprintf(path, sizeof path, "/v1/services/chat/endpoints?version=%lld&wait=2",
+                 (long long)*version);
+        json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+        assert_int_equal(code, 200);
+        *version = num(v, "version");
+        n = (int64_t)json_array_size(json_object_get(v, "endpoints"));
+        json_decref(v);
+        if (n == want) {
+            break;
+        }
+    }
+    return n;
+}
+
+static void test_services(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/services", d.admin,
+                     "{\"name\":\"chat\",\"command\":[\"srv\"],\"gpus\":1,\"min_replicas\":1,"
+                     "\"max_replicas\":2,\"ready_path\":\"/health\"}",
+                     &code);
+    assert_int_equal(code, 201);
+    assert_int_equal(num(v, "desired_replicas"), 1);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"bad\",\"command\":[\"srv\"],\"min_replicas\":3,\"max_replicas\":2}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "max_replicas");
+    json_decref(v);
+    int64_t version = -1;
+    assert_int_equal(endpoints_count(&d, &version, 1), 1);
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":2}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    assert_int_equal(endpoints_count(&d, &version, 2), 2);
+    /* The agent runs each replica with its PORT. */
+    v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    json_t *jobs = json_object_get(v, "jobs");
+    assert_int_equal(json_array_size(jobs), 2);
+    assert_non_null(json_object_get(json_object_get(json_array_get(jobs, 0), "env"), "PORT"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":9}", &code);
+    assert_int_equal(code, 400);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services/chat/metrics", d.admin,
+             "{\"in_flight\":3,\"rps\":12.5,\"p95_ms\":80}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    /* Scale down: the replica leaves the endpoints before it is stopped. */
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":1}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    assert_int_equal(endpoints_count(&d, &version, 1), 1);
+    /* Another tenant does not see it. */
+    char *ub = mint(&d, "user", "beta");
+    v = call(&d, "GET", "/v1/services/chat", ub, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    v = call(&d, "DELETE", "/v1/services/chat", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/services/chat/endpoints", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    free(ub);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 static void test_metrics_promtool(void **state)
 {
     daemon_t d;
@@ -848,6 +929,7 @@ int main(void)
         cmocka_unit_test(test_auth_matrix),
         cmocka_unit_test(test_bad_input_stores_nothing),
         cmocka_unit_test(test_agent_protocol),
+        cmocka_unit_test(test_services),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
     };
