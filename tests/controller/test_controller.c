@@ -64,6 +64,8 @@ static void poll_sleep(void)
     nanosleep(&ts, NULL);
 }
 
+static char ca_file[300]; /* set while a TLS test runs */
+
 static size_t sink(char *p, size_t s, size_t n, void *u)
 {
     cr_buf_append(u, p, s * n);
@@ -90,6 +92,9 @@ static long req(const daemon_t *d, const char *method, const char *path, const c
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (ca_file[0]) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca_file);
+    }
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
@@ -776,6 +781,37 @@ static void test_services(void **state)
     cleanup(&d);
 }
 
+static void test_tls(void **state)
+{
+    if (system("command -v openssl >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "openssl not installed: TLS test skipped\n");
+        skip();
+    }
+    char dir[] = "/tmp/corral-test-tls-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[1200], extra[700];
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/k.pem -out %s/c.pem -days 1 "
+             "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+             dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(extra, sizeof extra, "--tls-cert %s/c.pem --tls-key %s/k.pem", dir, dir);
+    snprintf(ca_file, sizeof ca_file, "%s/c.pem", dir);
+    daemon_t d;
+    start(&d, true, extra);
+    assert_int_equal(strncmp(d.url, "https://", 8), 0);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/whoami", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "role"), "admin");
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+    ca_file[0] = '\0';
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
 static void test_metrics_promtool(void **state)
 {
     daemon_t d;
@@ -930,6 +966,7 @@ int main(void)
         cmocka_unit_test(test_bad_input_stores_nothing),
         cmocka_unit_test(test_agent_protocol),
         cmocka_unit_test(test_services),
+        cmocka_unit_test(test_tls),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
     };
