@@ -80,6 +80,7 @@ typedef struct ctl_job {
     size_t nplace;
     bool in_sched;          /* known to the cr_sched */
     bool cancel_requested;  /* stop requested by a user cancel */
+    bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
     int64_t acct_ns;        /* accounted up to (wall clock) */
 } ctl_job;

@@ -269,6 +269,7 @@ static char *job_doc(const ctl_job *j)
     json_object_set_new(v, "acct_ns", json_integer(j->acct_ns));
     json_object_set_new(v, "last_node", json_string(j->last_node));
     json_object_set_new(v, "cancel_requested", json_boolean(j->cancel_requested));
+    json_object_set_new(v, "timed_out", json_boolean(j->timed_out));
     json_object_set_new(v, "requeue_requested", json_boolean(j->requeue_requested));
     char *s = json_dumps(v, JSON_COMPACT);
     json_decref(v);
@@ -323,6 +324,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     j->end_ns = doc_int(v, "end_ns");
     j->acct_ns = doc_int(v, "acct_ns");
     j->cancel_requested = json_is_true(json_object_get(v, "cancel_requested"));
+    j->timed_out = json_is_true(json_object_get(v, "timed_out"));
     j->requeue_requested = json_is_true(json_object_get(v, "requeue_requested"));
     const char *ln = json_string_value(json_object_get(v, "last_node"));
     if (ln) {
@@ -353,26 +355,12 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant ? tenant : "default");
     json_decref(v);
     /* Strip the read-only members that job_json adds back. */
-    static const char *const ro[] = {"id",
-                                     "tenant",
-                                     "state",
-                                     "reason",
-                                     "exit_code",
-                                     "signal",
-                                     "retries",
-                                     "submit_time",
-                                     "start_time",
-                                     "end_time",
-                                     "placement",
-                                     "run_gpu_type",
-                                     "submit_ns",
-                                     "start_ns",
-                                     "end_ns",
-                                     "acct_ns",
-                                     "cancel_requested",
-                                     "last_node",
-                                     "requeue_requested",
-                                     NULL};
+    static const char *const ro[] = {
+        "id",        "tenant",           "state",       "reason",     "exit_code",
+        "signal",    "retries",          "submit_time", "start_time", "end_time",
+        "placement", "run_gpu_type",     "submit_ns",   "start_ns",   "end_ns",
+        "acct_ns",   "cancel_requested", "timed_out",   "last_node",  "requeue_requested",
+        NULL};
     for (size_t i = 0; ro[i]; i++) {
         json_object_del(j->spec, ro[i]);
     }
@@ -497,7 +485,16 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
     j->exit_code = exit_code;
     j->signal = sig;
     char buf[256];
-    if (j->cancel_requested) {
+    if (j->timed_out) {
+        j->timed_out = false;
+        j->state = JS_FAILED;
+        j->end_ns = now;
+        snprintf(buf, sizeof buf, "time limit of %llds exceeded; %s", (long long)j->time_limit_s,
+                 why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "failed", buf);
+    } else if (j->cancel_requested) {
         j->state = JS_CANCELLED;
         j->end_ns = now;
         ctl_job_set_reason(j, "cancelled");

@@ -812,6 +812,42 @@ static void test_tls(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A job past its time limit is stopped through the desired state and ends failed. */
+static void test_time_limit(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"sleep\",\"60\"],\"time_limit_s\":1}");
+    wait_state(&d, id, "running");
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    bool stopping = false;
+    long code;
+    while (!stopping && cr_mono_ns() < deadline) {
+        json_t *v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+        json_t *e = json_array_get(json_object_get(v, "jobs"), 0);
+        stopping = e && strcmp(str(e, "action"), "stop") == 0;
+        json_decref(v);
+        if (!stopping) {
+            poll_sleep();
+        }
+    }
+    assert_true(stopping);
+    char body[200];
+    snprintf(body, sizeof body, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"signal\":15}]}",
+             (long long)id);
+    json_t *v = call(&d, "POST", "/v1/agents/n1/status", nt, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "failed");
+    v = job(&d, id);
+    assert_non_null(strstr(str(v, "reason"), "time limit"));
+    json_decref(v);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 static void test_metrics_promtool(void **state)
 {
     daemon_t d;
@@ -967,6 +1003,7 @@ int main(void)
         cmocka_unit_test(test_agent_protocol),
         cmocka_unit_test(test_services),
         cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
     };
