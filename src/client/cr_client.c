@@ -367,15 +367,15 @@ static int perform(cr_client *c, const char *method, const char *path, const jso
             res->message = cr_strdup("stream stalled: no data within the idle timeout");
             rc = CR_ETIMEDOUT;
         } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-            res->message = cr_asprintf("%s: %s", url, *errbuf ? errbuf : curl_easy_strerror(cc));
+            res->message = cr_strdup(*errbuf ? errbuf : curl_easy_strerror(cc));
             rc = CR_ETIMEDOUT;
         } else if (status >= 200 && status < 300 && fn) {
             /* the stream broke after a good start (server went away) */
             res->status = status;
-            res->message = cr_asprintf("%s: %s", url, *errbuf ? errbuf : curl_easy_strerror(cc));
+            res->message = cr_strdup(*errbuf ? errbuf : curl_easy_strerror(cc));
             rc = CR_EIO;
         } else {
-            res->message = cr_asprintf("%s: %s", url, *errbuf ? errbuf : curl_easy_strerror(cc));
+            res->message = cr_strdup(*errbuf ? errbuf : curl_easy_strerror(cc));
             rc = CR_EUNAVAIL;
         }
         goto out;
