@@ -173,6 +173,9 @@ struct cli_ctx {
     int64_t now_ns;       /* wall clock at start, for ages */
 };
 
+/* cr_cli_main with its streams given (tests capture them). */
+int cr__cli_run(int argc, char **argv, FILE *out, FILE *err);
+
 /* Resolve server/token/TLS from the parsed common flags, the environment and
  * the config file, and create ctx->client. Returns an exit code. */
 int cr__cli_connect(cli_ctx *ctx, const cli_args *a);

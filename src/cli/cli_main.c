@@ -68,11 +68,16 @@ static void main_usage(FILE *f, const char *bad)
 
 int cr_cli_main(int argc, char **argv)
 {
+    return cr__cli_run(argc, argv, stdout, stderr);
+}
+
+int cr__cli_run(int argc, char **argv, FILE *out, FILE *err)
+{
     if (argc < 1 || !argv[0]) {
-        main_usage(stderr, NULL);
+        main_usage(err, NULL);
         return CLI_EXIT_USAGE;
     }
-    cli_ctx ctx = {.cmd = argv[0], .out = stdout, .err = stderr, .now_ns = cr_now_ns()};
+    cli_ctx ctx = {.cmd = argv[0], .out = out, .err = err, .now_ns = cr_now_ns()};
     int code = CLI_EXIT_USAGE;
     bool found = false;
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
@@ -83,7 +88,7 @@ int cr_cli_main(int argc, char **argv)
         }
     }
     if (!found) {
-        main_usage(stderr, argv[0]);
+        main_usage(err, argv[0]);
     }
     fflush(ctx.out);
     cr_client_free(ctx.client);
