@@ -324,6 +324,58 @@ static const cli_opt usage_opts[] = {
     {"by", CLI_STR, "KEYS", "group by a comma list of tenant, gpu_type, day", NULL, 0, 0, 0},
 };
 
+/* Group columns the server did not group by come back as "*" in every row:
+ * leave them out. */
+static void usage_table(const json_t *items, FILE *f)
+{
+    static const char *const keys[] = {"tenant", "gpu_type", "day"};
+    static const char *const names[] = {"TENANT", "GPU_TYPE", "DAY"};
+    const char *hdr[6];
+    const char *used[3];
+    size_t ncols = 0;
+    for (size_t k = 0; k < 3; k++) {
+        size_t i;
+        json_t *it;
+        bool grouped = false;
+        json_array_foreach(items, i, it)
+        {
+            const char *v = jstr(it, keys[k]);
+            if (v && strcmp(v, "*") != 0) {
+                grouped = true;
+            }
+        }
+        if (grouped) {
+            used[ncols] = keys[k];
+            hdr[ncols++] = names[k];
+        }
+    }
+    size_t ngroup = ncols;
+    hdr[ncols++] = ">GPU_HOURS";
+    hdr[ncols++] = ">ENERGY_KWH";
+    hdr[ncols++] = ">COST";
+    cli_table t;
+    cr__cli_table_init(&t, ncols, hdr);
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        const char *row[6];
+        char h[32], e[32], c[32];
+        for (size_t k = 0; k < ngroup; k++) {
+            row[k] = jstr(it, used[k]);
+        }
+        snprintf(h, sizeof h, "%.2f", json_number_value(json_object_get(it, "gpu_hours")));
+        snprintf(e, sizeof e, "%.2f", json_number_value(json_object_get(it, "energy_kwh")));
+        snprintf(c, sizeof c, "%.2f", json_number_value(json_object_get(it, "cost")));
+        row[ngroup] = h;
+        row[ngroup + 1] = e;
+        row[ngroup + 2] = c;
+        cr__cli_table_row(&t, row);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
+
 int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
@@ -369,7 +421,7 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
     } else {
-        cr__cli_items_table(json_object_get(res.body, "items"), ctx->out);
+        usage_table(json_object_get(res.body, "items"), ctx->out);
     }
 out:
     cr_client_res_fini(&res);
@@ -386,15 +438,18 @@ static const cli_opt tenants_opts[] = {
 
 static void tenants_table(const json_t *items, FILE *f)
 {
-    static const char *const hdr[] = {"NAME", ">WEIGHT", "QUOTAS", "USAGE"};
+    static const char *const hdr[] = {"NAME", ">WEIGHT", "QUOTAS", "IN_USE", ">GPU_HOURS", ">COST"};
     cli_table t;
-    cr__cli_table_init(&t, 4, hdr);
+    cr__cli_table_init(&t, 6, hdr);
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it)
     {
-        char w[32];
+        char w[32], h[32], c[32];
         cr__cli_json_text(json_object_get(it, "weight"), w, sizeof w);
+        const json_t *usage = json_object_get(it, "usage");
+        snprintf(h, sizeof h, "%.2f", json_number_value(json_object_get(usage, "gpu_hours")));
+        snprintf(c, sizeof c, "%.2f", json_number_value(json_object_get(usage, "cost")));
         cr_buf q, u;
         cr_buf_init(&q);
         cr_buf_init(&u);
@@ -405,12 +460,13 @@ static void tenants_table(const json_t *items, FILE *f)
             char n[32];
             cr_buf_printf(&q, "%s%s=%s", q.len ? ", " : "", k, cr__cli_json_text(v, n, sizeof n));
         }
-        json_object_foreach(json_object_get(it, "usage"), k, v)
+        json_object_foreach(json_object_get(usage, "gpus_in_use"), k, v)
         {
-            char n[64];
+            char n[32];
             cr_buf_printf(&u, "%s%s=%s", u.len ? ", " : "", k, cr__cli_json_text(v, n, sizeof n));
         }
-        const char *row[] = {jstr(it, "name"), w, cr_buf_str(&q), cr_buf_str(&u)};
+        const char *row[] = {jstr(it, "name"), w, cr_buf_str(&q), cr_buf_str(&u), usage ? h : NULL,
+                             usage ? c : NULL};
         cr__cli_table_row(&t, row);
         cr_buf_fini(&q);
         cr_buf_fini(&u);

@@ -303,9 +303,13 @@ void cr__cli_jobs_table(cli_ctx *ctx, const json_t *items, bool only_active, FIL
         cr_buf w;
         cr_buf_init(&w);
         where(job, &w);
-        const char *row[] = {
-            id, jstr(job, "name"), jstr(job, "tenant"), state, gpus, jstr(job, "gpu_type"),
-            tm, cr_buf_str(&w)};
+        /* the type it runs on, once placed; else the type asked for */
+        const char *type = jstr(job, "run_gpu_type");
+        if (!type || !*type) {
+            type = jstr(job, "gpu_type");
+        }
+        const char *row[] = {id, jstr(job, "name"), jstr(job, "tenant"), state, gpus, type,
+                             tm, cr_buf_str(&w)};
         cr__cli_table_row(&t, row);
         cr_buf_fini(&w);
     }
@@ -367,6 +371,7 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {"kind", "Kind"},
         {"gpus", "GPUs"},
         {"gpu_type", "GPU type"},
+        {"run_gpu_type", "Runs on"},
         {"mig_profile", "MIG profile"},
         {"gpu_mem_gb", "GPU mem (GB)"},
         {"nodes", "Nodes"},

@@ -527,12 +527,12 @@ static void test_cmd_admin(void **state)
     assert_non_null(strstr(r.err, "--by: 'week' is not allowed (allowed: tenant, gpu_type, day"));
     run_free(&r);
     fake_server_canned(s, 200,
-                       "{\"items\":[{\"tenant\":\"ml\",\"gpu_hours\":12.5,\"energy_kwh\":8.25,"
-                       "\"cost\":30}]}");
+                       "{\"items\":[{\"tenant\":\"ml\",\"gpu_type\":\"*\",\"day\":\"*\","
+                       "\"gpu_hours\":12.5,\"energy_kwh\":8.25,\"cost\":30}]}");
     r = cli("usage", "--by", "tenant", NULL);
     assert_int_equal(r.code, 0);
-    assert_string_equal(r.out, "TENANT  GPU_HOURS  ENERGY_KWH  COST\n"
-                               "ml          12.50        8.25    30\n");
+    assert_string_equal(r.out, "TENANT  GPU_HOURS  ENERGY_KWH   COST\n"
+                               "ml          12.50        8.25  30.00\n");
     run_free(&r);
     fake_server_stop(s);
 }
