@@ -376,9 +376,9 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {"gpu_mem_gb", "GPU mem (GB)"},
         {"nodes", "Nodes"},
         {"priority", "Priority"},
-        {"time_limit_s", "Time limit (s)"},
+        {"time_limit_s", "Time limit"},
         {"preemptible", "Preemptible"},
-        {"checkpoint_interval_s", "Checkpoint (s)"},
+        {"checkpoint_interval_s", "Checkpoint"},
         {"retries", "Retries"},
         {"max_retries", "Max retries"},
         {"exit_code", "Exit code"},
@@ -403,12 +403,34 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         }
         fputc('\n', ctx->out);
     }
+    const char *state = jstr(job, "state");
+    bool ended = state && !active_state(state);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const json_t *v = json_object_get(job, fields[i].key);
+        const char *key = fields[i].key;
+        const json_t *v = json_object_get(job, key);
         if (!v || json_is_null(v)) {
             continue;
         }
         if (json_is_string(v) && !*json_string_value(v)) {
+            continue;
+        }
+        /* exit status only once the job ended; zero limits mean none */
+        if (!ended && (strcmp(key, "exit_code") == 0 || strcmp(key, "signal") == 0)) {
+            continue;
+        }
+        if (ended && strcmp(key, "signal") == 0 && json_integer_value(v) == 0) {
+            continue;
+        }
+        if ((strcmp(key, "time_limit_s") == 0 || strcmp(key, "checkpoint_interval_s") == 0 ||
+             strcmp(key, "nodes") == 0) &&
+            json_number_value(v) <= 0) {
+            continue;
+        }
+        if (strcmp(key, "time_limit_s") == 0 || strcmp(key, "checkpoint_interval_s") == 0) {
+            char d[32];
+            fprintf(ctx->out, "  %-15s %s\n",
+                    strcmp(key, "time_limit_s") == 0 ? "Time limit:" : "Checkpoint:",
+                    cr_duration_fmt((int64_t)(json_number_value(v) * 1e9), d, sizeof d));
             continue;
         }
         char label[32];
