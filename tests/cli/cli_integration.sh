@@ -138,6 +138,7 @@ if command -v curl >/dev/null 2>&1; then
     has "$TMP/body" "$msg"
 fi
 
+run 1 logs "$ID" && has "$TMP/err" "corral logs: "
 run 0 cancel "$ID" && has "$TMP/out" "Cancelled job $ID"
 i=0
 while [ $i -lt 100 ]; do
