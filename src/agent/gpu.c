@@ -78,7 +78,7 @@ int cr_gpu_health_update(cr_gpu_health *h, const cr_gpu_sample *s, const cr_gpu_
         h->hot = 0;
     }
     int xid_active =
-        s->xid_last != 0 && s->xid_time_ns > 0 && now_ns - s->xid_time_ns < cfg->xid_hold_ns;
+        s->xid_last != 0 && s->xid_time_ns > 0 && now_ns - s->xid_time_ns <= cfg->xid_hold_ns;
     /* The most serious condition names the reason: ECC, then XID, then heat. */
     if (s->ecc_uncorrected > 0) {
         h->state = CR_GPU_ECC;
