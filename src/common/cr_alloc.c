@@ -73,7 +73,8 @@ char *cr_asprintf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
+    char probe[1];
+    int n = vsnprintf(probe, sizeof probe, fmt, ap);
     va_end(ap);
     if (n < 0) {
         return cr_strdup("");

@@ -65,7 +65,8 @@ void cr_buf_vprintf(cr_buf *b, const char *fmt, va_list ap)
 {
     va_list ap2;
     va_copy(ap2, ap);
-    int n = vsnprintf(NULL, 0, fmt, ap2);
+    char probe[1];
+    int n = vsnprintf(probe, sizeof probe, fmt, ap2);
     va_end(ap2);
     if (n <= 0) {
         return;

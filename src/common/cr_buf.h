@@ -23,7 +23,7 @@ void cr_buf_append(cr_buf *b, const void *data, size_t len);
 void cr_buf_puts(cr_buf *b, const char *s);
 void cr_buf_putc(cr_buf *b, char c);
 void cr_buf_printf(cr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void cr_buf_vprintf(cr_buf *b, const char *fmt, va_list ap);
+void cr_buf_vprintf(cr_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Contents as a C string ("" when empty); valid until the next mutation. */
 const char *cr_buf_str(const cr_buf *b);
 /* Hand the contents to the caller (free with free()); the buffer is reset. */
