@@ -4,6 +4,7 @@
  *                                   DCGM exporter's names and labels
  *   GET /v1/health                  {"ok":true}
  *   GET /v1/jobs/{id}/logs?stream=stdout|stderr&offset=N&follow=1
+ *   GET /v1/logs/{id}?...           the same (the controller's proxy form)
  *                                   log bytes from offset (bearer: the node
  *                                   token or the join token); the answer's
  *                                   X-Corral-Offset header is the next offset
@@ -346,6 +347,12 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     }
     if (strncmp(url, "/v1/jobs/", 9) == 0) {
         return serve_logs(a, c, url + 9);
+    }
+    if (strncmp(url, "/v1/logs/", 9) == 0) {
+        /* The form the controller's logs proxy uses. */
+        char path[64];
+        snprintf(path, sizeof path, "%.40s/logs", url + 9);
+        return serve_logs(a, c, path);
     }
     return error(c, 404, "CR_ENOENT", "no such route", NULL);
 }

@@ -76,6 +76,8 @@ int cr__agent_post_status(agent *a);
 int cr__agent_poller_start(agent *a);
 void cr__agent_poller_join(agent *a);
 void cr__agent_wake(agent *a);
+/* The nvlink_domain sent to the controller: a lone GPU gets 1000 + index. */
+int cr__agent_wire_domain(const cr_gpu_info *g);
 /* Build the register / status bodies (exposed for tests). Returned new. */
 json_t *cr__agent_register_body(const agent *a);
 json_t *cr__agent_status_body(const agent *a);

@@ -236,11 +236,55 @@ static void count_exit(agent *a)
     pthread_mutex_unlock(&a->mu);
 }
 
-static void start_job(agent *a, const cr_job_spec *s)
+/*
+ * A MIG placement names a GPU and a profile; the agent picks a free instance
+ * of that profile on it (one no other job here holds) and gives the job
+ * that instance's UUID. Returns the UUID or NULL when none is free.
+ */
+static const char *pick_mig(agent *a, const cr_job_spec *s)
+{
+    if (s->gpu_count != 1 || s->gpus[0] < 0 || (size_t)s->gpus[0] >= a->gpu->count) {
+        return NULL;
+    }
+    const cr_gpu_info *g = &a->gpu->gpus[s->gpus[0]];
+    for (size_t k = 0; k < g->mig_count; k++) {
+        if (strcmp(g->mig[k].profile, s->mig_profile) != 0) {
+            continue;
+        }
+        int taken = 0;
+        for (size_t i = 0; i < a->nprocs && !taken; i++) {
+            const cr_proc *p = &a->procs[i];
+            taken = p->state != CR_PROC_EXITED && p->spec.uuid_count == 1 &&
+                    strcmp(p->spec.gpu_uuids[0], g->mig[k].uuid) == 0;
+        }
+        if (!taken) {
+            return g->mig[k].uuid;
+        }
+    }
+    return NULL;
+}
+
+static void start_job(agent *a, const cr_job_spec *want)
 {
     CR_GROW(a->procs, a->nprocs, a->procs_cap);
     cr_proc *p = &a->procs[a->nprocs];
     char err[512];
+    cr_job_spec mig_spec;
+    const cr_job_spec *s = want;
+    char *mig_uuid[1] = {NULL};
+    if (want->mig_profile) {
+        const char *u = pick_mig(a, want);
+        if (!u) {
+            cr_warn("agent: job=%lld: no free MIG %s instance on GPU %d; using the whole GPU's id",
+                    (long long)want->job, want->mig_profile, want->gpu_count ? want->gpus[0] : -1);
+        } else {
+            mig_spec = *want;
+            mig_uuid[0] = (char *)u;
+            mig_spec.gpu_uuids = mig_uuid;
+            mig_spec.uuid_count = 1;
+            s = &mig_spec;
+        }
+    }
     if (cr_proc_spawn(a->cfg.state_dir, a->cfg.node, s, environ, p, err, sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
         memset(p, 0, sizeof *p);

@@ -92,6 +92,13 @@ static void set_registered(agent *a, int yes)
     pthread_mutex_unlock(&a->mu);
 }
 
+int cr__agent_wire_domain(const cr_gpu_info *g)
+{
+    /* On the wire a domain is a set of GPUs that share NVLink; a GPU without
+     * NVLink is a domain of its own, numbered clear of the shared ones. */
+    return g->nvlink_domain >= 0 ? g->nvlink_domain : 1000 + g->index;
+}
+
 json_t *cr__agent_register_body(const agent *a)
 {
     json_t *gpus = json_array();
@@ -105,12 +112,12 @@ json_t *cr__agent_register_body(const agent *a)
                                             m->profile, "slices", m->slices, "mem_slices",
                                             m->mem_slices, "mem_bytes", (json_int_t)m->mem_bytes));
         }
-        json_array_append_new(
-            gpus,
-            json_pack("{s:i,s:s,s:s,s:I,s:i,s:s,s:s,s:s,s:o}", "index", g->index, "uuid", g->uuid,
-                      "model", g->model, "mem_bytes", (json_int_t)g->mem_bytes, "nvlink_domain",
-                      g->nvlink_domain, "health", cr_gpu_health_name(a->health[i].state), "reason",
-                      a->health[i].reason, "pci_bus_id", g->pci_bus_id, "mig", mig));
+        json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:i,s:s,s:s,s:o}", "index",
+                                              g->index, "uuid", g->uuid, "model", g->model,
+                                              "mem_bytes", (json_int_t)g->mem_bytes,
+                                              "nvlink_domain", cr__agent_wire_domain(g), "health",
+                                              cr_gpu_health_name(a->health[i].state), "reason",
+                                              a->health[i].reason, "mig", mig));
     }
     json_t *running = json_array();
     for (size_t i = 0; i < a->nprocs; i++) {

@@ -40,6 +40,7 @@ typedef struct cr_job_spec {
     char **gpu_uuids; /* uuid_count strings; owned */
     size_t uuid_count;
     char *checkpoint_dir; /* owned; may be NULL */
+    char *mig_profile;    /* owned; NULL: whole GPUs; else one instance of it on gpus[0] */
     int64_t grace_ns;     /* stop: SIGTERM, this long, SIGKILL */
     int action;           /* cr_action */
     int has_gang;

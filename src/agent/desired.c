@@ -40,6 +40,7 @@ void cr_job_spec_fini(cr_job_spec *s)
         free(s->gpu_uuids);
     }
     free(s->checkpoint_dir);
+    free(s->mig_profile);
     memset(s, 0, sizeof *s);
 }
 
@@ -201,8 +202,16 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         s.envc = i;
     }
     if ((rc = get_str(j, path, "workdir", &s.workdir, err, errlen)) < 0 ||
-        (rc = get_str(j, path, "checkpoint_dir", &s.checkpoint_dir, err, errlen)) < 0) {
+        (rc = get_str(j, path, "checkpoint_dir", &s.checkpoint_dir, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "mig_profile", &s.mig_profile, err, errlen)) < 0) {
         goto fail;
+    }
+    /* "" means "not set" (the controller sends empty strings for defaults). */
+    char **opt[] = {&s.workdir, &s.checkpoint_dir, &s.mig_profile};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        if (*opt[i] && !**opt[i]) {
+            CR_FREE(*opt[i]);
+        }
     }
     json_t *gpus = json_object_get(j, "gpus");
     if (gpus && !json_is_null(gpus)) {
@@ -321,6 +330,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     }
     if (s->checkpoint_dir) {
         json_object_set_new(j, "checkpoint_dir", json_string(s->checkpoint_dir));
+    }
+    if (s->mig_profile) {
+        json_object_set_new(j, "mig_profile", json_string(s->mig_profile));
     }
     json_t *g = json_array();
     for (size_t i = 0; i < s->gpu_count; i++) {
