@@ -1,0 +1,676 @@
+/*
+ * sched_cycle.c - one scheduling cycle: order, choose a type, place,
+ * reserve and backfill, preempt, and say why the rest waits.
+ *
+ * Order. FIFO and HETERO: submit time, then id. PRIORITY: tier (higher
+ * first), then the tenant's fair-share key, then submit time. LAS: the
+ * Tiresias queue (by attained GPU-time; starving jobs promoted to 0), then
+ * submit time. Ties always end on the job id, so the order is total.
+ *
+ * Fair share (PRIORITY). Each tenant's decayed GPU-seconds per type are
+ * divided by the type's capacity; the largest of these is the tenant's
+ * dominant share (DRF across GPU types), divided by its weight. Tenants
+ * that used less of what they use most go first inside a tier.
+ *
+ * Reservations and EASY backfill. When a job that blocks its queue (FIFO,
+ * PRIORITY and HETERO block; LAS and MIG jobs do not) cannot start on its
+ * type, it gets a reservation on that type: walking the running jobs of the
+ * type by expected end (start + time limit), the time at which enough GPUs
+ * will have been freed, and how many GPUs beyond its need will be free then
+ * ("extra"). One reservation per type and cycle (EASY reserves only for the
+ * head). A later job may still start on that type if its time limit says it
+ * ends before the reservation, or if it uses no more than the extra GPUs
+ * (which it then consumes). Jobs without a time limit never end before a
+ * reservation. The reservation counts GPUs, not shapes: a gang may find the
+ * count free but fragmented at its reservation time; it then reserves again.
+ *
+ * Preemption. A job that cannot start may take GPUs from running jobs that
+ * are preemptible, did not start in this cycle and ran at least
+ * min_runtime_before_preempt_ns, and that the policy ranks below it:
+ * PRIORITY - a lower tier, or borrowed capacity when the job itself is
+ * within its quota; LAS - a worse queue; FIFO/HETERO - borrowed capacity
+ * only. Victims are taken in order of least work lost since their last
+ * checkpoint, until the job can be placed; victims whose GPUs the placement
+ * does not use are then given back untouched. At most PREEMPT_TRIES jobs
+ * try per cycle, so a cycle stays bounded.
+ */
+#include "cr_sched.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "sched_int.h"
+
+#define PREEMPT_TRIES 16
+
+typedef struct okey {
+    int64_t a; /* tier / queue */
+    double b;  /* fair-share key */
+    int64_t c; /* submit time */
+    uint64_t id;
+    job *j;
+} okey;
+
+typedef struct resv {
+    bool active;
+    int64_t at;     /* INT64_MAX = unknown */
+    uint32_t extra; /* GPUs beyond the reserved job's need at `at` */
+    uint64_t job;
+} resv;
+
+static int cmp_okey(const void *x, const void *y)
+{
+    const okey *a = x, *b = y;
+    if (a->a != b->a) {
+        return a->a < b->a ? -1 : 1;
+    }
+    if (a->b != b->b) {
+        return a->b < b->b ? -1 : 1;
+    }
+    if (a->c != b->c) {
+        return a->c < b->c ? -1 : 1;
+    }
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int las_queue_of(const cr_sched *s, int64_t attained)
+{
+    int q = 0;
+    while (q < s->cfg.las_queues - 1 && attained >= s->cfg.las_threshold_gpu_ns[q]) {
+        q++;
+    }
+    return q;
+}
+
+static void tenant_shares(cr_sched *s)
+{
+    for (int i = 0; i < s->ntenants; i++) {
+        tenant_rec *t = &s->tenants[i];
+        double dom = 0;
+        for (int k = 0; k < s->ntypes; k++) {
+            if (s->types[k].total > 0) {
+                double sh = t->usage[k] / (double)s->types[k].total;
+                if (sh > dom) {
+                    dom = sh;
+                }
+            }
+        }
+        t->share = dom / t->weight;
+    }
+}
+
+static cr_sched_decision *dec_push(cr_sched *s)
+{
+    CR_GROW(s->dec, s->ndec, s->cdec);
+    cr_sched_decision *d = &s->dec[s->ndec++];
+    memset(d, 0, sizeof(*d));
+    d->reason = "";
+    return d;
+}
+
+/* Reason text for decision i lives in s->reasons; pointers are set at the
+ * end of the cycle because the arena may move. */
+static char *dec_reason_buf(cr_sched *s, uint32_t i)
+{
+    if (s->creasons <= i) {
+        uint32_t n = s->creasons ? s->creasons : 16;
+        while (n <= i) {
+            n *= 2;
+        }
+        s->reasons = cr_reallocarray(s->reasons, n, CR_SCHED_REASON_MAX);
+        s->creasons = n;
+    }
+    return s->reasons + (size_t)i * CR_SCHED_REASON_MAX;
+}
+
+/* Candidate types for a job, in the order the policy tries them. */
+static int candidates(const cr_sched *s, const job *j, int *out)
+{
+    int n = 0;
+    if (j->spec.gpu_type >= 0) {
+        out[n++] = j->spec.gpu_type;
+        return n;
+    }
+    for (int t = 0; t < s->ntypes; t++) {
+        if (j->tput[t] <= 0 || s->types[t].total == 0) {
+            continue;
+        }
+        if (j->mig[0] ? !cr__sched_mig_find(s, t, j->mig)
+                      : (s->types[t].mem_bytes && s->types[t].mem_bytes < j->spec.mem_bytes)) {
+            continue;
+        }
+        out[n++] = t;
+    }
+    bool by_tput = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS ||
+                   s->cfg.policy == CR_SCHED_HETERO;
+    if (by_tput) {
+        /* insertion sort by throughput desc, then id: stable */
+        for (int i = 1; i < n; i++) {
+            int x = out[i], k = i;
+            while (k > 0 && j->tput[out[k - 1]] < j->tput[x]) {
+                out[k] = out[k - 1];
+                k--;
+            }
+            out[k] = x;
+        }
+    }
+    if (s->cfg.policy == CR_SCHED_HETERO && j->hetero_type >= 0) {
+        out[0] = j->hetero_type;
+        return 1;
+    }
+    if (s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT) {
+        return 0;
+    }
+    return n;
+}
+
+static bool blocks_queue(const cr_sched *s, const job *j)
+{
+    return s->cfg.policy != CR_SCHED_LAS && !j->mig[0];
+}
+
+/* Expected end of a running job; INT64_MAX if it has no time limit. */
+static int64_t job_end(const job *j)
+{
+    if (j->spec.time_limit_ns <= 0 || j->start_ns > INT64_MAX - j->spec.time_limit_ns) {
+        return INT64_MAX;
+    }
+    return j->start_ns + j->spec.time_limit_ns;
+}
+
+typedef struct endk {
+    int64_t end;
+    uint32_t gpus;
+    uint64_t id;
+} endk;
+
+static int cmp_end(const void *x, const void *y)
+{
+    const endk *a = x, *b = y;
+    if (a->end != b->end) {
+        return a->end < b->end ? -1 : 1;
+    }
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns)
+{
+    uint32_t need = j->spec.gpu_count, avail = s->types[type].free;
+    r->active = true;
+    r->job = j->spec.id;
+    if (avail >= need) {
+        r->at = now_ns; /* free but fragmented: it starts when the shape appears */
+        r->extra = avail - need;
+        return;
+    }
+    endk *e = cr_malloc((s->nrunning ? s->nrunning : 1) * sizeof(*e));
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->nrunning; i++) {
+        const job *v = s->running[i];
+        if (v->run_type == type && v->slots[0].mig_start < 0) {
+            e[n++] = (endk){job_end(v), v->nslots, v->spec.id};
+        }
+    }
+    qsort(e, n, sizeof(*e), cmp_end);
+    r->at = INT64_MAX;
+    r->extra = 0;
+    for (uint32_t i = 0; i < n && e[i].end != INT64_MAX; i++) {
+        avail += e[i].gpus;
+        if (avail >= need) {
+            r->at = e[i].end;
+            r->extra = avail - need;
+            break;
+        }
+    }
+    free(e);
+}
+
+static bool slots_overlap(const cr_sched_slot *a, const cr_sched_slot *b)
+{
+    if (a->node != b->node || a->gpu != b->gpu) {
+        return false;
+    }
+    if (a->mig_start < 0 || b->mig_start < 0) {
+        return true;
+    }
+    return a->mig_start < b->mig_start + b->mig_mem && b->mig_start < a->mig_start + a->mig_mem;
+}
+
+typedef struct vic {
+    int64_t lost;
+    int32_t prio;
+    int64_t start;
+    uint64_t id;
+    job *j;
+    uint8_t why; /* 0 priority, 1 borrowed, 2 las */
+} vic;
+
+static int cmp_vic(const void *x, const void *y)
+{
+    const vic *a = x, *b = y;
+    if (a->lost != b->lost) {
+        return a->lost < b->lost ? -1 : 1;
+    }
+    if (a->prio != b->prio) {
+        return a->prio < b->prio ? -1 : 1;
+    }
+    if (a->start != b->start) {
+        return a->start > b->start ? -1 : 1;
+    }
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+static int64_t lost_if_stopped(const job *v, int64_t now_ns)
+{
+    int64_t ran = now_ns > v->start_ns ? now_ns - v->start_ns : 0;
+    return v->spec.checkpoint_interval_ns > 0 ? ran % v->spec.checkpoint_interval_ns : ran;
+}
+
+static bool quota_room(const cr_sched *s, const job *j, int type)
+{
+    const tenant_rec *t = &s->tenants[j->spec.tenant];
+    return t->quota[type] < 0 || (int64_t)t->used_nb[type] + j->spec.gpu_count <= t->quota[type];
+}
+
+/* Try to start j on type by preempting; true if it started. */
+static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borrowed)
+{
+    if (!s->cfg.preemption) {
+        return false;
+    }
+    bool under_quota = !borrowed && s->tenants[j->spec.tenant].quota[type] >= 0;
+    int jq = j->las_queue;
+    vic *v = NULL;
+    uint32_t nv = 0, cv = 0;
+    uint64_t gpus = 0;
+    for (uint32_t i = 0; i < s->nrunning; i++) {
+        job *r = s->running[i];
+        if (r->run_type != type || !r->spec.preemptible || r->start_cycle == s->stats.cycles ||
+            now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
+            continue;
+        }
+        uint8_t why;
+        if (r->borrowed && under_quota && r->spec.tenant != j->spec.tenant) {
+            why = 1;
+        } else if (s->cfg.policy == CR_SCHED_PRIORITY && r->spec.priority < j->spec.priority) {
+            why = 0;
+        } else if (s->cfg.policy == CR_SCHED_LAS &&
+                   las_queue_of(s, cr__sched_job_attained(r, now_ns)) > jq) {
+            why = 2;
+        } else {
+            continue;
+        }
+        CR_GROW(v, nv, cv);
+        v[nv++] =
+            (vic){lost_if_stopped(r, now_ns), r->spec.priority, r->start_ns, r->spec.id, r, why};
+        gpus += r->nslots;
+    }
+    bool ok = false;
+    if (nv == 0 || (!j->mig[0] && gpus + s->types[type].free < j->spec.gpu_count)) {
+        goto out;
+    }
+    qsort(v, nv, sizeof(*v), cmp_vic);
+    uint32_t used = 0, n = 0;
+    for (; used < nv; used++) {
+        cr__sched_slots_release(s, v[used].j);
+        if (!j->mig[0] && s->types[type].free < j->spec.gpu_count) {
+            continue;
+        }
+        if (cr__sched_plan(s, j, type, &n) == 0) {
+            ok = true;
+            used++;
+            break;
+        }
+    }
+    /* give every victim its GPUs back, then stop the ones in the way */
+    for (uint32_t i = 0; i < used; i++) {
+        cr__sched_slots_take(s, v[i].j, v[i].j->slots, v[i].j->nslots);
+    }
+    if (!ok) {
+        goto out;
+    }
+    for (uint32_t i = 0; i < used; i++) {
+        job *r = v[i].j;
+        bool hit = false;
+        for (uint32_t a = 0; a < r->nslots && !hit; a++) {
+            for (uint32_t b = 0; b < n && !hit; b++) {
+                hit = slots_overlap(&r->slots[a], &s->plan[b]);
+            }
+        }
+        if (!hit) {
+            continue;
+        }
+        cr_sched_decision *d = dec_push(s);
+        d->action = CR_SCHED_PREEMPT;
+        d->job = r->spec.id;
+        d->gpu_type = r->run_type;
+        d->lost_work_ns = lost_if_stopped(r, now_ns);
+        d->preempted_for = j->spec.id;
+        char *buf = dec_reason_buf(s, s->ndec - 1);
+        if (v[i].why == 0) {
+            snprintf(buf, CR_SCHED_REASON_MAX, "preempted for job %" PRIu64 " (priority %d > %d)",
+                     j->spec.id, j->spec.priority, r->spec.priority);
+        } else if (v[i].why == 1) {
+            snprintf(buf, CR_SCHED_REASON_MAX,
+                     "borrowed %s capacity reclaimed by tenant %s for job %" PRIu64,
+                     s->types[type].name, s->tenants[j->spec.tenant].name, j->spec.id);
+        } else {
+            snprintf(buf, CR_SCHED_REASON_MAX,
+                     "preempted for job %" PRIu64 " (LAS queue %d, this job's queue %d)",
+                     j->spec.id, jq, las_queue_of(s, cr__sched_job_attained(r, now_ns)));
+        }
+        cr__sched_job_stop(s, r, now_ns, true);
+        s->stats.last_preempted++;
+    }
+    cr__sched_job_start(s, j, type, s->plan, n, now_ns, borrowed);
+    j->start_cycle = s->stats.cycles;
+    cr_sched_decision *d = dec_push(s);
+    d->action = CR_SCHED_START;
+    d->job = j->spec.id;
+    d->gpu_type = type;
+    d->slot_count = j->nslots;
+    d->slots = j->slots;
+    d->borrowed = borrowed;
+    s->stats.last_started++;
+out:
+    free(v);
+    return ok;
+}
+
+static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_gpus, int64_t at,
+                       uint64_t other)
+{
+    j->rcode = (uint8_t)code;
+    j->rtype = (int8_t)type;
+    j->rneed = need;
+    j->rfree = free_gpus;
+    j->rat = at;
+    j->rother = other;
+}
+
+int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
+{
+    cr__sched_accrue(s, now_ns);
+    s->stats.cycles++;
+    s->stats.last_considered = s->stats.last_started = 0;
+    s->stats.last_preempted = s->stats.last_backfilled = 0;
+    s->ndec = 0;
+    if (s->cfg.policy == CR_SCHED_PRIORITY) {
+        tenant_shares(s);
+    }
+    /* snapshot and order the queue */
+    uint32_t np = s->npending;
+    okey *ord = cr_malloc((np ? np : 1) * sizeof(*ord));
+    for (uint32_t i = 0; i < np; i++) {
+        job *j = s->pending[i];
+        okey *k = &ord[i];
+        k->a = 0;
+        k->b = 0;
+        k->c = j->spec.submit_ns;
+        k->id = j->spec.id;
+        k->j = j;
+        if (s->cfg.policy == CR_SCHED_PRIORITY) {
+            k->a = -(int64_t)j->spec.priority;
+            k->b = s->tenants[j->spec.tenant].share;
+        } else if (s->cfg.policy == CR_SCHED_LAS) {
+            int q = las_queue_of(s, j->attained);
+            if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
+                q = 0;
+            }
+            j->las_queue = (uint8_t)q;
+            k->a = q;
+        }
+    }
+    qsort(ord, np, sizeof(*ord), cmp_okey);
+    job **order = cr_malloc((np ? np : 1) * sizeof(*order));
+    for (uint32_t i = 0; i < np; i++) {
+        order[i] = ord[i].j;
+    }
+    free(ord);
+    if (s->cfg.policy == CR_SCHED_HETERO) {
+        cr__sched_hetero_assign(s, order, np, rng);
+    }
+
+    resv res[CR_SCHED_MAX_TYPES];
+    memset(res, 0, sizeof(res));
+    int tries = 0;
+    uint32_t i = 0;
+    for (; i < np; i++) {
+        job *j = order[i];
+        if (j->state != CR_JOB_PENDING) {
+            continue;
+        }
+        /* Stop early: nothing free anywhere and nobody can preempt. */
+        if (!j->mig[0] && (tries >= PREEMPT_TRIES || !s->cfg.preemption)) {
+            bool any = false;
+            for (int t = 0; t < s->ntypes && !any; t++) {
+                any = s->types[t].free > 0 || s->types[t].nmig > 0;
+            }
+            if (!any) {
+                break;
+            }
+        }
+        s->stats.last_considered++;
+        int cand[CR_SCHED_MAX_TYPES];
+        int nc = candidates(s, j, cand);
+        if (nc == 0) {
+            set_reason(j,
+                       s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT ? R_HETERO_WAIT
+                                                                                     : R_NO_TYPE,
+                       -1, j->spec.gpu_count, 0, INT64_MAX, 0);
+            continue;
+        }
+        uint32_t k = j->spec.gpu_count;
+        bool started = false, never = true;
+        int why = R_NONE, wtype = cand[0], ptype = -1;
+        bool pborrow = false;
+        for (int c = 0; c < nc && !started; c++) {
+            int t = cand[c];
+            if (j->mig[0] ? s->types[t].nmig > 0 : s->types[t].total >= k) {
+                never = false;
+            } else {
+                continue;
+            }
+            bool borrowed = false;
+            if (!quota_room(s, j, t)) {
+                if (!s->cfg.borrowing) {
+                    if (why == R_NONE) {
+                        why = R_QUOTA;
+                        wtype = t;
+                    }
+                    continue;
+                }
+                borrowed = true;
+            }
+            if (ptype < 0) {
+                ptype = t;
+                pborrow = borrowed;
+            }
+            /* behind a reservation: start only if it ends first, or
+             * else fits in the extra GPUs (which it then uses up) */
+            bool backfill = false, uses_extra = false;
+            if (res[t].active) {
+                int64_t lim = j->spec.time_limit_ns;
+                bool ends_before = lim > 0 && res[t].at != INT64_MAX && now_ns <= res[t].at - lim;
+                if (!s->cfg.backfill || (!ends_before && k > res[t].extra)) {
+                    if (why == R_NONE || why == R_QUOTA) {
+                        why = s->cfg.backfill ? R_BACKFILL : R_BLOCKED;
+                        wtype = t;
+                    }
+                    continue;
+                }
+                backfill = true;
+                uses_extra = !ends_before;
+            }
+            uint32_t n = 0;
+            int rc = cr__sched_plan(s, j, t, &n);
+            if (rc == 0) {
+                if (uses_extra) {
+                    res[t].extra -= k;
+                }
+                cr__sched_job_start(s, j, t, s->plan, n, now_ns, borrowed);
+                j->start_cycle = s->stats.cycles;
+                cr_sched_decision *d = dec_push(s);
+                d->action = CR_SCHED_START;
+                d->job = j->spec.id;
+                d->gpu_type = t;
+                d->slot_count = j->nslots;
+                d->slots = j->slots;
+                d->borrowed = borrowed;
+                d->backfilled = backfill;
+                s->stats.last_started++;
+                s->stats.last_backfilled += backfill;
+                started = true;
+            } else if (why == R_NONE || why == R_QUOTA || why == R_BACKFILL || why == R_BLOCKED) {
+                if (why == R_NONE || rc != CR_ENOENT) {
+                    why = rc == CR_EAGAIN ? R_FRAGMENTED : R_NO_FIT;
+                    wtype = t;
+                }
+            }
+        }
+        if (started) {
+            continue;
+        }
+        if (never) {
+            uint32_t most = 0;
+            for (int c = 0; c < nc; c++) {
+                if (s->types[cand[c]].total > most) {
+                    most = s->types[cand[c]].total;
+                }
+            }
+            set_reason(j, R_NEVER, cand[0], k, most, INT64_MAX, 0);
+            continue;
+        }
+        /* preemption, then a reservation */
+        if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED)) {
+            tries++;
+            if (try_preempt(s, j, ptype, now_ns, pborrow)) {
+                continue;
+            }
+        }
+        int64_t at = INT64_MAX;
+        uint64_t other = 0;
+        if ((why == R_NO_FIT || why == R_FRAGMENTED) && blocks_queue(s, j) && !res[wtype].active) {
+            reserve(s, &res[wtype], j, wtype, now_ns);
+            at = res[wtype].at;
+        } else if ((why == R_BACKFILL || why == R_BLOCKED) && res[wtype].active) {
+            at = res[wtype].at;
+            other = res[wtype].job;
+        }
+        set_reason(j, why == R_NONE ? R_NO_FIT : why, wtype, k, s->types[wtype].free, at, other);
+    }
+    for (; i < np; i++) {
+        if (order[i]->state == CR_JOB_PENDING) {
+            set_reason(order[i], R_NO_FREE, -1, order[i]->spec.gpu_count, 0, INT64_MAX, 0);
+        }
+    }
+    free(order);
+    for (uint32_t d = 0; d < s->ndec; d++) {
+        if (s->dec[d].action == CR_SCHED_PREEMPT) {
+            s->dec[d].reason = s->reasons + (size_t)d * CR_SCHED_REASON_MAX;
+        }
+    }
+    *out = s->dec;
+    return (int)s->ndec;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reasons                                                                  */
+
+static void fmt_dur(char *b, size_t n, int64_t ns)
+{
+    int64_t sec = ns / 1000000000;
+    if (sec < 60) {
+        snprintf(b, n, "%" PRId64 "s", sec);
+    } else if (sec < 3600) {
+        snprintf(b, n, "%" PRId64 "m", sec / 60);
+    } else if (sec < 86400) {
+        snprintf(b, n, "%" PRId64 "h%" PRId64 "m", sec / 3600, sec % 3600 / 60);
+    } else {
+        snprintf(b, n, "%" PRId64 "d%" PRId64 "h", sec / 86400, sec % 86400 / 3600);
+    }
+}
+
+int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
+{
+    const job *j = cr__sched_job_get(s, id);
+    if (!j) {
+        return CR_ENOENT;
+    }
+    if (!buf || len == 0) {
+        return CR_EINVAL;
+    }
+    if (j->state == CR_JOB_RUNNING) {
+        snprintf(buf, len, "running");
+        return CR_EINVAL;
+    }
+    const char *tn = j->rtype >= 0 && j->rtype < s->ntypes ? s->types[j->rtype].name : "GPU";
+    char shape[48] = "";
+    if (j->mig[0]) {
+        snprintf(shape, sizeof(shape), " as MIG %s", j->mig);
+    } else if (j->spec.node_count > 1) {
+        snprintf(shape, sizeof(shape), " in %u nodes", j->spec.node_count);
+    } else if (j->spec.node_count == 1) {
+        snprintf(shape, sizeof(shape), " on one node");
+    }
+    char when[48] = "";
+    if (j->rat != INT64_MAX) {
+        char d[24];
+        fmt_dur(d, sizeof(d), j->rat > s->now_ns ? j->rat - s->now_ns : 0);
+        snprintf(when, sizeof(when), "t+%s", d);
+    }
+    int n = 0;
+    switch (j->rcode) {
+    case R_NONE:
+    case R_NOT_CONSIDERED:
+        n = snprintf(buf, len, "not yet considered by a scheduling cycle");
+        break;
+    case R_NO_TYPE:
+        n = snprintf(buf, len,
+                     "no GPU type in the cluster can run it (type, throughput, memory "
+                     "or MIG profile)");
+        break;
+    case R_NEVER:
+        n = snprintf(buf, len, "needs %u %s%s but only %u are in service", j->rneed, tn, shape,
+                     j->rfree);
+        break;
+    case R_NO_FIT:
+    case R_FRAGMENTED:
+        n = snprintf(buf, len, "needs %u %s%s: %u free%s%s%s", j->rneed, tn, shape, j->rfree,
+                     j->rcode == R_FRAGMENTED ? " but not in that shape" : "",
+                     when[0] ? "; reserved for " : "", when);
+        break;
+    case R_QUOTA: {
+        const tenant_rec *t = &s->tenants[j->spec.tenant];
+        n = snprintf(buf, len, "tenant quota for %s reached (%u of %" PRId64 " in use)", tn,
+                     t->used_nb[j->rtype], t->quota[j->rtype]);
+        break;
+    }
+    case R_BLOCKED:
+        n = snprintf(buf, len, "waiting behind job %" PRIu64 ", which holds the %s reservation%s%s",
+                     j->rother, tn, when[0] ? " for " : "", when);
+        break;
+    case R_BACKFILL:
+        n = snprintf(buf, len,
+                     "needs %u %s%s: %u free, but starting now would delay job %" PRIu64
+                     " reserved for %s",
+                     j->rneed, tn, shape, j->rfree, j->rother, when[0] ? when : "an unknown time");
+        break;
+    case R_NO_FREE:
+        n = snprintf(buf, len, "no free GPUs in the cluster");
+        break;
+    case R_HETERO_WAIT:
+        n = snprintf(buf, len,
+                     "the heterogeneity-aware allocation gives the free GPUs to jobs "
+                     "that gain more from them");
+        break;
+    default:
+        n = snprintf(buf, len, "pending");
+        break;
+    }
+    return n < 0 ? 0 : ((size_t)n >= len ? (int)len - 1 : n);
+}

@@ -1,0 +1,198 @@
+/*
+ * sched_hetero.c - the heterogeneity-aware type choice (HETERO policy).
+ *
+ * Gavel's observation: jobs gain very different amounts from a faster GPU
+ * type (a language model may run 3x faster on a V100 than on a K80, a small
+ * recommendation model barely 1.2x), so which job gets which type matters
+ * as much as the order. Each cycle, the "auto" jobs at the head of the
+ * queue (at most config.hetero_window of them) are allocated to the free
+ * GPUs of each type by a linear program, Gavel's max-sum-throughput policy
+ * with normalised throughputs:
+ *
+ *   maximise   sum_j sum_t (w_jt + eps_j) x_jt      w_jt = tput_jt / max_t tput_jt
+ *   subject to sum_t x_jt <= 1                       (each job at most once)
+ *              sum_j gpus_j x_jt <= free_t           (free GPUs of each type)
+ *              0 <= x_jt, x_jt = 0 where tput_jt = 0
+ *
+ * eps_j is a tiny bonus decreasing with queue position, so that among
+ * equal choices earlier jobs win (FIFO inside the allocation). A job goes
+ * to the type with its largest x_jt when that is at least 1/2; otherwise
+ * the allocation gives it nothing this cycle and it waits (HT_WAIT). Gavel
+ * time-slices fractional allocations over rounds; a cycle here places jobs
+ * to run to completion, so the fractional part is rounded away.
+ *
+ * The LP is solved with GLPK's simplex (config.hetero_lp), or replaced by a
+ * greedy heuristic: jobs sorted by "regret" (how much they lose if denied
+ * their best type: w_best - w_second), each taking the free type with the
+ * highest w_jt that still has room. The unit tests compare the two.
+ */
+#include "cr_sched.h"
+
+#include <glpk.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_alloc.h"
+#include "sched_int.h"
+
+typedef struct hjob {
+    job *j;
+    double w[CR_SCHED_MAX_TYPES];
+    double regret;
+    uint32_t rank;
+} hjob;
+
+static int cmp_regret(const void *x, const void *y)
+{
+    const hjob *a = x, *b = y;
+    if (a->regret != b->regret) {
+        return a->regret > b->regret ? -1 : 1;
+    }
+    return a->rank < b->rank ? -1 : a->rank > b->rank;
+}
+
+static void greedy(cr_sched *s, hjob *h, uint32_t n, const double *cap_in)
+{
+    double cap[CR_SCHED_MAX_TYPES];
+    memcpy(cap, cap_in, sizeof(cap));
+    qsort(h, n, sizeof(*h), cmp_regret);
+    for (uint32_t i = 0; i < n; i++) {
+        double g = h[i].j->spec.gpu_count;
+        int best = -1;
+        for (int t = 0; t < s->ntypes; t++) {
+            if (h[i].w[t] > 0 && cap[t] >= g && (best < 0 || h[i].w[t] > h[i].w[best])) {
+                best = t;
+            }
+        }
+        h[i].j->hetero_type = best >= 0 ? best : HT_WAIT;
+        if (best >= 0) {
+            cap[best] -= g;
+        }
+    }
+}
+
+static int lp(cr_sched *s, hjob *h, uint32_t n, const double *cap)
+{
+    int rc = -1;
+    int ntypes = s->ntypes;
+    glp_prob *p = glp_create_prob();
+    glp_set_obj_dir(p, GLP_MAX);
+    glp_add_rows(p, (int)n + ntypes);
+    for (uint32_t i = 0; i < n; i++) {
+        glp_set_row_bnds(p, (int)i + 1, GLP_UP, 0.0, 1.0);
+    }
+    for (int t = 0; t < ntypes; t++) {
+        glp_set_row_bnds(p, (int)n + t + 1, GLP_UP, 0.0, cap[t]);
+    }
+    /* columns: one per (job, type) with w > 0 */
+    size_t ncol = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        for (int t = 0; t < ntypes; t++) {
+            ncol += h[i].w[t] > 0;
+        }
+    }
+    if (ncol == 0) {
+        glp_delete_prob(p);
+        return 0;
+    }
+    int *ia = cr_malloc((2 * ncol + 1) * sizeof(int));
+    int *ja = cr_malloc((2 * ncol + 1) * sizeof(int));
+    double *ar = cr_malloc((2 * ncol + 1) * sizeof(double));
+    int *cj = cr_malloc((ncol + 1) * sizeof(int));
+    int *ct = cr_malloc((ncol + 1) * sizeof(int));
+    glp_add_cols(p, (int)ncol);
+    int col = 0, nz = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        double eps = 1e-4 * (double)(n - i) / (double)n;
+        for (int t = 0; t < ntypes; t++) {
+            if (!(h[i].w[t] > 0)) {
+                continue;
+            }
+            col++;
+            cj[col] = (int)i;
+            ct[col] = t;
+            glp_set_col_bnds(p, col, GLP_DB, 0.0, 1.0);
+            glp_set_obj_coef(p, col, h[i].w[t] + eps);
+            nz++;
+            ia[nz] = (int)i + 1;
+            ja[nz] = col;
+            ar[nz] = 1.0;
+            nz++;
+            ia[nz] = (int)n + t + 1;
+            ja[nz] = col;
+            ar[nz] = h[i].j->spec.gpu_count;
+        }
+    }
+    glp_load_matrix(p, nz, ia, ja, ar);
+    glp_smcp parm;
+    glp_init_smcp(&parm);
+    parm.msg_lev = GLP_MSG_OFF;
+    if (glp_simplex(p, &parm) == 0 && glp_get_status(p) == GLP_OPT) {
+        double bestx[4096];
+        uint32_t lim = n < 4096 ? n : 4096;
+        for (uint32_t i = 0; i < lim; i++) {
+            bestx[i] = 0;
+            h[i].j->hetero_type = HT_WAIT;
+        }
+        for (int c = 1; c <= col; c++) {
+            double x = glp_get_col_prim(p, c);
+            uint32_t i = (uint32_t)cj[c];
+            if (i < lim && x >= 0.5 && x > bestx[i]) {
+                bestx[i] = x;
+                h[i].j->hetero_type = ct[c];
+            }
+        }
+        rc = 0;
+    }
+    free(ia);
+    free(ja);
+    free(ar);
+    free(cj);
+    free(ct);
+    glp_delete_prob(p);
+    return rc;
+}
+
+void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
+{
+    (void)rng;
+    size_t win = s->cfg.hetero_window < 4096 ? s->cfg.hetero_window : 4096;
+    hjob *h = cr_calloc(win ? win : 1, sizeof(*h));
+    uint32_t nh = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        job *j = order[i];
+        j->hetero_type = HT_FREE;
+        if (j->spec.gpu_type >= 0 || j->mig[0] || nh >= win) {
+            continue;
+        }
+        hjob *x = &h[nh];
+        x->j = j;
+        x->rank = nh;
+        double best = 0, second = 0;
+        for (int t = 0; t < s->ntypes; t++) {
+            double v = s->types[t].total >= j->spec.gpu_count ? j->tput[t] : 0;
+            if (v > best) {
+                second = best;
+                best = v;
+            } else if (v > second) {
+                second = v;
+            }
+        }
+        if (best <= 0) {
+            continue;
+        }
+        for (int t = 0; t < s->ntypes; t++) {
+            x->w[t] = s->types[t].total >= j->spec.gpu_count ? j->tput[t] / best : 0;
+        }
+        x->regret = (best - second) / best;
+        nh++;
+    }
+    double cap[CR_SCHED_MAX_TYPES] = {0};
+    for (int t = 0; t < s->ntypes; t++) {
+        cap[t] = s->types[t].free;
+    }
+    if (nh > 0 && (!s->cfg.hetero_lp || lp(s, h, nh, cap) != 0)) {
+        greedy(s, h, nh, cap);
+    }
+    free(h);
+}

@@ -1,0 +1,195 @@
+/*
+ * sched_int.h - private state shared by the files of src/sched.
+ *
+ * Free capacity is kept in counters updated on every allocation and
+ * release, so a cycle never scans all GPUs:
+ *  - per (node, type) record ("nt"): free whole GPUs of that type on the
+ *    node; each record sits in its type's bucket list for its free count,
+ *    so a best-fit node for k GPUs is the head of the first non-empty
+ *    bucket >= k;
+ *  - per (rack, type): free whole GPUs;
+ *  - per type: free whole GPUs, total healthy GPUs, MIG GPUs list.
+ * Only UP nodes and healthy, non-MIG GPUs count as free. cr_sched_check()
+ * recounts everything from the GPUs and the jobs.
+ */
+#ifndef CR_SCHED_INT_H
+#define CR_SCHED_INT_H
+
+#include "cr_sched.h"
+
+#define NT_NONE UINT32_MAX
+#define HT_WAIT (-1) /* HETERO: the allocation gives this job nothing now */
+#define HT_FREE (-2) /* HETERO: not in the allocation window; any type */
+
+typedef struct mig_prof {
+    char name[16];
+    uint8_t compute;     /* compute slices */
+    uint8_t mem;         /* memory slices */
+    uint32_t start_mask; /* valid starts, bit i = memory slice i */
+} mig_prof;
+
+typedef struct gtype {
+    char name[CR_SCHED_NAME_MAX];
+    uint64_t mem_bytes;  /* default memory per GPU */
+    uint8_t mig_compute; /* MIG geometry, 0 = no MIG */
+    uint8_t mig_mem;
+    mig_prof *profs; /* owned */
+    int nprof;
+    uint32_t total;    /* healthy GPUs on UP nodes (MIG ones too) */
+    uint32_t free;     /* free whole GPUs on UP nodes */
+    uint32_t max_node; /* most GPUs of this type on one node (bucket count - 1) */
+    uint32_t *bucket;  /* bucket[c] = first nt with free == c, NT_NONE if none; owned */
+    uint32_t nbucket;
+    uint32_t *mig_gpus; /* owned: (node << 8 | gpu) of GPUs in MIG mode */
+    uint32_t nmig, cmig;
+} gtype;
+
+typedef struct gpu {
+    int8_t type;
+    bool bad;
+    bool mig;
+    uint8_t mig_used;         /* memory slices in use (bitmask) */
+    uint8_t mig_compute_used; /* compute slices in use */
+    uint16_t nvlink;
+    uint64_t mem_bytes;
+    uint64_t job; /* whole-GPU holder (0 = free) */
+    char *reason; /* owned, health reason or NULL */
+} gpu;
+
+/* One (node, type) pair. */
+typedef struct nt {
+    uint32_t node;
+    int8_t type;
+    uint8_t free;        /* free whole GPUs of this type (only if node UP) */
+    uint8_t total;       /* GPUs of this type on the node */
+    bool linked;         /* in its type's bucket list */
+    uint64_t mem_bytes;  /* smallest memory among these GPUs */
+    uint32_t prev, next; /* bucket list links */
+} nt;
+
+typedef struct node {
+    char *name; /* owned */
+    int rack;
+    cr_sched_node_state state;
+    char *reason; /* owned or NULL */
+    uint32_t ngpu;
+    gpu *gpus;         /* owned, ngpu entries */
+    uint32_t nt_first; /* its nt records: nt_first .. nt_first + nnt - 1 */
+    uint8_t nnt;
+} node;
+
+typedef struct rack_rec {
+    char *name;      /* owned */
+    char *spine;     /* owned */
+    uint32_t *nodes; /* owned, node indices */
+    uint32_t nnodes, cnodes;
+    uint32_t free[CR_SCHED_MAX_TYPES];
+} rack_rec;
+
+typedef struct tenant_rec {
+    char name[CR_SCHED_NAME_MAX];
+    double weight;
+    int64_t quota[CR_SCHED_MAX_TYPES];    /* -1 = unlimited */
+    uint32_t used_nb[CR_SCHED_MAX_TYPES]; /* GPUs held, not borrowed */
+    uint32_t used_b[CR_SCHED_MAX_TYPES];  /* GPUs held on borrowed capacity */
+    double usage[CR_SCHED_MAX_TYPES];     /* decayed GPU-seconds */
+    double share;                         /* dominant share / weight, per cycle */
+} tenant_rec;
+
+/* Pending-reason codes, formatted on demand. */
+enum {
+    R_NONE = 0,
+    R_NOT_CONSIDERED,
+    R_NO_TYPE,    /* no type can ever run it */
+    R_NEVER,      /* bigger than the cluster */
+    R_NO_FIT,     /* not enough free now */
+    R_FRAGMENTED, /* enough free, not in the shape asked */
+    R_QUOTA,
+    R_BLOCKED,     /* FIFO/priority: behind the blocked head job of the type */
+    R_BACKFILL,    /* would delay the reservation */
+    R_NO_FREE,     /* nothing free anywhere: not examined */
+    R_HETERO_WAIT, /* allocation gave the free GPUs to others */
+};
+
+typedef struct job {
+    cr_sched_job_spec spec; /* tput and mig_profile point into this struct */
+    double tput[CR_SCHED_MAX_TYPES];
+    char mig[16];
+    cr_sched_job_state state;
+    uint32_t qidx; /* index in pending or running array */
+    int run_type;
+    cr_sched_slot *slots; /* owned while RUNNING */
+    uint32_t nslots;
+    int64_t start_ns;
+    int64_t enqueue_ns; /* when it last became pending */
+    int64_t attained;   /* GPU-ns up to start_ns / last stop */
+    int64_t lost_ns;
+    uint32_t preemptions;
+    bool borrowed;
+    uint64_t start_cycle; /* stats.cycles when last started (no preempting it then) */
+    uint8_t las_queue;
+    /* last pending reason */
+    uint8_t rcode;
+    int8_t rtype;
+    uint32_t rneed, rfree;
+    int64_t rat; /* reservation time, INT64_MAX = none */
+    uint64_t rother;
+    int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
+} job;
+
+struct cr_sched {
+    cr_sched_config cfg;
+    gtype types[CR_SCHED_MAX_TYPES];
+    int ntypes;
+    node *nodes;
+    uint32_t nnodes, cnodes;
+    nt *nts;
+    uint32_t nnt, cnt;
+    rack_rec *racks;
+    int nracks, cracks;
+    tenant_rec *tenants;
+    int ntenants, ctenants;
+    /* job table: open addressing on id */
+    job **tab;
+    size_t tabcap, njobs;
+    job **pending;
+    uint32_t npending, cpending;
+    job **running;
+    uint32_t nrunning, crunning;
+    int64_t usage_ns; /* time fair-share usage was last accrued to */
+    int64_t now_ns;   /* last time seen */
+    /* per-cycle output */
+    cr_sched_decision *dec;
+    uint32_t ndec, cdec;
+    char *reasons; /* CR_SCHED_REASON_MAX per decision */
+    uint32_t creasons;
+    /* scratch */
+    cr_sched_slot *plan;
+    uint32_t cplan;
+    void *scratch;
+    size_t cscratch;
+    cr_sched_stats stats;
+};
+
+/* sched_cluster.c */
+int cr__sched_rack_get(cr_sched *s, const char *name, const char *spine);
+job *cr__sched_job_get(const cr_sched *s, uint64_t id);
+void cr__sched_nt_adjust(cr_sched *s, uint32_t n, int type, int delta);
+void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t n);
+void cr__sched_slots_release(cr_sched *s, job *j);
+const mig_prof *cr__sched_mig_find(const cr_sched *s, int type, const char *name);
+void cr__sched_accrue(cr_sched *s, int64_t now_ns);
+int64_t cr__sched_job_attained(const job *j, int64_t now_ns);
+void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work);
+void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl, uint32_t n,
+                         int64_t now_ns, bool borrowed);
+
+/* sched_place.c: find a placement for n_gpus of type (not committed); 0,
+ * or CR_ENOSPC when there is not enough free capacity, CR_EAGAIN when it
+ * is free but not in the shape asked. Result in s->plan. */
+int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out);
+
+/* sched_hetero.c: fill hetero_type for the first n jobs of order. */
+void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng);
+
+#endif
