@@ -278,7 +278,7 @@ static void *poller_main(void *ud)
     CURL *h = curl_easy_init();
     cr_buf resp;
     cr_buf_init(&resp);
-    int64_t version = -1, backoff = 50 * CR_NS_PER_MS;
+    int64_t version = 0, backoff = 50 * CR_NS_PER_MS;
     int was_registered = 0;
     while (!atomic_load(&a->stop)) {
         char tok[256];
@@ -293,8 +293,9 @@ static void *poller_main(void *ud)
         }
         if (!was_registered) {
             /* A new registration may come with a new controller whose
-             * versions start over: take its first document whatever it is. */
-            version = -1;
+             * versions start over (at 1): take its first document whatever
+             * it is. */
+            version = 0;
             was_registered = 1;
         }
         char *url = cr_asprintf("%s/v1/agents/%s/desired?version=%lld&wait=%lld", a->cfg.server,
