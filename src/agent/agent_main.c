@@ -310,8 +310,10 @@ static int reconcile(agent *a, int64_t now_ns)
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);
         if (s->action == CR_ACT_RUN && !p) {
+            /* Not a change to report: the controller asked for it. A start
+             * that failed is reported (as an exit) at once. */
             start_job(a, s);
-            changed = 1;
+            changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED;
         } else if (s->action == CR_ACT_STOP && p && p->state == CR_PROC_RUNNING) {
             cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
                     (long long)(s->grace_ns / CR_NS_PER_SEC));
