@@ -104,6 +104,27 @@ static char *read_line(const char *path, double wait_s)
     return NULL;
 }
 
+/* utime+stime of pid in seconds (0 when gone). */
+static double cpu_of(pid_t pid)
+{
+    char path[64], buf[2048];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    double s = 0;
+    if (f && fgets(buf, sizeof buf, f)) {
+        char *p = strrchr(buf, ')');
+        unsigned long long ut = 0, st = 0;
+        if (p &&
+            sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) == 2) {
+            s = (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return s;
+}
+
 static pid_t spawn(char *const argv[], const char *log)
 {
     pid_t pid = fork();
@@ -223,6 +244,13 @@ int main(void)
     printf("corral jobs=%d submit_s=%.2f drain_s=%.2f jobs_per_s=%.1f (one array POST; %ld "
            "completed in all)\n",
            n, sub, all, n / all, done);
+    double agents_cpu = 0;
+    for (int i = 1; i <= NODES; i++) {
+        agents_cpu += cpu_of(pids[i]);
+    }
+    printf("cpu for %d jobs: controller %.2f s, 4 agents %.2f s (%.2f ms per job per agent "
+           "process, children not counted)\n",
+           2 * n, cpu_of(pids[0]), agents_cpu, agents_cpu * 1000 / (2 * n));
     rc = 0;
 out:
     for (int i = NODES; i >= 0; i--) {

@@ -254,11 +254,11 @@ static int job_done(agent *a, int64_t job)
 {
     char path[4096];
     struct stat sb;
-    snprintf(path, sizeof path, "%s/jobs/%lld/exit", a->cfg.state_dir, (long long)job);
+    snprintf(path, sizeof path, "%s/jobs/%lld.exit", a->cfg.state_dir, (long long)job);
     if (stat(path, &sb) == 0) {
         return 1;
     }
-    snprintf(path, sizeof path, "%s/jobs/%lld/record", a->cfg.state_dir, (long long)job);
+    snprintf(path, sizeof path, "%s/jobs/%lld.json", a->cfg.state_dir, (long long)job);
     return stat(path, &sb) != 0;
 }
 

@@ -5,12 +5,14 @@
  * calls setsid() (so the job has its own session and process group, which
  * stop signals address as a whole) and forks the job itself with its
  * environment, working directory and log files, waits for it, and writes
- * its exit status to <state>/jobs/<id>/exit before exiting. Because the
+ * its exit status to <state>/jobs/<id>.exit before exiting. Because the
  * status lands in a file, a restarted agent can re-adopt a job that kept
  * running while it was down and still learn how it ended; the record
- * <state>/jobs/<id>/record (spec, shim pid and its start time from
- * /proc, so a recycled pid is never mistaken for the job) makes that
- * possible.
+ * <state>/jobs/<id>.json (spec, shim pid and its start time from /proc,
+ * so a recycled pid is never mistaken for the job) makes that possible.
+ * Logs: <state>/logs/<id>.out and .err. Default working directory:
+ * <state>/work. Few files per job on purpose: creating inodes is most of
+ * what starting a short job costs the agent.
  *
  * Stop = SIGTERM to the process group, then SIGKILL once the grace period
  * has passed (cr_proc_tick does the second step).

@@ -159,28 +159,29 @@ static size_t fmt_int(char *buf, long long v)
     return o;
 }
 
-static void write_file_safe(const char *tmp, const char *final, const char *a, long long v)
+static void write_file_safe(const char *path, const char *a, long long v)
 {
     char buf[64];
     size_t n = strlen(a);
     memcpy(buf, a, n);
     n += fmt_int(buf + n, v);
     buf[n++] = '\n';
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* Written in place: it is read only once the shim that writes it is gone. */
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fd >= 0) {
         ssize_t w = write(fd, buf, n);
         (void)w;
         close(fd);
-        rename(tmp, final);
     }
 }
 
-static int write_record(const char *dir, const cr_proc *p)
+static int write_record(const char *state_dir, const cr_proc *p)
 {
     json_t *j = json_pack("{s:I,s:i,s:I,s:I,s:o}", "job", (json_int_t)p->job, "pid", (int)p->pid,
                           "start_ticks", (json_int_t)p->start_ticks, "start_ns",
                           (json_int_t)p->start_ns, "spec", cr_job_spec_to_json(&p->spec));
-    char *tmp = cr_asprintf("%s/record.tmp", dir), *fin = cr_asprintf("%s/record", dir);
+    char *tmp = cr_asprintf("%s/jobs/%lld.tmp", state_dir, (long long)p->job);
+    char *fin = cr_asprintf("%s/jobs/%lld.json", state_dir, (long long)p->job);
     int rc = json_dump_file(j, tmp, JSON_COMPACT) == 0 && rename(tmp, fin) == 0 ? 0 : CR_EIO;
     json_decref(j);
     free(tmp);
@@ -205,14 +206,12 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
                   char *const *base_env, cr_proc *p, char *err, size_t errlen)
 {
     int rc = 0, out_fd = -1, err_fd = -1, null_fd = -1;
-    char *dir = cr_asprintf("%s/jobs/%lld", state_dir, (long long)spec->job);
+    char *dir = cr_asprintf("%s/jobs", state_dir);
     char *logdir = cr_asprintf("%s/logs", state_dir);
     char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
-    char *exit_tmp = cr_asprintf("%s/exit.tmp", dir), *exit_path = cr_asprintf("%s/exit", dir);
-    char *pid_tmp = cr_asprintf("%s/jobpid.tmp", dir), *pid_path = cr_asprintf("%s/jobpid", dir);
-    char *workdir = spec->workdir ? cr_strdup(spec->workdir)
-                                  : cr_asprintf("%s/work/%lld", state_dir, (long long)spec->job);
+    char *exit_path = cr_asprintf("%s/%lld.exit", dir, (long long)spec->job);
+    char *workdir = spec->workdir ? cr_strdup(spec->workdir) : cr_asprintf("%s/work", state_dir);
     char **envp = cr_job_env(spec, base_env, node);
     char *exe = resolve(spec->argv[0], envp);
     char *exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
@@ -230,7 +229,6 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
         cr_mkdir_p(spec->checkpoint_dir, 0755); /* best effort: it may be remote storage */
     }
     unlink(exit_path);
-    unlink(pid_path);
     out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -283,17 +281,16 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
             _exit(e == ENOENT ? 127 : 126);
         }
         if (c < 0) {
-            write_file_safe(exit_tmp, exit_path, "exit ", 125);
+            write_file_safe(exit_path, "exit ", 125);
             _exit(1);
         }
-        write_file_safe(pid_tmp, pid_path, "", c);
         int st = 0;
         while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
         }
         if (WIFSIGNALED(st)) {
-            write_file_safe(exit_tmp, exit_path, "signal ", WTERMSIG(st));
+            write_file_safe(exit_path, "signal ", WTERMSIG(st));
         } else {
-            write_file_safe(exit_tmp, exit_path, "exit ", WEXITSTATUS(st));
+            write_file_safe(exit_path, "exit ", WEXITSTATUS(st));
         }
         _exit(0);
     }
@@ -304,7 +301,7 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
     p->state = CR_PROC_RUNNING;
     p->start_ns = cr_now_ns();
     copy_spec(&p->spec, spec);
-    if (write_record(dir, p) < 0) {
+    if (write_record(state_dir, p) < 0) {
         /* The job runs; only a restart of the agent would lose track of it. */
         snprintf(err, errlen, "job %lld: cannot write record in %s", (long long)spec->job, dir);
     }
@@ -325,10 +322,7 @@ out:
     free(logdir);
     free(out_path);
     free(err_path);
-    free(exit_tmp);
     free(exit_path);
-    free(pid_tmp);
-    free(pid_path);
     free(workdir);
     return rc;
 }
@@ -348,7 +342,7 @@ void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
 static int read_exit(const char *state_dir, int64_t job, int *code, int *sig)
 {
     char path[4096], buf[64];
-    snprintf(path, sizeof path, "%s/jobs/%lld/exit", state_dir, (long long)job);
+    snprintf(path, sizeof path, "%s/jobs/%lld.exit", state_dir, (long long)job);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return CR_ENOENT;
@@ -391,8 +385,9 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 
 static void refresh_job_pid(cr_proc *p, const char *state_dir)
 {
-    char path[4096], buf[32];
-    snprintf(path, sizeof path, "%s/jobs/%lld/jobpid", state_dir, (long long)p->job);
+    /* The job is the shim's only child. */
+    char path[64], buf[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p->pid, (int)p->pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         return;
@@ -439,23 +434,21 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     return 0;
 }
 
-static void rm_rf_job(const char *dir)
+static void remove_record(const char *state_dir, const char *id)
 {
-    static const char *const names[] = {"record",   "record.tmp", "exit",
-                                        "exit.tmp", "jobpid",     "jobpid.tmp"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        char *path = cr_asprintf("%s/%s", dir, names[i]);
+    static const char *const ext[] = {"json", "tmp", "exit"};
+    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
+        char *path = cr_asprintf("%s/jobs/%s.%s", state_dir, id, ext[i]);
         unlink(path);
         free(path);
     }
-    rmdir(dir);
 }
 
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
-    char dir[4096];
-    snprintf(dir, sizeof dir, "%s/jobs/%lld", state_dir, (long long)p->job);
-    rm_rf_job(dir);
+    char id[32];
+    snprintf(id, sizeof id, "%lld", (long long)p->job);
+    remove_record(state_dir, id);
 }
 
 void cr_proc_fini(cr_proc *p)
@@ -466,7 +459,7 @@ void cr_proc_fini(cr_proc *p)
 static int load_one(const char *state_dir, const char *name, cr_proc *p)
 {
     char path[4096];
-    snprintf(path, sizeof path, "%s/jobs/%s/record", state_dir, name);
+    snprintf(path, sizeof path, "%s/jobs/%s.json", state_dir, name);
     json_error_t je;
     json_t *j = json_load_file(path, 0, &je);
     if (!j) {
@@ -504,15 +497,19 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
     if (d) {
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] == '.') {
+            /* Records are <id>.json; their companions <id>.exit. */
+            char id[32];
+            size_t l = strlen(e->d_name);
+            if (e->d_name[0] == '.' || l < 6 || l - 5 >= sizeof id ||
+                strcmp(e->d_name + l - 5, ".json") != 0) {
                 continue;
             }
+            memcpy(id, e->d_name, l - 5);
+            id[l - 5] = '\0';
             cr_proc p;
-            if (load_one(state_dir, e->d_name, &p) < 0) {
+            if (load_one(state_dir, id, &p) < 0) {
                 /* A half-written record from a crash mid-spawn: nothing to adopt. */
-                char *dir = cr_asprintf("%s/%s", path, e->d_name);
-                rm_rf_job(dir);
-                free(dir);
+                remove_record(state_dir, id);
                 continue;
             }
             if (cr_proc_start_ticks(p.pid) == p.start_ticks && p.start_ticks != 0) {

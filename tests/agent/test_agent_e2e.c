@@ -376,7 +376,7 @@ static void test_run_job_env_logs_exit(void **state)
     mock_ctl_set_jobs(E.m, json_array());
     job_state js = {1, NULL};
     assert_true(wait_for(status_has, &js, 20));
-    snprintf(path, sizeof path, "%s/jobs/1", E.state);
+    snprintf(path, sizeof path, "%s/jobs/1.json", E.state);
     assert_true(wait_for(file_gone, path, 20));
 }
 
@@ -532,7 +532,7 @@ static void test_controller_outage_and_token_loss(void **state)
     FILE *f = fopen(go, "w");
     fclose(f);
     char exitf[400];
-    snprintf(exitf, sizeof exitf, "%s/jobs/5/exit", E.state);
+    snprintf(exitf, sizeof exitf, "%s/jobs/5.exit", E.state);
     assert_true(wait_for(file_exists, exitf, 20));
     assert_false(job_exited("5"));
     pthread_mutex_lock(&E.m->mu);
@@ -562,12 +562,24 @@ static void test_readopt_after_sigkill(void **state)
     job_state r6 = {6, "running"}, r7 = {7, "running"};
     assert_true(wait_for(status_has, &r6, 20));
     assert_true(wait_for(status_has, &r7, 20));
-    char jp[400];
-    snprintf(jp, sizeof jp, "%s/jobs/6/jobpid", E.state);
-    assert_true(wait_for(file_exists, jp, 20));
-    char *pidtxt = slurp(jp);
-    pid_t job6 = (pid_t)atoi(pidtxt);
-    free(pidtxt);
+    /* The job's process: the only child of the shim named in its record. */
+    char rec[400];
+    snprintf(rec, sizeof rec, "%s/jobs/6.json", E.state);
+    assert_true(wait_for(file_exists, rec, 20));
+    json_t *r = json_load_file(rec, 0, NULL);
+    assert_non_null(r);
+    int shim = (int)json_integer_value(json_object_get(r, "pid"));
+    json_decref(r);
+    char children[128];
+    snprintf(children, sizeof children, "/proc/%d/task/%d/children", shim, shim);
+    pid_t job6 = 0;
+    double until = now_s() + 20;
+    while (job6 <= 1 && now_s() < until) {
+        char *c = slurp(children);
+        job6 = c ? (pid_t)atoi(c) : 0;
+        free(c);
+        usleep(20000);
+    }
     assert_true(job6 > 1);
 
     stop_agent(SIGKILL);
@@ -575,7 +587,7 @@ static void test_readopt_after_sigkill(void **state)
     FILE *f = fopen(go, "w");
     fclose(f);
     char exitf[400];
-    snprintf(exitf, sizeof exitf, "%s/jobs/7/exit", E.state);
+    snprintf(exitf, sizeof exitf, "%s/jobs/7.exit", E.state);
     assert_true(wait_for(file_exists, exitf, 20));
 
     pthread_mutex_lock(&E.m->mu);

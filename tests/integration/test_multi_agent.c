@@ -237,11 +237,12 @@ static void kill_jobs_of(int i)
     DIR *d = opendir(path);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.') {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0) {
             continue;
         }
         char rec[700];
-        snprintf(rec, sizeof rec, "%s/%s/record", path, e->d_name);
+        snprintf(rec, sizeof rec, "%s/%s", path, e->d_name);
         json_t *j = json_load_file(rec, 0, NULL);
         int pid = (int)json_integer_value(json_object_get(j, "pid"));
         if (pid > 1) {
