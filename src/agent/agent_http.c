@@ -252,14 +252,13 @@ static int authorized(agent *a, struct MHD_Connection *c)
 
 static int job_done(agent *a, int64_t job)
 {
-    char path[4096];
-    struct stat sb;
-    snprintf(path, sizeof path, "%s/jobs/%lld.exit", a->cfg.state_dir, (long long)job);
-    if (stat(path, &sb) == 0) {
-        return 1;
+    pthread_mutex_lock(&a->mu);
+    int live = 0;
+    for (size_t i = 0; i < a->nlive && !live; i++) {
+        live = a->live[i] == job;
     }
-    snprintf(path, sizeof path, "%s/jobs/%lld.json", a->cfg.state_dir, (long long)job);
-    return stat(path, &sb) != 0;
+    pthread_mutex_unlock(&a->mu);
+    return !live;
 }
 
 static enum MHD_Result serve_logs(agent *a, struct MHD_Connection *c, const char *idtext)

@@ -59,6 +59,8 @@ typedef struct agent {
     int need_register;    /* (mu) */
     int64_t heartbeat_ns; /* heartbeat period from the controller */
     char *metrics_text;   /* (mu) last rendered /metrics body */
+    int64_t *live;        /* (mu) ids of the jobs running here, for log follows */
+    size_t nlive, live_cap;
     uint64_t n_started, n_exited, n_status, n_status_fail, n_polls, n_poll_fail,
         n_registers; /* (mu) counters */
 

@@ -332,6 +332,20 @@ static int reconcile(agent *a, int64_t now_ns)
     return changed;
 }
 
+/* Publish the running jobs' ids for the HTTP threads (log follows). */
+static void publish_live(agent *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->nlive = 0;
+    for (size_t i = 0; i < a->nprocs; i++) {
+        if (a->procs[i].state != CR_PROC_EXITED) {
+            CR_GROW(a->live, a->nlive, a->live_cap);
+            a->live[a->nlive++] = a->procs[i].job;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
 /* Drop exits the controller has seen (it no longer lists the job). */
 static void forget_reported(agent *a)
 {
@@ -348,7 +362,10 @@ static void forget_reported(agent *a)
         }
         a->procs[w++] = *p;
     }
-    a->nprocs = w;
+    if (w != a->nprocs) {
+        a->nprocs = w;
+        cr_proc_journal_compact(a->cfg.state_dir, a->procs, a->nprocs, 0);
+    }
 }
 
 static int reap(agent *a)
@@ -504,6 +521,7 @@ static int run(agent *a, int sfd)
         dirty |= reap(a);
         if (take_pending(a)) {
             dirty |= reconcile(a, now);
+            publish_live(a);
         }
         if (mono >= next_sample) {
             for (size_t i = 0; i < a->nprocs; i++) {
@@ -548,6 +566,9 @@ static int run(agent *a, int sfd)
                 status_backoff =
                     status_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : status_backoff * 2;
             }
+        }
+        if (dirty) {
+            publish_live(a);
         }
         /* Sleep until the next timer, a signal or a wake-up. */
         mono = cr_mono_ns();
@@ -629,6 +650,7 @@ int cr_agent_main(int argc, char **argv)
                                                     : "still running: adopted",
                 (int)a->procs[i].pid);
     }
+    publish_live(a);
     sample_gpus(a, cr_now_ns());
     render_metrics(a);
     if (cr__agent_http_start(a, err, sizeof err) < 0) {
@@ -675,6 +697,7 @@ out:
     }
     cr_gpu_close(a->gpu);
     free(a->metrics_text);
+    free(a->live);
     free(a->cfg.join_token);
     free(faults_owned);
     if (sfd >= 0) {

@@ -5,14 +5,15 @@
  * calls setsid() (so the job has its own session and process group, which
  * stop signals address as a whole) and forks the job itself with its
  * environment, working directory and log files, waits for it, and writes
- * its exit status to <state>/jobs/<id>.exit before exiting. Because the
- * status lands in a file, a restarted agent can re-adopt a job that kept
- * running while it was down and still learn how it ended; the record
- * <state>/jobs/<id>.json (spec, shim pid and its start time from /proc,
- * so a recycled pid is never mistaken for the job) makes that possible.
+ * how it ended to the journal <state>/jobs.journal, then ends the same way
+ * itself (exit code, or the same signal), so the agent's waitpid() on the
+ * shim tells it directly. Because the end also lands in the journal, a
+ * restarted agent can re-adopt a job that kept running while it was down
+ * and still learn how it ended; the journal's record of each start (spec,
+ * shim pid and its start time from /proc, so a recycled pid is never
+ * mistaken for the job) makes that possible.
  * Logs: <state>/logs/<id>.out and .err. Default working directory:
- * <state>/work. Few files per job on purpose: creating inodes is most of
- * what starting a short job costs the agent.
+ * <state>/work.
  *
  * Stop = SIGTERM to the process group, then SIGKILL once the grace period
  * has passed (cr_proc_tick does the second step).
@@ -65,7 +66,7 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus);
  * end (p becomes EXITED); refresh the CPU share. Returns 1 when p exited.
  */
 int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono_ns);
-/* Forget a finished job: remove its record (its logs stay). */
+/* Forget a finished job: journal it (its logs stay). */
 void cr_proc_forget(const char *state_dir, cr_proc *p);
 void cr_proc_fini(cr_proc *p);
 /*
@@ -74,6 +75,9 @@ void cr_proc_fini(cr_proc *p);
  * EXITED with signal 9. *out returned new (cr_proc_fini each, then free).
  */
 int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count);
+/* Rewrite the journal with the live records only (when it has grown past
+ * 8 MiB, or always with force). */
+int cr_proc_journal_compact(const char *state_dir, const cr_proc *procs, size_t count, int force);
 /* Start time of a pid from /proc (0 when it is gone). */
 uint64_t cr_proc_start_ticks(pid_t pid);
 /* Path of a job's log, "out" or "err" stream; returned new. */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -159,15 +160,56 @@ static size_t fmt_int(char *buf, long long v)
     return o;
 }
 
-static void write_file_safe(const char *path, const char *a, long long v)
+/*
+ * The journal, <state>/jobs.journal: one line per event, appended with
+ * O_APPEND in a single write(2), so the shims and the agent can share it:
+ *   R <record JSON>                a job started (pid, start ticks, spec)
+ *   X <job> <shim pid> <exit|signal> <n>   how it ended (written by its shim)
+ *   F <job>                        the controller has seen the end: forget it
+ * A restarted agent replays it to re-adopt; it is rewritten with only the
+ * live records at start-up and whenever it outgrows JOURNAL_MAX. One file
+ * for all jobs, never a file created and deleted per job: on ext4 that
+ * churn (inode allocation skipping recently deleted inodes) was most of
+ * what a short job cost the agent.
+ */
+#define JOURNAL_MAX (8u << 20)
+
+static char *journal_path(const char *state_dir)
 {
-    char buf[64];
-    size_t n = strlen(a);
-    memcpy(buf, a, n);
+    return cr_asprintf("%s/jobs.journal", state_dir);
+}
+
+static int journal_append(const char *state_dir, const char *line, size_t len)
+{
+    char *path = journal_path(state_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    free(path);
+    if (fd < 0) {
+        return CR_EIO;
+    }
+    ssize_t w = write(fd, line, len);
+    close(fd);
+    return w == (ssize_t)len ? 0 : CR_EIO;
+}
+
+/* The shim's line "X <job> <pid> exit|signal <n>" (async-signal-safe). */
+static void shim_report(const char *journal, long long job, const char *how, long long v)
+{
+    char buf[128];
+    size_t n = 0;
+    buf[n++] = 'X';
+    buf[n++] = ' ';
+    n += fmt_int(buf + n, job);
+    buf[n++] = ' ';
+    n += fmt_int(buf + n, getpid());
+    buf[n++] = ' ';
+    size_t hl = strlen(how);
+    memcpy(buf + n, how, hl);
+    n += hl;
+    buf[n++] = ' ';
     n += fmt_int(buf + n, v);
     buf[n++] = '\n';
-    /* Written in place: it is read only once the shim that writes it is gone. */
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = open(journal, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0) {
         ssize_t w = write(fd, buf, n);
         (void)w;
@@ -175,17 +217,22 @@ static void write_file_safe(const char *path, const char *a, long long v)
     }
 }
 
+static json_t *record_json(const cr_proc *p)
+{
+    return json_pack("{s:I,s:i,s:I,s:I,s:o}", "job", (json_int_t)p->job, "pid", (int)p->pid,
+                     "start_ticks", (json_int_t)p->start_ticks, "start_ns", (json_int_t)p->start_ns,
+                     "spec", cr_job_spec_to_json(&p->spec));
+}
+
 static int write_record(const char *state_dir, const cr_proc *p)
 {
-    json_t *j = json_pack("{s:I,s:i,s:I,s:I,s:o}", "job", (json_int_t)p->job, "pid", (int)p->pid,
-                          "start_ticks", (json_int_t)p->start_ticks, "start_ns",
-                          (json_int_t)p->start_ns, "spec", cr_job_spec_to_json(&p->spec));
-    char *tmp = cr_asprintf("%s/jobs/%lld.tmp", state_dir, (long long)p->job);
-    char *fin = cr_asprintf("%s/jobs/%lld.json", state_dir, (long long)p->job);
-    int rc = json_dump_file(j, tmp, JSON_COMPACT) == 0 && rename(tmp, fin) == 0 ? 0 : CR_EIO;
+    json_t *j = record_json(p);
+    char *text = json_dumps(j, JSON_COMPACT); /* compact JSON has no newline */
+    char *line = cr_asprintf("R %s\n", text);
+    int rc = journal_append(state_dir, line, strlen(line));
+    free(line);
+    free(text);
     json_decref(j);
-    free(tmp);
-    free(fin);
     return rc;
 }
 
@@ -206,41 +253,38 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
                   char *const *base_env, cr_proc *p, char *err, size_t errlen)
 {
     int rc = 0, out_fd = -1, err_fd = -1, null_fd = -1;
-    char *dir = cr_asprintf("%s/jobs", state_dir);
     char *logdir = cr_asprintf("%s/logs", state_dir);
     char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
-    char *exit_path = cr_asprintf("%s/%lld.exit", dir, (long long)spec->job);
+    char *journal = journal_path(state_dir);
     char *workdir = spec->workdir ? cr_strdup(spec->workdir) : cr_asprintf("%s/work", state_dir);
     char **envp = cr_job_env(spec, base_env, node);
     char *exe = resolve(spec->argv[0], envp);
     char *exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
+    long long job = (long long)spec->job;
 
-    if (cr_mkdir_p(dir, 0755) < 0 || cr_mkdir_p(logdir, 0755) < 0) {
-        snprintf(err, errlen, "job %lld: cannot create %s: %s", (long long)spec->job, dir,
-                 strerror(errno));
+    out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out_fd < 0 && errno == ENOENT) {
+        /* First job here: create the directories, then try again. */
+        cr_mkdir_p(logdir, 0755);
+        out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+    err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
+        snprintf(err, errlen, "job %lld: cannot open log %s: %s", job, out_path, strerror(errno));
         rc = CR_EIO;
         goto out;
     }
-    if (!spec->workdir) {
+    if (!spec->workdir && access(workdir, F_OK) != 0) {
         cr_mkdir_p(workdir, 0755);
     }
     if (spec->checkpoint_dir) {
         cr_mkdir_p(spec->checkpoint_dir, 0755); /* best effort: it may be remote storage */
     }
-    unlink(exit_path);
-    out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
-        snprintf(err, errlen, "job %lld: cannot open log %s: %s", (long long)spec->job, out_path,
-                 strerror(errno));
-        rc = CR_EIO;
-        goto out;
-    }
     pid_t pid = fork();
     if (pid < 0) {
-        snprintf(err, errlen, "job %lld: fork: %s", (long long)spec->job, strerror(errno));
+        snprintf(err, errlen, "job %lld: fork: %s", job, strerror(errno));
         rc = CR_EAGAIN;
         goto out;
     }
@@ -281,18 +325,32 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
             _exit(e == ENOENT ? 127 : 126);
         }
         if (c < 0) {
-            write_file_safe(exit_path, "exit ", 125);
-            _exit(1);
+            shim_report(journal, job, "exit", 125);
+            _exit(125);
         }
         int st = 0;
         while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
         }
+        /* The shim ends as the job did, so its parent's waitpid() tells the
+         * whole story; the journal line serves an agent that restarted. */
         if (WIFSIGNALED(st)) {
-            write_file_safe(exit_path, "signal ", WTERMSIG(st));
-        } else {
-            write_file_safe(exit_path, "exit ", WEXITSTATUS(st));
+            int sig = WTERMSIG(st);
+            shim_report(journal, job, "signal", sig);
+            struct rlimit no_core = {0, 0};
+            setrlimit(RLIMIT_CORE, &no_core);
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof dfl);
+            dfl.sa_handler = SIG_DFL;
+            sigaction(sig, &dfl, NULL);
+            sigset_t one;
+            sigemptyset(&one);
+            sigaddset(&one, sig);
+            sigprocmask(SIG_UNBLOCK, &one, NULL);
+            kill(getpid(), sig);
+            _exit(128 + sig);
         }
-        _exit(0);
+        shim_report(journal, job, "exit", WEXITSTATUS(st));
+        _exit(WEXITSTATUS(st));
     }
     memset(p, 0, sizeof *p);
     p->job = spec->job;
@@ -303,7 +361,7 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
     copy_spec(&p->spec, spec);
     if (write_record(state_dir, p) < 0) {
         /* The job runs; only a restart of the agent would lose track of it. */
-        snprintf(err, errlen, "job %lld: cannot write record in %s", (long long)spec->job, dir);
+        snprintf(err, errlen, "job %lld: cannot append to %s", job, journal);
     }
 out:
     if (out_fd >= 0) {
@@ -318,11 +376,10 @@ out:
     cr_strv_free(envp);
     free(exe);
     free(exec_msg);
-    free(dir);
     free(logdir);
     free(out_path);
     free(err_path);
-    free(exit_path);
+    free(journal);
     free(workdir);
     return rc;
 }
@@ -338,28 +395,20 @@ void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
     kill(-p->pid, grace_ns > 0 ? SIGTERM : SIGKILL);
 }
 
-/* Read <dir>/exit: "exit N" or "signal N". 0 when found. */
-static int read_exit(const char *state_dir, int64_t job, int *code, int *sig)
+/* Parse an "X" line's tail "<job> <pid> <how> <n>". */
+static int parse_exit(const char *t, long long *job, long long *pid, int *code, int *sig)
 {
-    char path[4096], buf[64];
-    snprintf(path, sizeof path, "%s/jobs/%lld.exit", state_dir, (long long)job);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        return CR_ENOENT;
+    char how[16];
+    int v;
+    if (sscanf(t, "%lld %lld %15s %d", job, pid, how, &v) != 4) {
+        return CR_EPARSE;
     }
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) {
-        return CR_EIO;
-    }
-    buf[n] = '\0';
-    int v = 0;
-    if (sscanf(buf, "exit %d", &v) == 1) {
+    if (strcmp(how, "exit") == 0) {
         *code = v;
         *sig = 0;
         return 0;
     }
-    if (sscanf(buf, "signal %d", &v) == 1) {
+    if (strcmp(how, "signal") == 0) {
         *code = 128 + v;
         *sig = v;
         return 0;
@@ -367,13 +416,36 @@ static int read_exit(const char *state_dir, int64_t job, int *code, int *sig)
     return CR_EPARSE;
 }
 
+/* The end of job (shim pid) from the journal; CR_ENOENT when not there. */
+static int read_exit(const char *state_dir, int64_t job, pid_t pid, int *code, int *sig)
+{
+    char *path = journal_path(state_dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) {
+        return CR_ENOENT;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = CR_ENOENT;
+    while (getline(&line, &cap, f) > 0) {
+        long long j, p;
+        int c, s;
+        if (line[0] == 'X' && parse_exit(line + 2, &j, &p, &c, &s) == 0 && j == job && p == pid) {
+            *code = c;
+            *sig = s;
+            rc = 0;
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
+    /* The shim ends as its job did (see the shim). */
     p->state = CR_PROC_EXITED;
-    if (read_exit(state_dir, p->job, &p->exit_code, &p->signal) == 0) {
-        return;
-    }
-    /* No status file: the shim itself was killed (SIGKILL to the group). */
     if (WIFSIGNALED(wstatus)) {
         p->signal = WTERMSIG(wstatus);
         p->exit_code = 128 + p->signal;
@@ -383,7 +455,7 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
     }
 }
 
-static void refresh_job_pid(cr_proc *p, const char *state_dir)
+static void refresh_job_pid(cr_proc *p)
 {
     /* The job is the shim's only child. */
     char path[64], buf[64];
@@ -412,14 +484,14 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
         /* Not our child: its end shows as the pid vanishing (or being reused). */
         p->state = CR_PROC_EXITED;
-        if (read_exit(state_dir, p->job, &p->exit_code, &p->signal) < 0) {
+        if (read_exit(state_dir, p->job, p->pid, &p->exit_code, &p->signal) < 0) {
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
         }
         return 1;
     }
     if (p->job_pid == 0) {
-        refresh_job_pid(p, state_dir);
+        refresh_job_pid(p);
     }
     if (p->job_pid > 0) {
         uint64_t t = cpu_ticks(p->job_pid);
@@ -434,21 +506,11 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     return 0;
 }
 
-static void remove_record(const char *state_dir, const char *id)
-{
-    static const char *const ext[] = {"json", "tmp", "exit"};
-    for (size_t i = 0; i < sizeof ext / sizeof ext[0]; i++) {
-        char *path = cr_asprintf("%s/jobs/%s.%s", state_dir, id, ext[i]);
-        unlink(path);
-        free(path);
-    }
-}
-
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
-    char id[32];
-    snprintf(id, sizeof id, "%lld", (long long)p->job);
-    remove_record(state_dir, id);
+    char line[64];
+    int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
+    journal_append(state_dir, line, (size_t)n);
 }
 
 void cr_proc_fini(cr_proc *p)
@@ -456,78 +518,134 @@ void cr_proc_fini(cr_proc *p)
     cr_job_spec_fini(&p->spec);
 }
 
-static int load_one(const char *state_dir, const char *name, cr_proc *p)
+int cr_proc_journal_compact(const char *state_dir, const cr_proc *procs, size_t count, int force)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/jobs/%s.json", state_dir, name);
-    json_error_t je;
-    json_t *j = json_load_file(path, 0, &je);
-    if (!j) {
-        return CR_EPARSE;
+    char *path = journal_path(state_dir);
+    struct stat sb;
+    int rc = 0;
+    if (!force && (stat(path, &sb) != 0 || (size_t)sb.st_size < JOURNAL_MAX)) {
+        goto out;
     }
-    int rc = CR_EPARSE;
-    json_int_t job = 0, ticks = 0, start_ns = 0;
-    int pid = 0;
-    json_t *spec = NULL;
-    if (json_unpack(j, "{s:I,s:i,s:I,s?I,s:o}", "job", &job, "pid", &pid, "start_ticks", &ticks,
-                    "start_ns", &start_ns, "spec", &spec) == 0 &&
-        job > 0 && pid > 1) {
-        memset(p, 0, sizeof *p);
-        char err[256];
-        if (cr_job_spec_from_json(spec, "spec", &p->spec, err, sizeof err) == 0) {
-            p->job = job;
-            p->pid = pid;
-            p->start_ticks = (uint64_t)ticks;
-            p->start_ns = start_ns;
-            p->adopted = 1;
-            rc = 0;
+    char *tmp = cr_asprintf("%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        free(tmp);
+        rc = CR_EIO;
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        json_t *j = record_json(&procs[i]);
+        char *text = json_dumps(j, JSON_COMPACT);
+        fprintf(f, "R %s\n", text);
+        if (procs[i].state == CR_PROC_EXITED) {
+            fprintf(f, "X %lld %d %s %d\n", (long long)procs[i].job, (int)procs[i].pid,
+                    procs[i].signal ? "signal" : "exit",
+                    procs[i].signal ? procs[i].signal : procs[i].exit_code);
         }
+        free(text);
+        json_decref(j);
     }
-    json_decref(j);
+    /* A shim that appends between this rewrite and the rename loses its
+     * line; only an adopted job needs it, and then reads as killed. */
+    rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : CR_EIO;
+    fclose(f);
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = CR_EIO;
+    }
+    free(tmp);
+out:
+    free(path);
     return rc;
 }
 
+/* Replay the journal: live records in start order, with their ends. */
 int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
 {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/jobs", state_dir);
     cr_proc *v = NULL;
     size_t n = 0, cap = 0;
-    DIR *d = opendir(path);
-    if (d) {
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            /* Records are <id>.json; their companions <id>.exit. */
-            char id[32];
-            size_t l = strlen(e->d_name);
-            if (e->d_name[0] == '.' || l < 6 || l - 5 >= sizeof id ||
-                strcmp(e->d_name + l - 5, ".json") != 0) {
-                continue;
-            }
-            memcpy(id, e->d_name, l - 5);
-            id[l - 5] = '\0';
+    char *path = journal_path(state_dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    while (f && (len = getline(&line, &lcap, f)) > 0) {
+        if (line[len - 1] != '\n') {
+            break; /* a torn last line from a crash mid-write */
+        }
+        long long job = 0, pid = 0;
+        int code = 0, sig = 0;
+        if (line[0] == 'R' && line[1] == ' ') {
+            json_t *j = json_loads(line + 2, 0, NULL);
+            json_int_t jid = 0, ticks = 0, start_ns = 0;
+            int jpid = 0;
+            json_t *spec = NULL;
             cr_proc p;
-            if (load_one(state_dir, id, &p) < 0) {
-                /* A half-written record from a crash mid-spawn: nothing to adopt. */
-                remove_record(state_dir, id);
-                continue;
-            }
-            if (cr_proc_start_ticks(p.pid) == p.start_ticks && p.start_ticks != 0) {
-                p.state = CR_PROC_RUNNING;
-                refresh_job_pid(&p, state_dir);
-            } else {
-                p.state = CR_PROC_EXITED;
-                if (read_exit(state_dir, p.job, &p.exit_code, &p.signal) < 0) {
-                    p.signal = SIGKILL;
-                    p.exit_code = 128 + SIGKILL;
+            memset(&p, 0, sizeof p);
+            char err[256];
+            if (j &&
+                json_unpack(j, "{s:I,s:i,s:I,s?I,s:o}", "job", &jid, "pid", &jpid, "start_ticks",
+                            &ticks, "start_ns", &start_ns, "spec", &spec) == 0 &&
+                jid > 0 && jpid > 1 &&
+                cr_job_spec_from_json(spec, "spec", &p.spec, err, sizeof err) == 0) {
+                p.job = jid;
+                p.pid = jpid;
+                p.start_ticks = (uint64_t)ticks;
+                p.start_ns = start_ns;
+                p.adopted = 1;
+                p.exit_code = -1; /* no end seen yet */
+                size_t k;
+                for (k = 0; k < n && v[k].job != jid; k++) {
+                }
+                if (k < n) {
+                    cr_proc_fini(&v[k]); /* a newer run of the same job */
+                    v[k] = p;
+                } else {
+                    CR_GROW(v, n, cap);
+                    v[n++] = p;
                 }
             }
-            CR_GROW(v, n, cap);
-            v[n++] = p;
+            json_decref(j);
+        } else if (line[0] == 'X' && parse_exit(line + 2, &job, &pid, &code, &sig) == 0) {
+            for (size_t k = 0; k < n; k++) {
+                if (v[k].job == job && v[k].pid == pid) {
+                    v[k].state = CR_PROC_EXITED;
+                    v[k].exit_code = code;
+                    v[k].signal = sig;
+                }
+            }
+        } else if (line[0] == 'F' && sscanf(line + 2, "%lld", &job) == 1) {
+            for (size_t k = 0; k < n; k++) {
+                if (v[k].job == job) {
+                    cr_proc_fini(&v[k]);
+                    memmove(&v[k], &v[k + 1], (n - k - 1) * sizeof *v);
+                    n--;
+                    break;
+                }
+            }
         }
-        closedir(d);
+    }
+    free(line);
+    if (f) {
+        fclose(f);
+    }
+    for (size_t k = 0; k < n; k++) {
+        cr_proc *p = &v[k];
+        if (p->state == CR_PROC_EXITED) {
+            continue;
+        }
+        if (cr_proc_start_ticks(p->pid) == p->start_ticks && p->start_ticks != 0) {
+            p->state = CR_PROC_RUNNING;
+            p->exit_code = 0;
+            refresh_job_pid(p);
+        } else {
+            /* Gone without a word: killed with its shim (SIGKILL to the group). */
+            p->state = CR_PROC_EXITED;
+            p->signal = SIGKILL;
+            p->exit_code = 128 + SIGKILL;
+        }
     }
     *out = v;
     *count = n;
-    return 0;
+    return cr_proc_journal_compact(state_dir, v, n, 1);
 }

@@ -237,9 +237,45 @@ static int file_exists(void *arg)
     return stat((const char *)arg, &sb) == 0;
 }
 
-static int file_gone(void *arg)
+/* The agent's journal holds the given text. */
+static int journal_has(void *arg)
 {
-    return !file_exists(arg);
+    char path[400];
+    snprintf(path, sizeof path, "%s/jobs.journal", E.state);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        fwrite(chunk, 1, n, m);
+    }
+    fclose(f);
+    fclose(m);
+    int ok = strstr(buf, (const char *)arg) != NULL;
+    free(buf);
+    return ok;
+}
+
+/* The pid the last status gave for a job (the shim), 0 if none. */
+static int status_pid(long long job)
+{
+    pthread_mutex_lock(&E.m->mu);
+    int pid = 0;
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(E.m->last_status, "jobs"), i, j)
+    {
+        if (json_integer_value(json_object_get(j, "job")) == job) {
+            pid = (int)json_integer_value(json_object_get(j, "pid"));
+        }
+    }
+    pthread_mutex_unlock(&E.m->mu);
+    return pid;
 }
 
 static int pid_gone(void *arg)
@@ -376,8 +412,7 @@ static void test_run_job_env_logs_exit(void **state)
     mock_ctl_set_jobs(E.m, json_array());
     job_state js = {1, NULL};
     assert_true(wait_for(status_has, &js, 20));
-    snprintf(path, sizeof path, "%s/jobs/1.json", E.state);
-    assert_true(wait_for(file_gone, path, 20));
+    assert_true(wait_for(journal_has, "\nF 1\n", 20));
 }
 
 static void test_missing_command(void **state)
@@ -531,9 +566,7 @@ static void test_controller_outage_and_token_loss(void **state)
     pthread_mutex_unlock(&E.m->mu);
     FILE *f = fopen(go, "w");
     fclose(f);
-    char exitf[400];
-    snprintf(exitf, sizeof exitf, "%s/jobs/5.exit", E.state);
-    assert_true(wait_for(file_exists, exitf, 20));
+    assert_true(wait_for(journal_has, "\nX 5 ", 20));
     assert_false(job_exited("5"));
     pthread_mutex_lock(&E.m->mu);
     E.m->down = 0;
@@ -562,14 +595,9 @@ static void test_readopt_after_sigkill(void **state)
     job_state r6 = {6, "running"}, r7 = {7, "running"};
     assert_true(wait_for(status_has, &r6, 20));
     assert_true(wait_for(status_has, &r7, 20));
-    /* The job's process: the only child of the shim named in its record. */
-    char rec[400];
-    snprintf(rec, sizeof rec, "%s/jobs/6.json", E.state);
-    assert_true(wait_for(file_exists, rec, 20));
-    json_t *r = json_load_file(rec, 0, NULL);
-    assert_non_null(r);
-    int shim = (int)json_integer_value(json_object_get(r, "pid"));
-    json_decref(r);
+    /* The job's process: the only child of the shim the status names. */
+    int shim = status_pid(6);
+    assert_true(shim > 1);
     char children[128];
     snprintf(children, sizeof children, "/proc/%d/task/%d/children", shim, shim);
     pid_t job6 = 0;
@@ -586,9 +614,7 @@ static void test_readopt_after_sigkill(void **state)
     assert_int_equal(kill(job6, 0), 0); /* the job outlives its agent */
     FILE *f = fopen(go, "w");
     fclose(f);
-    char exitf[400];
-    snprintf(exitf, sizeof exitf, "%s/jobs/7.exit", E.state);
-    assert_true(wait_for(file_exists, exitf, 20));
+    assert_true(wait_for(journal_has, "\nX 7 ", 20));
 
     pthread_mutex_lock(&E.m->mu);
     int want = E.m->registers + 1;

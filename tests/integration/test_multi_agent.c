@@ -229,29 +229,28 @@ static int setup(void **state)
     return wait_nodes_up(MAX_AGENTS, 30) ? 0 : -1;
 }
 
-/* Kill every job process an agent left behind (its state dir's records). */
+/* Kill every job process an agent left behind (the starts in its journal). */
 static void kill_jobs_of(int i)
 {
     char path[400];
-    snprintf(path, sizeof path, "%s/a%d/jobs", E.dir, i);
-    DIR *d = opendir(path);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        size_t l = strlen(e->d_name);
-        if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0) {
+    snprintf(path, sizeof path, "%s/a%d/jobs.journal", E.dir, i);
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        if (line[0] != 'R') {
             continue;
         }
-        char rec[700];
-        snprintf(rec, sizeof rec, "%s/%s", path, e->d_name);
-        json_t *j = json_load_file(rec, 0, NULL);
+        json_t *j = json_loads(line + 2, 0, NULL);
         int pid = (int)json_integer_value(json_object_get(j, "pid"));
         if (pid > 1) {
             kill(-pid, SIGKILL);
         }
         json_decref(j);
     }
-    if (d) {
-        closedir(d);
+    free(line);
+    if (f) {
+        fclose(f);
     }
 }
 
