@@ -180,7 +180,10 @@ int main(void)
 {
     const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "./build/corral";
     int n = getenv("BENCH_JOBS") ? atoi(getenv("BENCH_JOBS")) : 500;
-    char dir[] = "/tmp/corral-bench-e2e-XXXXXX";
+    /* BENCH_DIR: where the controller's and agents' state go (default /tmp). */
+    char dir[96];
+    snprintf(dir, sizeof dir, "%.60s/corral-bench-e2e-XXXXXX",
+             getenv("BENCH_DIR") ? getenv("BENCH_DIR") : "/tmp");
     if (!mkdtemp(dir) || access(bin, X_OK) != 0) {
         fprintf(stderr, "bench: need %s (set CORRAL_BIN)\n", bin);
         return 1;
@@ -248,6 +251,7 @@ int main(void)
     for (int i = 1; i <= NODES; i++) {
         agents_cpu += cpu_of(pids[i]);
     }
+    printf("state under %s\n", dir);
     printf("cpu for %d jobs: controller %.2f s, 4 agents %.2f s (%.2f ms per job per agent "
            "process, children not counted)\n",
            2 * n, cpu_of(pids[0]), agents_cpu, agents_cpu * 1000 / (2 * n));
