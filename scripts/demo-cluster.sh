@@ -20,13 +20,17 @@ DIR=$(mktemp -d /tmp/corral-demo-XXXXXX)
 PIDS=()
 
 cleanup() {
+    # Stop everything first, before printing: stdout may be a closed pipe.
     trap - EXIT INT TERM
-    echo
-    echo "== stopping: agents (their jobs get SIGTERM), then the controller"
+    trap '' PIPE
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    if [ -z "${DEMO_KEEP:-}" ]; then rm -rf "$DIR"; else echo "state kept in $DIR"; fi
-    echo "== done: nothing left running"
+    if [ -z "${DEMO_KEEP:-}" ]; then rm -rf "$DIR"; fi
+    {
+        echo
+        echo "== stopped: the agents (their jobs got SIGTERM) and the controller"
+        [ -n "${DEMO_KEEP:-}" ] && echo "state kept in $DIR"
+    } 2>/dev/null || true
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
