@@ -762,8 +762,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             snprintf(via, sizeof via, "tp over %s: ", nvlink_or_pcie(g, whole.tp).name);
         }
         snprintf(e->reason, sizeof e->reason,
-                 "%s%s weights + %s KV (%.0f seqs) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via, wpg,
-                 kv, ceil(whole.r.batch), whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
+                 "%s%s weights + %s KV (%.0f seq%s) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via,
+                 wpg, kv, ceil(whole.r.batch), ceil(whole.r.batch) > 1 ? "s" : "",
+                 whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
                  T > 1 ? "; one set per tenant (no MIG)" : "");
         e->nodes = (e->gpu_count + node_gpus(g) - 1) / node_gpus(g);
     }
