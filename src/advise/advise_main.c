@@ -419,7 +419,8 @@ int cr_advise_main(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        prices = cr_prices_new_empty(); /* no default file: costs unknown */
+        fprintf(stderr, "corral advise: prices: %s; costs unknown (see --prices)\n", err);
+        prices = cr_prices_new_empty();
     }
     if (tput_path && (rc = cr_gavel_load(tput_path, &gavel, err, sizeof err)) != 0) {
         fprintf(stderr, "corral advise: throughputs: %s\n", err);
