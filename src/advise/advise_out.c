@@ -58,7 +58,8 @@ char *cr__advise_fmt_energy(double j, char *buf, size_t len)
 char *cr__advise_fmt_count(double v, char *buf, size_t len)
 {
     if (v >= 1e15) {
-        snprintf(buf, len, "%.3g", v);
+        int ex = (int)floor(log10(v));
+        snprintf(buf, len, "%.3ge%d", v / pow(10, ex), ex);
     } else if (v >= 1e12) {
         snprintf(buf, len, "%.3gT", v / 1e12);
     } else if (v >= 1e9) {
