@@ -331,9 +331,9 @@ int cr_advise_main(int argc, char **argv)
                                 a);
             }
             break;
-        case O_WORK:
-            if ((rc = parse_count_flag("work", a, 1e26, &w.work_flops))) {
-                return rc;
+        case O_WORK: /* may exceed cr_parse_count's 1e18 cap: plain numbers */
+            if (cr_parse_f64(a, 1, 1e26, &w.work_flops) != 0) {
+                return bad_flag("work", "expected FLOPs like 1e18 (at most 1e26), got \"%s\"", a);
             }
             break;
         case O_MEM:
