@@ -66,7 +66,7 @@ typedef struct engine {
     node_rt *nodes;
     uint32_t nnodes;
     int ntypes;
-    int tenant_map[1024]; /* workload tenant -> scheduler tenant (first 1024) */
+    int *tenant_map; /* workload tenant -> scheduler tenant (owned) */
     uint32_t busy[CR_SIM_MAX_TYPES];
     uint32_t healthy[CR_SIM_MAX_TYPES]; /* whole GPUs on up nodes, MIG mode excluded */
     uint32_t mig[CR_SIM_MAX_TYPES];     /* GPUs in MIG mode on up nodes (not simulated) */
@@ -454,7 +454,7 @@ static int add_job(engine *e, size_t i)
     }
     cr_sched_job_spec spec = {
         .id = (uint64_t)i + 1,
-        .tenant = e->tenant_map[wj->tenant < 1024 ? wj->tenant : 0],
+        .tenant = e->tenant_map[wj->tenant],
         .priority = wj->priority,
         .kind = CR_JOB_OTHER,
         .gpu_count = (uint32_t)wj->gpu_count,
@@ -634,7 +634,8 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
             e->nodes_down++;
         }
     }
-    for (size_t k = 0; k < e->w->ntenants && k < 1024; k++) {
+    e->tenant_map = cr_calloc(e->w->ntenants ? e->w->ntenants : 1, sizeof *e->tenant_map);
+    for (size_t k = 0; k < e->w->ntenants; k++) {
         rc = cr_sched_tenant(e->s, e->w->tenants[k], &e->tenant_map[k]);
         if (rc != 0) {
             snprintf(err, errlen, "tenant '%s': %s", e->w->tenants[k], cr_strerror(rc));
@@ -772,6 +773,7 @@ out:
     }
     free(e.jobs);
     free(e.nodes);
+    free(e.tenant_map);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(e.s);
     res->wall_s = (double)(cr_mono_ns() - wall0) / 1e9;
