@@ -105,7 +105,10 @@ static void describe(FILE *f, const cr_workload *w, const cr_advice *a, int gpus
     if (w->kind == CR_KIND_VISUAL) {
         fprintf(f, ", %g video streams (1080p30)", w->streams);
     }
-    if ((w->kind == CR_KIND_HPC || w->kind == CR_KIND_BATCH)) {
+    if (w->measured_job) {
+        fprintf(f, ", job \"%s\" x %s steps (measured throughputs)", w->measured_job,
+                cr__advise_fmt_count(w->steps, b1, sizeof b1));
+    } else if (w->kind == CR_KIND_HPC || w->kind == CR_KIND_BATCH) {
         fprintf(f, ", %s FLOPs",
                 cr__advise_fmt_count(w->work_flops > 0 ? w->work_flops : 1e18, b1, sizeof b1));
     }

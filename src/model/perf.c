@@ -34,6 +34,7 @@
 #define DP_OVERLAP       0.50  /* share of compute the gradient all-reduce can hide under */
 #define NODE_GPUS        8     /* GPUs per server */
 #define MAX_GPUS         16384
+#define FP8_TRAIN_FACTOR 0.85  /* share of the bf16 efficiency kept at FP8 peak */
 #define LORA_TRAINABLE   0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
 #define QLORA_WEIGHT_B   0.55  /* NF4 weights + quantisation constants, bytes/param */
 #define TRAIN_POWER_FRAC 0.85  /* board power drawn while training, of TDP */
@@ -342,7 +343,10 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.peak = cr_gpu_peak_flops(g, w->precision);
     double size_f = pow(fmin(1.0, in.sh->hidden / 8192.0), 0.15);
     double method_f = method == CR_METHOD_LORA ? 0.85 : method == CR_METHOD_QLORA ? 0.60 : 1.0;
-    in.eff = arch_eff(g) * size_f * method_f;
+    /* FP8 speeds up the GEMMs only; norms, attention softmax and the
+     * optimizer stay at 16/32 bits, so less of the FP8 peak is reached. */
+    double fp8_f = w->precision == CR_PREC_FP8 && g->fp8_flops > 0 ? FP8_TRAIN_FACTOR : 1.0;
+    in.eff = arch_eff(g) * size_f * method_f * fp8_f;
     if (in.peak <= 0) {
         snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
                  cr_precision_name(w->precision));
@@ -878,7 +882,35 @@ static void estimate_hpc(const cr_workload *w, const cr_gpu_type *g, int gpu_cou
              hpc && g->ecc == CR_TRI_YES ? ", ECC" : "");
 }
 
-/* Measured throughput from a Gavel table: steps/s at a scale factor. */
+static void fill_measured(const cr_gpu_type *g, int n, double tput, double steps, cr_estimate *e)
+{
+    double t = steps / tput;
+    e->fits = 1;
+    e->gpu_count = n;
+    e->gpu_share = n;
+    e->dp = n;
+    e->tp = e->pp = 1;
+    e->replicas = 1;
+    e->nodes = (n + NODE_GPUS - 1) / NODE_GPUS;
+    e->time_ns = to_ns(t);
+    e->throughput = tput;
+    e->progress_per_s = 1.0 / t;
+    e->energy_j = n * g->tdp_w * TRAIN_POWER_FRAC * t;
+    if (n > 1) {
+        snprintf(e->plan, sizeof e->plan, "dp%d", n);
+    } else {
+        snprintf(e->plan, sizeof e->plan, "1 GPU");
+    }
+}
+
+/*
+ * Measured throughput from a Gavel table: steps/s at a scale factor (the
+ * GPU count). A type the table does not name (anything newer than V100)
+ * is extrapolated from the V100 measurement by the geometric mean of the
+ * FP16 peak and memory bandwidth ratios: Gavel's jobs (ResNets, small
+ * Transformers, LSTMs, A3C) sit between compute- and memory-bound. The
+ * extrapolation is not calibrated; measured = 0 marks it.
+ */
 static int estimate_measured(const cr_perf_env *env, const cr_workload *w, const cr_gpu_type *g,
                              int gpu_count, cr_estimate *e)
 {
@@ -886,35 +918,38 @@ static int estimate_measured(const cr_perf_env *env, const cr_workload *w, const
         return 0;
     }
     int n = gpu_count > 0 ? gpu_count : 1;
+    double tput;
     for (size_t i = 0; i < cr_gavel_worker_count(env->measured); i++) {
         const char *wk = cr_gavel_worker(env->measured, i);
         const char *alias = cr_gavel_worker_alias(wk);
         if (!alias || strcmp(alias, g->alias) != 0 || strstr(wk, "unconsolidated")) {
             continue;
         }
-        double tput;
         if (cr_gavel_get(env->measured, wk, w->measured_job, n, &tput) != 0 || tput <= 0) {
             continue;
         }
-        double t = w->steps / tput;
-        e->fits = 1;
+        fill_measured(g, n, tput, w->steps, e);
         e->measured = 1;
-        e->gpu_count = n;
-        e->gpu_share = n;
-        e->dp = n;
-        e->tp = e->pp = 1;
-        e->replicas = 1;
-        e->nodes = (n + NODE_GPUS - 1) / NODE_GPUS;
-        e->time_ns = to_ns(t);
-        e->throughput = tput;
-        e->progress_per_s = 1.0 / t;
-        e->energy_j = n * g->tdp_w * TRAIN_POWER_FRAC * t;
-        snprintf(e->plan, sizeof e->plan, "dp%d", n);
         snprintf(e->reason, sizeof e->reason, "measured: %.2f steps/s (Gavel table, worker %s)",
                  tput, wk);
         return 1;
     }
-    return 0;
+    const cr_gpu_type *ref = cr_catalog_find(env->catalog, "v100");
+    if (!ref || cr_gavel_worker_alias(g->alias) ||
+        cr_gavel_get(env->measured, "v100", w->measured_job, n, &tput) != 0 || tput <= 0) {
+        return 0;
+    }
+    double fr = cr_gpu_peak_flops(g, CR_PREC_FP16) / cr_gpu_peak_flops(ref, CR_PREC_FP16);
+    double br = g->mem_bw_bytes_per_s / ref->mem_bw_bytes_per_s;
+    if (!(fr > 0) || !(br > 0)) {
+        return 0;
+    }
+    double k = sqrt(fr * br);
+    fill_measured(g, n, tput * k, w->steps, e);
+    snprintf(e->reason, sizeof e->reason,
+             "extrapolated: %.2f steps/s (Gavel v100 x %.2f, FP16 and bandwidth ratios)", tput * k,
+             k);
+    return 1;
 }
 
 /* Hard needs: 0 if g may run w, else the reason in e. */

@@ -144,6 +144,9 @@ void cr_sched_free(cr_sched *s)
     free(s->tenants);
     free(s->pending);
     free(s->running);
+    for (int t = 0; t < CR_SCHED_MAX_TYPES; t++) {
+        free(s->trun[t]);
+    }
     free(s->dec);
     free(s->reasons);
     free(s->plan);
@@ -608,6 +611,9 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
         }
         if (g->mig) {
             mig_list_add(&s->types[gs->type], n, i);
+        }
+        if (i > 0 && g->nvlink != nd->gpus[0].nvlink) {
+            nd->multi_domain = true;
         }
         if (!g->bad && nd->state == CR_NODE_UP) {
             s->types[gs->type].total++;
@@ -1112,6 +1118,9 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
         t->used_nb[type] += n;
     }
     list_add(&s->running, &s->nrunning, &s->crunning, j);
+    CR_GROW(s->trun[type], s->ntrun[type], s->ctrun[type]);
+    j->tidx = s->ntrun[type];
+    s->trun[type][s->ntrun[type]++] = j;
 }
 
 /* Stop a running job: release its slots, charge its service, and put it
@@ -1135,6 +1144,12 @@ void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
         j->preemptions++;
     }
     list_del(s->running, &s->nrunning, j);
+    {
+        job **tr = s->trun[j->run_type];
+        uint32_t i = j->tidx, last = --s->ntrun[j->run_type];
+        tr[i] = tr[last];
+        tr[i]->tidx = i;
+    }
     CR_FREE(j->slots);
     j->nslots = 0;
     j->borrowed = false;

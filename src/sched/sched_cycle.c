@@ -251,6 +251,49 @@ static int cmp_end(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static bool endk_less(const endk *a, const endk *b)
+{
+    return a->end != b->end ? a->end < b->end : a->id < b->id;
+}
+
+/* Reorder e[0..n) so that e[0..k) hold the k smallest (in any order):
+ * quickselect with a median-of-three pivot. */
+static void endk_select(endk *e, size_t n, size_t k)
+{
+    size_t lo = 0, hi = n; /* the k-th smallest lies in [lo, hi) */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        endk a = e[lo], b = e[mid], c = e[hi - 1], piv;
+        if (endk_less(&a, &b)) {
+            piv = endk_less(&b, &c) ? b : (endk_less(&a, &c) ? c : a);
+        } else {
+            piv = endk_less(&a, &c) ? a : (endk_less(&b, &c) ? c : b);
+        }
+        /* three-way partition: < piv | == piv | > piv */
+        size_t lt = lo, i = lo, gt = hi;
+        while (i < gt) {
+            if (endk_less(&e[i], &piv)) {
+                endk t = e[lt];
+                e[lt++] = e[i];
+                e[i++] = t;
+            } else if (endk_less(&piv, &e[i])) {
+                endk t = e[--gt];
+                e[gt] = e[i];
+                e[i] = t;
+            } else {
+                i++;
+            }
+        }
+        if (k <= lt) {
+            hi = lt;
+        } else if (k <= gt) {
+            return; /* boundary falls among the pivot's equals */
+        } else {
+            lo = gt;
+        }
+    }
+}
+
 static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns)
 {
     uint32_t need = j->spec.gpu_count, avail = s->types[type].free;
@@ -261,37 +304,50 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
         r->extra = avail - need;
         return;
     }
-    endk *e = cr_malloc((s->nrunning ? s->nrunning : 1) * sizeof(*e));
+    uint32_t ntr = s->ntrun[type];
+    endk *e = cr_malloc((ntr ? ntr : 1) * sizeof(*e));
     uint32_t n = 0;
-    for (uint32_t i = 0; i < s->nrunning; i++) {
-        const job *v = s->running[i];
-        if (v->run_type == type && v->slots[0].mig_start < 0) {
+    for (uint32_t i = 0; i < ntr; i++) {
+        const job *v = s->trun[type][i];
+        if (v->slots[0].mig_start < 0) {
             e[n++] = (endk){job_end(v), v->nslots, v->spec.id};
         }
     }
-    qsort(e, n, sizeof(*e), cmp_end);
     r->at = INT64_MAX;
     r->extra = 0;
-    for (uint32_t i = 0; i < n && e[i].end != INT64_MAX; i++) {
-        avail += e[i].gpus;
-        if (avail >= need) {
-            r->at = e[i].end;
-            r->extra = avail - need;
-            break;
+    /* Only the earliest ends matter: select the smallest m, sort those,
+     * and widen (m doubles) only if they do not free enough. */
+    size_t lo = 0, m = 32;
+    while (lo < n) {
+        size_t hi = n - lo > m ? lo + m : n;
+        if (hi < n) {
+            endk_select(e + lo, n - lo, hi - lo);
         }
+        qsort(e + lo, hi - lo, sizeof(*e), cmp_end);
+        for (size_t i = lo; i < hi && e[i].end != INT64_MAX; i++) {
+            avail += e[i].gpus;
+            if (avail >= need) {
+                r->at = e[i].end;
+                r->extra = avail - need;
+                free(e);
+                return;
+            }
+        }
+        if (hi < n && e[hi - 1].end == INT64_MAX) {
+            break; /* the rest end no earlier: never */
+        }
+        lo = hi;
+        m *= 2;
     }
     free(e);
 }
 
+/* A victim is in the way if it holds anything on a GPU the placement uses:
+ * for MIG even disjoint memory slices count, because the plan may also
+ * have counted on the victim's compute slices. */
 static bool slots_overlap(const cr_sched_slot *a, const cr_sched_slot *b)
 {
-    if (a->node != b->node || a->gpu != b->gpu) {
-        return false;
-    }
-    if (a->mig_start < 0 || b->mig_start < 0) {
-        return true;
-    }
-    return a->mig_start < b->mig_start + b->mig_mem && b->mig_start < a->mig_start + a->mig_mem;
+    return a->node == b->node && a->gpu == b->gpu;
 }
 
 typedef struct vic {
@@ -333,6 +389,61 @@ static bool quota_room(const cr_sched *s, const job *j, int type)
 static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_gpus, int64_t at,
                        uint64_t other);
 
+/*
+ * Preemption attempts that failed this cycle, per type. Victims only get
+ * fewer during a cycle (jobs started in it are never victims), so a job
+ * that is no stronger (priority, LAS queue), needs no fewer GPUs and no
+ * less memory than one that failed will fail too: skip its scan. Only
+ * plain jobs are compared (no gang shape, no MIG), and a job claiming its
+ * quota (borrowed work yields to it) is never skipped.
+ */
+#define PFAIL_MAX 4
+
+typedef struct pfail {
+    int n;
+    struct {
+        int32_t prio;
+        uint8_t queue;
+        uint32_t gpus;
+        uint64_t mem;
+    } f[PFAIL_MAX];
+} pfail;
+
+static bool plain(const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    return !j->mig[0] && j->spec.node_count <= 1 &&
+           (borrowed || s->tenants[j->spec.tenant].quota[type] < 0);
+}
+
+static bool futile(const pfail *pf, const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    if (!plain(s, j, type, borrowed)) {
+        return false;
+    }
+    for (int i = 0; i < pf->n; i++) {
+        bool weaker = s->cfg.policy == CR_SCHED_PRIORITY ? j->spec.priority <= pf->f[i].prio
+                      : s->cfg.policy == CR_SCHED_LAS    ? j->las_queue >= pf->f[i].queue
+                                                         : true;
+        if (weaker && j->spec.gpu_count >= pf->f[i].gpus && j->spec.mem_bytes >= pf->f[i].mem &&
+            j->spec.node_count == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void pfail_add(pfail *pf, const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    if (!plain(s, j, type, borrowed) || j->spec.node_count != 0) {
+        return;
+    }
+    int i = pf->n < PFAIL_MAX ? pf->n++ : PFAIL_MAX - 1;
+    pf->f[i].prio = j->spec.priority;
+    pf->f[i].queue = j->las_queue;
+    pf->f[i].gpus = j->spec.gpu_count;
+    pf->f[i].mem = j->spec.mem_bytes;
+}
+
 /* Try to start j on type by preempting; true if it started. */
 static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borrowed)
 {
@@ -344,9 +455,9 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     vic *v = NULL;
     uint32_t nv = 0, cv = 0;
     uint64_t gpus = 0;
-    for (uint32_t i = 0; i < s->nrunning; i++) {
-        job *r = s->running[i];
-        if (r->run_type != type || !r->spec.preemptible || r->start_cycle == s->stats.cycles ||
+    for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+        job *r = s->trun[type][i];
+        if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
             now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
             continue;
         }
@@ -496,6 +607,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     resv res[CR_SCHED_MAX_TYPES];
     memset(res, 0, sizeof(res));
     int tries = 0;
+    pfail pf[CR_SCHED_MAX_TYPES];
+    memset(pf, 0, sizeof(pf));
     uint32_t i = 0;
     for (; i < np; i++) {
         job *j = order[i];
@@ -604,11 +717,15 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             continue;
         }
         /* preemption, then a reservation */
-        if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED)) {
+        if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
+            s->cfg.preemption && !res[ptype].active && !futile(&pf[ptype], s, j, ptype, pborrow)) {
+            /* (behind a reservation, taking GPUs by preemption could delay
+             * the reserved job, which already tried) */
             tries++;
             if (try_preempt(s, j, ptype, now_ns, pborrow)) {
                 continue;
             }
+            pfail_add(&pf[ptype], s, j, ptype, pborrow);
         }
         int64_t at = INT64_MAX;
         uint64_t other = 0;

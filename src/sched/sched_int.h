@@ -76,6 +76,7 @@ typedef struct node {
     gpu *gpus;         /* owned, ngpu entries */
     uint32_t nt_first; /* its nt records: nt_first .. nt_first + nnt - 1 */
     uint8_t nnt;
+    bool multi_domain; /* GPUs in more than one NVLink domain */
 } node;
 
 typedef struct rack_rec {
@@ -119,6 +120,7 @@ typedef struct job {
     char mig[16];
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */
+    uint32_t tidx; /* RUNNING: index in s->trun[run_type] */
     int run_type;
     cr_sched_slot *slots; /* owned while RUNNING */
     uint32_t nslots;
@@ -160,6 +162,8 @@ struct cr_sched {
     uint32_t npending, cpending;
     job **running;
     uint32_t nrunning, crunning;
+    job **trun[CR_SCHED_MAX_TYPES]; /* running jobs per type (owned arrays) */
+    uint32_t ntrun[CR_SCHED_MAX_TYPES], ctrun[CR_SCHED_MAX_TYPES];
     int64_t usage_ns; /* time fair-share usage was last accrued to */
     int64_t now_ns;   /* last time seen */
     /* per-cycle output */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum metric { M_MFU, M_TPOT_MS, M_TTFT_MS, M_LATENCY_MS };
+enum metric { M_MFU, M_TPOT_MS, M_TTFT_MS, M_LATENCY_MS, M_TOK_S_GPU };
 
 typedef struct cal_case {
     const char *name;
@@ -32,6 +32,9 @@ typedef struct cal_case {
     const char *source;
 } cal_case;
 
+/* kind < 0: finetune with method -kind. */
+#define NEMO_PERF "NVIDIA NeMo Framework 24.12 performance summary (H100, FP8): tokens/s/GPU"
+
 static const cal_case cases[] = {
     {"Llama 3 405B pre-training, 8,192 GPUs, seq 8192, 16M-token batch", "h100", 8192,
      CR_KIND_PRETRAIN, 405e9, CR_PREC_BF16, 8192, 2048, 0, 0, 0, M_MFU, 0.43,
@@ -43,6 +46,14 @@ static const cal_case cases[] = {
      CR_PREC_BF16, 2048, 3072, 0, 0, 0, M_MFU, 0.39,
      "Narayanan et al. SC'21 (Megatron-LM): 163 TFLOP/s/GPU = 52% of peak incl. recompute; "
      "x3/4 = 39% MFU"},
+    {"Llama 2 7B pre-training fp8, seq 4096, batch 128", "h100", 8, CR_KIND_PRETRAIN, 6.7e9,
+     CR_PREC_FP8, 4096, 128, 0, 0, 0, M_TOK_S_GPU, 16934, NEMO_PERF},
+    {"Llama 2 70B pre-training fp8, seq 4096, batch 128", "h100", 64, CR_KIND_PRETRAIN, 70e9,
+     CR_PREC_FP8, 4096, 128, 0, 0, 0, M_TOK_S_GPU, 1728, NEMO_PERF},
+    {"Llama 2 7B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8, -CR_METHOD_LORA, 6.7e9,
+     CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 24824, NEMO_PERF},
+    {"Llama 2 70B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8, -CR_METHOD_LORA, 70e9,
+     CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 2621, NEMO_PERF},
     {"Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "a100", 1, CR_KIND_INFERENCE, 6.7e9,
      CR_PREC_BF16, 0, 0, 128, 20, 0, M_LATENCY_MS, 234.0,
      "NVIDIA NeMo Framework docs, Llama 2 inference performance (TensorRT-LLM), TP1"},
@@ -76,6 +87,8 @@ static const char *metric_name(int m)
         return "TPOT ms";
     case M_TTFT_MS:
         return "TTFT ms";
+    case M_TOK_S_GPU:
+        return "tokens/s/GPU";
     default:
         return "latency ms";
     }
@@ -92,9 +105,13 @@ static int predict(const cr_perf_env *env, const cal_case *c, double *out, char 
     cr_workload w;
     cr_workload_init(&w);
     w.kind = c->kind;
+    if (c->kind < 0) {
+        w.kind = CR_KIND_FINETUNE;
+        w.method = -c->kind;
+    }
     w.params = c->params;
     w.precision = c->precision;
-    if (c->kind == CR_KIND_PRETRAIN) {
+    if (w.kind == CR_KIND_PRETRAIN || w.kind == CR_KIND_FINETUNE) {
         w.seq_len = c->seq;
         w.batch = c->batch;
         w.tokens = 1e12;
@@ -118,6 +135,9 @@ static int predict(const cr_perf_env *env, const cal_case *c, double *out, char 
         break;
     case M_TPOT_MS:
         *out = (double)e.tpot_ns / 1e6;
+        break;
+    case M_TOK_S_GPU:
+        *out = e.throughput / e.gpu_count;
         break;
     case M_TTFT_MS:
         *out = (double)e.ttft_ns / 1e6;
@@ -159,7 +179,7 @@ int main(int argc, char **argv)
         int bad = fabs(errp) > 30;
         failed += bad;
         if (table) {
-            int mfu = c->metric == M_MFU;
+            int mfu = c->metric == M_MFU ? 2 : c->metric == M_TOK_S_GPU ? 0 : 1;
             printf("| %s | %d x %s | %s | %s | %.*f | %.*f | %+.0f%% | %s |\n", c->name, c->gpus,
                    g->name, plan, metric_name(c->metric), mfu ? 2 : 1, p, mfu ? 2 : 1, c->published,
                    errp, c->source);

@@ -360,18 +360,24 @@ static void test_measured_override(void **state)
     assert_true(e.fits);
     assert_true(e.measured);
     assert_true(fabs((double)e.time_ns / 1e9 - 10000 / 4.394774823323071) < 1e-3);
-    /* No measurement and no FLOPs: refused with the reason. */
+    /* Newer types are extrapolated from the V100 measurement. */
     assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 0, &e), 0);
+    assert_true(e.fits);
+    assert_false(e.measured);
+    assert_non_null(strstr(e.reason, "extrapolated"));
+    assert_true(e.throughput > 4.394774823323071 * 2);
+    /* No measurement at that scale factor and no FLOPs: refused with the reason. */
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 8, &e), 0);
     assert_false(e.fits);
     assert_non_null(strstr(e.reason, "no measured throughput"));
 
     double *tput = calloc(cr_catalog_count(c), sizeof *tput);
     int n = cr_perf_throughputs(&env, &w, 1, tput);
-    assert_true(n >= 3); /* k80, p100, v100 */
+    assert_true(n >= 20); /* k80, p100, v100 measured; the rest extrapolated */
     int v = cr_catalog_index(c, cr_catalog_find(c, "v100"));
     int k = cr_catalog_index(c, cr_catalog_find(c, "k80"));
     assert_true(tput[v] > tput[k] && tput[k] > 0);
-    assert_true(tput[cr_catalog_index(c, cr_catalog_find(c, "h100"))] == 0);
+    assert_true(tput[cr_catalog_index(c, cr_catalog_find(c, "h100"))] > tput[v]);
     free(tput);
     cr_gavel_free(g);
     cr_catalog_free(c);

@@ -140,6 +140,8 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     }
     build_cluster(s, &r);
     uint64_t h = 1, next_id = 1;
+    /* what each job asked for, to judge work conservation under LAS */
+    cr_sched_job_spec *specs = calloc((size_t)events + 2, sizeof(*specs));
     int64_t now = 0;
     char err[256];
     for (int e = 0; e < events; e++) {
@@ -150,6 +152,8 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
             double tput[CR_SCHED_MAX_TYPES];
             random_job(s, &r, next_id++, now, &j, tput);
             int rc = cr_sched_job_add(s, &j, now);
+            specs[j.id] = j;
+            specs[j.id].tput = NULL;
             h = mix(h, (uint64_t)(rc + 2000));
         } else if (k < 70) {
             cr_rng cr;
@@ -174,6 +178,33 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                     }
                 } else {
                     EXPECT(d[i].reason && d[i].reason[0], "preempt without reason");
+                }
+            }
+            /* LAS never blocks: a plain pending job (one type, any spread,
+             * no MIG, no memory floor, no quota in the way) that fits the
+             * free count of its type must have started */
+            int npre = 0;
+            for (int i = 0; i < n; i++) {
+                npre += d[i].action == CR_SCHED_PREEMPT;
+            }
+            /* (preemptions free GPUs after earlier jobs were considered) */
+            if (pol == CR_SCHED_LAS && cfg.borrowing && npre == 0) {
+                for (uint64_t id = 1; id < next_id; id++) {
+                    cr_sched_job_info info;
+                    const cr_sched_job_spec *sp = &specs[id];
+                    if (cr_sched_job_info_get(s, id, &info) < 0 || info.state != CR_JOB_PENDING ||
+                        sp->gpu_type < 0 || sp->node_count || sp->mig_profile || sp->mem_bytes) {
+                        continue;
+                    }
+                    uint32_t fr = 0;
+                    cr_sched_capacity(s, sp->gpu_type, NULL, &fr);
+                    char buf[CR_SCHED_REASON_MAX];
+                    cr_sched_job_reason(s, id, buf, sizeof(buf));
+                    /* (a job preempted in this cycle waits for the next) */
+                    EXPECT(fr < sp->gpu_count || strncmp(buf, "preempted", 9) == 0,
+                           "seed %" PRIu64 ": LAS job %" PRIu64
+                           " (%u GPUs) pending with %u free: %s",
+                           seed, id, sp->gpu_count, fr, buf);
                 }
             }
             /* every pending job has a reason */
@@ -219,10 +250,12 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                     cr_sched_policy_name(pol), e, err);
             failures++;
             cr_sched_free(s);
+            free(specs);
             return 0;
         }
     }
     cr_sched_free(s);
+    free(specs);
     return h;
 }
 
