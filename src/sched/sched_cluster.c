@@ -146,6 +146,7 @@ void cr_sched_free(cr_sched *s)
     free(s->running);
     for (int t = 0; t < CR_SCHED_MAX_TYPES; t++) {
         free(s->trun[t]);
+        free(s->eheap[t]);
     }
     free(s->dec);
     free(s->reasons);
@@ -1097,6 +1098,91 @@ int64_t cr__sched_job_attained(const job *j, int64_t now_ns)
     return j->attained;
 }
 
+/* ------------------------------------------------------------------------ */
+/* End-time heaps (reservations need the earliest ends first)               */
+
+int64_t cr__sched_job_end(const job *j)
+{
+    if (j->spec.time_limit_ns <= 0 || j->start_ns > INT64_MAX - j->spec.time_limit_ns) {
+        return INT64_MAX;
+    }
+    return j->start_ns + j->spec.time_limit_ns;
+}
+
+bool cr__sched_end_less(const job *a, const job *b)
+{
+    int64_t x = cr__sched_job_end(a), y = cr__sched_job_end(b);
+    return x != y ? x < y : a->spec.id < b->spec.id;
+}
+
+static void heap_set(job **h, uint32_t i, job *j)
+{
+    h[i] = j;
+    j->hpos = i;
+}
+
+static void heap_up(job **h, uint32_t i)
+{
+    job *j = h[i];
+    while (i > 0 && cr__sched_end_less(j, h[(i - 1) / 2])) {
+        heap_set(h, i, h[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(h, i, j);
+}
+
+static void heap_down(job **h, uint32_t n, uint32_t i)
+{
+    job *j = h[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n) {
+            break;
+        }
+        if (c + 1 < n && cr__sched_end_less(h[c + 1], h[c])) {
+            c++;
+        }
+        if (!cr__sched_end_less(h[c], j)) {
+            break;
+        }
+        heap_set(h, i, h[c]);
+        i = c;
+    }
+    heap_set(h, i, j);
+}
+
+static void eheap_add(cr_sched *s, job *j)
+{
+    int t = j->run_type;
+    j->hpos = UINT32_MAX;
+    if (j->nslots == 0 || j->slots[0].mig_start >= 0 || cr__sched_job_end(j) == INT64_MAX) {
+        return;
+    }
+    CR_GROW(s->eheap[t], s->neheap[t], s->ceheap[t]);
+    uint32_t i = s->neheap[t]++;
+    heap_set(s->eheap[t], i, j);
+    heap_up(s->eheap[t], i);
+}
+
+static void eheap_del(cr_sched *s, job *j)
+{
+    int t = j->run_type;
+    uint32_t i = j->hpos;
+    if (i == UINT32_MAX) {
+        return;
+    }
+    job **h = s->eheap[t];
+    uint32_t last = --s->neheap[t];
+    j->hpos = UINT32_MAX;
+    if (i == last) {
+        return;
+    }
+    job *m = h[last];
+    heap_set(h, i, m);
+    heap_up(h, i);
+    heap_down(h, s->neheap[t], m->hpos);
+}
+
 void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl, uint32_t n,
                          int64_t now_ns, bool borrowed)
 {
@@ -1121,6 +1207,7 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
     CR_GROW(s->trun[type], s->ntrun[type], s->ctrun[type]);
     j->tidx = s->ntrun[type];
     s->trun[type][s->ntrun[type]++] = j;
+    eheap_add(s, j);
 }
 
 /* Stop a running job: release its slots, charge its service, and put it
@@ -1144,6 +1231,7 @@ void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
         j->preemptions++;
     }
     list_del(s->running, &s->nrunning, j);
+    eheap_del(s, j);
     {
         job **tr = s->trun[j->run_type];
         uint32_t i = j->tidx, last = --s->ntrun[j->run_type];

@@ -227,73 +227,6 @@ static bool blocks_queue(const cr_sched *s, const job *j)
     return s->cfg.policy != CR_SCHED_LAS && !j->mig[0];
 }
 
-/* Expected end of a running job; INT64_MAX if it has no time limit. */
-static int64_t job_end(const job *j)
-{
-    if (j->spec.time_limit_ns <= 0 || j->start_ns > INT64_MAX - j->spec.time_limit_ns) {
-        return INT64_MAX;
-    }
-    return j->start_ns + j->spec.time_limit_ns;
-}
-
-typedef struct endk {
-    int64_t end;
-    uint32_t gpus;
-    uint64_t id;
-} endk;
-
-static int cmp_end(const void *x, const void *y)
-{
-    const endk *a = x, *b = y;
-    if (a->end != b->end) {
-        return a->end < b->end ? -1 : 1;
-    }
-    return a->id < b->id ? -1 : a->id > b->id;
-}
-
-static bool endk_less(const endk *a, const endk *b)
-{
-    return a->end != b->end ? a->end < b->end : a->id < b->id;
-}
-
-/* Reorder e[0..n) so that e[0..k) hold the k smallest (in any order):
- * quickselect with a median-of-three pivot. */
-static void endk_select(endk *e, size_t n, size_t k)
-{
-    size_t lo = 0, hi = n; /* the k-th smallest lies in [lo, hi) */
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        endk a = e[lo], b = e[mid], c = e[hi - 1], piv;
-        if (endk_less(&a, &b)) {
-            piv = endk_less(&b, &c) ? b : (endk_less(&a, &c) ? c : a);
-        } else {
-            piv = endk_less(&a, &c) ? a : (endk_less(&b, &c) ? c : b);
-        }
-        /* three-way partition: < piv | == piv | > piv */
-        size_t lt = lo, i = lo, gt = hi;
-        while (i < gt) {
-            if (endk_less(&e[i], &piv)) {
-                endk t = e[lt];
-                e[lt++] = e[i];
-                e[i++] = t;
-            } else if (endk_less(&piv, &e[i])) {
-                endk t = e[--gt];
-                e[gt] = e[i];
-                e[i] = t;
-            } else {
-                i++;
-            }
-        }
-        if (k <= lt) {
-            hi = lt;
-        } else if (k <= gt) {
-            return; /* boundary falls among the pivot's equals */
-        } else {
-            lo = gt;
-        }
-    }
-}
-
 static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns)
 {
     uint32_t need = j->spec.gpu_count, avail = s->types[type].free;
@@ -304,42 +237,57 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
         r->extra = avail - need;
         return;
     }
-    uint32_t ntr = s->ntrun[type];
-    endk *e = cr_malloc((ntr ? ntr : 1) * sizeof(*e));
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < ntr; i++) {
-        const job *v = s->trun[type][i];
-        if (v->slots[0].mig_start < 0) {
-            e[n++] = (endk){job_end(v), v->nslots, v->spec.id};
-        }
-    }
     r->at = INT64_MAX;
     r->extra = 0;
-    /* Only the earliest ends matter: select the smallest m, sort those,
-     * and widen (m doubles) only if they do not free enough. */
-    size_t lo = 0, m = 32;
-    while (lo < n) {
-        size_t hi = n - lo > m ? lo + m : n;
-        if (hi < n) {
-            endk_select(e + lo, n - lo, hi - lo);
+    /* Walk the type's end-time heap in order without disturbing it: a small
+     * frontier heap of positions, starting at the root; popping a position
+     * adds its two children. O(k log k) for the k earliest ends needed. */
+    job **h = s->eheap[type];
+    uint32_t nh = s->neheap[type], nf = 0, cf = 0;
+    uint32_t *f = NULL;
+    if (nh > 0) {
+        CR_GROW(f, nf, cf);
+        f[nf++] = 0;
+    }
+    while (nf > 0) {
+        /* pop the frontier's earliest */
+        uint32_t top = f[0];
+        f[0] = f[--nf];
+        for (uint32_t i = 0;;) {
+            uint32_t c = 2 * i + 1;
+            if (c >= nf) {
+                break;
+            }
+            if (c + 1 < nf && cr__sched_end_less(h[f[c + 1]], h[f[c]])) {
+                c++;
+            }
+            if (!cr__sched_end_less(h[f[c]], h[f[i]])) {
+                break;
+            }
+            uint32_t t = f[i];
+            f[i] = f[c];
+            f[c] = t;
+            i = c;
         }
-        qsort(e + lo, hi - lo, sizeof(*e), cmp_end);
-        for (size_t i = lo; i < hi && e[i].end != INT64_MAX; i++) {
-            avail += e[i].gpus;
-            if (avail >= need) {
-                r->at = e[i].end;
-                r->extra = avail - need;
-                free(e);
-                return;
+        avail += h[top]->nslots;
+        if (avail >= need) {
+            r->at = cr__sched_job_end(h[top]);
+            r->extra = avail - need;
+            break;
+        }
+        for (uint32_t c = 2 * top + 1; c <= 2 * top + 2 && c < nh; c++) {
+            CR_GROW(f, nf, cf);
+            uint32_t i = nf++;
+            f[i] = c;
+            while (i > 0 && cr__sched_end_less(h[f[i]], h[f[(i - 1) / 2]])) {
+                uint32_t t = f[i];
+                f[i] = f[(i - 1) / 2];
+                f[(i - 1) / 2] = t;
+                i = (i - 1) / 2;
             }
         }
-        if (hi < n && e[hi - 1].end == INT64_MAX) {
-            break; /* the rest end no earlier: never */
-        }
-        lo = hi;
-        m *= 2;
     }
-    free(e);
+    free(f);
 }
 
 /* A victim is in the way if it holds anything on a GPU the placement uses:
@@ -442,6 +390,72 @@ static void pfail_add(pfail *pf, const cr_sched *s, const job *j, int type, bool
     pf->f[i].queue = j->las_queue;
     pf->f[i].gpus = j->spec.gpu_count;
     pf->f[i].mem = j->spec.mem_bytes;
+}
+
+/*
+ * What a type's running jobs offer as victims this cycle, computed on first
+ * need with one scan: the lowest priority and the worst LAS queue among
+ * preemptible jobs (borrowed work is found from the tenants' counters
+ * without a scan). Victims only
+ * get fewer during a cycle, so these stay safe bounds, and a job that
+ * cannot beat them skips the scan in try_preempt.
+ */
+typedef struct vbound {
+    bool done;
+    bool any;
+    int32_t min_prio;
+    uint8_t max_queue;
+} vbound;
+
+static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t now_ns,
+                        bool borrowed)
+{
+    /* Borrowed work yields to a job claiming its quota (any policy). */
+    if (!borrowed && s->tenants[j->spec.tenant].quota[type] >= 0) {
+        for (int i = 0; i < s->ntenants; i++) {
+            if (i != j->spec.tenant && s->tenants[i].used_b[type] > 0) {
+                return true;
+            }
+        }
+    }
+    if (s->cfg.policy != CR_SCHED_PRIORITY && s->cfg.policy != CR_SCHED_LAS) {
+        return false; /* no other victims there: skip the scan */
+    }
+    if (s->cfg.policy == CR_SCHED_LAS && j->las_queue >= s->cfg.las_queues - 1) {
+        return false; /* no worse queue */
+    }
+    if (!vb->done) {
+        vb->done = true;
+        vb->min_prio = INT32_MAX;
+        for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+            const job *r = s->trun[type][i];
+            if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
+                now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
+                continue;
+            }
+            vb->any = true;
+            if (r->spec.priority < vb->min_prio) {
+                vb->min_prio = r->spec.priority;
+            }
+            if (s->cfg.policy == CR_SCHED_LAS) {
+                int q = las_queue_of(s, cr__sched_job_attained(r, now_ns));
+                if (q > vb->max_queue) {
+                    vb->max_queue = (uint8_t)q;
+                }
+            }
+        }
+    }
+    if (!vb->any) {
+        return false;
+    }
+    switch (s->cfg.policy) {
+    case CR_SCHED_PRIORITY:
+        return j->spec.priority > vb->min_prio;
+    case CR_SCHED_LAS:
+        return j->las_queue < vb->max_queue;
+    default:
+        return false;
+    }
 }
 
 /* Try to start j on type by preempting; true if it started. */
@@ -609,6 +623,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     int tries = 0;
     pfail pf[CR_SCHED_MAX_TYPES];
     memset(pf, 0, sizeof(pf));
+    vbound vb[CR_SCHED_MAX_TYPES];
+    memset(vb, 0, sizeof(vb));
     uint32_t i = 0;
     for (; i < np; i++) {
         job *j = order[i];
@@ -718,7 +734,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         /* preemption, then a reservation */
         if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
-            s->cfg.preemption && !res[ptype].active && !futile(&pf[ptype], s, j, ptype, pborrow)) {
+            s->cfg.preemption && !res[ptype].active && !futile(&pf[ptype], s, j, ptype, pborrow) &&
+            may_preempt(s, &vb[ptype], j, ptype, now_ns, pborrow)) {
             /* (behind a reservation, taking GPUs by preemption could delay
              * the reserved job, which already tried) */
             tries++;

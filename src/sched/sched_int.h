@@ -121,6 +121,7 @@ typedef struct job {
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */
     uint32_t tidx; /* RUNNING: index in s->trun[run_type] */
+    uint32_t hpos; /* RUNNING: index in s->eheap[run_type], UINT32_MAX if not there */
     int run_type;
     cr_sched_slot *slots; /* owned while RUNNING */
     uint32_t nslots;
@@ -164,6 +165,10 @@ struct cr_sched {
     uint32_t nrunning, crunning;
     job **trun[CR_SCHED_MAX_TYPES]; /* running jobs per type (owned arrays) */
     uint32_t ntrun[CR_SCHED_MAX_TYPES], ctrun[CR_SCHED_MAX_TYPES];
+    /* per type: min-heap of running whole-GPU jobs with a time limit, by
+     * expected end (start + limit) then id, for reservations */
+    job **eheap[CR_SCHED_MAX_TYPES];
+    uint32_t neheap[CR_SCHED_MAX_TYPES], ceheap[CR_SCHED_MAX_TYPES];
     int64_t usage_ns; /* time fair-share usage was last accrued to */
     int64_t now_ns;   /* last time seen */
     /* per-cycle output */
@@ -195,6 +200,10 @@ const mig_prof *cr__sched_mig_find(const cr_sched *s, int type, const char *name
 void cr__sched_accrue(cr_sched *s, int64_t now_ns);
 int64_t cr__sched_job_attained(const job *j, int64_t now_ns);
 void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work);
+/* Expected end of a running job (start + time limit); INT64_MAX if none. */
+int64_t cr__sched_job_end(const job *j);
+/* Does heap entry a end before b? */
+bool cr__sched_end_less(const job *a, const job *b);
 void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl, uint32_t n,
                          int64_t now_ns, bool borrowed);
 
