@@ -69,6 +69,11 @@ X
 grep -q "2 jobs, 2 finished" "$T/perf.out" || fail "performance-model jobs: not all finished"
 grep -q "^hetero,0,0,ml,,8,.*,h100," "$T/perf.csv" || { cat "$T/perf.csv"; fail "fine-tune not on h100"; }
 
+# Batched cycles: every job still finishes, invariants hold.
+"$BIN" sim --check --generate 300 --rate 6 --multi-gpu --interval 10m --compare fifo,las \
+    >"$T/i.out" || fail "--interval"
+grep -q "^finished  *300  *300$" "$T/i.out" || fail "--interval: not all finished"
+
 # Same input and seed: the same bytes, for every output format.
 run() {
     "$BIN" sim --generate 400 --rate 5 --multi-gpu --tenants 3 --seed 11 --mtbf 60d \
