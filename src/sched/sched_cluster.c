@@ -1085,6 +1085,7 @@ int cr_sched_job_add(cr_sched *s, const cr_sched_job_spec *spec, int64_t now_ns)
     }
     job *j = job_make(spec);
     j->enqueue_ns = now_ns;
+    j->qcycle = s->stats.cycles;
     tab_put(s, j);
     list_add(&s->pending, &s->npending, &s->cpending, j);
     return 0;
@@ -1244,6 +1245,7 @@ void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
     j->state = CR_JOB_PENDING;
     j->run_type = j->spec.gpu_type;
     j->enqueue_ns = now_ns;
+    j->qcycle = s->stats.cycles;
     j->rcode = R_NOT_CONSIDERED;
     list_add(&s->pending, &s->npending, &s->cpending, j);
 }

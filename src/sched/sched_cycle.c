@@ -631,17 +631,28 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         if (j->state != CR_JOB_PENDING) {
             continue;
         }
-        /* Stop early: nothing free anywhere and nobody can preempt. */
-        if (!j->mig[0] && (tries >= PREEMPT_TRIES || !s->cfg.preemption)) {
+        /* Stop early: nothing free anywhere and nobody can preempt (only
+         * tiers and LAS queues preempt, besides reclaiming borrowed work). */
+        if (!j->mig[0]) {
             bool any = false;
             for (int t = 0; t < s->ntypes && !any; t++) {
                 any = s->types[t].free > 0 || s->types[t].nmig > 0;
             }
             if (!any) {
-                break;
+                bool borrowed_any = false;
+                for (int k = 0; k < s->ntenants && !borrowed_any; k++) {
+                    for (int t = 0; t < s->ntypes && !borrowed_any; t++) {
+                        borrowed_any = s->tenants[k].used_b[t] > 0;
+                    }
+                }
+                bool ranked = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS;
+                if (!s->cfg.preemption || tries >= PREEMPT_TRIES || (!ranked && !borrowed_any)) {
+                    break;
+                }
             }
         }
         s->stats.last_considered++;
+        j->rcycle = s->stats.cycles;
         int cand[CR_SCHED_MAX_TYPES];
         int nc = candidates(s, j, cand);
         if (nc == 0) {
@@ -755,11 +766,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         set_reason(j, why == R_NONE ? R_NO_FIT : why, wtype, k, s->types[wtype].free, at, other);
     }
-    for (; i < np; i++) {
-        if (order[i]->state == CR_JOB_PENDING) {
-            set_reason(order[i], R_NO_FREE, -1, order[i]->spec.gpu_count, 0, INT64_MAX, 0);
-        }
-    }
+    /* Jobs not examined (nothing free, nobody can preempt) keep their old
+     * reason fields; cr_sched_job_reason derives a fresh one from the type
+     * checks when asked, so the tail of a long queue costs nothing here. */
     free(order);
     for (uint32_t d = 0; d < s->ndec; d++) {
         if (s->dec[d].action == CR_SCHED_PREEMPT) {
@@ -787,11 +796,45 @@ static void fmt_dur(char *b, size_t n, int64_t ns)
     }
 }
 
+/* The reason of a job the last cycle did not get to: from the type checks
+ * alone (what a cycle would have said with nothing free). */
+static void tail_reason(const cr_sched *s, job *j)
+{
+    int cand[CR_SCHED_MAX_TYPES];
+    int nc = candidates(s, j, cand);
+    if (nc == 0) {
+        set_reason(j,
+                   s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT ? R_HETERO_WAIT
+                                                                                 : R_NO_TYPE,
+                   -1, j->spec.gpu_count, 0, INT64_MAX, 0);
+        return;
+    }
+    uint32_t most = 0;
+    for (int c = 0; c < nc; c++) {
+        if (s->types[cand[c]].total > most) {
+            most = s->types[cand[c]].total;
+        }
+    }
+    if (!j->mig[0] && most < j->spec.gpu_count) {
+        set_reason(j, R_NEVER, cand[0], j->spec.gpu_count, most, INT64_MAX, 0);
+    } else {
+        set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX, 0);
+    }
+}
+
 int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
 {
     const job *j = cr__sched_job_get(s, id);
     if (!j) {
         return CR_ENOENT;
+    }
+    job tmp;
+    if (j->state == CR_JOB_PENDING && j->rcycle != s->stats.cycles && j->qcycle < s->stats.cycles) {
+        /* in the queue during the last cycle, which stopped before it (a job
+         * queued, preempted or requeued since keeps what it says) */
+        tmp = *j;
+        tail_reason(s, &tmp);
+        j = &tmp;
     }
     if (!buf || len == 0) {
         return CR_EINVAL;

@@ -139,6 +139,8 @@ typedef struct job {
     uint32_t rneed, rfree;
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
+    uint64_t rcycle; /* cycle that last examined it */
+    uint64_t qcycle; /* cycles completed when it last became pending */
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
 } job;
 
