@@ -848,6 +848,95 @@ static void test_time_limit(void **state)
     cleanup(&d);
 }
 
+/* The examples of docs/api.md, run in order. */
+static void test_api_examples(void **state)
+{
+    const char *src = getenv("CORRAL_SRC");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/api.md", src ? src : ".");
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    daemon_t d;
+    start(&d, true, NULL);
+    char line[4096];
+    bool in = false;
+    cr_buf req_line, body;
+    cr_buf_init(&req_line);
+    cr_buf_init(&body);
+    int64_t last_id = 0;
+    int ran = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!in) {
+            in = strcmp(line, "```example") == 0;
+            cr_buf_reset(&req_line);
+            cr_buf_reset(&body);
+            continue;
+        }
+        if (strcmp(line, "```") == 0) {
+            in = false;
+            continue;
+        }
+        if (req_line.len == 0) {
+            cr_buf_puts(&req_line, line);
+            continue;
+        }
+        if (strncmp(line, "=> ", 3) != 0) {
+            cr_buf_puts(&body, line);
+            cr_buf_putc(&body, '\n');
+            continue;
+        }
+        /* Run it. */
+        char method[16], target[1024], url[1100];
+        assert_int_equal(sscanf(cr_buf_str(&req_line), "%15s %1023s", method, target), 2);
+        char *dollar = strstr(target, "$ID");
+        if (dollar) {
+            *dollar = '\0';
+            snprintf(url, sizeof url, "%s%lld%s", target, (long long)last_id, dollar + 3);
+        } else {
+            snprintf(url, sizeof url, "%s", target);
+        }
+        long want = strtol(line + 3, NULL, 10);
+        const char *expect = strchr(line + 3, '{');
+        long code;
+        json_t *v = call(&d, method, url, d.admin, body.len ? cr_buf_str(&body) : NULL, &code);
+        if (code != want) {
+            fprintf(stderr, "docs/api.md example %s %s: status %ld, expected %ld\n", method, url,
+                    code, want);
+        }
+        assert_int_equal(code, want);
+        if (expect) {
+            json_t *e = json_loads(expect, 0, NULL);
+            assert_non_null(e);
+            const char *k;
+            json_t *x;
+            json_object_foreach(e, k, x)
+            {
+                if (!json_equal(json_object_get(v, k), x)) {
+                    fprintf(stderr, "docs/api.md example %s %s: member '%s' differs\n", method, url,
+                            k);
+                }
+                assert_true(json_equal(json_object_get(v, k), x));
+            }
+            json_decref(e);
+        }
+        json_t *ids = json_object_get(v, "ids");
+        if (json_array_size(ids) > 0) {
+            last_id = (int64_t)json_integer_value(json_array_get(ids, 0));
+        }
+        json_decref(v);
+        ran++;
+        cr_buf_reset(&req_line);
+        cr_buf_reset(&body);
+    }
+    fclose(f);
+    assert_true(ran >= 10);
+    cr_buf_fini(&req_line);
+    cr_buf_fini(&body);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 static void test_metrics_promtool(void **state)
 {
     daemon_t d;
@@ -1004,6 +1093,7 @@ int main(void)
         cmocka_unit_test(test_services),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
     };
