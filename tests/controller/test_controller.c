@@ -599,7 +599,17 @@ static char *register_node(const daemon_t *d, const char *name)
 static void test_agent_protocol(void **state)
 {
     daemon_t d;
-    start(&d, true, "--heartbeat 1 --lost-after 2");
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-cfg-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"prices\": {\"A100 SXM\": 2.0}, \"heartbeat_s\": 1, \"lost_after_s\": 2,\n"
+          " \"grace_s\": 10}\n",
+          cf);
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
     char *t1 = register_node(&d, "n1");
     long code;
     /* A bad inventory is refused with its field. */
@@ -688,6 +698,8 @@ static void test_agent_protocol(void **state)
     assert_non_null(row);
     assert_string_equal(str(row, "gpu_type"), "A100 SXM");
     assert_true(json_number_value(json_object_get(row, "gpu_hours")) > 0);
+    assert_true(json_number_value(json_object_get(row, "cost")) > 0);
+    assert_true(json_number_value(json_object_get(row, "energy_kwh")) >= 0);
     json_decref(v);
     /* Drain: admin only. */
     v = call(&d, "POST", "/v1/nodes/n1/drain", d.admin, "{\"reason\":\"maintenance\"}", &code);
