@@ -34,7 +34,7 @@ grep -q "^replica b " load1.txt && fail "b got traffic while not ready"
 # Version 3: b ready.
 eps 3 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_a,\"ready\":true},{\"addr\":\"127.0.0.1\",\"port\":$PORT_b,\"ready\":true}"
 wait_for 10 metric_is "$G" "$UP_B" 1 || fail "b not ready after version 3"
-"$GW_HELPER" load "http://$G/chat/x" 100 4 >load2.txt
+"$GW_HELPER" load "http://$G/chat/x" 100 1 >load2.txt
 grep -q "^replica b " load2.txt || fail "b got no traffic once ready"
 
 # Load reports reach the controller with the contract's members.
