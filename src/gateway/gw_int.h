@@ -323,8 +323,19 @@ void gw_publish_stats(gw *g);
 void gw_note_activation(gw *g, gw_service *s);
 void gw_services_free(gw *g);
 
-/* gw_proxy.c */
+/* gw_loop.c */
 int gw_run(gw *g);
+
+/* gw_proxy.c */
+gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa);
+void gw_client_run(gw_client *c);
+void gw_client_close(gw_client *c);
+void gw_client_free(gw_client *c);
+void gw_held_remove(gw_service *s, gw_client *c);
+gw_backend *gw_detach(gw_client *c);
+void gw_backend_failed(gw_client *c, bool connect_failure, const char *why);
+void gw_local_error(gw_client *c, int status, int err, const char *code, const char *msg);
+void gw_idle_event(gw *g, gw_backend *b);
 void gw_client_dispatch(gw_client *c, const gw_replica *exclude);
 void gw_client_local(gw_client *c, int status, const char *extra_headers, const char *body);
 /* Close b and queue it for freeing; the caller then calls
