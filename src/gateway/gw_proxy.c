@@ -411,10 +411,18 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
     cr_buf_putc(f, ' ');
     cr_buf_append(f, path, path_len);
     cr_buf_puts(f, " HTTP/1.1\r\n");
+    bool xff = false;
     for (size_t i = 0; i < m->header_count; i++) {
         const cr_http_header *h = &m->headers[i];
         if (hop_by_hop(h)) {
             continue;
+        }
+        if (cr_http_token_eq(h->name, h->name_len, "x-forwarded-for")) {
+            xff = true; /* merged into ours below */
+            continue;
+        }
+        if (prefix_len && cr_http_token_eq(h->name, h->name_len, "x-forwarded-prefix")) {
+            continue; /* ours replaces it */
         }
         cr_buf_append(f, h->name, h->name_len);
         cr_buf_append(f, ": ", 2);
@@ -429,9 +437,22 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
         cr_buf_append(f, prefix, prefix_len);
         cr_buf_append(f, "\r\n", 2);
     }
-    if (c->peer_ip[0]) {
+    if (c->peer_ip[0] || xff) {
+        /* One X-Forwarded-For: the client's list, then the client itself. */
         cr_buf_puts(f, "X-Forwarded-For: ");
-        cr_buf_puts(f, c->peer_ip);
+        const char *sep = "";
+        for (size_t i = 0; xff && i < m->header_count; i++) {
+            const cr_http_header *h = &m->headers[i];
+            if (cr_http_token_eq(h->name, h->name_len, "x-forwarded-for") && h->value_len) {
+                cr_buf_puts(f, sep);
+                cr_buf_append(f, h->value, h->value_len);
+                sep = ", ";
+            }
+        }
+        if (c->peer_ip[0]) {
+            cr_buf_puts(f, sep);
+            cr_buf_puts(f, c->peer_ip);
+        }
         cr_buf_append(f, "\r\n", 2);
     }
     cr_buf_append(f, "\r\n", 2);
