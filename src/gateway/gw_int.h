@@ -85,6 +85,7 @@ typedef struct gw_conf {
     gw_service_conf *services;     /* owned array */
     size_t service_count;          /* entries in services */
     int32_t max_inflight;          /* default per-replica in-flight bound */
+    int32_t max_clients;           /* client connections open at once */
     int32_t hold_max;              /* requests held per service at zero replicas; 0 = none */
     int64_t hold_timeout_ns;       /* how long a held request waits */
     int32_t retry_after_s;         /* Retry-After on 503 */

@@ -119,6 +119,10 @@ static void accept_all(gw *g)
             g->listen.can_read = false;
             return;
         }
+        if (g->client_count >= g->conf->max_clients) {
+            close(fd); /* over the limit: the client sees the connection close */
+            continue;
+        }
         gw_client *c = gw_client_new(g, fd, &sa);
         c->io.can_read = true; /* data may already be there; the edge came before registration */
         c->io.can_write = true;

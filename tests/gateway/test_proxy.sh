@@ -51,6 +51,14 @@ curl -sf -o big.out "http://$G/one/big?kb=1000" || fail "large GET failed"
 [ "$(wc -c <big.out)" = 1024000 ] || fail "large GET: $(wc -c <big.out) bytes"
 curl -sf "http://127.0.0.1:$PORT_a/big?kb=1000" | cmp -s - big.out || fail "large GET corrupted"
 
+# Interim 1xx answers pass through; a body delimited by the connection's end
+# arrives whole (and that client connection closes after it).
+curl -s -D hints.txt "http://$G/one/hints" >hints.body || fail "103 then 200 failed"
+grep -q " 103 " hints.txt && grep -q " 200 " hints.txt || { cat hints.txt; fail "1xx not relayed"; }
+grep -q "after hints" hints.body || fail "body after 1xx lost"
+body=$(curl -sf "http://$G/one/eof") || fail "EOF-delimited response failed"
+[ "$body" = "until close" ] || fail "EOF-delimited body: $body"
+
 # Pipelined requests on one connection are answered in order.
 printf 'GET /one/p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /one/p2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >pipe.in
 if command -v nc >/dev/null; then
