@@ -186,6 +186,7 @@ struct gw_client {
     bool retriable;         /* the whole request is still in the buffer */
     bool idempotent;        /* GET, HEAD, PUT, DELETE, OPTIONS, TRACE */
     bool is_head;           /* HEAD: the response has no body */
+    bool http10;            /* an HTTP/1.0 request (forwarded as 1.0, no reuse) */
     bool keep_alive;        /* the client wants to keep the connection */
     bool close_after;       /* close once out is written */
     gw_service *svc;        /* service of the current request */

@@ -410,7 +410,9 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
     cr_buf_append(f, m->method, m->method_len);
     cr_buf_putc(f, ' ');
     cr_buf_append(f, path, path_len);
-    cr_buf_puts(f, " HTTP/1.1\r\n");
+    /* An HTTP/1.0 client cannot read a chunked answer: ask the replica in
+     * HTTP/1.0 too, so it frames the body by length or by closing. */
+    cr_buf_puts(f, m->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
     bool xff = false;
     for (size_t i = 0; i < m->header_count; i++) {
         const cr_http_header *h = &m->headers[i];
@@ -502,6 +504,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     c->keep_alive = m->keep_alive;
     c->close_after = false;
     c->is_head = method_is(m, "HEAD");
+    c->http10 = m->minor == 0;
     c->idempotent = c->is_head || method_is(m, "GET") || method_is(m, "PUT") ||
                     method_is(m, "DELETE") || method_is(m, "OPTIONS") || method_is(m, "TRACE");
     c->body_done = false;
@@ -848,7 +851,7 @@ static int on_response_bytes(gw_client *c, gw_backend *b)
         } else {
             b->body_mode = BODY_EOF;
         }
-        b->reusable = m.keep_alive && b->body_mode != BODY_EOF;
+        b->reusable = m.keep_alive && b->body_mode != BODY_EOF && !c->http10;
         bool will_close =
             !c->keep_alive || b->body_mode == BODY_EOF || !c->body_done || c->g->draining;
         if (will_close) {

@@ -59,6 +59,10 @@ grep -q "after hints" hints.body || fail "body after 1xx lost"
 body=$(curl -sf "http://$G/one/eof") || fail "EOF-delimited response failed"
 [ "$body" = "until close" ] || fail "EOF-delimited body: $body"
 
+# An HTTP/1.0 client is served too.
+body=$(curl -sf --http1.0 "http://$G/chat/old") || fail "HTTP/1.0 request failed"
+case "$body" in *" /old "*) ;; *) fail "HTTP/1.0: $body" ;; esac
+
 # Pipelined requests on one connection are answered in order.
 printf 'GET /one/p1 HTTP/1.1\r\nHost: x\r\n\r\nGET /one/p2 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n' >pipe.in
 if command -v nc >/dev/null; then
