@@ -163,10 +163,12 @@ void gw_service_set_endpoints(gw *g, gw_service *s, const gw_endpoint *eps, size
         char key[sizeof s->replicas[0]->key];
         snprintf(key, sizeof key, "%s:%u", eps[e].host, (unsigned)eps[e].port);
         gw_replica *found = NULL;
-        for (size_t i = 0; i < old_count; i++) {
+        for (size_t i = 0; i < s->replica_count; i++) {
             if (strcmp(s->replicas[i]->key, key) == 0) {
-                found = s->replicas[i];
-                seen[i] = true;
+                found = s->replicas[i]; /* also a duplicate within eps */
+                if (i < old_count) {
+                    seen[i] = true;
+                }
                 break;
             }
         }
