@@ -139,20 +139,22 @@ struct gw_replica {
 typedef gw_replica *(*gw_peer_get_fn)(gw *g, gw_service *s, const gw_replica *exclude, int *why);
 
 struct gw_service {
-    char name[GW_NAME_MAX];                /* service name */
-    size_t name_len;                       /* strlen(name) */
-    char ready_path[256];                  /* readiness path */
-    int32_t max_inflight;                  /* per replica */
-    bool scrape;                           /* scrape load signals */
-    gw_peer_get_fn peer_get;               /* the balancing policy */
-    gw_replica **replicas;                 /* owned; includes draining ones */
-    size_t replica_count;                  /* entries used */
-    size_t replica_cap;                    /* entries allocated */
-    gw_client *held_head;                  /* requests waiting for a first replica (FIFO) */
-    gw_client *held_tail;                  /* last held */
-    int32_t held;                          /* requests held */
-    int32_t in_flight;                     /* requests being served or held */
-    uint64_t codes[600];                   /* responses by status code */
+    char name[GW_NAME_MAX];   /* service name */
+    size_t name_len;          /* strlen(name) */
+    char ready_path[256];     /* readiness path */
+    int32_t max_inflight;     /* per replica */
+    bool scrape;              /* scrape load signals */
+    gw_peer_get_fn peer_get;  /* the balancing policy */
+    gw_replica **replicas;    /* owned; includes draining ones */
+    size_t replica_count;     /* entries used */
+    size_t replica_cap;       /* entries allocated */
+    gw_client *held_head;     /* requests waiting for a first replica (FIFO) */
+    gw_client *held_tail;     /* last held */
+    int32_t held;             /* requests held */
+    int32_t in_flight;        /* requests being served or held */
+    int64_t inflight_mark_ns; /* when in_flight last changed */
+    double inflight_area;     /* integral of in_flight over time (request-ns) since the snapshot */
+    uint64_t codes[600];      /* responses by status code */
     uint64_t errors[GW_ERR_COUNT];         /* gateway-made errors by reason */
     uint64_t hist[GW_HIST_BUCKETS];        /* latency histogram, non-cumulative */
     double latency_sum_s;                  /* sum of latencies */
@@ -257,7 +259,7 @@ typedef struct gw_probe_target {
 /* Per-service stats published by the loop for the controller reporter. */
 typedef struct gw_stat {
     char name[GW_NAME_MAX];
-    int32_t in_flight; /* serving plus held */
+    int32_t in_flight; /* serving plus held: time-averaged over the period, rounded */
     double rps;        /* completed per second over the last period */
     double p95_ms;     /* p95 over the last period; -1 if no requests */
     bool activation;   /* held requests at zero replicas */
@@ -320,6 +322,8 @@ gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *wh
 void gw_apply_msg(gw *g, gw_msg *m);
 void gw_publish_targets(gw *g);
 void gw_record(gw_service *s, int status, int64_t latency_ns);
+/* in_flight += delta at now_ns, keeping its time integral for the reports. */
+void gw_inflight_add(gw_service *s, int64_t now_ns, int delta);
 void gw_metrics_render(gw *g, cr_buf *out);
 void gw_publish_stats(gw *g);
 void gw_note_activation(gw *g, gw_service *s);

@@ -245,7 +245,7 @@ static void end_request(gw_client *c, int status)
         return;
     }
     c->svc = NULL;
-    s->in_flight--;
+    gw_inflight_add(s, c->g->now_ns, -1);
     gw_record(s, status, c->g->now_ns - c->start_ns);
 }
 
@@ -595,7 +595,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
         build_forward_head(c, m, path, path_len, prefix, prefix_len);
     }
     c->svc = s;
-    s->in_flight++;
+    gw_inflight_add(s, g->now_ns, 1);
     c->attempts = 0;
     gw_client_dispatch(c, NULL);
 }
