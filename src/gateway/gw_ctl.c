@@ -345,7 +345,7 @@ static void *report_main(void *arg)
                 snprintf(path, sizeof path, "/v1/services/%s/metrics", st[i].name);
                 snprintf(json, sizeof json, "{\"in_flight\":%d,\"rps\":%.3f,\"p95_ms\":%.3f}",
                          (int)(st[i].in_flight > 0 ? st[i].in_flight : (st[i].activation ? 1 : 0)),
-                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : 0.0);
+                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : -1.0);
                 long status = 0;
                 if (call(g, h, "POST", path, json, 5, &status, &body) != 0 || status / 100 != 2) {
                     cr_debug("gateway: metrics report of %s: status %ld", st[i].name, status);
