@@ -679,6 +679,17 @@ static void test_agent_protocol(void **state)
     char *t1b = register_node(&d, "n1");
     wait_state(&d, id, "running");
     char body[256];
+    /* A late exit of the first run (before the node was lost) is not this run's. */
+    snprintf(body, sizeof body,
+             "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":1,\"run\":1}]}",
+             (long long)id);
+    v = call(&d, "POST", "/v1/agents/n1/status", t1b, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    assert_int_equal(num(v, "runs"), 2);
+    json_decref(v);
     snprintf(body, sizeof body,
              "{\"gpus\":[{\"index\":0,\"health\":\"ok\",\"power_mw\":250000},{\"index\":1,"
              "\"power_mw\":250000}],\"jobs\":[{\"job\":%lld,\"state\":\"exited\","
