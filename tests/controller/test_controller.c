@@ -835,6 +835,41 @@ static void test_tls(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A GPU reported unhealthy leaves the pool with its reason, its job is
+ * requeued; reported healthy again, it comes back and the job runs. */
+static void test_gpu_health(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"sleep\",\"60\"],\"gpus\":2}");
+    wait_state(&d, id, "running");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/n1/status", nt,
+                     "{\"gpus\":[{\"index\":0,\"health\":\"xid\",\"reason\":\"XID 79\"},"
+                     "{\"index\":1,\"health\":\"ok\"}]}",
+                     &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "pending");
+    v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+    json_t *g0 = json_array_get(json_object_get(v, "gpus"), 0);
+    assert_string_equal(str(g0, "health"), "xid");
+    assert_string_equal(str(g0, "reason"), "XID 79");
+    json_decref(v);
+    v = job(&d, id);
+    assert_int_equal(num(v, "retries"), 0); /* not the job's fault */
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/n1/status", nt,
+             "{\"gpus\":[{\"index\":0,\"health\":\"ok\"},{\"index\":1,\"health\":\"ok\"}]}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "running");
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 /* A job past its time limit is stopped through the desired state and ends failed. */
 static void test_time_limit(void **state)
 {
@@ -1116,6 +1151,7 @@ int main(void)
         cmocka_unit_test(test_services),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_gpu_health),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
