@@ -411,6 +411,19 @@ int ctl_load_nodes(ctl *c)
     return 0;
 }
 
+int ctl_node_validate(const char *body, size_t len, cr_json_err *err)
+{
+    json_t *v = NULL;
+    ctl_node *n = cr_calloc(1, sizeof *n);
+    int rc = cr_json_parse_object(body, len, &v, err);
+    if (rc == 0) {
+        rc = parse_inventory(v, true, n, err);
+    }
+    node_free(n);
+    json_decref(v);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Agent routes                                                             */
 
