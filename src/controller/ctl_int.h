@@ -201,6 +201,10 @@ struct ctl {
     pthread_t sched_thread;
     bool sched_started;
 
+    /* Shutdown: handlers running now, and the flag that refuses new ones. */
+    _Atomic int inflight;
+    atomic_bool draining;
+
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
     _Atomic uint64_t sched_cycles;
