@@ -184,6 +184,8 @@ struct ctl {
     int64_t first_active; /* no job below this id is pending/held/running */
     ctl_node **nodes;
     size_t nnodes, capnodes;
+    uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */
+    size_t node_slots_cap;
     ctl_tenant **tenants;
     size_t ntenants, captenants;
     ctl_service **services;
