@@ -64,6 +64,8 @@ static void poll_sleep(void)
     nanosleep(&ts, NULL);
 }
 
+static char ca_file[300]; /* set while a TLS test runs */
+
 static size_t sink(char *p, size_t s, size_t n, void *u)
 {
     cr_buf_append(u, p, s * n);
@@ -90,6 +92,9 @@ static long req(const daemon_t *d, const char *method, const char *path, const c
     curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
     curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (ca_file[0]) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca_file);
+    }
     if (body) {
         curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
         curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
@@ -695,6 +700,154 @@ static void test_agent_protocol(void **state)
     cleanup(&d);
 }
 
+static int64_t endpoints_count(const daemon_t *d, int64_t *version, int want)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    int64_t n = -1;
+    while (cr_mono_ns() < deadline) {
+        char path[128];
+        long code;
+        snprintf(path, sizeof path, "/v1/services/chat/endpoints?version=%lld&wait=2",
+                 (long long)*version);
+        json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+        assert_int_equal(code, 200);
+        *version = num(v, "version");
+        n = (int64_t)json_array_size(json_object_get(v, "endpoints"));
+        json_decref(v);
+        if (n == want) {
+            break;
+        }
+    }
+    return n;
+}
+
+static void test_services(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/services", d.admin,
+                     "{\"name\":\"chat\",\"command\":[\"srv\"],\"gpus\":1,\"min_replicas\":1,"
+                     "\"max_replicas\":2,\"ready_path\":\"/health\"}",
+                     &code);
+    assert_int_equal(code, 201);
+    assert_int_equal(num(v, "desired_replicas"), 1);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"bad\",\"command\":[\"srv\"],\"min_replicas\":3,\"max_replicas\":2}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "max_replicas");
+    json_decref(v);
+    int64_t version = -1;
+    assert_int_equal(endpoints_count(&d, &version, 1), 1);
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":2}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    assert_int_equal(endpoints_count(&d, &version, 2), 2);
+    /* The agent runs each replica with its PORT. */
+    v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    json_t *jobs = json_object_get(v, "jobs");
+    assert_int_equal(json_array_size(jobs), 2);
+    assert_non_null(json_object_get(json_object_get(json_array_get(jobs, 0), "env"), "PORT"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":9}", &code);
+    assert_int_equal(code, 400);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services/chat/metrics", d.admin,
+             "{\"in_flight\":3,\"rps\":12.5,\"p95_ms\":80}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    /* Scale down: the replica leaves the endpoints before it is stopped. */
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":1}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    assert_int_equal(endpoints_count(&d, &version, 1), 1);
+    /* Another tenant does not see it. */
+    char *ub = mint(&d, "user", "beta");
+    v = call(&d, "GET", "/v1/services/chat", ub, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    v = call(&d, "DELETE", "/v1/services/chat", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/services/chat/endpoints", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    free(ub);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_tls(void **state)
+{
+    if (system("command -v openssl >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "openssl not installed: TLS test skipped\n");
+        skip();
+    }
+    char dir[] = "/tmp/corral-test-tls-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[1200], extra[700];
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/k.pem -out %s/c.pem -days 1 "
+             "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+             dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(extra, sizeof extra, "--tls-cert %s/c.pem --tls-key %s/k.pem", dir, dir);
+    snprintf(ca_file, sizeof ca_file, "%s/c.pem", dir);
+    daemon_t d;
+    start(&d, true, extra);
+    assert_int_equal(strncmp(d.url, "https://", 8), 0);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/whoami", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "role"), "admin");
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+    ca_file[0] = '\0';
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A job past its time limit is stopped through the desired state and ends failed. */
+static void test_time_limit(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"sleep\",\"60\"],\"time_limit_s\":1}");
+    wait_state(&d, id, "running");
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    bool stopping = false;
+    long code;
+    while (!stopping && cr_mono_ns() < deadline) {
+        json_t *v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+        json_t *e = json_array_get(json_object_get(v, "jobs"), 0);
+        stopping = e && strcmp(str(e, "action"), "stop") == 0;
+        json_decref(v);
+        if (!stopping) {
+            poll_sleep();
+        }
+    }
+    assert_true(stopping);
+    char body[200];
+    snprintf(body, sizeof body, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"signal\":15}]}",
+             (long long)id);
+    json_t *v = call(&d, "POST", "/v1/agents/n1/status", nt, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "failed");
+    v = job(&d, id);
+    assert_non_null(strstr(str(v, "reason"), "time limit"));
+    json_decref(v);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 static void test_metrics_promtool(void **state)
 {
     daemon_t d;
@@ -848,6 +1001,9 @@ int main(void)
         cmocka_unit_test(test_auth_matrix),
         cmocka_unit_test(test_bad_input_stores_nothing),
         cmocka_unit_test(test_agent_protocol),
+        cmocka_unit_test(test_services),
+        cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
     };
