@@ -197,6 +197,17 @@ run 0 usage --by tenant,gpu_type && has "$TMP/out" "GPU_HOURS"
 run 0 top --once && has "$TMP/out" "corral top - $SERVER" && has "$TMP/out" "Jobs: "
 run 0 top --json && has "$TMP/out" '"nodes"'
 
+# --- services ---------------------------------------------------------------------------
+run 0 services create chat --gpus 1 --gpu-type auto --min 1 --max 4 --concurrency 4 -- python serve.py &&
+    has "$TMP/out" "Created service chat"
+run 0 services && has "$TMP/out" "concurrency 4"
+run 0 services scale chat 2 && has "$TMP/out" "Scaled service chat to 2 replicas"
+run 0 services show chat && has "$TMP/out" "Service chat" && has "$TMP/out" "scaled"
+run 0 services --json && has "$TMP/out" '"desired_replicas": 2'
+run 2 services create bad --min 3 --max 1 -- x
+run 0 services delete chat && has "$TMP/out" "Deleted service chat"
+run 1 services show chat
+
 # --- the server gone: exit 3 ---------------------------------------------------------------
 kill "$CTL_PID" 2>/dev/null
 wait "$CTL_PID" 2>/dev/null
