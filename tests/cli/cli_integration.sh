@@ -151,6 +151,11 @@ has "$TMP/out" "cancelled"
 run 0 jobs --all && has "$TMP/out" "cancelled"
 run 0 jobs --state cancelled && has "$TMP/out" "it-job"
 
+# a body over the server's 1 MiB limit: its answer (413), shown as written
+big=$(head -c 100000 /dev/zero | tr '\0' 'a')
+run 1 submit -- $big $big $big $big $big $big $big $big $big $big $big $big &&
+    has "$TMP/err" "corral submit: "
+
 # --- bad usage never reaches the server --------------------------------------------
 run 2 submit --gpus lots -- true && has "$TMP/err" "--gpus: 'lots' is not an integer"
 run 2 submit --kind training -- true && has "$TMP/err" "(allowed: pretrain, finetune"
