@@ -31,8 +31,8 @@ typedef struct script {
     int lfd;                 /* listening socket */
     int port;                /* its port */
     const char *const *reps; /* replies, NULL-terminated */
-    int accepted;            /* connections accepted */
-    int requests;            /* requests read */
+    _Atomic int accepted;    /* connections accepted */
+    _Atomic int requests;    /* requests read */
     char last_req[4096];     /* last request head and body */
     pthread_t th;
 } script;
@@ -214,6 +214,37 @@ static void test_close_and_retry(void **state)
     script_stop(&s);
 }
 
+/* The server takes the request and closes without a word: a GET is retried
+ * on a fresh connection, a POST is not (it may have been acted on). */
+static void test_retry_only_idempotent(void **state)
+{
+    static const char *const reps[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"one\":1}",    "\n<close>",
+        "HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n{\"two\":2}",    "\n<close>",
+        "HTTP/1.1 200 OK\r\nContent-Length: 11\r\n\r\n{\"three\":3}", NULL,
+    };
+    script s;
+    script_start(&s, reps);
+    cr_client *c = client_for(&s, 0);
+    cr_client_res r;
+    cr_client_res_init(&r);
+    assert_int_equal(cr_client_health(c, &r), 0);
+    assert_int_equal(cr_client_health(c, &r), 0); /* retried */
+    assert_int_equal(json_integer_value(json_object_get(r.body, "two")), 2);
+    assert_int_equal(s.accepted, 2);
+    json_t *job = json_pack("{s:[s]}", "command", "true");
+    assert_int_equal(cr_client_job_submit(c, job, &r), CR_EUNAVAIL); /* not retried */
+    json_decref(job);
+    assert_int_equal(r.status, 0);
+    assert_int_equal(s.requests, 4);
+    assert_int_equal(cr_client_health(c, &r), 0);
+    assert_int_equal(json_integer_value(json_object_get(r.body, "three")), 3);
+    assert_int_equal(s.accepted, 3);
+    cr_client_res_fini(&r);
+    cr_client_free(c);
+    script_stop(&s);
+}
+
 static void test_broken_answers(void **state)
 {
     static const char *const reps[] = {
@@ -284,6 +315,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keepalive_and_framing),
         cmocka_unit_test(test_close_and_retry),
+        cmocka_unit_test(test_retry_only_idempotent),
         cmocka_unit_test(test_broken_answers),
         cmocka_unit_test(test_stall),
     };
