@@ -232,6 +232,10 @@ json_t *ctl_job_json(const ctl_job *j)
     json_t *v = json_copy(j->spec);
     json_object_set_new(v, "id", json_integer(j->id));
     json_object_set_new(v, "tenant", json_string(j->tenant));
+    if (j->array_first > 0) {
+        json_object_set_new(v, "array_index", json_integer(j->array_index));
+        json_object_set_new(v, "array_first", json_integer(j->array_first));
+    }
     json_object_set_new(v, "state", json_string(ctl_job_state_names[j->state]));
     json_object_set_new(v, "reason", json_string(j->reason ? j->reason : ""));
     json_object_set_new(v, "exit_code", json_integer(j->exit_code));
@@ -299,7 +303,9 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     }
     j->id = doc_int(v, "id");
     /* Read-only request members the API adds (arrays, service replicas). */
-    static const char *const extra[] = {"array_index", "array_first", "service", "port", NULL};
+    static const char *const extra[] = {"service", "port", NULL};
+    j->array_first = doc_int(v, "array_first");
+    j->array_index = (int32_t)doc_int(v, "array_index");
     for (size_t i = 0; extra[i]; i++) {
         json_t *x = json_object_get(v, extra[i]);
         if (x) {
@@ -654,10 +660,9 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         j->id = first + (int64_t)i;
         j->submit_ns = now;
         if (n > 1) {
-            j->spec = json_copy(proto->spec);
-            json_decref(proto->spec);
-            json_object_set_new(j->spec, "array_index", json_integer((json_int_t)i));
-            json_object_set_new(j->spec, "array_first", json_integer(first));
+            /* Array tasks share one spec; only these two differ. */
+            j->array_index = (int32_t)i;
+            j->array_first = first;
         }
         s->jobs[i] = j;
         ctl_job_persist(c, txn, j, "submitted", why);
