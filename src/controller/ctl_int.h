@@ -66,6 +66,7 @@ typedef struct ctl_job {
     ctl_job_state state;
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;
+    int runs; /* starts so far; the current run's number in desired state */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
     int gpus, nodes, priority;
