@@ -6,11 +6,12 @@ set -eu
 CORRAL=${1:-build/corral}
 run() {
     echo
-    echo "\$ corral $*"
-    "$CORRAL" "$@"
+    echo "\$ corral $* --top 8"
+    "$CORRAL" "$@" --top 8
 }
 echo "Corral demo: which GPU type suits each workload, and why."
-echo "(prices: data/prices.csv; catalog: data/gpus/catalog.csv; 'corral advise --help' for flags)"
+echo "(prices: data/prices.csv; catalog: data/gpus/catalog.csv; the 8 best types of each;"
+echo " 'corral advise --help' for flags, docs/model.md for the model)"
 # 1. Pre-training a 70B model: NVLink-domain hardware, tp inside the node, dp across nodes.
 run advise --kind pretrain --params 70b --tokens 2e12
 # 2. LoRA fine-tuning of a 7B model: a PCIe card wins on cost; H100 is flagged as wasteful.

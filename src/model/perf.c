@@ -20,33 +20,34 @@
 
 /* ---- assumptions (docs/model.md, "Constants") ---- */
 
-#define USABLE_MEM_FRAC  0.90  /* vLLM's default gpu_memory_utilization */
-#define RUNTIME_OVERHEAD 1.0e9 /* CUDA context, allocator slack, buffers */
-#define DECODE_BW_EFF    0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
-#define PREFILL_EFF      0.50  /* fraction of dense peak in prefill GEMMs */
-#define NVLINK_EFF       0.80  /* achieved fraction of per-direction NVLink bandwidth */
-#define PCIE_EFF         0.50  /* PCIe collectives staged through host memory */
-#define NET_EFF          0.80  /* achieved fraction of the NIC line rate */
-#define NVLINK_LAT_S     2e-6
-#define PCIE_LAT_S       8e-6
-#define NET_LAT_S        10e-6
-#define LAYER_STEP_S     20e-6 /* per layer per decode step: launches, norms, sampling */
-#define DP_OVERLAP       0.50  /* share of compute the gradient all-reduce can hide under */
-#define NODE_GPUS        8     /* GPUs per server */
-#define MAX_GPUS         16384
-#define FP8_TRAIN_FACTOR 0.85  /* share of the bf16 efficiency kept at FP8 peak */
-#define LORA_TRAINABLE   0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
-#define QLORA_WEIGHT_B   0.55  /* NF4 weights + quantisation constants, bytes/param */
-#define TRAIN_POWER_FRAC 0.85  /* board power drawn while training, of TDP */
-#define SERVE_POWER_FRAC 0.70
-#define NVDEC_STREAMS    18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
-#define VISUAL_EFF       0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
-#define HPC_EFF          0.60 /* fraction of FP64 peak an MD/stencil code reaches */
-#define HPC_BW_EFF       0.80
-#define DEFAULT_DEADLINE (30 * 24 * CR_NS_PER_H)
-#define DEFAULT_WINDOW   CR_NS_PER_H
-#define DEFAULT_TTFT     (2 * CR_NS_PER_SEC)
-#define DEFAULT_TPOT     (50 * CR_NS_PER_MS)
+#define USABLE_MEM_FRAC   0.90  /* vLLM's default gpu_memory_utilization */
+#define RUNTIME_OVERHEAD  1.0e9 /* CUDA context, allocator slack, buffers */
+#define DECODE_BW_EFF     0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
+#define PREFILL_EFF       0.50  /* fraction of dense peak in prefill GEMMs */
+#define PREFILL_EFF_GA100 0.68  /* A100/A30 FP16 GEMMs run closer to peak (TensorRT-LLM rows) */
+#define NVLINK_EFF        0.80  /* achieved fraction of per-direction NVLink bandwidth */
+#define PCIE_EFF          0.50  /* PCIe collectives staged through host memory */
+#define NET_EFF           0.80  /* achieved fraction of the NIC line rate */
+#define NVLINK_LAT_S      2e-6
+#define PCIE_LAT_S        8e-6
+#define NET_LAT_S         10e-6
+#define LAYER_STEP_S      20e-6 /* per layer per decode step: launches, norms, sampling */
+#define DP_OVERLAP        0.50  /* share of compute the gradient all-reduce can hide under */
+#define NODE_GPUS         8     /* GPUs per server */
+#define MAX_GPUS          16384
+#define FP8_TRAIN_FACTOR  0.85  /* share of the bf16 efficiency kept at FP8 peak */
+#define LORA_TRAINABLE    0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
+#define QLORA_WEIGHT_B    0.55  /* NF4 weights + quantisation constants, bytes/param */
+#define TRAIN_POWER_FRAC  0.85  /* board power drawn while training, of TDP */
+#define SERVE_POWER_FRAC  0.70
+#define NVDEC_STREAMS     18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
+#define VISUAL_EFF        0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
+#define HPC_EFF           0.60 /* fraction of FP64 peak an MD/stencil code reaches */
+#define HPC_BW_EFF        0.80
+#define DEFAULT_DEADLINE  (30 * 24 * CR_NS_PER_H)
+#define DEFAULT_WINDOW    CR_NS_PER_H
+#define DEFAULT_TTFT      (2 * CR_NS_PER_SEC)
+#define DEFAULT_TPOT      (50 * CR_NS_PER_MS)
 
 /* Dense decoder shapes by size (Llama 3.2 1B/3B, Llama 2 7B/13B, Code Llama
  * 34B, Llama 2/3 70B, GPT-3 175B, Llama 3.1 405B, Megatron 1T); the nearest
@@ -466,7 +467,13 @@ typedef struct unit {
     double bw;   /* bytes/s per GPU (or slice) */
     double peak; /* FLOP/s per GPU (or slice) */
     link tpl;    /* tensor-parallel link */
+    double eff;  /* achieved fraction of peak in inference GEMMs */
 } unit;
+
+static double infer_eff(const cr_gpu_type *g)
+{
+    return arch_has(g, "GA100") ? PREFILL_EFF_GA100 : PREFILL_EFF;
+}
 
 typedef struct infer_in {
     const shape *sh;
@@ -490,7 +497,7 @@ static double decode_step_s(const infer_in *in, const unit *u, int tp, double B)
     double kv_share = kvh >= tp ? 1.0 / tp : 1.0 / kvh; /* KV heads replicate past tp = heads */
     double bytes = in->wbytes / tp + B * ctx * in->kv_tok * kv_share;
     double mem_t = bytes / (u->bw * DECODE_BW_EFF);
-    double comp_t = 2 * in->N * B / (tp * u->peak * PREFILL_EFF);
+    double comp_t = 2 * in->N * B / (tp * u->peak * u->eff);
     double comm = 2.0 * in->sh->layers * allreduce_s(B * in->sh->hidden * 2, tp, u->tpl);
     return (mem_t > comp_t ? mem_t : comp_t) + comm + in->sh->layers * LAYER_STEP_S;
 }
@@ -499,7 +506,7 @@ static double prefill_s(const infer_in *in, const unit *u, int tp)
 {
     double f = 2 * in->N * in->P + 2.0 * in->sh->layers * in->P * in->P * in->sh->hidden;
     double comm = 2.0 * in->sh->layers * allreduce_s(in->P * in->sh->hidden * 2, tp, u->tpl);
-    double t = f / (tp * u->peak * PREFILL_EFF) + comm;
+    double t = f / (tp * u->peak * u->eff) + comm;
     double weights = in->wbytes / tp / (u->bw * DECODE_BW_EFF);
     return t > weights ? t : weights;
 }
@@ -565,7 +572,7 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision
     int found = 0;
     for (int tp = 1; tp <= max_tp; tp *= 2) {
         unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
-                  cr_gpu_peak_flops(g, precision), nvlink_or_pcie(g, tp)};
+                  cr_gpu_peak_flops(g, precision), nvlink_or_pcie(g, tp), infer_eff(g)};
         int rmin = 1, rmax = 1024;
         if (gpu_count > 0) {
             if (gpu_count % tp) {
@@ -664,7 +671,7 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             unit u = {usable_mem((double)p->mem_bytes) + RUNTIME_OVERHEAD * 0.5,
                       g->mem_bw_bytes_per_s * p->mem_slices / ms_tot,
                       cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot,
-                      nvlink_or_pcie(g, 1)};
+                      nvlink_or_pcie(g, 1), infer_eff(g)};
             infer_in one = in;
             one.lam = lam_t;
             infer_out o;
@@ -762,8 +769,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             snprintf(via, sizeof via, "tp over %s: ", nvlink_or_pcie(g, whole.tp).name);
         }
         snprintf(e->reason, sizeof e->reason,
-                 "%s%s weights + %s KV (%.0f seqs) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via, wpg,
-                 kv, ceil(whole.r.batch), whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
+                 "%s%s weights + %s KV (%.0f seq%s) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via,
+                 wpg, kv, ceil(whole.r.batch), ceil(whole.r.batch) > 1 ? "s" : "",
+                 whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
                  T > 1 ? "; one set per tenant (no MIG)" : "");
         e->nodes = (e->gpu_count + node_gpus(g) - 1) / node_gpus(g);
     }

@@ -35,6 +35,10 @@ typedef struct cal_case {
 /* kind < 0: finetune with method -kind. */
 #define NEMO_PERF "NVIDIA NeMo Framework 24.12 performance summary (H100, FP8): tokens/s/GPU"
 
+#define TRTLLM_LAT                                                                                 \
+    "TensorRT-LLM docs/source/performance.md (v0.5 low-latency table): batch 1, 1st token "        \
+    "latency"
+
 static const cal_case cases[] = {
     {"Llama 3 405B pre-training, 8,192 GPUs, seq 8192, 16M-token batch", "h100", 8192,
      CR_KIND_PRETRAIN, 405e9, CR_PREC_BF16, 8192, 2048, 0, 0, 0, M_MFU, 0.43,
@@ -54,6 +58,16 @@ static const cal_case cases[] = {
      CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 24824, NEMO_PERF},
     {"Llama 2 70B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8, -CR_METHOD_LORA, 70e9,
      CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 2621, NEMO_PERF},
+    {"LLaMA 7B fp16 first-token latency, 2048-token prompt", "a100", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_FP16, 0, 0, 2048, 1, 0, M_TTFT_MS, 133, TRTLLM_LAT},
+    {"LLaMA 70B fp16 TP4 first-token latency, 2048-token prompt", "a100", 4, CR_KIND_INFERENCE,
+     70e9, CR_PREC_FP16, 0, 0, 2048, 1, 0, M_TTFT_MS, 377, TRTLLM_LAT},
+    {"LLaMA 7B fp8 first-token latency, 2048-token prompt", "h100", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 36, TRTLLM_LAT},
+    {"LLaMA 70B fp8 TP4 first-token latency, 2048-token prompt", "h100", 4, CR_KIND_INFERENCE, 70e9,
+     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 109, TRTLLM_LAT},
+    {"LLaMA 7B fp8 first-token latency, 2048-token prompt", "l40s", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 73, TRTLLM_LAT},
     {"Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "a100", 1, CR_KIND_INFERENCE, 6.7e9,
      CR_PREC_BF16, 0, 0, 128, 20, 0, M_LATENCY_MS, 234.0,
      "NVIDIA NeMo Framework docs, Llama 2 inference performance (TensorRT-LLM), TP1"},

@@ -140,6 +140,21 @@ static void test_catalog_errors(void **state)
     assert_int_equal(g->nvlink_domain_gpus, 1);
     cr_catalog_free(c);
 
+    /* Without a vendor column, non-NVIDIA rows are recognised by name. */
+    const char *nv =
+        "model,memory_gb,mem_bw_gbs\nH100 SXM,80,3350\n"
+        "AMD Instinct MI300X (non-NVIDIA),192,5300\nIntel Gaudi 3 (non-NVIDIA),128,3700\n";
+    assert_int_equal(cr_catalog_parse(nv, strlen(nv), "nv.csv", &c, err, sizeof err), 0);
+    assert_true(cr_catalog_at(c, 0)->vendor_nvidia);
+    assert_false(cr_catalog_at(c, 1)->vendor_nvidia);
+    assert_false(cr_catalog_at(c, 2)->vendor_nvidia);
+    /* The default price table skips types this small catalog lacks. */
+    cr_prices *p = NULL;
+    assert_int_equal(cr_prices_load(NULL, c, &p, err, sizeof err), 0);
+    assert_true(cr_known(cr_prices_get(p, cr_catalog_at(c, 0))));
+    cr_prices_free(p);
+    cr_catalog_free(c);
+
     assert_int_equal(cr_catalog_load("/nonexistent/catalog.csv", &c, err, sizeof err), CR_EIO);
     assert_non_null(strstr(err, "/nonexistent/catalog.csv"));
 }
