@@ -21,6 +21,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,7 @@ struct cr_http_req {
     enum req_state state;         /* see the file comment */
     bool too_big;                 /* body over the limit: answer 413 */
     bool queued;                  /* answer handed to libmicrohttpd */
+    bool was_suspended;           /* resumed, counted in srv->resumed */
     const char *method;           /* borrowed from libmicrohttpd */
     const char *url;              /* borrowed from libmicrohttpd */
     const char *route;            /* static label for metrics */
@@ -66,6 +68,7 @@ struct cr_http_server {
     pthread_mutex_t def_mu; /* guards the deferred list */
     cr_http_req *deferred;  /* requests deferred and not yet answered */
     bool quiesced;          /* listen socket closed */
+    _Atomic int resumed;    /* answered after suspension, not yet queued */
 };
 
 static void def_link(cr_http_server *s, cr_http_req *r)
@@ -217,7 +220,12 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     }
     if (st == REQ_SUSPENDED || st == REQ_ANSWERED) {
         /* Resumed after a deferred answer. */
-        return queue_answer(r);
+        enum MHD_Result ret = queue_answer(r);
+        if (r->was_suspended) {
+            r->was_suspended = false;
+            atomic_fetch_sub(&s->resumed, 1);
+        }
+        return ret;
     }
     if (r->too_big) {
         size_t len = 0;
@@ -264,12 +272,15 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (pending) {
             def_unlink(r->srv, r);
         }
+        if (r->was_suspended) {
+            atomic_fetch_sub(&r->srv->resumed, 1);
+        }
         req_free(r);
         *con_cls = NULL;
     }
 }
 
-static void mhd_log(void *cls, const char *fmt, va_list ap)
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
     char line[512];
     vsnprintf(line, sizeof line, fmt, ap);
@@ -389,6 +400,19 @@ void cr_http_server_free(cr_http_server *s)
         char *b = json_error_body("CR_EUNAVAIL", "server shutting down", &len);
         cr_http_respond(r, 503, "application/json", b, len);
     }
+    /* Let resumed answers go out before the connections close (bounded). */
+    int64_t deadline = cr_mono_ns() + 2 * CR_NS_PER_SEC;
+    while (atomic_load(&s->resumed) > 0 && cr_mono_ns() < deadline) {
+        usleep(1000);
+    }
+    while (cr_mono_ns() < deadline) {
+        const union MHD_DaemonInfo *di =
+            MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        if (!di || di->num_connections == 0) {
+            break;
+        }
+        usleep(1000);
+    }
     MHD_stop_daemon(s->d);
     pthread_mutex_destroy(&s->def_mu);
     free(s);
@@ -476,6 +500,8 @@ void cr_http_respond(cr_http_req *r, unsigned status, const char *content_type, 
         def_unlink(r->srv, r);
     }
     if (was == REQ_SUSPENDED) {
+        r->was_suspended = true;
+        atomic_fetch_add(&r->srv->resumed, 1);
         MHD_resume_connection(r->conn);
     }
     pthread_mutex_unlock(&r->mu);

@@ -114,6 +114,8 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_tokens(c, req, &p, seg, nseg);
     } else if (strcmp(r, "tenants") == 0 && nseg <= 3) {
         ctl_route_tenants(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "services") == 0 && nseg <= 4) {
+        ctl_route_services(c, req, &p, seg, nseg);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);
     } else if (strcmp(r, "whoami") == 0 && nseg == 2) {
@@ -323,6 +325,7 @@ static void ctl_free_state(ctl *c)
     }
     free(c->jobs);
     ctl_nodes_free(c);
+    ctl_services_free(c);
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
         free(c->tenants[i]);
@@ -367,6 +370,9 @@ static int run(ctl *c)
     }
     if (rc == 0) {
         rc = ctl_load_nodes(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_services(c);
     }
     if (rc == 0) {
         rc = ctl_bootstrap(c);
@@ -424,6 +430,17 @@ static int run(ctl *c)
                 (unsigned)c->cfg.port);
         goto out;
     }
+    /* The bound address for tools and tests (useful with port 0). */
+    snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *af = fopen(tmp, "w");
+    if (af) {
+        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
+                (unsigned)cr_http_server_port(c->http));
+        fclose(af);
+        rename(tmp, path);
+    }
     cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
             c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
             c->cfg.policy);
@@ -440,6 +457,7 @@ out:
     }
     ctl_sched_stop(c);
     ctl_nodes_release_polls(c);
+    ctl_services_release_polls(c);
     cr_store_close(c->store); /* commits what is queued and answers those requests */
     c->store = NULL;
     cr_http_server_free(c->http);

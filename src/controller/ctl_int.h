@@ -80,6 +80,7 @@ typedef struct ctl_job {
     size_t nplace;
     bool in_sched;          /* known to the cr_sched */
     bool cancel_requested;  /* stop requested by a user cancel */
+    bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
     int64_t acct_ns;        /* accounted up to (wall clock) */
 } ctl_job;
@@ -159,6 +160,7 @@ typedef struct ctl_config {
 } ctl_config;
 
 typedef struct ctl ctl;
+typedef struct ctl_service ctl_service;
 
 enum { CTL_SCHED_ADD = 0, CTL_SCHED_REMOVE, CTL_SCHED_REQUEUE };
 typedef struct ctl_sched_op {
@@ -181,6 +183,8 @@ struct ctl {
     size_t nnodes, capnodes;
     ctl_tenant **tenants;
     size_t ntenants, captenants;
+    ctl_service **services;
+    size_t nservices, capservices;
     ctl_usage *usage;
     size_t nusage, capusage;
     int64_t next_token_id;
@@ -229,6 +233,10 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
 /* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
 void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+/* A job from a request object (validated as POST /v1/jobs does). */
+int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
+/* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
+int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
 /* Queue a job change for the scheduler thread and wake it. mu held. */
 void ctl_sched_add(ctl *c, int64_t id);
@@ -263,6 +271,17 @@ int ctl_load_nodes(ctl *c);
 int ctl_sched_start(ctl *c);
 void ctl_sched_stop(ctl *c);
 void ctl_sched_kick(ctl *c); /* mu held */
+
+/* ctl_services.c: inference services, their replicas (jobs), endpoints,
+ * gateway load reports and the autoscaler. */
+void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+int ctl_load_services(ctl *c);
+/* Timers and reconciliation (scheduler thread); takes mu. */
+void ctl_services_tick(ctl *c, int64_t now_mono);
+/* A replica job changed state (started, ended). mu held. */
+void ctl_services_job_changed(ctl *c, ctl_job *j);
+void ctl_services_release_polls(ctl *c); /* takes mu */
+void ctl_services_free(ctl *c);
 
 /* ctl_metrics.c */
 void ctl_route_metrics(ctl *c, cr_http_req *req);

@@ -269,6 +269,7 @@ static char *job_doc(const ctl_job *j)
     json_object_set_new(v, "acct_ns", json_integer(j->acct_ns));
     json_object_set_new(v, "last_node", json_string(j->last_node));
     json_object_set_new(v, "cancel_requested", json_boolean(j->cancel_requested));
+    json_object_set_new(v, "timed_out", json_boolean(j->timed_out));
     json_object_set_new(v, "requeue_requested", json_boolean(j->requeue_requested));
     char *s = json_dumps(v, JSON_COMPACT);
     json_decref(v);
@@ -297,6 +298,14 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
         return rc;
     }
     j->id = doc_int(v, "id");
+    /* Read-only request members the API adds (arrays, service replicas). */
+    static const char *const extra[] = {"array_index", "array_first", "service", "port", NULL};
+    for (size_t i = 0; extra[i]; i++) {
+        json_t *x = json_object_get(v, extra[i]);
+        if (x) {
+            json_object_set(j->spec, extra[i], x);
+        }
+    }
     const char *st = json_string_value(json_object_get(v, "state"));
     for (int i = 0; st && i < JS_COUNT; i++) {
         if (strcmp(st, ctl_job_state_names[i]) == 0) {
@@ -315,6 +324,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     j->end_ns = doc_int(v, "end_ns");
     j->acct_ns = doc_int(v, "acct_ns");
     j->cancel_requested = json_is_true(json_object_get(v, "cancel_requested"));
+    j->timed_out = json_is_true(json_object_get(v, "timed_out"));
     j->requeue_requested = json_is_true(json_object_get(v, "requeue_requested"));
     const char *ln = json_string_value(json_object_get(v, "last_node"));
     if (ln) {
@@ -345,26 +355,12 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant ? tenant : "default");
     json_decref(v);
     /* Strip the read-only members that job_json adds back. */
-    static const char *const ro[] = {"id",
-                                     "tenant",
-                                     "state",
-                                     "reason",
-                                     "exit_code",
-                                     "signal",
-                                     "retries",
-                                     "submit_time",
-                                     "start_time",
-                                     "end_time",
-                                     "placement",
-                                     "run_gpu_type",
-                                     "submit_ns",
-                                     "start_ns",
-                                     "end_ns",
-                                     "acct_ns",
-                                     "cancel_requested",
-                                     "last_node",
-                                     "requeue_requested",
-                                     NULL};
+    static const char *const ro[] = {
+        "id",        "tenant",           "state",       "reason",     "exit_code",
+        "signal",    "retries",          "submit_time", "start_time", "end_time",
+        "placement", "run_gpu_type",     "submit_ns",   "start_ns",   "end_ns",
+        "acct_ns",   "cancel_requested", "timed_out",   "last_node",  "requeue_requested",
+        NULL};
     for (size_t i = 0; ro[i]; i++) {
         json_object_del(j->spec, ro[i]);
     }
@@ -489,7 +485,16 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
     j->exit_code = exit_code;
     j->signal = sig;
     char buf[256];
-    if (j->cancel_requested) {
+    if (j->timed_out) {
+        j->timed_out = false;
+        j->state = JS_FAILED;
+        j->end_ns = now;
+        snprintf(buf, sizeof buf, "time limit of %llds exceeded; %s", (long long)j->time_limit_s,
+                 why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "failed", buf);
+    } else if (j->cancel_requested) {
         j->state = JS_CANCELLED;
         j->end_ns = now;
         ctl_job_set_reason(j, "cancelled");
@@ -527,6 +532,7 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
     if (ctl_job_terminal(j)) {
         atomic_fetch_add(&c->jobs_finished[j->state], 1);
     }
+    ctl_services_job_changed(c, j);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -969,4 +975,36 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
     size_t len = b.len;
     cr_http_respond(req, status >= 200 && status < 600 ? (unsigned)status : 502,
                     "application/octet-stream", cr_buf_take(&b), len);
+}
+
+int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
+{
+    json_t *v = NULL;
+    ctl_job *j = NULL, *back = NULL;
+    int64_t n = 1;
+    int rc = cr_json_parse_object(body, len, &v, err);
+    if (rc == 0) {
+        rc = job_parse(v, false, &j, &n, err);
+    }
+    if (rc == 0) {
+        /* What is accepted must survive the store: doc out, doc back in. */
+        j->id = 1;
+        snprintf(j->tenant, sizeof j->tenant, "%s", *j->tenant ? j->tenant : "default");
+        char *doc = job_doc(j);
+        if (!doc || ctl_job_from_doc(doc, &back) != 0 || back->gpus != j->gpus ||
+            strcmp(back->tenant, j->tenant) != 0 || !json_equal(back->spec, j->spec)) {
+            abort();
+        }
+        free(doc);
+    }
+    ctl_job_free(back);
+    ctl_job_free(j);
+    json_decref(v);
+    return rc;
+}
+
+int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err)
+{
+    int64_t n = 1;
+    return job_parse(body, false, out, &n, err);
 }

@@ -14,15 +14,19 @@
 void ctl_observe(void *ctx, const char *method, const char *route, unsigned status, int64_t dur_ns)
 {
     ctl *c = ctx;
-    char code[16];
-    snprintf(code, sizeof code, "%u", status);
-    cr_buf l;
-    cr_buf_init(&l);
-    cr_prom_label(&l, "route", route);
-    cr_prom_label(&l, "method", method);
-    cr_prom_label(&l, "code", code);
-    cr_prom_hist_vec_observe(c->api_hist, cr_buf_str(&l), (double)dur_ns / 1e9);
-    cr_buf_fini(&l);
+    /* Routes and methods are static labels from the router: no escaping. */
+    static const char *const known[] = {"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", NULL};
+    const char *m = "OTHER";
+    for (size_t i = 0; known[i]; i++) {
+        if (strcmp(method, known[i]) == 0) {
+            m = known[i];
+        }
+    }
+    method = m;
+    char labels[160];
+    snprintf(labels, sizeof labels, "route=\"%s\",method=\"%s\",code=\"%u\"", route, method,
+             status);
+    cr_prom_hist_vec_observe(c->api_hist, labels, (double)dur_ns / 1e9);
 }
 
 typedef struct count {

@@ -71,6 +71,55 @@ void ctl_nodes_free(ctl *c)
     c->nnodes = 0;
 }
 
+/*
+ * The UUID to run a job on: the GPU's, or for a MIG placement one of the
+ * GPU's registered MIG instances of that profile. Instances are handed out
+ * in job-id order among the jobs on that GPU with the same profile, so two
+ * jobs sharing a GPU get different instances.
+ */
+static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
+                             int gpu_index)
+{
+    const ctl_gpu *g = NULL;
+    for (size_t x = 0; x < n->ngpus; x++) {
+        if (n->gpus[x].index == gpu_index) {
+            g = &n->gpus[x];
+        }
+    }
+    if (!g) {
+        return "";
+    }
+    if (!*pl->mig_profile || !g->mig) {
+        return g->uuid;
+    }
+    size_t rank = 0;
+    for (size_t i = 0; i < n->njobs; i++) {
+        const ctl_job *o = ctl_job_get(c, n->jobs[i]);
+        if (!o || o->id >= j->id) {
+            continue;
+        }
+        for (size_t k = 0; k < o->nplace; k++) {
+            if (strcmp(o->place[k].node, n->name) != 0 ||
+                strcmp(o->place[k].mig_profile, pl->mig_profile) != 0) {
+                continue;
+            }
+            for (size_t q = 0; q < o->place[k].ngpus; q++) {
+                rank += o->place[k].gpus[q] == gpu_index;
+            }
+        }
+    }
+    size_t seen = 0;
+    for (size_t i = 0; i < json_array_size(g->mig); i++) {
+        json_t *m = json_array_get(g->mig, i);
+        const char *prof = json_string_value(json_object_get(m, "profile"));
+        const char *uuid = json_string_value(json_object_get(m, "uuid"));
+        if (prof && uuid && strcmp(prof, pl->mig_profile) == 0 && seen++ == rank) {
+            return uuid;
+        }
+    }
+    return g->uuid;
+}
+
 static json_t *desired_doc(ctl *c, const ctl_node *n)
 {
     json_t *jobs = json_array();
@@ -96,13 +145,7 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         json_t *gpus = json_array(), *uuids = json_array();
         for (size_t g = 0; g < pl->ngpus; g++) {
             json_array_append_new(gpus, json_integer(pl->gpus[g]));
-            const char *uuid = "";
-            for (size_t x = 0; x < n->ngpus; x++) {
-                if (n->gpus[x].index == pl->gpus[g]) {
-                    uuid = n->gpus[x].uuid;
-                }
-            }
-            json_array_append_new(uuids, json_string(uuid));
+            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, pl->gpus[g])));
         }
         const ctl_node *master = ctl_node_find(c, j->place[0].node);
         char ckpt[1200];
@@ -786,10 +829,43 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
 /* ------------------------------------------------------------------------ */
 /* Timers                                                                   */
 
+/* Jobs past their time limit: stop them (they end as failed). mu held. */
+static void enforce_time_limits(ctl *c, cr_store_txn **txn)
+{
+    int64_t now = cr_now_ns();
+    for (size_t i = 0; i < c->nnodes; i++) {
+        ctl_node *n = c->nodes[i];
+        for (size_t k = 0; k < n->njobs; k++) {
+            ctl_job *j = ctl_job_get(c, n->jobs[k]);
+            if (!j || j->state != JS_RUNNING || j->time_limit_s <= 0 || j->start_ns <= 0 ||
+                now - j->start_ns <= j->time_limit_s * CR_NS_PER_SEC) {
+                continue;
+            }
+            j->timed_out = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "time limit exceeded: stopping");
+            for (size_t q = 0; q < j->nplace; q++) {
+                ctl_node *m = ctl_node_find(c, j->place[q].node);
+                if (m) {
+                    ctl_node_bump(c, m);
+                }
+            }
+            if (!*txn) {
+                *txn = cr_store_txn_new();
+            }
+            char why[96];
+            snprintf(why, sizeof why, "ran past its time limit of %llds",
+                     (long long)j->time_limit_s);
+            ctl_job_persist(c, *txn, j, "time-limit", why);
+        }
+    }
+}
+
 void ctl_nodes_tick(ctl *c, int64_t now_mono)
 {
     pthread_mutex_lock(&c->mu);
     cr_store_txn *txn = NULL;
+    enforce_time_limits(c, &txn);
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         answer_polls(c, n, true, now_mono);
