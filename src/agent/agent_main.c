@@ -241,24 +241,35 @@ static void count_exit(agent *a)
  * of that profile on it (one no other job here holds) and gives the job
  * that instance's UUID. Returns the UUID or NULL when none is free.
  */
+static int mig_taken(const agent *a, const char *uuid)
+{
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const cr_proc *p = &a->procs[i];
+        if (p->state != CR_PROC_EXITED && p->spec.uuid_count == 1 &&
+            strcmp(p->spec.gpu_uuids[0], uuid) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static const char *pick_mig(agent *a, const cr_job_spec *s)
 {
     if (s->gpu_count != 1 || s->gpus[0] < 0 || (size_t)s->gpus[0] >= a->gpu->count) {
         return NULL;
     }
     const cr_gpu_info *g = &a->gpu->gpus[s->gpus[0]];
-    for (size_t k = 0; k < g->mig_count; k++) {
-        if (strcmp(g->mig[k].profile, s->mig_profile) != 0) {
-            continue;
-        }
-        int taken = 0;
-        for (size_t i = 0; i < a->nprocs && !taken; i++) {
-            const cr_proc *p = &a->procs[i];
-            taken = p->state != CR_PROC_EXITED && p->spec.uuid_count == 1 &&
-                    strcmp(p->spec.gpu_uuids[0], g->mig[k].uuid) == 0;
-        }
-        if (!taken) {
-            return g->mig[k].uuid;
+    /* The controller's choice when it names a free instance of the profile;
+     * else the first free one (the agent knows best what is in use here). */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < g->mig_count; k++) {
+            const cr_mig_inst *m = &g->mig[k];
+            if (strcmp(m->profile, s->mig_profile) != 0 || mig_taken(a, m->uuid)) {
+                continue;
+            }
+            if (pass == 1 || (s->uuid_count == 1 && strcmp(s->gpu_uuids[0], m->uuid) == 0)) {
+                return m->uuid;
+            }
         }
     }
     return NULL;
