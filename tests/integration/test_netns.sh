@@ -86,7 +86,8 @@ wait_for 30 two_up || fail "agents did not register from their namespaces"
 
 # Each rank records its environment and the addresses it sees (its own
 # namespace's), then waits for the other (a barrier, as a collective would).
-script='cd '"$DIR"' && env > gang-$CORRAL_NODE.env && ip -4 -o addr show scope global > addr-$CORRAL_NODE.txt; '
+script='cd '"$DIR"' && ip -4 -o addr show scope global > addr-$CORRAL_NODE.txt && '
+script+='env > gang-$CORRAL_NODE.tmp && mv gang-$CORRAL_NODE.tmp gang-$CORRAL_NODE.env; '
 script+='while [ $(ls gang-*.env | wc -l) -lt 2 ]; do sleep 0.05; done'
 out=$("$CORRAL" submit -n netgang --nodes 2 --gpus 4 --gpu-type "A100 80GB SXM" -- sh -c "$script")
 id=$(echo "$out" | grep -o '[0-9][0-9]*' | head -1)
