@@ -19,16 +19,20 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,24 +42,26 @@ extern char **environ;
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: corral agent --server URL --join-token FILE|TOKEN [options]\n"
-           "\n"
-           "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
-           "  --join-token T        join token, or a file holding it\n"
-           "  --node NAME           node name (default: host name)\n"
-           "  --rack R              rack (topology domain)\n"
-           "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
-           "                        e.g. sim:'8xH100 SXM' or sim:'4xA30,mig=1g.6gb:4'\n"
-           "  --listen ADDR:PORT    metrics and logs server (default 127.0.0.1:8621; port 0: any)\n"
-           "  --advertise ADDR      address told to the controller (default: the listen address)\n"
-           "  --state-dir DIR       job records and logs (default /var/lib/corral/agent)\n"
-           "  --faults FILE         sim fault file (default STATE-DIR/faults)\n"
-           "  --xid-hold DUR        an XID keeps a GPU out this long (default 60s)\n"
-           "  --hot-c C             a GPU at C degrees leaves the pool (default 90)\n"
-           "  --wait DUR            long-poll wait (default 30s)\n"
-           "  --run-for DUR         exit after this long (demos, benchmarks)\n"
-           "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
-           "                        running, a restarted agent re-adopts them)\n");
+        f,
+        "usage: corral agent --server URL --join-token FILE|TOKEN [options]\n"
+        "\n"
+        "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
+        "  --join-token T        join token, or a file holding it\n"
+        "  --node NAME           node name (default: host name)\n"
+        "  --rack R              rack (topology domain)\n"
+        "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
+        "                        e.g. sim:'8xH100 SXM' or sim:'4xA30,mig=1g.6gb:4'\n"
+        "  --listen ADDR:PORT    metrics and logs server (default 127.0.0.1:8621; port 0: any)\n"
+        "  --advertise ADDR      address told to the controller (default: the listen address;\n"
+        "                        with 0.0.0.0, the address this host reaches the controller from)\n"
+        "  --state-dir DIR       job records and logs (default /var/lib/corral/agent)\n"
+        "  --faults FILE         sim fault file (default STATE-DIR/faults)\n"
+        "  --xid-hold DUR        an XID keeps a GPU out this long (default 60s)\n"
+        "  --hot-c C             a GPU at C degrees leaves the pool (default 90)\n"
+        "  --wait DUR            long-poll wait (default 30s)\n"
+        "  --run-for DUR         exit after this long (demos, benchmarks)\n"
+        "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
+        "                        running, a restarted agent re-adopts them)\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -77,6 +83,44 @@ static char *read_token(const char *arg)
     fclose(f);
     buf[strcspn(buf, "\r\n")] = '\0';
     return cr_strdup(buf);
+}
+
+/*
+ * The local address this host uses to reach the controller: connect a UDP
+ * socket towards it (no packet is sent) and read the address the kernel
+ * picked. That is the address peers on the same network can use.
+ */
+static int local_addr_towards(const char *url, char *out, size_t len)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    char host[256];
+    size_t n = strcspn(h, ":/");
+    if (n == 0 || n >= sizeof host) {
+        return CR_EINVAL;
+    }
+    memcpy(host, h, n);
+    host[n] = '\0';
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(host, "9", &hints, &ai) != 0 || !ai) {
+        return CR_ENOENT;
+    }
+    int rc = CR_EIO, fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+        inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)len)) {
+        rc = 0;
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return rc;
 }
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
@@ -208,7 +252,13 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->listen_host[colon - listen] = '\0';
     c->listen_port = (int)v;
     if (!c->advertise) {
-        c->advertise = strcmp(c->listen_host, "0.0.0.0") == 0 ? "127.0.0.1" : c->listen_host;
+        static char route_addr[INET_ADDRSTRLEN];
+        c->advertise = c->listen_host;
+        if (strcmp(c->listen_host, "0.0.0.0") == 0) {
+            c->advertise = local_addr_towards(c->server, route_addr, sizeof route_addr) == 0
+                               ? route_addr
+                               : "127.0.0.1";
+        }
     }
     if (!c->faults) {
         *faults_owned = cr_asprintf("%s/faults", c->state_dir);
@@ -669,8 +719,9 @@ int cr_agent_main(int argc, char **argv)
         rc = 1;
         goto out_curl;
     }
-    cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d state=%s", a->cfg.node, a->gpu->count,
-            a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.state_dir);
+    cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d advertise=%s state=%s", a->cfg.node,
+            a->gpu->count, a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.advertise,
+            a->cfg.state_dir);
     /* A one-line readiness report on stdout for scripts (the port may be 0). */
     printf("agent %s listening on %s:%d\n", a->cfg.node, a->cfg.listen_host, a->port);
     fflush(stdout);
