@@ -678,9 +678,11 @@ int cr_agent_main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err) < 0) {
+    int grc = cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err);
+    if (grc < 0) {
         fprintf(stderr, "corral agent: %s\n", err);
-        rc = strncmp(a->cfg.gpus, "sim:", 4) == 0 ? 2 : 1;
+        /* A bad spec is bad usage (2); a missing driver is not (1). */
+        rc = grc == CR_EUNAVAIL ? 1 : 2;
         goto out;
     }
     /* Signals arrive through a signalfd; block them in every thread. */

@@ -706,9 +706,46 @@ static void test_readopt_after_sigkill(void **state)
     json_decref(j7);
 }
 
+/* Bad flags: exit code 2 and a message that names the flag. */
+static void test_bad_flags(void **state)
+{
+    const char *bin = getenv("CORRAL_BIN");
+    const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"--join-token t", "--server"},
+        {"--server http://127.0.0.1:1", "--join-token"},
+        {"--server ftp://x --join-token t", "--server"},
+        {"--server http://h:1 --join-token t --listen nope", "--listen"},
+        {"--server http://h:1 --join-token t --wait 0s", "--wait"},
+        {"--server http://h:1 --join-token t --hot-c 5000", "--hot-c"},
+        {"--server http://h:1 --join-token t --node 'a b'", "--node"},
+        {"--server http://h:1 --join-token t --xid-hold soon", "--xid-hold"},
+        {"--server http://h:1 --join-token t --gpus 'sim:3xH100 SXM,nvlink=2' --state-dir /tmp",
+         "does not divide"},
+        {"--server http://h:1 --join-token t --gpus tpu --state-dir /tmp", "--gpus"},
+        {"--server http://h:1 --join-token t extra", "extra"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s agent %s 2>&1", bin, cases[i].args);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        char out[2048] = "";
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        int st = pclose(p);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(out, cases[i].want)) {
+            fail_msg("agent %s: exit %d, output '%s' (want 2 and '%s')", cases[i].args,
+                     WIFEXITED(st) ? WEXITSTATUS(st) : -1, out, cases[i].want);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_register),
         cmocka_unit_test(test_run_job_env_logs_exit),
         cmocka_unit_test(test_missing_command),
