@@ -226,7 +226,8 @@ typedef struct shim_args {
     const char *exec_msg;
     const char *journal;
     long long job;
-    int out_fd, err_fd, null_fd;
+    const char *out_path, *err_path; /* the job's logs, opened by the shim */
+    int out_fd, err_fd, null_fd;     /* set by the shim */
 } shim_args;
 
 /* The job's process, between the vfork and the exec. */
@@ -259,9 +260,18 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
 }
 
 /* The shim, in the forked child. Only async-signal-safe calls. */
-static void __attribute__((noreturn, noinline)) run_shim(const shim_args *a)
+static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 {
     setsid();
+    /* The shim opens the logs (creating files is most of what starting a
+     * job costs), in parallel with the agent's next start. */
+    a->out_fd = open(a->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    a->err_fd = open(a->err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0) {
+        shim_report(a->journal, a->job, "exit", 126);
+        _exit(126);
+    }
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
@@ -339,7 +349,7 @@ static void copy_spec(cr_job_spec *dst, const cr_job_spec *src)
 int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec,
                   char *const *base_env, cr_proc *p, char *err, size_t errlen)
 {
-    int rc = 0, out_fd = -1, err_fd = -1, null_fd = -1;
+    int rc = 0;
     char *logdir = cr_asprintf("%s/logs", state_dir);
     char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
@@ -350,16 +360,8 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
     char *exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
     long long job = (long long)spec->job;
 
-    out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (out_fd < 0 && errno == ENOENT) {
-        /* First job here: create the directories, then try again. */
-        cr_mkdir_p(logdir, 0755);
-        out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    }
-    err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
-        snprintf(err, errlen, "job %lld: cannot open log %s: %s", job, out_path, strerror(errno));
+    if (access(logdir, W_OK) != 0 && cr_mkdir_p(logdir, 0755) < 0) {
+        snprintf(err, errlen, "job %lld: cannot create %s: %s", job, logdir, strerror(errno));
         rc = CR_EIO;
         goto out;
     }
@@ -376,8 +378,8 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
         goto out;
     }
     if (pid == 0) {
-        shim_args sa = {exe,     spec->argv, envp,   workdir, exec_msg,
-                        journal, job,        out_fd, err_fd,  null_fd};
+        shim_args sa = {exe, spec->argv, envp,     workdir, exec_msg, journal,
+                        job, out_path,   err_path, -1,      -1,       -1};
         run_shim(&sa);
     }
     memset(p, 0, sizeof *p);
@@ -392,15 +394,6 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
         snprintf(err, errlen, "job %lld: cannot append to %s", job, journal);
     }
 out:
-    if (out_fd >= 0) {
-        close(out_fd);
-    }
-    if (err_fd >= 0) {
-        close(err_fd);
-    }
-    if (null_fd >= 0) {
-        close(null_fd);
-    }
     cr_strv_free(envp);
     free(exe);
     free(exec_msg);
