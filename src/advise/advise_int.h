@@ -9,10 +9,12 @@
 
 #include <stdio.h>
 
-/* Human table: the ranked types, then the refused ones. Returns 0. */
-int cr__advise_print_table(FILE *f, const cr_workload *w, const cr_advice *a, int gpus);
-/* JSON document (jansson): ranked list best first. Returns 0 or 1. */
-int cr__advise_print_json(FILE *f, const cr_workload *w, const cr_advice *a, int gpus);
+/* Human table: the winner, the ranked types (the best top, 0 = all), then
+ * the refused ones grouped by reason. Returns 0. */
+int cr__advise_print_table(FILE *f, const cr_workload *w, const cr_advice *a, int gpus, size_t top);
+/* JSON document (jansson): ranked list best first (the best top, 0 = all),
+ * then every refused type. Returns 0 or 1. */
+int cr__advise_print_json(FILE *f, const cr_workload *w, const cr_advice *a, int gpus, size_t top);
 
 /* Short human forms into buf; return buf. */
 char *cr__advise_fmt_time(double seconds, char *buf, size_t len);

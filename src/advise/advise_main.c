@@ -61,6 +61,7 @@ static void usage(FILE *f)
             "  --gpus N|auto    GPU count (default auto: the fewest that fit and meet targets)\n"
             "  --catalog FILE   GPU catalog CSV (default data/gpus/catalog.csv)\n"
             "  --prices FILE    price table CSV (default data/prices.csv)\n"
+            "  --top N          show only the N best types (default 0: all)\n"
             "  --json           a JSON document instead of the table\n");
 }
 
@@ -105,6 +106,7 @@ enum {
     O_THROUGHPUTS,
     O_JOB,
     O_STEPS,
+    O_TOP,
     O_HELP,
 };
 
@@ -135,6 +137,7 @@ static const struct option options[] = {
     {"throughputs", required_argument, NULL, O_THROUGHPUTS},
     {"job", required_argument, NULL, O_JOB},
     {"steps", required_argument, NULL, O_STEPS},
+    {"top", required_argument, NULL, O_TOP},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -197,7 +200,7 @@ int cr_advise_main(int argc, char **argv)
 {
     cr_workload w;
     cr_workload_init(&w);
-    int objective = CR_OBJ_COST, json = 0, gpus = 0, have_kind = 0, rc = 0;
+    int objective = CR_OBJ_COST, json = 0, gpus = 0, have_kind = 0, rc = 0, top = 0;
     const char *catalog_path = NULL, *prices_path = NULL, *tput_path = NULL;
     cr_catalog *cat = NULL;
     cr_prices *prices = NULL;
@@ -328,9 +331,9 @@ int cr_advise_main(int argc, char **argv)
                                 a);
             }
             break;
-        case O_WORK:
-            if ((rc = parse_count_flag("work", a, 1e26, &w.work_flops))) {
-                return rc;
+        case O_WORK: /* may exceed cr_parse_count's 1e18 cap: plain numbers */
+            if (cr_parse_f64(a, 1, 1e26, &w.work_flops) != 0) {
+                return bad_flag("work", "expected FLOPs like 1e18 (at most 1e26), got \"%s\"", a);
             }
             break;
         case O_MEM:
@@ -346,6 +349,11 @@ int cr_advise_main(int argc, char **argv)
             break;
         case O_STEPS:
             if ((rc = parse_count_flag("steps", a, 1e15, &w.steps))) {
+                return rc;
+            }
+            break;
+        case O_TOP:
+            if ((rc = parse_int_flag("top", a, 0, 100000, &top))) {
                 return rc;
             }
             break;
@@ -411,7 +419,8 @@ int cr_advise_main(int argc, char **argv)
             rc = 1;
             goto out;
         }
-        prices = cr_prices_new_empty(); /* no default file: costs unknown */
+        fprintf(stderr, "corral advise: prices: %s; costs unknown (see --prices)\n", err);
+        prices = cr_prices_new_empty();
     }
     if (tput_path && (rc = cr_gavel_load(tput_path, &gavel, err, sizeof err)) != 0) {
         fprintf(stderr, "corral advise: throughputs: %s\n", err);
@@ -424,8 +433,8 @@ int cr_advise_main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    rc = json ? cr__advise_print_json(stdout, &w, &adv, gpus)
-              : cr__advise_print_table(stdout, &w, &adv, gpus);
+    rc = json ? cr__advise_print_json(stdout, &w, &adv, gpus, (size_t)top)
+              : cr__advise_print_table(stdout, &w, &adv, gpus, (size_t)top);
 out:
     cr_advice_fini(&adv);
     cr_gavel_free(gavel);

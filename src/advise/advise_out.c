@@ -58,7 +58,8 @@ char *cr__advise_fmt_energy(double j, char *buf, size_t len)
 char *cr__advise_fmt_count(double v, char *buf, size_t len)
 {
     if (v >= 1e15) {
-        snprintf(buf, len, "%.3g", v);
+        int ex = (int)floor(log10(v));
+        snprintf(buf, len, "%.3ge%d", v / pow(10, ex), ex);
     } else if (v >= 1e12) {
         snprintf(buf, len, "%.3gT", v / 1e12);
     } else if (v >= 1e9) {
@@ -105,7 +106,10 @@ static void describe(FILE *f, const cr_workload *w, const cr_advice *a, int gpus
     if (w->kind == CR_KIND_VISUAL) {
         fprintf(f, ", %g video streams (1080p30)", w->streams);
     }
-    if ((w->kind == CR_KIND_HPC || w->kind == CR_KIND_BATCH)) {
+    if (w->measured_job) {
+        fprintf(f, ", job \"%s\" x %s steps (measured throughputs)", w->measured_job,
+                cr__advise_fmt_count(w->steps, b1, sizeof b1));
+    } else if (w->kind == CR_KIND_HPC || w->kind == CR_KIND_BATCH) {
         fprintf(f, ", %s FLOPs",
                 cr__advise_fmt_count(w->work_flops > 0 ? w->work_flops : 1e18, b1, sizeof b1));
     }
@@ -127,16 +131,68 @@ static void describe(FILE *f, const cr_workload *w, const cr_advice *a, int gpus
     fprintf(f, "\n\n");
 }
 
-int cr__advise_print_table(FILE *f, const cr_workload *w, const cr_advice *a, int gpus)
+/* One line naming the winner, so the answer comes before the details. */
+static void recommend(FILE *f, const cr_workload *w, const cr_advice *a)
+{
+    if (a->ranked_count == 0) {
+        return;
+    }
+    const cr_estimate *e = &a->ranked[0];
+    char t[32], c[32], en[32], cnt[96];
+    if (e->mig) {
+        snprintf(cnt, sizeof cnt, "%d x %s slice%s", e->mig_count, e->mig->name,
+                 e->mig_count > 1 ? "s" : "");
+    } else if (strstr(e->plan, "GPU")) {
+        snprintf(cnt, sizeof cnt, "%s", e->plan);
+    } else {
+        snprintf(cnt, sizeof cnt, "%d GPUs: %s", e->gpu_count, e->plan);
+    }
+    fprintf(f, "Best by %s: %s (%s): %s, %s, %s\n\n", cr_objective_name(a->objective), e->gpu->name,
+            cnt,
+            is_service(w) ? (e->tpot_ns > 0 ? "meets the latency targets" : "meets the load")
+                          : cr__advise_fmt_time((double)e->time_ns / 1e9, t, sizeof t),
+            cr__advise_fmt_money(e->cost_usd, c, sizeof c),
+            cr__advise_fmt_energy(e->energy_j, en, sizeof en));
+}
+
+/* Refusals grouped by identical reason, names first, in catalog order. */
+static void print_refused(FILE *f, const cr_advice *a)
+{
+    if (!a->refused_count) {
+        return;
+    }
+    fprintf(f, "\nCannot run it:\n");
+    for (size_t i = 0; i < a->refused_count; i++) {
+        const char *why = a->refused[i].reason;
+        int seen = 0;
+        for (size_t j = 0; j < i && !seen; j++) {
+            seen = !strcmp(a->refused[j].reason, why);
+        }
+        if (seen) {
+            continue;
+        }
+        fprintf(f, "    %s", a->refused[i].gpu->name);
+        for (size_t j = i + 1; j < a->refused_count; j++) {
+            if (!strcmp(a->refused[j].reason, why)) {
+                fprintf(f, ", %s", a->refused[j].gpu->name);
+            }
+        }
+        fprintf(f, ": %s\n", why);
+    }
+}
+
+int cr__advise_print_table(FILE *f, const cr_workload *w, const cr_advice *a, int gpus, size_t top)
 {
     describe(f, w, a, gpus);
+    recommend(f, w, a);
+    size_t shown = top && top < a->ranked_count ? top : a->ranked_count;
     if (a->ranked_count == 0) {
         fprintf(f, "No GPU type in the catalog can run it.\n");
     } else {
         fprintf(f, "%-3s %-15s %5s %-18s %9s %9s %9s %9s  %s\n", "#", "GPU type", "GPUs", "plan",
                 "time", "GPU-h", "cost", "energy", "why");
     }
-    for (size_t i = 0; i < a->ranked_count; i++) {
+    for (size_t i = 0; i < shown; i++) {
         const cr_estimate *e = &a->ranked[i];
         char t[32], gh[32], c[32], en[32], cnt[16];
         if (e->mig) {
@@ -150,14 +206,13 @@ int cr__advise_print_table(FILE *f, const cr_workload *w, const cr_advice *a, in
                 cr__advise_fmt_money(e->cost_usd, c, sizeof c),
                 cr__advise_fmt_energy(e->energy_j, en, sizeof en), e->reason);
     }
-    if (a->refused_count) {
-        fprintf(f, "\nCannot run it:\n");
-        for (size_t i = 0; i < a->refused_count; i++) {
-            fprintf(f, "    %-15.15s %s\n", a->refused[i].gpu->name, a->refused[i].reason);
-        }
+    if (shown < a->ranked_count) {
+        fprintf(f, "    ... %zu more that can run it (--top 0 shows all)\n",
+                a->ranked_count - shown);
     }
+    print_refused(f, a);
     int unpriced = 0;
-    for (size_t i = 0; i < a->ranked_count; i++) {
+    for (size_t i = 0; i < shown; i++) {
         unpriced += !cr_known(a->ranked[i].cost_usd);
     }
     if (unpriced || a->skipped) {
@@ -187,6 +242,8 @@ static json_t *estimate_json(const cr_estimate *e, size_t rank)
     }
     json_object_set_new(o, "gpu", json_string(e->gpu->name));
     json_object_set_new(o, "alias", json_string(e->gpu->alias));
+    json_object_set_new(o, "form", json_string(cr_form_name(e->gpu->form)));
+    json_object_set_new(o, "memory_type", json_string(e->gpu->mem_type));
     if (rank) {
         json_object_set_new(o, "gpus", json_integer(e->gpu_count));
         json_object_set_new(o, "gpu_share", json_real(e->gpu_share));
@@ -217,8 +274,9 @@ static json_t *estimate_json(const cr_estimate *e, size_t rank)
     return o;
 }
 
-int cr__advise_print_json(FILE *f, const cr_workload *w, const cr_advice *a, int gpus)
+int cr__advise_print_json(FILE *f, const cr_workload *w, const cr_advice *a, int gpus, size_t top)
 {
+    size_t shown = top && top < a->ranked_count ? top : a->ranked_count;
     json_t *doc = json_object();
     json_t *wl = json_object();
     char nb[64];
@@ -236,7 +294,7 @@ int cr__advise_print_json(FILE *f, const cr_workload *w, const cr_advice *a, int
     json_object_set_new(doc, "objective", json_string(cr_objective_name(a->objective)));
     json_object_set_new(doc, "gpus", gpus > 0 ? json_integer(gpus) : json_string("auto"));
     json_t *ranked = json_array();
-    for (size_t i = 0; i < a->ranked_count; i++) {
+    for (size_t i = 0; i < shown; i++) {
         json_array_append_new(ranked, estimate_json(&a->ranked[i], i + 1));
     }
     json_object_set_new(doc, "ranked", ranked);

@@ -201,7 +201,8 @@ static void node_detail(cli_ctx *ctx, const json_t *node)
     json_object_foreach((json_t *)node, k, v)
     {
         if (strcmp(k, "gpus") == 0 || strcmp(k, "name") == 0 || json_is_object(v) ||
-            json_is_array(v)) {
+            (json_is_array(v) && strcmp(k, "jobs") != 0) ||
+            (json_is_string(v) && !*json_string_value(v))) {
             continue;
         }
         char label[64];
@@ -224,7 +225,11 @@ static void node_detail(cli_ctx *ctx, const json_t *node)
             if (!j) {
                 j = json_object_get(g, "jobs");
             }
-            cr__cli_json_text(j, job, sizeof job);
+            if (cr__cli_gpu_allocated(g)) {
+                cr__cli_json_text(j, job, sizeof job);
+            } else {
+                snprintf(job, sizeof job, "-");
+            }
             const char *row[] = {idx, cr__cli_gpu_model(g), jstr(g, "health"),
                                  job, jstr(g, "uuid"),      jstr(g, "reason")};
             cr__cli_table_row(&t, row);

@@ -11,6 +11,7 @@
 
 #include <inttypes.h>
 #include <string.h>
+#include <time.h>
 
 #define NOPTS(o) (sizeof(o) / sizeof((o)[0]))
 
@@ -376,9 +377,9 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {"gpu_mem_gb", "GPU mem (GB)"},
         {"nodes", "Nodes"},
         {"priority", "Priority"},
-        {"time_limit_s", "Time limit (s)"},
+        {"time_limit_s", "Time limit"},
         {"preemptible", "Preemptible"},
-        {"checkpoint_interval_s", "Checkpoint (s)"},
+        {"checkpoint_interval_s", "Checkpoint"},
         {"retries", "Retries"},
         {"max_retries", "Max retries"},
         {"exit_code", "Exit code"},
@@ -403,12 +404,34 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         }
         fputc('\n', ctx->out);
     }
+    const char *state = jstr(job, "state");
+    bool ended = state && !active_state(state);
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
-        const json_t *v = json_object_get(job, fields[i].key);
+        const char *key = fields[i].key;
+        const json_t *v = json_object_get(job, key);
         if (!v || json_is_null(v)) {
             continue;
         }
         if (json_is_string(v) && !*json_string_value(v)) {
+            continue;
+        }
+        /* exit status only once the job ended; zero limits mean none */
+        if (!ended && (strcmp(key, "exit_code") == 0 || strcmp(key, "signal") == 0)) {
+            continue;
+        }
+        if (ended && strcmp(key, "signal") == 0 && json_integer_value(v) == 0) {
+            continue;
+        }
+        if ((strcmp(key, "time_limit_s") == 0 || strcmp(key, "checkpoint_interval_s") == 0 ||
+             strcmp(key, "nodes") == 0) &&
+            json_number_value(v) <= 0) {
+            continue;
+        }
+        if (strcmp(key, "time_limit_s") == 0 || strcmp(key, "checkpoint_interval_s") == 0) {
+            char d[32];
+            fprintf(ctx->out, "  %-15s %s\n",
+                    strcmp(key, "time_limit_s") == 0 ? "Time limit:" : "Checkpoint:",
+                    cr_duration_fmt((int64_t)(json_number_value(v) * 1e9), d, sizeof d));
             continue;
         }
         char label[32];
@@ -592,14 +615,72 @@ static const cli_opt logs_opts[] = {
     {"offset", CLI_INT, "BYTES", "start at this byte offset", NULL, 0, INT64_MAX, 0},
 };
 
+typedef struct log_sink {
+    FILE *f;        /* where the bytes go */
+    uint64_t bytes; /* bytes written by the last call */
+    bool closed;    /* the output went away (e.g. piped to head) */
+} log_sink;
+
 static int write_out(void *ud, const char *data, size_t len)
 {
-    FILE *f = ud;
-    if (fwrite(data, 1, len, f) != len) {
-        return 1; /* stdout closed (e.g. piped to head): stop */
+    log_sink *s = ud;
+    if (fwrite(data, 1, len, s->f) != len || fflush(s->f) != 0) {
+        s->closed = true;
+        return 1;
     }
-    fflush(f);
+    s->bytes += len;
     return 0;
+}
+
+/*
+ * Following a log: ask with follow=1 from the offset reached so far. A
+ * server that streams keeps the call open until the job ends; one that does
+ * not answers with what it has. Either way the client then checks the job:
+ * while it is active, it asks again (after a short pause when nothing came);
+ * once it has ended, one last call with nothing new ends the command. A job
+ * that has not started yet (409) is waited for.
+ */
+static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t offset,
+                       cr_client_res *res)
+{
+    log_sink sink = {.f = ctx->out};
+    cr_client_res job;
+    cr_client_res_init(&job);
+    int code = 0;
+    for (;;) {
+        sink.bytes = 0;
+        int rc = cr_client_job_logs(ctx->client, id, stream, offset, true, write_out, &sink, res);
+        offset += sink.bytes;
+        if (sink.closed) {
+            break;
+        }
+        if (rc < 0 && res->status != 409) {
+            code = cr__cli_fail(ctx, rc, res);
+            break;
+        }
+        int jrc = cr_client_job_get(ctx->client, id, &job);
+        if (jrc < 0) {
+            code = cr__cli_fail(ctx, jrc, &job);
+            break;
+        }
+        const char *state = jstr(job.body, "state");
+        if (!active_state(state)) {
+            if (rc < 0) {
+                code = cr__cli_fail(ctx, rc, res); /* ended without ever running */
+                break;
+            }
+            if (sink.bytes == 0 || !state) {
+                break;
+            }
+            continue; /* drain what came after the last read */
+        }
+        if (sink.bytes == 0) {
+            struct timespec ts = {.tv_sec = 0, .tv_nsec = 500 * 1000 * 1000};
+            nanosleep(&ts, NULL);
+        }
+    }
+    cr_client_res_fini(&job);
+    return code;
 }
 
 int cr__cli_logs(cli_ctx *ctx, int argc, char **argv)
@@ -626,9 +707,14 @@ int cr__cli_logs(cli_ctx *ctx, int argc, char **argv)
         goto out;
     }
     const cli_val *off = cr__cli_arg(&a, "offset");
-    int rc = cr_client_job_logs(
-        ctx->client, id, cr__cli_arg(&a, "stderr")->set ? "stderr" : "stdout",
-        off->set ? (uint64_t)off->i : 0, cr__cli_arg(&a, "follow")->set, write_out, ctx->out, &res);
+    const char *stream = cr__cli_arg(&a, "stderr")->set ? "stderr" : "stdout";
+    uint64_t offset = off->set ? (uint64_t)off->i : 0;
+    if (cr__cli_arg(&a, "follow")->set) {
+        code = follow_logs(ctx, id, stream, offset, &res);
+        goto out;
+    }
+    log_sink sink = {.f = ctx->out};
+    int rc = cr_client_job_logs(ctx->client, id, stream, offset, false, write_out, &sink, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
     }

@@ -36,8 +36,8 @@ static FILE *mem_stream(char **buf, size_t *len)
 }
 
 /* One GPU per character: '#' allocated, '.' free, 'x' unhealthy, '-' node
- * not up; then the mean utilisation when the agent reports it. */
-static void gpu_bar(const json_t *node, cr_buf *b)
+ * not up; util_txt gets the mean utilisation the agent reports. */
+static void gpu_bar(const json_t *node, cr_buf *b, char *util_txt, size_t util_len)
 {
     const char *state = json_string_value(json_object_get(node, "state"));
     bool up = !state || strcmp(state, "up") == 0;
@@ -64,8 +64,10 @@ static void gpu_bar(const json_t *node, cr_buf *b)
         }
     }
     cr_buf_putc(b, ']');
-    if (nutil) {
-        cr_buf_printf(b, " %3.0f%%", util / (double)nutil);
+    if (nutil && up) {
+        snprintf(util_txt, util_len, "%.0f%%", util / (double)nutil);
+    } else {
+        snprintf(util_txt, util_len, "-");
     }
 }
 
@@ -128,9 +130,9 @@ static int frame(cli_ctx *ctx, int64_t max_jobs, FILE *f, cr_client_res *nodes, 
             "Jobs: %zu running, %zu pending, %zu held\n\n",
             up, drained, lost, galloc, gtotal, gbad, running, pending, held);
 
-    static const char *const nhdr[] = {"NODE", "STATE", "TYPE", "GPUS", "REASON"};
+    static const char *const nhdr[] = {"NODE", "STATE", "TYPE", "GPUS", ">UTIL", "REASON"};
     cli_table t;
-    cr__cli_table_init(&t, 5, nhdr);
+    cr__cli_table_init(&t, 6, nhdr);
     json_array_foreach(nitems, i, n)
     {
         cr_buf models, bar, reason;
@@ -139,10 +141,12 @@ static int frame(cli_ctx *ctx, int64_t max_jobs, FILE *f, cr_client_res *nodes, 
         cr_buf_init(&reason);
         size_t tt, a, b;
         cr__cli_node_counts(n, &tt, &a, &b, &models);
-        gpu_bar(n, &bar);
+        char util[16];
+        gpu_bar(n, &bar, util, sizeof util);
         cr__cli_node_reason(n, &reason);
-        const char *row[] = {jstr(n, "name"), jstr(n, "state"), cr_buf_str(&models),
-                             cr_buf_str(&bar), cr_buf_str(&reason)};
+        const char *row[] = {
+            jstr(n, "name"),    jstr(n, "state"), cr_buf_str(&models), cr_buf_str(&bar), util,
+            cr_buf_str(&reason)};
         cr__cli_table_row(&t, row);
         cr_buf_fini(&models);
         cr_buf_fini(&bar);

@@ -1,43 +1,20 @@
 /*
- * cr_client.c - the HTTP client: one libcurl easy handle per cr_client,
- * reused across requests so the connection stays open between them.
+ * cr_client.c - the public side of the HTTP client: options, results and
+ * the mapping of answers to error codes. The bytes move in client_http.c
+ * (http://) or client_curl.c (https://); see client_int.h.
  */
 #include "cr_client.h"
 
+#include "client_int.h"
 #include "cr_alloc.h"
 #include "cr_buf.h"
 #include "cr_config.h"
 #include "cr_error.h"
 #include "cr_time.h"
 
-#include <curl/curl.h>
-#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
-
-/* Answers over this size are cut off with CR_ETOOBIG: the API's lists are
- * bounded, and a runaway server must not exhaust the client's memory. */
-#define MAX_ANSWER_BYTES (256u << 20)
-
-struct cr_client {
-    CURL *curl;                 /* reused easy handle (keeps the connection) */
-    char *server;               /* base URL without trailing '/' */
-    char *token;                /* bearer token or NULL */
-    char *auth_header;          /* "Authorization: Bearer ..." or NULL */
-    char *ca_file;              /* PEM bundle or NULL */
-    char *cert_file;            /* client certificate or NULL */
-    char *key_file;             /* client key or NULL */
-    char *user_agent;           /* User-Agent value */
-    bool insecure;              /* skip TLS verification */
-    int64_t connect_timeout_ns; /* connect phase limit */
-    int64_t timeout_ns;         /* default whole-request limit */
-};
-
-static pthread_once_t global_once = PTHREAD_ONCE_INIT;
-
-static void global_init(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
+#include <unistd.h>
 
 void cr_client_res_init(cr_client_res *r)
 {
@@ -72,24 +49,76 @@ static char *dup_or_null(const char *s)
     return s && *s ? cr_strdup(s) : NULL;
 }
 
+/* Split "http://host[:port][/prefix]" for the plain transport. */
+static int parse_http_url(cr_client *c, const char *url)
+{
+    const char *h = url + 7;
+    const char *slash = strchr(h, '/');
+    size_t hostport_len = slash ? (size_t)(slash - h) : strlen(h);
+    char *hp = cr_strndup(h, hostport_len);
+    int rc = 0;
+    char *host = hp, *port = NULL;
+    if (*hp == '[') { /* [v6]:port */
+        char *close = strchr(hp, ']');
+        if (!close) {
+            rc = CR_EINVAL;
+            goto out;
+        }
+        *close = '\0';
+        host = hp + 1;
+        if (close[1] == ':') {
+            port = close + 2;
+        } else if (close[1]) {
+            rc = CR_EINVAL;
+            goto out;
+        }
+    } else {
+        char *colon = strrchr(hp, ':');
+        if (colon) {
+            *colon = '\0';
+            port = colon + 1;
+        }
+    }
+    if (!*host || (port && !*port) || strchr(host, '@')) {
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (port) {
+        for (const char *p = port; *p; p++) {
+            if (*p < '0' || *p > '9') {
+                rc = CR_EINVAL;
+                goto out;
+            }
+        }
+    }
+    c->host = cr_strdup(host);
+    c->port = cr_strdup(port ? port : "80");
+    c->host_header = cr_strndup(h, hostport_len);
+    c->prefix = cr_strdup(slash ? slash : "");
+out:
+    free(hp);
+    return rc;
+}
+
 int cr_client_new(const cr_client_opts *opts, cr_client **out)
 {
     const char *server =
         opts && opts->server && *opts->server ? opts->server : CR_CLIENT_DEFAULT_SERVER;
-    if (strncmp(server, "http://", 7) != 0 && strncmp(server, "https://", 8) != 0) {
+    bool tls = strncmp(server, "https://", 8) == 0;
+    if (strncmp(server, "http://", 7) != 0 && !tls) {
         return CR_EINVAL;
     }
-    pthread_once(&global_once, global_init);
-    CURL *curl = curl_easy_init();
-    if (!curl) {
-        return CR_ENOMEM;
-    }
     cr_client *c = cr_calloc(1, sizeof *c);
-    c->curl = curl;
+    c->fd = -1;
+    c->tls = tls;
     c->server = cr_strdup(server);
     size_t n = strlen(c->server);
     while (n > 0 && c->server[n - 1] == '/') {
         c->server[--n] = '\0';
+    }
+    if (!tls && parse_http_url(c, c->server) < 0) {
+        cr_client_free(c);
+        return CR_EINVAL;
     }
     if (opts) {
         c->ca_file = dup_or_null(opts->ca_file);
@@ -119,10 +148,16 @@ void cr_client_free(cr_client *c)
     if (!c) {
         return;
     }
-    curl_easy_cleanup(c->curl);
+    if (c->fd >= 0) {
+        close(c->fd);
+    }
+    cr__client_curl_free(c->curl);
     free(c->server);
+    free(c->host);
+    free(c->port);
+    free(c->host_header);
+    free(c->prefix);
     free(c->token);
-    free(c->auth_header);
     free(c->ca_file);
     free(c->cert_file);
     free(c->key_file);
@@ -138,10 +173,12 @@ const char *cr_client_server(const cr_client *c)
 void cr_client_set_token(cr_client *c, const char *token)
 {
     CR_FREE(c->token);
-    CR_FREE(c->auth_header);
     if (token && *token) {
+        /* a token with CR or LF would split the header: refuse it */
+        if (strpbrk(token, "\r\n")) {
+            return;
+        }
         c->token = cr_strdup(token);
-        c->auth_header = cr_asprintf("Authorization: Bearer %s", token);
     }
 }
 
@@ -161,53 +198,6 @@ char *cr_client_escape(const char *s)
         }
     }
     return cr_buf_take(&b);
-}
-
-/* --- One transfer ---------------------------------------------------------- */
-
-typedef struct xfer {
-    cr_client *c;         /* borrowed */
-    cr_buf body;          /* buffered answer (errors, or non-streaming) */
-    cr_client_data_fn fn; /* streaming sink or NULL */
-    void *ud;             /* fn's argument */
-    bool stopped;         /* fn asked to stop */
-    bool too_big;         /* answer exceeded MAX_ANSWER_BYTES */
-    int64_t idle_ns;      /* stall limit for streams, 0: none */
-    int64_t last_data_ns; /* monotonic time of the last byte */
-    bool stalled;         /* idle limit hit */
-} xfer;
-
-static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
-{
-    xfer *x = ud;
-    size_t n = size * nmemb;
-    x->last_data_ns = cr_mono_ns();
-    long status = 0;
-    curl_easy_getinfo(x->c->curl, CURLINFO_RESPONSE_CODE, &status);
-    if (x->fn && status >= 200 && status < 300) {
-        if (n > 0 && x->fn(x->ud, ptr, n) != 0) {
-            x->stopped = true;
-            return 0; /* makes libcurl abort the transfer */
-        }
-        return n;
-    }
-    if (x->body.len + n > MAX_ANSWER_BYTES) {
-        x->too_big = true;
-        return 0;
-    }
-    cr_buf_append(&x->body, ptr, n);
-    return n;
-}
-
-static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_t ultotal,
-                       curl_off_t ulnow)
-{
-    xfer *x = ud;
-    if (x->idle_ns > 0 && cr_mono_ns() - x->last_data_ns > x->idle_ns) {
-        x->stalled = true;
-        return 1;
-    }
-    return 0;
 }
 
 static const struct {
@@ -254,12 +244,13 @@ static char *member_str(const json_t *o, const char *key)
 }
 
 /* Parse the buffered answer into res and compute the call's result. */
-static int finish_answer(xfer *x, long status, cr_client_res *res)
+static int finish_answer(cr__xfer *x, cr_client_res *res)
 {
+    long status = x->status;
     res->status = status;
-    if (x->body.len > 0) {
-        res->raw_len = x->body.len;
-        res->raw = cr_buf_take(&x->body);
+    if (x->answer.len > 0) {
+        res->raw_len = x->answer.len;
+        res->raw = cr_buf_take(&x->answer);
         res->body = json_loadb(res->raw, res->raw_len, JSON_DECODE_ANY, NULL);
     }
     if (status >= 200 && status < 300) {
@@ -281,111 +272,37 @@ static int perform(cr_client *c, const char *method, const char *path, const jso
                    cr_client_res *res)
 {
     int rc = 0;
-    char *url = NULL;
     char *payload = NULL;
-    struct curl_slist *hdrs = NULL;
-    char errbuf[CURL_ERROR_SIZE] = "";
-    xfer x = {.c = c, .fn = fn, .ud = ud, .idle_ns = idle_ns, .last_data_ns = cr_mono_ns()};
-    cr_buf_init(&x.body);
+    cr__xfer x = {.method = method, .path = path, .idle_ns = idle_ns, .fn = fn, .ud = ud};
+    cr_buf_init(&x.answer);
     cr_client_res_fini(res);
-
-    CURL *h = c->curl;
-    curl_easy_reset(h); /* keeps the connection cache; clears options */
-    url = cr_asprintf("%s%s", c->server, path);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-    curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-    curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_ns / CR_NS_PER_MS));
-    if (timeout_ns == 0) {
-        timeout_ns = fn ? 0 : c->timeout_ns;
-    }
-    if (timeout_ns > 0) {
-        curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(timeout_ns / CR_NS_PER_MS));
-    }
-    if (c->ca_file) {
-        curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
-    }
-    if (c->cert_file) {
-        curl_easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
-    }
-    if (c->key_file) {
-        curl_easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
-    }
-    if (c->insecure) {
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &x);
-    if (idle_ns > 0) {
-        curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        curl_easy_setopt(h, CURLOPT_XFERINFODATA, &x);
-        curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    }
-    hdrs = curl_slist_append(hdrs, "Accept: application/json");
-    if (c->auth_header) {
-        hdrs = curl_slist_append(hdrs, c->auth_header);
-    }
-    if (strcmp(method, "GET") == 0) {
-        curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
-    } else {
-        if (strcmp(method, "POST") != 0) {
-            curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+        payload = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : cr_strdup("{}");
+        if (!payload) {
+            res->message = cr_strdup("request body is not serialisable JSON");
+            rc = CR_EINVAL;
+            goto out;
         }
-        if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
-            payload = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : cr_strdup("{}");
-            if (!payload) {
-                rc = CR_EINVAL;
-                goto out;
-            }
-            hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-            curl_easy_setopt(h, CURLOPT_POSTFIELDS, payload);
-            curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(payload));
-        }
+        x.body = payload;
+        x.body_len = strlen(payload);
     }
-    /* Expect: 100-continue costs a round trip on every POST over 1 KiB. */
-    hdrs = curl_slist_append(hdrs, "Expect:");
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-
-    CURLcode cc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    if (cc == CURLE_WRITE_ERROR && x.stopped) {
-        res->status = status;
-        rc = 0;
+    x.timeout_ns = timeout_ns ? timeout_ns : (fn ? 0 : c->timeout_ns);
+    rc = c->tls ? cr__client_curl(c, &x) : cr__client_http(c, &x);
+    if (rc == 0 && x.stopped) {
+        res->status = x.status;
         goto out;
     }
-    if (cc != CURLE_OK) {
-        if (x.too_big) {
-            res->status = status;
-            res->message = cr_strdup("answer too large");
-            rc = CR_ETOOBIG;
-        } else if (x.stalled) {
-            res->message = cr_strdup("stream stalled: no data within the idle timeout");
-            rc = CR_ETIMEDOUT;
-        } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-            res->message = cr_strdup(*errbuf ? errbuf : curl_easy_strerror(cc));
-            rc = CR_ETIMEDOUT;
-        } else if (status >= 200 && status < 300 && fn) {
-            /* the stream broke after a good start (server went away) */
-            res->status = status;
-            res->message = cr_strdup(*errbuf ? errbuf : curl_easy_strerror(cc));
-            rc = CR_EIO;
-        } else {
-            res->message = cr_strdup(*errbuf ? errbuf : curl_easy_strerror(cc));
-            rc = CR_EUNAVAIL;
+    if (rc < 0) {
+        if (rc == CR_ETOOBIG || rc == CR_EIO) {
+            res->status = x.status;
         }
+        res->message = cr_strdup(x.err[0] ? x.err : cr_strerror(rc));
         goto out;
     }
-    rc = finish_answer(&x, status, res);
+    rc = finish_answer(&x, res);
 out:
-    curl_slist_free_all(hdrs);
     free(payload);
-    free(url);
-    cr_buf_fini(&x.body);
+    cr_buf_fini(&x.answer);
     return rc;
 }
 

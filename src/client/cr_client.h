@@ -1,12 +1,12 @@
 /*
- * cr_client.h - HTTP client of the Corral REST API (docs/api.md), over libcurl.
+ * cr_client.h - HTTP client of the Corral REST API (docs/api.md).
  *
- * One cr_client is one connection context: it keeps its libcurl easy handle,
- * so consecutive requests to the same controller reuse the TCP (and TLS)
- * connection. A cr_client is NOT thread-safe: give each thread its own (the
- * agent uses one for its heartbeat and one for its long-poll). cr_client_new
- * performs libcurl's process-wide initialisation once (pthread_once), so
- * clients may be created from any thread.
+ * One cr_client is one connection context: consecutive requests to the same
+ * controller reuse the TCP (and TLS) connection. Plain http:// goes over a
+ * small built-in HTTP/1.1 transport; https:// goes through libcurl, loaded
+ * on first use (client_int.h says why). A cr_client is NOT thread-safe: give
+ * each thread its own (the agent uses one for its heartbeat and one for its
+ * long-poll). Clients may be created from any thread.
  *
  * Every request carries "Authorization: Bearer <token>" when a token is set,
  * sends and expects JSON, and is bounded by a timeout: the client's default

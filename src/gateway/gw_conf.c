@@ -29,6 +29,7 @@ static void conf_defaults(gw_conf *c)
     c->connect_timeout_ns = 2 * CR_NS_PER_SEC;
     c->upstream_timeout_ns = 300 * CR_NS_PER_SEC;
     c->client_idle_ns = 60 * CR_NS_PER_SEC;
+    c->shutdown_grace_ns = 30 * CR_NS_PER_SEC;
     c->probe_interval_ns = 500 * CR_NS_PER_MS;
     c->report_interval_ns = 2 * CR_NS_PER_SEC;
     c->retries = 2;
@@ -336,6 +337,8 @@ int gw_conf_load_file(const char *path, gw_conf *c)
             rc = json_dur(v, path, key, &c->client_idle_ns);
         } else if (strcmp(key, "probe_interval_s") == 0) {
             rc = json_dur(v, path, key, &c->probe_interval_ns);
+        } else if (strcmp(key, "shutdown_grace_s") == 0) {
+            rc = json_dur(v, path, key, &c->shutdown_grace_ns);
         } else if (strcmp(key, "report_interval_s") == 0) {
             rc = json_dur(v, path, key, &c->report_interval_ns);
         } else if (strcmp(key, "services") == 0) {
@@ -366,29 +369,31 @@ out:
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: corral gateway --listen ADDR:PORT [options]\n"
-               "\n"
-               "  --listen ADDR:PORT          where clients connect (default 127.0.0.1:8630)\n"
-               "  --service NAME=H:P[,H:P..]  a service and its static endpoints (repeatable)\n"
-               "  --service NAME              a service whose endpoints come from the controller\n"
-               "  --config FILE               JSON config (see docs/gateway.md); SIGHUP reloads "
-               "its services\n"
-               "  --controller URL            long-poll endpoints from the controller\n"
-               "  --token T                   bearer token for the controller (or CORRAL_TOKEN)\n"
-               "  --max-inflight N            requests per replica before 503 (default 256)\n"
-               "  --hold N                    requests held per service at zero ready replicas "
-               "(default 100; 0: answer 503)\n"
-               "  --hold-timeout DUR          how long a held request waits (default 30s)\n"
-               "  --retry-after S             Retry-After of a 503 (default 1)\n"
-               "  --retries N                 retries after connection failures (default 2)\n"
-               "  --connect-timeout DUR       backend connect timeout (default 2s)\n"
-               "  --upstream-timeout DUR      backend silence mid-response (default 300s)\n"
-               "  --idle-timeout DUR          idle keep-alive client (default 60s)\n"
-               "  --probe-interval DUR        health checks of down replicas (default 500ms)\n"
-               "  --report-interval DUR       load reports to the controller (default 2s)\n"
-               "  --ready-path PATH           readiness path of static services (default /health)\n"
-               "  --scrape                    scrape replicas' /metrics for vLLM load signals\n"
-               "  --seed N                    RNG seed of the peer choice\n");
+    fprintf(f,
+            "usage: corral gateway --listen ADDR:PORT [options]\n"
+            "\n"
+            "  --listen ADDR:PORT          where clients connect (default 127.0.0.1:8630)\n"
+            "  --service NAME=H:P[,H:P..]  a service and its static endpoints (repeatable)\n"
+            "  --service NAME              a service whose endpoints come from the controller\n"
+            "  --config FILE               JSON config (see docs/gateway.md); SIGHUP reloads "
+            "its services\n"
+            "  --controller URL            long-poll endpoints from the controller\n"
+            "  --token T                   bearer token for the controller (or CORRAL_TOKEN)\n"
+            "  --max-inflight N            requests per replica before 503 (default 256)\n"
+            "  --hold N                    requests held per service at zero ready replicas "
+            "(default 100; 0: answer 503)\n"
+            "  --hold-timeout DUR          how long a held request waits (default 30s)\n"
+            "  --retry-after S             Retry-After of a 503 (default 1)\n"
+            "  --retries N                 retries after connection failures (default 2)\n"
+            "  --connect-timeout DUR       backend connect timeout (default 2s)\n"
+            "  --upstream-timeout DUR      backend silence mid-response (default 300s)\n"
+            "  --idle-timeout DUR          idle keep-alive client (default 60s)\n"
+            "  --probe-interval DUR        health checks of down replicas (default 500ms)\n"
+            "  --report-interval DUR       load reports to the controller (default 2s)\n"
+            "  --ready-path PATH           readiness path of static services (default /health)\n"
+            "  --scrape                    scrape replicas' /metrics for vLLM load signals\n"
+            "  --shutdown-grace DUR        on SIGTERM, time for in-flight requests (default 30s)\n"
+            "  --seed N                    RNG seed of the peer choice\n");
 }
 
 static int dur_flag(const char *flag, const char *arg, int64_t *out)
@@ -449,6 +454,7 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         {"ready-path", required_argument, NULL, 6},
         {"scrape", no_argument, NULL, 7},
         {"seed", required_argument, NULL, 8},
+        {"shutdown-grace", required_argument, NULL, 9},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -540,6 +546,9 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
             } else {
                 c->seed = (uint64_t)seed;
             }
+            break;
+        case 9:
+            rc = dur_flag("--shutdown-grace", optarg, &c->shutdown_grace_ns);
             break;
         case 'h':
             usage(stdout);

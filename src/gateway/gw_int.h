@@ -91,6 +91,7 @@ typedef struct gw_conf {
     int64_t connect_timeout_ns;    /* backend connect */
     int64_t upstream_timeout_ns;   /* silence from a backend mid-response */
     int64_t client_idle_ns;        /* idle keep-alive client */
+    int64_t shutdown_grace_ns;     /* on SIGTERM, how long in-flight requests may finish */
     int64_t probe_interval_ns;     /* health checks and scrapes */
     int64_t report_interval_ns;    /* stats to the controller */
     int32_t retries;               /* extra attempts after a connection failure */
@@ -276,7 +277,9 @@ struct gw {
     int32_t client_count;       /* clients open */
     gw_client *grave_clients;   /* closed this batch, freed after it (via held_next) */
     gw_backend *grave_backends; /* same for backends */
-    bool stopping;              /* TERM or INT seen */
+    bool stopping;              /* leave the loop now */
+    bool draining;              /* TERM or INT seen: finish what runs, take nothing new */
+    int64_t drain_deadline_ns;  /* give up on in-flight requests after this */
     bool probes_dirty;          /* republish probe targets */
     int64_t next_sweep_ns;      /* next timeout sweep */
     int64_t next_report_ns;     /* next stats snapshot */

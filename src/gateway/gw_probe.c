@@ -195,7 +195,10 @@ static void probe_one(gw *g, const gw_probe_target *t)
     snprintf(m->key, sizeof m->key, "%s", t->key);
     int status = 0;
     if (t->down) {
-        m->ok = http_get(t, t->ready_path, &status, NULL) == 0 && status >= 200 && status < 400;
+        int rc = http_get(t, t->ready_path, &status, NULL);
+        m->ok = rc == 0 && status >= 200 && status < 400;
+        cr_debug("gateway: probe service=%s replica=%s path=%s rc=%d status=%d", t->service, t->key,
+                 t->ready_path, rc, status);
         if (!m->ok) {
             free(m);
             return;

@@ -39,6 +39,7 @@
 
 static void client_close(gw_client *c);
 static void client_run(gw_client *c);
+static void drain_check(gw *g);
 
 static const char *reason_phrase(int status)
 {
@@ -830,7 +831,8 @@ static int on_response_bytes(gw_client *c, gw_backend *b)
             b->body_mode = BODY_EOF;
         }
         b->reusable = m.keep_alive && b->body_mode != BODY_EOF;
-        bool will_close = !c->keep_alive || b->body_mode == BODY_EOF || !c->body_done;
+        bool will_close =
+            !c->keep_alive || b->body_mode == BODY_EOF || !c->body_done || c->g->draining;
         if (will_close) {
             c->close_after = true;
         }
@@ -875,7 +877,7 @@ static void finish_exchange(gw_client *c)
     if (r) {
         gw_replica_release(g, r);
     }
-    if (c->close_after || !c->keep_alive) {
+    if (c->close_after || !c->keep_alive || g->draining) {
         client_close(c);
     } else {
         client_next_request(c);
@@ -1078,7 +1080,7 @@ static bool local_step(gw_client *c)
             return true;
         }
     }
-    if (c->close_after || !c->keep_alive) {
+    if (c->close_after || !c->keep_alive || c->g->draining) {
         client_close(c);
     } else {
         client_next_request(c);
@@ -1350,14 +1352,52 @@ static void reload(gw *g)
     gw_conf_fini(&fresh);
 }
 
+/*
+ * Graceful stop: close the listener, close idle keep-alive clients, let the
+ * requests under way (and held ones) finish within the grace period, closing
+ * each connection as its response ends; then leave the loop.
+ */
+static void start_drain(gw *g)
+{
+    g->draining = true;
+    g->drain_deadline_ns = g->now_ns + g->conf->shutdown_grace_ns;
+    if (g->listen.fd >= 0) {
+        close(g->listen.fd);
+        g->listen.fd = -1;
+        g->listen.kind = GW_IO_DEAD;
+    }
+    cr_info("gateway: draining clients=%d grace_s=%lld", (int)g->client_count,
+            (long long)(g->conf->shutdown_grace_ns / CR_NS_PER_SEC));
+    drain_check(g);
+}
+
+static void drain_check(gw *g)
+{
+    int busy = 0;
+    gw_client *next = NULL;
+    for (gw_client *c = g->clients; c; c = next) {
+        next = c->next;
+        if (c->state == C_READ_HEAD && c->in_len == 0) {
+            client_close(c);
+        } else {
+            busy++;
+        }
+    }
+    if (busy == 0 || g->now_ns >= g->drain_deadline_ns) {
+        g->stopping = true;
+    }
+}
+
 static void on_signal(gw *g)
 {
     struct signalfd_siginfo si;
     while (read(g->sig.fd, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGHUP) {
             reload(g);
+        } else if (g->draining) {
+            g->stopping = true; /* a second TERM: stop now */
         } else {
-            g->stopping = true;
+            start_drain(g);
         }
     }
 }
@@ -1412,6 +1452,9 @@ int gw_run(gw *g)
             default:
                 break;
             }
+        }
+        if (g->draining) {
+            drain_check(g);
         }
         if (g->now_ns >= g->next_sweep_ns) {
             sweep(g);

@@ -316,7 +316,12 @@ static int parse_row(parse_ctx *p, const cr_csv_rec *r, const int *idx, cr_gpu_t
     g->mem_hbm = strncasecmp(g->mem_type, "HBM", 3) == 0;
     g->form = parse_form(str_cell(r, idx, C_FORM));
     const char *vendor = str_cell(r, idx, C_VENDOR);
-    g->vendor_nvidia = vendor[0] == '\0' || !strcasecmp(vendor, "nvidia");
+    if (vendor[0]) {
+        g->vendor_nvidia = !strcasecmp(vendor, "nvidia");
+    } else { /* files without a vendor column: go by the name */
+        g->vendor_nvidia = !strcasestr(g->name, "non-NVIDIA") && strncasecmp(g->name, "AMD", 3) &&
+                           strncasecmp(g->name, "Intel", 5);
+    }
 
     if ((rc = num_cell(p, r, idx, C_MEM_GB, 1e5, 1e9, &v))) {
         return rc;

@@ -75,7 +75,7 @@ typedef struct cr_workload {
     int batch;     /* global batch, sequences (default: ~4M tokens pretrain, 16 finetune) */
 
     /* Inference load (kind inference). */
-    double rate_per_s; /* requests per second (total over tenants) */
+    double rate_per_s; /* requests per second (total over tenants); 0 means 1 */
     int prompt_tokens; /* mean prompt length (default 1000) */
     int output_tokens; /* mean output length (default 250) */
     int64_t ttft_ns;   /* time-to-first-token target, 0 = default 2 s */
@@ -139,10 +139,12 @@ typedef struct cr_estimate {
     double cost_usd;          /* CR_UNKNOWN when the type has no price */
     double mem_per_gpu_bytes; /* memory needed per GPU (or slice) */
     double mfu;               /* training: model FLOPs utilisation */
-    double throughput;        /* work per second: tokens/s (training), req/s capacity
-                                 (inference), streams (visual), FLOP/s (hpc, batch) */
+    double throughput;        /* work per second: tokens/s (training), output tokens/s
+                                 capacity (inference), streams (visual), FLOP/s (hpc,
+                                 batch), steps/s (measured) */
     double progress_per_s;    /* fraction of the job done per second (1/time);
-                                 services: capacity / offered load / window */
+                                 services (inference, visual): 1/window, equal on
+                                 every type that meets the targets */
     int measured;             /* 1 when time came from a measured table */
 } cr_estimate;
 

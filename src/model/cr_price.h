@@ -23,8 +23,9 @@ typedef struct cr_prices cr_prices; /* opaque */
 const char *cr_prices_default_path(void);
 
 /* path NULL means the default path. cat (borrowed) resolves model names;
- * a row naming a model absent from cat is an error (CR_EPARSE). *out is
- * returned new (free with cr_prices_free). */
+ * a row naming a model absent from cat is an error (CR_EPARSE), except in
+ * the default table, where such rows are skipped (a site's catalog may be
+ * smaller). *out is returned new (free with cr_prices_free). */
 int cr_prices_load(const char *path, const cr_catalog *cat, cr_prices **out, char *err,
                    size_t err_len);
 int cr_prices_parse(const char *text, size_t len, const char *name, const cr_catalog *cat,

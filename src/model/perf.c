@@ -20,31 +20,34 @@
 
 /* ---- assumptions (docs/model.md, "Constants") ---- */
 
-#define USABLE_MEM_FRAC  0.90  /* vLLM's default gpu_memory_utilization */
-#define RUNTIME_OVERHEAD 1.0e9 /* CUDA context, allocator slack, buffers */
-#define DECODE_BW_EFF    0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
-#define PREFILL_EFF      0.50  /* fraction of dense peak in prefill GEMMs */
-#define NVLINK_EFF       0.80  /* achieved fraction of per-direction NVLink bandwidth */
-#define PCIE_EFF         0.50  /* PCIe collectives staged through host memory */
-#define NET_EFF          0.80  /* achieved fraction of the NIC line rate */
-#define NVLINK_LAT_S     2e-6
-#define PCIE_LAT_S       8e-6
-#define NET_LAT_S        10e-6
-#define DP_OVERLAP       0.50 /* share of compute the gradient all-reduce can hide under */
-#define NODE_GPUS        8    /* GPUs per server */
-#define MAX_GPUS         16384
-#define LORA_TRAINABLE   0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
-#define QLORA_WEIGHT_B   0.55  /* NF4 weights + quantisation constants, bytes/param */
-#define TRAIN_POWER_FRAC 0.85  /* board power drawn while training, of TDP */
-#define SERVE_POWER_FRAC 0.70
-#define NVDEC_STREAMS    18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
-#define VISUAL_EFF       0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
-#define HPC_EFF          0.60 /* fraction of FP64 peak an MD/stencil code reaches */
-#define HPC_BW_EFF       0.80
-#define DEFAULT_DEADLINE (30 * 24 * CR_NS_PER_H)
-#define DEFAULT_WINDOW   CR_NS_PER_H
-#define DEFAULT_TTFT     (2 * CR_NS_PER_SEC)
-#define DEFAULT_TPOT     (50 * CR_NS_PER_MS)
+#define USABLE_MEM_FRAC   0.90  /* vLLM's default gpu_memory_utilization */
+#define RUNTIME_OVERHEAD  1.0e9 /* CUDA context, allocator slack, buffers */
+#define DECODE_BW_EFF     0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
+#define PREFILL_EFF       0.50  /* fraction of dense peak in prefill GEMMs */
+#define PREFILL_EFF_GA100 0.68  /* A100/A30 FP16 GEMMs run closer to peak (TensorRT-LLM rows) */
+#define NVLINK_EFF        0.80  /* achieved fraction of per-direction NVLink bandwidth */
+#define PCIE_EFF          0.50  /* PCIe collectives staged through host memory */
+#define NET_EFF           0.80  /* achieved fraction of the NIC line rate */
+#define NVLINK_LAT_S      2e-6
+#define PCIE_LAT_S        8e-6
+#define NET_LAT_S         10e-6
+#define LAYER_STEP_S      20e-6 /* per layer per decode step: launches, norms, sampling */
+#define DP_OVERLAP        0.50  /* share of compute the gradient all-reduce can hide under */
+#define NODE_GPUS         8     /* GPUs per server */
+#define MAX_GPUS          16384
+#define FP8_TRAIN_FACTOR  0.85  /* share of the bf16 efficiency kept at FP8 peak */
+#define LORA_TRAINABLE    0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
+#define QLORA_WEIGHT_B    0.55  /* NF4 weights + quantisation constants, bytes/param */
+#define TRAIN_POWER_FRAC  0.85  /* board power drawn while training, of TDP */
+#define SERVE_POWER_FRAC  0.70
+#define NVDEC_STREAMS     18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
+#define VISUAL_EFF        0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
+#define HPC_EFF           0.60 /* fraction of FP64 peak an MD/stencil code reaches */
+#define HPC_BW_EFF        0.80
+#define DEFAULT_DEADLINE  (30 * 24 * CR_NS_PER_H)
+#define DEFAULT_WINDOW    CR_NS_PER_H
+#define DEFAULT_TTFT      (2 * CR_NS_PER_SEC)
+#define DEFAULT_TPOT      (50 * CR_NS_PER_MS)
 
 /* Dense decoder shapes by size (Llama 3.2 1B/3B, Llama 2 7B/13B, Code Llama
  * 34B, Llama 2/3 70B, GPT-3 175B, Llama 3.1 405B, Megatron 1T); the nearest
@@ -341,7 +344,10 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.peak = cr_gpu_peak_flops(g, w->precision);
     double size_f = pow(fmin(1.0, in.sh->hidden / 8192.0), 0.15);
     double method_f = method == CR_METHOD_LORA ? 0.85 : method == CR_METHOD_QLORA ? 0.60 : 1.0;
-    in.eff = arch_eff(g) * size_f * method_f;
+    /* FP8 speeds up the GEMMs only; norms, attention softmax and the
+     * optimizer stay at 16/32 bits, so less of the FP8 peak is reached. */
+    double fp8_f = w->precision == CR_PREC_FP8 && g->fp8_flops > 0 ? FP8_TRAIN_FACTOR : 1.0;
+    in.eff = arch_eff(g) * size_f * method_f * fp8_f;
     if (in.peak <= 0) {
         snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
                  cr_precision_name(w->precision));
@@ -461,7 +467,13 @@ typedef struct unit {
     double bw;   /* bytes/s per GPU (or slice) */
     double peak; /* FLOP/s per GPU (or slice) */
     link tpl;    /* tensor-parallel link */
+    double eff;  /* achieved fraction of peak in inference GEMMs */
 } unit;
+
+static double infer_eff(const cr_gpu_type *g)
+{
+    return arch_has(g, "GA100") ? PREFILL_EFF_GA100 : PREFILL_EFF;
+}
 
 typedef struct infer_in {
     const shape *sh;
@@ -485,16 +497,16 @@ static double decode_step_s(const infer_in *in, const unit *u, int tp, double B)
     double kv_share = kvh >= tp ? 1.0 / tp : 1.0 / kvh; /* KV heads replicate past tp = heads */
     double bytes = in->wbytes / tp + B * ctx * in->kv_tok * kv_share;
     double mem_t = bytes / (u->bw * DECODE_BW_EFF);
-    double comp_t = 2 * in->N * B / (tp * u->peak * PREFILL_EFF);
+    double comp_t = 2 * in->N * B / (tp * u->peak * u->eff);
     double comm = 2.0 * in->sh->layers * allreduce_s(B * in->sh->hidden * 2, tp, u->tpl);
-    return (mem_t > comp_t ? mem_t : comp_t) + comm;
+    return (mem_t > comp_t ? mem_t : comp_t) + comm + in->sh->layers * LAYER_STEP_S;
 }
 
 static double prefill_s(const infer_in *in, const unit *u, int tp)
 {
     double f = 2 * in->N * in->P + 2.0 * in->sh->layers * in->P * in->P * in->sh->hidden;
     double comm = 2.0 * in->sh->layers * allreduce_s(in->P * in->sh->hidden * 2, tp, u->tpl);
-    double t = f / (tp * u->peak * PREFILL_EFF) + comm;
+    double t = f / (tp * u->peak * u->eff) + comm;
     double weights = in->wbytes / tp / (u->bw * DECODE_BW_EFF);
     return t > weights ? t : weights;
 }
@@ -550,8 +562,8 @@ typedef struct infer_plan {
 
 /* Smallest tp x replicas on whole GPUs meeting the targets for lam
  * requests/s; gpu_count > 0 fixes the total. */
-static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, int gpu_count,
-                       infer_plan *best, infer_out *closest, int *closest_tp)
+static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision, double lam,
+                       int gpu_count, infer_plan *best, infer_out *closest, int *closest_tp)
 {
     int max_tp = g->nvlink_bytes_per_s > 0 ? g->nvlink_domain_gpus : 8;
     if (max_tp > 8) {
@@ -560,7 +572,7 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, i
     int found = 0;
     for (int tp = 1; tp <= max_tp; tp *= 2) {
         unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
-                  cr_gpu_peak_flops(g, CR_PREC_BF16), nvlink_or_pcie(g, tp)};
+                  cr_gpu_peak_flops(g, precision), nvlink_or_pcie(g, tp), infer_eff(g)};
         int rmin = 1, rmax = 1024;
         if (gpu_count > 0) {
             if (gpu_count % tp) {
@@ -569,7 +581,7 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, i
             rmin = rmax = gpu_count / tp;
         }
         for (int r = rmin; r <= rmax; r = r < 8 ? r + 1 : r * 2) {
-            if (found && tp * r >= best->tp * best->replicas) {
+            if (found && tp * r > best->tp * best->replicas) {
                 break;
             }
             infer_in in = *base;
@@ -592,7 +604,9 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, i
                 *closest_tp = tp;
             }
             if (o.ok_lat) {
-                if (!found || tp * r < best->tp * best->replicas) {
+                /* Fewest GPUs; at equal count the lower per-token latency. */
+                if (!found || tp * r < best->tp * best->replicas ||
+                    (tp * r == best->tp * best->replicas && o.tpot_s < best->r.tpot_s)) {
                     best->tp = tp;
                     best->replicas = r;
                     best->r = o;
@@ -609,6 +623,11 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, double lam, i
 static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
                            cr_estimate *e)
 {
+    if (cr_gpu_peak_flops(g, w->precision) <= 0) {
+        snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
+                 cr_precision_name(w->precision));
+        return;
+    }
     infer_in in = {0};
     in.N = w->params > 0 ? w->params : 7e9;
     in.sh = shape_for(in.N);
@@ -628,8 +647,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     infer_out closest = {0};
     int closest_tp = 1;
     int per_tenant_count = gpu_count > 0 ? (gpu_count >= T ? gpu_count / T : 0) : 0;
-    int whole_ok = (gpu_count <= 0 || per_tenant_count > 0) &&
-                   infer_whole(&in, g, lam_t, per_tenant_count, &whole, &closest, &closest_tp);
+    int whole_ok =
+        (gpu_count <= 0 || per_tenant_count > 0) &&
+        infer_whole(&in, g, w->precision, lam_t, per_tenant_count, &whole, &closest, &closest_tp);
 
     /* MIG: one slice per tenant, smallest profile that meets the targets. */
     const cr_mig_profile *mig = NULL;
@@ -639,7 +659,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     size_t np = 0;
     const cr_mig_profile *profs = g->mig_max_instances > 0 ? cr_mig_profiles(g->name, &np) : NULL;
     int cs_tot = 0, ms_tot = 0;
-    if (profs && cr_mig_geometry(g->name, &cs_tot, &ms_tot) == 0) {
+    /* A fixed --gpus count means whole GPUs unless MIG is asked for. */
+    int try_mig = gpu_count <= 0 || (w->needs & CR_NEED_MIG);
+    if (try_mig && profs && cr_mig_geometry(g->name, &cs_tot, &ms_tot) == 0) {
         for (size_t i = 0; i < np; i++) {
             const cr_mig_profile *p = &profs[i];
             if (p->media_ext || p->compute_slices == cs_tot) {
@@ -648,8 +670,8 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             double share = fmax((double)p->compute_slices / cs_tot, (double)p->mem_slices / ms_tot);
             unit u = {usable_mem((double)p->mem_bytes) + RUNTIME_OVERHEAD * 0.5,
                       g->mem_bw_bytes_per_s * p->mem_slices / ms_tot,
-                      cr_gpu_peak_flops(g, CR_PREC_BF16) * p->compute_slices / cs_tot,
-                      nvlink_or_pcie(g, 1)};
+                      cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot,
+                      nvlink_or_pcie(g, 1), infer_eff(g)};
             infer_in one = in;
             one.lam = lam_t;
             infer_out o;
@@ -747,8 +769,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             snprintf(via, sizeof via, "tp over %s: ", nvlink_or_pcie(g, whole.tp).name);
         }
         snprintf(e->reason, sizeof e->reason,
-                 "%s%s weights + %s KV (%.0f seqs) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via, wpg,
-                 kv, ceil(whole.r.batch), whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
+                 "%s%s weights + %s KV (%.0f seq%s) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via,
+                 wpg, kv, ceil(whole.r.batch), ceil(whole.r.batch) > 1 ? "s" : "",
+                 whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
                  T > 1 ? "; one set per tenant (no MIG)" : "");
         e->nodes = (e->gpu_count + node_gpus(g) - 1) / node_gpus(g);
     }
@@ -779,6 +802,11 @@ static void estimate_visual(const cr_workload *w, const cr_gpu_type *g, int gpu_
     double cap = dec_cap < comp_cap ? dec_cap : comp_cap;
     if (cap < 1e-9) {
         snprintf(e->reason, sizeof e->reason, "no math rate for the detector");
+        return;
+    }
+    if (S / cap > MAX_GPUS) {
+        snprintf(e->reason, sizeof e->reason, "needs more than %d GPUs (%.2f streams/GPU)",
+                 MAX_GPUS, cap);
         return;
     }
     int n = (int)ceil(S / cap - 1e-9);
@@ -862,7 +890,35 @@ static void estimate_hpc(const cr_workload *w, const cr_gpu_type *g, int gpu_cou
              hpc && g->ecc == CR_TRI_YES ? ", ECC" : "");
 }
 
-/* Measured throughput from a Gavel table: steps/s at a scale factor. */
+static void fill_measured(const cr_gpu_type *g, int n, double tput, double steps, cr_estimate *e)
+{
+    double t = steps / tput;
+    e->fits = 1;
+    e->gpu_count = n;
+    e->gpu_share = n;
+    e->dp = n;
+    e->tp = e->pp = 1;
+    e->replicas = 1;
+    e->nodes = (n + NODE_GPUS - 1) / NODE_GPUS;
+    e->time_ns = to_ns(t);
+    e->throughput = tput;
+    e->progress_per_s = 1.0 / t;
+    e->energy_j = n * g->tdp_w * TRAIN_POWER_FRAC * t;
+    if (n > 1) {
+        snprintf(e->plan, sizeof e->plan, "dp%d", n);
+    } else {
+        snprintf(e->plan, sizeof e->plan, "1 GPU");
+    }
+}
+
+/*
+ * Measured throughput from a Gavel table: steps/s at a scale factor (the
+ * GPU count). A type the table does not name (anything newer than V100)
+ * is extrapolated from the V100 measurement by the geometric mean of the
+ * FP16 peak and memory bandwidth ratios: Gavel's jobs (ResNets, small
+ * Transformers, LSTMs, A3C) sit between compute- and memory-bound. The
+ * extrapolation is not calibrated; measured = 0 marks it.
+ */
 static int estimate_measured(const cr_perf_env *env, const cr_workload *w, const cr_gpu_type *g,
                              int gpu_count, cr_estimate *e)
 {
@@ -870,35 +926,38 @@ static int estimate_measured(const cr_perf_env *env, const cr_workload *w, const
         return 0;
     }
     int n = gpu_count > 0 ? gpu_count : 1;
+    double tput;
     for (size_t i = 0; i < cr_gavel_worker_count(env->measured); i++) {
         const char *wk = cr_gavel_worker(env->measured, i);
         const char *alias = cr_gavel_worker_alias(wk);
         if (!alias || strcmp(alias, g->alias) != 0 || strstr(wk, "unconsolidated")) {
             continue;
         }
-        double tput;
         if (cr_gavel_get(env->measured, wk, w->measured_job, n, &tput) != 0 || tput <= 0) {
             continue;
         }
-        double t = w->steps / tput;
-        e->fits = 1;
+        fill_measured(g, n, tput, w->steps, e);
         e->measured = 1;
-        e->gpu_count = n;
-        e->gpu_share = n;
-        e->dp = n;
-        e->tp = e->pp = 1;
-        e->replicas = 1;
-        e->nodes = (n + NODE_GPUS - 1) / NODE_GPUS;
-        e->time_ns = to_ns(t);
-        e->throughput = tput;
-        e->progress_per_s = 1.0 / t;
-        e->energy_j = n * g->tdp_w * TRAIN_POWER_FRAC * t;
-        snprintf(e->plan, sizeof e->plan, "dp%d", n);
         snprintf(e->reason, sizeof e->reason, "measured: %.2f steps/s (Gavel table, worker %s)",
                  tput, wk);
         return 1;
     }
-    return 0;
+    const cr_gpu_type *ref = cr_catalog_find(env->catalog, "v100");
+    if (!ref || cr_gavel_worker_alias(g->alias) ||
+        cr_gavel_get(env->measured, "v100", w->measured_job, n, &tput) != 0 || tput <= 0) {
+        return 0;
+    }
+    double fr = cr_gpu_peak_flops(g, CR_PREC_FP16) / cr_gpu_peak_flops(ref, CR_PREC_FP16);
+    double br = g->mem_bw_bytes_per_s / ref->mem_bw_bytes_per_s;
+    if (!(fr > 0) || !(br > 0)) {
+        return 0;
+    }
+    double k = sqrt(fr * br);
+    fill_measured(g, n, tput * k, w->steps, e);
+    snprintf(e->reason, sizeof e->reason,
+             "extrapolated: %.2f steps/s (Gavel v100 x %.2f, FP16 and bandwidth ratios)", tput * k,
+             k);
+    return 1;
 }
 
 /* Hard needs: 0 if g may run w, else the reason in e. */

@@ -78,8 +78,8 @@ double cr_prices_get(const cr_prices *p, const cr_gpu_type *g)
     return r ? r->usd_per_hour : CR_UNKNOWN;
 }
 
-int cr_prices_parse(const char *text, size_t len, const char *name, const cr_catalog *cat,
-                    cr_prices **out, char *err, size_t err_len)
+static int parse_prices(const char *text, size_t len, const char *name, const cr_catalog *cat,
+                        int strict, cr_prices **out, char *err, size_t err_len)
 {
     int rc = 0;
     cr_prices *p = cr_prices_new_empty();
@@ -142,6 +142,9 @@ int cr_prices_parse(const char *text, size_t len, const char *name, const cr_cat
             goto out;
         }
         const cr_gpu_type *g = cr_catalog_find(cat, rec.fields[model_col]);
+        if (!g && !strict) {
+            continue; /* the default table may name types a site's catalog lacks */
+        }
         if (!g) {
             cr__model_errf(err, err_len, "%s:%d:%d: model \"%s\" is not in the catalog", name,
                            line_no, rec.col[model_col], rec.fields[model_col]);
@@ -173,10 +176,17 @@ out:
     return rc;
 }
 
+int cr_prices_parse(const char *text, size_t len, const char *name, const cr_catalog *cat,
+                    cr_prices **out, char *err, size_t err_len)
+{
+    return parse_prices(text, len, name, cat, 1, out, err, err_len);
+}
+
 int cr_prices_load(const char *path, const cr_catalog *cat, cr_prices **out, char *err,
                    size_t err_len)
 {
     char buf[1024];
+    int strict = path != NULL;
     if (!path) {
         path = getenv("CORRAL_DATA") ? cr__model_data_path("prices.csv", buf, sizeof buf)
                                      : cr_prices_default_path();
@@ -185,7 +195,7 @@ int cr_prices_load(const char *path, const cr_catalog *cat, cr_prices **out, cha
     size_t len = 0;
     int rc = cr__model_read_file(path, PRICES_MAX_BYTES, &text, &len, err, err_len);
     if (rc == 0) {
-        rc = cr_prices_parse(text, len, path, cat, out, err, err_len);
+        rc = parse_prices(text, len, path, cat, strict, out, err, err_len);
     }
     free(text);
     return rc;

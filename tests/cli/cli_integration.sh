@@ -60,32 +60,26 @@ has() {
     }
 }
 
-# --- start the controller on a free port ---------------------------------------
+# --- start the controller on an ephemeral port -----------------------------------
+# Port 0: the kernel picks a free port; the controller writes its URL to
+# <state-dir>/listen.addr once it listens.
 STATE=$TMP/state
 mkdir -p "$STATE"
+"$BIN" controller --listen 127.0.0.1:0 --state-dir "$STATE" >"$TMP/ctl.log" 2>&1 &
+CTL_PID=$!
 started=
-for try in 1 2 3 4 5; do
-    PORT=$((20000 + ($$ * 7 + try * 1543) % 40000))
-    SERVER=http://127.0.0.1:$PORT
-    "$BIN" controller --listen "127.0.0.1:$PORT" --state-dir "$STATE" >"$TMP/ctl.log" 2>&1 &
-    CTL_PID=$!
-    # poll until it answers (or dies), with a deadline of 20 s
-    i=0
-    while [ $i -lt 200 ] && kill -0 "$CTL_PID" 2>/dev/null; do
-        if [ -s "$STATE/admin.token" ]; then
-            "$BIN" jobs --server "$SERVER" >/dev/null 2>&1
-            if [ $? != 3 ]; then
-                started=1
-                break
-            fi
+i=0
+while [ $i -lt 300 ] && kill -0 "$CTL_PID" 2>/dev/null; do
+    if [ -s "$STATE/listen.addr" ] && [ -s "$STATE/admin.token" ]; then
+        SERVER=$(cat "$STATE/listen.addr")
+        "$BIN" jobs --server "$SERVER" >/dev/null 2>&1
+        if [ $? != 3 ]; then
+            started=1
+            break
         fi
-        sleep 0.1
-        i=$((i + 1))
-    done
-    [ -n "$started" ] && break
-    kill "$CTL_PID" 2>/dev/null
-    wait "$CTL_PID" 2>/dev/null
-    CTL_PID=
+    fi
+    sleep 0.1
+    i=$((i + 1))
 done
 if [ -z "$started" ]; then
     echo "FAIL: the controller did not start"
@@ -144,6 +138,7 @@ if command -v curl >/dev/null 2>&1; then
     has "$TMP/body" "$msg"
 fi
 
+run 1 logs "$ID" && has "$TMP/err" "corral logs: "
 run 0 cancel "$ID" && has "$TMP/out" "Cancelled job $ID"
 i=0
 while [ $i -lt 100 ]; do
@@ -166,6 +161,38 @@ run 2 frobnicate
 # --- cluster views ----------------------------------------------------------------------
 export CORRAL_TOKEN=$ADMIN
 run 0 nodes && has "$TMP/out" "NAME"
+if command -v curl >/dev/null 2>&1 && [ -s "$STATE/join.token" ]; then
+    # clear the queue, then a node registers as an agent would and a new
+    # job lands on it
+    "$BIN" jobs --state pending >"$TMP/out"
+    ids=$(awk 'NR > 1 { print $1 }' "$TMP/out")
+    [ -z "$ids" ] || run 0 cancel $ids
+    gpus=
+    for g in 0 1 2 3; do
+        gpus="$gpus${gpus:+,}{\"index\":$g,\"uuid\":\"GPU-it-$g\",\"model\":\"H100 SXM\",\"mem_bytes\":85899345920,\"nvlink_domain\":0,\"health\":\"ok\",\"reason\":\"\"}"
+    done
+    curl -s -o "$TMP/reg" -w '%{http_code}' -X POST \
+        -H "Authorization: Bearer $(cat "$STATE/join.token")" \
+        -d "{\"node\":\"it-0\",\"addr\":\"127.0.0.1\",\"port\":1,\"rack\":\"r1\",\"gpus\":[$gpus],\"cpus\":8,\"mem_bytes\":1073741824,\"running\":[]}" \
+        "$SERVER/v1/agents/register" >"$TMP/code"
+    has "$TMP/code" "200"
+    run 0 nodes && has "$TMP/out" "it-0" && has "$TMP/out" "H100 SXM"
+    run 0 nodes it-0 && has "$TMP/out" "GPU-it-3"
+    CORRAL_TOKEN=$ALICE run 0 submit --gpus 2 --gpu-type "H100 SXM" --name placed -- sleep 60
+    i=0
+    while [ $i -lt 100 ]; do
+        "$BIN" jobs --state running >"$TMP/out" 2>&1
+        grep -q "placed" "$TMP/out" && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    has "$TMP/out" "it-0"
+    run 0 top --once && has "$TMP/out" "[##..]"
+    run 0 drain it-0 --reason "fan swap" && has "$TMP/out" "Drained it-0"
+    run 0 nodes && has "$TMP/out" "fan swap"
+    run 0 undrain it-0 && has "$TMP/out" "Undrained it-0"
+    run 1 drain no-such-node
+fi
 run 0 usage --by tenant,gpu_type && has "$TMP/out" "GPU_HOURS"
 run 0 top --once && has "$TMP/out" "corral top - $SERVER" && has "$TMP/out" "Jobs: "
 run 0 top --json && has "$TMP/out" '"nodes"'

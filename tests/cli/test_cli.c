@@ -592,14 +592,37 @@ static void test_cmd_logs(void **state)
 {
     fake_server *s = start();
     fake_server_canned(s, 200, "hello\nworld\n");
-    run r = cli("logs", "5", "-f", "--stderr", NULL);
+    run r = cli("logs", "5", "--stderr", "--offset", "7", NULL);
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "hello\nworld\n");
     json_t *last = fake_server_last(s);
     const json_t *q = json_object_get(last, "query");
-    assert_string_equal(json_string_value(json_object_get(q, "follow")), "1");
+    assert_null(json_object_get(q, "follow"));
     assert_string_equal(json_string_value(json_object_get(q, "stream")), "stderr");
+    assert_string_equal(json_string_value(json_object_get(q, "offset")), "7");
+    assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/5/logs");
     json_decref(last);
+    run_free(&r);
+
+    /* follow: after the bytes, the job's state decides whether to go on
+     * (this server's job document has no state: it stops) */
+    unsigned before = fake_server_requests(s);
+    r = cli("logs", "5", "-f", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "hello\nworld\n");
+    assert_int_equal(fake_server_requests(s) - before, 2);
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/5");
+    json_decref(last);
+    run_free(&r);
+
+    /* a job that never ran: the server's message, exit 1 */
+    fake_server_canned(s, 409,
+                       "{\"error\":\"CR_ECONFLICT\",\"message\":\"job 5 has not run yet: no "
+                       "logs\"}");
+    r = cli("logs", "5", NULL);
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.err, "corral logs: job 5 has not run yet: no logs\n");
     run_free(&r);
     fake_server_stop(s);
 }

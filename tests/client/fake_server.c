@@ -24,6 +24,8 @@ struct fake_server {
     json_t *last;           /* last request's echo document */
     unsigned requests;      /* completed requests */
     unsigned connections;   /* TCP connections opened */
+    char *cert;             /* TLS certificate PEM or NULL (owned) */
+    char *key;              /* TLS key PEM or NULL (owned) */
 };
 
 typedef struct req {
@@ -156,25 +158,44 @@ static void notify_conn(void *cls, struct MHD_Connection *conn, void **socket_co
     }
 }
 
-fake_server *fake_server_start(void)
+fake_server *fake_server_start_tls(const char *cert_pem, const char *key_pem)
 {
     fake_server *s = calloc(1, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = 0};
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    s->d = MHD_start_daemon(
-        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG, 0,
-        NULL, NULL, (MHD_AccessHandlerCallback)handler, s, MHD_OPTION_SOCK_ADDR, &sa,
-        MHD_OPTION_NOTIFY_COMPLETED, completed, s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
-        MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+    unsigned flags =
+        MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (cert_pem) {
+        s->cert = strdup(cert_pem);
+        s->key = strdup(key_pem);
+        s->d = MHD_start_daemon(
+            flags | MHD_USE_TLS, 0, NULL, NULL, (MHD_AccessHandlerCallback)handler, s,
+            MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, completed, s,
+            MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s, MHD_OPTION_CONNECTION_TIMEOUT, 30u,
+            MHD_OPTION_HTTPS_MEM_CERT, s->cert, MHD_OPTION_HTTPS_MEM_KEY, s->key, MHD_OPTION_END);
+    } else {
+        s->d = MHD_start_daemon(flags, 0, NULL, NULL, (MHD_AccessHandlerCallback)handler, s,
+                                MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, completed,
+                                s, MHD_OPTION_NOTIFY_CONNECTION, notify_conn, s,
+                                MHD_OPTION_CONNECTION_TIMEOUT, 30u, MHD_OPTION_END);
+    }
     if (!s->d) {
+        free(s->cert);
+        free(s->key);
         free(s);
         return NULL;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
-    snprintf(s->url, sizeof s->url, "http://127.0.0.1:%u", (unsigned)info->port);
+    snprintf(s->url, sizeof s->url, "%s://127.0.0.1:%u", cert_pem ? "https" : "http",
+             (unsigned)info->port);
     return s;
+}
+
+fake_server *fake_server_start(void)
+{
+    return fake_server_start_tls(NULL, NULL);
 }
 
 void fake_server_stop(fake_server *s)
@@ -186,6 +207,8 @@ void fake_server_stop(fake_server *s)
     MHD_stop_daemon(s->d);
     json_decref(s->last);
     free(s->canned_body);
+    free(s->cert);
+    free(s->key);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
     free(s);

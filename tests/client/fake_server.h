@@ -21,8 +21,10 @@ typedef struct fake_server fake_server;
 
 /* Start on 127.0.0.1 with an ephemeral port; NULL on failure. */
 fake_server *fake_server_start(void);
+/* The same over HTTPS with a PEM certificate and key (texts, copied). */
+fake_server *fake_server_start_tls(const char *cert_pem, const char *key_pem);
 void fake_server_stop(fake_server *s);
-/* "http://127.0.0.1:PORT" (owned by the server). */
+/* "http[s]://127.0.0.1:PORT" (owned by the server). */
 const char *fake_server_url(const fake_server *s);
 /* Answer the next requests with status and body (text, copied) until reset;
  * body NULL: empty. */

@@ -290,6 +290,96 @@ static void test_connection_reuse(void **state)
     assert_int_equal(fake_server_requests(f->srv), 40);
 }
 
+static char *slurp(const char *name)
+{
+    const char *src = getenv("CORRAL_SRC");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/tests/client/%s", src ? src : ".", name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return NULL;
+    }
+    char *buf = calloc(1, 16384);
+    size_t n = fread(buf, 1, 16383, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* https:// goes through libcurl: verification against the given CA, a
+ * refusal without it, --insecure, and the connection kept between calls. */
+static void test_tls(void **state)
+{
+    char *cert = slurp("test_cert.pem");
+    char *key = slurp("test_key.pem");
+    assert_non_null(cert);
+    assert_non_null(key);
+    fake_server *srv = fake_server_start_tls(cert, key);
+    assert_non_null(srv);
+    char ca[1024];
+    snprintf(ca, sizeof ca, "%s/tests/client/test_cert.pem",
+             getenv("CORRAL_SRC") ? getenv("CORRAL_SRC") : ".");
+
+    cr_client_res res;
+    cr_client_res_init(&res);
+    cr_client *c = NULL;
+    cr_client_opts o = {.server = fake_server_url(srv), .token = "crl_tls", .ca_file = ca};
+    assert_int_equal(cr_client_new(&o, &c), 0);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(cr_client_health(c, &res), 0);
+        assert_string_equal(json_string_value(json_object_get(res.body, "auth")), "Bearer crl_tls");
+    }
+    json_t *job = json_pack("{s:[s]}", "command", "true");
+    assert_int_equal(cr_client_job_submit(c, job, &res), 0);
+    assert_true(json_equal(json_object_get(res.body, "body"), job));
+    json_decref(job);
+    assert_int_equal(fake_server_connections(srv), 1);
+    fake_server_canned(srv, 404, "{\"error\":\"CR_ENOENT\",\"message\":\"job 3 not found\"}");
+    assert_int_equal(cr_client_job_get(c, 3, &res), CR_ENOENT);
+    assert_string_equal(res.message, "job 3 not found");
+    fake_server_echo(srv);
+    sink sk = {0};
+    assert_int_equal(cr_client_stream(c, "/stream", 0, 0, on_data, &sk, &res), 0);
+    assert_string_equal(sk.data, "line 1\nline 2\nline 3\nline 4\nline 5\n");
+    cr_client_free(c);
+
+    /* the system CAs do not know this certificate */
+    cr_client_opts o2 = {.server = fake_server_url(srv)};
+    assert_int_equal(cr_client_new(&o2, &c), 0);
+    assert_int_equal(cr_client_health(c, &res), CR_EUNAVAIL);
+    assert_int_equal(res.status, 0);
+    assert_non_null(res.message);
+    cr_client_free(c);
+
+    o2.insecure = true;
+    assert_int_equal(cr_client_new(&o2, &c), 0);
+    assert_int_equal(cr_client_health(c, &res), 0);
+    cr_client_free(c);
+
+    cr_client_res_fini(&res);
+    fake_server_stop(srv);
+    free(cert);
+    free(key);
+}
+
+/* The plain transport against answers a framework would not produce. */
+static void test_url_forms(void **state)
+{
+    cr_client *c = NULL;
+    cr_client_opts o = {.server = "http://[::1]:8620/api/"};
+    assert_int_equal(cr_client_new(&o, &c), 0);
+    assert_string_equal(cr_client_server(c), "http://[::1]:8620/api");
+    cr_client_free(c);
+    static const char *const bad[] = {"http://", "http://:80", "http://h:x", "http://[::1",
+                                      "http://u@h:1"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.server = bad[i];
+        c = NULL;
+        assert_int_equal(cr_client_new(&o, &c), CR_EINVAL);
+        assert_null(c);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +392,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_reuse, setup, teardown),
+        cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_url_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -5,7 +5,8 @@
  *
  *   gw_helper serve PORT NAME          model server (thread per connection)
  *       GET /health      200 (503 while the file $PORT.unready exists in cwd)
- *       GET /metrics     vLLM-style gauges (num_requests_waiting = in flight)
+ *       GET /metrics     vLLM-style gauges (num_requests_waiting = in flight,
+ *                        or $GW_WAITING)
  *       GET /stats       "requests N"
  *       GET /sse?n=K     chunked text/event-stream: one event, then waits for
  *                        GET /release (at most 10 s), then the other K-1
@@ -207,7 +208,8 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
                          "vllm:num_requests_waiting{model_name=\"m\"} %d\n"
                          "# TYPE vllm:kv_cache_usage_perc gauge\n"
                          "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n",
-                         atomic_load(&s->in_flight));
+                         getenv("GW_WAITING") ? atoi(getenv("GW_WAITING"))
+                                              : atomic_load(&s->in_flight));
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
     if (path_is(m, "/stats")) {

@@ -35,6 +35,7 @@ wait_for() {
 
 # start_backend NAME [PORT]: a model server; sets PORT_<NAME> and PID_<NAME>.
 start_backend() {
+    rm -f "$T/$1.out" # a restart must not read the last run's line
     "$GW_HELPER" serve "${2:-0}" "$1" >"$T/$1.out" 2>"$T/$1.log" &
     pid=$!
     PIDS="$PIDS $pid"
@@ -46,6 +47,7 @@ start_backend() {
 # start_gateway NAME ARGS...: sets GW_<NAME> (host:port) and GWPID_<NAME>.
 start_gateway() {
     name=$1; shift
+    rm -f "$T/gw-$name.log"
     "$CORRAL_BIN" gateway --listen 127.0.0.1:0 "$@" 2>"$T/gw-$name.log" &
     pid=$!
     PIDS="$PIDS $pid"

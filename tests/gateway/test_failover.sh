@@ -38,4 +38,17 @@ rm -f "$PORT_b.unready"
 wait_for 10 metric_is "$G" "$UP_B" 1 || fail "b not back after its health check passed"
 "$GW_HELPER" load "http://$G/chat/x" 200 4 >load5.txt
 grep -q "^replica b " load5.txt || { cat load5.txt; fail "b got no traffic after coming back"; }
+
+# Load signals: with --scrape, a replica that reports a long queue of its own
+# (vllm:num_requests_waiting) loses every power-of-two choice.
+export GW_WAITING=100
+start_backend busy
+unset GW_WAITING
+start_backend idle
+start_gateway sig --service "llm=127.0.0.1:$PORT_busy,127.0.0.1:$PORT_idle" --scrape --probe-interval 100ms
+wait_for 10 metric_is "$GW_sig" "corral_gateway_replica_waiting{service=\"llm\",replica=\"127.0.0.1:$PORT_busy\"}" 100 ||
+    fail "load signal not scraped"
+"$GW_HELPER" load "http://$GW_sig/llm/x" 200 1 >sig.txt
+grep -q "^replica busy " sig.txt && { cat sig.txt; fail "the replica with a long queue got traffic"; }
+grep -q "^replica idle 200$" sig.txt || { cat sig.txt; fail "the idle replica did not take the load"; }
 echo "gateway failover: ok"

@@ -84,6 +84,21 @@ grep -q 'corral_gateway_request_duration_seconds_bucket{service="chat",le="+Inf"
     fail "no histogram"
 [ "$(metric_value "$S" 'corral_gateway_errors_total{service="one",reason="saturated"}')" -ge 1 ] ||
     fail "saturation not counted"
-stop_gateway main
 stop_gateway sat
+
+# Graceful stop: SIGTERM closes the listener but lets a stream under way end.
+curl -sN "http://$G/one/sse?n=3" >last.txt &
+LAST=$!
+PIDS="$PIDS $LAST"
+wait_for 10 metric_is "$G" 'corral_gateway_in_flight{service="one"}' 1 || fail "stream not in flight"
+kill -TERM "$GWPID_main"
+refused() { ! curl -s -o /dev/null "http://$G/healthz"; }
+wait_for 10 refused || fail "still accepting after SIGTERM"
+kill -0 "$GWPID_main" || fail "gateway exited with a stream under way"
+curl -sf "http://127.0.0.1:$PORT_a/release" >/dev/null
+wait "$LAST" || fail "stream cut by the graceful stop"
+grep -q "event 2" last.txt || fail "stream incomplete after the graceful stop"
+rc=0
+wait "$GWPID_main" || rc=$?
+[ "$rc" = 0 ] || fail "gateway exited $rc after draining"
 echo "gateway proxy: ok"
