@@ -14,6 +14,7 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -347,6 +348,13 @@ static int run(ctl *c)
     char *cert = NULL, *key = NULL;
     char path[1200];
     sigset_t sigs;
+    /* Before any thread exists (the store's writer is the first), so that
+     * every thread inherits the mask and SIGINT/SIGTERM reach sigwait. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
     if (mkdir(c->cfg.state_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "corral controller: --state-dir %s: %s\n", c->cfg.state_dir,
                 strerror(errno));
@@ -401,12 +409,7 @@ static int run(ctl *c)
             goto out;
         }
     }
-    /* Signals go to sigwait below, not to whatever thread runs. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT); /* for the logs proxy, before any curl user */
     rc = ctl_sched_start(c);
     if (rc != 0) {
         goto out;
@@ -463,6 +466,7 @@ out:
     cr_http_server_free(c->http);
     free(cert);
     free(key);
+    curl_global_cleanup();
     return rc == 0 ? 0 : 1;
 }
 

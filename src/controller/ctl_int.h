@@ -60,7 +60,9 @@ typedef struct ctl_place {
 typedef struct ctl_job {
     int64_t id;
     char tenant[CTL_NAME_MAX];
-    json_t *spec; /* owned: the validated request members */
+    json_t *spec;        /* owned reference: the validated request members (array tasks share it) */
+    int64_t array_first; /* array tasks: the first id of the array, else 0 */
+    int32_t array_index; /* array tasks: the index in the array */
     ctl_job_state state;
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;

@@ -427,9 +427,27 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     cr_json_err err;
     ctl_node *fresh = cr_calloc(1, sizeof *fresh);
     json_t *running = NULL;
-    if (cr_json_parse_object(body, len, &v, &err) != 0 ||
-        parse_inventory(v, true, fresh, &err) != 0 ||
-        cr_json_arr(v, "", "running", false, 4096, &running, &err) != 0) {
+    int rc = cr_json_parse_object(body, len, &v, &err);
+    if (rc == 0) {
+        rc = parse_inventory(v, true, fresh, &err);
+    }
+    if (rc == 0) {
+        rc = cr_json_arr(v, "", "running", false, 65536, &running, &err);
+    }
+    for (size_t i = 0; rc == 0 && i < json_array_size(running); i++) {
+        static const char *const run_members[] = {"job", "pid", NULL};
+        json_t *r = json_array_get(running, i);
+        char path[32];
+        int64_t x;
+        snprintf(path, sizeof path, "running[%zu]", i);
+        if (!json_is_object(r)) {
+            rc = cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
+        } else if ((rc = cr_json_only(r, path, run_members, &err)) == 0 &&
+                   (rc = cr_json_int(r, path, "job", true, 1, INT64_MAX, &x, &err)) == 0) {
+            rc = cr_json_int(r, path, "pid", false, 0, INT32_MAX, &x, &err);
+        }
+    }
+    if (rc != 0) {
         ctl_reply_jerr(req, &err);
         node_free(fresh);
         json_decref(v);

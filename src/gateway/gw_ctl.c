@@ -168,6 +168,26 @@ out:
     return rc;
 }
 
+/* The service's readiness path (GET /v1/services/{name}: "ready_path");
+ * leaves out empty when the controller does not say. */
+static bool fetch_ready_path(gw *g, CURL *h, const char *name, char *out, size_t len, cr_buf *body)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/services/%s", name);
+    long status = 0;
+    if (call(g, h, "GET", path, NULL, 10, &status, body) != 0 || status != 200) {
+        return false;
+    }
+    json_t *root = json_loads(cr_buf_str(body), 0, NULL);
+    json_t *rp = json_object_get(root, "ready_path");
+    if (json_is_string(rp) && json_string_value(rp)[0] == '/' &&
+        strlen(json_string_value(rp)) < len && !strpbrk(json_string_value(rp), " \r\n")) {
+        snprintf(out, len, "%s", json_string_value(rp));
+    }
+    json_decref(root);
+    return true;
+}
+
 static void *watch_main(void *arg)
 {
     watch *w = arg;
@@ -178,7 +198,12 @@ static void *watch_main(void *arg)
     int64_t version = -1;
     int64_t backoff = 200 * CR_NS_PER_MS;
     bool warned = false;
+    char ready_path[256] = "";
+    bool described = false;
     while (!stopped(g)) {
+        if (!described) {
+            described = fetch_ready_path(g, h, w->name, ready_path, sizeof ready_path, &body);
+        }
         char path[256];
         snprintf(path, sizeof path, "/v1/services/%s/endpoints?version=%lld&wait=%d", w->name,
                  (long long)version, WATCH_WAIT_S);
@@ -191,6 +216,7 @@ static void *watch_main(void *arg)
             gw_msg *m = NULL;
             int64_t nv = version;
             if (parse_endpoints(w->name, cr_buf_str(&body), &nv, &m) == 0) {
+                snprintf(m->ready_path, sizeof m->ready_path, "%s", ready_path);
                 if (nv != version) {
                     gw_post(g, m);
                 } else {
@@ -242,8 +268,10 @@ static void watch_start(gw *g, ctl *c, const char *name)
         free(w);
         return;
     }
+    pthread_mutex_lock(&g->mu);
     CR_GROW(c->watches, c->count, c->cap);
     c->watches[c->count++] = w;
+    pthread_mutex_unlock(&g->mu);
 }
 
 static void *discover_main(void *arg)
@@ -276,6 +304,18 @@ static void *discover_main(void *arg)
     return NULL;
 }
 
+static bool watched(gw *g, const char *name)
+{
+    ctl *c = g->ctl;
+    pthread_mutex_lock(&g->mu);
+    bool found = false;
+    for (size_t i = 0; i < c->count && !found; i++) {
+        found = strcmp(c->watches[i]->name, name) == 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return found;
+}
+
 static void *report_main(void *arg)
 {
     gw *g = arg;
@@ -298,11 +338,14 @@ static void *report_main(void *arg)
         if (activation || now - last >= g->conf->report_interval_ns) {
             last = now;
             for (size_t i = 0; i < n; i++) {
+                if (!watched(g, st[i].name)) {
+                    continue; /* a static service: not the controller's */
+                }
                 char path[128], json[256];
                 snprintf(path, sizeof path, "/v1/services/%s/metrics", st[i].name);
                 snprintf(json, sizeof json, "{\"in_flight\":%d,\"rps\":%.3f,\"p95_ms\":%.3f}",
                          (int)(st[i].in_flight > 0 ? st[i].in_flight : (st[i].activation ? 1 : 0)),
-                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : 0.0);
+                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : -1.0);
                 long status = 0;
                 if (call(g, h, "POST", path, json, 5, &status, &body) != 0 || status / 100 != 2) {
                     cr_debug("gateway: metrics report of %s: status %ld", st[i].name, status);

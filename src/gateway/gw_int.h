@@ -85,6 +85,7 @@ typedef struct gw_conf {
     gw_service_conf *services;     /* owned array */
     size_t service_count;          /* entries in services */
     int32_t max_inflight;          /* default per-replica in-flight bound */
+    int32_t max_clients;           /* client connections open at once */
     int32_t hold_max;              /* requests held per service at zero replicas; 0 = none */
     int64_t hold_timeout_ns;       /* how long a held request waits */
     int32_t retry_after_s;         /* Retry-After on 503 */
@@ -138,20 +139,22 @@ struct gw_replica {
 typedef gw_replica *(*gw_peer_get_fn)(gw *g, gw_service *s, const gw_replica *exclude, int *why);
 
 struct gw_service {
-    char name[GW_NAME_MAX];                /* service name */
-    size_t name_len;                       /* strlen(name) */
-    char ready_path[256];                  /* readiness path */
-    int32_t max_inflight;                  /* per replica */
-    bool scrape;                           /* scrape load signals */
-    gw_peer_get_fn peer_get;               /* the balancing policy */
-    gw_replica **replicas;                 /* owned; includes draining ones */
-    size_t replica_count;                  /* entries used */
-    size_t replica_cap;                    /* entries allocated */
-    gw_client *held_head;                  /* requests waiting for a first replica (FIFO) */
-    gw_client *held_tail;                  /* last held */
-    int32_t held;                          /* requests held */
-    int32_t in_flight;                     /* requests being served or held */
-    uint64_t codes[600];                   /* responses by status code */
+    char name[GW_NAME_MAX];   /* service name */
+    size_t name_len;          /* strlen(name) */
+    char ready_path[256];     /* readiness path */
+    int32_t max_inflight;     /* per replica */
+    bool scrape;              /* scrape load signals */
+    gw_peer_get_fn peer_get;  /* the balancing policy */
+    gw_replica **replicas;    /* owned; includes draining ones */
+    size_t replica_count;     /* entries used */
+    size_t replica_cap;       /* entries allocated */
+    gw_client *held_head;     /* requests waiting for a first replica (FIFO) */
+    gw_client *held_tail;     /* last held */
+    int32_t held;             /* requests held */
+    int32_t in_flight;        /* requests being served or held */
+    int64_t inflight_mark_ns; /* when in_flight last changed */
+    double inflight_area;     /* integral of in_flight over time (request-ns) since the snapshot */
+    uint64_t codes[600];      /* responses by status code */
     uint64_t errors[GW_ERR_COUNT];         /* gateway-made errors by reason */
     uint64_t hist[GW_HIST_BUCKETS];        /* latency histogram, non-cumulative */
     double latency_sum_s;                  /* sum of latencies */
@@ -185,6 +188,7 @@ struct gw_client {
     bool retriable;         /* the whole request is still in the buffer */
     bool idempotent;        /* GET, HEAD, PUT, DELETE, OPTIONS, TRACE */
     bool is_head;           /* HEAD: the response has no body */
+    bool http10;            /* an HTTP/1.0 request (forwarded as 1.0, no reuse) */
     bool keep_alive;        /* the client wants to keep the connection */
     bool close_after;       /* close once out is written */
     gw_service *svc;        /* service of the current request */
@@ -255,7 +259,7 @@ typedef struct gw_probe_target {
 /* Per-service stats published by the loop for the controller reporter. */
 typedef struct gw_stat {
     char name[GW_NAME_MAX];
-    int32_t in_flight; /* serving plus held */
+    int32_t in_flight; /* serving plus held: time-averaged over the period, rounded */
     double rps;        /* completed per second over the last period */
     double p95_ms;     /* p95 over the last period; -1 if no requests */
     bool activation;   /* held requests at zero replicas */
@@ -318,13 +322,26 @@ gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *wh
 void gw_apply_msg(gw *g, gw_msg *m);
 void gw_publish_targets(gw *g);
 void gw_record(gw_service *s, int status, int64_t latency_ns);
+/* in_flight += delta at now_ns, keeping its time integral for the reports. */
+void gw_inflight_add(gw_service *s, int64_t now_ns, int delta);
 void gw_metrics_render(gw *g, cr_buf *out);
 void gw_publish_stats(gw *g);
 void gw_note_activation(gw *g, gw_service *s);
 void gw_services_free(gw *g);
 
-/* gw_proxy.c */
+/* gw_loop.c */
 int gw_run(gw *g);
+
+/* gw_proxy.c */
+gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa);
+void gw_client_run(gw_client *c);
+void gw_client_close(gw_client *c);
+void gw_client_free(gw_client *c);
+void gw_held_remove(gw_service *s, gw_client *c);
+gw_backend *gw_detach(gw_client *c);
+void gw_backend_failed(gw_client *c, bool connect_failure, const char *why);
+void gw_local_error(gw_client *c, int status, int err, const char *code, const char *msg);
+void gw_idle_event(gw *g, gw_backend *b);
 void gw_client_dispatch(gw_client *c, const gw_replica *exclude);
 void gw_client_local(gw_client *c, int status, const char *extra_headers, const char *body);
 /* Close b and queue it for freeing; the caller then calls

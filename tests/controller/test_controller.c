@@ -599,7 +599,17 @@ static char *register_node(const daemon_t *d, const char *name)
 static void test_agent_protocol(void **state)
 {
     daemon_t d;
-    start(&d, true, "--heartbeat 1 --lost-after 2");
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-cfg-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"prices\": {\"A100 SXM\": 2.0}, \"heartbeat_s\": 1, \"lost_after_s\": 2,\n"
+          " \"grace_s\": 10}\n",
+          cf);
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
     char *t1 = register_node(&d, "n1");
     long code;
     /* A bad inventory is refused with its field. */
@@ -688,6 +698,8 @@ static void test_agent_protocol(void **state)
     assert_non_null(row);
     assert_string_equal(str(row, "gpu_type"), "A100 SXM");
     assert_true(json_number_value(json_object_get(row, "gpu_hours")) > 0);
+    assert_true(json_number_value(json_object_get(row, "cost")) > 0);
+    assert_true(json_number_value(json_object_get(row, "energy_kwh")) >= 0);
     json_decref(v);
     /* Drain: admin only. */
     v = call(&d, "POST", "/v1/nodes/n1/drain", d.admin, "{\"reason\":\"maintenance\"}", &code);
@@ -848,6 +860,95 @@ static void test_time_limit(void **state)
     cleanup(&d);
 }
 
+/* The examples of docs/api.md, run in order. */
+static void test_api_examples(void **state)
+{
+    const char *src = getenv("CORRAL_SRC");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/api.md", src ? src : ".");
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    daemon_t d;
+    start(&d, true, NULL);
+    char line[4096];
+    bool in = false;
+    cr_buf req_line, body;
+    cr_buf_init(&req_line);
+    cr_buf_init(&body);
+    int64_t last_id = 0;
+    int ran = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!in) {
+            in = strcmp(line, "```example") == 0;
+            cr_buf_reset(&req_line);
+            cr_buf_reset(&body);
+            continue;
+        }
+        if (strcmp(line, "```") == 0) {
+            in = false;
+            continue;
+        }
+        if (req_line.len == 0) {
+            cr_buf_puts(&req_line, line);
+            continue;
+        }
+        if (strncmp(line, "=> ", 3) != 0) {
+            cr_buf_puts(&body, line);
+            cr_buf_putc(&body, '\n');
+            continue;
+        }
+        /* Run it. */
+        char method[16], target[1024], url[1100];
+        assert_int_equal(sscanf(cr_buf_str(&req_line), "%15s %1023s", method, target), 2);
+        char *dollar = strstr(target, "$ID");
+        if (dollar) {
+            *dollar = '\0';
+            snprintf(url, sizeof url, "%s%lld%s", target, (long long)last_id, dollar + 3);
+        } else {
+            snprintf(url, sizeof url, "%s", target);
+        }
+        long want = strtol(line + 3, NULL, 10);
+        const char *expect = strchr(line + 3, '{');
+        long code;
+        json_t *v = call(&d, method, url, d.admin, body.len ? cr_buf_str(&body) : NULL, &code);
+        if (code != want) {
+            fprintf(stderr, "docs/api.md example %s %s: status %ld, expected %ld\n", method, url,
+                    code, want);
+        }
+        assert_int_equal(code, want);
+        if (expect) {
+            json_t *e = json_loads(expect, 0, NULL);
+            assert_non_null(e);
+            const char *k;
+            json_t *x;
+            json_object_foreach(e, k, x)
+            {
+                if (!json_equal(json_object_get(v, k), x)) {
+                    fprintf(stderr, "docs/api.md example %s %s: member '%s' differs\n", method, url,
+                            k);
+                }
+                assert_true(json_equal(json_object_get(v, k), x));
+            }
+            json_decref(e);
+        }
+        json_t *ids = json_object_get(v, "ids");
+        if (json_array_size(ids) > 0) {
+            last_id = (int64_t)json_integer_value(json_array_get(ids, 0));
+        }
+        json_decref(v);
+        ran++;
+        cr_buf_reset(&req_line);
+        cr_buf_reset(&body);
+    }
+    fclose(f);
+    assert_true(ran >= 10);
+    cr_buf_fini(&req_line);
+    cr_buf_fini(&body);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 static void test_metrics_promtool(void **state)
 {
     daemon_t d;
@@ -1004,6 +1105,7 @@ int main(void)
         cmocka_unit_test(test_services),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
     };
