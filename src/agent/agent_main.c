@@ -370,6 +370,16 @@ static int reconcile(agent *a, int64_t now_ns)
     for (size_t i = 0; i < a->desired.count; i++) {
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);
+        if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_EXITED && p->exit_acked > 0 &&
+            a->desired.version > p->exit_acked) {
+            /* Listed again after the controller took in its end: a retry
+             * placed here again. The old run is done with. */
+            cr_info("agent: job=%lld placed here again (retry): run it anew", (long long)s->job);
+            cr_proc_forget(a->cfg.state_dir, p);
+            cr_proc_fini(p);
+            *p = a->procs[--a->nprocs];
+            p = NULL;
+        }
         if (s->action == CR_ACT_RUN && !p) {
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
@@ -547,7 +557,8 @@ static void stop_all_and_wait(agent *a, int sfd)
         }
     }
     if (a->registered) {
-        cr__agent_post_status(a); /* tell the controller how they ended */
+        int64_t acked;
+        cr__agent_post_status(a, &acked); /* tell the controller how they ended */
     }
 }
 
@@ -616,8 +627,14 @@ static int run(agent *a, int sfd)
             }
         }
         if (registered && mono >= retry_at && (dirty || mono >= next_status)) {
-            if (cr__agent_post_status(a) == 0) {
+            int64_t acked = 0;
+            if (cr__agent_post_status(a, &acked) == 0) {
                 dirty = 0;
+                for (size_t i = 0; i < a->nprocs && acked > 0; i++) {
+                    if (a->procs[i].state == CR_PROC_EXITED && a->procs[i].exit_acked == 0) {
+                        a->procs[i].exit_acked = acked;
+                    }
+                }
                 status_backoff = 100 * CR_NS_PER_MS;
                 retry_at = 0;
                 next_status = cr_mono_ns() + a->heartbeat_ns;
