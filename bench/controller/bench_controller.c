@@ -333,9 +333,30 @@ static void run_slurm(int n, int par)
         0) {
         /* nothing left to cancel */
     }
+    /* The daemons this run started, by their pid files, before stop.sh
+     * removes them: any still alive 10 s after stop.sh gets SIGKILL. */
+    pid_t pids[64];
+    size_t npids = 0;
+    FILE *pf = popen("cat /tmp/corral-bench-slurm/*.pid 2>/dev/null", "r");
+    if (pf) {
+        int x;
+        while (npids < 64 && fscanf(pf, "%d", &x) == 1) {
+            pids[npids++] = (pid_t)x;
+        }
+        pclose(pf);
+    }
     snprintf(cmd, sizeof cmd, "bash '%s/stop.sh' /tmp/corral-bench-slurm >/dev/null 2>&1", dir);
     if (system(cmd) != 0) {
         fprintf(stderr, "slurm stop.sh failed\n");
+    }
+    int64_t deadline = cr_mono_ns() + 10 * CR_NS_PER_SEC;
+    for (size_t i = 0; i < npids; i++) {
+        while (kill(pids[i], 0) == 0 && cr_mono_ns() < deadline) {
+            usleep(100000);
+        }
+        if (kill(pids[i], 0) == 0) {
+            kill(pids[i], SIGKILL);
+        }
     }
 }
 

@@ -145,7 +145,7 @@ static void config_defaults(ctl_config *cfg)
     snprintf(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "/tmp/corral/ckpt");
     cfg->heartbeat_s = 5;
     cfg->lost_after_s = 30;
-    cfg->sched_interval_ms = 20;
+    cfg->sched_interval_ms = 5;
     cfg->threads = 4;
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;

@@ -66,6 +66,7 @@ typedef struct ctl_job {
     ctl_job_state state;
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;
+    int runs; /* starts so far; the current run's number in desired state */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
     int gpus, nodes, priority;
@@ -266,7 +267,9 @@ void ctl_node_add_job(ctl_node *n, int64_t id);
 void ctl_node_del_job(ctl_node *n, int64_t id);
 void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
 void ctl_nodes_release_polls(ctl *c);
-void ctl_nodes_free(ctl *c); /* at shutdown; takes mu */
+void ctl_nodes_free(ctl *c);
+/* Validate a register body as the API would (for fuzzing). */
+int ctl_node_validate(const char *body, size_t len, cr_json_err *err); /* at shutdown; takes mu */
 int ctl_load_nodes(ctl *c);
 
 /* ctl_sched.c */
@@ -284,6 +287,8 @@ void ctl_services_tick(ctl *c, int64_t now_mono);
 void ctl_services_job_changed(ctl *c, ctl_job *j);
 void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);
+/* Validate a service body as the API would (for fuzzing). */
+int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
 
 /* ctl_metrics.c */
 void ctl_route_metrics(ctl *c, cr_http_req *req);

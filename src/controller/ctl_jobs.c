@@ -241,6 +241,7 @@ json_t *ctl_job_json(const ctl_job *j)
     json_object_set_new(v, "exit_code", json_integer(j->exit_code));
     json_object_set_new(v, "signal", json_integer(j->signal));
     json_object_set_new(v, "retries", json_integer(j->retries));
+    json_object_set_new(v, "runs", json_integer(j->runs));
     json_object_set_new(v, "submit_time", json_string(ctl_time_str(j->submit_ns, t, sizeof t)));
     json_object_set_new(v, "start_time", json_string(ctl_time_str(j->start_ns, t, sizeof t)));
     json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
@@ -309,8 +310,8 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
     }
     cr_buf_printf(&b, ",\"state\":\"%s\",\"reason\":", ctl_job_state_names[j->state]);
     put_jstr(&b, j->reason);
-    cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d", j->exit_code, j->signal,
-                  j->retries);
+    cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d,\"runs\":%d", j->exit_code,
+                  j->signal, j->retries, j->runs);
     cr_buf_printf(&b, ",\"submit_time\":\"%s\"", ctl_time_str(j->submit_ns, t, sizeof t));
     cr_buf_printf(&b, ",\"start_time\":\"%s\"", ctl_time_str(j->start_ns, t, sizeof t));
     cr_buf_printf(&b, ",\"end_time\":\"%s\"", ctl_time_str(j->end_ns, t, sizeof t));
@@ -398,6 +399,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     j->exit_code = (int)doc_int(v, "exit_code");
     j->signal = (int)doc_int(v, "signal");
     j->retries = (int)doc_int(v, "retries");
+    j->runs = (int)doc_int(v, "runs");
     j->submit_ns = doc_int(v, "submit_ns");
     j->start_ns = doc_int(v, "start_ns");
     j->end_ns = doc_int(v, "end_ns");

@@ -411,6 +411,19 @@ int ctl_load_nodes(ctl *c)
     return 0;
 }
 
+int ctl_node_validate(const char *body, size_t len, cr_json_err *err)
+{
+    json_t *v = NULL;
+    ctl_node *n = cr_calloc(1, sizeof *n);
+    int rc = cr_json_parse_object(body, len, &v, err);
+    if (rc == 0) {
+        rc = parse_inventory(v, true, n, err);
+    }
+    node_free(n);
+    json_decref(v);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Agent routes                                                             */
 
@@ -518,7 +531,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
-    static const char *const job_members[] = {"job", "state", "pid", "exit_code", "signal", NULL};
+    static const char *const job_members[] = {"job",    "state", "pid", "exit_code",
+                                              "signal", "run",   NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -568,7 +582,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_enum(st, "state", states, &err) ||
             cr_json_int(jr, path, "pid", false, 0, INT32_MAX, &x, &err) ||
             cr_json_int(jr, path, "exit_code", false, -1000, 1000, &x, &err) ||
-            cr_json_int(jr, path, "signal", false, 0, 128, &x, &err)) {
+            cr_json_int(jr, path, "signal", false, 0, 128, &x, &err) ||
+            cr_json_int(jr, path, "run", false, 0, INT32_MAX, &x, &err)) {
             goto bad;
         }
     }
@@ -665,6 +680,10 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
             continue; /* already handled: the desired state drops it */
+        }
+        json_t *run = json_object_get(jr, "run");
+        if (run && json_integer_value(run) != j->runs) {
+            continue; /* the exit of an earlier run of this job on this node */
         }
         int code = (int)json_integer_value(json_object_get(jr, "exit_code"));
         int sig = (int)json_integer_value(json_object_get(jr, "signal"));

@@ -387,6 +387,7 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     const char *tname = cr_sched_gpu_type_name(pl->s, d->gpu_type);
     snprintf(j->run_type, sizeof j->run_type, "%s", tname ? tname : j->gpu_type);
     j->state = JS_RUNNING;
+    j->runs++;
     j->start_ns = now;
     j->acct_ns = now;
     j->end_ns = 0;

@@ -8,7 +8,9 @@
  * <state-dir>/listen.addr) in a fresh state directory. No sleeps as
  * synchronisation: every wait polls a condition with a deadline.
  */
+#include "cr_alloc.h"
 #include "cr_buf.h"
+#include "cr_http.h"
 #include "cr_time.h"
 
 #include <errno.h>
@@ -679,6 +681,17 @@ static void test_agent_protocol(void **state)
     char *t1b = register_node(&d, "n1");
     wait_state(&d, id, "running");
     char body[256];
+    /* A late exit of the first run (before the node was lost) is not this run's. */
+    snprintf(body, sizeof body,
+             "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":1,\"run\":1}]}",
+             (long long)id);
+    v = call(&d, "POST", "/v1/agents/n1/status", t1b, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    assert_int_equal(num(v, "runs"), 2);
+    json_decref(v);
     snprintf(body, sizeof body,
              "{\"gpus\":[{\"index\":0,\"health\":\"ok\",\"power_mw\":250000},{\"index\":1,"
              "\"power_mw\":250000}],\"jobs\":[{\"job\":%lld,\"state\":\"exited\","
@@ -822,6 +835,111 @@ static void test_tls(void **state)
     ca_file[0] = '\0';
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* A GPU reported unhealthy leaves the pool with its reason, its job is
+ * requeued; reported healthy again, it comes back and the job runs. */
+static void test_gpu_health(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"sleep\",\"60\"],\"gpus\":2}");
+    wait_state(&d, id, "running");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/n1/status", nt,
+                     "{\"gpus\":[{\"index\":0,\"health\":\"xid\",\"reason\":\"XID 79\"},"
+                     "{\"index\":1,\"health\":\"ok\"}]}",
+                     &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "pending");
+    v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+    json_t *g0 = json_array_get(json_object_get(v, "gpus"), 0);
+    assert_string_equal(str(g0, "health"), "xid");
+    assert_string_equal(str(g0, "reason"), "XID 79");
+    json_decref(v);
+    v = job(&d, id);
+    assert_int_equal(num(v, "retries"), 0); /* not the job's fault */
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/n1/status", nt,
+             "{\"gpus\":[{\"index\":0,\"health\":\"ok\"},{\"index\":1,\"health\":\"ok\"}]}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "running");
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* A stand-in agent that serves a job's log, checking the controller's token. */
+typedef struct fake_agent {
+    char join[128];
+    char seen_path[256];
+} fake_agent;
+
+static void fake_agent_handler(void *ctx, cr_http_req *req)
+{
+    fake_agent *a = ctx;
+    const char *auth = cr_http_header(req, "Authorization");
+    char want[200];
+    snprintf(want, sizeof want, "Bearer %s", a->join);
+    if (!auth || strcmp(auth, want) != 0) {
+        cr_http_respond(req, 401, "text/plain", cr_strdup("no"), 2);
+        return;
+    }
+    const char *stream = cr_http_query(req, "stream");
+    const char *offset = cr_http_query(req, "offset");
+    snprintf(a->seen_path, sizeof a->seen_path, "%s %s %s", cr_http_path(req),
+             stream ? stream : "-", offset ? offset : "-");
+    cr_http_respond(req, 200, "application/octet-stream", cr_strdup("hello log\n"), 10);
+}
+
+static void test_logs_proxy(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    fake_agent fa;
+    memset(&fa, 0, sizeof fa);
+    snprintf(fa.join, sizeof fa.join, "%s", d.join);
+    cr_http_config hc = {.port = 0, .handler = fake_agent_handler, .ctx = &fa};
+    cr_http_server *srv = NULL;
+    assert_int_equal(cr_http_server_new(&hc, &srv), 0);
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":%u,\"gpus\":[{\"index\":0,"
+             "\"model\":\"L4\"}]}",
+             (unsigned)cr_http_server_port(srv));
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"echo\",\"hello\"]}");
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%lld/logs", (long long)id);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    if (code == 409) { /* not started yet: wait for it */
+        json_decref(v);
+        v = NULL;
+        wait_state(&d, id, "running");
+    } else {
+        json_decref(v);
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%lld/logs?stream=stderr&offset=3", (long long)id);
+    cr_buf b;
+    cr_buf_init(&b);
+    assert_int_equal(req(&d, "GET", path, d.admin, NULL, 0, &b), 200);
+    assert_string_equal(cr_buf_str(&b), "hello log\n");
+    char want[128];
+    snprintf(want, sizeof want, "/v1/logs/%lld stderr 3", (long long)id);
+    assert_string_equal(fa.seen_path, want);
+    cr_buf_reset(&b);
+    snprintf(path, sizeof path, "/v1/jobs/%lld/logs?stream=nope", (long long)id);
+    assert_int_equal(req(&d, "GET", path, d.admin, NULL, 0, &b), 400);
+    cr_buf_fini(&b);
+    stop(&d, SIGTERM);
+    cr_http_server_free(srv);
+    cleanup(&d);
 }
 
 /* A job past its time limit is stopped through the desired state and ends failed. */
@@ -1105,6 +1223,8 @@ int main(void)
         cmocka_unit_test(test_services),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_gpu_health),
+        cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
