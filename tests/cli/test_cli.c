@@ -262,6 +262,8 @@ static void test_time(void **state)
     assert_int_equal(cr__cli_parse_rfc3339("2026-11-30", &t), CR_EINVAL);
     assert_int_equal(cr__cli_parse_rfc3339("2026-13-30T04:35:00Z", &t), CR_ERANGE);
     assert_int_equal(cr__cli_parse_rfc3339("2026-11-30T04:35:00Zjunk", &t), CR_EINVAL);
+    assert_int_equal(cr__cli_parse_rfc3339("9999-12-31T23:59:59Z", &t), CR_ERANGE);
+    assert_int_equal(cr__cli_parse_rfc3339("1960-01-01T00:00:00Z", &t), CR_ERANGE);
     char b[32];
     int64_t now = INT64_C(1796013300) * CR_NS_PER_SEC + 192 * CR_NS_PER_SEC;
     assert_string_equal(cr__cli_age("2026-11-30T04:35:00Z", now, b, sizeof b), "3m12s");
