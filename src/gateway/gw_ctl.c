@@ -3,7 +3,7 @@
  * "Services"): one thread per service long-polls
  * GET /v1/services/{name}/endpoints?version=V&wait=30 and posts each new
  * endpoint set to the loop; a discovery thread lists GET /v1/services when
- * no service was named; a reporter posts
+ * no service was named (every 3 s); a reporter posts
  * POST /v1/services/{name}/metrics {"in_flight","rps","p95_ms"} every
  * report interval, and at once when a request is held at zero replicas (the
  * autoscaler's activation signal).
@@ -297,7 +297,7 @@ static void *discover_main(void *arg)
             }
             json_decref(root);
         }
-        nap(g, 10 * CR_NS_PER_SEC);
+        nap(g, 3 * CR_NS_PER_SEC);
     }
     cr_buf_fini(&body);
     curl_easy_cleanup(h);
