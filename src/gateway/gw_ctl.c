@@ -245,7 +245,10 @@ static void *watch_main(void *arg)
                     g->conf->controller, rc == 0 ? "unexpected answer" : "unreachable", status);
             warned = true;
         }
-        nap(g, backoff);
+        int64_t due = cr_mono_ns() + backoff;
+        for (int64_t now = cr_mono_ns(); now < due && !stopped(g); now = cr_mono_ns()) {
+            nap(g, due - now);
+        }
         backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
     }
     cr_buf_fini(&body);
@@ -297,7 +300,11 @@ static void *discover_main(void *arg)
             }
             json_decref(root);
         }
-        nap(g, 3 * CR_NS_PER_SEC);
+        /* nap() also wakes on the loop's broadcasts: sleep out the period. */
+        int64_t due = cr_mono_ns() + 3 * CR_NS_PER_SEC;
+        for (int64_t now = cr_mono_ns(); now < due && !stopped(g); now = cr_mono_ns()) {
+            nap(g, due - now);
+        }
     }
     cr_buf_fini(&body);
     curl_easy_cleanup(h);
