@@ -113,6 +113,7 @@ typedef struct gw_io {
     int fd;         /* the socket; -1 when closed */
     bool can_read;  /* edge-triggered readiness, cleared on EAGAIN */
     bool can_write; /* same for writing */
+    bool rdhup;     /* the peer closed its side (EPOLLRDHUP seen) */
 } gw_io;
 
 struct gw_replica {

@@ -879,16 +879,10 @@ static void finish_exchange(gw_client *c)
     gw_backend *b = gw_detach(c);
     gw_replica *r = b->rep;
     end_request(c, c->status);
-    if (b->reusable && b->io.can_read && b->resp_done) {
-        /* The edge that announced the response may also have carried the
-         * server's FIN; no new edge will come, so look now. */
-        char tmp[1];
-        ssize_t n = recv(b->io.fd, tmp, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            b->io.can_read = false;
-        } else {
-            b->reusable = false;
-        }
+    if (b->io.rdhup) {
+        /* The edge that brought the response also said the replica closed
+         * its side: no new edge will come, so this connection is done. */
+        b->reusable = false;
     }
     if (b->reusable && b->resp_done && c->body_done && r && !r->removed && !r->down &&
         b->in_len == b->fwd_end) {
