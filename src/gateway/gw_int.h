@@ -308,6 +308,8 @@ struct gw {
 /* gw_conf.c */
 int gw_conf_parse_args(int argc, char **argv, gw_conf *conf);
 int gw_conf_load_file(const char *path, gw_conf *conf);
+/* The same from memory (name: for messages); for tests and fuzzing. */
+int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *conf);
 void gw_conf_fini(gw_conf *conf);
 void gw_service_conf_fini(gw_service_conf *s);
 int gw_endpoint_parse(const char *s, gw_endpoint *ep);
@@ -356,6 +358,9 @@ int gw_prober_start(gw *g);
 void gw_post(gw *g, gw_msg *m);
 
 /* gw_ctl.c */
+/* The controller's endpoints document: returns 0 with *version and a new
+ * ENDPOINTS message (free m->endpoints and m with free()), or CR_EPARSE. */
+int gw_ctl_parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out);
 int gw_ctl_start(gw *g);
 void gw_ctl_stop(gw *g);
 
