@@ -66,7 +66,8 @@ typedef struct ctl_job {
     ctl_job_state state;
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;
-    int runs; /* starts so far; the current run's number in desired state */
+    int runs;                /* starts so far; the current run's number in desired state */
+    int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
     int gpus, nodes, priority;
