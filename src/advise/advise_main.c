@@ -1,10 +1,444 @@
+/*
+ * advise_main.c - `corral advise`: parse the flags into a workload, load the
+ * catalog, prices and (optionally) a measured throughput table, rank the GPU
+ * types and print the table or the JSON document. No policy lives here:
+ * the model is in src/model.
+ */
 #include "cr_advise.h"
 
+#include "advise_int.h"
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+#include "cr_perf.h"
+#include "cr_time.h"
+
+#include <getopt.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: corral advise --kind KIND [options]\n"
+            "\n"
+            "Ranks the GPU types of the catalog for one workload: count, parallelism plan,\n"
+            "time, cost and energy, with a one-line reason; then the types that cannot run it.\n"
+            "\n"
+            "Workload:\n"
+            "  --kind K         " CR_KIND_VALUES "\n"
+            "  --method M       " CR_METHOD_VALUES " (finetune; default full)\n"
+            "  --params N       model parameters: 7b, 70e9, 1.5t\n"
+            "  --tokens N       training tokens: 2e12, 100m (default 20 x params pretrain, 1e8 "
+            "finetune)\n"
+            "  --precision P    " CR_PRECISION_VALUES " (default bf16)\n"
+            "  --seq N          sequence length in tokens (default 4096 pretrain, 2048 finetune)\n"
+            "  --batch N        global batch in sequences (default ~4M tokens pretrain, 16 "
+            "finetune)\n"
+            "  --rate R         inference requests/s (visual: video streams)\n"
+            "  --prompt N       mean prompt tokens (default 1000)\n"
+            "  --output N       mean output tokens (default 250)\n"
+            "  --ttft D         time-to-first-token target: 500ms, 2s (default 2s)\n"
+            "  --tpot D         time-per-output-token target (default 50ms)\n"
+            "  --tenants N      isolated inference tenants sharing the rate (default 1)\n"
+            "  --streams N      visual: 1080p30 video streams\n"
+            "  --work F         hpc/batch: total FLOPs (default 1e18)\n"
+            "  --mem SIZE       minimum memory per GPU: 40gb, 40e9\n"
+            "  --needs LIST     hard needs: " CR_NEEDS_VALUES "\n"
+            "  --deadline D     training/hpc: finish within D when sizing the GPU count "
+            "(default 30d);\n"
+            "                   inference/visual: the serving window costed (default 1h)\n"
+            "\n"
+            "Measured throughputs (override the estimate where present):\n"
+            "  --throughputs F  Gavel simulation_throughputs.json\n"
+            "  --job NAME       job type in that table, e.g. \"ResNet-50 (batch size 64)\"\n"
+            "  --steps N        the job's total steps\n"
+            "\n"
+            "Output:\n"
+            "  --objective O    " CR_OBJECTIVE_VALUES " (default cost)\n"
+            "  --gpus N|auto    GPU count (default auto: the fewest that fit and meet targets)\n"
+            "  --catalog FILE   GPU catalog CSV (default data/gpus/catalog.csv)\n"
+            "  --prices FILE    price table CSV (default data/prices.csv)\n"
+            "  --top N          show only the N best types (default 0: all)\n"
+            "  --json           a JSON document instead of the table\n");
+}
+
+/* Print "corral advise: --flag: message" and return the exit code 2. */
+static int bad_flag(const char *flag, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int bad_flag(const char *flag, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "corral advise: --%s: ", flag);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 2;
+}
+
+enum {
+    O_KIND = 256,
+    O_METHOD,
+    O_PARAMS,
+    O_TOKENS,
+    O_PRECISION,
+    O_SEQ,
+    O_BATCH,
+    O_RATE,
+    O_PROMPT,
+    O_OUTPUT,
+    O_TTFT,
+    O_TPOT,
+    O_NEEDS,
+    O_OBJECTIVE,
+    O_JSON,
+    O_CATALOG,
+    O_PRICES,
+    O_GPUS,
+    O_TENANTS,
+    O_STREAMS,
+    O_WORK,
+    O_MEM,
+    O_DEADLINE,
+    O_THROUGHPUTS,
+    O_JOB,
+    O_STEPS,
+    O_TOP,
+    O_HELP,
+};
+
+static const struct option options[] = {
+    {"kind", required_argument, NULL, O_KIND},
+    {"method", required_argument, NULL, O_METHOD},
+    {"params", required_argument, NULL, O_PARAMS},
+    {"tokens", required_argument, NULL, O_TOKENS},
+    {"precision", required_argument, NULL, O_PRECISION},
+    {"seq", required_argument, NULL, O_SEQ},
+    {"batch", required_argument, NULL, O_BATCH},
+    {"rate", required_argument, NULL, O_RATE},
+    {"prompt", required_argument, NULL, O_PROMPT},
+    {"output", required_argument, NULL, O_OUTPUT},
+    {"ttft", required_argument, NULL, O_TTFT},
+    {"tpot", required_argument, NULL, O_TPOT},
+    {"needs", required_argument, NULL, O_NEEDS},
+    {"objective", required_argument, NULL, O_OBJECTIVE},
+    {"json", no_argument, NULL, O_JSON},
+    {"catalog", required_argument, NULL, O_CATALOG},
+    {"prices", required_argument, NULL, O_PRICES},
+    {"gpus", required_argument, NULL, O_GPUS},
+    {"tenants", required_argument, NULL, O_TENANTS},
+    {"streams", required_argument, NULL, O_STREAMS},
+    {"work", required_argument, NULL, O_WORK},
+    {"mem", required_argument, NULL, O_MEM},
+    {"deadline", required_argument, NULL, O_DEADLINE},
+    {"throughputs", required_argument, NULL, O_THROUGHPUTS},
+    {"job", required_argument, NULL, O_JOB},
+    {"steps", required_argument, NULL, O_STEPS},
+    {"top", required_argument, NULL, O_TOP},
+    {"help", no_argument, NULL, O_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+static int parse_int_flag(const char *flag, const char *arg, int64_t min, int64_t max, int *out)
+{
+    double v;
+    if (cr_parse_count(arg, &v) != 0 || v != (double)(int64_t)v || v < (double)min ||
+        v > (double)max) {
+        return bad_flag(flag, "expected a whole number in [%lld, %lld], got \"%s\"", (long long)min,
+                        (long long)max, arg);
+    }
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_count_flag(const char *flag, const char *arg, double max, double *out)
+{
+    double v;
+    if (cr_parse_count(arg, &v) != 0 || v > max) {
+        return bad_flag(flag, "expected a count like 7b, 70e9, 2e12, 500m (at most %g), got \"%s\"",
+                        max, arg);
+    }
+    *out = v;
+    return 0;
+}
+
+static int parse_dur_flag(const char *flag, const char *arg, int64_t *out)
+{
+    int64_t ns;
+    if (cr_duration_parse(arg, &ns) != 0 || ns <= 0) {
+        return bad_flag(flag, "expected a duration like 500ms, 2s, 30d, got \"%s\"", arg);
+    }
+    *out = ns;
+    return 0;
+}
+
+/* Memory sizes: "40gb", "40GB", "40e9", "80g". */
+static int parse_mem_flag(const char *arg, uint64_t *out)
+{
+    char buf[64];
+    size_t n = strlen(arg);
+    if (n == 0 || n >= sizeof buf) {
+        return bad_flag("mem", "expected a size like 40gb or 40e9, got \"%s\"", arg);
+    }
+    memcpy(buf, arg, n + 1);
+    if (n > 2 && (buf[n - 1] == 'b' || buf[n - 1] == 'B') &&
+        (buf[n - 2] == 'g' || buf[n - 2] == 'G')) {
+        buf[n - 1] = '\0';
+    }
+    double v;
+    if (cr_parse_count(buf, &v) != 0 || v <= 0 || v > 1e15) {
+        return bad_flag("mem", "expected a size like 40gb or 40e9, got \"%s\"", arg);
+    }
+    *out = (uint64_t)v;
+    return 0;
+}
 
 int cr_advise_main(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "corral %s: not built yet\n", argv[0]);
-    return 2;
+    cr_workload w;
+    cr_workload_init(&w);
+    int objective = CR_OBJ_COST, json = 0, gpus = 0, have_kind = 0, rc = 0, top = 0;
+    const char *catalog_path = NULL, *prices_path = NULL, *tput_path = NULL;
+    cr_catalog *cat = NULL;
+    cr_prices *prices = NULL;
+    cr_gavel *gavel = NULL;
+    cr_advice adv = {0};
+    char err[512];
+    char needs_err[96];
+
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        const char *a = optarg;
+        switch (c) {
+        case O_KIND:
+            if (cr_kind_parse(a, &w.kind) != 0) {
+                return bad_flag("kind", "must be one of " CR_KIND_VALUES ", got \"%s\"", a);
+            }
+            have_kind = 1;
+            break;
+        case O_METHOD:
+            if (cr_method_parse(a, &w.method) != 0) {
+                return bad_flag("method", "must be one of " CR_METHOD_VALUES ", got \"%s\"", a);
+            }
+            break;
+        case O_PARAMS:
+            if ((rc = parse_count_flag("params", a, 1e14, &w.params))) {
+                return rc;
+            }
+            if (w.params < 1e6) {
+                return bad_flag("params", "expected at least 1m parameters, got \"%s\"", a);
+            }
+            break;
+        case O_TOKENS:
+            if ((rc = parse_count_flag("tokens", a, 1e16, &w.tokens))) {
+                return rc;
+            }
+            break;
+        case O_PRECISION:
+            if (cr_precision_parse(a, &w.precision) != 0) {
+                return bad_flag("precision", "must be one of " CR_PRECISION_VALUES ", got \"%s\"",
+                                a);
+            }
+            break;
+        case O_SEQ:
+            if ((rc = parse_int_flag("seq", a, 1, 10000000, &w.seq_len))) {
+                return rc;
+            }
+            break;
+        case O_BATCH:
+            if ((rc = parse_int_flag("batch", a, 1, 100000000, &w.batch))) {
+                return rc;
+            }
+            break;
+        case O_RATE:
+            if (cr_parse_f64(a, 0, 1e7, &w.rate_per_s) != 0 || w.rate_per_s <= 0) {
+                return bad_flag("rate", "expected a number of requests/s in (0, 1e7], got \"%s\"",
+                                a);
+            }
+            break;
+        case O_PROMPT:
+            if ((rc = parse_int_flag("prompt", a, 0, 10000000, &w.prompt_tokens))) {
+                return rc;
+            }
+            break;
+        case O_OUTPUT:
+            if ((rc = parse_int_flag("output", a, 1, 10000000, &w.output_tokens))) {
+                return rc;
+            }
+            break;
+        case O_TTFT:
+            if ((rc = parse_dur_flag("ttft", a, &w.ttft_ns))) {
+                return rc;
+            }
+            break;
+        case O_TPOT:
+            if ((rc = parse_dur_flag("tpot", a, &w.tpot_ns))) {
+                return rc;
+            }
+            break;
+        case O_DEADLINE:
+            if ((rc = parse_dur_flag("deadline", a, &w.duration_ns))) {
+                return rc;
+            }
+            break;
+        case O_NEEDS:
+            if (cr_needs_parse(a, &w.needs, needs_err, sizeof needs_err) != 0) {
+                fprintf(stderr, "corral advise: --needs: %s; allowed: %s\n", needs_err,
+                        CR_NEEDS_VALUES);
+                return 2;
+            }
+            break;
+        case O_OBJECTIVE:
+            if (cr_objective_parse(a, &objective) != 0) {
+                return bad_flag("objective", "must be one of " CR_OBJECTIVE_VALUES ", got \"%s\"",
+                                a);
+            }
+            break;
+        case O_JSON:
+            json = 1;
+            break;
+        case O_CATALOG:
+            catalog_path = a;
+            break;
+        case O_PRICES:
+            prices_path = a;
+            break;
+        case O_GPUS:
+            if (strcmp(a, "auto") == 0) {
+                gpus = 0;
+            } else if (cr_parse_i64(a, 1, 16384, &(int64_t){0}) != 0) {
+                return bad_flag("gpus",
+                                "expected a whole number in [1, 16384] or \"auto\", got "
+                                "\"%s\"",
+                                a);
+            } else {
+                gpus = atoi(a);
+            }
+            break;
+        case O_TENANTS:
+            if ((rc = parse_int_flag("tenants", a, 1, 100000, &w.tenants))) {
+                return rc;
+            }
+            break;
+        case O_STREAMS:
+            if (cr_parse_f64(a, 1, 1e6, &w.streams) != 0) {
+                return bad_flag("streams", "expected a number of streams in [1, 1e6], got \"%s\"",
+                                a);
+            }
+            break;
+        case O_WORK: /* may exceed cr_parse_count's 1e18 cap: plain numbers */
+            if (cr_parse_f64(a, 1, 1e26, &w.work_flops) != 0) {
+                return bad_flag("work", "expected FLOPs like 1e18 (at most 1e26), got \"%s\"", a);
+            }
+            break;
+        case O_MEM:
+            if ((rc = parse_mem_flag(a, &w.min_mem_bytes))) {
+                return rc;
+            }
+            break;
+        case O_THROUGHPUTS:
+            tput_path = a;
+            break;
+        case O_JOB:
+            w.measured_job = a;
+            break;
+        case O_STEPS:
+            if ((rc = parse_count_flag("steps", a, 1e15, &w.steps))) {
+                return rc;
+            }
+            break;
+        case O_TOP:
+            if ((rc = parse_int_flag("top", a, 0, 100000, &top))) {
+                return rc;
+            }
+            break;
+        case O_HELP:
+        case 'h':
+            usage(stdout);
+            return 0;
+        default: {
+            const char *bad = argv[optind - 1];
+            if (optopt) {
+                fprintf(stderr, "corral advise: %s: needs a value (see corral advise --help)\n",
+                        bad);
+            } else {
+                fprintf(stderr, "corral advise: unknown option %s (see corral advise --help)\n",
+                        bad);
+            }
+            return 2;
+        }
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "corral advise: unexpected argument \"%s\" (see corral advise --help)\n",
+                argv[optind]);
+        return 2;
+    }
+    if (!have_kind) {
+        return bad_flag("kind", "required; one of " CR_KIND_VALUES);
+    }
+    if ((w.kind == CR_KIND_PRETRAIN || w.kind == CR_KIND_FINETUNE) && w.params <= 0 &&
+        !w.measured_job) {
+        return bad_flag("params", "required for %s (e.g. --params 7b)", cr_kind_name(w.kind));
+    }
+    if (w.kind == CR_KIND_INFERENCE && w.params <= 0) {
+        return bad_flag("params", "required for inference (e.g. --params 70b)");
+    }
+    if (w.kind == CR_KIND_INFERENCE && w.rate_per_s <= 0) {
+        return bad_flag("rate", "required for inference (requests/s, e.g. --rate 10)");
+    }
+    if (w.kind == CR_KIND_PRETRAIN && w.method != CR_METHOD_FULL) {
+        return bad_flag("method", "pretrain trains all weights: only \"full\" (got \"%s\")",
+                        cr_method_name(w.method));
+    }
+    if (w.kind == CR_KIND_VISUAL && w.streams <= 0) {
+        w.streams = w.rate_per_s > 0 ? w.rate_per_s : 16;
+    }
+    if (!!w.measured_job != (w.steps > 0) || (w.measured_job && !tput_path)) {
+        fprintf(stderr, "corral advise: --job, --steps and --throughputs go together\n");
+        return 2;
+    }
+    if (cr_workload_check(&w, err, sizeof err) != 0) {
+        fprintf(stderr, "corral advise: %s\n", err);
+        return 2;
+    }
+
+    if ((rc = cr_catalog_load(catalog_path, &cat, err, sizeof err)) != 0) {
+        fprintf(stderr, "corral advise: catalog: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    if ((rc = cr_prices_load(prices_path, cat, &prices, err, sizeof err)) != 0) {
+        if (prices_path) {
+            fprintf(stderr, "corral advise: prices: %s\n", err);
+            rc = 1;
+            goto out;
+        }
+        fprintf(stderr, "corral advise: prices: %s; costs unknown (see --prices)\n", err);
+        prices = cr_prices_new_empty();
+    }
+    if (tput_path && (rc = cr_gavel_load(tput_path, &gavel, err, sizeof err)) != 0) {
+        fprintf(stderr, "corral advise: throughputs: %s\n", err);
+        rc = 1;
+        goto out;
+    }
+    cr_perf_env env = {cat, prices, gavel};
+    if ((rc = cr_perf_advise(&env, &w, objective, gpus, &adv)) != 0) {
+        fprintf(stderr, "corral advise: %s\n", cr_strerror(rc));
+        rc = 1;
+        goto out;
+    }
+    rc = json ? cr__advise_print_json(stdout, &w, &adv, gpus, (size_t)top)
+              : cr__advise_print_table(stdout, &w, &adv, gpus, (size_t)top);
+out:
+    cr_advice_fini(&adv);
+    cr_gavel_free(gavel);
+    cr_prices_free(prices);
+    cr_catalog_free(cat);
+    return rc;
 }

@@ -101,8 +101,10 @@ typedef struct cr_sched_config {
     int64_t las_threshold_gpu_ns[CR_SCHED_LAS_MAX_QUEUES - 1];
     /* LAS: a job pending longer than this goes to queue 0 (0 = never). */
     int64_t las_starve_ns;
-    /* HETERO: true = GLPK LP; false = greedy heuristic. Jobs in the LP:
-     * the running ones plus at most hetero_window pending (default 256). */
+    /* HETERO: true = GLPK LP (then a greedy fill of what rounding left);
+     * false = the greedy heuristic alone (default: as good on our tests and
+     * faster). The allocation covers the first hetero_window "auto" jobs
+     * of the queue (default 64) against the free GPUs of each type. */
     bool hetero_lp;
     size_t hetero_window;
     /* Preempt only victims that ran at least this long (default 0). */

@@ -73,8 +73,8 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->las_queues = 2;
     cfg->las_threshold_gpu_ns[0] = INT64_C(3200) * 1000000000;
     cfg->las_starve_ns = 0;
-    cfg->hetero_lp = true;
-    cfg->hetero_window = 256;
+    cfg->hetero_lp = false;
+    cfg->hetero_window = 64;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -104,6 +104,7 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 static void job_free(job *j)
 {
     if (j) {
+        free(j->tput);
         free(j->slots);
         free(j);
     }
@@ -132,6 +133,7 @@ void cr_sched_free(cr_sched *s)
         free(s->nodes[n].reason);
     }
     free(s->nodes);
+    free(s->ntab);
     free(s->nts);
     for (int r = 0; r < s->nracks; r++) {
         free(s->racks[r].name);
@@ -538,6 +540,8 @@ static bool gpu_whole(const gpu *g)
     return !g->bad && !g->mig;
 }
 
+static void ntab_put(cr_sched *s, uint32_t n);
+
 int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out_node)
 {
     uint32_t dummy;
@@ -565,6 +569,7 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
     node *nd = &s->nodes[n];
     memset(nd, 0, sizeof(*nd));
     nd->name = cr_strdup(spec->name);
+    ntab_put(s, n);
     nd->rack = r;
     nd->state = spec->state;
     nd->ngpu = (uint32_t)spec->gpu_count;
@@ -624,12 +629,47 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
     return 0;
 }
 
+static uint32_t name_hash(const char *name)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+        h = (h ^ *p) * 16777619u;
+    }
+    return h;
+}
+
+static void ntab_put(cr_sched *s, uint32_t n)
+{
+    if ((s->nnodes + 1) * 2 > s->ntabcap) {
+        free(s->ntab);
+        s->ntabcap = s->ntabcap ? s->ntabcap * 2 : 64;
+        s->ntab = cr_calloc(s->ntabcap, sizeof(uint32_t));
+        for (uint32_t i = 0; i < s->nnodes; i++) {
+            if (i != n) {
+                uint32_t k = name_hash(s->nodes[i].name) & (s->ntabcap - 1);
+                while (s->ntab[k]) {
+                    k = (k + 1) & (s->ntabcap - 1);
+                }
+                s->ntab[k] = i + 1;
+            }
+        }
+    }
+    uint32_t k = name_hash(s->nodes[n].name) & (s->ntabcap - 1);
+    while (s->ntab[k]) {
+        k = (k + 1) & (s->ntabcap - 1);
+    }
+    s->ntab[k] = n + 1;
+}
+
 int cr_sched_node_find(const cr_sched *s, const char *name, uint32_t *out_node)
 {
-    /* Linear: node lookups by name are rare (API calls, file loading). */
-    for (uint32_t n = 0; name && n < s->nnodes; n++) {
-        if (strcmp(s->nodes[n].name, name) == 0) {
-            *out_node = n;
+    if (!name || !s->ntabcap) {
+        return CR_ENOENT;
+    }
+    for (uint32_t k = name_hash(name) & (s->ntabcap - 1); s->ntab[k];
+         k = (k + 1) & (s->ntabcap - 1)) {
+        if (strcmp(s->nodes[s->ntab[k] - 1].name, name) == 0) {
+            *out_node = s->ntab[k] - 1;
             return 0;
         }
     }
@@ -720,7 +760,9 @@ static size_t requeue_on(cr_sched *s, uint32_t n, int gpu_only, int64_t now_ns, 
         v[k] = x;
     }
     for (size_t i = 0; i < len; i++) {
-        cr__sched_job_stop(s, cr__sched_job_get(s, v[i]), now_ns, true);
+        job *j = cr__sched_job_get(s, v[i]);
+        cr__sched_job_stop(s, j, now_ns, true);
+        j->rcode = R_REQUEUED;
     }
     if (ids) {
         *ids = v;
@@ -1000,11 +1042,16 @@ static job *job_make(const cr_sched_job_spec *sp)
 {
     job *j = cr_calloc(1, sizeof(*j));
     j->spec = *sp;
-    for (int t = 0; t < CR_SCHED_MAX_TYPES; t++) {
-        j->tput[t] = sp->tput ? ((size_t)t < sp->tput_count ? sp->tput[t] : 0.0) : 1.0;
+    if (sp->tput) {
+        /* float: relative speeds need no more, and a million queued jobs
+         * then cost 128 bytes each for it */
+        j->tput = cr_calloc(CR_SCHED_MAX_TYPES, sizeof(float));
+        for (size_t t = 0; t < sp->tput_count; t++) {
+            j->tput[t] = (float)sp->tput[t];
+        }
     }
-    j->spec.tput = j->tput;
-    j->spec.tput_count = CR_SCHED_MAX_TYPES;
+    j->spec.tput = NULL;
+    j->spec.tput_count = 0;
     if (sp->mig_profile) {
         snprintf(j->mig, sizeof(j->mig), "%s", sp->mig_profile);
     }
@@ -1123,6 +1170,7 @@ int cr_sched_job_requeue(cr_sched *s, uint64_t id, int64_t now_ns)
         return CR_ECONFLICT;
     }
     cr__sched_job_stop(s, j, now_ns, true);
+    j->rcode = R_REQUEUED;
     return 0;
 }
 
@@ -1160,9 +1208,26 @@ int cr_sched_job_restore(cr_sched *s, const cr_sched_job_spec *spec, int gpu_typ
                 }
             }
         } else {
+            if (sl->mig_mem == 0 || sl->mig_start + sl->mig_mem > s->types[gpu_type].mig_mem ||
+                sl->mig_compute == 0) {
+                return CR_EINVAL;
+            }
             uint32_t mask = ((1u << sl->mig_mem) - 1) << sl->mig_start;
-            if (!g->mig || g->bad || sl->mig_mem == 0 || sl->mig_start + sl->mig_mem > 8 ||
-                (g->mig_used & mask)) {
+            uint32_t compute = g->mig_compute_used;
+            for (size_t k = 0; k < i; k++) {
+                if (slots[k].node == sl->node && slots[k].gpu == sl->gpu) {
+                    if (slots[k].mig_start < 0) {
+                        return CR_EBUSY;
+                    }
+                    mask |= (((1u << slots[k].mig_mem) - 1) << slots[k].mig_start) << 8;
+                    compute += slots[k].mig_compute;
+                    if ((mask >> 8) & (((1u << sl->mig_mem) - 1) << sl->mig_start)) {
+                        return CR_EBUSY;
+                    }
+                }
+            }
+            if (!g->mig || g->bad || (g->mig_used & mask) ||
+                compute + sl->mig_compute > s->types[gpu_type].mig_compute) {
                 return CR_EBUSY;
             }
         }

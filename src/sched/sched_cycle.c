@@ -62,19 +62,70 @@ typedef struct resv {
     uint64_t job;
 } resv;
 
-static int cmp_okey(const void *x, const void *y)
+static inline bool okey_less(const okey *a, const okey *b)
 {
-    const okey *a = x, *b = y;
     if (a->a != b->a) {
-        return a->a < b->a ? -1 : 1;
+        return a->a < b->a;
     }
     if (a->b != b->b) {
-        return a->b < b->b ? -1 : 1;
+        return a->b < b->b;
     }
     if (a->c != b->c) {
-        return a->c < b->c ? -1 : 1;
+        return a->c < b->c;
     }
-    return a->id < b->id ? -1 : a->id > b->id;
+    return a->id < b->id;
+}
+
+/* Bottom-up merge sort with the comparison inlined: the queue order is the
+ * largest single cost of a cycle with 10k pending jobs, and qsort's
+ * indirect comparator doubles it. Runs already in order (the usual case
+ * between two cycles) cost one comparison per element per pass. */
+static void sort_okeys(okey *v, size_t n)
+{
+    if (n < 2) {
+        return;
+    }
+    okey *tmp = cr_malloc(n * sizeof(*tmp));
+    okey *src = v, *dst = tmp;
+    /* insertion-sort runs of 16 first */
+    for (size_t lo = 0; lo < n; lo += 16) {
+        size_t hi = lo + 16 < n ? lo + 16 : n;
+        for (size_t i = lo + 1; i < hi; i++) {
+            okey x = v[i];
+            size_t k = i;
+            while (k > lo && okey_less(&x, &v[k - 1])) {
+                v[k] = v[k - 1];
+                k--;
+            }
+            v[k] = x;
+        }
+    }
+    for (size_t w = 16; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            size_t i = lo, k = mid, o = lo;
+            if (mid < hi && !okey_less(&src[mid], &src[mid - 1])) {
+                memcpy(&dst[lo], &src[lo], (hi - lo) * sizeof(*src)); /* already in order */
+                continue;
+            }
+            while (i < mid && k < hi) {
+                dst[o++] = okey_less(&src[k], &src[i]) ? src[k++] : src[i++];
+            }
+            while (i < mid) {
+                dst[o++] = src[i++];
+            }
+            while (k < hi) {
+                dst[o++] = src[k++];
+            }
+        }
+        okey *t = src;
+        src = dst;
+        dst = t;
+    }
+    if (src != v) {
+        memcpy(v, src, n * sizeof(*v));
+    }
+    free(tmp);
 }
 
 static int las_queue_of(const cr_sched *s, int64_t attained)
@@ -132,11 +183,14 @@ static int candidates(const cr_sched *s, const job *j, int *out)
 {
     int n = 0;
     if (j->spec.gpu_type >= 0) {
+        if (j->mig[0] && !cr__sched_mig_find(s, j->spec.gpu_type, j->mig)) {
+            return 0; /* the type has no such MIG profile */
+        }
         out[n++] = j->spec.gpu_type;
         return n;
     }
     for (int t = 0; t < s->ntypes; t++) {
-        if (j->tput[t] <= 0 || s->types[t].total == 0) {
+        if (cr__sched_tput(j, t) <= 0 || s->types[t].total == 0) {
             continue;
         }
         if (j->mig[0] ? !cr__sched_mig_find(s, t, j->mig)
@@ -151,7 +205,7 @@ static int candidates(const cr_sched *s, const job *j, int *out)
         /* insertion sort by throughput desc, then id: stable */
         for (int i = 1; i < n; i++) {
             int x = out[i], k = i;
-            while (k > 0 && j->tput[out[k - 1]] < j->tput[x]) {
+            while (k > 0 && cr__sched_tput(j, out[k - 1]) < cr__sched_tput(j, x)) {
                 out[k] = out[k - 1];
                 k--;
             }
@@ -276,6 +330,64 @@ static bool quota_room(const cr_sched *s, const job *j, int type)
     return t->quota[type] < 0 || (int64_t)t->used_nb[type] + j->spec.gpu_count <= t->quota[type];
 }
 
+static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_gpus, int64_t at,
+                       uint64_t other);
+
+/*
+ * Preemption attempts that failed this cycle, per type. Victims only get
+ * fewer during a cycle (jobs started in it are never victims), so a job
+ * that is no stronger (priority, LAS queue), needs no fewer GPUs and no
+ * less memory than one that failed will fail too: skip its scan. Only
+ * plain jobs are compared (no gang shape, no MIG), and a job claiming its
+ * quota (borrowed work yields to it) is never skipped.
+ */
+#define PFAIL_MAX 4
+
+typedef struct pfail {
+    int n;
+    struct {
+        int32_t prio;
+        uint8_t queue;
+        uint32_t gpus;
+        uint64_t mem;
+    } f[PFAIL_MAX];
+} pfail;
+
+static bool plain(const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    return !j->mig[0] && j->spec.node_count <= 1 &&
+           (borrowed || s->tenants[j->spec.tenant].quota[type] < 0);
+}
+
+static bool futile(const pfail *pf, const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    if (!plain(s, j, type, borrowed)) {
+        return false;
+    }
+    for (int i = 0; i < pf->n; i++) {
+        bool weaker = s->cfg.policy == CR_SCHED_PRIORITY ? j->spec.priority <= pf->f[i].prio
+                      : s->cfg.policy == CR_SCHED_LAS    ? j->las_queue >= pf->f[i].queue
+                                                         : true;
+        if (weaker && j->spec.gpu_count >= pf->f[i].gpus && j->spec.mem_bytes >= pf->f[i].mem &&
+            j->spec.node_count == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void pfail_add(pfail *pf, const cr_sched *s, const job *j, int type, bool borrowed)
+{
+    if (!plain(s, j, type, borrowed) || j->spec.node_count != 0) {
+        return;
+    }
+    int i = pf->n < PFAIL_MAX ? pf->n++ : PFAIL_MAX - 1;
+    pf->f[i].prio = j->spec.priority;
+    pf->f[i].queue = j->las_queue;
+    pf->f[i].gpus = j->spec.gpu_count;
+    pf->f[i].mem = j->spec.mem_bytes;
+}
+
 /* Try to start j on type by preempting; true if it started. */
 static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borrowed)
 {
@@ -364,6 +476,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
                      j->spec.id, jq, las_queue_of(s, cr__sched_job_attained(r, now_ns)));
         }
         cr__sched_job_stop(s, r, now_ns, true);
+        set_reason(r, R_PREEMPTED, r->spec.gpu_type, r->spec.gpu_count, 0, INT64_MAX, j->spec.id);
         s->stats.last_preempted++;
     }
     cr__sched_job_start(s, j, type, s->plan, n, now_ns, borrowed);
@@ -425,7 +538,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             k->a = q;
         }
     }
-    qsort(ord, np, sizeof(*ord), cmp_okey);
+    sort_okeys(ord, np);
     job **order = cr_malloc((np ? np : 1) * sizeof(*order));
     for (uint32_t i = 0; i < np; i++) {
         order[i] = ord[i].j;
@@ -438,6 +551,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     resv res[CR_SCHED_MAX_TYPES];
     memset(res, 0, sizeof(res));
     int tries = 0;
+    pfail pf[CR_SCHED_MAX_TYPES];
+    memset(pf, 0, sizeof(pf));
     uint32_t i = 0;
     for (; i < np; i++) {
         job *j = order[i];
@@ -546,11 +661,13 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             continue;
         }
         /* preemption, then a reservation */
-        if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED)) {
+        if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
+            s->cfg.preemption && !futile(&pf[ptype], s, j, ptype, pborrow)) {
             tries++;
             if (try_preempt(s, j, ptype, now_ns, pborrow)) {
                 continue;
             }
+            pfail_add(&pf[ptype], s, j, ptype, pborrow);
         }
         int64_t at = INT64_MAX;
         uint64_t other = 0;
@@ -667,6 +784,12 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         n = snprintf(buf, len,
                      "the heterogeneity-aware allocation gives the free GPUs to jobs "
                      "that gain more from them");
+        break;
+    case R_PREEMPTED:
+        n = snprintf(buf, len, "preempted for job %" PRIu64 "; back in the queue", j->rother);
+        break;
+    case R_REQUEUED:
+        n = snprintf(buf, len, "requeued after a node or GPU failure; back in the queue");
         break;
     default:
         n = snprintf(buf, len, "pending");

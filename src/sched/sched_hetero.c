@@ -9,7 +9,7 @@
  * GPUs of each type by a linear program, Gavel's max-sum-throughput policy
  * with normalised throughputs:
  *
- *   maximise   sum_j sum_t (w_jt + eps_j) x_jt      w_jt = tput_jt / max_t tput_jt
+ *   maximise   sum_j sum_t gpus_j (w_jt + eps_j) x_jt     w_jt = tput_jt / max_t tput_jt
  *   subject to sum_t x_jt <= 1                       (each job at most once)
  *              sum_j gpus_j x_jt <= free_t           (free GPUs of each type)
  *              0 <= x_jt, x_jt = 0 where tput_jt = 0
@@ -22,9 +22,15 @@
  * to run to completion, so the fractional part is rounded away.
  *
  * The LP is solved with GLPK's simplex (config.hetero_lp), or replaced by a
- * greedy heuristic: jobs sorted by "regret" (how much they lose if denied
- * their best type: w_best - w_second), each taking the free type with the
- * highest w_jt that still has room. The unit tests compare the two.
+ * greedy heuristic: (job, type) pairs by w_jt, ties broken by the job's
+ * "regret" (how much it loses if denied its best type: w_best - w_second)
+ * and then by queue order, each pair taken while the job is unassigned and
+ * the type has room. The unit tests compare the two.
+ *
+ * The objective weighs each job by its GPU count, so it is the cluster's
+ * normalised throughput per GPU: the allocation is neutral to job size
+ * (maximising the per-job sum instead would favour small jobs and starve
+ * large ones inside the window).
  */
 #include "cr_sched.h"
 
@@ -42,33 +48,59 @@ typedef struct hjob {
     uint32_t rank;
 } hjob;
 
-static int cmp_regret(const void *x, const void *y)
+typedef struct hpair {
+    double w;
+    double regret;
+    uint32_t rank;
+    int type;
+    hjob *h;
+} hpair;
+
+static int cmp_pair(const void *x, const void *y)
 {
-    const hjob *a = x, *b = y;
+    const hpair *a = x, *b = y;
+    if (a->w != b->w) {
+        return a->w > b->w ? -1 : 1;
+    }
     if (a->regret != b->regret) {
         return a->regret > b->regret ? -1 : 1;
     }
-    return a->rank < b->rank ? -1 : a->rank > b->rank;
+    if (a->rank != b->rank) {
+        return a->rank < b->rank ? -1 : 1;
+    }
+    return a->type - b->type;
 }
 
+/* Greedy: (job, type) pairs by normalised throughput, then by the job's
+ * regret, then queue order; a pair is taken if the job is still
+ * unassigned (HT_WAIT) and the type has room. Also fills what the LP's
+ * rounding left free. */
 static void greedy(cr_sched *s, hjob *h, uint32_t n, const double *cap_in)
 {
     double cap[CR_SCHED_MAX_TYPES];
     memcpy(cap, cap_in, sizeof(cap));
-    qsort(h, n, sizeof(*h), cmp_regret);
+    hpair *p = cr_malloc(((size_t)n * (size_t)s->ntypes + 1) * sizeof(*p));
+    size_t np = 0;
     for (uint32_t i = 0; i < n; i++) {
-        double g = h[i].j->spec.gpu_count;
-        int best = -1;
+        if (h[i].j->hetero_type != HT_WAIT) {
+            continue; /* assigned by the LP */
+        }
         for (int t = 0; t < s->ntypes; t++) {
-            if (h[i].w[t] > 0 && cap[t] >= g && (best < 0 || h[i].w[t] > h[i].w[best])) {
-                best = t;
+            if (h[i].w[t] > 0) {
+                p[np++] = (hpair){h[i].w[t], h[i].regret, h[i].rank, t, &h[i]};
             }
         }
-        h[i].j->hetero_type = best >= 0 ? best : HT_WAIT;
-        if (best >= 0) {
-            cap[best] -= g;
+    }
+    qsort(p, np, sizeof(*p), cmp_pair);
+    for (size_t i = 0; i < np; i++) {
+        job *j = p[i].h->j;
+        double g = j->spec.gpu_count;
+        if (j->hetero_type == HT_WAIT && cap[p[i].type] >= g) {
+            j->hetero_type = p[i].type;
+            cap[p[i].type] -= g;
         }
     }
+    free(p);
 }
 
 static int lp(cr_sched *s, hjob *h, uint32_t n, const double *cap)
@@ -112,7 +144,7 @@ static int lp(cr_sched *s, hjob *h, uint32_t n, const double *cap)
             cj[col] = (int)i;
             ct[col] = t;
             glp_set_col_bnds(p, col, GLP_DB, 0.0, 1.0);
-            glp_set_obj_coef(p, col, h[i].w[t] + eps);
+            glp_set_obj_coef(p, col, (h[i].w[t] + eps) * h[i].j->spec.gpu_count);
             nz++;
             ia[nz] = (int)i + 1;
             ja[nz] = col;
@@ -142,6 +174,15 @@ static int lp(cr_sched *s, hjob *h, uint32_t n, const double *cap)
                 h[i].j->hetero_type = ct[c];
             }
         }
+        /* rounding can leave capacity: the greedy pass fills it */
+        double left[CR_SCHED_MAX_TYPES];
+        memcpy(left, cap, sizeof(left));
+        for (uint32_t i = 0; i < lim; i++) {
+            if (h[i].j->hetero_type >= 0) {
+                left[h[i].j->hetero_type] -= h[i].j->spec.gpu_count;
+            }
+        }
+        greedy(s, h, lim, left);
         rc = 0;
     }
     free(ia);
@@ -170,7 +211,7 @@ void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
         x->rank = nh;
         double best = 0, second = 0;
         for (int t = 0; t < s->ntypes; t++) {
-            double v = s->types[t].total >= j->spec.gpu_count ? j->tput[t] : 0;
+            double v = s->types[t].total >= j->spec.gpu_count ? cr__sched_tput(j, t) : 0;
             if (v > best) {
                 second = best;
                 best = v;
@@ -182,7 +223,7 @@ void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
             continue;
         }
         for (int t = 0; t < s->ntypes; t++) {
-            x->w[t] = s->types[t].total >= j->spec.gpu_count ? j->tput[t] / best : 0;
+            x->w[t] = s->types[t].total >= j->spec.gpu_count ? cr__sched_tput(j, t) / best : 0;
         }
         x->regret = (best - second) / best;
         nh++;
@@ -191,7 +232,13 @@ void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
     for (int t = 0; t < s->ntypes; t++) {
         cap[t] = s->types[t].free;
     }
+    for (uint32_t i = 0; i < nh; i++) {
+        h[i].j->hetero_type = HT_WAIT;
+    }
     if (nh > 0 && (!s->cfg.hetero_lp || lp(s, h, nh, cap) != 0)) {
+        for (uint32_t i = 0; i < nh; i++) {
+            h[i].j->hetero_type = HT_WAIT;
+        }
         greedy(s, h, nh, cap);
     }
     free(h);

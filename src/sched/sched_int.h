@@ -109,11 +109,13 @@ enum {
     R_BACKFILL,    /* would delay the reservation */
     R_NO_FREE,     /* nothing free anywhere: not examined */
     R_HETERO_WAIT, /* allocation gave the free GPUs to others */
+    R_PREEMPTED,   /* preempted for rother, not yet reconsidered */
+    R_REQUEUED,    /* its node or GPU failed, or the caller requeued it */
 };
 
 typedef struct job {
-    cr_sched_job_spec spec; /* tput and mig_profile point into this struct */
-    double tput[CR_SCHED_MAX_TYPES];
+    cr_sched_job_spec spec; /* tput (owned) and mig_profile point into this struct */
+    float *tput;            /* owned, CR_SCHED_MAX_TYPES entries; NULL = 1 everywhere */
     char mig[16];
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */
@@ -143,6 +145,8 @@ struct cr_sched {
     int ntypes;
     node *nodes;
     uint32_t nnodes, cnodes;
+    uint32_t *ntab; /* node name hash: node index + 1, 0 = empty */
+    uint32_t ntabcap;
     nt *nts;
     uint32_t nnt, cnt;
     rack_rec *racks;
@@ -170,6 +174,12 @@ struct cr_sched {
     size_t cscratch;
     cr_sched_stats stats;
 };
+
+/* Relative throughput of a job on a type (1 when the job gave none). */
+static inline double cr__sched_tput(const job *j, int t)
+{
+    return j->tput ? j->tput[t] : 1.0;
+}
 
 /* sched_cluster.c */
 int cr__sched_rack_get(cr_sched *s, const char *name, const char *spine);

@@ -1,10 +1,483 @@
+/*
+ * sim_main.c - 'corral sim': the command line of the simulator.
+ *
+ * Reads a trace (or generates a workload), builds the cluster, runs one
+ * policy or several (--compare) through the scheduler core in virtual time
+ * and writes the report. Bad flags and bad input files exit with code 2 and
+ * a message naming the flag, or the file, line and field; a failure inside
+ * the simulation exits 1. The output depends only on the input and the
+ * seed: no wall-clock numbers are printed unless --timing is given, and
+ * those go to stderr.
+ */
 #include "cr_sim.h"
 
+#include "cr_config.h"
+#include "sim_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+#include "cr_perf.h"
+#include "cr_sched.h"
+#include "cr_time.h"
+
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#define MAX_POLICIES 8
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: corral sim [options] [TRACE]\n"
+            "\n"
+            "Replay a trace (or a generated workload) through the scheduler in virtual time.\n"
+            "\n"
+            "Input:\n"
+            "  TRACE                  Gavel .trace, Tiresias .csv, or native (one job per line)\n"
+            "  --format F             gavel | tiresias | native (default: from the file name)\n"
+            "  --generate N           generate N jobs instead (Gavel-style Philly mix)\n"
+            "  --rate R               Poisson arrivals, jobs per hour (with --generate; 0 = all "
+            "at t=0)\n"
+            "  --multi-gpu            generated jobs use 1/2/4/8 GPUs (Philly), else 1\n"
+            "  --tenants N            generated jobs spread over N tenants (default 1)\n"
+            "  --throughputs FILE     Gavel simulation_throughputs.json: job rates per GPU type\n"
+            "Cluster:\n"
+            "  --cluster FILE         cluster file (docs/scheduler.md)\n"
+            "  --gpus T:N,...         or GPU types and counts (default v100:36,p100:36,k80:36)\n"
+            "  --gpus-per-node N      with --gpus (default 4)\n"
+            "  --nodes-per-rack N     with --gpus (default 32)\n"
+            "  --mtbf DUR             node failures: mean time between failures per node\n"
+            "  --mttr DUR             time a failed node stays down (default 1h)\n"
+            "  --power T=W,...        busy power per GPU type in watts (idle: 20%%)\n"
+            "Scheduling:\n"
+            "  --policy P             fifo | priority | hetero | las (default fifo)\n"
+            "  --compare P1,P2,...    run several policies on the same input, side by side\n"
+            "  --seed N               RNG seed for generation, tie-breaks, failures (default 0)\n"
+            "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
+            "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
+            "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
+            "  --check                check the scheduler's invariants after every event\n"
+            "Report:\n"
+            "  --window LO:HI         JCT statistics over jobs LO..HI-1 in arrival order\n"
+            "  --json                 JSON on stdout instead of the table\n"
+            "  --csv FILE             one row per job (and policy)\n"
+            "  --html FILE            HTML report with SVG plots\n"
+            "  --timing               print host time per run on stderr\n");
+}
+
+typedef struct args {
+    const char *trace, *format, *tput_path, *cluster_path, *gpus, *csv, *html;
+    const char *policies[MAX_POLICIES];
+    size_t npolicies;
+    int64_t generate;
+    double rate;
+    bool multi_gpu, json, timing, compare;
+    int64_t tenants, gpn, npr;
+    cr__sim_opts o;
+    cr__sim_report_opts ro;
+    const char *power;
+} args;
+
+static int bad_flag(const char *flag, const char *val, const char *why)
+{
+    fprintf(stderr, "corral sim: %s%s%s: %s\n", flag, val ? " " : "", val ? val : "", why);
+    return 2;
+}
+
+static int parse_args(int argc, char **argv, args *a, char **policy_buf)
+{
+    memset(a, 0, sizeof *a);
+    a->o.backfill = a->o.preemption = a->o.lp = -1;
+    a->o.estimates = true;
+    a->o.mttr_ns = CR_NS_PER_H;
+    a->o.idle_frac = 0.2;
+    a->gpn = 4;
+    a->npr = 32;
+    a->tenants = 1;
+    a->rate = -1;
+    a->policies[0] = "fifo";
+    a->npolicies = 1;
+    for (int i = 1; i < argc; i++) {
+        char *arg = argv[i];
+        char *val = NULL;
+        char flag[64];
+        if (strncmp(arg, "--", 2) != 0) {
+            if (a->trace) {
+                return bad_flag(arg, NULL, "only one trace file");
+            }
+            a->trace = arg;
+            continue;
+        }
+        snprintf(flag, sizeof flag, "%s", arg);
+        char *eq = strchr(flag, '=');
+        if (eq) {
+            *eq = '\0';
+            val = arg + (eq - flag) + 1;
+        }
+        static const char *const with_value[] = {
+            "--format",   "--generate", "--rate",          "--tenants",        "--throughputs",
+            "--cluster",  "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
+            "--mttr",     "--power",    "--policy",        "--compare",        "--seed",
+            "--interval", "--window",   "--csv",           "--html",
+        };
+        bool needs = false;
+        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
+            needs |= strcmp(flag, with_value[k]) == 0;
+        }
+        if (needs && !val) {
+            if (i + 1 >= argc) {
+                return bad_flag(flag, NULL, "needs a value");
+            }
+            val = argv[++i];
+        } else if (!needs && val) {
+            return bad_flag(flag, NULL, "takes no value");
+        }
+        int64_t i64;
+        if (!strcmp(flag, "--help") || !strcmp(flag, "--h")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(flag, "--format")) {
+            if (strcmp(val, "gavel") && strcmp(val, "tiresias") && strcmp(val, "native")) {
+                return bad_flag(flag, val, "expected gavel, tiresias or native");
+            }
+            a->format = val;
+        } else if (!strcmp(flag, "--generate")) {
+            if (cr_parse_i64(val, 1, 100000000, &a->generate) != 0) {
+                return bad_flag(flag, val, "expected a job count 1..100000000");
+            }
+        } else if (!strcmp(flag, "--rate")) {
+            if (cr_parse_f64(val, 0, 1e9, &a->rate) != 0) {
+                return bad_flag(flag, val, "expected jobs per hour >= 0");
+            }
+        } else if (!strcmp(flag, "--tenants")) {
+            if (cr_parse_i64(val, 1, 64, &a->tenants) != 0) {
+                return bad_flag(flag, val, "expected 1..64");
+            }
+        } else if (!strcmp(flag, "--throughputs")) {
+            a->tput_path = val;
+        } else if (!strcmp(flag, "--cluster")) {
+            a->cluster_path = val;
+        } else if (!strcmp(flag, "--gpus")) {
+            a->gpus = val;
+        } else if (!strcmp(flag, "--gpus-per-node")) {
+            if (cr_parse_i64(val, 1, CR_SCHED_MAX_NODE_GPUS, &a->gpn) != 0) {
+                return bad_flag(flag, val, "expected 1..64");
+            }
+        } else if (!strcmp(flag, "--nodes-per-rack")) {
+            if (cr_parse_i64(val, 1, 100000, &a->npr) != 0) {
+                return bad_flag(flag, val, "expected 1..100000");
+            }
+        } else if (!strcmp(flag, "--mtbf") || !strcmp(flag, "--mttr") ||
+                   !strcmp(flag, "--interval")) {
+            int64_t ns;
+            if (cr_duration_parse(val, &ns) != 0 || ns <= 0) {
+                return bad_flag(flag, val, "expected a duration > 0 (90s, 40m, 2h, 7d)");
+            }
+            *(flag[2] == 'i' ? &a->o.interval_ns
+                             : (flag[4] == 'b' ? &a->o.mtbf_ns : &a->o.mttr_ns)) = ns;
+        } else if (!strcmp(flag, "--power")) {
+            a->power = val;
+        } else if (!strcmp(flag, "--policy") || !strcmp(flag, "--compare")) {
+            free(*policy_buf);
+            *policy_buf = cr_strdup(val);
+            a->npolicies = 0;
+            a->compare = flag[2] == 'c';
+            char *save = NULL;
+            for (char *p = strtok_r(*policy_buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+                cr_sched_policy pol;
+                if (cr_sched_policy_parse(p, &pol) != 0) {
+                    return bad_flag(flag, p, "unknown policy (fifo, priority, hetero, las)");
+                }
+                if (a->npolicies == MAX_POLICIES) {
+                    return bad_flag(flag, val, "at most 8 policies");
+                }
+                a->policies[a->npolicies++] = p;
+            }
+            if (a->npolicies == 0 || (!a->compare && a->npolicies != 1)) {
+                return bad_flag(flag, val, "expected one policy (use --compare for several)");
+            }
+        } else if (!strcmp(flag, "--seed")) {
+            if (cr_parse_i64(val, 0, INT64_MAX, &i64) != 0) {
+                return bad_flag(flag, val, "expected an integer >= 0");
+            }
+            a->o.seed = (uint64_t)i64;
+        } else if (!strcmp(flag, "--window")) {
+            char tmp[64];
+            snprintf(tmp, sizeof tmp, "%s", val);
+            char *colon = strchr(tmp, ':');
+            int64_t lo, hi;
+            if (!colon) {
+                return bad_flag(flag, val, "expected LO:HI");
+            }
+            *colon = '\0';
+            if (cr_parse_i64(tmp, 0, INT64_MAX, &lo) != 0 ||
+                cr_parse_i64(colon + 1, 1, INT64_MAX, &hi) != 0 || hi <= lo) {
+                return bad_flag(flag, val, "expected LO:HI with 0 <= LO < HI");
+            }
+            a->ro.window_lo = (size_t)lo;
+            a->ro.window_hi = (size_t)hi;
+        } else if (!strcmp(flag, "--csv")) {
+            a->csv = val;
+        } else if (!strcmp(flag, "--html")) {
+            a->html = val;
+        } else if (!strcmp(flag, "--multi-gpu")) {
+            a->multi_gpu = true;
+        } else if (!strcmp(flag, "--json")) {
+            a->json = true;
+        } else if (!strcmp(flag, "--timing")) {
+            a->timing = true;
+        } else if (!strcmp(flag, "--check")) {
+            a->o.check = true;
+        } else if (!strcmp(flag, "--no-backfill")) {
+            a->o.backfill = 0;
+        } else if (!strcmp(flag, "--no-preemption")) {
+            a->o.preemption = 0;
+        } else if (!strcmp(flag, "--hetero-lp")) {
+            a->o.lp = 1;
+        } else if (!strcmp(flag, "--hetero-greedy")) {
+            a->o.lp = 0;
+        } else if (!strcmp(flag, "--no-estimates")) {
+            a->o.estimates = false;
+        } else {
+            return bad_flag(flag, NULL, "unknown option (see corral sim --help)");
+        }
+    }
+    if (!a->trace && !a->generate) {
+        return bad_flag("TRACE", NULL, "give a trace file or --generate N");
+    }
+    if (a->trace && a->generate) {
+        return bad_flag("--generate", NULL, "give a trace file or --generate N, not both");
+    }
+    if (a->rate >= 0 && !a->generate) {
+        return bad_flag("--rate", NULL, "only with --generate");
+    }
+    if (a->cluster_path && a->gpus) {
+        return bad_flag("--cluster", NULL, "give --cluster or --gpus, not both");
+    }
+    if (a->ro.window_hi && a->generate && (size_t)a->ro.window_lo >= (size_t)a->generate) {
+        return bad_flag("--window", NULL, "starts after the last generated job");
+    }
+    return 0;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    char *buf = NULL;
+    size_t n = 0, cap = 0;
+    for (;;) {
+        if (cap - n < 65536) {
+            if (cap > ((size_t)256 << 20)) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            cap = cap ? cap * 2 : 65536;
+            buf = cr_realloc(buf, cap);
+        }
+        size_t k = fread(buf + n, 1, cap - n, f);
+        n += k;
+        if (k == 0) {
+            break;
+        }
+    }
+    fclose(f);
+    *len = n;
+    return buf;
+}
+
+static int apply_power(args *a, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
+                       const cr_catalog *catalog)
+{
+    for (int t = 0; t < ntypes; t++) {
+        const cr_gpu_type *g = catalog ? cr_catalog_find(catalog, types[t]) : NULL;
+        a->o.power_w[t] = (g && g->tdp_w > 0) ? g->tdp_w : cr__sim_default_power_w(types[t]);
+    }
+    if (!a->power) {
+        return 0;
+    }
+    char *copy = cr_strdup(a->power);
+    int rc = 0;
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        double w;
+        if (!eq || cr_parse_f64(eq + 1, 0, 100000, &w) != 0) {
+            rc = bad_flag("--power", item, "expected TYPE=WATTS");
+            goto out;
+        }
+        *eq = '\0';
+        int found = -1;
+        for (int t = 0; t < ntypes; t++) {
+            if (strcasecmp(types[t], item) == 0) {
+                found = t;
+            }
+        }
+        if (found < 0) {
+            rc = bad_flag("--power", item, "no such GPU type in the cluster");
+            goto out;
+        }
+        a->o.power_w[found] = w;
+    }
+out:
+    free(copy);
+    return rc;
+}
 
 int cr_sim_main(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "corral %s: not built yet\n", argv[0]);
-    return 2;
+    args a;
+    char *policy_buf = NULL, *cluster_text = NULL, *json = NULL;
+    cr__sim_tput tput = {0};
+    cr_catalog *catalog = NULL;
+    bool have_tput = false;
+    cr__sim_workload w;
+    cr__sim_workload_init(&w);
+    cr__sim_result res[MAX_POLICIES];
+    size_t nres = 0;
+    cr__sim_cluster cl;
+    memset(&cl, 0, sizeof cl);
+    char err[512];
+    err[0] = '\0';
+    int rc = parse_args(argc, argv, &a, &policy_buf);
+    if (rc != 0) {
+        rc = rc < 0 ? 0 : rc;
+        goto out;
+    }
+    rc = 2;
+    /* Throughputs: explicit, or the copy in the source tree for Gavel input. */
+    const char *tput_path = a.tput_path;
+    char default_tput[1024];
+    snprintf(default_tput, sizeof default_tput, "%s/data/traces/gavel/simulation_throughputs.json",
+             CR_SOURCE_DIR);
+    bool gavel_input =
+        a.generate || (a.format && !strcmp(a.format, "gavel")) ||
+        (a.trace && strlen(a.trace) > 6 && !strcmp(a.trace + strlen(a.trace) - 6, ".trace"));
+    if (!tput_path && gavel_input && access(default_tput, R_OK) == 0) {
+        tput_path = default_tput;
+    }
+    if (tput_path) {
+        if (cr__sim_tput_load(tput_path, &tput, err, sizeof err) != 0) {
+            fprintf(stderr, "corral sim: --throughputs: %s\n", err);
+            goto out;
+        }
+        have_tput = true;
+    }
+    if (a.generate) {
+        cr__sim_gen g = {.njobs = (size_t)a.generate,
+                         .jobs_per_hour = a.rate < 0 ? 0 : a.rate,
+                         .seed = a.o.seed,
+                         .multi_gpu = a.multi_gpu,
+                         .ntenants = (int)a.tenants,
+                         .tput = have_tput ? &tput : NULL};
+        if (cr__sim_generate(&g, &w) != 0) {
+            fprintf(stderr, "corral sim: --generate: the throughput table has no model for "
+                            "some GPU count\n");
+            goto out;
+        }
+    } else if (cr__sim_read_file(a.trace, a.format, &w, err, sizeof err) != 0) {
+        fprintf(stderr, "corral sim: %s\n", err);
+        goto out;
+    }
+    cr__sim_workload_sort(&w);
+    /* Cluster. */
+    if (a.cluster_path) {
+        size_t len = 0;
+        cluster_text = slurp(a.cluster_path, &len);
+        if (!cluster_text) {
+            fprintf(stderr, "corral sim: --cluster: %s: cannot read\n", a.cluster_path);
+            goto out;
+        }
+        cl.file_path = a.cluster_path;
+        cl.file_text = cluster_text;
+        cl.file_len = len;
+    } else if (cr__sim_cluster_parse_gpus(&cl, a.gpus ? a.gpus : "v100:36,p100:36,k80:36", err,
+                                          sizeof err) != 0) {
+        fprintf(stderr, "corral sim: %s\n", err);
+        goto out;
+    }
+    cl.gpus_per_node = (int)a.gpn;
+    cl.nodes_per_rack = (int)a.npr;
+    char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX];
+    int ntypes = 0;
+    if (cr__sim_cluster_types(&cl, types, &ntypes, err, sizeof err) != 0) {
+        fprintf(stderr, "corral sim: %s%s\n", a.cluster_path ? "--cluster: " : "", err);
+        goto out;
+    }
+    /* The GPU catalog gives board power and feeds the performance model; a
+     * run without it falls back to built-in powers. */
+    if (cr_catalog_load(NULL, &catalog, NULL, 0) != 0) {
+        catalog = NULL;
+    }
+    if (cr__sim_workload_resolve(&w, (const char(*)[CR_SIM_NAME_MAX])types, ntypes,
+                                 have_tput ? &tput : NULL, catalog, err, sizeof err) != 0) {
+        fprintf(stderr, "corral sim: %s%s\n", err,
+                have_tput ? "" : " (Gavel traces need --throughputs)");
+        goto out;
+    }
+    if ((rc = apply_power(&a, (const char(*)[CR_SIM_NAME_MAX])types, ntypes, catalog)) != 0) {
+        goto out;
+    }
+    rc = 1;
+    for (size_t k = 0; k < a.npolicies; k++) {
+        cr_sched_policy pol;
+        cr_sched_policy_parse(a.policies[k], &pol);
+        a.o.policy = pol;
+        if (cr__sim_run(&a.o, &cl, &w, &res[nres], err, sizeof err) != 0) {
+            cr__sim_result_fini(&res[nres]);
+            fprintf(stderr, "corral sim: %s: %s\n", a.policies[k], err);
+            goto out;
+        }
+        nres++;
+        if (a.timing) {
+            fprintf(stderr, "corral sim: %s: %zu jobs, %llu events, %llu cycles in %.3f s\n",
+                    a.policies[k], w.njobs, (unsigned long long)res[nres - 1].events,
+                    (unsigned long long)res[nres - 1].cycles, res[nres - 1].wall_s);
+        }
+    }
+    if (a.json) {
+        json = cr__sim_report_json(res, nres, &w, &a.ro);
+        fputs(json, stdout);
+    } else if (a.compare) {
+        cr__sim_report_compare(stdout, res, nres, &w, &a.ro);
+    } else {
+        cr__sim_report_text(stdout, &res[0], &w, &a.ro);
+    }
+    if (a.csv && cr__sim_report_csv(a.csv, res, nres, &w) != 0) {
+        fprintf(stderr, "corral sim: --csv: %s: cannot write\n", a.csv);
+        goto out;
+    }
+    if (a.html && cr__sim_report_html(a.html, res, nres, &w, &a.ro) != 0) {
+        fprintf(stderr, "corral sim: --html: %s: cannot write\n", a.html);
+        goto out;
+    }
+    rc = 0;
+    for (size_t k = 0; k < nres; k++) {
+        if (res[k].check_errors) {
+            fprintf(stderr, "corral sim: %s: %d invariant violations; first: %s\n", res[k].policy,
+                    res[k].check_errors, res[k].check_msg);
+            rc = 1;
+        }
+    }
+out:
+    for (size_t k = 0; k < nres; k++) {
+        cr__sim_result_fini(&res[k]);
+    }
+    free(json);
+    cr_catalog_free(catalog);
+    free(cluster_text);
+    free(policy_buf);
+    if (have_tput) {
+        cr__sim_tput_fini(&tput);
+    }
+    cr__sim_workload_fini(&w);
+    fflush(stdout);
+    return rc;
 }

@@ -1,4 +1,285 @@
-int main(void)
+/*
+ * test_prop.c - property tests: random clusters and workloads under every
+ * policy. After every event the invariants must hold (cr_sched_check), every
+ * decision must agree with the jobs' states, and a second run with the same
+ * seed must produce the very same decisions (bit-for-bit reproducibility).
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_rng.h"
+#include "cr_sched.h"
+
+#define SEC 1000000000LL
+
+static int failures;
+static uint64_t n_start, n_preempt;
+
+#define EXPECT(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: ", __FILE__, __LINE__);                                        \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            failures++;                                                                            \
+            return 0;                                                                              \
+        }                                                                                          \
+    } while (0)
+
+static uint64_t mix(uint64_t h, uint64_t x)
 {
-    return 0;
+    h ^= x + UINT64_C(0x9E3779B97F4A7C15) + (h << 6) + (h >> 2);
+    return h;
+}
+
+static void build_cluster(cr_sched *s, cr_rng *r)
+{
+    int ntypes = 1 + (int)cr_rng_below(r, 4);
+    static const char *names[] = {"H100", "A100", "L40S", "A30"};
+    for (int t = 0; t < ntypes; t++) {
+        int id;
+        cr_sched_gpu_type(s, names[t], &id);
+        cr_sched_gpu_type_set_mem(s, id,
+                                  (uint64_t)(24 + 24 * (int)cr_rng_below(r, 3)) * 1000000000);
+        if (t == 0 || t == 1) {
+            cr_sched_gpu_type_set_mig(s, id, 7, 8);
+        } else if (t == 3) {
+            cr_sched_gpu_type_set_mig(s, id, 4, 4);
+        }
+    }
+    int nracks = 1 + (int)cr_rng_below(r, 4);
+    int nnodes = 2 + (int)cr_rng_below(r, 20);
+    for (int n = 0; n < nnodes; n++) {
+        char name[32], rack[32];
+        snprintf(name, sizeof(name), "n%d", n);
+        snprintf(rack, sizeof(rack), "r%d", (int)cr_rng_below(r, (uint64_t)nracks));
+        cr_sched_gpu_spec g[16];
+        int ng = 1 + (int)cr_rng_below(r, 8);
+        int type = (int)cr_rng_below(r, (uint64_t)ntypes);
+        int dom = 1 + (int)cr_rng_below(r, 8);
+        for (int i = 0; i < ng; i++) {
+            int ty = cr_rng_below(r, 10) == 0 ? (int)cr_rng_below(r, (uint64_t)ntypes) : type;
+            g[i] = (cr_sched_gpu_spec){.type = ty,
+                                       .nvlink = (uint16_t)(i / dom),
+                                       .bad = cr_rng_below(r, 20) == 0,
+                                       .mig = (ty == 0 || ty == 1 || ty == 3) &&
+                                              cr_rng_below(r, 6) == 0};
+        }
+        cr_sched_node_spec ns = {.name = name, .rack = rack, .gpu_count = (size_t)ng, .gpus = g};
+        if (cr_sched_node_add(s, &ns, NULL) < 0) {
+            abort();
+        }
+    }
+    int nten = 1 + (int)cr_rng_below(r, 3);
+    for (int t = 0; t < nten; t++) {
+        char name[16];
+        int id;
+        snprintf(name, sizeof(name), "t%d", t);
+        cr_sched_tenant(s, name, &id);
+        if (cr_rng_below(r, 2)) {
+            cr_sched_tenant_set_quota(s, id, (int)cr_rng_below(r, (uint64_t)ntypes),
+                                      (int64_t)cr_rng_below(r, 16));
+        }
+        cr_sched_tenant_set_weight(s, id, 1.0 + (double)cr_rng_below(r, 3));
+    }
+}
+
+static void random_job(cr_sched *s, cr_rng *r, uint64_t id, int64_t now, cr_sched_job_spec *j,
+                       double *tput)
+{
+    static const char *migs[] = {"1g.10gb", "3g.40gb", "1g.6gb", "2g.12gb", "7g.80gb"};
+    memset(j, 0, sizeof(*j));
+    j->id = id;
+    j->tenant = (int)cr_rng_below(r, (uint64_t)cr_sched_tenant_count(s));
+    j->priority = (int32_t)cr_rng_below(r, 3);
+    j->kind = (cr_sched_job_kind)cr_rng_below(r, CR_JOB_KIND_COUNT);
+    static const uint32_t sizes[] = {1, 1, 1, 2, 2, 4, 8, 16};
+    j->gpu_count = sizes[cr_rng_below(r, 8)];
+    j->gpu_type = cr_rng_below(r, 3) == 0
+                      ? CR_SCHED_TYPE_ANY
+                      : (int)cr_rng_below(r, (uint64_t)cr_sched_gpu_type_count(s));
+    if (j->gpu_type == CR_SCHED_TYPE_ANY && cr_rng_below(r, 2)) {
+        for (int t = 0; t < CR_SCHED_MAX_TYPES; t++) {
+            tput[t] = (double)cr_rng_below(r, 4);
+        }
+        j->tput = tput;
+        j->tput_count = CR_SCHED_MAX_TYPES;
+    }
+    if (cr_rng_below(r, 8) == 0) {
+        j->mig_profile = migs[cr_rng_below(r, 5)];
+        j->gpu_count = 1 + (uint32_t)cr_rng_below(r, 2);
+    } else if (j->gpu_count >= 2 && cr_rng_below(r, 3) == 0) {
+        j->node_count = j->gpu_count >= 8 ? j->gpu_count / 4 : 2;
+    }
+    j->time_limit_ns = cr_rng_below(r, 4) ? (int64_t)(60 + cr_rng_below(r, 7200)) * SEC : 0;
+    j->preemptible = cr_rng_below(r, 2);
+    j->checkpoint_interval_ns = cr_rng_below(r, 2) ? (int64_t)(60 + cr_rng_below(r, 600)) * SEC : 0;
+    j->submit_ns = now;
+    j->mem_bytes = cr_rng_below(r, 5) == 0 ? (uint64_t)cr_rng_below(r, 60) * 1000000000 : 0;
+}
+
+/* One run; returns the hash of all decisions (0 on a failure). */
+static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
+{
+    cr_rng r;
+    cr_rng_seed(&r, seed);
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, pol);
+    cfg.backfill = cr_rng_below(&r, 4) != 0;
+    cfg.preemption = cr_rng_below(&r, 4) != 0;
+    cfg.borrowing = cr_rng_below(&r, 3) != 0;
+    cfg.hetero_lp = cr_rng_below(&r, 2);
+    cfg.las_threshold_gpu_ns[0] = 600 * SEC;
+    cr_sched *s = NULL;
+    if (cr_sched_new(&cfg, &s) < 0) {
+        abort();
+    }
+    build_cluster(s, &r);
+    uint64_t h = 1, next_id = 1;
+    /* what each job asked for, to judge work conservation under LAS */
+    cr_sched_job_spec *specs = calloc((size_t)events + 2, sizeof(*specs));
+    int64_t now = 0;
+    char err[256];
+    for (int e = 0; e < events; e++) {
+        now += (int64_t)cr_rng_below(&r, 120) * SEC;
+        uint64_t k = cr_rng_below(&r, 100);
+        if (k < 40) {
+            cr_sched_job_spec j;
+            double tput[CR_SCHED_MAX_TYPES];
+            random_job(s, &r, next_id++, now, &j, tput);
+            int rc = cr_sched_job_add(s, &j, now);
+            specs[j.id] = j;
+            specs[j.id].tput = NULL;
+            h = mix(h, (uint64_t)(rc + 2000));
+        } else if (k < 70) {
+            cr_rng cr;
+            cr_rng_seed(&cr, seed + (uint64_t)e);
+            const cr_sched_decision *d;
+            int n = cr_sched_cycle(s, now, &cr, &d);
+            EXPECT(n >= 0, "cycle failed");
+            for (int i = 0; i < n; i++) {
+                cr_sched_job_info info;
+                EXPECT(cr_sched_job_info_get(s, d[i].job, &info) == 0, "decision for unknown job");
+                h = mix(h, d[i].job);
+                h = mix(h, (uint64_t)d[i].action);
+                n_start += d[i].action == CR_SCHED_START;
+                n_preempt += d[i].action == CR_SCHED_PREEMPT;
+                if (d[i].action == CR_SCHED_START) {
+                    EXPECT(info.state == CR_JOB_RUNNING, "started job %" PRIu64 " not running",
+                           d[i].job);
+                    EXPECT(d[i].slot_count == info.slot_count, "slot count");
+                    for (size_t q = 0; q < d[i].slot_count; q++) {
+                        h = mix(h, (uint64_t)d[i].slots[q].node << 16 | d[i].slots[q].gpu);
+                        h = mix(h, (uint64_t)(d[i].slots[q].mig_start + 1));
+                    }
+                } else {
+                    EXPECT(d[i].reason && d[i].reason[0], "preempt without reason");
+                }
+            }
+            /* LAS never blocks: a plain pending job (one type, any spread,
+             * no MIG, no memory floor, no quota in the way) that fits the
+             * free count of its type must have started */
+            int npre = 0;
+            for (int i = 0; i < n; i++) {
+                npre += d[i].action == CR_SCHED_PREEMPT;
+            }
+            /* (preemptions free GPUs after earlier jobs were considered) */
+            if (pol == CR_SCHED_LAS && cfg.borrowing && npre == 0) {
+                for (uint64_t id = 1; id < next_id; id++) {
+                    cr_sched_job_info info;
+                    const cr_sched_job_spec *sp = &specs[id];
+                    if (cr_sched_job_info_get(s, id, &info) < 0 || info.state != CR_JOB_PENDING ||
+                        sp->gpu_type < 0 || sp->node_count || sp->mig_profile || sp->mem_bytes) {
+                        continue;
+                    }
+                    uint32_t fr = 0;
+                    cr_sched_capacity(s, sp->gpu_type, NULL, &fr);
+                    char buf[CR_SCHED_REASON_MAX];
+                    cr_sched_job_reason(s, id, buf, sizeof(buf));
+                    /* (a job preempted in this cycle waits for the next) */
+                    EXPECT(fr < sp->gpu_count || strncmp(buf, "preempted", 9) == 0,
+                           "seed %" PRIu64 ": LAS job %" PRIu64
+                           " (%u GPUs) pending with %u free: %s",
+                           seed, id, sp->gpu_count, fr, buf);
+                }
+            }
+            /* every pending job has a reason */
+            for (uint64_t id = 1; id < next_id; id++) {
+                char buf[CR_SCHED_REASON_MAX];
+                int rc = cr_sched_job_reason(s, id, buf, sizeof(buf));
+                EXPECT(rc == CR_ENOENT || rc == CR_EINVAL || (rc > 0 && buf[0]), "no reason");
+            }
+        } else if (k < 85 && next_id > 1) {
+            uint64_t id = 1 + cr_rng_below(&r, next_id - 1);
+            h = mix(h, (uint64_t)(cr_sched_job_remove(s, id, now) + 2000));
+        } else if (k < 88 && next_id > 1) {
+            uint64_t id = 1 + cr_rng_below(&r, next_id - 1);
+            h = mix(h, (uint64_t)(cr_sched_job_requeue(s, id, now) + 2000));
+        } else if (k < 93) {
+            uint32_t n = (uint32_t)cr_rng_below(&r, cr_sched_node_count(s));
+            uint64_t *ids = NULL;
+            size_t nids = 0;
+            cr_sched_node_state st = (cr_sched_node_state)cr_rng_below(&r, 3);
+            EXPECT(cr_sched_node_set_state(s, n, st, "prop", now, &ids, &nids) == 0, "node state");
+            for (size_t i = 0; i < nids; i++) {
+                cr_sched_job_info info;
+                EXPECT(cr_sched_job_info_get(s, ids[i], &info) == 0 && info.state == CR_JOB_PENDING,
+                       "requeued job not pending");
+                h = mix(h, ids[i]);
+            }
+            free(ids);
+        } else if (k < 97) {
+            uint32_t n = (uint32_t)cr_rng_below(&r, cr_sched_node_count(s));
+            cr_sched_node_info ni;
+            cr_sched_node_info_get(s, n, &ni);
+            if (ni.gpu_count) {
+                uint32_t g = (uint32_t)cr_rng_below(&r, ni.gpu_count);
+                cr_sched_gpu_set_health(s, n, g, cr_rng_below(&r, 2), "prop", now, NULL, NULL);
+            }
+        } else {
+            int t = (int)cr_rng_below(&r, (uint64_t)cr_sched_tenant_count(s));
+            int ty = (int)cr_rng_below(&r, (uint64_t)cr_sched_gpu_type_count(s));
+            cr_sched_tenant_set_quota(s, t, ty, (int64_t)cr_rng_below(&r, 20) - 1);
+        }
+        if (cr_sched_check(s, err, sizeof(err)) < 0) {
+            fprintf(stderr, "seed %" PRIu64 " policy %s event %d: %s\n", seed,
+                    cr_sched_policy_name(pol), e, err);
+            failures++;
+            cr_sched_free(s);
+            free(specs);
+            return 0;
+        }
+    }
+    cr_sched_free(s);
+    free(specs);
+    return h;
+}
+
+int main(int argc, char **argv)
+{
+    int seeds = argc > 1 ? atoi(argv[1]) : 30;
+    int events = argc > 2 ? atoi(argv[2]) : 400;
+    for (int p = 0; p < CR_SCHED_POLICY_COUNT; p++) {
+        for (int sd = 0; sd < seeds && failures < 5; sd++) {
+            uint64_t a = run((uint64_t)sd, (cr_sched_policy)p, events);
+            uint64_t b = run((uint64_t)sd, (cr_sched_policy)p, events);
+            if (a != b) {
+                fprintf(stderr, "seed %d policy %s: runs differ\n", sd,
+                        cr_sched_policy_name((cr_sched_policy)p));
+                failures++;
+            }
+        }
+    }
+    printf("%d policies x %d seeds x %d events: %" PRIu64 " starts, %" PRIu64
+           " preemptions, %d failures\n",
+           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_preempt, failures);
+    if (n_start == 0) {
+        fprintf(stderr, "nothing ever started\n");
+        failures++;
+    }
+    return failures ? 1 : 0;
 }

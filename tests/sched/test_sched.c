@@ -1,4 +1,458 @@
+/*
+ * test_sched.c - unit tests of the scheduler API (cmocka): names and
+ * configuration, GPU types and MIG profiles, the cluster file parser and
+ * its errors, node and GPU state changes, job table churn, restore, quotas,
+ * and the HETERO LP against the greedy heuristic.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cr_error.h"
+#include "cr_rng.h"
+#include "cr_sched.h"
+
+#define SEC 1000000000LL
+
+static cr_sched *mk(cr_sched_policy p, const char *cluster)
+{
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, p);
+    cr_sched *s = NULL;
+    assert_int_equal(cr_sched_new(&cfg, &s), 0);
+    char err[256];
+    int rc = cr_sched_load_cluster(s, cluster, strlen(cluster), err, sizeof(err));
+    if (rc != 0) {
+        fail_msg("cluster: %s", err);
+    }
+    return s;
+}
+
+static void checked(cr_sched *s)
+{
+    char err[256];
+    if (cr_sched_check(s, err, sizeof(err)) != 0) {
+        fail_msg("invariant: %s", err);
+    }
+}
+
+static void test_names(void **state)
+{
+    (void)state;
+    cr_sched_policy p;
+    assert_int_equal(cr_sched_policy_parse("las", &p), 0);
+    assert_int_equal(p, CR_SCHED_LAS);
+    assert_int_equal(cr_sched_policy_parse("LAS", &p), CR_EINVAL);
+    assert_int_equal(cr_sched_policy_parse(NULL, &p), CR_EINVAL);
+    assert_string_equal(cr_sched_policy_name(CR_SCHED_HETERO), "hetero");
+    assert_string_equal(cr_sched_policy_name((cr_sched_policy)99), "?");
+    cr_sched_job_kind k;
+    assert_int_equal(cr_sched_job_kind_parse("finetune", &k), 0);
+    assert_int_equal(k, CR_JOB_FINETUNE);
+    assert_string_equal(cr_sched_node_state_name(CR_NODE_DRAINED), "drained");
+
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, CR_SCHED_FIFO);
+    cfg.las_queues = 0;
+    cr_sched *s = NULL;
+    assert_int_equal(cr_sched_new(&cfg, &s), CR_EINVAL);
+    assert_null(s);
+}
+
+static void test_mig_profiles(void **state)
+{
+    (void)state;
+    cr_sched *s =
+        mk(CR_SCHED_FIFO, "gpu-type h100 name=\"H100 SXM\" mem=80g mig=7/8\n"
+                          "gpu-type a100 name=A100-40GB mem=40g mig=7/8\n"
+                          "gpu-type a30 name=A30 mem=24g mig=4/4\n"
+                          "gpu-type h200 name=H200 mem=141g mig=7/8\n"
+                          "mig-profile h100 1g.10gb+me compute=1 mem=1 starts=0,1,2,3,4,5,6\n"
+                          "node n0 gpus=1xh100+1xa100+1xa30+1xh200 mig=all\n");
+    int h100, a30;
+    assert_int_equal(cr_sched_gpu_type_find(s, "H100 SXM", &h100), 0);
+    assert_int_equal(cr_sched_gpu_type_find(s, "A30", &a30), 0);
+    assert_int_equal(cr_sched_gpu_type_find(s, "h100", &h100), CR_ENOENT); /* alias is file-local */
+    /* names follow the memory: 80 GB -> 1g.10gb ... 7g.80gb; 40 GB -> 1g.5gb;
+     * A30 24 GB -> 1g.6gb; H200 141 GB -> 1g.18gb */
+    static const struct {
+        const char *prof;
+        int64_t expect_start; /* first MIG start used on that GPU */
+    } cases[] = {{"7g.80gb", 0}, {"1g.5gb", 6}, {"4g.24gb", 0}, {"1g.18gb", 6}};
+    for (int i = 0; i < 4; i++) {
+        cr_sched_job_spec j = {.id = (uint64_t)i + 1,
+                               .gpu_count = 1,
+                               .gpu_type = CR_SCHED_TYPE_ANY,
+                               .mig_profile = cases[i].prof};
+        assert_int_equal(cr_sched_tenant(s, "t", &j.tenant), 0);
+        assert_int_equal(cr_sched_job_add(s, &j, 0), 0);
+    }
+    const cr_sched_decision *d;
+    assert_int_equal(cr_sched_cycle(s, 0, NULL, &d), 4);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(d[i].action, CR_SCHED_START);
+        assert_int_equal(d[i].slot_count, 1);
+        assert_int_equal(d[i].slots[0].gpu, i);
+        assert_int_equal(d[i].slots[0].mig_start, cases[i].expect_start);
+    }
+    /* the full H100 refuses more; the added profile exists */
+    assert_int_equal(cr_sched_mig_profile_add(s, h100, "1g.10gb+me", 1, 1, 1), CR_EEXIST);
+    assert_int_equal(cr_sched_mig_profile_add(s, h100, "bad", 1, 8, 2), CR_EINVAL);
+    /* MIG mode cannot change under a running instance */
+    assert_int_equal(cr_sched_gpu_set_mig(s, 0, 0, false), CR_EBUSY);
+    assert_int_equal(cr_sched_job_remove(s, 1, SEC), 0);
+    assert_int_equal(cr_sched_gpu_set_mig(s, 0, 0, false), 0);
+    uint32_t total, freeg;
+    assert_int_equal(cr_sched_capacity(s, h100, &total, &freeg), 0);
+    assert_int_equal(total, 1);
+    assert_int_equal(freeg, 1);
+    checked(s);
+    cr_sched_free(s);
+}
+
+static void expect_parse_error(const char *text, const char *want)
+{
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, CR_SCHED_FIFO);
+    cr_sched *s = NULL;
+    assert_int_equal(cr_sched_new(&cfg, &s), 0);
+    char err[256];
+    int rc = cr_sched_load_cluster(s, text, strlen(text), err, sizeof(err));
+    assert_true(rc < 0);
+    if (!strstr(err, want)) {
+        fail_msg("error '%s' lacks '%s'", err, want);
+    }
+    checked(s);
+    cr_sched_free(s);
+}
+
+static void test_parse_errors(void **state)
+{
+    (void)state;
+    expect_parse_error("gpu-type v100\nnode n0 gpus=4xk80\n",
+                       "line 2: field gpus: unknown GPU type 'k80'");
+    expect_parse_error("\n\nfrobnicate x\n", "line 3: field keyword: unknown keyword 'frobnicate'");
+    expect_parse_error("gpu-type v100 mem=lots\n", "line 1: field mem: bad size 'lots'");
+    expect_parse_error("gpu-type v100 mig=9/9\n", "line 1: field mig: bad geometry");
+    expect_parse_error("gpu-type v100\nnode n0 gpus=4xv100 mig=0\n",
+                       "line 2: field mig: GPU 0: type v100 has no MIG");
+    expect_parse_error("gpu-type v100\nnode n0 gpus=4xv100\nnode n0 gpus=1xv100\n",
+                       "line 3: field name: cannot add node 'n0': duplicate name");
+    expect_parse_error("gpu-type v100\nnode n[5-2] gpus=1xv100\n",
+                       "line 2: field name: bad node name or range");
+    expect_parse_error("gpu-type v100\nnode n0 gpus=65xv100\n",
+                       "line 2: field gpus: bad GPU count");
+    expect_parse_error("gpu-type v100 name=\"V 100\nx\n", "line 1: field line: unterminated quote");
+    expect_parse_error("gpu-type v100\nnode n0 gpus=2xv100\ngpu n0 2 health=bad\n",
+                       "line 3: field index");
+    expect_parse_error("gpu-type v100\ntenant a quota=v100:-3\n",
+                       "line 2: field quota: bad GPU count");
+    expect_parse_error("gpu-type v100\nnode n0 gpus=2xv100 state=sleeping\n",
+                       "line 2: field state");
+    expect_parse_error("gpu-type v100\nnode n0 gpus=2xv100 colour=red\n",
+                       "line 2: field colour: unknown field");
+    expect_parse_error("node n0\n", "line 1: field gpus: missing");
+    expect_parse_error("rack\n", "line 1: field name");
+    expect_parse_error("gpu-type a\nnode n0 gpus=1xa\n x=1\n", "line 3: field keyword");
+}
+
+static void test_parse_ok(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_FIFO, "# comment only\r\n"
+                                    "gpu-type v100 name=\"Tesla V100\" mem=16g  # trailing\n"
+                                    "rack r0 spine=s0\n"
+                                    "node gpu[08-11] rack=r0 gpus=4xv100 nvlink=2 state=drained\n"
+                                    "node \"odd name\" gpus=0xv100\n"
+                                    "gpu gpu09 1 health=bad reason=\"XID 79\"\n"
+                                    "tenant a weight=2.5 quota=\"Tesla V100\":4\n");
+    assert_int_equal(cr_sched_node_count(s), 5);
+    uint32_t n;
+    assert_int_equal(cr_sched_node_find(s, "gpu11", &n), 0);
+    assert_int_equal(cr_sched_node_find(s, "gpu12", &n), CR_ENOENT);
+    assert_int_equal(cr_sched_node_find(s, "odd name", &n), 0);
+    assert_int_equal(cr_sched_node_find(s, "gpu09", &n), 0);
+    cr_sched_node_info ni;
+    assert_int_equal(cr_sched_node_info_get(s, n, &ni), 0);
+    assert_int_equal(ni.state, CR_NODE_DRAINED);
+    assert_string_equal(ni.rack_name, "r0");
+    assert_int_equal(ni.free_gpus, 0);
+    cr_sched_gpu_info gi;
+    assert_int_equal(cr_sched_gpu_info_get(s, n, 1, &gi), 0);
+    assert_true(gi.bad);
+    assert_string_equal(gi.reason, "XID 79");
+    assert_int_equal(gi.mem_bytes, 16000000000ull);
+    assert_int_equal(cr_sched_gpu_info_get(s, n, 2, &gi), 0);
+    assert_int_equal(gi.nvlink, 1);
+    int v;
+    assert_int_equal(cr_sched_gpu_type_find(s, "Tesla V100", &v), 0);
+    uint32_t total;
+    assert_int_equal(cr_sched_capacity(s, v, &total, NULL), 0);
+    assert_int_equal(total, 0); /* all drained */
+    for (uint32_t i = 0; i < 4; i++) {
+        assert_int_equal(cr_sched_node_set_state(s, i, CR_NODE_UP, NULL, 0, NULL, NULL), 0);
+    }
+    assert_int_equal(cr_sched_capacity(s, v, &total, NULL), 0);
+    assert_int_equal(total, 15);
+    checked(s);
+    cr_sched_free(s);
+}
+
+static void test_lost_node_requeues(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_FIFO, "gpu-type a\nnode n[0-3] gpus=2xa\n");
+    int t;
+    assert_int_equal(cr_sched_tenant(s, "x", &t), 0);
+    for (uint64_t id = 1; id <= 4; id++) {
+        cr_sched_job_spec j = {.id = id,
+                               .tenant = t,
+                               .gpu_count = 2,
+                               .gpu_type = 0,
+                               .checkpoint_interval_ns = 60 * SEC};
+        assert_int_equal(cr_sched_job_add(s, &j, 0), 0);
+    }
+    const cr_sched_decision *d;
+    assert_int_equal(cr_sched_cycle(s, 0, NULL, &d), 4);
+    cr_sched_job_info info;
+    assert_int_equal(cr_sched_job_info_get(s, 3, &info), 0);
+    uint32_t node = info.slots[0].node;
+    uint64_t *ids = NULL;
+    size_t n = 0;
+    assert_int_equal(
+        cr_sched_node_set_state(s, node, CR_NODE_LOST, "heartbeat", 150 * SEC, &ids, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 3);
+    free(ids);
+    assert_int_equal(cr_sched_job_info_get(s, 3, &info), 0);
+    assert_int_equal(info.state, CR_JOB_PENDING);
+    assert_int_equal(info.lost_work_ns, 30 * SEC); /* 150 s run, checkpoints every 60 s */
+    assert_int_equal(info.preemptions, 1);
+    assert_int_equal(info.attained_gpu_ns, 300 * SEC);
+    char r[CR_SCHED_REASON_MAX];
+    assert_int_equal(cr_sched_cycle(s, 150 * SEC, NULL, &d), 0);
+    assert_true(cr_sched_job_reason(s, 3, r, sizeof(r)) > 0);
+    assert_string_equal(r, "needs 2 a: 0 free");
+    assert_int_equal(cr_sched_job_reason(s, 1, r, sizeof(r)), CR_EINVAL);
+    assert_string_equal(r, "running");
+    assert_int_equal(cr_sched_job_reason(s, 99, r, sizeof(r)), CR_ENOENT);
+    checked(s);
+    cr_sched_free(s);
+}
+
+static void test_job_table_churn(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_PRIORITY, "gpu-type a\nnode n[0-9] gpus=8xa\n");
+    int t;
+    assert_int_equal(cr_sched_tenant(s, "x", &t), 0);
+    cr_rng r;
+    cr_rng_seed(&r, 7);
+    /* ids with colliding low bits, added and removed in random order */
+    for (int round = 0; round < 20; round++) {
+        for (uint64_t i = 0; i < 500; i++) {
+            cr_sched_job_spec j = {.id = (i << 20) | ((uint64_t)round + 1),
+                                   .tenant = t,
+                                   .gpu_count = 1,
+                                   .gpu_type = CR_SCHED_TYPE_ANY};
+            assert_int_equal(cr_sched_job_add(s, &j, round), 0);
+            assert_int_equal(cr_sched_job_add(s, &j, round), CR_EEXIST);
+        }
+        const cr_sched_decision *d;
+        assert_true(cr_sched_cycle(s, round, &r, &d) >= 0);
+        for (uint64_t i = 0; i < 500; i++) {
+            if (cr_rng_below(&r, 2)) {
+                assert_int_equal(cr_sched_job_remove(s, (i << 20) | ((uint64_t)round + 1), round),
+                                 0);
+            }
+        }
+        checked(s);
+    }
+    assert_int_equal(cr_sched_job_remove(s, 12345, 0), CR_ENOENT);
+    cr_sched_free(s);
+}
+
+static void test_bad_specs(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_FIFO, "gpu-type a\nnode n0 gpus=8xa\n");
+    int t;
+    assert_int_equal(cr_sched_tenant(s, "x", &t), 0);
+    cr_sched_job_spec ok = {.id = 1, .tenant = t, .gpu_count = 1, .gpu_type = 0};
+    cr_sched_job_spec j = ok;
+    j.id = 0;
+    assert_int_equal(cr_sched_job_add(s, &j, 0), CR_EINVAL);
+    j = ok;
+    j.gpu_count = 0;
+    assert_int_equal(cr_sched_job_add(s, &j, 0), CR_EINVAL);
+    j = ok;
+    j.gpu_type = 5;
+    assert_int_equal(cr_sched_job_add(s, &j, 0), CR_EINVAL);
+    j = ok;
+    j.tenant = 9;
+    assert_int_equal(cr_sched_job_add(s, &j, 0), CR_EINVAL);
+    j = ok;
+    j.gpu_count = 6;
+    j.node_count = 4;
+    assert_int_equal(cr_sched_job_add(s, &j, 0), CR_EINVAL);
+    double bad[1] = {-1};
+    j = ok;
+    j.tput = bad;
+    j.tput_count = 1;
+    assert_int_equal(cr_sched_job_add(s, &j, 0), CR_EINVAL);
+    assert_int_equal(cr_sched_job_add(s, &ok, 0), 0);
+    assert_int_equal(cr_sched_job_count(s, CR_JOB_PENDING), 1);
+    cr_sched_free(s);
+}
+
+static void test_restore_and_quota_lowering(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_PRIORITY, "gpu-type a\nnode n[0-1] gpus=4xa\ntenant x quota=a:8\n");
+    int t;
+    assert_int_equal(cr_sched_tenant_find(s, "x", &t), 0);
+    cr_sched_job_spec j = {.id = 7, .tenant = t, .gpu_count = 2, .gpu_type = 0};
+    cr_sched_slot sl[2] = {{.node = 1, .gpu = 0, .mig_start = -1},
+                           {.node = 1, .gpu = 3, .mig_start = -1}};
+    assert_int_equal(cr_sched_job_restore(s, &j, 0, sl, 2, 0, false), 0);
+    j.id = 8;
+    assert_int_equal(cr_sched_job_restore(s, &j, 0, sl, 2, 0, false), CR_EBUSY);
+    sl[1].gpu = 2;
+    sl[0].gpu = 2;
+    assert_int_equal(cr_sched_job_restore(s, &j, 0, sl, 2, 0, false), CR_EBUSY);
+    sl[0].gpu = 1;
+    assert_int_equal(cr_sched_job_restore(s, &j, 0, sl, 2, 5, false), 0);
+    uint32_t freeg;
+    cr_sched_capacity(s, 0, NULL, &freeg);
+    assert_int_equal(freeg, 4);
+    checked(s);
+    /* lowering the quota below use turns the newest job into borrowed work */
+    assert_int_equal(cr_sched_tenant_set_quota(s, t, 0, 2), 0);
+    checked(s);
+    cr_sched_job_info info;
+    assert_int_equal(cr_sched_job_info_get(s, 8, &info), 0);
+    assert_true(info.borrowed);
+    assert_int_equal(cr_sched_job_info_get(s, 7, &info), 0);
+    assert_false(info.borrowed);
+    cr_sched_free(s);
+}
+
+/* HETERO: the LP and the greedy heuristic reach the same total normalised
+ * throughput on random small instances, or the LP does better. */
+static double hetero_value(bool lp, uint64_t seed)
+{
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, CR_SCHED_HETERO);
+    cfg.hetero_lp = lp;
+    cr_sched *s = NULL;
+    assert_int_equal(cr_sched_new(&cfg, &s), 0);
+    const char *cl = "gpu-type v100\ngpu-type p100\ngpu-type k80\n"
+                     "node v[0-1] gpus=4xv100\nnode p[0-1] gpus=4xp100\nnode k[0-1] gpus=4xk80\n";
+    char err[128];
+    assert_int_equal(cr_sched_load_cluster(s, cl, strlen(cl), err, sizeof(err)), 0);
+    int t;
+    cr_sched_tenant(s, "x", &t);
+    cr_rng r;
+    cr_rng_seed(&r, seed);
+    double tput[40][3];
+    for (uint64_t id = 1; id <= 40; id++) {
+        double *x = tput[id - 1];
+        x[2] = 1.0;
+        x[1] = 1.0 + 2.0 * cr_rng_uniform(&r);
+        x[0] = x[1] + 3.0 * cr_rng_uniform(&r);
+        cr_sched_job_spec j = {.id = id,
+                               .tenant = t,
+                               .gpu_count = 1u << cr_rng_below(&r, 3),
+                               .gpu_type = CR_SCHED_TYPE_ANY,
+                               .tput = x,
+                               .tput_count = 3};
+        assert_int_equal(cr_sched_job_add(s, &j, 0), 0);
+    }
+    const cr_sched_decision *d;
+    int n = cr_sched_cycle(s, 0, NULL, &d);
+    double v = 0;
+    for (int i = 0; i < n; i++) {
+        const double *x = tput[d[i].job - 1];
+        v += d[i].slot_count * x[d[i].gpu_type] / x[0];
+    }
+    checked(s);
+    cr_sched_free(s);
+    return v;
+}
+
+static void test_hetero_lp_vs_greedy(void **state)
+{
+    (void)state;
+    double lp = 0, gr = 0;
+    for (uint64_t seed = 0; seed < 20; seed++) {
+        double a = hetero_value(true, seed), b = hetero_value(false, seed);
+        assert_true(a > 0 && b > 0);
+        lp += a;
+        gr += b;
+    }
+    print_message("hetero: normalised throughput placed, LP %.2f vs greedy %.2f (20 instances)\n",
+                  lp, gr);
+    /* the greedy heuristic stays within 10% of the LP */
+    assert_true(gr >= 0.9 * lp);
+}
+
+/* The shipped example cluster files load and hold what their comments say. */
+static void load_file(const char *name, uint32_t want_nodes, const char *type, uint32_t want_gpus)
+{
+    const char *src = getenv("CORRAL_SRC");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/data/clusters/%s", src ? src : ".", name);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    static char buf[1 << 20];
+    size_t n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, CR_SCHED_PRIORITY);
+    cr_sched *s = NULL;
+    assert_int_equal(cr_sched_new(&cfg, &s), 0);
+    char err[256];
+    if (cr_sched_load_cluster(s, buf, n, err, sizeof(err)) != 0) {
+        fail_msg("%s: %s", name, err);
+    }
+    assert_int_equal(cr_sched_node_count(s), want_nodes);
+    int t;
+    uint32_t total;
+    assert_int_equal(cr_sched_gpu_type_find(s, type, &t), 0);
+    assert_int_equal(cr_sched_capacity(s, t, &total, NULL), 0);
+    assert_int_equal(total, want_gpus);
+    checked(s);
+    cr_sched_free(s);
+}
+
+static void test_data_clusters(void **state)
+{
+    (void)state;
+    load_file("hetero-small.cluster", 10, "H100 SXM", 16);
+    load_file("hetero-small.cluster", 10, "A30", 8);
+    load_file("gavel-108.cluster", 27, "k80", 36);
+    load_file("large-10k.cluster", 10000, "H100 SXM", 80000);
+}
+
 int main(void)
 {
-    return 0;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_names),
+        cmocka_unit_test(test_mig_profiles),
+        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_ok),
+        cmocka_unit_test(test_lost_node_requeues),
+        cmocka_unit_test(test_job_table_churn),
+        cmocka_unit_test(test_bad_specs),
+        cmocka_unit_test(test_restore_and_quota_lowering),
+        cmocka_unit_test(test_hetero_lp_vs_greedy),
+        cmocka_unit_test(test_data_clusters),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
 }

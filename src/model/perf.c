@@ -1,0 +1,1080 @@
+/*
+ * perf.c - the roofline performance model behind cr_perf_estimate.
+ *
+ * Every constant below is a stated assumption, listed with its source or
+ * its calibration case in docs/model.md; change them there and here
+ * together. The model is deliberately small: a handful of efficiencies,
+ * one shape table, one collective model. It aims for the right order and
+ * the right ranking (within +-30% of published numbers), not for a
+ * simulator's precision.
+ */
+#include "cr_perf.h"
+
+#include "cr_error.h"
+#include "cr_time.h"
+#include "model_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- assumptions (docs/model.md, "Constants") ---- */
+
+#define USABLE_MEM_FRAC   0.90  /* vLLM's default gpu_memory_utilization */
+#define RUNTIME_OVERHEAD  1.0e9 /* CUDA context, allocator slack, buffers */
+#define DECODE_BW_EFF     0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
+#define PREFILL_EFF       0.50  /* fraction of dense peak in prefill GEMMs */
+#define PREFILL_EFF_GA100 0.68  /* A100/A30 FP16 GEMMs run closer to peak (TensorRT-LLM rows) */
+#define NVLINK_EFF        0.80  /* achieved fraction of per-direction NVLink bandwidth */
+#define PCIE_EFF          0.50  /* PCIe collectives staged through host memory */
+#define NET_EFF           0.80  /* achieved fraction of the NIC line rate */
+#define NVLINK_LAT_S      2e-6
+#define PCIE_LAT_S        8e-6
+#define NET_LAT_S         10e-6
+#define LAYER_STEP_S      20e-6 /* per layer per decode step: launches, norms, sampling */
+#define DP_OVERLAP        0.50  /* share of compute the gradient all-reduce can hide under */
+#define NODE_GPUS         8     /* GPUs per server */
+#define MAX_GPUS          16384
+#define FP8_TRAIN_FACTOR  0.85  /* share of the bf16 efficiency kept at FP8 peak */
+#define LORA_TRAINABLE    0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
+#define QLORA_WEIGHT_B    0.55  /* NF4 weights + quantisation constants, bytes/param */
+#define TRAIN_POWER_FRAC  0.85  /* board power drawn while training, of TDP */
+#define SERVE_POWER_FRAC  0.70
+#define NVDEC_STREAMS     18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
+#define VISUAL_EFF        0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
+#define HPC_EFF           0.60 /* fraction of FP64 peak an MD/stencil code reaches */
+#define HPC_BW_EFF        0.80
+#define DEFAULT_DEADLINE  (30 * 24 * CR_NS_PER_H)
+#define DEFAULT_WINDOW    CR_NS_PER_H
+#define DEFAULT_TTFT      (2 * CR_NS_PER_SEC)
+#define DEFAULT_TPOT      (50 * CR_NS_PER_MS)
+
+/* Dense decoder shapes by size (Llama 3.2 1B/3B, Llama 2 7B/13B, Code Llama
+ * 34B, Llama 2/3 70B, GPT-3 175B, Llama 3.1 405B, Megatron 1T); the nearest
+ * in log(params) is used. 34B and up use grouped-query attention (8 KV
+ * heads) except GPT-3 and the Megatron 1T model. */
+typedef struct shape {
+    double params;
+    int layers, hidden, kv_heads, head_dim, vocab;
+} shape;
+
+static const shape shapes[] = {
+    {1.2e9, 16, 2048, 8, 64, 128256},    {3.2e9, 28, 3072, 8, 128, 128256},
+    {6.7e9, 32, 4096, 32, 128, 32000},   {13e9, 40, 5120, 40, 128, 32000},
+    {34e9, 48, 8192, 8, 128, 32000},     {70e9, 80, 8192, 8, 128, 32000},
+    {175e9, 96, 12288, 96, 128, 50257},  {405e9, 126, 16384, 8, 128, 128256},
+    {1e12, 128, 25600, 160, 160, 51200},
+};
+
+static const shape *shape_for(double params)
+{
+    const shape *best = &shapes[0];
+    double bd = 1e300;
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        double d = fabs(log(params / shapes[i].params));
+        if (d < bd) {
+            bd = d;
+            best = &shapes[i];
+        }
+    }
+    return best;
+}
+
+static double prec_bytes(int precision)
+{
+    switch (precision) {
+    case CR_PREC_FP8:
+    case CR_PREC_INT8:
+        return 1;
+    case CR_PREC_INT4:
+        return 0.55;
+    case CR_PREC_TF32:
+    case CR_PREC_FP32:
+        return 4;
+    case CR_PREC_FP64:
+        return 8;
+    default:
+        return 2;
+    }
+}
+
+static int arch_has(const cr_gpu_type *g, const char *s)
+{
+    return strstr(g->arch, s) != NULL;
+}
+
+/* Achievable fraction of dense peak for large transformer GEMMs, by
+ * generation (calibrated in docs/model.md: Megatron-LM on A100, Llama 3 on
+ * H100, MLPerf). Power-capped cards lose more (L4 at 72 W). */
+static double arch_eff(const cr_gpu_type *g)
+{
+    double e;
+    if (arch_has(g, "Hopper")) {
+        e = 0.52;
+    } else if (arch_has(g, "Blackwell")) {
+        e = 0.50;
+    } else if (arch_has(g, "GA100")) {
+        e = 0.58;
+    } else if (arch_has(g, "Ampere") || arch_has(g, "Ada")) {
+        e = 0.45;
+    } else if (arch_has(g, "Volta")) {
+        e = 0.45;
+    } else if (arch_has(g, "Turing")) {
+        e = 0.35;
+    } else {
+        e = 0.40;
+    }
+    if (g->tdp_w > 0 && g->tdp_w < 100) {
+        e *= 0.70;
+    }
+    return e;
+}
+
+static double pos(double x)
+{
+    return x > 0 ? x : 0;
+}
+
+static double usable_mem(double mem_bytes)
+{
+    return mem_bytes * USABLE_MEM_FRAC - RUNTIME_OVERHEAD;
+}
+
+/* A link for a collective: bytes/s in one direction and latency. */
+typedef struct link {
+    double bw;
+    double lat;
+    const char *name;
+} link;
+
+static link nvlink_or_pcie(const cr_gpu_type *g, int n)
+{
+    if (g->nvlink_bytes_per_s > 0 && n <= g->nvlink_domain_gpus) {
+        return (link){g->nvlink_bytes_per_s / 2 * NVLINK_EFF, NVLINK_LAT_S, "NVLink"};
+    }
+    return (link){g->pcie_bytes_per_s / 2 * PCIE_EFF, PCIE_LAT_S, "PCIe"};
+}
+
+static link net_link(const cr_gpu_type *g)
+{
+    return (link){pos(g->net_bytes_per_s) * NET_EFF + 1, NET_LAT_S, "network"};
+}
+
+/* Ring all-reduce of bytes over n ranks. */
+static double allreduce_s(double bytes, int n, link l)
+{
+    if (n <= 1) {
+        return 0;
+    }
+    return 2.0 * (n - 1) * l.lat + 2.0 * (n - 1) / n * bytes / l.bw;
+}
+
+static int node_gpus(const cr_gpu_type *g)
+{
+    return g->nvlink_domain_gpus > NODE_GPUS ? g->nvlink_domain_gpus : NODE_GPUS;
+}
+
+static double hours(int64_t ns)
+{
+    return (double)ns / (double)CR_NS_PER_H;
+}
+
+static int64_t to_ns(double s)
+{
+    if (!(s > 0)) {
+        return 0;
+    }
+    if (s > 9e9) {
+        return INT64_MAX / 2;
+    }
+    return (int64_t)(s * 1e9);
+}
+
+static void fmt_gb(char *buf, size_t len, double bytes)
+{
+    if (bytes >= 10e9) {
+        snprintf(buf, len, "%.0f GB", bytes / 1e9);
+    } else {
+        snprintf(buf, len, "%.1f GB", bytes / 1e9);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Training: pretrain and finetune                                     */
+/* ------------------------------------------------------------------ */
+
+typedef struct train_in {
+    const cr_gpu_type *g;
+    const shape *sh;
+    double N;         /* parameters */
+    double trainable; /* parameters with gradients and optimizer state */
+    double wbytes;    /* bytes per parameter held per model-parallel shard (not sharded by dp) */
+    double obytes;    /* optimizer bytes per trainable parameter (sharded over dp) */
+    double flops_tok; /* training FLOPs per token */
+    double peak;      /* dense FLOP/s */
+    double eff;       /* achievable fraction */
+    int seq, batch;   /* tokens per sequence, sequences per step */
+    double tokens;    /* total tokens */
+} train_in;
+
+typedef struct train_out {
+    int tp, pp, dp, n;
+    double mem; /* bytes per GPU */
+    double step_s;
+    double time_s;
+    double mfu;
+    double comm_frac; /* share of the step spent in exposed communication */
+    int fits;
+} train_out;
+
+static int train_eval(const train_in *in, int tp, int pp, int dp, train_out *o)
+{
+    const cr_gpu_type *g = in->g;
+    const shape *sh = in->sh;
+    int n = tp * pp * dp;
+    if (dp > in->batch) {
+        return 0;
+    }
+    double L = sh->layers, h = sh->hidden, s = in->seq;
+    int m = (in->batch + dp - 1) / dp; /* micro-batches of one sequence per replica */
+    double layers_stage = ceil(L / pp);
+    double inflight = m < pp ? m : pp;
+    double act =
+        s * h * 2 * layers_stage * inflight + 34.0 * s * h / tp + s * (double)sh->vocab * 6 / tp;
+    double mem = in->N * in->wbytes / (tp * pp) + in->trainable * in->obytes / (tp * pp * dp) + act;
+    if (mem > usable_mem((double)g->mem_bytes)) {
+        o->mem = mem;
+        return 0;
+    }
+    double f_mb = in->flops_tok * s / (tp * pp); /* per GPU per micro-batch */
+    double t_mb = f_mb / (in->peak * in->eff);
+    double compute = m * t_mb * (double)(m + pp - 1) / m;
+    link tpl = nvlink_or_pcie(g, tp);
+    double t_tp = m * layers_stage * 4 * allreduce_s(s * h * 2, tp, tpl);
+    double t_pp = pp > 1 ? m * 2 * (s * h * 2 / net_link(g).bw + NET_LAT_S) : 0;
+    link dpl = tp * dp <= node_gpus(g) ? nvlink_or_pcie(g, tp * dp) : net_link(g);
+    double grad = in->trainable * 2 / (tp * pp);
+    double t_dp = allreduce_s(grad, dp, dpl);
+    double exposed = pos(t_dp - DP_OVERLAP * compute);
+    double step = compute + t_tp + t_pp + exposed;
+    double steps = ceil(in->tokens / ((double)in->batch * s));
+    o->tp = tp;
+    o->pp = pp;
+    o->dp = dp;
+    o->n = n;
+    o->mem = mem;
+    o->step_s = step;
+    o->time_s = steps * step;
+    o->mfu = in->flops_tok * (double)in->batch * s / (n * in->peak * step);
+    o->comm_frac = (t_tp + t_pp + exposed) / step;
+    o->fits = 1;
+    return 1;
+}
+
+/* Best plan on exactly n GPUs (fastest step); 0 if nothing fits. */
+static int train_best(const train_in *in, int n, train_out *best, double *min_mem)
+{
+    int found = 0;
+    int max_tp = in->g->nvlink_bytes_per_s > 0 ? in->g->nvlink_domain_gpus : 8;
+    if (max_tp > 8) {
+        max_tp = 8;
+    }
+    for (int tp = 1; tp <= max_tp && tp <= n; tp *= 2) {
+        for (int pp = 1; pp <= 64 && tp * pp <= n && pp <= in->sh->layers; pp *= 2) {
+            if (n % (tp * pp)) {
+                continue;
+            }
+            train_out o = {0};
+            if (train_eval(in, tp, pp, n / (tp * pp), &o)) {
+                if (!found || o.step_s < best->step_s) {
+                    *best = o;
+                    found = 1;
+                }
+            } else if (o.mem > 0 && (*min_mem <= 0 || o.mem < *min_mem)) {
+                *min_mem = o.mem;
+            }
+        }
+    }
+    return found;
+}
+
+static void plan_str(char *buf, size_t len, int tp, int pp, int dp)
+{
+    size_t u = 0;
+    buf[0] = '\0';
+    if (tp * pp * dp == 1) {
+        snprintf(buf, len, "1 GPU");
+        return;
+    }
+    if (tp > 1) {
+        u += (size_t)snprintf(buf + u, len - u, "tp%d", tp);
+    }
+    if (pp > 1 && u < len) {
+        u += (size_t)snprintf(buf + u, len - u, "%spp%d", u ? " x " : "", pp);
+    }
+    if (u < len && (dp > 1 || u == 0)) {
+        snprintf(buf + u, len - u, "%sdp%d", u ? " x " : "", dp);
+    }
+}
+
+static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
+                           cr_estimate *e)
+{
+    train_in in = {0};
+    in.g = g;
+    in.N = w->params > 0 ? w->params : 7e9;
+    in.sh = shape_for(in.N);
+    int pre = w->kind == CR_KIND_PRETRAIN;
+    in.seq = w->seq_len > 0 ? w->seq_len : (pre ? 4096 : 2048);
+    in.batch = w->batch > 0 ? w->batch : (pre ? (int)ceil(4194304.0 / in.seq) : 16);
+    in.tokens = w->tokens > 0 ? w->tokens : (pre ? 20 * in.N : 1e8);
+    int method = pre ? CR_METHOD_FULL : w->method;
+    double attn = 6.0 * in.sh->layers * in.seq * in.sh->hidden;
+    if (method == CR_METHOD_FULL) {
+        in.trainable = in.N;
+        in.wbytes = 4;  /* bf16 weights + bf16 gradients */
+        in.obytes = 12; /* fp32 master copy + Adam m and v, sharded over dp */
+        in.flops_tok = 6 * in.N + attn;
+    } else {
+        in.trainable = LORA_TRAINABLE * in.N;
+        in.wbytes = method == CR_METHOD_QLORA ? QLORA_WEIGHT_B : prec_bytes(w->precision);
+        in.obytes = 16; /* adapter weights, gradients, Adam states */
+        in.flops_tok = 4 * in.N + attn;
+    }
+    in.peak = cr_gpu_peak_flops(g, w->precision);
+    double size_f = pow(fmin(1.0, in.sh->hidden / 8192.0), 0.15);
+    double method_f = method == CR_METHOD_LORA ? 0.85 : method == CR_METHOD_QLORA ? 0.60 : 1.0;
+    /* FP8 speeds up the GEMMs only; norms, attention softmax and the
+     * optimizer stay at 16/32 bits, so less of the FP8 peak is reached. */
+    double fp8_f = w->precision == CR_PREC_FP8 && g->fp8_flops > 0 ? FP8_TRAIN_FACTOR : 1.0;
+    in.eff = arch_eff(g) * size_f * method_f * fp8_f;
+    if (in.peak <= 0) {
+        snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
+                 cr_precision_name(w->precision));
+        return;
+    }
+    int64_t deadline = w->duration_ns > 0 ? w->duration_ns : DEFAULT_DEADLINE;
+
+    train_out best = {0};
+    double min_mem = 0;
+    int found = 0;
+    if (gpu_count > 0) {
+        found = train_best(&in, gpu_count, &best, &min_mem);
+    } else {
+        train_out fastest = {0};
+        int have_fastest = 0;
+        for (int n = 1; n <= MAX_GPUS; n *= 2) {
+            train_out o = {0};
+            if (!train_best(&in, n, &o, &min_mem)) {
+                if (have_fastest && n > in.batch) {
+                    break;
+                }
+                continue;
+            }
+            if (!have_fastest || o.time_s < fastest.time_s) {
+                fastest = o;
+                have_fastest = 1;
+            }
+            if (o.time_s * 1e9 <= (double)deadline) {
+                best = o;
+                found = 1;
+                break;
+            }
+        }
+        if (!found && have_fastest) {
+            /* Even the fastest split misses the deadline: not a way to run it. */
+            char t[32];
+            snprintf(t, sizeof t, "%.0f days", fastest.time_s / 86400);
+            snprintf(e->reason, sizeof e->reason,
+                     "too slow: %s at best (%d GPUs, MFU %.0f%%), deadline %.0f days", t, fastest.n,
+                     fastest.mfu * 100, (double)deadline / 1e9 / 86400);
+            e->mem_per_gpu_bytes = fastest.mem;
+            return;
+        }
+    }
+    if (!found) {
+        char need[32], have[32];
+        double full = in.N * in.wbytes + in.trainable * in.obytes;
+        fmt_gb(need, sizeof need, full);
+        fmt_gb(have, sizeof have, (double)g->mem_bytes);
+        if (gpu_count > 0) {
+            snprintf(e->reason, sizeof e->reason,
+                     "does not fit on %d GPUs: weights and optimizer states need %s, %s per GPU",
+                     gpu_count, need, have);
+        } else {
+            snprintf(e->reason, sizeof e->reason,
+                     "does not fit: weights and optimizer states need %s, %s per GPU, and no "
+                     "split up to %d GPUs fits",
+                     need, have, MAX_GPUS);
+        }
+        e->mem_per_gpu_bytes = min_mem;
+        return;
+    }
+    e->fits = 1;
+    e->gpu_count = best.n;
+    e->tp = best.tp;
+    e->pp = best.pp;
+    e->dp = best.dp;
+    e->replicas = 1;
+    e->gpu_share = best.n;
+    e->nodes = (best.n + node_gpus(g) - 1) / node_gpus(g);
+    e->step_ns = to_ns(best.step_s);
+    e->time_ns = to_ns(best.time_s);
+    e->mem_per_gpu_bytes = best.mem;
+    e->mfu = best.mfu;
+    e->throughput = (double)in.batch * in.seq / best.step_s;
+    e->progress_per_s = best.time_s > 0 ? 1.0 / best.time_s : 0;
+    e->energy_j = best.n * g->tdp_w * TRAIN_POWER_FRAC * best.time_s;
+    plan_str(e->plan, sizeof e->plan, best.tp, best.pp, best.dp);
+
+    char mem[32], cap[32];
+    fmt_gb(mem, sizeof mem, best.mem);
+    fmt_gb(cap, sizeof cap, (double)g->mem_bytes);
+    const char *late =
+        best.time_s * 1e9 > (double)deadline ? "; slower than the deadline on these GPUs" : "";
+    if (best.n == 1) {
+        snprintf(e->reason, sizeof e->reason, "fits one GPU (%s of %s); MFU %.0f%%%s", mem, cap,
+                 best.mfu * 100, late);
+    } else {
+        link tpl = nvlink_or_pcie(g, best.tp);
+        const char *dpnet = best.tp * best.dp <= node_gpus(g)
+                                ? nvlink_or_pcie(g, best.tp * best.dp).name
+                                : "network";
+        char parts[96] = "";
+        size_t u = 0;
+        if (best.tp > 1) {
+            u += (size_t)snprintf(parts + u, sizeof parts - u, "tp%d over %s", best.tp, tpl.name);
+        }
+        if (best.pp > 1) {
+            u += (size_t)snprintf(parts + u, sizeof parts - u, "%spp%d%s", u ? ", " : "", best.pp,
+                                  best.tp * best.pp > node_gpus(g) ? " across nodes" : "");
+        }
+        if (best.dp > 1) {
+            snprintf(parts + u, sizeof parts - u, "%sdp%d over %s", u ? ", " : "", best.dp, dpnet);
+        }
+        snprintf(e->reason, sizeof e->reason, "%s; %s/GPU; MFU %.0f%%, comm %.0f%%%s", parts, mem,
+                 best.mfu * 100, best.comm_frac * 100, late);
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* Inference                                                           */
+/* ------------------------------------------------------------------ */
+
+/* One serving unit: a whole GPU (times tp) or one MIG slice. */
+typedef struct unit {
+    double mem;  /* usable bytes per GPU (or slice) */
+    double bw;   /* bytes/s per GPU (or slice) */
+    double peak; /* FLOP/s per GPU (or slice) */
+    link tpl;    /* tensor-parallel link */
+    double eff;  /* achieved fraction of peak in inference GEMMs */
+} unit;
+
+static double infer_eff(const cr_gpu_type *g)
+{
+    return arch_has(g, "GA100") ? PREFILL_EFF_GA100 : PREFILL_EFF;
+}
+
+typedef struct infer_in {
+    const shape *sh;
+    double N;
+    double wbytes; /* total weight bytes */
+    double kv_tok; /* KV bytes per token (whole model) */
+    double lam;    /* requests/s offered to this replica */
+    double P, O;   /* prompt and output tokens */
+    double ttft_s, tpot_s;
+} infer_in;
+
+typedef struct infer_out {
+    double ttft_s, tpot_s, batch, mem, tok_s;
+    int ok_mem, ok_lat;
+} infer_out;
+
+static double decode_step_s(const infer_in *in, const unit *u, int tp, double B)
+{
+    double ctx = in->P + in->O / 2;
+    int kvh = in->sh->kv_heads;
+    double kv_share = kvh >= tp ? 1.0 / tp : 1.0 / kvh; /* KV heads replicate past tp = heads */
+    double bytes = in->wbytes / tp + B * ctx * in->kv_tok * kv_share;
+    double mem_t = bytes / (u->bw * DECODE_BW_EFF);
+    double comp_t = 2 * in->N * B / (tp * u->peak * u->eff);
+    double comm = 2.0 * in->sh->layers * allreduce_s(B * in->sh->hidden * 2, tp, u->tpl);
+    return (mem_t > comp_t ? mem_t : comp_t) + comm + in->sh->layers * LAYER_STEP_S;
+}
+
+static double prefill_s(const infer_in *in, const unit *u, int tp)
+{
+    double f = 2 * in->N * in->P + 2.0 * in->sh->layers * in->P * in->P * in->sh->hidden;
+    double comm = 2.0 * in->sh->layers * allreduce_s(in->P * in->sh->hidden * 2, tp, u->tpl);
+    double t = f / (tp * u->peak * u->eff) + comm;
+    double weights = in->wbytes / tp / (u->bw * DECODE_BW_EFF);
+    return t > weights ? t : weights;
+}
+
+/* Steady state of one replica under continuous batching (Little's law). */
+static void infer_eval(const infer_in *in, const unit *u, int tp, infer_out *o)
+{
+    memset(o, 0, sizeof *o);
+    int kvh = in->sh->kv_heads;
+    double kv_share = kvh >= tp ? 1.0 / tp : 1.0 / kvh;
+    double t_pf = prefill_s(in, u, tp);
+    double rho = in->lam * t_pf;
+    if (rho >= 0.9) {
+        o->ttft_s = o->tpot_s = 1e9;
+        o->ok_mem = 1;
+        return;
+    }
+    double ttft = t_pf + rho * t_pf / (2 * (1 - rho));
+    double B = 1, tpot = 0;
+    for (int i = 0; i < 60; i++) {
+        tpot = decode_step_s(in, u, tp, B) / (1 - rho);
+        double nb = in->lam * (ttft + in->O * tpot);
+        if (nb < 1) {
+            nb = 1;
+        }
+        if (nb > 1e6) {
+            B = nb;
+            break;
+        }
+        if (fabs(nb - B) < 1e-3 * B) {
+            B = nb;
+            break;
+        }
+        B = nb;
+    }
+    /* A replica is unstable when decode cannot keep up: batch keeps growing. */
+    double out_rate = B / decode_step_s(in, u, tp, B) * (1 - rho);
+    o->batch = B;
+    o->ttft_s = ttft;
+    o->tpot_s = tpot;
+    o->tok_s = out_rate;
+    o->mem = in->wbytes / tp + ceil(B) * (in->P + in->O) * in->kv_tok * kv_share;
+    o->ok_mem = o->mem <= u->mem;
+    o->ok_lat =
+        B < 1e6 && out_rate >= in->lam * in->O * 0.999 && ttft <= in->ttft_s && tpot <= in->tpot_s;
+}
+
+typedef struct infer_plan {
+    int tp, replicas;
+    infer_out r;
+    int ok;
+} infer_plan;
+
+/* Smallest tp x replicas on whole GPUs meeting the targets for lam
+ * requests/s; gpu_count > 0 fixes the total. */
+static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision, double lam,
+                       int gpu_count, infer_plan *best, infer_out *closest, int *closest_tp)
+{
+    int max_tp = g->nvlink_bytes_per_s > 0 ? g->nvlink_domain_gpus : 8;
+    if (max_tp > 8) {
+        max_tp = 8;
+    }
+    int found = 0;
+    for (int tp = 1; tp <= max_tp; tp *= 2) {
+        unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
+                  cr_gpu_peak_flops(g, precision), nvlink_or_pcie(g, tp), infer_eff(g)};
+        int rmin = 1, rmax = 1024;
+        if (gpu_count > 0) {
+            if (gpu_count % tp) {
+                continue;
+            }
+            rmin = rmax = gpu_count / tp;
+        }
+        for (int r = rmin; r <= rmax; r = r < 8 ? r + 1 : r * 2) {
+            if (found && tp * r > best->tp * best->replicas) {
+                break;
+            }
+            infer_in in = *base;
+            in.lam = lam / r;
+            infer_out o;
+            infer_eval(&in, &u, tp, &o);
+            if (!o.ok_mem) {
+                /* weights alone do not fit: more replicas will not help */
+                if (base->wbytes / tp > u.mem) {
+                    if (!closest->mem || o.mem < closest->mem) {
+                        *closest = o;
+                        *closest_tp = tp;
+                    }
+                    break;
+                }
+                continue;
+            }
+            if (!closest->ok_mem || o.tpot_s + o.ttft_s < closest->tpot_s + closest->ttft_s) {
+                *closest = o;
+                *closest_tp = tp;
+            }
+            if (o.ok_lat) {
+                /* Fewest GPUs; at equal count the lower per-token latency. */
+                if (!found || tp * r < best->tp * best->replicas ||
+                    (tp * r == best->tp * best->replicas && o.tpot_s < best->r.tpot_s)) {
+                    best->tp = tp;
+                    best->replicas = r;
+                    best->r = o;
+                    best->ok = 1;
+                    found = 1;
+                }
+                break;
+            }
+        }
+    }
+    return found;
+}
+
+static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
+                           cr_estimate *e)
+{
+    if (cr_gpu_peak_flops(g, w->precision) <= 0) {
+        snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
+                 cr_precision_name(w->precision));
+        return;
+    }
+    infer_in in = {0};
+    in.N = w->params > 0 ? w->params : 7e9;
+    in.sh = shape_for(in.N);
+    in.wbytes = in.N * prec_bytes(w->precision);
+    double kvb = w->precision == CR_PREC_FP8 ? 1 : 2;
+    in.kv_tok = 2.0 * in.sh->layers * in.sh->kv_heads * in.sh->head_dim * kvb;
+    in.P = w->prompt_tokens;
+    in.O = w->output_tokens > 0 ? w->output_tokens : 1;
+    in.ttft_s = (double)(w->ttft_ns > 0 ? w->ttft_ns : DEFAULT_TTFT) / 1e9;
+    in.tpot_s = (double)(w->tpot_ns > 0 ? w->tpot_ns : DEFAULT_TPOT) / 1e9;
+    int T = w->tenants > 0 ? w->tenants : 1;
+    double lam_t = (w->rate_per_s > 0 ? w->rate_per_s : 1) / T;
+    int64_t window = w->duration_ns > 0 ? w->duration_ns : DEFAULT_WINDOW;
+
+    /* Whole GPUs, each tenant on its own replicas (isolation). */
+    infer_plan whole = {0};
+    infer_out closest = {0};
+    int closest_tp = 1;
+    int per_tenant_count = gpu_count > 0 ? (gpu_count >= T ? gpu_count / T : 0) : 0;
+    int whole_ok =
+        (gpu_count <= 0 || per_tenant_count > 0) &&
+        infer_whole(&in, g, w->precision, lam_t, per_tenant_count, &whole, &closest, &closest_tp);
+
+    /* MIG: one slice per tenant, smallest profile that meets the targets. */
+    const cr_mig_profile *mig = NULL;
+    infer_out mig_o = {0};
+    double mig_share = 0;
+    int mig_per_gpu = 0;
+    size_t np = 0;
+    const cr_mig_profile *profs = g->mig_max_instances > 0 ? cr_mig_profiles(g->name, &np) : NULL;
+    int cs_tot = 0, ms_tot = 0;
+    /* A fixed --gpus count means whole GPUs unless MIG is asked for. */
+    int try_mig = gpu_count <= 0 || (w->needs & CR_NEED_MIG);
+    if (try_mig && profs && cr_mig_geometry(g->name, &cs_tot, &ms_tot) == 0) {
+        for (size_t i = 0; i < np; i++) {
+            const cr_mig_profile *p = &profs[i];
+            if (p->media_ext || p->compute_slices == cs_tot) {
+                continue; /* the full-GPU profile is the whole-GPU plan */
+            }
+            double share = fmax((double)p->compute_slices / cs_tot, (double)p->mem_slices / ms_tot);
+            unit u = {usable_mem((double)p->mem_bytes) + RUNTIME_OVERHEAD * 0.5,
+                      g->mem_bw_bytes_per_s * p->mem_slices / ms_tot,
+                      cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot,
+                      nvlink_or_pcie(g, 1), infer_eff(g)};
+            infer_in one = in;
+            one.lam = lam_t;
+            infer_out o;
+            infer_eval(&one, &u, 1, &o);
+            if (o.ok_mem && o.ok_lat && (!mig || share < mig_share)) {
+                mig = p;
+                mig_o = o;
+                mig_share = share;
+                mig_per_gpu = p->max_instances;
+            }
+        }
+    }
+    double whole_share = whole_ok ? (double)T * whole.tp * whole.replicas : 1e300;
+    int use_mig = mig && T * mig_share < whole_share;
+    if (gpu_count > 0 && mig) {
+        int gpus_needed = (T + mig_per_gpu - 1) / mig_per_gpu;
+        use_mig = use_mig && gpus_needed <= gpu_count;
+    }
+    if ((w->needs & CR_NEED_MIG) && !mig) {
+        snprintf(e->reason, sizeof e->reason, "no MIG profile meets the targets");
+        return;
+    }
+    if (w->needs & CR_NEED_MIG) {
+        use_mig = 1;
+    }
+    char wgb[32], cap[32];
+    fmt_gb(wgb, sizeof wgb, in.wbytes);
+    fmt_gb(cap, sizeof cap, (double)g->mem_bytes);
+    if (!use_mig && !whole_ok) {
+        if (closest.mem > 0 && !closest.ok_mem) {
+            if (in.wbytes > (double)g->mem_bytes) {
+                snprintf(e->reason, sizeof e->reason,
+                         "weights need %s, %s per GPU; tp%d tops out at %.0f GB usable", wgb, cap,
+                         closest_tp, usable_mem((double)g->mem_bytes) * closest_tp / 1e9);
+            } else {
+                snprintf(e->reason, sizeof e->reason, "weights %s + KV cache exceed %s per GPU",
+                         wgb, cap);
+            }
+        } else if (closest.ok_mem && closest.ttft_s > in.ttft_s) {
+            snprintf(e->reason, sizeof e->reason, "TTFT %.0f ms > %.0f ms target (best tp%d)",
+                     closest.ttft_s * 1e3, in.ttft_s * 1e3, closest_tp);
+        } else if (closest.ok_mem) {
+            snprintf(e->reason, sizeof e->reason,
+                     "TPOT %.0f ms > %.0f ms target (memory bandwidth %.0f GB/s, best tp%d)",
+                     closest.tpot_s * 1e3, in.tpot_s * 1e3, g->mem_bw_bytes_per_s / 1e9,
+                     closest_tp);
+        } else {
+            snprintf(e->reason, sizeof e->reason, "cannot meet the targets on %d GPUs", gpu_count);
+        }
+        return;
+    }
+    e->fits = 1;
+    double hours_w = hours(window);
+    if (use_mig) {
+        e->mig = mig;
+        e->mig_count = T;
+        e->gpu_share = T * mig_share;
+        e->gpu_count = (T + mig_per_gpu - 1) / mig_per_gpu;
+        e->replicas = T;
+        e->tp = 1;
+        e->dp = T;
+        e->pp = 1;
+        e->ttft_ns = to_ns(mig_o.ttft_s);
+        e->tpot_ns = to_ns(mig_o.tpot_s);
+        e->mem_per_gpu_bytes = mig_o.mem;
+        e->throughput = mig_o.tok_s * T;
+        snprintf(e->plan, sizeof e->plan, "%d x mig %s", T, mig->name);
+        char used[32];
+        fmt_gb(used, sizeof used, mig_o.mem);
+        snprintf(e->reason, sizeof e->reason,
+                 "%d tenant%s on %s slices (%d per GPU, %s used each); TTFT %.0f ms, TPOT %.0f ms",
+                 T, T > 1 ? "s" : "", mig->name, mig_per_gpu, used, mig_o.ttft_s * 1e3,
+                 mig_o.tpot_s * 1e3);
+    } else {
+        int per = whole.tp * whole.replicas;
+        e->gpu_count = per * T;
+        e->gpu_share = e->gpu_count;
+        e->tp = whole.tp;
+        e->replicas = whole.replicas * T;
+        e->dp = e->replicas;
+        e->pp = 1;
+        e->ttft_ns = to_ns(whole.r.ttft_s);
+        e->tpot_ns = to_ns(whole.r.tpot_s);
+        e->mem_per_gpu_bytes = whole.r.mem;
+        e->throughput = whole.r.tok_s * e->replicas;
+        if (whole.tp > 1) {
+            snprintf(e->plan, sizeof e->plan, "%d x tp%d", e->replicas, whole.tp);
+        } else {
+            snprintf(e->plan, sizeof e->plan, "%d x 1 GPU", e->replicas);
+        }
+        char kv[32], wpg[32], via[32] = "";
+        fmt_gb(kv, sizeof kv, whole.r.mem - in.wbytes / whole.tp);
+        fmt_gb(wpg, sizeof wpg, in.wbytes / whole.tp);
+        if (whole.tp > 1) {
+            snprintf(via, sizeof via, "tp over %s: ", nvlink_or_pcie(g, whole.tp).name);
+        }
+        snprintf(e->reason, sizeof e->reason,
+                 "%s%s weights + %s KV (%.0f seq%s) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via,
+                 wpg, kv, ceil(whole.r.batch), ceil(whole.r.batch) > 1 ? "s" : "",
+                 whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
+                 T > 1 ? "; one set per tenant (no MIG)" : "");
+        e->nodes = (e->gpu_count + node_gpus(g) - 1) / node_gpus(g);
+    }
+    if (!e->nodes) {
+        e->nodes = 1;
+    }
+    e->time_ns = window;
+    e->progress_per_s = 1.0 / ((double)window / 1e9);
+    e->energy_j = e->gpu_share * g->tdp_w * SERVE_POWER_FRAC * hours_w * 3600;
+}
+
+/* ------------------------------------------------------------------ */
+/* Visual: decode + detection on video streams                         */
+/* ------------------------------------------------------------------ */
+
+static void estimate_visual(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
+                            cr_estimate *e)
+{
+    double S = w->streams > 0 ? w->streams : (w->rate_per_s > 0 ? w->rate_per_s : 16);
+    if (g->nvdec <= 0) {
+        snprintf(e->reason, sizeof e->reason, "%s",
+                 g->nvdec == 0 ? "no video decoder (NVDEC)" : "video decoders not known");
+        return;
+    }
+    double dec_cap = g->nvdec * NVDEC_STREAMS;
+    int prec = w->precision == CR_PREC_BF16 ? CR_PREC_INT8 : w->precision;
+    double comp_cap = cr_gpu_peak_flops(g, prec) * VISUAL_EFF / (w->frame_flops * 30);
+    double cap = dec_cap < comp_cap ? dec_cap : comp_cap;
+    if (cap < 1e-9) {
+        snprintf(e->reason, sizeof e->reason, "no math rate for the detector");
+        return;
+    }
+    if (S / cap > MAX_GPUS) {
+        snprintf(e->reason, sizeof e->reason, "needs more than %d GPUs (%.2f streams/GPU)",
+                 MAX_GPUS, cap);
+        return;
+    }
+    int n = (int)ceil(S / cap - 1e-9);
+    if (n < 1) {
+        n = 1;
+    }
+    if (gpu_count > 0) {
+        if (gpu_count < n) {
+            snprintf(e->reason, sizeof e->reason, "%d GPUs carry %.0f streams, %.0f asked",
+                     gpu_count, gpu_count * cap, S);
+            return;
+        }
+        n = gpu_count;
+    }
+    int64_t window = w->duration_ns > 0 ? w->duration_ns : DEFAULT_WINDOW;
+    e->fits = 1;
+    e->gpu_count = n;
+    e->gpu_share = n;
+    e->replicas = n;
+    e->dp = n;
+    e->tp = e->pp = 1;
+    e->nodes = (n + NODE_GPUS - 1) / NODE_GPUS;
+    e->time_ns = window;
+    e->throughput = n * cap;
+    e->progress_per_s = 1.0 / ((double)window / 1e9);
+    double load = S / (n * cap);
+    e->energy_j = n * g->tdp_w * (0.3 + 0.5 * load) * (double)window / 1e9;
+    snprintf(e->plan, sizeof e->plan, "%d x 1 GPU", n);
+    char extra[64] = "";
+    if (g->nvenc > 0 || g->rt_cores == CR_TRI_YES) {
+        snprintf(extra, sizeof extra, "; %d NVENC%s", g->nvenc > 0 ? g->nvenc : 0,
+                 g->rt_cores == CR_TRI_YES ? ", RT cores" : "");
+    }
+    snprintf(e->reason, sizeof e->reason, "%.0f streams/GPU (%s-bound, %d NVDEC)%s", cap,
+             dec_cap <= comp_cap ? "decode" : "compute", g->nvdec, extra);
+}
+
+/* ------------------------------------------------------------------ */
+/* HPC (FP64) and generic batch                                        */
+/* ------------------------------------------------------------------ */
+
+static void estimate_hpc(const cr_workload *w, const cr_gpu_type *g, int gpu_count, cr_estimate *e)
+{
+    int hpc = w->kind == CR_KIND_HPC;
+    double W = w->work_flops > 0 ? w->work_flops : 1e18;
+    double I = w->flops_per_byte > 0 ? w->flops_per_byte : (hpc ? 8 : 50);
+    int prec = hpc ? CR_PREC_FP64 : w->precision;
+    double peak = cr_gpu_peak_flops(g, prec);
+    if (peak <= 0) {
+        snprintf(e->reason, sizeof e->reason, "no %s rate in the catalog",
+                 hpc ? "FP64" : cr_precision_name(prec));
+        return;
+    }
+    double rate = fmin(peak * HPC_EFF, g->mem_bw_bytes_per_s * HPC_BW_EFF * I);
+    int64_t deadline = w->duration_ns > 0 ? w->duration_ns : DEFAULT_DEADLINE;
+    int n = gpu_count > 0 ? gpu_count : 1;
+    double t = 0;
+    for (;;) {
+        double scale = pow(0.95, log2((double)n));
+        t = W / (rate * n * scale);
+        if (gpu_count > 0 || t * 1e9 <= (double)deadline || n >= 1024) {
+            break;
+        }
+        n *= 2;
+    }
+    e->fits = 1;
+    e->gpu_count = n;
+    e->gpu_share = n;
+    e->dp = n;
+    e->tp = e->pp = 1;
+    e->replicas = 1;
+    e->nodes = (n + NODE_GPUS - 1) / NODE_GPUS;
+    e->time_ns = to_ns(t);
+    e->throughput = rate * n;
+    e->progress_per_s = 1.0 / t;
+    e->energy_j = n * g->tdp_w * TRAIN_POWER_FRAC * t;
+    snprintf(e->plan, sizeof e->plan, "%d GPU%s", n, n > 1 ? "s" : "");
+    int bw_bound = g->mem_bw_bytes_per_s * HPC_BW_EFF * I < peak * HPC_EFF;
+    snprintf(e->reason, sizeof e->reason, "%.1f %sTFLOP/s per GPU (%s-bound)%s", rate / 1e12,
+             hpc ? "FP64 " : "", bw_bound ? "bandwidth" : "compute",
+             hpc && g->ecc == CR_TRI_YES ? ", ECC" : "");
+}
+
+static void fill_measured(const cr_gpu_type *g, int n, double tput, double steps, cr_estimate *e)
+{
+    double t = steps / tput;
+    e->fits = 1;
+    e->gpu_count = n;
+    e->gpu_share = n;
+    e->dp = n;
+    e->tp = e->pp = 1;
+    e->replicas = 1;
+    e->nodes = (n + NODE_GPUS - 1) / NODE_GPUS;
+    e->time_ns = to_ns(t);
+    e->throughput = tput;
+    e->progress_per_s = 1.0 / t;
+    e->energy_j = n * g->tdp_w * TRAIN_POWER_FRAC * t;
+    if (n > 1) {
+        snprintf(e->plan, sizeof e->plan, "dp%d", n);
+    } else {
+        snprintf(e->plan, sizeof e->plan, "1 GPU");
+    }
+}
+
+/*
+ * Measured throughput from a Gavel table: steps/s at a scale factor (the
+ * GPU count). A type the table does not name (anything newer than V100)
+ * is extrapolated from the V100 measurement by the geometric mean of the
+ * FP16 peak and memory bandwidth ratios: Gavel's jobs (ResNets, small
+ * Transformers, LSTMs, A3C) sit between compute- and memory-bound. The
+ * extrapolation is not calibrated; measured = 0 marks it.
+ */
+static int estimate_measured(const cr_perf_env *env, const cr_workload *w, const cr_gpu_type *g,
+                             int gpu_count, cr_estimate *e)
+{
+    if (!env->measured || !w->measured_job || w->steps <= 0) {
+        return 0;
+    }
+    int n = gpu_count > 0 ? gpu_count : 1;
+    double tput;
+    for (size_t i = 0; i < cr_gavel_worker_count(env->measured); i++) {
+        const char *wk = cr_gavel_worker(env->measured, i);
+        const char *alias = cr_gavel_worker_alias(wk);
+        if (!alias || strcmp(alias, g->alias) != 0 || strstr(wk, "unconsolidated")) {
+            continue;
+        }
+        if (cr_gavel_get(env->measured, wk, w->measured_job, n, &tput) != 0 || tput <= 0) {
+            continue;
+        }
+        fill_measured(g, n, tput, w->steps, e);
+        e->measured = 1;
+        snprintf(e->reason, sizeof e->reason, "measured: %.2f steps/s (Gavel table, worker %s)",
+                 tput, wk);
+        return 1;
+    }
+    const cr_gpu_type *ref = cr_catalog_find(env->catalog, "v100");
+    if (!ref || cr_gavel_worker_alias(g->alias) ||
+        cr_gavel_get(env->measured, "v100", w->measured_job, n, &tput) != 0 || tput <= 0) {
+        return 0;
+    }
+    double fr = cr_gpu_peak_flops(g, CR_PREC_FP16) / cr_gpu_peak_flops(ref, CR_PREC_FP16);
+    double br = g->mem_bw_bytes_per_s / ref->mem_bw_bytes_per_s;
+    if (!(fr > 0) || !(br > 0)) {
+        return 0;
+    }
+    double k = sqrt(fr * br);
+    fill_measured(g, n, tput * k, w->steps, e);
+    snprintf(e->reason, sizeof e->reason,
+             "extrapolated: %.2f steps/s (Gavel v100 x %.2f, FP16 and bandwidth ratios)", tput * k,
+             k);
+    return 1;
+}
+
+/* Hard needs: 0 if g may run w, else the reason in e. */
+static int check_needs(const cr_workload *w, const cr_gpu_type *g, cr_estimate *e)
+{
+    unsigned n = w->needs;
+    if (w->kind == CR_KIND_HPC) {
+        n |= CR_NEED_FP64;
+    }
+    if (n & CR_NEED_FP64) {
+        if (!cr_known(g->fp64_flops) || !cr_known(g->fp32_flops) || g->fp32_flops <= 0) {
+            snprintf(e->reason, sizeof e->reason, "FP64 rate not published");
+            return -1;
+        }
+        if (g->fp64_flops * 4 < g->fp32_flops) {
+            double ratio = g->fp64_flops > 0 ? g->fp32_flops / g->fp64_flops : 0;
+            int p2 = ratio > 0 ? 1 << (int)lround(log2(ratio)) : 0;
+            snprintf(e->reason, sizeof e->reason, "no FP64: 1/%d rate (%.2f TFLOP/s)", p2,
+                     g->fp64_flops / 1e12);
+            return -1;
+        }
+    }
+    if ((n & CR_NEED_ECC) && g->ecc != CR_TRI_YES) {
+        snprintf(e->reason, sizeof e->reason, "%s",
+                 g->ecc == CR_TRI_NO ? "no ECC memory" : "ECC not confirmed in the catalog");
+        return -1;
+    }
+    if ((n & CR_NEED_NVENC) && g->nvenc <= 0) {
+        snprintf(e->reason, sizeof e->reason, "%s",
+                 g->nvenc == 0 ? "no video encoder (NVENC)" : "NVENC not confirmed in the catalog");
+        return -1;
+    }
+    if ((n & CR_NEED_RT) && g->rt_cores != CR_TRI_YES) {
+        snprintf(e->reason, sizeof e->reason, "no RT cores");
+        return -1;
+    }
+    if ((n & CR_NEED_MIG) && g->mig_max_instances <= 0) {
+        snprintf(e->reason, sizeof e->reason, "no MIG");
+        return -1;
+    }
+    if ((n & CR_NEED_NVLINK) && g->nvlink_bytes_per_s <= 0) {
+        snprintf(e->reason, sizeof e->reason, "no NVLink");
+        return -1;
+    }
+    if (w->min_mem_bytes > 0 && g->mem_bytes < w->min_mem_bytes) {
+        char need[32], have[32];
+        fmt_gb(need, sizeof need, (double)w->min_mem_bytes);
+        fmt_gb(have, sizeof have, (double)g->mem_bytes);
+        snprintf(e->reason, sizeof e->reason, "needs %s per GPU, has %s", need, have);
+        return -1;
+    }
+    return 0;
+}
+
+/* Flag plans that leave an expensive GPU mostly idle. */
+static void check_waste(const cr_workload *w, const cr_gpu_type *g, cr_estimate *e)
+{
+    if (!e->fits || w->kind == CR_KIND_PRETRAIN || e->mig || e->mem_per_gpu_bytes <= 0) {
+        return;
+    }
+    int big = (g->form == CR_FORM_SXM || g->form == CR_FORM_NVL) && g->nvlink_bytes_per_s > 0;
+    int single = e->gpu_count == 1 || (e->tp <= 1 && e->pp <= 1);
+    double used = e->mem_per_gpu_bytes / (double)g->mem_bytes;
+    if (big && single && (used < 0.4 || w->kind == CR_KIND_VISUAL)) {
+        e->wasteful = 1;
+        char add[80];
+        snprintf(add, sizeof add, "; wasteful: %.0f%% of memory used, NVLink idle",
+                 used * 100 > 100 ? 100 : used * 100);
+        size_t l = strlen(e->reason);
+        snprintf(e->reason + l, sizeof e->reason - l, "%s", add);
+    }
+}
+
+int cr_perf_estimate(const cr_perf_env *env, const cr_workload *w, const cr_gpu_type *gpu,
+                     int gpu_count, cr_estimate *out)
+{
+    char err[128];
+    if (!env || !w || !gpu || !out || gpu_count < 0 || gpu_count > MAX_GPUS) {
+        return CR_EINVAL;
+    }
+    if (cr_workload_check(w, err, sizeof err) != 0) {
+        return CR_EINVAL;
+    }
+    cr_estimate e;
+    memset(&e, 0, sizeof e);
+    e.gpu = gpu;
+    e.cost_usd = CR_UNKNOWN;
+    if (check_needs(w, gpu, &e) == 0) {
+        if (!estimate_measured(env, w, gpu, gpu_count, &e)) {
+            if (w->measured_job && w->work_flops <= 0 && w->params <= 0) {
+                snprintf(e.reason, sizeof e.reason, "no measured throughput for \"%.60s\"",
+                         w->measured_job);
+            } else {
+                switch (w->kind) {
+                case CR_KIND_PRETRAIN:
+                case CR_KIND_FINETUNE:
+                    estimate_train(w, gpu, gpu_count, &e);
+                    break;
+                case CR_KIND_INFERENCE:
+                    estimate_infer(w, gpu, gpu_count, &e);
+                    break;
+                case CR_KIND_VISUAL:
+                    estimate_visual(w, gpu, gpu_count, &e);
+                    break;
+                default:
+                    estimate_hpc(w, gpu, gpu_count, &e);
+                    break;
+                }
+            }
+        }
+    }
+    if (e.fits) {
+        e.gpu_hours = e.gpu_share * hours(e.time_ns);
+        double price = cr_prices_get(env->prices, gpu);
+        e.cost_usd = cr_known(price) ? price * e.gpu_hours : CR_UNKNOWN;
+        check_waste(w, gpu, &e);
+    }
+    *out = e;
+    return 0;
+}

@@ -1,0 +1,212 @@
+/*
+ * test_calibration.c - the performance model against published measurements.
+ *
+ * Each case is a workload, a GPU type and count, the published number and
+ * its source. The test fails when the prediction is off by more than 30%.
+ * Run with --table to print the Markdown table of docs/model.md.
+ */
+#include "cr_catalog.h"
+#include "cr_perf.h"
+#include "cr_price.h"
+#include "cr_time.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum metric { M_MFU, M_TPOT_MS, M_TTFT_MS, M_LATENCY_MS, M_TOK_S_GPU };
+
+typedef struct cal_case {
+    const char *name;
+    const char *gpu;
+    int gpus;
+    int kind;
+    double params;
+    int precision;
+    int seq, batch;     /* training */
+    int prompt, output; /* inference */
+    double rate;        /* requests/s; 0 = one request at a time */
+    int metric;
+    double published;
+    const char *source;
+} cal_case;
+
+/* kind < 0: finetune with method -kind. */
+#define NEMO_PERF "NVIDIA NeMo Framework 24.12 performance summary (H100, FP8): tokens/s/GPU"
+
+#define TRTLLM_LAT                                                                                 \
+    "TensorRT-LLM docs/source/performance.md (v0.5 low-latency table): batch 1, 1st token "        \
+    "latency"
+
+static const cal_case cases[] = {
+    {"Llama 3 405B pre-training, 8,192 GPUs, seq 8192, 16M-token batch", "h100", 8192,
+     CR_KIND_PRETRAIN, 405e9, CR_PREC_BF16, 8192, 2048, 0, 0, 0, M_MFU, 0.43,
+     "Llama 3 paper (Meta 2024), Table 4: 430 TFLOP/s/GPU BF16 at 8K GPUs; 38-43% MFU"},
+    {"GPT-3 175B pre-training, 512 GPUs, seq 2048", "h100", 512, CR_KIND_PRETRAIN, 175e9,
+     CR_PREC_BF16, 2048, 2048, 0, 0, 0, M_MFU, 0.47,
+     "Megatron-Core benchmarks (NVIDIA Megatron-LM README): 47% MFU, 390 TFLOP/s/GPU, TP4 PP8"},
+    {"1T-parameter GPT pre-training, 3,072 GPUs, seq 2048", "a100", 3072, CR_KIND_PRETRAIN, 1e12,
+     CR_PREC_BF16, 2048, 3072, 0, 0, 0, M_MFU, 0.39,
+     "Narayanan et al. SC'21 (Megatron-LM): 163 TFLOP/s/GPU = 52% of peak incl. recompute; "
+     "x3/4 = 39% MFU"},
+    {"Llama 2 7B pre-training fp8, seq 4096, batch 128", "h100", 8, CR_KIND_PRETRAIN, 6.7e9,
+     CR_PREC_FP8, 4096, 128, 0, 0, 0, M_TOK_S_GPU, 16934, NEMO_PERF},
+    {"Llama 2 70B pre-training fp8, seq 4096, batch 128", "h100", 64, CR_KIND_PRETRAIN, 70e9,
+     CR_PREC_FP8, 4096, 128, 0, 0, 0, M_TOK_S_GPU, 1728, NEMO_PERF},
+    {"Llama 2 7B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8, -CR_METHOD_LORA, 6.7e9,
+     CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 24824, NEMO_PERF},
+    {"Llama 2 70B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8, -CR_METHOD_LORA, 70e9,
+     CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 2621, NEMO_PERF},
+    {"LLaMA 7B fp16 first-token latency, 2048-token prompt", "a100", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_FP16, 0, 0, 2048, 1, 0, M_TTFT_MS, 133, TRTLLM_LAT},
+    {"LLaMA 70B fp16 TP4 first-token latency, 2048-token prompt", "a100", 4, CR_KIND_INFERENCE,
+     70e9, CR_PREC_FP16, 0, 0, 2048, 1, 0, M_TTFT_MS, 377, TRTLLM_LAT},
+    {"LLaMA 7B fp8 first-token latency, 2048-token prompt", "h100", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 36, TRTLLM_LAT},
+    {"LLaMA 70B fp8 TP4 first-token latency, 2048-token prompt", "h100", 4, CR_KIND_INFERENCE, 70e9,
+     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 109, TRTLLM_LAT},
+    {"LLaMA 7B fp8 first-token latency, 2048-token prompt", "l40s", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 73, TRTLLM_LAT},
+    {"Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "a100", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_BF16, 0, 0, 128, 20, 0, M_LATENCY_MS, 234.0,
+     "NVIDIA NeMo Framework docs, Llama 2 inference performance (TensorRT-LLM), TP1"},
+    {"Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "h100", 1, CR_KIND_INFERENCE, 6.7e9,
+     CR_PREC_BF16, 0, 0, 128, 20, 0, M_LATENCY_MS, 153.8,
+     "NVIDIA NeMo Framework docs, Llama 2 inference performance (TensorRT-LLM), TP1"},
+    {"Llama 3.1 8B bf16 decode, 1 request, 1024 in / 128 out", "a100-40gb", 1, CR_KIND_INFERENCE,
+     8e9, CR_PREC_BF16, 0, 0, 1024, 128, 0, M_TPOT_MS, 1000.0 / 75,
+     "johnmusgrave.com vLLM sweep on A100 40GB: ~75 tokens/s at concurrency 1"},
+    {"Llama 3.3 70B fp8 TP2 decode, 1 request, 5000 in / 500 out", "h100", 2, CR_KIND_INFERENCE,
+     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 0, M_TPOT_MS, 18.58,
+     "NVIDIA NIM LLM benchmarking docs 1.0.0: 2x H100 fp8 TP2, ITL 18.58 ms at concurrency 1"},
+    {"Llama 3.3 70B fp8 TP2 time to first token, 5000-token prompt", "h100", 2, CR_KIND_INFERENCE,
+     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 0, M_TTFT_MS, 406.77,
+     "NVIDIA NIM LLM benchmarking docs 1.0.0: TTFT 406.77 ms at concurrency 1"},
+    {"Llama 3.3 70B fp8 TP2 decode at concurrency 25 (1.25 req/s)", "h100", 2, CR_KIND_INFERENCE,
+     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 1.25, M_TPOT_MS, 38.75,
+     "NVIDIA NIM LLM benchmarking docs 1.0.0: ITL 38.75 ms at concurrency 25 (rate = 25 / "
+     "(TTFT + 499 ITL))"},
+    {"Llama 3.3 70B fp8 TP2 time to first token at concurrency 25", "h100", 2, CR_KIND_INFERENCE,
+     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 1.25, M_TTFT_MS, 688.69,
+     "NVIDIA NIM LLM benchmarking docs 1.0.0: TTFT 688.69 ms at concurrency 25"},
+};
+
+static const char *metric_name(int m)
+{
+    switch (m) {
+    case M_MFU:
+        return "MFU";
+    case M_TPOT_MS:
+        return "TPOT ms";
+    case M_TTFT_MS:
+        return "TTFT ms";
+    case M_TOK_S_GPU:
+        return "tokens/s/GPU";
+    default:
+        return "latency ms";
+    }
+}
+
+static int predict(const cr_perf_env *env, const cal_case *c, double *out, char *plan,
+                   size_t plan_len)
+{
+    const cr_gpu_type *g = cr_catalog_find(env->catalog, c->gpu);
+    if (!g) {
+        fprintf(stderr, "no GPU %s\n", c->gpu);
+        return -1;
+    }
+    cr_workload w;
+    cr_workload_init(&w);
+    w.kind = c->kind;
+    if (c->kind < 0) {
+        w.kind = CR_KIND_FINETUNE;
+        w.method = -c->kind;
+    }
+    w.params = c->params;
+    w.precision = c->precision;
+    if (w.kind == CR_KIND_PRETRAIN || w.kind == CR_KIND_FINETUNE) {
+        w.seq_len = c->seq;
+        w.batch = c->batch;
+        w.tokens = 1e12;
+        w.duration_ns = INT64_C(3650) * 24 * CR_NS_PER_H;
+    } else {
+        w.rate_per_s = c->rate > 0 ? c->rate : 1e-3;
+        w.prompt_tokens = c->prompt;
+        w.output_tokens = c->output;
+        w.ttft_ns = 60 * CR_NS_PER_SEC;
+        w.tpot_ns = 10 * CR_NS_PER_SEC;
+    }
+    cr_estimate e;
+    if (cr_perf_estimate(env, &w, g, c->gpus, &e) != 0 || !e.fits) {
+        fprintf(stderr, "%s on %s: no fit: %s\n", c->name, c->gpu, e.reason);
+        return -1;
+    }
+    snprintf(plan, plan_len, "%s", e.plan);
+    switch (c->metric) {
+    case M_MFU:
+        *out = e.mfu;
+        break;
+    case M_TPOT_MS:
+        *out = (double)e.tpot_ns / 1e6;
+        break;
+    case M_TOK_S_GPU:
+        *out = e.throughput / e.gpu_count;
+        break;
+    case M_TTFT_MS:
+        *out = (double)e.ttft_ns / 1e6;
+        break;
+    default:
+        *out = ((double)e.ttft_ns + (c->output - 1) * (double)e.tpot_ns) / 1e6;
+        break;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int table = argc > 1 && strcmp(argv[1], "--table") == 0;
+    char path[1024], err[256];
+    const char *src = getenv("CORRAL_SRC");
+    snprintf(path, sizeof path, "%s/data/gpus/catalog.csv", src ? src : ".");
+    cr_catalog *cat = NULL;
+    if (cr_catalog_load(path, &cat, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    cr_perf_env env = {cat, NULL, NULL};
+    int failed = 0;
+    if (table) {
+        printf("| case | GPUs | plan | metric | predicted | published | error | source |\n");
+        printf("|---|---|---|---|---|---|---|---|\n");
+    }
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const cal_case *c = &cases[i];
+        double p = 0;
+        char plan[64] = "";
+        if (predict(&env, c, &p, plan, sizeof plan) != 0) {
+            failed++;
+            continue;
+        }
+        double errp = (p - c->published) / c->published * 100;
+        const cr_gpu_type *g = cr_catalog_find(cat, c->gpu);
+        int bad = fabs(errp) > 30;
+        failed += bad;
+        if (table) {
+            int mfu = c->metric == M_MFU ? 2 : c->metric == M_TOK_S_GPU ? 0 : 1;
+            printf("| %s | %d x %s | %s | %s | %.*f | %.*f | %+.0f%% | %s |\n", c->name, c->gpus,
+                   g->name, plan, metric_name(c->metric), mfu ? 2 : 1, p, mfu ? 2 : 1, c->published,
+                   errp, c->source);
+        } else {
+            printf("%s %-60.60s %-14s %-14s %-10s predicted %8.3f published %8.3f error "
+                   "%+4.0f%%\n",
+                   bad ? "FAIL" : "ok  ", c->name, g->name, plan, metric_name(c->metric), p,
+                   c->published, errp);
+        }
+    }
+    cr_catalog_free(cat);
+    if (failed) {
+        fprintf(stderr, "%d calibration case(s) outside +-30%%\n", failed);
+    }
+    return failed ? 1 : 0;
+}

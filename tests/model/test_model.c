@@ -1,0 +1,454 @@
+/*
+ * test_model.c - unit tests of the model layer: catalog loading and
+ * validation, lookups, MIG profiles, prices, the Gavel reader, workload
+ * helpers and the performance model's fit/refuse decisions.
+ */
+#include "cr_catalog.h"
+#include "cr_error.h"
+#include "cr_gavel.h"
+#include "cr_mig.h"
+#include "cr_perf.h"
+#include "cr_price.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static const char *src_path(const char *rel, char *buf, size_t len)
+{
+    const char *src = getenv("CORRAL_SRC");
+    snprintf(buf, len, "%s/%s", src ? src : ".", rel);
+    return buf;
+}
+
+static cr_catalog *load_default(void)
+{
+    char path[1024], err[256];
+    cr_catalog *c = NULL;
+    int rc =
+        cr_catalog_load(src_path("data/gpus/catalog.csv", path, sizeof path), &c, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "%s\n", err);
+    }
+    assert_int_equal(rc, 0);
+    return c;
+}
+
+static void test_catalog_lookup(void **state)
+{
+    (void)state;
+    cr_catalog *c = load_default();
+    assert_true(cr_catalog_count(c) >= 20);
+    const cr_gpu_type *h = cr_catalog_find(c, "H100 SXM");
+    assert_non_null(h);
+    assert_ptr_equal(cr_catalog_find(c, "h100"), h);
+    assert_ptr_equal(cr_catalog_find(c, "h100-sxm"), h);
+    assert_int_equal(h->mem_bytes, UINT64_C(80000000000));
+    assert_true(fabs(h->bf16_flops - 989.5e12) < 1e9);
+    assert_true(fabs(h->mem_bw_bytes_per_s - 3350e9) < 1e6);
+    assert_true(fabs(h->nvlink_bytes_per_s - 900e9) < 1e6);
+    assert_int_equal(h->nvlink_domain_gpus, 8);
+    assert_int_equal(h->mig_max_instances, 7);
+    assert_int_equal(h->ecc, CR_TRI_YES);
+    assert_int_equal(h->nvenc, 0);
+    assert_int_equal(h->form, CR_FORM_SXM);
+    assert_true(h->mem_hbm);
+    assert_true(h->vendor_nvidia);
+
+    const cr_gpu_type *a = cr_catalog_find(c, "a100");
+    assert_non_null(a);
+    assert_string_equal(a->name, "A100 80GB SXM");
+    assert_ptr_equal(cr_catalog_find(c, "A100 80GB SXM"), a);
+
+    const cr_gpu_type *l = cr_catalog_find(c, "L40S");
+    assert_non_null(l);
+    assert_int_equal(l->rt_cores, CR_TRI_YES);
+    assert_int_equal(l->nvenc, 3);
+    assert_true(fabs(l->fp64_flops - 1.431e12) < 1e9);
+    assert_int_equal(l->nvlink_domain_gpus, 1);
+    assert_int_equal(l->form, CR_FORM_PCIE);
+    assert_false(l->mem_hbm);
+
+    const cr_gpu_type *a30 = cr_catalog_find(c, "a30");
+    assert_non_null(a30);
+    assert_true(fabs(a30->fp64_flops - 5.2e12) < 1e9); /* filled gap */
+    const cr_gpu_type *l4 = cr_catalog_find(c, "l4");
+    assert_int_equal(l4->ecc, CR_TRI_UNKNOWN);
+    const cr_gpu_type *v100 = cr_catalog_find(c, "v100");
+    assert_true(fabs(v100->fp16_flops - 125e12) < 1e9);
+    assert_true(fabs(cr_gpu_peak_flops(v100, CR_PREC_BF16) - 125e12) < 1e9); /* fp16 fallback */
+    assert_true(fabs(cr_gpu_peak_flops(a, CR_PREC_FP8) - 312e12) < 1e9);     /* no FP8 on A100 */
+    assert_true(fabs(cr_gpu_peak_flops(h, CR_PREC_FP64) - 67e12) < 1e9);
+
+    assert_null(cr_catalog_find(c, "rtx9090"));
+    assert_null(cr_catalog_find(c, ""));
+    assert_false(cr_catalog_find(c, "mi300x")->vendor_nvidia);
+    assert_int_equal(cr_catalog_index(c, h), (int)(h - cr_catalog_at(c, 0)));
+    cr_catalog_free(c);
+}
+
+/* Parse text; expect CR_EPARSE and an error starting with want. */
+static void expect_bad(const char *text, const char *want)
+{
+    cr_catalog *c = NULL;
+    char err[256] = "";
+    int rc = cr_catalog_parse(text, strlen(text), "bad.csv", &c, err, sizeof err);
+    if (rc != CR_EPARSE || strncmp(err, want, strlen(want)) != 0) {
+        fprintf(stderr, "want \"%s...\", got rc %d \"%s\"\n", want, rc, err);
+    }
+    assert_int_equal(rc, CR_EPARSE);
+    assert_null(c);
+    assert_int_equal(strncmp(err, want, strlen(want)), 0);
+}
+
+static void test_catalog_errors(void **state)
+{
+    (void)state;
+    const char *hdr = "model,memory_gb,mem_bw_gbs,tdp_w\n";
+    char buf[512];
+    snprintf(buf, sizeof buf, "%sA,80,2000,400\nB,eighty,2000,400\n", hdr);
+    expect_bad(buf, "bad.csv:3:3: memory_gb");
+    snprintf(buf, sizeof buf, "%sA,80,2000,-5\n", hdr);
+    expect_bad(buf, "bad.csv:2:11: tdp_w");
+    snprintf(buf, sizeof buf, "%sA,80,,400\n", hdr);
+    expect_bad(buf, "bad.csv:2:");
+    snprintf(buf, sizeof buf, "%s\"A,80,2000,400\n", hdr);
+    expect_bad(buf, "bad.csv:2:1: unterminated");
+    snprintf(buf, sizeof buf, "%sA,80,2000,400\na,40,1000,300\n", hdr);
+    expect_bad(buf, "bad.csv:3:1: model \"a\"");
+    expect_bad("model,mem_bw_gbs\nA,1000\n", "bad.csv:1:1: header: required column \"memory_gb\"");
+    expect_bad("", "bad.csv:1:1: no header");
+    expect_bad(hdr, "bad.csv:");
+    expect_bad("model,memory_gb,mem_bw_gbs,ecc\nA,80,2000,maybe\n", "bad.csv:2:11: ecc");
+
+    /* Column order is free, comments and CRLF are accepted. */
+    const char *ok = "# comment\r\nmem_bw_gbs,model,memory_gb,alias\r\n900,Tiny GPU,16,tiny\r\n";
+    cr_catalog *c = NULL;
+    char err[256];
+    assert_int_equal(cr_catalog_parse(ok, strlen(ok), "ok.csv", &c, err, sizeof err), 0);
+    assert_int_equal(cr_catalog_count(c), 1);
+    const cr_gpu_type *g = cr_catalog_find(c, "TINY");
+    assert_non_null(g);
+    assert_false(cr_known(g->fp64_flops));
+    assert_int_equal(g->nvlink_domain_gpus, 1);
+    cr_catalog_free(c);
+
+    /* Without a vendor column, non-NVIDIA rows are recognised by name. */
+    const char *nv =
+        "model,memory_gb,mem_bw_gbs\nH100 SXM,80,3350\n"
+        "AMD Instinct MI300X (non-NVIDIA),192,5300\nIntel Gaudi 3 (non-NVIDIA),128,3700\n";
+    assert_int_equal(cr_catalog_parse(nv, strlen(nv), "nv.csv", &c, err, sizeof err), 0);
+    assert_true(cr_catalog_at(c, 0)->vendor_nvidia);
+    assert_false(cr_catalog_at(c, 1)->vendor_nvidia);
+    assert_false(cr_catalog_at(c, 2)->vendor_nvidia);
+    /* The default price table skips types this small catalog lacks. */
+    cr_prices *p = NULL;
+    assert_int_equal(cr_prices_load(NULL, c, &p, err, sizeof err), 0);
+    assert_true(cr_known(cr_prices_get(p, cr_catalog_at(c, 0))));
+    cr_prices_free(p);
+    cr_catalog_free(c);
+
+    assert_int_equal(cr_catalog_load("/nonexistent/catalog.csv", &c, err, sizeof err), CR_EIO);
+    assert_non_null(strstr(err, "/nonexistent/catalog.csv"));
+}
+
+static void test_mig(void **state)
+{
+    (void)state;
+    const cr_mig_profile *p = cr_mig_lookup("a100", 1, 1);
+    assert_non_null(p);
+    assert_string_equal(p->name, "1g.10gb");
+    /* Same name, different slices on the 40GB part: key on slices, not names. */
+    p = cr_mig_lookup("A100 40GB SXM", 1, 2);
+    assert_string_equal(p->name, "1g.10gb");
+    assert_string_equal(cr_mig_lookup("a100-40gb", 1, 1)->name, "1g.5gb");
+    assert_string_equal(cr_mig_lookup("H200 SXM", 7, 8)->name, "7g.141gb");
+    assert_string_equal(cr_mig_lookup("a30", 2, 2)->name, "2g.12gb");
+    assert_null(cr_mig_lookup("a30", 3, 4));
+    int cs = 0, ms = 0;
+    assert_int_equal(cr_mig_geometry("a30", &cs, &ms), 0);
+    assert_int_equal(cs, 4);
+    assert_int_equal(ms, 4);
+    assert_int_equal(cr_mig_geometry("L40S", &cs, &ms), CR_ENOENT);
+    size_t n = 0;
+    assert_null(cr_mig_profiles("l40s", &n));
+    assert_int_equal(n, 0);
+    const cr_mig_profile *all = cr_mig_profiles("h100", &n);
+    assert_int_equal(n, 7);
+    assert_string_equal(all[1].name, "1g.10gb+me");
+    p = cr_mig_find("h100", "3g.40gb");
+    assert_non_null(p);
+    assert_true(cr_mig_placement_ok(p, 0));
+    assert_true(cr_mig_placement_ok(p, 4));
+    assert_false(cr_mig_placement_ok(p, 2));
+    assert_false(cr_mig_placement_ok(p, -1));
+    assert_false(cr_mig_placement_ok(cr_mig_find("h100", "2g.20gb"), 6));
+    assert_true(cr_mig_placement_ok(cr_mig_find("h100", "1g.20gb"), 6));
+    assert_string_equal(cr_mig_smallest_fit("h100", UINT64_C(30000000000), 1)->name, "3g.40gb");
+    assert_string_equal(cr_mig_smallest_fit("h100", UINT64_C(5000000000), 2)->name, "2g.20gb");
+    assert_null(cr_mig_smallest_fit("a30", UINT64_C(30000000000), 1));
+}
+
+static void test_prices(void **state)
+{
+    (void)state;
+    cr_catalog *c = load_default();
+    char path[1024], err[256];
+    cr_prices *p = NULL;
+    assert_int_equal(
+        cr_prices_load(src_path("data/prices.csv", path, sizeof path), c, &p, err, sizeof err), 0);
+    assert_true(fabs(cr_prices_get(p, cr_catalog_find(c, "h100")) - 2.69) < 1e-9);
+    assert_true(cr_known(cr_prices_get(p, cr_catalog_find(c, "l40s"))));
+    assert_false(cr_known(cr_prices_get(p, cr_catalog_find(c, "k80"))));
+    assert_false(cr_known(cr_prices_get(NULL, cr_catalog_find(c, "h100"))));
+    cr_prices_set(p, cr_catalog_find(c, "k80"), 0.1);
+    assert_true(fabs(cr_prices_get(p, cr_catalog_find(c, "K80")) - 0.1) < 1e-12);
+    cr_prices_free(p);
+
+    const char *bad = "model,usd_per_gpu_hour\nh100,2.5\nl40s,cheap\n";
+    p = NULL;
+    assert_int_equal(cr_prices_parse(bad, strlen(bad), "p.csv", c, &p, err, sizeof err), CR_EPARSE);
+    assert_null(p);
+    assert_int_equal(strncmp(err, "p.csv:3:6: usd_per_gpu_hour", 27), 0);
+    const char *unknown = "model,usd_per_gpu_hour\nrtx9090,2.5\n";
+    assert_int_equal(cr_prices_parse(unknown, strlen(unknown), "p.csv", c, &p, err, sizeof err),
+                     CR_EPARSE);
+    assert_non_null(strstr(err, "p.csv:2:1: model \"rtx9090\""));
+    cr_catalog_free(c);
+}
+
+static void test_gavel(void **state)
+{
+    (void)state;
+    char path[1024], err[256];
+    cr_gavel *g = NULL;
+    assert_int_equal(cr_gavel_load(src_path("tests/model/data/gavel_small.json", path, sizeof path),
+                                   &g, err, sizeof err),
+                     0);
+    assert_int_equal(cr_gavel_worker_count(g), 4);
+    assert_string_equal(cr_gavel_worker(g, 0), "k80");
+    assert_int_equal(cr_gavel_job_count(g), 3);
+    double t = 0, pair[2] = {0, 0};
+    assert_int_equal(cr_gavel_get(g, "v100", "ResNet-50 (batch size 64)", 1, &t), 0);
+    assert_true(fabs(t - 4.394774823323071) < 1e-12);
+    assert_int_equal(cr_gavel_get(g, "v100", "ResNet-50 (batch size 64)", 8, &t), CR_ENOENT);
+    assert_int_equal(cr_gavel_get(g, "h100", "A3C", 1, &t), CR_ENOENT);
+    assert_int_equal(cr_gavel_get_pair(g, "k80", "A3C", 1, "ResNet-50 (batch size 64)", 1, pair),
+                     0);
+    assert_true(fabs(pair[0] - 1.8687176360231106) < 1e-12);
+    assert_true(fabs(pair[1] - 0.30924078600857285) < 1e-12);
+    assert_int_equal(cr_gavel_get_pair(g, "k80", "A3C", 1, "A3C", 2, pair), CR_ENOENT);
+    assert_string_equal(cr_gavel_worker_alias("v100_unconsolidated"), "v100");
+    assert_null(cr_gavel_worker_alias("tpu"));
+    cr_gavel_free(g);
+
+    const char *bad_json = "{\"v100\": {\n  \"('A3C', 1)\": {\"null\": 1.0,}\n}}";
+    g = NULL;
+    assert_int_equal(cr_gavel_parse(bad_json, strlen(bad_json), "t.json", &g, err, sizeof err),
+                     CR_EPARSE);
+    assert_int_equal(strncmp(err, "t.json:2:", 9), 0);
+    const char *bad_key = "{\"v100\": {\"A3C\": {\"null\": 1.0}}}";
+    assert_int_equal(cr_gavel_parse(bad_key, strlen(bad_key), "t.json", &g, err, sizeof err),
+                     CR_EPARSE);
+    assert_non_null(strstr(err, "key \"A3C\""));
+    const char *neg = "{\"v100\": {\"('A3C', 1)\": {\"null\": -1}}}";
+    assert_int_equal(cr_gavel_parse(neg, strlen(neg), "t.json", &g, err, sizeof err), CR_EPARSE);
+    assert_null(g);
+}
+
+static void test_workload_names(void **state)
+{
+    (void)state;
+    int v = -1;
+    assert_int_equal(cr_kind_parse("inference", &v), 0);
+    assert_int_equal(v, CR_KIND_INFERENCE);
+    assert_int_equal(cr_kind_parse("training", &v), CR_EINVAL);
+    assert_int_equal(cr_method_parse("QLoRA", &v), 0);
+    assert_int_equal(v, CR_METHOD_QLORA);
+    assert_int_equal(cr_precision_parse("fp8", &v), 0);
+    assert_string_equal(cr_precision_name(v), "fp8");
+    assert_int_equal(cr_objective_parse("energy", &v), 0);
+    assert_string_equal(cr_objective_name(v), "energy");
+    unsigned needs = 0;
+    char err[64], buf[64];
+    assert_int_equal(cr_needs_parse("fp64,ecc,nvenc,rt", &needs, err, sizeof err), 0);
+    assert_int_equal(needs, CR_NEED_FP64 | CR_NEED_ECC | CR_NEED_NVENC | CR_NEED_RT);
+    assert_string_equal(cr_needs_fmt(needs, buf, sizeof buf), "fp64,ecc,nvenc,rt");
+    assert_int_equal(cr_needs_parse("fp64,gpu", &needs, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "\"gpu\""));
+    assert_int_equal(cr_needs_parse("fp64,", &needs, err, sizeof err), CR_EINVAL);
+
+    cr_workload w;
+    cr_workload_init(&w);
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), 0);
+    w.method = CR_METHOD_LORA;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "method"));
+    cr_workload_init(&w);
+    w.tenants = 0;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+}
+
+static void test_estimates(void **state)
+{
+    (void)state;
+    cr_catalog *c = load_default();
+    cr_perf_env env = {c, NULL, NULL};
+    cr_workload w;
+    cr_estimate e;
+
+    /* LoRA of a 7B model fits one 48 GB card. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_FINETUNE;
+    w.method = CR_METHOD_LORA;
+    w.params = 7e9;
+    w.tokens = 1e8;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "l40s"), 0, &e), 0);
+    assert_true(e.fits);
+    assert_int_equal(e.gpu_count, 1);
+    assert_true(e.time_ns > 0 && e.energy_j > 0 && e.mfu > 0.1 && e.mfu < 0.7);
+    assert_false(cr_known(e.cost_usd)); /* no price table */
+    /* Full fine-tuning of 70B needs many GPUs. */
+    w.method = CR_METHOD_FULL;
+    w.params = 70e9;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 0, &e), 0);
+    assert_true(e.fits);
+    assert_true(e.gpu_count >= 16);
+    /* A fixed count that cannot hold it is refused with the memory reason. */
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 1, &e), 0);
+    assert_false(e.fits);
+    assert_non_null(strstr(e.reason, "does not fit on 1 GPUs"));
+
+    /* 70B bf16 inference cannot fit on T4s. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.params = 70e9;
+    w.rate_per_s = 1;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "t4"), 0, &e), 0);
+    assert_false(e.fits);
+    assert_non_null(strstr(e.reason, "weights need 140 GB"));
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h200"), 0, &e), 0);
+    assert_true(e.fits);
+    assert_true(e.tp >= 1 && e.gpu_count >= 1 && e.tpot_ns > 0 && e.ttft_ns > 0);
+    assert_true(e.tpot_ns <= 50 * INT64_C(1000000));
+
+    /* FP64 HPC refuses 1/64-rate cards. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_HPC;
+    w.needs = CR_NEED_FP64 | CR_NEED_ECC;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "l40s"), 0, &e), 0);
+    assert_false(e.fits);
+    assert_string_equal(e.reason, "no FP64: 1/64 rate (1.43 TFLOP/s)");
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "a100"), 0, &e), 0);
+    assert_true(e.fits);
+
+    /* Bad input is refused, not estimated. */
+    w.tenants = -1;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "a100"), 0, &e), CR_EINVAL);
+    cr_catalog_free(c);
+}
+
+static void test_measured_override(void **state)
+{
+    (void)state;
+    cr_catalog *c = load_default();
+    char path[1024], err[256];
+    cr_gavel *g = NULL;
+    assert_int_equal(cr_gavel_load(src_path("tests/model/data/gavel_small.json", path, sizeof path),
+                                   &g, err, sizeof err),
+                     0);
+    cr_perf_env env = {c, NULL, g};
+    cr_workload w;
+    cr_workload_init(&w);
+    w.kind = CR_KIND_BATCH;
+    w.measured_job = "ResNet-50 (batch size 64)";
+    w.steps = 10000;
+    cr_estimate e;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "v100"), 0, &e), 0);
+    assert_true(e.fits);
+    assert_true(e.measured);
+    assert_true(fabs((double)e.time_ns / 1e9 - 10000 / 4.394774823323071) < 1e-3);
+    /* Newer types are extrapolated from the V100 measurement. */
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 0, &e), 0);
+    assert_true(e.fits);
+    assert_false(e.measured);
+    assert_non_null(strstr(e.reason, "extrapolated"));
+    assert_true(e.throughput > 4.394774823323071 * 2);
+    /* No measurement at that scale factor and no FLOPs: refused with the reason. */
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 8, &e), 0);
+    assert_false(e.fits);
+    assert_non_null(strstr(e.reason, "no measured throughput"));
+
+    double *tput = calloc(cr_catalog_count(c), sizeof *tput);
+    int n = cr_perf_throughputs(&env, &w, 1, tput);
+    assert_true(n >= 20); /* k80, p100, v100 measured; the rest extrapolated */
+    int v = cr_catalog_index(c, cr_catalog_find(c, "v100"));
+    int k = cr_catalog_index(c, cr_catalog_find(c, "k80"));
+    assert_true(tput[v] > tput[k] && tput[k] > 0);
+    assert_true(tput[cr_catalog_index(c, cr_catalog_find(c, "h100"))] > tput[v]);
+    free(tput);
+    cr_gavel_free(g);
+    cr_catalog_free(c);
+}
+
+static void test_advise_ranking(void **state)
+{
+    (void)state;
+    cr_catalog *c = load_default();
+    char path[1024], err[256];
+    cr_prices *p = NULL;
+    assert_int_equal(
+        cr_prices_load(src_path("data/prices.csv", path, sizeof path), c, &p, err, sizeof err), 0);
+    cr_perf_env env = {c, p, NULL};
+    cr_workload w;
+    cr_workload_init(&w);
+    w.kind = CR_KIND_FINETUNE;
+    w.method = CR_METHOD_LORA;
+    w.params = 7e9;
+    w.tokens = 1e8;
+    for (int obj = 0; obj < CR_OBJ__COUNT; obj++) {
+        cr_advice a;
+        assert_int_equal(cr_perf_advise(&env, &w, obj, 0, &a), 0);
+        assert_true(a.ranked_count > 5);
+        assert_int_equal(a.ranked_count + a.refused_count + a.skipped, cr_catalog_count(c));
+        assert_int_equal(a.skipped, 3);
+        for (size_t i = 1; i < a.ranked_count; i++) {
+            const cr_estimate *x = &a.ranked[i - 1], *y = &a.ranked[i];
+            if (obj == CR_OBJ_TIME) {
+                assert_true(x->time_ns <= y->time_ns * 1.001);
+            } else if (obj == CR_OBJ_ENERGY) {
+                assert_true(x->energy_j <= y->energy_j * 1.001);
+            } else if (cr_known(y->cost_usd)) {
+                assert_true(cr_known(x->cost_usd) && x->cost_usd <= y->cost_usd * 1.001);
+            }
+        }
+        cr_advice_fini(&a);
+        assert_null(a.ranked);
+    }
+    assert_int_equal(cr_perf_advise(&env, &w, 7, 0, &(cr_advice){0}), CR_EINVAL);
+    cr_prices_free(p);
+    cr_catalog_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_catalog_lookup),
+        cmocka_unit_test(test_catalog_errors),
+        cmocka_unit_test(test_mig),
+        cmocka_unit_test(test_prices),
+        cmocka_unit_test(test_gavel),
+        cmocka_unit_test(test_workload_names),
+        cmocka_unit_test(test_estimates),
+        cmocka_unit_test(test_measured_override),
+        cmocka_unit_test(test_advise_ranking),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

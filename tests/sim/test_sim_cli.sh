@@ -1,0 +1,118 @@
+#!/bin/sh
+# test_sim_cli.sh - 'corral sim' end to end: every reader on the bundled
+# traces with the invariant check on, byte-for-byte determinism, the JSON,
+# CSV and HTML reports, and exit code 2 with file:line:field for bad input.
+set -eu
+BIN=${CORRAL_BIN:?}
+SRC=${CORRAL_SRC:?}
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# Each reader, each policy, invariants checked after every event.
+for p in fifo priority hetero las; do
+    "$BIN" sim --check --policy $p "$SRC/data/traces/tiresias/60_job.csv" --gpus v100:32,k80:32 \
+        >"$T/t.out" || fail "tiresias $p"
+    grep -q "60 jobs, 60 finished" "$T/t.out" || fail "tiresias $p: not all finished"
+    "$BIN" sim --check --policy $p "$SRC/data/traces/gavel/physical_cluster_small_test.trace" \
+        >"$T/g.out" || fail "gavel $p"
+    grep -q "20 jobs, 20 finished" "$T/g.out" || fail "gavel $p: not all finished"
+done
+cat >"$T/native.txt" <<'X'
+# native format: one job per line
+submit=0 gpus=4 duration=2h tenant=alice
+submit=10m gpus=1 duration=30m tenant=bob type=k80
+submit=20m gpus=8 duration=1h tenant=alice priority=5
+X
+"$BIN" sim --check --compare fifo,priority,hetero,las "$T/native.txt" --gpus v100:8,k80:8 \
+    --mtbf 30d >"$T/n.out" || fail "native compare"
+grep -q "^finished  *3  *3  *3  *3$" "$T/n.out" || { cat "$T/n.out"; fail "native compare rows"; }
+
+# Exact times: 2 GPUs, strict FIFO. j0 holds both for 1h; j1 (30m) and j2
+# (2h, arriving at 10m) start at 1h: JCTs 1h, 1h30m, 2h50m.
+cat >"$T/exact.txt" <<'X'
+submit=0 gpus=2 duration=1h
+submit=0 gpus=1 duration=30m
+submit=10m gpus=1 duration=2h
+X
+"$BIN" sim --check --policy fifo --gpus v100:2 --json "$T/exact.txt" >"$T/exact.json"
+grep -q '"avg": 6400' "$T/exact.json" || { cat "$T/exact.json"; fail "exact: average JCT"; }
+grep -q '"makespan_s": 10800' "$T/exact.json" || fail "exact: makespan"
+grep -q '"p99": 10200' "$T/exact.json" || fail "exact: p99 JCT"
+# Rates from a throughput table: 100 steps at 10/s on V100, 2/s on K80.
+printf '{"v100": {"(%s, 1)": {"null": 10}}, "k80": {"(%s, 1)": {"null": 2}}}' "'A'" "'A'" \
+    >"$T/tput.json"
+printf 'submit=0 gpus=1 model=A steps=100 type=k80\n' >"$T/k80.txt"
+printf 'submit=0 gpus=1 model=A steps=100 type=v100\n' >"$T/v100.txt"
+"$BIN" sim --gpus v100:1,k80:1 --throughputs "$T/tput.json" --json "$T/k80.txt" |
+    grep -q '"avg": 50.0,' || fail "k80 runtime from the table"
+"$BIN" sim --gpus v100:1,k80:1 --throughputs "$T/tput.json" --json "$T/v100.txt" |
+    grep -q '"avg": 10.0,' || fail "v100 runtime from the table"
+
+# Runtimes from the performance model (GPU catalog): every job finishes,
+# and hetero puts the 8-GPU fine-tune, alone in the cluster, on H100s.
+cat >"$T/perf.txt" <<'X'
+submit=0 gpus=8 kind=finetune params=7b tokens=200m method=lora tenant=ml
+submit=30d gpus=4 kind=hpc flops=1e18 tenant=sci
+X
+"$BIN" sim --check --policy hetero --gpus h100:8,l4:8 --gpus-per-node 8 --csv "$T/perf.csv" \
+    "$T/perf.txt" >"$T/perf.out" || fail "performance-model jobs"
+grep -q "2 jobs, 2 finished" "$T/perf.out" || fail "performance-model jobs: not all finished"
+grep -q "^hetero,0,0,ml,,8,.*,h100," "$T/perf.csv" || { cat "$T/perf.csv"; fail "fine-tune not on h100"; }
+
+# Same input and seed: the same bytes, for every output format.
+run() {
+    "$BIN" sim --generate 400 --rate 5 --multi-gpu --tenants 3 --seed 11 --mtbf 60d \
+        --compare fifo,hetero,las --csv "$1.csv" --html "$1.html" >"$1.out"
+}
+run "$T/a"
+run "$T/b"
+cmp "$T/a.out" "$T/b.out" || fail "text report differs between identical runs"
+cmp "$T/a.csv" "$T/b.csv" || fail "CSV differs between identical runs"
+cmp "$T/a.html" "$T/b.html" || fail "HTML differs between identical runs"
+"$BIN" sim --generate 400 --rate 5 --seed 11 --json >"$T/j1.json"
+"$BIN" sim --generate 400 --rate 5 --seed 11 --json >"$T/j2.json"
+cmp "$T/j1.json" "$T/j2.json" || fail "JSON differs between identical runs"
+"$BIN" sim --generate 400 --rate 5 --seed 12 --json >"$T/j3.json"
+cmp -s "$T/j1.json" "$T/j3.json" && fail "another seed gave the same JSON"
+
+# Report contents.
+[ "$(wc -l <"$T/a.csv")" -eq 1201 ] || fail "CSV: expected header + 3x400 rows"
+head -1 "$T/a.csv" | grep -q "^policy,index,job,tenant,model,gpus,submit_s" || fail "CSV header"
+grep -q "<svg" "$T/a.html" || fail "HTML without SVG"
+[ "$(grep -c "<svg" "$T/a.html")" -eq 3 ] || fail "HTML: expected 3 plots"
+for k in '"jct_s"' '"p99"' '"makespan_s"' '"utilisation"' '"fragmentation"' '"rho_avg"' \
+    '"energy_kwh"' '"tenants"' '"types"'; do
+    grep -q "$k" "$T/j1.json" || fail "JSON lacks $k"
+done
+
+# Bad input: exit 2 and a message naming file, line and field (or the flag).
+expect2() {
+    want=$1
+    shift
+    set +e
+    "$BIN" sim "$@" >/dev/null 2>"$T/err"
+    rc=$?
+    set -e
+    [ $rc -eq 2 ] || fail "exit $rc (want 2) for: $*"
+    grep -q -- "$want" "$T/err" || { cat "$T/err"; fail "message lacks '$want' for: $*"; }
+}
+printf 'submit=0 gpus=1 duration=1h\nsubmit=0 gpus=-1 duration=1h\n' >"$T/bad.txt"
+expect2 "bad.txt:2: field 'gpus'" "$T/bad.txt"
+printf 'job_id,num_gpu,submit_time,duration\n1,1,0,10\n2,1,0,abc\n' >"$T/bad.csv"
+expect2 "bad.csv:3: field 'duration'" "$T/bad.csv"
+printf 'A\tcmd\tdir\t-n\t1\t10\t1\t1\t-1\t0\nA\tcmd\n' >"$T/bad.trace"
+expect2 "bad.trace:2: expected 10 (or 7)" "$T/bad.trace"
+expect2 "cannot open" "$T/missing.trace"
+printf 'submit=0 gpus=1 kind=inference\n' >"$T/svc.txt"
+expect2 "svc.txt:1: field 'kind'" "$T/svc.txt"
+printf 'submit=0 gpus=1 kind=finetune params=7b\n' >"$T/notok.txt"
+expect2 "notok.txt:1: field 'tokens': missing" "$T/notok.txt"
+expect2 "--policy" --generate 5 --policy nope
+expect2 "--gpus" --generate 5 --gpus v100
+expect2 "--window" --generate 5 --window 3:1
+expect2 "--rate" --generate 5 --rate -1
+expect2 "unknown option" --generate 5 --frobnicate
+printf 'submit=0 gpus=1 duration=1h type=h100\n' >"$T/typed.txt"
+expect2 "type 'h100' is not in the cluster" "$T/typed.txt"
+echo "sim-cli: ok"
