@@ -182,7 +182,7 @@ struct ctl {
     ctl_job **jobs;     /* by id - 1; NULL = no such job (yet) */
     size_t njobs_slots, capjobs;
     int64_t next_id;      /* next id to hand out */
-    int64_t first_active; /* no job below this id is pending/held/running */
+    int64_t first_active; /* every job below this id is finished (metrics scan from it) */
     ctl_node **nodes;
     size_t nnodes, capnodes;
     uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */
