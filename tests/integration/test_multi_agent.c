@@ -207,10 +207,30 @@ static int setup(void **state)
         return -1;
     }
     snprintf(E.ctl_state, sizeof E.ctl_state, "%s/ctl", E.dir);
+    /* A free port: another test may hold the first one tried. */
     int port = 21000 + (int)(getpid() % 20000);
-    snprintf(E.listen, sizeof E.listen, "127.0.0.1:%d", port);
-    snprintf(E.server, sizeof E.server, "http://%s", E.listen);
-    start_controller();
+    for (int attempt = 0;; attempt++) {
+        snprintf(E.listen, sizeof E.listen, "127.0.0.1:%d", port);
+        snprintf(E.server, sizeof E.server, "http://%s", E.listen);
+        start_controller();
+        int up = 0, st;
+        double until = now_s() + 30;
+        while (!up && now_s() < until && waitpid(E.ctl, &st, WNOHANG) == 0) {
+            long code;
+            json_decref(api("GET", "/v1/health", NULL, &code));
+            up = code == 200;
+            usleep(20000);
+        }
+        if (up) {
+            break;
+        }
+        kill_wait(&E.ctl, SIGKILL);
+        if (attempt == 4) {
+            fprintf(stderr, "controller did not start; see %s/controller.log\n", E.dir);
+            return -1;
+        }
+        port += 1 + (int)(now_s() * 1000) % 97;
+    }
     char tok[400];
     snprintf(tok, sizeof tok, "%s/admin.token", E.ctl_state);
     double end = now_s() + 20;
@@ -226,7 +246,11 @@ static int setup(void **state)
     for (int i = 0; i < MAX_AGENTS; i++) {
         start_agent(i);
     }
-    return wait_nodes_up(MAX_AGENTS, 30) ? 0 : -1;
+    if (!wait_nodes_up(MAX_AGENTS, 60)) {
+        fprintf(stderr, "agents did not register; see %s/agent-a*.log\n", E.dir);
+        return -1;
+    }
+    return 0;
 }
 
 /* Kill every job process an agent left behind (the starts in its journal). */
