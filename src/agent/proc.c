@@ -339,6 +339,23 @@ static json_t *record_json(const cr_proc *p)
     return j;
 }
 
+/* Remove the empty job cgroups an earlier agent left (busy ones stay). */
+static void prune_cgroups(const char *base)
+{
+    DIR *d = opendir(base);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "job-", 4) == 0) {
+            char *path = cr_asprintf("%s/%s", base, e->d_name);
+            rmdir(path);
+            free(path);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+}
+
 char *cr_proc_cgroup_base(const char *arg, const char *node, char *why, size_t whylen)
 {
     if (!arg || strcmp(arg, "off") == 0) {
@@ -360,6 +377,7 @@ char *cr_proc_cgroup_base(const char *arg, const char *node, char *why, size_t w
             int ok = access(procs, W_OK) == 0;
             free(procs);
             if (ok) {
+                prune_cgroups(base);
                 return base;
             }
         }

@@ -285,6 +285,27 @@ static int teardown(void **state)
         kill_jobs_of(i);
     }
     kill_wait(&E.ctl, SIGTERM);
+    /* The agents' cgroups (where the machine gave them some). */
+    static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (size_t r = 0; r < 2; r++) {
+        for (int i = 0; i < MAX_AGENTS; i++) {
+            char base[128];
+            snprintf(base, sizeof base, "%s/corral-a%d", roots[r], i);
+            DIR *d = opendir(base);
+            struct dirent *e;
+            while (d && (e = readdir(d)) != NULL) {
+                if (strncmp(e->d_name, "job-", 4) == 0) {
+                    char path[512];
+                    snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+                    rmdir(path);
+                }
+            }
+            if (d) {
+                closedir(d);
+                rmdir(base);
+            }
+        }
+    }
     if (!getenv("CORRAL_KEEP")) {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", E.dir);
