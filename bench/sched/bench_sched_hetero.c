@@ -31,10 +31,11 @@ typedef struct sjob {
     bool done;
 } sjob;
 
-static double run(cr_sched_policy pol, double rate_per_h, uint64_t seed)
+static double run(cr_sched_policy pol, bool lp, double rate_per_h, uint64_t seed)
 {
     cr_sched_config cfg;
     cr_sched_config_default(&cfg, pol);
+    cfg.hetero_lp = lp;
     cr_sched *s = NULL;
     cr_sched_new(&cfg, &s);
     const char *cl = "gpu-type v100\ngpu-type p100\ngpu-type k80\n"
@@ -115,8 +116,8 @@ static double run(cr_sched_policy pol, double rate_per_h, uint64_t seed)
 
 int main(int argc, char **argv)
 {
-    double rates[8] = {2, 4, 6};
-    int nr = 3;
+    double rates[8] = {6, 8, 10, 12, 14};
+    int nr = 5;
     if (argc > 1) {
         nr = 0;
         for (int i = 1; i < argc && nr < 8; i++) {
@@ -127,13 +128,15 @@ int main(int argc, char **argv)
            "400-800, seeds 0-2\n",
            NJOB);
     for (int i = 0; i < nr; i++) {
-        double f = 0, h = 0;
+        double f = 0, h = 0, l = 0;
         for (uint64_t seed = 0; seed < 3; seed++) {
-            f += run(CR_SCHED_FIFO, rates[i], seed) / 3;
-            h += run(CR_SCHED_HETERO, rates[i], seed) / 3;
+            f += run(CR_SCHED_FIFO, false, rates[i], seed) / 3;
+            h += run(CR_SCHED_HETERO, false, rates[i], seed) / 3;
+            l += run(CR_SCHED_HETERO, true, rates[i], seed) / 3;
         }
-        printf("  %5.1f jobs/h: fifo %8.2f h  hetero %8.2f h  ratio %.2fx\n", rates[i], f, h,
-               f / h);
+        printf("  %5.1f jobs/h: fifo %7.2f h | hetero greedy %7.2f h (%.2fx) | hetero LP %7.2f h "
+               "(%.2fx)\n",
+               rates[i], f, h, f / h, l, f / l);
     }
     return 0;
 }

@@ -24,9 +24,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static _Atomic int inflight;
-static atomic_bool draining;
-
 static void usage(FILE *f)
 {
     fprintf(f, "usage: corral controller [options]\n"
@@ -50,8 +47,8 @@ static void usage(FILE *f)
 static void route(void *ctx, cr_http_req *req)
 {
     ctl *c = ctx;
-    atomic_fetch_add(&inflight, 1);
-    if (atomic_load(&draining)) {
+    atomic_fetch_add(&c->inflight, 1);
+    if (atomic_load(&c->draining)) {
         ctl_reply_err(req, 503, CR_EUNAVAIL, NULL, "controller shutting down");
         goto out;
     }
@@ -129,7 +126,7 @@ static void route(void *ctx, cr_http_req *req)
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, path);
     }
 out:
-    atomic_fetch_sub(&inflight, 1);
+    atomic_fetch_sub(&c->inflight, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -454,8 +451,8 @@ out:
     if (c->http) {
         cr_http_server_quiesce(c->http);
     }
-    atomic_store(&draining, true);
-    while (atomic_load(&inflight) > 0) {
+    atomic_store(&c->draining, true);
+    while (atomic_load(&c->inflight) > 0) {
         usleep(1000);
     }
     ctl_sched_stop(c);

@@ -184,6 +184,8 @@ struct ctl {
     int64_t first_active; /* no job below this id is pending/held/running */
     ctl_node **nodes;
     size_t nnodes, capnodes;
+    uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */
+    size_t node_slots_cap;
     ctl_tenant **tenants;
     size_t ntenants, captenants;
     ctl_service **services;
@@ -200,6 +202,10 @@ struct ctl {
     pthread_cond_t cv; /* wakes the scheduler thread */
     pthread_t sched_thread;
     bool sched_started;
+
+    /* Shutdown: handlers running now, and the flag that refuses new ones. */
+    _Atomic int inflight;
+    atomic_bool draining;
 
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];

@@ -20,11 +20,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Nodes by name: open addressing over FNV-1a, slots hold index + 1 (0 =
+ * empty). Nodes are never removed, so there are no tombstones. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    }
+    return h;
+}
+
+static void index_put(ctl *c, size_t idx)
+{
+    size_t mask = c->node_slots_cap - 1;
+    size_t i = (size_t)name_hash(c->nodes[idx]->name) & mask;
+    while (c->node_slots[i]) {
+        i = (i + 1) & mask;
+    }
+    c->node_slots[i] = (uint32_t)(idx + 1);
+}
+
 ctl_node *ctl_node_find(ctl *c, const char *name)
 {
-    for (size_t i = 0; i < c->nnodes; i++) {
-        if (strcmp(c->nodes[i]->name, name) == 0) {
-            return c->nodes[i];
+    if (!c->node_slots_cap) {
+        return NULL;
+    }
+    size_t mask = c->node_slots_cap - 1;
+    for (size_t i = (size_t)name_hash(name) & mask; c->node_slots[i]; i = (i + 1) & mask) {
+        ctl_node *n = c->nodes[c->node_slots[i] - 1];
+        if (strcmp(n->name, name) == 0) {
+            return n;
         }
     }
     return NULL;
@@ -69,6 +95,9 @@ void ctl_nodes_free(ctl *c)
     free(c->nodes);
     c->nodes = NULL;
     c->nnodes = 0;
+    free(c->node_slots);
+    c->node_slots = NULL;
+    c->node_slots_cap = 0;
 }
 
 /*
@@ -338,6 +367,16 @@ static void node_insert(ctl *c, ctl_node *n)
 {
     CR_GROW(c->nodes, c->nnodes, c->capnodes);
     c->nodes[c->nnodes++] = n;
+    if ((c->nnodes + 1) * 2 > c->node_slots_cap) {
+        free(c->node_slots);
+        c->node_slots_cap = c->node_slots_cap ? c->node_slots_cap * 2 : 64;
+        c->node_slots = cr_calloc(c->node_slots_cap, sizeof *c->node_slots);
+        for (size_t i = 0; i < c->nnodes; i++) {
+            index_put(c, i);
+        }
+    } else {
+        index_put(c, c->nnodes - 1);
+    }
 }
 
 /* Reconcile a node's GPU allocation marks with the jobs placed on it. */

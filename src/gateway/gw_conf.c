@@ -287,16 +287,35 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
     return 0;
 }
 
+static int load_root(json_t *root, const char *path, gw_conf *c);
+
 int gw_conf_load_file(const char *path, gw_conf *c)
 {
-    if (c->listen_port == 0) {
-        conf_defaults(c);
-    }
     json_error_t err;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
     if (!root) {
         fprintf(stderr, "corral gateway: %s:%d:%d: %s\n", path, err.line, err.column, err.text);
         return CR_EPARSE;
+    }
+    return load_root(root, path, c);
+}
+
+int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *c)
+{
+    json_error_t err;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        fprintf(stderr, "corral gateway: %s:%d:%d: %s\n", name, err.line, err.column, err.text);
+        return CR_EPARSE;
+    }
+    return load_root(root, name, c);
+}
+
+/* Takes root. */
+static int load_root(json_t *root, const char *path, gw_conf *c)
+{
+    if (c->listen_port == 0) {
+        conf_defaults(c);
     }
     int rc = 0;
     if (!json_is_object(root)) {

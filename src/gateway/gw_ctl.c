@@ -3,7 +3,7 @@
  * "Services"): one thread per service long-polls
  * GET /v1/services/{name}/endpoints?version=V&wait=30 and posts each new
  * endpoint set to the loop; a discovery thread lists GET /v1/services when
- * no service was named; a reporter posts
+ * no service was named (every 3 s); a reporter posts
  * POST /v1/services/{name}/metrics {"in_flight","rps","p95_ms"} every
  * report interval, and at once when a request is held at zero replicas (the
  * autoscaler's activation signal).
@@ -122,8 +122,18 @@ static void nap(gw *g, int64_t ns)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* A host name or address: 1..63 of [A-Za-z0-9.:-]. */
+static bool valid_host(const char *h)
+{
+    size_t n = strlen(h);
+    if (n == 0 || n >= GW_NAME_MAX) {
+        return false;
+    }
+    return strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:-") == n;
+}
+
 /* {"version":N,"endpoints":[{"addr","port","ready"}]} into a message. */
-static int parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out)
+int gw_ctl_parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out)
 {
     json_error_t err;
     json_t *root = json_loads(text, 0, &err);
@@ -149,7 +159,7 @@ static int parse_endpoints(const char *name, const char *text, int64_t *version,
         json_t *addr = json_object_get(e, "addr");
         json_t *port = json_object_get(e, "port");
         json_t *ready = json_object_get(e, "ready");
-        if (!json_is_string(addr) || strlen(json_string_value(addr)) >= GW_NAME_MAX ||
+        if (!json_is_string(addr) || !valid_host(json_string_value(addr)) ||
             !json_is_integer(port) || json_integer_value(port) < 1 ||
             json_integer_value(port) > 65535) {
             cr_warn("gateway: endpoints of %s: endpoints[%zu]: want addr and port", name, i);
@@ -215,7 +225,7 @@ static void *watch_main(void *arg)
         if (rc == 0 && status == 200) {
             gw_msg *m = NULL;
             int64_t nv = version;
-            if (parse_endpoints(w->name, cr_buf_str(&body), &nv, &m) == 0) {
+            if (gw_ctl_parse_endpoints(w->name, cr_buf_str(&body), &nv, &m) == 0) {
                 snprintf(m->ready_path, sizeof m->ready_path, "%s", ready_path);
                 if (nv != version) {
                     gw_post(g, m);
@@ -245,7 +255,10 @@ static void *watch_main(void *arg)
                     g->conf->controller, rc == 0 ? "unexpected answer" : "unreachable", status);
             warned = true;
         }
-        nap(g, backoff);
+        int64_t due = cr_mono_ns() + backoff;
+        for (int64_t now = cr_mono_ns(); now < due && !stopped(g); now = cr_mono_ns()) {
+            nap(g, due - now);
+        }
         backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
     }
     cr_buf_fini(&body);
@@ -297,7 +310,11 @@ static void *discover_main(void *arg)
             }
             json_decref(root);
         }
-        nap(g, 10 * CR_NS_PER_SEC);
+        /* nap() also wakes on the loop's broadcasts: sleep out the period. */
+        int64_t due = cr_mono_ns() + 3 * CR_NS_PER_SEC;
+        for (int64_t now = cr_mono_ns(); now < due && !stopped(g); now = cr_mono_ns()) {
+            nap(g, due - now);
+        }
     }
     cr_buf_fini(&body);
     curl_easy_cleanup(h);

@@ -113,6 +113,7 @@ typedef struct gw_io {
     int fd;         /* the socket; -1 when closed */
     bool can_read;  /* edge-triggered readiness, cleared on EAGAIN */
     bool can_write; /* same for writing */
+    bool rdhup;     /* the peer closed its side (EPOLLRDHUP seen) */
 } gw_io;
 
 struct gw_replica {
@@ -170,37 +171,38 @@ enum gw_client_state { C_READ_HEAD = 0, C_HELD, C_PROXY, C_LOCAL };
 enum gw_body { BODY_NONE = 0, BODY_LENGTH, BODY_CHUNKED, BODY_EOF };
 
 struct gw_client {
-    gw_io io;               /* first: epoll data points here */
-    gw *g;                  /* the gateway */
-    gw_client *prev, *next; /* all clients, for timeouts */
-    gw_client *held_next;   /* service's held queue */
-    int state;              /* enum gw_client_state */
-    char peer_ip[48];       /* for X-Forwarded-For */
-    char *in;               /* request bytes [0, in_len), GW_BUF_SIZE */
-    size_t in_len;          /* bytes in in */
-    size_t head_len;        /* bytes of the current request's head */
-    size_t send_pos;        /* next body byte to send to the backend */
-    size_t body_end;        /* end of the framed body bytes present */
-    int body_mode;          /* enum gw_body (request: NONE, LENGTH, CHUNKED) */
-    int64_t body_left;      /* LENGTH: bytes still to arrive */
-    cr_http_chunked chunk;  /* CHUNKED scanner */
-    bool body_done;         /* the request body has fully arrived */
-    bool retriable;         /* the whole request is still in the buffer */
-    bool idempotent;        /* GET, HEAD, PUT, DELETE, OPTIONS, TRACE */
-    bool is_head;           /* HEAD: the response has no body */
-    bool http10;            /* an HTTP/1.0 request (forwarded as 1.0, no reuse) */
-    bool keep_alive;        /* the client wants to keep the connection */
-    bool close_after;       /* close once out is written */
-    gw_service *svc;        /* service of the current request */
-    int attempts;           /* backends tried for the current request */
-    int64_t start_ns;       /* when the request head was parsed */
-    int64_t deadline_ns;    /* timeout of the current state */
-    cr_buf fwd;             /* the request head rewritten for the backend */
-    cr_buf out;             /* bytes for the client: local answers, response heads */
-    size_t out_off;         /* bytes of out written */
-    gw_backend *b;          /* the backend serving it, or NULL */
-    bool resp_started;      /* bytes of the response went to the client */
-    int status;             /* response status, for the metrics */
+    gw_io io;                 /* first: epoll data points here */
+    gw *g;                    /* the gateway */
+    gw_client *prev, *next;   /* all clients, for timeouts */
+    gw_client *held_next;     /* service's held queue */
+    int state;                /* enum gw_client_state */
+    char peer_ip[48];         /* for X-Forwarded-For */
+    char *in;                 /* request bytes [0, in_len), GW_BUF_SIZE */
+    size_t in_len;            /* bytes in in */
+    size_t head_len;          /* bytes of the current request's head */
+    size_t send_pos;          /* next body byte to send to the backend */
+    size_t body_end;          /* end of the framed body bytes present */
+    int body_mode;            /* enum gw_body (request: NONE, LENGTH, CHUNKED) */
+    int64_t body_left;        /* LENGTH: bytes still to arrive */
+    cr_http_chunked chunk;    /* CHUNKED scanner */
+    bool body_done;           /* the request body has fully arrived */
+    bool retriable;           /* the whole request is still in the buffer */
+    bool idempotent;          /* GET, HEAD, PUT, DELETE, OPTIONS, TRACE */
+    bool is_head;             /* HEAD: the response has no body */
+    bool http10;              /* an HTTP/1.0 request (forwarded as 1.0, no reuse) */
+    bool keep_alive;          /* the client wants to keep the connection */
+    bool close_after;         /* close once out is written */
+    gw_service *svc;          /* service of the current request */
+    int attempts;             /* backends tried for the current request */
+    int64_t start_ns;         /* when the request head was parsed */
+    int64_t deadline_ns;      /* timeout of the current state */
+    int64_t hold_deadline_ns; /* when holding gives up (0: never held) */
+    cr_buf fwd;               /* the request head rewritten for the backend */
+    cr_buf out;               /* bytes for the client: local answers, response heads */
+    size_t out_off;           /* bytes of out written */
+    gw_backend *b;            /* the backend serving it, or NULL */
+    bool resp_started;        /* bytes of the response went to the client */
+    int status;               /* response status, for the metrics */
 };
 
 enum gw_backend_state { B_CONNECTING = 0, B_ACTIVE, B_IDLE };
@@ -306,6 +308,8 @@ struct gw {
 /* gw_conf.c */
 int gw_conf_parse_args(int argc, char **argv, gw_conf *conf);
 int gw_conf_load_file(const char *path, gw_conf *conf);
+/* The same from memory (name: for messages); for tests and fuzzing. */
+int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *conf);
 void gw_conf_fini(gw_conf *conf);
 void gw_service_conf_fini(gw_service_conf *s);
 int gw_endpoint_parse(const char *s, gw_endpoint *ep);
@@ -354,6 +358,9 @@ int gw_prober_start(gw *g);
 void gw_post(gw *g, gw_msg *m);
 
 /* gw_ctl.c */
+/* The controller's endpoints document: returns 0 with *version and a new
+ * ENDPOINTS message (free m->endpoints and m with free()), or CR_EPARSE. */
+int gw_ctl_parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out);
 int gw_ctl_start(gw *g);
 void gw_ctl_stop(gw *g);
 

@@ -275,6 +275,9 @@ int gw_run(gw *g)
             if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) {
                 io->can_write = true;
             }
+            if (e & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
+                io->rdhup = true;
+            }
             switch (io->kind) {
             case GW_IO_LISTEN:
                 accept_all(g);

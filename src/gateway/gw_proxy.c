@@ -504,6 +504,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     c->keep_alive = m->keep_alive;
     c->close_after = false;
     c->is_head = method_is(m, "HEAD");
+    c->hold_deadline_ns = 0;
     c->http10 = m->minor == 0;
     c->idempotent = c->is_head || method_is(m, "GET") || method_is(m, "PUT") ||
                     method_is(m, "DELETE") || method_is(m, "OPTIONS") || method_is(m, "TRACE");
@@ -608,10 +609,16 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
         int why = GW_ERR_NO_REPLICA;
         gw_replica *r = s->peer_get(g, s, exclude, &why);
         if (!r) {
-            if (why == GW_ERR_NO_REPLICA && c->attempts == 0 && g->conf->hold_max > 0 &&
-                s->held < g->conf->hold_max) {
+            /* Nothing ready: hold the request until a replica is, also after
+             * a connection failure left none (a replica announced before it
+             * listens); the hold deadline counts from the first hold. */
+            if (why == GW_ERR_NO_REPLICA && g->conf->hold_max > 0 && s->held < g->conf->hold_max &&
+                c->retriable && !c->resp_started) {
+                if (c->hold_deadline_ns == 0) {
+                    c->hold_deadline_ns = g->now_ns + g->conf->hold_timeout_ns;
+                }
                 c->state = C_HELD;
-                c->deadline_ns = g->now_ns + g->conf->hold_timeout_ns;
+                c->deadline_ns = c->hold_deadline_ns;
                 c->held_next = NULL;
                 if (s->held_tail) {
                     s->held_tail->held_next = c;
@@ -629,6 +636,10 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
                                                    : "no replica is ready");
             return;
         }
+        if (c->attempts > g->conf->retries) {
+            gw_local_error(c, 502, GW_ERR_CONNECT, "CR_EUNAVAIL", "could not connect to a replica");
+            return;
+        }
         gw_backend *b = NULL;
         bool reused = false;
         while ((b = pool_pop(r)) != NULL) {
@@ -644,11 +655,6 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
         if (!b) {
             r->failures++;
             gw_replica_mark_down(g, r, "connect failed");
-            if (c->attempts > g->conf->retries) {
-                gw_local_error(c, 502, GW_ERR_CONNECT, "CR_EUNAVAIL",
-                               "could not connect to a replica");
-                return;
-            }
             s->retries++;
             exclude = r;
             continue;
@@ -691,8 +697,7 @@ void gw_backend_failed(gw_client *c, bool connect_failure, const char *why)
     }
     /* A connect failure sent nothing, so any request may go elsewhere; once
      * sent, only idempotent ones may be repeated. */
-    bool may = c->retriable && !c->resp_started && (connect_failure || c->idempotent) &&
-               c->attempts <= g->conf->retries;
+    bool may = c->retriable && !c->resp_started && (connect_failure || c->idempotent);
     if (may && c->svc) {
         c->svc->retries++;
         cr_buf_reset(&c->out);
@@ -874,16 +879,10 @@ static void finish_exchange(gw_client *c)
     gw_backend *b = gw_detach(c);
     gw_replica *r = b->rep;
     end_request(c, c->status);
-    if (b->reusable && b->io.can_read && b->resp_done) {
-        /* The edge that announced the response may also have carried the
-         * server's FIN; no new edge will come, so look now. */
-        char tmp[1];
-        ssize_t n = recv(b->io.fd, tmp, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            b->io.can_read = false;
-        } else {
-            b->reusable = false;
-        }
+    if (b->io.rdhup) {
+        /* The edge that brought the response also said the replica closed
+         * its side: no new edge will come, so this connection is done. */
+        b->reusable = false;
     }
     if (b->reusable && b->resp_done && c->body_done && r && !r->removed && !r->down &&
         b->in_len == b->fwd_end) {

@@ -145,8 +145,9 @@ const char *cr_sched_gpu_type_name(const cr_sched *s, int type); /* NULL if bad 
 /* Default memory per GPU of the type (used when a node does not say). */
 int cr_sched_gpu_type_set_mem(cr_sched *s, int type, uint64_t mem_bytes);
 /* MIG geometry: compute_slices/mem_slices, e.g. 7/8 or 4/4; creates the
- * standard profiles. mem_slices <= 8. Call before adding nodes with MIG
- * GPUs of this type. */
+ * standard profiles, named from the type's memory (set it first with
+ * cr_sched_gpu_type_set_mem). mem_slices <= 8. Call before adding nodes
+ * with MIG GPUs of this type. */
 int cr_sched_gpu_type_set_mig(cr_sched *s, int type, int compute_slices, int mem_slices);
 /* Add a MIG profile: compute and memory slices and a bitmask of valid start
  * positions (bit i = start at memory slice i). name borrowed. */
@@ -203,11 +204,12 @@ int cr_sched_rack_count(const cr_sched *s);
 const char *cr_sched_rack_name(const cr_sched *s, int rack);
 
 /*
- * Change a node's state. Going LOST (or from LOST to anything, not
- * allowed: a lost node that returns is UP again with all GPUs free) requeues
- * the jobs running on it, from their last checkpoint. *requeued (optional,
- * may be NULL) is returned new (free with free()) with *n_requeued ids of
- * the jobs requeued, in ascending id order. reason borrowed, may be NULL.
+ * Change a node's state. Going LOST requeues the jobs running on it (their
+ * work since the last checkpoint is lost); DRAINED lets them run on but
+ * starts nothing new there; a lost node that comes back UP has all its
+ * GPUs free. *requeued (optional, may be NULL) is returned new (free with
+ * free()) with *n_requeued ids of the jobs requeued, in ascending id order.
+ * reason borrowed, may be NULL.
  */
 int cr_sched_node_set_state(cr_sched *s, uint32_t node, cr_sched_node_state st, const char *reason,
                             int64_t now_ns, uint64_t **requeued, size_t *n_requeued);
@@ -322,10 +324,10 @@ typedef struct cr_sched_slot {
 } cr_sched_slot;
 
 /* Add a pending job. spec borrowed (copied). CR_EEXIST for a live id,
- * CR_EINVAL (with a log-free, checkable cause) for a malformed spec:
- * bad tenant/type, gpu_count 0 or not divisible by node_count, etc. A job
- * that can never fit the cluster is accepted and stays pending with a
- * reason saying so. */
+ * CR_EINVAL for a malformed spec: id 0, unknown tenant or type, gpu_count
+ * 0 or not divisible by node_count, a MIG profile with node_count > 1, a
+ * negative or non-finite throughput, etc. A job that can never fit the
+ * cluster is accepted and stays pending with a reason saying so. */
 int cr_sched_job_add(cr_sched *s, const cr_sched_job_spec *spec, int64_t now_ns);
 /* Remove a job (finished, failed or cancelled), pending or running: its
  * GPUs are freed and its service charged to the tenant. CR_ENOENT if not
@@ -397,7 +399,9 @@ typedef struct cr_sched_decision {
  * fits (type choice, then the tightest topology domain, best-fit), reserve
  * for the blocked head job and backfill behind it, preempt where the
  * policy allows, and record a reason for every job left pending. rng
- * borrowed (may be NULL; used only to break exact ties in HETERO).
+ * borrowed, may be NULL (no policy draws from it today: every tie is broken
+ * by job id; it is in the contract so a randomised policy stays
+ * reproducible).
  *
  * *out gets the decisions in the order they were taken (preemptions come
  * right before the start they make room for); valid until the next

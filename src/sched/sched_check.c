@@ -150,6 +150,29 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
             nb[j->spec.tenant][j->run_type] += j->nslots;
         }
     }
+    /* end-time heaps: every running whole-GPU job with a limit, in order */
+    for (int t = 0; t < s->ntypes && rc == 0; t++) {
+        for (uint32_t i = 0; i < s->neheap[t]; i++) {
+            const job *j = s->eheap[t][i];
+            if (j->hpos != i || j->state != CR_JOB_RUNNING || j->run_type != t ||
+                (i > 0 && cr__sched_end_less(j, s->eheap[t][(i - 1) / 2]))) {
+                rc = fail(err, errlen, "type %s: end-time heap broken at %u (job %" PRIu64 ")",
+                          s->types[t].name, i, j->spec.id);
+                break;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < s->nrunning && rc == 0; i++) {
+        const job *j = s->running[i];
+        bool want = j->slots[0].mig_start < 0 && cr__sched_job_end(j) != INT64_MAX;
+        if (want != (j->hpos != UINT32_MAX) || s->trun[j->run_type][j->tidx] != j) {
+            rc = fail(err, errlen, "job %" PRIu64 ": missing from its type's running lists",
+                      j->spec.id);
+        }
+    }
+    if (rc) {
+        goto out;
+    }
     /* GPUs agree with the recount; counters agree with the GPUs */
     uint32_t tfree[CR_SCHED_MAX_TYPES] = {0}, ttotal[CR_SCHED_MAX_TYPES] = {0};
     uint32_t *rfree = cr_calloc((size_t)s->nracks * CR_SCHED_MAX_TYPES + 1, sizeof(uint32_t));

@@ -119,6 +119,12 @@ void cr_sched_free(cr_sched *s)
         job_free(s->tab[i]);
     }
     free(s->tab);
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        job_free(s->grave[i]);
+    }
+    free(s->grave);
+    free(s->fresh);
+    free(s->order);
     for (int t = 0; t < s->ntypes; t++) {
         free(s->types[t].profs);
         free(s->types[t].bucket);
@@ -144,6 +150,10 @@ void cr_sched_free(cr_sched *s)
     free(s->tenants);
     free(s->pending);
     free(s->running);
+    for (int t = 0; t < CR_SCHED_MAX_TYPES; t++) {
+        free(s->trun[t]);
+        free(s->eheap[t]);
+    }
     free(s->dec);
     free(s->reasons);
     free(s->plan);
@@ -609,6 +619,9 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
         if (g->mig) {
             mig_list_add(&s->types[gs->type], n, i);
         }
+        if (i > 0 && g->nvlink != nd->gpus[0].nvlink) {
+            nd->multi_domain = true;
+        }
         if (!g->bad && nd->state == CR_NODE_UP) {
             s->types[gs->type].total++;
         }
@@ -1004,6 +1017,16 @@ static void list_add(job ***arr, uint32_t *len, uint32_t *cap, job *j)
     (*arr)[(*len)++] = j;
 }
 
+/* Queue j as pending; the next cycle finds it on s->fresh. */
+static void pending_add(cr_sched *s, job *j)
+{
+    list_add(&s->pending, &s->npending, &s->cpending, j);
+    if (!j->in_order) {
+        CR_GROW(s->fresh, s->nfresh, s->cfresh);
+        s->fresh[s->nfresh++] = j;
+    }
+}
+
 static void list_del(job **arr, uint32_t *len, job *j)
 {
     uint32_t i = j->qidx;
@@ -1078,8 +1101,9 @@ int cr_sched_job_add(cr_sched *s, const cr_sched_job_spec *spec, int64_t now_ns)
     }
     job *j = job_make(spec);
     j->enqueue_ns = now_ns;
+    j->qcycle = s->stats.cycles;
     tab_put(s, j);
-    list_add(&s->pending, &s->npending, &s->cpending, j);
+    pending_add(s, j);
     return 0;
 }
 
@@ -1089,6 +1113,91 @@ int64_t cr__sched_job_attained(const job *j, int64_t now_ns)
         return j->attained + (int64_t)j->nslots * (now_ns - j->start_ns);
     }
     return j->attained;
+}
+
+/* ------------------------------------------------------------------------ */
+/* End-time heaps (reservations need the earliest ends first)               */
+
+int64_t cr__sched_job_end(const job *j)
+{
+    if (j->spec.time_limit_ns <= 0 || j->start_ns > INT64_MAX - j->spec.time_limit_ns) {
+        return INT64_MAX;
+    }
+    return j->start_ns + j->spec.time_limit_ns;
+}
+
+bool cr__sched_end_less(const job *a, const job *b)
+{
+    int64_t x = cr__sched_job_end(a), y = cr__sched_job_end(b);
+    return x != y ? x < y : a->spec.id < b->spec.id;
+}
+
+static void heap_set(job **h, uint32_t i, job *j)
+{
+    h[i] = j;
+    j->hpos = i;
+}
+
+static void heap_up(job **h, uint32_t i)
+{
+    job *j = h[i];
+    while (i > 0 && cr__sched_end_less(j, h[(i - 1) / 2])) {
+        heap_set(h, i, h[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_set(h, i, j);
+}
+
+static void heap_down(job **h, uint32_t n, uint32_t i)
+{
+    job *j = h[i];
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n) {
+            break;
+        }
+        if (c + 1 < n && cr__sched_end_less(h[c + 1], h[c])) {
+            c++;
+        }
+        if (!cr__sched_end_less(h[c], j)) {
+            break;
+        }
+        heap_set(h, i, h[c]);
+        i = c;
+    }
+    heap_set(h, i, j);
+}
+
+static void eheap_add(cr_sched *s, job *j)
+{
+    int t = j->run_type;
+    j->hpos = UINT32_MAX;
+    if (j->nslots == 0 || j->slots[0].mig_start >= 0 || cr__sched_job_end(j) == INT64_MAX) {
+        return;
+    }
+    CR_GROW(s->eheap[t], s->neheap[t], s->ceheap[t]);
+    uint32_t i = s->neheap[t]++;
+    heap_set(s->eheap[t], i, j);
+    heap_up(s->eheap[t], i);
+}
+
+static void eheap_del(cr_sched *s, job *j)
+{
+    int t = j->run_type;
+    uint32_t i = j->hpos;
+    if (i == UINT32_MAX) {
+        return;
+    }
+    job **h = s->eheap[t];
+    uint32_t last = --s->neheap[t];
+    j->hpos = UINT32_MAX;
+    if (i == last) {
+        return;
+    }
+    job *m = h[last];
+    heap_set(h, i, m);
+    heap_up(h, i);
+    heap_down(h, s->neheap[t], m->hpos);
 }
 
 void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl, uint32_t n,
@@ -1112,6 +1221,10 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
         t->used_nb[type] += n;
     }
     list_add(&s->running, &s->nrunning, &s->crunning, j);
+    CR_GROW(s->trun[type], s->ntrun[type], s->ctrun[type]);
+    j->tidx = s->ntrun[type];
+    s->trun[type][s->ntrun[type]++] = j;
+    eheap_add(s, j);
 }
 
 /* Stop a running job: release its slots, charge its service, and put it
@@ -1135,14 +1248,22 @@ void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
         j->preemptions++;
     }
     list_del(s->running, &s->nrunning, j);
+    eheap_del(s, j);
+    {
+        job **tr = s->trun[j->run_type];
+        uint32_t i = j->tidx, last = --s->ntrun[j->run_type];
+        tr[i] = tr[last];
+        tr[i]->tidx = i;
+    }
     CR_FREE(j->slots);
     j->nslots = 0;
     j->borrowed = false;
     j->state = CR_JOB_PENDING;
     j->run_type = j->spec.gpu_type;
     j->enqueue_ns = now_ns;
+    j->qcycle = s->stats.cycles;
     j->rcode = R_NOT_CONSIDERED;
-    list_add(&s->pending, &s->npending, &s->cpending, j);
+    pending_add(s, j);
 }
 
 int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns)
@@ -1156,7 +1277,11 @@ int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns)
     }
     list_del(s->pending, &s->npending, j);
     tab_del(s, id);
-    job_free(j);
+    /* s->order or s->fresh may still point at it: freed when the next
+     * cycle rebuilds them */
+    j->dead = true;
+    CR_GROW(s->grave, s->ngrave, s->cgrave);
+    s->grave[s->ngrave++] = j;
     return 0;
 }
 
@@ -1234,7 +1359,7 @@ int cr_sched_job_restore(cr_sched *s, const cr_sched_job_spec *spec, int gpu_typ
     }
     job *j = job_make(spec);
     tab_put(s, j);
-    list_add(&s->pending, &s->npending, &s->cpending, j);
+    pending_add(s, j);
     cr__sched_job_start(s, j, gpu_type, slots, (uint32_t)n_slots, start_ns, borrowed);
     return 0;
 }

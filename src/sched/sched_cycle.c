@@ -227,30 +227,6 @@ static bool blocks_queue(const cr_sched *s, const job *j)
     return s->cfg.policy != CR_SCHED_LAS && !j->mig[0];
 }
 
-/* Expected end of a running job; INT64_MAX if it has no time limit. */
-static int64_t job_end(const job *j)
-{
-    if (j->spec.time_limit_ns <= 0 || j->start_ns > INT64_MAX - j->spec.time_limit_ns) {
-        return INT64_MAX;
-    }
-    return j->start_ns + j->spec.time_limit_ns;
-}
-
-typedef struct endk {
-    int64_t end;
-    uint32_t gpus;
-    uint64_t id;
-} endk;
-
-static int cmp_end(const void *x, const void *y)
-{
-    const endk *a = x, *b = y;
-    if (a->end != b->end) {
-        return a->end < b->end ? -1 : 1;
-    }
-    return a->id < b->id ? -1 : a->id > b->id;
-}
-
 static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns)
 {
     uint32_t need = j->spec.gpu_count, avail = s->types[type].free;
@@ -261,37 +237,65 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
         r->extra = avail - need;
         return;
     }
-    endk *e = cr_malloc((s->nrunning ? s->nrunning : 1) * sizeof(*e));
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < s->nrunning; i++) {
-        const job *v = s->running[i];
-        if (v->run_type == type && v->slots[0].mig_start < 0) {
-            e[n++] = (endk){job_end(v), v->nslots, v->spec.id};
-        }
-    }
-    qsort(e, n, sizeof(*e), cmp_end);
     r->at = INT64_MAX;
     r->extra = 0;
-    for (uint32_t i = 0; i < n && e[i].end != INT64_MAX; i++) {
-        avail += e[i].gpus;
+    /* Walk the type's end-time heap in order without disturbing it: a small
+     * frontier heap of positions, starting at the root; popping a position
+     * adds its two children. O(k log k) for the k earliest ends needed. */
+    job **h = s->eheap[type];
+    uint32_t nh = s->neheap[type], nf = 0, cf = 0;
+    uint32_t *f = NULL;
+    if (nh > 0) {
+        CR_GROW(f, nf, cf);
+        f[nf++] = 0;
+    }
+    while (nf > 0) {
+        /* pop the frontier's earliest */
+        uint32_t top = f[0];
+        f[0] = f[--nf];
+        for (uint32_t i = 0;;) {
+            uint32_t c = 2 * i + 1;
+            if (c >= nf) {
+                break;
+            }
+            if (c + 1 < nf && cr__sched_end_less(h[f[c + 1]], h[f[c]])) {
+                c++;
+            }
+            if (!cr__sched_end_less(h[f[c]], h[f[i]])) {
+                break;
+            }
+            uint32_t t = f[i];
+            f[i] = f[c];
+            f[c] = t;
+            i = c;
+        }
+        avail += h[top]->nslots;
         if (avail >= need) {
-            r->at = e[i].end;
+            r->at = cr__sched_job_end(h[top]);
             r->extra = avail - need;
             break;
         }
+        for (uint32_t c = 2 * top + 1; c <= 2 * top + 2 && c < nh; c++) {
+            CR_GROW(f, nf, cf);
+            uint32_t i = nf++;
+            f[i] = c;
+            while (i > 0 && cr__sched_end_less(h[f[i]], h[f[(i - 1) / 2]])) {
+                uint32_t t = f[i];
+                f[i] = f[(i - 1) / 2];
+                f[(i - 1) / 2] = t;
+                i = (i - 1) / 2;
+            }
+        }
     }
-    free(e);
+    free(f);
 }
 
+/* A victim is in the way if it holds anything on a GPU the placement uses:
+ * for MIG even disjoint memory slices count, because the plan may also
+ * have counted on the victim's compute slices. */
 static bool slots_overlap(const cr_sched_slot *a, const cr_sched_slot *b)
 {
-    if (a->node != b->node || a->gpu != b->gpu) {
-        return false;
-    }
-    if (a->mig_start < 0 || b->mig_start < 0) {
-        return true;
-    }
-    return a->mig_start < b->mig_start + b->mig_mem && b->mig_start < a->mig_start + a->mig_mem;
+    return a->node == b->node && a->gpu == b->gpu;
 }
 
 typedef struct vic {
@@ -388,6 +392,72 @@ static void pfail_add(pfail *pf, const cr_sched *s, const job *j, int type, bool
     pf->f[i].mem = j->spec.mem_bytes;
 }
 
+/*
+ * What a type's running jobs offer as victims this cycle, computed on first
+ * need with one scan: the lowest priority and the worst LAS queue among
+ * preemptible jobs (borrowed work is found from the tenants' counters
+ * without a scan). Victims only
+ * get fewer during a cycle, so these stay safe bounds, and a job that
+ * cannot beat them skips the scan in try_preempt.
+ */
+typedef struct vbound {
+    bool done;
+    bool any;
+    int32_t min_prio;
+    uint8_t max_queue;
+} vbound;
+
+static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t now_ns,
+                        bool borrowed)
+{
+    /* Borrowed work yields to a job claiming its quota (any policy). */
+    if (!borrowed && s->tenants[j->spec.tenant].quota[type] >= 0) {
+        for (int i = 0; i < s->ntenants; i++) {
+            if (i != j->spec.tenant && s->tenants[i].used_b[type] > 0) {
+                return true;
+            }
+        }
+    }
+    if (s->cfg.policy != CR_SCHED_PRIORITY && s->cfg.policy != CR_SCHED_LAS) {
+        return false; /* no other victims there: skip the scan */
+    }
+    if (s->cfg.policy == CR_SCHED_LAS && j->las_queue >= s->cfg.las_queues - 1) {
+        return false; /* no worse queue */
+    }
+    if (!vb->done) {
+        vb->done = true;
+        vb->min_prio = INT32_MAX;
+        for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+            const job *r = s->trun[type][i];
+            if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
+                now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
+                continue;
+            }
+            vb->any = true;
+            if (r->spec.priority < vb->min_prio) {
+                vb->min_prio = r->spec.priority;
+            }
+            if (s->cfg.policy == CR_SCHED_LAS) {
+                int q = las_queue_of(s, cr__sched_job_attained(r, now_ns));
+                if (q > vb->max_queue) {
+                    vb->max_queue = (uint8_t)q;
+                }
+            }
+        }
+    }
+    if (!vb->any) {
+        return false;
+    }
+    switch (s->cfg.policy) {
+    case CR_SCHED_PRIORITY:
+        return j->spec.priority > vb->min_prio;
+    case CR_SCHED_LAS:
+        return j->las_queue < vb->max_queue;
+    default:
+        return false;
+    }
+}
+
 /* Try to start j on type by preempting; true if it started. */
 static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borrowed)
 {
@@ -399,9 +469,9 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     vic *v = NULL;
     uint32_t nv = 0, cv = 0;
     uint64_t gpus = 0;
-    for (uint32_t i = 0; i < s->nrunning; i++) {
-        job *r = s->running[i];
-        if (r->run_type != type || !r->spec.preemptible || r->start_cycle == s->stats.cycles ||
+    for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+        job *r = s->trun[type][i];
+        if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
             now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
             continue;
         }
@@ -505,6 +575,54 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
     j->rother = other;
 }
 
+static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
+{
+    k->a = 0;
+    k->b = 0;
+    k->c = j->spec.submit_ns;
+    k->id = j->spec.id;
+    k->j = j;
+    if (s->cfg.policy == CR_SCHED_PRIORITY) {
+        k->a = -(int64_t)j->spec.priority;
+        k->b = s->tenants[j->spec.tenant].share;
+    } else if (s->cfg.policy == CR_SCHED_LAS) {
+        int q = las_queue_of(s, j->attained);
+        if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
+            q = 0;
+        }
+        j->las_queue = (uint8_t)q;
+        k->a = q;
+    }
+}
+
+/* Merge the sorted runs v[0..mid) and v[mid..n). */
+static void merge_okeys(okey *v, size_t mid, size_t n)
+{
+    if (mid == 0 || mid == n || !okey_less(&v[mid], &v[mid - 1])) {
+        return;
+    }
+    okey *tmp = cr_malloc(n * sizeof(*tmp));
+    size_t i = 0, k = mid, o = 0;
+    while (i < mid && k < n) {
+        tmp[o++] = okey_less(&v[k], &v[i]) ? v[k++] : v[i++];
+    }
+    while (i < mid) {
+        tmp[o++] = v[i++];
+    }
+    while (k < n) {
+        tmp[o++] = v[k++];
+    }
+    memcpy(v, tmp, n * sizeof(*v));
+    free(tmp);
+}
+
+static void job_free_dead(job *j)
+{
+    free(j->tput);
+    free(j->slots);
+    free(j);
+}
+
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
 {
     cr__sched_accrue(s, now_ns);
@@ -515,35 +633,68 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         tenant_shares(s);
     }
-    /* snapshot and order the queue */
+    /* Order the queue. Start from the last cycle's order (still-pending
+     * jobs, keys refreshed), then append jobs queued since; when the old
+     * part is still in order (FIFO and HETERO keys never change) only the
+     * new part is sorted and merged in: O(pending) instead of a full sort. */
     uint32_t np = s->npending;
     okey *ord = cr_malloc((np ? np : 1) * sizeof(*ord));
-    for (uint32_t i = 0; i < np; i++) {
-        job *j = s->pending[i];
-        okey *k = &ord[i];
-        k->a = 0;
-        k->b = 0;
-        k->c = j->spec.submit_ns;
-        k->id = j->spec.id;
-        k->j = j;
-        if (s->cfg.policy == CR_SCHED_PRIORITY) {
-            k->a = -(int64_t)j->spec.priority;
-            k->b = s->tenants[j->spec.tenant].share;
-        } else if (s->cfg.policy == CR_SCHED_LAS) {
-            int q = las_queue_of(s, j->attained);
-            if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
-                q = 0;
-            }
-            j->las_queue = (uint8_t)q;
-            k->a = q;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->norder; i++) {
+        job *j = s->order[i];
+        if (j->dead) {
+            continue;
+        }
+        if (j->state != CR_JOB_PENDING) {
+            j->in_order = false;
+            continue;
+        }
+        okey_fill(s, &ord[n++], j, now_ns);
+    }
+    uint32_t nold = n;
+    for (uint32_t i = 0; i < s->nfresh; i++) {
+        job *j = s->fresh[i];
+        if (!j->dead && j->state == CR_JOB_PENDING && !j->in_order) {
+            okey_fill(s, &ord[n++], j, now_ns);
+            j->in_order = true;
         }
     }
-    sort_okeys(ord, np);
-    job **order = cr_malloc((np ? np : 1) * sizeof(*order));
-    for (uint32_t i = 0; i < np; i++) {
-        order[i] = ord[i].j;
+    s->nfresh = 0;
+    uint32_t min_k = UINT32_MAX;
+    bool mig_pending = false;
+    for (uint32_t i = 0; i < n; i++) {
+        const job *j = ord[i].j;
+        if (j->mig[0]) {
+            mig_pending = true;
+        } else if (j->spec.gpu_count < min_k) {
+            min_k = j->spec.gpu_count;
+        }
     }
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        job_free_dead(s->grave[i]);
+    }
+    s->ngrave = 0;
+    bool sorted = true;
+    for (uint32_t i = 1; i < nold && sorted; i++) {
+        sorted = !okey_less(&ord[i], &ord[i - 1]);
+    }
+    if (!sorted) {
+        sort_okeys(ord, n);
+    } else if (n > nold) {
+        sort_okeys(ord + nold, n - nold);
+        merge_okeys(ord, nold, n);
+    }
+    if (s->corder < n) {
+        s->corder = n;
+        s->order = cr_reallocarray(s->order, n ? n : 1, sizeof(*s->order));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        s->order[i] = ord[i].j;
+    }
+    s->norder = n;
     free(ord);
+    job **order = s->order;
+    np = n; /* equal: every pending job is in exactly one of the two parts */
     if (s->cfg.policy == CR_SCHED_HETERO) {
         cr__sched_hetero_assign(s, order, np, rng);
     }
@@ -553,23 +704,45 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     int tries = 0;
     pfail pf[CR_SCHED_MAX_TYPES];
     memset(pf, 0, sizeof(pf));
+    vbound vb[CR_SCHED_MAX_TYPES];
+    memset(vb, 0, sizeof(vb));
     uint32_t i = 0;
     for (; i < np; i++) {
         job *j = order[i];
         if (j->state != CR_JOB_PENDING) {
             continue;
         }
-        /* Stop early: nothing free anywhere and nobody can preempt. */
-        if (!j->mig[0] && (tries >= PREEMPT_TRIES || !s->cfg.preemption)) {
+        /* Stop early: nothing free anywhere and nobody can preempt (only
+         * tiers and LAS queues preempt, besides reclaiming borrowed work). */
+        {
+            /* "nothing free" = no type has as many free GPUs as the smallest
+             * job in the queue asks for, and no MIG job could use a slice */
             bool any = false;
             for (int t = 0; t < s->ntypes && !any; t++) {
-                any = s->types[t].free > 0 || s->types[t].nmig > 0;
+                any = s->types[t].free >= min_k || (mig_pending && s->types[t].nmig > 0);
             }
             if (!any) {
-                break;
+                bool borrowed_any = false;
+                for (int k = 0; k < s->ntenants && !borrowed_any; k++) {
+                    for (int t = 0; t < s->ntypes && !borrowed_any; t++) {
+                        borrowed_any = s->tenants[k].used_b[t] > 0;
+                    }
+                }
+                bool ranked = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS;
+                /* (blocking policies first let the head job reserve, so its
+                 * reason can say when it will start) */
+                bool reserved = s->cfg.policy == CR_SCHED_LAS;
+                for (int t = 0; t < s->ntypes && !reserved; t++) {
+                    reserved = res[t].active;
+                }
+                if (reserved &&
+                    (!s->cfg.preemption || tries >= PREEMPT_TRIES || (!ranked && !borrowed_any))) {
+                    break;
+                }
             }
         }
         s->stats.last_considered++;
+        j->rcycle = s->stats.cycles;
         int cand[CR_SCHED_MAX_TYPES];
         int nc = candidates(s, j, cand);
         if (nc == 0) {
@@ -621,13 +794,13 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 backfill = true;
                 uses_extra = !ends_before;
             }
-            uint32_t n = 0;
-            int rc = cr__sched_plan(s, j, t, &n);
+            uint32_t nslot = 0;
+            int rc = cr__sched_plan(s, j, t, &nslot);
             if (rc == 0) {
                 if (uses_extra) {
                     res[t].extra -= k;
                 }
-                cr__sched_job_start(s, j, t, s->plan, n, now_ns, borrowed);
+                cr__sched_job_start(s, j, t, s->plan, nslot, now_ns, borrowed);
                 j->start_cycle = s->stats.cycles;
                 cr_sched_decision *d = dec_push(s);
                 d->action = CR_SCHED_START;
@@ -662,7 +835,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         /* preemption, then a reservation */
         if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
-            s->cfg.preemption && !futile(&pf[ptype], s, j, ptype, pborrow)) {
+            s->cfg.preemption && !res[ptype].active && !futile(&pf[ptype], s, j, ptype, pborrow) &&
+            may_preempt(s, &vb[ptype], j, ptype, now_ns, pborrow)) {
+            /* (behind a reservation, taking GPUs by preemption could delay
+             * the reserved job, which already tried) */
             tries++;
             if (try_preempt(s, j, ptype, now_ns, pborrow)) {
                 continue;
@@ -680,12 +856,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         set_reason(j, why == R_NONE ? R_NO_FIT : why, wtype, k, s->types[wtype].free, at, other);
     }
-    for (; i < np; i++) {
-        if (order[i]->state == CR_JOB_PENDING) {
-            set_reason(order[i], R_NO_FREE, -1, order[i]->spec.gpu_count, 0, INT64_MAX, 0);
-        }
-    }
-    free(order);
+    /* Jobs not examined (nothing free, nobody can preempt) keep their old
+     * reason fields; cr_sched_job_reason derives a fresh one from the type
+     * checks when asked, so the tail of a long queue costs nothing here. */
     for (uint32_t d = 0; d < s->ndec; d++) {
         if (s->dec[d].action == CR_SCHED_PREEMPT) {
             s->dec[d].reason = s->reasons + (size_t)d * CR_SCHED_REASON_MAX;
@@ -712,11 +885,45 @@ static void fmt_dur(char *b, size_t n, int64_t ns)
     }
 }
 
+/* The reason of a job the last cycle did not get to: from the type checks
+ * alone (what a cycle would have said with nothing free). */
+static void tail_reason(const cr_sched *s, job *j)
+{
+    int cand[CR_SCHED_MAX_TYPES];
+    int nc = candidates(s, j, cand);
+    if (nc == 0) {
+        set_reason(j,
+                   s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT ? R_HETERO_WAIT
+                                                                                 : R_NO_TYPE,
+                   -1, j->spec.gpu_count, 0, INT64_MAX, 0);
+        return;
+    }
+    uint32_t most = 0;
+    for (int c = 0; c < nc; c++) {
+        if (s->types[cand[c]].total > most) {
+            most = s->types[cand[c]].total;
+        }
+    }
+    if (!j->mig[0] && most < j->spec.gpu_count) {
+        set_reason(j, R_NEVER, cand[0], j->spec.gpu_count, most, INT64_MAX, 0);
+    } else {
+        set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX, 0);
+    }
+}
+
 int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
 {
     const job *j = cr__sched_job_get(s, id);
     if (!j) {
         return CR_ENOENT;
+    }
+    job tmp;
+    if (j->state == CR_JOB_PENDING && j->rcycle != s->stats.cycles && j->qcycle < s->stats.cycles) {
+        /* in the queue during the last cycle, which stopped before it (a job
+         * queued, preempted or requeued since keeps what it says) */
+        tmp = *j;
+        tail_reason(s, &tmp);
+        j = &tmp;
     }
     if (!buf || len == 0) {
         return CR_EINVAL;

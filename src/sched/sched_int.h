@@ -76,6 +76,7 @@ typedef struct node {
     gpu *gpus;         /* owned, ngpu entries */
     uint32_t nt_first; /* its nt records: nt_first .. nt_first + nnt - 1 */
     uint8_t nnt;
+    bool multi_domain; /* GPUs in more than one NVLink domain */
 } node;
 
 typedef struct rack_rec {
@@ -119,6 +120,8 @@ typedef struct job {
     char mig[16];
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */
+    uint32_t tidx; /* RUNNING: index in s->trun[run_type] */
+    uint32_t hpos; /* RUNNING: index in s->eheap[run_type], UINT32_MAX if not there */
     int run_type;
     cr_sched_slot *slots; /* owned while RUNNING */
     uint32_t nslots;
@@ -136,6 +139,10 @@ typedef struct job {
     uint32_t rneed, rfree;
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
+    uint64_t rcycle; /* cycle that last examined it */
+    bool in_order;   /* in s->order (the last cycle's queue order) */
+    bool dead;       /* removed; freed at the next cycle (s->grave) */
+    uint64_t qcycle; /* cycles completed when it last became pending */
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
 } job;
 
@@ -156,10 +163,24 @@ struct cr_sched {
     /* job table: open addressing on id */
     job **tab;
     size_t tabcap, njobs;
+    /* the last cycle's queue order (may hold started or dead jobs until the
+     * next cycle rebuilds it) and removed jobs awaiting that rebuild */
+    job **order;
+    uint32_t norder, corder;
+    job **grave;
+    uint32_t ngrave, cgrave;
+    job **fresh; /* jobs that became pending since the last cycle */
+    uint32_t nfresh, cfresh;
     job **pending;
     uint32_t npending, cpending;
     job **running;
     uint32_t nrunning, crunning;
+    job **trun[CR_SCHED_MAX_TYPES]; /* running jobs per type (owned arrays) */
+    uint32_t ntrun[CR_SCHED_MAX_TYPES], ctrun[CR_SCHED_MAX_TYPES];
+    /* per type: min-heap of running whole-GPU jobs with a time limit, by
+     * expected end (start + limit) then id, for reservations */
+    job **eheap[CR_SCHED_MAX_TYPES];
+    uint32_t neheap[CR_SCHED_MAX_TYPES], ceheap[CR_SCHED_MAX_TYPES];
     int64_t usage_ns; /* time fair-share usage was last accrued to */
     int64_t now_ns;   /* last time seen */
     /* per-cycle output */
@@ -191,6 +212,10 @@ const mig_prof *cr__sched_mig_find(const cr_sched *s, int type, const char *name
 void cr__sched_accrue(cr_sched *s, int64_t now_ns);
 int64_t cr__sched_job_attained(const job *j, int64_t now_ns);
 void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work);
+/* Expected end of a running job (start + time limit); INT64_MAX if none. */
+int64_t cr__sched_job_end(const job *j);
+/* Does heap entry a end before b? */
+bool cr__sched_end_less(const job *a, const job *b);
 void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl, uint32_t n,
                          int64_t now_ns, bool borrowed);
 

@@ -10,7 +10,8 @@
  *
  *  - one node (k GPUs fit on a node, or the job asks for one node): the
  *    type's bucket lists give the node with the fewest free GPUs >= k in
- *    O(max GPUs per node), without scanning nodes;
+ *    O(max GPUs per node), without scanning nodes; among those, a node
+ *    whose NVLink domain holds all k beats one that would split them;
  *  - a gang of N nodes x g GPUs: the best-fit rack with N nodes having g
  *    free, best-fit nodes inside it; failing that, nodes from the racks with
  *    the most eligible nodes first;
@@ -138,18 +139,64 @@ static void pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t 
     }
 }
 
-/* Best-fit single node with >= k free of the type; NT_NONE if none. */
+/* Does one NVLink domain of node n hold k free GPUs of the type? */
+static bool domain_fits(const cr_sched *s, uint32_t n, int type, uint32_t k)
+{
+    const node *nd = &s->nodes[n];
+    if (!nd->multi_domain) {
+        return true;
+    }
+    uint16_t dom[CR_SCHED_MAX_NODE_GPUS];
+    uint32_t cnt[CR_SCHED_MAX_NODE_GPUS], nd_ = 0;
+    for (uint32_t g = 0; g < nd->ngpu; g++) {
+        const gpu *gp = &nd->gpus[g];
+        if (gp->type != type || gp->bad || gp->mig || gp->job) {
+            continue;
+        }
+        uint32_t d = 0;
+        while (d < nd_ && dom[d] != gp->nvlink) {
+            d++;
+        }
+        if (d == nd_) {
+            dom[nd_] = gp->nvlink;
+            cnt[nd_++] = 0;
+        }
+        if (++cnt[d] >= k) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Best-fit single node with >= k free of the type, UINT32_MAX if none.
+ * Among the fullest nodes that suffice, one whose NVLink domain holds the
+ * whole job wins over one that would split it (up to DOMAIN_PROBES
+ * candidates are looked at; nodes with one domain always fit). */
+#define DOMAIN_PROBES 16
+
 static uint32_t best_node(const cr_sched *s, int type, uint32_t k, uint64_t mem)
 {
     const gtype *g = &s->types[type];
+    uint32_t first = UINT32_MAX;
+    int probes = 0;
     for (uint32_t c = k; c <= g->max_node; c++) {
         for (uint32_t i = g->bucket[c]; i != NT_NONE; i = s->nts[i].next) {
-            if (s->nts[i].mem_bytes >= mem) {
-                return s->nts[i].node;
+            if (s->nts[i].mem_bytes < mem) {
+                continue;
+            }
+            uint32_t n = s->nts[i].node;
+            if (k <= 1 || domain_fits(s, n, type, k)) {
+                return n;
+            }
+            if (first == UINT32_MAX) {
+                first = n;
+            }
+            if (++probes >= DOMAIN_PROBES) {
+                return first;
             }
         }
     }
-    return UINT32_MAX;
+    return first;
 }
 
 static int cmp_free_asc(const void *a, const void *b)

@@ -47,10 +47,11 @@ typedef struct jrt {
 } jrt;
 
 typedef struct node_rt {
-    uint32_t gpus;                       /* healthy GPUs (when up) */
+    uint32_t gpus;                       /* healthy whole GPUs (when up) */
     uint32_t used;                       /* GPUs held by running jobs */
     bool up;                             /* not failed */
     uint16_t per_type[CR_SIM_MAX_TYPES]; /* healthy GPUs by type */
+    uint16_t mig[CR_SIM_MAX_TYPES];      /* healthy GPUs in MIG mode, by type (never used) */
 } node_rt;
 
 typedef struct engine {
@@ -65,11 +66,12 @@ typedef struct engine {
     node_rt *nodes;
     uint32_t nnodes;
     int ntypes;
-    int tenant_map[1024]; /* workload tenant -> scheduler tenant (first 1024) */
+    int *tenant_map; /* workload tenant -> scheduler tenant (owned) */
     uint32_t busy[CR_SIM_MAX_TYPES];
-    uint32_t healthy[CR_SIM_MAX_TYPES];
-    uint64_t partial_free; /* free GPUs on up nodes that are partly used */
-    uint64_t demand;       /* GPUs wanted by pending + running jobs */
+    uint32_t healthy[CR_SIM_MAX_TYPES]; /* whole GPUs on up nodes, MIG mode excluded */
+    uint32_t mig[CR_SIM_MAX_TYPES];     /* GPUs in MIG mode on up nodes (not simulated) */
+    uint64_t partial_free;              /* free GPUs on up nodes that are partly used */
+    uint64_t demand;                    /* GPUs wanted by pending + running jobs */
     size_t pending, running, done, next_arrival;
     uint32_t nodes_down;
     int64_t now, last;
@@ -417,10 +419,10 @@ static void check(engine *e, const char *where)
         for (int t = 0; t < e->ntypes && rc == 0; t++) {
             uint32_t total = 0, free_gpus = 0;
             cr_sched_capacity(e->s, t, &total, &free_gpus);
-            if (total != e->healthy[t] || total - free_gpus != e->busy[t]) {
+            if (total != e->healthy[t] + e->mig[t] || total - free_gpus != e->busy[t] + e->mig[t]) {
                 snprintf(msg, sizeof msg,
-                         "type %d: scheduler has %u healthy/%u busy, simulator %u/%u", t, total,
-                         total - free_gpus, e->healthy[t], e->busy[t]);
+                         "type %d: scheduler has %u healthy/%u busy, simulator %u/%u (+%u MIG)", t,
+                         total, total - free_gpus, e->healthy[t], e->busy[t], e->mig[t]);
                 rc = CR_ECONFLICT;
             }
         }
@@ -452,7 +454,7 @@ static int add_job(engine *e, size_t i)
     }
     cr_sched_job_spec spec = {
         .id = (uint64_t)i + 1,
-        .tenant = e->tenant_map[wj->tenant < 1024 ? wj->tenant : 0],
+        .tenant = e->tenant_map[wj->tenant],
         .priority = wj->priority,
         .kind = CR_JOB_OTHER,
         .gpu_count = (uint32_t)wj->gpu_count,
@@ -510,6 +512,7 @@ static void node_fail(engine *e, uint32_t node)
     n->up = false;
     for (int t = 0; t < e->ntypes; t++) {
         e->healthy[t] -= n->per_type[t];
+        e->mig[t] -= n->mig[t];
     }
     e->nodes_down++;
     e->cycle_due = true;
@@ -529,6 +532,7 @@ static void node_repair(engine *e, uint32_t node)
     n->used = 0;
     for (int t = 0; t < e->ntypes; t++) {
         e->healthy[t] += n->per_type[t];
+        e->mig[t] += n->mig[t];
     }
     e->nodes_down--;
     e->cycle_due = true;
@@ -613,19 +617,25 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
                 gi.type >= e->ntypes) {
                 continue;
             }
+            if (gi.mig) {
+                nr->mig[gi.type]++; /* sliced: never runs a simulated job */
+                continue;
+            }
             nr->per_type[gi.type]++;
             nr->gpus++;
         }
         if (nr->up) {
             for (int t = 0; t < e->ntypes; t++) {
                 e->healthy[t] += nr->per_type[t];
+                e->mig[t] += nr->mig[t];
                 r->type_gpus[t] += nr->per_type[t];
             }
         } else {
             e->nodes_down++;
         }
     }
-    for (size_t k = 0; k < e->w->ntenants && k < 1024; k++) {
+    e->tenant_map = cr_calloc(e->w->ntenants ? e->w->ntenants : 1, sizeof *e->tenant_map);
+    for (size_t k = 0; k < e->w->ntenants; k++) {
         rc = cr_sched_tenant(e->s, e->w->tenants[k], &e->tenant_map[k]);
         if (rc != 0) {
             snprintf(err, errlen, "tenant '%s': %s", e->w->tenants[k], cr_strerror(rc));
@@ -763,6 +773,7 @@ out:
     }
     free(e.jobs);
     free(e.nodes);
+    free(e.tenant_map);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(e.s);
     res->wall_s = (double)(cr_mono_ns() - wall0) / 1e9;

@@ -387,6 +387,11 @@ int cr_sim_main(int argc, char **argv)
         goto out;
     }
     cr__sim_workload_sort(&w);
+    if (a.ro.window_hi && a.ro.window_lo >= w.njobs) {
+        fprintf(stderr, "corral sim: --window: starts at job %zu, the workload has %zu jobs\n",
+                a.ro.window_lo, w.njobs);
+        goto out;
+    }
     /* Cluster. */
     if (a.cluster_path) {
         size_t len = 0;

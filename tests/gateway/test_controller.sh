@@ -49,6 +49,9 @@ grep -q '"in_flight":[34],' eps.json.metrics || { cat eps.json.metrics; fail "co
 
 # Scale to zero and back: version 4 empties the service; a request is held
 # and reported with in_flight >= 1; version 5 brings a replica; it is served.
+start_backend late # for its port; stopped until version 5 is out
+kill -9 "$PID_late"
+wait "$PID_late" 2>/dev/null || true
 eps 4 ""
 gone() { ! metrics "$G" | grep -q 'replica_up{service="chat"'; }
 wait_for 10 gone || fail "replicas not removed at version 4"
@@ -58,8 +61,15 @@ COLD=$!
 PIDS="$PIDS $COLD"
 activated() { grep -q '"in_flight":[1-9]' eps.json.metrics; }
 wait_for 10 activated || fail "held request not reported to the controller"
-eps 5 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_b,\"ready\":true}"
+# Version 5 announces a replica that does not listen yet (ready too early):
+# the held request finds it refusing, is held again, and is served once the
+# replica's readiness check passes.
+eps 5 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_late,\"ready\":true}"
+UP_LATE="corral_gateway_replica_up{service=\"chat\",replica=\"127.0.0.1:$PORT_late\"}"
+wait_for 10 metric_is "$G" "$UP_LATE" 0 || fail "refusing replica not marked down"
+kill -0 "$COLD" 2>/dev/null || { cat cold.txt; fail "held request answered before a replica listened"; }
+start_backend late "$PORT_late"
 wait "$COLD" || fail "held request failed"
-grep -q "^b /x" cold.txt || fail "held request: $(cat cold.txt)"
+grep -q "^late /x" cold.txt || fail "held request: $(cat cold.txt)"
 stop_gateway main
 echo "gateway controller: ok"

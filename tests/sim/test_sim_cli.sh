@@ -18,6 +18,15 @@ for p in fifo priority hetero las; do
         >"$T/g.out" || fail "gavel $p"
     grep -q "20 jobs, 20 finished" "$T/g.out" || fail "gavel $p: not all finished"
 done
+# Cluster files (sched's format), MIG GPUs and node failures included.
+"$BIN" sim --check --compare fifo,priority,hetero,las --mtbf 2h \
+    --cluster "$SRC/data/clusters/hetero-small.cluster" "$SRC/data/traces/tiresias/60_job.csv" \
+    >"$T/c.out" || { cat "$T/c.out"; fail "cluster file with failures"; }
+grep -q "^finished  *60  *60  *60  *60$" "$T/c.out" || fail "cluster file: not all finished"
+"$BIN" sim --check --policy hetero --cluster "$SRC/data/clusters/gavel-108.cluster" \
+    "$SRC/data/traces/gavel/physical_cluster_max_min_fairness.trace" >"$T/c2.out" ||
+    fail "gavel-108 cluster"
+grep -q "96 jobs, 96 finished, 108 GPUs of 3 types" "$T/c2.out" || fail "gavel-108: not all finished"
 cat >"$T/native.txt" <<'X'
 # native format: one job per line
 submit=0 gpus=4 duration=2h tenant=alice
@@ -59,6 +68,11 @@ X
     "$T/perf.txt" >"$T/perf.out" || fail "performance-model jobs"
 grep -q "2 jobs, 2 finished" "$T/perf.out" || fail "performance-model jobs: not all finished"
 grep -q "^hetero,0,0,ml,,8,.*,h100," "$T/perf.csv" || { cat "$T/perf.csv"; fail "fine-tune not on h100"; }
+
+# Batched cycles: every job still finishes, invariants hold.
+"$BIN" sim --check --generate 300 --rate 6 --multi-gpu --interval 10m --compare fifo,las \
+    >"$T/i.out" || fail "--interval"
+grep -q "^finished  *300  *300$" "$T/i.out" || fail "--interval: not all finished"
 
 # Same input and seed: the same bytes, for every output format.
 run() {
@@ -108,6 +122,8 @@ printf 'submit=0 gpus=1 kind=inference\n' >"$T/svc.txt"
 expect2 "svc.txt:1: field 'kind'" "$T/svc.txt"
 printf 'submit=0 gpus=1 kind=finetune params=7b\n' >"$T/notok.txt"
 expect2 "notok.txt:1: field 'tokens': missing" "$T/notok.txt"
+printf 'gpu-type v100\nnode a gpus=4xv100 bogus=1\n' >"$T/bad.cluster"
+expect2 "bad.cluster: line 2: field bogus" --generate 3 --cluster "$T/bad.cluster"
 expect2 "--policy" --generate 5 --policy nope
 expect2 "--gpus" --generate 5 --gpus v100
 expect2 "--window" --generate 5 --window 3:1
