@@ -25,14 +25,16 @@
  * count free but fragmented at its reservation time; it then reserves again.
  *
  * Preemption. A job that cannot start may take GPUs from running jobs that
- * are preemptible, did not start in this cycle and ran at least
+ * did not start in this cycle and ran at least
  * min_runtime_before_preempt_ns, and that the policy ranks below it:
  * PRIORITY - a lower tier, or borrowed capacity when the job itself is
  * within its quota; LAS - a worse queue; FIFO/HETERO - borrowed capacity
- * only. Victims are taken in order of least work lost since their last
- * checkpoint, until the job can be placed; victims whose GPUs the placement
- * does not use are then given back untouched. At most PREEMPT_TRIES jobs
- * try per cycle, so a cycle stays bounded.
+ * only. Ranked victims must be marked preemptible; borrowed work is always
+ * reclaimable by another tenant within its quota (the job's flag does not
+ * matter: a quota is a guarantee, as with Kueue's reclaim). Victims are taken in order of least
+ * work lost since their last checkpoint, until the job can be placed; victims whose GPUs the
+ * placement does not use are then given back untouched. At most PREEMPT_TRIES jobs try per cycle,
+ * so a cycle stays bounded.
  */
 #include "cr_sched.h"
 
@@ -473,13 +475,15 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     uint64_t gpus = 0;
     for (uint32_t i = 0; i < s->ntrun[type]; i++) {
         job *r = s->trun[type][i];
-        if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
+        if (r->start_cycle == s->stats.cycles ||
             now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
             continue;
         }
         uint8_t why;
         if (r->borrowed && under_quota && r->spec.tenant != j->spec.tenant) {
-            why = 1;
+            why = 1; /* reclaim: preemptible or not */
+        } else if (!r->spec.preemptible) {
+            continue;
         } else if (s->cfg.policy == CR_SCHED_PRIORITY && r->spec.priority < j->spec.priority) {
             why = 0;
         } else if (s->cfg.policy == CR_SCHED_LAS &&
@@ -914,6 +918,37 @@ static void tail_reason(const cr_sched *s, job *j)
     }
 }
 
+/* For a job within its tenant's quota: the borrowed GPUs of its type other
+ * tenants hold, which it reclaims (each cycle, once they may be stopped),
+ * or which are not enough when other tenants' quotas overlap its own. */
+static void reclaim_note(const cr_sched *s, const job *j, char *buf, size_t len)
+{
+    int type = j->rtype;
+    if (type < 0 || type >= s->ntypes || j->mig[0] || !quota_room(s, j, type) ||
+        s->tenants[j->spec.tenant].quota[type] < 0) {
+        return;
+    }
+    uint32_t total = 0, most = 0;
+    int who = -1;
+    for (int i = 0; i < s->ntenants; i++) {
+        uint32_t b = s->tenants[i].used_b[type];
+        if (i == j->spec.tenant || b == 0) {
+            continue;
+        }
+        total += b;
+        if (b > most) {
+            most = b;
+            who = i;
+        }
+    }
+    if (who < 0) {
+        return;
+    }
+    snprintf(buf, len, "; %s %u borrowed %s from tenant %s%s",
+             total + j->rfree >= j->rneed ? "reclaiming" : "could reclaim only", total,
+             s->types[type].name, s->tenants[who].name, total > most ? " and others" : "");
+}
+
 int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
 {
     const job *j = cr__sched_job_get(s, id);
@@ -966,11 +1001,14 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
                      j->rfree);
         break;
     case R_NO_FIT:
-    case R_FRAGMENTED:
-        n = snprintf(buf, len, "needs %u %s%s: %u free%s%s%s", j->rneed, tn, shape, j->rfree,
-                     j->rcode == R_FRAGMENTED ? " but not in that shape" : "",
+    case R_FRAGMENTED: {
+        char rec[192] = "";
+        reclaim_note(s, j, rec, sizeof(rec));
+        n = snprintf(buf, len, "needs %u %s%s: %u free%s%s%s%s", j->rneed, tn, shape, j->rfree,
+                     j->rcode == R_FRAGMENTED ? " but not in that shape" : "", rec,
                      when[0] ? "; reserved for " : "", when);
         break;
+    }
     case R_QUOTA: {
         const tenant_rec *t = &s->tenants[j->spec.tenant];
         n = snprintf(buf, len, "tenant quota for %s reached (%u of %" PRId64 " in use)", tn,

@@ -45,6 +45,7 @@ static void usage(FILE *f)
             "  --multi-gpu            generated jobs use 1/2/4/8 GPUs (Philly), else 1\n"
             "  --tenants N            generated jobs spread over N tenants (default 1)\n"
             "  --throughputs FILE     Gavel simulation_throughputs.json: job rates per GPU type\n"
+            "                         ('none': no table; generated jobs get plain durations)\n"
             "Cluster:\n"
             "  --cluster FILE         cluster file (docs/scheduler.md)\n"
             "  --gpus T:N,...         or GPU types and counts (default v100:36,p100:36,k80:36)\n"
@@ -352,46 +353,6 @@ int cr_sim_main(int argc, char **argv)
         goto out;
     }
     rc = 2;
-    /* Throughputs: explicit, or the copy in the source tree for Gavel input. */
-    const char *tput_path = a.tput_path;
-    char default_tput[1024];
-    snprintf(default_tput, sizeof default_tput, "%s/data/traces/gavel/simulation_throughputs.json",
-             CR_SOURCE_DIR);
-    bool gavel_input =
-        a.generate || (a.format && !strcmp(a.format, "gavel")) ||
-        (a.trace && strlen(a.trace) > 6 && !strcmp(a.trace + strlen(a.trace) - 6, ".trace"));
-    if (!tput_path && gavel_input && access(default_tput, R_OK) == 0) {
-        tput_path = default_tput;
-    }
-    if (tput_path) {
-        if (cr__sim_tput_load(tput_path, &tput, err, sizeof err) != 0) {
-            fprintf(stderr, "corral sim: --throughputs: %s\n", err);
-            goto out;
-        }
-        have_tput = true;
-    }
-    if (a.generate) {
-        cr__sim_gen g = {.njobs = (size_t)a.generate,
-                         .jobs_per_hour = a.rate < 0 ? 0 : a.rate,
-                         .seed = a.o.seed,
-                         .multi_gpu = a.multi_gpu,
-                         .ntenants = (int)a.tenants,
-                         .tput = have_tput ? &tput : NULL};
-        if (cr__sim_generate(&g, &w) != 0) {
-            fprintf(stderr, "corral sim: --generate: the throughput table has no model for "
-                            "some GPU count\n");
-            goto out;
-        }
-    } else if (cr__sim_read_file(a.trace, a.format, &w, err, sizeof err) != 0) {
-        fprintf(stderr, "corral sim: %s\n", err);
-        goto out;
-    }
-    cr__sim_workload_sort(&w);
-    if (a.ro.window_hi && a.ro.window_lo >= w.njobs) {
-        fprintf(stderr, "corral sim: --window: starts at job %zu, the workload has %zu jobs\n",
-                a.ro.window_lo, w.njobs);
-        goto out;
-    }
     /* Cluster. */
     if (a.cluster_path) {
         size_t len = 0;
@@ -416,6 +377,67 @@ int cr_sim_main(int argc, char **argv)
         fprintf(stderr, "corral sim: %s%s\n", a.cluster_path ? "--cluster: " : "", err);
         goto out;
     }
+    /* Throughputs: explicit ("none": no table), or else the copy under
+     * $CORRAL_DATA (default: the source tree's data/) for Gavel input. A
+     * generated workload uses that default table only when it knows every
+     * GPU type of the cluster; otherwise its jobs get plain durations. */
+    bool tput_none = a.tput_path && !strcmp(a.tput_path, "none");
+    const char *tput_path = tput_none ? NULL : a.tput_path;
+    char default_tput[1024];
+    const char *data_dir = getenv("CORRAL_DATA");
+    if (data_dir && *data_dir) {
+        snprintf(default_tput, sizeof default_tput, "%s/traces/gavel/simulation_throughputs.json",
+                 data_dir);
+    } else {
+        snprintf(default_tput, sizeof default_tput,
+                 "%s/data/traces/gavel/simulation_throughputs.json", CR_SOURCE_DIR);
+    }
+    bool gavel_input =
+        (a.format && !strcmp(a.format, "gavel")) ||
+        (a.trace && strlen(a.trace) > 6 && !strcmp(a.trace + strlen(a.trace) - 6, ".trace"));
+    bool implicit = false;
+    if (!tput_path && !tput_none && (gavel_input || a.generate) &&
+        access(default_tput, R_OK) == 0) {
+        tput_path = default_tput;
+        implicit = true;
+    }
+    if (tput_path) {
+        if (cr__sim_tput_load(tput_path, &tput, err, sizeof err) != 0) {
+            fprintf(stderr, "corral sim: --throughputs: %s\n", err);
+            goto out;
+        }
+        have_tput = true;
+    }
+    if (have_tput && implicit && a.generate) {
+        for (int k = 0; k < ntypes && have_tput; k++) {
+            if (cr__sim_tput_type(&tput, types[k]) < 0) {
+                cr__sim_tput_fini(&tput);
+                have_tput = false;
+            }
+        }
+    }
+    if (a.generate) {
+        cr__sim_gen g = {.njobs = (size_t)a.generate,
+                         .jobs_per_hour = a.rate < 0 ? 0 : a.rate,
+                         .seed = a.o.seed,
+                         .multi_gpu = a.multi_gpu,
+                         .ntenants = (int)a.tenants,
+                         .tput = have_tput ? &tput : NULL};
+        if (cr__sim_generate(&g, &w) != 0) {
+            fprintf(stderr, "corral sim: --generate: the throughput table has no model for "
+                            "some GPU count\n");
+            goto out;
+        }
+    } else if (cr__sim_read_file(a.trace, a.format, &w, err, sizeof err) != 0) {
+        fprintf(stderr, "corral sim: %s\n", err);
+        goto out;
+    }
+    cr__sim_workload_sort(&w);
+    if (a.ro.window_hi && a.ro.window_lo >= w.njobs) {
+        fprintf(stderr, "corral sim: --window: starts at job %zu, the workload has %zu jobs\n",
+                a.ro.window_lo, w.njobs);
+        goto out;
+    }
     /* The GPU catalog gives board power and feeds the performance model; a
      * run without it falls back to built-in powers. */
     if (cr_catalog_load(NULL, &catalog, NULL, 0) != 0) {
@@ -435,9 +457,11 @@ int cr_sim_main(int argc, char **argv)
         cr_sched_policy pol;
         cr_sched_policy_parse(a.policies[k], &pol);
         a.o.policy = pol;
-        if (cr__sim_run(&a.o, &cl, &w, &res[nres], err, sizeof err) != 0) {
+        int run_rc = cr__sim_run(&a.o, &cl, &w, &res[nres], err, sizeof err);
+        if (run_rc != 0) {
             cr__sim_result_fini(&res[nres]);
             fprintf(stderr, "corral sim: %s: %s\n", a.policies[k], err);
+            rc = run_rc == CR_EINVAL ? 2 : 1; /* 2: the input can never run, like a bad trace */
             goto out;
         }
         nres++;
