@@ -669,12 +669,17 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     }
     s->nfresh = 0;
     uint32_t min_k = UINT32_MAX;
+    int64_t min_lim = INT64_MAX; /* shortest time limit in the queue */
     bool mig_pending = false;
     for (uint32_t i = 0; i < n; i++) {
         if (ord[i].mig) {
             mig_pending = true;
         } else if (ord[i].gpus < min_k) {
             min_k = ord[i].gpus;
+        }
+        int64_t lim = ord[i].j->spec.time_limit_ns;
+        if (lim > 0 && lim < min_lim) {
+            min_lim = lim;
         }
     }
     for (uint32_t i = 0; i < s->ngrave; i++) {
@@ -723,10 +728,18 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
          * tiers and LAS queues preempt, besides reclaiming borrowed work). */
         {
             /* "nothing free" = no type has as many free GPUs as the smallest
-             * job in the queue asks for, and no MIG job could use a slice */
+             * job in the queue asks for, or those GPUs are held for a
+             * reservation that no queued job may backfill (none fits in its
+             * extra GPUs, none ends before it), and no MIG job could use a
+             * slice */
             bool any = false;
             for (int t = 0; t < s->ntypes && !any; t++) {
-                any = s->types[t].free >= min_k || (mig_pending && s->types[t].nmig > 0);
+                const resv *r = &res[t];
+                bool held = r->active &&
+                            (!s->cfg.backfill ||
+                             (r->extra < min_k && (min_lim == INT64_MAX || r->at == INT64_MAX ||
+                                                   now_ns > r->at - min_lim)));
+                any = (s->types[t].free >= min_k && !held) || (mig_pending && s->types[t].nmig > 0);
             }
             if (!any) {
                 bool borrowed_any = false;
