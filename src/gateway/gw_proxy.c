@@ -627,6 +627,10 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
                 }
                 s->held_tail = c;
                 s->held++;
+                if (c->io.rdhup) {
+                    gw_client_close(c); /* gone before it was held */
+                    return;
+                }
                 s->activation = true;
                 gw_note_activation(g, s);
                 return;
@@ -1165,6 +1169,13 @@ void gw_client_run(gw_client *c)
             progress = local_step(c);
             break;
         case C_HELD:
+            /* The client hung up while waiting for a replica: give the hold
+             * slot back now rather than at the hold timeout (499). */
+            if (c->io.rdhup) {
+                gw_client_close(c);
+            }
+            progress = false;
+            break;
         default:
             progress = false;
             break;

@@ -49,6 +49,19 @@ wait "$COLD" || true
 [ "$(cat cold.code)" = 200 ] || fail "held request answered $(cat cold.code)"
 grep -q "^a /x" cold.txt || fail "held request: $(cat cold.txt)"
 
+# A held request whose client goes away gives its hold slot back at once
+# (not at the hold timeout), and is counted as a client abort.
+printf '{"hold_timeout_s": 60, "services": [{"name": "none", "endpoints": []}]}\n' >gone.json
+start_gateway gone --config "$T/gone.json"
+curl -s -o /dev/null "http://$GW_gone/none/x" &
+GONE=$!
+PIDS="$PIDS $GONE"
+wait_for 10 metric_is "$GW_gone" 'corral_gateway_held{service="none"}' 1 || fail "request not held"
+kill -9 "$GONE"
+wait_for 10 metric_is "$GW_gone" 'corral_gateway_held{service="none"}' 0 ||
+    fail "a held request whose client left keeps its hold slot"
+stop_gateway gone
+
 # A held request past the hold timeout gets 503 with Retry-After.
 printf '{"hold_timeout_s": 0.3, "retry_after_s": 2, "services": [{"name": "none", "endpoints": []}]}\n' >short.json
 start_gateway short --config "$T/short.json"
