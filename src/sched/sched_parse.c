@@ -42,12 +42,22 @@
 typedef struct alias {
     char name[CR_SCHED_NAME_MAX];
     int type;
+    int line; /* where it was declared */
 } alias;
+
+/* A rack or tenant declared in this file, to refuse a second declaration
+ * and a node naming a rack never declared. */
+typedef struct decl {
+    char name[CR_SCHED_NAME_MAX];
+    int line;
+} decl;
 
 typedef struct pctx {
     cr_sched *s;
     alias *al;
     int nal, cal;
+    decl *racks, *tenants;
+    int nracks, cracks, ntenants, ctenants;
     int line;
     char *err;
     size_t errlen;
@@ -122,6 +132,24 @@ static int tokenize(char *line, tok *t)
         }
         p++;
     }
+}
+
+static const decl *decl_find(const decl *d, int n, const char *name)
+{
+    for (int i = 0; i < n; i++) {
+        if (strcmp(d[i].name, name) == 0) {
+            return &d[i];
+        }
+    }
+    return NULL;
+}
+
+/* Names are at most CR_SCHED_NAME_MAX - 1 bytes: longer is an error, never
+ * a silent truncation. */
+static int name_too_long(pctx *p, const char *field, const char *v)
+{
+    return perr(p, CR_EPARSE, field, "name '%.20s...' is longer than %d characters", v,
+                CR_SCHED_NAME_MAX - 1);
 }
 
 static int type_of(pctx *p, const char *name, int *out)
@@ -204,12 +232,27 @@ static int rec_gpu_type(pctx *p, tok *t, int n)
         }
     }
     if (strlen(al) >= CR_SCHED_NAME_MAX) {
-        return perr(p, CR_EPARSE, "alias", "too long");
+        return name_too_long(p, "alias", al);
+    }
+    if (strlen(name) >= CR_SCHED_NAME_MAX) {
+        return name_too_long(p, "name", name);
+    }
+    for (int i = 0; i < p->nal; i++) {
+        if (strcmp(p->al[i].name, al) == 0) {
+            return perr(p, CR_EPARSE, "alias", "gpu-type '%s' is already declared on line %d", al,
+                        p->al[i].line);
+        }
     }
     int type;
     int rc = cr_sched_gpu_type(p->s, name, &type);
     if (rc < 0) {
         return perr(p, rc, "name", "cannot register type '%s': %s", name, cr_strerror(rc));
+    }
+    for (int i = 0; i < p->nal; i++) {
+        if (p->al[i].type == type) {
+            return perr(p, CR_EPARSE, "name", "type '%s' is already declared on line %d (as '%s')",
+                        name, p->al[i].line, p->al[i].name);
+        }
     }
     if (mem) {
         cr_sched_gpu_type_set_mem(p->s, type, mem);
@@ -219,6 +262,7 @@ static int rec_gpu_type(pctx *p, tok *t, int n)
     }
     CR_GROW(p->al, p->nal, p->cal);
     snprintf(p->al[p->nal].name, CR_SCHED_NAME_MAX, "%s", al);
+    p->al[p->nal].line = p->line;
     p->al[p->nal++].type = type;
     return 0;
 }
@@ -264,19 +308,32 @@ static int rec_mig_profile(pctx *p, tok *t, int n)
 
 static int rec_rack(pctx *p, tok *t, int n)
 {
-    if (n < 2 || t[1].key || strlen(t[1].val) >= CR_SCHED_NAME_MAX) {
+    if (n < 2 || t[1].key || !t[1].val[0]) {
         return perr(p, CR_EPARSE, "name", "rack needs a name");
+    }
+    if (strlen(t[1].val) >= CR_SCHED_NAME_MAX) {
+        return name_too_long(p, "name", t[1].val);
+    }
+    const decl *d = decl_find(p->racks, p->nracks, t[1].val);
+    if (d) {
+        return perr(p, CR_EPARSE, "name", "rack '%s' is already declared on line %d", t[1].val,
+                    d->line);
     }
     const char *spine = NULL;
     for (int i = 2; i < n; i++) {
-        if (t[i].key && strcmp(t[i].key, "spine") == 0 && t[i].val[0] &&
-            strlen(t[i].val) < CR_SCHED_NAME_MAX) {
+        if (t[i].key && strcmp(t[i].key, "spine") == 0 && t[i].val[0]) {
+            if (strlen(t[i].val) >= CR_SCHED_NAME_MAX) {
+                return name_too_long(p, "spine", t[i].val);
+            }
             spine = t[i].val;
         } else {
             return perr(p, CR_EPARSE, t[i].key ? t[i].key : t[i].val, "unknown field for rack");
         }
     }
     cr__sched_rack_get(p->s, t[1].val, spine);
+    CR_GROW(p->racks, p->nracks, p->cracks);
+    snprintf(p->racks[p->nracks].name, CR_SCHED_NAME_MAX, "%s", t[1].val);
+    p->racks[p->nracks++].line = p->line;
     return 0;
 }
 
@@ -377,8 +434,15 @@ static int rec_node(pctx *p, tok *t, int n)
                 }
             }
         } else if (strcmp(k, "rack") == 0) {
-            if (!v[0] || strlen(v) >= CR_SCHED_NAME_MAX) {
+            if (!v[0]) {
                 return perr(p, CR_EPARSE, "rack", "bad rack name");
+            }
+            if (strlen(v) >= CR_SCHED_NAME_MAX) {
+                return name_too_long(p, "rack", v);
+            }
+            if (!decl_find(p->racks, p->nracks, v)) {
+                return perr(p, CR_ENOENT, "rack",
+                            "unknown rack '%s' (declare it with a rack line first)", v);
             }
             rackname = v;
         } else if (strcmp(k, "nvlink") == 0) {
@@ -412,6 +476,10 @@ static int rec_node(pctx *p, tok *t, int n)
     }
     if (!have_gpus) {
         return perr(p, CR_EPARSE, "gpus", "missing (e.g. gpus=8xh100)");
+    }
+    if (nvlink && ng % nvlink != 0) {
+        return perr(p, CR_EPARSE, "nvlink",
+                    "domain size %" PRIu64 " does not divide the node's %zu GPUs", nvlink, ng);
     }
     for (size_t g = 0; g < ng && g < CR_SCHED_MAX_NODE_GPUS; g++) {
         gs[g].mem_bytes = mem;
@@ -503,6 +571,17 @@ static int rec_tenant(pctx *p, tok *t, int n)
     if (n < 2 || t[1].key) {
         return perr(p, CR_EPARSE, "name", "tenant needs a name");
     }
+    if (strlen(t[1].val) >= CR_SCHED_NAME_MAX) {
+        return name_too_long(p, "name", t[1].val);
+    }
+    const decl *d = decl_find(p->tenants, p->ntenants, t[1].val);
+    if (d) {
+        return perr(p, CR_EPARSE, "name", "tenant '%s' is already declared on line %d", t[1].val,
+                    d->line);
+    }
+    CR_GROW(p->tenants, p->ntenants, p->ctenants);
+    snprintf(p->tenants[p->ntenants].name, CR_SCHED_NAME_MAX, "%s", t[1].val);
+    p->tenants[p->ntenants++].line = p->line;
     int id;
     int rc = cr_sched_tenant(p->s, t[1].val, &id);
     if (rc < 0) {
@@ -613,5 +692,7 @@ int cr_sched_load_cluster(cr_sched *s, const char *text, size_t len, char *err, 
     }
     free(line);
     free(p.al);
+    free(p.racks);
+    free(p.tenants);
     return rc;
 }

@@ -160,6 +160,33 @@ static void test_parse_errors(void **state)
     expect_parse_error("node n0\n", "line 1: field gpus: missing");
     expect_parse_error("rack\n", "line 1: field name");
     expect_parse_error("gpu-type a\nnode n0 gpus=1xa\n x=1\n", "line 3: field keyword");
+    /* inconsistent input is refused, not accepted silently */
+    expect_parse_error("gpu-type v100\nnode n0 rack=r9 gpus=4xv100\n",
+                       "line 2: field rack: unknown rack 'r9'");
+    expect_parse_error("gpu-type v100\ngpu-type v100 mem=16g\n",
+                       "line 2: field alias: gpu-type 'v100' is already declared on line 1");
+    expect_parse_error("gpu-type v100\ngpu-type volta name=v100\n",
+                       "line 2: field name: type 'v100' is already declared on line 1");
+    expect_parse_error("rack r0\nrack r1\nrack r0 spine=s1\n",
+                       "line 3: field name: rack 'r0' is already declared on line 1");
+    expect_parse_error("tenant a\n\ntenant a weight=2\n",
+                       "line 3: field name: tenant 'a' is already declared on line 1");
+    expect_parse_error("gpu-type v100\nnode n0 gpus=8xv100 nvlink=3\n",
+                       "line 2: field nvlink: domain size 3 does not divide the node's 8 GPUs");
+    char buf[256];
+    const char *x64 = "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx";
+    snprintf(buf, sizeof(buf), "rack %s\n", x64);
+    expect_parse_error(buf, "line 1: field name: name 'xxxxxxxxxxxxxxxxxxxx...' is longer than 63");
+    snprintf(buf, sizeof(buf), "rack r0 spine=%s\n", x64);
+    expect_parse_error(buf, "line 1: field spine: name");
+    snprintf(buf, sizeof(buf), "tenant %s\n", x64);
+    expect_parse_error(buf, "line 1: field name: name");
+    snprintf(buf, sizeof(buf), "gpu-type v100 name=%s\n", x64);
+    expect_parse_error(buf, "line 1: field name: name");
+    snprintf(buf, sizeof(buf), "gpu-type %s\n", x64);
+    expect_parse_error(buf, "line 1: field alias: name");
+    snprintf(buf, sizeof(buf), "gpu-type v\nnode n0 gpus=1xv rack=%s\n", x64);
+    expect_parse_error(buf, "line 2: field rack: name");
 }
 
 static void test_parse_ok(void **state)
