@@ -15,6 +15,7 @@
 
 #include <getopt.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -287,6 +288,9 @@ int cr_advise_main(int argc, char **argv)
             }
             break;
         case O_NEEDS:
+            if (!a[0]) {
+                return bad_flag("needs", "empty; allowed: %s", CR_NEEDS_VALUES);
+            }
             if (cr_needs_parse(a, &w.needs, needs_err, sizeof needs_err) != 0) {
                 fprintf(stderr, "corral advise: --needs: %s; allowed: %s\n", needs_err,
                         CR_NEEDS_VALUES);
@@ -426,6 +430,17 @@ int cr_advise_main(int argc, char **argv)
         fprintf(stderr, "corral advise: throughputs: %s\n", err);
         rc = 1;
         goto out;
+    }
+    if (gavel && w.measured_job) {
+        bool known = false;
+        for (size_t i = 0; i < cr_gavel_job_count(gavel) && !known; i++) {
+            known = strcmp(cr_gavel_job(gavel, i), w.measured_job) == 0;
+        }
+        if (!known) {
+            rc = bad_flag("job", "'%s' is not a job type in %s (e.g. '%s')", w.measured_job,
+                          tput_path, cr_gavel_job_count(gavel) ? cr_gavel_job(gavel, 0) : "none");
+            goto out;
+        }
     }
     cr_perf_env env = {cat, prices, gavel};
     if ((rc = cr_perf_advise(&env, &w, objective, gpus, &adv)) != 0) {

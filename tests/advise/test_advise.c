@@ -288,6 +288,11 @@ static void test_bad_input(void **state)
     expect_usage_error("advise --kind pretrain", "--params", NULL);
     expect_usage_error("advise --kind inference --params 7b", "--rate", NULL);
     expect_usage_error("advise --kind hpc --needs fp64,gpu", "--needs", "fp64,ecc,nvenc,rt");
+    expect_usage_error("advise --kind hpc --needs ''", "--needs", "empty");
+    expect_usage_error("advise --kind pretrain --params 1b --throughputs "
+                       "\"$CORRAL_SRC/data/traces/gavel/simulation_throughputs.json\" "
+                       "--job Nope --steps 100",
+                       "--job", "'Nope' is not a job type");
     expect_usage_error("advise --kind hpc --objective fast", "--objective", "time|cost|energy");
     expect_usage_error("advise --kind inference --params 7b --rate 1 --ttft soon", "--ttft",
                        "500ms");
