@@ -1,10 +1,713 @@
+/*
+ * agent_main.c - 'corral agent': flags, start-up, and the reconcile loop.
+ *
+ * The loop owns the jobs. It wakes on a child's exit (signalfd SIGCHLD), a
+ * new desired state (the poller's pipe), a stop signal, or its timers
+ * (1 s: sample the GPUs, judge health, SIGKILL past a grace period, notice
+ * adopted jobs ending; heartbeat: send status). After each wake it
+ * reconciles: run what the desired state lists and is not running, stop
+ * what it does not list or marks stop, report exits at once (a status sent
+ * the moment something ended is what makes short jobs fast end to end),
+ * and forget an exit once the controller has stopped listing the job.
+ */
 #include "cr_agent.h"
 
+#include "agent_int.h"
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static void usage(FILE *f)
+{
+    fprintf(
+        f, "usage: corral agent --server URL --join-token FILE|TOKEN [options]\n"
+           "\n"
+           "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
+           "  --join-token T        join token, or a file holding it\n"
+           "  --node NAME           node name (default: host name)\n"
+           "  --rack R              rack (topology domain)\n"
+           "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
+           "                        e.g. sim:'8xH100 SXM' or sim:'4xA30,mig=1g.6gb:4'\n"
+           "  --listen ADDR:PORT    metrics and logs server (default 127.0.0.1:8621; port 0: any)\n"
+           "  --advertise ADDR      address told to the controller (default: the listen address)\n"
+           "  --state-dir DIR       job records and logs (default /var/lib/corral/agent)\n"
+           "  --faults FILE         sim fault file (default STATE-DIR/faults)\n"
+           "  --xid-hold DUR        an XID keeps a GPU out this long (default 60s)\n"
+           "  --hot-c C             a GPU at C degrees leaves the pool (default 90)\n"
+           "  --wait DUR            long-poll wait (default 30s)\n"
+           "  --run-for DUR         exit after this long (demos, benchmarks)\n"
+           "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
+           "                        running, a restarted agent re-adopts them)\n");
+}
+
+static int flag_error(const char *flag, const char *msg)
+{
+    fprintf(stderr, "corral agent: %s: %s\n", flag, msg);
+    return 2;
+}
+
+static char *read_token(const char *arg)
+{
+    FILE *f = fopen(arg, "r");
+    if (!f) {
+        return cr_strdup(arg);
+    }
+    char buf[512] = "";
+    if (!fgets(buf, sizeof buf, f)) {
+        buf[0] = '\0';
+    }
+    fclose(f);
+    buf[strcspn(buf, "\r\n")] = '\0';
+    return cr_strdup(buf);
+}
+
+static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
+{
+    static const struct option opts[] = {
+        {"server", required_argument, NULL, 's'},
+        {"join-token", required_argument, NULL, 'j'},
+        {"node", required_argument, NULL, 'n'},
+        {"rack", required_argument, NULL, 'r'},
+        {"gpus", required_argument, NULL, 'g'},
+        {"listen", required_argument, NULL, 'l'},
+        {"advertise", required_argument, NULL, 'a'},
+        {"state-dir", required_argument, NULL, 'd'},
+        {"faults", required_argument, NULL, 'f'},
+        {"xid-hold", required_argument, NULL, 'x'},
+        {"hot-c", required_argument, NULL, 't'},
+        {"wait", required_argument, NULL, 'w'},
+        {"run-for", required_argument, NULL, 'R'},
+        {"kill-on-exit", no_argument, NULL, 'k'},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    static char host[256];
+    const char *listen = "127.0.0.1:8621";
+    int64_t v;
+    cr_gpu_health_cfg_default(&c->health);
+    c->wait_s = 30;
+    c->gpus = "auto";
+    c->rack = "";
+    c->state_dir = "/var/lib/corral/agent";
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        switch (o) {
+        case 's':
+            c->server = optarg;
+            break;
+        case 'j':
+            free(c->join_token);
+            c->join_token = read_token(optarg);
+            break;
+        case 'n':
+            c->node = optarg;
+            break;
+        case 'r':
+            c->rack = optarg;
+            break;
+        case 'g':
+            c->gpus = optarg;
+            break;
+        case 'l':
+            listen = optarg;
+            break;
+        case 'a':
+            c->advertise = optarg;
+            break;
+        case 'd':
+            c->state_dir = optarg;
+            break;
+        case 'f':
+            c->faults = optarg;
+            break;
+        case 'x':
+            if (cr_duration_parse(optarg, &c->health.xid_hold_ns) < 0) {
+                return flag_error("--xid-hold", "want a duration such as 60s");
+            }
+            break;
+        case 't':
+            if (cr_parse_i64(optarg, 30, 200, &v) < 0) {
+                return flag_error("--hot-c", "want degrees C, 30..200");
+            }
+            c->health.hot_c = (int)v;
+            c->health.cool_c = (int)v - 5;
+            break;
+        case 'w':
+            if (cr_duration_parse(optarg, &v) < 0 || v < CR_NS_PER_SEC || v > 600 * CR_NS_PER_SEC) {
+                return flag_error("--wait", "want a duration 1s..10m");
+            }
+            c->wait_s = v / CR_NS_PER_SEC;
+            break;
+        case 'R':
+            if (cr_duration_parse(optarg, &c->run_for_ns) < 0 || c->run_for_ns <= 0) {
+                return flag_error("--run-for", "want a duration such as 2m");
+            }
+            break;
+        case 'k':
+            c->kill_on_exit = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 1;
+        default:
+            usage(stderr);
+            return 2;
+        }
+    }
+    if (optind < argc) {
+        return flag_error(argv[optind], "unexpected argument");
+    }
+    if (!c->server ||
+        (strncmp(c->server, "http://", 7) != 0 && strncmp(c->server, "https://", 8) != 0)) {
+        return flag_error("--server", "required: the controller's URL (http://HOST:PORT)");
+    }
+    if (!c->join_token || !*c->join_token) {
+        return flag_error("--join-token", "required: the join token or a file holding it");
+    }
+    if (!c->node) {
+        if (gethostname(host, sizeof host) != 0) {
+            snprintf(host, sizeof host, "node");
+        }
+        host[sizeof host - 1] = '\0';
+        c->node = host;
+    }
+    for (const char *p = c->node; *p; p++) {
+        if (!(*p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+              (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z'))) {
+            return flag_error("--node", "letters, digits, '-', '_' and '.' only");
+        }
+    }
+    if (!*c->node || strlen(c->node) > 63) {
+        return flag_error("--node", "1..63 characters");
+    }
+    const char *colon = strrchr(listen, ':');
+    if (!colon || colon == listen || (size_t)(colon - listen) >= sizeof c->listen_host ||
+        cr_parse_i64(colon + 1, 0, 65535, &v) < 0) {
+        return flag_error("--listen", "want ADDR:PORT, e.g. 127.0.0.1:8621");
+    }
+    memcpy(c->listen_host, listen, (size_t)(colon - listen));
+    c->listen_host[colon - listen] = '\0';
+    c->listen_port = (int)v;
+    if (!c->advertise) {
+        c->advertise = strcmp(c->listen_host, "0.0.0.0") == 0 ? "127.0.0.1" : c->listen_host;
+    }
+    if (!c->faults) {
+        *faults_owned = cr_asprintf("%s/faults", c->state_dir);
+        c->faults = *faults_owned;
+    }
+    return 0;
+}
+
+/* --- jobs ------------------------------------------------------------ */
+
+static cr_proc *find_proc(agent *a, int64_t job)
+{
+    for (size_t i = 0; i < a->nprocs; i++) {
+        if (a->procs[i].job == job) {
+            return &a->procs[i];
+        }
+    }
+    return NULL;
+}
+
+static void count_exit(agent *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->n_exited++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/*
+ * A MIG placement names a GPU and a profile; the agent picks a free instance
+ * of that profile on it (one no other job here holds) and gives the job
+ * that instance's UUID. Returns the UUID or NULL when none is free.
+ */
+static const char *pick_mig(agent *a, const cr_job_spec *s)
+{
+    if (s->gpu_count != 1 || s->gpus[0] < 0 || (size_t)s->gpus[0] >= a->gpu->count) {
+        return NULL;
+    }
+    const cr_gpu_info *g = &a->gpu->gpus[s->gpus[0]];
+    for (size_t k = 0; k < g->mig_count; k++) {
+        if (strcmp(g->mig[k].profile, s->mig_profile) != 0) {
+            continue;
+        }
+        int taken = 0;
+        for (size_t i = 0; i < a->nprocs && !taken; i++) {
+            const cr_proc *p = &a->procs[i];
+            taken = p->state != CR_PROC_EXITED && p->spec.uuid_count == 1 &&
+                    strcmp(p->spec.gpu_uuids[0], g->mig[k].uuid) == 0;
+        }
+        if (!taken) {
+            return g->mig[k].uuid;
+        }
+    }
+    return NULL;
+}
+
+static void start_job(agent *a, const cr_job_spec *want)
+{
+    CR_GROW(a->procs, a->nprocs, a->procs_cap);
+    cr_proc *p = &a->procs[a->nprocs];
+    char err[512];
+    cr_job_spec mig_spec;
+    const cr_job_spec *s = want;
+    char *mig_uuid[1] = {NULL};
+    if (want->mig_profile) {
+        const char *u = pick_mig(a, want);
+        if (!u) {
+            cr_warn("agent: job=%lld: no free MIG %s instance on GPU %d; using the whole GPU's id",
+                    (long long)want->job, want->mig_profile, want->gpu_count ? want->gpus[0] : -1);
+        } else {
+            mig_spec = *want;
+            mig_uuid[0] = (char *)u;
+            mig_spec.gpu_uuids = mig_uuid;
+            mig_spec.uuid_count = 1;
+            s = &mig_spec;
+        }
+    }
+    if (cr_proc_spawn(a->cfg.state_dir, a->cfg.node, s, environ, p, err, sizeof err) < 0) {
+        cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
+        memset(p, 0, sizeof *p);
+        p->job = s->job;
+        p->state = CR_PROC_EXITED;
+        p->exit_code = 126;
+        count_exit(a);
+    } else {
+        cr_debug("agent: job=%lld started pid=%d gpus=%zu", (long long)s->job, (int)p->pid,
+                 s->gpu_count);
+    }
+    a->nprocs++;
+    pthread_mutex_lock(&a->mu);
+    a->n_started++;
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Apply the desired state; returns 1 when something changed. */
+static int reconcile(agent *a, int64_t now_ns)
+{
+    int changed = 0;
+    for (size_t i = 0; i < a->desired.count; i++) {
+        const cr_job_spec *s = &a->desired.jobs[i];
+        cr_proc *p = find_proc(a, s->job);
+        if (s->action == CR_ACT_RUN && !p) {
+            /* Not a change to report: the controller asked for it. A start
+             * that failed is reported (as an exit) at once. */
+            start_job(a, s);
+            changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED;
+        } else if (s->action == CR_ACT_STOP && p && p->state == CR_PROC_RUNNING) {
+            cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
+                    (long long)(s->grace_ns / CR_NS_PER_SEC));
+            cr_proc_stop(p, s->grace_ns, now_ns);
+            changed = 1;
+        }
+    }
+    for (size_t i = 0; i < a->nprocs; i++) {
+        cr_proc *p = &a->procs[i];
+        if (p->state == CR_PROC_RUNNING && !cr_desired_find(&a->desired, p->job)) {
+            cr_info("agent: job=%lld no longer wanted here: stop", (long long)p->job);
+            cr_proc_stop(p, p->spec.grace_ns, now_ns);
+            changed = 1;
+        }
+    }
+    return changed;
+}
+
+/* Publish the running jobs' ids for the HTTP threads (log follows). */
+static void publish_live(agent *a)
+{
+    pthread_mutex_lock(&a->mu);
+    a->nlive = 0;
+    for (size_t i = 0; i < a->nprocs; i++) {
+        if (a->procs[i].state != CR_PROC_EXITED) {
+            CR_GROW(a->live, a->nlive, a->live_cap);
+            a->live[a->nlive++] = a->procs[i].job;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+}
+
+/* Drop exits the controller has seen (it no longer lists the job). */
+static void forget_reported(agent *a)
+{
+    if (!a->have_desired) {
+        return;
+    }
+    size_t w = 0;
+    for (size_t i = 0; i < a->nprocs; i++) {
+        cr_proc *p = &a->procs[i];
+        if (p->state == CR_PROC_EXITED && !cr_desired_find(&a->desired, p->job)) {
+            cr_proc_forget(a->cfg.state_dir, p);
+            cr_proc_fini(p);
+            continue;
+        }
+        a->procs[w++] = *p;
+    }
+    if (w != a->nprocs) {
+        a->nprocs = w;
+        cr_proc_journal_compact(a->cfg.state_dir, a->procs, a->nprocs, 0);
+    }
+}
+
+static int reap(agent *a)
+{
+    int any = 0, st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        for (size_t i = 0; i < a->nprocs; i++) {
+            cr_proc *p = &a->procs[i];
+            if (p->pid == pid && !p->adopted && p->state != CR_PROC_EXITED) {
+                cr_proc_reaped(p, a->cfg.state_dir, st);
+                cr_debug("agent: job=%lld exited code=%d signal=%d", (long long)p->job,
+                         p->exit_code, p->signal);
+                count_exit(a);
+                any = 1;
+            }
+        }
+    }
+    return any;
+}
+
+/* --- GPUs ------------------------------------------------------------ */
+
+static int sample_gpus(agent *a, int64_t now_ns)
+{
+    cr_gpu_load load;
+    for (size_t i = 0; i < CR_GPU_MAX; i++) {
+        load.busy[i] = -1;
+    }
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const cr_proc *p = &a->procs[i];
+        if (p->state == CR_PROC_EXITED) {
+            continue;
+        }
+        for (size_t k = 0; k < p->spec.gpu_count; k++) {
+            int g = p->spec.gpus[k];
+            if (g >= 0 && (size_t)g < a->gpu->count) {
+                /* A job's CPU share spread over its GPUs: one busy core
+                 * drives one GPU to 100 %. */
+                double share = p->busy;
+                load.busy[g] = (load.busy[g] < 0 ? 0 : load.busy[g]) + share;
+            }
+        }
+    }
+    a->gpu->ops->sample(a->gpu, &load, now_ns, a->samples);
+    int changed = 0;
+    for (size_t i = 0; i < a->gpu->count; i++) {
+        int before = a->health[i].state;
+        if (cr_gpu_health_update(&a->health[i], &a->samples[i], &a->cfg.health, now_ns)) {
+            changed = 1;
+            if (a->health[i].state != CR_GPU_OK) {
+                cr_warn("agent: gpu=%zu leaves the pool: %s", i, a->health[i].reason);
+            } else if (before != CR_GPU_OK) {
+                cr_info("agent: gpu=%zu healthy again", i);
+            }
+        }
+    }
+    return changed;
+}
+
+static void render_metrics(agent *a)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    cr__agent_metrics_render(a, &b);
+    char *t = cr_buf_take(&b);
+    pthread_mutex_lock(&a->mu);
+    free(a->metrics_text);
+    a->metrics_text = t;
+    pthread_mutex_unlock(&a->mu);
+    cr_buf_fini(&b);
+}
+
+/* --- the loop -------------------------------------------------------- */
+
+static int take_pending(agent *a)
+{
+    pthread_mutex_lock(&a->mu);
+    cr_desired *d = a->pending;
+    a->pending = NULL;
+    pthread_mutex_unlock(&a->mu);
+    if (!d) {
+        return 0;
+    }
+    cr_desired_fini(&a->desired);
+    a->desired = *d;
+    free(d);
+    a->have_desired = 1;
+    return 1;
+}
+
+static void stop_all_and_wait(agent *a, int sfd)
+{
+    int64_t now = cr_now_ns();
+    for (size_t i = 0; i < a->nprocs; i++) {
+        cr_proc_stop(&a->procs[i],
+                     a->procs[i].spec.grace_ns > 10 * CR_NS_PER_SEC ? 10 * CR_NS_PER_SEC
+                                                                    : a->procs[i].spec.grace_ns,
+                     now);
+    }
+    int64_t end = cr_mono_ns() + 15 * CR_NS_PER_SEC;
+    for (;;) {
+        reap(a);
+        size_t left = 0;
+        now = cr_now_ns();
+        for (size_t i = 0; i < a->nprocs; i++) {
+            cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, cr_mono_ns());
+            left += a->procs[i].state != CR_PROC_EXITED;
+        }
+        if (left == 0 || cr_mono_ns() > end) {
+            break;
+        }
+        struct pollfd pf = {sfd, POLLIN, 0};
+        if (poll(&pf, 1, 100) > 0) {
+            struct signalfd_siginfo si;
+            ssize_t r = read(sfd, &si, sizeof si);
+            (void)r;
+        }
+    }
+    if (a->registered) {
+        cr__agent_post_status(a); /* tell the controller how they ended */
+    }
+}
+
+static int run(agent *a, int sfd)
+{
+    int64_t next_sample = 0, next_status = 0, retry_at = 0, status_backoff = 100 * CR_NS_PER_MS;
+    int64_t next_register = 0, register_backoff = 100 * CR_NS_PER_MS;
+    int64_t end_mono = a->cfg.run_for_ns ? cr_mono_ns() + a->cfg.run_for_ns : 0;
+    int dirty = 1;
+    while (!atomic_load(&a->stop)) {
+        int64_t now = cr_now_ns(), mono = cr_mono_ns();
+        if (end_mono && mono >= end_mono) {
+            cr_info("agent: --run-for elapsed");
+            break;
+        }
+        /* Signals and wake-ups. */
+        struct signalfd_siginfo si;
+        while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+            if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                cr_info("agent: signal %u: stopping", si.ssi_signo);
+                atomic_store(&a->stop, 1);
+            } else if (si.ssi_signo == SIGUSR1) {
+                next_sample = 0; /* re-read the fault file now */
+            }
+        }
+        if (atomic_load(&a->stop)) {
+            break;
+        }
+        char drain[64];
+        while (read(a->wake_rd, drain, sizeof drain) > 0) {
+        }
+        dirty |= reap(a);
+        if (take_pending(a)) {
+            dirty |= reconcile(a, now);
+            publish_live(a);
+        }
+        if (mono >= next_sample) {
+            for (size_t i = 0; i < a->nprocs; i++) {
+                if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, mono)) {
+                    count_exit(a);
+                    dirty = 1;
+                }
+            }
+            dirty |= sample_gpus(a, now);
+            render_metrics(a);
+            next_sample = mono + CR_NS_PER_SEC;
+        } else {
+            for (size_t i = 0; i < a->nprocs; i++) {
+                if (a->procs[i].state == CR_PROC_STOPPING) {
+                    cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, mono);
+                }
+            }
+        }
+        pthread_mutex_lock(&a->mu);
+        int registered = a->registered;
+        pthread_mutex_unlock(&a->mu);
+        if (!registered && mono >= next_register) {
+            if (cr__agent_register(a) == 0) {
+                register_backoff = 100 * CR_NS_PER_MS;
+                dirty = 1;
+                registered = 1;
+            } else {
+                next_register = mono + register_backoff;
+                register_backoff = register_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC
+                                                                            : register_backoff * 2;
+            }
+        }
+        if (registered && mono >= retry_at && (dirty || mono >= next_status)) {
+            if (cr__agent_post_status(a) == 0) {
+                dirty = 0;
+                status_backoff = 100 * CR_NS_PER_MS;
+                retry_at = 0;
+                next_status = cr_mono_ns() + a->heartbeat_ns;
+                forget_reported(a);
+            } else {
+                retry_at = cr_mono_ns() + status_backoff;
+                status_backoff =
+                    status_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : status_backoff * 2;
+            }
+        }
+        if (dirty) {
+            publish_live(a);
+        }
+        /* Sleep until the next timer, a signal or a wake-up. */
+        mono = cr_mono_ns();
+        int64_t until = next_sample;
+        if (registered) {
+            int64_t due = dirty ? mono : next_status;
+            due = due < retry_at ? retry_at : due;
+            until = due < until ? due : until;
+        }
+        if (!registered && next_register < until) {
+            until = next_register;
+        }
+        for (size_t i = 0; i < a->nprocs; i++) {
+            if (a->procs[i].state == CR_PROC_STOPPING) {
+                int64_t k = mono + (a->procs[i].kill_at_ns - now);
+                until = k < until ? k : until;
+            }
+        }
+        if (end_mono && end_mono < until) {
+            until = end_mono;
+        }
+        int64_t wait_ms = (until - mono) / CR_NS_PER_MS;
+        wait_ms = wait_ms < 0 ? 0 : wait_ms > 1000 ? 1000 : wait_ms;
+        struct pollfd pf[2] = {{sfd, POLLIN, 0}, {a->wake_rd, POLLIN, 0}};
+        poll(pf, 2, (int)wait_ms);
+    }
+    return 0;
+}
 
 int cr_agent_main(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "corral %s: not built yet\n", argv[0]);
-    return 2;
+    agent *a = cr_calloc(1, sizeof *a);
+    char *faults_owned = NULL;
+    int rc = 0, sfd = -1, pipefd[2] = {-1, -1};
+    char err[512];
+    pthread_mutex_init(&a->mu, NULL);
+    a->heartbeat_ns = 5 * CR_NS_PER_SEC;
+    int fr = parse_flags(argc, argv, &a->cfg, &faults_owned);
+    if (fr != 0) {
+        rc = fr == 1 ? 0 : 2;
+        goto out;
+    }
+    if (cr_mkdir_p(a->cfg.state_dir, 0755) < 0) {
+        fprintf(stderr, "corral agent: --state-dir: cannot create %s: %s\n", a->cfg.state_dir,
+                strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    if (cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err) < 0) {
+        fprintf(stderr, "corral agent: %s\n", err);
+        rc = strncmp(a->cfg.gpus, "sim:", 4) == 0 ? 2 : 1;
+        goto out;
+    }
+    /* Signals arrive through a signalfd; block them in every thread. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGUSR1);
+    sigaddset(&set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    sfd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (sfd < 0 || pipe2(pipefd, O_NONBLOCK | O_CLOEXEC) != 0) {
+        fprintf(stderr, "corral agent: signalfd/pipe: %s\n", strerror(errno));
+        rc = 1;
+        goto out;
+    }
+    a->wake_rd = pipefd[0];
+    a->wake_wr = pipefd[1];
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    /* Re-adopt what an earlier agent left running. */
+    cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
+    a->procs_cap = a->nprocs;
+    for (size_t i = 0; i < a->nprocs; i++) {
+        cr_info("agent: job=%lld %s (pid %d)", (long long)a->procs[i].job,
+                a->procs[i].state == CR_PROC_EXITED ? "ended while the agent was down"
+                                                    : "still running: adopted",
+                (int)a->procs[i].pid);
+    }
+    publish_live(a);
+    sample_gpus(a, cr_now_ns());
+    render_metrics(a);
+    if (cr__agent_http_start(a, err, sizeof err) < 0) {
+        fprintf(stderr, "corral agent: %s\n", err);
+        rc = 1;
+        goto out_curl;
+    }
+    cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d state=%s", a->cfg.node, a->gpu->count,
+            a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.state_dir);
+    /* A one-line readiness report on stdout for scripts (the port may be 0). */
+    printf("agent %s listening on %s:%d\n", a->cfg.node, a->cfg.listen_host, a->port);
+    fflush(stdout);
+    if (cr__agent_poller_start(a) < 0) {
+        fprintf(stderr, "corral agent: cannot start the poller thread\n");
+        rc = 1;
+        goto out_http;
+    }
+    run(a, sfd);
+    atomic_store(&a->stop, 1);
+    cr__agent_poller_join(a);
+    if (a->cfg.kill_on_exit) {
+        atomic_store(&a->stop, 0); /* let the last status go out */
+        stop_all_and_wait(a, sfd);
+        atomic_store(&a->stop, 1);
+    }
+out_http:
+    atomic_store(&a->stop, 1);
+    cr__agent_poller_join(a);
+    cr__agent_http_stop(a);
+out_curl:
+    if (a->status_curl) {
+        curl_easy_cleanup(a->status_curl);
+    }
+    curl_global_cleanup();
+out:
+    for (size_t i = 0; i < a->nprocs; i++) {
+        cr_proc_fini(&a->procs[i]);
+    }
+    free(a->procs);
+    cr_desired_fini(&a->desired);
+    if (a->pending) {
+        cr_desired_fini(a->pending);
+        free(a->pending);
+    }
+    cr_gpu_close(a->gpu);
+    free(a->metrics_text);
+    free(a->live);
+    free(a->cfg.join_token);
+    free(faults_owned);
+    if (sfd >= 0) {
+        close(sfd);
+    }
+    if (pipefd[0] >= 0) {
+        close(pipefd[0]);
+        close(pipefd[1]);
+    }
+    pthread_mutex_destroy(&a->mu);
+    free(a);
+    return rc;
 }

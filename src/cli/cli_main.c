@@ -1,10 +1,235 @@
+/*
+ * cli_main.c - the 'corral' client: command dispatch, common options,
+ * server/token resolution and the mapping of results to exit codes.
+ */
 #include "cr_cli.h"
 
-#include <stdio.h>
+#include "cli_int.h"
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+const cli_opt cr__cli_common_opts[] = {
+    {"server", CLI_STR, "URL",
+     "controller URL (env CORRAL_SERVER; default " CR_CLIENT_DEFAULT_SERVER ")", NULL, 0, 0, 0},
+    {"token", CLI_STR, "TOKEN", "bearer token (env CORRAL_TOKEN)", NULL, 0, 0, 0},
+    {"config", CLI_STR, "FILE", "config file (env CORRAL_CONFIG; default ~/.config/corral/config)",
+     NULL, 0, 0, 0},
+    {"ca-file", CLI_STR, "FILE", "PEM bundle to verify the server's certificate", NULL, 0, 0, 0},
+    {"insecure", CLI_BOOL, NULL, "do not verify the server's TLS certificate", NULL, 0, 0, 0},
+    {"timeout", CLI_DUR, "DURATION", "request timeout (default 30s)", NULL, 0, 0, 0},
+    {"json", CLI_BOOL, NULL, "print the server's JSON instead of a table", NULL, 0, 0, 0},
+    {"help", CLI_BOOL, NULL, "show this help", NULL, 0, 0, 0},
+};
+const size_t cr__cli_ncommon_opts = sizeof cr__cli_common_opts / sizeof cr__cli_common_opts[0];
+
+static const struct {
+    const char *name;
+    cli_cmd_fn fn;
+    const char *what;
+} commands[] = {
+    {"submit", cr__cli_submit, "submit a job (or an array of N jobs)"},
+    {"jobs", cr__cli_jobs, "list jobs"},
+    {"show", cr__cli_show, "show one job with its events and pending reason"},
+    {"cancel", cr__cli_job_action, "cancel jobs"},
+    {"hold", cr__cli_job_action, "hold pending jobs"},
+    {"release", cr__cli_job_action, "release held jobs"},
+    {"requeue", cr__cli_job_action, "requeue jobs"},
+    {"logs", cr__cli_logs, "print (or follow) a job's output"},
+    {"nodes", cr__cli_nodes, "list nodes and their GPUs"},
+    {"drain", cr__cli_drain, "drain a node (no new work)"},
+    {"undrain", cr__cli_drain, "return a drained node to service"},
+    {"usage", cr__cli_usage_cmd, "GPU-hours, energy and cost per tenant, GPU type, day"},
+    {"tenants", cr__cli_tenants, "list, create or set tenants and quotas"},
+    {"tokens", cr__cli_tokens, "create, list or revoke API tokens"},
+    {"top", cr__cli_top, "live view of nodes, GPUs and jobs"},
+    {"services", cr__cli_services, "create, list, show, scale or delete inference services"},
+};
+
+static void main_usage(FILE *f, const char *bad)
+{
+    if (bad) {
+        fprintf(f, "corral: unknown command '%s'\n\n", bad);
+    }
+    fputs("usage: corral <command> [options]\n\nClient commands:\n", f);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].what);
+    }
+    fputs("\nRoles: controller agent gateway sim advise (corral <role> --help)\n"
+          "corral <command> --help shows the options of one command.\n"
+          "Exit codes: 0 ok, 1 the server said no, 2 bad usage, 3 cannot reach the server.\n",
+          f);
+}
 
 int cr_cli_main(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "corral %s: not built yet\n", argv[0]);
-    return 2;
+    return cr__cli_run(argc, argv, stdout, stderr);
+}
+
+int cr__cli_run(int argc, char **argv, FILE *out, FILE *err)
+{
+    if (argc < 1 || !argv[0]) {
+        main_usage(err, NULL);
+        return CLI_EXIT_USAGE;
+    }
+    cli_ctx ctx = {.cmd = argv[0], .out = out, .err = err, .now_ns = cr_now_ns()};
+    int code = CLI_EXIT_USAGE;
+    bool found = false;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[0], commands[i].name) == 0) {
+            found = true;
+            code = commands[i].fn(&ctx, argc, argv);
+            break;
+        }
+    }
+    if (!found) {
+        main_usage(err, argv[0]);
+    }
+    fflush(ctx.out);
+    cr_client_free(ctx.client);
+    free(ctx.server);
+    free(ctx.token);
+    free(ctx.ca_file);
+    return code;
+}
+
+int cr__cli_begin(cli_ctx *ctx, cli_args *a, const char *synopsis, const cli_opt *opts,
+                  size_t nopts, bool stop_at_pos, int argc, char **argv, int *exit_code)
+{
+    if (cr__cli_args_parse(a, ctx->cmd, opts, nopts, stop_at_pos, argc, argv, ctx->err) < 0) {
+        *exit_code = CLI_EXIT_USAGE;
+        return 1;
+    }
+    if (cr__cli_arg(a, "help")->set) {
+        cr__cli_usage(ctx->out, ctx->cmd, synopsis, opts, nopts);
+        *exit_code = CLI_EXIT_OK;
+        return 1;
+    }
+    ctx->json = cr__cli_arg(a, "json")->set;
+    return 0;
+}
+
+static char *default_config_path(void)
+{
+    const char *xdg = getenv("XDG_CONFIG_HOME");
+    if (xdg && *xdg) {
+        return cr_asprintf("%s/corral/config", xdg);
+    }
+    const char *home = getenv("HOME");
+    if (home && *home) {
+        return cr_asprintf("%s/.config/corral/config", home);
+    }
+    return NULL;
+}
+
+static bool is_url(const char *s)
+{
+    return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
+}
+
+int cr__cli_connect(cli_ctx *ctx, const cli_args *a)
+{
+    int code = CLI_EXIT_OK;
+    cli_config cfg;
+    cr__cli_config_init(&cfg);
+    char *path = NULL;
+    bool optional = false;
+    const cli_val *v = cr__cli_arg(a, "config");
+    const char *env_cfg = getenv("CORRAL_CONFIG");
+    if (v->set) {
+        path = cr_strdup(v->str);
+    } else if (env_cfg && *env_cfg) {
+        path = cr_strdup(env_cfg);
+    } else {
+        path = default_config_path();
+        optional = true;
+    }
+    if (path && cr__cli_config_load(&cfg, path, optional, ctx->err) < 0) {
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+
+    const char *server = cfg.server;
+    const char *from = "config file";
+    const char *env_server = getenv("CORRAL_SERVER");
+    if (cr__cli_arg(a, "server")->set) {
+        server = cr__cli_arg(a, "server")->str;
+        from = "--server";
+    } else if (env_server && *env_server) {
+        server = env_server;
+        from = "CORRAL_SERVER";
+    }
+    if (server && !is_url(server)) {
+        fprintf(ctx->err, "corral %s: %s: '%s' is not an http:// or https:// URL\n", ctx->cmd, from,
+                server);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    const char *token = cfg.token;
+    const char *env_token = getenv("CORRAL_TOKEN");
+    if (cr__cli_arg(a, "token")->set) {
+        token = cr__cli_arg(a, "token")->str;
+    } else if (env_token && *env_token) {
+        token = env_token;
+    }
+    ctx->server = cr_strdup(server ? server : CR_CLIENT_DEFAULT_SERVER);
+    ctx->token = token ? cr_strdup(token) : NULL;
+    const cli_val *ca = cr__cli_arg(a, "ca-file");
+    ctx->ca_file = ca->set ? cr_strdup(ca->str) : (cfg.ca_file ? cr_strdup(cfg.ca_file) : NULL);
+    cr_client_opts o = {
+        .server = ctx->server,
+        .token = ctx->token,
+        .ca_file = ctx->ca_file,
+        .insecure = cfg.insecure || cr__cli_arg(a, "insecure")->set,
+        .timeout_ns =
+            cr__cli_arg(a, "timeout")->set ? cr__cli_arg(a, "timeout")->i : cfg.timeout_ns,
+    };
+    ctx->copts = o;
+    if (cr_client_new(&o, &ctx->client) < 0) {
+        fprintf(ctx->err, "corral %s: cannot set up the HTTP client\n", ctx->cmd);
+        code = CLI_EXIT_USAGE;
+    }
+out:
+    free(path);
+    cr__cli_config_fini(&cfg);
+    return code;
+}
+
+int cr__cli_fail(cli_ctx *ctx, int rc, const cr_client_res *res)
+{
+    if (res->status == 0) {
+        fprintf(ctx->err, "corral %s: cannot reach the server at %s: %s\n", ctx->cmd,
+                ctx->server ? ctx->server : "?", cr_client_res_msg(res, rc));
+        return CLI_EXIT_UNREACH;
+    }
+    fprintf(ctx->err, "corral %s: %s\n", ctx->cmd, cr_client_res_msg(res, rc));
+    return CLI_EXIT_SERVER;
+}
+
+void cr__cli_print_json(cli_ctx *ctx, const json_t *doc)
+{
+    if (!doc) {
+        fputs("null\n", ctx->out);
+        return;
+    }
+    char *s = json_dumps(doc, JSON_INDENT(2) | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER);
+    if (s) {
+        fputs(s, ctx->out);
+        fputc('\n', ctx->out);
+        free(s);
+    }
+}
+
+int cr__cli_job_id(cli_ctx *ctx, const char *s, int64_t *out)
+{
+    if (cr_parse_i64(s, 1, INT64_MAX, out) < 0) {
+        fprintf(ctx->err, "corral %s: '%s' is not a job id (a positive integer)\n", ctx->cmd, s);
+        return CR_EINVAL;
+    }
+    return 0;
 }

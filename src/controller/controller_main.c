@@ -1,10 +1,605 @@
+/*
+ * controller_main.c - `corral controller`: flags and config, start-up
+ * (store, state, tokens, scheduler thread, HTTP), the router with
+ * authentication, and an orderly shutdown on SIGINT/SIGTERM.
+ */
 #include "cr_controller.h"
 
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_config.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static _Atomic int inflight;
+static atomic_bool draining;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: corral controller [options]\n"
+               "  --config FILE        JSON config file (see docs/operations.md)\n"
+               "  --listen HOST:PORT   bind address (default 127.0.0.1:8620)\n"
+               "  --state-dir DIR      database, admin.token, join.token (default ./corral-state)\n"
+               "  --tls-cert FILE      PEM certificate: serve HTTPS (with --tls-key)\n"
+               "  --tls-key FILE       PEM private key\n"
+               "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
+               "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
+               "  --lost-after S       node lost after S seconds of silence (default 30)\n"
+               "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
+               "  --threads N          HTTP event threads (default 4)\n");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Router                                                                   */
+
+#define MAX_SEG 8
+
+static void route(void *ctx, cr_http_req *req)
+{
+    ctl *c = ctx;
+    atomic_fetch_add(&inflight, 1);
+    if (atomic_load(&draining)) {
+        ctl_reply_err(req, 503, CR_EUNAVAIL, NULL, "controller shutting down");
+        goto out;
+    }
+    const char *path = cr_http_path(req);
+    const char *m = cr_http_method(req);
+    char buf[512];
+    char *seg[MAX_SEG];
+    size_t nseg = 0;
+    if (strlen(path) >= sizeof buf) {
+        ctl_reply_err(req, 414, CR_ETOOBIG, NULL, "path too long");
+        goto out;
+    }
+    snprintf(buf, sizeof buf, "%s", path);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, "/", &save); t; t = strtok_r(NULL, "/", &save)) {
+        if (nseg == MAX_SEG) {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, path);
+            goto out;
+        }
+        seg[nseg++] = t;
+    }
+    if (nseg == 1 && strcmp(seg[0], "metrics") == 0 && strcmp(m, "GET") == 0) {
+        cr_http_set_route(req, "/metrics");
+        ctl_route_metrics(c, req);
+        goto out;
+    }
+    if (nseg < 2 || strcmp(seg[0], "v1") != 0) {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, path);
+        goto out;
+    }
+    if (nseg == 2 && strcmp(seg[1], "health") == 0) {
+        cr_http_set_route(req, "/v1/health");
+        ctl_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+        goto out;
+    }
+    if (nseg == 2 && strcmp(seg[1], "version") == 0) {
+        cr_http_set_route(req, "/v1/version");
+        ctl_reply_json(req, 200, json_pack("{s:s}", "version", CR_VERSION));
+        goto out;
+    }
+    const char *token = cr_auth_bearer(cr_http_header(req, "Authorization"));
+    cr_principal p;
+    if (!token || !cr_auth_table_check(c->auth, token, &p)) {
+        atomic_fetch_add(&c->auth_failures, 1);
+        cr_warn("auth failed: peer=%s %s %s: %s", cr_http_peer(req), m, path,
+                token ? "invalid token" : "no bearer token");
+        cr_http_set_route(req, "unauthenticated");
+        cr_http_add_header(req, "WWW-Authenticate", "Bearer");
+        ctl_reply_err(req, 401, CR_EAUTH, NULL,
+                      token ? "invalid or revoked token" : "a bearer token is required");
+        goto out;
+    }
+    const char *r = seg[1];
+    if (strcmp(r, "jobs") == 0) {
+        ctl_route_jobs(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "agents") == 0) {
+        ctl_route_agents(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "nodes") == 0) {
+        ctl_route_nodes(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "tokens") == 0 && nseg <= 3) {
+        ctl_route_tokens(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "tenants") == 0 && nseg <= 3) {
+        ctl_route_tenants(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "services") == 0 && nseg <= 4) {
+        ctl_route_services(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
+        ctl_route_usage(c, req, &p);
+    } else if (strcmp(r, "whoami") == 0 && nseg == 2) {
+        cr_http_set_route(req, "/v1/whoami");
+        ctl_reply_json(req, 200,
+                       json_pack("{s:I,s:s,s:s,s:s,s:s}", "id", (json_int_t)p.id, "role",
+                                 cr_role_name(p.role), "tenant", p.tenant, "name", p.name, "node",
+                                 p.node));
+    } else {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, path);
+    }
+out:
+    atomic_fetch_sub(&inflight, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Configuration                                                            */
+
+static void config_defaults(ctl_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    snprintf(cfg->listen_addr, sizeof cfg->listen_addr, "127.0.0.1");
+    cfg->port = 8620;
+    snprintf(cfg->state_dir, sizeof cfg->state_dir, "corral-state");
+    snprintf(cfg->policy, sizeof cfg->policy, "priority");
+    snprintf(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "/tmp/corral/ckpt");
+    cfg->heartbeat_s = 5;
+    cfg->lost_after_s = 30;
+    cfg->sched_interval_ms = 20;
+    cfg->threads = 4;
+    cfg->max_body_bytes = 1024 * 1024;
+    cfg->request_timeout_s = 30;
+    cfg->grace_s = 30;
+    cfg->prices = json_object();
+}
+
+static int parse_listen(const char *s, ctl_config *cfg)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon || colon == s) {
+        return CR_EINVAL;
+    }
+    int64_t port;
+    if (cr_parse_i64(colon + 1, 0, 65535, &port) != 0) {
+        return CR_EINVAL;
+    }
+    size_t hl = (size_t)(colon - s);
+    if (s[0] == '[' && hl >= 2 && s[hl - 1] == ']') {
+        s++;
+        hl -= 2;
+    }
+    if (hl == 0 || hl >= sizeof cfg->listen_addr) {
+        return CR_EINVAL;
+    }
+    memcpy(cfg->listen_addr, s, hl);
+    cfg->listen_addr[hl] = '\0';
+    cfg->port = (uint16_t)port;
+    return 0;
+}
+
+static int load_config(const char *path, ctl_config *cfg)
+{
+    json_error_t je;
+    json_t *v = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (!v) {
+        fprintf(stderr, "corral controller: %s:%d:%d: %s\n", path, je.line, je.column, je.text);
+        return CR_EPARSE;
+    }
+    static const char *const members[] = {"listen",
+                                          "state_dir",
+                                          "tls_cert",
+                                          "tls_key",
+                                          "join_token_file",
+                                          "policy",
+                                          "heartbeat_s",
+                                          "lost_after_s",
+                                          "sched_interval_ms",
+                                          "threads",
+                                          "max_body_bytes",
+                                          "request_timeout_s",
+                                          "sync",
+                                          "prices",
+                                          "grace_s",
+                                          "checkpoint_root",
+                                          NULL};
+    cr_json_err err;
+    const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
+               *sync = NULL, *ck = NULL;
+    int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
+            th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
+            gr = cfg->grace_s;
+    json_t *prices = NULL;
+    int rc = 0;
+    if ((rc = cr_json_only(v, "", members, &err)) ||
+        (rc = cr_json_str(v, "", "listen", false, 100, &listen, &err)) ||
+        (rc = cr_json_str(v, "", "state_dir", false, 1000, &sd, &err)) ||
+        (rc = cr_json_str(v, "", "tls_cert", false, 1000, &cert, &err)) ||
+        (rc = cr_json_str(v, "", "tls_key", false, 1000, &key, &err)) ||
+        (rc = cr_json_str(v, "", "join_token_file", false, 1000, &join, &err)) ||
+        (rc = cr_json_str(v, "", "policy", false, 15, &pol, &err)) ||
+        (rc = cr_json_str(v, "", "sync", false, 15, &sync, &err)) ||
+        (rc = cr_json_str(v, "", "checkpoint_root", false, 1000, &ck, &err)) ||
+        (rc = cr_json_int(v, "", "heartbeat_s", false, 1, 3600, &hb, &err)) ||
+        (rc = cr_json_int(v, "", "lost_after_s", false, 1, 86400, &lost, &err)) ||
+        (rc = cr_json_int(v, "", "sched_interval_ms", false, 0, 60000, &si, &err)) ||
+        (rc = cr_json_int(v, "", "threads", false, 1, 256, &th, &err)) ||
+        (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
+        (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
+        (rc = cr_json_int(v, "", "grace_s", false, 0, 3600, &gr, &err)) ||
+        (rc = cr_json_obj(v, "", "prices", false, &prices, &err))) {
+        fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
+        goto out;
+    }
+    static const char *const syncs[] = {"full", "normal", NULL};
+    if (sync && (rc = cr_json_enum(sync, "sync", syncs, &err)) != 0) {
+        fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
+        goto out;
+    }
+    if (listen && parse_listen(listen, cfg) != 0) {
+        fprintf(stderr, "corral controller: %s: field 'listen': expected HOST:PORT\n", path);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    const char *k;
+    json_t *x;
+    json_object_foreach(prices, k, x)
+    {
+        if (!json_is_number(x) || json_number_value(x) < 0) {
+            fprintf(stderr, "corral controller: %s: field 'prices.%s': must be a number >= 0\n",
+                    path, k);
+            rc = CR_EINVAL;
+            goto out;
+        }
+    }
+    if (sd) {
+        snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", sd);
+    }
+    if (cert) {
+        snprintf(cfg->tls_cert, sizeof cfg->tls_cert, "%s", cert);
+    }
+    if (key) {
+        snprintf(cfg->tls_key, sizeof cfg->tls_key, "%s", key);
+    }
+    if (join) {
+        snprintf(cfg->join_token_file, sizeof cfg->join_token_file, "%s", join);
+    }
+    if (pol) {
+        snprintf(cfg->policy, sizeof cfg->policy, "%s", pol);
+    }
+    if (ck) {
+        snprintf(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "%s", ck);
+    }
+    cfg->sync_normal = sync && strcmp(sync, "normal") == 0;
+    cfg->heartbeat_s = hb;
+    cfg->lost_after_s = lost;
+    cfg->sched_interval_ms = si;
+    cfg->threads = (unsigned)th;
+    cfg->max_body_bytes = (size_t)mb;
+    cfg->request_timeout_s = (unsigned)rt;
+    cfg->grace_s = gr;
+    if (prices) {
+        json_decref(cfg->prices);
+        cfg->prices = json_deep_copy(prices);
+    }
+out:
+    json_decref(v);
+    return rc;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        return NULL;
+    }
+    cr_buf b;
+    cr_buf_init(&b);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        cr_buf_append(&b, chunk, n);
+    }
+    fclose(f);
+    return cr_buf_take(&b);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Start-up and shutdown                                                    */
+
+static void load_job(void *arg, int64_t id, const char *doc)
+{
+    ctl *c = arg;
+    ctl_job *j = NULL;
+    if (ctl_job_from_doc(doc, &j) != 0) {
+        cr_error("store: job=%lld has a bad document; skipped", (long long)id);
+        return;
+    }
+    j->id = id;
+    j->in_sched = false;
+    ctl_job_insert(c, j);
+}
+
+static void ctl_free_state(ctl *c)
+{
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        ctl_job_free(c->jobs[i]);
+    }
+    free(c->jobs);
+    ctl_nodes_free(c);
+    ctl_services_free(c);
+    for (size_t i = 0; i < c->ntenants; i++) {
+        json_decref(c->tenants[i]->quotas);
+        free(c->tenants[i]);
+    }
+    free(c->tenants);
+    free(c->usage);
+    free(c->sched_ops);
+    cr_auth_table_free(c->auth);
+    cr_prom_hist_vec_free(c->api_hist);
+    cr_prom_hist_fini(&c->cycle_hist);
+    json_decref(c->cfg.prices);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+}
+
+static int run(ctl *c)
+{
+    int rc = 0;
+    char *cert = NULL, *key = NULL;
+    char path[1200];
+    sigset_t sigs;
+    if (mkdir(c->cfg.state_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "corral controller: --state-dir %s: %s\n", c->cfg.state_dir,
+                strerror(errno));
+        return 1;
+    }
+    if (cr_auth_init() != 0) {
+        fprintf(stderr, "corral controller: libsodium failed to initialise\n");
+        return 1;
+    }
+    snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
+    cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};
+    rc = cr_store_open(path, &so, &c->store);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: cannot open the store %s: %s\n", path, cr_strerror(rc));
+        return 1;
+    }
+    c->next_id = 1;
+    rc = cr_store_load_jobs(c->store, load_job, c);
+    if (rc == 0) {
+        rc = ctl_load_admin(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_nodes(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_services(c);
+    }
+    if (rc == 0) {
+        rc = ctl_bootstrap(c);
+    }
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: cannot load state from %s: %s\n", path,
+                cr_strerror(rc));
+        goto out;
+    }
+    c->first_active = c->next_id;
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        if (c->jobs[i] && !ctl_job_terminal(c->jobs[i])) {
+            c->first_active = c->jobs[i]->id;
+            break;
+        }
+    }
+    cr_info("state loaded: %lld job ids, %zu nodes, %zu tenants (schema v%d)",
+            (long long)(c->next_id - 1), c->nnodes, c->ntenants, cr_store_schema_version(c->store));
+    if (*c->cfg.tls_cert || *c->cfg.tls_key) {
+        cert = read_file(c->cfg.tls_cert);
+        key = read_file(c->cfg.tls_key);
+        if (!cert || !key) {
+            fprintf(stderr, "corral controller: cannot read %s\n",
+                    !cert ? "--tls-cert" : "--tls-key");
+            rc = CR_EIO;
+            goto out;
+        }
+    }
+    /* Signals go to sigwait below, not to whatever thread runs. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    rc = ctl_sched_start(c);
+    if (rc != 0) {
+        goto out;
+    }
+    cr_http_config hc = {
+        .bind_addr = c->cfg.listen_addr,
+        .port = c->cfg.port,
+        .tls_cert_pem = cert,
+        .tls_key_pem = key,
+        .max_body_bytes = c->cfg.max_body_bytes,
+        .timeout_s = c->cfg.request_timeout_s,
+        .threads = c->cfg.threads,
+        .max_conns = 0,
+        .handler = route,
+        .observe = ctl_observe,
+        .ctx = c,
+    };
+    rc = cr_http_server_new(&hc, &c->http);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: cannot listen on %s:%u\n", c->cfg.listen_addr,
+                (unsigned)c->cfg.port);
+        goto out;
+    }
+    /* The bound address for tools and tests (useful with port 0). */
+    snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *af = fopen(tmp, "w");
+    if (af) {
+        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
+                (unsigned)cr_http_server_port(c->http));
+        fclose(af);
+        rename(tmp, path);
+    }
+    cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
+            c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
+            c->cfg.policy);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    cr_info("signal %d: shutting down", sig);
+out:
+    if (c->http) {
+        cr_http_server_quiesce(c->http);
+    }
+    atomic_store(&draining, true);
+    while (atomic_load(&inflight) > 0) {
+        usleep(1000);
+    }
+    ctl_sched_stop(c);
+    ctl_nodes_release_polls(c);
+    ctl_services_release_polls(c);
+    cr_store_close(c->store); /* commits what is queued and answers those requests */
+    c->store = NULL;
+    cr_http_server_free(c->http);
+    free(cert);
+    free(key);
+    return rc == 0 ? 0 : 1;
+}
 
 int cr_controller_main(int argc, char **argv)
 {
-    (void)argc;
-    fprintf(stderr, "corral %s: not built yet\n", argv[0]);
-    return 2;
+    ctl *c = cr_calloc(1, sizeof *c);
+    config_defaults(&c->cfg);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    c->auth = cr_auth_table_new();
+    c->api_hist = cr_prom_hist_vec_new(cr_prom_latency_bounds, cr_prom_latency_nbounds);
+    cr_prom_hist_init(&c->cycle_hist, cr_prom_latency_bounds, cr_prom_latency_nbounds);
+    int ret = 2;
+    enum {
+        O_CONFIG = 256,
+        O_LISTEN,
+        O_STATE,
+        O_CERT,
+        O_KEY,
+        O_POLICY,
+        O_HB,
+        O_LOST,
+        O_SYNC,
+        O_THREADS
+    };
+    static const struct option opts[] = {
+        {"config", required_argument, NULL, O_CONFIG},
+        {"listen", required_argument, NULL, O_LISTEN},
+        {"state-dir", required_argument, NULL, O_STATE},
+        {"tls-cert", required_argument, NULL, O_CERT},
+        {"tls-key", required_argument, NULL, O_KEY},
+        {"policy", required_argument, NULL, O_POLICY},
+        {"heartbeat", required_argument, NULL, O_HB},
+        {"lost-after", required_argument, NULL, O_LOST},
+        {"sync", required_argument, NULL, O_SYNC},
+        {"threads", required_argument, NULL, O_THREADS},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    /* The config file first, so that flags override it. */
+    for (int i = 1; i < argc; i++) {
+        const char *cf = NULL;
+        if (strcmp(argv[i], "--config") == 0 && i + 1 < argc) {
+            cf = argv[i + 1];
+        } else if (strncmp(argv[i], "--config=", 9) == 0) {
+            cf = argv[i] + 9;
+        }
+        if (cf && load_config(cf, &c->cfg) != 0) {
+            goto out;
+        }
+    }
+    opterr = 0;
+    optind = 1;
+    int o;
+    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        int64_t x;
+        switch (o) {
+        case O_CONFIG:
+            break;
+        case O_LISTEN:
+            if (parse_listen(optarg, &c->cfg) != 0) {
+                fprintf(stderr, "corral controller: --listen: expected HOST:PORT, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            break;
+        case O_STATE:
+            snprintf(c->cfg.state_dir, sizeof c->cfg.state_dir, "%s", optarg);
+            break;
+        case O_CERT:
+            snprintf(c->cfg.tls_cert, sizeof c->cfg.tls_cert, "%s", optarg);
+            break;
+        case O_KEY:
+            snprintf(c->cfg.tls_key, sizeof c->cfg.tls_key, "%s", optarg);
+            break;
+        case O_POLICY:
+            if (strcmp(optarg, "fifo") && strcmp(optarg, "priority") && strcmp(optarg, "hetero") &&
+                strcmp(optarg, "las")) {
+                fprintf(stderr,
+                        "corral controller: --policy: expected fifo|priority|hetero|las, got "
+                        "'%s'\n",
+                        optarg);
+                goto out;
+            }
+            snprintf(c->cfg.policy, sizeof c->cfg.policy, "%s", optarg);
+            break;
+        case O_HB:
+        case O_LOST:
+            if (cr_parse_i64(optarg, 1, 86400, &x) != 0) {
+                fprintf(stderr, "corral controller: --%s: expected seconds 1..86400, got '%s'\n",
+                        o == O_HB ? "heartbeat" : "lost-after", optarg);
+                goto out;
+            }
+            if (o == O_HB) {
+                c->cfg.heartbeat_s = x;
+            } else {
+                c->cfg.lost_after_s = x;
+            }
+            break;
+        case O_SYNC:
+            if (strcmp(optarg, "full") && strcmp(optarg, "normal")) {
+                fprintf(stderr, "corral controller: --sync: expected full|normal, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.sync_normal = strcmp(optarg, "normal") == 0;
+            break;
+        case O_THREADS:
+            if (cr_parse_i64(optarg, 1, 256, &x) != 0) {
+                fprintf(stderr, "corral controller: --threads: expected 1..256, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.threads = (unsigned)x;
+            break;
+        case 'h':
+            usage(stdout);
+            ret = 0;
+            goto out;
+        default:
+            fprintf(stderr, "corral controller: unknown or incomplete option '%s'\n",
+                    argv[optind - 1]);
+            usage(stderr);
+            goto out;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "corral controller: unexpected argument '%s'\n", argv[optind]);
+        goto out;
+    }
+    if ((*c->cfg.tls_cert != '\0') != (*c->cfg.tls_key != '\0')) {
+        fprintf(stderr, "corral controller: --tls-cert and --tls-key go together\n");
+        goto out;
+    }
+    ret = run(c);
+out:
+    ctl_free_state(c);
+    free(c);
+    return ret;
 }

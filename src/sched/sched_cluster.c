@@ -119,6 +119,12 @@ void cr_sched_free(cr_sched *s)
         job_free(s->tab[i]);
     }
     free(s->tab);
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        job_free(s->grave[i]);
+    }
+    free(s->grave);
+    free(s->fresh);
+    free(s->order);
     for (int t = 0; t < s->ntypes; t++) {
         free(s->types[t].profs);
         free(s->types[t].bucket);
@@ -1011,6 +1017,16 @@ static void list_add(job ***arr, uint32_t *len, uint32_t *cap, job *j)
     (*arr)[(*len)++] = j;
 }
 
+/* Queue j as pending; the next cycle finds it on s->fresh. */
+static void pending_add(cr_sched *s, job *j)
+{
+    list_add(&s->pending, &s->npending, &s->cpending, j);
+    if (!j->in_order) {
+        CR_GROW(s->fresh, s->nfresh, s->cfresh);
+        s->fresh[s->nfresh++] = j;
+    }
+}
+
 static void list_del(job **arr, uint32_t *len, job *j)
 {
     uint32_t i = j->qidx;
@@ -1087,7 +1103,7 @@ int cr_sched_job_add(cr_sched *s, const cr_sched_job_spec *spec, int64_t now_ns)
     j->enqueue_ns = now_ns;
     j->qcycle = s->stats.cycles;
     tab_put(s, j);
-    list_add(&s->pending, &s->npending, &s->cpending, j);
+    pending_add(s, j);
     return 0;
 }
 
@@ -1247,7 +1263,7 @@ void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
     j->enqueue_ns = now_ns;
     j->qcycle = s->stats.cycles;
     j->rcode = R_NOT_CONSIDERED;
-    list_add(&s->pending, &s->npending, &s->cpending, j);
+    pending_add(s, j);
 }
 
 int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns)
@@ -1261,7 +1277,11 @@ int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns)
     }
     list_del(s->pending, &s->npending, j);
     tab_del(s, id);
-    job_free(j);
+    /* s->order or s->fresh may still point at it: freed when the next
+     * cycle rebuilds them */
+    j->dead = true;
+    CR_GROW(s->grave, s->ngrave, s->cgrave);
+    s->grave[s->ngrave++] = j;
     return 0;
 }
 
@@ -1339,7 +1359,7 @@ int cr_sched_job_restore(cr_sched *s, const cr_sched_job_spec *spec, int gpu_typ
     }
     job *j = job_make(spec);
     tab_put(s, j);
-    list_add(&s->pending, &s->npending, &s->cpending, j);
+    pending_add(s, j);
     cr__sched_job_start(s, j, gpu_type, slots, (uint32_t)n_slots, start_ns, borrowed);
     return 0;
 }

@@ -53,6 +53,8 @@ typedef struct okey {
     int64_t c; /* submit time */
     uint64_t id;
     job *j;
+    uint32_t gpus; /* copied so later passes need not touch the job */
+    bool mig;
 } okey;
 
 typedef struct resv {
@@ -575,6 +577,56 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
     j->rother = other;
 }
 
+static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
+{
+    k->a = 0;
+    k->b = 0;
+    k->c = j->spec.submit_ns;
+    k->id = j->spec.id;
+    k->j = j;
+    k->gpus = j->spec.gpu_count;
+    k->mig = j->mig[0] != 0;
+    if (s->cfg.policy == CR_SCHED_PRIORITY) {
+        k->a = -(int64_t)j->spec.priority;
+        k->b = s->tenants[j->spec.tenant].share;
+    } else if (s->cfg.policy == CR_SCHED_LAS) {
+        int q = las_queue_of(s, j->attained);
+        if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
+            q = 0;
+        }
+        j->las_queue = (uint8_t)q;
+        k->a = q;
+    }
+}
+
+/* Merge the sorted runs v[0..mid) and v[mid..n). */
+static void merge_okeys(okey *v, size_t mid, size_t n)
+{
+    if (mid == 0 || mid == n || !okey_less(&v[mid], &v[mid - 1])) {
+        return;
+    }
+    okey *tmp = cr_malloc(n * sizeof(*tmp));
+    size_t i = 0, k = mid, o = 0;
+    while (i < mid && k < n) {
+        tmp[o++] = okey_less(&v[k], &v[i]) ? v[k++] : v[i++];
+    }
+    while (i < mid) {
+        tmp[o++] = v[i++];
+    }
+    while (k < n) {
+        tmp[o++] = v[k++];
+    }
+    memcpy(v, tmp, n * sizeof(*v));
+    free(tmp);
+}
+
+static void job_free_dead(job *j)
+{
+    free(j->tput);
+    free(j->slots);
+    free(j);
+}
+
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
 {
     cr__sched_accrue(s, now_ns);
@@ -585,35 +637,67 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         tenant_shares(s);
     }
-    /* snapshot and order the queue */
+    /* Order the queue. Start from the last cycle's order (still-pending
+     * jobs, keys refreshed), then append jobs queued since; when the old
+     * part is still in order (FIFO and HETERO keys never change) only the
+     * new part is sorted and merged in: O(pending) instead of a full sort. */
     uint32_t np = s->npending;
     okey *ord = cr_malloc((np ? np : 1) * sizeof(*ord));
-    for (uint32_t i = 0; i < np; i++) {
-        job *j = s->pending[i];
-        okey *k = &ord[i];
-        k->a = 0;
-        k->b = 0;
-        k->c = j->spec.submit_ns;
-        k->id = j->spec.id;
-        k->j = j;
-        if (s->cfg.policy == CR_SCHED_PRIORITY) {
-            k->a = -(int64_t)j->spec.priority;
-            k->b = s->tenants[j->spec.tenant].share;
-        } else if (s->cfg.policy == CR_SCHED_LAS) {
-            int q = las_queue_of(s, j->attained);
-            if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
-                q = 0;
-            }
-            j->las_queue = (uint8_t)q;
-            k->a = q;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < s->norder; i++) {
+        job *j = s->order[i];
+        if (j->dead) {
+            continue;
+        }
+        if (j->state != CR_JOB_PENDING) {
+            j->in_order = false;
+            continue;
+        }
+        okey_fill(s, &ord[n++], j, now_ns);
+    }
+    uint32_t nold = n;
+    for (uint32_t i = 0; i < s->nfresh; i++) {
+        job *j = s->fresh[i];
+        if (!j->dead && j->state == CR_JOB_PENDING && !j->in_order) {
+            okey_fill(s, &ord[n++], j, now_ns);
+            j->in_order = true;
         }
     }
-    sort_okeys(ord, np);
-    job **order = cr_malloc((np ? np : 1) * sizeof(*order));
-    for (uint32_t i = 0; i < np; i++) {
-        order[i] = ord[i].j;
+    s->nfresh = 0;
+    uint32_t min_k = UINT32_MAX;
+    bool mig_pending = false;
+    for (uint32_t i = 0; i < n; i++) {
+        if (ord[i].mig) {
+            mig_pending = true;
+        } else if (ord[i].gpus < min_k) {
+            min_k = ord[i].gpus;
+        }
     }
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        job_free_dead(s->grave[i]);
+    }
+    s->ngrave = 0;
+    bool sorted = true;
+    for (uint32_t i = 1; i < nold && sorted; i++) {
+        sorted = !okey_less(&ord[i], &ord[i - 1]);
+    }
+    if (!sorted) {
+        sort_okeys(ord, n);
+    } else if (n > nold) {
+        sort_okeys(ord + nold, n - nold);
+        merge_okeys(ord, nold, n);
+    }
+    if (s->corder < n) {
+        s->corder = n;
+        s->order = cr_reallocarray(s->order, n ? n : 1, sizeof(*s->order));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        s->order[i] = ord[i].j;
+    }
+    s->norder = n;
     free(ord);
+    job **order = s->order;
+    np = n; /* equal: every pending job is in exactly one of the two parts */
     if (s->cfg.policy == CR_SCHED_HETERO) {
         cr__sched_hetero_assign(s, order, np, rng);
     }
@@ -633,10 +717,12 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         /* Stop early: nothing free anywhere and nobody can preempt (only
          * tiers and LAS queues preempt, besides reclaiming borrowed work). */
-        if (!j->mig[0]) {
+        {
+            /* "nothing free" = no type has as many free GPUs as the smallest
+             * job in the queue asks for, and no MIG job could use a slice */
             bool any = false;
             for (int t = 0; t < s->ntypes && !any; t++) {
-                any = s->types[t].free > 0 || s->types[t].nmig > 0;
+                any = s->types[t].free >= min_k || (mig_pending && s->types[t].nmig > 0);
             }
             if (!any) {
                 bool borrowed_any = false;
@@ -646,7 +732,14 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                     }
                 }
                 bool ranked = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS;
-                if (!s->cfg.preemption || tries >= PREEMPT_TRIES || (!ranked && !borrowed_any)) {
+                /* (blocking policies first let the head job reserve, so its
+                 * reason can say when it will start) */
+                bool reserved = s->cfg.policy == CR_SCHED_LAS;
+                for (int t = 0; t < s->ntypes && !reserved; t++) {
+                    reserved = res[t].active;
+                }
+                if (reserved &&
+                    (!s->cfg.preemption || tries >= PREEMPT_TRIES || (!ranked && !borrowed_any))) {
                     break;
                 }
             }
@@ -704,13 +797,13 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 backfill = true;
                 uses_extra = !ends_before;
             }
-            uint32_t n = 0;
-            int rc = cr__sched_plan(s, j, t, &n);
+            uint32_t nslot = 0;
+            int rc = cr__sched_plan(s, j, t, &nslot);
             if (rc == 0) {
                 if (uses_extra) {
                     res[t].extra -= k;
                 }
-                cr__sched_job_start(s, j, t, s->plan, n, now_ns, borrowed);
+                cr__sched_job_start(s, j, t, s->plan, nslot, now_ns, borrowed);
                 j->start_cycle = s->stats.cycles;
                 cr_sched_decision *d = dec_push(s);
                 d->action = CR_SCHED_START;
@@ -769,7 +862,6 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     /* Jobs not examined (nothing free, nobody can preempt) keep their old
      * reason fields; cr_sched_job_reason derives a fresh one from the type
      * checks when asked, so the tail of a long queue costs nothing here. */
-    free(order);
     for (uint32_t d = 0; d < s->ndec; d++) {
         if (s->dec[d].action == CR_SCHED_PREEMPT) {
             s->dec[d].reason = s->reasons + (size_t)d * CR_SCHED_REASON_MAX;

@@ -140,6 +140,8 @@ typedef struct job {
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
     uint64_t rcycle; /* cycle that last examined it */
+    bool in_order;   /* in s->order (the last cycle's queue order) */
+    bool dead;       /* removed; freed at the next cycle (s->grave) */
     uint64_t qcycle; /* cycles completed when it last became pending */
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
 } job;
@@ -161,6 +163,14 @@ struct cr_sched {
     /* job table: open addressing on id */
     job **tab;
     size_t tabcap, njobs;
+    /* the last cycle's queue order (may hold started or dead jobs until the
+     * next cycle rebuilds it) and removed jobs awaiting that rebuild */
+    job **order;
+    uint32_t norder, corder;
+    job **grave;
+    uint32_t ngrave, cgrave;
+    job **fresh; /* jobs that became pending since the last cycle */
+    uint32_t nfresh, cfresh;
     job **pending;
     uint32_t npending, cpending;
     job **running;

@@ -1,0 +1,140 @@
+#!/usr/bin/env bash
+# demo-cluster.sh - a whole Corral cluster on this machine, for a few minutes.
+#
+# One controller and ten agents with simulated GPUs of a realistic mixed
+# fleet (2x8 H100 SXM, 2x8 A100 80GB SXM, 4x4 L40S, 2x4 A30 split by MIG),
+# then a mix of real short processes across the workload kinds: where each
+# one went and why, what waits and why, a GPU that overheats and leaves the
+# pool, and `corral top`. It ends by itself (DEMO_SECONDS, default 60) or on
+# Ctrl-C, and leaves nothing running and nothing behind.
+#
+#   usage: scripts/demo-cluster.sh [path/to/corral]
+#   env:   DEMO_SECONDS=60  DEMO_PORT=N (default: a free one)  DEMO_KEEP=1 (keep the state dir)
+set -euo pipefail
+
+CORRAL=${1:-build/corral}
+CORRAL=$(cd "$(dirname "$CORRAL")" && pwd)/$(basename "$CORRAL")
+SECONDS_TOTAL=${DEMO_SECONDS:-60}
+PORT=${DEMO_PORT:-$((20000 + $$ % 20000))}
+DIR=$(mktemp -d /tmp/corral-demo-XXXXXX)
+PIDS=()
+
+cleanup() {
+    # Stop everything first, before printing: stdout may be a closed pipe.
+    trap - EXIT INT TERM
+    trap '' PIPE
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    if [ -z "${DEMO_KEEP:-}" ]; then rm -rf "$DIR"; fi
+    {
+        echo
+        echo "== stopped: the agents (their jobs got SIGTERM) and the controller"
+        [ -n "${DEMO_KEEP:-}" ] && echo "state kept in $DIR"
+    } 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+say() { printf '\n== %s\n' "$*"; }
+run() {
+    printf '\n$ corral %s\n' "$*"
+    "$CORRAL" "$@" || true
+}
+wait_for() { # wait_for SECONDS COMMAND...: poll until the command succeeds
+    local end=$((SECONDS + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.2
+    done
+}
+
+# The controller, on the first port that is free.
+for try in 1 2 3 4 5; do
+    export CORRAL_SERVER=http://127.0.0.1:$PORT
+    "$CORRAL" controller --listen "127.0.0.1:$PORT" --state-dir "$DIR/ctl" \
+        --heartbeat 1 --lost-after 10 >"$DIR/controller.log" 2>&1 &
+    ctl=$!
+    if wait_for 20 curl -sf "$CORRAL_SERVER/v1/health"; then
+        PIDS+=($ctl)
+        break
+    fi
+    kill "$ctl" 2>/dev/null || true
+    wait "$ctl" 2>/dev/null || true
+    [ "$try" -eq 5 ] && { echo "controller did not start: see $DIR/controller.log"; exit 1; }
+    PORT=$((PORT + 1 + RANDOM % 100))
+done
+say "controller on $CORRAL_SERVER (state in $DIR)"
+wait_for 20 test -s "$DIR/ctl/admin.token"
+export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
+
+agent() { # agent NODE RACK GPUS
+    mkdir -p "$DIR/$1"
+    "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" \
+        --node "$1" --rack "$2" --gpus "sim:$3" --listen 127.0.0.1:0 \
+        --state-dir "$DIR/$1" --faults "$DIR/$1/faults" --kill-on-exit \
+        >"$DIR/agent-$1.log" 2>&1 &
+    PIDS+=($!)
+}
+say "10 agents: 2x8 H100 SXM, 2x8 A100 80GB SXM, 4x4 L40S, 2x4 A30 (MIG)"
+agent h100-0 r1 "8xH100 SXM"
+agent h100-1 r1 "8xH100 SXM"
+agent a100-0 r2 "8xA100 80GB SXM"
+agent a100-1 r2 "8xA100 80GB SXM"
+for i in 0 1 2 3; do agent "l40s-$i" r3 "4xL40S"; done
+agent a30-0 r4 "4xA30,mig=1g.6gb:4"
+agent a30-1 r4 "4xA30,mig=2g.12gb:2"
+nodes_up() { [ "$("$CORRAL" nodes 2>/dev/null | grep -c ' up ')" -ge 10 ]; }
+wait_for 30 nodes_up || echo "(not every agent registered yet)"
+run nodes
+
+# The jobs are real processes: they print what Corral gave them and work a
+# little (a busy loop drives the simulated GPU's utilisation and power).
+work='echo "job $CORRAL_JOB_ID on $CORRAL_NODE GPUs=$CUDA_VISIBLE_DEVICES rank=${RANK:-0}/${WORLD_SIZE:-1} master=${MASTER_ADDR:-}:${MASTER_PORT:-}"; end=$(( $(date +%s) + DUR )); while [ $(date +%s) -lt $end ]; do :; done'
+job() { # job SECONDS NAME [submit options...]
+    local dur=$1 name=$2
+    shift 2
+    "$CORRAL" submit -n "$name" "$@" -- sh -c "${work//DUR/$dur}" | sed "s/^/  $name: /"
+}
+
+say "submitting a mix of workloads (gpu type 'auto': the advisor picks)"
+job 25 pretrain-70b --kind pretrain --params 70b --tokens 2e12 --nodes 2 --gpus 16 --precision bf16
+job 20 finetune-lora --kind finetune --params 7b --method lora --tokens 1e8 --gpus 1
+job 20 finetune-full --kind finetune --params 13b --method full --tokens 1e9 --gpus 4
+job 20 inference-70b --kind inference --params 70b --gpus 2
+job 15 render --kind visual --gpus 1
+job 15 cfd-fp64 --kind hpc --gpus 4
+job 8 sweep --kind batch --mig 1g.6gb --array 10
+job 8 preprocess --kind batch --gpu-type L40S --gpus 1 --array 6
+job 20 pretrain-too-big --kind pretrain --params 70b --tokens 2e12 --gpu-type "H100 SXM" --nodes 2 --gpus 16
+
+sleep 3
+say "where each job went (and what waits, with the reason)"
+run jobs
+first=$("$CORRAL" jobs --all 2>/dev/null | awk 'NR==2 {print $1}')
+[ -n "$first" ] && run show "$first"
+last=$("$CORRAL" jobs --state pending 2>/dev/null | awk 'NR==2 {print $1}')
+[ -n "$last" ] && run show "$last"
+
+say "a GPU overheats: l40s-1 GPU 2 reads 95 C and leaves the pool"
+echo "2 temp 95" >"$DIR/l40s-1/faults"
+sleep 3
+run nodes l40s-1
+say "gang job logs: each rank got the torchrun variables"
+[ -n "$first" ] && run logs "$first"
+
+say "corral top"
+run top --once
+
+end=$((SECONDS + SECONDS_TOTAL - 15))
+while [ "$SECONDS" -lt "$end" ]; do
+    active=$("$CORRAL" jobs 2>/dev/null | tail -n +2 | grep -c . || true)
+    [ "$active" -eq 0 ] && break
+    sleep 2
+done
+rm -f "$DIR/l40s-1/faults"
+say "the GPU cooled down and came back; the queue now"
+sleep 2
+run nodes l40s-1
+run jobs --all --limit 40
+run top --once

@@ -1,0 +1,390 @@
+/*
+ * agent_http.c - the agent's own HTTP server (libmicrohttpd):
+ *   GET /metrics                    Prometheus text: corral_* series and the
+ *                                   DCGM exporter's names and labels
+ *   GET /v1/health                  {"ok":true}
+ *   GET /v1/jobs/{id}/logs?stream=stdout|stderr&offset=N&follow=1
+ *   GET /v1/logs/{id}?...           the same (the controller's proxy form)
+ *                                   log bytes from offset (bearer: the node
+ *                                   token or the join token); the answer's
+ *                                   X-Corral-Offset header is the next offset
+ * Handlers run on MHD's threads and touch only what a->mu guards, plus
+ * files under the state dir.
+ */
+#include "agent_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define LOG_CHUNK_MAX (1u << 20)
+
+static void label_value(cr_buf *b, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\' || *s == '"') {
+            cr_buf_putc(b, '\\');
+            cr_buf_putc(b, *s);
+        } else if (*s == '\n') {
+            cr_buf_puts(b, "\\n");
+        } else {
+            cr_buf_putc(b, *s);
+        }
+    }
+}
+
+static void head(cr_buf *b, const char *name, const char *type, const char *help)
+{
+    cr_buf_printf(b, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void corral_labels(cr_buf *b, const agent *a, size_t i)
+{
+    const cr_gpu_info *g = &a->gpu->gpus[i];
+    cr_buf_printf(b, "{node=\"");
+    label_value(b, a->cfg.node);
+    cr_buf_printf(b, "\",gpu=\"%d\",uuid=\"%s\",model=\"", g->index, g->uuid);
+    label_value(b, g->model);
+    cr_buf_puts(b, "\"}");
+}
+
+static void dcgm_labels(cr_buf *b, const agent *a, size_t i)
+{
+    const cr_gpu_info *g = &a->gpu->gpus[i];
+    cr_buf_printf(b, "{gpu=\"%d\",UUID=\"%s\",device=\"nvidia%d\",pci_bus_id=\"%s\",modelName=\"",
+                  g->index, g->uuid, g->index, g->pci_bus_id);
+    label_value(b, g->raw_name);
+    cr_buf_puts(b, "\",Hostname=\"");
+    label_value(b, a->cfg.node);
+    cr_buf_puts(b, "\"}");
+}
+
+typedef enum {
+    V_UTIL,
+    V_MEM,
+    V_MEMTOT,
+    V_FBUSED,
+    V_FBFREE,
+    V_TEMP,
+    V_POWER,
+    V_CLOCK,
+    V_ECC,
+    V_XID,
+    V_XIDS,
+    V_HEALTHY
+} vkind;
+
+static void value(cr_buf *b, const agent *a, size_t i, vkind k)
+{
+    const cr_gpu_sample *s = &a->samples[i];
+    const cr_gpu_info *g = &a->gpu->gpus[i];
+    switch (k) {
+    case V_UTIL:
+        cr_buf_printf(b, " %d\n", s->util_pct);
+        break;
+    case V_MEM:
+        cr_buf_printf(b, " %llu\n", (unsigned long long)s->mem_used_bytes);
+        break;
+    case V_MEMTOT:
+        cr_buf_printf(b, " %llu\n", (unsigned long long)g->mem_bytes);
+        break;
+    case V_FBUSED:
+        cr_buf_printf(b, " %llu\n", (unsigned long long)(s->mem_used_bytes >> 20));
+        break;
+    case V_FBFREE:
+        cr_buf_printf(b, " %llu\n",
+                      (unsigned long long)((g->mem_bytes - (s->mem_used_bytes < g->mem_bytes
+                                                                ? s->mem_used_bytes
+                                                                : g->mem_bytes)) >>
+                                           20));
+        break;
+    case V_TEMP:
+        cr_buf_printf(b, " %d\n", s->temp_c);
+        break;
+    case V_POWER:
+        cr_buf_printf(b, " %.3f\n", (double)s->power_mw / 1000.0);
+        break;
+    case V_CLOCK:
+        cr_buf_printf(b, " %d\n", s->sm_clock_mhz);
+        break;
+    case V_ECC:
+        cr_buf_printf(b, " %llu\n", (unsigned long long)s->ecc_uncorrected);
+        break;
+    case V_XID:
+        cr_buf_printf(b, " %d\n", s->xid_last);
+        break;
+    case V_XIDS:
+        cr_buf_printf(b, " %llu\n", (unsigned long long)s->xid_count);
+        break;
+    case V_HEALTHY:
+        cr_buf_printf(b, " %d\n", a->health[i].state == CR_GPU_OK);
+        break;
+    }
+}
+
+void cr__agent_metrics_render(const agent *a, cr_buf *b)
+{
+    static const struct {
+        const char *name, *type, *help;
+        vkind k;
+        int dcgm;
+    } series[] = {
+        {"corral_gpu_utilization_percent", "gauge", "GPU utilisation.", V_UTIL, 0},
+        {"corral_gpu_memory_used_bytes", "gauge", "GPU memory in use.", V_MEM, 0},
+        {"corral_gpu_memory_total_bytes", "gauge", "GPU memory size.", V_MEMTOT, 0},
+        {"corral_gpu_temperature_celsius", "gauge", "GPU temperature.", V_TEMP, 0},
+        {"corral_gpu_power_watts", "gauge", "GPU board power.", V_POWER, 0},
+        {"corral_gpu_sm_clock_mhz", "gauge", "GPU SM clock.", V_CLOCK, 0},
+        {"corral_gpu_ecc_uncorrected_errors", "gauge", "Volatile uncorrected ECC errors.", V_ECC,
+         0},
+        {"corral_gpu_xid_last", "gauge", "Last XID error code (0 none).", V_XID, 0},
+        {"corral_gpu_xid_errors_total", "counter", "XID errors seen.", V_XIDS, 0},
+        {"corral_gpu_healthy", "gauge", "1 when the GPU is in the pool.", V_HEALTHY, 0},
+        {"DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", V_UTIL, 1},
+        {"DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", V_FBUSED, 1},
+        {"DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", V_FBFREE, 1},
+        {"DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", V_TEMP, 1},
+        {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", V_POWER, 1},
+        {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", V_CLOCK, 1},
+        {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", V_XID, 1},
+        {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gauge",
+         "Total number of double-bit volatile ECC errors.", V_ECC, 1},
+    };
+    cr_buf_reset(b);
+    for (size_t s = 0; s < sizeof series / sizeof series[0]; s++) {
+        head(b, series[s].name, series[s].type, series[s].help);
+        for (size_t i = 0; i < a->gpu->count; i++) {
+            cr_buf_puts(b, series[s].name);
+            if (series[s].dcgm) {
+                dcgm_labels(b, a, i);
+            } else {
+                corral_labels(b, a, i);
+            }
+            value(b, a, i, series[s].k);
+        }
+    }
+    size_t running = 0, stopping = 0, exited = 0;
+    for (size_t i = 0; i < a->nprocs; i++) {
+        running += a->procs[i].state == CR_PROC_RUNNING;
+        stopping += a->procs[i].state == CR_PROC_STOPPING;
+        exited += a->procs[i].state == CR_PROC_EXITED;
+    }
+    head(b, "corral_agent_jobs", "gauge", "Jobs on this node by state.");
+    cr_buf_printf(b, "corral_agent_jobs{state=\"running\"} %zu\n", running);
+    cr_buf_printf(b, "corral_agent_jobs{state=\"stopping\"} %zu\n", stopping);
+    cr_buf_printf(b, "corral_agent_jobs{state=\"exited\"} %zu\n", exited);
+    agent *m = (agent *)a; /* the lock is the only thing written */
+    pthread_mutex_lock(&m->mu);
+    uint64_t c[] = {a->n_started, a->n_exited,    a->n_status,   a->n_status_fail,
+                    a->n_polls,   a->n_poll_fail, a->n_registers};
+    int reg = a->registered;
+    pthread_mutex_unlock(&m->mu);
+    static const char *const names[][2] = {
+        {"corral_agent_jobs_started_total", "Jobs started."},
+        {"corral_agent_jobs_exited_total", "Jobs that exited."},
+        {"corral_agent_status_posts_total", "Status reports sent to the controller."},
+        {"corral_agent_status_failures_total", "Status reports that failed."},
+        {"corral_agent_desired_polls_total", "Desired-state long-polls."},
+        {"corral_agent_desired_poll_failures_total", "Desired-state long-polls that failed."},
+        {"corral_agent_registrations_total", "Registrations attempted."},
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        head(b, names[i][0], "counter", names[i][1]);
+        cr_buf_printf(b, "%s %llu\n", names[i][0], (unsigned long long)c[i]);
+    }
+    head(b, "corral_agent_registered", "gauge", "1 while registered with the controller.");
+    cr_buf_printf(b, "corral_agent_registered %d\n", reg);
+}
+
+static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type,
+                             const char *body, size_t len, int64_t next_offset)
+{
+    struct MHD_Response *r =
+        MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
+    MHD_add_response_header(r, "Content-Type", type);
+    if (next_offset >= 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)next_offset);
+        MHD_add_response_header(r, "X-Corral-Offset", v);
+    }
+    enum MHD_Result ret = MHD_queue_response(c, code, r);
+    MHD_destroy_response(r);
+    return ret;
+}
+
+static enum MHD_Result error(struct MHD_Connection *c, unsigned code, const char *name,
+                             const char *msg, const char *field)
+{
+    json_t *j = json_pack("{s:s,s:s}", "error", name, "message", msg);
+    if (field) {
+        json_object_set_new(j, "field", json_string(field));
+    }
+    char *t = json_dumps(j, JSON_COMPACT);
+    enum MHD_Result r = reply(c, code, "application/json", t, strlen(t), -1);
+    free(t);
+    json_decref(j);
+    return r;
+}
+
+static int authorized(agent *a, struct MHD_Connection *c)
+{
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) {
+        return 0;
+    }
+    const char *t = h + 7;
+    pthread_mutex_lock(&a->mu);
+    int ok = (a->node_token[0] && strcmp(t, a->node_token) == 0) ||
+             (a->cfg.join_token && strcmp(t, a->cfg.join_token) == 0);
+    pthread_mutex_unlock(&a->mu);
+    return ok;
+}
+
+static int job_done(agent *a, int64_t job)
+{
+    pthread_mutex_lock(&a->mu);
+    int live = 0;
+    for (size_t i = 0; i < a->nlive && !live; i++) {
+        live = a->live[i] == job;
+    }
+    pthread_mutex_unlock(&a->mu);
+    return !live;
+}
+
+static enum MHD_Result serve_logs(agent *a, struct MHD_Connection *c, const char *idtext)
+{
+    int64_t job, offset = 0;
+    char id[32];
+    size_t l = strcspn(idtext, "/");
+    if (l == 0 || l >= sizeof id || strcmp(idtext + l, "/logs") != 0) {
+        return error(c, 404, "CR_ENOENT", "no such route", NULL);
+    }
+    memcpy(id, idtext, l);
+    id[l] = '\0';
+    if (cr_parse_i64(id, 1, INT64_MAX, &job) < 0) {
+        return error(c, 400, "CR_EINVAL", "job id must be a positive integer", "id");
+    }
+    if (!authorized(a, c)) {
+        return error(c, 401, "CR_EAUTH", "bearer token required", NULL);
+    }
+    const char *stream = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "stream");
+    const char *off = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "offset");
+    const char *follow = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "follow");
+    const char *suffix = "out";
+    if (stream && strcmp(stream, "stderr") == 0) {
+        suffix = "err";
+    } else if (stream && strcmp(stream, "stdout") != 0) {
+        return error(c, 400, "CR_EINVAL", "stream must be stdout or stderr", "stream");
+    }
+    if (off && cr_parse_i64(off, 0, INT64_MAX, &offset) < 0) {
+        return error(c, 400, "CR_EINVAL", "offset must be a byte offset >= 0", "offset");
+    }
+    char *path = cr_proc_log_path(a->cfg.state_dir, job, suffix);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) {
+        return error(c, 404, "CR_ENOENT", "no log for this job on this node", NULL);
+    }
+    struct stat sb;
+    /* follow=1: wait (up to 20 s) for bytes past offset while the job runs. */
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    while (fstat(fd, &sb) == 0 && sb.st_size <= offset && follow && strcmp(follow, "1") == 0 &&
+           !job_done(a, job) && cr_mono_ns() < deadline && !atomic_load(&a->stop)) {
+        usleep(100000);
+    }
+    if (fstat(fd, &sb) != 0) {
+        close(fd);
+        return error(c, 500, "CR_EIO", "cannot read the log", NULL);
+    }
+    size_t n = 0;
+    char *buf = NULL;
+    if (sb.st_size > offset) {
+        size_t want = (size_t)(sb.st_size - offset);
+        if (want > LOG_CHUNK_MAX) {
+            want = LOG_CHUNK_MAX;
+        }
+        buf = cr_malloc(want);
+        ssize_t r = pread(fd, buf, want, offset);
+        n = r > 0 ? (size_t)r : 0;
+    }
+    close(fd);
+    enum MHD_Result ret = reply(c, 200, "text/plain", buf ? buf : "", n, offset + (int64_t)n);
+    free(buf);
+    return ret;
+}
+
+static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
+                               const char *method, const char *version, const char *upload,
+                               size_t *upload_size, void **con_cls)
+{
+    agent *a = cls;
+    if (strcmp(method, "GET") != 0) {
+        return error(c, 405, "CR_ENOTSUP", "only GET is served here", NULL);
+    }
+    if (strcmp(url, "/metrics") == 0) {
+        pthread_mutex_lock(&a->mu);
+        char *t = cr_strdup(a->metrics_text ? a->metrics_text : "");
+        pthread_mutex_unlock(&a->mu);
+        enum MHD_Result r =
+            reply(c, 200, "text/plain; version=0.0.4; charset=utf-8", t, strlen(t), -1);
+        free(t);
+        return r;
+    }
+    if (strcmp(url, "/v1/health") == 0) {
+        const char *ok = "{\"ok\":true}";
+        return reply(c, 200, "application/json", ok, strlen(ok), -1);
+    }
+    if (strncmp(url, "/v1/jobs/", 9) == 0) {
+        return serve_logs(a, c, url + 9);
+    }
+    if (strncmp(url, "/v1/logs/", 9) == 0) {
+        /* The form the controller's logs proxy uses. */
+        char path[64];
+        snprintf(path, sizeof path, "%.40s/logs", url + 9);
+        return serve_logs(a, c, path);
+    }
+    return error(c, 404, "CR_ENOENT", "no such route", NULL);
+}
+
+int cr__agent_http_start(agent *a, char *err, size_t errlen)
+{
+    struct sockaddr_in sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons((uint16_t)a->cfg.listen_port);
+    if (inet_pton(AF_INET, a->cfg.listen_host, &sa.sin_addr) != 1) {
+        snprintf(err, errlen, "--listen: '%s' is not an IPv4 address", a->cfg.listen_host);
+        return CR_EINVAL;
+    }
+    struct MHD_Daemon *d = MHD_start_daemon(
+        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
+        NULL, handler, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    if (!d) {
+        snprintf(err, errlen, "--listen: cannot listen on %s:%d", a->cfg.listen_host,
+                 a->cfg.listen_port);
+        return CR_EIO;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
+    a->port = info ? info->port : a->cfg.listen_port;
+    a->mhd = d;
+    return 0;
+}
+
+void cr__agent_http_stop(agent *a)
+{
+    if (a->mhd) {
+        MHD_stop_daemon(a->mhd);
+        a->mhd = NULL;
+    }
+}

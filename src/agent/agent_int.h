@@ -1,0 +1,93 @@
+/*
+ * agent_int.h - private state shared by the files of the agent role.
+ *
+ * Threads:
+ *   main     the reconcile loop (agent_main.c): owns procs, the GPU backend,
+ *            samples and health; sends register and status.
+ *   poller   long-polls the desired state (agent_net.c) and hands each new
+ *            document to main through a->pending and the wake pipe.
+ *   http     libmicrohttpd's threads (agent_http.c): /metrics, /v1/health
+ *            and the job log route; they read only what a->mu guards.
+ * Lock: a->mu (one lock, leaf: nothing else is taken while holding it)
+ * guards pending, node_token, registered, need_register, metrics_text,
+ * wait_s and the counters marked (mu).
+ */
+#ifndef CR_AGENT_INT_H
+#define CR_AGENT_INT_H
+
+#include "cr_buf.h"
+#include "cr_desired.h"
+#include "cr_gpu.h"
+#include "cr_proc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+typedef struct agent_cfg {
+    const char *server;    /* controller base URL, no trailing '/' */
+    char *join_token;      /* owned: read from the file or given inline */
+    const char *node;      /* node name */
+    const char *rack;      /* rack name ("" none) */
+    const char *gpus;      /* --gpus spec */
+    char listen_host[256]; /* --listen host */
+    int listen_port;       /* --listen port; 0 picks one */
+    const char *advertise; /* address the controller and gang peers use */
+    const char *state_dir; /* jobs, logs, records */
+    const char *faults;    /* sim fault file */
+    int64_t wait_s;        /* long-poll wait asked of the controller */
+    int64_t run_for_ns;    /* exit after this long (0: run until signalled) */
+    int kill_on_exit;      /* stop the jobs when the agent exits */
+    cr_gpu_health_cfg health;
+} agent_cfg;
+
+typedef struct agent {
+    agent_cfg cfg;
+    cr_gpu_backend *gpu;
+    cr_gpu_sample samples[CR_GPU_MAX];
+    cr_gpu_health health[CR_GPU_MAX];
+    cr_proc *procs; /* main only */
+    size_t nprocs, procs_cap;
+    cr_desired desired; /* main only: the document being applied */
+    int have_desired;   /* main only */
+    int port;           /* the port actually bound */
+
+    pthread_mutex_t mu;
+    cr_desired *pending;  /* (mu) newest document from the poller; taken by main */
+    char node_token[256]; /* (mu) bearer after register */
+    int registered;       /* (mu) */
+    int need_register;    /* (mu) */
+    int64_t heartbeat_ns; /* heartbeat period from the controller */
+    char *metrics_text;   /* (mu) last rendered /metrics body */
+    int64_t *live;        /* (mu) ids of the jobs running here, for log follows */
+    size_t nlive, live_cap;
+    uint64_t n_started, n_exited, n_status, n_status_fail, n_polls, n_poll_fail,
+        n_registers; /* (mu) counters */
+
+    atomic_int stop;      /* set to end every thread */
+    int wake_rd, wake_wr; /* pipe: poller -> main */
+    pthread_t poller;
+    int poller_started;
+    void *mhd;         /* struct MHD_Daemon * */
+    void *status_curl; /* CURL *, main thread only */
+} agent;
+
+/* agent_net.c */
+int cr__agent_register(agent *a);
+int cr__agent_post_status(agent *a);
+int cr__agent_poller_start(agent *a);
+void cr__agent_poller_join(agent *a);
+void cr__agent_wake(agent *a);
+/* The nvlink_domain sent to the controller: a lone GPU gets 1000 + index. */
+int cr__agent_wire_domain(const cr_gpu_info *g);
+/* Build the register / status bodies (exposed for tests). Returned new. */
+json_t *cr__agent_register_body(const agent *a);
+json_t *cr__agent_status_body(const agent *a);
+
+/* agent_http.c */
+int cr__agent_http_start(agent *a, char *err, size_t errlen);
+void cr__agent_http_stop(agent *a);
+/* Prometheus text of the node's GPUs and the agent (into b). */
+void cr__agent_metrics_render(const agent *a, cr_buf *b);
+
+#endif

@@ -1,0 +1,372 @@
+/*
+ * agent_net.c - the agent's side of the controller protocol: register,
+ * status (heartbeat), and the long-poll of the desired state.
+ *
+ * Every call retries on the next loop turn rather than blocking: a
+ * controller that restarts or a network blip costs a few failed calls and
+ * some backoff, never a stuck agent. A 401/403/404 on a node route means
+ * the controller no longer knows our node token (say its store was reset):
+ * the agent registers again and carries on.
+ */
+#include "agent_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_time.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct http_ctx {
+    cr_buf *resp;
+    const atomic_int *stop;
+} http_ctx;
+
+static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
+{
+    http_ctx *c = ud;
+    if (c->resp->len + size * n > (16u << 20)) {
+        return 0; /* a desired state over 16 MiB is not one we want */
+    }
+    cr_buf_append(c->resp, ptr, size * n);
+    return size * n;
+}
+
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    const http_ctx *x = ud;
+    return atomic_load(x->stop) ? 1 : 0;
+}
+
+/*
+ * One HTTP exchange. body NULL: GET. Returns the HTTP status, or CR_EUNAVAIL
+ * when the server could not be reached.
+ */
+static int http_call(agent *a, CURL *h, const char *method, const char *url, const char *token,
+                     const char *body, cr_buf *resp, int64_t timeout_ms)
+{
+    http_ctx ctx = {resp, &a->stop};
+    struct curl_slist *hdr = NULL;
+    char auth[400];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    hdr = curl_slist_append(hdr, auth);
+    hdr = curl_slist_append(hdr, "Content-Type: application/json");
+    hdr = curl_slist_append(hdr, "Expect:");
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &ctx);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &ctx);
+    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    }
+    cr_buf_reset(resp);
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdr);
+    if (rc != CURLE_OK) {
+        cr_debug("agent: %s %s: %s", method, url, curl_easy_strerror(rc));
+        return CR_EUNAVAIL;
+    }
+    return (int)status;
+}
+
+static void set_registered(agent *a, int yes)
+{
+    pthread_mutex_lock(&a->mu);
+    a->registered = yes;
+    a->need_register = !yes;
+    pthread_mutex_unlock(&a->mu);
+}
+
+int cr__agent_wire_domain(const cr_gpu_info *g)
+{
+    /* On the wire a domain is a set of GPUs that share NVLink; a GPU without
+     * NVLink is a domain of its own, numbered clear of the shared ones. */
+    return g->nvlink_domain >= 0 ? g->nvlink_domain : 1000 + g->index;
+}
+
+json_t *cr__agent_register_body(const agent *a)
+{
+    json_t *gpus = json_array();
+    for (size_t i = 0; i < a->gpu->count; i++) {
+        const cr_gpu_info *g = &a->gpu->gpus[i];
+        json_t *mig = json_array();
+        for (size_t k = 0; k < g->mig_count; k++) {
+            const cr_mig_inst *m = &g->mig[k];
+            json_array_append_new(mig,
+                                  json_pack("{s:s,s:s,s:i,s:i,s:I}", "uuid", m->uuid, "profile",
+                                            m->profile, "slices", m->slices, "mem_slices",
+                                            m->mem_slices, "mem_bytes", (json_int_t)m->mem_bytes));
+        }
+        json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:i,s:s,s:s,s:o}", "index",
+                                              g->index, "uuid", g->uuid, "model", g->model,
+                                              "mem_bytes", (json_int_t)g->mem_bytes,
+                                              "nvlink_domain", cr__agent_wire_domain(g), "health",
+                                              cr_gpu_health_name(a->health[i].state), "reason",
+                                              a->health[i].reason, "mig", mig));
+    }
+    json_t *running = json_array();
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const cr_proc *p = &a->procs[i];
+        if (p->state != CR_PROC_EXITED) {
+            json_array_append_new(
+                running, json_pack("{s:I,s:i}", "job", (json_int_t)p->job, "pid", (int)p->pid));
+        }
+    }
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
+    return json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:o}", "node", a->cfg.node, "addr",
+                     a->cfg.advertise, "port", a->port, "rack", a->cfg.rack, "gpus", gpus, "cpus",
+                     (int)cpus, "mem_bytes", (json_int_t)pages * psize, "running", running);
+}
+
+json_t *cr__agent_status_body(const agent *a)
+{
+    json_t *gpus = json_array();
+    for (size_t i = 0; i < a->gpu->count; i++) {
+        const cr_gpu_sample *s = &a->samples[i];
+        json_array_append_new(gpus,
+                              json_pack("{s:i,s:s,s:s,s:i,s:I,s:i,s:I,s:i,s:I,s:i}", "index",
+                                        (int)i, "health", cr_gpu_health_name(a->health[i].state),
+                                        "reason", a->health[i].reason, "util_pct", s->util_pct,
+                                        "mem_used_bytes", (json_int_t)s->mem_used_bytes, "temp_c",
+                                        s->temp_c, "power_mw", (json_int_t)s->power_mw,
+                                        "sm_clock_mhz", s->sm_clock_mhz, "ecc_uncorrected",
+                                        (json_int_t)s->ecc_uncorrected, "xid_last", s->xid_last));
+    }
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const cr_proc *p = &a->procs[i];
+        json_t *j =
+            json_pack("{s:I,s:s,s:i}", "job", (json_int_t)p->job, "state",
+                      p->state == CR_PROC_EXITED ? "exited" : "running", "pid", (int)p->pid);
+        if (p->state == CR_PROC_EXITED) {
+            json_object_set_new(j, "exit_code", json_integer(p->exit_code));
+            json_object_set_new(j, "signal", json_integer(p->signal));
+        }
+        json_array_append_new(jobs, j);
+    }
+    return json_pack("{s:o,s:o}", "gpus", gpus, "jobs", jobs);
+}
+
+static void log_http_error(const char *what, int status, const cr_buf *resp)
+{
+    if (status < 0) {
+        cr_warn("agent: %s: controller unreachable", what);
+    } else {
+        cr_warn("agent: %s: HTTP %d %.300s", what, status, cr_buf_str(resp));
+    }
+}
+
+int cr__agent_register(agent *a)
+{
+    CURL *h = curl_easy_init();
+    cr_buf resp;
+    cr_buf_init(&resp);
+    json_t *body = cr__agent_register_body(a);
+    char *text = json_dumps(body, JSON_COMPACT);
+    char *url = cr_asprintf("%s/v1/agents/register", a->cfg.server);
+    int rc = 0;
+    int st = http_call(a, h, "POST", url, a->cfg.join_token, text, &resp, 10000);
+    pthread_mutex_lock(&a->mu);
+    a->n_registers++;
+    pthread_mutex_unlock(&a->mu);
+    if (st != 200 && st != 201) {
+        log_http_error("register", st, &resp);
+        rc = st == 401 || st == 403 ? CR_EAUTH : CR_EUNAVAIL;
+        goto out;
+    }
+    json_error_t je;
+    json_t *r = json_loads(cr_buf_str(&resp), 0, &je);
+    const char *tok = NULL;
+    double hb = 5;
+    if (!r || json_unpack(r, "{s:s,s?F}", "node_token", &tok, "heartbeat_s", &hb) != 0 ||
+        strlen(tok) >= sizeof a->node_token || hb <= 0 || hb > 3600) {
+        cr_warn("agent: register: answer lacks node_token: %.200s", cr_buf_str(&resp));
+        json_decref(r);
+        rc = CR_EPARSE;
+        goto out;
+    }
+    pthread_mutex_lock(&a->mu);
+    snprintf(a->node_token, sizeof a->node_token, "%s", tok);
+    a->heartbeat_ns = (int64_t)(hb * 1e9);
+    pthread_mutex_unlock(&a->mu);
+    json_decref(r);
+    set_registered(a, 1);
+    cr_info("agent: registered node=%s gpus=%zu server=%s", a->cfg.node, a->gpu->count,
+            a->cfg.server);
+out:
+    free(url);
+    free(text);
+    json_decref(body);
+    cr_buf_fini(&resp);
+    curl_easy_cleanup(h);
+    return rc;
+}
+
+int cr__agent_post_status(agent *a)
+{
+    if (!a->status_curl) {
+        a->status_curl = curl_easy_init(); /* kept for keep-alive; main thread only */
+    }
+    CURL *h = a->status_curl;
+    cr_buf resp;
+    cr_buf_init(&resp);
+    json_t *body = cr__agent_status_body(a);
+    char *text = json_dumps(body, JSON_COMPACT);
+    char *url = cr_asprintf("%s/v1/agents/%s/status", a->cfg.server, a->cfg.node);
+    char tok[256];
+    pthread_mutex_lock(&a->mu);
+    snprintf(tok, sizeof tok, "%s", a->node_token);
+    pthread_mutex_unlock(&a->mu);
+    int st = http_call(a, h, "POST", url, tok, text, &resp, 10000);
+    int rc = 0;
+    pthread_mutex_lock(&a->mu);
+    a->n_status++;
+    if (st != 200 && st != 204) {
+        a->n_status_fail++;
+    }
+    pthread_mutex_unlock(&a->mu);
+    if (st == 401 || st == 403 || st == 404) {
+        log_http_error("status", st, &resp);
+        set_registered(a, 0);
+        rc = CR_EAUTH;
+    } else if (st != 200 && st != 204) {
+        log_http_error("status", st, &resp);
+        rc = CR_EUNAVAIL;
+    }
+    free(url);
+    free(text);
+    json_decref(body);
+    cr_buf_fini(&resp);
+    return rc;
+}
+
+void cr__agent_wake(agent *a)
+{
+    char c = 1;
+    ssize_t w = write(a->wake_wr, &c, 1); /* a full pipe already wakes main */
+    (void)w;
+}
+
+static void backoff_sleep(agent *a, int64_t ns)
+{
+    /* Sleep in short steps so a stop is noticed quickly. */
+    int64_t end = cr_mono_ns() + ns;
+    while (!atomic_load(&a->stop) && cr_mono_ns() < end) {
+        usleep(20000);
+    }
+}
+
+static void *poller_main(void *ud)
+{
+    agent *a = ud;
+    CURL *h = curl_easy_init();
+    cr_buf resp;
+    cr_buf_init(&resp);
+    int64_t version = 0, backoff = 50 * CR_NS_PER_MS;
+    int was_registered = 0;
+    while (!atomic_load(&a->stop)) {
+        char tok[256];
+        pthread_mutex_lock(&a->mu);
+        int reg = a->registered;
+        snprintf(tok, sizeof tok, "%s", a->node_token);
+        pthread_mutex_unlock(&a->mu);
+        if (!reg) {
+            was_registered = 0;
+            backoff_sleep(a, 20 * CR_NS_PER_MS);
+            continue;
+        }
+        if (!was_registered) {
+            /* A new registration may come with a new controller whose
+             * versions start over (at 1): take its first document whatever
+             * it is. */
+            version = 0;
+            was_registered = 1;
+        }
+        char *url = cr_asprintf("%s/v1/agents/%s/desired?version=%lld&wait=%lld", a->cfg.server,
+                                a->cfg.node, (long long)version, (long long)a->cfg.wait_s);
+        int st = http_call(a, h, "GET", url, tok, NULL, &resp, (a->cfg.wait_s + 15) * 1000);
+        free(url);
+        pthread_mutex_lock(&a->mu);
+        a->n_polls++;
+        if (st != 200) {
+            a->n_poll_fail++;
+        }
+        pthread_mutex_unlock(&a->mu);
+        if (atomic_load(&a->stop)) {
+            break;
+        }
+        if (st == 401 || st == 403 || st == 404) {
+            log_http_error("desired", st, &resp);
+            set_registered(a, 0);
+            cr__agent_wake(a);
+            continue;
+        }
+        if (st != 200) {
+            if (st >= 0) {
+                log_http_error("desired", st, &resp);
+            }
+            backoff_sleep(a, backoff);
+            backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
+            continue;
+        }
+        backoff = 50 * CR_NS_PER_MS;
+        cr_desired *d = cr_calloc(1, sizeof *d);
+        char err[512];
+        if (cr_desired_parse(resp.data ? resp.data : "", resp.len, d, err, sizeof err) < 0) {
+            cr_warn("agent: desired state rejected: %s", err);
+            free(d);
+            backoff_sleep(a, CR_NS_PER_SEC);
+            continue;
+        }
+        if (d->version == version) {
+            cr_desired_fini(d);
+            free(d);
+            continue;
+        }
+        version = d->version;
+        pthread_mutex_lock(&a->mu);
+        if (a->pending) {
+            cr_desired_fini(a->pending);
+            free(a->pending);
+        }
+        a->pending = d;
+        pthread_mutex_unlock(&a->mu);
+        cr__agent_wake(a);
+    }
+    cr_buf_fini(&resp);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+int cr__agent_poller_start(agent *a)
+{
+    if (pthread_create(&a->poller, NULL, poller_main, a) != 0) {
+        return CR_EAGAIN;
+    }
+    a->poller_started = 1;
+    return 0;
+}
+
+void cr__agent_poller_join(agent *a)
+{
+    if (a->poller_started) {
+        pthread_join(a->poller, NULL);
+        a->poller_started = 0;
+    }
+}

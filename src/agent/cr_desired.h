@@ -1,0 +1,76 @@
+/*
+ * cr_desired.h - the documents of the controller <-> agent protocol
+ * (docs/api.md, "Agents"): the desired state the agent long-polls, and the
+ * register and status bodies it sends.
+ *
+ * The desired-state document comes from the network, so its parser checks
+ * every member it uses and names the offending one in the error
+ * ("jobs[2].gpus[0]: must be an integer 0..63"); members it does not know
+ * are ignored, so a newer controller can add some. Nothing here does I/O.
+ */
+#ifndef CR_DESIRED_H
+#define CR_DESIRED_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+enum cr_action { CR_ACT_RUN = 0, CR_ACT_STOP };
+
+typedef struct cr_gang {
+    char master_addr[256];
+    int master_port;
+    int world_size;
+    int node_rank;
+    int nnodes;
+    int local_world_size;
+    int rank_offset;
+} cr_gang;
+
+typedef struct cr_job_spec {
+    int64_t job; /* job id, > 0 */
+    char **argv; /* argc strings + NULL; owned */
+    size_t argc;
+    char **env; /* "K=V" strings + NULL; owned */
+    size_t envc;
+    char *workdir; /* owned; NULL: the state dir's job dir */
+    int *gpus;     /* gpu_count indexes; owned */
+    size_t gpu_count;
+    char **gpu_uuids; /* uuid_count strings; owned */
+    size_t uuid_count;
+    char *checkpoint_dir; /* owned; may be NULL */
+    char *mig_profile;    /* owned; NULL: whole GPUs; else one instance of it on gpus[0] */
+    int64_t grace_ns;     /* stop: SIGTERM, this long, SIGKILL */
+    int action;           /* cr_action */
+    int has_gang;
+    cr_gang gang;
+} cr_job_spec;
+
+typedef struct cr_desired {
+    int64_t version;
+    cr_job_spec *jobs; /* count entries; owned */
+    size_t count;
+} cr_desired;
+
+/* Parse a desired-state document. err gets "field: why". d is filled only on success. */
+int cr_desired_parse(const char *text, size_t len, cr_desired *d, char *err, size_t errlen);
+/* Parse one job entry (also used for the records in the state dir). */
+int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *s, char *err, size_t errlen);
+/* Returned new: the entry as JSON (the inverse of cr_job_spec_from_json). */
+json_t *cr_job_spec_to_json(const cr_job_spec *s);
+void cr_job_spec_fini(cr_job_spec *s);
+void cr_desired_fini(cr_desired *d);
+const cr_job_spec *cr_desired_find(const cr_desired *d, int64_t job);
+
+/*
+ * The environment of a job: the agent's own (base, borrowed, NULL-ended),
+ * minus the variables Corral sets, plus the job's env, plus
+ * CUDA_VISIBLE_DEVICES, CORRAL_JOB_ID, CORRAL_CHECKPOINT_DIR and, for a
+ * gang, the torchrun variables. Returned new: NULL-ended, free with
+ * cr_strv_free.
+ */
+char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node);
+void cr_strv_free(char **v);
+
+#endif

@@ -1,0 +1,172 @@
+/*
+ * cr_gpu.h - the agent's GPUs, behind one interface.
+ *
+ * A backend knows the node's GPUs (inventory: model, UUID, memory, NVLink
+ * domain, MIG layout, PCI bus id) and samples them (utilisation, memory
+ * used, temperature, power, SM clock, uncorrected ECC count, XID events).
+ * Three backends:
+ *   sim:SPEC   GPUs declared by a spec or a spec file (see cr_gpu_sim_parse);
+ *              samples follow the load the agent passes in (the jobs running
+ *              on each GPU), and faults are injected through a file.
+ *   nvml       libnvidia-ml.so.1 loaded with dlopen (never linked), so the
+ *              binary builds and runs anywhere; "not available" is a clean
+ *              CR_EUNAVAIL with a message, never a crash.
+ *   auto       nvml when it loads, else the error.
+ *
+ * Health (cr_gpu_health_update) is pure: a sample, the previous verdict and
+ * the time in, the new verdict out. A GPU with a recent XID, uncorrected ECC
+ * errors, or a temperature over the limit leaves the pool with a reason,
+ * and comes back by itself when the condition clears.
+ *
+ * Threading: a backend is used from one thread. Time: callers pass now_ns.
+ */
+#ifndef CR_GPU_H
+#define CR_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define CR_GPU_MAX     64 /* GPUs per node */
+#define CR_GPU_MAX_MIG 8  /* MIG instances per GPU */
+
+typedef struct cr_mig_inst {
+    char uuid[96];      /* "MIG-..." */
+    char profile[32];   /* "1g.10gb" */
+    int slices;         /* compute slices (the N of Ng) */
+    int mem_slices;     /* memory slices */
+    uint64_t mem_bytes; /* instance memory */
+} cr_mig_inst;
+
+typedef struct cr_gpu_info {
+    int index;           /* 0-based, the driver's order */
+    char uuid[96];       /* "GPU-..." */
+    char model[64];      /* catalog name: "H100 SXM" */
+    char raw_name[96];   /* the driver's name: "NVIDIA H100 80GB HBM3" (modelName label) */
+    char pci_bus_id[32]; /* "00000000:1B:00.0", "" when unknown */
+    uint64_t mem_bytes;  /* framebuffer size */
+    int nvlink_domain;   /* GPUs with the same domain talk over NVLink; -1: none */
+    int tdp_w;           /* board power limit, for sim power figures */
+    int mig_enabled;     /* MIG mode on */
+    size_t mig_count;    /* entries used in mig[] */
+    cr_mig_inst mig[CR_GPU_MAX_MIG];
+} cr_gpu_info;
+
+typedef struct cr_gpu_sample {
+    int util_pct;             /* 0..100 */
+    uint64_t mem_used_bytes;  /* framebuffer used */
+    int temp_c;               /* die temperature */
+    int64_t power_mw;         /* board power */
+    int sm_clock_mhz;         /* current SM clock */
+    uint64_t ecc_uncorrected; /* volatile uncorrected ECC count */
+    int xid_last;             /* last XID seen, 0 none */
+    uint64_t xid_count;       /* XIDs seen since start */
+    int64_t xid_time_ns;      /* when the last XID was seen (0 none) */
+} cr_gpu_sample;
+
+/* What the agent knows about the work on each GPU, for the sim backend. */
+typedef struct cr_gpu_load {
+    double busy[CR_GPU_MAX]; /* 0..1: CPU share of the jobs on the GPU; <0: no job */
+} cr_gpu_load;
+
+typedef struct cr_gpu_backend cr_gpu_backend;
+
+typedef struct cr_gpu_ops {
+    const char *name;
+    /* Fill out[0..count) for now_ns; load may be NULL. */
+    int (*sample)(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_ns, cr_gpu_sample *out);
+    void (*destroy)(cr_gpu_backend *b);
+} cr_gpu_ops;
+
+struct cr_gpu_backend {
+    const cr_gpu_ops *ops;
+    size_t count;                 /* GPUs in gpus[] */
+    cr_gpu_info gpus[CR_GPU_MAX]; /* inventory, fixed after open */
+    void *priv;                   /* backend state */
+};
+
+/*
+ * Open a backend from the --gpus flag: "sim:SPEC", "sim:FILE", "nvml" or
+ * "auto". node names the host (seeds sim UUIDs). faults_path (borrowed, may
+ * be NULL) is the sim fault file. On failure returns CR_E* with a message
+ * in err. *out returned new (free with cr_gpu_close).
+ */
+int cr_gpu_open(const char *spec, const char *node, const char *faults_path, cr_gpu_backend **out,
+                char *err, size_t errlen);
+void cr_gpu_close(cr_gpu_backend *b);
+
+/* --- sim ------------------------------------------------------------- */
+
+/*
+ * Sim spec: groups separated by ';' or newlines (a file: one group a line,
+ * '#' comments, errors name the line). A group is COUNTxMODEL followed by
+ * comma-separated options:
+ *   8xH100 SXM,nvlink=1           8 GPUs in one NVLink domain
+ *   8xA100 80GB SXM,nvlink=2      two domains of 4
+ *   4xL40S                        no NVLink (nvlink=0, the default for PCIe)
+ *   4xA30,mig=1g.6gb:2+2g.12gb:1  MIG layout on every GPU of the group
+ *   2xFoo,mem=24,tdp=300          model unknown to the built-in table
+ * Known models default to their memory and TDP, and SXM parts to nvlink=1.
+ */
+int cr_gpu_sim_parse(const char *text, const char *node, cr_gpu_info *gpus, size_t max,
+                     size_t *count, char *err, size_t errlen);
+int cr_gpu_sim_open(const char *spec_or_file, const char *node, const char *faults_path,
+                    cr_gpu_backend **out, char *err, size_t errlen);
+
+/*
+ * Fault file lines (re-read when it changes): "GPU xid CODE", "GPU ecc N",
+ * "GPU temp C"; '#' comments. A fault lasts while its line is there.
+ * Parses into per-GPU overrides; errors name the line.
+ */
+typedef struct cr_gpu_fault {
+    int xid;     /* 0 none */
+    int64_t ecc; /* -1 none */
+    int temp_c;  /* -1 none */
+} cr_gpu_fault;
+int cr_gpu_faults_parse(const char *text, size_t gpu_count, cr_gpu_fault *faults, char *err,
+                        size_t errlen);
+
+/* --- nvml ------------------------------------------------------------ */
+
+int cr_gpu_nvml_open(cr_gpu_backend **out, char *err, size_t errlen);
+/* Pure helpers of the NVML backend, unit-tested with recorded values. */
+/* "NVIDIA H100 80GB HBM3" -> "H100 SXM"; writes the catalog name into out. */
+void cr_gpu_model_from_nvml(const char *nvml_name, char *out, size_t len);
+/* "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> profile "1g.5gb", slices 1. 0 or CR_EPARSE. */
+int cr_gpu_mig_profile_from_name(const char *nvml_name, char *profile, size_t len, int *slices);
+/* Memory slices of a profile on a GPU with mem_bytes and the model's slice count. */
+int cr_gpu_mig_mem_slices(const char *profile, uint64_t gpu_mem_bytes, int max_instances);
+/*
+ * NVLink domains from peer links: links[i*n + j] != 0 when GPU i has an
+ * active link to GPU j; switched[i] != 0 when GPU i links to an NVSwitch
+ * (all such GPUs share a domain). domain[i] = -1 for a GPU without links,
+ * else the smallest index in its connected group, renumbered 0.. in order.
+ */
+void cr_gpu_nvlink_domains(size_t n, const unsigned char *links, const unsigned char *switched,
+                           int *domain);
+
+/* --- health ---------------------------------------------------------- */
+
+enum cr_gpu_health_state { CR_GPU_OK = 0, CR_GPU_XID, CR_GPU_ECC, CR_GPU_HOT };
+
+typedef struct cr_gpu_health_cfg {
+    int hot_c;           /* leaves the pool at or above this temperature */
+    int cool_c;          /* and comes back at or below this one */
+    int64_t xid_hold_ns; /* an XID keeps the GPU out this long */
+} cr_gpu_health_cfg;
+
+typedef struct cr_gpu_health {
+    int state;       /* cr_gpu_health_state */
+    char reason[96]; /* "XID 79", "2 uncorrectable ECC errors", "92 C over 90 C" */
+    int hot;         /* hysteresis memory */
+} cr_gpu_health;
+
+void cr_gpu_health_cfg_default(cr_gpu_health_cfg *cfg);
+/* Returns 1 when the state changed. */
+int cr_gpu_health_update(cr_gpu_health *h, const cr_gpu_sample *s, const cr_gpu_health_cfg *cfg,
+                         int64_t now_ns);
+const char *cr_gpu_health_name(int state);
+
+/* Deterministic UUID text ("GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx") from a seed string. */
+void cr_gpu_uuid_from_seed(const char *prefix, const char *seed, char *out, size_t len);
+
+#endif

@@ -1,0 +1,499 @@
+/*
+ * desired.c - parse the desired-state document and build a job's
+ * environment. See cr_desired.h.
+ */
+#include "cr_desired.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_JOBS   4096
+#define MAX_ARGS   4096
+#define MAX_ENV    4096
+#define MAX_GPUS   64
+#define MAX_STRLEN 65536
+
+void cr_strv_free(char **v)
+{
+    if (v) {
+        for (char **p = v; *p; p++) {
+            free(*p);
+        }
+        free(v);
+    }
+}
+
+void cr_job_spec_fini(cr_job_spec *s)
+{
+    cr_strv_free(s->argv);
+    cr_strv_free(s->env);
+    free(s->workdir);
+    free(s->gpus);
+    if (s->gpu_uuids) {
+        for (size_t i = 0; i < s->uuid_count; i++) {
+            free(s->gpu_uuids[i]);
+        }
+        free(s->gpu_uuids);
+    }
+    free(s->checkpoint_dir);
+    free(s->mig_profile);
+    memset(s, 0, sizeof *s);
+}
+
+void cr_desired_fini(cr_desired *d)
+{
+    for (size_t i = 0; i < d->count; i++) {
+        cr_job_spec_fini(&d->jobs[i]);
+    }
+    free(d->jobs);
+    memset(d, 0, sizeof *d);
+}
+
+const cr_job_spec *cr_desired_find(const cr_desired *d, int64_t job)
+{
+    for (size_t i = 0; i < d->count; i++) {
+        if (d->jobs[i].job == job) {
+            return &d->jobs[i];
+        }
+    }
+    return NULL;
+}
+
+static int bad(char *err, size_t errlen, const char *path, const char *member, const char *why)
+{
+    snprintf(err, errlen, "%s%s%s: %s", path, *path && member ? "." : "", member ? member : "",
+             why);
+    return CR_EINVAL;
+}
+
+static int get_int(json_t *o, const char *path, const char *k, int64_t min, int64_t max,
+                   int required, int64_t *out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        if (required) {
+            return bad(err, errlen, path, k, "missing");
+        }
+        return 0;
+    }
+    int64_t x;
+    if (json_is_integer(v)) {
+        x = json_integer_value(v);
+    } else if (json_is_real(v) && json_real_value(v) == (double)(int64_t)json_real_value(v)) {
+        x = (int64_t)json_real_value(v);
+    } else {
+        return bad(err, errlen, path, k, "must be an integer");
+    }
+    if (x < min || x > max) {
+        char why[96];
+        snprintf(why, sizeof why, "must be an integer %lld..%lld", (long long)min, (long long)max);
+        return bad(err, errlen, path, k, why);
+    }
+    *out = x;
+    return 0;
+}
+
+static int get_str(json_t *o, const char *path, const char *k, char **out, char *err, size_t errlen)
+{
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    if (!json_is_string(v) || json_string_length(v) > MAX_STRLEN ||
+        strlen(json_string_value(v)) != json_string_length(v)) {
+        return bad(err, errlen, path, k, "must be a string without NUL, up to 64 KiB");
+    }
+    free(*out);
+    *out = cr_strdup(json_string_value(v));
+    return 0;
+}
+
+static int str_array(json_t *a, const char *path, const char *k, size_t max, char ***out, size_t *n,
+                     char *err, size_t errlen)
+{
+    if (!json_is_array(a) || json_array_size(a) > max) {
+        char why[64];
+        snprintf(why, sizeof why, "must be an array of up to %zu strings", max);
+        return bad(err, errlen, path, k, why);
+    }
+    size_t cnt = json_array_size(a);
+    char **v = cr_calloc(cnt + 1, sizeof *v);
+    for (size_t i = 0; i < cnt; i++) {
+        json_t *e = json_array_get(a, i);
+        if (!json_is_string(e) || json_string_length(e) > MAX_STRLEN ||
+            strlen(json_string_value(e)) != json_string_length(e)) {
+            char m[64];
+            snprintf(m, sizeof m, "%s[%zu]", k, i);
+            cr_strv_free(v);
+            return bad(err, errlen, path, m, "must be a string without NUL");
+        }
+        v[i] = cr_strdup(json_string_value(e));
+    }
+    *out = v;
+    *n = cnt;
+    return 0;
+}
+
+int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *err, size_t errlen)
+{
+    cr_job_spec s;
+    memset(&s, 0, sizeof s);
+    int rc = 0;
+    int64_t v = 0;
+    if (!json_is_object(j)) {
+        rc = bad(err, errlen, path, NULL, "must be an object");
+        goto fail;
+    }
+    if ((rc = get_int(j, path, "job", 1, INT64_MAX, 1, &s.job, err, errlen)) < 0) {
+        goto fail;
+    }
+    json_t *act = json_object_get(j, "action");
+    if (act && !json_is_null(act)) {
+        const char *a = json_string_value(act);
+        if (a && strcmp(a, "run") == 0) {
+            s.action = CR_ACT_RUN;
+        } else if (a && strcmp(a, "stop") == 0) {
+            s.action = CR_ACT_STOP;
+        } else {
+            rc = bad(err, errlen, path, "action", "must be \"run\" or \"stop\"");
+            goto fail;
+        }
+    }
+    json_t *cmd = json_object_get(j, "command");
+    if (cmd) {
+        if ((rc = str_array(cmd, path, "command", MAX_ARGS, &s.argv, &s.argc, err, errlen)) < 0) {
+            goto fail;
+        }
+    }
+    if (s.action == CR_ACT_RUN && s.argc == 0) {
+        rc = bad(err, errlen, path, "command", "must be a non-empty array of strings");
+        goto fail;
+    }
+    if (!s.argv) {
+        s.argv = cr_calloc(1, sizeof *s.argv);
+    }
+    json_t *env = json_object_get(j, "env");
+    s.env = cr_calloc(1, sizeof *s.env);
+    if (env && !json_is_null(env)) {
+        if (!json_is_object(env) || json_object_size(env) > MAX_ENV) {
+            rc = bad(err, errlen, path, "env", "must be an object of strings");
+            goto fail;
+        }
+        size_t n = json_object_size(env), i = 0;
+        cr_strv_free(s.env);
+        s.env = cr_calloc(n + 1, sizeof *s.env);
+        const char *k;
+        json_t *ev;
+        json_object_foreach(env, k, ev)
+        {
+            char m[300];
+            snprintf(m, sizeof m, "env.%.256s", k);
+            if (!*k || strchr(k, '=') || !json_is_string(ev) ||
+                strlen(json_string_value(ev)) != json_string_length(ev)) {
+                rc = bad(err, errlen, path, m, "must be a string, and names non-empty without '='");
+                goto fail;
+            }
+            s.env[i++] = cr_asprintf("%s=%s", k, json_string_value(ev));
+        }
+        s.envc = i;
+    }
+    if ((rc = get_str(j, path, "workdir", &s.workdir, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "checkpoint_dir", &s.checkpoint_dir, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "mig_profile", &s.mig_profile, err, errlen)) < 0) {
+        goto fail;
+    }
+    /* "" means "not set" (the controller sends empty strings for defaults). */
+    char **opt[] = {&s.workdir, &s.checkpoint_dir, &s.mig_profile};
+    for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
+        if (*opt[i] && !**opt[i]) {
+            CR_FREE(*opt[i]);
+        }
+    }
+    json_t *gpus = json_object_get(j, "gpus");
+    if (gpus && !json_is_null(gpus)) {
+        if (!json_is_array(gpus) || json_array_size(gpus) > MAX_GPUS) {
+            rc = bad(err, errlen, path, "gpus", "must be an array of up to 64 GPU indexes");
+            goto fail;
+        }
+        s.gpu_count = json_array_size(gpus);
+        s.gpus = cr_calloc(s.gpu_count + 1, sizeof *s.gpus);
+        for (size_t i = 0; i < s.gpu_count; i++) {
+            json_t *e = json_array_get(gpus, i);
+            if (!json_is_integer(e) || json_integer_value(e) < 0 ||
+                json_integer_value(e) >= MAX_GPUS) {
+                char m[32];
+                snprintf(m, sizeof m, "gpus[%zu]", i);
+                rc = bad(err, errlen, path, m, "must be an integer 0..63");
+                goto fail;
+            }
+            s.gpus[i] = (int)json_integer_value(e);
+        }
+    }
+    json_t *uu = json_object_get(j, "gpu_uuids");
+    if (uu && !json_is_null(uu)) {
+        char **tmp = NULL;
+        if ((rc = str_array(uu, path, "gpu_uuids", MAX_GPUS * 8, &tmp, &s.uuid_count, err,
+                            errlen)) < 0) {
+            goto fail;
+        }
+        s.gpu_uuids = tmp;
+    }
+    s.grace_ns = 30 * INT64_C(1000000000);
+    json_t *g = json_object_get(j, "grace_s");
+    if (g && !json_is_null(g)) {
+        if (!json_is_number(g) || json_number_value(g) < 0 || json_number_value(g) > 86400) {
+            rc = bad(err, errlen, path, "grace_s", "must be a number of seconds 0..86400");
+            goto fail;
+        }
+        s.grace_ns = (int64_t)(json_number_value(g) * 1e9);
+    }
+    json_t *gang = json_object_get(j, "gang");
+    if (gang && !json_is_null(gang)) {
+        char gp[256];
+        snprintf(gp, sizeof gp, "%s%sgang", path, *path ? "." : "");
+        if (!json_is_object(gang)) {
+            rc = bad(err, errlen, path, "gang", "must be an object");
+            goto fail;
+        }
+        char *addr = NULL;
+        if ((rc = get_str(gang, gp, "master_addr", &addr, err, errlen)) < 0) {
+            goto fail;
+        }
+        if (!addr || !*addr || strlen(addr) >= sizeof s.gang.master_addr) {
+            free(addr);
+            rc = bad(err, errlen, gp, "master_addr", "must be a host name or address");
+            goto fail;
+        }
+        snprintf(s.gang.master_addr, sizeof s.gang.master_addr, "%s", addr);
+        free(addr);
+        struct {
+            const char *k;
+            int *dst;
+            int64_t min, max, def;
+            int req;
+        } f[] = {
+            {"master_port", &s.gang.master_port, 1, 65535, 0, 1},
+            {"world_size", &s.gang.world_size, 1, 1 << 20, 0, 1},
+            {"node_rank", &s.gang.node_rank, 0, 1 << 20, 0, 1},
+            {"nnodes", &s.gang.nnodes, 1, 1 << 20, 1, 0},
+            {"local_world_size", &s.gang.local_world_size, 1, 4096, 1, 0},
+            {"rank_offset", &s.gang.rank_offset, 0, 1 << 20, -1, 0},
+        };
+        for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
+            v = f[i].def;
+            if ((rc = get_int(gang, gp, f[i].k, f[i].min, f[i].max, f[i].req, &v, err, errlen)) <
+                0) {
+                goto fail;
+            }
+            *f[i].dst = (int)v;
+        }
+        if (s.gang.rank_offset < 0) {
+            s.gang.rank_offset = s.gang.node_rank * s.gang.local_world_size;
+        }
+        if (s.gang.node_rank >= s.gang.nnodes) {
+            rc = bad(err, errlen, gp, "node_rank", "must be below nnodes");
+            goto fail;
+        }
+        s.has_gang = 1;
+    }
+    *out = s;
+    return 0;
+fail:
+    cr_job_spec_fini(&s);
+    return rc;
+}
+
+json_t *cr_job_spec_to_json(const cr_job_spec *s)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "job", json_integer(s->job));
+    json_object_set_new(j, "action", json_string(s->action == CR_ACT_STOP ? "stop" : "run"));
+    json_t *a = json_array();
+    for (size_t i = 0; i < s->argc; i++) {
+        json_array_append_new(a, json_string(s->argv[i]));
+    }
+    json_object_set_new(j, "command", a);
+    json_t *e = json_object();
+    for (size_t i = 0; i < s->envc; i++) {
+        const char *eq = strchr(s->env[i], '=');
+        char *k = cr_strndup(s->env[i], (size_t)(eq - s->env[i]));
+        json_object_set_new(e, k, json_string(eq + 1));
+        free(k);
+    }
+    json_object_set_new(j, "env", e);
+    if (s->workdir) {
+        json_object_set_new(j, "workdir", json_string(s->workdir));
+    }
+    if (s->checkpoint_dir) {
+        json_object_set_new(j, "checkpoint_dir", json_string(s->checkpoint_dir));
+    }
+    if (s->mig_profile) {
+        json_object_set_new(j, "mig_profile", json_string(s->mig_profile));
+    }
+    json_t *g = json_array();
+    for (size_t i = 0; i < s->gpu_count; i++) {
+        json_array_append_new(g, json_integer(s->gpus[i]));
+    }
+    json_object_set_new(j, "gpus", g);
+    json_t *u = json_array();
+    for (size_t i = 0; i < s->uuid_count; i++) {
+        json_array_append_new(u, json_string(s->gpu_uuids[i]));
+    }
+    json_object_set_new(j, "gpu_uuids", u);
+    json_object_set_new(j, "grace_s", json_real((double)s->grace_ns / 1e9));
+    if (s->has_gang) {
+        json_object_set_new(
+            j, "gang",
+            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr", s->gang.master_addr,
+                      "master_port", s->gang.master_port, "world_size", s->gang.world_size,
+                      "node_rank", s->gang.node_rank, "nnodes", s->gang.nnodes, "local_world_size",
+                      s->gang.local_world_size, "rank_offset", s->gang.rank_offset));
+    }
+    return j;
+}
+
+int cr_desired_parse(const char *text, size_t len, cr_desired *out, char *err, size_t errlen)
+{
+    json_error_t je;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
+    int rc = 0;
+    cr_desired d;
+    memset(&d, 0, sizeof d);
+    if (!root) {
+        snprintf(err, errlen, "desired state: line %d column %d: %s", je.line, je.column, je.text);
+        return CR_EPARSE;
+    }
+    if (!json_is_object(root)) {
+        rc = bad(err, errlen, "", "desired state", "must be an object");
+        goto out;
+    }
+    if ((rc = get_int(root, "", "version", 0, INT64_MAX, 1, &d.version, err, errlen)) < 0) {
+        goto out;
+    }
+    json_t *jobs = json_object_get(root, "jobs");
+    if (jobs && !json_is_null(jobs)) {
+        if (!json_is_array(jobs) || json_array_size(jobs) > MAX_JOBS) {
+            rc = bad(err, errlen, "", "jobs", "must be an array of up to 4096 jobs");
+            goto out;
+        }
+        d.jobs = cr_calloc(json_array_size(jobs) + 1, sizeof *d.jobs);
+        for (size_t i = 0; i < json_array_size(jobs); i++) {
+            char path[32];
+            snprintf(path, sizeof path, "jobs[%zu]", i);
+            rc =
+                cr_job_spec_from_json(json_array_get(jobs, i), path, &d.jobs[d.count], err, errlen);
+            if (rc < 0) {
+                goto out;
+            }
+            d.count++;
+            for (size_t k = 0; k + 1 < d.count; k++) {
+                if (d.jobs[k].job == d.jobs[d.count - 1].job) {
+                    rc = bad(err, errlen, path, "job", "listed twice");
+                    goto out;
+                }
+            }
+        }
+    }
+    *out = d;
+    memset(&d, 0, sizeof d);
+out:
+    cr_desired_fini(&d);
+    json_decref(root);
+    return rc;
+}
+
+/* --- environment ----------------------------------------------------- */
+
+static int corral_owned(const char *kv)
+{
+    static const char *const names[] = {
+        "CUDA_VISIBLE_DEVICES", "CORRAL_JOB_ID",    "CORRAL_CHECKPOINT_DIR",
+        "CORRAL_NODE",          "MASTER_ADDR",      "MASTER_PORT",
+        "WORLD_SIZE",           "NODE_RANK",        "RANK",
+        "LOCAL_RANK",           "LOCAL_WORLD_SIZE", "NNODES",
+        "GROUP_RANK",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (strncmp(kv, names[i], n) == 0 && kv[n] == '=') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
+{
+    size_t nb = 0;
+    while (base && base[nb]) {
+        nb++;
+    }
+    size_t cap = nb + s->envc + 16;
+    char **v = cr_calloc(cap + 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (!corral_owned(base[i])) {
+            v[n++] = cr_strdup(base[i]);
+        }
+    }
+    /* The job's own env overrides the agent's, but not Corral's variables. */
+    for (size_t i = 0; i < s->envc; i++) {
+        if (corral_owned(s->env[i])) {
+            continue;
+        }
+        size_t kl = (size_t)(strchr(s->env[i], '=') - s->env[i]) + 1;
+        size_t k;
+        for (k = 0; k < n; k++) {
+            if (strncmp(v[k], s->env[i], kl) == 0) {
+                break;
+            }
+        }
+        if (k < n) {
+            free(v[k]);
+            v[k] = cr_strdup(s->env[i]);
+        } else {
+            v[n++] = cr_strdup(s->env[i]);
+        }
+    }
+    /* CUDA_VISIBLE_DEVICES: the UUIDs the controller chose (GPU or MIG),
+     * else the indexes. */
+    char cvd[4096] = "";
+    size_t off = 0;
+    if (s->uuid_count > 0) {
+        for (size_t i = 0; i < s->uuid_count && off < sizeof cvd; i++) {
+            off += (size_t)snprintf(cvd + off, sizeof cvd - off, "%s%s", i ? "," : "",
+                                    s->gpu_uuids[i]);
+        }
+    } else {
+        for (size_t i = 0; i < s->gpu_count && off < sizeof cvd; i++) {
+            off += (size_t)snprintf(cvd + off, sizeof cvd - off, "%s%d", i ? "," : "", s->gpus[i]);
+        }
+    }
+    v[n++] = cr_asprintf("CUDA_VISIBLE_DEVICES=%s", cvd);
+    v[n++] = cr_asprintf("CORRAL_JOB_ID=%lld", (long long)s->job);
+    v[n++] = cr_asprintf("CORRAL_NODE=%s", node ? node : "");
+    if (s->checkpoint_dir) {
+        v[n++] = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", s->checkpoint_dir);
+    }
+    if (s->has_gang) {
+        /* One process per node, as torchrun expects to be started: RANK is
+         * the node's first global rank and LOCAL_RANK 0; torchrun (or the
+         * job) spreads LOCAL_WORLD_SIZE workers from there. */
+        const cr_gang *g = &s->gang;
+        v[n++] = cr_asprintf("MASTER_ADDR=%s", g->master_addr);
+        v[n++] = cr_asprintf("MASTER_PORT=%d", g->master_port);
+        v[n++] = cr_asprintf("WORLD_SIZE=%d", g->world_size);
+        v[n++] = cr_asprintf("NODE_RANK=%d", g->node_rank);
+        v[n++] = cr_asprintf("GROUP_RANK=%d", g->node_rank);
+        v[n++] = cr_asprintf("NNODES=%d", g->nnodes);
+        v[n++] = cr_asprintf("LOCAL_WORLD_SIZE=%d", g->local_world_size);
+        v[n++] = cr_asprintf("RANK=%d", g->rank_offset);
+        v[n++] = cr_asprintf("LOCAL_RANK=0");
+    }
+    v[n] = NULL;
+    return v;
+}

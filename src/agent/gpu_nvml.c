@@ -1,0 +1,358 @@
+/*
+ * gpu_nvml.c - the NVML backend, with libnvidia-ml.so.1 loaded by dlopen.
+ *
+ * We never include nvml.h or link the library: the few functions used are
+ * declared here by their versioned export names (nvmlInit_v2, ...), with
+ * the structure layouts of the NVML API they belong to, so the binary
+ * builds on a machine without the driver and reports "NVML not available"
+ * cleanly there. The parsing of what NVML returns (model names, MIG
+ * profiles, NVLink domains) lives in gpu.c as pure functions, unit-tested
+ * with values recorded from real machines.
+ *
+ * XIDs arrive as events: an event set registered for critical XID errors
+ * is drained without waiting at every sample.
+ */
+#include "cr_gpu.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int nvmlReturn_t;     /* NVML_SUCCESS = 0 */
+typedef void *nvmlDevice_t;   /* opaque handle */
+typedef void *nvmlEventSet_t; /* opaque handle */
+
+typedef struct {
+    unsigned long long total, free, used;
+} nvmlMemory_t;
+
+typedef struct {
+    unsigned int gpu, memory;
+} nvmlUtilization_t;
+
+typedef struct {
+    char busIdLegacy[16];
+    unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+    char busId[32];
+} nvmlPciInfo_t;
+
+typedef struct {
+    nvmlDevice_t device;
+    unsigned long long eventType;
+    unsigned long long eventData;
+    unsigned int gpuInstanceId;
+    unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+#define NVML_SUCCESS             0
+#define NVML_ERROR_TIMEOUT       10
+#define NVML_TEMPERATURE_GPU     0
+#define NVML_CLOCK_SM            1
+#define NVML_MEMORY_ERROR_UNCORR 1
+#define NVML_VOLATILE_ECC        0
+#define NVML_EVENT_XID           0x0000000000000008ULL
+#define NVML_NVLINK_MAX_LINKS    18
+#define NVML_FEATURE_ENABLED     1
+
+typedef struct nvml_api {
+    void *lib;
+    nvmlReturn_t (*init)(void);
+    nvmlReturn_t (*shutdown)(void);
+    const char *(*error_string)(nvmlReturn_t);
+    nvmlReturn_t (*count)(unsigned int *);
+    nvmlReturn_t (*by_index)(unsigned int, nvmlDevice_t *);
+    nvmlReturn_t (*name)(nvmlDevice_t, char *, unsigned int);
+    nvmlReturn_t (*uuid)(nvmlDevice_t, char *, unsigned int);
+    nvmlReturn_t (*memory)(nvmlDevice_t, nvmlMemory_t *);
+    nvmlReturn_t (*pci)(nvmlDevice_t, nvmlPciInfo_t *);
+    nvmlReturn_t (*util)(nvmlDevice_t, nvmlUtilization_t *);
+    nvmlReturn_t (*temp)(nvmlDevice_t, int, unsigned int *);
+    nvmlReturn_t (*power)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int *);
+    nvmlReturn_t (*ecc)(nvmlDevice_t, int, int, unsigned long long *);
+    nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int *, unsigned int *);
+    nvmlReturn_t (*mig_max)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*mig_by_index)(nvmlDevice_t, unsigned int, nvmlDevice_t *);
+    nvmlReturn_t (*nvlink_state)(nvmlDevice_t, unsigned int, unsigned int *);
+    nvmlReturn_t (*nvlink_remote_pci)(nvmlDevice_t, unsigned int, nvmlPciInfo_t *);
+    nvmlReturn_t (*event_set_create)(nvmlEventSet_t *);
+    nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+    nvmlReturn_t (*event_wait)(nvmlEventSet_t, nvmlEventData_t *, unsigned int);
+    nvmlReturn_t (*event_set_free)(nvmlEventSet_t);
+} nvml_api;
+
+typedef struct nvml_state {
+    nvml_api api;
+    nvmlDevice_t dev[CR_GPU_MAX];
+    nvmlEventSet_t events; /* NULL when the driver refused */
+    int xid_last[CR_GPU_MAX];
+    uint64_t xid_count[CR_GPU_MAX];
+    int64_t xid_time[CR_GPU_MAX];
+} nvml_state;
+
+static int load_api(nvml_api *a, char *err, size_t errlen)
+{
+    a->lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!a->lib) {
+        const char *e = dlerror();
+        snprintf(err, errlen, "NVML not available: %s", e ? e : "libnvidia-ml.so.1 not found");
+        return CR_EUNAVAIL;
+    }
+    /* Required symbols fail the open; optional ones stay NULL. */
+#define REQ(field, sym)                                                                            \
+    do {                                                                                           \
+        *(void **)(&a->field) = dlsym(a->lib, sym);                                                \
+        if (!a->field) {                                                                           \
+            snprintf(err, errlen, "NVML: libnvidia-ml.so.1 lacks %s (driver too old)", sym);       \
+            return CR_EUNAVAIL;                                                                    \
+        }                                                                                          \
+    } while (0)
+#define OPT(field, sym) (*(void **)(&a->field) = dlsym(a->lib, sym))
+    REQ(init, "nvmlInit_v2");
+    REQ(shutdown, "nvmlShutdown");
+    REQ(error_string, "nvmlErrorString");
+    REQ(count, "nvmlDeviceGetCount_v2");
+    REQ(by_index, "nvmlDeviceGetHandleByIndex_v2");
+    REQ(name, "nvmlDeviceGetName");
+    REQ(uuid, "nvmlDeviceGetUUID");
+    REQ(memory, "nvmlDeviceGetMemoryInfo");
+    OPT(pci, "nvmlDeviceGetPciInfo_v3");
+    OPT(util, "nvmlDeviceGetUtilizationRates");
+    OPT(temp, "nvmlDeviceGetTemperature");
+    OPT(power, "nvmlDeviceGetPowerUsage");
+    OPT(power_limit, "nvmlDeviceGetEnforcedPowerLimit");
+    OPT(clock, "nvmlDeviceGetClockInfo");
+    OPT(ecc, "nvmlDeviceGetTotalEccErrors");
+    OPT(mig_mode, "nvmlDeviceGetMigMode");
+    OPT(mig_max, "nvmlDeviceGetMaxMigDeviceCount");
+    OPT(mig_by_index, "nvmlDeviceGetMigDeviceHandleByIndex");
+    OPT(nvlink_state, "nvmlDeviceGetNvLinkState");
+    OPT(nvlink_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
+    OPT(event_set_create, "nvmlEventSetCreate");
+    OPT(register_events, "nvmlDeviceRegisterEvents");
+    OPT(event_wait, "nvmlEventSetWait_v2");
+    OPT(event_set_free, "nvmlEventSetFree");
+#undef REQ
+#undef OPT
+    return 0;
+}
+
+static void drain_xids(cr_gpu_backend *b, nvml_state *st, int64_t now_ns)
+{
+    if (!st->events || !st->api.event_wait) {
+        return;
+    }
+    for (int k = 0; k < 64; k++) {
+        nvmlEventData_t ev;
+        memset(&ev, 0, sizeof ev);
+        if (st->api.event_wait(st->events, &ev, 0) != NVML_SUCCESS) {
+            return;
+        }
+        if (!(ev.eventType & NVML_EVENT_XID)) {
+            continue;
+        }
+        for (size_t i = 0; i < b->count; i++) {
+            if (st->dev[i] == ev.device) {
+                st->xid_last[i] = (int)ev.eventData;
+                st->xid_count[i]++;
+                st->xid_time[i] = now_ns;
+            }
+        }
+    }
+}
+
+static int nvml_sample(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_ns,
+                       cr_gpu_sample *out)
+{
+    nvml_state *st = b->priv;
+    const nvml_api *a = &st->api;
+    drain_xids(b, st, now_ns);
+    for (size_t i = 0; i < b->count; i++) {
+        cr_gpu_sample *s = &out[i];
+        memset(s, 0, sizeof *s);
+        nvmlDevice_t d = st->dev[i];
+        nvmlUtilization_t u;
+        if (a->util && a->util(d, &u) == NVML_SUCCESS) {
+            s->util_pct = (int)(u.gpu > 100 ? 100 : u.gpu);
+        }
+        nvmlMemory_t m;
+        if (a->memory(d, &m) == NVML_SUCCESS) {
+            s->mem_used_bytes = m.used;
+        }
+        unsigned int v;
+        if (a->temp && a->temp(d, NVML_TEMPERATURE_GPU, &v) == NVML_SUCCESS) {
+            s->temp_c = (int)v;
+        }
+        if (a->power && a->power(d, &v) == NVML_SUCCESS) {
+            s->power_mw = v;
+        }
+        if (a->clock && a->clock(d, NVML_CLOCK_SM, &v) == NVML_SUCCESS) {
+            s->sm_clock_mhz = (int)v;
+        }
+        unsigned long long e;
+        if (a->ecc && a->ecc(d, NVML_MEMORY_ERROR_UNCORR, NVML_VOLATILE_ECC, &e) == NVML_SUCCESS) {
+            s->ecc_uncorrected = e;
+        }
+        s->xid_last = st->xid_last[i];
+        s->xid_count = st->xid_count[i];
+        s->xid_time_ns = st->xid_time[i];
+    }
+    return 0;
+}
+
+static void nvml_destroy(cr_gpu_backend *b)
+{
+    nvml_state *st = b->priv;
+    if (st) {
+        if (st->events && st->api.event_set_free) {
+            st->api.event_set_free(st->events);
+        }
+        if (st->api.shutdown) {
+            st->api.shutdown();
+        }
+        if (st->api.lib) {
+            dlclose(st->api.lib);
+        }
+        free(st);
+    }
+    free(b);
+}
+
+static const cr_gpu_ops nvml_ops = {"nvml", nvml_sample, nvml_destroy};
+
+static void read_inventory(cr_gpu_backend *b, nvml_state *st)
+{
+    const nvml_api *a = &st->api;
+    unsigned char links[CR_GPU_MAX * CR_GPU_MAX] = {0};
+    unsigned char switched[CR_GPU_MAX] = {0};
+    for (size_t i = 0; i < b->count; i++) {
+        cr_gpu_info *g = &b->gpus[i];
+        nvmlDevice_t d = st->dev[i];
+        g->index = (int)i;
+        if (a->name(d, g->raw_name, sizeof g->raw_name) != NVML_SUCCESS) {
+            snprintf(g->raw_name, sizeof g->raw_name, "unknown");
+        }
+        cr_gpu_model_from_nvml(g->raw_name, g->model, sizeof g->model);
+        a->uuid(d, g->uuid, sizeof g->uuid);
+        nvmlMemory_t m;
+        if (a->memory(d, &m) == NVML_SUCCESS) {
+            g->mem_bytes = m.total;
+        }
+        nvmlPciInfo_t p;
+        if (a->pci && a->pci(d, &p) == NVML_SUCCESS) {
+            snprintf(g->pci_bus_id, sizeof g->pci_bus_id, "%s", p.busId);
+        }
+        unsigned int lim;
+        if (a->power_limit && a->power_limit(d, &lim) == NVML_SUCCESS) {
+            g->tdp_w = (int)(lim / 1000);
+        }
+        unsigned int cur = 0, pend = 0, maxmig = 0;
+        if (a->mig_mode && a->mig_mode(d, &cur, &pend) == NVML_SUCCESS &&
+            cur == NVML_FEATURE_ENABLED && a->mig_max && a->mig_by_index &&
+            a->mig_max(d, &maxmig) == NVML_SUCCESS) {
+            g->mig_enabled = 1;
+            for (unsigned int k = 0; k < maxmig && g->mig_count < CR_GPU_MAX_MIG; k++) {
+                nvmlDevice_t md;
+                if (a->mig_by_index(d, k, &md) != NVML_SUCCESS) {
+                    continue; /* slot without an instance */
+                }
+                cr_mig_inst *mi = &g->mig[g->mig_count];
+                char mname[96] = "";
+                a->name(md, mname, sizeof mname);
+                if (cr_gpu_mig_profile_from_name(mname, mi->profile, sizeof mi->profile,
+                                                 &mi->slices) < 0) {
+                    continue;
+                }
+                a->uuid(md, mi->uuid, sizeof mi->uuid);
+                if (a->memory(md, &m) == NVML_SUCCESS) {
+                    mi->mem_bytes = m.total;
+                }
+                mi->mem_slices = cr_gpu_mig_mem_slices(mi->profile, g->mem_bytes, maxmig);
+                g->mig_count++;
+            }
+        }
+    }
+    /* NVLink peers: a link whose remote PCI bus id is one of our GPUs joins
+     * the two; a remote that is not a GPU of ours is an NVSwitch. */
+    for (size_t i = 0; i < b->count && a->nvlink_state && a->nvlink_remote_pci; i++) {
+        for (unsigned int l = 0; l < NVML_NVLINK_MAX_LINKS; l++) {
+            unsigned int active = 0;
+            nvmlPciInfo_t rp;
+            if (a->nvlink_state(st->dev[i], l, &active) != NVML_SUCCESS || !active ||
+                a->nvlink_remote_pci(st->dev[i], l, &rp) != NVML_SUCCESS) {
+                continue;
+            }
+            int peer = -1;
+            for (size_t j = 0; j < b->count; j++) {
+                if (strcasecmp(b->gpus[j].pci_bus_id, rp.busId) == 0) {
+                    peer = (int)j;
+                }
+            }
+            if (peer >= 0) {
+                links[i * b->count + (size_t)peer] = 1;
+            } else {
+                switched[i] = 1;
+            }
+        }
+    }
+    int dom[CR_GPU_MAX];
+    cr_gpu_nvlink_domains(b->count, links, switched, dom);
+    for (size_t i = 0; i < b->count; i++) {
+        b->gpus[i].nvlink_domain = dom[i];
+    }
+}
+
+int cr_gpu_nvml_open(cr_gpu_backend **out, char *err, size_t errlen)
+{
+    cr_gpu_backend *b = cr_calloc(1, sizeof *b);
+    nvml_state *st = cr_calloc(1, sizeof *st);
+    b->ops = &nvml_ops;
+    b->priv = st;
+    int rc = load_api(&st->api, err, errlen);
+    if (rc < 0) {
+        goto fail;
+    }
+    nvmlReturn_t r = st->api.init();
+    if (r != NVML_SUCCESS) {
+        snprintf(err, errlen, "NVML: nvmlInit_v2: %s", st->api.error_string(r));
+        st->api.shutdown = NULL; /* nothing to shut down */
+        rc = CR_EUNAVAIL;
+        goto fail;
+    }
+    unsigned int n = 0;
+    r = st->api.count(&n);
+    if (r != NVML_SUCCESS || n == 0) {
+        snprintf(err, errlen, "NVML: no GPUs (%s)",
+                 r == NVML_SUCCESS ? "count 0" : st->api.error_string(r));
+        rc = CR_EUNAVAIL;
+        goto fail;
+    }
+    b->count = n > CR_GPU_MAX ? CR_GPU_MAX : n;
+    for (size_t i = 0; i < b->count; i++) {
+        r = st->api.by_index((unsigned)i, &st->dev[i]);
+        if (r != NVML_SUCCESS) {
+            snprintf(err, errlen, "NVML: GPU %zu: %s", i, st->api.error_string(r));
+            rc = CR_EIO;
+            goto fail;
+        }
+    }
+    read_inventory(b, st);
+    if (st->api.event_set_create && st->api.register_events &&
+        st->api.event_set_create(&st->events) == NVML_SUCCESS) {
+        for (size_t i = 0; i < b->count; i++) {
+            /* Some boards refuse XID events (no permission, vGPU): health
+             * then rests on ECC and temperature alone. */
+            st->api.register_events(st->dev[i], NVML_EVENT_XID, st->events);
+        }
+    }
+    *out = b;
+    return 0;
+fail:
+    nvml_destroy(b);
+    return rc;
+}

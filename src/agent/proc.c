@@ -1,0 +1,651 @@
+/*
+ * proc.c - the job supervisor: shim, stop, reap, re-adopt. See cr_proc.h.
+ */
+#include "cr_proc.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_time.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int cr_mkdir_p(const char *path, int mode)
+{
+    char buf[4096];
+    if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+        return CR_ETOOBIG;
+    }
+    for (char *p = buf + 1; *p; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST) {
+                return CR_EIO;
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(buf, (mode_t)mode) != 0 && errno != EEXIST) {
+        return CR_EIO;
+    }
+    return 0;
+}
+
+char *cr_proc_log_path(const char *state_dir, int64_t job, const char *stream)
+{
+    return cr_asprintf("%s/logs/%lld.%s", state_dir, (long long)job, stream);
+}
+
+uint64_t cr_proc_start_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    /* The command name may hold spaces and ')': fields resume after the last ')'. */
+    char *p = strrchr(buf, ')');
+    if (!p) {
+        return 0;
+    }
+    /* After ')': state(3) ... starttime is field 22, i.e. the 20th after state. */
+    char state = p[2];
+    if (state == 'Z' || state == 'X') {
+        return 0;
+    }
+    p += 2;
+    for (int f = 3; f < 22 && p; f++) {
+        p = strchr(p, ' ');
+        if (p) {
+            p++;
+        }
+    }
+    return p ? strtoull(p, NULL, 10) : 0;
+}
+
+/* utime+stime+cutime+cstime of a pid, in clock ticks; 0 when gone. */
+static uint64_t cpu_ticks(pid_t pid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return 0;
+    }
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) {
+        return 0;
+    }
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p) {
+        return 0;
+    }
+    p += 2;
+    uint64_t sum = 0;
+    for (int f = 3; f <= 17 && p; f++) {
+        if (f >= 14) {
+            sum += strtoull(p, NULL, 10);
+        }
+        p = strchr(p, ' ');
+        if (p) {
+            p++;
+        }
+    }
+    return sum;
+}
+
+/* Resolve argv0 against PATH from envp, before the fork. Returned new. */
+static char *resolve(const char *argv0, char *const *envp)
+{
+    if (strchr(argv0, '/')) {
+        return cr_strdup(argv0);
+    }
+    const char *path = "/usr/local/bin:/usr/bin:/bin";
+    for (char *const *e = envp; *e; e++) {
+        if (strncmp(*e, "PATH=", 5) == 0) {
+            path = *e + 5;
+        }
+    }
+    char *copy = cr_strdup(path), *save = NULL, *found = NULL;
+    for (char *d = strtok_r(copy, ":", &save); d && !found; d = strtok_r(NULL, ":", &save)) {
+        char *cand = cr_asprintf("%s/%s", *d ? d : ".", argv0);
+        if (access(cand, X_OK) == 0) {
+            struct stat sb;
+            if (stat(cand, &sb) == 0 && S_ISREG(sb.st_mode)) {
+                found = cand;
+                continue;
+            }
+        }
+        free(cand);
+    }
+    free(copy);
+    return found ? found : cr_strdup(argv0);
+}
+
+/* Async-signal-safe helpers for the shim. */
+static size_t fmt_int(char *buf, long long v)
+{
+    char tmp[24];
+    size_t n = 0, o = 0;
+    int neg = v < 0;
+    unsigned long long u = neg ? (unsigned long long)(-(v + 1)) + 1 : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (neg) {
+        buf[o++] = '-';
+    }
+    while (n) {
+        buf[o++] = tmp[--n];
+    }
+    return o;
+}
+
+/*
+ * The journal, <state>/jobs.journal: one line per event, appended with
+ * O_APPEND in a single write(2), so the shims and the agent can share it:
+ *   R <record JSON>                a job started (pid, start ticks, spec)
+ *   X <job> <shim pid> <exit|signal> <n>   how it ended (written by its shim)
+ *   F <job>                        the controller has seen the end: forget it
+ * A restarted agent replays it to re-adopt; it is rewritten with only the
+ * live records at start-up and whenever it outgrows JOURNAL_MAX. One file
+ * for all jobs, never a file created and deleted per job: on ext4 that
+ * churn (inode allocation skipping recently deleted inodes) was most of
+ * what a short job cost the agent.
+ */
+#define JOURNAL_MAX (8u << 20)
+
+static char *journal_path(const char *state_dir)
+{
+    return cr_asprintf("%s/jobs.journal", state_dir);
+}
+
+static int journal_append(const char *state_dir, const char *line, size_t len)
+{
+    char *path = journal_path(state_dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    free(path);
+    if (fd < 0) {
+        return CR_EIO;
+    }
+    ssize_t w = write(fd, line, len);
+    close(fd);
+    return w == (ssize_t)len ? 0 : CR_EIO;
+}
+
+/* The shim's line "X <job> <pid> exit|signal <n>" (async-signal-safe). */
+static void shim_report(const char *journal, long long job, const char *how, long long v)
+{
+    char buf[128];
+    size_t n = 0;
+    buf[n++] = 'X';
+    buf[n++] = ' ';
+    n += fmt_int(buf + n, job);
+    buf[n++] = ' ';
+    n += fmt_int(buf + n, getpid());
+    buf[n++] = ' ';
+    size_t hl = strlen(how);
+    memcpy(buf + n, how, hl);
+    n += hl;
+    buf[n++] = ' ';
+    n += fmt_int(buf + n, v);
+    buf[n++] = '\n';
+    int fd = open(journal, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+        ssize_t w = write(fd, buf, n);
+        (void)w;
+        close(fd);
+    }
+}
+
+static json_t *record_json(const cr_proc *p)
+{
+    return json_pack("{s:I,s:i,s:I,s:I,s:o}", "job", (json_int_t)p->job, "pid", (int)p->pid,
+                     "start_ticks", (json_int_t)p->start_ticks, "start_ns", (json_int_t)p->start_ns,
+                     "spec", cr_job_spec_to_json(&p->spec));
+}
+
+static int write_record(const char *state_dir, const cr_proc *p)
+{
+    json_t *j = record_json(p);
+    char *text = json_dumps(j, JSON_COMPACT); /* compact JSON has no newline */
+    char *line = cr_asprintf("R %s\n", text);
+    int rc = journal_append(state_dir, line, strlen(line));
+    free(line);
+    free(text);
+    json_decref(j);
+    return rc;
+}
+
+static void copy_spec(cr_job_spec *dst, const cr_job_spec *src)
+{
+    /* Round-trip through JSON: one code path, and the copy owns everything. */
+    json_t *j = cr_job_spec_to_json(src);
+    char err[256];
+    if (cr_job_spec_from_json(j, "", dst, err, sizeof err) < 0) {
+        /* A spec that parsed once parses again; keep the id at least. */
+        memset(dst, 0, sizeof *dst);
+        dst->job = src->job;
+    }
+    json_decref(j);
+}
+
+int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec,
+                  char *const *base_env, cr_proc *p, char *err, size_t errlen)
+{
+    int rc = 0, out_fd = -1, err_fd = -1, null_fd = -1;
+    char *logdir = cr_asprintf("%s/logs", state_dir);
+    char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
+    char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
+    char *journal = journal_path(state_dir);
+    char *workdir = spec->workdir ? cr_strdup(spec->workdir) : cr_asprintf("%s/work", state_dir);
+    char **envp = cr_job_env(spec, base_env, node);
+    char *exe = resolve(spec->argv[0], envp);
+    char *exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
+    long long job = (long long)spec->job;
+
+    out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (out_fd < 0 && errno == ENOENT) {
+        /* First job here: create the directories, then try again. */
+        cr_mkdir_p(logdir, 0755);
+        out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    }
+    err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
+        snprintf(err, errlen, "job %lld: cannot open log %s: %s", job, out_path, strerror(errno));
+        rc = CR_EIO;
+        goto out;
+    }
+    if (!spec->workdir && access(workdir, F_OK) != 0) {
+        cr_mkdir_p(workdir, 0755);
+    }
+    if (spec->checkpoint_dir) {
+        cr_mkdir_p(spec->checkpoint_dir, 0755); /* best effort: it may be remote storage */
+    }
+    pid_t pid = fork();
+    if (pid < 0) {
+        snprintf(err, errlen, "job %lld: fork: %s", job, strerror(errno));
+        rc = CR_EAGAIN;
+        goto out;
+    }
+    if (pid == 0) {
+        /* The shim. Only async-signal-safe calls from here on. */
+        setsid();
+        struct sigaction ign;
+        memset(&ign, 0, sizeof ign);
+        ign.sa_handler = SIG_IGN;
+        sigaction(SIGTERM, &ign, NULL);
+        sigaction(SIGINT, &ign, NULL);
+        sigaction(SIGHUP, &ign, NULL);
+        pid_t c = fork();
+        if (c == 0) {
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof dfl);
+            dfl.sa_handler = SIG_DFL;
+            sigaction(SIGTERM, &dfl, NULL);
+            sigaction(SIGINT, &dfl, NULL);
+            sigaction(SIGHUP, &dfl, NULL);
+            sigaction(SIGPIPE, &dfl, NULL);
+            sigset_t none;
+            sigemptyset(&none);
+            sigprocmask(SIG_SETMASK, &none, NULL);
+            dup2(null_fd, 0);
+            dup2(out_fd, 1);
+            dup2(err_fd, 2);
+            if (chdir(workdir) == 0) {
+                execve(exe, spec->argv, envp);
+            }
+            int e = errno;
+            char num[32];
+            size_t nl = fmt_int(num, e);
+            ssize_t w = write(2, exec_msg, strlen(exec_msg));
+            w = write(2, num, nl);
+            w = write(2, ")\n", 2);
+            (void)w;
+            _exit(e == ENOENT ? 127 : 126);
+        }
+        if (c < 0) {
+            shim_report(journal, job, "exit", 125);
+            _exit(125);
+        }
+        int st = 0;
+        while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
+        }
+        /* The shim ends as the job did, so its parent's waitpid() tells the
+         * whole story; the journal line serves an agent that restarted. */
+        if (WIFSIGNALED(st)) {
+            int sig = WTERMSIG(st);
+            shim_report(journal, job, "signal", sig);
+            struct rlimit no_core = {0, 0};
+            setrlimit(RLIMIT_CORE, &no_core);
+            struct sigaction dfl;
+            memset(&dfl, 0, sizeof dfl);
+            dfl.sa_handler = SIG_DFL;
+            sigaction(sig, &dfl, NULL);
+            sigset_t one;
+            sigemptyset(&one);
+            sigaddset(&one, sig);
+            sigprocmask(SIG_UNBLOCK, &one, NULL);
+            kill(getpid(), sig);
+            _exit(128 + sig);
+        }
+        shim_report(journal, job, "exit", WEXITSTATUS(st));
+        _exit(WEXITSTATUS(st));
+    }
+    memset(p, 0, sizeof *p);
+    p->job = spec->job;
+    p->pid = pid;
+    p->start_ticks = cr_proc_start_ticks(pid);
+    p->state = CR_PROC_RUNNING;
+    p->start_ns = cr_now_ns();
+    copy_spec(&p->spec, spec);
+    if (write_record(state_dir, p) < 0) {
+        /* The job runs; only a restart of the agent would lose track of it. */
+        snprintf(err, errlen, "job %lld: cannot append to %s", job, journal);
+    }
+out:
+    if (out_fd >= 0) {
+        close(out_fd);
+    }
+    if (err_fd >= 0) {
+        close(err_fd);
+    }
+    if (null_fd >= 0) {
+        close(null_fd);
+    }
+    cr_strv_free(envp);
+    free(exe);
+    free(exec_msg);
+    free(logdir);
+    free(out_path);
+    free(err_path);
+    free(journal);
+    free(workdir);
+    return rc;
+}
+
+void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
+{
+    if (p->state != CR_PROC_RUNNING) {
+        return;
+    }
+    p->state = CR_PROC_STOPPING;
+    p->kill_at_ns = now_ns + grace_ns;
+    /* The job is in the shim's process group; the shim ignores SIGTERM. */
+    kill(-p->pid, grace_ns > 0 ? SIGTERM : SIGKILL);
+}
+
+/* Parse an "X" line's tail "<job> <pid> <how> <n>". */
+static int parse_exit(const char *t, long long *job, long long *pid, int *code, int *sig)
+{
+    char how[16];
+    int v;
+    if (sscanf(t, "%lld %lld %15s %d", job, pid, how, &v) != 4) {
+        return CR_EPARSE;
+    }
+    if (strcmp(how, "exit") == 0) {
+        *code = v;
+        *sig = 0;
+        return 0;
+    }
+    if (strcmp(how, "signal") == 0) {
+        *code = 128 + v;
+        *sig = v;
+        return 0;
+    }
+    return CR_EPARSE;
+}
+
+/* The end of job (shim pid) from the journal; CR_ENOENT when not there. */
+static int read_exit(const char *state_dir, int64_t job, pid_t pid, int *code, int *sig)
+{
+    char *path = journal_path(state_dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) {
+        return CR_ENOENT;
+    }
+    char *line = NULL;
+    size_t cap = 0;
+    int rc = CR_ENOENT;
+    while (getline(&line, &cap, f) > 0) {
+        long long j, p;
+        int c, s;
+        if (line[0] == 'X' && parse_exit(line + 2, &j, &p, &c, &s) == 0 && j == job && p == pid) {
+            *code = c;
+            *sig = s;
+            rc = 0;
+        }
+    }
+    free(line);
+    fclose(f);
+    return rc;
+}
+
+void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
+{
+    /* The shim ends as its job did (see the shim). */
+    p->state = CR_PROC_EXITED;
+    if (WIFSIGNALED(wstatus)) {
+        p->signal = WTERMSIG(wstatus);
+        p->exit_code = 128 + p->signal;
+    } else {
+        p->exit_code = WEXITSTATUS(wstatus);
+        p->signal = 0;
+    }
+}
+
+static void refresh_job_pid(cr_proc *p)
+{
+    /* The job is the shim's only child. */
+    char path[64], buf[64];
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p->pid, (int)p->pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return;
+    }
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n > 0) {
+        buf[n] = '\0';
+        p->job_pid = (pid_t)atoi(buf);
+    }
+}
+
+int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono_ns)
+{
+    if (p->state == CR_PROC_EXITED) {
+        return 0;
+    }
+    if (p->state == CR_PROC_STOPPING && now_ns >= p->kill_at_ns) {
+        kill(-p->pid, SIGKILL);
+        p->kill_at_ns = now_ns + CR_NS_PER_SEC; /* repeat until it is gone */
+    }
+    if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
+        /* Not our child: its end shows as the pid vanishing (or being reused). */
+        p->state = CR_PROC_EXITED;
+        if (read_exit(state_dir, p->job, p->pid, &p->exit_code, &p->signal) < 0) {
+            p->signal = SIGKILL;
+            p->exit_code = 128 + SIGKILL;
+        }
+        return 1;
+    }
+    if (p->job_pid == 0) {
+        refresh_job_pid(p);
+    }
+    if (p->job_pid > 0) {
+        uint64_t t = cpu_ticks(p->job_pid);
+        if (p->cpu_at_ns > 0 && mono_ns > p->cpu_at_ns && t >= p->cpu_ticks) {
+            double secs = (double)(mono_ns - p->cpu_at_ns) / 1e9;
+            double hz = (double)sysconf(_SC_CLK_TCK);
+            p->busy = (double)(t - p->cpu_ticks) / hz / secs;
+        }
+        p->cpu_ticks = t;
+        p->cpu_at_ns = mono_ns;
+    }
+    return 0;
+}
+
+void cr_proc_forget(const char *state_dir, cr_proc *p)
+{
+    char line[64];
+    int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
+    journal_append(state_dir, line, (size_t)n);
+}
+
+void cr_proc_fini(cr_proc *p)
+{
+    cr_job_spec_fini(&p->spec);
+}
+
+int cr_proc_journal_compact(const char *state_dir, const cr_proc *procs, size_t count, int force)
+{
+    char *path = journal_path(state_dir);
+    struct stat sb;
+    int rc = 0;
+    if (!force && (stat(path, &sb) != 0 || (size_t)sb.st_size < JOURNAL_MAX)) {
+        goto out;
+    }
+    char *tmp = cr_asprintf("%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f) {
+        free(tmp);
+        rc = CR_EIO;
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        json_t *j = record_json(&procs[i]);
+        char *text = json_dumps(j, JSON_COMPACT);
+        fprintf(f, "R %s\n", text);
+        if (procs[i].state == CR_PROC_EXITED) {
+            fprintf(f, "X %lld %d %s %d\n", (long long)procs[i].job, (int)procs[i].pid,
+                    procs[i].signal ? "signal" : "exit",
+                    procs[i].signal ? procs[i].signal : procs[i].exit_code);
+        }
+        free(text);
+        json_decref(j);
+    }
+    /* A shim that appends between this rewrite and the rename loses its
+     * line; only an adopted job needs it, and then reads as killed. */
+    rc = fflush(f) == 0 && fsync(fileno(f)) == 0 ? 0 : CR_EIO;
+    fclose(f);
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = CR_EIO;
+    }
+    free(tmp);
+out:
+    free(path);
+    return rc;
+}
+
+/* Replay the journal: live records in start order, with their ends. */
+int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
+{
+    cr_proc *v = NULL;
+    size_t n = 0, cap = 0;
+    char *path = journal_path(state_dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    char *line = NULL;
+    size_t lcap = 0;
+    ssize_t len;
+    while (f && (len = getline(&line, &lcap, f)) > 0) {
+        if (line[len - 1] != '\n') {
+            break; /* a torn last line from a crash mid-write */
+        }
+        long long job = 0, pid = 0;
+        int code = 0, sig = 0;
+        if (line[0] == 'R' && line[1] == ' ') {
+            json_t *j = json_loads(line + 2, 0, NULL);
+            json_int_t jid = 0, ticks = 0, start_ns = 0;
+            int jpid = 0;
+            json_t *spec = NULL;
+            cr_proc p;
+            memset(&p, 0, sizeof p);
+            char err[256];
+            if (j &&
+                json_unpack(j, "{s:I,s:i,s:I,s?I,s:o}", "job", &jid, "pid", &jpid, "start_ticks",
+                            &ticks, "start_ns", &start_ns, "spec", &spec) == 0 &&
+                jid > 0 && jpid > 1 &&
+                cr_job_spec_from_json(spec, "spec", &p.spec, err, sizeof err) == 0) {
+                p.job = jid;
+                p.pid = jpid;
+                p.start_ticks = (uint64_t)ticks;
+                p.start_ns = start_ns;
+                p.adopted = 1;
+                p.exit_code = -1; /* no end seen yet */
+                size_t k;
+                for (k = 0; k < n && v[k].job != jid; k++) {
+                }
+                if (k < n) {
+                    cr_proc_fini(&v[k]); /* a newer run of the same job */
+                    v[k] = p;
+                } else {
+                    CR_GROW(v, n, cap);
+                    v[n++] = p;
+                }
+            }
+            json_decref(j);
+        } else if (line[0] == 'X' && parse_exit(line + 2, &job, &pid, &code, &sig) == 0) {
+            for (size_t k = 0; k < n; k++) {
+                if (v[k].job == job && v[k].pid == pid) {
+                    v[k].state = CR_PROC_EXITED;
+                    v[k].exit_code = code;
+                    v[k].signal = sig;
+                }
+            }
+        } else if (line[0] == 'F' && sscanf(line + 2, "%lld", &job) == 1) {
+            for (size_t k = 0; k < n; k++) {
+                if (v[k].job == job) {
+                    cr_proc_fini(&v[k]);
+                    memmove(&v[k], &v[k + 1], (n - k - 1) * sizeof *v);
+                    n--;
+                    break;
+                }
+            }
+        }
+    }
+    free(line);
+    if (f) {
+        fclose(f);
+    }
+    for (size_t k = 0; k < n; k++) {
+        cr_proc *p = &v[k];
+        if (p->state == CR_PROC_EXITED) {
+            continue;
+        }
+        if (cr_proc_start_ticks(p->pid) == p->start_ticks && p->start_ticks != 0) {
+            p->state = CR_PROC_RUNNING;
+            p->exit_code = 0;
+            refresh_job_pid(p);
+        } else {
+            /* Gone without a word: killed with its shim (SIGKILL to the group). */
+            p->state = CR_PROC_EXITED;
+            p->signal = SIGKILL;
+            p->exit_code = 128 + SIGKILL;
+        }
+    }
+    *out = v;
+    *count = n;
+    return cr_proc_journal_compact(state_dir, v, n, 1);
+}

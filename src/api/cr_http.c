@@ -1,0 +1,508 @@
+/*
+ * cr_http.c - libmicrohttpd glue: body buffering with a size limit,
+ * synchronous and deferred (suspend/resume) answers, latency observation.
+ *
+ * A request moves NEW -> (handler) -> ANSWERED, or NEW -> DEFERRED ->
+ * SUSPENDED -> ANSWERED. r->mu guards the hand-off between the handler's
+ * thread and the thread that answers a deferred request: whichever comes
+ * second queues the answer (the handler thread directly, or by resuming
+ * the connection so that libmicrohttpd calls the access handler again).
+ * Lock order: r->mu, then libmicrohttpd's internal locks.
+ */
+#include "cr_http.h"
+
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_time.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum req_state { REQ_NEW = 0, REQ_DEFERRED, REQ_SUSPENDED, REQ_ANSWERED };
+
+typedef struct hdr {
+    char *name;
+    char *value;
+} hdr;
+
+struct cr_http_req {
+    cr_http_server *srv;          /* borrowed */
+    struct MHD_Connection *conn;  /* borrowed; valid while not answered */
+    pthread_mutex_t mu;           /* guards state and the pending answer */
+    enum req_state state;         /* see the file comment */
+    bool too_big;                 /* body over the limit: answer 413 */
+    bool queued;                  /* answer handed to libmicrohttpd */
+    bool was_suspended;           /* resumed, counted in srv->resumed */
+    const char *method;           /* borrowed from libmicrohttpd */
+    const char *url;              /* borrowed from libmicrohttpd */
+    const char *route;            /* static label for metrics */
+    cr_buf body;                  /* request body */
+    int64_t start_ns;             /* monotonic, first call */
+    char peer[64];                /* client address */
+    unsigned status;              /* answer status */
+    char *resp_body;              /* owned until queued */
+    size_t resp_len;              /* bytes in resp_body */
+    char *resp_type;              /* owned content type */
+    hdr *hdrs;                    /* owned extra response headers */
+    size_t nhdrs, caphdrs;        /* counts */
+    void *user;                   /* handler's slot, not owned */
+    struct cr_http_req *next_def; /* link in srv->deferred while deferred */
+    struct cr_http_req *prev_def; /* link in srv->deferred while deferred */
+};
+
+struct cr_http_server {
+    struct MHD_Daemon *d;   /* owned */
+    cr_http_config cfg;     /* copy; strings borrowed only during new */
+    uint16_t port;          /* bound port */
+    pthread_mutex_t def_mu; /* guards the deferred list */
+    cr_http_req *deferred;  /* requests deferred and not yet answered */
+    bool quiesced;          /* listen socket closed */
+    _Atomic int resumed;    /* answered after suspension, not yet queued */
+};
+
+static void def_link(cr_http_server *s, cr_http_req *r)
+{
+    pthread_mutex_lock(&s->def_mu);
+    r->prev_def = NULL;
+    r->next_def = s->deferred;
+    if (s->deferred) {
+        s->deferred->prev_def = r;
+    }
+    s->deferred = r;
+    pthread_mutex_unlock(&s->def_mu);
+}
+
+static void def_unlink(cr_http_server *s, cr_http_req *r)
+{
+    pthread_mutex_lock(&s->def_mu);
+    if (r->prev_def) {
+        r->prev_def->next_def = r->next_def;
+    } else if (s->deferred == r) {
+        s->deferred = r->next_def;
+    }
+    if (r->next_def) {
+        r->next_def->prev_def = r->prev_def;
+    }
+    r->next_def = r->prev_def = NULL;
+    pthread_mutex_unlock(&s->def_mu);
+}
+
+/* Queue the stored answer on the connection; called on a libmicrohttpd
+ * thread inside the access handler. */
+static enum MHD_Result queue_answer(cr_http_req *r)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        r->resp_len, r->resp_body ? r->resp_body : (void *)"",
+        r->resp_body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    if (!resp) {
+        return MHD_NO;
+    }
+    r->resp_body = NULL;
+    if (r->resp_type) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, r->resp_type);
+    }
+    for (size_t i = 0; i < r->nhdrs; i++) {
+        MHD_add_response_header(resp, r->hdrs[i].name, r->hdrs[i].value);
+    }
+    enum MHD_Result ret = MHD_queue_response(r->conn, r->status, resp);
+    MHD_destroy_response(resp);
+    r->queued = true;
+    if (r->srv->cfg.observe) {
+        r->srv->cfg.observe(r->srv->cfg.ctx, r->method, r->route ? r->route : "other", r->status,
+                            cr_mono_ns() - r->start_ns);
+    }
+    return ret;
+}
+
+static void req_free(cr_http_req *r)
+{
+    if (!r) {
+        return;
+    }
+    cr_buf_fini(&r->body);
+    free(r->resp_body);
+    free(r->resp_type);
+    for (size_t i = 0; i < r->nhdrs; i++) {
+        free(r->hdrs[i].name);
+        free(r->hdrs[i].value);
+    }
+    free(r->hdrs);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}
+
+static void set_answer(cr_http_req *r, unsigned status, const char *type, char *body, size_t len)
+{
+    free(r->resp_body);
+    free(r->resp_type);
+    r->status = status;
+    r->resp_body = body;
+    r->resp_len = body ? len : 0;
+    r->resp_type = type ? cr_strdup(type) : NULL;
+}
+
+static char *json_error_body(const char *name, const char *msg, size_t *len)
+{
+    char *s = cr_asprintf("{\"error\":\"%s\",\"message\":\"%s\"}", name, msg);
+    *len = strlen(s);
+    return s;
+}
+
+static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const char *url,
+                                 const char *method, const char *version, const char *upload_data,
+                                 size_t *upload_data_size, void **con_cls)
+{
+    cr_http_server *s = cls;
+    cr_http_req *r = *con_cls;
+    if (!r) {
+        r = cr_calloc(1, sizeof *r);
+        pthread_mutex_init(&r->mu, NULL);
+        r->srv = s;
+        r->conn = conn;
+        r->method = method;
+        r->url = url;
+        r->start_ns = cr_mono_ns();
+        cr_buf_init(&r->body);
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (ci && ci->client_addr) {
+            const struct sockaddr *sa = ci->client_addr;
+            if (sa->sa_family == AF_INET) {
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+                          r->peer, sizeof r->peer);
+            } else if (sa->sa_family == AF_INET6) {
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+                          r->peer, sizeof r->peer);
+            }
+        }
+        *con_cls = r;
+        const char *cl =
+            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
+            size_t len = 0;
+            char *b = json_error_body("CR_ETOOBIG", "request body over the size limit", &len);
+            set_answer(r, 413, "application/json", b, len);
+            r->state = REQ_ANSWERED;
+            r->route = "too_big";
+            return queue_answer(r);
+        }
+        return MHD_YES;
+    }
+    r->conn = conn;
+    if (*upload_data_size > 0) {
+        if (!r->too_big && r->body.len + *upload_data_size > s->cfg.max_body_bytes) {
+            r->too_big = true;
+            cr_buf_fini(&r->body);
+            cr_buf_init(&r->body);
+        }
+        if (!r->too_big) {
+            cr_buf_append(&r->body, upload_data, *upload_data_size);
+        }
+        *upload_data_size = 0;
+        return MHD_YES;
+    }
+    pthread_mutex_lock(&r->mu);
+    enum req_state st = r->state;
+    pthread_mutex_unlock(&r->mu);
+    if (st == REQ_ANSWERED && r->queued) {
+        return MHD_YES;
+    }
+    if (st == REQ_SUSPENDED || st == REQ_ANSWERED) {
+        /* Resumed after a deferred answer. */
+        enum MHD_Result ret = queue_answer(r);
+        if (r->was_suspended) {
+            r->was_suspended = false;
+            atomic_fetch_sub(&s->resumed, 1);
+        }
+        return ret;
+    }
+    if (r->too_big) {
+        size_t len = 0;
+        char *b = json_error_body("CR_ETOOBIG", "request body over the size limit", &len);
+        set_answer(r, 413, "application/json", b, len);
+        r->state = REQ_ANSWERED;
+        r->route = "too_big";
+        return queue_answer(r);
+    }
+    if (!r->body.data) {
+        cr_buf_puts(&r->body, "");
+    }
+    s->cfg.handler(s->cfg.ctx, r);
+    pthread_mutex_lock(&r->mu);
+    if (r->state == REQ_ANSWERED) {
+        pthread_mutex_unlock(&r->mu);
+        return queue_answer(r);
+    }
+    if (r->state == REQ_NEW) {
+        /* The handler forgot to answer: a bug, but never hang the client. */
+        pthread_mutex_unlock(&r->mu);
+        size_t len = 0;
+        char *b = json_error_body("CR_EIO", "no answer", &len);
+        set_answer(r, 500, "application/json", b, len);
+        r->state = REQ_ANSWERED;
+        return queue_answer(r);
+    }
+    /* Deferred and not answered yet: suspend until cr_http_respond resumes. */
+    r->state = REQ_SUSPENDED;
+    MHD_suspend_connection(conn);
+    pthread_mutex_unlock(&r->mu);
+    return MHD_YES;
+}
+
+static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    cr_http_req *r = *con_cls;
+    if (r) {
+        /* Wait out a cr_http_respond that resumed us and still holds mu. */
+        pthread_mutex_lock(&r->mu);
+        bool pending = r->state == REQ_DEFERRED || r->state == REQ_SUSPENDED;
+        pthread_mutex_unlock(&r->mu);
+        if (pending) {
+            def_unlink(r->srv, r);
+        }
+        if (r->was_suspended) {
+            atomic_fetch_sub(&r->srv->resumed, 1);
+        }
+        req_free(r);
+        *con_cls = NULL;
+    }
+}
+
+__attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char line[512];
+    vsnprintf(line, sizeof line, fmt, ap);
+    size_t n = strlen(line);
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) {
+        line[--n] = '\0';
+    }
+    cr_debug("http: %s", line);
+}
+
+int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
+{
+    if (!cfg || !cfg->handler) {
+        return CR_EINVAL;
+    }
+    cr_http_server *s = cr_calloc(1, sizeof *s);
+    s->cfg = *cfg;
+    s->cfg.bind_addr = NULL;
+    s->cfg.tls_cert_pem = NULL;
+    s->cfg.tls_key_pem = NULL;
+    if (!s->cfg.max_body_bytes) {
+        s->cfg.max_body_bytes = 1024 * 1024;
+    }
+    if (!s->cfg.timeout_s) {
+        s->cfg.timeout_s = 30;
+    }
+    if (!s->cfg.threads) {
+        s->cfg.threads = 2;
+    }
+    if (!s->cfg.max_conns) {
+        s->cfg.max_conns = 4096;
+    }
+    pthread_mutex_init(&s->def_mu, NULL);
+
+    const char *addr = cfg->bind_addr ? cfg->bind_addr : "127.0.0.1";
+    struct sockaddr_in sin;
+    struct sockaddr_in6 sin6;
+    struct sockaddr *sa = NULL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+                     MHD_USE_ERROR_LOG;
+    memset(&sin, 0, sizeof sin);
+    memset(&sin6, 0, sizeof sin6);
+    if (inet_pton(AF_INET, addr, &sin.sin_addr) == 1) {
+        sin.sin_family = AF_INET;
+        sin.sin_port = htons(cfg->port);
+        sa = (struct sockaddr *)&sin;
+    } else if (inet_pton(AF_INET6, addr, &sin6.sin6_addr) == 1) {
+        sin6.sin6_family = AF_INET6;
+        sin6.sin6_port = htons(cfg->port);
+        sa = (struct sockaddr *)&sin6;
+        flags |= MHD_USE_IPv6;
+    } else {
+        cr_error("http: bad listen address '%s'", addr);
+        pthread_mutex_destroy(&s->def_mu);
+        free(s);
+        return CR_EINVAL;
+    }
+    bool tls = cfg->tls_cert_pem && cfg->tls_key_pem;
+    if (tls) {
+        flags |= MHD_USE_TLS;
+    }
+    struct MHD_OptionItem opts[] = {
+        {MHD_OPTION_SOCK_ADDR, 0, sa},
+        {MHD_OPTION_THREAD_POOL_SIZE, (intptr_t)s->cfg.threads, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.timeout_s, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_conns, NULL},
+        {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, s},
+        {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s},
+        {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)cfg->tls_cert_pem},
+        {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)cfg->tls_key_pem},
+        {MHD_OPTION_END, 0, NULL},
+    };
+    s->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_ARRAY, opts,
+                            MHD_OPTION_END);
+    if (!s->d) {
+        cr_error("http: cannot listen on %s:%u%s", addr, (unsigned)cfg->port, tls ? " (TLS)" : "");
+        pthread_mutex_destroy(&s->def_mu);
+        free(s);
+        return CR_EIO;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : cfg->port;
+    *out = s;
+    return 0;
+}
+
+uint16_t cr_http_server_port(const cr_http_server *s)
+{
+    return s->port;
+}
+
+void cr_http_server_quiesce(cr_http_server *s)
+{
+    if (s && !s->quiesced) {
+        MHD_socket fd = MHD_quiesce_daemon(s->d);
+        if (fd != MHD_INVALID_SOCKET) {
+            close(fd);
+        }
+        s->quiesced = true;
+    }
+}
+
+void cr_http_server_free(cr_http_server *s)
+{
+    if (!s) {
+        return;
+    }
+    for (;;) {
+        pthread_mutex_lock(&s->def_mu);
+        cr_http_req *r = s->deferred;
+        pthread_mutex_unlock(&s->def_mu);
+        if (!r) {
+            break;
+        }
+        size_t len = 0;
+        char *b = json_error_body("CR_EUNAVAIL", "server shutting down", &len);
+        cr_http_respond(r, 503, "application/json", b, len);
+    }
+    /* Let resumed answers go out before the connections close (bounded). */
+    int64_t deadline = cr_mono_ns() + 2 * CR_NS_PER_SEC;
+    while (atomic_load(&s->resumed) > 0 && cr_mono_ns() < deadline) {
+        usleep(1000);
+    }
+    while (cr_mono_ns() < deadline) {
+        const union MHD_DaemonInfo *di =
+            MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+        if (!di || di->num_connections == 0) {
+            break;
+        }
+        usleep(1000);
+    }
+    MHD_stop_daemon(s->d);
+    pthread_mutex_destroy(&s->def_mu);
+    free(s);
+}
+
+const char *cr_http_method(const cr_http_req *r)
+{
+    return r->method;
+}
+
+const char *cr_http_path(const cr_http_req *r)
+{
+    return r->url;
+}
+
+const char *cr_http_query(const cr_http_req *r, const char *key)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
+}
+
+const char *cr_http_header(const cr_http_req *r, const char *name)
+{
+    return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);
+}
+
+const char *cr_http_body(const cr_http_req *r, size_t *len)
+{
+    if (len) {
+        *len = r->body.len;
+    }
+    return cr_buf_str(&r->body);
+}
+
+const char *cr_http_peer(const cr_http_req *r)
+{
+    return r->peer;
+}
+
+void cr_http_set_route(cr_http_req *r, const char *route)
+{
+    r->route = route;
+}
+
+void cr_http_add_header(cr_http_req *r, const char *name, const char *value)
+{
+    CR_GROW(r->hdrs, r->nhdrs, r->caphdrs);
+    r->hdrs[r->nhdrs].name = cr_strdup(name);
+    r->hdrs[r->nhdrs].value = cr_strdup(value);
+    r->nhdrs++;
+}
+
+void cr_http_set_user(cr_http_req *r, void *user)
+{
+    r->user = user;
+}
+
+void *cr_http_user(const cr_http_req *r)
+{
+    return r->user;
+}
+
+void cr_http_defer(cr_http_req *r)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->state == REQ_NEW) {
+        r->state = REQ_DEFERRED;
+        def_link(r->srv, r);
+    }
+    pthread_mutex_unlock(&r->mu);
+}
+
+void cr_http_respond(cr_http_req *r, unsigned status, const char *content_type, char *body,
+                     size_t len)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->state == REQ_ANSWERED) {
+        pthread_mutex_unlock(&r->mu);
+        free(body);
+        return;
+    }
+    set_answer(r, status, content_type, body, len);
+    enum req_state was = r->state;
+    r->state = REQ_ANSWERED;
+    if (was == REQ_DEFERRED || was == REQ_SUSPENDED) {
+        def_unlink(r->srv, r);
+    }
+    if (was == REQ_SUSPENDED) {
+        r->was_suspended = true;
+        atomic_fetch_add(&r->srv->resumed, 1);
+        MHD_resume_connection(r->conn);
+    }
+    pthread_mutex_unlock(&r->mu);
+}

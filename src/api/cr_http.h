@@ -1,0 +1,89 @@
+/*
+ * cr_http.h - a small, generic HTTP/1.1 server over libmicrohttpd.
+ *
+ * Used by the controller (REST API) and by the agent (its /metrics). The
+ * server owns a pool of event threads (epoll); for each request it buffers
+ * the whole body (up to max_body_bytes, else 413 without calling the
+ * handler), then calls the handler once with a cr_http_req.
+ *
+ * The handler answers in one of two ways:
+ *   - synchronously: cr_http_respond() before returning;
+ *   - deferred: cr_http_defer() before returning, then cr_http_respond()
+ *     later from any thread (a group commit finished, a long-poll woke up).
+ *     The connection is suspended meanwhile and costs no thread.
+ * Every deferred request must be answered exactly once, and before
+ * cr_http_server_free(); the server answers 503 to any still pending there.
+ *
+ * Threading: handlers run on the server's threads, concurrently; the
+ * handler context must be thread-safe. cr_http_respond() is thread-safe.
+ * The observe hook (optional) is called once per answered request with the
+ * route label the handler set (cr_http_set_route), for latency metrics.
+ */
+#ifndef CR_HTTP_H
+#define CR_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct cr_http_server cr_http_server;
+typedef struct cr_http_req cr_http_req;
+
+typedef void (*cr_http_handler)(void *ctx, cr_http_req *req);
+/* Called after an answer is queued: route label (never NULL), status, and
+ * the time from the request's first byte to the answer. */
+typedef void (*cr_http_observer)(void *ctx, const char *method, const char *route, unsigned status,
+                                 int64_t dur_ns);
+
+typedef struct cr_http_config {
+    const char *bind_addr;    /* IPv4 or IPv6 literal; NULL = 127.0.0.1 */
+    uint16_t port;            /* 0 = an ephemeral port (see cr_http_server_port) */
+    const char *tls_cert_pem; /* PEM contents (not a path) or NULL for plain HTTP */
+    const char *tls_key_pem;  /* PEM contents or NULL */
+    size_t max_body_bytes;    /* 0 = 1 MiB */
+    unsigned timeout_s;       /* idle connection timeout; 0 = 30 */
+    unsigned threads;         /* event threads; 0 = 2 */
+    unsigned max_conns;       /* 0 = 4096 */
+    cr_http_handler handler;  /* required */
+    cr_http_observer observe; /* optional */
+    void *ctx;                /* borrowed; passed to handler and observe */
+} cr_http_config;
+
+/* Start serving. Returns 0 and *out (free with cr_http_server_free), or
+ * CR_EINVAL (bad address), CR_EIO (bind failed, e.g. port in use). */
+int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out);
+/* The bound port (useful with port 0). */
+uint16_t cr_http_server_port(const cr_http_server *s);
+/* Stop accepting new connections (existing ones continue). */
+void cr_http_server_quiesce(cr_http_server *s);
+/* Stop and free; NULL-safe. */
+void cr_http_server_free(cr_http_server *s);
+
+/* Request accessors: strings are borrowed, valid until the answer. */
+const char *cr_http_method(const cr_http_req *r);
+/* Path without the query string, percent-decoded by libmicrohttpd. */
+const char *cr_http_path(const cr_http_req *r);
+/* A query argument, or NULL. */
+const char *cr_http_query(const cr_http_req *r, const char *key);
+/* A request header (case-insensitive), or NULL. */
+const char *cr_http_header(const cr_http_req *r, const char *name);
+/* The body (NUL-terminated for convenience; may contain NULs) and its length. */
+const char *cr_http_body(const cr_http_req *r, size_t *len);
+/* The peer address as text ("127.0.0.1"). */
+const char *cr_http_peer(const cr_http_req *r);
+
+/* Route label for metrics ("/v1/jobs/{id}"); borrowed, must be static. */
+void cr_http_set_route(cr_http_req *r, const char *route);
+/* Add a response header (copied). */
+void cr_http_add_header(cr_http_req *r, const char *name, const char *value);
+/* Per-request slot for the handler's own use (e.g. the authenticated
+ * principal); not freed by the server. */
+void cr_http_set_user(cr_http_req *r, void *user);
+void *cr_http_user(const cr_http_req *r);
+
+/* Answer: body taken (freed by the server; may be NULL for empty). */
+void cr_http_respond(cr_http_req *r, unsigned status, const char *content_type, char *body,
+                     size_t len);
+/* Mark the request as answered later (from any thread). */
+void cr_http_defer(cr_http_req *r);
+
+#endif

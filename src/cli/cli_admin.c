@@ -1,0 +1,693 @@
+/*
+ * cli_admin.c - cluster and administration commands: nodes, drain/undrain,
+ * usage, tenants, tokens.
+ */
+#include "cli_int.h"
+
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <string.h>
+
+#define NOPTS(o) (sizeof(o) / sizeof((o)[0]))
+
+static const char *jstr(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+/* --- generic tables of items --------------------------------------------------- */
+
+void cr__cli_items_table(const json_t *items, FILE *f)
+{
+    const json_t *first = json_array_get(items, 0);
+    if (!json_is_object(first)) {
+        fputs("(none)\n", f);
+        return;
+    }
+    size_t ncols = 0;
+    const char *keys[32];
+    char *hdrs[32];
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)first, k, v)
+    {
+        if (ncols == 32) {
+            break;
+        }
+        keys[ncols] = k;
+        hdrs[ncols] = cr_asprintf("%s%s", json_is_number(v) ? ">" : "", k);
+        for (char *p = hdrs[ncols]; *p; p++) {
+            *p = (char)toupper((unsigned char)*p);
+        }
+        ncols++;
+    }
+    cli_table t;
+    cr__cli_table_init(&t, ncols, (const char *const *)hdrs);
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        char cells[32][128];
+        const char *row[32];
+        for (size_t c = 0; c < ncols; c++) {
+            row[c] = cr__cli_json_text(json_object_get(it, keys[c]), cells[c], sizeof cells[c]);
+        }
+        cr__cli_table_row(&t, row);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+    for (size_t c = 0; c < ncols; c++) {
+        free(hdrs[c]);
+    }
+}
+
+/* --- nodes --------------------------------------------------------------------- */
+
+/* Is this GPU given to some work? */
+bool cr__cli_gpu_allocated(const json_t *g)
+{
+    static const char *const keys[] = {"job", "jobs", "allocation", "allocated", "job_id"};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        const json_t *v = json_object_get(g, keys[i]);
+        if (!v || json_is_null(v) || json_is_false(v)) {
+            continue;
+        }
+        if (json_is_array(v) && json_array_size(v) == 0) {
+            continue;
+        }
+        if (json_is_integer(v) && json_integer_value(v) == 0) {
+            continue;
+        }
+        if (json_is_string(v) && !*json_string_value(v)) {
+            continue;
+        }
+        if (json_is_object(v) && json_object_size(v) == 0) {
+            continue;
+        }
+        return true;
+    }
+    return false;
+}
+
+bool cr__cli_gpu_healthy(const json_t *g)
+{
+    const char *h = jstr(g, "health");
+    return !h || strcmp(h, "ok") == 0;
+}
+
+const char *cr__cli_gpu_model(const json_t *g)
+{
+    const char *m = jstr(g, "model");
+    if (!m) {
+        m = jstr(g, "type");
+    }
+    if (!m) {
+        m = jstr(g, "gpu_type");
+    }
+    return m ? m : "?";
+}
+
+void cr__cli_node_counts(const json_t *node, size_t *total, size_t *alloc, size_t *bad,
+                         cr_buf *models)
+{
+    const json_t *gpus = json_object_get(node, "gpus");
+    *total = json_array_size(gpus);
+    *alloc = 0;
+    *bad = 0;
+    size_t i;
+    json_t *g;
+    json_array_foreach(gpus, i, g)
+    {
+        if (cr__cli_gpu_allocated(g)) {
+            (*alloc)++;
+        }
+        if (!cr__cli_gpu_healthy(g)) {
+            (*bad)++;
+        }
+        const char *m = cr__cli_gpu_model(g);
+        if (models && !strstr(cr_buf_str(models), m)) {
+            cr_buf_printf(models, "%s%s", models->len ? "," : "", m);
+        }
+    }
+}
+
+void cr__cli_node_reason(const json_t *node, cr_buf *b)
+{
+    const char *r = jstr(node, "reason");
+    if (r && *r) {
+        cr_buf_puts(b, r);
+    }
+    size_t i;
+    json_t *g;
+    json_array_foreach(json_object_get(node, "gpus"), i, g)
+    {
+        if (cr__cli_gpu_healthy(g)) {
+            continue;
+        }
+        const char *gr = jstr(g, "reason");
+        cr_buf_printf(b, "%sgpu%" JSON_INTEGER_FORMAT ": %s%s%s", b->len ? "; " : "",
+                      json_integer_value(json_object_get(g, "index")), jstr(g, "health"),
+                      gr && *gr ? " " : "", gr && *gr ? gr : "");
+    }
+}
+
+void cr__cli_nodes_table(const json_t *items, FILE *f)
+{
+    static const char *const hdr[] = {"NAME",  "STATE",  "RACK",  "TYPE",
+                                      ">GPUS", ">ALLOC", ">FREE", "REASON"};
+    cli_table t;
+    cr__cli_table_init(&t, 8, hdr);
+    size_t i;
+    json_t *n;
+    json_array_foreach(items, i, n)
+    {
+        size_t total, alloc, bad;
+        cr_buf models, reason;
+        cr_buf_init(&models);
+        cr_buf_init(&reason);
+        cr__cli_node_counts(n, &total, &alloc, &bad, &models);
+        cr__cli_node_reason(n, &reason);
+        const char *state = jstr(n, "state");
+        size_t free_n = total - alloc > bad ? total - alloc - bad : 0;
+        if (state && strcmp(state, "up") != 0) {
+            free_n = 0;
+        }
+        char tot[16], al[16], fr[16];
+        snprintf(tot, sizeof tot, "%zu", total);
+        snprintf(al, sizeof al, "%zu", alloc);
+        snprintf(fr, sizeof fr, "%zu", free_n);
+        const char *row[] = {
+            jstr(n, "name"),    state, jstr(n, "rack"), cr_buf_str(&models), tot, al, fr,
+            cr_buf_str(&reason)};
+        cr__cli_table_row(&t, row);
+        cr_buf_fini(&models);
+        cr_buf_fini(&reason);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
+
+static void node_detail(cli_ctx *ctx, const json_t *node)
+{
+    char buf[256];
+    fprintf(ctx->out, "Node %s\n", jstr(node, "name") ? jstr(node, "name") : "?");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)node, k, v)
+    {
+        if (strcmp(k, "gpus") == 0 || strcmp(k, "name") == 0 || json_is_object(v) ||
+            (json_is_array(v) && strcmp(k, "jobs") != 0) ||
+            (json_is_string(v) && !*json_string_value(v))) {
+            continue;
+        }
+        char label[64];
+        snprintf(label, sizeof label, "%s:", k);
+        fprintf(ctx->out, "  %-15s %s\n", label, cr__cli_json_text(v, buf, sizeof buf));
+    }
+    const json_t *gpus = json_object_get(node, "gpus");
+    if (json_array_size(gpus)) {
+        fputs("GPUs:\n", ctx->out);
+        static const char *const hdr[] = {">  INDEX", "MODEL", "HEALTH", "JOB", "UUID", "REASON"};
+        cli_table t;
+        cr__cli_table_init(&t, 6, hdr);
+        size_t i;
+        json_t *g;
+        json_array_foreach(gpus, i, g)
+        {
+            char idx[32], job[64];
+            cr__cli_json_text(json_object_get(g, "index"), idx, sizeof idx);
+            const json_t *j = json_object_get(g, "job");
+            if (!j) {
+                j = json_object_get(g, "jobs");
+            }
+            if (cr__cli_gpu_allocated(g)) {
+                cr__cli_json_text(j, job, sizeof job);
+            } else {
+                snprintf(job, sizeof job, "-");
+            }
+            const char *row[] = {idx, cr__cli_gpu_model(g), jstr(g, "health"),
+                                 job, jstr(g, "uuid"),      jstr(g, "reason")};
+            cr__cli_table_row(&t, row);
+        }
+        cr__cli_table_print(&t, ctx->out);
+        cr__cli_table_fini(&t);
+    }
+}
+
+int cr__cli_nodes(cli_ctx *ctx, int argc, char **argv)
+{
+    cli_args a;
+    int code = 0;
+    cr_client_res res;
+    cr_client_res_init(&res);
+    if (cr__cli_begin(ctx, &a, "[NODE]", NULL, 0, false, argc, argv, &code)) {
+        goto out;
+    }
+    if (a.npos > 1) {
+        fprintf(ctx->err, "corral nodes: expected at most one node name\n");
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        goto out;
+    }
+    int rc = a.npos ? cr_client_node_get(ctx->client, a.pos[0], &res)
+                    : cr_client_nodes_list(ctx->client, &res);
+    if (rc < 0) {
+        code = cr__cli_fail(ctx, rc, &res);
+        goto out;
+    }
+    if (ctx->json) {
+        cr__cli_print_json(ctx, res.body);
+    } else if (a.npos) {
+        node_detail(ctx, res.body);
+    } else {
+        cr__cli_nodes_table(json_object_get(res.body, "items"), ctx->out);
+    }
+out:
+    cr_client_res_fini(&res);
+    cr__cli_args_fini(&a);
+    return code;
+}
+
+/* --- drain / undrain --------------------------------------------------------------- */
+
+static const cli_opt drain_opts[] = {
+    {"reason", CLI_STR, "TEXT", "why (shown by corral nodes)", NULL, 0, 0, 'r'},
+};
+
+int cr__cli_drain(cli_ctx *ctx, int argc, char **argv)
+{
+    cli_args a;
+    int code = 0;
+    cr_client_res res;
+    cr_client_res_init(&res);
+    bool drain = strcmp(ctx->cmd, "drain") == 0;
+    if (cr__cli_begin(ctx, &a, drain ? "NODE... [--reason TEXT]" : "NODE...", drain_opts,
+                      drain ? NOPTS(drain_opts) : 0, false, argc, argv, &code)) {
+        goto out;
+    }
+    if (a.npos == 0) {
+        fprintf(ctx->err, "corral %s: expected at least one node name\n", ctx->cmd);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        goto out;
+    }
+    const char *reason = drain ? cr__cli_arg(&a, "reason")->str : NULL;
+    for (size_t i = 0; i < a.npos; i++) {
+        int rc = cr_client_node_drain(ctx->client, a.pos[i], drain, reason, &res);
+        if (rc < 0) {
+            int c = cr__cli_fail(ctx, rc, &res);
+            code = c > code ? c : code;
+            if (c == CLI_EXIT_UNREACH) {
+                break;
+            }
+            continue;
+        }
+        if (ctx->json) {
+            cr__cli_print_json(ctx, res.body);
+        } else {
+            fprintf(ctx->out, "%s %s\n", drain ? "Drained" : "Undrained", a.pos[i]);
+        }
+    }
+out:
+    cr_client_res_fini(&res);
+    cr__cli_args_fini(&a);
+    return code;
+}
+
+/* --- usage --------------------------------------------------------------------------- */
+
+static const cli_opt usage_opts[] = {
+    {"by", CLI_STR, "KEYS", "group by a comma list of tenant, gpu_type, day", NULL, 0, 0, 0},
+};
+
+/* Group columns the server did not group by come back as "*" in every row:
+ * leave them out. */
+static void usage_table(const json_t *items, FILE *f)
+{
+    static const char *const keys[] = {"tenant", "gpu_type", "day"};
+    static const char *const names[] = {"TENANT", "GPU_TYPE", "DAY"};
+    const char *hdr[6];
+    const char *used[3];
+    size_t ncols = 0;
+    for (size_t k = 0; k < 3; k++) {
+        size_t i;
+        json_t *it;
+        bool grouped = false;
+        json_array_foreach(items, i, it)
+        {
+            const char *v = jstr(it, keys[k]);
+            if (v && strcmp(v, "*") != 0) {
+                grouped = true;
+            }
+        }
+        if (grouped) {
+            used[ncols] = keys[k];
+            hdr[ncols++] = names[k];
+        }
+    }
+    size_t ngroup = ncols;
+    hdr[ncols++] = ">GPU_HOURS";
+    hdr[ncols++] = ">ENERGY_KWH";
+    hdr[ncols++] = ">COST";
+    cli_table t;
+    cr__cli_table_init(&t, ncols, hdr);
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        const char *row[6];
+        char h[32], e[32], c[32];
+        for (size_t k = 0; k < ngroup; k++) {
+            row[k] = jstr(it, used[k]);
+        }
+        snprintf(h, sizeof h, "%.2f", json_number_value(json_object_get(it, "gpu_hours")));
+        snprintf(e, sizeof e, "%.2f", json_number_value(json_object_get(it, "energy_kwh")));
+        snprintf(c, sizeof c, "%.2f", json_number_value(json_object_get(it, "cost")));
+        row[ngroup] = h;
+        row[ngroup + 1] = e;
+        row[ngroup + 2] = c;
+        cr__cli_table_row(&t, row);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
+
+int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
+{
+    cli_args a;
+    int code = 0;
+    cr_client_res res;
+    cr_client_res_init(&res);
+    if (cr__cli_begin(ctx, &a, "[--by tenant,gpu_type,day]", usage_opts, NOPTS(usage_opts), false,
+                      argc, argv, &code)) {
+        goto out;
+    }
+    const cli_val *by = cr__cli_arg(&a, "by");
+    if (by->set) {
+        char *copy = cr_strdup(by->str);
+        char *save = NULL;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            if (strcmp(tok, "tenant") != 0 && strcmp(tok, "gpu_type") != 0 &&
+                strcmp(tok, "day") != 0) {
+                fprintf(ctx->err,
+                        "corral usage: --by: '%s' is not allowed (allowed: tenant, gpu_type, "
+                        "day, comma-separated)\n",
+                        tok);
+                code = CLI_EXIT_USAGE;
+            }
+        }
+        free(copy);
+        if (code) {
+            goto out;
+        }
+    }
+    if (a.npos) {
+        fprintf(ctx->err, "corral usage: unexpected argument '%s'\n", a.pos[0]);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        goto out;
+    }
+    int rc = cr_client_usage(ctx->client, by->str, &res);
+    if (rc < 0) {
+        code = cr__cli_fail(ctx, rc, &res);
+        goto out;
+    }
+    if (ctx->json) {
+        cr__cli_print_json(ctx, res.body);
+    } else {
+        usage_table(json_object_get(res.body, "items"), ctx->out);
+    }
+out:
+    cr_client_res_fini(&res);
+    cr__cli_args_fini(&a);
+    return code;
+}
+
+/* --- tenants --------------------------------------------------------------------------- */
+
+static const cli_opt tenants_opts[] = {
+    {"weight", CLI_F64, "W", "fair-share weight", NULL, 0, 1000000, 0},
+    {"quota", CLI_LIST, "TYPE=N", "GPUs of TYPE the tenant may hold at once", NULL, 0, 0, 'q'},
+};
+
+static void tenants_table(const json_t *items, FILE *f)
+{
+    static const char *const hdr[] = {"NAME", ">WEIGHT", "QUOTAS", "IN_USE", ">GPU_HOURS", ">COST"};
+    cli_table t;
+    cr__cli_table_init(&t, 6, hdr);
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        char w[32], h[32], c[32];
+        cr__cli_json_text(json_object_get(it, "weight"), w, sizeof w);
+        const json_t *usage = json_object_get(it, "usage");
+        snprintf(h, sizeof h, "%.2f", json_number_value(json_object_get(usage, "gpu_hours")));
+        snprintf(c, sizeof c, "%.2f", json_number_value(json_object_get(usage, "cost")));
+        cr_buf q, u;
+        cr_buf_init(&q);
+        cr_buf_init(&u);
+        const char *k;
+        json_t *v;
+        json_object_foreach(json_object_get(it, "quotas"), k, v)
+        {
+            char n[32];
+            cr_buf_printf(&q, "%s%s=%s", q.len ? ", " : "", k, cr__cli_json_text(v, n, sizeof n));
+        }
+        json_object_foreach(json_object_get(usage, "gpus_in_use"), k, v)
+        {
+            char n[32];
+            cr_buf_printf(&u, "%s%s=%s", u.len ? ", " : "", k, cr__cli_json_text(v, n, sizeof n));
+        }
+        const char *row[] = {jstr(it, "name"), w, cr_buf_str(&q), cr_buf_str(&u), usage ? h : NULL,
+                             usage ? c : NULL};
+        cr__cli_table_row(&t, row);
+        cr_buf_fini(&q);
+        cr_buf_fini(&u);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
+
+/* {"name":..,"weight":..,"quotas":{..}} from the flags; NULL after an error. */
+static json_t *tenant_body(cli_ctx *ctx, const cli_args *a, const char *name)
+{
+    json_t *body = json_object();
+    if (name) {
+        json_object_set_new(body, "name", json_string(name));
+    }
+    const cli_val *w = cr__cli_arg(a, "weight");
+    if (w->set) {
+        json_object_set_new(body, "weight", json_real(w->f));
+    }
+    const cli_val *q = cr__cli_arg(a, "quota");
+    if (q->count) {
+        json_t *quotas = json_object();
+        json_object_set_new(body, "quotas", quotas);
+        for (size_t i = 0; i < q->count; i++) {
+            const char *eq = strrchr(q->list[i], '=');
+            int64_t n = 0;
+            if (!eq || eq == q->list[i] || cr_parse_i64(eq + 1, 0, 1000000, &n) < 0) {
+                fprintf(ctx->err,
+                        "corral tenants: --quota: '%s' is not TYPE=N (e.g. 'H100 SXM=16', N in "
+                        "0..1000000)\n",
+                        q->list[i]);
+                json_decref(body);
+                return NULL;
+            }
+            char *type = cr_strndup(q->list[i], (size_t)(eq - q->list[i]));
+            json_object_set_new(quotas, type, json_integer(n));
+            free(type);
+        }
+    }
+    return body;
+}
+
+int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv)
+{
+    cli_args a;
+    int code = 0;
+    json_t *body = NULL;
+    cr_client_res res;
+    cr_client_res_init(&res);
+    if (cr__cli_begin(ctx, &a,
+                      "[list] | create NAME [--weight W] [--quota TYPE=N]... | set NAME "
+                      "[--weight W] [--quota TYPE=N]...",
+                      tenants_opts, NOPTS(tenants_opts), false, argc, argv, &code)) {
+        goto out;
+    }
+    const char *verb = a.npos ? a.pos[0] : "list";
+    bool list = strcmp(verb, "list") == 0;
+    bool create = strcmp(verb, "create") == 0;
+    bool set = strcmp(verb, "set") == 0;
+    if (!list && !create && !set) {
+        fprintf(ctx->err, "corral tenants: unknown action '%s' (allowed: list, create, set)\n",
+                verb);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if ((list && a.npos > 1) || (!list && a.npos != 2)) {
+        fprintf(ctx->err,
+                list ? "corral tenants list: takes no argument\n"
+                     : "corral tenants %s: expected one tenant name\n",
+                verb);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (list && (cr__cli_arg(&a, "weight")->set || cr__cli_arg(&a, "quota")->set)) {
+        fprintf(ctx->err, "corral tenants: --weight and --quota go with create or set\n");
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (!list && !(body = tenant_body(ctx, &a, create ? a.pos[1] : NULL))) {
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        goto out;
+    }
+    int rc = list     ? cr_client_tenants_list(ctx->client, &res)
+             : create ? cr_client_tenant_create(ctx->client, body, &res)
+                      : cr_client_tenant_put(ctx->client, a.pos[1], body, &res);
+    if (rc < 0) {
+        code = cr__cli_fail(ctx, rc, &res);
+        goto out;
+    }
+    if (ctx->json) {
+        cr__cli_print_json(ctx, res.body);
+    } else if (list) {
+        tenants_table(json_object_get(res.body, "items"), ctx->out);
+    } else {
+        fprintf(ctx->out, "%s tenant %s\n", create ? "Created" : "Updated", a.pos[1]);
+    }
+out:
+    json_decref(body);
+    cr_client_res_fini(&res);
+    cr__cli_args_fini(&a);
+    return code;
+}
+
+/* --- tokens ------------------------------------------------------------------------------ */
+
+static const cli_opt tokens_opts[] = {
+    {"role", CLI_STR, "ROLE", "role of the new token", "admin|user|agent", 0, 0, 0},
+    {"tenant", CLI_STR, "T", "tenant of a user token", NULL, 0, 0, 0},
+    {"name", CLI_STR, "NAME", "who holds it (shown in lists)", NULL, 0, 0, 0},
+};
+
+int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
+{
+    cli_args a;
+    int code = 0;
+    json_t *body = NULL;
+    cr_client_res res;
+    cr_client_res_init(&res);
+    if (cr__cli_begin(ctx, &a,
+                      "[list] | create --role admin|user|agent [--tenant T] [--name NAME] | "
+                      "revoke ID...",
+                      tokens_opts, NOPTS(tokens_opts), false, argc, argv, &code)) {
+        goto out;
+    }
+    const char *verb = a.npos ? a.pos[0] : "list";
+    if (strcmp(verb, "list") == 0) {
+        if (a.npos > 1) {
+            fprintf(ctx->err, "corral tokens list: takes no argument\n");
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        if ((code = cr__cli_connect(ctx, &a)) != 0) {
+            goto out;
+        }
+        int rc = cr_client_tokens_list(ctx->client, &res);
+        if (rc < 0) {
+            code = cr__cli_fail(ctx, rc, &res);
+        } else if (ctx->json) {
+            cr__cli_print_json(ctx, res.body);
+        } else {
+            cr__cli_items_table(json_object_get(res.body, "items"), ctx->out);
+        }
+    } else if (strcmp(verb, "create") == 0) {
+        const cli_val *role = cr__cli_arg(&a, "role");
+        if (!role->set) {
+            fprintf(ctx->err, "corral tokens create: --role is required (allowed: admin, user, "
+                              "agent)\n");
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        if (strcmp(role->str, "user") == 0 && !cr__cli_arg(&a, "tenant")->set) {
+            fprintf(ctx->err, "corral tokens create: --tenant is required for --role user\n");
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        if (a.npos > 1) {
+            fprintf(ctx->err, "corral tokens create: unexpected argument '%s'\n", a.pos[1]);
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        body = json_pack("{s:s}", "role", role->str);
+        if (cr__cli_arg(&a, "tenant")->set) {
+            json_object_set_new(body, "tenant", json_string(cr__cli_arg(&a, "tenant")->str));
+        }
+        if (cr__cli_arg(&a, "name")->set) {
+            json_object_set_new(body, "name", json_string(cr__cli_arg(&a, "name")->str));
+        }
+        if ((code = cr__cli_connect(ctx, &a)) != 0) {
+            goto out;
+        }
+        int rc = cr_client_token_create(ctx->client, body, &res);
+        if (rc < 0) {
+            code = cr__cli_fail(ctx, rc, &res);
+        } else if (ctx->json) {
+            cr__cli_print_json(ctx, res.body);
+        } else {
+            char id[64];
+            cr__cli_json_text(json_object_get(res.body, "id"), id, sizeof id);
+            fprintf(ctx->err, "Created token %s (role %s); it is shown only this once:\n", id,
+                    role->str);
+            fprintf(ctx->out, "%s\n", jstr(res.body, "token") ? jstr(res.body, "token") : "?");
+        }
+    } else if (strcmp(verb, "revoke") == 0) {
+        if (a.npos < 2) {
+            fprintf(ctx->err, "corral tokens revoke: expected at least one token id\n");
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        if ((code = cr__cli_connect(ctx, &a)) != 0) {
+            goto out;
+        }
+        for (size_t i = 1; i < a.npos; i++) {
+            int rc = cr_client_token_revoke(ctx->client, a.pos[i], &res);
+            if (rc < 0) {
+                int c = cr__cli_fail(ctx, rc, &res);
+                code = c > code ? c : code;
+                if (c == CLI_EXIT_UNREACH) {
+                    break;
+                }
+            } else if (!ctx->json) {
+                fprintf(ctx->out, "Revoked token %s\n", a.pos[i]);
+            } else {
+                cr__cli_print_json(ctx, res.body);
+            }
+        }
+    } else {
+        fprintf(ctx->err, "corral tokens: unknown action '%s' (allowed: list, create, revoke)\n",
+                verb);
+        code = CLI_EXIT_USAGE;
+    }
+out:
+    json_decref(body);
+    cr_client_res_fini(&res);
+    cr__cli_args_fini(&a);
+    return code;
+}

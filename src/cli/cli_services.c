@@ -1,0 +1,350 @@
+/*
+ * cli_services.c - 'corral services': inference services (create, list,
+ * show, scale, delete). A service's command comes after "--".
+ */
+#include "cli_int.h"
+
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+#define NOPTS(o) (sizeof(o) / sizeof((o)[0]))
+
+static const cli_opt svc_opts[] = {
+    {"gpus", CLI_INT, "N", "GPUs per replica", NULL, 0, 4096, 0},
+    {"gpu-type", CLI_STR, "TYPE", "GPU model, auto (the advisor picks) or any", NULL, 0, 0, 0},
+    {"mig", CLI_STR, "PROFILE", "a MIG slice per replica (e.g. 1g.10gb)", NULL, 0, 0, 0},
+    {"min", CLI_INT, "N", "minimum replicas (0 allows scale to zero)", NULL, 0, 10000, 0},
+    {"max", CLI_INT, "N", "maximum replicas", NULL, 1, 10000, 0},
+    {"concurrency", CLI_F64, "N", "target in-flight requests per replica", NULL, 0, 1000000, 0},
+    {"p95-ms", CLI_F64, "MS", "target p95 latency in milliseconds", NULL, 0, 3600000, 0},
+    {"ready-path", CLI_STR, "PATH", "readiness path served on $PORT (default /health)", NULL, 0, 0,
+     0},
+    {"tenant", CLI_STR, "T", "tenant (admins)", NULL, 0, 0, 0},
+    {"env", CLI_LIST, "K=V", "environment variable for each replica", NULL, 0, 0, 'e'},
+    {"kind", CLI_STR, "KIND", "workload kind hint", "inference|visual", 0, 0, 0},
+    {"params", CLI_COUNT, "N", "model parameters, for the advisor (7b)", NULL, 0, 0, 0},
+};
+
+static const char *jstr(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
+{
+    json_t *b = json_object();
+    json_object_set_new(b, "name", json_string(name));
+    if (a->nrest == 0) {
+        fprintf(ctx->err, "corral services create: no command given (corral services create "
+                          "NAME [options] -- COMMAND [ARGS...])\n");
+        goto bad;
+    }
+    json_t *cmd = json_array();
+    for (size_t i = 0; i < a->nrest; i++) {
+        json_array_append_new(cmd, json_string(a->rest[i]));
+    }
+    json_object_set_new(b, "command", cmd);
+    static const struct {
+        const char *flag, *key;
+    } strs[] = {{"gpu-type", "gpu_type"},
+                {"mig", "mig_profile"},
+                {"ready-path", "ready_path"},
+                {"tenant", "tenant"},
+                {"kind", "kind"}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        const cli_val *v = cr__cli_arg(a, strs[i].flag);
+        if (v->set) {
+            json_object_set_new(b, strs[i].key, json_string(v->str));
+        }
+    }
+    static const struct {
+        const char *flag, *key;
+    } ints[] = {{"gpus", "gpus"}, {"min", "min_replicas"}, {"max", "max_replicas"}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        const cli_val *v = cr__cli_arg(a, ints[i].flag);
+        if (v->set) {
+            json_object_set_new(b, ints[i].key, json_integer(v->i));
+        }
+    }
+    const cli_val *mn = cr__cli_arg(a, "min"), *mx = cr__cli_arg(a, "max");
+    if (mn->set && mx->set && mn->i > mx->i) {
+        fprintf(ctx->err, "corral services create: --min %" PRId64 " is above --max %" PRId64 "\n",
+                mn->i, mx->i);
+        goto bad;
+    }
+    const cli_val *cc = cr__cli_arg(a, "concurrency"), *p95 = cr__cli_arg(a, "p95-ms");
+    if (cc->set && p95->set) {
+        fprintf(ctx->err,
+                "corral services create: give one target: --concurrency or --p95-ms, not both\n");
+        goto bad;
+    }
+    if (cc->set) {
+        json_object_set_new(b, "target", json_pack("{s:f}", "concurrency", cc->f));
+    } else if (p95->set) {
+        json_object_set_new(b, "target", json_pack("{s:f}", "p95_ms", p95->f));
+    }
+    const cli_val *pp = cr__cli_arg(a, "params");
+    if (pp->set) {
+        json_object_set_new(b, "model", json_pack("{s:f}", "params", pp->f));
+    }
+    const cli_val *env = cr__cli_arg(a, "env");
+    if (env->count) {
+        json_t *e = json_object();
+        json_object_set_new(b, "env", e);
+        for (size_t i = 0; i < env->count; i++) {
+            const char *eq = strchr(env->list[i], '=');
+            if (!eq || eq == env->list[i]) {
+                fprintf(ctx->err, "corral services: --env: '%s' is not KEY=VALUE\n", env->list[i]);
+                goto bad;
+            }
+            char *k = cr_strndup(env->list[i], (size_t)(eq - env->list[i]));
+            json_object_set_new(e, k, json_string(eq + 1));
+            free(k);
+        }
+    }
+    return b;
+bad:
+    json_decref(b);
+    return NULL;
+}
+
+static void target_text(const json_t *svc, char *buf, size_t len)
+{
+    const json_t *t = json_object_get(svc, "target");
+    char n[64];
+    if (json_object_get(t, "concurrency")) {
+        snprintf(buf, len, "concurrency %s",
+                 cr__cli_json_text(json_object_get(t, "concurrency"), n, sizeof n));
+    } else if (json_object_get(t, "p95_ms")) {
+        snprintf(buf, len, "p95 %sms",
+                 cr__cli_json_text(json_object_get(t, "p95_ms"), n, sizeof n));
+    } else {
+        snprintf(buf, len, "-");
+    }
+}
+
+/* "ready/desired" from the replicas array and the desired count. */
+static void replicas_text(const json_t *svc, char *buf, size_t len)
+{
+    const json_t *reps = json_object_get(svc, "replicas");
+    size_t ready = 0, total = 0;
+    if (json_is_array(reps)) {
+        size_t i;
+        json_t *r;
+        total = json_array_size(reps);
+        json_array_foreach(reps, i, r)
+        {
+            if (json_is_true(json_object_get(r, "ready"))) {
+                ready++;
+            }
+        }
+    } else if (json_is_integer(reps)) {
+        total = (size_t)json_integer_value(reps);
+        ready = (size_t)json_integer_value(json_object_get(svc, "ready_replicas"));
+    }
+    const json_t *want = json_object_get(svc, "desired_replicas");
+    if (json_is_integer(want)) {
+        snprintf(buf, len, "%zu/%" JSON_INTEGER_FORMAT, ready, json_integer_value(want));
+    } else {
+        snprintf(buf, len, "%zu/%zu", ready, total);
+    }
+}
+
+static void services_table(const json_t *items, FILE *f)
+{
+    static const char *const hdr[] = {"NAME",   "TENANT", ">GPUS", "TYPE",
+                                      ">READY", ">MIN",   ">MAX",  "TARGET"};
+    cli_table t;
+    cr__cli_table_init(&t, 8, hdr);
+    size_t i;
+    json_t *s;
+    json_array_foreach(items, i, s)
+    {
+        char gpus[32], rep[32], mn[32], mx[32], tgt[64];
+        const char *mig = jstr(s, "mig_profile");
+        if (mig && *mig) {
+            snprintf(gpus, sizeof gpus, "%s", mig);
+        } else {
+            cr__cli_json_text(json_object_get(s, "gpus"), gpus, sizeof gpus);
+        }
+        replicas_text(s, rep, sizeof rep);
+        cr__cli_json_text(json_object_get(s, "min_replicas"), mn, sizeof mn);
+        cr__cli_json_text(json_object_get(s, "max_replicas"), mx, sizeof mx);
+        target_text(s, tgt, sizeof tgt);
+        const char *row[] = {
+            jstr(s, "name"), jstr(s, "tenant"), gpus, jstr(s, "gpu_type"), rep, mn, mx, tgt};
+        cr__cli_table_row(&t, row);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
+
+static void service_detail(cli_ctx *ctx, const json_t *s)
+{
+    char buf[512];
+    fprintf(ctx->out, "Service %s\n", jstr(s, "name") ? jstr(s, "name") : "?");
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)s, k, v)
+    {
+        if (strcmp(k, "name") == 0 || json_is_object(v) ||
+            (json_is_array(v) && strcmp(k, "command") != 0)) {
+            continue;
+        }
+        char label[64];
+        snprintf(label, sizeof label, "%s:", k);
+        if (strcmp(k, "command") == 0) {
+            fprintf(ctx->out, "  %-18s", label);
+            size_t i;
+            json_t *w;
+            json_array_foreach(v, i, w)
+            {
+                fprintf(ctx->out, " %s", json_string_value(w) ? json_string_value(w) : "?");
+            }
+            fputc('\n', ctx->out);
+            continue;
+        }
+        fprintf(ctx->out, "  %-18s %s\n", label, cr__cli_json_text(v, buf, sizeof buf));
+    }
+    char tgt[64];
+    target_text(s, tgt, sizeof tgt);
+    fprintf(ctx->out, "  %-18s %s\n", "target:", tgt);
+    const json_t *reps = json_object_get(s, "replicas");
+    if (json_is_array(reps) && json_array_size(reps)) {
+        fputs("Replicas:\n", ctx->out);
+        const json_t *first = json_array_get(reps, 0);
+        if (json_is_object(first)) {
+            cr__cli_items_table(reps, ctx->out);
+        }
+    }
+    const json_t *ev = json_object_get(s, "events");
+    if (json_array_size(ev)) {
+        fputs("Events:\n", ctx->out);
+        static const char *const hdr[] = {"  TIME", "WHAT", "WHY"};
+        cli_table t;
+        cr__cli_table_init(&t, 3, hdr);
+        size_t i;
+        json_t *e;
+        json_array_foreach(ev, i, e)
+        {
+            char tm[64];
+            snprintf(tm, sizeof tm, "  %s", jstr(e, "time") ? jstr(e, "time") : "-");
+            const char *row[] = {tm, jstr(e, "what"), jstr(e, "why")};
+            cr__cli_table_row(&t, row);
+        }
+        cr__cli_table_print(&t, ctx->out);
+        cr__cli_table_fini(&t);
+    }
+}
+
+int cr__cli_services(cli_ctx *ctx, int argc, char **argv)
+{
+    cli_args a;
+    int code = 0;
+    json_t *body = NULL;
+    cr_client_res res;
+    cr_client_res_init(&res);
+    if (cr__cli_begin(ctx, &a,
+                      "[list] | create NAME [options] -- COMMAND [ARGS...] | show NAME | scale "
+                      "NAME REPLICAS | delete NAME",
+                      svc_opts, NOPTS(svc_opts), false, argc, argv, &code)) {
+        goto out;
+    }
+    const char *verb = a.npos ? a.pos[0] : "list";
+    static const char *const verbs[] = {"list", "create", "show", "scale", "delete"};
+    static const size_t want_pos[] = {1, 2, 2, 3, 2};
+    size_t vi = 0;
+    for (; vi < 5 && strcmp(verb, verbs[vi]) != 0; vi++) {
+    }
+    if (vi == 5) {
+        fprintf(ctx->err,
+                "corral services: unknown action '%s' (allowed: list, create, show, scale, "
+                "delete)\n",
+                verb);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    size_t npos = a.npos ? a.npos : 1;
+    if (npos != want_pos[vi]) {
+        fprintf(ctx->err, "corral services %s: expected %s\n", verb,
+                vi == 0   ? "no argument"
+                : vi == 3 ? "NAME REPLICAS"
+                          : "one service NAME");
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (vi != 1) {
+        for (size_t i = 0; i < a.nopts; i++) {
+            if (a.vals[i].set && &a.opts[i] < a.opts + NOPTS(svc_opts)) {
+                fprintf(ctx->err, "corral services %s: --%s goes with create only\n", verb,
+                        a.opts[i].name);
+                code = CLI_EXIT_USAGE;
+                goto out;
+            }
+        }
+        if (a.dashdash) {
+            fprintf(ctx->err, "corral services %s: a command goes with create only\n", verb);
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
+    int64_t replicas = 0;
+    if (vi == 3 && cr_parse_i64(a.pos[2], 0, 10000, &replicas) < 0) {
+        fprintf(ctx->err, "corral services scale: REPLICAS: '%s' is not an integer in 0..10000\n",
+                a.pos[2]);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (vi == 1 && !(body = svc_body(ctx, &a, a.pos[1]))) {
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        goto out;
+    }
+    int rc = 0;
+    switch (vi) {
+    case 0:
+        rc = cr_client_services_list(ctx->client, &res);
+        break;
+    case 1:
+        rc = cr_client_service_create(ctx->client, body, &res);
+        break;
+    case 2:
+        rc = cr_client_service_get(ctx->client, a.pos[1], &res);
+        break;
+    case 3:
+        rc = cr_client_service_scale(ctx->client, a.pos[1], replicas, &res);
+        break;
+    default:
+        rc = cr_client_service_delete(ctx->client, a.pos[1], &res);
+        break;
+    }
+    if (rc < 0) {
+        code = cr__cli_fail(ctx, rc, &res);
+        goto out;
+    }
+    if (ctx->json) {
+        cr__cli_print_json(ctx, res.body);
+    } else if (vi == 0) {
+        services_table(json_object_get(res.body, "items"), ctx->out);
+    } else if (vi == 2) {
+        service_detail(ctx, res.body);
+    } else if (vi == 1) {
+        fprintf(ctx->out, "Created service %s\n", a.pos[1]);
+    } else if (vi == 3) {
+        fprintf(ctx->out, "Scaled service %s to %" PRId64 " replicas\n", a.pos[1], replicas);
+    } else {
+        fprintf(ctx->out, "Deleted service %s\n", a.pos[1]);
+    }
+out:
+    json_decref(body);
+    cr_client_res_fini(&res);
+    cr__cli_args_fini(&a);
+    return code;
+}

@@ -1,0 +1,244 @@
+/*
+ * cli_table.c - aligned text tables (like squeue and kubectl get) and the
+ * small formatters that turn JSON members into cells.
+ */
+#include "cli_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_time.h"
+
+#include <ctype.h>
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+void cr__cli_table_init(cli_table *t, size_t ncols, const char *const *headers)
+{
+    memset(t, 0, sizeof *t);
+    t->ncols = ncols;
+    t->right = cr_calloc(ncols, sizeof *t->right);
+    const char *h[64];
+    for (size_t i = 0; i < ncols && i < 64; i++) {
+        t->right[i] = headers[i][0] == '>';
+        h[i] = headers[i] + (t->right[i] ? 1 : 0);
+    }
+    cr__cli_table_row(t, h);
+}
+
+void cr__cli_table_fini(cli_table *t)
+{
+    for (size_t i = 0; i < t->nrows * t->ncols; i++) {
+        free(t->cells[i]);
+    }
+    free(t->cells);
+    free(t->right);
+    memset(t, 0, sizeof *t);
+}
+
+void cr__cli_table_row(cli_table *t, const char *const *cells)
+{
+    if (t->nrows == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 16;
+        t->cells = cr_reallocarray(t->cells, t->cap * t->ncols, sizeof *t->cells);
+    }
+    for (size_t i = 0; i < t->ncols; i++) {
+        const char *c = cells[i] && *cells[i] ? cells[i] : "-";
+        /* a cell is one line: control characters from the server become spaces */
+        char *copy = cr_strdup(c);
+        for (char *p = copy; *p; p++) {
+            if ((unsigned char)*p < 0x20 || *p == 0x7f) {
+                *p = ' ';
+            }
+        }
+        t->cells[t->nrows * t->ncols + i] = copy;
+    }
+    t->nrows++;
+}
+
+/* Display width: UTF-8 continuation bytes do not count. */
+static size_t width(const char *s)
+{
+    size_t w = 0;
+    for (; *s; s++) {
+        if (((unsigned char)*s & 0xC0) != 0x80) {
+            w++;
+        }
+    }
+    return w;
+}
+
+void cr__cli_table_print(const cli_table *t, FILE *f)
+{
+    size_t *w = cr_calloc(t->ncols ? t->ncols : 1, sizeof *w);
+    for (size_t r = 0; r < t->nrows; r++) {
+        for (size_t c = 0; c < t->ncols; c++) {
+            size_t n = width(t->cells[r * t->ncols + c]);
+            if (n > w[c]) {
+                w[c] = n;
+            }
+        }
+    }
+    for (size_t r = 0; r < t->nrows; r++) {
+        for (size_t c = 0; c < t->ncols; c++) {
+            const char *s = t->cells[r * t->ncols + c];
+            size_t pad = w[c] - width(s);
+            bool last = c + 1 == t->ncols;
+            if (t->right[c]) {
+                fprintf(f, "%*s%s", (int)pad, "", s);
+            } else {
+                fputs(s, f);
+                if (!last) {
+                    fprintf(f, "%*s", (int)pad, "");
+                }
+            }
+            if (!last) {
+                fputs("  ", f);
+            }
+        }
+        fputc('\n', f);
+    }
+    free(w);
+}
+
+static void scalar_text(const json_t *v, char *buf, size_t len)
+{
+    if (json_is_string(v)) {
+        snprintf(buf, len, "%s", json_string_value(v));
+    } else if (json_is_integer(v)) {
+        snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    } else if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 1e15) {
+            snprintf(buf, len, "%.0f", d);
+        } else if (fabs(d) >= 1e6 || (fabs(d) < 0.01 && d != 0)) {
+            snprintf(buf, len, "%.3g", d);
+        } else {
+            snprintf(buf, len, "%.2f", d);
+        }
+    } else if (json_is_true(v)) {
+        snprintf(buf, len, "true");
+    } else if (json_is_false(v)) {
+        snprintf(buf, len, "false");
+    } else {
+        snprintf(buf, len, "-");
+    }
+}
+
+char *cr__cli_json_text(const json_t *v, char *buf, size_t len)
+{
+    if (len == 0) {
+        return buf;
+    }
+    buf[0] = '\0';
+    if (json_is_array(v)) {
+        size_t used = 0;
+        size_t i;
+        json_t *e;
+        json_array_foreach(v, i, e)
+        {
+            char one[256];
+            scalar_text(e, one, sizeof one);
+            int n = snprintf(buf + used, len - used, "%s%s", i ? "," : "", one);
+            if (n < 0 || (size_t)n >= len - used) {
+                break;
+            }
+            used += (size_t)n;
+        }
+        if (used == 0) {
+            snprintf(buf, len, "-");
+        }
+        return buf;
+    }
+    if (json_is_object(v)) {
+        snprintf(buf, len, "{...}");
+        return buf;
+    }
+    scalar_text(v, buf, len);
+    return buf;
+}
+
+static int digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i])) {
+            return CR_EINVAL;
+        }
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+int cr__cli_parse_rfc3339(const char *s, int64_t *out_ns)
+{
+    int y, mo, d, h, mi, sec;
+    if (!s || strlen(s) < 19 || digits(s, 4, &y) || s[4] != '-' || digits(s + 5, 2, &mo) ||
+        s[7] != '-' || digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != ' ') ||
+        digits(s + 11, 2, &h) || s[13] != ':' || digits(s + 14, 2, &mi) || s[16] != ':' ||
+        digits(s + 17, 2, &sec)) {
+        return CR_EINVAL;
+    }
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60) {
+        return CR_ERANGE;
+    }
+    const char *p = s + 19;
+    int64_t frac_ns = 0;
+    if (*p == '.') {
+        p++;
+        int64_t scale = CR_NS_PER_SEC / 10;
+        if (!isdigit((unsigned char)*p)) {
+            return CR_EINVAL;
+        }
+        while (isdigit((unsigned char)*p)) {
+            frac_ns += (*p - '0') * scale;
+            scale /= 10;
+            p++;
+        }
+    }
+    int64_t off_s = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (digits(p + 1, 2, &oh) || p[3] != ':' || digits(p + 4, 2, &om)) {
+            return CR_EINVAL;
+        }
+        off_s = (int64_t)(oh * 3600 + om * 60) * (*p == '+' ? 1 : -1);
+        p += 6;
+    } else {
+        return CR_EINVAL;
+    }
+    if (*p) {
+        return CR_EINVAL;
+    }
+    struct tm tm = {.tm_year = y - 1900,
+                    .tm_mon = mo - 1,
+                    .tm_mday = d,
+                    .tm_hour = h,
+                    .tm_min = mi,
+                    .tm_sec = sec};
+    time_t t = timegm(&tm);
+    *out_ns = ((int64_t)t - off_s) * CR_NS_PER_SEC + frac_ns;
+    return 0;
+}
+
+char *cr__cli_age(const char *rfc3339, int64_t now_ns, char *buf, size_t len)
+{
+    int64_t t = 0;
+    if (!rfc3339 || cr__cli_parse_rfc3339(rfc3339, &t) < 0) {
+        snprintf(buf, len, "-");
+        return buf;
+    }
+    int64_t d = now_ns - t;
+    if (d < 0) {
+        d = 0;
+    }
+    if (d < CR_NS_PER_SEC) {
+        snprintf(buf, len, "0s");
+        return buf;
+    }
+    return cr_duration_fmt(d, buf, len);
+}

@@ -1,0 +1,319 @@
+/*
+ * cr_client.c - the public side of the HTTP client: options, results and
+ * the mapping of answers to error codes. The bytes move in client_http.c
+ * (http://) or client_curl.c (https://); see client_int.h.
+ */
+#include "cr_client.h"
+
+#include "client_int.h"
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_config.h"
+#include "cr_error.h"
+#include "cr_time.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+void cr_client_res_init(cr_client_res *r)
+{
+    memset(r, 0, sizeof *r);
+}
+
+void cr_client_res_fini(cr_client_res *r)
+{
+    if (r->body) {
+        json_decref(r->body);
+    }
+    free(r->raw);
+    free(r->error);
+    free(r->message);
+    free(r->field);
+    cr_client_res_init(r);
+}
+
+const char *cr_client_res_msg(const cr_client_res *r, int err)
+{
+    if (r->message && *r->message) {
+        return r->message;
+    }
+    if (r->status) {
+        return "server answered with an error and no message";
+    }
+    return cr_strerror(err);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s && *s ? cr_strdup(s) : NULL;
+}
+
+/* Split "http://host[:port][/prefix]" for the plain transport. */
+static int parse_http_url(cr_client *c, const char *url)
+{
+    const char *h = url + 7;
+    const char *slash = strchr(h, '/');
+    size_t hostport_len = slash ? (size_t)(slash - h) : strlen(h);
+    char *hp = cr_strndup(h, hostport_len);
+    int rc = 0;
+    char *host = hp, *port = NULL;
+    if (*hp == '[') { /* [v6]:port */
+        char *close = strchr(hp, ']');
+        if (!close) {
+            rc = CR_EINVAL;
+            goto out;
+        }
+        *close = '\0';
+        host = hp + 1;
+        if (close[1] == ':') {
+            port = close + 2;
+        } else if (close[1]) {
+            rc = CR_EINVAL;
+            goto out;
+        }
+    } else {
+        char *colon = strrchr(hp, ':');
+        if (colon) {
+            *colon = '\0';
+            port = colon + 1;
+        }
+    }
+    if (!*host || (port && !*port) || strchr(host, '@')) {
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (port) {
+        for (const char *p = port; *p; p++) {
+            if (*p < '0' || *p > '9') {
+                rc = CR_EINVAL;
+                goto out;
+            }
+        }
+    }
+    c->host = cr_strdup(host);
+    c->port = cr_strdup(port ? port : "80");
+    c->host_header = cr_strndup(h, hostport_len);
+    c->prefix = cr_strdup(slash ? slash : "");
+out:
+    free(hp);
+    return rc;
+}
+
+int cr_client_new(const cr_client_opts *opts, cr_client **out)
+{
+    const char *server =
+        opts && opts->server && *opts->server ? opts->server : CR_CLIENT_DEFAULT_SERVER;
+    bool tls = strncmp(server, "https://", 8) == 0;
+    if (strncmp(server, "http://", 7) != 0 && !tls) {
+        return CR_EINVAL;
+    }
+    cr_client *c = cr_calloc(1, sizeof *c);
+    c->fd = -1;
+    c->tls = tls;
+    c->server = cr_strdup(server);
+    size_t n = strlen(c->server);
+    while (n > 0 && c->server[n - 1] == '/') {
+        c->server[--n] = '\0';
+    }
+    if (!tls && parse_http_url(c, c->server) < 0) {
+        cr_client_free(c);
+        return CR_EINVAL;
+    }
+    if (opts) {
+        c->ca_file = dup_or_null(opts->ca_file);
+        c->cert_file = dup_or_null(opts->cert_file);
+        c->key_file = dup_or_null(opts->key_file);
+        c->insecure = opts->insecure;
+        c->connect_timeout_ns = opts->connect_timeout_ns;
+        c->timeout_ns = opts->timeout_ns;
+        c->user_agent = dup_or_null(opts->user_agent);
+    }
+    if (c->connect_timeout_ns <= 0) {
+        c->connect_timeout_ns = 5 * CR_NS_PER_SEC;
+    }
+    if (c->timeout_ns <= 0) {
+        c->timeout_ns = 30 * CR_NS_PER_SEC;
+    }
+    if (!c->user_agent) {
+        c->user_agent = cr_strdup("corral/" CR_VERSION);
+    }
+    cr_client_set_token(c, opts ? opts->token : NULL);
+    *out = c;
+    return 0;
+}
+
+void cr_client_free(cr_client *c)
+{
+    if (!c) {
+        return;
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+    }
+    cr__client_curl_free(c->curl);
+    free(c->server);
+    free(c->host);
+    free(c->port);
+    free(c->host_header);
+    free(c->prefix);
+    free(c->token);
+    free(c->ca_file);
+    free(c->cert_file);
+    free(c->key_file);
+    free(c->user_agent);
+    free(c);
+}
+
+const char *cr_client_server(const cr_client *c)
+{
+    return c->server;
+}
+
+void cr_client_set_token(cr_client *c, const char *token)
+{
+    CR_FREE(c->token);
+    if (token && *token) {
+        /* a token with CR or LF would split the header: refuse it */
+        if (strpbrk(token, "\r\n")) {
+            return;
+        }
+        c->token = cr_strdup(token);
+    }
+}
+
+char *cr_client_escape(const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    cr_buf b;
+    cr_buf_init(&b);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
+            cr_buf_putc(&b, (char)*p);
+        } else {
+            cr_buf_putc(&b, '%');
+            cr_buf_putc(&b, hex[*p >> 4]);
+            cr_buf_putc(&b, hex[*p & 15]);
+        }
+    }
+    return cr_buf_take(&b);
+}
+
+static const struct {
+    const char *name;
+    int code;
+} err_names[] = {
+#define CR__ERR_NAME(name, msg) {"CR_E" #name, CR_E##name},
+    CR_ERRNO_MAP(CR__ERR_NAME)
+#undef CR__ERR_NAME
+};
+
+static int code_of_answer(long status, const char *name)
+{
+    if (name) {
+        for (size_t i = 0; i < sizeof err_names / sizeof err_names[0]; i++) {
+            if (strcmp(err_names[i].name, name) == 0) {
+                return err_names[i].code;
+            }
+        }
+    }
+    switch (status) {
+    case 401:
+        return CR_EAUTH;
+    case 403:
+        return CR_EPERM;
+    case 404:
+        return CR_ENOENT;
+    case 409:
+        return CR_ECONFLICT;
+    case 413:
+        return CR_ETOOBIG;
+    case 429:
+    case 503:
+        return CR_EUNAVAIL;
+    default:
+        return status >= 500 ? CR_EIO : CR_EINVAL;
+    }
+}
+
+static char *member_str(const json_t *o, const char *key)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+    return s ? cr_strdup(s) : NULL;
+}
+
+/* Parse the buffered answer into res and compute the call's result. */
+static int finish_answer(cr__xfer *x, cr_client_res *res)
+{
+    long status = x->status;
+    res->status = status;
+    if (x->answer.len > 0) {
+        res->raw_len = x->answer.len;
+        res->raw = cr_buf_take(&x->answer);
+        res->body = json_loadb(res->raw, res->raw_len, JSON_DECODE_ANY, NULL);
+    }
+    if (status >= 200 && status < 300) {
+        return 0;
+    }
+    if (json_is_object(res->body)) {
+        res->error = member_str(res->body, "error");
+        res->message = member_str(res->body, "message");
+        res->field = member_str(res->body, "field");
+    }
+    if (!res->message) {
+        res->message = cr_asprintf("HTTP %ld", status);
+    }
+    return code_of_answer(status, res->error);
+}
+
+static int perform(cr_client *c, const char *method, const char *path, const json_t *body,
+                   int64_t timeout_ns, int64_t idle_ns, cr_client_data_fn fn, void *ud,
+                   cr_client_res *res)
+{
+    int rc = 0;
+    char *payload = NULL;
+    cr__xfer x = {.method = method, .path = path, .idle_ns = idle_ns, .fn = fn, .ud = ud};
+    cr_buf_init(&x.answer);
+    cr_client_res_fini(res);
+    if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
+        payload = body ? json_dumps(body, JSON_COMPACT | JSON_ENCODE_ANY) : cr_strdup("{}");
+        if (!payload) {
+            res->message = cr_strdup("request body is not serialisable JSON");
+            rc = CR_EINVAL;
+            goto out;
+        }
+        x.body = payload;
+        x.body_len = strlen(payload);
+    }
+    x.timeout_ns = timeout_ns ? timeout_ns : (fn ? 0 : c->timeout_ns);
+    rc = c->tls ? cr__client_curl(c, &x) : cr__client_http(c, &x);
+    if (rc == 0 && x.stopped) {
+        res->status = x.status;
+        goto out;
+    }
+    if (rc < 0) {
+        if (rc == CR_ETOOBIG || rc == CR_EIO) {
+            res->status = x.status;
+        }
+        res->message = cr_strdup(x.err[0] ? x.err : cr_strerror(rc));
+        goto out;
+    }
+    rc = finish_answer(&x, res);
+out:
+    free(payload);
+    cr_buf_fini(&x.answer);
+    return rc;
+}
+
+int cr_client_request(cr_client *c, const char *method, const char *path, const json_t *body,
+                      int64_t timeout_ns, cr_client_res *res)
+{
+    return perform(c, method, path, body, timeout_ns, 0, NULL, NULL, res);
+}
+
+int cr_client_stream(cr_client *c, const char *path, int64_t timeout_ns, int64_t idle_timeout_ns,
+                     cr_client_data_fn fn, void *ud, cr_client_res *res)
+{
+    return perform(c, "GET", path, NULL, timeout_ns, idle_timeout_ns, fn, ud, res);
+}

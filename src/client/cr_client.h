@@ -1,0 +1,168 @@
+/*
+ * cr_client.h - HTTP client of the Corral REST API (docs/api.md).
+ *
+ * One cr_client is one connection context: consecutive requests to the same
+ * controller reuse the TCP (and TLS) connection. Plain http:// goes over a
+ * small built-in HTTP/1.1 transport; https:// goes through libcurl, loaded
+ * on first use (client_int.h says why). A cr_client is NOT thread-safe: give
+ * each thread its own (the agent uses one for its heartbeat and one for its
+ * long-poll). Clients may be created from any thread.
+ *
+ * Every request carries "Authorization: Bearer <token>" when a token is set,
+ * sends and expects JSON, and is bounded by a timeout: the client's default
+ * (opts.timeout_ns) or, for long-polls and streams, the one given to the call.
+ *
+ * Results. Each call fills a caller-owned cr_client_res (init/fini):
+ *   - status 0: the server was not reached or did not answer (transport
+ *     failure); the call returns CR_EUNAVAIL (connect failed, DNS, TLS) or
+ *     CR_ETIMEDOUT, and message says what libcurl said.
+ *   - status 2xx: the call returns 0; body is the parsed JSON answer (NULL
+ *     when the answer was empty or not JSON; raw holds the bytes either way).
+ *   - status 4xx/5xx: the call returns the code named by the server's
+ *     "error" member (CR_EINVAL for "CR_EINVAL"), or one derived from the
+ *     status when the name is unknown (401 CR_EAUTH, 403 CR_EPERM, 404
+ *     CR_ENOENT, 409 CR_ECONFLICT, 413 CR_ETOOBIG, other 4xx CR_EINVAL, 5xx
+ *     CR_EIO); message is the server's "message" member verbatim (or
+ *     "HTTP <status>" when the body has none), field its "field" member.
+ * The result is reset by every call, so one may be reused across calls.
+ *
+ * Ownership: strings passed in are borrowed (copied where kept); JSON
+ * documents passed in are borrowed (never stolen); body in the result is
+ * owned by the result (json_incref it to keep it past cr_client_res_fini).
+ */
+#ifndef CR_CLIENT_H
+#define CR_CLIENT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* The controller's default address (docs/api.md). */
+#define CR_CLIENT_DEFAULT_SERVER "http://127.0.0.1:8620"
+
+typedef struct cr_client cr_client;
+
+typedef struct cr_client_opts {
+    const char *server;         /* base URL "http[s]://host:port"; NULL: the default */
+    const char *token;          /* bearer token; NULL: none */
+    int64_t connect_timeout_ns; /* 0: 5 s */
+    int64_t timeout_ns;         /* whole-request default; 0: 30 s */
+    const char *ca_file;        /* PEM bundle to verify the server; NULL: system */
+    const char *cert_file;      /* client certificate (PEM); NULL: none */
+    const char *key_file;       /* its private key (PEM); NULL: none */
+    bool insecure;              /* skip TLS peer and host verification (tests only) */
+    const char *user_agent;     /* NULL: "corral/<version>" */
+} cr_client_opts;
+
+typedef struct cr_client_res {
+    long status;  /* HTTP status; 0 when no answer came (transport failure) */
+    json_t *body; /* parsed JSON answer, owned; NULL if empty or not JSON */
+    char *raw;    /* the answer's bytes, NUL-terminated, owned; NULL if none */
+    size_t raw_len;
+    char *error;   /* server's "error" member ("CR_EINVAL"), owned; NULL if none */
+    char *message; /* server's "message", or the transport error; owned; NULL on 2xx */
+    char *field;   /* server's "field" member, owned; NULL if none */
+} cr_client_res;
+
+void cr_client_res_init(cr_client_res *r);
+void cr_client_res_fini(cr_client_res *r);
+/* Best human text of a failed result: message, else "HTTP <status>", else
+ * the error's text. Valid until the result changes. */
+const char *cr_client_res_msg(const cr_client_res *r, int err);
+
+/* Returned new in *out (free with cr_client_free); opts borrowed (copied).
+ * CR_EINVAL when server is not an http:// or https:// URL. */
+int cr_client_new(const cr_client_opts *opts, cr_client **out);
+void cr_client_free(cr_client *c);
+/* Base URL in use, without a trailing slash. */
+const char *cr_client_server(const cr_client *c);
+/* Replace the bearer token (the agent switches to its node token). */
+void cr_client_set_token(cr_client *c, const char *token);
+
+/* --- Generic requests ---------------------------------------------------- */
+
+/*
+ * method: "GET", "POST", "PUT", "DELETE". path: starts with '/', already
+ * escaped (see cr_client_escape), may carry a query. body: sent as JSON when
+ * not NULL (POST with no body sends "{}"). timeout_ns: 0 for the client's
+ * default, else this request's limit (long-polls pass wait + margin).
+ */
+int cr_client_request(cr_client *c, const char *method, const char *path, const json_t *body,
+                      int64_t timeout_ns, cr_client_res *res);
+
+/*
+ * Streaming GET: on a 2xx answer each chunk of the body is handed to fn as it
+ * arrives (nothing is buffered, res->raw stays NULL); fn returns 0 to go on
+ * or non-zero to stop (the call then returns 0). On 4xx/5xx the body is
+ * buffered and parsed as for cr_client_request and fn is never called.
+ * timeout_ns: 0 means no overall limit (follow until the server closes or
+ * fn stops); the connect timeout still applies. A stream that stalls with no
+ * byte for idle_timeout_ns (0: never) fails with CR_ETIMEDOUT.
+ */
+typedef int (*cr_client_data_fn)(void *ud, const char *data, size_t len);
+int cr_client_stream(cr_client *c, const char *path, int64_t timeout_ns, int64_t idle_timeout_ns,
+                     cr_client_data_fn fn, void *ud, cr_client_res *res);
+
+/* Returned new (free with free()): s percent-escaped for one path segment
+ * or query value. */
+char *cr_client_escape(const char *s);
+
+/* --- Typed calls of docs/api.md (all fill res as above) ------------------ */
+
+/* GET /v1/health, GET /v1/version. */
+int cr_client_health(cr_client *c, cr_client_res *res);
+int cr_client_version(cr_client *c, cr_client_res *res);
+
+/* Jobs. job: the request object of docs/api.md. Answer {"ids":[...]}. */
+int cr_client_job_submit(cr_client *c, const json_t *job, cr_client_res *res);
+/* state, tenant: NULL for any; limit: 0 for the server's default. */
+int cr_client_jobs_list(cr_client *c, const char *state, const char *tenant, int64_t limit,
+                        cr_client_res *res);
+int cr_client_job_get(cr_client *c, int64_t id, cr_client_res *res);
+/* action: "cancel", "hold", "release" or "requeue". */
+int cr_client_job_action(cr_client *c, int64_t id, const char *action, cr_client_res *res);
+/* GET /v1/jobs/{id}/logs; stream: "stdout" or "stderr"; follow streams until
+ * the job ends or fn stops; without follow the bytes from offset are
+ * delivered to fn as well. */
+int cr_client_job_logs(cr_client *c, int64_t id, const char *stream, uint64_t offset, bool follow,
+                       cr_client_data_fn fn, void *ud, cr_client_res *res);
+
+/* Nodes. */
+int cr_client_nodes_list(cr_client *c, cr_client_res *res);
+int cr_client_node_get(cr_client *c, const char *name, cr_client_res *res);
+/* drain true: /drain with reason (may be NULL); false: /undrain. */
+int cr_client_node_drain(cr_client *c, const char *name, bool drain, const char *reason,
+                         cr_client_res *res);
+/* by: "tenant,gpu_type,day" or a subset; NULL for the server's default. */
+int cr_client_usage(cr_client *c, const char *by, cr_client_res *res);
+
+/* Tenants and tokens (admin). */
+int cr_client_tenants_list(cr_client *c, cr_client_res *res);
+int cr_client_tenant_create(cr_client *c, const json_t *tenant, cr_client_res *res);
+int cr_client_tenant_put(cr_client *c, const char *name, const json_t *tenant, cr_client_res *res);
+int cr_client_token_create(cr_client *c, const json_t *req, cr_client_res *res);
+int cr_client_tokens_list(cr_client *c, cr_client_res *res);
+int cr_client_token_revoke(cr_client *c, const char *id, cr_client_res *res);
+
+/* Agents. register uses the join token as bearer; then cr_client_set_token
+ * with the answer's node_token. desired long-polls up to wait_s seconds. */
+int cr_client_agent_register(cr_client *c, const json_t *inventory, cr_client_res *res);
+int cr_client_agent_status(cr_client *c, const char *node, const json_t *status,
+                           cr_client_res *res);
+int cr_client_agent_desired(cr_client *c, const char *node, int64_t version, int64_t wait_s,
+                            cr_client_res *res);
+
+/* Services. */
+int cr_client_service_create(cr_client *c, const json_t *svc, cr_client_res *res);
+int cr_client_services_list(cr_client *c, cr_client_res *res);
+int cr_client_service_get(cr_client *c, const char *name, cr_client_res *res);
+int cr_client_service_scale(cr_client *c, const char *name, int64_t replicas, cr_client_res *res);
+int cr_client_service_delete(cr_client *c, const char *name, cr_client_res *res);
+/* Long-polls up to wait_s seconds when version >= 0 and wait_s > 0. */
+int cr_client_service_endpoints(cr_client *c, const char *name, int64_t version, int64_t wait_s,
+                                cr_client_res *res);
+int cr_client_service_metrics(cr_client *c, const char *name, const json_t *metrics,
+                              cr_client_res *res);
+
+#endif

@@ -1,0 +1,659 @@
+/*
+ * ctl_admin.c - tokens, tenants, usage accounting, and the first start
+ * (bootstrap admin token, join token).
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ------------------------------------------------------------------------ */
+/* Tenants                                                                  */
+
+ctl_tenant *ctl_tenant_find(ctl *c, const char *name)
+{
+    for (size_t i = 0; i < c->ntenants; i++) {
+        if (strcmp(c->tenants[i]->name, name) == 0) {
+            return c->tenants[i];
+        }
+    }
+    return NULL;
+}
+
+static json_t *tenant_json(const ctl_tenant *t)
+{
+    return json_pack("{s:s,s:f,s:O}", "name", t->name, "weight", t->weight, "quotas", t->quotas);
+}
+
+static void tenant_persist(cr_store_txn *txn, const ctl_tenant *t)
+{
+    json_t *v = tenant_json(t);
+    char *doc = json_dumps(v, JSON_COMPACT);
+    cr_store_txn_put(txn, "tenant", t->name, doc);
+    free(doc);
+    json_decref(v);
+}
+
+static ctl_tenant *tenant_add(ctl *c, const char *name, double weight, json_t *quotas)
+{
+    ctl_tenant *t = cr_calloc(1, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->weight = weight;
+    t->quotas = quotas ? json_incref(quotas) : json_object();
+    CR_GROW(c->tenants, c->ntenants, c->captenants);
+    c->tenants[c->ntenants++] = t;
+    c->tenants_dirty = true;
+    return t;
+}
+
+ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name)
+{
+    ctl_tenant *t = ctl_tenant_find(c, name);
+    if (!t) {
+        t = tenant_add(c, name, 1.0, NULL);
+        tenant_persist(txn, t);
+    }
+    return t;
+}
+
+static bool tenant_name_ok(const char *s)
+{
+    if (!*s || strlen(s) >= CTL_NAME_MAX) {
+        return false;
+    }
+    for (const char *p = s; *p; p++) {
+        char ch = *p;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Validate {"name"?, "weight", "quotas"}; *quotas returned new. */
+static int tenant_parse(const json_t *v, bool with_name, const char **name, double *weight,
+                        json_t **quotas, cr_json_err *err)
+{
+    static const char *const with[] = {"name", "weight", "quotas", NULL};
+    static const char *const without[] = {"weight", "quotas", NULL};
+    json_t *q = NULL;
+    int rc;
+    if ((rc = cr_json_only(v, "", with_name ? with : without, err)) ||
+        (with_name && (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, name, err))) ||
+        (rc = cr_json_num(v, "", "weight", false, 1e-6, 1e6, weight, err)) ||
+        (rc = cr_json_obj(v, "", "quotas", false, &q, err))) {
+        return rc;
+    }
+    if (with_name && !tenant_name_ok(*name)) {
+        return cr_json_fail(err, CR_EINVAL, "name",
+                            "field 'name': use letters, digits, '-', '_' or '.'");
+    }
+    json_t *out = json_object();
+    const char *k;
+    json_t *x;
+    json_object_foreach(q, k, x)
+    {
+        char f[300];
+        cr_json_path(f, sizeof f, "quotas", k);
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 1000000) {
+            json_decref(out);
+            return cr_json_fail(err, CR_EINVAL, f, "field '%s': must be an integer 0..1000000", f);
+        }
+        json_object_set(out, k, x);
+    }
+    *quotas = out;
+    return 0;
+}
+
+static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
+{
+    json_t *in_use = json_object();
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        ctl_job *j = c->jobs[i];
+        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING) ||
+            strcmp(j->tenant, t->name) != 0) {
+            continue;
+        }
+        const char *ty = *j->run_type ? j->run_type : j->gpu_type;
+        json_t *cur = json_object_get(in_use, ty);
+        json_object_set_new(in_use, ty, json_integer(json_integer_value(cur) + j->gpus));
+    }
+    double gpu_s = 0, energy = 0, cost = 0;
+    for (size_t i = 0; i < c->nusage; i++) {
+        if (strcmp(c->usage[i].tenant, t->name) == 0) {
+            gpu_s += c->usage[i].gpu_s;
+            energy += c->usage[i].energy_j;
+            cost += c->usage[i].cost;
+        }
+    }
+    return json_pack("{s:o,s:f,s:f,s:f}", "gpus_in_use", in_use, "gpu_hours", gpu_s / 3600.0,
+                     "energy_kwh", energy / 3.6e6, "cost", cost);
+}
+
+void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
+{
+    const char *m = cr_http_method(req);
+    cr_http_set_route(req, nseg == 2 ? "/v1/tenants" : "/v1/tenants/{name}");
+    if (strcmp(m, "GET") == 0) {
+        if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "role '%s' may not list tenants",
+                          cr_role_name(p->role));
+            return;
+        }
+        json_t *items = json_array();
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < c->ntenants; i++) {
+            ctl_tenant *t = c->tenants[i];
+            if ((p->role == CR_ROLE_USER && strcmp(t->name, p->tenant) != 0) ||
+                (nseg == 3 && strcmp(t->name, seg[2]) != 0)) {
+                continue;
+            }
+            json_t *v = tenant_json(t);
+            json_object_set_new(v, "usage", tenant_usage(c, t));
+            json_array_append_new(items, v);
+        }
+        pthread_mutex_unlock(&c->mu);
+        if (nseg == 3) {
+            json_t *one = json_incref(json_array_get(items, 0));
+            json_decref(items);
+            if (!one) {
+                ctl_reply_err(req, 404, CR_ENOENT, NULL, "tenant '%s' not found", seg[2]);
+            } else {
+                ctl_reply_json(req, 200, one);
+            }
+            return;
+        }
+        size_t n = json_array_size(items);
+        ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
+        return;
+    }
+    if (p->role != CR_ROLE_ADMIN) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may change tenants");
+        return;
+    }
+    bool create = strcmp(m, "POST") == 0 && nseg == 2;
+    bool replace = strcmp(m, "PUT") == 0 && nseg == 3;
+    if (!create && !replace) {
+        ctl_reply_err(req, 405, CR_ENOTSUP, NULL, "method %s not allowed here", m);
+        return;
+    }
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL, *quotas = NULL;
+    cr_json_err err;
+    const char *name = create ? NULL : seg[2];
+    double weight = 1.0;
+    if (cr_json_parse_object(body, len, &v, &err) != 0 ||
+        tenant_parse(v, create, &name, &weight, &quotas, &err) != 0) {
+        json_decref(v);
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_tenant *t = ctl_tenant_find(c, name);
+    if (create && t) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 409, CR_EEXIST, "name", "tenant '%s' already exists", name);
+    } else if (replace && !t) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "tenant '%s' not found", name);
+    } else {
+        if (!t) {
+            t = tenant_add(c, name, weight, quotas);
+        } else {
+            t->weight = weight;
+            json_decref(t->quotas);
+            t->quotas = json_incref(quotas);
+            c->tenants_dirty = true;
+        }
+        ctl_sched_kick(c);
+        cr_store_txn *txn = cr_store_txn_new();
+        tenant_persist(txn, t);
+        ctl_commit_reply(c, txn, req, create ? 201 : 200, tenant_json(t));
+        pthread_mutex_unlock(&c->mu);
+    }
+    json_decref(quotas);
+    json_decref(v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tokens                                                                   */
+
+static json_t *token_doc(int64_t id, const uint8_t *hash, const cr_principal *p)
+{
+    char hex[2 * CR_TOKEN_HASH_BYTES + 1], t[64];
+    cr_auth_hash_hex(hash, hex);
+    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "hash", hex, "role",
+                     cr_role_name(p->role), "tenant", p->tenant, "name", p->name, "created",
+                     ctl_time_str(cr_now_ns(), t, sizeof t));
+}
+
+static void token_key(int64_t id, char *buf, size_t len)
+{
+    snprintf(buf, len, "%012lld", (long long)id);
+}
+
+/* Mint, register and queue a token; text into out. mu held. */
+static int64_t token_mint(ctl *c, cr_store_txn *txn, const cr_principal *proto, char *out)
+{
+    uint8_t hash[CR_TOKEN_HASH_BYTES];
+    cr_auth_mint(out, hash);
+    cr_principal p = *proto;
+    p.id = c->next_token_id++;
+    json_t *doc = token_doc(p.id, hash, &p);
+    char *s = json_dumps(doc, JSON_COMPACT);
+    char key[32];
+    token_key(p.id, key, sizeof key);
+    cr_store_txn_put(txn, "token", key, s);
+    free(s);
+    json_decref(doc);
+    cr_auth_table_put(c->auth, hash, &p);
+    return p.id;
+}
+
+static void token_row(void *arg, const char *key, const char *doc)
+{
+    json_t *items = arg;
+    json_t *v = json_loads(doc, 0, NULL);
+    if (v) {
+        json_object_del(v, "hash");
+        json_array_append_new(items, v);
+    }
+}
+
+void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
+{
+    const char *m = cr_http_method(req);
+    cr_http_set_route(req, nseg == 2 ? "/v1/tokens" : "/v1/tokens/{id}");
+    if (p->role != CR_ROLE_ADMIN) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may manage tokens");
+        return;
+    }
+    if (nseg == 2 && strcmp(m, "GET") == 0) {
+        json_t *items = json_array();
+        cr_store_load_objects(c->store, "token", token_row, items);
+        size_t n = json_array_size(items);
+        ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
+        return;
+    }
+    if (nseg == 2 && strcmp(m, "POST") == 0) {
+        size_t len;
+        const char *body = cr_http_body(req, &len);
+        json_t *v = NULL;
+        cr_json_err err;
+        static const char *const members[] = {"role", "tenant", "name", NULL};
+        static const char *const roles[] = {"admin", "user", NULL};
+        const char *role = "user", *tenant = "", *name = "";
+        if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
+            cr_json_str(v, "", "role", false, 16, &role, &err) ||
+            cr_json_enum(role, "role", roles, &err) ||
+            cr_json_str(v, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, &err) ||
+            cr_json_str(v, "", "name", false, CTL_NAME_MAX - 1, &name, &err)) {
+            json_decref(v);
+            ctl_reply_jerr(req, &err);
+            return;
+        }
+        cr_principal np;
+        memset(&np, 0, sizeof np);
+        np.role = cr_role_parse(role);
+        if (np.role == CR_ROLE_USER && !tenant_name_ok(tenant)) {
+            json_decref(v);
+            ctl_reply_err(req, 400, CR_EINVAL, "tenant",
+                          "field 'tenant': a user token needs a tenant (letters, digits, -_.)");
+            return;
+        }
+        if (np.role == CR_ROLE_USER) {
+            snprintf(np.tenant, sizeof np.tenant, "%s", tenant);
+        }
+        snprintf(np.name, sizeof np.name, "%s", *name ? name : role);
+        json_decref(v);
+        char text[CR_TOKEN_TEXT_MAX];
+        pthread_mutex_lock(&c->mu);
+        cr_store_txn *txn = cr_store_txn_new();
+        if (np.role == CR_ROLE_USER) {
+            ctl_tenant_ensure(c, txn, np.tenant);
+        }
+        int64_t id = token_mint(c, txn, &np, text);
+        ctl_commit_reply(c, txn, req, 201,
+                         json_pack("{s:I,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "token", text,
+                                   "role", cr_role_name(np.role), "tenant", np.tenant, "name",
+                                   np.name));
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    if (nseg == 3 && strcmp(m, "DELETE") == 0) {
+        int64_t id;
+        if (cr_parse_i64(seg[2], 1, INT64_MAX / 2, &id) != 0) {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "token '%s' not found", seg[2]);
+            return;
+        }
+        if (id == p->id) {
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "a token cannot revoke itself");
+            return;
+        }
+        pthread_mutex_lock(&c->mu);
+        if (cr_auth_table_revoke_id(c->auth, id) == 0) {
+            pthread_mutex_unlock(&c->mu);
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "token %lld not found", (long long)id);
+            return;
+        }
+        char key[32];
+        token_key(id, key, sizeof key);
+        cr_store_txn *txn = cr_store_txn_new();
+        cr_store_txn_del(txn, "token", key);
+        ctl_commit_reply(c, txn, req, 200,
+                         json_pack("{s:I,s:b}", "id", (json_int_t)id, "revoked", 1));
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    ctl_reply_err(req, 405, CR_ENOTSUP, NULL, "method %s not allowed here", m);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Usage                                                                    */
+
+static double price_of(ctl *c, const char *gpu_type)
+{
+    json_t *v = json_object_get(c->cfg.prices, gpu_type);
+    return json_is_number(v) ? json_number_value(v) : 0.0;
+}
+
+void ctl_usage_add(ctl *c, cr_store_txn *txn, const char *tenant, const char *gpu_type,
+                   int64_t at_ns, double gpu_s, double energy_j)
+{
+    char day[16];
+    time_t t = (time_t)(at_ns / CR_NS_PER_SEC);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(day, sizeof day, "%Y-%m-%d", &tm);
+    ctl_usage *u = NULL;
+    for (size_t i = c->nusage; i > 0; i--) {
+        ctl_usage *x = &c->usage[i - 1];
+        if (strcmp(x->day, day) == 0 && strcmp(x->tenant, tenant) == 0 &&
+            strcmp(x->gpu_type, gpu_type) == 0) {
+            u = x;
+            break;
+        }
+    }
+    if (!u) {
+        CR_GROW(c->usage, c->nusage, c->capusage);
+        u = &c->usage[c->nusage++];
+        memset(u, 0, sizeof *u);
+        snprintf(u->tenant, sizeof u->tenant, "%s", tenant);
+        snprintf(u->gpu_type, sizeof u->gpu_type, "%s", gpu_type);
+        snprintf(u->day, sizeof u->day, "%s", day);
+    }
+    double cost = gpu_s / 3600.0 * price_of(c, gpu_type);
+    u->gpu_s += gpu_s;
+    u->energy_j += energy_j;
+    u->cost += cost;
+    cr_store_txn_usage(txn, tenant, gpu_type, day, gpu_s, energy_j, cost);
+}
+
+void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    cr_http_set_route(req, "/v1/usage");
+    if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "role '%s' may not read usage",
+                      cr_role_name(p->role));
+        return;
+    }
+    const char *by = cr_http_query(req, "by");
+    bool k_tenant = !by, k_type = !by, k_day = !by;
+    if (by) {
+        char tmp[128];
+        snprintf(tmp, sizeof tmp, "%s", by);
+        char *save = NULL;
+        for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (strcmp(t, "tenant") == 0) {
+                k_tenant = true;
+            } else if (strcmp(t, "gpu_type") == 0) {
+                k_type = true;
+            } else if (strcmp(t, "day") == 0) {
+                k_day = true;
+            } else {
+                ctl_reply_err(req, 400, CR_EINVAL, "by",
+                              "query 'by': unknown key '%s' (tenant, gpu_type, day)", t);
+                return;
+            }
+        }
+    }
+    json_t *items = json_array();
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nusage; i++) {
+        const ctl_usage *u = &c->usage[i];
+        if (p->role == CR_ROLE_USER && strcmp(u->tenant, p->tenant) != 0) {
+            continue;
+        }
+        const char *tn = k_tenant ? u->tenant : "*";
+        const char *ty = k_type ? u->gpu_type : "*";
+        const char *dy = k_day ? u->day : "*";
+        json_t *row = NULL;
+        for (size_t r = 0; r < json_array_size(items); r++) {
+            json_t *x = json_array_get(items, r);
+            if (strcmp(json_string_value(json_object_get(x, "tenant")), tn) == 0 &&
+                strcmp(json_string_value(json_object_get(x, "gpu_type")), ty) == 0 &&
+                strcmp(json_string_value(json_object_get(x, "day")), dy) == 0) {
+                row = x;
+                break;
+            }
+        }
+        if (!row) {
+            row = json_pack("{s:s,s:s,s:s,s:f,s:f,s:f}", "tenant", tn, "gpu_type", ty, "day", dy,
+                            "gpu_hours", 0.0, "energy_kwh", 0.0, "cost", 0.0);
+            json_array_append_new(items, row);
+        }
+        json_object_set_new(
+            row, "gpu_hours",
+            json_real(json_real_value(json_object_get(row, "gpu_hours")) + u->gpu_s / 3600.0));
+        json_object_set_new(
+            row, "energy_kwh",
+            json_real(json_real_value(json_object_get(row, "energy_kwh")) + u->energy_j / 3.6e6));
+        json_object_set_new(row, "cost",
+                            json_real(json_real_value(json_object_get(row, "cost")) + u->cost));
+    }
+    pthread_mutex_unlock(&c->mu);
+    size_t n = json_array_size(items);
+    ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Loading and first start                                                  */
+
+static void load_token(void *arg, const char *key, const char *doc)
+{
+    ctl *c = arg;
+    json_t *v = json_loads(doc, 0, NULL);
+    if (!v) {
+        return;
+    }
+    cr_principal p;
+    memset(&p, 0, sizeof p);
+    uint8_t hash[CR_TOKEN_HASH_BYTES];
+    const char *hex = json_string_value(json_object_get(v, "hash"));
+    p.id = (int64_t)json_integer_value(json_object_get(v, "id"));
+    p.role = cr_role_parse(json_string_value(json_object_get(v, "role")));
+    const char *tn = json_string_value(json_object_get(v, "tenant"));
+    const char *nm = json_string_value(json_object_get(v, "name"));
+    snprintf(p.tenant, sizeof p.tenant, "%s", tn ? tn : "");
+    snprintf(p.name, sizeof p.name, "%s", nm ? nm : "");
+    if (hex && cr_auth_hash_unhex(hex, hash) == 0 && p.role != CR_ROLE_NONE) {
+        cr_auth_table_put(c->auth, hash, &p);
+    }
+    if (p.id >= c->next_token_id) {
+        c->next_token_id = p.id + 1;
+    }
+    json_decref(v);
+}
+
+static void load_node_token(void *arg, const char *key, const char *doc)
+{
+    ctl *c = arg;
+    json_t *v = json_loads(doc, 0, NULL);
+    const char *hex = v ? json_string_value(json_object_get(v, "hash")) : NULL;
+    uint8_t hash[CR_TOKEN_HASH_BYTES];
+    if (hex && cr_auth_hash_unhex(hex, hash) == 0) {
+        cr_principal p;
+        memset(&p, 0, sizeof p);
+        p.role = CR_ROLE_AGENT;
+        snprintf(p.node, sizeof p.node, "%s", key);
+        snprintf(p.name, sizeof p.name, "node:%s", key);
+        cr_auth_table_put(c->auth, hash, &p);
+    }
+    json_decref(v);
+}
+
+static void load_tenant(void *arg, const char *key, const char *doc)
+{
+    ctl *c = arg;
+    json_t *v = json_loads(doc, 0, NULL);
+    if (!v) {
+        return;
+    }
+    json_t *w = json_object_get(v, "weight");
+    tenant_add(c, key, json_is_number(w) ? json_number_value(w) : 1.0,
+               json_object_get(v, "quotas"));
+    json_decref(v);
+}
+
+static void load_usage(void *arg, const char *tenant, const char *gpu_type, const char *day,
+                       double gpu_s, double energy_j, double cost)
+{
+    ctl *c = arg;
+    CR_GROW(c->usage, c->nusage, c->capusage);
+    ctl_usage *u = &c->usage[c->nusage++];
+    memset(u, 0, sizeof *u);
+    snprintf(u->tenant, sizeof u->tenant, "%s", tenant);
+    snprintf(u->gpu_type, sizeof u->gpu_type, "%s", gpu_type);
+    snprintf(u->day, sizeof u->day, "%s", day);
+    u->gpu_s = gpu_s;
+    u->energy_j = energy_j;
+    u->cost = cost;
+}
+
+int ctl_load_admin(ctl *c)
+{
+    c->next_token_id = 1;
+    int rc = cr_store_load_objects(c->store, "token", load_token, c);
+    if (rc == 0) {
+        rc = cr_store_load_objects(c->store, "nodetoken", load_node_token, c);
+    }
+    if (rc == 0) {
+        rc = cr_store_load_objects(c->store, "tenant", load_tenant, c);
+    }
+    if (rc == 0) {
+        rc = cr_store_load_usage(c->store, load_usage, c);
+    }
+    return rc;
+}
+
+static int read_token_file(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return errno == ENOENT ? CR_ENOENT : CR_EIO;
+    }
+    int rc = 0;
+    if (!fgets(out, (int)len, f)) {
+        rc = CR_EIO;
+    }
+    fclose(f);
+    out[strcspn(out, "\r\n")] = '\0';
+    if (rc == 0 && strncmp(out, "crl_", 4) != 0) {
+        cr_error("%s: not a Corral token (expected crl_...)", path);
+        rc = CR_EINVAL;
+    }
+    return rc;
+}
+
+int ctl_bootstrap(ctl *c)
+{
+    int rc = 0;
+    char path[1200];
+    cr_store_txn *txn = cr_store_txn_new();
+    pthread_mutex_lock(&c->mu);
+    ctl_tenant_ensure(c, txn, "default");
+    char admin[CR_TOKEN_TEXT_MAX] = "";
+    if (c->next_token_id == 1) {
+        cr_principal p;
+        memset(&p, 0, sizeof p);
+        p.role = CR_ROLE_ADMIN;
+        snprintf(p.name, sizeof p.name, "bootstrap-admin");
+        token_mint(c, txn, &p, admin);
+    }
+    pthread_mutex_unlock(&c->mu);
+    rc = cr_store_commit(c->store, txn);
+    if (rc != 0) {
+        return rc;
+    }
+    if (*admin) {
+        snprintf(path, sizeof path, "%s/admin.token", c->cfg.state_dir);
+        unlink(path); /* a fresh store: an old file holds a token it no longer knows */
+        rc = ctl_write_secret(path, admin);
+        if (rc != 0) {
+            return rc;
+        }
+        cr_info("first start: admin token written to %s (mode 0600)", path);
+    }
+    /* The join token: from the file when it exists, else minted into it. */
+    if (*c->cfg.join_token_file) {
+        snprintf(path, sizeof path, "%s", c->cfg.join_token_file);
+    } else {
+        snprintf(path, sizeof path, "%s/join.token", c->cfg.state_dir);
+    }
+    char join[CR_TOKEN_TEXT_MAX + 8];
+    uint8_t hash[CR_TOKEN_HASH_BYTES];
+    rc = read_token_file(path, join, sizeof join);
+    if (rc == CR_ENOENT) {
+        cr_auth_mint(join, hash);
+        rc = ctl_write_secret(path, join);
+        if (rc == 0) {
+            cr_info("join token for agents written to %s (mode 0600)", path);
+        }
+    }
+    if (rc != 0) {
+        cr_error("cannot use the join token file %s: %s", path, cr_strerror(rc));
+        return rc;
+    }
+    cr_auth_hash(join, hash);
+    snprintf(c->join_token, sizeof c->join_token, "%s", join);
+    cr_principal jp;
+    memset(&jp, 0, sizeof jp);
+    jp.role = CR_ROLE_JOIN;
+    snprintf(jp.name, sizeof jp.name, "join");
+    cr_auth_table_put(c->auth, hash, &jp);
+    return 0;
+}
+
+/* Mint a node token (agent role) replacing any previous one. mu held. */
+void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out)
+{
+    uint8_t hash[CR_TOKEN_HASH_BYTES];
+    char hex[2 * CR_TOKEN_HASH_BYTES + 1];
+    cr_auth_table_revoke_node(c->auth, node);
+    cr_auth_mint(out, hash);
+    cr_principal p;
+    memset(&p, 0, sizeof p);
+    p.role = CR_ROLE_AGENT;
+    snprintf(p.node, sizeof p.node, "%s", node);
+    snprintf(p.name, sizeof p.name, "node:%s", node);
+    cr_auth_table_put(c->auth, hash, &p);
+    cr_auth_hash_hex(hash, hex);
+    json_t *doc = json_pack("{s:s}", "hash", hex);
+    char *s = json_dumps(doc, JSON_COMPACT);
+    cr_store_txn_put(txn, "nodetoken", node, s);
+    free(s);
+    json_decref(doc);
+}

@@ -1,0 +1,290 @@
+/*
+ * ctl_int.h - private state of the controller, shared by its files.
+ *
+ * Threads:
+ *   - HTTP threads (libmicrohttpd pool) run the route handlers;
+ *   - the store's writer thread commits and calls back (ctl_*_committed);
+ *   - the scheduler thread (ctl_sched.c) owns the cr_sched and also runs
+ *     the timers: lost nodes, long-poll deadlines.
+ * All in-memory state below `mu` is guarded by ctl->mu. Lock order:
+ * ctl->mu, then the store's queue lock (cr_store_submit is called with mu
+ * held so that store order equals memory order), then the HTTP request
+ * lock (cr_http_respond). Never wait for a commit while holding mu: commit
+ * callbacks take mu.
+ *
+ * Visibility: a submitted job enters memory only once its row is durable,
+ * so a job that anyone can see is a job that survives kill -9.
+ */
+#ifndef CTL_INT_H
+#define CTL_INT_H
+
+#include "cr_auth.h"
+#include "cr_buf.h"
+#include "cr_http.h"
+#include "cr_json.h"
+#include "cr_prom.h"
+#include "cr_store.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CTL_NAME_MAX 64
+
+typedef enum ctl_job_state {
+    JS_PENDING = 0,
+    JS_HELD,
+    JS_RUNNING,
+    JS_COMPLETING, /* stop requested, waiting for the agent to report the exit */
+    JS_COMPLETED,
+    JS_FAILED,
+    JS_CANCELLED,
+    JS_PREEMPTED, /* not stored as a resting state: preempted work is pending again */
+    JS_COUNT
+} ctl_job_state;
+
+extern const char *const ctl_job_state_names[JS_COUNT];
+
+typedef enum ctl_node_state { NS_UP = 0, NS_DRAINED, NS_LOST, NS_COUNT } ctl_node_state;
+extern const char *const ctl_node_state_names[NS_COUNT];
+
+typedef struct ctl_place {
+    char node[CTL_NAME_MAX]; /* node name */
+    int gpus[64];            /* GPU indices on that node */
+    size_t ngpus;            /* entries in gpus */
+    char mig_profile[32];    /* MIG profile when the job runs on slices */
+} ctl_place;
+
+typedef struct ctl_job {
+    int64_t id;
+    char tenant[CTL_NAME_MAX];
+    json_t *spec; /* owned: the validated request members */
+    ctl_job_state state;
+    char *reason; /* owned: pending reason or end reason; may be NULL */
+    int exit_code, signal, retries, max_retries;
+    int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
+    /* Scheduling request, extracted from spec. */
+    int gpus, nodes, priority;
+    char gpu_type[CTL_NAME_MAX];  /* "auto", "any" or a type name */
+    char run_type[CTL_NAME_MAX];  /* running: the type it got */
+    char last_node[CTL_NAME_MAX]; /* first node of the last placement (logs) */
+    char mig_profile[32];
+    double gpu_mem_gb;
+    char kind[16];
+    bool preemptible;
+    int64_t time_limit_s, checkpoint_interval_s;
+    /* Runtime. */
+    ctl_place *place; /* owned: placement while running */
+    size_t nplace;
+    bool in_sched;          /* known to the cr_sched */
+    bool cancel_requested;  /* stop requested by a user cancel */
+    bool timed_out;         /* stop requested: ran past time_limit_s */
+    bool requeue_requested; /* stop requested by requeue/preemption */
+    int64_t acct_ns;        /* accounted up to (wall clock) */
+} ctl_job;
+
+typedef struct ctl_gpu {
+    int index;
+    char uuid[96];
+    char model[CTL_NAME_MAX];
+    uint64_t mem_bytes;
+    int nvlink;
+    char health[16]; /* ok|xid|ecc|hot */
+    char reason[128];
+    json_t *mig; /* owned: MIG instances as registered, or NULL */
+    double util_pct, temp_c, power_w;
+    uint64_t mem_used_bytes;
+    int64_t alloc_job; /* whole-GPU holder (0 = free) */
+} ctl_gpu;
+
+typedef struct ctl_poll {
+    cr_http_req *req;    /* deferred long-poll */
+    int64_t deadline_ns; /* monotonic */
+    struct ctl_poll *next;
+} ctl_poll;
+
+typedef struct ctl_node {
+    char name[CTL_NAME_MAX];
+    char addr[64];
+    int port;
+    char rack[CTL_NAME_MAX];
+    ctl_gpu *gpus;
+    size_t ngpus;
+    int cpus;
+    uint64_t mem_bytes;
+    ctl_node_state state;
+    bool drained; /* admin drain (survives lost/up) */
+    char reason[256];
+    int64_t last_seen_ns;  /* monotonic */
+    int64_t registered_ns; /* wall clock */
+    uint64_t version;      /* desired-state version */
+    int64_t *jobs;         /* ids of jobs placed here */
+    size_t njobs, capjobs;
+    ctl_poll *polls;    /* waiting long-polls */
+    bool sched_dirty;   /* inventory/health changed: tell the scheduler */
+    uint32_t sched_idx; /* index in cr_sched */
+    bool in_sched;
+} ctl_node;
+
+typedef struct ctl_tenant {
+    char name[CTL_NAME_MAX];
+    double weight;
+    json_t *quotas; /* owned: {"type": gpus} */
+} ctl_tenant;
+
+typedef struct ctl_usage {
+    char tenant[CTL_NAME_MAX];
+    char gpu_type[CTL_NAME_MAX];
+    char day[16];
+    double gpu_s, energy_j, cost;
+} ctl_usage;
+
+typedef struct ctl_config {
+    char listen_addr[64];
+    uint16_t port;
+    char state_dir[1024];
+    char tls_cert[1024], tls_key[1024]; /* paths, "" = plain HTTP */
+    char join_token_file[1024];         /* "" = <state_dir>/join.token */
+    char policy[16];
+    int64_t heartbeat_s, lost_after_s;
+    int64_t sched_interval_ms; /* minimum time between cycles */
+    unsigned threads;
+    size_t max_body_bytes;
+    unsigned request_timeout_s;
+    bool sync_normal;
+    json_t *prices; /* owned: {"H100 SXM": dollars per GPU-hour} */
+    int64_t grace_s;
+    char checkpoint_root[1024]; /* per-job checkpoint dirs under it */
+} ctl_config;
+
+typedef struct ctl ctl;
+typedef struct ctl_service ctl_service;
+
+enum { CTL_SCHED_ADD = 0, CTL_SCHED_REMOVE, CTL_SCHED_REQUEUE };
+typedef struct ctl_sched_op {
+    int op;     /* CTL_SCHED_* */
+    int64_t id; /* job */
+} ctl_sched_op;
+
+struct ctl {
+    ctl_config cfg;
+    cr_store *store;
+    cr_http_server *http;
+    cr_auth_table *auth;
+
+    pthread_mutex_t mu; /* guards everything down to `sched_wake` */
+    ctl_job **jobs;     /* by id - 1; NULL = no such job (yet) */
+    size_t njobs_slots, capjobs;
+    int64_t next_id;      /* next id to hand out */
+    int64_t first_active; /* no job below this id is pending/held/running */
+    ctl_node **nodes;
+    size_t nnodes, capnodes;
+    ctl_tenant **tenants;
+    size_t ntenants, captenants;
+    ctl_service **services;
+    size_t nservices, capservices;
+    ctl_usage *usage;
+    size_t nusage, capusage;
+    int64_t next_token_id;
+    ctl_sched_op *sched_ops; /* job changes for the scheduler thread */
+    size_t nsched_ops, capsched_ops;
+    bool sched_wake;                        /* something changed */
+    char join_token[CR_TOKEN_TEXT_MAX + 8]; /* for calls to agents */
+    bool tenants_dirty;                     /* weights/quotas changed: tell the scheduler */
+    bool stopping;
+    pthread_cond_t cv; /* wakes the scheduler thread */
+    pthread_t sched_thread;
+    bool sched_started;
+
+    /* Metrics (atomics: no lock). */
+    _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
+    _Atomic uint64_t sched_cycles;
+    cr_prom_hist cycle_hist;
+    cr_prom_hist_vec *api_hist;
+};
+
+/* ctl_util.c: answers and helpers. */
+void ctl_reply_json(cr_http_req *req, unsigned status, json_t *v /* taken */);
+void ctl_reply_err(cr_http_req *req, unsigned status, int code, const char *field, const char *fmt,
+                   ...) __attribute__((format(printf, 5, 6)));
+void ctl_reply_jerr(cr_http_req *req, const cr_json_err *err);
+char *ctl_time_str(int64_t ns, char *buf, size_t len); /* "" for 0 */
+int ctl_write_secret(const char *path, const char *text);
+
+/* ctl_jobs.c */
+void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
+void ctl_job_insert(ctl *c, ctl_job *j);  /* mu held; takes j */
+json_t *ctl_job_json(const ctl_job *j);
+int ctl_job_from_doc(const char *doc, ctl_job **out);
+void ctl_job_free(ctl_job *j);
+/* Record a state change: memory already updated; queues the row and an
+ * event into txn. mu held. */
+void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, const char *why);
+void ctl_job_set_reason(ctl_job *j, const char *reason);
+bool ctl_job_terminal(const ctl_job *j);
+/* A running job ended (exit reported, node lost...). Applies the retry
+ * policy; mu held. */
+void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
+                   bool lost);
+
+void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
+/* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
+void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+/* A job from a request object (validated as POST /v1/jobs does). */
+int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
+/* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
+int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
+void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
+/* Queue a job change for the scheduler thread and wake it. mu held. */
+void ctl_sched_add(ctl *c, int64_t id);
+void ctl_sched_remove(ctl *c, int64_t id);
+void ctl_sched_requeue(ctl *c, int64_t id);
+
+/* ctl_admin.c: tokens, tenants, usage. */
+void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p);
+ctl_tenant *ctl_tenant_find(ctl *c, const char *name);                      /* mu held */
+ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name); /* mu held */
+int ctl_load_admin(ctl *c);
+int ctl_bootstrap(ctl *c);
+void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out);
+void ctl_usage_add(ctl *c, cr_store_txn *txn, const char *tenant, const char *gpu_type,
+                   int64_t at_ns, double gpu_s, double energy_j);
+
+/* ctl_nodes.c: agent and node routes, lost-node timer, long-polls. */
+void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+ctl_node *ctl_node_find(ctl *c, const char *name); /* mu held */
+void ctl_node_bump(ctl *c, ctl_node *n);           /* mu held: desired state changed */
+void ctl_node_add_job(ctl_node *n, int64_t id);
+void ctl_node_del_job(ctl_node *n, int64_t id);
+void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
+void ctl_nodes_release_polls(ctl *c);
+void ctl_nodes_free(ctl *c); /* at shutdown; takes mu */
+int ctl_load_nodes(ctl *c);
+
+/* ctl_sched.c */
+int ctl_sched_start(ctl *c);
+void ctl_sched_stop(ctl *c);
+void ctl_sched_kick(ctl *c); /* mu held */
+
+/* ctl_services.c: inference services, their replicas (jobs), endpoints,
+ * gateway load reports and the autoscaler. */
+void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+int ctl_load_services(ctl *c);
+/* Timers and reconciliation (scheduler thread); takes mu. */
+void ctl_services_tick(ctl *c, int64_t now_mono);
+/* A replica job changed state (started, ended). mu held. */
+void ctl_services_job_changed(ctl *c, ctl_job *j);
+void ctl_services_release_polls(ctl *c); /* takes mu */
+void ctl_services_free(ctl *c);
+
+/* ctl_metrics.c */
+void ctl_route_metrics(ctl *c, cr_http_req *req);
+void ctl_observe(void *ctx, const char *method, const char *route, unsigned status, int64_t dur_ns);
+
+#endif

@@ -1,0 +1,1010 @@
+/*
+ * ctl_jobs.c - job objects and the /v1/jobs routes.
+ *
+ * A submit validates the whole body first (400 naming the member, nothing
+ * stored), hands out ids, queues the rows to the store and defers the
+ * answer; the commit callback puts the jobs into memory, wakes the
+ * scheduler and answers 201. Other mutations change memory under mu, queue
+ * the row and an event with mu held (so the store sees changes in memory
+ * order), and answer from the commit callback.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <curl/curl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_ARRAY 10000
+
+static const char *const job_members[] = {
+    "name",        "tenant",
+    "command",     "gpus",
+    "gpu_type",    "mig_profile",
+    "gpu_mem_gb",  "nodes",
+    "kind",        "model",
+    "priority",    "time_limit_s",
+    "preemptible", "checkpoint_interval_s",
+    "max_retries", "env",
+    "workdir",     "array",
+    NULL,
+};
+static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
+static const char *const kinds[] = {"pretrain", "finetune", "inference", "visual",
+                                    "hpc",      "batch",    NULL};
+
+static bool name_ok(const char *s)
+{
+    if (!*s) {
+        return false;
+    }
+    for (const char *p = s; *p; p++) {
+        char ch = *p;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+bool ctl_job_terminal(const ctl_job *j)
+{
+    return j->state == JS_COMPLETED || j->state == JS_FAILED || j->state == JS_CANCELLED;
+}
+
+void ctl_job_free(ctl_job *j)
+{
+    if (!j) {
+        return;
+    }
+    json_decref(j->spec);
+    free(j->reason);
+    free(j->place);
+    free(j);
+}
+
+void ctl_job_set_reason(ctl_job *j, const char *reason)
+{
+    if (reason && j->reason && strcmp(reason, j->reason) == 0) {
+        return;
+    }
+    free(j->reason);
+    j->reason = reason ? cr_strdup(reason) : NULL;
+}
+
+/*
+ * Validate a job request (or the request part of a stored doc, with
+ * from_doc) into a fresh job with defaults filled in; spec gets the
+ * normalised request members. Returns 0 or the error in err.
+ */
+static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *array,
+                     cr_json_err *err)
+{
+    int rc = 0;
+    ctl_job *j = cr_calloc(1, sizeof *j);
+    if (!from_doc && (rc = cr_json_only(body, "", job_members, err)) != 0) {
+        goto out;
+    }
+    const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
+    const char *workdir = "";
+    int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 3, arr = 1;
+    double mem = 0;
+    bool preemptible = false;
+    json_t *cmd = NULL, *env = NULL, *model = NULL;
+    if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
+        (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
+        (rc = cr_json_arr(body, "", "command", true, 4096, &cmd, err)) ||
+        (rc = cr_json_int(body, "", "gpus", false, 1, 4096, &gpus, err)) ||
+        (rc = cr_json_str(body, "", "gpu_type", false, CTL_NAME_MAX - 1, &gpu_type, err)) ||
+        (rc = cr_json_str(body, "", "mig_profile", false, 31, &mig, err)) ||
+        (rc = cr_json_num(body, "", "gpu_mem_gb", false, 0, 1e6, &mem, err)) ||
+        (rc = cr_json_int(body, "", "nodes", false, 0, 1024, &nodes, err)) ||
+        (rc = cr_json_str(body, "", "kind", false, 16, &kind, err)) ||
+        (rc = cr_json_obj(body, "", "model", false, &model, err)) ||
+        (rc = cr_json_int(body, "", "priority", false, -1000000, 1000000, &prio, err)) ||
+        (rc = cr_json_int(body, "", "time_limit_s", false, 0, 366LL * 86400, &tl, err)) ||
+        (rc = cr_json_bool(body, "", "preemptible", false, &preemptible, err)) ||
+        (rc =
+             cr_json_int(body, "", "checkpoint_interval_s", false, 0, 366LL * 86400, &ckpt, err)) ||
+        (rc = cr_json_int(body, "", "max_retries", false, 0, 100, &retries, err)) ||
+        (rc = cr_json_obj(body, "", "env", false, &env, err)) ||
+        (rc = cr_json_str(body, "", "workdir", false, 4096, &workdir, err)) ||
+        (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err))) {
+        goto out;
+    }
+    if (json_array_size(cmd) == 0) {
+        rc = cr_json_fail(err, CR_EINVAL, "command", "field 'command': must not be empty");
+        goto out;
+    }
+    for (size_t i = 0; i < json_array_size(cmd); i++) {
+        json_t *a = json_array_get(cmd, i);
+        char f[32];
+        snprintf(f, sizeof f, "command[%zu]", i);
+        if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a)) {
+            rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': must be a string without NUL", f);
+            goto out;
+        }
+    }
+    if (*tenant && !name_ok(tenant)) {
+        rc = cr_json_fail(err, CR_EINVAL, "tenant",
+                          "field 'tenant': use letters, digits, '-', '_' or '.'");
+        goto out;
+    }
+    if (!*gpu_type) {
+        rc = cr_json_fail(err, CR_EINVAL, "gpu_type", "field 'gpu_type': must not be empty");
+        goto out;
+    }
+    if ((rc = cr_json_enum(kind, "kind", kinds, err)) != 0) {
+        goto out;
+    }
+    if (nodes > 0 && gpus % nodes != 0) {
+        rc = cr_json_fail(err, CR_EINVAL, "nodes",
+                          "field 'nodes': gpus (%lld) must be a multiple of nodes (%lld)",
+                          (long long)gpus, (long long)nodes);
+        goto out;
+    }
+    if (*workdir && workdir[0] != '/') {
+        rc = cr_json_fail(err, CR_EINVAL, "workdir", "field 'workdir': must be an absolute path");
+        goto out;
+    }
+    if (model) {
+        double params = 0, tokens = 0;
+        const char *method = "", *prec = "";
+        if ((rc = cr_json_only(model, "model", model_members, err)) ||
+            (rc = cr_json_num(model, "model", "params", false, 0, 1e15, &params, err)) ||
+            (rc = cr_json_num(model, "model", "tokens", false, 0, 1e18, &tokens, err)) ||
+            (rc = cr_json_str(model, "model", "method", false, 32, &method, err)) ||
+            (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err))) {
+            goto out;
+        }
+    }
+    if (env) {
+        if (json_object_size(env) > 1024) {
+            rc = cr_json_fail(err, CR_EINVAL, "env", "field 'env': at most 1024 variables");
+            goto out;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(env, k, v)
+        {
+            char f[300];
+            cr_json_path(f, sizeof f, "env", k);
+            if (!*k || strchr(k, '=')) {
+                rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': bad variable name", f);
+                goto out;
+            }
+            if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {
+                rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': must be a string without NUL", f);
+                goto out;
+            }
+        }
+    }
+    j->spec = json_pack(
+        "{s:s,s:O,s:I,s:s,s:I,s:s,s:I,s:I,s:b,s:I,s:I}", "name", name, "command", cmd, "gpus",
+        (json_int_t)gpus, "gpu_type", gpu_type, "nodes", (json_int_t)nodes, "kind", kind,
+        "priority", (json_int_t)prio, "time_limit_s", (json_int_t)tl, "preemptible", preemptible,
+        "checkpoint_interval_s", (json_int_t)ckpt, "max_retries", (json_int_t)retries);
+    if (*mig) {
+        json_object_set_new(j->spec, "mig_profile", json_string(mig));
+    }
+    if (mem > 0) {
+        json_object_set_new(j->spec, "gpu_mem_gb", json_real(mem));
+    }
+    if (model) {
+        json_object_set(j->spec, "model", model);
+    }
+    json_object_set_new(j->spec, "env", env ? json_deep_copy(env) : json_object());
+    if (*workdir) {
+        json_object_set_new(j->spec, "workdir", json_string(workdir));
+    }
+    snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
+    j->gpus = (int)gpus;
+    j->nodes = (int)nodes;
+    j->priority = (int)prio;
+    j->max_retries = (int)retries;
+    snprintf(j->gpu_type, sizeof j->gpu_type, "%s", gpu_type);
+    snprintf(j->mig_profile, sizeof j->mig_profile, "%s", mig);
+    snprintf(j->kind, sizeof j->kind, "%s", kind);
+    j->gpu_mem_gb = mem;
+    j->preemptible = preemptible;
+    j->time_limit_s = tl;
+    j->checkpoint_interval_s = ckpt;
+    if (array) {
+        *array = arr;
+    }
+    *out = j;
+    j = NULL;
+out:
+    ctl_job_free(j);
+    return rc;
+}
+
+json_t *ctl_job_json(const ctl_job *j)
+{
+    char t[64];
+    json_t *v = json_copy(j->spec);
+    json_object_set_new(v, "id", json_integer(j->id));
+    json_object_set_new(v, "tenant", json_string(j->tenant));
+    json_object_set_new(v, "state", json_string(ctl_job_state_names[j->state]));
+    json_object_set_new(v, "reason", json_string(j->reason ? j->reason : ""));
+    json_object_set_new(v, "exit_code", json_integer(j->exit_code));
+    json_object_set_new(v, "signal", json_integer(j->signal));
+    json_object_set_new(v, "retries", json_integer(j->retries));
+    json_object_set_new(v, "submit_time", json_string(ctl_time_str(j->submit_ns, t, sizeof t)));
+    json_object_set_new(v, "start_time", json_string(ctl_time_str(j->start_ns, t, sizeof t)));
+    json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
+    if (*j->run_type) {
+        json_object_set_new(v, "run_gpu_type", json_string(j->run_type));
+    }
+    json_t *pl = json_array();
+    for (size_t i = 0; i < j->nplace; i++) {
+        json_t *g = json_array();
+        for (size_t k = 0; k < j->place[i].ngpus; k++) {
+            json_array_append_new(g, json_integer(j->place[i].gpus[k]));
+        }
+        json_t *p = json_pack("{s:s,s:o}", "node", j->place[i].node, "gpus", g);
+        if (*j->place[i].mig_profile) {
+            json_object_set_new(p, "mig_profile", json_string(j->place[i].mig_profile));
+        }
+        json_array_append_new(pl, p);
+    }
+    json_object_set_new(v, "placement", pl);
+    return v;
+}
+
+/* The stored form: the API object plus exact times. */
+static char *job_doc(const ctl_job *j)
+{
+    json_t *v = ctl_job_json(j);
+    json_object_set_new(v, "submit_ns", json_integer(j->submit_ns));
+    json_object_set_new(v, "start_ns", json_integer(j->start_ns));
+    json_object_set_new(v, "end_ns", json_integer(j->end_ns));
+    json_object_set_new(v, "acct_ns", json_integer(j->acct_ns));
+    json_object_set_new(v, "last_node", json_string(j->last_node));
+    json_object_set_new(v, "cancel_requested", json_boolean(j->cancel_requested));
+    json_object_set_new(v, "timed_out", json_boolean(j->timed_out));
+    json_object_set_new(v, "requeue_requested", json_boolean(j->requeue_requested));
+    char *s = json_dumps(v, JSON_COMPACT);
+    json_decref(v);
+    return s;
+}
+
+static int64_t doc_int(const json_t *v, const char *key)
+{
+    json_t *x = json_object_get(v, key);
+    return json_is_integer(x) ? (int64_t)json_integer_value(x) : 0;
+}
+
+int ctl_job_from_doc(const char *doc, ctl_job **out)
+{
+    json_error_t je;
+    json_t *v = json_loads(doc, 0, &je);
+    if (!v) {
+        return CR_EPARSE;
+    }
+    cr_json_err err;
+    ctl_job *j = NULL;
+    int rc = job_parse(v, true, &j, NULL, &err);
+    if (rc != 0) {
+        cr_error("store: bad job doc: %s", err.message);
+        json_decref(v);
+        return rc;
+    }
+    j->id = doc_int(v, "id");
+    /* Read-only request members the API adds (arrays, service replicas). */
+    static const char *const extra[] = {"array_index", "array_first", "service", "port", NULL};
+    for (size_t i = 0; extra[i]; i++) {
+        json_t *x = json_object_get(v, extra[i]);
+        if (x) {
+            json_object_set(j->spec, extra[i], x);
+        }
+    }
+    const char *st = json_string_value(json_object_get(v, "state"));
+    for (int i = 0; st && i < JS_COUNT; i++) {
+        if (strcmp(st, ctl_job_state_names[i]) == 0) {
+            j->state = (ctl_job_state)i;
+        }
+    }
+    const char *reason = json_string_value(json_object_get(v, "reason"));
+    if (reason && *reason) {
+        j->reason = cr_strdup(reason);
+    }
+    j->exit_code = (int)doc_int(v, "exit_code");
+    j->signal = (int)doc_int(v, "signal");
+    j->retries = (int)doc_int(v, "retries");
+    j->submit_ns = doc_int(v, "submit_ns");
+    j->start_ns = doc_int(v, "start_ns");
+    j->end_ns = doc_int(v, "end_ns");
+    j->acct_ns = doc_int(v, "acct_ns");
+    j->cancel_requested = json_is_true(json_object_get(v, "cancel_requested"));
+    j->timed_out = json_is_true(json_object_get(v, "timed_out"));
+    j->requeue_requested = json_is_true(json_object_get(v, "requeue_requested"));
+    const char *ln = json_string_value(json_object_get(v, "last_node"));
+    if (ln) {
+        snprintf(j->last_node, sizeof j->last_node, "%s", ln);
+    }
+    const char *rt = json_string_value(json_object_get(v, "run_gpu_type"));
+    if (rt) {
+        snprintf(j->run_type, sizeof j->run_type, "%s", rt);
+    }
+    json_t *pl = json_object_get(v, "placement");
+    if (json_array_size(pl) > 0) {
+        j->nplace = json_array_size(pl);
+        j->place = cr_calloc(j->nplace, sizeof *j->place);
+        for (size_t i = 0; i < j->nplace; i++) {
+            json_t *p = json_array_get(pl, i);
+            const char *node = json_string_value(json_object_get(p, "node"));
+            const char *mp = json_string_value(json_object_get(p, "mig_profile"));
+            snprintf(j->place[i].node, sizeof j->place[i].node, "%s", node ? node : "");
+            snprintf(j->place[i].mig_profile, sizeof j->place[i].mig_profile, "%s", mp ? mp : "");
+            json_t *g = json_object_get(p, "gpus");
+            for (size_t k = 0; k < json_array_size(g) && k < 64; k++) {
+                j->place[i].gpus[j->place[i].ngpus++] =
+                    (int)json_integer_value(json_array_get(g, k));
+            }
+        }
+    }
+    const char *tenant = json_string_value(json_object_get(v, "tenant"));
+    snprintf(j->tenant, sizeof j->tenant, "%s", tenant ? tenant : "default");
+    json_decref(v);
+    /* Strip the read-only members that job_json adds back. */
+    static const char *const ro[] = {
+        "id",        "tenant",           "state",       "reason",     "exit_code",
+        "signal",    "retries",          "submit_time", "start_time", "end_time",
+        "placement", "run_gpu_type",     "submit_ns",   "start_ns",   "end_ns",
+        "acct_ns",   "cancel_requested", "timed_out",   "last_node",  "requeue_requested",
+        NULL};
+    for (size_t i = 0; ro[i]; i++) {
+        json_object_del(j->spec, ro[i]);
+    }
+    *out = j;
+    return 0;
+}
+
+ctl_job *ctl_job_get(ctl *c, int64_t id)
+{
+    if (id < 1 || (size_t)id > c->njobs_slots) {
+        return NULL;
+    }
+    return c->jobs[id - 1];
+}
+
+void ctl_job_insert(ctl *c, ctl_job *j)
+{
+    size_t need = (size_t)j->id;
+    if (need > c->capjobs) {
+        size_t cap = c->capjobs ? c->capjobs : 1024;
+        while (cap < need) {
+            cap *= 2;
+        }
+        c->jobs = cr_reallocarray(c->jobs, cap, sizeof *c->jobs);
+        memset(c->jobs + c->capjobs, 0, (cap - c->capjobs) * sizeof *c->jobs);
+        c->capjobs = cap;
+    }
+    if (need > c->njobs_slots) {
+        c->njobs_slots = need;
+    }
+    ctl_job_free(c->jobs[j->id - 1]);
+    c->jobs[j->id - 1] = j;
+    if (j->id >= c->next_id) {
+        c->next_id = j->id + 1;
+    }
+}
+
+void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, const char *why)
+{
+    char *doc = job_doc(j);
+    cr_store_txn_put_job(txn, j->id, j->tenant, ctl_job_state_names[j->state], doc);
+    free(doc);
+    if (what) {
+        cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
+        cr_debug("job=%lld %s: %s", (long long)j->id, what, why ? why : "");
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scheduler queue (consumed by ctl_sched.c).                               */
+
+static void sched_push(ctl *c, int op, int64_t id)
+{
+    CR_GROW(c->sched_ops, c->nsched_ops, c->capsched_ops);
+    c->sched_ops[c->nsched_ops].op = op;
+    c->sched_ops[c->nsched_ops].id = id;
+    c->nsched_ops++;
+    ctl_sched_kick(c);
+}
+
+void ctl_sched_add(ctl *c, int64_t id)
+{
+    sched_push(c, CTL_SCHED_ADD, id);
+}
+
+void ctl_sched_remove(ctl *c, int64_t id)
+{
+    sched_push(c, CTL_SCHED_REMOVE, id);
+}
+
+void ctl_sched_requeue(ctl *c, int64_t id)
+{
+    sched_push(c, CTL_SCHED_REQUEUE, id);
+}
+
+/* Release a running job's GPUs on its nodes and tell the agents. */
+static void job_unplace(ctl *c, ctl_job *j)
+{
+    for (size_t i = 0; i < j->nplace; i++) {
+        ctl_node *n = ctl_node_find(c, j->place[i].node);
+        if (!n) {
+            continue;
+        }
+        ctl_node_del_job(n, j->id);
+        for (size_t g = 0; g < n->ngpus; g++) {
+            if (n->gpus[g].alloc_job == j->id) {
+                n->gpus[g].alloc_job = 0;
+            }
+        }
+        ctl_node_bump(c, n);
+    }
+    free(j->place);
+    j->place = NULL;
+    j->nplace = 0;
+}
+
+/* Charge wall time since acct_ns to the tenant (GPU-seconds; energy comes
+ * from heartbeats). */
+void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns)
+{
+    if (j->state != JS_RUNNING && j->state != JS_COMPLETING) {
+        return;
+    }
+    if (j->acct_ns <= 0) {
+        j->acct_ns = j->start_ns > 0 ? j->start_ns : now_ns;
+    }
+    double dt = (double)(now_ns - j->acct_ns) / 1e9;
+    if (dt <= 0) {
+        return;
+    }
+    ctl_usage_add(c, txn, j->tenant, *j->run_type ? j->run_type : j->gpu_type, now_ns, dt * j->gpus,
+                  0);
+    j->acct_ns = now_ns;
+}
+
+void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
+                   bool lost)
+{
+    int64_t now = cr_now_ns();
+    ctl_job_account(c, txn, j, now);
+    job_unplace(c, j);
+    j->exit_code = exit_code;
+    j->signal = sig;
+    char buf[256];
+    if (j->timed_out) {
+        j->timed_out = false;
+        j->state = JS_FAILED;
+        j->end_ns = now;
+        snprintf(buf, sizeof buf, "time limit of %llds exceeded; %s", (long long)j->time_limit_s,
+                 why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "failed", buf);
+    } else if (j->cancel_requested) {
+        j->state = JS_CANCELLED;
+        j->end_ns = now;
+        ctl_job_set_reason(j, "cancelled");
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "cancelled", why);
+    } else if (j->requeue_requested) {
+        j->requeue_requested = false;
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        ctl_job_set_reason(j, "requeued");
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", why);
+    } else if (!lost && exit_code == 0 && sig == 0) {
+        j->state = JS_COMPLETED;
+        j->end_ns = now;
+        ctl_job_set_reason(j, "");
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "completed", why);
+    } else if (j->retries < j->max_retries) {
+        j->retries++;
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, sizeof buf, "%s; retry %d of %d", why, j->retries, j->max_retries);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", buf);
+    } else {
+        j->state = JS_FAILED;
+        j->end_ns = now;
+        snprintf(buf, sizeof buf, "%s; no retries left (max_retries %d)", why, j->max_retries);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "failed", buf);
+    }
+    if (ctl_job_terminal(j)) {
+        atomic_fetch_add(&c->jobs_finished[j->state], 1);
+    }
+    ctl_services_job_changed(c, j);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Answers after commit.                                                    */
+
+typedef struct reply_ctx {
+    cr_http_req *req;
+    unsigned status;
+    json_t *body; /* owned */
+} reply_ctx;
+
+static void reply_committed(void *arg, int status)
+{
+    reply_ctx *r = arg;
+    if (status == 0) {
+        ctl_reply_json(r->req, r->status, r->body);
+    } else {
+        json_decref(r->body);
+        ctl_reply_err(r->req, 500, status, NULL, "could not commit: %s", cr_strerror(status));
+    }
+    free(r);
+}
+
+/* Defer req and answer it with body once txn is durable. mu held. */
+void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body)
+{
+    reply_ctx *r = cr_calloc(1, sizeof *r);
+    r->req = req;
+    r->status = status;
+    r->body = body;
+    cr_http_defer(req);
+    cr_store_submit(c->store, txn, reply_committed, r);
+}
+
+typedef struct submit_ctx {
+    ctl *c;
+    cr_http_req *req;
+    ctl_job **jobs; /* owned until inserted */
+    size_t n;
+} submit_ctx;
+
+static void submit_committed(void *arg, int status)
+{
+    submit_ctx *s = arg;
+    ctl *c = s->c;
+    if (status != 0) {
+        for (size_t i = 0; i < s->n; i++) {
+            ctl_job_free(s->jobs[i]);
+        }
+        ctl_reply_err(s->req, 500, status, NULL, "could not commit the job: %s",
+                      cr_strerror(status));
+        goto out;
+    }
+    json_t *ids = json_array();
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < s->n; i++) {
+        json_array_append_new(ids, json_integer(s->jobs[i]->id));
+        ctl_sched_add(c, s->jobs[i]->id);
+        ctl_job_insert(c, s->jobs[i]);
+    }
+    pthread_mutex_unlock(&c->mu);
+    atomic_fetch_add(&c->jobs_submitted, s->n);
+    ctl_reply_json(s->req, 201, json_pack("{s:o}", "ids", ids));
+out:
+    free(s->jobs);
+    free(s);
+}
+
+static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL;
+    cr_json_err err;
+    ctl_job *proto = NULL;
+    int64_t n = 1;
+    if (cr_json_parse_object(body, len, &v, &err) != 0 ||
+        job_parse(v, false, &proto, &n, &err) != 0) {
+        ctl_reply_jerr(req, &err);
+        goto out;
+    }
+    if (p->role == CR_ROLE_USER) {
+        if (*proto->tenant && strcmp(proto->tenant, p->tenant) != 0) {
+            ctl_reply_err(req, 403, CR_EPERM, "tenant",
+                          "field 'tenant': this token may only submit for tenant '%s'", p->tenant);
+            goto out;
+        }
+        snprintf(proto->tenant, sizeof proto->tenant, "%s", p->tenant);
+    } else if (!*proto->tenant) {
+        snprintf(proto->tenant, sizeof proto->tenant, "default");
+    }
+    int64_t now = cr_now_ns();
+    pthread_mutex_lock(&c->mu);
+    bool known = ctl_tenant_find(c, proto->tenant) != NULL;
+    int64_t first = c->next_id;
+    if (known) {
+        c->next_id += n;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!known) {
+        ctl_reply_err(req, 400, CR_ENOENT, "tenant", "field 'tenant': unknown tenant '%s'",
+                      proto->tenant);
+        goto out;
+    }
+    submit_ctx *s = cr_calloc(1, sizeof *s);
+    s->c = c;
+    s->req = req;
+    s->n = (size_t)n;
+    s->jobs = cr_calloc(s->n, sizeof *s->jobs);
+    cr_store_txn *txn = cr_store_txn_new();
+    char why[200];
+    snprintf(why, sizeof why, "by token '%s' (%s)", p->name, cr_role_name(p->role));
+    for (size_t i = 0; i < s->n; i++) {
+        ctl_job *j = cr_calloc(1, sizeof *j);
+        *j = *proto;
+        j->spec = json_incref(proto->spec);
+        j->reason = cr_strdup("not yet considered");
+        j->place = NULL;
+        j->id = first + (int64_t)i;
+        j->submit_ns = now;
+        if (n > 1) {
+            j->spec = json_copy(proto->spec);
+            json_decref(proto->spec);
+            json_object_set_new(j->spec, "array_index", json_integer((json_int_t)i));
+            json_object_set_new(j->spec, "array_first", json_integer(first));
+        }
+        s->jobs[i] = j;
+        ctl_job_persist(c, txn, j, "submitted", why);
+    }
+    cr_http_defer(req);
+    cr_store_submit(c->store, txn, submit_committed, s);
+out:
+    json_decref(v);
+    ctl_job_free(proto);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reads.                                                                   */
+
+static bool visible(const ctl_job *j, const cr_principal *p)
+{
+    return j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0);
+}
+
+static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    const char *qs = cr_http_query(req, "state");
+    const char *qt = cr_http_query(req, "tenant");
+    const char *ql = cr_http_query(req, "limit");
+    int64_t limit = 1000;
+    bool want[JS_COUNT];
+    for (int i = 0; i < JS_COUNT; i++) {
+        want[i] = qs == NULL || !*qs;
+    }
+    if (ql && cr_parse_i64(ql, 1, 1000000, &limit) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "limit", "query 'limit': must be an integer 1..1000000");
+        return;
+    }
+    if (qs && *qs) {
+        char tmp[256];
+        snprintf(tmp, sizeof tmp, "%s", qs);
+        char *save = NULL;
+        for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            bool found = false;
+            for (int i = 0; i < JS_COUNT; i++) {
+                if (strcmp(t, ctl_job_state_names[i]) == 0) {
+                    want[i] = found = true;
+                }
+            }
+            if (strcmp(t, "active") == 0) {
+                want[JS_PENDING] = want[JS_HELD] = want[JS_RUNNING] = want[JS_COMPLETING] = true;
+                found = true;
+            }
+            if (!found) {
+                ctl_reply_err(req, 400, CR_EINVAL, "state", "query 'state': unknown state '%s'", t);
+                return;
+            }
+        }
+    }
+    json_t *items = json_array();
+    pthread_mutex_lock(&c->mu);
+    size_t count = 0;
+    for (size_t i = c->njobs_slots; i > 0 && (int64_t)count < limit; i--) {
+        ctl_job *j = c->jobs[i - 1];
+        if (!j || !visible(j, p) || !want[j->state] || (qt && *qt && strcmp(qt, j->tenant))) {
+            continue;
+        }
+        json_array_insert_new(items, 0, ctl_job_json(j));
+        count++;
+    }
+    pthread_mutex_unlock(&c->mu);
+    ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)count));
+}
+
+static void add_event(void *arg, int64_t job, int64_t time_ns, const char *what, const char *why)
+{
+    char t[64];
+    json_array_append_new(arg,
+                          json_pack("{s:s,s:s,s:s}", "time", ctl_time_str(time_ns, t, sizeof t),
+                                    "what", what, "why", why));
+}
+
+static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
+{
+    pthread_mutex_lock(&c->mu);
+    ctl_job *j = ctl_job_get(c, id);
+    json_t *v = visible(j, p) ? ctl_job_json(j) : NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (!v) {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    json_t *ev = json_array();
+    cr_store_job_events(c->store, id, 1000, add_event, ev);
+    json_object_set_new(v, "events", ev);
+    ctl_reply_json(req, 200, v);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Actions.                                                                 */
+
+static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
+                       const char *action)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    if (len > 0) {
+        json_t *v = NULL;
+        cr_json_err err;
+        static const char *const none[] = {"reason", NULL};
+        if (cr_json_parse_object(body, len, &v, &err) != 0 || cr_json_only(v, "", none, &err)) {
+            json_decref(v);
+            ctl_reply_jerr(req, &err);
+            return;
+        }
+        json_decref(v);
+    }
+    char why[200];
+    snprintf(why, sizeof why, "%s by token '%s'", action, p->name);
+    pthread_mutex_lock(&c->mu);
+    ctl_job *j = ctl_job_get(c, id);
+    if (!visible(j, p)) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    ctl_job_state was = j->state;
+    cr_store_txn *txn = cr_store_txn_new();
+    const char *bad = NULL;
+    if (strcmp(action, "cancel") == 0) {
+        if (ctl_job_terminal(j)) {
+            bad = "is already finished";
+        } else if (was == JS_RUNNING || was == JS_COMPLETING) {
+            j->cancel_requested = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "cancel requested: stopping");
+            for (size_t i = 0; i < j->nplace; i++) {
+                ctl_node *n = ctl_node_find(c, j->place[i].node);
+                if (n) {
+                    ctl_node_bump(c, n);
+                }
+            }
+            ctl_job_persist(c, txn, j, "cancel-requested", why);
+        } else {
+            j->state = JS_CANCELLED;
+            j->end_ns = cr_now_ns();
+            ctl_job_set_reason(j, "cancelled");
+            ctl_sched_remove(c, id);
+            atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
+            ctl_job_persist(c, txn, j, "cancelled", why);
+        }
+    } else if (strcmp(action, "hold") == 0) {
+        if (was != JS_PENDING) {
+            bad = "is not pending";
+        } else {
+            j->state = JS_HELD;
+            ctl_job_set_reason(j, "held");
+            ctl_sched_remove(c, id);
+            ctl_job_persist(c, txn, j, "held", why);
+        }
+    } else if (strcmp(action, "release") == 0) {
+        if (was != JS_HELD) {
+            bad = "is not held";
+        } else {
+            j->state = JS_PENDING;
+            ctl_job_set_reason(j, "released");
+            ctl_sched_add(c, id);
+            ctl_job_persist(c, txn, j, "released", why);
+        }
+    } else { /* requeue */
+        if (was == JS_RUNNING) {
+            j->requeue_requested = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "requeue requested: stopping");
+            for (size_t i = 0; i < j->nplace; i++) {
+                ctl_node *n = ctl_node_find(c, j->place[i].node);
+                if (n) {
+                    ctl_node_bump(c, n);
+                }
+            }
+            ctl_job_persist(c, txn, j, "requeue-requested", why);
+        } else if (ctl_job_terminal(j)) {
+            j->state = JS_PENDING;
+            j->start_ns = j->end_ns = 0;
+            j->exit_code = j->signal = 0;
+            j->cancel_requested = false;
+            ctl_job_set_reason(j, "requeued");
+            ctl_sched_add(c, id);
+            ctl_job_persist(c, txn, j, "requeued", why);
+        } else {
+            bad = "is not running or finished";
+        }
+    }
+    if (bad) {
+        pthread_mutex_unlock(&c->mu);
+        cr_store_txn_free(txn);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)id, bad,
+                      ctl_job_state_names[was]);
+        return;
+    }
+    ctl_commit_reply(c, txn, req, 200, ctl_job_json(j));
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
+{
+    const char *m = cr_http_method(req);
+    if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "role '%s' may not use /v1/jobs",
+                      cr_role_name(p->role));
+        return;
+    }
+    if (nseg == 2) {
+        if (strcmp(m, "POST") == 0) {
+            cr_http_set_route(req, "/v1/jobs");
+            jobs_submit(c, req, p);
+        } else if (strcmp(m, "GET") == 0) {
+            cr_http_set_route(req, "/v1/jobs");
+            jobs_list(c, req, p);
+        } else {
+            ctl_reply_err(req, 405, CR_ENOTSUP, NULL, "method %s not allowed on /v1/jobs", m);
+        }
+        return;
+    }
+    int64_t id;
+    if (cr_parse_i64(seg[2], 1, INT64_MAX / 2, &id) != 0) {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job '%s' not found", seg[2]);
+        return;
+    }
+    if (nseg == 3 && strcmp(m, "GET") == 0) {
+        cr_http_set_route(req, "/v1/jobs/{id}");
+        job_show(c, req, p, id);
+        return;
+    }
+    if (nseg == 4 && strcmp(m, "POST") == 0 &&
+        (strcmp(seg[3], "cancel") == 0 || strcmp(seg[3], "hold") == 0 ||
+         strcmp(seg[3], "release") == 0 || strcmp(seg[3], "requeue") == 0)) {
+        cr_http_set_route(req, "/v1/jobs/{id}/action");
+        job_action(c, req, p, id, seg[3]);
+        return;
+    }
+    if (nseg == 4 && strcmp(m, "GET") == 0 && strcmp(seg[3], "logs") == 0) {
+        cr_http_set_route(req, "/v1/jobs/{id}/logs");
+        ctl_job_logs(c, req, p, id);
+        return;
+    }
+    ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Logs: proxied from the agent of the node the job ran on last.            */
+
+static size_t collect(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    cr_buf *b = userdata;
+    if (b->len + size * nmemb > 16 * 1024 * 1024) {
+        return 0;
+    }
+    cr_buf_append(b, ptr, size * nmemb);
+    return size * nmemb;
+}
+
+void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
+{
+    const char *stream = cr_http_query(req, "stream");
+    const char *off = cr_http_query(req, "offset");
+    int64_t offset = 0;
+    if (stream && strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "stream", "query 'stream': stdout or stderr");
+        return;
+    }
+    if (off && cr_parse_i64(off, 0, INT64_MAX, &offset) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "offset", "query 'offset': an integer >= 0");
+        return;
+    }
+    char url[512] = "";
+    pthread_mutex_lock(&c->mu);
+    ctl_job *j = ctl_job_get(c, id);
+    bool vis = visible(j, p);
+    if (vis && *j->last_node) {
+        ctl_node *n = ctl_node_find(c, j->last_node);
+        if (n && n->port > 0) {
+            snprintf(url, sizeof url, "http://%s:%d/v1/logs/%lld?stream=%s&offset=%lld", n->addr,
+                     n->port, (long long)id, stream ? stream : "stdout", (long long)offset);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!vis) {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    if (!*url) {
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld has not run yet: no logs",
+                      (long long)id);
+        return;
+    }
+    CURL *h = curl_easy_init();
+    cr_buf b;
+    cr_buf_init(&b);
+    char auth[200];
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->join_token);
+    struct curl_slist *hdrs = curl_slist_append(NULL, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    CURLcode rc = curl_easy_perform(h);
+    long status = 0;
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    if (rc != CURLE_OK) {
+        cr_buf_fini(&b);
+        ctl_reply_err(req, 502, CR_EUNAVAIL, NULL, "the agent holding the logs is unreachable: %s",
+                      curl_easy_strerror(rc));
+        return;
+    }
+    size_t len = b.len;
+    cr_http_respond(req, status >= 200 && status < 600 ? (unsigned)status : 502,
+                    "application/octet-stream", cr_buf_take(&b), len);
+}
+
+int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
+{
+    json_t *v = NULL;
+    ctl_job *j = NULL, *back = NULL;
+    int64_t n = 1;
+    int rc = cr_json_parse_object(body, len, &v, err);
+    if (rc == 0) {
+        rc = job_parse(v, false, &j, &n, err);
+    }
+    if (rc == 0) {
+        /* What is accepted must survive the store: doc out, doc back in. */
+        j->id = 1;
+        snprintf(j->tenant, sizeof j->tenant, "%s", *j->tenant ? j->tenant : "default");
+        char *doc = job_doc(j);
+        if (!doc || ctl_job_from_doc(doc, &back) != 0 || back->gpus != j->gpus ||
+            strcmp(back->tenant, j->tenant) != 0 || !json_equal(back->spec, j->spec)) {
+            abort();
+        }
+        free(doc);
+    }
+    ctl_job_free(back);
+    ctl_job_free(j);
+    json_decref(v);
+    return rc;
+}
+
+int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err)
+{
+    int64_t n = 1;
+    return job_parse(body, false, out, &n, err);
+}

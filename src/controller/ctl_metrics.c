@@ -1,0 +1,149 @@
+/*
+ * ctl_metrics.c - /metrics in the Prometheus text format.
+ *
+ * Gauges are computed at scrape time from memory (one pass over jobs and
+ * nodes under mu); counters and histograms are kept as they happen.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void ctl_observe(void *ctx, const char *method, const char *route, unsigned status, int64_t dur_ns)
+{
+    ctl *c = ctx;
+    /* Routes and methods are static labels from the router: no escaping. */
+    static const char *const known[] = {"GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", NULL};
+    const char *m = "OTHER";
+    for (size_t i = 0; known[i]; i++) {
+        if (strcmp(method, known[i]) == 0) {
+            m = known[i];
+        }
+    }
+    method = m;
+    char labels[160];
+    snprintf(labels, sizeof labels, "route=\"%s\",method=\"%s\",code=\"%u\"", route, method,
+             status);
+    cr_prom_hist_vec_observe(c->api_hist, labels, (double)dur_ns / 1e9);
+}
+
+typedef struct count {
+    char a[CTL_NAME_MAX];
+    char b[CTL_NAME_MAX];
+    double n;
+} count;
+
+static void bump(count **v, size_t *len, size_t *cap, const char *a, const char *b, double n)
+{
+    for (size_t i = 0; i < *len; i++) {
+        if (strcmp((*v)[i].a, a) == 0 && strcmp((*v)[i].b, b) == 0) {
+            (*v)[i].n += n;
+            return;
+        }
+    }
+    CR_GROW(*v, *len, *cap);
+    count *x = &(*v)[(*len)++];
+    snprintf(x->a, sizeof x->a, "%s", a);
+    snprintf(x->b, sizeof x->b, "%s", b);
+    x->n = n;
+}
+
+static void write_counts(cr_buf *b, const char *name, const char *ka, const char *kb,
+                         const count *v, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        cr_buf l;
+        cr_buf_init(&l);
+        cr_prom_label(&l, ka, v[i].a);
+        cr_prom_label(&l, kb, v[i].b);
+        cr_prom_sample(b, name, cr_buf_str(&l), v[i].n);
+        cr_buf_fini(&l);
+    }
+}
+
+void ctl_route_metrics(ctl *c, cr_http_req *req)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    count *q = NULL, *g = NULL;
+    size_t nq = 0, capq = 0, ng = 0, capg = 0;
+    size_t nodes_by_state[NS_COUNT] = {0};
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->ntenants; i++) {
+        for (int s = 0; s < JS_COUNT; s++) {
+            if (s == JS_PENDING || s == JS_HELD || s == JS_RUNNING || s == JS_COMPLETING) {
+                bump(&q, &nq, &capq, c->tenants[i]->name, ctl_job_state_names[s], 0);
+            }
+        }
+    }
+    for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
+         i++) {
+        ctl_job *j = c->jobs[i];
+        if (j && !ctl_job_terminal(j)) {
+            bump(&q, &nq, &capq, j->tenant, ctl_job_state_names[j->state], 1);
+        }
+    }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        ctl_node *n = c->nodes[i];
+        nodes_by_state[n->state]++;
+        for (size_t k = 0; k < n->ngpus; k++) {
+            const ctl_gpu *x = &n->gpus[k];
+            const char *st = x->alloc_job                   ? "allocated"
+                             : strcmp(x->health, "ok") != 0 ? "unhealthy"
+                             : n->state != NS_UP            ? "unavailable"
+                                                            : "free";
+            bump(&g, &ng, &capg, x->model, st, 1);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    cr_prom_family(&b, "corral_jobs", "gauge", "Jobs not finished, by tenant and state.");
+    write_counts(&b, "corral_jobs", "tenant", "state", q, nq);
+    cr_prom_family(&b, "corral_gpus", "gauge",
+                   "GPUs by type and state (allocated, free, unhealthy, unavailable).");
+    write_counts(&b, "corral_gpus", "gpu_type", "state", g, ng);
+    cr_prom_family(&b, "corral_nodes", "gauge", "Nodes by state.");
+    for (int s = 0; s < NS_COUNT; s++) {
+        cr_buf l;
+        cr_buf_init(&l);
+        cr_prom_label(&l, "state", ctl_node_state_names[s]);
+        cr_prom_sample(&b, "corral_nodes", cr_buf_str(&l), (double)nodes_by_state[s]);
+        cr_buf_fini(&l);
+    }
+    cr_prom_family(&b, "corral_jobs_submitted_total", "counter", "Jobs accepted (committed).");
+    cr_prom_sample(&b, "corral_jobs_submitted_total", NULL,
+                   (double)atomic_load(&c->jobs_submitted));
+    cr_prom_family(&b, "corral_jobs_started_total", "counter", "Job starts (placements).");
+    cr_prom_sample(&b, "corral_jobs_started_total", NULL, (double)atomic_load(&c->jobs_started));
+    cr_prom_family(&b, "corral_jobs_finished_total", "counter", "Jobs finished, by end state.");
+    for (int s = JS_COMPLETED; s <= JS_CANCELLED; s++) {
+        cr_buf l;
+        cr_buf_init(&l);
+        cr_prom_label(&l, "state", ctl_job_state_names[s]);
+        cr_prom_sample(&b, "corral_jobs_finished_total", cr_buf_str(&l),
+                       (double)atomic_load(&c->jobs_finished[s]));
+        cr_buf_fini(&l);
+    }
+    cr_prom_family(&b, "corral_sched_cycle_seconds", "histogram",
+                   "Time of one scheduler pass (apply changes, cycle, commit).");
+    cr_prom_hist_write(&b, "corral_sched_cycle_seconds", NULL, &c->cycle_hist);
+    cr_prom_family(&b, "corral_api_request_duration_seconds", "histogram",
+                   "API latency from the first byte to the answer, by route, method and code.");
+    cr_prom_hist_vec_write(&b, "corral_api_request_duration_seconds", c->api_hist);
+    cr_prom_family(&b, "corral_auth_failures_total", "counter",
+                   "Requests refused for a missing or invalid token.");
+    cr_prom_sample(&b, "corral_auth_failures_total", NULL, (double)atomic_load(&c->auth_failures));
+    uint64_t commits, txns;
+    cr_store_stats(c->store, &commits, &txns);
+    cr_prom_family(&b, "corral_store_commits_total", "counter", "SQLite commits (group commits).");
+    cr_prom_sample(&b, "corral_store_commits_total", NULL, (double)commits);
+    cr_prom_family(&b, "corral_store_transactions_total", "counter",
+                   "Transactions made durable (many per commit under load).");
+    cr_prom_sample(&b, "corral_store_transactions_total", NULL, (double)txns);
+    free(q);
+    free(g);
+    size_t len = b.len;
+    cr_http_respond(req, 200, "text/plain; version=0.0.4; charset=utf-8", cr_buf_take(&b), len);
+}

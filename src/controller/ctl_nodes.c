@@ -1,0 +1,911 @@
+/*
+ * ctl_nodes.c - nodes and their agents: register, status (heartbeat),
+ * desired state (long-poll), drain/undrain, the lost-node timer.
+ *
+ * Desired state, not commands: each node has a version that changes
+ * whenever the set of jobs placed on it (or their action) changes. A
+ * long-poll with the current version waits (suspended, no thread) until
+ * the version moves or its wait runs out; either way it gets the whole
+ * document, so a lost answer costs nothing.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+ctl_node *ctl_node_find(ctl *c, const char *name)
+{
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (strcmp(c->nodes[i]->name, name) == 0) {
+            return c->nodes[i];
+        }
+    }
+    return NULL;
+}
+
+void ctl_node_add_job(ctl_node *n, int64_t id)
+{
+    for (size_t i = 0; i < n->njobs; i++) {
+        if (n->jobs[i] == id) {
+            return;
+        }
+    }
+    CR_GROW(n->jobs, n->njobs, n->capjobs);
+    n->jobs[n->njobs++] = id;
+}
+
+void ctl_node_del_job(ctl_node *n, int64_t id)
+{
+    for (size_t i = 0; i < n->njobs; i++) {
+        if (n->jobs[i] == id) {
+            n->jobs[i] = n->jobs[--n->njobs];
+            return;
+        }
+    }
+}
+
+static void node_free(ctl_node *n)
+{
+    for (size_t i = 0; i < n->ngpus; i++) {
+        json_decref(n->gpus[i].mig);
+    }
+    free(n->gpus);
+    free(n->jobs);
+    free(n);
+}
+
+void ctl_nodes_free(ctl *c)
+{
+    for (size_t i = 0; i < c->nnodes; i++) {
+        node_free(c->nodes[i]);
+    }
+    free(c->nodes);
+    c->nodes = NULL;
+    c->nnodes = 0;
+}
+
+/*
+ * The UUID to run a job on: the GPU's, or for a MIG placement one of the
+ * GPU's registered MIG instances of that profile. Instances are handed out
+ * in job-id order among the jobs on that GPU with the same profile, so two
+ * jobs sharing a GPU get different instances.
+ */
+static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
+                             int gpu_index)
+{
+    const ctl_gpu *g = NULL;
+    for (size_t x = 0; x < n->ngpus; x++) {
+        if (n->gpus[x].index == gpu_index) {
+            g = &n->gpus[x];
+        }
+    }
+    if (!g) {
+        return "";
+    }
+    if (!*pl->mig_profile || !g->mig) {
+        return g->uuid;
+    }
+    size_t rank = 0;
+    for (size_t i = 0; i < n->njobs; i++) {
+        const ctl_job *o = ctl_job_get(c, n->jobs[i]);
+        if (!o || o->id >= j->id) {
+            continue;
+        }
+        for (size_t k = 0; k < o->nplace; k++) {
+            if (strcmp(o->place[k].node, n->name) != 0 ||
+                strcmp(o->place[k].mig_profile, pl->mig_profile) != 0) {
+                continue;
+            }
+            for (size_t q = 0; q < o->place[k].ngpus; q++) {
+                rank += o->place[k].gpus[q] == gpu_index;
+            }
+        }
+    }
+    size_t seen = 0;
+    for (size_t i = 0; i < json_array_size(g->mig); i++) {
+        json_t *m = json_array_get(g->mig, i);
+        const char *prof = json_string_value(json_object_get(m, "profile"));
+        const char *uuid = json_string_value(json_object_get(m, "uuid"));
+        if (prof && uuid && strcmp(prof, pl->mig_profile) == 0 && seen++ == rank) {
+            return uuid;
+        }
+    }
+    return g->uuid;
+}
+
+static json_t *desired_doc(ctl *c, const ctl_node *n)
+{
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < n->njobs; i++) {
+        ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+            continue;
+        }
+        size_t rank = 0;
+        int offset = 0;
+        const ctl_place *pl = NULL;
+        for (size_t k = 0; k < j->nplace; k++) {
+            if (strcmp(j->place[k].node, n->name) == 0) {
+                pl = &j->place[k];
+                rank = k;
+                break;
+            }
+            offset += (int)j->place[k].ngpus;
+        }
+        if (!pl) {
+            continue;
+        }
+        json_t *gpus = json_array(), *uuids = json_array();
+        for (size_t g = 0; g < pl->ngpus; g++) {
+            json_array_append_new(gpus, json_integer(pl->gpus[g]));
+            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, pl->gpus[g])));
+        }
+        const ctl_node *master = ctl_node_find(c, j->place[0].node);
+        char ckpt[1200];
+        snprintf(ckpt, sizeof ckpt, "%s/%lld", c->cfg.checkpoint_root, (long long)j->id);
+        json_t *gang =
+            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr",
+                      master ? master->addr : n->addr, "master_port", 29500 + (int)(j->id % 20000),
+                      "world_size", j->gpus, "node_rank", (int)rank, "nnodes", (int)j->nplace,
+                      "local_world_size", (int)pl->ngpus, "rank_offset", offset);
+        const char *wd = json_string_value(json_object_get(j->spec, "workdir"));
+        json_t *e =
+            json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job", (json_int_t)j->id,
+                      "command", json_object_get(j->spec, "command"), "env",
+                      json_object_get(j->spec, "env"), "workdir", wd ? wd : "", "gpus", gpus,
+                      "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
+                      (json_int_t)c->cfg.grace_s, "action", j->state == JS_RUNNING ? "run" : "stop",
+                      "gang", gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
+        json_array_append_new(jobs, e);
+    }
+    return json_pack("{s:I,s:o}", "version", (json_int_t)n->version, "jobs", jobs);
+}
+
+static void answer_polls(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono)
+{
+    ctl_poll **pp = &n->polls;
+    json_t *doc = NULL;
+    while (*pp) {
+        ctl_poll *q = *pp;
+        if (expired_only && q->deadline_ns > now_mono) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        if (!doc) {
+            doc = desired_doc(c, n);
+        }
+        ctl_reply_json(q->req, 200, json_incref(doc));
+        free(q);
+    }
+    json_decref(doc);
+}
+
+void ctl_node_bump(ctl *c, ctl_node *n)
+{
+    n->version++;
+    answer_polls(c, n, false, 0);
+}
+
+static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
+{
+    json_t *gpus = json_array();
+    uint32_t free_gpus = 0;
+    for (size_t i = 0; i < n->ngpus; i++) {
+        const ctl_gpu *g = &n->gpus[i];
+        bool ok = strcmp(g->health, "ok") == 0;
+        if (ok && !g->alloc_job && n->state == NS_UP) {
+            free_gpus++;
+        }
+        json_t *v =
+            json_pack("{s:i,s:s,s:s,s:I,s:i,s:s,s:s,s:I,s:f,s:f,s:f,s:I}", "index", g->index,
+                      "uuid", g->uuid, "model", g->model, "mem_bytes", (json_int_t)g->mem_bytes,
+                      "nvlink_domain", g->nvlink, "health", g->health, "reason", g->reason, "job",
+                      (json_int_t)g->alloc_job, "util_pct", g->util_pct, "temp_c", g->temp_c,
+                      "power_w", g->power_w, "mem_used_bytes", (json_int_t)g->mem_used_bytes);
+        if (detail && g->mig) {
+            json_object_set(v, "mig", g->mig);
+        }
+        json_array_append_new(gpus, v);
+    }
+    json_t *jobs = json_array();
+    for (size_t i = 0; i < n->njobs; i++) {
+        json_array_append_new(jobs, json_integer(n->jobs[i]));
+    }
+    int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
+    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b}", "name", n->name,
+                     "state", ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr,
+                     "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
+                     "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
+                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained);
+}
+
+static void node_persist(cr_store_txn *txn, const ctl_node *n)
+{
+    json_t *gpus = json_array();
+    for (size_t i = 0; i < n->ngpus; i++) {
+        const ctl_gpu *g = &n->gpus[i];
+        json_t *v = json_pack("{s:i,s:s,s:s,s:I,s:i,s:s,s:s}", "index", g->index, "uuid", g->uuid,
+                              "model", g->model, "mem_bytes", (json_int_t)g->mem_bytes,
+                              "nvlink_domain", g->nvlink, "health", g->health, "reason", g->reason);
+        if (g->mig) {
+            json_object_set(v, "mig", g->mig);
+        }
+        json_array_append_new(gpus, v);
+    }
+    json_t *doc =
+        json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:b,s:s}", "node", n->name, "addr", n->addr, "port",
+                  n->port, "rack", n->rack, "gpus", gpus, "cpus", n->cpus, "mem_bytes",
+                  (json_int_t)n->mem_bytes, "drained", n->drained, "reason", n->reason);
+    char *s = json_dumps(doc, JSON_COMPACT);
+    cr_store_txn_put(txn, "node", n->name, s);
+    free(s);
+    json_decref(doc);
+}
+
+static bool node_name_ok(const char *s)
+{
+    if (!*s || strlen(s) >= CTL_NAME_MAX) {
+        return false;
+    }
+    for (const char *p = s; *p; p++) {
+        char ch = *p;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Parse the inventory part of a registration (or a stored node doc). */
+static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
+{
+    static const char *const members[] = {"node", "addr",      "port",    "rack", "gpus",
+                                          "cpus", "mem_bytes", "running", NULL};
+    static const char *const gpu_members[] = {
+        "index", "uuid", "model", "mem_bytes", "nvlink_domain", "health", "reason", "mig", NULL};
+    static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
+    const char *name = "", *addr = "", *rack = "default";
+    int64_t port = 0, cpus = 0, mem = 0;
+    json_t *gpus = NULL;
+    int rc;
+    if ((strict && (rc = cr_json_only(v, "", members, err))) ||
+        (rc = cr_json_str(v, "", "node", true, CTL_NAME_MAX - 1, &name, err)) ||
+        (rc = cr_json_str(v, "", "addr", true, 63, &addr, err)) ||
+        (rc = cr_json_int(v, "", "port", false, 0, 65535, &port, err)) ||
+        (rc = cr_json_str(v, "", "rack", false, CTL_NAME_MAX - 1, &rack, err)) ||
+        (rc = cr_json_arr(v, "", "gpus", false, 64, &gpus, err)) ||
+        (rc = cr_json_int(v, "", "cpus", false, 0, 1 << 20, &cpus, err)) ||
+        (rc = cr_json_int(v, "", "mem_bytes", false, 0, INT64_MAX, &mem, err))) {
+        return rc;
+    }
+    if (!node_name_ok(name)) {
+        return cr_json_fail(err, CR_EINVAL, "node",
+                            "field 'node': use letters, digits, '-', '_' or '.'");
+    }
+    snprintf(n->name, sizeof n->name, "%s", name);
+    snprintf(n->addr, sizeof n->addr, "%s", addr);
+    snprintf(n->rack, sizeof n->rack, "%s", *rack ? rack : "default");
+    n->port = (int)port;
+    n->cpus = (int)cpus;
+    n->mem_bytes = (uint64_t)mem;
+    n->ngpus = json_array_size(gpus);
+    n->gpus = n->ngpus ? cr_calloc(n->ngpus, sizeof *n->gpus) : NULL;
+    for (size_t i = 0; i < n->ngpus; i++) {
+        json_t *g = json_array_get(gpus, i);
+        ctl_gpu *x = &n->gpus[i];
+        char path[32];
+        snprintf(path, sizeof path, "gpus[%zu]", i);
+        int64_t index = (int64_t)i, gmem = 0, nvl = 0;
+        const char *uuid = "", *model = "", *health = "ok", *reason = "";
+        json_t *mig = NULL;
+        if (!json_is_object(g)) {
+            return cr_json_fail(err, CR_EINVAL, path, "field '%s': must be an object", path);
+        }
+        if ((strict && (rc = cr_json_only(g, path, gpu_members, err))) ||
+            (rc = cr_json_int(g, path, "index", false, 0, 63, &index, err)) ||
+            (rc = cr_json_str(g, path, "uuid", false, 95, &uuid, err)) ||
+            (rc = cr_json_str(g, path, "model", true, CTL_NAME_MAX - 1, &model, err)) ||
+            (rc = cr_json_int(g, path, "mem_bytes", false, 0, INT64_MAX, &gmem, err)) ||
+            (rc = cr_json_int(g, path, "nvlink_domain", false, 0, 65535, &nvl, err)) ||
+            (rc = cr_json_str(g, path, "health", false, 15, &health, err)) ||
+            (rc = cr_json_enum(health, "health", healths, err)) ||
+            (rc = cr_json_str(g, path, "reason", false, 127, &reason, err)) ||
+            (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err))) {
+            return rc;
+        }
+        x->index = (int)index;
+        snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
+        snprintf(x->model, sizeof x->model, "%s", model);
+        snprintf(x->health, sizeof x->health, "%s", health);
+        snprintf(x->reason, sizeof x->reason, "%s", reason);
+        x->mem_bytes = (uint64_t)gmem;
+        x->nvlink = (int)nvl;
+        x->mig = json_array_size(mig) ? json_deep_copy(mig) : NULL;
+    }
+    return 0;
+}
+
+static void node_insert(ctl *c, ctl_node *n)
+{
+    CR_GROW(c->nodes, c->nnodes, c->capnodes);
+    c->nodes[c->nnodes++] = n;
+}
+
+/* Reconcile a node's GPU allocation marks with the jobs placed on it. */
+static void node_mark_alloc(ctl *c, ctl_node *n)
+{
+    for (size_t g = 0; g < n->ngpus; g++) {
+        n->gpus[g].alloc_job = 0;
+    }
+    for (size_t i = 0; i < n->njobs; i++) {
+        ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        for (size_t k = 0; j && k < j->nplace; k++) {
+            if (strcmp(j->place[k].node, n->name) != 0 || *j->place[k].mig_profile) {
+                continue;
+            }
+            for (size_t q = 0; q < j->place[k].ngpus; q++) {
+                for (size_t g = 0; g < n->ngpus; g++) {
+                    if (n->gpus[g].index == j->place[k].gpus[q]) {
+                        n->gpus[g].alloc_job = j->id;
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void load_node(void *arg, const char *key, const char *doc)
+{
+    ctl *c = arg;
+    json_t *v = json_loads(doc, 0, NULL);
+    cr_json_err err;
+    ctl_node *n = cr_calloc(1, sizeof *n);
+    if (!v || parse_inventory(v, false, n, &err) != 0) {
+        cr_error("store: bad node '%s' ignored", key);
+        json_decref(v);
+        node_free(n);
+        return;
+    }
+    n->drained = json_is_true(json_object_get(v, "drained"));
+    n->state = n->drained ? NS_DRAINED : NS_UP;
+    const char *reason = json_string_value(json_object_get(v, "reason"));
+    snprintf(n->reason, sizeof n->reason, "%s", reason ? reason : "");
+    /* Give the agent a full timeout to report after a controller restart. */
+    n->last_seen_ns = cr_mono_ns();
+    n->sched_dirty = true;
+    node_insert(c, n);
+    json_decref(v);
+}
+
+int ctl_load_nodes(ctl *c)
+{
+    int rc = cr_store_load_objects(c->store, "node", load_node, c);
+    if (rc != 0) {
+        return rc;
+    }
+    /* Jobs placed on nodes (loaded before). */
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        ctl_job *j = c->jobs[i];
+        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+            continue;
+        }
+        for (size_t k = 0; k < j->nplace; k++) {
+            ctl_node *n = ctl_node_find(c, j->place[k].node);
+            if (n) {
+                ctl_node_add_job(n, j->id);
+            }
+        }
+    }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        node_mark_alloc(c, c->nodes[i]);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Agent routes                                                             */
+
+typedef struct reg_ctx {
+    cr_http_req *req;
+    json_t *body; /* answer */
+} reg_ctx;
+
+static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL;
+    cr_json_err err;
+    ctl_node *fresh = cr_calloc(1, sizeof *fresh);
+    json_t *running = NULL;
+    if (cr_json_parse_object(body, len, &v, &err) != 0 ||
+        parse_inventory(v, true, fresh, &err) != 0 ||
+        cr_json_arr(v, "", "running", false, 4096, &running, &err) != 0) {
+        ctl_reply_jerr(req, &err);
+        node_free(fresh);
+        json_decref(v);
+        return;
+    }
+    if (p->role == CR_ROLE_AGENT && strcmp(p->node, fresh->name) != 0) {
+        ctl_reply_err(req, 403, CR_EPERM, "node", "this token belongs to node '%s'", p->node);
+        node_free(fresh);
+        json_decref(v);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_node *n = ctl_node_find(c, fresh->name);
+    cr_store_txn *txn = cr_store_txn_new();
+    if (!n) {
+        n = fresh;
+        n->state = NS_UP;
+        n->version = 1;
+        n->registered_ns = cr_now_ns();
+        node_insert(c, n);
+        cr_info("node=%s registered: %zu GPUs, addr %s:%d", n->name, n->ngpus, n->addr, n->port);
+    } else {
+        /* Re-registration (agent restart): new inventory, same jobs. */
+        for (size_t i = 0; i < n->ngpus; i++) {
+            json_decref(n->gpus[i].mig);
+        }
+        free(n->gpus);
+        n->gpus = fresh->gpus;
+        n->ngpus = fresh->ngpus;
+        fresh->gpus = NULL;
+        fresh->ngpus = 0;
+        snprintf(n->addr, sizeof n->addr, "%s", fresh->addr);
+        snprintf(n->rack, sizeof n->rack, "%s", fresh->rack);
+        n->port = fresh->port;
+        n->cpus = fresh->cpus;
+        n->mem_bytes = fresh->mem_bytes;
+        node_free(fresh);
+        if (n->state == NS_LOST) {
+            n->state = n->drained ? NS_DRAINED : NS_UP;
+            snprintf(n->reason, sizeof n->reason, "%s", n->drained ? n->reason : "");
+        }
+        node_mark_alloc(c, n);
+        cr_info("node=%s re-registered: %zu GPUs, %zu jobs placed", n->name, n->ngpus, n->njobs);
+        ctl_node_bump(c, n);
+    }
+    n->last_seen_ns = cr_mono_ns();
+    n->sched_dirty = true;
+    ctl_sched_kick(c);
+    char token[CR_TOKEN_TEXT_MAX];
+    ctl_node_token(c, txn, n->name, token);
+    node_persist(txn, n);
+    ctl_commit_reply(c, txn, req, 200,
+                     json_pack("{s:s,s:I,s:I,s:I}", "node_token", token, "heartbeat_s",
+                               (json_int_t)c->cfg.heartbeat_s, "lost_after_s",
+                               (json_int_t)c->cfg.lost_after_s, "version", (json_int_t)n->version));
+    pthread_mutex_unlock(&c->mu);
+    json_decref(v);
+}
+
+static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const char *node)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL, *gpus = NULL, *jobs = NULL;
+    cr_json_err err;
+    static const char *const members[] = {"gpus", "jobs", NULL};
+    static const char *const gpu_members[] = {
+        "index",           "health",   "reason",   "util_pct",
+        "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
+        "ecc_uncorrected", "xid_last", NULL};
+    static const char *const job_members[] = {"job", "state", "pid", "exit_code", "signal", NULL};
+    static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
+    static const char *const states[] = {"running", "exited", NULL};
+    if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
+        cr_json_arr(v, "", "gpus", false, 64, &gpus, &err) ||
+        cr_json_arr(v, "", "jobs", false, 65536, &jobs, &err)) {
+        goto bad;
+    }
+    for (size_t i = 0; i < json_array_size(gpus); i++) {
+        json_t *g = json_array_get(gpus, i);
+        char path[32];
+        snprintf(path, sizeof path, "gpus[%zu]", i);
+        int64_t idx, x;
+        double d;
+        const char *h = "ok", *r = "";
+        if (!json_is_object(g)) {
+            cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
+            goto bad;
+        }
+        if (cr_json_only(g, path, gpu_members, &err) ||
+            cr_json_int(g, path, "index", true, 0, 63, &idx, &err) ||
+            cr_json_str(g, path, "health", false, 15, &h, &err) ||
+            cr_json_enum(h, "health", healths, &err) ||
+            cr_json_str(g, path, "reason", false, 127, &r, &err) ||
+            cr_json_num(g, path, "util_pct", false, 0, 100, &d, &err) ||
+            cr_json_int(g, path, "mem_used_bytes", false, 0, INT64_MAX, &x, &err) ||
+            cr_json_num(g, path, "temp_c", false, -100, 300, &d, &err) ||
+            cr_json_int(g, path, "power_mw", false, 0, 100000000, &x, &err) ||
+            cr_json_int(g, path, "sm_clock_mhz", false, 0, 100000, &x, &err) ||
+            cr_json_int(g, path, "ecc_uncorrected", false, 0, INT64_MAX, &x, &err) ||
+            cr_json_int(g, path, "xid_last", false, 0, INT64_MAX, &x, &err)) {
+            goto bad;
+        }
+    }
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i);
+        char path[32];
+        snprintf(path, sizeof path, "jobs[%zu]", i);
+        int64_t x;
+        const char *st = "";
+        if (!json_is_object(jr)) {
+            cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
+            goto bad;
+        }
+        if (cr_json_only(jr, path, job_members, &err) ||
+            cr_json_int(jr, path, "job", true, 1, INT64_MAX, &x, &err) ||
+            cr_json_str(jr, path, "state", true, 16, &st, &err) ||
+            cr_json_enum(st, "state", states, &err) ||
+            cr_json_int(jr, path, "pid", false, 0, INT32_MAX, &x, &err) ||
+            cr_json_int(jr, path, "exit_code", false, -1000, 1000, &x, &err) ||
+            cr_json_int(jr, path, "signal", false, 0, 128, &x, &err)) {
+            goto bad;
+        }
+    }
+
+    pthread_mutex_lock(&c->mu);
+    ctl_node *n = ctl_node_find(c, node);
+    if (!n) {
+        pthread_mutex_unlock(&c->mu);
+        json_decref(v);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' is not registered: register again",
+                      node);
+        return;
+    }
+    int64_t now_mono = cr_mono_ns(), now = cr_now_ns();
+    double dt = (double)(now_mono - n->last_seen_ns) / 1e9;
+    if (dt > (double)c->cfg.heartbeat_s * 3) {
+        dt = (double)c->cfg.heartbeat_s; /* do not charge a long silence as power */
+    }
+    n->last_seen_ns = now_mono;
+    cr_store_txn *txn = cr_store_txn_new();
+    if (n->state == NS_LOST) {
+        n->state = n->drained ? NS_DRAINED : NS_UP;
+        n->sched_dirty = true;
+        cr_info("node=%s is back", n->name);
+        snprintf(n->reason, sizeof n->reason, "%s", n->drained ? n->reason : "");
+        ctl_sched_kick(c);
+    }
+    bool persist = false;
+    for (size_t i = 0; i < json_array_size(gpus); i++) {
+        json_t *g = json_array_get(gpus, i);
+        int idx = (int)json_integer_value(json_object_get(g, "index"));
+        ctl_gpu *x = NULL;
+        for (size_t k = 0; k < n->ngpus; k++) {
+            if (n->gpus[k].index == idx) {
+                x = &n->gpus[k];
+            }
+        }
+        if (!x) {
+            continue;
+        }
+        const char *h = json_string_value(json_object_get(g, "health"));
+        const char *r = json_string_value(json_object_get(g, "reason"));
+        if (h && strcmp(h, x->health) != 0) {
+            cr_info("node=%s gpu=%d health %s -> %s (%s)", n->name, idx, x->health, h, r ? r : "");
+            snprintf(x->health, sizeof x->health, "%s", h);
+            snprintf(x->reason, sizeof x->reason, "%s", r ? r : "");
+            n->sched_dirty = true;
+            persist = true;
+            ctl_sched_kick(c);
+        }
+        json_t *m;
+        if ((m = json_object_get(g, "util_pct"))) {
+            x->util_pct = json_number_value(m);
+        }
+        if ((m = json_object_get(g, "temp_c"))) {
+            x->temp_c = json_number_value(m);
+        }
+        if ((m = json_object_get(g, "power_mw"))) {
+            x->power_w = (double)json_integer_value(m) / 1000.0;
+        }
+        if ((m = json_object_get(g, "mem_used_bytes"))) {
+            x->mem_used_bytes = (uint64_t)json_integer_value(m);
+        }
+    }
+    /* Energy and GPU time of the jobs running here. */
+    for (size_t i = 0; i < n->njobs; i++) {
+        ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (!j) {
+            continue;
+        }
+        double energy = 0;
+        for (size_t g = 0; g < n->ngpus; g++) {
+            if (n->gpus[g].alloc_job == j->id) {
+                energy += n->gpus[g].power_w * dt;
+            }
+        }
+        if (energy > 0) {
+            ctl_usage_add(c, txn, j->tenant, *j->run_type ? j->run_type : j->gpu_type, now, 0,
+                          energy);
+        }
+        ctl_job_account(c, txn, j, now);
+    }
+    /* Exits. */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i);
+        if (strcmp(json_string_value(json_object_get(jr, "state")), "exited") != 0) {
+            continue;
+        }
+        int64_t id = (int64_t)json_integer_value(json_object_get(jr, "job"));
+        ctl_job *j = ctl_job_get(c, id);
+        bool here = false;
+        for (size_t k = 0; j && k < j->nplace; k++) {
+            here = here || strcmp(j->place[k].node, n->name) == 0;
+        }
+        if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+            continue; /* already handled: the desired state drops it */
+        }
+        int code = (int)json_integer_value(json_object_get(jr, "exit_code"));
+        int sig = (int)json_integer_value(json_object_get(jr, "signal"));
+        char why[200];
+        if (sig) {
+            snprintf(why, sizeof why, "killed by signal %d on node %s", sig, n->name);
+        } else {
+            snprintf(why, sizeof why, "exited with code %d on node %s", code, n->name);
+        }
+        ctl_job_ended(c, txn, j, code, sig, why, false);
+    }
+    if (persist) {
+        node_persist(txn, n);
+    }
+    ctl_commit_reply(c, txn, req, 200,
+                     json_pack("{s:b,s:I}", "ok", 1, "version", (json_int_t)n->version));
+    pthread_mutex_unlock(&c->mu);
+    json_decref(v);
+    return;
+bad:
+    json_decref(v);
+    ctl_reply_jerr(req, &err);
+}
+
+static void agent_desired(ctl *c, cr_http_req *req, const char *node)
+{
+    const char *qv = cr_http_query(req, "version");
+    const char *qw = cr_http_query(req, "wait");
+    int64_t version = -1, wait = 0;
+    if (qv && cr_parse_i64(qv, 0, INT64_MAX, &version) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "version", "query 'version': must be an integer >= 0");
+        return;
+    }
+    if (qw && cr_parse_i64(qw, 0, 300, &wait) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "wait", "query 'wait': must be an integer 0..300");
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_node *n = ctl_node_find(c, node);
+    if (!n) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' is not registered: register again",
+                      node);
+        return;
+    }
+    if (version != (int64_t)n->version || wait == 0 || c->stopping) {
+        json_t *doc = desired_doc(c, n);
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_json(req, 200, doc);
+        return;
+    }
+    ctl_poll *q = cr_calloc(1, sizeof *q);
+    q->req = req;
+    q->deadline_ns = cr_mono_ns() + wait * CR_NS_PER_SEC;
+    q->next = n->polls;
+    n->polls = q;
+    cr_http_defer(req);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
+{
+    const char *m = cr_http_method(req);
+    if (nseg == 3 && strcmp(seg[2], "register") == 0 && strcmp(m, "POST") == 0) {
+        cr_http_set_route(req, "/v1/agents/register");
+        if (p->role != CR_ROLE_JOIN && p->role != CR_ROLE_AGENT && p->role != CR_ROLE_ADMIN) {
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "registering a node needs the join token");
+            return;
+        }
+        agent_register(c, req, p);
+        return;
+    }
+    if (nseg != 4) {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
+        return;
+    }
+    const char *node = seg[2];
+    bool status = strcmp(seg[3], "status") == 0 && strcmp(m, "POST") == 0;
+    bool desired = strcmp(seg[3], "desired") == 0 && strcmp(m, "GET") == 0;
+    if (!status && !desired) {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
+        return;
+    }
+    cr_http_set_route(req, status ? "/v1/agents/{node}/status" : "/v1/agents/{node}/desired");
+    if (!(p->role == CR_ROLE_AGENT && strcmp(p->node, node) == 0) && p->role != CR_ROLE_ADMIN) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "only node '%s''s own token may do this", node);
+        return;
+    }
+    if (status) {
+        agent_status(c, req, NULL, node);
+    } else {
+        agent_desired(c, req, node);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Node routes                                                              */
+
+void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
+{
+    const char *m = cr_http_method(req);
+    if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "role '%s' may not use /v1/nodes",
+                      cr_role_name(p->role));
+        return;
+    }
+    if (nseg == 2 && strcmp(m, "GET") == 0) {
+        cr_http_set_route(req, "/v1/nodes");
+        json_t *items = json_array();
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < c->nnodes; i++) {
+            json_array_append_new(items, node_json(c, c->nodes[i], false));
+        }
+        size_t n = c->nnodes;
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
+        return;
+    }
+    if (nseg == 3 && strcmp(m, "GET") == 0) {
+        cr_http_set_route(req, "/v1/nodes/{name}");
+        pthread_mutex_lock(&c->mu);
+        ctl_node *n = ctl_node_find(c, seg[2]);
+        json_t *v = n ? node_json(c, n, true) : NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (!v) {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+        } else {
+            ctl_reply_json(req, 200, v);
+        }
+        return;
+    }
+    if (nseg == 4 && strcmp(m, "POST") == 0 &&
+        (strcmp(seg[3], "drain") == 0 || strcmp(seg[3], "undrain") == 0)) {
+        cr_http_set_route(req, "/v1/nodes/{name}/drain");
+        if (p->role != CR_ROLE_ADMIN) {
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may drain nodes");
+            return;
+        }
+        size_t len;
+        const char *body = cr_http_body(req, &len);
+        json_t *v = NULL;
+        cr_json_err err;
+        const char *reason = "";
+        static const char *const members[] = {"reason", NULL};
+        if (len > 0 &&
+            (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
+             cr_json_str(v, "", "reason", false, 200, &reason, &err))) {
+            json_decref(v);
+            ctl_reply_jerr(req, &err);
+            return;
+        }
+        bool drain = strcmp(seg[3], "drain") == 0;
+        pthread_mutex_lock(&c->mu);
+        ctl_node *n = ctl_node_find(c, seg[2]);
+        if (!n) {
+            pthread_mutex_unlock(&c->mu);
+            json_decref(v);
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+            return;
+        }
+        n->drained = drain;
+        if (n->state != NS_LOST) {
+            n->state = drain ? NS_DRAINED : NS_UP;
+        }
+        snprintf(n->reason, sizeof n->reason, "%s",
+                 drain ? (*reason ? reason : "drained by admin") : "");
+        n->sched_dirty = true;
+        ctl_sched_kick(c);
+        cr_info("node=%s %s: %s", n->name, drain ? "drained" : "undrained", n->reason);
+        cr_store_txn *txn = cr_store_txn_new();
+        node_persist(txn, n);
+        ctl_commit_reply(c, txn, req, 200, node_json(c, n, false));
+        pthread_mutex_unlock(&c->mu);
+        json_decref(v);
+        return;
+    }
+    ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Timers                                                                   */
+
+/* Jobs past their time limit: stop them (they end as failed). mu held. */
+static void enforce_time_limits(ctl *c, cr_store_txn **txn)
+{
+    int64_t now = cr_now_ns();
+    for (size_t i = 0; i < c->nnodes; i++) {
+        ctl_node *n = c->nodes[i];
+        for (size_t k = 0; k < n->njobs; k++) {
+            ctl_job *j = ctl_job_get(c, n->jobs[k]);
+            if (!j || j->state != JS_RUNNING || j->time_limit_s <= 0 || j->start_ns <= 0 ||
+                now - j->start_ns <= j->time_limit_s * CR_NS_PER_SEC) {
+                continue;
+            }
+            j->timed_out = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "time limit exceeded: stopping");
+            for (size_t q = 0; q < j->nplace; q++) {
+                ctl_node *m = ctl_node_find(c, j->place[q].node);
+                if (m) {
+                    ctl_node_bump(c, m);
+                }
+            }
+            if (!*txn) {
+                *txn = cr_store_txn_new();
+            }
+            char why[96];
+            snprintf(why, sizeof why, "ran past its time limit of %llds",
+                     (long long)j->time_limit_s);
+            ctl_job_persist(c, *txn, j, "time-limit", why);
+        }
+    }
+}
+
+void ctl_nodes_tick(ctl *c, int64_t now_mono)
+{
+    pthread_mutex_lock(&c->mu);
+    cr_store_txn *txn = NULL;
+    enforce_time_limits(c, &txn);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        ctl_node *n = c->nodes[i];
+        answer_polls(c, n, true, now_mono);
+        if (n->state == NS_LOST ||
+            now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
+            continue;
+        }
+        n->state = NS_LOST;
+        snprintf(n->reason, sizeof n->reason, "no heartbeat for %llds",
+                 (long long)((now_mono - n->last_seen_ns) / CR_NS_PER_SEC));
+        cr_warn("node=%s lost: %s; requeueing %zu jobs", n->name, n->reason, n->njobs);
+        n->sched_dirty = true;
+        if (!txn) {
+            txn = cr_store_txn_new();
+        }
+        char why[400];
+        snprintf(why, sizeof why, "node %s lost (%s)", n->name, n->reason);
+        while (n->njobs > 0) {
+            ctl_job *j = ctl_job_get(c, n->jobs[0]);
+            if (!j) {
+                ctl_node_del_job(n, n->jobs[0]);
+                continue;
+            }
+            ctl_job_ended(c, txn, j, 0, 0, why, true);
+            ctl_node_del_job(n, j->id); /* in case the placement did not name it */
+        }
+        ctl_node_bump(c, n);
+        ctl_sched_kick(c);
+    }
+    if (txn) {
+        cr_store_submit(c->store, txn, NULL, NULL);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_nodes_release_polls(ctl *c)
+{
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        answer_polls(c, c->nodes[i], false, 0);
+    }
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,788 @@
+/*
+ * ctl_sched.c - the scheduler thread: drives src/sched on events, batched,
+ * never blocking the API; also runs the timers (lost nodes, long-polls).
+ *
+ * The thread owns the cr_sched. API threads never touch it: they queue
+ * job changes (ctl_sched_add/remove/requeue) and mark nodes and tenants
+ * dirty under ctl->mu, then kick. A pass takes the queued changes under mu,
+ * applies them and runs one cycle without mu, then applies the decisions
+ * to memory under mu, commits them (waiting, without mu), and only then
+ * publishes new desired state to the agents. Passes are at least
+ * sched_interval_ms apart, so a burst of submissions is one cycle.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_time.h"
+
+#include <stdio.h>
+#include <string.h>
+
+void ctl_sched_kick(ctl *c)
+{
+    if (!c->sched_wake) {
+        c->sched_wake = true;
+        pthread_cond_signal(&c->cv);
+    }
+}
+
+#ifdef CTL_HAVE_SCHED
+#include "cr_sched.h"
+
+typedef struct placer {
+    cr_sched *s;
+    cr_rng rng;
+    int64_t *ids;    /* jobs known to the cr_sched (lazily pruned) */
+    uint64_t *rhash; /* hash of the last reason reported for ids[i], 0 = none */
+    size_t nids, capids;
+    int64_t last_reason_ns; /* last full sweep of pending reasons */
+} placer;
+
+static int mig_geometry(const char *model, int *compute, int *mem)
+{
+    if (strstr(model, "A30")) {
+        *compute = 4;
+        *mem = 4;
+        return 1;
+    }
+    if (strstr(model, "A100") || strstr(model, "H100") || strstr(model, "H200") ||
+        strstr(model, "B200") || strstr(model, "GH200")) {
+        *compute = 7;
+        *mem = 8;
+        return 1;
+    }
+    return 0;
+}
+
+static cr_sched_node_state sched_state(ctl_node_state st)
+{
+    return st == NS_UP ? CR_NODE_UP : st == NS_DRAINED ? CR_NODE_DRAINED : CR_NODE_LOST;
+}
+
+/* Node inventory or state changed: bring the cr_sched up to date. mu held. */
+static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
+{
+    cr_sched_gpu_spec gspec[CR_SCHED_MAX_NODE_GPUS];
+    size_t ng = n->ngpus < CR_SCHED_MAX_NODE_GPUS ? n->ngpus : CR_SCHED_MAX_NODE_GPUS;
+    if (!n->in_sched) {
+        for (size_t i = 0; i < ng; i++) {
+            int type = 0, cs, ms;
+            cr_sched_gpu_type(pl->s, n->gpus[i].model, &type);
+            if (n->gpus[i].mem_bytes) {
+                cr_sched_gpu_type_set_mem(pl->s, type, n->gpus[i].mem_bytes);
+            }
+            bool mig = n->gpus[i].mig != NULL;
+            if (mig && mig_geometry(n->gpus[i].model, &cs, &ms)) {
+                cr_sched_gpu_type_set_mig(pl->s, type, cs, ms);
+            } else {
+                mig = false;
+            }
+            gspec[i] = (cr_sched_gpu_spec){.type = type,
+                                           .mem_bytes = n->gpus[i].mem_bytes,
+                                           .nvlink = (uint16_t)n->gpus[i].nvlink,
+                                           .bad = strcmp(n->gpus[i].health, "ok") != 0,
+                                           .mig = mig};
+        }
+        cr_sched_node_spec spec = {.name = n->name,
+                                   .rack = n->rack,
+                                   .spine = NULL,
+                                   .state = sched_state(n->state),
+                                   .gpu_count = ng,
+                                   .gpus = gspec};
+        int rc = cr_sched_node_add(pl->s, &spec, &n->sched_idx);
+        if (rc != 0) {
+            cr_error("sched: cannot add node=%s: %s", n->name, cr_strerror(rc));
+            return;
+        }
+        n->in_sched = true;
+        return;
+    }
+    cr_sched_node_info info;
+    if (cr_sched_node_info_get(pl->s, n->sched_idx, &info) != 0) {
+        return;
+    }
+    cr_sched_node_state want = sched_state(n->state);
+    if (info.state != want) {
+        uint64_t *req = NULL;
+        size_t nreq = 0;
+        cr_sched_node_set_state(pl->s, n->sched_idx, want, n->reason, now, &req, &nreq);
+        free(req); /* the controller requeued them itself (ctl_nodes_tick) */
+    }
+    for (size_t i = 0; i < ng && i < info.gpu_count; i++) {
+        cr_sched_gpu_info gi;
+        bool ok = strcmp(n->gpus[i].health, "ok") == 0;
+        if (cr_sched_gpu_info_get(pl->s, n->sched_idx, (uint32_t)i, &gi) == 0 && gi.bad == ok) {
+            uint64_t *req = NULL;
+            size_t nreq = 0;
+            cr_sched_gpu_set_health(pl->s, n->sched_idx, (uint32_t)i, ok, n->gpus[i].reason, now,
+                                    &req, &nreq);
+            /* Jobs on a GPU that went bad: the scheduler requeued them. */
+            cr_store_txn *txn = NULL;
+            for (size_t k = 0; k < nreq; k++) {
+                ctl_job *j = ctl_job_get(c, (int64_t)req[k]);
+                if (j && (j->state == JS_RUNNING || j->state == JS_COMPLETING)) {
+                    if (!txn) {
+                        txn = cr_store_txn_new();
+                    }
+                    char why[300];
+                    snprintf(why, sizeof why, "GPU %d on node %s unhealthy: %s", n->gpus[i].index,
+                             n->name, n->gpus[i].reason);
+                    j->requeue_requested = true;
+                    ctl_job_ended(c, txn, j, 0, 0, why, true);
+                }
+            }
+            if (txn) {
+                cr_store_submit(c->store, txn, NULL, NULL);
+            }
+            free(req);
+        }
+    }
+}
+
+static void job_spec(placer *pl, const ctl_job *j, cr_sched_job_spec *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->id = (uint64_t)j->id;
+    cr_sched_tenant(pl->s, j->tenant, &sp->tenant);
+    sp->priority = j->priority;
+    if (cr_sched_job_kind_parse(j->kind, &sp->kind) != 0) {
+        sp->kind = CR_JOB_OTHER;
+    }
+    sp->gpu_count = (uint32_t)j->gpus;
+    if (strcmp(j->gpu_type, "auto") == 0 || strcmp(j->gpu_type, "any") == 0) {
+        sp->gpu_type = CR_SCHED_TYPE_ANY;
+    } else {
+        cr_sched_gpu_type(pl->s, j->gpu_type, &sp->gpu_type);
+    }
+    sp->mem_bytes = (uint64_t)(j->gpu_mem_gb * 1e9);
+    sp->mig_profile = j->mig_profile;
+    sp->node_count = (uint32_t)j->nodes;
+    sp->time_limit_ns = j->time_limit_s * CR_NS_PER_SEC;
+    sp->preemptible = j->preemptible;
+    sp->checkpoint_interval_ns = j->checkpoint_interval_s * CR_NS_PER_SEC;
+    sp->submit_ns = j->submit_ns;
+}
+
+static void sync_tenants(placer *pl, ctl *c)
+{
+    for (size_t i = 0; i < c->ntenants; i++) {
+        ctl_tenant *t = c->tenants[i];
+        int id;
+        if (cr_sched_tenant(pl->s, t->name, &id) != 0) {
+            continue;
+        }
+        cr_sched_tenant_set_weight(pl->s, id, t->weight);
+        const char *k;
+        json_t *v;
+        json_object_foreach(t->quotas, k, v)
+        {
+            int type;
+            if (cr_sched_gpu_type(pl->s, k, &type) == 0) {
+                cr_sched_tenant_set_quota(pl->s, id, type, (int64_t)json_integer_value(v));
+            }
+        }
+    }
+}
+
+static void *placer_new(ctl *c)
+{
+    placer *pl = cr_calloc(1, sizeof *pl);
+    cr_sched_config cfg;
+    cr_sched_policy pol = CR_SCHED_PRIORITY;
+    if (cr_sched_policy_parse(c->cfg.policy, &pol) != 0) {
+        cr_warn("sched: unknown policy '%s', using priority", c->cfg.policy);
+    }
+    cr_sched_config_default(&cfg, pol);
+    if (cr_sched_new(&cfg, &pl->s) != 0) {
+        free(pl);
+        return NULL;
+    }
+    cr_rng_seed(&pl->rng, 42);
+    return pl;
+}
+
+static void placer_free(void *p)
+{
+    placer *pl = p;
+    if (pl) {
+        cr_sched_free(pl->s);
+        free(pl->ids);
+        free(pl->rhash);
+        free(pl);
+    }
+}
+
+/* At start-up: running jobs back into the scheduler where they were. */
+static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
+{
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        ctl_job *j = c->jobs[i];
+        if (!j || ctl_job_terminal(j) || j->in_sched) {
+            continue;
+        }
+        cr_sched_job_spec sp;
+        job_spec(pl, j, &sp);
+        if (j->state == JS_PENDING) {
+            if (cr_sched_job_add(pl->s, &sp, now) == 0) {
+                j->in_sched = true;
+            }
+            continue;
+        }
+        if (j->state == JS_HELD) {
+            continue;
+        }
+        cr_sched_slot slots[256];
+        size_t ns = 0;
+        bool ok = j->nplace > 0;
+        for (size_t k = 0; ok && k < j->nplace; k++) {
+            ctl_node *n = ctl_node_find(c, j->place[k].node);
+            if (!n || !n->in_sched || *j->place[k].mig_profile) {
+                ok = false;
+                break;
+            }
+            for (size_t q = 0; q < j->place[k].ngpus && ns < 256; q++) {
+                for (size_t g = 0; g < n->ngpus; g++) {
+                    if (n->gpus[g].index == j->place[k].gpus[q]) {
+                        slots[ns++] = (cr_sched_slot){
+                            .node = n->sched_idx, .gpu = (uint16_t)g, .mig_start = -1};
+                    }
+                }
+            }
+        }
+        int type = sp.gpu_type;
+        if (*j->run_type) {
+            cr_sched_gpu_type(pl->s, j->run_type, &type);
+        }
+        if (ok && type >= 0 &&
+            cr_sched_job_restore(pl->s, &sp, type, slots, ns, j->start_ns, false) == 0) {
+            j->in_sched = true;
+            continue;
+        }
+        /* Cannot restore where it was: run it again. */
+        j->requeue_requested = true;
+        ctl_job_ended(c, txn, j, 0, 0, "placement could not be restored after restart", true);
+    }
+}
+
+/* A queued job change copied out under mu, applied without it. */
+typedef struct op_copy {
+    int op;
+    int64_t id;
+    char tenant[CTL_NAME_MAX];
+    char gpu_type[CTL_NAME_MAX];
+    char mig[32];
+    char kind[16];
+    int priority, gpus, nodes;
+    double gpu_mem_gb;
+    bool preemptible;
+    int64_t time_limit_s, checkpoint_interval_s, submit_ns;
+} op_copy;
+
+/* A decision copied out of the cycle (its pointers die at the next call). */
+typedef struct dec_copy {
+    cr_sched_action action;
+    uint64_t job;
+    int gpu_type;
+    bool backfilled, borrowed;
+    size_t nslots;
+    cr_sched_slot *slots;             /* owned */
+    char node_names[8][CTL_NAME_MAX]; /* names of the first nodes used (slot order) */
+    uint64_t preempted_for;
+    char reason[CR_SCHED_REASON_MAX];
+} dec_copy;
+
+typedef struct reason_copy {
+    int64_t id;
+    char text[CR_SCHED_REASON_MAX];
+} reason_copy;
+
+static uint64_t hash_str(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    }
+    return h ? h : 1;
+}
+
+static void spec_from_copy(placer *pl, const op_copy *o, cr_sched_job_spec *sp)
+{
+    memset(sp, 0, sizeof *sp);
+    sp->id = (uint64_t)o->id;
+    cr_sched_tenant(pl->s, o->tenant, &sp->tenant);
+    sp->priority = o->priority;
+    if (cr_sched_job_kind_parse(o->kind, &sp->kind) != 0) {
+        sp->kind = CR_JOB_OTHER;
+    }
+    sp->gpu_count = (uint32_t)o->gpus;
+    if (strcmp(o->gpu_type, "auto") == 0 || strcmp(o->gpu_type, "any") == 0) {
+        sp->gpu_type = CR_SCHED_TYPE_ANY;
+    } else {
+        cr_sched_gpu_type(pl->s, o->gpu_type, &sp->gpu_type);
+    }
+    sp->mem_bytes = (uint64_t)(o->gpu_mem_gb * 1e9);
+    sp->mig_profile = o->mig;
+    sp->node_count = (uint32_t)o->nodes;
+    sp->time_limit_ns = o->time_limit_s * CR_NS_PER_SEC;
+    sp->preemptible = o->preemptible;
+    sp->checkpoint_interval_ns = o->checkpoint_interval_s * CR_NS_PER_SEC;
+    sp->submit_ns = o->submit_ns;
+}
+
+static void track(placer *pl, int64_t id)
+{
+    CR_GROW(pl->ids, pl->nids, pl->capids);
+    pl->rhash = cr_reallocarray(pl->rhash, pl->capids, sizeof *pl->rhash);
+    pl->ids[pl->nids] = id;
+    pl->rhash[pl->nids] = 0;
+    pl->nids++;
+}
+
+/* Apply a start to memory. mu held. */
+static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d, ctl_job *j,
+                        int64_t now, ctl_node ***bump, size_t *nbump, size_t *capbump)
+{
+    free(j->place);
+    j->place = NULL;
+    j->nplace = 0;
+    for (size_t s = 0; s < d->nslots; s++) {
+        const cr_sched_slot *sl = &d->slots[s];
+        const char *name = s < 8 ? d->node_names[s] : NULL;
+        cr_sched_node_info ni;
+        if (!name || !*name) {
+            if (cr_sched_node_info_get(pl->s, sl->node, &ni) != 0) {
+                continue;
+            }
+            name = ni.name;
+        }
+        ctl_place *pp = NULL;
+        for (size_t k = 0; k < j->nplace; k++) {
+            if (strcmp(j->place[k].node, name) == 0) {
+                pp = &j->place[k];
+            }
+        }
+        if (!pp) {
+            j->place = cr_reallocarray(j->place, j->nplace + 1, sizeof *j->place);
+            pp = &j->place[j->nplace++];
+            memset(pp, 0, sizeof *pp);
+            snprintf(pp->node, sizeof pp->node, "%s", name);
+            if (sl->mig_start >= 0) {
+                snprintf(pp->mig_profile, sizeof pp->mig_profile, "%s", j->mig_profile);
+            }
+        }
+        ctl_node *n = ctl_node_find(c, name);
+        int gidx = n && sl->gpu < n->ngpus ? n->gpus[sl->gpu].index : sl->gpu;
+        if (pp->ngpus < 64) {
+            pp->gpus[pp->ngpus++] = gidx;
+        }
+        if (n && sl->mig_start < 0 && sl->gpu < n->ngpus) {
+            n->gpus[sl->gpu].alloc_job = j->id;
+        }
+    }
+    if (j->nplace) {
+        snprintf(j->last_node, sizeof j->last_node, "%s", j->place[0].node);
+    }
+    const char *tname = cr_sched_gpu_type_name(pl->s, d->gpu_type);
+    snprintf(j->run_type, sizeof j->run_type, "%s", tname ? tname : j->gpu_type);
+    j->state = JS_RUNNING;
+    j->start_ns = now;
+    j->acct_ns = now;
+    j->end_ns = 0;
+    j->cancel_requested = j->requeue_requested = false;
+    ctl_job_set_reason(j, "");
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_printf(&b, "%d x %s on", j->gpus, j->run_type);
+    for (size_t k = 0; k < j->nplace; k++) {
+        cr_buf_printf(&b, "%s %s[", k ? "," : "", j->place[k].node);
+        for (size_t g = 0; g < j->place[k].ngpus; g++) {
+            cr_buf_printf(&b, "%s%d", g ? "," : "", j->place[k].gpus[g]);
+        }
+        cr_buf_puts(&b, "]");
+        ctl_node *n = ctl_node_find(c, j->place[k].node);
+        if (n) {
+            ctl_node_add_job(n, j->id);
+            CR_GROW(*bump, *nbump, *capbump);
+            (*bump)[(*nbump)++] = n;
+        }
+    }
+    if (d->backfilled) {
+        cr_buf_puts(&b, "; backfilled ahead of a reservation");
+    }
+    if (d->borrowed) {
+        cr_buf_puts(&b, "; on borrowed capacity above the tenant quota");
+    }
+    atomic_fetch_add(&c->jobs_started, 1);
+    ctl_job_persist(c, txn, j, "started", cr_buf_str(&b));
+    cr_buf_fini(&b);
+    ctl_services_job_changed(c, j);
+}
+
+/* Apply a preemption to memory: the job is pending again and its nodes
+ * stop it (SIGTERM, grace, SIGKILL). mu held. */
+static void apply_preempt(ctl *c, cr_store_txn *txn, const dec_copy *d, ctl_job *j, int64_t now,
+                          ctl_node ***bump, size_t *nbump, size_t *capbump)
+{
+    ctl_job_account(c, txn, j, now);
+    for (size_t k = 0; k < j->nplace; k++) {
+        ctl_node *n = ctl_node_find(c, j->place[k].node);
+        if (!n) {
+            continue;
+        }
+        ctl_node_del_job(n, j->id);
+        for (size_t g = 0; g < n->ngpus; g++) {
+            if (n->gpus[g].alloc_job == j->id) {
+                n->gpus[g].alloc_job = 0;
+            }
+        }
+        CR_GROW(*bump, *nbump, *capbump);
+        (*bump)[(*nbump)++] = n;
+    }
+    free(j->place);
+    j->place = NULL;
+    j->nplace = 0;
+    j->state = JS_PENDING;
+    j->start_ns = 0;
+    char why[CR_SCHED_REASON_MAX + 64];
+    snprintf(why, sizeof why, "%s (for job %llu)", d->reason, (unsigned long long)d->preempted_for);
+    ctl_job_set_reason(j, "preempted");
+    ctl_job_persist(c, txn, j, "preempted", why);
+    ctl_services_job_changed(c, j);
+}
+
+static int placer_cycle(void *p, ctl *c, bool *restored)
+{
+    placer *pl = p;
+    int64_t now = cr_now_ns();
+    cr_store_txn *txn = cr_store_txn_new();
+    ctl_node **bump = NULL;
+    size_t nbump = 0, capbump = 0;
+    op_copy *ops = NULL;
+    size_t nops = 0;
+    int64_t *invalid = NULL;
+    size_t ninvalid = 0, capinvalid = 0;
+    dec_copy *dec = NULL;
+    reason_copy *rs = NULL;
+    size_t nrs = 0, caprs = 0;
+
+    /* 1. Under mu: node and tenant changes (rare) and a copy of the queue. */
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i]->sched_dirty) {
+            c->nodes[i]->sched_dirty = false;
+            sync_node(pl, c, c->nodes[i], now);
+        }
+    }
+    if (c->tenants_dirty) {
+        c->tenants_dirty = false;
+        sync_tenants(pl, c);
+    }
+    if (!*restored) {
+        restore_running(pl, c, txn, now);
+        for (size_t i = 0; i < c->njobs_slots; i++) {
+            if (c->jobs[i] && c->jobs[i]->in_sched) {
+                track(pl, c->jobs[i]->id);
+            }
+        }
+        *restored = true;
+    }
+    ops = cr_calloc(c->nsched_ops ? c->nsched_ops : 1, sizeof *ops);
+    for (size_t i = 0; i < c->nsched_ops; i++) {
+        ctl_sched_op op = c->sched_ops[i];
+        ctl_job *j = ctl_job_get(c, op.id);
+        op_copy *o = &ops[nops];
+        o->op = op.op;
+        o->id = op.id;
+        if (op.op == CTL_SCHED_REMOVE || !j) {
+            o->op = CTL_SCHED_REMOVE;
+            if (j) {
+                j->in_sched = false;
+            }
+            nops++;
+            continue;
+        }
+        if (op.op == CTL_SCHED_REQUEUE) {
+            if (j->in_sched) {
+                nops++;
+            } else if (j->state == JS_PENDING) {
+                o->op = CTL_SCHED_ADD; /* not known (e.g. restore failed): add it */
+            } else {
+                continue;
+            }
+        }
+        if (o->op == CTL_SCHED_ADD) {
+            if (j->state != JS_PENDING || j->in_sched) {
+                continue;
+            }
+            j->in_sched = true;
+            snprintf(o->tenant, sizeof o->tenant, "%s", j->tenant);
+            snprintf(o->gpu_type, sizeof o->gpu_type, "%s", j->gpu_type);
+            snprintf(o->mig, sizeof o->mig, "%s", j->mig_profile);
+            snprintf(o->kind, sizeof o->kind, "%s", j->kind);
+            o->priority = j->priority;
+            o->gpus = j->gpus;
+            o->nodes = j->nodes;
+            o->gpu_mem_gb = j->gpu_mem_gb;
+            o->preemptible = j->preemptible;
+            o->time_limit_s = j->time_limit_s;
+            o->checkpoint_interval_s = j->checkpoint_interval_s;
+            o->submit_ns = j->submit_ns;
+            nops++;
+        }
+    }
+    c->nsched_ops = 0;
+    pthread_mutex_unlock(&c->mu);
+
+    /* 2. Without mu: apply, cycle, reasons. The API keeps running. */
+    size_t tracked_before = pl->nids;
+    for (size_t i = 0; i < nops; i++) {
+        const op_copy *o = &ops[i];
+        if (o->op == CTL_SCHED_REMOVE) {
+            cr_sched_job_remove(pl->s, (uint64_t)o->id, now);
+        } else if (o->op == CTL_SCHED_REQUEUE) {
+            cr_sched_job_info info;
+            if (cr_sched_job_info_get(pl->s, (uint64_t)o->id, &info) == 0 &&
+                info.state == CR_JOB_RUNNING) {
+                cr_sched_job_requeue(pl->s, (uint64_t)o->id, now);
+            }
+        } else {
+            cr_sched_job_spec sp;
+            spec_from_copy(pl, o, &sp);
+            if (cr_sched_job_add(pl->s, &sp, now) == 0) {
+                track(pl, o->id);
+            } else {
+                CR_GROW(invalid, ninvalid, capinvalid);
+                invalid[ninvalid++] = o->id;
+            }
+        }
+    }
+    const cr_sched_decision *d = NULL;
+    int nd = cr_sched_cycle(pl->s, now, &pl->rng, &d);
+    dec = cr_calloc(nd > 0 ? (size_t)nd : 1, sizeof *dec);
+    for (int i = 0; i < nd; i++) {
+        dec[i].action = d[i].action;
+        dec[i].job = d[i].job;
+        dec[i].gpu_type = d[i].gpu_type;
+        dec[i].backfilled = d[i].backfilled;
+        dec[i].borrowed = d[i].borrowed;
+        dec[i].preempted_for = d[i].preempted_for;
+        snprintf(dec[i].reason, sizeof dec[i].reason, "%s", d[i].reason ? d[i].reason : "");
+        dec[i].nslots = d[i].slot_count;
+        dec[i].slots = cr_calloc(d[i].slot_count ? d[i].slot_count : 1, sizeof *dec[i].slots);
+        memcpy(dec[i].slots, d[i].slots, d[i].slot_count * sizeof *dec[i].slots);
+        for (size_t s = 0; s < d[i].slot_count && s < 8; s++) {
+            cr_sched_node_info ni;
+            if (cr_sched_node_info_get(pl->s, d[i].slots[s].node, &ni) == 0) {
+                snprintf(dec[i].node_names[s], sizeof dec[i].node_names[s], "%s", ni.name);
+            }
+        }
+    }
+    /* Pending reasons: the new jobs now, all of them at most once a second. */
+    bool sweep = now - pl->last_reason_ns >= CR_NS_PER_SEC || nd > 0;
+    size_t from = sweep ? 0 : tracked_before;
+    if (sweep) {
+        pl->last_reason_ns = now;
+    }
+    for (size_t i = from; i < pl->nids;) {
+        char reason[CR_SCHED_REASON_MAX];
+        int rc = cr_sched_job_reason(pl->s, (uint64_t)pl->ids[i], reason, sizeof reason);
+        if (rc == CR_ENOENT) {
+            pl->ids[i] = pl->ids[pl->nids - 1];
+            pl->rhash[i] = pl->rhash[pl->nids - 1];
+            pl->nids--;
+            continue;
+        }
+        if (rc >= 0) {
+            uint64_t h = hash_str(reason);
+            if (h != pl->rhash[i]) {
+                pl->rhash[i] = h;
+                CR_GROW(rs, nrs, caprs);
+                rs[nrs].id = pl->ids[i];
+                snprintf(rs[nrs].text, sizeof rs[nrs].text, "%s", reason);
+                nrs++;
+            }
+        } else {
+            pl->rhash[i] = 0; /* running: a later reason is news again */
+        }
+        i++;
+    }
+
+    /* 3. Under mu: the decisions and reasons into memory and the store. */
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < ninvalid; i++) {
+        ctl_job *j = ctl_job_get(c, invalid[i]);
+        if (j) {
+            j->in_sched = false;
+            ctl_job_set_reason(j, "cannot be scheduled: the request does not fit this cluster");
+        }
+    }
+    for (int i = 0; i < nd; i++) {
+        ctl_job *j = ctl_job_get(c, (int64_t)dec[i].job);
+        if (!j) {
+            continue;
+        }
+        if (dec[i].action == CR_SCHED_PREEMPT) {
+            if (j->state == JS_RUNNING || j->state == JS_COMPLETING) {
+                apply_preempt(c, txn, &dec[i], j, now, &bump, &nbump, &capbump);
+            }
+        } else if (j->state == JS_PENDING) {
+            apply_start(c, pl, txn, &dec[i], j, now, &bump, &nbump, &capbump);
+        }
+        /* else: cancelled or held meanwhile; its removal is queued. */
+    }
+    size_t events = 0;
+    for (size_t i = 0; i < nrs; i++) {
+        ctl_job *j = ctl_job_get(c, rs[i].id);
+        if (!j || j->state != JS_PENDING) {
+            continue;
+        }
+        if (!j->reason || strcmp(rs[i].text, j->reason) != 0) {
+            ctl_job_set_reason(j, rs[i].text);
+            if (events < 10000) {
+                cr_store_txn_event(txn, j->id, now, "pending", rs[i].text);
+                events++;
+            }
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    /* 4. Allocations are durable before any agent hears of them. */
+    if (!cr_store_txn_empty(txn)) {
+        cr_store_commit(c->store, txn);
+    } else {
+        cr_store_txn_free(txn);
+    }
+    if (nbump) {
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < nbump; i++) {
+            bool seen = false;
+            for (size_t k = 0; k < i; k++) {
+                seen = seen || bump[k] == bump[i];
+            }
+            if (!seen) {
+                ctl_node_bump(c, bump[i]);
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+    for (int i = 0; i < nd; i++) {
+        free(dec[i].slots);
+    }
+    free(dec);
+    free(rs);
+    free(invalid);
+    free(ops);
+    free(bump);
+    return nd;
+}
+
+#else /* !CTL_HAVE_SCHED */
+
+static void *placer_new(ctl *c)
+{
+    return c;
+}
+
+static void placer_free(void *p)
+{
+}
+
+static int placer_cycle(void *p, ctl *c, bool *restored)
+{
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nsched_ops; i++) {
+        ctl_job *j = ctl_job_get(c, c->sched_ops[i].id);
+        if (j && j->state == JS_PENDING) {
+            ctl_job_set_reason(j, "no scheduler in this build");
+        }
+    }
+    c->nsched_ops = 0;
+    pthread_mutex_unlock(&c->mu);
+    return 0;
+}
+
+#endif
+
+/*
+ * The loop. A pass runs when something changed, but no sooner than
+ * max(sched_interval_ms, 4 x the last pass) after the previous one: under a
+ * burst of submissions the scheduler takes at most about a quarter of a
+ * core and every pass sees a large batch. Timers run every 200 ms.
+ */
+static void *sched_main(void *arg)
+{
+    ctl *c = arg;
+    void *pl = placer_new(c);
+    bool restored = false;
+    int64_t last_cycle = 0, last_cost = 0;
+    if (!pl) {
+        cr_error("sched: cannot create the scheduler");
+    }
+    pthread_mutex_lock(&c->mu);
+    c->sched_wake = true;
+    while (!c->stopping) {
+        int64_t now = cr_mono_ns();
+        int64_t gap = c->cfg.sched_interval_ms * CR_NS_PER_MS;
+        if (4 * last_cost > gap) {
+            gap = 4 * last_cost;
+        }
+        int64_t next_cycle = last_cycle + gap;
+        if (!c->sched_wake || now < next_cycle) {
+            int64_t until = c->sched_wake ? next_cycle : now + 200 * CR_NS_PER_MS;
+            if (until > now + 200 * CR_NS_PER_MS) {
+                until = now + 200 * CR_NS_PER_MS;
+            }
+            int64_t rt = cr_now_ns() + (until - now);
+            struct timespec ts = {.tv_sec = rt / CR_NS_PER_SEC, .tv_nsec = rt % CR_NS_PER_SEC};
+            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+        }
+        if (c->stopping) {
+            break;
+        }
+        now = cr_mono_ns();
+        bool run = c->sched_wake && now >= next_cycle;
+        if (run) {
+            c->sched_wake = false;
+        }
+        pthread_mutex_unlock(&c->mu);
+        ctl_nodes_tick(c, now);
+        ctl_services_tick(c, now);
+        if (run && pl) {
+            int64_t t0 = cr_mono_ns();
+            placer_cycle(pl, c, &restored);
+            int64_t t1 = cr_mono_ns();
+            last_cost = t1 - t0;
+            cr_prom_hist_observe(&c->cycle_hist, (double)last_cost / 1e9);
+            atomic_fetch_add(&c->sched_cycles, 1);
+            last_cycle = t1;
+        }
+        pthread_mutex_lock(&c->mu);
+    }
+    pthread_mutex_unlock(&c->mu);
+    placer_free(pl);
+    return NULL;
+}
+
+int ctl_sched_start(ctl *c)
+{
+    if (pthread_create(&c->sched_thread, NULL, sched_main, c) != 0) {
+        return CR_EIO;
+    }
+    c->sched_started = true;
+    return 0;
+}
+
+void ctl_sched_stop(ctl *c)
+{
+    if (!c->sched_started) {
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    c->stopping = true;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    pthread_join(c->sched_thread, NULL);
+    c->sched_started = false;
+}

@@ -1,0 +1,856 @@
+/*
+ * ctl_services.c - inference services: a service is a spec for replicas
+ * (long-running jobs, always restarted) plus a replica count that an admin
+ * sets (scale) or the autoscaler moves (src/autoscale, fed by the gateways'
+ * load reports). Its endpoints (running replicas: node address and the
+ * port given to the replica in PORT) are long-polled by the gateways with a
+ * version, like the agents' desired state.
+ *
+ * Scale-down drains before it stops: a replica chosen to go leaves the
+ * endpoints first, and is cancelled (SIGTERM, grace, SIGKILL) only after
+ * drain_s, once the gateways have stopped sending it requests.
+ *
+ * Reconciliation runs on the scheduler thread's timer (ctl_services_tick)
+ * and after every change; all state is under ctl->mu.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#ifdef CTL_HAVE_AUTOSCALE
+#include "cr_autoscale.h"
+#endif
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DRAIN_NS   (5 * CR_NS_PER_SEC)
+#define DECIDE_NS  (2 * CR_NS_PER_SEC)
+#define MAX_EVENTS 100
+#define PORT_BASE  30000
+#define PORT_SPAN  30000
+
+typedef struct replica {
+    int64_t job;      /* replica job id */
+    int64_t drain_ns; /* monotonic time it left the endpoints; 0 = serving */
+} replica;
+
+struct ctl_service {
+    char name[CTL_NAME_MAX];
+    char tenant[CTL_NAME_MAX];
+    json_t *spec;    /* owned: the request as validated (normalised) */
+    json_t *job_req; /* owned: the job request each replica is made from */
+    int32_t desired; /* replicas wanted now */
+    int32_t min, max;
+    double target_concurrency, target_p95_ms;
+    char ready_path[128];
+    replica *reps; /* owned: live replica jobs */
+    size_t nreps, capreps;
+    uint64_t ep_version;           /* endpoints version */
+    uint64_t ep_hash;              /* hash of the endpoint list behind ep_version */
+    ctl_poll *polls;               /* gateways waiting for a new version */
+    json_t *events;                /* owned: the last MAX_EVENTS {time, what, why} */
+    double in_flight, rps, p95_ms; /* last load report (summed per tick) */
+    int64_t report_ns;             /* wall time of the last report */
+    int64_t last_decide_mono;
+    bool deleted; /* DELETE: draining to zero, then gone */
+    void *as;     /* cr_autoscaler, or NULL */
+};
+
+static void svc_event(ctl_service *s, const char *what, const char *why)
+{
+    char t[64];
+    json_array_append_new(s->events,
+                          json_pack("{s:s,s:s,s:s}", "time", ctl_time_str(cr_now_ns(), t, sizeof t),
+                                    "what", what, "why", why));
+    while (json_array_size(s->events) > MAX_EVENTS) {
+        json_array_remove(s->events, 0);
+    }
+    cr_info("service=%s %s: %s", s->name, what, why);
+}
+
+static ctl_service *svc_find(ctl *c, const char *name)
+{
+    for (size_t i = 0; i < c->nservices; i++) {
+        if (strcmp(c->services[i]->name, name) == 0) {
+            return c->services[i];
+        }
+    }
+    return NULL;
+}
+
+static void svc_free(ctl_service *s)
+{
+    if (!s) {
+        return;
+    }
+    json_decref(s->spec);
+    json_decref(s->job_req);
+    json_decref(s->events);
+    free(s->reps);
+#ifdef CTL_HAVE_AUTOSCALE
+    cr_autoscaler_free(s->as);
+#endif
+    free(s);
+}
+
+void ctl_services_free(ctl *c)
+{
+    for (size_t i = 0; i < c->nservices; i++) {
+        svc_free(c->services[i]);
+    }
+    free(c->services);
+    c->services = NULL;
+    c->nservices = 0;
+}
+
+static int port_of(int64_t job)
+{
+    return PORT_BASE + (int)(job % PORT_SPAN);
+}
+
+/* Only a service with a target is autoscaled; without one, `scale` sets
+ * the count by hand. */
+static void autoscaler_setup(ctl_service *s)
+{
+#ifdef CTL_HAVE_AUTOSCALE
+    if (!json_object_get(s->spec, "target")) {
+        return;
+    }
+    cr_as_config cfg;
+    cr_as_config_default(&cfg);
+    cfg.min_replicas = s->min;
+    cfg.max_replicas = s->max;
+    if (s->target_p95_ms > 0) {
+        cfg.target_p95_ms = s->target_p95_ms;
+    } else {
+        cfg.target_concurrency = s->target_concurrency > 0 ? s->target_concurrency : 1;
+    }
+    cfg.scale_to_zero = s->min == 0;
+    if (s->as) {
+        cr_autoscaler_configure(s->as, &cfg);
+    } else {
+        s->as = cr_autoscaler_new(&cfg);
+    }
+#endif
+}
+
+/* ------------------------------------------------------------------------ */
+/* Validation                                                               */
+
+static const char *const svc_members[] = {
+    "name",         "tenant",   "command", "gpus",       "gpu_type", "mig_profile",
+    "gpu_mem_gb",   "env",      "workdir", "model",      "priority", "min_replicas",
+    "max_replicas", "replicas", "target",  "ready_path", NULL,
+};
+
+static bool name_ok(const char *s)
+{
+    if (!*s || strlen(s) >= CTL_NAME_MAX) {
+        return false;
+    }
+    for (const char *p = s; *p; p++) {
+        char ch = *p;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* Validate a create body into a new service (not yet registered). */
+static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
+{
+    int rc;
+    const char *name = "", *tenant = "", *ready = "/health";
+    int64_t min = 1, max = 1, replicas = -1;
+    json_t *target = NULL;
+    double conc = 0, p95 = 0;
+    static const char *const target_members[] = {"concurrency", "p95_ms", NULL};
+    if ((rc = cr_json_only(v, "", svc_members, err)) ||
+        (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, &name, err)) ||
+        (rc = cr_json_str(v, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
+        (rc = cr_json_int(v, "", "min_replicas", false, 0, 1000, &min, err)) ||
+        (rc = cr_json_int(v, "", "max_replicas", false, 1, 1000, &max, err)) ||
+        (rc = cr_json_int(v, "", "replicas", false, 0, 1000, &replicas, err)) ||
+        (rc = cr_json_obj(v, "", "target", false, &target, err)) ||
+        (rc = cr_json_str(v, "", "ready_path", false, 127, &ready, err))) {
+        return rc;
+    }
+    if (!name_ok(name)) {
+        return cr_json_fail(err, CR_EINVAL, "name",
+                            "field 'name': use letters, digits, '-', '_' or '.'");
+    }
+    if (max < min) {
+        return cr_json_fail(err, CR_EINVAL, "max_replicas",
+                            "field 'max_replicas': must be >= min_replicas (%lld)", (long long)min);
+    }
+    if (ready[0] != '/') {
+        return cr_json_fail(err, CR_EINVAL, "ready_path", "field 'ready_path': must start with /");
+    }
+    if (target) {
+        if ((rc = cr_json_only(target, "target", target_members, err)) ||
+            (rc = cr_json_num(target, "target", "concurrency", false, 0.01, 1e6, &conc, err)) ||
+            (rc = cr_json_num(target, "target", "p95_ms", false, 0.01, 1e7, &p95, err))) {
+            return rc;
+        }
+        if ((conc > 0) == (p95 > 0)) {
+            return cr_json_fail(err, CR_EINVAL, "target",
+                                "field 'target': give one of concurrency or p95_ms");
+        }
+    }
+    if (replicas >= 0 && (replicas < min || replicas > max)) {
+        return cr_json_fail(err, CR_EINVAL, "replicas",
+                            "field 'replicas': must be within min_replicas..max_replicas");
+    }
+    /* The replica job: validated by the job rules, so errors name the same fields. */
+    json_t *jr = json_object();
+    static const char *const pass[] = {"command",    "gpus", "gpu_type", "mig_profile",
+                                       "gpu_mem_gb", "env",  "workdir",  "model",
+                                       "priority",   NULL};
+    for (size_t i = 0; pass[i]; i++) {
+        json_t *x = json_object_get(v, pass[i]);
+        if (x) {
+            json_object_set(jr, pass[i], x);
+        }
+    }
+    json_object_set_new(jr, "kind", json_string("inference"));
+    json_object_set_new(jr, "max_retries", json_integer(100));
+    json_object_set_new(jr, "name", json_string(name));
+    ctl_job *probe = NULL;
+    rc = ctl_job_from_request(jr, &probe, err);
+    ctl_job_free(probe);
+    if (rc != 0) {
+        json_decref(jr);
+        return rc;
+    }
+    ctl_service *s = cr_calloc(1, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
+    snprintf(s->tenant, sizeof s->tenant, "%s", tenant);
+    snprintf(s->ready_path, sizeof s->ready_path, "%s", ready);
+    s->min = (int32_t)min;
+    s->max = (int32_t)max;
+    s->desired = replicas >= 0 ? (int32_t)replicas : (int32_t)(min > 0 ? min : 0);
+    s->target_concurrency = target ? conc : 1;
+    s->target_p95_ms = p95;
+    s->job_req = jr;
+    s->spec = json_deep_copy(v);
+    s->events = json_array();
+    s->ep_version = 1;
+    *out = s;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* JSON and persistence                                                     */
+
+static json_t *endpoints_json(ctl *c, ctl_service *s)
+{
+    json_t *eps = json_array();
+    for (size_t i = 0; i < s->nreps; i++) {
+        ctl_job *j = ctl_job_get(c, s->reps[i].job);
+        if (!j || j->state != JS_RUNNING || s->reps[i].drain_ns || j->nplace == 0) {
+            continue;
+        }
+        ctl_node *n = ctl_node_find(c, j->place[0].node);
+        if (!n || n->state == NS_LOST) {
+            continue;
+        }
+        json_array_append_new(eps, json_pack("{s:s,s:i,s:b,s:I,s:s}", "addr", n->addr, "port",
+                                             port_of(j->id), "ready", 1, "job", (json_int_t)j->id,
+                                             "node", n->name));
+    }
+    return eps;
+}
+
+static json_t *svc_json(ctl *c, ctl_service *s, bool detail)
+{
+    json_t *v = json_deep_copy(s->spec);
+    json_object_set_new(v, "tenant", json_string(s->tenant));
+    json_object_set_new(v, "min_replicas", json_integer(s->min));
+    json_object_set_new(v, "max_replicas", json_integer(s->max));
+    json_object_set_new(v, "ready_path", json_string(s->ready_path));
+    json_object_set_new(v, "desired_replicas", json_integer(s->desired));
+    json_object_del(v, "replicas");
+    json_t *reps = json_array();
+    int ready = 0;
+    for (size_t i = 0; i < s->nreps; i++) {
+        ctl_job *j = ctl_job_get(c, s->reps[i].job);
+        if (!j) {
+            continue;
+        }
+        bool serving = j->state == JS_RUNNING && !s->reps[i].drain_ns;
+        ready += serving;
+        json_array_append_new(reps,
+                              json_pack("{s:I,s:s,s:s,s:i,s:b,s:b}", "job", (json_int_t)j->id,
+                                        "state", ctl_job_state_names[j->state], "node",
+                                        j->nplace ? j->place[0].node : "", "port", port_of(j->id),
+                                        "ready", serving, "draining", s->reps[i].drain_ns != 0));
+    }
+    json_object_set_new(v, "replicas", reps);
+    json_object_set_new(v, "ready_replicas", json_integer(ready));
+    json_object_set_new(
+        v, "load",
+        json_pack("{s:f,s:f,s:f}", "in_flight", s->in_flight, "rps", s->rps, "p95_ms", s->p95_ms));
+    if (detail) {
+        json_object_set(v, "events", s->events);
+    }
+    return v;
+}
+
+static void svc_persist(cr_store_txn *txn, ctl_service *s)
+{
+    json_t *doc = json_pack("{s:O,s:s,s:i,s:O}", "spec", s->spec, "tenant", s->tenant, "desired",
+                            s->desired, "events", s->events);
+    char *d = json_dumps(doc, JSON_COMPACT);
+    cr_store_txn_put(txn, "service", s->name, d);
+    free(d);
+    json_decref(doc);
+}
+
+static void load_service(void *arg, const char *key, const char *doc)
+{
+    ctl *c = arg;
+    json_t *v = json_loads(doc, 0, NULL);
+    cr_json_err err;
+    ctl_service *s = NULL;
+    if (!v || svc_parse(json_object_get(v, "spec"), &s, &err) != 0) {
+        cr_error("store: bad service '%s' ignored", key);
+        json_decref(v);
+        return;
+    }
+    const char *tenant = json_string_value(json_object_get(v, "tenant"));
+    snprintf(s->tenant, sizeof s->tenant, "%s", tenant ? tenant : "default");
+    s->desired = (int32_t)json_integer_value(json_object_get(v, "desired"));
+    json_t *ev = json_object_get(v, "events");
+    if (json_is_array(ev)) {
+        json_decref(s->events);
+        s->events = json_deep_copy(ev);
+    }
+    autoscaler_setup(s);
+    CR_GROW(c->services, c->nservices, c->capservices);
+    c->services[c->nservices++] = s;
+    json_decref(v);
+}
+
+int ctl_load_services(ctl *c)
+{
+    int rc = cr_store_load_objects(c->store, "service", load_service, c);
+    if (rc != 0) {
+        return rc;
+    }
+    /* Replicas: the live jobs that name their service. */
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        ctl_job *j = c->jobs[i];
+        const char *svc = j ? json_string_value(json_object_get(j->spec, "service")) : NULL;
+        if (!svc || ctl_job_terminal(j)) {
+            continue;
+        }
+        ctl_service *s = svc_find(c, svc);
+        if (s) {
+            CR_GROW(s->reps, s->nreps, s->capreps);
+            s->reps[s->nreps++] = (replica){.job = j->id, .drain_ns = 0};
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reconciliation                                                           */
+
+static uint64_t hash_json(json_t *v)
+{
+    char *s = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+    uint64_t h = 1469598103934665603ULL;
+    for (const char *p = s; p && *p; p++) {
+        h = (h ^ (uint8_t)*p) * 1099511628211ULL;
+    }
+    free(s);
+    return h;
+}
+
+static void answer_polls(ctl *c, ctl_service *s, bool expired_only, int64_t now_mono)
+{
+    ctl_poll **pp = &s->polls;
+    json_t *doc = NULL;
+    while (*pp) {
+        ctl_poll *q = *pp;
+        if (expired_only && q->deadline_ns > now_mono) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        if (s->deleted) {
+            ctl_reply_err(q->req, 404, CR_ENOENT, NULL, "service '%s' not found", s->name);
+        } else {
+            if (!doc) {
+                doc = json_pack("{s:I,s:o}", "version", (json_int_t)s->ep_version, "endpoints",
+                                endpoints_json(c, s));
+            }
+            ctl_reply_json(q->req, 200, json_incref(doc));
+        }
+        free(q);
+    }
+    json_decref(doc);
+}
+
+/* Bump the endpoints version when the list changed. mu held. */
+static void refresh_endpoints(ctl *c, ctl_service *s)
+{
+    json_t *eps = endpoints_json(c, s);
+    uint64_t h = hash_json(eps);
+    json_decref(eps);
+    if (h != s->ep_hash) {
+        s->ep_hash = h;
+        s->ep_version++;
+        answer_polls(c, s, false, 0);
+    }
+}
+
+/* Create one replica job (memory now, row queued in txn). mu held. */
+static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now)
+{
+    cr_json_err err;
+    ctl_job *j = NULL;
+    int64_t id = c->next_id;
+    json_t *req = json_deep_copy(s->job_req);
+    json_t *env = json_object_get(req, "env");
+    if (!json_is_object(env)) {
+        env = json_object();
+        json_object_set_new(req, "env", env);
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", port_of(id));
+    json_object_set_new(env, "PORT", json_string(port));
+    json_object_set_new(env, "CORRAL_SERVICE", json_string(s->name));
+    if (ctl_job_from_request(req, &j, &err) != 0) {
+        cr_error("service=%s: replica request invalid: %s", s->name, err.message);
+        json_decref(req);
+        return;
+    }
+    json_decref(req);
+    c->next_id++;
+    j->id = id;
+    snprintf(j->tenant, sizeof j->tenant, "%s", s->tenant);
+    j->submit_ns = now;
+    j->reason = cr_strdup("not yet considered");
+    json_object_set_new(j->spec, "service", json_string(s->name));
+    json_object_set_new(j->spec, "port", json_integer(port_of(id)));
+    char why[160];
+    snprintf(why, sizeof why, "replica of service %s (PORT %d)", s->name, port_of(id));
+    ctl_job_persist(c, txn, j, "submitted", why);
+    ctl_job_insert(c, j);
+    ctl_sched_add(c, id);
+    CR_GROW(s->reps, s->nreps, s->capreps);
+    s->reps[s->nreps++] = (replica){.job = id, .drain_ns = 0};
+}
+
+/* Stop a replica job (cancel). mu held. */
+static void stop_replica(ctl *c, cr_store_txn *txn, ctl_service *s, ctl_job *j, const char *why)
+{
+    if (ctl_job_terminal(j)) {
+        return;
+    }
+    if (j->state == JS_RUNNING || j->state == JS_COMPLETING) {
+        j->cancel_requested = true;
+        j->state = JS_COMPLETING;
+        ctl_job_set_reason(j, "replica stopping");
+        for (size_t k = 0; k < j->nplace; k++) {
+            ctl_node *n = ctl_node_find(c, j->place[k].node);
+            if (n) {
+                ctl_node_bump(c, n);
+            }
+        }
+        ctl_job_persist(c, txn, j, "cancel-requested", why);
+    } else {
+        j->state = JS_CANCELLED;
+        j->end_ns = cr_now_ns();
+        ctl_job_set_reason(j, "cancelled");
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "cancelled", why);
+    }
+}
+
+static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mono)
+{
+    int64_t now = cr_now_ns();
+    /* Forget replicas that ended; an ended replica that is still wanted is
+     * replaced below ("always restarted"). */
+    for (size_t i = 0; i < s->nreps;) {
+        ctl_job *j = ctl_job_get(c, s->reps[i].job);
+        if (!j || ctl_job_terminal(j)) {
+            if (j && !s->reps[i].drain_ns && !s->deleted) {
+                char why[200];
+                snprintf(why, sizeof why, "replica job %lld ended (%s); replacing it",
+                         (long long)j->id, ctl_job_state_names[j->state]);
+                svc_event(s, "replica-ended", why);
+            }
+            s->reps[i] = s->reps[--s->nreps];
+            continue;
+        }
+        i++;
+    }
+    int32_t want = s->deleted ? 0 : s->desired;
+    int32_t serving = 0;
+    for (size_t i = 0; i < s->nreps; i++) {
+        serving += s->reps[i].drain_ns == 0;
+    }
+    while (serving < want) {
+        add_replica(c, txn, s, now);
+        serving++;
+    }
+    /* Too many: drain the newest (pending ones first, they serve nothing). */
+    while (serving > want) {
+        size_t pick = s->nreps;
+        for (size_t i = 0; i < s->nreps; i++) {
+            if (s->reps[i].drain_ns) {
+                continue;
+            }
+            ctl_job *j = ctl_job_get(c, s->reps[i].job);
+            bool pending = j && j->state != JS_RUNNING;
+            if (pick == s->nreps) {
+                pick = i;
+                continue;
+            }
+            ctl_job *pj = ctl_job_get(c, s->reps[pick].job);
+            bool ppending = pj && pj->state != JS_RUNNING;
+            if ((pending && !ppending) ||
+                (pending == ppending && s->reps[i].job > s->reps[pick].job)) {
+                pick = i;
+            }
+        }
+        if (pick == s->nreps) {
+            break;
+        }
+        ctl_job *j = ctl_job_get(c, s->reps[pick].job);
+        if (j && j->state != JS_RUNNING) {
+            stop_replica(c, txn, s, j, "scale down (not serving yet)");
+            s->reps[pick] = s->reps[--s->nreps];
+        } else {
+            s->reps[pick].drain_ns = now_mono;
+        }
+        serving--;
+    }
+    /* Drained long enough: stop. */
+    for (size_t i = 0; i < s->nreps; i++) {
+        if (s->reps[i].drain_ns && now_mono - s->reps[i].drain_ns >= DRAIN_NS) {
+            ctl_job *j = ctl_job_get(c, s->reps[i].job);
+            if (j && !ctl_job_terminal(j) && !j->cancel_requested) {
+                stop_replica(c, txn, s, j, "scale down after draining from the gateways");
+            }
+        }
+    }
+    refresh_endpoints(c, s);
+}
+
+static void autoscale(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mono)
+{
+#ifdef CTL_HAVE_AUTOSCALE
+    if (!s->as || s->deleted || now_mono - s->last_decide_mono < DECIDE_NS) {
+        return;
+    }
+    s->last_decide_mono = now_mono;
+    int32_t scheduled = 0, ready = 0;
+    for (size_t i = 0; i < s->nreps; i++) {
+        if (s->reps[i].drain_ns) {
+            continue;
+        }
+        scheduled++;
+        ctl_job *j = ctl_job_get(c, s->reps[i].job);
+        ready += j && j->state == JS_RUNNING;
+    }
+    cr_as_decision d;
+    if (cr_autoscaler_decide(s->as, cr_mono_ns(), scheduled, ready, &d) != 0) {
+        return;
+    }
+    if (d.action != CR_AS_HOLD && d.desired != s->desired) {
+        s->desired = d.desired;
+        svc_event(s, cr_as_action_name(d.action), d.reason);
+        svc_persist(txn, s);
+    }
+#endif
+}
+
+void ctl_services_tick(ctl *c, int64_t now_mono)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->nservices == 0) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    for (size_t i = 0; i < c->nservices;) {
+        ctl_service *s = c->services[i];
+        answer_polls(c, s, true, now_mono);
+        autoscale(c, txn, s, now_mono);
+        reconcile(c, txn, s, now_mono);
+        if (s->deleted && s->nreps == 0) {
+            answer_polls(c, s, false, 0);
+            cr_store_txn_del(txn, "service", s->name);
+            c->services[i] = c->services[--c->nservices];
+            svc_free(s);
+            continue;
+        }
+        i++;
+    }
+    if (!cr_store_txn_empty(txn)) {
+        cr_store_submit(c->store, txn, NULL, NULL);
+    } else {
+        cr_store_txn_free(txn);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_services_job_changed(ctl *c, ctl_job *j)
+{
+    const char *svc = json_string_value(json_object_get(j->spec, "service"));
+    ctl_service *s = svc ? svc_find(c, svc) : NULL;
+    if (s) {
+        refresh_endpoints(c, s);
+    }
+}
+
+void ctl_services_release_polls(ctl *c)
+{
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nservices; i++) {
+        answer_polls(c, c->services[i], false, 0);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Routes                                                                   */
+
+static bool may_see(const cr_principal *p, const ctl_service *s)
+{
+    return p->role == CR_ROLE_ADMIN || strcmp(p->tenant, s->tenant) == 0;
+}
+
+static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL;
+    cr_json_err err;
+    ctl_service *s = NULL;
+    if (cr_json_parse_object(body, len, &v, &err) != 0 || svc_parse(v, &s, &err) != 0) {
+        json_decref(v);
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    json_decref(v);
+    if (p->role == CR_ROLE_USER) {
+        if (*s->tenant && strcmp(s->tenant, p->tenant) != 0) {
+            svc_free(s);
+            ctl_reply_err(req, 403, CR_EPERM, "tenant",
+                          "field 'tenant': this token may only create services for '%s'",
+                          p->tenant);
+            return;
+        }
+        snprintf(s->tenant, sizeof s->tenant, "%s", p->tenant);
+    } else if (!*s->tenant) {
+        snprintf(s->tenant, sizeof s->tenant, "default");
+    }
+    pthread_mutex_lock(&c->mu);
+    if (!ctl_tenant_find(c, s->tenant)) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 400, CR_ENOENT, "tenant", "field 'tenant': unknown tenant '%s'",
+                      s->tenant);
+        svc_free(s);
+        return;
+    }
+    ctl_service *old = svc_find(c, s->name);
+    if (old) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 409, CR_EEXIST, "name", "service '%s' already exists%s", s->name,
+                      old->deleted ? " (being deleted)" : "");
+        svc_free(s);
+        return;
+    }
+    autoscaler_setup(s);
+    char why[160];
+    snprintf(why, sizeof why, "by token '%s': %d replicas (min %d, max %d)", p->name, s->desired,
+             s->min, s->max);
+    svc_event(s, "created", why);
+    CR_GROW(c->services, c->nservices, c->capservices);
+    c->services[c->nservices++] = s;
+    cr_store_txn *txn = cr_store_txn_new();
+    svc_persist(txn, s);
+    reconcile(c, txn, s, cr_mono_ns());
+    ctl_commit_reply(c, txn, req, 201, svc_json(c, s, true));
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void svc_endpoints(ctl *c, cr_http_req *req, const cr_principal *p, const char *name)
+{
+    const char *qv = cr_http_query(req, "version");
+    const char *qw = cr_http_query(req, "wait");
+    int64_t version = -1, wait = 0;
+    if (qv && cr_parse_i64(qv, -1, INT64_MAX, &version) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "version", "query 'version': an integer >= -1");
+        return;
+    }
+    if (qw && cr_parse_i64(qw, 0, 300, &wait) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "wait", "query 'wait': an integer 0..300");
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_service *s = svc_find(c, name);
+    if (!s || !may_see(p, s) || s->deleted) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+        return;
+    }
+    if (version != (int64_t)s->ep_version || wait == 0 || c->stopping) {
+        json_t *doc = json_pack("{s:I,s:o}", "version", (json_int_t)s->ep_version, "endpoints",
+                                endpoints_json(c, s));
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_json(req, 200, doc);
+        return;
+    }
+    ctl_poll *q = cr_calloc(1, sizeof *q);
+    q->req = req;
+    q->deadline_ns = cr_mono_ns() + wait * CR_NS_PER_SEC;
+    q->next = s->polls;
+    s->polls = q;
+    cr_http_defer(req);
+    pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
+{
+    const char *m = cr_http_method(req);
+    if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "role '%s' may not use /v1/services",
+                      cr_role_name(p->role));
+        return;
+    }
+    if (nseg == 2) {
+        cr_http_set_route(req, "/v1/services");
+        if (strcmp(m, "POST") == 0) {
+            svc_create(c, req, p);
+            return;
+        }
+        if (strcmp(m, "GET") != 0) {
+            ctl_reply_err(req, 405, CR_ENOTSUP, NULL, "method %s not allowed here", m);
+            return;
+        }
+        json_t *items = json_array();
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < c->nservices; i++) {
+            if (may_see(p, c->services[i]) && !c->services[i]->deleted) {
+                json_array_append_new(items, svc_json(c, c->services[i], false));
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+        size_t n = json_array_size(items);
+        ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
+        return;
+    }
+    const char *name = seg[2];
+    if (nseg == 4 && strcmp(seg[3], "endpoints") == 0 && strcmp(m, "GET") == 0) {
+        cr_http_set_route(req, "/v1/services/{name}/endpoints");
+        svc_endpoints(c, req, p, name);
+        return;
+    }
+    bool show = nseg == 3 && strcmp(m, "GET") == 0;
+    bool del = nseg == 3 && strcmp(m, "DELETE") == 0;
+    bool scale = nseg == 4 && strcmp(seg[3], "scale") == 0 && strcmp(m, "POST") == 0;
+    bool metrics = nseg == 4 && strcmp(seg[3], "metrics") == 0 && strcmp(m, "POST") == 0;
+    if (!show && !del && !scale && !metrics) {
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
+        return;
+    }
+    cr_http_set_route(req, show || del ? "/v1/services/{name}"
+                           : scale     ? "/v1/services/{name}/scale"
+                                       : "/v1/services/{name}/metrics");
+    int64_t replicas = 0;
+    double in_flight = 0, rps = 0, p95 = -1;
+    if (scale || metrics) {
+        size_t len;
+        const char *body = cr_http_body(req, &len);
+        json_t *v = NULL;
+        cr_json_err err;
+        static const char *const scale_m[] = {"replicas", NULL};
+        static const char *const metric_m[] = {"in_flight", "rps", "p95_ms", NULL};
+        int rc = cr_json_parse_object(body, len, &v, &err);
+        if (rc == 0 && scale) {
+            rc = cr_json_only(v, "", scale_m, &err) ||
+                 cr_json_int(v, "", "replicas", true, 0, 1000, &replicas, &err);
+        } else if (rc == 0) {
+            rc = cr_json_only(v, "", metric_m, &err) ||
+                 cr_json_num(v, "", "in_flight", true, 0, 1e9, &in_flight, &err) ||
+                 cr_json_num(v, "", "rps", false, 0, 1e12, &rps, &err) ||
+                 cr_json_num(v, "", "p95_ms", false, -1, 1e9, &p95, &err);
+        }
+        json_decref(v);
+        if (rc != 0) {
+            ctl_reply_jerr(req, &err);
+            return;
+        }
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_service *s = svc_find(c, name);
+    if (!s || !may_see(p, s) || s->deleted) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+        return;
+    }
+    if (show) {
+        json_t *v = svc_json(c, s, true);
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_json(req, 200, v);
+        return;
+    }
+    if (metrics) {
+        s->in_flight = in_flight;
+        s->rps = rps;
+        s->p95_ms = p95;
+        s->report_ns = cr_now_ns();
+#ifdef CTL_HAVE_AUTOSCALE
+        if (s->as) {
+            cr_as_sample smp = {.concurrency = in_flight, .rps = rps, .p95_ms = p95};
+            cr_autoscaler_record(s->as, cr_mono_ns(), &smp);
+            if (s->desired == 0 && in_flight > 0) {
+                cr_autoscaler_activate(s->as, cr_mono_ns());
+                s->last_decide_mono = 0; /* decide at the next tick */
+                ctl_sched_kick(c);
+            }
+        }
+#endif
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+        return;
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    char why[200];
+    if (scale) {
+        if (replicas < s->min || replicas > s->max) {
+            pthread_mutex_unlock(&c->mu);
+            cr_store_txn_free(txn);
+            ctl_reply_err(req, 400, CR_EINVAL, "replicas",
+                          "field 'replicas': must be within min_replicas..max_replicas (%d..%d)",
+                          s->min, s->max);
+            return;
+        }
+        snprintf(why, sizeof why, "by token '%s': %d -> %lld", p->name, s->desired,
+                 (long long)replicas);
+        s->desired = (int32_t)replicas;
+        svc_event(s, "scaled", why);
+    } else {
+        snprintf(why, sizeof why, "by token '%s': draining %zu replicas", p->name, s->nreps);
+        svc_event(s, "deleted", why);
+        s->deleted = true;
+    }
+    reconcile(c, txn, s, cr_mono_ns());
+    svc_persist(txn, s);
+    ctl_commit_reply(c, txn, req, 200, svc_json(c, s, false));
+    pthread_mutex_unlock(&c->mu);
+}

@@ -1,0 +1,362 @@
+/*
+ * gw_ctl.c - the gateway as a client of the controller (docs/api.md,
+ * "Services"): one thread per service long-polls
+ * GET /v1/services/{name}/endpoints?version=V&wait=30 and posts each new
+ * endpoint set to the loop; a discovery thread lists GET /v1/services when
+ * no service was named; a reporter posts
+ * POST /v1/services/{name}/metrics {"in_flight","rps","p95_ms"} every
+ * report interval, and at once when a request is held at zero replicas (the
+ * autoscaler's activation signal).
+ *
+ * libcurl and jansson, blocking, off the proxy path. Each thread has its
+ * own curl handle; a progress callback aborts a long-poll when the gateway
+ * stops.
+ */
+#include "gw_int.h"
+
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_time.h"
+
+#include <curl/curl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#define WATCH_WAIT_S 30
+
+typedef struct watch {
+    gw *g;                  /* the gateway */
+    char name[GW_NAME_MAX]; /* service watched */
+    pthread_t th;           /* its thread */
+} watch;
+
+typedef struct ctl {
+    watch **watches;    /* one per service; owned */
+    size_t count;       /* entries */
+    size_t cap;         /* allocated */
+    pthread_t discover; /* discovery thread (no named services) */
+    bool discovering;   /* started */
+    pthread_t reporter; /* reporter thread */
+} ctl;
+
+static bool stopped(gw *g)
+{
+    return __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
+}
+
+static size_t on_body(char *p, size_t size, size_t n, void *ud)
+{
+    cr_buf *b = ud;
+    if (b->len + size * n > 4 * 1024 * 1024) {
+        return 0;
+    }
+    cr_buf_append(b, p, size * n);
+    return size * n;
+}
+
+static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+{
+    (void)a;
+    (void)b;
+    (void)c;
+    (void)d;
+    return stopped(ud) ? 1 : 0;
+}
+
+/* One request; *status and body on success. */
+static int call(gw *g, CURL *h, const char *method, const char *path, const char *json,
+                long timeout_s, long *status, cr_buf *body)
+{
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", g->conf->controller, path);
+    struct curl_slist *hdr = NULL;
+    char auth[600];
+    if (g->conf->token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", g->conf->token);
+        hdr = curl_slist_append(hdr, auth);
+    }
+    if (json) {
+        hdr = curl_slist_append(hdr, "Content-Type: application/json");
+    }
+    curl_easy_reset(h);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
+    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(h, CURLOPT_XFERINFODATA, g);
+    if (json) {
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
+    }
+    cr_buf_reset(body);
+    CURLcode rc = curl_easy_perform(h);
+    curl_slist_free_all(hdr);
+    if (rc != CURLE_OK) {
+        return CR_EIO;
+    }
+    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    return 0;
+}
+
+/* Sleep up to ns, waking early when the gateway stops. */
+static void nap(gw *g, int64_t ns)
+{
+    pthread_mutex_lock(&g->mu);
+    if (!g->stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        int64_t at = (int64_t)ts.tv_sec * CR_NS_PER_SEC + ts.tv_nsec + ns;
+        ts.tv_sec = (time_t)(at / CR_NS_PER_SEC);
+        ts.tv_nsec = (long)(at % CR_NS_PER_SEC);
+        pthread_cond_timedwait(&g->cond, &g->mu, &ts);
+    }
+    pthread_mutex_unlock(&g->mu);
+}
+
+/* {"version":N,"endpoints":[{"addr","port","ready"}]} into a message. */
+static int parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out)
+{
+    json_error_t err;
+    json_t *root = json_loads(text, 0, &err);
+    if (!root) {
+        cr_warn("gateway: endpoints of %s: %d:%d: %s", name, err.line, err.column, err.text);
+        return CR_EPARSE;
+    }
+    int rc = CR_EPARSE;
+    json_t *v = json_object_get(root, "version");
+    json_t *eps = json_object_get(root, "endpoints");
+    if (!json_is_integer(v) || !json_is_array(eps)) {
+        cr_warn("gateway: endpoints of %s: want {\"version\":N,\"endpoints\":[...]}", name);
+        goto out;
+    }
+    gw_msg *m = cr_calloc(1, sizeof *m);
+    m->kind = GW_MSG_ENDPOINTS;
+    snprintf(m->service, sizeof m->service, "%s", name);
+    m->endpoints = cr_calloc(json_array_size(eps) + 1, sizeof *m->endpoints);
+    size_t i;
+    json_t *e;
+    json_array_foreach(eps, i, e)
+    {
+        json_t *addr = json_object_get(e, "addr");
+        json_t *port = json_object_get(e, "port");
+        json_t *ready = json_object_get(e, "ready");
+        if (!json_is_string(addr) || strlen(json_string_value(addr)) >= GW_NAME_MAX ||
+            !json_is_integer(port) || json_integer_value(port) < 1 ||
+            json_integer_value(port) > 65535) {
+            cr_warn("gateway: endpoints of %s: endpoints[%zu]: want addr and port", name, i);
+            continue;
+        }
+        gw_endpoint *ep = &m->endpoints[m->endpoint_count++];
+        snprintf(ep->host, sizeof ep->host, "%s", json_string_value(addr));
+        ep->port = (uint16_t)json_integer_value(port);
+        ep->ready = ready ? json_is_true(ready) : true;
+    }
+    *version = json_integer_value(v);
+    *out = m;
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+static void *watch_main(void *arg)
+{
+    watch *w = arg;
+    gw *g = w->g;
+    CURL *h = curl_easy_init();
+    cr_buf body;
+    cr_buf_init(&body);
+    int64_t version = -1;
+    int64_t backoff = 200 * CR_NS_PER_MS;
+    bool warned = false;
+    while (!stopped(g)) {
+        char path[256];
+        snprintf(path, sizeof path, "/v1/services/%s/endpoints?version=%lld&wait=%d", w->name,
+                 (long long)version, WATCH_WAIT_S);
+        long status = 0;
+        int rc = call(g, h, "GET", path, NULL, WATCH_WAIT_S + 15, &status, &body);
+        if (stopped(g)) {
+            break;
+        }
+        if (rc == 0 && status == 200) {
+            gw_msg *m = NULL;
+            int64_t nv = version;
+            if (parse_endpoints(w->name, cr_buf_str(&body), &nv, &m) == 0) {
+                if (nv != version) {
+                    gw_post(g, m);
+                } else {
+                    free(m->endpoints);
+                    free(m);
+                }
+                version = nv;
+                backoff = 200 * CR_NS_PER_MS;
+                warned = false;
+                continue;
+            }
+        } else if (rc == 0 && status == 404) {
+            /* The service is gone: drain its replicas. */
+            gw_msg *m = cr_calloc(1, sizeof *m);
+            m->kind = GW_MSG_ENDPOINTS;
+            snprintf(m->service, sizeof m->service, "%s", w->name);
+            if (version != -2) {
+                gw_post(g, m);
+            } else {
+                free(m);
+            }
+            version = -2;
+        }
+        if (!warned) {
+            cr_warn("gateway: endpoints of %s from %s: %s (status %ld); retrying", w->name,
+                    g->conf->controller, rc == 0 ? "unexpected answer" : "unreachable", status);
+            warned = true;
+        }
+        nap(g, backoff);
+        backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
+    }
+    cr_buf_fini(&body);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void watch_start(gw *g, ctl *c, const char *name)
+{
+    for (size_t i = 0; i < c->count; i++) {
+        if (strcmp(c->watches[i]->name, name) == 0) {
+            return;
+        }
+    }
+    watch *w = cr_calloc(1, sizeof *w);
+    w->g = g;
+    snprintf(w->name, sizeof w->name, "%s", name);
+    if (pthread_create(&w->th, NULL, watch_main, w) != 0) {
+        cr_error("gateway: cannot start the watcher of %s", name);
+        free(w);
+        return;
+    }
+    CR_GROW(c->watches, c->count, c->cap);
+    c->watches[c->count++] = w;
+}
+
+static void *discover_main(void *arg)
+{
+    gw *g = arg;
+    ctl *c = g->ctl;
+    CURL *h = curl_easy_init();
+    cr_buf body;
+    cr_buf_init(&body);
+    while (!stopped(g)) {
+        long status = 0;
+        if (call(g, h, "GET", "/v1/services", NULL, 10, &status, &body) == 0 && status == 200) {
+            json_t *root = json_loads(cr_buf_str(&body), 0, NULL);
+            json_t *items = json_object_get(root, "items");
+            size_t i;
+            json_t *it;
+            json_array_foreach(items, i, it)
+            {
+                json_t *name = json_object_get(it, "name");
+                if (json_is_string(name) && strlen(json_string_value(name)) < GW_NAME_MAX) {
+                    watch_start(g, c, json_string_value(name));
+                }
+            }
+            json_decref(root);
+        }
+        nap(g, 10 * CR_NS_PER_SEC);
+    }
+    cr_buf_fini(&body);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static void *report_main(void *arg)
+{
+    gw *g = arg;
+    CURL *h = curl_easy_init();
+    cr_buf body;
+    cr_buf_init(&body);
+    int64_t last = 0;
+    while (!stopped(g)) {
+        pthread_mutex_lock(&g->mu);
+        size_t n = g->stat_count;
+        gw_stat *st = n ? cr_reallocarray(NULL, n, sizeof *st) : NULL;
+        bool activation = false;
+        for (size_t i = 0; i < n; i++) {
+            st[i] = g->stats[i];
+            activation |= st[i].activation;
+            g->stats[i].activation = false;
+        }
+        pthread_mutex_unlock(&g->mu);
+        int64_t now = cr_mono_ns();
+        if (activation || now - last >= g->conf->report_interval_ns) {
+            last = now;
+            for (size_t i = 0; i < n; i++) {
+                char path[128], json[256];
+                snprintf(path, sizeof path, "/v1/services/%s/metrics", st[i].name);
+                snprintf(json, sizeof json, "{\"in_flight\":%d,\"rps\":%.3f,\"p95_ms\":%.3f}",
+                         (int)(st[i].in_flight > 0 ? st[i].in_flight : (st[i].activation ? 1 : 0)),
+                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : 0.0);
+                long status = 0;
+                if (call(g, h, "POST", path, json, 5, &status, &body) != 0 || status / 100 != 2) {
+                    cr_debug("gateway: metrics report of %s: status %ld", st[i].name, status);
+                }
+            }
+        }
+        free(st);
+        nap(g, g->conf->report_interval_ns);
+    }
+    cr_buf_fini(&body);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+int gw_ctl_start(gw *g)
+{
+    if (!g->conf->controller) {
+        return 0;
+    }
+    ctl *c = cr_calloc(1, sizeof *c);
+    g->ctl = c;
+    for (size_t i = 0; i < g->conf->service_count; i++) {
+        if (!g->conf->services[i].static_eps) {
+            watch_start(g, c, g->conf->services[i].name);
+        }
+    }
+    if (g->conf->service_count == 0) {
+        if (pthread_create(&c->discover, NULL, discover_main, g) == 0) {
+            c->discovering = true;
+        }
+    }
+    if (pthread_create(&c->reporter, NULL, report_main, g) != 0) {
+        return CR_EIO;
+    }
+    cr_info("gateway: following %s", g->conf->controller);
+    return 0;
+}
+
+void gw_ctl_stop(gw *g)
+{
+    ctl *c = g->ctl;
+    if (!c) {
+        return;
+    }
+    pthread_join(c->reporter, NULL);
+    if (c->discovering) {
+        pthread_join(c->discover, NULL);
+    }
+    /* Watchers started by discovery are only added by it, which has ended. */
+    for (size_t i = 0; i < c->count; i++) {
+        pthread_join(c->watches[i]->th, NULL);
+        free(c->watches[i]);
+    }
+    free(c->watches);
+    free(c);
+    g->ctl = NULL;
+}

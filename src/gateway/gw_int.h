@@ -1,0 +1,343 @@
+/*
+ * gw_int.h - private state of the gateway, shared by its .c files.
+ *
+ * Threads. One event-loop thread owns every connection, service and
+ * replica (no locks on the proxy path). Two kinds of helper threads do the
+ * slow work and talk to the loop only through the inbox (gw->mu):
+ *   - the prober (gw_probe.c): health checks of replicas marked down (GET
+ *     the readiness path) and, where enabled, scrapes of the replicas' own
+ *     /metrics for load signals (vLLM's num_requests_waiting and
+ *     kv_cache_usage_perc);
+ *   - the controller client (gw_ctl.c, only with --controller): one
+ *     long-poll thread per service for its endpoints, and a reporter that
+ *     posts the services' load for the autoscaler.
+ * The loop publishes what they need (probe targets, per-service stats) into
+ * the same mutex-guarded area, and they post results back as messages and
+ * wake the loop through an eventfd. Lock order: only gw->mu, never held
+ * across I/O.
+ *
+ * Lifetimes. A replica removed from the endpoints is drained: it takes no
+ * new requests, its idle connections close, and it is freed when its last
+ * request ends. Connections closed during one epoll batch are freed after
+ * the batch (the graveyard), so a later event of the same batch never
+ * touches freed memory.
+ */
+#ifndef GW_INT_H
+#define GW_INT_H
+
+#include "cr_buf.h"
+#include "cr_http.h"
+#include "cr_rng.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#define GW_BUF_SIZE     16384
+#define GW_NAME_MAX     64
+#define GW_HIST_BUCKETS 17 /* including +Inf */
+
+typedef struct gw gw;
+typedef struct gw_service gw_service;
+typedef struct gw_replica gw_replica;
+typedef struct gw_client gw_client;
+typedef struct gw_backend gw_backend;
+
+/* Gateway-made error answers, by reason, for the metrics. */
+enum gw_err {
+    GW_ERR_BAD_REQUEST = 0, /* unparseable request */
+    GW_ERR_NO_SERVICE,      /* no service matched: 404 */
+    GW_ERR_NO_REPLICA,      /* none ready (and not held, or held past the timeout): 503 */
+    GW_ERR_SATURATED,       /* every ready replica at max in-flight: 503 */
+    GW_ERR_CONNECT,         /* backend connection failed and no retry left: 502 */
+    GW_ERR_UPSTREAM,        /* backend broke the response: 502 or cut */
+    GW_ERR_TIMEOUT,         /* backend too slow: 504 */
+    GW_ERR_COUNT
+};
+
+/* One endpoint of a service, as configured or as the controller lists it. */
+typedef struct gw_endpoint {
+    char host[GW_NAME_MAX]; /* numeric IPv4/IPv6 address or a host name */
+    uint16_t port;          /* TCP port */
+    bool ready;             /* serves traffic (the controller's readiness) */
+} gw_endpoint;
+
+/* Per-service settings from the command line or the config file. */
+typedef struct gw_service_conf {
+    char name[GW_NAME_MAX]; /* path prefix and Host name */
+    gw_endpoint *endpoints; /* static endpoints; owned */
+    size_t endpoint_count;  /* entries in endpoints */
+    char ready_path[256];   /* readiness GET path, default "/health" */
+    int32_t max_inflight;   /* per replica; 0 = the gateway default */
+    bool scrape;            /* scrape replicas' /metrics for load signals */
+    bool static_eps;        /* endpoints are static (config file or flag), even if none */
+} gw_service_conf;
+
+/* The immutable configuration, loaded in main. */
+typedef struct gw_conf {
+    char listen_host[GW_NAME_MAX]; /* bind address */
+    uint16_t listen_port;          /* bind port */
+    char *controller;              /* controller base URL or NULL; owned */
+    char *token;                   /* bearer token for the controller or NULL; owned */
+    char *config_path;             /* --config file, reloaded on SIGHUP; owned */
+    gw_service_conf *services;     /* owned array */
+    size_t service_count;          /* entries in services */
+    int32_t max_inflight;          /* default per-replica in-flight bound */
+    int32_t hold_max;              /* requests held per service at zero replicas; 0 = none */
+    int64_t hold_timeout_ns;       /* how long a held request waits */
+    int32_t retry_after_s;         /* Retry-After on 503 */
+    int64_t connect_timeout_ns;    /* backend connect */
+    int64_t upstream_timeout_ns;   /* silence from a backend mid-response */
+    int64_t client_idle_ns;        /* idle keep-alive client */
+    int64_t shutdown_grace_ns;     /* on SIGTERM, how long in-flight requests may finish */
+    int64_t probe_interval_ns;     /* health checks and scrapes */
+    int64_t report_interval_ns;    /* stats to the controller */
+    int32_t retries;               /* extra attempts after a connection failure */
+    uint64_t seed;                 /* RNG seed of the peer choice */
+} gw_conf;
+
+/* The io header every epoll-registered object starts with. */
+enum gw_io_kind {
+    GW_IO_LISTEN = 1,
+    GW_IO_CLIENT,
+    GW_IO_BACKEND,
+    GW_IO_WAKE,
+    GW_IO_SIGNAL,
+    GW_IO_DEAD
+};
+typedef struct gw_io {
+    int kind;       /* enum gw_io_kind */
+    int fd;         /* the socket; -1 when closed */
+    bool can_read;  /* edge-triggered readiness, cleared on EAGAIN */
+    bool can_write; /* same for writing */
+} gw_io;
+
+struct gw_replica {
+    gw_service *svc;              /* owner */
+    gw_endpoint ep;               /* address as given */
+    char key[GW_NAME_MAX + 8];    /* "host:port" */
+    struct sockaddr_storage addr; /* resolved */
+    socklen_t addr_len;           /* bytes of addr */
+    int32_t outstanding;          /* requests on it now */
+    bool down;                    /* a connection failed: no traffic until a probe passes */
+    bool removed;                 /* gone from the endpoints: draining */
+    double waiting;               /* scraped vllm:num_requests_waiting, 0 if none */
+    double kv_usage;              /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
+    gw_backend *idle;             /* pool of idle keep-alive connections */
+    int32_t idle_count;           /* connections in idle */
+    int32_t conns;                /* connections open (idle or busy) */
+    uint64_t requests;            /* requests sent to it */
+    uint64_t failures;            /* connection failures seen */
+};
+
+/* The peer choice, behind a function pointer as nginx's peer.get: returns a
+ * replica for a new request (exclude: one to avoid, may be NULL) or NULL
+ * with *why set to GW_ERR_NO_REPLICA or GW_ERR_SATURATED. */
+typedef gw_replica *(*gw_peer_get_fn)(gw *g, gw_service *s, const gw_replica *exclude, int *why);
+
+struct gw_service {
+    char name[GW_NAME_MAX];                /* service name */
+    size_t name_len;                       /* strlen(name) */
+    char ready_path[256];                  /* readiness path */
+    int32_t max_inflight;                  /* per replica */
+    bool scrape;                           /* scrape load signals */
+    gw_peer_get_fn peer_get;               /* the balancing policy */
+    gw_replica **replicas;                 /* owned; includes draining ones */
+    size_t replica_count;                  /* entries used */
+    size_t replica_cap;                    /* entries allocated */
+    gw_client *held_head;                  /* requests waiting for a first replica (FIFO) */
+    gw_client *held_tail;                  /* last held */
+    int32_t held;                          /* requests held */
+    int32_t in_flight;                     /* requests being served or held */
+    uint64_t codes[600];                   /* responses by status code */
+    uint64_t errors[GW_ERR_COUNT];         /* gateway-made errors by reason */
+    uint64_t hist[GW_HIST_BUCKETS];        /* latency histogram, non-cumulative */
+    double latency_sum_s;                  /* sum of latencies */
+    uint64_t latency_count;                /* requests timed */
+    uint64_t retries;                      /* retried attempts */
+    uint64_t report_hist[GW_HIST_BUCKETS]; /* hist at the last stats snapshot */
+    uint64_t report_count;                 /* latency_count at the last snapshot */
+    int64_t report_ns;                     /* time of the last snapshot */
+    bool activation;                       /* a request was held since the last report */
+};
+
+enum gw_client_state { C_READ_HEAD = 0, C_HELD, C_PROXY, C_LOCAL };
+enum gw_body { BODY_NONE = 0, BODY_LENGTH, BODY_CHUNKED, BODY_EOF };
+
+struct gw_client {
+    gw_io io;               /* first: epoll data points here */
+    gw *g;                  /* the gateway */
+    gw_client *prev, *next; /* all clients, for timeouts */
+    gw_client *held_next;   /* service's held queue */
+    int state;              /* enum gw_client_state */
+    char peer_ip[48];       /* for X-Forwarded-For */
+    char *in;               /* request bytes [0, in_len), GW_BUF_SIZE */
+    size_t in_len;          /* bytes in in */
+    size_t head_len;        /* bytes of the current request's head */
+    size_t send_pos;        /* next body byte to send to the backend */
+    size_t body_end;        /* end of the framed body bytes present */
+    int body_mode;          /* enum gw_body (request: NONE, LENGTH, CHUNKED) */
+    int64_t body_left;      /* LENGTH: bytes still to arrive */
+    cr_http_chunked chunk;  /* CHUNKED scanner */
+    bool body_done;         /* the request body has fully arrived */
+    bool retriable;         /* the whole request is still in the buffer */
+    bool idempotent;        /* GET, HEAD, PUT, DELETE, OPTIONS, TRACE */
+    bool is_head;           /* HEAD: the response has no body */
+    bool keep_alive;        /* the client wants to keep the connection */
+    bool close_after;       /* close once out is written */
+    gw_service *svc;        /* service of the current request */
+    int attempts;           /* backends tried for the current request */
+    int64_t start_ns;       /* when the request head was parsed */
+    int64_t deadline_ns;    /* timeout of the current state */
+    cr_buf fwd;             /* the request head rewritten for the backend */
+    cr_buf out;             /* bytes for the client: local answers, response heads */
+    size_t out_off;         /* bytes of out written */
+    gw_backend *b;          /* the backend serving it, or NULL */
+    bool resp_started;      /* bytes of the response went to the client */
+    int status;             /* response status, for the metrics */
+};
+
+enum gw_backend_state { B_CONNECTING = 0, B_ACTIVE, B_IDLE };
+
+struct gw_backend {
+    gw_io io;              /* first */
+    gw_replica *rep;       /* the replica; outlives the connection */
+    gw_client *c;          /* the client it serves, NULL when idle */
+    gw_backend *pool_next; /* replica's idle list */
+    int state;             /* enum gw_backend_state */
+    bool reused;           /* taken from the pool for this request */
+    bool got_bytes;        /* response bytes arrived for this request */
+    bool head_done;        /* final response head parsed */
+    bool resp_done;        /* the response ended */
+    bool reusable;         /* may go back to the pool afterwards */
+    size_t fwd_off;        /* bytes of c->fwd sent */
+    char *in;              /* response bytes, GW_BUF_SIZE */
+    size_t in_len;         /* bytes in in */
+    size_t in_off;         /* next byte to forward to the client */
+    size_t fwd_end;        /* end of bytes that may be forwarded */
+    int body_mode;         /* enum gw_body */
+    int64_t body_left;     /* LENGTH: bytes still to come */
+    cr_http_chunked chunk; /* CHUNKED scanner */
+    int64_t deadline_ns;   /* connect or response timeout */
+    gw_backend *gnext;     /* graveyard link */
+};
+
+/* A message from a helper thread to the loop. */
+enum gw_msg_kind { GW_MSG_ENDPOINTS = 1, GW_MSG_PROBE };
+typedef struct gw_msg {
+    int kind;                  /* enum gw_msg_kind */
+    char service[GW_NAME_MAX]; /* service name */
+    char key[GW_NAME_MAX + 8]; /* PROBE: replica "host:port" */
+    bool ok;                   /* PROBE: readiness passed (or scrape answered) */
+    bool scraped;              /* PROBE: waiting/kv carry values */
+    double waiting;            /* PROBE: vllm:num_requests_waiting */
+    double kv_usage;           /* PROBE: vllm:kv_cache_usage_perc */
+    char ready_path[256];      /* ENDPOINTS: readiness path ("" keeps) */
+    gw_endpoint *endpoints;    /* ENDPOINTS: owned */
+    size_t endpoint_count;     /* ENDPOINTS: entries */
+    struct gw_msg *next;       /* inbox link */
+} gw_msg;
+
+/* A probe target published by the loop for the prober. */
+typedef struct gw_probe_target {
+    char service[GW_NAME_MAX];
+    char key[GW_NAME_MAX + 8];
+    struct sockaddr_storage addr;
+    socklen_t addr_len;
+    char host[GW_NAME_MAX];
+    char ready_path[256];
+    bool down;   /* health-check it */
+    bool scrape; /* scrape its /metrics */
+} gw_probe_target;
+
+/* Per-service stats published by the loop for the controller reporter. */
+typedef struct gw_stat {
+    char name[GW_NAME_MAX];
+    int32_t in_flight; /* serving plus held */
+    double rps;        /* completed per second over the last period */
+    double p95_ms;     /* p95 over the last period; -1 if no requests */
+    bool activation;   /* held requests at zero replicas */
+} gw_stat;
+
+struct gw {
+    const gw_conf *conf;        /* borrowed, immutable */
+    int ep;                     /* epoll fd */
+    gw_io listen;               /* listening socket */
+    gw_io wake;                 /* eventfd for the inbox */
+    gw_io sig;                  /* signalfd: TERM, INT, HUP */
+    uint16_t bound_port;        /* the port actually bound */
+    cr_rng rng;                 /* peer choice */
+    int64_t now_ns;             /* monotonic time, cached per loop turn */
+    gw_service **services;      /* owned */
+    size_t service_count;       /* entries */
+    size_t service_cap;         /* allocated */
+    gw_client *clients;         /* all clients (list head) */
+    int32_t client_count;       /* clients open */
+    gw_client *grave_clients;   /* closed this batch, freed after it (via held_next) */
+    gw_backend *grave_backends; /* same for backends */
+    bool stopping;              /* leave the loop now */
+    bool draining;              /* TERM or INT seen: finish what runs, take nothing new */
+    int64_t drain_deadline_ns;  /* give up on in-flight requests after this */
+    bool probes_dirty;          /* republish probe targets */
+    int64_t next_sweep_ns;      /* next timeout sweep */
+    int64_t next_report_ns;     /* next stats snapshot */
+    /* Shared with helper threads, under mu. */
+    pthread_mutex_t mu;
+    pthread_cond_t cond;      /* wakes helpers on stop, activation or new targets */
+    gw_msg *inbox;            /* messages for the loop (LIFO; order per kind kept by version) */
+    gw_probe_target *targets; /* probe targets; owned */
+    size_t target_count;      /* entries */
+    gw_stat *stats;           /* per-service stats; owned */
+    size_t stat_count;        /* entries */
+    char **watch;             /* service names the controller client watches */
+    size_t watch_count;       /* entries */
+    bool stop;                /* helpers: exit */
+    pthread_t prober;         /* prober thread */
+    bool prober_started;      /* joined at shutdown */
+    void *ctl;                /* controller client state (gw_ctl.c) */
+};
+
+/* gw_conf.c */
+int gw_conf_parse_args(int argc, char **argv, gw_conf *conf);
+int gw_conf_load_file(const char *path, gw_conf *conf);
+void gw_conf_fini(gw_conf *conf);
+void gw_service_conf_fini(gw_service_conf *s);
+int gw_endpoint_parse(const char *s, gw_endpoint *ep);
+int gw_resolve(const char *host, uint16_t port, struct sockaddr_storage *addr, socklen_t *len);
+
+/* gw_service.c */
+gw_service *gw_service_find(gw *g, const char *name, size_t len);
+gw_service *gw_service_add(gw *g, const char *name);
+void gw_service_set_endpoints(gw *g, gw_service *s, const gw_endpoint *eps, size_t n);
+void gw_replica_release(gw *g, gw_replica *r);
+void gw_replica_mark_down(gw *g, gw_replica *r, const char *why);
+void gw_service_kick(gw *g, gw_service *s);
+gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *why);
+void gw_apply_msg(gw *g, gw_msg *m);
+void gw_publish_targets(gw *g);
+void gw_record(gw_service *s, int status, int64_t latency_ns);
+void gw_metrics_render(gw *g, cr_buf *out);
+void gw_publish_stats(gw *g);
+void gw_note_activation(gw *g, gw_service *s);
+void gw_services_free(gw *g);
+
+/* gw_proxy.c */
+int gw_run(gw *g);
+void gw_client_dispatch(gw_client *c, const gw_replica *exclude);
+void gw_client_local(gw_client *c, int status, const char *extra_headers, const char *body);
+/* Close b and queue it for freeing; the caller then calls
+ * gw_replica_release on the replica it served, once done with it. */
+void gw_backend_close(gw *g, gw_backend *b);
+void gw_free_graveyard(gw *g);
+
+/* gw_probe.c */
+int gw_prober_start(gw *g);
+void gw_post(gw *g, gw_msg *m);
+
+/* gw_ctl.c */
+int gw_ctl_start(gw *g);
+void gw_ctl_stop(gw *g);
+
+#endif

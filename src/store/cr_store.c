@@ -1,0 +1,592 @@
+/*
+ * cr_store.c - SQLite persistence with a group-committing writer thread;
+ * see cr_store.h for the contract.
+ *
+ * Lock order: s->qmu (queue) is never held while SQLite runs; s->rmu guards
+ * the reader connection only. The writer connection belongs to the writer
+ * thread after cr_store_open returns.
+ */
+#include "cr_store.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+enum op_kind { OP_PUT_JOB, OP_EVENT, OP_PUT, OP_DEL, OP_USAGE };
+
+typedef struct op {
+    enum op_kind kind;
+    int64_t i1, i2;     /* job id / time */
+    char *s1, *s2, *s3; /* owned texts (meaning per kind) */
+    double d1, d2, d3;  /* usage amounts */
+    char *s4;           /* owned: usage day */
+} op;
+
+struct cr_store_txn {
+    op *ops;                   /* owned */
+    size_t len, cap;           /* counts */
+    cr_store_done_fn done;     /* set by submit */
+    void *arg;                 /* for done */
+    struct cr_store_txn *next; /* queue link */
+};
+
+enum { ST_PUT_JOB, ST_EVENT, ST_PUT, ST_DEL, ST_USAGE, ST_COUNT };
+
+struct cr_store {
+    sqlite3 *w;                 /* writer connection (writer thread) */
+    sqlite3 *r;                 /* reader connection, under rmu */
+    sqlite3_stmt *st[ST_COUNT]; /* prepared writer statements */
+    pthread_mutex_t rmu;        /* guards r */
+    pthread_mutex_t qmu;        /* guards the queue and stop */
+    pthread_cond_t qcv;         /* signalled on submit and stop */
+    cr_store_txn *head, *tail;  /* queued transactions */
+    bool stop;                  /* writer should exit when the queue is empty */
+    pthread_t thread;           /* the writer */
+    size_t max_batch;           /* transactions per commit */
+    int version;                /* schema version after migration */
+    _Atomic uint64_t commits;   /* SQLite commits done */
+    _Atomic uint64_t txns;      /* transactions committed */
+};
+
+/* Migrations: index i brings the schema from version i to i + 1. */
+static const char *const migrations[] = {
+    "CREATE TABLE jobs(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, state TEXT NOT NULL,"
+    " doc TEXT NOT NULL);"
+    "CREATE INDEX jobs_tenant_state ON jobs(tenant, state);"
+    "CREATE TABLE events(seq INTEGER PRIMARY KEY AUTOINCREMENT, job INTEGER NOT NULL,"
+    " time_ns INTEGER NOT NULL, what TEXT NOT NULL, why TEXT NOT NULL);"
+    "CREATE INDEX events_job ON events(job, seq);"
+    "CREATE TABLE objects(kind TEXT NOT NULL, key TEXT NOT NULL, doc TEXT NOT NULL,"
+    " PRIMARY KEY(kind, key)) WITHOUT ROWID;"
+    "CREATE TABLE usage(tenant TEXT NOT NULL, gpu_type TEXT NOT NULL, day TEXT NOT NULL,"
+    " gpu_s REAL NOT NULL, energy_j REAL NOT NULL, cost REAL NOT NULL,"
+    " PRIMARY KEY(tenant, gpu_type, day)) WITHOUT ROWID;",
+};
+
+static const char *const stmt_sql[ST_COUNT] = {
+    "INSERT OR REPLACE INTO jobs(id, tenant, state, doc) VALUES(?1, ?2, ?3, ?4)",
+    "INSERT INTO events(job, time_ns, what, why) VALUES(?1, ?2, ?3, ?4)",
+    "INSERT OR REPLACE INTO objects(kind, key, doc) VALUES(?1, ?2, ?3)",
+    "DELETE FROM objects WHERE kind = ?1 AND key = ?2",
+    "INSERT INTO usage(tenant, gpu_type, day, gpu_s, energy_j, cost) VALUES(?1, ?2, ?3, ?4, ?5, "
+    "?6) ON CONFLICT(tenant, gpu_type, day) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,"
+    " energy_j = energy_j + excluded.energy_j, cost = cost + excluded.cost",
+};
+
+static int exec(sqlite3 *db, const char *sql)
+{
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        cr_error("store: %s (sql: %.80s)", msg ? msg : sqlite3_errmsg(db), sql);
+        sqlite3_free(msg);
+        return CR_EIO;
+    }
+    return 0;
+}
+
+static int open_conn(const char *path, bool sync_normal, sqlite3 **out)
+{
+    sqlite3 *db = NULL;
+    int rc = sqlite3_open_v2(
+        path, &db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX, NULL);
+    if (rc != SQLITE_OK) {
+        cr_error("store: cannot open %s: %s", path, db ? sqlite3_errmsg(db) : "out of memory");
+        sqlite3_close(db);
+        return CR_EIO;
+    }
+    sqlite3_busy_timeout(db, 10000);
+    if (exec(db, "PRAGMA journal_mode=WAL") != 0 ||
+        exec(db, sync_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL") != 0 ||
+        exec(db, "PRAGMA foreign_keys=ON") != 0) {
+        sqlite3_close(db);
+        return CR_EIO;
+    }
+    *out = db;
+    return 0;
+}
+
+static int migrate(cr_store *s, const char *path)
+{
+    sqlite3_stmt *st = NULL;
+    int version = -1;
+    if (sqlite3_prepare_v2(s->w, "PRAGMA user_version", -1, &st, NULL) == SQLITE_OK &&
+        sqlite3_step(st) == SQLITE_ROW) {
+        version = sqlite3_column_int(st, 0);
+    }
+    sqlite3_finalize(st);
+    int known = (int)(sizeof migrations / sizeof migrations[0]);
+    if (version < 0) {
+        return CR_EIO;
+    }
+    if (version > known) {
+        cr_error("store: %s has schema version %d, this corral knows up to %d", path, version,
+                 known);
+        return CR_ENOTSUP;
+    }
+    for (int v = version; v < known; v++) {
+        char sql[64];
+        snprintf(sql, sizeof sql, "PRAGMA user_version=%d", v + 1);
+        if (exec(s->w, "BEGIN IMMEDIATE") != 0) {
+            return CR_EIO;
+        }
+        if (exec(s->w, migrations[v]) != 0 || exec(s->w, sql) != 0) {
+            exec(s->w, "ROLLBACK");
+            return CR_EIO;
+        }
+        if (exec(s->w, "COMMIT") != 0) {
+            return CR_EIO;
+        }
+        cr_info("store: migrated %s to schema version %d", path, v + 1);
+    }
+    s->version = known;
+    return 0;
+}
+
+static void op_free(op *o)
+{
+    free(o->s1);
+    free(o->s2);
+    free(o->s3);
+    free(o->s4);
+}
+
+static int apply_op(cr_store *s, const op *o)
+{
+    sqlite3_stmt *st = NULL;
+    switch (o->kind) {
+    case OP_PUT_JOB:
+        st = s->st[ST_PUT_JOB];
+        sqlite3_bind_int64(st, 1, o->i1);
+        sqlite3_bind_text(st, 2, o->s1, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, o->s2, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, o->s3, -1, SQLITE_STATIC);
+        break;
+    case OP_EVENT:
+        st = s->st[ST_EVENT];
+        sqlite3_bind_int64(st, 1, o->i1);
+        sqlite3_bind_int64(st, 2, o->i2);
+        sqlite3_bind_text(st, 3, o->s1, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 4, o->s2, -1, SQLITE_STATIC);
+        break;
+    case OP_PUT:
+        st = s->st[ST_PUT];
+        sqlite3_bind_text(st, 1, o->s1, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, o->s2, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, o->s3, -1, SQLITE_STATIC);
+        break;
+    case OP_DEL:
+        st = s->st[ST_DEL];
+        sqlite3_bind_text(st, 1, o->s1, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, o->s2, -1, SQLITE_STATIC);
+        break;
+    case OP_USAGE:
+        st = s->st[ST_USAGE];
+        sqlite3_bind_text(st, 1, o->s1, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 2, o->s2, -1, SQLITE_STATIC);
+        sqlite3_bind_text(st, 3, o->s4, -1, SQLITE_STATIC);
+        sqlite3_bind_double(st, 4, o->d1);
+        sqlite3_bind_double(st, 5, o->d2);
+        sqlite3_bind_double(st, 6, o->d3);
+        break;
+    }
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    sqlite3_clear_bindings(st);
+    if (rc != SQLITE_DONE) {
+        cr_error("store: write failed: %s", sqlite3_errmsg(s->w));
+        return rc == SQLITE_CONSTRAINT ? CR_EEXIST : CR_EIO;
+    }
+    return 0;
+}
+
+/* Apply one transaction under a savepoint; roll it back alone on failure. */
+static int apply_txn(cr_store *s, const cr_store_txn *t)
+{
+    if (exec(s->w, "SAVEPOINT t") != 0) {
+        return CR_EIO;
+    }
+    for (size_t i = 0; i < t->len; i++) {
+        int rc = apply_op(s, &t->ops[i]);
+        if (rc != 0) {
+            exec(s->w, "ROLLBACK TO t");
+            exec(s->w, "RELEASE t");
+            return rc;
+        }
+    }
+    return exec(s->w, "RELEASE t");
+}
+
+static void *writer_main(void *arg)
+{
+    cr_store *s = arg;
+    int *status = NULL;
+    size_t status_cap = 0;
+    for (;;) {
+        pthread_mutex_lock(&s->qmu);
+        while (!s->head && !s->stop) {
+            pthread_cond_wait(&s->qcv, &s->qmu);
+        }
+        if (!s->head && s->stop) {
+            pthread_mutex_unlock(&s->qmu);
+            break;
+        }
+        cr_store_txn *batch = s->head, *last = s->head;
+        size_t n = 1;
+        while (last->next && n < s->max_batch) {
+            last = last->next;
+            n++;
+        }
+        s->head = last->next;
+        if (!s->head) {
+            s->tail = NULL;
+        }
+        last->next = NULL;
+        pthread_mutex_unlock(&s->qmu);
+
+        if (n > status_cap) {
+            status_cap = n;
+            status = cr_reallocarray(status, status_cap, sizeof *status);
+        }
+        int rc = exec(s->w, "BEGIN IMMEDIATE");
+        size_t i = 0;
+        for (cr_store_txn *t = batch; t; t = t->next, i++) {
+            status[i] = rc == 0 ? apply_txn(s, t) : rc;
+        }
+        if (rc == 0) {
+            rc = exec(s->w, "COMMIT");
+            if (rc != 0) {
+                exec(s->w, "ROLLBACK");
+                for (i = 0; i < n; i++) {
+                    status[i] = rc;
+                }
+            } else {
+                atomic_fetch_add(&s->commits, 1);
+                atomic_fetch_add(&s->txns, n);
+            }
+        }
+        i = 0;
+        for (cr_store_txn *t = batch, *next; t; t = next, i++) {
+            next = t->next;
+            if (t->done) {
+                t->done(t->arg, status[i]);
+            }
+            cr_store_txn_free(t);
+        }
+    }
+    free(status);
+    return NULL;
+}
+
+int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out)
+{
+    cr_store *s = cr_calloc(1, sizeof *s);
+    bool sync_normal = opts && opts->sync_normal;
+    s->max_batch = opts && opts->max_batch ? opts->max_batch : 8192;
+    pthread_mutex_init(&s->rmu, NULL);
+    pthread_mutex_init(&s->qmu, NULL);
+    pthread_cond_init(&s->qcv, NULL);
+    int rc = open_conn(path, sync_normal, &s->w);
+    if (rc == 0) {
+        rc = migrate(s, path);
+    }
+    if (rc == 0) {
+        rc = open_conn(path, sync_normal, &s->r);
+    }
+    for (int i = 0; rc == 0 && i < ST_COUNT; i++) {
+        if (sqlite3_prepare_v3(s->w, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) !=
+            SQLITE_OK) {
+            cr_error("store: prepare: %s", sqlite3_errmsg(s->w));
+            rc = CR_EIO;
+        }
+    }
+    if (rc == 0 && pthread_create(&s->thread, NULL, writer_main, s) != 0) {
+        rc = CR_EIO;
+    }
+    if (rc != 0) {
+        for (int i = 0; i < ST_COUNT; i++) {
+            sqlite3_finalize(s->st[i]);
+        }
+        sqlite3_close(s->w);
+        sqlite3_close(s->r);
+        pthread_mutex_destroy(&s->rmu);
+        pthread_mutex_destroy(&s->qmu);
+        pthread_cond_destroy(&s->qcv);
+        free(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void cr_store_close(cr_store *s)
+{
+    if (!s) {
+        return;
+    }
+    pthread_mutex_lock(&s->qmu);
+    s->stop = true;
+    pthread_cond_signal(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+    pthread_join(s->thread, NULL);
+    for (int i = 0; i < ST_COUNT; i++) {
+        sqlite3_finalize(s->st[i]);
+    }
+    sqlite3_close(s->w);
+    sqlite3_close(s->r);
+    pthread_mutex_destroy(&s->rmu);
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
+    free(s);
+}
+
+int cr_store_schema_version(cr_store *s)
+{
+    return s->version;
+}
+
+void cr_store_stats(cr_store *s, uint64_t *commits, uint64_t *txns)
+{
+    *commits = atomic_load(&s->commits);
+    *txns = atomic_load(&s->txns);
+}
+
+cr_store_txn *cr_store_txn_new(void)
+{
+    return cr_calloc(1, sizeof(cr_store_txn));
+}
+
+void cr_store_txn_free(cr_store_txn *t)
+{
+    if (!t) {
+        return;
+    }
+    for (size_t i = 0; i < t->len; i++) {
+        op_free(&t->ops[i]);
+    }
+    free(t->ops);
+    free(t);
+}
+
+bool cr_store_txn_empty(const cr_store_txn *t)
+{
+    return t->len == 0;
+}
+
+static op *add_op(cr_store_txn *t, enum op_kind kind)
+{
+    CR_GROW(t->ops, t->len, t->cap);
+    op *o = &t->ops[t->len++];
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    return o;
+}
+
+void cr_store_txn_put_job(cr_store_txn *t, int64_t id, const char *tenant, const char *state,
+                          const char *doc)
+{
+    op *o = add_op(t, OP_PUT_JOB);
+    o->i1 = id;
+    o->s1 = cr_strdup(tenant);
+    o->s2 = cr_strdup(state);
+    o->s3 = cr_strdup(doc);
+}
+
+void cr_store_txn_event(cr_store_txn *t, int64_t job, int64_t time_ns, const char *what,
+                        const char *why)
+{
+    op *o = add_op(t, OP_EVENT);
+    o->i1 = job;
+    o->i2 = time_ns;
+    o->s1 = cr_strdup(what);
+    o->s2 = cr_strdup(why ? why : "");
+}
+
+void cr_store_txn_put(cr_store_txn *t, const char *kind, const char *key, const char *doc)
+{
+    op *o = add_op(t, OP_PUT);
+    o->s1 = cr_strdup(kind);
+    o->s2 = cr_strdup(key);
+    o->s3 = cr_strdup(doc);
+}
+
+void cr_store_txn_del(cr_store_txn *t, const char *kind, const char *key)
+{
+    op *o = add_op(t, OP_DEL);
+    o->s1 = cr_strdup(kind);
+    o->s2 = cr_strdup(key);
+}
+
+void cr_store_txn_usage(cr_store_txn *t, const char *tenant, const char *gpu_type, const char *day,
+                        double gpu_s, double energy_j, double cost)
+{
+    op *o = add_op(t, OP_USAGE);
+    o->s1 = cr_strdup(tenant);
+    o->s2 = cr_strdup(gpu_type);
+    o->s4 = cr_strdup(day);
+    o->d1 = gpu_s;
+    o->d2 = energy_j;
+    o->d3 = cost;
+}
+
+void cr_store_submit(cr_store *s, cr_store_txn *t, cr_store_done_fn done, void *arg)
+{
+    t->done = done;
+    t->arg = arg;
+    t->next = NULL;
+    pthread_mutex_lock(&s->qmu);
+    if (s->tail) {
+        s->tail->next = t;
+    } else {
+        s->head = t;
+    }
+    s->tail = t;
+    pthread_cond_signal(&s->qcv);
+    pthread_mutex_unlock(&s->qmu);
+}
+
+typedef struct waiter {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool done;
+    int status;
+} waiter;
+
+static void wake(void *arg, int status)
+{
+    waiter *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->done = true;
+    w->status = status;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int cr_store_commit(cr_store *s, cr_store_txn *t)
+{
+    waiter w = {.done = false, .status = 0};
+    pthread_mutex_init(&w.mu, NULL);
+    pthread_cond_init(&w.cv, NULL);
+    cr_store_submit(s, t, wake, &w);
+    pthread_mutex_lock(&w.mu);
+    while (!w.done) {
+        pthread_cond_wait(&w.cv, &w.mu);
+    }
+    pthread_mutex_unlock(&w.mu);
+    pthread_mutex_destroy(&w.mu);
+    pthread_cond_destroy(&w.cv);
+    return w.status;
+}
+
+/* Run a read query on the reader connection; row_fn gets each row. */
+typedef void (*row_fn)(sqlite3_stmt *st, void *ctx);
+
+static int read_query(cr_store *s, const char *sql, const char *text1, int64_t int1, int64_t limit,
+                      row_fn fn, void *ctx)
+{
+    pthread_mutex_lock(&s->rmu);
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    if (sqlite3_prepare_v2(s->r, sql, -1, &st, NULL) != SQLITE_OK) {
+        cr_error("store: prepare: %s", sqlite3_errmsg(s->r));
+        rc = CR_EIO;
+        goto out;
+    }
+    if (text1) {
+        sqlite3_bind_text(st, 1, text1, -1, SQLITE_STATIC);
+    } else if (sqlite3_bind_parameter_count(st) >= 1) {
+        sqlite3_bind_int64(st, 1, int1);
+    }
+    if (sqlite3_bind_parameter_count(st) >= 2) {
+        sqlite3_bind_int64(st, 2, limit > 0 ? limit : -1);
+    }
+    int step;
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        fn(st, ctx);
+    }
+    if (step != SQLITE_DONE) {
+        cr_error("store: read: %s", sqlite3_errmsg(s->r));
+        rc = CR_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->rmu);
+    return rc;
+}
+
+static const char *col_text(sqlite3_stmt *st, int i)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+    return t ? (const char *)t : "";
+}
+
+typedef struct cb_ctx {
+    cr_store_job_fn job;
+    cr_store_obj_fn obj;
+    cr_store_event_fn event;
+    cr_store_usage_fn usage;
+    void *arg;
+} cb_ctx;
+
+static void job_row(sqlite3_stmt *st, void *ctx)
+{
+    cb_ctx *c = ctx;
+    c->job(c->arg, sqlite3_column_int64(st, 0), col_text(st, 1));
+}
+
+static void obj_row(sqlite3_stmt *st, void *ctx)
+{
+    cb_ctx *c = ctx;
+    c->obj(c->arg, col_text(st, 0), col_text(st, 1));
+}
+
+static void event_row(sqlite3_stmt *st, void *ctx)
+{
+    cb_ctx *c = ctx;
+    c->event(c->arg, sqlite3_column_int64(st, 0), sqlite3_column_int64(st, 1), col_text(st, 2),
+             col_text(st, 3));
+}
+
+static void usage_row(sqlite3_stmt *st, void *ctx)
+{
+    cb_ctx *c = ctx;
+    c->usage(c->arg, col_text(st, 0), col_text(st, 1), col_text(st, 2),
+             sqlite3_column_double(st, 3), sqlite3_column_double(st, 4),
+             sqlite3_column_double(st, 5));
+}
+
+int cr_store_load_jobs(cr_store *s, cr_store_job_fn fn, void *arg)
+{
+    cb_ctx c = {.job = fn, .arg = arg};
+    return read_query(s, "SELECT id, doc FROM jobs ORDER BY id", NULL, 0, 0, job_row, &c);
+}
+
+int cr_store_load_objects(cr_store *s, const char *kind, cr_store_obj_fn fn, void *arg)
+{
+    cb_ctx c = {.obj = fn, .arg = arg};
+    return read_query(s, "SELECT key, doc FROM objects WHERE kind = ?1 ORDER BY key", kind, 0, 0,
+                      obj_row, &c);
+}
+
+int cr_store_job_events(cr_store *s, int64_t job, size_t limit, cr_store_event_fn fn, void *arg)
+{
+    cb_ctx c = {.event = fn, .arg = arg};
+    return read_query(s,
+                      "SELECT job, time_ns, what, why FROM events WHERE job = ?1 ORDER BY seq "
+                      "LIMIT ?2",
+                      NULL, job, (int64_t)limit, event_row, &c);
+}
+
+int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg)
+{
+    cb_ctx c = {.usage = fn, .arg = arg};
+    return read_query(s,
+                      "SELECT tenant, gpu_type, day, gpu_s, energy_j, cost FROM usage ORDER BY "
+                      "day, tenant, gpu_type",
+                      NULL, 0, 0, usage_row, &c);
+}

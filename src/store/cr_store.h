@@ -1,0 +1,90 @@
+/*
+ * cr_store.h - the controller's durable state in SQLite (WAL), with group
+ * commit.
+ *
+ * The store is deliberately dumb: the controller keeps its working state in
+ * memory and writes through here. Tables:
+ *   jobs(id, tenant, state, doc)        one row per job, doc = JSON text
+ *   events(seq, job, time_ns, what, why) append-only job history
+ *   objects(kind, key, doc)             tokens, tenants, nodes, meta, ...
+ *   usage(tenant, gpu_type, day, gpu_s, energy_j, cost)  accumulated
+ * The schema version lives in PRAGMA user_version; cr_store_open() applies
+ * the missing migrations in order and refuses a database from a newer
+ * Corral (CR_ENOTSUP).
+ *
+ * Group commit: callers build a transaction (cr_store_txn) and submit it to
+ * the writer thread. The writer takes every queued transaction, applies each
+ * under its own SAVEPOINT (one failing does not sink the others) inside one
+ * SQLite transaction, commits once (one fsync with synchronous=FULL), then
+ * calls each done callback with 0 or the error. So "done(0)" means
+ * "durable", and a batch of N costs about one commit, not N.
+ *
+ * Threading: cr_store_submit/commit are thread-safe. Callbacks run on the
+ * writer thread and must not block on the store. Readers (load, events)
+ * use their own connection and a mutex; they see committed data only.
+ * The load functions are meant for start-up.
+ */
+#ifndef CR_STORE_H
+#define CR_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define CR_STORE_SCHEMA_VERSION 1
+
+typedef struct cr_store cr_store;
+typedef struct cr_store_txn cr_store_txn;
+
+typedef struct cr_store_opts {
+    bool sync_normal; /* synchronous=NORMAL: survives a crash of the process,
+                         not of the machine; default FULL */
+    size_t max_batch; /* transactions per commit; 0 = 8192 */
+} cr_store_opts;
+
+/* Open (create) the database at path; opts may be NULL. Returns 0 and *out
+ * (free with cr_store_close) or CR_EIO / CR_ENOTSUP. */
+int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out);
+/* Commit what is queued, stop the writer, close; NULL-safe. */
+void cr_store_close(cr_store *s);
+int cr_store_schema_version(cr_store *s);
+
+/* Statistics: commits done and transactions committed (for metrics). */
+void cr_store_stats(cr_store *s, uint64_t *commits, uint64_t *txns);
+
+cr_store_txn *cr_store_txn_new(void);
+void cr_store_txn_free(cr_store_txn *t);
+bool cr_store_txn_empty(const cr_store_txn *t);
+/* Operations; strings are copied. */
+void cr_store_txn_put_job(cr_store_txn *t, int64_t id, const char *tenant, const char *state,
+                          const char *doc);
+void cr_store_txn_event(cr_store_txn *t, int64_t job, int64_t time_ns, const char *what,
+                        const char *why);
+void cr_store_txn_put(cr_store_txn *t, const char *kind, const char *key, const char *doc);
+void cr_store_txn_del(cr_store_txn *t, const char *kind, const char *key);
+void cr_store_txn_usage(cr_store_txn *t, const char *tenant, const char *gpu_type, const char *day,
+                        double gpu_s, double energy_j, double cost);
+
+/* Called on the writer thread once the transaction is durable (0) or has
+ * failed (CR_EIO, CR_EEXIST...). */
+typedef void (*cr_store_done_fn)(void *arg, int status);
+/* Queue t (taken). done may be NULL. */
+void cr_store_submit(cr_store *s, cr_store_txn *t, cr_store_done_fn done, void *arg);
+/* Queue t (taken) and wait until it is durable; returns its status. */
+int cr_store_commit(cr_store *s, cr_store_txn *t);
+
+/* Readers. Each calls fn per row, in key order; strings borrowed for the
+ * call. Return 0 or CR_EIO. */
+typedef void (*cr_store_job_fn)(void *arg, int64_t id, const char *doc);
+typedef void (*cr_store_obj_fn)(void *arg, const char *key, const char *doc);
+typedef void (*cr_store_event_fn)(void *arg, int64_t job, int64_t time_ns, const char *what,
+                                  const char *why);
+typedef void (*cr_store_usage_fn)(void *arg, const char *tenant, const char *gpu_type,
+                                  const char *day, double gpu_s, double energy_j, double cost);
+int cr_store_load_jobs(cr_store *s, cr_store_job_fn fn, void *arg);
+int cr_store_load_objects(cr_store *s, const char *kind, cr_store_obj_fn fn, void *arg);
+/* Events of one job, oldest first, at most limit (0 = all). */
+int cr_store_job_events(cr_store *s, int64_t job, size_t limit, cr_store_event_fn fn, void *arg);
+int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg);
+
+#endif

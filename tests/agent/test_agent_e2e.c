@@ -1,0 +1,667 @@
+/*
+ * test_agent_e2e.c - the real 'corral agent' process against a mock
+ * controller: register with the inventory, run jobs from the desired
+ * state (environment, logs, exit codes), stop with SIGTERM then SIGKILL,
+ * health from injected faults, /metrics (checked by promtool when it is
+ * installed), the log route, controller outages and token loss, and
+ * re-adoption of running and finished jobs after the agent is SIGKILLed.
+ * Every wait polls for its condition with a deadline.
+ */
+#include "mock_ctl.h"
+
+#include <curl/curl.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+typedef struct env {
+    mock_ctl *m;
+    char dir[256];   /* scratch directory */
+    char state[300]; /* agent state dir */
+    pid_t agent;
+    int port; /* agent's HTTP port */
+} env;
+
+static env E;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Poll cond(arg) every 20 ms for up to secs seconds. */
+static int wait_for(int (*cond)(void *), void *arg, double secs)
+{
+    double end = now_s() + secs;
+    while (now_s() < end) {
+        if (cond(arg)) {
+            return 1;
+        }
+        usleep(20000);
+    }
+    return cond(arg);
+}
+
+static pid_t start_agent(int *port)
+{
+    const char *bin = getenv("CORRAL_BIN");
+    assert_non_null(bin);
+    char server[64], faults[400];
+    snprintf(server, sizeof server, "http://127.0.0.1:%d", E.m->port);
+    snprintf(faults, sizeof faults, "%s/faults", E.dir);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(fds[1], 1);
+        close(fds[0]);
+        close(fds[1]);
+        execl(bin, bin, "agent", "--server", server, "--join-token", "jt-secret", "--node", "n1",
+              "--rack", "r1", "--gpus", "sim:2xA30,mig=1g.6gb:4;2xL40S", "--listen", "127.0.0.1:0",
+              "--state-dir", E.state, "--faults", faults, "--xid-hold", "0s", "--wait", "5s",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    char line[256] = "";
+    size_t n = 0;
+    double end = now_s() + 20;
+    while (now_s() < end && !strchr(line, '\n') && n < sizeof line - 1) {
+        struct pollfd pf = {fds[0], POLLIN, 0};
+        if (poll(&pf, 1, 100) > 0) {
+            ssize_t r = read(fds[0], line + n, sizeof line - 1 - n);
+            if (r <= 0) {
+                break;
+            }
+            n += (size_t)r;
+            line[n] = '\0';
+        }
+    }
+    close(fds[0]);
+    const char *colon = strrchr(line, ':');
+    if (!colon) {
+        fail_msg("agent did not report its port: '%s'", line);
+    }
+    *port = atoi(colon + 1);
+    return pid;
+}
+
+static void stop_agent(int sig)
+{
+    if (E.agent > 0) {
+        kill(E.agent, sig);
+        int st;
+        waitpid(E.agent, &st, 0);
+        E.agent = 0;
+    }
+}
+
+static size_t collect(char *p, size_t s, size_t n, void *ud)
+{
+    FILE *f = ud;
+    return fwrite(p, s, n, f);
+}
+
+/* GET from the agent; returns the HTTP status, body in *out (free it). */
+static long http_get(const char *path, const char *token, char **out)
+{
+    char url[512], auth[256];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d%s", E.port, path);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdr = NULL;
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hdr = curl_slist_append(hdr, auth);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    }
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(h);
+    fclose(f);
+    *out = buf;
+    return code;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return NULL;
+    }
+    char *buf = calloc(1, 1 << 16);
+    size_t n = fread(buf, 1, (1 << 16) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* --- conditions ------------------------------------------------------ */
+
+static int registered(void *arg)
+{
+    int want = *(int *)arg;
+    pthread_mutex_lock(&E.m->mu);
+    int ok = E.m->registers >= want && E.m->last_register != NULL;
+    pthread_mutex_unlock(&E.m->mu);
+    return ok;
+}
+
+static int job_exited(void *arg)
+{
+    pthread_mutex_lock(&E.m->mu);
+    int ok = json_object_get(E.m->exits, (const char *)arg) != NULL;
+    pthread_mutex_unlock(&E.m->mu);
+    return ok;
+}
+
+static json_t *exit_of(const char *job)
+{
+    pthread_mutex_lock(&E.m->mu);
+    json_t *j = json_incref(json_object_get(E.m->exits, job));
+    pthread_mutex_unlock(&E.m->mu);
+    return j;
+}
+
+/* The last status lists the job in the given state ("running", "exited") or,
+ * with state NULL, does not list it. */
+typedef struct job_state {
+    long long job;
+    const char *state;
+} job_state;
+
+static int status_has(void *arg)
+{
+    job_state *js = arg;
+    pthread_mutex_lock(&E.m->mu);
+    int found = 0;
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(E.m->last_status, "jobs"), i, j)
+    {
+        if (json_integer_value(json_object_get(j, "job")) == js->job) {
+            const char *st = json_string_value(json_object_get(j, "state"));
+            found = js->state && st && strcmp(st, js->state) == 0 ? 1 : -1;
+        }
+    }
+    int statuses = E.m->statuses;
+    pthread_mutex_unlock(&E.m->mu);
+    return statuses > 0 && (js->state ? found == 1 : found == 0);
+}
+
+typedef struct gpu_health {
+    int gpu;
+    const char *health, *reason;
+} gpu_health;
+
+static int gpu_is(void *arg)
+{
+    gpu_health *g = arg;
+    pthread_mutex_lock(&E.m->mu);
+    json_t *gj = json_array_get(json_object_get(E.m->last_status, "gpus"), (size_t)g->gpu);
+    const char *h = json_string_value(json_object_get(gj, "health"));
+    const char *r = json_string_value(json_object_get(gj, "reason"));
+    int ok = h && strcmp(h, g->health) == 0 && (!g->reason || (r && strstr(r, g->reason)));
+    pthread_mutex_unlock(&E.m->mu);
+    return ok;
+}
+
+static int file_exists(void *arg)
+{
+    struct stat sb;
+    return stat((const char *)arg, &sb) == 0;
+}
+
+/* The agent's journal holds the given text. */
+static int journal_has(void *arg)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/jobs.journal", E.state);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    char chunk[4096];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        fwrite(chunk, 1, n, m);
+    }
+    fclose(f);
+    fclose(m);
+    int ok = strstr(buf, (const char *)arg) != NULL;
+    free(buf);
+    return ok;
+}
+
+/* The pid the last status gave for a job (the shim), 0 if none. */
+static int status_pid(long long job)
+{
+    pthread_mutex_lock(&E.m->mu);
+    int pid = 0;
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(E.m->last_status, "jobs"), i, j)
+    {
+        if (json_integer_value(json_object_get(j, "job")) == job) {
+            pid = (int)json_integer_value(json_object_get(j, "pid"));
+        }
+    }
+    pthread_mutex_unlock(&E.m->mu);
+    return pid;
+}
+
+static int pid_gone(void *arg)
+{
+    return kill(*(pid_t *)arg, 0) != 0;
+}
+
+/* --- fixture --------------------------------------------------------- */
+
+static int setup(void **state)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    snprintf(E.dir, sizeof E.dir, "/tmp/corral-agent-e2e-XXXXXX");
+    if (!mkdtemp(E.dir)) {
+        return -1;
+    }
+    snprintf(E.state, sizeof E.state, "%s/state", E.dir);
+    E.m = mock_ctl_start();
+    if (!E.m) {
+        return -1;
+    }
+    E.agent = start_agent(&E.port);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    stop_agent(SIGTERM);
+    mock_ctl_stop(E.m);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", E.dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot remove %s\n", E.dir);
+    }
+    curl_global_cleanup();
+    return 0;
+}
+
+static json_t *job(long long id, const char *script)
+{
+    return json_pack("{s:I,s:[sss],s:s,s:{},s:[i],s:f}", "job", (json_int_t)id, "command", "sh",
+                     "-c", script, "action", "run", "env", "gpus", 0, "grace_s", 5.0);
+}
+
+/* --- tests ----------------------------------------------------------- */
+
+static void test_register(void **state)
+{
+    int one = 1;
+    assert_true(wait_for(registered, &one, 20));
+    pthread_mutex_lock(&E.m->mu);
+    json_t *r = E.m->last_register;
+    assert_string_equal(json_string_value(json_object_get(r, "node")), "n1");
+    assert_string_equal(json_string_value(json_object_get(r, "rack")), "r1");
+    assert_int_equal(json_integer_value(json_object_get(r, "port")), E.port);
+    json_t *gpus = json_object_get(r, "gpus");
+    assert_int_equal(json_array_size(gpus), 4);
+    json_t *g0 = json_array_get(gpus, 0);
+    assert_string_equal(json_string_value(json_object_get(g0, "model")), "A30");
+    assert_int_equal(json_array_size(json_object_get(g0, "mig")), 4);
+    json_t *m0 = json_array_get(json_object_get(g0, "mig"), 0);
+    assert_string_equal(json_string_value(json_object_get(m0, "profile")), "1g.6gb");
+    json_t *g3 = json_array_get(gpus, 3);
+    assert_string_equal(json_string_value(json_object_get(g3, "model")), "L40S");
+    /* A GPU without NVLink is a domain of its own on the wire. */
+    assert_int_equal(json_integer_value(json_object_get(g3, "nvlink_domain")), 1003);
+    assert_int_equal(json_array_size(json_object_get(r, "running")), 0);
+    pthread_mutex_unlock(&E.m->mu);
+}
+
+static void test_run_job_env_logs_exit(void **state)
+{
+    char wd[300], script[600];
+    snprintf(wd, sizeof wd, "%s/w1", E.dir);
+    mkdir(wd, 0755);
+    snprintf(script, sizeof script,
+             "echo out-$CORRAL_JOB_ID; echo oops >&2; env > env.txt; exit 3");
+    json_t *j = job(1, script);
+    json_object_set_new(j, "workdir", json_string(wd));
+    json_object_set_new(j, "env", json_pack("{s:s}", "FOO", "bar"));
+    json_object_set_new(j, "gpu_uuids", json_pack("[s]", "MIG-aaaa"));
+    json_object_set_new(j, "checkpoint_dir", json_sprintf("%s/ck/1", E.dir));
+    json_object_set_new(j, "gang",
+                        json_pack("{s:s,s:i,s:i,s:i,s:i,s:i}", "master_addr", "10.1.2.3",
+                                  "master_port", 29500, "world_size", 16, "node_rank", 1, "nnodes",
+                                  2, "local_world_size", 8));
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j));
+    assert_true(wait_for(job_exited, "1", 20));
+    json_t *x = exit_of("1");
+    assert_int_equal(json_integer_value(json_object_get(x, "exit_code")), 3);
+    assert_int_equal(json_integer_value(json_object_get(x, "signal")), 0);
+    json_decref(x);
+
+    char path[400];
+    snprintf(path, sizeof path, "%s/env.txt", wd);
+    char *envtxt = slurp(path);
+    assert_non_null(envtxt);
+    const char *want[] = {"FOO=bar\n",           "CUDA_VISIBLE_DEVICES=MIG-aaaa\n",
+                          "CORRAL_JOB_ID=1\n",   "MASTER_ADDR=10.1.2.3\n",
+                          "MASTER_PORT=29500\n", "WORLD_SIZE=16\n",
+                          "NODE_RANK=1\n",       "RANK=8\n",
+                          "LOCAL_RANK=0\n",      "LOCAL_WORLD_SIZE=8\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!strstr(envtxt, want[i])) {
+            fail_msg("job env lacks %s", want[i]);
+        }
+    }
+    assert_non_null(strstr(envtxt, "CORRAL_CHECKPOINT_DIR="));
+    free(envtxt);
+    snprintf(path, sizeof path, "%s/ck/1", E.dir);
+    assert_true(file_exists(path));
+
+    /* Logs: on disk, and through the agent's route with the node token. */
+    snprintf(path, sizeof path, "%s/logs/1.out", E.state);
+    char *out = slurp(path);
+    assert_non_null(out);
+    assert_string_equal(out, "out-1\n");
+    free(out);
+    char *body = NULL;
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stdout", "nt-n1", &body), 200);
+    assert_string_equal(body, "out-1\n");
+    free(body);
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stderr&offset=1", "nt-n1", &body), 200);
+    assert_string_equal(body, "ops\n");
+    free(body);
+    assert_int_equal(http_get("/v1/jobs/1/logs", NULL, &body), 401);
+    free(body);
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=video", "nt-n1", &body), 400);
+    free(body);
+    assert_int_equal(http_get("/v1/jobs/999/logs", "nt-n1", &body), 404);
+    free(body);
+
+    /* Once the controller stops listing it, the agent forgets the job. */
+    mock_ctl_set_jobs(E.m, json_array());
+    job_state js = {1, NULL};
+    assert_true(wait_for(status_has, &js, 20));
+    assert_true(wait_for(journal_has, "\nF 1\n", 20));
+}
+
+static void test_missing_command(void **state)
+{
+    mock_ctl_set_jobs(E.m, json_pack("[{s:I,s:[s],s:s}]", "job", (json_int_t)2, "command",
+                                     "/no/such/program", "action", "run"));
+    assert_true(wait_for(job_exited, "2", 20));
+    json_t *x = exit_of("2");
+    assert_int_equal(json_integer_value(json_object_get(x, "exit_code")), 127);
+    json_decref(x);
+    char path[400];
+    snprintf(path, sizeof path, "%s/logs/2.err", E.state);
+    char *err = slurp(path);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "cannot run '/no/such/program'"));
+    free(err);
+    mock_ctl_set_jobs(E.m, json_array());
+}
+
+static void test_stop_term_then_kill(void **state)
+{
+    /* Job 3 exits 7 on SIGTERM; job 4 ignores it and needs the SIGKILL. */
+    json_t *j3 = job(3, "trap 'echo term; exit 7' TERM; echo up; while :; do sleep 0.05; done");
+    json_t *j4 = job(4, "trap '' TERM; echo up; while :; do sleep 0.05; done");
+    json_object_set_new(j4, "grace_s", json_real(0.3));
+    mock_ctl_set_jobs(E.m, json_pack("[OO]", j3, j4));
+    job_state r3 = {3, "running"}, r4 = {4, "running"};
+    assert_true(wait_for(status_has, &r3, 20));
+    assert_true(wait_for(status_has, &r4, 20));
+    /* Wait until both shells have set their traps (they print "up" after). */
+    char p3[400], p4[400];
+    snprintf(p3, sizeof p3, "%s/logs/3.out", E.state);
+    snprintf(p4, sizeof p4, "%s/logs/4.out", E.state);
+    double end = now_s() + 20;
+    for (;;) {
+        char *a = slurp(p3), *b = slurp(p4);
+        int ok = a && b && strstr(a, "up") && strstr(b, "up");
+        free(a);
+        free(b);
+        if (ok || now_s() > end) {
+            break;
+        }
+        usleep(20000);
+    }
+    json_object_set_new(j3, "action", json_string("stop"));
+    /* Job 4 is simply no longer listed: the same stop, with its own grace. */
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j3));
+    json_decref(j4);
+    assert_true(wait_for(job_exited, "3", 20));
+    assert_true(wait_for(job_exited, "4", 20));
+    json_t *x3 = exit_of("3"), *x4 = exit_of("4");
+    assert_int_equal(json_integer_value(json_object_get(x3, "exit_code")), 7);
+    assert_int_equal(json_integer_value(json_object_get(x4, "signal")), SIGKILL);
+    json_decref(x3);
+    json_decref(x4);
+    char *o3 = slurp(p3);
+    assert_non_null(strstr(o3, "term"));
+    free(o3);
+    mock_ctl_set_jobs(E.m, json_array());
+}
+
+static void test_health_faults(void **state)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/faults", E.dir);
+    FILE *f = fopen(path, "w");
+    fprintf(f, "2 xid 79\n3 temp 97\n1 ecc 2\n");
+    fclose(f);
+    gpu_health x = {2, "xid", "XID 79"}, h = {3, "hot", "97 C"}, e = {1, "ecc", "2 uncorrectable"};
+    assert_true(wait_for(gpu_is, &x, 20));
+    assert_true(wait_for(gpu_is, &h, 20));
+    assert_true(wait_for(gpu_is, &e, 20));
+    gpu_health ok0 = {0, "ok", NULL};
+    assert_true(gpu_is(&ok0));
+    /* The metrics say it too, under the DCGM names. */
+    char *body = NULL;
+    assert_int_equal(http_get("/metrics", NULL, &body), 200);
+    assert_non_null(strstr(body, "DCGM_FI_DEV_XID_ERRORS{gpu=\"2\""));
+    assert_non_null(strstr(body, "modelName=\"NVIDIA L40S\",Hostname=\"n1\"} 97\n"));
+    free(body);
+    /* Faults cleared: every GPU comes back, with nothing restarted. */
+    unlink(path);
+    gpu_health ok2 = {2, "ok", NULL}, ok3 = {3, "ok", NULL}, ok1 = {1, "ok", NULL};
+    assert_true(wait_for(gpu_is, &ok2, 20));
+    assert_true(wait_for(gpu_is, &ok1, 20));
+    /* Temperature falls with a lag; it must get below the cool-down mark. */
+    assert_true(wait_for(gpu_is, &ok3, 60));
+}
+
+static void test_metrics_promtool(void **state)
+{
+    char *body = NULL;
+    assert_int_equal(http_get("/metrics", NULL, &body), 200);
+    const char *want[] = {"# TYPE DCGM_FI_DEV_GPU_UTIL gauge",
+                          "DCGM_FI_DEV_GPU_UTIL{gpu=\"0\",UUID=\"GPU-",
+                          "DCGM_FI_DEV_FB_USED{",
+                          "DCGM_FI_DEV_FB_FREE{",
+                          "DCGM_FI_DEV_GPU_TEMP{",
+                          "DCGM_FI_DEV_POWER_USAGE{",
+                          "DCGM_FI_DEV_SM_CLOCK{",
+                          "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{",
+                          "modelName=\"NVIDIA A30\",Hostname=\"n1\"}",
+                          "corral_gpu_utilization_percent{node=\"n1\",gpu=\"3\"",
+                          "corral_agent_registered 1\n"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!strstr(body, want[i])) {
+            fail_msg("/metrics lacks %s", want[i]);
+        }
+    }
+    if (system("command -v promtool >/dev/null 2>&1") == 0) {
+        char path[400], cmd[600];
+        snprintf(path, sizeof path, "%s/metrics.txt", E.dir);
+        FILE *f = fopen(path, "w");
+        fputs(body, f);
+        fclose(f);
+        /* promtool lints label names; the DCGM exporter's own (modelName,
+         * UUID, Hostname) are camelCase by design, so that one complaint is
+         * expected. Anything else (a format error, a bad type) fails. */
+        snprintf(cmd, sizeof cmd, "promtool check metrics < '%s' 2>&1", path);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        char line[512];
+        int lines = 0;
+        while (fgets(line, sizeof line, p)) {
+            lines++;
+            if (!strstr(line, "label names should be written in 'snake_case' not 'camelCase'") ||
+                strncmp(line, "DCGM_FI_DEV_", 12) != 0) {
+                fail_msg("promtool: %s", line);
+            }
+        }
+        pclose(p);
+        assert_true(lines > 0); /* promtool ran and saw the DCGM series */
+    } else {
+        fprintf(stderr, "promtool not installed: lint skipped\n");
+    }
+    free(body);
+}
+
+static void test_controller_outage_and_token_loss(void **state)
+{
+    /* A job that ends while the controller is down is reported once it is back. */
+    char go[400], script[600];
+    snprintf(go, sizeof go, "%s/go5", E.dir);
+    snprintf(script, sizeof script, "while [ ! -e '%s' ]; do sleep 0.05; done; exit 5", go);
+    mock_ctl_set_jobs(E.m, json_pack("[o]", job(5, script)));
+    job_state r5 = {5, "running"};
+    assert_true(wait_for(status_has, &r5, 20));
+    pthread_mutex_lock(&E.m->mu);
+    E.m->down = 1;
+    pthread_cond_broadcast(&E.m->cv);
+    pthread_mutex_unlock(&E.m->mu);
+    FILE *f = fopen(go, "w");
+    fclose(f);
+    assert_true(wait_for(journal_has, "\nX 5 ", 20));
+    assert_false(job_exited("5"));
+    pthread_mutex_lock(&E.m->mu);
+    E.m->down = 0;
+    pthread_mutex_unlock(&E.m->mu);
+    assert_true(wait_for(job_exited, "5", 30));
+
+    /* The controller forgets our token: the agent registers again. */
+    pthread_mutex_lock(&E.m->mu);
+    int before = E.m->registers;
+    E.m->forget_tokens = 1;
+    pthread_mutex_unlock(&E.m->mu);
+    int want = before + 1;
+    assert_true(wait_for(registered, &want, 30));
+    mock_ctl_set_jobs(E.m, json_array());
+}
+
+static void test_readopt_after_sigkill(void **state)
+{
+    /* Job 6 runs on; job 7 ends while the agent is dead. */
+    char go[400], script[600];
+    snprintf(go, sizeof go, "%s/go7", E.dir);
+    snprintf(script, sizeof script, "while [ ! -e '%s' ]; do sleep 0.05; done; exit 9", go);
+    json_t *j6 = job(6, "echo six; while :; do sleep 0.05; done");
+    json_t *j7 = job(7, script);
+    mock_ctl_set_jobs(E.m, json_pack("[OO]", j6, j7));
+    job_state r6 = {6, "running"}, r7 = {7, "running"};
+    assert_true(wait_for(status_has, &r6, 20));
+    assert_true(wait_for(status_has, &r7, 20));
+    /* The job's process: the only child of the shim the status names. */
+    int shim = status_pid(6);
+    assert_true(shim > 1);
+    char children[128];
+    snprintf(children, sizeof children, "/proc/%d/task/%d/children", shim, shim);
+    pid_t job6 = 0;
+    double until = now_s() + 20;
+    while (job6 <= 1 && now_s() < until) {
+        char *c = slurp(children);
+        job6 = c ? (pid_t)atoi(c) : 0;
+        free(c);
+        usleep(20000);
+    }
+    assert_true(job6 > 1);
+
+    stop_agent(SIGKILL);
+    assert_int_equal(kill(job6, 0), 0); /* the job outlives its agent */
+    FILE *f = fopen(go, "w");
+    fclose(f);
+    assert_true(wait_for(journal_has, "\nX 7 ", 20));
+
+    pthread_mutex_lock(&E.m->mu);
+    int want = E.m->registers + 1;
+    pthread_mutex_unlock(&E.m->mu);
+    E.agent = start_agent(&E.port);
+    assert_true(wait_for(registered, &want, 20));
+    pthread_mutex_lock(&E.m->mu);
+    json_t *run = json_object_get(E.m->last_register, "running");
+    int listed = 0;
+    size_t i;
+    json_t *x;
+    json_array_foreach(run, i, x)
+    {
+        listed |= json_integer_value(json_object_get(x, "job")) == 6;
+        assert_int_not_equal(json_integer_value(json_object_get(x, "job")), 7);
+    }
+    pthread_mutex_unlock(&E.m->mu);
+    assert_true(listed);
+    assert_true(wait_for(job_exited, "7", 20));
+    json_t *x7 = exit_of("7");
+    assert_int_equal(json_integer_value(json_object_get(x7, "exit_code")), 9);
+    json_decref(x7);
+    /* Still wanted: job 6 keeps running, not restarted (same process). */
+    assert_true(wait_for(status_has, &r6, 20));
+    assert_int_equal(kill(job6, 0), 0);
+    /* No longer wanted: the adopted job is stopped and its end reported. */
+    mock_ctl_set_jobs(E.m, json_array());
+    assert_true(wait_for(pid_gone, &job6, 20));
+    assert_true(wait_for(job_exited, "6", 20));
+    json_t *x6 = exit_of("6");
+    assert_int_equal(json_integer_value(json_object_get(x6, "signal")), SIGTERM);
+    json_decref(x6);
+    json_decref(j6);
+    json_decref(j7);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_register),
+        cmocka_unit_test(test_run_job_env_logs_exit),
+        cmocka_unit_test(test_missing_command),
+        cmocka_unit_test(test_stop_term_then_kill),
+        cmocka_unit_test(test_health_faults),
+        cmocka_unit_test(test_metrics_promtool),
+        cmocka_unit_test(test_controller_outage_and_token_loss),
+        cmocka_unit_test(test_readopt_after_sigkill),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,394 @@
+/*
+ * test_agent_units.c - the agent's pure pieces: sim GPU specs, fault
+ * files, health verdicts, NVML name parsing (recorded values from real
+ * machines), NVLink domains, the desired-state parser and job environments.
+ */
+#include "cr_desired.h"
+#include "cr_error.h"
+#include "cr_gpu.h"
+#include "cr_time.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+static cr_gpu_info gpus[CR_GPU_MAX];
+
+static void test_sim_spec_basic(void **state)
+{
+    size_t n = 0;
+    char err[256];
+    assert_int_equal(
+        cr_gpu_sim_parse("8xH100 SXM", "h100-0", gpus, CR_GPU_MAX, &n, err, sizeof err), 0);
+    assert_int_equal(n, 8);
+    assert_string_equal(gpus[0].model, "H100 SXM");
+    assert_string_equal(gpus[0].raw_name, "NVIDIA H100 80GB HBM3");
+    assert_int_equal(gpus[7].index, 7);
+    assert_true(gpus[0].mem_bytes == 80ULL << 30);
+    /* SXM parts default to one NVLink domain. */
+    assert_int_equal(gpus[0].nvlink_domain, 0);
+    assert_int_equal(gpus[7].nvlink_domain, 0);
+    assert_int_equal(strncmp(gpus[0].uuid, "GPU-", 4), 0);
+    assert_string_not_equal(gpus[0].uuid, gpus[1].uuid);
+    /* UUIDs are stable for a node and differ between nodes. */
+    char u0[96];
+    snprintf(u0, sizeof u0, "%s", gpus[3].uuid);
+    assert_int_equal(
+        cr_gpu_sim_parse("8xH100 SXM", "h100-0", gpus, CR_GPU_MAX, &n, err, sizeof err), 0);
+    assert_string_equal(u0, gpus[3].uuid);
+    assert_int_equal(
+        cr_gpu_sim_parse("8xH100 SXM", "h100-1", gpus, CR_GPU_MAX, &n, err, sizeof err), 0);
+    assert_string_not_equal(u0, gpus[3].uuid);
+}
+
+static void test_sim_spec_groups_and_mig(void **state)
+{
+    size_t n = 0;
+    char err[256];
+    assert_int_equal(
+        cr_gpu_sim_parse("4xA100 80GB SXM,nvlink=2; 2xL40S; 2xA30,mig=1g.6gb:2+2g.12gb", "mix",
+                         gpus, CR_GPU_MAX, &n, err, sizeof err),
+        0);
+    assert_int_equal(n, 8);
+    assert_int_equal(gpus[0].nvlink_domain, 0);
+    assert_int_equal(gpus[1].nvlink_domain, 0);
+    assert_int_equal(gpus[2].nvlink_domain, 1);
+    assert_int_equal(gpus[4].nvlink_domain, -1);
+    assert_string_equal(gpus[4].model, "L40S");
+    assert_true(gpus[6].mig_enabled);
+    assert_int_equal(gpus[6].mig_count, 3);
+    assert_string_equal(gpus[6].mig[0].profile, "1g.6gb");
+    assert_int_equal(gpus[6].mig[0].slices, 1);
+    assert_int_equal(gpus[6].mig[0].mem_slices, 1);
+    assert_string_equal(gpus[6].mig[2].profile, "2g.12gb");
+    assert_int_equal(gpus[6].mig[2].mem_slices, 2);
+    assert_int_equal(strncmp(gpus[6].mig[0].uuid, "MIG-", 4), 0);
+    assert_string_not_equal(gpus[6].mig[0].uuid, gpus[7].mig[0].uuid);
+    /* A file form: one group a line, comments, line numbers in errors. */
+    assert_int_equal(cr_gpu_sim_parse("# node\n2xT4\n\n1xFoo,mem=12\n", "f", gpus, CR_GPU_MAX, &n,
+                                      err, sizeof err),
+                     0);
+    assert_int_equal(n, 3);
+    assert_true(gpus[2].mem_bytes == 12ULL << 30);
+    assert_int_equal(cr_gpu_sim_parse("2xT4\n1xFoo\n", "f", gpus, CR_GPU_MAX, &n, err, sizeof err),
+                     CR_EINVAL);
+    assert_non_null(strstr(err, "line 2"));
+    assert_non_null(strstr(err, "mem="));
+}
+
+static void test_sim_spec_errors(void **state)
+{
+    size_t n = 0;
+    char err[256];
+    const struct {
+        const char *spec, *want;
+    } bad[] = {
+        {"", "no GPUs"},
+        {"H100", "COUNTxMODEL"},
+        {"0xH100 SXM", "count"},
+        {"99xH100 SXM", "count"},
+        {"4x", "model missing"},
+        {"4xL40S,mig=1g.10gb", "does not support MIG"},
+        {"4xA30,mig=1g.6gb:5", "slices"},
+        {"4xA30,mig=banana", "profile"},
+        {"3xH100 SXM,nvlink=2", "does not divide"},
+        {"2xH100 SXM,color=red", "unknown option"},
+        {"2xH100 SXM,mem", "key=value"},
+        {"40xH100 SXM;40xH100 SXM", "more than"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        err[0] = '\0';
+        int rc = cr_gpu_sim_parse(bad[i].spec, "n", gpus, CR_GPU_MAX, &n, err, sizeof err);
+        if (rc >= 0 || !strstr(err, bad[i].want)) {
+            fail_msg("spec '%s': rc %d err '%s', want '%s'", bad[i].spec, rc, err, bad[i].want);
+        }
+    }
+}
+
+static void test_faults(void **state)
+{
+    cr_gpu_fault f[4];
+    char err[256];
+    assert_int_equal(
+        cr_gpu_faults_parse("# x\n1 xid 79\n2 ecc 3\n3 temp 95\n", 4, f, err, sizeof err), 0);
+    assert_int_equal(f[0].xid, 0);
+    assert_int_equal(f[0].ecc, -1);
+    assert_int_equal(f[1].xid, 79);
+    assert_int_equal(f[2].ecc, 3);
+    assert_int_equal(f[3].temp_c, 95);
+    assert_int_equal(cr_gpu_faults_parse("9 xid 79\n", 4, f, err, sizeof err), CR_EPARSE);
+    assert_non_null(strstr(err, "line 1"));
+    assert_int_equal(cr_gpu_faults_parse("\n1 hot 79\n", 4, f, err, sizeof err), CR_EPARSE);
+    assert_non_null(strstr(err, "line 2"));
+    assert_int_equal(cr_gpu_faults_parse("1 xid\n", 4, f, err, sizeof err), CR_EPARSE);
+    assert_int_equal(cr_gpu_faults_parse("1 xid 79 extra\n", 4, f, err, sizeof err), CR_EPARSE);
+}
+
+static void test_health(void **state)
+{
+    cr_gpu_health_cfg cfg;
+    cr_gpu_health_cfg_default(&cfg);
+    cfg.xid_hold_ns = 10 * CR_NS_PER_SEC;
+    cr_gpu_health h = {0};
+    cr_gpu_sample s = {0};
+    s.temp_c = 60;
+    int64_t t = 1000 * CR_NS_PER_SEC;
+    assert_int_equal(cr_gpu_health_update(&h, &s, &cfg, t), 0);
+    assert_int_equal(h.state, CR_GPU_OK);
+    /* XID: out with the code as the reason, back after the hold time. */
+    s.xid_last = 79;
+    s.xid_time_ns = t;
+    assert_int_equal(cr_gpu_health_update(&h, &s, &cfg, t + CR_NS_PER_SEC), 1);
+    assert_int_equal(h.state, CR_GPU_XID);
+    assert_string_equal(h.reason, "XID 79");
+    assert_string_equal(cr_gpu_health_name(h.state), "xid");
+    assert_int_equal(cr_gpu_health_update(&h, &s, &cfg, t + 5 * CR_NS_PER_SEC), 0);
+    assert_int_equal(cr_gpu_health_update(&h, &s, &cfg, t + 11 * CR_NS_PER_SEC), 1);
+    assert_int_equal(h.state, CR_GPU_OK);
+    /* Heat with hysteresis: out at 90, still out at 88, back at 85. */
+    s.temp_c = 90;
+    assert_int_equal(cr_gpu_health_update(&h, &s, &cfg, t + 20 * CR_NS_PER_SEC), 1);
+    assert_int_equal(h.state, CR_GPU_HOT);
+    s.temp_c = 88;
+    assert_int_equal(cr_gpu_health_update(&h, &s, &cfg, t + 21 * CR_NS_PER_SEC), 0);
+    assert_int_equal(h.state, CR_GPU_HOT);
+    s.temp_c = 85;
+    assert_int_equal(cr_gpu_health_update(&h, &s, &cfg, t + 22 * CR_NS_PER_SEC), 1);
+    assert_int_equal(h.state, CR_GPU_OK);
+    /* ECC outranks everything else. */
+    s.ecc_uncorrected = 2;
+    s.temp_c = 95;
+    s.xid_time_ns = t + 23 * CR_NS_PER_SEC;
+    cr_gpu_health_update(&h, &s, &cfg, t + 23 * CR_NS_PER_SEC);
+    assert_int_equal(h.state, CR_GPU_ECC);
+    assert_string_equal(h.reason, "2 uncorrectable ECC errors");
+}
+
+/* Names as NVML reports them (nvidia-smi -L / nvmlDeviceGetName) on real machines. */
+static void test_nvml_names(void **state)
+{
+    const struct {
+        const char *nvml, *model;
+    } rec[] = {
+        {"NVIDIA H100 80GB HBM3", "H100 SXM"},
+        {"NVIDIA H100 PCIe", "H100 PCIe"},
+        {"NVIDIA H100 NVL", "H100 NVL"},
+        {"NVIDIA H200", "H200 SXM"},
+        {"NVIDIA H200 NVL", "H200 NVL"},
+        {"NVIDIA A100-SXM4-80GB", "A100 80GB SXM"},
+        {"NVIDIA A100-SXM4-40GB", "A100 40GB SXM"},
+        {"NVIDIA A100 80GB PCIe", "A100 80GB PCIe"},
+        {"NVIDIA A100-PCIE-40GB", "A100 40GB PCIe"},
+        {"NVIDIA L40S", "L40S"},
+        {"NVIDIA L40", "L40"},
+        {"NVIDIA L4", "L4"},
+        {"NVIDIA A10", "A10"},
+        {"NVIDIA A30", "A30"},
+        {"Tesla T4", "T4"},
+        {"Tesla V100-SXM2-32GB", "V100 SXM2 32GB"},
+        {"NVIDIA A100-SXM4-40GB MIG 1g.5gb", "A100 40GB SXM"},
+        {"NVIDIA GeForce RTX 4090", "GeForce RTX 4090"},
+    };
+    for (size_t i = 0; i < sizeof rec / sizeof rec[0]; i++) {
+        char out[64];
+        cr_gpu_model_from_nvml(rec[i].nvml, out, sizeof out);
+        if (strcmp(out, rec[i].model) != 0) {
+            fail_msg("'%s' -> '%s', want '%s'", rec[i].nvml, out, rec[i].model);
+        }
+    }
+    char prof[32];
+    int slices = 0;
+    assert_int_equal(cr_gpu_mig_profile_from_name("NVIDIA A100-SXM4-40GB MIG 1g.5gb", prof,
+                                                  sizeof prof, &slices),
+                     0);
+    assert_string_equal(prof, "1g.5gb");
+    assert_int_equal(slices, 1);
+    assert_int_equal(cr_gpu_mig_profile_from_name("NVIDIA H100 80GB HBM3 MIG 3g.40gb", prof,
+                                                  sizeof prof, &slices),
+                     0);
+    assert_string_equal(prof, "3g.40gb");
+    assert_int_equal(slices, 3);
+    assert_int_equal(cr_gpu_mig_profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me", prof,
+                                                  sizeof prof, &slices),
+                     0);
+    assert_string_equal(prof, "1g.10gb+me");
+    assert_int_equal(
+        cr_gpu_mig_profile_from_name("NVIDIA H100 80GB HBM3", prof, sizeof prof, &slices),
+        CR_EPARSE);
+    assert_int_equal(
+        cr_gpu_mig_profile_from_name("NVIDIA X MIG banana", prof, sizeof prof, &slices), CR_EPARSE);
+    /* Memory slices: H100 80 GB has 8 of 10 GB; A100 40 GB 8 of 5 GB; A30 4 of 6 GB. */
+    assert_int_equal(cr_gpu_mig_mem_slices("1g.10gb", 85899345920ULL, 7), 1);
+    assert_int_equal(cr_gpu_mig_mem_slices("3g.40gb", 85899345920ULL, 7), 4);
+    assert_int_equal(cr_gpu_mig_mem_slices("7g.80gb", 85899345920ULL, 7), 8);
+    assert_int_equal(cr_gpu_mig_mem_slices("1g.10gb", 42949672960ULL, 7), 2);
+    assert_int_equal(cr_gpu_mig_mem_slices("2g.12gb", 25769803776ULL, 4), 2);
+}
+
+static void test_nvlink_domains(void **state)
+{
+    /* Two NVLink pairs (0-1, 2-3) and a loner (4), as PCIe cards with bridges. */
+    unsigned char links[25] = {0};
+    links[0 * 5 + 1] = links[1 * 5 + 0] = 1;
+    links[2 * 5 + 3] = 1;
+    int dom[5];
+    cr_gpu_nvlink_domains(5, links, NULL, dom);
+    assert_int_equal(dom[0], 0);
+    assert_int_equal(dom[1], 0);
+    assert_int_equal(dom[2], 1);
+    assert_int_equal(dom[3], 1);
+    assert_int_equal(dom[4], -1);
+    /* An HGX board: every GPU links to NVSwitches only. */
+    unsigned char none[64] = {0}, sw[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    int d8[8];
+    cr_gpu_nvlink_domains(8, none, sw, d8);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(d8[i], 0);
+    }
+}
+
+static const char *doc =
+    "{\"version\": 7, \"jobs\": [{\"job\":42,\"command\":[\"python\",\"train.py\"],"
+    "\"env\":{\"LR\":\"0.1\",\"CUDA_VISIBLE_DEVICES\":\"9\"},\"workdir\":\"/tmp\","
+    "\"gpus\":[0,1],\"gpu_uuids\":[\"GPU-a\",\"GPU-b\"],\"checkpoint_dir\":\"/ck/42\","
+    "\"grace_s\":30,\"action\":\"run\",\"future_member\":1,"
+    "\"gang\":{\"master_addr\":\"10.0.0.2\",\"master_port\":29500,\"world_size\":16,"
+    "\"node_rank\":1,\"nnodes\":2,\"local_world_size\":8,\"rank_offset\":8}},"
+    "{\"job\":43,\"action\":\"stop\",\"grace_s\":0.5}]}";
+
+static void test_desired_parse(void **state)
+{
+    cr_desired d;
+    char err[256];
+    assert_int_equal(cr_desired_parse(doc, strlen(doc), &d, err, sizeof err), 0);
+    assert_int_equal(d.version, 7);
+    assert_int_equal(d.count, 2);
+    const cr_job_spec *s = cr_desired_find(&d, 42);
+    assert_non_null(s);
+    assert_int_equal(s->argc, 2);
+    assert_string_equal(s->argv[1], "train.py");
+    assert_null(s->argv[2]);
+    assert_int_equal(s->gpu_count, 2);
+    assert_int_equal(s->gpus[1], 1);
+    assert_int_equal(s->uuid_count, 2);
+    assert_true(s->grace_ns == 30 * CR_NS_PER_SEC);
+    assert_true(s->has_gang);
+    assert_int_equal(s->gang.world_size, 16);
+    assert_int_equal(s->gang.rank_offset, 8);
+    const cr_job_spec *t = cr_desired_find(&d, 43);
+    assert_int_equal(t->action, CR_ACT_STOP);
+    assert_true(t->grace_ns == 500 * CR_NS_PER_MS);
+    assert_null(cr_desired_find(&d, 44));
+
+    /* The environment of job 42 on node n1. */
+    char *base[] = {"PATH=/usr/bin", "CUDA_VISIBLE_DEVICES=7", "RANK=99", "LR=0.5", NULL};
+    char **env = cr_job_env(s, base, "n1");
+    const char *want[] = {"PATH=/usr/bin",
+                          "LR=0.1",
+                          "CUDA_VISIBLE_DEVICES=GPU-a,GPU-b",
+                          "CORRAL_JOB_ID=42",
+                          "CORRAL_NODE=n1",
+                          "CORRAL_CHECKPOINT_DIR=/ck/42",
+                          "MASTER_ADDR=10.0.0.2",
+                          "MASTER_PORT=29500",
+                          "WORLD_SIZE=16",
+                          "NODE_RANK=1",
+                          "NNODES=2",
+                          "LOCAL_WORLD_SIZE=8",
+                          "RANK=8",
+                          "LOCAL_RANK=0"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        int found = 0;
+        for (char **e = env; *e; e++) {
+            found |= strcmp(*e, want[i]) == 0;
+        }
+        if (!found) {
+            fail_msg("env lacks %s", want[i]);
+        }
+    }
+    for (char **e = env; *e; e++) {
+        assert_string_not_equal(*e, "CUDA_VISIBLE_DEVICES=7");
+        assert_string_not_equal(*e, "CUDA_VISIBLE_DEVICES=9");
+        assert_string_not_equal(*e, "RANK=99");
+        assert_string_not_equal(*e, "LR=0.5");
+    }
+    cr_strv_free(env);
+
+    /* Round trip through the record form. */
+    json_t *j = cr_job_spec_to_json(s);
+    cr_job_spec back;
+    assert_int_equal(cr_job_spec_from_json(j, "", &back, err, sizeof err), 0);
+    assert_int_equal(back.job, 42);
+    assert_int_equal(back.gang.node_rank, 1);
+    assert_string_equal(back.checkpoint_dir, "/ck/42");
+    assert_int_equal(back.envc, 2);
+    cr_job_spec_fini(&back);
+    json_decref(j);
+    cr_desired_fini(&d);
+}
+
+static void test_desired_errors(void **state)
+{
+    const struct {
+        const char *doc, *want;
+    } bad[] = {
+        {"{", "line 1"},
+        {"[]", "must be an object"},
+        {"{\"jobs\":[]}", "version: missing"},
+        {"{\"version\":\"7\"}", "version: must be an integer"},
+        {"{\"version\":1,\"jobs\":{}}", "jobs: must be an array"},
+        {"{\"version\":1,\"jobs\":[{\"command\":[\"x\"]}]}", "jobs[0].job: missing"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1}]}", "jobs[0].command"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[]}]}", "jobs[0].command"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[1]}]}", "jobs[0].command[0]"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"gpus\":[-1]}]}",
+         "jobs[0].gpus[0]"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"env\":{\"A=B\":\"c\"}}]}",
+         "jobs[0].env.A=B"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"action\":\"go\"}]}",
+         "jobs[0].action"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"grace_s\":-1}]}",
+         "jobs[0].grace_s"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"gang\":{\"master_port\":1}}]}",
+         "jobs[0].gang.master_addr"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"gang\":{\"master_addr\":\"a\","
+         "\"master_port\":70000,\"world_size\":2,\"node_rank\":0}}]}",
+         "jobs[0].gang.master_port"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"gang\":{\"master_addr\":\"a\","
+         "\"master_port\":7,\"world_size\":2,\"node_rank\":2,\"nnodes\":2}}]}",
+         "jobs[0].gang.node_rank"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"]},{\"job\":1,\"command\":[\"y\"]}]"
+         "}",
+         "jobs[1].job: listed twice"},
+        {"{\"version\":1,\"version\":2}", "duplicate"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_desired d;
+        char err[256] = "";
+        int rc = cr_desired_parse(bad[i].doc, strlen(bad[i].doc), &d, err, sizeof err);
+        if (rc >= 0 || !strstr(err, bad[i].want)) {
+            if (rc >= 0) {
+                cr_desired_fini(&d);
+            }
+            fail_msg("doc %s: rc %d err '%s', want '%s'", bad[i].doc, rc, err, bad[i].want);
+        }
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sim_spec_basic),  cmocka_unit_test(test_sim_spec_groups_and_mig),
+        cmocka_unit_test(test_sim_spec_errors), cmocka_unit_test(test_faults),
+        cmocka_unit_test(test_health),          cmocka_unit_test(test_nvml_names),
+        cmocka_unit_test(test_nvlink_domains),  cmocka_unit_test(test_desired_parse),
+        cmocka_unit_test(test_desired_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

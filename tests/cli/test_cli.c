@@ -1,0 +1,733 @@
+/*
+ * test_cli.c - the client commands: flag parsing, the config file, table
+ * formatting, and whole commands run in-process against a real loopback
+ * HTTP server (tests/client/fake_server.c) that records what was sent.
+ */
+#include "cli_int.h"
+
+#include "cr_error.h"
+#include "cr_time.h"
+#include "fake_server.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define N(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Captured output of one command. */
+typedef struct run {
+    int code;
+    char *out;
+    size_t out_len;
+    char *err;
+    size_t err_len;
+} run;
+
+static void run_free(run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+/* Run "corral ARGS..." in-process; args end with NULL. */
+static run cli(const char *first, ...)
+{
+    char *argv[64];
+    int argc = 0;
+    va_list ap;
+    va_start(ap, first);
+    for (const char *a = first; a && argc < 63; a = va_arg(ap, const char *)) {
+        argv[argc++] = (char *)a;
+    }
+    va_end(ap);
+    argv[argc] = NULL;
+    run r = {0};
+    FILE *out = open_memstream(&r.out, &r.out_len);
+    FILE *err = open_memstream(&r.err, &r.err_len);
+    r.code = cr__cli_run(argc, argv, out, err);
+    fclose(out);
+    fclose(err);
+    return r;
+}
+
+/* --- flags ------------------------------------------------------------------ */
+
+static const cli_opt opts[] = {
+    {"gpus", CLI_INT, "N", "gpus", NULL, 0, 64, 0},
+    {"kind", CLI_STR, "K", "kind", "a|bb|c", 0, 0, 0},
+    {"time", CLI_DUR, "D", "time", NULL, 0, 0, 't'},
+    {"env", CLI_LIST, "K=V", "env", NULL, 0, 0, 'e'},
+    {"params", CLI_COUNT, "N", "params", NULL, 0, 0, 0},
+    {"weight", CLI_F64, "W", "weight", NULL, 0, 10, 0},
+    {"follow", CLI_BOOL, NULL, "follow", NULL, 0, 0, 'f'},
+};
+
+static int parse(cli_args *a, bool stop, char **argv, int argc, char **errtext)
+{
+    size_t len = 0;
+    FILE *err = open_memstream(errtext, &len);
+    int rc = cr__cli_args_parse(a, "t", opts, N(opts), stop, argc, argv, err);
+    fclose(err);
+    return rc;
+}
+
+static void test_args_ok(void **state)
+{
+    char *argv[] = {"t",   "--gpus", "8",      "--kind=bb", "-t",       "1h30m", "--env",
+                    "A=1", "-e",     "B=x=y",  "pos",       "--params", "7b",    "--weight",
+                    "2.5", "-f",     "--json", "--",        "python",   "--lr",  "3"};
+    cli_args a;
+    char *err = NULL;
+    assert_int_equal(parse(&a, false, argv, (int)N(argv), &err), 0);
+    assert_string_equal(err, "");
+    assert_int_equal(cr__cli_arg(&a, "gpus")->i, 8);
+    assert_string_equal(cr__cli_arg(&a, "kind")->str, "bb");
+    assert_int_equal(cr__cli_arg(&a, "time")->i, 90 * CR_NS_PER_MIN);
+    const cli_val *env = cr__cli_arg(&a, "env");
+    assert_int_equal(env->count, 2);
+    assert_string_equal(env->list[0], "A=1");
+    assert_string_equal(env->list[1], "B=x=y");
+    assert_true(cr__cli_arg(&a, "params")->f == 7e9);
+    assert_true(cr__cli_arg(&a, "weight")->f == 2.5);
+    assert_true(cr__cli_arg(&a, "follow")->set);
+    assert_true(cr__cli_arg(&a, "json")->set);
+    assert_false(cr__cli_arg(&a, "server")->set);
+    assert_int_equal(a.npos, 1);
+    assert_string_equal(a.pos[0], "pos");
+    assert_true(a.dashdash);
+    assert_int_equal(a.nrest, 3);
+    assert_string_equal(a.rest[1], "--lr");
+    cr__cli_args_fini(&a);
+    free(err);
+}
+
+static void test_args_stop_at_positional(void **state)
+{
+    char *argv[] = {"t", "--gpus", "1", "python", "train.py", "--gpus", "9"};
+    cli_args a;
+    char *err = NULL;
+    assert_int_equal(parse(&a, true, argv, (int)N(argv), &err), 0);
+    assert_int_equal(cr__cli_arg(&a, "gpus")->i, 1);
+    assert_int_equal(a.npos, 0);
+    assert_int_equal(a.nrest, 4);
+    assert_string_equal(a.rest[0], "python");
+    assert_string_equal(a.rest[3], "9");
+    cr__cli_args_fini(&a);
+    free(err);
+}
+
+/* Each bad command line fails with a message naming the flag and what it
+ * accepts. */
+static void test_args_errors(void **state)
+{
+    static const struct {
+        char *argv[4];
+        int argc;
+        const char *want;
+    } cases[] = {
+        {{"t", "--gpus", "65"}, 3, "--gpus: '65' is not an integer in 0..64"},
+        {{"t", "--gpus", "x"}, 3, "--gpus: 'x' is not an integer"},
+        {{"t", "--gpus"}, 2, "--gpus needs a value (N)"},
+        {{"t", "--kind", "d"}, 3, "--kind: 'd' is not allowed (allowed: a, bb, c)"},
+        {{"t", "--kind"}, 2, "(allowed: a, bb, c)"},
+        {{"t", "--time", "soon"}, 3, "--time: 'soon' is not a positive duration"},
+        {{"t", "--time", "0"}, 3, "--time: '0' is not a positive duration"},
+        {{"t", "--params", "7q"}, 3, "--params: '7q' is not a count"},
+        {{"t", "--weight", "nan"}, 3, "--weight: 'nan' is not a number in 0..10"},
+        {{"t", "--bogus"}, 2, "unknown option '--bogus'"},
+        {{"t", "-x"}, 2, "unknown option '-x'"},
+        {{"t", "--follow=1"}, 2, "--follow takes no value"},
+        {{"t", "--gpus="}, 2, "--gpus: '' is not an integer"},
+    };
+    for (size_t i = 0; i < N(cases); i++) {
+        cli_args a;
+        char *err = NULL;
+        assert_int_equal(parse(&a, false, (char **)cases[i].argv, cases[i].argc, &err), CR_EINVAL);
+        if (!strstr(err, cases[i].want)) {
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, cases[i].want);
+        }
+        assert_non_null(strstr(err, "corral t: "));
+        cr__cli_args_fini(&a);
+        free(err);
+    }
+}
+
+/* --- config ------------------------------------------------------------------ */
+
+static int cfg_parse(const char *text, cli_config *cfg, char **errtext)
+{
+    size_t len = 0;
+    FILE *err = open_memstream(errtext, &len);
+    cr__cli_config_init(cfg);
+    int rc = cr__cli_config_parse(cfg, "cfg", text, err);
+    fclose(err);
+    return rc;
+}
+
+static void test_config(void **state)
+{
+    cli_config cfg;
+    char *err = NULL;
+    assert_int_equal(cfg_parse("# corral\n\nserver = https://ctl:8620\n  token=\"crl_abc\"  \n"
+                               "insecure = true\ntimeout = 2m\nca_file = /etc/ca.pem\n",
+                               &cfg, &err),
+                     0);
+    assert_string_equal(cfg.server, "https://ctl:8620");
+    assert_string_equal(cfg.token, "crl_abc");
+    assert_true(cfg.insecure);
+    assert_int_equal(cfg.timeout_ns, 2 * CR_NS_PER_MIN);
+    assert_string_equal(cfg.ca_file, "/etc/ca.pem");
+    cr__cli_config_fini(&cfg);
+    free(err);
+
+    static const struct {
+        const char *text, *want;
+    } bad[] = {
+        {"server = http://x\nsever = y\n", "cfg:2: unknown key 'sever' (allowed: server, token,"},
+        {"\n\nnonsense\n", "cfg:3: expected 'key = value'"},
+        {"server = ctl:8620\n", "cfg:1: server: 'ctl:8620' is not an http:// or https:// URL"},
+        {"insecure = yes\n", "cfg:1: insecure: 'yes' is not allowed (allowed: true, false)"},
+        {"timeout = never\n", "cfg:1: timeout: 'never' is not a positive duration"},
+        {"token =\n", "cfg:1: token: empty value"},
+        {"token = \"abc\n", "cfg:1: unterminated quote"},
+        {"= x\n", "cfg:1: missing key"},
+        {"token_file = /nonexistent/token\n", "cfg:1: token_file: cannot read a token"},
+    };
+    for (size_t i = 0; i < N(bad); i++) {
+        assert_int_equal(cfg_parse(bad[i].text, &cfg, &err), CR_EPARSE);
+        if (!strstr(err, bad[i].want)) {
+            fail_msg("case %zu: '%s' lacks '%s'", i, err, bad[i].want);
+        }
+        cr__cli_config_fini(&cfg);
+        free(err);
+    }
+}
+
+/* --- tables and formatters ------------------------------------------------------ */
+
+static void test_table(void **state)
+{
+    static const char *const hdr[] = {">ID", "NAME", "STATE"};
+    cli_table t;
+    cr__cli_table_init(&t, 3, hdr);
+    const char *r1[] = {"7", "train-llama", "running"};
+    const char *r2[] = {"123", NULL, "pending"};
+    const char *r3[] = {"8", "naïve\tname", ""};
+    cr__cli_table_row(&t, r1);
+    cr__cli_table_row(&t, r2);
+    cr__cli_table_row(&t, r3);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr__cli_table_print(&t, f);
+    fclose(f);
+    assert_string_equal(buf, " ID  NAME         STATE\n"
+                             "  7  train-llama  running\n"
+                             "123  -            pending\n"
+                             "  8  naïve name   -\n");
+    free(buf);
+    cr__cli_table_fini(&t);
+}
+
+static void test_json_text(void **state)
+{
+    char b[64];
+    json_t *v = json_pack("[i,f,f,s,b,n,[i,i],f]", 42, 2.5, 7e9, "x", 1, 1, 2, 0.001);
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 0), b, sizeof b), "42");
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 1), b, sizeof b), "2.50");
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 2), b, sizeof b), "7000000000");
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 3), b, sizeof b), "x");
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 4), b, sizeof b), "true");
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 5), b, sizeof b), "-");
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 6), b, sizeof b), "1,2");
+    assert_string_equal(cr__cli_json_text(json_array_get(v, 7), b, sizeof b), "0.001");
+    assert_string_equal(cr__cli_json_text(NULL, b, sizeof b), "-");
+    json_decref(v);
+}
+
+static void test_time(void **state)
+{
+    int64_t t = 0;
+    assert_int_equal(cr__cli_parse_rfc3339("2026-11-30T04:35:00Z", &t), 0);
+    assert_int_equal(t, INT64_C(1796013300) * CR_NS_PER_SEC);
+    assert_int_equal(cr__cli_parse_rfc3339("2026-11-30T05:35:00.5+01:00", &t), 0);
+    assert_int_equal(t, INT64_C(1796013300) * CR_NS_PER_SEC + CR_NS_PER_SEC / 2);
+    assert_int_equal(cr__cli_parse_rfc3339("2026-11-30", &t), CR_EINVAL);
+    assert_int_equal(cr__cli_parse_rfc3339("2026-13-30T04:35:00Z", &t), CR_ERANGE);
+    assert_int_equal(cr__cli_parse_rfc3339("2026-11-30T04:35:00Zjunk", &t), CR_EINVAL);
+    char b[32];
+    int64_t now = INT64_C(1796013300) * CR_NS_PER_SEC + 192 * CR_NS_PER_SEC;
+    assert_string_equal(cr__cli_age("2026-11-30T04:35:00Z", now, b, sizeof b), "3m12s");
+    assert_string_equal(cr__cli_age(NULL, now, b, sizeof b), "-");
+}
+
+/* --- whole commands against a loopback server ------------------------------------- */
+
+static fake_server *start(void)
+{
+    fake_server *s = fake_server_start();
+    assert_non_null(s);
+    setenv("CORRAL_SERVER", fake_server_url(s), 1);
+    setenv("CORRAL_TOKEN", "crl_test", 1);
+    setenv("CORRAL_CONFIG", "/dev/null", 1);
+    return s;
+}
+
+static const json_t *sent_body(const json_t *last)
+{
+    return json_object_get(last, "body");
+}
+
+static void test_cmd_submit(void **state)
+{
+    fake_server *s = start();
+    fake_server_canned(s, 201, "{\"ids\":[42]}");
+    run r =
+        cli("submit", "--gpus", "8", "--gpu-type", "H100 SXM", "--kind", "finetune", "--params",
+            "7b", "--method", "lora", "--tokens", "1e8", "--tenant", "ml", "--priority", "5",
+            "--time", "1h", "--env", "A=1", "--workdir", "/tmp", "--array", "3", "--name", "ft",
+            "--preemptible", "--retries", "2", "--", "python", "train.py", "--lr", "3e-4", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Submitted job 42\n");
+    json_t *last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "auth")), "Bearer crl_test");
+    json_t *want = json_pack(
+        "{s:[s,s,s,s],s:s,s:s,s:i,s:s,s:s,s:i,s:s,s:i,s:i,s:i,s:b,s:{s:f,s:s,s:f},s:{s:s}}",
+        "command", "python", "train.py", "--lr", "3e-4", "name", "ft", "tenant", "ml", "gpus", 8,
+        "gpu_type", "H100 SXM", "kind", "finetune", "priority", 5, "workdir", "/tmp", "array", 3,
+        "max_retries", 2, "time_limit_s", 3600, "preemptible", 1, "model", "params", 7e9, "method",
+        "lora", "tokens", 1e8, "env", "A", "1");
+    if (!json_equal((json_t *)sent_body(last), want)) {
+        char *got = json_dumps(sent_body(last), JSON_SORT_KEYS);
+        fail_msg("sent %s", got);
+    }
+    json_decref(want);
+    json_decref(last);
+    run_free(&r);
+
+    /* arrays: a consecutive range */
+    fake_server_canned(s, 201, "{\"ids\":[5,6,7]}");
+    r = cli("submit", "--array", "3", "true", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Submitted 3 jobs 5-7\n");
+    run_free(&r);
+
+    /* --json prints the server's answer */
+    r = cli("submit", "--json", "true", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "\"ids\""));
+    run_free(&r);
+
+    /* the server's message, verbatim, exit 1 */
+    fake_server_canned(s, 400,
+                       "{\"error\":\"CR_EINVAL\",\"message\":\"field 'gpu_type': unknown GPU "
+                       "type 'H900'\",\"field\":\"gpu_type\"}");
+    r = cli("submit", "--gpu-type", "H900", "true", NULL);
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.err, "corral submit: field 'gpu_type': unknown GPU type 'H900'\n");
+    assert_string_equal(r.out, "");
+    run_free(&r);
+
+    /* bad usage never reaches the server */
+    unsigned before = fake_server_requests(s);
+    r = cli("submit", "--gpus", "-1", "true", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--gpus: '-1' is not an integer in 0..4096"));
+    run_free(&r);
+    r = cli("submit", "--env", "NOEQUALS", "true", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--env: 'NOEQUALS' is not KEY=VALUE"));
+    run_free(&r);
+    r = cli("submit", "--gpus", "1", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "no command given"));
+    run_free(&r);
+    assert_int_equal(fake_server_requests(s), before);
+    fake_server_stop(s);
+}
+
+static const char JOBS[] =
+    "{\"items\":["
+    "{\"id\":1,\"name\":\"pretrain\",\"tenant\":\"ml\",\"state\":\"running\",\"gpus\":8,"
+    "\"nodes\":2,\"gpu_type\":\"H100 SXM\",\"start_time\":\"2026-11-30T04:00:00Z\","
+    "\"placement\":[{\"node\":\"h100-0\",\"gpus\":[0,1]},{\"node\":\"h100-1\",\"gpus\":[0,1]}]},"
+    "{\"id\":2,\"name\":\"ft\",\"tenant\":\"nlp\",\"state\":\"pending\",\"gpus\":1,"
+    "\"gpu_type\":\"auto\",\"reason\":\"needs 1 A100: 0 free\"},"
+    "{\"id\":3,\"name\":\"old\",\"tenant\":\"ml\",\"state\":\"completed\",\"gpus\":1,"
+    "\"gpu_type\":\"L40S\",\"start_time\":\"2026-11-30T03:00:00Z\","
+    "\"end_time\":\"2026-11-30T03:10:00Z\"},"
+    "{\"id\":4,\"name\":\"mig\",\"tenant\":\"ml\",\"state\":\"held\",\"gpus\":1,"
+    "\"mig_profile\":\"1g.10gb\",\"gpu_type\":\"A30\"}],\"count\":4}";
+
+static void test_cmd_jobs(void **state)
+{
+    fake_server *s = start();
+    fake_server_canned(s, 200, JOBS);
+    run r = cli("jobs", NULL);
+    assert_int_equal(r.code, 0);
+    /* finished jobs are hidden by default; columns aligned */
+    assert_null(strstr(r.out, "old"));
+    if (!strstr(r.out, "ID  NAME      TENANT  STATE       GPUS  TYPE      ")) {
+        fail_msg("%s", r.out);
+    }
+    assert_non_null(strstr(r.out, "h100-0,h100-1"));
+    assert_non_null(strstr(r.out, "(needs 1 A100: 0 free)"));
+    assert_non_null(strstr(r.out, "2x8"));
+    assert_non_null(strstr(r.out, "1g.10gb"));
+    run_free(&r);
+
+    r = cli("jobs", "--all", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "old"));
+    assert_non_null(strstr(r.out, "10m"));
+    run_free(&r);
+
+    r = cli("jobs", "--state", "running", "--tenant", "ml", "--limit", "10", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *last = fake_server_last(s);
+    const json_t *q = json_object_get(last, "query");
+    assert_string_equal(json_string_value(json_object_get(q, "state")), "running");
+    assert_string_equal(json_string_value(json_object_get(q, "tenant")), "ml");
+    assert_string_equal(json_string_value(json_object_get(q, "limit")), "10");
+    json_decref(last);
+    run_free(&r);
+
+    r = cli("jobs", "--json", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *doc = json_loads(r.out, 0, NULL);
+    assert_int_equal(json_array_size(json_object_get(doc, "items")), 4);
+    json_decref(doc);
+    run_free(&r);
+    fake_server_stop(s);
+}
+
+static void test_cmd_show_and_actions(void **state)
+{
+    fake_server *s = start();
+    fake_server_canned(
+        s, 200,
+        "{\"id\":2,\"name\":\"ft\",\"tenant\":\"nlp\",\"state\":\"pending\",\"reason\":\"needs "
+        "1 A100: 0 free\",\"command\":[\"python\",\"a b.py\"],\"gpus\":1,\"model\":{\"params\":"
+        "7e9,\"method\":\"lora\"},\"events\":[{\"time\":\"2026-11-30T04:00:00Z\",\"what\":"
+        "\"submitted\",\"why\":\"by alice\"},{\"time\":\"2026-11-30T04:00:01Z\",\"what\":"
+        "\"pending\",\"why\":\"needs 1 A100: 0 free\"}]}");
+    run r = cli("show", "2", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "Job 2\n"));
+    assert_non_null(strstr(r.out, "  Reason:         needs 1 A100: 0 free\n"));
+    assert_non_null(strstr(r.out, "  Command:        python 'a b.py'\n"));
+    assert_non_null(strstr(r.out, "params=7000000000 method=lora"));
+    assert_non_null(strstr(r.out, "Events:\n  TIME                  WHAT       WHY\n"));
+    assert_non_null(strstr(r.out, "  2026-11-30T04:00:01Z  pending    needs 1 A100: 0 free\n"));
+    run_free(&r);
+
+    r = cli("show", "two", NULL);
+    assert_int_equal(r.code, 2);
+    assert_string_equal(r.err, "corral show: 'two' is not a job id (a positive integer)\n");
+    run_free(&r);
+
+    fake_server_echo(s);
+    r = cli("cancel", "3", "4", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Cancelled job 3\nCancelled job 4\n");
+    json_t *last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/4/cancel");
+    json_decref(last);
+    run_free(&r);
+
+    r = cli("requeue", "9", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Requeued job 9\n");
+    run_free(&r);
+
+    fake_server_canned(s, 404, "{\"error\":\"CR_ENOENT\",\"message\":\"job 77: not found\"}");
+    r = cli("hold", "77", NULL);
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.err, "corral hold: job 77: not found\n");
+    run_free(&r);
+    fake_server_stop(s);
+}
+
+static void test_cmd_admin(void **state)
+{
+    fake_server *s = start();
+    fake_server_canned(
+        s, 200,
+        "{\"items\":[{\"name\":\"h100-0\",\"state\":\"up\",\"rack\":\"r1\",\"gpus\":["
+        "{\"index\":0,\"model\":\"H100 SXM\",\"health\":\"ok\",\"job\":1},"
+        "{\"index\":1,\"model\":\"H100 SXM\",\"health\":\"xid\",\"reason\":\"XID 79\"},"
+        "{\"index\":2,\"model\":\"H100 SXM\",\"health\":\"ok\"}]},"
+        "{\"name\":\"l40s-0\",\"state\":\"drained\",\"reason\":\"maintenance\",\"gpus\":["
+        "{\"index\":0,\"model\":\"L40S\",\"health\":\"ok\"}]}],\"count\":2}");
+    run r = cli("nodes", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out,
+                        "NAME    STATE    RACK  TYPE      GPUS  ALLOC  FREE  REASON\n"
+                        "h100-0  up       r1    H100 SXM     3      1     1  gpu1: xid XID 79\n"
+                        "l40s-0  drained  -     L40S         1      0     0  maintenance\n");
+    run_free(&r);
+
+    r = cli("top", "--once", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "Nodes: 1 up, 1 drained, 0 lost   GPUs: 1/4 allocated, 1 "
+                                  "unhealthy"));
+    assert_non_null(strstr(r.out, "[#x.]"));
+    assert_non_null(strstr(r.out, "[-]"));
+    run_free(&r);
+
+    fake_server_echo(s);
+    r = cli("drain", "h100-0", "--reason", "fan", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Drained h100-0\n");
+    run_free(&r);
+
+    r = cli("tenants", "create", "ml", "--weight", "2", "--quota", "H100 SXM=16", "--quota",
+            "A100=8", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *last = fake_server_last(s);
+    json_t *want = json_pack("{s:s,s:f,s:{s:i,s:i}}", "name", "ml", "weight", 2.0, "quotas",
+                             "H100 SXM", 16, "A100", 8);
+    assert_true(json_equal(json_object_get(last, "body"), want));
+    json_decref(want);
+    json_decref(last);
+    run_free(&r);
+
+    r = cli("tenants", "set", "ml", "--quota", "H100", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--quota: 'H100' is not TYPE=N"));
+    run_free(&r);
+
+    r = cli("tenants", "delete", "ml", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "unknown action 'delete' (allowed: list, create, set)"));
+    run_free(&r);
+
+    fake_server_canned(s, 201, "{\"id\":\"7\",\"token\":\"crl_newtoken\"}");
+    r = cli("tokens", "create", "--role", "user", "--tenant", "ml", "--name", "alice", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "crl_newtoken\n");
+    run_free(&r);
+    r = cli("tokens", "create", "--role", "root", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--role: 'root' is not allowed (allowed: admin, user, agent)"));
+    run_free(&r);
+    r = cli("tokens", "create", "--role", "user", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--tenant is required"));
+    run_free(&r);
+
+    r = cli("usage", "--by", "tenant,week", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--by: 'week' is not allowed (allowed: tenant, gpu_type, day"));
+    run_free(&r);
+    fake_server_canned(s, 200,
+                       "{\"items\":[{\"tenant\":\"ml\",\"gpu_type\":\"*\",\"day\":\"*\","
+                       "\"gpu_hours\":12.5,\"energy_kwh\":8.25,\"cost\":30}]}");
+    r = cli("usage", "--by", "tenant", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "TENANT  GPU_HOURS  ENERGY_KWH   COST\n"
+                               "ml          12.50        8.25  30.00\n");
+    run_free(&r);
+    fake_server_stop(s);
+}
+
+static void test_cmd_services(void **state)
+{
+    fake_server *s = start();
+    run r = cli("services", "create", "chat", "--gpus", "1", "--gpu-type", "auto", "--min", "1",
+                "--max", "4", "--concurrency", "4", "--ready-path", "/health", "--", "python",
+                "serve.py", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Created service chat\n");
+    json_t *last = fake_server_last(s);
+    json_t *want =
+        json_pack("{s:s,s:[s,s],s:s,s:s,s:i,s:i,s:i,s:{s:f}}", "name", "chat", "command", "python",
+                  "serve.py", "gpu_type", "auto", "ready_path", "/health", "gpus", 1,
+                  "min_replicas", 1, "max_replicas", 4, "target", "concurrency", 4.0);
+    assert_true(json_equal(json_object_get(last, "body"), want));
+    json_decref(want);
+    json_decref(last);
+    run_free(&r);
+
+    r = cli("services", "scale", "chat", "3", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "path")),
+                        "/v1/services/chat/scale");
+    json_decref(last);
+    run_free(&r);
+
+    r = cli("services", "create", "chat", "--min", "5", "--max", "2", "--", "x", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--min 5 is above --max 2"));
+    run_free(&r);
+    r = cli("services", "scale", "chat", "many", NULL);
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+    r = cli("services", "show", "chat", "--gpus", "2", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--gpus goes with create only"));
+    run_free(&r);
+
+    fake_server_canned(s, 200,
+                       "{\"items\":[{\"name\":\"chat\",\"tenant\":\"ml\",\"gpus\":1,\"gpu_type\":"
+                       "\"L40S\",\"min_replicas\":1,\"max_replicas\":4,\"target\":{"
+                       "\"concurrency\":4},\"replicas\":[{\"node\":\"l40s-0\",\"ready\":true},"
+                       "{\"node\":\"l40s-1\",\"ready\":false}]}]}");
+    r = cli("services", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "NAME  TENANT  GPUS  TYPE  READY  MIN  MAX  TARGET\n"
+                               "chat  ml         1  L40S    1/2    1    4  concurrency 4\n");
+    run_free(&r);
+    fake_server_stop(s);
+}
+
+static void test_cmd_logs(void **state)
+{
+    fake_server *s = start();
+    fake_server_canned(s, 200, "hello\nworld\n");
+    run r = cli("logs", "5", "--stderr", "--offset", "7", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "hello\nworld\n");
+    json_t *last = fake_server_last(s);
+    const json_t *q = json_object_get(last, "query");
+    assert_null(json_object_get(q, "follow"));
+    assert_string_equal(json_string_value(json_object_get(q, "stream")), "stderr");
+    assert_string_equal(json_string_value(json_object_get(q, "offset")), "7");
+    assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/5/logs");
+    json_decref(last);
+    run_free(&r);
+
+    /* follow: after the bytes, the job's state decides whether to go on
+     * (this server's job document has no state: it stops) */
+    unsigned before = fake_server_requests(s);
+    r = cli("logs", "5", "-f", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "hello\nworld\n");
+    assert_int_equal(fake_server_requests(s) - before, 2);
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/5");
+    json_decref(last);
+    run_free(&r);
+
+    /* a job that never ran: the server's message, exit 1 */
+    fake_server_canned(s, 409,
+                       "{\"error\":\"CR_ECONFLICT\",\"message\":\"job 5 has not run yet: no "
+                       "logs\"}");
+    r = cli("logs", "5", NULL);
+    assert_int_equal(r.code, 1);
+    assert_string_equal(r.err, "corral logs: job 5 has not run yet: no logs\n");
+    run_free(&r);
+    fake_server_stop(s);
+}
+
+static void test_server_and_token_resolution(void **state)
+{
+    fake_server *s = start();
+    /* flags beat the environment */
+    unsetenv("CORRAL_SERVER");
+    run r = cli("jobs", "--server", fake_server_url(s), "--token", "crl_flag", NULL);
+    assert_int_equal(r.code, 0);
+    json_t *last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "auth")), "Bearer crl_flag");
+    json_decref(last);
+    run_free(&r);
+
+    /* the config file, when neither flag nor environment says */
+    char path[] = "/tmp/corral-cli-test-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fprintf(f, "# test\nserver = %s\ntoken = crl_cfg\n", fake_server_url(s));
+    fclose(f);
+    unsetenv("CORRAL_TOKEN");
+    setenv("CORRAL_CONFIG", path, 1);
+    r = cli("jobs", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "auth")), "Bearer crl_cfg");
+    json_decref(last);
+    run_free(&r);
+
+    /* a broken config file: line-numbered error, exit 2 */
+    f = fopen(path, "w");
+    fprintf(f, "server = %s\nbogus = 1\n", fake_server_url(s));
+    fclose(f);
+    r = cli("jobs", NULL);
+    assert_int_equal(r.code, 2);
+    char want[128];
+    snprintf(want, sizeof want, "%s:2: unknown key 'bogus'", path);
+    assert_non_null(strstr(r.err, want));
+    run_free(&r);
+    unlink(path);
+
+    /* an explicit config file that does not exist is an error */
+    r = cli("jobs", "--config", "/nonexistent/corral.conf", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "cannot read config file /nonexistent/corral.conf"));
+    run_free(&r);
+
+    /* a bad server URL from the environment names its source */
+    setenv("CORRAL_CONFIG", "/dev/null", 1);
+    setenv("CORRAL_SERVER", "localhost:8620", 1);
+    r = cli("jobs", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "CORRAL_SERVER: 'localhost:8620' is not an http://"));
+    run_free(&r);
+
+    /* nobody listening: exit 3 */
+    char url[64];
+    snprintf(url, sizeof url, "%s", fake_server_url(s));
+    fake_server_stop(s);
+    setenv("CORRAL_SERVER", url, 1);
+    r = cli("jobs", NULL);
+    assert_int_equal(r.code, 3);
+    assert_non_null(strstr(r.err, "corral jobs: cannot reach the server at "));
+    run_free(&r);
+    r = cli("top", "--once", NULL);
+    assert_int_equal(r.code, 3);
+    run_free(&r);
+}
+
+static void test_unknown_command_and_help(void **state)
+{
+    run r = cli("frobnicate", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "corral: unknown command 'frobnicate'"));
+    assert_non_null(strstr(r.err, "submit"));
+    run_free(&r);
+    r = cli("submit", "--help", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "usage: corral submit"));
+    assert_non_null(strstr(r.out, "--kind KIND"));
+    assert_non_null(strstr(r.out, "(allowed: pretrain, finetune, inference, visual, hpc, batch)"));
+    run_free(&r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_args_ok),
+        cmocka_unit_test(test_args_stop_at_positional),
+        cmocka_unit_test(test_args_errors),
+        cmocka_unit_test(test_config),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_json_text),
+        cmocka_unit_test(test_time),
+        cmocka_unit_test(test_cmd_submit),
+        cmocka_unit_test(test_cmd_jobs),
+        cmocka_unit_test(test_cmd_show_and_actions),
+        cmocka_unit_test(test_cmd_admin),
+        cmocka_unit_test(test_cmd_services),
+        cmocka_unit_test(test_cmd_logs),
+        cmocka_unit_test(test_server_and_token_resolution),
+        cmocka_unit_test(test_unknown_command_and_help),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

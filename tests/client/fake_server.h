@@ -1,0 +1,42 @@
+/*
+ * fake_server.h - a tiny real HTTP server (libmicrohttpd, loopback, one
+ * thread per connection) for the client and CLI tests.
+ *
+ * It records every request (method, path, query, Authorization, body) and
+ * answers either with a canned response set by the test or, by default,
+ * with an echo of the request as JSON:
+ *   {"method":"POST","path":"/v1/jobs","query":{"state":"running"},
+ *    "auth":"Bearer x","body":<parsed JSON or null>}
+ * Special paths: /slow blocks until fake_server_release (or 10 s);
+ * /stream answers 200 with the chunks "line 1\n".."line 5\n" in separate
+ * writes; /stream-fail answers 404 with an error body.
+ */
+#ifndef FAKE_SERVER_H
+#define FAKE_SERVER_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+typedef struct fake_server fake_server;
+
+/* Start on 127.0.0.1 with an ephemeral port; NULL on failure. */
+fake_server *fake_server_start(void);
+/* The same over HTTPS with a PEM certificate and key (texts, copied). */
+fake_server *fake_server_start_tls(const char *cert_pem, const char *key_pem);
+void fake_server_stop(fake_server *s);
+/* "http[s]://127.0.0.1:PORT" (owned by the server). */
+const char *fake_server_url(const fake_server *s);
+/* Answer the next requests with status and body (text, copied) until reset;
+ * body NULL: empty. */
+void fake_server_canned(fake_server *s, unsigned status, const char *body);
+/* Back to echo answers. */
+void fake_server_echo(fake_server *s);
+/* Last request as the echo document (new reference), NULL if none. */
+json_t *fake_server_last(fake_server *s);
+/* Requests and TCP connections seen so far. */
+unsigned fake_server_requests(fake_server *s);
+unsigned fake_server_connections(fake_server *s);
+/* Let /slow requests finish. */
+void fake_server_release(fake_server *s);
+
+#endif

@@ -1,0 +1,1013 @@
+/*
+ * test_controller.c - the real `corral controller` on loopback, driven over
+ * HTTP as users and agents would: round trips, the auth matrix, bad input
+ * that stores nothing, the agent protocol with a lost node, /metrics
+ * through promtool, restart, and crash safety under kill -9.
+ *
+ * Each test starts its own daemon (port 0; the bound address is read from
+ * <state-dir>/listen.addr) in a fresh state directory. No sleeps as
+ * synchronisation: every wait polls a condition with a deadline.
+ */
+#include "cr_buf.h"
+#include "cr_time.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+
+typedef struct daemon {
+    pid_t pid;
+    char dir[256];
+    char url[128];
+    char admin[128];
+    char join[128];
+} daemon_t;
+
+static const char *bin(void)
+{
+    const char *b = getenv("CORRAL_BIN");
+    return b ? b : "build/corral";
+}
+
+static void read_line(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    out[0] = '\0';
+    if (f) {
+        if (!fgets(out, (int)len, f)) {
+            out[0] = '\0';
+        }
+        fclose(f);
+    }
+    out[strcspn(out, "\r\n")] = '\0';
+}
+
+static void poll_sleep(void)
+{
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static char ca_file[300]; /* set while a TLS test runs */
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    cr_buf_append(u, p, s * n);
+    return s * n;
+}
+
+/* One request; returns the status (0 = no answer) and the body in out. */
+static long req(const daemon_t *d, const char *method, const char *path, const char *token,
+                const char *body, size_t len, cr_buf *out)
+{
+    CURL *h = curl_easy_init();
+    char url[512], auth[256];
+    snprintf(url, sizeof url, "%s%s", d->url, path);
+    struct curl_slist *hdrs = NULL;
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (ca_file[0]) {
+        curl_easy_setopt(h, CURLOPT_CAINFO, ca_file);
+    }
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
+    }
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    return code;
+}
+
+/* Request with a string body; the answer parsed as JSON (NULL if not). */
+static json_t *call(const daemon_t *d, const char *method, const char *path, const char *token,
+                    const char *body, long *code)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    *code = req(d, method, path, token, body, body ? strlen(body) : 0, &b);
+    json_t *v = b.len ? json_loads(cr_buf_str(&b), 0, NULL) : NULL;
+    cr_buf_fini(&b);
+    return v;
+}
+
+static void start(daemon_t *d, bool fresh, const char *extra)
+{
+    if (fresh) {
+        snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-ctl-XXXXXX");
+        assert_non_null(mkdtemp(d->dir));
+    }
+    char addr[300];
+    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
+    unlink(addr);
+    char log[300];
+    snprintf(log, sizeof log, "%s/controller.log", d->dir);
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        char *argv[16];
+        int n = 0;
+        argv[n++] = (char *)bin();
+        argv[n++] = "controller";
+        argv[n++] = "--state-dir";
+        argv[n++] = d->dir;
+        argv[n++] = "--listen";
+        argv[n++] = "127.0.0.1:0";
+        char extra_copy[256];
+        if (extra) {
+            snprintf(extra_copy, sizeof extra_copy, "%s", extra);
+            char *save = NULL;
+            for (char *t = strtok_r(extra_copy, " ", &save); t && n < 14;
+                 t = strtok_r(NULL, " ", &save)) {
+                argv[n++] = t;
+            }
+        }
+        argv[n] = NULL;
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    d->url[0] = '\0';
+    while (cr_mono_ns() < deadline) {
+        read_line(addr, d->url, sizeof d->url);
+        if (d->url[0]) {
+            break;
+        }
+        int st;
+        assert_int_equal(waitpid(d->pid, &st, WNOHANG), 0); /* still alive */
+        poll_sleep();
+    }
+    assert_true(d->url[0] != '\0');
+    char path[300];
+    snprintf(path, sizeof path, "%s/admin.token", d->dir);
+    read_line(path, d->admin, sizeof d->admin);
+    snprintf(path, sizeof path, "%s/join.token", d->dir);
+    read_line(path, d->join, sizeof d->join);
+    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+}
+
+static void stop(daemon_t *d, int sig)
+{
+    if (d->pid > 0) {
+        kill(d->pid, sig);
+        int st;
+        waitpid(d->pid, &st, 0);
+        if (sig == SIGTERM) {
+            assert_true(WIFEXITED(st));
+            assert_int_equal(WEXITSTATUS(st), 0);
+        }
+        d->pid = 0;
+    }
+}
+
+static void cleanup(daemon_t *d)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot remove %s\n", d->dir);
+    }
+}
+
+static const char *str(json_t *v, const char *key)
+{
+    const char *s = json_string_value(json_object_get(v, key));
+    return s ? s : "";
+}
+
+static int64_t num(json_t *v, const char *key)
+{
+    return (int64_t)json_integer_value(json_object_get(v, key));
+}
+
+static char *mint(const daemon_t *d, const char *role, const char *tenant)
+{
+    char body[200];
+    snprintf(body, sizeof body, "{\"role\":\"%s\",\"tenant\":\"%s\",\"name\":\"t-%s\"}", role,
+             tenant, tenant);
+    long code;
+    json_t *v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+    assert_int_equal(code, 201);
+    char *t = strdup(str(v, "token"));
+    json_decref(v);
+    return t;
+}
+
+static int64_t submit(const daemon_t *d, const char *token, const char *body)
+{
+    long code;
+    json_t *v = call(d, "POST", "/v1/jobs", token, body, &code);
+    assert_int_equal(code, 201);
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    assert_true(id > 0);
+    return id;
+}
+
+static int64_t count_jobs(const daemon_t *d)
+{
+    long code;
+    json_t *v = call(d, "GET", "/v1/jobs?limit=1000000", d->admin, NULL, &code);
+    assert_int_equal(code, 200);
+    int64_t n = num(v, "count");
+    json_decref(v);
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+
+static void test_flags(void **state)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "%s controller --bogus >/dev/null 2>&1", bin());
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 2);
+    snprintf(cmd, sizeof cmd, "%s controller --listen nope 2>&1 | grep -q -- --listen", bin());
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd,
+             "echo '{\"listen\": 5}' > /tmp/corral-bad-cfg.json; %s controller --config "
+             "/tmp/corral-bad-cfg.json 2>&1 | grep -q \"field 'listen'\"",
+             bin());
+    assert_int_equal(system(cmd), 0);
+    unlink("/tmp/corral-bad-cfg.json");
+}
+
+static void test_health_and_auth(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/health", NULL, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_true(json_is_true(json_object_get(v, "ok")));
+    json_decref(v);
+    v = call(&d, "GET", "/v1/version", NULL, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs", NULL, NULL, &code);
+    assert_int_equal(code, 401);
+    assert_string_equal(str(v, "error"), "CR_EAUTH");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs", "crl_forged", NULL, &code);
+    assert_int_equal(code, 401);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/jobs", NULL, "{\"command\":[\"true\"]}", &code);
+    assert_int_equal(code, 401);
+    json_decref(v);
+    /* The admin token file is private. */
+    char path[300];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/admin.token", d.dir);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 0777, 0600);
+    /* Failed authentications are counted. */
+    cr_buf b;
+    cr_buf_init(&b);
+    assert_int_equal(req(&d, "GET", "/metrics", NULL, NULL, 0, &b), 200);
+    assert_non_null(strstr(cr_buf_str(&b), "corral_auth_failures_total 3"));
+    cr_buf_fini(&b);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_roundtrip(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    int64_t id = submit(&d, d.admin,
+                        "{\"name\":\"train\",\"command\":[\"python\",\"train.py\"],\"gpus\":8,"
+                        "\"gpu_type\":\"H100 SXM\",\"kind\":\"pretrain\",\"priority\":5,"
+                        "\"env\":{\"A\":\"1\"},\"model\":{\"params\":7e9,\"method\":\"full\"}}");
+    long code;
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    json_t *v = call(&d, "GET", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "name"), "train");
+    assert_string_equal(str(v, "state"), "pending");
+    assert_int_equal(num(v, "gpus"), 8);
+    assert_string_equal(str(json_object_get(v, "env"), "A"), "1");
+    json_t *ev = json_object_get(v, "events");
+    assert_true(json_array_size(ev) >= 1);
+    assert_string_equal(str(json_array_get(ev, 0), "what"), "submitted");
+    json_decref(v);
+
+    v = call(&d, "GET", "/v1/jobs?state=pending", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "count"), 1);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs?state=bogus", d.admin, NULL, &code);
+    assert_int_equal(code, 400);
+    json_decref(v);
+
+    int64_t arr = submit(&d, d.admin, "{\"command\":[\"true\"],\"array\":5}");
+    assert_int_equal(count_jobs(&d), 6);
+
+    snprintf(path, sizeof path, "/v1/jobs/%lld/hold", (long long)arr);
+    v = call(&d, "POST", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "state"), "held");
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/jobs/%lld/release", (long long)arr);
+    v = call(&d, "POST", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+
+    snprintf(path, sizeof path, "/v1/jobs/%lld/cancel", (long long)id);
+    v = call(&d, "POST", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "state"), "cancelled");
+    json_decref(v);
+    v = call(&d, "POST", path, d.admin, NULL, &code);
+    assert_int_equal(code, 409);
+    assert_string_equal(str(v, "error"), "CR_ECONFLICT");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs/99999", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+
+    /* Restart: everything is still there, and the admin token still works. */
+    stop(&d, SIGTERM);
+    char before[128];
+    snprintf(before, sizeof before, "%s", d.admin);
+    start(&d, false, NULL);
+    assert_string_equal(before, d.admin);
+    assert_int_equal(count_jobs(&d), 6);
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "state"), "cancelled");
+    json_decref(v);
+    int64_t next = submit(&d, d.admin, "{\"command\":[\"true\"]}");
+    assert_true(next > arr + 4);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_auth_matrix(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *ua = mint(&d, "user", "alpha");
+    char *ub = mint(&d, "user", "beta");
+    int64_t id = submit(&d, ua, "{\"command\":[\"true\"]}");
+    long code;
+    char path[64], missing[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    json_t *v = call(&d, "GET", path, ua, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "tenant"), "alpha");
+    json_decref(v);
+
+    /* Another tenant's job looks exactly like a missing one. */
+    cr_buf other, none;
+    cr_buf_init(&other);
+    cr_buf_init(&none);
+    assert_int_equal(req(&d, "GET", path, ub, NULL, 0, &other), 404);
+    snprintf(missing, sizeof missing, "/v1/jobs/%lld", (long long)id + 1000);
+    assert_int_equal(req(&d, "GET", missing, ub, NULL, 0, &none), 404);
+    char expect[256];
+    snprintf(expect, sizeof expect, "{\"error\":\"CR_ENOENT\",\"message\":\"job %lld not found\"}",
+             (long long)id);
+    assert_string_equal(cr_buf_str(&other), expect);
+    snprintf(expect, sizeof expect, "{\"error\":\"CR_ENOENT\",\"message\":\"job %lld not found\"}",
+             (long long)id + 1000);
+    assert_string_equal(cr_buf_str(&none), expect);
+    cr_buf_fini(&other);
+    cr_buf_fini(&none);
+    snprintf(path, sizeof path, "/v1/jobs/%lld/cancel", (long long)id);
+    v = call(&d, "POST", path, ub, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs", ub, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "count"), 0);
+    json_decref(v);
+    /* A user may not submit for another tenant, nor manage tokens or tenants. */
+    v = call(&d, "POST", "/v1/jobs", ub, "{\"command\":[\"true\"],\"tenant\":\"alpha\"}", &code);
+    assert_int_equal(code, 403);
+    assert_string_equal(str(v, "field"), "tenant");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/tokens", ua, "{\"role\":\"admin\"}", &code);
+    assert_int_equal(code, 403);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/tokens", ua, NULL, &code);
+    assert_int_equal(code, 403);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/tenants", ua, "{\"name\":\"x\"}", &code);
+    assert_int_equal(code, 403);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/tenants", ua, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "count"), 1);
+    json_decref(v);
+    /* The join token may register a node and nothing else. */
+    v = call(&d, "GET", "/v1/jobs", d.join, NULL, &code);
+    assert_int_equal(code, 403);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/register", ua,
+             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"gpus\":[]}", &code);
+    assert_int_equal(code, 403);
+    json_decref(v);
+    /* Revoked tokens stop working. */
+    v = call(&d, "GET", "/v1/tokens", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    int64_t tid = 0;
+    for (size_t i = 0; i < json_array_size(json_object_get(v, "items")); i++) {
+        json_t *t = json_array_get(json_object_get(v, "items"), i);
+        assert_null(json_object_get(t, "hash"));
+        if (strcmp(str(t, "tenant"), "beta") == 0) {
+            tid = num(t, "id");
+        }
+    }
+    json_decref(v);
+    assert_true(tid > 0);
+    snprintf(path, sizeof path, "/v1/tokens/%lld", (long long)tid);
+    v = call(&d, "DELETE", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs", ub, NULL, &code);
+    assert_int_equal(code, 401);
+    json_decref(v);
+    free(ua);
+    free(ub);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_bad_input_stores_nothing(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    static const struct {
+        const char *body;
+        long code;
+        const char *field;
+    } cases[] = {
+        {"{\"command\":[\"true\"", 400, NULL},
+        {"[1,2]", 400, NULL},
+        {"", 400, NULL},
+        {"{\"command\":\"true\"}", 400, "command"},
+        {"{\"command\":[\"true\"],\"gpus\":\"8\"}", 400, "gpus"},
+        {"{\"command\":[\"true\"],\"gpus\":-1}", 400, "gpus"},
+        {"{\"command\":[\"true\"],\"gpus\":2.5}", 400, "gpus"},
+        {"{\"command\":[\"true\"],\"colour\":\"red\"}", 400, "colour"},
+        {"{\"command\":[\"true\"],\"model\":{\"params\":1,\"size\":2}}", 400, "model.size"},
+        {"{\"command\":[\"true\"],\"env\":{\"A\":1}}", 400, "env.A"},
+        {"{\"command\":[1]}", 400, "command[0]"},
+        {"{\"command\":[]}", 400, "command"},
+        {"{\"command\":[\"true\"],\"kind\":\"party\"}", 400, "kind"},
+        {"{\"command\":[\"true\"],\"gpus\":3,\"nodes\":2}", 400, "nodes"},
+        {"{\"command\":[\"true\"],\"tenant\":\"nobody\"}", 400, "tenant"},
+        {"{\"command\":[\"true\"],\"workdir\":\"rel\"}", 400, "workdir"},
+        {"{\"command\":[\"true\"],\"array\":0}", 400, "array"},
+        {"{\"command\":[\"true\"],\"name\":\"a\",\"name\":\"b\"}", 400, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        long code;
+        json_t *v = call(&d, "POST", "/v1/jobs", d.admin, cases[i].body, &code);
+        if (code != cases[i].code) {
+            fprintf(stderr, "case %zu: %s -> %ld\n", i, cases[i].body, code);
+        }
+        assert_int_equal(code, cases[i].code);
+        assert_non_null(v);
+        assert_true(strlen(str(v, "message")) > 0);
+        if (cases[i].field) {
+            assert_string_equal(str(v, "field"), cases[i].field);
+            assert_non_null(strstr(str(v, "message"), cases[i].field));
+        }
+        json_decref(v);
+    }
+    /* Invalid UTF-8 (with the byte position) and a body over 1 MiB. */
+    cr_buf b;
+    cr_buf_init(&b);
+    const char bad[] = "{\"command\":[\"\xc3\x28\"]}";
+    assert_int_equal(req(&d, "POST", "/v1/jobs", d.admin, bad, sizeof bad - 1, &b), 400);
+    assert_non_null(strstr(cr_buf_str(&b), "column"));
+    cr_buf_reset(&b);
+    size_t big = 2 * 1024 * 1024;
+    char *huge = malloc(big);
+    memset(huge, ' ', big);
+    huge[0] = '{';
+    huge[big - 1] = '}';
+    assert_int_equal(req(&d, "POST", "/v1/jobs", d.admin, huge, big, &b), 413);
+    free(huge);
+    cr_buf_fini(&b);
+    assert_int_equal(count_jobs(&d), 0);
+    /* Tenants and tokens validate too. */
+    long code;
+    json_t *v = call(&d, "POST", "/v1/tenants", d.admin,
+                     "{\"name\":\"ml\",\"quotas\":{\"H100 SXM\":-1}}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "quotas.H100 SXM");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/tokens", d.admin, "{\"role\":\"root\"}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "role");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/tenants", d.admin, NULL, &code);
+    assert_int_equal(num(v, "count"), 1); /* only "default" */
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static json_t *job(const daemon_t *d, int64_t id)
+{
+    char path[64];
+    long code;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+    assert_int_equal(code, 200);
+    return v;
+}
+
+/* Poll until job id is in state (deadline 20 s). */
+static void wait_state(const daemon_t *d, int64_t id, const char *state)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        json_t *v = job(d, id);
+        bool ok = strcmp(str(v, "state"), state) == 0;
+        if (!ok && cr_mono_ns() > deadline) {
+            fprintf(stderr, "job %lld: state %s, wanted %s\n", (long long)id, str(v, "state"),
+                    state);
+        }
+        json_decref(v);
+        if (ok) {
+            return;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+}
+
+static const char *const reg_body =
+    "{\"node\":\"%s\",\"addr\":\"127.0.0.1\",\"port\":1,\"rack\":\"r1\",\"cpus\":8,"
+    "\"gpus\":[{\"index\":0,\"uuid\":\"GPU-%s-0\",\"model\":\"A100 "
+    "SXM\",\"mem_bytes\":85899345920},"
+    "{\"index\":1,\"uuid\":\"GPU-%s-1\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}";
+
+static char *register_node(const daemon_t *d, const char *name)
+{
+    char body[1024];
+    snprintf(body, sizeof body, reg_body, name, name, name);
+    long code;
+    json_t *v = call(d, "POST", "/v1/agents/register", d->join, body, &code);
+    assert_int_equal(code, 200);
+    char *t = strdup(str(v, "node_token"));
+    json_decref(v);
+    return t;
+}
+
+static void test_agent_protocol(void **state)
+{
+    daemon_t d;
+    start(&d, true, "--heartbeat 1 --lost-after 2");
+    char *t1 = register_node(&d, "n1");
+    long code;
+    /* A bad inventory is refused with its field. */
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join,
+                     "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0}]}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpus[0].model");
+    json_decref(v);
+    /* The node token works for its node only. */
+    v = call(&d, "GET", "/v1/agents/n2/desired", t1, NULL, &code);
+    assert_int_equal(code, 403);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/agents/n1/desired", t1, NULL, &code);
+    assert_int_equal(code, 200);
+    int64_t version = num(v, "version");
+    json_decref(v);
+    /* A long-poll at the current version answers after its wait. */
+    char path[128];
+    snprintf(path, sizeof path, "/v1/agents/n1/desired?version=%lld&wait=1", (long long)version);
+    v = call(&d, "GET", path, t1, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "version"), version);
+    json_decref(v);
+
+    int64_t id =
+        submit(&d, d.admin, "{\"command\":[\"sleep\",\"1\"],\"gpus\":2,\"max_retries\":1}");
+    /* The long-poll wakes with the job. */
+    json_t *entry = NULL;
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    while (!entry && cr_mono_ns() < deadline) {
+        snprintf(path, sizeof path, "/v1/agents/n1/desired?version=%lld&wait=5",
+                 (long long)version);
+        v = call(&d, "GET", path, t1, NULL, &code);
+        assert_int_equal(code, 200);
+        version = num(v, "version");
+        if (json_array_size(json_object_get(v, "jobs")) > 0) {
+            entry = json_incref(json_array_get(json_object_get(v, "jobs"), 0));
+        }
+        json_decref(v);
+    }
+    assert_non_null(entry);
+    assert_int_equal(num(entry, "job"), id);
+    assert_string_equal(str(entry, "action"), "run");
+    assert_int_equal(json_array_size(json_object_get(entry, "gpu_uuids")), 2);
+    assert_int_equal(num(json_object_get(entry, "gang"), "world_size"), 2);
+    json_decref(entry);
+    wait_state(&d, id, "running");
+
+    /* The node goes silent: lost, and the job is requeued (retry 1 of 1). */
+    deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        v = job(&d, id);
+        bool requeued = num(v, "retries") == 1;
+        json_decref(v);
+        if (requeued) {
+            break;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "state"), "lost");
+    json_decref(v);
+
+    /* It comes back and reports the exit of the rerun: completed. */
+    char *t1b = register_node(&d, "n1");
+    wait_state(&d, id, "running");
+    char body[256];
+    snprintf(body, sizeof body,
+             "{\"gpus\":[{\"index\":0,\"health\":\"ok\",\"power_mw\":250000},{\"index\":1,"
+             "\"power_mw\":250000}],\"jobs\":[{\"job\":%lld,\"state\":\"exited\","
+             "\"exit_code\":0}]}",
+             (long long)id);
+    v = call(&d, "POST", "/v1/agents/n1/status", t1b, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "completed");
+    /* The old node token was replaced at re-registration. */
+    v = call(&d, "POST", "/v1/agents/n1/status", t1, "{}", &code);
+    assert_int_equal(code, 401);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/usage?by=tenant,gpu_type", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *row = json_array_get(json_object_get(v, "items"), 0);
+    assert_non_null(row);
+    assert_string_equal(str(row, "gpu_type"), "A100 SXM");
+    assert_true(json_number_value(json_object_get(row, "gpu_hours")) > 0);
+    json_decref(v);
+    /* Drain: admin only. */
+    v = call(&d, "POST", "/v1/nodes/n1/drain", d.admin, "{\"reason\":\"maintenance\"}", &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "state"), "drained");
+    json_decref(v);
+    free(t1);
+    free(t1b);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static int64_t endpoints_count(const daemon_t *d, int64_t *version, int want)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    int64_t n = -1;
+    while (cr_mono_ns() < deadline) {
+        char path[128];
+        long code;
+        snprintf(path, sizeof path, "/v1/services/chat/endpoints?version=%lld&wait=2",
+                 (long long)*version);
+        json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+        assert_int_equal(code, 200);
+        *version = num(v, "version");
+        n = (int64_t)json_array_size(json_object_get(v, "endpoints"));
+        json_decref(v);
+        if (n == want) {
+            break;
+        }
+    }
+    return n;
+}
+
+static void test_services(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/services", d.admin,
+                     "{\"name\":\"chat\",\"command\":[\"srv\"],\"gpus\":1,\"min_replicas\":1,"
+                     "\"max_replicas\":2,\"ready_path\":\"/health\"}",
+                     &code);
+    assert_int_equal(code, 201);
+    assert_int_equal(num(v, "desired_replicas"), 1);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"bad\",\"command\":[\"srv\"],\"min_replicas\":3,\"max_replicas\":2}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "max_replicas");
+    json_decref(v);
+    int64_t version = -1;
+    assert_int_equal(endpoints_count(&d, &version, 1), 1);
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":2}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    assert_int_equal(endpoints_count(&d, &version, 2), 2);
+    /* The agent runs each replica with its PORT. */
+    v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    json_t *jobs = json_object_get(v, "jobs");
+    assert_int_equal(json_array_size(jobs), 2);
+    assert_non_null(json_object_get(json_object_get(json_array_get(jobs, 0), "env"), "PORT"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":9}", &code);
+    assert_int_equal(code, 400);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services/chat/metrics", d.admin,
+             "{\"in_flight\":3,\"rps\":12.5,\"p95_ms\":80}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    /* Scale down: the replica leaves the endpoints before it is stopped. */
+    v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":1}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    assert_int_equal(endpoints_count(&d, &version, 1), 1);
+    /* Another tenant does not see it. */
+    char *ub = mint(&d, "user", "beta");
+    v = call(&d, "GET", "/v1/services/chat", ub, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    v = call(&d, "DELETE", "/v1/services/chat", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/services/chat/endpoints", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    free(ub);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_tls(void **state)
+{
+    if (system("command -v openssl >/dev/null 2>&1") != 0) {
+        fprintf(stderr, "openssl not installed: TLS test skipped\n");
+        skip();
+    }
+    char dir[] = "/tmp/corral-test-tls-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char cmd[1200], extra[700];
+    snprintf(cmd, sizeof cmd,
+             "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/k.pem -out %s/c.pem -days 1 "
+             "-subj /CN=127.0.0.1 -addext subjectAltName=IP:127.0.0.1 >/dev/null 2>&1",
+             dir, dir);
+    assert_int_equal(system(cmd), 0);
+    snprintf(extra, sizeof extra, "--tls-cert %s/c.pem --tls-key %s/k.pem", dir, dir);
+    snprintf(ca_file, sizeof ca_file, "%s/c.pem", dir);
+    daemon_t d;
+    start(&d, true, extra);
+    assert_int_equal(strncmp(d.url, "https://", 8), 0);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/whoami", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "role"), "admin");
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+    ca_file[0] = '\0';
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A job past its time limit is stopped through the desired state and ends failed. */
+static void test_time_limit(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"sleep\",\"60\"],\"time_limit_s\":1}");
+    wait_state(&d, id, "running");
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    bool stopping = false;
+    long code;
+    while (!stopping && cr_mono_ns() < deadline) {
+        json_t *v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+        json_t *e = json_array_get(json_object_get(v, "jobs"), 0);
+        stopping = e && strcmp(str(e, "action"), "stop") == 0;
+        json_decref(v);
+        if (!stopping) {
+            poll_sleep();
+        }
+    }
+    assert_true(stopping);
+    char body[200];
+    snprintf(body, sizeof body, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"signal\":15}]}",
+             (long long)id);
+    json_t *v = call(&d, "POST", "/v1/agents/n1/status", nt, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "failed");
+    v = job(&d, id);
+    assert_non_null(strstr(str(v, "reason"), "time limit"));
+    json_decref(v);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_metrics_promtool(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    submit(&d, d.admin, "{\"command\":[\"true\"]}");
+    cr_buf b;
+    cr_buf_init(&b);
+    assert_int_equal(req(&d, "GET", "/metrics", NULL, NULL, 0, &b), 200);
+    const char *m = cr_buf_str(&b);
+    assert_non_null(strstr(m, "corral_jobs{tenant=\"default\",state=\"pending\"} 1"));
+    assert_non_null(strstr(m, "corral_api_request_duration_seconds_bucket{route=\"/v1/jobs\""));
+    assert_non_null(strstr(m, "corral_sched_cycle_seconds_count"));
+    char path[300];
+    snprintf(path, sizeof path, "%s/metrics.txt", d.dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(m, f);
+    fclose(f);
+    if (system("command -v promtool >/dev/null 2>&1") == 0) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "promtool check metrics < '%s'", path);
+        assert_int_equal(system(cmd), 0);
+    } else {
+        fprintf(stderr, "promtool not installed (Debian package prometheus): check skipped\n");
+    }
+    cr_buf_fini(&b);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Crash safety                                                             */
+
+#define CRASH_THREADS 8
+#define CRASH_MAX     4000
+
+typedef struct acked {
+    char name[32];
+    int64_t id;
+} acked;
+
+typedef struct crash_ctx {
+    daemon_t *d;
+    pthread_mutex_t mu;
+    acked *acks;
+    size_t nacks;
+    _Atomic bool stop;
+} crash_ctx;
+
+typedef struct crash_worker {
+    crash_ctx *c;
+    int index;
+} crash_worker;
+
+static void *crash_submit(void *arg)
+{
+    crash_worker *w = arg;
+    crash_ctx *c = w->c;
+    for (int seq = 0; seq < CRASH_MAX / CRASH_THREADS && !atomic_load(&c->stop); seq++) {
+        char name[32], body[128];
+        snprintf(name, sizeof name, "c%d-%d", w->index, seq);
+        snprintf(body, sizeof body, "{\"command\":[\"true\"],\"name\":\"%s\"}", name);
+        long code;
+        json_t *v = call(c->d, "POST", "/v1/jobs", c->d->admin, body, &code);
+        if (code == 201) {
+            pthread_mutex_lock(&c->mu);
+            snprintf(c->acks[c->nacks].name, sizeof c->acks[c->nacks].name, "%s", name);
+            c->acks[c->nacks].id =
+                (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+            c->nacks++;
+            pthread_mutex_unlock(&c->mu);
+        } else if (code == 0) {
+            json_decref(v);
+            break; /* the controller is gone */
+        }
+        json_decref(v);
+    }
+    return NULL;
+}
+
+static void test_crash_safety(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    crash_ctx c = {.d = &d, .nacks = 0};
+    pthread_mutex_init(&c.mu, NULL);
+    c.acks = calloc(CRASH_MAX, sizeof *c.acks);
+    pthread_t th[CRASH_THREADS];
+    crash_worker w[CRASH_THREADS];
+    for (int i = 0; i < CRASH_THREADS; i++) {
+        w[i] = (crash_worker){.c = &c, .index = i};
+        pthread_create(&th[i], NULL, crash_submit, &w[i]);
+    }
+    /* Kill -9 in the middle of the load. */
+    int64_t deadline = cr_mono_ns() + 60 * CR_NS_PER_SEC;
+    for (;;) {
+        pthread_mutex_lock(&c.mu);
+        size_t n = c.nacks;
+        pthread_mutex_unlock(&c.mu);
+        if (n >= 300 || cr_mono_ns() > deadline) {
+            break;
+        }
+        poll_sleep();
+    }
+    stop(&d, SIGKILL);
+    atomic_store(&c.stop, true);
+    for (int i = 0; i < CRASH_THREADS; i++) {
+        pthread_join(th[i], NULL);
+    }
+    size_t nacks = c.nacks;
+    assert_true(nacks >= 300);
+    start(&d, false, NULL);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/jobs?limit=1000000", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *items = json_object_get(v, "items");
+    json_t *by_name = json_object();
+    for (size_t i = 0; i < json_array_size(items); i++) {
+        json_t *j = json_array_get(items, i);
+        const char *name = str(j, "name");
+        assert_null(json_object_get(by_name, name)); /* none twice */
+        json_object_set_new(by_name, name, json_integer(num(j, "id")));
+    }
+    for (size_t i = 0; i < nacks; i++) {
+        json_t *id = json_object_get(by_name, c.acks[i].name);
+        if (!id) {
+            fprintf(stderr, "acked job %s (id %lld) lost\n", c.acks[i].name,
+                    (long long)c.acks[i].id);
+        }
+        assert_non_null(id);
+        assert_int_equal(json_integer_value(id), c.acks[i].id);
+    }
+    fprintf(stderr, "crash safety: %zu acknowledged, %zu present after kill -9\n", nacks,
+            json_array_size(items));
+    json_decref(by_name);
+    json_decref(v);
+    free(c.acks);
+    pthread_mutex_destroy(&c.mu);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flags),
+        cmocka_unit_test(test_health_and_auth),
+        cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_auth_matrix),
+        cmocka_unit_test(test_bad_input_stores_nothing),
+        cmocka_unit_test(test_agent_protocol),
+        cmocka_unit_test(test_services),
+        cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_metrics_promtool),
+        cmocka_unit_test(test_crash_safety),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}

@@ -1,0 +1,474 @@
+/*
+ * test_multi_agent.c - the real controller and several real agents on
+ * loopback, driven over HTTP as a user would:
+ *   - a gang job across two agents gets consistent torchrun variables;
+ *   - an agent SIGKILLed mid-job (its node dies with its jobs): the job is
+ *     requeued and completes on another node;
+ *   - the controller SIGKILLed and restarted mid-run: running jobs are
+ *     adopted, none runs twice.
+ * Every wait polls for its condition with a deadline.
+ */
+#include <curl/curl.h>
+#include <dirent.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#define MAX_AGENTS 3
+
+typedef struct fixture {
+    char dir[256];
+    char ctl_state[300];
+    char server[96];
+    char listen[64];
+    char token[256];
+    pid_t ctl;
+    pid_t agents[MAX_AGENTS];
+} fixture;
+
+static fixture E;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static size_t collect(char *p, size_t s, size_t n, void *ud)
+{
+    return fwrite(p, s, n, (FILE *)ud);
+}
+
+static json_t *api(const char *method, const char *path, const char *body, long *code)
+{
+    char url[512], auth[300];
+    snprintf(url, sizeof url, "%s%s", E.server, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", E.token);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdr = curl_slist_append(NULL, auth);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    }
+    *code = 0;
+    if (curl_easy_perform(h) == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+    }
+    curl_slist_free_all(hdr);
+    curl_easy_cleanup(h);
+    fclose(f);
+    json_t *j = buf ? json_loads(buf, 0, NULL) : NULL;
+    free(buf);
+    return j;
+}
+
+static pid_t spawn(char *const argv[], const char *log)
+{
+    pid_t pid = fork();
+    if (pid == 0) {
+        FILE *f = freopen(log, "a", stdout);
+        (void)f;
+        dup2(1, 2);
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    return pid;
+}
+
+static void start_controller(void)
+{
+    const char *bin = getenv("CORRAL_BIN");
+    char log[400];
+    snprintf(log, sizeof log, "%s/controller.log", E.dir);
+    char *argv[] = {(char *)bin,    "controller", "--listen",    E.listen,
+                    "--state-dir",  E.ctl_state,  "--heartbeat", "1",
+                    "--lost-after", "3",          NULL};
+    E.ctl = spawn(argv, log);
+}
+
+static void start_agent(int i)
+{
+    const char *bin = getenv("CORRAL_BIN");
+    char node[16], state[400], log[400], jtok[400];
+    snprintf(node, sizeof node, "a%d", i);
+    snprintf(state, sizeof state, "%s/%s", E.dir, node);
+    snprintf(log, sizeof log, "%s/agent-%s.log", E.dir, node);
+    snprintf(jtok, sizeof jtok, "%s/join.token", E.ctl_state);
+    char *argv[] = {(char *)bin, "agent",       "--server",    E.server, "--join-token",
+                    jtok,        "--node",      node,          "--gpus", "sim:2xA100 80GB SXM",
+                    "--listen",  "127.0.0.1:0", "--state-dir", state,    "--wait",
+                    "5s",        NULL};
+    E.agents[i] = spawn(argv, log);
+}
+
+static void kill_wait(pid_t *pid, int sig)
+{
+    if (*pid > 0) {
+        kill(*pid, sig);
+        int st;
+        waitpid(*pid, &st, 0);
+        *pid = 0;
+    }
+}
+
+static int file_exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+static int nodes_up(int want)
+{
+    long code;
+    json_t *j = api("GET", "/v1/nodes", NULL, &code);
+    int up = 0;
+    size_t i;
+    json_t *n;
+    json_array_foreach(json_object_get(j, "items"), i, n)
+    {
+        up += strcmp(json_string_value(json_object_get(n, "state")), "up") == 0;
+    }
+    json_decref(j);
+    return up >= want;
+}
+
+static int wait_nodes_up(int want, double secs)
+{
+    double end = now_s() + secs;
+    while (now_s() < end) {
+        if (nodes_up(want)) {
+            return 1;
+        }
+        usleep(50000);
+    }
+    return 0;
+}
+
+static long long submit(const char *body)
+{
+    long code;
+    json_t *j = api("POST", "/v1/jobs", body, &code);
+    if (code != 201) {
+        fail_msg("submit: HTTP %ld: %s", code, body);
+    }
+    long long id = (long long)json_integer_value(json_array_get(json_object_get(j, "ids"), 0));
+    json_decref(j);
+    return id;
+}
+
+/* The job's JSON (new reference) once its state is want, or NULL at the deadline. */
+static json_t *wait_state(long long id, const char *want, double secs)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", id);
+    double end = now_s() + secs;
+    while (now_s() < end) {
+        long code;
+        json_t *j = api("GET", path, NULL, &code);
+        const char *st = json_string_value(json_object_get(j, "state"));
+        if (st && strcmp(st, want) == 0) {
+            return j;
+        }
+        json_decref(j);
+        usleep(50000);
+    }
+    return NULL;
+}
+
+static int setup(void **state)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    if (!getenv("CORRAL_BIN")) {
+        return -1;
+    }
+    snprintf(E.dir, sizeof E.dir, "/tmp/corral-multi-XXXXXX");
+    if (!mkdtemp(E.dir)) {
+        return -1;
+    }
+    snprintf(E.ctl_state, sizeof E.ctl_state, "%s/ctl", E.dir);
+    int port = 21000 + (int)(getpid() % 20000);
+    snprintf(E.listen, sizeof E.listen, "127.0.0.1:%d", port);
+    snprintf(E.server, sizeof E.server, "http://%s", E.listen);
+    start_controller();
+    char tok[400];
+    snprintf(tok, sizeof tok, "%s/admin.token", E.ctl_state);
+    double end = now_s() + 20;
+    while (now_s() < end && !file_exists(tok)) {
+        usleep(20000);
+    }
+    FILE *f = fopen(tok, "r");
+    if (!f || !fgets(E.token, sizeof E.token, f)) {
+        return -1;
+    }
+    fclose(f);
+    E.token[strcspn(E.token, "\r\n")] = '\0';
+    for (int i = 0; i < MAX_AGENTS; i++) {
+        start_agent(i);
+    }
+    return wait_nodes_up(MAX_AGENTS, 30) ? 0 : -1;
+}
+
+/* Kill every job process an agent left behind (the starts in its journal). */
+static void kill_jobs_of(int i)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/a%d/jobs.journal", E.dir, i);
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        if (line[0] != 'R') {
+            continue;
+        }
+        json_t *j = json_loads(line + 2, 0, NULL);
+        int pid = (int)json_integer_value(json_object_get(j, "pid"));
+        if (pid > 1) {
+            kill(-pid, SIGKILL);
+        }
+        json_decref(j);
+    }
+    free(line);
+    if (f) {
+        fclose(f);
+    }
+}
+
+static int teardown(void **state)
+{
+    for (int i = 0; i < MAX_AGENTS; i++) {
+        kill_wait(&E.agents[i], SIGTERM);
+        kill_jobs_of(i);
+    }
+    kill_wait(&E.ctl, SIGTERM);
+    if (!getenv("CORRAL_KEEP")) {
+        char cmd[400];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", E.dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "cannot remove %s\n", E.dir);
+        }
+    }
+    curl_global_cleanup();
+    return 0;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return NULL;
+    }
+    /* A leading newline lets "\nNAME=" find the first line too. */
+    char *buf = calloc(1, 16384);
+    buf[0] = '\n';
+    size_t n = fread(buf + 1, 1, 16382, f);
+    buf[n + 1] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static int env_int(const char *text, const char *name)
+{
+    char key[64];
+    snprintf(key, sizeof key, "%s=", name);
+    const char *p = strstr(text, key);
+    return p ? atoi(p + strlen(key)) : -1;
+}
+
+static void test_gang_torchrun_env(void **state)
+{
+    /* Each node writes its environment, then waits for the other (a
+     * barrier, as a collective would), so neither is stopped mid-write when
+     * the first one's exit completes the job. */
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"name\":\"gang\",\"nodes\":2,\"gpus\":4,\"gpu_type\":\"A100 80GB SXM\","
+             "\"command\":[\"sh\",\"-c\",\"cd %s && env > gang-$CORRAL_NODE.tmp && "
+             "mv gang-$CORRAL_NODE.tmp gang-$CORRAL_NODE.env && "
+             "while [ $(ls gang-*.env | wc -l) -lt 2 ]; do sleep 0.05; done\"]}",
+             E.dir);
+    long long id = submit(body);
+    json_t *j = wait_state(id, "completed", 60);
+    assert_non_null(j);
+    json_decref(j);
+    /* Two of the three nodes ran it; read both files. */
+    char *env[2] = {NULL, NULL};
+    int found = 0;
+    for (int i = 0; i < MAX_AGENTS && found < 2; i++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/gang-a%d.env", E.dir, i);
+        char *t = slurp(path);
+        if (t) {
+            env[found++] = t;
+        }
+    }
+    assert_int_equal(found, 2);
+    const char *ma0 = strstr(env[0], "\nMASTER_ADDR="), *ma1 = strstr(env[1], "\nMASTER_ADDR=");
+    if (!ma0 || !ma1) {
+        fail_msg("no MASTER_ADDR in:\n%s\n---\n%s", env[0], env[1]);
+    }
+    assert_int_equal(strncmp(ma0, ma1, strcspn(ma0 + 1, "\n") + 1), 0);
+    assert_int_equal(env_int(env[0], "\nMASTER_PORT"), env_int(env[1], "\nMASTER_PORT"));
+    assert_true(env_int(env[0], "\nMASTER_PORT") > 0);
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(env_int(env[k], "\nWORLD_SIZE"), 4);
+        assert_int_equal(env_int(env[k], "\nLOCAL_WORLD_SIZE"), 2);
+        assert_int_equal(env_int(env[k], "\nNNODES"), 2);
+        assert_int_equal(env_int(env[k], "\nLOCAL_RANK"), 0);
+        /* RANK is the node's first global rank: NODE_RANK * LOCAL_WORLD_SIZE. */
+        assert_int_equal(env_int(env[k], "\nRANK"), 2 * env_int(env[k], "\nNODE_RANK"));
+        assert_non_null(strstr(env[k], "\nCUDA_VISIBLE_DEVICES=GPU-"));
+    }
+    assert_int_equal(env_int(env[0], "\nNODE_RANK") + env_int(env[1], "\nNODE_RANK"), 1);
+    free(env[0]);
+    free(env[1]);
+}
+
+static void test_agent_sigkill_requeue(void **state)
+{
+    /* The job records where it starts, then waits for 'release' unless it
+     * runs a second time (after the requeue), when it ends at once. */
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"name\":\"survivor\",\"gpus\":2,\"gpu_type\":\"A100 80GB SXM\",\"max_retries\":2,"
+             "\"command\":[\"sh\",\"-c\",\"if [ -e %s/started ]; then echo again > "
+             "%s/second-$CORRAL_NODE; "
+             "exit 0; fi; echo $CORRAL_NODE > %s/started; while :; do sleep 0.05; done\"]}",
+             E.dir, E.dir, E.dir);
+    long long id = submit(body);
+    char started[400];
+    snprintf(started, sizeof started, "%s/started", E.dir);
+    /* Wait for the whole line (the file exists before its text is written). */
+    int victim = -1;
+    double end = now_s() + 30;
+    while (now_s() < end && victim < 0) {
+        char *first = slurp(started);
+        const char *a = first ? strstr(first, "\na") : NULL;
+        if (a && a[2] >= '0' && a[2] <= '9' && a[3] == '\n') {
+            victim = a[2] - '0';
+        }
+        free(first);
+        usleep(20000);
+    }
+    assert_true(victim >= 0 && victim < MAX_AGENTS);
+    /* The node dies: the agent and its jobs. */
+    kill_wait(&E.agents[victim], SIGKILL);
+    kill_jobs_of(victim);
+    json_t *j = wait_state(id, "completed", 60);
+    assert_non_null(j);
+    json_t *ev;
+    size_t i;
+    int requeued = 0;
+    json_array_foreach(json_object_get(j, "events"), i, ev)
+    {
+        const char *why = json_string_value(json_object_get(ev, "why"));
+        requeued |= why && strstr(why, "lost") != NULL;
+    }
+    json_decref(j);
+    assert_true(requeued);
+    /* It completed on another node. */
+    int elsewhere = 0;
+    for (int k = 0; k < MAX_AGENTS; k++) {
+        char path[400];
+        snprintf(path, sizeof path, "%s/second-a%d", E.dir, k);
+        if (file_exists(path)) {
+            assert_int_not_equal(k, victim);
+            elsewhere = 1;
+        }
+    }
+    assert_true(elsewhere);
+    /* The node comes back for the next test. */
+    start_agent(victim);
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+}
+
+static int count_markers(const char *prefix)
+{
+    DIR *d = opendir(E.dir);
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL) {
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    }
+    if (d) {
+        closedir(d);
+    }
+    return n;
+}
+
+static void test_controller_restart_adopts(void **state)
+{
+    long long ids[2];
+    for (int k = 0; k < 2; k++) {
+        char body[1024];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"steady\",\"gpus\":1,\"gpu_type\":\"A100 80GB SXM\","
+                 "\"command\":[\"sh\",\"-c\",\"touch %s/run-$CORRAL_JOB_ID-$$; "
+                 "while [ ! -e %s/release ]; do sleep 0.05; done\"]}",
+                 E.dir, E.dir);
+        ids[k] = submit(body);
+    }
+    for (int k = 0; k < 2; k++) {
+        json_t *j = wait_state(ids[k], "running", 30);
+        assert_non_null(j);
+        json_decref(j);
+    }
+    char p0[64], p1[64];
+    snprintf(p0, sizeof p0, "run-%lld-", ids[0]);
+    snprintf(p1, sizeof p1, "run-%lld-", ids[1]);
+    double end = now_s() + 20;
+    while (now_s() < end && (count_markers(p0) < 1 || count_markers(p1) < 1)) {
+        usleep(20000);
+    }
+    kill_wait(&E.ctl, SIGKILL);
+    start_controller();
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+    for (int k = 0; k < 2; k++) {
+        json_t *j = wait_state(ids[k], "running", 30);
+        assert_non_null(j);
+        json_decref(j);
+    }
+    char rel[400];
+    snprintf(rel, sizeof rel, "%s/release", E.dir);
+    FILE *f = fopen(rel, "w");
+    fclose(f);
+    for (int k = 0; k < 2; k++) {
+        json_t *j = wait_state(ids[k], "completed", 60);
+        assert_non_null(j);
+        assert_int_equal(json_integer_value(json_object_get(j, "retries")), 0);
+        json_decref(j);
+    }
+    /* Each job's process started exactly once. */
+    assert_int_equal(count_markers(p0), 1);
+    assert_int_equal(count_markers(p1), 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gang_torchrun_env),
+        cmocka_unit_test(test_agent_sigkill_requeue),
+        cmocka_unit_test(test_controller_restart_adopts),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,257 @@
+/*
+ * test_store.c - the SQLite store: migrations, group commit from many
+ * threads, per-transaction isolation inside a batch, reload after reopen,
+ * refusal of a newer schema.
+ */
+#include "cr_store.h"
+
+#include "cr_error.h"
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <pthread.h>
+#include <sqlite3.h>
+
+static char dir[256];
+static char path[300];
+
+static int setup(void **state)
+{
+    snprintf(dir, sizeof dir, "/tmp/corral-test-store-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/corral.db", dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+typedef struct seen {
+    int64_t ids[20000];
+    size_t n;
+} seen;
+
+static void on_job(void *arg, int64_t id, const char *doc)
+{
+    seen *s = arg;
+    if (s->n < 20000) {
+        s->ids[s->n++] = id;
+    }
+}
+
+static void test_open_migrate_reopen(void **state)
+{
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    assert_int_equal(cr_store_schema_version(s), CR_STORE_SCHEMA_VERSION);
+    cr_store_txn *t = cr_store_txn_new();
+    cr_store_txn_put_job(t, 7, "ml", "pending", "{\"id\":7}");
+    cr_store_txn_event(t, 7, 123, "submitted", "by test");
+    cr_store_txn_put(t, "tenant", "ml", "{\"weight\":1}");
+    cr_store_txn_usage(t, "ml", "H100", "2026-01-01", 3600, 10, 2.5);
+    cr_store_txn_usage(t, "ml", "H100", "2026-01-01", 3600, 10, 2.5);
+    assert_int_equal(cr_store_commit(s, t), 0);
+    cr_store_close(s);
+
+    s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    seen *sn = calloc(1, sizeof *sn);
+    assert_int_equal(cr_store_load_jobs(s, on_job, sn), 0);
+    assert_int_equal(sn->n, 1);
+    assert_int_equal(sn->ids[0], 7);
+    free(sn);
+    cr_store_close(s);
+}
+
+static void on_usage(void *arg, const char *tenant, const char *gpu_type, const char *day,
+                     double gpu_s, double energy_j, double cost)
+{
+    double *sum = arg;
+    sum[0] += gpu_s;
+    sum[1] += cost;
+}
+
+static void test_usage_accumulates(void **state)
+{
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    for (int i = 0; i < 3; i++) {
+        cr_store_txn *t = cr_store_txn_new();
+        cr_store_txn_usage(t, "ml", "A100", "2026-01-02", 100, 1, 0.5);
+        assert_int_equal(cr_store_commit(s, t), 0);
+    }
+    double sum[2] = {0, 0};
+    assert_int_equal(cr_store_load_usage(s, on_usage, sum), 0);
+    assert_true(sum[0] == 300.0);
+    assert_true(sum[1] == 1.5);
+    cr_store_close(s);
+}
+
+typedef struct worker {
+    cr_store *s;
+    int base;
+    int n;
+    int failures;
+} worker;
+
+static void *submit_many(void *arg)
+{
+    worker *w = arg;
+    for (int i = 0; i < w->n; i++) {
+        cr_store_txn *t = cr_store_txn_new();
+        char doc[64];
+        snprintf(doc, sizeof doc, "{\"i\":%d}", i);
+        cr_store_txn_put_job(t, w->base + i, "t", "pending", doc);
+        cr_store_txn_event(t, w->base + i, i, "submitted", "");
+        if (cr_store_commit(w->s, t) != 0) {
+            w->failures++;
+        }
+    }
+    return NULL;
+}
+
+/* Group commit: 8 threads x 300 waiting commits end up in far fewer SQLite
+ * commits, and every row is there. */
+static void test_group_commit_concurrent(void **state)
+{
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    pthread_t th[8];
+    worker w[8];
+    for (int i = 0; i < 8; i++) {
+        w[i] = (worker){.s = s, .base = 1 + i * 1000, .n = 300, .failures = 0};
+        pthread_create(&th[i], NULL, submit_many, &w[i]);
+    }
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(w[i].failures, 0);
+    }
+    uint64_t commits = 0, txns = 0;
+    cr_store_stats(s, &commits, &txns);
+    assert_int_equal(txns, 2400);
+    assert_true(commits <= txns);
+    seen *sn = calloc(1, sizeof *sn);
+    assert_int_equal(cr_store_load_jobs(s, on_job, sn), 0);
+    assert_int_equal(sn->n, 2400);
+    for (size_t i = 1; i < sn->n; i++) {
+        assert_true(sn->ids[i] > sn->ids[i - 1]);
+    }
+    free(sn);
+    cr_store_close(s);
+}
+
+typedef struct result {
+    int status;
+    int calls;
+} result;
+
+static void done(void *arg, int status)
+{
+    result *r = arg;
+    r->status = status;
+    r->calls++;
+}
+
+/* One bad transaction in a batch fails alone; the others commit. */
+static void test_failing_txn_isolated(void **state)
+{
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    result r[3];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; i++) {
+        cr_store_txn *t = cr_store_txn_new();
+        cr_store_txn_put_job(t, 100 + i, "t", "pending", "{}");
+        if (i == 1) {
+            cr_store_txn_event(t, 101, 0, NULL, NULL); /* NOT NULL violated */
+        }
+        cr_store_submit(s, t, done, &r[i]);
+    }
+    cr_store_txn *t = cr_store_txn_new();
+    assert_int_equal(cr_store_commit(s, t), 0); /* a barrier: all before are done */
+    assert_int_equal(r[0].calls, 1);
+    assert_int_equal(r[0].status, 0);
+    assert_int_equal(r[1].calls, 1);
+    assert_true(r[1].status < 0);
+    assert_int_equal(r[2].status, 0);
+    seen *sn = calloc(1, sizeof *sn);
+    assert_int_equal(cr_store_load_jobs(s, on_job, sn), 0);
+    assert_int_equal(sn->n, 2);
+    assert_int_equal(sn->ids[0], 100);
+    assert_int_equal(sn->ids[1], 102);
+    free(sn);
+    cr_store_close(s);
+}
+
+static void test_newer_schema_refused(void **state)
+{
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    cr_store_close(s);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "PRAGMA user_version=99", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), CR_ENOTSUP);
+    assert_null(s);
+}
+
+static void test_bad_path(void **state)
+{
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open("/nonexistent-dir/x/corral.db", NULL, &s), CR_EIO);
+    assert_null(s);
+}
+
+static void on_event(void *arg, int64_t job, int64_t time_ns, const char *what, const char *why)
+{
+    int *n = arg;
+    (*n)++;
+}
+
+static void test_objects_and_events(void **state)
+{
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    cr_store_txn *t = cr_store_txn_new();
+    cr_store_txn_put(t, "token", "1", "{\"a\":1}");
+    cr_store_txn_put(t, "token", "2", "{\"a\":2}");
+    cr_store_txn_del(t, "token", "1");
+    for (int i = 0; i < 5; i++) {
+        cr_store_txn_event(t, 9, i, "x", "y");
+    }
+    assert_int_equal(cr_store_commit(s, t), 0);
+    int n = 0;
+    assert_int_equal(cr_store_job_events(s, 9, 3, on_event, &n), 0);
+    assert_int_equal(n, 3);
+    n = 0;
+    assert_int_equal(cr_store_job_events(s, 9, 0, on_event, &n), 0);
+    assert_int_equal(n, 5);
+    cr_store_close(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_open_migrate_reopen, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_usage_accumulates, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_group_commit_concurrent, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failing_txn_isolated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_path, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_objects_and_events, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
