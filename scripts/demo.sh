@@ -1,26 +1,29 @@
 #!/bin/sh
 # make demo: what a newcomer should see first.
-# Until the cluster roles land, the demo is the advisor on the six seed
-# workloads (docs/model.md explains the model behind every number).
+#  1. a whole cluster on this machine: a controller with SQLite, ten agents
+#     with simulated GPUs of a mixed fleet, a realistic mix of real processes,
+#     where each went and why, pending reasons, a GPU that overheats, corral top
+#     (scripts/demo-cluster.sh; ends by itself, leaves nothing running);
+#  2. the advisor on two of the seed workloads (all six: scripts/demo-advise.sh);
+#  3. the simulator: four policies on the same Gavel-style workload.
 set -eu
 CORRAL=${1:-build/corral}
+here=$(dirname "$0")
 run() {
     echo
-    echo "\$ corral $* --top 8"
-    "$CORRAL" "$@" --top 8
+    echo "\$ corral $*"
+    "$CORRAL" "$@"
 }
-echo "Corral demo: which GPU type suits each workload, and why."
-echo "(prices: data/prices.csv; catalog: data/gpus/catalog.csv; the 8 best types of each;"
-echo " 'corral advise --help' for flags, docs/model.md for the model)"
-# 1. Pre-training a 70B model: NVLink-domain hardware, tp inside the node, dp across nodes.
-run advise --kind pretrain --params 70b --tokens 2e12
-# 2. LoRA fine-tuning of a 7B model: a PCIe card wins on cost; H100 is flagged as wasteful.
-run advise --kind finetune --method lora --params 7b --tokens 1e8
-# 3. 70B chat with a 500 ms time-to-first-token target: HBM cards, sized for the KV cache.
-run advise --kind inference --params 70b --rate 10 --prompt 1000 --output 250 --ttft 500ms
-# 4. Multi-stream video analytics: video engines and RT cores.
-run advise --kind visual --streams 64 --needs nvenc,rt
-# 5. FP64 molecular dynamics with ECC: L40S/A10 are refused for their FP64 rate.
-run advise --kind hpc --needs fp64,ecc
-# 6. Many small inference tenants: MIG slices.
-run advise --kind inference --params 1b --rate 0.5 --tenants 7 --prompt 500 --output 200
+echo "=== Corral demo, part 1 of 3: a mixed GPU cluster on this machine"
+DEMO_SECONDS=${DEMO_SECONDS:-45} "$here/demo-cluster.sh" "$CORRAL"
+echo
+echo "=== Part 2 of 3: which GPU type suits a workload, and why (corral advise)"
+run advise --kind finetune --method lora --params 7b --tokens 1e8 --top 6
+run advise --kind hpc --needs fp64,ecc --top 4
+echo
+echo "=== Part 3 of 3: replaying a workload through four policies (corral sim)"
+run sim --generate 300 --rate 60 --multi-gpu --tenants 3 \
+    --throughputs data/traces/gavel/simulation_throughputs.json \
+    --compare fifo,priority,hetero,las --seed 1
+echo
+echo "Next: README.md for the CLI tour, docs/ for the architecture and API."

@@ -181,8 +181,31 @@ static int cmp_i64(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* CPU seconds (user + system) the process has used so far. */
+static double proc_cpu_s(pid_t pid)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return 0;
+    }
+    char buf[2048];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* skip "pid (comm)" */
+    unsigned long long ut = 0, st = 0;
+    if (!p ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) {
+        return 0;
+    }
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
 static void run_api(const ctl_proc *c, int nclients, double seconds)
 {
+    double cpu0 = proc_cpu_s(c->pid);
     pthread_t *th = calloc((size_t)nclients, sizeof *th);
     client *cl = calloc((size_t)nclients, sizeof *cl);
     int64_t start = cr_mono_ns();
@@ -209,9 +232,11 @@ static void run_api(const ctl_proc *c, int nclients, double seconds)
     qsort(all, total, sizeof *all, cmp_i64);
     double p50 = total ? (double)all[total / 2] / 1e6 : 0;
     double p99 = total ? (double)all[(size_t)((double)total * 0.99)] / 1e6 : 0;
+    double cpu = proc_cpu_s(c->pid) - cpu0;
     printf("corral api   clients=%-3d submits=%-7zu errors=%-3zu rate=%8.0f/s  p50=%6.2fms  "
-           "p99=%6.2fms\n",
-           nclients, total, errors, (double)total / elapsed, p50, p99);
+           "p99=%6.2fms  server_cpu=%.0fus/submit\n",
+           nclients, total, errors, (double)total / elapsed, p50, p99,
+           total ? cpu * 1e6 / (double)total : 0.0);
     fflush(stdout);
     free(all);
     free(cl);
@@ -308,9 +333,30 @@ static void run_slurm(int n, int par)
         0) {
         /* nothing left to cancel */
     }
+    /* The daemons this run started, by their pid files, before stop.sh
+     * removes them: any still alive 10 s after stop.sh gets SIGKILL. */
+    pid_t pids[64];
+    size_t npids = 0;
+    FILE *pf = popen("cat /tmp/corral-bench-slurm/*.pid 2>/dev/null", "r");
+    if (pf) {
+        int x;
+        while (npids < 64 && fscanf(pf, "%d", &x) == 1) {
+            pids[npids++] = (pid_t)x;
+        }
+        pclose(pf);
+    }
     snprintf(cmd, sizeof cmd, "bash '%s/stop.sh' /tmp/corral-bench-slurm >/dev/null 2>&1", dir);
     if (system(cmd) != 0) {
         fprintf(stderr, "slurm stop.sh failed\n");
+    }
+    int64_t deadline = cr_mono_ns() + 10 * CR_NS_PER_SEC;
+    for (size_t i = 0; i < npids; i++) {
+        while (kill(pids[i], 0) == 0 && cr_mono_ns() < deadline) {
+            usleep(100000);
+        }
+        if (kill(pids[i], 0) == 0) {
+            kill(pids[i], SIGKILL);
+        }
     }
 }
 

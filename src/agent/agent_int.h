@@ -74,7 +74,9 @@ typedef struct agent {
 
 /* agent_net.c */
 int cr__agent_register(agent *a);
-int cr__agent_post_status(agent *a);
+/* Send a status; on success *acked is the controller's desired-state
+ * version after it took the report in (0 when it did not say). */
+int cr__agent_post_status(agent *a, int64_t *acked);
 int cr__agent_poller_start(agent *a);
 void cr__agent_poller_join(agent *a);
 void cr__agent_wake(agent *a);

@@ -19,16 +19,20 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -38,24 +42,26 @@ extern char **environ;
 static void usage(FILE *f)
 {
     fprintf(
-        f, "usage: corral agent --server URL --join-token FILE|TOKEN [options]\n"
-           "\n"
-           "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
-           "  --join-token T        join token, or a file holding it\n"
-           "  --node NAME           node name (default: host name)\n"
-           "  --rack R              rack (topology domain)\n"
-           "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
-           "                        e.g. sim:'8xH100 SXM' or sim:'4xA30,mig=1g.6gb:4'\n"
-           "  --listen ADDR:PORT    metrics and logs server (default 127.0.0.1:8621; port 0: any)\n"
-           "  --advertise ADDR      address told to the controller (default: the listen address)\n"
-           "  --state-dir DIR       job records and logs (default /var/lib/corral/agent)\n"
-           "  --faults FILE         sim fault file (default STATE-DIR/faults)\n"
-           "  --xid-hold DUR        an XID keeps a GPU out this long (default 60s)\n"
-           "  --hot-c C             a GPU at C degrees leaves the pool (default 90)\n"
-           "  --wait DUR            long-poll wait (default 30s)\n"
-           "  --run-for DUR         exit after this long (demos, benchmarks)\n"
-           "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
-           "                        running, a restarted agent re-adopts them)\n");
+        f,
+        "usage: corral agent --server URL --join-token FILE|TOKEN [options]\n"
+        "\n"
+        "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
+        "  --join-token T        join token, or a file holding it\n"
+        "  --node NAME           node name (default: host name)\n"
+        "  --rack R              rack (topology domain)\n"
+        "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
+        "                        e.g. sim:'8xH100 SXM' or sim:'4xA30,mig=1g.6gb:4'\n"
+        "  --listen ADDR:PORT    metrics and logs server (default 127.0.0.1:8621; port 0: any)\n"
+        "  --advertise ADDR      address told to the controller (default: the listen address;\n"
+        "                        with 0.0.0.0, the address this host reaches the controller from)\n"
+        "  --state-dir DIR       job records and logs (default /var/lib/corral/agent)\n"
+        "  --faults FILE         sim fault file (default STATE-DIR/faults)\n"
+        "  --xid-hold DUR        an XID keeps a GPU out this long (default 60s)\n"
+        "  --hot-c C             a GPU at C degrees leaves the pool (default 90)\n"
+        "  --wait DUR            long-poll wait (default 30s)\n"
+        "  --run-for DUR         exit after this long (demos, benchmarks)\n"
+        "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
+        "                        running, a restarted agent re-adopts them)\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -77,6 +83,44 @@ static char *read_token(const char *arg)
     fclose(f);
     buf[strcspn(buf, "\r\n")] = '\0';
     return cr_strdup(buf);
+}
+
+/*
+ * The local address this host uses to reach the controller: connect a UDP
+ * socket towards it (no packet is sent) and read the address the kernel
+ * picked. That is the address peers on the same network can use.
+ */
+static int local_addr_towards(const char *url, char *out, size_t len)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    char host[256];
+    size_t n = strcspn(h, ":/");
+    if (n == 0 || n >= sizeof host) {
+        return CR_EINVAL;
+    }
+    memcpy(host, h, n);
+    host[n] = '\0';
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_INET;
+    hints.ai_socktype = SOCK_DGRAM;
+    if (getaddrinfo(host, "9", &hints, &ai) != 0 || !ai) {
+        return CR_ENOENT;
+    }
+    int rc = CR_EIO, fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_in me;
+    socklen_t ml = sizeof me;
+    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
+        getsockname(fd, (struct sockaddr *)&me, &ml) == 0 &&
+        inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)len)) {
+        rc = 0;
+    }
+    if (fd >= 0) {
+        close(fd);
+    }
+    freeaddrinfo(ai);
+    return rc;
 }
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
@@ -208,7 +252,13 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->listen_host[colon - listen] = '\0';
     c->listen_port = (int)v;
     if (!c->advertise) {
-        c->advertise = strcmp(c->listen_host, "0.0.0.0") == 0 ? "127.0.0.1" : c->listen_host;
+        static char route_addr[INET_ADDRSTRLEN];
+        c->advertise = c->listen_host;
+        if (strcmp(c->listen_host, "0.0.0.0") == 0) {
+            c->advertise = local_addr_towards(c->server, route_addr, sizeof route_addr) == 0
+                               ? route_addr
+                               : "127.0.0.1";
+        }
     }
     if (!c->faults) {
         *faults_owned = cr_asprintf("%s/faults", c->state_dir);
@@ -241,24 +291,35 @@ static void count_exit(agent *a)
  * of that profile on it (one no other job here holds) and gives the job
  * that instance's UUID. Returns the UUID or NULL when none is free.
  */
+static int mig_taken(const agent *a, const char *uuid)
+{
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const cr_proc *p = &a->procs[i];
+        if (p->state != CR_PROC_EXITED && p->spec.uuid_count == 1 &&
+            strcmp(p->spec.gpu_uuids[0], uuid) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 static const char *pick_mig(agent *a, const cr_job_spec *s)
 {
     if (s->gpu_count != 1 || s->gpus[0] < 0 || (size_t)s->gpus[0] >= a->gpu->count) {
         return NULL;
     }
     const cr_gpu_info *g = &a->gpu->gpus[s->gpus[0]];
-    for (size_t k = 0; k < g->mig_count; k++) {
-        if (strcmp(g->mig[k].profile, s->mig_profile) != 0) {
-            continue;
-        }
-        int taken = 0;
-        for (size_t i = 0; i < a->nprocs && !taken; i++) {
-            const cr_proc *p = &a->procs[i];
-            taken = p->state != CR_PROC_EXITED && p->spec.uuid_count == 1 &&
-                    strcmp(p->spec.gpu_uuids[0], g->mig[k].uuid) == 0;
-        }
-        if (!taken) {
-            return g->mig[k].uuid;
+    /* The controller's choice when it names a free instance of the profile;
+     * else the first free one (the agent knows best what is in use here). */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t k = 0; k < g->mig_count; k++) {
+            const cr_mig_inst *m = &g->mig[k];
+            if (strcmp(m->profile, s->mig_profile) != 0 || mig_taken(a, m->uuid)) {
+                continue;
+            }
+            if (pass == 1 || (s->uuid_count == 1 && strcmp(s->gpu_uuids[0], m->uuid) == 0)) {
+                return m->uuid;
+            }
         }
     }
     return NULL;
@@ -309,6 +370,16 @@ static int reconcile(agent *a, int64_t now_ns)
     for (size_t i = 0; i < a->desired.count; i++) {
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);
+        if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_EXITED && p->exit_acked > 0 &&
+            a->desired.version > p->exit_acked) {
+            /* Listed again after the controller took in its end: a retry
+             * placed here again. The old run is done with. */
+            cr_info("agent: job=%lld placed here again (retry): run it anew", (long long)s->job);
+            cr_proc_forget(a->cfg.state_dir, p);
+            cr_proc_fini(p);
+            *p = a->procs[--a->nprocs];
+            p = NULL;
+        }
         if (s->action == CR_ACT_RUN && !p) {
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
@@ -486,7 +557,8 @@ static void stop_all_and_wait(agent *a, int sfd)
         }
     }
     if (a->registered) {
-        cr__agent_post_status(a); /* tell the controller how they ended */
+        int64_t acked;
+        cr__agent_post_status(a, &acked); /* tell the controller how they ended */
     }
 }
 
@@ -555,8 +627,14 @@ static int run(agent *a, int sfd)
             }
         }
         if (registered && mono >= retry_at && (dirty || mono >= next_status)) {
-            if (cr__agent_post_status(a) == 0) {
+            int64_t acked = 0;
+            if (cr__agent_post_status(a, &acked) == 0) {
                 dirty = 0;
+                for (size_t i = 0; i < a->nprocs && acked > 0; i++) {
+                    if (a->procs[i].state == CR_PROC_EXITED && a->procs[i].exit_acked == 0) {
+                        a->procs[i].exit_acked = acked;
+                    }
+                }
                 status_backoff = 100 * CR_NS_PER_MS;
                 retry_at = 0;
                 next_status = cr_mono_ns() + a->heartbeat_ns;
@@ -617,9 +695,11 @@ int cr_agent_main(int argc, char **argv)
         rc = 1;
         goto out;
     }
-    if (cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err) < 0) {
+    int grc = cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err);
+    if (grc < 0) {
         fprintf(stderr, "corral agent: %s\n", err);
-        rc = strncmp(a->cfg.gpus, "sim:", 4) == 0 ? 2 : 1;
+        /* A bad spec is bad usage (2); a missing driver is not (1). */
+        rc = grc == CR_EUNAVAIL ? 1 : 2;
         goto out;
     }
     /* Signals arrive through a signalfd; block them in every thread. */
@@ -658,8 +738,9 @@ int cr_agent_main(int argc, char **argv)
         rc = 1;
         goto out_curl;
     }
-    cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d state=%s", a->cfg.node, a->gpu->count,
-            a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.state_dir);
+    cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d advertise=%s state=%s", a->cfg.node,
+            a->gpu->count, a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.advertise,
+            a->cfg.state_dir);
     /* A one-line readiness report on stdout for scripts (the port may be 0). */
     printf("agent %s listening on %s:%d\n", a->cfg.node, a->cfg.listen_host, a->port);
     fflush(stdout);

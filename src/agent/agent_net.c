@@ -218,8 +218,9 @@ out:
     return rc;
 }
 
-int cr__agent_post_status(agent *a)
+int cr__agent_post_status(agent *a, int64_t *acked)
 {
+    *acked = 0;
     if (!a->status_curl) {
         a->status_curl = curl_easy_init(); /* kept for keep-alive; main thread only */
     }
@@ -248,6 +249,13 @@ int cr__agent_post_status(agent *a)
     } else if (st != 200 && st != 204) {
         log_http_error("status", st, &resp);
         rc = CR_EUNAVAIL;
+    } else if (resp.len > 0) {
+        json_t *r = json_loads(cr_buf_str(&resp), 0, NULL);
+        json_t *v = json_object_get(r, "version");
+        if (json_is_integer(v) && json_integer_value(v) > 0) {
+            *acked = (int64_t)json_integer_value(v);
+        }
+        json_decref(r);
     }
     free(url);
     free(text);

@@ -46,6 +46,9 @@ typedef struct cr_proc {
     uint64_t cpu_ticks;   /* CPU ticks at cpu_at_ns */
     int64_t cpu_at_ns;    /* when cpu_ticks was read (monotonic) */
     double busy;          /* CPU share over the last interval, 0..N */
+    int64_t exit_acked;   /* desired-state version the controller was at once it took in
+                             this exit (0: not yet); a later version listing the job
+                             again is a new attempt */
     cr_job_spec spec;     /* owned copy of what the controller asked for */
 } cr_proc;
 

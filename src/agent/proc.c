@@ -217,6 +217,103 @@ static void shim_report(const char *journal, long long job, const char *how, lon
     }
 }
 
+/* Everything the shim needs, prepared before the fork. */
+typedef struct shim_args {
+    const char *exe;
+    char *const *argv;
+    char *const *envp;
+    const char *workdir;
+    const char *exec_msg;
+    const char *journal;
+    long long job;
+    const char *out_path, *err_path; /* the job's logs, opened by the shim */
+    int out_fd, err_fd, null_fd;     /* set by the shim */
+} shim_args;
+
+/* The job's process, between the vfork and the exec. */
+static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(SIGTERM, &dfl, NULL);
+    sigaction(SIGINT, &dfl, NULL);
+    sigaction(SIGHUP, &dfl, NULL);
+    sigaction(SIGPIPE, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    dup2(a->null_fd, 0);
+    dup2(a->out_fd, 1);
+    dup2(a->err_fd, 2);
+    if (chdir(a->workdir) == 0) {
+        execve(a->exe, a->argv, a->envp);
+    }
+    int e = errno;
+    char num[32];
+    size_t nl = fmt_int(num, e);
+    ssize_t w = write(2, a->exec_msg, strlen(a->exec_msg));
+    w = write(2, num, nl);
+    w = write(2, ")\n", 2);
+    (void)w;
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+/* The shim, in the forked child. Only async-signal-safe calls. */
+static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
+{
+    setsid();
+    /* The shim opens the logs (creating files is most of what starting a
+     * job costs), in parallel with the agent's next start. */
+    a->out_fd = open(a->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    a->err_fd = open(a->err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0) {
+        shim_report(a->journal, a->job, "exit", 126);
+        _exit(126);
+    }
+    struct sigaction ign;
+    memset(&ign, 0, sizeof ign);
+    ign.sa_handler = SIG_IGN;
+    sigaction(SIGTERM, &ign, NULL);
+    sigaction(SIGINT, &ign, NULL);
+    sigaction(SIGHUP, &ign, NULL);
+    /* vfork: the shim is single-threaded and the child only sets up and
+     * execs, so the page tables (a copy of the agent's) are not copied a
+     * second time. */
+    pid_t c = vfork();
+    if (c == 0) {
+        exec_job(a);
+    }
+    if (c < 0) {
+        shim_report(a->journal, a->job, "exit", 125);
+        _exit(125);
+    }
+    int st = 0;
+    while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
+    }
+    /* The shim ends as the job did, so its parent's waitpid() tells the
+     * whole story; the journal line serves an agent that restarted. */
+    if (WIFSIGNALED(st)) {
+        int sig = WTERMSIG(st);
+        shim_report(a->journal, a->job, "signal", sig);
+        struct rlimit no_core = {0, 0};
+        setrlimit(RLIMIT_CORE, &no_core);
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigaction(sig, &dfl, NULL);
+        sigset_t one;
+        sigemptyset(&one);
+        sigaddset(&one, sig);
+        sigprocmask(SIG_UNBLOCK, &one, NULL);
+        kill(getpid(), sig);
+        _exit(128 + sig);
+    }
+    shim_report(a->journal, a->job, "exit", WEXITSTATUS(st));
+    _exit(WEXITSTATUS(st));
+}
+
 static json_t *record_json(const cr_proc *p)
 {
     return json_pack("{s:I,s:i,s:I,s:I,s:o}", "job", (json_int_t)p->job, "pid", (int)p->pid,
@@ -252,7 +349,7 @@ static void copy_spec(cr_job_spec *dst, const cr_job_spec *src)
 int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec,
                   char *const *base_env, cr_proc *p, char *err, size_t errlen)
 {
-    int rc = 0, out_fd = -1, err_fd = -1, null_fd = -1;
+    int rc = 0;
     char *logdir = cr_asprintf("%s/logs", state_dir);
     char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
@@ -263,16 +360,8 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
     char *exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
     long long job = (long long)spec->job;
 
-    out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (out_fd < 0 && errno == ENOENT) {
-        /* First job here: create the directories, then try again. */
-        cr_mkdir_p(logdir, 0755);
-        out_fd = open(out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    }
-    err_fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out_fd < 0 || err_fd < 0 || null_fd < 0) {
-        snprintf(err, errlen, "job %lld: cannot open log %s: %s", job, out_path, strerror(errno));
+    if (access(logdir, W_OK) != 0 && cr_mkdir_p(logdir, 0755) < 0) {
+        snprintf(err, errlen, "job %lld: cannot create %s: %s", job, logdir, strerror(errno));
         rc = CR_EIO;
         goto out;
     }
@@ -289,68 +378,9 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
         goto out;
     }
     if (pid == 0) {
-        /* The shim. Only async-signal-safe calls from here on. */
-        setsid();
-        struct sigaction ign;
-        memset(&ign, 0, sizeof ign);
-        ign.sa_handler = SIG_IGN;
-        sigaction(SIGTERM, &ign, NULL);
-        sigaction(SIGINT, &ign, NULL);
-        sigaction(SIGHUP, &ign, NULL);
-        pid_t c = fork();
-        if (c == 0) {
-            struct sigaction dfl;
-            memset(&dfl, 0, sizeof dfl);
-            dfl.sa_handler = SIG_DFL;
-            sigaction(SIGTERM, &dfl, NULL);
-            sigaction(SIGINT, &dfl, NULL);
-            sigaction(SIGHUP, &dfl, NULL);
-            sigaction(SIGPIPE, &dfl, NULL);
-            sigset_t none;
-            sigemptyset(&none);
-            sigprocmask(SIG_SETMASK, &none, NULL);
-            dup2(null_fd, 0);
-            dup2(out_fd, 1);
-            dup2(err_fd, 2);
-            if (chdir(workdir) == 0) {
-                execve(exe, spec->argv, envp);
-            }
-            int e = errno;
-            char num[32];
-            size_t nl = fmt_int(num, e);
-            ssize_t w = write(2, exec_msg, strlen(exec_msg));
-            w = write(2, num, nl);
-            w = write(2, ")\n", 2);
-            (void)w;
-            _exit(e == ENOENT ? 127 : 126);
-        }
-        if (c < 0) {
-            shim_report(journal, job, "exit", 125);
-            _exit(125);
-        }
-        int st = 0;
-        while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
-        }
-        /* The shim ends as the job did, so its parent's waitpid() tells the
-         * whole story; the journal line serves an agent that restarted. */
-        if (WIFSIGNALED(st)) {
-            int sig = WTERMSIG(st);
-            shim_report(journal, job, "signal", sig);
-            struct rlimit no_core = {0, 0};
-            setrlimit(RLIMIT_CORE, &no_core);
-            struct sigaction dfl;
-            memset(&dfl, 0, sizeof dfl);
-            dfl.sa_handler = SIG_DFL;
-            sigaction(sig, &dfl, NULL);
-            sigset_t one;
-            sigemptyset(&one);
-            sigaddset(&one, sig);
-            sigprocmask(SIG_UNBLOCK, &one, NULL);
-            kill(getpid(), sig);
-            _exit(128 + sig);
-        }
-        shim_report(journal, job, "exit", WEXITSTATUS(st));
-        _exit(WEXITSTATUS(st));
+        shim_args sa = {exe, spec->argv, envp,     workdir, exec_msg, journal,
+                        job, out_path,   err_path, -1,      -1,       -1};
+        run_shim(&sa);
     }
     memset(p, 0, sizeof *p);
     p->job = spec->job;
@@ -364,15 +394,6 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
         snprintf(err, errlen, "job %lld: cannot append to %s", job, journal);
     }
 out:
-    if (out_fd >= 0) {
-        close(out_fd);
-    }
-    if (err_fd >= 0) {
-        close(err_fd);
-    }
-    if (null_fd >= 0) {
-        close(null_fd);
-    }
     cr_strv_free(envp);
     free(exe);
     free(exec_msg);

@@ -211,12 +211,14 @@ int cr_json_arr(const json_t *obj, const char *path, const char *key, bool requi
 
 int cr_json_enum(const char *value, const char *field, const char *const *choices, cr_json_err *err)
 {
-    char list[256] = "";
-    size_t used = 0;
     for (size_t i = 0; choices[i]; i++) {
         if (strcmp(value, choices[i]) == 0) {
             return 0;
         }
+    }
+    char list[256] = "";
+    size_t used = 0;
+    for (size_t i = 0; choices[i]; i++) {
         int n = snprintf(list + used, sizeof list - used, "%s%s", i ? "|" : "", choices[i]);
         if (n > 0 && used + (size_t)n < sizeof list) {
             used += (size_t)n;

@@ -132,7 +132,8 @@ void cr__cli_table_print(const cli_table *t, FILE *f);
 char *cr__cli_json_text(const json_t *v, char *buf, size_t len);
 /* Human age "3m12s" of an RFC 3339 time relative to now_ns, "-" if absent. */
 char *cr__cli_age(const char *rfc3339, int64_t now_ns, char *buf, size_t len);
-/* Parse an RFC 3339 UTC time ("2026-11-30T04:35:00Z", fractions allowed). */
+/* Parse an RFC 3339 time ("2026-11-30T04:35:00Z", fractions and offsets
+ * allowed) between 1970 and 2255 (CR_ERANGE outside). */
 int cr__cli_parse_rfc3339(const char *s, int64_t *out_ns);
 
 /* --- Shared views of API objects (cli_jobs.c, cli_admin.c) --------------------- */

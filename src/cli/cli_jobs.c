@@ -636,9 +636,11 @@ static int write_out(void *ud, const char *data, size_t len)
  * Following a log: ask with follow=1 from the offset reached so far. A
  * server that streams keeps the call open until the job ends; one that does
  * not answers with what it has. Either way the client then checks the job:
- * while it is active, it asks again (after a short pause when nothing came);
- * once it has ended, one last call with nothing new ends the command. A job
- * that has not started yet (409) is waited for.
+ * while it is active, it asks again (after a short pause when nothing came),
+ * and a refusal of the log itself (not started yet, the agent has no file
+ * yet, the agent is unreachable for a moment) is waited out; once the job
+ * has ended, one last call with nothing new ends the command, and a refusal
+ * then is final.
  */
 static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t offset,
                        cr_client_res *res)
@@ -654,8 +656,8 @@ static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t of
         if (sink.closed) {
             break;
         }
-        if (rc < 0 && res->status != 409) {
-            code = cr__cli_fail(ctx, rc, res);
+        if (rc < 0 && res->status == 0) {
+            code = cr__cli_fail(ctx, rc, res); /* the controller is gone */
             break;
         }
         int jrc = cr_client_job_get(ctx->client, id, &job);
@@ -666,7 +668,7 @@ static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t of
         const char *state = jstr(job.body, "state");
         if (!active_state(state)) {
             if (rc < 0) {
-                code = cr__cli_fail(ctx, rc, res); /* ended without ever running */
+                code = cr__cli_fail(ctx, rc, res);
                 break;
             }
             if (sink.bytes == 0 || !state) {
@@ -674,7 +676,7 @@ static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t of
             }
             continue; /* drain what came after the last read */
         }
-        if (sink.bytes == 0) {
+        if (rc < 0 || sink.bytes == 0) {
             struct timespec ts = {.tv_sec = 0, .tv_nsec = 500 * 1000 * 1000};
             nanosleep(&ts, NULL);
         }

@@ -220,8 +220,13 @@ int cr__cli_parse_rfc3339(const char *s, int64_t *out_ns)
                     .tm_hour = h,
                     .tm_min = mi,
                     .tm_sec = sec};
-    time_t t = timegm(&tm);
-    *out_ns = ((int64_t)t - off_s) * CR_NS_PER_SEC + frac_ns;
+    int64_t t = (int64_t)timegm(&tm) - off_s;
+    /* nanoseconds since 1970 fit int64 until 2262; keeping times in
+     * [1970, 2255] also keeps differences of two times in range */
+    if (t < 0 || t > INT64_C(9000000000)) {
+        return CR_ERANGE;
+    }
+    *out_ns = t * CR_NS_PER_SEC + frac_ns;
     return 0;
 }
 

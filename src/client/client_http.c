@@ -3,10 +3,11 @@
  *
  * One socket per client, kept alive between requests. Every wait is a poll
  * bounded by the request's deadline (and, for streams, the idle limit), so
- * no call blocks longer than its timeout. A request on a reused socket that
- * fails before any byte of the answer arrived is retried once on a fresh
- * connection: the server may have closed an idle keep-alive connection, and
- * nothing was processed (it never answered).
+ * no call blocks longer than its timeout. An idle socket the server closed
+ * is noticed before reuse (it polls readable) and replaced. A request other
+ * than POST that still fails on a reused socket before any byte of the
+ * answer arrived is retried once on a fresh connection; a POST is not (the
+ * server may have acted on it before dying: no double submissions).
  */
 #include "client_int.h"
 
@@ -432,6 +433,18 @@ int cr__client_http(cr_client *c, cr__xfer *x)
         cr_buf_append(&req, x->body, x->body_len);
     }
     int rc = 0;
+    /* An idle kept-alive socket that reads as ready was closed by the server
+     * (or holds bytes nobody asked for): drop it before sending. */
+    if (c->fd >= 0) {
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+        if (poll(&pf, 1, 0) != 0) {
+            close_fd(c);
+        }
+    }
+    /* A retry after a failure with no byte of answer is safe only when the
+     * request may be repeated: the server may have acted on a POST and died
+     * before answering, and a second submission must not happen. */
+    bool idempotent = strcmp(x->method, "POST") != 0;
     for (int attempt = 0; attempt < 2; attempt++) {
         bool reused = c->fd >= 0;
         if (!reused && (rc = connect_to(c, x, deadline)) < 0) {
@@ -454,7 +467,7 @@ int cr__client_http(cr_client *c, cr__xfer *x)
         }
         bool nothing = !r || !r->got_any;
         free(r);
-        if (rc == 0 || !reused || !nothing || rc == CR_ETIMEDOUT) {
+        if (rc == 0 || !reused || !nothing || rc == CR_ETIMEDOUT || !idempotent) {
             break;
         }
         /* the kept-alive socket was dead: one fresh try */

@@ -8,14 +8,23 @@
  * each thread its own (the agent uses one for its heartbeat and one for its
  * long-poll). Clients may be created from any thread.
  *
+ * A kept-alive connection the server closed while idle is replaced before
+ * use; a GET, PUT or DELETE that still fails on a reused connection before
+ * any byte of the answer arrived is retried once on a fresh one. A POST is
+ * never retried: the server may have acted on it (no double submissions).
+ *
  * Every request carries "Authorization: Bearer <token>" when a token is set,
  * sends and expects JSON, and is bounded by a timeout: the client's default
  * (opts.timeout_ns) or, for long-polls and streams, the one given to the call.
  *
  * Results. Each call fills a caller-owned cr_client_res (init/fini):
  *   - status 0: the server was not reached or did not answer (transport
- *     failure); the call returns CR_EUNAVAIL (connect failed, DNS, TLS) or
- *     CR_ETIMEDOUT, and message says what libcurl said.
+ *     failure); the call returns CR_EUNAVAIL (connect failed, DNS, TLS, no
+ *     answer), CR_ETIMEDOUT, or CR_ENOTSUP (https:// without libcurl), and
+ *     message says what went wrong.
+ *   - an answer that broke after its status line (connection closed inside
+ *     the body, or one over 256 MiB): status is set, the call returns
+ *     CR_EIO or CR_ETOOBIG, message says what happened.
  *   - status 2xx: the call returns 0; body is the parsed JSON answer (NULL
  *     when the answer was empty or not JSON; raw holds the bytes either way).
  *   - status 4xx/5xx: the call returns the code named by the server's

@@ -14,6 +14,7 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -22,9 +23,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static _Atomic int inflight;
-static atomic_bool draining;
 
 static void usage(FILE *f)
 {
@@ -49,8 +47,8 @@ static void usage(FILE *f)
 static void route(void *ctx, cr_http_req *req)
 {
     ctl *c = ctx;
-    atomic_fetch_add(&inflight, 1);
-    if (atomic_load(&draining)) {
+    atomic_fetch_add(&c->inflight, 1);
+    if (atomic_load(&c->draining)) {
         ctl_reply_err(req, 503, CR_EUNAVAIL, NULL, "controller shutting down");
         goto out;
     }
@@ -128,7 +126,7 @@ static void route(void *ctx, cr_http_req *req)
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, path);
     }
 out:
-    atomic_fetch_sub(&inflight, 1);
+    atomic_fetch_sub(&c->inflight, 1);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -144,7 +142,7 @@ static void config_defaults(ctl_config *cfg)
     snprintf(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "/tmp/corral/ckpt");
     cfg->heartbeat_s = 5;
     cfg->lost_after_s = 30;
-    cfg->sched_interval_ms = 20;
+    cfg->sched_interval_ms = 5;
     cfg->threads = 4;
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
@@ -347,6 +345,13 @@ static int run(ctl *c)
     char *cert = NULL, *key = NULL;
     char path[1200];
     sigset_t sigs;
+    /* Before any thread exists (the store's writer is the first), so that
+     * every thread inherits the mask and SIGINT/SIGTERM reach sigwait. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
     if (mkdir(c->cfg.state_dir, 0700) != 0 && errno != EEXIST) {
         fprintf(stderr, "corral controller: --state-dir %s: %s\n", c->cfg.state_dir,
                 strerror(errno));
@@ -401,12 +406,7 @@ static int run(ctl *c)
             goto out;
         }
     }
-    /* Signals go to sigwait below, not to whatever thread runs. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGINT);
-    sigaddset(&sigs, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT); /* for the logs proxy, before any curl user */
     rc = ctl_sched_start(c);
     if (rc != 0) {
         goto out;
@@ -451,8 +451,8 @@ out:
     if (c->http) {
         cr_http_server_quiesce(c->http);
     }
-    atomic_store(&draining, true);
-    while (atomic_load(&inflight) > 0) {
+    atomic_store(&c->draining, true);
+    while (atomic_load(&c->inflight) > 0) {
         usleep(1000);
     }
     ctl_sched_stop(c);
@@ -463,6 +463,7 @@ out:
     cr_http_server_free(c->http);
     free(cert);
     free(key);
+    curl_global_cleanup();
     return rc == 0 ? 0 : 1;
 }
 

@@ -119,16 +119,27 @@ static int tenant_parse(const json_t *v, bool with_name, const char **name, doub
 
 static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
 {
+    /* GPUs held now: from the nodes' job lists (running work only), each
+     * placement counted on its own node so a gang counts once. */
     json_t *in_use = json_object();
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = c->jobs[i];
-        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING) ||
-            strcmp(j->tenant, t->name) != 0) {
-            continue;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        for (size_t k = 0; k < n->njobs; k++) {
+            const ctl_job *j = ctl_job_get(c, n->jobs[k]);
+            if (!j || strcmp(j->tenant, t->name) != 0) {
+                continue;
+            }
+            for (size_t q = 0; q < j->nplace; q++) {
+                if (strcmp(j->place[q].node, n->name) != 0) {
+                    continue;
+                }
+                const char *ty = *j->run_type ? j->run_type : j->gpu_type;
+                json_t *cur = json_object_get(in_use, ty);
+                json_object_set_new(
+                    in_use, ty,
+                    json_integer(json_integer_value(cur) + (json_int_t)j->place[q].ngpus));
+            }
         }
-        const char *ty = *j->run_type ? j->run_type : j->gpu_type;
-        json_t *cur = json_object_get(in_use, ty);
-        json_object_set_new(in_use, ty, json_integer(json_integer_value(cur) + j->gpus));
     }
     double gpu_s = 0, energy = 0, cost = 0;
     for (size_t i = 0; i < c->nusage; i++) {

@@ -60,10 +60,13 @@ typedef struct ctl_place {
 typedef struct ctl_job {
     int64_t id;
     char tenant[CTL_NAME_MAX];
-    json_t *spec; /* owned: the validated request members */
+    json_t *spec;        /* owned reference: the validated request members (array tasks share it) */
+    int64_t array_first; /* array tasks: the first id of the array, else 0 */
+    int32_t array_index; /* array tasks: the index in the array */
     ctl_job_state state;
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;
+    int runs; /* starts so far; the current run's number in desired state */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
     int gpus, nodes, priority;
@@ -181,6 +184,8 @@ struct ctl {
     int64_t first_active; /* no job below this id is pending/held/running */
     ctl_node **nodes;
     size_t nnodes, capnodes;
+    uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */
+    size_t node_slots_cap;
     ctl_tenant **tenants;
     size_t ntenants, captenants;
     ctl_service **services;
@@ -197,6 +202,10 @@ struct ctl {
     pthread_cond_t cv; /* wakes the scheduler thread */
     pthread_t sched_thread;
     bool sched_started;
+
+    /* Shutdown: handlers running now, and the flag that refuses new ones. */
+    _Atomic int inflight;
+    atomic_bool draining;
 
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
@@ -264,7 +273,9 @@ void ctl_node_add_job(ctl_node *n, int64_t id);
 void ctl_node_del_job(ctl_node *n, int64_t id);
 void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
 void ctl_nodes_release_polls(ctl *c);
-void ctl_nodes_free(ctl *c); /* at shutdown; takes mu */
+void ctl_nodes_free(ctl *c);
+/* Validate a register body as the API would (for fuzzing). */
+int ctl_node_validate(const char *body, size_t len, cr_json_err *err); /* at shutdown; takes mu */
 int ctl_load_nodes(ctl *c);
 
 /* ctl_sched.c */
@@ -282,6 +293,8 @@ void ctl_services_tick(ctl *c, int64_t now_mono);
 void ctl_services_job_changed(ctl *c, ctl_job *j);
 void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);
+/* Validate a service body as the API would (for fuzzing). */
+int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
 
 /* ctl_metrics.c */
 void ctl_route_metrics(ctl *c, cr_http_req *req);

@@ -232,11 +232,16 @@ json_t *ctl_job_json(const ctl_job *j)
     json_t *v = json_copy(j->spec);
     json_object_set_new(v, "id", json_integer(j->id));
     json_object_set_new(v, "tenant", json_string(j->tenant));
+    if (j->array_first > 0) {
+        json_object_set_new(v, "array_index", json_integer(j->array_index));
+        json_object_set_new(v, "array_first", json_integer(j->array_first));
+    }
     json_object_set_new(v, "state", json_string(ctl_job_state_names[j->state]));
     json_object_set_new(v, "reason", json_string(j->reason ? j->reason : ""));
     json_object_set_new(v, "exit_code", json_integer(j->exit_code));
     json_object_set_new(v, "signal", json_integer(j->signal));
     json_object_set_new(v, "retries", json_integer(j->retries));
+    json_object_set_new(v, "runs", json_integer(j->runs));
     json_object_set_new(v, "submit_time", json_string(ctl_time_str(j->submit_ns, t, sizeof t)));
     json_object_set_new(v, "start_time", json_string(ctl_time_str(j->start_ns, t, sizeof t)));
     json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
@@ -260,20 +265,93 @@ json_t *ctl_job_json(const ctl_job *j)
 }
 
 /* The stored form: the API object plus exact times. */
+/* A JSON string literal (input is valid UTF-8: validated or our own text). */
+static void put_jstr(cr_buf *b, const char *s)
+{
+    cr_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            cr_buf_putc(b, '\\');
+            cr_buf_putc(b, (char)*p);
+        } else if (*p < 0x20) {
+            cr_buf_printf(b, "\\u%04x", *p);
+        } else {
+            cr_buf_putc(b, (char)*p);
+        }
+    }
+    cr_buf_putc(b, '"');
+}
+
+/*
+ * The stored form: the API object plus exact times, written directly
+ * (submissions are the hot path; building a jansson tree per job costs
+ * more than the rest of the request). spec_json is the compact JSON of
+ * j->spec, shared by the tasks of an array.
+ */
+static char *job_doc_with(const ctl_job *j, const char *spec_json)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    size_t n = strlen(spec_json);
+    if (n >= 2 && spec_json[n - 1] == '}') {
+        cr_buf_append(&b, spec_json, n - 1);
+        if (n > 2) {
+            cr_buf_putc(&b, ',');
+        }
+    } else {
+        cr_buf_putc(&b, '{');
+    }
+    char t[64];
+    cr_buf_printf(&b, "\"id\":%lld,\"tenant\":", (long long)j->id);
+    put_jstr(&b, j->tenant);
+    if (j->array_first > 0) {
+        cr_buf_printf(&b, ",\"array_index\":%d,\"array_first\":%lld", (int)j->array_index,
+                      (long long)j->array_first);
+    }
+    cr_buf_printf(&b, ",\"state\":\"%s\",\"reason\":", ctl_job_state_names[j->state]);
+    put_jstr(&b, j->reason);
+    cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d,\"runs\":%d", j->exit_code,
+                  j->signal, j->retries, j->runs);
+    cr_buf_printf(&b, ",\"submit_time\":\"%s\"", ctl_time_str(j->submit_ns, t, sizeof t));
+    cr_buf_printf(&b, ",\"start_time\":\"%s\"", ctl_time_str(j->start_ns, t, sizeof t));
+    cr_buf_printf(&b, ",\"end_time\":\"%s\"", ctl_time_str(j->end_ns, t, sizeof t));
+    if (*j->run_type) {
+        cr_buf_puts(&b, ",\"run_gpu_type\":");
+        put_jstr(&b, j->run_type);
+    }
+    cr_buf_puts(&b, ",\"placement\":[");
+    for (size_t i = 0; i < j->nplace; i++) {
+        cr_buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
+        put_jstr(&b, j->place[i].node);
+        cr_buf_puts(&b, ",\"gpus\":[");
+        for (size_t k = 0; k < j->place[i].ngpus; k++) {
+            cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].gpus[k]);
+        }
+        cr_buf_putc(&b, ']');
+        if (*j->place[i].mig_profile) {
+            cr_buf_puts(&b, ",\"mig_profile\":");
+            put_jstr(&b, j->place[i].mig_profile);
+        }
+        cr_buf_putc(&b, '}');
+    }
+    cr_buf_printf(&b,
+                  "],\"submit_ns\":%lld,\"start_ns\":%lld,\"end_ns\":%lld,\"acct_ns\":%lld,"
+                  "\"last_node\":",
+                  (long long)j->submit_ns, (long long)j->start_ns, (long long)j->end_ns,
+                  (long long)j->acct_ns);
+    put_jstr(&b, j->last_node);
+    cr_buf_printf(&b, ",\"cancel_requested\":%s,\"timed_out\":%s,\"requeue_requested\":%s}",
+                  j->cancel_requested ? "true" : "false", j->timed_out ? "true" : "false",
+                  j->requeue_requested ? "true" : "false");
+    return cr_buf_take(&b);
+}
+
 static char *job_doc(const ctl_job *j)
 {
-    json_t *v = ctl_job_json(j);
-    json_object_set_new(v, "submit_ns", json_integer(j->submit_ns));
-    json_object_set_new(v, "start_ns", json_integer(j->start_ns));
-    json_object_set_new(v, "end_ns", json_integer(j->end_ns));
-    json_object_set_new(v, "acct_ns", json_integer(j->acct_ns));
-    json_object_set_new(v, "last_node", json_string(j->last_node));
-    json_object_set_new(v, "cancel_requested", json_boolean(j->cancel_requested));
-    json_object_set_new(v, "timed_out", json_boolean(j->timed_out));
-    json_object_set_new(v, "requeue_requested", json_boolean(j->requeue_requested));
-    char *s = json_dumps(v, JSON_COMPACT);
-    json_decref(v);
-    return s;
+    char *spec = json_dumps(j->spec, JSON_COMPACT);
+    char *doc = job_doc_with(j, spec ? spec : "{}");
+    free(spec);
+    return doc;
 }
 
 static int64_t doc_int(const json_t *v, const char *key)
@@ -299,7 +377,9 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     }
     j->id = doc_int(v, "id");
     /* Read-only request members the API adds (arrays, service replicas). */
-    static const char *const extra[] = {"array_index", "array_first", "service", "port", NULL};
+    static const char *const extra[] = {"service", "port", NULL};
+    j->array_first = doc_int(v, "array_first");
+    j->array_index = (int32_t)doc_int(v, "array_index");
     for (size_t i = 0; extra[i]; i++) {
         json_t *x = json_object_get(v, extra[i]);
         if (x) {
@@ -319,6 +399,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     j->exit_code = (int)doc_int(v, "exit_code");
     j->signal = (int)doc_int(v, "signal");
     j->retries = (int)doc_int(v, "retries");
+    j->runs = (int)doc_int(v, "runs");
     j->submit_ns = doc_int(v, "submit_ns");
     j->start_ns = doc_int(v, "start_ns");
     j->end_ns = doc_int(v, "end_ns");
@@ -395,6 +476,15 @@ void ctl_job_insert(ctl *c, ctl_job *j)
     c->jobs[j->id - 1] = j;
     if (j->id >= c->next_id) {
         c->next_id = j->id + 1;
+    }
+}
+
+static void persist_doc(cr_store_txn *txn, ctl_job *j, char *doc, const char *what, const char *why)
+{
+    cr_store_txn_put_job(txn, j->id, j->tenant, ctl_job_state_names[j->state], doc);
+    free(doc);
+    if (what) {
+        cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
     }
 }
 
@@ -645,6 +735,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     cr_store_txn *txn = cr_store_txn_new();
     char why[200];
     snprintf(why, sizeof why, "by token '%s' (%s)", p->name, cr_role_name(p->role));
+    char *spec_json = json_dumps(proto->spec, JSON_COMPACT);
     for (size_t i = 0; i < s->n; i++) {
         ctl_job *j = cr_calloc(1, sizeof *j);
         *j = *proto;
@@ -654,14 +745,14 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         j->id = first + (int64_t)i;
         j->submit_ns = now;
         if (n > 1) {
-            j->spec = json_copy(proto->spec);
-            json_decref(proto->spec);
-            json_object_set_new(j->spec, "array_index", json_integer((json_int_t)i));
-            json_object_set_new(j->spec, "array_first", json_integer(first));
+            /* Array tasks share one spec; only these two differ. */
+            j->array_index = (int32_t)i;
+            j->array_first = first;
         }
         s->jobs[i] = j;
-        ctl_job_persist(c, txn, j, "submitted", why);
+        persist_doc(txn, j, job_doc_with(j, spec_json ? spec_json : "{}"), "submitted", why);
     }
+    free(spec_json);
     cr_http_defer(req);
     cr_store_submit(c->store, txn, submit_committed, s);
 out:
@@ -991,6 +1082,21 @@ int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
         j->id = 1;
         snprintf(j->tenant, sizeof j->tenant, "%s", *j->tenant ? j->tenant : "default");
         char *doc = job_doc(j);
+        /* The direct writer agrees with the API object member by member. */
+        json_t *api = ctl_job_json(j), *parsed = doc ? json_loads(doc, 0, NULL) : NULL;
+        const char *k;
+        json_t *x;
+        if (!parsed) {
+            abort();
+        }
+        json_object_foreach(api, k, x)
+        {
+            if (!json_equal(x, json_object_get(parsed, k))) {
+                abort();
+            }
+        }
+        json_decref(api);
+        json_decref(parsed);
         if (!doc || ctl_job_from_doc(doc, &back) != 0 || back->gpus != j->gpus ||
             strcmp(back->tenant, j->tenant) != 0 || !json_equal(back->spec, j->spec)) {
             abort();

@@ -20,11 +20,37 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Nodes by name: open addressing over FNV-1a, slots hold index + 1 (0 =
+ * empty). Nodes are never removed, so there are no tombstones. */
+static uint64_t name_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (; *s; s++) {
+        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
+    }
+    return h;
+}
+
+static void index_put(ctl *c, size_t idx)
+{
+    size_t mask = c->node_slots_cap - 1;
+    size_t i = (size_t)name_hash(c->nodes[idx]->name) & mask;
+    while (c->node_slots[i]) {
+        i = (i + 1) & mask;
+    }
+    c->node_slots[i] = (uint32_t)(idx + 1);
+}
+
 ctl_node *ctl_node_find(ctl *c, const char *name)
 {
-    for (size_t i = 0; i < c->nnodes; i++) {
-        if (strcmp(c->nodes[i]->name, name) == 0) {
-            return c->nodes[i];
+    if (!c->node_slots_cap) {
+        return NULL;
+    }
+    size_t mask = c->node_slots_cap - 1;
+    for (size_t i = (size_t)name_hash(name) & mask; c->node_slots[i]; i = (i + 1) & mask) {
+        ctl_node *n = c->nodes[c->node_slots[i] - 1];
+        if (strcmp(n->name, name) == 0) {
+            return n;
         }
     }
     return NULL;
@@ -69,6 +95,9 @@ void ctl_nodes_free(ctl *c)
     free(c->nodes);
     c->nodes = NULL;
     c->nnodes = 0;
+    free(c->node_slots);
+    c->node_slots = NULL;
+    c->node_slots_cap = 0;
 }
 
 /*
@@ -338,6 +367,16 @@ static void node_insert(ctl *c, ctl_node *n)
 {
     CR_GROW(c->nodes, c->nnodes, c->capnodes);
     c->nodes[c->nnodes++] = n;
+    if ((c->nnodes + 1) * 2 > c->node_slots_cap) {
+        free(c->node_slots);
+        c->node_slots_cap = c->node_slots_cap ? c->node_slots_cap * 2 : 64;
+        c->node_slots = cr_calloc(c->node_slots_cap, sizeof *c->node_slots);
+        for (size_t i = 0; i < c->nnodes; i++) {
+            index_put(c, i);
+        }
+    } else {
+        index_put(c, c->nnodes - 1);
+    }
 }
 
 /* Reconcile a node's GPU allocation marks with the jobs placed on it. */
@@ -411,6 +450,19 @@ int ctl_load_nodes(ctl *c)
     return 0;
 }
 
+int ctl_node_validate(const char *body, size_t len, cr_json_err *err)
+{
+    json_t *v = NULL;
+    ctl_node *n = cr_calloc(1, sizeof *n);
+    int rc = cr_json_parse_object(body, len, &v, err);
+    if (rc == 0) {
+        rc = parse_inventory(v, true, n, err);
+    }
+    node_free(n);
+    json_decref(v);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Agent routes                                                             */
 
@@ -427,9 +479,27 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     cr_json_err err;
     ctl_node *fresh = cr_calloc(1, sizeof *fresh);
     json_t *running = NULL;
-    if (cr_json_parse_object(body, len, &v, &err) != 0 ||
-        parse_inventory(v, true, fresh, &err) != 0 ||
-        cr_json_arr(v, "", "running", false, 4096, &running, &err) != 0) {
+    int rc = cr_json_parse_object(body, len, &v, &err);
+    if (rc == 0) {
+        rc = parse_inventory(v, true, fresh, &err);
+    }
+    if (rc == 0) {
+        rc = cr_json_arr(v, "", "running", false, 65536, &running, &err);
+    }
+    for (size_t i = 0; rc == 0 && i < json_array_size(running); i++) {
+        static const char *const run_members[] = {"job", "pid", NULL};
+        json_t *r = json_array_get(running, i);
+        char path[32];
+        int64_t x;
+        snprintf(path, sizeof path, "running[%zu]", i);
+        if (!json_is_object(r)) {
+            rc = cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
+        } else if ((rc = cr_json_only(r, path, run_members, &err)) == 0 &&
+                   (rc = cr_json_int(r, path, "job", true, 1, INT64_MAX, &x, &err)) == 0) {
+            rc = cr_json_int(r, path, "pid", false, 0, INT32_MAX, &x, &err);
+        }
+    }
+    if (rc != 0) {
         ctl_reply_jerr(req, &err);
         node_free(fresh);
         json_decref(v);
@@ -500,7 +570,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
-    static const char *const job_members[] = {"job", "state", "pid", "exit_code", "signal", NULL};
+    static const char *const job_members[] = {"job",    "state", "pid", "exit_code",
+                                              "signal", "run",   NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -550,7 +621,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_enum(st, "state", states, &err) ||
             cr_json_int(jr, path, "pid", false, 0, INT32_MAX, &x, &err) ||
             cr_json_int(jr, path, "exit_code", false, -1000, 1000, &x, &err) ||
-            cr_json_int(jr, path, "signal", false, 0, 128, &x, &err)) {
+            cr_json_int(jr, path, "signal", false, 0, 128, &x, &err) ||
+            cr_json_int(jr, path, "run", false, 0, INT32_MAX, &x, &err)) {
             goto bad;
         }
     }
@@ -647,6 +719,10 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
             continue; /* already handled: the desired state drops it */
+        }
+        json_t *run = json_object_get(jr, "run");
+        if (run && json_integer_value(run) != j->runs) {
+            continue; /* the exit of an earlier run of this job on this node */
         }
         int code = (int)json_integer_value(json_object_get(jr, "exit_code"));
         int sig = (int)json_integer_value(json_object_get(jr, "signal"));

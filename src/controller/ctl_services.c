@@ -247,6 +247,19 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     return 0;
 }
 
+int ctl_service_validate(const char *body, size_t len, cr_json_err *err)
+{
+    json_t *v = NULL;
+    ctl_service *s = NULL;
+    int rc = cr_json_parse_object(body, len, &v, err);
+    if (rc == 0) {
+        rc = svc_parse(v, &s, err);
+    }
+    svc_free(s);
+    json_decref(v);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------ */
 /* JSON and persistence                                                     */
 

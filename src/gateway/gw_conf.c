@@ -23,6 +23,7 @@ static void conf_defaults(gw_conf *c)
     snprintf(c->listen_host, sizeof c->listen_host, "127.0.0.1");
     c->listen_port = 8630;
     c->max_inflight = 256;
+    c->max_clients = 16384;
     c->hold_max = 100;
     c->hold_timeout_ns = 30 * CR_NS_PER_SEC;
     c->retry_after_s = 1;
@@ -286,16 +287,35 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
     return 0;
 }
 
+static int load_root(json_t *root, const char *path, gw_conf *c);
+
 int gw_conf_load_file(const char *path, gw_conf *c)
 {
-    if (c->listen_port == 0) {
-        conf_defaults(c);
-    }
     json_error_t err;
     json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
     if (!root) {
         fprintf(stderr, "corral gateway: %s:%d:%d: %s\n", path, err.line, err.column, err.text);
         return CR_EPARSE;
+    }
+    return load_root(root, path, c);
+}
+
+int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *c)
+{
+    json_error_t err;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &err);
+    if (!root) {
+        fprintf(stderr, "corral gateway: %s:%d:%d: %s\n", name, err.line, err.column, err.text);
+        return CR_EPARSE;
+    }
+    return load_root(root, name, c);
+}
+
+/* Takes root. */
+static int load_root(json_t *root, const char *path, gw_conf *c)
+{
+    if (c->listen_port == 0) {
+        conf_defaults(c);
     }
     int rc = 0;
     if (!json_is_object(root)) {
@@ -321,6 +341,8 @@ int gw_conf_load_file(const char *path, gw_conf *c)
             *dst = cr_strdup(json_string_value(v));
         } else if (strcmp(key, "max_inflight") == 0) {
             rc = json_int(v, path, key, 1, 1000000, &c->max_inflight);
+        } else if (strcmp(key, "max_clients") == 0) {
+            rc = json_int(v, path, key, 1, 1000000, &c->max_clients);
         } else if (strcmp(key, "hold_max") == 0) {
             rc = json_int(v, path, key, 0, 100000, &c->hold_max);
         } else if (strcmp(key, "retry_after_s") == 0) {
@@ -392,6 +414,7 @@ static void usage(FILE *f)
             "  --report-interval DUR       load reports to the controller (default 2s)\n"
             "  --ready-path PATH           readiness path of static services (default /health)\n"
             "  --scrape                    scrape replicas' /metrics for vLLM load signals\n"
+            "  --max-clients N             client connections open at once (default 16384)\n"
             "  --shutdown-grace DUR        on SIGTERM, time for in-flight requests (default 30s)\n"
             "  --seed N                    RNG seed of the peer choice\n");
 }
@@ -455,6 +478,7 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         {"scrape", no_argument, NULL, 7},
         {"seed", required_argument, NULL, 8},
         {"shutdown-grace", required_argument, NULL, 9},
+        {"max-clients", required_argument, NULL, 10},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -549,6 +573,9 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
             break;
         case 9:
             rc = dur_flag("--shutdown-grace", optarg, &c->shutdown_grace_ns);
+            break;
+        case 10:
+            rc = int_flag("--max-clients", optarg, 1, 1000000, &c->max_clients);
             break;
         case 'h':
             usage(stdout);

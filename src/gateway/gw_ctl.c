@@ -3,7 +3,7 @@
  * "Services"): one thread per service long-polls
  * GET /v1/services/{name}/endpoints?version=V&wait=30 and posts each new
  * endpoint set to the loop; a discovery thread lists GET /v1/services when
- * no service was named; a reporter posts
+ * no service was named (every 3 s); a reporter posts
  * POST /v1/services/{name}/metrics {"in_flight","rps","p95_ms"} every
  * report interval, and at once when a request is held at zero replicas (the
  * autoscaler's activation signal).
@@ -122,8 +122,18 @@ static void nap(gw *g, int64_t ns)
     pthread_mutex_unlock(&g->mu);
 }
 
+/* A host name or address: 1..63 of [A-Za-z0-9.:-]. */
+static bool valid_host(const char *h)
+{
+    size_t n = strlen(h);
+    if (n == 0 || n >= GW_NAME_MAX) {
+        return false;
+    }
+    return strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.:-") == n;
+}
+
 /* {"version":N,"endpoints":[{"addr","port","ready"}]} into a message. */
-static int parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out)
+int gw_ctl_parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out)
 {
     json_error_t err;
     json_t *root = json_loads(text, 0, &err);
@@ -149,7 +159,7 @@ static int parse_endpoints(const char *name, const char *text, int64_t *version,
         json_t *addr = json_object_get(e, "addr");
         json_t *port = json_object_get(e, "port");
         json_t *ready = json_object_get(e, "ready");
-        if (!json_is_string(addr) || strlen(json_string_value(addr)) >= GW_NAME_MAX ||
+        if (!json_is_string(addr) || !valid_host(json_string_value(addr)) ||
             !json_is_integer(port) || json_integer_value(port) < 1 ||
             json_integer_value(port) > 65535) {
             cr_warn("gateway: endpoints of %s: endpoints[%zu]: want addr and port", name, i);
@@ -168,6 +178,26 @@ out:
     return rc;
 }
 
+/* The service's readiness path (GET /v1/services/{name}: "ready_path");
+ * leaves out empty when the controller does not say. */
+static bool fetch_ready_path(gw *g, CURL *h, const char *name, char *out, size_t len, cr_buf *body)
+{
+    char path[256];
+    snprintf(path, sizeof path, "/v1/services/%s", name);
+    long status = 0;
+    if (call(g, h, "GET", path, NULL, 10, &status, body) != 0 || status != 200) {
+        return false;
+    }
+    json_t *root = json_loads(cr_buf_str(body), 0, NULL);
+    json_t *rp = json_object_get(root, "ready_path");
+    if (json_is_string(rp) && json_string_value(rp)[0] == '/' &&
+        strlen(json_string_value(rp)) < len && !strpbrk(json_string_value(rp), " \r\n")) {
+        snprintf(out, len, "%s", json_string_value(rp));
+    }
+    json_decref(root);
+    return true;
+}
+
 static void *watch_main(void *arg)
 {
     watch *w = arg;
@@ -178,7 +208,12 @@ static void *watch_main(void *arg)
     int64_t version = -1;
     int64_t backoff = 200 * CR_NS_PER_MS;
     bool warned = false;
+    char ready_path[256] = "";
+    bool described = false;
     while (!stopped(g)) {
+        if (!described) {
+            described = fetch_ready_path(g, h, w->name, ready_path, sizeof ready_path, &body);
+        }
         char path[256];
         snprintf(path, sizeof path, "/v1/services/%s/endpoints?version=%lld&wait=%d", w->name,
                  (long long)version, WATCH_WAIT_S);
@@ -190,7 +225,8 @@ static void *watch_main(void *arg)
         if (rc == 0 && status == 200) {
             gw_msg *m = NULL;
             int64_t nv = version;
-            if (parse_endpoints(w->name, cr_buf_str(&body), &nv, &m) == 0) {
+            if (gw_ctl_parse_endpoints(w->name, cr_buf_str(&body), &nv, &m) == 0) {
+                snprintf(m->ready_path, sizeof m->ready_path, "%s", ready_path);
                 if (nv != version) {
                     gw_post(g, m);
                 } else {
@@ -219,7 +255,10 @@ static void *watch_main(void *arg)
                     g->conf->controller, rc == 0 ? "unexpected answer" : "unreachable", status);
             warned = true;
         }
-        nap(g, backoff);
+        int64_t due = cr_mono_ns() + backoff;
+        for (int64_t now = cr_mono_ns(); now < due && !stopped(g); now = cr_mono_ns()) {
+            nap(g, due - now);
+        }
         backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
     }
     cr_buf_fini(&body);
@@ -242,8 +281,10 @@ static void watch_start(gw *g, ctl *c, const char *name)
         free(w);
         return;
     }
+    pthread_mutex_lock(&g->mu);
     CR_GROW(c->watches, c->count, c->cap);
     c->watches[c->count++] = w;
+    pthread_mutex_unlock(&g->mu);
 }
 
 static void *discover_main(void *arg)
@@ -269,11 +310,27 @@ static void *discover_main(void *arg)
             }
             json_decref(root);
         }
-        nap(g, 10 * CR_NS_PER_SEC);
+        /* nap() also wakes on the loop's broadcasts: sleep out the period. */
+        int64_t due = cr_mono_ns() + 3 * CR_NS_PER_SEC;
+        for (int64_t now = cr_mono_ns(); now < due && !stopped(g); now = cr_mono_ns()) {
+            nap(g, due - now);
+        }
     }
     cr_buf_fini(&body);
     curl_easy_cleanup(h);
     return NULL;
+}
+
+static bool watched(gw *g, const char *name)
+{
+    ctl *c = g->ctl;
+    pthread_mutex_lock(&g->mu);
+    bool found = false;
+    for (size_t i = 0; i < c->count && !found; i++) {
+        found = strcmp(c->watches[i]->name, name) == 0;
+    }
+    pthread_mutex_unlock(&g->mu);
+    return found;
 }
 
 static void *report_main(void *arg)
@@ -298,11 +355,14 @@ static void *report_main(void *arg)
         if (activation || now - last >= g->conf->report_interval_ns) {
             last = now;
             for (size_t i = 0; i < n; i++) {
+                if (!watched(g, st[i].name)) {
+                    continue; /* a static service: not the controller's */
+                }
                 char path[128], json[256];
                 snprintf(path, sizeof path, "/v1/services/%s/metrics", st[i].name);
                 snprintf(json, sizeof json, "{\"in_flight\":%d,\"rps\":%.3f,\"p95_ms\":%.3f}",
                          (int)(st[i].in_flight > 0 ? st[i].in_flight : (st[i].activation ? 1 : 0)),
-                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : 0.0);
+                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : -1.0);
                 long status = 0;
                 if (call(g, h, "POST", path, json, 5, &status, &body) != 0 || status / 100 != 2) {
                     cr_debug("gateway: metrics report of %s: status %ld", st[i].name, status);

@@ -85,6 +85,7 @@ typedef struct gw_conf {
     gw_service_conf *services;     /* owned array */
     size_t service_count;          /* entries in services */
     int32_t max_inflight;          /* default per-replica in-flight bound */
+    int32_t max_clients;           /* client connections open at once */
     int32_t hold_max;              /* requests held per service at zero replicas; 0 = none */
     int64_t hold_timeout_ns;       /* how long a held request waits */
     int32_t retry_after_s;         /* Retry-After on 503 */
@@ -112,6 +113,7 @@ typedef struct gw_io {
     int fd;         /* the socket; -1 when closed */
     bool can_read;  /* edge-triggered readiness, cleared on EAGAIN */
     bool can_write; /* same for writing */
+    bool rdhup;     /* the peer closed its side (EPOLLRDHUP seen) */
 } gw_io;
 
 struct gw_replica {
@@ -138,20 +140,22 @@ struct gw_replica {
 typedef gw_replica *(*gw_peer_get_fn)(gw *g, gw_service *s, const gw_replica *exclude, int *why);
 
 struct gw_service {
-    char name[GW_NAME_MAX];                /* service name */
-    size_t name_len;                       /* strlen(name) */
-    char ready_path[256];                  /* readiness path */
-    int32_t max_inflight;                  /* per replica */
-    bool scrape;                           /* scrape load signals */
-    gw_peer_get_fn peer_get;               /* the balancing policy */
-    gw_replica **replicas;                 /* owned; includes draining ones */
-    size_t replica_count;                  /* entries used */
-    size_t replica_cap;                    /* entries allocated */
-    gw_client *held_head;                  /* requests waiting for a first replica (FIFO) */
-    gw_client *held_tail;                  /* last held */
-    int32_t held;                          /* requests held */
-    int32_t in_flight;                     /* requests being served or held */
-    uint64_t codes[600];                   /* responses by status code */
+    char name[GW_NAME_MAX];   /* service name */
+    size_t name_len;          /* strlen(name) */
+    char ready_path[256];     /* readiness path */
+    int32_t max_inflight;     /* per replica */
+    bool scrape;              /* scrape load signals */
+    gw_peer_get_fn peer_get;  /* the balancing policy */
+    gw_replica **replicas;    /* owned; includes draining ones */
+    size_t replica_count;     /* entries used */
+    size_t replica_cap;       /* entries allocated */
+    gw_client *held_head;     /* requests waiting for a first replica (FIFO) */
+    gw_client *held_tail;     /* last held */
+    int32_t held;             /* requests held */
+    int32_t in_flight;        /* requests being served or held */
+    int64_t inflight_mark_ns; /* when in_flight last changed */
+    double inflight_area;     /* integral of in_flight over time (request-ns) since the snapshot */
+    uint64_t codes[600];      /* responses by status code */
     uint64_t errors[GW_ERR_COUNT];         /* gateway-made errors by reason */
     uint64_t hist[GW_HIST_BUCKETS];        /* latency histogram, non-cumulative */
     double latency_sum_s;                  /* sum of latencies */
@@ -167,36 +171,38 @@ enum gw_client_state { C_READ_HEAD = 0, C_HELD, C_PROXY, C_LOCAL };
 enum gw_body { BODY_NONE = 0, BODY_LENGTH, BODY_CHUNKED, BODY_EOF };
 
 struct gw_client {
-    gw_io io;               /* first: epoll data points here */
-    gw *g;                  /* the gateway */
-    gw_client *prev, *next; /* all clients, for timeouts */
-    gw_client *held_next;   /* service's held queue */
-    int state;              /* enum gw_client_state */
-    char peer_ip[48];       /* for X-Forwarded-For */
-    char *in;               /* request bytes [0, in_len), GW_BUF_SIZE */
-    size_t in_len;          /* bytes in in */
-    size_t head_len;        /* bytes of the current request's head */
-    size_t send_pos;        /* next body byte to send to the backend */
-    size_t body_end;        /* end of the framed body bytes present */
-    int body_mode;          /* enum gw_body (request: NONE, LENGTH, CHUNKED) */
-    int64_t body_left;      /* LENGTH: bytes still to arrive */
-    cr_http_chunked chunk;  /* CHUNKED scanner */
-    bool body_done;         /* the request body has fully arrived */
-    bool retriable;         /* the whole request is still in the buffer */
-    bool idempotent;        /* GET, HEAD, PUT, DELETE, OPTIONS, TRACE */
-    bool is_head;           /* HEAD: the response has no body */
-    bool keep_alive;        /* the client wants to keep the connection */
-    bool close_after;       /* close once out is written */
-    gw_service *svc;        /* service of the current request */
-    int attempts;           /* backends tried for the current request */
-    int64_t start_ns;       /* when the request head was parsed */
-    int64_t deadline_ns;    /* timeout of the current state */
-    cr_buf fwd;             /* the request head rewritten for the backend */
-    cr_buf out;             /* bytes for the client: local answers, response heads */
-    size_t out_off;         /* bytes of out written */
-    gw_backend *b;          /* the backend serving it, or NULL */
-    bool resp_started;      /* bytes of the response went to the client */
-    int status;             /* response status, for the metrics */
+    gw_io io;                 /* first: epoll data points here */
+    gw *g;                    /* the gateway */
+    gw_client *prev, *next;   /* all clients, for timeouts */
+    gw_client *held_next;     /* service's held queue */
+    int state;                /* enum gw_client_state */
+    char peer_ip[48];         /* for X-Forwarded-For */
+    char *in;                 /* request bytes [0, in_len), GW_BUF_SIZE */
+    size_t in_len;            /* bytes in in */
+    size_t head_len;          /* bytes of the current request's head */
+    size_t send_pos;          /* next body byte to send to the backend */
+    size_t body_end;          /* end of the framed body bytes present */
+    int body_mode;            /* enum gw_body (request: NONE, LENGTH, CHUNKED) */
+    int64_t body_left;        /* LENGTH: bytes still to arrive */
+    cr_http_chunked chunk;    /* CHUNKED scanner */
+    bool body_done;           /* the request body has fully arrived */
+    bool retriable;           /* the whole request is still in the buffer */
+    bool idempotent;          /* GET, HEAD, PUT, DELETE, OPTIONS, TRACE */
+    bool is_head;             /* HEAD: the response has no body */
+    bool http10;              /* an HTTP/1.0 request (forwarded as 1.0, no reuse) */
+    bool keep_alive;          /* the client wants to keep the connection */
+    bool close_after;         /* close once out is written */
+    gw_service *svc;          /* service of the current request */
+    int attempts;             /* backends tried for the current request */
+    int64_t start_ns;         /* when the request head was parsed */
+    int64_t deadline_ns;      /* timeout of the current state */
+    int64_t hold_deadline_ns; /* when holding gives up (0: never held) */
+    cr_buf fwd;               /* the request head rewritten for the backend */
+    cr_buf out;               /* bytes for the client: local answers, response heads */
+    size_t out_off;           /* bytes of out written */
+    gw_backend *b;            /* the backend serving it, or NULL */
+    bool resp_started;        /* bytes of the response went to the client */
+    int status;               /* response status, for the metrics */
 };
 
 enum gw_backend_state { B_CONNECTING = 0, B_ACTIVE, B_IDLE };
@@ -255,7 +261,7 @@ typedef struct gw_probe_target {
 /* Per-service stats published by the loop for the controller reporter. */
 typedef struct gw_stat {
     char name[GW_NAME_MAX];
-    int32_t in_flight; /* serving plus held */
+    int32_t in_flight; /* serving plus held: time-averaged over the period, rounded */
     double rps;        /* completed per second over the last period */
     double p95_ms;     /* p95 over the last period; -1 if no requests */
     bool activation;   /* held requests at zero replicas */
@@ -302,6 +308,8 @@ struct gw {
 /* gw_conf.c */
 int gw_conf_parse_args(int argc, char **argv, gw_conf *conf);
 int gw_conf_load_file(const char *path, gw_conf *conf);
+/* The same from memory (name: for messages); for tests and fuzzing. */
+int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *conf);
 void gw_conf_fini(gw_conf *conf);
 void gw_service_conf_fini(gw_service_conf *s);
 int gw_endpoint_parse(const char *s, gw_endpoint *ep);
@@ -318,13 +326,26 @@ gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *wh
 void gw_apply_msg(gw *g, gw_msg *m);
 void gw_publish_targets(gw *g);
 void gw_record(gw_service *s, int status, int64_t latency_ns);
+/* in_flight += delta at now_ns, keeping its time integral for the reports. */
+void gw_inflight_add(gw_service *s, int64_t now_ns, int delta);
 void gw_metrics_render(gw *g, cr_buf *out);
 void gw_publish_stats(gw *g);
 void gw_note_activation(gw *g, gw_service *s);
 void gw_services_free(gw *g);
 
-/* gw_proxy.c */
+/* gw_loop.c */
 int gw_run(gw *g);
+
+/* gw_proxy.c */
+gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa);
+void gw_client_run(gw_client *c);
+void gw_client_close(gw_client *c);
+void gw_client_free(gw_client *c);
+void gw_held_remove(gw_service *s, gw_client *c);
+gw_backend *gw_detach(gw_client *c);
+void gw_backend_failed(gw_client *c, bool connect_failure, const char *why);
+void gw_local_error(gw_client *c, int status, int err, const char *code, const char *msg);
+void gw_idle_event(gw *g, gw_backend *b);
 void gw_client_dispatch(gw_client *c, const gw_replica *exclude);
 void gw_client_local(gw_client *c, int status, const char *extra_headers, const char *body);
 /* Close b and queue it for freeing; the caller then calls
@@ -337,6 +358,9 @@ int gw_prober_start(gw *g);
 void gw_post(gw *g, gw_msg *m);
 
 /* gw_ctl.c */
+/* The controller's endpoints document: returns 0 with *version and a new
+ * ENDPOINTS message (free m->endpoints and m with free()), or CR_EPARSE. */
+int gw_ctl_parse_endpoints(const char *name, const char *text, int64_t *version, gw_msg **out);
 int gw_ctl_start(gw *g);
 void gw_ctl_stop(gw *g);
 

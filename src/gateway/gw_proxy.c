@@ -37,10 +37,6 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-static void client_close(gw_client *c);
-static void client_run(gw_client *c);
-static void drain_check(gw *g);
-
 static const char *reason_phrase(int status)
 {
     switch (status) {
@@ -158,7 +154,7 @@ static void pool_remove(gw_replica *r, gw_backend *b)
 
 /* An idle pooled connection became readable: EOF, error or stray bytes all
  * mean it cannot be reused. */
-static void idle_event(gw *g, gw_backend *b)
+void gw_idle_event(gw *g, gw_backend *b)
 {
     char tmp[64];
     ssize_t n = read(b->io.fd, tmp, sizeof tmp);
@@ -178,8 +174,9 @@ static void idle_event(gw *g, gw_backend *b)
 
 /* ---- clients ----------------------------------------------------------- */
 
-static gw_client *client_new(gw *g, int fd, const struct sockaddr_storage *sa)
+gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa)
 {
+    set_nodelay(fd);
     gw_client *c = cr_calloc(1, sizeof *c);
     c->io.kind = GW_IO_CLIENT;
     c->io.fd = fd;
@@ -205,7 +202,7 @@ static gw_client *client_new(gw *g, int fd, const struct sockaddr_storage *sa)
     return c;
 }
 
-static void held_remove(gw_service *s, gw_client *c)
+void gw_held_remove(gw_service *s, gw_client *c)
 {
     gw_client *prev = NULL;
     for (gw_client *p = s->held_head; p; prev = p, p = p->held_next) {
@@ -226,7 +223,7 @@ static void held_remove(gw_service *s, gw_client *c)
 }
 
 /* Detach the backend from the client; the caller closes or pools it. */
-static gw_backend *detach(gw_client *c)
+gw_backend *gw_detach(gw_client *c)
 {
     gw_backend *b = c->b;
     if (!b) {
@@ -248,17 +245,17 @@ static void end_request(gw_client *c, int status)
         return;
     }
     c->svc = NULL;
-    s->in_flight--;
+    gw_inflight_add(s, c->g->now_ns, -1);
     gw_record(s, status, c->g->now_ns - c->start_ns);
 }
 
-static void client_close(gw_client *c)
+void gw_client_close(gw_client *c)
 {
     gw *g = c->g;
     if (c->io.kind == GW_IO_DEAD) {
         return;
     }
-    gw_backend *b = detach(c);
+    gw_backend *b = gw_detach(c);
     if (b) {
         gw_replica *r = b->rep;
         gw_backend_close(g, b);
@@ -267,7 +264,7 @@ static void client_close(gw_client *c)
         }
     }
     if (c->state == C_HELD && c->svc) {
-        held_remove(c->svc, c);
+        gw_held_remove(c->svc, c);
     }
     if (c->svc) {
         /* The client went away mid-request: 499 in the nginx manner. */
@@ -289,7 +286,7 @@ static void client_close(gw_client *c)
     g->grave_clients = c;
 }
 
-static void client_free(gw_client *c)
+void gw_client_free(gw_client *c)
 {
     free(c->in);
     cr_buf_fini(&c->fwd);
@@ -319,7 +316,7 @@ void gw_client_local(gw_client *c, int status, const char *extra_headers, const 
     end_request(c, status);
 }
 
-static void local_error(gw_client *c, int status, int err, const char *code, const char *msg)
+void gw_local_error(gw_client *c, int status, int err, const char *code, const char *msg)
 {
     gw *g = c->g;
     if (c->svc && err >= 0) {
@@ -413,11 +410,21 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
     cr_buf_append(f, m->method, m->method_len);
     cr_buf_putc(f, ' ');
     cr_buf_append(f, path, path_len);
-    cr_buf_puts(f, " HTTP/1.1\r\n");
+    /* An HTTP/1.0 client cannot read a chunked answer: ask the replica in
+     * HTTP/1.0 too, so it frames the body by length or by closing. */
+    cr_buf_puts(f, m->minor == 0 ? " HTTP/1.0\r\n" : " HTTP/1.1\r\n");
+    bool xff = false;
     for (size_t i = 0; i < m->header_count; i++) {
         const cr_http_header *h = &m->headers[i];
         if (hop_by_hop(h)) {
             continue;
+        }
+        if (cr_http_token_eq(h->name, h->name_len, "x-forwarded-for")) {
+            xff = true; /* merged into ours below */
+            continue;
+        }
+        if (prefix_len && cr_http_token_eq(h->name, h->name_len, "x-forwarded-prefix")) {
+            continue; /* ours replaces it */
         }
         cr_buf_append(f, h->name, h->name_len);
         cr_buf_append(f, ": ", 2);
@@ -432,9 +439,22 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
         cr_buf_append(f, prefix, prefix_len);
         cr_buf_append(f, "\r\n", 2);
     }
-    if (c->peer_ip[0]) {
+    if (c->peer_ip[0] || xff) {
+        /* One X-Forwarded-For: the client's list, then the client itself. */
         cr_buf_puts(f, "X-Forwarded-For: ");
-        cr_buf_puts(f, c->peer_ip);
+        const char *sep = "";
+        for (size_t i = 0; xff && i < m->header_count; i++) {
+            const cr_http_header *h = &m->headers[i];
+            if (cr_http_token_eq(h->name, h->name_len, "x-forwarded-for") && h->value_len) {
+                cr_buf_puts(f, sep);
+                cr_buf_append(f, h->value, h->value_len);
+                sep = ", ";
+            }
+        }
+        if (c->peer_ip[0]) {
+            cr_buf_puts(f, sep);
+            cr_buf_puts(f, c->peer_ip);
+        }
         cr_buf_append(f, "\r\n", 2);
     }
     cr_buf_append(f, "\r\n", 2);
@@ -484,6 +504,8 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     c->keep_alive = m->keep_alive;
     c->close_after = false;
     c->is_head = method_is(m, "HEAD");
+    c->hold_deadline_ns = 0;
+    c->http10 = m->minor == 0;
     c->idempotent = c->is_head || method_is(m, "GET") || method_is(m, "PUT") ||
                     method_is(m, "DELETE") || method_is(m, "OPTIONS") || method_is(m, "TRACE");
     c->body_done = false;
@@ -500,7 +522,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     c->send_pos = c->body_end = c->head_len;
     c->retriable = true;
     if (frame_request(c) != 0) {
-        local_error(c, 400, -1, "CR_EPARSE", "malformed chunked request body");
+        gw_local_error(c, 400, -1, "CR_EPARSE", "malformed chunked request body");
         return;
     }
 
@@ -524,7 +546,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
             path_len = tl - e;
         }
     } else if (!(tl == 1 && t[0] == '*')) {
-        local_error(c, 400, -1, "CR_EINVAL", "only origin-form request targets are proxied");
+        gw_local_error(c, 400, -1, "CR_EINVAL", "only origin-form request targets are proxied");
         return;
     }
     if (!s) {
@@ -558,7 +580,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
         }
     }
     if (!s) {
-        local_error(c, 404, -1, "CR_ENOENT", "no service matches the path or the Host header");
+        gw_local_error(c, 404, -1, "CR_ENOENT", "no service matches the path or the Host header");
         return;
     }
     char fixed[2] = "/";
@@ -574,7 +596,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
         build_forward_head(c, m, path, path_len, prefix, prefix_len);
     }
     c->svc = s;
-    s->in_flight++;
+    gw_inflight_add(s, g->now_ns, 1);
     c->attempts = 0;
     gw_client_dispatch(c, NULL);
 }
@@ -587,10 +609,16 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
         int why = GW_ERR_NO_REPLICA;
         gw_replica *r = s->peer_get(g, s, exclude, &why);
         if (!r) {
-            if (why == GW_ERR_NO_REPLICA && c->attempts == 0 && g->conf->hold_max > 0 &&
-                s->held < g->conf->hold_max) {
+            /* Nothing ready: hold the request until a replica is, also after
+             * a connection failure left none (a replica announced before it
+             * listens); the hold deadline counts from the first hold. */
+            if (why == GW_ERR_NO_REPLICA && g->conf->hold_max > 0 && s->held < g->conf->hold_max &&
+                c->retriable && !c->resp_started) {
+                if (c->hold_deadline_ns == 0) {
+                    c->hold_deadline_ns = g->now_ns + g->conf->hold_timeout_ns;
+                }
                 c->state = C_HELD;
-                c->deadline_ns = g->now_ns + g->conf->hold_timeout_ns;
+                c->deadline_ns = c->hold_deadline_ns;
                 c->held_next = NULL;
                 if (s->held_tail) {
                     s->held_tail->held_next = c;
@@ -603,9 +631,13 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
                 gw_note_activation(g, s);
                 return;
             }
-            local_error(c, 503, why, "CR_EUNAVAIL",
-                        why == GW_ERR_SATURATED ? "every replica is at its in-flight limit"
-                                                : "no replica is ready");
+            gw_local_error(c, 503, why, "CR_EUNAVAIL",
+                           why == GW_ERR_SATURATED ? "every replica is at its in-flight limit"
+                                                   : "no replica is ready");
+            return;
+        }
+        if (c->attempts > g->conf->retries) {
+            gw_local_error(c, 502, GW_ERR_CONNECT, "CR_EUNAVAIL", "could not connect to a replica");
             return;
         }
         gw_backend *b = NULL;
@@ -623,11 +655,6 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
         if (!b) {
             r->failures++;
             gw_replica_mark_down(g, r, "connect failed");
-            if (c->attempts > g->conf->retries) {
-                local_error(c, 502, GW_ERR_CONNECT, "CR_EUNAVAIL",
-                            "could not connect to a replica");
-                return;
-            }
             s->retries++;
             exclude = r;
             continue;
@@ -657,10 +684,10 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
 }
 
 /* The backend failed before any response byte: retry or answer 502. */
-static void backend_failed(gw_client *c, bool connect_failure, const char *why)
+void gw_backend_failed(gw_client *c, bool connect_failure, const char *why)
 {
     gw *g = c->g;
-    gw_backend *b = detach(c);
+    gw_backend *b = gw_detach(c);
     gw_replica *r = b->rep;
     bool reused = b->reused;
     gw_backend_close(g, b);
@@ -670,20 +697,19 @@ static void backend_failed(gw_client *c, bool connect_failure, const char *why)
     }
     /* A connect failure sent nothing, so any request may go elsewhere; once
      * sent, only idempotent ones may be repeated. */
-    bool may = c->retriable && !c->resp_started && (connect_failure || c->idempotent) &&
-               c->attempts <= g->conf->retries;
+    bool may = c->retriable && !c->resp_started && (connect_failure || c->idempotent);
     if (may && c->svc) {
         c->svc->retries++;
         cr_buf_reset(&c->out);
         c->out_off = 0;
         gw_client_dispatch(c, reused ? NULL : r);
     } else if (!c->resp_started) {
-        local_error(c, 502, GW_ERR_CONNECT, "CR_EUNAVAIL", why);
+        gw_local_error(c, 502, GW_ERR_CONNECT, "CR_EUNAVAIL", why);
     } else {
         if (c->svc) {
             c->svc->errors[GW_ERR_UPSTREAM]++;
         }
-        client_close(c);
+        gw_client_close(c);
     }
     if (r) {
         gw_replica_release(g, r);
@@ -697,10 +723,10 @@ static void backend_broke(gw_client *c, const char *why)
     gw_backend *b = c->b;
     gw_replica *r = b->rep;
     if (!b->got_bytes) {
-        backend_failed(c, false, why);
+        gw_backend_failed(c, false, why);
         return;
     }
-    detach(c);
+    gw_detach(c);
     gw_backend_close(g, b);
     if (r) {
         r->failures++;
@@ -711,9 +737,9 @@ static void backend_broke(gw_client *c, const char *why)
     }
     if (!c->resp_started) {
         c->close_after = true;
-        local_error(c, 502, -1, "CR_EUNAVAIL", why);
+        gw_local_error(c, 502, -1, "CR_EUNAVAIL", why);
     } else {
-        client_close(c);
+        gw_client_close(c);
     }
     if (r) {
         gw_replica_release(g, r);
@@ -830,7 +856,7 @@ static int on_response_bytes(gw_client *c, gw_backend *b)
         } else {
             b->body_mode = BODY_EOF;
         }
-        b->reusable = m.keep_alive && b->body_mode != BODY_EOF;
+        b->reusable = m.keep_alive && b->body_mode != BODY_EOF && !c->http10;
         bool will_close =
             !c->keep_alive || b->body_mode == BODY_EOF || !c->body_done || c->g->draining;
         if (will_close) {
@@ -850,19 +876,13 @@ static int on_response_bytes(gw_client *c, gw_backend *b)
 static void finish_exchange(gw_client *c)
 {
     gw *g = c->g;
-    gw_backend *b = detach(c);
+    gw_backend *b = gw_detach(c);
     gw_replica *r = b->rep;
     end_request(c, c->status);
-    if (b->reusable && b->io.can_read && b->resp_done) {
-        /* The edge that announced the response may also have carried the
-         * server's FIN; no new edge will come, so look now. */
-        char tmp[1];
-        ssize_t n = recv(b->io.fd, tmp, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            b->io.can_read = false;
-        } else {
-            b->reusable = false;
-        }
+    if (b->io.rdhup) {
+        /* The edge that brought the response also said the replica closed
+         * its side: no new edge will come, so this connection is done. */
+        b->reusable = false;
     }
     if (b->reusable && b->resp_done && c->body_done && r && !r->removed && !r->down &&
         b->in_len == b->fwd_end) {
@@ -878,7 +898,7 @@ static void finish_exchange(gw_client *c)
         gw_replica_release(g, r);
     }
     if (c->close_after || !c->keep_alive || g->draining) {
-        client_close(c);
+        gw_client_close(c);
     } else {
         client_next_request(c);
     }
@@ -900,7 +920,7 @@ static bool proxy_step(gw_client *c)
             err = errno;
         }
         if (err != 0) {
-            backend_failed(c, true, "connect failed");
+            gw_backend_failed(c, true, "connect failed");
             return true;
         }
         b->state = B_ACTIVE;
@@ -925,17 +945,17 @@ static bool proxy_step(gw_client *c)
             if (n > 0) {
                 c->in_len += (size_t)n;
                 if (frame_request(c) != 0) {
-                    client_close(c);
+                    gw_client_close(c);
                     return true;
                 }
                 progress = true;
             } else if (n == 0) {
-                client_close(c);
+                gw_client_close(c);
                 return true;
             } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
                 c->io.can_read = false;
             } else {
-                client_close(c);
+                gw_client_close(c);
                 return true;
             }
         }
@@ -998,7 +1018,7 @@ static bool proxy_step(gw_client *c)
             progress = true;
         } else if (n == 0) {
             if (!b->got_bytes) {
-                backend_failed(c, false, "connection closed before the response");
+                gw_backend_failed(c, false, "connection closed before the response");
                 return true;
             }
             if (b->head_done && b->body_mode == BODY_EOF) {
@@ -1013,7 +1033,7 @@ static bool proxy_step(gw_client *c)
             b->io.can_read = false;
         } else {
             if (!b->got_bytes) {
-                backend_failed(c, false, "connection reset");
+                gw_backend_failed(c, false, "connection reset");
             } else {
                 backend_broke(c, "connection reset");
             }
@@ -1048,7 +1068,7 @@ static bool proxy_step(gw_client *c)
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             c->io.can_write = false;
         } else {
-            client_close(c);
+            gw_client_close(c);
             return true;
         }
     }
@@ -1073,7 +1093,7 @@ static bool local_step(gw_client *c)
             c->io.can_write = false;
             return false;
         } else {
-            client_close(c);
+            gw_client_close(c);
             return true;
         }
         if (c->out_off < c->out.len) {
@@ -1081,7 +1101,7 @@ static bool local_step(gw_client *c)
         }
     }
     if (c->close_after || !c->keep_alive || c->g->draining) {
-        client_close(c);
+        gw_client_close(c);
     } else {
         client_next_request(c);
     }
@@ -1100,14 +1120,14 @@ static bool read_head_step(gw_client *c)
         if (rc < 0) {
             c->keep_alive = false;
             c->body_done = true;
-            local_error(c, rc == CR_ETOOBIG ? 431 : 400, -1, "CR_EPARSE",
-                        rc == CR_ETOOBIG ? "too many header fields" : "malformed request");
+            gw_local_error(c, rc == CR_ETOOBIG ? 431 : 400, -1, "CR_EPARSE",
+                           rc == CR_ETOOBIG ? "too many header fields" : "malformed request");
             return true;
         }
         if (c->in_len == GW_BUF_SIZE) {
             c->keep_alive = false;
             c->body_done = true;
-            local_error(c, 431, -1, "CR_ETOOBIG", "request head too large");
+            gw_local_error(c, 431, -1, "CR_ETOOBIG", "request head too large");
             return true;
         }
     }
@@ -1126,11 +1146,11 @@ static bool read_head_step(gw_client *c)
         c->io.can_read = false;
         return false;
     }
-    client_close(c);
+    gw_client_close(c);
     return true;
 }
 
-static void client_run(gw_client *c)
+void gw_client_run(gw_client *c)
 {
     for (int guard = 0; guard < 1000 && c->io.kind == GW_IO_CLIENT; guard++) {
         bool progress = false;
@@ -1172,307 +1192,6 @@ void gw_service_kick(gw *g, gw_service *s)
         s->held--;
         c->state = C_READ_HEAD; /* not held any more; dispatch sets the next state */
         gw_client_dispatch(c, NULL);
-        client_run(c);
+        gw_client_run(c);
     }
-}
-
-/* ---- timeouts ---------------------------------------------------------- */
-
-static void sweep(gw *g)
-{
-    int64_t now = g->now_ns;
-    gw_client *next = NULL;
-    for (gw_client *c = g->clients; c; c = next) {
-        next = c->next;
-        switch (c->state) {
-        case C_READ_HEAD:
-        case C_LOCAL:
-            if (now >= c->deadline_ns) {
-                client_close(c);
-            }
-            break;
-        case C_HELD:
-            if (now >= c->deadline_ns) {
-                held_remove(c->svc, c);
-                c->attempts = 1;
-                local_error(c, 503, GW_ERR_NO_REPLICA, "CR_EUNAVAIL",
-                            "no replica became ready in time");
-                client_run(c);
-            }
-            break;
-        case C_PROXY:
-            if (c->b && now >= c->b->deadline_ns) {
-                if (c->b->state == B_CONNECTING) {
-                    backend_failed(c, true, "connect timed out");
-                } else if (!c->resp_started) {
-                    gw_backend *b = detach(c);
-                    gw_replica *r = b->rep;
-                    gw_backend_close(g, b);
-                    c->close_after = true;
-                    local_error(c, 504, GW_ERR_TIMEOUT, "CR_ETIMEDOUT", "the replica timed out");
-                    if (r) {
-                        gw_replica_release(g, r);
-                    }
-                } else {
-                    if (c->svc) {
-                        c->svc->errors[GW_ERR_TIMEOUT]++;
-                    }
-                    client_close(c);
-                    break;
-                }
-                client_run(c);
-            }
-            break;
-        default:
-            break;
-        }
-    }
-    for (size_t i = 0; i < g->service_count; i++) {
-        gw_service *s = g->services[i];
-        for (size_t j = 0; j < s->replica_count; j++) {
-            gw_replica *r = s->replicas[j];
-            for (gw_backend **p = &r->idle; *p;) {
-                gw_backend *b = *p;
-                if (now >= b->deadline_ns) {
-                    *p = b->pool_next;
-                    r->idle_count--;
-                    b->pool_next = NULL;
-                    gw_backend_close(g, b);
-                } else {
-                    p = &b->pool_next;
-                }
-            }
-        }
-    }
-}
-
-void gw_free_graveyard(gw *g)
-{
-    while (g->grave_clients) {
-        gw_client *c = g->grave_clients;
-        g->grave_clients = c->held_next;
-        client_free(c);
-    }
-    while (g->grave_backends) {
-        gw_backend *b = g->grave_backends;
-        g->grave_backends = b->gnext;
-        free(b->in);
-        free(b);
-    }
-}
-
-static void accept_all(gw *g)
-{
-    for (;;) {
-        struct sockaddr_storage sa;
-        socklen_t len = sizeof sa;
-        int fd = accept4(g->listen.fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-        if (fd < 0) {
-            if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-                cr_warn("gateway: accept: %s", strerror(errno));
-            }
-            g->listen.can_read = false;
-            return;
-        }
-        set_nodelay(fd);
-        gw_client *c = client_new(g, fd, &sa);
-        c->io.can_read = true; /* data may already be there; the edge came before registration */
-        c->io.can_write = true;
-        client_run(c);
-    }
-}
-
-static void drain_inbox(gw *g)
-{
-    uint64_t v;
-    while (read(g->wake.fd, &v, sizeof v) > 0) {
-    }
-    pthread_mutex_lock(&g->mu);
-    gw_msg *list = g->inbox;
-    g->inbox = NULL;
-    pthread_mutex_unlock(&g->mu);
-    /* The inbox is LIFO: reverse it so messages apply in the order sent. */
-    gw_msg *rev = NULL;
-    while (list) {
-        gw_msg *m = list;
-        list = m->next;
-        m->next = rev;
-        rev = m;
-    }
-    while (rev) {
-        gw_msg *m = rev;
-        rev = m->next;
-        gw_apply_msg(g, m);
-        free(m->endpoints);
-        free(m);
-    }
-}
-
-static void reload(gw *g)
-{
-    if (!g->conf->config_path) {
-        cr_info("gateway: SIGHUP without --config: nothing to reload");
-        return;
-    }
-    gw_conf fresh;
-    memset(&fresh, 0, sizeof fresh);
-    int rc = gw_conf_load_file(g->conf->config_path, &fresh);
-    if (rc != 0) {
-        cr_error("gateway: reload of %s failed; keeping the endpoints in use",
-                 g->conf->config_path);
-        gw_conf_fini(&fresh);
-        return;
-    }
-    for (size_t i = 0; i < fresh.service_count; i++) {
-        gw_service_conf *sc = &fresh.services[i];
-        gw_service *s = gw_service_find(g, sc->name, strlen(sc->name));
-        if (!s) {
-            s = gw_service_add(g, sc->name);
-        }
-        if (sc->ready_path[0]) {
-            snprintf(s->ready_path, sizeof s->ready_path, "%s", sc->ready_path);
-        }
-        if (sc->max_inflight > 0) {
-            s->max_inflight = sc->max_inflight;
-        }
-        s->scrape = sc->scrape;
-        gw_service_set_endpoints(g, s, sc->endpoints, sc->endpoint_count);
-    }
-    /* A service gone from the file is drained to zero replicas. */
-    for (size_t i = 0; i < g->service_count; i++) {
-        bool found = false;
-        for (size_t j = 0; j < fresh.service_count; j++) {
-            found |= strcmp(fresh.services[j].name, g->services[i]->name) == 0;
-        }
-        if (!found) {
-            gw_service_set_endpoints(g, g->services[i], NULL, 0);
-        }
-    }
-    cr_info("gateway: reloaded %s (%zu services)", g->conf->config_path, fresh.service_count);
-    gw_conf_fini(&fresh);
-}
-
-/*
- * Graceful stop: close the listener, close idle keep-alive clients, let the
- * requests under way (and held ones) finish within the grace period, closing
- * each connection as its response ends; then leave the loop.
- */
-static void start_drain(gw *g)
-{
-    g->draining = true;
-    g->drain_deadline_ns = g->now_ns + g->conf->shutdown_grace_ns;
-    if (g->listen.fd >= 0) {
-        close(g->listen.fd);
-        g->listen.fd = -1;
-        g->listen.kind = GW_IO_DEAD;
-    }
-    cr_info("gateway: draining clients=%d grace_s=%lld", (int)g->client_count,
-            (long long)(g->conf->shutdown_grace_ns / CR_NS_PER_SEC));
-    drain_check(g);
-}
-
-static void drain_check(gw *g)
-{
-    int busy = 0;
-    gw_client *next = NULL;
-    for (gw_client *c = g->clients; c; c = next) {
-        next = c->next;
-        if (c->state == C_READ_HEAD && c->in_len == 0) {
-            client_close(c);
-        } else {
-            busy++;
-        }
-    }
-    if (busy == 0 || g->now_ns >= g->drain_deadline_ns) {
-        g->stopping = true;
-    }
-}
-
-static void on_signal(gw *g)
-{
-    struct signalfd_siginfo si;
-    while (read(g->sig.fd, &si, sizeof si) == (ssize_t)sizeof si) {
-        if (si.ssi_signo == SIGHUP) {
-            reload(g);
-        } else if (g->draining) {
-            g->stopping = true; /* a second TERM: stop now */
-        } else {
-            start_drain(g);
-        }
-    }
-}
-
-int gw_run(gw *g)
-{
-    struct epoll_event evs[256];
-    g->now_ns = cr_mono_ns();
-    g->next_sweep_ns = g->now_ns;
-    g->next_report_ns = g->now_ns + g->conf->report_interval_ns;
-    while (!g->stopping) {
-        int n = epoll_wait(g->ep, evs, 256, 50);
-        if (n < 0 && errno != EINTR) {
-            cr_error("gateway: epoll_wait: %s", strerror(errno));
-            return CR_EIO;
-        }
-        g->now_ns = cr_mono_ns();
-        for (int i = 0; i < n; i++) {
-            gw_io *io = evs[i].data.ptr;
-            uint32_t e = evs[i].events;
-            if (io->kind == GW_IO_DEAD) {
-                continue;
-            }
-            if (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-                io->can_read = true;
-            }
-            if (e & (EPOLLOUT | EPOLLHUP | EPOLLERR)) {
-                io->can_write = true;
-            }
-            switch (io->kind) {
-            case GW_IO_LISTEN:
-                accept_all(g);
-                break;
-            case GW_IO_CLIENT:
-                client_run((gw_client *)io);
-                break;
-            case GW_IO_BACKEND: {
-                gw_backend *b = (gw_backend *)io;
-                if (b->c) {
-                    client_run(b->c);
-                } else if (b->state == B_IDLE && b->io.can_read) {
-                    idle_event(g, b);
-                }
-                break;
-            }
-            case GW_IO_WAKE:
-                drain_inbox(g);
-                break;
-            case GW_IO_SIGNAL:
-                on_signal(g);
-                break;
-            default:
-                break;
-            }
-        }
-        if (g->draining) {
-            drain_check(g);
-        }
-        if (g->now_ns >= g->next_sweep_ns) {
-            sweep(g);
-            g->next_sweep_ns = g->now_ns + 100 * CR_NS_PER_MS;
-        }
-        if (g->now_ns >= g->next_report_ns) {
-            gw_publish_stats(g);
-            g->next_report_ns = g->now_ns + g->conf->report_interval_ns;
-        }
-        if (g->probes_dirty) {
-            gw_publish_targets(g);
-        }
-        gw_free_graveyard(g);
-    }
-    /* Shut down: close every client (their backends with them). */
-    while (g->clients) {
-        client_close(g->clients);
-    }
-    gw_free_graveyard(g);
-    return 0;
 }

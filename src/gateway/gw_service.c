@@ -42,6 +42,7 @@ gw_service *gw_service_add(gw *g, const char *name)
     s->max_inflight = g->conf->max_inflight;
     s->peer_get = gw_peer_p2c;
     s->report_ns = g->now_ns;
+    s->inflight_mark_ns = g->now_ns;
     CR_GROW(g->services, g->service_count, g->service_cap);
     g->services[g->service_count++] = s;
     return s;
@@ -163,10 +164,12 @@ void gw_service_set_endpoints(gw *g, gw_service *s, const gw_endpoint *eps, size
         char key[sizeof s->replicas[0]->key];
         snprintf(key, sizeof key, "%s:%u", eps[e].host, (unsigned)eps[e].port);
         gw_replica *found = NULL;
-        for (size_t i = 0; i < old_count; i++) {
+        for (size_t i = 0; i < s->replica_count; i++) {
             if (strcmp(s->replicas[i]->key, key) == 0) {
-                found = s->replicas[i];
-                seen[i] = true;
+                found = s->replicas[i]; /* also a duplicate within eps */
+                if (i < old_count) {
+                    seen[i] = true;
+                }
                 break;
             }
         }
@@ -284,6 +287,17 @@ void gw_publish_targets(gw *g)
     g->probes_dirty = false;
 }
 
+/* Concurrency for the autoscaler is the time average over the report period
+ * (as Knative's queue-proxy measures it), not a sample of the gauge. */
+void gw_inflight_add(gw_service *s, int64_t now_ns, int delta)
+{
+    if (now_ns > s->inflight_mark_ns) {
+        s->inflight_area += (double)s->in_flight * (double)(now_ns - s->inflight_mark_ns);
+        s->inflight_mark_ns = now_ns;
+    }
+    s->in_flight += delta;
+}
+
 void gw_record(gw_service *s, int status, int64_t latency_ns)
 {
     if (status >= 100 && status < 600) {
@@ -337,7 +351,13 @@ void gw_publish_stats(gw *g)
         }
         double dt = (double)(g->now_ns - s->report_ns) / 1e9;
         snprintf(st[i].name, sizeof st[i].name, "%s", s->name);
-        st[i].in_flight = s->in_flight;
+        gw_inflight_add(s, g->now_ns, 0);
+        double avg = dt > 0 ? s->inflight_area / (dt * 1e9) : (double)s->in_flight;
+        s->inflight_area = 0;
+        st[i].in_flight = (int32_t)lround(avg);
+        if (s->held > 0 && st[i].in_flight < s->in_flight) {
+            st[i].in_flight = s->in_flight; /* activation: report what waits now */
+        }
         st[i].rps = dt > 0 ? (double)(s->latency_count - s->report_count) / dt : 0;
         st[i].p95_ms = p95_ms(delta);
         st[i].activation = s->activation || s->held > 0;

@@ -67,6 +67,9 @@ static const char *const migrations[] = {
     "CREATE TABLE usage(tenant TEXT NOT NULL, gpu_type TEXT NOT NULL, day TEXT NOT NULL,"
     " gpu_s REAL NOT NULL, energy_j REAL NOT NULL, cost REAL NOT NULL,"
     " PRIMARY KEY(tenant, gpu_type, day)) WITHOUT ROWID;",
+    /* 2: the controller keeps jobs in memory and never queries rows by
+     * tenant and state; the index only slowed every write. */
+    "DROP INDEX IF EXISTS jobs_tenant_state;",
 };
 
 static const char *const stmt_sql[ST_COUNT] = {

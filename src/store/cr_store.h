@@ -31,7 +31,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CR_STORE_SCHEMA_VERSION 1
+#define CR_STORE_SCHEMA_VERSION 2
 
 typedef struct cr_store cr_store;
 typedef struct cr_store_txn cr_store_txn;

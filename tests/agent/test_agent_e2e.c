@@ -432,6 +432,61 @@ static void test_missing_command(void **state)
     mock_ctl_set_jobs(E.m, json_array());
 }
 
+static void test_mig_instances(void **state)
+{
+    /* Two jobs on GPU 0's 1g.6gb instances, the controller naming the same
+     * instance for both: the first gets it, the second another free one. */
+    pthread_mutex_lock(&E.m->mu);
+    json_t *mig =
+        json_object_get(json_array_get(json_object_get(E.m->last_register, "gpus"), 0), "mig");
+    char want[96];
+    snprintf(want, sizeof want, "%s",
+             json_string_value(json_object_get(json_array_get(mig, 1), "uuid")));
+    pthread_mutex_unlock(&E.m->mu);
+    json_t *jobs = json_array();
+    for (int k = 0; k < 2; k++) {
+        char script[600];
+        snprintf(script, sizeof script,
+                 "echo $CUDA_VISIBLE_DEVICES > %s/mig-%d.txt; while [ ! -e %s/mig-go ]; do sleep "
+                 "0.05; done",
+                 E.dir, k, E.dir);
+        json_t *j = job(20 + k, script);
+        json_object_set_new(j, "mig_profile", json_string("1g.6gb"));
+        json_object_set_new(j, "gpu_uuids", json_pack("[s]", want));
+        json_array_append_new(jobs, j);
+    }
+    mock_ctl_set_jobs(E.m, jobs);
+    char p0[400], p1[400], go[400];
+    snprintf(p0, sizeof p0, "%s/mig-0.txt", E.dir);
+    snprintf(p1, sizeof p1, "%s/mig-1.txt", E.dir);
+    snprintf(go, sizeof go, "%s/mig-go", E.dir);
+    char *a = NULL, *b = NULL;
+    double end = now_s() + 20;
+    while (now_s() < end) {
+        free(a);
+        free(b);
+        a = slurp(p0);
+        b = slurp(p1);
+        if (a && b && strchr(a, '\n') && strchr(b, '\n')) {
+            break;
+        }
+        usleep(20000);
+    }
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_int_equal(strncmp(a, "MIG-", 4), 0);
+    assert_int_equal(strncmp(b, "MIG-", 4), 0);
+    assert_string_not_equal(a, b);
+    assert_int_equal(strncmp(a, want, strlen(want)), 0);
+    free(a);
+    free(b);
+    FILE *f = fopen(go, "w");
+    fclose(f);
+    assert_true(wait_for(job_exited, "20", 20));
+    assert_true(wait_for(job_exited, "21", 20));
+    mock_ctl_set_jobs(E.m, json_array());
+}
+
 static void test_stop_term_then_kill(void **state)
 {
     /* Job 3 exits 7 on SIGTERM; job 4 ignores it and needs the SIGKILL. */
@@ -651,12 +706,50 @@ static void test_readopt_after_sigkill(void **state)
     json_decref(j7);
 }
 
+/* Bad flags: exit code 2 and a message that names the flag. */
+static void test_bad_flags(void **state)
+{
+    const char *bin = getenv("CORRAL_BIN");
+    const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"--join-token t", "--server"},
+        {"--server http://127.0.0.1:1", "--join-token"},
+        {"--server ftp://x --join-token t", "--server"},
+        {"--server http://h:1 --join-token t --listen nope", "--listen"},
+        {"--server http://h:1 --join-token t --wait 0s", "--wait"},
+        {"--server http://h:1 --join-token t --hot-c 5000", "--hot-c"},
+        {"--server http://h:1 --join-token t --node 'a b'", "--node"},
+        {"--server http://h:1 --join-token t --xid-hold soon", "--xid-hold"},
+        {"--server http://h:1 --join-token t --gpus 'sim:3xH100 SXM,nvlink=2' --state-dir /tmp",
+         "does not divide"},
+        {"--server http://h:1 --join-token t --gpus tpu --state-dir /tmp", "--gpus"},
+        {"--server http://h:1 --join-token t extra", "extra"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof cmd, "%s agent %s 2>&1", bin, cases[i].args);
+        FILE *p = popen(cmd, "r");
+        assert_non_null(p);
+        char out[2048] = "";
+        size_t n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        int st = pclose(p);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || !strstr(out, cases[i].want)) {
+            fail_msg("agent %s: exit %d, output '%s' (want 2 and '%s')", cases[i].args,
+                     WIFEXITED(st) ? WEXITSTATUS(st) : -1, out, cases[i].want);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_register),
         cmocka_unit_test(test_run_job_env_logs_exit),
         cmocka_unit_test(test_missing_command),
+        cmocka_unit_test(test_mig_instances),
         cmocka_unit_test(test_stop_term_then_kill),
         cmocka_unit_test(test_health_faults),
         cmocka_unit_test(test_metrics_promtool),

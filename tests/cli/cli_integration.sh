@@ -151,6 +151,11 @@ has "$TMP/out" "cancelled"
 run 0 jobs --all && has "$TMP/out" "cancelled"
 run 0 jobs --state cancelled && has "$TMP/out" "it-job"
 
+# a body over the server's 1 MiB limit: its answer (413), shown as written
+big=$(head -c 100000 /dev/zero | tr '\0' 'a')
+run 1 submit -- $big $big $big $big $big $big $big $big $big $big $big $big &&
+    has "$TMP/err" "corral submit: "
+
 # --- bad usage never reaches the server --------------------------------------------
 run 2 submit --gpus lots -- true && has "$TMP/err" "--gpus: 'lots' is not an integer"
 run 2 submit --kind training -- true && has "$TMP/err" "(allowed: pretrain, finetune"
@@ -196,6 +201,43 @@ fi
 run 0 usage --by tenant,gpu_type && has "$TMP/out" "GPU_HOURS"
 run 0 top --once && has "$TMP/out" "corral top - $SERVER" && has "$TMP/out" "Jobs: "
 run 0 top --json && has "$TMP/out" '"nodes"'
+
+# --- a real agent (once the agent role is built): logs and logs -f -------------------------
+if ! "$BIN" agent --help 2>&1 | grep -q "not built yet"; then
+    mkdir -p "$TMP/agent"
+    "$BIN" agent --server "$SERVER" --join-token "$STATE/join.token" --node sim-0 \
+        --gpus "sim:2xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/agent" --kill-on-exit \
+        --run-for 120s >"$TMP/agent.log" 2>&1 &
+    AGENT_PID=$!
+    i=0
+    while [ $i -lt 200 ]; do
+        "$BIN" nodes >"$TMP/out" 2>&1
+        grep -q "^sim-0 *up" "$TMP/out" && break
+        sleep 0.1
+        i=$((i + 1))
+    done
+    has "$TMP/out" "sim-0"
+    run 0 submit --gpus 1 --gpu-type L40S --tenant ml -- sh -c 'echo line-1; sleep 1; echo line-2; echo oops >&2'
+    LID=$(sed -n 's/^Submitted job \([0-9]*\)$/\1/p' "$TMP/out")
+    # -f returns once the job has ended, with every line
+    run 0 logs "$LID" -f && has "$TMP/out" "line-1" && has "$TMP/out" "line-2"
+    run 0 logs "$LID" --stderr && has "$TMP/out" "oops"
+    run 0 logs "$LID" --offset 7 && has "$TMP/out" "line-2"
+    run 0 show "$LID" && has "$TMP/out" "completed"
+    kill "$AGENT_PID" 2>/dev/null
+    wait "$AGENT_PID" 2>/dev/null
+fi
+
+# --- services ---------------------------------------------------------------------------
+run 0 services create chat --gpus 1 --gpu-type auto --min 1 --max 4 --concurrency 4 -- python serve.py &&
+    has "$TMP/out" "Created service chat"
+run 0 services && has "$TMP/out" "concurrency 4"
+run 0 services scale chat 2 && has "$TMP/out" "Scaled service chat to 2 replicas"
+run 0 services show chat && has "$TMP/out" "Service chat" && has "$TMP/out" "scaled"
+run 0 services --json && has "$TMP/out" '"desired_replicas": 2'
+run 2 services create bad --min 3 --max 1 -- x
+run 0 services delete chat && has "$TMP/out" "Deleted service chat"
+run 1 services show chat
 
 # --- the server gone: exit 3 ---------------------------------------------------------------
 kill "$CTL_PID" 2>/dev/null

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -261,6 +262,8 @@ static void test_time(void **state)
     assert_int_equal(cr__cli_parse_rfc3339("2026-11-30", &t), CR_EINVAL);
     assert_int_equal(cr__cli_parse_rfc3339("2026-13-30T04:35:00Z", &t), CR_ERANGE);
     assert_int_equal(cr__cli_parse_rfc3339("2026-11-30T04:35:00Zjunk", &t), CR_EINVAL);
+    assert_int_equal(cr__cli_parse_rfc3339("9999-12-31T23:59:59Z", &t), CR_ERANGE);
+    assert_int_equal(cr__cli_parse_rfc3339("1960-01-01T00:00:00Z", &t), CR_ERANGE);
     char b[32];
     int64_t now = INT64_C(1796013300) * CR_NS_PER_SEC + 192 * CR_NS_PER_SEC;
     assert_string_equal(cr__cli_age("2026-11-30T04:35:00Z", now, b, sizeof b), "3m12s");
@@ -654,6 +657,48 @@ static void test_server_and_token_resolution(void **state)
     assert_string_equal(json_string_value(json_object_get(last, "auth")), "Bearer crl_cfg");
     json_decref(last);
     run_free(&r);
+
+    /* token_file: the first line of a file */
+    char tpath[] = "/tmp/corral-cli-token-XXXXXX";
+    int tfd = mkstemp(tpath);
+    assert_true(tfd >= 0);
+    FILE *tf = fdopen(tfd, "w");
+    fprintf(tf, "  crl_fromfile  \nignored\n");
+    fclose(tf);
+    f = fopen(path, "w");
+    fprintf(f, "server = \"%s\"\ntoken_file = %s\n", fake_server_url(s), tpath);
+    fclose(f);
+    r = cli("jobs", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "auth")), "Bearer crl_fromfile");
+    json_decref(last);
+    run_free(&r);
+    unlink(tpath);
+
+    /* the default file: $XDG_CONFIG_HOME/corral/config */
+    char xdg[] = "/tmp/corral-cli-xdg-XXXXXX";
+    assert_non_null(mkdtemp(xdg));
+    char dir[128], file[160];
+    snprintf(dir, sizeof dir, "%s/corral", xdg);
+    snprintf(file, sizeof file, "%s/config", dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    f = fopen(file, "w");
+    fprintf(f, "server = %s\ntoken = crl_xdg\n", fake_server_url(s));
+    fclose(f);
+    unsetenv("CORRAL_CONFIG");
+    setenv("XDG_CONFIG_HOME", xdg, 1);
+    r = cli("jobs", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "auth")), "Bearer crl_xdg");
+    json_decref(last);
+    run_free(&r);
+    unlink(file);
+    rmdir(dir);
+    rmdir(xdg);
+    unsetenv("XDG_CONFIG_HOME");
+    setenv("CORRAL_CONFIG", path, 1);
 
     /* a broken config file: line-numbered error, exit 2 */
     f = fopen(path, "w");

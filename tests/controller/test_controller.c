@@ -8,7 +8,9 @@
  * <state-dir>/listen.addr) in a fresh state directory. No sleeps as
  * synchronisation: every wait polls a condition with a deadline.
  */
+#include "cr_alloc.h"
 #include "cr_buf.h"
+#include "cr_http.h"
 #include "cr_time.h"
 
 #include <errno.h>
@@ -599,7 +601,17 @@ static char *register_node(const daemon_t *d, const char *name)
 static void test_agent_protocol(void **state)
 {
     daemon_t d;
-    start(&d, true, "--heartbeat 1 --lost-after 2");
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-cfg-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"prices\": {\"A100 SXM\": 2.0}, \"heartbeat_s\": 1, \"lost_after_s\": 2,\n"
+          " \"grace_s\": 10}\n",
+          cf);
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
     char *t1 = register_node(&d, "n1");
     long code;
     /* A bad inventory is refused with its field. */
@@ -669,6 +681,17 @@ static void test_agent_protocol(void **state)
     char *t1b = register_node(&d, "n1");
     wait_state(&d, id, "running");
     char body[256];
+    /* A late exit of the first run (before the node was lost) is not this run's. */
+    snprintf(body, sizeof body,
+             "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":1,\"run\":1}]}",
+             (long long)id);
+    v = call(&d, "POST", "/v1/agents/n1/status", t1b, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    assert_int_equal(num(v, "runs"), 2);
+    json_decref(v);
     snprintf(body, sizeof body,
              "{\"gpus\":[{\"index\":0,\"health\":\"ok\",\"power_mw\":250000},{\"index\":1,"
              "\"power_mw\":250000}],\"jobs\":[{\"job\":%lld,\"state\":\"exited\","
@@ -688,6 +711,8 @@ static void test_agent_protocol(void **state)
     assert_non_null(row);
     assert_string_equal(str(row, "gpu_type"), "A100 SXM");
     assert_true(json_number_value(json_object_get(row, "gpu_hours")) > 0);
+    assert_true(json_number_value(json_object_get(row, "cost")) > 0);
+    assert_true(json_number_value(json_object_get(row, "energy_kwh")) >= 0);
     json_decref(v);
     /* Drain: admin only. */
     v = call(&d, "POST", "/v1/nodes/n1/drain", d.admin, "{\"reason\":\"maintenance\"}", &code);
@@ -812,6 +837,111 @@ static void test_tls(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A GPU reported unhealthy leaves the pool with its reason, its job is
+ * requeued; reported healthy again, it comes back and the job runs. */
+static void test_gpu_health(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *nt = register_node(&d, "n1");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"sleep\",\"60\"],\"gpus\":2}");
+    wait_state(&d, id, "running");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/n1/status", nt,
+                     "{\"gpus\":[{\"index\":0,\"health\":\"xid\",\"reason\":\"XID 79\"},"
+                     "{\"index\":1,\"health\":\"ok\"}]}",
+                     &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "pending");
+    v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+    json_t *g0 = json_array_get(json_object_get(v, "gpus"), 0);
+    assert_string_equal(str(g0, "health"), "xid");
+    assert_string_equal(str(g0, "reason"), "XID 79");
+    json_decref(v);
+    v = job(&d, id);
+    assert_int_equal(num(v, "retries"), 0); /* not the job's fault */
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/n1/status", nt,
+             "{\"gpus\":[{\"index\":0,\"health\":\"ok\"},{\"index\":1,\"health\":\"ok\"}]}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, id, "running");
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* A stand-in agent that serves a job's log, checking the controller's token. */
+typedef struct fake_agent {
+    char join[128];
+    char seen_path[256];
+} fake_agent;
+
+static void fake_agent_handler(void *ctx, cr_http_req *req)
+{
+    fake_agent *a = ctx;
+    const char *auth = cr_http_header(req, "Authorization");
+    char want[200];
+    snprintf(want, sizeof want, "Bearer %s", a->join);
+    if (!auth || strcmp(auth, want) != 0) {
+        cr_http_respond(req, 401, "text/plain", cr_strdup("no"), 2);
+        return;
+    }
+    const char *stream = cr_http_query(req, "stream");
+    const char *offset = cr_http_query(req, "offset");
+    snprintf(a->seen_path, sizeof a->seen_path, "%s %s %s", cr_http_path(req),
+             stream ? stream : "-", offset ? offset : "-");
+    cr_http_respond(req, 200, "application/octet-stream", cr_strdup("hello log\n"), 10);
+}
+
+static void test_logs_proxy(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    fake_agent fa;
+    memset(&fa, 0, sizeof fa);
+    snprintf(fa.join, sizeof fa.join, "%s", d.join);
+    cr_http_config hc = {.port = 0, .handler = fake_agent_handler, .ctx = &fa};
+    cr_http_server *srv = NULL;
+    assert_int_equal(cr_http_server_new(&hc, &srv), 0);
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":%u,\"gpus\":[{\"index\":0,"
+             "\"model\":\"L4\"}]}",
+             (unsigned)cr_http_server_port(srv));
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"echo\",\"hello\"]}");
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs/%lld/logs", (long long)id);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    if (code == 409) { /* not started yet: wait for it */
+        json_decref(v);
+        v = NULL;
+        wait_state(&d, id, "running");
+    } else {
+        json_decref(v);
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%lld/logs?stream=stderr&offset=3", (long long)id);
+    cr_buf b;
+    cr_buf_init(&b);
+    assert_int_equal(req(&d, "GET", path, d.admin, NULL, 0, &b), 200);
+    assert_string_equal(cr_buf_str(&b), "hello log\n");
+    char want[128];
+    snprintf(want, sizeof want, "/v1/logs/%lld stderr 3", (long long)id);
+    assert_string_equal(fa.seen_path, want);
+    cr_buf_reset(&b);
+    snprintf(path, sizeof path, "/v1/jobs/%lld/logs?stream=nope", (long long)id);
+    assert_int_equal(req(&d, "GET", path, d.admin, NULL, 0, &b), 400);
+    cr_buf_fini(&b);
+    stop(&d, SIGTERM);
+    cr_http_server_free(srv);
+    cleanup(&d);
+}
+
 /* A job past its time limit is stopped through the desired state and ends failed. */
 static void test_time_limit(void **state)
 {
@@ -844,6 +974,95 @@ static void test_time_limit(void **state)
     assert_non_null(strstr(str(v, "reason"), "time limit"));
     json_decref(v);
     free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* The examples of docs/api.md, run in order. */
+static void test_api_examples(void **state)
+{
+    const char *src = getenv("CORRAL_SRC");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/api.md", src ? src : ".");
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    daemon_t d;
+    start(&d, true, NULL);
+    char line[4096];
+    bool in = false;
+    cr_buf req_line, body;
+    cr_buf_init(&req_line);
+    cr_buf_init(&body);
+    int64_t last_id = 0;
+    int ran = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!in) {
+            in = strcmp(line, "```example") == 0;
+            cr_buf_reset(&req_line);
+            cr_buf_reset(&body);
+            continue;
+        }
+        if (strcmp(line, "```") == 0) {
+            in = false;
+            continue;
+        }
+        if (req_line.len == 0) {
+            cr_buf_puts(&req_line, line);
+            continue;
+        }
+        if (strncmp(line, "=> ", 3) != 0) {
+            cr_buf_puts(&body, line);
+            cr_buf_putc(&body, '\n');
+            continue;
+        }
+        /* Run it. */
+        char method[16], target[1024], url[1100];
+        assert_int_equal(sscanf(cr_buf_str(&req_line), "%15s %1023s", method, target), 2);
+        char *dollar = strstr(target, "$ID");
+        if (dollar) {
+            *dollar = '\0';
+            snprintf(url, sizeof url, "%s%lld%s", target, (long long)last_id, dollar + 3);
+        } else {
+            snprintf(url, sizeof url, "%s", target);
+        }
+        long want = strtol(line + 3, NULL, 10);
+        const char *expect = strchr(line + 3, '{');
+        long code;
+        json_t *v = call(&d, method, url, d.admin, body.len ? cr_buf_str(&body) : NULL, &code);
+        if (code != want) {
+            fprintf(stderr, "docs/api.md example %s %s: status %ld, expected %ld\n", method, url,
+                    code, want);
+        }
+        assert_int_equal(code, want);
+        if (expect) {
+            json_t *e = json_loads(expect, 0, NULL);
+            assert_non_null(e);
+            const char *k;
+            json_t *x;
+            json_object_foreach(e, k, x)
+            {
+                if (!json_equal(json_object_get(v, k), x)) {
+                    fprintf(stderr, "docs/api.md example %s %s: member '%s' differs\n", method, url,
+                            k);
+                }
+                assert_true(json_equal(json_object_get(v, k), x));
+            }
+            json_decref(e);
+        }
+        json_t *ids = json_object_get(v, "ids");
+        if (json_array_size(ids) > 0) {
+            last_id = (int64_t)json_integer_value(json_array_get(ids, 0));
+        }
+        json_decref(v);
+        ran++;
+        cr_buf_reset(&req_line);
+        cr_buf_reset(&body);
+    }
+    fclose(f);
+    assert_true(ran >= 10);
+    cr_buf_fini(&req_line);
+    cr_buf_fini(&body);
     stop(&d, SIGTERM);
     cleanup(&d);
 }
@@ -1004,6 +1223,9 @@ int main(void)
         cmocka_unit_test(test_services),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_gpu_health),
+        cmocka_unit_test(test_logs_proxy),
+        cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_crash_safety),
     };

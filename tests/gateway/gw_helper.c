@@ -226,6 +226,19 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
     if (path_is(m, "/sse")) {
         return handle_sse(s, fd, m);
     }
+    if (path_is(m, "/hints")) {
+        const char *early = "HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n";
+        if (write_all(fd, early, strlen(early)) != 0) {
+            return -1;
+        }
+        return respond(fd, 200, "text/plain", NULL, "after hints\n", 12);
+    }
+    if (path_is(m, "/eof")) {
+        /* No Content-Length, no chunking: the body ends when the connection does. */
+        const char *r = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil close\n";
+        write_all(fd, r, strlen(r));
+        return -1;
+    }
     if (path_is(m, "/big")) {
         long kb = query_long(m->target, m->target_len, "kb", 64);
         size_t n = (size_t)(kb > 0 && kb < 65536 ? kb : 64) * 1024;
@@ -240,8 +253,12 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
     if (path_is(m, "/slow")) {
         sleep_ms(query_long(m->target, m->target_len, "ms", 100));
     }
-    char extra[128];
-    snprintf(extra, sizeof extra, "X-Replica: %s\r\n", s->name);
+    char extra[512];
+    const cr_http_header *xff = cr_http_find(m, "x-forwarded-for");
+    const cr_http_header *xfp = cr_http_find(m, "x-forwarded-prefix");
+    snprintf(extra, sizeof extra, "X-Replica: %s\r\nX-Seen-For: %.*s\r\nX-Seen-Prefix: %.*s\r\n",
+             s->name, xff ? (int)xff->value_len : 0, xff ? xff->value : "",
+             xfp ? (int)xfp->value_len : 0, xfp ? xfp->value : "");
     int n =
         snprintf(out, sizeof out, "%s %.*s %zu\n", s->name, (int)m->target_len, m->target, blen);
     return respond(fd, 200, "text/plain", extra, out, (size_t)n);

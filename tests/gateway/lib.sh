@@ -7,7 +7,9 @@ set -eu
 : "${GW_HELPER:?GW_HELPER not set}"
 T=$(mktemp -d)
 PIDS=""
+ON_EXIT=""
 cleanup() {
+    [ -n "$ON_EXIT" ] && eval "$ON_EXIT"
     for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     rm -rf "$T"

@@ -34,15 +34,24 @@ grep -q "^replica b " load1.txt && fail "b got traffic while not ready"
 # Version 3: b ready.
 eps 3 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_a,\"ready\":true},{\"addr\":\"127.0.0.1\",\"port\":$PORT_b,\"ready\":true}"
 wait_for 10 metric_is "$G" "$UP_B" 1 || fail "b not ready after version 3"
-"$GW_HELPER" load "http://$G/chat/x" 100 4 >load2.txt
+"$GW_HELPER" load "http://$G/chat/x" 100 1 >load2.txt
 grep -q "^replica b " load2.txt || fail "b got no traffic once ready"
 
 # Load reports reach the controller with the contract's members.
-reported() { grep -q '^/v1/services/chat/metrics {"in_flight":[0-9]*,"rps":[0-9.]*,"p95_ms":[0-9.]*}' eps.json.metrics; }
+reported() { grep -qE '^/v1/services/chat/metrics \{"in_flight":[0-9]+,"rps":[0-9.]+,"p95_ms":-?[0-9.]+\}$' eps.json.metrics; }
 wait_for 10 reported || fail "no metrics report: $(tail -2 eps.json.metrics 2>/dev/null)"
+
+# The reported concurrency is the time average: 4 clients, each always
+# waiting on a 100 ms request, report about 4.
+: >eps.json.metrics
+"$GW_HELPER" load "http://$G/chat/slow?ms=100" 60 4 >slow.txt
+grep -q '"in_flight":[34],' eps.json.metrics || { cat eps.json.metrics; fail "concurrency 4 not reported"; }
 
 # Scale to zero and back: version 4 empties the service; a request is held
 # and reported with in_flight >= 1; version 5 brings a replica; it is served.
+start_backend late # for its port; stopped until version 5 is out
+kill -9 "$PID_late"
+wait "$PID_late" 2>/dev/null || true
 eps 4 ""
 gone() { ! metrics "$G" | grep -q 'replica_up{service="chat"'; }
 wait_for 10 gone || fail "replicas not removed at version 4"
@@ -52,8 +61,15 @@ COLD=$!
 PIDS="$PIDS $COLD"
 activated() { grep -q '"in_flight":[1-9]' eps.json.metrics; }
 wait_for 10 activated || fail "held request not reported to the controller"
-eps 5 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_b,\"ready\":true}"
+# Version 5 announces a replica that does not listen yet (ready too early):
+# the held request finds it refusing, is held again, and is served once the
+# replica's readiness check passes.
+eps 5 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_late,\"ready\":true}"
+UP_LATE="corral_gateway_replica_up{service=\"chat\",replica=\"127.0.0.1:$PORT_late\"}"
+wait_for 10 metric_is "$G" "$UP_LATE" 0 || fail "refusing replica not marked down"
+kill -0 "$COLD" 2>/dev/null || { cat cold.txt; fail "held request answered before a replica listened"; }
+start_backend late "$PORT_late"
 wait "$COLD" || fail "held request failed"
-grep -q "^b /x" cold.txt || fail "held request: $(cat cold.txt)"
+grep -q "^late /x" cold.txt || fail "held request: $(cat cold.txt)"
 stop_gateway main
 echo "gateway controller: ok"

@@ -11,7 +11,7 @@ G=$GW_main
 REQ_B="corral_gateway_replica_requests_total{service=\"chat\",replica=\"127.0.0.1:$PORT_b\"}"
 UP_B="corral_gateway_replica_up{service=\"chat\",replica=\"127.0.0.1:$PORT_b\"}"
 
-"$GW_HELPER" load "http://$G/chat/x" 100 4 >load1.txt
+"$GW_HELPER" load "http://$G/chat/x" 100 1 >load1.txt
 grep -q "^replica b " load1.txt || fail "b got no traffic before the kill"
 
 # Kill b: no request is lost (GETs are retried on a), b is marked down.
@@ -36,7 +36,7 @@ start_backend b "$PORT_b"
 [ "$(metric_value "$G" "$REQ_B")" = "$seen" ] || fail "b got traffic before its health check passed"
 rm -f "$PORT_b.unready"
 wait_for 10 metric_is "$G" "$UP_B" 1 || fail "b not back after its health check passed"
-"$GW_HELPER" load "http://$G/chat/x" 200 4 >load5.txt
+"$GW_HELPER" load "http://$G/chat/x" 200 1 >load5.txt
 grep -q "^replica b " load5.txt || { cat load5.txt; fail "b got no traffic after coming back"; }
 
 # Load signals: with --scrape, a replica that reports a long queue of its own

@@ -463,12 +463,39 @@ static void test_controller_restart_adopts(void **state)
     assert_int_equal(count_markers(p1), 1);
 }
 
+static void test_retries_really_rerun(void **state)
+{
+    /* A job that fails is retried (max_retries 2): three real runs, even
+     * when a retry lands on the node where the last attempt just failed. */
+    char body[1024];
+    snprintf(body, sizeof body,
+             "{\"name\":\"flaky\",\"gpus\":1,\"gpu_type\":\"A100 80GB SXM\",\"max_retries\":2,"
+             "\"command\":[\"sh\",\"-c\",\"echo run >> %s/attempts-$CORRAL_JOB_ID; exit 1\"]}",
+             E.dir);
+    long long id = submit(body);
+    json_t *j = wait_state(id, "failed", 60);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "retries")), 2);
+    json_decref(j);
+    char path[400];
+    snprintf(path, sizeof path, "%s/attempts-%lld", E.dir, id);
+    char *t = slurp(path);
+    assert_non_null(t);
+    int runs = 0;
+    for (char *p = t; (p = strstr(p, "run")) != NULL; p += 3) {
+        runs++;
+    }
+    free(t);
+    assert_int_equal(runs, 3);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gang_torchrun_env),
         cmocka_unit_test(test_agent_sigkill_requeue),
         cmocka_unit_test(test_controller_restart_adopts),
+        cmocka_unit_test(test_retries_really_rerun),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -208,6 +208,49 @@ static void test_newer_schema_refused(void **state)
     assert_null(s);
 }
 
+/* A version-1 database (as Corral 0.1 wrote it) is migrated in place. */
+static void test_migrate_from_v1(void **state)
+{
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    const char *v1 =
+        "CREATE TABLE jobs(id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, state TEXT NOT NULL,"
+        " doc TEXT NOT NULL);"
+        "CREATE INDEX jobs_tenant_state ON jobs(tenant, state);"
+        "CREATE TABLE events(seq INTEGER PRIMARY KEY AUTOINCREMENT, job INTEGER NOT NULL,"
+        " time_ns INTEGER NOT NULL, what TEXT NOT NULL, why TEXT NOT NULL);"
+        "CREATE INDEX events_job ON events(job, seq);"
+        "CREATE TABLE objects(kind TEXT NOT NULL, key TEXT NOT NULL, doc TEXT NOT NULL,"
+        " PRIMARY KEY(kind, key)) WITHOUT ROWID;"
+        "CREATE TABLE usage(tenant TEXT NOT NULL, gpu_type TEXT NOT NULL, day TEXT NOT NULL,"
+        " gpu_s REAL NOT NULL, energy_j REAL NOT NULL, cost REAL NOT NULL,"
+        " PRIMARY KEY(tenant, gpu_type, day)) WITHOUT ROWID;"
+        "INSERT INTO jobs VALUES(5, 't', 'pending', '{}');"
+        "PRAGMA user_version=1;";
+    assert_int_equal(sqlite3_exec(db, v1, NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(db);
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(path, NULL, &s), 0);
+    assert_int_equal(cr_store_schema_version(s), 2);
+    seen *sn = calloc(1, sizeof *sn);
+    assert_int_equal(cr_store_load_jobs(s, on_job, sn), 0);
+    assert_int_equal(sn->n, 1);
+    assert_int_equal(sn->ids[0], 5);
+    free(sn);
+    cr_store_close(s);
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    sqlite3_stmt *st = NULL;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT count(*) FROM sqlite_master WHERE name = "
+                                        "'jobs_tenant_state'",
+                                        -1, &st, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(st), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(st, 0), 0);
+    sqlite3_finalize(st);
+    sqlite3_close(db);
+}
+
 static void test_bad_path(void **state)
 {
     cr_store *s = NULL;
@@ -250,6 +293,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_group_commit_concurrent, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failing_txn_isolated, setup, teardown),
         cmocka_unit_test_setup_teardown(test_newer_schema_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_from_v1, setup, teardown),
         cmocka_unit_test_setup_teardown(test_bad_path, setup, teardown),
         cmocka_unit_test_setup_teardown(test_objects_and_events, setup, teardown),
     };

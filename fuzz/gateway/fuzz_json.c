@@ -1,0 +1,56 @@
+/*
+ * fuzz_json.c - the gateway's JSON inputs: its config file and the
+ * controller's endpoints document. The first byte picks which; neither may
+ * crash, leak or accept an endpoint without an address and a port.
+ */
+#include "gw_int.h"
+
+#include "cr_log.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1) {
+        return 0;
+    }
+    cr_log_set_level(CR_LOG_OFF);
+    const char *text = (const char *)data + 1;
+    size_t len = size - 1;
+    if (data[0] & 1) {
+        gw_conf c;
+        memset(&c, 0, sizeof c);
+        if (gw_conf_load_text(text, len, "fuzz", &c) == 0) {
+            for (size_t i = 0; i < c.service_count; i++) {
+                for (size_t j = 0; j < c.services[i].endpoint_count; j++) {
+                    if (c.services[i].endpoints[j].port == 0 ||
+                        c.services[i].endpoints[j].host[0] == '\0') {
+                        abort();
+                    }
+                }
+            }
+        }
+        gw_conf_fini(&c);
+    } else {
+        char *s = malloc(len + 1);
+        memcpy(s, text, len);
+        s[len] = '\0';
+        int64_t version = 0;
+        gw_msg *m = NULL;
+        if (gw_ctl_parse_endpoints("svc", s, &version, &m) == 0) {
+            for (size_t i = 0; i < m->endpoint_count; i++) {
+                if (m->endpoints[i].port == 0 || m->endpoints[i].host[0] == '\0') {
+                    abort();
+                }
+            }
+            free(m->endpoints);
+            free(m);
+        }
+        free(s);
+    }
+    return 0;
+}

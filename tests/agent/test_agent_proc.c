@@ -1,0 +1,191 @@
+/*
+ * test_agent_proc.c - the job supervisor on its own: a job's exit code and
+ * its signal come back through the shim, stop escalates from SIGTERM to
+ * SIGKILL, and the journal replays into the right records (adopted,
+ * ended, forgotten, re-run, torn last line).
+ */
+#include "cr_error.h"
+#include "cr_proc.h"
+#include "cr_time.h"
+
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+extern char **environ;
+
+static char dir[64];
+
+static int setup(void **state)
+{
+    snprintf(dir, sizeof dir, "/tmp/corral-proc-XXXXXX");
+    return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+static void spec_sh(cr_job_spec *s, int64_t job, const char *script)
+{
+    static char *argv[4];
+    static char *env[1];
+    memset(s, 0, sizeof *s);
+    argv[0] = "sh";
+    argv[1] = "-c";
+    argv[2] = (char *)script;
+    argv[3] = NULL;
+    env[0] = NULL;
+    s->job = job;
+    s->argv = argv;
+    s->argc = 3;
+    s->env = env;
+    s->grace_ns = CR_NS_PER_SEC;
+}
+
+static void run_to_end(cr_proc *p)
+{
+    int st;
+    assert_int_equal(waitpid(p->pid, &st, 0), p->pid);
+    cr_proc_reaped(p, dir, st);
+}
+
+static void test_exit_code_and_signal(void **state)
+{
+    cr_job_spec s;
+    cr_proc p;
+    char err[256];
+    spec_sh(&s, 1, "echo hi; exit 3");
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.state, CR_PROC_EXITED);
+    assert_int_equal(p.exit_code, 3);
+    assert_int_equal(p.signal, 0);
+    cr_proc_fini(&p);
+
+    spec_sh(&s, 2, "kill -SEGV $$");
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.signal, SIGSEGV);
+    assert_int_equal(p.exit_code, 128 + SIGSEGV);
+    cr_proc_fini(&p);
+
+    char *log = cr_proc_log_path(dir, 1, "out");
+    FILE *f = fopen(log, "r");
+    char line[32] = "";
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    free(log);
+    assert_string_equal(line, "hi\n");
+}
+
+static void test_stop_escalates(void **state)
+{
+    cr_job_spec s;
+    cr_proc p;
+    char err[256];
+    spec_sh(&s, 3, "trap '' TERM; echo ready; while :; do sleep 0.05; done");
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    /* Wait (with a deadline) until the shell has set its trap. */
+    char *log = cr_proc_log_path(dir, 3, "out");
+    int ready = 0;
+    for (int64_t end = cr_mono_ns() + 20 * CR_NS_PER_SEC; !ready && cr_mono_ns() < end;) {
+        FILE *f = fopen(log, "r");
+        char line[16] = "";
+        ready = f && fgets(line, sizeof line, f) && strcmp(line, "ready\n") == 0;
+        if (f) {
+            fclose(f);
+        }
+        usleep(10000);
+    }
+    free(log);
+    assert_true(ready);
+    int64_t t = cr_now_ns();
+    cr_proc_stop(&p, 100 * CR_NS_PER_MS, t);
+    assert_int_equal(p.state, CR_PROC_STOPPING);
+    /* Before the grace period, only SIGTERM (ignored); then SIGKILL. */
+    cr_proc_tick(&p, dir, t + 10 * CR_NS_PER_MS, cr_mono_ns());
+    cr_proc_tick(&p, dir, t + 200 * CR_NS_PER_MS, cr_mono_ns());
+    run_to_end(&p);
+    assert_int_equal(p.signal, SIGKILL);
+    cr_proc_fini(&p);
+}
+
+static void write_journal(const char *text)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/jobs.journal", dir);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_journal_replay(void **state)
+{
+    /* A live process to adopt: ourselves (its start time matches). */
+    char rec[2048];
+    unsigned long long me = (unsigned long long)cr_proc_start_ticks(getpid());
+#define SPEC(id) "\"spec\":{\"job\":" #id ",\"command\":[\"x\"],\"action\":\"run\"}"
+    const char *s10 = SPEC(10), *s11 = SPEC(11), *s12 = SPEC(12), *s13 = SPEC(13);
+#undef SPEC
+    snprintf(rec, sizeof rec,
+             "R {\"job\":10,\"pid\":%d,\"start_ticks\":%llu,%s}\n"  /* running: adopted */
+             "R {\"job\":11,\"pid\":999999,\"start_ticks\":5,%s}\n" /* ended with code 4 */
+             "X 11 999999 exit 4\n"
+             "R {\"job\":12,\"pid\":999998,\"start_ticks\":5,%s}\n" /* vanished */
+             "R {\"job\":13,\"pid\":999997,\"start_ticks\":5,%s}\n" /* forgotten */
+             "X 13 999997 signal 15\n"
+             "F 13\n"
+             "X 10 12345 exit 1\n"     /* an older run's end: another pid, ignored */
+             "R {\"job\":14,\"pid\":", /* torn: a crash mid-write */
+             (int)getpid(), me, s10, s11, s12, s13);
+    write_journal(rec);
+    cr_proc *v = NULL;
+    size_t n = 0;
+    assert_int_equal(cr_proc_load_all(dir, &v, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[0].job, 10);
+    assert_int_equal(v[0].state, CR_PROC_RUNNING);
+    assert_true(v[0].adopted);
+    assert_int_equal(v[1].job, 11);
+    assert_int_equal(v[1].state, CR_PROC_EXITED);
+    assert_int_equal(v[1].exit_code, 4);
+    assert_int_equal(v[2].job, 12);
+    assert_int_equal(v[2].state, CR_PROC_EXITED);
+    assert_int_equal(v[2].signal, SIGKILL);
+    for (size_t i = 0; i < n; i++) {
+        cr_proc_fini(&v[i]);
+    }
+    free(v);
+    /* The rewrite kept only the live records; replaying it again agrees. */
+    assert_int_equal(cr_proc_load_all(dir, &v, &n), 0);
+    assert_int_equal(n, 3);
+    assert_int_equal(v[1].exit_code, 4);
+    for (size_t i = 0; i < n; i++) {
+        cr_proc_fini(&v[i]);
+    }
+    free(v);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exit_code_and_signal),
+        cmocka_unit_test(test_stop_escalates),
+        cmocka_unit_test(test_journal_replay),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
