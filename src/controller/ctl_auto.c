@@ -202,6 +202,11 @@ static void fill(ctl_auto *a, int ntypes, entry *e)
     double best_cost = 0, best_prog = 0;
     cr_buf rb;
     cr_buf_init(&rb);
+    struct {
+        int type; /* -1 once listed */
+        char text[CR_REASON_MAX];
+    } why[CR_SCHED_MAX_TYPES];
+    int nwhy = 0;
     e->ntypes = ntypes;
     e->service = e->key.kind == CR_KIND_INFERENCE || e->key.kind == CR_KIND_VISUAL;
     for (int t = 0; t < ntypes; t++) {
@@ -222,9 +227,8 @@ static void fill(ctl_auto *a, int ntypes, entry *e)
             continue;
         }
         if (!est.fits) {
-            if (rb.len < 600) {
-                cr_buf_printf(&rb, "%s%s: %s", rb.len ? "; " : "", g->name, est.reason);
-            }
+            snprintf(why[nwhy].text, sizeof why[nwhy].text, "%s", est.reason);
+            why[nwhy++].type = t;
             continue;
         }
         e->fits[t] = true;
@@ -249,6 +253,23 @@ static void fill(ctl_auto *a, int ntypes, entry *e)
         e->tscore[t] = best_prog > 0 ? e->prog[t] / best_prog : 1;
         /* Unknown prices rank after every priced type, as in the advisor. */
         e->score[t] = e->score[t] > 0 ? e->score[t] / best_cost : 1e-3 * e->tscore[t];
+    }
+    /* "A, B: reason; C: reason": types refused for the same reason together. */
+    for (int i = 0; i < nwhy; i++) {
+        if (why[i].type < 0) {
+            continue;
+        }
+        cr_buf_puts(&rb, rb.len ? "; " : "");
+        for (int k = i, first = 1; k < nwhy; k++) {
+            if (why[k].type >= 0 && strcmp(why[k].text, why[i].text) == 0) {
+                cr_buf_printf(&rb, "%s%s", first ? "" : ", ", a->gpu[why[k].type]->name);
+                first = 0;
+                if (k > i) {
+                    why[k].type = -1;
+                }
+            }
+        }
+        cr_buf_printf(&rb, ": %s", why[i].text);
     }
     free(e->refusals);
     e->refusals = rb.len ? cr_buf_take(&rb) : NULL;
