@@ -25,7 +25,10 @@ cleanup() {
     trap '' PIPE
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    if [ -z "${DEMO_KEEP:-}" ]; then rm -rf "$DIR"; fi
+    # A job killed at the last moment may still be closing its files.
+    if [ -z "${DEMO_KEEP:-}" ]; then
+        rm -rf "$DIR" 2>/dev/null || { sleep 1; rm -rf "$DIR" 2>/dev/null || true; }
+    fi
     {
         echo
         echo "== stopped: the agents (their jobs got SIGTERM) and the controller"

@@ -289,17 +289,26 @@ static enum MHD_Result serve_logs(agent *a, struct MHD_Connection *c, const char
     if (off && cr_parse_i64(off, 0, INT64_MAX, &offset) < 0) {
         return error(c, 400, "CR_EINVAL", "offset must be a byte offset >= 0", "offset");
     }
+    int following = follow && strcmp(follow, "1") == 0;
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
     char *path = cr_proc_log_path(a->cfg.state_dir, job, suffix);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* The shim creates the log as the job starts: a job that is starting has
+     * no log yet, which reads as empty (and a follower waits for it). */
+    while (fd < 0 && following && cr_mono_ns() < deadline && !atomic_load(&a->stop)) {
+        usleep(100000);
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
     free(path);
     if (fd < 0) {
-        return error(c, 404, "CR_ENOENT", "no log for this job on this node", NULL);
+        /* Not (yet) written here: the controller only asks the job's own
+         * node, which may not have started it yet. Nothing to read, so far. */
+        return reply(c, 200, "text/plain", "", 0, offset);
     }
     struct stat sb;
     /* follow=1: wait (up to 20 s) for bytes past offset while the job runs. */
-    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
-    while (fstat(fd, &sb) == 0 && sb.st_size <= offset && follow && strcmp(follow, "1") == 0 &&
-           !job_done(a, job) && cr_mono_ns() < deadline && !atomic_load(&a->stop)) {
+    while (fstat(fd, &sb) == 0 && sb.st_size <= offset && following && !job_done(a, job) &&
+           cr_mono_ns() < deadline && !atomic_load(&a->stop)) {
         usleep(100000);
     }
     if (fstat(fd, &sb) != 0) {

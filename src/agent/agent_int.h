@@ -38,6 +38,7 @@ typedef struct agent_cfg {
     int64_t wait_s;        /* long-poll wait asked of the controller */
     int64_t run_for_ns;    /* exit after this long (0: run until signalled) */
     int kill_on_exit;      /* stop the jobs when the agent exits */
+    const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
     cr_gpu_health_cfg health;
 } agent_cfg;
 
@@ -51,6 +52,7 @@ typedef struct agent {
     cr_desired desired; /* main only: the document being applied */
     int have_desired;   /* main only */
     int port;           /* the port actually bound */
+    char *cgroup_base;  /* owned: cgroup v2 directory for the jobs, NULL none */
 
     pthread_mutex_t mu;
     cr_desired *pending;  /* (mu) newest document from the poller; taken by main */

@@ -60,6 +60,8 @@ static void usage(FILE *f)
         "  --hot-c C             a GPU at C degrees leaves the pool (default 90)\n"
         "  --wait DUR            long-poll wait (default 30s)\n"
         "  --run-for DUR         exit after this long (demos, benchmarks)\n"
+        "  --cgroup auto|off|DIR each job in its own cgroup v2 under DIR (default auto:\n"
+        "                        /sys/fs/cgroup or /sys/fs/cgroup/unified when writable)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n");
 }
@@ -140,6 +142,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"wait", required_argument, NULL, 'w'},
         {"run-for", required_argument, NULL, 'R'},
         {"kill-on-exit", no_argument, NULL, 'k'},
+        {"cgroup", required_argument, NULL, 'c'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -151,6 +154,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->gpus = "auto";
     c->rack = "";
     c->state_dir = "/var/lib/corral/agent";
+    c->cgroup = "auto";
     optind = 1;
     int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -208,6 +212,9 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             break;
         case 'k':
             c->kill_on_exit = 1;
+            break;
+        case 'c':
+            c->cgroup = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -346,7 +353,8 @@ static void start_job(agent *a, const cr_job_spec *want)
             s = &mig_spec;
         }
     }
-    if (cr_proc_spawn(a->cfg.state_dir, a->cfg.node, s, environ, p, err, sizeof err) < 0) {
+    if (cr_proc_spawn_cg(a->cfg.state_dir, a->cfg.node, s, environ, a->cgroup_base, p, err,
+                         sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
         memset(p, 0, sizeof *p);
         p->job = s->job;
@@ -721,6 +729,17 @@ int cr_agent_main(int argc, char **argv)
     a->wake_rd = pipefd[0];
     a->wake_wr = pipefd[1];
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    char why[512];
+    a->cgroup_base = cr_proc_cgroup_base(a->cfg.cgroup, a->cfg.node, why, sizeof why);
+    if (a->cgroup_base) {
+        cr_info("agent: jobs run in cgroups under %s", a->cgroup_base);
+    } else if (strcmp(a->cfg.cgroup, "auto") == 0 || strcmp(a->cfg.cgroup, "off") == 0) {
+        cr_info("agent: no cgroups for jobs (%s)", why);
+    } else {
+        fprintf(stderr, "corral agent: --cgroup: %s\n", why);
+        rc = 2;
+        goto out_curl;
+    }
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
     a->procs_cap = a->nprocs;
@@ -779,6 +798,10 @@ out:
     cr_gpu_close(a->gpu);
     free(a->metrics_text);
     free(a->live);
+    if (a->cgroup_base) {
+        rmdir(a->cgroup_base); /* only when empty: adopted jobs keep theirs */
+    }
+    free(a->cgroup_base);
     free(a->cfg.join_token);
     free(faults_owned);
     if (sfd >= 0) {

@@ -49,6 +49,7 @@ typedef struct cr_proc {
     int64_t exit_acked;   /* desired-state version the controller was at once it took in
                              this exit (0: not yet); a later version listing the job
                              again is a new attempt */
+    char *cgroup;         /* owned: the job's cgroup v2 directory, NULL when none */
     cr_job_spec spec;     /* owned copy of what the controller asked for */
 } cr_proc;
 
@@ -60,6 +61,23 @@ typedef struct cr_proc {
  */
 int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec,
                   char *const *base_env, cr_proc *p, char *err, size_t errlen);
+/*
+ * The same, and where cgroup_base (borrowed, may be NULL) is a writable
+ * cgroup v2 directory, the job runs in its own cgroup <base>/job-<id>: its
+ * CPU use is read from there (children included) and a stop's SIGKILL also
+ * goes through cgroup.kill, so processes that left the job's process group
+ * go too. Best effort: a cgroup that cannot be made or joined is skipped.
+ */
+int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec *spec,
+                     char *const *base_env, const char *cgroup_base, cr_proc *p, char *err,
+                     size_t errlen);
+/*
+ * A cgroup v2 directory for this agent's jobs: arg "auto" tries
+ * /sys/fs/cgroup and /sys/fs/cgroup/unified (hybrid hosts), "off" none,
+ * anything else is that directory. Creates <root>/corral-<node>. Returned
+ * new (free()), or NULL with the reason in why.
+ */
+char *cr_proc_cgroup_base(const char *arg, const char *node, char *why, size_t whylen);
 /* Begin a stop: SIGTERM to the group, SIGKILL at now + grace. */
 void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns);
 /* Call when waitpid() returned wstatus for p->pid; p becomes EXITED. */

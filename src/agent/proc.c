@@ -15,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,6 +229,7 @@ typedef struct shim_args {
     const char *journal;
     long long job;
     const char *out_path, *err_path; /* the job's logs, opened by the shim */
+    const char *cgroup_procs;        /* <cgroup>/cgroup.procs to join, or NULL */
     int out_fd, err_fd, null_fd;     /* set by the shim */
 } shim_args;
 
@@ -263,6 +266,17 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
 static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 {
     setsid();
+    if (a->cgroup_procs) {
+        /* Join the job's cgroup before the job exists, so it starts there. */
+        int fd = open(a->cgroup_procs, O_WRONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            char num[32];
+            size_t n = fmt_int(num, getpid());
+            ssize_t w = write(fd, num, n);
+            (void)w;
+            close(fd);
+        }
+    }
     /* The shim opens the logs (creating files is most of what starting a
      * job costs), in parallel with the agent's next start. */
     a->out_fd = open(a->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -316,9 +330,61 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 
 static json_t *record_json(const cr_proc *p)
 {
-    return json_pack("{s:I,s:i,s:I,s:I,s:o}", "job", (json_int_t)p->job, "pid", (int)p->pid,
-                     "start_ticks", (json_int_t)p->start_ticks, "start_ns", (json_int_t)p->start_ns,
-                     "spec", cr_job_spec_to_json(&p->spec));
+    json_t *j = json_pack("{s:I,s:i,s:I,s:I,s:o}", "job", (json_int_t)p->job, "pid", (int)p->pid,
+                          "start_ticks", (json_int_t)p->start_ticks, "start_ns",
+                          (json_int_t)p->start_ns, "spec", cr_job_spec_to_json(&p->spec));
+    if (p->cgroup) {
+        json_object_set_new(j, "cgroup", json_string(p->cgroup));
+    }
+    return j;
+}
+
+/* Remove the empty job cgroups an earlier agent left (busy ones stay). */
+static void prune_cgroups(const char *base)
+{
+    DIR *d = opendir(base);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "job-", 4) == 0) {
+            char *path = cr_asprintf("%s/%s", base, e->d_name);
+            rmdir(path);
+            free(path);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+}
+
+char *cr_proc_cgroup_base(const char *arg, const char *node, char *why, size_t whylen)
+{
+    if (!arg || strcmp(arg, "off") == 0) {
+        snprintf(why, whylen, "off");
+        return NULL;
+    }
+    static const char *const cands[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    size_t n = strcmp(arg, "auto") == 0 ? 2 : 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *root = n == 2 ? cands[i] : arg;
+        struct statfs sf;
+        if (statfs(root, &sf) != 0 || sf.f_type != CGROUP2_SUPER_MAGIC) {
+            snprintf(why, whylen, "%s is not a cgroup v2 mount", root);
+            continue;
+        }
+        char *base = cr_asprintf("%s/corral-%s", root, node);
+        if (mkdir(base, 0755) == 0 || errno == EEXIST) {
+            char *procs = cr_asprintf("%s/cgroup.procs", base);
+            int ok = access(procs, W_OK) == 0;
+            free(procs);
+            if (ok) {
+                prune_cgroups(base);
+                return base;
+            }
+        }
+        snprintf(why, whylen, "cannot create %s: %s", base, strerror(errno));
+        free(base);
+    }
+    return NULL;
 }
 
 static int write_record(const char *state_dir, const cr_proc *p)
@@ -349,7 +415,15 @@ static void copy_spec(cr_job_spec *dst, const cr_job_spec *src)
 int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec,
                   char *const *base_env, cr_proc *p, char *err, size_t errlen)
 {
+    return cr_proc_spawn_cg(state_dir, node, spec, base_env, NULL, p, err, errlen);
+}
+
+int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec *spec,
+                     char *const *base_env, const char *cgroup_base, cr_proc *p, char *err,
+                     size_t errlen)
+{
     int rc = 0;
+    char *cgroup = NULL, *cgroup_procs = NULL;
     char *logdir = cr_asprintf("%s/logs", state_dir);
     char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
@@ -371,6 +445,14 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
     if (spec->checkpoint_dir) {
         cr_mkdir_p(spec->checkpoint_dir, 0755); /* best effort: it may be remote storage */
     }
+    if (cgroup_base) {
+        cgroup = cr_asprintf("%s/job-%lld", cgroup_base, job);
+        if (mkdir(cgroup, 0755) == 0 || errno == EEXIST) {
+            cgroup_procs = cr_asprintf("%s/cgroup.procs", cgroup);
+        } else {
+            CR_FREE(cgroup);
+        }
+    }
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "job %lld: fork: %s", job, strerror(errno));
@@ -378,8 +460,8 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
         goto out;
     }
     if (pid == 0) {
-        shim_args sa = {exe, spec->argv, envp,     workdir, exec_msg, journal,
-                        job, out_path,   err_path, -1,      -1,       -1};
+        shim_args sa = {exe,      spec->argv, envp,         workdir, exec_msg, journal, job,
+                        out_path, err_path,   cgroup_procs, -1,      -1,       -1};
         run_shim(&sa);
     }
     memset(p, 0, sizeof *p);
@@ -388,12 +470,19 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
     p->start_ticks = cr_proc_start_ticks(pid);
     p->state = CR_PROC_RUNNING;
     p->start_ns = cr_now_ns();
+    p->cgroup = cgroup;
+    cgroup = NULL;
     copy_spec(&p->spec, spec);
     if (write_record(state_dir, p) < 0) {
         /* The job runs; only a restart of the agent would lose track of it. */
         snprintf(err, errlen, "job %lld: cannot append to %s", job, journal);
     }
 out:
+    if (cgroup) {
+        rmdir(cgroup); /* the job never started */
+    }
+    free(cgroup);
+    free(cgroup_procs);
     cr_strv_free(envp);
     free(exe);
     free(exec_msg);
@@ -405,6 +494,45 @@ out:
     return rc;
 }
 
+static void cgroup_kill(const cr_proc *p)
+{
+    if (!p->cgroup) {
+        return;
+    }
+    char *path = cr_asprintf("%s/cgroup.kill", p->cgroup);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    free(path);
+    if (fd >= 0) {
+        ssize_t w = write(fd, "1", 1);
+        (void)w;
+        close(fd);
+    }
+}
+
+/* usage_usec from <cgroup>/cpu.stat. */
+static int cgroup_cpu_usec(const char *cgroup, uint64_t *out)
+{
+    char *path = cr_asprintf("%s/cpu.stat", cgroup);
+    char buf[512];
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) {
+        return CR_ENOENT;
+    }
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) {
+        return CR_EIO;
+    }
+    buf[n] = '\0';
+    const char *u = strstr(buf, "usage_usec ");
+    if (!u) {
+        return CR_EPARSE;
+    }
+    *out = strtoull(u + 11, NULL, 10);
+    return 0;
+}
+
 void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
 {
     if (p->state != CR_PROC_RUNNING) {
@@ -414,6 +542,9 @@ void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
     p->kill_at_ns = now_ns + grace_ns;
     /* The job is in the shim's process group; the shim ignores SIGTERM. */
     kill(-p->pid, grace_ns > 0 ? SIGTERM : SIGKILL);
+    if (grace_ns <= 0) {
+        cgroup_kill(p);
+    }
 }
 
 /* Parse an "X" line's tail "<job> <pid> <how> <n>". */
@@ -500,6 +631,7 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     }
     if (p->state == CR_PROC_STOPPING && now_ns >= p->kill_at_ns) {
         kill(-p->pid, SIGKILL);
+        cgroup_kill(p);
         p->kill_at_ns = now_ns + CR_NS_PER_SEC; /* repeat until it is gone */
     }
     if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
@@ -514,7 +646,15 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->job_pid == 0) {
         refresh_job_pid(p);
     }
-    if (p->job_pid > 0) {
+    uint64_t usec;
+    if (p->cgroup && cgroup_cpu_usec(p->cgroup, &usec) == 0) {
+        /* The whole job, children included, from its cgroup. */
+        if (p->cpu_at_ns > 0 && mono_ns > p->cpu_at_ns && usec >= p->cpu_ticks) {
+            p->busy = (double)(usec - p->cpu_ticks) * 1e3 / (double)(mono_ns - p->cpu_at_ns);
+        }
+        p->cpu_ticks = usec;
+        p->cpu_at_ns = mono_ns;
+    } else if (p->job_pid > 0) {
         uint64_t t = cpu_ticks(p->job_pid);
         if (p->cpu_at_ns > 0 && mono_ns > p->cpu_at_ns && t >= p->cpu_ticks) {
             double secs = (double)(mono_ns - p->cpu_at_ns) / 1e9;
@@ -529,6 +669,9 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
 
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
+    if (p->cgroup) {
+        rmdir(p->cgroup); /* fails harmlessly while something still runs there */
+    }
     char line[64];
     int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
     journal_append(state_dir, line, (size_t)n);
@@ -536,6 +679,7 @@ void cr_proc_forget(const char *state_dir, cr_proc *p)
 
 void cr_proc_fini(cr_proc *p)
 {
+    CR_FREE(p->cgroup);
     cr_job_spec_fini(&p->spec);
 }
 
@@ -603,6 +747,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
             json_t *spec = NULL;
             cr_proc p;
             memset(&p, 0, sizeof p);
+            const char *cg = j ? json_string_value(json_object_get(j, "cgroup")) : NULL;
             char err[256];
             if (j &&
                 json_unpack(j, "{s:I,s:i,s:I,s?I,s:o}", "job", &jid, "pid", &jpid, "start_ticks",
@@ -615,6 +760,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
                 p.start_ns = start_ns;
                 p.adopted = 1;
                 p.exit_code = -1; /* no end seen yet */
+                p.cgroup = cg ? cr_strdup(cg) : NULL;
                 size_t k;
                 for (k = 0; k < n && v[k].job != jid; k++) {
                 }

@@ -66,7 +66,8 @@ typedef struct ctl_job {
     ctl_job_state state;
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;
-    int runs; /* starts so far; the current run's number in desired state */
+    int runs;                /* starts so far; the current run's number in desired state */
+    int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
     int gpus, nodes, priority;
@@ -181,7 +182,7 @@ struct ctl {
     ctl_job **jobs;     /* by id - 1; NULL = no such job (yet) */
     size_t njobs_slots, capjobs;
     int64_t next_id;      /* next id to hand out */
-    int64_t first_active; /* no job below this id is pending/held/running */
+    int64_t first_active; /* every job below this id is finished (metrics scan from it) */
     ctl_node **nodes;
     size_t nnodes, capnodes;
     uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */

@@ -934,6 +934,9 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
             }
             ctl_job_persist(c, txn, j, "requeue-requested", why);
         } else if (ctl_job_terminal(j)) {
+            if (c->first_active > id) {
+                c->first_active = id; /* active again (see ctl_metrics.c) */
+            }
             j->state = JS_PENDING;
             j->start_ns = j->end_ns = 0;
             j->exit_code = j->signal = 0;

@@ -78,11 +78,19 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
             }
         }
     }
+    /* Jobs below first_active are all finished; move it past the finished
+     * prefix (an id not in memory yet may still arrive: stop there). */
+    bool prefix = true;
     for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
          i++) {
         ctl_job *j = c->jobs[i];
         if (j && !ctl_job_terminal(j)) {
             bump(&q, &nq, &capq, j->tenant, ctl_job_state_names[j->state], 1);
+        }
+        if (prefix && j && ctl_job_terminal(j)) {
+            c->first_active = (int64_t)i + 2;
+        } else {
+            prefix = false;
         }
     }
     for (size_t i = 0; i < c->nnodes; i++) {

@@ -710,8 +710,13 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         }
         if (!j->reason || strcmp(text, j->reason) != 0) {
             ctl_job_set_reason(j, text);
-            if (events < 10000) {
+            /* Reasons carry live numbers ("12 free") and change often: the
+             * first one is an event, later ones at most every 5 minutes per
+             * job (the current reason is always in the job object). */
+            if (events < 10000 &&
+                (j->reason_event_ns == 0 || now - j->reason_event_ns >= 300 * CR_NS_PER_SEC)) {
                 cr_store_txn_event(txn, j->id, now, "pending", text);
+                j->reason_event_ns = now;
                 events++;
             }
         }

@@ -330,8 +330,9 @@ typedef struct cr_sched_slot {
  * cluster is accepted and stays pending with a reason saying so. */
 int cr_sched_job_add(cr_sched *s, const cr_sched_job_spec *spec, int64_t now_ns);
 /* Remove a job (finished, failed or cancelled), pending or running: its
- * GPUs are freed and its service charged to the tenant. CR_ENOENT if not
- * live. */
+ * GPUs are freed and its service charged to the tenant; its id may be
+ * reused at once. CR_ENOENT if not live. (Its memory is reclaimed by the
+ * next cycle, which may still hold it in the previous queue order.) */
 int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns);
 /* Put a running job back to pending (delivery failed, agent reported it
  * lost...): GPUs freed, progress since the last checkpoint counted lost. */

@@ -53,6 +53,8 @@ typedef struct okey {
     int64_t c; /* submit time */
     uint64_t id;
     job *j;
+    uint32_t gpus; /* copied so later passes need not touch the job */
+    bool mig;
 } okey;
 
 typedef struct resv {
@@ -582,6 +584,8 @@ static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
     k->c = j->spec.submit_ns;
     k->id = j->spec.id;
     k->j = j;
+    k->gpus = j->spec.gpu_count;
+    k->mig = j->mig[0] != 0;
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         k->a = -(int64_t)j->spec.priority;
         k->b = s->tenants[j->spec.tenant].share;
@@ -663,11 +667,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     uint32_t min_k = UINT32_MAX;
     bool mig_pending = false;
     for (uint32_t i = 0; i < n; i++) {
-        const job *j = ord[i].j;
-        if (j->mig[0]) {
+        if (ord[i].mig) {
             mig_pending = true;
-        } else if (j->spec.gpu_count < min_k) {
-            min_k = j->spec.gpu_count;
+        } else if (ord[i].gpus < min_k) {
+            min_k = ord[i].gpus;
         }
     }
     for (uint32_t i = 0; i < s->ngrave; i++) {

@@ -207,10 +207,30 @@ static int setup(void **state)
         return -1;
     }
     snprintf(E.ctl_state, sizeof E.ctl_state, "%s/ctl", E.dir);
+    /* A free port: another test may hold the first one tried. */
     int port = 21000 + (int)(getpid() % 20000);
-    snprintf(E.listen, sizeof E.listen, "127.0.0.1:%d", port);
-    snprintf(E.server, sizeof E.server, "http://%s", E.listen);
-    start_controller();
+    for (int attempt = 0;; attempt++) {
+        snprintf(E.listen, sizeof E.listen, "127.0.0.1:%d", port);
+        snprintf(E.server, sizeof E.server, "http://%s", E.listen);
+        start_controller();
+        int up = 0, st;
+        double until = now_s() + 30;
+        while (!up && now_s() < until && waitpid(E.ctl, &st, WNOHANG) == 0) {
+            long code;
+            json_decref(api("GET", "/v1/health", NULL, &code));
+            up = code == 200;
+            usleep(20000);
+        }
+        if (up) {
+            break;
+        }
+        kill_wait(&E.ctl, SIGKILL);
+        if (attempt == 4) {
+            fprintf(stderr, "controller did not start; see %s/controller.log\n", E.dir);
+            return -1;
+        }
+        port += 1 + (int)(now_s() * 1000) % 97;
+    }
     char tok[400];
     snprintf(tok, sizeof tok, "%s/admin.token", E.ctl_state);
     double end = now_s() + 20;
@@ -226,7 +246,11 @@ static int setup(void **state)
     for (int i = 0; i < MAX_AGENTS; i++) {
         start_agent(i);
     }
-    return wait_nodes_up(MAX_AGENTS, 30) ? 0 : -1;
+    if (!wait_nodes_up(MAX_AGENTS, 60)) {
+        fprintf(stderr, "agents did not register; see %s/agent-a*.log\n", E.dir);
+        return -1;
+    }
+    return 0;
 }
 
 /* Kill every job process an agent left behind (the starts in its journal). */
@@ -261,6 +285,27 @@ static int teardown(void **state)
         kill_jobs_of(i);
     }
     kill_wait(&E.ctl, SIGTERM);
+    /* The agents' cgroups (where the machine gave them some). */
+    static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    for (size_t r = 0; r < 2; r++) {
+        for (int i = 0; i < MAX_AGENTS; i++) {
+            char base[128];
+            snprintf(base, sizeof base, "%s/corral-a%d", roots[r], i);
+            DIR *d = opendir(base);
+            struct dirent *e;
+            while (d && (e = readdir(d)) != NULL) {
+                if (strncmp(e->d_name, "job-", 4) == 0) {
+                    char path[512];
+                    snprintf(path, sizeof path, "%s/%s", base, e->d_name);
+                    rmdir(path);
+                }
+            }
+            if (d) {
+                closedir(d);
+                rmdir(base);
+            }
+        }
+    }
     if (!getenv("CORRAL_KEEP")) {
         char cmd[400];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", E.dir);

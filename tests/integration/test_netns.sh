@@ -66,12 +66,14 @@ for i in 0 1; do
     ip -n "$TAG-$i" link set lo up
 done
 
+# The bridge address is ours alone, so any port is free there.
 PORT=$((20000 + $$ % 20000))
 export CORRAL_SERVER=http://$NET.1:$PORT
 "$CORRAL" controller --listen "$NET.1:$PORT" --state-dir "$DIR/ctl" --heartbeat 1 \
     >"$DIR/controller.log" 2>&1 &
 PIDS+=($!)
-wait_for 20 test -s "$DIR/ctl/admin.token" || fail "controller did not start"
+wait_for 30 curl -sf "$CORRAL_SERVER/v1/health" || fail "controller did not start"
+wait_for 20 test -s "$DIR/ctl/admin.token" || fail "controller wrote no admin token"
 export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
 
 for i in 0 1; do
@@ -82,7 +84,7 @@ for i in 0 1; do
     PIDS+=($!)
 done
 two_up() { [ "$("$CORRAL" nodes | grep -c ' up ')" -eq 2 ]; }
-wait_for 30 two_up || fail "agents did not register from their namespaces"
+wait_for 60 two_up || fail "agents did not register from their namespaces"
 
 # Each rank records its environment and the addresses it sees (its own
 # namespace's), then waits for the other (a barrier, as a collective would).

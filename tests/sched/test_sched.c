@@ -402,6 +402,32 @@ static void test_hetero_lp_vs_greedy(void **state)
     assert_true(gr >= 0.9 * lp);
 }
 
+/* A removed job's id can be reused before the next cycle, while the old
+ * job still sits in the previous queue order. */
+static void test_id_reuse_between_cycles(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_FIFO, "gpu-type a\nnode n0 gpus=2xa\n");
+    int t;
+    assert_int_equal(cr_sched_tenant(s, "x", &t), 0);
+    cr_sched_job_spec j = {.id = 1, .tenant = t, .gpu_count = 4, .gpu_type = 0};
+    const cr_sched_decision *d;
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(cr_sched_job_add(s, &j, round), 0);
+        assert_int_equal(cr_sched_cycle(s, round, NULL, &d), 0); /* 4 > 2: pending */
+        assert_int_equal(cr_sched_job_remove(s, 1, round), 0);
+        j.gpu_count = j.gpu_count == 4 ? 3 : 4;
+    }
+    j.gpu_count = 1;
+    assert_int_equal(cr_sched_job_add(s, &j, 5), 0);
+    assert_int_equal(cr_sched_cycle(s, 5, NULL, &d), 1);
+    assert_int_equal(d[0].job, 1);
+    assert_int_equal(cr_sched_job_count(s, CR_JOB_RUNNING), 1);
+    assert_int_equal(cr_sched_job_count(s, CR_JOB_PENDING), 0);
+    checked(s);
+    cr_sched_free(s);
+}
+
 /* The shipped example cluster files load and hold what their comments say. */
 static void load_file(const char *name, uint32_t want_nodes, const char *type, uint32_t want_gpus)
 {
@@ -453,6 +479,7 @@ int main(void)
         cmocka_unit_test(test_restore_and_quota_lowering),
         cmocka_unit_test(test_hetero_lp_vs_greedy),
         cmocka_unit_test(test_data_clusters),
+        cmocka_unit_test(test_id_reuse_between_cycles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
