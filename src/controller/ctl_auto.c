@@ -43,11 +43,6 @@ struct ctl_auto {
     size_t nused;
 };
 
-static const char *const kind_names[] = {"pretrain", "finetune", "inference",
-                                         "visual",   "hpc",      "batch"};
-static const int kind_values[] = {CR_KIND_PRETRAIN, CR_KIND_FINETUNE, CR_KIND_INFERENCE,
-                                  CR_KIND_VISUAL,   CR_KIND_HPC,      CR_KIND_BATCH};
-
 void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, const json_t *model,
                        int gpus, ctl_auto_hints *out)
 {
@@ -56,12 +51,8 @@ void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, 
     if (!gpu_type || strcmp(gpu_type, "auto") != 0 || (mig && *mig) || gpus < 1) {
         return;
     }
-    for (size_t i = 0; i < sizeof kind_names / sizeof kind_names[0]; i++) {
-        if (kind && strcmp(kind, kind_names[i]) == 0) {
-            out->kind = kind_values[i];
-        }
-    }
-    if (out->kind < 0) {
+    if (!kind || cr_kind_parse(kind, &out->kind) != 0) {
+        out->kind = -1;
         return;
     }
     out->gpus = gpus;
@@ -293,7 +284,7 @@ static entry *lookup(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h)
             return lookup(a, s, h);
         }
         e->used = true;
-        e->key = *h;
+        memcpy(&e->key, h, sizeof *h); /* padding too: keys compare bytewise */
         e->ntypes = -1;
         a->nused++;
     }
