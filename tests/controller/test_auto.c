@@ -101,13 +101,17 @@ static const char *str(json_t *v, const char *key)
     return s ? s : "";
 }
 
-/* extra: more flags ("--policy hetero"), NULL for none. */
-static void start(daemon_t *d, const char *extra)
+/* extra: more flags ("--policy hetero"), NULL for none; fresh: a new
+ * state directory (else d->dir's, after a stop). */
+static void start_in(daemon_t *d, const char *extra, bool fresh)
 {
-    snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-auto-XXXXXX");
-    assert_non_null(mkdtemp(d->dir));
+    if (fresh) {
+        snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-auto-XXXXXX");
+        assert_non_null(mkdtemp(d->dir));
+    }
     char addr[300], log[300];
     snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
+    unlink(addr);
     snprintf(log, sizeof log, "%s/controller.log", d->dir);
     const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "build/corral";
     d->pid = fork();
@@ -149,12 +153,22 @@ static void start(daemon_t *d, const char *extra)
     assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
 }
 
-static void stop(daemon_t *d)
+static void start(daemon_t *d, const char *extra)
+{
+    start_in(d, extra, true);
+}
+
+static void halt(daemon_t *d)
 {
     kill(d->pid, SIGTERM);
     int st;
     waitpid(d->pid, &st, 0);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void stop(daemon_t *d)
+{
+    halt(d);
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
     if (system(cmd) != 0) {
@@ -383,6 +397,42 @@ static void test_auto_hetero(void **state)
     stop(&d);
 }
 
+/* A restart keeps the choices: running auto work is restored where it
+ * ran, an unrunnable job still says why, new auto work is chosen again. */
+static void test_auto_restart(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    register_node(&d, "l40s-0", "L40S", 4, 48);
+    register_node(&d, "a100-0", "A100 80GB SXM", 4, 80);
+    int64_t cfd = submit(&d, "{%s,\"name\":\"cfd\",\"kind\":\"hpc\",\"gpus\":2}", cmd);
+    char *t = run_type(&d, cfd);
+    assert_string_equal(t, "A100 80GB SXM");
+    free(t);
+    int64_t huge = submit(
+        &d, "{%s,\"name\":\"huge\",\"kind\":\"pretrain\",\"gpus\":1,\"model\":{\"params\":7e10}}",
+        cmd);
+    json_decref(settled(&d, huge, "pending"));
+    halt(&d);
+    start_in(&d, NULL, false);
+    t = run_type(&d, cfd);
+    assert_string_equal(t, "A100 80GB SXM");
+    free(t);
+    json_t *v = settled(&d, huge, "pending");
+    assert_non_null(strstr(str(v, "reason"), "no GPU type in the cluster can run it: "));
+    assert_non_null(strstr(str(v, "reason"), "A100 80GB SXM"));
+    json_decref(v);
+    int64_t lora = submit(&d,
+                          "{%s,\"name\":\"lora\",\"kind\":\"finetune\",\"gpus\":1,\"model\":"
+                          "{\"params\":7e9,\"method\":\"lora\"}}",
+                          cmd);
+    t = run_type(&d, lora);
+    assert_string_equal(t, "L40S");
+    free(t);
+    stop(&d);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -390,6 +440,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_placements),
         cmocka_unit_test(test_auto_hetero),
+        cmocka_unit_test(test_auto_restart),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
