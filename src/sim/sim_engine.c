@@ -645,42 +645,6 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
     return 0;
 }
 
-/* A job bigger than every GPU type it can run on would never start and the
- * run would end with it silently pending: refuse the trace instead. */
-static int check_fit(const cr__sim_workload *w, const cr__sim_result *res, char *err, size_t errlen)
-{
-    for (size_t i = 0; i < w->njobs; i++) {
-        const cr__sim_job *j = &w->jobs[i];
-        uint32_t most = 0, all = 0;
-        for (int t = 0; t < res->ntypes; t++) {
-            all += res->type_gpus[t];
-            if (j->rate[t] > 0 && (j->type_req < 0 || j->type_req == t) &&
-                res->type_gpus[t] > most) {
-                most = res->type_gpus[t];
-            }
-        }
-        if ((uint32_t)j->gpu_count > most) {
-            char where[80];
-            if (j->line > 0) {
-                snprintf(where, sizeof where, "line %d", j->line);
-            } else {
-                snprintf(where, sizeof where, "job %s", j->name);
-            }
-            if (most == all) {
-                snprintf(err, errlen, "%s: job needs %d GPUs, the cluster has %u", where,
-                         j->gpu_count, all);
-            } else {
-                snprintf(err, errlen,
-                         "%s: job needs %d GPUs, the cluster has at most %u of a type it can run "
-                         "on",
-                         where, j->gpu_count, most);
-            }
-            return CR_EINVAL;
-        }
-    }
-    return 0;
-}
-
 int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_workload *w,
                 cr__sim_result *res, char *err, size_t errlen)
 {
@@ -706,9 +670,6 @@ int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_w
     }
     int rc = setup(&e, c, err, errlen);
     if (rc != 0) {
-        goto out;
-    }
-    if ((rc = check_fit(w, res, err, errlen)) != 0) {
         goto out;
     }
     if (w->njobs == 0) {

@@ -108,7 +108,6 @@ typedef struct cr__sim_job {
     int priority;                    /* higher runs first under 'priority' */
     int type_req;                    /* required cluster type index, or -1 = any */
     char type_name[CR_SIM_NAME_MAX]; /* required type as written ("" = any) */
-    int line;                        /* trace line it came from (0 = generated) */
     bool preemptible;                /* may the scheduler preempt it */
     int64_t submit_ns;               /* arrival time */
     int64_t ckpt_ns;                 /* checkpoint interval (0 = never: failures restart) */

@@ -222,7 +222,6 @@ int cr__sim_read_gavel(const char *path, const char *text, size_t len, cr__sim_w
             goto out;
         }
         cr__sim_job *j = cr__sim_workload_add(w);
-        j->line = l.lineno;
         snprintf(j->name, sizeof j->name, "%zu", w->njobs - 1);
         snprintf(j->model, sizeof j->model, "%s", f[0]);
         j->gpu_count = (int)scale;
@@ -327,7 +326,6 @@ int cr__sim_read_tiresias(const char *path, const char *text, size_t len, cr__si
             goto out;
         }
         cr__sim_job *j = cr__sim_workload_add(w);
-        j->line = l.lineno;
         snprintf(j->name, sizeof j->name, "%s", id);
         if (c_model >= 0) {
             snprintf(j->model, sizeof j->model, "%s", rec.fields[c_model]);
@@ -383,7 +381,6 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
             continue;
         }
         cr__sim_job *j = cr__sim_workload_add(w);
-        j->line = l.lineno;
         snprintf(j->name, sizeof j->name, "%zu", w->njobs - 1);
         bool have_submit = false, have_gpus = false, have_dur = false, have_steps = false;
         char *save = NULL;

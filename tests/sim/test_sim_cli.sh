@@ -137,10 +137,6 @@ expect2 "--rate" --generate 5 --rate -1
 expect2 "unknown option" --generate 5 --frobnicate
 printf 'submit=0 gpus=1 duration=1h type=h100\n' >"$T/typed.txt"
 expect2 "type 'h100' is not in the cluster" "$T/typed.txt"
-# a job bigger than the cluster can never run: refuse the trace
-printf 'submit=0 gpus=1 duration=1h\nsubmit=0 gpus=200 duration=1h\n' >"$T/huge.txt"
-expect2 "line 2: job needs 200 GPUs, the cluster has at most 36 of a type" "$T/huge.txt"
-expect2 "line 2: job needs 200 GPUs, the cluster has 108" "$T/huge.txt" --gpus v100:108
 # --generate on a cluster whose types Gavel's table lacks: plain durations
 "$BIN" sim --cluster "$CORRAL_SRC/data/clusters/hetero-small.cluster" --generate 20 >"$T/gen.txt" ||
     fail "--generate on hetero-small exits $?"
