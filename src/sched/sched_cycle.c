@@ -55,6 +55,7 @@ typedef struct okey {
     int64_t c; /* submit time */
     uint64_t id;
     job *j;
+    int64_t lim;   /* time limit; copied like gpus */
     uint32_t gpus; /* copied so later passes need not touch the job */
     bool mig;
 } okey;
@@ -589,6 +590,7 @@ static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
     k->id = j->spec.id;
     k->j = j;
     k->gpus = j->spec.gpu_count;
+    k->lim = j->spec.time_limit_ns;
     k->mig = j->mig[0] != 0;
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         k->a = -(int64_t)j->spec.priority;
@@ -677,7 +679,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         } else if (ord[i].gpus < min_k) {
             min_k = ord[i].gpus;
         }
-        int64_t lim = ord[i].j->spec.time_limit_ns;
+        int64_t lim = ord[i].lim;
         if (lim > 0 && lim < min_lim) {
             min_lim = lim;
         }
