@@ -837,6 +837,106 @@ static void test_tls(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* This node's desired action for a job ("" when not listed). */
+static void desired_action(const daemon_t *d, const char *node, const char *tok, int64_t id,
+                           char *out, size_t cap)
+{
+    char path[128];
+    long code;
+    snprintf(path, sizeof path, "/v1/agents/%s/desired", node);
+    json_t *v = call(d, "GET", path, tok, NULL, &code);
+    assert_int_equal(code, 200);
+    out[0] = '\0';
+    json_t *jobs = json_object_get(v, "jobs");
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *e = json_array_get(jobs, i);
+        if (num(e, "job") == id) {
+            snprintf(out, cap, "%s", str(e, "action"));
+        }
+    }
+    json_decref(v);
+}
+
+static void post_exit(const daemon_t *d, const char *node, const char *tok, int64_t id, int code)
+{
+    char path[128], body[200];
+    long hc;
+    snprintf(path, sizeof path, "/v1/agents/%s/status", node);
+    snprintf(body, sizeof body, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":%d}]}",
+             (long long)id, code);
+    json_t *v = call(d, "POST", path, tok, body, &hc);
+    assert_int_equal(hc, 200);
+    json_decref(v);
+}
+
+/* A gang job (two nodes) completes when both ranks exited 0; the first
+ * rank that fails ends the run (then retries apply). */
+static void test_gang_exits(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *t1 = register_node(&d, "n1");
+    char *t2 = register_node(&d, "n2");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":4,\"nodes\":2}");
+    wait_state(&d, id, "running");
+    char act[16];
+    desired_action(&d, "n1", t1, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    /* rank 0 done: the job runs on; n1 is told not to start it again */
+    post_exit(&d, "n1", t1, id, 0);
+    json_t *v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    desired_action(&d, "n1", t1, id, act, sizeof act);
+    assert_string_equal(act, "stop");
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    post_exit(&d, "n1", t1, id, 0); /* reported again: still waits for n2 */
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    post_exit(&d, "n2", t2, id, 0);
+    wait_state(&d, id, "completed");
+
+    /* A rank failing ends the run at once: retried, then failed. */
+    id = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":4,\"nodes\":2,\"max_retries\":1}");
+    wait_state(&d, id, "running");
+    post_exit(&d, "n2", t2, id, 0);
+    post_exit(&d, "n1", t1, id, 1);
+    v = job(&d, id);
+    assert_int_equal(num(v, "retries"), 1);
+    json_decref(v);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        v = job(&d, id);
+        bool rerun = num(v, "runs") == 2 && strcmp(str(v, "state"), "running") == 0;
+        json_decref(v);
+        if (rerun) {
+            break;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    /* the rerun starts afresh: n2's earlier exit does not count */
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    post_exit(&d, "n1", t1, id, 0);
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    post_exit(&d, "n2", t2, id, 7);
+    wait_state(&d, id, "failed");
+    v = job(&d, id);
+    assert_non_null(strstr(str(v, "reason"), "code 7 on node n2"));
+    json_decref(v);
+    free(t1);
+    free(t2);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 /* A GPU reported unhealthy leaves the pool with its reason, its job is
  * requeued; reported healthy again, it comes back and the job runs. */
 static void test_gpu_health(void **state)
@@ -1224,6 +1324,7 @@ int main(void)
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_gpu_health),
+        cmocka_unit_test(test_gang_exits),
         cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
