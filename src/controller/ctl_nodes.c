@@ -351,6 +351,22 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
             (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err))) {
             return rc;
         }
+        /* Placements name GPUs by index and jobs get them by UUID: each
+         * must name one GPU only. */
+        for (size_t k = 0; strict && k < i; k++) {
+            char fp[48];
+            if (n->gpus[k].index == (int)index) {
+                snprintf(fp, sizeof fp, "%s.index", path);
+                return cr_json_fail(err, CR_EINVAL, fp,
+                                    "field '%s': duplicate: index %d is gpus[%zu]", fp, (int)index,
+                                    k);
+            }
+            if (*uuid && strcmp(n->gpus[k].uuid, uuid) == 0) {
+                snprintf(fp, sizeof fp, "%s.uuid", path);
+                return cr_json_fail(err, CR_EINVAL, fp,
+                                    "field '%s': duplicate: uuid '%s' is gpus[%zu]", fp, uuid, k);
+            }
+        }
         x->index = (int)index;
         snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
         snprintf(x->model, sizeof x->model, "%s", model);

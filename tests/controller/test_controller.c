@@ -620,6 +620,25 @@ static void test_agent_protocol(void **state)
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "gpus[0].model");
     json_decref(v);
+    /* Each GPU once: by index and by UUID. */
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0,\"model\":\"L4\"},"
+             "{\"index\":0,\"model\":\"L4\"}]}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpus[1].index");
+    assert_non_null(strstr(str(v, "message"), "duplicate"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-a\","
+             "\"model\":\"L4\"},{\"index\":1,\"uuid\":\"GPU-a\",\"model\":\"L4\"}]}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpus[1].uuid");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/nodes/n9", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
     /* The node token works for its node only. */
     v = call(&d, "GET", "/v1/agents/n2/desired", t1, NULL, &code);
     assert_int_equal(code, 403);
