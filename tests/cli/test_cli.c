@@ -518,7 +518,16 @@ static void test_cmd_admin(void **state)
     run_free(&r);
     r = cli("tokens", "create", "--role", "root", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--role: 'root' is not allowed (allowed: admin, user, agent)"));
+    assert_non_null(strstr(r.err, "--role: 'root' is not allowed (allowed: admin, user)"));
+    run_free(&r);
+    /* agents get node tokens at registration; the server refuses this role */
+    r = cli("tokens", "create", "--role", "agent", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--role: 'agent' is not allowed"));
+    run_free(&r);
+    r = cli("tokens", "revoke", "x", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "'x' is not a token id"));
     run_free(&r);
     r = cli("tokens", "create", "--role", "user", NULL);
     assert_int_equal(r.code, 2);
