@@ -796,6 +796,19 @@ static void test_services(void **state)
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "max_replicas");
     json_decref(v);
+    static const char *const bad_paths[] = {"/a\\r\\nX-Evil: 1", "/a b", "/a\\u0001", "/a\\n",
+                                            "health"};
+    for (size_t i = 0; i < sizeof bad_paths / sizeof *bad_paths; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"bad\",\"command\":[\"srv\"],\"ready_path\":\"%s\"}", bad_paths[i]);
+        v = call(&d, "POST", "/v1/services", d.admin, body, &code);
+        if (code != 400) {
+            fail_msg("ready_path '%s': %ld", bad_paths[i], code);
+        }
+        assert_string_equal(str(v, "field"), "ready_path");
+        json_decref(v);
+    }
     int64_t version = -1;
     assert_int_equal(endpoints_count(&d, &version, 1), 1);
     v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":2}", &code);
