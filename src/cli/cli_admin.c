@@ -550,6 +550,22 @@ int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv)
         code = CLI_EXIT_USAGE;
         goto out;
     }
+    if (create) {
+        /* the server's rule for tenant names */
+        const char *nm = a.pos[1];
+        bool ok = *nm && strlen(nm) < 64;
+        for (const char *q = nm; ok && *q; q++) {
+            ok = isalnum((unsigned char)*q) || *q == '-' || *q == '_' || *q == '.';
+        }
+        if (!ok) {
+            fprintf(ctx->err,
+                    "corral tenants create: name '%s': use 1-63 letters, digits, '-', '_' or "
+                    "'.'\n",
+                    nm);
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
     if (!list && !(body = tenant_body(ctx, &a, create ? a.pos[1] : NULL))) {
         code = CLI_EXIT_USAGE;
         goto out;

@@ -14,6 +14,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
+#include "cr_perf.h"
 #include "cr_time.h"
 
 #include <curl/curl.h>
@@ -131,6 +132,11 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': must be a string without NUL", f);
             goto out;
         }
+        if (i == 0 && json_string_length(a) == 0) {
+            rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': the program name must not be empty",
+                              f);
+            goto out;
+        }
     }
     if (*tenant && !name_ok(tenant)) {
         rc = cr_json_fail(err, CR_EINVAL, "tenant",
@@ -162,6 +168,19 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             (rc = cr_json_num(model, "model", "tokens", false, 0, 1e18, &tokens, err)) ||
             (rc = cr_json_str(model, "model", "method", false, 32, &method, err)) ||
             (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err))) {
+            goto out;
+        }
+        /* The advisor's names (cr_perf.h), as `corral advise` takes them. */
+        int ev;
+        if (*method && cr_method_parse(method, &ev) != 0) {
+            rc = cr_json_fail(err, CR_EINVAL, "model.method",
+                              "field 'model.method': '%s' is not one of " CR_METHOD_VALUES, method);
+            goto out;
+        }
+        if (*prec && cr_precision_parse(prec, &ev) != 0) {
+            rc = cr_json_fail(err, CR_EINVAL, "model.precision",
+                              "field 'model.precision': '%s' is not one of " CR_PRECISION_VALUES,
+                              prec);
             goto out;
         }
     }

@@ -511,6 +511,11 @@ static void test_bad_input_stores_nothing(void **state)
         {"{\"command\":[\"true\"],\"tenant\":\"nobody\"}", 400, "tenant"},
         {"{\"command\":[\"true\"],\"workdir\":\"rel\"}", 400, "workdir"},
         {"{\"command\":[\"true\"],\"array\":0}", 400, "array"},
+        {"{\"command\":[\"true\"],\"array\":10001}", 400, "array"},
+        {"{\"command\":[\"true\"],\"max_retries\":101}", 400, "max_retries"},
+        {"{\"command\":[\"true\"],\"model\":{\"method\":\"sgd\"}}", 400, "model.method"},
+        {"{\"command\":[\"true\"],\"model\":{\"precision\":\"fp4\"}}", 400, "model.precision"},
+        {"{\"command\":[\"\"]}", 400, "command[0]"},
         {"{\"command\":[\"true\"],\"name\":\"a\",\"name\":\"b\"}", 400, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
