@@ -609,6 +609,10 @@ static void test_cmd_services(void **state)
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--min 5 is above --max 2"));
     run_free(&r);
+    r = cli("services", "create", "chat", "--gpus", "0", "--", "x", NULL);
+    assert_int_equal(r.code, 2); /* the server refuses 0 GPUs per replica too */
+    assert_non_null(strstr(r.err, "--gpus"));
+    run_free(&r);
     r = cli("services", "scale", "chat", "many", NULL);
     assert_int_equal(r.code, 2);
     run_free(&r);
