@@ -176,6 +176,38 @@ static int send_all(cr_client *c, cr__xfer *x, const char *p, size_t n, int64_t 
     return 0;
 }
 
+/*
+ * Wait up to ms (-1: no limit) for the socket to read as ready: 1 ready (or
+ * an error the next recv reports), 0 the time ran out, CR_EAGAIN the cancel
+ * hook said stop. With a hook the wait goes in slices, asking it between.
+ */
+static int poll_in(cr_client *c, int ms)
+{
+    int64_t end = ms < 0 ? 0 : cr_mono_ns() + (int64_t)ms * CR_NS_PER_MS;
+    for (;;) {
+        if (c->cancel && c->cancel(c->cancel_ud)) {
+            return CR_EAGAIN;
+        }
+        int slice = ms;
+        if (ms >= 0) {
+            int64_t left = end - cr_mono_ns();
+            slice = left <= 0 ? 0 : (int)((left + CR_NS_PER_MS - 1) / CR_NS_PER_MS);
+        }
+        bool last = !c->cancel || (slice >= 0 && slice <= CR__CLIENT_CANCEL_SLICE_MS);
+        if (!last) {
+            slice = CR__CLIENT_CANCEL_SLICE_MS;
+        }
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+        int k = poll(&pf, 1, slice);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k != 0 || last) {
+            return k < 0 ? 1 : k;
+        }
+    }
+}
+
 /* Read more bytes into r->buf (compacting first). 0, or an error code;
  * sets r->eof when the peer closed. */
 static int fill(rd *r)
@@ -208,11 +240,11 @@ static int fill(rd *r)
         }
         bool idle;
         int ms = wait_ms(r->deadline, r->x->status ? r->x->idle_ns : 0, &idle);
-        struct pollfd pf = {.fd = r->c->fd, .events = POLLIN};
-        int k;
-        do {
-            k = poll(&pf, 1, ms);
-        } while (k < 0 && errno == EINTR);
+        int k = poll_in(r->c, ms);
+        if (k == CR_EAGAIN) {
+            snprintf(r->x->err, sizeof r->x->err, "cancelled");
+            return CR_EAGAIN;
+        }
         if (k == 0) {
             snprintf(r->x->err, sizeof r->x->err,
                      idle ? "stream stalled: no data within the idle timeout"
@@ -495,7 +527,8 @@ int cr__client_http(cr_client *c, cr__xfer *x)
         }
         bool nothing = !r || !r->got_any;
         free(r);
-        if (rc == 0 || !reused || !nothing || rc == CR_ETIMEDOUT || !idempotent) {
+        if (rc == 0 || !reused || !nothing || rc == CR_ETIMEDOUT || rc == CR_EAGAIN ||
+            !idempotent) {
             break;
         }
         /* the kept-alive socket was dead: one fresh try */

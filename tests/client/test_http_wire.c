@@ -377,6 +377,48 @@ static void test_answer_before_body_sent(void **state)
     script_stop(&s);
 }
 
+/* A cancel hook that says stop on its fourth question (about 150 ms in). */
+static bool stop_after_three(void *ud)
+{
+    int *asked = ud;
+    return ++*asked > 3;
+}
+
+static void test_cancel(void **state)
+{
+    /* a long-poll whose answer never completes: the hook ends it early */
+    static const char *const reps[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{",
+        "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{",
+        "never sent: keeps the server waiting on the connection",
+        NULL,
+    };
+    script s;
+    script_start(&s, reps);
+    cr_client *c = client_for(&s, 0);
+    int asked = 0;
+    cr_client_set_cancel(c, stop_after_three, &asked);
+    cr_client_res r;
+    cr_client_res_init(&r);
+    int64_t t0 = cr_mono_ns();
+    int rc = cr_client_request(c, "GET", "/poll", NULL, 60 * CR_NS_PER_SEC, &r);
+    int64_t took = cr_mono_ns() - t0;
+    if (rc != CR_EAGAIN) {
+        fail_msg("rc %d: %s", rc, r.message);
+    }
+    assert_string_equal(r.message, "cancelled");
+    assert_true(asked >= 4);
+    assert_true(took < 30 * CR_NS_PER_SEC);
+    /* no retry of a cancelled request, and the hook removed lets the next
+     * request run to its own end */
+    assert_int_equal(s.requests, 1);
+    cr_client_set_cancel(c, NULL, NULL);
+    assert_int_equal(cr_client_request(c, "GET", "/x", NULL, 200 * CR_NS_PER_MS, &r), CR_ETIMEDOUT);
+    cr_client_res_fini(&r);
+    cr_client_free(c);
+    script_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +428,7 @@ int main(void)
         cmocka_unit_test(test_broken_answers),
         cmocka_unit_test(test_stall),
         cmocka_unit_test(test_answer_before_body_sent),
+        cmocka_unit_test(test_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
