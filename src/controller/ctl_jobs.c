@@ -15,7 +15,6 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
-#include "cr_perf.h"
 #include "cr_time.h"
 
 #include <stdio.h>
@@ -37,6 +36,9 @@ static const char *const job_members[] = {
     NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
+static const char *const methods[] = {"full", "lora", "qlora", NULL};
+static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
+                                         "tf32", "fp32", "fp64", NULL};
 static const char *const kinds[] = {"pretrain", "finetune", "inference", "visual",
                                     "hpc",      "batch",    NULL};
 
@@ -170,17 +172,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err))) {
             goto out;
         }
-        /* The advisor's names (cr_perf.h), as `corral advise` takes them. */
-        int ev;
-        if (*method && cr_method_parse(method, &ev) != 0) {
-            rc = cr_json_fail(err, CR_EINVAL, "model.method",
-                              "field 'model.method': '%s' is not one of " CR_METHOD_VALUES, method);
-            goto out;
-        }
-        if (*prec && cr_precision_parse(prec, &ev) != 0) {
-            rc = cr_json_fail(err, CR_EINVAL, "model.precision",
-                              "field 'model.precision': '%s' is not one of " CR_PRECISION_VALUES,
-                              prec);
+        /* The performance model reads these for gpu_type auto. */
+        if ((*method && (rc = cr_json_enum(method, "model.method", methods, err)) != 0) ||
+            (*prec && (rc = cr_json_enum(prec, "model.precision", precisions, err)) != 0)) {
             goto out;
         }
     }
