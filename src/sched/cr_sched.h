@@ -220,6 +220,20 @@ int cr_sched_gpu_set_health(cr_sched *s, uint32_t node, uint32_t gpu, bool ok, c
 /* Switch MIG mode on an idle GPU of a MIG-capable type. CR_EBUSY if in use,
  * CR_ENOTSUP if the type has no MIG geometry. */
 int cr_sched_gpu_set_mig(cr_sched *s, uint32_t node, uint32_t gpu, bool mig);
+/*
+ * Fix a MIG GPU's instance layout: the instances that exist on the device
+ * (a real GPU is partitioned ahead of time; jobs cannot carve new ones).
+ * profiles[i] names instance i, a profile of the GPU's type; n <= 8. The
+ * scheduler gives each a start slice (largest first, lowest valid free
+ * start) and writes it to starts[i] (starts may be NULL); the same list
+ * always gets the same starts. The GPU goes into MIG mode and from then on
+ * a MIG job is placed only on a free instance of this layout with the
+ * profile it asked for. n = 0 goes back to carving on demand. CR_EBUSY if
+ * the GPU is in use, CR_ENOTSUP if the type has no MIG geometry, CR_ENOENT
+ * for an unknown profile, CR_ERANGE if the instances do not fit together.
+ */
+int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t node, uint32_t gpu,
+                                const char *const *profiles, size_t n, int *starts);
 
 typedef struct cr_sched_node_info {
     const char *name;
@@ -239,6 +253,7 @@ typedef struct cr_sched_gpu_info {
     const char *reason; /* health reason, "" if none */
     bool mig;
     uint8_t mig_used_mask; /* MIG: memory slices in use */
+    uint8_t mig_fixed;     /* MIG: instances in the fixed layout, 0 = carved on demand */
     uint64_t job;          /* whole-GPU holder, 0 if free or MIG */
 } cr_sched_gpu_info;
 
