@@ -149,10 +149,18 @@ int cr_sched_gpu_type_set_mem(cr_sched *s, int type, uint64_t mem_bytes);
  * cr_sched_gpu_type_set_mem). mem_slices <= 8. Call before adding nodes
  * with MIG GPUs of this type. */
 int cr_sched_gpu_type_set_mig(cr_sched *s, int type, int compute_slices, int mem_slices);
+/* (Calling it again with the same geometry and memory keeps the profiles.) */
 /* Add a MIG profile: compute and memory slices and a bitmask of valid start
  * positions (bit i = start at memory slice i). name borrowed. */
 int cr_sched_mig_profile_add(cr_sched *s, int type, const char *name, int compute, int mem,
                              uint32_t start_mask);
+/* Another name for the type's profile of that shape (compute, mem slices),
+ * with its valid starts: a device's own name when the memory rounding
+ * differs ("2g.12gb" for the "2g.13gb" of a 24 GiB A30). name borrowed.
+ * CR_ENOENT if no profile has the shape; 0 if the name exists already. */
+int cr_sched_mig_profile_alias(cr_sched *s, int type, const char *name, int compute, int mem);
+/* Compute and memory slices of a profile of the type. CR_ENOENT if none. */
+int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int *compute, int *mem);
 
 /* ------------------------------------------------------------------------ */
 /* Tenants                                                                  */

@@ -273,8 +273,13 @@ int cr_sched_gpu_type_set_mig(cr_sched *s, int type, int compute_slices, int mem
         return CR_EINVAL;
     }
     gtype *g = &s->types[type];
+    if (g->nprof && g->mig_compute == compute_slices && g->mig_mem == mem_slices &&
+        g->prof_mem == g->mem_bytes) {
+        return 0; /* unchanged: keep the profiles (and any added since) */
+    }
     g->mig_compute = (uint8_t)compute_slices;
     g->mig_mem = (uint8_t)mem_slices;
+    g->prof_mem = g->mem_bytes;
     CR_FREE(g->profs);
     g->nprof = 0;
     double slice_gb = (double)g->mem_bytes / 1e9 / mem_slices;
@@ -970,6 +975,34 @@ int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t n, uint32_t gi, const char
             starts[i] = st[i];
         }
     }
+    return 0;
+}
+
+int cr_sched_mig_profile_alias(cr_sched *s, int type, const char *name, int compute, int mem)
+{
+    if (type < 0 || type >= s->ntypes || !name) {
+        return CR_EINVAL;
+    }
+    if (cr__sched_mig_find(s, type, name)) {
+        return 0;
+    }
+    const gtype *g = &s->types[type];
+    for (int i = 0; i < g->nprof; i++) {
+        if (g->profs[i].compute == compute && g->profs[i].mem == mem) {
+            return cr_sched_mig_profile_add(s, type, name, compute, mem, g->profs[i].start_mask);
+        }
+    }
+    return CR_ENOENT;
+}
+
+int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int *compute, int *mem)
+{
+    const mig_prof *p = name ? cr__sched_mig_find(s, type, name) : NULL;
+    if (!p) {
+        return CR_ENOENT;
+    }
+    *compute = p->compute;
+    *mem = p->mem;
     return 0;
 }
 

@@ -33,7 +33,8 @@ typedef struct gtype {
     uint64_t mem_bytes;  /* default memory per GPU */
     uint8_t mig_compute; /* MIG geometry, 0 = no MIG */
     uint8_t mig_mem;
-    mig_prof *profs; /* owned */
+    mig_prof *profs;   /* owned */
+    uint64_t prof_mem; /* memory the standard profiles were named from */
     int nprof;
     uint32_t total;    /* healthy GPUs on UP nodes (MIG ones too) */
     uint32_t free;     /* free whole GPUs on UP nodes */
