@@ -6,7 +6,8 @@
  * arrivals) on 10,000 nodes of 8 GPUs (80,000 GPUs: 20k V100, 30k P100, 30k
  * K80 in racks of 32 nodes): a cycle at every event instant, fifo at 2,000
  * and 4,000 jobs/h and hetero at 4,000 jobs/h; then fifo and hetero at 4,000
- * jobs/h with cycles batched every 30 s. Prints host seconds, events per second, cycles and the
+ * jobs/h, and both at 20,000 jobs/h (a queue of thousands for hours), with
+ * cycles batched every 30 s. Prints host seconds, events per second, cycles and the
  * peak resident memory; then peak memory at 25k, 50k and 100k jobs, each in its own process, to
  * show memory growing linearly with jobs.
  *
@@ -144,6 +145,8 @@ int main(int argc, char **argv)
     if (one(100000, 2000, 0, "fifo", false) != 0 || one(100000, 4000, 0, "fifo", false) != 0 ||
         one(100000, 4000, 0, "hetero", false) != 0 ||
         one(100000, 4000, 30 * CR_NS_PER_SEC, "fifo", false) != 0 ||
+        one(100000, 20000, 30 * CR_NS_PER_SEC, "fifo", false) != 0 ||
+        one(100000, 20000, 30 * CR_NS_PER_SEC, "hetero", false) != 0 ||
         one(100000, 4000, 30 * CR_NS_PER_SEC, "hetero", false) != 0) {
         return 1;
     }

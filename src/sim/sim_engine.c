@@ -766,6 +766,24 @@ int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_w
         sample(&e);
     }
     res->t_end_ns = e.now;
+    /* Say why jobs never finished, in the scheduler's words. */
+    for (size_t i = 0; i < w->njobs; i++) {
+        if (e.jobs[i].state == J_DONE) {
+            continue;
+        }
+        if (res->nstuck < 3) {
+            char why[CR_SCHED_REASON_MAX];
+            why[0] = '\0';
+            if (e.jobs[i].state == J_FUTURE ||
+                cr_sched_job_reason(e.s, (uint64_t)i + 1, why, sizeof why) < 0) {
+                snprintf(why, sizeof why, "%s",
+                         e.jobs[i].state == J_RUNNING ? "still running" : "not arrived");
+            }
+            snprintf(res->stuck[res->nstuck], sizeof res->stuck[0], "job %s: %s", w->jobs[i].name,
+                     why);
+        }
+        res->nstuck++;
+    }
     rc = 0;
 out:
     for (size_t i = 0; i < w->njobs; i++) {

@@ -255,6 +255,8 @@ typedef struct cr__sim_result {
     cr__sim_sample *samples;
     size_t nsamples, samples_cap;
     uint64_t cycles, events, node_failures;
+    size_t nstuck;       /* jobs that never finished */
+    char stuck[3][300];  /* "job NAME: the scheduler's pending reason", first 3 */
     int check_errors;    /* invariant violations seen (check mode) */
     char check_msg[256]; /* the first of them */
     double wall_s;       /* host seconds the run took (not in reports) */

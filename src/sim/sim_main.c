@@ -146,8 +146,8 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             }
             a->format = val;
         } else if (!strcmp(flag, "--generate")) {
-            if (cr_parse_i64(val, 1, 100000000, &a->generate) != 0) {
-                return bad_flag(flag, val, "expected a job count 1..100000000");
+            if (cr_parse_i64(val, 1, 10000000, &a->generate) != 0) {
+                return bad_flag(flag, val, "expected a job count 1..10000000");
             }
         } else if (!strcmp(flag, "--rate")) {
             if (cr_parse_f64(val, 0, 1e9, &a->rate) != 0) {

@@ -204,6 +204,12 @@ void cr__sim_report_text(FILE *f, const cr__sim_result *r, const cr__sim_workloa
     fprintf(f, "  preemptions  %llu   failures %llu (node failures %llu)   lost %.1f GPU-h\n",
             (unsigned long long)s.preemptions, (unsigned long long)s.failures,
             (unsigned long long)r->node_failures, s.lost_gpu_h);
+    if (r->nstuck) {
+        fprintf(f, "  never finished %zu job%s, e.g.\n", r->nstuck, r->nstuck == 1 ? "" : "s");
+        for (size_t k = 0; k < r->nstuck && k < 3; k++) {
+            fprintf(f, "    %s\n", r->stuck[k]);
+        }
+    }
     if (r->check_errors) {
         fprintf(f, "  INVARIANT VIOLATIONS %d, first: %s\n", r->check_errors, r->check_msg);
     }
@@ -368,6 +374,12 @@ static json_t *run_json(const cr__sim_result *r, const cr__sim_workload *w,
     json_object_set_new(o, "cycles", json_integer((json_int_t)r->cycles));
     json_object_set_new(o, "events", json_integer((json_int_t)r->events));
     json_object_set_new(o, "invariant_violations", json_integer(r->check_errors));
+    json_t *stuck = json_array();
+    for (size_t k = 0; k < r->nstuck && k < 3; k++) {
+        json_array_append_new(stuck, json_string(r->stuck[k]));
+    }
+    json_object_set_new(o, "unfinished", json_integer((json_int_t)r->nstuck));
+    json_object_set_new(o, "unfinished_examples", stuck);
     if (ro && ro->window_hi) {
         json_object_set_new(
             o, "window", json_pack("[I,I]", (json_int_t)ro->window_lo, (json_int_t)ro->window_hi));

@@ -69,6 +69,12 @@ X
 grep -q "2 jobs, 2 finished" "$T/perf.out" || fail "performance-model jobs: not all finished"
 grep -q "^hetero,0,0,ml,,8,.*,h100," "$T/perf.csv" || { cat "$T/perf.csv"; fail "fine-tune not on h100"; }
 
+# A job that can never fit: the others finish, the report says why it did not.
+printf 'submit=0 gpus=5000 duration=1h id=huge\nsubmit=0 gpus=1 duration=1h\n' >"$T/huge.txt"
+"$BIN" sim --check "$T/huge.txt" >"$T/huge.out" || fail "unfinishable job"
+grep -q "2 jobs, 1 finished" "$T/huge.out" || fail "unfinishable job: counts"
+grep -q "job huge: needs 5000" "$T/huge.out" || { cat "$T/huge.out"; fail "unfinishable job: reason"; }
+
 # Batched cycles: every job still finishes, invariants hold.
 "$BIN" sim --check --generate 300 --rate 6 --multi-gpu --interval 10m --compare fifo,las \
     >"$T/i.out" || fail "--interval"
