@@ -36,6 +36,9 @@ static const char *const job_members[] = {
     NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
+static const char *const methods[] = {"full", "lora", "qlora", NULL};
+static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
+                                         "tf32", "fp32", "fp64", NULL};
 static const char *const kinds[] = {"pretrain", "finetune", "inference", "visual",
                                     "hpc",      "batch",    NULL};
 
@@ -158,10 +161,15 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         double params = 0, tokens = 0;
         const char *method = "", *prec = "";
         if ((rc = cr_json_only(model, "model", model_members, err)) ||
-            (rc = cr_json_num(model, "model", "params", false, 0, 1e15, &params, err)) ||
-            (rc = cr_json_num(model, "model", "tokens", false, 0, 1e18, &tokens, err)) ||
+            (rc = cr_json_num(model, "model", "params", false, 0, 1e14, &params, err)) ||
+            (rc = cr_json_num(model, "model", "tokens", false, 0, 1e16, &tokens, err)) ||
             (rc = cr_json_str(model, "model", "method", false, 32, &method, err)) ||
             (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err))) {
+            goto out;
+        }
+        /* The performance model reads these for gpu_type auto. */
+        if ((*method && (rc = cr_json_enum(method, "model.method", methods, err)) != 0) ||
+            (*prec && (rc = cr_json_enum(prec, "model.precision", precisions, err)) != 0)) {
             goto out;
         }
     }

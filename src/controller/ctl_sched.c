@@ -30,6 +30,7 @@ void ctl_sched_kick(ctl *c)
 
 #ifdef CTL_HAVE_SCHED
 #include "cr_sched.h"
+#include "ctl_auto.h"
 
 typedef struct placer {
     cr_sched *s;
@@ -38,6 +39,9 @@ typedef struct placer {
     uint64_t *rhash; /* hash of the last reason reported for ids[i], 0 = none */
     size_t nids, capids;
     int64_t last_reason_ns; /* last full sweep of pending reasons */
+    ctl_auto *au;           /* owned: the type choice of auto jobs */
+    bool hetero;            /* policy hetero: auto vectors carry plain throughput */
+    int ntypes;             /* GPU types the pending auto jobs were specified against */
 } placer;
 
 static int mig_geometry(const char *model, int *compute, int *mem)
@@ -199,28 +203,72 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
     }
 }
 
-static void job_spec(placer *pl, const ctl_job *j, cr_sched_job_spec *sp)
+/* A job's scheduling request, copied out of the ctl_job under mu so that
+ * the scheduler thread can use it without (the one form both the queue
+ * and a restart go through). */
+typedef struct job_req {
+    int64_t id;
+    char tenant[CTL_NAME_MAX];
+    char gpu_type[CTL_NAME_MAX];
+    char mig[32];
+    char kind[16];
+    int priority, gpus, nodes;
+    double gpu_mem_gb;
+    bool preemptible;
+    int64_t time_limit_s, checkpoint_interval_s, submit_ns;
+    ctl_auto_hints hints; /* auto: what the performance model needs */
+} job_req;
+
+/* mu held. */
+static void req_of(const ctl_job *j, job_req *r)
+{
+    memset(r, 0, sizeof *r);
+    r->id = j->id;
+    snprintf(r->tenant, sizeof r->tenant, "%s", j->tenant);
+    snprintf(r->gpu_type, sizeof r->gpu_type, "%s", j->gpu_type);
+    snprintf(r->mig, sizeof r->mig, "%s", j->mig_profile);
+    snprintf(r->kind, sizeof r->kind, "%s", j->kind);
+    r->priority = j->priority;
+    r->gpus = j->gpus;
+    r->nodes = j->nodes;
+    r->gpu_mem_gb = j->gpu_mem_gb;
+    r->preemptible = j->preemptible;
+    r->time_limit_s = j->time_limit_s;
+    r->checkpoint_interval_s = j->checkpoint_interval_s;
+    r->submit_ns = j->submit_ns;
+    ctl_auto_hints_of(j->gpu_type, j->mig_profile, j->kind, json_object_get(j->spec, "model"),
+                      j->gpus, &r->hints);
+}
+
+/* The scheduler's job spec; tput (CR_SCHED_MAX_TYPES entries, caller's)
+ * holds the auto vector the spec points to. */
+static void spec_of(placer *pl, const job_req *r, cr_sched_job_spec *sp, double *tput)
 {
     memset(sp, 0, sizeof *sp);
-    sp->id = (uint64_t)j->id;
-    cr_sched_tenant(pl->s, j->tenant, &sp->tenant);
-    sp->priority = j->priority;
-    if (cr_sched_job_kind_parse(j->kind, &sp->kind) != 0) {
+    sp->id = (uint64_t)r->id;
+    cr_sched_tenant(pl->s, r->tenant, &sp->tenant);
+    sp->priority = r->priority;
+    if (cr_sched_job_kind_parse(r->kind, &sp->kind) != 0) {
         sp->kind = CR_JOB_OTHER;
     }
-    sp->gpu_count = (uint32_t)j->gpus;
-    if (strcmp(j->gpu_type, "auto") == 0 || strcmp(j->gpu_type, "any") == 0) {
+    sp->gpu_count = (uint32_t)r->gpus;
+    if (strcmp(r->gpu_type, "auto") == 0 || strcmp(r->gpu_type, "any") == 0) {
         sp->gpu_type = CR_SCHED_TYPE_ANY;
+        size_t n = 0;
+        if (ctl_auto_tput(pl->au, pl->s, &r->hints, pl->hetero, tput, &n)) {
+            sp->tput = tput;
+            sp->tput_count = n;
+        }
     } else {
-        cr_sched_gpu_type(pl->s, j->gpu_type, &sp->gpu_type);
+        cr_sched_gpu_type(pl->s, r->gpu_type, &sp->gpu_type);
     }
-    sp->mem_bytes = (uint64_t)(j->gpu_mem_gb * 1e9);
-    sp->mig_profile = j->mig_profile;
-    sp->node_count = (uint32_t)j->nodes;
-    sp->time_limit_ns = j->time_limit_s * CR_NS_PER_SEC;
-    sp->preemptible = j->preemptible;
-    sp->checkpoint_interval_ns = j->checkpoint_interval_s * CR_NS_PER_SEC;
-    sp->submit_ns = j->submit_ns;
+    sp->mem_bytes = (uint64_t)(r->gpu_mem_gb * 1e9);
+    sp->mig_profile = r->mig;
+    sp->node_count = (uint32_t)r->nodes;
+    sp->time_limit_ns = r->time_limit_s * CR_NS_PER_SEC;
+    sp->preemptible = r->preemptible;
+    sp->checkpoint_interval_ns = r->checkpoint_interval_s * CR_NS_PER_SEC;
+    sp->submit_ns = r->submit_ns;
 }
 
 static void sync_tenants(placer *pl, ctl *c)
@@ -258,6 +306,8 @@ static void *placer_new(ctl *c)
         return NULL;
     }
     cr_rng_seed(&pl->rng, 42);
+    pl->au = ctl_auto_new(c->cfg.prices);
+    pl->hetero = pol == CR_SCHED_HETERO;
     return pl;
 }
 
@@ -266,6 +316,7 @@ static void placer_free(void *p)
     placer *pl = p;
     if (pl) {
         cr_sched_free(pl->s);
+        ctl_auto_free(pl->au);
         free(pl->ids);
         free(pl->rhash);
         free(pl);
@@ -281,7 +332,10 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
             continue;
         }
         cr_sched_job_spec sp;
-        job_spec(pl, j, &sp);
+        job_req r;
+        double tput[CR_SCHED_MAX_TYPES];
+        req_of(j, &r);
+        spec_of(pl, &r, &sp, tput);
         if (j->state == JS_PENDING) {
             if (cr_sched_job_add(pl->s, &sp, now) == 0) {
                 j->in_sched = true;
@@ -343,17 +397,10 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
 }
 
 /* A queued job change copied out under mu, applied without it. */
+enum { OP_RESPEC = 100 }; /* internal: re-add a pending auto job (new GPU types) */
 typedef struct op_copy {
     int op;
-    int64_t id;
-    char tenant[CTL_NAME_MAX];
-    char gpu_type[CTL_NAME_MAX];
-    char mig[32];
-    char kind[16];
-    int priority, gpus, nodes;
-    double gpu_mem_gb;
-    bool preemptible;
-    int64_t time_limit_s, checkpoint_interval_s, submit_ns;
+    job_req r; /* CTL_SCHED_ADD, OP_RESPEC */
 } op_copy;
 
 /* A decision copied out of the cycle (its pointers die at the next call). */
@@ -369,6 +416,9 @@ typedef struct dec_copy {
     char reason[CR_SCHED_REASON_MAX];
 } dec_copy;
 
+/* How cr_sched_job_reason starts when no type can run a job. */
+#define NO_TYPE "no GPU type in the cluster can run it"
+
 typedef struct reason_copy {
     int64_t id;
     char text[CR_SCHED_REASON_MAX];
@@ -381,30 +431,6 @@ static uint64_t hash_str(const char *s)
         h = (h ^ (uint8_t)*s) * 1099511628211ULL;
     }
     return h ? h : 1;
-}
-
-static void spec_from_copy(placer *pl, const op_copy *o, cr_sched_job_spec *sp)
-{
-    memset(sp, 0, sizeof *sp);
-    sp->id = (uint64_t)o->id;
-    cr_sched_tenant(pl->s, o->tenant, &sp->tenant);
-    sp->priority = o->priority;
-    if (cr_sched_job_kind_parse(o->kind, &sp->kind) != 0) {
-        sp->kind = CR_JOB_OTHER;
-    }
-    sp->gpu_count = (uint32_t)o->gpus;
-    if (strcmp(o->gpu_type, "auto") == 0 || strcmp(o->gpu_type, "any") == 0) {
-        sp->gpu_type = CR_SCHED_TYPE_ANY;
-    } else {
-        cr_sched_gpu_type(pl->s, o->gpu_type, &sp->gpu_type);
-    }
-    sp->mem_bytes = (uint64_t)(o->gpu_mem_gb * 1e9);
-    sp->mig_profile = o->mig;
-    sp->node_count = (uint32_t)o->nodes;
-    sp->time_limit_ns = o->time_limit_s * CR_NS_PER_SEC;
-    sp->preemptible = o->preemptible;
-    sp->checkpoint_interval_ns = o->checkpoint_interval_s * CR_NS_PER_SEC;
-    sp->submit_ns = o->submit_ns;
 }
 
 static void track(placer *pl, int64_t id)
@@ -492,6 +518,13 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     if (d->borrowed) {
         cr_buf_puts(&b, "; on borrowed capacity above the tenant quota");
     }
+    job_req r;
+    req_of(j, &r);
+    char why[320];
+    ctl_auto_why(pl->au, pl->s, &r.hints, d->gpu_type, why, sizeof why);
+    if (*why) {
+        cr_buf_printf(&b, "; %s", why);
+    }
     atomic_fetch_add(&c->jobs_started, 1);
     ctl_job_persist(c, txn, j, "started", cr_buf_str(&b));
     cr_buf_fini(&b);
@@ -560,6 +593,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     }
     if (!*restored) {
         restore_running(pl, c, txn, now);
+        pl->ntypes = cr_sched_gpu_type_count(pl->s); /* restored against these */
         for (size_t i = 0; i < c->njobs_slots; i++) {
             if (c->jobs[i] && c->jobs[i]->in_sched) {
                 track(pl, c->jobs[i]->id);
@@ -567,13 +601,36 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         }
         *restored = true;
     }
-    ops = cr_calloc(c->nsched_ops ? c->nsched_ops : 1, sizeof *ops);
+    size_t capops = c->nsched_ops;
+    ops = cr_calloc(capops ? capops : 1, sizeof *ops);
+    capops = capops ? capops : 1;
+    /* A GPU type the cluster did not have: the pending auto jobs were
+     * specified without it. Re-add them (before the queued changes, so
+     * that a queued removal still wins). */
+    int ntypes = cr_sched_gpu_type_count(pl->s);
+    if (ntypes != pl->ntypes) {
+        pl->ntypes = ntypes;
+        for (size_t i = c->first_active > 0 ? (size_t)c->first_active - 1 : 0; i < c->njobs_slots;
+             i++) {
+            ctl_job *j = c->jobs[i];
+            if (j && j->in_sched && j->state == JS_PENDING && strcmp(j->gpu_type, "auto") == 0) {
+                CR_GROW(ops, nops, capops);
+                ops[nops].op = OP_RESPEC;
+                req_of(j, &ops[nops].r);
+                if (ops[nops].r.hints.active) {
+                    nops++;
+                }
+            }
+        }
+    }
     for (size_t i = 0; i < c->nsched_ops; i++) {
         ctl_sched_op op = c->sched_ops[i];
         ctl_job *j = ctl_job_get(c, op.id);
+        CR_GROW(ops, nops, capops);
         op_copy *o = &ops[nops];
+        memset(o, 0, sizeof *o);
         o->op = op.op;
-        o->id = op.id;
+        o->r.id = op.id;
         if (op.op == CTL_SCHED_REMOVE || !j) {
             o->op = CTL_SCHED_REMOVE;
             if (j) {
@@ -596,18 +653,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
                 continue;
             }
             j->in_sched = true;
-            snprintf(o->tenant, sizeof o->tenant, "%s", j->tenant);
-            snprintf(o->gpu_type, sizeof o->gpu_type, "%s", j->gpu_type);
-            snprintf(o->mig, sizeof o->mig, "%s", j->mig_profile);
-            snprintf(o->kind, sizeof o->kind, "%s", j->kind);
-            o->priority = j->priority;
-            o->gpus = j->gpus;
-            o->nodes = j->nodes;
-            o->gpu_mem_gb = j->gpu_mem_gb;
-            o->preemptible = j->preemptible;
-            o->time_limit_s = j->time_limit_s;
-            o->checkpoint_interval_s = j->checkpoint_interval_s;
-            o->submit_ns = j->submit_ns;
+            req_of(j, &o->r);
             nops++;
         }
     }
@@ -618,22 +664,33 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     size_t tracked_before = pl->nids;
     for (size_t i = 0; i < nops; i++) {
         const op_copy *o = &ops[i];
+        uint64_t id = (uint64_t)o->r.id;
+        cr_sched_job_info info;
+        cr_sched_job_spec sp;
+        double tput[CR_SCHED_MAX_TYPES];
         if (o->op == CTL_SCHED_REMOVE) {
-            cr_sched_job_remove(pl->s, (uint64_t)o->id, now);
+            cr_sched_job_remove(pl->s, id, now);
         } else if (o->op == CTL_SCHED_REQUEUE) {
-            cr_sched_job_info info;
-            if (cr_sched_job_info_get(pl->s, (uint64_t)o->id, &info) == 0 &&
-                info.state == CR_JOB_RUNNING) {
-                cr_sched_job_requeue(pl->s, (uint64_t)o->id, now);
+            if (cr_sched_job_info_get(pl->s, id, &info) == 0 && info.state == CR_JOB_RUNNING) {
+                cr_sched_job_requeue(pl->s, id, now);
+            }
+        } else if (o->op == OP_RESPEC) {
+            if (cr_sched_job_info_get(pl->s, id, &info) == 0 && info.state == CR_JOB_PENDING) {
+                spec_of(pl, &o->r, &sp, tput);
+                sp.attained_gpu_ns = info.attained_gpu_ns;
+                cr_sched_job_remove(pl->s, id, now);
+                if (cr_sched_job_add(pl->s, &sp, now) != 0) {
+                    CR_GROW(invalid, ninvalid, capinvalid);
+                    invalid[ninvalid++] = o->r.id;
+                }
             }
         } else {
-            cr_sched_job_spec sp;
-            spec_from_copy(pl, o, &sp);
+            spec_of(pl, &o->r, &sp, tput);
             if (cr_sched_job_add(pl->s, &sp, now) == 0) {
-                track(pl, o->id);
+                track(pl, o->r.id);
             } else {
                 CR_GROW(invalid, ninvalid, capinvalid);
-                invalid[ninvalid++] = o->id;
+                invalid[ninvalid++] = o->r.id;
             }
         }
     }
@@ -717,14 +774,25 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         if (!j || j->state != JS_PENDING) {
             continue;
         }
-        if (!j->reason || strcmp(rs[i].text, j->reason) != 0) {
-            ctl_job_set_reason(j, rs[i].text);
+        const char *text = rs[i].text;
+        char refusal[1024];
+        if (strncmp(text, NO_TYPE, strlen(NO_TYPE)) == 0 && strcmp(j->gpu_type, "auto") == 0) {
+            /* The scheduler knows only that every type has throughput 0;
+             * the advisor knows why. */
+            job_req r;
+            req_of(j, &r);
+            if (ctl_auto_refusal(pl->au, pl->s, &r.hints, refusal, sizeof refusal)) {
+                text = refusal;
+            }
+        }
+        if (!j->reason || strcmp(text, j->reason) != 0) {
+            ctl_job_set_reason(j, text);
             /* Reasons carry live numbers ("12 free") and change often: the
              * first one is an event, later ones at most every 5 minutes per
              * job (the current reason is always in the job object). */
             if (events < 10000 &&
                 (j->reason_event_ns == 0 || now - j->reason_event_ns >= 300 * CR_NS_PER_SEC)) {
-                cr_store_txn_event(txn, j->id, now, "pending", rs[i].text);
+                cr_store_txn_event(txn, j->id, now, "pending", text);
                 j->reason_event_ns = now;
                 events++;
             }

@@ -1,0 +1,380 @@
+/*
+ * ctl_auto.c - the type choice of `gpu_type: "auto"` jobs from the
+ * performance model (see ctl_auto.h for the rules).
+ */
+#include "ctl_auto.h"
+
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_log.h"
+#include "cr_perf.h"
+#include "cr_time.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* At most this many cached distinct workloads; past it the cache starts
+ * over (outside input decides how many there are). */
+#define CACHE_SLOTS 8192
+#define CACHE_MAX   4096
+
+typedef struct entry {
+    bool used;
+    ctl_auto_hints key;
+    int ntypes;                        /* scheduler types estimated */
+    bool fits[CR_SCHED_MAX_TYPES];     /* the model runs it there */
+    bool known[CR_SCHED_MAX_TYPES];    /* the type is in the catalog */
+    double prog[CR_SCHED_MAX_TYPES];   /* progress per second (0 = refused) */
+    double score[CR_SCHED_MAX_TYPES];  /* cost score, best = 1 (0 = refused) */
+    double tscore[CR_SCHED_MAX_TYPES]; /* throughput score, best = 1 */
+    double hours[CR_SCHED_MAX_TYPES];  /* the estimate's time */
+    double cost[CR_SCHED_MAX_TYPES];   /* US$, CR_UNKNOWN without a price */
+    char *refusals;                    /* owned: "L40S: no FP64...; A30: ...", NULL if none */
+    bool service;                      /* inference/visual: costs are per hour served */
+} entry;
+
+struct ctl_auto {
+    cr_catalog *cat; /* owned; NULL = auto means any */
+    cr_prices *prices;
+    const cr_gpu_type *gpu[CR_SCHED_MAX_TYPES]; /* scheduler type -> catalog row (or NULL) */
+    int nmapped;                                /* scheduler types looked up so far */
+    entry *slots;                               /* CACHE_SLOTS, open addressing */
+    size_t nused;
+};
+
+void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, const json_t *model,
+                       int gpus, ctl_auto_hints *out)
+{
+    memset(out, 0, sizeof *out);
+    out->kind = -1;
+    if (!gpu_type || strcmp(gpu_type, "auto") != 0 || (mig && *mig) || gpus < 1) {
+        return;
+    }
+    if (!kind || cr_kind_parse(kind, &out->kind) != 0) {
+        out->kind = -1;
+        return;
+    }
+    out->gpus = gpus;
+    const json_t *v;
+    if (model && (v = json_object_get(model, "params")) && json_is_number(v)) {
+        out->params = json_number_value(v);
+    }
+    if (model && (v = json_object_get(model, "tokens")) && json_is_number(v)) {
+        out->tokens = json_number_value(v);
+    }
+    const char *m = model ? json_string_value(json_object_get(model, "method")) : NULL;
+    const char *p = model ? json_string_value(json_object_get(model, "precision")) : NULL;
+    if ((m && cr_method_parse(m, &out->method) != 0) ||
+        (p && cr_precision_parse(p, &out->precision) != 0)) {
+        return; /* refused at submit; an old stored job keeps "any" */
+    }
+    if (out->kind == CR_KIND_PRETRAIN) {
+        out->method = CR_METHOD_FULL;
+    }
+    switch (out->kind) {
+    case CR_KIND_VISUAL:
+    case CR_KIND_HPC:
+        out->active = true; /* implied needs, the model's defaults for the rest */
+        break;
+    case CR_KIND_BATCH:
+        out->active = model != NULL && json_object_size(model) > 0;
+        break;
+    default:
+        out->active = out->params > 0;
+        break;
+    }
+}
+
+ctl_auto *ctl_auto_new(const json_t *prices)
+{
+    ctl_auto *a = cr_calloc(1, sizeof *a);
+    char err[512];
+    if (cr_catalog_load(NULL, &a->cat, err, sizeof err) != 0) {
+        cr_warn("auto: no GPU catalog (%s): gpu_type auto means any type", err);
+        a->cat = NULL;
+        return a;
+    }
+    if (cr_prices_load(NULL, a->cat, &a->prices, err, sizeof err) != 0) {
+        cr_warn("auto: no price table (%s): types ranked by throughput", err);
+        a->prices = cr_prices_new_empty();
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)prices, k, v)
+    {
+        const cr_gpu_type *g = cr_catalog_find(a->cat, k);
+        if (g && json_is_number(v) && json_number_value(v) >= 0) {
+            cr_prices_set(a->prices, g, json_number_value(v));
+        }
+    }
+    a->slots = cr_calloc(CACHE_SLOTS, sizeof *a->slots);
+    return a;
+}
+
+static void cache_clear(ctl_auto *a)
+{
+    for (size_t i = 0; i < CACHE_SLOTS; i++) {
+        free(a->slots[i].refusals);
+        memset(&a->slots[i], 0, sizeof a->slots[i]);
+    }
+    a->nused = 0;
+}
+
+void ctl_auto_free(ctl_auto *a)
+{
+    if (!a) {
+        return;
+    }
+    if (a->slots) {
+        cache_clear(a);
+        free(a->slots);
+    }
+    cr_prices_free(a->prices);
+    cr_catalog_free(a->cat);
+    free(a);
+}
+
+/* A node's model name as the catalog knows it ("H100 SXM", or NVML's
+ * "NVIDIA H100 SXM"). */
+static const cr_gpu_type *catalog_type(const ctl_auto *a, const char *name)
+{
+    const cr_gpu_type *g = name ? cr_catalog_find(a->cat, name) : NULL;
+    if (!g && name && strncmp(name, "NVIDIA ", 7) == 0) {
+        g = cr_catalog_find(a->cat, name + 7);
+    }
+    return g && g->vendor_nvidia ? g : NULL;
+}
+
+static void map_types(ctl_auto *a, const cr_sched *s)
+{
+    int n = cr_sched_gpu_type_count(s);
+    for (; a->nmapped < n && a->nmapped < CR_SCHED_MAX_TYPES; a->nmapped++) {
+        a->gpu[a->nmapped] = catalog_type(a, cr_sched_gpu_type_name(s, a->nmapped));
+    }
+}
+
+static uint64_t hash_key(const ctl_auto_hints *h)
+{
+    const unsigned char *p = (const unsigned char *)h;
+    uint64_t x = 1469598103934665603ULL;
+    for (size_t i = 0; i < sizeof *h; i++) {
+        x = (x ^ p[i]) * 1099511628211ULL;
+    }
+    return x;
+}
+
+static void workload_of(const ctl_auto_hints *h, cr_workload *w)
+{
+    cr_workload_init(w);
+    w->kind = h->kind;
+    w->method = h->method;
+    w->precision = h->precision;
+    w->params = h->params;
+    w->tokens = h->tokens;
+    if (h->kind == CR_KIND_VISUAL) {
+        /* The stream count is not in the request: one per GPU, so that the
+         * count asked never refuses a type; the type's encoders decide. */
+        w->streams = h->gpus;
+        w->needs |= CR_NEED_NVENC;
+    } else if (h->kind == CR_KIND_HPC) {
+        w->needs |= CR_NEED_FP64 | CR_NEED_ECC;
+    }
+}
+
+/* Estimate on every scheduler type and derive the scores. */
+static void fill(ctl_auto *a, int ntypes, entry *e)
+{
+    cr_workload w;
+    workload_of(&e->key, &w);
+    cr_perf_env env = {a->cat, a->prices, NULL};
+    char err[128];
+    bool valid = cr_workload_check(&w, err, sizeof err) == 0;
+    double best_cost = 0, best_prog = 0;
+    cr_buf rb;
+    cr_buf_init(&rb);
+    struct {
+        int type; /* -1 once listed */
+        char text[CR_REASON_MAX];
+    } why[CR_SCHED_MAX_TYPES];
+    int nwhy = 0;
+    e->ntypes = ntypes;
+    e->service = e->key.kind == CR_KIND_INFERENCE || e->key.kind == CR_KIND_VISUAL;
+    for (int t = 0; t < ntypes; t++) {
+        const cr_gpu_type *g = a->gpu[t];
+        e->fits[t] = false;
+        e->known[t] = g != NULL;
+        e->prog[t] = e->score[t] = e->tscore[t] = 0;
+        e->hours[t] = 0;
+        e->cost[t] = CR_UNKNOWN;
+        if (!g) {
+            /* Not in the catalog: the model cannot vouch for hard needs;
+             * otherwise it may run there, after every known type. */
+            e->fits[t] = w.needs == 0;
+            continue;
+        }
+        cr_estimate est;
+        if (!valid || cr_perf_estimate(&env, &w, g, e->key.gpus, &est) != 0) {
+            continue;
+        }
+        if (!est.fits) {
+            snprintf(why[nwhy].text, sizeof why[nwhy].text, "%s", est.reason);
+            why[nwhy++].type = t;
+            continue;
+        }
+        e->fits[t] = true;
+        e->prog[t] = est.progress_per_s;
+        e->hours[t] = (double)est.time_ns / (double)CR_NS_PER_H;
+        e->cost[t] = est.cost_usd;
+        double price = cr_prices_get(a->prices, g);
+        if (cr_known(price) && price > 0) {
+            e->score[t] = est.progress_per_s / (price * e->key.gpus);
+            best_cost = fmax(best_cost, e->score[t]);
+        }
+        best_prog = fmax(best_prog, est.progress_per_s);
+    }
+    for (int t = 0; t < ntypes; t++) {
+        if (!e->fits[t]) {
+            continue;
+        }
+        if (!e->known[t] || e->prog[t] <= 0) {
+            e->score[t] = e->tscore[t] = 1e-6;
+            continue;
+        }
+        e->tscore[t] = best_prog > 0 ? e->prog[t] / best_prog : 1;
+        /* Unknown prices rank after every priced type, as in the advisor. */
+        e->score[t] = e->score[t] > 0 ? e->score[t] / best_cost : 1e-3 * e->tscore[t];
+    }
+    /* "A, B: reason; C: reason": types refused for the same reason together. */
+    for (int i = 0; i < nwhy; i++) {
+        if (why[i].type < 0) {
+            continue;
+        }
+        cr_buf_puts(&rb, rb.len ? "; " : "");
+        for (int k = i, first = 1; k < nwhy; k++) {
+            if (why[k].type >= 0 && strcmp(why[k].text, why[i].text) == 0) {
+                cr_buf_printf(&rb, "%s%s", first ? "" : ", ", a->gpu[why[k].type]->name);
+                first = 0;
+                if (k > i) {
+                    why[k].type = -1;
+                }
+            }
+        }
+        cr_buf_printf(&rb, ": %s", why[i].text);
+    }
+    free(e->refusals);
+    e->refusals = rb.len ? cr_buf_take(&rb) : NULL;
+    cr_buf_fini(&rb);
+}
+
+static entry *lookup(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h)
+{
+    if (!a->cat || !h->active) {
+        return NULL;
+    }
+    map_types(a, s);
+    size_t i = hash_key(h) & (CACHE_SLOTS - 1);
+    while (a->slots[i].used && memcmp(&a->slots[i].key, h, sizeof *h) != 0) {
+        i = (i + 1) & (CACHE_SLOTS - 1);
+    }
+    entry *e = &a->slots[i];
+    if (!e->used) {
+        if (a->nused >= CACHE_MAX) {
+            cache_clear(a);
+            return lookup(a, s, h);
+        }
+        e->used = true;
+        memcpy(&e->key, h, sizeof *h); /* padding too: keys compare bytewise */
+        e->ntypes = -1;
+        a->nused++;
+    }
+    if (e->ntypes != a->nmapped) {
+        fill(a, a->nmapped, e);
+    }
+    return e;
+}
+
+bool ctl_auto_tput(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, bool hetero,
+                   double *tput, size_t *count)
+{
+    const entry *e = lookup(a, s, h);
+    if (!e) {
+        return false;
+    }
+    for (int t = 0; t < e->ntypes; t++) {
+        tput[t] = hetero ? e->tscore[t] : e->score[t];
+    }
+    *count = (size_t)e->ntypes;
+    return true;
+}
+
+bool ctl_auto_refusal(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, char *buf,
+                      size_t len)
+{
+    const entry *e = lookup(a, s, h);
+    if (!e || !e->refusals) {
+        return false;
+    }
+    bool some_fit = false;
+    for (int t = 0; t < e->ntypes; t++) {
+        some_fit = some_fit || e->fits[t];
+    }
+    snprintf(buf, len, "no GPU type in the cluster can run it: %s%s", e->refusals,
+             some_fit ? "; the others lack the memory or MIG profile asked" : "");
+    return true;
+}
+
+static void fmt_hours(char *b, size_t n, double h)
+{
+    if (h < 1) {
+        snprintf(b, n, "%.0f min", h * 60);
+    } else if (h < 48) {
+        snprintf(b, n, "%.1f h", h);
+    } else {
+        snprintf(b, n, "%.0f d", h / 24);
+    }
+}
+
+void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int type, char *buf,
+                  size_t len)
+{
+    const entry *e = lookup(a, s, h);
+    if (len) {
+        buf[0] = '\0';
+    }
+    const char *name = cr_sched_gpu_type_name(s, type);
+    if (!e || type < 0 || type >= e->ntypes || !name) {
+        return;
+    }
+    cr_sched_policy pol = cr_sched_get_config(s)->policy;
+    const double *sc = pol == CR_SCHED_HETERO ? e->tscore : e->score;
+    int better = 0; /* types in service the order puts first */
+    for (int t = 0; t < e->ntypes; t++) {
+        uint32_t total = 0;
+        cr_sched_capacity(s, t, &total, NULL);
+        better += t != type && total > 0 && sc[t] > sc[type];
+    }
+    const char *how = pol == CR_SCHED_FIFO     ? "first type with room the advisor allows"
+                      : pol == CR_SCHED_HETERO ? "by the heterogeneity-aware allocation"
+                      : better == 0            ? "best by cost"
+                                               : "best by cost among types with free GPUs";
+    char adv[96];
+    if (!e->known[type]) {
+        snprintf(adv, sizeof adv, "not in the GPU catalog");
+    } else if (e->service) {
+        if (cr_known(e->cost[type])) {
+            snprintf(adv, sizeof adv, "advisor: $%.2f per hour served", e->cost[type]);
+        } else {
+            snprintf(adv, sizeof adv, "advisor: meets the targets, price unknown");
+        }
+    } else {
+        char t[32];
+        fmt_hours(t, sizeof t, e->hours[type]);
+        if (cr_known(e->cost[type])) {
+            snprintf(adv, sizeof adv, "advisor: %s, $%.2f", t, e->cost[type]);
+        } else {
+            snprintf(adv, sizeof adv, "advisor: %s, price unknown", t);
+        }
+    }
+    snprintf(buf, len, "auto: %s, %s (%s)", name, how, adv);
+}

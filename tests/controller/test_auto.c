@@ -1,0 +1,448 @@
+/*
+ * test_auto.c - `gpu_type: "auto"` against the real controller on loopback:
+ * fake nodes of several GPU types register through the agent routes, auto
+ * jobs of each kind are submitted, and their placements must be the ones
+ * the advisor (src/model) implies: FP64 work never on L40S, video never on
+ * GPUs without NVENC, LoRA 7B on L40S while one is free (the cheapest by
+ * the advisor's cost ranking), 70B inference on 2 GPUs only where the
+ * weights fit, and a job no type can run pending with the refusals named.
+ *
+ * No sleeps as synchronisation: every wait polls with a deadline.
+ */
+#include "cr_buf.h"
+#include "cr_time.h"
+
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+
+typedef struct daemon {
+    pid_t pid;
+    char dir[256];
+    char url[128];
+    char admin[128];
+    char join[128];
+} daemon_t;
+
+static void read_line(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    out[0] = '\0';
+    if (f) {
+        if (!fgets(out, (int)len, f)) {
+            out[0] = '\0';
+        }
+        fclose(f);
+    }
+    out[strcspn(out, "\r\n")] = '\0';
+}
+
+static void poll_sleep(void)
+{
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    cr_buf_append(u, p, s * n);
+    return s * n;
+}
+
+static json_t *call(const daemon_t *d, const char *method, const char *path, const char *token,
+                    const char *body, long *code)
+{
+    CURL *h = curl_easy_init();
+    char url[512], auth[256];
+    cr_buf out;
+    cr_buf_init(&out);
+    snprintf(url, sizeof url, "%s%s", d->url, path);
+    struct curl_slist *hdrs = NULL;
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    hdrs = curl_slist_append(hdrs, auth);
+    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    *code = 0;
+    if (curl_easy_perform(h) == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    json_t *v = out.len ? json_loads(cr_buf_str(&out), 0, NULL) : NULL;
+    cr_buf_fini(&out);
+    return v;
+}
+
+static const char *str(json_t *v, const char *key)
+{
+    const char *s = json_string_value(json_object_get(v, key));
+    return s ? s : "";
+}
+
+/* extra: more flags ("--policy hetero"), NULL for none; fresh: a new
+ * state directory (else d->dir's, after a stop). */
+static void start_in(daemon_t *d, const char *extra, bool fresh)
+{
+    if (fresh) {
+        snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-auto-XXXXXX");
+        assert_non_null(mkdtemp(d->dir));
+    }
+    char addr[300], log[300];
+    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
+    unlink(addr);
+    snprintf(log, sizeof log, "%s/controller.log", d->dir);
+    const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "build/corral";
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        char e[64] = "";
+        snprintf(e, sizeof e, "%s", extra ? extra : "");
+        char *sp = strchr(e, ' ');
+        if (sp) {
+            *sp++ = '\0';
+        }
+        char *argv[] = {(char *)bin,     "controller", "--state-dir",
+                        d->dir,          "--listen",   "127.0.0.1:0",
+                        e[0] ? e : NULL, sp,           NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    d->url[0] = '\0';
+    while (!d->url[0] && cr_mono_ns() < deadline) {
+        read_line(addr, d->url, sizeof d->url);
+        int st;
+        assert_int_equal(waitpid(d->pid, &st, WNOHANG), 0);
+        if (!d->url[0]) {
+            poll_sleep();
+        }
+    }
+    assert_true(d->url[0] != '\0');
+    char path[300];
+    snprintf(path, sizeof path, "%s/admin.token", d->dir);
+    read_line(path, d->admin, sizeof d->admin);
+    snprintf(path, sizeof path, "%s/join.token", d->dir);
+    read_line(path, d->join, sizeof d->join);
+    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+}
+
+static void start(daemon_t *d, const char *extra)
+{
+    start_in(d, extra, true);
+}
+
+static void halt(daemon_t *d)
+{
+    kill(d->pid, SIGTERM);
+    int st;
+    waitpid(d->pid, &st, 0);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+static void stop(daemon_t *d)
+{
+    halt(d);
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", d->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot remove %s\n", d->dir);
+    }
+}
+
+/* A fake agent's registration: n GPUs of one model. */
+static void register_node(const daemon_t *d, const char *name, const char *model, int n,
+                          double mem_gb)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_printf(&b, "{\"node\":\"%s\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[",
+                  name);
+    for (int i = 0; i < n; i++) {
+        cr_buf_printf(&b,
+                      "%s{\"index\":%d,\"uuid\":\"GPU-%s-%d\",\"model\":\"%s\",\"mem_bytes\":%.0f}",
+                      i ? "," : "", i, name, i, model, mem_gb * 1e9);
+    }
+    cr_buf_puts(&b, "]}");
+    long code;
+    json_t *v = call(d, "POST", "/v1/agents/register", d->join, cr_buf_str(&b), &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    cr_buf_fini(&b);
+}
+
+static int64_t submit(const daemon_t *d, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int64_t submit(const daemon_t *d, const char *fmt, ...)
+{
+    char body[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(body, sizeof body, fmt, ap);
+    va_end(ap);
+    long code;
+    json_t *v = call(d, "POST", "/v1/jobs", d->admin, body, &code);
+    assert_int_equal(code, 201);
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    assert_true(id > 0);
+    return id;
+}
+
+static json_t *job(const daemon_t *d, int64_t id)
+{
+    char path[64];
+    long code;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+    assert_int_equal(code, 200);
+    return v;
+}
+
+/* Poll until the job leaves "not yet considered": running, or pending
+ * with the scheduler's reason. Returned new (json_decref). */
+static json_t *settled(const daemon_t *d, int64_t id, const char *state)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        json_t *v = job(d, id);
+        bool ok = strcmp(str(v, "state"), state) == 0 &&
+                  (strcmp(state, "pending") != 0 ||
+                   (*str(v, "reason") && !strstr(str(v, "reason"), "not yet considered")));
+        if (ok) {
+            return v;
+        }
+        if (cr_mono_ns() > deadline) {
+            fprintf(stderr, "job %lld: %s (%s), wanted %s\n", (long long)id, str(v, "state"),
+                    str(v, "reason"), state);
+        }
+        json_decref(v);
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+}
+
+/* The type the job runs on, once running. */
+static char *run_type(const daemon_t *d, int64_t id)
+{
+    json_t *v = settled(d, id, "running");
+    char *t = strdup(str(v, "run_gpu_type"));
+    json_decref(v);
+    return t;
+}
+
+/* The "why" of the job's "started" event (polled: the event row commits
+ * after the job shows running). */
+static char *started_why(const daemon_t *d, int64_t id)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    char *why = NULL;
+    while (!why) {
+        json_t *v = job(d, id);
+        json_t *ev = json_object_get(v, "events");
+        for (size_t i = 0; i < json_array_size(ev); i++) {
+            json_t *e = json_array_get(ev, i);
+            if (strcmp(str(e, "what"), "started") == 0) {
+                free(why);
+                why = strdup(str(e, "why"));
+            }
+        }
+        json_decref(v);
+        assert_true(why || cr_mono_ns() < deadline);
+        if (!why) {
+            poll_sleep();
+        }
+    }
+    return why;
+}
+
+static const char *const cmd = "\"command\":[\"sleep\",\"60\"]";
+
+static void test_auto_placements(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    register_node(&d, "h100-0", "H100 SXM", 8, 80);
+    register_node(&d, "a100-0", "A100 80GB SXM", 8, 80);
+    register_node(&d, "h200-0", "H200 SXM", 8, 141);
+
+    /* Video before any GPU with an encoder exists: pending, saying why. */
+    int64_t render = submit(&d, "{%s,\"name\":\"render\",\"kind\":\"visual\",\"gpus\":1}", cmd);
+    json_t *v = settled(&d, render, "pending");
+    const char *reason = str(v, "reason");
+    assert_non_null(strstr(reason, "no GPU type in the cluster can run it"));
+    /* (types refused for the same reason are listed together) */
+    assert_non_null(strstr(reason, "H100 SXM, A100 80GB SXM, H200 SXM: no video encoder (NVENC)"));
+    json_decref(v);
+
+    /* An L40S node joins: the waiting video job goes there. */
+    register_node(&d, "l40s-0", "L40S", 4, 48);
+    char *t = run_type(&d, render);
+    assert_string_equal(t, "L40S");
+    free(t);
+
+    /* FP64 work: never L40S (1/64 rate), even with L40S free. */
+    int64_t cfd = submit(&d, "{%s,\"name\":\"cfd\",\"kind\":\"hpc\",\"gpus\":2}", cmd);
+    t = run_type(&d, cfd);
+    assert_string_not_equal(t, "L40S");
+    free(t);
+
+    /* LoRA 7B: L40S while one is free (cheapest by the advisor). */
+    int64_t lora = submit(&d,
+                          "{%s,\"name\":\"lora\",\"kind\":\"finetune\",\"gpus\":1,\"model\":"
+                          "{\"params\":7e9,\"method\":\"lora\",\"tokens\":1e8}}",
+                          cmd);
+    t = run_type(&d, lora);
+    assert_string_equal(t, "L40S");
+    free(t);
+    char *why = started_why(&d, lora);
+    assert_non_null(strstr(why, "auto: L40S, best by cost (advisor: "));
+    free(why);
+
+    /* 70B inference on 2 GPUs: 140 GB of weights; only H200 (141 GB each)
+     * leaves room for the KV cache. */
+    int64_t chat = submit(
+        &d, "{%s,\"name\":\"chat\",\"kind\":\"inference\",\"gpus\":2,\"model\":{\"params\":7e10}}",
+        cmd);
+    t = run_type(&d, chat);
+    assert_string_equal(t, "H200 SXM");
+    free(t);
+
+    /* Fill the L40S: the next LoRA job takes the next type by cost. */
+    int64_t fill = submit(&d, "{%s,\"name\":\"fill\",\"gpu_type\":\"L40S\",\"gpus\":2}", cmd);
+    t = run_type(&d, fill);
+    free(t);
+    int64_t lora2 = submit(&d,
+                           "{%s,\"name\":\"lora2\",\"kind\":\"finetune\",\"gpus\":1,\"model\":"
+                           "{\"params\":7e9,\"method\":\"lora\"}}",
+                           cmd);
+    t = run_type(&d, lora2);
+    assert_string_not_equal(t, "L40S");
+    free(t);
+    why = started_why(&d, lora2);
+    assert_non_null(strstr(why, "best by cost among types with free GPUs"));
+    free(why);
+
+    /* No type can run it: pending, with every refusal named. */
+    int64_t huge = submit(
+        &d, "{%s,\"name\":\"huge\",\"kind\":\"pretrain\",\"gpus\":1,\"model\":{\"params\":7e10}}",
+        cmd);
+    v = settled(&d, huge, "pending");
+    reason = str(v, "reason");
+    assert_non_null(strstr(reason, "no GPU type in the cluster can run it: "));
+    assert_non_null(strstr(reason, "H200 SXM"));
+    assert_non_null(strstr(reason, "L40S"));
+    assert_non_null(strstr(reason, "weights and optimizer states need 1120 GB"));
+    json_decref(v);
+
+    /* Without hints, auto keeps "any type": it runs. */
+    int64_t batch = submit(&d, "{%s,\"name\":\"batch\",\"gpus\":1}", cmd);
+    t = run_type(&d, batch);
+    free(t);
+
+    /* Hints the model cannot read are refused at the door. */
+    long code;
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"model\":{\"params\":7e9,\"method\":\"dora\"}}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "model.method");
+    json_decref(v);
+    stop(&d);
+}
+
+/* The hetero policy gets the same refusals (plain throughput otherwise). */
+static void test_auto_hetero(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, "--policy hetero");
+    register_node(&d, "l40s-0", "L40S", 4, 48);
+    register_node(&d, "a100-0", "A100 80GB SXM", 4, 80);
+    int64_t cfd = submit(&d, "{%s,\"name\":\"cfd\",\"kind\":\"hpc\",\"gpus\":2}", cmd);
+    char *t = run_type(&d, cfd);
+    assert_string_equal(t, "A100 80GB SXM");
+    free(t);
+    int64_t render = submit(&d, "{%s,\"name\":\"render\",\"kind\":\"visual\",\"gpus\":1}", cmd);
+    t = run_type(&d, render);
+    assert_string_equal(t, "L40S");
+    free(t);
+    stop(&d);
+}
+
+/* A restart keeps the choices: running auto work is restored where it
+ * ran, an unrunnable job still says why, new auto work is chosen again. */
+static void test_auto_restart(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    register_node(&d, "l40s-0", "L40S", 4, 48);
+    register_node(&d, "a100-0", "A100 80GB SXM", 4, 80);
+    int64_t cfd = submit(&d, "{%s,\"name\":\"cfd\",\"kind\":\"hpc\",\"gpus\":2}", cmd);
+    char *t = run_type(&d, cfd);
+    assert_string_equal(t, "A100 80GB SXM");
+    free(t);
+    int64_t huge = submit(
+        &d, "{%s,\"name\":\"huge\",\"kind\":\"pretrain\",\"gpus\":1,\"model\":{\"params\":7e10}}",
+        cmd);
+    json_decref(settled(&d, huge, "pending"));
+    halt(&d);
+    start_in(&d, NULL, false);
+    t = run_type(&d, cfd);
+    assert_string_equal(t, "A100 80GB SXM");
+    free(t);
+    json_t *v = settled(&d, huge, "pending");
+    assert_non_null(strstr(str(v, "reason"), "no GPU type in the cluster can run it: "));
+    assert_non_null(strstr(str(v, "reason"), "A100 80GB SXM"));
+    json_decref(v);
+    int64_t lora = submit(&d,
+                          "{%s,\"name\":\"lora\",\"kind\":\"finetune\",\"gpus\":1,\"model\":"
+                          "{\"params\":7e9,\"method\":\"lora\"}}",
+                          cmd);
+    t = run_type(&d, lora);
+    assert_string_equal(t, "L40S");
+    free(t);
+    stop(&d);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_auto_placements),
+        cmocka_unit_test(test_auto_hetero),
+        cmocka_unit_test(test_auto_restart),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
