@@ -201,7 +201,8 @@ struct ctl {
     int64_t next_token_id;
     ctl_sched_op *sched_ops; /* job changes for the scheduler thread */
     size_t nsched_ops, capsched_ops;
-    bool sched_wake;                        /* something changed */
+    bool sched_wake;     /* something changed */
+    bool sched_restored; /* the scheduler took in the stored nodes and running jobs */
     char join_token[CR_TOKEN_TEXT_MAX + 8]; /* for calls to agents */
     bool tenants_dirty;                     /* weights/quotas changed: tell the scheduler */
     bool stopping;

@@ -600,6 +600,8 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             }
         }
         *restored = true;
+        c->sched_restored = true;
+        pthread_cond_broadcast(&c->cv); /* ctl_sched_start waits for it */
     }
     size_t capops = c->nsched_ops;
     ops = cr_calloc(capops ? capops : 1, sizeof *ops);
@@ -927,6 +929,17 @@ int ctl_sched_start(ctl *c)
         return CR_EIO;
     }
     c->sched_started = true;
+    /* Serve only once the stored nodes and running jobs are back in the
+     * scheduler: a desired state asked for earlier would lack the MIG
+     * instances' start slices (and so their UUIDs). Bounded, in case the
+     * scheduler could not be created. */
+    pthread_mutex_lock(&c->mu);
+    int64_t until = cr_now_ns() + 10 * CR_NS_PER_SEC;
+    while (!c->sched_restored && cr_now_ns() < until) {
+        struct timespec ts = {.tv_sec = until / CR_NS_PER_SEC, .tv_nsec = until % CR_NS_PER_SEC};
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    pthread_mutex_unlock(&c->mu);
     return 0;
 }
 
