@@ -59,3 +59,14 @@ bench: bench-deps build
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)
+
+# Coverage-guided fuzzing of every parser (clang + libFuzzer), FUZZ_SECONDS each.
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 30
+fuzz: deps
+	[ -f $(FUZZ_BUILD)/build.ninja ] || CC=clang meson setup $(FUZZ_BUILD) -Dfuzz=true -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C $(FUZZ_BUILD)
+	@for f in $(FUZZ_BUILD)/fuzz/fuzz_*; do \
+	    [ -f "$$f" ] && [ -x "$$f" ] || continue; echo "== $$f"; \
+	    "$$f" -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 2>&1 | tail -3 || exit 1; \
+	done

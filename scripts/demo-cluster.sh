@@ -101,14 +101,15 @@ job() { # job SECONDS NAME [submit options...]
 }
 
 say "submitting a mix of workloads (gpu type 'auto': the advisor picks)"
-job 25 pretrain-70b --kind pretrain --params 70b --tokens 2e12 --nodes 2 --gpus 16 --precision bf16
+job 25 pretrain-13b --kind pretrain --params 13b --tokens 2e11 --nodes 2 --gpus 16 --precision bf16
 job 20 finetune-lora --kind finetune --params 7b --method lora --tokens 1e8 --gpus 1
 job 20 finetune-full --kind finetune --params 13b --method full --tokens 1e9 --gpus 4
-job 20 inference-70b --kind inference --params 70b --gpus 2
+job 20 inference-70b --kind inference --params 70b --gpus 4
 job 15 render --kind visual --gpus 1
 job 15 cfd-fp64 --kind hpc --gpus 4
 job 8 sweep --kind batch --mig 1g.6gb --array 10
 job 8 preprocess --kind batch --gpu-type L40S --gpus 1 --array 6
+job 20 chat-405b --kind inference --params 405b --gpus 2
 job 20 pretrain-too-big --kind pretrain --params 70b --tokens 2e12 --gpu-type "H100 SXM" --nodes 2 --gpus 16
 
 sleep 3
