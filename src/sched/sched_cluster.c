@@ -962,7 +962,7 @@ int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t n, uint32_t gi, const char
             return CR_ERANGE;
         }
     }
-    int rc = cr_sched_gpu_set_mig(s, n, gi, count > 0);
+    int rc = cr_sched_gpu_set_mig(s, n, gi, true);
     if (rc < 0) {
         return rc;
     }

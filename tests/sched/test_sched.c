@@ -113,6 +113,11 @@ static void test_mig_layout(void **state)
     assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, lay, 3, NULL), CR_EBUSY);
     assert_int_equal(cr_sched_job_remove(s, 7, SEC), 0);
     assert_int_equal(cr_sched_job_remove(s, 8, SEC), 0);
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, NULL, 0, NULL), 0);
+    assert_int_equal(cr_sched_gpu_info_get(s, 0, 0, &gi), 0);
+    assert_true(gi.mig); /* back to carving on demand */
+    assert_int_equal(gi.mig_fixed, 0);
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, lay, 3, NULL), 0);
     assert_int_equal(cr_sched_gpu_set_mig(s, 0, 0, false), 0);
     assert_int_equal(cr_sched_gpu_info_get(s, 0, 0, &gi), 0);
     assert_false(gi.mig);
