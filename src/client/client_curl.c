@@ -12,6 +12,8 @@
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -86,6 +88,8 @@ typedef struct sink {
     bool too_big;
     int64_t last_ns; /* monotonic time of the last byte */
     bool stalled;
+    cr_client *c;   /* for its cancel hook */
+    bool cancelled; /* the hook said stop */
 } sink;
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -115,6 +119,10 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
                        curl_off_t ulnow)
 {
     sink *s = ud;
+    if (s->c->cancel && s->c->cancel(s->c->cancel_ud)) {
+        s->cancelled = true;
+        return 1;
+    }
     if (s->x->idle_ns > 0 && cr_mono_ns() - s->last_ns > s->x->idle_ns) {
         s->stalled = true;
         return 1;
@@ -140,7 +148,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     }
     CURL *h = c->curl->h;
     char errbuf[CURL_ERROR_SIZE] = "";
-    sink s = {.h = h, .x = x, .last_ns = cr_mono_ns()};
+    sink s = {.h = h, .x = x, .last_ns = cr_mono_ns(), .c = c};
     struct curl_slist *hdrs = NULL;
     char *url = cr_asprintf("%s%s", c->server, x->path);
     char *auth = c->token ? cr_asprintf("Authorization: Bearer %s", c->token) : NULL;
@@ -171,7 +179,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     }
     api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
     api.easy_setopt(h, CURLOPT_WRITEDATA, &s);
-    if (x->idle_ns > 0) {
+    if (x->idle_ns > 0 || c->cancel) {
         api.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
         api.easy_setopt(h, CURLOPT_XFERINFODATA, &s);
         api.easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
@@ -194,13 +202,33 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     hdrs = api.slist_append(hdrs, "Expect:");
     api.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 
+    /* CURLOPT_NOSIGNAL keeps libcurl from ignoring SIGPIPE itself, and TLS
+     * writes to a connection the server reset raise it: hold it blocked in
+     * this thread while the transfer runs, then drop one it raised (unless
+     * one was pending before), so a reset never kills the process. */
+    sigset_t pipe_set, old_mask, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    bool had_pipe = sigismember(&pending, SIGPIPE) == 1;
     CURLcode cc = api.easy_perform(h);
+    if (!had_pipe) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     long status = 0;
     api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     int rc = 0;
     const char *why = *errbuf ? errbuf : api.easy_strerror(cc);
     if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && x->stopped)) {
         x->status = status;
+    } else if (s.cancelled) {
+        snprintf(x->err, sizeof x->err, "cancelled");
+        rc = CR_EAGAIN;
     } else if (s.too_big) {
         x->status = status;
         snprintf(x->err, sizeof x->err, "answer too large");

@@ -101,14 +101,16 @@ void ctl_nodes_free(ctl *c)
 }
 
 /*
- * The UUID to run a job on: the GPU's, or for a MIG placement one of the
- * GPU's registered MIG instances of that profile. Instances are handed out
- * in job-id order among the jobs on that GPU with the same profile, so two
- * jobs sharing a GPU get different instances.
+ * The UUID to run a job on: the GPU's, or for a MIG placement the UUID of
+ * the registered instance the scheduler chose (the one whose start slice
+ * the placement holds). A placement without a known start (stored by an
+ * older controller) gets the instances of its profile in job-id order
+ * among the jobs on that GPU, so two jobs sharing a GPU differ.
  */
 static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
-                             int gpu_index)
+                             size_t q_entry)
 {
+    int gpu_index = pl->gpus[q_entry];
     const ctl_gpu *g = NULL;
     for (size_t x = 0; x < n->ngpus; x++) {
         if (n->gpus[x].index == gpu_index) {
@@ -120,6 +122,18 @@ static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const 
     }
     if (!*pl->mig_profile || !g->mig) {
         return g->uuid;
+    }
+    if (pl->mig_start[q_entry] >= 0) {
+        for (size_t i = 0; i < json_array_size(g->mig) && i < 8; i++) {
+            json_t *m = json_array_get(g->mig, i);
+            const char *prof = json_string_value(json_object_get(m, "profile"));
+            const char *uuid = json_string_value(json_object_get(m, "uuid"));
+            if (prof && uuid && g->mig_start[i] == pl->mig_start[q_entry] &&
+                strcmp(prof, pl->mig_profile) == 0) {
+                return uuid;
+            }
+        }
+        return ""; /* no such instance: the agent refuses rather than guess */
     }
     size_t rank = 0;
     for (size_t i = 0; i < n->njobs; i++) {
@@ -174,7 +188,7 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         json_t *gpus = json_array(), *uuids = json_array();
         for (size_t g = 0; g < pl->ngpus; g++) {
             json_array_append_new(gpus, json_integer(pl->gpus[g]));
-            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, pl->gpus[g])));
+            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, g)));
         }
         const ctl_node *master = ctl_node_find(c, j->place[0].node);
         char ckpt[1200];
@@ -185,13 +199,13 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                       "world_size", j->gpus, "node_rank", (int)rank, "nnodes", (int)j->nplace,
                       "local_world_size", (int)pl->ngpus, "rank_offset", offset);
         const char *wd = json_string_value(json_object_get(j->spec, "workdir"));
-        json_t *e =
-            json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job", (json_int_t)j->id,
-                      "command", json_object_get(j->spec, "command"), "env",
-                      json_object_get(j->spec, "env"), "workdir", wd ? wd : "", "gpus", gpus,
-                      "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
-                      (json_int_t)c->cfg.grace_s, "action", j->state == JS_RUNNING ? "run" : "stop",
-                      "gang", gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
+        json_t *e = json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job",
+                              (json_int_t)j->id, "command", json_object_get(j->spec, "command"),
+                              "env", json_object_get(j->spec, "env"), "workdir", wd ? wd : "",
+                              "gpus", gpus, "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
+                              (json_int_t)c->cfg.grace_s, "action",
+                              j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
+                              gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_array_append_new(jobs, e);
     }
     return json_pack("{s:I,s:o}", "version", (json_int_t)n->version, "jobs", jobs);
@@ -242,6 +256,22 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         if (detail && g->mig) {
             json_object_set(v, "mig", g->mig);
         }
+        /* MIG instances in use on this GPU (it is then partly allocated) */
+        json_int_t mig_busy = 0;
+        for (size_t q = 0; g->mig && q < n->njobs; q++) {
+            const ctl_job *j = ctl_job_get(c, n->jobs[q]);
+            if (j && j->state != JS_RUNNING && j->state != JS_COMPLETING) {
+                j = NULL;
+            }
+            for (size_t k = 0; j && k < j->nplace; k++) {
+                if (*j->place[k].mig_profile && strcmp(j->place[k].node, n->name) == 0) {
+                    for (size_t e = 0; e < j->place[k].ngpus; e++) {
+                        mig_busy += j->place[k].gpus[e] == g->index;
+                    }
+                }
+            }
+        }
+        json_object_set_new(v, "mig_busy", json_integer(mig_busy));
         json_array_append_new(gpus, v);
     }
     json_t *jobs = json_array();
@@ -351,6 +381,22 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
             (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err))) {
             return rc;
         }
+        /* Placements name GPUs by index and jobs get them by UUID: each
+         * must name one GPU only. */
+        for (size_t k = 0; strict && k < i; k++) {
+            char fp[48];
+            if (n->gpus[k].index == (int)index) {
+                snprintf(fp, sizeof fp, "%s.index", path);
+                return cr_json_fail(err, CR_EINVAL, fp,
+                                    "field '%s': duplicate: index %d is gpus[%zu]", fp, (int)index,
+                                    k);
+            }
+            if (*uuid && strcmp(n->gpus[k].uuid, uuid) == 0) {
+                snprintf(fp, sizeof fp, "%s.uuid", path);
+                return cr_json_fail(err, CR_EINVAL, fp,
+                                    "field '%s': duplicate: uuid '%s' is gpus[%zu]", fp, uuid, k);
+            }
+        }
         x->index = (int)index;
         snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
         snprintf(x->model, sizeof x->model, "%s", model);
@@ -359,6 +405,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         x->mem_bytes = (uint64_t)gmem;
         x->nvlink = (int)nvl;
         x->mig = json_array_size(mig) ? json_deep_copy(mig) : NULL;
+        memset(x->mig_start, -1, sizeof x->mig_start);
     }
     return 0;
 }
@@ -522,8 +569,16 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         node_insert(c, n);
         cr_info("node=%s registered: %zu GPUs, addr %s:%d", n->name, n->ngpus, n->addr, n->port);
     } else {
-        /* Re-registration (agent restart): new inventory, same jobs. */
+        /* Re-registration (agent restart): new inventory, same jobs. The
+         * scheduler keeps the MIG layout it was given: an unchanged one
+         * keeps its instance starts. */
         for (size_t i = 0; i < n->ngpus; i++) {
+            if (i < fresh->ngpus && n->gpus[i].mig && fresh->gpus[i].mig &&
+                json_equal(n->gpus[i].mig, fresh->gpus[i].mig)) {
+                memcpy(fresh->gpus[i].mig_start, n->gpus[i].mig_start,
+                       sizeof fresh->gpus[i].mig_start);
+                fresh->gpus[i].mig_unusable = n->gpus[i].mig_unusable;
+            }
             json_decref(n->gpus[i].mig);
         }
         free(n->gpus);
@@ -713,10 +768,13 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         int64_t id = (int64_t)json_integer_value(json_object_get(jr, "job"));
         ctl_job *j = ctl_job_get(c, id);
-        bool here = false;
+        ctl_place *mine = NULL;
         for (size_t k = 0; j && k < j->nplace; k++) {
-            here = here || strcmp(j->place[k].node, n->name) == 0;
+            if (strcmp(j->place[k].node, n->name) == 0) {
+                mine = &j->place[k];
+            }
         }
+        bool here = mine != NULL;
         if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
             continue; /* already handled: the desired state drops it */
         }
@@ -726,6 +784,21 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         int code = (int)json_integer_value(json_object_get(jr, "exit_code"));
         int sig = (int)json_integer_value(json_object_get(jr, "signal"));
+        /* A gang job (ranks on several nodes) completes when every rank has
+         * exited 0; the first rank to fail ends it at once (its other ranks
+         * are then stopped through the desired state). A stop the controller
+         * asked for (cancel, time limit, requeue) ends it at the first exit. */
+        if (j->nplace > 1 && code == 0 && sig == 0 && !j->cancel_requested && !j->timed_out &&
+            !j->requeue_requested) {
+            mine->exited_ok = true;
+            bool all = true;
+            for (size_t k = 0; k < j->nplace; k++) {
+                all = all && j->place[k].exited_ok;
+            }
+            if (!all) {
+                continue;
+            }
+        }
         char why[200];
         if (sig) {
             snprintf(why, sizeof why, "killed by signal %d on node %s", sig, n->name);

@@ -219,10 +219,22 @@ static int64_t num(json_t *v, const char *key)
 static char *mint(const daemon_t *d, const char *role, const char *tenant)
 {
     char body[200];
+    long code;
+    json_t *v;
+    if (strcmp(role, "user") == 0) { /* a user token needs an existing tenant */
+        snprintf(body, sizeof body, "{\"role\":\"user\",\"tenant\":\"%s\"}", tenant);
+        v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+        assert_int_equal(code, 404);
+        assert_string_equal(str(v, "field"), "tenant");
+        json_decref(v);
+        snprintf(body, sizeof body, "{\"name\":\"%s\"}", tenant);
+        v = call(d, "POST", "/v1/tenants", d->admin, body, &code);
+        assert_true(code == 201 || code == 409);
+        json_decref(v);
+    }
     snprintf(body, sizeof body, "{\"role\":\"%s\",\"tenant\":\"%s\",\"name\":\"t-%s\"}", role,
              tenant, tenant);
-    long code;
-    json_t *v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+    v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
     assert_int_equal(code, 201);
     char *t = strdup(str(v, "token"));
     json_decref(v);
@@ -499,6 +511,11 @@ static void test_bad_input_stores_nothing(void **state)
         {"{\"command\":[\"true\"],\"tenant\":\"nobody\"}", 400, "tenant"},
         {"{\"command\":[\"true\"],\"workdir\":\"rel\"}", 400, "workdir"},
         {"{\"command\":[\"true\"],\"array\":0}", 400, "array"},
+        {"{\"command\":[\"true\"],\"array\":10001}", 400, "array"},
+        {"{\"command\":[\"true\"],\"max_retries\":101}", 400, "max_retries"},
+        {"{\"command\":[\"true\"],\"model\":{\"method\":\"sgd\"}}", 400, "model.method"},
+        {"{\"command\":[\"true\"],\"model\":{\"precision\":\"fp4\"}}", 400, "model.precision"},
+        {"{\"command\":[\"\"]}", 400, "command[0]"},
         {"{\"command\":[\"true\"],\"name\":\"a\",\"name\":\"b\"}", 400, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -619,6 +636,25 @@ static void test_agent_protocol(void **state)
                      "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0}]}", &code);
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "gpus[0].model");
+    json_decref(v);
+    /* Each GPU once: by index and by UUID. */
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0,\"model\":\"L4\"},"
+             "{\"index\":0,\"model\":\"L4\"}]}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpus[1].index");
+    assert_non_null(strstr(str(v, "message"), "duplicate"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-a\","
+             "\"model\":\"L4\"},{\"index\":1,\"uuid\":\"GPU-a\",\"model\":\"L4\"}]}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpus[1].uuid");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/nodes/n9", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
     json_decref(v);
     /* The node token works for its node only. */
     v = call(&d, "GET", "/v1/agents/n2/desired", t1, NULL, &code);
@@ -765,6 +801,19 @@ static void test_services(void **state)
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "max_replicas");
     json_decref(v);
+    static const char *const bad_paths[] = {"/a\\r\\nX-Evil: 1", "/a b", "/a\\u0001", "/a\\n",
+                                            "health"};
+    for (size_t i = 0; i < sizeof bad_paths / sizeof *bad_paths; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"bad\",\"command\":[\"srv\"],\"ready_path\":\"%s\"}", bad_paths[i]);
+        v = call(&d, "POST", "/v1/services", d.admin, body, &code);
+        if (code != 400) {
+            fail_msg("ready_path '%s': %ld", bad_paths[i], code);
+        }
+        assert_string_equal(str(v, "field"), "ready_path");
+        json_decref(v);
+    }
     int64_t version = -1;
     assert_int_equal(endpoints_count(&d, &version, 1), 1);
     v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":2}", &code);
@@ -835,6 +884,106 @@ static void test_tls(void **state)
     ca_file[0] = '\0';
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* This node's desired action for a job ("" when not listed). */
+static void desired_action(const daemon_t *d, const char *node, const char *tok, int64_t id,
+                           char *out, size_t cap)
+{
+    char path[128];
+    long code;
+    snprintf(path, sizeof path, "/v1/agents/%s/desired", node);
+    json_t *v = call(d, "GET", path, tok, NULL, &code);
+    assert_int_equal(code, 200);
+    out[0] = '\0';
+    json_t *jobs = json_object_get(v, "jobs");
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *e = json_array_get(jobs, i);
+        if (num(e, "job") == id) {
+            snprintf(out, cap, "%s", str(e, "action"));
+        }
+    }
+    json_decref(v);
+}
+
+static void post_exit(const daemon_t *d, const char *node, const char *tok, int64_t id, int code)
+{
+    char path[128], body[200];
+    long hc;
+    snprintf(path, sizeof path, "/v1/agents/%s/status", node);
+    snprintf(body, sizeof body, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":%d}]}",
+             (long long)id, code);
+    json_t *v = call(d, "POST", path, tok, body, &hc);
+    assert_int_equal(hc, 200);
+    json_decref(v);
+}
+
+/* A gang job (two nodes) completes when both ranks exited 0; the first
+ * rank that fails ends the run (then retries apply). */
+static void test_gang_exits(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *t1 = register_node(&d, "n1");
+    char *t2 = register_node(&d, "n2");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":4,\"nodes\":2}");
+    wait_state(&d, id, "running");
+    char act[16];
+    desired_action(&d, "n1", t1, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    /* rank 0 done: the job runs on; n1 is told not to start it again */
+    post_exit(&d, "n1", t1, id, 0);
+    json_t *v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    desired_action(&d, "n1", t1, id, act, sizeof act);
+    assert_string_equal(act, "stop");
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    post_exit(&d, "n1", t1, id, 0); /* reported again: still waits for n2 */
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    post_exit(&d, "n2", t2, id, 0);
+    wait_state(&d, id, "completed");
+
+    /* A rank failing ends the run at once: retried, then failed. */
+    id = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":4,\"nodes\":2,\"max_retries\":1}");
+    wait_state(&d, id, "running");
+    post_exit(&d, "n2", t2, id, 0);
+    post_exit(&d, "n1", t1, id, 1);
+    v = job(&d, id);
+    assert_int_equal(num(v, "retries"), 1);
+    json_decref(v);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        v = job(&d, id);
+        bool rerun = num(v, "runs") == 2 && strcmp(str(v, "state"), "running") == 0;
+        json_decref(v);
+        if (rerun) {
+            break;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    /* the rerun starts afresh: n2's earlier exit does not count */
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    post_exit(&d, "n1", t1, id, 0);
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    post_exit(&d, "n2", t2, id, 7);
+    wait_state(&d, id, "failed");
+    v = job(&d, id);
+    assert_non_null(strstr(str(v, "reason"), "code 7 on node n2"));
+    json_decref(v);
+    free(t1);
+    free(t2);
+    stop(&d, SIGTERM);
+    cleanup(&d);
 }
 
 /* A GPU reported unhealthy leaves the pool with its reason, its job is
@@ -973,6 +1122,139 @@ static void test_time_limit(void **state)
     v = job(&d, id);
     assert_non_null(strstr(str(v, "reason"), "time limit"));
     json_decref(v);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* The desired-state entry of job id on node (polls until listed; 20 s). */
+static json_t *desired_entry(const daemon_t *d, const char *node, const char *token, int64_t id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/agents/%s/desired", node);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        long code;
+        json_t *v = call(d, "GET", path, token, NULL, &code);
+        assert_int_equal(code, 200);
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(v, "jobs"), i, e)
+        {
+            if (num(e, "job") == id) {
+                json_incref(e);
+                json_decref(v);
+                return e;
+            }
+        }
+        json_decref(v);
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+}
+
+/* A MIG job goes to a GPU that has an instance of its profile, with that
+ * instance's UUID; it survives a controller restart; the node shows it. */
+static void test_mig_layout(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    /* GPU 0: 2 x 2g.12gb (the device's name; 24 GiB names it 2g.13gb),
+     * GPU 1: 4 x 1g.6gb, GPU 2: not in MIG mode. */
+    const char *body =
+        "{\"node\":\"a0\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":["
+        "{\"index\":0,\"uuid\":\"GPU-0\",\"model\":\"A30\",\"mem_bytes\":25769803776,\"mig\":["
+        "{\"uuid\":\"MIG-0a\",\"profile\":\"2g.12gb\",\"slices\":2,\"mem_slices\":2},"
+        "{\"uuid\":\"MIG-0b\",\"profile\":\"2g.12gb\",\"slices\":2,\"mem_slices\":2}]},"
+        "{\"index\":1,\"uuid\":\"GPU-1\",\"model\":\"A30\",\"mem_bytes\":25769803776,\"mig\":["
+        "{\"uuid\":\"MIG-1a\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1},"
+        "{\"uuid\":\"MIG-1b\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1},"
+        "{\"uuid\":\"MIG-1c\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1},"
+        "{\"uuid\":\"MIG-1d\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1}]},"
+        "{\"index\":2,\"uuid\":\"GPU-2\",\"model\":\"A30\",\"mem_bytes\":25769803776}]}";
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    char *nt = strdup(str(v, "node_token"));
+    json_decref(v);
+    int64_t ids[5];
+    char seen[5][16];
+    for (int i = 0; i < 5; i++) {
+        ids[i] = submit(&d, d.admin,
+                        "{\"command\":[\"sleep\",\"100\"],\"gpu_type\":\"A30\","
+                        "\"mig_profile\":\"1g.6gb\"}");
+    }
+    /* Four instances exist: four run, each on its own 1g.6gb of GPU 1. */
+    for (int i = 0; i < 4; i++) {
+        wait_state(&d, ids[i], "running");
+        json_t *e = desired_entry(&d, "a0", nt, ids[i]);
+        assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "gpus"), 0)), 1);
+        const char *u = json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0));
+        assert_non_null(u);
+        assert_int_equal(strncmp(u, "MIG-1", 5), 0);
+        snprintf(seen[i], sizeof seen[i], "%s", u);
+        for (int k = 0; k < i; k++) {
+            assert_string_not_equal(seen[k], u);
+        }
+        json_decref(e);
+    }
+    v = job(&d, ids[4]);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+    int64_t big = submit(&d, d.admin,
+                         "{\"command\":[\"sleep\",\"100\"],\"gpu_type\":\"A30\","
+                         "\"mig_profile\":\"2g.12gb\"}");
+    wait_state(&d, big, "running");
+    json_t *e = desired_entry(&d, "a0", nt, big);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "gpus"), 0)), 0);
+    const char *bu = json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0));
+    assert_true(strcmp(bu, "MIG-0a") == 0 || strcmp(bu, "MIG-0b") == 0);
+    char big_uuid[16];
+    snprintf(big_uuid, sizeof big_uuid, "%s", bu);
+    json_decref(e);
+    /* The node view counts MIG-busy GPUs. */
+    v = call(&d, "GET", "/v1/nodes/a0", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *gpus = json_object_get(v, "gpus");
+    assert_int_equal(num(json_array_get(gpus, 0), "mig_busy"), 1);
+    assert_int_equal(num(json_array_get(gpus, 1), "mig_busy"), 4);
+    assert_int_equal(num(json_array_get(gpus, 2), "mig_busy"), 0);
+    json_decref(v);
+
+    /* Restart: the MIG jobs keep running on the same instances. */
+    stop(&d, SIGTERM);
+    start(&d, false, NULL);
+    v = job(&d, big);
+    assert_string_equal(str(v, "state"), "running");
+    assert_int_equal(num(v, "runs"), 1);
+    json_decref(v);
+    e = desired_entry(&d, "a0", nt, big);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0)),
+                        big_uuid);
+    json_decref(e);
+    for (int i = 0; i < 4; i++) {
+        v = job(&d, ids[i]);
+        assert_string_equal(str(v, "state"), "running");
+        assert_int_equal(num(v, "runs"), 1);
+        json_decref(v);
+        e = desired_entry(&d, "a0", nt, ids[i]);
+        assert_string_equal(json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0)),
+                            seen[i]);
+        json_decref(e);
+    }
+    /* One ends: the pending one takes its instance (and no other). */
+    char st[200];
+    snprintf(st, sizeof st, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":0}]}",
+             (long long)ids[0]);
+    v = call(&d, "POST", "/v1/agents/a0/status", nt, st, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, ids[0], "completed");
+    wait_state(&d, ids[4], "running");
+    e = desired_entry(&d, "a0", nt, ids[4]);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0)),
+                        seen[0]);
+    json_decref(e);
     free(nt);
     stop(&d, SIGTERM);
     cleanup(&d);
@@ -1224,6 +1506,8 @@ int main(void)
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_gpu_health),
+        cmocka_unit_test(test_gang_exits),
+        cmocka_unit_test(test_mig_layout),
         cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
