@@ -371,6 +371,21 @@ static void start_job(agent *a, const cr_job_spec *want)
     pthread_mutex_unlock(&a->mu);
 }
 
+/* Whether desired entry s, for a job whose run p has exited here, is a new
+ * run. The controller numbers each start of a job ("run"): a different
+ * number is a retry, the same one is the run that ended (its end not yet
+ * taken in). Only without numbers does the version tell: listed again after
+ * the controller took in the end. A version moves for any change on the node,
+ * so it alone would restart a job whose end the controller has not applied
+ * to the run it shows. */
+static int placed_again(const agent *a, const cr_job_spec *s, const cr_proc *p)
+{
+    if (s->run > 0 && p->spec.run > 0) {
+        return s->run != p->spec.run;
+    }
+    return p->exit_acked > 0 && a->desired.version > p->exit_acked;
+}
+
 /* Apply the desired state; returns 1 when something changed. */
 static int reconcile(agent *a, int64_t now_ns)
 {
@@ -378,10 +393,8 @@ static int reconcile(agent *a, int64_t now_ns)
     for (size_t i = 0; i < a->desired.count; i++) {
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);
-        if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_EXITED && p->exit_acked > 0 &&
-            a->desired.version > p->exit_acked) {
-            /* Listed again after the controller took in its end: a retry
-             * placed here again. The old run is done with. */
+        if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_EXITED && placed_again(a, s, p)) {
+            /* A retry placed here again. The old run is done with. */
             cr_info("agent: job=%lld placed here again (retry): run it anew", (long long)s->job);
             cr_proc_forget(a->cfg.state_dir, p);
             cr_proc_fini(p);

@@ -30,6 +30,7 @@ typedef struct cr_gang {
 
 typedef struct cr_job_spec {
     int64_t job; /* job id, > 0 */
+    int64_t run; /* the controller's count of this job's starts ("run"); 0: not given */
     char **argv; /* argc strings + NULL; owned */
     size_t argc;
     char **env; /* "K=V" strings + NULL; owned */

@@ -192,6 +192,7 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                       "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
                       (json_int_t)c->cfg.grace_s, "action", j->state == JS_RUNNING ? "run" : "stop",
                       "gang", gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
+        json_object_set_new(e, "run", json_integer(j->runs));
         json_array_append_new(jobs, e);
     }
     return json_pack("{s:I,s:o}", "version", (json_int_t)n->version, "jobs", jobs);

@@ -655,6 +655,7 @@ static void test_agent_protocol(void **state)
     assert_non_null(entry);
     assert_int_equal(num(entry, "job"), id);
     assert_string_equal(str(entry, "action"), "run");
+    assert_int_equal(num(entry, "run"), 1);
     assert_int_equal(json_array_size(json_object_get(entry, "gpu_uuids")), 2);
     assert_int_equal(num(json_object_get(entry, "gang"), "world_size"), 2);
     json_decref(entry);
