@@ -159,6 +159,9 @@ json_t *cr__agent_status_body(const agent *a)
              * later run's (a report sent before a retry reached us). */
             json_object_set_new(j, "run", json_integer(p->spec.run));
         }
+        if (p->spec.port > 0 && p->state != CR_PROC_EXITED) {
+            json_object_set_new(j, "port", json_integer(p->spec.port));
+        }
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));
