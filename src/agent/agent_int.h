@@ -16,6 +16,7 @@
 #define CR_AGENT_INT_H
 
 #include "cr_buf.h"
+#include "cr_client.h"
 #include "cr_desired.h"
 #include "cr_gpu.h"
 #include "cr_proc.h"
@@ -70,8 +71,8 @@ typedef struct agent {
     int wake_rd, wake_wr; /* pipe: poller -> main */
     pthread_t poller;
     int poller_started;
-    void *mhd;         /* struct MHD_Daemon * */
-    void *status_curl; /* CURL *, main thread only */
+    void *mhd;            /* struct MHD_Daemon * */
+    cr_client *status_cl; /* controller client, owned; main thread only */
 } agent;
 
 /* agent_net.c */

@@ -20,7 +20,6 @@
 #include "cr_time.h"
 
 #include <arpa/inet.h>
-#include <curl/curl.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -810,7 +809,6 @@ int cr_agent_main(int argc, char **argv)
     }
     a->wake_rd = pipefd[0];
     a->wake_wr = pipefd[1];
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     char why[512];
     a->cgroup_base = cr_proc_cgroup_base(a->cfg.cgroup, a->cfg.node, why, sizeof why);
     if (a->cgroup_base) {
@@ -820,7 +818,7 @@ int cr_agent_main(int argc, char **argv)
     } else {
         fprintf(stderr, "corral agent: --cgroup: %s\n", why);
         rc = 2;
-        goto out_curl;
+        goto out_net;
     }
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
@@ -837,7 +835,7 @@ int cr_agent_main(int argc, char **argv)
     if (cr__agent_http_start(a, err, sizeof err) < 0) {
         fprintf(stderr, "corral agent: %s\n", err);
         rc = 1;
-        goto out_curl;
+        goto out_net;
     }
     cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d advertise=%s state=%s", a->cfg.node,
             a->gpu->count, a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.advertise,
@@ -862,11 +860,9 @@ out_http:
     atomic_store(&a->stop, 1);
     cr__agent_poller_join(a);
     cr__agent_http_stop(a);
-out_curl:
-    if (a->status_curl) {
-        curl_easy_cleanup(a->status_curl);
-    }
-    curl_global_cleanup();
+out_net:
+    cr_client_free(a->status_cl);
+    a->status_cl = NULL;
 out:
     for (size_t i = 0; i < a->nprocs; i++) {
         cr_proc_fini(&a->procs[i]);

@@ -11,77 +11,64 @@
 #include "agent_int.h"
 
 #include "cr_alloc.h"
+#include "cr_client.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_time.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-typedef struct http_ctx {
-    cr_buf *resp;
-    const atomic_int *stop;
-} http_ctx;
-
-static size_t on_data(char *ptr, size_t size, size_t n, void *ud)
+/* The client's cancel hook: a stop ends a long-poll at once. */
+static bool stopping(void *ud)
 {
-    http_ctx *c = ud;
-    if (c->resp->len + size * n > (16u << 20)) {
-        return 0; /* a desired state over 16 MiB is not one we want */
-    }
-    cr_buf_append(c->resp, ptr, size * n);
-    return size * n;
+    const agent *a = ud;
+    return atomic_load(&a->stop) != 0;
 }
 
-static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
+/* A client of the controller for one thread (NULL when the server URL is
+ * not http:// or https://: every call then fails as unreachable). */
+static cr_client *new_client(agent *a)
 {
-    const http_ctx *x = ud;
-    return atomic_load(x->stop) ? 1 : 0;
+    cr_client_opts o = {.server = a->cfg.server, .connect_timeout_ns = 2 * CR_NS_PER_SEC};
+    cr_client *cl = NULL;
+    if (cr_client_new(&o, &cl) < 0) {
+        cr_warn("agent: --server %s: not an http:// or https:// URL", a->cfg.server);
+        return NULL;
+    }
+    cr_client_set_cancel(cl, stopping, a);
+    return cl;
 }
 
 /*
- * One HTTP exchange. body NULL: GET. Returns the HTTP status, or CR_EUNAVAIL
- * when the server could not be reached.
+ * One HTTP exchange over cl (kept alive between calls). body NULL: GET.
+ * Returns the HTTP status with the answer in resp, or CR_EUNAVAIL when the
+ * server could not be reached, did not answer in time, or the agent stops.
  */
-static int http_call(agent *a, CURL *h, const char *method, const char *url, const char *token,
-                     const char *body, cr_buf *resp, int64_t timeout_ms)
+static int http_call(cr_client *cl, const char *method, const char *path, const char *token,
+                     const json_t *body, cr_buf *resp, int64_t timeout_ms)
 {
-    http_ctx ctx = {resp, &a->stop};
-    struct curl_slist *hdr = NULL;
-    char auth[400];
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    hdr = curl_slist_append(hdr, auth);
-    hdr = curl_slist_append(hdr, "Content-Type: application/json");
-    hdr = curl_slist_append(hdr, "Expect:");
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)timeout_ms);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, 2000L);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &ctx);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, &ctx);
-    curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    }
     cr_buf_reset(resp);
-    CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdr);
-    if (rc != CURLE_OK) {
-        cr_debug("agent: %s %s: %s", method, url, curl_easy_strerror(rc));
+    if (!cl) {
         return CR_EUNAVAIL;
     }
-    return (int)status;
+    cr_client_set_token(cl, token);
+    cr_client_res res;
+    cr_client_res_init(&res);
+    int rc = cr_client_request(cl, method, path, body, timeout_ms * CR_NS_PER_MS, &res);
+    int st = (int)res.status;
+    if (st <= 0 || rc == CR_EIO || rc == CR_ETOOBIG || res.raw_len > (16u << 20)) {
+        /* no answer, or a broken one; a desired state over 16 MiB is not
+         * one we want */
+        cr_debug("agent: %s %s: %s", method, path, cr_client_res_msg(&res, rc));
+        st = CR_EUNAVAIL;
+    } else if (res.raw) {
+        cr_buf_append(resp, res.raw, res.raw_len);
+    }
+    cr_client_res_fini(&res);
+    return st;
 }
 
 static void set_registered(agent *a, int yes)
@@ -182,14 +169,15 @@ static void log_http_error(const char *what, int status, const cr_buf *resp)
 
 int cr__agent_register(agent *a)
 {
-    CURL *h = curl_easy_init();
+    if (!a->status_cl) {
+        a->status_cl = new_client(a); /* kept for keep-alive; main thread only */
+    }
     cr_buf resp;
     cr_buf_init(&resp);
     json_t *body = cr__agent_register_body(a);
-    char *text = json_dumps(body, JSON_COMPACT);
-    char *url = cr_asprintf("%s/v1/agents/register", a->cfg.server);
     int rc = 0;
-    int st = http_call(a, h, "POST", url, a->cfg.join_token, text, &resp, 10000);
+    int st = http_call(a->status_cl, "POST", "/v1/agents/register", a->cfg.join_token, body, &resp,
+                       10000);
     pthread_mutex_lock(&a->mu);
     a->n_registers++;
     pthread_mutex_unlock(&a->mu);
@@ -218,31 +206,26 @@ int cr__agent_register(agent *a)
     cr_info("agent: registered node=%s gpus=%zu server=%s", a->cfg.node, a->gpu->count,
             a->cfg.server);
 out:
-    free(url);
-    free(text);
     json_decref(body);
     cr_buf_fini(&resp);
-    curl_easy_cleanup(h);
     return rc;
 }
 
 int cr__agent_post_status(agent *a, int64_t *acked)
 {
     *acked = 0;
-    if (!a->status_curl) {
-        a->status_curl = curl_easy_init(); /* kept for keep-alive; main thread only */
+    if (!a->status_cl) {
+        a->status_cl = new_client(a); /* kept for keep-alive; main thread only */
     }
-    CURL *h = a->status_curl;
     cr_buf resp;
     cr_buf_init(&resp);
     json_t *body = cr__agent_status_body(a);
-    char *text = json_dumps(body, JSON_COMPACT);
-    char *url = cr_asprintf("%s/v1/agents/%s/status", a->cfg.server, a->cfg.node);
+    char *path = cr_asprintf("/v1/agents/%s/status", a->cfg.node);
     char tok[256];
     pthread_mutex_lock(&a->mu);
     snprintf(tok, sizeof tok, "%s", a->node_token);
     pthread_mutex_unlock(&a->mu);
-    int st = http_call(a, h, "POST", url, tok, text, &resp, 10000);
+    int st = http_call(a->status_cl, "POST", path, tok, body, &resp, 10000);
     int rc = 0;
     pthread_mutex_lock(&a->mu);
     a->n_status++;
@@ -265,8 +248,7 @@ int cr__agent_post_status(agent *a, int64_t *acked)
         }
         json_decref(r);
     }
-    free(url);
-    free(text);
+    free(path);
     json_decref(body);
     cr_buf_fini(&resp);
     return rc;
@@ -291,7 +273,7 @@ static void backoff_sleep(agent *a, int64_t ns)
 static void *poller_main(void *ud)
 {
     agent *a = ud;
-    CURL *h = curl_easy_init();
+    cr_client *cl = new_client(a); /* this thread's own */
     cr_buf resp;
     cr_buf_init(&resp);
     int64_t version = 0, backoff = 50 * CR_NS_PER_MS;
@@ -314,10 +296,10 @@ static void *poller_main(void *ud)
             version = 0;
             was_registered = 1;
         }
-        char *url = cr_asprintf("%s/v1/agents/%s/desired?version=%lld&wait=%lld", a->cfg.server,
-                                a->cfg.node, (long long)version, (long long)a->cfg.wait_s);
-        int st = http_call(a, h, "GET", url, tok, NULL, &resp, (a->cfg.wait_s + 15) * 1000);
-        free(url);
+        char *path = cr_asprintf("/v1/agents/%s/desired?version=%lld&wait=%lld", a->cfg.node,
+                                 (long long)version, (long long)a->cfg.wait_s);
+        int st = http_call(cl, "GET", path, tok, NULL, &resp, (a->cfg.wait_s + 15) * 1000);
+        free(path);
         pthread_mutex_lock(&a->mu);
         a->n_polls++;
         if (st != 200) {
@@ -366,7 +348,7 @@ static void *poller_main(void *ud)
         cr__agent_wake(a);
     }
     cr_buf_fini(&resp);
-    curl_easy_cleanup(h);
+    cr_client_free(cl);
     return NULL;
 }
 

@@ -550,6 +550,22 @@ int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv)
         code = CLI_EXIT_USAGE;
         goto out;
     }
+    if (create) {
+        /* the server's rule for tenant names */
+        const char *nm = a.pos[1];
+        bool ok = *nm && strlen(nm) < 64;
+        for (const char *q = nm; ok && *q; q++) {
+            ok = isalnum((unsigned char)*q) || *q == '-' || *q == '_' || *q == '.';
+        }
+        if (!ok) {
+            fprintf(ctx->err,
+                    "corral tenants create: name '%s': use 1-63 letters, digits, '-', '_' or "
+                    "'.'\n",
+                    nm);
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
     if (!list && !(body = tenant_body(ctx, &a, create ? a.pos[1] : NULL))) {
         code = CLI_EXIT_USAGE;
         goto out;
@@ -581,7 +597,7 @@ out:
 /* --- tokens ------------------------------------------------------------------------------ */
 
 static const cli_opt tokens_opts[] = {
-    {"role", CLI_STR, "ROLE", "role of the new token", "admin|user|agent", 0, 0, 0},
+    {"role", CLI_STR, "ROLE", "role of the new token", "admin|user", 0, 0, 0},
     {"tenant", CLI_STR, "T", "tenant of a user token", NULL, 0, 0, 0},
     {"name", CLI_STR, "NAME", "who holds it (shown in lists)", NULL, 0, 0, 0},
 };
@@ -594,7 +610,7 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
     cr_client_res res;
     cr_client_res_init(&res);
     if (cr__cli_begin(ctx, &a,
-                      "[list] | create --role admin|user|agent [--tenant T] [--name NAME] | "
+                      "[list] | create --role admin|user [--tenant T] [--name NAME] | "
                       "revoke ID...",
                       tokens_opts, NOPTS(tokens_opts), false, argc, argv, &code)) {
         goto out;
@@ -620,8 +636,7 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
     } else if (strcmp(verb, "create") == 0) {
         const cli_val *role = cr__cli_arg(&a, "role");
         if (!role->set) {
-            fprintf(ctx->err, "corral tokens create: --role is required (allowed: admin, user, "
-                              "agent)\n");
+            fprintf(ctx->err, "corral tokens create: --role is required (allowed: admin, user)\n");
             code = CLI_EXIT_USAGE;
             goto out;
         }
@@ -662,6 +677,17 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
             fprintf(ctx->err, "corral tokens revoke: expected at least one token id\n");
             code = CLI_EXIT_USAGE;
             goto out;
+        }
+        for (size_t i = 1; i < a.npos; i++) {
+            int64_t id;
+            if (cr_parse_i64(a.pos[i], 1, INT64_MAX / 2, &id) != 0) {
+                fprintf(ctx->err,
+                        "corral tokens revoke: '%s' is not a token id (a number from 'corral "
+                        "tokens')\n",
+                        a.pos[i]);
+                code = CLI_EXIT_USAGE;
+                goto out;
+            }
         }
         if ((code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;

@@ -21,29 +21,38 @@ static const char JOB_KINDS[] = "pretrain|finetune|inference|visual|hpc|batch";
 
 /* --- submit ---------------------------------------------------------------- */
 
+/* The server's limit on time_limit_s (docs/api.md). */
+#define CLI_MAX_TIME_LIMIT_S (366LL * 86400)
+/* The server's model.method and model.precision values: CR_METHOD_VALUES and
+ * CR_PRECISION_VALUES of src/model/cr_perf.h (the cli layer does not include
+ * model/: keep these copies in step). */
+#define CLI_METHODS    "full|lora|qlora"
+#define CLI_PRECISIONS "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
+
 static const cli_opt submit_opts[] = {
-    {"gpus", CLI_INT, "N", "GPUs per node (0 for CPU-only work)", NULL, 0, 4096, 0},
+    {"gpus", CLI_INT, "N", "GPUs in total, over all nodes (at least 1; default 1)", NULL, 1, 4096,
+     0},
     {"gpu-type", CLI_STR, "TYPE", "GPU model ('H100 SXM'), auto (the advisor picks) or any", NULL,
      0, 0, 0},
     {"mig", CLI_STR, "PROFILE", "a MIG slice instead of whole GPUs (e.g. 1g.10gb)", NULL, 0, 0, 0},
     {"gpu-mem", CLI_INT, "GB", "minimum memory per GPU in GB", NULL, 1, 4096, 0},
-    {"nodes", CLI_INT, "N", "nodes for a gang job", NULL, 1, 4096, 0},
+    {"nodes", CLI_INT, "N", "nodes to spread the GPUs over, evenly (0: any spread)", NULL, 0, 1024,
+     0},
     {"kind", CLI_STR, "KIND", "workload kind, for the advisor", JOB_KINDS, 0, 0, 0},
     {"params", CLI_COUNT, "N", "model parameters (7b, 70e9)", NULL, 0, 0, 0},
-    {"method", CLI_STR, "M", "training method hint (full, lora, qlora)", NULL, 0, 0, 0},
+    {"method", CLI_STR, "M", "training method hint", CLI_METHODS, 0, 0, 0},
     {"tokens", CLI_COUNT, "N", "tokens to process (1e8, 2t)", NULL, 0, 0, 0},
-    {"precision", CLI_STR, "P", "numeric precision hint (fp32, bf16, fp16, fp8, int8, int4)", NULL,
-     0, 0, 0},
+    {"precision", CLI_STR, "P", "numeric precision hint", CLI_PRECISIONS, 0, 0, 0},
     {"tenant", CLI_STR, "T", "tenant (admins; users submit to their own)", NULL, 0, 0, 0},
     {"priority", CLI_INT, "P", "priority (higher runs first)", NULL, -1000000, 1000000, 0},
     {"time", CLI_DUR, "DURATION", "time limit (90m, 1h30m, 2d)", NULL, 0, 0, 't'},
     {"env", CLI_LIST, "K=V", "environment variable for the job", NULL, 0, 0, 'e'},
     {"workdir", CLI_STR, "DIR", "working directory on the node", NULL, 0, 0, 0},
-    {"array", CLI_INT, "N", "submit N copies (an array of tasks)", NULL, 1, 100000, 0},
+    {"array", CLI_INT, "N", "submit N copies (an array of tasks)", NULL, 1, 10000, 0},
     {"name", CLI_STR, "NAME", "job name", NULL, 0, 0, 'n'},
     {"preemptible", CLI_BOOL, NULL, "may be preempted (it checkpoints)", NULL, 0, 0, 0},
     {"checkpoint-interval", CLI_DUR, "DURATION", "how often the job checkpoints", NULL, 0, 0, 0},
-    {"retries", CLI_INT, "N", "retries after a failure", NULL, 0, 1000, 0},
+    {"retries", CLI_INT, "N", "retries after a failure", NULL, 0, 100, 0},
 };
 
 static void put_str(json_t *o, const char *key, const cli_val *v)
@@ -87,7 +96,20 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
     put_str(job, "workdir", cr__cli_arg(a, "workdir"));
     put_int(job, "array", cr__cli_arg(a, "array"));
     put_int(job, "max_retries", cr__cli_arg(a, "retries"));
+    const cli_val *wd = cr__cli_arg(a, "workdir");
+    if (wd->set && wd->str[0] != '/') {
+        fprintf(ctx->err, "corral submit: --workdir: '%s' is not an absolute path\n", wd->str);
+        goto bad;
+    }
+    if (a->rest[0][0] == '\0') {
+        fprintf(ctx->err, "corral submit: the command name is empty\n");
+        goto bad;
+    }
     const cli_val *t = cr__cli_arg(a, "time");
+    if (t->set && t->i > CLI_MAX_TIME_LIMIT_S * CR_NS_PER_SEC) {
+        fprintf(ctx->err, "corral submit: --time: '%s' is over the limit of 366d\n", t->str);
+        goto bad;
+    }
     if (t->set) {
         json_object_set_new(job, "time_limit_s",
                             json_integer((t->i + CR_NS_PER_SEC - 1) / CR_NS_PER_SEC));
@@ -276,8 +298,15 @@ static void gpus_text(const json_t *job, char *buf, size_t len)
     const json_t *nodes = json_object_get(job, "nodes");
     if (mig && *mig) {
         snprintf(buf, len, "%s", mig);
-    } else if (json_integer_value(nodes) > 1) {
-        snprintf(buf, len, "%" JSON_INTEGER_FORMAT "x%s", json_integer_value(nodes), n);
+    } else if (json_integer_value(nodes) > 1 && json_is_integer(json_object_get(job, "gpus"))) {
+        /* nodes x GPUs per node: gpus is the total */
+        json_int_t k = json_integer_value(nodes);
+        json_int_t g = json_integer_value(json_object_get(job, "gpus"));
+        if (g % k == 0) {
+            snprintf(buf, len, "%" JSON_INTEGER_FORMAT "x%" JSON_INTEGER_FORMAT, k, g / k);
+        } else {
+            snprintf(buf, len, "%s", n);
+        }
     } else {
         snprintf(buf, len, "%s", n);
     }

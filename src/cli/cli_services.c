@@ -15,7 +15,7 @@
 #define NOPTS(o) (sizeof(o) / sizeof((o)[0]))
 
 static const cli_opt svc_opts[] = {
-    {"gpus", CLI_INT, "N", "GPUs per replica", NULL, 0, 4096, 0},
+    {"gpus", CLI_INT, "N", "GPUs per replica (at least 1)", NULL, 1, 4096, 0},
     {"gpu-type", CLI_STR, "TYPE", "GPU model, auto (the advisor picks) or any", NULL, 0, 0, 0},
     {"mig", CLI_STR, "PROFILE", "a MIG slice per replica (e.g. 1g.10gb)", NULL, 0, 0, 0},
     {"min", CLI_INT, "N", "minimum replicas (0 allows scale to zero)", NULL, 0, 10000, 0},

@@ -86,6 +86,8 @@ typedef struct sink {
     bool too_big;
     int64_t last_ns; /* monotonic time of the last byte */
     bool stalled;
+    cr_client *c;   /* for its cancel hook */
+    bool cancelled; /* the hook said stop */
 } sink;
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
@@ -115,6 +117,10 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
                        curl_off_t ulnow)
 {
     sink *s = ud;
+    if (s->c->cancel && s->c->cancel(s->c->cancel_ud)) {
+        s->cancelled = true;
+        return 1;
+    }
     if (s->x->idle_ns > 0 && cr_mono_ns() - s->last_ns > s->x->idle_ns) {
         s->stalled = true;
         return 1;
@@ -140,7 +146,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     }
     CURL *h = c->curl->h;
     char errbuf[CURL_ERROR_SIZE] = "";
-    sink s = {.h = h, .x = x, .last_ns = cr_mono_ns()};
+    sink s = {.h = h, .x = x, .last_ns = cr_mono_ns(), .c = c};
     struct curl_slist *hdrs = NULL;
     char *url = cr_asprintf("%s%s", c->server, x->path);
     char *auth = c->token ? cr_asprintf("Authorization: Bearer %s", c->token) : NULL;
@@ -171,7 +177,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     }
     api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
     api.easy_setopt(h, CURLOPT_WRITEDATA, &s);
-    if (x->idle_ns > 0) {
+    if (x->idle_ns > 0 || c->cancel) {
         api.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
         api.easy_setopt(h, CURLOPT_XFERINFODATA, &s);
         api.easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
@@ -201,6 +207,9 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     const char *why = *errbuf ? errbuf : api.easy_strerror(cc);
     if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && x->stopped)) {
         x->status = status;
+    } else if (s.cancelled) {
+        snprintf(x->err, sizeof x->err, "cancelled");
+        rc = CR_EAGAIN;
     } else if (s.too_big) {
         x->status = status;
         snprintf(x->err, sizeof x->err, "answer too large");

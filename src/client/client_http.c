@@ -133,8 +133,16 @@ static int connect_to(cr_client *c, cr__xfer *x, int64_t deadline)
     return rc;
 }
 
-static int send_all(cr_client *c, cr__xfer *x, const char *p, size_t n, int64_t deadline)
+/* Send the request. *stopped is set when the server stopped reading before
+ * the whole request went out: it closed or reset the connection (EPIPE,
+ * ECONNRESET), or began to answer (the socket reads as ready), as a server
+ * refusing an oversized body does. The caller then still reads the answer
+ * the server may have sent. MSG_NOSIGNAL: a closed peer never raises
+ * SIGPIPE in the calling process. */
+static int send_all(cr_client *c, cr__xfer *x, const char *p, size_t n, int64_t deadline,
+                    bool *stopped)
 {
+    *stopped = false;
     while (n > 0) {
         ssize_t w = send(c->fd, p, n, MSG_NOSIGNAL);
         if (w > 0) {
@@ -147,18 +155,57 @@ static int send_all(cr_client *c, cr__xfer *x, const char *p, size_t n, int64_t 
         }
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             bool idle;
-            struct pollfd pf = {.fd = c->fd, .events = POLLOUT};
+            struct pollfd pf = {.fd = c->fd, .events = POLLOUT | POLLIN};
             int k = poll(&pf, 1, wait_ms(deadline, 0, &idle));
             if (k == 0) {
                 snprintf(x->err, sizeof x->err, "Operation timed out while sending");
                 return CR_ETIMEDOUT;
             }
+            if (k > 0 && (pf.revents & POLLIN)) {
+                snprintf(x->err, sizeof x->err, "Send failure: the server stopped reading");
+                *stopped = true;
+                return CR_EUNAVAIL;
+            }
             continue;
         }
-        snprintf(x->err, sizeof x->err, "Send failure: %s", strerror(errno));
+        int e = errno;
+        snprintf(x->err, sizeof x->err, "Send failure: %s", strerror(e));
+        *stopped = e == EPIPE || e == ECONNRESET;
         return CR_EUNAVAIL;
     }
     return 0;
+}
+
+/*
+ * Wait up to ms (-1: no limit) for the socket to read as ready: 1 ready (or
+ * an error the next recv reports), 0 the time ran out, CR_EAGAIN the cancel
+ * hook said stop. With a hook the wait goes in slices, asking it between.
+ */
+static int poll_in(cr_client *c, int ms)
+{
+    int64_t end = ms < 0 ? 0 : cr_mono_ns() + (int64_t)ms * CR_NS_PER_MS;
+    for (;;) {
+        if (c->cancel && c->cancel(c->cancel_ud)) {
+            return CR_EAGAIN;
+        }
+        int slice = ms;
+        if (ms >= 0) {
+            int64_t left = end - cr_mono_ns();
+            slice = left <= 0 ? 0 : (int)((left + CR_NS_PER_MS - 1) / CR_NS_PER_MS);
+        }
+        bool last = !c->cancel || (slice >= 0 && slice <= CR__CLIENT_CANCEL_SLICE_MS);
+        if (!last) {
+            slice = CR__CLIENT_CANCEL_SLICE_MS;
+        }
+        struct pollfd pf = {.fd = c->fd, .events = POLLIN};
+        int k = poll(&pf, 1, slice);
+        if (k < 0 && errno == EINTR) {
+            continue;
+        }
+        if (k != 0 || last) {
+            return k < 0 ? 1 : k;
+        }
+    }
 }
 
 /* Read more bytes into r->buf (compacting first). 0, or an error code;
@@ -193,11 +240,11 @@ static int fill(rd *r)
         }
         bool idle;
         int ms = wait_ms(r->deadline, r->x->status ? r->x->idle_ns : 0, &idle);
-        struct pollfd pf = {.fd = r->c->fd, .events = POLLIN};
-        int k;
-        do {
-            k = poll(&pf, 1, ms);
-        } while (k < 0 && errno == EINTR);
+        int k = poll_in(r->c, ms);
+        if (k == CR_EAGAIN) {
+            snprintf(r->x->err, sizeof r->x->err, "cancelled");
+            return CR_EAGAIN;
+        }
         if (k == 0) {
             snprintf(r->x->err, sizeof r->x->err,
                      idle ? "stream stalled: no data within the idle timeout"
@@ -450,16 +497,29 @@ int cr__client_http(cr_client *c, cr__xfer *x)
         if (!reused && (rc = connect_to(c, x, deadline)) < 0) {
             break;
         }
-        rc = send_all(c, x, req.data, req.len, deadline);
+        bool stopped = false;
+        rc = send_all(c, x, req.data, req.len, deadline, &stopped);
         rd *r = NULL;
-        if (rc == 0) {
+        if (rc == 0 || stopped) {
+            /* After a send the server cut short, its answer (a 413 for an
+             * oversized body, say) may already be waiting: report it. */
+            char send_err[sizeof x->err];
+            int send_rc = rc;
+            snprintf(send_err, sizeof send_err, "%s", x->err);
             r = cr_calloc(1, sizeof *r);
             r->c = c;
             r->x = x;
             r->deadline = deadline;
             bool keep = false;
             rc = read_answer(r, &keep);
-            if (!keep) {
+            if (stopped && x->status == 0) {
+                rc = send_rc; /* no answer came: the send failure stands */
+                snprintf(x->err, sizeof x->err, "%s", send_err);
+            } else if (stopped && rc == CR_EIO && x->status >= 300) {
+                rc = 0; /* an error answer cut by the reset: its status is what counts */
+                x->err[0] = '\0';
+            }
+            if (!keep || stopped) {
                 close_fd(c);
             }
         } else {
@@ -467,7 +527,8 @@ int cr__client_http(cr_client *c, cr__xfer *x)
         }
         bool nothing = !r || !r->got_any;
         free(r);
-        if (rc == 0 || !reused || !nothing || rc == CR_ETIMEDOUT || !idempotent) {
+        if (rc == 0 || !reused || !nothing || rc == CR_ETIMEDOUT || rc == CR_EAGAIN ||
+            !idempotent) {
             break;
         }
         /* the kept-alive socket was dead: one fresh try */

@@ -47,6 +47,8 @@ struct cr_client {
     int64_t timeout_ns;         /* default whole-request limit */
     int fd;                     /* http: kept-alive socket, -1 none */
     cr__curl *curl;             /* https: libcurl handle, NULL until used */
+    cr_client_cancel_fn cancel; /* asked while waiting for an answer; NULL: none */
+    void *cancel_ud;            /* its argument (borrowed) */
 };
 
 /* One request and what came back. */
@@ -65,8 +67,12 @@ typedef struct cr__xfer {
     char err[256];        /* out: transport error text */
 } cr__xfer;
 
-/* Each returns 0 when a complete answer (any status) came, or
- * CR_EUNAVAIL (no connection / no answer), CR_ETIMEDOUT, CR_EIO (broken
+/* How often a wait asks the client's cancel hook. */
+#define CR__CLIENT_CANCEL_SLICE_MS 50
+
+/* Each returns 0 when a complete answer (any status) came, or CR_EAGAIN
+ * (the cancel hook said stop), CR_EUNAVAIL (no connection / no answer),
+ * CR_ETIMEDOUT, CR_EIO (broken
  * after the status), CR_ETOOBIG, CR_ENOTSUP (https without libcurl), with
  * x->err set. A stream stopped by fn returns 0 with x->stopped. */
 int cr__client_http(cr_client *c, cr__xfer *x);

@@ -182,6 +182,12 @@ void cr_client_set_token(cr_client *c, const char *token)
     }
 }
 
+void cr_client_set_cancel(cr_client *c, cr_client_cancel_fn fn, void *ud)
+{
+    c->cancel = fn;
+    c->cancel_ud = fn ? ud : NULL;
+}
+
 char *cr_client_escape(const char *s)
 {
     static const char hex[] = "0123456789ABCDEF";

@@ -89,6 +89,16 @@ const char *cr_client_server(const cr_client *c);
 /* Replace the bearer token (the agent switches to its node token). */
 void cr_client_set_token(cr_client *c, const char *token);
 
+/*
+ * Cancellation, for long-polls that must not hold up a shutdown: while a
+ * request waits for its answer, fn(ud) is asked about every 50 ms from the
+ * calling thread; when it returns true the request ends, the connection is
+ * closed and the call returns CR_EAGAIN with message "cancelled". fn NULL
+ * removes the hook. ud is borrowed and must outlive the client's use.
+ */
+typedef bool (*cr_client_cancel_fn)(void *ud);
+void cr_client_set_cancel(cr_client *c, cr_client_cancel_fn fn, void *ud);
+
 /* --- Generic requests ---------------------------------------------------- */
 
 /*

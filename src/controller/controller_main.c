@@ -14,7 +14,6 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -406,7 +405,6 @@ static int run(ctl *c)
             goto out;
         }
     }
-    curl_global_init(CURL_GLOBAL_DEFAULT); /* for the logs proxy, before any curl user */
     rc = ctl_sched_start(c);
     if (rc != 0) {
         goto out;
@@ -463,7 +461,6 @@ out:
     cr_http_server_free(c->http);
     free(cert);
     free(key);
-    curl_global_cleanup();
     return rc == 0 ? 0 : 1;
 }
 

@@ -333,8 +333,14 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         char text[CR_TOKEN_TEXT_MAX];
         pthread_mutex_lock(&c->mu);
         cr_store_txn *txn = cr_store_txn_new();
-        if (np.role == CR_ROLE_USER) {
-            ctl_tenant_ensure(c, txn, np.tenant);
+        if (np.role == CR_ROLE_USER && !ctl_tenant_find(c, np.tenant)) {
+            cr_store_txn_free(txn);
+            pthread_mutex_unlock(&c->mu);
+            ctl_reply_err(req, 404, CR_ENOENT, "tenant",
+                          "field 'tenant': tenant '%s' does not exist (create it first: POST "
+                          "/v1/tenants)",
+                          np.tenant);
+            return;
         }
         int64_t id = token_mint(c, txn, &np, text);
         ctl_commit_reply(c, txn, req, 201,

@@ -55,6 +55,7 @@ typedef struct ctl_place {
     int gpus[64];            /* GPU indices on that node */
     size_t ngpus;            /* entries in gpus */
     char mig_profile[32];    /* MIG profile when the job runs on slices */
+    bool exited_ok;          /* gang jobs: this node's rank exited 0 in the current run */
 } ctl_place;
 
 typedef struct ctl_job {

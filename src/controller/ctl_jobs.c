@@ -11,12 +11,12 @@
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
+#include "cr_client.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
 #include "cr_time.h"
 
-#include <curl/curl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -132,6 +132,11 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         snprintf(f, sizeof f, "command[%zu]", i);
         if (!json_is_string(a) || strlen(json_string_value(a)) != json_string_length(a)) {
             rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': must be a string without NUL", f);
+            goto out;
+        }
+        if (i == 0 && json_string_length(a) == 0) {
+            rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': the program name must not be empty",
+                              f);
             goto out;
         }
     }
@@ -1008,14 +1013,15 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
 /* ------------------------------------------------------------------------ */
 /* Logs: proxied from the agent of the node the job ran on last.            */
 
-static size_t collect(char *ptr, size_t size, size_t nmemb, void *userdata)
+/* Stream sink: the log bytes of a 2xx answer, up to 16 MiB. */
+static int collect(void *ud, const char *data, size_t len)
 {
-    cr_buf *b = userdata;
-    if (b->len + size * nmemb > 16 * 1024 * 1024) {
-        return 0;
+    cr_buf *b = ud;
+    if (b->len + len > 16 * 1024 * 1024) {
+        return 1; /* stop: the proxy answers what came so far */
     }
-    cr_buf_append(b, ptr, size * nmemb);
-    return size * nmemb;
+    cr_buf_append(b, data, len);
+    return 0;
 }
 
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
@@ -1031,15 +1037,16 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
         ctl_reply_err(req, 400, CR_EINVAL, "offset", "query 'offset': an integer >= 0");
         return;
     }
-    char url[512] = "";
+    char server[300] = "", path[200] = "";
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_get(c, id);
     bool vis = visible(j, p);
     if (vis && *j->last_node) {
         ctl_node *n = ctl_node_find(c, j->last_node);
         if (n && n->port > 0) {
-            snprintf(url, sizeof url, "http://%s:%d/v1/logs/%lld?stream=%s&offset=%lld", n->addr,
-                     n->port, (long long)id, stream ? stream : "stdout", (long long)offset);
+            snprintf(server, sizeof server, "http://%s:%d", n->addr, n->port);
+            snprintf(path, sizeof path, "/v1/logs/%lld?stream=%s&offset=%lld", (long long)id,
+                     stream ? stream : "stdout", (long long)offset);
         }
     }
     pthread_mutex_unlock(&c->mu);
@@ -1047,37 +1054,42 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
         return;
     }
-    if (!*url) {
+    if (!*server) {
         ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld has not run yet: no logs",
                       (long long)id);
         return;
     }
-    CURL *h = curl_easy_init();
+    /* Plain HTTP to the agent through src/client (no libcurl in the binary). */
+    cr_client_opts o = {.server = server, .token = c->join_token, .timeout_ns = 10 * CR_NS_PER_SEC};
+    cr_client *cl = NULL;
     cr_buf b;
     cr_buf_init(&b);
-    char auth[200];
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->join_token);
-    struct curl_slist *hdrs = curl_slist_append(NULL, auth);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 10L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    CURLcode rc = curl_easy_perform(h);
-    long status = 0;
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    if (rc != CURLE_OK) {
-        cr_buf_fini(&b);
+    cr_client_res res;
+    cr_client_res_init(&res);
+    int rc = cr_client_new(&o, &cl);
+    if (rc == 0) {
+        rc = cr_client_stream(cl, path, 10 * CR_NS_PER_SEC, 0, collect, &b, &res);
+    }
+    cr_client_free(cl);
+    long status = res.status;
+    if (status == 0 || (status >= 200 && status < 300 && rc != 0)) {
         ctl_reply_err(req, 502, CR_EUNAVAIL, NULL, "the agent holding the logs is unreachable: %s",
-                      curl_easy_strerror(rc));
-        return;
+                      cr_client_res_msg(&res, rc));
+        goto out;
+    }
+    if (status < 200 || status >= 300) {
+        /* the agent's own error answer, passed on as it came */
+        cr_buf_reset(&b);
+        if (res.raw) {
+            cr_buf_append(&b, res.raw, res.raw_len);
+        }
     }
     size_t len = b.len;
     cr_http_respond(req, status >= 200 && status < 600 ? (unsigned)status : 502,
                     "application/octet-stream", cr_buf_take(&b), len);
+out:
+    cr_client_res_fini(&res);
+    cr_buf_fini(&b);
 }
 
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err)

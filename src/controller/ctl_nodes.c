@@ -185,13 +185,13 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                       "world_size", j->gpus, "node_rank", (int)rank, "nnodes", (int)j->nplace,
                       "local_world_size", (int)pl->ngpus, "rank_offset", offset);
         const char *wd = json_string_value(json_object_get(j->spec, "workdir"));
-        json_t *e =
-            json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job", (json_int_t)j->id,
-                      "command", json_object_get(j->spec, "command"), "env",
-                      json_object_get(j->spec, "env"), "workdir", wd ? wd : "", "gpus", gpus,
-                      "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
-                      (json_int_t)c->cfg.grace_s, "action", j->state == JS_RUNNING ? "run" : "stop",
-                      "gang", gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
+        json_t *e = json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job",
+                              (json_int_t)j->id, "command", json_object_get(j->spec, "command"),
+                              "env", json_object_get(j->spec, "env"), "workdir", wd ? wd : "",
+                              "gpus", gpus, "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
+                              (json_int_t)c->cfg.grace_s, "action",
+                              j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
+                              gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
         if (json_object_get(j->spec, "service")) {
             /* PORT in env is the preferred port; the agent reports the one
@@ -356,6 +356,22 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
             (rc = cr_json_str(g, path, "reason", false, 127, &reason, err)) ||
             (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err))) {
             return rc;
+        }
+        /* Placements name GPUs by index and jobs get them by UUID: each
+         * must name one GPU only. */
+        for (size_t k = 0; strict && k < i; k++) {
+            char fp[48];
+            if (n->gpus[k].index == (int)index) {
+                snprintf(fp, sizeof fp, "%s.index", path);
+                return cr_json_fail(err, CR_EINVAL, fp,
+                                    "field '%s': duplicate: index %d is gpus[%zu]", fp, (int)index,
+                                    k);
+            }
+            if (*uuid && strcmp(n->gpus[k].uuid, uuid) == 0) {
+                snprintf(fp, sizeof fp, "%s.uuid", path);
+                return cr_json_fail(err, CR_EINVAL, fp,
+                                    "field '%s': duplicate: uuid '%s' is gpus[%zu]", fp, uuid, k);
+            }
         }
         x->index = (int)index;
         snprintf(x->uuid, sizeof x->uuid, "%s", uuid);
@@ -735,10 +751,13 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         int64_t id = (int64_t)json_integer_value(json_object_get(jr, "job"));
         ctl_job *j = ctl_job_get(c, id);
-        bool here = false;
+        ctl_place *mine = NULL;
         for (size_t k = 0; j && k < j->nplace; k++) {
-            here = here || strcmp(j->place[k].node, n->name) == 0;
+            if (strcmp(j->place[k].node, n->name) == 0) {
+                mine = &j->place[k];
+            }
         }
+        bool here = mine != NULL;
         if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
             continue; /* already handled: the desired state drops it */
         }
@@ -748,6 +767,21 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         int code = (int)json_integer_value(json_object_get(jr, "exit_code"));
         int sig = (int)json_integer_value(json_object_get(jr, "signal"));
+        /* A gang job (ranks on several nodes) completes when every rank has
+         * exited 0; the first rank to fail ends it at once (its other ranks
+         * are then stopped through the desired state). A stop the controller
+         * asked for (cancel, time limit, requeue) ends it at the first exit. */
+        if (j->nplace > 1 && code == 0 && sig == 0 && !j->cancel_requested && !j->timed_out &&
+            !j->requeue_requested) {
+            mine->exited_ok = true;
+            bool all = true;
+            for (size_t k = 0; k < j->nplace; k++) {
+                all = all && j->place[k].exited_ok;
+            }
+            if (!all) {
+                continue;
+            }
+        }
         char why[200];
         if (sig) {
             snprintf(why, sizeof why, "killed by signal %d on node %s", sig, n->name);

@@ -194,6 +194,15 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     if (ready[0] != '/') {
         return cr_json_fail(err, CR_EINVAL, "ready_path", "field 'ready_path': must start with /");
     }
+    /* It goes into a request line: printable, no space, CR, LF or control. */
+    for (const char *q = ready; *q; q++) {
+        if (*q <= ' ' || *q == 0x7f) {
+            return cr_json_fail(err, CR_EINVAL, "ready_path",
+                                "field 'ready_path': a path of printable characters without "
+                                "spaces (byte %d at offset %d)",
+                                (int)(unsigned char)*q, (int)(q - ready));
+        }
+    }
     if (target) {
         if ((rc = cr_json_only(target, "target", target_members, err)) ||
             (rc = cr_json_num(target, "target", "concurrency", false, 0.01, 1e6, &conc, err)) ||

@@ -12,7 +12,6 @@
 #include "cr_log.h"
 #include "cr_time.h"
 
-#include <curl/curl.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -77,7 +76,6 @@ int cr_gateway_main(int argc, char **argv)
     cr_rng_seed(&g.rng, conf.seed);
     pthread_mutex_init(&g.mu, NULL);
     pthread_cond_init(&g.cond, NULL);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
 
     sigset_t set;
     sigemptyset(&set);
@@ -155,7 +153,6 @@ out:
     }
     pthread_mutex_destroy(&g.mu);
     pthread_cond_destroy(&g.cond);
-    curl_global_cleanup();
     gw_conf_fini(&conf);
     return exit_code;
 }

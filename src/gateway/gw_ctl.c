@@ -8,20 +8,21 @@
  * report interval, and at once when a request is held at zero replicas (the
  * autoscaler's activation signal).
  *
- * libcurl and jansson, blocking, off the proxy path. Each thread has its
- * own curl handle; a progress callback aborts a long-poll when the gateway
- * stops.
+ * src/client (plain HTTP, or https:// through libcurl loaded on demand)
+ * and jansson, blocking, off the proxy path. Each thread has its own
+ * client; its cancel hook ends a long-poll when the gateway stops.
  */
 #include "gw_int.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
+#include "cr_client.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_time.h"
 
-#include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -48,63 +49,51 @@ static bool stopped(gw *g)
     return __atomic_load_n(&g->stop, __ATOMIC_ACQUIRE);
 }
 
-static size_t on_body(char *p, size_t size, size_t n, void *ud)
+/* The clients' cancel hook. */
+static bool cancel_hook(void *ud)
 {
-    cr_buf *b = ud;
-    if (b->len + size * n > 4 * 1024 * 1024) {
-        return 0;
+    return stopped(ud);
+}
+
+/* This thread's client of the controller (NULL when the URL is not http://
+ * or https://: every call then fails as unreachable). */
+static cr_client *new_client(gw *g)
+{
+    cr_client_opts o = {.server = g->conf->controller,
+                        .token = g->conf->token,
+                        .connect_timeout_ns = 5 * CR_NS_PER_SEC};
+    cr_client *cl = NULL;
+    if (cr_client_new(&o, &cl) < 0) {
+        cr_warn("gateway: --controller %s: not an http:// or https:// URL", g->conf->controller);
+        return NULL;
     }
-    cr_buf_append(b, p, size * n);
-    return size * n;
+    cr_client_set_cancel(cl, cancel_hook, g);
+    return cl;
 }
 
-static int on_progress(void *ud, curl_off_t a, curl_off_t b, curl_off_t c, curl_off_t d)
-{
-    (void)a;
-    (void)b;
-    (void)c;
-    (void)d;
-    return stopped(ud) ? 1 : 0;
-}
-
-/* One request; *status and body on success. */
-static int call(gw *g, CURL *h, const char *method, const char *path, const char *json,
+/* One request (json: the body or NULL); *status and body on success,
+ * CR_EIO when no whole answer came (or one over 4 MiB). */
+static int call(cr_client *cl, const char *method, const char *path, const json_t *json,
                 long timeout_s, long *status, cr_buf *body)
 {
-    char url[1024];
-    snprintf(url, sizeof url, "%s%s", g->conf->controller, path);
-    struct curl_slist *hdr = NULL;
-    char auth[600];
-    if (g->conf->token) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", g->conf->token);
-        hdr = curl_slist_append(hdr, auth);
-    }
-    if (json) {
-        hdr = curl_slist_append(hdr, "Content-Type: application/json");
-    }
-    curl_easy_reset(h);
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, timeout_s);
-    curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT, 5L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
-    curl_easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-    curl_easy_setopt(h, CURLOPT_XFERINFODATA, g);
-    if (json) {
-        curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, json);
-    }
     cr_buf_reset(body);
-    CURLcode rc = curl_easy_perform(h);
-    curl_slist_free_all(hdr);
-    if (rc != CURLE_OK) {
+    if (!cl) {
         return CR_EIO;
     }
-    curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
-    return 0;
+    cr_client_res res;
+    cr_client_res_init(&res);
+    int rc = cr_client_request(cl, method, path, json, (int64_t)timeout_s * CR_NS_PER_SEC, &res);
+    if (res.status == 0 || rc == CR_EIO || rc == CR_ETOOBIG || res.raw_len > 4 * 1024 * 1024) {
+        rc = CR_EIO;
+    } else {
+        *status = res.status;
+        if (res.raw) {
+            cr_buf_append(body, res.raw, res.raw_len);
+        }
+        rc = 0;
+    }
+    cr_client_res_fini(&res);
+    return rc;
 }
 
 /* Sleep up to ns, waking early when the gateway stops. */
@@ -180,12 +169,12 @@ out:
 
 /* The service's readiness path (GET /v1/services/{name}: "ready_path");
  * leaves out empty when the controller does not say. */
-static bool fetch_ready_path(gw *g, CURL *h, const char *name, char *out, size_t len, cr_buf *body)
+static bool fetch_ready_path(cr_client *cl, const char *name, char *out, size_t len, cr_buf *body)
 {
     char path[256];
     snprintf(path, sizeof path, "/v1/services/%s", name);
     long status = 0;
-    if (call(g, h, "GET", path, NULL, 10, &status, body) != 0 || status != 200) {
+    if (call(cl, "GET", path, NULL, 10, &status, body) != 0 || status != 200) {
         return false;
     }
     json_t *root = json_loads(cr_buf_str(body), 0, NULL);
@@ -202,7 +191,7 @@ static void *watch_main(void *arg)
 {
     watch *w = arg;
     gw *g = w->g;
-    CURL *h = curl_easy_init();
+    cr_client *cl = new_client(g);
     cr_buf body;
     cr_buf_init(&body);
     int64_t version = -1;
@@ -212,13 +201,13 @@ static void *watch_main(void *arg)
     bool described = false;
     while (!stopped(g)) {
         if (!described) {
-            described = fetch_ready_path(g, h, w->name, ready_path, sizeof ready_path, &body);
+            described = fetch_ready_path(cl, w->name, ready_path, sizeof ready_path, &body);
         }
         char path[256];
         snprintf(path, sizeof path, "/v1/services/%s/endpoints?version=%lld&wait=%d", w->name,
                  (long long)version, WATCH_WAIT_S);
         long status = 0;
-        int rc = call(g, h, "GET", path, NULL, WATCH_WAIT_S + 15, &status, &body);
+        int rc = call(cl, "GET", path, NULL, WATCH_WAIT_S + 15, &status, &body);
         if (stopped(g)) {
             break;
         }
@@ -262,7 +251,7 @@ static void *watch_main(void *arg)
         backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
     }
     cr_buf_fini(&body);
-    curl_easy_cleanup(h);
+    cr_client_free(cl);
     return NULL;
 }
 
@@ -291,12 +280,12 @@ static void *discover_main(void *arg)
 {
     gw *g = arg;
     ctl *c = g->ctl;
-    CURL *h = curl_easy_init();
+    cr_client *cl = new_client(g);
     cr_buf body;
     cr_buf_init(&body);
     while (!stopped(g)) {
         long status = 0;
-        if (call(g, h, "GET", "/v1/services", NULL, 10, &status, &body) == 0 && status == 200) {
+        if (call(cl, "GET", "/v1/services", NULL, 10, &status, &body) == 0 && status == 200) {
             json_t *root = json_loads(cr_buf_str(&body), 0, NULL);
             json_t *items = json_object_get(root, "items");
             size_t i;
@@ -317,7 +306,7 @@ static void *discover_main(void *arg)
         }
     }
     cr_buf_fini(&body);
-    curl_easy_cleanup(h);
+    cr_client_free(cl);
     return NULL;
 }
 
@@ -336,7 +325,7 @@ static bool watched(gw *g, const char *name)
 static void *report_main(void *arg)
 {
     gw *g = arg;
-    CURL *h = curl_easy_init();
+    cr_client *cl = new_client(g);
     cr_buf body;
     cr_buf_init(&body);
     int64_t last = 0;
@@ -358,13 +347,18 @@ static void *report_main(void *arg)
                 if (!watched(g, st[i].name)) {
                     continue; /* a static service: not the controller's */
                 }
-                char path[128], json[256];
+                char path[128];
                 snprintf(path, sizeof path, "/v1/services/%s/metrics", st[i].name);
-                snprintf(json, sizeof json, "{\"in_flight\":%d,\"rps\":%.3f,\"p95_ms\":%.3f}",
-                         (int)(st[i].in_flight > 0 ? st[i].in_flight : (st[i].activation ? 1 : 0)),
-                         st[i].rps, st[i].p95_ms >= 0 ? st[i].p95_ms : -1.0);
+                /* rounded to the microsecond, as the text form had it */
+                json_t *json = json_pack(
+                    "{s:i,s:f,s:f}", "in_flight",
+                    (int)(st[i].in_flight > 0 ? st[i].in_flight : (st[i].activation ? 1 : 0)),
+                    "rps", round(st[i].rps * 1000) / 1000, "p95_ms",
+                    st[i].p95_ms >= 0 ? round(st[i].p95_ms * 1000) / 1000 : -1.0);
                 long status = 0;
-                if (call(g, h, "POST", path, json, 5, &status, &body) != 0 || status / 100 != 2) {
+                int rc = call(cl, "POST", path, json, 5, &status, &body);
+                json_decref(json);
+                if (rc != 0 || status / 100 != 2) {
                     cr_debug("gateway: metrics report of %s: status %ld", st[i].name, status);
                 }
             }
@@ -373,7 +367,7 @@ static void *report_main(void *arg)
         nap(g, g->conf->report_interval_ns);
     }
     cr_buf_fini(&body);
-    curl_easy_cleanup(h);
+    cr_client_free(cl);
     return NULL;
 }
 

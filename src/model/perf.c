@@ -710,6 +710,12 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                 snprintf(e->reason, sizeof e->reason, "weights %s + KV cache exceed %s per GPU",
                          wgb, cap);
             }
+        } else if (closest.ok_mem && closest.ttft_s > 1e5) {
+            /* The queueing model answers "forever" when requests arrive
+             * faster than the replicas can serve them. */
+            snprintf(e->reason, sizeof e->reason,
+                     "cannot keep up with %.3g req/s: the queue grows without bound (best tp%d)",
+                     lam_t, closest_tp);
         } else if (closest.ok_mem && closest.ttft_s > in.ttft_s) {
             snprintf(e->reason, sizeof e->reason, "TTFT %.0f ms > %.0f ms target (best tp%d)",
                      closest.ttft_s * 1e3, in.ttft_s * 1e3, closest_tp);

@@ -107,6 +107,7 @@ case ${ALICE:-} in crl_*) ;; *) fail "user token '${ALICE:-}' lacks the crl_ pre
 run 0 tokens list && has "$TMP/out" "alice"
 run 2 tokens create --role root
 run 2 tokens create --role user
+run 1 tokens create --role user --tenant nope && has "$TMP/err" "tenant 'nope' does not exist"
 
 # --- submit / jobs / show / cancel (user alice) --------------------------------------
 export CORRAL_TOKEN=${ALICE:-none}

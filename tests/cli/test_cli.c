@@ -341,7 +341,33 @@ static void test_cmd_submit(void **state)
     unsigned before = fake_server_requests(s);
     r = cli("submit", "--gpus", "-1", "true", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--gpus: '-1' is not an integer in 0..4096"));
+    assert_non_null(strstr(r.err, "--gpus: '-1' is not an integer in 1..4096"));
+    run_free(&r);
+    /* the server refuses 0 GPUs: so does the CLI; --nodes 0 (any spread) is fine for both */
+    r = cli("submit", "--gpus", "0", "true", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--gpus"));
+    run_free(&r);
+    /* limits the server would refuse never leave the CLI */
+    static const char *const bad[][3] = {
+        {"--array", "10001", "--array"},
+        {"--retries", "101", "--retries"},
+        {"--time", "99999d", "--time"},
+        {"--workdir", "rel", "--workdir: 'rel' is not an absolute path"},
+        {"--nodes", "1025", "--nodes"},
+        {"--method", "sgd", "--method: 'sgd' is not allowed (allowed: full, lora, qlora)"},
+        {"--precision", "fp4", "--precision"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        r = cli("submit", bad[i][0], bad[i][1], "true", NULL);
+        if (r.code != 2 || !strstr(r.err, bad[i][2])) {
+            fail_msg("%s %s: exit %d: %s", bad[i][0], bad[i][1], r.code, r.err);
+        }
+        run_free(&r);
+    }
+    r = cli("submit", "--", "", "x", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "command name is empty"));
     run_free(&r);
     r = cli("submit", "--env", "NOEQUALS", "true", NULL);
     assert_int_equal(r.code, 2);
@@ -381,7 +407,7 @@ static void test_cmd_jobs(void **state)
     }
     assert_non_null(strstr(r.out, "h100-0,h100-1"));
     assert_non_null(strstr(r.out, "(needs 1 A100: 0 free)"));
-    assert_non_null(strstr(r.out, "2x8"));
+    assert_non_null(strstr(r.out, "2x4")); /* 8 GPUs in total on 2 nodes */
     assert_non_null(strstr(r.out, "1g.10gb"));
     run_free(&r);
 
@@ -506,6 +532,10 @@ static void test_cmd_admin(void **state)
     assert_non_null(strstr(r.err, "--quota: 'H100' is not TYPE=N"));
     run_free(&r);
 
+    r = cli("tenants", "create", "a b", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "name 'a b'"));
+    run_free(&r);
     r = cli("tenants", "delete", "ml", NULL);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "unknown action 'delete' (allowed: list, create, set)"));
@@ -518,7 +548,16 @@ static void test_cmd_admin(void **state)
     run_free(&r);
     r = cli("tokens", "create", "--role", "root", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--role: 'root' is not allowed (allowed: admin, user, agent)"));
+    assert_non_null(strstr(r.err, "--role: 'root' is not allowed (allowed: admin, user)"));
+    run_free(&r);
+    /* agents get node tokens at registration; the server refuses this role */
+    r = cli("tokens", "create", "--role", "agent", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--role: 'agent' is not allowed"));
+    run_free(&r);
+    r = cli("tokens", "revoke", "x", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "'x' is not a token id"));
     run_free(&r);
     r = cli("tokens", "create", "--role", "user", NULL);
     assert_int_equal(r.code, 2);
@@ -569,6 +608,10 @@ static void test_cmd_services(void **state)
     r = cli("services", "create", "chat", "--min", "5", "--max", "2", "--", "x", NULL);
     assert_int_equal(r.code, 2);
     assert_non_null(strstr(r.err, "--min 5 is above --max 2"));
+    run_free(&r);
+    r = cli("services", "create", "chat", "--gpus", "0", "--", "x", NULL);
+    assert_int_equal(r.code, 2); /* the server refuses 0 GPUs per replica too */
+    assert_non_null(strstr(r.err, "--gpus"));
     run_free(&r);
     r = cli("services", "scale", "chat", "many", NULL);
     assert_int_equal(r.code, 2);

@@ -310,6 +310,115 @@ static void test_stall(void **state)
     script_stop(&s);
 }
 
+/* A server that reads only the head of one request, answers 413 and closes
+ * with the body unread (the kernel resets the connection). */
+static void *refuse_big(void *arg)
+{
+    script *s = arg;
+    int fd = accept(s->lfd, NULL, NULL);
+    if (fd < 0) {
+        return NULL;
+    }
+    s->accepted++;
+    char buf[4096];
+    size_t len = 0;
+    while (len + 1 < sizeof buf) {
+        ssize_t n = recv(fd, buf + len, sizeof buf - 1 - len, 0);
+        if (n <= 0) {
+            break;
+        }
+        len += (size_t)n;
+        buf[len] = '\0';
+        if (strstr(buf, "\r\n\r\n")) {
+            break;
+        }
+    }
+    static const char rep[] =
+        "HTTP/1.1 413 Payload Too Large\r\nContent-Length: 58\r\nConnection: close\r\n\r\n"
+        "{\"error\":\"CR_ETOOBIG\",\"message\":\"request body over 1 MiB\"}";
+    send(fd, rep, sizeof rep - 1, MSG_NOSIGNAL);
+    close(fd);
+    return NULL;
+}
+
+static void test_answer_before_body_sent(void **state)
+{
+    script s;
+    static const char *const reps[] = {NULL};
+    memset(&s, 0, sizeof s);
+    s.reps = reps;
+    s.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    assert_int_equal(bind(s.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(s.lfd, 8), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(s.lfd, (struct sockaddr *)&sa, &sl);
+    s.port = ntohs(sa.sin_port);
+    pthread_create(&s.th, NULL, refuse_big, &s);
+    /* 8 MiB: far more than the socket buffers hold, so the send is still
+     * running when the server answers and resets */
+    size_t n = 8u << 20;
+    char *big = malloc(n + 1);
+    memset(big, 'a', n);
+    big[n] = '\0';
+    json_t *body = json_pack("{s:s}", "pad", big);
+    free(big);
+    cr_client *c = client_for(&s, 10000 * CR_NS_PER_MS);
+    cr_client_res r;
+    cr_client_res_init(&r);
+    int rc = cr_client_request(c, "POST", "/v1/jobs", body, 0, &r);
+    if (rc != CR_ETOOBIG || r.status != 413) {
+        fail_msg("rc %d status %ld: %s", rc, (long)r.status, r.message ? r.message : "");
+    }
+    json_decref(body);
+    cr_client_res_fini(&r);
+    cr_client_free(c);
+    script_stop(&s);
+}
+
+/* A cancel hook that says stop on its fourth question (about 150 ms in). */
+static bool stop_after_three(void *ud)
+{
+    int *asked = ud;
+    return ++*asked > 3;
+}
+
+static void test_cancel(void **state)
+{
+    /* a long-poll whose answer never completes: the hook ends it early */
+    static const char *const reps[] = {
+        "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{",
+        "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{",
+        "never sent: keeps the server waiting on the connection",
+        NULL,
+    };
+    script s;
+    script_start(&s, reps);
+    cr_client *c = client_for(&s, 0);
+    int asked = 0;
+    cr_client_set_cancel(c, stop_after_three, &asked);
+    cr_client_res r;
+    cr_client_res_init(&r);
+    int64_t t0 = cr_mono_ns();
+    int rc = cr_client_request(c, "GET", "/poll", NULL, 60 * CR_NS_PER_SEC, &r);
+    int64_t took = cr_mono_ns() - t0;
+    if (rc != CR_EAGAIN) {
+        fail_msg("rc %d: %s", rc, r.message);
+    }
+    assert_string_equal(r.message, "cancelled");
+    assert_true(asked >= 4);
+    assert_true(took < 30 * CR_NS_PER_SEC);
+    /* no retry of a cancelled request, and the hook removed lets the next
+     * request run to its own end */
+    assert_int_equal(s.requests, 1);
+    cr_client_set_cancel(c, NULL, NULL);
+    assert_int_equal(cr_client_request(c, "GET", "/x", NULL, 200 * CR_NS_PER_MS, &r), CR_ETIMEDOUT);
+    cr_client_res_fini(&r);
+    cr_client_free(c);
+    script_stop(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +427,8 @@ int main(void)
         cmocka_unit_test(test_retry_only_idempotent),
         cmocka_unit_test(test_broken_answers),
         cmocka_unit_test(test_stall),
+        cmocka_unit_test(test_answer_before_body_sent),
+        cmocka_unit_test(test_cancel),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

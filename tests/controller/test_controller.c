@@ -219,10 +219,22 @@ static int64_t num(json_t *v, const char *key)
 static char *mint(const daemon_t *d, const char *role, const char *tenant)
 {
     char body[200];
+    long code;
+    json_t *v;
+    if (strcmp(role, "user") == 0) { /* a user token needs an existing tenant */
+        snprintf(body, sizeof body, "{\"role\":\"user\",\"tenant\":\"%s\"}", tenant);
+        v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+        assert_int_equal(code, 404);
+        assert_string_equal(str(v, "field"), "tenant");
+        json_decref(v);
+        snprintf(body, sizeof body, "{\"name\":\"%s\"}", tenant);
+        v = call(d, "POST", "/v1/tenants", d->admin, body, &code);
+        assert_true(code == 201 || code == 409);
+        json_decref(v);
+    }
     snprintf(body, sizeof body, "{\"role\":\"%s\",\"tenant\":\"%s\",\"name\":\"t-%s\"}", role,
              tenant, tenant);
-    long code;
-    json_t *v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+    v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
     assert_int_equal(code, 201);
     char *t = strdup(str(v, "token"));
     json_decref(v);
@@ -499,6 +511,11 @@ static void test_bad_input_stores_nothing(void **state)
         {"{\"command\":[\"true\"],\"tenant\":\"nobody\"}", 400, "tenant"},
         {"{\"command\":[\"true\"],\"workdir\":\"rel\"}", 400, "workdir"},
         {"{\"command\":[\"true\"],\"array\":0}", 400, "array"},
+        {"{\"command\":[\"true\"],\"array\":10001}", 400, "array"},
+        {"{\"command\":[\"true\"],\"max_retries\":101}", 400, "max_retries"},
+        {"{\"command\":[\"true\"],\"model\":{\"method\":\"sgd\"}}", 400, "model.method"},
+        {"{\"command\":[\"true\"],\"model\":{\"precision\":\"fp4\"}}", 400, "model.precision"},
+        {"{\"command\":[\"\"]}", 400, "command[0]"},
         {"{\"command\":[\"true\"],\"name\":\"a\",\"name\":\"b\"}", 400, NULL},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -619,6 +636,25 @@ static void test_agent_protocol(void **state)
                      "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0}]}", &code);
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "gpus[0].model");
+    json_decref(v);
+    /* Each GPU once: by index and by UUID. */
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0,\"model\":\"L4\"},"
+             "{\"index\":0,\"model\":\"L4\"}]}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpus[1].index");
+    assert_non_null(strstr(str(v, "message"), "duplicate"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0,\"uuid\":\"GPU-a\","
+             "\"model\":\"L4\"},{\"index\":1,\"uuid\":\"GPU-a\",\"model\":\"L4\"}]}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpus[1].uuid");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/nodes/n9", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
     json_decref(v);
     /* The node token works for its node only. */
     v = call(&d, "GET", "/v1/agents/n2/desired", t1, NULL, &code);
@@ -812,6 +848,19 @@ static void test_services(void **state)
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "max_replicas");
     json_decref(v);
+    static const char *const bad_paths[] = {"/a\\r\\nX-Evil: 1", "/a b", "/a\\u0001", "/a\\n",
+                                            "health"};
+    for (size_t i = 0; i < sizeof bad_paths / sizeof *bad_paths; i++) {
+        char body[256];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"bad\",\"command\":[\"srv\"],\"ready_path\":\"%s\"}", bad_paths[i]);
+        v = call(&d, "POST", "/v1/services", d.admin, body, &code);
+        if (code != 400) {
+            fail_msg("ready_path '%s': %ld", bad_paths[i], code);
+        }
+        assert_string_equal(str(v, "field"), "ready_path");
+        json_decref(v);
+    }
     int64_t version = -1;
     /* Running, but no endpoint until the agent reports the port it gave. */
     wait_replicas_running(&d, 1);
@@ -892,6 +941,106 @@ static void test_tls(void **state)
     ca_file[0] = '\0';
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+}
+
+/* This node's desired action for a job ("" when not listed). */
+static void desired_action(const daemon_t *d, const char *node, const char *tok, int64_t id,
+                           char *out, size_t cap)
+{
+    char path[128];
+    long code;
+    snprintf(path, sizeof path, "/v1/agents/%s/desired", node);
+    json_t *v = call(d, "GET", path, tok, NULL, &code);
+    assert_int_equal(code, 200);
+    out[0] = '\0';
+    json_t *jobs = json_object_get(v, "jobs");
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *e = json_array_get(jobs, i);
+        if (num(e, "job") == id) {
+            snprintf(out, cap, "%s", str(e, "action"));
+        }
+    }
+    json_decref(v);
+}
+
+static void post_exit(const daemon_t *d, const char *node, const char *tok, int64_t id, int code)
+{
+    char path[128], body[200];
+    long hc;
+    snprintf(path, sizeof path, "/v1/agents/%s/status", node);
+    snprintf(body, sizeof body, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":%d}]}",
+             (long long)id, code);
+    json_t *v = call(d, "POST", path, tok, body, &hc);
+    assert_int_equal(hc, 200);
+    json_decref(v);
+}
+
+/* A gang job (two nodes) completes when both ranks exited 0; the first
+ * rank that fails ends the run (then retries apply). */
+static void test_gang_exits(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *t1 = register_node(&d, "n1");
+    char *t2 = register_node(&d, "n2");
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":4,\"nodes\":2}");
+    wait_state(&d, id, "running");
+    char act[16];
+    desired_action(&d, "n1", t1, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    /* rank 0 done: the job runs on; n1 is told not to start it again */
+    post_exit(&d, "n1", t1, id, 0);
+    json_t *v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    desired_action(&d, "n1", t1, id, act, sizeof act);
+    assert_string_equal(act, "stop");
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    post_exit(&d, "n1", t1, id, 0); /* reported again: still waits for n2 */
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    post_exit(&d, "n2", t2, id, 0);
+    wait_state(&d, id, "completed");
+
+    /* A rank failing ends the run at once: retried, then failed. */
+    id = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":4,\"nodes\":2,\"max_retries\":1}");
+    wait_state(&d, id, "running");
+    post_exit(&d, "n2", t2, id, 0);
+    post_exit(&d, "n1", t1, id, 1);
+    v = job(&d, id);
+    assert_int_equal(num(v, "retries"), 1);
+    json_decref(v);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        v = job(&d, id);
+        bool rerun = num(v, "runs") == 2 && strcmp(str(v, "state"), "running") == 0;
+        json_decref(v);
+        if (rerun) {
+            break;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    /* the rerun starts afresh: n2's earlier exit does not count */
+    desired_action(&d, "n2", t2, id, act, sizeof act);
+    assert_string_equal(act, "run");
+    post_exit(&d, "n1", t1, id, 0);
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    post_exit(&d, "n2", t2, id, 7);
+    wait_state(&d, id, "failed");
+    v = job(&d, id);
+    assert_non_null(strstr(str(v, "reason"), "code 7 on node n2"));
+    json_decref(v);
+    free(t1);
+    free(t2);
+    stop(&d, SIGTERM);
+    cleanup(&d);
 }
 
 /* A GPU reported unhealthy leaves the pool with its reason, its job is
@@ -1281,6 +1430,7 @@ int main(void)
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_gpu_health),
+        cmocka_unit_test(test_gang_exits),
         cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
