@@ -295,18 +295,47 @@ static void count_exit(agent *a)
 /*
  * A MIG placement names a GPU and a profile; the agent picks a free instance
  * of that profile on it (one no other job here holds) and gives the job
- * that instance's UUID. Returns the UUID or NULL when none is free.
+ * that instance's UUID. Returns the UUID or NULL when none is free (the
+ * start then fails: a MIG job never gets the whole GPU).
  */
 static int mig_taken(const agent *a, const char *uuid)
 {
     for (size_t i = 0; i < a->nprocs; i++) {
         const cr_proc *p = &a->procs[i];
-        if (p->state != CR_PROC_EXITED && p->spec.uuid_count == 1 &&
-            strcmp(p->spec.gpu_uuids[0], uuid) == 0) {
-            return 1;
+        for (size_t k = 0; p->state != CR_PROC_EXITED && k < p->spec.uuid_count; k++) {
+            if (strcmp(p->spec.gpu_uuids[k], uuid) == 0) {
+                return 1;
+            }
         }
     }
     return 0;
+}
+
+/* Several instances: take the controller's UUIDs when each names a free
+ * instance of the profile on the GPU listed beside it. */
+static int mig_all_named(const agent *a, const cr_job_spec *s)
+{
+    if (s->uuid_count != s->gpu_count) {
+        return 0;
+    }
+    for (size_t i = 0; i < s->gpu_count; i++) {
+        if (s->gpus[i] < 0 || (size_t)s->gpus[i] >= a->gpu->count) {
+            return 0;
+        }
+        const cr_gpu_info *g = &a->gpu->gpus[s->gpus[i]];
+        int found = 0;
+        for (size_t k = 0; k < g->mig_count && !found; k++) {
+            found = strcmp(g->mig[k].profile, s->mig_profile) == 0 &&
+                    strcmp(g->mig[k].uuid, s->gpu_uuids[i]) == 0 && !mig_taken(a, g->mig[k].uuid);
+        }
+        for (size_t q = 0; q < i && found; q++) {
+            found = strcmp(s->gpu_uuids[q], s->gpu_uuids[i]) != 0;
+        }
+        if (!found) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 static const char *pick_mig(agent *a, const cr_job_spec *s)
@@ -402,18 +431,37 @@ static void start_job(agent *a, const cr_job_spec *given)
     cr_job_spec mig_spec;
     const cr_job_spec *s = want;
     char *mig_uuid[1] = {NULL};
-    if (want->mig_profile) {
+    if (want->mig_profile && want->gpu_count > 1) {
+        if (!mig_all_named(a, want)) {
+            cr_error("agent: job=%lld not started: the MIG %s instances named are not all free "
+                     "here",
+                     (long long)want->job, want->mig_profile);
+            memset(p, 0, sizeof *p);
+            p->job = want->job;
+            p->state = CR_PROC_EXITED;
+            p->exit_code = 126;
+            count_exit(a);
+            goto done;
+        }
+    } else if (want->mig_profile) {
         const char *u = pick_mig(a, want);
         if (!u) {
-            cr_warn("agent: job=%lld: no free MIG %s instance on GPU %d; using the whole GPU's id",
-                    (long long)want->job, want->mig_profile, want->gpu_count ? want->gpus[0] : -1);
-        } else {
-            mig_spec = *want;
-            mig_uuid[0] = (char *)u;
-            mig_spec.gpu_uuids = mig_uuid;
-            mig_spec.uuid_count = 1;
-            s = &mig_spec;
+            /* Never the whole GPU: that would break the isolation the job
+             * asked for. Fail the start; the controller sees the exit. */
+            cr_error("agent: job=%lld not started: no free MIG %s instance on GPU %d",
+                     (long long)want->job, want->mig_profile, want->gpu_count ? want->gpus[0] : -1);
+            memset(p, 0, sizeof *p);
+            p->job = want->job;
+            p->state = CR_PROC_EXITED;
+            p->exit_code = 126;
+            count_exit(a);
+            goto done;
         }
+        mig_spec = *want;
+        mig_uuid[0] = (char *)u;
+        mig_spec.gpu_uuids = mig_uuid;
+        mig_spec.uuid_count = 1;
+        s = &mig_spec;
     }
     if (cr_proc_spawn_cg(a->cfg.state_dir, a->cfg.node, s, environ, a->cgroup_base, p, err,
                          sizeof err) < 0) {
@@ -427,6 +475,7 @@ static void start_job(agent *a, const cr_job_spec *given)
         cr_debug("agent: job=%lld started pid=%d gpus=%zu", (long long)s->job, (int)p->pid,
                  s->gpu_count);
     }
+done:
     a->nprocs++;
     pthread_mutex_lock(&a->mu);
     a->n_started++;

@@ -68,10 +68,18 @@ void cr__cli_items_table(const json_t *items, FILE *f)
 
 /* --- nodes --------------------------------------------------------------------- */
 
-/* Is this GPU given to some work? */
+/* Does this GPU run MIG work (any instance in use)? */
+bool cr__cli_gpu_mig_busy(const json_t *g)
+{
+    const json_t *v = json_object_get(g, "mig_busy");
+    return json_is_integer(v) && json_integer_value(v) > 0;
+}
+
+/* Is this GPU given to some work (whole, or some of its MIG instances)? */
 bool cr__cli_gpu_allocated(const json_t *g)
 {
-    static const char *const keys[] = {"job", "jobs", "allocation", "allocated", "job_id"};
+    static const char *const keys[] = {"job",       "jobs",   "allocation",
+                                       "allocated", "job_id", "mig_busy"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const json_t *v = json_object_get(g, keys[i]);
         if (!v || json_is_null(v) || json_is_false(v)) {

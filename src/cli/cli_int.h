@@ -147,8 +147,11 @@ void cr__cli_nodes_table(const json_t *items, FILE *f);
 void cr__cli_items_table(const json_t *items, FILE *f);
 /* A GPU object's model name ("model", else "type"), "?" if none. */
 const char *cr__cli_gpu_model(const json_t *g);
-/* Whether a GPU object shows an allocation (job/jobs/allocation member). */
+/* Whether a GPU object shows an allocation (job/jobs/allocation member, or
+ * MIG instances in use). */
 bool cr__cli_gpu_allocated(const json_t *g);
+/* Whether some of a GPU's MIG instances are in use ("mig_busy" > 0). */
+bool cr__cli_gpu_mig_busy(const json_t *g);
 /* Whether a GPU object's health is "ok" (or absent). */
 bool cr__cli_gpu_healthy(const json_t *g);
 /* A node's GPU counts: total, allocated, unhealthy; models appends the

@@ -35,7 +35,8 @@ static FILE *mem_stream(char **buf, size_t *len)
     return open_memstream(buf, len);
 }
 
-/* One GPU per character: '#' allocated, '.' free, 'x' unhealthy, '-' node
+/* One GPU per character: '#' allocated, 'm' MIG instances in use (partly
+ * allocated), '.' free, 'x' unhealthy, '-' node
  * not up; util_txt gets the mean utilisation the agent reports. */
 static void gpu_bar(const json_t *node, cr_buf *b, char *util_txt, size_t util_len)
 {
@@ -53,6 +54,8 @@ static void gpu_bar(const json_t *node, cr_buf *b, char *util_txt, size_t util_l
             c = '-';
         } else if (!cr__cli_gpu_healthy(g)) {
             c = 'x';
+        } else if (cr__cli_gpu_mig_busy(g)) {
+            c = 'm';
         } else if (cr__cli_gpu_allocated(g)) {
             c = '#';
         }
@@ -154,7 +157,9 @@ static int frame(cli_ctx *ctx, int64_t max_jobs, FILE *f, cr_client_res *nodes, 
     }
     cr__cli_table_print(&t, f);
     cr__cli_table_fini(&t);
-    fputs("  ('#' allocated, '.' free, 'x' unhealthy, '-' node not up)\n\n", f);
+    fputs("  ('#' allocated, 'm' MIG instances in use, '.' free, 'x' unhealthy, '-' node not "
+          "up)\n\n",
+          f);
 
     /* running first, then pending and held, at most max_jobs rows */
     json_t *shown = json_array();

@@ -12,6 +12,8 @@
 #include <curl/curl.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -200,7 +202,24 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     hdrs = api.slist_append(hdrs, "Expect:");
     api.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 
+    /* CURLOPT_NOSIGNAL keeps libcurl from ignoring SIGPIPE itself, and TLS
+     * writes to a connection the server reset raise it: hold it blocked in
+     * this thread while the transfer runs, then drop one it raised (unless
+     * one was pending before), so a reset never kills the process. */
+    sigset_t pipe_set, old_mask, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    bool had_pipe = sigismember(&pending, SIGPIPE) == 1;
     CURLcode cc = api.easy_perform(h);
+    if (!had_pipe) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     long status = 0;
     api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     int rc = 0;

@@ -56,6 +56,7 @@ typedef struct ctl_place {
     size_t ngpus;            /* entries in gpus */
     char mig_profile[32];    /* MIG profile when the job runs on slices */
     bool exited_ok;          /* gang jobs: this node's rank exited 0 in the current run */
+    int8_t mig_start[64];    /* MIG: the instance's first slice per gpus entry, -1 unknown */
 } ctl_place;
 
 typedef struct ctl_job {
@@ -100,6 +101,10 @@ typedef struct ctl_gpu {
     char health[16]; /* ok|xid|ecc|hot */
     char reason[128];
     json_t *mig; /* owned: MIG instances as registered, or NULL */
+    /* The start slice the scheduler gave each registered MIG instance
+     * (same order as mig; -1 = not schedulable). */
+    int8_t mig_start[8];
+    bool mig_unusable; /* MIG layout the scheduler cannot model: kept out of use */
     double util_pct, temp_c, power_w;
     uint64_t mem_used_bytes;
     int64_t alloc_job; /* whole-GPU holder (0 = free) */
@@ -198,7 +203,8 @@ struct ctl {
     int64_t next_token_id;
     ctl_sched_op *sched_ops; /* job changes for the scheduler thread */
     size_t nsched_ops, capsched_ops;
-    bool sched_wake;                        /* something changed */
+    bool sched_wake;     /* something changed */
+    bool sched_restored; /* the scheduler took in the stored nodes and running jobs */
     char join_token[CR_TOKEN_TEXT_MAX + 8]; /* for calls to agents */
     bool tenants_dirty;                     /* weights/quotas changed: tell the scheduler */
     bool stopping;

@@ -344,6 +344,11 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
         if (*j->place[i].mig_profile) {
             cr_buf_puts(&b, ",\"mig_profile\":");
             put_jstr(&b, j->place[i].mig_profile);
+            cr_buf_puts(&b, ",\"mig_starts\":[");
+            for (size_t k = 0; k < j->place[i].ngpus; k++) {
+                cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].mig_start[k]);
+            }
+            cr_buf_putc(&b, ']');
         }
         cr_buf_putc(&b, '}');
     }
@@ -439,7 +444,11 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
             snprintf(j->place[i].node, sizeof j->place[i].node, "%s", node ? node : "");
             snprintf(j->place[i].mig_profile, sizeof j->place[i].mig_profile, "%s", mp ? mp : "");
             json_t *g = json_object_get(p, "gpus");
+            json_t *ms = json_object_get(p, "mig_starts");
             for (size_t k = 0; k < json_array_size(g) && k < 64; k++) {
+                json_t *msv = json_array_get(ms, k);
+                json_int_t sv = json_is_integer(msv) ? json_integer_value(msv) : -1;
+                j->place[i].mig_start[j->place[i].ngpus] = (int8_t)(sv >= 0 && sv < 8 ? sv : -1);
                 j->place[i].gpus[j->place[i].ngpus++] =
                     (int)json_integer_value(json_array_get(g, k));
             }

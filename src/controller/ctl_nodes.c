@@ -101,14 +101,16 @@ void ctl_nodes_free(ctl *c)
 }
 
 /*
- * The UUID to run a job on: the GPU's, or for a MIG placement one of the
- * GPU's registered MIG instances of that profile. Instances are handed out
- * in job-id order among the jobs on that GPU with the same profile, so two
- * jobs sharing a GPU get different instances.
+ * The UUID to run a job on: the GPU's, or for a MIG placement the UUID of
+ * the registered instance the scheduler chose (the one whose start slice
+ * the placement holds). A placement without a known start (stored by an
+ * older controller) gets the instances of its profile in job-id order
+ * among the jobs on that GPU, so two jobs sharing a GPU differ.
  */
 static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
-                             int gpu_index)
+                             size_t q_entry)
 {
+    int gpu_index = pl->gpus[q_entry];
     const ctl_gpu *g = NULL;
     for (size_t x = 0; x < n->ngpus; x++) {
         if (n->gpus[x].index == gpu_index) {
@@ -120,6 +122,18 @@ static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const 
     }
     if (!*pl->mig_profile || !g->mig) {
         return g->uuid;
+    }
+    if (pl->mig_start[q_entry] >= 0) {
+        for (size_t i = 0; i < json_array_size(g->mig) && i < 8; i++) {
+            json_t *m = json_array_get(g->mig, i);
+            const char *prof = json_string_value(json_object_get(m, "profile"));
+            const char *uuid = json_string_value(json_object_get(m, "uuid"));
+            if (prof && uuid && g->mig_start[i] == pl->mig_start[q_entry] &&
+                strcmp(prof, pl->mig_profile) == 0) {
+                return uuid;
+            }
+        }
+        return ""; /* no such instance: the agent refuses rather than guess */
     }
     size_t rank = 0;
     for (size_t i = 0; i < n->njobs; i++) {
@@ -174,7 +188,7 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         json_t *gpus = json_array(), *uuids = json_array();
         for (size_t g = 0; g < pl->ngpus; g++) {
             json_array_append_new(gpus, json_integer(pl->gpus[g]));
-            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, pl->gpus[g])));
+            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, g)));
         }
         const ctl_node *master = ctl_node_find(c, j->place[0].node);
         char ckpt[1200];
@@ -248,6 +262,22 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         if (detail && g->mig) {
             json_object_set(v, "mig", g->mig);
         }
+        /* MIG instances in use on this GPU (it is then partly allocated) */
+        json_int_t mig_busy = 0;
+        for (size_t q = 0; g->mig && q < n->njobs; q++) {
+            const ctl_job *j = ctl_job_get(c, n->jobs[q]);
+            if (j && j->state != JS_RUNNING && j->state != JS_COMPLETING) {
+                j = NULL;
+            }
+            for (size_t k = 0; j && k < j->nplace; k++) {
+                if (*j->place[k].mig_profile && strcmp(j->place[k].node, n->name) == 0) {
+                    for (size_t e = 0; e < j->place[k].ngpus; e++) {
+                        mig_busy += j->place[k].gpus[e] == g->index;
+                    }
+                }
+            }
+        }
+        json_object_set_new(v, "mig_busy", json_integer(mig_busy));
         json_array_append_new(gpus, v);
     }
     json_t *jobs = json_array();
@@ -381,6 +411,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         x->mem_bytes = (uint64_t)gmem;
         x->nvlink = (int)nvl;
         x->mig = json_array_size(mig) ? json_deep_copy(mig) : NULL;
+        memset(x->mig_start, -1, sizeof x->mig_start);
     }
     return 0;
 }
@@ -544,8 +575,16 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         node_insert(c, n);
         cr_info("node=%s registered: %zu GPUs, addr %s:%d", n->name, n->ngpus, n->addr, n->port);
     } else {
-        /* Re-registration (agent restart): new inventory, same jobs. */
+        /* Re-registration (agent restart): new inventory, same jobs. The
+         * scheduler keeps the MIG layout it was given: an unchanged one
+         * keeps its instance starts. */
         for (size_t i = 0; i < n->ngpus; i++) {
+            if (i < fresh->ngpus && n->gpus[i].mig && fresh->gpus[i].mig &&
+                json_equal(n->gpus[i].mig, fresh->gpus[i].mig)) {
+                memcpy(fresh->gpus[i].mig_start, n->gpus[i].mig_start,
+                       sizeof fresh->gpus[i].mig_start);
+                fresh->gpus[i].mig_unusable = n->gpus[i].mig_unusable;
+            }
             json_decref(n->gpus[i].mig);
         }
         free(n->gpus);

@@ -60,6 +60,59 @@ static int mig_geometry(const char *model, int *compute, int *mem)
     return 0;
 }
 
+/*
+ * A MIG GPU holds the instances the agent registered, no others: give the
+ * scheduler that fixed layout so it places jobs only on free instances of
+ * the profile asked for, and keep the start slice of each instance so a
+ * placement maps back to its UUID. A layout the scheduler cannot model
+ * takes the GPU out of use rather than letting jobs lose their isolation.
+ */
+static void set_mig_layout(placer *pl, ctl_node *n, size_t i, int type, int64_t now)
+{
+    ctl_gpu *g = &n->gpus[i];
+    const char *prof[8];
+    size_t np = 0, idx[8];
+    memset(g->mig_start, -1, sizeof g->mig_start);
+    g->mig_unusable = false;
+    for (size_t k = 0; k < json_array_size(g->mig) && k < 8; k++) {
+        json_t *m = json_array_get(g->mig, k);
+        const char *p = json_string_value(json_object_get(m, "profile"));
+        const char *u = json_string_value(json_object_get(m, "uuid"));
+        int cs, ms;
+        json_int_t sl = json_integer_value(json_object_get(m, "slices"));
+        json_int_t msl = json_integer_value(json_object_get(m, "mem_slices"));
+        if (p && cr_sched_mig_profile_get(pl->s, type, p, &cs, &ms) != 0 && sl > 0 && msl > 0 &&
+            sl <= 8 && msl <= 8) {
+            /* the device's own name for a standard shape */
+            cr_sched_mig_profile_alias(pl->s, type, p, (int)sl, (int)msl);
+        }
+        if (!p || !u || cr_sched_mig_profile_get(pl->s, type, p, &cs, &ms) != 0) {
+            cr_warn("sched: node=%s gpu=%d: MIG instance %zu profile '%s' unknown for %s; "
+                    "not used",
+                    n->name, g->index, k, p ? p : "", g->model);
+            continue;
+        }
+        idx[np] = k;
+        prof[np++] = p;
+    }
+    int starts[8];
+    int rc = cr_sched_gpu_set_mig_layout(pl->s, n->sched_idx, (uint32_t)i, prof, np, starts);
+    if (rc == 0 && np == 0) {
+        rc = CR_ENOENT; /* no usable instance: never carve the GPU on demand */
+    }
+    if (rc != 0) {
+        cr_warn("sched: node=%s gpu=%d: MIG layout not usable (%s); GPU taken out of use", n->name,
+                g->index, cr_strerror(rc));
+        g->mig_unusable = true;
+        cr_sched_gpu_set_health(pl->s, n->sched_idx, (uint32_t)i, false, "MIG layout not usable",
+                                now, NULL, NULL);
+        return;
+    }
+    for (size_t k = 0; k < np; k++) {
+        g->mig_start[idx[k]] = (int8_t)starts[k];
+    }
+}
+
 static cr_sched_node_state sched_state(ctl_node_state st)
 {
     return st == NS_UP ? CR_NODE_UP : st == NS_DRAINED ? CR_NODE_DRAINED : CR_NODE_LOST;
@@ -101,6 +154,11 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
             return;
         }
         n->in_sched = true;
+        for (size_t i = 0; i < ng; i++) {
+            if (gspec[i].mig) {
+                set_mig_layout(pl, n, i, gspec[i].type, now);
+            }
+        }
         return;
     }
     cr_sched_node_info info;
@@ -116,7 +174,7 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
     }
     for (size_t i = 0; i < ng && i < info.gpu_count; i++) {
         cr_sched_gpu_info gi;
-        bool ok = strcmp(n->gpus[i].health, "ok") == 0;
+        bool ok = strcmp(n->gpus[i].health, "ok") == 0 && !n->gpus[i].mig_unusable;
         if (cr_sched_gpu_info_get(pl->s, n->sched_idx, (uint32_t)i, &gi) == 0 && gi.bad == ok) {
             uint64_t *req = NULL;
             size_t nreq = 0;
@@ -292,7 +350,7 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
         bool ok = j->nplace > 0;
         for (size_t k = 0; ok && k < j->nplace; k++) {
             ctl_node *n = ctl_node_find(c, j->place[k].node);
-            if (!n || !n->in_sched || *j->place[k].mig_profile) {
+            if (!n || !n->in_sched) {
                 ok = false;
                 break;
             }
@@ -308,6 +366,24 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
         int type = sp.gpu_type;
         if (*j->run_type) {
             cr_sched_gpu_type(pl->s, j->run_type, &type);
+        }
+        /* MIG: the instance each slot held (its start slice was stored). */
+        size_t si = 0;
+        for (size_t k = 0; ok && k < j->nplace; k++) {
+            const ctl_place *pp = &j->place[k];
+            int cs = 0, ms = 0;
+            if (*pp->mig_profile &&
+                (type < 0 || cr_sched_mig_profile_get(pl->s, type, pp->mig_profile, &cs, &ms))) {
+                ok = false;
+            }
+            for (size_t q = 0; ok && q < pp->ngpus && si < ns; q++, si++) {
+                if (*pp->mig_profile) {
+                    ok = pp->mig_start[q] >= 0;
+                    slots[si].mig_start = pp->mig_start[q];
+                    slots[si].mig_mem = (uint8_t)ms;
+                    slots[si].mig_compute = (uint8_t)cs;
+                }
+            }
         }
         if (ok && type >= 0 &&
             cr_sched_job_restore(pl->s, &sp, type, slots, ns, j->start_ns, false) == 0) {
@@ -401,6 +477,7 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
         ctl_node *n = ctl_node_find(c, name);
         int gidx = n && sl->gpu < n->ngpus ? n->gpus[sl->gpu].index : sl->gpu;
         if (pp->ngpus < 64) {
+            pp->mig_start[pp->ngpus] = sl->mig_start;
             pp->gpus[pp->ngpus++] = gidx;
         }
         if (n && sl->mig_start < 0 && sl->gpu < n->ngpus) {
@@ -523,6 +600,8 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             }
         }
         *restored = true;
+        c->sched_restored = true;
+        pthread_cond_broadcast(&c->cv); /* ctl_sched_start waits for it */
     }
     size_t capops = c->nsched_ops;
     ops = cr_calloc(capops ? capops : 1, sizeof *ops);
@@ -850,6 +929,17 @@ int ctl_sched_start(ctl *c)
         return CR_EIO;
     }
     c->sched_started = true;
+    /* Serve only once the stored nodes and running jobs are back in the
+     * scheduler: a desired state asked for earlier would lack the MIG
+     * instances' start slices (and so their UUIDs). Bounded, in case the
+     * scheduler could not be created. */
+    pthread_mutex_lock(&c->mu);
+    int64_t until = cr_now_ns() + 10 * CR_NS_PER_SEC;
+    while (!c->sched_restored && cr_now_ns() < until) {
+        struct timespec ts = {.tv_sec = until / CR_NS_PER_SEC, .tv_nsec = until % CR_NS_PER_SEC};
+        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    }
+    pthread_mutex_unlock(&c->mu);
     return 0;
 }
 

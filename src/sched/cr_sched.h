@@ -149,10 +149,18 @@ int cr_sched_gpu_type_set_mem(cr_sched *s, int type, uint64_t mem_bytes);
  * cr_sched_gpu_type_set_mem). mem_slices <= 8. Call before adding nodes
  * with MIG GPUs of this type. */
 int cr_sched_gpu_type_set_mig(cr_sched *s, int type, int compute_slices, int mem_slices);
+/* (Calling it again with the same geometry and memory keeps the profiles.) */
 /* Add a MIG profile: compute and memory slices and a bitmask of valid start
  * positions (bit i = start at memory slice i). name borrowed. */
 int cr_sched_mig_profile_add(cr_sched *s, int type, const char *name, int compute, int mem,
                              uint32_t start_mask);
+/* Another name for the type's profile of that shape (compute, mem slices),
+ * with its valid starts: a device's own name when the memory rounding
+ * differs ("2g.12gb" for the "2g.13gb" of a 24 GiB A30). name borrowed.
+ * CR_ENOENT if no profile has the shape; 0 if the name exists already. */
+int cr_sched_mig_profile_alias(cr_sched *s, int type, const char *name, int compute, int mem);
+/* Compute and memory slices of a profile of the type. CR_ENOENT if none. */
+int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int *compute, int *mem);
 
 /* ------------------------------------------------------------------------ */
 /* Tenants                                                                  */
@@ -220,6 +228,20 @@ int cr_sched_gpu_set_health(cr_sched *s, uint32_t node, uint32_t gpu, bool ok, c
 /* Switch MIG mode on an idle GPU of a MIG-capable type. CR_EBUSY if in use,
  * CR_ENOTSUP if the type has no MIG geometry. */
 int cr_sched_gpu_set_mig(cr_sched *s, uint32_t node, uint32_t gpu, bool mig);
+/*
+ * Fix a MIG GPU's instance layout: the instances that exist on the device
+ * (a real GPU is partitioned ahead of time; jobs cannot carve new ones).
+ * profiles[i] names instance i, a profile of the GPU's type; n <= 8. The
+ * scheduler gives each a start slice (largest first, lowest valid free
+ * start) and writes it to starts[i] (starts may be NULL); the same list
+ * always gets the same starts. The GPU goes into MIG mode and from then on
+ * a MIG job is placed only on a free instance of this layout with the
+ * profile it asked for. n = 0 goes back to carving on demand. CR_EBUSY if
+ * the GPU is in use, CR_ENOTSUP if the type has no MIG geometry, CR_ENOENT
+ * for an unknown profile, CR_ERANGE if the instances do not fit together.
+ */
+int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t node, uint32_t gpu,
+                                const char *const *profiles, size_t n, int *starts);
 
 typedef struct cr_sched_node_info {
     const char *name;
@@ -239,6 +261,7 @@ typedef struct cr_sched_gpu_info {
     const char *reason; /* health reason, "" if none */
     bool mig;
     uint8_t mig_used_mask; /* MIG: memory slices in use */
+    uint8_t mig_fixed;     /* MIG: instances in the fixed layout, 0 = carved on demand */
     uint64_t job;          /* whole-GPU holder, 0 if free or MIG */
 } cr_sched_gpu_info;
 

@@ -121,6 +121,14 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
                               nd->name, sl->gpu, j->spec.id);
                     goto out;
                 }
+                if (g->mig_nfix &&
+                    !cr__sched_mig_fixed_has(g, sl->mig_start, sl->mig_mem, sl->mig_compute)) {
+                    rc = fail(err, errlen,
+                              "job %" PRIu64 ": on %s GPU %u at slice %d, not an "
+                              "instance of its MIG layout",
+                              j->spec.id, nd->name, sl->gpu, sl->mig_start);
+                    goto out;
+                }
                 mask[gi] |= (uint8_t)m;
                 comp[gi] = (uint8_t)(comp[gi] + sl->mig_compute);
             }

@@ -273,8 +273,13 @@ int cr_sched_gpu_type_set_mig(cr_sched *s, int type, int compute_slices, int mem
         return CR_EINVAL;
     }
     gtype *g = &s->types[type];
+    if (g->nprof && g->mig_compute == compute_slices && g->mig_mem == mem_slices &&
+        g->prof_mem == g->mem_bytes) {
+        return 0; /* unchanged: keep the profiles (and any added since) */
+    }
     g->mig_compute = (uint8_t)compute_slices;
     g->mig_mem = (uint8_t)mem_slices;
+    g->prof_mem = g->mem_bytes;
     CR_FREE(g->profs);
     g->nprof = 0;
     double slice_gb = (double)g->mem_bytes / 1e9 / mem_slices;
@@ -728,6 +733,7 @@ int cr_sched_gpu_info_get(const cr_sched *s, uint32_t n, uint32_t gi, cr_sched_g
     out->reason = g->reason ? g->reason : "";
     out->mig = g->mig;
     out->mig_used_mask = g->mig_used;
+    out->mig_fixed = g->mig_nfix;
     out->job = g->job;
     return 0;
 }
@@ -891,6 +897,9 @@ int cr_sched_gpu_set_mig(cr_sched *s, uint32_t n, uint32_t gi, bool mig)
     if (g->job || g->mig_used) {
         return CR_EBUSY;
     }
+    if (!mig) {
+        g->mig_nfix = 0;
+    }
     if (g->mig == mig) {
         return 0;
     }
@@ -904,6 +913,108 @@ int cr_sched_gpu_set_mig(cr_sched *s, uint32_t n, uint32_t gi, bool mig)
         cr__sched_nt_adjust(s, nt_of(s, n, g->type), g->type, mig ? -1 : +1);
     }
     return 0;
+}
+
+int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t n, uint32_t gi, const char *const *profiles,
+                                size_t count, int *starts)
+{
+    if (n >= s->nnodes || gi >= s->nodes[n].ngpu || count > 8 || (count && !profiles)) {
+        return CR_EINVAL;
+    }
+    gpu *g = &s->nodes[n].gpus[gi];
+    const gtype *t = &s->types[g->type];
+    if (!t->mig_mem) {
+        return CR_ENOTSUP;
+    }
+    if (g->job || g->mig_used) {
+        return CR_EBUSY;
+    }
+    const mig_prof *pr[8];
+    size_t order[8];
+    for (size_t i = 0; i < count; i++) {
+        pr[i] = profiles[i] ? cr__sched_mig_find(s, g->type, profiles[i]) : NULL;
+        if (!pr[i]) {
+            return CR_ENOENT;
+        }
+        /* insertion sort: larger instances first, then list order */
+        size_t k = i;
+        while (k > 0 && pr[order[k - 1]]->mem < pr[i]->mem) {
+            order[k] = order[k - 1];
+            k--;
+        }
+        order[k] = i;
+    }
+    uint32_t used = 0;
+    int compute = 0, st[8];
+    for (size_t x = 0; x < count; x++) {
+        const mig_prof *p = pr[order[x]];
+        st[order[x]] = -1;
+        for (int b = 0; b < t->mig_mem; b++) {
+            uint32_t m = ((1u << p->mem) - 1) << b;
+            if ((p->start_mask & (1u << b)) && !(used & m)) {
+                st[order[x]] = b;
+                used |= m;
+                break;
+            }
+        }
+        compute += p->compute;
+        if (st[order[x]] < 0 || compute > t->mig_compute) {
+            return CR_ERANGE;
+        }
+    }
+    int rc = cr_sched_gpu_set_mig(s, n, gi, true);
+    if (rc < 0) {
+        return rc;
+    }
+    g->mig_nfix = (uint8_t)count;
+    for (size_t i = 0; i < count; i++) {
+        g->mig_fix_start[i] = (uint8_t)st[i];
+        g->mig_fix_mem[i] = pr[i]->mem;
+        g->mig_fix_compute[i] = pr[i]->compute;
+        if (starts) {
+            starts[i] = st[i];
+        }
+    }
+    return 0;
+}
+
+int cr_sched_mig_profile_alias(cr_sched *s, int type, const char *name, int compute, int mem)
+{
+    if (type < 0 || type >= s->ntypes || !name) {
+        return CR_EINVAL;
+    }
+    if (cr__sched_mig_find(s, type, name)) {
+        return 0;
+    }
+    const gtype *g = &s->types[type];
+    for (int i = 0; i < g->nprof; i++) {
+        if (g->profs[i].compute == compute && g->profs[i].mem == mem) {
+            return cr_sched_mig_profile_add(s, type, name, compute, mem, g->profs[i].start_mask);
+        }
+    }
+    return CR_ENOENT;
+}
+
+int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int *compute, int *mem)
+{
+    const mig_prof *p = name ? cr__sched_mig_find(s, type, name) : NULL;
+    if (!p) {
+        return CR_ENOENT;
+    }
+    *compute = p->compute;
+    *mem = p->mem;
+    return 0;
+}
+
+bool cr__sched_mig_fixed_has(const gpu *g, int start, int mem, int compute)
+{
+    for (int i = 0; i < g->mig_nfix; i++) {
+        if (g->mig_fix_start[i] == start && g->mig_fix_mem[i] == mem &&
+            g->mig_fix_compute[i] == compute) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1354,6 +1465,10 @@ int cr_sched_job_restore(cr_sched *s, const cr_sched_job_spec *spec, int gpu_typ
             if (!g->mig || g->bad || (g->mig_used & mask) ||
                 compute + sl->mig_compute > s->types[gpu_type].mig_compute) {
                 return CR_EBUSY;
+            }
+            if (g->mig_nfix &&
+                !cr__sched_mig_fixed_has(g, sl->mig_start, sl->mig_mem, sl->mig_compute)) {
+                return CR_EINVAL; /* no such instance on the device */
             }
         }
     }

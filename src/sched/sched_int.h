@@ -33,7 +33,8 @@ typedef struct gtype {
     uint64_t mem_bytes;  /* default memory per GPU */
     uint8_t mig_compute; /* MIG geometry, 0 = no MIG */
     uint8_t mig_mem;
-    mig_prof *profs; /* owned */
+    mig_prof *profs;   /* owned */
+    uint64_t prof_mem; /* memory the standard profiles were named from */
     int nprof;
     uint32_t total;    /* healthy GPUs on UP nodes (MIG ones too) */
     uint32_t free;     /* free whole GPUs on UP nodes */
@@ -50,6 +51,10 @@ typedef struct gpu {
     bool mig;
     uint8_t mig_used;         /* memory slices in use (bitmask) */
     uint8_t mig_compute_used; /* compute slices in use */
+    /* Fixed MIG layout (the instances that exist on the device), mig_nfix
+     * entries; 0 = carved on demand from the type's profiles. */
+    uint8_t mig_nfix;
+    uint8_t mig_fix_start[8], mig_fix_mem[8], mig_fix_compute[8];
     uint16_t nvlink;
     uint64_t mem_bytes;
     uint64_t job; /* whole-GPU holder (0 = free) */
@@ -209,6 +214,8 @@ void cr__sched_nt_adjust(cr_sched *s, uint32_t n, int type, int delta);
 void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t n);
 void cr__sched_slots_release(cr_sched *s, job *j);
 const mig_prof *cr__sched_mig_find(const cr_sched *s, int type, const char *name);
+/* Does the GPU's fixed MIG layout hold an instance at start of that size? */
+bool cr__sched_mig_fixed_has(const gpu *g, int start, int mem, int compute);
 void cr__sched_accrue(cr_sched *s, int64_t now_ns);
 int64_t cr__sched_job_attained(const job *j, int64_t now_ns);
 void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work);

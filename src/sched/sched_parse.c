@@ -11,6 +11,7 @@
  *   node <name> gpus=<n>x<alias>[+<n>x<alias>...] [rack=<r>] [nvlink=<k>]
  *        [mem=<bytes>] [state=up|drained|lost] [mig=all|<i,j,...>]
  *   gpu <node> <index> [health=ok|bad] [reason="..."] [mig=on|off]
+ *       [layout=<profile>,<profile>...]   (fixed MIG instances; implies mig=on)
  *   tenant <name> [weight=<w>] [quota=<alias>:<n>[,<alias>:<n>...]]
  *
  * A node name may hold one range, "gpu[0-127]" or "n[00-15]" (zero padded
@@ -463,7 +464,7 @@ static int rec_gpu(pctx *p, tok *t, int n)
         p->s->nodes[nidx].ngpu == 0) {
         return perr(p, CR_EPARSE, "index", "'%s' is not a GPU index of %s", t[2].val, t[1].val);
     }
-    const char *reason = NULL;
+    const char *reason = NULL, *layout = NULL;
     int health = -1, mig = -1;
     for (int i = 3; i < n; i++) {
         const char *k = t[i].key, *v = t[i].val;
@@ -481,6 +482,8 @@ static int rec_gpu(pctx *p, tok *t, int n)
                 return perr(p, CR_EPARSE, "mig", "expected on or off");
             }
             mig = strcmp(v, "on") == 0;
+        } else if (strcmp(k, "layout") == 0) {
+            layout = v;
         } else {
             return perr(p, CR_EPARSE, k, "unknown field for gpu");
         }
@@ -489,6 +492,26 @@ static int rec_gpu(pctx *p, tok *t, int n)
         int rc = cr_sched_gpu_set_mig(p->s, nidx, (uint32_t)gi, mig == 1);
         if (rc < 0) {
             return perr(p, rc, "mig", "cannot switch MIG mode: %s", cr_strerror(rc));
+        }
+    }
+    if (layout) {
+        /* "2g.12gb,1g.6gb,1g.6gb": the instances that exist on the GPU */
+        char buf[256];
+        const char *prof[9];
+        size_t np = 0;
+        snprintf(buf, sizeof buf, "%s", layout);
+        for (char *sv = NULL, *tk = strtok_r(buf, ",", &sv); tk; tk = strtok_r(NULL, ",", &sv)) {
+            if (np == 8) {
+                return perr(p, CR_ERANGE, "layout", "more than 8 MIG instances");
+            }
+            prof[np++] = tk;
+        }
+        int rc = cr_sched_gpu_set_mig_layout(p->s, nidx, (uint32_t)gi, prof, np, NULL);
+        if (rc < 0) {
+            return perr(p, rc, "layout", "cannot set MIG layout '%s': %s", layout,
+                        rc == CR_ENOENT   ? "unknown profile"
+                        : rc == CR_ERANGE ? "instances do not fit the GPU"
+                                          : cr_strerror(rc));
         }
     }
     if (health >= 0) {

@@ -20,7 +20,8 @@
  *    finishing on the best-fit node; failing that, racks by free GPUs.
  * Inside a node, GPUs come from the best-fit NVLink domain.
  *
- * MIG: an instance of a profile (c compute, m memory slices, valid starts)
+ * MIG: an instance of a profile (c compute, m memory slices, valid starts;
+ * on a GPU with a fixed layout only the existing instances of the profile)
  * goes on the MIG GPU with the most slices already in use that has a free
  * valid start, and at the start that leaves the most valid placements of
  * all the type's profiles afterwards. Small profiles therefore drift to the
@@ -393,10 +394,16 @@ static int popcount8(uint32_t x)
 }
 
 /* Valid placements of all the type's profiles left on a GPU with used mask
- * and compute slices in use. */
-static int mig_room(const gtype *t, uint32_t used, int cused)
+ * and compute slices in use (with a fixed layout: its free instances). */
+static int mig_room(const gtype *t, const gpu *g, uint32_t used, int cused)
 {
     int n = 0;
+    if (g->mig_nfix) {
+        for (int i = 0; i < g->mig_nfix; i++) {
+            n += !(used & (((1u << g->mig_fix_mem[i]) - 1) << g->mig_fix_start[i]));
+        }
+        return n;
+    }
     for (int p = 0; p < t->nprof; p++) {
         const mig_prof *pr = &t->profs[p];
         if (cused + pr->compute > t->mig_compute) {
@@ -433,10 +440,11 @@ static int plan_mig(cr_sched *s, const job *j, int type, const mig_prof *pr)
             }
             for (int st = 0; st < t->mig_mem; st++) {
                 uint32_t m = ((1u << pr->mem) - 1) << st;
-                if (!(pr->start_mask & (1u << st)) || (g->mig_used & m)) {
+                if (!(pr->start_mask & (1u << st)) || (g->mig_used & m) ||
+                    (g->mig_nfix && !cr__sched_mig_fixed_has(g, st, pr->mem, pr->compute))) {
                     continue;
                 }
-                int room = mig_room(t, g->mig_used | m, g->mig_compute_used + pr->compute);
+                int room = mig_room(t, g, g->mig_used | m, g->mig_compute_used + pr->compute);
                 if (used > bestused || room > bestroom) {
                     bestg = i;
                     bestused = used;

@@ -536,6 +536,22 @@ static void test_mig_instances(void **state)
     fclose(f);
     assert_true(wait_for(job_exited, "20", 20));
     assert_true(wait_for(job_exited, "21", 20));
+    /* A MIG job on a GPU without such an instance (GPU 2 is an L40S) never
+     * runs on the whole GPU: the start fails (126) and nothing runs. */
+    char p2[400], script[600];
+    snprintf(p2, sizeof p2, "%s/mig-2.txt", E.dir);
+    snprintf(script, sizeof script, "echo $CUDA_VISIBLE_DEVICES > %s", p2);
+    json_t *j = job(22, script);
+    json_object_set_new(j, "gpus", json_pack("[i]", 2));
+    json_object_set_new(j, "gpu_uuids", json_pack("[s]", "GPU-whole"));
+    json_object_set_new(j, "mig_profile", json_string("1g.6gb"));
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j));
+    assert_true(wait_for(job_exited, "22", 20));
+    json_t *x = exit_of("22");
+    assert_int_equal(json_integer_value(json_object_get(x, "exit_code")), 126);
+    json_decref(x);
+    char *c = slurp(p2);
+    assert_null(c);
     mock_ctl_set_jobs(E.m, json_array());
 }
 

@@ -510,6 +510,26 @@ static void test_cmd_admin(void **state)
     assert_non_null(strstr(r.out, "[-]"));
     run_free(&r);
 
+    /* A GPU with MIG instances in use is partly allocated: 'm', and counted. */
+    fake_server_canned(s, 200,
+                       "{\"items\":[{\"name\":\"a30-0\",\"state\":\"up\",\"gpus\":["
+                       "{\"index\":0,\"model\":\"A30\",\"health\":\"ok\",\"job\":0,"
+                       "\"mig_busy\":2},{\"index\":1,\"model\":\"A30\",\"health\":\"ok\","
+                       "\"job\":0,\"mig_busy\":0}]}],\"count\":1}");
+    r = cli("top", "--once", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "GPUs: 1/2 allocated"));
+    assert_non_null(strstr(r.out, "[m.]"));
+    run_free(&r);
+    fake_server_canned(
+        s, 200,
+        "{\"items\":[{\"name\":\"h100-0\",\"state\":\"up\",\"rack\":\"r1\",\"gpus\":["
+        "{\"index\":0,\"model\":\"H100 SXM\",\"health\":\"ok\",\"job\":1},"
+        "{\"index\":1,\"model\":\"H100 SXM\",\"health\":\"xid\",\"reason\":\"XID 79\"},"
+        "{\"index\":2,\"model\":\"H100 SXM\",\"health\":\"ok\"}]},"
+        "{\"name\":\"l40s-0\",\"state\":\"drained\",\"reason\":\"maintenance\",\"gpus\":["
+        "{\"index\":0,\"model\":\"L40S\",\"health\":\"ok\"}]}],\"count\":2}");
+
     fake_server_echo(s);
     r = cli("drain", "h100-0", "--reason", "fan", NULL);
     assert_int_equal(r.code, 0);

@@ -1184,6 +1184,139 @@ static void test_time_limit(void **state)
     cleanup(&d);
 }
 
+/* The desired-state entry of job id on node (polls until listed; 20 s). */
+static json_t *desired_entry(const daemon_t *d, const char *node, const char *token, int64_t id)
+{
+    char path[128];
+    snprintf(path, sizeof path, "/v1/agents/%s/desired", node);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        long code;
+        json_t *v = call(d, "GET", path, token, NULL, &code);
+        assert_int_equal(code, 200);
+        size_t i;
+        json_t *e;
+        json_array_foreach(json_object_get(v, "jobs"), i, e)
+        {
+            if (num(e, "job") == id) {
+                json_incref(e);
+                json_decref(v);
+                return e;
+            }
+        }
+        json_decref(v);
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+}
+
+/* A MIG job goes to a GPU that has an instance of its profile, with that
+ * instance's UUID; it survives a controller restart; the node shows it. */
+static void test_mig_layout(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    /* GPU 0: 2 x 2g.12gb (the device's name; 24 GiB names it 2g.13gb),
+     * GPU 1: 4 x 1g.6gb, GPU 2: not in MIG mode. */
+    const char *body =
+        "{\"node\":\"a0\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":["
+        "{\"index\":0,\"uuid\":\"GPU-0\",\"model\":\"A30\",\"mem_bytes\":25769803776,\"mig\":["
+        "{\"uuid\":\"MIG-0a\",\"profile\":\"2g.12gb\",\"slices\":2,\"mem_slices\":2},"
+        "{\"uuid\":\"MIG-0b\",\"profile\":\"2g.12gb\",\"slices\":2,\"mem_slices\":2}]},"
+        "{\"index\":1,\"uuid\":\"GPU-1\",\"model\":\"A30\",\"mem_bytes\":25769803776,\"mig\":["
+        "{\"uuid\":\"MIG-1a\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1},"
+        "{\"uuid\":\"MIG-1b\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1},"
+        "{\"uuid\":\"MIG-1c\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1},"
+        "{\"uuid\":\"MIG-1d\",\"profile\":\"1g.6gb\",\"slices\":1,\"mem_slices\":1}]},"
+        "{\"index\":2,\"uuid\":\"GPU-2\",\"model\":\"A30\",\"mem_bytes\":25769803776}]}";
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    char *nt = strdup(str(v, "node_token"));
+    json_decref(v);
+    int64_t ids[5];
+    char seen[5][16];
+    for (int i = 0; i < 5; i++) {
+        ids[i] = submit(&d, d.admin,
+                        "{\"command\":[\"sleep\",\"100\"],\"gpu_type\":\"A30\","
+                        "\"mig_profile\":\"1g.6gb\"}");
+    }
+    /* Four instances exist: four run, each on its own 1g.6gb of GPU 1. */
+    for (int i = 0; i < 4; i++) {
+        wait_state(&d, ids[i], "running");
+        json_t *e = desired_entry(&d, "a0", nt, ids[i]);
+        assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "gpus"), 0)), 1);
+        const char *u = json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0));
+        assert_non_null(u);
+        assert_int_equal(strncmp(u, "MIG-1", 5), 0);
+        snprintf(seen[i], sizeof seen[i], "%s", u);
+        for (int k = 0; k < i; k++) {
+            assert_string_not_equal(seen[k], u);
+        }
+        json_decref(e);
+    }
+    v = job(&d, ids[4]);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+    int64_t big = submit(&d, d.admin,
+                         "{\"command\":[\"sleep\",\"100\"],\"gpu_type\":\"A30\","
+                         "\"mig_profile\":\"2g.12gb\"}");
+    wait_state(&d, big, "running");
+    json_t *e = desired_entry(&d, "a0", nt, big);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "gpus"), 0)), 0);
+    const char *bu = json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0));
+    assert_true(strcmp(bu, "MIG-0a") == 0 || strcmp(bu, "MIG-0b") == 0);
+    char big_uuid[16];
+    snprintf(big_uuid, sizeof big_uuid, "%s", bu);
+    json_decref(e);
+    /* The node view counts MIG-busy GPUs. */
+    v = call(&d, "GET", "/v1/nodes/a0", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *gpus = json_object_get(v, "gpus");
+    assert_int_equal(num(json_array_get(gpus, 0), "mig_busy"), 1);
+    assert_int_equal(num(json_array_get(gpus, 1), "mig_busy"), 4);
+    assert_int_equal(num(json_array_get(gpus, 2), "mig_busy"), 0);
+    json_decref(v);
+
+    /* Restart: the MIG jobs keep running on the same instances. */
+    stop(&d, SIGTERM);
+    start(&d, false, NULL);
+    v = job(&d, big);
+    assert_string_equal(str(v, "state"), "running");
+    assert_int_equal(num(v, "runs"), 1);
+    json_decref(v);
+    e = desired_entry(&d, "a0", nt, big);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0)),
+                        big_uuid);
+    json_decref(e);
+    for (int i = 0; i < 4; i++) {
+        v = job(&d, ids[i]);
+        assert_string_equal(str(v, "state"), "running");
+        assert_int_equal(num(v, "runs"), 1);
+        json_decref(v);
+        e = desired_entry(&d, "a0", nt, ids[i]);
+        assert_string_equal(json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0)),
+                            seen[i]);
+        json_decref(e);
+    }
+    /* One ends: the pending one takes its instance (and no other). */
+    char st[200];
+    snprintf(st, sizeof st, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":0}]}",
+             (long long)ids[0]);
+    v = call(&d, "POST", "/v1/agents/a0/status", nt, st, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, ids[0], "completed");
+    wait_state(&d, ids[4], "running");
+    e = desired_entry(&d, "a0", nt, ids[4]);
+    assert_string_equal(json_string_value(json_array_get(json_object_get(e, "gpu_uuids"), 0)),
+                        seen[0]);
+    json_decref(e);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 /* The examples of docs/api.md, run in order. */
 static void test_api_examples(void **state)
 {
@@ -1431,6 +1564,7 @@ int main(void)
         cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_gpu_health),
         cmocka_unit_test(test_gang_exits),
+        cmocka_unit_test(test_mig_layout),
         cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),

@@ -65,6 +65,67 @@ static void test_names(void **state)
     assert_null(s);
 }
 
+/* A fixed MIG layout: starts given largest first, bad layouts refused,
+ * only its instances restorable, cleared by leaving MIG mode. */
+static void test_mig_layout(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_FIFO, "gpu-type a30 name=A30 mem=24g mig=4/4\n"
+                                    "node n0 gpus=2xa30\n");
+    int a30, cs = 0, ms = 0;
+    assert_int_equal(cr_sched_gpu_type_find(s, "A30", &a30), 0);
+    const char *lay[] = {"1g.6gb", "2g.12gb", "1g.6gb"};
+    int starts[3];
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, lay, 3, starts), 0);
+    assert_int_equal(starts[0], 2);
+    assert_int_equal(starts[1], 0);
+    assert_int_equal(starts[2], 3);
+    cr_sched_gpu_info gi;
+    assert_int_equal(cr_sched_gpu_info_get(s, 0, 0, &gi), 0);
+    assert_true(gi.mig);
+    assert_int_equal(gi.mig_fixed, 3);
+    const char *too_big[] = {"4g.24gb", "1g.6gb"};
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 1, too_big, 2, NULL), CR_ERANGE);
+    const char *unknown[] = {"3g.18gb"};
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 1, unknown, 1, NULL), CR_ENOENT);
+    /* a device's own name for a known shape */
+    assert_int_equal(cr_sched_mig_profile_alias(s, a30, "2g.13gb", 2, 2), 0);
+    assert_int_equal(cr_sched_mig_profile_get(s, a30, "2g.13gb", &cs, &ms), 0);
+    assert_int_equal(cs, 2);
+    assert_int_equal(ms, 2);
+    assert_int_equal(cr_sched_mig_profile_alias(s, a30, "3g.18gb", 3, 3), CR_ENOENT);
+    /* restore: only an instance of the layout */
+    cr_sched_job_spec j = {.id = 7, .gpu_count = 1, .gpu_type = a30, .mig_profile = "1g.6gb"};
+    assert_int_equal(cr_sched_tenant(s, "t", &j.tenant), 0);
+    cr_sched_slot sl = {.node = 0, .gpu = 0, .mig_start = 1, .mig_mem = 1, .mig_compute = 1};
+    assert_int_equal(cr_sched_job_restore(s, &j, a30, &sl, 1, 0, false), CR_EINVAL);
+    sl.mig_start = 3;
+    assert_int_equal(cr_sched_job_restore(s, &j, a30, &sl, 1, 0, false), 0);
+    checked(s);
+    /* the next 1g.6gb gets the other 1g instance, never slice 1 */
+    cr_sched_job_spec k = {.id = 8, .gpu_count = 1, .gpu_type = a30, .mig_profile = "1g.6gb"};
+    k.tenant = j.tenant;
+    assert_int_equal(cr_sched_job_add(s, &k, 0), 0);
+    const cr_sched_decision *d;
+    assert_int_equal(cr_sched_cycle(s, 0, NULL, &d), 1);
+    assert_int_equal(d[0].slots[0].mig_start, 2);
+    checked(s);
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, lay, 3, NULL), CR_EBUSY);
+    assert_int_equal(cr_sched_job_remove(s, 7, SEC), 0);
+    assert_int_equal(cr_sched_job_remove(s, 8, SEC), 0);
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, NULL, 0, NULL), 0);
+    assert_int_equal(cr_sched_gpu_info_get(s, 0, 0, &gi), 0);
+    assert_true(gi.mig); /* back to carving on demand */
+    assert_int_equal(gi.mig_fixed, 0);
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, lay, 3, NULL), 0);
+    assert_int_equal(cr_sched_gpu_set_mig(s, 0, 0, false), 0);
+    assert_int_equal(cr_sched_gpu_info_get(s, 0, 0, &gi), 0);
+    assert_false(gi.mig);
+    assert_int_equal(gi.mig_fixed, 0);
+    checked(s);
+    cr_sched_free(s);
+}
+
 static void test_mig_profiles(void **state)
 {
     (void)state;
@@ -140,6 +201,9 @@ static void test_parse_errors(void **state)
     expect_parse_error("\n\nfrobnicate x\n", "line 3: field keyword: unknown keyword 'frobnicate'");
     expect_parse_error("gpu-type v100 mem=lots\n", "line 1: field mem: bad size 'lots'");
     expect_parse_error("gpu-type v100 mig=9/9\n", "line 1: field mig: bad geometry");
+    expect_parse_error("gpu-type a30 mem=24g mig=4/4\nnode n0 gpus=1xa30\n"
+                       "gpu n0 0 layout=4g.24gb,1g.6gb\n",
+                       "line 3: field layout: cannot set MIG layout");
     expect_parse_error("gpu-type v100\nnode n0 gpus=4xv100 mig=0\n",
                        "line 2: field mig: GPU 0: type v100 has no MIG");
     expect_parse_error("gpu-type v100\nnode n0 gpus=4xv100\nnode n0 gpus=1xv100\n",
@@ -471,6 +535,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_mig_profiles),
+        cmocka_unit_test(test_mig_layout),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_ok),
         cmocka_unit_test(test_lost_node_requeues),
