@@ -360,8 +360,71 @@ static const char *pick_mig(agent *a, const cr_job_spec *s)
     return NULL;
 }
 
-static void start_job(agent *a, const cr_job_spec *want)
+/* Whether TCP port (0: any) can be bound here now; returns the port bound,
+ * or 0. SO_REUSEADDR as servers set it, so a port in TIME_WAIT counts free. */
+static int probe_port(int port)
 {
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), on = 1, got = 0;
+    if (fd < 0) {
+        return 0;
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    sa.sin_addr.s_addr = htonl(INADDR_ANY);
+    socklen_t len = sizeof sa;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+    if (bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0 &&
+        getsockname(fd, (struct sockaddr *)&sa, &len) == 0) {
+        got = ntohs(sa.sin_port);
+    }
+    close(fd);
+    return got;
+}
+
+/* For a job that asks for a port: the preferred one (the controller's PORT)
+ * when it is free here, else one the kernel picks. Returned new: the spec
+ * with PORT and port set; NULL when the job asks for none (or one was given,
+ * on an adopted run). */
+static cr_job_spec *assign_port(const cr_job_spec *want)
+{
+    if (!want->assign_port || want->port > 0) {
+        return NULL;
+    }
+    int64_t pref = 0;
+    for (size_t i = 0; i < want->envc; i++) {
+        if (strncmp(want->env[i], "PORT=", 5) == 0 &&
+            cr_parse_i64(want->env[i] + 5, 1, 65535, &pref) != 0) {
+            pref = 0;
+        }
+    }
+    int port = pref > 0 ? probe_port((int)pref) : 0;
+    port = port ? port : probe_port(0);
+    if (!port) {
+        return NULL; /* the preferred PORT stands; the start reports what fails */
+    }
+    json_t *j = cr_job_spec_to_json(want);
+    json_t *env = json_object_get(j, "env");
+    char v[16];
+    snprintf(v, sizeof v, "%d", port);
+    json_object_set_new(env, "PORT", json_string(v));
+    json_object_set_new(j, "port", json_integer(port));
+    cr_job_spec *s = cr_calloc(1, sizeof *s);
+    char err[256];
+    if (cr_job_spec_from_json(j, "", s, err, sizeof err) < 0) {
+        free(s);
+        s = NULL;
+    }
+    json_decref(j);
+    if (s && port != pref) {
+        cr_info("agent: job=%lld: PORT %lld is taken here; using %d", (long long)s->job,
+                (long long)pref, port);
+    }
+    return s;
+}
+
+static void start_job(agent *a, const cr_job_spec *given)
+{
+    cr_job_spec *ported = assign_port(given);
+    const cr_job_spec *want = ported ? ported : given;
     CR_GROW(a->procs, a->nprocs, a->procs_cap);
     cr_proc *p = &a->procs[a->nprocs];
     char err[512];
@@ -417,6 +480,25 @@ done:
     pthread_mutex_lock(&a->mu);
     a->n_started++;
     pthread_mutex_unlock(&a->mu);
+    if (ported) {
+        cr_job_spec_fini(ported);
+        free(ported);
+    }
+}
+
+/* Whether desired entry s, for a job whose run p has exited here, is a new
+ * run. The controller numbers each start of a job ("run"): a different
+ * number is a retry, the same one is the run that ended (its end not yet
+ * taken in). Only without numbers does the version tell: listed again after
+ * the controller took in the end. A version moves for any change on the node,
+ * so it alone would restart a job whose end the controller has not applied
+ * to the run it shows. */
+static int placed_again(const agent *a, const cr_job_spec *s, const cr_proc *p)
+{
+    if (s->run > 0 && p->spec.run > 0) {
+        return s->run != p->spec.run;
+    }
+    return p->exit_acked > 0 && a->desired.version > p->exit_acked;
 }
 
 /* Apply the desired state; returns 1 when something changed. */
@@ -426,10 +508,8 @@ static int reconcile(agent *a, int64_t now_ns)
     for (size_t i = 0; i < a->desired.count; i++) {
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);
-        if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_EXITED && p->exit_acked > 0 &&
-            a->desired.version > p->exit_acked) {
-            /* Listed again after the controller took in its end: a retry
-             * placed here again. The old run is done with. */
+        if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_EXITED && placed_again(a, s, p)) {
+            /* A retry placed here again. The old run is done with. */
             cr_info("agent: job=%lld placed here again (retry): run it anew", (long long)s->job);
             cr_proc_forget(a->cfg.state_dir, p);
             cr_proc_fini(p);
@@ -440,7 +520,9 @@ static int reconcile(agent *a, int64_t now_ns)
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
             start_job(a, s);
-            changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED;
+            /* A port it was given is reported at once: the gateways wait for it. */
+            changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED ||
+                       a->procs[a->nprocs - 1].spec.port > 0;
         } else if (s->action == CR_ACT_STOP && p && p->state == CR_PROC_RUNNING) {
             cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
                     (long long)(s->grace_ns / CR_NS_PER_SEC));

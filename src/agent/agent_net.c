@@ -141,6 +141,14 @@ json_t *cr__agent_status_body(const agent *a)
         json_t *j =
             json_pack("{s:I,s:s,s:i}", "job", (json_int_t)p->job, "state",
                       p->state == CR_PROC_EXITED ? "exited" : "running", "pid", (int)p->pid);
+        if (p->spec.run > 0) {
+            /* Echoed so that the controller can tell this run's exit from a
+             * later run's (a report sent before a retry reached us). */
+            json_object_set_new(j, "run", json_integer(p->spec.run));
+        }
+        if (p->spec.port > 0 && p->state != CR_PROC_EXITED) {
+            json_object_set_new(j, "port", json_integer(p->spec.port));
+        }
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));

@@ -29,8 +29,12 @@ typedef struct cr_gang {
 } cr_gang;
 
 typedef struct cr_job_spec {
-    int64_t job; /* job id, > 0 */
-    char **argv; /* argc strings + NULL; owned */
+    int64_t job;     /* job id, > 0 */
+    int64_t run;     /* the controller's count of this job's starts ("run"); 0: not given */
+    int assign_port; /* "assign_port": the agent picks a free port for PORT (env's PORT
+                        is only the preferred one: another program may hold it) */
+    int64_t port;    /* "port": the PORT the agent gave the job; 0: none yet */
+    char **argv;     /* argc strings + NULL; owned */
     size_t argc;
     char **env; /* "K=V" strings + NULL; owned */
     size_t envc;

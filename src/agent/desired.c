@@ -148,9 +148,17 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         rc = bad(err, errlen, path, NULL, "must be an object");
         goto fail;
     }
-    if ((rc = get_int(j, path, "job", 1, INT64_MAX, 1, &s.job, err, errlen)) < 0) {
+    if ((rc = get_int(j, path, "job", 1, INT64_MAX, 1, &s.job, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "run", 0, INT32_MAX, 0, &s.run, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "port", 0, 65535, 0, &s.port, err, errlen)) < 0) {
         goto fail;
     }
+    json_t *ap = json_object_get(j, "assign_port");
+    if (ap && !json_is_boolean(ap)) {
+        rc = bad(err, errlen, path, "assign_port", "must be true or false");
+        goto fail;
+    }
+    s.assign_port = json_is_true(ap);
     json_t *act = json_object_get(j, "action");
     if (act && !json_is_null(act)) {
         const char *a = json_string_value(act);
@@ -311,6 +319,15 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
 {
     json_t *j = json_object();
     json_object_set_new(j, "job", json_integer(s->job));
+    if (s->run > 0) {
+        json_object_set_new(j, "run", json_integer(s->run));
+    }
+    if (s->assign_port) {
+        json_object_set_new(j, "assign_port", json_true());
+    }
+    if (s->port > 0) {
+        json_object_set_new(j, "port", json_integer(s->port));
+    }
     json_object_set_new(j, "action", json_string(s->action == CR_ACT_STOP ? "stop" : "run"));
     json_t *a = json_array();
     for (size_t i = 0; i < s->argc; i++) {

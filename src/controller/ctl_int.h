@@ -69,6 +69,7 @@ typedef struct ctl_job {
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;
     int runs;                /* starts so far; the current run's number in desired state */
+    int port;                /* service replica: the PORT its agent gave this run; 0 unknown */
     int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */

@@ -567,6 +567,7 @@ static void job_unplace(ctl *c, ctl_job *j)
     free(j->place);
     j->place = NULL;
     j->nplace = 0;
+    j->port = 0;
 }
 
 /* Charge wall time since acct_ns to the tenant (GPU-seconds; energy comes

@@ -206,6 +206,12 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                               (json_int_t)c->cfg.grace_s, "action",
                               j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
                               gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
+        json_object_set_new(e, "run", json_integer(j->runs));
+        if (json_object_get(j->spec, "service")) {
+            /* PORT in env is the preferred port; the agent reports the one
+             * it gave (another program on the node may hold the preferred). */
+            json_object_set_new(e, "assign_port", json_true());
+        }
         json_array_append_new(jobs, e);
     }
     return json_pack("{s:I,s:o}", "version", (json_int_t)n->version, "jobs", jobs);
@@ -625,8 +631,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
-    static const char *const job_members[] = {"job",    "state", "pid", "exit_code",
-                                              "signal", "run",   NULL};
+    static const char *const job_members[] = {"job",    "state", "pid",  "exit_code",
+                                              "signal", "run",   "port", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -677,7 +683,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_int(jr, path, "pid", false, 0, INT32_MAX, &x, &err) ||
             cr_json_int(jr, path, "exit_code", false, -1000, 1000, &x, &err) ||
             cr_json_int(jr, path, "signal", false, 0, 128, &x, &err) ||
-            cr_json_int(jr, path, "run", false, 0, INT32_MAX, &x, &err)) {
+            cr_json_int(jr, path, "run", false, 0, INT32_MAX, &x, &err) ||
+            cr_json_int(jr, path, "port", false, 1, 65535, &x, &err)) {
             goto bad;
         }
     }
@@ -759,6 +766,21 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
                           energy);
         }
         ctl_job_account(c, txn, j, now);
+    }
+    /* Ports the agent gave replicas (the current run's, on this node). */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *port = json_object_get(jr, "port");
+        json_t *run = json_object_get(jr, "run");
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!port || !j || j->state != JS_RUNNING || j->nplace == 0 ||
+            strcmp(j->place[0].node, n->name) != 0 || (run && json_integer_value(run) != j->runs) ||
+            strcmp(json_string_value(json_object_get(jr, "state")), "running") != 0) {
+            continue;
+        }
+        if (j->port != (int)json_integer_value(port)) {
+            j->port = (int)json_integer_value(port);
+            ctl_services_job_changed(c, j);
+        }
     }
     /* Exits. */
     for (size_t i = 0; i < json_array_size(jobs); i++) {

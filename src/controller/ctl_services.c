@@ -277,16 +277,16 @@ static json_t *endpoints_json(ctl *c, ctl_service *s)
     json_t *eps = json_array();
     for (size_t i = 0; i < s->nreps; i++) {
         ctl_job *j = ctl_job_get(c, s->reps[i].job);
-        if (!j || j->state != JS_RUNNING || s->reps[i].drain_ns || j->nplace == 0) {
-            continue;
+        if (!j || j->state != JS_RUNNING || s->reps[i].drain_ns || j->nplace == 0 || !j->port) {
+            continue; /* not (yet) serving; port: once its agent reports the one it gave */
         }
         ctl_node *n = ctl_node_find(c, j->place[0].node);
         if (!n || n->state == NS_LOST) {
             continue;
         }
-        json_array_append_new(eps, json_pack("{s:s,s:i,s:b,s:I,s:s}", "addr", n->addr, "port",
-                                             port_of(j->id), "ready", 1, "job", (json_int_t)j->id,
-                                             "node", n->name));
+        json_array_append_new(eps,
+                              json_pack("{s:s,s:i,s:b,s:I,s:s}", "addr", n->addr, "port", j->port,
+                                        "ready", 1, "job", (json_int_t)j->id, "node", n->name));
     }
     return eps;
 }
@@ -307,13 +307,13 @@ static json_t *svc_json(ctl *c, ctl_service *s, bool detail)
         if (!j) {
             continue;
         }
-        bool serving = j->state == JS_RUNNING && !s->reps[i].drain_ns;
+        bool serving = j->state == JS_RUNNING && !s->reps[i].drain_ns && j->port;
         ready += serving;
-        json_array_append_new(reps,
-                              json_pack("{s:I,s:s,s:s,s:i,s:b,s:b}", "job", (json_int_t)j->id,
-                                        "state", ctl_job_state_names[j->state], "node",
-                                        j->nplace ? j->place[0].node : "", "port", port_of(j->id),
-                                        "ready", serving, "draining", s->reps[i].drain_ns != 0));
+        json_array_append_new(reps, json_pack("{s:I,s:s,s:s,s:i,s:b,s:b}", "job", (json_int_t)j->id,
+                                              "state", ctl_job_state_names[j->state], "node",
+                                              j->nplace ? j->place[0].node : "", "port",
+                                              j->port ? j->port : port_of(j->id), "ready", serving,
+                                              "draining", s->reps[i].drain_ns != 0));
     }
     json_object_set_new(v, "replicas", reps);
     json_object_set_new(v, "ready_replicas", json_integer(ready));

@@ -431,6 +431,42 @@ static void test_run_job_env_logs_exit(void **state)
     assert_true(wait_for(journal_has, "\nF 1\n", 20));
 }
 
+static int exit_of_run(void *arg)
+{
+    json_t *x = exit_of("8");
+    int ok = x && json_integer_value(json_object_get(x, "run")) == *(const int *)arg;
+    json_decref(x);
+    return ok;
+}
+
+/* The controller numbers each start of a job ("run"); the agent echoes it
+ * with the exit, and a new number for a job that ended here is a retry,
+ * started anew. */
+static void test_retry_by_run(void **state)
+{
+    (void)state;
+    char script[600], path[400];
+    snprintf(path, sizeof path, "%s/runs8.txt", E.dir);
+    snprintf(script, sizeof script, "echo run >> '%s'; exit 1", path);
+    json_t *j = job(8, script);
+    json_object_set_new(j, "run", json_integer(1));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    int want = 1;
+    assert_true(wait_for(exit_of_run, &want, 20));
+    json_object_set_new(j, "run", json_integer(2));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    want = 2;
+    assert_true(wait_for(exit_of_run, &want, 20));
+    char *runs = slurp(path);
+    assert_non_null(runs);
+    assert_string_equal(runs, "run\nrun\n");
+    free(runs);
+    json_decref(j);
+    mock_ctl_set_jobs(E.m, json_array());
+    job_state js = {8, NULL};
+    assert_true(wait_for(status_has, &js, 20));
+}
+
 static void test_missing_command(void **state)
 {
     mock_ctl_set_jobs(E.m, json_pack("[{s:I,s:[s],s:s}]", "job", (json_int_t)2, "command",
@@ -780,6 +816,7 @@ int main(void)
         cmocka_unit_test(test_bad_flags),
         cmocka_unit_test(test_register),
         cmocka_unit_test(test_run_job_env_logs_exit),
+        cmocka_unit_test(test_retry_by_run),
         cmocka_unit_test(test_missing_command),
         cmocka_unit_test(test_mig_instances),
         cmocka_unit_test(test_stop_term_then_kill),

@@ -691,6 +691,7 @@ static void test_agent_protocol(void **state)
     assert_non_null(entry);
     assert_int_equal(num(entry, "job"), id);
     assert_string_equal(str(entry, "action"), "run");
+    assert_int_equal(num(entry, "run"), 1);
     assert_int_equal(json_array_size(json_object_get(entry, "gpu_uuids")), 2);
     assert_int_equal(num(json_object_get(entry, "gang"), "world_size"), 2);
     json_decref(entry);
@@ -782,6 +783,52 @@ static int64_t endpoints_count(const daemon_t *d, int64_t *version, int want)
     return n;
 }
 
+static void wait_replicas_running(const daemon_t *d, size_t want)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        long code;
+        json_t *v = call(d, "GET", "/v1/services/chat", d->admin, NULL, &code), *r;
+        size_t i, running = 0;
+        json_array_foreach(json_object_get(v, "replicas"), i, r)
+        {
+            running += strcmp(str(r, "state"), "running") == 0;
+        }
+        json_decref(v);
+        if (running >= want) {
+            return;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+}
+
+/* As the agent does: run what the desired state lists, giving each replica
+ * that asks for a port one (here 40000 + job) and reporting it. */
+static void report_ports(daemon_t *d, const char *nt)
+{
+    long code;
+    json_t *v = call(d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *jobs = json_array(), *e;
+    size_t i;
+    json_array_foreach(json_object_get(v, "jobs"), i, e)
+    {
+        assert_true(json_is_true(json_object_get(e, "assign_port")));
+        json_array_append_new(jobs, json_pack("{s:I,s:s,s:I,s:I}", "job", num(e, "job"), "state",
+                                              "running", "run", num(e, "run"), "port",
+                                              40000 + num(e, "job")));
+    }
+    json_decref(v);
+    json_t *body = json_pack("{s:o}", "jobs", jobs);
+    char *text = json_dumps(body, JSON_COMPACT);
+    v = call(d, "POST", "/v1/agents/n1/status", nt, text, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    free(text);
+    json_decref(body);
+}
+
 static void test_services(void **state)
 {
     daemon_t d;
@@ -815,10 +862,20 @@ static void test_services(void **state)
         json_decref(v);
     }
     int64_t version = -1;
+    /* Running, but no endpoint until the agent reports the port it gave. */
+    wait_replicas_running(&d, 1);
+    assert_int_equal(endpoints_count(&d, &version, 0), 0);
+    report_ports(&d, nt);
     assert_int_equal(endpoints_count(&d, &version, 1), 1);
+    v = call(&d, "GET", "/v1/services/chat/endpoints", d.admin, NULL, &code);
+    int64_t job1 = num(json_array_get(json_object_get(v, "endpoints"), 0), "job");
+    assert_int_equal(num(json_array_get(json_object_get(v, "endpoints"), 0), "port"), 40000 + job1);
+    json_decref(v);
     v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":2}", &code);
     assert_int_equal(code, 200);
     json_decref(v);
+    wait_replicas_running(&d, 2);
+    report_ports(&d, nt);
     assert_int_equal(endpoints_count(&d, &version, 2), 2);
     /* The agent runs each replica with its PORT. */
     v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
