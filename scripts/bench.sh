@@ -1,9 +1,15 @@
 #!/bin/sh
-# make bench: run every benchmark built under bench/ and print its numbers.
+# make bench: run every benchmark built under bench/ and print its numbers,
+# then the script benchmarks (CLI submission rate beside sbatch, the Gavel
+# experiment). Peers (Slurm, nginx) run in the same run when available.
 set -eu
 BUILD=${1:-build}
 for b in "$BUILD"/bench/*/bench_*; do
-    [ -x "$b" ] || continue
+    [ -f "$b" ] && [ -x "$b" ] || continue
     echo "== $(basename "$b")"
-    "$b"
+    "$b" || echo "(exit $?)"
 done
+echo "== cli_submit_rate"
+bash bench/controller/cli_submit_rate.sh "$BUILD/corral" || echo "(exit $?)"
+echo "== gavel_ratio"
+sh bench/sim/gavel_ratio.sh "$BUILD" 2,4,5,6,8 6000 || echo "(exit $?)"
