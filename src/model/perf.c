@@ -520,8 +520,12 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, infer_out *o)
     double t_pf = prefill_s(in, u, tp);
     double rho = in->lam * t_pf;
     if (rho >= 0.9) {
+        /* Prefill alone saturates the replica: report it as unstable, but
+         * still say whether the weights (and one sequence's KV) fit, so a
+         * refusal names the real shortfall. */
         o->ttft_s = o->tpot_s = 1e9;
-        o->ok_mem = 1;
+        o->mem = in->wbytes / tp + (in->P + in->O) * in->kv_tok * kv_share;
+        o->ok_mem = o->mem <= u->mem;
         return;
     }
     double ttft = t_pf + rho * t_pf / (2 * (1 - rho));
