@@ -22,6 +22,28 @@ static const char *jstr(const json_t *o, const char *key)
 
 /* --- generic tables of items --------------------------------------------------- */
 
+void cr__cli_events_table(const json_t *events, FILE *f)
+{
+    if (!json_array_size(events)) {
+        return;
+    }
+    fputs("Events:\n", f);
+    static const char *const hdr[] = {"  TIME", "WHAT", "WHY"};
+    cli_table t;
+    cr__cli_table_init(&t, 3, hdr);
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e)
+    {
+        char tm[64];
+        snprintf(tm, sizeof tm, "  %s", jstr(e, "time") ? jstr(e, "time") : "-");
+        const char *row[] = {tm, jstr(e, "what"), jstr(e, "why")};
+        cr__cli_table_row(&t, row);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
+
 void cr__cli_items_table(const json_t *items, FILE *f)
 {
     const json_t *first = json_array_get(items, 0);

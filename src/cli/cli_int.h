@@ -145,6 +145,9 @@ void cr__cli_jobs_table(cli_ctx *ctx, const json_t *items, bool only_active, FIL
 void cr__cli_nodes_table(const json_t *items, FILE *f);
 /* Table of an array of flat objects: one column per member of the first. */
 void cr__cli_items_table(const json_t *items, FILE *f);
+/* "Events:" and a TIME/WHAT/WHY table of a job's or service's events;
+ * prints nothing when there are none. */
+void cr__cli_events_table(const json_t *events, FILE *f);
 /* A GPU object's model name ("model", else "type"), "?" if none. */
 const char *cr__cli_gpu_model(const json_t *g);
 /* Whether a GPU object shows an allocation (job/jobs/allocation member, or

@@ -222,24 +222,7 @@ static void service_detail(cli_ctx *ctx, const json_t *s)
             cr__cli_items_table(reps, ctx->out);
         }
     }
-    const json_t *ev = json_object_get(s, "events");
-    if (json_array_size(ev)) {
-        fputs("Events:\n", ctx->out);
-        static const char *const hdr[] = {"  TIME", "WHAT", "WHY"};
-        cli_table t;
-        cr__cli_table_init(&t, 3, hdr);
-        size_t i;
-        json_t *e;
-        json_array_foreach(ev, i, e)
-        {
-            char tm[64];
-            snprintf(tm, sizeof tm, "  %s", jstr(e, "time") ? jstr(e, "time") : "-");
-            const char *row[] = {tm, jstr(e, "what"), jstr(e, "why")};
-            cr__cli_table_row(&t, row);
-        }
-        cr__cli_table_print(&t, ctx->out);
-        cr__cli_table_fini(&t);
-    }
+    cr__cli_events_table(json_object_get(s, "events"), ctx->out);
 }
 
 int cr__cli_services(cli_ctx *ctx, int argc, char **argv)

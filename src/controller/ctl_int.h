@@ -228,6 +228,9 @@ void ctl_reply_json(cr_http_req *req, unsigned status, json_t *v /* taken */);
 void ctl_reply_err(cr_http_req *req, unsigned status, int code, const char *field, const char *fmt,
                    ...) __attribute__((format(printf, 5, 6)));
 void ctl_reply_jerr(cr_http_req *req, const cr_json_err *err);
+/* Defer req as a long-poll on *list, answered when its object changes or
+ * after wait_s seconds. Called with c->mu held; req is borrowed until answered. */
+void ctl_poll_park(ctl_poll **list, cr_http_req *req, int64_t wait_s);
 char *ctl_time_str(int64_t ns, char *buf, size_t len); /* "" for 0 */
 int ctl_write_secret(const char *path, const char *text);
 

@@ -869,12 +869,7 @@ static void agent_desired(ctl *c, cr_http_req *req, const char *node)
         ctl_reply_json(req, 200, doc);
         return;
     }
-    ctl_poll *q = cr_calloc(1, sizeof *q);
-    q->req = req;
-    q->deadline_ns = cr_mono_ns() + wait * CR_NS_PER_SEC;
-    q->next = n->polls;
-    n->polls = q;
-    cr_http_defer(req);
+    ctl_poll_park(&n->polls, req, wait);
     pthread_mutex_unlock(&c->mu);
 }
 

@@ -737,12 +737,7 @@ static void svc_endpoints(ctl *c, cr_http_req *req, const cr_principal *p, const
         ctl_reply_json(req, 200, doc);
         return;
     }
-    ctl_poll *q = cr_calloc(1, sizeof *q);
-    q->req = req;
-    q->deadline_ns = cr_mono_ns() + wait * CR_NS_PER_SEC;
-    q->next = s->polls;
-    s->polls = q;
-    cr_http_defer(req);
+    ctl_poll_park(&s->polls, req, wait);
     pthread_mutex_unlock(&c->mu);
 }
 

@@ -76,3 +76,13 @@ int ctl_write_secret(const char *path, const char *text)
     close(fd);
     return rc;
 }
+
+void ctl_poll_park(ctl_poll **list, cr_http_req *req, int64_t wait_s)
+{
+    ctl_poll *q = cr_calloc(1, sizeof *q);
+    q->req = req;
+    q->deadline_ns = cr_mono_ns() + wait_s * CR_NS_PER_SEC;
+    q->next = *list;
+    *list = q;
+    cr_http_defer(req);
+}
