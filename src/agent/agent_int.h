@@ -40,6 +40,8 @@ typedef struct agent_cfg {
     int64_t run_for_ns;    /* exit after this long (0: run until signalled) */
     int kill_on_exit;      /* stop the jobs when the agent exits */
     const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
+    const char *cgroup_v1; /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
+    const char *dev_dir;   /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
     cr_gpu_health_cfg health;
 } agent_cfg;
 
@@ -53,7 +55,8 @@ typedef struct agent {
     cr_desired desired; /* main only: the document being applied */
     int have_desired;   /* main only */
     int port;           /* the port actually bound */
-    char *cgroup_base;  /* owned: cgroup v2 directory for the jobs, NULL none */
+    cr_iso iso;         /* what fences the jobs here (probed at start) */
+    int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
 
     pthread_mutex_t mu;
     cr_desired *pending;  /* (mu) newest document from the poller; taken by main */

@@ -20,6 +20,7 @@
 #include "cr_time.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -36,7 +37,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 static void usage(FILE *f)
 {
@@ -61,6 +61,10 @@ static void usage(FILE *f)
         "  --run-for DUR         exit after this long (demos, benchmarks)\n"
         "  --cgroup auto|off|DIR each job in its own cgroup v2 under DIR (default auto:\n"
         "                        /sys/fs/cgroup or /sys/fs/cgroup/unified when writable)\n"
+        "  --cgroup-v1 auto|off  use the cgroup v1 devices, memory and cpu controllers where\n"
+        "                        mounted (default auto); see docs/isolation.md\n"
+        "  --dev-dir DIR         GPU device nodes (default /dev; sim: STATE-DIR.dev, made\n"
+        "                        with mknod as placeholders of major 195)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n");
 }
@@ -142,6 +146,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"run-for", required_argument, NULL, 'R'},
         {"kill-on-exit", no_argument, NULL, 'k'},
         {"cgroup", required_argument, NULL, 'c'},
+        {"cgroup-v1", required_argument, NULL, 'V'},
+        {"dev-dir", required_argument, NULL, 'D'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -154,6 +160,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->rack = "";
     c->state_dir = "/var/lib/corral/agent";
     c->cgroup = "auto";
+    c->cgroup_v1 = "auto";
     optind = 1;
     int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -214,6 +221,18 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             break;
         case 'c':
             c->cgroup = optarg;
+            break;
+        case 'V':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0) {
+                return flag_error("--cgroup-v1", "want auto or off");
+            }
+            c->cgroup_v1 = optarg;
+            break;
+        case 'D':
+            if (optarg[0] != '/') {
+                return flag_error("--dev-dir", "want an absolute directory");
+            }
+            c->dev_dir = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -463,8 +482,7 @@ static void start_job(agent *a, const cr_job_spec *given)
         mig_spec.uuid_count = 1;
         s = &mig_spec;
     }
-    if (cr_proc_spawn_cg(a->cfg.state_dir, a->cfg.node, s, environ, a->cgroup_base, p, err,
-                         sizeof err) < 0) {
+    if (cr_proc_spawn_iso(a->cfg.state_dir, a->cfg.node, s, &a->iso, p, err, sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
         memset(p, 0, sizeof *p);
         p->job = s->job;
@@ -648,6 +666,76 @@ static void render_metrics(agent *a)
     cr_buf_fini(&b);
 }
 
+/*
+ * Where the GPU device nodes are. The sim backend gets placeholders made
+ * with mknod (major 195, minor = index, as NVIDIA's driver numbers them):
+ * opening one fails with ENXIO (no driver) when the job's device filter
+ * allows it and EPERM when it does not, which is what the tests and the
+ * demo show. Not being able to make them only loses that demonstration.
+ */
+static void setup_devices(agent *a, char **dir_owned)
+{
+    int sim = strcmp(a->gpu->ops->name, "sim") == 0;
+    *dir_owned = a->cfg.dev_dir ? cr_strdup(a->cfg.dev_dir)
+                 : sim          ? cr_asprintf("%s.dev", a->cfg.state_dir)
+                                : cr_strdup("/dev");
+    if (!sim) {
+        return;
+    }
+    char err[512];
+    mode_t old = umask(022);
+    if (cr_iso_sim_devices(*dir_owned, a->gpu->count, err, sizeof err) < 0) {
+        cr_warn("agent: no placeholder GPU device nodes for the sim GPUs: %s", err);
+    } else {
+        cr_info("agent: sim GPU device nodes in %s (nvidia0..%zu, nvidiactl)", *dir_owned,
+                a->gpu->count ? a->gpu->count - 1 : 0);
+    }
+    umask(old);
+}
+
+/* Remove checkpoint directories (<base>/<tenant>/<job>) untouched for
+ * longer than the retention, except those of jobs this agent runs. */
+static void sweep_checkpoints(agent *a, int64_t now_ns)
+{
+    const char *base = a->desired.checkpoint_base;
+    int64_t keep_s = a->desired.checkpoint_retention_s;
+    if (!base || keep_s <= 0) {
+        return;
+    }
+    DIR *d = opendir(base);
+    struct dirent *t;
+    while (d && (t = readdir(d)) != NULL) {
+        if (t->d_name[0] == '.') {
+            continue;
+        }
+        char *tdir = cr_asprintf("%s/%s", base, t->d_name);
+        DIR *jd = opendir(tdir);
+        struct dirent *e;
+        while (jd && (e = readdir(jd)) != NULL) {
+            int64_t id;
+            if (cr_parse_i64(e->d_name, 1, INT64_MAX, &id) != 0 || find_proc(a, id)) {
+                continue;
+            }
+            char *jdir = cr_asprintf("%s/%s", tdir, e->d_name);
+            struct stat sb;
+            if (lstat(jdir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+                now_ns / CR_NS_PER_SEC - (int64_t)sb.st_mtime > keep_s) {
+                cr_info("agent: checkpoint %s older than the retention (%llds): removed", jdir,
+                        (long long)keep_s);
+                cr_rm_rf(jdir);
+            }
+            free(jdir);
+        }
+        if (jd) {
+            closedir(jd);
+        }
+        free(tdir);
+    }
+    if (d) {
+        closedir(d);
+    }
+}
+
 /* --- the loop -------------------------------------------------------- */
 
 static int take_pending(agent *a)
@@ -743,6 +831,10 @@ static int run(agent *a, int sfd)
             dirty |= sample_gpus(a, now);
             render_metrics(a);
             next_sample = mono + CR_NS_PER_SEC;
+            if (mono >= a->next_sweep_ns && a->have_desired) {
+                sweep_checkpoints(a, now);
+                a->next_sweep_ns = mono + 600 * CR_NS_PER_SEC;
+            }
         } else {
             for (size_t i = 0; i < a->nprocs; i++) {
                 if (a->procs[i].state == CR_PROC_STOPPING) {
@@ -817,7 +909,7 @@ static int run(agent *a, int sfd)
 int cr_agent_main(int argc, char **argv)
 {
     agent *a = cr_calloc(1, sizeof *a);
-    char *faults_owned = NULL;
+    char *faults_owned = NULL, *dev_dir_owned = NULL;
     int rc = 0, sfd = -1, pipefd[2] = {-1, -1};
     char err[512];
     pthread_mutex_init(&a->mu, NULL);
@@ -827,12 +919,15 @@ int cr_agent_main(int argc, char **argv)
         rc = fr == 1 ? 0 : 2;
         goto out;
     }
-    if (cr_mkdir_p(a->cfg.state_dir, 0755) < 0) {
+    /* Everything the agent writes is its own: 0700 dirs, 0600 files. */
+    umask(077);
+    if (cr_mkdir_p(a->cfg.state_dir, 0700) < 0) {
         fprintf(stderr, "corral agent: --state-dir: cannot create %s: %s\n", a->cfg.state_dir,
                 strerror(errno));
         rc = 1;
         goto out;
     }
+    cr_proc_fix_modes(a->cfg.state_dir);
     int grc = cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err);
     if (grc < 0) {
         fprintf(stderr, "corral agent: %s\n", err);
@@ -858,17 +953,15 @@ int cr_agent_main(int argc, char **argv)
     }
     a->wake_rd = pipefd[0];
     a->wake_wr = pipefd[1];
-    char why[512];
-    a->cgroup_base = cr_proc_cgroup_base(a->cfg.cgroup, a->cfg.node, why, sizeof why);
-    if (a->cgroup_base) {
-        cr_info("agent: jobs run in cgroups under %s", a->cgroup_base);
-    } else if (strcmp(a->cfg.cgroup, "auto") == 0 || strcmp(a->cfg.cgroup, "off") == 0) {
-        cr_info("agent: no cgroups for jobs (%s)", why);
-    } else {
-        fprintf(stderr, "corral agent: --cgroup: %s\n", why);
+    if (strcmp(a->cfg.cgroup, "auto") != 0 && strcmp(a->cfg.cgroup, "off") != 0 &&
+        access(a->cfg.cgroup, W_OK) != 0) {
+        fprintf(stderr, "corral agent: --cgroup: %s: %s\n", a->cfg.cgroup, strerror(errno));
         rc = 2;
         goto out_net;
     }
+    setup_devices(a, &dev_dir_owned);
+    cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, a->cfg.node, dev_dir_owned);
+    cr_iso_log(&a->iso);
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
     a->procs_cap = a->nprocs;
@@ -925,10 +1018,8 @@ out:
     cr_gpu_close(a->gpu);
     free(a->metrics_text);
     free(a->live);
-    if (a->cgroup_base) {
-        rmdir(a->cgroup_base); /* only when empty: adopted jobs keep theirs */
-    }
-    free(a->cgroup_base);
+    cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
+    free(dev_dir_owned);
     free(a->cfg.join_token);
     free(faults_owned);
     if (sfd >= 0) {

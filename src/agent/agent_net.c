@@ -116,9 +116,10 @@ json_t *cr__agent_register_body(const agent *a)
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
-    return json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:o}", "node", a->cfg.node, "addr",
+    return json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:o,s:o}", "node", a->cfg.node, "addr",
                      a->cfg.advertise, "port", a->port, "rack", a->cfg.rack, "gpus", gpus, "cpus",
-                     (int)cpus, "mem_bytes", (json_int_t)pages * psize, "running", running);
+                     (int)cpus, "mem_bytes", (json_int_t)pages * psize, "running", running,
+                     "isolation", cr_iso_report(&a->iso));
 }
 
 json_t *cr__agent_status_body(const agent *a)
@@ -152,6 +153,9 @@ json_t *cr__agent_status_body(const agent *a)
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));
+            if (p->oom) {
+                json_object_set_new(j, "oom", json_true());
+            }
         }
         json_array_append_new(jobs, j);
     }

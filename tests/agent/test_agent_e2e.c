@@ -401,7 +401,7 @@ static void test_run_job_env_logs_exit(void **state)
     assert_true(file_exists(path));
 
     /* Logs: on disk, and through the agent's route with the node token. */
-    snprintf(path, sizeof path, "%s/logs/1.out", E.state);
+    snprintf(path, sizeof path, "%s/logs/1/out", E.state);
     char *out = slurp(path);
     assert_non_null(out);
     assert_string_equal(out, "out-1\n");
@@ -476,7 +476,7 @@ static void test_missing_command(void **state)
     assert_int_equal(json_integer_value(json_object_get(x, "exit_code")), 127);
     json_decref(x);
     char path[400];
-    snprintf(path, sizeof path, "%s/logs/2.err", E.state);
+    snprintf(path, sizeof path, "%s/logs/2/err", E.state);
     char *err = slurp(path);
     assert_non_null(err);
     assert_non_null(strstr(err, "cannot run '/no/such/program'"));
@@ -567,8 +567,8 @@ static void test_stop_term_then_kill(void **state)
     assert_true(wait_for(status_has, &r4, 20));
     /* Wait until both shells have set their traps (they print "up" after). */
     char p3[400], p4[400];
-    snprintf(p3, sizeof p3, "%s/logs/3.out", E.state);
-    snprintf(p4, sizeof p4, "%s/logs/4.out", E.state);
+    snprintf(p3, sizeof p3, "%s/logs/3/out", E.state);
+    snprintf(p4, sizeof p4, "%s/logs/4/out", E.state);
     double end = now_s() + 20;
     for (;;) {
         char *a = slurp(p3), *b = slurp(p4);

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-extern char **environ;
+
 
 static char dir[64];
 
@@ -68,7 +68,7 @@ static void test_exit_code_and_signal(void **state)
     cr_proc p;
     char err[256];
     spec_sh(&s, 1, "echo hi; exit 3");
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.state, CR_PROC_EXITED);
     assert_int_equal(p.exit_code, 3);
@@ -76,7 +76,7 @@ static void test_exit_code_and_signal(void **state)
     cr_proc_fini(&p);
 
     spec_sh(&s, 2, "kill -SEGV $$");
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.signal, SIGSEGV);
     assert_int_equal(p.exit_code, 128 + SIGSEGV);
@@ -98,7 +98,7 @@ static void test_stop_escalates(void **state)
     cr_proc p;
     char err[256];
     spec_sh(&s, 3, "trap '' TERM; echo ready; while :; do sleep 0.05; done");
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     /* Wait (with a deadline) until the shell has set its trap. */
     char *log = cr_proc_log_path(dir, 3, "out");
     int ready = 0;
