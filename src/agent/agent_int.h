@@ -52,10 +52,10 @@ typedef struct agent {
     cr_gpu_health health[CR_GPU_MAX];
     cr_proc *procs; /* main only */
     size_t nprocs, procs_cap;
-    cr_desired desired; /* main only: the document being applied */
-    int have_desired;   /* main only */
-    int port;           /* the port actually bound */
-    cr_iso iso;         /* what fences the jobs here (probed at start) */
+    cr_desired desired;    /* main only: the document being applied */
+    int have_desired;      /* main only */
+    int port;              /* the port actually bound */
+    cr_iso iso;            /* what fences the jobs here (probed at start) */
     int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
 
     pthread_mutex_t mu;

@@ -37,7 +37,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-
 static void usage(FILE *f)
 {
     fprintf(
@@ -920,13 +919,13 @@ int cr_agent_main(int argc, char **argv)
         goto out;
     }
     /* Everything the agent writes is its own: 0700 dirs, 0600 files. */
-    umask(077);
-    if (cr_mkdir_p(a->cfg.state_dir, 0700) < 0) {
+    if (cr_mkdir_p(a->cfg.state_dir, 0755) < 0) { /* parents 0755; the state dir 0700 below */
         fprintf(stderr, "corral agent: --state-dir: cannot create %s: %s\n", a->cfg.state_dir,
                 strerror(errno));
         rc = 1;
         goto out;
     }
+    umask(077);
     cr_proc_fix_modes(a->cfg.state_dir);
     int grc = cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err);
     if (grc < 0) {

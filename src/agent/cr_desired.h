@@ -60,7 +60,7 @@ typedef struct cr_desired {
     int64_t version;
     char *checkpoint_base;          /* "checkpoint_base": <root>/<cluster id>; owned, may be NULL */
     int64_t checkpoint_retention_s; /* "checkpoint_retention_s": 0 keep forever */
-    cr_job_spec *jobs; /* count entries; owned */
+    cr_job_spec *jobs;              /* count entries; owned */
     size_t count;
 } cr_desired;
 

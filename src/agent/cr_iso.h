@@ -30,19 +30,19 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#define CR_NVIDIA_MAJOR 195 /* /dev/nvidiaN, nvidiactl (255), nvidia-modeset (254) */
+#define CR_NVIDIA_MAJOR   195 /* /dev/nvidiaN, nvidiactl (255), nvidia-modeset (254) */
 #define CR_ISO_V1_DEVICES 0
 #define CR_ISO_V1_MEMORY  1
 #define CR_ISO_V1_CPU     2
 #define CR_ISO_V1_N       3
 
 typedef struct cr_iso {
-    int root;                      /* euid 0: jobs can run as their own uid */
-    char *v1[CR_ISO_V1_N];         /* owned: <controller mount><own cgroup>/corral-<node>, NULL none */
-    char *v2;                      /* owned: cgroup v2 directory for the jobs, NULL none */
-    int v2_bpf;                    /* a device program attaches to v2 job cgroups */
-    int v2_memory, v2_cpu;         /* controllers delegated to the v2 job cgroups */
-    char dev_dir[512];             /* where the GPU device nodes are ("/dev"; sim: placeholders) */
+    int root;              /* euid 0: jobs can run as their own uid */
+    char *v1[CR_ISO_V1_N]; /* owned: <controller mount><own cgroup>/corral-<node>, NULL none */
+    char *v2;              /* owned: cgroup v2 directory for the jobs, NULL none */
+    int v2_bpf;            /* a device program attaches to v2 job cgroups */
+    int v2_memory, v2_cpu; /* controllers delegated to the v2 job cgroups */
+    char dev_dir[512];     /* where the GPU device nodes are ("/dev"; sim: placeholders) */
     char why_uid[128], why_dev[640], why_mem[640], why_cpu[640]; /* "" when enforced */
 } cr_iso;
 

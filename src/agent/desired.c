@@ -468,4 +468,3 @@ out:
     json_decref(root);
     return rc;
 }
-

@@ -140,8 +140,8 @@ static size_t build_prog(const int *major, const int *minor, size_t n, struct bp
     p[k++] = INSN(BPF_ALU64 | BPF_MOV | BPF_X, 3, 2, 0, 0);
     p[k++] = INSN(BPF_ALU | BPF_AND | BPF_K, 2, 0, 0, 0xFFFF); /* r2 = type */
     p[k++] = INSN(BPF_ALU | BPF_RSH | BPF_K, 3, 0, 0, 16);     /* r3 = access */
-    p[k++] = INSN(BPF_LDX | BPF_MEM | BPF_W, 4, 1, 0, 4);      /* r4 = major */
-    p[k++] = INSN(BPF_LDX | BPF_MEM | BPF_W, 5, 1, 0, 8);      /* r5 = minor */
+    p[k++] = INSN(BPF_LDX | BPF_MEM | BPF_W, 4, 1, 4, 0);      /* r4 = major */
+    p[k++] = INSN(BPF_LDX | BPF_MEM | BPF_W, 5, 1, 8, 0);      /* r5 = minor */
     for (size_t i = 0; i < n; i++) {
         int any = minor[i] < 0;
         int len = any ? 7 : 8; /* instructions in this rule's block */
@@ -273,7 +273,8 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
         read_small(cpath, ctl, sizeof ctl);
         free(cpath);
         char word[64];
-        for (const char *p = ctl; sscanf(p, "%63s", word) == 1; p = strstr(p, word) + strlen(word)) {
+        for (const char *p = ctl; sscanf(p, "%63s", word) == 1;
+             p = strstr(p, word) + strlen(word)) {
             if (strcmp(word, "memory") == 0) {
                 iso->v2_memory = write_at(iso->v2, "cgroup.subtree_control", "+memory") == 0;
             } else if (strcmp(word, "cpu") == 0) {
@@ -312,7 +313,7 @@ void cr_iso_fini(cr_iso *iso)
 static void mech(const cr_iso *iso, int what, char *out, size_t len)
 {
     const char *v1 = iso->v1[what] ? "cgroup v1" : "";
-    const char *v2 = what == CR_ISO_V1_DEVICES ? (iso->v2_bpf ? "cgroup v2 eBPF" : "")
+    const char *v2 = what == CR_ISO_V1_DEVICES  ? (iso->v2_bpf ? "cgroup v2 eBPF" : "")
                      : what == CR_ISO_V1_MEMORY ? (iso->v2_memory ? "cgroup v2" : "")
                                                 : (iso->v2_cpu ? "cgroup v2" : "");
     snprintf(out, len, "%s%s%s", v1, *v1 && *v2 ? " + " : "", v2);
@@ -360,8 +361,16 @@ size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max
 {
     /* null, zero, full, random, urandom, tty, ptmx, pts/N, then NVIDIA's
      * control nodes (nvidiactl 255, nvidia-modeset 254) and the job's GPUs. */
-    static const int std[][2] = {{1, 3}, {1, 5}, {1, 7}, {1, 8}, {1, 9}, {5, 0}, {5, 2},
-                                 {136, -1}, {CR_NVIDIA_MAJOR, 255}, {CR_NVIDIA_MAJOR, 254}};
+    static const int std[][2] = {{1, 3},
+                                 {1, 5},
+                                 {1, 7},
+                                 {1, 8},
+                                 {1, 9},
+                                 {5, 0},
+                                 {5, 2},
+                                 {136, -1},
+                                 {CR_NVIDIA_MAJOR, 255},
+                                 {CR_NVIDIA_MAJOR, 254}};
     size_t n = 0;
     for (size_t i = 0; i < sizeof std / sizeof std[0] && n < max; i++) {
         major[n] = std[i][0];
@@ -546,7 +555,7 @@ void cr_iso_job_kill(const cr_iso_job *j)
     }
     /* v1 has no cgroup.kill: signal each member (the job is frozen by nothing,
      * so a fork race can leave one behind; the next tick repeats this). */
-    const char *cg = j->v1[CR_ISO_V1_MEMORY]   ? j->v1[CR_ISO_V1_MEMORY]
+    const char *cg = j->v1[CR_ISO_V1_MEMORY]    ? j->v1[CR_ISO_V1_MEMORY]
                      : j->v1[CR_ISO_V1_DEVICES] ? j->v1[CR_ISO_V1_DEVICES]
                                                 : j->v1[CR_ISO_V1_CPU];
     if (!cg) {
@@ -621,8 +630,8 @@ int cr_iso_sim_devices(const char *dir, size_t count, char *err, size_t errlen)
     }
     chmod(dir, 0755);
     for (size_t i = 0; i <= count; i++) {
-        char *p = i < count ? cr_asprintf("%s/nvidia%zu", dir, i)
-                            : cr_asprintf("%s/nvidiactl", dir);
+        char *p =
+            i < count ? cr_asprintf("%s/nvidia%zu", dir, i) : cr_asprintf("%s/nvidiactl", dir);
         dev_t want = makedev(CR_NVIDIA_MAJOR, i < count ? (unsigned)i : 255u);
         struct stat sb;
         if (lstat(p, &sb) == 0 && (!S_ISCHR(sb.st_mode) || sb.st_rdev != want)) {

@@ -41,7 +41,6 @@ char **cr_job_env_base(const cr_job_spec *s, const char *home_fallback)
     return v;
 }
 
-
 static int corral_owned(const char *kv)
 {
     static const char *const names[] = {

@@ -252,7 +252,7 @@ typedef struct shim_args {
     long long uid, gid;              /* the job's user; -1: stay the agent's */
     const gid_t *groups;             /* supplementary groups of uid */
     size_t ngroups;
-    int out_fd, err_fd, null_fd;     /* set by the shim */
+    int out_fd, err_fd, null_fd; /* set by the shim */
 } shim_args;
 
 /* Write msg and a number to fd 2 (async-signal-safe). */
@@ -530,8 +530,10 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     size_t ngroups = 0;
 
     if (spec->has_user && spec->uid == 0 && !spec->allow_root) {
-        snprintf(err, errlen, "job %lld: refused to run as uid 0 (root is not allowed for its "
-                 "tenant)", job);
+        snprintf(err, errlen,
+                 "job %lld: refused to run as uid 0 (root is not allowed for its "
+                 "tenant)",
+                 job);
         rc = CR_EPERM;
         goto out;
     }
@@ -591,9 +593,23 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
         goto out;
     }
     if (pid == 0) {
-        shim_args sa = {exe,      spec->argv, envp,  workdir,     exec_msg,    journal,
-                        job,      out_path,   err_path, procs,    spec->has_user ? spec->uid : -1, spec->gid,
-                        groups,   ngroups,    -1,    -1,          -1};
+        shim_args sa = {exe,
+                        spec->argv,
+                        envp,
+                        workdir,
+                        exec_msg,
+                        journal,
+                        job,
+                        out_path,
+                        err_path,
+                        procs,
+                        spec->has_user ? spec->uid : -1,
+                        spec->gid,
+                        groups,
+                        ngroups,
+                        -1,
+                        -1,
+                        -1};
         run_shim(&sa);
     }
     memset(p, 0, sizeof *p);

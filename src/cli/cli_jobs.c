@@ -3,6 +3,7 @@
  * logs.
  */
 #include "cli_int.h"
+#include "cr_parse.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
@@ -53,6 +54,10 @@ static const cli_opt submit_opts[] = {
     {"preemptible", CLI_BOOL, NULL, "may be preempted (it checkpoints)", NULL, 0, 0, 0},
     {"checkpoint-interval", CLI_DUR, "DURATION", "how often the job checkpoints", NULL, 0, 0, 0},
     {"retries", CLI_INT, "N", "retries after a failure", NULL, 0, 100, 0},
+    {"cpus", CLI_F64, "N", "CPU limit in cores on each node (default: the per-GPU default)", NULL,
+     0, 4096, 0},
+    {"mem", CLI_STR, "SIZE", "memory limit on each node: 512M, 16G (bare number: MB)", NULL, 0, 0,
+     0},
 };
 
 static void put_str(json_t *o, const char *key, const cli_val *v)
@@ -104,6 +109,25 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
     if (a->rest[0][0] == '\0') {
         fprintf(ctx->err, "corral submit: the command name is empty\n");
         goto bad;
+    }
+    const cli_val *cpus = cr__cli_arg(a, "cpus");
+    if (cpus->set) {
+        if (cpus->f < 0.01) {
+            fprintf(ctx->err, "corral submit: --cpus: want at least 0.01 cores\n");
+            goto bad;
+        }
+        json_object_set_new(job, "cpus", json_real(cpus->f));
+    }
+    const cli_val *mem = cr__cli_arg(a, "mem");
+    if (mem->set) {
+        int64_t bytes;
+        if (cr_parse_bytes(mem->str, &bytes) != 0 || bytes < (1 << 20)) {
+            fprintf(ctx->err,
+                    "corral submit: --mem: '%s' is not a size of at least 1M (512M, 16G, 1.5T)\n",
+                    mem->str);
+            goto bad;
+        }
+        json_object_set_new(job, "mem_bytes", json_integer(bytes));
     }
     const cli_val *t = cr__cli_arg(a, "time");
     if (t->set && t->i > CLI_MAX_TIME_LIMIT_S * CR_NS_PER_SEC) {

@@ -146,6 +146,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
     cfg->grace_s = 30;
+    cfg->checkpoint_retention_s = 7 * 86400;
     cfg->prices = json_object();
 }
 
@@ -197,14 +198,19 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "prices",
                                           "grace_s",
                                           "checkpoint_root",
+                                          "checkpoint_retention_s",
+                                          "run_as",
+                                          "cpus_per_gpu",
+                                          "mem_per_gpu",
                                           NULL};
     cr_json_err err;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
-               *sync = NULL, *ck = NULL;
+               *sync = NULL, *ck = NULL, *mpg = NULL;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
-            gr = cfg->grace_s;
-    json_t *prices = NULL;
+            gr = cfg->grace_s, keep = cfg->checkpoint_retention_s;
+    double cpg = cfg->cpus_per_gpu;
+    json_t *prices = NULL, *run_as = NULL;
     int rc = 0;
     if ((rc = cr_json_only(v, "", members, &err)) ||
         (rc = cr_json_str(v, "", "listen", false, 100, &listen, &err)) ||
@@ -222,8 +228,28 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
         (rc = cr_json_int(v, "", "grace_s", false, 0, 3600, &gr, &err)) ||
-        (rc = cr_json_obj(v, "", "prices", false, &prices, &err))) {
+        (rc = cr_json_obj(v, "", "prices", false, &prices, &err)) ||
+        (rc = cr_json_int(v, "", "checkpoint_retention_s", false, 0, 100LL * 366 * 86400, &keep,
+                          &err)) ||
+        (rc = cr_json_num(v, "", "cpus_per_gpu", false, 0, 4096, &cpg, &err)) ||
+        (rc = cr_json_str(v, "", "mem_per_gpu", false, 32, &mpg, &err)) ||
+        (rc = cr_json_obj(v, "", "run_as", false, &run_as, &err)) ||
+        (run_as && (rc = ctl_run_as_check(run_as, &err)))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
+        goto out;
+    }
+    int64_t mem_pg = 0;
+    if (mpg && *mpg && strcmp(mpg, "0") != 0 && cr_parse_bytes(mpg, &mem_pg) != 0) {
+        fprintf(stderr,
+                "corral controller: %s: field 'mem_per_gpu': want a size such as 64G or 512M\n",
+                path);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (ck && ck[0] != '/') {
+        fprintf(stderr,
+                "corral controller: %s: field 'checkpoint_root': must be an absolute path\n", path);
+        rc = CR_EINVAL;
         goto out;
     }
     static const char *const syncs[] = {"full", "normal", NULL};
@@ -273,6 +299,13 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->max_body_bytes = (size_t)mb;
     cfg->request_timeout_s = (unsigned)rt;
     cfg->grace_s = gr;
+    cfg->checkpoint_retention_s = keep;
+    cfg->cpus_per_gpu = cpg;
+    cfg->mem_per_gpu_bytes = mem_pg;
+    if (run_as) {
+        json_decref(cfg->run_as);
+        cfg->run_as = json_deep_copy(run_as);
+    }
     if (prices) {
         json_decref(cfg->prices);
         cfg->prices = json_deep_copy(prices);
@@ -334,6 +367,7 @@ static void ctl_free_state(ctl *c)
     cr_prom_hist_vec_free(c->api_hist);
     cr_prom_hist_fini(&c->cycle_hist);
     json_decref(c->cfg.prices);
+    json_decref(c->cfg.run_as);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
 }
@@ -359,6 +393,14 @@ static int run(ctl *c)
     if (cr_auth_init() != 0) {
         fprintf(stderr, "corral controller: libsodium failed to initialise\n");
         return 1;
+    }
+    if (ctl_cluster_id_load(c->cfg.state_dir, c->cluster_id, sizeof c->cluster_id) != 0) {
+        fprintf(stderr, "corral controller: cannot read or make %s/cluster.id\n", c->cfg.state_dir);
+        return 1;
+    }
+    if (!c->cfg.run_as) {
+        cr_warn("no \"run_as\" in the config: single-user mode, every job runs as the agents' "
+                "own user (see docs/isolation.md)");
     }
     snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
     cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};

@@ -133,7 +133,11 @@ typedef struct ctl_node {
     uint64_t version;      /* desired-state version */
     int64_t *jobs;         /* ids of jobs placed here */
     size_t njobs, capjobs;
-    ctl_poll *polls;    /* waiting long-polls */
+    ctl_poll *polls; /* waiting long-polls */
+    /* What the agent can enforce: uid, devices, memory, cpu = "enforced" or
+     * "unavailable" ("" not said: an older agent), and its reasons. */
+    char iso[4][16];
+    char iso_detail[512];
     bool sched_dirty;   /* inventory/health changed: tell the scheduler */
     uint32_t sched_idx; /* index in cr_sched */
     bool in_sched;
@@ -167,8 +171,27 @@ typedef struct ctl_config {
     bool sync_normal;
     json_t *prices; /* owned: {"H100 SXM": dollars per GPU-hour} */
     int64_t grace_s;
-    char checkpoint_root[1024]; /* per-job checkpoint dirs under it */
+    char checkpoint_root[1024];     /* per-job checkpoint dirs under it */
+    int64_t checkpoint_retention_s; /* agents remove checkpoints untouched this long; 0 never */
+    json_t *run_as;                 /* owned: the validated "run_as" section; NULL single-user */
+    double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
+    int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
 } ctl_config;
+
+/* A job's Unix user on the nodes (ctl_runas.c). */
+typedef struct ctl_run_as {
+    bool mapped; /* false: the agent's own user (single-user mode or unmapped: agent) */
+    int64_t uid, gid;
+    bool allow_root;
+} ctl_run_as;
+/* Validate a "run_as" config section. */
+int ctl_run_as_check(const json_t *v, cr_json_err *err);
+/* The user of tenant's jobs submitted by token user (may be NULL). 0, or
+ * CR_EPERM with why (the job must be refused). */
+int ctl_run_as_lookup(const ctl_config *cfg, const char *tenant, const char *user, ctl_run_as *out,
+                      char *why, size_t whylen);
+/* The cluster id in <state_dir>/cluster.id (made once, 16 hex digits, 0600). */
+int ctl_cluster_id_load(const char *state_dir, char *out, size_t len);
 
 typedef struct ctl ctl;
 typedef struct ctl_service ctl_service;
@@ -206,6 +229,7 @@ struct ctl {
     bool sched_wake;     /* something changed */
     bool sched_restored; /* the scheduler took in the stored nodes and running jobs */
     char join_token[CR_TOKEN_TEXT_MAX + 8]; /* for calls to agents */
+    char cluster_id[24];                    /* checkpoint_root/<cluster id>/<tenant>/<job> */
     bool tenants_dirty;                     /* weights/quotas changed: tell the scheduler */
     bool stopping;
     pthread_cond_t cv; /* wakes the scheduler thread */

@@ -33,6 +33,7 @@ static const char *const job_members[] = {
     "preemptible", "checkpoint_interval_s",
     "max_retries", "env",
     "workdir",     "array",
+    "cpus",        "mem_bytes",
     NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
@@ -97,8 +98,8 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
     const char *workdir = "";
-    int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 3, arr = 1;
-    double mem = 0;
+    int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 3, arr = 1, mem_bytes = 0;
+    double mem = 0, cpus = 0;
     bool preemptible = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL;
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
@@ -119,7 +120,17 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_int(body, "", "max_retries", false, 0, 100, &retries, err)) ||
         (rc = cr_json_obj(body, "", "env", false, &env, err)) ||
         (rc = cr_json_str(body, "", "workdir", false, 4096, &workdir, err)) ||
-        (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err))) {
+        (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err)) ||
+        (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
+        (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err))) {
+        goto out;
+    }
+    if (json_object_get(body, "cpus") && cpus < 0.01) {
+        rc = cr_json_fail(err, CR_EINVAL, "cpus", "field 'cpus': at least 0.01 (a CPU limit)");
+        goto out;
+    }
+    if (json_object_get(body, "mem_bytes") && mem_bytes < (1 << 20)) {
+        rc = cr_json_fail(err, CR_EINVAL, "mem_bytes", "field 'mem_bytes': at least 1 MiB");
         goto out;
     }
     if (json_array_size(cmd) == 0) {
@@ -216,6 +227,12 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     json_object_set_new(j->spec, "env", env ? json_deep_copy(env) : json_object());
     if (*workdir) {
         json_object_set_new(j->spec, "workdir", json_string(workdir));
+    }
+    if (cpus > 0) {
+        json_object_set_new(j->spec, "cpus", json_real(cpus));
+    }
+    if (mem_bytes > 0) {
+        json_object_set_new(j->spec, "mem_bytes", json_integer(mem_bytes));
     }
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
     j->gpus = (int)gpus;
@@ -395,7 +412,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     }
     j->id = doc_int(v, "id");
     /* Read-only request members the API adds (arrays, service replicas). */
-    static const char *const extra[] = {"service", "port", NULL};
+    static const char *const extra[] = {"service", "port", "run_as", NULL};
     j->array_first = doc_int(v, "array_first");
     j->array_index = (int32_t)doc_int(v, "array_index");
     for (size_t i = 0; extra[i]; i++) {
@@ -749,6 +766,19 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         ctl_reply_err(req, 400, CR_ENOENT, "tenant", "field 'tenant': unknown tenant '%s'",
                       proto->tenant);
         goto out;
+    }
+    /* The Unix user the job will run as, fixed now: a job nobody mapped is
+     * refused here rather than left to fail (or run as root) on a node. */
+    ctl_run_as ra;
+    char rwhy[300];
+    if (ctl_run_as_lookup(&c->cfg, proto->tenant, p->name, &ra, rwhy, sizeof rwhy) != 0) {
+        ctl_reply_err(req, 403, CR_EPERM, "tenant", "%s", rwhy);
+        goto out;
+    }
+    if (ra.mapped) {
+        json_object_set_new(proto->spec, "run_as",
+                            json_pack("{s:I,s:I,s:b}", "uid", (json_int_t)ra.uid, "gid",
+                                      (json_int_t)ra.gid, "allow_root", ra.allow_root));
     }
     submit_ctx *s = cr_calloc(1, sizeof *s);
     s->c = c;

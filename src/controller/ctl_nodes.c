@@ -163,6 +163,51 @@ static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const 
     return g->uuid;
 }
 
+/*
+ * The job's user and limits on this node: the run_as fixed at submit, else
+ * the tenant's mapping now (service replicas); limits from the spec, else
+ * the per-GPU defaults times the GPUs it has here. A job whose tenant lost
+ * its mapping since it was submitted is sent as uid 0 without allow_root,
+ * which every agent refuses.
+ */
+static void desired_fence(ctl *c, const ctl_job *j, const ctl_place *pl, json_t *e)
+{
+    json_t *ra = json_object_get(j->spec, "run_as");
+    ctl_run_as m = {0};
+    char why[300];
+    if (ra) {
+        m.mapped = true;
+        m.uid = (int64_t)json_integer_value(json_object_get(ra, "uid"));
+        m.gid = (int64_t)json_integer_value(json_object_get(ra, "gid"));
+        m.allow_root = json_is_true(json_object_get(ra, "allow_root"));
+    } else if (ctl_run_as_lookup(&c->cfg, j->tenant, NULL, &m, why, sizeof why) != 0) {
+        m.mapped = true;
+        m.uid = m.gid = 0;
+        m.allow_root = false;
+    }
+    if (m.mapped) {
+        json_object_set_new(e, "uid", json_integer(m.uid));
+        json_object_set_new(e, "gid", json_integer(m.gid));
+        if (m.allow_root) {
+            json_object_set_new(e, "allow_root", json_true());
+        }
+    }
+    json_t *cpus = json_object_get(j->spec, "cpus");
+    json_t *mem = json_object_get(j->spec, "mem_bytes");
+    double per = pl->ngpus > 0 ? (double)pl->ngpus : 1.0;
+    if (cpus) {
+        json_object_set(e, "cpus", cpus);
+    } else if (c->cfg.cpus_per_gpu > 0) {
+        json_object_set_new(e, "cpus", json_real(c->cfg.cpus_per_gpu * per));
+    }
+    if (mem) {
+        json_object_set(e, "mem_bytes", mem);
+    } else if (c->cfg.mem_per_gpu_bytes > 0) {
+        json_object_set_new(e, "mem_bytes",
+                            json_integer((json_int_t)((double)c->cfg.mem_per_gpu_bytes * per)));
+    }
+}
+
 static json_t *desired_doc(ctl *c, const ctl_node *n)
 {
     json_t *jobs = json_array();
@@ -192,7 +237,8 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         }
         const ctl_node *master = ctl_node_find(c, j->place[0].node);
         char ckpt[1200];
-        snprintf(ckpt, sizeof ckpt, "%s/%lld", c->cfg.checkpoint_root, (long long)j->id);
+        snprintf(ckpt, sizeof ckpt, "%s/%s/%s/%lld", c->cfg.checkpoint_root, c->cluster_id,
+                 j->tenant, (long long)j->id);
         json_t *gang =
             json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr",
                       master ? master->addr : n->addr, "master_port", 29500 + (int)(j->id % 20000),
@@ -207,6 +253,7 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                               j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
                               gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
+        desired_fence(c, j, pl, e);
         if (json_object_get(j->spec, "service")) {
             /* PORT in env is the preferred port; the agent reports the one
              * it gave (another program on the node may hold the preferred). */
@@ -214,7 +261,11 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         }
         json_array_append_new(jobs, e);
     }
-    return json_pack("{s:I,s:o}", "version", (json_int_t)n->version, "jobs", jobs);
+    char base[1100];
+    snprintf(base, sizeof base, "%s/%s", c->cfg.checkpoint_root, c->cluster_id);
+    return json_pack("{s:I,s:o,s:s,s:I}", "version", (json_int_t)n->version, "jobs", jobs,
+                     "checkpoint_base", base, "checkpoint_retention_s",
+                     (json_int_t)c->cfg.checkpoint_retention_s);
 }
 
 static void answer_polls(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono)
@@ -241,6 +292,18 @@ void ctl_node_bump(ctl *c, ctl_node *n)
 {
     n->version++;
     answer_polls(c, n, false, 0);
+}
+
+/* The node's isolation as its agent said it ("unknown": an agent too old to say). */
+static json_t *iso_json(const ctl_node *n)
+{
+    static const char *const keys[] = {"uid", "devices", "memory", "cpu"};
+    json_t *v = json_object();
+    for (int i = 0; i < 4; i++) {
+        json_object_set_new(v, keys[i], json_string(*n->iso[i] ? n->iso[i] : "unknown"));
+    }
+    json_object_set_new(v, "detail", json_string(n->iso_detail));
+    return v;
 }
 
 static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
@@ -285,11 +348,12 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(jobs, json_integer(n->jobs[i]));
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
-    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b}", "name", n->name,
+    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:o}", "name", n->name,
                      "state", ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr,
                      "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
                      "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
-                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained);
+                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "isolation",
+                     iso_json(n));
 }
 
 static void node_persist(cr_store_txn *txn, const ctl_node *n)
@@ -309,6 +373,7 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
         json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:b,s:s}", "node", n->name, "addr", n->addr, "port",
                   n->port, "rack", n->rack, "gpus", gpus, "cpus", n->cpus, "mem_bytes",
                   (json_int_t)n->mem_bytes, "drained", n->drained, "reason", n->reason);
+    json_object_set_new(doc, "isolation", iso_json(n));
     char *s = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "node", n->name, s);
     free(s);
@@ -333,8 +398,8 @@ static bool node_name_ok(const char *s)
 /* Parse the inventory part of a registration (or a stored node doc). */
 static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
 {
-    static const char *const members[] = {"node", "addr",      "port",    "rack", "gpus",
-                                          "cpus", "mem_bytes", "running", NULL};
+    static const char *const members[] = {"node", "addr",      "port",    "rack",      "gpus",
+                                          "cpus", "mem_bytes", "running", "isolation", NULL};
     static const char *const gpu_members[] = {
         "index", "uuid", "model", "mem_bytes", "nvlink_domain", "health", "reason", "mig", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
@@ -355,6 +420,36 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     if (!node_name_ok(name)) {
         return cr_json_fail(err, CR_EINVAL, "node",
                             "field 'node': use letters, digits, '-', '_' or '.'");
+    }
+    json_t *iso = NULL;
+    if ((rc = cr_json_obj(v, "", "isolation", false, &iso, err)) != 0) {
+        return rc;
+    }
+    if (iso) {
+        static const char *const im[] = {"uid", "devices", "memory", "cpu", "detail", NULL};
+        static const char *const vals[] = {"enforced", "unavailable", "unknown", NULL};
+        const char *detail = "";
+        if ((strict && (rc = cr_json_only(iso, "isolation", im, err))) ||
+            (rc = cr_json_str(iso, "isolation", "detail", false, 511, &detail, err))) {
+            return rc;
+        }
+        for (int i = 0; i < 4; i++) {
+            const char *x = "";
+            char f[32];
+            snprintf(f, sizeof f, "isolation.%s", im[i]);
+            if ((rc = cr_json_str(iso, "isolation", im[i], false, 15, &x, err)) ||
+                (*x && (rc = cr_json_enum(x, f, vals, err)))) {
+                return rc;
+            }
+            snprintf(n->iso[i], sizeof n->iso[i], "%s", strcmp(x, "unknown") == 0 ? "" : x);
+        }
+        for (const char *q = detail; *q; q++) {
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) {
+                return cr_json_fail(err, CR_EINVAL, "isolation.detail",
+                                    "field 'isolation.detail': control characters");
+            }
+        }
+        snprintf(n->iso_detail, sizeof n->iso_detail, "%s", detail);
     }
     snprintf(n->name, sizeof n->name, "%s", name);
     snprintf(n->addr, sizeof n->addr, "%s", addr);
@@ -597,6 +692,8 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         n->port = fresh->port;
         n->cpus = fresh->cpus;
         n->mem_bytes = fresh->mem_bytes;
+        memcpy(n->iso, fresh->iso, sizeof n->iso);
+        memcpy(n->iso_detail, fresh->iso_detail, sizeof n->iso_detail);
         node_free(fresh);
         if (n->state == NS_LOST) {
             n->state = n->drained ? NS_DRAINED : NS_UP;
@@ -631,8 +728,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
-    static const char *const job_members[] = {"job",    "state", "pid",  "exit_code",
-                                              "signal", "run",   "port", NULL};
+    static const char *const job_members[] = {"job", "state", "pid", "exit_code", "signal",
+                                              "run", "port",  "oom", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -671,6 +768,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         char path[32];
         snprintf(path, sizeof path, "jobs[%zu]", i);
         int64_t x;
+        bool oom_ignored = false;
         const char *st = "";
         if (!json_is_object(jr)) {
             cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
@@ -684,7 +782,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_int(jr, path, "exit_code", false, -1000, 1000, &x, &err) ||
             cr_json_int(jr, path, "signal", false, 0, 128, &x, &err) ||
             cr_json_int(jr, path, "run", false, 0, INT32_MAX, &x, &err) ||
-            cr_json_int(jr, path, "port", false, 1, 65535, &x, &err)) {
+            cr_json_int(jr, path, "port", false, 1, 65535, &x, &err) ||
+            cr_json_bool(jr, path, "oom", false, &oom_ignored, &err)) {
             goto bad;
         }
     }
@@ -822,7 +921,15 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             }
         }
         char why[200];
-        if (sig) {
+        if (json_is_true(json_object_get(jr, "oom"))) {
+            snprintf(why, sizeof why,
+                     "out of memory: the kernel's OOM killer acted in the job's memory limit on "
+                     "node %s (%s %d)",
+                     n->name, sig ? "signal" : "exit code", sig ? sig : code);
+            if (code == 0 && sig == 0) {
+                code = 137; /* an OOM kill is a failure even when the job's own exit was 0 */
+            }
+        } else if (sig) {
             snprintf(why, sizeof why, "killed by signal %d on node %s", sig, n->name);
         } else {
             snprintf(why, sizeof why, "exited with code %d on node %s", code, n->name);

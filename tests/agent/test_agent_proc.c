@@ -21,8 +21,6 @@
 
 #include <cmocka.h>
 
-
-
 static char dir[64];
 
 static int setup(void **state)
