@@ -80,6 +80,17 @@ static char *read_token(const char *arg)
     if (!f) {
         return cr_strdup(arg);
     }
+    /* A token file others can read is a token others have: tighten it
+     * (ours) or say so (somebody else's). Jobs run as other users. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077) != 0) {
+        if (sb.st_uid == geteuid() && fchmod(fileno(f), sb.st_mode & 0600) == 0) {
+            cr_warn("agent: %s was readable by others: now mode 0600", arg);
+        } else {
+            cr_warn("agent: %s is readable by others (mode %o): jobs may read the join token",
+                    arg, (unsigned)(sb.st_mode & 0777));
+        }
+    }
     char buf[512] = "";
     if (!fgets(buf, sizeof buf, f)) {
         buf[0] = '\0';
