@@ -87,8 +87,8 @@ static char *read_token(const char *arg)
         if (sb.st_uid == geteuid() && fchmod(fileno(f), sb.st_mode & 0600) == 0) {
             cr_warn("agent: %s was readable by others: now mode 0600", arg);
         } else {
-            cr_warn("agent: %s is readable by others (mode %o): jobs may read the join token",
-                    arg, (unsigned)(sb.st_mode & 0777));
+            cr_warn("agent: %s is readable by others (mode %o): jobs may read the join token", arg,
+                    (unsigned)(sb.st_mode & 0777));
         }
     }
     char buf[512] = "";
