@@ -195,6 +195,17 @@ if c show "$M" | grep -q "out of memory"; then ok "--mem exceeded: 'out of memor
     fail "no 'out of memory' for job $M: $(c show "$M")"
 fi
 
+# --- a requeued job finds its own checkpoint --------------------------------
+R=$(submit --tenant team-a --gpu-type L40S -- sh -c \
+    'f="$CORRAL_CHECKPOINT_DIR/step"; if [ -f "$f" ]; then echo "resumed from $(cat "$f")"; else echo step-1 > "$f"; exec sleep 120; fi')
+RCK=$TMP/ckpt/$CLUSTER/team-a/$R
+wait_until 60 test -f "$RCK/step" || fail "job $R wrote no checkpoint"
+c requeue "$R" >/dev/null || fail "requeue $R"
+wait_until 90 state_is "$R" completed || fail "requeued job $R did not complete: $(c show "$R")"
+if c logs "$R" | grep -q "resumed from step-1"; then ok "requeued job $R found its checkpoint"; else
+    fail "requeued job $R: $(c logs "$R")"
+fi
+
 # --- corral nodes NODE says what is enforced --------------------------------
 c nodes n1 >"$TMP/n1.txt"
 grep -q "isolation: *uid=enforced, devices=enforced, memory=enforced, cpu=enforced" "$TMP/n1.txt" &&
