@@ -77,6 +77,11 @@ int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, c
 char **cr_iso_job_procs(const cr_iso_job *j);
 /* OOM kills counted in the job's memory cgroup (v1 or v2); 0 when none or unknown. */
 uint64_t cr_iso_oom_kills(const cr_iso_job *j);
+/* Whether the job's memory cgroup ever hit its limit (v1 memory.failcnt,
+ * v2 memory.events "oom"). The kernel sends an OOM kill's SIGKILL before it
+ * counts oom_kill, so a job reaped at once may show the kill before the
+ * count: a SIGKILLed job whose cgroup hit its limit is an OOM kill too. */
+int cr_iso_mem_hit(const cr_iso_job *j);
 /* SIGKILL every process left in the job's cgroups (cgroup.kill on v2). */
 void cr_iso_job_kill(const cr_iso_job *j);
 /* rmdir the job's cgroups (fails harmlessly while something still runs). */

@@ -548,6 +548,23 @@ uint64_t cr_iso_oom_kills(const cr_iso_job *j)
     return n;
 }
 
+int cr_iso_mem_hit(const cr_iso_job *j)
+{
+    int hit = 0;
+    if (j->v1[CR_ISO_V1_MEMORY]) {
+        char *p = cr_asprintf("%s/memory.failcnt", j->v1[CR_ISO_V1_MEMORY]);
+        char buf[64];
+        hit |= read_small(p, buf, sizeof buf) == 0 && strtoull(buf, NULL, 10) > 0;
+        free(p);
+    }
+    if (j->v2) {
+        char *p = cr_asprintf("%s/memory.events", j->v2);
+        hit |= key_value(p, "oom") > 0;
+        free(p);
+    }
+    return hit;
+}
+
 void cr_iso_job_kill(const cr_iso_job *j)
 {
     if (j->v2 && write_at(j->v2, "cgroup.kill", "1") == 0) {

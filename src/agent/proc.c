@@ -734,14 +734,13 @@ static int read_exit(const char *state_dir, int64_t job, pid_t pid, int *code, i
 /* Did the kernel's OOM killer act inside the job's memory cgroup? */
 static void mark_oom(cr_proc *p)
 {
-    p->oom = cr_iso_oom_kills(&p->iso) > 0;
+    p->oom = cr_iso_oom_kills(&p->iso) > 0 || (p->signal == SIGKILL && cr_iso_mem_hit(&p->iso));
 }
 
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
     /* The shim ends as its job did (see the shim). */
     p->state = CR_PROC_EXITED;
-    mark_oom(p);
     if (WIFSIGNALED(wstatus)) {
         p->signal = WTERMSIG(wstatus);
         p->exit_code = 128 + p->signal;
@@ -749,6 +748,7 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
         p->exit_code = WEXITSTATUS(wstatus);
         p->signal = 0;
     }
+    mark_oom(p);
 }
 
 static void refresh_job_pid(cr_proc *p)
@@ -781,11 +781,11 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
         /* Not our child: its end shows as the pid vanishing (or being reused). */
         p->state = CR_PROC_EXITED;
-        mark_oom(p);
         if (read_exit(state_dir, p->job, p->pid, &p->exit_code, &p->signal) < 0) {
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
         }
+        mark_oom(p);
         return 1;
     }
     if (p->job_pid == 0) {
@@ -998,9 +998,9 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
         } else {
             /* Gone without a word: killed with its shim (SIGKILL to the group). */
             p->state = CR_PROC_EXITED;
-            mark_oom(p);
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
+            mark_oom(p);
         }
     }
     *out = v;
