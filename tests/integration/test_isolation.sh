@@ -14,7 +14,8 @@
 #   - --mem exceeded: the job is killed and its event says "out of memory";
 #   - state files are 0600 and dirs 0700; a tenant without a mapping is
 #     refused at submit; uid 0 without allow_root is refused in the config;
-#   - `corral nodes NODE` shows what is enforced.
+#   - `corral nodes NODE` shows what is enforced; a requeued job finds its
+#     checkpoint; a checkpoint older than the retention is swept.
 # Uses numeric uids 64001/64002 without passwd entries (setgroups with the
 # gid alone; docs/isolation.md). Needs root and the cgroup v1 devices and
 # memory controllers; exits 77 only when those are truly missing.
@@ -97,6 +98,11 @@ CLUSTER=$(cat "$TMP/ctl/cluster.id")
 [ "$(mode_of "$TMP/ctl/cluster.id")" = 600 ] || fail "cluster.id mode $(mode_of "$TMP/ctl/cluster.id")"
 c tenants create team-a >/dev/null && c tenants create team-b >/dev/null || fail "tenants"
 
+# An old checkpoint of this cluster, untouched for longer than the
+# retention (86400 s): the agents sweep it once they have a desired state.
+OLD=$TMP/ckpt/$CLUSTER/team-a/999
+mkdir -p "$OLD" && touch -d '3 days ago' "$OLD"
+
 # The join token in a file others can read: the agent tightens it.
 cp "$TMP/ctl/join.token" "$TMP/join.token"
 chmod 644 "$TMP/join.token"
@@ -115,6 +121,9 @@ agent n2 --cgroup-v1 off
 nodes_up() { [ "$(c nodes | grep -c ' up ')" -ge 2 ]; }
 wait_until 60 nodes_up || fail "agents did not register"
 c drain n2 >/dev/null # n2 only for the eBPF check below
+
+wait_until 30 test ! -e "$OLD" && ok "checkpoint past the retention removed" ||
+    fail "$OLD (3 days old, retention 1 day) still there"
 
 # --- a tenant without a mapping is refused at submit ------------------------
 if c submit --tenant default -- true >"$TMP/o" 2>&1; then
