@@ -7,6 +7,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -236,6 +237,23 @@ static char *probe_v2(const char *arg, const char *node, char *why, size_t whyle
     return NULL;
 }
 
+/* Remove the empty job cgroups an earlier agent left (busy ones stay: rmdir fails). */
+static void prune(const char *base)
+{
+    DIR *d = base ? opendir(base) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "job-", 4) == 0) {
+            char *path = cr_asprintf("%s/%s", base, e->d_name);
+            rmdir(path);
+            free(path);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+}
+
 void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const char *node,
                   const char *dev_dir)
 {
@@ -255,6 +273,10 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
         }
     }
     iso->v2 = probe_v2(v2_arg, node, w2, sizeof w2);
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        prune(iso->v1[i]);
+    }
+    prune(iso->v2);
     if (iso->v2) {
         /* Does a device program attach here? Try on a scratch child. */
         char *t = cr_asprintf("%s/probe-%d", iso->v2, (int)getpid());
