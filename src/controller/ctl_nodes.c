@@ -951,7 +951,10 @@ void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         return;
     }
     cr_http_set_route(req, status ? "/v1/agents/{node}/status" : "/v1/agents/{node}/desired");
-    if (!(p->role == CR_ROLE_AGENT && strcmp(p->node, node) == 0) && p->role != CR_ROLE_ADMIN) {
+    /* The desired state carries the jobs' secrets: only the node's own
+     * credential receives it, not even an admin. */
+    if (!(p->role == CR_ROLE_AGENT && strcmp(p->node, node) == 0) &&
+        (p->role != CR_ROLE_ADMIN || desired)) {
         ctl_reply_err(req, 403, CR_EPERM, NULL, "only node '%s''s own token may do this", node);
         return;
     }

@@ -113,6 +113,8 @@ r=$(api POST /v1/agents/register "$JOIN" "$(reg_body na)")
 [ "$(status_of "$r")" = 409 ] || fail "the join token re-registered node na: $r"
 r=$(api GET /v1/agents/na/desired "$JOIN")
 [ "$(status_of "$r")" = 403 ] || fail "the join token read a node's desired state: $r"
+r=$(api GET /v1/agents/na/desired "$ADMIN")
+[ "$(status_of "$r")" = 403 ] || fail "an admin token read a node's desired state (secrets): $r"
 r=$(api GET /v1/jobs "$JOIN")
 [ "$(status_of "$r")" = 403 ] || fail "the join token listed jobs: $r"
 
