@@ -368,6 +368,8 @@ static void ctl_free_state(ctl *c)
     free(c->tenants);
     free(c->usage);
     free(c->sched_ops);
+    free(c->boots);
+    memset(c->secret_key, 0, sizeof c->secret_key);
     cr_auth_table_free(c->auth);
     cr_prom_hist_vec_free(c->api_hist);
     cr_prom_hist_fini(&c->cycle_hist);
