@@ -269,6 +269,15 @@ section_tls() {
     sec_done() { C show "$sid" | grep -Eq 'State: *(completed|failed)'; }
     wait_for 60 sec_done || fail "job $sid did not end: $(C show "$sid")"
     C show "$sid" | grep -q 'State: *completed' || fail "job $sid failed: $(C show "$sid")"
+    # The gateway follows the TLS controller, trusting the CA with --ca-file
+    # and reading its token from a file (a service that does not exist: the
+    # controller's 404 proves the TLS session and the token worked).
+    "$CORRAL" gateway --listen 127.0.0.1:0 --service nosuch --controller "$TS" \
+        --ca-file "$DIR/ca.pem" --token-file "$T/admin.token" >"$DIR/gateway.log" 2>&1 &
+    PIDS+=($!)
+    wait_for 20 grep -q 'nosuch.*status 404' "$DIR/gateway.log" ||
+        fail "the gateway did not reach the TLS controller with --ca-file"
+    grep -q unreachable "$DIR/gateway.log" && fail "the gateway could not reach the TLS controller"
     # The controller fetches the log from the agent over HTTPS with the agent
     # secret; the digest says the job got each secret intact.
     C logs "$sid" | grep -q "$want" || fail "job $sid did not get its secrets: $(C logs "$sid")"
