@@ -205,6 +205,20 @@ section_audit() {
     rc=$?
     set -e
     [ "$rc" = 1 ] || fail "a user token read the audit log (exit $rc)"
+    # Retention: restarted with audit_retention_s 1, the controller prunes
+    # what is older at its first timer tick.
+    kill -TERM "${PIDS[0]}"
+    wait "${PIDS[0]}" 2>/dev/null || true
+    end=$((SECONDS + 2))
+    while [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done
+    echo '{"audit_retention_s": 1}' >"$DIR/ret.json"
+    "$CORRAL" controller --config "$DIR/ret.json" --listen "${S#http://}" --state-dir "$ST" \
+        >"$DIR/controller-ret.log" 2>&1 &
+    PIDS=($!)
+    wait_for 20 curl -sf "$S/v1/health" || fail "controller did not restart"
+    pruned() { ! "$CORRAL" audit --limit 1000 --json | grep -q 'POST /v1/tenants'; }
+    wait_for 20 pruned || fail "audit entries older than the retention were not pruned"
+    grep -q 'audit: .* entries older than 1s pruned' "$DIR/controller-ret.log" || fail "no prune log line"
 }
 
 section_tls() {
