@@ -496,6 +496,12 @@ static void load_node(void *arg, const char *key, const char *doc)
     n->drained = json_is_true(json_object_get(v, "drained"));
     n->pending_approval = json_is_true(json_object_get(v, "pending_approval"));
     n->state = n->drained ? NS_DRAINED : NS_UP;
+    /* Versions are not stored: start this run's past any the agent may
+     * hold from the previous one (it keeps its node token across our
+     * restart, so it does not re-register and start over at version 0),
+     * else a new document could carry the number of an old one and be
+     * taken for it. Wall-clock microseconds only grow between runs. */
+    n->version = (uint64_t)(cr_now_ns() / 1000);
     const char *reason = json_string_value(json_object_get(v, "reason"));
     snprintf(n->reason, sizeof n->reason, "%s", reason ? reason : "");
     /* Give the agent a full timeout to report after a controller restart. */

@@ -240,7 +240,8 @@ section_tls() {
         >"$DIR/tls.json"
     "$CORRAL" controller --config "$DIR/tls.json" --listen 127.0.0.1:0 --state-dir "$T" \
         --tls-cert "$DIR/ctl.pem" --tls-key "$DIR/ctl.key" >"$DIR/controller-tls.log" 2>&1 &
-    PIDS+=($!)
+    TLS_CTL=$!
+    PIDS+=($TLS_CTL)
     wait_for 30 test -s "$T/listen.addr" || fail "TLS controller did not start"
     TS=$(cat "$T/listen.addr")
     case "$TS" in https://*) ;; *) fail "TLS controller listens on $TS" ;; esac
@@ -279,6 +280,14 @@ section_tls() {
     [ -n "$sid" ] || fail "submit with secrets: $out"
     sleep_pending() { C show "$sid" | grep -q 'State: *pending'; }
     sleep_pending || fail "job $sid ran on a node awaiting approval"
+    # A controller restart in between: the job's sealed secrets and the
+    # agent's secret come back from the store (same port, same state).
+    kill -TERM $TLS_CTL
+    wait $TLS_CTL 2>/dev/null || true
+    "$CORRAL" controller --config "$DIR/tls.json" --listen "${TS#https://}" --state-dir "$T" \
+        --tls-cert "$DIR/ctl.pem" --tls-key "$DIR/ctl.key" >>"$DIR/controller-tls.log" 2>&1 &
+    PIDS+=($!)
+    wait_for 30 C nodes || fail "TLS controller did not restart"
     C nodes approve tls1 >/dev/null || fail "corral nodes approve"
     sec_done() { C show "$sid" | grep -Eq 'State: *(completed|failed)'; }
     wait_for 60 sec_done || fail "job $sid did not end: $(C show "$sid")"
