@@ -41,10 +41,15 @@ static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: corral agent --server URL --join-token FILE|TOKEN [options]\n"
+        "usage: corral agent --server URL --join-token FILE [options]\n"
         "\n"
         "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
-        "  --join-token T        join token, or a file holding it\n"
+        "  --join-token FILE     file holding a bootstrap token (or set CORRAL_JOIN_TOKEN);\n"
+        "                        not needed once STATE-DIR/node.cred holds this node's\n"
+        "                        credential (written at the first registration)\n"
+        "  --ca-file FILE        PEM CA bundle to verify an https:// controller\n"
+        "  --tls-cert FILE       serve HTTPS (logs, metrics) with this PEM certificate\n"
+        "  --tls-key FILE        its private key (PEM)\n"
         "  --node NAME           node name (default: host name)\n"
         "  --rack R              rack (topology domain)\n"
         "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
@@ -74,11 +79,19 @@ static int flag_error(const char *flag, const char *msg)
     return 2;
 }
 
-static char *read_token(const char *arg)
+/* The bootstrap token: from a file, else the argument itself, which is then
+ * wiped from argv (it would show in ps and /proc/PID/cmdline) with a warning. */
+static char *read_token(char *arg)
 {
     FILE *f = fopen(arg, "r");
     if (!f) {
-        return cr_strdup(arg);
+        char *t = cr_strdup(arg);
+        if (strncmp(arg, "crl_", 4) == 0) {
+            fprintf(stderr, "corral agent: warning: --join-token given inline: use a file or "
+                            "CORRAL_JOIN_TOKEN (wiped from argv now)\n");
+        }
+        memset(arg, 'x', strlen(arg));
+        return t;
     }
     /* A token file others can read is a token others have: tighten it
      * (ours) or say so (somebody else's). Jobs run as other users. */
@@ -158,6 +171,9 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"cgroup", required_argument, NULL, 'c'},
         {"cgroup-v1", required_argument, NULL, 'V'},
         {"dev-dir", required_argument, NULL, 'D'},
+        {"ca-file", required_argument, NULL, 'C'},
+        {"tls-cert", required_argument, NULL, 'T'},
+        {"tls-key", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -244,6 +260,15 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             }
             c->dev_dir = optarg;
             break;
+        case 'C':
+            c->ca_file = optarg;
+            break;
+        case 'T':
+            c->tls_cert = optarg;
+            break;
+        case 'K':
+            c->tls_key = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 1;
@@ -259,8 +284,26 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         (strncmp(c->server, "http://", 7) != 0 && strncmp(c->server, "https://", 8) != 0)) {
         return flag_error("--server", "required: the controller's URL (http://HOST:PORT)");
     }
-    if (!c->join_token || !*c->join_token) {
-        return flag_error("--join-token", "required: the join token or a file holding it");
+    const char *env_tok = getenv("CORRAL_JOIN_TOKEN");
+    if (!c->join_token && env_tok && *env_tok) {
+        c->join_token = cr_strdup(env_tok);
+    }
+    /* Never handed down to the jobs this agent starts. */
+    unsetenv("CORRAL_JOIN_TOKEN");
+    if (c->join_token && !*c->join_token) {
+        free(c->join_token);
+        c->join_token = NULL;
+    }
+    if (!c->join_token && !cr__agent_cred_exists(c->state_dir)) {
+        return flag_error("--join-token", "required: a file holding a bootstrap token (or "
+                                          "CORRAL_JOIN_TOKEN), until STATE-DIR/node.cred exists");
+    }
+    if (!c->tls_cert != !c->tls_key) {
+        return flag_error(c->tls_cert ? "--tls-key" : "--tls-cert",
+                          "--tls-cert and --tls-key go together");
+    }
+    if (c->ca_file && access(c->ca_file, R_OK) != 0) {
+        return flag_error("--ca-file", "cannot read the file");
     }
     if (!c->node) {
         if (gethostname(host, sizeof host) != 0) {
@@ -441,6 +484,8 @@ static cr_job_spec *assign_port(const cr_job_spec *want)
     if (cr_job_spec_from_json(j, "", s, err, sizeof err) < 0) {
         free(s);
         s = NULL;
+    } else {
+        cr_job_spec_copy_secrets(s, want); /* to_json leaves them out */
     }
     json_decref(j);
     if (s && port != pref) {
@@ -938,6 +983,10 @@ int cr_agent_main(int argc, char **argv)
     }
     umask(077);
     cr_proc_fix_modes(a->cfg.state_dir);
+    if (cr__agent_cred_load(a) == 0) {
+        cr_info("agent: node=%s: using its credential from %s/node.cred", a->cfg.node,
+                a->cfg.state_dir);
+    }
     int grc = cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err);
     if (grc < 0) {
         fprintf(stderr, "corral agent: %s\n", err);

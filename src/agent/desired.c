@@ -7,6 +7,8 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 
+#include <sodium.h>
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +29,36 @@ void cr_strv_free(char **v)
     }
 }
 
+static void strv_wipe(char **v)
+{
+    if (v) {
+        for (char **p = v; *p; p++) {
+            sodium_memzero(*p, strlen(*p));
+        }
+    }
+    cr_strv_free(v);
+}
+
+void cr_job_spec_copy_secrets(cr_job_spec *dst, const cr_job_spec *src)
+{
+    strv_wipe(dst->secret_env);
+    dst->secret_env = NULL;
+    dst->secretc = 0;
+    if (!src->secret_env) {
+        return;
+    }
+    dst->secret_env = cr_calloc(src->secretc + 1, sizeof *dst->secret_env);
+    for (size_t i = 0; i < src->secretc; i++) {
+        dst->secret_env[i] = cr_strdup(src->secret_env[i]);
+    }
+    dst->secretc = src->secretc;
+}
+
 void cr_job_spec_fini(cr_job_spec *s)
 {
     cr_strv_free(s->argv);
     cr_strv_free(s->env);
+    strv_wipe(s->secret_env);
     free(s->workdir);
     free(s->gpus);
     if (s->gpu_uuids) {
@@ -234,6 +262,27 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
             s.env[i++] = cr_asprintf("%s=%s", k, json_string_value(ev));
         }
         s.envc = i;
+    }
+    json_t *senv = json_object_get(j, "secret_env");
+    if (senv && !json_is_null(senv)) {
+        if (!json_is_object(senv) || json_object_size(senv) > MAX_ENV) {
+            rc = bad(err, errlen, path, "secret_env", "must be an object of strings");
+            goto fail;
+        }
+        s.secret_env = cr_calloc(json_object_size(senv) + 1, sizeof *s.secret_env);
+        const char *k;
+        json_t *ev;
+        json_object_foreach(senv, k, ev)
+        {
+            char m[300];
+            snprintf(m, sizeof m, "secret_env.%.256s", k);
+            if (!*k || strchr(k, '=') || !json_is_string(ev) ||
+                strlen(json_string_value(ev)) != json_string_length(ev)) {
+                rc = bad(err, errlen, path, m, "must be a string, and names non-empty without '='");
+                goto fail;
+            }
+            s.secret_env[s.secretc++] = cr_asprintf("%s=%s", k, json_string_value(ev));
+        }
     }
     if ((rc = get_str(j, path, "workdir", &s.workdir, err, errlen)) < 0 ||
         (rc = get_str(j, path, "checkpoint_dir", &s.checkpoint_dir, err, errlen)) < 0 ||

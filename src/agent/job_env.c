@@ -59,13 +59,36 @@ static int corral_owned(const char *kv)
     return 0;
 }
 
+/* The job's own variables override the base, but not Corral's. */
+static void overlay(char **v, size_t *n, char *const *add, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (corral_owned(add[i])) {
+            continue;
+        }
+        size_t kl = (size_t)(strchr(add[i], '=') - add[i]) + 1;
+        size_t k;
+        for (k = 0; k < *n; k++) {
+            if (strncmp(v[k], add[i], kl) == 0) {
+                break;
+            }
+        }
+        if (k < *n) {
+            free(v[k]);
+            v[k] = cr_strdup(add[i]);
+        } else {
+            v[(*n)++] = cr_strdup(add[i]);
+        }
+    }
+}
+
 char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
 {
     size_t nb = 0;
     while (base && base[nb]) {
         nb++;
     }
-    size_t cap = nb + s->envc + 16;
+    size_t cap = nb + s->envc + s->secretc + 16;
     char **v = cr_calloc(cap + 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -73,25 +96,8 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
             v[n++] = cr_strdup(base[i]);
         }
     }
-    /* The job's own env overrides the agent's, but not Corral's variables. */
-    for (size_t i = 0; i < s->envc; i++) {
-        if (corral_owned(s->env[i])) {
-            continue;
-        }
-        size_t kl = (size_t)(strchr(s->env[i], '=') - s->env[i]) + 1;
-        size_t k;
-        for (k = 0; k < n; k++) {
-            if (strncmp(v[k], s->env[i], kl) == 0) {
-                break;
-            }
-        }
-        if (k < n) {
-            free(v[k]);
-            v[k] = cr_strdup(s->env[i]);
-        } else {
-            v[n++] = cr_strdup(s->env[i]);
-        }
-    }
+    overlay(v, &n, s->env, s->envc);
+    overlay(v, &n, s->secret_env, s->secretc);
     /* CUDA_VISIBLE_DEVICES: the UUIDs the controller chose (GPU or MIG),
      * else the indexes. */
     char cvd[4096] = "";

@@ -291,7 +291,11 @@ int cr__cli_nodes(cli_ctx *ctx, int argc, char **argv)
     int code = 0;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "[NODE]", NULL, 0, false, argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a, "[NODE] | approve NODE", NULL, 0, false, argc, argv, &code)) {
+        goto out;
+    }
+    if (a.npos == 2 && strcmp(a.pos[0], "approve") == 0) {
+        code = cr__cli_node_approve(ctx, &a, a.pos[1]);
         goto out;
     }
     if (a.npos > 1) {

@@ -10,6 +10,7 @@
 #include "cr_error.h"
 #include "cr_time.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -48,6 +49,10 @@ static const cli_opt submit_opts[] = {
     {"priority", CLI_INT, "P", "priority (higher runs first)", NULL, -1000000, 1000000, 0},
     {"time", CLI_DUR, "DURATION", "time limit (90m, 1h30m, 2d)", NULL, 0, 0, 't'},
     {"env", CLI_LIST, "K=V", "environment variable for the job", NULL, 0, 0, 'e'},
+    {"secret", CLI_LIST, "K[=V]",
+     "secret env variable: stored encrypted, never shown (K alone: the value of $K here)", NULL, 0,
+     0, 0},
+    {"secret-file", CLI_LIST, "K=PATH", "secret env variable read from a file", NULL, 0, 0, 0},
     {"workdir", CLI_STR, "DIR", "working directory on the node", NULL, 0, 0, 0},
     {"array", CLI_INT, "N", "submit N copies (an array of tasks)", NULL, 1, 10000, 0},
     {"name", CLI_STR, "NAME", "job name", NULL, 0, 0, 'n'},
@@ -73,6 +78,8 @@ static void put_int(json_t *o, const char *key, const cli_val *v)
         json_object_set_new(o, key, json_integer(v->i));
     }
 }
+
+static int add_secrets(cli_ctx *ctx, const cli_args *a, json_t *job);
 
 /* Build the job request from the parsed flags; NULL after printing an
  * error naming the flag. Returned new (json_decref). */
@@ -183,10 +190,83 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
             free(k);
         }
     }
+    if (add_secrets(ctx, a, job) != 0) {
+        goto bad;
+    }
     return job;
 bad:
     json_decref(job);
     return NULL;
+}
+
+/* The secrets of a submit: --secret K=V, --secret K (from this process's
+ * environment, so the value stays out of ps), --secret-file K=PATH (the
+ * file's contents, one trailing newline dropped). 0, or -1 after an error
+ * naming the flag. */
+static int add_secrets(cli_ctx *ctx, const cli_args *a, json_t *job)
+{
+    const cli_val *sv = cr__cli_arg(a, "secret"), *sf = cr__cli_arg(a, "secret-file");
+    if (!sv->count && !sf->count) {
+        return 0;
+    }
+    json_t *sec = json_object();
+    json_object_set_new(job, "secrets", sec);
+    for (size_t i = 0; i < sv->count + sf->count; i++) {
+        bool file = i >= sv->count;
+        const char *arg = file ? sf->list[i - sv->count] : sv->list[i];
+        const char *flag = file ? "--secret-file" : "--secret";
+        const char *eq = strchr(arg, '=');
+        size_t kl = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (kl == 0 || (file && !eq)) {
+            fprintf(ctx->err, "corral submit: %s: '%s' is not %s\n", flag, eq ? "K=..." : arg,
+                    file ? "NAME=PATH" : "NAME=VALUE or NAME");
+            return -1;
+        }
+        char *k = cr_strndup(arg, kl);
+        char *val = NULL;
+        if (file) {
+            FILE *f = fopen(eq + 1, "rb");
+            cr_buf b;
+            cr_buf_init(&b);
+            char chunk[4096];
+            size_t n;
+            while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= 65536) {
+                cr_buf_append(&b, chunk, n);
+            }
+            if (f) {
+                fclose(f);
+            }
+            if (!f || b.len > 65536 || memchr(cr_buf_str(&b), '\0', b.len)) {
+                fprintf(ctx->err, "corral submit: --secret-file: %s: %s\n", eq + 1,
+                        !f ? strerror(errno) : "over 64 KiB or holds a NUL byte");
+                cr_buf_fini(&b);
+                free(k);
+                return -1;
+            }
+            if (b.len > 0 && b.data[b.len - 1] == '\n') {
+                b.data[--b.len] = '\0';
+            }
+            val = cr_strdup(cr_buf_str(&b));
+            cr_buf_fini(&b);
+        } else if (eq) {
+            val = cr_strdup(eq + 1);
+        } else {
+            const char *e = getenv(k);
+            if (!e) {
+                fprintf(ctx->err,
+                        "corral submit: --secret: '%s' has no value and $%s is not set here\n", k,
+                        k);
+                free(k);
+                return -1;
+            }
+            val = cr_strdup(e);
+        }
+        json_object_set_new(sec, k, json_string(val));
+        memset(val, 0, strlen(val));
+        free(val);
+        free(k);
+    }
+    return 0;
 }
 
 /* "42", "42-51" (consecutive) or "42,44,47". */
@@ -438,6 +518,7 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {"exit_code", "Exit code"},
         {"signal", "Signal"},
         {"workdir", "Workdir"},
+        {"secret_names", "Secrets"},
         {"submit_time", "Submitted"},
         {"start_time", "Started"},
         {"end_time", "Ended"},
@@ -453,7 +534,8 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {
             const char *s = json_string_value(w);
             bool quote = s && (strpbrk(s, " \t'\"$") || !*s);
-            fprintf(ctx->out, quote ? " '%s'" : " %s", s ? s : "?");
+            fprintf(ctx->out, quote ? " '%s'" : " %s",
+                    s ? cr__cli_escape(s, buf, sizeof buf) : "?");
         }
         fputc('\n', ctx->out);
     }
@@ -509,7 +591,9 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         json_t *v;
         json_object_foreach((json_t *)env, k, v)
         {
-            fprintf(ctx->out, " %s=%s", k, cr__cli_json_text(v, buf, sizeof buf));
+            char kb[300];
+            fprintf(ctx->out, " %s=%s", cr__cli_escape(k, kb, sizeof kb),
+                    cr__cli_json_text(v, buf, sizeof buf));
         }
         fputc('\n', ctx->out);
     }

@@ -254,6 +254,22 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                               gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
         desired_fence(c, j, pl, e);
+        if (j->secrets_enc) {
+            /* Opened only here, for the node's own credential (the caller
+             * checked it); the agent keeps them out of its journal. */
+            char *plain = NULL;
+            json_t *sv = NULL;
+            if (ctl_unseal(c, j->secrets_enc, &plain) == 0) {
+                sv = json_loads(plain, 0, NULL);
+            }
+            ctl_secret_free(plain);
+            if (sv) {
+                json_object_set_new(e, "secret_env", sv);
+            } else {
+                cr_error("job=%lld: its secrets do not open with this controller's key",
+                         (long long)j->id);
+            }
+        }
         if (json_object_get(j->spec, "service")) {
             /* PORT in env is the preferred port; the agent reports the one
              * it gave (another program on the node may hold the preferred). */
@@ -348,12 +364,12 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(jobs, json_integer(n->jobs[i]));
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
-    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:o}", "name", n->name,
-                     "state", ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr,
-                     "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
-                     "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
-                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "isolation",
-                     iso_json(n));
+    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:b,s:b,s:o}", "name",
+                     n->name, "state", ctl_node_state_names[n->state], "reason", n->reason, "addr",
+                     n->addr, "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus",
+                     n->cpus, "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
+                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "pending_approval",
+                     n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
 }
 
 static void node_persist(cr_store_txn *txn, const ctl_node *n)
@@ -374,6 +390,8 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
                   n->port, "rack", n->rack, "gpus", gpus, "cpus", n->cpus, "mem_bytes",
                   (json_int_t)n->mem_bytes, "drained", n->drained, "reason", n->reason);
     json_object_set_new(doc, "isolation", iso_json(n));
+    json_object_set_new(doc, "tls", json_boolean(n->tls));
+    json_object_set_new(doc, "pending_approval", json_boolean(n->pending_approval));
     char *s = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "node", n->name, s);
     free(s);
@@ -398,16 +416,19 @@ static bool node_name_ok(const char *s)
 /* Parse the inventory part of a registration (or a stored node doc). */
 static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
 {
-    static const char *const members[] = {"node", "addr",      "port",    "rack",      "gpus",
-                                          "cpus", "mem_bytes", "running", "isolation", NULL};
+    static const char *const members[] = {"node",      "addr", "port",      "rack",
+                                          "gpus",      "cpus", "mem_bytes", "running",
+                                          "isolation", "tls",  NULL};
     static const char *const gpu_members[] = {
         "index", "uuid", "model", "mem_bytes", "nvlink_domain", "health", "reason", "mig", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     const char *name = "", *addr = "", *rack = "default";
     int64_t port = 0, cpus = 0, mem = 0;
     json_t *gpus = NULL;
+    bool tls = false;
     int rc;
     if ((strict && (rc = cr_json_only(v, "", members, err))) ||
+        (rc = cr_json_bool(v, "", "tls", false, &tls, err)) ||
         (rc = cr_json_str(v, "", "node", true, CTL_NAME_MAX - 1, &name, err)) ||
         (rc = cr_json_str(v, "", "addr", true, 63, &addr, err)) ||
         (rc = cr_json_int(v, "", "port", false, 0, 65535, &port, err)) ||
@@ -451,6 +472,11 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         }
         snprintf(n->iso_detail, sizeof n->iso_detail, "%s", detail);
     }
+    if (!ctl_text_clean(addr) || !ctl_text_clean(rack)) {
+        const char *f = !ctl_text_clean(addr) ? "addr" : "rack";
+        return cr_json_fail(err, CR_EINVAL, f, "field '%s': control characters are not allowed", f);
+    }
+    n->tls = tls;
     snprintf(n->name, sizeof n->name, "%s", name);
     snprintf(n->addr, sizeof n->addr, "%s", addr);
     snprintf(n->rack, sizeof n->rack, "%s", *rack ? rack : "default");
@@ -563,7 +589,14 @@ static void load_node(void *arg, const char *key, const char *doc)
         return;
     }
     n->drained = json_is_true(json_object_get(v, "drained"));
+    n->pending_approval = json_is_true(json_object_get(v, "pending_approval"));
     n->state = n->drained ? NS_DRAINED : NS_UP;
+    /* Versions are not stored: start this run's past any the agent may
+     * hold from the previous one (it keeps its node token across our
+     * restart, so it does not re-register and start over at version 0),
+     * else a new document could carry the number of an old one and be
+     * taken for it. Wall-clock microseconds only grow between runs. */
+    n->version = (uint64_t)(cr_now_ns() / 1000);
     const char *reason = json_string_value(json_object_get(v, "reason"));
     snprintf(n->reason, sizeof n->reason, "%s", reason ? reason : "");
     /* Give the agent a full timeout to report after a controller restart. */
@@ -662,13 +695,38 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     pthread_mutex_lock(&c->mu);
     ctl_node *n = ctl_node_find(c, fresh->name);
     cr_store_txn *txn = cr_store_txn_new();
+    char why[400];
+    unsigned refuse = ctl_join_admit(c, txn, p, fresh->name, n != NULL, why, sizeof why);
+    if (refuse) {
+        /* A bootstrap token that expired is dropped even so. */
+        if (cr_store_txn_empty(txn)) {
+            cr_store_txn_free(txn);
+        } else {
+            cr_store_submit(c->store, txn, NULL, NULL);
+        }
+        pthread_mutex_unlock(&c->mu);
+        cr_warn("node=%s: registration refused (%s, peer %s): %s", fresh->name, p->name,
+                cr_http_peer(req), why);
+        ctl_reply_err(req, refuse, refuse == 409 ? CR_ECONFLICT : CR_EAUTH, NULL, "%s", why);
+        node_free(fresh);
+        json_decref(v);
+        return;
+    }
     if (!n) {
         n = fresh;
         n->state = NS_UP;
         n->version = 1;
         n->registered_ns = cr_now_ns();
+        if (c->cfg.manual_approval && p->role != CR_ROLE_ADMIN) {
+            n->pending_approval = true;
+            n->drained = true;
+            n->state = NS_DRAINED;
+            snprintf(n->reason, sizeof n->reason, "awaiting approval: corral nodes approve %s",
+                     n->name);
+        }
         node_insert(c, n);
-        cr_info("node=%s registered: %zu GPUs, addr %s:%d", n->name, n->ngpus, n->addr, n->port);
+        cr_info("node=%s registered: %zu GPUs, addr %s:%d%s", n->name, n->ngpus, n->addr, n->port,
+                n->pending_approval ? " (awaiting approval)" : "");
     } else {
         /* Re-registration (agent restart): new inventory, same jobs. The
          * scheduler keeps the MIG layout it was given: an unchanged one
@@ -690,6 +748,7 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         snprintf(n->addr, sizeof n->addr, "%s", fresh->addr);
         snprintf(n->rack, sizeof n->rack, "%s", fresh->rack);
         n->port = fresh->port;
+        n->tls = fresh->tls;
         n->cpus = fresh->cpus;
         n->mem_bytes = fresh->mem_bytes;
         memcpy(n->iso, fresh->iso, sizeof n->iso);
@@ -707,12 +766,13 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     n->sched_dirty = true;
     ctl_sched_kick(c);
     char token[CR_TOKEN_TEXT_MAX];
-    ctl_node_token(c, txn, n->name, token);
+    ctl_node_token(c, txn, n->name, token, n->agent_secret);
     node_persist(txn, n);
     ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:s,s:I,s:I,s:I}", "node_token", token, "heartbeat_s",
-                               (json_int_t)c->cfg.heartbeat_s, "lost_after_s",
-                               (json_int_t)c->cfg.lost_after_s, "version", (json_int_t)n->version));
+                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:b}", "node_token", token, "agent_secret",
+                               n->agent_secret, "heartbeat_s", (json_int_t)c->cfg.heartbeat_s,
+                               "lost_after_s", (json_int_t)c->cfg.lost_after_s, "version",
+                               (json_int_t)n->version, "pending_approval", n->pending_approval));
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
 }
@@ -986,7 +1046,7 @@ void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **se
     if (nseg == 3 && strcmp(seg[2], "register") == 0 && strcmp(m, "POST") == 0) {
         cr_http_set_route(req, "/v1/agents/register");
         if (p->role != CR_ROLE_JOIN && p->role != CR_ROLE_AGENT && p->role != CR_ROLE_ADMIN) {
-            ctl_reply_err(req, 403, CR_EPERM, NULL, "registering a node needs the join token");
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "registering a node needs a bootstrap token");
             return;
         }
         agent_register(c, req, p);
@@ -1004,7 +1064,10 @@ void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         return;
     }
     cr_http_set_route(req, status ? "/v1/agents/{node}/status" : "/v1/agents/{node}/desired");
-    if (!(p->role == CR_ROLE_AGENT && strcmp(p->node, node) == 0) && p->role != CR_ROLE_ADMIN) {
+    /* The desired state carries the jobs' secrets: only the node's own
+     * credential receives it, not even an admin. */
+    if (!(p->role == CR_ROLE_AGENT && strcmp(p->node, node) == 0) &&
+        (p->role != CR_ROLE_ADMIN || desired)) {
         ctl_reply_err(req, 403, CR_EPERM, NULL, "only node '%s''s own token may do this", node);
         return;
     }
@@ -1051,6 +1114,36 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         }
         return;
     }
+    if (nseg == 4 && strcmp(m, "POST") == 0 && strcmp(seg[3], "approve") == 0) {
+        cr_http_set_route(req, "/v1/nodes/{name}/approve");
+        if (p->role != CR_ROLE_ADMIN) {
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may approve nodes");
+            return;
+        }
+        pthread_mutex_lock(&c->mu);
+        ctl_node *n = ctl_node_find(c, seg[2]);
+        if (!n) {
+            pthread_mutex_unlock(&c->mu);
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+            return;
+        }
+        if (n->pending_approval) {
+            n->pending_approval = false;
+            n->drained = false;
+            if (n->state != NS_LOST) {
+                n->state = NS_UP;
+            }
+            n->reason[0] = '\0';
+            n->sched_dirty = true;
+            ctl_sched_kick(c);
+            cr_info("node=%s approved", n->name);
+        }
+        cr_store_txn *txn = cr_store_txn_new();
+        node_persist(txn, n);
+        ctl_commit_reply(c, txn, req, 200, node_json(c, n, false));
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
     if (nseg == 4 && strcmp(m, "POST") == 0 &&
         (strcmp(seg[3], "drain") == 0 || strcmp(seg[3], "undrain") == 0)) {
         cr_http_set_route(req, "/v1/nodes/{name}/drain");
@@ -1078,6 +1171,13 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             pthread_mutex_unlock(&c->mu);
             json_decref(v);
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+            return;
+        }
+        if (!drain && n->pending_approval) {
+            pthread_mutex_unlock(&c->mu);
+            json_decref(v);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                          "node '%s' awaits approval: corral nodes approve %s", n->name, n->name);
             return;
         }
         n->drained = drain;
