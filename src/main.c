@@ -12,7 +12,9 @@
 #include "cr_log.h"
 #include "cr_sim.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(FILE *f)
@@ -31,12 +33,75 @@ static void usage(FILE *f)
                "  usage tenants tokens top services\n"
                "\n"
                "  corral <command> --help   for the options of one command\n"
-               "  corral version\n");
+               "  corral version\n"
+               "\n"
+               "Global options (anywhere before a '--'):\n"
+               "  --data-dir DIR        GPU catalog, prices, clusters (default: found from\n"
+               "                        the install prefix; env CORRAL_DATA)\n"
+               "  --log-format FMT      text (default) or json; under systemd, text lines\n"
+               "                        carry <N> journal priorities\n"
+               "Environment: CORRAL_LOG=debug|info|warn|error|off (anything else is an error)\n");
+}
+
+/*
+ * Takes the global options out of argv (before any "--", which ends them
+ * so that a job's own command line is never touched). Returns 0, or 2
+ * after printing the error.
+ */
+static int global_opts(int *argc, char **argv)
+{
+    int out = 1;
+    bool ended = false;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+        int which = 0;
+        if (!ended && strcmp(a, "--") == 0) {
+            ended = true;
+        } else if (!ended && (strcmp(a, "--data-dir") == 0 || strcmp(a, "--log-format") == 0)) {
+            which = a[2] == 'd' ? 1 : 2;
+            if (i + 1 >= *argc) {
+                fprintf(stderr, "corral: %s needs a value\n", a);
+                return 2;
+            }
+            val = argv[++i];
+        } else if (!ended && strncmp(a, "--data-dir=", 11) == 0) {
+            which = 1;
+            val = a + 11;
+        } else if (!ended && strncmp(a, "--log-format=", 13) == 0) {
+            which = 2;
+            val = a + 13;
+        }
+        if (which == 1) {
+            if (!*val) {
+                fprintf(stderr, "corral: --data-dir: empty\n");
+                return 2;
+            }
+            setenv("CORRAL_DATA", val, 1);
+        } else if (which == 2) {
+            if (cr_log_set_format_name(val) != 0) {
+                fprintf(stderr, "corral: --log-format: expected json|text, got '%s'\n", val);
+                return 2;
+            }
+        } else {
+            argv[out++] = argv[i];
+        }
+    }
+    argv[out] = NULL;
+    *argc = out;
+    return 0;
 }
 
 int main(int argc, char **argv)
 {
-    cr_log_init();
+    if (cr_log_init() < 0) {
+        fprintf(stderr, "corral: CORRAL_LOG: expected debug|info|warn|error|off, got '%s'\n",
+                getenv("CORRAL_LOG"));
+        return 2;
+    }
+    if (global_opts(&argc, argv) != 0) {
+        return 2;
+    }
     if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 ||
         strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);

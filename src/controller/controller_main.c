@@ -8,6 +8,7 @@
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
+#include "cr_catalog.h"
 #include "cr_config.h"
 #include "cr_error.h"
 #include "cr_log.h"
@@ -595,6 +596,18 @@ int cr_controller_main(int argc, char **argv)
         fprintf(stderr, "corral controller: --tls-cert and --tls-key go together\n");
         goto out;
     }
+    /* gpu_type auto needs the GPU catalog: without it, stop here rather
+     * than let auto silently mean "any type" (docs/install.md). */
+    cr_catalog *cat = NULL;
+    char cerr[600];
+    if (cr_catalog_load(NULL, &cat, cerr, sizeof cerr) != 0) {
+        fprintf(stderr,
+                "corral controller: GPU catalog: %s (install the data, or set CORRAL_DATA or "
+                "--data-dir)\n",
+                cerr);
+        goto out;
+    }
+    cr_catalog_free(cat);
     ret = run(c);
 out:
     ctl_free_state(c);
