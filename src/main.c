@@ -11,6 +11,7 @@
 #include "cr_gateway.h"
 #include "cr_log.h"
 #include "cr_sim.h"
+#include "config_check.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +28,7 @@ static void usage(FILE *f)
                "  gateway      inference traffic: routes requests to service replicas\n"
                "  sim          replay a trace through the scheduler, write a report\n"
                "  advise       rank GPU types for a workload, with the reasons\n"
+               "  config       config check ROLE FILE: validate a config file\n"
                "\n"
                "Client:\n"
                "  submit jobs show cancel hold release requeue logs nodes drain undrain\n"
@@ -118,7 +120,7 @@ int main(int argc, char **argv)
     } roles[] = {
         {"advise", cr_advise_main},         {"sim", cr_sim_main},
         {"controller", cr_controller_main}, {"agent", cr_agent_main},
-        {"gateway", cr_gateway_main},
+        {"gateway", cr_gateway_main},       {"config", cr_config_main},
     };
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
         if (strcmp(cmd, roles[i].name) == 0) {

@@ -465,6 +465,23 @@ out:
     return rc == 0 ? 0 : 1;
 }
 
+int cr_controller_config_check(const char *path)
+{
+    ctl_config cfg;
+    config_defaults(&cfg);
+    int rc = load_config(path, &cfg);
+    if (rc == 0 && strcmp(cfg.policy, "fifo") && strcmp(cfg.policy, "priority") &&
+        strcmp(cfg.policy, "hetero") && strcmp(cfg.policy, "las")) {
+        fprintf(stderr,
+                "corral controller: %s: field 'policy': expected fifo|priority|hetero|las, got "
+                "'%s'\n",
+                path, cfg.policy);
+        rc = CR_EINVAL;
+    }
+    json_decref(cfg.prices);
+    return rc;
+}
+
 int cr_controller_main(int argc, char **argv)
 {
     ctl *c = cr_calloc(1, sizeof *c);
