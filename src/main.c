@@ -11,6 +11,7 @@
 #include "cr_gateway.h"
 #include "cr_log.h"
 #include "cr_sim.h"
+#include "admin_cmd.h"
 #include "config_check.h"
 
 #include <stdbool.h>
@@ -29,6 +30,7 @@ static void usage(FILE *f)
                "  sim          replay a trace through the scheduler, write a report\n"
                "  advise       rank GPU types for a workload, with the reasons\n"
                "  config       config check ROLE FILE: validate a config file\n"
+               "  admin        admin backup|restore: the controller's database\n"
                "\n"
                "Client:\n"
                "  submit jobs show cancel hold release requeue logs nodes drain undrain\n"
@@ -121,6 +123,7 @@ int main(int argc, char **argv)
         {"advise", cr_advise_main},         {"sim", cr_sim_main},
         {"controller", cr_controller_main}, {"agent", cr_agent_main},
         {"gateway", cr_gateway_main},       {"config", cr_config_main},
+        {"admin", cr_admin_main},
     };
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {
         if (strcmp(cmd, roles[i].name) == 0) {
