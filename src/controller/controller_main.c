@@ -107,7 +107,9 @@ static void route(void *ctx, cr_http_req *req)
     } else if (strcmp(r, "agents") == 0) {
         ctl_route_agents(c, req, &p, seg, nseg);
     } else if (strcmp(r, "nodes") == 0) {
-        ctl_route_nodes(c, req, &p, seg, nseg);
+        if (!ctl_route_node_lifecycle(c, req, &p, seg, nseg)) {
+            ctl_route_nodes(c, req, &p, seg, nseg);
+        }
     } else if (strcmp(r, "tokens") == 0 && nseg <= 3) {
         ctl_route_tokens(c, req, &p, seg, nseg);
     } else if (strcmp(r, "tenants") == 0 && nseg <= 3) {
@@ -323,6 +325,7 @@ static void ctl_free_state(ctl *c)
     }
     free(c->jobs);
     ctl_nodes_free(c);
+    ctl_node_labels_free(c);
     ctl_services_free(c);
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
@@ -375,6 +378,9 @@ static int run(ctl *c)
     }
     if (rc == 0) {
         rc = ctl_load_nodes(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_node_labels(c);
     }
     if (rc == 0) {
         rc = ctl_load_services(c);

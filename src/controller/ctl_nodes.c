@@ -285,11 +285,15 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(jobs, json_integer(n->jobs[i]));
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
-    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b}", "name", n->name,
-                     "state", ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr,
-                     "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
-                     "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
-                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained);
+    json_t *v =
+        json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b}", "name", n->name, "state",
+                  ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr, "port",
+                  n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
+                  "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
+                  "free_gpus", (json_int_t)free_gpus, "drained", n->drained);
+    json_t *labels = ctl_node_labels(c, n->name);
+    json_object_set_new(v, "labels", labels ? json_deep_copy(labels) : json_object());
+    return v;
 }
 
 static void node_persist(cr_store_txn *txn, const ctl_node *n)
@@ -1074,4 +1078,22 @@ void ctl_nodes_release_polls(ctl *c)
         answer_polls(c, c->nodes[i], false, 0);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_node_remove(ctl *c, ctl_node *n)
+{
+    size_t i = 0;
+    while (i < c->nnodes && c->nodes[i] != n) {
+        i++;
+    }
+    if (i == c->nnodes) {
+        return;
+    }
+    answer_polls(c, n, false, 0);
+    c->nodes[i] = c->nodes[--c->nnodes];
+    memset(c->node_slots, 0, c->node_slots_cap * sizeof *c->node_slots);
+    for (size_t k = 0; k < c->nnodes; k++) {
+        index_put(c, k);
+    }
+    node_free(n);
 }
