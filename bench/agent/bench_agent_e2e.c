@@ -4,12 +4,14 @@
  * ("true"), submitted one POST each over one connection (as a script
  * would), then again as one array submission; time to submit and until
  * all 500 have completed. The jobs are real processes started by the
- * agents. Then, when /work/shared/peers/slurm is there (and
+ * agents. Then, when ../shared/peers/slurm (beside the repository) is there (and
  * CORRAL_BENCH_SLURM is not 0), the same workload through a real Slurm
  * (4 nodes x 8 GPUs) in the same run, and the ratio.
  *
  *   CORRAL_BIN (default ./build/corral), BENCH_JOBS (default 500)
  */
+#include "cr_config.h"
+
 #include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -267,7 +269,9 @@ out:
     curl_easy_cleanup(c.h);
     free(admin);
     free(join);
-    const char *peer = "/work/shared/peers/slurm";
+    char peer[1200]; /* the team's shared folder beside the repository */
+    const char *src = getenv("CORRAL_SRC");
+    snprintf(peer, sizeof peer, "%s/../shared/peers/slurm", src ? src : CR_SOURCE_DIR);
     const char *want = getenv("CORRAL_BENCH_SLURM");
     if (rc == 0 && (!want || strcmp(want, "0") != 0) && access(peer, R_OK) == 0) {
         char cmd[512];
