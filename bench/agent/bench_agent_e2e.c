@@ -233,7 +233,7 @@ int main(void)
         fprintf(stderr, "bench: agents did not register (see %s)\n", dir);
         goto out;
     }
-    double sub, all;
+    double sub, all, corral_rate = 0;
     if (run_round(&c, n, 0, &sub, &all) < 0) {
         goto out;
     }
@@ -241,7 +241,7 @@ int main(void)
     printf("corral jobs=%d submit_s=%.2f drain_s=%.2f jobs_per_s=%.1f (one POST per job; %ld "
            "completed)\n",
            n, sub, all, n / all, done);
-    double corral_rate = n / all;
+    corral_rate = n / all;
     if (run_round(&c, n, 1, &sub, &all) < 0) {
         goto out;
     }
@@ -274,7 +274,7 @@ out:
     snprintf(peer, sizeof peer, "%s/../shared/peers/slurm", src ? src : CR_SOURCE_DIR);
     const char *want = getenv("CORRAL_BENCH_SLURM");
     if (rc == 0 && (!want || strcmp(want, "0") != 0) && access(peer, R_OK) == 0) {
-        char cmd[512];
+        char cmd[8192];
         snprintf(cmd, sizeof cmd,
                  "%s/start.sh %s/slurm >/dev/null 2>&1 && %s/drain.sh %d %s/slurm; %s/stop.sh "
                  "%s/slurm >/dev/null 2>&1",
