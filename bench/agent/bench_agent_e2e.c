@@ -180,6 +180,7 @@ static int run_round(client *c, int n, int array, double *sub_s, double *all_s)
 
 int main(void)
 {
+    double corral_rate = 0; /* set before any jump to out that reads it */
     const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "./build/corral";
     int n = getenv("BENCH_JOBS") ? atoi(getenv("BENCH_JOBS")) : 500;
     /* BENCH_DIR: where the controller's and agents' state go (default /tmp). */
@@ -233,7 +234,7 @@ int main(void)
         fprintf(stderr, "bench: agents did not register (see %s)\n", dir);
         goto out;
     }
-    double sub, all, corral_rate = 0;
+    double sub, all;
     if (run_round(&c, n, 0, &sub, &all) < 0) {
         goto out;
     }
