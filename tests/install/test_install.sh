@@ -95,6 +95,14 @@ echo "$out" | grep -q "field 'gpu': unknown member" || fail "unknown field: $out
 printf '{"listen": "0.0.0.0:8620", "policy": "fastest"}' >"$DIR/bad.json"
 out=$("$BIN" config check controller "$DIR/bad.json" 2>&1) && fail "bad policy passed"
 echo "$out" | grep -q "field 'policy'" || fail "bad policy: $out"
+# The agent reads its flags from --config; a flag on the command line wins.
+printf '{"server": "http://127.0.0.1:1", "join_token": "x", "gpus": "sim:1xA100 80GB SXM",
+ "listen": "127.0.0.1:0", "state_dir": "%s/ag", "run_for": "1s"}' "$DIR" >"$DIR/agent.json"
+out=$("$BIN" agent --config "$DIR/agent.json" --gpus sim:1xNoSuchGPU 2>&1) &&
+    fail "agent with a bad --gpus flag over a good config started"
+echo "$out" | grep -q "NoSuchGPU" || fail "the flag did not win over the config: $out"
+out=$("$BIN" agent --config "$DIR/agent.json" --gpus "sim:1xA100 80GB SXM" 2>&1 | head -c 300)
+echo "$out" | grep -q "gpus=1 (sim)" || fail "agent from its config: $out"
 set +e
 "$BIN" config check nosuchrole "$DIR/bad.json" 2>/dev/null
 [ $? -eq 2 ] || fail "unknown role: not a usage error"
