@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test_hosts.sh - the four-server walk-through of docs/install.md on one
 # machine: a controller and three agents, each in its own network
-# namespace with its own address (a bridge joins them), every role started
+# namespace with its own address (a bridge joins them), and the gateway
+# on the controller host: every role started
 # from the installed tree (meson install --destdir) with config files
 # written from the installed examples and checked with `corral config
 # check`, the join token carried to the agents as a file. Then:
@@ -24,12 +25,14 @@ NET=10.$((100 + $$ % 100)).$((($$ / 100) % 200 + 1))
 DIR=$(mktemp -d /tmp/corral-hosts-XXXXXX)
 HOSTS="ctl a1 a2 a3"
 declare -A PID IP
+GWPID=
 IP[ctl]=$NET.2
 IP[a1]=$NET.11
 IP[a2]=$NET.12
 IP[a3]=$NET.13
 
 cleanup() {
+    [ -n "$GWPID" ] && kill -TERM "$GWPID" 2>/dev/null && wait "$GWPID" 2>/dev/null
     for h in $HOSTS; do
         [ -n "${PID[$h]:-}" ] && kill -TERM "${PID[$h]}" 2>/dev/null || true
     done
@@ -142,6 +145,17 @@ for h in a1 a2 a3; do
 done
 nodes_up() { [ "$("$CORRAL" nodes | grep -c ' up ')" -eq "$1" ]; }
 wait_for 60 nodes_up 3 || fail "three agents did not register: $("$CORRAL" nodes)"
+
+# The gateway on the controller host, with a token of its own.
+gwtok=$("$CORRAL" tokens create --role admin --name gateway | grep -o 'crl_[A-Za-z0-9_-]*' | head -1 || true)
+[ -n "$gwtok" ] || fail "no token for the gateway"
+G=$DIR/ctl/etc/corral/gateway.json
+cp "$EX/gateway.json" "$G"
+edit "$G" "listen=\"${IP[ctl]}:8630\"" "controller=\"$SERVER\"" "token=\"$gwtok\""
+"$CORRAL" config check gateway "$G" >/dev/null || fail "gateway config check"
+ip netns exec "$TAG-ctl" "$CORRAL" gateway --config "$G" >"$DIR/gateway.log" 2>&1 &
+GWPID=$!
+wait_for 30 curl -sf "http://${IP[ctl]}:8630/healthz" || fail "gateway did not start"
 
 job_state() { "$CORRAL" show "$1" | sed -n 's/^ *State: *\([a-z]*\).*/\1/p'; }
 is_state() { [ "$(job_state "$1")" = "$2" ]; }
