@@ -18,7 +18,7 @@
 set -euo pipefail
 
 SRC=${CORRAL_SRC:?CORRAL_SRC not set}
-for t in git dpkg-buildpackage dh lintian apt-get systemd-analyze fakeroot; do
+for t in git dpkg-buildpackage dh lintian apt-get systemd-analyze fakeroot flock setpriv; do
     command -v "$t" >/dev/null || {
         echo "skip: $t missing (make deps)"
         exit 77
@@ -28,6 +28,13 @@ if [ "$(id -u)" -ne 0 ]; then
     echo "skip: needs root to install the package"
     exit 77
 fi
+# One package test at a time on this machine (several checkouts may run
+# their suites at once): they would install and purge the same package.
+exec 9>/var/lock/corral-deb-test.lock
+flock -w 900 9 || {
+    echo "skip: another package test held the lock for 15 minutes"
+    exit 77
+}
 if dpkg-query -W -f='${Status}' corral 2>/dev/null | grep -q "install ok installed"; then
     echo "skip: a corral package is already installed on this machine"
     exit 77
