@@ -192,13 +192,22 @@ assert l == {"zone": "west"}, l' || fail "labels: $("$CORRAL" nodes a1 --json)"
 out=$("$CORRAL" nodes label a1 'bad key=x' 2>&1) && fail "a bad label key was accepted"
 echo "$out" | grep -q "label key" || fail "bad label key: $out"
 
+# Only an admin changes nodes.
+utok=$("$CORRAL" tokens create --role user --tenant default --name u | grep -o 'crl_[A-Za-z0-9_-]*' | head -1 || true)
+[ -n "$utok" ] || fail "no user token"
+out=$("$CORRAL" nodes delete a2 --token "$utok" 2>&1) && fail "a user deleted a node"
+echo "$out" | grep -q "only an admin" || fail "user delete: $out"
+out=$("$CORRAL" nodes label a2 x=y --token "$utok" 2>&1) && fail "a user labelled a node"
+out=$("$CORRAL" nodes delete nosuchnode 2>&1) && fail "deleting a missing node succeeded"
+echo "$out" | grep -q "not found" || fail "missing node: $out"
+
 # Retire a3: refused while a job runs there, done once its agent is gone.
 long=$(submit -n long --nodes 3 --gpus 6 --gpu-type "A100 80GB SXM" -- sleep 300)
-wait_for 30 is_state "$long" running || fail "long job did not start"
+wait_for 60 is_state "$long" running || fail "long job did not start"
 out=$("$CORRAL" nodes delete a3 2>&1) && fail "delete with a running job succeeded"
 echo "$out" | grep -q "job(s) placed on it" || fail "delete refusal: $out"
 "$CORRAL" cancel "$long" >/dev/null
-wait_for 30 is_state "$long" cancelled || fail "long job not cancelled"
+wait_for 120 is_state "$long" cancelled || fail "long job not cancelled"
 kill -TERM "${PID[a3]}"
 wait "${PID[a3]}" || true
 PID[a3]=
