@@ -285,12 +285,17 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(jobs, json_integer(n->jobs[i]));
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
-    json_t *v =
-        json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b}", "name", n->name, "state",
-                  ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr, "port",
-                  n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
-                  "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
-                  "free_gpus", (json_int_t)free_gpus, "drained", n->drained);
+    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b}", "name", n->name,
+                     "state", ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr,
+                     "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
+                     "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
+                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained);
+}
+
+/* node_json with the node's labels (ctl_lifecycle.c). mu held. */
+static json_t *node_json_labelled(ctl *c, const ctl_node *n, bool detail)
+{
+    json_t *v = node_json(c, n, detail);
     json_t *labels = ctl_node_labels(c, n->name);
     json_object_set_new(v, "labels", labels ? json_deep_copy(labels) : json_object());
     return v;
@@ -928,7 +933,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         json_t *items = json_array();
         pthread_mutex_lock(&c->mu);
         for (size_t i = 0; i < c->nnodes; i++) {
-            json_array_append_new(items, node_json(c, c->nodes[i], false));
+            json_array_append_new(items, node_json_labelled(c, c->nodes[i], false));
         }
         size_t n = c->nnodes;
         pthread_mutex_unlock(&c->mu);
@@ -939,7 +944,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         cr_http_set_route(req, "/v1/nodes/{name}");
         pthread_mutex_lock(&c->mu);
         ctl_node *n = ctl_node_find(c, seg[2]);
-        json_t *v = n ? node_json(c, n, true) : NULL;
+        json_t *v = n ? node_json_labelled(c, n, true) : NULL;
         pthread_mutex_unlock(&c->mu);
         if (!v) {
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
