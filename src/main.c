@@ -39,7 +39,8 @@ static void usage(FILE *f)
                "  corral <command> --help   for the options of one command\n"
                "  corral version\n"
                "\n"
-               "Global options (anywhere before a '--'):\n"
+               "Global options (before the command; for controller, agent and gateway also\n"
+               "among their flags):\n"
                "  --data-dir DIR        GPU catalog, prices, clusters (default: found from\n"
                "                        the install prefix; env CORRAL_DATA)\n"
                "  --log-format FMT      text (default) or json; under systemd, text lines\n"
@@ -47,34 +48,47 @@ static void usage(FILE *f)
                "Environment: CORRAL_LOG=debug|info|warn|error|off (anything else is an error)\n");
 }
 
+/* The daemons take the global options among their own flags too; other
+ * commands only before the command name, so that a job's command line
+ * (`corral submit python train.py --data-dir x`) is never touched. */
+static bool is_daemon(const char *cmd)
+{
+    return strcmp(cmd, "controller") == 0 || strcmp(cmd, "agent") == 0 ||
+           strcmp(cmd, "gateway") == 0;
+}
+
 /*
- * Takes the global options out of argv (before any "--", which ends them
- * so that a job's own command line is never touched). Returns 0, or 2
- * after printing the error.
+ * Takes the global options out of argv: before the command name, and for
+ * a daemon anywhere before a "--". Returns 0, or 2 after printing the
+ * error.
  */
 static int global_opts(int *argc, char **argv)
 {
     int out = 1;
+    const char *cmd = NULL; /* the command name, once seen */
     bool ended = false;
     for (int i = 1; i < *argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
         int which = 0;
-        if (!ended && strcmp(a, "--") == 0) {
+        bool scan = !ended && (!cmd || is_daemon(cmd));
+        if (scan && strcmp(a, "--") == 0) {
             ended = true;
-        } else if (!ended && (strcmp(a, "--data-dir") == 0 || strcmp(a, "--log-format") == 0)) {
+        } else if (scan && (strcmp(a, "--data-dir") == 0 || strcmp(a, "--log-format") == 0)) {
             which = a[2] == 'd' ? 1 : 2;
             if (i + 1 >= *argc) {
                 fprintf(stderr, "corral: %s needs a value\n", a);
                 return 2;
             }
             val = argv[++i];
-        } else if (!ended && strncmp(a, "--data-dir=", 11) == 0) {
+        } else if (scan && strncmp(a, "--data-dir=", 11) == 0) {
             which = 1;
             val = a + 11;
-        } else if (!ended && strncmp(a, "--log-format=", 13) == 0) {
+        } else if (scan && strncmp(a, "--log-format=", 13) == 0) {
             which = 2;
             val = a + 13;
+        } else if (!cmd) {
+            cmd = a;
         }
         if (which == 1) {
             if (!*val) {

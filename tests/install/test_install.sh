@@ -111,6 +111,13 @@ set -e
 # Logs. An unknown level is an error, not silence.
 out=$(CORRAL_LOG=verbose "$BIN" version 2>&1) && fail "CORRAL_LOG=verbose accepted"
 echo "$out" | grep -q "CORRAL_LOG: expected debug|info|warn|error|off" || fail "CORRAL_LOG: $out"
+# Global options: among a daemon's flags too; never inside a client
+# command's arguments (a job's command line is not ours).
+out=$("$BIN" controller --log-format yaml 2>&1) && fail "controller --log-format yaml accepted"
+echo "$out" | grep -q "log-format: expected json|text, got 'yaml'" || fail "daemon global: $out"
+out=$("$BIN" advise --kind hpc --params 1b --data-dir /nonexistent 2>&1) &&
+    fail "a client command took --data-dir after its name"
+echo "$out" | grep -q "unknown option --data-dir" || fail "client global: $out"
 # A controller run until its first lines are out, in JSON then for journald.
 run_ctl() { # run_ctl LOGFILE ARGS... : start, wait for 'listening', stop
     "$BIN" "${@:2}" controller --listen 127.0.0.1:0 --state-dir "$DIR/st" 2>>"$1" &
