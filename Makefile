@@ -9,11 +9,12 @@ MESON_OPTS ?= -Dwerror=true
 # Debian packages needed to build and test.
 PKGS = meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev \
        libmicrohttpd-dev libjansson-dev libsqlite3-dev libglpk-dev libsodium-dev \
-       libcurl4-openssl-dev libcmocka-dev prometheus iproute2 procps curl
+       libcurl4-openssl-dev libcmocka-dev prometheus iproute2 procps curl \
+       debhelper dpkg-dev fakeroot lintian systemd
 # Extra packages for 'make bench' (peers and load generators).
 BENCH_PKGS = wrk nginx hyperfine
 
-.PHONY: all deps bench-deps build test demo bench format format-check clean fuzz
+.PHONY: all deps bench-deps build test demo bench format format-check clean fuzz install deb
 
 all: build
 
@@ -50,6 +51,21 @@ test: deps format-check $(BUILD)/build.ninja $(ASAN_BUILD)/build.ninja $(CLANG_B
 	meson test -C $(ASAN_BUILD) --print-errorlogs --num-processes 2 --timeout-multiplier 3
 	ninja -C $(CLANG_BUILD)
 	@echo "make test: all green"
+
+# Install into $(DESTDIR)$(PREFIX): the binary, share/corral (catalog,
+# prices, clusters), man page, bash completion, example configs and the
+# systemd units (docs/install.md). The data is found from the prefix at
+# run time, so a DESTDIR tree can be moved as a whole.
+PREFIX ?= /usr/local
+DESTDIR ?=
+install: build
+	meson configure $(BUILD) -Dprefix=$(PREFIX)
+	ninja -C $(BUILD)
+	meson install -C $(BUILD) --no-rebuild $(if $(DESTDIR),--destdir "$(DESTDIR)")
+
+# The Debian package (../corral_*.deb), without re-running the suite.
+deb: deps
+	DEB_BUILD_OPTIONS=nocheck dpkg-buildpackage -b -us -uc
 
 demo: build
 	@./scripts/demo.sh $(BUILD)/corral

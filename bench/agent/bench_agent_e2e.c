@@ -4,12 +4,14 @@
  * ("true"), submitted one POST each over one connection (as a script
  * would), then again as one array submission; time to submit and until
  * all 500 have completed. The jobs are real processes started by the
- * agents. Then, when /work/shared/peers/slurm is there (and
+ * agents. Then, when ../shared/peers/slurm (beside the repository) is there (and
  * CORRAL_BENCH_SLURM is not 0), the same workload through a real Slurm
  * (4 nodes x 8 GPUs) in the same run, and the ratio.
  *
  *   CORRAL_BIN (default ./build/corral), BENCH_JOBS (default 500)
  */
+#include "cr_config.h"
+
 #include <curl/curl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -178,6 +180,7 @@ static int run_round(client *c, int n, int array, double *sub_s, double *all_s)
 
 int main(void)
 {
+    double corral_rate = 0; /* set before any jump to out that reads it */
     const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "./build/corral";
     int n = getenv("BENCH_JOBS") ? atoi(getenv("BENCH_JOBS")) : 500;
     /* BENCH_DIR: where the controller's and agents' state go (default /tmp). */
@@ -239,7 +242,7 @@ int main(void)
     printf("corral jobs=%d submit_s=%.2f drain_s=%.2f jobs_per_s=%.1f (one POST per job; %ld "
            "completed)\n",
            n, sub, all, n / all, done);
-    double corral_rate = n / all;
+    corral_rate = n / all;
     if (run_round(&c, n, 1, &sub, &all) < 0) {
         goto out;
     }
@@ -267,10 +270,12 @@ out:
     curl_easy_cleanup(c.h);
     free(admin);
     free(join);
-    const char *peer = "/work/shared/peers/slurm";
+    char peer[1200]; /* the team's shared folder beside the repository */
+    const char *src = getenv("CORRAL_SRC");
+    snprintf(peer, sizeof peer, "%s/../shared/peers/slurm", src ? src : CR_SOURCE_DIR);
     const char *want = getenv("CORRAL_BENCH_SLURM");
     if (rc == 0 && (!want || strcmp(want, "0") != 0) && access(peer, R_OK) == 0) {
-        char cmd[512];
+        char cmd[8192];
         snprintf(cmd, sizeof cmd,
                  "%s/start.sh %s/slurm >/dev/null 2>&1 && %s/drain.sh %d %s/slurm; %s/stop.sh "
                  "%s/slurm >/dev/null 2>&1",

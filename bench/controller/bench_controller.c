@@ -14,6 +14,7 @@
  * running one named by $SLURM_CONF is used; else its line says why it was
  * skipped.
  */
+#include "cr_config.h"
 #include "cr_buf.h"
 #include "cr_time.h"
 
@@ -273,11 +274,9 @@ static const char *slurm_dir(void)
     if (env) {
         return env;
     }
+    /* The team's shared folder sits beside the repository: ../shared. */
     const char *src = getenv("CORRAL_SRC");
-    snprintf(dir, sizeof dir, "%s/../shared/peers/slurm", src ? src : ".");
-    if (access(dir, R_OK) != 0) {
-        snprintf(dir, sizeof dir, "/work/shared/peers/slurm");
-    }
+    snprintf(dir, sizeof dir, "%s/../shared/peers/slurm", src ? src : CR_SOURCE_DIR);
     return dir;
 }
 

@@ -9,7 +9,8 @@
 #   usage: bench/controller/cli_submit_rate.sh [CORRAL_BIN]
 #   env:   N=300 (submissions per column), P=4 (parallel width),
 #          SLURM_CONF (default /tmp/slurm-peer/slurm.conf; the peer is started
-#          with /work/shared/peers/slurm/start.sh when it does not answer, and
+#          with ../shared/peers/slurm/start.sh (beside the repository) when it
+#          does not answer, and
 #          stopped again at the end if this script started it),
 #          NO_SLURM=1 to skip the peer.
 # Prints a table: wall seconds and submissions per second per column, and
@@ -19,7 +20,7 @@ BIN=${1:-${CORRAL_BIN:-build/corral}}
 N=${N:-300}
 P=${P:-4}
 export SLURM_CONF=${SLURM_CONF:-/tmp/slurm-peer/slurm.conf}
-PEER=/work/shared/peers/slurm
+PEER=${SLURM_PEER:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/peers/slurm}
 
 [ -x "$BIN" ] || { echo "cli_submit_rate: no corral binary at $BIN" >&2; exit 2; }
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")

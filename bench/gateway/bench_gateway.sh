@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench_gateway: wrk through 'corral gateway' and through nginx (1 worker,
-# least_conn, upstream keep-alive: /work/shared/peers/nginx/start.sh or the
-# same config written here) to the same two backends, same machine, same
+# least_conn, upstream keep-alive: ../shared/peers/nginx/start.sh beside the
+# repository, or the same config written here) to the same two backends, same machine, same
 # run, and straight to a backend. Prints req/s, p50/p99, the proxy's CPU
 # seconds (from /proc) and requests per CPU-second (throughput per core),
 # at 32 connections (throughput) and 1 connection (added latency).
@@ -44,8 +44,9 @@ GW=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$T/gw.log")
 
 NPORT=$(free_port)
 mkdir -p "$T/nginx"
-if [ -x /work/shared/peers/nginx/start.sh ]; then
-    DIR="$T/nginx" WORKERS=1 /work/shared/peers/nginx/start.sh "$NPORT" "127.0.0.1:$PA" "127.0.0.1:$PB" >/dev/null
+NGINX_PEER=$HERE/../../../shared/peers/nginx
+if [ -x "$NGINX_PEER/start.sh" ]; then
+    DIR="$T/nginx" WORKERS=1 "$NGINX_PEER/start.sh" "$NPORT" "127.0.0.1:$PA" "127.0.0.1:$PB" >/dev/null
 else
     cat >"$T/nginx/nginx.conf" <<CONF
 worker_processes 1;

@@ -49,6 +49,19 @@ typedef struct agent_cfg {
     cr_gpu_health_cfg health;
 } agent_cfg;
 
+/* The agent's argv with its --config file's flags spliced in
+ * (agent_conf.c): the file's flags first, then the command line's. */
+typedef struct agent_argv {
+    int argc;
+    char **argv;  /* argc entries and a NULL */
+    char **owned; /* per entry: the string to free, or NULL (borrowed) */
+} agent_argv;
+
+/* Builds out from argc/argv (borrowed: out points into them); CR_EPARSE
+ * after printing the error. Free with cr__agent_argv_free. */
+int cr__agent_argv_build(int argc, char **argv, agent_argv *out);
+void cr__agent_argv_free(agent_argv *a);
+
 typedef struct agent {
     agent_cfg cfg;
     cr_gpu_backend *gpu;

@@ -42,7 +42,10 @@ static void usage(FILE *f)
     fprintf(
         f,
         "usage: corral agent --server URL --join-token FILE [options]\n"
+        "       corral agent --config FILE [options]\n"
         "\n"
+        "  --config FILE         JSON file of these flags, '_' for '-' (/etc/corral/agent.json:\n"
+        "                        {\"server\": URL, \"join_token_file\": FILE, ...}); flags win\n"
         "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
         "  --join-token FILE     file holding a bootstrap token (or set CORRAL_JOIN_TOKEN);\n"
         "                        not needed once STATE-DIR/node.cred holds this node's\n"
@@ -967,9 +970,14 @@ int cr_agent_main(int argc, char **argv)
     char *faults_owned = NULL, *dev_dir_owned = NULL;
     int rc = 0, sfd = -1, pipefd[2] = {-1, -1};
     char err[512];
+    agent_argv av = {0};
     pthread_mutex_init(&a->mu, NULL);
     a->heartbeat_ns = 5 * CR_NS_PER_SEC;
-    int fr = parse_flags(argc, argv, &a->cfg, &faults_owned);
+    if (cr__agent_argv_build(argc, argv, &av) != 0) {
+        rc = 2;
+        goto out;
+    }
+    int fr = parse_flags(av.argc, av.argv, &a->cfg, &faults_owned);
     if (fr != 0) {
         rc = fr == 1 ? 0 : 2;
         goto out;
@@ -1090,5 +1098,6 @@ out:
     }
     pthread_mutex_destroy(&a->mu);
     free(a);
+    cr__agent_argv_free(&av);
     return rc;
 }

@@ -287,6 +287,9 @@ static void node_detail(cli_ctx *ctx, const json_t *node)
 
 int cr__cli_nodes(cli_ctx *ctx, int argc, char **argv)
 {
+    if (argc > 1 && (strcmp(argv[1], "delete") == 0 || strcmp(argv[1], "label") == 0)) {
+        return cr__cli_nodes_lifecycle(ctx, argc, argv);
+    }
     cli_args a;
     int code = 0;
     cr_client_res res;

@@ -1,13 +1,18 @@
 /*
  * cli_config.c - the client's config file (~/.config/corral/config).
  *
- * Format (docs/cli.md): one "key = value" per line; blank lines and lines
+ * Format (docs/cli.md): JSON, as for every role (docs/install.md), an
+ * object {"server": "https://ctl:8620", "token_file": "...", "insecure":
+ * false, "timeout": "30s"}: syntax errors name FILE:LINE:COLUMN, bad
+ * fields name the field. A file that does not start with '{' is the
+ * older, deprecated dialect: one "key = value" per line; blank lines and lines
  * starting with '#' are ignored; spaces around key and value are trimmed; a
  * value may be wrapped in double quotes. Keys: server, token, token_file,
  * ca_file, insecure (true|false), timeout (duration). Unknown keys, missing
  * '=' and bad values are errors reported as "FILE:LINE: what".
  */
 #include "cli_int.h"
+#include "cr_cli.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
@@ -16,6 +21,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <jansson.h>
 #include <string.h>
 
 /* Config files are a few lines; anything larger is a mistake. */
@@ -115,8 +121,70 @@ static int set_key(cli_config *cfg, const char *key, const char *val, char *why,
     return 0;
 }
 
+/* True when text's first non-space character is '{': the JSON format. */
+static bool is_json(const char *text)
+{
+    while (isspace((unsigned char)*text)) {
+        text++;
+    }
+    return *text == '{';
+}
+
+static int parse_json(cli_config *cfg, const char *name, const char *text, FILE *err)
+{
+    json_error_t je;
+    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    int rc = 0;
+    if (!v || !json_is_object(v)) {
+        if (v) {
+            fprintf(err, "%s: expected a JSON object\n", name);
+        } else {
+            fprintf(err, "%s:%d:%d: %s\n", name, je.line, je.column, je.text);
+        }
+        rc = CR_EPARSE;
+        goto out;
+    }
+    const char *key;
+    json_t *x;
+    json_object_foreach(v, key, x)
+    {
+        char val[4096];
+        if (json_is_string(x)) {
+            snprintf(val, sizeof val, "%s", json_string_value(x));
+        } else if (json_is_boolean(x) && strcmp(key, "insecure") == 0) {
+            snprintf(val, sizeof val, "%s", json_is_true(x) ? "true" : "false");
+        } else if (json_is_integer(x) && strcmp(key, "timeout") == 0) {
+            snprintf(val, sizeof val, "%llds", (long long)json_integer_value(x));
+        } else {
+            fprintf(err, "%s: field '%s': expected a %s\n", name, key,
+                    strcmp(key, "insecure") == 0  ? "boolean"
+                    : strcmp(key, "timeout") == 0 ? "duration string or seconds"
+                                                  : "string");
+            rc = CR_EPARSE;
+            goto out;
+        }
+        if (!*val) {
+            fprintf(err, "%s: field '%s': empty value\n", name, key);
+            rc = CR_EPARSE;
+            goto out;
+        }
+        char why[256];
+        if (set_key(cfg, key, val, why, sizeof why) < 0) {
+            fprintf(err, "%s: %s\n", name, why);
+            rc = CR_EPARSE;
+            goto out;
+        }
+    }
+out:
+    json_decref(v);
+    return rc;
+}
+
 int cr__cli_config_parse(cli_config *cfg, const char *name, const char *text, FILE *err)
 {
+    if (is_json(text)) {
+        return parse_json(cfg, name, text, err);
+    }
     int rc = 0;
     char *copy = cr_strdup(text);
     int lineno = 0;
@@ -199,11 +267,26 @@ int cr__cli_config_load(cli_config *cfg, const char *path, bool optional, FILE *
         rc = CR_EPARSE;
         goto out;
     }
+    if (!is_json(cr_buf_str(&b)) && strchr(cr_buf_str(&b), '=')) {
+        fprintf(err,
+                "corral: warning: %s: the 'key = value' format is deprecated; write JSON "
+                "(docs/cli.md)\n",
+                path);
+    }
     rc = cr__cli_config_parse(cfg, path, cr_buf_str(&b), err);
 out:
     if (f) {
         fclose(f);
     }
     cr_buf_fini(&b);
+    return rc;
+}
+
+int cr_cli_config_check(const char *path)
+{
+    cli_config cfg;
+    cr__cli_config_init(&cfg);
+    int rc = cr__cli_config_load(&cfg, path, false, stderr);
+    cr__cli_config_fini(&cfg);
     return rc;
 }

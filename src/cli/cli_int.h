@@ -205,6 +205,8 @@ int cr__cli_show(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv); /* cancel hold release requeue */
 int cr__cli_logs(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_nodes(cli_ctx *ctx, int argc, char **argv);
+/* nodes delete|label (cli_nodes.c); argv[1] is the verb. */
+int cr__cli_nodes_lifecycle(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_drain(cli_ctx *ctx, int argc, char **argv); /* drain undrain */
 int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv);

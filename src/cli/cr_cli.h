@@ -7,4 +7,8 @@
 /* argv[0] is the subcommand name; returns the process exit code. */
 int cr_cli_main(int argc, char **argv);
 
+/* Checks a client config file (JSON, or the deprecated key = value): 0,
+ * or a CR_E* code after printing the error to stderr. */
+int cr_cli_config_check(const char *path);
+
 #endif

@@ -8,6 +8,7 @@
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
+#include "cr_catalog.h"
 #include "cr_config.h"
 #include "cr_error.h"
 #include "cr_log.h"
@@ -116,7 +117,9 @@ static void route(void *ctx, cr_http_req *req)
     } else if (strcmp(r, "agents") == 0) {
         ctl_route_agents(c, req, &p, seg, nseg);
     } else if (strcmp(r, "nodes") == 0) {
-        ctl_route_nodes(c, req, &p, seg, nseg);
+        if (!ctl_route_node_lifecycle(c, req, &p, seg, nseg)) {
+            ctl_route_nodes(c, req, &p, seg, nseg);
+        }
     } else if (strcmp(r, "tokens") == 0 && nseg <= 3) {
         ctl_route_tokens(c, req, &p, seg, nseg);
     } else if (strcmp(r, "tenants") == 0 && nseg <= 3) {
@@ -393,6 +396,7 @@ static void ctl_free_state(ctl *c)
     }
     free(c->jobs);
     ctl_nodes_free(c);
+    ctl_node_labels_free(c);
     ctl_services_free(c);
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
@@ -467,6 +471,9 @@ static int run(ctl *c)
     }
     if (rc == 0) {
         rc = ctl_load_bootstrap(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_node_labels(c);
     }
     if (rc == 0) {
         rc = ctl_load_services(c);
@@ -555,6 +562,23 @@ out:
     free(cert);
     free(key);
     return rc == 0 ? 0 : 1;
+}
+
+int cr_controller_config_check(const char *path)
+{
+    ctl_config cfg;
+    config_defaults(&cfg);
+    int rc = load_config(path, &cfg);
+    if (rc == 0 && strcmp(cfg.policy, "fifo") && strcmp(cfg.policy, "priority") &&
+        strcmp(cfg.policy, "hetero") && strcmp(cfg.policy, "las")) {
+        fprintf(stderr,
+                "corral controller: %s: field 'policy': expected fifo|priority|hetero|las, got "
+                "'%s'\n",
+                path, cfg.policy);
+        rc = CR_EINVAL;
+    }
+    json_decref(cfg.prices);
+    return rc;
 }
 
 int cr_controller_main(int argc, char **argv)
@@ -688,6 +712,18 @@ int cr_controller_main(int argc, char **argv)
         fprintf(stderr, "corral controller: --tls-cert and --tls-key go together\n");
         goto out;
     }
+    /* gpu_type auto needs the GPU catalog: without it, stop here rather
+     * than let auto silently mean "any type" (docs/install.md). */
+    cr_catalog *cat = NULL;
+    char cerr[600];
+    if (cr_catalog_load(NULL, &cat, cerr, sizeof cerr) != 0) {
+        fprintf(stderr,
+                "corral controller: GPU catalog: %s (install the data, or set CORRAL_DATA or "
+                "--data-dir)\n",
+                cerr);
+        goto out;
+    }
+    cr_catalog_free(cat);
     ret = run(c);
 out:
     ctl_free_state(c);

@@ -238,6 +238,7 @@ struct ctl {
     size_t nnodes, capnodes;
     uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */
     size_t node_slots_cap;
+    json_t *node_labels; /* owned: {"node": {"k": "v"}} (ctl_lifecycle.c) */
     ctl_tenant **tenants;
     size_t ntenants, captenants;
     ctl_service **services;
@@ -330,6 +331,18 @@ void ctl_usage_add(ctl *c, cr_store_txn *txn, const char *tenant, const char *gp
 /* ctl_nodes.c: agent and node routes, lost-node timer, long-polls. */
 void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+/* Takes n out of the node table and frees it (its long-polls answered);
+ * the caller has requeued its jobs and told the scheduler. mu held. */
+void ctl_node_remove(ctl *c, ctl_node *n);
+
+/* ctl_lifecycle.c: DELETE /v1/nodes/{name} and POST /v1/nodes/{name}/labels.
+ * Returns true when it answered req. */
+bool ctl_route_node_lifecycle(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
+                              size_t nseg);
+/* Labels of a node ({"k": "v"}, borrowed; NULL: none). mu held. */
+json_t *ctl_node_labels(ctl *c, const char *name);
+int ctl_load_node_labels(ctl *c); /* at start-up */
+void ctl_node_labels_free(ctl *c);
 ctl_node *ctl_node_find(ctl *c, const char *name); /* mu held */
 void ctl_node_bump(ctl *c, ctl_node *n);           /* mu held: desired state changed */
 void ctl_node_add_job(ctl_node *n, int64_t id);

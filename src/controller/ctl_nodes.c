@@ -372,6 +372,15 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
                      n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
 }
 
+/* node_json with the node's labels (ctl_lifecycle.c). mu held. */
+static json_t *node_json_labelled(ctl *c, const ctl_node *n, bool detail)
+{
+    json_t *v = node_json(c, n, detail);
+    json_t *labels = ctl_node_labels(c, n->name);
+    json_object_set_new(v, "labels", labels ? json_deep_copy(labels) : json_object());
+    return v;
+}
+
 static void node_persist(cr_store_txn *txn, const ctl_node *n)
 {
     json_t *gpus = json_array();
@@ -1094,7 +1103,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         json_t *items = json_array();
         pthread_mutex_lock(&c->mu);
         for (size_t i = 0; i < c->nnodes; i++) {
-            json_array_append_new(items, node_json(c, c->nodes[i], false));
+            json_array_append_new(items, node_json_labelled(c, c->nodes[i], false));
         }
         size_t n = c->nnodes;
         pthread_mutex_unlock(&c->mu);
@@ -1105,7 +1114,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         cr_http_set_route(req, "/v1/nodes/{name}");
         pthread_mutex_lock(&c->mu);
         ctl_node *n = ctl_node_find(c, seg[2]);
-        json_t *v = n ? node_json(c, n, true) : NULL;
+        json_t *v = n ? node_json_labelled(c, n, true) : NULL;
         pthread_mutex_unlock(&c->mu);
         if (!v) {
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
@@ -1281,4 +1290,22 @@ void ctl_nodes_release_polls(ctl *c)
         answer_polls(c, c->nodes[i], false, 0);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+void ctl_node_remove(ctl *c, ctl_node *n)
+{
+    size_t i = 0;
+    while (i < c->nnodes && c->nodes[i] != n) {
+        i++;
+    }
+    if (i == c->nnodes) {
+        return;
+    }
+    answer_polls(c, n, false, 0);
+    c->nodes[i] = c->nodes[--c->nnodes];
+    memset(c->node_slots, 0, c->node_slots_cap * sizeof *c->node_slots);
+    for (size_t k = 0; k < c->nnodes; k++) {
+        index_put(c, k);
+    }
+    node_free(n);
 }

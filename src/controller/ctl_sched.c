@@ -149,17 +149,22 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
                                    .gpu_count = ng,
                                    .gpus = gspec};
         int rc = cr_sched_node_add(pl->s, &spec, &n->sched_idx);
-        if (rc != 0) {
+        /* A node deleted (ctl_lifecycle.c) and joining again: the scheduler
+         * kept its entry, lost; bring that one back below. */
+        bool rejoined = rc == CR_EEXIST && cr_sched_node_find(pl->s, n->name, &n->sched_idx) == 0;
+        if (rc != 0 && !rejoined) {
             cr_error("sched: cannot add node=%s: %s", n->name, cr_strerror(rc));
             return;
         }
         n->in_sched = true;
-        for (size_t i = 0; i < ng; i++) {
+        for (size_t i = 0; i < ng && !rejoined; i++) {
             if (gspec[i].mig) {
                 set_mig_layout(pl, n, i, gspec[i].type, now);
             }
         }
-        return;
+        if (!rejoined) {
+            return;
+        }
     }
     cr_sched_node_info info;
     if (cr_sched_node_info_get(pl->s, n->sched_idx, &info) != 0) {

@@ -3,6 +3,7 @@
  * config file (jansson, which reports line and column), with errors naming
  * the flag or the member.
  */
+#include "cr_gateway.h"
 #include "gw_int.h"
 
 #include "cr_alloc.h"
@@ -479,6 +480,15 @@ static int int_flag(const char *flag, const char *arg, int64_t lo, int64_t hi, i
     }
     *out = (int32_t)v;
     return 0;
+}
+
+int cr_gateway_config_check(const char *path)
+{
+    gw_conf c;
+    conf_defaults(&c);
+    int rc = gw_conf_load_file(path, &c);
+    gw_conf_fini(&c);
+    return rc;
 }
 
 /* Returns 0, 1 for --help (exit 0), or CR_EINVAL (exit 2). */

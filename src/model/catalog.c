@@ -1,7 +1,7 @@
 #include "cr_catalog.h"
 
 #include "cr_alloc.h"
-#include "cr_config.h"
+#include "cr_datadir.h"
 #include "cr_error.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
@@ -51,13 +51,7 @@ void cr__model_norm(const char *s, char *out, size_t len)
 
 const char *cr__model_data_path(const char *rel, char *buf, size_t len)
 {
-    const char *dir = getenv("CORRAL_DATA");
-    if (dir && *dir) {
-        snprintf(buf, len, "%s/%s", dir, rel);
-    } else {
-        snprintf(buf, len, "%s/data/%s", CR_SOURCE_DIR, rel);
-    }
-    return buf;
+    return cr_data_path(rel, buf, len);
 }
 
 int cr__model_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, char *err,
@@ -104,7 +98,8 @@ out:
 
 const char *cr_catalog_default_path(void)
 {
-    return CR_SOURCE_DIR "/data/gpus/catalog.csv";
+    static _Thread_local char buf[1024];
+    return cr_data_path("gpus/catalog.csv", buf, sizeof buf);
 }
 
 /* Columns the loader understands. */
@@ -502,8 +497,7 @@ int cr_catalog_load(const char *path, cr_catalog **out, char *err, size_t err_le
 {
     char buf[1024];
     if (!path) {
-        path = getenv("CORRAL_DATA") ? cr__model_data_path("gpus/catalog.csv", buf, sizeof buf)
-                                     : cr_catalog_default_path();
+        path = cr__model_data_path("gpus/catalog.csv", buf, sizeof buf);
     }
     char *text = NULL;
     size_t len = 0;

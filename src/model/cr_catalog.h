@@ -77,9 +77,10 @@ typedef struct cr_gpu_type {
 
 typedef struct cr_catalog cr_catalog; /* opaque, immutable once loaded */
 
-/* The compiled-in catalog path, <source root>/data/gpus/catalog.csv
- * (a constant string). cr_catalog_load(NULL, ...) reads
- * $CORRAL_DATA/gpus/catalog.csv instead when CORRAL_DATA is set. */
+/* The default catalog path, <data dir>/gpus/catalog.csv (cr_datadir.h:
+ * $CORRAL_DATA, the build tree's data/, or the install's share/corral),
+ * in per-thread storage valid until the next call. cr_catalog_load(NULL,
+ * ...) reads it. */
 const char *cr_catalog_default_path(void);
 
 /*

@@ -18,8 +18,8 @@
 
 typedef struct cr_prices cr_prices; /* opaque */
 
-/* <source root>/data/prices.csv (constant); a NULL path in
- * cr_prices_load reads $CORRAL_DATA/prices.csv when CORRAL_DATA is set. */
+/* <data dir>/prices.csv (see cr_datadir.h), in per-thread storage valid
+ * until the next call; a NULL path in cr_prices_load reads it. */
 const char *cr_prices_default_path(void);
 
 /* path NULL means the default path. cat (borrowed) resolves model names;

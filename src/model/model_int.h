@@ -20,7 +20,7 @@ void cr__model_errf(char *err, size_t err_len, const char *fmt, ...)
 /* Lower-case s dropping spaces, '-' and '_' into out (size len). */
 void cr__model_norm(const char *s, char *out, size_t len);
 
-/* Default data path: $CORRAL_DATA/<rel> when set, else <source>/data/<rel>;
+/* Default data path: <data dir>/<rel> (cr_datadir.h says where that is);
  * written into buf (static per-caller storage). */
 const char *cr__model_data_path(const char *rel, char *buf, size_t len);
 

@@ -1,7 +1,7 @@
 #include "cr_price.h"
 
 #include "cr_alloc.h"
-#include "cr_config.h"
+#include "cr_datadir.h"
 #include "cr_error.h"
 #include "cr_parse.h"
 #include "model_int.h"
@@ -27,7 +27,8 @@ struct cr_prices {
 
 const char *cr_prices_default_path(void)
 {
-    return CR_SOURCE_DIR "/data/prices.csv";
+    static _Thread_local char buf[1024];
+    return cr_data_path("prices.csv", buf, sizeof buf);
 }
 
 cr_prices *cr_prices_new_empty(void)
@@ -188,8 +189,7 @@ int cr_prices_load(const char *path, const cr_catalog *cat, cr_prices **out, cha
     char buf[1024];
     int strict = path != NULL;
     if (!path) {
-        path = getenv("CORRAL_DATA") ? cr__model_data_path("prices.csv", buf, sizeof buf)
-                                     : cr_prices_default_path();
+        path = cr__model_data_path("prices.csv", buf, sizeof buf);
     }
     char *text = NULL;
     size_t len = 0;

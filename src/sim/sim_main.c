@@ -15,6 +15,7 @@
 #include "sim_int.h"
 
 #include "cr_alloc.h"
+#include "cr_datadir.h"
 #include "cr_error.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
@@ -384,14 +385,7 @@ int cr_sim_main(int argc, char **argv)
     bool tput_none = a.tput_path && !strcmp(a.tput_path, "none");
     const char *tput_path = tput_none ? NULL : a.tput_path;
     char default_tput[1024];
-    const char *data_dir = getenv("CORRAL_DATA");
-    if (data_dir && *data_dir) {
-        snprintf(default_tput, sizeof default_tput, "%s/traces/gavel/simulation_throughputs.json",
-                 data_dir);
-    } else {
-        snprintf(default_tput, sizeof default_tput,
-                 "%s/data/traces/gavel/simulation_throughputs.json", CR_SOURCE_DIR);
-    }
+    cr_data_path("traces/gavel/simulation_throughputs.json", default_tput, sizeof default_tput);
     bool gavel_input =
         (a.format && !strcmp(a.format, "gavel")) ||
         (a.trace && strlen(a.trace) > 6 && !strcmp(a.trace + strlen(a.trace) - 6, ".trace"));

@@ -208,6 +208,37 @@ static void test_config(void **state)
         cr__cli_config_fini(&cfg);
         free(err);
     }
+
+    /* The JSON format, as for every other role. */
+    assert_int_equal(cfg_parse("  {\"server\": \"https://ctl:8620\", \"token\": \"crl_j\",\n"
+                               "   \"insecure\": true, \"timeout\": 90}\n",
+                               &cfg, &err),
+                     0);
+    assert_string_equal(cfg.server, "https://ctl:8620");
+    assert_string_equal(cfg.token, "crl_j");
+    assert_true(cfg.insecure);
+    assert_int_equal(cfg.timeout_ns, 90 * CR_NS_PER_SEC);
+    cr__cli_config_fini(&cfg);
+    free(err);
+    static const struct {
+        const char *text, *want;
+    } jbad[] = {
+        {"{\"server\": \"http://x\",\n \"sever\": \"y\"}", "cfg: unknown key 'sever'"},
+        {"{\"server\": \"http://x\",\n\n \"token\" \"y\"}", "cfg:3:"},
+        {"{\"insecure\": \"yes\"}", "cfg: insecure: 'yes' is not allowed"},
+        {"{\"insecure\": 1}", "cfg: field 'insecure': expected a boolean"},
+        {"{\"server\": 7}", "cfg: field 'server': expected a string"},
+        {"{\"token\": \"\"}", "cfg: field 'token': empty value"},
+        {"{\"token\": \"a\", \"token\": \"b\"}", "duplicate"},
+    };
+    for (size_t i = 0; i < N(jbad); i++) {
+        assert_int_equal(cfg_parse(jbad[i].text, &cfg, &err), CR_EPARSE);
+        if (!strstr(err, jbad[i].want)) {
+            fail_msg("json case %zu: '%s' lacks '%s'", i, err, jbad[i].want);
+        }
+        cr__cli_config_fini(&cfg);
+        free(err);
+    }
 }
 
 /* --- tables and formatters ------------------------------------------------------ */

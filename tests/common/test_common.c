@@ -1,6 +1,7 @@
 #include "cr_alloc.h"
 #include "cr_buf.h"
 #include "cr_error.h"
+#include "cr_log.h"
 #include "cr_parse.h"
 #include "cr_rng.h"
 #include "cr_time.h"
@@ -9,7 +10,11 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -134,11 +139,57 @@ static void test_rng(void **state)
     assert_true(sum / 10000 > 1.8 && sum / 10000 < 2.2);
 }
 
+/* Logs one line with stderr sent to a file; returns the line (static). */
+static const char *log_line(int level, const char *msg)
+{
+    static char line[4096];
+    char path[] = "/tmp/corral-test-log-XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    int saved = dup(STDERR_FILENO);
+    dup2(fd, STDERR_FILENO);
+    cr_log(level, "%s", msg);
+    dup2(saved, STDERR_FILENO);
+    close(saved);
+    FILE *f = fdopen(fd, "r");
+    rewind(f);
+    line[0] = '\0';
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    unlink(path);
+    return line;
+}
+
+static void test_log(void **state)
+{
+    cr_log_set_level(CR_LOG_DEBUG);
+    cr_log_set_format(CR_LOG_JSON);
+    const char *l = log_line(CR_LOG_WARN, "node=h1 lost: \"quoted\"\tand\\ job=7 x= y");
+    assert_non_null(strstr(l, "\"level\":\"warn\""));
+    assert_non_null(strstr(l, "\"msg\":\"node=h1 lost: \\\"quoted\\\"\\u0009and\\\\ job=7 x= y\""));
+    assert_non_null(strstr(l, ",\"node\":\"h1\""));
+    assert_non_null(strstr(l, ",\"job\":\"7\""));
+    assert_non_null(strstr(l, "}\n"));
+    assert_int_equal(l[0], '{');
+    /* text (journald priorities: tests/install/test_install.sh) */
+    assert_int_equal(cr_log_set_format_name("text"), 0);
+    assert_int_equal(cr_log_set_format_name("yaml"), CR_EINVAL);
+    l = log_line(CR_LOG_INFO, "hello");
+    assert_non_null(strstr(l, "Z INFO  hello\n"));
+    setenv("CORRAL_LOG", "verbose", 1);
+    assert_int_equal(cr_log_init(), CR_EINVAL);
+    setenv("CORRAL_LOG", "error", 1);
+    assert_int_equal(cr_log_init(), CR_LOG_ERROR);
+    unsetenv("CORRAL_LOG");
+    cr_log_set_level(CR_LOG_INFO);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_errors), cmocka_unit_test(test_buf), cmocka_unit_test(test_duration),
-        cmocka_unit_test(test_count),  cmocka_unit_test(test_csv), cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_log),      cmocka_unit_test(test_errors), cmocka_unit_test(test_buf),
+        cmocka_unit_test(test_duration), cmocka_unit_test(test_count),  cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_rng),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

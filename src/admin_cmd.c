@@ -1,0 +1,79 @@
+#include "admin_cmd.h"
+
+#include "cr_error.h"
+#include "cr_store_backup.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: corral admin backup FILE [--state-dir DIR]\n"
+               "       corral admin restore FILE --state-dir DIR [--force]\n"
+               "\n"
+               "backup   copy the controller's database (DIR/corral.db, default\n"
+               "         /var/lib/corral) to FILE, consistent while the controller serves;\n"
+               "         FILE is mode 0600 (it holds token hashes)\n"
+               "restore  check FILE and put it in DIR/corral.db for a controller to start\n"
+               "         from; refuses an existing database unless --force (controller\n"
+               "         stopped). admin.token and join.token are files of the state\n"
+               "         directory, not of the database: copy them too (docs/install.md)\n");
+}
+
+int cr_admin_main(int argc, char **argv)
+{
+    const char *verb = argc > 1 ? argv[1] : NULL;
+    const char *file = NULL, *state_dir = NULL;
+    bool force = false;
+    if (verb && (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0)) {
+        usage(stdout);
+        return 0;
+    }
+    if (!verb || (strcmp(verb, "backup") != 0 && strcmp(verb, "restore") != 0)) {
+        usage(stderr);
+        return 2;
+    }
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--state-dir") == 0 && i + 1 < argc) {
+            state_dir = argv[++i];
+        } else if (strncmp(argv[i], "--state-dir=", 12) == 0) {
+            state_dir = argv[i] + 12;
+        } else if (strcmp(argv[i], "--force") == 0 && strcmp(verb, "restore") == 0) {
+            force = true;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else if (argv[i][0] != '-' && !file) {
+            file = argv[i];
+        } else {
+            fprintf(stderr, "corral admin %s: unexpected argument '%s'\n", verb, argv[i]);
+            return 2;
+        }
+    }
+    if (!file || !*file) {
+        fprintf(stderr, "corral admin %s: FILE is required\n", verb);
+        return 2;
+    }
+    char err[1024] = "";
+    if (strcmp(verb, "backup") == 0) {
+        char db[4200];
+        snprintf(db, sizeof db, "%s/corral.db", state_dir ? state_dir : "/var/lib/corral");
+        if (cr_store_backup(db, file, err, sizeof err) != 0) {
+            fprintf(stderr, "corral admin backup: %s\n", err);
+            return 1;
+        }
+        printf("backup of %s written to %s\n", db, file);
+        return 0;
+    }
+    if (!state_dir) {
+        fprintf(stderr, "corral admin restore: --state-dir is required (a new directory)\n");
+        return 2;
+    }
+    if (cr_store_restore(file, state_dir, force, err, sizeof err) != 0) {
+        fprintf(stderr, "corral admin restore: %s\n", err);
+        return 1;
+    }
+    printf("%s restored into %s/corral.db\n", file, state_dir);
+    return 0;
+}

@@ -1,0 +1,267 @@
+/*
+ * ctl_lifecycle.c - node lifecycle beyond register/drain (docs/install.md,
+ * "Retiring and rejoining a node"):
+ *
+ *   DELETE /v1/nodes/{name}[?force=true]   forget a node (admin)
+ *   POST   /v1/nodes/{name}/labels         {"labels": {"k": "v" | null}} (admin)
+ *
+ * Delete is refused (409) while jobs are placed on the node, unless forced:
+ * then they end as on a lost node (requeued under their retry policy).
+ * The node's token is revoked and its record and labels are removed from
+ * the store, so a retired node no longer shows as lost (nor raises its
+ * alert). The scheduler keeps a lost entry for the name until the next
+ * restart (it has no removal), so a node that joins again under the same
+ * name is brought back from that entry. An agent still running rejoins
+ * with the join token at its next poll: retire a node by stopping its
+ * agent first.
+ *
+ * Labels are free-form key=value metadata shown with the node; they are
+ * kept in the store as objects of kind "nodelabels", one per node.
+ * Bounds: keys 1..63 characters [a-zA-Z0-9_.-/], values up to 255
+ * characters, at most 32 labels per node.
+ */
+#include "ctl_int.h"
+
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_time.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define LABELS_MAX      32
+#define LABEL_KEY_MAX   63
+#define LABEL_VALUE_MAX 255
+
+json_t *ctl_node_labels(ctl *c, const char *name)
+{
+    json_t *l = c->node_labels ? json_object_get(c->node_labels, name) : NULL;
+    return l && json_object_size(l) > 0 ? l : NULL;
+}
+
+static void load_one(void *arg, const char *key, const char *doc)
+{
+    ctl *c = arg;
+    json_t *v = json_loads(doc, 0, NULL);
+    if (json_is_object(v)) {
+        json_object_set_new(c->node_labels, key, v);
+    } else {
+        cr_warn("store: node labels of %s unreadable: ignored", key);
+        json_decref(v);
+    }
+}
+
+int ctl_load_node_labels(ctl *c)
+{
+    if (!c->node_labels) {
+        c->node_labels = json_object();
+    }
+    return cr_store_load_objects(c->store, "nodelabels", load_one, c);
+}
+
+void ctl_node_labels_free(ctl *c)
+{
+    json_decref(c->node_labels);
+    c->node_labels = NULL;
+}
+
+static bool key_ok(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n > LABEL_KEY_MAX) {
+        return false;
+    }
+    for (; *k; k++) {
+        char ch = *k;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '_' || ch == '.' || ch == '-' || ch == '/')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void route_labels(ctl *c, cr_http_req *req, const char *name)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL, *labels = NULL;
+    cr_json_err err;
+    static const char *const members[] = {"labels", NULL};
+    if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
+        cr_json_obj(v, "", "labels", true, &labels, &err)) {
+        json_decref(v);
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    const char *k;
+    json_t *x;
+    json_object_foreach(labels, k, x)
+    {
+        if (!key_ok(k)) {
+            cr_json_fail(&err, CR_EINVAL, "labels",
+                         "label key '%.80s': 1..%d characters of a-z A-Z 0-9 _ . - /", k,
+                         LABEL_KEY_MAX);
+        } else if (!json_is_null(x) &&
+                   (!json_is_string(x) || json_string_length(x) > LABEL_VALUE_MAX)) {
+            cr_json_fail(&err, CR_EINVAL, "labels",
+                         "label '%s': the value must be a string of at most %d characters, or "
+                         "null to remove it",
+                         k, LABEL_VALUE_MAX);
+        } else {
+            continue;
+        }
+        json_decref(v);
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_node *n = ctl_node_find(c, name);
+    if (!n) {
+        pthread_mutex_unlock(&c->mu);
+        json_decref(v);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", name);
+        return;
+    }
+    json_t *cur = json_object_get(c->node_labels, name);
+    json_t *next = cur ? json_deep_copy(cur) : json_object();
+    json_object_foreach(labels, k, x)
+    {
+        if (json_is_null(x)) {
+            json_object_del(next, k);
+        } else {
+            json_object_set(next, k, x);
+        }
+    }
+    if (json_object_size(next) > LABELS_MAX) {
+        pthread_mutex_unlock(&c->mu);
+        json_decref(next);
+        json_decref(v);
+        ctl_reply_err(req, 400, CR_EINVAL, "labels", "a node has at most %d labels", LABELS_MAX);
+        return;
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    if (json_object_size(next) == 0) {
+        cr_store_txn_del(txn, "nodelabels", name);
+    } else {
+        char *s = json_dumps(next, JSON_COMPACT | JSON_SORT_KEYS);
+        cr_store_txn_put(txn, "nodelabels", name, s);
+        free(s);
+    }
+    json_object_set(c->node_labels, name, next);
+    cr_info("node=%s labels set", name);
+    ctl_commit_reply(c, txn, req, 200,
+                     json_pack("{s:s,s:o}", "name", name, "labels", json_deep_copy(next)));
+    pthread_mutex_unlock(&c->mu);
+    json_decref(next);
+    json_decref(v);
+}
+
+/* Makes the scheduler see n as lost before n leaves the table, so that
+ * nothing is placed on it any more: waits (mu released, bounded) until the
+ * scheduler thread has taken the change (it clears sched_dirty under mu
+ * when it does). Returns n again, or NULL when it went away or came back
+ * up meanwhile. mu held on entry and exit. */
+static ctl_node *tell_scheduler(ctl *c, ctl_node *n, const char *name)
+{
+    n->state = NS_LOST;
+    n->drained = true;
+    snprintf(n->reason, sizeof n->reason, "deleted by admin");
+    n->sched_dirty = true;
+    ctl_sched_kick(c);
+    int64_t until = cr_mono_ns() + 5 * CR_NS_PER_SEC;
+    while (c->sched_started && n->sched_dirty && cr_mono_ns() < until) {
+        pthread_mutex_unlock(&c->mu);
+        usleep(2000);
+        pthread_mutex_lock(&c->mu);
+        n = ctl_node_find(c, name);
+        if (!n || n->state != NS_LOST) {
+            return NULL;
+        }
+    }
+    return n;
+}
+
+static void route_delete(ctl *c, cr_http_req *req, const char *name)
+{
+    const char *f = cr_http_query(req, "force");
+    bool force = f && (strcmp(f, "true") == 0 || strcmp(f, "1") == 0);
+    if (f && !force && strcmp(f, "false") != 0 && strcmp(f, "0") != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "force", "force: expected true or false, got '%.40s'",
+                      f);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_node *n = ctl_node_find(c, name);
+    if (!n) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", name);
+        return;
+    }
+    size_t active = 0;
+    for (size_t i = 0; i < n->njobs; i++) {
+        const ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        active += j && !ctl_job_terminal(j);
+    }
+    if (active > 0 && !force) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                      "node '%s' has %zu job(s) placed on it: drain it and wait for them, or "
+                      "delete with force (they are requeued as on a lost node)",
+                      name, active);
+        return;
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    char why[200];
+    snprintf(why, sizeof why, "node %s deleted by admin", name);
+    while (n->njobs > 0) {
+        ctl_job *j = ctl_job_get(c, n->jobs[0]);
+        if (j && !ctl_job_terminal(j)) {
+            ctl_job_ended(c, txn, j, 0, 0, why, true);
+        }
+        ctl_node_del_job(n, n->jobs[0]);
+    }
+    ctl_node_bump(c, n);
+    n = tell_scheduler(c, n, name);
+    if (!n) {
+        cr_store_submit(c->store, txn, NULL, NULL);
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                      "node '%s' registered again while being deleted: stop its agent first", name);
+        return;
+    }
+    cr_auth_table_revoke_node(c->auth, name);
+    cr_store_txn_del(txn, "node", name);
+    cr_store_txn_del(txn, "nodetoken", name);
+    cr_store_txn_del(txn, "nodelabels", name);
+    json_object_del(c->node_labels, name);
+    ctl_node_remove(c, n);
+    cr_info("node=%s deleted by admin (%zu job(s) requeued)", name, active);
+    ctl_commit_reply(
+        c, txn, req, 200,
+        json_pack("{s:s,s:b,s:I}", "name", name, "deleted", 1, "requeued", (json_int_t)active));
+    pthread_mutex_unlock(&c->mu);
+}
+
+bool ctl_route_node_lifecycle(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
+                              size_t nseg)
+{
+    const char *m = cr_http_method(req);
+    bool del = nseg == 3 && strcmp(m, "DELETE") == 0;
+    bool lab = nseg == 4 && strcmp(m, "POST") == 0 && strcmp(seg[3], "labels") == 0;
+    if (!del && !lab) {
+        return false;
+    }
+    cr_http_set_route(req, del ? "/v1/nodes/{name}" : "/v1/nodes/{name}/labels");
+    if (p->role != CR_ROLE_ADMIN) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may %s nodes",
+                      del ? "delete" : "label");
+        return true;
+    }
+    if (del) {
+        route_delete(c, req, seg[2]);
+    } else {
+        route_labels(c, req, seg[2]);
+    }
+    return true;
+}
