@@ -312,4 +312,14 @@ int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
 void ctl_route_metrics(ctl *c, cr_http_req *req);
 void ctl_observe(void *ctx, const char *method, const char *route, unsigned status, int64_t dur_ns);
 
+/* ctl_ui.c: the dashboard's files, Prometheus discovery, advise. */
+/* Security headers: api = JSON answers (no-store), else the dashboard (CSP). */
+void ctl_ui_headers(cr_http_req *req, bool api);
+void ctl_route_ui(ctl *c, cr_http_req *req, char **seg, size_t nseg);
+void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p);
+void ctl_route_advise(ctl *c, cr_http_req *req, const cr_principal *p);
+/* A gateway reported load and named its metrics port (header
+ * X-Corral-Metrics-Port): list it for discovery. Takes its own lock. */
+void ctl_ui_gateway_seen(const char *addr, const char *port_text);
+
 #endif
