@@ -88,27 +88,22 @@ async function login(t) {
 
 // ---------------------------------------------------------------- views
 
-function gpuState(n, g) {
-  if (g.health !== 'ok') return 'unhealthy';
-  if (g.job) return 'allocated';
-  if (g.mig && g.mig.length) return g.mig_busy ? 'mig' : 'free';
-  if (n.state !== 'up') return 'unavailable';
-  return 'free';
-}
-
 function gpuBox(n, g) {
-  const st = gpuState(n, g);
-  const title = n.name + ' GPU ' + g.index + ' ' + g.model + ': ' + st +
-    (g.reason ? ' (' + g.reason + ')' : '') + (g.mig && g.mig.length ? ', MIG ' + g.mig_busy + '/' + g.mig.length + ' in use' : '');
+  const st = g.state;
+  const mig = g.mig_total ? 'MIG ' + g.mig_profile + ' ' + g.mig_busy + '/' + g.mig_total : '';
+  const title = n.name + ' GPU ' + g.index + ' ' + g.model + ': ' + st + (g.reason ? ' (' + g.reason + ')' : '') +
+    (mig ? ', ' + mig + ' in use' : '') + ', ' + Math.round(g.temp_c || 0) + ' C, ' + Math.round(g.power_w || 0) + ' W';
   return el('div', { class: 'gpu ' + st, title, 'data-state': st, 'data-node': n.name, 'data-gpu': g.index },
     el('div', {}, 'GPU ' + g.index + ' ' + Math.round(g.util_pct || 0) + '%'),
     g.job ? el('div', {}, 'job ', jobLink(g.job)) : null,
-    g.mig && g.mig.length ? el('div', {}, 'MIG ' + g.mig_busy + '/' + g.mig.length) : null,
+    g.tenant ? el('div', {}, g.tenant) : null,
+    mig ? el('div', {}, 'MIG ' + g.mig_busy + '/' + g.mig_total) : null,
     st === 'unhealthy' ? el('div', {}, g.health) : null);
 }
 
 async function viewCluster(v) {
-  const d = await getJSON('/v1/nodes');
+  const d = await getJSON('/v1/cluster');
+  d.items = d.nodes;
   const byType = new Map();
   for (const n of d.items) {
     const t = (n.gpus[0] && n.gpus[0].model) || '(no GPU)';
@@ -128,7 +123,7 @@ async function viewCluster(v) {
         ...nodes.map((n) => {
           const doms = new Map();
           for (const g of n.gpus) {
-            counts[gpuState(n, g)]++;
+            counts[g.state]++;
             ngpu++;
             const k = g.nvlink_domain >= 0 ? 'NVLink ' + g.nvlink_domain : 'PCIe';
             if (!doms.has(k)) doms.set(k, []);
@@ -142,7 +137,7 @@ async function viewCluster(v) {
     groups.push(el('div', { class: 'group' }, el('h2', {}, t + ' - ' + ngpu + ' GPUs'), ...rackEls));
   }
   v.replaceChildren(el('h1', {}, 'Cluster'),
-    el('p', { class: 'legend' }, ...Object.entries(counts).map(([k, c]) => el('span', { class: 'gpu ' + k }, k + ' ' + c))),
+    el('p', { class: 'legend' }, ...Object.entries(counts).map(([k, c]) => el('span', { class: k }, k + ' ' + c))),
     el('p', {}, d.items.length + ' nodes'), ...groups);
 }
 

@@ -126,6 +126,8 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_targets(c, req, &p);
     } else if (strcmp(r, "advise") == 0 && nseg == 2 && strcmp(m, "POST") == 0) {
         ctl_route_advise(c, req, &p);
+    } else if (strcmp(r, "cluster") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
+        ctl_route_cluster(c, req, &p);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);
     } else if (strcmp(r, "whoami") == 0 && nseg == 2) {

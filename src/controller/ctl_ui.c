@@ -8,6 +8,10 @@
  *   GET  /v1/prometheus/targets  Prometheus http_sd: agents, gateways and
  *                                service replicas with labels (admin).
  *   POST /v1/advise              `corral advise` over the API (admin, user).
+ *   GET  /v1/cluster             the cluster map in one compact answer: nodes,
+ *                                GPUs with state, job, utilisation and MIG use
+ *                                (admin, user; a user sees which job holds a
+ *                                GPU, and its tenant only for its own jobs).
  *
  * The dashboard's data comes from the ordinary API with the user's own
  * token (sent by fetch as an Authorization header), so tenant scoping is
@@ -70,6 +74,85 @@ void ctl_route_ui(ctl *c, cr_http_req *req, char **seg, size_t nseg)
         }
     }
     ctl_reply_err(req, 404, CR_ENOENT, NULL, "no such dashboard file");
+}
+
+/* ------------------------------------------------------------------------ */
+/* Cluster map                                                               */
+
+/* MIG instances of g in use by running jobs (mu held). */
+static json_int_t mig_busy(ctl *c, const ctl_node *n, const ctl_gpu *g)
+{
+    json_int_t busy = 0;
+    for (size_t q = 0; g->mig && q < n->njobs; q++) {
+        const ctl_job *j = ctl_job_get(c, n->jobs[q]);
+        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+            continue;
+        }
+        for (size_t k = 0; k < j->nplace; k++) {
+            if (*j->place[k].mig_profile && strcmp(j->place[k].node, n->name) == 0) {
+                for (size_t e = 0; e < j->place[k].ngpus; e++) {
+                    busy += j->place[k].gpus[e] == g->index;
+                }
+            }
+        }
+    }
+    return busy;
+}
+
+static const char *gpu_state(const ctl_node *n, const ctl_gpu *g, json_int_t busy)
+{
+    if (strcmp(g->health, "ok") != 0) {
+        return "unhealthy";
+    }
+    if (g->alloc_job) {
+        return "allocated";
+    }
+    if (n->state != NS_UP) {
+        return "unavailable";
+    }
+    return busy ? "mig" : "free";
+}
+
+void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    cr_http_set_route(req, "/v1/cluster");
+    if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "the cluster map takes an admin or user token");
+        return;
+    }
+    json_t *nodes = json_array();
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        json_t *gpus = json_array();
+        for (size_t k = 0; k < n->ngpus; k++) {
+            const ctl_gpu *g = &n->gpus[k];
+            json_int_t busy = mig_busy(c, n, g);
+            json_t *v =
+                json_pack("{s:i,s:s,s:i,s:s,s:s,s:s,s:I,s:f,s:f,s:f}", "index", g->index, "model",
+                          g->model, "nvlink_domain", g->nvlink, "state", gpu_state(n, g, busy),
+                          "health", g->health, "reason", g->reason, "job", (json_int_t)g->alloc_job,
+                          "util_pct", g->util_pct, "temp_c", g->temp_c, "power_w", g->power_w);
+            const ctl_job *j = g->alloc_job ? ctl_job_get(c, g->alloc_job) : NULL;
+            if (j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0)) {
+                json_object_set_new(v, "tenant", json_string(j->tenant));
+            }
+            if (g->mig && json_array_size(g->mig)) {
+                json_object_set_new(v, "mig_total",
+                                    json_integer((json_int_t)json_array_size(g->mig)));
+                json_object_set_new(v, "mig_busy", json_integer(busy));
+                const char *prof =
+                    json_string_value(json_object_get(json_array_get(g->mig, 0), "profile"));
+                json_object_set_new(v, "mig_profile", json_string(prof ? prof : ""));
+            }
+            json_array_append_new(gpus, v);
+        }
+        json_array_append_new(nodes, json_pack("{s:s,s:s,s:s,s:s,s:o}", "name", n->name, "state",
+                                               ctl_node_state_names[n->state], "reason", n->reason,
+                                               "rack", n->rack, "gpus", gpus));
+    }
+    pthread_mutex_unlock(&c->mu);
+    ctl_reply_json(req, 200, json_pack("{s:o}", "nodes", nodes));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -142,10 +225,10 @@ void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p)
         if (!n->port || !*n->addr) {
             continue;
         }
-        json_array_append_new(out, target(n->addr, n->port,
-                                          json_pack("{s:s,s:s,s:s,s:s}", "corral_role", "agent",
-                                                    "node", n->name, "rack", n->rack, "node_state",
-                                                    ctl_node_state_names[n->state])));
+        json_array_append_new(
+            out, target(n->addr, n->port,
+                        json_pack("{s:s,s:s,s:s,s:s}", "corral_role", "agent", "node", n->name,
+                                  "rack", n->rack, "node_state", ctl_node_state_names[n->state])));
     }
     for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
          i++) {
@@ -160,10 +243,10 @@ void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p)
         }
         char id[32];
         snprintf(id, sizeof id, "%lld", (long long)j->id);
-        json_array_append_new(out, target(n->addr, j->port,
-                                          json_pack("{s:s,s:s,s:s,s:s,s:s}", "corral_role",
-                                                    "replica", "service", svc, "job", id,
-                                                    "tenant", j->tenant, "node", n->name)));
+        json_array_append_new(
+            out, target(n->addr, j->port,
+                        json_pack("{s:s,s:s,s:s,s:s,s:s}", "corral_role", "replica", "service", svc,
+                                  "job", id, "tenant", j->tenant, "node", n->name)));
     }
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_lock(&gw_mu);
@@ -214,9 +297,9 @@ static json_t *num(double v)
 static int adv_parse(const json_t *v, cr_workload *w, int *objective, int64_t *gpus, int64_t *top,
                      cr_json_err *err)
 {
-    static const char *const members[] = {"kind",   "params",    "method", "tokens", "precision",
-                                          "needs",  "objective", "gpus",   "top",    "rate_rps",
-                                          "streams", NULL};
+    static const char *const members[] = {"kind",      "params",   "method",    "tokens",
+                                          "precision", "needs",    "objective", "gpus",
+                                          "top",       "rate_rps", "streams",   NULL};
     const char *kind = NULL, *method = NULL, *precision = NULL, *needs = NULL, *obj = NULL;
     double params = 0, tokens = 0, rate = 0, streams = 0;
     int rc = cr_json_only(v, "", members, err) ||
@@ -307,13 +390,13 @@ void ctl_route_advise(ctl *c, cr_http_req *req, const cr_principal *p)
     json_t *ranked = json_array(), *refused = json_array();
     for (size_t i = 0; i < a.ranked_count && i < (size_t)top; i++) {
         const cr_estimate *e = &a.ranked[i];
-        json_array_append_new(
-            ranked, json_pack("{s:I,s:s,s:i,s:i,s:s,s:o,s:o,s:o,s:o,s:s}", "rank",
-                              (json_int_t)(i + 1), "gpu", e->gpu->name, "gpus", e->gpu_count,
-                              "nodes", e->nodes, "plan", e->plan, "time_s",
-                              num((double)e->time_ns / 1e9), "gpu_hours", num(e->gpu_hours),
-                              "cost_usd", num(e->cost_usd), "energy_kwh",
-                              num(e->energy_j / 3.6e6), "reason", e->reason));
+        json_array_append_new(ranked, json_pack("{s:I,s:s,s:i,s:i,s:s,s:o,s:o,s:o,s:o,s:s}", "rank",
+                                                (json_int_t)(i + 1), "gpu", e->gpu->name, "gpus",
+                                                e->gpu_count, "nodes", e->nodes, "plan", e->plan,
+                                                "time_s", num((double)e->time_ns / 1e9),
+                                                "gpu_hours", num(e->gpu_hours), "cost_usd",
+                                                num(e->cost_usd), "energy_kwh",
+                                                num(e->energy_j / 3.6e6), "reason", e->reason));
     }
     for (size_t i = 0; i < a.refused_count; i++) {
         json_array_append_new(refused, json_pack("{s:s,s:s}", "gpu", a.refused[i].gpu->name,
