@@ -41,6 +41,8 @@ typedef struct agent_cfg {
     int kill_on_exit;      /* stop the jobs when the agent exits */
     const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
     cr_gpu_health_cfg health;
+    int no_dcgm;              /* --no-dcgm: leave DCGM-named series to the real exporter */
+    const char *dcgm_job_map; /* --dcgm-job-map DIR: dcgm-exporter's job mapping files */
 } agent_cfg;
 
 typedef struct agent {
@@ -73,6 +75,7 @@ typedef struct agent {
     int poller_started;
     void *mhd;            /* struct MHD_Daemon * */
     cr_client *status_cl; /* controller client, owned; main thread only */
+    int jobmap_warned;    /* main only: a job-map write failure was logged */
 } agent;
 
 /* agent_net.c */
@@ -94,5 +97,9 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen);
 void cr__agent_http_stop(agent *a);
 /* Prometheus text of the node's GPUs and the agent (into b). */
 void cr__agent_metrics_render(const agent *a, cr_buf *b);
+/* agent_metrics.c: allocation and MIG series, the extra DCGM fields. */
+void cr__agent_metrics_work(const agent *a, cr_buf *b);
+/* Write dcgm-exporter's job mapping files (when --dcgm-job-map); main only. */
+void cr__agent_job_map(agent *a);
 
 #endif

@@ -62,7 +62,11 @@ static void usage(FILE *f)
         "  --cgroup auto|off|DIR each job in its own cgroup v2 under DIR (default auto:\n"
         "                        /sys/fs/cgroup or /sys/fs/cgroup/unified when writable)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
-        "                        running, a restarted agent re-adopts them)\n");
+        "                        running, a restarted agent re-adopts them)\n"
+        "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
+        "                        runs beside the agent); corral_* series stay\n"
+        "  --dcgm-job-map DIR    write dcgm-exporter's job mapping files into DIR (its\n"
+        "                        --hpc-job-mapping-dir): one file per GPU index, job ids\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -142,6 +146,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"run-for", required_argument, NULL, 'R'},
         {"kill-on-exit", no_argument, NULL, 'k'},
         {"cgroup", required_argument, NULL, 'c'},
+        {"no-dcgm", no_argument, NULL, 'D'},
+        {"dcgm-job-map", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -214,6 +220,19 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             break;
         case 'c':
             c->cgroup = optarg;
+            break;
+        case 'D':
+            c->no_dcgm = 1;
+            break;
+        case 'M':
+            if (!*optarg || strlen(optarg) > 1000) {
+                return flag_error("--dcgm-job-map", "want a directory path (up to 1000 bytes)");
+            }
+            if (mkdir(optarg, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "corral agent: --dcgm-job-map %s: %s\n", optarg, strerror(errno));
+                return 2;
+            }
+            c->dcgm_job_map = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -640,6 +659,7 @@ static void render_metrics(agent *a)
     cr_buf b;
     cr_buf_init(&b);
     cr__agent_metrics_render(a, &b);
+    cr__agent_job_map(a);
     char *t = cr_buf_take(&b);
     pthread_mutex_lock(&a->mu);
     free(a->metrics_text);

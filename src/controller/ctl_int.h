@@ -312,6 +312,11 @@ int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
 void ctl_route_metrics(ctl *c, cr_http_req *req);
 void ctl_observe(void *ctx, const char *method, const char *route, unsigned status, int64_t dur_ns);
 
+/* ctl_obs.c: queue wait, pending by reason, tenant usage, node info. */
+void ctl_obs_started(const ctl_job *j, int64_t now_ns); /* a job started (wall clock) */
+const char *ctl_reason_class(const char *reason);       /* "quota", "resources", ... */
+void ctl_metrics_more(ctl *c, cr_buf *b);               /* takes mu */
+
 /* ctl_ui.c: the dashboard's files, Prometheus discovery, advise. */
 /* Security headers: api = JSON answers (no-store), else the dashboard (CSP). */
 void ctl_ui_headers(cr_http_req *req, bool api);
