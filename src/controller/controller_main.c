@@ -106,9 +106,6 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     const char *r = seg[1];
-    if (p.role == CR_ROLE_ADMIN) {
-        ctl_ui_gateway_seen(cr_http_peer(req), cr_http_header(req, "X-Corral-Metrics-Port"));
-    }
     if (strcmp(r, "jobs") == 0) {
         ctl_route_jobs(c, req, &p, seg, nseg);
     } else if (strcmp(r, "agents") == 0) {

@@ -324,8 +324,8 @@ void ctl_route_ui(ctl *c, cr_http_req *req, char **seg, size_t nseg);
 void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p);
 void ctl_route_advise(ctl *c, cr_http_req *req, const cr_principal *p);
 void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p);
-/* A gateway reported load and named its metrics port (header
- * X-Corral-Metrics-Port): list it for discovery. Takes its own lock. */
-void ctl_ui_gateway_seen(const char *addr, const char *port_text);
+/* A gateway reported load with its /metrics port (member metrics_port of
+ * POST /v1/services/{name}/metrics): list it for discovery. Own lock. */
+void ctl_ui_gateway_seen(const char *addr, int port);
 
 #endif

@@ -37,8 +37,9 @@
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "              \
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-#define ADVISE_TOP_MAX 50 /* ranked rows an advise answer may carry */
-#define GATEWAYS_MAX   64 /* gateways remembered for discovery */
+#define ADVISE_TOP_MAX 50                    /* ranked rows an advise answer may carry */
+#define GATEWAYS_MAX   64                    /* gateways remembered for discovery */
+#define GATEWAY_TTL_NS (300 * CR_NS_PER_SEC) /* a gateway silent this long is dropped */
 
 void ctl_ui_headers(cr_http_req *req, bool api)
 {
@@ -168,15 +169,9 @@ static pthread_mutex_t gw_mu = PTHREAD_MUTEX_INITIALIZER;
 static gw_seen gw_list[GATEWAYS_MAX];
 static size_t gw_count;
 
-void ctl_ui_gateway_seen(const char *addr, const char *port_text)
+void ctl_ui_gateway_seen(const char *addr, int port)
 {
-    int64_t port = 0;
-    if (!addr || !port_text || strlen(addr) >= sizeof gw_list[0].addr) {
-        return;
-    }
-    char *end = NULL;
-    port = strtoll(port_text, &end, 10);
-    if (!end || *end || port < 1 || port > 65535) {
+    if (!addr || strlen(addr) >= sizeof gw_list[0].addr || port < 1 || port > 65535) {
         return;
     }
     pthread_mutex_lock(&gw_mu);
@@ -195,7 +190,7 @@ void ctl_ui_gateway_seen(const char *addr, const char *port_text)
         gw_count++;
     }
     snprintf(gw_list[slot].addr, sizeof gw_list[slot].addr, "%s", addr);
-    gw_list[slot].port = (int)port;
+    gw_list[slot].port = port;
     gw_list[slot].seen_ns = cr_now_ns();
     pthread_mutex_unlock(&gw_mu);
 }
@@ -250,7 +245,11 @@ void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_lock(&gw_mu);
+    int64_t now = cr_now_ns();
     for (size_t i = 0; i < gw_count; i++) {
+        if (now - gw_list[i].seen_ns > GATEWAY_TTL_NS) {
+            continue;
+        }
         json_array_append_new(out, target(gw_list[i].addr, gw_list[i].port,
                                           json_pack("{s:s}", "corral_role", "gateway")));
     }

@@ -68,7 +68,7 @@ agent() { # agent NODE GPUS [flags...]
         >"$TMP/agent-$n.log" 2>&1 &
     PIDS+=($!)
 }
-agent h100-0 "2xH100 SXM" --dcgm-job-map "$TMP/jobmap"
+agent h100-0 "3xH100 SXM" --dcgm-job-map "$TMP/jobmap"
 agent a30-0 "1xA30,mig=1g.6gb:4" --no-dcgm
 call() {
     curl -sS -X "$1" -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
@@ -86,6 +86,17 @@ wait_for 30 running "$BUSY" || fail "job $BUSY did not start"
 wait_for 30 running "$MIG" || fail "job $MIG did not start"
 
 # --- discovery ----------------------------------------------------------------
+# A service replica (its port comes from the agent) and a gateway that
+# reports load with its /metrics port (only an admin token is listed).
+call POST /v1/services '{"name":"chat","tenant":"ml","command":["sleep","300"],"gpus":1,"gpu_type":"H100 SXM","min_replicas":1,"max_replicas":1}' >/dev/null
+replica_up() { call GET /v1/prometheus/targets | grep -q '"corral_role":"replica"'; }
+wait_for 30 replica_up || fail "no replica target: $(call GET /v1/services/chat)"
+call POST /v1/services/chat/metrics '{"in_flight":0,"rps":0,"metrics_port":9399}' >/dev/null
+USER=$(call POST /v1/tokens '{"role":"user","tenant":"ml","name":"u"}' | sed -n 's/.*"token":"\([^"]*\)".*/\1/p')
+curl -sS -H "Authorization: Bearer $USER" -H 'Content-Type: application/json' \
+    --data '{"in_flight":0,"metrics_port":9400}' "$SERVER/v1/services/chat/metrics" >/dev/null
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $USER" "$SERVER/v1/prometheus/targets")
+[ "$code" = 403 ] || fail "targets with a user token: $code (want 403)"
 call GET /v1/prometheus/targets >"$TMP/targets.json"
 python3 - "$TMP/targets.json" <<'PY' || fail "http_sd answer: $(cat "$TMP/targets.json")"
 import json, sys
@@ -93,6 +104,10 @@ t = json.load(open(sys.argv[1]))
 agents = [x for x in t if x["labels"].get("corral_role") == "agent"]
 assert sorted(a["labels"]["node"] for a in agents) == ["a30-0", "h100-0"], agents
 assert all(len(a["targets"]) == 1 and ":" in a["targets"][0] for a in agents)
+reps = [x for x in t if x["labels"].get("corral_role") == "replica"]
+assert len(reps) == 1 and reps[0]["labels"]["service"] == "chat" and reps[0]["labels"]["tenant"] == "ml", reps
+gws = [x for x in t if x["labels"].get("corral_role") == "gateway"]
+assert [g["targets"] for g in gws] == [["127.0.0.1:9399"]], gws
 PY
 code=$(curl -s -o /dev/null -w '%{http_code}' "$SERVER/v1/prometheus/targets")
 [ "$code" = 401 ] || fail "targets without a token: $code"
@@ -120,13 +135,13 @@ grep -q "corral_gpu_allocation{.*job=\"$MIG\".*GPU_I_ID=\"[0-9]*\",GPU_I_PROFILE
 gpu=$(call GET "/v1/jobs/$BUSY" | sed -n 's/.*"gpus":\[\([0-9]*\)\].*/\1/p')
 jm() { [ "$(cat "$TMP/jobmap/$gpu" 2>/dev/null)" = "$BUSY" ]; }
 wait_for 20 jm || fail "job map $TMP/jobmap/$gpu: '$(cat "$TMP/jobmap/$gpu" 2>/dev/null)' (want $BUSY)"
-other=$((1 - gpu))
-[ -e "$TMP/jobmap/$other" ] && fail "an idle GPU has a job map file"
+# the busy job and the replica hold two GPUs; the third, idle, has no file
+[ "$(ls "$TMP/jobmap" | wc -l)" = 2 ] || fail "job map files: $(ls "$TMP/jobmap")"
 
 # --- controller metrics ------------------------------------------------------------
 curl -s "$SERVER/metrics" >"$TMP/ctl.prom"
 grep -q 'corral_node_info{node="h100-0",rack="r1",state="up"' "$TMP/ctl.prom" || fail "no node info"
-grep -q 'corral_queue_wait_seconds_count{tenant="ml"} 2' "$TMP/ctl.prom" || fail "queue wait count: $(grep queue_wait_seconds_count "$TMP/ctl.prom")"
+grep -q 'corral_queue_wait_seconds_count{tenant="ml"} 3' "$TMP/ctl.prom" || fail "queue wait count: $(grep queue_wait_seconds_count "$TMP/ctl.prom")"
 grep -q '^corral_jobs_pending_by_reason{reason="resources"}' "$TMP/ctl.prom" || fail "no pending by reason"
 "$PROMTOOL" check metrics <"$TMP/ctl.prom" >"$TMP/lint" 2>&1 || fail "controller /metrics lint: $(cat "$TMP/lint")"
 
