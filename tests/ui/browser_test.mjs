@@ -97,6 +97,13 @@ await check('log in with a user token; the cluster map shows the nodes and GPUs'
   await shot('cluster');
 });
 
+await check('a click on an allocated GPU opens its job', async () => {
+  await page.click('.gpu[data-node="h100-0"][data-job="' + RUN + '"]');
+  await page.waitForFunction(() => document.getElementById('view').getAttribute('data-loaded') === 'job', { timeout: WAIT });
+  assert(page.url().endsWith('#/job/' + RUN), 'url: ' + page.url());
+  await view('#/cluster');
+});
+
 await check('the token is kept in sessionStorage and never put in a URL', async () => {
   const stored = await page.evaluate(() => sessionStorage.getItem('corral.token'));
   assert(stored === TOKEN, 'sessionStorage lacks the token');

@@ -86,6 +86,27 @@ running() { call GET "/v1/jobs/${RUN}" "$ADMIN" | grep -q '"state":"running"'; }
 wait_for 30 running || { echo "FAIL: job $RUN did not start"; call GET "/v1/jobs/$RUN" "$ADMIN"; exit 1; }
 RUN=$OTHER wait_for 30 running || { echo "FAIL: MIG job $OTHER did not start"; exit 1; }
 
+# The API behind the dashboard, from outside the browser.
+fails=0
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+code() { curl -s -o "$TMP/body" -w '%{http_code}' -H "Authorization: Bearer $2" ${3:+--data "$3"} "$SERVER$1"; }
+[ "$(code /v1/prometheus/targets "$ML")" = 403 ] || fail "a user token lists scrape targets"
+[ "$(code /v1/advise "$ML" '{"kind":"finetune","params":"7b"}')" = 400 ] && grep -q '"field":"params"' "$TMP/body" ||
+    fail "advise with a bad params: $(cat "$TMP/body")"
+[ "$(code /v1/advise "$ML" '{"kind":"finetune","params":7e9,"bogus":1}')" = 400 ] && grep -q 'bogus' "$TMP/body" ||
+    fail "advise with an unknown member: $(cat "$TMP/body")"
+[ "$(code /ui/nope.js "")" = 404 ] || fail "/ui/nope.js is not a 404"
+curl -sI -H "Authorization: Bearer $ML" "$SERVER/v1/jobs" | grep -qi '^Cache-Control: no-store' || fail "API answers may be cached"
+curl -sI "$SERVER/ui/app.js" | grep -qi "^Content-Security-Policy: default-src 'none'" || fail "no CSP on /ui/app.js"
+# another tenant sees which job holds a GPU, not whose it is
+[ "$(code /v1/cluster "$VIS")" = 200 ] || fail "/v1/cluster as a user"
+grep -q "\"job\":$RUN" "$TMP/body" || fail "the cluster map lacks job $RUN"
+grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to tenant vision"
+[ "$fails" -eq 0 ] || exit 1
+
 mkdir -p "$SHOTS"
 UI_URL="$SERVER/ui" UI_TOKEN="$ML" UI_RUN="$RUN" UI_PEND="$PEND" UI_OTHER="$OTHER" \
     UI_SHOTS="$SHOTS" CHROME="$CHROME" node "$HERE/browser_test.mjs"
