@@ -315,6 +315,9 @@ async function render(v, gen) {
 
 function refresh() {
   const v = document.getElementById('view');
+  // a poll would rebuild the filters under the user's cursor: wait for them
+  const a = document.activeElement;
+  if (a && v.contains(a) && (a.tagName === 'INPUT' || a.tagName === 'SELECT')) return;
   render(v, viewGen);
 }
 
