@@ -10,7 +10,7 @@ MESON_OPTS ?= -Dwerror=true
 PKGS = meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev \
        libmicrohttpd-dev libjansson-dev libsqlite3-dev libglpk-dev libsodium-dev \
        libcurl4-openssl-dev libcmocka-dev prometheus iproute2 procps curl \
-       debhelper dpkg-dev fakeroot lintian systemd
+       debhelper dpkg-dev fakeroot lintian systemd nodejs chromium
 # Extra packages for 'make bench' (peers and load generators).
 BENCH_PKGS = wrk nginx hyperfine
 
@@ -20,6 +20,8 @@ all: build
 
 deps:
 	@./scripts/deps.sh $(PKGS)
+	@[ -d tests/ui/node_modules/puppeteer-core ] || (cd tests/ui && npm ci --ignore-scripts --no-audit --no-fund --silent) \
+	    || echo "deps: npm ci in tests/ui failed: the browser test tries again"
 
 bench-deps: deps
 	@./scripts/deps.sh $(BENCH_PKGS)

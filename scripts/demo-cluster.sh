@@ -11,7 +11,9 @@
 # Ctrl-C, and leaves nothing running and nothing behind.
 #
 #   usage: scripts/demo-cluster.sh [path/to/corral]
-#   env:   DEMO_SECONDS=60  DEMO_PORT=N (default: a free one)  DEMO_KEEP=1 (keep the state dir)
+#   env:   DEMO_SECONDS=60  DEMO_PORT=N (default: a free one)
+#          DEMO_KEEP=1: at the end, leave the cluster and its web dashboard
+#          up until Ctrl-C (and keep the state dir)
 set -euo pipefail
 
 CORRAL=${1:-build/corral}
@@ -81,6 +83,7 @@ done
 say "controller on $CORRAL_SERVER (state in $DIR)"
 wait_for 20 test -s "$DIR/ctl/admin.token"
 export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
+echo "   web dashboard: $CORRAL_SERVER/ui  (log in with the token in $DIR/ctl/admin.token)"
 
 agent() { # agent NODE RACK GPUS
     mkdir -p "$DIR/$1"
@@ -167,3 +170,12 @@ sleep 2
 run nodes l40s-1
 run jobs --all --limit 40
 run top --once
+
+if [ -n "${DEMO_KEEP:-}" ]; then
+    say "the cluster stays up: open the dashboard, Ctrl-C to stop"
+    echo "   $CORRAL_SERVER/ui"
+    echo "   token: $CORRAL_TOKEN"
+    echo "   (the token is also in $DIR/ctl/admin.token; it goes in the login form, never in a URL)"
+    job 600 dashboard-tour --kind batch --gpus 2 --gpu-type "H100 SXM"
+    while :; do sleep 1; done
+fi

@@ -6,6 +6,8 @@
 #     (scripts/demo-cluster.sh; ends by itself, leaves nothing running);
 #  2. the advisor on two of the seed workloads (all six: scripts/demo-advise.sh);
 #  3. the simulator: four policies on the same Gavel-style workload.
+# The cluster's web dashboard (/ui) is printed as it starts. With DEMO_KEEP=1
+# the cluster part runs last and stays up, dashboard and all, until Ctrl-C.
 set -eu
 CORRAL=${1:-build/corral}
 here=$(dirname "$0")
@@ -14,9 +16,12 @@ run() {
     echo "\$ corral $*"
     "$CORRAL" "$@"
 }
-echo "=== Corral demo, part 1 of 3: a mixed GPU cluster on this machine"
-DEMO_SECONDS=${DEMO_SECONDS:-45} "$here/demo-cluster.sh" "$CORRAL"
-echo
+cluster() {
+    echo "=== Corral demo, part 1 of 3: a mixed GPU cluster on this machine"
+    DEMO_SECONDS=${DEMO_SECONDS:-45} "$here/demo-cluster.sh" "$CORRAL"
+    echo
+}
+[ -z "${DEMO_KEEP:-}" ] && cluster
 echo "=== Part 2 of 3: which GPU type suits a workload, and why (corral advise)"
 run advise --kind finetune --method lora --params 7b --tokens 1e8 --top 6
 run advise --kind hpc --needs fp64,ecc --top 4
@@ -26,4 +31,7 @@ run sim --generate 300 --rate 60 --multi-gpu --tenants 3 \
     --throughputs data/traces/gavel/simulation_throughputs.json \
     --compare fifo,priority,hetero,las --seed 1
 echo
-echo "Next: README.md for the CLI tour, docs/ for the architecture and API."
+if [ -n "${DEMO_KEEP:-}" ]; then
+    cluster
+fi
+echo "Next: README.md for the CLI tour, docs/ for the architecture and API, docs/dashboard.md for the web dashboard."

@@ -161,11 +161,14 @@ void cr__agent_metrics_render(const agent *a, cr_buf *b)
         {"DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", V_POWER, 1},
         {"DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", V_CLOCK, 1},
         {"DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.", V_XID, 1},
-        {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "gauge",
+        {"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter",
          "Total number of double-bit volatile ECC errors.", V_ECC, 1},
     };
     cr_buf_reset(b);
     for (size_t s = 0; s < sizeof series / sizeof series[0]; s++) {
+        if (series[s].dcgm && a->cfg.no_dcgm) {
+            continue; /* the real dcgm-exporter runs beside us */
+        }
         head(b, series[s].name, series[s].type, series[s].help);
         for (size_t i = 0; i < a->gpu->count; i++) {
             cr_buf_puts(b, series[s].name);
@@ -208,6 +211,7 @@ void cr__agent_metrics_render(const agent *a, cr_buf *b)
     }
     head(b, "corral_agent_registered", "gauge", "1 while registered with the controller.");
     cr_buf_printf(b, "corral_agent_registered %d\n", reg);
+    cr__agent_metrics_work(a, b);
 }
 
 static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char *type,

@@ -47,6 +47,8 @@ typedef struct agent_cfg {
     const char *cgroup_v1; /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
     const char *dev_dir;   /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
     cr_gpu_health_cfg health;
+    int no_dcgm;              /* --no-dcgm: leave DCGM-named series to the real exporter */
+    const char *dcgm_job_map; /* --dcgm-job-map DIR: dcgm-exporter's job mapping files */
 } agent_cfg;
 
 /* The agent's argv with its --config file's flags spliced in
@@ -95,6 +97,7 @@ typedef struct agent {
     void *mhd;            /* struct MHD_Daemon * */
     char *tls_pem[2];     /* owned: --tls-cert and --tls-key texts while serving HTTPS */
     cr_client *status_cl; /* controller client, owned; main thread only */
+    int jobmap_warned;    /* main only: a job-map write failure was logged */
 } agent;
 
 /* agent_net.c */
@@ -128,5 +131,9 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen);
 void cr__agent_http_stop(agent *a);
 /* Prometheus text of the node's GPUs and the agent (into b). */
 void cr__agent_metrics_render(const agent *a, cr_buf *b);
+/* agent_metrics.c: allocation and MIG series, the extra DCGM fields. */
+void cr__agent_metrics_work(const agent *a, cr_buf *b);
+/* Write dcgm-exporter's job mapping files (when --dcgm-job-map); main only. */
+void cr__agent_job_map(agent *a);
 
 #endif

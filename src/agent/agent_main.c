@@ -73,7 +73,11 @@ static void usage(FILE *f)
         "  --dev-dir DIR         GPU device nodes (default /dev; sim: STATE-DIR.dev, made\n"
         "                        with mknod as placeholders of major 195)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
-        "                        running, a restarted agent re-adopts them)\n");
+        "                        running, a restarted agent re-adopts them)\n"
+        "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
+        "                        runs beside the agent); corral_* series stay\n"
+        "  --dcgm-job-map DIR    write dcgm-exporter's job mapping files into DIR (its\n"
+        "                        --hpc-job-mapping-dir): one file per GPU index, job ids\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -177,6 +181,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
+        {"no-dcgm", no_argument, NULL, 'N'},
+        {"dcgm-job-map", required_argument, NULL, 'M'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -271,6 +277,19 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             break;
         case 'K':
             c->tls_key = optarg;
+            break;
+        case 'N':
+            c->no_dcgm = 1;
+            break;
+        case 'M':
+            if (!*optarg || strlen(optarg) > 1000) {
+                return flag_error("--dcgm-job-map", "want a directory path (up to 1000 bytes)");
+            }
+            if (mkdir(optarg, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "corral agent: --dcgm-job-map %s: %s\n", optarg, strerror(errno));
+                return 2;
+            }
+            c->dcgm_job_map = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -716,6 +735,7 @@ static void render_metrics(agent *a)
     cr_buf b;
     cr_buf_init(&b);
     cr__agent_metrics_render(a, &b);
+    cr__agent_job_map(a);
     char *t = cr_buf_take(&b);
     pthread_mutex_lock(&a->mu);
     free(a->metrics_text);

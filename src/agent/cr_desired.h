@@ -51,6 +51,7 @@ typedef struct cr_job_spec {
     char *checkpoint_dir; /* owned; may be NULL */
     char *mig_profile;    /* owned; NULL: whole GPUs; else one instance of it on gpus[0] */
     int64_t grace_ns;     /* stop: SIGTERM, this long, SIGKILL */
+    char tenant[64];      /* "tenant": the job's tenant ("" unknown), for metrics labels */
     int action;           /* cr_action */
     int has_gang;
     cr_gang gang;

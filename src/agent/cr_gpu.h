@@ -35,6 +35,7 @@ typedef struct cr_mig_inst {
     int slices;         /* compute slices (the N of Ng) */
     int mem_slices;     /* memory slices */
     uint64_t mem_bytes; /* instance memory */
+    int gi_id;          /* the driver's GPU instance id (DCGM's GPU_I_ID) */
 } cr_mig_inst;
 
 typedef struct cr_gpu_info {
@@ -61,7 +62,33 @@ typedef struct cr_gpu_sample {
     int xid_last;             /* last XID seen, 0 none */
     uint64_t xid_count;       /* XIDs seen since start */
     int64_t xid_time_ns;      /* when the last XID was seen (0 none) */
+    /* dcgm-exporter's default fields that NVML supplies; each is valid only
+     * when its CR_GPU_HAVE_* bit is set in `have` (a board or driver that
+     * lacks one leaves it out of /metrics rather than reporting 0). */
+    unsigned have;
+    int mem_clock_mhz;     /* memory clock */
+    int mem_temp_c;        /* memory (HBM) temperature */
+    uint64_t energy_mj;    /* total energy since the driver loaded, mJ */
+    uint64_t pcie_replay;  /* PCIe replay counter */
+    int enc_util_pct;      /* video encoder utilisation */
+    int dec_util_pct;      /* video decoder utilisation */
+    int mem_copy_util_pct; /* memory interface utilisation */
+    uint64_t remap_corr;   /* rows remapped for correctable errors */
+    uint64_t remap_unc;    /* rows remapped for uncorrectable errors */
+    int remap_failure;     /* 1: a row remapping failed */
+    uint64_t nvlink_kib;   /* NVLink data sent + received, KiB (counter) */
 } cr_gpu_sample;
+
+enum {
+    CR_GPU_HAVE_MEM_CLOCK = 1u << 0,
+    CR_GPU_HAVE_MEM_TEMP = 1u << 1,
+    CR_GPU_HAVE_ENERGY = 1u << 2,
+    CR_GPU_HAVE_PCIE_REPLAY = 1u << 3,
+    CR_GPU_HAVE_ENC_DEC = 1u << 4,
+    CR_GPU_HAVE_MEM_COPY = 1u << 5,
+    CR_GPU_HAVE_REMAP = 1u << 6,
+    CR_GPU_HAVE_NVLINK = 1u << 7,
+};
 
 /* What the agent knows about the work on each GPU, for the sim backend. */
 typedef struct cr_gpu_load {

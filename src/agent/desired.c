@@ -289,6 +289,15 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         (rc = get_str(j, path, "mig_profile", &s.mig_profile, err, errlen)) < 0) {
         goto fail;
     }
+    json_t *tn = json_object_get(j, "tenant");
+    if (tn && !json_is_null(tn)) {
+        if (!json_is_string(tn) || json_string_length(tn) >= sizeof s.tenant ||
+            strlen(json_string_value(tn)) != json_string_length(tn)) {
+            rc = bad(err, errlen, path, "tenant", "must be a string of up to 63 bytes");
+            goto fail;
+        }
+        snprintf(s.tenant, sizeof s.tenant, "%s", json_string_value(tn));
+    }
     /* "" means "not set" (the controller sends empty strings for defaults). */
     char **opt[] = {&s.workdir, &s.checkpoint_dir, &s.mig_profile};
     for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
@@ -425,6 +434,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     }
     if (s->mig_profile) {
         json_object_set_new(j, "mig_profile", json_string(s->mig_profile));
+    }
+    if (*s->tenant) {
+        json_object_set_new(j, "tenant", json_string(s->tenant));
     }
     json_t *g = json_array();
     for (size_t i = 0; i < s->gpu_count; i++) {

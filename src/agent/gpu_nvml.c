@@ -11,6 +11,12 @@
  *
  * XIDs arrive as events: an event set registered for critical XID errors
  * is drained without waiting at every sample.
+ *
+ * dcgm-exporter's default fields that NVML supplies are read each sample
+ * when the driver has the call (memory clock, encoder/decoder utilisation,
+ * total energy, PCIe replays, remapped rows) or through
+ * nvmlDeviceGetFieldValues (memory temperature, NVLink data throughput);
+ * a field the board refuses is left out (cr_gpu_sample.have).
  */
 #include "cr_gpu.h"
 
@@ -18,6 +24,8 @@
 #include "cr_error.h"
 
 #include <dlfcn.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +55,37 @@ typedef struct {
     unsigned int gpuInstanceId;
     unsigned int computeInstanceId;
 } nvmlEventData_t;
+
+/* nvmlFieldValue_t (nvml.h): value is a union of 8 bytes, read by valueType. */
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId; /* NVLink fields: the link, UINT_MAX = all links summed */
+    long long timestamp;
+    long long latencyUsec;
+    int valueType; /* NVML_VALUE_TYPE_* */
+    nvmlReturn_t nvmlReturn;
+    union {
+        double dVal;
+        unsigned int uiVal;
+        unsigned long ulVal;
+        unsigned long long ullVal;
+        long long sllVal;
+        int siVal;
+        unsigned short usVal;
+    } value;
+} nvmlFieldValue_t;
+
+#define NVML_VALUE_TYPE_DOUBLE                0
+#define NVML_VALUE_TYPE_UNSIGNED_INT          1
+#define NVML_VALUE_TYPE_UNSIGNED_LONG         2
+#define NVML_VALUE_TYPE_UNSIGNED_LONG_LONG    3
+#define NVML_VALUE_TYPE_SIGNED_LONG_LONG      4
+#define NVML_VALUE_TYPE_SIGNED_INT            5
+#define NVML_VALUE_TYPE_UNSIGNED_SHORT        6
+#define NVML_FI_DEV_MEMORY_TEMP               82
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX 138 /* KiB */
+#define NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX 139 /* KiB */
+#define NVML_CLOCK_MEM                        2
 
 #define NVML_SUCCESS             0
 #define NVML_ERROR_TIMEOUT       10
@@ -84,6 +123,14 @@ typedef struct nvml_api {
     nvmlReturn_t (*register_events)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
     nvmlReturn_t (*event_wait)(nvmlEventSet_t, nvmlEventData_t *, unsigned int);
     nvmlReturn_t (*event_set_free)(nvmlEventSet_t);
+    nvmlReturn_t (*energy)(nvmlDevice_t, unsigned long long *);
+    nvmlReturn_t (*pcie_replay)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*enc_util)(nvmlDevice_t, unsigned int *, unsigned int *);
+    nvmlReturn_t (*dec_util)(nvmlDevice_t, unsigned int *, unsigned int *);
+    nvmlReturn_t (*remapped_rows)(nvmlDevice_t, unsigned int *, unsigned int *, unsigned int *,
+                                  unsigned int *);
+    nvmlReturn_t (*field_values)(nvmlDevice_t, int, nvmlFieldValue_t *);
+    nvmlReturn_t (*gpu_instance_id)(nvmlDevice_t, unsigned int *);
 } nvml_api;
 
 typedef struct nvml_state {
@@ -137,6 +184,13 @@ static int load_api(nvml_api *a, char *err, size_t errlen)
     OPT(register_events, "nvmlDeviceRegisterEvents");
     OPT(event_wait, "nvmlEventSetWait_v2");
     OPT(event_set_free, "nvmlEventSetFree");
+    OPT(energy, "nvmlDeviceGetTotalEnergyConsumption");
+    OPT(pcie_replay, "nvmlDeviceGetPcieReplayCounter");
+    OPT(enc_util, "nvmlDeviceGetEncoderUtilization");
+    OPT(dec_util, "nvmlDeviceGetDecoderUtilization");
+    OPT(remapped_rows, "nvmlDeviceGetRemappedRows");
+    OPT(field_values, "nvmlDeviceGetFieldValues");
+    OPT(gpu_instance_id, "nvmlDeviceGetGpuInstanceId");
 #undef REQ
 #undef OPT
     return 0;
@@ -166,6 +220,95 @@ static void drain_xids(cr_gpu_backend *b, nvml_state *st, int64_t now_ns)
     }
 }
 
+/* A field value as an unsigned integer; false when NVML refused it. */
+static bool field_u64(const nvmlFieldValue_t *f, uint64_t *out)
+{
+    if (f->nvmlReturn != NVML_SUCCESS) {
+        return false;
+    }
+    switch (f->valueType) {
+    case NVML_VALUE_TYPE_DOUBLE:
+        *out = f->value.dVal > 0 ? (uint64_t)f->value.dVal : 0;
+        return true;
+    case NVML_VALUE_TYPE_UNSIGNED_INT:
+        *out = f->value.uiVal;
+        return true;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG:
+        *out = f->value.ulVal;
+        return true;
+    case NVML_VALUE_TYPE_UNSIGNED_LONG_LONG:
+        *out = f->value.ullVal;
+        return true;
+    case NVML_VALUE_TYPE_SIGNED_LONG_LONG:
+        *out = f->value.sllVal > 0 ? (uint64_t)f->value.sllVal : 0;
+        return true;
+    case NVML_VALUE_TYPE_SIGNED_INT:
+        *out = f->value.siVal > 0 ? (uint64_t)f->value.siVal : 0;
+        return true;
+    case NVML_VALUE_TYPE_UNSIGNED_SHORT:
+        *out = f->value.usVal;
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* The dcgm-exporter default fields beyond the basic sample. */
+static void sample_extra(const nvml_api *a, nvmlDevice_t d, const nvmlUtilization_t *u, bool have_u,
+                         cr_gpu_sample *s)
+{
+    unsigned int v, w, x, y;
+    unsigned long long e;
+    if (have_u) {
+        s->mem_copy_util_pct = (int)(u->memory > 100 ? 100 : u->memory);
+        s->have |= CR_GPU_HAVE_MEM_COPY;
+    }
+    if (a->clock && a->clock(d, NVML_CLOCK_MEM, &v) == NVML_SUCCESS) {
+        s->mem_clock_mhz = (int)v;
+        s->have |= CR_GPU_HAVE_MEM_CLOCK;
+    }
+    if (a->energy && a->energy(d, &e) == NVML_SUCCESS) {
+        s->energy_mj = e;
+        s->have |= CR_GPU_HAVE_ENERGY;
+    }
+    if (a->pcie_replay && a->pcie_replay(d, &v) == NVML_SUCCESS) {
+        s->pcie_replay = v;
+        s->have |= CR_GPU_HAVE_PCIE_REPLAY;
+    }
+    if (a->enc_util && a->dec_util && a->enc_util(d, &v, &w) == NVML_SUCCESS &&
+        a->dec_util(d, &x, &w) == NVML_SUCCESS) {
+        s->enc_util_pct = (int)(v > 100 ? 100 : v);
+        s->dec_util_pct = (int)(x > 100 ? 100 : x);
+        s->have |= CR_GPU_HAVE_ENC_DEC;
+    }
+    if (a->remapped_rows && a->remapped_rows(d, &v, &w, &x, &y) == NVML_SUCCESS) {
+        s->remap_corr = v;
+        s->remap_unc = w;
+        s->remap_failure = y ? 1 : 0;
+        s->have |= CR_GPU_HAVE_REMAP;
+    }
+    if (a->field_values) {
+        nvmlFieldValue_t f[3];
+        memset(f, 0, sizeof f);
+        f[0].fieldId = NVML_FI_DEV_MEMORY_TEMP;
+        f[1].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX;
+        f[1].scopeId = UINT_MAX;
+        f[2].fieldId = NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX;
+        f[2].scopeId = UINT_MAX;
+        uint64_t t, tx, rx;
+        if (a->field_values(d, 3, f) == NVML_SUCCESS) {
+            if (field_u64(&f[0], &t) && t > 0) {
+                s->mem_temp_c = (int)t;
+                s->have |= CR_GPU_HAVE_MEM_TEMP;
+            }
+            if (field_u64(&f[1], &tx) && field_u64(&f[2], &rx)) {
+                s->nvlink_kib = tx + rx;
+                s->have |= CR_GPU_HAVE_NVLINK;
+            }
+        }
+    }
+}
+
 static int nvml_sample(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_ns,
                        cr_gpu_sample *out)
 {
@@ -176,8 +319,9 @@ static int nvml_sample(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_n
         cr_gpu_sample *s = &out[i];
         memset(s, 0, sizeof *s);
         nvmlDevice_t d = st->dev[i];
-        nvmlUtilization_t u;
-        if (a->util && a->util(d, &u) == NVML_SUCCESS) {
+        nvmlUtilization_t u = {0, 0};
+        bool have_u = a->util && a->util(d, &u) == NVML_SUCCESS;
+        if (have_u) {
             s->util_pct = (int)(u.gpu > 100 ? 100 : u.gpu);
         }
         nvmlMemory_t m;
@@ -201,6 +345,7 @@ static int nvml_sample(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_n
         s->xid_last = st->xid_last[i];
         s->xid_count = st->xid_count[i];
         s->xid_time_ns = st->xid_time[i];
+        sample_extra(a, d, &u, have_u, s);
     }
     return 0;
 }
@@ -269,6 +414,10 @@ static void read_inventory(cr_gpu_backend *b, nvml_state *st)
                     continue;
                 }
                 a->uuid(md, mi->uuid, sizeof mi->uuid);
+                unsigned int gi = 0;
+                mi->gi_id = a->gpu_instance_id && a->gpu_instance_id(md, &gi) == NVML_SUCCESS
+                                ? (int)gi
+                                : (int)k;
                 if (a->memory(md, &m) == NVML_SUCCESS) {
                     mi->mem_bytes = m.total;
                 }

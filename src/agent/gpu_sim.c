@@ -115,6 +115,7 @@ static int parse_mig(char *v, cr_gpu_info *g, int mig_max, const char *where, ch
                 return CR_EINVAL;
             }
             cr_mig_inst *m = &g->mig[g->mig_count++];
+            m->gi_id = (int)g->mig_count; /* 1-based, in layout order */
             snprintf(m->profile, sizeof m->profile, "%s", profile);
             m->slices = slices;
             m->mem_slices = cr_gpu_mig_mem_slices(profile, g->mem_bytes, mig_max);
@@ -356,6 +357,8 @@ typedef struct sim_state {
     int64_t xid_time[CR_GPU_MAX];   /* time of the last XID */
     int xid_last[CR_GPU_MAX];       /* last XID code */
     const sim_model *model[CR_GPU_MAX];
+    double energy_mj[CR_GPU_MAX];  /* integrated board power */
+    double nvlink_kib[CR_GPU_MAX]; /* NVLink traffic while busy (NVLink parts only) */
 } sim_state;
 
 static void reload_faults(cr_gpu_backend *b, sim_state *st)
@@ -434,6 +437,22 @@ static int sim_sample(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_ns
         s->xid_last = st->xid_last[i];
         s->xid_count = st->xid_count[i];
         s->xid_time_ns = st->xid_time[i];
+        /* The rest of dcgm-exporter's default fields, plausibly: HBM parts
+         * report a memory temperature, NVLink parts move data while busy. */
+        double step = dt >= 1e8 ? 0 : dt;
+        st->energy_mj[i] += st->power_w[i] * 1000.0 * step;
+        s->have = CR_GPU_HAVE_MEM_CLOCK | CR_GPU_HAVE_MEM_TEMP | CR_GPU_HAVE_ENERGY |
+                  CR_GPU_HAVE_PCIE_REPLAY | CR_GPU_HAVE_ENC_DEC | CR_GPU_HAVE_MEM_COPY |
+                  CR_GPU_HAVE_REMAP;
+        s->mem_clock_mhz = m && m->sxm ? 2619 : 1593;
+        s->mem_temp_c = s->temp_c + 4;
+        s->energy_mj = (uint64_t)st->energy_mj[i];
+        s->mem_copy_util_pct = (int)(u * 60 + 0.5);
+        if (g->nvlink_domain >= 0) {
+            st->nvlink_kib[i] += u * 50e6 * step; /* ~50 GB/s at full use */
+            s->nvlink_kib = (uint64_t)st->nvlink_kib[i];
+            s->have |= CR_GPU_HAVE_NVLINK;
+        }
     }
     return 0;
 }

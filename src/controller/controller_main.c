@@ -70,6 +70,11 @@ static void route(void *ctx, cr_http_req *req)
         }
         seg[nseg++] = t;
     }
+    if (nseg >= 1 && nseg <= 2 && strcmp(seg[0], "ui") == 0) {
+        ctl_route_ui(c, req, seg, nseg);
+        goto out;
+    }
+    ctl_ui_headers(req, true);
     if (nseg == 1 && strcmp(seg[0], "metrics") == 0 && strcmp(m, "GET") == 0) {
         cr_http_set_route(req, "/metrics");
         ctl_route_metrics(c, req);
@@ -130,6 +135,13 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_bootstrap(c, req, &p, seg, nseg);
     } else if (strcmp(r, "audit") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_audit(c, req, &p);
+    } else if (strcmp(r, "prometheus") == 0 && nseg == 3 && strcmp(seg[2], "targets") == 0 &&
+               strcmp(m, "GET") == 0) {
+        ctl_route_targets(c, req, &p);
+    } else if (strcmp(r, "advise") == 0 && nseg == 2 && strcmp(m, "POST") == 0) {
+        ctl_route_advise(c, req, &p);
+    } else if (strcmp(r, "cluster") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
+        ctl_route_cluster(c, req, &p);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);
     } else if (strcmp(r, "whoami") == 0 && nseg == 2) {

@@ -404,4 +404,20 @@ void ctl_audit_tick(ctl *c, int64_t now_mono); /* retention; takes no lock */
 void ctl_route_metrics(ctl *c, cr_http_req *req);
 void ctl_observe(void *ctx, const char *method, const char *route, unsigned status, int64_t dur_ns);
 
+/* ctl_obs.c: queue wait, pending by reason, tenant usage, node info. */
+void ctl_obs_started(const ctl_job *j, int64_t now_ns); /* a job started (wall clock) */
+const char *ctl_reason_class(const char *reason);       /* "quota", "resources", ... */
+void ctl_metrics_more(ctl *c, cr_buf *b);               /* takes mu */
+
+/* ctl_ui.c: the dashboard's files, Prometheus discovery, advise. */
+/* Security headers: api = JSON answers (no-store), else the dashboard (CSP). */
+void ctl_ui_headers(cr_http_req *req, bool api);
+void ctl_route_ui(ctl *c, cr_http_req *req, char **seg, size_t nseg);
+void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p);
+void ctl_route_advise(ctl *c, cr_http_req *req, const cr_principal *p);
+void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p);
+/* A gateway reported load with its /metrics port (member metrics_port of
+ * POST /v1/services/{name}/metrics): list it for discovery. Own lock. */
+void ctl_ui_gateway_seen(const char *addr, int port);
+
 #endif

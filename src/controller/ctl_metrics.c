@@ -150,6 +150,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_family(&b, "corral_store_transactions_total", "counter",
                    "Transactions made durable (many per commit under load).");
     cr_prom_sample(&b, "corral_store_transactions_total", NULL, (double)txns);
+    ctl_metrics_more(c, &b);
     free(q);
     free(g);
     size_t len = b.len;

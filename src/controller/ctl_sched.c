@@ -531,6 +531,7 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
         cr_buf_printf(&b, "; %s", why);
     }
     atomic_fetch_add(&c->jobs_started, 1);
+    ctl_obs_started(j, now);
     ctl_job_persist(c, txn, j, "started", cr_buf_str(&b));
     cr_buf_fini(&b);
     ctl_services_job_changed(c, j);

@@ -797,13 +797,14 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
                                        : "/v1/services/{name}/metrics");
     int64_t replicas = 0;
     double in_flight = 0, rps = 0, p95 = -1;
+    int64_t metrics_port = 0; /* the gateway's /metrics port, for discovery */
     if (scale || metrics) {
         size_t len;
         const char *body = cr_http_body(req, &len);
         json_t *v = NULL;
         cr_json_err err;
         static const char *const scale_m[] = {"replicas", NULL};
-        static const char *const metric_m[] = {"in_flight", "rps", "p95_ms", NULL};
+        static const char *const metric_m[] = {"in_flight", "rps", "p95_ms", "metrics_port", NULL};
         int rc = cr_json_parse_object(body, len, &v, &err);
         if (rc == 0 && scale) {
             rc = cr_json_only(v, "", scale_m, &err) ||
@@ -812,7 +813,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
             rc = cr_json_only(v, "", metric_m, &err) ||
                  cr_json_num(v, "", "in_flight", true, 0, 1e9, &in_flight, &err) ||
                  cr_json_num(v, "", "rps", false, 0, 1e12, &rps, &err) ||
-                 cr_json_num(v, "", "p95_ms", false, -1, 1e9, &p95, &err);
+                 cr_json_num(v, "", "p95_ms", false, -1, 1e9, &p95, &err) ||
+                 cr_json_int(v, "", "metrics_port", false, 1, 65535, &metrics_port, &err);
         }
         json_decref(v);
         if (rc != 0) {
@@ -834,6 +836,11 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
         return;
     }
     if (metrics) {
+        if (metrics_port && p->role == CR_ROLE_ADMIN) {
+            /* only a gateway with an admin token is listed for scraping:
+             * a user token cannot point Prometheus at a port of its choice */
+            ctl_ui_gateway_seen(cr_http_peer(req), (int)metrics_port);
+        }
         s->in_flight = in_flight;
         s->rps = rps;
         s->p95_ms = p95;

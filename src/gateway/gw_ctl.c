@@ -352,10 +352,11 @@ static void *report_main(void *arg)
                 snprintf(path, sizeof path, "/v1/services/%s/metrics", st[i].name);
                 /* rounded to the microsecond, as the text form had it */
                 json_t *json = json_pack(
-                    "{s:i,s:f,s:f}", "in_flight",
+                    "{s:i,s:f,s:f,s:i}", "in_flight",
                     (int)(st[i].in_flight > 0 ? st[i].in_flight : (st[i].activation ? 1 : 0)),
                     "rps", round(st[i].rps * 1000) / 1000, "p95_ms",
-                    st[i].p95_ms >= 0 ? round(st[i].p95_ms * 1000) / 1000 : -1.0);
+                    st[i].p95_ms >= 0 ? round(st[i].p95_ms * 1000) / 1000 : -1.0, "metrics_port",
+                    (int)g->bound_port); /* for Prometheus discovery */
                 long status = 0;
                 int rc = call(cl, "POST", path, json, 5, &status, &body);
                 json_decref(json);

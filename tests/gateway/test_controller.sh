@@ -38,7 +38,7 @@ wait_for 10 metric_is "$G" "$UP_B" 1 || fail "b not ready after version 3"
 grep -q "^replica b " load2.txt || fail "b got no traffic once ready"
 
 # Load reports reach the controller with the contract's members.
-reported() { grep -qE '^/v1/services/chat/metrics \{"in_flight":[0-9]+,"rps":[0-9.]+,"p95_ms":-?[0-9.]+\}$' eps.json.metrics; }
+reported() { grep -qE '^/v1/services/chat/metrics \{"in_flight":[0-9]+,"rps":[0-9.]+,"p95_ms":-?[0-9.]+,"metrics_port":[0-9]+\}$' eps.json.metrics; }
 wait_for 10 reported || fail "no metrics report: $(tail -2 eps.json.metrics 2>/dev/null)"
 
 # The reported concurrency is the time average: 4 clients, each always

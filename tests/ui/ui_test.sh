@@ -1,0 +1,115 @@
+#!/bin/bash
+# ui_test.sh - the dashboard in a real browser: a controller and two agents
+# with simulated GPUs on loopback, two tenants with user tokens, a running
+# job that prints a marker, a job that cannot fit (pending with a reason),
+# another tenant's job, then browser_test.mjs drives the system Chromium over
+# the DevTools protocol (puppeteer-core, installed by `npm ci` into
+# tests/ui/node_modules when missing). Screenshots of each view land in
+# $UI_SHOTS (the build dir's tests/ui/screenshots).
+#
+# Skips (77) only when Chromium, Node.js or the npm packages are missing
+# and cannot be installed.
+set -u
+BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+HERE=$(cd "$(dirname "$0")" && pwd)
+SHOTS=${UI_SHOTS:-$PWD/ui-screenshots}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/corral-ui.XXXXXX")
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT INT TERM
+
+CHROME=${CHROME:-$(command -v chromium || true)}
+if [ -z "$CHROME" ] || ! command -v node >/dev/null; then
+    echo "SKIP: chromium or node missing (make deps installs them)"
+    exit 77
+fi
+if [ ! -d "$HERE/node_modules/puppeteer-core" ]; then
+    (cd "$HERE" && npm ci --ignore-scripts --no-audit --no-fund >"$TMP/npm.log" 2>&1) || {
+        cat "$TMP/npm.log"
+        echo "SKIP: npm ci failed (no registry?)"
+        exit 77
+    }
+fi
+
+wait_for() { # wait_for SECONDS COMMAND...
+    local end=$((SECONDS + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.2
+    done
+}
+
+mkdir -p "$TMP/ctl"
+"$BIN" controller --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+PIDS+=($!)
+wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller did not start"; exit 1; }
+wait_for 30 test -s "$TMP/ctl/admin.token" || { echo "FAIL: no admin token"; exit 1; }
+SERVER=$(cat "$TMP/ctl/listen.addr")
+ADMIN=$(cat "$TMP/ctl/admin.token")
+
+agent() { # agent NODE RACK GPUS
+    mkdir -p "$TMP/$1"
+    "$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node "$1" --rack "$2" \
+        --gpus "sim:$3" --listen 127.0.0.1:0 --state-dir "$TMP/$1" --kill-on-exit \
+        >"$TMP/agent-$1.log" 2>&1 &
+    PIDS+=($!)
+}
+agent h100-0 r1 "4xH100 SXM"
+agent a30-0 r2 "2xA30,mig=1g.6gb:4"
+
+# call METHOD PATH TOKEN [BODY]: the answer's body on stdout
+call() {
+    curl -sS -X "$1" -H "Authorization: Bearer $3" -H 'Content-Type: application/json' \
+        ${4:+--data "$4"} "$SERVER$2"
+}
+nodes_up() { [ "$(call GET /v1/nodes "$ADMIN" | grep -o '"state":"up"' | wc -l)" -ge 2 ]; }
+wait_for 30 nodes_up || { echo "FAIL: agents did not register"; cat "$TMP"/agent-*.log; exit 1; }
+
+call POST /v1/tenants "$ADMIN" '{"name":"ml","weight":2,"quotas":{"H100 SXM":4}}' >/dev/null
+call POST /v1/tenants "$ADMIN" '{"name":"vision","weight":1}' >/dev/null
+tok() { call POST /v1/tokens "$ADMIN" "{\"role\":\"user\",\"tenant\":\"$1\",\"name\":\"$2\"}" |
+    sed -n 's/.*"token":"\([^"]*\)".*/\1/p'; }
+ML=$(tok ml alice)
+VIS=$(tok vision bob)
+[ -n "$ML" ] && [ -n "$VIS" ] || { echo "FAIL: could not make user tokens"; exit 1; }
+id_of() { sed -n 's/.*"ids":\[\([0-9]*\).*/\1/p'; }
+RUN=$(call POST /v1/jobs "$ML" '{"name":"<img src=x id=xss>train","command":["sh","-c","echo ui-marker-$CORRAL_JOB_ID; sleep 300"],"gpus":2,"gpu_type":"H100 SXM"}' | id_of)
+PEND=$(call POST /v1/jobs "$ML" '{"name":"too-big","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
+OTHER=$(call POST /v1/jobs "$VIS" '{"name":"secret-vision","command":["sleep","300"],"gpus":1,"gpu_type":"A30","mig_profile":"1g.6gb"}' | id_of)
+[ -n "$RUN" ] && [ -n "$PEND" ] && [ -n "$OTHER" ] || { echo "FAIL: submit failed"; exit 1; }
+running() { call GET "/v1/jobs/${RUN}" "$ADMIN" | grep -q '"state":"running"'; }
+wait_for 30 running || { echo "FAIL: job $RUN did not start"; call GET "/v1/jobs/$RUN" "$ADMIN"; exit 1; }
+RUN=$OTHER wait_for 30 running || { echo "FAIL: MIG job $OTHER did not start"; exit 1; }
+
+# The API behind the dashboard, from outside the browser.
+fails=0
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+code() { curl -s -o "$TMP/body" -w '%{http_code}' -H "Authorization: Bearer $2" ${3:+--data "$3"} "$SERVER$1"; }
+[ "$(code /v1/prometheus/targets "$ML")" = 403 ] || fail "a user token lists scrape targets"
+[ "$(code /v1/advise "$ML" '{"kind":"finetune","params":"7b"}')" = 400 ] && grep -q '"field":"params"' "$TMP/body" ||
+    fail "advise with a bad params: $(cat "$TMP/body")"
+[ "$(code /v1/advise "$ML" '{"kind":"finetune","params":7e9,"bogus":1}')" = 400 ] && grep -q 'bogus' "$TMP/body" ||
+    fail "advise with an unknown member: $(cat "$TMP/body")"
+[ "$(code /ui/nope.js "")" = 404 ] || fail "/ui/nope.js is not a 404"
+curl -sI -H "Authorization: Bearer $ML" "$SERVER/v1/jobs" | grep -qi '^Cache-Control: no-store' || fail "API answers may be cached"
+curl -sI "$SERVER/ui/app.js" | grep -qi "^Content-Security-Policy: default-src 'none'" || fail "no CSP on /ui/app.js"
+# another tenant sees which job holds a GPU, not whose it is
+[ "$(code /v1/cluster "$VIS")" = 200 ] || fail "/v1/cluster as a user"
+grep -q "\"job\":$RUN" "$TMP/body" || fail "the cluster map lacks job $RUN"
+grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to tenant vision"
+[ "$fails" -eq 0 ] || exit 1
+
+mkdir -p "$SHOTS"
+UI_URL="$SERVER/ui" UI_TOKEN="$ML" UI_RUN="$RUN" UI_PEND="$PEND" UI_OTHER="$OTHER" \
+    UI_SHOTS="$SHOTS" CHROME="$CHROME" node "$HERE/browser_test.mjs"
+rc=$?
+[ $rc -ne 0 ] && tail -20 "$TMP/ctl.log"
+exit $rc
