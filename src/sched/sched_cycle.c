@@ -367,6 +367,48 @@ static int64_t finish_by_waiting(cr_sched *s, const job *j, int f, double tmin, 
     return at + run;
 }
 
+static bool quota_room(const cr_sched *s, const job *j, int type);
+
+/*
+ * Wait-or-start for j on type t: true when some faster type f, full now,
+ * would let j finish sooner by waiting for it than starting on t now; then
+ * wtype and wat say which type and when its GPUs free up. Faster types that
+ * have room now (fragmented) or that the tenant's quota closes are not
+ * waited for. The slowest usable type's throughput scales the estimate.
+ */
+static bool better_to_wait(cr_sched *s, const job *j, int t, const resv *res,
+                           const uint32_t *claim, int64_t now_ns, int *wtype, int64_t *wat)
+{
+    double tt = cr__sched_tput(j, t), tmin = tt;
+    for (int f = 0; f < s->ntypes; f++) {
+        double tp = cr__sched_tput(j, f);
+        if (tp > 0 && tp < tmin && s->types[f].total > 0) {
+            tmin = tp;
+        }
+    }
+    int64_t run = est_runtime(j, t, tmin);
+    if (run <= 0 || run > INT64_MAX - now_ns) {
+        return false;
+    }
+    int64_t best = now_ns + run;
+    bool wait = false;
+    for (int f = 0; f < s->ntypes; f++) {
+        if (!(cr__sched_tput(j, f) > tt) || s->types[f].total < j->spec.gpu_count ||
+            (s->types[f].mem_bytes && s->types[f].mem_bytes < j->spec.mem_bytes) ||
+            (!quota_room(s, j, f) && !s->cfg.borrowing)) {
+            continue;
+        }
+        int64_t e = finish_by_waiting(s, j, f, tmin, res, claim, now_ns);
+        if (e < best) {
+            best = e;
+            wait = true;
+            *wtype = f;
+            *wat = e - est_runtime(j, f, tmin);
+        }
+    }
+    return wait;
+}
+
 /* A victim is in the way if it holds anything on a GPU the placement uses:
  * for MIG even disjoint memory slices count, because the plan may also
  * have counted on the victim's compute slices. */
@@ -852,19 +894,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         bool started = false, never = true;
         int why = R_NONE, wtype = cand[0], ptype = -1;
         bool pborrow = false;
-        /* wait-or-start: the soonest finish by waiting for a faster type
-         * that was tried and had no room (INT64_MAX = none) */
+        /* wait-or-start: skip a slower type when waiting for a faster one
+         * finishes sooner (the faster type then holds the reason) */
         bool wfs = s->cfg.wait_for_faster && j->spec.gpu_type < 0 && !j->mig[0] &&
-                   j->spec.time_limit_ns > 0 &&
-                   (s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS);
-        double tmin = 0;
-        if (wfs) {
-            for (int c = 0; c < nc; c++) {
-                double tp = cr__sched_tput(j, cand[c]);
-                tmin = c == 0 || tp < tmin ? tp : tmin;
-            }
-        }
-        int64_t wait_end = INT64_MAX, wait_at = INT64_MAX;
+                   j->spec.time_limit_ns > 0 && s->cfg.policy != CR_SCHED_FIFO;
+        int64_t wait_at = INT64_MAX;
         int wait_type = -1;
         for (int c = 0; c < nc && !started; c++) {
             int t = cand[c];
@@ -873,21 +907,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             } else {
                 continue;
             }
-            if (wfs && c > 0) {
-                int f = cand[c - 1]; /* the previous (faster) candidate failed */
-                if (why == R_NO_FIT || why == R_BACKFILL || why == R_BLOCKED) {
-                    int64_t e = finish_by_waiting(s, j, f, tmin, res, claim, now_ns);
-                    if (e < wait_end) {
-                        wait_end = e;
-                        wait_type = f;
-                        wait_at = e - est_runtime(j, f, tmin);
-                    }
-                }
-                int64_t run = est_runtime(j, t, tmin);
-                if (wait_end != INT64_MAX && run > 0 && run <= INT64_MAX - now_ns &&
-                    now_ns + run > wait_end) {
-                    continue; /* (slower still further down the list) */
-                }
+            if (wfs && better_to_wait(s, j, t, res, claim, now_ns, &wait_type, &wait_at)) {
+                continue;
             }
             bool borrowed = false;
             if (!quota_room(s, j, t)) {
