@@ -5,7 +5,7 @@
 # 36 V100 + 36 P100 + 36 K80, one GPU per server as in Gavel's experiments.
 #
 # usage: bench/sim/vs_gavel.sh [BUILD_DIR] [BURST_SEEDS] [RATES] [JOBS]
-#   BURST_SEEDS  seeds of 400-job bursts (all at t=0), default 1,2,3
+#   BURST_SEEDS  seeds of 400-job bursts (all at t=0), default 1,2,3 ("" = none)
 #   RATES        steady-state arrival rates in jobs/hour, default 0.4,1,2,3
 #                ("" = bursts only); JOBS jobs each (default 1500), JCT over
 #                the middle third (Gavel's -s/-e window, Corral's --window)
@@ -14,7 +14,7 @@
 # Gavel takes 10-30 s per burst and minutes per steady-state run here.
 set -eu
 BUILD=${1:-build}
-SEEDS=${2:-1,2,3}
+SEEDS=${2-1,2,3}
 RATES=${3-0.4,1,2,3}
 JOBS=${4:-1500}
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
