@@ -376,8 +376,8 @@ static bool quota_room(const cr_sched *s, const job *j, int type);
  * have room now (fragmented) or that the tenant's quota closes are not
  * waited for. The slowest usable type's throughput scales the estimate.
  */
-static bool better_to_wait(cr_sched *s, const job *j, int t, const resv *res,
-                           const uint32_t *claim, int64_t now_ns, int *wtype, int64_t *wat)
+static bool better_to_wait(cr_sched *s, const job *j, int t, const resv *res, const uint32_t *claim,
+                           int64_t now_ns, int *wtype, int64_t *wat)
 {
     double tt = cr__sched_tput(j, t), tmin = tt;
     for (int f = 0; f < s->ntypes; f++) {
@@ -1011,8 +1011,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             at = res[wtype].at;
             other = res[wtype].job;
         }
-        set_reason(j, waiting ? R_WAIT_FASTER : why == R_NONE ? R_NO_FIT : why, wtype, k,
-                   s->types[wtype].free, at, other);
+        set_reason(j,
+                   waiting         ? R_WAIT_FASTER
+                   : why == R_NONE ? R_NO_FIT
+                                   : why,
+                   wtype, k, s->types[wtype].free, at, other);
     }
     /* Jobs not examined (nothing free, nobody can preempt) keep their old
      * reason fields; cr_sched_job_reason derives a fresh one from the type
