@@ -159,6 +159,7 @@ void cr_sched_free(cr_sched *s)
     free(s->reasons);
     free(s->plan);
     free(s->scratch);
+    free(s->wcache);
     free(s);
 }
 

@@ -339,6 +339,83 @@ static int64_t est_runtime(const job *j, int t, double tmin)
 }
 
 /*
+ * Wait-or-start looks ahead at the next WAIT_LOOKAHEAD ends of running jobs
+ * on a type (by time limit), with the GPUs each frees, built once per type
+ * and cycle and again only after the cycle started or stopped a job: each
+ * question is then a short scan, not a walk of the running jobs. GPUs that
+ * free up beyond the lookahead are not waited for.
+ */
+#define WAIT_LOOKAHEAD 256
+
+struct wcache {
+    uint64_t cycle; /* s->stats.cycles when built; 0 = never */
+    uint32_t ndec;  /* s->ndec when built (a start or preemption since: rebuild) */
+    uint32_t n;
+    int64_t end[WAIT_LOOKAHEAD];
+    uint32_t cum[WAIT_LOOKAHEAD]; /* GPUs freed by ends 0..i together */
+    uint32_t nf;                  /* frontier of heap positions not yet taken */
+    uint32_t f[WAIT_LOOKAHEAD + 2];
+};
+
+/* The type's lookahead, extended (lazily, in end order) until its ends free
+ * `want` GPUs or it holds WAIT_LOOKAHEAD ends or all of them. */
+static const struct wcache *lookahead(cr_sched *s, int type, uint64_t want)
+{
+    if (!s->wcache) {
+        s->wcache = cr_calloc(CR_SCHED_MAX_TYPES, sizeof(*s->wcache));
+    }
+    struct wcache *w = &s->wcache[type];
+    job **h = s->eheap[type];
+    uint32_t nh = s->neheap[type];
+    if (w->cycle != s->stats.cycles || w->ndec != s->ndec) {
+        w->cycle = s->stats.cycles;
+        w->ndec = s->ndec;
+        w->n = 0;
+        w->nf = 0;
+        if (nh > 0) {
+            w->f[w->nf++] = 0;
+        }
+    }
+    uint32_t *f = w->f;
+    while (w->nf > 0 && w->n < WAIT_LOOKAHEAD && (w->n == 0 || w->cum[w->n - 1] < want)) {
+        /* pop the frontier's earliest; push its two children (the frontier
+         * grows by at most one per pop, so it stays under n + 2) */
+        uint32_t top = f[0];
+        f[0] = f[--w->nf];
+        for (uint32_t i = 0;;) {
+            uint32_t c = 2 * i + 1;
+            if (c >= w->nf) {
+                break;
+            }
+            if (c + 1 < w->nf && cr__sched_end_less(h[f[c + 1]], h[f[c]])) {
+                c++;
+            }
+            if (!cr__sched_end_less(h[f[c]], h[f[i]])) {
+                break;
+            }
+            uint32_t t = f[i];
+            f[i] = f[c];
+            f[c] = t;
+            i = c;
+        }
+        w->end[w->n] = cr__sched_job_end(h[top]);
+        w->cum[w->n] = (w->n ? w->cum[w->n - 1] : 0) + h[top]->nslots;
+        w->n++;
+        for (uint32_t c = 2 * top + 1; c <= 2 * top + 2 && c < nh; c++) {
+            uint32_t i = w->nf++;
+            f[i] = c;
+            while (i > 0 && cr__sched_end_less(h[f[i]], h[f[(i - 1) / 2]])) {
+                uint32_t t = f[i];
+                f[i] = f[(i - 1) / 2];
+                f[(i - 1) / 2] = t;
+                i = (i - 1) / 2;
+            }
+        }
+    }
+    return w;
+}
+
+/*
  * Wait-or-start: the time j would finish by waiting for faster type f,
  * INT64_MAX when unknown or never. The GPUs f frees must first cover what
  * this cycle has already promised on f: the reservation holder and the jobs
@@ -355,16 +432,26 @@ static int64_t finish_by_waiting(cr_sched *s, const job *j, int f, double tmin, 
     if (res[f].active && res[f].job != j->spec.id) {
         need += res[f].need;
     }
-    if (need > s->types[f].total) {
-        return INT64_MAX;
-    }
-    uint32_t extra;
-    int64_t at = free_at(s, f, (uint32_t)need, now_ns, &extra);
-    if (at <= now_ns || at == INT64_MAX || at > INT64_MAX - run) {
+    uint32_t avail = s->types[f].free;
+    if (need > s->types[f].total || avail >= need) {
         /* (free now but not in the shape asked: no end in sight to wait for) */
         return INT64_MAX;
     }
-    return at + run;
+    const struct wcache *w = lookahead(s, f, need - avail);
+    if (w->n == 0 || avail + w->cum[w->n - 1] < need) {
+        return INT64_MAX;
+    }
+    uint32_t lo = 0, hi = w->n - 1; /* the first end that frees enough (cum rises) */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (avail + w->cum[mid] >= need) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    int64_t at = w->end[lo] > now_ns ? w->end[lo] : now_ns; /* (overdue: ends now) */
+    return at > INT64_MAX - run ? INT64_MAX : at + run;
 }
 
 static bool quota_room(const cr_sched *s, const job *j, int type);

@@ -198,6 +198,7 @@ struct cr_sched {
     cr_sched_slot *plan;
     uint32_t cplan;
     void *scratch;
+    struct wcache *wcache; /* wait-or-start lookahead per type (sched_cycle.c) */
     size_t cscratch;
     cr_sched_stats stats;
 };
