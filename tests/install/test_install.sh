@@ -101,7 +101,7 @@ printf '{"server": "http://127.0.0.1:1", "join_token": "x", "gpus": "sim:1xA100 
 out=$("$BIN" agent --config "$DIR/agent.json" --gpus sim:1xNoSuchGPU 2>&1) &&
     fail "agent with a bad --gpus flag over a good config started"
 echo "$out" | grep -q "NoSuchGPU" || fail "the flag did not win over the config: $out"
-out=$("$BIN" agent --config "$DIR/agent.json" --gpus "sim:1xA100 80GB SXM" 2>&1 | head -c 300)
+out=$("$BIN" agent --config "$DIR/agent.json" --gpus "sim:1xA100 80GB SXM" 2>&1 | head -c 8000)
 echo "$out" | grep -q "gpus=1 (sim)" || fail "agent from its config: $out"
 set +e
 "$BIN" config check nosuchrole "$DIR/bad.json" 2>/dev/null
