@@ -20,24 +20,24 @@ struct cr_arch_catalog {
 /* Published dense GQA shapes used for a bare --params (same numbers as the
  * rows of the same name in data/models/models.csv; test_model checks). */
 static const cr_arch defaults[] = {
-    {"llama-3.2-1b", 1.24e9, 1.24e9, 16, 2048, 32, 8, 64, 8192, 128256, 0, 0, 0, 0, 0, 0, 0,
-     131072},
+    {"llama-3.2-1b", 1.24e9, 1.24e9, 16, 2048, 32, 8, 64, 8192, 128256, 0, 0, 0, 0, 0, 0, 0, 131072,
+     0},
     {"llama-3.2-3b", 3.21e9, 3.21e9, 28, 3072, 24, 8, 128, 8192, 128256, 0, 0, 0, 0, 0, 0, 0,
-     131072},
+     131072, 0},
     {"llama-3.1-8b", 8.03e9, 8.03e9, 32, 4096, 32, 8, 128, 14336, 128256, 0, 0, 0, 0, 0, 0, 0,
-     131072},
+     131072, 0},
     {"qwen2.5-14b", 14.77e9, 14.77e9, 48, 5120, 40, 8, 128, 13824, 152064, 0, 0, 0, 0, 0, 0, 0,
-     32768},
+     32768, 0},
     {"qwen2.5-32b", 32.76e9, 32.76e9, 64, 5120, 40, 8, 128, 27648, 152064, 0, 0, 0, 0, 0, 0, 0,
-     32768},
+     32768, 0},
     {"llama-3.1-70b", 70.55e9, 70.55e9, 80, 8192, 64, 8, 128, 28672, 128256, 0, 0, 0, 0, 0, 0, 0,
-     131072},
+     131072, 0},
     {"falcon-180b", 179.52e9, 179.52e9, 80, 14848, 232, 8, 64, 59392, 65024, 0, 0, 0, 0, 0, 0, 0,
-     2048},
+     2048, 1},
     {"llama-3.1-405b", 405.85e9, 405.85e9, 126, 16384, 128, 8, 128, 53248, 128256, 0, 0, 0, 0, 0, 0,
-     0, 131072},
+     0, 131072, 0},
     {"megatron-1t", 1008e9, 1008e9, 128, 25600, 160, 160, 160, 102400, 51200, 0, 0, 0, 0, 0, 0, 0,
-     2048},
+     2048, 1},
 };
 
 void cr_arch_default(double params, cr_arch *out)
@@ -77,7 +77,7 @@ void cr_arch_count_params(const cr_arch *a, double *total, double *active)
         *total = L * attn + dense + ml * (a->experts + a->shared_experts) * per + emb;
         *active = L * attn + dense + ml * (a->experts_active + a->shared_experts) * per + emb;
     } else {
-        *total = *active = L * (attn + 3 * h * a->ffn) + emb;
+        *total = *active = L * (attn + (a->plain_mlp ? 2 : 3) * h * a->ffn) + emb;
     }
 }
 
@@ -177,13 +177,15 @@ enum {
     A_KVLORA,
     A_ROPE,
     A_CTX,
+    A_MLP,
     A__COUNT
 };
 
 static const char *const acols[A__COUNT] = {
-    "name",           "params",   "active_params", "layers",       "hidden",      "heads",
-    "kv_heads",       "head_dim", "ffn",           "vocab",        "experts",     "experts_active",
-    "shared_experts", "moe_ffn",  "dense_layers",  "kv_lora_rank", "qk_rope_dim", "context",
+    "name",         "params",         "active_params",  "layers",  "hidden",
+    "heads",        "kv_heads",       "head_dim",       "ffn",     "vocab",
+    "experts",      "experts_active", "shared_experts", "moe_ffn", "dense_layers",
+    "kv_lora_rank", "qk_rope_dim",    "context",        "mlp",
 };
 
 typedef struct actx {
@@ -254,6 +256,10 @@ static int arow(actx *p, const cr_csv_rec *r, const int *idx, cr_arch *a)
     a->kv_lora_rank = (int)v[A_KVLORA];
     a->qk_rope_dim = (int)v[A_ROPE];
     a->context = (int)v[A_CTX];
+    if (v[A_MLP] != 0 && v[A_MLP] != 2 && v[A_MLP] != 3) {
+        return afail(p, r->col[idx[A_MLP]], "mlp: expected 2, 3 or empty, got %g", v[A_MLP]);
+    }
+    a->plain_mlp = (int)v[A_MLP] == 2;
     char err[128];
     if (cr_arch_check(a, err, sizeof err) != 0) {
         return afail(p, 1, "%s: %s", a->name, err);

@@ -39,6 +39,7 @@ typedef struct cr_arch {
     int kv_lora_rank;   /* MLA latent size (0 = standard attention) */
     int qk_rope_dim;    /* MLA decoupled RoPE key size */
     int context;        /* max_position_embeddings */
+    int plain_mlp;      /* 1: two-matrix GELU MLP (GPT, Falcon); 0: gated (SwiGLU/GeGLU) */
 } cr_arch;
 
 typedef struct cr_arch_catalog cr_arch_catalog;

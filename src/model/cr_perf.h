@@ -74,10 +74,11 @@ typedef struct cr_workload {
     /* Model shape (cr_arch.h); arch.layers == 0: a default GQA shape for
      * params (cr_arch_default). When set, arch.params/active win. */
     cr_arch arch;
-    int kv_precision; /* KV cache: bf16, fp16 or fp8; -1 = fp8 with fp8 weights, else bf16 */
-    double tokens;    /* training tokens (pretrain/finetune) */
-    int seq_len;      /* sequence length, tokens (default 4096 pretrain, 2048 finetune) */
-    int batch;        /* global batch, sequences (default: ~4M tokens pretrain, 16 finetune) */
+    int fix_tp, fix_pp; /* force tensor / pipeline parallel ways; 0 = search */
+    int kv_precision;   /* KV cache: bf16, fp16 or fp8; -1 = fp8 with fp8 weights, else bf16 */
+    double tokens;      /* training tokens (pretrain/finetune) */
+    int seq_len;        /* sequence length, tokens (default 4096 pretrain, 2048 finetune) */
+    int batch;          /* global batch, sequences (default: ~4M tokens pretrain, 16 finetune) */
 
     /* Inference load (kind inference). */
     double rate_per_s; /* requests per second (total over tenants); 0 means 1 */

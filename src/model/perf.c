@@ -24,8 +24,9 @@
 #define TRAIN_MEM_RESERVE 2.0e9 /* training: CUDA context + NCCL buffers; "80 GB" = 80 GiB */
 #define RUNTIME_OVERHEAD  1.0e9 /* CUDA context, allocator slack, buffers */
 #define DECODE_BW_EFF     0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
+#define DECODE_COMP_EFF   0.65  /* decode GEMMs, share of the prefill efficiency (fit) */
 #define KV_BW_EFF         0.45  /* paged-attention KV reads at large batch (fit: TRT-LLM rows) */
-#define MOE_SERVE_EFF     0.20  /* MoE grouped GEMMs + routing, share of dense efficiency (fit) */
+#define MOE_SERVE_EFF     0.30  /* MoE grouped GEMMs + routing, share of dense efficiency (fit) */
 #define PREFILL_EFF       0.50  /* fraction of dense peak in prefill GEMMs */
 #define PREFILL_EFF_GA100 0.68  /* A100/A30 FP16 GEMMs run closer to peak (TensorRT-LLM rows) */
 #define NVLINK_EFF        0.80  /* achieved fraction of per-direction NVLink bandwidth */
@@ -43,6 +44,7 @@
 #define NODE_GPUS         8     /* GPUs per server */
 #define MAX_GPUS          16384
 #define FP8_TRAIN_FACTOR  0.85  /* share of the bf16 efficiency kept at FP8 peak */
+#define PP_VIRTUAL        4     /* interleaved pipeline chunks per stage (Megatron) */
 #define MOE_TRAIN_FACTOR  0.75  /* share of the dense efficiency kept by MoE layers (assumed) */
 #define LORA_TRAINABLE    0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
 #define LOGIT_BYTES       10.0 /* per token per vocab entry: bf16 logits, fp32 softmax, fp32 grad */
@@ -103,7 +105,7 @@ static double arch_eff(const cr_gpu_type *g)
     } else if (arch_has(g, "Blackwell")) {
         e = 0.50;
     } else if (arch_has(g, "GA100")) {
-        e = 0.58;
+        e = 0.49;
     } else if (arch_has(g, "Ampere") || arch_has(g, "Ada")) {
         e = 0.45;
     } else if (arch_has(g, "Volta")) {
@@ -194,6 +196,7 @@ static void fmt_gb(char *buf, size_t len, double bytes)
 
 typedef struct train_in {
     const cr_gpu_type *g;
+    int fix_tp, fix_pp; /* forced ways, 0 = search */
     const cr_arch *sh;
     double N;         /* parameters (total) */
     double Nexp;      /* routed-expert parameters (MoE), sharded over ep */
@@ -262,10 +265,13 @@ static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int ze
     }
     double f_mb = in->flops_tok * s / (tp * cp * pp); /* per GPU per micro-batch */
     double t_mb = f_mb / (in->peak * in->eff);
-    double compute = m * t_mb * (double)(m + pp - 1) / m;
+    /* 1F1B with interleaved virtual stages (Megatron): the bubble is
+     * (pp - 1) / (v * m) of the micro-batch time, v chunks per stage. */
+    int v = pp > 1 && m >= pp ? (int)fmin(PP_VIRTUAL, floor(layers_stage)) : 1;
+    double compute = m * t_mb * (1.0 + (double)(pp - 1) / ((double)m * v));
     link tpl = nvlink_or_pcie(g, tp);
     double t_tp = m * layers_stage * 4 * allreduce_s(sl * h * 2, tp, tpl);
-    double t_pp = pp > 1 ? m * 2 * (sl * h * 2 / net_link(g).bw + NET_LAT_S) : 0;
+    double t_pp = pp > 1 ? m * 2 * v * (sl * h * 2 / net_link(g).bw + NET_LAT_S) : 0;
     double t_cp = 0;
     if (cp > 1) {
         /* Ring attention: each rank passes its K and V shard cp-1 times,
@@ -320,7 +326,8 @@ static int train_best(const train_in *in, int n, train_out *best, double *min_me
         for (int tp = 1; tp <= max_tp && tp <= n; tp *= 2) {
             for (int cp = 1; cp <= max_cp && tp * cp <= n; cp *= 2) {
                 for (int pp = 1; pp <= 64 && tp * cp * pp <= n && pp <= in->sh->layers; pp *= 2) {
-                    if (n % (tp * cp * pp)) {
+                    if (n % (tp * cp * pp) || (in->fix_tp && tp != in->fix_tp) ||
+                        (in->fix_pp && pp != in->fix_pp)) {
                         continue;
                     }
                     train_out o = {0};
@@ -370,6 +377,8 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     arch_of(w, &arch);
     in.g = g;
     in.sh = &arch;
+    in.fix_tp = w->fix_tp;
+    in.fix_pp = w->fix_pp;
     in.N = arch.params;
     in.Nexp = fmin(cr_arch_expert_params(&arch), 0.98 * in.N);
     double Nact = arch.active;
@@ -542,8 +551,9 @@ typedef struct unit {
     double eff;  /* achieved fraction of peak in inference GEMMs */
 } unit;
 
-static double infer_eff(const cr_gpu_type *g)
+static double infer_eff(const cr_gpu_type *g, int precision)
 {
+    (void)precision;
     return arch_has(g, "GA100") ? PREFILL_EFF_GA100 : PREFILL_EFF;
 }
 
@@ -603,7 +613,8 @@ static double decode_step_s(const infer_in *in, const unit *u, int tp, int pp, d
     double kv = Bs * ctx * in->kv_tok * kv_share(in, tp) / pp;
     double mem_t =
         step_weight_bytes(in, Bs) / (tp * pp) / (u->bw * DECODE_BW_EFF) + kv / (u->bw * KV_BW_EFF);
-    double flop_s = tp * pp * u->peak * u->eff * (in->a.experts > 0 ? MOE_SERVE_EFF : 1.0);
+    double flop_s =
+        tp * pp * u->peak * u->eff * DECODE_COMP_EFF * (in->a.experts > 0 ? MOE_SERVE_EFF : 1.0);
     double comp_t = 2 * in->Nact * Bs / flop_s;
     double chunk = in->P < CHUNK_TOKENS ? in->P : CHUNK_TOKENS;
     double mix_t = 2 * in->Nact * (Bs + chunk) / flop_s;
@@ -625,7 +636,7 @@ static double prefill_s(const infer_in *in, const unit *u, int tp, int pp)
     if (pp > 1) {
         comm += (pp - 1) * (in->P * in->a.hidden * 2 / u->ppl.bw + u->ppl.lat);
     }
-    double t = f / (tp * u->peak * u->eff * (in->a.experts > 0 ? MOE_SERVE_EFF : 1.0)) + comm;
+    double t = f / (tp * u->peak * u->eff) + comm;
     double weights = in->wbytes / tp / (u->bw * DECODE_BW_EFF);
     return t > weights ? t : weights;
 }
@@ -694,7 +705,7 @@ static unit whole_unit(const cr_gpu_type *g, int precision, int tp, int pp)
 {
     unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
               cr_gpu_peak_flops(g, precision),  nvlink_or_pcie(g, tp),
-              nvlink_or_pcie(g, tp * pp),       infer_eff(g)};
+              nvlink_or_pcie(g, tp * pp),       infer_eff(g, precision)};
     if (tp * pp > node_gpus(g)) {
         u.ppl = net_link(g); /* stages on different servers */
     }
@@ -731,13 +742,17 @@ static int try_replicas(const infer_in *base, const unit *u, int tp, int pp, dou
  * count by doubling then bisection (meeting the targets is monotone in the
  * replica count). gpu_count > 0 fixes the total. */
 static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision, double lam,
-                       int gpu_count, infer_plan *best, infer_out *closest, int *closest_tp)
+                       int gpu_count, int fix_tp, int fix_pp, infer_plan *best, infer_out *closest,
+                       int *closest_tp)
 {
     int max_tp = node_gpus(g) < 8 ? node_gpus(g) : 8;
     int found = 0;
     for (int tp = 1; tp <= max_tp; tp *= 2) {
         for (int pp = 1; pp <= serve_max_pp(g, tp) && pp <= base->a.layers; pp *= 2) {
             int per = tp * pp;
+            if ((fix_tp && tp != fix_tp) || (fix_pp && pp != fix_pp)) {
+                continue;
+            }
             if (found && per > best->tp * best->pp * best->replicas) {
                 break;
             }
@@ -849,9 +864,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     infer_out closest = {0};
     int closest_tp = 1;
     int per_tenant_count = gpu_count > 0 ? (gpu_count >= T ? gpu_count / T : 0) : 0;
-    int whole_ok =
-        (gpu_count <= 0 || per_tenant_count > 0) &&
-        infer_whole(&in, g, w->precision, lam_t, per_tenant_count, &whole, &closest, &closest_tp);
+    int whole_ok = (gpu_count <= 0 || per_tenant_count > 0) &&
+                   infer_whole(&in, g, w->precision, lam_t, per_tenant_count, w->fix_tp, w->fix_pp,
+                               &whole, &closest, &closest_tp);
 
     /* MIG: one slice per tenant, smallest profile that meets the targets. */
     const cr_mig_profile *mig = NULL;
@@ -875,7 +890,7 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                       cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot,
                       nvlink_or_pcie(g, 1),
                       nvlink_or_pcie(g, 1),
-                      infer_eff(g)};
+                      infer_eff(g, w->precision)};
             infer_in one = in;
             one.lam = lam_t;
             infer_out o;

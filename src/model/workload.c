@@ -196,6 +196,11 @@ int cr_workload_check(const cr_workload *w, char *err, size_t err_len)
         cr__model_errf(err, err_len, "kv-precision: must be one of %s", CR_KV_PRECISION_VALUES);
         return CR_EINVAL;
     }
+    if (w->fix_tp < 0 || w->fix_tp > 64 || (w->fix_tp & (w->fix_tp - 1)) || w->fix_pp < 0 ||
+        w->fix_pp > 64 || (w->fix_pp & (w->fix_pp - 1))) {
+        cr__model_errf(err, err_len, "tp/pp: must be a power of two in [1, 64]");
+        return CR_EINVAL;
+    }
     if (w->arch.layers != 0 && cr_arch_check(&w->arch, err, err_len) != 0) {
         return CR_EINVAL;
     }
