@@ -124,6 +124,8 @@ enum {
     O_MODELS,
     O_KVPREC,
     O_INTENSITY,
+    O_TP,
+    O_PP,
     O_SHAPE, /* O_SHAPE + index into shape_flags */
     O_HELP = O_SHAPE + 16,
 };
@@ -160,6 +162,8 @@ static const struct option options[] = {
     {"models", required_argument, NULL, O_MODELS},
     {"kv-precision", required_argument, NULL, O_KVPREC},
     {"intensity", required_argument, NULL, O_INTENSITY},
+    {"tp", required_argument, NULL, O_TP},
+    {"pp", required_argument, NULL, O_PP},
     {"layers", required_argument, NULL, O_SHAPE + 0},
     {"hidden", required_argument, NULL, O_SHAPE + 1},
     {"heads", required_argument, NULL, O_SHAPE + 2},
@@ -512,6 +516,19 @@ int cr_advise_main(int argc, char **argv)
                                 "must be one of " CR_KV_PRECISION_VALUES ", got \"%s\"", a);
             }
             break;
+        case O_TP:
+        case O_PP: {
+            int v = 0;
+            const char *nm = c == O_TP ? "tp" : "pp";
+            if ((rc = parse_int_flag(nm, a, 1, 64, &v))) {
+                return rc;
+            }
+            if (v & (v - 1)) {
+                return bad_flag(nm, "expected a power of two in [1, 64], got \"%s\"", a);
+            }
+            *(c == O_TP ? &w.fix_tp : &w.fix_pp) = v;
+            break;
+        }
         case O_INTENSITY:
             if ((rc = parse_intensity(a, &w.flops_per_byte))) {
                 return rc;

@@ -1000,9 +1000,12 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
         fmt_gb(kv, sizeof kv, whole.r.mem - wgpu);
         fmt_gb(wpg, sizeof wpg, wgpu);
         int node = node_gpus(g) < 8 ? node_gpus(g) : 8;
-        if (whole.pp > 1 && whole.tp * whole.pp > node_gpus(g)) {
+        int fits_node = in.wbytes / node <= usable_mem((double)g->mem_bytes);
+        if (whole.pp > 1 && whole.tp * whole.pp > node_gpus(g) && !fits_node) {
             snprintf(why, sizeof why, "%s weights exceed one %d-GPU server: pp%d over network, ",
                      wgb, node, whole.pp);
+        } else if (whole.pp > 1 && whole.tp * whole.pp > node_gpus(g)) {
+            snprintf(why, sizeof why, "pp%d across servers over network, ", whole.pp);
         } else if (whole.pp > 1) {
             snprintf(why, sizeof why, "pp%d inside a server, ", whole.pp);
         }
