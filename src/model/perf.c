@@ -197,6 +197,7 @@ static void fmt_gb(char *buf, size_t len, double bytes)
 typedef struct train_in {
     const cr_gpu_type *g;
     int fix_tp, fix_pp; /* forced ways, 0 = search */
+    int zero3_ok;       /* try ZeRO-3 when nothing else fits (finetune, or a fixed count) */
     const cr_arch *sh;
     double N;         /* parameters (total) */
     double Nexp;      /* routed-expert parameters (MoE), sharded over ep */
@@ -321,8 +322,9 @@ static int train_best(const train_in *in, int n, train_out *best, double *min_me
     int max_tp = node_gpus(in->g) < 8 ? node_gpus(in->g) : 8;
     int max_cp = in->seq >= 16384 ? 16 : 1;
     /* ZeRO-1 (Megatron's distributed optimizer) first; ZeRO-3 / FSDP only
-     * when no ZeRO-1 plan fits on n GPUs. */
-    for (int z = 0; z < 2 && !found; z++) {
+     * when no ZeRO-1 plan fits on n GPUs (fine-tuning, or a fixed count:
+     * pre-training sized automatically grows n instead). */
+    for (int z = 0; z < (in->zero3_ok ? 2 : 1) && !found; z++) {
         for (int tp = 1; tp <= max_tp && tp <= n; tp *= 2) {
             for (int cp = 1; cp <= max_cp && tp * cp <= n; cp *= 2) {
                 for (int pp = 1; pp <= 64 && tp * cp * pp <= n && pp <= in->sh->layers; pp *= 2) {
@@ -379,6 +381,7 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.sh = &arch;
     in.fix_tp = w->fix_tp;
     in.fix_pp = w->fix_pp;
+    in.zero3_ok = w->kind == CR_KIND_FINETUNE || gpu_count > 0;
     in.N = arch.params;
     in.Nexp = fmin(cr_arch_expert_params(&arch), 0.98 * in.N);
     double Nact = arch.active;
@@ -752,6 +755,11 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision
             int per = tp * pp;
             if ((fix_tp && tp != fix_tp) || (fix_pp && pp != fix_pp)) {
                 continue;
+            }
+            /* Stages only buy memory: with the weights under half of one
+             * tp group's memory, pp = 1 leaves room enough for the KV. */
+            if (pp > 1 && !fix_pp && base->wbytes / tp <= 0.5 * usable_mem((double)g->mem_bytes)) {
+                break;
             }
             if (found && per > best->tp * best->pp * best->replicas) {
                 break;
