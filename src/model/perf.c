@@ -35,7 +35,7 @@
 #define NVLINK_LAT_S      2e-6
 #define PCIE_LAT_S        8e-6
 #define NET_LAT_S         10e-6
-#define LAYER_STEP_S      20e-6 /* per layer per decode step: launches, norms, sampling */
+#define LAYER_STEP_S      50e-6 /* per layer per decode step: launches, norms, sampling */
 #define KV_BLOCK_TOKENS   8     /* half a 16-token paged-KV block wasted per sequence */
 #define MAX_SERVE_PP      8     /* pipeline stages tried for serving */
 #define MIN_PP_NET_GBPS   100   /* NIC share per GPU for pipeline stages across servers */
@@ -43,11 +43,11 @@
 #define DP_OVERLAP        0.50  /* share of compute the gradient all-reduce can hide under */
 #define NODE_GPUS         8     /* GPUs per server */
 #define MAX_GPUS          16384
-#define FP8_TRAIN_FACTOR  0.85  /* share of the bf16 efficiency kept at FP8 peak */
-#define PP_VIRTUAL        4     /* interleaved pipeline chunks per stage (Megatron) */
-#define MOE_TRAIN_FACTOR  0.75  /* share of the dense efficiency kept by MoE layers (assumed) */
-#define LORA_TRAINABLE    0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
-#define LOGIT_BYTES       10.0 /* per token per vocab entry: bf16 logits, fp32 softmax, fp32 grad */
+#define FP8_TRAIN_FACTOR  0.85 /* share of the bf16 efficiency kept at FP8 peak */
+#define PP_VIRTUAL        4    /* interleaved pipeline chunks per stage (Megatron) */
+#define MOE_TRAIN_FACTOR  0.75 /* share of the dense efficiency kept by MoE layers (assumed) */
+#define LORA_RANK         16   /* adapters on every linear layer (attention and MLP) */
+#define LOGIT_BYTES       2.0  /* per token and vocab entry: bf16 logits, loss in chunks (fit) */
 #define QLORA_WEIGHT_B    0.55 /* NF4 weights + quantisation constants, bytes/param */
 #define TRAIN_POWER_FRAC  0.85 /* board power drawn while training, of TDP */
 #define SERVE_POWER_FRAC  0.70
@@ -105,7 +105,7 @@ static double arch_eff(const cr_gpu_type *g)
     } else if (arch_has(g, "Blackwell")) {
         e = 0.50;
     } else if (arch_has(g, "GA100")) {
-        e = 0.49;
+        e = 0.42;
     } else if (arch_has(g, "Ampere") || arch_has(g, "Ada")) {
         e = 0.45;
     } else if (arch_has(g, "Volta")) {
@@ -257,7 +257,9 @@ static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int ze
                  sl * (double)sh->vocab * LOGIT_BYTES / tp;
     double wshard = (in->N - in->Nexp + in->Nexp / ep) * in->wbytes / (tp * pp);
     if (zero3) {
-        wshard /= dp; /* ZeRO-3 / FSDP: weights and gradients sharded too */
+        /* ZeRO-3 / FSDP: weights and gradients sharded too; the layer in
+         * use and the prefetched next one are gathered whole. */
+        wshard = wshard / dp + 2.0 * in->N * in->wbytes / (tp * pp) / sh->layers;
     }
     double mem = wshard + in->trainable * in->obytes / (tp * pp * dp) + act + in->extra;
     if (mem > train_mem_cap(g)) {
@@ -371,6 +373,18 @@ static void plan_str(char *buf, size_t len, const train_out *o)
     }
 }
 
+/* LoRA adapter parameters: rank r on every linear layer, r * (in + out)
+ * each: q, k, v, o and the MLP's three matrices (every expert's, MoE). */
+static double lora_params(const cr_arch *a)
+{
+    double h = a->hidden, q = (double)a->heads * a->head_dim;
+    double kv = (double)(a->kv_heads > 0 ? a->kv_heads : a->heads) * a->head_dim;
+    double attn = (h + q) + 2 * (h + kv) + (q + h);
+    double mlp = a->experts > 0 ? (double)(a->experts + a->shared_experts) * 3 * (h + a->moe_ffn)
+                                : (a->plain_mlp ? 2.0 : 3.0) * (h + a->ffn);
+    return LORA_RANK * a->layers * (attn + mlp);
+}
+
 static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
                            cr_estimate *e)
 {
@@ -397,18 +411,18 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
         in.obytes = 12; /* fp32 master copy + Adam m and v, sharded over dp */
         in.flops_tok = 6 * Nact + attn;
     } else {
-        in.trainable = LORA_TRAINABLE * in.N;
+        in.trainable = lora_params(&arch);
         in.wbytes = method == CR_METHOD_QLORA ? QLORA_WEIGHT_B : prec_bytes(w->precision);
         in.obytes = 16; /* adapter weights, gradients, Adam states */
         in.flops_tok = 4 * Nact + attn;
         if (method == CR_METHOD_QLORA) {
-            /* bitsandbytes dequantises one layer's weights to bf16 for each
-             * matmul (forward and backward): one layer in 16 bits. */
-            in.extra = 2.0 * (in.N - 2.0 * arch.vocab * arch.hidden) / arch.layers;
+            /* NF4 weights are dequantised to bf16 one matmul at a time:
+             * the largest matrix (the MLP's) in 16 bits. */
+            in.extra = 2.0 * arch.hidden * (arch.experts > 0 ? arch.moe_ffn : arch.ffn);
         }
     }
     in.peak = cr_gpu_peak_flops(g, w->precision);
-    double size_f = pow(fmin(1.0, arch.hidden / 8192.0), 0.15);
+    double size_f = pow(arch.hidden / 8192.0, 0.15);
     double method_f = method == CR_METHOD_LORA ? 0.85 : method == CR_METHOD_QLORA ? 0.60 : 1.0;
     /* FP8 speeds up the GEMMs only; norms, attention softmax and the
      * optimizer stay at 16/32 bits, so less of the FP8 peak is reached. */
@@ -746,7 +760,7 @@ static int try_replicas(const infer_in *base, const unit *u, int tp, int pp, dou
  * replica count). gpu_count > 0 fixes the total. */
 static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision, double lam,
                        int gpu_count, int fix_tp, int fix_pp, infer_plan *best, infer_out *closest,
-                       int *closest_tp)
+                       int *closest_tp, int *closest_pp)
 {
     int max_tp = node_gpus(g) < 8 ? node_gpus(g) : 8;
     int found = 0;
@@ -774,6 +788,7 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision
                 if (!closest->mem || (!closest->ok_mem && o.mem < closest->mem)) {
                     *closest = o;
                     *closest_tp = tp;
+                    *closest_pp = pp;
                 }
                 continue;
             }
@@ -788,9 +803,11 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision
                                      o.tpot_s + o.ttft_s < closest->tpot_s + closest->ttft_s)) {
                         *closest = o;
                         *closest_tp = tp;
+                        *closest_pp = pp;
                     } else if (!closest->mem) {
                         *closest = o;
                         *closest_tp = tp;
+                        *closest_pp = pp;
                     }
                     continue;
                 }
@@ -802,6 +819,7 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision
                                      o.tpot_s + o.ttft_s < closest->tpot_s + closest->ttft_s)) {
                         *closest = o;
                         *closest_tp = tp;
+                        *closest_pp = pp;
                     }
                     if (found && hi * per >= best->tp * best->pp * best->replicas) {
                         break;
@@ -870,11 +888,11 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     /* Whole GPUs, each tenant on its own replicas (isolation). */
     infer_plan whole = {0};
     infer_out closest = {0};
-    int closest_tp = 1;
+    int closest_tp = 1, closest_pp = 1;
     int per_tenant_count = gpu_count > 0 ? (gpu_count >= T ? gpu_count / T : 0) : 0;
     int whole_ok = (gpu_count <= 0 || per_tenant_count > 0) &&
                    infer_whole(&in, g, w->precision, lam_t, per_tenant_count, w->fix_tp, w->fix_pp,
-                               &whole, &closest, &closest_tp);
+                               &whole, &closest, &closest_tp, &closest_pp);
 
     /* MIG: one slice per tenant, smallest profile that meets the targets. */
     const cr_mig_profile *mig = NULL;
@@ -939,20 +957,27 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                 snprintf(e->reason, sizeof e->reason, "weights %s + KV cache exceed %s per GPU",
                          wgb, cap);
             }
-        } else if (closest.ok_mem && closest.ttft_s > 1e5) {
-            /* The queueing model answers "forever" when requests arrive
-             * faster than the replicas can serve them. */
-            snprintf(e->reason, sizeof e->reason,
-                     "cannot keep up with %.3g req/s: the queue grows without bound (best tp%d)",
-                     lam_t, closest_tp);
-        } else if (closest.ok_mem && closest.ttft_s > in.ttft_s) {
-            snprintf(e->reason, sizeof e->reason, "TTFT %.0f ms > %.0f ms target (best tp%d)",
-                     closest.ttft_s * 1e3, in.ttft_s * 1e3, closest_tp);
         } else if (closest.ok_mem) {
-            snprintf(e->reason, sizeof e->reason,
-                     "TPOT %.0f ms > %.0f ms target (memory bandwidth %.0f GB/s, best tp%d)",
-                     closest.tpot_s * 1e3, in.tpot_s * 1e3, g->mem_bw_bytes_per_s / 1e9,
-                     closest_tp);
+            char best[32];
+            if (closest_pp > 1) {
+                snprintf(best, sizeof best, "tp%d x pp%d", closest_tp, closest_pp);
+            } else {
+                snprintf(best, sizeof best, "tp%d", closest_tp);
+            }
+            if (closest.ttft_s > 1e5) {
+                /* The queueing model answers "forever" when requests arrive
+                 * faster than the replicas can serve them. */
+                snprintf(e->reason, sizeof e->reason,
+                         "cannot keep up with %.3g req/s: the queue grows without bound (best %s)",
+                         lam_t, best);
+            } else if (closest.ttft_s > in.ttft_s) {
+                snprintf(e->reason, sizeof e->reason, "TTFT %.0f ms > %.0f ms target (best %s)",
+                         closest.ttft_s * 1e3, in.ttft_s * 1e3, best);
+            } else {
+                snprintf(e->reason, sizeof e->reason,
+                         "TPOT %.0f ms > %.0f ms target (memory bandwidth %.0f GB/s, best %s)",
+                         closest.tpot_s * 1e3, in.tpot_s * 1e3, g->mem_bw_bytes_per_s / 1e9, best);
+            }
         } else {
             snprintf(e->reason, sizeof e->reason, "cannot meet the targets on %d GPUs", gpu_count);
         }
