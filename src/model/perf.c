@@ -445,8 +445,15 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     } else {
         train_out fastest = {0};
         int have_fastest = 0;
+        /* Counts whose perfect-scaling time (all FLOPs at the achievable
+         * rate, no communication) already misses the deadline cannot meet
+         * it: skip their plan search (the largest count is always tried). */
+        double work_s = in.flops_tok * in.tokens / (in.peak * in.eff);
         for (int n = 1; n <= MAX_GPUS; n *= 2) {
             train_out o = {0};
+            if (n < MAX_GPUS && work_s / n * 1e9 > (double)deadline && n * 2 <= in.batch) {
+                continue;
+            }
             if (!train_best(&in, n, &o, &min_mem)) {
                 if (have_fastest && n > in.batch) {
                     break;
@@ -597,17 +604,6 @@ static double kv_share(const infer_in *in, int tp)
     return in->kv_split >= tp ? 1.0 / tp : 1.0 / in->kv_split;
 }
 
-/* Weight bytes one decode step reads per replica: the dense part and the
- * experts that B tokens route to (each token picks k of E). */
-static double step_weight_bytes(const infer_in *in, double B)
-{
-    if (in->a.experts <= 0) {
-        return in->wbytes;
-    }
-    double k = in->a.experts_active, E = in->a.experts;
-    double touched = 1 - pow(1 - k / E, B);
-    return in->wdense + in->wexp * touched;
-}
 
 /*
  * Time per output token of a replica (tp x pp) carrying B sequences under a
@@ -623,25 +619,57 @@ static double step_weight_bytes(const infer_in *in, double B)
  * Pipeline stages take B/pp sequences each in turn, so a token passes pp
  * stages per step.
  */
-static double decode_step_s(const infer_in *in, const unit *u, int tp, int pp, double B, double rho)
+/* The decode-step model's terms that do not depend on the batch, for one
+ * replica shape (tp x pp on a unit); decode_step_s below is then a few
+ * multiply-adds per call (the fixed-point and replica searches call it
+ * thousands of times per estimate). */
+typedef struct dstep {
+    int pp;
+    double w_t;            /* dense weight read per stage, s */
+    double wexp_t;         /* all routed experts' read per stage, s (MoE) */
+    double k_e;            /* experts per token / experts (MoE) */
+    double kv_t;           /* KV read per sequence per stage, s */
+    double flop_t;         /* decode GEMMs per token per stage, s */
+    double chunk;          /* prefill tokens per mixed iteration */
+    double comm_a, comm_b; /* per stage: comm_a + comm_b * sequences */
+    double fixed;          /* per-layer overheads per step */
+} dstep;
+
+static void dstep_init(const infer_in *in, const unit *u, int tp, int pp, dstep *d)
 {
-    double ctx = in->P + in->O / 2;
-    double Bs = B / pp; /* sequences per stage micro-batch */
-    double kv = Bs * ctx * in->kv_tok * kv_share(in, tp) / pp;
-    double mem_t =
-        step_weight_bytes(in, Bs) / (tp * pp) / (u->bw * DECODE_BW_EFF) + kv / (u->bw * KV_BW_EFF);
+    double L = in->a.layers, h2 = in->a.hidden * 2.0;
+    double wb = u->bw * DECODE_BW_EFF * tp * pp;
+    d->pp = pp;
+    d->k_e = in->a.experts > 0 ? (double)in->a.experts_active / in->a.experts : 0;
+    d->w_t = (in->a.experts > 0 ? in->wdense : in->wbytes) / wb;
+    d->wexp_t = in->a.experts > 0 ? in->wexp / wb : 0;
+    d->kv_t = (in->P + in->O / 2) * in->kv_tok * kv_share(in, tp) / pp / (u->bw * KV_BW_EFF);
     double flop_s =
         tp * pp * u->peak * u->eff * DECODE_COMP_EFF * (in->a.experts > 0 ? MOE_SERVE_EFF : 1.0);
-    double comp_t = 2 * in->Nact * Bs / flop_s;
-    double chunk = in->P < CHUNK_TOKENS ? in->P : CHUNK_TOKENS;
-    double mix_t = 2 * in->Nact * (Bs + chunk) / flop_s;
-    double L = in->a.layers;
-    double comm = 2.0 * L / pp * allreduce_s(Bs * in->a.hidden * 2, tp, u->tpl);
+    d->flop_t = 2 * in->Nact / flop_s;
+    d->chunk = in->P < CHUNK_TOKENS ? in->P : CHUNK_TOKENS;
+    /* two ring all-reduces of Bs * h * 2 bytes per layer of the stage */
+    d->comm_a = tp > 1 ? 2.0 * L / pp * 2.0 * (tp - 1) * u->tpl.lat : 0;
+    d->comm_b = tp > 1 ? 2.0 * L / pp * 2.0 * (tp - 1) / tp * h2 / u->tpl.bw : 0;
     if (pp > 1) {
-        comm += Bs * in->a.hidden * 2 / u->ppl.bw + u->ppl.lat;
+        d->comm_a += u->ppl.lat;
+        d->comm_b += h2 / u->ppl.bw;
     }
-    double t_dec = pp * (fmax(mem_t, comp_t) + comm) + L * LAYER_STEP_S;
-    double t_mix = pp * (fmax(mem_t, mix_t) + comm) + L * LAYER_STEP_S;
+    d->fixed = L * LAYER_STEP_S;
+}
+
+static double decode_step_s(const dstep *d, double B, double rho)
+{
+    double Bs = B / d->pp; /* sequences per stage micro-batch */
+    double mem_t = d->w_t + Bs * d->kv_t;
+    if (d->wexp_t > 0) {
+        mem_t += d->wexp_t * (1 - pow(1 - d->k_e, Bs)); /* experts the batch touches */
+    }
+    double comp_t = d->flop_t * Bs;
+    double mix_t = d->flop_t * (Bs + d->chunk);
+    double comm = d->comm_a + d->comm_b * Bs;
+    double t_dec = d->pp * (fmax(mem_t, comp_t) + comm) + d->fixed;
+    double t_mix = d->pp * (fmax(mem_t, mix_t) + comm) + d->fixed;
     return 1.0 / ((1 - rho) / t_dec + rho / t_mix);
 }
 
@@ -683,9 +711,11 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_
         return;
     }
     double ttft = t_pf + rho * t_pf / (2 * (1 - rho));
+    dstep d;
+    dstep_init(in, u, tp, pp, &d);
     double B = 1, tpot = 0;
     for (int i = 0; i < 40; i++) {
-        tpot = decode_step_s(in, u, tp, pp, B, rho);
+        tpot = decode_step_s(&d, B, rho);
         double nb = in->lam * (ttft + in->O * tpot);
         if (nb < 1) {
             nb = 1;
@@ -701,7 +731,7 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_
         B = nb;
     }
     /* A replica is unstable when decode cannot keep up: batch keeps growing. */
-    double out_rate = B / decode_step_s(in, u, tp, pp, B, rho);
+    double out_rate = B / decode_step_s(&d, B, rho);
     o->batch = B;
     o->ttft_s = ttft;
     o->tpot_s = tpot;
