@@ -604,7 +604,6 @@ static double kv_share(const infer_in *in, int tp)
     return in->kv_split >= tp ? 1.0 / tp : 1.0 / in->kv_split;
 }
 
-
 /*
  * Time per output token of a replica (tp x pp) carrying B sequences under a
  * chunked-prefill engine (vLLM, SGLang, TensorRT-LLM in-flight batching).
