@@ -14,6 +14,7 @@
 #include "cr_time.h"
 
 #include <getopt.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -22,48 +23,59 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: corral advise --kind KIND [options]\n"
-            "\n"
-            "Ranks the GPU types of the catalog for one workload: count, parallelism plan,\n"
-            "time, cost and energy, with a one-line reason; then the types that cannot run it.\n"
-            "\n"
-            "Workload:\n"
-            "  --kind K         " CR_KIND_VALUES "\n"
-            "  --method M       " CR_METHOD_VALUES " (finetune; default full)\n"
-            "  --params N       model parameters: 7b, 70e9, 1.5t\n"
-            "  --tokens N       training tokens: 2e12, 100m (default 20 x params pretrain, 1e8 "
-            "finetune)\n"
-            "  --precision P    " CR_PRECISION_VALUES " (default bf16)\n"
-            "  --seq N          sequence length in tokens (default 4096 pretrain, 2048 finetune)\n"
-            "  --batch N        global batch in sequences (default ~4M tokens pretrain, 16 "
-            "finetune)\n"
-            "  --rate R         inference requests/s (visual: video streams)\n"
-            "  --prompt N       mean prompt tokens (default 1000)\n"
-            "  --output N       mean output tokens (default 250)\n"
-            "  --ttft D         time-to-first-token target: 500ms, 2s (default 2s)\n"
-            "  --tpot D         time-per-output-token target (default 50ms)\n"
-            "  --tenants N      isolated inference tenants sharing the rate (default 1)\n"
-            "  --streams N      visual: 1080p30 video streams\n"
-            "  --work F         hpc/batch: total FLOPs (default 1e18)\n"
-            "  --mem SIZE       minimum memory per GPU: 40gb, 40e9\n"
-            "  --needs LIST     hard needs: " CR_NEEDS_VALUES "\n"
-            "  --deadline D     training/hpc: finish within D when sizing the GPU count "
-            "(default 30d);\n"
-            "                   inference/visual: the serving window costed (default 1h)\n"
-            "\n"
-            "Measured throughputs (override the estimate where present):\n"
-            "  --throughputs F  Gavel simulation_throughputs.json\n"
-            "  --job NAME       job type in that table, e.g. \"ResNet-50 (batch size 64)\"\n"
-            "  --steps N        the job's total steps\n"
-            "\n"
-            "Output:\n"
-            "  --objective O    " CR_OBJECTIVE_VALUES " (default cost)\n"
-            "  --gpus N|auto    GPU count (default auto: the fewest that fit and meet targets)\n"
-            "  --catalog FILE   GPU catalog CSV (default data/gpus/catalog.csv)\n"
-            "  --prices FILE    price table CSV (default data/prices.csv)\n"
-            "  --top N          show only the N best types (default 0: all)\n"
-            "  --json           a JSON document instead of the table\n");
+    fprintf(
+        f, "usage: corral advise --kind KIND [options]\n"
+           "\n"
+           "Ranks the GPU types of the catalog for one workload: count, parallelism plan,\n"
+           "time, cost and energy, with a one-line reason; then the types that cannot run it.\n"
+           "\n"
+           "Workload:\n"
+           "  --kind K         " CR_KIND_VALUES "\n"
+           "  --method M       " CR_METHOD_VALUES " (finetune; default full)\n"
+           "  --model NAME     a model from data/models/models.csv: llama-3.1-405b,\n"
+           "                   mixtral-8x7b, qwen3-235b-a22b, deepseek-v3, ... (sets the shape)\n"
+           "  --models FILE    model architecture CSV (default data/models/models.csv)\n"
+           "  --params N       model parameters: 7b, 70e9, 1.5t (alone: a default GQA shape)\n"
+           "  --layers N --hidden N --heads N --kv-heads N --head-dim N --ffn N --vocab N\n"
+           "  --experts N --experts-active N --moe-ffn N\n"
+           "                   an explicit shape (layers, hidden, heads and ffn required);\n"
+           "                   with --model, override that model's values\n"
+           "  --tokens N       training tokens: 2e12, 100m (default 20 x params pretrain, 1e8 "
+           "finetune)\n"
+           "  --precision P    " CR_PRECISION_VALUES " (default bf16)\n"
+           "  --kv-precision P inference KV cache: " CR_KV_PRECISION_VALUES
+           " (default fp8 with fp8 weights, else bf16)\n"
+           "  --seq N          sequence length in tokens (default 4096 pretrain, 2048 finetune)\n"
+           "  --batch N        global batch in sequences (default ~4M tokens pretrain, 16 "
+           "finetune)\n"
+           "  --rate R         inference requests/s (visual: video streams)\n"
+           "  --prompt N       mean prompt tokens (default 1000)\n"
+           "  --output N       mean output tokens (default 250)\n"
+           "  --ttft D         time-to-first-token target: 500ms, 2s (default 2s)\n"
+           "  --tpot D         time-per-output-token target (default 50ms)\n"
+           "  --tenants N      isolated inference tenants sharing the rate (default 1)\n"
+           "  --streams N      visual: 1080p30 video streams\n"
+           "  --work F         hpc/batch: total FLOPs (default 1e18)\n"
+           "  --intensity I    hpc/batch: FLOP per byte of memory traffic, or a kernel class:\n"
+           "                   dense (64), stencil (0.5), sparse (0.25) (default 8 hpc, 50 batch)\n"
+           "  --mem SIZE       minimum memory per GPU: 40gb, 40e9\n"
+           "  --needs LIST     hard needs: " CR_NEEDS_VALUES "\n"
+           "  --deadline D     training/hpc: finish within D when sizing the GPU count "
+           "(default 30d);\n"
+           "                   inference/visual: the serving window costed (default 1h)\n"
+           "\n"
+           "Measured throughputs (override the estimate where present):\n"
+           "  --throughputs F  Gavel simulation_throughputs.json\n"
+           "  --job NAME       job type in that table, e.g. \"ResNet-50 (batch size 64)\"\n"
+           "  --steps N        the job's total steps\n"
+           "\n"
+           "Output:\n"
+           "  --objective O    " CR_OBJECTIVE_VALUES " (default cost)\n"
+           "  --gpus N|auto    GPU count (default auto: the fewest that fit and meet targets)\n"
+           "  --catalog FILE   GPU catalog CSV (default data/gpus/catalog.csv)\n"
+           "  --prices FILE    price table CSV (default data/prices.csv)\n"
+           "  --top N          show only the N best types (default 0: all)\n"
+           "  --json           a JSON document instead of the table\n");
 }
 
 /* Print "corral advise: --flag: message" and return the exit code 2. */
@@ -108,7 +120,14 @@ enum {
     O_JOB,
     O_STEPS,
     O_TOP,
-    O_HELP,
+    O_MODEL,
+    O_MODELS,
+    O_KVPREC,
+    O_INTENSITY,
+    O_TP,
+    O_PP,
+    O_SHAPE, /* O_SHAPE + index into shape_flags */
+    O_HELP = O_SHAPE + 16,
 };
 
 static const struct option options[] = {
@@ -139,6 +158,22 @@ static const struct option options[] = {
     {"job", required_argument, NULL, O_JOB},
     {"steps", required_argument, NULL, O_STEPS},
     {"top", required_argument, NULL, O_TOP},
+    {"model", required_argument, NULL, O_MODEL},
+    {"models", required_argument, NULL, O_MODELS},
+    {"kv-precision", required_argument, NULL, O_KVPREC},
+    {"intensity", required_argument, NULL, O_INTENSITY},
+    {"tp", required_argument, NULL, O_TP},
+    {"pp", required_argument, NULL, O_PP},
+    {"layers", required_argument, NULL, O_SHAPE + 0},
+    {"hidden", required_argument, NULL, O_SHAPE + 1},
+    {"heads", required_argument, NULL, O_SHAPE + 2},
+    {"kv-heads", required_argument, NULL, O_SHAPE + 3},
+    {"head-dim", required_argument, NULL, O_SHAPE + 4},
+    {"ffn", required_argument, NULL, O_SHAPE + 5},
+    {"vocab", required_argument, NULL, O_SHAPE + 6},
+    {"experts", required_argument, NULL, O_SHAPE + 7},
+    {"experts-active", required_argument, NULL, O_SHAPE + 8},
+    {"moe-ffn", required_argument, NULL, O_SHAPE + 9},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -197,8 +232,114 @@ static int parse_mem_flag(const char *arg, uint64_t *out)
     return 0;
 }
 
+#define SHAPE_FLAGS 10
+static const char *const shape_flags[SHAPE_FLAGS] = {
+    "layers", "hidden", "heads",   "kv-heads",       "head-dim",
+    "ffn",    "vocab",  "experts", "experts-active", "moe-ffn"};
+
+/* Kernel classes for --intensity, FLOP per byte (FP64), from the Roofline
+ * paper (Williams, Waterman, Patterson, CACM 52(4), 2009: SpMV 0.17-0.25,
+ * 7-point stencil 0.33-0.5) and blocked DGEMM/HPL (compute-bound). */
+static int parse_intensity(const char *a, double *out)
+{
+    static const struct {
+        const char *name;
+        double v;
+    } cls[] = {{"dense", 64}, {"stencil", 0.5}, {"sparse", 0.25}};
+    for (size_t i = 0; i < sizeof cls / sizeof cls[0]; i++) {
+        if (!strcmp(a, cls[i].name)) {
+            *out = cls[i].v;
+            return 0;
+        }
+    }
+    if (cr_parse_f64(a, 0.01, 1e6, out) != 0) {
+        return bad_flag("intensity",
+                        "expected FLOP/byte in [0.01, 1e6] or dense|stencil|sparse, got \"%s\"", a);
+    }
+    return 0;
+}
+
+/* Apply --model and the shape flags to w; 0 or an exit code. */
+static int resolve_model(cr_workload *w, const char *model, const char *models_path,
+                         const int *shape, int have_shape)
+{
+    char err[512];
+    cr_arch a;
+    memset(&a, 0, sizeof a);
+    if (model) {
+        cr_arch_catalog *mc = NULL;
+        if (cr_arch_load(models_path, &mc, err, sizeof err) != 0) {
+            fprintf(stderr, "corral advise: models: %s\n", err);
+            return 1;
+        }
+        const cr_arch *f = cr_arch_find(mc, model);
+        if (!f) {
+            fprintf(stderr, "corral advise: --model: unknown model \"%s\"; known:", model);
+            for (size_t i = 0; i < cr_arch_count(mc); i++) {
+                fprintf(stderr, "%s%s", i ? ", " : " ", cr_arch_at(mc, i)->name);
+            }
+            fprintf(stderr, " (or give the shape flags)\n");
+            cr_arch_free(mc);
+            return 2;
+        }
+        a = *f;
+        cr_arch_free(mc);
+    } else if (have_shape) {
+        if (!shape[0] || !shape[1] || !shape[2] || !shape[5]) {
+            return bad_flag("layers",
+                            "an explicit shape needs --layers, --hidden, --heads and --ffn");
+        }
+        snprintf(a.name, sizeof a.name, "custom");
+        a.kv_heads = shape[2];
+        a.head_dim = shape[1] / shape[2];
+        a.vocab = 128256;
+    } else {
+        return 0;
+    }
+    int *dst[SHAPE_FLAGS] = {&a.layers, &a.hidden, &a.heads,   &a.kv_heads,       &a.head_dim,
+                             &a.ffn,    &a.vocab,  &a.experts, &a.experts_active, &a.moe_ffn};
+    for (int i = 0; i < SHAPE_FLAGS; i++) {
+        if (shape[i]) {
+            *dst[i] = shape[i];
+        }
+    }
+    if (have_shape) {
+        if (a.experts > 0 && !a.moe_ffn) {
+            a.moe_ffn = a.ffn;
+        }
+        if (a.experts > 0 && !a.experts_active) {
+            a.experts_active = 2;
+        }
+        cr_arch_count_params(&a, &a.params, &a.active);
+        if (model) {
+            size_t l = strlen(a.name);
+            snprintf(a.name + (l < sizeof a.name - 2 ? l : sizeof a.name - 2),
+                     sizeof a.name - (l < sizeof a.name - 2 ? l : sizeof a.name - 2), "*");
+        }
+    }
+    if (w->params > 0 && !model && !have_shape) {
+        return 0;
+    }
+    if (cr_arch_check(&a, err, sizeof err) != 0) {
+        fprintf(stderr, "corral advise: %s%s\n", model && !have_shape ? "models: " : "--", err);
+        return 2;
+    }
+    if (w->params > 0 && fabs(w->params / a.params - 1) > 0.25) {
+        fprintf(stderr,
+                "corral advise: --params %.3g disagrees with the shape (%.3g parameters); "
+                "drop --params\n",
+                w->params, a.params);
+        return 2;
+    }
+    w->arch = a;
+    w->params = a.params;
+    return 0;
+}
+
 int cr_advise_main(int argc, char **argv)
 {
+    const char *model = NULL, *models_path = NULL;
+    int shape[SHAPE_FLAGS] = {0}, have_shape = 0;
     cr_workload w;
     cr_workload_init(&w);
     int objective = CR_OBJ_COST, json = 0, gpus = 0, have_kind = 0, rc = 0, top = 0;
@@ -361,11 +502,51 @@ int cr_advise_main(int argc, char **argv)
                 return rc;
             }
             break;
+        case O_MODEL:
+            model = a;
+            break;
+        case O_MODELS:
+            models_path = a;
+            break;
+        case O_KVPREC:
+            if (cr_precision_parse(a, &w.kv_precision) != 0 ||
+                (w.kv_precision != CR_PREC_BF16 && w.kv_precision != CR_PREC_FP16 &&
+                 w.kv_precision != CR_PREC_FP8)) {
+                return bad_flag("kv-precision",
+                                "must be one of " CR_KV_PRECISION_VALUES ", got \"%s\"", a);
+            }
+            break;
+        case O_TP:
+        case O_PP: {
+            int v = 0;
+            const char *nm = c == O_TP ? "tp" : "pp";
+            if ((rc = parse_int_flag(nm, a, 1, 64, &v))) {
+                return rc;
+            }
+            if (v & (v - 1)) {
+                return bad_flag(nm, "expected a power of two in [1, 64], got \"%s\"", a);
+            }
+            *(c == O_TP ? &w.fix_tp : &w.fix_pp) = v;
+            break;
+        }
+        case O_INTENSITY:
+            if ((rc = parse_intensity(a, &w.flops_per_byte))) {
+                return rc;
+            }
+            break;
         case O_HELP:
         case 'h':
             usage(stdout);
             return 0;
         default: {
+            if (c >= O_SHAPE && c < O_SHAPE + SHAPE_FLAGS) {
+                int i = c - O_SHAPE;
+                if ((rc = parse_int_flag(shape_flags[i], a, 1, 1048576, &shape[i]))) {
+                    return rc;
+                }
+                have_shape = 1;
+                break;
+            }
             const char *bad = argv[optind - 1];
             if (optopt) {
                 fprintf(stderr, "corral advise: %s: needs a value (see corral advise --help)\n",
@@ -386,12 +567,15 @@ int cr_advise_main(int argc, char **argv)
     if (!have_kind) {
         return bad_flag("kind", "required; one of " CR_KIND_VALUES);
     }
+    if ((rc = resolve_model(&w, model, models_path, shape, have_shape)) != 0) {
+        return rc;
+    }
     if ((w.kind == CR_KIND_PRETRAIN || w.kind == CR_KIND_FINETUNE) && w.params <= 0 &&
         !w.measured_job) {
         return bad_flag("params", "required for %s (e.g. --params 7b)", cr_kind_name(w.kind));
     }
     if (w.kind == CR_KIND_INFERENCE && w.params <= 0) {
-        return bad_flag("params", "required for inference (e.g. --params 70b)");
+        return bad_flag("params", "required for inference (e.g. --params 70b or --model NAME)");
     }
     if (w.kind == CR_KIND_INFERENCE && w.rate_per_s <= 0) {
         return bad_flag("rate", "required for inference (requests/s, e.g. --rate 10)");

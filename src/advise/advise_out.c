@@ -79,6 +79,24 @@ static int is_service(const cr_workload *w)
     return w->kind == CR_KIND_INFERENCE || w->kind == CR_KIND_VISUAL;
 }
 
+/* Kinds whose estimate uses a transformer shape. */
+static int uses_shape(const cr_workload *w)
+{
+    return !w->measured_job && (w->kind == CR_KIND_PRETRAIN || w->kind == CR_KIND_FINETUNE ||
+                                w->kind == CR_KIND_INFERENCE);
+}
+
+/* The shape the model uses; 1 when it is the default assumed for params. */
+static int shape_of(const cr_workload *w, cr_arch *out)
+{
+    if (w->arch.layers > 0) {
+        *out = w->arch;
+        return 0;
+    }
+    cr_arch_default(w->params > 0 ? w->params : 7e9, out);
+    return 1;
+}
+
 static void describe(FILE *f, const cr_workload *w, const cr_advice *a, int gpus)
 {
     char b1[32], b2[32], b3[32];
@@ -88,6 +106,18 @@ static void describe(FILE *f, const cr_workload *w, const cr_advice *a, int gpus
     }
     if (w->params > 0) {
         fprintf(f, ", %s params", cr__advise_fmt_count(w->params, b1, sizeof b1));
+    }
+    if (uses_shape(w)) {
+        cr_arch sh;
+        int assumed = shape_of(w, &sh);
+        fprintf(f, ", %s %s (%d layers, %d KV heads%s", assumed ? "shape assumed:" : "model",
+                sh.name[0] ? sh.name : "custom", sh.layers, sh.kv_heads,
+                sh.kv_lora_rank ? " (MLA)" : "");
+        if (sh.experts > 0) {
+            fprintf(f, ", %d/%d experts, %s active", sh.experts_active, sh.experts,
+                    cr__advise_fmt_count(sh.active, b1, sizeof b1));
+        }
+        fprintf(f, ")%s", assumed ? " -- set --model NAME or the shape flags for another" : "");
     }
     if (w->tokens > 0) {
         fprintf(f, ", %s tokens", cr__advise_fmt_count(w->tokens, b1, sizeof b1));
@@ -284,6 +314,24 @@ int cr__advise_print_json(FILE *f, const cr_workload *w, const cr_advice *a, int
     json_object_set_new(wl, "method", json_string(cr_method_name(w->method)));
     json_object_set_new(wl, "precision", json_string(cr_precision_name(w->precision)));
     json_object_set_new(wl, "params", json_real(w->params));
+    if (uses_shape(w)) {
+        cr_arch sh;
+        int assumed = shape_of(w, &sh);
+        json_t *m = json_object();
+        json_object_set_new(m, "name", json_string(sh.name[0] ? sh.name : "custom"));
+        json_object_set_new(m, "assumed", json_boolean(assumed));
+        json_object_set_new(m, "params", json_real(sh.params));
+        json_object_set_new(m, "active_params", json_real(sh.active));
+        json_object_set_new(m, "layers", json_integer(sh.layers));
+        json_object_set_new(m, "hidden", json_integer(sh.hidden));
+        json_object_set_new(m, "heads", json_integer(sh.heads));
+        json_object_set_new(m, "kv_heads", json_integer(sh.kv_heads));
+        json_object_set_new(m, "head_dim", json_integer(sh.head_dim));
+        json_object_set_new(m, "experts", json_integer(sh.experts));
+        json_object_set_new(m, "experts_active", json_integer(sh.experts_active));
+        json_object_set_new(m, "kv_lora_rank", json_integer(sh.kv_lora_rank));
+        json_object_set_new(wl, "model", m);
+    }
     json_object_set_new(wl, "tokens", json_real(w->tokens));
     json_object_set_new(wl, "rate_per_s", json_real(w->rate_per_s));
     json_object_set_new(wl, "prompt_tokens", json_integer(w->prompt_tokens));

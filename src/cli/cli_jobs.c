@@ -42,6 +42,8 @@ static const cli_opt submit_opts[] = {
      0},
     {"kind", CLI_STR, "KIND", "workload kind, for the advisor", JOB_KINDS, 0, 0, 0},
     {"params", CLI_COUNT, "N", "model parameters (7b, 70e9)", NULL, 0, 0, 0},
+    {"model", CLI_STR, "NAME", "model architecture for the advisor (llama-3.1-8b; data/models)",
+     NULL, 0, 0, 0},
     {"method", CLI_STR, "M", "training method hint", CLI_METHODS, 0, 0, 0},
     {"tokens", CLI_COUNT, "N", "tokens to process (1e8, 2t)", NULL, 0, 0, 0},
     {"precision", CLI_STR, "P", "numeric precision hint", CLI_PRECISIONS, 0, 0, 0},
@@ -164,6 +166,7 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
     if (p->set) {
         json_object_set_new(model, "params", json_real(p->f));
     }
+    put_str(model, "name", cr__cli_arg(a, "model"));
     put_str(model, "method", cr__cli_arg(a, "method"));
     const cli_val *tok = cr__cli_arg(a, "tokens");
     if (tok->set) {

@@ -35,7 +35,8 @@ typedef struct entry {
 } entry;
 
 struct ctl_auto {
-    cr_catalog *cat; /* owned; NULL = auto means any */
+    cr_catalog *cat;         /* owned; NULL = auto means any */
+    cr_arch_catalog *models; /* owned; NULL = model names unknown (params only) */
     cr_prices *prices;
     const cr_gpu_type *gpu[CR_SCHED_MAX_TYPES]; /* scheduler type -> catalog row (or NULL) */
     int nmapped;                                /* scheduler types looked up so far */
@@ -63,6 +64,10 @@ void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, 
     if (model && (v = json_object_get(model, "tokens")) && json_is_number(v)) {
         out->tokens = json_number_value(v);
     }
+    const char *an = model ? json_string_value(json_object_get(model, "name")) : NULL;
+    if (an && strlen(an) < sizeof out->arch) {
+        memcpy(out->arch, an, strlen(an) + 1);
+    }
     const char *m = model ? json_string_value(json_object_get(model, "method")) : NULL;
     const char *p = model ? json_string_value(json_object_get(model, "precision")) : NULL;
     if ((m && cr_method_parse(m, &out->method) != 0) ||
@@ -81,7 +86,7 @@ void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, 
         out->active = model != NULL && json_object_size(model) > 0;
         break;
     default:
-        out->active = out->params > 0;
+        out->active = out->params > 0 || out->arch[0]; /* a name brings its parameters */
         break;
     }
 }
@@ -94,6 +99,10 @@ ctl_auto *ctl_auto_new(const json_t *prices)
         cr_warn("auto: no GPU catalog (%s): gpu_type auto means any type", err);
         a->cat = NULL;
         return a;
+    }
+    if (cr_arch_load(NULL, &a->models, err, sizeof err) != 0) {
+        cr_warn("auto: no model architectures (%s): model names ignored", err);
+        a->models = NULL;
     }
     if (cr_prices_load(NULL, a->cat, &a->prices, err, sizeof err) != 0) {
         cr_warn("auto: no price table (%s): types ranked by throughput", err);
@@ -132,6 +141,7 @@ void ctl_auto_free(ctl_auto *a)
     }
     cr_prices_free(a->prices);
     cr_catalog_free(a->cat);
+    cr_arch_free(a->models);
     free(a);
 }
 
@@ -164,7 +174,7 @@ static uint64_t hash_key(const ctl_auto_hints *h)
     return x;
 }
 
-static void workload_of(const ctl_auto_hints *h, cr_workload *w)
+static void workload_of(const ctl_auto *a, const ctl_auto_hints *h, cr_workload *w)
 {
     cr_workload_init(w);
     w->kind = h->kind;
@@ -172,6 +182,11 @@ static void workload_of(const ctl_auto_hints *h, cr_workload *w)
     w->precision = h->precision;
     w->params = h->params;
     w->tokens = h->tokens;
+    const cr_arch *m = h->arch[0] ? cr_arch_find(a->models, h->arch) : NULL;
+    if (m) {
+        w->arch = *m;
+        w->params = m->params;
+    }
     if (h->kind == CR_KIND_VISUAL) {
         /* The stream count is not in the request: one per GPU, so that the
          * count asked never refuses a type; the type's encoders decide. */
@@ -186,7 +201,7 @@ static void workload_of(const ctl_auto_hints *h, cr_workload *w)
 static void fill(ctl_auto *a, int ntypes, entry *e)
 {
     cr_workload w;
-    workload_of(&e->key, &w);
+    workload_of(a, &e->key, &w);
     cr_perf_env env = {a->cat, a->prices, NULL};
     char err[128];
     bool valid = cr_workload_check(&w, err, sizeof err) == 0;

@@ -24,6 +24,7 @@
 #ifndef CTL_AUTO_H
 #define CTL_AUTO_H
 
+#include "cr_arch.h"
 #include "cr_sched.h"
 
 #include <jansson.h>
@@ -41,6 +42,7 @@ typedef struct ctl_auto_hints {
     int precision;
     double params, tokens; /* 0 = the model's defaults */
     int gpus;
+    char arch[CR_ARCH_NAME_MAX]; /* model.name (data/models/models.csv), "" = from params */
 } ctl_auto_hints;
 
 /* Hints of a job: gpu_type, mig profile, kind and the `model` object of

@@ -11,6 +11,7 @@
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
+#include "cr_arch.h"
 #include "cr_client.h"
 #include "cr_error.h"
 #include "cr_log.h"
@@ -36,7 +37,8 @@ static const char *const job_members[] = {
     "cpus",        "mem_bytes",
     "secrets",     NULL,
 };
-static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
+static const char *const model_members[] = {"params",    "method", "tokens",
+                                            "precision", "name",   NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
 static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
                                          "tf32", "fp32", "fp64", NULL};
@@ -188,13 +190,38 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (model) {
         double params = 0, tokens = 0;
-        const char *method = "", *prec = "";
+        const char *method = "", *prec = "", *mname = "";
         if ((rc = cr_json_only(model, "model", model_members, err)) ||
+            (rc = cr_json_str(model, "model", "name", false, 39, &mname, err)) ||
             (rc = cr_json_num(model, "model", "params", false, 0, 1e14, &params, err)) ||
             (rc = cr_json_num(model, "model", "tokens", false, 0, 1e16, &tokens, err)) ||
             (rc = cr_json_str(model, "model", "method", false, 32, &method, err)) ||
             (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err))) {
             goto out;
+        }
+        /* A model architecture name (data/models/models.csv, read by the
+         * advisor for gpu_type auto): a plain token. */
+        if (strspn(mname, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") !=
+            strlen(mname)) {
+            rc = cr_json_fail(err, CR_EINVAL, "model.name",
+                              "field 'model.name': letters, digits, '.', '-' and '_' only");
+            goto out;
+        }
+        if (*mname) {
+            /* Known to the advisor? (a small file; when it cannot be read,
+             * the name is kept and the advisor falls back to params) */
+            cr_arch_catalog *mc = NULL;
+            char merr[256];
+            if (cr_arch_load(NULL, &mc, merr, sizeof merr) == 0 && !cr_arch_find(mc, mname)) {
+                rc = cr_json_fail(err, CR_EINVAL, "model.name",
+                                  "field 'model.name': unknown model \"%s\" (see "
+                                  "data/models/models.csv)",
+                                  mname);
+            }
+            cr_arch_free(mc);
+            if (rc) {
+                goto out;
+            }
         }
         /* The performance model reads these for gpu_type auto. */
         if ((*method && (rc = cr_json_enum(method, "model.method", methods, err)) != 0) ||

@@ -20,6 +20,7 @@
 #ifndef CR_PERF_H
 #define CR_PERF_H
 
+#include "cr_arch.h"
 #include "cr_catalog.h"
 #include "cr_gavel.h"
 #include "cr_mig.h"
@@ -70,9 +71,14 @@ typedef struct cr_workload {
     int precision; /* enum cr_precision */
 
     double params; /* model parameters, count (7e9); 0 = kind default */
-    double tokens; /* training tokens (pretrain/finetune) */
-    int seq_len;   /* sequence length, tokens (default 4096 pretrain, 2048 finetune) */
-    int batch;     /* global batch, sequences (default: ~4M tokens pretrain, 16 finetune) */
+    /* Model shape (cr_arch.h); arch.layers == 0: a default GQA shape for
+     * params (cr_arch_default). When set, arch.params/active win. */
+    cr_arch arch;
+    int fix_tp, fix_pp; /* force tensor / pipeline parallel ways; 0 = search */
+    int kv_precision;   /* KV cache: bf16, fp16 or fp8; -1 = fp8 with fp8 weights, else bf16 */
+    double tokens;      /* training tokens (pretrain/finetune) */
+    int seq_len;        /* sequence length, tokens (default 4096 pretrain, 2048 finetune) */
+    int batch;          /* global batch, sequences (default: ~4M tokens pretrain, 16 finetune) */
 
     /* Inference load (kind inference). */
     double rate_per_s; /* requests per second (total over tenants); 0 means 1 */
@@ -90,7 +96,7 @@ typedef struct cr_workload {
     /* HPC / batch: total work in FLOPs (FP64 for hpc), and arithmetic
      * intensity (FLOP per byte of memory traffic) for the roofline. */
     double work_flops;
-    double flops_per_byte; /* default 4 (hpc), 50 (batch) */
+    double flops_per_byte; /* default 8 (hpc), 50 (batch); --intensity or a kernel class */
 
     int64_t duration_ns;    /* serving window for inference/visual cost (default 1 h);
                                deadline used to size "auto" GPU counts for
@@ -111,7 +117,7 @@ typedef struct cr_perf_env {
     const cr_gavel *measured;
 } cr_perf_env;
 
-#define CR_REASON_MAX 160
+#define CR_REASON_MAX 240
 #define CR_PLAN_MAX   48
 
 /* The estimate for one (workload, GPU type). */
@@ -125,6 +131,8 @@ typedef struct cr_estimate {
     int gpu_count; /* whole GPUs occupied */
     int nodes;     /* 8-GPU nodes (or NVLink domains) spanned */
     int dp, tp, pp;
+    int ep;                    /* expert-parallel ways (MoE), 1 otherwise */
+    int cp;                    /* context-parallel ways (training, long sequences), 1 otherwise */
     int replicas;              /* inference/visual: serving replicas */
     const cr_mig_profile *mig; /* non-NULL when the plan uses MIG slices */
     int mig_count;             /* slices used */
@@ -205,10 +213,11 @@ int cr_needs_parse(const char *s, unsigned *out, char *err, size_t err_len);
 /* Comma-separated names of the bits set, into buf. */
 char *cr_needs_fmt(unsigned needs, char *buf, size_t len);
 
-#define CR_KIND_VALUES      "pretrain|finetune|inference|visual|hpc|batch"
-#define CR_METHOD_VALUES    "full|lora|qlora"
-#define CR_PRECISION_VALUES "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
-#define CR_OBJECTIVE_VALUES "time|cost|energy"
-#define CR_NEEDS_VALUES     "fp64,ecc,nvenc,rt,mig,nvlink"
+#define CR_KIND_VALUES         "pretrain|finetune|inference|visual|hpc|batch"
+#define CR_METHOD_VALUES       "full|lora|qlora"
+#define CR_PRECISION_VALUES    "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
+#define CR_KV_PRECISION_VALUES "bf16|fp16|fp8"
+#define CR_OBJECTIVE_VALUES    "time|cost|energy"
+#define CR_NEEDS_VALUES        "fp64,ecc,nvenc,rt,mig,nvlink"
 
 #endif

@@ -21,8 +21,12 @@
 /* ---- assumptions (docs/model.md, "Constants") ---- */
 
 #define USABLE_MEM_FRAC   0.90  /* vLLM's default gpu_memory_utilization */
+#define TRAIN_MEM_RESERVE 2.0e9 /* training: CUDA context + NCCL buffers; "80 GB" = 80 GiB */
 #define RUNTIME_OVERHEAD  1.0e9 /* CUDA context, allocator slack, buffers */
 #define DECODE_BW_EFF     0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
+#define DECODE_COMP_EFF   0.65  /* decode GEMMs, share of the prefill efficiency (fit) */
+#define KV_BW_EFF         0.45  /* paged-attention KV reads at large batch (fit: TRT-LLM rows) */
+#define MOE_SERVE_EFF     0.30  /* MoE grouped GEMMs + routing, share of dense efficiency (fit) */
 #define PREFILL_EFF       0.50  /* fraction of dense peak in prefill GEMMs */
 #define PREFILL_EFF_GA100 0.68  /* A100/A30 FP16 GEMMs run closer to peak (TensorRT-LLM rows) */
 #define NVLINK_EFF        0.80  /* achieved fraction of per-direction NVLink bandwidth */
@@ -31,14 +35,21 @@
 #define NVLINK_LAT_S      2e-6
 #define PCIE_LAT_S        8e-6
 #define NET_LAT_S         10e-6
-#define LAYER_STEP_S      20e-6 /* per layer per decode step: launches, norms, sampling */
+#define LAYER_STEP_S      50e-6 /* per layer per decode step: launches, norms, sampling */
+#define KV_BLOCK_TOKENS   8     /* half a 16-token paged-KV block wasted per sequence */
+#define MAX_SERVE_PP      8     /* pipeline stages tried for serving */
+#define MIN_PP_NET_GBPS   100   /* NIC share per GPU for pipeline stages across servers */
+#define CHUNK_TOKENS      2048  /* prefill tokens per engine iteration (chunked prefill) */
 #define DP_OVERLAP        0.50  /* share of compute the gradient all-reduce can hide under */
 #define NODE_GPUS         8     /* GPUs per server */
 #define MAX_GPUS          16384
-#define FP8_TRAIN_FACTOR  0.85  /* share of the bf16 efficiency kept at FP8 peak */
-#define LORA_TRAINABLE    0.005 /* rank-16 adapters on all linear layers: ~0.5% of N */
-#define QLORA_WEIGHT_B    0.55  /* NF4 weights + quantisation constants, bytes/param */
-#define TRAIN_POWER_FRAC  0.85  /* board power drawn while training, of TDP */
+#define FP8_TRAIN_FACTOR  0.85 /* share of the bf16 efficiency kept at FP8 peak */
+#define PP_VIRTUAL        4    /* interleaved pipeline chunks per stage (Megatron) */
+#define MOE_TRAIN_FACTOR  0.75 /* share of the dense efficiency kept by MoE layers (assumed) */
+#define LORA_RANK         16   /* adapters on every linear layer (attention and MLP) */
+#define LOGIT_BYTES       2.0  /* per token and vocab entry: bf16 logits, loss in chunks (fit) */
+#define QLORA_WEIGHT_B    0.55 /* NF4 weights + quantisation constants, bytes/param */
+#define TRAIN_POWER_FRAC  0.85 /* board power drawn while training, of TDP */
 #define SERVE_POWER_FRAC  0.70
 #define NVDEC_STREAMS     18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
 #define VISUAL_EFF        0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
@@ -49,35 +60,15 @@
 #define DEFAULT_TTFT      (2 * CR_NS_PER_SEC)
 #define DEFAULT_TPOT      (50 * CR_NS_PER_MS)
 
-/* Dense decoder shapes by size (Llama 3.2 1B/3B, Llama 2 7B/13B, Code Llama
- * 34B, Llama 2/3 70B, GPT-3 175B, Llama 3.1 405B, Megatron 1T); the nearest
- * in log(params) is used. 34B and up use grouped-query attention (8 KV
- * heads) except GPT-3 and the Megatron 1T model. */
-typedef struct shape {
-    double params;
-    int layers, hidden, kv_heads, head_dim, vocab;
-} shape;
-
-static const shape shapes[] = {
-    {1.2e9, 16, 2048, 8, 64, 128256},    {3.2e9, 28, 3072, 8, 128, 128256},
-    {6.7e9, 32, 4096, 32, 128, 32000},   {13e9, 40, 5120, 40, 128, 32000},
-    {34e9, 48, 8192, 8, 128, 32000},     {70e9, 80, 8192, 8, 128, 32000},
-    {175e9, 96, 12288, 96, 128, 50257},  {405e9, 126, 16384, 8, 128, 128256},
-    {1e12, 128, 25600, 160, 160, 51200},
-};
-
-static const shape *shape_for(double params)
+/* The model's shape: the workload's architecture, or the default GQA shape
+ * for its parameter count (cr_arch_default, docs/model.md "Model shapes"). */
+static void arch_of(const cr_workload *w, cr_arch *a)
 {
-    const shape *best = &shapes[0];
-    double bd = 1e300;
-    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-        double d = fabs(log(params / shapes[i].params));
-        if (d < bd) {
-            bd = d;
-            best = &shapes[i];
-        }
+    if (w->arch.layers > 0) {
+        *a = w->arch;
+        return;
     }
-    return best;
+    cr_arch_default(w->params > 0 ? w->params : 7e9, a);
 }
 
 static double prec_bytes(int precision)
@@ -114,7 +105,7 @@ static double arch_eff(const cr_gpu_type *g)
     } else if (arch_has(g, "Blackwell")) {
         e = 0.50;
     } else if (arch_has(g, "GA100")) {
-        e = 0.58;
+        e = 0.42;
     } else if (arch_has(g, "Ampere") || arch_has(g, "Ada")) {
         e = 0.45;
     } else if (arch_has(g, "Volta")) {
@@ -205,12 +196,16 @@ static void fmt_gb(char *buf, size_t len, double bytes)
 
 typedef struct train_in {
     const cr_gpu_type *g;
-    const shape *sh;
-    double N;         /* parameters */
+    int fix_tp, fix_pp; /* forced ways, 0 = search */
+    int zero3_ok;       /* try ZeRO-3 when nothing else fits (finetune, or a fixed count) */
+    const cr_arch *sh;
+    double N;         /* parameters (total) */
+    double Nexp;      /* routed-expert parameters (MoE), sharded over ep */
     double trainable; /* parameters with gradients and optimizer state */
     double wbytes;    /* bytes per parameter held per model-parallel shard (not sharded by dp) */
     double obytes;    /* optimizer bytes per trainable parameter (sharded over dp) */
-    double flops_tok; /* training FLOPs per token */
+    double extra;     /* bytes per GPU outside the parallel split (QLoRA dequant buffer) */
+    double flops_tok; /* training FLOPs per token (active parameters) */
     double peak;      /* dense FLOP/s */
     double eff;       /* achievable fraction */
     int seq, batch;   /* tokens per sequence, sequences per step */
@@ -218,7 +213,7 @@ typedef struct train_in {
 } train_in;
 
 typedef struct train_out {
-    int tp, pp, dp, n;
+    int tp, pp, dp, n, ep, cp, zero3;
     double mem; /* bytes per GPU */
     double step_s;
     double time_s;
@@ -227,127 +222,214 @@ typedef struct train_out {
     int fits;
 } train_out;
 
-static int train_eval(const train_in *in, int tp, int pp, int dp, train_out *o)
+static double train_mem_cap(const cr_gpu_type *g)
+{
+    return (double)g->mem_bytes - TRAIN_MEM_RESERVE;
+}
+
+/* Expert-parallel ways: the largest power of two dividing dp, up to the
+ * expert count (experts are spread over the data-parallel ranks). */
+static int ep_ways(const train_in *in, int dp)
+{
+    int ep = 1;
+    while (in->sh->experts > 0 && ep * 2 <= in->sh->experts && dp % (ep * 2) == 0) {
+        ep *= 2;
+    }
+    return ep;
+}
+
+static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int zero3, train_out *o)
 {
     const cr_gpu_type *g = in->g;
-    const shape *sh = in->sh;
-    int n = tp * pp * dp;
+    const cr_arch *sh = in->sh;
+    int n = tp * cp * pp * dp;
     if (dp > in->batch) {
         return 0;
     }
-    double L = sh->layers, h = sh->hidden, s = in->seq;
+    int ep = ep_ways(in, dp);
+    double L = sh->layers, h = sh->hidden, s = in->seq, sl = s / cp;
     int m = (in->batch + dp - 1) / dp; /* micro-batches of one sequence per replica */
     double layers_stage = ceil(L / pp);
     double inflight = m < pp ? m : pp;
-    double act =
-        s * h * 2 * layers_stage * inflight + 34.0 * s * h / tp + s * (double)sh->vocab * 6 / tp;
-    double mem = in->N * in->wbytes / (tp * pp) + in->trainable * in->obytes / (tp * pp * dp) + act;
-    if (mem > usable_mem((double)g->mem_bytes)) {
+    /* Full recompute with sequence parallelism: stored layer inputs split
+     * over tp and cp, one layer's working set, fp32 logits and their grad. */
+    double act = sl * h * 2 * layers_stage * inflight / tp + 34.0 * sl * h / tp +
+                 sl * (double)sh->vocab * LOGIT_BYTES / tp;
+    double wshard = (in->N - in->Nexp + in->Nexp / ep) * in->wbytes / (tp * pp);
+    if (zero3) {
+        /* ZeRO-3 / FSDP: weights and gradients sharded too; the layer in
+         * use and the prefetched next one are gathered whole. */
+        wshard = wshard / dp + 2.0 * in->N * in->wbytes / (tp * pp) / sh->layers;
+    }
+    double mem = wshard + in->trainable * in->obytes / (tp * pp * dp) + act + in->extra;
+    if (mem > train_mem_cap(g)) {
         o->mem = mem;
         return 0;
     }
-    double f_mb = in->flops_tok * s / (tp * pp); /* per GPU per micro-batch */
+    double f_mb = in->flops_tok * s / (tp * cp * pp); /* per GPU per micro-batch */
     double t_mb = f_mb / (in->peak * in->eff);
-    double compute = m * t_mb * (double)(m + pp - 1) / m;
+    /* 1F1B with interleaved virtual stages (Megatron): the bubble is
+     * (pp - 1) / (v * m) of the micro-batch time, v chunks per stage. */
+    int v = pp > 1 && m >= pp ? (int)fmin(PP_VIRTUAL, floor(layers_stage)) : 1;
+    double compute = m * t_mb * (1.0 + (double)(pp - 1) / ((double)m * v));
     link tpl = nvlink_or_pcie(g, tp);
-    double t_tp = m * layers_stage * 4 * allreduce_s(s * h * 2, tp, tpl);
-    double t_pp = pp > 1 ? m * 2 * (s * h * 2 / net_link(g).bw + NET_LAT_S) : 0;
-    link dpl = tp * dp <= node_gpus(g) ? nvlink_or_pcie(g, tp * dp) : net_link(g);
-    double grad = in->trainable * 2 / (tp * pp);
-    double t_dp = allreduce_s(grad, dp, dpl);
+    double t_tp = m * layers_stage * 4 * allreduce_s(sl * h * 2, tp, tpl);
+    double t_pp = pp > 1 ? m * 2 * v * (sl * h * 2 / net_link(g).bw + NET_LAT_S) : 0;
+    double t_cp = 0;
+    if (cp > 1) {
+        /* Ring attention: each rank passes its K and V shard cp-1 times,
+         * forward and twice backward; half hides under attention math. */
+        link cpl = tp * cp <= node_gpus(g) ? nvlink_or_pcie(g, tp * cp) : net_link(g);
+        double kv = sl * (sh->kv_heads > 0 ? sh->kv_heads : sh->heads) * sh->head_dim * 2 * 2 / tp;
+        t_cp = 0.5 * m * layers_stage * 3 * (cp - 1) * (kv / cpl.bw + cpl.lat);
+    }
+    double t_ep = 0;
+    if (ep > 1) {
+        /* MoE all-to-all: dispatch and combine, forward and backward, of
+         * the tokens routed to experts on other ranks. */
+        link epl = tp * ep <= node_gpus(g) ? nvlink_or_pcie(g, tp * ep) : net_link(g);
+        double moe_layers = ceil((L - sh->dense_layers) / pp);
+        double bytes = sl * h * 2 * sh->experts_active / tp * (ep - 1) / ep;
+        t_ep = m * moe_layers * 4 * (bytes / epl.bw + epl.lat);
+    }
+    link dpl = tp * cp * dp <= node_gpus(g) ? nvlink_or_pcie(g, tp * cp * dp) : net_link(g);
+    double grad =
+        (in->trainable - (in->trainable >= in->N ? in->Nexp * (1 - 1.0 / ep) : 0)) * 2 / (tp * pp);
+    double t_dp = allreduce_s(grad, dp * cp, dpl) * (zero3 ? 1.5 : 1.0);
     double exposed = pos(t_dp - DP_OVERLAP * compute);
-    double step = compute + t_tp + t_pp + exposed;
+    double step = compute + t_tp + t_pp + t_cp + t_ep + exposed;
     double steps = ceil(in->tokens / ((double)in->batch * s));
     o->tp = tp;
     o->pp = pp;
     o->dp = dp;
+    o->cp = cp;
+    o->ep = ep;
+    o->zero3 = zero3;
     o->n = n;
     o->mem = mem;
     o->step_s = step;
     o->time_s = steps * step;
     o->mfu = in->flops_tok * (double)in->batch * s / (n * in->peak * step);
-    o->comm_frac = (t_tp + t_pp + exposed) / step;
+    o->comm_frac = (t_tp + t_pp + t_cp + t_ep + exposed) / step;
     o->fits = 1;
     return 1;
 }
 
-/* Best plan on exactly n GPUs (fastest step); 0 if nothing fits. */
+/* Best plan on exactly n GPUs (fastest step); 0 if nothing fits. Tensor
+ * parallel stays inside a server (over NVLink where the bridge or switch
+ * reaches, else PCIe); context parallel only for sequences of 16k and up. */
 static int train_best(const train_in *in, int n, train_out *best, double *min_mem)
 {
     int found = 0;
-    int max_tp = in->g->nvlink_bytes_per_s > 0 ? in->g->nvlink_domain_gpus : 8;
-    if (max_tp > 8) {
-        max_tp = 8;
-    }
-    for (int tp = 1; tp <= max_tp && tp <= n; tp *= 2) {
-        for (int pp = 1; pp <= 64 && tp * pp <= n && pp <= in->sh->layers; pp *= 2) {
-            if (n % (tp * pp)) {
-                continue;
-            }
-            train_out o = {0};
-            if (train_eval(in, tp, pp, n / (tp * pp), &o)) {
-                if (!found || o.step_s < best->step_s) {
-                    *best = o;
-                    found = 1;
+    int max_tp = node_gpus(in->g) < 8 ? node_gpus(in->g) : 8;
+    int max_cp = in->seq >= 16384 ? 16 : 1;
+    /* ZeRO-1 (Megatron's distributed optimizer) first; ZeRO-3 / FSDP only
+     * when no ZeRO-1 plan fits on n GPUs (fine-tuning, or a fixed count:
+     * pre-training sized automatically grows n instead). */
+    for (int z = 0; z < (in->zero3_ok ? 2 : 1) && !found; z++) {
+        for (int tp = 1; tp <= max_tp && tp <= n; tp *= 2) {
+            for (int cp = 1; cp <= max_cp && tp * cp <= n; cp *= 2) {
+                for (int pp = 1; pp <= 64 && tp * cp * pp <= n && pp <= in->sh->layers; pp *= 2) {
+                    if (n % (tp * cp * pp) || (in->fix_tp && tp != in->fix_tp) ||
+                        (in->fix_pp && pp != in->fix_pp)) {
+                        continue;
+                    }
+                    train_out o = {0};
+                    if (train_eval(in, tp, cp, pp, n / (tp * cp * pp), z, &o)) {
+                        if (!found || o.step_s < best->step_s * 0.999) {
+                            *best = o;
+                            found = 1;
+                        }
+                    } else if (o.mem > 0 && (*min_mem <= 0 || o.mem < *min_mem)) {
+                        *min_mem = o.mem;
+                    }
                 }
-            } else if (o.mem > 0 && (*min_mem <= 0 || o.mem < *min_mem)) {
-                *min_mem = o.mem;
             }
         }
     }
     return found;
 }
 
-static void plan_str(char *buf, size_t len, int tp, int pp, int dp)
+static void plan_str(char *buf, size_t len, const train_out *o)
 {
     size_t u = 0;
     buf[0] = '\0';
-    if (tp * pp * dp == 1) {
+    if (o->n == 1) {
         snprintf(buf, len, "1 GPU");
         return;
     }
-    if (tp > 1) {
-        u += (size_t)snprintf(buf + u, len - u, "tp%d", tp);
+    const int v[4] = {o->tp, o->cp, o->pp, o->dp};
+    const char *nm[4] = {"tp", "cp", "pp", "dp"};
+    for (int i = 0; i < 4 && u < len; i++) {
+        if (v[i] > 1 || (i == 3 && u == 0)) {
+            u += (size_t)snprintf(buf + u, len - u, "%s%s%d", u ? " x " : "", nm[i], v[i]);
+        }
     }
-    if (pp > 1 && u < len) {
-        u += (size_t)snprintf(buf + u, len - u, "%spp%d", u ? " x " : "", pp);
+    if (o->ep > 1 && u < len) {
+        u += (size_t)snprintf(buf + u, len - u, " (ep%d)", o->ep);
     }
-    if (u < len && (dp > 1 || u == 0)) {
-        snprintf(buf + u, len - u, "%sdp%d", u ? " x " : "", dp);
+    if (o->zero3 && u < len) {
+        snprintf(buf + u, len - u, " zero3");
     }
+}
+
+/* LoRA adapter parameters: rank r on every linear layer, r * (in + out)
+ * each: q, k, v, o and the MLP's three matrices (every expert's, MoE). */
+static double lora_params(const cr_arch *a)
+{
+    double h = a->hidden, q = (double)a->heads * a->head_dim;
+    double kv = (double)(a->kv_heads > 0 ? a->kv_heads : a->heads) * a->head_dim;
+    double attn = (h + q) + 2 * (h + kv) + (q + h);
+    double mlp = a->experts > 0 ? (double)(a->experts + a->shared_experts) * 3 * (h + a->moe_ffn)
+                                : (a->plain_mlp ? 2.0 : 3.0) * (h + a->ffn);
+    return LORA_RANK * a->layers * (attn + mlp);
 }
 
 static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
                            cr_estimate *e)
 {
     train_in in = {0};
+    cr_arch arch;
+    arch_of(w, &arch);
     in.g = g;
-    in.N = w->params > 0 ? w->params : 7e9;
-    in.sh = shape_for(in.N);
+    in.sh = &arch;
+    in.fix_tp = w->fix_tp;
+    in.fix_pp = w->fix_pp;
+    in.zero3_ok = w->kind == CR_KIND_FINETUNE || gpu_count > 0;
+    in.N = arch.params;
+    in.Nexp = fmin(cr_arch_expert_params(&arch), 0.98 * in.N);
+    double Nact = arch.active;
     int pre = w->kind == CR_KIND_PRETRAIN;
     in.seq = w->seq_len > 0 ? w->seq_len : (pre ? 4096 : 2048);
     in.batch = w->batch > 0 ? w->batch : (pre ? (int)ceil(4194304.0 / in.seq) : 16);
     in.tokens = w->tokens > 0 ? w->tokens : (pre ? 20 * in.N : 1e8);
     int method = pre ? CR_METHOD_FULL : w->method;
-    double attn = 6.0 * in.sh->layers * in.seq * in.sh->hidden;
+    double attn = 6.0 * arch.layers * in.seq * (double)arch.heads * arch.head_dim;
     if (method == CR_METHOD_FULL) {
         in.trainable = in.N;
         in.wbytes = 4;  /* bf16 weights + bf16 gradients */
         in.obytes = 12; /* fp32 master copy + Adam m and v, sharded over dp */
-        in.flops_tok = 6 * in.N + attn;
+        in.flops_tok = 6 * Nact + attn;
     } else {
-        in.trainable = LORA_TRAINABLE * in.N;
+        in.trainable = lora_params(&arch);
         in.wbytes = method == CR_METHOD_QLORA ? QLORA_WEIGHT_B : prec_bytes(w->precision);
         in.obytes = 16; /* adapter weights, gradients, Adam states */
-        in.flops_tok = 4 * in.N + attn;
+        in.flops_tok = 4 * Nact + attn;
+        if (method == CR_METHOD_QLORA) {
+            /* NF4 weights are dequantised to bf16 one matmul at a time:
+             * the largest matrix (the MLP's) in 16 bits. */
+            in.extra = 2.0 * arch.hidden * (arch.experts > 0 ? arch.moe_ffn : arch.ffn);
+        }
     }
     in.peak = cr_gpu_peak_flops(g, w->precision);
-    double size_f = pow(fmin(1.0, in.sh->hidden / 8192.0), 0.15);
+    double size_f = pow(arch.hidden / 8192.0, 0.15);
     double method_f = method == CR_METHOD_LORA ? 0.85 : method == CR_METHOD_QLORA ? 0.60 : 1.0;
     /* FP8 speeds up the GEMMs only; norms, attention softmax and the
      * optimizer stay at 16/32 bits, so less of the FP8 peak is reached. */
     double fp8_f = w->precision == CR_PREC_FP8 && g->fp8_flops > 0 ? FP8_TRAIN_FACTOR : 1.0;
-    in.eff = arch_eff(g) * size_f * method_f * fp8_f;
+    /* MoE: small expert GEMMs and routing run below dense efficiency. */
+    double moe_f = arch.experts > 0 ? MOE_TRAIN_FACTOR : 1.0;
+    in.eff = arch_eff(g) * size_f * method_f * fp8_f * moe_f;
     if (in.peak <= 0) {
         snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
                  cr_precision_name(w->precision));
@@ -363,8 +445,15 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     } else {
         train_out fastest = {0};
         int have_fastest = 0;
+        /* Counts whose perfect-scaling time (all FLOPs at the achievable
+         * rate, no communication) already misses the deadline cannot meet
+         * it: skip their plan search (the largest count is always tried). */
+        double work_s = in.flops_tok * in.tokens / (in.peak * in.eff);
         for (int n = 1; n <= MAX_GPUS; n *= 2) {
             train_out o = {0};
+            if (n < MAX_GPUS && work_s / n * 1e9 > (double)deadline && n * 2 <= in.batch) {
+                continue;
+            }
             if (!train_best(&in, n, &o, &min_mem)) {
                 if (have_fastest && n > in.batch) {
                     break;
@@ -415,6 +504,8 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     e->tp = best.tp;
     e->pp = best.pp;
     e->dp = best.dp;
+    e->ep = best.ep;
+    e->cp = best.cp;
     e->replicas = 1;
     e->gpu_share = best.n;
     e->nodes = (best.n + node_gpus(g) - 1) / node_gpus(g);
@@ -425,7 +516,7 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     e->throughput = (double)in.batch * in.seq / best.step_s;
     e->progress_per_s = best.time_s > 0 ? 1.0 / best.time_s : 0;
     e->energy_j = best.n * g->tdp_w * TRAIN_POWER_FRAC * best.time_s;
-    plan_str(e->plan, sizeof e->plan, best.tp, best.pp, best.dp);
+    plan_str(e->plan, sizeof e->plan, &best);
 
     char mem[32], cap[32];
     fmt_gb(mem, sizeof mem, best.mem);
@@ -437,17 +528,30 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                  best.mfu * 100, late);
     } else {
         link tpl = nvlink_or_pcie(g, best.tp);
-        const char *dpnet = best.tp * best.dp <= node_gpus(g)
-                                ? nvlink_or_pcie(g, best.tp * best.dp).name
+        const char *dpnet = best.tp * best.cp * best.dp <= node_gpus(g)
+                                ? nvlink_or_pcie(g, best.tp * best.cp * best.dp).name
                                 : "network";
-        char parts[96] = "";
+        char parts[192] = "";
         size_t u = 0;
         if (best.tp > 1) {
             u += (size_t)snprintf(parts + u, sizeof parts - u, "tp%d over %s", best.tp, tpl.name);
         }
+        if (best.cp > 1) {
+            u += (size_t)snprintf(parts + u, sizeof parts - u, "%scp%d for %dk-token sequences",
+                                  u ? ", " : "", best.cp, in.seq / 1024);
+        }
         if (best.pp > 1) {
-            u += (size_t)snprintf(parts + u, sizeof parts - u, "%spp%d%s", u ? ", " : "", best.pp,
-                                  best.tp * best.pp > node_gpus(g) ? " across nodes" : "");
+            u +=
+                (size_t)snprintf(parts + u, sizeof parts - u, "%spp%d%s", u ? ", " : "", best.pp,
+                                 best.tp * best.cp * best.pp > node_gpus(g) ? " across nodes" : "");
+        }
+        if (best.ep > 1) {
+            u += (size_t)snprintf(parts + u, sizeof parts - u, "%s%d experts over ep%d",
+                                  u ? ", " : "", arch.experts, best.ep);
+        }
+        if (best.zero3) {
+            u += (size_t)snprintf(parts + u, sizeof parts - u, "%sweights sharded (ZeRO-3)",
+                                  u ? ", " : "");
         }
         if (best.dp > 1) {
             snprintf(parts + u, sizeof parts - u, "%sdp%d over %s", u ? ", " : "", best.dp, dpnet);
@@ -467,19 +571,24 @@ typedef struct unit {
     double bw;   /* bytes/s per GPU (or slice) */
     double peak; /* FLOP/s per GPU (or slice) */
     link tpl;    /* tensor-parallel link */
+    link ppl;    /* link between pipeline stages */
     double eff;  /* achieved fraction of peak in inference GEMMs */
 } unit;
 
-static double infer_eff(const cr_gpu_type *g)
+static double infer_eff(const cr_gpu_type *g, int precision)
 {
+    (void)precision;
     return arch_has(g, "GA100") ? PREFILL_EFF_GA100 : PREFILL_EFF;
 }
 
 typedef struct infer_in {
-    const shape *sh;
-    double N;
+    cr_arch a;
+    double Nact;   /* parameters used per token */
     double wbytes; /* total weight bytes */
+    double wdense; /* weight bytes outside the routed experts */
+    double wexp;   /* routed-expert weight bytes */
     double kv_tok; /* KV bytes per token (whole model) */
+    int kv_split;  /* ways the KV cache divides over tp (KV heads; 1 with MLA) */
     double lam;    /* requests/s offered to this replica */
     double P, O;   /* prompt and output tokens */
     double ttft_s, tpot_s;
@@ -490,48 +599,122 @@ typedef struct infer_out {
     int ok_mem, ok_lat;
 } infer_out;
 
-static double decode_step_s(const infer_in *in, const unit *u, int tp, double B)
+static double kv_share(const infer_in *in, int tp)
 {
-    double ctx = in->P + in->O / 2;
-    int kvh = in->sh->kv_heads;
-    double kv_share = kvh >= tp ? 1.0 / tp : 1.0 / kvh; /* KV heads replicate past tp = heads */
-    double bytes = in->wbytes / tp + B * ctx * in->kv_tok * kv_share;
-    double mem_t = bytes / (u->bw * DECODE_BW_EFF);
-    double comp_t = 2 * in->N * B / (tp * u->peak * u->eff);
-    double comm = 2.0 * in->sh->layers * allreduce_s(B * in->sh->hidden * 2, tp, u->tpl);
-    return (mem_t > comp_t ? mem_t : comp_t) + comm + in->sh->layers * LAYER_STEP_S;
+    return in->kv_split >= tp ? 1.0 / tp : 1.0 / in->kv_split;
 }
 
-static double prefill_s(const infer_in *in, const unit *u, int tp)
+/*
+ * Time per output token of a replica (tp x pp) carrying B sequences under a
+ * chunked-prefill engine (vLLM, SGLang, TensorRT-LLM in-flight batching).
+ * A share rho = lambda * t_prefill / pp of the iterations carry a prefill
+ * chunk of C tokens (CHUNK_TOKENS, at most the prompt) next to the decode
+ * tokens; the others decode only:
+ *   t_dec = pp * (max(t_mem, t_comp(B)) + t_comm) + L * t_layer
+ *   t_mix = pp * (max(t_mem, t_comp(B + C)) + t_comm) + L * t_layer
+ *   TPOT  = 1 / ((1 - rho) / t_dec + rho / t_mix)
+ * t_mem reads the weights (the experts B tokens route to, for MoE) and the
+ * batch's KV cache once; t_comp = 2 * N_active * tokens / (tp * peak * e).
+ * Pipeline stages take B/pp sequences each in turn, so a token passes pp
+ * stages per step.
+ */
+/* The decode-step model's terms that do not depend on the batch, for one
+ * replica shape (tp x pp on a unit); decode_step_s below is then a few
+ * multiply-adds per call (the fixed-point and replica searches call it
+ * thousands of times per estimate). */
+typedef struct dstep {
+    int pp;
+    double w_t;            /* dense weight read per stage, s */
+    double wexp_t;         /* all routed experts' read per stage, s (MoE) */
+    double k_e;            /* experts per token / experts (MoE) */
+    double kv_t;           /* KV read per sequence per stage, s */
+    double flop_t;         /* decode GEMMs per token per stage, s */
+    double chunk;          /* prefill tokens per mixed iteration */
+    double comm_a, comm_b; /* per stage: comm_a + comm_b * sequences */
+    double fixed;          /* per-layer overheads per step */
+} dstep;
+
+static void dstep_init(const infer_in *in, const unit *u, int tp, int pp, dstep *d)
 {
-    double f = 2 * in->N * in->P + 2.0 * in->sh->layers * in->P * in->P * in->sh->hidden;
-    double comm = 2.0 * in->sh->layers * allreduce_s(in->P * in->sh->hidden * 2, tp, u->tpl);
+    double L = in->a.layers, h2 = in->a.hidden * 2.0;
+    double wb = u->bw * DECODE_BW_EFF * tp * pp;
+    d->pp = pp;
+    d->k_e = in->a.experts > 0 ? (double)in->a.experts_active / in->a.experts : 0;
+    d->w_t = (in->a.experts > 0 ? in->wdense : in->wbytes) / wb;
+    d->wexp_t = in->a.experts > 0 ? in->wexp / wb : 0;
+    d->kv_t = (in->P + in->O / 2) * in->kv_tok * kv_share(in, tp) / pp / (u->bw * KV_BW_EFF);
+    double flop_s =
+        tp * pp * u->peak * u->eff * DECODE_COMP_EFF * (in->a.experts > 0 ? MOE_SERVE_EFF : 1.0);
+    d->flop_t = 2 * in->Nact / flop_s;
+    d->chunk = in->P < CHUNK_TOKENS ? in->P : CHUNK_TOKENS;
+    /* two ring all-reduces of Bs * h * 2 bytes per layer of the stage */
+    d->comm_a = tp > 1 ? 2.0 * L / pp * 2.0 * (tp - 1) * u->tpl.lat : 0;
+    d->comm_b = tp > 1 ? 2.0 * L / pp * 2.0 * (tp - 1) / tp * h2 / u->tpl.bw : 0;
+    if (pp > 1) {
+        d->comm_a += u->ppl.lat;
+        d->comm_b += h2 / u->ppl.bw;
+    }
+    d->fixed = L * LAYER_STEP_S;
+}
+
+static double decode_step_s(const dstep *d, double B, double rho)
+{
+    double Bs = B / d->pp; /* sequences per stage micro-batch */
+    double mem_t = d->w_t + Bs * d->kv_t;
+    if (d->wexp_t > 0) {
+        mem_t += d->wexp_t * (1 - pow(1 - d->k_e, Bs)); /* experts the batch touches */
+    }
+    double comp_t = d->flop_t * Bs;
+    double mix_t = d->flop_t * (Bs + d->chunk);
+    double comm = d->comm_a + d->comm_b * Bs;
+    double t_dec = d->pp * (fmax(mem_t, comp_t) + comm) + d->fixed;
+    double t_mix = d->pp * (fmax(mem_t, mix_t) + comm) + d->fixed;
+    return 1.0 / ((1 - rho) / t_dec + rho / t_mix);
+}
+
+static double prefill_s(const infer_in *in, const unit *u, int tp, int pp)
+{
+    double qk = (double)in->a.heads * in->a.head_dim;
+    double f = 2 * in->Nact * in->P + 2.0 * in->a.layers * in->P * in->P * qk;
+    double comm = 2.0 * in->a.layers * allreduce_s(in->P * in->a.hidden * 2, tp, u->tpl);
+    if (pp > 1) {
+        comm += (pp - 1) * (in->P * in->a.hidden * 2 / u->ppl.bw + u->ppl.lat);
+    }
     double t = f / (tp * u->peak * u->eff) + comm;
     double weights = in->wbytes / tp / (u->bw * DECODE_BW_EFF);
     return t > weights ? t : weights;
 }
 
+/* KV bytes per GPU for B sequences: the paged cache holds each sequence's
+ * prompt and, on average, half its output (blocks are allocated as tokens
+ * are generated, not reserved for the whole output). */
+static double kv_mem(const infer_in *in, int tp, int pp, double B)
+{
+    return ceil(B) * (in->P + in->O / 2 + KV_BLOCK_TOKENS) * in->kv_tok * kv_share(in, tp) / pp;
+}
+
 /* Steady state of one replica under continuous batching (Little's law). */
-static void infer_eval(const infer_in *in, const unit *u, int tp, infer_out *o)
+static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_out *o)
 {
     memset(o, 0, sizeof *o);
-    int kvh = in->sh->kv_heads;
-    double kv_share = kvh >= tp ? 1.0 / tp : 1.0 / kvh;
-    double t_pf = prefill_s(in, u, tp);
-    double rho = in->lam * t_pf;
+    double wgpu = in->wbytes / (tp * pp);
+    double t_pf = prefill_s(in, u, tp, pp);
+    double rho = in->lam * t_pf / pp; /* stages overlap successive prompts */
     if (rho >= 0.9) {
         /* Prefill alone saturates the replica: report it as unstable, but
          * still say whether the weights (and one sequence's KV) fit, so a
          * refusal names the real shortfall. */
         o->ttft_s = o->tpot_s = 1e9;
-        o->mem = in->wbytes / tp + (in->P + in->O) * in->kv_tok * kv_share;
+        o->mem = wgpu + kv_mem(in, tp, pp, 1);
         o->ok_mem = o->mem <= u->mem;
         return;
     }
     double ttft = t_pf + rho * t_pf / (2 * (1 - rho));
+    dstep d;
+    dstep_init(in, u, tp, pp, &d);
     double B = 1, tpot = 0;
-    for (int i = 0; i < 60; i++) {
-        tpot = decode_step_s(in, u, tp, B) / (1 - rho);
+    for (int i = 0; i < 40; i++) {
+        tpot = decode_step_s(&d, B, rho);
         double nb = in->lam * (ttft + in->O * tpot);
         if (nb < 1) {
             nb = 1;
@@ -547,77 +730,157 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, infer_out *o)
         B = nb;
     }
     /* A replica is unstable when decode cannot keep up: batch keeps growing. */
-    double out_rate = B / decode_step_s(in, u, tp, B) * (1 - rho);
+    double out_rate = B / decode_step_s(&d, B, rho);
     o->batch = B;
     o->ttft_s = ttft;
     o->tpot_s = tpot;
     o->tok_s = out_rate;
-    o->mem = in->wbytes / tp + ceil(B) * (in->P + in->O) * in->kv_tok * kv_share;
+    o->mem = wgpu + kv_mem(in, tp, pp, B);
     o->ok_mem = o->mem <= u->mem;
     o->ok_lat =
         B < 1e6 && out_rate >= in->lam * in->O * 0.999 && ttft <= in->ttft_s && tpot <= in->tpot_s;
 }
 
 typedef struct infer_plan {
-    int tp, replicas;
+    int tp, pp, replicas;
     infer_out r;
     int ok;
 } infer_plan;
 
-/* Smallest tp x replicas on whole GPUs meeting the targets for lam
- * requests/s; gpu_count > 0 fixes the total. */
-static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision, double lam,
-                       int gpu_count, infer_plan *best, infer_out *closest, int *closest_tp)
+static unit whole_unit(const cr_gpu_type *g, int precision, int tp, int pp)
 {
-    int max_tp = g->nvlink_bytes_per_s > 0 ? g->nvlink_domain_gpus : 8;
-    if (max_tp > 8) {
-        max_tp = 8;
+    unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
+              cr_gpu_peak_flops(g, precision),  nvlink_or_pcie(g, tp),
+              nvlink_or_pcie(g, tp * pp),       infer_eff(g, precision)};
+    if (tp * pp > node_gpus(g)) {
+        u.ppl = net_link(g); /* stages on different servers */
     }
+    return u;
+}
+
+/* Pipeline stages across servers need a scale-out fabric (a NIC share of
+ * at least MIN_PP_NET_GBPS per GPU); otherwise stages stay in one server. */
+static int serve_max_pp(const cr_gpu_type *g, int tp)
+{
+    if (g->net_bytes_per_s * 8 >= MIN_PP_NET_GBPS * 1e9) {
+        return MAX_SERVE_PP;
+    }
+    int pp = 1;
+    while (pp * 2 <= MAX_SERVE_PP && tp * pp * 2 <= node_gpus(g)) {
+        pp *= 2;
+    }
+    return pp;
+}
+
+/* Evaluate r replicas of tp x pp at lam total; 1 when it meets the targets. */
+static int try_replicas(const infer_in *base, const unit *u, int tp, int pp, double lam, int r,
+                        infer_out *o)
+{
+    infer_in in = *base;
+    in.lam = lam / r;
+    infer_eval(&in, u, tp, pp, o);
+    return o->ok_mem && o->ok_lat;
+}
+
+/* Fewest GPUs tp x pp x replicas on whole GPUs meeting the targets for lam
+ * requests/s: for each tp (up to 8, inside a server) and pp (1..8 stages,
+ * across servers when tp x pp exceeds one), the exact minimum replica
+ * count by doubling then bisection (meeting the targets is monotone in the
+ * replica count). gpu_count > 0 fixes the total. */
+static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision, double lam,
+                       int gpu_count, int fix_tp, int fix_pp, infer_plan *best, infer_out *closest,
+                       int *closest_tp, int *closest_pp)
+{
+    int max_tp = node_gpus(g) < 8 ? node_gpus(g) : 8;
     int found = 0;
     for (int tp = 1; tp <= max_tp; tp *= 2) {
-        unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
-                  cr_gpu_peak_flops(g, precision), nvlink_or_pcie(g, tp), infer_eff(g)};
-        int rmin = 1, rmax = 1024;
-        if (gpu_count > 0) {
-            if (gpu_count % tp) {
+        for (int pp = 1; pp <= serve_max_pp(g, tp) && pp <= base->a.layers; pp *= 2) {
+            int per = tp * pp;
+            if ((fix_tp && tp != fix_tp) || (fix_pp && pp != fix_pp)) {
                 continue;
             }
-            rmin = rmax = gpu_count / tp;
-        }
-        for (int r = rmin; r <= rmax; r = r < 8 ? r + 1 : r * 2) {
-            if (found && tp * r > best->tp * best->replicas) {
+            /* Stages only buy memory: with the weights under half of one
+             * tp group's memory, pp = 1 leaves room enough for the KV. */
+            if (pp > 1 && !fix_pp && base->wbytes / tp <= 0.5 * usable_mem((double)g->mem_bytes)) {
                 break;
             }
-            infer_in in = *base;
-            in.lam = lam / r;
+            if (found && per > best->tp * best->pp * best->replicas) {
+                break;
+            }
+            unit u = whole_unit(g, precision, tp, pp);
             infer_out o;
-            infer_eval(&in, &u, tp, &o);
-            if (!o.ok_mem) {
+            if (base->wbytes / per > u.mem) {
                 /* weights alone do not fit: more replicas will not help */
-                if (base->wbytes / tp > u.mem) {
-                    if (!closest->mem || o.mem < closest->mem) {
+                infer_in one = *base;
+                one.lam = lam;
+                infer_eval(&one, &u, tp, pp, &o);
+                if (!closest->mem || (!closest->ok_mem && o.mem < closest->mem)) {
+                    *closest = o;
+                    *closest_tp = tp;
+                    *closest_pp = pp;
+                }
+                continue;
+            }
+            int lo = 1, hi, rmax = MAX_GPUS / per;
+            if (gpu_count > 0) {
+                if (gpu_count % per) {
+                    continue;
+                }
+                lo = hi = gpu_count / per;
+                if (!try_replicas(base, &u, tp, pp, lam, hi, &o)) {
+                    if (o.ok_mem && (!closest->ok_mem ||
+                                     o.tpot_s + o.ttft_s < closest->tpot_s + closest->ttft_s)) {
                         *closest = o;
                         *closest_tp = tp;
+                        *closest_pp = pp;
+                    } else if (!closest->mem) {
+                        *closest = o;
+                        *closest_tp = tp;
+                        *closest_pp = pp;
                     }
-                    break;
+                    continue;
                 }
-                continue;
-            }
-            if (!closest->ok_mem || o.tpot_s + o.ttft_s < closest->tpot_s + closest->ttft_s) {
-                *closest = o;
-                *closest_tp = tp;
-            }
-            if (o.ok_lat) {
-                /* Fewest GPUs; at equal count the lower per-token latency. */
-                if (!found || tp * r < best->tp * best->replicas ||
-                    (tp * r == best->tp * best->replicas && o.tpot_s < best->r.tpot_s)) {
-                    best->tp = tp;
-                    best->replicas = r;
-                    best->r = o;
-                    best->ok = 1;
-                    found = 1;
+            } else {
+                /* Doubling to the first r that works, then bisection. */
+                hi = 1;
+                while (hi <= rmax && !try_replicas(base, &u, tp, pp, lam, hi, &o)) {
+                    if (o.ok_mem && (!closest->ok_mem ||
+                                     o.tpot_s + o.ttft_s < closest->tpot_s + closest->ttft_s)) {
+                        *closest = o;
+                        *closest_tp = tp;
+                        *closest_pp = pp;
+                    }
+                    if (found && hi * per >= best->tp * best->pp * best->replicas) {
+                        break;
+                    }
+                    lo = hi + 1;
+                    hi *= 2;
                 }
-                break;
+                if (hi > rmax || (found && hi * per >= best->tp * best->pp * best->replicas &&
+                                  !try_replicas(base, &u, tp, pp, lam, hi, &o))) {
+                    continue;
+                }
+                while (lo < hi) {
+                    int mid = lo + (hi - lo) / 2;
+                    if (try_replicas(base, &u, tp, pp, lam, mid, &o)) {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                try_replicas(base, &u, tp, pp, lam, hi, &o);
+            }
+            int total = per * hi, btotal = best->tp * best->pp * best->replicas;
+            /* Fewest GPUs; at equal count fewer stages, then lower TPOT. */
+            if (!found || total < btotal ||
+                (total == btotal &&
+                 (pp < best->pp || (pp == best->pp && o.tpot_s < best->r.tpot_s)))) {
+                best->tp = tp;
+                best->pp = pp;
+                best->replicas = hi;
+                best->r = o;
+                best->ok = 1;
+                found = 1;
             }
         }
     }
@@ -633,11 +896,16 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
         return;
     }
     infer_in in = {0};
-    in.N = w->params > 0 ? w->params : 7e9;
-    in.sh = shape_for(in.N);
-    in.wbytes = in.N * prec_bytes(w->precision);
-    double kvb = w->precision == CR_PREC_FP8 ? 1 : 2;
-    in.kv_tok = 2.0 * in.sh->layers * in.sh->kv_heads * in.sh->head_dim * kvb;
+    arch_of(w, &in.a);
+    in.Nact = in.a.active;
+    double pb = prec_bytes(w->precision);
+    in.wbytes = in.a.params * pb;
+    in.wexp = fmin(cr_arch_expert_params(&in.a), 0.98 * in.a.params) * pb;
+    in.wdense = in.wbytes - in.wexp;
+    int kvp = w->kv_precision >= 0 ? w->kv_precision
+                                   : (w->precision == CR_PREC_FP8 ? CR_PREC_FP8 : CR_PREC_BF16);
+    in.kv_tok = cr_arch_kv_bytes(&in.a, prec_bytes(kvp));
+    in.kv_split = in.a.kv_lora_rank > 0 ? 1 : in.a.kv_heads;
     in.P = w->prompt_tokens;
     in.O = w->output_tokens > 0 ? w->output_tokens : 1;
     in.ttft_s = (double)(w->ttft_ns > 0 ? w->ttft_ns : DEFAULT_TTFT) / 1e9;
@@ -649,11 +917,11 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     /* Whole GPUs, each tenant on its own replicas (isolation). */
     infer_plan whole = {0};
     infer_out closest = {0};
-    int closest_tp = 1;
+    int closest_tp = 1, closest_pp = 1;
     int per_tenant_count = gpu_count > 0 ? (gpu_count >= T ? gpu_count / T : 0) : 0;
-    int whole_ok =
-        (gpu_count <= 0 || per_tenant_count > 0) &&
-        infer_whole(&in, g, w->precision, lam_t, per_tenant_count, &whole, &closest, &closest_tp);
+    int whole_ok = (gpu_count <= 0 || per_tenant_count > 0) &&
+                   infer_whole(&in, g, w->precision, lam_t, per_tenant_count, w->fix_tp, w->fix_pp,
+                               &whole, &closest, &closest_tp, &closest_pp);
 
     /* MIG: one slice per tenant, smallest profile that meets the targets. */
     const cr_mig_profile *mig = NULL;
@@ -675,11 +943,13 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             unit u = {usable_mem((double)p->mem_bytes) + RUNTIME_OVERHEAD * 0.5,
                       g->mem_bw_bytes_per_s * p->mem_slices / ms_tot,
                       cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot,
-                      nvlink_or_pcie(g, 1), infer_eff(g)};
+                      nvlink_or_pcie(g, 1),
+                      nvlink_or_pcie(g, 1),
+                      infer_eff(g, w->precision)};
             infer_in one = in;
             one.lam = lam_t;
             infer_out o;
-            infer_eval(&one, &u, 1, &o);
+            infer_eval(&one, &u, 1, 1, &o);
             if (o.ok_mem && o.ok_lat && (!mig || share < mig_share)) {
                 mig = p;
                 mig_o = o;
@@ -708,26 +978,35 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
         if (closest.mem > 0 && !closest.ok_mem) {
             if (in.wbytes > (double)g->mem_bytes) {
                 snprintf(e->reason, sizeof e->reason,
-                         "weights need %s, %s per GPU; tp%d tops out at %.0f GB usable", wgb, cap,
-                         closest_tp, usable_mem((double)g->mem_bytes) * closest_tp / 1e9);
+                         "weights need %s, %s per GPU; tp%d x pp%d tops out at %.0f GB usable", wgb,
+                         cap, closest_tp, serve_max_pp(g, closest_tp),
+                         usable_mem((double)g->mem_bytes) * closest_tp *
+                             serve_max_pp(g, closest_tp) / 1e9);
             } else {
                 snprintf(e->reason, sizeof e->reason, "weights %s + KV cache exceed %s per GPU",
                          wgb, cap);
             }
-        } else if (closest.ok_mem && closest.ttft_s > 1e5) {
-            /* The queueing model answers "forever" when requests arrive
-             * faster than the replicas can serve them. */
-            snprintf(e->reason, sizeof e->reason,
-                     "cannot keep up with %.3g req/s: the queue grows without bound (best tp%d)",
-                     lam_t, closest_tp);
-        } else if (closest.ok_mem && closest.ttft_s > in.ttft_s) {
-            snprintf(e->reason, sizeof e->reason, "TTFT %.0f ms > %.0f ms target (best tp%d)",
-                     closest.ttft_s * 1e3, in.ttft_s * 1e3, closest_tp);
         } else if (closest.ok_mem) {
-            snprintf(e->reason, sizeof e->reason,
-                     "TPOT %.0f ms > %.0f ms target (memory bandwidth %.0f GB/s, best tp%d)",
-                     closest.tpot_s * 1e3, in.tpot_s * 1e3, g->mem_bw_bytes_per_s / 1e9,
-                     closest_tp);
+            char best[32];
+            if (closest_pp > 1) {
+                snprintf(best, sizeof best, "tp%d x pp%d", closest_tp, closest_pp);
+            } else {
+                snprintf(best, sizeof best, "tp%d", closest_tp);
+            }
+            if (closest.ttft_s > 1e5) {
+                /* The queueing model answers "forever" when requests arrive
+                 * faster than the replicas can serve them. */
+                snprintf(e->reason, sizeof e->reason,
+                         "cannot keep up with %.3g req/s: the queue grows without bound (best %s)",
+                         lam_t, best);
+            } else if (closest.ttft_s > in.ttft_s) {
+                snprintf(e->reason, sizeof e->reason, "TTFT %.0f ms > %.0f ms target (best %s)",
+                         closest.ttft_s * 1e3, in.ttft_s * 1e3, best);
+            } else {
+                snprintf(e->reason, sizeof e->reason,
+                         "TPOT %.0f ms > %.0f ms target (memory bandwidth %.0f GB/s, best %s)",
+                         closest.tpot_s * 1e3, in.tpot_s * 1e3, g->mem_bw_bytes_per_s / 1e9, best);
+            }
         } else {
             snprintf(e->reason, sizeof e->reason, "cannot meet the targets on %d GPUs", gpu_count);
         }
@@ -756,33 +1035,56 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                  T, T > 1 ? "s" : "", mig->name, mig_per_gpu, used, mig_o.ttft_s * 1e3,
                  mig_o.tpot_s * 1e3);
     } else {
-        int per = whole.tp * whole.replicas;
+        int per = whole.tp * whole.pp * whole.replicas;
         e->gpu_count = per * T;
         e->gpu_share = e->gpu_count;
         e->tp = whole.tp;
         e->replicas = whole.replicas * T;
         e->dp = e->replicas;
-        e->pp = 1;
+        e->pp = whole.pp;
+        e->ep = in.a.experts > 0 && whole.tp > 1 ? whole.tp : 1;
         e->ttft_ns = to_ns(whole.r.ttft_s);
         e->tpot_ns = to_ns(whole.r.tpot_s);
         e->mem_per_gpu_bytes = whole.r.mem;
         e->throughput = whole.r.tok_s * e->replicas;
-        if (whole.tp > 1) {
-            snprintf(e->plan, sizeof e->plan, "%d x tp%d", e->replicas, whole.tp);
-        } else {
-            snprintf(e->plan, sizeof e->plan, "%d x 1 GPU", e->replicas);
+        char shape[48] = "1 GPU";
+        if (whole.tp > 1 && whole.pp > 1) {
+            snprintf(shape, sizeof shape, "tp%d x pp%d", whole.tp, whole.pp);
+        } else if (whole.pp > 1) {
+            snprintf(shape, sizeof shape, "pp%d", whole.pp);
+        } else if (whole.tp > 1) {
+            snprintf(shape, sizeof shape, "tp%d", whole.tp);
         }
-        char kv[32], wpg[32], via[32] = "";
-        fmt_gb(kv, sizeof kv, whole.r.mem - in.wbytes / whole.tp);
-        fmt_gb(wpg, sizeof wpg, in.wbytes / whole.tp);
+        snprintf(e->plan, sizeof e->plan, "%d x %s%s", e->replicas, shape,
+                 e->ep > 1 ? " (ep)" : "");
+        char kv[32], wpg[32], why[112] = "";
+        double wgpu = in.wbytes / (whole.tp * whole.pp);
+        fmt_gb(kv, sizeof kv, whole.r.mem - wgpu);
+        fmt_gb(wpg, sizeof wpg, wgpu);
+        int node = node_gpus(g) < 8 ? node_gpus(g) : 8;
+        int fits_node = in.wbytes / node <= usable_mem((double)g->mem_bytes);
+        if (whole.pp > 1 && whole.tp * whole.pp > node_gpus(g) && !fits_node) {
+            snprintf(why, sizeof why, "%s weights exceed one %d-GPU server: pp%d over network, ",
+                     wgb, node, whole.pp);
+        } else if (whole.pp > 1 && whole.tp * whole.pp > node_gpus(g)) {
+            snprintf(why, sizeof why, "pp%d across servers over network, ", whole.pp);
+        } else if (whole.pp > 1) {
+            snprintf(why, sizeof why, "pp%d inside a server, ", whole.pp);
+        }
         if (whole.tp > 1) {
-            snprintf(via, sizeof via, "tp over %s: ", nvlink_or_pcie(g, whole.tp).name);
+            size_t l = strlen(why);
+            snprintf(why + l, sizeof why - l, "tp over %s%s: ", nvlink_or_pcie(g, whole.tp).name,
+                     e->ep > 1 ? ", experts over ep" : "");
+        } else if (why[0]) {
+            size_t l = strlen(why);
+            snprintf(why + l - 2, sizeof why - l + 2, ": ");
         }
         snprintf(e->reason, sizeof e->reason,
-                 "%s%s weights + %s KV (%.0f seq%s) per GPU; TTFT %.0f ms, TPOT %.0f ms%s", via,
-                 wpg, kv, ceil(whole.r.batch), ceil(whole.r.batch) > 1 ? "s" : "",
-                 whole.r.ttft_s * 1e3, whole.r.tpot_s * 1e3,
-                 T > 1 ? "; one set per tenant (no MIG)" : "");
+                 "%s%s weights + %s KV (%.0f seq%s) per GPU; %d replica%s for %.3g req/s; TTFT "
+                 "%.0f ms, TPOT %.0f ms%s",
+                 why, wpg, kv, ceil(whole.r.batch), ceil(whole.r.batch) > 1 ? "s" : "",
+                 whole.replicas, whole.replicas > 1 ? "s" : "", lam_t, whole.r.ttft_s * 1e3,
+                 whole.r.tpot_s * 1e3, T > 1 ? "; one set per tenant (no MIG)" : "");
         e->nodes = (e->gpu_count + node_gpus(g) - 1) / node_gpus(g);
     }
     if (!e->nodes) {

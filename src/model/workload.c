@@ -127,6 +127,7 @@ void cr_workload_init(cr_workload *w)
     w->output_tokens = 250;
     w->tenants = 1;
     w->frame_flops = 10e9;
+    w->kv_precision = -1;
 }
 
 int cr_workload_check(const cr_workload *w, char *err, size_t err_len)
@@ -188,6 +189,19 @@ int cr_workload_check(const cr_workload *w, char *err, size_t err_len)
     if (!(w->work_flops >= 0 && w->work_flops <= 1e26) ||
         !(w->flops_per_byte >= 0 && w->flops_per_byte <= 1e6)) {
         cr__model_errf(err, err_len, "work: must be in [0, 1e26] FLOPs");
+        return CR_EINVAL;
+    }
+    if (w->kv_precision != -1 && w->kv_precision != CR_PREC_BF16 &&
+        w->kv_precision != CR_PREC_FP16 && w->kv_precision != CR_PREC_FP8) {
+        cr__model_errf(err, err_len, "kv-precision: must be one of %s", CR_KV_PRECISION_VALUES);
+        return CR_EINVAL;
+    }
+    if (w->fix_tp < 0 || w->fix_tp > 64 || (w->fix_tp & (w->fix_tp - 1)) || w->fix_pp < 0 ||
+        w->fix_pp > 64 || (w->fix_pp & (w->fix_pp - 1))) {
+        cr__model_errf(err, err_len, "tp/pp: must be a power of two in [1, 64]");
+        return CR_EINVAL;
+    }
+    if (w->arch.layers != 0 && cr_arch_check(&w->arch, err, err_len) != 0) {
         return CR_EINVAL;
     }
     if (w->needs >> 6) {

@@ -129,9 +129,11 @@ static void test_seed_pretrain(void **state)
     assert_true(num(top, "dp") > 1);
     assert_non_null(strstr(str(top, "reason"), "over NVLink"));
     assert_non_null(strstr(str(top, "reason"), "over network"));
-    /* The whole top three is NVLink-domain hardware. */
+    /* The top three is NVLink hardware: SXM, or NVLink-bridged NVL pairs
+     * (tp2 over the bridge fits 70B under the training memory budget). */
+    static const char *const nvl[] = {"h100", "h200", "b200", "gb200", "h100nvl", "h200nvl", NULL};
     for (size_t i = 0; i < 3; i++) {
-        assert_true(in_list(str(ranked(&r, i), "alias"), sxm));
+        assert_true(in_list(str(ranked(&r, i), "alias"), nvl));
     }
     /* PCIe inference cards are either refused or far behind. */
     size_t pos = 0;
@@ -262,6 +264,54 @@ static void test_table(void **state)
     done(&r);
 }
 
+/* --model: the plan says tp x pp x replicas and why; --params alone names
+ * the shape it assumed; unknown models and half shapes are usage errors. */
+static void test_models(void **state)
+{
+    (void)state;
+    run_result r =
+        run("advise --kind inference --model llama-3.1-405b --rate 10 --precision fp8", 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "model llama-3.1-405b (126 layers, 8 KV heads)"));
+    assert_non_null(strstr(r.out, "x tp8"));
+    assert_non_null(strstr(r.out, "replicas for 10 req/s"));
+    done(&r);
+    r = run("advise --kind inference --params 8b --rate 5", 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "shape assumed: llama-3.1-8b"));
+    done(&r);
+    r = run("advise --kind inference --model deepseek-v3 --rate 1 --precision fp8", 1);
+    assert_int_equal(r.status, 0);
+    json_t *m = json_object_get(json_object_get(r.json, "workload"), "model");
+    assert_non_null(m);
+    assert_int_equal(json_integer_value(json_object_get(m, "kv_lora_rank")), 512);
+    assert_int_equal(json_integer_value(json_object_get(m, "experts")), 256);
+    done(&r);
+    r = run("advise --kind inference --model llama-9-9000b --rate 1", 0);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.out, "unknown model"));
+    assert_non_null(strstr(r.out, "mixtral-8x7b"));
+    done(&r);
+    r = run("advise --kind inference --layers 32 --rate 1", 0);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.out, "--layers, --hidden, --heads and --ffn"));
+    done(&r);
+    r = run("advise --kind inference --layers 32 --hidden 4096 --heads 32 --kv-heads 5 --ffn "
+            "14336 --rate 1",
+            0);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.out, "kv-heads"));
+    done(&r);
+    r = run("advise --kind inference --model llama-3.1-8b --params 70b --rate 1", 0);
+    assert_int_equal(r.status, 2);
+    assert_non_null(strstr(r.out, "disagrees"));
+    done(&r);
+    r = run("advise --kind hpc --intensity sparse --needs fp64 --top 1", 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "bandwidth-bound"));
+    done(&r);
+}
+
 static void expect_usage_error(const char *args, const char *flag, const char *values)
 {
     run_result r = run(args, 0);
@@ -332,8 +382,8 @@ int main(void)
         cmocka_unit_test(test_seed_pretrain), cmocka_unit_test(test_seed_lora),
         cmocka_unit_test(test_seed_chat),     cmocka_unit_test(test_seed_video),
         cmocka_unit_test(test_seed_hpc),      cmocka_unit_test(test_seed_tenants),
-        cmocka_unit_test(test_table),         cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_bad_catalog),
+        cmocka_unit_test(test_table),         cmocka_unit_test(test_models),
+        cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_bad_catalog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -345,6 +345,17 @@ static void test_cmd_submit(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* --model names the architecture the advisor reads for gpu_type auto */
+    fake_server_canned(s, 201, "{\"ids\":[43]}");
+    r = cli("submit", "--gpu-type", "auto", "--kind", "inference", "--model", "llama-3.1-8b",
+            "true", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    const json_t *mdl = json_object_get(sent_body(last), "model");
+    assert_string_equal(json_string_value(json_object_get(mdl, "name")), "llama-3.1-8b");
+    json_decref(last);
+    run_free(&r);
+
     /* arrays: a consecutive range */
     fake_server_canned(s, 201, "{\"ids\":[5,6,7]}");
     r = cli("submit", "--array", "3", "true", NULL);

@@ -363,6 +363,27 @@ static void test_auto_placements(void **state)
     assert_non_null(strstr(reason, "weights and optimizer states need 1120 GB"));
     json_decref(v);
 
+    /* A model name sets the shape and the parameter count (Llama 3.1 70B:
+     * 70.55e9 parameters, 16 bytes each with Adam); a bad name is refused. */
+    int64_t named = submit(&d,
+                           "{%s,\"name\":\"named\",\"kind\":\"pretrain\",\"gpus\":1,\"model\":"
+                           "{\"name\":\"llama-3.1-70b\"}}",
+                           cmd);
+    v = settled(&d, named, "pending");
+    assert_non_null(strstr(str(v, "reason"), "weights and optimizer states need 1129 GB"));
+    json_decref(v);
+    long bad;
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"model\":{\"name\":\"llama 3; rm\"}}", &bad);
+    assert_int_equal(bad, 400);
+    assert_string_equal(str(v, "field"), "model.name");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"model\":{\"name\":\"llama-9-9000b\"}}", &bad);
+    assert_int_equal(bad, 400);
+    assert_non_null(strstr(str(v, "message"), "unknown model"));
+    json_decref(v);
+
     /* Without hints, auto keeps "any type": it runs. */
     int64_t batch = submit(&d, "{%s,\"name\":\"batch\",\"gpus\":1}", cmd);
     t = run_type(&d, batch);

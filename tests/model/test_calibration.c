@@ -2,9 +2,12 @@
  * test_calibration.c - the performance model against published measurements.
  *
  * Each case is a workload, a GPU type and count, the published number and
- * its source. The test fails when the prediction is off by more than 30%.
+ * its source, in a fit set (the constants were tuned on it) or a check set
+ * (never used for tuning). The test fails when a fit case is off by more
+ * than 30% or a check set's mean error grows past its recorded bound.
  * Run with --table to print the Markdown table of docs/model.md.
  */
+#include "cr_arch.h"
 #include "cr_catalog.h"
 #include "cr_perf.h"
 #include "cr_price.h"
@@ -15,9 +18,15 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum metric { M_MFU, M_TPOT_MS, M_TTFT_MS, M_LATENCY_MS, M_TOK_S_GPU };
+enum metric { M_MFU, M_TPOT_MS, M_TTFT_MS, M_LATENCY_MS, M_TOK_S_GPU, M_MAX_TOK_S, M_MEM_GIB };
+
+/* FIT: the constants of src/model/perf.c were tuned on these. CHECK: never
+ * used for tuning; they measure the model. */
+enum cal_set { FIT = 0, CHECK = 1 };
 
 typedef struct cal_case {
+    int set;
+    const char *model; /* data/models/models.csv row; NULL = shape from params */
     const char *name;
     const char *gpu;
     int gpus;
@@ -27,6 +36,7 @@ typedef struct cal_case {
     int seq, batch;     /* training */
     int prompt, output; /* inference */
     double rate;        /* requests/s; 0 = one request at a time */
+    int tp, pp;         /* the published plan when the metric depends on it; 0 = the model's */
     int metric;
     double published;
     const char *source;
@@ -35,61 +45,131 @@ typedef struct cal_case {
 /* kind < 0: finetune with method -kind. */
 #define NEMO_PERF "NVIDIA NeMo Framework 24.12 performance summary (H100, FP8): tokens/s/GPU"
 
+#define MEGATRON_T1                                                                                \
+    "Narayanan et al. SC'21 (arXiv:2104.04473) Table 1: TFLOP/s/GPU incl. recompute on A100; "     \
+    "x3/4 = MFU"
+
+#define TRTLLM_TPUT                                                                                \
+    "TensorRT-LLM perf-overview.md (v1.0, NVIDIA/TensorRT-LLM@00f37686): total output tokens/s, "  \
+    "infinite request rate"
+
+#define TORCHTUNE_MEM                                                                              \
+    "torchtune README (pytorch/torchtune@0031bfb0, Sept 2024), Memory and training speed: batch "  \
+    "2, packed to 2048 tokens, torch.compile; peak memory per GPU"
+
 #define TRTLLM_LAT                                                                                 \
     "TensorRT-LLM docs/source/performance.md (v0.5 low-latency table): batch 1, 1st token "        \
     "latency"
 
 static const cal_case cases[] = {
-    {"Llama 3 405B pre-training, 8,192 GPUs, seq 8192, 16M-token batch", "h100", 8192,
-     CR_KIND_PRETRAIN, 405e9, CR_PREC_BF16, 8192, 2048, 0, 0, 0, M_MFU, 0.43,
+    {FIT, "llama-3.1-405b", "Llama 3 405B pre-training, 8,192 GPUs, seq 8192, 16M-token batch",
+     "h100", 8192, CR_KIND_PRETRAIN, 405e9, CR_PREC_BF16, 8192, 2048, 0, 0, 0, 8, 16, M_MFU, 0.43,
      "Llama 3 paper (Meta 2024), Table 4: 430 TFLOP/s/GPU BF16 at 8K GPUs; 38-43% MFU"},
-    {"GPT-3 175B pre-training, 512 GPUs, seq 2048", "h100", 512, CR_KIND_PRETRAIN, 175e9,
-     CR_PREC_BF16, 2048, 2048, 0, 0, 0, M_MFU, 0.47,
+    {FIT, "gpt-3-175b", "GPT-3 175B pre-training, 512 GPUs, seq 2048", "h100", 512,
+     CR_KIND_PRETRAIN, 175e9, CR_PREC_BF16, 2048, 2048, 0, 0, 0, 4, 8, M_MFU, 0.47,
      "Megatron-Core benchmarks (NVIDIA Megatron-LM README): 47% MFU, 390 TFLOP/s/GPU, TP4 PP8"},
-    {"1T-parameter GPT pre-training, 3,072 GPUs, seq 2048", "a100", 3072, CR_KIND_PRETRAIN, 1e12,
-     CR_PREC_BF16, 2048, 3072, 0, 0, 0, M_MFU, 0.39,
+    {FIT, "megatron-1t", "1T-parameter GPT pre-training, 3,072 GPUs, seq 2048", "a100", 3072,
+     CR_KIND_PRETRAIN, 1e12, CR_PREC_BF16, 2048, 3072, 0, 0, 0, 8, 64, M_MFU, 0.39,
      "Narayanan et al. SC'21 (Megatron-LM): 163 TFLOP/s/GPU = 52% of peak incl. recompute; "
      "x3/4 = 39% MFU"},
-    {"Llama 2 7B pre-training fp8, seq 4096, batch 128", "h100", 8, CR_KIND_PRETRAIN, 6.7e9,
-     CR_PREC_FP8, 4096, 128, 0, 0, 0, M_TOK_S_GPU, 16934, NEMO_PERF},
-    {"Llama 2 70B pre-training fp8, seq 4096, batch 128", "h100", 64, CR_KIND_PRETRAIN, 70e9,
-     CR_PREC_FP8, 4096, 128, 0, 0, 0, M_TOK_S_GPU, 1728, NEMO_PERF},
-    {"Llama 2 7B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8, -CR_METHOD_LORA, 6.7e9,
-     CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 24824, NEMO_PERF},
-    {"Llama 2 70B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8, -CR_METHOD_LORA, 70e9,
-     CR_PREC_FP8, 4096, 32, 0, 0, 0, M_TOK_S_GPU, 2621, NEMO_PERF},
-    {"LLaMA 7B fp16 first-token latency, 2048-token prompt", "a100", 1, CR_KIND_INFERENCE, 6.7e9,
-     CR_PREC_FP16, 0, 0, 2048, 1, 0, M_TTFT_MS, 133, TRTLLM_LAT},
-    {"LLaMA 70B fp16 TP4 first-token latency, 2048-token prompt", "a100", 4, CR_KIND_INFERENCE,
-     70e9, CR_PREC_FP16, 0, 0, 2048, 1, 0, M_TTFT_MS, 377, TRTLLM_LAT},
-    {"LLaMA 7B fp8 first-token latency, 2048-token prompt", "h100", 1, CR_KIND_INFERENCE, 6.7e9,
-     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 36, TRTLLM_LAT},
-    {"LLaMA 70B fp8 TP4 first-token latency, 2048-token prompt", "h100", 4, CR_KIND_INFERENCE, 70e9,
-     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 109, TRTLLM_LAT},
-    {"LLaMA 7B fp8 first-token latency, 2048-token prompt", "l40s", 1, CR_KIND_INFERENCE, 6.7e9,
-     CR_PREC_FP8, 0, 0, 2048, 1, 0, M_TTFT_MS, 73, TRTLLM_LAT},
-    {"Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "a100", 1, CR_KIND_INFERENCE, 6.7e9,
-     CR_PREC_BF16, 0, 0, 128, 20, 0, M_LATENCY_MS, 234.0,
+    {FIT, "llama-2-7b", "Llama 2 7B pre-training fp8, seq 4096, batch 128", "h100", 8,
+     CR_KIND_PRETRAIN, 6.7e9, CR_PREC_FP8, 4096, 128, 0, 0, 0, 0, 0, M_TOK_S_GPU, 16934, NEMO_PERF},
+    {FIT, "llama-2-70b", "Llama 2 70B pre-training fp8, seq 4096, batch 128", "h100", 64,
+     CR_KIND_PRETRAIN, 70e9, CR_PREC_FP8, 4096, 128, 0, 0, 0, 0, 0, M_TOK_S_GPU, 1728, NEMO_PERF},
+    {FIT, "llama-2-7b", "Llama 2 7B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8,
+     -CR_METHOD_LORA, 6.7e9, CR_PREC_FP8, 4096, 32, 0, 0, 0, 0, 0, M_TOK_S_GPU, 24824, NEMO_PERF},
+    {FIT, "llama-2-70b", "Llama 2 70B LoRA fine-tuning fp8, seq 4096, batch 32", "h100", 8,
+     -CR_METHOD_LORA, 70e9, CR_PREC_FP8, 4096, 32, 0, 0, 0, 0, 0, M_TOK_S_GPU, 2621, NEMO_PERF},
+    {FIT, "llama-2-7b", "LLaMA 7B fp16 first-token latency, 2048-token prompt", "a100", 1,
+     CR_KIND_INFERENCE, 6.7e9, CR_PREC_FP16, 0, 0, 2048, 1, 0, 0, 0, M_TTFT_MS, 133, TRTLLM_LAT},
+    {FIT, "llama-2-70b", "LLaMA 70B fp16 TP4 first-token latency, 2048-token prompt", "a100", 4,
+     CR_KIND_INFERENCE, 70e9, CR_PREC_FP16, 0, 0, 2048, 1, 0, 4, 1, M_TTFT_MS, 377, TRTLLM_LAT},
+    {FIT, "llama-2-7b", "LLaMA 7B fp8 first-token latency, 2048-token prompt", "h100", 1,
+     CR_KIND_INFERENCE, 6.7e9, CR_PREC_FP8, 0, 0, 2048, 1, 0, 0, 0, M_TTFT_MS, 36, TRTLLM_LAT},
+    {FIT, "llama-2-70b", "LLaMA 70B fp8 TP4 first-token latency, 2048-token prompt", "h100", 4,
+     CR_KIND_INFERENCE, 70e9, CR_PREC_FP8, 0, 0, 2048, 1, 0, 4, 1, M_TTFT_MS, 109, TRTLLM_LAT},
+    {FIT, "llama-2-7b", "LLaMA 7B fp8 first-token latency, 2048-token prompt", "l40s", 1,
+     CR_KIND_INFERENCE, 6.7e9, CR_PREC_FP8, 0, 0, 2048, 1, 0, 0, 0, M_TTFT_MS, 73, TRTLLM_LAT},
+    {FIT, "llama-2-7b", "Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "a100", 1,
+     CR_KIND_INFERENCE, 6.7e9, CR_PREC_BF16, 0, 0, 128, 20, 0, 0, 0, M_LATENCY_MS, 234.0,
      "NVIDIA NeMo Framework docs, Llama 2 inference performance (TensorRT-LLM), TP1"},
-    {"Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "h100", 1, CR_KIND_INFERENCE, 6.7e9,
-     CR_PREC_BF16, 0, 0, 128, 20, 0, M_LATENCY_MS, 153.8,
+    {FIT, "llama-2-7b", "Llama 2 7B, batch 1, 128 in / 20 out, end-to-end", "h100", 1,
+     CR_KIND_INFERENCE, 6.7e9, CR_PREC_BF16, 0, 0, 128, 20, 0, 0, 0, M_LATENCY_MS, 153.8,
      "NVIDIA NeMo Framework docs, Llama 2 inference performance (TensorRT-LLM), TP1"},
-    {"Llama 3.1 8B bf16 decode, 1 request, 1024 in / 128 out", "a100-40gb", 1, CR_KIND_INFERENCE,
-     8e9, CR_PREC_BF16, 0, 0, 1024, 128, 0, M_TPOT_MS, 1000.0 / 75,
+    {FIT, "llama-3.1-8b", "Llama 3.1 8B bf16 decode, 1 request, 1024 in / 128 out", "a100-40gb", 1,
+     CR_KIND_INFERENCE, 8e9, CR_PREC_BF16, 0, 0, 1024, 128, 0, 0, 0, M_TPOT_MS, 1000.0 / 75,
      "johnmusgrave.com vLLM sweep on A100 40GB: ~75 tokens/s at concurrency 1"},
-    {"Llama 3.3 70B fp8 TP2 decode, 1 request, 5000 in / 500 out", "h100", 2, CR_KIND_INFERENCE,
-     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 0, M_TPOT_MS, 18.58,
+    {FIT, "llama-3.3-70b", "Llama 3.3 70B fp8 TP2 decode, 1 request, 5000 in / 500 out", "h100", 2,
+     CR_KIND_INFERENCE, 70e9, CR_PREC_FP8, 0, 0, 5000, 500, 0, 2, 1, M_TPOT_MS, 18.58,
      "NVIDIA NIM LLM benchmarking docs 1.0.0: 2x H100 fp8 TP2, ITL 18.58 ms at concurrency 1"},
-    {"Llama 3.3 70B fp8 TP2 time to first token, 5000-token prompt", "h100", 2, CR_KIND_INFERENCE,
-     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 0, M_TTFT_MS, 406.77,
+    {FIT, "llama-3.3-70b", "Llama 3.3 70B fp8 TP2 time to first token, 5000-token prompt", "h100",
+     2, CR_KIND_INFERENCE, 70e9, CR_PREC_FP8, 0, 0, 5000, 500, 0, 2, 1, M_TTFT_MS, 406.77,
      "NVIDIA NIM LLM benchmarking docs 1.0.0: TTFT 406.77 ms at concurrency 1"},
-    {"Llama 3.3 70B fp8 TP2 decode at concurrency 25 (1.25 req/s)", "h100", 2, CR_KIND_INFERENCE,
-     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 1.25, M_TPOT_MS, 38.75,
+    {FIT, "llama-3.3-70b", "Llama 3.3 70B fp8 TP2 decode at concurrency 25 (1.25 req/s)", "h100", 2,
+     CR_KIND_INFERENCE, 70e9, CR_PREC_FP8, 0, 0, 5000, 500, 1.25, 2, 1, M_TPOT_MS, 38.75,
      "NVIDIA NIM LLM benchmarking docs 1.0.0: ITL 38.75 ms at concurrency 25 (rate = 25 / "
      "(TTFT + 499 ITL))"},
-    {"Llama 3.3 70B fp8 TP2 time to first token at concurrency 25", "h100", 2, CR_KIND_INFERENCE,
-     70e9, CR_PREC_FP8, 0, 0, 5000, 500, 1.25, M_TTFT_MS, 688.69,
+    {FIT, "llama-3.3-70b", "Llama 3.3 70B fp8 TP2 time to first token at concurrency 25", "h100", 2,
+     CR_KIND_INFERENCE, 70e9, CR_PREC_FP8, 0, 0, 5000, 500, 1.25, 2, 1, M_TTFT_MS, 688.69,
      "NVIDIA NIM LLM benchmarking docs 1.0.0: TTFT 688.69 ms at concurrency 25"},
+
+    {FIT, "llama-3.1-8b", "Llama 3.1 8B LoRA, 1 GPU, 2 x 2048 tokens", "l40s", 1, -CR_METHOD_LORA,
+     0, CR_PREC_BF16, 4096, 1, 0, 0, 0, 1, 1, M_MEM_GIB, 16.2, TORCHTUNE_MEM},
+    {FIT, "llama-3.1-8b", "Llama 3.1 8B QLoRA, 1 GPU, 2 x 2048 tokens", "l40s", 1, -CR_METHOD_QLORA,
+     0, CR_PREC_BF16, 4096, 1, 0, 0, 0, 1, 1, M_MEM_GIB, 7.4, TORCHTUNE_MEM},
+    /* ---- check set: never used to tune the model ---- */
+    {CHECK, "megatron-18b", "GPT 18.4B pre-training, 256 GPUs, seq 2048, batch 1024", "a100", 256,
+     CR_KIND_PRETRAIN, 0, CR_PREC_BF16, 2048, 1024, 0, 0, 0, 8, 1, M_MFU, 135.0 / 312 * 0.75,
+     MEGATRON_T1},
+    {CHECK, "megatron-39b", "GPT 39.1B pre-training, 512 GPUs, seq 2048, batch 1536", "a100", 512,
+     CR_KIND_PRETRAIN, 0, CR_PREC_BF16, 2048, 1536, 0, 0, 0, 8, 2, M_MFU, 138.0 / 312 * 0.75,
+     MEGATRON_T1},
+    {CHECK, "megatron-146b", "GPT 145.6B pre-training, 1536 GPUs, seq 2048, batch 2304", "a100",
+     1536, CR_KIND_PRETRAIN, 0, CR_PREC_BF16, 2048, 2304, 0, 0, 0, 8, 8, M_MFU, 148.0 / 312 * 0.75,
+     MEGATRON_T1},
+    {CHECK, "llama-3.1-405b", "Llama 3 405B pre-training, 16,384 GPUs, seq 8192, 16M-token batch",
+     "h100", 16384, CR_KIND_PRETRAIN, 0, CR_PREC_BF16, 8192, 2048, 0, 0, 0, 8, 16, M_MFU, 0.41,
+     "Llama 3 paper (Meta 2024, arXiv:2407.21783) Table 4: 16,384 GPUs, 400 TFLOP/s/GPU, 41% MFU"},
+    {CHECK, "llama-3.1-405b", "Llama 3 405B long-context pre-training, 16,384 GPUs, seq 131072",
+     "h100", 16384, CR_KIND_PRETRAIN, 0, CR_PREC_BF16, 131072, 128, 0, 0, 0, 8, 16, M_MFU, 0.38,
+     "Llama 3 paper (Meta 2024, arXiv:2407.21783) Table 4: CP16, 380 TFLOP/s/GPU, 38% MFU"},
+    {FIT, "llama-3.1-8b", "Llama 3.1 8B fp8 max throughput, 1000 in / 1000 out", "h100", 1,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 1, 1, M_MAX_TOK_S, 15220, TRTLLM_TPUT},
+    {CHECK, "llama-3.1-8b", "Llama 3.1 8B fp8 max throughput, 128 in / 2048 out", "h100", 1,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 128, 2048, 0, 1, 1, M_MAX_TOK_S, 22714, TRTLLM_TPUT},
+    {CHECK, "llama-3.1-8b", "Llama 3.1 8B fp8 max throughput, 2048 in / 128 out", "h100", 1,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 2048, 128, 0, 1, 1, M_MAX_TOK_S, 3450, TRTLLM_TPUT},
+    {CHECK, "llama-3.1-8b", "Llama 3.1 8B fp8 max throughput, 5000 in / 500 out", "h100", 1,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 5000, 500, 0, 1, 1, M_MAX_TOK_S, 3459, TRTLLM_TPUT},
+    {CHECK, "llama-3.1-8b", "Llama 3.1 8B fp8 max throughput, 1000 in / 1000 out", "h200", 1,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 1, 1, M_MAX_TOK_S, 17744, TRTLLM_TPUT},
+    {FIT, "llama-3.3-70b", "Llama 3.3 70B fp8 TP2 max throughput, 1000 in / 1000 out", "h100", 2,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 2, 1, M_MAX_TOK_S, 4205, TRTLLM_TPUT},
+    {CHECK, "llama-3.3-70b", "Llama 3.3 70B fp8 TP2 max throughput, 2048 in / 128 out", "h100", 2,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 2048, 128, 0, 2, 1, M_MAX_TOK_S, 762, TRTLLM_TPUT},
+    {CHECK, "llama-3.3-70b", "Llama 3.3 70B fp8 TP2 max throughput, 5000 in / 500 out", "h100", 2,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 5000, 500, 0, 2, 1, M_MAX_TOK_S, 898, TRTLLM_TPUT},
+    {CHECK, "llama-3.3-70b", "Llama 3.3 70B fp8 max throughput, 1000 in / 1000 out", "h200", 1,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 1, 1, M_MAX_TOK_S, 2909, TRTLLM_TPUT},
+    {CHECK, "llama-3.1-405b", "Llama 3.1 405B fp8 TP8 max throughput, 1000 in / 1000 out", "h200",
+     8, CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 8, 1, M_MAX_TOK_S, 3330,
+     TRTLLM_TPUT},
+    {CHECK, "llama-3.1-405b", "Llama 3.1 405B fp8 TP8 max throughput, 5000 in / 500 out", "h200", 8,
+     CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 5000, 500, 0, 8, 1, M_MAX_TOK_S, 650, TRTLLM_TPUT},
+    {CHECK, "llama-3.1-405b", "Llama 3.1 405B fp8 TP8 max throughput, 1000 in / 1000 out", "h100",
+     8, CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 8, 1, M_MAX_TOK_S, 2919,
+     TRTLLM_TPUT},
+    {FIT, "qwen3-235b-a22b", "Qwen3 235B-A22B (MoE) fp8 TP8 max throughput, 1000 in / 1000 out",
+     "h200", 8, CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 8, 1, M_MAX_TOK_S, 23789,
+     TRTLLM_TPUT},
+    {CHECK, "qwen3-235b-a22b", "Qwen3 235B-A22B (MoE) fp8 TP8 max throughput, 1000 in / 1000 out",
+     "h100", 8, CR_KIND_INFERENCE, 0, CR_PREC_FP8, 0, 0, 1000, 1000, 0, 8, 1, M_MAX_TOK_S, 14898,
+     TRTLLM_TPUT},
+    {CHECK, "llama-3.1-70b", "Llama 3.1 70B LoRA, 8 GPUs (FSDP), 2 x 2048 tokens", "a100", 8,
+     -CR_METHOD_LORA, 0, CR_PREC_BF16, 4096, 8, 0, 0, 0, 1, 1, M_MEM_GIB, 27.6, TORCHTUNE_MEM},
+    {CHECK, "llama-3.1-405b", "Llama 3.1 405B QLoRA, 8 GPUs (FSDP), 2 x 2048 tokens", "a100", 8,
+     -CR_METHOD_QLORA, 0, CR_PREC_BF16, 4096, 8, 0, 0, 0, 1, 1, M_MEM_GIB, 44.8e9 / 1073741824.0,
+     TORCHTUNE_MEM},
 };
 
 static const char *metric_name(int m)
@@ -103,9 +183,37 @@ static const char *metric_name(int m)
         return "TTFT ms";
     case M_TOK_S_GPU:
         return "tokens/s/GPU";
+    case M_MAX_TOK_S:
+        return "output tok/s";
+    case M_MEM_GIB:
+        return "GiB/GPU";
     default:
         return "latency ms";
     }
+}
+
+static const cr_arch_catalog *models;
+
+/* Highest request rate the fixed GPUs sustain with no latency targets (the
+ * offline "infinite rate" benchmark): bisection on the rate. */
+static double max_tok_s(const cr_perf_env *env, cr_workload *w, const cr_gpu_type *g, int gpus,
+                        cr_estimate *e)
+{
+    double lo = 1e-3, hi = 1e4;
+    w->ttft_ns = INT64_C(100000) * CR_NS_PER_SEC;
+    w->tpot_ns = 100 * CR_NS_PER_SEC;
+    for (int i = 0; i < 50; i++) {
+        double mid = sqrt(lo * hi);
+        w->rate_per_s = mid;
+        if (cr_perf_estimate(env, w, g, gpus, e) == 0 && e->fits) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    w->rate_per_s = lo;
+    cr_perf_estimate(env, w, g, gpus, e);
+    return lo * w->output_tokens;
 }
 
 static int predict(const cr_perf_env *env, const cal_case *c, double *out, char *plan,
@@ -124,6 +232,17 @@ static int predict(const cr_perf_env *env, const cal_case *c, double *out, char 
         w.method = -c->kind;
     }
     w.params = c->params;
+    w.fix_tp = c->tp;
+    w.fix_pp = c->pp;
+    if (c->model) {
+        const cr_arch *a = cr_arch_find(models, c->model);
+        if (!a) {
+            fprintf(stderr, "no model %s in data/models/models.csv\n", c->model);
+            return -1;
+        }
+        w.arch = *a;
+        w.params = a->params;
+    }
     w.precision = c->precision;
     if (w.kind == CR_KIND_PRETRAIN || w.kind == CR_KIND_FINETUNE) {
         w.seq_len = c->seq;
@@ -138,6 +257,11 @@ static int predict(const cr_perf_env *env, const cal_case *c, double *out, char 
         w.tpot_ns = 10 * CR_NS_PER_SEC;
     }
     cr_estimate e;
+    if (c->metric == M_MAX_TOK_S) {
+        *out = max_tok_s(env, &w, g, c->gpus, &e);
+        snprintf(plan, plan_len, "%s", e.plan);
+        return 0;
+    }
     if (cr_perf_estimate(env, &w, g, c->gpus, &e) != 0 || !e.fits) {
         fprintf(stderr, "%s on %s: no fit: %s\n", c->name, c->gpu, e.reason);
         return -1;
@@ -152,6 +276,9 @@ static int predict(const cr_perf_env *env, const cal_case *c, double *out, char 
         break;
     case M_TOK_S_GPU:
         *out = e.throughput / e.gpu_count;
+        break;
+    case M_MEM_GIB:
+        *out = e.mem_per_gpu_bytes / 1073741824.0;
         break;
     case M_TTFT_MS:
         *out = (double)e.ttft_ns / 1e6;
@@ -174,11 +301,22 @@ int main(int argc, char **argv)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
+    snprintf(path, sizeof path, "%s/data/models/models.csv", src ? src : ".");
+    cr_arch_catalog *mc = NULL;
+    if (cr_arch_load(path, &mc, err, sizeof err) != 0) {
+        fprintf(stderr, "%s\n", err);
+        cr_catalog_free(cat);
+        return 1;
+    }
+    models = mc;
     cr_perf_env env = {cat, NULL, NULL};
+    /* [set][area]: area 0 training, 1 serving */
+    double sum[2][3] = {{0}}, worst[2][3] = {{0}};
+    int cnt[2][3] = {{0}};
     int failed = 0;
     if (table) {
-        printf("| case | GPUs | plan | metric | predicted | published | error | source |\n");
-        printf("|---|---|---|---|---|---|---|---|\n");
+        printf("| set | case | GPUs | plan | metric | predicted | published | error | source |\n");
+        printf("|---|---|---|---|---|---|---|---|---|\n");
     }
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         const cal_case *c = &cases[i];
@@ -190,20 +328,57 @@ int main(int argc, char **argv)
         }
         double errp = (p - c->published) / c->published * 100;
         const cr_gpu_type *g = cr_catalog_find(cat, c->gpu);
-        int bad = fabs(errp) > 30;
+        /* Fit cases must stay within 30%; check cases are measured, and
+         * guarded below against regressions of the set's mean. */
+        int bad = c->set == FIT && fabs(errp) > 30;
         failed += bad;
+        int area = c->metric == M_MEM_GIB ? 2 : c->kind == CR_KIND_INFERENCE ? 1 : 0;
+        sum[c->set][area] += fabs(errp);
+        cnt[c->set][area]++;
+        worst[c->set][area] = fmax(worst[c->set][area], fabs(errp));
         if (table) {
             int mfu = c->metric == M_MFU ? 2 : c->metric == M_TOK_S_GPU ? 0 : 1;
-            printf("| %s | %d x %s | %s | %s | %.*f | %.*f | %+.0f%% | %s |\n", c->name, c->gpus,
-                   g->name, plan, metric_name(c->metric), mfu ? 2 : 1, p, mfu ? 2 : 1, c->published,
-                   errp, c->source);
+            printf("| %s | %s | %d x %s | %s | %s | %.*f | %.*f | %+.0f%% | %s |\n",
+                   c->set == FIT ? "fit" : "check", c->name, c->gpus, g->name, plan,
+                   metric_name(c->metric), mfu ? 2 : 1, p, mfu ? 2 : 1, c->published, errp,
+                   c->source);
         } else {
             printf("%s %-60.60s %-14s %-14s %-10s predicted %8.3f published %8.3f error "
                    "%+4.0f%%\n",
-                   bad ? "FAIL" : "ok  ", c->name, g->name, plan, metric_name(c->metric), p,
-                   c->published, errp);
+                   bad               ? "FAIL"
+                   : c->set == FIT   ? "fit "
+                   : fabs(errp) > 30 ? "chk!"
+                                     : "chk ",
+                   c->name, g->name, plan, metric_name(c->metric), p, c->published, errp);
         }
     }
+    static const char *const area_name[3] = {"training throughput", "serving throughput/latency",
+                                             "LoRA/QLoRA memory"};
+    printf("%s", table
+                     ? "\n| set | area | cases | mean abs error | worst |\n|---|---|---|---|---|\n"
+                     : "\n");
+    for (int st = 0; st < 2; st++) {
+        for (int ar = 0; ar < 3; ar++) {
+            if (!cnt[st][ar]) {
+                continue;
+            }
+            printf(table ? "| %s | %s | %d | %.1f%% | %.0f%% |\n"
+                         : "%s %-28s %2d cases: mean |error| %.1f%%, worst %.0f%%\n",
+                   st == FIT ? "fit" : "check", area_name[ar], cnt[st][ar],
+                   sum[st][ar] / cnt[st][ar], worst[st][ar]);
+        }
+    }
+    /* Regression guard on the check set (docs/model.md states the current
+     * values; the goal is 10% mean, 30% worst). */
+    static const double check_mean_max[3] = {10, 13, 15};
+    for (int ar = 0; ar < 3; ar++) {
+        if (cnt[CHECK][ar] && sum[CHECK][ar] / cnt[CHECK][ar] > check_mean_max[ar]) {
+            fprintf(stderr, "check set %s: mean |error| %.1f%% > %.0f%%\n", area_name[ar],
+                    sum[CHECK][ar] / cnt[CHECK][ar], check_mean_max[ar]);
+            failed++;
+        }
+    }
+    cr_arch_free(mc);
     cr_catalog_free(cat);
     if (failed) {
         fprintf(stderr, "%d calibration case(s) outside +-30%%\n", failed);

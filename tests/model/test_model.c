@@ -3,6 +3,7 @@
  * validation, lookups, MIG profiles, prices, the Gavel reader, workload
  * helpers and the performance model's fit/refuse decisions.
  */
+#include "cr_arch.h"
 #include "cr_catalog.h"
 #include "cr_error.h"
 #include "cr_gavel.h"
@@ -437,6 +438,169 @@ static void test_advise_ranking(void **state)
     cr_catalog_free(c);
 }
 
+/* The models catalog: loads, every row's published parameter count agrees
+ * with its shape (embeddings tied or untied), the default shapes are the
+ * catalog's rows, and bad files are refused with file:line:col. */
+static void test_arch_catalog(void **state)
+{
+    (void)state;
+    char path[1024], err[256];
+    cr_arch_catalog *mc = NULL;
+    assert_int_equal(
+        cr_arch_load(src_path("data/models/models.csv", path, sizeof path), &mc, err, sizeof err),
+        0);
+    assert_true(cr_arch_count(mc) >= 40);
+    for (size_t i = 0; i < cr_arch_count(mc); i++) {
+        const cr_arch *a = cr_arch_at(mc, i);
+        double tot, act;
+        cr_arch_count_params(a, &tot, &act);
+        double tied = tot - (double)a->vocab * a->hidden;
+        if (!(a->params >= tied * 0.93 && a->params <= tot * 1.03)) {
+            fprintf(stderr, "%s: published %.4g, shape gives %.4g..%.4g\n", a->name, a->params,
+                    tied, tot);
+        }
+        assert_true(a->params >= tied * 0.93 && a->params <= tot * 1.03);
+        assert_true(fabs(act / a->active - 1) < 0.05 || a->experts == 0);
+    }
+    const cr_arch *l = cr_arch_find(mc, "Llama 3.1 405B");
+    assert_non_null(l);
+    assert_int_equal(l->layers, 126);
+    assert_int_equal(l->kv_heads, 8);
+    assert_true(fabs(cr_arch_kv_bytes(l, 2) - 2.0 * 126 * 8 * 128 * 2) < 1);
+    const cr_arch *d = cr_arch_find(mc, "deepseek-v3");
+    assert_int_equal(d->kv_lora_rank, 512);
+    assert_true(fabs(cr_arch_kv_bytes(d, 2) - 61.0 * 576 * 2) < 1); /* MLA latent + rope key */
+    assert_true(cr_arch_expert_params(d) > 0.9 * d->params);
+    static const double sizes[] = {1e9, 3e9, 8e9, 14e9, 32e9, 70e9, 180e9, 405e9, 1e12};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+        cr_arch def;
+        cr_arch_default(sizes[i], &def);
+        const cr_arch *row = cr_arch_find(mc, def.name);
+        assert_non_null(row);
+        assert_int_equal(def.layers, row->layers);
+        assert_int_equal(def.hidden, row->hidden);
+        assert_int_equal(def.kv_heads, row->kv_heads);
+        assert_int_equal(def.head_dim, row->head_dim);
+        assert_int_equal(def.ffn, row->ffn);
+        assert_int_equal(def.vocab, row->vocab);
+    }
+    cr_arch def;
+    cr_arch_default(8e9, &def);
+    assert_string_equal(def.name, "llama-3.1-8b"); /* GQA, not Llama 2 7B's 32 KV heads */
+    cr_arch_default(175e9, &def);
+    assert_int_equal(def.kv_heads, 8); /* not GPT-3's 96 */
+    cr_arch_free(mc);
+
+    static const char *const bad[][2] = {
+        {"name,params,layers,hidden,heads,head_dim,ffn\n", "m.csv:1:1: header: required column"},
+        {"name,params,layers,hidden,heads,kv_heads,head_dim,ffn,vocab\nx,7e9,32,4096,32,5,128,1,"
+         "32000\n",
+         "m.csv:2:1: x: kv-heads: must divide heads"},
+        {"name,params,layers,hidden,heads,kv_heads,head_dim,ffn,vocab\nx,7e9,3.5,4096,32,8,128,1,"
+         "32000\n",
+         "m.csv:2:"},
+        {"name,params,layers,hidden,heads,kv_heads,head_dim,ffn,vocab\n",
+         "m.csv:2:1: no model rows"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        mc = NULL;
+        assert_int_equal(cr_arch_parse(bad[i][0], strlen(bad[i][0]), "m.csv", &mc, err, sizeof err),
+                         CR_EPARSE);
+        assert_null(mc);
+        if (strncmp(err, bad[i][1], strlen(bad[i][1])) != 0) {
+            fprintf(stderr, "got: %s\n", err);
+        }
+        assert_int_equal(strncmp(err, bad[i][1], strlen(bad[i][1])), 0);
+    }
+}
+
+/* Serving plans: 405B bf16 on H100 runs as tp8 x pp2 across two servers;
+ * fp8 needs fewer GPUs; MoE decode is charged for active parameters; MLA
+ * keeps DeepSeek's KV cache small; a bridged PCIe pair can use tp4. */
+static void test_serving_plans(void **state)
+{
+    (void)state;
+    char path[1024], err[256];
+    cr_catalog *c = load_default();
+    cr_arch_catalog *mc = NULL;
+    assert_int_equal(
+        cr_arch_load(src_path("data/models/models.csv", path, sizeof path), &mc, err, sizeof err),
+        0);
+    cr_perf_env env = {c, NULL, NULL};
+    cr_workload w;
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.arch = *cr_arch_find(mc, "llama-3.1-405b");
+    w.params = w.arch.params;
+    w.rate_per_s = 1;
+    w.tpot_ns = 200 * INT64_C(1000000);
+    cr_estimate e, e8;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 0, &e), 0);
+    assert_true(e.fits);
+    assert_int_equal(e.tp, 8);
+    assert_int_equal(e.pp, 2);
+    assert_true(e.nodes >= 2);
+    assert_non_null(strstr(e.plan, "tp8 x pp2"));
+    assert_non_null(strstr(e.reason, "pp2 over network"));
+    w.precision = CR_PREC_FP8;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 0, &e8), 0);
+    assert_true(e8.fits && e8.gpu_count < e.gpu_count);
+    /* Exact search: the count is the minimum; one replica fewer fails. */
+    w.precision = CR_PREC_BF16;
+    w.rate_per_s = 10;
+    w.tpot_ns = 0;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h200"), 0, &e), 0);
+    assert_true(e.fits && e.replicas > 2);
+    int per = e.tp * e.pp;
+    assert_int_equal(e.gpu_count % per, 0);
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h200"), e.gpu_count - per, &e8),
+                     0);
+    assert_false(e8.fits);
+
+    /* MoE: Mixtral 8x7B decodes faster than a dense model of its total size. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.rate_per_s = 0.01;
+    w.arch = *cr_arch_find(mc, "mixtral-8x7b");
+    w.params = w.arch.params;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 2, &e), 0);
+    cr_workload dense = w;
+    memset(&dense.arch, 0, sizeof dense.arch);
+    assert_int_equal(cr_perf_estimate(&env, &dense, cr_catalog_find(c, "h100"), 2, &e8), 0);
+    assert_true(e.fits && e8.fits);
+    assert_true(e.tpot_ns < e8.tpot_ns);
+    assert_true(e.ttft_ns < e8.ttft_ns); /* prefill FLOPs on 12.9B active, not 46.7B */
+
+    /* FP8 KV halves the cache: more sequences fit next to the weights. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.arch = *cr_arch_find(mc, "llama-3.1-8b");
+    w.params = w.arch.params;
+    w.rate_per_s = 2;
+    w.prompt_tokens = 8000;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 1, &e), 0);
+    w.kv_precision = CR_PREC_FP8;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 1, &e8), 0);
+    assert_true(e.fits && e8.fits);
+    assert_true(e8.mem_per_gpu_bytes < e.mem_per_gpu_bytes);
+    w.kv_precision = 7; /* not a KV precision */
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "kv-precision"));
+
+    /* A bridged PCIe card (NVLink pairs) may still use tp4 over PCIe. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.arch = *cr_arch_find(mc, "llama-3.3-70b");
+    w.params = w.arch.params;
+    w.rate_per_s = 0.5;
+    w.tpot_ns = 200 * INT64_C(1000000);
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "a40"), 4, &e), 0);
+    assert_true(e.fits);
+    assert_int_equal(e.tp * e.pp * e.replicas, 4);
+    cr_arch_free(mc);
+    cr_catalog_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -449,6 +613,8 @@ int main(void)
         cmocka_unit_test(test_estimates),
         cmocka_unit_test(test_measured_override),
         cmocka_unit_test(test_advise_ranking),
+        cmocka_unit_test(test_arch_catalog),
+        cmocka_unit_test(test_serving_plans),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
