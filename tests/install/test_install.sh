@@ -42,6 +42,7 @@ unset CORRAL_DATA
 cd "$DIR"
 out=$("$BIN" advise --kind finetune --params 7b 2>&1) || fail "advise from the install: $out"
 echo "$out" | grep -q "Best by cost" || fail "advise output: $out"
+out=$("$BIN" advise --kind inference --model llama-3.1-8b --rate 2 2>&1) || fail "advise --model from the install: $out"
 # The binary is not in the build tree, so it reads the installed data:
 # prove it by taking that away.
 mv "$ROOT/share/corral/gpus/catalog.csv" "$DIR/catalog.csv"
