@@ -145,6 +145,10 @@ static void config_defaults(ctl_config *cfg)
     cfg->threads = 4;
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
+    cfg->header_timeout_s = 30;
+    cfg->body_timeout_s = 60;
+    cfg->max_conns = 4096;
+    cfg->max_conns_per_ip = 256;
     cfg->grace_s = 30;
     cfg->prices = json_object();
 }
@@ -193,6 +197,10 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "threads",
                                           "max_body_bytes",
                                           "request_timeout_s",
+                                          "header_timeout_s",
+                                          "body_timeout_s",
+                                          "max_conns",
+                                          "max_conns_per_ip",
                                           "sync",
                                           "prices",
                                           "grace_s",
@@ -203,7 +211,8 @@ static int load_config(const char *path, ctl_config *cfg)
                *sync = NULL, *ck = NULL;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
-            gr = cfg->grace_s;
+            gr = cfg->grace_s, ht = cfg->header_timeout_s, bt = cfg->body_timeout_s,
+            mc = cfg->max_conns, mci = cfg->max_conns_per_ip;
     json_t *prices = NULL;
     int rc = 0;
     if ((rc = cr_json_only(v, "", members, &err)) ||
@@ -222,6 +231,10 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
         (rc = cr_json_int(v, "", "grace_s", false, 0, 3600, &gr, &err)) ||
+        (rc = cr_json_int(v, "", "header_timeout_s", false, 1, 3600, &ht, &err)) ||
+        (rc = cr_json_int(v, "", "body_timeout_s", false, 1, 3600, &bt, &err)) ||
+        (rc = cr_json_int(v, "", "max_conns", false, 16, 1000000, &mc, &err)) ||
+        (rc = cr_json_int(v, "", "max_conns_per_ip", false, 1, 1000000, &mci, &err)) ||
         (rc = cr_json_obj(v, "", "prices", false, &prices, &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
@@ -272,6 +285,10 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->threads = (unsigned)th;
     cfg->max_body_bytes = (size_t)mb;
     cfg->request_timeout_s = (unsigned)rt;
+    cfg->header_timeout_s = (unsigned)ht;
+    cfg->body_timeout_s = (unsigned)bt;
+    cfg->max_conns = (unsigned)mc;
+    cfg->max_conns_per_ip = (unsigned)mci;
     cfg->grace_s = gr;
     if (prices) {
         json_decref(cfg->prices);
@@ -417,7 +434,10 @@ static int run(ctl *c)
         .max_body_bytes = c->cfg.max_body_bytes,
         .timeout_s = c->cfg.request_timeout_s,
         .threads = c->cfg.threads,
-        .max_conns = 0,
+        .header_timeout_s = c->cfg.header_timeout_s,
+        .body_timeout_s = c->cfg.body_timeout_s,
+        .max_conns = c->cfg.max_conns,
+        .max_conns_per_ip = c->cfg.max_conns_per_ip,
         .handler = route,
         .observe = ctl_observe,
         .ctx = c,

@@ -164,6 +164,10 @@ typedef struct ctl_config {
     unsigned threads;
     size_t max_body_bytes;
     unsigned request_timeout_s;
+    unsigned header_timeout_s; /* accept/last answer -> request head complete (slowloris) */
+    unsigned body_timeout_s;   /* head -> body complete */
+    unsigned max_conns;        /* HTTP connections open at once */
+    unsigned max_conns_per_ip; /* of which from one client address */
     bool sync_normal;
     json_t *prices; /* owned: {"H100 SXM": dollars per GPU-hour} */
     int64_t grace_s;
