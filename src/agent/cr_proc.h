@@ -78,7 +78,9 @@ int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec 
  * new (free()), or NULL with the reason in why.
  */
 char *cr_proc_cgroup_base(const char *arg, const char *node, char *why, size_t whylen);
-/* Begin a stop: SIGTERM to the group, SIGKILL at now + grace. */
+/* Begin a stop: SIGTERM to the group, SIGKILL at now + grace (now_ns and
+ * cr_proc_tick's now_ns are CLOCK_MONOTONIC, so a wall-clock step changes
+ * no grace period). */
 void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns);
 /* Call when waitpid() returned wstatus for p->pid; p becomes EXITED. */
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus);

@@ -48,7 +48,7 @@ enum { NOTE_PER_IP = 0, NOTE_REAPED, NOTE_MHD, NOTE_COUNT };
 
 struct http_guard {
     pthread_mutex_t mu;        /* guards everything below */
-    pthread_cond_t cv;         /* wakes the reaper to stop (CLOCK_MONOTONIC) */
+    pthread_cond_t cv;         /* wakes the reaper to stop */
     pthread_t reaper;          /* the reaper thread */
     bool stop;                 /* reaper: exit */
     int64_t head_ns;           /* HEAD deadline; 0 = none */
@@ -126,9 +126,7 @@ static void *reaper_main(void *arg)
                     (unsigned long long)since, (long long)(g->head_ns / CR_NS_PER_SEC),
                     (long long)(g->body_ns / CR_NS_PER_SEC), last);
         }
-        int64_t rt = now + HG_TICK_NS;
-        struct timespec ts = {.tv_sec = rt / CR_NS_PER_SEC, .tv_nsec = rt % CR_NS_PER_SEC};
-        pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+        cr_cond_wait_mono(&g->cv, &g->mu, now + HG_TICK_NS);
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;
@@ -141,11 +139,7 @@ http_guard *http_guard_new(unsigned header_timeout_s, unsigned body_timeout_s, u
     g->body_ns = (int64_t)body_timeout_s * CR_NS_PER_SEC;
     g->per_ip = per_ip;
     pthread_mutex_init(&g->mu, NULL);
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&g->cv, &ca);
-    pthread_condattr_destroy(&ca);
+    pthread_cond_init(&g->cv, NULL);
     if (pthread_create(&g->reaper, NULL, reaper_main, g) != 0) {
         pthread_cond_destroy(&g->cv);
         pthread_mutex_destroy(&g->mu);

@@ -490,6 +490,8 @@ int cr_controller_main(int argc, char **argv)
     config_defaults(&c->cfg);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    c->clock_wall0_ns = cr_now_ns();
+    c->clock_mono0_ns = cr_mono_ns();
     c->auth = cr_auth_table_new();
     c->api_hist = cr_prom_hist_vec_new(cr_prom_latency_bounds, cr_prom_latency_nbounds);
     cr_prom_hist_init(&c->cycle_hist, cr_prom_latency_bounds, cr_prom_latency_nbounds);

@@ -998,13 +998,13 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
 /* Jobs past their time limit: stop them (they end as failed). mu held. */
 static void enforce_time_limits(ctl *c, cr_store_txn **txn)
 {
-    int64_t now = cr_now_ns();
+    int64_t now = cr_mono_ns(); /* a wall-clock jump must not end a job */
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
             ctl_job *j = ctl_job_get(c, n->jobs[k]);
             if (!j || j->state != JS_RUNNING || j->time_limit_s <= 0 || j->start_ns <= 0 ||
-                now - j->start_ns <= j->time_limit_s * CR_NS_PER_SEC) {
+                now - j->start_mono_ns <= j->time_limit_s * CR_NS_PER_SEC) {
                 continue;
             }
             j->timed_out = true;
