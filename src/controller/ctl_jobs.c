@@ -632,6 +632,15 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
         ctl_job_set_reason(j, "");
         ctl_sched_remove(c, j->id);
         ctl_job_persist(c, txn, j, "completed", why);
+    } else if (lost) {
+        /* The node (or a GPU) was lost, not the job's doing: requeue it
+         * without using a retry (max_retries counts the job's own failures). */
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, sizeof buf, "%s; requeued (not counted as a retry)", why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", buf);
     } else if (j->retries < j->max_retries) {
         j->retries++;
         j->state = JS_PENDING;
