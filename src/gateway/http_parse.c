@@ -265,6 +265,11 @@ static int parse_headers(const char *p, const char *end, cr_http_msg *m, bool is
     return 0;
 }
 
+static bool saw_transfer_encoding(const cr_http_msg *m)
+{
+    return cr_http_find(m, "transfer-encoding") != NULL;
+}
+
 int cr_http_parse_request(const char *buf, size_t len, cr_http_msg *out)
 {
     size_t hl = head_end(buf, len);
@@ -330,6 +335,9 @@ int cr_http_parse_request(const char *buf, size_t len, cr_http_msg *out)
     }
     if (m.minor == 1 && !m.host) {
         return CR_EPARSE; /* RFC 9112 3.2: HTTP/1.1 requires Host */
+    }
+    if (m.minor == 0 && saw_transfer_encoding(&m)) {
+        return CR_EPARSE; /* RFC 9112 6.1: faulty framing from an HTTP/1.0 client */
     }
     m.head_len = (size_t)(end - buf);
     *out = m;
