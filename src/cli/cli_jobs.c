@@ -3,12 +3,14 @@
  * logs.
  */
 #include "cli_int.h"
+#include "cr_parse.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_time.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -47,12 +49,20 @@ static const cli_opt submit_opts[] = {
     {"priority", CLI_INT, "P", "priority (higher runs first)", NULL, -1000000, 1000000, 0},
     {"time", CLI_DUR, "DURATION", "time limit (90m, 1h30m, 2d)", NULL, 0, 0, 't'},
     {"env", CLI_LIST, "K=V", "environment variable for the job", NULL, 0, 0, 'e'},
+    {"secret", CLI_LIST, "K[=V]",
+     "secret env variable: stored encrypted, never shown (K alone: the value of $K here)", NULL, 0,
+     0, 0},
+    {"secret-file", CLI_LIST, "K=PATH", "secret env variable read from a file", NULL, 0, 0, 0},
     {"workdir", CLI_STR, "DIR", "working directory on the node", NULL, 0, 0, 0},
     {"array", CLI_INT, "N", "submit N copies (an array of tasks)", NULL, 1, 10000, 0},
     {"name", CLI_STR, "NAME", "job name", NULL, 0, 0, 'n'},
     {"preemptible", CLI_BOOL, NULL, "may be preempted (it checkpoints)", NULL, 0, 0, 0},
     {"checkpoint-interval", CLI_DUR, "DURATION", "how often the job checkpoints", NULL, 0, 0, 0},
     {"retries", CLI_INT, "N", "retries after a failure", NULL, 0, 100, 0},
+    {"cpus", CLI_F64, "N", "CPU limit in cores on each node (default: the per-GPU default)", NULL,
+     0, 4096, 0},
+    {"mem", CLI_STR, "SIZE", "memory limit on each node: 512M, 16G (bare number: MB)", NULL, 0, 0,
+     0},
 };
 
 static void put_str(json_t *o, const char *key, const cli_val *v)
@@ -68,6 +78,8 @@ static void put_int(json_t *o, const char *key, const cli_val *v)
         json_object_set_new(o, key, json_integer(v->i));
     }
 }
+
+static int add_secrets(cli_ctx *ctx, const cli_args *a, json_t *job);
 
 /* Build the job request from the parsed flags; NULL after printing an
  * error naming the flag. Returned new (json_decref). */
@@ -104,6 +116,25 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
     if (a->rest[0][0] == '\0') {
         fprintf(ctx->err, "corral submit: the command name is empty\n");
         goto bad;
+    }
+    const cli_val *cpus = cr__cli_arg(a, "cpus");
+    if (cpus->set) {
+        if (cpus->f < 0.01) {
+            fprintf(ctx->err, "corral submit: --cpus: want at least 0.01 cores\n");
+            goto bad;
+        }
+        json_object_set_new(job, "cpus", json_real(cpus->f));
+    }
+    const cli_val *mem = cr__cli_arg(a, "mem");
+    if (mem->set) {
+        int64_t bytes;
+        if (cr_parse_bytes(mem->str, &bytes) != 0 || bytes < (1 << 20)) {
+            fprintf(ctx->err,
+                    "corral submit: --mem: '%s' is not a size of at least 1M (512M, 16G, 1.5T)\n",
+                    mem->str);
+            goto bad;
+        }
+        json_object_set_new(job, "mem_bytes", json_integer(bytes));
     }
     const cli_val *t = cr__cli_arg(a, "time");
     if (t->set && t->i > CLI_MAX_TIME_LIMIT_S * CR_NS_PER_SEC) {
@@ -159,10 +190,83 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
             free(k);
         }
     }
+    if (add_secrets(ctx, a, job) != 0) {
+        goto bad;
+    }
     return job;
 bad:
     json_decref(job);
     return NULL;
+}
+
+/* The secrets of a submit: --secret K=V, --secret K (from this process's
+ * environment, so the value stays out of ps), --secret-file K=PATH (the
+ * file's contents, one trailing newline dropped). 0, or -1 after an error
+ * naming the flag. */
+static int add_secrets(cli_ctx *ctx, const cli_args *a, json_t *job)
+{
+    const cli_val *sv = cr__cli_arg(a, "secret"), *sf = cr__cli_arg(a, "secret-file");
+    if (!sv->count && !sf->count) {
+        return 0;
+    }
+    json_t *sec = json_object();
+    json_object_set_new(job, "secrets", sec);
+    for (size_t i = 0; i < sv->count + sf->count; i++) {
+        bool file = i >= sv->count;
+        const char *arg = file ? sf->list[i - sv->count] : sv->list[i];
+        const char *flag = file ? "--secret-file" : "--secret";
+        const char *eq = strchr(arg, '=');
+        size_t kl = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (kl == 0 || (file && !eq)) {
+            fprintf(ctx->err, "corral submit: %s: '%s' is not %s\n", flag, eq ? "K=..." : arg,
+                    file ? "NAME=PATH" : "NAME=VALUE or NAME");
+            return -1;
+        }
+        char *k = cr_strndup(arg, kl);
+        char *val = NULL;
+        if (file) {
+            FILE *f = fopen(eq + 1, "rb");
+            cr_buf b;
+            cr_buf_init(&b);
+            char chunk[4096];
+            size_t n;
+            while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= 65536) {
+                cr_buf_append(&b, chunk, n);
+            }
+            if (f) {
+                fclose(f);
+            }
+            if (!f || b.len > 65536 || memchr(cr_buf_str(&b), '\0', b.len)) {
+                fprintf(ctx->err, "corral submit: --secret-file: %s: %s\n", eq + 1,
+                        !f ? strerror(errno) : "over 64 KiB or holds a NUL byte");
+                cr_buf_fini(&b);
+                free(k);
+                return -1;
+            }
+            if (b.len > 0 && b.data[b.len - 1] == '\n') {
+                b.data[--b.len] = '\0';
+            }
+            val = cr_strdup(cr_buf_str(&b));
+            cr_buf_fini(&b);
+        } else if (eq) {
+            val = cr_strdup(eq + 1);
+        } else {
+            const char *e = getenv(k);
+            if (!e) {
+                fprintf(ctx->err,
+                        "corral submit: --secret: '%s' has no value and $%s is not set here\n", k,
+                        k);
+                free(k);
+                return -1;
+            }
+            val = cr_strdup(e);
+        }
+        json_object_set_new(sec, k, json_string(val));
+        memset(val, 0, strlen(val));
+        free(val);
+        free(k);
+    }
+    return 0;
 }
 
 /* "42", "42-51" (consecutive) or "42,44,47". */
@@ -414,6 +518,7 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {"exit_code", "Exit code"},
         {"signal", "Signal"},
         {"workdir", "Workdir"},
+        {"secret_names", "Secrets"},
         {"submit_time", "Submitted"},
         {"start_time", "Started"},
         {"end_time", "Ended"},
@@ -429,7 +534,8 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {
             const char *s = json_string_value(w);
             bool quote = s && (strpbrk(s, " \t'\"$") || !*s);
-            fprintf(ctx->out, quote ? " '%s'" : " %s", s ? s : "?");
+            fprintf(ctx->out, quote ? " '%s'" : " %s",
+                    s ? cr__cli_escape(s, buf, sizeof buf) : "?");
         }
         fputc('\n', ctx->out);
     }
@@ -485,7 +591,9 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         json_t *v;
         json_object_foreach((json_t *)env, k, v)
         {
-            fprintf(ctx->out, " %s=%s", k, cr__cli_json_text(v, buf, sizeof buf));
+            char kb[300];
+            fprintf(ctx->out, " %s=%s", cr__cli_escape(k, kb, sizeof kb),
+                    cr__cli_json_text(v, buf, sizeof buf));
         }
         fputc('\n', ctx->out);
     }
