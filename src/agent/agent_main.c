@@ -834,7 +834,7 @@ static int take_pending(agent *a)
 
 static void stop_all_and_wait(agent *a, int sfd)
 {
-    int64_t now = cr_now_ns();
+    int64_t now = cr_mono_ns();
     for (size_t i = 0; i < a->nprocs; i++) {
         cr_proc_stop(&a->procs[i],
                      a->procs[i].spec.grace_ns > 10 * CR_NS_PER_SEC ? 10 * CR_NS_PER_SEC
@@ -845,9 +845,9 @@ static void stop_all_and_wait(agent *a, int sfd)
     for (;;) {
         reap(a);
         size_t left = 0;
-        now = cr_now_ns();
+        now = cr_mono_ns();
         for (size_t i = 0; i < a->nprocs; i++) {
-            cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, cr_mono_ns());
+            cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, now);
             left += a->procs[i].state != CR_PROC_EXITED;
         }
         if (left == 0 || cr_mono_ns() > end) {
@@ -873,7 +873,9 @@ static int run(agent *a, int sfd)
     int64_t end_mono = a->cfg.run_for_ns ? cr_mono_ns() + a->cfg.run_for_ns : 0;
     int dirty = 1;
     while (!atomic_load(&a->stop)) {
-        int64_t now = cr_now_ns(), mono = cr_mono_ns();
+        /* Every timer here is monotonic: a wall-clock step must neither
+         * cut a job's stop grace short nor delay its SIGKILL. */
+        int64_t mono = cr_mono_ns();
         if (end_mono && mono >= end_mono) {
             cr_info("agent: --run-for elapsed");
             break;
@@ -896,27 +898,27 @@ static int run(agent *a, int sfd)
         }
         dirty |= reap(a);
         if (take_pending(a)) {
-            dirty |= reconcile(a, now);
+            dirty |= reconcile(a, mono);
             publish_live(a);
         }
         if (mono >= next_sample) {
             for (size_t i = 0; i < a->nprocs; i++) {
-                if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, mono)) {
+                if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono)) {
                     count_exit(a);
                     dirty = 1;
                 }
             }
-            dirty |= sample_gpus(a, now);
+            dirty |= sample_gpus(a, mono);
             render_metrics(a);
             next_sample = mono + CR_NS_PER_SEC;
             if (mono >= a->next_sweep_ns && a->have_desired) {
-                sweep_checkpoints(a, now);
+                sweep_checkpoints(a, cr_now_ns()); /* compared with file mtimes: wall */
                 a->next_sweep_ns = mono + 600 * CR_NS_PER_SEC;
             }
         } else {
             for (size_t i = 0; i < a->nprocs; i++) {
                 if (a->procs[i].state == CR_PROC_STOPPING) {
-                    cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, mono);
+                    cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono);
                 }
             }
         }
@@ -969,7 +971,7 @@ static int run(agent *a, int sfd)
         }
         for (size_t i = 0; i < a->nprocs; i++) {
             if (a->procs[i].state == CR_PROC_STOPPING) {
-                int64_t k = mono + (a->procs[i].kill_at_ns - now);
+                int64_t k = a->procs[i].kill_at_ns;
                 until = k < until ? k : until;
             }
         }
@@ -1059,7 +1061,7 @@ int cr_agent_main(int argc, char **argv)
                 (int)a->procs[i].pid);
     }
     publish_live(a);
-    sample_gpus(a, cr_now_ns());
+    sample_gpus(a, cr_mono_ns());
     render_metrics(a);
     if (cr__agent_http_start(a, err, sizeof err) < 0) {
         fprintf(stderr, "corral agent: %s\n", err);

@@ -113,8 +113,11 @@ json_t *cr__agent_register_body(const agent *a)
     for (size_t i = 0; i < a->nprocs; i++) {
         const cr_proc *p = &a->procs[i];
         if (p->state != CR_PROC_EXITED) {
-            json_array_append_new(
-                running, json_pack("{s:I,s:i}", "job", (json_int_t)p->job, "pid", (int)p->pid));
+            json_t *r = json_pack("{s:I,s:i}", "job", (json_int_t)p->job, "pid", (int)p->pid);
+            if (p->spec.run > 0) {
+                json_object_set_new(r, "run", json_integer(p->spec.run)); /* for fencing */
+            }
+            json_array_append_new(running, r);
         }
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -175,6 +178,29 @@ static void log_http_error(const char *what, int status, const cr_buf *resp)
         cr_warn("agent: %s: controller unreachable", what);
     } else {
         cr_warn("agent: %s: HTTP %d %.300s", what, status, cr_buf_str(resp));
+    }
+}
+
+/* Fencing: the controller names running jobs that are not this node's any
+ * more (requeued, maybe already running elsewhere, while this node was
+ * away). Kill them at once, with no grace period: the job lives on where it
+ * was placed again. Main thread. */
+static void fence(agent *a, const json_t *ids)
+{
+    int64_t now = cr_mono_ns();
+    for (size_t i = 0; i < json_array_size(ids); i++) {
+        int64_t id = (int64_t)json_integer_value(json_array_get(ids, i));
+        for (size_t k = 0; k < a->nprocs; k++) {
+            cr_proc *p = &a->procs[k];
+            if (p->job != id || p->state == CR_PROC_EXITED) {
+                continue;
+            }
+            cr_warn("agent: job=%lld fenced: the controller placed it elsewhere while this "
+                    "node was away; killing pid %d",
+                    (long long)id, (int)p->pid);
+            p->state = CR_PROC_RUNNING; /* a stop under way becomes a kill now */
+            cr_proc_stop(p, 0, now);
+        }
     }
 }
 
@@ -243,6 +269,7 @@ int cr__agent_register(agent *a)
     snprintf(a->agent_secret, sizeof a->agent_secret, "%s", sec);
     a->heartbeat_ns = (int64_t)(hb * 1e9);
     pthread_mutex_unlock(&a->mu);
+    fence(a, json_object_get(r, "fence"));
     json_decref(r);
     cr__agent_cred_save(a);
     set_registered(a, 1);
@@ -292,6 +319,7 @@ int cr__agent_post_status(agent *a, int64_t *acked)
         if (json_is_integer(v) && json_integer_value(v) > 0) {
             *acked = (int64_t)json_integer_value(v);
         }
+        fence(a, json_object_get(r, "fence"));
         json_decref(r);
     }
     free(path);

@@ -85,7 +85,9 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                       const cr_iso *iso, cr_proc *p, char *err, size_t errlen);
 /* Modes of what an earlier version left in state_dir: dirs 0700, files 0600. */
 void cr_proc_fix_modes(const char *state_dir);
-/* Begin a stop: SIGTERM to the group, SIGKILL at now + grace. */
+/* Begin a stop: SIGTERM to the group, SIGKILL at now + grace (now_ns and
+ * cr_proc_tick's now_ns are CLOCK_MONOTONIC, so a wall-clock step changes
+ * no grace period). */
 void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns);
 /* Call when waitpid() returned wstatus for p->pid; p becomes EXITED. */
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus);

@@ -16,6 +16,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_time.h"
+#include "http_guard.h"
 
 #include <arpa/inet.h>
 #include <microhttpd.h>
@@ -69,6 +70,7 @@ struct cr_http_server {
     cr_http_req *deferred;  /* requests deferred and not yet answered */
     bool quiesced;          /* listen socket closed */
     _Atomic int resumed;    /* answered after suspension, not yet queued */
+    http_guard *guard;      /* deadlines and per-client caps; owned */
 };
 
 static void def_link(cr_http_server *s, cr_http_req *r)
@@ -187,6 +189,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             }
         }
         *con_cls = r;
+        http_guard_phase(s->guard, conn, HG_BODY);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
         if (cl && strtoull(cl, NULL, 10) > s->cfg.max_body_bytes) {
@@ -195,6 +198,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             set_answer(r, 413, "application/json", b, len);
             r->state = REQ_ANSWERED;
             r->route = "too_big";
+            http_guard_phase(s->guard, conn, HG_NONE);
             return queue_answer(r);
         }
         return MHD_YES;
@@ -228,6 +232,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
         return ret;
     }
     if (r->too_big) {
+        http_guard_phase(s->guard, conn, HG_NONE);
         size_t len = 0;
         char *b = json_error_body("CR_ETOOBIG", "request body over the size limit", &len);
         set_answer(r, 413, "application/json", b, len);
@@ -238,6 +243,7 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
     if (!r->body.data) {
         cr_buf_puts(&r->body, "");
     }
+    http_guard_phase(s->guard, conn, HG_NONE);
     s->cfg.handler(s->cfg.ctx, r);
     pthread_mutex_lock(&r->mu);
     if (r->state == REQ_ANSWERED) {
@@ -264,6 +270,8 @@ static void completed_cb(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     cr_http_req *r = *con_cls;
+    /* A kept-alive connection waits for its next request head now. */
+    http_guard_phase(((cr_http_server *)cls)->guard, conn, HG_HEAD);
     if (r) {
         /* Wait out a cr_http_respond that resumed us and still holds mu. */
         pthread_mutex_lock(&r->mu);
@@ -288,7 +296,10 @@ __attribute__((format(printf, 2, 0))) static void mhd_log(void *cls, const char 
     while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) {
         line[--n] = '\0';
     }
-    cr_debug("http: %s", line);
+    cr_http_server *s = cls;
+    if (!http_guard_log(s->guard, line)) {
+        cr_debug("http: %s", line);
+    }
 }
 
 int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
@@ -313,6 +324,21 @@ int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
     if (!s->cfg.max_conns) {
         s->cfg.max_conns = 4096;
     }
+    if (!s->cfg.header_timeout_s) {
+        s->cfg.header_timeout_s = 30;
+    }
+    if (!s->cfg.body_timeout_s) {
+        s->cfg.body_timeout_s = 60;
+    }
+    if (!s->cfg.max_conns_per_ip) {
+        s->cfg.max_conns_per_ip = 256;
+    }
+    s->guard =
+        http_guard_new(s->cfg.header_timeout_s, s->cfg.body_timeout_s, s->cfg.max_conns_per_ip);
+    if (!s->guard) {
+        free(s);
+        return CR_EIO;
+    }
     pthread_mutex_init(&s->def_mu, NULL);
 
     const char *addr = cfg->bind_addr ? cfg->bind_addr : "127.0.0.1";
@@ -334,6 +360,7 @@ int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
         flags |= MHD_USE_IPv6;
     } else {
         cr_error("http: bad listen address '%s'", addr);
+        http_guard_free(s->guard);
         pthread_mutex_destroy(&s->def_mu);
         free(s);
         return CR_EINVAL;
@@ -349,15 +376,19 @@ int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_conns, NULL},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, s},
+        {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_guard_notify, s->guard},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)(s->cfg.max_conns_per_ip + HG_PER_IP_SLACK),
+         NULL},
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)cfg->tls_cert_pem},
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)cfg->tls_key_pem},
         {MHD_OPTION_END, 0, NULL},
     };
-    s->d = MHD_start_daemon(flags, 0, NULL, NULL, access_cb, s, MHD_OPTION_ARRAY, opts,
-                            MHD_OPTION_END);
+    s->d = MHD_start_daemon(flags, 0, http_guard_accept, s->guard, access_cb, s, MHD_OPTION_ARRAY,
+                            opts, MHD_OPTION_END);
     if (!s->d) {
         cr_error("http: cannot listen on %s:%u%s", addr, (unsigned)cfg->port, tls ? " (TLS)" : "");
+        http_guard_free(s->guard);
         pthread_mutex_destroy(&s->def_mu);
         free(s);
         return CR_EIO;
@@ -414,6 +445,7 @@ void cr_http_server_free(cr_http_server *s)
         usleep(1000);
     }
     MHD_stop_daemon(s->d);
+    http_guard_free(s->guard);
     pthread_mutex_destroy(&s->def_mu);
     free(s);
 }

@@ -35,17 +35,20 @@ typedef void (*cr_http_observer)(void *ctx, const char *method, const char *rout
                                  int64_t dur_ns);
 
 typedef struct cr_http_config {
-    const char *bind_addr;    /* IPv4 or IPv6 literal; NULL = 127.0.0.1 */
-    uint16_t port;            /* 0 = an ephemeral port (see cr_http_server_port) */
-    const char *tls_cert_pem; /* PEM contents (not a path) or NULL for plain HTTP */
-    const char *tls_key_pem;  /* PEM contents or NULL */
-    size_t max_body_bytes;    /* 0 = 1 MiB */
-    unsigned timeout_s;       /* idle connection timeout; 0 = 30 */
-    unsigned threads;         /* event threads; 0 = 2 */
-    unsigned max_conns;       /* 0 = 4096 */
-    cr_http_handler handler;  /* required */
-    cr_http_observer observe; /* optional */
-    void *ctx;                /* borrowed; passed to handler and observe */
+    const char *bind_addr;     /* IPv4 or IPv6 literal; NULL = 127.0.0.1 */
+    uint16_t port;             /* 0 = an ephemeral port (see cr_http_server_port) */
+    const char *tls_cert_pem;  /* PEM contents (not a path) or NULL for plain HTTP */
+    const char *tls_key_pem;   /* PEM contents or NULL */
+    size_t max_body_bytes;     /* 0 = 1 MiB */
+    unsigned timeout_s;        /* idle connection timeout; 0 = 30 */
+    unsigned header_timeout_s; /* accept or last answer -> request head complete; 0 = 30 */
+    unsigned body_timeout_s;   /* head complete -> body complete; 0 = 60 */
+    unsigned max_conns_per_ip; /* open connections per client address; 0 = 256 */
+    unsigned threads;          /* event threads; 0 = 2 */
+    unsigned max_conns;        /* 0 = 4096 */
+    cr_http_handler handler;   /* required */
+    cr_http_observer observe;  /* optional */
+    void *ctx;                 /* borrowed; passed to handler and observe */
 } cr_http_config;
 
 /* Start serving. Returns 0 and *out (free with cr_http_server_free), or

@@ -23,6 +23,13 @@ int64_t cr_mono_ns(void)
     return (int64_t)ts.tv_sec * CR_NS_PER_SEC + ts.tv_nsec;
 }
 
+int cr_cond_wait_mono(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns)
+{
+    struct timespec ts = {.tv_sec = (time_t)(deadline_ns / CR_NS_PER_SEC),
+                          .tv_nsec = (long)(deadline_ns % CR_NS_PER_SEC)};
+    return pthread_cond_clockwait(cv, mu, CLOCK_MONOTONIC, &ts);
+}
+
 int cr_duration_parse(const char *s, int64_t *out_ns)
 {
     if (!s || !*s) {

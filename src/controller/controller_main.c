@@ -174,6 +174,10 @@ static void config_defaults(ctl_config *cfg)
     cfg->threads = 4;
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
+    cfg->header_timeout_s = 30;
+    cfg->body_timeout_s = 60;
+    cfg->max_conns = 4096;
+    cfg->max_conns_per_ip = 256;
     cfg->grace_s = 30;
     cfg->checkpoint_retention_s = 7 * 86400;
     cfg->prices = json_object();
@@ -225,6 +229,10 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "threads",
                                           "max_body_bytes",
                                           "request_timeout_s",
+                                          "header_timeout_s",
+                                          "body_timeout_s",
+                                          "max_conns",
+                                          "max_conns_per_ip",
                                           "sync",
                                           "prices",
                                           "grace_s",
@@ -245,7 +253,8 @@ static int load_config(const char *path, ctl_config *cfg)
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
-            gr = cfg->grace_s, keep = cfg->checkpoint_retention_s;
+            gr = cfg->grace_s, keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
+            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL;
     int rc = 0;
@@ -265,6 +274,10 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
         (rc = cr_json_int(v, "", "grace_s", false, 0, 3600, &gr, &err)) ||
+        (rc = cr_json_int(v, "", "header_timeout_s", false, 1, 3600, &ht, &err)) ||
+        (rc = cr_json_int(v, "", "body_timeout_s", false, 1, 3600, &bt, &err)) ||
+        (rc = cr_json_int(v, "", "max_conns", false, 16, 1000000, &mc, &err)) ||
+        (rc = cr_json_int(v, "", "max_conns_per_ip", false, 1, 1000000, &mci, &err)) ||
         (rc = cr_json_obj(v, "", "prices", false, &prices, &err)) ||
         (rc = cr_json_int(v, "", "checkpoint_retention_s", false, 0, 100LL * 366 * 86400, &keep,
                           &err)) ||
@@ -351,6 +364,10 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->threads = (unsigned)th;
     cfg->max_body_bytes = (size_t)mb;
     cfg->request_timeout_s = (unsigned)rt;
+    cfg->header_timeout_s = (unsigned)ht;
+    cfg->body_timeout_s = (unsigned)bt;
+    cfg->max_conns = (unsigned)mc;
+    cfg->max_conns_per_ip = (unsigned)mci;
     cfg->grace_s = gr;
     cfg->checkpoint_retention_s = keep;
     cfg->cpus_per_gpu = cpg;
@@ -529,7 +546,10 @@ static int run(ctl *c)
         .max_body_bytes = c->cfg.max_body_bytes,
         .timeout_s = c->cfg.request_timeout_s,
         .threads = c->cfg.threads,
-        .max_conns = 0,
+        .header_timeout_s = c->cfg.header_timeout_s,
+        .body_timeout_s = c->cfg.body_timeout_s,
+        .max_conns = c->cfg.max_conns,
+        .max_conns_per_ip = c->cfg.max_conns_per_ip,
         .handler = route,
         .observe = ctl_observe,
         .ctx = c,
@@ -599,6 +619,8 @@ int cr_controller_main(int argc, char **argv)
     config_defaults(&c->cfg);
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    c->clock_wall0_ns = cr_now_ns();
+    c->clock_mono0_ns = cr_mono_ns();
     c->auth = cr_auth_table_new();
     c->api_hist = cr_prom_hist_vec_new(cr_prom_latency_bounds, cr_prom_latency_nbounds);
     cr_prom_hist_init(&c->cycle_hist, cr_prom_latency_bounds, cr_prom_latency_nbounds);

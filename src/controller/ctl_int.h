@@ -89,7 +89,14 @@ typedef struct ctl_job {
     bool cancel_requested;  /* stop requested by a user cancel */
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
-    int64_t acct_ns;        /* accounted up to (wall clock) */
+    int64_t acct_ns;        /* accounted up to (wall clock; persisted) */
+    /* Monotonic twins of start_ns and acct_ns (in memory only): time limits
+     * and GPU-time accounting measure on these, so a wall-clock step neither
+     * kills a job early nor bills hours it did not run. Valid while
+     * start_ns / acct_ns are > 0; after a restart they are derived from the
+     * persisted wall times (ctl_mono_from_wall). */
+    int64_t start_mono_ns;
+    int64_t acct_mono_ns;
     /* Secrets (--secret): sealed with the state dir's key (ctl_secure.c),
      * never in the API view; plain only while a submit is validated. */
     char *secrets_enc; /* owned: base64 nonce+ciphertext of {"NAME":"VALUE"}, or NULL */
@@ -175,6 +182,10 @@ typedef struct ctl_config {
     unsigned threads;
     size_t max_body_bytes;
     unsigned request_timeout_s;
+    unsigned header_timeout_s; /* accept/last answer -> request head complete (slowloris) */
+    unsigned body_timeout_s;   /* head -> body complete */
+    unsigned max_conns;        /* HTTP connections open at once */
+    unsigned max_conns_per_ip; /* of which from one client address */
     bool sync_normal;
     json_t *prices; /* owned: {"H100 SXM": dollars per GPU-hour} */
     int64_t grace_s;
@@ -257,7 +268,9 @@ struct ctl {
     size_t nboots, capboots;
     uint8_t secret_key[32];   /* seals job secrets and agent secrets (state dir key file) */
     int64_t audit_prune_mono; /* last audit retention pass */
-    pthread_cond_t cv;        /* wakes the scheduler thread */
+    pthread_cond_t cv;        /* wakes the scheduler thread (CLOCK_MONOTONIC timed waits) */
+    int64_t clock_wall0_ns;   /* ctl_clock_ns anchor: wall time at start */
+    int64_t clock_mono0_ns;   /* ... and monotonic time at the same moment */
     pthread_t sched_thread;
     bool sched_started;
 
@@ -282,6 +295,15 @@ void ctl_reply_jerr(cr_http_req *req, const cr_json_err *err);
  * after wait_s seconds. Called with c->mu held; req is borrowed until answered. */
 void ctl_poll_park(ctl_poll **list, cr_http_req *req, int64_t wait_s);
 char *ctl_time_str(int64_t ns, char *buf, size_t len); /* "" for 0 */
+/* The scheduler's clock: monotonic, anchored to the wall clock at start, so
+ * it reads like wall time (and like the persisted start times) but never
+ * steps. */
+int64_t ctl_clock_ns(const ctl *c);
+/* A persisted wall time (e.g. a running job's start) as the monotonic time
+ * it corresponds to now: mono_now - (wall_now - wall_ns), the elapsed part
+ * clamped at 0 when the wall clock is now before it (stepped back while the
+ * controller was down). */
+int64_t ctl_mono_from_wall(int64_t wall_ns);
 int ctl_write_secret(const char *path, const char *text);
 
 /* ctl_jobs.c */

@@ -495,6 +495,9 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     j->start_ns = doc_int(v, "start_ns");
     j->end_ns = doc_int(v, "end_ns");
     j->acct_ns = doc_int(v, "acct_ns");
+    /* Restart: the monotonic marks from the persisted wall times. */
+    j->start_mono_ns = j->start_ns > 0 ? ctl_mono_from_wall(j->start_ns) : 0;
+    j->acct_mono_ns = j->acct_ns > 0 ? ctl_mono_from_wall(j->acct_ns) : j->start_mono_ns;
     j->cancel_requested = json_is_true(json_object_get(v, "cancel_requested"));
     j->timed_out = json_is_true(json_object_get(v, "timed_out"));
     j->requeue_requested = json_is_true(json_object_get(v, "requeue_requested"));
@@ -663,23 +666,26 @@ static void job_unplace(ctl *c, ctl_job *j)
     j->port = 0;
 }
 
-/* Charge wall time since acct_ns to the tenant (GPU-seconds; energy comes
- * from heartbeats). */
+/* Charge the time run since the last charge to the tenant (GPU-seconds;
+ * energy comes from heartbeats). The interval is monotonic; now_ns (wall)
+ * only names the day it is booked on and is persisted as acct_ns. */
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns)
 {
     if (j->state != JS_RUNNING && j->state != JS_COMPLETING) {
         return;
     }
+    int64_t mono = cr_mono_ns();
     if (j->acct_ns <= 0) {
-        j->acct_ns = j->start_ns > 0 ? j->start_ns : now_ns;
+        j->acct_mono_ns = j->start_ns > 0 ? j->start_mono_ns : mono;
     }
-    double dt = (double)(now_ns - j->acct_ns) / 1e9;
+    double dt = (double)(mono - j->acct_mono_ns) / 1e9;
     if (dt <= 0) {
         return;
     }
     ctl_usage_add(c, txn, j->tenant, *j->run_type ? j->run_type : j->gpu_type, now_ns, dt * j->gpus,
                   0);
     j->acct_ns = now_ns;
+    j->acct_mono_ns = mono;
 }
 
 void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
@@ -719,6 +725,15 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
         ctl_job_set_reason(j, "");
         ctl_sched_remove(c, j->id);
         ctl_job_persist(c, txn, j, "completed", why);
+    } else if (lost) {
+        /* The node (or a GPU) was lost, not the job's doing: requeue it
+         * without using a retry (max_retries counts the job's own failures). */
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, sizeof buf, "%s; requeued (not counted as a retry)", why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", buf);
     } else if (j->retries < j->max_retries) {
         j->retries++;
         j->state = JS_PENDING;

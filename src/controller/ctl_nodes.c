@@ -400,6 +400,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
                   (json_int_t)n->mem_bytes, "drained", n->drained, "reason", n->reason);
     json_object_set_new(doc, "isolation", iso_json(n));
     json_object_set_new(doc, "tls", json_boolean(n->tls));
+    /* "lost" survives a restart: a lost node stays out of placement until
+     * its agent reports again. */
+    json_object_set_new(doc, "lost", json_boolean(n->state == NS_LOST));
     json_object_set_new(doc, "pending_approval", json_boolean(n->pending_approval));
     char *s = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "node", n->name, s);
@@ -431,6 +434,8 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     static const char *const gpu_members[] = {
         "index", "uuid", "model", "mem_bytes", "nvlink_domain", "health", "reason", "mig", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
+    /* Stored documents may also hold a GPU that vanished (see gpus_merge). */
+    static const char *const stored_healths[] = {"ok", "xid", "ecc", "hot", "gone", NULL};
     const char *name = "", *addr = "", *rack = "default";
     int64_t port = 0, cpus = 0, mem = 0;
     json_t *gpus = NULL;
@@ -512,7 +517,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
             (rc = cr_json_int(g, path, "mem_bytes", false, 0, INT64_MAX, &gmem, err)) ||
             (rc = cr_json_int(g, path, "nvlink_domain", false, 0, 65535, &nvl, err)) ||
             (rc = cr_json_str(g, path, "health", false, 15, &health, err)) ||
-            (rc = cr_json_enum(health, "health", healths, err)) ||
+            (rc = cr_json_enum(health, "health", strict ? healths : stored_healths, err)) ||
             (rc = cr_json_str(g, path, "reason", false, 127, &reason, err)) ||
             (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err))) {
             return rc;
@@ -599,7 +604,7 @@ static void load_node(void *arg, const char *key, const char *doc)
     }
     n->drained = json_is_true(json_object_get(v, "drained"));
     n->pending_approval = json_is_true(json_object_get(v, "pending_approval"));
-    n->state = n->drained ? NS_DRAINED : NS_UP;
+    n->state = json_is_true(json_object_get(v, "lost")) ? NS_LOST : n->drained ? NS_DRAINED : NS_UP;
     /* Versions are not stored: start this run's past any the agent may
      * hold from the previous one (it keeps its node token across our
      * restart, so it does not re-register and start over at version 0),
@@ -656,6 +661,120 @@ int ctl_node_validate(const char *body, size_t len, cr_json_err *err)
 /* ------------------------------------------------------------------------ */
 /* Agent routes                                                             */
 
+/* Whether the agent's process for job id (run: the run it says it runs; 0 =
+ * not said) is one the controller still has on node n. An agent must kill
+ * (fence) every other one at once: its job was requeued and may already run
+ * elsewhere. mu held. */
+static bool job_is_own(ctl *c, const ctl_node *n, int64_t id, int64_t run)
+{
+    ctl_job *j = ctl_job_get(c, id);
+    if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+        return false;
+    }
+    bool here = false;
+    for (size_t k = 0; k < j->nplace; k++) {
+        here |= strcmp(j->place[k].node, n->name) == 0;
+    }
+    return here && (run <= 0 || run == j->runs);
+}
+
+/* The ids of the reported running jobs (items {"job","run",...} of arr,
+ * those whose "state" is absent or "running") that are not n's own: a new
+ * JSON array for the answer's "fence". mu held. */
+static json_t *fence_list(ctl *c, const ctl_node *n, const json_t *arr)
+{
+    json_t *fence = json_array();
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *r = json_array_get(arr, i);
+        const char *st = json_string_value(json_object_get(r, "state"));
+        if (st && strcmp(st, "running") != 0) {
+            continue;
+        }
+        int64_t id = (int64_t)json_integer_value(json_object_get(r, "job"));
+        int64_t run = (int64_t)json_integer_value(json_object_get(r, "run"));
+        if (!job_is_own(c, n, id, run)) {
+            cr_warn("node=%s job=%lld run=%lld is no longer placed there: fencing it", n->name,
+                    (long long)id, (long long)run);
+            json_array_append_new(fence, json_integer(id));
+        }
+    }
+    return fence;
+}
+
+/*
+ * Re-registration with GPUs missing (a GPU fell off the bus, a node booted
+ * with fewer): the jobs on a missing GPU end now, with that reason, and are
+ * requeued without using a retry; the GPU stays in the list at its old
+ * position as "gone" (out of use: positions are how the scheduler names
+ * GPUs) until an agent reports it again. fresh->gpus becomes the merged
+ * list. mu held.
+ */
+static void gpus_merge(ctl *c, cr_store_txn *txn, ctl_node *n, ctl_node *fresh)
+{
+    for (size_t i = 0; i < n->njobs;) {
+        ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        int gone = -1;
+        for (size_t k = 0; j && k < j->nplace && gone < 0; k++) {
+            if (strcmp(j->place[k].node, n->name) != 0) {
+                continue;
+            }
+            for (size_t q = 0; q < j->place[k].ngpus && gone < 0; q++) {
+                bool found = false;
+                for (size_t g = 0; g < fresh->ngpus; g++) {
+                    found |= fresh->gpus[g].index == j->place[k].gpus[q];
+                }
+                if (!found) {
+                    gone = j->place[k].gpus[q];
+                }
+            }
+        }
+        if (gone < 0 || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+            i++;
+            continue;
+        }
+        char why[200];
+        snprintf(why, sizeof why, "GPU %d vanished from node %s at re-registration", gone, n->name);
+        cr_warn("node=%s job=%lld: %s", n->name, (long long)j->id, why);
+        ctl_job_ended(c, txn, j, 0, 0, why, true);
+        ctl_node_del_job(n, j->id); /* in case the placement did not name it */
+    }
+    ctl_gpu *merged = cr_calloc(n->ngpus + fresh->ngpus + 1, sizeof *merged);
+    bool *used = cr_calloc(fresh->ngpus + 1, sizeof *used);
+    size_t m = 0;
+    for (size_t i = 0; i < n->ngpus; i++) {
+        size_t f = 0;
+        while (f < fresh->ngpus && (used[f] || fresh->gpus[f].index != n->gpus[i].index)) {
+            f++;
+        }
+        if (f < fresh->ngpus) {
+            merged[m++] = fresh->gpus[f]; /* takes its mig */
+            used[f] = true;
+            continue;
+        }
+        ctl_gpu *g = &merged[m++];
+        *g = n->gpus[i];
+        g->mig = NULL; /* the old entry's is released with it */
+        g->alloc_job = 0;
+        g->util_pct = g->temp_c = g->power_w = 0;
+        g->mem_used_bytes = 0;
+        if (strcmp(n->gpus[i].health, "gone") != 0) {
+            cr_warn("node=%s gpu=%d (%s) vanished at re-registration: out of use", n->name,
+                    g->index, g->uuid);
+        }
+        snprintf(g->health, sizeof g->health, "gone");
+        snprintf(g->reason, sizeof g->reason, "vanished at re-registration");
+    }
+    for (size_t f = 0; f < fresh->ngpus; f++) {
+        if (!used[f]) {
+            merged[m++] = fresh->gpus[f];
+        }
+    }
+    free(used);
+    free(fresh->gpus);
+    fresh->gpus = merged;
+    fresh->ngpus = m;
+}
+
 typedef struct reg_ctx {
     cr_http_req *req;
     json_t *body; /* answer */
@@ -677,7 +796,7 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         rc = cr_json_arr(v, "", "running", false, 65536, &running, &err);
     }
     for (size_t i = 0; rc == 0 && i < json_array_size(running); i++) {
-        static const char *const run_members[] = {"job", "pid", NULL};
+        static const char *const run_members[] = {"job", "pid", "run", NULL};
         json_t *r = json_array_get(running, i);
         char path[32];
         int64_t x;
@@ -686,7 +805,9 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
             rc = cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
         } else if ((rc = cr_json_only(r, path, run_members, &err)) == 0 &&
                    (rc = cr_json_int(r, path, "job", true, 1, INT64_MAX, &x, &err)) == 0) {
-            rc = cr_json_int(r, path, "pid", false, 0, INT32_MAX, &x, &err);
+            if ((rc = cr_json_int(r, path, "pid", false, 0, INT32_MAX, &x, &err)) == 0) {
+                rc = cr_json_int(r, path, "run", false, 0, INT32_MAX, &x, &err);
+            }
         }
     }
     if (rc != 0) {
@@ -740,6 +861,7 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         /* Re-registration (agent restart): new inventory, same jobs. The
          * scheduler keeps the MIG layout it was given: an unchanged one
          * keeps its instance starts. */
+        gpus_merge(c, txn, n, fresh);
         for (size_t i = 0; i < n->ngpus; i++) {
             if (i < fresh->ngpus && n->gpus[i].mig && fresh->gpus[i].mig &&
                 json_equal(n->gpus[i].mig, fresh->gpus[i].mig)) {
@@ -777,11 +899,15 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     char token[CR_TOKEN_TEXT_MAX];
     ctl_node_token(c, txn, n->name, token, n->agent_secret);
     node_persist(txn, n);
+    /* Fencing: the running jobs the agent listed that are not its own any
+     * more (requeued while it was away) are killed before anything else. */
+    json_t *fence = fence_list(c, n, running);
     ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:b}", "node_token", token, "agent_secret",
+                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:b,s:o}", "node_token", token, "agent_secret",
                                n->agent_secret, "heartbeat_s", (json_int_t)c->cfg.heartbeat_s,
                                "lost_after_s", (json_int_t)c->cfg.lost_after_s, "version",
-                               (json_int_t)n->version, "pending_approval", n->pending_approval));
+                               (json_int_t)n->version, "pending_approval", n->pending_approval,
+                               "fence", fence));
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
 }
@@ -873,14 +999,15 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     }
     n->last_seen_ns = now_mono;
     cr_store_txn *txn = cr_store_txn_new();
+    bool persist = false;
     if (n->state == NS_LOST) {
         n->state = n->drained ? NS_DRAINED : NS_UP;
         n->sched_dirty = true;
         cr_info("node=%s is back", n->name);
         snprintf(n->reason, sizeof n->reason, "%s", n->drained ? n->reason : "");
         ctl_sched_kick(c);
+        persist = true;
     }
-    bool persist = false;
     for (size_t i = 0; i < json_array_size(gpus); i++) {
         json_t *g = json_array_get(gpus, i);
         int idx = (int)json_integer_value(json_object_get(g, "index"));
@@ -1009,7 +1136,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         node_persist(txn, n);
     }
     ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:b,s:I}", "ok", 1, "version", (json_int_t)n->version));
+                     json_pack("{s:b,s:I,s:o}", "ok", 1, "version", (json_int_t)n->version, "fence",
+                               fence_list(c, n, jobs)));
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
     return;
@@ -1214,13 +1342,13 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
 /* Jobs past their time limit: stop them (they end as failed). mu held. */
 static void enforce_time_limits(ctl *c, cr_store_txn **txn)
 {
-    int64_t now = cr_now_ns();
+    int64_t now = cr_mono_ns(); /* a wall-clock jump must not end a job */
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
             ctl_job *j = ctl_job_get(c, n->jobs[k]);
             if (!j || j->state != JS_RUNNING || j->time_limit_s <= 0 || j->start_ns <= 0 ||
-                now - j->start_ns <= j->time_limit_s * CR_NS_PER_SEC) {
+                now - j->start_mono_ns <= j->time_limit_s * CR_NS_PER_SEC) {
                 continue;
             }
             j->timed_out = true;
@@ -1263,6 +1391,7 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
         if (!txn) {
             txn = cr_store_txn_new();
         }
+        node_persist(txn, n);
         char why[400];
         snprintf(why, sizeof why, "node %s lost (%s)", n->name, n->reason);
         while (n->njobs > 0) {

@@ -496,8 +496,8 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     snprintf(j->run_type, sizeof j->run_type, "%s", tname ? tname : j->gpu_type);
     j->state = JS_RUNNING;
     j->runs++;
-    j->start_ns = now;
-    j->acct_ns = now;
+    j->start_ns = j->acct_ns = cr_now_ns();            /* shown and persisted */
+    j->start_mono_ns = j->acct_mono_ns = cr_mono_ns(); /* measured */
     j->end_ns = 0;
     j->cancel_requested = j->requeue_requested = false;
     ctl_job_set_reason(j, "");
@@ -542,7 +542,8 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
 static void apply_preempt(ctl *c, cr_store_txn *txn, const dec_copy *d, ctl_job *j, int64_t now,
                           ctl_node ***bump, size_t *nbump, size_t *capbump)
 {
-    ctl_job_account(c, txn, j, now);
+    (void)now;
+    ctl_job_account(c, txn, j, cr_now_ns());
     for (size_t k = 0; k < j->nplace; k++) {
         ctl_node *n = ctl_node_find(c, j->place[k].node);
         if (!n) {
@@ -573,7 +574,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
 {
     placer *pl = p;
     int64_t t_start = cr_mono_ns();
-    int64_t now = cr_now_ns();
+    int64_t now = ctl_clock_ns(c); /* never steps (cr_time.h) */
     cr_store_txn *txn = cr_store_txn_new();
     ctl_node **bump = NULL;
     size_t nbump = 0, capbump = 0;
@@ -800,7 +801,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
              * job (the current reason is always in the job object). */
             if (events < 10000 &&
                 (j->reason_event_ns == 0 || now - j->reason_event_ns >= 300 * CR_NS_PER_SEC)) {
-                cr_store_txn_event(txn, j->id, now, "pending", text);
+                cr_store_txn_event(txn, j->id, cr_now_ns(), "pending", text);
                 j->reason_event_ns = now;
                 events++;
             }
@@ -899,9 +900,9 @@ static void *sched_main(void *arg)
             if (until > now + 200 * CR_NS_PER_MS) {
                 until = now + 200 * CR_NS_PER_MS;
             }
-            int64_t rt = cr_now_ns() + (until - now);
-            struct timespec ts = {.tv_sec = rt / CR_NS_PER_SEC, .tv_nsec = rt % CR_NS_PER_SEC};
-            pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+            /* On CLOCK_MONOTONIC: a wall-clock step back must not stall
+             * the timers (dead-node detection runs here). */
+            cr_cond_wait_mono(&c->cv, &c->mu, until);
         }
         if (c->stopping) {
             break;
@@ -941,10 +942,9 @@ int ctl_sched_start(ctl *c)
      * instances' start slices (and so their UUIDs). Bounded, in case the
      * scheduler could not be created. */
     pthread_mutex_lock(&c->mu);
-    int64_t until = cr_now_ns() + 10 * CR_NS_PER_SEC;
-    while (!c->sched_restored && cr_now_ns() < until) {
-        struct timespec ts = {.tv_sec = until / CR_NS_PER_SEC, .tv_nsec = until % CR_NS_PER_SEC};
-        pthread_cond_timedwait(&c->cv, &c->mu, &ts);
+    int64_t until = cr_mono_ns() + 10 * CR_NS_PER_SEC;
+    while (!c->sched_restored && cr_mono_ns() < until) {
+        cr_cond_wait_mono(&c->cv, &c->mu, until);
     }
     pthread_mutex_unlock(&c->mu);
     return 0;

@@ -60,6 +60,18 @@ char *ctl_time_str(int64_t ns, char *buf, size_t len)
     return cr_time_fmt(ns, buf, len);
 }
 
+int64_t ctl_clock_ns(const ctl *c)
+{
+    return c->clock_wall0_ns + (cr_mono_ns() - c->clock_mono0_ns);
+}
+
+int64_t ctl_mono_from_wall(int64_t wall_ns)
+{
+    int64_t mono = cr_mono_ns(), wall = cr_now_ns();
+    int64_t elapsed = wall - wall_ns;
+    return mono - (elapsed > 0 ? elapsed : 0);
+}
+
 int ctl_write_secret(const char *path, const char *text)
 {
     int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);

@@ -14,11 +14,18 @@
  * folding, no whitespace before a header's colon, tokens checked, a
  * Content-Length must be digits only and agree with any repeat, and a
  * request carrying both Transfer-Encoding and Content-Length, or a
- * Transfer-Encoding other than "chunked", is rejected. Bare LF line ends are
- * accepted (as nginx does); bare CR is not.
+ * Transfer-Encoding other than "chunked" (or with chunked twice), is
+ * rejected. Bare LF line ends are accepted in heads (as nginx does; the
+ * gateway rewrites heads with CRLF, so they never reach a replica); bare CR
+ * is not.
  *
  * The chunked scanner does not decode: the gateway forwards chunked bodies
- * as they are, and only needs to know where one ends.
+ * as they are, and only needs to know where one ends. Because the bytes go
+ * through unchanged, it is strict where a lenient reader and a strict one
+ * could disagree (RFC 9112 7.1): every chunk line ends in CRLF (a bare LF
+ * is refused), the size is 1-16 hex digits with nothing before it and only
+ * whitespace before a ';' extension after it, extensions and trailer lines
+ * hold no control bytes, and the data ends in exactly CRLF.
  *
  * Pure functions over caller memory; no allocation; thread-safe.
  */

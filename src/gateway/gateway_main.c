@@ -72,7 +72,7 @@ int cr_gateway_main(int argc, char **argv)
     gw g;
     memset(&g, 0, sizeof g);
     g.conf = &conf;
-    g.ep = g.wake.fd = g.sig.fd = g.listen.fd = -1;
+    g.ep = g.wake.fd = g.sig.fd = g.listen.fd = g.spare_fd = -1;
     cr_rng_seed(&g.rng, conf.seed);
     pthread_mutex_init(&g.mu, NULL);
     pthread_cond_init(&g.cond, NULL);
@@ -96,6 +96,7 @@ int cr_gateway_main(int argc, char **argv)
     if (g.wake.fd < 0 || g.sig.fd < 0) {
         goto out;
     }
+    gw_admission_init(&g);
     add_io(&g, &g.listen);
     add_io(&g, &g.wake);
     add_io(&g, &g.sig);
@@ -150,6 +151,9 @@ out:
     }
     if (g.ep >= 0) {
         close(g.ep);
+    }
+    if (g.spare_fd >= 0) {
+        close(g.spare_fd);
     }
     pthread_mutex_destroy(&g.mu);
     pthread_cond_destroy(&g.cond);

@@ -51,6 +51,8 @@ static void conf_defaults(gw_conf *c)
     c->connect_timeout_ns = 2 * CR_NS_PER_SEC;
     c->upstream_timeout_ns = 300 * CR_NS_PER_SEC;
     c->client_idle_ns = 60 * CR_NS_PER_SEC;
+    c->header_timeout_ns = 10 * CR_NS_PER_SEC;
+    c->body_timeout_ns = 30 * CR_NS_PER_SEC;
     c->shutdown_grace_ns = 30 * CR_NS_PER_SEC;
     c->probe_interval_ns = 500 * CR_NS_PER_MS;
     c->report_interval_ns = 2 * CR_NS_PER_SEC;
@@ -382,6 +384,10 @@ static int load_root(json_t *root, const char *path, gw_conf *c)
             rc = json_dur(v, path, key, &c->upstream_timeout_ns);
         } else if (strcmp(key, "idle_timeout_s") == 0) {
             rc = json_dur(v, path, key, &c->client_idle_ns);
+        } else if (strcmp(key, "header_timeout_s") == 0) {
+            rc = json_dur(v, path, key, &c->header_timeout_ns);
+        } else if (strcmp(key, "body_timeout_s") == 0) {
+            rc = json_dur(v, path, key, &c->body_timeout_ns);
         } else if (strcmp(key, "probe_interval_s") == 0) {
             rc = json_dur(v, path, key, &c->probe_interval_ns);
         } else if (strcmp(key, "shutdown_grace_s") == 0) {
@@ -438,11 +444,14 @@ static void usage(FILE *f)
             "  --connect-timeout DUR       backend connect timeout (default 2s)\n"
             "  --upstream-timeout DUR      backend silence mid-response (default 300s)\n"
             "  --idle-timeout DUR          idle keep-alive client (default 60s)\n"
+            "  --header-timeout DUR        first byte to the end of a request head (default 10s)\n"
+            "  --body-timeout DUR          request body silence before 408 (default 30s)\n"
             "  --probe-interval DUR        health checks of down replicas (default 500ms)\n"
             "  --report-interval DUR       load reports to the controller (default 2s)\n"
             "  --ready-path PATH           readiness path of static services (default /health)\n"
             "  --scrape                    scrape replicas' /metrics for vLLM load signals\n"
-            "  --max-clients N             client connections open at once (default 16384)\n"
+            "  --max-clients N             client connections open at once (default 16384, "
+            "and at most (RLIMIT_NOFILE - 64) / 2)\n"
             "  --shutdown-grace DUR        on SIGTERM, time for in-flight requests (default 30s)\n"
             "  --seed N                    RNG seed of the peer choice\n");
 }
@@ -518,6 +527,8 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         {"max-clients", required_argument, NULL, 10},
         {"token-file", required_argument, NULL, 11},
         {"ca-file", required_argument, NULL, 12},
+        {"header-timeout", required_argument, NULL, 13},
+        {"body-timeout", required_argument, NULL, 14},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -627,6 +638,12 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
             break;
         case 10:
             rc = int_flag("--max-clients", optarg, 1, 1000000, &c->max_clients);
+            break;
+        case 13:
+            rc = dur_flag("--header-timeout", optarg, &c->header_timeout_ns);
+            break;
+        case 14:
+            rc = dur_flag("--body-timeout", optarg, &c->body_timeout_ns);
             break;
         case 'h':
             usage(stdout);

@@ -93,6 +93,8 @@ typedef struct gw_conf {
     int64_t connect_timeout_ns;    /* backend connect */
     int64_t upstream_timeout_ns;   /* silence from a backend mid-response */
     int64_t client_idle_ns;        /* idle keep-alive client */
+    int64_t header_timeout_ns;     /* first byte to the end of a request head */
+    int64_t body_timeout_ns;       /* request body silence (frees the replica slot) */
     int64_t shutdown_grace_ns;     /* on SIGTERM, how long in-flight requests may finish */
     int64_t probe_interval_ns;     /* health checks and scrapes */
     int64_t report_interval_ns;    /* stats to the controller */
@@ -197,6 +199,7 @@ struct gw_client {
     int attempts;             /* backends tried for the current request */
     int64_t start_ns;         /* when the request head was parsed */
     int64_t deadline_ns;      /* timeout of the current state */
+    int64_t body_deadline_ns; /* C_PROXY with the body still arriving: give up then */
     int64_t hold_deadline_ns; /* when holding gives up (0: never held) */
     cr_buf fwd;               /* the request head rewritten for the backend */
     cr_buf out;               /* bytes for the client: local answers, response heads */
@@ -282,6 +285,11 @@ struct gw {
     size_t service_cap;         /* allocated */
     gw_client *clients;         /* all clients (list head) */
     int32_t client_count;       /* clients open */
+    int32_t client_cap;         /* admission bound: max_clients and the descriptor limit */
+    int spare_fd;               /* held open to accept-and-refuse at EMFILE; -1 if none */
+    uint64_t refused;           /* connections refused with 503 at the admission bound */
+    uint64_t refused_logged;    /* refused at the last log line */
+    int64_t refuse_log_ns;      /* when that line was written (rate limit) */
     gw_client *grave_clients;   /* closed this batch, freed after it (via held_next) */
     gw_backend *grave_backends; /* same for backends */
     bool stopping;              /* leave the loop now */
@@ -336,6 +344,9 @@ void gw_services_free(gw *g);
 
 /* gw_loop.c */
 int gw_run(gw *g);
+/* Set g->client_cap from conf->max_clients and RLIMIT_NOFILE, and open the
+ * spare descriptor. */
+void gw_admission_init(gw *g);
 
 /* gw_proxy.c */
 gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa);

@@ -15,13 +15,39 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 static void drain_check(gw *g);
 
 /* ---- timeouts ---------------------------------------------------------- */
+
+/* The client stopped sending its request body: free the replica slot now
+ * (not at the upstream timeout) and answer 408 when nothing of the response
+ * went out yet. */
+static void body_stalled(gw *g, gw_client *c)
+{
+    cr_info("gateway: client %s: request body stalled for %llds: replica slot freed", c->peer_ip,
+            (long long)(g->conf->body_timeout_ns / CR_NS_PER_SEC));
+    if (c->resp_started) {
+        gw_client_close(c);
+        return;
+    }
+    gw_backend *b = gw_detach(c);
+    if (b) {
+        gw_replica *r = b->rep;
+        gw_backend_close(g, b);
+        if (r) {
+            gw_replica_release(g, r);
+        }
+    }
+    c->close_after = true;
+    gw_local_error(c, 408, -1, "CR_ETIMEDOUT", "the request body stopped arriving");
+    gw_client_run(c);
+}
 
 static void sweep(gw *g)
 {
@@ -31,6 +57,14 @@ static void sweep(gw *g)
         next = c->next;
         switch (c->state) {
         case C_READ_HEAD:
+            if (now >= c->deadline_ns) {
+                if (c->in_len > 0) {
+                    cr_debug("gateway: client %s: request head not complete in time: closed",
+                             c->peer_ip);
+                }
+                gw_client_close(c);
+            }
+            break;
         case C_LOCAL:
             if (now >= c->deadline_ns) {
                 gw_client_close(c);
@@ -46,6 +80,10 @@ static void sweep(gw *g)
             }
             break;
         case C_PROXY:
+            if (!c->body_done && now >= c->body_deadline_ns) {
+                body_stalled(g, c);
+                break;
+            }
             if (c->b && now >= c->b->deadline_ns) {
                 if (c->b->state == B_CONNECTING) {
                     gw_backend_failed(c, true, "connect timed out");
@@ -106,6 +144,67 @@ void gw_free_graveyard(gw *g)
     }
 }
 
+/*
+ * Admission. Each client may hold two descriptors (its own and one backend
+ * connection; pooled backends are bounded by the peak of busy ones), and the
+ * process needs a few more (epoll, eventfd, signalfd, listener, the helper
+ * threads' sockets). So clients are admitted up to
+ * min(max_clients, (RLIMIT_NOFILE - GW_FD_RESERVE) / 2); one more is
+ * accepted, answered 503 and closed, so it sees why instead of a reset or a
+ * connection left in the backlog, while the admitted ones go on being served.
+ * Should accept fail with EMFILE anyway (descriptors used elsewhere), the
+ * spare descriptor is given up for one accept-and-refuse, then reopened.
+ */
+#define GW_FD_RESERVE 64
+
+void gw_admission_init(gw *g)
+{
+    struct rlimit rl;
+    int64_t cap = g->conf->max_clients;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        int64_t by_fd = ((int64_t)rl.rlim_cur - GW_FD_RESERVE) / 2;
+        if (by_fd < 1) {
+            by_fd = 1;
+        }
+        if (by_fd < cap) {
+            cr_info("gateway: RLIMIT_NOFILE=%llu admits %lld clients (--max-clients %d)",
+                    (unsigned long long)rl.rlim_cur, (long long)by_fd, (int)g->conf->max_clients);
+            cap = by_fd;
+        }
+    }
+    g->client_cap = (int32_t)cap;
+    g->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+}
+
+static void note_refused(gw *g, const char *why)
+{
+    g->refused++;
+    /* At most one line per 10 s, with the count since the last one. */
+    if (g->refuse_log_ns == 0 || g->now_ns - g->refuse_log_ns >= 10 * CR_NS_PER_SEC) {
+        cr_warn("gateway: refusing connections (%s): %llu refused since the last report, "
+                "%d clients open, admission bound %d",
+                why, (unsigned long long)(g->refused - g->refused_logged), (int)g->client_count,
+                (int)g->client_cap);
+        g->refused_logged = g->refused;
+        g->refuse_log_ns = g->now_ns;
+    }
+}
+
+/* Best effort: a non-blocking 503 on a fresh socket (its buffer is empty). */
+static void refuse(gw *g, int fd, const char *why)
+{
+    char msg[256];
+    int n =
+        snprintf(msg, sizeof msg,
+                 "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                 "Retry-After: %d\r\nConnection: close\r\nContent-Length: 68\r\n\r\n"
+                 "{\"error\":\"CR_EUNAVAIL\",\"message\":\"gateway at its connection limit\"}\n",
+                 (int)g->conf->retry_after_s);
+    (void)!send(fd, msg, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
+    close(fd);
+    note_refused(g, why);
+}
+
 static void accept_all(gw *g)
 {
     for (;;) {
@@ -113,14 +212,26 @@ static void accept_all(gw *g)
         socklen_t len = sizeof sa;
         int fd = accept4(g->listen.fd, (struct sockaddr *)&sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0) {
+            if ((errno == EMFILE || errno == ENFILE) && g->spare_fd >= 0) {
+                close(g->spare_fd);
+                g->spare_fd = -1;
+                fd = accept4(g->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                if (fd >= 0) {
+                    refuse(g, fd, "out of descriptors");
+                }
+                g->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                if (fd >= 0) {
+                    continue;
+                }
+            }
             if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 cr_warn("gateway: accept: %s", strerror(errno));
             }
             g->listen.can_read = false;
             return;
         }
-        if (g->client_count >= g->conf->max_clients) {
-            close(fd); /* over the limit: the client sees the connection close */
+        if (g->client_count >= g->client_cap) {
+            refuse(g, fd, "at the admission bound");
             continue;
         }
         gw_client *c = gw_client_new(g, fd, &sa);

@@ -237,12 +237,7 @@ static void *prober_main(void *arg)
         if (g->stop) {
             break;
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        int64_t at = (int64_t)ts.tv_sec * CR_NS_PER_SEC + ts.tv_nsec + g->conf->probe_interval_ns;
-        ts.tv_sec = (time_t)(at / CR_NS_PER_SEC);
-        ts.tv_nsec = (long)(at % CR_NS_PER_SEC);
-        pthread_cond_timedwait(&g->cond, &g->mu, &ts);
+        cr_cond_wait_mono(&g->cond, &g->mu, cr_mono_ns() + g->conf->probe_interval_ns);
     }
     pthread_mutex_unlock(&g->mu);
     return NULL;

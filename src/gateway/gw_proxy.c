@@ -88,7 +88,13 @@ static gw_backend *backend_connect(gw *g, gw_replica *r)
 {
     int fd = socket(r->addr.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        cr_warn("gateway: socket: %s", strerror(errno));
+        int e = errno;
+        if (e == EMFILE || e == ENFILE) {
+            cr_debug("gateway: socket: %s", strerror(e)); /* answered 503, counted */
+        } else {
+            cr_warn("gateway: socket: %s", strerror(e));
+        }
+        errno = e;
         return NULL;
     }
     set_nodelay(fd);
@@ -390,7 +396,8 @@ static void client_next_request(gw_client *c)
     c->out_off = 0;
     cr_buf_reset(&c->fwd);
     c->state = C_READ_HEAD;
-    c->deadline_ns = c->g->now_ns + c->g->conf->client_idle_ns;
+    c->deadline_ns =
+        c->g->now_ns + (c->in_len > 0 ? c->g->conf->header_timeout_ns : c->g->conf->client_idle_ns);
 }
 
 static bool hop_by_hop(const cr_http_header *h)
@@ -520,6 +527,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
         c->body_done = true;
     }
     c->send_pos = c->body_end = c->head_len;
+    c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
     c->retriable = true;
     if (frame_request(c) != 0) {
         gw_local_error(c, 400, -1, "CR_EPARSE", "malformed chunked request body");
@@ -652,10 +660,19 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
                 break;
             }
         }
+        int conn_errno = 0;
         if (!b) {
+            errno = 0;
             b = backend_connect(g, r);
+            conn_errno = errno;
         }
         c->attempts++;
+        if (!b && (conn_errno == EMFILE || conn_errno == ENFILE)) {
+            /* Our limit, not the replica's fault: do not mark it down. */
+            gw_local_error(c, 503, GW_ERR_SATURATED, "CR_EUNAVAIL",
+                           "the gateway is out of file descriptors");
+            return;
+        }
         if (!b) {
             r->failures++;
             gw_replica_mark_down(g, r, "connect failed");
@@ -679,6 +696,7 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
                                                                : g->conf->upstream_timeout_ns);
         c->b = b;
         c->send_pos = c->head_len;
+        c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
         c->state = C_PROXY;
         c->resp_started = false;
         r->outstanding++;
@@ -948,6 +966,7 @@ static bool proxy_step(gw_client *c)
             ssize_t n = read(c->io.fd, c->in + c->in_len, GW_BUF_SIZE - c->in_len);
             if (n > 0) {
                 c->in_len += (size_t)n;
+                c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
                 if (frame_request(c) != 0) {
                     gw_client_close(c);
                     return true;
@@ -987,6 +1006,9 @@ static bool proxy_step(gw_client *c)
             size_t h = w < head_left ? w : head_left;
             b->fwd_off += h;
             c->send_pos += w - h;
+            if (w > h) {
+                c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
+            }
             progress = true;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             b->io.can_write = false;
@@ -1141,7 +1163,9 @@ static bool read_head_step(gw_client *c)
     ssize_t n = read(c->io.fd, c->in + c->in_len, GW_BUF_SIZE - c->in_len);
     if (n > 0) {
         if (c->in_len == 0) {
-            c->deadline_ns = c->g->now_ns + c->g->conf->client_idle_ns;
+            /* The head must be complete this long after its first byte,
+             * however slowly the bytes come (slowloris). */
+            c->deadline_ns = c->g->now_ns + c->g->conf->header_timeout_ns;
         }
         c->in_len += (size_t)n;
         return true;

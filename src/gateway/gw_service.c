@@ -486,6 +486,11 @@ void gw_metrics_render(gw *g, cr_buf *o)
     cr_buf_puts(o, "# HELP corral_gateway_clients Client connections open.\n"
                    "# TYPE corral_gateway_clients gauge\n");
     cr_buf_printf(o, "corral_gateway_clients %d\n", (int)g->client_count);
+    cr_buf_puts(o, "# HELP corral_gateway_connections_refused_total Connections answered 503 "
+                   "and closed at the admission bound (descriptor limit or --max-clients).\n"
+                   "# TYPE corral_gateway_connections_refused_total counter\n");
+    cr_buf_printf(o, "corral_gateway_connections_refused_total %llu\n",
+                  (unsigned long long)g->refused);
 }
 
 /* A request was held at zero replicas: tell the reporter now, not at the

@@ -132,6 +132,7 @@ static void conn_token(const char *tok, size_t len, void *ud)
 
 typedef struct te_state {
     int count;         /* codings seen */
+    int chunked;       /* of which "chunked" */
     bool last_chunked; /* the last coding was chunked */
 } te_state;
 
@@ -140,6 +141,7 @@ static void te_token(const char *tok, size_t len, void *ud)
     te_state *t = ud;
     t->count++;
     t->last_chunked = cr_http_token_eq(tok, len, "chunked");
+    t->chunked += t->last_chunked;
 }
 
 static int parse_length(const char *v, size_t len, int64_t *out)
@@ -163,7 +165,7 @@ static int parse_length(const char *v, size_t len, int64_t *out)
 static int parse_headers(const char *p, const char *end, cr_http_msg *m, bool is_request)
 {
     bool keep_alive_token = false;
-    te_state te = {0, false};
+    te_state te = {0, 0, false};
     bool saw_te = false;
     m->content_length = -1;
     m->header_count = 0;
@@ -246,7 +248,8 @@ static int parse_headers(const char *p, const char *end, cr_http_msg *m, bool is
                 return CR_EPARSE;
             }
         }
-        if (is_request && m->content_length >= 0) {
+        if (is_request && (m->content_length >= 0 || te.chunked != 1)) {
+            /* Both framings, or chunked twice (RFC 9112 6.1, 6.3): refuse. */
             return CR_EPARSE;
         }
         m->chunked = te.last_chunked;
@@ -260,6 +263,11 @@ static int parse_headers(const char *p, const char *end, cr_http_msg *m, bool is
         m->keep_alive = keep_alive_token && !m->conn_close;
     }
     return 0;
+}
+
+static bool saw_transfer_encoding(const cr_http_msg *m)
+{
+    return cr_http_find(m, "transfer-encoding") != NULL;
 }
 
 int cr_http_parse_request(const char *buf, size_t len, cr_http_msg *out)
@@ -328,6 +336,9 @@ int cr_http_parse_request(const char *buf, size_t len, cr_http_msg *out)
     if (m.minor == 1 && !m.host) {
         return CR_EPARSE; /* RFC 9112 3.2: HTTP/1.1 requires Host */
     }
+    if (m.minor == 0 && saw_transfer_encoding(&m)) {
+        return CR_EPARSE; /* RFC 9112 6.1: faulty framing from an HTTP/1.0 client */
+    }
     m.head_len = (size_t)(end - buf);
     *out = m;
     return (int)m.head_len;
@@ -375,6 +386,7 @@ int cr_http_parse_response(const char *buf, size_t len, cr_http_msg *out)
 enum {
     CH_SIZE = 0,     /* hex digits of a chunk size */
     CH_EXT,          /* chunk extension up to the line end */
+    CH_SIZE_BWS,     /* whitespace after the size, before ';' */
     CH_SIZE_LF,      /* after CR of the size line */
     CH_DATA,         /* chunk data */
     CH_DATA_CR,      /* CR after data */
@@ -387,6 +399,13 @@ enum {
 };
 
 #define CH_MAX_LINE 4096
+
+/* Bytes allowed inside a chunk extension or trailer line: no controls but
+ * tab, so no bare CR or LF (RFC 9112 7.1: every chunk line ends in CRLF). */
+static bool line_byte_ok(char ch)
+{
+    return is_vchar((unsigned char)ch);
+}
 
 int cr_http_chunked_scan(cr_http_chunked *c, const char *buf, size_t len, size_t *consumed)
 {
@@ -404,39 +423,43 @@ int cr_http_chunked_scan(cr_http_chunked *c, const char *buf, size_t len, size_t
                 d = ch - 'A' + 10;
             }
             if (d >= 0) {
-                if (c->remaining > (UINT64_MAX >> 8)) {
-                    return CR_EPARSE;
+                if (c->remaining > (UINT64_MAX >> 4) || ++c->line_len > 16) {
+                    return CR_EPARSE; /* overflow, or more digits than any sane size */
                 }
                 c->remaining = c->remaining * 16 + (uint64_t)d;
-                if (++c->line_len > 16) {
-                    return CR_EPARSE;
-                }
                 i++;
                 break;
             }
             if (c->line_len == 0) {
-                return CR_EPARSE;
+                return CR_EPARSE; /* no digits: leading junk or an empty size line */
             }
-            if (ch == ';' || ch == ' ' || ch == '\t') {
+            if (ch == ';') {
                 c->state = CH_EXT;
+            } else if (ch == ' ' || ch == '\t') {
+                c->state = CH_SIZE_BWS;
             } else if (ch == '\r') {
                 c->state = CH_SIZE_LF;
-            } else if (ch == '\n') {
-                c->line_len = 0;
-                c->state = c->remaining ? CH_DATA : CH_TRAILER;
             } else {
-                return CR_EPARSE;
+                return CR_EPARSE; /* bare LF, or junk after the size */
             }
             i++;
             break;
         }
+        case CH_SIZE_BWS:
+            /* Only whitespace before an extension's ';' (BWS in RFC 9112 7.1.1). */
+            if (ch == ';') {
+                c->state = CH_EXT;
+            } else if (ch != ' ' && ch != '\t') {
+                return CR_EPARSE;
+            } else if (++c->line_len > CH_MAX_LINE) {
+                return CR_EPARSE;
+            }
+            i++;
+            break;
         case CH_EXT:
             if (ch == '\r') {
                 c->state = CH_SIZE_LF;
-            } else if (ch == '\n') {
-                c->line_len = 0;
-                c->state = c->remaining ? CH_DATA : CH_TRAILER;
-            } else if (++c->line_len > CH_MAX_LINE || (unsigned char)ch < 0x09) {
+            } else if (!line_byte_ok(ch) || ++c->line_len > CH_MAX_LINE) {
                 return CR_EPARSE;
             }
             i++;
@@ -462,13 +485,10 @@ int cr_http_chunked_scan(cr_http_chunked *c, const char *buf, size_t len, size_t
             break;
         }
         case CH_DATA_CR:
-            if (ch == '\r') {
-                c->state = CH_DATA_LF;
-            } else if (ch == '\n') {
-                c->state = CH_SIZE;
-            } else {
-                return CR_EPARSE;
+            if (ch != '\r') {
+                return CR_EPARSE; /* data must end in CRLF; a bare LF is refused */
             }
+            c->state = CH_DATA_LF;
             i++;
             break;
         case CH_DATA_LF:
@@ -482,10 +502,8 @@ int cr_http_chunked_scan(cr_http_chunked *c, const char *buf, size_t len, size_t
         case CH_TRAILER:
             if (ch == '\r') {
                 c->state = CH_END_LF;
-            } else if (ch == '\n') {
-                c->state = CH_DONE;
-                *consumed = i + 1;
-                return 1;
+            } else if (!is_tchar((unsigned char)ch)) {
+                return CR_EPARSE; /* a bare LF, or a trailer line not starting with a name */
             } else {
                 c->state = CH_TRAILER_LINE;
                 c->line_len = 1;
@@ -495,9 +513,7 @@ int cr_http_chunked_scan(cr_http_chunked *c, const char *buf, size_t len, size_t
         case CH_TRAILER_LINE:
             if (ch == '\r') {
                 c->state = CH_TRAILER_LF;
-            } else if (ch == '\n') {
-                c->state = CH_TRAILER;
-            } else if (++c->line_len > CH_MAX_LINE) {
+            } else if (!line_byte_ok(ch) || ++c->line_len > CH_MAX_LINE) {
                 return CR_EPARSE;
             }
             i++;

@@ -12,6 +12,10 @@
  *                        GET /release (at most 10 s), then the other K-1
  *       GET /slow?ms=M   answers after M ms
  *       anything else    200 "NAME PATH", header X-Replica: NAME
+ *       POST with a chunked body: read strictly by CRLF (a bare LF is
+ *                        just a byte of a chunk extension), as servers
+ *                        that disagree with a lenient proxy do
+ *       GET /smuggled    creates the file "smuggled.hit" in cwd
  *   gw_helper load URL REQUESTS CONCURRENCY
  *       prints "status CODE COUNT", "replica NAME COUNT", "failed N",
  *       "retry_after N" (503s that carried Retry-After)
@@ -250,6 +254,12 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
         free(big);
         return rc;
     }
+    if (path_is(m, "/smuggled")) {
+        FILE *f = fopen("smuggled.hit", "a");
+        if (f) {
+            fclose(f);
+        }
+    }
     if (path_is(m, "/slow")) {
         sleep_ms(query_long(m->target, m->target_len, "ms", 100));
     }
@@ -262,6 +272,66 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
     int n =
         snprintf(out, sizeof out, "%s %.*s %zu\n", s->name, (int)m->target_len, m->target, blen);
     return respond(fd, 200, "text/plain", extra, out, (size_t)n);
+}
+
+/* Bytes up to the next CRLF from buf[*pos], reading more as needed; returns
+ * the offset of the CR, or -1. */
+static long find_crlf(int fd, char *buf, size_t *len, size_t cap, size_t pos)
+{
+    for (;;) {
+        for (size_t i = pos; i + 1 < *len; i++) {
+            if (buf[i] == '\r' && buf[i + 1] == '\n') {
+                return (long)i;
+            }
+        }
+        if (*len == cap) {
+            return -1;
+        }
+        ssize_t r = read(fd, buf + *len, cap - *len);
+        if (r <= 0) {
+            return -1;
+        }
+        *len += (size_t)r;
+    }
+}
+
+/* A chunked body from buf[start]: returns its end (after the last CRLF) or -1. */
+static long read_chunked(int fd, char *buf, size_t *len, size_t cap, size_t start)
+{
+    size_t pos = start;
+    for (;;) {
+        long eol = find_crlf(fd, buf, len, cap, pos);
+        if (eol < 0) {
+            return -1;
+        }
+        unsigned long n = strtoul(buf + pos, NULL, 16);
+        pos = (size_t)eol + 2;
+        if (n == 0) {
+            break;
+        }
+        while (*len < pos + n + 2) {
+            if (*len == cap) {
+                return -1;
+            }
+            ssize_t r = read(fd, buf + *len, cap - *len);
+            if (r <= 0) {
+                return -1;
+            }
+            *len += (size_t)r;
+        }
+        pos += n + 2;
+    }
+    for (;;) { /* trailers, then the empty line */
+        long eol = find_crlf(fd, buf, len, cap, pos);
+        if (eol < 0) {
+            return -1;
+        }
+        bool empty = (size_t)eol == pos;
+        pos = (size_t)eol + 2;
+        if (empty) {
+            return (long)pos;
+        }
+    }
 }
 
 static void *conn_main(void *arg)
@@ -288,6 +358,13 @@ static void *conn_main(void *arg)
             goto out;
         }
         size_t blen = m.content_length > 0 ? (size_t)m.content_length : 0;
+        if (m.chunked) {
+            long end = read_chunked(c->fd, buf, &len, cap, (size_t)hl);
+            if (end < 0) {
+                goto out;
+            }
+            blen = (size_t)end - (size_t)hl;
+        }
         if (blen > cap - (size_t)hl) {
             goto out;
         }

@@ -5,10 +5,13 @@
 
 #include "cr_error.h"
 
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -129,12 +132,77 @@ static void test_chunked(void **state)
     assert_int_equal(cr_http_chunked_scan(&c, "fffffffffffffffffff\r\n", 21, &used), CR_EPARSE);
 }
 
+/* How the gateway frames one whole request: 1 when it would forward it
+ * (head valid and the body ends inside the bytes), -1 when it refuses it. */
+static int frame_whole(const char *buf, size_t len)
+{
+    cr_http_msg m;
+    int rc = cr_http_parse_request(buf, len, &m);
+    if (rc <= 0) {
+        return -1;
+    }
+    if (!m.chunked) {
+        return m.content_length < 0 || (size_t)m.content_length <= len - m.head_len ? 1 : -1;
+    }
+    cr_http_chunked c;
+    memset(&c, 0, sizeof c);
+    size_t used = 0;
+    /* Byte by byte, as a slow client would send it, then all at once. */
+    for (size_t i = m.head_len; i < len; i++) {
+        int r = cr_http_chunked_scan(&c, buf + i, 1, &used);
+        if (r < 0) {
+            return -1;
+        }
+        if (r == 1) {
+            break;
+        }
+    }
+    memset(&c, 0, sizeof c);
+    return cr_http_chunked_scan(&c, buf + m.head_len, len - m.head_len, &used) == 1 ? 1 : -1;
+}
+
+/* fuzz/gateway/corpus_http/smuggle_*: request-smuggling shapes (RFC 9112
+ * 6.1, 6.3, 7.1), every one refused; ok_*: near misses that are valid. */
+static void test_smuggle_corpus(void **state)
+{
+    (void)state;
+    const char *src = getenv("CORRAL_SRC");
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/fuzz/gateway/corpus_http", src ? src : ".");
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int refused = 0, accepted = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        bool bad = strncmp(e->d_name, "smuggle_", 8) == 0;
+        bool good = strncmp(e->d_name, "ok_", 3) == 0;
+        if (!bad && !good) {
+            continue;
+        }
+        char path[4600];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        FILE *f = fopen(path, "rb");
+        assert_non_null(f);
+        char buf[8192];
+        size_t n = fread(buf, 1, sizeof buf, f);
+        fclose(f);
+        int rc = frame_whole(buf, n);
+        if (rc != (bad ? -1 : 1)) {
+            fail_msg("%s: %s", e->d_name, bad ? "accepted a smuggling shape" : "refused");
+        }
+        bad ? refused++ : accepted++;
+    }
+    closedir(d);
+    assert_true(refused >= 25);
+    assert_true(accepted >= 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_basic), cmocka_unit_test(test_request_framing),
         cmocka_unit_test(test_keep_alive),    cmocka_unit_test(test_response),
-        cmocka_unit_test(test_chunked),
+        cmocka_unit_test(test_chunked),       cmocka_unit_test(test_smuggle_corpus),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

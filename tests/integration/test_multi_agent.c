@@ -5,7 +5,13 @@
  *   - an agent SIGKILLed mid-job (its node dies with its jobs): the job is
  *     requeued and completes on another node;
  *   - the controller SIGKILLed and restarted mid-run: running jobs are
- *     adopted, none runs twice.
+ *     adopted, none runs twice;
+ *   - node loss: a max_retries 0 job survives it (requeued, no retry used);
+ *     a lost node stays lost across a controller restart and gets no work
+ *     until its agent is back; a node that comes back kills (fences) the job
+ *     the controller moved elsewhere, at once, even one that ignores
+ *     SIGTERM; GPUs that vanish at re-registration end their jobs with a
+ *     reason.
  * Every wait polls for its condition with a deadline.
  */
 #include <curl/curl.h>
@@ -107,7 +113,14 @@ static void start_controller(void)
     E.ctl = spawn(argv, log);
 }
 
+static void start_agent_gpus(int i, const char *gpus);
+
 static void start_agent(int i)
+{
+    start_agent_gpus(i, "sim:2xA100 80GB SXM");
+}
+
+static void start_agent_gpus(int i, const char *gpus)
 {
     const char *bin = getenv("CORRAL_BIN");
     char node[16], state[400], log[400], jtok[400];
@@ -116,7 +129,7 @@ static void start_agent(int i)
     snprintf(log, sizeof log, "%s/agent-%s.log", E.dir, node);
     snprintf(jtok, sizeof jtok, "%s/join.token", E.ctl_state);
     char *argv[] = {(char *)bin, "agent",       "--server",    E.server, "--join-token",
-                    jtok,        "--node",      node,          "--gpus", "sim:2xA100 80GB SXM",
+                    jtok,        "--node",      node,          "--gpus", (char *)gpus,
                     "--listen",  "127.0.0.1:0", "--state-dir", state,    "--wait",
                     "5s",        NULL};
     E.agents[i] = spawn(argv, log);
@@ -395,7 +408,7 @@ static void test_agent_sigkill_requeue(void **state)
      * runs a second time (after the requeue), when it ends at once. */
     char body[1024];
     snprintf(body, sizeof body,
-             "{\"name\":\"survivor\",\"gpus\":2,\"gpu_type\":\"A100 80GB SXM\",\"max_retries\":2,"
+             "{\"name\":\"survivor\",\"gpus\":2,\"gpu_type\":\"A100 80GB SXM\",\"max_retries\":0,"
              "\"command\":[\"sh\",\"-c\",\"if [ -e %s/started ]; then echo again > "
              "%s/second-$CORRAL_NODE; "
              "exit 0; fi; echo $CORRAL_NODE > %s/started; while :; do sleep 0.05; done\"]}",
@@ -429,6 +442,8 @@ static void test_agent_sigkill_requeue(void **state)
         const char *why = json_string_value(json_object_get(ev, "why"));
         requeued |= why && strstr(why, "lost") != NULL;
     }
+    /* A node loss is not the job's failure: no retry used (max_retries 0). */
+    assert_int_equal(json_integer_value(json_object_get(j, "retries")), 0);
     json_decref(j);
     assert_true(requeued);
     /* It completed on another node. */
@@ -534,6 +549,258 @@ static void test_retries_really_rerun(void **state)
     assert_int_equal(runs, 3);
 }
 
+/* GET a node's state into buf ("" when unknown). */
+static const char *node_state(const char *name, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/nodes/%s", name);
+    long code;
+    json_t *j = api("GET", path, NULL, &code);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    snprintf(buf, len, "%s", st ? st : "");
+    json_decref(j);
+    return buf;
+}
+
+static int wait_node_state(const char *name, const char *want, double secs)
+{
+    char st[32];
+    double end = now_s() + secs;
+    while (now_s() < end) {
+        if (strcmp(node_state(name, st, sizeof st), want) == 0) {
+            return 1;
+        }
+        usleep(50000);
+    }
+    return 0;
+}
+
+/* The first node of a job's placement into buf ("" when not placed). */
+static const char *job_node(long long id, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", id);
+    long code;
+    json_t *j = api("GET", path, NULL, &code);
+    const char *n = json_string_value(
+        json_object_get(json_array_get(json_object_get(j, "placement"), 0), "node"));
+    snprintf(buf, len, "%s", n ? n : "");
+    json_decref(j);
+    return buf;
+}
+
+/* A job's process, by the "NODE PID" line it wrote to path; -1 when not yet. */
+static int marker_pid(const char *path, int *node)
+{
+    char *t = slurp(path);
+    int pid = -1;
+    if (t && t[1] == 'a' && strchr(t + 1, '\n')) {
+        *node = t[2] - '0';
+        pid = atoi(t + 4);
+    }
+    free(t);
+    return pid;
+}
+
+static void test_lost_node_stays_lost_across_restart(void **state)
+{
+    /* Node a2 dies and is marked lost; the controller restarts. */
+    kill_wait(&E.agents[2], SIGKILL);
+    kill_jobs_of(2);
+    assert_true(wait_node_state("a2", "lost", 30));
+    kill_wait(&E.ctl, SIGKILL);
+    start_controller();
+    double end = now_s() + 30;
+    long code = 0;
+    while (code != 200 && now_s() < end) {
+        json_decref(api("GET", "/v1/health", NULL, &code));
+        usleep(20000);
+    }
+    char st[32];
+    assert_string_equal(node_state("a2", st, sizeof st), "lost");
+    assert_true(wait_nodes_up(2, 30));
+    /* Three whole-node jobs, two live nodes: one waits, none goes to a2. */
+    long long ids[3];
+    for (int k = 0; k < 3; k++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"name\":\"fill\",\"gpus\":2,\"gpu_type\":\"A100 80GB SXM\","
+                 "\"command\":[\"sh\",\"-c\",\"while [ ! -e %s/release-fill ]; do sleep 0.05; "
+                 "done\"]}",
+                 E.dir);
+        ids[k] = submit(body);
+    }
+    int running = 0;
+    end = now_s() + 30;
+    while (running < 2 && now_s() < end) {
+        running = 0;
+        for (int k = 0; k < 3; k++) {
+            char n[32];
+            running += *job_node(ids[k], n, sizeof n) != '\0';
+        }
+        usleep(50000);
+    }
+    assert_int_equal(running, 2);
+    usleep(1500000); /* scheduler cycles run every few ms: time to misplace one */
+    for (int k = 0; k < 3; k++) {
+        char n[32];
+        assert_string_not_equal(job_node(ids[k], n, sizeof n), "a2");
+    }
+    assert_string_equal(node_state("a2", st, sizeof st), "lost");
+    /* a2 reports again: up, and the waiting job runs there. */
+    start_agent(2);
+    assert_true(wait_node_state("a2", "up", 30));
+    end = now_s() + 30;
+    int on_a2 = 0;
+    while (!on_a2 && now_s() < end) {
+        for (int k = 0; k < 3; k++) {
+            char n[32];
+            on_a2 |= strcmp(job_node(ids[k], n, sizeof n), "a2") == 0;
+        }
+        usleep(50000);
+    }
+    assert_true(on_a2);
+    char rel[400];
+    snprintf(rel, sizeof rel, "%s/release-fill", E.dir);
+    FILE *f = fopen(rel, "w");
+    fclose(f);
+    for (int k = 0; k < 3; k++) {
+        json_t *j = wait_state(ids[k], "completed", 60);
+        assert_non_null(j);
+        json_decref(j);
+    }
+}
+
+static void test_fencing_on_return(void **state)
+{
+    /* The first run ignores SIGTERM and records where it runs; a second run
+     * (after the requeue) records itself and waits for release. */
+    char body[4096];
+    snprintf(body, sizeof body,
+             "{\"name\":\"fenced\",\"gpus\":2,\"gpu_type\":\"A100 80GB SXM\","
+             "\"max_retries\":0,\"command\":[\"sh\",\"-c\",\"if [ -e %s/fence-first ]; then "
+             "echo \\\"$CORRAL_NODE $$\\\" > %s/fence-second.tmp && mv %s/fence-second.tmp "
+             "%s/fence-second; while [ ! -e %s/release-fence ]; do sleep 0.05; done; exit 0; fi; "
+             "trap '' TERM; echo \\\"$CORRAL_NODE $$\\\" > %s/fence-first.tmp && "
+             "mv %s/fence-first.tmp %s/fence-first; while :; do sleep 0.05; done\"]}",
+             E.dir, E.dir, E.dir, E.dir, E.dir, E.dir, E.dir, E.dir);
+    long long id = submit(body);
+    char first[400], second[400];
+    snprintf(first, sizeof first, "%s/fence-first", E.dir);
+    snprintf(second, sizeof second, "%s/fence-second", E.dir);
+    int victim = -1, pid = -1, other = -1;
+    double end = now_s() + 30;
+    while (pid < 0 && now_s() < end) {
+        pid = marker_pid(first, &victim);
+        usleep(20000);
+    }
+    assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
+    /* Only the agent dies (a partition, a crash): its job keeps running. */
+    kill_wait(&E.agents[victim], SIGKILL);
+    char vname[8];
+    snprintf(vname, sizeof vname, "a%d", victim);
+    assert_true(wait_node_state(vname, "lost", 30));
+    int pid2 = -1;
+    end = now_s() + 30;
+    while (pid2 < 0 && now_s() < end) {
+        pid2 = marker_pid(second, &other);
+        usleep(20000);
+    }
+    assert_true(pid2 > 1);
+    assert_int_not_equal(other, victim);
+    assert_int_equal(kill(pid, 0), 0); /* runs twice now: the node is away */
+    /* The node comes back: the old run is killed at once (it ignores
+     * SIGTERM, so a graceful stop would leave it running for grace_s). */
+    start_agent(victim);
+    end = now_s() + 5;
+    while (kill(pid, 0) == 0 && now_s() < end) {
+        usleep(20000);
+    }
+    assert_int_not_equal(kill(pid, 0), 0);
+    char path[400];
+    snprintf(path, sizeof path, "%s/agent-%s.log", E.dir, vname);
+    char *log = slurp(path);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "fenced"));
+    free(log);
+    /* The job lives on where it was placed again, and was not failed. */
+    char n[32];
+    snprintf(vname, sizeof vname, "a%d", other);
+    assert_string_equal(job_node(id, n, sizeof n), vname);
+    snprintf(path, sizeof path, "%s/release-fence", E.dir);
+    FILE *f = fopen(path, "w");
+    fclose(f);
+    json_t *j = wait_state(id, "completed", 60);
+    assert_non_null(j);
+    assert_int_equal(json_integer_value(json_object_get(j, "retries")), 0);
+    json_decref(j);
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+}
+
+static void test_gpu_vanishes_at_reregistration(void **state)
+{
+    char body[2048];
+    snprintf(
+        body, sizeof body,
+        "{\"name\":\"twogpu\",\"gpus\":2,\"gpu_type\":\"A100 80GB SXM\","
+        "\"command\":[\"sh\",\"-c\",\"echo \\\"$CORRAL_NODE $$\\\" > %s/vanish-$CORRAL_JOB_ID.tmp "
+        "&& mv %s/vanish-$CORRAL_JOB_ID.tmp %s/vanish-$CORRAL_JOB_ID; "
+        "while [ ! -e %s/release-vanish ]; do sleep 0.05; done\"]}",
+        E.dir, E.dir, E.dir, E.dir);
+    long long id = submit(body);
+    char marker[400];
+    snprintf(marker, sizeof marker, "%s/vanish-%lld", E.dir, id);
+    int victim = -1, pid = -1;
+    double end = now_s() + 30;
+    while (pid < 0 && now_s() < end) {
+        pid = marker_pid(marker, &victim);
+        usleep(20000);
+    }
+    assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
+    /* The agent restarts and finds one GPU of two (index 1 is gone). */
+    kill_wait(&E.agents[victim], SIGKILL);
+    start_agent_gpus(victim, "sim:1xA100 80GB SXM");
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", id);
+    int ended = 0;
+    end = now_s() + 30;
+    while (!ended && now_s() < end) {
+        long code;
+        json_t *j = api("GET", path, NULL, &code);
+        json_t *ev;
+        size_t i;
+        json_array_foreach(json_object_get(j, "events"), i, ev)
+        {
+            const char *why = json_string_value(json_object_get(ev, "why"));
+            ended |= why && strstr(why, "GPU 1 vanished") != NULL;
+        }
+        json_decref(j);
+        usleep(50000);
+    }
+    assert_true(ended);
+    /* Not running there any more; the GPU is out of use. */
+    char vname[8], n[32], st[32];
+    snprintf(vname, sizeof vname, "a%d", victim);
+    assert_string_not_equal(job_node(id, n, sizeof n), vname);
+    end = now_s() + 10;
+    while (kill(pid, 0) == 0 && now_s() < end) {
+        usleep(20000);
+    }
+    assert_int_not_equal(kill(pid, 0), 0);
+    (void)st;
+    char rel[400];
+    snprintf(rel, sizeof rel, "%s/release-vanish", E.dir);
+    FILE *f = fopen(rel, "w");
+    fclose(f);
+    json_t *j = wait_state(id, "completed", 60);
+    assert_non_null(j);
+    json_decref(j);
+    /* The GPU is back with the next registration. */
+    kill_wait(&E.agents[victim], SIGTERM);
+    start_agent(victim);
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -541,6 +808,12 @@ int main(void)
         cmocka_unit_test(test_agent_sigkill_requeue),
         cmocka_unit_test(test_controller_restart_adopts),
         cmocka_unit_test(test_retries_really_rerun),
+        cmocka_unit_test(test_lost_node_stays_lost_across_restart),
+        cmocka_unit_test(test_fencing_on_return),
+        cmocka_unit_test(test_gpu_vanishes_at_reregistration),
     };
+    if (getenv("TEST_FILTER")) {
+        cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_fencing*" */
+    }
     return cmocka_run_group_tests(tests, setup, teardown);
 }

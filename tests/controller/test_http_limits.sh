@@ -1,0 +1,136 @@
+#!/bin/sh
+# The controller's HTTP limits (docs/operations.md, "Connection limits and
+# timeouts"): a request head or body dripped byte by byte is closed at its
+# deadline although bytes keep coming (libmicrohttpd's own timeout is an
+# idle one); a client over max_conns_per_ip is refused and that is logged;
+# at its descriptor limit the controller logs it (rate-limited) and serves
+# again once connections close.
+set -eu
+BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+T=$(mktemp -d "${TMPDIR:-/tmp}/corral-httplim.XXXXXX")
+PID=
+cleanup() {
+    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
+    wait 2>/dev/null || true
+    rm -rf "$T"
+}
+trap cleanup EXIT
+fail() {
+    echo "FAIL: $*" >&2
+    tail -20 "$T/ctl.log" >&2
+    exit 1
+}
+
+# serving: the controller answers HTTP (any status; 401 without a token).
+serving() {
+    code=$(curl -s -m 2 -o /dev/null -w '%{http_code}' "http://$ADDR/v1/jobs" || true)
+    [ "$code" != 000 ]
+}
+
+# start [ULIMIT]: the controller on a free port; sets ADDR (host:port).
+start() {
+    rm -f "$T/state/listen.addr"
+    mkdir -p "$T/state"
+    (if [ -n "${1:-}" ]; then ulimit -n "$1"; fi
+     exec "$BIN" controller --listen 127.0.0.1:0 --state-dir "$T/state" --config "$T/cfg.json") \
+        >"$T/ctl.log" 2>&1 &
+    PID=$!
+    i=0
+    until [ -s "$T/state/listen.addr" ] && ADDR=$(sed 's|^http://||' "$T/state/listen.addr") && serving; do
+        i=$((i + 1))
+        [ $i -lt 200 ] || fail "the controller did not start"
+        sleep 0.05
+    done
+    ADDR=$(sed 's|^http://||' "$T/state/listen.addr")
+}
+
+cat >"$T/cfg.json" <<'JSON'
+{"header_timeout_s": 1, "body_timeout_s": 1, "request_timeout_s": 60, "max_conns_per_ip": 8}
+JSON
+start
+
+# drip HEAD|BODY: one byte every 200 ms; exit 0 when the server closes
+# within 8 s.
+drip() {
+    python3 - "${ADDR%:*}" "${ADDR##*:}" "$1" <<'PY'
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+if sys.argv[3] == "BODY":
+    s.sendall(b"POST /v1/jobs HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{")
+else:
+    s.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\n")
+s.settimeout(0.2)
+end = time.time() + 8
+while time.time() < end:
+    try:
+        s.send(b"X" if sys.argv[3] == "HEAD" else b" ")
+        if s.recv(4096) == b"":
+            sys.exit(0)
+    except socket.timeout:
+        continue
+    except OSError:
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+drip HEAD || fail "a dripped request head was not closed"
+drip BODY || fail "a dripped request body was not closed"
+grep -q "did not send their request head or body in time" "$T/ctl.log" || fail "reaping not logged"
+
+# Per-client cap 8: 20 idle connections, at most 8 stay open; it is logged.
+python3 - "${ADDR%:*}" "${ADDR##*:}" <<'PY' || fail "per-client cap"
+import socket, sys, time
+conns = [socket.create_connection((sys.argv[1], int(sys.argv[2]))) for _ in range(20)]
+time.sleep(0.5)
+open_ = 0
+for s in conns:
+    s.setblocking(False)
+    try:
+        if s.recv(1) == b"":
+            continue
+    except BlockingIOError:
+        open_ += 1
+    except OSError:
+        continue
+print("open", open_)
+sys.exit(0 if 1 <= open_ <= 8 else 1)
+PY
+grep -q "over the per-client cap of 8" "$T/ctl.log" || fail "per-client refusals not logged"
+i=0
+until serving; do
+    i=$((i + 1))
+    [ $i -lt 100 ] || fail "not serving after the per-client test"
+    sleep 0.1
+done
+kill -TERM "$PID"; wait "$PID" || true; PID=
+
+# Descriptor limit: ulimit -n 64 and 120 connections (the per-client cap is
+# lifted): the exhaustion is logged, at most a few lines, and once the
+# connections close a request is answered.
+cat >"$T/cfg.json" <<'JSON'
+{"header_timeout_s": 30, "max_conns_per_ip": 1000}
+JSON
+start 64
+python3 - "${ADDR%:*}" "${ADDR##*:}" <<'PY' || fail "could not open the connections"
+import socket, sys, time
+conns = []
+for _ in range(120):
+    try:
+        conns.append(socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2))
+    except OSError:
+        pass
+time.sleep(1.5)
+for s in conns:
+    s.close()
+PY
+n=$(grep -c "connection-resource messages" "$T/ctl.log" || true)
+[ "$n" -ge 1 ] || fail "running out of descriptors was not logged"
+[ "$n" -le 3 ] || fail "descriptor exhaustion logged $n times (not rate-limited)"
+i=0
+until serving; do
+    i=$((i + 1))
+    [ $i -lt 100 ] || fail "not serving after the descriptor limit"
+    sleep 0.1
+done
+grep WARN "$T/ctl.log" || true
+echo ok
