@@ -90,6 +90,9 @@ typedef struct ctl_job {
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
     int64_t acct_ns;        /* accounted up to (wall clock) */
+    uint64_t ver;           /* bumped by every stored change (ctl_state.c) */
+    bool committing;        /* a user action is being committed (ctl_state.c) */
+    int64_t touch_mono;     /* finished: when it entered memory or ended (retention) */
 } ctl_job;
 
 typedef struct ctl_gpu {
@@ -168,6 +171,15 @@ typedef struct ctl_config {
     json_t *prices; /* owned: {"H100 SXM": dollars per GPU-hour} */
     int64_t grace_s;
     char checkpoint_root[1024]; /* per-job checkpoint dirs under it */
+    /* Limits (docs/operations.md). */
+    int64_t log_timeout_ms;  /* deadline of one log fetch from an agent */
+    int64_t log_fetch_max;   /* log fetches at once; more answer 503 */
+    int64_t max_spec_bytes;  /* a job's stored request, compact JSON */
+    int64_t max_array;       /* tasks per array submit */
+    int64_t retain_finished; /* finished jobs kept in memory at most */
+    int64_t retain_s;        /* finished jobs leave memory after this age */
+    int64_t idem_max;        /* Idempotency-Key answers kept at most */
+    int64_t idem_ttl_s;      /* an Idempotency-Key answer expires after this */
 } ctl_config;
 
 typedef struct ctl ctl;
@@ -212,6 +224,11 @@ struct ctl {
     pthread_t sched_thread;
     bool sched_started;
 
+    pthread_mutex_t admin_mu; /* serialises token and tenant changes (ctl_admin.c) */
+    _Atomic int64_t logs_inflight; /* log fetches from agents now (ctl_jobs.c) */
+    size_t nfinished_mem;          /* finished jobs in memory (retention, ctl_state.c) */
+    struct ctl_idem *idem;         /* Idempotency-Key answers (ctl_state.c), under mu */
+
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
     atomic_bool draining;
@@ -252,8 +269,12 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
                    bool lost);
 
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
-/* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
-void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+/* A job from a stored row; array tasks' rows name their spec by the first
+ * task's id (spec_ref), resolved from memory or (ask_store: not while a
+ * store read is running) the store. mu held. */
+int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out);
+/* The first task's id a stored array task's row takes its spec from; 0 = none. */
+int64_t ctl_doc_spec_ref(const char *doc);
 /* A job from a request object (validated as POST /v1/jobs does). */
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
 /* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
@@ -263,6 +284,44 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
 void ctl_sched_add(ctl *c, int64_t id);
 void ctl_sched_remove(ctl *c, int64_t id);
 void ctl_sched_requeue(ctl *c, int64_t id);
+
+/* ctl_state.c: every user change goes through here: stored first, then
+ * applied to memory, then the scheduler/nodes/services are told. */
+/* HTTP status for a failed commit (507 disk full, else 500), and the answer. */
+unsigned ctl_commit_status(int rc);
+void ctl_reply_commit_err(cr_http_req *req, int rc);
+/* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
+void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+/* A change of one job: fn runs on a copy (apply false: no side effects)
+ * to make the stored row, then on the job once durable (apply true: tell
+ * the scheduler, nodes, services). Returns NULL or why not (409); *what is
+ * the event name. */
+typedef const char *(*ctl_job_change_fn)(ctl *c, ctl_job *j, const void *arg, bool apply,
+                                         const char **what);
+/* Defer req, store the change, apply it, answer 200 with the job (or
+ * 409/507/500). arg (arg_len bytes) is copied. mu held. */
+void ctl_state_job_change(ctl *c, cr_http_req *req, ctl_job *j, ctl_job_change_fn fn,
+                          const void *arg, size_t arg_len, const char *why);
+/* The job from memory, else from the store (it goes back into memory). mu held. */
+ctl_job *ctl_job_fetch(ctl *c, int64_t id);
+/* Retention and expiry timers (scheduler thread); takes mu. */
+void ctl_state_tick(ctl *c, int64_t now_mono);
+void ctl_state_retain_now(ctl *c); /* mu held (start-up) */
+
+/* ctl_idem.c: Idempotency-Key answers of submit. mu held. */
+typedef enum { CTL_IDEM_NEW, CTL_IDEM_REPLAY, CTL_IDEM_BUSY, CTL_IDEM_MISMATCH } ctl_idem_res;
+uint64_t ctl_idem_hash(const char *data, size_t len);
+int ctl_idem_key_check(const char *key); /* 0 or CR_EINVAL */
+/* Look the key up; NEW records it as in flight; REPLAY gives the first answer (taken). */
+ctl_idem_res ctl_idem_begin(ctl *c, int64_t token_id, const char *key, uint64_t hash,
+                            char **answer);
+void ctl_idem_persist(ctl *c, cr_store_txn *txn, int64_t token_id, const char *key,
+                      const char *answer);
+/* The first request was stored (answer) or not (NULL: the key is free again). */
+void ctl_idem_done(ctl *c, int64_t token_id, const char *key, const char *answer);
+void ctl_idem_expire(ctl *c, cr_store_txn *txn, int64_t now_wall);
+int ctl_load_idem(ctl *c);
+void ctl_idem_free(ctl *c);
 
 /* ctl_admin.c: tokens, tenants, usage. */
 void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
