@@ -913,12 +913,14 @@ static void list_row_cb(void *arg, int64_t id, const char *doc)
 
 /* The API object of a stored row: the spec of an array task merged back,
  * the store's own members left out. */
-static json_t *row_api(ctl *c, const char *doc, json_t **ref_cache, int64_t *ref_id)
+static json_t *row_api(ctl *c, const char *doc, json_t **ref_cache, int64_t *ref_id,
+                       size_t *ref_len, size_t *bytes)
 {
     json_t *v = json_loads(doc, 0, NULL);
     if (!v) {
         return NULL;
     }
+    *bytes = strlen(doc);
     int64_t ref = ctl_doc_spec_ref(doc);
     if (ref > 0) {
         if (*ref_id != ref) {
@@ -926,11 +928,14 @@ static json_t *row_api(ctl *c, const char *doc, json_t **ref_cache, int64_t *ref
             json_decref(*ref_cache);
             *ref_cache = NULL;
             *ref_id = ref;
+            *ref_len = 0;
             if (cr_store_get_job(c->store, ref, copy_doc, &rdoc) == 0) {
                 *ref_cache = json_loads(rdoc, 0, NULL);
+                *ref_len = strlen(rdoc);
             }
             free(rdoc);
         }
+        *bytes += *ref_len;
         if (*ref_cache) {
             json_t *merged = json_copy(*ref_cache);
             json_object_update(merged, v);
@@ -1041,17 +1046,32 @@ static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
     json_t *items = json_array();
     size_t take = l.n > (size_t)limit ? (size_t)limit : l.n;
     bool more = l.n > (size_t)limit || l.cut;
-    json_t *ref_cache = NULL;
+    /* In query order, within LIST_MAX_BYTES of answer (array tasks get
+     * their shared spec back here). */
+    json_t *ref_cache = NULL, *page = json_array();
     int64_t ref_id = 0;
+    size_t ref_len = 0, out_bytes = 0;
     for (size_t k = 0; k < take; k++) {
-        /* newest-first pages are answered oldest first, as before */
-        size_t at = oldest_first ? k : take - 1 - k;
-        json_t *v = row_api(c, l.rows[at].doc, &ref_cache, &ref_id);
-        if (v) {
-            json_array_append_new(items, v);
+        size_t bytes = 0;
+        json_t *v = row_api(c, l.rows[k].doc, &ref_cache, &ref_id, &ref_len, &bytes);
+        if (k > 0 && out_bytes + bytes > LIST_MAX_BYTES) {
+            json_decref(v);
+            take = k;
+            more = true;
+            break;
         }
+        out_bytes += bytes;
+        json_array_append_new(page, v ? v : json_null());
     }
     json_decref(ref_cache);
+    /* newest-first pages are answered oldest first, as before */
+    for (size_t k = 0; k < json_array_size(page); k++) {
+        json_t *v = json_array_get(page, oldest_first ? k : json_array_size(page) - 1 - k);
+        if (!json_is_null(v)) {
+            json_array_append(items, v);
+        }
+    }
+    json_decref(page);
     int64_t edge = take ? l.rows[take - 1].id : 0;
     for (size_t k = 0; k < l.n; k++) {
         free(l.rows[k].doc);

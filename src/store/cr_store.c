@@ -257,8 +257,9 @@ static int wal_check(const char *path)
     }
     if (broken && lost_commits > 0) {
         cr_error("store: %s: WAL frame %zu is damaged and %zu committed transaction(s) follow it; "
-                 "SQLite would drop them silently",
-                 wpath, bad_at, lost_commits);
+                 "SQLite would drop them silently. To accept that loss and keep what precedes "
+                 "the damage: truncate -s %zu '%s' (docs/operations.md)",
+                 wpath, bad_at, lost_commits, 32 + (bad_at - 1) * fsz, wpath);
         rc = CR_ECORRUPT;
     }
 out:
