@@ -39,8 +39,8 @@ typedef struct mhd_api {
                                                            enum MHD_ConnectionInfoType, ...);
     const char *(*lookup_connection_value)(struct MHD_Connection *, enum MHD_ValueKind,
                                            const char *);
-    int (*get_connection_values)(struct MHD_Connection *, enum MHD_ValueKind,
-                                 MHD_KeyValueIterator, void *);
+    int (*get_connection_values)(struct MHD_Connection *, enum MHD_ValueKind, MHD_KeyValueIterator,
+                                 void *);
     struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
                                                         enum MHD_ResponseMemoryMode);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);

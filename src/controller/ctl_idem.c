@@ -26,11 +26,11 @@
 #define IDEM_KEY_MAX 128
 
 typedef struct idem_ent {
-    char key[IDEM_KEY_MAX + 32]; /* "<token id>:<key>" */
-    uint64_t hash;               /* of the request body */
-    int64_t exp_ns;              /* wall clock */
-    char *answer;                /* owned; NULL while the first request is stored */
-    struct idem_ent *bnext;      /* bucket chain */
+    char key[IDEM_KEY_MAX + 32];  /* "<token id>:<key>" */
+    uint64_t hash;                /* of the request body */
+    int64_t exp_ns;               /* wall clock */
+    char *answer;                 /* owned; NULL while the first request is stored */
+    struct idem_ent *bnext;       /* bucket chain */
     struct idem_ent *prev, *next; /* age order, oldest first */
 } idem_ent;
 
@@ -136,8 +136,7 @@ static void full_key(char *out, size_t len, int64_t token_id, const char *key)
     snprintf(out, len, "%lld:%s", (long long)token_id, key);
 }
 
-ctl_idem_res ctl_idem_begin(ctl *c, int64_t token_id, const char *key, uint64_t hash,
-                            char **answer)
+ctl_idem_res ctl_idem_begin(ctl *c, int64_t token_id, const char *key, uint64_t hash, char **answer)
 {
     struct ctl_idem *t = tab(c);
     char k[IDEM_KEY_MAX + 32];

@@ -224,7 +224,7 @@ struct ctl {
     pthread_t sched_thread;
     bool sched_started;
 
-    pthread_mutex_t admin_mu; /* serialises token and tenant changes (ctl_admin.c) */
+    pthread_mutex_t admin_mu;      /* serialises token and tenant changes (ctl_admin.c) */
     _Atomic int64_t logs_inflight; /* log fetches from agents now (ctl_jobs.c) */
     size_t nfinished_mem;          /* finished jobs in memory (retention, ctl_state.c) */
     struct ctl_idem *idem;         /* Idempotency-Key answers (ctl_state.c), under mu */

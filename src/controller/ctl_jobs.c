@@ -880,8 +880,8 @@ static bool visible(const ctl_job *j, const cr_principal *p)
     return j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0);
 }
 
-#define LIST_DEFAULT 100
-#define LIST_MAX 1000
+#define LIST_DEFAULT   100
+#define LIST_MAX       1000
 #define LIST_MAX_BYTES (4 * 1024 * 1024)
 
 typedef struct list_row {
@@ -1097,9 +1097,9 @@ static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
     for (int s = JS_PENDING; s <= JS_COMPLETING; s++) {
         json_object_set_new(cv, ctl_job_state_names[s], json_integer(counts[s]));
     }
-    json_t *out = json_pack("{s:o,s:I,s:I,s:o}", "items", items, "count",
-                            (json_int_t)json_array_size(items), "total", (json_int_t)total,
-                            "active", cv);
+    json_t *out =
+        json_pack("{s:o,s:I,s:I,s:o}", "items", items, "count", (json_int_t)json_array_size(items),
+                  "total", (json_int_t)total, "active", cv);
     if (more && edge > 0) {
         char cur[32];
         snprintf(cur, sizeof cur, "%lld", (long long)edge);

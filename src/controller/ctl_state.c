@@ -151,8 +151,8 @@ static bool change_submit(job_change *ch, ctl_job *j)
     const char *what = NULL;
     const char *bad = ch->fn(ch->c, k, ch->arg, false, &what);
     if (bad) {
-        ctl_reply_err(ch->req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)",
-                      (long long)j->id, bad, ctl_job_state_names[j->state]);
+        ctl_reply_err(ch->req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)j->id,
+                      bad, ctl_job_state_names[j->state]);
         ctl_job_free(k);
         return false;
     }
@@ -275,9 +275,8 @@ static void retain(ctl *c, int64_t now)
             finished++;
         }
     }
-    size_t over = finished > (size_t)c->cfg.retain_finished
-                      ? finished - (size_t)c->cfg.retain_finished
-                      : 0;
+    size_t over =
+        finished > (size_t)c->cfg.retain_finished ? finished - (size_t)c->cfg.retain_finished : 0;
     size_t kept = 0;
     for (size_t i = 0; i < c->njobs_slots; i++) {
         ctl_job *j = c->jobs[i];
