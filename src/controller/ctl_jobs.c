@@ -1082,20 +1082,13 @@ static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
         ctl_reply_err(req, 500, rc, NULL, "cannot read jobs: %s", cr_strerror(rc));
         return;
     }
-    /* Active jobs by state, from memory (all active jobs are in memory). */
-    int64_t counts[JS_COUNT] = {0};
-    pthread_mutex_lock(&c->mu);
-    for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
-         i++) {
-        const ctl_job *j = c->jobs[i];
-        if (j && !ctl_job_terminal(j) && visible(j, p) && (!qt || !*qt || !strcmp(qt, j->tenant))) {
-            counts[j->state]++;
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
+    /* Active jobs by state, from the store's state index (no global lock). */
+    static const char *const act[] = {"pending", "held", "running", "completing"};
+    int64_t counts[4] = {0};
+    cr_store_job_counts(c->store, q.tenant, act, 4, counts);
     json_t *cv = json_object();
-    for (int s = JS_PENDING; s <= JS_COMPLETING; s++) {
-        json_object_set_new(cv, ctl_job_state_names[s], json_integer(counts[s]));
+    for (int k = 0; k < 4; k++) {
+        json_object_set_new(cv, act[k], json_integer(counts[k]));
     }
     json_t *out =
         json_pack("{s:o,s:I,s:I,s:o}", "items", items, "count", (json_int_t)json_array_size(items),

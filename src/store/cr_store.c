@@ -2,9 +2,9 @@
  * cr_store.c - SQLite persistence with a group-committing writer thread;
  * see cr_store.h for the contract.
  *
- * Lock order: s->qmu (queue) is never held while SQLite runs; s->rmu guards
- * the reader connection only. The writer connection belongs to the writer
- * thread after cr_store_open returns.
+ * Lock order: s->qmu (queue) is never held while SQLite runs; s->rmu[i]
+ * guards reader connection i only (a reader holds one at a time). The writer connection belongs to
+ * the writer thread after cr_store_open returns.
  */
 #include "cr_store.h"
 
@@ -40,20 +40,24 @@ struct cr_store_txn {
 
 enum { ST_PUT_JOB, ST_EVENT, ST_PUT, ST_DEL, ST_USAGE, ST_COUNT };
 
+/* Reader connections: reads (GET /v1/jobs pages, events) run side by side. */
+#define STORE_READERS 4
+
 struct cr_store {
-    sqlite3 *w;                 /* writer connection (writer thread) */
-    sqlite3 *r;                 /* reader connection, under rmu */
-    sqlite3_stmt *st[ST_COUNT]; /* prepared writer statements */
-    pthread_mutex_t rmu;        /* guards r */
-    pthread_mutex_t qmu;        /* guards the queue and stop */
-    pthread_cond_t qcv;         /* signalled on submit and stop */
-    cr_store_txn *head, *tail;  /* queued transactions */
-    bool stop;                  /* writer should exit when the queue is empty */
-    pthread_t thread;           /* the writer */
-    size_t max_batch;           /* transactions per commit */
-    int version;                /* schema version after migration */
-    _Atomic uint64_t commits;   /* SQLite commits done */
-    _Atomic uint64_t txns;      /* transactions committed */
+    sqlite3 *w;                         /* writer connection (writer thread) */
+    sqlite3 *r[STORE_READERS];          /* reader connections, each under its rmu */
+    sqlite3_stmt *st[ST_COUNT];         /* prepared writer statements */
+    pthread_mutex_t rmu[STORE_READERS]; /* guards r[i] */
+    _Atomic unsigned rnext;             /* round robin when all readers are busy */
+    pthread_mutex_t qmu;                /* guards the queue and stop */
+    pthread_cond_t qcv;                 /* signalled on submit and stop */
+    cr_store_txn *head, *tail;          /* queued transactions */
+    bool stop;                          /* writer should exit when the queue is empty */
+    pthread_t thread;                   /* the writer */
+    size_t max_batch;                   /* transactions per commit */
+    int version;                        /* schema version after migration */
+    _Atomic uint64_t commits;           /* SQLite commits done */
+    _Atomic uint64_t txns;              /* transactions committed */
 };
 
 /* Migrations: index i brings the schema from version i to i + 1. */
@@ -433,7 +437,9 @@ int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out)
     cr_store *s = cr_calloc(1, sizeof *s);
     bool sync_normal = opts && opts->sync_normal;
     s->max_batch = opts && opts->max_batch ? opts->max_batch : 8192;
-    pthread_mutex_init(&s->rmu, NULL);
+    for (int i = 0; i < STORE_READERS; i++) {
+        pthread_mutex_init(&s->rmu[i], NULL);
+    }
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
     int rc = wal_check(path);
@@ -447,7 +453,9 @@ int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out)
         rc = migrate(s, path);
     }
     if (rc == 0) {
-        rc = open_conn(path, sync_normal, &s->r);
+        for (int i = 0; i < STORE_READERS && rc == 0; i++) {
+            rc = open_conn(path, sync_normal, &s->r[i]);
+        }
     }
     for (int i = 0; rc == 0 && i < ST_COUNT; i++) {
         if (sqlite3_prepare_v3(s->w, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) !=
@@ -464,8 +472,10 @@ int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out)
             sqlite3_finalize(s->st[i]);
         }
         sqlite3_close(s->w);
-        sqlite3_close(s->r);
-        pthread_mutex_destroy(&s->rmu);
+        for (int i = 0; i < STORE_READERS; i++) {
+            sqlite3_close(s->r[i]);
+            pthread_mutex_destroy(&s->rmu[i]);
+        }
         pthread_mutex_destroy(&s->qmu);
         pthread_cond_destroy(&s->qcv);
         free(s);
@@ -489,8 +499,10 @@ void cr_store_close(cr_store *s)
         sqlite3_finalize(s->st[i]);
     }
     sqlite3_close(s->w);
-    sqlite3_close(s->r);
-    pthread_mutex_destroy(&s->rmu);
+    for (int i = 0; i < STORE_READERS; i++) {
+        sqlite3_close(s->r[i]);
+        pthread_mutex_destroy(&s->rmu[i]);
+    }
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     free(s);
@@ -634,17 +646,37 @@ int cr_store_commit(cr_store *s, cr_store_txn *t)
     return w.status;
 }
 
-/* Run a read query on the reader connection; row_fn gets each row. */
+/* A reader connection for this thread: a free one, else wait for one. */
+static sqlite3 *reader_get(cr_store *s, int *slot)
+{
+    for (int i = 0; i < STORE_READERS; i++) {
+        if (pthread_mutex_trylock(&s->rmu[i]) == 0) {
+            *slot = i;
+            return s->r[i];
+        }
+    }
+    *slot = (int)(atomic_fetch_add(&s->rnext, 1) % STORE_READERS);
+    pthread_mutex_lock(&s->rmu[*slot]);
+    return s->r[*slot];
+}
+
+static void reader_put(cr_store *s, int slot)
+{
+    pthread_mutex_unlock(&s->rmu[slot]);
+}
+
+/* Run a read query on a reader connection; row_fn gets each row. */
 typedef void (*row_fn)(sqlite3_stmt *st, void *ctx);
 
 static int read_query(cr_store *s, const char *sql, const char *text1, int64_t int1, int64_t limit,
                       row_fn fn, void *ctx)
 {
-    pthread_mutex_lock(&s->rmu);
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
     sqlite3_stmt *st = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(s->r, sql, -1, &st, NULL) != SQLITE_OK) {
-        cr_error("store: prepare: %s", sqlite3_errmsg(s->r));
+    if (sqlite3_prepare_v2(r, sql, -1, &st, NULL) != SQLITE_OK) {
+        cr_error("store: prepare: %s", sqlite3_errmsg(r));
         rc = CR_EIO;
         goto out;
     }
@@ -661,12 +693,12 @@ static int read_query(cr_store *s, const char *sql, const char *text1, int64_t i
         fn(st, ctx);
     }
     if (step != SQLITE_DONE) {
-        cr_error("store: read: %s", sqlite3_errmsg(s->r));
+        cr_error("store: read: %s", sqlite3_errmsg(r));
         rc = CR_EIO;
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->rmu);
+    reader_put(s, slot);
     return rc;
 }
 
@@ -818,12 +850,13 @@ int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_f
     query_where(q, &cb);
     int rc = 0, step;
     sqlite3_stmt *st = NULL;
-    pthread_mutex_lock(&s->rmu);
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
     /* One read transaction: the page and the total see the same snapshot. */
-    sqlite3_exec(s->r, "BEGIN", NULL, NULL, NULL);
+    sqlite3_exec(r, "BEGIN", NULL, NULL, NULL);
     if (total) {
         *total = 0;
-        if (sqlite3_prepare_v2(s->r, cr_buf_str(&cb), -1, &st, NULL) != SQLITE_OK) {
+        if (sqlite3_prepare_v2(r, cr_buf_str(&cb), -1, &st, NULL) != SQLITE_OK) {
             rc = CR_EIO;
             goto out;
         }
@@ -834,7 +867,7 @@ int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_f
         sqlite3_finalize(st);
         st = NULL;
     }
-    if (sqlite3_prepare_v2(s->r, cr_buf_str(&b), -1, &st, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(r, cr_buf_str(&b), -1, &st, NULL) != SQLITE_OK) {
         rc = CR_EIO;
         goto out;
     }
@@ -847,12 +880,42 @@ int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_f
     }
 out:
     if (rc != 0) {
-        cr_error("store: query: %s", sqlite3_errmsg(s->r));
+        cr_error("store: query: %s", sqlite3_errmsg(r));
     }
     sqlite3_finalize(st);
-    sqlite3_exec(s->r, "COMMIT", NULL, NULL, NULL);
-    pthread_mutex_unlock(&s->rmu);
+    sqlite3_exec(r, "COMMIT", NULL, NULL, NULL);
+    reader_put(s, slot);
     cr_buf_fini(&b);
     cr_buf_fini(&cb);
+    return rc;
+}
+
+int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *states, size_t n,
+                        int64_t *out)
+{
+    int rc = 0;
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        sqlite3_stmt *st = NULL;
+        const char *sql = tenant ? "SELECT count(*) FROM jobs WHERE state = ?1 AND tenant = ?2"
+                                 : "SELECT count(*) FROM jobs WHERE state = ?1";
+        out[i] = 0;
+        if (sqlite3_prepare_v2(r, sql, -1, &st, NULL) != SQLITE_OK) {
+            rc = CR_EIO;
+        } else {
+            sqlite3_bind_text(st, 1, states[i], -1, SQLITE_STATIC);
+            if (tenant) {
+                sqlite3_bind_text(st, 2, tenant, -1, SQLITE_STATIC);
+            }
+            if (sqlite3_step(st) == SQLITE_ROW) {
+                out[i] = sqlite3_column_int64(st, 0);
+            } else {
+                rc = CR_EIO;
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    reader_put(s, slot);
     return rc;
 }

@@ -20,8 +20,9 @@
  * "durable", and a batch of N costs about one commit, not N.
  *
  * Threading: cr_store_submit/commit are thread-safe. Callbacks run on the
- * writer thread and must not block on the store. Readers (load, events)
- * use their own connection and a mutex; they see committed data only.
+ * writer thread and must not block on the store. Readers (load, events,
+ * pages of jobs) use a small pool of their own connections (4), so reads
+ * run side by side; they see committed data only.
  * The load functions are meant for start-up.
  */
 #ifndef CR_STORE_H
@@ -111,5 +112,8 @@ typedef struct cr_store_job_query {
  * snapshot. 0 or CR_EIO. */
 int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
                         int64_t *total);
+/* Rows in each of n states (of tenant; NULL = all) into out[n]. 0 or CR_EIO. */
+int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *states, size_t n,
+                        int64_t *out);
 
 #endif
