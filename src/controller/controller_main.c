@@ -479,6 +479,9 @@ static int run(ctl *c)
         }
     }
     rc = ctl_sched_start(c);
+    if (rc == 0) {
+        rc = ctl_logs_start(c);
+    }
     if (rc != 0) {
         goto out;
     }
@@ -527,6 +530,7 @@ out:
         usleep(1000);
     }
     ctl_sched_stop(c);
+    ctl_logs_stop(c);
     ctl_nodes_release_polls(c);
     ctl_services_release_polls(c);
     cr_store_close(c->store); /* commits what is queued and answers those requests */

@@ -225,7 +225,8 @@ struct ctl {
     bool sched_started;
 
     pthread_mutex_t admin_mu;      /* serialises token and tenant changes (ctl_admin.c) */
-    _Atomic int64_t logs_inflight; /* log fetches from agents now (ctl_jobs.c) */
+    _Atomic int64_t logs_inflight; /* log fetches from agents now (ctl_logs.c) */
+    struct ctl_logs *logs;         /* the log fetch workers (ctl_logs.c) */
     size_t nfinished_mem;          /* finished jobs in memory (retention, ctl_state.c) */
     struct ctl_idem *idem;         /* Idempotency-Key answers (ctl_state.c), under mu */
 
@@ -279,7 +280,11 @@ int64_t ctl_doc_spec_ref(const char *doc);
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
 /* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
+/* ctl_logs.c: GET /v1/jobs/{id}/logs, fetched from the agent off the API
+ * threads by log_fetch_max workers. */
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
+int ctl_logs_start(ctl *c);
+void ctl_logs_stop(ctl *c); /* answers what still waits */
 /* Queue a job change for the scheduler thread and wake it. mu held. */
 void ctl_sched_add(ctl *c, int64_t id);
 void ctl_sched_remove(ctl *c, int64_t id);

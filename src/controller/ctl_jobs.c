@@ -11,7 +11,6 @@
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
-#include "cr_client.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
@@ -1300,110 +1299,6 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
         return;
     }
     ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
-}
-
-/* ------------------------------------------------------------------------ */
-/* Logs: proxied from the agent of the node the job ran on last.            */
-
-/* Stream sink: the log bytes of a 2xx answer, up to 16 MiB. */
-static int collect(void *ud, const char *data, size_t len)
-{
-    cr_buf *b = ud;
-    if (b->len + len > 16 * 1024 * 1024) {
-        return 1; /* stop: the proxy answers what came so far */
-    }
-    cr_buf_append(b, data, len);
-    return 0;
-}
-
-void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
-{
-    const char *stream = cr_http_query(req, "stream");
-    const char *off = cr_http_query(req, "offset");
-    int64_t offset = 0;
-    if (stream && strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "stream", "query 'stream': stdout or stderr");
-        return;
-    }
-    if (off && cr_parse_i64(off, 0, INT64_MAX, &offset) != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "offset", "query 'offset': an integer >= 0");
-        return;
-    }
-    char server[300] = "", path[200] = "";
-    pthread_mutex_lock(&c->mu);
-    ctl_job *j = ctl_job_fetch(c, id);
-    bool vis = visible(j, p);
-    if (vis && *j->last_node) {
-        ctl_node *n = ctl_node_find(c, j->last_node);
-        if (n && n->port > 0) {
-            snprintf(server, sizeof server, "http://%s:%d", n->addr, n->port);
-            snprintf(path, sizeof path, "/v1/logs/%lld?stream=%s&offset=%lld", (long long)id,
-                     stream ? stream : "stdout", (long long)offset);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (!vis) {
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
-        return;
-    }
-    if (!*server) {
-        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld has not run yet: no logs",
-                      (long long)id);
-        return;
-    }
-    /* An API thread waits for the agent: a short deadline, and at most
-     * log_fetch_max such waits at once, so that a hung node cannot hold
-     * the threads that serve everyone else (heartbeats included). */
-    if (atomic_fetch_add(&c->logs_inflight, 1) >= c->cfg.log_fetch_max) {
-        atomic_fetch_sub(&c->logs_inflight, 1);
-        cr_http_add_header(req, "Retry-After", "1");
-        ctl_reply_err(req, 503, CR_EBUSY, NULL,
-                      "%lld log fetches are already waiting for agents (log_fetch_max); retry",
-                      (long long)c->cfg.log_fetch_max);
-        return;
-    }
-    /* Plain HTTP to the agent through src/client (no libcurl in the binary). */
-    int64_t deadline = c->cfg.log_timeout_ms * 1000 * 1000;
-    cr_client_opts o = {.server = server,
-                        .token = c->join_token,
-                        .connect_timeout_ns = deadline,
-                        .timeout_ns = deadline};
-    cr_client *cl = NULL;
-    cr_buf b;
-    cr_buf_init(&b);
-    cr_client_res res;
-    cr_client_res_init(&res);
-    int rc = cr_client_new(&o, &cl);
-    if (rc == 0) {
-        rc = cr_client_stream(cl, path, deadline, 0, collect, &b, &res);
-    }
-    cr_client_free(cl);
-    atomic_fetch_sub(&c->logs_inflight, 1);
-    long status = res.status;
-    if (status == 0 && rc == CR_ETIMEDOUT) {
-        ctl_reply_err(req, 504, CR_ETIMEDOUT, NULL,
-                      "the agent holding the logs did not answer within %lld ms (log_timeout_ms)",
-                      (long long)c->cfg.log_timeout_ms);
-        goto out;
-    }
-    if (status == 0 || (status >= 200 && status < 300 && rc != 0)) {
-        ctl_reply_err(req, 502, CR_EUNAVAIL, NULL, "the agent holding the logs is unreachable: %s",
-                      cr_client_res_msg(&res, rc));
-        goto out;
-    }
-    if (status < 200 || status >= 300) {
-        /* the agent's own error answer, passed on as it came */
-        cr_buf_reset(&b);
-        if (res.raw) {
-            cr_buf_append(&b, res.raw, res.raw_len);
-        }
-    }
-    size_t len = b.len;
-    cr_http_respond(req, status >= 200 && status < 600 ? (unsigned)status : 502,
-                    "application/octet-stream", cr_buf_take(&b), len);
-out:
-    cr_client_res_fini(&res);
-    cr_buf_fini(&b);
 }
 
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err)

@@ -26,6 +26,7 @@
 #include "cr_log.h"
 #include "cr_time.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -277,7 +278,7 @@ static void retain(ctl *c, int64_t now)
     }
     size_t over =
         finished > (size_t)c->cfg.retain_finished ? finished - (size_t)c->cfg.retain_finished : 0;
-    size_t kept = 0;
+    size_t kept = 0, evicted = 0;
     for (size_t i = 0; i < c->njobs_slots; i++) {
         ctl_job *j = c->jobs[i];
         if (!j || !ctl_job_terminal(j)) {
@@ -290,6 +291,7 @@ static void retain(ctl *c, int64_t now)
         if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0) {
             ctl_job_free(j);
             c->jobs[i] = NULL;
+            evicted++;
             if (over > 0) {
                 over--;
             }
@@ -298,6 +300,9 @@ static void retain(ctl *c, int64_t now)
         kept++;
     }
     c->nfinished_mem = kept;
+    if (evicted >= 1024) {
+        malloc_trim(0); /* give the freed job memory back to the system */
+    }
 }
 
 void ctl_state_retain_now(ctl *c)

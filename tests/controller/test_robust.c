@@ -534,13 +534,16 @@ static void test_hung_agent_logs(void **state)
         calls[i].code = -1;
         pthread_create(&th[i], NULL, log_main, &calls[i]);
     }
-    /* Every fetch is either waiting on the hung agent or answered: as many
-     * API threads as the controller lets hang are hanging now (all 4 of
-     * them, before the cap). */
+    /* The fetches reached the hung agent. */
     deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
-    while (atomic_load(&h.accepted) + atomic_load(&logs_done) < NLOG &&
-           atomic_load(&h.accepted) < 4) {
+    while (atomic_load(&h.accepted) < 2) {
         assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    /* A controller that lets every thread hang has 4 there at once: give
+     * it a moment to (not a condition of passing). */
+    int64_t settle = cr_mono_ns() + CR_NS_PER_SEC;
+    while (atomic_load(&h.accepted) < 4 && cr_mono_ns() < settle) {
         poll_sleep();
     }
     /* Other callers are answered meanwhile: an agent's heartbeat and a
