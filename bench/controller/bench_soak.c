@@ -373,7 +373,7 @@ int main(int argc, char **argv)
     double seconds = 1800, sample = 30;
     int clients = 64;
     long long finished = 100000;
-    for (int i = 1; i < argc; i++) {
+    for (int i = 1; i < argc; i += 2) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
             fprintf(stderr, "soak: %s needs a value\n", a);
@@ -396,7 +396,6 @@ int main(int argc, char **argv)
                             "[--finished N] [--sample S] [--think-ms MS]\n");
             return 2;
         }
-        i++;
     }
     if (seconds <= 0 || sample <= 0 || clients < 1 || clients > 1024 || nagents < 1 ||
         nagents > 64 || finished < 0) {

@@ -931,6 +931,34 @@ static json_t *row_api(ctl *c, const char *doc, json_t **ref_cache, int64_t *ref
             if (cr_store_get_job(c->store, ref, copy_doc, &rdoc) == 0) {
                 *ref_cache = json_loads(rdoc, 0, NULL);
                 *ref_len = strlen(rdoc);
+                /* only the request members are shared, not the first task's run */
+                static const char *const own[] = {"id",
+                                                  "tenant",
+                                                  "state",
+                                                  "reason",
+                                                  "exit_code",
+                                                  "signal",
+                                                  "retries",
+                                                  "runs",
+                                                  "submit_time",
+                                                  "start_time",
+                                                  "end_time",
+                                                  "placement",
+                                                  "run_gpu_type",
+                                                  "array_index",
+                                                  "array_first",
+                                                  "submit_ns",
+                                                  "start_ns",
+                                                  "end_ns",
+                                                  "acct_ns",
+                                                  "last_node",
+                                                  "cancel_requested",
+                                                  "timed_out",
+                                                  "requeue_requested",
+                                                  NULL};
+                for (size_t i = 0; *ref_cache && own[i]; i++) {
+                    json_object_del(*ref_cache, own[i]);
+                }
             }
             free(rdoc);
         }

@@ -661,6 +661,11 @@ static void test_limits(void **state)
     assert_non_null(v);
     assert_int_equal(num(v, "total"), 60);
     assert_true(num(v, "count") < 60);
+    json_t *last = json_array_get(json_object_get(v, "items"), (size_t)num(v, "count") - 1);
+    assert_int_equal(num(last, "id"), first + 59); /* newest, with the shared spec merged back */
+    assert_int_equal(strlen(str(json_object_get(last, "env"), "V7")), 200 * 1024 / 8);
+    assert_string_equal(str(last, "state"), "pending");
+    assert_null(json_object_get(last, "spec_ref"));
     assert_true(*str(v, "next_cursor") != '\0');
     size_t seen = (size_t)num(v, "count");
     char path[128];
