@@ -155,6 +155,31 @@ static void fresh_dir(daemon_t *d)
     assert_non_null(mkdtemp(d->dir));
 }
 
+/* Daemons started and not stopped yet, and the test's state directory:
+ * the teardown ends and removes them even when an assertion ended the
+ * test early. */
+static pid_t live[8];
+static char test_dir[256];
+
+static void live_add(pid_t pid)
+{
+    for (size_t i = 0; i < 8; i++) {
+        if (live[i] == 0) {
+            live[i] = pid;
+            return;
+        }
+    }
+}
+
+static void live_del(pid_t pid)
+{
+    for (size_t i = 0; i < 8; i++) {
+        if (live[i] == pid) {
+            live[i] = 0;
+        }
+    }
+}
+
 /* Start the controller on d->dir; returns false (and its exit status in
  * *status) when it exits instead of listening. */
 static bool try_start(daemon_t *d, const char *extra, int *status)
@@ -192,6 +217,8 @@ static bool try_start(daemon_t *d, const char *extra, int *status)
         execv(argv[0], argv);
         _exit(127);
     }
+    live_add(d->pid);
+    snprintf(test_dir, sizeof test_dir, "%s", d->dir);
     int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
     d->url[0] = '\0';
     while (cr_mono_ns() < deadline) {
@@ -201,6 +228,7 @@ static bool try_start(daemon_t *d, const char *extra, int *status)
         }
         int st;
         if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            live_del(d->pid);
             d->pid = 0;
             *status = st;
             return false;
@@ -233,6 +261,7 @@ static void stop(daemon_t *d, int sig)
         kill(d->pid, sig);
         int st;
         waitpid(d->pid, &st, 0);
+        live_del(d->pid);
         d->pid = 0;
     }
 }
@@ -348,14 +377,47 @@ static void fill_disk(const char *dir)
     close(fd);
 }
 
+/* The tmpfs of test_disk_full, unmounted by its teardown even when an
+ * assertion ends the test early. */
+static char mounted[256];
+
+static int teardown(void **state)
+{
+    for (size_t i = 0; i < 8; i++) {
+        if (live[i] > 0) {
+            kill(live[i], SIGKILL);
+            waitpid(live[i], NULL, 0);
+            live[i] = 0;
+        }
+    }
+    if (*mounted) {
+        umount2(mounted, MNT_DETACH);
+        *mounted = '\0';
+    }
+    if (*test_dir) {
+        char cmd[1000];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log' '%s.json'", test_dir, test_dir, test_dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "cannot remove %s\n", test_dir);
+        }
+        *test_dir = '\0';
+    }
+    return 0;
+}
+
 static void test_disk_full(void **state)
 {
     daemon_t d;
     fresh_dir(&d);
-    if (mount("tmpfs", d.dir, "tmpfs", 0, "size=8m,mode=0700") != 0) {
+    if (mount("tmpfs", d.dir, "tmpfs", 0, "size=8m,mode=0700") == 0) {
+        snprintf(mounted, sizeof mounted, "%s", d.dir);
+    } else {
         fprintf(stderr, "cannot mount a tmpfs (%s): needs root\n", strerror(errno));
         cleanup(&d);
         skip();
+    }
+    if (!*mounted) {
+        return;
     }
     start(&d, NULL);
     long code;
@@ -1006,10 +1068,14 @@ int main(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_disk_full),        cmocka_unit_test(test_hung_agent_logs),
-        cmocka_unit_test(test_limits),           cmocka_unit_test(test_retention_paging),
-        cmocka_unit_test(test_ids_never_reused), cmocka_unit_test(test_no_new_admin_over_cluster),
-        cmocka_unit_test(test_damaged_wal),      cmocka_unit_test(test_idempotency),
+        cmocka_unit_test_teardown(test_disk_full, teardown),
+        cmocka_unit_test_teardown(test_hung_agent_logs, teardown),
+        cmocka_unit_test_teardown(test_limits, teardown),
+        cmocka_unit_test_teardown(test_retention_paging, teardown),
+        cmocka_unit_test_teardown(test_ids_never_reused, teardown),
+        cmocka_unit_test_teardown(test_no_new_admin_over_cluster, teardown),
+        cmocka_unit_test_teardown(test_damaged_wal, teardown),
+        cmocka_unit_test_teardown(test_idempotency, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
