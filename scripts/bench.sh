@@ -1,11 +1,13 @@
 #!/bin/sh
 # make bench: run every benchmark built under bench/ and print its numbers,
 # then the script benchmarks (CLI submission rate beside sbatch, the Gavel
-# experiment). Peers (Slurm, nginx) run in the same run when available.
+# experiment), then the controller soak (SOAK_SECONDS, default 1800: 30
+# minutes). Peers (Slurm, nginx) run in the same run when available.
 set -eu
 BUILD=${1:-build}
 for b in "$BUILD"/bench/*/bench_*; do
     [ -f "$b" ] && [ -x "$b" ] || continue
+    [ "$(basename "$b")" = bench_soak ] && continue # last: it takes long
     echo "== $(basename "$b")"
     "$b" || echo "(exit $?)"
 done
@@ -15,3 +17,5 @@ echo "== gavel_ratio"
 sh bench/sim/gavel_ratio.sh "$BUILD" 2,4,5,6,8 6000 || echo "(exit $?)"
 echo "== ui_bench (dashboard page loads: 1k nodes, 10k jobs)"
 bash bench/ui/ui_bench.sh "$BUILD/corral" || echo "(exit $?)"
+echo "== bench_soak"
+"$BUILD/bench/controller/bench_soak" --seconds "${SOAK_SECONDS:-1800}" || echo "(exit $?)"

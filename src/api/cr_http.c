@@ -465,6 +465,33 @@ const char *cr_http_query(const cr_http_req *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+typedef struct query_scan {
+    const char *const *allowed;
+    const char *unknown;
+} query_scan;
+
+static enum MHD_Result query_key(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    (void)value;
+    query_scan *q = cls;
+    for (size_t i = 0; q->allowed[i]; i++) {
+        if (strcmp(key, q->allowed[i]) == 0) {
+            return MHD_YES;
+        }
+    }
+    q->unknown = key;
+    return MHD_NO;
+}
+
+const char *cr_http_query_unknown(const cr_http_req *r, const char *const *allowed)
+{
+    query_scan q = {.allowed = allowed, .unknown = NULL};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_key, &q);
+    return q.unknown;
+}
+
 const char *cr_http_header(const cr_http_req *r, const char *name)
 {
     return MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, name);

@@ -39,6 +39,8 @@ typedef struct mhd_api {
                                                            enum MHD_ConnectionInfoType, ...);
     const char *(*lookup_connection_value)(struct MHD_Connection *, enum MHD_ValueKind,
                                            const char *);
+    int (*get_connection_values)(struct MHD_Connection *, enum MHD_ValueKind, MHD_KeyValueIterator,
+                                 void *);
     struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
                                                         enum MHD_ResponseMemoryMode);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
@@ -73,6 +75,7 @@ static void api_load(void)
     SYM(get_daemon_info, "MHD_get_daemon_info");
     SYM(get_connection_info, "MHD_get_connection_info");
     SYM(lookup_connection_value, "MHD_lookup_connection_value");
+    SYM(get_connection_values, "MHD_get_connection_values");
     SYM(create_response_from_buffer, "MHD_create_response_from_buffer");
     SYM(add_response_header, "MHD_add_response_header");
     SYM(queue_response, "MHD_queue_response");
@@ -132,6 +135,12 @@ const char *MHD_lookup_connection_value(struct MHD_Connection *connection, enum 
                                         const char *key)
 {
     return loaded() ? api.lookup_connection_value(connection, kind, key) : NULL;
+}
+
+int MHD_get_connection_values(struct MHD_Connection *connection, enum MHD_ValueKind kind,
+                              MHD_KeyValueIterator iterator, void *iterator_cls)
+{
+    return loaded() ? api.get_connection_values(connection, kind, iterator, iterator_cls) : 0;
 }
 
 struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,

@@ -349,7 +349,7 @@ static const cli_opt jobs_opts[] = {
     {"tenant", CLI_STR, "T", "only this tenant's jobs", NULL, 0, 0, 0},
     {"all", CLI_BOOL, NULL, "include finished jobs (default: pending, held, running)", NULL, 0, 0,
      'a'},
-    {"limit", CLI_INT, "N", "at most N jobs", NULL, 1, 1000000, 0},
+    {"limit", CLI_INT, "N", "at most N jobs, newest (default 100, at most 1000)", NULL, 1, 1000, 0},
 };
 
 static bool active_state(const char *s)
@@ -475,7 +475,11 @@ int cr__cli_jobs(cli_ctx *ctx, int argc, char **argv)
     }
     const cli_val *st = cr__cli_arg(&a, "state");
     const cli_val *lim = cr__cli_arg(&a, "limit");
-    int rc = cr_client_jobs_list(ctx->client, st->set ? st->str : NULL,
+    bool only_active = !st->set && !cr__cli_arg(&a, "all")->set;
+    int rc = cr_client_jobs_list(ctx->client,
+                                 st->set       ? st->str
+                                 : only_active ? "active"
+                                               : NULL,
                                  cr__cli_arg(&a, "tenant")->str, lim->set ? lim->i : 0, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
@@ -484,8 +488,14 @@ int cr__cli_jobs(cli_ctx *ctx, int argc, char **argv)
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
     } else {
-        bool only_active = !st->set && !cr__cli_arg(&a, "all")->set;
         cr__cli_jobs_table(ctx, json_object_get(res.body, "items"), only_active, ctx->out);
+        /* Never a silently short list: say how many there are. */
+        json_int_t total = json_integer_value(json_object_get(res.body, "total"));
+        size_t shown = json_array_size(json_object_get(res.body, "items"));
+        if (total > (json_int_t)shown) {
+            fprintf(ctx->err, "(the newest %zu of %lld jobs; --limit N shows up to 1000)\n", shown,
+                    (long long)total);
+        }
     }
 out:
     cr_client_res_fini(&res);

@@ -81,7 +81,7 @@ static int frame(cli_ctx *ctx, int64_t max_jobs, FILE *f, cr_client_res *nodes, 
     cr_client_res_fini(jobs);
     int rc = cr_client_nodes_list(ctx->client, nodes);
     if (rc == 0) {
-        rc = cr_client_jobs_list(ctx->client, NULL, NULL, 0, jobs);
+        rc = cr_client_jobs_list(ctx->client, "active", NULL, 1000, jobs);
     }
     char now[64];
     fprintf(f, "corral top - %s - %s\n", ctx->server, cr_time_fmt(cr_now_ns(), now, sizeof now));
@@ -127,6 +127,14 @@ static int frame(cli_ctx *ctx, int64_t max_jobs, FILE *f, cr_client_res *nodes, 
         } else if (strcmp(s, "held") == 0) {
             held++;
         }
+    }
+    /* The server's counts of every active job (the list is one page). */
+    const json_t *counts = json_object_get(jobs->body, "active");
+    if (json_is_object(counts)) {
+        running = (size_t)json_integer_value(json_object_get(counts, "running")) +
+                  (size_t)json_integer_value(json_object_get(counts, "completing"));
+        pending = (size_t)json_integer_value(json_object_get(counts, "pending"));
+        held = (size_t)json_integer_value(json_object_get(counts, "held"));
     }
     fprintf(f,
             "Nodes: %zu up, %zu drained, %zu lost   GPUs: %zu/%zu allocated, %zu unhealthy   "
@@ -217,7 +225,7 @@ int cr__cli_top(cli_ctx *ctx, int argc, char **argv)
         /* one snapshot as a document: {"nodes":{...},"jobs":{...}} */
         int rc = cr_client_nodes_list(ctx->client, &nodes);
         if (rc == 0) {
-            rc = cr_client_jobs_list(ctx->client, NULL, NULL, 0, &jobs);
+            rc = cr_client_jobs_list(ctx->client, "active", NULL, 1000, &jobs);
         }
         if (rc < 0) {
             code = cr__cli_fail(ctx, rc, jobs.message ? &jobs : &nodes);

@@ -26,7 +26,9 @@
     X(AGAIN, "try again")                                                                          \
     X(QUOTA, "quota exceeded")                                                                     \
     X(TOOBIG, "too large")                                                                         \
-    X(UNAVAIL, "unavailable")
+    X(UNAVAIL, "unavailable")                                                                      \
+    X(DISKFULL, "disk full")                                                                       \
+    X(CORRUPT, "damaged data")
 
 enum cr_errno {
     CR_OK = 0,

@@ -183,6 +183,14 @@ static void config_defaults(ctl_config *cfg)
     cfg->prices = json_object();
     cfg->legacy_join = true;
     cfg->audit_retention_s = 90LL * 86400;
+    cfg->log_timeout_ms = 3000;
+    cfg->log_fetch_max = 2;
+    cfg->max_spec_bytes = 256 * 1024;
+    cfg->max_array = 10000;
+    cfg->retain_finished = 10000;
+    cfg->retain_s = 3600;
+    cfg->idem_max = 10000;
+    cfg->idem_ttl_s = 86400;
 }
 
 static int parse_listen(const char *s, ctl_config *cfg)
@@ -245,6 +253,14 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "join_token",
                                           "audit_retention_s",
                                           "agent_ca_file",
+                                          "log_timeout_ms",
+                                          "log_fetch_max",
+                                          "max_spec_bytes",
+                                          "max_array",
+                                          "retain_finished",
+                                          "retain_s",
+                                          "idempotency_max",
+                                          "idempotency_ttl_s",
                                           NULL};
     cr_json_err err;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
@@ -289,7 +305,19 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_bool(v, "", "join_token", false, &legacy_join, &err)) ||
         (rc =
              cr_json_int(v, "", "audit_retention_s", false, 0, 100LL * 366 * 86400, &aret, &err)) ||
-        (rc = cr_json_str(v, "", "agent_ca_file", false, 1000, &aca, &err))) {
+        (rc = cr_json_str(v, "", "agent_ca_file", false, 1000, &aca, &err)) ||
+        (rc = cr_json_int(v, "", "log_timeout_ms", false, 100, 600000, &cfg->log_timeout_ms,
+                          &err)) ||
+        (rc = cr_json_int(v, "", "log_fetch_max", false, 1, 1024, &cfg->log_fetch_max, &err)) ||
+        (rc = cr_json_int(v, "", "max_spec_bytes", false, 1024, 16 << 20, &cfg->max_spec_bytes,
+                          &err)) ||
+        (rc = cr_json_int(v, "", "max_array", false, 1, 10000, &cfg->max_array, &err)) ||
+        (rc = cr_json_int(v, "", "retain_finished", false, 0, 100000000, &cfg->retain_finished,
+                          &err)) ||
+        (rc = cr_json_int(v, "", "retain_s", false, 0, 366LL * 86400, &cfg->retain_s, &err)) ||
+        (rc = cr_json_int(v, "", "idempotency_max", false, 1, 10000000, &cfg->idem_max, &err)) ||
+        (rc = cr_json_int(v, "", "idempotency_ttl_s", false, 1, 366LL * 86400, &cfg->idem_ttl_s,
+                          &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
     }
@@ -409,13 +437,41 @@ static void load_job(void *arg, int64_t id, const char *doc)
 {
     ctl *c = arg;
     ctl_job *j = NULL;
-    if (ctl_job_from_doc(doc, &j) != 0) {
-        cr_error("store: job=%lld has a bad document; skipped", (long long)id);
+    if (id >= c->next_id) {
+        c->next_id = id + 1; /* even a row that cannot be read keeps its id */
+    }
+    if (ctl_job_load_doc(c, id, doc, false, &j) != 0) {
+        cr_error("store: job=%lld has a bad document; skipped (its id is not reused)",
+                 (long long)id);
         return;
     }
-    j->id = id;
     j->in_sched = false;
     ctl_job_insert(c, j);
+}
+
+static void load_meta(void *arg, const char *key, const char *doc)
+{
+    ctl *c = arg;
+    int64_t v;
+    if (strcmp(key, "job_id_hwm") == 0 && cr_parse_i64(doc, 0, INT64_MAX / 2, &v) == 0 &&
+        v >= c->next_id) {
+        c->next_id = v + 1;
+    }
+}
+
+/* Job ids are never handed out twice: past every row, every event and the
+ * stored high-water mark, whatever could be read. */
+static int load_id_floor(ctl *c)
+{
+    int64_t max = 0;
+    int rc = cr_store_max_job_id(c->store, &max);
+    if (rc == 0 && max >= c->next_id) {
+        c->next_id = max + 1;
+    }
+    if (rc == 0) {
+        rc = cr_store_load_objects(c->store, "meta", load_meta, c);
+    }
+    return rc;
 }
 
 static void ctl_free_state(ctl *c)
@@ -436,6 +492,8 @@ static void ctl_free_state(ctl *c)
     free(c->sched_ops);
     free(c->boots);
     memset(c->secret_key, 0, sizeof c->secret_key);
+    ctl_idem_free(c);
+    pthread_mutex_destroy(&c->admin_mu);
     cr_auth_table_free(c->auth);
     cr_prom_hist_vec_free(c->api_hist);
     cr_prom_hist_fini(&c->cycle_hist);
@@ -483,6 +541,14 @@ static int run(ctl *c)
     snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
     cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};
     rc = cr_store_open(path, &so, &c->store);
+    if (rc == CR_ECORRUPT) {
+        fprintf(stderr,
+                "corral controller: the store %s is damaged (PRAGMA quick_check, or committed "
+                "transactions after a damaged WAL frame); refusing to start so that nothing is "
+                "dropped silently. Recovery: docs/operations.md, \"Damaged store\"\n",
+                path);
+        return 1;
+    }
     if (rc != 0) {
         fprintf(stderr, "corral controller: cannot open the store %s: %s\n", path, cr_strerror(rc));
         return 1;
@@ -490,7 +556,13 @@ static int run(ctl *c)
     c->next_id = 1;
     rc = cr_store_load_jobs(c->store, load_job, c);
     if (rc == 0) {
+        rc = load_id_floor(c);
+    }
+    if (rc == 0) {
         rc = ctl_load_admin(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_idem(c);
     }
     if (rc == 0) {
         rc = ctl_load_nodes(c);
@@ -515,6 +587,7 @@ static int run(ctl *c)
                 cr_strerror(rc));
         goto out;
     }
+    ctl_state_retain_now(c); /* finished jobs beyond retain_finished stay in SQLite only */
     c->first_active = c->next_id;
     for (size_t i = 0; i < c->njobs_slots; i++) {
         if (c->jobs[i] && !ctl_job_terminal(c->jobs[i])) {
@@ -535,6 +608,9 @@ static int run(ctl *c)
         }
     }
     rc = ctl_sched_start(c);
+    if (rc == 0) {
+        rc = ctl_logs_start(c);
+    }
     if (rc != 0) {
         goto out;
     }
@@ -586,6 +662,7 @@ out:
         usleep(1000);
     }
     ctl_sched_stop(c);
+    ctl_logs_stop(c);
     ctl_nodes_release_polls(c);
     ctl_services_release_polls(c);
     cr_store_close(c->store); /* commits what is queued and answers those requests */
@@ -618,6 +695,7 @@ int cr_controller_main(int argc, char **argv)
     ctl *c = cr_calloc(1, sizeof *c);
     config_defaults(&c->cfg);
     pthread_mutex_init(&c->mu, NULL);
+    pthread_mutex_init(&c->admin_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
     c->clock_wall0_ns = cr_now_ns();
     c->clock_mono0_ns = cr_mono_ns();

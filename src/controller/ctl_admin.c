@@ -213,29 +213,42 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         ctl_reply_jerr(req, &err);
         return;
     }
+    /* Stored first, applied after (ctl_state.c): admin_mu keeps two
+     * changes from crossing between the commit and the apply. */
+    pthread_mutex_lock(&c->admin_mu);
     pthread_mutex_lock(&c->mu);
     ctl_tenant *t = ctl_tenant_find(c, name);
+    pthread_mutex_unlock(&c->mu);
     if (create && t) {
-        pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 409, CR_EEXIST, "name", "tenant '%s' already exists", name);
     } else if (replace && !t) {
-        pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "tenant '%s' not found", name);
     } else {
-        if (!t) {
-            t = tenant_add(c, name, weight, quotas);
-        } else {
-            t->weight = weight;
-            json_decref(t->quotas);
-            t->quotas = json_incref(quotas);
-            c->tenants_dirty = true;
-        }
-        ctl_sched_kick(c);
+        ctl_tenant next = {.weight = weight, .quotas = quotas};
+        snprintf(next.name, sizeof next.name, "%s", name);
         cr_store_txn *txn = cr_store_txn_new();
-        tenant_persist(txn, t);
-        ctl_commit_reply(c, txn, req, create ? 201 : 200, tenant_json(t));
-        pthread_mutex_unlock(&c->mu);
+        tenant_persist(txn, &next);
+        int rc = cr_store_commit(c->store, txn);
+        if (rc != 0) {
+            ctl_reply_commit_err(req, rc);
+        } else {
+            pthread_mutex_lock(&c->mu);
+            t = ctl_tenant_find(c, name);
+            if (!t) {
+                t = tenant_add(c, name, weight, quotas);
+            } else {
+                t->weight = weight;
+                json_decref(t->quotas);
+                t->quotas = json_incref(quotas);
+                c->tenants_dirty = true;
+            }
+            ctl_sched_kick(c);
+            json_t *ans = tenant_json(t);
+            pthread_mutex_unlock(&c->mu);
+            ctl_reply_json(req, create ? 201 : 200, ans);
+        }
     }
+    pthread_mutex_unlock(&c->admin_mu);
     json_decref(quotas);
     json_decref(v);
 }
@@ -257,10 +270,11 @@ static void token_key(int64_t id, char *buf, size_t len)
     snprintf(buf, len, "%012lld", (long long)id);
 }
 
-/* Mint, register and queue a token; text into out. mu held. */
-static int64_t token_mint(ctl *c, cr_store_txn *txn, const cr_principal *proto, char *out)
+/* Mint a token and queue its row; text into out, hash into hash (the
+ * caller registers it once stored). mu held. */
+static int64_t token_mint_row(ctl *c, cr_store_txn *txn, const cr_principal *proto, char *out,
+                              uint8_t *hash, cr_principal *minted)
 {
-    uint8_t hash[CR_TOKEN_HASH_BYTES];
     cr_auth_mint(out, hash);
     cr_principal p = *proto;
     p.id = c->next_token_id++;
@@ -271,8 +285,32 @@ static int64_t token_mint(ctl *c, cr_store_txn *txn, const cr_principal *proto, 
     cr_store_txn_put(txn, "token", key, s);
     free(s);
     json_decref(doc);
-    cr_auth_table_put(c->auth, hash, &p);
+    *minted = p;
     return p.id;
+}
+
+/* Mint, register and queue a token; text into out. mu held. */
+static int64_t token_mint(ctl *c, cr_store_txn *txn, const cr_principal *proto, char *out)
+{
+    uint8_t hash[CR_TOKEN_HASH_BYTES];
+    cr_principal p;
+    int64_t id = token_mint_row(c, txn, proto, out, hash, &p);
+    cr_auth_table_put(c->auth, hash, &p);
+    return id;
+}
+
+typedef struct token_find {
+    const char *key;
+    bool found;
+} token_find;
+
+static void token_seek(void *arg, const char *key, const char *doc)
+{
+    (void)doc;
+    token_find *f = arg;
+    if (strcmp(key, f->key) == 0) {
+        f->found = true;
+    }
 }
 
 static void token_row(void *arg, const char *key, const char *doc)
@@ -349,12 +387,21 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
                           np.tenant);
             return;
         }
-        int64_t id = token_mint(c, txn, &np, text);
-        ctl_commit_reply(c, txn, req, 201,
-                         json_pack("{s:I,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "token", text,
-                                   "role", cr_role_name(np.role), "tenant", np.tenant, "name",
-                                   np.name));
+        uint8_t hash[CR_TOKEN_HASH_BYTES];
+        cr_principal minted;
+        int64_t id = token_mint_row(c, txn, &np, text, hash, &minted);
         pthread_mutex_unlock(&c->mu);
+        /* Usable only once stored: a refused mint leaves no working token. */
+        int rc = cr_store_commit(c->store, txn);
+        if (rc != 0) {
+            ctl_reply_commit_err(req, rc);
+            return;
+        }
+        cr_auth_table_put(c->auth, hash, &minted);
+        ctl_reply_json(req, 201,
+                       json_pack("{s:I,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "token", text,
+                                 "role", cr_role_name(np.role), "tenant", np.tenant, "name",
+                                 np.name));
         return;
     }
     if (nseg == 3 && strcmp(m, "DELETE") == 0) {
@@ -367,19 +414,35 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
             ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "a token cannot revoke itself");
             return;
         }
-        pthread_mutex_lock(&c->mu);
-        if (cr_auth_table_revoke_id(c->auth, id) == 0) {
-            pthread_mutex_unlock(&c->mu);
+        char key[32];
+        token_key(id, key, sizeof key);
+        /* Revoked in memory only once the row is gone from the store: a
+         * refused revoke leaves the token working now and after a restart
+         * alike. admin_mu: no mint/revoke crosses this one. */
+        pthread_mutex_lock(&c->admin_mu);
+        token_find fnd = {.key = key, .found = false};
+        int rc = cr_store_load_objects(c->store, "token", token_seek, &fnd);
+        if (rc == 0 && !fnd.found) {
+            pthread_mutex_unlock(&c->admin_mu);
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "token %lld not found", (long long)id);
             return;
         }
-        char key[32];
-        token_key(id, key, sizeof key);
         cr_store_txn *txn = cr_store_txn_new();
         cr_store_txn_del(txn, "token", key);
-        ctl_commit_reply(c, txn, req, 200,
-                         json_pack("{s:I,s:b}", "id", (json_int_t)id, "revoked", 1));
-        pthread_mutex_unlock(&c->mu);
+        if (rc == 0) {
+            rc = cr_store_commit(c->store, txn);
+        } else {
+            cr_store_txn_free(txn);
+        }
+        if (rc == 0) {
+            cr_auth_table_revoke_id(c->auth, id);
+        }
+        pthread_mutex_unlock(&c->admin_mu);
+        if (rc != 0) {
+            ctl_reply_commit_err(req, rc);
+            return;
+        }
+        ctl_reply_json(req, 200, json_pack("{s:I,s:b}", "id", (json_int_t)id, "revoked", 1));
         return;
     }
     ctl_reply_err(req, 405, CR_ENOTSUP, NULL, "method %s not allowed here", m);
@@ -611,6 +674,29 @@ int ctl_bootstrap(ctl *c)
     ctl_tenant_ensure(c, txn, "default");
     char admin[CR_TOKEN_TEXT_MAX] = "";
     if (c->next_token_id == 1) {
+        /* No token in the store. A fresh cluster, unless there are signs of
+         * an existing one: then the database was lost, emptied or replaced,
+         * and a new admin token would quietly take the cluster over. */
+        struct stat st;
+        snprintf(path, sizeof path, "%s/admin.token", c->cfg.state_dir);
+        const char *sign = NULL;
+        if (c->next_id > 1) {
+            sign = "the database holds jobs";
+        } else if (c->nnodes > 0) {
+            sign = "the database holds nodes";
+        } else if (stat(path, &st) == 0) {
+            sign = "admin.token exists in the state directory";
+        }
+        if (sign) {
+            pthread_mutex_unlock(&c->mu);
+            cr_store_txn_free(txn);
+            cr_error("the store has no admin token but %s: refusing to mint a new admin token "
+                     "over an existing cluster. Restore the database from a backup, or start a "
+                     "new cluster in an empty state directory (docs/operations.md, \"Damaged "
+                     "store\")",
+                     sign);
+            return CR_ECORRUPT;
+        }
         cr_principal p;
         memset(&p, 0, sizeof p);
         p.role = CR_ROLE_ADMIN;
@@ -624,7 +710,6 @@ int ctl_bootstrap(ctl *c)
     }
     if (*admin) {
         snprintf(path, sizeof path, "%s/admin.token", c->cfg.state_dir);
-        unlink(path); /* a fresh store: an old file holds a token it no longer knows */
         rc = ctl_write_secret(path, admin);
         if (rc != 0) {
             return rc;

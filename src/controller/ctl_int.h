@@ -99,8 +99,11 @@ typedef struct ctl_job {
     int64_t acct_mono_ns;
     /* Secrets (--secret): sealed with the state dir's key (ctl_secure.c),
      * never in the API view; plain only while a submit is validated. */
-    char *secrets_enc; /* owned: base64 nonce+ciphertext of {"NAME":"VALUE"}, or NULL */
-    json_t *secrets;   /* owned: the request's plain secrets until sealed, or NULL */
+    char *secrets_enc;  /* owned: base64 nonce+ciphertext of {"NAME":"VALUE"}, or NULL */
+    json_t *secrets;    /* owned: the request's plain secrets until sealed, or NULL */
+    uint64_t ver;       /* bumped by every stored change (ctl_state.c) */
+    bool committing;    /* a user action is being committed (ctl_state.c) */
+    int64_t touch_mono; /* finished: when it entered memory or ended (retention) */
 } ctl_job;
 
 typedef struct ctl_gpu {
@@ -198,6 +201,15 @@ typedef struct ctl_config {
     bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
     int64_t audit_retention_s;      /* audit entries older than this are pruned; 0 = forever */
     char agent_ca_file[1024];       /* CA to verify agents that serve HTTPS; "" = system */
+    /* Limits (docs/operations.md). */
+    int64_t log_timeout_ms;  /* deadline of one log fetch from an agent */
+    int64_t log_fetch_max;   /* log fetches at once; more answer 503 */
+    int64_t max_spec_bytes;  /* a job's stored request, compact JSON */
+    int64_t max_array;       /* tasks per array submit */
+    int64_t retain_finished; /* finished jobs kept in memory at most */
+    int64_t retain_s;        /* finished jobs leave memory after this age */
+    int64_t idem_max;        /* Idempotency-Key answers kept at most */
+    int64_t idem_ttl_s;      /* an Idempotency-Key answer expires after this */
 } ctl_config;
 
 /* A job's Unix user on the nodes (ctl_runas.c). */
@@ -274,6 +286,12 @@ struct ctl {
     pthread_t sched_thread;
     bool sched_started;
 
+    pthread_mutex_t admin_mu;      /* serialises token and tenant changes (ctl_admin.c) */
+    _Atomic int64_t logs_inflight; /* log fetches from agents now (ctl_logs.c) */
+    struct ctl_logs *logs;         /* the log fetch workers (ctl_logs.c) */
+    size_t nfinished_mem;          /* finished jobs in memory (retention, ctl_state.c) */
+    struct ctl_idem *idem;         /* Idempotency-Key answers (ctl_state.c), under mu */
+
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
     atomic_bool draining;
@@ -324,17 +342,63 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
                    bool lost);
 
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
-/* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
-void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+/* A job from a stored row; array tasks' rows name their spec by the first
+ * task's id (spec_ref), resolved from memory or (ask_store: not while a
+ * store read is running) the store. mu held. */
+int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out);
+/* The first task's id a stored array task's row takes its spec from; 0 = none. */
+int64_t ctl_doc_spec_ref(const char *doc);
 /* A job from a request object (validated as POST /v1/jobs does). */
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
 /* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
+/* ctl_logs.c: GET /v1/jobs/{id}/logs, fetched from the agent off the API
+ * threads by log_fetch_max workers. */
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
+int ctl_logs_start(ctl *c);
+void ctl_logs_stop(ctl *c); /* answers what still waits */
 /* Queue a job change for the scheduler thread and wake it. mu held. */
 void ctl_sched_add(ctl *c, int64_t id);
 void ctl_sched_remove(ctl *c, int64_t id);
 void ctl_sched_requeue(ctl *c, int64_t id);
+
+/* ctl_state.c: every user change goes through here: stored first, then
+ * applied to memory, then the scheduler/nodes/services are told. */
+/* HTTP status for a failed commit (507 disk full, else 500), and the answer. */
+unsigned ctl_commit_status(int rc);
+void ctl_reply_commit_err(cr_http_req *req, int rc);
+/* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
+void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+/* A change of one job: fn runs on a copy (apply false: no side effects)
+ * to make the stored row, then on the job once durable (apply true: tell
+ * the scheduler, nodes, services). Returns NULL or why not (409); *what is
+ * the event name. */
+typedef const char *(*ctl_job_change_fn)(ctl *c, ctl_job *j, const void *arg, bool apply,
+                                         const char **what);
+/* Defer req, store the change, apply it, answer 200 with the job (or
+ * 409/507/500). arg (arg_len bytes) is copied. mu held. */
+void ctl_state_job_change(ctl *c, cr_http_req *req, ctl_job *j, ctl_job_change_fn fn,
+                          const void *arg, size_t arg_len, const char *why);
+/* The job from memory, else from the store (it goes back into memory). mu held. */
+ctl_job *ctl_job_fetch(ctl *c, int64_t id);
+/* Retention and expiry timers (scheduler thread); takes mu. */
+void ctl_state_tick(ctl *c, int64_t now_mono);
+void ctl_state_retain_now(ctl *c); /* mu held (start-up) */
+
+/* ctl_idem.c: Idempotency-Key answers of submit. mu held. */
+typedef enum { CTL_IDEM_NEW, CTL_IDEM_REPLAY, CTL_IDEM_BUSY, CTL_IDEM_MISMATCH } ctl_idem_res;
+uint64_t ctl_idem_hash(const char *data, size_t len);
+int ctl_idem_key_check(const char *key); /* 0 or CR_EINVAL */
+/* Look the key up; NEW records it as in flight; REPLAY gives the first answer (taken). */
+ctl_idem_res ctl_idem_begin(ctl *c, int64_t token_id, const char *key, uint64_t hash,
+                            char **answer);
+void ctl_idem_persist(ctl *c, cr_store_txn *txn, int64_t token_id, const char *key,
+                      const char *answer);
+/* The first request was stored (answer) or not (NULL: the key is free again). */
+void ctl_idem_done(ctl *c, int64_t token_id, const char *key, const char *answer);
+void ctl_idem_expire(ctl *c, cr_store_txn *txn, int64_t now_wall);
+int ctl_load_idem(ctl *c);
+void ctl_idem_free(ctl *c);
 
 /* ctl_admin.c: tokens, tenants, usage. */
 void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);

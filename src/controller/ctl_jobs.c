@@ -12,7 +12,6 @@
 
 #include "cr_alloc.h"
 #include "cr_arch.h"
-#include "cr_client.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
@@ -375,7 +374,10 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
     cr_buf b;
     cr_buf_init(&b);
     size_t n = strlen(spec_json);
-    if (n >= 2 && spec_json[n - 1] == '}') {
+    if (j->array_first > 0 && j->id != j->array_first) {
+        /* Array tasks store their shared spec once, in the first task's row. */
+        cr_buf_printf(&b, "{\"spec_ref\":%lld,", (long long)j->array_first);
+    } else if (n >= 2 && spec_json[n - 1] == '}') {
         cr_buf_append(&b, spec_json, n - 1);
         if (n > 2) {
             cr_buf_putc(&b, ',');
@@ -439,6 +441,9 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
 
 static char *job_doc(const ctl_job *j)
 {
+    if (j->array_first > 0 && j->id != j->array_first) {
+        return job_doc_with(j, "{}");
+    }
     char *spec = json_dumps(j->spec, JSON_COMPACT);
     char *doc = job_doc_with(j, spec ? spec : "{}");
     free(spec);
@@ -451,12 +456,25 @@ static int64_t doc_int(const json_t *v, const char *key)
     return json_is_integer(x) ? (int64_t)json_integer_value(x) : 0;
 }
 
-int ctl_job_from_doc(const char *doc, ctl_job **out)
+/* A job from a stored doc; ref_spec: the shared spec of an array task's
+ * row that names it by spec_ref (NULL otherwise). */
+static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
 {
     json_error_t je;
     json_t *v = json_loads(doc, 0, &je);
     if (!v) {
         return CR_EPARSE;
+    }
+    if (json_object_get(v, "spec_ref")) {
+        if (!ref_spec) {
+            json_decref(v);
+            return CR_ENOENT;
+        }
+        json_t *merged = json_copy(ref_spec);
+        json_object_update(merged, v);
+        json_object_del(merged, "spec_ref");
+        json_decref(v);
+        v = merged;
     }
     cr_json_err err;
     ctl_job *j = NULL;
@@ -563,8 +581,60 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     for (size_t i = 0; ro[i]; i++) {
         json_object_del(j->spec, ro[i]);
     }
+    if (ref_spec && json_equal(j->spec, ref_spec)) {
+        json_decref(j->spec); /* share the array's one spec */
+        j->spec = json_incref(ref_spec);
+    }
     *out = j;
     return 0;
+}
+
+int ctl_job_from_doc(const char *doc, ctl_job **out)
+{
+    return job_from_doc_ref(doc, NULL, out);
+}
+
+static void copy_doc(void *arg, int64_t id, const char *doc)
+{
+    (void)id;
+    char **out = arg;
+    free(*out);
+    *out = cr_strdup(doc);
+}
+
+int64_t ctl_doc_spec_ref(const char *doc)
+{
+    static const char pre[] = "{\"spec_ref\":";
+    if (strncmp(doc, pre, sizeof pre - 1) != 0) {
+        return 0;
+    }
+    return strtoll(doc + sizeof pre - 1, NULL, 10);
+}
+
+int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out)
+{
+    int64_t ref = ctl_doc_spec_ref(doc);
+    json_t *ref_spec = NULL;
+    ctl_job *rj = NULL;
+    if (ref > 0) {
+        ctl_job *m = ctl_job_get(c, ref);
+        if (m) {
+            ref_spec = m->spec;
+        } else if (ask_store) {
+            char *rdoc = NULL;
+            if (cr_store_get_job(c->store, ref, copy_doc, &rdoc) == 0 &&
+                ctl_doc_spec_ref(rdoc) == 0 && ctl_job_from_doc(rdoc, &rj) == 0) {
+                ref_spec = rj->spec;
+            }
+            free(rdoc);
+        }
+    }
+    int rc = job_from_doc_ref(doc, ref_spec, out);
+    if (rc == 0) {
+        (*out)->id = id;
+    }
+    ctl_job_free(rj);
+    return rc;
 }
 
 ctl_job *ctl_job_get(ctl *c, int64_t id)
@@ -608,6 +678,7 @@ static void persist_doc(cr_store_txn *txn, ctl_job *j, char *doc, const char *wh
 
 void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, const char *why)
 {
+    j->ver++; /* a change committed after this one's was prepared is stale (ctl_state.c) */
     char *doc = job_doc(j);
     cr_store_txn_put_job(txn, j->id, j->tenant, ctl_job_state_names[j->state], doc);
     free(doc);
@@ -615,33 +686,6 @@ void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, co
         cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
         cr_debug("job=%lld %s: %s", (long long)j->id, what, why ? why : "");
     }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Scheduler queue (consumed by ctl_sched.c).                               */
-
-static void sched_push(ctl *c, int op, int64_t id)
-{
-    CR_GROW(c->sched_ops, c->nsched_ops, c->capsched_ops);
-    c->sched_ops[c->nsched_ops].op = op;
-    c->sched_ops[c->nsched_ops].id = id;
-    c->nsched_ops++;
-    ctl_sched_kick(c);
-}
-
-void ctl_sched_add(ctl *c, int64_t id)
-{
-    sched_push(c, CTL_SCHED_ADD, id);
-}
-
-void ctl_sched_remove(ctl *c, int64_t id)
-{
-    sched_push(c, CTL_SCHED_REMOVE, id);
-}
-
-void ctl_sched_requeue(ctl *c, int64_t id)
-{
-    sched_push(c, CTL_SCHED_REQUEUE, id);
 }
 
 /* Release a running job's GPUs on its nodes and tell the agents. */
@@ -759,40 +803,14 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
 /* ------------------------------------------------------------------------ */
 /* Answers after commit.                                                    */
 
-typedef struct reply_ctx {
-    cr_http_req *req;
-    unsigned status;
-    json_t *body; /* owned */
-} reply_ctx;
-
-static void reply_committed(void *arg, int status)
-{
-    reply_ctx *r = arg;
-    if (status == 0) {
-        ctl_reply_json(r->req, r->status, r->body);
-    } else {
-        json_decref(r->body);
-        ctl_reply_err(r->req, 500, status, NULL, "could not commit: %s", cr_strerror(status));
-    }
-    free(r);
-}
-
-/* Defer req and answer it with body once txn is durable. mu held. */
-void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body)
-{
-    reply_ctx *r = cr_calloc(1, sizeof *r);
-    r->req = req;
-    r->status = status;
-    r->body = body;
-    cr_http_defer(req);
-    cr_store_submit(c->store, txn, reply_committed, r);
-}
-
 typedef struct submit_ctx {
     ctl *c;
     cr_http_req *req;
     ctl_job **jobs; /* owned until inserted */
     size_t n;
+    char *answer;     /* owned: the 201 body */
+    int64_t token_id; /* Idempotency-Key: whose */
+    char idem[160];   /* Idempotency-Key, "" = none */
 } submit_ctx;
 
 static void submit_committed(void *arg, int status)
@@ -803,23 +821,43 @@ static void submit_committed(void *arg, int status)
         for (size_t i = 0; i < s->n; i++) {
             ctl_job_free(s->jobs[i]);
         }
-        ctl_reply_err(s->req, 500, status, NULL, "could not commit the job: %s",
-                      cr_strerror(status));
+        if (*s->idem) {
+            pthread_mutex_lock(&c->mu);
+            ctl_idem_done(c, s->token_id, s->idem, NULL);
+            pthread_mutex_unlock(&c->mu);
+        }
+        ctl_reply_commit_err(s->req, status);
         goto out;
     }
-    json_t *ids = json_array();
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < s->n; i++) {
-        json_array_append_new(ids, json_integer(s->jobs[i]->id));
         ctl_sched_add(c, s->jobs[i]->id);
         ctl_job_insert(c, s->jobs[i]);
     }
+    if (*s->idem) {
+        ctl_idem_done(c, s->token_id, s->idem, s->answer);
+    }
     pthread_mutex_unlock(&c->mu);
     atomic_fetch_add(&c->jobs_submitted, s->n);
-    ctl_reply_json(s->req, 201, json_pack("{s:o}", "ids", ids));
+    size_t alen = strlen(s->answer);
+    cr_http_respond(s->req, 201, "application/json", s->answer, alen);
+    s->answer = NULL;
 out:
+    free(s->answer);
     free(s->jobs);
     free(s);
+}
+
+static char *ids_answer(int64_t first, size_t n)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_puts(&b, "{\"ids\":[");
+    for (size_t i = 0; i < n; i++) {
+        cr_buf_printf(&b, "%s%lld", i ? "," : "", (long long)(first + (int64_t)i));
+    }
+    cr_buf_puts(&b, "]}");
+    return cr_buf_take(&b);
 }
 
 static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
@@ -829,10 +867,23 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     json_t *v = NULL;
     cr_json_err err;
     ctl_job *proto = NULL;
+    char *spec_json = NULL;
     int64_t n = 1;
+    const char *idem = cr_http_header(req, "Idempotency-Key");
+    if (idem && ctl_idem_key_check(idem) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "Idempotency-Key",
+                      "header 'Idempotency-Key': 1..128 printable ASCII characters");
+        goto out;
+    }
     if (cr_json_parse_object(body, len, &v, &err) != 0 ||
         job_parse(v, false, &proto, &n, &err) != 0) {
         ctl_reply_jerr(req, &err);
+        goto out;
+    }
+    if (n > c->cfg.max_array) {
+        ctl_reply_err(req, 400, CR_ERANGE, "array",
+                      "field 'array': at most %lld tasks per submit (max_array)",
+                      (long long)c->cfg.max_array);
         goto out;
     }
     if (p->role == CR_ROLE_USER) {
@@ -844,27 +895,6 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         snprintf(proto->tenant, sizeof proto->tenant, "%s", p->tenant);
     } else if (!*proto->tenant) {
         snprintf(proto->tenant, sizeof proto->tenant, "default");
-    }
-    if (proto->secrets) {
-        /* Sealed before anything is stored; the plain copy goes now. */
-        char *plain = json_dumps(proto->secrets, JSON_COMPACT);
-        proto->secrets_enc = ctl_seal(c, plain);
-        ctl_secret_free(plain);
-        json_decref(proto->secrets);
-        proto->secrets = NULL;
-    }
-    int64_t now = cr_now_ns();
-    pthread_mutex_lock(&c->mu);
-    bool known = ctl_tenant_find(c, proto->tenant) != NULL;
-    int64_t first = c->next_id;
-    if (known) {
-        c->next_id += n;
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (!known) {
-        ctl_reply_err(req, 400, CR_ENOENT, "tenant", "field 'tenant': unknown tenant '%s'",
-                      proto->tenant);
-        goto out;
     }
     /* The Unix user the job will run as, fixed now: a job nobody mapped is
      * refused here rather than left to fail (or run as root) on a node. */
@@ -879,15 +909,73 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
                             json_pack("{s:I,s:I,s:b}", "uid", (json_int_t)ra.uid, "gid",
                                       (json_int_t)ra.gid, "allow_root", ra.allow_root));
     }
+    spec_json = json_dumps(proto->spec, JSON_COMPACT);
+    if (!spec_json || (int64_t)strlen(spec_json) > c->cfg.max_spec_bytes) {
+        ctl_reply_err(req, 413, CR_ETOOBIG, NULL,
+                      "the job request is %zu bytes stored; at most %lld (max_spec_bytes)",
+                      spec_json ? strlen(spec_json) : 0, (long long)c->cfg.max_spec_bytes);
+        goto out;
+    }
+    if (proto->secrets) {
+        /* Sealed before anything is stored; the plain copy goes now. */
+        char *plain = json_dumps(proto->secrets, JSON_COMPACT);
+        proto->secrets_enc = ctl_seal(c, plain);
+        ctl_secret_free(plain);
+        json_decref(proto->secrets);
+        proto->secrets = NULL;
+    }
+    int64_t now = cr_now_ns();
+    pthread_mutex_lock(&c->mu);
+    if (!ctl_tenant_find(c, proto->tenant)) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 400, CR_ENOENT, "tenant", "field 'tenant': unknown tenant '%s'",
+                      proto->tenant);
+        goto out;
+    }
+    if (idem) {
+        char *first = NULL;
+        ctl_idem_res r = ctl_idem_begin(c, p->id, idem, ctl_idem_hash(body, len), &first);
+        if (r != CTL_IDEM_NEW) {
+            pthread_mutex_unlock(&c->mu);
+            if (r == CTL_IDEM_REPLAY) {
+                cr_http_add_header(req, "Idempotent-Replayed", "true");
+                size_t flen = strlen(first);
+                cr_http_respond(req, 201, "application/json", first, flen);
+            } else {
+                ctl_reply_err(req, 409, CR_ECONFLICT, "Idempotency-Key",
+                              r == CTL_IDEM_BUSY
+                                  ? "header 'Idempotency-Key': the first request with this key "
+                                    "is still being stored; retry"
+                                  : "header 'Idempotency-Key': already used with a different "
+                                    "request");
+            }
+            goto out;
+        }
+    }
+    int64_t first = c->next_id;
+    c->next_id += n;
     submit_ctx *s = cr_calloc(1, sizeof *s);
     s->c = c;
     s->req = req;
     s->n = (size_t)n;
     s->jobs = cr_calloc(s->n, sizeof *s->jobs);
+    s->answer = ids_answer(first, s->n);
+    s->token_id = p->id;
+    if (idem) {
+        snprintf(s->idem, sizeof s->idem, "%s", idem);
+    }
     cr_store_txn *txn = cr_store_txn_new();
+    if (idem) {
+        ctl_idem_persist(c, txn, p->id, idem, s->answer);
+    }
+    /* The high-water mark of ids: never handed out twice, even when the
+     * newest rows are lost or unreadable. */
+    char hwm[32];
+    snprintf(hwm, sizeof hwm, "%lld", (long long)(first + n - 1));
+    cr_store_txn_put(txn, "meta", "job_id_hwm", hwm);
+    pthread_mutex_unlock(&c->mu);
     char why[200];
     snprintf(why, sizeof why, "by token '%s' (%s)", p->name, cr_role_name(p->role));
-    char *spec_json = json_dumps(proto->spec, JSON_COMPACT);
     for (size_t i = 0; i < s->n; i++) {
         ctl_job *j = cr_calloc(1, sizeof *j);
         *j = *proto;
@@ -903,12 +991,12 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
             j->array_first = first;
         }
         s->jobs[i] = j;
-        persist_doc(txn, j, job_doc_with(j, spec_json ? spec_json : "{}"), "submitted", why);
+        persist_doc(txn, j, job_doc_with(j, spec_json), "submitted", why);
     }
-    free(spec_json);
     cr_http_defer(req);
     cr_store_submit(c->store, txn, submit_committed, s);
 out:
+    free(spec_json);
     json_decref(v);
     ctl_job_free(proto);
 }
@@ -921,18 +1009,146 @@ static bool visible(const ctl_job *j, const cr_principal *p)
     return j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0);
 }
 
+#define LIST_DEFAULT   100
+#define LIST_MAX       1000
+#define LIST_MAX_BYTES (4 * 1024 * 1024)
+
+typedef struct list_row {
+    int64_t id;
+    char *doc; /* owned */
+} list_row;
+
+typedef struct list_ctx {
+    list_row *rows;
+    size_t n, cap;
+    size_t bytes;
+    bool cut; /* rows left out for LIST_MAX_BYTES */
+} list_ctx;
+
+static void list_row_cb(void *arg, int64_t id, const char *doc)
+{
+    list_ctx *l = arg;
+    size_t len = strlen(doc);
+    if (l->cut || (l->n > 0 && l->bytes + len > LIST_MAX_BYTES)) {
+        l->cut = true; /* the page ends here; next_cursor says where to go on */
+        return;
+    }
+    CR_GROW(l->rows, l->n, l->cap);
+    l->rows[l->n].id = id;
+    l->rows[l->n].doc = cr_strdup(doc);
+    l->n++;
+    l->bytes += len;
+}
+
+/* The API object of a stored row: the spec of an array task merged back,
+ * the store's own members left out. */
+static json_t *row_api(ctl *c, const char *doc, json_t **ref_cache, int64_t *ref_id,
+                       size_t *ref_len, size_t *bytes)
+{
+    json_t *v = json_loads(doc, 0, NULL);
+    if (!v) {
+        return NULL;
+    }
+    *bytes = strlen(doc);
+    int64_t ref = ctl_doc_spec_ref(doc);
+    if (ref > 0) {
+        if (*ref_id != ref) {
+            char *rdoc = NULL;
+            json_decref(*ref_cache);
+            *ref_cache = NULL;
+            *ref_id = ref;
+            *ref_len = 0;
+            if (cr_store_get_job(c->store, ref, copy_doc, &rdoc) == 0) {
+                *ref_cache = json_loads(rdoc, 0, NULL);
+                *ref_len = strlen(rdoc);
+                /* only the request members are shared, not the first task's run */
+                static const char *const own[] = {"id",
+                                                  "tenant",
+                                                  "state",
+                                                  "reason",
+                                                  "exit_code",
+                                                  "signal",
+                                                  "retries",
+                                                  "runs",
+                                                  "submit_time",
+                                                  "start_time",
+                                                  "end_time",
+                                                  "placement",
+                                                  "run_gpu_type",
+                                                  "array_index",
+                                                  "array_first",
+                                                  "submit_ns",
+                                                  "start_ns",
+                                                  "end_ns",
+                                                  "acct_ns",
+                                                  "last_node",
+                                                  "cancel_requested",
+                                                  "timed_out",
+                                                  "requeue_requested",
+                                                  NULL};
+                for (size_t i = 0; *ref_cache && own[i]; i++) {
+                    json_object_del(*ref_cache, own[i]);
+                }
+            }
+            free(rdoc);
+        }
+        *bytes += *ref_len;
+        if (*ref_cache) {
+            json_t *merged = json_copy(*ref_cache);
+            json_object_update(merged, v);
+            json_decref(v);
+            v = merged;
+        }
+    }
+    static const char *const internal[] = {
+        "spec_ref",         "submit_ns", "start_ns",          "end_ns", "acct_ns", "last_node",
+        "cancel_requested", "timed_out", "requeue_requested", NULL};
+    for (size_t i = 0; internal[i]; i++) {
+        json_object_del(v, internal[i]);
+    }
+    size_t i;
+    json_t *pl;
+    json_array_foreach(json_object_get(v, "placement"), i, pl)
+    {
+        json_object_del(pl, "mig_starts");
+    }
+    return v;
+}
+
 static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
 {
+    static const char *const params[] = {"state", "tenant", "limit", "cursor", "after", NULL};
+    const char *unknown = cr_http_query_unknown(req, params);
+    if (unknown) {
+        ctl_reply_err(req, 400, CR_EINVAL, unknown,
+                      "query '%s': unknown (state, tenant, limit, cursor, after)", unknown);
+        return;
+    }
     const char *qs = cr_http_query(req, "state");
     const char *qt = cr_http_query(req, "tenant");
     const char *ql = cr_http_query(req, "limit");
-    int64_t limit = 1000;
+    const char *qc = cr_http_query(req, "cursor");
+    const char *qa = cr_http_query(req, "after");
+    int64_t limit = LIST_DEFAULT, cursor = 0, after = 0;
     bool want[JS_COUNT];
     for (int i = 0; i < JS_COUNT; i++) {
         want[i] = qs == NULL || !*qs;
     }
-    if (ql && cr_parse_i64(ql, 1, 1000000, &limit) != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "limit", "query 'limit': must be an integer 1..1000000");
+    if (ql && cr_parse_i64(ql, 1, LIST_MAX, &limit) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "limit",
+                      "query 'limit': must be an integer 1..%d (page on with 'cursor')", LIST_MAX);
+        return;
+    }
+    if (qc && cr_parse_i64(qc, 1, INT64_MAX / 2, &cursor) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "cursor", "query 'cursor': a job id from next_cursor");
+        return;
+    }
+    if (qa && cr_parse_i64(qa, 0, INT64_MAX / 2, &after) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "after", "query 'after': a job id >= 0");
+        return;
+    }
+    if (qc && qa) {
+        ctl_reply_err(req, 400, CR_EINVAL, "after", "query 'after': not with 'cursor'");
         return;
     }
     if (qs && *qs) {
@@ -956,19 +1172,90 @@ static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
             }
         }
     }
-    json_t *items = json_array();
-    pthread_mutex_lock(&c->mu);
-    size_t count = 0;
-    for (size_t i = c->njobs_slots; i > 0 && (int64_t)count < limit; i--) {
-        ctl_job *j = c->jobs[i - 1];
-        if (!j || !visible(j, p) || !want[j->state] || (qt && *qt && strcmp(qt, j->tenant))) {
-            continue;
-        }
-        json_array_insert_new(items, 0, ctl_job_json(j));
-        count++;
+    const char *states[JS_COUNT];
+    size_t nstates = 0;
+    bool all = true;
+    for (int i = 0; i < JS_COUNT; i++) {
+        all = all && want[i];
     }
-    pthread_mutex_unlock(&c->mu);
-    ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)count));
+    for (int i = 0; i < JS_COUNT && !all; i++) {
+        if (want[i]) {
+            states[nstates++] = ctl_job_state_names[i];
+        }
+    }
+    bool oldest_first = qa != NULL;
+    cr_store_job_query q = {
+        .tenant = p->role == CR_ROLE_ADMIN ? (qt && *qt ? qt : NULL) : p->tenant,
+        .states = states,
+        .nstates = nstates,
+        .before = cursor,
+        .after = after,
+        .oldest_first = oldest_first,
+        .limit = (size_t)limit + 1, /* one more: is there a next page? */
+    };
+    if (p->role != CR_ROLE_ADMIN && qt && *qt && strcmp(qt, p->tenant) != 0) {
+        q.tenant = "\x01"; /* another tenant's jobs: none visible (no tenant has this name) */
+    }
+    list_ctx l;
+    memset(&l, 0, sizeof l);
+    int64_t total = 0;
+    int rc = cr_store_query_jobs(c->store, &q, list_row_cb, &l, &total);
+    json_t *items = json_array();
+    size_t take = l.n > (size_t)limit ? (size_t)limit : l.n;
+    bool more = l.n > (size_t)limit || l.cut;
+    /* In query order, within LIST_MAX_BYTES of answer (array tasks get
+     * their shared spec back here). */
+    json_t *ref_cache = NULL, *page = json_array();
+    int64_t ref_id = 0;
+    size_t ref_len = 0, out_bytes = 0;
+    for (size_t k = 0; k < take; k++) {
+        size_t bytes = 0;
+        json_t *v = row_api(c, l.rows[k].doc, &ref_cache, &ref_id, &ref_len, &bytes);
+        if (k > 0 && out_bytes + bytes > LIST_MAX_BYTES) {
+            json_decref(v);
+            take = k;
+            more = true;
+            break;
+        }
+        out_bytes += bytes;
+        json_array_append_new(page, v ? v : json_null());
+    }
+    json_decref(ref_cache);
+    /* newest-first pages are answered oldest first, as before */
+    for (size_t k = 0; k < json_array_size(page); k++) {
+        json_t *v = json_array_get(page, oldest_first ? k : json_array_size(page) - 1 - k);
+        if (!json_is_null(v)) {
+            json_array_append(items, v);
+        }
+    }
+    json_decref(page);
+    int64_t edge = take ? l.rows[take - 1].id : 0;
+    for (size_t k = 0; k < l.n; k++) {
+        free(l.rows[k].doc);
+    }
+    free(l.rows);
+    if (rc != 0) {
+        json_decref(items);
+        ctl_reply_err(req, 500, rc, NULL, "cannot read jobs: %s", cr_strerror(rc));
+        return;
+    }
+    /* Active jobs by state, from the store's state index (no global lock). */
+    static const char *const act[] = {"pending", "held", "running", "completing"};
+    int64_t counts[4] = {0};
+    cr_store_job_counts(c->store, q.tenant, act, 4, counts);
+    json_t *cv = json_object();
+    for (int k = 0; k < 4; k++) {
+        json_object_set_new(cv, act[k], json_integer(counts[k]));
+    }
+    json_t *out =
+        json_pack("{s:o,s:I,s:I,s:o}", "items", items, "count", (json_int_t)json_array_size(items),
+                  "total", (json_int_t)total, "active", cv);
+    if (more && edge > 0) {
+        char cur[32];
+        snprintf(cur, sizeof cur, "%lld", (long long)edge);
+        json_object_set_new(out, oldest_first ? "next_after" : "next_cursor", json_string(cur));
+    }
+    ctl_reply_json(req, 200, out);
 }
 
 static void add_event(void *arg, int64_t job, int64_t time_ns, const char *what, const char *why)
@@ -982,7 +1269,7 @@ static void add_event(void *arg, int64_t job, int64_t time_ns, const char *what,
 static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
 {
     pthread_mutex_lock(&c->mu);
-    ctl_job *j = ctl_job_get(c, id);
+    ctl_job *j = ctl_job_fetch(c, id);
     json_t *v = visible(j, p) ? ctl_job_json(j) : NULL;
     pthread_mutex_unlock(&c->mu);
     if (!v) {
@@ -997,6 +1284,102 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
 
 /* ------------------------------------------------------------------------ */
 /* Actions.                                                                 */
+
+typedef struct action_arg {
+    char action[16]; /* cancel|hold|release|requeue */
+    int64_t now;     /* wall clock, the same for the stored row and memory */
+} action_arg;
+
+/* Tell the agents of a running job's nodes that its desired state changed. */
+static void bump_nodes(ctl *c, const ctl_job *j)
+{
+    for (size_t i = 0; i < j->nplace; i++) {
+        ctl_node *n = ctl_node_find(c, j->place[i].node);
+        if (n) {
+            ctl_node_bump(c, n);
+        }
+    }
+}
+
+/* The user actions as one state change (see ctl_state.c): on a copy with
+ * apply false, on the job once stored with apply true. */
+static const char *action_change(ctl *c, ctl_job *j, const void *argp, bool apply,
+                                 const char **what)
+{
+    const action_arg *a = argp;
+    ctl_job_state was = j->state;
+    int64_t id = j->id;
+    if (strcmp(a->action, "cancel") == 0) {
+        if (ctl_job_terminal(j)) {
+            return "is already finished";
+        }
+        if (was == JS_RUNNING || was == JS_COMPLETING) {
+            j->cancel_requested = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "cancel requested: stopping");
+            *what = "cancel-requested";
+            if (apply) {
+                bump_nodes(c, j);
+            }
+        } else {
+            j->state = JS_CANCELLED;
+            j->end_ns = a->now;
+            ctl_job_set_reason(j, "cancelled");
+            *what = "cancelled";
+            if (apply) {
+                ctl_sched_remove(c, id);
+                atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
+            }
+        }
+    } else if (strcmp(a->action, "hold") == 0) {
+        if (was != JS_PENDING) {
+            return "is not pending";
+        }
+        j->state = JS_HELD;
+        ctl_job_set_reason(j, "held");
+        *what = "held";
+        if (apply) {
+            ctl_sched_remove(c, id);
+        }
+    } else if (strcmp(a->action, "release") == 0) {
+        if (was != JS_HELD) {
+            return "is not held";
+        }
+        j->state = JS_PENDING;
+        ctl_job_set_reason(j, "released");
+        *what = "released";
+        if (apply) {
+            ctl_sched_add(c, id);
+        }
+    } else { /* requeue */
+        if (was == JS_RUNNING) {
+            j->requeue_requested = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "requeue requested: stopping");
+            *what = "requeue-requested";
+            if (apply) {
+                bump_nodes(c, j);
+            }
+        } else if (ctl_job_terminal(j)) {
+            j->state = JS_PENDING;
+            j->start_ns = j->end_ns = 0;
+            j->exit_code = j->signal = 0;
+            j->cancel_requested = false;
+            j->touch_mono = 0;
+            ctl_job_set_reason(j, "requeued");
+            *what = "requeued";
+            if (apply) {
+                if (c->first_active > id) {
+                    c->first_active = id; /* active again (see ctl_metrics.c) */
+                }
+                ctl_sched_add(c, id);
+            }
+        } else {
+            return "is not running or finished";
+        }
+    }
+    return NULL;
+}
 
 static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
                        const char *action)
@@ -1016,91 +1399,18 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
     }
     char why[200];
     snprintf(why, sizeof why, "%s by token '%s'", action, p->name);
+    action_arg a;
+    memset(&a, 0, sizeof a);
+    snprintf(a.action, sizeof a.action, "%s", action);
+    a.now = cr_now_ns();
     pthread_mutex_lock(&c->mu);
-    ctl_job *j = ctl_job_get(c, id);
+    ctl_job *j = ctl_job_fetch(c, id);
     if (!visible(j, p)) {
         pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
         return;
     }
-    ctl_job_state was = j->state;
-    cr_store_txn *txn = cr_store_txn_new();
-    const char *bad = NULL;
-    if (strcmp(action, "cancel") == 0) {
-        if (ctl_job_terminal(j)) {
-            bad = "is already finished";
-        } else if (was == JS_RUNNING || was == JS_COMPLETING) {
-            j->cancel_requested = true;
-            j->state = JS_COMPLETING;
-            ctl_job_set_reason(j, "cancel requested: stopping");
-            for (size_t i = 0; i < j->nplace; i++) {
-                ctl_node *n = ctl_node_find(c, j->place[i].node);
-                if (n) {
-                    ctl_node_bump(c, n);
-                }
-            }
-            ctl_job_persist(c, txn, j, "cancel-requested", why);
-        } else {
-            j->state = JS_CANCELLED;
-            j->end_ns = cr_now_ns();
-            ctl_job_set_reason(j, "cancelled");
-            ctl_sched_remove(c, id);
-            atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
-            ctl_job_persist(c, txn, j, "cancelled", why);
-        }
-    } else if (strcmp(action, "hold") == 0) {
-        if (was != JS_PENDING) {
-            bad = "is not pending";
-        } else {
-            j->state = JS_HELD;
-            ctl_job_set_reason(j, "held");
-            ctl_sched_remove(c, id);
-            ctl_job_persist(c, txn, j, "held", why);
-        }
-    } else if (strcmp(action, "release") == 0) {
-        if (was != JS_HELD) {
-            bad = "is not held";
-        } else {
-            j->state = JS_PENDING;
-            ctl_job_set_reason(j, "released");
-            ctl_sched_add(c, id);
-            ctl_job_persist(c, txn, j, "released", why);
-        }
-    } else { /* requeue */
-        if (was == JS_RUNNING) {
-            j->requeue_requested = true;
-            j->state = JS_COMPLETING;
-            ctl_job_set_reason(j, "requeue requested: stopping");
-            for (size_t i = 0; i < j->nplace; i++) {
-                ctl_node *n = ctl_node_find(c, j->place[i].node);
-                if (n) {
-                    ctl_node_bump(c, n);
-                }
-            }
-            ctl_job_persist(c, txn, j, "requeue-requested", why);
-        } else if (ctl_job_terminal(j)) {
-            if (c->first_active > id) {
-                c->first_active = id; /* active again (see ctl_metrics.c) */
-            }
-            j->state = JS_PENDING;
-            j->start_ns = j->end_ns = 0;
-            j->exit_code = j->signal = 0;
-            j->cancel_requested = false;
-            ctl_job_set_reason(j, "requeued");
-            ctl_sched_add(c, id);
-            ctl_job_persist(c, txn, j, "requeued", why);
-        } else {
-            bad = "is not running or finished";
-        }
-    }
-    if (bad) {
-        pthread_mutex_unlock(&c->mu);
-        cr_store_txn_free(txn);
-        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)id, bad,
-                      ctl_job_state_names[was]);
-        return;
-    }
-    ctl_commit_reply(c, txn, req, 200, ctl_job_json(j));
+    ctl_state_job_change(c, req, j, action_change, &a, sizeof a, why);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -1147,94 +1457,6 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
         return;
     }
     ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
-}
-
-/* ------------------------------------------------------------------------ */
-/* Logs: proxied from the agent of the node the job ran on last.            */
-
-/* Stream sink: the log bytes of a 2xx answer, up to 16 MiB. */
-static int collect(void *ud, const char *data, size_t len)
-{
-    cr_buf *b = ud;
-    if (b->len + len > 16 * 1024 * 1024) {
-        return 1; /* stop: the proxy answers what came so far */
-    }
-    cr_buf_append(b, data, len);
-    return 0;
-}
-
-void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
-{
-    const char *stream = cr_http_query(req, "stream");
-    const char *off = cr_http_query(req, "offset");
-    int64_t offset = 0;
-    if (stream && strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "stream", "query 'stream': stdout or stderr");
-        return;
-    }
-    if (off && cr_parse_i64(off, 0, INT64_MAX, &offset) != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "offset", "query 'offset': an integer >= 0");
-        return;
-    }
-    char server[300] = "", path[200] = "", secret[CR_TOKEN_TEXT_MAX] = "";
-    pthread_mutex_lock(&c->mu);
-    ctl_job *j = ctl_job_get(c, id);
-    bool vis = visible(j, p);
-    if (vis && *j->last_node) {
-        ctl_node *n = ctl_node_find(c, j->last_node);
-        if (n && n->port > 0) {
-            snprintf(server, sizeof server, "%s://%s:%d", n->tls ? "https" : "http", n->addr,
-                     n->port);
-            snprintf(secret, sizeof secret, "%s", n->agent_secret);
-            snprintf(path, sizeof path, "/v1/logs/%lld?stream=%s&offset=%lld", (long long)id,
-                     stream ? stream : "stdout", (long long)offset);
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    if (!vis) {
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
-        return;
-    }
-    if (!*server) {
-        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld has not run yet: no logs",
-                      (long long)id);
-        return;
-    }
-    /* To the agent with the secret it got at its registration (never a
-     * token that could act on the controller); HTTPS when it serves it. */
-    cr_client_opts o = {.server = server,
-                        .token = secret,
-                        .timeout_ns = 10 * CR_NS_PER_SEC,
-                        .ca_file = *c->cfg.agent_ca_file ? c->cfg.agent_ca_file : NULL};
-    cr_client *cl = NULL;
-    cr_buf b;
-    cr_buf_init(&b);
-    cr_client_res res;
-    cr_client_res_init(&res);
-    int rc = cr_client_new(&o, &cl);
-    if (rc == 0) {
-        rc = cr_client_stream(cl, path, 10 * CR_NS_PER_SEC, 0, collect, &b, &res);
-    }
-    cr_client_free(cl);
-    long status = res.status;
-    if (status == 0 || (status >= 200 && status < 300 && rc != 0)) {
-        ctl_reply_err(req, 502, CR_EUNAVAIL, NULL, "the agent holding the logs is unreachable: %s",
-                      cr_client_res_msg(&res, rc));
-        goto out;
-    }
-    if (status < 200 || status >= 300) {
-        /* the agent's own error answer, passed on as it came */
-        cr_buf_reset(&b);
-        if (res.raw) {
-            cr_buf_append(&b, res.raw, res.raw_len);
-        }
-    }
-    size_t len = b.len;
-    cr_http_respond(req, status >= 200 && status < 600 ? (unsigned)status : 502,
-                    "application/octet-stream", cr_buf_take(&b), len);
-out:
-    cr_client_res_fini(&res);
-    cr_buf_fini(&b);
 }
 
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err)

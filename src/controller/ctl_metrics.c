@@ -105,6 +105,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
             bump(&g, &ng, &capg, x->model, st, 1);
         }
     }
+    size_t finished_mem = c->nfinished_mem;
     pthread_mutex_unlock(&c->mu);
 
     cr_prom_family(&b, "corral_jobs", "gauge", "Jobs not finished, by tenant and state.");
@@ -150,6 +151,9 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_family(&b, "corral_store_transactions_total", "counter",
                    "Transactions made durable (many per commit under load).");
     cr_prom_sample(&b, "corral_store_transactions_total", NULL, (double)txns);
+    cr_prom_family(&b, "corral_jobs_finished_in_memory", "gauge",
+                   "Finished jobs still held in memory (retention: retain_finished, retain_s).");
+    cr_prom_sample(&b, "corral_jobs_finished_in_memory", NULL, (double)finished_mem);
     ctl_metrics_more(c, &b);
     free(q);
     free(g);

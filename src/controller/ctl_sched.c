@@ -916,6 +916,7 @@ static void *sched_main(void *arg)
         ctl_nodes_tick(c, now);
         ctl_services_tick(c, now);
         ctl_audit_tick(c, now);
+        ctl_state_tick(c, now);
         if (run && pl) {
             int64_t t0 = cr_mono_ns();
             placer_cycle(pl, c, &restored, &last_cost);

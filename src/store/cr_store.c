@@ -2,16 +2,18 @@
  * cr_store.c - SQLite persistence with a group-committing writer thread;
  * see cr_store.h for the contract.
  *
- * Lock order: s->qmu (queue) is never held while SQLite runs; s->rmu guards
- * the reader connection only. The writer connection belongs to the writer
- * thread after cr_store_open returns.
+ * Lock order: s->qmu (queue) is never held while SQLite runs; s->rmu[i]
+ * guards reader connection i only (a reader holds one at a time). The writer connection belongs to
+ * the writer thread after cr_store_open returns.
  */
 #include "cr_store.h"
 
 #include "cr_alloc.h"
+#include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_log.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <sqlite3.h>
 #include <stdatomic.h>
@@ -38,20 +40,24 @@ struct cr_store_txn {
 
 enum { ST_PUT_JOB, ST_EVENT, ST_PUT, ST_DEL, ST_USAGE, ST_COUNT };
 
+/* Reader connections: reads (GET /v1/jobs pages, events) run side by side. */
+#define STORE_READERS 4
+
 struct cr_store {
-    sqlite3 *w;                 /* writer connection (writer thread) */
-    sqlite3 *r;                 /* reader connection, under rmu */
-    sqlite3_stmt *st[ST_COUNT]; /* prepared writer statements */
-    pthread_mutex_t rmu;        /* guards r */
-    pthread_mutex_t qmu;        /* guards the queue and stop */
-    pthread_cond_t qcv;         /* signalled on submit and stop */
-    cr_store_txn *head, *tail;  /* queued transactions */
-    bool stop;                  /* writer should exit when the queue is empty */
-    pthread_t thread;           /* the writer */
-    size_t max_batch;           /* transactions per commit */
-    int version;                /* schema version after migration */
-    _Atomic uint64_t commits;   /* SQLite commits done */
-    _Atomic uint64_t txns;      /* transactions committed */
+    sqlite3 *w;                         /* writer connection (writer thread) */
+    sqlite3 *r[STORE_READERS];          /* reader connections, each under its rmu */
+    sqlite3_stmt *st[ST_COUNT];         /* prepared writer statements */
+    pthread_mutex_t rmu[STORE_READERS]; /* guards r[i] */
+    _Atomic unsigned rnext;             /* round robin when all readers are busy */
+    pthread_mutex_t qmu;                /* guards the queue and stop */
+    pthread_cond_t qcv;                 /* signalled on submit and stop */
+    cr_store_txn *head, *tail;          /* queued transactions */
+    bool stop;                          /* writer should exit when the queue is empty */
+    pthread_t thread;                   /* the writer */
+    size_t max_batch;                   /* transactions per commit */
+    int version;                        /* schema version after migration */
+    _Atomic uint64_t commits;           /* SQLite commits done */
+    _Atomic uint64_t txns;              /* transactions committed */
 };
 
 /* Migrations: index i brings the schema from version i to i + 1. */
@@ -70,10 +76,30 @@ static const char *const migrations[] = {
     /* 2: the controller keeps jobs in memory and never queries rows by
      * tenant and state; the index only slowed every write. */
     "DROP INDEX IF EXISTS jobs_tenant_state;",
+    /* 3: finished jobs leave memory (retention) and GET /v1/jobs pages
+     * through the table: newest first by state and by tenant. */
+    "CREATE INDEX IF NOT EXISTS jobs_state_id ON jobs(state, id);"
+    "CREATE INDEX IF NOT EXISTS jobs_tenant_id ON jobs(tenant, id);"
+    /* ...and tells its total without counting rows: job_counts is kept by
+     * triggers, so a page costs the same with 100 or 1,000,000 jobs. */
+    "CREATE TABLE job_counts(tenant TEXT NOT NULL, state TEXT NOT NULL, n INTEGER NOT NULL,"
+    " PRIMARY KEY(tenant, state)) WITHOUT ROWID;"
+    "INSERT INTO job_counts SELECT tenant, state, count(*) FROM jobs GROUP BY tenant, state;"
+    "CREATE TRIGGER jobs_count_ins AFTER INSERT ON jobs BEGIN"
+    " INSERT INTO job_counts VALUES(new.tenant, new.state, 1)"
+    " ON CONFLICT(tenant, state) DO UPDATE SET n = n + 1; END;"
+    "CREATE TRIGGER jobs_count_del AFTER DELETE ON jobs BEGIN"
+    " UPDATE job_counts SET n = n - 1 WHERE tenant = old.tenant AND state = old.state; END;"
+    "CREATE TRIGGER jobs_count_upd AFTER UPDATE OF tenant, state ON jobs"
+    " WHEN old.tenant IS NOT new.tenant OR old.state IS NOT new.state BEGIN"
+    " UPDATE job_counts SET n = n - 1 WHERE tenant = old.tenant AND state = old.state;"
+    " INSERT INTO job_counts VALUES(new.tenant, new.state, 1)"
+    " ON CONFLICT(tenant, state) DO UPDATE SET n = n + 1; END;",
 };
 
 static const char *const stmt_sql[ST_COUNT] = {
-    "INSERT OR REPLACE INTO jobs(id, tenant, state, doc) VALUES(?1, ?2, ?3, ?4)",
+    "INSERT INTO jobs(id, tenant, state, doc) VALUES(?1, ?2, ?3, ?4) ON CONFLICT(id) DO UPDATE"
+    " SET tenant = excluded.tenant, state = excluded.state, doc = excluded.doc",
     "INSERT INTO events(job, time_ns, what, why) VALUES(?1, ?2, ?3, ?4)",
     "INSERT OR REPLACE INTO objects(kind, key, doc) VALUES(?1, ?2, ?3)",
     "DELETE FROM objects WHERE kind = ?1 AND key = ?2",
@@ -82,13 +108,29 @@ static const char *const stmt_sql[ST_COUNT] = {
     " energy_j = energy_j + excluded.energy_j, cost = cost + excluded.cost",
 };
 
+/* The code for a failed SQLite call: a full disk (SQLITE_FULL, or an
+ * I/O error whose system errno is ENOSPC/EDQUOT/EFBIG) is CR_EDISKFULL so
+ * that the API can say so; anything else is CR_EIO. */
+static int db_err(sqlite3 *db, int rc)
+{
+    int sys = sqlite3_system_errno(db);
+    if ((rc & 0xff) == SQLITE_FULL || sys == ENOSPC || sys == EDQUOT || sys == EFBIG) {
+        return CR_EDISKFULL;
+    }
+    if ((rc & 0xff) == SQLITE_CORRUPT || (rc & 0xff) == SQLITE_NOTADB) {
+        return CR_ECORRUPT;
+    }
+    return CR_EIO;
+}
+
 static int exec(sqlite3 *db, const char *sql)
 {
     char *msg = NULL;
-    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    int rc = sqlite3_exec(db, sql, NULL, NULL, &msg);
+    if (rc != SQLITE_OK) {
         cr_error("store: %s (sql: %.80s)", msg ? msg : sqlite3_errmsg(db), sql);
         sqlite3_free(msg);
-        return CR_EIO;
+        return db_err(db, sqlite3_extended_errcode(db));
     }
     return 0;
 }
@@ -104,11 +146,12 @@ static int open_conn(const char *path, bool sync_normal, sqlite3 **out)
         return CR_EIO;
     }
     sqlite3_busy_timeout(db, 10000);
-    if (exec(db, "PRAGMA journal_mode=WAL") != 0 ||
-        exec(db, sync_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL") != 0 ||
-        exec(db, "PRAGMA foreign_keys=ON") != 0) {
+    if ((rc = exec(db, "PRAGMA journal_mode=WAL")) != 0 ||
+        (rc = exec(db, sync_normal ? "PRAGMA synchronous=NORMAL" : "PRAGMA synchronous=FULL")) !=
+            0 ||
+        (rc = exec(db, "PRAGMA foreign_keys=ON")) != 0) {
         sqlite3_close(db);
-        return CR_EIO;
+        return rc;
     }
     *out = db;
     return 0;
@@ -149,6 +192,125 @@ static int migrate(cr_store *s, const char *path)
     }
     s->version = known;
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Integrity at start                                                       */
+
+static uint32_t get32(const unsigned char *p, bool big)
+{
+    return big ? (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3]
+               : (uint32_t)p[3] << 24 | (uint32_t)p[2] << 16 | (uint32_t)p[1] << 8 | p[0];
+}
+
+/* SQLite's WAL checksum (see the "WAL file format" in the SQLite docs). */
+static void wal_sum(const unsigned char *d, size_t n, bool big, uint32_t *s0, uint32_t *s1)
+{
+    for (size_t i = 0; i + 8 <= n; i += 8) {
+        *s0 += get32(d + i, big) + *s1;
+        *s1 += get32(d + i + 4, big) + *s0;
+    }
+}
+
+/*
+ * SQLite replays a WAL up to the first frame whose checksum fails and
+ * silently drops the rest: after a damaged frame, committed transactions
+ * vanish without a word. Walk the frames before SQLite does and refuse
+ * (CR_ECORRUPT) when a commit frame of the current WAL generation (same
+ * salts) follows a damaged one. A WAL whose header is damaged while frames
+ * follow is refused too. No WAL, or a clean one: 0.
+ */
+static int wal_check(const char *path)
+{
+    char wpath[4200];
+    snprintf(wpath, sizeof wpath, "%s-wal", path);
+    FILE *f = fopen(wpath, "rb");
+    if (!f) {
+        return 0;
+    }
+    unsigned char hdr[32];
+    unsigned char *frame = NULL;
+    int rc = 0;
+    if (fread(hdr, 1, sizeof hdr, f) != sizeof hdr) {
+        goto out; /* empty or shorter than a header: nothing SQLite would replay */
+    }
+    uint32_t magic = get32(hdr, true);
+    uint32_t page = get32(hdr + 8, true);
+    bool big = (magic & 1) != 0;
+    uint32_t s0 = 0, s1 = 0;
+    wal_sum(hdr, 24, big, &s0, &s1);
+    bool hdr_ok = (magic & ~1u) == 0x377f0682u && page >= 512 && page <= 65536 &&
+                  (page & (page - 1)) == 0 && s0 == get32(hdr + 24, true) &&
+                  s1 == get32(hdr + 28, true);
+    if (!hdr_ok) {
+        unsigned char one;
+        if (fread(&one, 1, 1, f) == 1) {
+            cr_error("store: %s: the WAL header is damaged and frames follow it", wpath);
+            rc = CR_ECORRUPT;
+        }
+        goto out;
+    }
+    size_t fsz = 24 + (size_t)page;
+    frame = cr_malloc(fsz);
+    size_t idx = 0, bad_at = 0, lost_commits = 0;
+    bool broken = false;
+    while (fread(frame, 1, fsz, f) == fsz) {
+        idx++;
+        bool same_gen = memcmp(frame + 8, hdr + 16, 8) == 0;
+        if (!broken) {
+            if (!same_gen) {
+                break; /* stale frames of an older generation: the log ends here */
+            }
+            uint32_t t0 = s0, t1 = s1;
+            wal_sum(frame, 8, big, &t0, &t1);
+            wal_sum(frame + 24, page, big, &t0, &t1);
+            if (t0 != get32(frame + 16, true) || t1 != get32(frame + 20, true)) {
+                broken = true;
+                bad_at = idx;
+                continue;
+            }
+            s0 = t0;
+            s1 = t1;
+        } else if (same_gen && get32(frame + 4, true) != 0) {
+            lost_commits++;
+        }
+    }
+    if (broken && lost_commits > 0) {
+        cr_error("store: %s: WAL frame %zu is damaged and %zu committed transaction(s) follow it; "
+                 "SQLite would drop them silently. To accept that loss and keep what precedes "
+                 "the damage: truncate -s %zu '%s' (docs/operations.md)",
+                 wpath, bad_at, lost_commits, 32 + (bad_at - 1) * fsz, wpath);
+        rc = CR_ECORRUPT;
+    }
+out:
+    free(frame);
+    fclose(f);
+    return rc;
+}
+
+/* PRAGMA quick_check on the writer connection: 0, or CR_ECORRUPT. */
+static int quick_check(sqlite3 *db, const char *path)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = sqlite3_prepare_v2(db, "PRAGMA quick_check(5)", -1, &st, NULL);
+    if (rc != SQLITE_OK) {
+        cr_error("store: %s: quick_check: %s", path, sqlite3_errmsg(db));
+        return db_err(db, rc) == CR_EIO ? CR_ECORRUPT : db_err(db, rc);
+    }
+    int res = 0;
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *t = (const char *)sqlite3_column_text(st, 0);
+        if (!t || strcmp(t, "ok") != 0) {
+            cr_error("store: %s: quick_check: %s", path, t ? t : "?");
+            res = CR_ECORRUPT;
+        }
+    }
+    if (rc != SQLITE_DONE) {
+        cr_error("store: %s: quick_check: %s", path, sqlite3_errmsg(db));
+        res = CR_ECORRUPT;
+    }
+    sqlite3_finalize(st);
+    return res;
 }
 
 static void op_free(op *o)
@@ -203,7 +365,7 @@ static int apply_op(cr_store *s, const op *o)
     sqlite3_clear_bindings(st);
     if (rc != SQLITE_DONE) {
         cr_error("store: write failed: %s", sqlite3_errmsg(s->w));
-        return rc == SQLITE_CONSTRAINT ? CR_EEXIST : CR_EIO;
+        return rc == SQLITE_CONSTRAINT ? CR_EEXIST : db_err(s->w, rc);
     }
     return 0;
 }
@@ -291,15 +453,25 @@ int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out)
     cr_store *s = cr_calloc(1, sizeof *s);
     bool sync_normal = opts && opts->sync_normal;
     s->max_batch = opts && opts->max_batch ? opts->max_batch : 8192;
-    pthread_mutex_init(&s->rmu, NULL);
+    for (int i = 0; i < STORE_READERS; i++) {
+        pthread_mutex_init(&s->rmu[i], NULL);
+    }
     pthread_mutex_init(&s->qmu, NULL);
     pthread_cond_init(&s->qcv, NULL);
-    int rc = open_conn(path, sync_normal, &s->w);
+    int rc = wal_check(path);
+    if (rc == 0) {
+        rc = open_conn(path, sync_normal, &s->w);
+    }
+    if (rc == 0) {
+        rc = quick_check(s->w, path);
+    }
     if (rc == 0) {
         rc = migrate(s, path);
     }
     if (rc == 0) {
-        rc = open_conn(path, sync_normal, &s->r);
+        for (int i = 0; i < STORE_READERS && rc == 0; i++) {
+            rc = open_conn(path, sync_normal, &s->r[i]);
+        }
     }
     for (int i = 0; rc == 0 && i < ST_COUNT; i++) {
         if (sqlite3_prepare_v3(s->w, stmt_sql[i], -1, SQLITE_PREPARE_PERSISTENT, &s->st[i], NULL) !=
@@ -316,8 +488,10 @@ int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out)
             sqlite3_finalize(s->st[i]);
         }
         sqlite3_close(s->w);
-        sqlite3_close(s->r);
-        pthread_mutex_destroy(&s->rmu);
+        for (int i = 0; i < STORE_READERS; i++) {
+            sqlite3_close(s->r[i]);
+            pthread_mutex_destroy(&s->rmu[i]);
+        }
         pthread_mutex_destroy(&s->qmu);
         pthread_cond_destroy(&s->qcv);
         free(s);
@@ -341,8 +515,10 @@ void cr_store_close(cr_store *s)
         sqlite3_finalize(s->st[i]);
     }
     sqlite3_close(s->w);
-    sqlite3_close(s->r);
-    pthread_mutex_destroy(&s->rmu);
+    for (int i = 0; i < STORE_READERS; i++) {
+        sqlite3_close(s->r[i]);
+        pthread_mutex_destroy(&s->rmu[i]);
+    }
     pthread_mutex_destroy(&s->qmu);
     pthread_cond_destroy(&s->qcv);
     free(s);
@@ -486,17 +662,37 @@ int cr_store_commit(cr_store *s, cr_store_txn *t)
     return w.status;
 }
 
-/* Run a read query on the reader connection; row_fn gets each row. */
+/* A reader connection for this thread: a free one, else wait for one. */
+static sqlite3 *reader_get(cr_store *s, int *slot)
+{
+    for (int i = 0; i < STORE_READERS; i++) {
+        if (pthread_mutex_trylock(&s->rmu[i]) == 0) {
+            *slot = i;
+            return s->r[i];
+        }
+    }
+    *slot = (int)(atomic_fetch_add(&s->rnext, 1) % STORE_READERS);
+    pthread_mutex_lock(&s->rmu[*slot]);
+    return s->r[*slot];
+}
+
+static void reader_put(cr_store *s, int slot)
+{
+    pthread_mutex_unlock(&s->rmu[slot]);
+}
+
+/* Run a read query on a reader connection; row_fn gets each row. */
 typedef void (*row_fn)(sqlite3_stmt *st, void *ctx);
 
 static int read_query(cr_store *s, const char *sql, const char *text1, int64_t int1, int64_t limit,
                       row_fn fn, void *ctx)
 {
-    pthread_mutex_lock(&s->rmu);
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
     sqlite3_stmt *st = NULL;
     int rc = 0;
-    if (sqlite3_prepare_v2(s->r, sql, -1, &st, NULL) != SQLITE_OK) {
-        cr_error("store: prepare: %s", sqlite3_errmsg(s->r));
+    if (sqlite3_prepare_v2(r, sql, -1, &st, NULL) != SQLITE_OK) {
+        cr_error("store: prepare: %s", sqlite3_errmsg(r));
         rc = CR_EIO;
         goto out;
     }
@@ -513,12 +709,12 @@ static int read_query(cr_store *s, const char *sql, const char *text1, int64_t i
         fn(st, ctx);
     }
     if (step != SQLITE_DONE) {
-        cr_error("store: read: %s", sqlite3_errmsg(s->r));
+        cr_error("store: read: %s", sqlite3_errmsg(r));
         rc = CR_EIO;
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->rmu);
+    reader_put(s, slot);
     return rc;
 }
 
@@ -534,11 +730,13 @@ typedef struct cb_ctx {
     cr_store_event_fn event;
     cr_store_usage_fn usage;
     void *arg;
+    size_t hits; /* rows seen */
 } cb_ctx;
 
 static void job_row(sqlite3_stmt *st, void *ctx)
 {
     cb_ctx *c = ctx;
+    c->hits++;
     c->job(c->arg, sqlite3_column_int64(st, 0), col_text(st, 1));
 }
 
@@ -592,4 +790,149 @@ int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg)
                       "SELECT tenant, gpu_type, day, gpu_s, energy_j, cost FROM usage ORDER BY "
                       "day, tenant, gpu_type",
                       NULL, 0, 0, usage_row, &c);
+}
+
+int cr_store_get_job(cr_store *s, int64_t id, cr_store_job_fn fn, void *arg)
+{
+    cb_ctx c = {.job = fn, .arg = arg, .hits = 0};
+    int rc = read_query(s, "SELECT id, doc FROM jobs WHERE id = ?1", NULL, id, 0, job_row, &c);
+    return rc != 0 ? rc : c.hits > 0 ? 0 : CR_ENOENT;
+}
+
+static void max_row(sqlite3_stmt *st, void *ctx)
+{
+    int64_t *m = ctx;
+    int64_t v = sqlite3_column_int64(st, 0);
+    if (v > *m) {
+        *m = v;
+    }
+}
+
+int cr_store_max_job_id(cr_store *s, int64_t *out)
+{
+    *out = 0;
+    int rc = read_query(s, "SELECT max(id) FROM jobs", NULL, 0, 0, max_row, out);
+    if (rc == 0) {
+        rc = read_query(s, "SELECT max(job) FROM events", NULL, 0, 0, max_row, out);
+    }
+    return rc;
+}
+
+/* The WHERE clause of a query (without before/after); binds from index 1. */
+static void query_where(const cr_store_job_query *q, cr_buf *b)
+{
+    cr_buf_puts(b, " WHERE 1");
+    if (q->tenant) {
+        cr_buf_puts(b, " AND tenant = ?");
+    }
+    if (q->nstates > 0) {
+        cr_buf_puts(b, " AND state IN (");
+        for (size_t i = 0; i < q->nstates; i++) {
+            cr_buf_puts(b, i ? ",?" : "?");
+        }
+        cr_buf_putc(b, ')');
+    }
+}
+
+static int query_bind(sqlite3_stmt *st, const cr_store_job_query *q)
+{
+    int k = 1;
+    if (q->tenant) {
+        sqlite3_bind_text(st, k++, q->tenant, -1, SQLITE_STATIC);
+    }
+    for (size_t i = 0; i < q->nstates; i++) {
+        sqlite3_bind_text(st, k++, q->states[i], -1, SQLITE_STATIC);
+    }
+    return k;
+}
+
+int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
+                        int64_t *total)
+{
+    cr_buf b, cb;
+    cr_buf_init(&b);
+    cr_buf_init(&cb);
+    cr_buf_puts(&b, "SELECT id, doc FROM jobs");
+    query_where(q, &b);
+    if (q->oldest_first) {
+        cr_buf_printf(&b, " AND id > %lld ORDER BY id ASC", (long long)q->after);
+    } else if (q->before > 0) {
+        cr_buf_printf(&b, " AND id < %lld ORDER BY id DESC", (long long)q->before);
+    } else {
+        cr_buf_puts(&b, " ORDER BY id DESC");
+    }
+    cr_buf_printf(&b, " LIMIT %lld", (long long)(q->limit > 0 ? q->limit : 1));
+    cr_buf_puts(&cb, "SELECT coalesce(sum(n), 0) FROM job_counts");
+    query_where(q, &cb);
+    int rc = 0, step;
+    sqlite3_stmt *st = NULL;
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
+    /* One read transaction: the page and the total see the same snapshot. */
+    sqlite3_exec(r, "BEGIN", NULL, NULL, NULL);
+    if (total) {
+        *total = 0;
+        if (sqlite3_prepare_v2(r, cr_buf_str(&cb), -1, &st, NULL) != SQLITE_OK) {
+            rc = CR_EIO;
+            goto out;
+        }
+        query_bind(st, q);
+        if (sqlite3_step(st) == SQLITE_ROW) {
+            *total = sqlite3_column_int64(st, 0);
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    if (sqlite3_prepare_v2(r, cr_buf_str(&b), -1, &st, NULL) != SQLITE_OK) {
+        rc = CR_EIO;
+        goto out;
+    }
+    query_bind(st, q);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        fn(arg, sqlite3_column_int64(st, 0), col_text(st, 1));
+    }
+    if (step != SQLITE_DONE) {
+        rc = CR_EIO;
+    }
+out:
+    if (rc != 0) {
+        cr_error("store: query: %s", sqlite3_errmsg(r));
+    }
+    sqlite3_finalize(st);
+    sqlite3_exec(r, "COMMIT", NULL, NULL, NULL);
+    reader_put(s, slot);
+    cr_buf_fini(&b);
+    cr_buf_fini(&cb);
+    return rc;
+}
+
+int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *states, size_t n,
+                        int64_t *out)
+{
+    int rc = 0;
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        sqlite3_stmt *st = NULL;
+        const char *sql = tenant ? "SELECT coalesce(sum(n), 0) FROM job_counts WHERE state = ?1"
+                                   " AND tenant = ?2"
+                                 : "SELECT coalesce(sum(n), 0) FROM job_counts WHERE state = ?1";
+        out[i] = 0;
+        if (sqlite3_prepare_v2(r, sql, -1, &st, NULL) != SQLITE_OK) {
+            rc = CR_EIO;
+        } else {
+            sqlite3_bind_text(st, 1, states[i], -1, SQLITE_STATIC);
+            if (tenant) {
+                sqlite3_bind_text(st, 2, tenant, -1, SQLITE_STATIC);
+            }
+            if (sqlite3_step(st) == SQLITE_ROW) {
+                out[i] = sqlite3_column_int64(st, 0);
+            } else {
+                rc = CR_EIO;
+            }
+        }
+        sqlite3_finalize(st);
+    }
+    reader_put(s, slot);
+    return rc;
 }

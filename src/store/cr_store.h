@@ -20,8 +20,9 @@
  * "durable", and a batch of N costs about one commit, not N.
  *
  * Threading: cr_store_submit/commit are thread-safe. Callbacks run on the
- * writer thread and must not block on the store. Readers (load, events)
- * use their own connection and a mutex; they see committed data only.
+ * writer thread and must not block on the store. Readers (load, events,
+ * pages of jobs) use a small pool of their own connections (4), so reads
+ * run side by side; they see committed data only.
  * The load functions are meant for start-up.
  */
 #ifndef CR_STORE_H
@@ -31,7 +32,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CR_STORE_SCHEMA_VERSION 2
+#define CR_STORE_SCHEMA_VERSION 3
 
 typedef struct cr_store cr_store;
 typedef struct cr_store_txn cr_store_txn;
@@ -43,7 +44,11 @@ typedef struct cr_store_opts {
 } cr_store_opts;
 
 /* Open (create) the database at path; opts may be NULL. Returns 0 and *out
- * (free with cr_store_close) or CR_EIO / CR_ENOTSUP. */
+ * (free with cr_store_close) or CR_EIO / CR_ENOTSUP, or CR_ECORRUPT when
+ * PRAGMA quick_check fails or the WAL holds committed transactions after a
+ * damaged frame (SQLite would drop them silently; see docs/operations.md
+ * for recovery). A commit that fails for want of space reports
+ * CR_EDISKFULL. */
 int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out);
 /* Commit what is queued, stop the writer, close; NULL-safe. */
 void cr_store_close(cr_store *s);
@@ -86,5 +91,29 @@ int cr_store_load_objects(cr_store *s, const char *kind, cr_store_obj_fn fn, voi
 /* Events of one job, oldest first, at most limit (0 = all). */
 int cr_store_job_events(cr_store *s, int64_t job, size_t limit, cr_store_event_fn fn, void *arg);
 int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg);
+
+/* One job row by id: fn once, 0; CR_ENOENT when there is none. */
+int cr_store_get_job(cr_store *s, int64_t id, cr_store_job_fn fn, void *arg);
+/* The highest job id the store has ever seen (job rows and events). */
+int cr_store_max_job_id(cr_store *s, int64_t *out);
+
+/* A page of job rows (GET /v1/jobs). */
+typedef struct cr_store_job_query {
+    const char *tenant;        /* NULL = any tenant */
+    const char *const *states; /* state names, nstates of them; 0 = any state */
+    size_t nstates;
+    int64_t before;    /* > 0: ids below it (newest first) */
+    int64_t after;     /* oldest_first: ids above it */
+    bool oldest_first; /* ascending ids from after; else descending from before */
+    size_t limit;      /* rows at most (>= 1) */
+} cr_store_job_query;
+/* Rows matching q in page order; *total (may be NULL) = rows matching the
+ * tenant and states regardless of before/after/limit, from the same
+ * snapshot. 0 or CR_EIO. */
+int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
+                        int64_t *total);
+/* Rows in each of n states (of tenant; NULL = all) into out[n]. 0 or CR_EIO. */
+int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *states, size_t n,
+                        int64_t *out);
 
 #endif

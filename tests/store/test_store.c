@@ -232,7 +232,7 @@ static void test_migrate_from_v1(void **state)
     sqlite3_close(db);
     cr_store *s = NULL;
     assert_int_equal(cr_store_open(path, NULL, &s), 0);
-    assert_int_equal(cr_store_schema_version(s), 2);
+    assert_int_equal(cr_store_schema_version(s), CR_STORE_SCHEMA_VERSION);
     seen *sn = calloc(1, sizeof *sn);
     assert_int_equal(cr_store_load_jobs(s, on_job, sn), 0);
     assert_int_equal(sn->n, 1);

@@ -1,0 +1,242 @@
+/*
+ * ctl_logs.c - GET /v1/jobs/{id}/logs: the bytes come from the agent of the
+ * node the job ran on last, fetched off the API threads.
+ *
+ * A hung node must not hold the threads that serve everyone else (agents'
+ * heartbeats included). So the handler only checks the request and defers
+ * it; log_fetch_max worker threads do the outbound calls, each bounded by
+ * log_timeout_ms (connect and answer). At most LOGS_QUEUE_MAX requests
+ * wait for a worker (more: 503 with Retry-After), and one that waited past
+ * log_timeout_ms is answered 503 without a fetch: an answer always comes
+ * within about twice log_timeout_ms.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_client.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define LOGS_QUEUE_MAX 64
+#define LOGS_MAX_BYTES (16 * 1024 * 1024)
+
+typedef struct log_fetch {
+    cr_http_req *req;
+    char server[300];
+    char path[200];
+    char secret[CR_TOKEN_TEXT_MAX]; /* the node's agent secret (never a controller token) */
+    int64_t queued_ns;              /* monotonic */
+    struct log_fetch *next;
+} log_fetch;
+
+struct ctl_logs {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    log_fetch *head, *tail;
+    size_t n;
+    bool stop;
+    pthread_t *threads;
+    size_t nthreads;
+};
+
+/* Stream sink: the log bytes of a 2xx answer, up to 16 MiB. */
+static int collect(void *ud, const char *data, size_t len)
+{
+    cr_buf *b = ud;
+    if (b->len + len > LOGS_MAX_BYTES) {
+        return 1; /* stop: the proxy answers what came so far */
+    }
+    cr_buf_append(b, data, len);
+    return 0;
+}
+
+static void fetch(ctl *c, log_fetch *f)
+{
+    int64_t deadline = c->cfg.log_timeout_ms * 1000 * 1000;
+    if (cr_mono_ns() - f->queued_ns > deadline) {
+        cr_http_add_header(f->req, "Retry-After", "1");
+        ctl_reply_err(f->req, 503, CR_EBUSY, NULL,
+                      "log fetches are waiting on slow agents (log_fetch_max); retry");
+        return;
+    }
+    /* To the agent with the secret it got at its registration (never a
+     * token that could act on the controller); HTTPS when it serves it. */
+    cr_client_opts o = {.server = f->server,
+                        .token = f->secret,
+                        .connect_timeout_ns = deadline,
+                        .timeout_ns = deadline,
+                        .ca_file = *c->cfg.agent_ca_file ? c->cfg.agent_ca_file : NULL};
+    cr_client *cl = NULL;
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_client_res res;
+    cr_client_res_init(&res);
+    int rc = cr_client_new(&o, &cl);
+    if (rc == 0) {
+        rc = cr_client_stream(cl, f->path, deadline, 0, collect, &b, &res);
+    }
+    cr_client_free(cl);
+    long status = res.status;
+    if (status == 0 && rc == CR_ETIMEDOUT) {
+        ctl_reply_err(f->req, 504, CR_ETIMEDOUT, NULL,
+                      "the agent holding the logs did not answer within %lld ms (log_timeout_ms)",
+                      (long long)c->cfg.log_timeout_ms);
+        goto out;
+    }
+    if (status == 0 || (status >= 200 && status < 300 && rc != 0)) {
+        ctl_reply_err(f->req, 502, CR_EUNAVAIL, NULL,
+                      "the agent holding the logs is unreachable: %s", cr_client_res_msg(&res, rc));
+        goto out;
+    }
+    if (status < 200 || status >= 300) {
+        /* the agent's own error answer, passed on as it came */
+        cr_buf_reset(&b);
+        if (res.raw) {
+            cr_buf_append(&b, res.raw, res.raw_len);
+        }
+    }
+    size_t len = b.len;
+    cr_http_respond(f->req, status >= 200 && status < 600 ? (unsigned)status : 502,
+                    "application/octet-stream", cr_buf_take(&b), len);
+out:
+    cr_client_res_fini(&res);
+    cr_buf_fini(&b);
+}
+
+static void *worker_main(void *arg)
+{
+    ctl *c = arg;
+    struct ctl_logs *q = c->logs;
+    pthread_mutex_lock(&q->mu);
+    for (;;) {
+        while (!q->head && !q->stop) {
+            pthread_cond_wait(&q->cv, &q->mu);
+        }
+        if (!q->head) {
+            break;
+        }
+        log_fetch *f = q->head;
+        q->head = f->next;
+        if (!q->head) {
+            q->tail = NULL;
+        }
+        q->n--;
+        bool stopping = q->stop;
+        pthread_mutex_unlock(&q->mu);
+        if (stopping) {
+            ctl_reply_err(f->req, 503, CR_EUNAVAIL, NULL, "controller shutting down");
+        } else {
+            atomic_fetch_add(&c->logs_inflight, 1);
+            fetch(c, f);
+            atomic_fetch_sub(&c->logs_inflight, 1);
+        }
+        free(f);
+        pthread_mutex_lock(&q->mu);
+    }
+    pthread_mutex_unlock(&q->mu);
+    return NULL;
+}
+
+int ctl_logs_start(ctl *c)
+{
+    struct ctl_logs *q = cr_calloc(1, sizeof *q);
+    pthread_mutex_init(&q->mu, NULL);
+    pthread_cond_init(&q->cv, NULL);
+    c->logs = q;
+    q->threads = cr_calloc((size_t)c->cfg.log_fetch_max, sizeof *q->threads);
+    for (int64_t i = 0; i < c->cfg.log_fetch_max; i++) {
+        if (pthread_create(&q->threads[q->nthreads], NULL, worker_main, c) != 0) {
+            return CR_EIO;
+        }
+        q->nthreads++;
+    }
+    return 0;
+}
+
+void ctl_logs_stop(ctl *c)
+{
+    struct ctl_logs *q = c->logs;
+    if (!q) {
+        return;
+    }
+    pthread_mutex_lock(&q->mu);
+    q->stop = true;
+    pthread_cond_broadcast(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+    for (size_t i = 0; i < q->nthreads; i++) {
+        pthread_join(q->threads[i], NULL);
+    }
+    free(q->threads);
+    pthread_mutex_destroy(&q->mu);
+    pthread_cond_destroy(&q->cv);
+    free(q);
+    c->logs = NULL;
+}
+
+void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
+{
+    const char *stream = cr_http_query(req, "stream");
+    const char *off = cr_http_query(req, "offset");
+    int64_t offset = 0;
+    if (stream && strcmp(stream, "stdout") != 0 && strcmp(stream, "stderr") != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "stream", "query 'stream': stdout or stderr");
+        return;
+    }
+    if (off && cr_parse_i64(off, 0, INT64_MAX, &offset) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "offset", "query 'offset': an integer >= 0");
+        return;
+    }
+    log_fetch *f = cr_calloc(1, sizeof *f);
+    pthread_mutex_lock(&c->mu);
+    ctl_job *j = ctl_job_fetch(c, id);
+    bool vis = j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0);
+    if (vis && *j->last_node) {
+        ctl_node *n = ctl_node_find(c, j->last_node);
+        if (n && n->port > 0) {
+            snprintf(f->server, sizeof f->server, "%s://%s:%d", n->tls ? "https" : "http", n->addr,
+                     n->port);
+            snprintf(f->secret, sizeof f->secret, "%s", n->agent_secret);
+            snprintf(f->path, sizeof f->path, "/v1/logs/%lld?stream=%s&offset=%lld", (long long)id,
+                     stream ? stream : "stdout", (long long)offset);
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!vis) {
+        free(f);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    if (!*f->server) {
+        free(f);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld has not run yet: no logs",
+                      (long long)id);
+        return;
+    }
+    struct ctl_logs *q = c->logs;
+    f->req = req;
+    f->queued_ns = cr_mono_ns();
+    pthread_mutex_lock(&q->mu);
+    if (q->n >= LOGS_QUEUE_MAX || q->stop) {
+        pthread_mutex_unlock(&q->mu);
+        free(f);
+        cr_http_add_header(req, "Retry-After", "1");
+        ctl_reply_err(req, 503, CR_EBUSY, NULL,
+                      "%d log fetches are already waiting for agents; retry", LOGS_QUEUE_MAX);
+        return;
+    }
+    cr_http_defer(req);
+    if (q->tail) {
+        q->tail->next = f;
+    } else {
+        q->head = f;
+    }
+    q->tail = f;
+    q->n++;
+    pthread_cond_signal(&q->cv);
+    pthread_mutex_unlock(&q->mu);
+}

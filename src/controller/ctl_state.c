@@ -1,0 +1,332 @@
+/*
+ * ctl_state.c - the one place where a state change meets the store.
+ *
+ * Rule: memory shows only what is durable. A user's change (cancel, hold,
+ * release, requeue) is computed on a copy of the job, written to the store,
+ * and applied to the job in memory only once the commit succeeded; a failed
+ * commit leaves memory as it was and answers 507 (disk full) or 500. Then
+ * the parts that care are told: the scheduler (through its op queue, below),
+ * the nodes (desired-state bumps) and the services (replica changes).
+ *
+ * Also here: answers after a commit (ctl_commit_reply), the scheduler's op
+ * queue, retention (finished jobs leave memory, stay in SQLite) and the
+ * Idempotency-Key answers of submit.
+ *
+ * Concurrency: a change records the job's version (ver, bumped by every
+ * stored change) when it is prepared. If the job moved on before the commit
+ * came back (the scheduler started it, say), the stored row is stale: the
+ * change is prepared again from the job as it is now and stored again
+ * (bounded; 409 after CTL_CHANGE_TRIES). One user change per job at a time
+ * (j->committing); a second one meanwhile answers 409.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_time.h"
+
+#include <malloc.h>
+#include <stdio.h>
+#include <string.h>
+
+#define CTL_CHANGE_TRIES 3
+
+/* ------------------------------------------------------------------------ */
+/* Failed commits.                                                          */
+
+unsigned ctl_commit_status(int rc)
+{
+    return rc == CR_EDISKFULL ? 507 : 500;
+}
+
+void ctl_reply_commit_err(cr_http_req *req, int rc)
+{
+    if (rc == CR_EDISKFULL) {
+        ctl_reply_err(req, 507, rc, NULL,
+                      "disk full: the change was not stored (the controller keeps serving reads)");
+    } else {
+        ctl_reply_err(req, 500, rc, NULL, "could not commit: %s", cr_strerror(rc));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Answers after commit.                                                    */
+
+typedef struct reply_ctx {
+    cr_http_req *req;
+    unsigned status;
+    json_t *body; /* owned */
+} reply_ctx;
+
+static void reply_committed(void *arg, int status)
+{
+    reply_ctx *r = arg;
+    if (status == 0) {
+        ctl_reply_json(r->req, r->status, r->body);
+    } else {
+        json_decref(r->body);
+        ctl_reply_commit_err(r->req, status);
+    }
+    free(r);
+}
+
+void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body)
+{
+    reply_ctx *r = cr_calloc(1, sizeof *r);
+    r->req = req;
+    r->status = status;
+    r->body = body;
+    cr_http_defer(req);
+    cr_store_submit(c->store, txn, reply_committed, r);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Scheduler queue (consumed by ctl_sched.c).                               */
+
+static void sched_push(ctl *c, int op, int64_t id)
+{
+    CR_GROW(c->sched_ops, c->nsched_ops, c->capsched_ops);
+    c->sched_ops[c->nsched_ops].op = op;
+    c->sched_ops[c->nsched_ops].id = id;
+    c->nsched_ops++;
+    ctl_sched_kick(c);
+}
+
+void ctl_sched_add(ctl *c, int64_t id)
+{
+    sched_push(c, CTL_SCHED_ADD, id);
+}
+
+void ctl_sched_remove(ctl *c, int64_t id)
+{
+    sched_push(c, CTL_SCHED_REMOVE, id);
+}
+
+void ctl_sched_requeue(ctl *c, int64_t id)
+{
+    sched_push(c, CTL_SCHED_REQUEUE, id);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Job changes: commit, then apply.                                         */
+
+typedef struct job_change {
+    ctl *c;
+    cr_http_req *req;
+    int64_t id;
+    uint64_t ver; /* the job's version the stored row was computed from */
+    ctl_job_change_fn fn;
+    void *arg; /* owned copy */
+    char why[256];
+    int tries;
+} job_change;
+
+static ctl_job *job_copy(const ctl_job *j)
+{
+    ctl_job *k = cr_malloc(sizeof *k);
+    *k = *j;
+    k->spec = json_incref(j->spec);
+    k->reason = j->reason ? cr_strdup(j->reason) : NULL;
+    k->secrets_enc = j->secrets_enc ? cr_strdup(j->secrets_enc) : NULL; /* owned, like spec */
+    k->secrets = json_incref(j->secrets);
+    k->place = NULL;
+    if (j->nplace > 0) {
+        k->place = cr_calloc(j->nplace, sizeof *k->place);
+        memcpy(k->place, j->place, j->nplace * sizeof *k->place);
+    }
+    return k;
+}
+
+static void change_free(job_change *ch)
+{
+    free(ch->arg);
+    free(ch);
+}
+
+static void change_committed(void *arg, int status);
+
+/* Compute the change on a copy of j and queue its row. mu held. Returns
+ * true when queued; false when answered (409) instead. */
+static bool change_submit(job_change *ch, ctl_job *j)
+{
+    ctl_job *k = job_copy(j);
+    const char *what = NULL;
+    const char *bad = ch->fn(ch->c, k, ch->arg, false, &what);
+    if (bad) {
+        ctl_reply_err(ch->req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)j->id,
+                      bad, ctl_job_state_names[j->state]);
+        ctl_job_free(k);
+        return false;
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    ctl_job_persist(ch->c, txn, k, what, ch->why);
+    ctl_job_free(k);
+    ch->ver = j->ver;
+    j->committing = true;
+    cr_store_submit(ch->c->store, txn, change_committed, ch);
+    return true;
+}
+
+static void change_committed(void *arg, int status)
+{
+    job_change *ch = arg;
+    ctl *c = ch->c;
+    pthread_mutex_lock(&c->mu);
+    ctl_job *j = ctl_job_get(c, ch->id);
+    if (j) {
+        j->committing = false;
+    }
+    if (status != 0 || !j) {
+        pthread_mutex_unlock(&c->mu);
+        cr_warn("job=%lld: change not stored: %s", (long long)ch->id, cr_strerror(status));
+        ctl_reply_commit_err(ch->req, status ? status : CR_EIO);
+        change_free(ch);
+        return;
+    }
+    if (j->ver != ch->ver) {
+        /* Someone stored a newer state after ours: ours is stale in the
+         * store. Prepare again from the job as it is now. */
+        if (ch->tries++ < CTL_CHANGE_TRIES) {
+            bool queued = change_submit(ch, j);
+            pthread_mutex_unlock(&c->mu);
+            if (!queued) {
+                change_free(ch);
+            }
+            return;
+        }
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(ch->req, 409, CR_ECONFLICT, NULL,
+                      "job %lld kept changing while the change was stored; retry",
+                      (long long)ch->id);
+        change_free(ch);
+        return;
+    }
+    const char *what = NULL;
+    ch->fn(c, j, ch->arg, true, &what);
+    j->ver++;
+    json_t *body = ctl_job_json(j);
+    pthread_mutex_unlock(&c->mu);
+    ctl_reply_json(ch->req, 200, body);
+    change_free(ch);
+}
+
+void ctl_state_job_change(ctl *c, cr_http_req *req, ctl_job *j, ctl_job_change_fn fn,
+                          const void *arg, size_t arg_len, const char *why)
+{
+    if (j->committing) {
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                      "job %lld: another change to it is being stored; retry", (long long)j->id);
+        return;
+    }
+    job_change *ch = cr_calloc(1, sizeof *ch);
+    ch->c = c;
+    ch->req = req;
+    ch->id = j->id;
+    ch->fn = fn;
+    ch->arg = cr_malloc(arg_len ? arg_len : 1);
+    memcpy(ch->arg, arg, arg_len);
+    snprintf(ch->why, sizeof ch->why, "%s", why ? why : "");
+    cr_http_defer(req);
+    if (!change_submit(ch, j)) {
+        change_free(ch);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Jobs that left memory.                                                   */
+
+static void fetch_row(void *arg, int64_t id, const char *doc)
+{
+    (void)id;
+    char **out = arg;
+    *out = cr_strdup(doc);
+}
+
+ctl_job *ctl_job_fetch(ctl *c, int64_t id)
+{
+    ctl_job *j = ctl_job_get(c, id);
+    if (j || id < 1 || id >= c->next_id) {
+        return j;
+    }
+    char *doc = NULL;
+    if (cr_store_get_job(c->store, id, fetch_row, &doc) != 0 || !doc) {
+        free(doc);
+        return NULL;
+    }
+    int rc = ctl_job_load_doc(c, id, doc, true, &j);
+    free(doc);
+    if (rc != 0) {
+        cr_error("store: job=%lld has a bad document", (long long)id);
+        return NULL;
+    }
+    j->touch_mono = cr_mono_ns();
+    ctl_job_insert(c, j);
+    return j;
+}
+
+/* Finished jobs leave memory: those finished (first seen finished) more
+ * than retain_s ago, and the oldest beyond retain_finished. They stay in
+ * SQLite: GET /v1/jobs pages through the table, GET /v1/jobs/ID and the
+ * actions bring one back (ctl_job_fetch). mu held. */
+static void retain(ctl *c, int64_t now)
+{
+    size_t finished = 0;
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        ctl_job *j = c->jobs[i];
+        if (j && ctl_job_terminal(j)) {
+            finished++;
+        }
+    }
+    size_t over =
+        finished > (size_t)c->cfg.retain_finished ? finished - (size_t)c->cfg.retain_finished : 0;
+    size_t kept = 0, evicted = 0;
+    for (size_t i = 0; i < c->njobs_slots; i++) {
+        ctl_job *j = c->jobs[i];
+        if (!j || !ctl_job_terminal(j)) {
+            continue;
+        }
+        if (j->touch_mono == 0) {
+            j->touch_mono = now;
+        }
+        bool old = now - j->touch_mono > c->cfg.retain_s * CR_NS_PER_SEC;
+        if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0) {
+            ctl_job_free(j);
+            c->jobs[i] = NULL;
+            evicted++;
+            if (over > 0) {
+                over--;
+            }
+            continue;
+        }
+        kept++;
+    }
+    c->nfinished_mem = kept;
+    if (evicted >= 1024) {
+        malloc_trim(0); /* give the freed job memory back to the system */
+    }
+}
+
+void ctl_state_retain_now(ctl *c)
+{
+    retain(c, cr_mono_ns());
+}
+
+void ctl_state_tick(ctl *c, int64_t now_mono)
+{
+    static _Thread_local int64_t last;
+    if (now_mono - last < CR_NS_PER_SEC) {
+        return;
+    }
+    last = now_mono;
+    pthread_mutex_lock(&c->mu);
+    retain(c, now_mono);
+    cr_store_txn *txn = cr_store_txn_new();
+    ctl_idem_expire(c, txn, cr_now_ns());
+    pthread_mutex_unlock(&c->mu);
+    if (cr_store_txn_empty(txn)) {
+        cr_store_txn_free(txn);
+    } else {
+        cr_store_submit(c->store, txn, NULL, NULL);
+    }
+}

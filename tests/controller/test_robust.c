@@ -1,0 +1,1083 @@
+/*
+ * test_robust.c - the controller on a bad day (issue 10), each test against
+ * the real daemon on loopback with a real SQLite file:
+ *   - disk full: every refused change is refused in memory too and after a
+ *     restart; every acknowledged one survives; reads keep working;
+ *   - a hung agent: log fetches are capped and bounded, other callers are
+ *     answered;
+ *   - limits: spec size, array tasks sharing one stored spec, bounded pages;
+ *   - retention and paging: finished jobs leave memory, stay queryable;
+ *   - store integrity: damaged WAL refused, no admin token minted over an
+ *     existing cluster, job ids never reused;
+ *   - Idempotency-Key on submit.
+ * Waits poll a condition with a generous deadline; nothing depends on timing
+ * to pass.
+ */
+#include "cr_buf.h"
+#include "cr_time.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+
+typedef struct daemon {
+    pid_t pid;
+    char dir[256];
+    char url[128];
+    char admin[128];
+    char join[128];
+} daemon_t;
+
+static const char *bin(void)
+{
+    const char *b = getenv("CORRAL_BIN");
+    return b ? b : "build/corral";
+}
+
+static void read_line(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    out[0] = '\0';
+    if (f) {
+        if (!fgets(out, (int)len, f)) {
+            out[0] = '\0';
+        }
+        fclose(f);
+    }
+    out[strcspn(out, "\r\n")] = '\0';
+}
+
+static void poll_sleep(void)
+{
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    cr_buf_append(u, p, s * n);
+    return s * n;
+}
+
+static size_t hdr_sink(char *p, size_t s, size_t n, void *u)
+{
+    cr_buf_append(u, p, s * n);
+    return s * n;
+}
+
+/* One request; the status (0 = no answer), the body in out, headers in hdrs
+ * (may be NULL); extra: one more request header or NULL. */
+static long req_h(const daemon_t *d, const char *method, const char *path, const char *token,
+                  const char *body, const char *extra, cr_buf *out, cr_buf *hdrs)
+{
+    CURL *h = curl_easy_init();
+    char url[512], auth[256];
+    snprintf(url, sizeof url, "%s%s", d->url, path);
+    struct curl_slist *hl = NULL;
+    if (token) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+        hl = curl_slist_append(hl, auth);
+    }
+    hl = curl_slist_append(hl, "Content-Type: application/json");
+    if (extra) {
+        hl = curl_slist_append(hl, extra);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    if (hdrs) {
+        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, hdr_sink);
+        curl_easy_setopt(h, CURLOPT_HEADERDATA, hdrs);
+    }
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    }
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return code;
+}
+
+static json_t *call(const daemon_t *d, const char *method, const char *path, const char *token,
+                    const char *body, long *code)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    *code = req_h(d, method, path, token, body, NULL, &b, NULL);
+    json_t *v = b.len ? json_loads(cr_buf_str(&b), 0, NULL) : NULL;
+    cr_buf_fini(&b);
+    return v;
+}
+
+static const char *str(json_t *v, const char *key)
+{
+    const char *s = json_string_value(json_object_get(v, key));
+    return s ? s : "";
+}
+
+static int64_t num(json_t *v, const char *key)
+{
+    return (int64_t)json_integer_value(json_object_get(v, key));
+}
+
+static void fresh_dir(daemon_t *d)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-robust-XXXXXX");
+    assert_non_null(mkdtemp(d->dir));
+}
+
+/* Daemons started and not stopped yet, and the test's state directory:
+ * the teardown ends and removes them even when an assertion ended the
+ * test early. */
+static pid_t live[8];
+static char test_dir[256];
+
+static void live_add(pid_t pid)
+{
+    for (size_t i = 0; i < 8; i++) {
+        if (live[i] == 0) {
+            live[i] = pid;
+            return;
+        }
+    }
+}
+
+static void live_del(pid_t pid)
+{
+    for (size_t i = 0; i < 8; i++) {
+        if (live[i] == pid) {
+            live[i] = 0;
+        }
+    }
+}
+
+/* Start the controller on d->dir; returns false (and its exit status in
+ * *status) when it exits instead of listening. */
+static bool try_start(daemon_t *d, const char *extra, int *status)
+{
+    char addr[300], log[300];
+    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
+    unlink(addr);
+    snprintf(log, sizeof log, "%s.log", d->dir);
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        char *argv[16];
+        int n = 0;
+        argv[n++] = (char *)bin();
+        argv[n++] = "controller";
+        argv[n++] = "--state-dir";
+        argv[n++] = d->dir;
+        argv[n++] = "--listen";
+        argv[n++] = "127.0.0.1:0";
+        char copy[512];
+        if (extra) {
+            snprintf(copy, sizeof copy, "%s", extra);
+            char *save = NULL;
+            for (char *t = strtok_r(copy, " ", &save); t && n < 14;
+                 t = strtok_r(NULL, " ", &save)) {
+                argv[n++] = t;
+            }
+        }
+        argv[n] = NULL;
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    live_add(d->pid);
+    snprintf(test_dir, sizeof test_dir, "%s", d->dir);
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    d->url[0] = '\0';
+    while (cr_mono_ns() < deadline) {
+        read_line(addr, d->url, sizeof d->url);
+        if (d->url[0]) {
+            break;
+        }
+        int st;
+        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
+            live_del(d->pid);
+            d->pid = 0;
+            *status = st;
+            return false;
+        }
+        poll_sleep();
+    }
+    assert_true(d->url[0] != '\0');
+    char path[300];
+    snprintf(path, sizeof path, "%s/admin.token", d->dir);
+    read_line(path, d->admin, sizeof d->admin);
+    snprintf(path, sizeof path, "%s/join.token", d->dir);
+    read_line(path, d->join, sizeof d->join);
+    return true;
+}
+
+static void start(daemon_t *d, const char *extra)
+{
+    int st = 0;
+    bool ok = try_start(d, extra, &st);
+    if (!ok) {
+        fprintf(stderr, "controller exited (status %d); log %s.log\n", st, d->dir);
+    }
+    assert_true(ok);
+    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+}
+
+static void stop(daemon_t *d, int sig)
+{
+    if (d->pid > 0) {
+        kill(d->pid, sig);
+        int st;
+        waitpid(d->pid, &st, 0);
+        live_del(d->pid);
+        d->pid = 0;
+    }
+}
+
+static void cleanup(daemon_t *d)
+{
+    char cmd[1000];
+    snprintf(cmd, sizeof cmd, "umount '%s' 2>/dev/null; rm -rf '%s' '%s.log'", d->dir, d->dir,
+             d->dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "cannot remove %s\n", d->dir);
+    }
+}
+
+static bool log_has(const daemon_t *d, const char *needle)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s.log", d->dir);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return false;
+    }
+    char line[2048];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        found = strstr(line, needle) != NULL;
+    }
+    fclose(f);
+    return found;
+}
+
+static int64_t submit(const daemon_t *d, const char *token, const char *body)
+{
+    long code;
+    json_t *v = call(d, "POST", "/v1/jobs", token, body, &code);
+    assert_int_equal(code, 201);
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    assert_true(id > 0);
+    return id;
+}
+
+static json_t *job(const daemon_t *d, int64_t id, long *code)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    return call(d, "GET", path, d->admin, NULL, code);
+}
+
+static void expect_state(const daemon_t *d, int64_t id, const char *state)
+{
+    long code;
+    json_t *v = job(d, id, &code);
+    assert_int_equal(code, 200);
+    if (strcmp(str(v, "state"), state) != 0) {
+        fprintf(stderr, "job %lld: state %s, expected %s\n", (long long)id, str(v, "state"), state);
+    }
+    assert_string_equal(str(v, "state"), state);
+    json_decref(v);
+}
+
+static long action(const daemon_t *d, int64_t id, const char *what, json_t **out)
+{
+    char path[96];
+    long code;
+    snprintf(path, sizeof path, "/v1/jobs/%lld/%s", (long long)id, what);
+    json_t *v = call(d, "POST", path, d->admin, NULL, &code);
+    if (out) {
+        *out = v;
+    } else {
+        json_decref(v);
+    }
+    return code;
+}
+
+static char *mint_token(const daemon_t *d, int64_t *id)
+{
+    long code;
+    json_t *v =
+        call(d, "POST", "/v1/tokens", d->admin, "{\"role\":\"admin\",\"name\":\"second\"}", &code);
+    assert_int_equal(code, 201);
+    char *t = strdup(str(v, "token"));
+    *id = num(v, "id");
+    json_decref(v);
+    return t;
+}
+
+static long whoami(const daemon_t *d, const char *token)
+{
+    long code;
+    json_t *v = call(d, "GET", "/v1/whoami", token, NULL, &code);
+    json_decref(v);
+    return code;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. Disk full: nothing refused is kept, nothing acknowledged is lost.      */
+
+static void fill_disk(const char *dir)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/filler", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    char buf[4096];
+    memset(buf, 'x', sizeof buf);
+    while (write(fd, buf, sizeof buf) > 0) {
+    }
+    /* the last partial page too */
+    while (write(fd, buf, 1) > 0) {
+    }
+    assert_true(errno == ENOSPC);
+    close(fd);
+}
+
+/* The tmpfs of test_disk_full, unmounted by its teardown even when an
+ * assertion ends the test early. */
+static char mounted[256];
+
+static int teardown(void **state)
+{
+    for (size_t i = 0; i < 8; i++) {
+        if (live[i] > 0) {
+            kill(live[i], SIGKILL);
+            waitpid(live[i], NULL, 0);
+            live[i] = 0;
+        }
+    }
+    if (*mounted) {
+        umount2(mounted, MNT_DETACH);
+        *mounted = '\0';
+    }
+    if (*test_dir) {
+        char cmd[1000];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log' '%s.json'", test_dir, test_dir, test_dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "cannot remove %s\n", test_dir);
+        }
+        *test_dir = '\0';
+    }
+    return 0;
+}
+
+static void test_disk_full(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    if (mount("tmpfs", d.dir, "tmpfs", 0, "size=8m,mode=0700") == 0) {
+        snprintf(mounted, sizeof mounted, "%s", d.dir);
+    } else {
+        fprintf(stderr, "cannot mount a tmpfs (%s): needs root\n", strerror(errno));
+        cleanup(&d);
+        skip();
+    }
+    if (!*mounted) {
+        return;
+    }
+    start(&d, NULL);
+    long code;
+    json_t *v = call(&d, "POST", "/v1/tenants", d.admin, "{\"name\":\"kept\"}", &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
+    int64_t tok_id;
+    char *tok = mint_token(&d, &tok_id);
+    int64_t a = submit(&d, d.admin, "{\"command\":[\"true\"]}");
+    int64_t b = submit(&d, d.admin, "{\"command\":[\"true\"]}");
+    assert_int_equal(action(&d, b, "hold", NULL), 200);
+
+    fill_disk(d.dir);
+    /* Every change is refused as "disk full" (507), and memory keeps the
+     * state before it. */
+    json_t *e = NULL;
+    assert_int_equal(action(&d, a, "cancel", &e), 507);
+    assert_string_equal(str(e, "error"), "CR_EDISKFULL");
+    assert_non_null(strstr(str(e, "message"), "disk full"));
+    json_decref(e);
+    expect_state(&d, a, "pending");
+    assert_int_equal(action(&d, a, "hold", NULL), 507);
+    expect_state(&d, a, "pending");
+    assert_int_equal(action(&d, b, "release", NULL), 507);
+    expect_state(&d, b, "held");
+    v = call(&d, "POST", "/v1/jobs", d.admin, "{\"command\":[\"true\"]}", &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/tenants", d.admin, "{\"name\":\"refused\"}", &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/tenants/refused", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    v = call(&d, "PUT", "/v1/tenants/kept", d.admin, "{\"weight\":5,\"quotas\":{\"A100\":3}}",
+             &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/tenants/kept", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_true(json_number_value(json_object_get(v, "weight")) == 1.0);
+    json_decref(v);
+    char path[64];
+    snprintf(path, sizeof path, "/v1/tokens/%lld", (long long)tok_id);
+    v = call(&d, "DELETE", path, d.admin, NULL, &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    assert_int_equal(whoami(&d, tok), 200); /* the refused revoke left it working */
+    v = call(&d, "POST", "/v1/tokens", d.admin, "{\"role\":\"admin\",\"name\":\"refused\"}", &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    /* Reads keep working. */
+    v = call(&d, "GET", "/v1/jobs?limit=10", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "total"), 2);
+    json_decref(v);
+
+    /* Space again: changes work again, and what was refused stays refused
+     * after a restart while what was acknowledged stays. */
+    char filler[400];
+    snprintf(filler, sizeof filler, "%s/filler", d.dir);
+    assert_int_equal(unlink(filler), 0);
+    assert_int_equal(action(&d, a, "hold", NULL), 200);
+    stop(&d, SIGKILL);
+    start(&d, NULL);
+    expect_state(&d, a, "held");
+    expect_state(&d, b, "held");
+    assert_int_equal(whoami(&d, tok), 200);
+    v = call(&d, "GET", "/v1/tenants/refused", d.admin, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/tenants/kept", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_true(json_number_value(json_object_get(v, "weight")) == 1.0);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs?limit=10", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), 2);
+    json_decref(v);
+    free(tok);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 2. A hung agent does not starve the API threads.                          */
+
+typedef struct hung_agent {
+    int lfd;
+    _Atomic int accepted;
+    int fds[64];
+    atomic_bool stop;
+} hung_agent;
+
+static void *hung_main(void *arg)
+{
+    hung_agent *h = arg;
+    while (!atomic_load(&h->stop)) {
+        int fd = accept(h->lfd, NULL, NULL);
+        if (fd < 0) {
+            break;
+        }
+        int n = atomic_fetch_add(&h->accepted, 1);
+        if (n < 64) {
+            h->fds[n] = fd; /* held open, never answered */
+        } else {
+            close(fd);
+        }
+    }
+    return NULL;
+}
+
+static _Atomic int logs_done;
+
+typedef struct log_call {
+    const daemon_t *d;
+    char path[96];
+    long code;
+} log_call;
+
+static void *log_main(void *arg)
+{
+    log_call *l = arg;
+    cr_buf b;
+    cr_buf_init(&b);
+    l->code = req_h(l->d, "GET", l->path, l->d->admin, NULL, NULL, &b, NULL);
+    cr_buf_fini(&b);
+    atomic_fetch_add(&logs_done, 1);
+    return NULL;
+}
+
+static void test_hung_agent_logs(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    start(&d, NULL);
+    hung_agent h;
+    memset(&h, 0, sizeof h);
+    h.lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    assert_int_equal(bind(h.lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(h.lfd, 64), 0);
+    socklen_t sl = sizeof sa;
+    getsockname(h.lfd, (struct sockaddr *)&sa, &sl);
+    pthread_t ht;
+    pthread_create(&ht, NULL, hung_main, &h);
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"node\":\"hung\",\"addr\":\"127.0.0.1\",\"port\":%u,\"gpus\":[{\"index\":0,"
+             "\"model\":\"L4\"}]}",
+             (unsigned)ntohs(sa.sin_port));
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    char node_tok[200];
+    snprintf(node_tok, sizeof node_tok, "%s", str(v, "node_token"));
+    json_decref(v);
+    int64_t id = submit(&d, d.admin, "{\"command\":[\"sleep\",\"1000\"]}");
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    for (;;) { /* placed on the hung node */
+        v = job(&d, id, &code);
+        bool running = strcmp(str(v, "state"), "running") == 0;
+        json_decref(v);
+        if (running) {
+            break;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    enum { NLOG = 8 };
+    atomic_store(&logs_done, 0);
+    log_call calls[NLOG];
+    pthread_t th[NLOG];
+    for (int i = 0; i < NLOG; i++) {
+        calls[i].d = &d;
+        snprintf(calls[i].path, sizeof calls[i].path, "/v1/jobs/%lld/logs", (long long)id);
+        calls[i].code = -1;
+        pthread_create(&th[i], NULL, log_main, &calls[i]);
+    }
+    /* The fetches reached the hung agent. */
+    deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    while (atomic_load(&h.accepted) < 2) {
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    /* A controller that lets every thread hang has 4 there at once: give
+     * it a moment to (not a condition of passing). */
+    int64_t settle = cr_mono_ns() + CR_NS_PER_SEC;
+    while (atomic_load(&h.accepted) < 4 && cr_mono_ns() < settle) {
+        poll_sleep();
+    }
+    /* Other callers are answered meanwhile: an agent's heartbeat and a
+     * user's read, each within a deadline generous for a loopback call
+     * (and shorter than the 10 s a blocked thread used to take). */
+    for (int k = 0; k < 4; k++) {
+        int64_t t0 = cr_mono_ns();
+        v = call(&d, "POST", "/v1/agents/hung/status", node_tok, "{}", &code);
+        json_decref(v);
+        assert_true(code > 0);
+        v = job(&d, id, &code);
+        json_decref(v);
+        assert_int_equal(code, 200);
+        int64_t took = cr_mono_ns() - t0;
+        if (took >= 8 * CR_NS_PER_SEC) {
+            fprintf(stderr, "a read waited %.1f s behind log fetches\n", (double)took / 1e9);
+        }
+        assert_true(took < 8 * CR_NS_PER_SEC);
+    }
+    for (int i = 0; i < NLOG; i++) {
+        pthread_join(th[i], NULL);
+        /* busy (503) or the agent's deadline (504), never a hang */
+        if (calls[i].code != 503 && calls[i].code != 504) {
+            fprintf(stderr, "log fetch %d answered %ld\n", i, calls[i].code);
+        }
+        assert_true(calls[i].code == 503 || calls[i].code == 504);
+    }
+    atomic_store(&h.stop, true);
+    shutdown(h.lfd, SHUT_RDWR);
+    close(h.lfd);
+    pthread_join(ht, NULL);
+    for (int i = 0; i < atomic_load(&h.accepted) && i < 64; i++) {
+        close(h.fds[i]);
+    }
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 3. Limits: spec size, one stored spec per array, bounded pages.           */
+
+static char *env_body(size_t value_bytes, int array)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_puts(&b, "{\"command\":[\"true\"],\"env\":{");
+    for (int i = 0; i < 8; i++) {
+        cr_buf_printf(&b, "%s\"V%d\":\"", i ? "," : "", i);
+        for (size_t k = 0; k < value_bytes / 8; k++) {
+            cr_buf_putc(&b, 'a' + (char)(k % 26));
+        }
+        cr_buf_putc(&b, '"');
+    }
+    cr_buf_puts(&b, "}");
+    if (array > 1) {
+        cr_buf_printf(&b, ",\"array\":%d", array);
+    }
+    cr_buf_puts(&b, "}");
+    return cr_buf_take(&b);
+}
+
+static off_t store_bytes(const daemon_t *d)
+{
+    off_t total = 0;
+    const char *const sfx[] = {"", "-wal"};
+    for (int i = 0; i < 2; i++) {
+        char p[400];
+        struct stat st;
+        snprintf(p, sizeof p, "%s/corral.db%s", d->dir, sfx[i]);
+        if (stat(p, &st) == 0) {
+            total += st.st_size;
+        }
+    }
+    return total;
+}
+
+static void test_limits(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    start(&d, NULL);
+    long code;
+    /* Over max_spec_bytes (256 KiB by default) but under the 1 MiB body cap. */
+    char *big = env_body(400 * 1024, 1);
+    json_t *v = call(&d, "POST", "/v1/jobs", d.admin, big, &code);
+    assert_int_equal(code, 413);
+    assert_non_null(strstr(str(v, "message"), "max_spec_bytes"));
+    json_decref(v);
+    free(big);
+    v = call(&d, "POST", "/v1/jobs", d.admin, "{\"command\":[\"true\"],\"array\":10001}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "array");
+    json_decref(v);
+    /* 60 tasks of a 200 KiB spec: the store holds the spec once, not 60
+     * times (12 MB). */
+    off_t before = store_bytes(&d);
+    char *arr = env_body(200 * 1024, 60);
+    v = call(&d, "POST", "/v1/jobs", d.admin, arr, &code);
+    assert_int_equal(code, 201);
+    assert_int_equal(json_array_size(json_object_get(v, "ids")), 60);
+    int64_t first = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    free(arr);
+    off_t grew = store_bytes(&d) - before;
+    fprintf(stderr, "limits: 60 array tasks of a 200 KiB spec grew the store by %lld bytes\n",
+            (long long)grew);
+    assert_true(grew < 2 * 1024 * 1024);
+    /* A page is bounded in bytes too: 60 x 200 KiB does not come back in
+     * one answer; next_cursor says where to go on, and paging gets all. */
+    cr_buf b;
+    cr_buf_init(&b);
+    assert_int_equal(req_h(&d, "GET", "/v1/jobs?limit=1000", d.admin, NULL, NULL, &b, NULL), 200);
+    assert_true(b.len <= 5 * 1024 * 1024);
+    v = json_loads(cr_buf_str(&b), 0, NULL);
+    assert_non_null(v);
+    assert_int_equal(num(v, "total"), 60);
+    assert_true(num(v, "count") < 60);
+    json_t *last = json_array_get(json_object_get(v, "items"), (size_t)num(v, "count") - 1);
+    assert_int_equal(num(last, "id"), first + 59); /* newest, with the shared spec merged back */
+    assert_int_equal(strlen(str(json_object_get(last, "env"), "V7")), 200 * 1024 / 8);
+    assert_string_equal(str(last, "state"), "pending");
+    assert_null(json_object_get(last, "spec_ref"));
+    assert_true(*str(v, "next_cursor") != '\0');
+    size_t seen = (size_t)num(v, "count");
+    char path[128];
+    snprintf(path, sizeof path, "/v1/jobs?limit=1000&cursor=%s", str(v, "next_cursor"));
+    json_decref(v);
+    while (seen < 60) {
+        cr_buf_reset(&b);
+        assert_int_equal(req_h(&d, "GET", path, d.admin, NULL, NULL, &b, NULL), 200);
+        assert_true(b.len <= 5 * 1024 * 1024);
+        v = json_loads(cr_buf_str(&b), 0, NULL);
+        assert_true(num(v, "count") > 0);
+        seen += (size_t)num(v, "count");
+        snprintf(path, sizeof path, "/v1/jobs?limit=1000&cursor=%s", str(v, "next_cursor"));
+        json_decref(v);
+    }
+    assert_int_equal(seen, 60);
+    cr_buf_fini(&b);
+    /* After a restart each task still has the whole spec. */
+    stop(&d, SIGTERM);
+    start(&d, NULL);
+    v = job(&d, first + 59, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(strlen(str(json_object_get(v, "env"), "V7")), 200 * 1024 / 8);
+    assert_int_equal(num(v, "array_index"), 59);
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 8. Retention and paging.                                                  */
+
+static double metric(const daemon_t *d, const char *name)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    long code = req_h(d, "GET", "/metrics", NULL, NULL, NULL, &b, NULL);
+    assert_int_equal(code, 200);
+    double val = -1;
+    const char *p = cr_buf_str(&b);
+    size_t n = strlen(name);
+    while ((p = strstr(p, name)) != NULL) {
+        if ((p == cr_buf_str(&b) || p[-1] == '\n') && p[n] == ' ') {
+            val = strtod(p + n + 1, NULL);
+            break;
+        }
+        p += n;
+    }
+    cr_buf_fini(&b);
+    return val;
+}
+
+static void test_retention_paging(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    char cfg[400];
+    snprintf(cfg, sizeof cfg, "%s.json", d.dir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"retain_finished\":5,\"retain_s\":3600}\n");
+    fclose(f);
+    char extra[500];
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, extra);
+    enum { N = 30 };
+    int64_t ids[N];
+    for (int i = 0; i < N; i++) {
+        ids[i] = submit(&d, d.admin, "{\"command\":[\"true\"]}");
+        if (i < 25) {
+            assert_int_equal(action(&d, ids[i], "cancel", NULL), 200);
+        }
+    }
+    /* Finished jobs leave memory down to retain_finished. */
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    while (metric(&d, "corral_jobs_finished_in_memory") > 5) {
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    /* They stay queryable: one by one, and by page. */
+    expect_state(&d, ids[0], "cancelled");
+    long code;
+    json_t *v = call(&d, "GET", "/v1/jobs?limit=10&state=cancelled", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "total"), 25);
+    assert_int_equal(num(v, "count"), 10);
+    json_decref(v);
+    json_t *seen = json_object();
+    char path[128] = "/v1/jobs?limit=7";
+    int pages = 0;
+    for (;;) {
+        v = call(&d, "GET", path, d.admin, NULL, &code);
+        assert_int_equal(code, 200);
+        assert_int_equal(num(v, "total"), N);
+        size_t i;
+        json_t *it;
+        int64_t prev = 0;
+        json_array_foreach(json_object_get(v, "items"), i, it)
+        {
+            char k[32];
+            snprintf(k, sizeof k, "%lld", (long long)num(it, "id"));
+            assert_null(json_object_get(seen, k));
+            json_object_set_new(seen, k, json_true());
+            assert_true(num(it, "id") > prev); /* each page in id order */
+            prev = num(it, "id");
+        }
+        pages++;
+        const char *next = str(v, "next_cursor");
+        bool more = *next != '\0';
+        snprintf(path, sizeof path, "/v1/jobs?limit=7&cursor=%s", next);
+        json_decref(v);
+        if (!more) {
+            break;
+        }
+    }
+    assert_int_equal(json_object_size(seen), N);
+    assert_int_equal(pages, 5);
+    json_decref(seen);
+    /* The server's counts of active jobs (corral top). */
+    v = call(&d, "GET", "/v1/jobs?limit=1&state=active", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), 5);
+    assert_int_equal(num(json_object_get(v, "active"), "pending"), 5);
+    json_decref(v);
+    /* Unknown query parameters and bad limits are refused. */
+    v = call(&d, "GET", "/v1/jobs?limt=5", d.admin, NULL, &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "limt");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/jobs?limit=0", d.admin, NULL, &code);
+    assert_int_equal(code, 400);
+    json_decref(v);
+    /* An evicted job comes back for an action. */
+    assert_int_equal(action(&d, ids[1], "requeue", NULL), 200);
+    expect_state(&d, ids[1], "pending");
+    /* A restart does not bring every finished job back into memory. */
+    stop(&d, SIGTERM);
+    start(&d, extra);
+    assert_true(metric(&d, "corral_jobs_finished_in_memory") <= 5);
+    v = call(&d, "GET", "/v1/jobs?limit=1", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), N);
+    json_decref(v);
+    stop(&d, SIGTERM);
+    unlink(cfg);
+    cleanup(&d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 9. Store integrity.                                                       */
+
+static void sql(const daemon_t *d, const char *stmt)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/corral.db", d->dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(p, &db), SQLITE_OK);
+    char *msg = NULL;
+    if (sqlite3_exec(db, stmt, NULL, NULL, &msg) != SQLITE_OK) {
+        fprintf(stderr, "sql: %s\n", msg ? msg : "?");
+    }
+    sqlite3_free(msg);
+    sqlite3_close(db);
+}
+
+static void test_ids_never_reused(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    start(&d, NULL);
+    for (int i = 1; i <= 4; i++) {
+        assert_int_equal(submit(&d, d.admin, "{\"command\":[\"true\"]}"), i);
+    }
+    stop(&d, SIGTERM);
+    /* The newest row is unreadable, the one before it gone entirely. */
+    sql(&d, "UPDATE jobs SET doc = '{not json' WHERE id = 4; DELETE FROM jobs WHERE id = 3;");
+    start(&d, NULL);
+    assert_true(log_has(&d, "job=4 has a bad document"));
+    assert_int_equal(submit(&d, d.admin, "{\"command\":[\"true\"]}"), 5);
+    stop(&d, SIGTERM);
+    /* Even with every job row and event gone, the high-water mark holds. */
+    sql(&d, "DELETE FROM jobs; DELETE FROM events;");
+    start(&d, NULL);
+    assert_int_equal(submit(&d, d.admin, "{\"command\":[\"true\"]}"), 6);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_no_new_admin_over_cluster(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    start(&d, NULL);
+    submit(&d, d.admin, "{\"command\":[\"true\"]}");
+    stop(&d, SIGTERM);
+    char old_admin[128];
+    snprintf(old_admin, sizeof old_admin, "%s", d.admin);
+    /* The tokens are gone from a database that still has jobs. */
+    sql(&d, "DELETE FROM objects WHERE kind = 'token'");
+    int st = 0;
+    assert_false(try_start(&d, NULL, &st));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    assert_true(log_has(&d, "refusing to mint a new admin token"));
+    /* The database is gone (empty file) but admin.token is there. */
+    char p[400];
+    const char *const sfx[] = {"", "-wal", "-shm"};
+    for (int i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/corral.db%s", d.dir, sfx[i]);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/corral.db", d.dir);
+    close(open(p, O_WRONLY | O_CREAT, 0600));
+    assert_false(try_start(&d, NULL, &st));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    char tok[128];
+    snprintf(p, sizeof p, "%s/admin.token", d.dir);
+    read_line(p, tok, sizeof tok);
+    assert_string_equal(tok, old_admin); /* not replaced */
+    /* The documented way to really start over: an empty state directory. */
+    unlink(p);
+    start(&d, NULL);
+    assert_string_not_equal(d.admin, old_admin);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+static void test_damaged_wal(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    start(&d, NULL);
+    enum { N = 24 };
+    for (int i = 0; i < N; i++) {
+        submit(&d, d.admin, "{\"command\":[\"true\"]}"); /* one commit each */
+    }
+    stop(&d, SIGKILL); /* the WAL stays, not checkpointed */
+    char wal[400];
+    snprintf(wal, sizeof wal, "%s/corral.db-wal", d.dir);
+    struct stat stw;
+    assert_int_equal(stat(wal, &stw), 0);
+    unsigned char hdr[32];
+    int fd = open(wal, O_RDWR);
+    assert_true(fd >= 0);
+    assert_int_equal(pread(fd, hdr, sizeof hdr, 0), (ssize_t)sizeof hdr);
+    uint32_t page =
+        (uint32_t)hdr[8] << 24 | (uint32_t)hdr[9] << 16 | (uint32_t)hdr[10] << 8 | hdr[11];
+    off_t frame = 24 + (off_t)page;
+    off_t frames = (stw.st_size - 32) / frame;
+    assert_true(frames >= N);
+    /* 64 bytes of noise in the page data of a frame early in the log. */
+    unsigned char junk[64];
+    for (int i = 0; i < 64; i++) {
+        junk[i] = (unsigned char)(i * 37 + 11);
+    }
+    off_t bad = frames / 2;
+    assert_int_equal(pwrite(fd, junk, sizeof junk, 32 + bad * frame + 24 + 100),
+                     (ssize_t)sizeof junk);
+    close(fd);
+    int st = 0;
+    assert_false(try_start(&d, NULL, &st));
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
+    assert_true(log_has(&d, "is damaged"));
+    /* The documented recovery when no backup is better: cut the WAL at the
+     * damaged frame (as the log says), keeping every transaction before it. */
+    char cut[64];
+    snprintf(cut, sizeof cut, "truncate -s %lld", (long long)(32 + bad * frame));
+    assert_true(log_has(&d, cut));
+    assert_int_equal(truncate(wal, 32 + bad * frame), 0);
+    start(&d, NULL);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/jobs?limit=1", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_true(num(v, "total") > 0 && num(v, "total") < N);
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* ------------------------------------------------------------------------ */
+/* 10. Idempotency-Key.                                                      */
+
+static long submit_key(const daemon_t *d, const char *token, const char *key, const char *body,
+                       int64_t *id, bool *replayed)
+{
+    cr_buf b, h;
+    cr_buf_init(&b);
+    cr_buf_init(&h);
+    char hdr[200];
+    snprintf(hdr, sizeof hdr, "Idempotency-Key: %s", key);
+    long code = req_h(d, "POST", "/v1/jobs", token, body, hdr, &b, &h);
+    json_t *v = json_loads(cr_buf_str(&b), 0, NULL);
+    *id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    *replayed = strstr(cr_buf_str(&h), "Idempotent-Replayed: true") != NULL;
+    json_decref(v);
+    cr_buf_fini(&b);
+    cr_buf_fini(&h);
+    return code;
+}
+
+static void test_idempotency(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    start(&d, NULL);
+    const char *body = "{\"command\":[\"true\"],\"name\":\"once\"}";
+    int64_t id1, id2;
+    bool rep;
+    assert_int_equal(submit_key(&d, d.admin, "k-1", body, &id1, &rep), 201);
+    assert_false(rep);
+    assert_int_equal(submit_key(&d, d.admin, "k-1", body, &id2, &rep), 201);
+    assert_true(rep);
+    assert_int_equal(id1, id2);
+    /* Same key, another body: refused, not a second job. */
+    assert_int_equal(submit_key(&d, d.admin, "k-1", "{\"command\":[\"false\"]}", &id2, &rep), 409);
+    /* Another token's key space is its own. */
+    int64_t tid;
+    char *tok = mint_token(&d, &tid);
+    assert_int_equal(submit_key(&d, tok, "k-1", body, &id2, &rep), 201);
+    assert_false(rep);
+    assert_true(id2 != id1);
+    /* A bad key is refused by name. */
+    assert_int_equal(submit_key(&d, d.admin, "has space", body, &id2, &rep), 400);
+    /* The answer survives a crash. */
+    stop(&d, SIGKILL);
+    start(&d, NULL);
+    assert_int_equal(submit_key(&d, d.admin, "k-1", body, &id2, &rep), 201);
+    assert_true(rep);
+    assert_int_equal(id2, id1);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/jobs?limit=1", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), 2);
+    json_decref(v);
+    free(tok);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    signal(SIGPIPE, SIG_IGN);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_disk_full, teardown),
+        cmocka_unit_test_teardown(test_hung_agent_logs, teardown),
+        cmocka_unit_test_teardown(test_limits, teardown),
+        cmocka_unit_test_teardown(test_retention_paging, teardown),
+        cmocka_unit_test_teardown(test_ids_never_reused, teardown),
+        cmocka_unit_test_teardown(test_no_new_admin_over_cluster, teardown),
+        cmocka_unit_test_teardown(test_damaged_wal, teardown),
+        cmocka_unit_test_teardown(test_idempotency, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
