@@ -739,7 +739,10 @@ static void mark_oom(cr_proc *p)
 
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
-    /* The shim ends as its job did (see the shim). */
+    /* The shim ends as its job did (see the shim). Nothing of the job
+     * outlives it: a process it left behind (setsid, double fork) would keep
+     * its GPU's device node open after the GPU goes to the next job. */
+    cgroup_kill(p);
     p->state = CR_PROC_EXITED;
     if (WIFSIGNALED(wstatus)) {
         p->signal = WTERMSIG(wstatus);
@@ -781,6 +784,7 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
         /* Not our child: its end shows as the pid vanishing (or being reused). */
         p->state = CR_PROC_EXITED;
+        cgroup_kill(p); /* what it left behind (see cr_proc_reaped) */
         if (read_exit(state_dir, p->job, p->pid, &p->exit_code, &p->signal) < 0) {
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
@@ -851,6 +855,7 @@ void cr_proc_fix_modes(const char *state_dir)
 
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
+    cgroup_kill(p);
     cr_iso_job_remove(&p->iso); /* fails harmlessly while something still runs there */
     char line[64];
     int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
@@ -988,6 +993,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
     for (size_t k = 0; k < n; k++) {
         cr_proc *p = &v[k];
         if (p->state == CR_PROC_EXITED) {
+            cgroup_kill(p); /* what it left behind (see cr_proc_reaped) */
             mark_oom(p);
             continue;
         }
@@ -1000,6 +1006,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
             p->state = CR_PROC_EXITED;
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
+            cgroup_kill(p);
             mark_oom(p);
         }
     }

@@ -1,0 +1,111 @@
+#!/bin/sh
+# test_attacks.sh - holes found by attacking the shared-cluster security of
+# issue 9 (docs/security.md, docs/isolation.md), each a case that failed
+# before its fix: the real controller (run_as mapping for two tenants) and a
+# real agent with simulated GPUs on loopback.
+#   orphan   a job that leaves a process behind (setsid, double fork) when
+#            its main process exits: the process must not outlive the job
+#            (it would keep its GPU's device node, which goes to the next
+#            job, perhaps another tenant's);
+# Needs root and the cgroup v1 devices and memory controllers (as
+# test_isolation.sh); exits 77 only when those are truly missing.
+set -u
+
+BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: needs root (setuid, cgroups)"
+    exit 77
+fi
+if [ ! -w /sys/fs/cgroup/devices ] || [ ! -w /sys/fs/cgroup/memory ]; then
+    echo "SKIP: no writable cgroup v1 devices and memory controllers"
+    exit 77
+fi
+TMP=$(mktemp -d /var/tmp/corral-attack.XXXXXX)
+chmod 755 "$TMP"
+PIDS=
+fails=0
+ORPHAN=
+cleanup() {
+    [ -n "$ORPHAN" ] && kill -9 "$ORPHAN" 2>/dev/null
+    for p in $PIDS; do kill "$p" 2>/dev/null; done
+    for p in $PIDS; do wait "$p" 2>/dev/null; done
+    if [ "$fails" = 0 ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
+}
+trap cleanup EXIT INT TERM
+unset CORRAL_SERVER CORRAL_TOKEN CORRAL_TOKEN_FILE CORRAL_JOIN_TOKEN
+export CORRAL_CONFIG=/dev/null
+
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+ok() { echo "ok: $*"; }
+wait_until() { # wait_until SECONDS CMD...: poll (generous deadlines)
+    n=$(($1 * 10))
+    shift
+    while [ "$n" -gt 0 ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+        n=$((n - 1))
+    done
+    return 1
+}
+c() {
+    cmd=$1
+    shift
+    "$BIN" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
+}
+
+cat >"$TMP/ctl.json" <<EOF
+{"run_as": {"tenants": {"team-a": {"uid": 64001, "gid": 64001},
+                        "team-b": {"uid": 64002, "gid": 64002}}},
+ "checkpoint_root": "$TMP/ckpt"}
+EOF
+"$BIN" controller --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
+    --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+PIDS="$PIDS $!"
+if ! wait_until 30 test -s "$TMP/ctl/listen.addr"; then
+    fail "controller did not start: $(cat "$TMP/ctl.log")"
+    exit 1
+fi
+SERVER=$(cat "$TMP/ctl/listen.addr")
+wait_until 30 test -s "$TMP/ctl/admin.token"
+ADMIN=$(cat "$TMP/ctl/admin.token")
+c tenants create team-a >/dev/null && c tenants create team-b >/dev/null || fail "tenants"
+tok() { c tokens create --role user --tenant "$1" --name "$2" 2>/dev/null | tail -1; }
+ALICE_A=$(tok team-a alice)
+
+"$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node n1 \
+    --gpus "sim:2xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/n1" --kill-on-exit \
+    >"$TMP/agent-n1.log" 2>&1 &
+PIDS="$PIDS $!"
+up() { c nodes | grep -q ' up '; }
+wait_until 60 up || fail "agent did not register: $(tail -5 "$TMP/agent-n1.log")"
+
+submit() { # submit TOKEN ARGS...: prints the job id
+    t=$1
+    shift
+    "$BIN" submit --server "$SERVER" --token "$t" "$@" | grep -o '[0-9][0-9]*' | head -1
+}
+state_is() { c show "$1" | grep -qi "^ *state: *$2"; }
+gone() { ! kill -0 "$1"; }
+
+# --- orphan: nothing of a job outlives it ----------------------------------
+# The job starts a detached process (its own session, as a daemon does),
+# prints its pid once it runs, and exits 0.
+J=$(submit "$ALICE_A" --gpu-type L40S -- sh -c \
+    'setsid sleep 3217 </dev/null >/dev/null 2>&1 & p=$!
+     while ! grep -q 3217 /proc/$p/cmdline 2>/dev/null; do sleep 0.05; done; echo "pid=$p"')
+wait_until 60 state_is "$J" completed || fail "job $J did not complete: $(c show "$J")"
+ORPHAN=$(sed -n 's/^pid=//p' "$TMP/n1/logs/$J/out")
+if [ -z "$ORPHAN" ]; then
+    fail "job $J did not print its detached process: $(cat "$TMP/n1/logs/$J/out")"
+elif wait_until 20 gone "$ORPHAN"; then
+    ok "the detached process $ORPHAN of job $J ended with the job"
+else
+    fail "process $ORPHAN (uid $(stat -c %u "/proc/$ORPHAN")) of job $J outlived it" \
+        "in $(grep devices "/proc/$ORPHAN/cgroup")"
+fi
+
+[ "$fails" = 0 ] || exit 1
+echo "all attack cases held"
