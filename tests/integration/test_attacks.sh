@@ -7,6 +7,9 @@
 #            its main process exits: the process must not outlive the job
 #            (it would keep its GPU's device node, which goes to the next
 #            job, perhaps another tenant's);
+#   users    run_as.users is keyed by token name, and token names are unique
+#            only within a tenant: another tenant's token of the same name
+#            must not get that user's uid.
 # Needs root and the cgroup v1 devices and memory controllers (as
 # test_isolation.sh); exits 77 only when those are truly missing.
 set -u
@@ -56,9 +59,11 @@ c() {
     "$BIN" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
 }
 
+# alice (uid 64011) is team-a's; team-b also has a token named alice.
 cat >"$TMP/ctl.json" <<EOF
 {"run_as": {"tenants": {"team-a": {"uid": 64001, "gid": 64001},
-                        "team-b": {"uid": 64002, "gid": 64002}}},
+                        "team-b": {"uid": 64002, "gid": 64002}},
+            "users": {"alice": {"uid": 64011, "gid": 64011, "tenant": "team-a"}}},
  "checkpoint_root": "$TMP/ckpt"}
 EOF
 "$BIN" controller --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
@@ -74,6 +79,7 @@ ADMIN=$(cat "$TMP/ctl/admin.token")
 c tenants create team-a >/dev/null && c tenants create team-b >/dev/null || fail "tenants"
 tok() { c tokens create --role user --tenant "$1" --name "$2" 2>/dev/null | tail -1; }
 ALICE_A=$(tok team-a alice)
+ALICE_B=$(tok team-b alice)
 
 "$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node n1 \
     --gpus "sim:2xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/n1" --kill-on-exit \
@@ -105,6 +111,28 @@ elif wait_until 20 gone "$ORPHAN"; then
 else
     fail "process $ORPHAN (uid $(stat -c %u "/proc/$ORPHAN")) of job $J outlived it" \
         "in $(grep devices "/proc/$ORPHAN/cgroup")"
+fi
+
+# --- users: a run_as.users entry is its tenant's only ----------------------
+uid_of() { c show "$1" --json | tr -d " \n" | sed -n 's/.*"run_as":{[^}]*"uid":\([0-9]*\).*/\1/p'; }
+JA=$(submit "$ALICE_A" --gpu-type L40S -- true)
+JB=$(submit "$ALICE_B" --gpu-type L40S -- true)
+UA=$(uid_of "$JA")
+UB=$(uid_of "$JB")
+[ "$UA" = 64011 ] && ok "team-a's alice runs as 64011" || fail "team-a's alice: uid '$UA', want 64011"
+[ "$UB" = 64002 ] && ok "team-b's alice runs as team-b (64002)" ||
+    fail "team-b's token named alice: uid '$UB', want 64002 (team-a's alice is 64011)"
+# An entry without its tenant is refused at start.
+cat >"$TMP/bad.json" <<EOF
+{"run_as": {"tenants": {"team-a": {"uid": 64001, "gid": 64001}},
+            "users": {"alice": {"uid": 64011, "gid": 64011}}}}
+EOF
+if "$BIN" controller --config "$TMP/bad.json" --state-dir "$TMP/bad" >"$TMP/bad.out" 2>&1; then
+    fail "a run_as.users entry without a tenant was accepted"
+elif grep -q "run_as.users.alice.tenant" "$TMP/bad.out"; then
+    ok "run_as.users entry without a tenant refused: $(grep tenant "$TMP/bad.out" | head -1)"
+else
+    fail "users entry without tenant: no word of the field: $(cat "$TMP/bad.out")"
 fi
 
 [ "$fails" = 0 ] || exit 1
