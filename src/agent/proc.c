@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -25,18 +24,62 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* Bounds the descriptors held at once (one per level); deeper stays. */
+#define RM_DEPTH_MAX 128
+
+/* Empty the directory open as dfd (closed here). Everything goes through
+ * descriptors, never a path and never a link: the tree may belong to a job
+ * that swaps a directory for a link to /etc while root removes it (a path
+ * walk, as nftw does, would then delete /etc's files). Stays on dev. */
+static void rm_under(int dfd, dev_t dev, int depth)
 {
-    (void)sb;
-    (void)ftw;
-    int r = flag == FTW_DP ? rmdir(path) : unlink(path);
-    (void)r; /* what cannot go stays; the caller checks the top */
-    return 0;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            continue;
+        }
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat sb;
+        if (sub < 0) {
+            continue; /* gone, or not a directory any more: left alone */
+        }
+        if (depth < RM_DEPTH_MAX && fstat(sub, &sb) == 0 && sb.st_dev == dev) {
+            rm_under(sub, dev, depth + 1);
+        } else {
+            close(sub);
+        }
+        int r = unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+        (void)r; /* what cannot go stays; the caller checks the top */
+    }
+    closedir(d);
 }
 
 int cr_rm_rf(const char *path)
 {
-    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    for (int pass = 0; pass < 2; pass++) {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat sb;
+        if (fd < 0) {
+            if (unlink(path) != 0 && errno == ENOENT) {
+                return 0;
+            }
+            break;
+        }
+        if (fstat(fd, &sb) != 0) {
+            close(fd);
+            break;
+        }
+        rm_under(fd, sb.st_dev, 0);
+        if (rmdir(path) == 0) {
+            return 0;
+        }
+    }
     return access(path, F_OK) == 0 ? CR_EIO : 0;
 }
 
