@@ -358,7 +358,9 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     /* Nothing of the agent's: no descriptor above stderr (sockets, the
      * journal, the state database of a co-located controller...). */
     syscall(SYS_close_range, 3U, ~0U, 0U);
-    umask(022);
+    /* A mapped job shares /tmp, /dev/shm and /var/tmp with other tenants'
+     * jobs: what it creates there is its own unless it widens it. */
+    umask(a->uid >= 0 ? 077 : 022);
     if (become_user(a) != 0) {
         _exit(126);
     }

@@ -9,7 +9,10 @@
 #            job, perhaps another tenant's);
 #   users    run_as.users is keyed by token name, and token names are unique
 #            only within a tenant: another tenant's token of the same name
-#            must not get that user's uid.
+#            must not get that user's uid;
+#   tmp      a file a job writes in a shared sticky directory (/tmp,
+#            /dev/shm, /var/tmp: scratch, NCCL and DataLoader segments) with
+#            its default umask must not be readable by another tenant's job.
 # Needs root and the cgroup v1 devices and memory controllers (as
 # test_isolation.sh); exits 77 only when those are truly missing.
 set -u
@@ -133,6 +136,22 @@ elif grep -q "run_as.users.alice.tenant" "$TMP/bad.out"; then
     ok "run_as.users entry without a tenant refused: $(grep tenant "$TMP/bad.out" | head -1)"
 else
     fail "users entry without tenant: no word of the field: $(cat "$TMP/bad.out")"
+fi
+
+# --- tmp: the job's default umask keeps its scratch files its own ----------
+# $TMP/shared plays /tmp (1777); team-b writes, then team-a reads.
+mkdir -m 1777 "$TMP/shared"
+JW=$(submit "$ALICE_B" --gpu-type L40S -- sh -c "echo tmp-secret-of-b > $TMP/shared/b.out")
+wait_until 60 state_is "$JW" completed || fail "job $JW did not complete: $(c show "$JW")"
+JR=$(submit "$ALICE_A" --name reader --gpu-type L40S -- sh -c \
+    "cat $TMP/shared/b.out || echo denied")
+wait_until 60 state_is "$JR" completed || fail "job $JR did not complete: $(c show "$JR")"
+if grep -q tmp-secret-of-b "$TMP/n1/logs/$JR/out"; then
+    fail "team-a's job $JR read team-b's scratch file ($(stat -c '%a %u' "$TMP/shared/b.out"))"
+elif grep -q denied "$TMP/n1/logs/$JR/out"; then
+    ok "team-b's scratch file is $(stat -c %a "$TMP/shared/b.out"): team-a's job could not read it"
+else
+    fail "reader job $JR: $(cat "$TMP/n1/logs/$JR/out" "$TMP/n1/logs/$JR/err")"
 fi
 
 [ "$fails" = 0 ] || exit 1
