@@ -22,6 +22,7 @@
 #include <string.h>
 
 #define MAX_ARRAY 10000
+#define SUBMIT_BYTES_MAX (64 << 20) /* array x the spec's size, one submit */
 
 static const char *const job_members[] = {
     "name",        "tenant",
@@ -791,6 +792,18 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     if (cr_json_parse_object(body, len, &v, &err) != 0 ||
         job_parse(v, false, &proto, &n, &err) != 0) {
         ctl_reply_jerr(req, &err);
+        goto out;
+    }
+    /* Each task of an array is stored with the whole spec: a 1 MiB body
+     * times 10000 tasks would be 10 GB for one request of any user. */
+    char *sj = json_dumps(proto->spec, JSON_COMPACT);
+    size_t spec_len = sj ? strlen(sj) : 0;
+    free(sj);
+    if ((uint64_t)spec_len * (uint64_t)n > SUBMIT_BYTES_MAX) {
+        ctl_reply_err(req, 400, CR_ETOOBIG, "array",
+                      "field 'array': %lld tasks of a %zu-byte job spec are over %d MiB in "
+                      "all: submit fewer tasks or a smaller spec (env)",
+                      (long long)n, spec_len, SUBMIT_BYTES_MAX >> 20);
         goto out;
     }
     if (p->role == CR_ROLE_USER) {

@@ -12,7 +12,10 @@
 #            must not get that user's uid;
 #   tmp      a file a job writes in a shared sticky directory (/tmp,
 #            /dev/shm, /var/tmp: scratch, NCCL and DataLoader segments) with
-#            its default umask must not be readable by another tenant's job.
+#            its default umask must not be readable by another tenant's job;
+#   amplify  one submit of a user token must not make the controller store
+#            array x spec bytes without bound (1 MiB body x 10000 tasks was
+#            10 GB of memory and store): 100 KB x 1000 is refused.
 # Needs root and the cgroup v1 devices and memory controllers (as
 # test_isolation.sh); exits 77 only when those are truly missing.
 set -u
@@ -152,6 +155,23 @@ elif grep -q denied "$TMP/n1/logs/$JR/out"; then
     ok "team-b's scratch file is $(stat -c %a "$TMP/shared/b.out"): team-a's job could not read it"
 else
     fail "reader job $JR: $(cat "$TMP/n1/logs/$JR/out" "$TMP/n1/logs/$JR/err")"
+fi
+
+# --- amplify: array x spec is bounded ---------------------------------------
+if command -v curl >/dev/null; then
+    big=$(head -c 100000 /dev/zero | tr '\0' x)
+    printf '{"command":["true"],"gpu_type":"L40S","array":1000,"env":{"BIG":"%s"}}' "$big" \
+        >"$TMP/big.json"
+    code=$(curl -s -o "$TMP/big.out" -w '%{http_code}' -H "Authorization: Bearer $ALICE_A" \
+        -H 'Content-Type: application/json' --data @"$TMP/big.json" "$SERVER/v1/jobs")
+    if [ "$code" = 400 ] && grep -q '"field":"array"' "$TMP/big.out"; then
+        ok "1000 x 100 KB spec refused: $(cat "$TMP/big.out")"
+    else
+        fail "1000 tasks of a 100 KB spec (100 MB stored): $code $(head -c 300 "$TMP/big.out")"
+    fi
+    rm -f "$TMP/big.json"
+else
+    echo "skip amplify: no curl"
 fi
 
 [ "$fails" = 0 ] || exit 1
