@@ -15,7 +15,8 @@
 #            its default umask must not be readable by another tenant's job;
 #   amplify  one submit of a user token must not make the controller store
 #            array x spec bytes without bound (1 MiB body x 10000 tasks was
-#            10 GB of memory and store): 100 KB x 1000 is refused.
+#            10 GB of memory and store): 100 KB x 1000 is refused, as a
+#            service of up to 1000 replicas of a 100 KB spec.
 # Needs root and the cgroup v1 devices and memory controllers (as
 # test_isolation.sh); exits 77 only when those are truly missing.
 set -u
@@ -168,6 +169,15 @@ if command -v curl >/dev/null; then
         ok "1000 x 100 KB spec refused: $(cat "$TMP/big.out")"
     else
         fail "1000 tasks of a 100 KB spec (100 MB stored): $code $(head -c 300 "$TMP/big.out")"
+    fi
+    printf '{"name":"big","command":["true"],"gpu_type":"L40S","min_replicas":0,"max_replicas":1000,"env":{"BIG":"%s"}}' \
+        "$big" >"$TMP/big.json"
+    code=$(curl -s -o "$TMP/big.out" -w '%{http_code}' -H "Authorization: Bearer $ALICE_A" \
+        -H 'Content-Type: application/json' --data @"$TMP/big.json" "$SERVER/v1/services")
+    if [ "$code" = 400 ] && grep -q '"field":"max_replicas"' "$TMP/big.out"; then
+        ok "a service of up to 1000 x 100 KB replicas refused: $(cat "$TMP/big.out")"
+    else
+        fail "a service of up to 1000 replicas of a 100 KB spec: $code $(head -c 300 "$TMP/big.out")"
     fi
     rm -f "$TMP/big.json"
 else
