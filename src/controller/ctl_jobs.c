@@ -812,6 +812,15 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
                           "field 'tenant': this token may only submit for tenant '%s'", p->tenant);
             goto out;
         }
+        /* The tier comes before fair share and preempts lower tiers of
+         * every tenant: only an admin raises it (a user orders its own
+         * jobs below 0, as nice lowers). */
+        if (proto->priority > 0) {
+            ctl_reply_err(req, 403, CR_EPERM, "priority",
+                          "field 'priority': only an admin may submit above 0 (it ranks "
+                          "before other tenants' fair share); use 0 or below");
+            goto out;
+        }
         snprintf(proto->tenant, sizeof proto->tenant, "%s", p->tenant);
     } else if (!*proto->tenant) {
         snprintf(proto->tenant, sizeof proto->tenant, "default");

@@ -690,6 +690,12 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
                           p->tenant);
             return;
         }
+        if (json_integer_value(json_object_get(s->job_req, "priority")) > 0) {
+            svc_free(s); /* as for jobs (ctl_jobs.c): only an admin raises the tier */
+            ctl_reply_err(req, 403, CR_EPERM, "priority",
+                          "field 'priority': only an admin may create services above 0");
+            return;
+        }
         snprintf(s->tenant, sizeof s->tenant, "%s", p->tenant);
     } else if (!*s->tenant) {
         snprintf(s->tenant, sizeof s->tenant, "default");

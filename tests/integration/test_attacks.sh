@@ -16,7 +16,10 @@
 #   amplify  one submit of a user token must not make the controller store
 #            array x spec bytes without bound (1 MiB body x 10000 tasks was
 #            10 GB of memory and store): 100 KB x 1000 is refused, as a
-#            service of up to 1000 replicas of a 100 KB spec.
+#            service of up to 1000 replicas of a 100 KB spec;
+#   priority the priority tier ranks before fair share and preempts lower
+#            tiers of every tenant: a user token may not claim one above 0
+#            (an admin may; a user orders its own jobs at 0 and below).
 # Needs root and the cgroup v1 devices and memory controllers (as
 # test_isolation.sh); exits 77 only when those are truly missing.
 set -u
@@ -183,6 +186,20 @@ if command -v curl >/dev/null; then
 else
     echo "skip amplify: no curl"
 fi
+
+# --- priority: only an admin raises the tier -------------------------------
+if "$BIN" submit --server "$SERVER" --token "$ALICE_A" --priority 1000000 --gpu-type L40S \
+    -- true >"$TMP/prio.out" 2>&1; then
+    fail "a user token submitted at priority 1000000 (ahead of every tenant): $(cat "$TMP/prio.out")"
+elif grep -q "priority" "$TMP/prio.out"; then
+    ok "user token at priority 1000000 refused: $(cat "$TMP/prio.out")"
+else
+    fail "priority refusal does not name the field: $(cat "$TMP/prio.out")"
+fi
+"$BIN" submit --server "$SERVER" --token "$ALICE_A" --priority -5 --gpu-type L40S -- true \
+    >/dev/null 2>&1 || fail "a user token could not submit at priority -5"
+c submit --tenant team-a --priority 10 --gpu-type L40S -- true >/dev/null 2>&1 ||
+    fail "an admin could not submit at priority 10"
 
 [ "$fails" = 0 ] || exit 1
 echo "all attack cases held"
