@@ -22,7 +22,9 @@
 #include <string.h>
 
 #define MAX_ARRAY 10000
-#define SUBMIT_BYTES_MAX (64 << 20) /* array x the spec's size, one submit */
+
+/* array x the spec's size, one submit */
+#define SUBMIT_BYTES_MAX (64 << 20)
 
 static const char *const job_members[] = {
     "name",        "tenant",

@@ -224,7 +224,6 @@ static void test_journal_replay(void **state)
     free(v);
 }
 
-
 /* The job's side of the race: swap its directory d for a link to victim/
  * and back, as fast as it can, while the agent removes the tree. */
 typedef struct swapper {
@@ -308,10 +307,8 @@ static void test_rm_rf_no_escape(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exit_code_and_signal),
-        cmocka_unit_test(test_stop_escalates),
-        cmocka_unit_test(test_journal_replay),
-        cmocka_unit_test(test_user),
+        cmocka_unit_test(test_exit_code_and_signal), cmocka_unit_test(test_stop_escalates),
+        cmocka_unit_test(test_journal_replay),       cmocka_unit_test(test_user),
         cmocka_unit_test(test_rm_rf_no_escape),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
