@@ -593,7 +593,8 @@ void cr_iso_job_kill(const cr_iso_job *j)
         return;
     }
     /* v1 has no cgroup.kill: signal each member (the job is frozen by nothing,
-     * so a fork race can leave one behind; the next tick repeats this). */
+     * so a fork race can leave one behind: a few passes, while any is found;
+     * a stopping job's next tick repeats this). */
     const char *cg = j->v1[CR_ISO_V1_MEMORY]    ? j->v1[CR_ISO_V1_MEMORY]
                      : j->v1[CR_ISO_V1_DEVICES] ? j->v1[CR_ISO_V1_DEVICES]
                                                 : j->v1[CR_ISO_V1_CPU];
@@ -601,17 +602,20 @@ void cr_iso_job_kill(const cr_iso_job *j)
         return;
     }
     char *p = cr_asprintf("%s/cgroup.procs", cg);
-    FILE *f = fopen(p, "r");
-    free(p);
-    int pid;
-    while (f && fscanf(f, "%d", &pid) == 1) {
-        if (pid > 1) {
-            kill(pid, SIGKILL);
+    for (int pass = 0, found = 1; found && pass < 8; pass++) {
+        FILE *f = fopen(p, "r");
+        int pid;
+        found = 0;
+        while (f && fscanf(f, "%d", &pid) == 1) {
+            if (pid > 1 && kill(pid, SIGKILL) == 0) {
+                found = 1;
+            }
+        }
+        if (f) {
+            fclose(f);
         }
     }
-    if (f) {
-        fclose(f);
-    }
+    free(p);
 }
 
 void cr_iso_job_remove(const cr_iso_job *j)

@@ -10,7 +10,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -25,18 +24,62 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+/* Bounds the descriptors held at once (one per level); deeper stays. */
+#define RM_DEPTH_MAX 128
+
+/* Empty the directory open as dfd (closed here). Everything goes through
+ * descriptors, never a path and never a link: the tree may belong to a job
+ * that swaps a directory for a link to /etc while root removes it (a path
+ * walk, as nftw does, would then delete /etc's files). Stays on dev. */
+static void rm_under(int dfd, dev_t dev, int depth)
 {
-    (void)sb;
-    (void)ftw;
-    int r = flag == FTW_DP ? rmdir(path) : unlink(path);
-    (void)r; /* what cannot go stays; the caller checks the top */
-    return 0;
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            unlinkat(dirfd(d), e->d_name, 0) == 0) {
+            continue;
+        }
+        int sub = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat sb;
+        if (sub < 0) {
+            continue; /* gone, or not a directory any more: left alone */
+        }
+        if (depth < RM_DEPTH_MAX && fstat(sub, &sb) == 0 && sb.st_dev == dev) {
+            rm_under(sub, dev, depth + 1);
+        } else {
+            close(sub);
+        }
+        int r = unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR);
+        (void)r; /* what cannot go stays; the caller checks the top */
+    }
+    closedir(d);
 }
 
 int cr_rm_rf(const char *path)
 {
-    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    for (int pass = 0; pass < 2; pass++) {
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat sb;
+        if (fd < 0) {
+            if (unlink(path) != 0 && errno == ENOENT) {
+                return 0;
+            }
+            break;
+        }
+        if (fstat(fd, &sb) != 0) {
+            close(fd);
+            break;
+        }
+        rm_under(fd, sb.st_dev, 0);
+        if (rmdir(path) == 0) {
+            return 0;
+        }
+    }
     return access(path, F_OK) == 0 ? CR_EIO : 0;
 }
 
@@ -315,7 +358,9 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     /* Nothing of the agent's: no descriptor above stderr (sockets, the
      * journal, the state database of a co-located controller...). */
     syscall(SYS_close_range, 3U, ~0U, 0U);
-    umask(022);
+    /* A mapped job shares /tmp, /dev/shm and /var/tmp with other tenants'
+     * jobs: what it creates there is its own unless it widens it. */
+    umask(a->uid >= 0 ? 077 : 022);
     if (become_user(a) != 0) {
         _exit(126);
     }
@@ -739,7 +784,10 @@ static void mark_oom(cr_proc *p)
 
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
-    /* The shim ends as its job did (see the shim). */
+    /* The shim ends as its job did (see the shim). Nothing of the job
+     * outlives it: a process it left behind (setsid, double fork) would keep
+     * its GPU's device node open after the GPU goes to the next job. */
+    cgroup_kill(p);
     p->state = CR_PROC_EXITED;
     if (WIFSIGNALED(wstatus)) {
         p->signal = WTERMSIG(wstatus);
@@ -781,6 +829,7 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
         /* Not our child: its end shows as the pid vanishing (or being reused). */
         p->state = CR_PROC_EXITED;
+        cgroup_kill(p); /* what it left behind (see cr_proc_reaped) */
         if (read_exit(state_dir, p->job, p->pid, &p->exit_code, &p->signal) < 0) {
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
@@ -851,6 +900,7 @@ void cr_proc_fix_modes(const char *state_dir)
 
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
+    cgroup_kill(p);
     cr_iso_job_remove(&p->iso); /* fails harmlessly while something still runs there */
     char line[64];
     int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
@@ -988,6 +1038,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
     for (size_t k = 0; k < n; k++) {
         cr_proc *p = &v[k];
         if (p->state == CR_PROC_EXITED) {
+            cgroup_kill(p); /* what it left behind (see cr_proc_reaped) */
             mark_oom(p);
             continue;
         }
@@ -1000,6 +1051,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
             p->state = CR_PROC_EXITED;
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
+            cgroup_kill(p);
             mark_oom(p);
         }
     }

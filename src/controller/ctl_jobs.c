@@ -23,6 +23,8 @@
 
 #define MAX_ARRAY 10000
 
+/* array x the spec's size, one submit */
+
 static const char *const job_members[] = {
     "name",        "tenant",
     "command",     "gpus",
@@ -890,6 +892,15 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         if (*proto->tenant && strcmp(proto->tenant, p->tenant) != 0) {
             ctl_reply_err(req, 403, CR_EPERM, "tenant",
                           "field 'tenant': this token may only submit for tenant '%s'", p->tenant);
+            goto out;
+        }
+        /* The tier comes before fair share and preempts lower tiers of
+         * every tenant: only an admin raises it (a user orders its own
+         * jobs below 0, as nice lowers). */
+        if (proto->priority > 0) {
+            ctl_reply_err(req, 403, CR_EPERM, "priority",
+                          "field 'priority': only an admin may submit above 0 (it ranks "
+                          "before other tenants' fair share); use 0 or below");
             goto out;
         }
         snprintf(proto->tenant, sizeof proto->tenant, "%s", p->tenant);

@@ -7,7 +7,8 @@
  *   "run_as": {
  *     "unmapped": "refuse" | "agent",           default "refuse"
  *     "tenants": {"NAME": {"uid": U, "gid": G, "allow_root": false}},
- *     "users":   {"TOKEN-NAME": {"uid": U, "gid": G}}     (override the tenant)
+ *     "users":   {"TOKEN-NAME": {"uid": U, "gid": G, "tenant": "NAME"}}
+ *                (override the tenant, for that tenant's token of that name)
  *   }
  *
  * Without a "run_as" section the controller is in single-user mode: every
@@ -30,14 +31,19 @@
 static int map_entry(const json_t *e, const char *path, bool tenant, cr_json_err *err)
 {
     static const char *const tm[] = {"uid", "gid", "allow_root", NULL};
-    static const char *const um[] = {"uid", "gid", NULL};
+    static const char *const um[] = {"uid", "gid", "tenant", NULL};
     int64_t uid, gid;
     bool root = false;
+    const char *owner = "";
     int rc;
     if (!json_is_object(e)) {
         return cr_json_fail(err, CR_EINVAL, path, "field '%s': must be an object", path);
     }
+    /* A token name is unique only within its tenant: a user entry names the
+     * tenant whose token it maps (another tenant's token of the same name
+     * keeps its own tenant's uid). */
     if ((rc = cr_json_only(e, path, tenant ? tm : um, err)) ||
+        (!tenant && (rc = cr_json_str(e, path, "tenant", true, 63, &owner, err))) ||
         (rc = cr_json_int(e, path, "uid", true, 0, 4294967294LL, &uid, err)) ||
         (rc = cr_json_int(e, path, "gid", true, 0, 4294967294LL, &gid, err)) ||
         (rc = cr_json_bool(e, path, "allow_root", false, &root, err))) {
@@ -99,6 +105,10 @@ int ctl_run_as_lookup(const ctl_config *cfg, const char *tenant, const char *use
     }
     json_t *te = json_object_get(json_object_get(cfg->run_as, "tenants"), tenant);
     json_t *ue = user ? json_object_get(json_object_get(cfg->run_as, "users"), user) : NULL;
+    const char *ut = json_string_value(json_object_get(ue, "tenant"));
+    if (!ut || strcmp(ut, tenant) != 0) {
+        ue = NULL; /* another tenant's user of that name */
+    }
     json_t *e = ue ? ue : te;
     if (e) {
         out->mapped = true;

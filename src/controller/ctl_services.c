@@ -143,6 +143,8 @@ static void autoscaler_setup(ctl_service *s)
 /* ------------------------------------------------------------------------ */
 /* Validation                                                               */
 
+#define SVC_BYTES_MAX (64 << 20) /* max_replicas x the replica spec's size */
+
 static const char *const svc_members[] = {
     "name",         "tenant",   "command", "gpus",       "gpu_type", "mig_profile",
     "gpu_mem_gb",   "env",      "workdir", "model",      "priority", "min_replicas",
@@ -238,6 +240,18 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     if (rc != 0) {
         json_decref(jr);
         return rc;
+    }
+    /* Each replica is a job stored with the whole spec: bounded as an
+     * array submit is (a 1 MiB spec x 1000 replicas would be 1 GB). */
+    char *sj = json_dumps(jr, JSON_COMPACT);
+    size_t spec_len = sj ? strlen(sj) : 0;
+    free(sj);
+    if ((uint64_t)spec_len * (uint64_t)max > SVC_BYTES_MAX) {
+        json_decref(jr);
+        return cr_json_fail(err, CR_ETOOBIG, "max_replicas",
+                            "field 'max_replicas': %lld replicas of a %zu-byte job spec are over "
+                            "%d MiB in all: fewer replicas or a smaller spec (env)",
+                            (long long)max, spec_len, SVC_BYTES_MAX >> 20);
     }
     ctl_service *s = cr_calloc(1, sizeof *s);
     snprintf(s->name, sizeof s->name, "%s", name);
@@ -674,6 +688,12 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
             ctl_reply_err(req, 403, CR_EPERM, "tenant",
                           "field 'tenant': this token may only create services for '%s'",
                           p->tenant);
+            return;
+        }
+        if (json_integer_value(json_object_get(s->job_req, "priority")) > 0) {
+            svc_free(s); /* as for jobs (ctl_jobs.c): only an admin raises the tier */
+            ctl_reply_err(req, 403, CR_EPERM, "priority",
+                          "field 'priority': only an admin may create services above 0");
             return;
         }
         snprintf(s->tenant, sizeof s->tenant, "%s", p->tenant);

@@ -2,18 +2,22 @@
  * test_agent_proc.c - the job supervisor on its own: a job's exit code and
  * its signal come back through the shim, stop escalates from SIGTERM to
  * SIGKILL, and the journal replays into the right records (adopted,
- * ended, forgotten, re-run, torn last line).
+ * ended, forgotten, re-run, torn last line), and removing a tree a job can
+ * write to (a checkpoint) deletes nothing outside it while the job swaps a
+ * directory for a link.
  */
 #include "cr_error.h"
 #include "cr_proc.h"
 #include "cr_time.h"
 
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -220,13 +224,100 @@ static void test_journal_replay(void **state)
     free(v);
 }
 
+/* The job's side of the race: swap its directory d for a link to victim/
+ * and back, as fast as it can, while the agent removes the tree. */
+typedef struct swapper {
+    const char *top;
+    const char *victim;
+    atomic_int stop;
+} swapper;
+
+static void *swap_loop(void *arg)
+{
+    swapper *w = arg;
+    char d[256], d2[256];
+    snprintf(d, sizeof d, "%s/d", w->top);
+    snprintf(d2, sizeof d2, "%s/d2", w->top);
+    while (!atomic_load(&w->stop)) {
+        if (rename(d, d2) == 0) {
+            int r = symlink(w->victim, d);
+            for (volatile int i = 0; i < 2000; i++) {
+            }
+            r = unlink(d);
+            r = rename(d2, d);
+            (void)r;
+        }
+    }
+    return NULL;
+}
+
+static void test_rm_rf_no_escape(void **state)
+{
+    (void)state;
+    char top[128], victim[128], target[160], path[256];
+    snprintf(top, sizeof top, "%s/ckpt-job", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(target, sizeof target, "%s/victim/target", dir);
+    assert_int_equal(mkdir(victim, 0700), 0);
+    swapper w = {.top = top, .victim = victim};
+    int64_t end = cr_mono_ns() + 3 * CR_NS_PER_SEC;
+    int rounds = 0;
+    while (cr_mono_ns() < end) {
+        FILE *f = fopen(target, "w");
+        assert_non_null(f);
+        fclose(f);
+        /* top/d/{f0..f199,target}: a file named like the victim's, late. */
+        assert_int_equal(mkdir(top, 0700), 0);
+        snprintf(path, sizeof path, "%s/d", top);
+        assert_int_equal(mkdir(path, 0700), 0);
+        for (int i = 0; i <= 200; i++) {
+            if (i < 200) {
+                snprintf(path, sizeof path, "%s/d/f%d", top, i);
+            } else {
+                snprintf(path, sizeof path, "%s/d/target", top);
+            }
+            f = fopen(path, "w");
+            assert_non_null(f);
+            fclose(f);
+        }
+        atomic_store(&w.stop, 0);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, swap_loop, &w), 0);
+        int rc = cr_rm_rf(top);
+        atomic_store(&w.stop, 1);
+        pthread_join(t, NULL);
+        struct stat sb;
+        if (stat(target, &sb) != 0) {
+            fail_msg("round %d: removing %s deleted %s through a swapped link", rounds, top,
+                     target);
+        }
+        if (rc != 0) {
+            /* the swapper left d2 behind: clean up for the next round */
+            char cmd[300];
+            snprintf(cmd, sizeof cmd, "rm -rf '%s'", top);
+            assert_int_equal(system(cmd), 0);
+        }
+        rounds++;
+    }
+    assert_true(rounds > 0);
+    /* Undisturbed, it removes the whole tree (a nested directory too). */
+    snprintf(path, sizeof path, "%s/d/e/f", top);
+    assert_int_equal(cr_mkdir_p(path, 0700), 0);
+    snprintf(path, sizeof path, "%s/d/e/f/x", top);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(cr_rm_rf(top), 0);
+    struct stat sb;
+    assert_int_not_equal(lstat(top, &sb), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exit_code_and_signal),
-        cmocka_unit_test(test_stop_escalates),
-        cmocka_unit_test(test_journal_replay),
-        cmocka_unit_test(test_user),
+        cmocka_unit_test(test_exit_code_and_signal), cmocka_unit_test(test_stop_escalates),
+        cmocka_unit_test(test_journal_replay),       cmocka_unit_test(test_user),
+        cmocka_unit_test(test_rm_rf_no_escape),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

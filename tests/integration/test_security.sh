@@ -190,6 +190,10 @@ section_audit() {
     "$CORRAL" tokens revoke "$tmp" >/dev/null
     "$CORRAL" drain nb --reason audit-me >/dev/null
     "$CORRAL" undrain nb >/dev/null
+    # An audit entry is stored apart from the request it records (its own
+    # store transaction): the last one may land just after the reply.
+    wait_for 20 sh -c "\"$CORRAL\" audit --limit 1000 --json | grep -q '\"action\": \"POST /v1/nodes/nb/undrain'" ||
+        true
     aud=$("$CORRAL" audit --limit 1000 --json)
     for want in "POST /v1/tenants" "PUT /v1/tenants/teamx" "POST /v1/tokens" \
         "DELETE /v1/tokens/$tmp" "POST /v1/nodes/nb/drain" \
