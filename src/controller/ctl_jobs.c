@@ -1112,8 +1112,8 @@ static json_t *row_api(ctl *c, const char *doc, json_t **ref_cache, int64_t *ref
         }
     }
     static const char *const internal[] = {
-        "spec_ref",         "submit_ns", "start_ns",          "end_ns", "acct_ns", "last_node",
-        "cancel_requested", "timed_out", "requeue_requested", NULL};
+        "spec_ref",         "submit_ns", "start_ns",          "end_ns",      "acct_ns", "last_node",
+        "cancel_requested", "timed_out", "requeue_requested", "secrets_enc", NULL};
     for (size_t i = 0; internal[i]; i++) {
         json_object_del(v, internal[i]);
     }
@@ -1240,6 +1240,21 @@ static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
         }
     }
     json_decref(page);
+    /* The store has each job as last committed; a job still in memory has
+     * its live state and pending reason there (the scheduler refreshes
+     * reasons every cycle without a commit). */
+    pthread_mutex_lock(&c->mu);
+    size_t ii;
+    json_t *it;
+    json_array_foreach(items, ii, it)
+    {
+        const ctl_job *j = ctl_job_get(c, json_integer_value(json_object_get(it, "id")));
+        if (j) {
+            json_object_set_new(it, "state", json_string(ctl_job_state_names[j->state]));
+            json_object_set_new(it, "reason", json_string(j->reason ? j->reason : ""));
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
     int64_t edge = take ? l.rows[take - 1].id : 0;
     for (size_t k = 0; k < l.n; k++) {
         free(l.rows[k].doc);

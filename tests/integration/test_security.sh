@@ -284,6 +284,13 @@ section_tls() {
     [ -n "$sid" ] || fail "submit with secrets: $out"
     sleep_pending() { C show "$sid" | grep -q 'State: *pending'; }
     sleep_pending || fail "job $sid ran on a node awaiting approval"
+    # Holding and cancelling a job with secrets (the controller copies the
+    # job to commit the change first) leaves the controller serving.
+    out=$(C submit -n sec2 --secret K2=v2 -- true)
+    sid2=$(echo "$out" | grep -o '[0-9][0-9]*' | head -1)
+    C hold "$sid2" >/dev/null || fail "hold of a job with secrets"
+    C cancel "$sid2" >/dev/null || fail "cancel of a job with secrets"
+    C show "$sid2" | grep -q 'State: *cancelled' || fail "job $sid2 not cancelled: $(C show "$sid2")"
     # A controller restart in between: the job's sealed secrets and the
     # agent's secret come back from the store (same port, same state).
     kill -TERM $TLS_CTL
@@ -313,8 +320,8 @@ section_tls() {
     for path in "/v1/jobs/$sid" "/v1/jobs/$sid?events=1" "/v1/jobs" /metrics "/v1/audit?limit=1000"; do
         body=$(curl -s --cacert "$DIR/ca.pem" -H "Authorization: Bearer $TOK" "$TS$path")
         [ -n "$body" ] || fail "GET $path answered nothing"
-        for v in "$SECRET" "$MYVAL" FROTZ; do
-            case "$body" in *"$v"*) fail "GET $path shows a secret" ;; esac
+        for v in "$SECRET" "$MYVAL" FROTZ secrets_enc; do
+            case "$body" in *"$v"*) fail "GET $path shows a secret ($v)" ;; esac
         done
     done
     C show "$sid" | grep -q 'Secrets:.*HF_TOKEN' || fail "show does not name the secrets"
