@@ -349,6 +349,100 @@ static int predict(const cr_perf_env *env, const cal_case *c, double *out, char 
     return 0;
 }
 
+/* Highest output rate one 1-compute-slice MIG instance of g sustains
+ * (needs mig, one tenant), or the whole GPU (mig = 0). */
+static double max_rate_slice(const cr_perf_env *env, cr_workload *w, const cr_gpu_type *g, int mig)
+{
+    double lo = 1e-3, hi = 1e5;
+    w->needs = mig ? CR_NEED_MIG : 0;
+    w->ttft_ns = INT64_C(100000) * CR_NS_PER_SEC;
+    w->tpot_ns = 100 * CR_NS_PER_SEC;
+    for (int i = 0; i < 60; i++) {
+        double mid = sqrt(lo * hi);
+        w->rate_per_s = mid;
+        cr_estimate e;
+        int ok = cr_perf_estimate(env, w, g, mig ? 0 : 1, &e) == 0 && e.fits &&
+                 (mig ? e.mig && e.mig->compute_slices == 1 : !e.mig);
+        *(ok ? &lo : &hi) = mid;
+    }
+    return lo;
+}
+
+/* MIG: a 1g slice's saturated throughput against the whole GPU's, for the
+ * two published ratios MIG_SLICE_EFF was fitted on (fit set; no check
+ * rows: no other published per-slice throughput with its whole-GPU
+ * counterpart was found). Returns the number of cases off by > 30%. */
+static int mig_cases(const cr_perf_env *env, const cr_catalog *cat, int table)
+{
+    static const struct {
+        int set, latency; /* latency: batch-1 speed (whole latency / 1g latency) */
+        const char *name;
+        double published;
+    } rows[] = {
+        {FIT, 0,
+         "BERT-99 Offline (MLPerf Inference v1.0, NVIDIA A30 1x1g vs A30x1: 339.5 / 1649.9)",
+         339.516 / 1649.92},
+        {FIT, 0,
+         "ResNet-50 Offline (MLPerf Inference v1.0, NVIDIA A30 1x1g vs A30x1: 4049 / 17484)",
+         4049.07 / 17483.6},
+        {CHECK, 1,
+         "BERT-99 SingleStream mean latency (MLPerf Inference v1.0, A30: 2.212 / 6.041 ms)",
+         2.211811 / 6.041106},
+        {CHECK, 1,
+         "ResNet-50 SingleStream mean latency (MLPerf Inference v1.0, A30: 0.523 / 0.798 ms)",
+         0.522722 / 0.797997},
+    };
+    const cr_gpu_type *g = cr_catalog_find(cat, "a30");
+    const cr_arch *a = cr_arch_find(models, "llama-3.2-1b");
+    if (!g || !a) {
+        fprintf(stderr, "MIG cases: no A30 or llama-3.2-1b\n");
+        return 1;
+    }
+    cr_workload w;
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.arch = *a;
+    w.params = a->params;
+    /* BERT-like: a 384-token input, one output (prefill only): compute-
+     * bound, no KV cache to crowd the slice's memory. */
+    w.prompt_tokens = 384;
+    w.output_tokens = 1;
+    double tput = max_rate_slice(env, &w, g, 1) / max_rate_slice(env, &w, g, 0);
+    /* One request at a time: first-token time on the whole GPU over that on
+     * the smallest slice. */
+    double lat = 0;
+    cr_estimate ew, em;
+    w.rate_per_s = 1e-3;
+    w.needs = 0;
+    if (cr_perf_estimate(env, &w, g, 1, &ew) == 0 && ew.fits) {
+        w.needs = CR_NEED_MIG;
+        if (cr_perf_estimate(env, &w, g, 0, &em) == 0 && em.fits && em.mig &&
+            em.mig->compute_slices == 1) {
+            lat = (double)ew.ttft_ns / (double)em.ttft_ns;
+        }
+    }
+    int bad = 0;
+    printf(table ? "\n| set | MIG case (1g slice / whole GPU) | predicted | published | error "
+                   "|\n|---|---|---|---|---|\n"
+                 : "\n");
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        double ratio = rows[i].latency ? lat : tput;
+        double errp = (ratio - rows[i].published) / rows[i].published * 100;
+        bad += rows[i].set == FIT && fabs(errp) > 30;
+        if (table) {
+            printf("| %s | %s | %.3f | %.3f | %+.0f%% |\n", rows[i].set == FIT ? "fit" : "check",
+                   rows[i].name, ratio, rows[i].published, errp);
+        } else {
+            printf("%s %-80.80s predicted %.3f published %.3f error %+4.0f%%\n",
+                   rows[i].set == CHECK ? "chk "
+                   : fabs(errp) > 30    ? "FAIL"
+                                        : "fit ",
+                   rows[i].name, ratio, rows[i].published, errp);
+        }
+    }
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     int table = argc > 1 && strcmp(argv[1], "--table") == 0;
@@ -427,6 +521,7 @@ int main(int argc, char **argv)
                    sum[st][ar] / cnt[st][ar], worst[st][ar]);
         }
     }
+    failed += mig_cases(&env, cat, table);
     /* Regression guard on the check set (docs/model.md states the current
      * values; the goal is 10% mean, 30% worst). */
     static const double check_mean_max[3] = {10, 13, 10};
