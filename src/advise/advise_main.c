@@ -32,6 +32,9 @@ static void usage(FILE *f)
            "Workload:\n"
            "  --kind K         " CR_KIND_VALUES "\n"
            "  --method M       " CR_METHOD_VALUES " (finetune; default full)\n"
+           "  --lora-rank N    lora/qlora adapter rank on every linear layer (default 16)\n"
+           "  --loss L         training loss over the vocabulary: chunked (torchtune, Megatron;\n"
+           "                   default) or full (Hugging Face Trainer: all logits at once)\n"
            "  --model NAME     a model from data/models/models.csv: llama-3.1-405b,\n"
            "                   mixtral-8x7b, qwen3-235b-a22b, deepseek-v3, ... (sets the shape)\n"
            "  --models FILE    model architecture CSV (default data/models/models.csv)\n"
@@ -126,6 +129,8 @@ enum {
     O_INTENSITY,
     O_TP,
     O_PP,
+    O_LORA_RANK,
+    O_LOSS,
     O_SHAPE, /* O_SHAPE + index into shape_flags */
     O_HELP = O_SHAPE + 16,
 };
@@ -133,6 +138,8 @@ enum {
 static const struct option options[] = {
     {"kind", required_argument, NULL, O_KIND},
     {"method", required_argument, NULL, O_METHOD},
+    {"lora-rank", required_argument, NULL, O_LORA_RANK},
+    {"loss", required_argument, NULL, O_LOSS},
     {"params", required_argument, NULL, O_PARAMS},
     {"tokens", required_argument, NULL, O_TOKENS},
     {"precision", required_argument, NULL, O_PRECISION},
@@ -515,6 +522,17 @@ int cr_advise_main(int argc, char **argv)
                 return bad_flag("kv-precision",
                                 "must be one of " CR_KV_PRECISION_VALUES ", got \"%s\"", a);
             }
+            break;
+        case O_LORA_RANK:
+            if ((rc = parse_int_flag("lora-rank", a, 1, CR_LORA_RANK_MAX, &w.lora_rank))) {
+                return rc;
+            }
+            break;
+        case O_LOSS:
+            if (strcmp(a, "chunked") != 0 && strcmp(a, "full") != 0) {
+                return bad_flag("loss", "must be chunked or full, got \"%s\"", a);
+            }
+            w.full_loss = strcmp(a, "full") == 0;
             break;
         case O_TP:
         case O_PP: {

@@ -28,6 +28,10 @@ static const cli_opt svc_opts[] = {
     {"env", CLI_LIST, "K=V", "environment variable for each replica", NULL, 0, 0, 'e'},
     {"kind", CLI_STR, "KIND", "workload kind hint", "inference|visual", 0, 0, 0},
     {"params", CLI_COUNT, "N", "model parameters, for the advisor (7b)", NULL, 0, 0, 0},
+    {"model", CLI_STR, "NAME", "model architecture for the advisor (llama-3.1-8b; data/models)",
+     NULL, 0, 0, 0},
+    {"precision", CLI_STR, "P", "weight precision for the advisor",
+     "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64" /* = CLI_PRECISIONS, cli_jobs.c */, 0, 0, 0},
 };
 
 static const char *jstr(const json_t *o, const char *key)
@@ -88,9 +92,24 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
     } else if (p95->set) {
         json_object_set_new(b, "target", json_pack("{s:f}", "p95_ms", p95->f));
     }
+    /* The advisor's hints, as 'corral submit' sends them: the server checks
+     * the name against data/models and the precision against its list. */
+    json_t *model = json_object();
     const cli_val *pp = cr__cli_arg(a, "params");
     if (pp->set) {
-        json_object_set_new(b, "model", json_pack("{s:f}", "params", pp->f));
+        json_object_set_new(model, "params", json_real(pp->f));
+    }
+    static const char *const mstr[] = {"model", "name", "precision", "precision"};
+    for (size_t i = 0; i < 4; i += 2) {
+        const cli_val *v = cr__cli_arg(a, mstr[i]);
+        if (v->set) {
+            json_object_set_new(model, mstr[i + 1], json_string(v->str));
+        }
+    }
+    if (json_object_size(model) > 0) {
+        json_object_set_new(b, "model", model);
+    } else {
+        json_decref(model);
     }
     const cli_val *env = cr__cli_arg(a, "env");
     if (env->count) {

@@ -55,6 +55,8 @@ enum cr_precision {
 
 enum cr_objective { CR_OBJ_COST = 0, CR_OBJ_TIME, CR_OBJ_ENERGY, CR_OBJ__COUNT };
 
+#define CR_LORA_RANK_MAX 4096 /* largest --lora-rank */
+
 /* Hard needs (bit set). */
 #define CR_NEED_FP64   (1u << 0) /* full-rate FP64 (at least 1/4 of FP32) */
 #define CR_NEED_ECC    (1u << 1) /* ECC on device memory */
@@ -68,6 +70,9 @@ enum cr_objective { CR_OBJ_COST = 0, CR_OBJ_TIME, CR_OBJ_ENERGY, CR_OBJ__COUNT }
 typedef struct cr_workload {
     int kind;      /* enum cr_kind */
     int method;    /* enum cr_method (finetune; pretrain is always full) */
+    int lora_rank; /* LoRA/QLoRA adapter rank on every linear layer; 0 = 16 */
+    int full_loss; /* training: 1 = logits and loss over the whole vocabulary at once
+                      (Hugging Face Trainer); 0 = in chunks (torchtune, Megatron) */
     int precision; /* enum cr_precision */
 
     double params; /* model parameters, count (7e9); 0 = kind default */

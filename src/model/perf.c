@@ -48,17 +48,24 @@
 #define MOE_TRAIN_FACTOR  0.75 /* share of the dense efficiency kept by MoE layers (assumed) */
 #define LORA_RANK         16   /* adapters on every linear layer (attention and MLP) */
 #define LOGIT_BYTES       2.0  /* per token and vocab entry: bf16 logits, loss in chunks (fit) */
-#define QLORA_WEIGHT_B    0.55 /* NF4 weights + quantisation constants, bytes/param */
-#define TRAIN_POWER_FRAC  0.85 /* board power drawn while training, of TDP */
-#define SERVE_POWER_FRAC  0.70
-#define NVDEC_STREAMS     18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
-#define VISUAL_EFF        0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
-#define HPC_EFF           0.60 /* fraction of FP64 peak an MD/stencil code reaches */
-#define HPC_BW_EFF        0.80
-#define DEFAULT_DEADLINE  (30 * 24 * CR_NS_PER_H)
-#define DEFAULT_WINDOW    CR_NS_PER_H
-#define DEFAULT_TTFT      (2 * CR_NS_PER_SEC)
-#define DEFAULT_TPOT      (50 * CR_NS_PER_MS)
+#define LOGIT_BYTES_FULL  14.0 /* the same, loss over the whole vocabulary at once (fit) */
+/* Saturated throughput of a MIG slice against its hardware share (compute
+ * and memory slices): MLPerf Inference v1.0 closed, NVIDIA, A30 1g.6gb
+ * ("1x1g.3gb" in the submission) against the whole A30, Offline: BERT-99
+ * 339.5 / 1649.9 = 0.206 and ResNet-50 4049 / 17484 = 0.232 of the GPU for
+ * a quarter of it: 82% and 93% of the share, mean 0.87 (fit). */
+#define MIG_SLICE_EFF    0.87
+#define QLORA_WEIGHT_B   0.55 /* NF4 weights + quantisation constants, bytes/param */
+#define TRAIN_POWER_FRAC 0.85 /* board power drawn while training, of TDP */
+#define SERVE_POWER_FRAC 0.70
+#define NVDEC_STREAMS    18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
+#define VISUAL_EFF       0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
+#define HPC_EFF          0.60 /* fraction of FP64 peak an MD/stencil code reaches */
+#define HPC_BW_EFF       0.80
+#define DEFAULT_DEADLINE (30 * 24 * CR_NS_PER_H)
+#define DEFAULT_WINDOW   CR_NS_PER_H
+#define DEFAULT_TTFT     (2 * CR_NS_PER_SEC)
+#define DEFAULT_TPOT     (50 * CR_NS_PER_MS)
 
 /* The model's shape: the workload's architecture, or the default GQA shape
  * for its parameter count (cr_arch_default, docs/model.md "Model shapes"). */
@@ -205,6 +212,7 @@ typedef struct train_in {
     double wbytes;    /* bytes per parameter held per model-parallel shard (not sharded by dp) */
     double obytes;    /* optimizer bytes per trainable parameter (sharded over dp) */
     double extra;     /* bytes per GPU outside the parallel split (QLoRA dequant buffer) */
+    double logit_b;   /* bytes per token and vocabulary entry held for the loss */
     double flops_tok; /* training FLOPs per token (active parameters) */
     double peak;      /* dense FLOP/s */
     double eff;       /* achievable fraction */
@@ -254,7 +262,7 @@ static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int ze
     /* Full recompute with sequence parallelism: stored layer inputs split
      * over tp and cp, one layer's working set, fp32 logits and their grad. */
     double act = sl * h * 2 * layers_stage * inflight / tp + 34.0 * sl * h / tp +
-                 sl * (double)sh->vocab * LOGIT_BYTES / tp;
+                 sl * (double)sh->vocab * in->logit_b / tp;
     double wshard = (in->N - in->Nexp + in->Nexp / ep) * in->wbytes / (tp * pp);
     if (zero3) {
         /* ZeRO-3 / FSDP: weights and gradients sharded too; the layer in
@@ -373,16 +381,28 @@ static void plan_str(char *buf, size_t len, const train_out *o)
     }
 }
 
+/* Parameters of the transformer blocks' linear layers: q, k, v, o and the
+ * MLP (every expert's, MoE). */
+static double block_linear_params(const cr_arch *a)
+{
+    double h = a->hidden, q = (double)a->heads * a->head_dim;
+    double kv = (double)(a->kv_heads > 0 ? a->kv_heads : a->heads) * a->head_dim;
+    double attn = 2 * h * q + 2 * h * kv;
+    double mlp = a->experts > 0 ? (double)(a->experts + a->shared_experts) * 3 * h * a->moe_ffn
+                                : (a->plain_mlp ? 2.0 : 3.0) * h * a->ffn;
+    return a->layers * (attn + mlp);
+}
+
 /* LoRA adapter parameters: rank r on every linear layer, r * (in + out)
  * each: q, k, v, o and the MLP's three matrices (every expert's, MoE). */
-static double lora_params(const cr_arch *a)
+static double lora_params(const cr_arch *a, int rank)
 {
     double h = a->hidden, q = (double)a->heads * a->head_dim;
     double kv = (double)(a->kv_heads > 0 ? a->kv_heads : a->heads) * a->head_dim;
     double attn = (h + q) + 2 * (h + kv) + (q + h);
     double mlp = a->experts > 0 ? (double)(a->experts + a->shared_experts) * 3 * (h + a->moe_ffn)
                                 : (a->plain_mlp ? 2.0 : 3.0) * (h + a->ffn);
-    return LORA_RANK * a->layers * (attn + mlp);
+    return rank * a->layers * (attn + mlp);
 }
 
 static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_count,
@@ -411,8 +431,15 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
         in.obytes = 12; /* fp32 master copy + Adam m and v, sharded over dp */
         in.flops_tok = 6 * Nact + attn;
     } else {
-        in.trainable = lora_params(&arch);
-        in.wbytes = method == CR_METHOD_QLORA ? QLORA_WEIGHT_B : prec_bytes(w->precision);
+        in.trainable = lora_params(&arch, w->lora_rank > 0 ? w->lora_rank : LORA_RANK);
+        in.wbytes = prec_bytes(w->precision);
+        if (method == CR_METHOD_QLORA) {
+            /* Only the blocks' linear layers are quantised (bitsandbytes,
+             * torchtune, GPTQ): embeddings, the output head and norms stay
+             * in 16 bits. wbytes is the mean over all parameters. */
+            double lin = fmin(block_linear_params(&arch), in.N);
+            in.wbytes = (QLORA_WEIGHT_B * lin + 2.0 * (in.N - lin)) / in.N;
+        }
         in.obytes = 16; /* adapter weights, gradients, Adam states */
         in.flops_tok = 4 * Nact + attn;
         if (method == CR_METHOD_QLORA) {
@@ -421,6 +448,7 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
             in.extra = 2.0 * arch.hidden * (arch.experts > 0 ? arch.moe_ffn : arch.ffn);
         }
     }
+    in.logit_b = w->full_loss ? LOGIT_BYTES_FULL : LOGIT_BYTES;
     in.peak = cr_gpu_peak_flops(g, w->precision);
     double size_f = pow(arch.hidden / 8192.0, 0.15);
     double method_f = method == CR_METHOD_LORA ? 0.85 : method == CR_METHOD_QLORA ? 0.60 : 1.0;
@@ -486,7 +514,15 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
         double full = in.N * in.wbytes + in.trainable * in.obytes;
         fmt_gb(need, sizeof need, full);
         fmt_gb(have, sizeof have, (double)g->mem_bytes);
-        if (gpu_count > 0) {
+        if (gpu_count > 0 && min_mem > 0 && full / gpu_count < train_mem_cap(g)) {
+            /* The states would fit; activations (and logits) do not. */
+            char least[32];
+            fmt_gb(least, sizeof least, min_mem);
+            snprintf(e->reason, sizeof e->reason,
+                     "does not fit on %d GPUs: %s per GPU at best with activations (weights and "
+                     "optimizer states %s in all), %s per GPU",
+                     gpu_count, least, need, have);
+        } else if (gpu_count > 0) {
             snprintf(e->reason, sizeof e->reason,
                      "does not fit on %d GPUs: weights and optimizer states need %s, %s per GPU",
                      gpu_count, need, have);
@@ -940,9 +976,12 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                 continue; /* the full-GPU profile is the whole-GPU plan */
             }
             double share = fmax((double)p->compute_slices / cs_tot, (double)p->mem_slices / ms_tot);
+            /* A slice's bandwidth and math are its hardware share, less
+             * what a partition loses (MIG_SLICE_EFF, from MLPerf). */
             unit u = {usable_mem((double)p->mem_bytes) + RUNTIME_OVERHEAD * 0.5,
-                      g->mem_bw_bytes_per_s * p->mem_slices / ms_tot,
-                      cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot,
+                      g->mem_bw_bytes_per_s * p->mem_slices / ms_tot * MIG_SLICE_EFF,
+                      cr_gpu_peak_flops(g, w->precision) * p->compute_slices / cs_tot *
+                          MIG_SLICE_EFF,
                       nvlink_or_pcie(g, 1),
                       nvlink_or_pcie(g, 1),
                       infer_eff(g, w->precision)};

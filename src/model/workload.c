@@ -148,6 +148,10 @@ int cr_workload_check(const cr_workload *w, char *err, size_t err_len)
         cr__model_errf(err, err_len, "method: pretrain trains all weights (method full)");
         return CR_EINVAL;
     }
+    if (w->lora_rank < 0 || w->lora_rank > CR_LORA_RANK_MAX) {
+        cr__model_errf(err, err_len, "lora-rank: must be in [1, %d]", CR_LORA_RANK_MAX);
+        return CR_EINVAL;
+    }
     if (!(w->params >= 0 && w->params <= 1e14)) {
         cr__model_errf(err, err_len, "params: must be in [0, 1e14]");
         return CR_EINVAL;

@@ -312,6 +312,35 @@ static void test_models(void **state)
     done(&r);
 }
 
+/* LoRA memory: the adapter rank and a whole-vocabulary loss (Hugging Face
+ * Trainer) both cost memory; Qwen 72B QLoRA at 8192 tokens fits one 80 GB
+ * GPU with a chunked loss and not with the full one, and the refusal names
+ * the activations, not the weights. */
+static void test_lora_memory(void **state)
+{
+    (void)state;
+    const char *base = "advise --kind finetune --method qlora --model qwen-72b --seq 8192 "
+                       "--batch 1 --gpus 1";
+    char args[256];
+    snprintf(args, sizeof args, "%s --lora-rank 64", base);
+    run_result r = run(args, 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "A100 80GB SXM"));
+    assert_null(strstr(r.out, "A100 80GB SXM: does not fit"));
+    done(&r);
+    snprintf(args, sizeof args, "%s --lora-rank 64 --loss full", base);
+    r = run(args, 0);
+    assert_non_null(strstr(r.out, "A100 80GB SXM"));
+    assert_non_null(strstr(r.out, "at best with activations"));
+    done(&r);
+    /* rank 4096 adapters on every linear layer: the optimizer states no
+     * longer fit */
+    snprintf(args, sizeof args, "%s --lora-rank 4096", base);
+    r = run(args, 0);
+    assert_non_null(strstr(r.out, "weights and optimizer states need"));
+    done(&r);
+}
+
 static void expect_usage_error(const char *args, const char *flag, const char *values)
 {
     run_result r = run(args, 0);
@@ -332,6 +361,9 @@ static void test_bad_input(void **state)
     expect_usage_error("advise --kind training", "--kind",
                        "pretrain|finetune|inference|visual|hpc|batch");
     expect_usage_error("advise", "--kind", "pretrain|finetune");
+    expect_usage_error("advise --kind finetune --method lora --lora-rank 0", "--lora-rank",
+                       "[1, 4096]");
+    expect_usage_error("advise --kind finetune --loss half", "--loss", "chunked or full");
     expect_usage_error("advise --kind finetune --method adapter --params 7b", "--method",
                        "full|lora|qlora");
     expect_usage_error("advise --kind pretrain --params seven", "--params", "7b, 70e9");
@@ -383,7 +415,8 @@ int main(void)
         cmocka_unit_test(test_seed_chat),     cmocka_unit_test(test_seed_video),
         cmocka_unit_test(test_seed_hpc),      cmocka_unit_test(test_seed_tenants),
         cmocka_unit_test(test_table),         cmocka_unit_test(test_models),
-        cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_bad_catalog),
+        cmocka_unit_test(test_lora_memory),   cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_bad_catalog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

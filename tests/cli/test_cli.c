@@ -659,6 +659,20 @@ static void test_cmd_services(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* --model and --precision: the advisor's hints, as submit sends them */
+    r = cli("services", "create", "chat2", "--gpu-type", "auto", "--model", "llama-3.1-8b",
+            "--precision", "fp8", "--params", "8b", "--", "serve", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    want = json_pack("{s:s,s:s,s:f}", "name", "llama-3.1-8b", "precision", "fp8", "params", 8e9);
+    assert_true(json_equal(json_object_get(json_object_get(last, "body"), "model"), want));
+    json_decref(want);
+    json_decref(last);
+    run_free(&r);
+    r = cli("services", "create", "chat2", "--precision", "fp7", "--", "serve", NULL);
+    assert_int_equal(r.code, 2);
+    run_free(&r);
+
     r = cli("services", "scale", "chat", "3", NULL);
     assert_int_equal(r.code, 0);
     last = fake_server_last(s);
