@@ -109,6 +109,13 @@ typedef struct cr_sched_config {
     size_t hetero_window;
     /* Preempt only victims that ran at least this long (default 0). */
     int64_t min_runtime_before_preempt_ns;
+    /* Wait-or-start (PRIORITY, LAS; default on): an "auto" job whose
+     * fastest type is full starts on a slower type only if it would finish
+     * there sooner than by waiting for the faster GPUs to free up (from the
+     * running jobs' time limits). Needs runtime estimates (time_limit_ns,
+     * taken as the runtime on the slowest type the job may use); jobs
+     * without one start wherever there is room, as before. */
+    bool wait_for_faster;
 } cr_sched_config;
 
 /* Fill *cfg with the defaults for a policy. */

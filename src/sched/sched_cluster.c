@@ -75,6 +75,7 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->las_starve_ns = 0;
     cfg->hetero_lp = false;
     cfg->hetero_window = 64;
+    cfg->wait_for_faster = true;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -158,6 +159,7 @@ void cr_sched_free(cr_sched *s)
     free(s->reasons);
     free(s->plan);
     free(s->scratch);
+    free(s->wcache);
     free(s);
 }
 

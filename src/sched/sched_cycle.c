@@ -65,6 +65,7 @@ typedef struct resv {
     int64_t at;     /* INT64_MAX = unknown */
     uint32_t extra; /* GPUs beyond the reserved job's need at `at` */
     uint64_t job;
+    uint32_t need; /* the reserved job's GPUs */
 } resv;
 
 static inline bool okey_less(const okey *a, const okey *b)
@@ -183,6 +184,14 @@ static char *dec_reason_buf(cr_sched *s, uint32_t i)
     return s->reasons + (size_t)i * CR_SCHED_REASON_MAX;
 }
 
+static bool type_before(const cr_sched *s, int a, int b)
+{
+    if (s->types[a].free != s->types[b].free) {
+        return s->types[a].free > s->types[b].free;
+    }
+    return strcmp(s->types[a].name, s->types[b].name) < 0;
+}
+
 /* Candidate types for a job, in the order the policy tries them. */
 static int candidates(const cr_sched *s, const job *j, int *out)
 {
@@ -216,6 +225,18 @@ static int candidates(const cr_sched *s, const job *j, int *out)
             }
             out[k] = x;
         }
+    } else {
+        /* agnostic (FIFO): the type with the most free GPUs first, then by
+         * name, so the choice never depends on the order types were
+         * declared in */
+        for (int i = 1; i < n; i++) {
+            int x = out[i], k = i;
+            while (k > 0 && type_before(s, x, out[k - 1])) {
+                out[k] = out[k - 1];
+                k--;
+            }
+            out[k] = x;
+        }
     }
     if (s->cfg.policy == CR_SCHED_HETERO && j->hetero_type >= 0) {
         out[0] = j->hetero_type;
@@ -232,18 +253,17 @@ static bool blocks_queue(const cr_sched *s, const job *j)
     return s->cfg.policy != CR_SCHED_LAS && !j->mig[0];
 }
 
-static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns)
+/* When `need` GPUs of a type will be free, from the running jobs' ends
+ * (INT64_MAX = unknown), and how many more than need are free then. */
+static int64_t free_at(cr_sched *s, int type, uint32_t need, int64_t now_ns, uint32_t *extra)
 {
-    uint32_t need = j->spec.gpu_count, avail = s->types[type].free;
-    r->active = true;
-    r->job = j->spec.id;
+    uint32_t avail = s->types[type].free;
     if (avail >= need) {
-        r->at = now_ns; /* free but fragmented: it starts when the shape appears */
-        r->extra = avail - need;
-        return;
+        *extra = avail - need;
+        return now_ns;
     }
-    r->at = INT64_MAX;
-    r->extra = 0;
+    int64_t at = INT64_MAX;
+    *extra = 0;
     /* Walk the type's end-time heap in order without disturbing it: a small
      * frontier heap of positions, starting at the root; popping a position
      * adds its two children. O(k log k) for the k earliest ends needed. */
@@ -276,8 +296,8 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
         }
         avail += h[top]->nslots;
         if (avail >= need) {
-            r->at = cr__sched_job_end(h[top]);
-            r->extra = avail - need;
+            at = cr__sched_job_end(h[top]);
+            *extra = avail - need;
             break;
         }
         for (uint32_t c = 2 * top + 1; c <= 2 * top + 2 && c < nh; c++) {
@@ -293,6 +313,187 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
         }
     }
     free(f);
+    return at;
+}
+
+static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns)
+{
+    /* (enough free but fragmented: it starts when the shape appears) */
+    r->active = true;
+    r->job = j->spec.id;
+    r->need = j->spec.gpu_count;
+    r->at = free_at(s, type, j->spec.gpu_count, now_ns, &r->extra);
+}
+
+/* Expected runtime of j on type t: its estimate (time_limit_ns) is the
+ * runtime on the slowest type it may use (tmin), shorter in proportion to
+ * throughput elsewhere. 0 = unknown. */
+static int64_t est_runtime(const job *j, int t, double tmin)
+{
+    double tp = cr__sched_tput(j, t);
+    if (j->spec.time_limit_ns <= 0 || !(tp > 0) || !(tmin > 0)) {
+        return 0;
+    }
+    double ns = (double)j->spec.time_limit_ns * tmin / tp;
+    return ns >= 9e18 ? INT64_MAX : (int64_t)ns;
+}
+
+/*
+ * Wait-or-start looks ahead at the next WAIT_LOOKAHEAD ends of running jobs
+ * on a type (by time limit), with the GPUs each frees, built once per type
+ * and cycle and again only after the cycle started or stopped a job: each
+ * question is then a short scan, not a walk of the running jobs. GPUs that
+ * free up beyond the lookahead are not waited for.
+ */
+#define WAIT_LOOKAHEAD 256
+
+struct wcache {
+    uint64_t cycle; /* s->stats.cycles when built; 0 = never */
+    uint32_t ndec;  /* s->ndec when built (a start or preemption since: rebuild) */
+    uint32_t n;
+    int64_t end[WAIT_LOOKAHEAD];
+    uint32_t cum[WAIT_LOOKAHEAD]; /* GPUs freed by ends 0..i together */
+    uint32_t nf;                  /* frontier of heap positions not yet taken */
+    uint32_t f[WAIT_LOOKAHEAD + 2];
+};
+
+/* The type's lookahead, extended (lazily, in end order) until its ends free
+ * `want` GPUs or it holds WAIT_LOOKAHEAD ends or all of them. */
+static const struct wcache *lookahead(cr_sched *s, int type, uint64_t want)
+{
+    if (!s->wcache) {
+        s->wcache = cr_calloc(CR_SCHED_MAX_TYPES, sizeof(*s->wcache));
+    }
+    struct wcache *w = &s->wcache[type];
+    job **h = s->eheap[type];
+    uint32_t nh = s->neheap[type];
+    if (w->cycle != s->stats.cycles || w->ndec != s->ndec) {
+        w->cycle = s->stats.cycles;
+        w->ndec = s->ndec;
+        w->n = 0;
+        w->nf = 0;
+        if (nh > 0) {
+            w->f[w->nf++] = 0;
+        }
+    }
+    uint32_t *f = w->f;
+    while (w->nf > 0 && w->n < WAIT_LOOKAHEAD && (w->n == 0 || w->cum[w->n - 1] < want)) {
+        /* pop the frontier's earliest; push its two children (the frontier
+         * grows by at most one per pop, so it stays under n + 2) */
+        uint32_t top = f[0];
+        f[0] = f[--w->nf];
+        for (uint32_t i = 0;;) {
+            uint32_t c = 2 * i + 1;
+            if (c >= w->nf) {
+                break;
+            }
+            if (c + 1 < w->nf && cr__sched_end_less(h[f[c + 1]], h[f[c]])) {
+                c++;
+            }
+            if (!cr__sched_end_less(h[f[c]], h[f[i]])) {
+                break;
+            }
+            uint32_t t = f[i];
+            f[i] = f[c];
+            f[c] = t;
+            i = c;
+        }
+        w->end[w->n] = cr__sched_job_end(h[top]);
+        w->cum[w->n] = (w->n ? w->cum[w->n - 1] : 0) + h[top]->nslots;
+        w->n++;
+        for (uint32_t c = 2 * top + 1; c <= 2 * top + 2 && c < nh; c++) {
+            uint32_t i = w->nf++;
+            f[i] = c;
+            while (i > 0 && cr__sched_end_less(h[f[i]], h[f[(i - 1) / 2]])) {
+                uint32_t t = f[i];
+                f[i] = f[(i - 1) / 2];
+                f[(i - 1) / 2] = t;
+                i = (i - 1) / 2;
+            }
+        }
+    }
+    return w;
+}
+
+/*
+ * Wait-or-start: the time j would finish by waiting for faster type f,
+ * INT64_MAX when unknown or never. The GPUs f frees must first cover what
+ * this cycle has already promised on f: the reservation holder and the jobs
+ * that chose to wait for f before j (claim[f]).
+ */
+static int64_t finish_by_waiting(cr_sched *s, const job *j, int f, double tmin, const resv *res,
+                                 const uint32_t *claim, int64_t now_ns)
+{
+    int64_t run = est_runtime(j, f, tmin);
+    if (run <= 0) {
+        return INT64_MAX;
+    }
+    uint64_t need = (uint64_t)j->spec.gpu_count + claim[f];
+    if (res[f].active && res[f].job != j->spec.id) {
+        need += res[f].need;
+    }
+    uint32_t avail = s->types[f].free;
+    if (need > s->types[f].total || avail >= need) {
+        /* (free now but not in the shape asked: no end in sight to wait for) */
+        return INT64_MAX;
+    }
+    const struct wcache *w = lookahead(s, f, need - avail);
+    if (w->n == 0 || avail + w->cum[w->n - 1] < need) {
+        return INT64_MAX;
+    }
+    uint32_t lo = 0, hi = w->n - 1; /* the first end that frees enough (cum rises) */
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (avail + w->cum[mid] >= need) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    int64_t at = w->end[lo] > now_ns ? w->end[lo] : now_ns; /* (overdue: ends now) */
+    return at > INT64_MAX - run ? INT64_MAX : at + run;
+}
+
+static bool quota_room(const cr_sched *s, const job *j, int type);
+
+/*
+ * Wait-or-start for j on type t: true when some faster type f, full now,
+ * would let j finish sooner by waiting for it than starting on t now; then
+ * wtype and wat say which type and when its GPUs free up. Faster types that
+ * have room now (fragmented) or that the tenant's quota closes are not
+ * waited for. The slowest usable type's throughput scales the estimate.
+ */
+static bool better_to_wait(cr_sched *s, const job *j, int t, const resv *res, const uint32_t *claim,
+                           int64_t now_ns, int *wtype, int64_t *wat)
+{
+    double tt = cr__sched_tput(j, t), tmin = tt;
+    for (int f = 0; f < s->ntypes; f++) {
+        double tp = cr__sched_tput(j, f);
+        if (tp > 0 && tp < tmin && s->types[f].total > 0) {
+            tmin = tp;
+        }
+    }
+    int64_t run = est_runtime(j, t, tmin);
+    if (run <= 0 || run > INT64_MAX - now_ns) {
+        return false;
+    }
+    int64_t best = now_ns + run;
+    bool wait = false;
+    for (int f = 0; f < s->ntypes; f++) {
+        if (!(cr__sched_tput(j, f) > tt) || s->types[f].total < j->spec.gpu_count ||
+            (s->types[f].mem_bytes && s->types[f].mem_bytes < j->spec.mem_bytes) ||
+            (!quota_room(s, j, f) && !s->cfg.borrowing)) {
+            continue;
+        }
+        int64_t e = finish_by_waiting(s, j, f, tmin, res, claim, now_ns);
+        if (e < best) {
+            best = e;
+            wait = true;
+            *wtype = f;
+            *wat = e - est_runtime(j, f, tmin);
+        }
+    }
+    return wait;
 }
 
 /* A victim is in the way if it holds anything on a GPU the placement uses:
@@ -720,6 +921,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     memset(pf, 0, sizeof(pf));
     vbound vb[CR_SCHED_MAX_TYPES];
     memset(vb, 0, sizeof(vb));
+    uint32_t claim[CR_SCHED_MAX_TYPES];
+    memset(claim, 0, sizeof(claim));
     uint32_t i = 0;
     for (; i < np; i++) {
         job *j = order[i];
@@ -778,11 +981,20 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         bool started = false, never = true;
         int why = R_NONE, wtype = cand[0], ptype = -1;
         bool pborrow = false;
+        /* wait-or-start: skip a slower type when waiting for a faster one
+         * finishes sooner (the faster type then holds the reason) */
+        bool wfs = s->cfg.wait_for_faster && j->spec.gpu_type < 0 && !j->mig[0] &&
+                   j->spec.time_limit_ns > 0 && s->cfg.policy != CR_SCHED_FIFO;
+        int64_t wait_at = INT64_MAX;
+        int wait_type = -1;
         for (int c = 0; c < nc && !started; c++) {
             int t = cand[c];
             if (j->mig[0] ? s->types[t].nmig > 0 : s->types[t].total >= k) {
                 never = false;
             } else {
+                continue;
+            }
+            if (wfs && better_to_wait(s, j, t, res, claim, now_ns, &wait_type, &wait_at)) {
                 continue;
             }
             bool borrowed = false;
@@ -845,6 +1057,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         if (started) {
             continue;
         }
+        bool waiting = wait_type >= 0 && !never;
+        if (waiting) {
+            why = R_NO_FIT; /* as on the faster type: preempt or reserve there */
+            wtype = wait_type;
+        }
         if (never) {
             uint32_t most = 0;
             for (int c = 0; c < nc; c++) {
@@ -872,11 +1089,20 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         if ((why == R_NO_FIT || why == R_FRAGMENTED) && blocks_queue(s, j) && !res[wtype].active) {
             reserve(s, &res[wtype], j, wtype, now_ns);
             at = res[wtype].at;
+        } else if (waiting) {
+            /* the faster type's next free GPUs are promised to it for the
+             * rest of the cycle */
+            claim[wait_type] += k;
+            at = wait_at;
         } else if ((why == R_BACKFILL || why == R_BLOCKED) && res[wtype].active) {
             at = res[wtype].at;
             other = res[wtype].job;
         }
-        set_reason(j, why == R_NONE ? R_NO_FIT : why, wtype, k, s->types[wtype].free, at, other);
+        set_reason(j,
+                   waiting         ? R_WAIT_FASTER
+                   : why == R_NONE ? R_NO_FIT
+                                   : why,
+                   wtype, k, s->types[wtype].free, at, other);
     }
     /* Jobs not examined (nothing free, nobody can preempt) keep their old
      * reason fields; cr_sched_job_reason derives a fresh one from the type
@@ -1053,6 +1279,12 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         break;
     case R_REQUEUED:
         n = snprintf(buf, len, "requeued after a node or GPU failure; back in the queue");
+        break;
+    case R_WAIT_FASTER:
+        n = snprintf(buf, len,
+                     "needs %u %s: %u free; waiting for them (expected %s) finishes sooner "
+                     "than starting now on a slower type",
+                     j->rneed, tn, j->rfree, when[0] ? when : "soon");
         break;
     default:
         n = snprintf(buf, len, "pending");

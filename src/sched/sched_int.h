@@ -117,6 +117,7 @@ enum {
     R_HETERO_WAIT, /* allocation gave the free GPUs to others */
     R_PREEMPTED,   /* preempted for rother, not yet reconsidered */
     R_REQUEUED,    /* its node or GPU failed, or the caller requeued it */
+    R_WAIT_FASTER, /* waiting for a faster type finishes sooner than starting slower */
 };
 
 typedef struct job {
@@ -197,6 +198,7 @@ struct cr_sched {
     cr_sched_slot *plan;
     uint32_t cplan;
     void *scratch;
+    struct wcache *wcache; /* wait-or-start lookahead per type (sched_cycle.c) */
     size_t cscratch;
     cr_sched_stats stats;
 };

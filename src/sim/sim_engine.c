@@ -583,6 +583,9 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
     if (e->o->lp >= 0) {
         cfg.hetero_lp = e->o->lp;
     }
+    if (e->o->wait_faster >= 0) {
+        cfg.wait_for_faster = e->o->wait_faster;
+    }
     int rc = cr_sched_new(&cfg, &e->s);
     if (rc != 0) {
         snprintf(err, errlen, "scheduler: %s", cr_strerror(rc));

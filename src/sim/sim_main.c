@@ -60,6 +60,7 @@ static void usage(FILE *f)
             "  --seed N               RNG seed for generation, tie-breaks, failures (default 0)\n"
             "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
             "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
+            "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
             "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
             "  --check                check the scheduler's invariants after every event\n"
             "Report:\n"
@@ -92,7 +93,7 @@ static int bad_flag(const char *flag, const char *val, const char *why)
 static int parse_args(int argc, char **argv, args *a, char **policy_buf)
 {
     memset(a, 0, sizeof *a);
-    a->o.backfill = a->o.preemption = a->o.lp = -1;
+    a->o.backfill = a->o.preemption = a->o.lp = a->o.wait_faster = -1;
     a->o.estimates = true;
     a->o.mttr_ns = CR_NS_PER_H;
     a->o.idle_frac = 0.2;
@@ -241,6 +242,8 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             a->o.lp = 1;
         } else if (!strcmp(flag, "--hetero-greedy")) {
             a->o.lp = 0;
+        } else if (!strcmp(flag, "--no-wait-for-faster")) {
+            a->o.wait_faster = 0;
         } else if (!strcmp(flag, "--no-estimates")) {
             a->o.estimates = false;
         } else {

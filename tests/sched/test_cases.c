@@ -460,6 +460,9 @@ static int run_case(const char *path)
             if ((v = kv(w, n, "hetero_lp"))) {
                 c.cfg.hetero_lp = strcmp(v, "on") == 0;
             }
+            if ((v = kv(w, n, "wait_for_faster"))) {
+                c.cfg.wait_for_faster = strcmp(v, "on") == 0;
+            }
             if ((v = kv(w, n, "las_starve"))) {
                 dur(v, &c.cfg.las_starve_ns);
             }

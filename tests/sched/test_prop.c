@@ -5,6 +5,7 @@
  * seed must produce the very same decisions (bit-for-bit reproducibility).
  */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -259,6 +260,110 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     return h;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Wait-or-start on generated clusters: a fast type F, full of one-GPU jobs
+ * with random limits, and a slow type S with room. One "auto" job of k GPUs
+ * (runtime estimate L on S, the slowest; x = its speed on S relative to F)
+ * must start on S exactly when that finishes no later than waiting for the
+ * k-th earliest end on F and running there: now + L <= end_k + L * x.
+ * Returns 0 on a failure.
+ */
+static int wait_or_start(uint64_t seed, cr_sched_policy pol)
+{
+    cr_rng r;
+    cr_rng_seed(&r, seed);
+    cr_sched_config cfg;
+    cr_sched_config_default(&cfg, pol);
+    cr_sched *s = NULL;
+    if (cr_sched_new(&cfg, &s) < 0) {
+        abort();
+    }
+    int f, sl, ten;
+    cr_sched_tenant(s, "t", &ten);
+    cr_sched_gpu_type(s, "fast", &f);
+    cr_sched_gpu_type(s, "slow", &sl);
+    uint32_t nf = 0, ns = 0;
+    int nodes = 1 + (int)cr_rng_below(&r, 4);
+    for (int n = 0; n < nodes; n++) {
+        cr_sched_gpu_spec g[16];
+        size_t cnt = 1 + cr_rng_below(&r, 8);
+        int ty = n % 2 ? sl : f;
+        for (size_t i = 0; i < cnt; i++) {
+            g[i] = (cr_sched_gpu_spec){.type = ty};
+        }
+        char name[16];
+        snprintf(name, sizeof(name), "n%d", n);
+        cr_sched_node_spec sp = {.name = name, .gpu_count = cnt, .gpus = g};
+        cr_sched_node_add(s, &sp, NULL);
+        *(ty == f ? &nf : &ns) += (uint32_t)cnt;
+    }
+    if (ns == 0) {
+        cr_sched_gpu_spec g[8];
+        for (size_t i = 0; i < 8; i++) {
+            g[i] = (cr_sched_gpu_spec){.type = sl};
+        }
+        cr_sched_node_spec sp = {.name = "s", .gpu_count = 8, .gpus = g};
+        cr_sched_node_add(s, &sp, NULL);
+        ns = 8;
+    }
+    /* fill F with one-GPU jobs ending at random times */
+    int64_t *ends = calloc(nf, sizeof(*ends));
+    for (uint32_t i = 0; i < nf; i++) {
+        int64_t lim = (int64_t)(60 + cr_rng_below(&r, 20000)) * SEC;
+        cr_sched_job_spec j = {.id = 1 + i, .gpu_count = 1, .gpu_type = f, .time_limit_ns = lim};
+        cr_sched_job_add(s, &j, 0);
+        ends[i] = lim;
+    }
+    const cr_sched_decision *d;
+    cr_rng cr;
+    cr_rng_seed(&cr, seed);
+    int n = cr_sched_cycle(s, 0, &cr, &d);
+    EXPECT(n == (int)nf, "seed %" PRIu64 ": %d of %u fillers started", seed, n, nf);
+    qsort(ends, nf, sizeof(*ends), cmp_i64);
+    int64_t now = (int64_t)cr_rng_below(&r, 60) * SEC;
+    uint32_t k = 1 + (uint32_t)cr_rng_below(&r, nf < ns ? nf : ns);
+    double x = 0.05 + 0.9 * (double)cr_rng_below(&r, 1000) / 1000.0;
+    int64_t lim = (int64_t)(60 + cr_rng_below(&r, 30000)) * SEC;
+    double tput[CR_SCHED_MAX_TYPES] = {0};
+    tput[f] = 1.0;
+    tput[sl] = x;
+    uint64_t id = 1000;
+    cr_sched_job_spec j = {.id = id,
+                           .gpu_count = k,
+                           .gpu_type = CR_SCHED_TYPE_ANY,
+                           .tput = tput,
+                           .tput_count = CR_SCHED_MAX_TYPES,
+                           .time_limit_ns = lim,
+                           .submit_ns = now};
+    EXPECT(cr_sched_job_add(s, &j, now) == 0, "add");
+    n = cr_sched_cycle(s, now, &cr, &d);
+    double run_f = (double)lim * x, wait_finish = (double)ends[k - 1] + run_f;
+    bool want_start = (double)(now + lim) <= wait_finish + 1.0;
+    /* (within a nanosecond of a tie either answer is right) */
+    bool tie = fabs((double)(now + lim) - wait_finish) < 2.0;
+    cr_sched_job_info info;
+    EXPECT(cr_sched_job_info_get(s, id, &info) == 0, "info");
+    bool started = info.state == CR_JOB_RUNNING;
+    char buf[CR_SCHED_REASON_MAX] = "";
+    cr_sched_job_reason(s, id, buf, sizeof(buf));
+    EXPECT(tie || started == want_start,
+           "seed %" PRIu64 " %s: k=%u x=%.3f L=%" PRId64 "s now=%" PRId64 "s F frees at %" PRId64
+           "s: %s, want %s (%s)",
+           seed, cr_sched_policy_name(pol), k, x, (int64_t)(lim / SEC), (int64_t)(now / SEC),
+           (int64_t)(ends[k - 1] / SEC), started ? "started" : "waited",
+           want_start ? "start" : "wait", buf);
+    EXPECT(started || strstr(buf, "finishes sooner"), "reason: %s", buf);
+    free(ends);
+    cr_sched_free(s);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     int seeds = argc > 1 ? atoi(argv[1]) : 30;
@@ -274,6 +379,14 @@ int main(int argc, char **argv)
             }
         }
     }
+    int wos = 0;
+    static const cr_sched_policy aware[] = {CR_SCHED_PRIORITY, CR_SCHED_LAS, CR_SCHED_HETERO};
+    for (int p = 0; p < 3; p++) {
+        for (int sd = 0; sd < 200 && failures < 5; sd++) {
+            wos += wait_or_start((uint64_t)sd, aware[p]);
+        }
+    }
+    printf("wait-or-start: %d generated clusters agree\n", wos);
     printf("%d policies x %d seeds x %d events: %" PRIu64 " starts, %" PRIu64
            " preemptions, %d failures\n",
            CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_preempt, failures);

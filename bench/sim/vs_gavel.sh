@@ -1,0 +1,78 @@
+#!/bin/sh
+# vs_gavel.sh - Corral's policies against Gavel's own simulator
+# (../shared/peers/gavel/run.sh, OSDI'20) on the same traces: traces made by
+# Gavel's generate_trace.py (multi-GPU Philly mix, Gavel's throughput table),
+# 36 V100 + 36 P100 + 36 K80, one GPU per server as in Gavel's experiments.
+#
+# usage: bench/sim/vs_gavel.sh [BUILD_DIR] [BURST_SEEDS] [RATES] [JOBS]
+#   BURST_SEEDS  seeds of 400-job bursts (all at t=0), default 1,2,3 ("" = none)
+#   RATES        steady-state arrival rates in jobs/hour, default 0.4,1,2,3
+#                ("" = bursts only); JOBS jobs each (default 1500), JCT over
+#                the middle third (Gavel's -s/-e window, Corral's --window)
+# Prints, per trace: Gavel max_min_fairness_perf average JCT and makespan,
+# Corral's las/priority/hetero, and Corral's best / Gavel (< 1 = Corral ahead).
+# Gavel takes 10-30 s per burst and minutes per steady-state run here.
+set -eu
+BUILD=${1:-build}
+SEEDS=${2-1,2,3}
+RATES=${3-0.4,1,2,3}
+JOBS=${4:-1500}
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BIN="$SRC/$BUILD/corral"
+[ -x "$BIN" ] || BIN="$BUILD/corral"
+PEER="$SRC/../shared/peers/gavel"
+TPUT="$SRC/data/traces/gavel/simulation_throughputs.json"
+[ -x "$PEER/run.sh" ] || { echo "vs_gavel: no Gavel peer at $PEER" >&2; exit 1; }
+/usr/bin/python3 -c "import psutil" 2>/dev/null || {
+    SUDO=; [ "$(id -u)" = 0 ] || SUDO=sudo
+    $SUDO apt-get install -y python3-psutil >/dev/null
+}
+TMP=$(mktemp -d /tmp/corral-vsgavel-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+gen() { # gen OUT SEED NUM LAM
+    (cd "$PEER/vendor/scheduler" &&
+        PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PEER/shim:." /usr/bin/python3 \
+            scripts/utils/generate_trace.py --num_jobs "$3" -m --seed "$2" -l "$4" \
+            --throughputs_file simulation_throughputs.json --output_file "$1")
+}
+
+run() { # run LABEL TRACE [LO HI]
+    label=$1 trace=$2
+    if [ $# -ge 4 ]; then
+        gargs="-s $3 -e $4"
+        cargs="--window $3:$4"
+    else
+        gargs= cargs=
+    fi
+    # shellcheck disable=SC2086
+    "$PEER/run.sh" "$trace" 36:36:36 max_min_fairness_perf $gargs >"$TMP/g.log" 2>&1
+    gj=$(sed -n 's/^Average job completion time: \([0-9.]*\) seconds.*/\1/p' "$TMP/g.log" | head -1)
+    gm=$(sed -n 's/^Total duration: \([0-9.]*\) seconds.*/\1/p' "$TMP/g.log" | head -1)
+    # shellcheck disable=SC2086
+    "$BIN" sim "$trace" --throughputs "$TPUT" --gpus v100:36,p100:36,k80:36 \
+        --gpus-per-node 1 --compare las,priority,hetero --json $cargs >"$TMP/c.json"
+    python3 - "$label" "$gj" "$gm" "$TMP/c.json" <<'PY'
+import json, sys
+label, gj, gm = sys.argv[1], float(sys.argv[2]), float(sys.argv[3])
+runs = {r["policy"]: r for r in json.load(open(sys.argv[4]))["runs"]}
+jct = {p: r["jct_s"]["avg"] for p, r in runs.items()}
+mk = {p: r["makespan_s"] for p, r in runs.items()}
+best = min(jct, key=jct.get)
+print("%-14s %8.2f %8.1f | %6.2f %6.2f %6.2f | %-8s %6.2fx %6.2fx" % (
+    label, gj / 3600, gm / 3600, jct["las"] / 3600, jct["priority"] / 3600,
+    jct["hetero"] / 3600, best, jct[best] / gj, mk[best] / gm))
+PY
+}
+
+printf '%-14s %8s %8s | %6s %6s %6s | %-8s %7s %7s\n' trace "gavel h" "mkspan" las prio hetero best \
+    "JCT x" "mkspn x"
+for seed in $(echo "$SEEDS" | tr ',' ' '); do
+    gen "$TMP/b$seed.trace" "$seed" 400 0
+    run "burst s$seed" "$TMP/b$seed.trace"
+done
+for rate in $(echo "$RATES" | tr ',' ' '); do
+    lam=$(python3 -c "print(3600 / $rate)")
+    gen "$TMP/r$rate.trace" 0 "$JOBS" "$lam"
+    run "$rate jobs/h" "$TMP/r$rate.trace" $((JOBS / 3)) $((2 * JOBS / 3))
+done
