@@ -10,6 +10,7 @@
  *   rack <name> [spine=<name>]
  *   node <name> gpus=<n>x<alias>[+<n>x<alias>...] [rack=<r>] [nvlink=<k>]
  *        [mem=<bytes>] [state=up|drained|lost] [mig=all|<i,j,...>]
+ *        [share=all|<i,j,...>]   (shareable GPUs: fractional tasks pack there)
  *   gpu <node> <index> [health=ok|bad] [reason="..."] [mig=on|off]
  *       [layout=<profile>,<profile>...]   (fixed MIG instances; implies mig=on)
  *   tenant <name> [weight=<w>] [quota=<alias>:<n>[,<alias>:<n>...]]
@@ -391,8 +392,8 @@ static int rec_node(pctx *p, tok *t, int n)
     }
     cr_sched_gpu_spec gs[CR_SCHED_MAX_NODE_GPUS];
     size_t ng = 0;
-    uint64_t nvlink = 0, mem = 0, migmask = 0;
-    bool migall = false;
+    uint64_t nvlink = 0, mem = 0, migmask = 0, shmask = 0;
+    bool migall = false, shall = false;
     const char *rackname = NULL;
     cr_sched_node_state st = CR_NODE_UP;
     bool have_gpus = false;
@@ -471,6 +472,12 @@ static int rec_node(pctx *p, tok *t, int n)
             } else if (parse_list(v, CR_SCHED_MAX_NODE_GPUS, &migmask) < 0) {
                 return perr(p, CR_EPARSE, "mig", "expected all or GPU indices, e.g. 0,1");
             }
+        } else if (strcmp(k, "share") == 0) {
+            if (strcmp(v, "all") == 0) {
+                shall = true;
+            } else if (parse_list(v, CR_SCHED_MAX_NODE_GPUS, &shmask) < 0) {
+                return perr(p, CR_EPARSE, "share", "expected all or GPU indices, e.g. 0,1");
+            }
         } else {
             return perr(p, CR_EPARSE, k, "unknown field for node");
         }
@@ -490,9 +497,19 @@ static int rec_node(pctx *p, tok *t, int n)
             return perr(p, CR_ENOTSUP, "mig", "GPU %zu: type %s has no MIG geometry", g,
                         p->s->types[gs[g].type].name);
         }
+        gs[g].share = shall || (shmask >> g & 1);
+        if (gs[g].share && gs[g].mig) {
+            return perr(p, CR_EPARSE, "share",
+                        "GPU %zu is in MIG mode: share by slices or by "
+                        "fractions, not both",
+                        g);
+        }
     }
     if (ng < 64 && (migmask >> ng)) {
         return perr(p, CR_EPARSE, "mig", "GPU index beyond the node's %zu GPUs", ng);
+    }
+    if (ng < 64 && (shmask >> ng)) {
+        return perr(p, CR_EPARSE, "share", "GPU index beyond the node's %zu GPUs", ng);
     }
     for (int64_t i = lo; i <= hi; i++) {
         char name[CR_SCHED_NAME_MAX * 2 + 24];

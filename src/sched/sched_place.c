@@ -28,6 +28,8 @@
  * high slices and leave slice 0 open for 4g/7g instances, which is how
  * NVIDIA's own placement table is meant to be packed.
  *
+ * Fractional tasks go to sched_share.c.
+ *
  * Planning does not commit: the result is left in s->plan.
  */
 #include "cr_sched.h"
@@ -96,7 +98,7 @@ static void pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t 
     uint32_t ndom = 0;
     for (uint32_t g = 0; g < nd->ngpu; g++) {
         const gpu *gp = &nd->gpus[g];
-        if (gp->type != type || gp->bad || gp->mig || gp->job) {
+        if (gp->type != type || gp->bad || gp->mig || gp->job || gp->sh_n) {
             continue;
         }
         uint32_t d = 0;
@@ -131,7 +133,8 @@ static void pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t 
         used[d] = true;
         for (uint32_t g = 0; g < nd->ngpu && cnt > 0; g++) {
             const gpu *gp = &nd->gpus[g];
-            if (gp->type == type && !gp->bad && !gp->mig && !gp->job && gp->nvlink == dom[d]) {
+            if (gp->type == type && !gp->bad && !gp->mig && !gp->job && !gp->sh_n &&
+                gp->nvlink == dom[d]) {
                 s->plan[*pos] = (cr_sched_slot){.node = n, .gpu = (uint16_t)g, .mig_start = -1};
                 (*pos)++;
                 cnt--;
@@ -151,7 +154,7 @@ static bool domain_fits(const cr_sched *s, uint32_t n, int type, uint32_t k)
     uint32_t cnt[CR_SCHED_MAX_NODE_GPUS], nd_ = 0;
     for (uint32_t g = 0; g < nd->ngpu; g++) {
         const gpu *gp = &nd->gpus[g];
-        if (gp->type != type || gp->bad || gp->mig || gp->job) {
+        if (gp->type != type || gp->bad || gp->mig || gp->job || gp->sh_n) {
             continue;
         }
         uint32_t d = 0;
@@ -481,6 +484,13 @@ int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out)
     uint32_t k = j->spec.gpu_count, nn = j->spec.node_count;
     plan_reserve(s, k);
     int rc;
+    if (cr__sched_frac(j)) {
+        rc = cr__sched_plan_share(s, j, type);
+        if (rc == 0) {
+            *n_out = 1;
+        }
+        return rc;
+    }
     if (j->mig[0]) {
         const mig_prof *pr = cr__sched_mig_find(s, type, j->mig);
         if (!pr) {

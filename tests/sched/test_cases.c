@@ -206,6 +206,14 @@ static void do_job(ctx *c, char **w, int n)
         j.mem_bytes = (uint64_t)d;
     }
     j.mig_profile = kv(w, n, "mig");
+    if ((v = kv(w, n, "frac")) && cr_parse_i64(v, 0, 65535, &x) == 0) {
+        j.gpu_milli = (uint16_t)x; /* thousandths of a shared GPU */
+    }
+    if ((v = kv(w, n, "gmem"))) {
+        double d;
+        cr_parse_count(v, &d);
+        j.gpu_mem_bytes = (uint64_t)d;
+    }
     j.preemptible = (v = kv(w, n, "preempt")) && strcmp(v, "yes") == 0;
     if ((v = kv(w, n, "tput"))) {
         /* tput=v100:3,k80:1 */
@@ -405,6 +413,22 @@ static void do_expect(ctx *c, char **w, int n)
         if (f != (uint32_t)want) {
             fail(c, "%u %s free, want %" PRId64, f, w[2], want);
         }
+    } else if (strcmp(w[1], "share") == 0) {
+        /* expect share <node> <gpu> <thousandths held> <tasks> */
+        uint32_t node;
+        int64_t gi, milli, tasks;
+        cr_sched_gpu_info gi_info;
+        if (n < 6 || cr_sched_node_find(c->s, w[2], &node) < 0 ||
+            cr_parse_i64(w[3], 0, 63, &gi) < 0 || cr_parse_i64(w[4], 0, 1000, &milli) < 0 ||
+            cr_parse_i64(w[5], 0, INT32_MAX, &tasks) < 0 ||
+            cr_sched_gpu_info_get(c->s, node, (uint32_t)gi, &gi_info) < 0) {
+            fail(c, "expect share <node> <gpu> <thousandths> <tasks>");
+            return;
+        }
+        if (gi_info.share_milli != milli || gi_info.share_jobs != tasks) {
+            fail(c, "%s GPU %" PRId64 ": %u thousandths in %u tasks, want %" PRId64 " in %" PRId64,
+                 w[2], gi, gi_info.share_milli, gi_info.share_jobs, milli, tasks);
+        }
     } else {
         fail(c, "unknown expectation %s", w[1]);
     }
@@ -462,6 +486,10 @@ static int run_case(const char *path)
             }
             if ((v = kv(w, n, "wait_for_faster"))) {
                 c.cfg.wait_for_faster = strcmp(v, "on") == 0;
+            }
+            if ((v = kv(w, n, "share_policy")) &&
+                cr_sched_share_policy_parse(v, &c.cfg.share_policy) < 0) {
+                fail(&c, "bad share_policy");
             }
             if ((v = kv(w, n, "las_starve"))) {
                 dur(v, &c.cfg.las_starve_ns);

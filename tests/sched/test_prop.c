@@ -18,7 +18,7 @@
 #define SEC 1000000000LL
 
 static int failures;
-static uint64_t n_start, n_preempt;
+static uint64_t n_start, n_preempt, n_frac;
 
 #define EXPECT(cond, ...)                                                                          \
     do {                                                                                           \
@@ -69,6 +69,7 @@ static void build_cluster(cr_sched *s, cr_rng *r)
                                        .bad = cr_rng_below(r, 20) == 0,
                                        .mig = (ty == 0 || ty == 1 || ty == 3) &&
                                               cr_rng_below(r, 6) == 0};
+            g[i].share = !g[i].mig && cr_rng_below(r, 3) == 0;
         }
         cr_sched_node_spec ns = {.name = name, .rack = rack, .gpu_count = (size_t)ng, .gpus = g};
         if (cr_sched_node_add(s, &ns, NULL) < 0) {
@@ -121,6 +122,14 @@ static void random_job(cr_sched *s, cr_rng *r, uint64_t id, int64_t now, cr_sche
     j->checkpoint_interval_ns = cr_rng_below(r, 2) ? (int64_t)(60 + cr_rng_below(r, 600)) * SEC : 0;
     j->submit_ns = now;
     j->mem_bytes = cr_rng_below(r, 5) == 0 ? (uint64_t)cr_rng_below(r, 60) * 1000000000 : 0;
+    if (cr_rng_below(r, 3) == 0) { /* a fractional task */
+        j->mig_profile = NULL;
+        j->gpu_count = 1;
+        j->node_count = 0;
+        uint64_t w = cr_rng_below(r, 4);
+        j->gpu_milli = w == 3 ? 0 : (uint16_t)(1 + cr_rng_below(r, 999));
+        j->gpu_mem_bytes = w >= 2 ? (1 + cr_rng_below(r, 40)) * 1000000000ull : 0;
+    }
 }
 
 /* One run; returns the hash of all decisions (0 on a failure). */
@@ -135,6 +144,7 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     cfg.borrowing = cr_rng_below(&r, 3) != 0;
     cfg.hetero_lp = cr_rng_below(&r, 2);
     cfg.las_threshold_gpu_ns[0] = 600 * SEC;
+    cfg.share_policy = (cr_sched_share_policy)cr_rng_below(&r, CR_SHARE_POLICY_COUNT);
     cr_sched *s = NULL;
     if (cr_sched_new(&cfg, &s) < 0) {
         abort();
@@ -176,6 +186,16 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                     for (size_t q = 0; q < d[i].slot_count; q++) {
                         h = mix(h, (uint64_t)d[i].slots[q].node << 16 | d[i].slots[q].gpu);
                         h = mix(h, (uint64_t)(d[i].slots[q].mig_start + 1));
+                        h = mix(h, d[i].slots[q].milli);
+                    }
+                    if (d[i].slot_count == 1 && d[i].slots[0].milli) {
+                        cr_sched_gpu_info gi;
+                        EXPECT(cr_sched_gpu_info_get(s, d[i].slots[0].node, d[i].slots[0].gpu,
+                                                     &gi) == 0 &&
+                                   gi.share && !gi.mig && !gi.job && gi.share_milli <= 1000 &&
+                                   gi.share_mem <= gi.mem_bytes,
+                               "fractional job %" PRIu64 " on a GPU it may not share", d[i].job);
+                        n_frac++;
                     }
                 } else {
                     EXPECT(d[i].reason && d[i].reason[0], "preempt without reason");
@@ -194,7 +214,8 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                     cr_sched_job_info info;
                     const cr_sched_job_spec *sp = &specs[id];
                     if (cr_sched_job_info_get(s, id, &info) < 0 || info.state != CR_JOB_PENDING ||
-                        sp->gpu_type < 0 || sp->node_count || sp->mig_profile || sp->mem_bytes) {
+                        sp->gpu_type < 0 || sp->node_count || sp->mig_profile || sp->mem_bytes ||
+                        sp->gpu_milli || sp->gpu_mem_bytes) {
                         continue;
                     }
                     uint32_t fr = 0;
@@ -387,11 +408,11 @@ int main(int argc, char **argv)
         }
     }
     printf("wait-or-start: %d generated clusters agree\n", wos);
-    printf("%d policies x %d seeds x %d events: %" PRIu64 " starts, %" PRIu64
-           " preemptions, %d failures\n",
-           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_preempt, failures);
-    if (n_start == 0) {
-        fprintf(stderr, "nothing ever started\n");
+    printf("%d policies x %d seeds x %d events: %" PRIu64 " starts (%" PRIu64
+           " fractional), %" PRIu64 " preemptions, %d failures\n",
+           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_frac, n_preempt, failures);
+    if (n_start == 0 || n_frac == 0) {
+        fprintf(stderr, "nothing (fractional) ever started\n");
         failures++;
     }
     return failures ? 1 : 0;
