@@ -131,13 +131,16 @@ static void pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t 
             return; /* cannot happen: counters say enough are free */
         }
         used[d] = true;
-        for (uint32_t g = 0; g < nd->ngpu && cnt > 0; g++) {
-            const gpu *gp = &nd->gpus[g];
-            if (gp->type == type && !gp->bad && !gp->mig && !gp->job && !gp->sh_n &&
-                gp->nvlink == dom[d]) {
-                s->plan[*pos] = (cr_sched_slot){.node = n, .gpu = (uint16_t)g, .mig_start = -1};
-                (*pos)++;
-                cnt--;
+        /* shareable GPUs last: they are the only room fractional tasks have */
+        for (int pass = 0; pass < 2; pass++) {
+            for (uint32_t g = 0; g < nd->ngpu && cnt > 0; g++) {
+                const gpu *gp = &nd->gpus[g];
+                if (gp->type == type && !gp->bad && !gp->mig && !gp->job && !gp->sh_n &&
+                    gp->nvlink == dom[d] && gp->share == (pass == 1)) {
+                    s->plan[*pos] = (cr_sched_slot){.node = n, .gpu = (uint16_t)g, .mig_start = -1};
+                    (*pos)++;
+                    cnt--;
+                }
             }
         }
     }
@@ -178,6 +181,40 @@ static bool domain_fits(const cr_sched *s, uint32_t n, int type, uint32_t k)
  * candidates are looked at; nodes with one domain always fit). */
 #define DOMAIN_PROBES 16
 
+/* Free shareable GPUs of the type on node n. */
+static uint32_t shared_free(const cr_sched *s, uint32_t n, int type)
+{
+    const node *nd = &s->nodes[n];
+    uint32_t c = 0;
+    for (uint32_t g = 0; g < nd->ngpu; g++) {
+        const gpu *gp = &nd->gpus[g];
+        c += gp->share && gp->type == type && !gp->bad && !gp->mig && !gp->job && !gp->sh_n;
+    }
+    return c;
+}
+
+/* Among the fitting nodes of one bucket from record i (which fits), the
+ * one with the fewest free shareable GPUs: whole jobs leave those to
+ * fractional tasks, which can go nowhere else. */
+static uint32_t fewest_shared(const cr_sched *s, uint32_t i, int type, uint32_t k, uint64_t mem)
+{
+    uint32_t best = s->nts[i].node, bsh = shared_free(s, best, type);
+    int probes = 0;
+    for (i = s->nts[i].next; i != NT_NONE && bsh > 0 && ++probes < DOMAIN_PROBES;
+         i = s->nts[i].next) {
+        uint32_t n = s->nts[i].node;
+        if (s->nts[i].mem_bytes < mem || (k > 1 && !domain_fits(s, n, type, k))) {
+            continue;
+        }
+        uint32_t sh = shared_free(s, n, type);
+        if (sh < bsh) {
+            best = n;
+            bsh = sh;
+        }
+    }
+    return best;
+}
+
 static uint32_t best_node(const cr_sched *s, int type, uint32_t k, uint64_t mem)
 {
     const gtype *g = &s->types[type];
@@ -190,7 +227,7 @@ static uint32_t best_node(const cr_sched *s, int type, uint32_t k, uint64_t mem)
             }
             uint32_t n = s->nts[i].node;
             if (k <= 1 || domain_fits(s, n, type, k)) {
-                return n;
+                return g->nsh ? fewest_shared(s, i, type, k, mem) : n;
             }
             if (first == UINT32_MAX) {
                 first = n;
