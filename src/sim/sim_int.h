@@ -278,6 +278,11 @@ void cr__sim_result_fini(cr__sim_result *r);
 /* 'corral sim --inflate ...' (sim_openb.c): the openb trace reader and the
  * inflation experiment; returns the exit code. argv borrowed. */
 int cr__sim_inflate_main(int argc, char **argv);
+/* Parse openb node and pod CSV text (borrowed) without running anything:
+ * 0 with the GPU and GPU-pod counts, or CR_EPARSE with "nodes:LINE: field
+ * 'F': why" / "pods:LINE: ..." in err. For the fuzz target. */
+int cr__sim_openb_parse(const char *nodes, size_t nlen, const char *pods, size_t plen,
+                        size_t *ngpus, size_t *npods, char *err, size_t errlen);
 
 /* Default busy power (watts) of a GPU type by name. */
 double cr__sim_default_power_w(const char *type);

@@ -132,30 +132,33 @@ static int type_id(ob_input *in, const char *model, bool add)
     return in->ntypes++;
 }
 
-/* Read one CSV file line by line; cb gets the header and every row. */
 typedef int (*row_fn)(ob_input *in, char **hdr, int nh, char **f, int nf, const char *path,
                       size_t line, char *err, size_t errlen);
 
-static int read_csv(const char *path, ob_input *in, row_fn cb, char *err, size_t errlen)
+/* Parse CSV text (len bytes, borrowed) line by line; cb gets the header
+ * and every row. Errors name path, line and field. */
+static int parse_csv(const char *path, const char *text, size_t len, ob_input *in, row_fn cb,
+                     char *err, size_t errlen)
 {
-    FILE *fp = fopen(path, "r");
-    if (!fp) {
-        snprintf(err, errlen, "%s: cannot open", path);
-        return CR_EIO;
-    }
     char hbuf[OB_MAX_LINE], buf[OB_MAX_LINE];
     char *hdr[OB_MAX_COLS], *f[OB_MAX_COLS];
-    int nh = 0, rc = 0;
-    size_t line = 0;
-    while (fgets(line ? buf : hbuf, OB_MAX_LINE, fp)) {
+    int nh = 0;
+    size_t line = 0, pos = 0;
+    while (pos < len) {
+        const char *nl = memchr(text + pos, '\n', len - pos);
+        size_t l = nl ? (size_t)(nl - (text + pos)) : len - pos;
         char *b = line ? buf : hbuf;
         line++;
-        size_t l = strlen(b);
-        if (l == OB_MAX_LINE - 1 && b[l - 1] != '\n') {
-            rc = fail(err, errlen, path, line, "(line)", "longer than 4095 bytes", NULL);
-            goto out;
+        if (l >= OB_MAX_LINE) {
+            return fail(err, errlen, path, line, "(line)", "longer than 4095 bytes", NULL);
         }
-        b[strcspn(b, "\r\n")] = '\0';
+        memcpy(b, text + pos, l);
+        b[l] = '\0';
+        pos += l + (nl ? 1 : 0);
+        if (strlen(b) != l) {
+            return fail(err, errlen, path, line, "(line)", "holds a NUL byte", NULL);
+        }
+        b[strcspn(b, "\r")] = '\0';
         if (line == 1) {
             nh = split(hbuf, hdr, OB_MAX_COLS);
             continue;
@@ -164,14 +167,47 @@ static int read_csv(const char *path, ob_input *in, row_fn cb, char *err, size_t
             continue;
         }
         int nf = split(buf, f, OB_MAX_COLS);
-        if ((rc = cb(in, hdr, nh, f, nf, path, line, err, errlen)) != 0) {
-            goto out;
+        int rc = cb(in, hdr, nh, f, nf, path, line, err, errlen);
+        if (rc != 0) {
+            return rc;
         }
     }
     if (line == 0) {
-        rc = fail(err, errlen, path, 1, "(header)", "empty file", NULL);
+        return fail(err, errlen, path, 1, "(header)", "empty file", NULL);
     }
+    return 0;
+}
+
+/* Read a whole file (at most 1 GiB) and parse it. */
+static int read_csv(const char *path, ob_input *in, row_fn cb, char *err, size_t errlen)
+{
+    FILE *fp = fopen(path, "rb");
+    if (!fp) {
+        snprintf(err, errlen, "%s: cannot open", path);
+        return CR_EIO;
+    }
+    char *text = NULL;
+    size_t n = 0, cap = 0;
+    int rc = 0;
+    for (;;) {
+        if (cap - n < 65536) {
+            if (cap > ((size_t)1 << 30)) {
+                snprintf(err, errlen, "%s: larger than 1 GiB", path);
+                rc = CR_ERANGE;
+                goto out;
+            }
+            cap = cap ? cap * 2 : 65536;
+            text = cr_realloc(text, cap);
+        }
+        size_t k = fread(text + n, 1, cap - n, fp);
+        n += k;
+        if (k == 0) {
+            break;
+        }
+    }
+    rc = parse_csv(path, text, n, in, cb, err, errlen);
 out:
+    free(text);
     fclose(fp);
     return rc;
 }
@@ -470,6 +506,24 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
         }
     }
     cr_sched_free(s);
+    return rc;
+}
+
+int cr__sim_openb_parse(const char *nodes, size_t nlen, const char *pods, size_t plen,
+                        size_t *ngpus, size_t *npods, char *err, size_t errlen)
+{
+    ob_input in;
+    memset(&in, 0, sizeof in);
+    int rc = parse_csv("nodes", nodes, nlen, &in, node_row, err, errlen);
+    if (rc == 0) {
+        rc = parse_csv("pods", pods, plen, &in, pod_row, err, errlen);
+    }
+    if (rc == 0) {
+        *ngpus = (size_t)in.gpus;
+        *npods = in.npods;
+    }
+    free(in.nodes);
+    free(in.pods);
     return rc;
 }
 
