@@ -248,6 +248,17 @@ static int candidates(const cr_sched *s, const job *j, int *out)
     return n;
 }
 
+/* Would a fractional task's placement go on a GPU already shared (one
+ * that is out of the whole-GPU pool anyway)? */
+static bool shares_taken_gpu(cr_sched *s, const job *j, int type)
+{
+    uint32_t n = 0;
+    if (cr__sched_plan(s, j, type, &n) != 0 || n != 1) {
+        return false;
+    }
+    return s->nodes[s->plan[0].node].gpus[s->plan[0].gpu].sh_n > 0;
+}
+
 static bool blocks_queue(const cr_sched *s, const job *j)
 {
     return s->cfg.policy != CR_SCHED_LAS && !j->mig[0] && !cr__sched_frac(j);
@@ -1034,7 +1045,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             /* behind a reservation: start only if it ends first, or
              * else fits in the extra GPUs (which it then uses up) */
             bool backfill = false, uses_extra = false;
-            if (res[t].active) {
+            if (res[t].active && cr__sched_frac(j) && shares_taken_gpu(s, j, t)) {
+                /* a fractional task beside others on a shared GPU takes
+                 * no whole GPU: it cannot delay the reservation */
+            } else if (res[t].active) {
                 int64_t lim = j->spec.time_limit_ns;
                 bool ends_before = lim > 0 && res[t].at != INT64_MAX && now_ns <= res[t].at - lim;
                 if (!s->cfg.backfill || (!ends_before && k > res[t].extra)) {
