@@ -257,8 +257,9 @@ int cr_sched_node_set_state(cr_sched *s, uint32_t node, cr_sched_node_state st, 
  * above. reason borrowed. */
 int cr_sched_gpu_set_health(cr_sched *s, uint32_t node, uint32_t gpu, bool ok, const char *reason,
                             int64_t now_ns, uint64_t **requeued, size_t *n_requeued);
-/* Switch MIG mode on an idle GPU of a MIG-capable type. CR_EBUSY if in use,
- * CR_ENOTSUP if the type has no MIG geometry. */
+/* Switch MIG mode on an idle GPU of a MIG-capable type. CR_EBUSY if in use
+ * (fractional tasks included), CR_ENOTSUP if the type has no MIG geometry,
+ * CR_EINVAL to turn it on for a shareable GPU. */
 int cr_sched_gpu_set_mig(cr_sched *s, uint32_t node, uint32_t gpu, bool mig);
 /*
  * Fix a MIG GPU's instance layout: the instances that exist on the device
@@ -269,8 +270,9 @@ int cr_sched_gpu_set_mig(cr_sched *s, uint32_t node, uint32_t gpu, bool mig);
  * always gets the same starts. The GPU goes into MIG mode and from then on
  * a MIG job is placed only on a free instance of this layout with the
  * profile it asked for. n = 0 goes back to carving on demand. CR_EBUSY if
- * the GPU is in use, CR_ENOTSUP if the type has no MIG geometry, CR_ENOENT
- * for an unknown profile, CR_ERANGE if the instances do not fit together.
+ * the GPU is in use (fractional tasks included), CR_EINVAL for a shareable
+ * GPU, CR_ENOTSUP if the type has no MIG geometry, CR_ENOENT for an unknown
+ * profile, CR_ERANGE if the instances do not fit together.
  */
 int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t node, uint32_t gpu,
                                 const char *const *profiles, size_t n, int *starts);

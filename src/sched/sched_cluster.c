@@ -948,8 +948,11 @@ int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t n, uint32_t gi, const char
     if (!t->mig_mem) {
         return CR_ENOTSUP;
     }
-    if (g->job || g->mig_used) {
+    if (g->job || g->mig_used || g->sh_n) {
         return CR_EBUSY;
+    }
+    if (g->share) {
+        return CR_EINVAL; /* shared by fractions: not by slices too */
     }
     const mig_prof *pr[8];
     size_t order[8];
