@@ -204,7 +204,8 @@ const char *cr_sched_tenant_name(const cr_sched *s, int tenant);
 int cr_sched_tenant_set_weight(cr_sched *s, int tenant, double weight);
 /* Quota: at most gpus GPUs of the type held without borrowing; -1 removes
  * the quota (unlimited). A MIG slice counts as one GPU, a fractional task
- * as its fraction (quotas and usage are kept in thousandths). */
+ * as its fraction (quotas and usage are kept in thousandths). gpus <=
+ * INT32_MAX, else CR_EINVAL. */
 int cr_sched_tenant_set_quota(cr_sched *s, int tenant, int type, int64_t gpus);
 
 /* ------------------------------------------------------------------------ */

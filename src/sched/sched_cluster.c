@@ -379,7 +379,8 @@ int cr_sched_tenant_set_weight(cr_sched *s, int tenant, double weight)
 
 int cr_sched_tenant_set_quota(cr_sched *s, int tenant, int type, int64_t gpus)
 {
-    if (tenant < 0 || tenant >= s->ntenants || type < 0 || type >= s->ntypes || gpus < -1) {
+    if (tenant < 0 || tenant >= s->ntenants || type < 0 || type >= s->ntypes || gpus < -1 ||
+        gpus > INT32_MAX) { /* (kept in thousandths: bounded) */
         return CR_EINVAL;
     }
     tenant_rec *t = &s->tenants[tenant];

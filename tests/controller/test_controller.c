@@ -1420,6 +1420,51 @@ static void test_fractional(void **state)
     cleanup(&d);
 }
 
+/* The demo's shape: three fractional inference replicas of one service
+ * share the one L40S. */
+static void test_fractional_service(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    const char *body =
+        "{\"node\":\"s0\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":["
+        "{\"index\":0,\"uuid\":\"GPU-0\",\"model\":\"L40S\",\"mem_bytes\":48000000000,"
+        "\"shareable\":true}]}";
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"llm\",\"command\":[\"srv\"],\"gpu_type\":\"L40S\","
+             "\"gpu_milli\":300,\"min_replicas\":3,\"max_replicas\":3}",
+             &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    size_t running = 0;
+    while (cr_mono_ns() < deadline) {
+        v = call(&d, "GET", "/v1/jobs?state=running", d.admin, NULL, &code);
+        running = (size_t)num(v, "count");
+        json_decref(v);
+        if (running == 3) {
+            break;
+        }
+        usleep(50000);
+    }
+    assert_int_equal(running, 3);
+    v = call(&d, "GET", "/v1/jobs?state=running", d.admin, NULL, &code);
+    json_t *jobs = json_object_get(v, "jobs");
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *p = json_array_get(json_object_get(json_array_get(jobs, i), "placement"), 0);
+        assert_string_equal(str(p, "node"), "s0");
+        assert_int_equal(json_integer_value(json_array_get(json_object_get(p, "gpus"), 0)), 0);
+        assert_int_equal(num(json_array_get(jobs, i), "gpu_milli"), 300);
+    }
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 /* The examples of docs/api.md, run in order. */
 static void test_api_examples(void **state)
 {
@@ -1669,6 +1714,7 @@ int main(void)
         cmocka_unit_test(test_gang_exits),
         cmocka_unit_test(test_mig_layout),
         cmocka_unit_test(test_fractional),
+        cmocka_unit_test(test_fractional_service),
         cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
