@@ -277,6 +277,21 @@ int cr_sched_gpu_set_mig(cr_sched *s, uint32_t node, uint32_t gpu, bool mig);
  */
 int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t node, uint32_t gpu,
                                 const char *const *profiles, size_t n, int *starts);
+/*
+ * Dynamic MIG on a GPU with a fixed layout: when a MIG job fits no free
+ * instance anywhere, the scheduler may destroy idle instances of such a GPU
+ * and create the job's instance in their place (at a valid start that no
+ * busy instance overlaps); a busy instance is never touched. The start
+ * decision then has mig_repartitioned set and the GPU's layout (read with
+ * cr_sched_gpu_mig_layout) is the new one, for the caller to apply (destroy
+ * and create GPU/compute instances) before the job runs. CR_ENOTSUP if the
+ * type has no MIG geometry.
+ */
+int cr_sched_gpu_set_mig_dynamic(cr_sched *s, uint32_t node, uint32_t gpu, bool dynamic);
+/* A GPU's fixed MIG layout: up to 8 instances' start slice, memory slices
+ * and compute slices; returns the count (0: carved on demand). */
+int cr_sched_gpu_mig_layout(const cr_sched *s, uint32_t node, uint32_t gpu, int *start, int *mem,
+                            int *compute);
 
 typedef struct cr_sched_node_info {
     const char *name;
@@ -297,6 +312,7 @@ typedef struct cr_sched_gpu_info {
     bool mig;
     uint8_t mig_used_mask; /* MIG: memory slices in use */
     uint8_t mig_fixed;     /* MIG: instances in the fixed layout, 0 = carved on demand */
+    bool mig_dynamic;      /* MIG: idle instances may be repartitioned */
     uint64_t job;          /* whole-GPU holder, 0 if free or MIG */
     bool share;            /* shareable */
     uint16_t share_milli;  /* shareable: thousandths of the GPU held by fractional tasks */
@@ -461,6 +477,7 @@ typedef struct cr_sched_decision {
     const cr_sched_slot *slots;
     bool borrowed;          /* START: above quota, on borrowed capacity */
     bool backfilled;        /* START: started ahead of a reservation */
+    bool mig_repartitioned; /* START: its MIG GPU's layout was rewritten for it */
     int64_t lost_work_ns;   /* PREEMPT: wall time since its last checkpoint */
     uint64_t preempted_for; /* PREEMPT: the job that needed its GPUs */
     const char *reason;     /* PREEMPT: plain words; START: "" */
@@ -492,6 +509,7 @@ typedef struct cr_sched_stats {
     uint32_t last_started;
     uint32_t last_preempted;
     uint32_t last_backfilled;
+    uint64_t mig_repartitions; /* dynamic MIG layouts rewritten, in all */
 } cr_sched_stats;
 
 void cr_sched_stats_get(const cr_sched *s, cr_sched_stats *out);

@@ -750,6 +750,7 @@ int cr_sched_gpu_info_get(const cr_sched *s, uint32_t n, uint32_t gi, cr_sched_g
     out->mig = g->mig;
     out->mig_used_mask = g->mig_used;
     out->mig_fixed = g->mig_nfix;
+    out->mig_dynamic = g->mig_dynamic;
     out->job = g->job;
     out->share = g->share;
     out->share_milli = g->sh_milli;
@@ -1032,6 +1033,62 @@ int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int 
     return 0;
 }
 
+int cr_sched_gpu_set_mig_dynamic(cr_sched *s, uint32_t n, uint32_t gi, bool dynamic)
+{
+    if (n >= s->nnodes || gi >= s->nodes[n].ngpu) {
+        return CR_EINVAL;
+    }
+    gpu *g = &s->nodes[n].gpus[gi];
+    if (!s->types[g->type].mig_mem) {
+        return CR_ENOTSUP;
+    }
+    g->mig_dynamic = dynamic;
+    return 0;
+}
+
+int cr_sched_gpu_mig_layout(const cr_sched *s, uint32_t n, uint32_t gi, int *start, int *mem,
+                            int *compute)
+{
+    if (n >= s->nnodes || gi >= s->nodes[n].ngpu) {
+        return CR_EINVAL;
+    }
+    const gpu *g = &s->nodes[n].gpus[gi];
+    for (int i = 0; i < g->mig_nfix; i++) {
+        start[i] = g->mig_fix_start[i];
+        mem[i] = g->mig_fix_mem[i];
+        compute[i] = g->mig_fix_compute[i];
+    }
+    return g->mig_nfix;
+}
+
+/* Dynamic MIG: the layout with the idle instances overlapping
+ * [start, start + mem) destroyed and this one created. The caller checked
+ * that no busy slice is in the range and that the compute fits. */
+static void mig_repartition(cr_sched *s, gpu *g, int start, int mem, int compute)
+{
+    uint32_t m = ((1u << mem) - 1) << start;
+    uint8_t k = 0;
+    for (uint8_t i = 0; i < g->mig_nfix; i++) {
+        uint32_t im = ((1u << g->mig_fix_mem[i]) - 1) << g->mig_fix_start[i];
+        if (im & m) {
+            continue; /* idle (no busy slice is in the range): destroyed */
+        }
+        g->mig_fix_start[k] = g->mig_fix_start[i];
+        g->mig_fix_mem[k] = g->mig_fix_mem[i];
+        g->mig_fix_compute[k] = g->mig_fix_compute[i];
+        k++;
+    }
+    if (k < 8) {
+        g->mig_fix_start[k] = (uint8_t)start;
+        g->mig_fix_mem[k] = (uint8_t)mem;
+        g->mig_fix_compute[k] = (uint8_t)compute;
+        k++;
+    }
+    g->mig_nfix = k;
+    s->repart_flag = true;
+    s->stats.mig_repartitions++;
+}
+
 bool cr__sched_mig_fixed_has(const gpu *g, int start, int mem, int compute)
 {
     for (int i = 0; i < g->mig_nfix; i++) {
@@ -1060,6 +1117,10 @@ void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t
             g->job = j->spec.id;
             cr__sched_nt_adjust(s, nt_of(s, sl[i].node, g->type), g->type, -1);
         } else {
+            if (g->mig_nfix && g->mig_dynamic &&
+                !cr__sched_mig_fixed_has(g, sl[i].mig_start, sl[i].mig_mem, sl[i].mig_compute)) {
+                mig_repartition(s, g, sl[i].mig_start, sl[i].mig_mem, sl[i].mig_compute);
+            }
             g->mig_used |= (uint8_t)(((1u << sl[i].mig_mem) - 1) << sl[i].mig_start);
             g->mig_compute_used = (uint8_t)(g->mig_compute_used + sl[i].mig_compute);
         }
@@ -1373,7 +1434,9 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
     j->borrowed = borrowed;
     j->state = CR_JOB_RUNNING;
     j->rcode = R_NONE;
+    s->repart_flag = false;
     cr__sched_slots_take(s, j, sl, n);
+    j->repart = s->repart_flag;
     j->held = n == 1 && sl[0].milli ? sl[0].milli : n * 1000u;
     tenant_rec *t = &s->tenants[j->spec.tenant];
     if (borrowed) {

@@ -792,6 +792,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     d->slot_count = j->nslots;
     d->slots = j->slots;
     d->borrowed = borrowed;
+    d->mig_repartitioned = j->repart;
     s->stats.last_started++;
 out:
     free(v);
@@ -1077,6 +1078,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 d->slots = j->slots;
                 d->borrowed = borrowed;
                 d->backfilled = backfill;
+                d->mig_repartitioned = j->repart;
                 s->stats.last_started++;
                 s->stats.last_backfilled += backfill;
                 started = true;

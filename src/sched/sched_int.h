@@ -57,6 +57,10 @@ typedef struct gpu {
      * entries; 0 = carved on demand from the type's profiles. */
     uint8_t mig_nfix;
     uint8_t mig_fix_start[8], mig_fix_mem[8], mig_fix_compute[8];
+    /* Dynamic MIG: a MIG job that fits no free instance may have idle
+     * instances destroyed and its own created in their place (never a
+     * busy one); the layout is then rewritten (cr__sched_slots_take). */
+    bool mig_dynamic;
     uint16_t nvlink;
     uint64_t mem_bytes;
     uint64_t job; /* whole-GPU holder (0 = free) */
@@ -159,6 +163,7 @@ typedef struct job {
     uint64_t qcycle; /* cycles completed when it last became pending */
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
     uint32_t held;   /* RUNNING: thousandths of GPUs held (quotas, usage) */
+    bool repart;     /* RUNNING: its start repartitioned a dynamic MIG GPU */
 } job;
 
 /* Mix of recent task sizes (sched_share.c): a ring of the last
@@ -222,7 +227,8 @@ struct cr_sched {
     struct wcache *wcache; /* wait-or-start lookahead per type (sched_cycle.c) */
     size_t cscratch;
     cr_sched_stats stats;
-    mix mix; /* recent task sizes (fragmentation-aware sharing) */
+    mix mix;          /* recent task sizes (fragmentation-aware sharing) */
+    bool repart_flag; /* set by cr__sched_slots_take when it rewrote a MIG layout */
 };
 
 /* Is the job a fractional task (part of one shared GPU)? */
@@ -256,6 +262,10 @@ void cr__sched_nt_adjust(cr_sched *s, uint32_t n, int type, int delta);
 void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t n);
 void cr__sched_slots_release(cr_sched *s, job *j);
 const mig_prof *cr__sched_mig_find(const cr_sched *s, int type, const char *name);
+/* Dynamic MIG: may an instance of pr go at start on g by destroying idle
+ * instances (no busy slice in its range; the compute of what remains and
+ * of it fits)? (sched_place.c) */
+bool cr__sched_mig_dyn_ok(const gtype *t, const gpu *g, int start, const mig_prof *pr);
 /* Does the GPU's fixed MIG layout hold an instance at start of that size? */
 bool cr__sched_mig_fixed_has(const gpu *g, int start, int mem, int compute);
 void cr__sched_accrue(cr_sched *s, int64_t now_ns);

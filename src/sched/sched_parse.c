@@ -13,6 +13,7 @@
  *        [share=all|<i,j,...>]   (shareable GPUs: fractional tasks pack there)
  *   gpu <node> <index> [health=ok|bad] [reason="..."] [mig=on|off]
  *       [layout=<profile>,<profile>...]   (fixed MIG instances; implies mig=on)
+ *       [dynamic=on|off]   (idle instances may be repartitioned for a MIG job)
  *   tenant <name> [weight=<w>] [quota=<alias>:<n>[,<alias>:<n>...]]
  *
  * A node name may hold one range, "gpu[0-127]" or "n[00-15]" (zero padded
@@ -550,7 +551,7 @@ static int rec_gpu(pctx *p, tok *t, int n)
         return perr(p, CR_EPARSE, "index", "'%s' is not a GPU index of %s", t[2].val, t[1].val);
     }
     const char *reason = NULL, *layout = NULL;
-    int health = -1, mig = -1;
+    int health = -1, mig = -1, dynamic = -1;
     for (int i = 3; i < n; i++) {
         const char *k = t[i].key, *v = t[i].val;
         if (!k) {
@@ -569,6 +570,11 @@ static int rec_gpu(pctx *p, tok *t, int n)
             mig = strcmp(v, "on") == 0;
         } else if (strcmp(k, "layout") == 0) {
             layout = v;
+        } else if (strcmp(k, "dynamic") == 0) {
+            if (strcmp(v, "on") && strcmp(v, "off")) {
+                return perr(p, CR_EPARSE, "dynamic", "expected on or off");
+            }
+            dynamic = strcmp(v, "on") == 0;
         } else {
             return perr(p, CR_EPARSE, k, "unknown field for gpu");
         }
@@ -597,6 +603,13 @@ static int rec_gpu(pctx *p, tok *t, int n)
                         rc == CR_ENOENT   ? "unknown profile"
                         : rc == CR_ERANGE ? "instances do not fit the GPU"
                                           : cr_strerror(rc));
+        }
+    }
+    if (dynamic >= 0) {
+        int rc = cr_sched_gpu_set_mig_dynamic(p->s, nidx, (uint32_t)gi, dynamic == 1);
+        if (rc < 0) {
+            return perr(p, rc, "dynamic", "type %s has no MIG geometry",
+                        p->s->types[p->s->nodes[nidx].gpus[gi].type].name);
         }
     }
     if (health >= 0) {

@@ -459,6 +459,22 @@ static int mig_room(const gtype *t, const gpu *g, uint32_t used, int cused)
     return n;
 }
 
+bool cr__sched_mig_dyn_ok(const gtype *t, const gpu *g, int start, const mig_prof *pr)
+{
+    uint32_t m = ((1u << pr->mem) - 1) << start;
+    if (!g->mig_dynamic || !g->mig_nfix || (g->mig_used & m) || start + pr->mem > t->mig_mem) {
+        return false;
+    }
+    int compute = pr->compute;
+    for (int i = 0; i < g->mig_nfix; i++) {
+        uint32_t im = ((1u << g->mig_fix_mem[i]) - 1) << g->mig_fix_start[i];
+        if (!(im & m)) {
+            compute += g->mig_fix_compute[i]; /* stays */
+        }
+    }
+    return compute <= t->mig_compute;
+}
+
 static int plan_mig(cr_sched *s, const job *j, int type, const mig_prof *pr)
 {
     gtype *t = &s->types[type];
@@ -467,29 +483,34 @@ static int plan_mig(cr_sched *s, const job *j, int type, const mig_prof *pr)
     while (pos < k) {
         uint32_t bestg = UINT32_MAX;
         int bestused = -1, beststart = -1, bestroom = -1;
-        for (uint32_t i = 0; i < t->nmig; i++) {
-            uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
-            const gpu *g = &s->nodes[n].gpus[gi];
-            if (s->nodes[n].state != CR_NODE_UP || g->bad ||
-                g->mig_compute_used + pr->compute > t->mig_compute) {
-                continue;
-            }
-            int used = popcount8(g->mig_used);
-            if (used < bestused) {
-                continue;
-            }
-            for (int st = 0; st < t->mig_mem; st++) {
-                uint32_t m = ((1u << pr->mem) - 1) << st;
-                if (!(pr->start_mask & (1u << st)) || (g->mig_used & m) ||
-                    (g->mig_nfix && !cr__sched_mig_fixed_has(g, st, pr->mem, pr->compute))) {
+        /* existing instances first; repartition a dynamic GPU only when
+         * none fits anywhere */
+        for (int pass = 0; pass < 2 && bestg == UINT32_MAX; pass++) {
+            for (uint32_t i = 0; i < t->nmig; i++) {
+                uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+                const gpu *g = &s->nodes[n].gpus[gi];
+                if (s->nodes[n].state != CR_NODE_UP || g->bad ||
+                    g->mig_compute_used + pr->compute > t->mig_compute) {
                     continue;
                 }
-                int room = mig_room(t, g, g->mig_used | m, g->mig_compute_used + pr->compute);
-                if (used > bestused || room > bestroom) {
-                    bestg = i;
-                    bestused = used;
-                    beststart = st;
-                    bestroom = room;
+                int used = popcount8(g->mig_used);
+                if (used < bestused) {
+                    continue;
+                }
+                for (int st = 0; st < t->mig_mem; st++) {
+                    uint32_t m = ((1u << pr->mem) - 1) << st;
+                    if (!(pr->start_mask & (1u << st)) || (g->mig_used & m) ||
+                        (g->mig_nfix && !cr__sched_mig_fixed_has(g, st, pr->mem, pr->compute) &&
+                         (pass == 0 || k > 1 || !cr__sched_mig_dyn_ok(t, g, st, pr)))) {
+                        continue;
+                    }
+                    int room = mig_room(t, g, g->mig_used | m, g->mig_compute_used + pr->compute);
+                    if (used > bestused || room > bestroom) {
+                        bestg = i;
+                        bestused = used;
+                        beststart = st;
+                        bestroom = room;
+                    }
                 }
             }
         }

@@ -354,6 +354,9 @@ static void do_expect(ctx *c, char **w, int n)
         if ((v = kv(w, n, "borrowed")) && d->borrowed != (strcmp(v, "yes") == 0)) {
             fail(c, "job %" PRIu64 " borrowed=%d", id, d->borrowed);
         }
+        if ((v = kv(w, n, "repart")) && d->mig_repartitioned != (strcmp(v, "yes") == 0)) {
+            fail(c, "job %" PRIu64 " mig_repartitioned=%d", id, d->mig_repartitioned);
+        }
     } else if (strcmp(w[1], "nostart") == 0) {
         if (find_dec(c, CR_SCHED_START, id)) {
             fail(c, "job %" PRIu64 " started", id);
@@ -412,6 +415,34 @@ static void do_expect(ctx *c, char **w, int n)
         cr_sched_capacity(c->s, t, NULL, &f);
         if (f != (uint32_t)want) {
             fail(c, "%u %s free, want %" PRId64, f, w[2], want);
+        }
+    } else if (strcmp(w[1], "layout") == 0) {
+        /* expect layout <node> <gpu> <start>/<mem slices>,... (sorted by start) */
+        uint32_t node;
+        int64_t gi;
+        int st[8], mem[8], cp[8];
+        if (n < 5 || cr_sched_node_find(c->s, w[2], &node) < 0 ||
+            cr_parse_i64(w[3], 0, 63, &gi) < 0) {
+            fail(c, "expect layout <node> <gpu> <start>/<mem>,...");
+            return;
+        }
+        int k = cr_sched_gpu_mig_layout(c->s, node, (uint32_t)gi, st, mem, cp);
+        for (int i = 1; i < k; i++) {
+            for (int q = i; q > 0 && st[q - 1] > st[q]; q--) {
+                int t = st[q], u = mem[q];
+                st[q] = st[q - 1];
+                mem[q] = mem[q - 1];
+                st[q - 1] = t;
+                mem[q - 1] = u;
+            }
+        }
+        char got[128] = "";
+        for (int i = 0; i < k; i++) {
+            size_t l = strlen(got);
+            snprintf(got + l, sizeof got - l, "%s%d/%d", i ? "," : "", st[i], mem[i]);
+        }
+        if (strcmp(got, w[4]) != 0) {
+            fail(c, "%s GPU %" PRId64 " layout %s, want %s", w[2], gi, got, w[4]);
         }
     } else if (strcmp(w[1], "share") == 0) {
         /* expect share <node> <gpu> <thousandths held> <tasks> */
