@@ -35,6 +35,7 @@ typedef struct agent_cfg {
     const char *node;      /* node name */
     const char *rack;      /* rack name ("" none) */
     const char *gpus;      /* --gpus spec */
+    uint64_t share_mask;   /* --share-gpus: GPU indexes offered to fractional tasks (bit i) */
     char listen_host[256]; /* --listen host */
     int listen_port;       /* --listen port; 0 picks one */
     const char *advertise; /* address the controller and gang peers use */

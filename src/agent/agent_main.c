@@ -56,6 +56,8 @@ static void usage(FILE *f)
         "  --node NAME           node name (default: host name)\n"
         "  --rack R              rack (topology domain)\n"
         "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
+        "  --share-gpus all|I,J  GPUs offered to fractional tasks (--gpu-fraction): MPS limits\n"
+        "                        where an MPS daemon runs, else time-slicing (default none)\n"
         "                        e.g. sim:'8xH100 SXM' or sim:'4xA30,mig=1g.6gb:4'\n"
         "  --listen ADDR:PORT    metrics and logs server (default 127.0.0.1:8621; port 0: any)\n"
         "  --advertise ADDR      address told to the controller (default: the listen address;\n"
@@ -166,6 +168,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"node", required_argument, NULL, 'n'},
         {"rack", required_argument, NULL, 'r'},
         {"gpus", required_argument, NULL, 'g'},
+        {"share-gpus", required_argument, NULL, 'S'},
         {"listen", required_argument, NULL, 'l'},
         {"advertise", required_argument, NULL, 'a'},
         {"state-dir", required_argument, NULL, 'd'},
@@ -215,6 +218,22 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             break;
         case 'g':
             c->gpus = optarg;
+            break;
+        case 'S':
+            if (strcmp(optarg, "all") == 0) {
+                c->share_mask = UINT64_MAX;
+                break;
+            }
+            c->share_mask = 0;
+            for (const char *p = optarg; *p;) {
+                char *end = NULL;
+                long i = strtol(p, &end, 10);
+                if (end == p || i < 0 || i > 63 || (*end && *end != ',')) {
+                    return flag_error("--share-gpus", "want all or GPU indexes 0..63, e.g. 0,1");
+                }
+                c->share_mask |= UINT64_C(1) << i;
+                p = *end ? end + 1 : end;
+            }
             break;
         case 'l':
             listen = optarg;
@@ -569,6 +588,11 @@ static void start_job(agent *a, const cr_job_spec *given)
     } else {
         cr_debug("agent: job=%lld started pid=%d gpus=%zu", (long long)s->job, (int)p->pid,
                  s->gpu_count);
+        if (s->gpu_milli || s->gpu_mem_bytes) {
+            cr_info("agent: job=%lld shares GPU %d (%lld/1000, %lld bytes): %s", (long long)s->job,
+                    s->gpu_count ? s->gpus[0] : -1, (long long)s->gpu_milli,
+                    (long long)s->gpu_mem_bytes, cr_job_gpu_sharing());
+        }
     }
 done:
     a->nprocs++;

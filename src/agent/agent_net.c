@@ -108,6 +108,11 @@ json_t *cr__agent_register_body(const agent *a)
                                               "nvlink_domain", cr__agent_wire_domain(g), "health",
                                               cr_gpu_health_name(a->health[i].state), "reason",
                                               a->health[i].reason, "mig", mig));
+        if (g->index >= 0 && g->index < 64 && (a->cfg.share_mask >> g->index & 1) &&
+            g->mig_count == 0) {
+            json_object_set_new(json_array_get(gpus, json_array_size(gpus) - 1), "shareable",
+                                json_true());
+        }
     }
     json_t *running = json_array();
     for (size_t i = 0; i < a->nprocs; i++) {

@@ -182,7 +182,10 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         (rc = get_int(j, path, "port", 0, 65535, 0, &s.port, err, errlen)) < 0 ||
         (rc = get_int(j, path, "uid", -1, UINT32_MAX - 1, 0, &uid, err, errlen)) < 0 ||
         (rc = get_int(j, path, "gid", -1, UINT32_MAX - 1, 0, &gid, err, errlen)) < 0 ||
-        (rc = get_int(j, path, "mem_bytes", 0, INT64_MAX, 0, &s.mem_bytes, err, errlen)) < 0) {
+        (rc = get_int(j, path, "mem_bytes", 0, INT64_MAX, 0, &s.mem_bytes, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "gpu_milli", 0, 999, 0, &s.gpu_milli, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "gpu_mem_bytes", 0, INT64_C(1) << 50, 0, &s.gpu_mem_bytes, err,
+                      errlen)) < 0) {
         goto fail;
     }
     if ((uid >= 0) != (gid >= 0)) {
@@ -437,6 +440,10 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     }
     if (*s->tenant) {
         json_object_set_new(j, "tenant", json_string(s->tenant));
+    }
+    if (s->gpu_milli || s->gpu_mem_bytes) {
+        json_object_set_new(j, "gpu_milli", json_integer(s->gpu_milli));
+        json_object_set_new(j, "gpu_mem_bytes", json_integer(s->gpu_mem_bytes));
     }
     json_t *g = json_array();
     for (size_t i = 0; i < s->gpu_count; i++) {

@@ -44,11 +44,24 @@ char **cr_job_env_base(const cr_job_spec *s, const char *home_fallback)
 static int corral_owned(const char *kv)
 {
     static const char *const names[] = {
-        "CUDA_VISIBLE_DEVICES", "CORRAL_JOB_ID",    "CORRAL_CHECKPOINT_DIR",
-        "CORRAL_NODE",          "MASTER_ADDR",      "MASTER_PORT",
-        "WORLD_SIZE",           "NODE_RANK",        "RANK",
-        "LOCAL_RANK",           "LOCAL_WORLD_SIZE", "NNODES",
+        "CUDA_VISIBLE_DEVICES",
+        "CORRAL_JOB_ID",
+        "CORRAL_CHECKPOINT_DIR",
+        "CORRAL_NODE",
+        "MASTER_ADDR",
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "NODE_RANK",
+        "RANK",
+        "LOCAL_RANK",
+        "LOCAL_WORLD_SIZE",
+        "NNODES",
         "GROUP_RANK",
+        /* a shared GPU's limits: the job must not raise its own */
+        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+        "CORRAL_GPU_SHARING",
+        "CORRAL_GPU_FRACTION",
     };
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         size_t n = strlen(names[i]);
@@ -82,13 +95,18 @@ static void overlay(char **v, size_t *n, char *const *add, size_t count)
     }
 }
 
+const char *cr_job_gpu_sharing(void)
+{
+    return access(CR_MPS_CONTROL, F_OK) == 0 ? "mps" : "time-slicing";
+}
+
 char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
 {
     size_t nb = 0;
     while (base && base[nb]) {
         nb++;
     }
-    size_t cap = nb + s->envc + s->secretc + 16;
+    size_t cap = nb + s->envc + s->secretc + 24; /* Corral's own: at most 17 */
     char **v = cr_calloc(cap + 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -117,6 +135,20 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     v[n++] = cr_asprintf("CORRAL_NODE=%s", node ? node : "");
     if (s->checkpoint_dir) {
         v[n++] = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", s->checkpoint_dir);
+    }
+    if (s->gpu_milli || s->gpu_mem_bytes) {
+        /* A fractional task on a shared GPU. The contract: MPS clients
+         * honour these limits when an MPS control daemon serves the GPU
+         * (its pipe is at CR_MPS_CONTROL); otherwise the GPU is
+         * time-sliced and the limits are the job's to keep. */
+        int pct = s->gpu_milli ? (int)((s->gpu_milli + 9) / 10) : 100;
+        v[n++] = cr_asprintf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", pct < 1 ? 1 : pct);
+        if (s->gpu_mem_bytes) {
+            v[n++] = cr_asprintf("CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=%lldM",
+                                 (long long)((s->gpu_mem_bytes + (1 << 20) - 1) >> 20));
+        }
+        v[n++] = cr_asprintf("CORRAL_GPU_FRACTION=%.3f", (double)s->gpu_milli / 1000.0);
+        v[n++] = cr_asprintf("CORRAL_GPU_SHARING=%s", cr_job_gpu_sharing());
     }
     if (s->has_gang) {
         /* One process per node, as torchrun expects to be started: RANK is

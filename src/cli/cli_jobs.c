@@ -38,6 +38,10 @@ static const cli_opt submit_opts[] = {
      0, 0, 0},
     {"mig", CLI_STR, "PROFILE", "a MIG slice instead of whole GPUs (e.g. 1g.10gb)", NULL, 0, 0, 0},
     {"gpu-mem", CLI_INT, "GB", "minimum memory per GPU in GB", NULL, 1, 4096, 0},
+    {"gpu-fraction", CLI_F64, "F", "part of one shareable GPU (0.25: a quarter of its compute)",
+     NULL, 0, 1, 0},
+    {"gpu-share-mem", CLI_STR, "SIZE", "memory held on a shareable GPU (10G): a fractional task",
+     NULL, 0, 0, 0},
     {"nodes", CLI_INT, "N", "nodes to spread the GPUs over, evenly (0: any spread)", NULL, 0, 1024,
      0},
     {"kind", CLI_STR, "KIND", "workload kind, for the advisor", JOB_KINDS, 0, 0, 0},
@@ -137,6 +141,27 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
             goto bad;
         }
         json_object_set_new(job, "mem_bytes", json_integer(bytes));
+    }
+    const cli_val *fr = cr__cli_arg(a, "gpu-fraction");
+    if (fr->set) {
+        long milli = (long)(fr->f * 1000 + 0.5);
+        if (milli < 1 || milli > 999) {
+            fprintf(ctx->err, "corral submit: --gpu-fraction: want more than 0 and less than 1 "
+                              "(0.001..0.999); a whole GPU is --gpus 1\n");
+            goto bad;
+        }
+        json_object_set_new(job, "gpu_milli", json_integer(milli));
+    }
+    const cli_val *sm = cr__cli_arg(a, "gpu-share-mem");
+    if (sm->set) {
+        int64_t bytes;
+        if (cr_parse_bytes(sm->str, &bytes) != 0 || bytes < (1 << 20)) {
+            fprintf(ctx->err,
+                    "corral submit: --gpu-share-mem: '%s' is not a size of at least 1M (10G)\n",
+                    sm->str);
+            goto bad;
+        }
+        json_object_set_new(job, "gpu_mem_bytes", json_integer(bytes));
     }
     const cli_val *t = cr__cli_arg(a, "time");
     if (t->set && t->i > CLI_MAX_TIME_LIMIT_S * CR_NS_PER_SEC) {

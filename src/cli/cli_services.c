@@ -18,6 +18,7 @@ static const cli_opt svc_opts[] = {
     {"gpus", CLI_INT, "N", "GPUs per replica (at least 1)", NULL, 1, 4096, 0},
     {"gpu-type", CLI_STR, "TYPE", "GPU model, auto (the advisor picks) or any", NULL, 0, 0, 0},
     {"mig", CLI_STR, "PROFILE", "a MIG slice per replica (e.g. 1g.10gb)", NULL, 0, 0, 0},
+    {"gpu-fraction", CLI_F64, "F", "part of one shareable GPU per replica (0.3)", NULL, 0, 1, 0},
     {"min", CLI_INT, "N", "minimum replicas (0 allows scale to zero)", NULL, 0, 10000, 0},
     {"max", CLI_INT, "N", "maximum replicas", NULL, 1, 10000, 0},
     {"concurrency", CLI_F64, "N", "target in-flight requests per replica", NULL, 0, 1000000, 0},
@@ -91,6 +92,16 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
         json_object_set_new(b, "target", json_pack("{s:f}", "concurrency", cc->f));
     } else if (p95->set) {
         json_object_set_new(b, "target", json_pack("{s:f}", "p95_ms", p95->f));
+    }
+    const cli_val *fr = cr__cli_arg(a, "gpu-fraction");
+    if (fr->set) {
+        long milli = (long)(fr->f * 1000 + 0.5);
+        if (milli < 1 || milli > 999) {
+            fprintf(ctx->err, "corral services create: --gpu-fraction: want more than 0 and less "
+                              "than 1 (0.001..0.999)\n");
+            goto bad;
+        }
+        json_object_set_new(b, "gpu_milli", json_integer(milli));
     }
     /* The advisor's hints, as 'corral submit' sends them: the server checks
      * the name against data/models and the precision against its list. */

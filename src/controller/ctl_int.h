@@ -79,6 +79,8 @@ typedef struct ctl_job {
     char last_node[CTL_NAME_MAX]; /* first node of the last placement (logs) */
     char mig_profile[32];
     double gpu_mem_gb;
+    int gpu_milli;         /* fractional: thousandths of one shareable GPU (0: whole GPUs) */
+    int64_t gpu_mem_bytes; /* fractional: memory held on the shared GPU (0: none asked) */
     char kind[16];
     bool preemptible;
     int64_t time_limit_s, checkpoint_interval_s;
@@ -122,6 +124,7 @@ typedef struct ctl_gpu {
     double util_pct, temp_c, power_w;
     uint64_t mem_used_bytes;
     int64_t alloc_job; /* whole-GPU holder (0 = free) */
+    bool shareable;    /* the agent offers it to fractional tasks (--share-gpus) */
 } ctl_gpu;
 
 typedef struct ctl_poll {

@@ -26,17 +26,18 @@
 /* array x the spec's size, one submit */
 
 static const char *const job_members[] = {
-    "name",        "tenant",
-    "command",     "gpus",
-    "gpu_type",    "mig_profile",
-    "gpu_mem_gb",  "nodes",
-    "kind",        "model",
-    "priority",    "time_limit_s",
-    "preemptible", "checkpoint_interval_s",
-    "max_retries", "env",
-    "workdir",     "array",
-    "cpus",        "mem_bytes",
-    "secrets",     NULL,
+    "name",          "tenant",
+    "command",       "gpus",
+    "gpu_type",      "mig_profile",
+    "gpu_mem_gb",    "nodes",
+    "kind",          "model",
+    "priority",      "time_limit_s",
+    "preemptible",   "checkpoint_interval_s",
+    "max_retries",   "env",
+    "workdir",       "array",
+    "cpus",          "mem_bytes",
+    "secrets",       "gpu_milli",
+    "gpu_mem_bytes", NULL,
 };
 static const char *const model_members[] = {"params",    "method", "tokens",
                                             "precision", "name",   NULL};
@@ -104,6 +105,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
     const char *workdir = "";
     int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 3, arr = 1, mem_bytes = 0;
+    int64_t gmilli = 0, gmem = 0;
     double mem = 0, cpus = 0;
     bool preemptible = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL, *secrets = NULL;
@@ -128,6 +130,8 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err)) ||
         (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
         (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err)) ||
+        (rc = cr_json_int(body, "", "gpu_milli", false, 0, 999, &gmilli, err)) ||
+        (rc = cr_json_int(body, "", "gpu_mem_bytes", false, 0, INT64_C(1) << 50, &gmem, err)) ||
         (!from_doc && (rc = cr_json_obj(body, "", "secrets", false, &secrets, err)))) {
         goto out;
     }
@@ -137,6 +141,14 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (json_object_get(body, "mem_bytes") && mem_bytes < (1 << 20)) {
         rc = cr_json_fail(err, CR_EINVAL, "mem_bytes", "field 'mem_bytes': at least 1 MiB");
+        goto out;
+    }
+    /* A fractional task: part of one shareable GPU (docs/scheduler.md). */
+    if ((gmilli || gmem) && (gpus != 1 || nodes > 1 || *mig)) {
+        rc = cr_json_fail(err, CR_EINVAL, gmilli ? "gpu_milli" : "gpu_mem_bytes",
+                          "field '%s': a part of a GPU needs gpus 1, nodes 0 or 1 and no "
+                          "mig_profile",
+                          gmilli ? "gpu_milli" : "gpu_mem_bytes");
         goto out;
     }
     /* Names are printed in tables and logs: no control characters (a job
@@ -275,6 +287,12 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (mem_bytes > 0) {
         json_object_set_new(j->spec, "mem_bytes", json_integer(mem_bytes));
     }
+    if (gmilli > 0) {
+        json_object_set_new(j->spec, "gpu_milli", json_integer(gmilli));
+    }
+    if (gmem > 0) {
+        json_object_set_new(j->spec, "gpu_mem_bytes", json_integer(gmem));
+    }
     if (json_object_size(secrets) > 0) {
         /* The API shows which secrets a job has, never their values. */
         json_t *names = json_array();
@@ -296,6 +314,8 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     snprintf(j->mig_profile, sizeof j->mig_profile, "%s", mig);
     snprintf(j->kind, sizeof j->kind, "%s", kind);
     j->gpu_mem_gb = mem;
+    j->gpu_milli = (int)gmilli;
+    j->gpu_mem_bytes = gmem;
     j->preemptible = preemptible;
     j->time_limit_s = tl;
     j->checkpoint_interval_s = ckpt;

@@ -253,6 +253,10 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                               j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
                               gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
+        if (j->gpu_milli || j->gpu_mem_bytes) {
+            json_object_set_new(e, "gpu_milli", json_integer(j->gpu_milli));
+            json_object_set_new(e, "gpu_mem_bytes", json_integer(j->gpu_mem_bytes));
+        }
         desired_fence(c, j, pl, e);
         if (j->secrets_enc) {
             /* Opened only here, for the node's own credential (the caller
@@ -341,6 +345,7 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         if (detail && g->mig) {
             json_object_set(v, "mig", g->mig);
         }
+        json_object_set_new(v, "shareable", json_boolean(g->shareable));
         /* MIG instances in use on this GPU (it is then partly allocated) */
         json_int_t mig_busy = 0;
         for (size_t q = 0; g->mig && q < n->njobs; q++) {
@@ -392,6 +397,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
         if (g->mig) {
             json_object_set(v, "mig", g->mig);
         }
+        if (g->shareable) {
+            json_object_set_new(v, "shareable", json_true());
+        }
         json_array_append_new(gpus, v);
     }
     json_t *doc =
@@ -431,8 +439,9 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     static const char *const members[] = {"node",      "addr", "port",      "rack",
                                           "gpus",      "cpus", "mem_bytes", "running",
                                           "isolation", "tls",  NULL};
-    static const char *const gpu_members[] = {
-        "index", "uuid", "model", "mem_bytes", "nvlink_domain", "health", "reason", "mig", NULL};
+    static const char *const gpu_members[] = {"index",         "uuid",   "model",  "mem_bytes",
+                                              "nvlink_domain", "health", "reason", "mig",
+                                              "shareable",     NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     /* Stored documents may also hold a GPU that vanished (see gpus_merge). */
     static const char *const stored_healths[] = {"ok", "xid", "ecc", "hot", "gone", NULL};
@@ -507,6 +516,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         int64_t index = (int64_t)i, gmem = 0, nvl = 0;
         const char *uuid = "", *model = "", *health = "ok", *reason = "";
         json_t *mig = NULL;
+        bool shareable = false;
         if (!json_is_object(g)) {
             return cr_json_fail(err, CR_EINVAL, path, "field '%s': must be an object", path);
         }
@@ -519,7 +529,8 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
             (rc = cr_json_str(g, path, "health", false, 15, &health, err)) ||
             (rc = cr_json_enum(health, "health", strict ? healths : stored_healths, err)) ||
             (rc = cr_json_str(g, path, "reason", false, 127, &reason, err)) ||
-            (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err))) {
+            (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err)) ||
+            (rc = cr_json_bool(g, path, "shareable", false, &shareable, err))) {
             return rc;
         }
         /* Placements name GPUs by index and jobs get them by UUID: each
@@ -546,6 +557,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         x->mem_bytes = (uint64_t)gmem;
         x->nvlink = (int)nvl;
         x->mig = json_array_size(mig) ? json_deep_copy(mig) : NULL;
+        x->shareable = shareable && !x->mig; /* by slices or by fractions, not both */
         memset(x->mig_start, -1, sizeof x->mig_start);
     }
     return 0;
@@ -576,8 +588,9 @@ static void node_mark_alloc(ctl *c, ctl_node *n)
     for (size_t i = 0; i < n->njobs; i++) {
         ctl_job *j = ctl_job_get(c, n->jobs[i]);
         for (size_t k = 0; j && k < j->nplace; k++) {
-            if (strcmp(j->place[k].node, n->name) != 0 || *j->place[k].mig_profile) {
-                continue;
+            if (strcmp(j->place[k].node, n->name) != 0 || *j->place[k].mig_profile ||
+                j->gpu_milli || j->gpu_mem_bytes) {
+                continue; /* slices and shares have no one holder */
             }
             for (size_t q = 0; q < j->place[k].ngpus; q++) {
                 for (size_t g = 0; g < n->ngpus; g++) {

@@ -140,7 +140,8 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
                                            .mem_bytes = n->gpus[i].mem_bytes,
                                            .nvlink = (uint16_t)n->gpus[i].nvlink,
                                            .bad = strcmp(n->gpus[i].health, "ok") != 0,
-                                           .mig = mig};
+                                           .mig = mig,
+                                           .share = n->gpus[i].shareable && !mig};
         }
         cr_sched_node_spec spec = {.name = n->name,
                                    .rack = n->rack,
@@ -219,6 +220,8 @@ typedef struct job_req {
     char kind[16];
     int priority, gpus, nodes;
     double gpu_mem_gb;
+    int gpu_milli;
+    int64_t gpu_mem_bytes;
     bool preemptible;
     int64_t time_limit_s, checkpoint_interval_s, submit_ns;
     ctl_auto_hints hints; /* auto: what the performance model needs */
@@ -237,6 +240,8 @@ static void req_of(const ctl_job *j, job_req *r)
     r->gpus = j->gpus;
     r->nodes = j->nodes;
     r->gpu_mem_gb = j->gpu_mem_gb;
+    r->gpu_milli = j->gpu_milli;
+    r->gpu_mem_bytes = j->gpu_mem_bytes;
     r->preemptible = j->preemptible;
     r->time_limit_s = j->time_limit_s;
     r->checkpoint_interval_s = j->checkpoint_interval_s;
@@ -269,6 +274,8 @@ static void spec_of(placer *pl, const job_req *r, cr_sched_job_spec *sp, double 
     }
     sp->mem_bytes = (uint64_t)(r->gpu_mem_gb * 1e9);
     sp->mig_profile = r->mig;
+    sp->gpu_milli = (uint16_t)r->gpu_milli;
+    sp->gpu_mem_bytes = (uint64_t)r->gpu_mem_bytes;
     sp->node_count = (uint32_t)r->nodes;
     sp->time_limit_ns = r->time_limit_s * CR_NS_PER_SEC;
     sp->preemptible = r->preemptible;
@@ -362,8 +369,17 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
             for (size_t q = 0; q < j->place[k].ngpus && ns < 256; q++) {
                 for (size_t g = 0; g < n->ngpus; g++) {
                     if (n->gpus[g].index == j->place[k].gpus[q]) {
-                        slots[ns++] = (cr_sched_slot){
-                            .node = n->sched_idx, .gpu = (uint16_t)g, .mig_start = -1};
+                        /* a fractional task holds its share of the GPU */
+                        uint64_t gm = n->gpus[g].mem_bytes;
+                        int milli = sp.gpu_milli        ? sp.gpu_milli
+                                    : !sp.gpu_mem_bytes ? 0
+                                    : !gm || sp.gpu_mem_bytes >= gm
+                                        ? 1000
+                                        : (int)((sp.gpu_mem_bytes * 1000 + gm - 1) / gm);
+                        slots[ns++] = (cr_sched_slot){.node = n->sched_idx,
+                                                      .gpu = (uint16_t)g,
+                                                      .mig_start = -1,
+                                                      .milli = (uint16_t)milli};
                     }
                 }
             }
@@ -485,8 +501,8 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
             pp->mig_start[pp->ngpus] = sl->mig_start;
             pp->gpus[pp->ngpus++] = gidx;
         }
-        if (n && sl->mig_start < 0 && sl->gpu < n->ngpus) {
-            n->gpus[sl->gpu].alloc_job = j->id;
+        if (n && sl->mig_start < 0 && !sl->milli && sl->gpu < n->ngpus) {
+            n->gpus[sl->gpu].alloc_job = j->id; /* (shared GPUs have no one holder) */
         }
     }
     if (j->nplace) {
@@ -522,6 +538,15 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     }
     if (d->borrowed) {
         cr_buf_puts(&b, "; on borrowed capacity above the tenant quota");
+    }
+    if (d->nslots == 1 && d->slots[0].milli) {
+        cr_buf_printf(&b, "; a %.3g share of the GPU", d->slots[0].milli / 1000.0);
+        if (j->gpu_mem_bytes) {
+            cr_buf_printf(&b, " with %.3g GB of its memory", (double)j->gpu_mem_bytes / 1e9);
+        }
+        cr_buf_puts(&b, ", shared with other fractional tasks (the agent enforces it with MPS "
+                        "where an MPS daemon runs, else time-slicing: CORRAL_GPU_SHARING in the "
+                        "job's environment)");
     }
     job_req r;
     req_of(j, &r);

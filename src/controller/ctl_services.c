@@ -146,9 +146,10 @@ static void autoscaler_setup(ctl_service *s)
 #define SVC_BYTES_MAX (64 << 20) /* max_replicas x the replica spec's size */
 
 static const char *const svc_members[] = {
-    "name",         "tenant",   "command", "gpus",       "gpu_type", "mig_profile",
-    "gpu_mem_gb",   "env",      "workdir", "model",      "priority", "min_replicas",
-    "max_replicas", "replicas", "target",  "ready_path", NULL,
+    "name",        "tenant",       "command",       "gpus",     "gpu_type",
+    "mig_profile", "gpu_mem_gb",   "env",           "workdir",  "model",
+    "priority",    "min_replicas", "max_replicas",  "replicas", "target",
+    "ready_path",  "gpu_milli",    "gpu_mem_bytes", NULL,
 };
 
 static bool name_ok(const char *s)
@@ -222,9 +223,9 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     }
     /* The replica job: validated by the job rules, so errors name the same fields. */
     json_t *jr = json_object();
-    static const char *const pass[] = {"command",    "gpus", "gpu_type", "mig_profile",
-                                       "gpu_mem_gb", "env",  "workdir",  "model",
-                                       "priority",   NULL};
+    static const char *const pass[] = {"command",    "gpus",      "gpu_type",      "mig_profile",
+                                       "gpu_mem_gb", "env",       "workdir",       "model",
+                                       "priority",   "gpu_milli", "gpu_mem_bytes", NULL};
     for (size_t i = 0; pass[i]; i++) {
         json_t *x = json_object_get(v, pass[i]);
         if (x) {

@@ -27,7 +27,9 @@
  *    failure.
  *
  * Invariants (cr_sched_check() verifies them; the simulator calls it after
- * every event): no GPU or MIG slice is allocated twice; per-node, per-rack
+ * every event): no GPU or MIG slice is allocated twice; fractional tasks
+ * sit only on shareable GPUs, never beside a whole-GPU or MIG job, and their
+ * fractions (and memory) on one GPU sum to at most 1 (its memory); per-node, per-rack
  * and per-type free counters equal a recount; a running gang holds exactly
  * its GPU count on exactly its node count; a tenant's non-borrowed use of a
  * GPU type never exceeds its quota.
@@ -87,6 +89,24 @@ const char *cr_sched_policy_name(cr_sched_policy p);
 
 #define CR_SCHED_LAS_MAX_QUEUES 8
 
+/* Where a fractional task (gpu_milli / gpu_mem_bytes) goes among the
+ * shareable GPUs that can hold it (docs/scheduler.md, "GPU sharing"). */
+typedef enum cr_sched_share_policy {
+    /* The GPU where the expected fragmentation of its node, under the mix
+     * of recent task sizes, grows least (after FGD, Weng et al. ATC'23). */
+    CR_SHARE_FRAG = 0,
+    CR_SHARE_BEST_FIT,  /* the GPU with the least room left after it */
+    CR_SHARE_WORST_FIT, /* the GPU with the most room left after it */
+    CR_SHARE_POLICY_COUNT
+} cr_sched_share_policy;
+
+/* "frag", "best-fit", "worst-fit" -> policy. CR_EINVAL if unknown. */
+int cr_sched_share_policy_parse(const char *name, cr_sched_share_policy *out);
+const char *cr_sched_share_policy_name(cr_sched_share_policy p);
+
+/* Recent task sizes remembered for the fragmentation-aware policy. */
+#define CR_SCHED_MIX_WINDOW 1024
+
 typedef struct cr_sched_config {
     cr_sched_policy policy;
     bool backfill;   /* EASY backfill behind the blocked head job (default on) */
@@ -116,6 +136,9 @@ typedef struct cr_sched_config {
      * taken as the runtime on the slowest type the job may use); jobs
      * without one start wherever there is room, as before. */
     bool wait_for_faster;
+    /* Placement of fractional tasks on shareable GPUs (default
+     * CR_SHARE_FRAG); applies under every policy. */
+    cr_sched_share_policy share_policy;
 } cr_sched_config;
 
 /* Fill *cfg with the defaults for a policy. */
@@ -180,7 +203,9 @@ const char *cr_sched_tenant_name(const cr_sched *s, int tenant);
 /* Fair-share weight (> 0). */
 int cr_sched_tenant_set_weight(cr_sched *s, int tenant, double weight);
 /* Quota: at most gpus GPUs of the type held without borrowing; -1 removes
- * the quota (unlimited). A MIG slice counts as one GPU. */
+ * the quota (unlimited). A MIG slice counts as one GPU, a fractional task
+ * as its fraction (quotas and usage are kept in thousandths). gpus <=
+ * INT32_MAX, else CR_EINVAL. */
 int cr_sched_tenant_set_quota(cr_sched *s, int tenant, int type, int64_t gpus);
 
 /* ------------------------------------------------------------------------ */
@@ -200,6 +225,7 @@ typedef struct cr_sched_gpu_spec {
     uint16_t nvlink;    /* NVLink domain inside the node (GPUs sharing it) */
     bool bad;           /* unhealthy: never allocated */
     bool mig;           /* in MIG mode: allocated by slices, never whole */
+    bool share;         /* shareable: fractional tasks may pack on it (not with mig) */
 } cr_sched_gpu_spec;
 
 typedef struct cr_sched_node_spec {
@@ -232,8 +258,9 @@ int cr_sched_node_set_state(cr_sched *s, uint32_t node, cr_sched_node_state st, 
  * above. reason borrowed. */
 int cr_sched_gpu_set_health(cr_sched *s, uint32_t node, uint32_t gpu, bool ok, const char *reason,
                             int64_t now_ns, uint64_t **requeued, size_t *n_requeued);
-/* Switch MIG mode on an idle GPU of a MIG-capable type. CR_EBUSY if in use,
- * CR_ENOTSUP if the type has no MIG geometry. */
+/* Switch MIG mode on an idle GPU of a MIG-capable type. CR_EBUSY if in use
+ * (fractional tasks included), CR_ENOTSUP if the type has no MIG geometry,
+ * CR_EINVAL to turn it on for a shareable GPU. */
 int cr_sched_gpu_set_mig(cr_sched *s, uint32_t node, uint32_t gpu, bool mig);
 /*
  * Fix a MIG GPU's instance layout: the instances that exist on the device
@@ -244,11 +271,27 @@ int cr_sched_gpu_set_mig(cr_sched *s, uint32_t node, uint32_t gpu, bool mig);
  * always gets the same starts. The GPU goes into MIG mode and from then on
  * a MIG job is placed only on a free instance of this layout with the
  * profile it asked for. n = 0 goes back to carving on demand. CR_EBUSY if
- * the GPU is in use, CR_ENOTSUP if the type has no MIG geometry, CR_ENOENT
- * for an unknown profile, CR_ERANGE if the instances do not fit together.
+ * the GPU is in use (fractional tasks included), CR_EINVAL for a shareable
+ * GPU, CR_ENOTSUP if the type has no MIG geometry, CR_ENOENT for an unknown
+ * profile, CR_ERANGE if the instances do not fit together.
  */
 int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t node, uint32_t gpu,
                                 const char *const *profiles, size_t n, int *starts);
+/*
+ * Dynamic MIG on a GPU with a fixed layout: when a MIG job fits no free
+ * instance anywhere, the scheduler may destroy idle instances of such a GPU
+ * and create the job's instance in their place (at a valid start that no
+ * busy instance overlaps); a busy instance is never touched. The start
+ * decision then has mig_repartitioned set and the GPU's layout (read with
+ * cr_sched_gpu_mig_layout) is the new one, for the caller to apply (destroy
+ * and create GPU/compute instances) before the job runs. CR_ENOTSUP if the
+ * type has no MIG geometry.
+ */
+int cr_sched_gpu_set_mig_dynamic(cr_sched *s, uint32_t node, uint32_t gpu, bool dynamic);
+/* A GPU's fixed MIG layout: up to 8 instances' start slice, memory slices
+ * and compute slices; returns the count (0: carved on demand). */
+int cr_sched_gpu_mig_layout(const cr_sched *s, uint32_t node, uint32_t gpu, int *start, int *mem,
+                            int *compute);
 
 typedef struct cr_sched_node_info {
     const char *name;
@@ -269,7 +312,12 @@ typedef struct cr_sched_gpu_info {
     bool mig;
     uint8_t mig_used_mask; /* MIG: memory slices in use */
     uint8_t mig_fixed;     /* MIG: instances in the fixed layout, 0 = carved on demand */
+    bool mig_dynamic;      /* MIG: idle instances may be repartitioned */
     uint64_t job;          /* whole-GPU holder, 0 if free or MIG */
+    bool share;            /* shareable */
+    uint16_t share_milli;  /* shareable: thousandths of the GPU held by fractional tasks */
+    uint64_t share_mem;    /* shareable: memory held by fractional tasks */
+    uint32_t share_jobs;   /* shareable: fractional tasks on it */
 } cr_sched_gpu_info;
 
 int cr_sched_node_info_get(const cr_sched *s, uint32_t node, cr_sched_node_info *out);
@@ -337,6 +385,14 @@ typedef struct cr_sched_job_spec {
     int64_t checkpoint_interval_ns; /* 0 = no checkpoints: preemption loses all */
     int64_t submit_ns;
     int64_t attained_gpu_ns; /* service already received (e.g. before a restart) */
+    /* Fractional GPU: a part of one shareable GPU, never beside a whole-GPU
+     * or MIG job. gpu_milli 1..999 = thousandths of its compute; 0 = whole
+     * GPUs (unless gpu_mem_bytes is set). gpu_mem_bytes > 0 = memory held
+     * on the shared GPU (the sum on a GPU never exceeds its memory); a task
+     * giving only memory holds the same fraction of the compute, rounded
+     * up. Either one needs gpu_count 1, node_count <= 1, no MIG profile. */
+    uint16_t gpu_milli;
+    uint64_t gpu_mem_bytes;
 } cr_sched_job_spec;
 
 typedef enum cr_sched_job_state {
@@ -351,6 +407,7 @@ typedef struct cr_sched_slot {
     int8_t mig_start;    /* first memory slice, -1 = whole GPU */
     uint8_t mig_mem;     /* memory slices (MIG only) */
     uint8_t mig_compute; /* compute slices (MIG only) */
+    uint16_t milli;      /* fractional: thousandths of the shared GPU; 0 = not shared */
 } cr_sched_slot;
 
 /* Add a pending job. spec borrowed (copied). CR_EEXIST for a live id,
@@ -420,6 +477,7 @@ typedef struct cr_sched_decision {
     const cr_sched_slot *slots;
     bool borrowed;          /* START: above quota, on borrowed capacity */
     bool backfilled;        /* START: started ahead of a reservation */
+    bool mig_repartitioned; /* START: its MIG GPU's layout was rewritten for it */
     int64_t lost_work_ns;   /* PREEMPT: wall time since its last checkpoint */
     uint64_t preempted_for; /* PREEMPT: the job that needed its GPUs */
     const char *reason;     /* PREEMPT: plain words; START: "" */
@@ -451,6 +509,7 @@ typedef struct cr_sched_stats {
     uint32_t last_started;
     uint32_t last_preempted;
     uint32_t last_backfilled;
+    uint64_t mig_repartitions; /* dynamic MIG layouts rewritten, in all */
 } cr_sched_stats;
 
 void cr_sched_stats_get(const cr_sched *s, cr_sched_stats *out);

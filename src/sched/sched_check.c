@@ -43,6 +43,10 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
     uint64_t *owner = cr_calloc(ngpu ? ngpu : 1, sizeof(uint64_t));
     uint8_t *mask = cr_calloc(ngpu ? ngpu : 1, 1);
     uint8_t *comp = cr_calloc(ngpu ? ngpu : 1, 1);
+    /* fractional tasks per GPU: thousandths, memory, count */
+    uint32_t *shm = cr_calloc(ngpu ? ngpu : 1, sizeof(uint32_t));
+    uint64_t *shb = cr_calloc(ngpu ? ngpu : 1, sizeof(uint64_t));
+    uint32_t *shn = cr_calloc(ngpu ? ngpu : 1, sizeof(uint32_t));
     uint32_t(*nb)[CR_SCHED_MAX_TYPES] = cr_calloc((size_t)s->ntenants + 1, sizeof(*nb));
     uint32_t(*bb)[CR_SCHED_MAX_TYPES] = cr_calloc((size_t)s->ntenants + 1, sizeof(*bb));
     uint32_t *pernode = cr_calloc((size_t)s->nnodes + 1, sizeof(uint32_t));
@@ -107,8 +111,35 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
                           nd->name, sl->gpu, g->bad ? "bad" : "of another type");
                 goto out;
             }
-            if (sl->mig_start < 0) {
-                if (g->mig || owner[gi] || mask[gi]) {
+            bool frac = j->spec.gpu_milli > 0 || j->spec.gpu_mem_bytes > 0;
+            if (frac != (sl->milli > 0)) {
+                rc = fail(err, errlen, "job %" PRIu64 ": %s but its slot says %u thousandths",
+                          j->spec.id, frac ? "fractional" : "whole", sl->milli);
+                goto out;
+            }
+            if (frac) {
+                if (!g->share || g->mig || owner[gi] || mask[gi] || sl->mig_start >= 0 ||
+                    sl->milli != cr__sched_share_milli(j, g)) {
+                    rc = fail(err, errlen, "fractional job %" PRIu64 ": on %s GPU %u that is %s",
+                              j->spec.id, nd->name, sl->gpu,
+                              !g->share   ? "not shareable"
+                              : g->mig    ? "in MIG mode"
+                              : owner[gi] ? "held whole"
+                                          : "not its share");
+                    goto out;
+                }
+                shm[gi] += sl->milli;
+                shb[gi] += j->spec.gpu_mem_bytes;
+                shn[gi]++;
+                if (shm[gi] > 1000 || shb[gi] > g->mem_bytes) {
+                    rc = fail(err, errlen,
+                              "%s GPU %u: fractional tasks hold %u thousandths and %" PRIu64
+                              " of %" PRIu64 " bytes (job %" PRIu64 ")",
+                              nd->name, sl->gpu, shm[gi], shb[gi], g->mem_bytes, j->spec.id);
+                    goto out;
+                }
+            } else if (sl->mig_start < 0) {
+                if (g->mig || owner[gi] || mask[gi] || shn[gi]) {
                     rc = fail(err, errlen, "%s GPU %u allocated twice (job %" PRIu64 ")", nd->name,
                               sl->gpu, j->spec.id);
                     goto out;
@@ -152,10 +183,16 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
         for (uint32_t k = 0; k < j->nslots; k++) {
             pernode[j->slots[k].node] = 0;
         }
+        uint32_t held = j->slots[0].milli ? j->slots[0].milli : j->nslots * 1000u;
+        if (held != j->held) {
+            rc = fail(err, errlen, "job %" PRIu64 ": holds %u thousandths, slots say %u",
+                      j->spec.id, j->held, held);
+            goto out;
+        }
         if (j->borrowed) {
-            bb[j->spec.tenant][j->run_type] += j->nslots;
+            bb[j->spec.tenant][j->run_type] += held;
         } else {
-            nb[j->spec.tenant][j->run_type] += j->nslots;
+            nb[j->spec.tenant][j->run_type] += held;
         }
     }
     /* end-time heaps: every running whole-GPU job with a limit, in order */
@@ -172,7 +209,8 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
     }
     for (uint32_t i = 0; i < s->nrunning && rc == 0; i++) {
         const job *j = s->running[i];
-        bool want = j->slots[0].mig_start < 0 && cr__sched_job_end(j) != INT64_MAX;
+        bool want =
+            j->slots[0].mig_start < 0 && !j->slots[0].milli && cr__sched_job_end(j) != INT64_MAX;
         if (want != (j->hpos != UINT32_MAX) || s->trun[j->run_type][j->tidx] != j) {
             rc = fail(err, errlen, "job %" PRIu64 ": missing from its type's running lists",
                       j->spec.id);
@@ -192,7 +230,7 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
             uint32_t f = 0;
             for (uint32_t g = 0; g < nd->ngpu; g++) {
                 const gpu *gp = &nd->gpus[g];
-                f += gp->type == r->type && !gp->bad && !gp->mig && !gp->job;
+                f += gp->type == r->type && !gp->bad && !gp->mig && !gp->job && !gp->sh_n;
             }
             if (f != r->free) {
                 rc = fail(err, errlen, "node %s: %u free %s counted, %u by recount", nd->name,
@@ -212,6 +250,12 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
         for (uint32_t g = 0; g < nd->ngpu && rc == 0; g++) {
             const gpu *gp = &nd->gpus[g];
             size_t gi = base[n] + g;
+            if (gp->sh_n != shn[gi] || gp->sh_milli != shm[gi] || gp->sh_mem != shb[gi]) {
+                rc = fail(err, errlen,
+                          "node %s GPU %u: %u fractional tasks holding %u thousandths counted, "
+                          "%u holding %u by recount",
+                          nd->name, g, gp->sh_n, gp->sh_milli, shn[gi], shm[gi]);
+            }
             if (gp->job != owner[gi] || gp->mig_used != mask[gi] ||
                 gp->mig_compute_used != comp[gi]) {
                 rc = fail(err, errlen,
@@ -258,13 +302,15 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
         const tenant_rec *t = &s->tenants[i];
         for (int k = 0; k < s->ntypes; k++) {
             if (t->used_nb[k] != nb[i][k] || t->used_b[k] != bb[i][k]) {
-                rc = fail(err, errlen, "tenant %s: %u+%u %s counted, %u+%u by recount", t->name,
+                rc = fail(err, errlen,
+                          "tenant %s: %u+%u thousandths of %s counted, %u+%u by recount", t->name,
                           t->used_nb[k], t->used_b[k], s->types[k].name, nb[i][k], bb[i][k]);
                 break;
             }
-            if (t->quota[k] >= 0 && (int64_t)t->used_nb[k] > t->quota[k]) {
-                rc = fail(err, errlen, "tenant %s: %u %s held against a quota of %" PRId64, t->name,
-                          t->used_nb[k], s->types[k].name, t->quota[k]);
+            if (t->quota[k] >= 0 && (int64_t)t->used_nb[k] > t->quota[k] * 1000) {
+                rc = fail(err, errlen,
+                          "tenant %s: %u thousandths of %s held against a quota of %" PRId64,
+                          t->name, t->used_nb[k], s->types[k].name, t->quota[k]);
                 break;
             }
         }
@@ -274,6 +320,9 @@ out:
     free(owner);
     free(mask);
     free(comp);
+    free(shm);
+    free(shb);
+    free(shn);
     free(nb);
     free(bb);
     free(pernode);

@@ -76,6 +76,7 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->hetero_lp = false;
     cfg->hetero_window = 64;
     cfg->wait_for_faster = true;
+    cfg->share_policy = CR_SHARE_FRAG;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -83,7 +84,8 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
 int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 {
     if (!cfg || (unsigned)cfg->policy >= CR_SCHED_POLICY_COUNT || cfg->las_queues < 1 ||
-        cfg->las_queues > CR_SCHED_LAS_MAX_QUEUES || cfg->fairshare_halflife_ns <= 0) {
+        cfg->las_queues > CR_SCHED_LAS_MAX_QUEUES || cfg->fairshare_halflife_ns <= 0 ||
+        (unsigned)cfg->share_policy >= CR_SHARE_POLICY_COUNT) {
         return CR_EINVAL;
     }
     for (int i = 1; i < cfg->las_queues - 1; i++) {
@@ -130,6 +132,7 @@ void cr_sched_free(cr_sched *s)
         free(s->types[t].profs);
         free(s->types[t].bucket);
         free(s->types[t].mig_gpus);
+        free(s->types[t].sh_gpus);
     }
     for (uint32_t n = 0; n < s->nnodes; n++) {
         for (uint32_t g = 0; g < s->nodes[n].ngpu; g++) {
@@ -376,14 +379,15 @@ int cr_sched_tenant_set_weight(cr_sched *s, int tenant, double weight)
 
 int cr_sched_tenant_set_quota(cr_sched *s, int tenant, int type, int64_t gpus)
 {
-    if (tenant < 0 || tenant >= s->ntenants || type < 0 || type >= s->ntypes || gpus < -1) {
+    if (tenant < 0 || tenant >= s->ntenants || type < 0 || type >= s->ntypes || gpus < -1 ||
+        gpus > INT32_MAX) { /* (kept in thousandths: bounded) */
         return CR_EINVAL;
     }
     tenant_rec *t = &s->tenants[tenant];
     t->quota[type] = gpus;
     /* Lowering a quota below what is held turns the newest work into
      * borrowed work (preemptible by tenants under quota): quotas hold. */
-    while (gpus >= 0 && (int64_t)t->used_nb[type] > gpus) {
+    while (gpus >= 0 && (int64_t)t->used_nb[type] > gpus * 1000) {
         job *newest = NULL;
         for (uint32_t i = 0; i < s->nrunning; i++) {
             job *j = s->running[i];
@@ -397,8 +401,8 @@ int cr_sched_tenant_set_quota(cr_sched *s, int tenant, int type, int64_t gpus)
             break;
         }
         newest->borrowed = true;
-        t->used_nb[type] -= newest->nslots;
-        t->used_b[type] += newest->nslots;
+        t->used_nb[type] -= newest->held;
+        t->used_b[type] += newest->held;
     }
     return 0;
 }
@@ -424,7 +428,8 @@ void cr__sched_accrue(cr_sched *s, int64_t now_ns)
     for (int i = 0; i < s->ntenants; i++) {
         tenant_rec *t = &s->tenants[i];
         for (int k = 0; k < s->ntypes; k++) {
-            t->usage[k] = t->usage[k] * decay + (t->used_nb[k] + t->used_b[k]) * dt * 1e-9;
+            /* used_* in thousandths of a GPU */
+            t->usage[k] = t->usage[k] * decay + (t->used_nb[k] + t->used_b[k]) * dt * 1e-12;
         }
     }
     s->usage_ns = now_ns;
@@ -579,6 +584,9 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
         if (g->mig && !s->types[g->type].mig_mem) {
             return CR_ENOTSUP;
         }
+        if (g->mig && g->share) {
+            return CR_EINVAL; /* a GPU is shared by slices or by fractions, not both */
+        }
     }
     int r = cr__sched_rack_get(s, spec->rack, spec->spine);
     CR_GROW(s->nodes, s->nnodes, s->cnodes);
@@ -601,6 +609,7 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
         g->type = (int8_t)gs->type;
         g->bad = gs->bad;
         g->mig = gs->mig;
+        g->share = gs->share;
         g->nvlink = gs->nvlink;
         g->mem_bytes = gs->mem_bytes ? gs->mem_bytes : s->types[gs->type].mem_bytes;
         uint32_t k = nt_of(s, n, gs->type);
@@ -625,6 +634,11 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
         }
         if (g->mig) {
             mig_list_add(&s->types[gs->type], n, i);
+        }
+        if (g->share) {
+            gtype *gt = &s->types[gs->type];
+            CR_GROW(gt->sh_gpus, gt->nsh, gt->csh);
+            gt->sh_gpus[gt->nsh++] = n << 8 | i;
         }
         if (i > 0 && g->nvlink != nd->gpus[0].nvlink) {
             nd->multi_domain = true;
@@ -736,7 +750,12 @@ int cr_sched_gpu_info_get(const cr_sched *s, uint32_t n, uint32_t gi, cr_sched_g
     out->mig = g->mig;
     out->mig_used_mask = g->mig_used;
     out->mig_fixed = g->mig_nfix;
+    out->mig_dynamic = g->mig_dynamic;
     out->job = g->job;
+    out->share = g->share;
+    out->share_milli = g->sh_milli;
+    out->share_mem = g->sh_mem;
+    out->share_jobs = g->sh_n;
     return 0;
 }
 
@@ -896,8 +915,11 @@ int cr_sched_gpu_set_mig(cr_sched *s, uint32_t n, uint32_t gi, bool mig)
     if (!t->mig_mem) {
         return CR_ENOTSUP;
     }
-    if (g->job || g->mig_used) {
+    if (g->job || g->mig_used || g->sh_n) {
         return CR_EBUSY;
+    }
+    if (mig && g->share) {
+        return CR_EINVAL;
     }
     if (!mig) {
         g->mig_nfix = 0;
@@ -928,8 +950,11 @@ int cr_sched_gpu_set_mig_layout(cr_sched *s, uint32_t n, uint32_t gi, const char
     if (!t->mig_mem) {
         return CR_ENOTSUP;
     }
-    if (g->job || g->mig_used) {
+    if (g->job || g->mig_used || g->sh_n) {
         return CR_EBUSY;
+    }
+    if (g->share) {
+        return CR_EINVAL; /* shared by fractions: not by slices too */
     }
     const mig_prof *pr[8];
     size_t order[8];
@@ -1008,6 +1033,62 @@ int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int 
     return 0;
 }
 
+int cr_sched_gpu_set_mig_dynamic(cr_sched *s, uint32_t n, uint32_t gi, bool dynamic)
+{
+    if (n >= s->nnodes || gi >= s->nodes[n].ngpu) {
+        return CR_EINVAL;
+    }
+    gpu *g = &s->nodes[n].gpus[gi];
+    if (!s->types[g->type].mig_mem) {
+        return CR_ENOTSUP;
+    }
+    g->mig_dynamic = dynamic;
+    return 0;
+}
+
+int cr_sched_gpu_mig_layout(const cr_sched *s, uint32_t n, uint32_t gi, int *start, int *mem,
+                            int *compute)
+{
+    if (n >= s->nnodes || gi >= s->nodes[n].ngpu) {
+        return CR_EINVAL;
+    }
+    const gpu *g = &s->nodes[n].gpus[gi];
+    for (int i = 0; i < g->mig_nfix; i++) {
+        start[i] = g->mig_fix_start[i];
+        mem[i] = g->mig_fix_mem[i];
+        compute[i] = g->mig_fix_compute[i];
+    }
+    return g->mig_nfix;
+}
+
+/* Dynamic MIG: the layout with the idle instances overlapping
+ * [start, start + mem) destroyed and this one created. The caller checked
+ * that no busy slice is in the range and that the compute fits. */
+static void mig_repartition(cr_sched *s, gpu *g, int start, int mem, int compute)
+{
+    uint32_t m = ((1u << mem) - 1) << start;
+    uint8_t k = 0;
+    for (uint8_t i = 0; i < g->mig_nfix; i++) {
+        uint32_t im = ((1u << g->mig_fix_mem[i]) - 1) << g->mig_fix_start[i];
+        if (im & m) {
+            continue; /* idle (no busy slice is in the range): destroyed */
+        }
+        g->mig_fix_start[k] = g->mig_fix_start[i];
+        g->mig_fix_mem[k] = g->mig_fix_mem[i];
+        g->mig_fix_compute[k] = g->mig_fix_compute[i];
+        k++;
+    }
+    if (k < 8) {
+        g->mig_fix_start[k] = (uint8_t)start;
+        g->mig_fix_mem[k] = (uint8_t)mem;
+        g->mig_fix_compute[k] = (uint8_t)compute;
+        k++;
+    }
+    g->mig_nfix = k;
+    s->repart_flag = true;
+    s->stats.mig_repartitions++;
+}
+
 bool cr__sched_mig_fixed_has(const gpu *g, int start, int mem, int compute)
 {
     for (int i = 0; i < g->mig_nfix; i++) {
@@ -1026,10 +1107,20 @@ void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t
 {
     for (uint32_t i = 0; i < n; i++) {
         gpu *g = &s->nodes[sl[i].node].gpus[sl[i].gpu];
-        if (sl[i].mig_start < 0) {
+        if (sl[i].milli > 0) {
+            if (g->sh_n++ == 0) {
+                cr__sched_nt_adjust(s, nt_of(s, sl[i].node, g->type), g->type, -1);
+            }
+            g->sh_milli = (uint16_t)(g->sh_milli + sl[i].milli);
+            g->sh_mem += j->spec.gpu_mem_bytes;
+        } else if (sl[i].mig_start < 0) {
             g->job = j->spec.id;
             cr__sched_nt_adjust(s, nt_of(s, sl[i].node, g->type), g->type, -1);
         } else {
+            if (g->mig_nfix && g->mig_dynamic &&
+                !cr__sched_mig_fixed_has(g, sl[i].mig_start, sl[i].mig_mem, sl[i].mig_compute)) {
+                mig_repartition(s, g, sl[i].mig_start, sl[i].mig_mem, sl[i].mig_compute);
+            }
             g->mig_used |= (uint8_t)(((1u << sl[i].mig_mem) - 1) << sl[i].mig_start);
             g->mig_compute_used = (uint8_t)(g->mig_compute_used + sl[i].mig_compute);
         }
@@ -1041,7 +1132,13 @@ void cr__sched_slots_release(cr_sched *s, job *j)
     for (uint32_t i = 0; i < j->nslots; i++) {
         const cr_sched_slot *sl = &j->slots[i];
         gpu *g = &s->nodes[sl->node].gpus[sl->gpu];
-        if (sl->mig_start < 0) {
+        if (sl->milli > 0) {
+            g->sh_milli = (uint16_t)(g->sh_milli - sl->milli);
+            g->sh_mem -= j->spec.gpu_mem_bytes;
+            if (--g->sh_n == 0 && !g->bad) {
+                cr__sched_nt_adjust(s, nt_of(s, sl->node, g->type), g->type, +1);
+            }
+        } else if (sl->mig_start < 0) {
             g->job = 0;
             if (!g->bad) {
                 cr__sched_nt_adjust(s, nt_of(s, sl->node, g->type), g->type, +1);
@@ -1166,6 +1263,11 @@ static int spec_check(const cr_sched *s, const cr_sched_job_spec *sp)
         (strlen(sp->mig_profile) >= 16 || sp->node_count > 1)) {
         return CR_EINVAL;
     }
+    if ((sp->gpu_milli > 0 || sp->gpu_mem_bytes > 0) &&
+        (sp->gpu_milli > 999 || sp->gpu_count != 1 || sp->node_count > 1 ||
+         (sp->mig_profile && sp->mig_profile[0]))) {
+        return CR_EINVAL;
+    }
     for (size_t i = 0; i < sp->tput_count; i++) {
         if (!(sp->tput[i] >= 0) || !isfinite(sp->tput[i])) {
             return CR_EINVAL;
@@ -1217,11 +1319,16 @@ int cr_sched_job_add(cr_sched *s, const cr_sched_job_spec *spec, int64_t now_ns)
     j->qcycle = s->stats.cycles;
     tab_put(s, j);
     pending_add(s, j);
+    cr__sched_mix_note(s, spec);
     return 0;
 }
 
 int64_t cr__sched_job_attained(const job *j, int64_t now_ns)
 {
+    if (j->state == CR_JOB_RUNNING && now_ns > j->start_ns && j->nslots && j->slots[0].milli) {
+        int64_t dt = now_ns - j->start_ns; /* held <= 1000: no overflow */
+        return j->attained + dt / 1000 * j->held + dt % 1000 * j->held / 1000;
+    }
     if (j->state == CR_JOB_RUNNING && now_ns > j->start_ns) {
         return j->attained + (int64_t)j->nslots * (now_ns - j->start_ns);
     }
@@ -1285,7 +1392,8 @@ static void eheap_add(cr_sched *s, job *j)
 {
     int t = j->run_type;
     j->hpos = UINT32_MAX;
-    if (j->nslots == 0 || j->slots[0].mig_start >= 0 || cr__sched_job_end(j) == INT64_MAX) {
+    if (j->nslots == 0 || j->slots[0].mig_start >= 0 || j->slots[0].milli ||
+        cr__sched_job_end(j) == INT64_MAX) {
         return;
     }
     CR_GROW(s->eheap[t], s->neheap[t], s->ceheap[t]);
@@ -1326,12 +1434,15 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
     j->borrowed = borrowed;
     j->state = CR_JOB_RUNNING;
     j->rcode = R_NONE;
+    s->repart_flag = false;
     cr__sched_slots_take(s, j, sl, n);
+    j->repart = s->repart_flag;
+    j->held = n == 1 && sl[0].milli ? sl[0].milli : n * 1000u;
     tenant_rec *t = &s->tenants[j->spec.tenant];
     if (borrowed) {
-        t->used_b[type] += n;
+        t->used_b[type] += j->held;
     } else {
-        t->used_nb[type] += n;
+        t->used_nb[type] += j->held;
     }
     list_add(&s->running, &s->nrunning, &s->crunning, j);
     CR_GROW(s->trun[type], s->ntrun[type], s->ctrun[type]);
@@ -1349,11 +1460,12 @@ void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
     cr__sched_slots_release(s, j);
     tenant_rec *t = &s->tenants[j->spec.tenant];
     if (j->borrowed) {
-        t->used_b[j->run_type] -= j->nslots;
+        t->used_b[j->run_type] -= j->held;
     } else {
-        t->used_nb[j->run_type] -= j->nslots;
+        t->used_nb[j->run_type] -= j->held;
     }
     j->attained = cr__sched_job_attained(j, now_ns);
+    j->held = 0;
     if (lose_work) {
         int64_t ran = now_ns > j->start_ns ? now_ns - j->start_ns : 0;
         int64_t ck = j->spec.checkpoint_interval_ns;
@@ -1436,8 +1548,20 @@ int cr_sched_job_restore(cr_sched *s, const cr_sched_job_spec *spec, int gpu_typ
         if (g->type != gpu_type) {
             return CR_EINVAL;
         }
-        if (sl->mig_start < 0) {
-            if (g->mig || g->bad || g->job) {
+        bool frac = spec->gpu_milli > 0 || spec->gpu_mem_bytes > 0;
+        if (frac || sl->milli) {
+            uint32_t want = spec->gpu_milli
+                                ? spec->gpu_milli
+                                : cr__sched_mem_milli(spec->gpu_mem_bytes, g->mem_bytes);
+            if (!frac || sl->milli != want || sl->mig_start >= 0 || !g->share) {
+                return CR_EINVAL;
+            }
+            if (g->mig || g->bad || g->job || g->sh_milli + want > 1000 ||
+                g->sh_mem + spec->gpu_mem_bytes > g->mem_bytes) {
+                return CR_EBUSY;
+            }
+        } else if (sl->mig_start < 0) {
+            if (g->mig || g->bad || g->job || g->sh_n) {
                 return CR_EBUSY;
             }
             for (size_t k = 0; k < i; k++) {

@@ -248,9 +248,20 @@ static int candidates(const cr_sched *s, const job *j, int *out)
     return n;
 }
 
+/* Would a fractional task's placement go on a GPU already shared (one
+ * that is out of the whole-GPU pool anyway)? */
+static bool shares_taken_gpu(cr_sched *s, const job *j, int type)
+{
+    uint32_t n = 0;
+    if (cr__sched_plan(s, j, type, &n) != 0 || n != 1) {
+        return false;
+    }
+    return s->nodes[s->plan[0].node].gpus[s->plan[0].gpu].sh_n > 0;
+}
+
 static bool blocks_queue(const cr_sched *s, const job *j)
 {
-    return s->cfg.policy != CR_SCHED_LAS && !j->mig[0];
+    return s->cfg.policy != CR_SCHED_LAS && !j->mig[0] && !cr__sched_frac(j);
 }
 
 /* When `need` GPUs of a type will be free, from the running jobs' ends
@@ -534,10 +545,24 @@ static int64_t lost_if_stopped(const job *v, int64_t now_ns)
     return v->spec.checkpoint_interval_ns > 0 ? ran % v->spec.checkpoint_interval_ns : ran;
 }
 
+/* Thousandths of a GPU of the type the job would hold (a fractional task
+ * giving only memory: its share of the type's default memory). */
+static int64_t need_milli(const cr_sched *s, const job *j, int type)
+{
+    if (j->spec.gpu_milli > 0) {
+        return j->spec.gpu_milli;
+    }
+    if (j->spec.gpu_mem_bytes > 0) {
+        return cr__sched_mem_milli(j->spec.gpu_mem_bytes, s->types[type].mem_bytes);
+    }
+    return (int64_t)j->spec.gpu_count * 1000;
+}
+
 static bool quota_room(const cr_sched *s, const job *j, int type)
 {
     const tenant_rec *t = &s->tenants[j->spec.tenant];
-    return t->quota[type] < 0 || (int64_t)t->used_nb[type] + j->spec.gpu_count <= t->quota[type];
+    return t->quota[type] < 0 ||
+           (int64_t)t->used_nb[type] + need_milli(s, j, type) <= t->quota[type] * 1000;
 }
 
 static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_gpus, int64_t at,
@@ -565,7 +590,7 @@ typedef struct pfail {
 
 static bool plain(const cr_sched *s, const job *j, int type, bool borrowed)
 {
-    return !j->mig[0] && j->spec.node_count <= 1 &&
+    return !j->mig[0] && !cr__sched_frac(j) && j->spec.node_count <= 1 &&
            (borrowed || s->tenants[j->spec.tenant].quota[type] < 0);
 }
 
@@ -700,14 +725,15 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
         gpus += r->nslots;
     }
     bool ok = false;
-    if (nv == 0 || (!j->mig[0] && gpus + s->types[type].free < j->spec.gpu_count)) {
+    bool sliced = j->mig[0] || cr__sched_frac(j); /* may fit beside others */
+    if (nv == 0 || (!sliced && gpus + s->types[type].free < j->spec.gpu_count)) {
         goto out;
     }
     qsort(v, nv, sizeof(*v), cmp_vic);
     uint32_t used = 0, n = 0;
     for (; used < nv; used++) {
         cr__sched_slots_release(s, v[used].j);
-        if (!j->mig[0] && s->types[type].free < j->spec.gpu_count) {
+        if (!sliced && s->types[type].free < j->spec.gpu_count) {
             continue;
         }
         if (cr__sched_plan(s, j, type, &n) == 0) {
@@ -766,6 +792,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     d->slot_count = j->nslots;
     d->slots = j->slots;
     d->borrowed = borrowed;
+    d->mig_repartitioned = j->repart;
     s->stats.last_started++;
 out:
     free(v);
@@ -792,7 +819,7 @@ static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
     k->j = j;
     k->gpus = j->spec.gpu_count;
     k->lim = j->spec.time_limit_ns;
-    k->mig = j->mig[0] != 0;
+    k->mig = j->mig[0] != 0 || cr__sched_frac(j); /* not counted in min_k */
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         k->a = -(int64_t)j->spec.priority;
         k->b = s->tenants[j->spec.tenant].share;
@@ -944,7 +971,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                             (!s->cfg.backfill ||
                              (r->extra < min_k && (min_lim == INT64_MAX || r->at == INT64_MAX ||
                                                    now_ns > r->at - min_lim)));
-                any = (s->types[t].free >= min_k && !held) || (mig_pending && s->types[t].nmig > 0);
+                any = (s->types[t].free >= min_k && !held) ||
+                      (mig_pending && (s->types[t].nmig > 0 || s->types[t].nsh > 0));
             }
             if (!any) {
                 bool borrowed_any = false;
@@ -984,12 +1012,15 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         /* wait-or-start: skip a slower type when waiting for a faster one
          * finishes sooner (the faster type then holds the reason) */
         bool wfs = s->cfg.wait_for_faster && j->spec.gpu_type < 0 && !j->mig[0] &&
-                   j->spec.time_limit_ns > 0 && s->cfg.policy != CR_SCHED_FIFO;
+                   !cr__sched_frac(j) && j->spec.time_limit_ns > 0 &&
+                   s->cfg.policy != CR_SCHED_FIFO;
         int64_t wait_at = INT64_MAX;
         int wait_type = -1;
         for (int c = 0; c < nc && !started; c++) {
             int t = cand[c];
-            if (j->mig[0] ? s->types[t].nmig > 0 : s->types[t].total >= k) {
+            if (cr__sched_frac(j) ? cr__sched_share_any(s, t)
+                : j->mig[0]       ? s->types[t].nmig > 0
+                                  : s->types[t].total >= k) {
                 never = false;
             } else {
                 continue;
@@ -1015,7 +1046,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             /* behind a reservation: start only if it ends first, or
              * else fits in the extra GPUs (which it then uses up) */
             bool backfill = false, uses_extra = false;
-            if (res[t].active) {
+            if (res[t].active && cr__sched_frac(j) && shares_taken_gpu(s, j, t)) {
+                /* a fractional task beside others on a shared GPU takes
+                 * no whole GPU: it cannot delay the reservation */
+            } else if (res[t].active) {
                 int64_t lim = j->spec.time_limit_ns;
                 bool ends_before = lim > 0 && res[t].at != INT64_MAX && now_ns <= res[t].at - lim;
                 if (!s->cfg.backfill || (!ends_before && k > res[t].extra)) {
@@ -1044,6 +1078,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 d->slots = j->slots;
                 d->borrowed = borrowed;
                 d->backfilled = backfill;
+                d->mig_repartitioned = j->repart;
                 s->stats.last_started++;
                 s->stats.last_backfilled += backfill;
                 started = true;
@@ -1152,7 +1187,7 @@ static void tail_reason(const cr_sched *s, job *j)
             most = s->types[cand[c]].total;
         }
     }
-    if (!j->mig[0] && most < j->spec.gpu_count) {
+    if (!j->mig[0] && !cr__sched_frac(j) && most < j->spec.gpu_count) {
         set_reason(j, R_NEVER, cand[0], j->spec.gpu_count, most, INT64_MAX, 0);
     } else {
         set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX, 0);
@@ -1172,7 +1207,7 @@ static void reclaim_note(const cr_sched *s, const job *j, char *buf, size_t len)
     uint32_t total = 0, most = 0;
     int who = -1;
     for (int i = 0; i < s->ntenants; i++) {
-        uint32_t b = s->tenants[i].used_b[type];
+        uint32_t b = s->tenants[i].used_b[type] / 1000; /* whole GPUs */
         if (i == j->spec.tenant || b == 0) {
             continue;
         }
@@ -1215,6 +1250,9 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
     char shape[48] = "";
     if (j->mig[0]) {
         snprintf(shape, sizeof(shape), " as MIG %s", j->mig);
+    } else if (cr__sched_frac(j)) {
+        snprintf(shape, sizeof(shape), " as a %.3g share",
+                 (double)need_milli(s, j, j->rtype >= 0 ? j->rtype : 0) / 1000.0);
     } else if (j->spec.node_count > 1) {
         snprintf(shape, sizeof(shape), " in %u nodes", j->spec.node_count);
     } else if (j->spec.node_count == 1) {
@@ -1238,6 +1276,10 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
                      "or MIG profile)");
         break;
     case R_NEVER:
+        if (cr__sched_frac(j)) {
+            n = snprintf(buf, len, "needs a shareable %s%s but none is in service", tn, shape);
+            break;
+        }
         n = snprintf(buf, len, "needs %u %s%s but only %u are in service", j->rneed, tn, shape,
                      j->rfree);
         break;
@@ -1252,8 +1294,8 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
     }
     case R_QUOTA: {
         const tenant_rec *t = &s->tenants[j->spec.tenant];
-        n = snprintf(buf, len, "tenant quota for %s reached (%u of %" PRId64 " in use)", tn,
-                     t->used_nb[j->rtype], t->quota[j->rtype]);
+        n = snprintf(buf, len, "tenant quota for %s reached (%g of %" PRId64 " in use)", tn,
+                     t->used_nb[j->rtype] / 1000.0, t->quota[j->rtype]);
         break;
     }
     case R_BLOCKED:

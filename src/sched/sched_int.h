@@ -43,6 +43,8 @@ typedef struct gtype {
     uint32_t nbucket;
     uint32_t *mig_gpus; /* owned: (node << 8 | gpu) of GPUs in MIG mode */
     uint32_t nmig, cmig;
+    uint32_t *sh_gpus; /* owned: (node << 8 | gpu) of shareable GPUs, in order */
+    uint32_t nsh, csh;
 } gtype;
 
 typedef struct gpu {
@@ -55,10 +57,20 @@ typedef struct gpu {
      * entries; 0 = carved on demand from the type's profiles. */
     uint8_t mig_nfix;
     uint8_t mig_fix_start[8], mig_fix_mem[8], mig_fix_compute[8];
+    /* Dynamic MIG: a MIG job that fits no free instance may have idle
+     * instances destroyed and its own created in their place (never a
+     * busy one); the layout is then rewritten (cr__sched_slots_take). */
+    bool mig_dynamic;
     uint16_t nvlink;
     uint64_t mem_bytes;
     uint64_t job; /* whole-GPU holder (0 = free) */
     char *reason; /* owned, health reason or NULL */
+    /* Sharing: fractional tasks on a shareable GPU. While sh_n > 0 the GPU
+     * is out of the whole-GPU free counters, as if a whole job held it. */
+    bool share;
+    uint16_t sh_milli; /* thousandths held */
+    uint32_t sh_n;     /* fractional tasks on it */
+    uint64_t sh_mem;   /* memory held */
 } gpu;
 
 /* One (node, type) pair. */
@@ -150,7 +162,21 @@ typedef struct job {
     bool dead;       /* removed; freed at the next cycle (s->grave) */
     uint64_t qcycle; /* cycles completed when it last became pending */
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
+    uint32_t held;   /* RUNNING: thousandths of GPUs held (quotas, usage) */
+    bool repart;     /* RUNNING: its start repartitioned a dynamic MIG GPU */
 } job;
+
+/* Mix of recent task sizes (sched_share.c): a ring of the last
+ * CR_SCHED_MIX_WINDOW sizes, in thousandths of a GPU (1000 * k for k
+ * whole GPUs), and the distinct sizes with their counts. */
+#define MIX_CLASSES 64
+typedef struct mix {
+    uint32_t ring[CR_SCHED_MIX_WINDOW];
+    uint32_t n, pos;
+    uint32_t size[MIX_CLASSES];
+    uint32_t count[MIX_CLASSES];
+    uint32_t nclass;
+} mix;
 
 struct cr_sched {
     cr_sched_config cfg;
@@ -201,7 +227,27 @@ struct cr_sched {
     struct wcache *wcache; /* wait-or-start lookahead per type (sched_cycle.c) */
     size_t cscratch;
     cr_sched_stats stats;
+    mix mix;          /* recent task sizes (fragmentation-aware sharing) */
+    bool repart_flag; /* set by cr__sched_slots_take when it rewrote a MIG layout */
 };
+
+/* Is the job a fractional task (part of one shared GPU)? */
+static inline bool cr__sched_frac(const job *j)
+{
+    return j->spec.gpu_milli > 0 || j->spec.gpu_mem_bytes > 0;
+}
+
+/* Thousandths of a GPU of mem bytes on a GPU of gmem bytes, rounded up. */
+static inline uint32_t cr__sched_mem_milli(uint64_t mem, uint64_t gmem)
+{
+    if (!gmem || mem >= gmem) {
+        return 1000;
+    }
+    if (gmem > UINT64_MAX / 2000) {                 /* beyond 9 PB: no exact need */
+        return (uint32_t)(mem / (gmem / 1000)) + 1; /* mem < gmem: <= 1000 */
+    }
+    return (uint32_t)((mem * 1000 + gmem - 1) / gmem);
+}
 
 /* Relative throughput of a job on a type (1 when the job gave none). */
 static inline double cr__sched_tput(const job *j, int t)
@@ -216,6 +262,10 @@ void cr__sched_nt_adjust(cr_sched *s, uint32_t n, int type, int delta);
 void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t n);
 void cr__sched_slots_release(cr_sched *s, job *j);
 const mig_prof *cr__sched_mig_find(const cr_sched *s, int type, const char *name);
+/* Dynamic MIG: may an instance of pr go at start on g by destroying idle
+ * instances (no busy slice in its range; the compute of what remains and
+ * of it fits)? (sched_place.c) */
+bool cr__sched_mig_dyn_ok(const gtype *t, const gpu *g, int start, const mig_prof *pr);
 /* Does the GPU's fixed MIG layout hold an instance at start of that size? */
 bool cr__sched_mig_fixed_has(const gpu *g, int start, int mem, int compute);
 void cr__sched_accrue(cr_sched *s, int64_t now_ns);
@@ -232,6 +282,16 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
  * or CR_ENOSPC when there is not enough free capacity, CR_EAGAIN when it
  * is free but not in the shape asked. Result in s->plan. */
 int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out);
+
+/* sched_share.c: place a fractional task (result in s->plan[0]); 0,
+ * CR_ENOSPC when no shareable GPU has room. */
+int cr__sched_plan_share(cr_sched *s, const job *j, int type);
+/* Thousandths a fractional task holds on a GPU (compute or memory share). */
+uint32_t cr__sched_share_milli(const job *j, const gpu *g);
+/* Note a task's size in the recent mix. */
+void cr__sched_mix_note(cr_sched *s, const cr_sched_job_spec *sp);
+/* Does any shareable GPU of the type exist (healthy, UP node)? */
+bool cr__sched_share_any(const cr_sched *s, int type);
 
 /* sched_hetero.c: fill hetero_type for the first n jobs of order. */
 void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng);

@@ -10,8 +10,10 @@
  *   rack <name> [spine=<name>]
  *   node <name> gpus=<n>x<alias>[+<n>x<alias>...] [rack=<r>] [nvlink=<k>]
  *        [mem=<bytes>] [state=up|drained|lost] [mig=all|<i,j,...>]
+ *        [share=all|<i,j,...>]   (shareable GPUs: fractional tasks pack there)
  *   gpu <node> <index> [health=ok|bad] [reason="..."] [mig=on|off]
  *       [layout=<profile>,<profile>...]   (fixed MIG instances; implies mig=on)
+ *       [dynamic=on|off]   (idle instances may be repartitioned for a MIG job)
  *   tenant <name> [weight=<w>] [quota=<alias>:<n>[,<alias>:<n>...]]
  *
  * A node name may hold one range, "gpu[0-127]" or "n[00-15]" (zero padded
@@ -391,8 +393,8 @@ static int rec_node(pctx *p, tok *t, int n)
     }
     cr_sched_gpu_spec gs[CR_SCHED_MAX_NODE_GPUS];
     size_t ng = 0;
-    uint64_t nvlink = 0, mem = 0, migmask = 0;
-    bool migall = false;
+    uint64_t nvlink = 0, mem = 0, migmask = 0, shmask = 0;
+    bool migall = false, shall = false;
     const char *rackname = NULL;
     cr_sched_node_state st = CR_NODE_UP;
     bool have_gpus = false;
@@ -471,6 +473,12 @@ static int rec_node(pctx *p, tok *t, int n)
             } else if (parse_list(v, CR_SCHED_MAX_NODE_GPUS, &migmask) < 0) {
                 return perr(p, CR_EPARSE, "mig", "expected all or GPU indices, e.g. 0,1");
             }
+        } else if (strcmp(k, "share") == 0) {
+            if (strcmp(v, "all") == 0) {
+                shall = true;
+            } else if (parse_list(v, CR_SCHED_MAX_NODE_GPUS, &shmask) < 0) {
+                return perr(p, CR_EPARSE, "share", "expected all or GPU indices, e.g. 0,1");
+            }
         } else {
             return perr(p, CR_EPARSE, k, "unknown field for node");
         }
@@ -490,9 +498,19 @@ static int rec_node(pctx *p, tok *t, int n)
             return perr(p, CR_ENOTSUP, "mig", "GPU %zu: type %s has no MIG geometry", g,
                         p->s->types[gs[g].type].name);
         }
+        gs[g].share = shall || (shmask >> g & 1);
+        if (gs[g].share && gs[g].mig) {
+            return perr(p, CR_EPARSE, "share",
+                        "GPU %zu is in MIG mode: share by slices or by "
+                        "fractions, not both",
+                        g);
+        }
     }
     if (ng < 64 && (migmask >> ng)) {
         return perr(p, CR_EPARSE, "mig", "GPU index beyond the node's %zu GPUs", ng);
+    }
+    if (ng < 64 && (shmask >> ng)) {
+        return perr(p, CR_EPARSE, "share", "GPU index beyond the node's %zu GPUs", ng);
     }
     for (int64_t i = lo; i <= hi; i++) {
         char name[CR_SCHED_NAME_MAX * 2 + 24];
@@ -533,7 +551,7 @@ static int rec_gpu(pctx *p, tok *t, int n)
         return perr(p, CR_EPARSE, "index", "'%s' is not a GPU index of %s", t[2].val, t[1].val);
     }
     const char *reason = NULL, *layout = NULL;
-    int health = -1, mig = -1;
+    int health = -1, mig = -1, dynamic = -1;
     for (int i = 3; i < n; i++) {
         const char *k = t[i].key, *v = t[i].val;
         if (!k) {
@@ -552,6 +570,11 @@ static int rec_gpu(pctx *p, tok *t, int n)
             mig = strcmp(v, "on") == 0;
         } else if (strcmp(k, "layout") == 0) {
             layout = v;
+        } else if (strcmp(k, "dynamic") == 0) {
+            if (strcmp(v, "on") && strcmp(v, "off")) {
+                return perr(p, CR_EPARSE, "dynamic", "expected on or off");
+            }
+            dynamic = strcmp(v, "on") == 0;
         } else {
             return perr(p, CR_EPARSE, k, "unknown field for gpu");
         }
@@ -580,6 +603,13 @@ static int rec_gpu(pctx *p, tok *t, int n)
                         rc == CR_ENOENT   ? "unknown profile"
                         : rc == CR_ERANGE ? "instances do not fit the GPU"
                                           : cr_strerror(rc));
+        }
+    }
+    if (dynamic >= 0) {
+        int rc = cr_sched_gpu_set_mig_dynamic(p->s, nidx, (uint32_t)gi, dynamic == 1);
+        if (rc < 0) {
+            return perr(p, rc, "dynamic", "type %s has no MIG geometry",
+                        p->s->types[p->s->nodes[nidx].gpus[gi].type].name);
         }
     }
     if (health >= 0) {

@@ -28,6 +28,8 @@
  * high slices and leave slice 0 open for 4g/7g instances, which is how
  * NVIDIA's own placement table is meant to be packed.
  *
+ * Fractional tasks go to sched_share.c.
+ *
  * Planning does not commit: the result is left in s->plan.
  */
 #include "cr_sched.h"
@@ -96,7 +98,7 @@ static void pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t 
     uint32_t ndom = 0;
     for (uint32_t g = 0; g < nd->ngpu; g++) {
         const gpu *gp = &nd->gpus[g];
-        if (gp->type != type || gp->bad || gp->mig || gp->job) {
+        if (gp->type != type || gp->bad || gp->mig || gp->job || gp->sh_n) {
             continue;
         }
         uint32_t d = 0;
@@ -129,12 +131,16 @@ static void pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t 
             return; /* cannot happen: counters say enough are free */
         }
         used[d] = true;
-        for (uint32_t g = 0; g < nd->ngpu && cnt > 0; g++) {
-            const gpu *gp = &nd->gpus[g];
-            if (gp->type == type && !gp->bad && !gp->mig && !gp->job && gp->nvlink == dom[d]) {
-                s->plan[*pos] = (cr_sched_slot){.node = n, .gpu = (uint16_t)g, .mig_start = -1};
-                (*pos)++;
-                cnt--;
+        /* shareable GPUs last: they are the only room fractional tasks have */
+        for (int pass = 0; pass < 2; pass++) {
+            for (uint32_t g = 0; g < nd->ngpu && cnt > 0; g++) {
+                const gpu *gp = &nd->gpus[g];
+                if (gp->type == type && !gp->bad && !gp->mig && !gp->job && !gp->sh_n &&
+                    gp->nvlink == dom[d] && gp->share == (pass == 1)) {
+                    s->plan[*pos] = (cr_sched_slot){.node = n, .gpu = (uint16_t)g, .mig_start = -1};
+                    (*pos)++;
+                    cnt--;
+                }
             }
         }
     }
@@ -151,7 +157,7 @@ static bool domain_fits(const cr_sched *s, uint32_t n, int type, uint32_t k)
     uint32_t cnt[CR_SCHED_MAX_NODE_GPUS], nd_ = 0;
     for (uint32_t g = 0; g < nd->ngpu; g++) {
         const gpu *gp = &nd->gpus[g];
-        if (gp->type != type || gp->bad || gp->mig || gp->job) {
+        if (gp->type != type || gp->bad || gp->mig || gp->job || gp->sh_n) {
             continue;
         }
         uint32_t d = 0;
@@ -175,6 +181,40 @@ static bool domain_fits(const cr_sched *s, uint32_t n, int type, uint32_t k)
  * candidates are looked at; nodes with one domain always fit). */
 #define DOMAIN_PROBES 16
 
+/* Free shareable GPUs of the type on node n. */
+static uint32_t shared_free(const cr_sched *s, uint32_t n, int type)
+{
+    const node *nd = &s->nodes[n];
+    uint32_t c = 0;
+    for (uint32_t g = 0; g < nd->ngpu; g++) {
+        const gpu *gp = &nd->gpus[g];
+        c += gp->share && gp->type == type && !gp->bad && !gp->mig && !gp->job && !gp->sh_n;
+    }
+    return c;
+}
+
+/* Among the fitting nodes of one bucket from record i (which fits), the
+ * one with the fewest free shareable GPUs: whole jobs leave those to
+ * fractional tasks, which can go nowhere else. */
+static uint32_t fewest_shared(const cr_sched *s, uint32_t i, int type, uint32_t k, uint64_t mem)
+{
+    uint32_t best = s->nts[i].node, bsh = shared_free(s, best, type);
+    int probes = 0;
+    for (i = s->nts[i].next; i != NT_NONE && bsh > 0 && ++probes < DOMAIN_PROBES;
+         i = s->nts[i].next) {
+        uint32_t n = s->nts[i].node;
+        if (s->nts[i].mem_bytes < mem || (k > 1 && !domain_fits(s, n, type, k))) {
+            continue;
+        }
+        uint32_t sh = shared_free(s, n, type);
+        if (sh < bsh) {
+            best = n;
+            bsh = sh;
+        }
+    }
+    return best;
+}
+
 static uint32_t best_node(const cr_sched *s, int type, uint32_t k, uint64_t mem)
 {
     const gtype *g = &s->types[type];
@@ -187,7 +227,7 @@ static uint32_t best_node(const cr_sched *s, int type, uint32_t k, uint64_t mem)
             }
             uint32_t n = s->nts[i].node;
             if (k <= 1 || domain_fits(s, n, type, k)) {
-                return n;
+                return g->nsh ? fewest_shared(s, i, type, k, mem) : n;
             }
             if (first == UINT32_MAX) {
                 first = n;
@@ -419,6 +459,22 @@ static int mig_room(const gtype *t, const gpu *g, uint32_t used, int cused)
     return n;
 }
 
+bool cr__sched_mig_dyn_ok(const gtype *t, const gpu *g, int start, const mig_prof *pr)
+{
+    uint32_t m = ((1u << pr->mem) - 1) << start;
+    if (!g->mig_dynamic || !g->mig_nfix || (g->mig_used & m) || start + pr->mem > t->mig_mem) {
+        return false;
+    }
+    int compute = pr->compute;
+    for (int i = 0; i < g->mig_nfix; i++) {
+        uint32_t im = ((1u << g->mig_fix_mem[i]) - 1) << g->mig_fix_start[i];
+        if (!(im & m)) {
+            compute += g->mig_fix_compute[i]; /* stays */
+        }
+    }
+    return compute <= t->mig_compute;
+}
+
 static int plan_mig(cr_sched *s, const job *j, int type, const mig_prof *pr)
 {
     gtype *t = &s->types[type];
@@ -427,29 +483,34 @@ static int plan_mig(cr_sched *s, const job *j, int type, const mig_prof *pr)
     while (pos < k) {
         uint32_t bestg = UINT32_MAX;
         int bestused = -1, beststart = -1, bestroom = -1;
-        for (uint32_t i = 0; i < t->nmig; i++) {
-            uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
-            const gpu *g = &s->nodes[n].gpus[gi];
-            if (s->nodes[n].state != CR_NODE_UP || g->bad ||
-                g->mig_compute_used + pr->compute > t->mig_compute) {
-                continue;
-            }
-            int used = popcount8(g->mig_used);
-            if (used < bestused) {
-                continue;
-            }
-            for (int st = 0; st < t->mig_mem; st++) {
-                uint32_t m = ((1u << pr->mem) - 1) << st;
-                if (!(pr->start_mask & (1u << st)) || (g->mig_used & m) ||
-                    (g->mig_nfix && !cr__sched_mig_fixed_has(g, st, pr->mem, pr->compute))) {
+        /* existing instances first; repartition a dynamic GPU only when
+         * none fits anywhere */
+        for (int pass = 0; pass < 2 && bestg == UINT32_MAX; pass++) {
+            for (uint32_t i = 0; i < t->nmig; i++) {
+                uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+                const gpu *g = &s->nodes[n].gpus[gi];
+                if (s->nodes[n].state != CR_NODE_UP || g->bad ||
+                    g->mig_compute_used + pr->compute > t->mig_compute) {
                     continue;
                 }
-                int room = mig_room(t, g, g->mig_used | m, g->mig_compute_used + pr->compute);
-                if (used > bestused || room > bestroom) {
-                    bestg = i;
-                    bestused = used;
-                    beststart = st;
-                    bestroom = room;
+                int used = popcount8(g->mig_used);
+                if (used < bestused) {
+                    continue;
+                }
+                for (int st = 0; st < t->mig_mem; st++) {
+                    uint32_t m = ((1u << pr->mem) - 1) << st;
+                    if (!(pr->start_mask & (1u << st)) || (g->mig_used & m) ||
+                        (g->mig_nfix && !cr__sched_mig_fixed_has(g, st, pr->mem, pr->compute) &&
+                         (pass == 0 || k > 1 || !cr__sched_mig_dyn_ok(t, g, st, pr)))) {
+                        continue;
+                    }
+                    int room = mig_room(t, g, g->mig_used | m, g->mig_compute_used + pr->compute);
+                    if (used > bestused || room > bestroom) {
+                        bestg = i;
+                        bestused = used;
+                        beststart = st;
+                        bestroom = room;
+                    }
                 }
             }
         }
@@ -481,6 +542,13 @@ int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out)
     uint32_t k = j->spec.gpu_count, nn = j->spec.node_count;
     plan_reserve(s, k);
     int rc;
+    if (cr__sched_frac(j)) {
+        rc = cr__sched_plan_share(s, j, type);
+        if (rc == 0) {
+            *n_out = 1;
+        }
+        return rc;
+    }
     if (j->mig[0]) {
         const mig_prof *pr = cr__sched_mig_find(s, type, j->mig);
         if (!pr) {

@@ -574,6 +574,7 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
 {
     cr_sched_config cfg;
     cr_sched_config_default(&cfg, (cr_sched_policy)e->o->policy);
+    cfg.share_policy = (cr_sched_share_policy)e->o->share_policy;
     if (e->o->backfill >= 0) {
         cfg.backfill = e->o->backfill;
     }

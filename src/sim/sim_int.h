@@ -206,6 +206,7 @@ typedef struct cr__sim_opts {
     int preemption;                   /* preemption: 1 on, 0 off, -1 policy default */
     int lp;                           /* hetero: 1 GLPK LP, 0 greedy, -1 policy default */
     int wait_faster;                  /* wait-or-start: 1 on, 0 off, -1 policy default */
+    int share_policy;                 /* cr_sched_share_policy for fractional tasks */
     bool estimates;                   /* give the scheduler exact runtime estimates */
     int64_t mtbf_ns;                  /* per-node mean time between failures (0 = none) */
     int64_t mttr_ns;                  /* time a failed node stays down */
@@ -273,6 +274,15 @@ int cr__sim_cluster_types(const cr__sim_cluster *c, char (*types)[CR_SIM_NAME_MA
 int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_workload *w,
                 cr__sim_result *res, char *err, size_t errlen);
 void cr__sim_result_fini(cr__sim_result *r);
+
+/* 'corral sim --inflate ...' (sim_openb.c): the openb trace reader and the
+ * inflation experiment; returns the exit code. argv borrowed. */
+int cr__sim_inflate_main(int argc, char **argv);
+/* Parse openb node and pod CSV text (borrowed) without running anything:
+ * 0 with the GPU and GPU-pod counts, or CR_EPARSE with "nodes:LINE: field
+ * 'F': why" / "pods:LINE: ..." in err. For the fuzz target. */
+int cr__sim_openb_parse(const char *nodes, size_t nlen, const char *pods, size_t plen,
+                        size_t *ngpus, size_t *npods, char *err, size_t errlen);
 
 /* Default busy power (watts) of a GPU type by name. */
 double cr__sim_default_power_w(const char *type);

@@ -32,44 +32,47 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: corral sim [options] [TRACE]\n"
-            "\n"
-            "Replay a trace (or a generated workload) through the scheduler in virtual time.\n"
-            "\n"
-            "Input:\n"
-            "  TRACE                  Gavel .trace, Tiresias .csv, or native (one job per line)\n"
-            "  --format F             gavel | tiresias | native (default: from the file name)\n"
-            "  --generate N           generate N jobs instead (Gavel-style Philly mix)\n"
-            "  --rate R               Poisson arrivals, jobs per hour (with --generate; 0 = all "
-            "at t=0)\n"
-            "  --multi-gpu            generated jobs use 1/2/4/8 GPUs (Philly), else 1\n"
-            "  --tenants N            generated jobs spread over N tenants (default 1)\n"
-            "  --throughputs FILE     Gavel simulation_throughputs.json: job rates per GPU type\n"
-            "                         ('none': no table; generated jobs get plain durations)\n"
-            "Cluster:\n"
-            "  --cluster FILE         cluster file (docs/scheduler.md)\n"
-            "  --gpus T:N,...         or GPU types and counts (default v100:36,p100:36,k80:36)\n"
-            "  --gpus-per-node N      with --gpus (default 4)\n"
-            "  --nodes-per-rack N     with --gpus (default 32)\n"
-            "  --mtbf DUR             node failures: mean time between failures per node\n"
-            "  --mttr DUR             time a failed node stays down (default 1h)\n"
-            "  --power T=W,...        busy power per GPU type in watts (idle: 20%%)\n"
-            "Scheduling:\n"
-            "  --policy P             fifo | priority | hetero | las (default fifo)\n"
-            "  --compare P1,P2,...    run several policies on the same input, side by side\n"
-            "  --seed N               RNG seed for generation, tie-breaks, failures (default 0)\n"
-            "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
-            "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
-            "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
-            "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
-            "  --check                check the scheduler's invariants after every event\n"
-            "Report:\n"
-            "  --window LO:HI         JCT statistics over jobs LO..HI-1 in arrival order\n"
-            "  --json                 JSON on stdout instead of the table\n"
-            "  --csv FILE             one row per job (and policy)\n"
-            "  --html FILE            HTML report with SVG plots\n"
-            "  --timing               print host time per run on stderr\n");
+    fprintf(
+        f,
+        "usage: corral sim [options] [TRACE]\n"
+        "\n"
+        "Replay a trace (or a generated workload) through the scheduler in virtual time.\n"
+        "\n"
+        "Input:\n"
+        "  TRACE                  Gavel .trace, Tiresias .csv, or native (one job per line)\n"
+        "  --format F             gavel | tiresias | native (default: from the file name)\n"
+        "  --generate N           generate N jobs instead (Gavel-style Philly mix)\n"
+        "  --rate R               Poisson arrivals, jobs per hour (with --generate; 0 = all "
+        "at t=0)\n"
+        "  --multi-gpu            generated jobs use 1/2/4/8 GPUs (Philly), else 1\n"
+        "  --tenants N            generated jobs spread over N tenants (default 1)\n"
+        "  --throughputs FILE     Gavel simulation_throughputs.json: job rates per GPU type\n"
+        "                         ('none': no table; generated jobs get plain durations)\n"
+        "Cluster:\n"
+        "  --cluster FILE         cluster file (docs/scheduler.md)\n"
+        "  --gpus T:N,...         or GPU types and counts (default v100:36,p100:36,k80:36)\n"
+        "  --gpus-per-node N      with --gpus (default 4)\n"
+        "  --nodes-per-rack N     with --gpus (default 32)\n"
+        "  --mtbf DUR             node failures: mean time between failures per node\n"
+        "  --mttr DUR             time a failed node stays down (default 1h)\n"
+        "  --power T=W,...        busy power per GPU type in watts (idle: 20%%)\n"
+        "Scheduling:\n"
+        "  --policy P             fifo | priority | hetero | las (default fifo)\n"
+        "  --compare P1,P2,...    run several policies on the same input, side by side\n"
+        "  --seed N               RNG seed for generation, tie-breaks, failures (default 0)\n"
+        "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
+        "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
+        "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
+        "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
+        "  --share-policy P       fractional tasks: frag | best-fit | worst-fit (default frag)\n"
+        "  --check                check the scheduler's invariants after every event\n"
+        "  --inflate ...          fill a cluster from an Alibaba openb trace (--inflate --help)\n"
+        "Report:\n"
+        "  --window LO:HI         JCT statistics over jobs LO..HI-1 in arrival order\n"
+        "  --json                 JSON on stdout instead of the table\n"
+        "  --csv FILE             one row per job (and policy)\n"
+        "  --html FILE            HTML report with SVG plots\n"
+        "  --timing               print host time per run on stderr\n");
 }
 
 typedef struct args {
@@ -125,7 +128,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             "--format",   "--generate", "--rate",          "--tenants",        "--throughputs",
             "--cluster",  "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
             "--mttr",     "--power",    "--policy",        "--compare",        "--seed",
-            "--interval", "--window",   "--csv",           "--html",
+            "--interval", "--window",   "--csv",           "--html",           "--share-policy",
         };
         bool needs = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
@@ -203,6 +206,12 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             if (a->npolicies == 0 || (!a->compare && a->npolicies != 1)) {
                 return bad_flag(flag, val, "expected one policy (use --compare for several)");
             }
+        } else if (!strcmp(flag, "--share-policy")) {
+            cr_sched_share_policy sp;
+            if (cr_sched_share_policy_parse(val, &sp) != 0) {
+                return bad_flag(flag, val, "expected frag, best-fit or worst-fit");
+            }
+            a->o.share_policy = (int)sp;
         } else if (!strcmp(flag, "--seed")) {
             if (cr_parse_i64(val, 0, INT64_MAX, &i64) != 0) {
                 return bad_flag(flag, val, "expected an integer >= 0");
@@ -338,6 +347,11 @@ out:
 
 int cr_sim_main(int argc, char **argv)
 {
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--inflate")) {
+            return cr__sim_inflate_main(argc, argv);
+        }
+    }
     args a;
     char *policy_buf = NULL, *cluster_text = NULL, *json = NULL;
     cr__sim_tput tput = {0};

@@ -73,9 +73,9 @@ static pid_t start_agent(int *port)
         close(fds[0]);
         close(fds[1]);
         execl(bin, bin, "agent", "--server", server, "--join-token", "jt-secret", "--node", "n1",
-              "--rack", "r1", "--gpus", "sim:2xA30,mig=1g.6gb:4;2xL40S", "--listen", "127.0.0.1:0",
-              "--state-dir", E.state, "--faults", faults, "--xid-hold", "0s", "--wait", "5s",
-              (char *)NULL);
+              "--rack", "r1", "--gpus", "sim:2xA30,mig=1g.6gb:4;2xL40S", "--share-gpus", "3",
+              "--listen", "127.0.0.1:0", "--state-dir", E.state, "--faults", faults, "--xid-hold",
+              "0s", "--wait", "5s", (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -342,6 +342,9 @@ static void test_register(void **state)
     assert_string_equal(json_string_value(json_object_get(g3, "model")), "L40S");
     /* A GPU without NVLink is a domain of its own on the wire. */
     assert_int_equal(json_integer_value(json_object_get(g3, "nvlink_domain")), 1003);
+    /* --share-gpus 3: only GPU 3 is offered to fractional tasks */
+    assert_true(json_is_true(json_object_get(g3, "shareable")));
+    assert_null(json_object_get(json_array_get(gpus, 2), "shareable"));
     assert_int_equal(json_array_size(json_object_get(r, "running")), 0);
     pthread_mutex_unlock(&E.m->mu);
 }
@@ -557,6 +560,50 @@ static void test_mig_instances(void **state)
     json_decref(x);
     char *c = slurp(p2);
     assert_null(c);
+    mock_ctl_set_jobs(E.m, json_array());
+}
+
+static void test_fractional_env(void **state)
+{
+    /* Two fractional tasks on shared GPU 3: each gets the MPS limits of its
+     * share (the job's own env cannot raise them) and says how the GPU is
+     * shared here (no MPS daemon in the test: time-slicing). */
+    (void)state;
+    json_t *jobs = json_array();
+    for (int k = 0; k < 2; k++) {
+        char script[2000];
+        snprintf(script, sizeof script,
+                 "env | grep -E '^(CUDA_MPS|CORRAL_GPU|CUDA_VISIBLE)' | sort > %s/frac-%d.tmp && "
+                 "mv %s/frac-%d.tmp %s/frac-%d.txt",
+                 E.dir, k, E.dir, k, E.dir, k);
+        json_t *j = job(30 + k, script);
+        json_object_set_new(j, "gpus", json_pack("[i]", 3));
+        json_object_set_new(j, "gpu_milli", json_integer(k ? 500 : 250));
+        json_object_set_new(j, "gpu_mem_bytes", json_integer(k ? 0 : 10000000000LL));
+        json_object_set_new(json_object_get(j, "env"), "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
+                            json_string("100"));
+        json_array_append_new(jobs, j);
+    }
+    mock_ctl_set_jobs(E.m, jobs);
+    assert_true(wait_for(job_exited, "30", 20));
+    assert_true(wait_for(job_exited, "31", 20));
+    char p0[400], p1[400];
+    snprintf(p0, sizeof p0, "%s/frac-0.txt", E.dir);
+    snprintf(p1, sizeof p1, "%s/frac-1.txt", E.dir);
+    char *a = slurp(p0), *b = slurp(p1);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(a, "CORRAL_GPU_FRACTION=0.250\n"
+                           "CORRAL_GPU_SHARING=time-slicing\n"
+                           "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25\n"
+                           "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=9537M\n"
+                           "CUDA_VISIBLE_DEVICES=3\n");
+    assert_string_equal(b, "CORRAL_GPU_FRACTION=0.500\n"
+                           "CORRAL_GPU_SHARING=time-slicing\n"
+                           "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50\n"
+                           "CUDA_VISIBLE_DEVICES=3\n");
+    free(a);
+    free(b);
     mock_ctl_set_jobs(E.m, json_array());
 }
 
@@ -830,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_retry_by_run),
         cmocka_unit_test(test_missing_command),
         cmocka_unit_test(test_mig_instances),
+        cmocka_unit_test(test_fractional_env),
         cmocka_unit_test(test_stop_term_then_kill),
         cmocka_unit_test(test_health_faults),
         cmocka_unit_test(test_metrics_promtool),

@@ -356,6 +356,17 @@ static void test_cmd_submit(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* a fractional GPU: thousandths and bytes on the wire */
+    r = cli("submit", "--gpu-type", "L40S", "--gpu-fraction", "0.25", "--gpu-share-mem", "10G",
+            "vllm", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    assert_int_equal(json_integer_value(json_object_get(sent_body(last), "gpu_milli")), 250);
+    assert_int_equal(json_integer_value(json_object_get(sent_body(last), "gpu_mem_bytes")),
+                     10LL << 30);
+    json_decref(last);
+    run_free(&r);
+
     /* arrays: a consecutive range */
     fake_server_canned(s, 201, "{\"ids\":[5,6,7]}");
     r = cli("submit", "--array", "3", "true", NULL);
@@ -399,6 +410,9 @@ static void test_cmd_submit(void **state)
         {"--nodes", "1025", "--nodes"},
         {"--method", "sgd", "--method: 'sgd' is not allowed (allowed: full, lora, qlora)"},
         {"--precision", "fp4", "--precision"},
+        {"--gpu-fraction", "1", "--gpu-fraction: want more than 0 and less than 1"},
+        {"--gpu-fraction", "0.0001", "--gpu-fraction"},
+        {"--gpu-share-mem", "lots", "--gpu-share-mem: 'lots' is not a size"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         r = cli("submit", bad[i][0], bad[i][1], "true", NULL);

@@ -1332,6 +1332,143 @@ static void test_mig_layout(void **state)
     cleanup(&d);
 }
 
+/* Fractional GPUs: three 0.3 tasks share the one shareable L40S, a whole
+ * job takes the other GPU and never the shared one; a restart keeps them
+ * where they are; the started event says how the GPU is shared. */
+static void test_fractional(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    const char *body =
+        "{\"node\":\"s0\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":["
+        "{\"index\":0,\"uuid\":\"GPU-0\",\"model\":\"L40S\",\"mem_bytes\":48000000000,"
+        "\"shareable\":true},"
+        "{\"index\":1,\"uuid\":\"GPU-1\",\"model\":\"L40S\",\"mem_bytes\":48000000000}]}";
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    char *nt = strdup(str(v, "node_token"));
+    json_decref(v);
+    /* a part of a GPU is one GPU on one node */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"gpus\":2,\"gpu_milli\":300}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpu_milli");
+    json_decref(v);
+    int64_t f[4];
+    for (int i = 0; i < 3; i++) {
+        f[i] = submit(&d, d.admin,
+                      "{\"command\":[\"sleep\",\"100\"],\"gpu_type\":\"L40S\","
+                      "\"gpu_milli\":300,\"gpu_mem_bytes\":12000000000}");
+    }
+    for (int i = 0; i < 3; i++) {
+        wait_state(&d, f[i], "running");
+        json_t *e = desired_entry(&d, "s0", nt, f[i]);
+        assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "gpus"), 0)), 0);
+        assert_int_equal(json_integer_value(json_object_get(e, "gpu_milli")), 300);
+        assert_int_equal(json_integer_value(json_object_get(e, "gpu_mem_bytes")), 12000000000LL);
+        json_decref(e);
+    }
+    int64_t whole = submit(&d, d.admin, "{\"command\":[\"sleep\",\"100\"],\"gpu_type\":\"L40S\"}");
+    wait_state(&d, whole, "running");
+    json_t *e = desired_entry(&d, "s0", nt, whole);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "gpus"), 0)), 1);
+    assert_null(json_object_get(e, "gpu_milli"));
+    json_decref(e);
+    /* neither a further whole job nor a 0.2 task fits (0.9 of GPU 0 is held) */
+    int64_t whole2 = submit(&d, d.admin, "{\"command\":[\"true\"],\"gpu_type\":\"L40S\"}");
+    f[3] = submit(&d, d.admin, "{\"command\":[\"true\"],\"gpu_type\":\"L40S\",\"gpu_milli\":200}");
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)f[0]);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    bool said = false;
+    json_t *ev = json_object_get(v, "events");
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        const char *t = json_string_value(json_object_get(json_array_get(ev, i), "why"));
+        said |= t && strstr(t, "a 0.3 share of the GPU with 12 GB") && strstr(t, "time-slicing");
+    }
+    assert_true(said);
+    json_decref(v);
+    /* restart: the fractional tasks stay on their shared GPU */
+    stop(&d, SIGTERM);
+    start(&d, false, NULL);
+    for (int i = 0; i < 3; i++) {
+        v = job(&d, f[i]);
+        assert_string_equal(str(v, "state"), "running");
+        assert_int_equal(num(v, "runs"), 1);
+        json_decref(v);
+    }
+    v = job(&d, whole2);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+    v = job(&d, f[3]);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+    /* one 0.3 task ends: the 0.2 task takes its place on GPU 0 */
+    char st[200];
+    snprintf(st, sizeof st, "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":0}]}",
+             (long long)f[0]);
+    v = call(&d, "POST", "/v1/agents/s0/status", nt, st, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    wait_state(&d, f[3], "running");
+    e = desired_entry(&d, "s0", nt, f[3]);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(e, "gpus"), 0)), 0);
+    json_decref(e);
+    v = job(&d, whole2);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+    free(nt);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* The demo's shape: three fractional inference replicas of one service
+ * share the one L40S. */
+static void test_fractional_service(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    const char *body =
+        "{\"node\":\"s0\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":["
+        "{\"index\":0,\"uuid\":\"GPU-0\",\"model\":\"L40S\",\"mem_bytes\":48000000000,"
+        "\"shareable\":true}]}";
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"llm\",\"command\":[\"srv\"],\"gpu_type\":\"L40S\","
+             "\"gpu_milli\":300,\"min_replicas\":3,\"max_replicas\":3}",
+             &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    size_t running = 0;
+    while (cr_mono_ns() < deadline) {
+        v = call(&d, "GET", "/v1/jobs?state=running", d.admin, NULL, &code);
+        running = (size_t)num(v, "count");
+        json_decref(v);
+        if (running == 3) {
+            break;
+        }
+        usleep(50000);
+    }
+    assert_int_equal(running, 3);
+    v = call(&d, "GET", "/v1/jobs?state=running", d.admin, NULL, &code);
+    json_t *jobs = json_object_get(v, "jobs");
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *p = json_array_get(json_object_get(json_array_get(jobs, i), "placement"), 0);
+        assert_string_equal(str(p, "node"), "s0");
+        assert_int_equal(json_integer_value(json_array_get(json_object_get(p, "gpus"), 0)), 0);
+        assert_int_equal(num(json_array_get(jobs, i), "gpu_milli"), 300);
+    }
+    json_decref(v);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 /* The examples of docs/api.md, run in order. */
 static void test_api_examples(void **state)
 {
@@ -1593,6 +1730,8 @@ int main(void)
         cmocka_unit_test(test_gpu_health),
         cmocka_unit_test(test_gang_exits),
         cmocka_unit_test(test_mig_layout),
+        cmocka_unit_test(test_fractional),
+        cmocka_unit_test(test_fractional_service),
         cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),

@@ -206,6 +206,14 @@ static void do_job(ctx *c, char **w, int n)
         j.mem_bytes = (uint64_t)d;
     }
     j.mig_profile = kv(w, n, "mig");
+    if ((v = kv(w, n, "frac")) && cr_parse_i64(v, 0, 65535, &x) == 0) {
+        j.gpu_milli = (uint16_t)x; /* thousandths of a shared GPU */
+    }
+    if ((v = kv(w, n, "gmem"))) {
+        double d;
+        cr_parse_count(v, &d);
+        j.gpu_mem_bytes = (uint64_t)d;
+    }
     j.preemptible = (v = kv(w, n, "preempt")) && strcmp(v, "yes") == 0;
     if ((v = kv(w, n, "tput"))) {
         /* tput=v100:3,k80:1 */
@@ -346,6 +354,9 @@ static void do_expect(ctx *c, char **w, int n)
         if ((v = kv(w, n, "borrowed")) && d->borrowed != (strcmp(v, "yes") == 0)) {
             fail(c, "job %" PRIu64 " borrowed=%d", id, d->borrowed);
         }
+        if ((v = kv(w, n, "repart")) && d->mig_repartitioned != (strcmp(v, "yes") == 0)) {
+            fail(c, "job %" PRIu64 " mig_repartitioned=%d", id, d->mig_repartitioned);
+        }
     } else if (strcmp(w[1], "nostart") == 0) {
         if (find_dec(c, CR_SCHED_START, id)) {
             fail(c, "job %" PRIu64 " started", id);
@@ -405,6 +416,50 @@ static void do_expect(ctx *c, char **w, int n)
         if (f != (uint32_t)want) {
             fail(c, "%u %s free, want %" PRId64, f, w[2], want);
         }
+    } else if (strcmp(w[1], "layout") == 0) {
+        /* expect layout <node> <gpu> <start>/<mem slices>,... (sorted by start) */
+        uint32_t node;
+        int64_t gi;
+        int st[8], mem[8], cp[8];
+        if (n < 5 || cr_sched_node_find(c->s, w[2], &node) < 0 ||
+            cr_parse_i64(w[3], 0, 63, &gi) < 0) {
+            fail(c, "expect layout <node> <gpu> <start>/<mem>,...");
+            return;
+        }
+        int k = cr_sched_gpu_mig_layout(c->s, node, (uint32_t)gi, st, mem, cp);
+        for (int i = 1; i < k; i++) {
+            for (int q = i; q > 0 && st[q - 1] > st[q]; q--) {
+                int t = st[q], u = mem[q];
+                st[q] = st[q - 1];
+                mem[q] = mem[q - 1];
+                st[q - 1] = t;
+                mem[q - 1] = u;
+            }
+        }
+        char got[128] = "";
+        for (int i = 0; i < k; i++) {
+            size_t l = strlen(got);
+            snprintf(got + l, sizeof got - l, "%s%d/%d", i ? "," : "", st[i], mem[i]);
+        }
+        if (strcmp(got, w[4]) != 0) {
+            fail(c, "%s GPU %" PRId64 " layout %s, want %s", w[2], gi, got, w[4]);
+        }
+    } else if (strcmp(w[1], "share") == 0) {
+        /* expect share <node> <gpu> <thousandths held> <tasks> */
+        uint32_t node;
+        int64_t gi, milli, tasks;
+        cr_sched_gpu_info gi_info;
+        if (n < 6 || cr_sched_node_find(c->s, w[2], &node) < 0 ||
+            cr_parse_i64(w[3], 0, 63, &gi) < 0 || cr_parse_i64(w[4], 0, 1000, &milli) < 0 ||
+            cr_parse_i64(w[5], 0, INT32_MAX, &tasks) < 0 ||
+            cr_sched_gpu_info_get(c->s, node, (uint32_t)gi, &gi_info) < 0) {
+            fail(c, "expect share <node> <gpu> <thousandths> <tasks>");
+            return;
+        }
+        if (gi_info.share_milli != milli || gi_info.share_jobs != tasks) {
+            fail(c, "%s GPU %" PRId64 ": %u thousandths in %u tasks, want %" PRId64 " in %" PRId64,
+                 w[2], gi, gi_info.share_milli, gi_info.share_jobs, milli, tasks);
+        }
     } else {
         fail(c, "unknown expectation %s", w[1]);
     }
@@ -462,6 +517,10 @@ static int run_case(const char *path)
             }
             if ((v = kv(w, n, "wait_for_faster"))) {
                 c.cfg.wait_for_faster = strcmp(v, "on") == 0;
+            }
+            if ((v = kv(w, n, "share_policy")) &&
+                cr_sched_share_policy_parse(v, &c.cfg.share_policy) < 0) {
+                fail(&c, "bad share_policy");
             }
             if ((v = kv(w, n, "las_starve"))) {
                 dur(v, &c.cfg.las_starve_ns);

@@ -18,7 +18,7 @@
 #define SEC 1000000000LL
 
 static int failures;
-static uint64_t n_start, n_preempt;
+static uint64_t n_start, n_preempt, n_frac, n_repart;
 
 #define EXPECT(cond, ...)                                                                          \
     do {                                                                                           \
@@ -48,6 +48,9 @@ static void build_cluster(cr_sched *s, cr_rng *r)
                                   (uint64_t)(24 + 24 * (int)cr_rng_below(r, 3)) * 1000000000);
         if (t == 0 || t == 1) {
             cr_sched_gpu_type_set_mig(s, id, 7, 8);
+            /* profiles of known names for fixed (and dynamic) layouts */
+            cr_sched_mig_profile_add(s, id, "p1", 1, 1, 0x7f);
+            cr_sched_mig_profile_add(s, id, "p4", 3, 4, 0x11);
         } else if (t == 3) {
             cr_sched_gpu_type_set_mig(s, id, 4, 4);
         }
@@ -69,10 +72,20 @@ static void build_cluster(cr_sched *s, cr_rng *r)
                                        .bad = cr_rng_below(r, 20) == 0,
                                        .mig = (ty == 0 || ty == 1 || ty == 3) &&
                                               cr_rng_below(r, 6) == 0};
+            g[i].share = !g[i].mig && cr_rng_below(r, 3) == 0;
         }
         cr_sched_node_spec ns = {.name = name, .rack = rack, .gpu_count = (size_t)ng, .gpus = g};
-        if (cr_sched_node_add(s, &ns, NULL) < 0) {
+        uint32_t idx;
+        if (cr_sched_node_add(s, &ns, &idx) < 0) {
             abort();
+        }
+        for (int i = 0; i < ng; i++) {
+            if (g[i].mig && g[i].type <= 1 && cr_rng_below(r, 2)) {
+                static const char *const two[] = {"p4", "p4"}, *const three[] = {"p4", "p1", "p1"};
+                bool a = cr_rng_below(r, 2);
+                cr_sched_gpu_set_mig_layout(s, idx, (uint32_t)i, a ? two : three, a ? 2 : 3, NULL);
+                cr_sched_gpu_set_mig_dynamic(s, idx, (uint32_t)i, cr_rng_below(r, 2));
+            }
         }
     }
     int nten = 1 + (int)cr_rng_below(r, 3);
@@ -92,7 +105,7 @@ static void build_cluster(cr_sched *s, cr_rng *r)
 static void random_job(cr_sched *s, cr_rng *r, uint64_t id, int64_t now, cr_sched_job_spec *j,
                        double *tput)
 {
-    static const char *migs[] = {"1g.10gb", "3g.40gb", "1g.6gb", "2g.12gb", "7g.80gb"};
+    static const char *migs[] = {"1g.10gb", "3g.40gb", "1g.6gb", "2g.12gb", "7g.80gb", "p1", "p4"};
     memset(j, 0, sizeof(*j));
     j->id = id;
     j->tenant = (int)cr_rng_below(r, (uint64_t)cr_sched_tenant_count(s));
@@ -111,7 +124,7 @@ static void random_job(cr_sched *s, cr_rng *r, uint64_t id, int64_t now, cr_sche
         j->tput_count = CR_SCHED_MAX_TYPES;
     }
     if (cr_rng_below(r, 8) == 0) {
-        j->mig_profile = migs[cr_rng_below(r, 5)];
+        j->mig_profile = migs[cr_rng_below(r, 7)];
         j->gpu_count = 1 + (uint32_t)cr_rng_below(r, 2);
     } else if (j->gpu_count >= 2 && cr_rng_below(r, 3) == 0) {
         j->node_count = j->gpu_count >= 8 ? j->gpu_count / 4 : 2;
@@ -121,6 +134,14 @@ static void random_job(cr_sched *s, cr_rng *r, uint64_t id, int64_t now, cr_sche
     j->checkpoint_interval_ns = cr_rng_below(r, 2) ? (int64_t)(60 + cr_rng_below(r, 600)) * SEC : 0;
     j->submit_ns = now;
     j->mem_bytes = cr_rng_below(r, 5) == 0 ? (uint64_t)cr_rng_below(r, 60) * 1000000000 : 0;
+    if (cr_rng_below(r, 3) == 0) { /* a fractional task */
+        j->mig_profile = NULL;
+        j->gpu_count = 1;
+        j->node_count = 0;
+        uint64_t w = cr_rng_below(r, 4);
+        j->gpu_milli = w == 3 ? 0 : (uint16_t)(1 + cr_rng_below(r, 999));
+        j->gpu_mem_bytes = w >= 2 ? (1 + cr_rng_below(r, 40)) * 1000000000ull : 0;
+    }
 }
 
 /* One run; returns the hash of all decisions (0 on a failure). */
@@ -135,6 +156,7 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     cfg.borrowing = cr_rng_below(&r, 3) != 0;
     cfg.hetero_lp = cr_rng_below(&r, 2);
     cfg.las_threshold_gpu_ns[0] = 600 * SEC;
+    cfg.share_policy = (cr_sched_share_policy)cr_rng_below(&r, CR_SHARE_POLICY_COUNT);
     cr_sched *s = NULL;
     if (cr_sched_new(&cfg, &s) < 0) {
         abort();
@@ -176,6 +198,17 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                     for (size_t q = 0; q < d[i].slot_count; q++) {
                         h = mix(h, (uint64_t)d[i].slots[q].node << 16 | d[i].slots[q].gpu);
                         h = mix(h, (uint64_t)(d[i].slots[q].mig_start + 1));
+                        h = mix(h, d[i].slots[q].milli);
+                    }
+                    n_repart += d[i].mig_repartitioned;
+                    if (d[i].slot_count == 1 && d[i].slots[0].milli) {
+                        cr_sched_gpu_info gi;
+                        EXPECT(cr_sched_gpu_info_get(s, d[i].slots[0].node, d[i].slots[0].gpu,
+                                                     &gi) == 0 &&
+                                   gi.share && !gi.mig && !gi.job && gi.share_milli <= 1000 &&
+                                   gi.share_mem <= gi.mem_bytes,
+                               "fractional job %" PRIu64 " on a GPU it may not share", d[i].job);
+                        n_frac++;
                     }
                 } else {
                     EXPECT(d[i].reason && d[i].reason[0], "preempt without reason");
@@ -194,7 +227,8 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                     cr_sched_job_info info;
                     const cr_sched_job_spec *sp = &specs[id];
                     if (cr_sched_job_info_get(s, id, &info) < 0 || info.state != CR_JOB_PENDING ||
-                        sp->gpu_type < 0 || sp->node_count || sp->mig_profile || sp->mem_bytes) {
+                        sp->gpu_type < 0 || sp->node_count || sp->mig_profile || sp->mem_bytes ||
+                        sp->gpu_milli || sp->gpu_mem_bytes) {
                         continue;
                     }
                     uint32_t fr = 0;
@@ -387,11 +421,11 @@ int main(int argc, char **argv)
         }
     }
     printf("wait-or-start: %d generated clusters agree\n", wos);
-    printf("%d policies x %d seeds x %d events: %" PRIu64 " starts, %" PRIu64
-           " preemptions, %d failures\n",
-           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_preempt, failures);
-    if (n_start == 0) {
-        fprintf(stderr, "nothing ever started\n");
+    printf("%d policies x %d seeds x %d events: %" PRIu64 " starts (%" PRIu64
+           " fractional, %" PRIu64 " MIG repartitions), %" PRIu64 " preemptions, %d failures\n",
+           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_frac, n_repart, n_preempt, failures);
+    if (n_start == 0 || n_frac == 0 || n_repart == 0) {
+        fprintf(stderr, "nothing (fractional) ever started\n");
         failures++;
     }
     return failures ? 1 : 0;

@@ -65,6 +65,56 @@ static void test_names(void **state)
     assert_null(s);
 }
 
+/* Sharing: names, the API's guards, and restore checking a fractional
+ * slot against the GPU's share (a controller restart must not overfill). */
+static void test_share_api(void **state)
+{
+    (void)state;
+    cr_sched_share_policy sp;
+    assert_int_equal(cr_sched_share_policy_parse("worst-fit", &sp), 0);
+    assert_int_equal(sp, CR_SHARE_WORST_FIT);
+    assert_int_equal(cr_sched_share_policy_parse("tightest", &sp), CR_EINVAL);
+    assert_string_equal(cr_sched_share_policy_name(CR_SHARE_FRAG), "frag");
+    cr_sched *s = mk(CR_SCHED_FIFO, "gpu-type a30 name=A30 mem=24g mig=4/4\n"
+                                    "node n0 gpus=2xa30 share=0\n"
+                                    "tenant t\n");
+    int a30;
+    assert_int_equal(cr_sched_gpu_type_find(s, "A30", &a30), 0);
+    /* a shareable GPU is never put in MIG mode */
+    const char *lay[] = {"1g.6gb"};
+    assert_int_equal(cr_sched_gpu_set_mig_layout(s, 0, 0, lay, 1, NULL), CR_EINVAL);
+    assert_int_equal(cr_sched_gpu_set_mig(s, 0, 0, true), CR_EINVAL);
+    /* restore: 0.6 then 0.5 on GPU 0 does not fit; the slot must carry the
+     * task's own share; a non-shareable GPU takes no fraction */
+    cr_sched_job_spec j = {.id = 1, .gpu_count = 1, .gpu_type = a30, .gpu_milli = 600};
+    cr_sched_slot sl = {.node = 0, .gpu = 0, .mig_start = -1, .milli = 600};
+    assert_int_equal(cr_sched_job_restore(s, &j, a30, &sl, 1, 0, false), 0);
+    j.id = 2;
+    j.gpu_milli = 500;
+    sl.milli = 500;
+    assert_int_equal(cr_sched_job_restore(s, &j, a30, &sl, 1, 0, false), CR_EBUSY);
+    sl.milli = 400;
+    assert_int_equal(cr_sched_job_restore(s, &j, a30, &sl, 1, 0, false), CR_EINVAL);
+    sl = (cr_sched_slot){.node = 0, .gpu = 1, .mig_start = -1, .milli = 500};
+    assert_int_equal(cr_sched_job_restore(s, &j, a30, &sl, 1, 0, false), CR_EINVAL);
+    /* a whole job cannot be restored onto the shared GPU either */
+    cr_sched_job_spec w = {.id = 3, .gpu_count = 1, .gpu_type = a30};
+    sl = (cr_sched_slot){.node = 0, .gpu = 0, .mig_start = -1};
+    assert_int_equal(cr_sched_job_restore(s, &w, a30, &sl, 1, 0, false), CR_EBUSY);
+    assert_int_equal(cr_sched_gpu_set_mig(s, 0, 0, false), CR_EBUSY);
+    cr_sched_gpu_info gi;
+    assert_int_equal(cr_sched_gpu_info_get(s, 0, 0, &gi), 0);
+    assert_true(gi.share);
+    assert_int_equal(gi.share_milli, 600);
+    assert_int_equal(gi.share_jobs, 1);
+    uint32_t free_gpus = 0;
+    cr_sched_capacity(s, a30, NULL, &free_gpus);
+    assert_int_equal(free_gpus, 1);
+    char err[256];
+    assert_int_equal(cr_sched_check(s, err, sizeof err), 0);
+    cr_sched_free(s);
+}
+
 /* A fixed MIG layout: starts given largest first, bad layouts refused,
  * only its instances restorable, cleared by leaving MIG mode. */
 static void test_mig_layout(void **state)
@@ -563,6 +613,7 @@ int main(void)
         cmocka_unit_test(test_names),
         cmocka_unit_test(test_mig_profiles),
         cmocka_unit_test(test_mig_layout),
+        cmocka_unit_test(test_share_api),
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_ok),
         cmocka_unit_test(test_lost_node_requeues),

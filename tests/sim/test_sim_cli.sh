@@ -143,4 +143,33 @@ expect2 "type 'h100' is not in the cluster" "$T/typed.txt"
 grep -q "20 finished" "$T/gen.txt" || { cat "$T/gen.txt"; fail "--generate: not all finished"; }
 "$BIN" sim --generate 20 --throughputs none >"$T/gen2.txt" || fail "--throughputs none exits $?"
 grep -q "20 finished" "$T/gen2.txt" || { cat "$T/gen2.txt"; fail "--throughputs none: not all finished"; }
+# --inflate on files of our own in the Alibaba openb layout: two shareable
+# GPUs, tasks of 0.6 GPU: one per GPU, 40% left unallocated under every
+# share policy; CPU-only pods and unknown models skipped; invariants on.
+printf 'sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1024,2,A10\nc0,32000,1024,0,nan\n' \
+    >"$T/nodes.csv"
+H=name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
+printf '%s\np0,1000,10,1,600,nan,LS,Running,0,10,0\np1,1000,10,0,0,,BE,Running,0,10,0\np2,1000,10,1,600,V100M32,LS,Running,0,10,0\n' \
+    "$H" >"$T/pods.csv"
+"$BIN" sim --inflate --check --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
+    --inflate-step 0.5 >"$T/inf.out" || { cat "$T/inf.out"; fail "inflate"; }
+grep -q "1 GPU nodes, 2 GPUs.*1 GPU pods (100% fractional; 1 CPU-only and 1 of unknown models" \
+    "$T/inf.out" || { cat "$T/inf.out"; fail "inflate: header"; }
+grep -q "^ *100.0%  *40.00%  *40.00%  *40.00%$" "$T/inf.out" || { cat "$T/inf.out"; fail "inflate: 40%"; }
+grep -q "# frag: 2 tasks placed, 2 dropped" "$T/inf.out" || fail "inflate: placed/dropped"
+"$BIN" sim --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" --inflate-step 0.5 \
+    | cmp -s - "$T/inf.out" || fail "inflate: not deterministic"
+printf '%s\np0,1000,10,x,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod.csv"
+expect2 "badpod.csv:2: field 'num_gpu'" --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/badpod.csv"
+printf '%s\np0,1000,10,2,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod2.csv"
+expect2 "badpod2.csv:2: field 'gpu_milli': a part of a GPU needs num_gpu 1" --inflate \
+    --openb-nodes "$T/nodes.csv" --openb-pods "$T/badpod2.csv"
+printf 'name,num_gpu\np0,1\n' >"$T/nomilli.csv"
+expect2 "nomilli.csv:2: field 'gpu_milli': missing" --inflate --openb-nodes "$T/nodes.csv" \
+    --openb-pods "$T/nomilli.csv"
+printf 'sn,gpu,model\nn0,65,A10\n' >"$T/badnode.csv"
+expect2 "badnode.csv:2: field 'gpu'" --inflate --openb-nodes "$T/badnode.csv" --openb-pods "$T/pods.csv"
+expect2 "--share-policy" --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
+    --share-policy tightest
+expect2 "needs --openb-nodes" --inflate --openb-pods "$T/pods.csv"
 echo "sim-cli: ok"
