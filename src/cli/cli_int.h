@@ -43,6 +43,8 @@ enum cli_kind {
     CLI_COUNT, /* count with suffix: 7b, 1e8, 500m (cr_parse_count) */
     CLI_DUR,   /* duration: 90s, 1h30m, 2d, or seconds; value in i (ns) */
     CLI_LIST,  /* repeatable --flag VALUE; every value kept in order */
+    CLI_TLIM,  /* time limit as Slurm writes it (90 = minutes, 1:00:00, 2-00:00:00)
+                  or a suffixed duration (90s, 2h); value in i (ns) */
 };
 
 typedef struct cli_opt {

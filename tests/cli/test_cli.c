@@ -314,6 +314,25 @@ static void test_cmd_submit(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* -t as in sbatch: a bare number is minutes; Slurm's clock forms too */
+    static const struct {
+        const char *t;
+        long long secs;
+    } tl[] = {{"90", 5400}, {"1:00:00", 3600}, {"2-00:00:00", 172800}, {"90s", 90}, {"2h", 7200}};
+    for (size_t i = 0; i < N(tl); i++) {
+        fake_server_canned(s, 201, "{\"ids\":[42]}");
+        r = cli("submit", "-t", tl[i].t, "true", NULL);
+        assert_int_equal(r.code, 0);
+        run_free(&r);
+        last = fake_server_last(s);
+        json_t *got = json_object_get(sent_body(last), "time_limit_s");
+        if (json_integer_value(got) != tl[i].secs) {
+            fail_msg("-t %s: sent %lld, want %lld", tl[i].t, (long long)json_integer_value(got),
+                     tl[i].secs);
+        }
+        json_decref(last);
+    }
+
     /* arrays: a consecutive range */
     fake_server_canned(s, 201, "{\"ids\":[5,6,7]}");
     r = cli("submit", "--array", "3", "true", NULL);
@@ -353,6 +372,7 @@ static void test_cmd_submit(void **state)
         {"--array", "10001", "--array"},
         {"--retries", "101", "--retries"},
         {"--time", "99999d", "--time"},
+        {"--time", "1:60", "--time: '1:60' is not a time limit"},
         {"--workdir", "rel", "--workdir: 'rel' is not an absolute path"},
         {"--nodes", "1025", "--nodes"},
         {"--method", "sgd", "--method: 'sgd' is not allowed (allowed: full, lora, qlora)"},
