@@ -40,6 +40,11 @@ typedef struct agent_cfg {
     int64_t run_for_ns;    /* exit after this long (0: run until signalled) */
     int kill_on_exit;      /* stop the jobs when the agent exits */
     const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
+    /* --task-env K=V (repeatable): the node's settings for every task
+     * (NCCL_SOCKET_IFNAME, NCCL_IB_HCA...); a job's own env wins. */
+    const char **task_env; /* owned array, strings borrowed from argv */
+    size_t ntask_env;
+    int rdzv_lo, rdzv_hi; /* --rdzv-ports: where rank 0's rendezvous port is reserved */
     cr_gpu_health_cfg health;
 } agent_cfg;
 

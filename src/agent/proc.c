@@ -5,6 +5,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_task_env.h"
 #include "cr_time.h"
 
 #include <dirent.h>
@@ -219,19 +220,41 @@ static void shim_report(const char *journal, long long job, const char *how, lon
     }
 }
 
-/* Everything the shim needs, prepared before the fork. */
+/* Everything the shim needs, prepared before the fork. Per task i (of
+ * ntasks, see cr_task_env.h): envps[i], the logs out_paths[i] and
+ * err_paths[i], and the job's own -o/-e files user_out[i] / user_err[i]
+ * (NULL: none), opened by the task itself in its working directory. */
 typedef struct shim_args {
     const char *exe;
     char *const *argv;
-    char *const *envp;
+    char **const *envps;
     const char *workdir;
     const char *exec_msg;
     const char *journal;
     long long job;
-    const char *out_path, *err_path; /* the job's logs, opened by the shim */
-    const char *cgroup_procs;        /* <cgroup>/cgroup.procs to join, or NULL */
-    int out_fd, err_fd, null_fd;     /* set by the shim */
+    char *const *out_paths, *const *err_paths; /* the job's logs, opened by the shim */
+    char *const *user_out, *const *user_err;
+    const char *cgroup_procs;    /* <cgroup>/cgroup.procs to join, or NULL */
+    int ntasks;                  /* tasks (processes) on this node, >= 1 */
+    int task;                    /* the task being started */
+    int out_fd, err_fd, null_fd; /* set by the shim */
 } shim_args;
+
+/* A task's own -o/-e file, opened in the task after chdir (so a relative
+ * pattern lands in its working directory). */
+static int open_user(const char *path, int fd)
+{
+    if (!path) {
+        return 0;
+    }
+    int u = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (u < 0) {
+        return -1;
+    }
+    dup2(u, fd);
+    close(u);
+    return 0;
+}
 
 /* The job's process, between the vfork and the exec. */
 static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
@@ -249,8 +272,9 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     dup2(a->null_fd, 0);
     dup2(a->out_fd, 1);
     dup2(a->err_fd, 2);
-    if (chdir(a->workdir) == 0) {
-        execve(a->exe, a->argv, a->envp);
+    if (chdir(a->workdir) == 0 && open_user(a->user_out[a->task], 1) == 0 &&
+        open_user(a->user_err[a->task], 2) == 0) {
+        execve(a->exe, a->argv, a->envps[a->task]);
     }
     int e = errno;
     char num[32];
@@ -277,34 +301,72 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
             close(fd);
         }
     }
-    /* The shim opens the logs (creating files is most of what starting a
-     * job costs), in parallel with the agent's next start. */
-    a->out_fd = open(a->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    a->err_fd = open(a->err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0) {
-        shim_report(a->journal, a->job, "exit", 126);
-        _exit(126);
-    }
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
     sigaction(SIGTERM, &ign, NULL);
     sigaction(SIGINT, &ign, NULL);
     sigaction(SIGHUP, &ign, NULL);
-    /* vfork: the shim is single-threaded and the child only sets up and
-     * execs, so the page tables (a copy of the agent's) are not copied a
-     * second time. */
-    pid_t c = vfork();
-    if (c == 0) {
-        exec_job(a);
+    a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    pid_t pids[CR_MAX_TASKS_PER_NODE];
+    int started = 0;
+    for (int t = 0; t < a->ntasks; t++) {
+        /* The shim opens the logs (creating files is most of what starting
+         * a job costs), in parallel with the agent's next start. */
+        a->task = t;
+        a->out_fd = open(a->out_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        a->err_fd = open(a->err_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0) {
+            for (int k = 0; k < started; k++) {
+                kill(pids[k], SIGKILL);
+            }
+            shim_report(a->journal, a->job, "exit", 126);
+            _exit(126);
+        }
+        /* vfork: the shim is single-threaded and the child only sets up
+         * and execs, so the page tables (a copy of the agent's) are not
+         * copied a second time. */
+        pid_t c = vfork();
+        if (c == 0) {
+            exec_job(a);
+        }
+        close(a->out_fd);
+        close(a->err_fd);
+        if (c < 0) {
+            for (int k = 0; k < started; k++) {
+                kill(pids[k], SIGKILL);
+            }
+            shim_report(a->journal, a->job, "exit", 125);
+            _exit(125);
+        }
+        pids[started++] = c;
     }
-    if (c < 0) {
-        shim_report(a->journal, a->job, "exit", 125);
-        _exit(125);
-    }
-    int st = 0;
-    while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
+    /* The job's status is its first task to fail (exit code or signal),
+     * else 0; once one task fails the others get SIGTERM, as srun does,
+     * since a gang with a rank gone would only hang. */
+    int st = 0, failed = 0, left = started;
+    while (left > 0) {
+        int ws = 0;
+        pid_t w = waitpid(-1, &ws, 0);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            break;
+        }
+        left--;
+        int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+        if (bad && !failed) {
+            failed = 1;
+            st = ws;
+            for (int k = 0; k < started; k++) {
+                if (pids[k] != w) {
+                    kill(pids[k], SIGTERM);
+                }
+            }
+        } else if (!failed) {
+            st = ws;
+        }
     }
     /* The shim ends as the job did, so its parent's waitpid() tells the
      * whole story; the journal line serves an agent that restarted. */
@@ -425,12 +487,12 @@ int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec 
     int rc = 0;
     char *cgroup = NULL, *cgroup_procs = NULL;
     char *logdir = cr_asprintf("%s/logs", state_dir);
-    char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
-    char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
     char *journal = journal_path(state_dir);
     char *workdir = spec->workdir ? cr_strdup(spec->workdir) : cr_asprintf("%s/work", state_dir);
     char **envp = cr_job_env(spec, base_env, node);
-    char *exe = resolve(spec->argv[0], envp);
+    cr_tasks tk;
+    cr_tasks_prepare(&tk, state_dir, spec, envp, node);
+    char *exe = resolve(tk.argv[0], envp);
     char *exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
     long long job = (long long)spec->job;
 
@@ -460,8 +522,10 @@ int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec 
         goto out;
     }
     if (pid == 0) {
-        shim_args sa = {exe,      spec->argv, envp,         workdir, exec_msg, journal, job,
-                        out_path, err_path,   cgroup_procs, -1,      -1,       -1};
+        shim_args sa = {
+            exe,          tk.argv,      tk.envps,    workdir,     exec_msg,     journal, job,
+            tk.out_paths, tk.err_paths, tk.user_out, tk.user_err, cgroup_procs, tk.n,    0,
+            -1,           -1,           -1};
         run_shim(&sa);
     }
     memset(p, 0, sizeof *p);
@@ -484,11 +548,10 @@ out:
     free(cgroup);
     free(cgroup_procs);
     cr_strv_free(envp);
+    cr_tasks_fini(&tk);
     free(exe);
     free(exec_msg);
     free(logdir);
-    free(out_path);
-    free(err_path);
     free(journal);
     free(workdir);
     return rc;

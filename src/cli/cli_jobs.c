@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NOPTS(o) (sizeof(o) / sizeof((o)[0]))
 
@@ -53,8 +54,39 @@ static const cli_opt submit_opts[] = {
     {"name", CLI_STR, "NAME", "job name", NULL, 0, 0, 'n'},
     {"preemptible", CLI_BOOL, NULL, "may be preempted (it checkpoints)", NULL, 0, 0, 0},
     {"checkpoint-interval", CLI_DUR, "DURATION", "how often the job checkpoints", NULL, 0, 0, 0},
-    {"retries", CLI_INT, "N", "retries after a failure", NULL, 0, 100, 0},
+    {"retries", CLI_INT, "N", "retries after a failure (default 0)", NULL, 0, 100, 0},
+    {"requeue", CLI_BOOL, NULL, "requeue after a lost node (not counted as a retry)", NULL, 0, 0,
+     0},
+    {"tasks-per-node", CLI_INT, "N",
+     "processes per node, each its own RANK (default: docs/cli.md, Tasks)", NULL, 1, 256, 0},
+    {"ntasks", CLI_INT, "N", "tasks in all (sbatch -n): N / nodes on each node", NULL, 1, 1 << 20,
+     0},
+    {"gpus-per-node", CLI_INT, "N", "GPUs on each node: --gpus is N x --nodes", NULL, 1, 64, 0},
+    {"output", CLI_STR, "PATTERN",
+     "stdout to this file on the node (%j job, %a array index, %t rank, %N node, %x name)", NULL, 0,
+     0, 'o'},
+    {"error", CLI_STR, "PATTERN", "stderr to this file on the node (default: with -o, the same)",
+     NULL, 0, 0, 0},
+    {"export", CLI_STR, "ALL|NONE|K,K=V",
+     "environment sent with the job (default: yours minus secrets, docs/cli.md)", NULL, 0, 0, 0},
+    {"chdir", CLI_STR, "DIR", "working directory on the node (relative: to this directory)", NULL,
+     0, 0, 'D'},
+    {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
+     'W'},
 };
+
+/* The value of a flag: the command line's, else a script directive's. */
+static const cli_val *pick(const cli_args *a, const cli_args *d, const char *name)
+{
+    const cli_val *v = cr__cli_arg(a, name);
+    if (!v->set && d) {
+        const cli_val *dv = cr__cli_arg(d, name);
+        if (dv->set) {
+            return dv;
+        }
+    }
+    return v;
+}
 
 static void put_str(json_t *o, const char *key, const cli_val *v)
 {
@@ -72,7 +104,7 @@ static void put_int(json_t *o, const char *key, const cli_val *v)
 
 /* Build the job request from the parsed flags; NULL after printing an
  * error naming the flag. Returned new (json_decref). */
-static json_t *job_request(cli_ctx *ctx, const cli_args *a)
+static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, const char *script)
 {
     json_t *job = json_object();
     if (a->nrest == 0) {
@@ -82,22 +114,69 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
     }
     json_t *cmd = json_array();
     for (size_t i = 0; i < a->nrest; i++) {
-        json_array_append_new(cmd, json_string(a->rest[i]));
+        const char *w = a->rest[i];
+        if (i == 0 && script) {
+            /* the node runs its own copy; the name is for ps and logs */
+            const char *slash = strrchr(w, '/');
+            w = slash ? slash + 1 : w;
+        }
+        json_array_append_new(cmd, json_string(w));
     }
     json_object_set_new(job, "command", cmd);
-    put_str(job, "name", cr__cli_arg(a, "name"));
-    put_str(job, "tenant", cr__cli_arg(a, "tenant"));
-    put_int(job, "gpus", cr__cli_arg(a, "gpus"));
-    put_str(job, "gpu_type", cr__cli_arg(a, "gpu-type"));
-    put_str(job, "mig_profile", cr__cli_arg(a, "mig"));
-    put_int(job, "gpu_mem_gb", cr__cli_arg(a, "gpu-mem"));
-    put_int(job, "nodes", cr__cli_arg(a, "nodes"));
-    put_str(job, "kind", cr__cli_arg(a, "kind"));
-    put_int(job, "priority", cr__cli_arg(a, "priority"));
-    put_str(job, "workdir", cr__cli_arg(a, "workdir"));
-    put_int(job, "array", cr__cli_arg(a, "array"));
-    put_int(job, "max_retries", cr__cli_arg(a, "retries"));
-    const cli_val *wd = cr__cli_arg(a, "workdir");
+    if (script) {
+        json_object_set_new(job, "script", json_string(script));
+    }
+    put_int(job, "tasks_per_node", pick(a, d, "tasks-per-node"));
+    put_str(job, "output", pick(a, d, "output"));
+    put_str(job, "error", pick(a, d, "error"));
+    if (pick(a, d, "requeue")->set) {
+        json_object_set_new(job, "requeue", json_true());
+    }
+    const cli_val *gpn = pick(a, d, "gpus-per-node");
+    const cli_val *nodes = pick(a, d, "nodes");
+    int64_t nn = nodes->set && nodes->i > 0 ? nodes->i : 1;
+    if (gpn->set && !pick(a, d, "gpus")->set) {
+        json_object_set_new(job, "gpus", json_integer(gpn->i * nn));
+        json_object_set_new(job, "nodes", json_integer(nn));
+    }
+    const cli_val *nt = pick(a, d, "ntasks");
+    if (nt->set && !pick(a, d, "tasks-per-node")->set) {
+        if (nt->i % nn != 0) {
+            fprintf(ctx->err,
+                    "corral submit: --ntasks %" PRId64 " does not divide over %" PRId64 " nodes\n",
+                    nt->i, nn);
+            goto bad;
+        }
+        json_object_set_new(job, "tasks_per_node", json_integer(nt->i / nn));
+    }
+    const cli_val *cd = pick(a, d, "chdir");
+    if (cd->set) {
+        if (cd->str[0] == '/') {
+            json_object_set_new(job, "workdir", json_string(cd->str));
+        } else {
+            char here[4096];
+            if (!getcwd(here, sizeof here)) {
+                fprintf(ctx->err, "corral submit: --chdir: cannot read the current directory\n");
+                goto bad;
+            }
+            char *abs = cr_asprintf("%s/%s", here, cd->str);
+            json_object_set_new(job, "workdir", json_string(abs));
+            free(abs);
+        }
+    }
+    put_str(job, "name", pick(a, d, "name"));
+    put_str(job, "tenant", pick(a, d, "tenant"));
+    put_int(job, "gpus", pick(a, d, "gpus"));
+    put_str(job, "gpu_type", pick(a, d, "gpu-type"));
+    put_str(job, "mig_profile", pick(a, d, "mig"));
+    put_int(job, "gpu_mem_gb", pick(a, d, "gpu-mem"));
+    put_int(job, "nodes", pick(a, d, "nodes"));
+    put_str(job, "kind", pick(a, d, "kind"));
+    put_int(job, "priority", pick(a, d, "priority"));
+    put_str(job, "workdir", pick(a, d, "workdir"));
+    put_int(job, "array", pick(a, d, "array"));
+    put_int(job, "max_retries", pick(a, d, "retries"));
+    const cli_val *wd = pick(a, d, "workdir");
     if (wd->set && wd->str[0] != '/') {
         fprintf(ctx->err, "corral submit: --workdir: '%s' is not an absolute path\n", wd->str);
         goto bad;
@@ -106,7 +185,7 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
         fprintf(ctx->err, "corral submit: the command name is empty\n");
         goto bad;
     }
-    const cli_val *t = cr__cli_arg(a, "time");
+    const cli_val *t = pick(a, d, "time");
     if (t->set && t->i > CLI_MAX_TIME_LIMIT_S * CR_NS_PER_SEC) {
         fprintf(ctx->err, "corral submit: --time: '%s' is over the limit of 366d\n", t->str);
         goto bad;
@@ -115,41 +194,47 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
         json_object_set_new(job, "time_limit_s",
                             json_integer((t->i + CR_NS_PER_SEC - 1) / CR_NS_PER_SEC));
     }
-    const cli_val *ck = cr__cli_arg(a, "checkpoint-interval");
+    const cli_val *ck = pick(a, d, "checkpoint-interval");
     if (ck->set) {
         json_object_set_new(job, "checkpoint_interval_s",
                             json_integer((ck->i + CR_NS_PER_SEC - 1) / CR_NS_PER_SEC));
     }
-    if (cr__cli_arg(a, "preemptible")->set) {
+    if (pick(a, d, "preemptible")->set) {
         json_object_set_new(job, "preemptible", json_true());
     }
-    const cli_val *mig = cr__cli_arg(a, "mig");
-    const cli_val *gt = cr__cli_arg(a, "gpu-type");
+    const cli_val *mig = pick(a, d, "mig");
+    const cli_val *gt = pick(a, d, "gpu-type");
     if (mig->set && gt->set && (strcmp(gt->str, "auto") == 0)) {
         fprintf(ctx->err, "corral submit: --mig needs a concrete --gpu-type or none, not auto\n");
         goto bad;
     }
     json_t *model = json_object();
-    const cli_val *p = cr__cli_arg(a, "params");
+    const cli_val *p = pick(a, d, "params");
     if (p->set) {
         json_object_set_new(model, "params", json_real(p->f));
     }
-    put_str(model, "method", cr__cli_arg(a, "method"));
-    const cli_val *tok = cr__cli_arg(a, "tokens");
+    put_str(model, "method", pick(a, d, "method"));
+    const cli_val *tok = pick(a, d, "tokens");
     if (tok->set) {
         json_object_set_new(model, "tokens", json_real(tok->f));
     }
-    put_str(model, "precision", cr__cli_arg(a, "precision"));
+    put_str(model, "precision", pick(a, d, "precision"));
     if (json_object_size(model) > 0) {
         json_object_set_new(job, "model", model);
     } else {
         json_decref(model);
     }
-    const cli_val *env = cr__cli_arg(a, "env");
-    if (env->count) {
-        json_t *e = json_object();
-        json_object_set_new(job, "env", e);
-        for (size_t i = 0; i < env->count; i++) {
+    const cli_val *ex = pick(a, d, "export");
+    json_t *e = json_object();
+    json_object_set_new(job, "env", e);
+    if (cr__cli_export_env(ctx, ex->set ? ex->str : NULL, e) < 0) {
+        goto bad;
+    }
+    /* -e K=V: the directives' first, then the command line's (they win) */
+    const cli_val *envs[2] = {d ? cr__cli_arg(d, "env") : NULL, cr__cli_arg(a, "env")};
+    for (size_t q = 0; q < 2; q++) {
+        const cli_val *env = envs[q];
+        for (size_t i = 0; env && i < env->count; i++) {
             const char *eq = strchr(env->list[i], '=');
             if (!eq || eq == env->list[i]) {
                 fprintf(ctx->err, "corral submit: --env: '%s' is not KEY=VALUE\n", env->list[i]);
@@ -159,6 +244,9 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
             json_object_set_new(e, k, json_string(eq + 1));
             free(k);
         }
+    }
+    if (json_object_size(e) == 0) {
+        json_object_del(job, "env");
     }
     return job;
 bad:
@@ -203,6 +291,8 @@ static void print_ids(cli_ctx *ctx, const json_t *ids)
 int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
+    cli_script script;
+    memset(&script, 0, sizeof script);
     int code = 0;
     json_t *job = NULL;
     cr_client_res res;
@@ -211,7 +301,14 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
                       true, argc, argv, &code)) {
         goto out;
     }
-    job = job_request(ctx, &a);
+    if (a.nrest > 0) {
+        int sr = cr__cli_script_load(ctx, a.rest[0], submit_opts, NOPTS(submit_opts), &script);
+        if (sr < 0) {
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
+    job = job_request(ctx, &a, script.parsed ? &script.args : NULL, script.text);
     if (!job) {
         code = CLI_EXIT_USAGE;
         goto out;
@@ -229,7 +326,12 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     } else {
         print_ids(ctx, json_object_get(res.body, "ids"));
     }
+    if (pick(&a, script.parsed ? &script.args : NULL, "wait")->set) {
+        fflush(ctx->out);
+        code = cr__cli_wait_jobs(ctx, json_object_get(res.body, "ids"));
+    }
 out:
+    cr__cli_script_fini(&script);
     json_decref(job);
     cr_client_res_fini(&res);
     cr__cli_args_fini(&a);
@@ -626,7 +728,59 @@ static const cli_opt logs_opts[] = {
     {"follow", CLI_BOOL, NULL, "keep printing new output until the job ends", NULL, 0, 0, 'f'},
     {"stderr", CLI_BOOL, NULL, "the job's stderr instead of its stdout", NULL, 0, 0, 0},
     {"offset", CLI_INT, "BYTES", "start at this byte offset", NULL, 0, INT64_MAX, 0},
+    {"rank", CLI_INT, "R", "the output of task R (default 0: the first)", NULL, 0, 1 << 20, 0},
+    {"all", CLI_BOOL, NULL, "every task's output, each line prefixed 'R: '", NULL, 0, 0, 0},
 };
+
+/* Collects one task's log for --all. */
+static int collect_log(void *ud, const char *data, size_t len)
+{
+    cr_buf_append(ud, data, len);
+    return 0;
+}
+
+/* --all: every rank of the job's last run, lines prefixed "R: " (srun -l). */
+static int all_logs(cli_ctx *ctx, int64_t id, const char *stream, cr_client_res *res)
+{
+    int rc = cr_client_job_get(ctx->client, id, res);
+    if (rc < 0) {
+        return cr__cli_fail(ctx, rc, res);
+    }
+    const char *nl = jstr(res->body, "nodelist");
+    int64_t tpn = json_integer_value(json_object_get(res->body, "tasks_per_node_run"));
+    int64_t nodes = nl && *nl ? 1 : 0;
+    for (const char *p = nl ? nl : ""; *p; p++) {
+        nodes += *p == ',';
+    }
+    int64_t ntasks = nodes * (tpn > 0 ? tpn : 1);
+    if (ntasks == 0) {
+        fprintf(ctx->err, "corral logs: job %" PRId64 " has not run yet: no logs\n", id);
+        return CLI_EXIT_SERVER;
+    }
+    int code = 0;
+    for (int64_t r = 0; r < ntasks; r++) {
+        cr_buf b;
+        cr_buf_init(&b);
+        rc = cr_client_job_logs_rank(ctx->client, id, stream, 0, r, false, collect_log, &b, res);
+        if (rc < 0) {
+            code = cr__cli_fail(ctx, rc, res);
+            cr_buf_fini(&b);
+            if (code == CLI_EXIT_UNREACH) {
+                break;
+            }
+            continue;
+        }
+        const char *p = b.data, *end = b.data + b.len;
+        while (p && p < end) {
+            const char *eol = memchr(p, '\n', (size_t)(end - p));
+            size_t len = eol ? (size_t)(eol - p) : (size_t)(end - p);
+            fprintf(ctx->out, "%" PRId64 ": %.*s\n", r, (int)len, p);
+            p += len + 1;
+        }
+        cr_buf_fini(&b);
+    }
+    return code;
+}
 
 typedef struct log_sink {
     FILE *f;        /* where the bytes go */
@@ -655,7 +809,7 @@ static int write_out(void *ud, const char *data, size_t len)
  * has ended, one last call with nothing new ends the command, and a refusal
  * then is final.
  */
-static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t offset,
+static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t offset, int64_t rank,
                        cr_client_res *res)
 {
     log_sink sink = {.f = ctx->out};
@@ -664,7 +818,8 @@ static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t of
     int code = 0;
     for (;;) {
         sink.bytes = 0;
-        int rc = cr_client_job_logs(ctx->client, id, stream, offset, true, write_out, &sink, res);
+        int rc = cr_client_job_logs_rank(ctx->client, id, stream, offset, rank, true, write_out,
+                                         &sink, res);
         offset += sink.bytes;
         if (sink.closed) {
             break;
@@ -704,8 +859,8 @@ int cr__cli_logs(cli_ctx *ctx, int argc, char **argv)
     int code = 0;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "JOB [-f|--follow] [--stderr] [--offset BYTES]", logs_opts,
-                      NOPTS(logs_opts), false, argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a, "JOB [-f|--follow] [--stderr] [--offset BYTES] [--rank R|--all]",
+                      logs_opts, NOPTS(logs_opts), false, argc, argv, &code)) {
         goto out;
     }
     int64_t id = 0;
@@ -724,12 +879,23 @@ int cr__cli_logs(cli_ctx *ctx, int argc, char **argv)
     const cli_val *off = cr__cli_arg(&a, "offset");
     const char *stream = cr__cli_arg(&a, "stderr")->set ? "stderr" : "stdout";
     uint64_t offset = off->set ? (uint64_t)off->i : 0;
+    const cli_val *rank = cr__cli_arg(&a, "rank");
+    if (cr__cli_arg(&a, "all")->set) {
+        if (rank->set || off->set || cr__cli_arg(&a, "follow")->set) {
+            fprintf(ctx->err, "corral logs: --all goes with neither --rank, --offset nor -f\n");
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        code = all_logs(ctx, id, stream, &res);
+        goto out;
+    }
     if (cr__cli_arg(&a, "follow")->set) {
-        code = follow_logs(ctx, id, stream, offset, &res);
+        code = follow_logs(ctx, id, stream, offset, rank->set ? rank->i : -1, &res);
         goto out;
     }
     log_sink sink = {.f = ctx->out};
-    int rc = cr_client_job_logs(ctx->client, id, stream, offset, false, write_out, &sink, &res);
+    int rc = cr_client_job_logs_rank(ctx->client, id, stream, offset, rank->set ? rank->i : -1,
+                                     false, write_out, &sink, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
     }

@@ -146,6 +146,10 @@ int cr_client_job_action(cr_client *c, int64_t id, const char *action, cr_client
  * delivered to fn as well. */
 int cr_client_job_logs(cr_client *c, int64_t id, const char *stream, uint64_t offset, bool follow,
                        cr_client_data_fn fn, void *ud, cr_client_res *res);
+/* The same for one task of the job (rank >= 0; < 0: the job's first). */
+int cr_client_job_logs_rank(cr_client *c, int64_t id, const char *stream, uint64_t offset,
+                            int64_t rank, bool follow, cr_client_data_fn fn, void *ud,
+                            cr_client_res *res);
 
 /* Nodes. */
 int cr_client_nodes_list(cr_client *c, cr_client_res *res);

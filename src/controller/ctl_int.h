@@ -32,6 +32,9 @@
 #include <stdint.h>
 
 #define CTL_NAME_MAX 64
+/* Batch jobs (docs/api.md): tasks on one node, a shipped script's size. */
+#define CTL_MAX_TASKS_PER_NODE 256
+#define CTL_MAX_SCRIPT_BYTES   65536
 
 typedef enum ctl_job_state {
     JS_PENDING = 0,
@@ -77,6 +80,9 @@ typedef struct ctl_job {
     char gpu_type[CTL_NAME_MAX];  /* "auto", "any" or a type name */
     char run_type[CTL_NAME_MAX];  /* running: the type it got */
     char last_node[CTL_NAME_MAX]; /* first node of the last placement (logs) */
+    char *last_nodes;             /* owned: the last placement's nodes, comma-separated in
+                                     rank order (logs --rank), NULL before the first run */
+    int last_tpn;                 /* tasks per node of the last run (0 before the first) */
     char mig_profile[32];
     double gpu_mem_gb;
     char kind[16];
@@ -289,6 +295,14 @@ void ctl_nodes_free(ctl *c);
 /* Validate a register body as the API would (for fuzzing). */
 int ctl_node_validate(const char *body, size_t len, cr_json_err *err); /* at shutdown; takes mu */
 int ctl_load_nodes(ctl *c);
+
+/* ctl_batch.c: launch modes and the batch members of a desired entry. */
+bool ctl_batch_is_launcher(const json_t *command);
+/* Tasks j runs on a node where it holds node_gpus GPUs; *launcher: the
+ * command starts its own workers (one task per node). */
+int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher);
+/* Add script, output, error, name, array index and nodelist to entry. mu held. */
+void ctl_batch_entry(const ctl_job *j, json_t *entry);
 
 /* ctl_sched.c */
 int ctl_sched_start(ctl *c);

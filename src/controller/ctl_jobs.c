@@ -24,16 +24,18 @@
 #define MAX_ARRAY 10000
 
 static const char *const job_members[] = {
-    "name",        "tenant",
-    "command",     "gpus",
-    "gpu_type",    "mig_profile",
-    "gpu_mem_gb",  "nodes",
-    "kind",        "model",
-    "priority",    "time_limit_s",
-    "preemptible", "checkpoint_interval_s",
-    "max_retries", "env",
-    "workdir",     "array",
-    NULL,
+    "name",           "tenant",
+    "command",        "gpus",
+    "gpu_type",       "mig_profile",
+    "gpu_mem_gb",     "nodes",
+    "kind",           "model",
+    "priority",       "time_limit_s",
+    "preemptible",    "checkpoint_interval_s",
+    "max_retries",    "env",
+    "workdir",        "array",
+    "tasks_per_node", "script",
+    "output",         "error",
+    "requeue",        NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
@@ -70,6 +72,7 @@ void ctl_job_free(ctl_job *j)
     json_decref(j->spec);
     free(j->reason);
     free(j->place);
+    free(j->last_nodes);
     free(j);
 }
 
@@ -96,10 +99,10 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         goto out;
     }
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
-    const char *workdir = "";
-    int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 3, arr = 1;
+    const char *workdir = "", *script = "", *outp = "", *errp = "";
+    int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 0, arr = 1, tpn = 0;
     double mem = 0;
-    bool preemptible = false;
+    bool preemptible = false, requeue = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL;
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
@@ -119,7 +122,13 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_int(body, "", "max_retries", false, 0, 100, &retries, err)) ||
         (rc = cr_json_obj(body, "", "env", false, &env, err)) ||
         (rc = cr_json_str(body, "", "workdir", false, 4096, &workdir, err)) ||
-        (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err))) {
+        (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err)) ||
+        (rc = cr_json_int(body, "", "tasks_per_node", false, 0, CTL_MAX_TASKS_PER_NODE, &tpn,
+                          err)) ||
+        (rc = cr_json_str(body, "", "script", false, CTL_MAX_SCRIPT_BYTES, &script, err)) ||
+        (rc = cr_json_str(body, "", "output", false, 1024, &outp, err)) ||
+        (rc = cr_json_str(body, "", "error", false, 1024, &errp, err)) ||
+        (rc = cr_json_bool(body, "", "requeue", false, &requeue, err))) {
         goto out;
     }
     if (json_array_size(cmd) == 0) {
@@ -217,6 +226,21 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (*workdir) {
         json_object_set_new(j->spec, "workdir", json_string(workdir));
     }
+    if (tpn > 0) {
+        json_object_set_new(j->spec, "tasks_per_node", json_integer(tpn));
+    }
+    if (*script) {
+        json_object_set_new(j->spec, "script", json_string(script));
+    }
+    if (*outp) {
+        json_object_set_new(j->spec, "output", json_string(outp));
+    }
+    if (*errp) {
+        json_object_set_new(j->spec, "error", json_string(errp));
+    }
+    if (requeue) {
+        json_object_set_new(j->spec, "requeue", json_true());
+    }
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
     j->gpus = (int)gpus;
     j->nodes = (int)nodes;
@@ -260,6 +284,11 @@ json_t *ctl_job_json(const ctl_job *j)
     json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
     if (*j->run_type) {
         json_object_set_new(v, "run_gpu_type", json_string(j->run_type));
+    }
+    if (j->last_nodes) {
+        /* The last run's tasks (logs --rank, --all). */
+        json_object_set_new(v, "nodelist", json_string(j->last_nodes));
+        json_object_set_new(v, "tasks_per_node_run", json_integer(j->last_tpn));
     }
     json_t *pl = json_array();
     for (size_t i = 0; i < j->nplace; i++) {
@@ -331,6 +360,11 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
     if (*j->run_type) {
         cr_buf_puts(&b, ",\"run_gpu_type\":");
         put_jstr(&b, j->run_type);
+    }
+    if (j->last_nodes) {
+        cr_buf_puts(&b, ",\"nodelist\":");
+        put_jstr(&b, j->last_nodes);
+        cr_buf_printf(&b, ",\"tasks_per_node_run\":%d", j->last_tpn);
     }
     cr_buf_puts(&b, ",\"placement\":[");
     for (size_t i = 0; i < j->nplace; i++) {
@@ -429,6 +463,11 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     if (ln) {
         snprintf(j->last_node, sizeof j->last_node, "%s", ln);
     }
+    const char *nl = json_string_value(json_object_get(v, "nodelist"));
+    if (nl && *nl) {
+        j->last_nodes = cr_strdup(nl);
+        j->last_tpn = (int)doc_int(v, "tasks_per_node_run");
+    }
     const char *rt = json_string_value(json_object_get(v, "run_gpu_type"));
     if (rt) {
         snprintf(j->run_type, sizeof j->run_type, "%s", rt);
@@ -458,12 +497,29 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant ? tenant : "default");
     json_decref(v);
     /* Strip the read-only members that job_json adds back. */
-    static const char *const ro[] = {
-        "id",        "tenant",           "state",       "reason",     "exit_code",
-        "signal",    "retries",          "submit_time", "start_time", "end_time",
-        "placement", "run_gpu_type",     "submit_ns",   "start_ns",   "end_ns",
-        "acct_ns",   "cancel_requested", "timed_out",   "last_node",  "requeue_requested",
-        NULL};
+    static const char *const ro[] = {"id",
+                                     "tenant",
+                                     "state",
+                                     "reason",
+                                     "exit_code",
+                                     "signal",
+                                     "retries",
+                                     "submit_time",
+                                     "start_time",
+                                     "end_time",
+                                     "placement",
+                                     "run_gpu_type",
+                                     "submit_ns",
+                                     "start_ns",
+                                     "end_ns",
+                                     "acct_ns",
+                                     "cancel_requested",
+                                     "timed_out",
+                                     "last_node",
+                                     "requeue_requested",
+                                     "nodelist",
+                                     "tasks_per_node_run",
+                                     NULL};
     for (size_t i = 0; ro[i]; i++) {
         json_object_del(j->spec, ro[i]);
     }
@@ -626,6 +682,14 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
         ctl_job_set_reason(j, "");
         ctl_sched_remove(c, j->id);
         ctl_job_persist(c, txn, j, "completed", why);
+    } else if (lost && json_is_true(json_object_get(j->spec, "requeue"))) {
+        /* --requeue: a node lost is not the job's failure */
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, sizeof buf, "%s; requeued (requeue on node loss)", why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", buf);
     } else if (j->retries < j->max_retries) {
         j->retries++;
         j->state = JS_PENDING;
@@ -1046,21 +1110,47 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
         ctl_reply_err(req, 400, CR_EINVAL, "offset", "query 'offset': an integer >= 0");
         return;
     }
-    char server[300] = "", path[200] = "";
+    const char *rk = cr_http_query(req, "rank");
+    int64_t rank = 0;
+    if (rk && cr_parse_i64(rk, 0, 1 << 20, &rank) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "rank", "query 'rank': a task rank >= 0");
+        return;
+    }
+    char server[300] = "", path[200] = "", node[CTL_NAME_MAX] = "";
+    int64_t ntasks = 0;
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_get(c, id);
     bool vis = visible(j, p);
     if (vis && *j->last_node) {
-        ctl_node *n = ctl_node_find(c, j->last_node);
+        /* Rank R runs on node R / tasks-per-node of the last placement. */
+        int tpn = j->last_tpn > 0 ? j->last_tpn : 1;
+        snprintf(node, sizeof node, "%s", j->last_node);
+        const char *nl = j->last_nodes;
+        int64_t want = rank / tpn, k = 0;
+        for (; nl && *nl; k++) {
+            size_t len = strcspn(nl, ",");
+            if (k == want && len < sizeof node) {
+                memcpy(node, nl, len);
+                node[len] = '\0';
+            }
+            nl += len + (nl[len] == ',');
+        }
+        ntasks = (nl ? k : 1) * tpn;
+        ctl_node *n = rank < ntasks ? ctl_node_find(c, node) : NULL;
         if (n && n->port > 0) {
             snprintf(server, sizeof server, "http://%s:%d", n->addr, n->port);
-            snprintf(path, sizeof path, "/v1/logs/%lld?stream=%s&offset=%lld", (long long)id,
-                     stream ? stream : "stdout", (long long)offset);
+            snprintf(path, sizeof path, "/v1/logs/%lld?stream=%s&offset=%lld&rank=%lld",
+                     (long long)id, stream ? stream : "stdout", (long long)offset, (long long)rank);
         }
     }
     pthread_mutex_unlock(&c->mu);
     if (!vis) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    if (*node && rank >= ntasks) {
+        ctl_reply_err(req, 400, CR_EINVAL, "rank", "query 'rank': job %lld has ranks 0..%lld",
+                      (long long)id, (long long)(ntasks - 1));
         return;
     }
     if (!*server) {

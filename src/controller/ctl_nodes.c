@@ -172,7 +172,6 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
             continue;
         }
         size_t rank = 0;
-        int offset = 0;
         const ctl_place *pl = NULL;
         for (size_t k = 0; k < j->nplace; k++) {
             if (strcmp(j->place[k].node, n->name) == 0) {
@@ -180,7 +179,6 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                 rank = k;
                 break;
             }
-            offset += (int)j->place[k].ngpus;
         }
         if (!pl) {
             continue;
@@ -193,11 +191,20 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         const ctl_node *master = ctl_node_find(c, j->place[0].node);
         char ckpt[1200];
         snprintf(ckpt, sizeof ckpt, "%s/%lld", c->cfg.checkpoint_root, (long long)j->id);
+        /* Launch mode (ctl_batch.c): tasks per node, each its own rank.
+         * The rendezvous port is the one rank 0's agent reserved and
+         * reported (0 until then: the other nodes wait for it). A service
+         * replica keeps the old fixed port: its agent assigns PORT instead. */
+        bool launcher = false;
+        int tpn = ctl_batch_tasks_per_node(j, pl->ngpus, &launcher);
+        bool service = json_object_get(j->spec, "service") != NULL;
         json_t *gang =
-            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr",
-                      master ? master->addr : n->addr, "master_port", 29500 + (int)(j->id % 20000),
-                      "world_size", j->gpus, "node_rank", (int)rank, "nnodes", (int)j->nplace,
-                      "local_world_size", (int)pl->ngpus, "rank_offset", offset);
+            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr",
+                      master ? master->addr : n->addr, "master_port",
+                      service ? 29500 + (int)(j->id % 20000) : j->port, "world_size",
+                      (int)j->nplace * tpn, "node_rank", (int)rank, "nnodes", (int)j->nplace,
+                      "local_world_size", tpn, "rank_offset", (int)rank * tpn, "tasks_per_node",
+                      tpn, "gpus_per_node", (int)pl->ngpus, "launcher", launcher ? 1 : 0);
         const char *wd = json_string_value(json_object_get(j->spec, "workdir"));
         json_t *e = json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job",
                               (json_int_t)j->id, "command", json_object_get(j->spec, "command"),
@@ -207,6 +214,7 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                               j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
                               gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
+        ctl_batch_entry(j, e);
         if (json_object_get(j->spec, "service")) {
             /* PORT in env is the preferred port; the agent reports the one
              * it gave (another program on the node may hold the preferred). */
@@ -780,6 +788,14 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         if (j->port != (int)json_integer_value(port)) {
             j->port = (int)json_integer_value(port);
             ctl_services_job_changed(c, j);
+            /* A gang's rendezvous port, reserved by rank 0's agent: the
+             * other nodes wait for it. */
+            for (size_t k = 1; k < j->nplace; k++) {
+                ctl_node *o = ctl_node_find(c, j->place[k].node);
+                if (o) {
+                    ctl_node_bump(c, o);
+                }
+            }
         }
     }
     /* Exits. */

@@ -486,6 +486,15 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     }
     if (j->nplace) {
         snprintf(j->last_node, sizeof j->last_node, "%s", j->place[0].node);
+        cr_buf nl;
+        cr_buf_init(&nl);
+        for (size_t k = 0; k < j->nplace; k++) {
+            cr_buf_printf(&nl, "%s%s", k ? "," : "", j->place[k].node);
+        }
+        free(j->last_nodes);
+        j->last_nodes = cr_buf_take(&nl);
+        bool launcher;
+        j->last_tpn = ctl_batch_tasks_per_node(j, j->place[0].ngpus, &launcher);
     }
     const char *tname = cr_sched_gpu_type_name(pl->s, d->gpu_type);
     snprintf(j->run_type, sizeof j->run_type, "%s", tname ? tname : j->gpu_type);

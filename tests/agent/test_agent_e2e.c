@@ -784,15 +784,21 @@ static void test_bad_flags(void **state)
         {"--join-token t", "--server"},
         {"--server http://127.0.0.1:1", "--join-token"},
         {"--server ftp://x --join-token t", "--server"},
-        {"--server http://h:1 --join-token t --listen nope", "--listen"},
-        {"--server http://h:1 --join-token t --wait 0s", "--wait"},
-        {"--server http://h:1 --join-token t --hot-c 5000", "--hot-c"},
-        {"--server http://h:1 --join-token t --node 'a b'", "--node"},
-        {"--server http://h:1 --join-token t --xid-hold soon", "--xid-hold"},
-        {"--server http://h:1 --join-token t --gpus 'sim:3xH100 SXM,nvlink=2' --state-dir /tmp",
+        {"--server http://127.0.0.1:1 --join-token t --listen nope", "--listen"},
+        {"--server http://127.0.0.1:1 --join-token t --wait 0s", "--wait"},
+        {"--server http://127.0.0.1:1 --join-token t --hot-c 5000", "--hot-c"},
+        {"--server http://127.0.0.1:1 --join-token t --node 'a b'", "--node"},
+        {"--server http://127.0.0.1:1 --join-token t --xid-hold soon", "--xid-hold"},
+        {"--server http://127.0.0.1:1 --join-token t --gpus 'sim:3xH100 SXM,nvlink=2' --state-dir "
+         "/tmp",
          "does not divide"},
-        {"--server http://h:1 --join-token t --gpus tpu --state-dir /tmp", "--gpus"},
-        {"--server http://h:1 --join-token t extra", "extra"},
+        {"--server http://127.0.0.1:1 --join-token t --gpus tpu --state-dir /tmp", "--gpus"},
+        {"--server http://127.0.0.1:1 --join-token t extra", "extra"},
+        /* a loopback address advertised to a controller elsewhere */
+        {"--server http://10.9.9.9:1 --join-token t", "loopback"},
+        {"--server http://10.9.9.9:1 --join-token t --listen 127.0.0.1:0", "--advertise"},
+        {"--server http://127.0.0.1:1 --join-token t --task-env NOEQ", "--task-env"},
+        {"--server http://127.0.0.1:1 --join-token t --rdzv-ports 9-5", "--rdzv-ports"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];
