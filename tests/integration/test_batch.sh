@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# test_batch.sh - Slurm habits end to end: the real controller and one real
+# agent (simulated GPUs) on loopback, driven by the real client.
+#   - a batch script with #SBATCH lines, submitted unchanged: its directives
+#     become the job (-t 90 is 5,400 s; --ntasks-per-node 2 runs two tasks),
+#     the script travels with the job and -o out-%j-%t.txt is written on the
+#     node, in --chdir;
+#   - --wait returns the job's exit code, and a failure is not retried by
+#     default (it ran once);
+# Polls with deadlines; no sleeps as synchronisation.
+set -euo pipefail
+
+CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
+DIR=$(mktemp -d /tmp/corral-batch-XXXXXX)
+PIDS=()
+cleanup() {
+    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
+}
+trap cleanup EXIT
+
+fail() {
+    echo "FAIL: $*"
+    for f in "$DIR"/*.log; do
+        echo "--- $f"
+        tail -20 "$f"
+    done
+    exit 1
+}
+
+wait_for() { # wait_for SECONDS COMMAND...
+    local end=$((SECONDS + $1))
+    shift
+    until "$@" >/dev/null 2>&1; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+
+unset CORRAL_SERVER CORRAL_TOKEN
+export CORRAL_CONFIG=/dev/null
+"$CORRAL" controller --listen 127.0.0.1:0 --state-dir "$DIR/ctl" --heartbeat 1 \
+    >"$DIR/controller.log" 2>&1 &
+PIDS+=($!)
+wait_for 30 test -s "$DIR/ctl/listen.addr" || fail "controller did not start"
+wait_for 30 test -s "$DIR/ctl/admin.token" || fail "controller wrote no admin token"
+export CORRAL_SERVER=$(cat "$DIR/ctl/listen.addr")
+export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
+"$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" --node n0 \
+    --gpus "sim:4xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n0" --kill-on-exit \
+    >"$DIR/agent.log" 2>&1 &
+PIDS+=($!)
+up() { "$CORRAL" nodes | grep -q ' up '; }
+wait_for 30 up || fail "agent did not register"
+
+state_of() { "$CORRAL" show --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
+field_of() { "$CORRAL" show --json "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"$2\"])"; }
+is_state() { [ "$(state_of "$1")" = "$2" ]; }
+submit_id() { "$@" | grep -o '[0-9][0-9]*' | head -1; }
+
+# --- a Slurm script, unchanged ------------------------------------------------
+mkdir -p "$DIR/work"
+cat >"$DIR/job.sh" <<'SH'
+#!/bin/bash
+#SBATCH -J scripted
+#SBATCH -t 90
+#SBATCH --ntasks-per-node=2
+#SBATCH --gres=gpu:2
+#SBATCH -o out-%j-%t.txt
+echo "task $SLURM_PROCID of $SLURM_NTASKS in $(pwd) arg=$1"
+SH
+cd "$DIR"
+id=$(submit_id "$CORRAL" submit --chdir work ./job.sh hello)
+[ -n "$id" ] || fail "script submit"
+wait_for 30 is_state "$id" completed || fail "script job $id: $("$CORRAL" show "$id")"
+[ "$(field_of "$id" time_limit_s)" = 5400 ] || fail "-t 90 is not 5400 s"
+[ "$(field_of "$id" name)" = scripted ] || fail "-J"
+[ "$(field_of "$id" gpus)" = 2 ] || fail "--gres=gpu:2"
+for t in 0 1; do
+    f="$DIR/work/out-$id-$t.txt"
+    [ -s "$f" ] || fail "no $f"
+    grep -qx "task $t of 2 in $DIR/work arg=hello" "$f" || fail "$f: $(cat "$f")"
+done
+# The node ran its own copy of the script: the original was never read there.
+[ -s "$DIR/n0/scripts/$id.sh" ] || fail "script not shipped to the node"
+cd /
+
+# --- --wait returns the exit code; no retries by default ---------------------
+set +e
+"$CORRAL" submit --wait -n three -- sh -c 'exit 3' >"$DIR/wait.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "--wait exit $rc, want 3: $(cat "$DIR/wait.out")"
+wid=$(grep -o '[0-9][0-9]*' "$DIR/wait.out" | head -1)
+[ "$(field_of "$wid" runs)" = 1 ] || fail "a failed job ran $(field_of "$wid" runs) times (retries 0 by default)"
+"$CORRAL" submit --wait -- true >/dev/null || fail "--wait of a job that succeeds"
+
+echo "ok: #SBATCH script, -o on the node, -t 90 = 5400 s, --wait exit code"
