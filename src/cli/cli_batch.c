@@ -94,7 +94,7 @@ static int split_words(const char *p, char **out, int max)
 }
 
 /* sbatch options and what they become. */
-enum sb_how { SB_FLAG, SB_BOOL, SB_GPUS, SB_GRES, SB_NTASKS, SB_NONE, SB_LATER };
+enum sb_how { SB_FLAG, SB_BOOL, SB_GPUS, SB_GRES, SB_NTASKS, SB_ARRAY, SB_NONE, SB_LATER };
 typedef struct sb_opt {
     char short_name;
     const char *name;
@@ -111,7 +111,7 @@ static const sb_opt sb_opts[] = {
     {0, "gpus-per-node", SB_GRES, NULL},
     {'o', "output", SB_FLAG, "output"},
     {'e', "error", SB_FLAG, "error"},
-    {'a', "array", SB_FLAG, "array"},
+    {'a', "array", SB_ARRAY, NULL},
     {'p', "partition", SB_FLAG, "gpu-type"},
     {0, "ntasks-per-node", SB_FLAG, "tasks-per-node"},
     {'n', "ntasks", SB_NTASKS, NULL},
@@ -120,7 +120,7 @@ static const sb_opt sb_opts[] = {
     {0, "export", SB_FLAG, "export"},
     {'D', "chdir", SB_FLAG, "chdir"},
     {0, "priority", SB_FLAG, "priority"},
-    {'d', "dependency", SB_LATER, "dependencies are not supported yet"},
+    {'d', "dependency", SB_FLAG, "dependency"},
     {0, "exclusive", SB_LATER, "--exclusive is not supported yet"},
     {'c', "cpus-per-task", SB_LATER, "CPU requests are not supported yet"},
     {0, "mem", SB_LATER, "memory requests are not supported yet"},
@@ -129,7 +129,7 @@ static const sb_opt sb_opts[] = {
     {'w', "nodelist", SB_LATER, "--nodelist is not supported yet"},
     {'x', "exclude", SB_LATER, "--exclude is not supported yet"},
     {'C', "constraint", SB_LATER, "--constraint is not supported yet"},
-    {'b', "begin", SB_LATER, "--begin is not supported yet"},
+    {'b', "begin", SB_FLAG, "begin"},
     {0, "signal", SB_LATER, "--signal is not supported yet"},
     {0, "mail-type", SB_NONE, NULL},
     {0, "mail-user", SB_NONE, NULL},
@@ -224,6 +224,18 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
             }
             add_word(out, nout, o->how == SB_GPUS ? "--gpus" : "--gpus-per-node");
             add_word(out, nout, v);
+            break;
+        }
+        case SB_ARRAY: {
+            /* sbatch -a 4 is the one task 4 (corral --array 4 is four copies) */
+            add_word(out, nout, "--array");
+            if (*val && strspn(val, "0123456789") == strlen(val)) {
+                char *r = cr_asprintf("%s-%s", val, val);
+                add_word(out, nout, r);
+                free(r);
+            } else {
+                add_word(out, nout, val);
+            }
             break;
         }
         case SB_NTASKS:
@@ -546,4 +558,44 @@ int cr__cli_wait_jobs(cli_ctx *ctx, const json_t *ids)
 out:
     cr_client_res_fini(&res);
     return code;
+}
+
+int cr__cli_parse_begin(const char *s, int64_t now_ns, int64_t *out_ns)
+{
+    int64_t d;
+    if (strcmp(s, "now") == 0) {
+        *out_ns = now_ns;
+        return 0;
+    }
+    if (strncmp(s, "now+", 4) == 0) {
+        /* as sbatch: now+60 is seconds; units as elsewhere (90s, 2h) */
+        if (cr_duration_parse(s + 4, &d) < 0) {
+            return CR_EINVAL;
+        }
+        *out_ns = now_ns + d;
+        return 0;
+    }
+    int hh, mm, ss = 0, used = 0;
+    if ((sscanf(s, "%2d:%2d:%2d%n", &hh, &mm, &ss, &used) == 3 ||
+         sscanf(s, "%2d:%2d%n", &hh, &mm, &used) == 2) &&
+        (size_t)used == strlen(s) && hh >= 0 && hh < 24 && mm >= 0 && mm < 60 && ss >= 0 &&
+        ss < 60) {
+        /* today at that local time, or tomorrow when it has passed */
+        time_t now = (time_t)(now_ns / CR_NS_PER_SEC);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        tm.tm_hour = hh;
+        tm.tm_min = mm;
+        tm.tm_sec = ss;
+        tm.tm_isdst = -1;
+        time_t at = mktime(&tm);
+        if (at <= now) {
+            tm.tm_mday++;
+            tm.tm_isdst = -1;
+            at = mktime(&tm);
+        }
+        *out_ns = (int64_t)at * CR_NS_PER_SEC;
+        return 0;
+    }
+    return cr__cli_parse_rfc3339(s, out_ns);
 }

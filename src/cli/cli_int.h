@@ -193,6 +193,9 @@ bool cr__cli_secret_name(const char *name, size_t len);
  * secret-looking names, Corral's, Slurm's and session variables); "NONE";
  * "ALL"; or a list "NAME,NAME=VALUE,...". -1 after a message. */
 int cr__cli_export_env(cli_ctx *ctx, const char *spec, json_t *env);
+/* --begin: "now", "now+DURATION", "HH:MM[:SS]" (local; tomorrow once
+ * past) or RFC 3339, against now_ns. CR_EINVAL when none of those. */
+int cr__cli_parse_begin(const char *s, int64_t now_ns, int64_t *out_ns);
 /* Wait for the jobs (ids: an array) to end; the exit code is the worst of
  * theirs (completed 0, failed: its exit code or 128+signal, cancelled 1+). */
 int cr__cli_wait_jobs(cli_ctx *ctx, const json_t *ids);

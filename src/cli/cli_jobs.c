@@ -7,6 +7,7 @@
 #include "cr_alloc.h"
 #include "cr_buf.h"
 #include "cr_error.h"
+#include "cr_parse.h"
 #include "cr_time.h"
 
 #include <inttypes.h>
@@ -50,7 +51,12 @@ static const cli_opt submit_opts[] = {
      NULL, 0, 0, 't'},
     {"env", CLI_LIST, "K=V", "environment variable for the job", NULL, 0, 0, 'e'},
     {"workdir", CLI_STR, "DIR", "working directory on the node", NULL, 0, 0, 0},
-    {"array", CLI_INT, "N", "submit N copies (an array of tasks)", NULL, 1, 10000, 0},
+    {"array", CLI_STR, "N|SPEC",
+     "N copies, or Slurm's indexes: 0-99, 1,3,5, 0-99:2, with %N at most N at once", NULL, 0, 0,
+     'a'},
+    {"dependency", CLI_STR, "DEP",
+     "afterok|afternotok|afterany|after:ID[:ID...][,...] or singleton", NULL, 0, 0, 'd'},
+    {"begin", CLI_STR, "TIME", "not before: now+DURATION, HH:MM[:SS] or RFC 3339", NULL, 0, 0, 0},
     {"name", CLI_STR, "NAME", "job name", NULL, 0, 0, 'n'},
     {"preemptible", CLI_BOOL, NULL, "may be preempted (it checkpoints)", NULL, 0, 0, 0},
     {"checkpoint-interval", CLI_DUR, "DURATION", "how often the job checkpoints", NULL, 0, 0, 0},
@@ -174,7 +180,31 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     put_str(job, "kind", pick(a, d, "kind"));
     put_int(job, "priority", pick(a, d, "priority"));
     put_str(job, "workdir", pick(a, d, "workdir"));
-    put_int(job, "array", pick(a, d, "array"));
+    const cli_val *arr = pick(a, d, "array");
+    if (arr->set) {
+        int64_t copies;
+        if (cr_parse_i64(arr->str, 1, 10000, &copies) == 0) {
+            json_object_set_new(job, "array", json_integer(copies));
+        } else if (strspn(arr->str, "0123456789") == strlen(arr->str)) {
+            fprintf(ctx->err, "corral submit: --array: '%s' copies: at most 10000\n", arr->str);
+            goto bad;
+        } else {
+            json_object_set_new(job, "array", json_string(arr->str));
+        }
+    }
+    put_str(job, "dependency", pick(a, d, "dependency"));
+    const cli_val *beg = pick(a, d, "begin");
+    if (beg->set) {
+        int64_t at;
+        if (cr__cli_parse_begin(beg->str, ctx->now_ns, &at) < 0) {
+            fprintf(ctx->err,
+                    "corral submit: --begin: '%s' is not a time (now+DURATION, HH:MM[:SS], "
+                    "RFC 3339)\n",
+                    beg->str);
+            goto bad;
+        }
+        json_object_set_new(job, "begin_unix", json_integer(at / CR_NS_PER_SEC));
+    }
     put_int(job, "max_retries", pick(a, d, "retries"));
     const cli_val *wd = pick(a, d, "workdir");
     if (wd->set && wd->str[0] != '/') {
@@ -652,31 +682,96 @@ out:
 
 /* --- cancel, hold, release, requeue -------------------------------------------- */
 
+static const cli_opt action_opts[] = {
+    {"tenant", CLI_STR, "T", "every active job of this tenant (scancel -A)", NULL, 0, 0, 0},
+    {"name", CLI_STR, "NAME", "every active job with this name (scancel -n)", NULL, 0, 0, 'n'},
+    {"state", CLI_STR, "STATE", "every job in this state (scancel -t)",
+     "pending|held|running|completing", 0, 0, 's'},
+};
+
+/* "12" or "12_3" (one task of array 12). */
+static bool job_ref_ok(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 18 || s[0] == '0') {
+        return false;
+    }
+    if (s[n] == '\0') {
+        return true;
+    }
+    size_t m = strspn(s + n + 1, "0123456789");
+    return s[n] == '_' && m > 0 && m <= 7 && s[n + 1 + m] == '\0';
+}
+
+/* The ids of the active jobs matching the filters (appended to refs). */
+static int filter_refs(cli_ctx *ctx, const cli_args *a, char ***refs, size_t *n)
+{
+    const cli_val *ten = cr__cli_arg(a, "tenant"), *nm = cr__cli_arg(a, "name");
+    const cli_val *st = cr__cli_arg(a, "state");
+    cr_client_res res;
+    cr_client_res_init(&res);
+    int rc = cr_client_jobs_list(ctx->client, st->set ? st->str : "active",
+                                 ten->set ? ten->str : NULL, 0, &res);
+    if (rc < 0) {
+        int code = cr__cli_fail(ctx, rc, &res);
+        cr_client_res_fini(&res);
+        return code;
+    }
+    size_t i;
+    json_t *job;
+    json_array_foreach(json_object_get(res.body, "items"), i, job)
+    {
+        const char *name = jstr(job, "name");
+        if (nm->set && (!name || strcmp(name, nm->str) != 0)) {
+            continue;
+        }
+        *refs = cr_reallocarray(*refs, *n + 1, sizeof **refs);
+        (*refs)[(*n)++] =
+            cr_asprintf("%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(job, "id")));
+    }
+    cr_client_res_fini(&res);
+    return 0;
+}
+
 int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
     int code = 0;
-    int64_t *ids = NULL;
+    char **refs = NULL;
+    size_t nrefs = 0;
     json_t *all = json_array();
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "JOB...", NULL, 0, false, argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a, "JOB... | --name N | --tenant T | --state S", action_opts,
+                      NOPTS(action_opts), false, argc, argv, &code)) {
         goto out;
     }
-    if (a.npos == 0) {
-        fprintf(ctx->err, "corral %s: expected at least one job id (corral %s JOB...)\n", ctx->cmd,
-                ctx->cmd);
+    bool filtered = cr__cli_arg(&a, "tenant")->set || cr__cli_arg(&a, "name")->set ||
+                    cr__cli_arg(&a, "state")->set;
+    if (a.npos == 0 && !filtered) {
+        fprintf(ctx->err,
+                "corral %s: expected at least one job id, or --name, --tenant or --state "
+                "(corral %s JOB...)\n",
+                ctx->cmd, ctx->cmd);
         code = CLI_EXIT_USAGE;
         goto out;
     }
-    ids = cr_calloc(a.npos, sizeof *ids);
     for (size_t i = 0; i < a.npos; i++) {
-        if (cr__cli_job_id(ctx, a.pos[i], &ids[i]) < 0) {
+        if (!job_ref_ok(a.pos[i])) {
+            fprintf(ctx->err,
+                    "corral %s: '%s' is not a job id (a positive integer, or ARRAY_INDEX for "
+                    "one task of an array)\n",
+                    ctx->cmd, a.pos[i]);
             code = CLI_EXIT_USAGE;
             goto out;
         }
+        refs = cr_reallocarray(refs, nrefs + 1, sizeof *refs);
+        refs[nrefs++] = cr_strdup(a.pos[i]);
     }
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        goto out;
+    }
+    if (filtered && a.npos == 0 && (code = filter_refs(ctx, &a, &refs, &nrefs)) != 0) {
         goto out;
     }
     static const struct {
@@ -691,8 +786,25 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
             done = past[i].done;
         }
     }
-    for (size_t i = 0; i < a.npos; i++) {
-        int rc = cr_client_job_action(ctx->client, ids[i], ctx->cmd, &res);
+    int64_t cov_lo = 0, cov_hi = 0; /* ids an array action already covered */
+    for (size_t i = 0; i < nrefs; i++) {
+        /* A plain id that is an array's first: the whole array, as scancel
+         * does; ID_INDEX: one task. (Filters list every task already.) */
+        bool whole = !filtered && !strchr(refs[i], '_');
+        int64_t num = 0;
+        if (whole && cr_parse_i64(refs[i], 1, INT64_MAX, &num) == 0 && num > cov_lo &&
+            num <= cov_hi) {
+            if (!ctx->json) {
+                fprintf(ctx->out, "%s job %s\n", done, refs[i]); /* with its array */
+            }
+            continue;
+        }
+        int rc = cr_client_job_action_ref(ctx->client, refs[i], ctx->cmd, whole, &res);
+        json_int_t last = rc < 0 ? 0 : json_integer_value(json_object_get(res.body, "array_last"));
+        if (last > 0) {
+            cov_lo = num;
+            cov_hi = (int64_t)last;
+        }
         if (rc < 0) {
             int c = cr__cli_fail(ctx, rc, &res);
             if (c > code) {
@@ -702,11 +814,10 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
                 break;
             }
         } else if (!ctx->json) {
-            fprintf(ctx->out, "%s job %" PRId64 "\n", done, ids[i]);
+            fprintf(ctx->out, "%s job %s\n", done, refs[i]);
         }
         if (ctx->json) {
-            json_t *one =
-                json_pack("{s:I,s:i}", "id", (json_int_t)ids[i], "status", (int)res.status);
+            json_t *one = json_pack("{s:s,s:i}", "id", refs[i], "status", (int)res.status);
             json_object_set(one, rc < 0 ? "error" : "answer", res.body ? res.body : json_null());
             json_array_append_new(all, one);
         }
@@ -716,7 +827,10 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
     }
 out:
     json_decref(all);
-    free(ids);
+    for (size_t i = 0; i < nrefs; i++) {
+        free(refs[i]);
+    }
+    free(refs);
     cr_client_res_fini(&res);
     cr__cli_args_fini(&a);
     return code;

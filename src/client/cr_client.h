@@ -141,6 +141,12 @@ int cr_client_jobs_list(cr_client *c, const char *state, const char *tenant, int
 int cr_client_job_get(cr_client *c, int64_t id, cr_client_res *res);
 /* action: "cancel", "hold", "release" or "requeue". */
 int cr_client_job_action(cr_client *c, int64_t id, const char *action, cr_client_res *res);
+/* The same for a job named "ID" or "ARRAY_INDEX" (one array task);
+ * whole_array: on an array's first id, every task of the array. */
+int cr_client_job_action_ref(cr_client *c, const char *ref, const char *action, bool whole_array,
+                             cr_client_res *res);
+/* GET /v1/jobs/{ref}: ref "ID" or "ARRAY_INDEX". */
+int cr_client_job_get_ref(cr_client *c, const char *ref, cr_client_res *res);
 /* GET /v1/jobs/{id}/logs; stream: "stdout" or "stderr"; follow streams until
  * the job ends or fn stops; without follow the bytes from offset are
  * delivered to fn as well. */

@@ -91,6 +91,27 @@ int cr_client_job_action(cr_client *c, int64_t id, const char *action, cr_client
     return rc;
 }
 
+int cr_client_job_action_ref(cr_client *c, const char *ref, const char *action, bool whole_array,
+                             cr_client_res *res)
+{
+    char *r = cr_client_escape(ref);
+    char *e = cr_client_escape(action);
+    char *path = cr_asprintf("/v1/jobs/%s/%s%s", r, e, whole_array ? "?array=1" : "");
+    int rc = cr_client_request(c, "POST", path, NULL, 0, res);
+    free(path);
+    free(e);
+    free(r);
+    return rc;
+}
+
+int cr_client_job_get_ref(cr_client *c, const char *ref, cr_client_res *res)
+{
+    char *path = named_path("jobs", ref, NULL);
+    int rc = get(c, path, res);
+    free(path);
+    return rc;
+}
+
 int cr_client_job_logs(cr_client *c, int64_t id, const char *stream, uint64_t offset, bool follow,
                        cr_client_data_fn fn, void *ud, cr_client_res *res)
 {

@@ -330,6 +330,7 @@ static void ctl_free_state(ctl *c)
     free(c->tenants);
     free(c->usage);
     free(c->sched_ops);
+    free(c->gated);
     cr_auth_table_free(c->auth);
     cr_prom_hist_vec_free(c->api_hist);
     cr_prom_hist_fini(&c->cycle_hist);

@@ -35,6 +35,9 @@
 /* Batch jobs (docs/api.md): tasks on one node, a shipped script's size. */
 #define CTL_MAX_TASKS_PER_NODE 256
 #define CTL_MAX_SCRIPT_BYTES   65536
+#define MAX_ARRAY_TASKS        10000   /* tasks in one array */
+#define MAX_ARRAY_INDEX        1000000 /* largest array index */
+#define MAX_DEP_TERMS          16      /* terms in one dependency */
 
 typedef enum ctl_job_state {
     JS_PENDING = 0,
@@ -95,6 +98,8 @@ typedef struct ctl_job {
     bool cancel_requested;  /* stop requested by a user cancel */
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
+    bool gated;             /* pending, held out of the scheduler by its dependency,
+                               array throttle or begin time (ctl_batch.c) */
     int64_t acct_ns;        /* accounted up to (wall clock) */
 } ctl_job;
 
@@ -213,6 +218,8 @@ struct ctl {
     bool sched_restored; /* the scheduler took in the stored nodes and running jobs */
     char join_token[CR_TOKEN_TEXT_MAX + 8]; /* for calls to agents */
     bool tenants_dirty;                     /* weights/quotas changed: tell the scheduler */
+    int64_t *gated;                         /* ids of gated jobs, ascending (ctl_batch.c) */
+    size_t ngated, capgated;
     bool stopping;
     pthread_cond_t cv; /* wakes the scheduler thread */
     pthread_t sched_thread;
@@ -303,6 +310,26 @@ bool ctl_batch_is_launcher(const json_t *command);
 int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher);
 /* Add script, output, error, name, array index and nodelist to entry. mu held. */
 void ctl_batch_entry(const ctl_job *j, json_t *entry);
+/* Parse an array spec ("0-99", "1,3,5", "0-99:2", "0-15%4") into at most
+ * max indexes (idx) and the throttle (0: none). CR_EINVAL with why. */
+int ctl_batch_array_parse(const char *text, int32_t *idx, size_t max, size_t *n, int *throttle,
+                          char *why, size_t whylen);
+/* Check a dependency's syntax ("afterok:12:13,afterany:14_2", "singleton"). */
+int ctl_batch_dep_check(const char *text, char *why, size_t whylen);
+/* Check that every job a dependency names exists and is the tenant's
+ * (admins: anyone's). CR_ENOENT with why. mu held. */
+int ctl_batch_dep_refs(ctl *c, const char *text, const char *tenant, bool admin, char *why,
+                       size_t whylen);
+/* The task of array first with that index, or NULL. mu held. */
+ctl_job *ctl_batch_array_task(ctl *c, int64_t first, int32_t index);
+/* 0: j may be scheduled; 1: it waits (why); -1: it never will (why).
+ * busy: the array's active tasks when known, else -1. mu held. */
+int ctl_batch_gate(ctl *c, const ctl_job *j, int64_t now_wall, int busy, char *why, size_t whylen);
+bool ctl_batch_has_gate(const ctl_job *j);
+/* A pending job enters the scheduler, or the gate. mu held. */
+void ctl_batch_admit(ctl *c, ctl_job *j);
+/* Re-judge the gated jobs (scheduler thread timer); takes mu. */
+void ctl_batch_tick(ctl *c);
 
 /* ctl_sched.c */
 int ctl_sched_start(ctl *c);

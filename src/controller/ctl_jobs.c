@@ -21,8 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_ARRAY 10000
-
 static const char *const job_members[] = {
     "name",           "tenant",
     "command",        "gpus",
@@ -35,7 +33,8 @@ static const char *const job_members[] = {
     "workdir",        "array",
     "tasks_per_node", "script",
     "output",         "error",
-    "requeue",        NULL,
+    "requeue",        "dependency",
+    "begin_unix",     NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
@@ -91,16 +90,19 @@ void ctl_job_set_reason(ctl_job *j, const char *reason)
  * normalised request members. Returns 0 or the error in err.
  */
 static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *array,
-                     cr_json_err *err)
+                     int32_t **indexes, cr_json_err *err)
 {
     int rc = 0;
+    int32_t *idx = NULL;
     ctl_job *j = cr_calloc(1, sizeof *j);
     if (!from_doc && (rc = cr_json_only(body, "", job_members, err)) != 0) {
         goto out;
     }
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
-    const char *workdir = "", *script = "", *outp = "", *errp = "";
+    const char *workdir = "", *script = "", *outp = "", *errp = "", *dep = "";
     int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 0, arr = 1, tpn = 0;
+    int64_t begin = 0;
+    int throttle = 0;
     double mem = 0;
     bool preemptible = false, requeue = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL;
@@ -122,7 +124,10 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_int(body, "", "max_retries", false, 0, 100, &retries, err)) ||
         (rc = cr_json_obj(body, "", "env", false, &env, err)) ||
         (rc = cr_json_str(body, "", "workdir", false, 4096, &workdir, err)) ||
-        (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err)) ||
+        (!json_is_string(json_object_get(body, "array")) &&
+         (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY_TASKS, &arr, err))) ||
+        (rc = cr_json_str(body, "", "dependency", false, 1023, &dep, err)) ||
+        (rc = cr_json_int(body, "", "begin_unix", false, 0, INT64_C(1) << 40, &begin, err)) ||
         (rc = cr_json_int(body, "", "tasks_per_node", false, 0, CTL_MAX_TASKS_PER_NODE, &tpn,
                           err)) ||
         (rc = cr_json_str(body, "", "script", false, CTL_MAX_SCRIPT_BYTES, &script, err)) ||
@@ -130,6 +135,26 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_str(body, "", "error", false, 1024, &errp, err)) ||
         (rc = cr_json_bool(body, "", "requeue", false, &requeue, err))) {
         goto out;
+    }
+    const char *arrs = json_string_value(json_object_get(body, "array"));
+    if (arrs) {
+        /* Slurm's form: indexes, ranges, steps and a throttle */
+        char why[160];
+        size_t n = 0;
+        idx = cr_calloc(MAX_ARRAY_TASKS, sizeof *idx);
+        if (ctl_batch_array_parse(arrs, idx, MAX_ARRAY_TASKS, &n, &throttle, why, sizeof why) !=
+            0) {
+            rc = cr_json_fail(err, CR_EINVAL, "array", "field 'array': %s", why);
+            goto out;
+        }
+        arr = (int64_t)n;
+    }
+    if (*dep) {
+        char why[200];
+        if (ctl_batch_dep_check(dep, why, sizeof why) != 0) {
+            rc = cr_json_fail(err, CR_EINVAL, "dependency", "field 'dependency': %s", why);
+            goto out;
+        }
     }
     if (json_array_size(cmd) == 0) {
         rc = cr_json_fail(err, CR_EINVAL, "command", "field 'command': must not be empty");
@@ -241,6 +266,15 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (requeue) {
         json_object_set_new(j->spec, "requeue", json_true());
     }
+    if (*dep) {
+        json_object_set_new(j->spec, "dependency", json_string(dep));
+    }
+    if (begin > 0) {
+        json_object_set_new(j->spec, "begin_unix", json_integer(begin));
+    }
+    if (throttle > 0) {
+        json_object_set_new(j->spec, "array_throttle", json_integer(throttle));
+    }
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
     j->gpus = (int)gpus;
     j->nodes = (int)nodes;
@@ -256,9 +290,14 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (array) {
         *array = arr;
     }
+    if (indexes) {
+        *indexes = idx;
+        idx = NULL;
+    }
     *out = j;
     j = NULL;
 out:
+    free(idx);
     ctl_job_free(j);
     return rc;
 }
@@ -421,7 +460,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     }
     cr_json_err err;
     ctl_job *j = NULL;
-    int rc = job_parse(v, true, &j, NULL, &err);
+    int rc = job_parse(v, true, &j, NULL, NULL, &err);
     if (rc != 0) {
         cr_error("store: bad job doc: %s", err.message);
         json_decref(v);
@@ -429,7 +468,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     }
     j->id = doc_int(v, "id");
     /* Read-only request members the API adds (arrays, service replicas). */
-    static const char *const extra[] = {"service", "port", NULL};
+    static const char *const extra[] = {"service", "port", "array_throttle", NULL};
     j->array_first = doc_int(v, "array_first");
     j->array_index = (int32_t)doc_int(v, "array_index");
     for (size_t i = 0; extra[i]; i++) {
@@ -767,8 +806,9 @@ static void submit_committed(void *arg, int status)
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < s->n; i++) {
         json_array_append_new(ids, json_integer(s->jobs[i]->id));
-        ctl_sched_add(c, s->jobs[i]->id);
-        ctl_job_insert(c, s->jobs[i]);
+        ctl_job *j = s->jobs[i];
+        ctl_job_insert(c, j);
+        ctl_batch_admit(c, j);
     }
     pthread_mutex_unlock(&c->mu);
     atomic_fetch_add(&c->jobs_submitted, s->n);
@@ -785,9 +825,10 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     json_t *v = NULL;
     cr_json_err err;
     ctl_job *proto = NULL;
+    int32_t *indexes = NULL;
     int64_t n = 1;
     if (cr_json_parse_object(body, len, &v, &err) != 0 ||
-        job_parse(v, false, &proto, &n, &err) != 0) {
+        job_parse(v, false, &proto, &n, &indexes, &err) != 0) {
         ctl_reply_jerr(req, &err);
         goto out;
     }
@@ -804,11 +845,20 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     int64_t now = cr_now_ns();
     pthread_mutex_lock(&c->mu);
     bool known = ctl_tenant_find(c, proto->tenant) != NULL;
+    const char *dep = json_string_value(json_object_get(proto->spec, "dependency"));
+    char dwhy[200] = "";
+    int drc = dep && known ? ctl_batch_dep_refs(c, dep, proto->tenant, p->role == CR_ROLE_ADMIN,
+                                                dwhy, sizeof dwhy)
+                           : 0;
     int64_t first = c->next_id;
-    if (known) {
+    if (known && drc == 0) {
         c->next_id += n;
     }
     pthread_mutex_unlock(&c->mu);
+    if (drc != 0) {
+        ctl_reply_err(req, 400, CR_ENOENT, "dependency", "field 'dependency': %s", dwhy);
+        goto out;
+    }
     if (!known) {
         ctl_reply_err(req, 400, CR_ENOENT, "tenant", "field 'tenant': unknown tenant '%s'",
                       proto->tenant);
@@ -831,9 +881,9 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         j->place = NULL;
         j->id = first + (int64_t)i;
         j->submit_ns = now;
-        if (n > 1) {
+        if (n > 1 || indexes) {
             /* Array tasks share one spec; only these two differ. */
-            j->array_index = (int32_t)i;
+            j->array_index = indexes ? indexes[i] : (int32_t)i;
             j->array_first = first;
         }
         s->jobs[i] = j;
@@ -843,6 +893,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     cr_http_defer(req);
     cr_store_submit(c->store, txn, submit_committed, s);
 out:
+    free(indexes);
     json_decref(v);
     ctl_job_free(proto);
 }
@@ -932,33 +983,12 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
 /* ------------------------------------------------------------------------ */
 /* Actions.                                                                 */
 
-static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
-                       const char *action)
+/* Apply a user action to one job; NULL, or why it does not apply. mu held. */
+static const char *act_one(ctl *c, cr_store_txn *txn, ctl_job *j, const char *action,
+                           const char *why)
 {
-    size_t len;
-    const char *body = cr_http_body(req, &len);
-    if (len > 0) {
-        json_t *v = NULL;
-        cr_json_err err;
-        static const char *const none[] = {"reason", NULL};
-        if (cr_json_parse_object(body, len, &v, &err) != 0 || cr_json_only(v, "", none, &err)) {
-            json_decref(v);
-            ctl_reply_jerr(req, &err);
-            return;
-        }
-        json_decref(v);
-    }
-    char why[200];
-    snprintf(why, sizeof why, "%s by token '%s'", action, p->name);
-    pthread_mutex_lock(&c->mu);
-    ctl_job *j = ctl_job_get(c, id);
-    if (!visible(j, p)) {
-        pthread_mutex_unlock(&c->mu);
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
-        return;
-    }
+    int64_t id = j->id;
     ctl_job_state was = j->state;
-    cr_store_txn *txn = cr_store_txn_new();
     const char *bad = NULL;
     if (strcmp(action, "cancel") == 0) {
         if (ctl_job_terminal(j)) {
@@ -997,7 +1027,7 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
         } else {
             j->state = JS_PENDING;
             ctl_job_set_reason(j, "released");
-            ctl_sched_add(c, id);
+            ctl_batch_admit(c, j);
             ctl_job_persist(c, txn, j, "released", why);
         }
     } else { /* requeue */
@@ -1021,11 +1051,63 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
             j->exit_code = j->signal = 0;
             j->cancel_requested = false;
             ctl_job_set_reason(j, "requeued");
-            ctl_sched_add(c, id);
+            ctl_batch_admit(c, j);
             ctl_job_persist(c, txn, j, "requeued", why);
         } else {
             bad = "is not running or finished";
         }
+    }
+    return bad;
+}
+
+static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
+                       const char *action)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    if (len > 0) {
+        json_t *v = NULL;
+        cr_json_err err;
+        static const char *const none[] = {"reason", NULL};
+        if (cr_json_parse_object(body, len, &v, &err) != 0 || cr_json_only(v, "", none, &err)) {
+            json_decref(v);
+            ctl_reply_jerr(req, &err);
+            return;
+        }
+        json_decref(v);
+    }
+    char why[200];
+    snprintf(why, sizeof why, "%s by token '%s'", action, p->name);
+    pthread_mutex_lock(&c->mu);
+    ctl_job *j = ctl_job_get(c, id);
+    if (!visible(j, p)) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    ctl_job_state was = j->state;
+    cr_store_txn *txn = cr_store_txn_new();
+    const char *bad = NULL;
+    int64_t array_last = 0;
+    /* array=1 on an array's first id: the whole array (as scancel ID does) */
+    const char *qa = cr_http_query(req, "array");
+    if (qa && strcmp(qa, "1") == 0 && j->array_first == id) {
+        size_t applied = 0;
+        for (int64_t k = id;; k++) {
+            ctl_job *t = ctl_job_get(c, k);
+            if (!t || t->array_first != id) {
+                break;
+            }
+            array_last = k;
+            const char *b = act_one(c, txn, t, action, why);
+            applied += b == NULL;
+            if (k == id) {
+                bad = b;
+            }
+        }
+        bad = applied > 0 ? NULL : bad;
+    } else {
+        bad = act_one(c, txn, j, action, why);
     }
     if (bad) {
         pthread_mutex_unlock(&c->mu);
@@ -1034,7 +1116,12 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
                       ctl_job_state_names[was]);
         return;
     }
-    ctl_commit_reply(c, txn, req, 200, ctl_job_json(j));
+    json_t *ans = ctl_job_json(j);
+    if (array_last > 0) {
+        /* the answer covers the tasks up to this id */
+        json_object_set_new(ans, "array_last", json_integer(array_last));
+    }
+    ctl_commit_reply(c, txn, req, 200, ans);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -1058,10 +1145,25 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
         }
         return;
     }
-    int64_t id;
-    if (cr_parse_i64(seg[2], 1, INT64_MAX / 2, &id) != 0) {
+    int64_t id = 0, ix = -1;
+    char head[32];
+    size_t hl = strcspn(seg[2], "_");
+    snprintf(head, sizeof head, "%.*s", (int)(hl < sizeof head ? hl : 0), seg[2]);
+    if (cr_parse_i64(head, 1, INT64_MAX / 2, &id) != 0 ||
+        (seg[2][hl] == '_' && cr_parse_i64(seg[2] + hl + 1, 0, MAX_ARRAY_INDEX, &ix) != 0)) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job '%s' not found", seg[2]);
         return;
+    }
+    if (ix >= 0) {
+        /* ARRAY_INDEX: one task of an array, as Slurm names it */
+        pthread_mutex_lock(&c->mu);
+        ctl_job *t = ctl_batch_array_task(c, id, (int32_t)ix);
+        id = t ? t->id : 0;
+        pthread_mutex_unlock(&c->mu);
+        if (!id) {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "job '%s' not found", seg[2]);
+            return;
+        }
     }
     if (nseg == 3 && strcmp(m, "GET") == 0) {
         cr_http_set_route(req, "/v1/jobs/{id}");
@@ -1198,7 +1300,7 @@ int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
     int64_t n = 1;
     int rc = cr_json_parse_object(body, len, &v, err);
     if (rc == 0) {
-        rc = job_parse(v, false, &j, &n, err);
+        rc = job_parse(v, false, &j, &n, NULL, err);
     }
     if (rc == 0) {
         /* What is accepted must survive the store: doc out, doc back in. */
@@ -1235,5 +1337,5 @@ int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err)
 {
     int64_t n = 1;
-    return job_parse(body, false, out, &n, err);
+    return job_parse(body, false, out, &n, NULL, err);
 }

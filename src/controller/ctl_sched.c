@@ -336,6 +336,10 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
         double tput[CR_SCHED_MAX_TYPES];
         req_of(j, &r);
         spec_of(pl, &r, &sp, tput);
+        if (j->state == JS_PENDING && ctl_batch_has_gate(j)) {
+            ctl_batch_admit(c, j); /* the gate first (dependencies, throttle, begin) */
+            continue;
+        }
         if (j->state == JS_PENDING) {
             if (cr_sched_job_add(pl->s, &sp, now) == 0) {
                 j->in_sched = true;
@@ -917,6 +921,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         ctl_nodes_tick(c, now);
         ctl_services_tick(c, now);
+        ctl_batch_tick(c);
         if (run && pl) {
             int64_t t0 = cr_mono_ns();
             placer_cycle(pl, c, &restored, &last_cost);

@@ -609,7 +609,17 @@ static void test_cmd_show_and_actions(void **state)
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "Cancelled job 3\nCancelled job 4\n");
     json_t *last = fake_server_last(s);
+    /* a plain id asks for the whole array when it is one's first id */
     assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/4/cancel");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(last, "query"), "array")),
+                        "1");
+    json_decref(last);
+    run_free(&r);
+    r = cli("cancel", "4_2", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Cancelled job 4_2\n");
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/4_2/cancel");
     json_decref(last);
     run_free(&r);
 

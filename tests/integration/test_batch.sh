@@ -7,6 +7,11 @@
 #     node, in --chdir;
 #   - --wait returns the job's exit code, and a failure is not retried by
 #     default (it ran once);
+#   - an afterok chain runs in order, the waiting job's reason names the job
+#     it waits for, and afterok on a failed job ends the job with that reason;
+#   - an array 0-10:2%2 runs its six tasks never more than two at once;
+#   - cancel of an array's id cancels every task, hold ID_INDEX one task;
+#     cancel --name; --begin holds a job back with a reason;
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
@@ -57,7 +62,8 @@ wait_for 30 up || fail "agent did not register"
 state_of() { "$CORRAL" show --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
 field_of() { "$CORRAL" show --json "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"$2\"])"; }
 is_state() { [ "$(state_of "$1")" = "$2" ]; }
-submit_id() { "$@" | grep -o '[0-9][0-9]*' | head -1; }
+# "Submitted job 11" or "Submitted 6 jobs 11-16": the (first) id
+submit_id() { "$@" | sed -nE 's/^Submitted (job|[0-9]+ jobs) ([0-9]+).*/\2/p'; }
 
 # --- a Slurm script, unchanged ------------------------------------------------
 mkdir -p "$DIR/work"
@@ -96,4 +102,48 @@ wid=$(grep -o '[0-9][0-9]*' "$DIR/wait.out" | head -1)
 [ "$(field_of "$wid" runs)" = 1 ] || fail "a failed job ran $(field_of "$wid" runs) times (retries 0 by default)"
 "$CORRAL" submit --wait -- true >/dev/null || fail "--wait of a job that succeeds"
 
-echo "ok: #SBATCH script, -o on the node, -t 90 = 5400 s, --wait exit code"
+# --- dependencies: an afterok chain, and one that can never be met ------------
+a=$(submit_id "$CORRAL" submit -n step-a -- sh -c "sleep 1; touch $DIR/a-done")
+b=$(submit_id "$CORRAL" submit -n step-b -d "afterok:$a" -- sh -c "test -e $DIR/a-done && touch $DIR/b-done")
+c=$(submit_id "$CORRAL" submit -n step-c --dependency "afterok:$b" -- sh -c "test -e $DIR/b-done")
+reason_has() { "$CORRAL" show --json "$1" | grep -q "$2"; }
+wait_for 10 reason_has "$c" "waiting for job" || fail "job $c's reason does not name the job it waits for"
+wait_for 30 is_state "$c" completed || fail "afterok chain: $("$CORRAL" show "$c")"
+[ "$(state_of "$b")" = completed ] || fail "afterok chain: $b"
+f=$(submit_id "$CORRAL" submit -n fails -- sh -c 'exit 1')
+g=$(submit_id "$CORRAL" submit -n never -d "afterok:$f" -- true)
+wait_for 30 is_state "$g" cancelled || fail "job $g after failed $f: $("$CORRAL" show "$g")"
+"$CORRAL" show "$g" | grep -q "dependency can never be met: job $f failed" ||
+    fail "job $g's reason: $("$CORRAL" show "$g")"
+h=$(submit_id "$CORRAL" submit -n other -d "afternotok:$f" -- true)
+wait_for 30 is_state "$h" completed || fail "afternotok: $("$CORRAL" show "$h")"
+
+# --- an array with a throttle: never more than 2 of 6 running ----------------
+mkdir -p "$DIR/arr"
+arr=$(submit_id "$CORRAL" submit -n thr --array '0-10:2%2' -- sh -c \
+    "cd $DIR/arr && touch run-\$CORRAL_ARRAY_TASK_ID && ls run-* | wc -l > seen-\$SLURM_ARRAY_TASK_ID && sleep 0.5 && rm run-\$CORRAL_ARRAY_TASK_ID")
+last=$((arr + 5))
+wait_for 10 reason_has "$last" "array throttle" || fail "task $last does not say it waits for the throttle"
+wait_for 60 is_state "$last" completed || fail "array $arr: $("$CORRAL" jobs --all)"
+for i in 0 2 4 6 8 10; do
+    [ -s "$DIR/arr/seen-$i" ] || fail "array task index $i did not run"
+done
+max=$(cat "$DIR"/arr/seen-* | sort -n | tail -1)
+[ "$max" -le 2 ] || fail "throttle %2: $max tasks ran at once"
+[ "$(field_of "$((arr + 3))" array_index)" = 6 ] || fail "array_index of the 4th task"
+
+# --- cancel a whole array, or one task of it ----------------------------------
+whole=$(submit_id "$CORRAL" submit -n whole --gpus 4 --array 0-2 -- sleep 60)
+"$CORRAL" hold "${whole}_2" >/dev/null || fail "hold ${whole}_2"
+[ "$(state_of "$((whole + 2))")" = held ] || fail "hold of one task"
+"$CORRAL" cancel "$whole" >/dev/null || fail "cancel $whole"
+for k in 0 1 2; do
+    wait_for 20 is_state "$((whole + k))" cancelled || fail "task $k of array $whole not cancelled"
+done
+# cancel by name
+n1=$(submit_id "$CORRAL" submit -n byname --begin now+1h -- true)
+"$CORRAL" show "$n1" | grep -q "begins at" || fail "--begin reason: $("$CORRAL" show "$n1")"
+"$CORRAL" cancel --name byname >/dev/null || fail "cancel --name"
+wait_for 10 is_state "$n1" cancelled || fail "cancel --name byname"
+
+echo "ok: #SBATCH script, -o on the node, -t 90 = 5400 s, --wait exit code, afterok chain, throttle %2, array cancel"
