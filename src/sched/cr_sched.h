@@ -330,6 +330,14 @@ typedef struct cr_sched_job_spec {
     int64_t checkpoint_interval_ns; /* 0 = no checkpoints: preemption loses all */
     int64_t submit_ns;
     int64_t attained_gpu_ns; /* service already received (e.g. before a restart) */
+    /* Nodes the job may use: bit n of node_mask (node index n) set = may;
+     * node_mask NULL = any node; indexes at or past node_mask_bits may not.
+     * Copied. (--nodelist, --exclude, --constraint resolve to this.) */
+    const uint8_t *node_mask;
+    uint32_t node_mask_bits;
+    /* Whole nodes: it starts only on nodes where nothing runs, and nothing
+     * else starts there while it runs (--exclusive). */
+    bool exclusive;
 } cr_sched_job_spec;
 
 typedef enum cr_sched_job_state {

@@ -75,11 +75,33 @@ static uint32_t nt_find(const cr_sched *s, uint32_t n, int type)
     return NT_NONE;
 }
 
-/* Free GPUs of the type on node n usable by job j (0 if memory too small). */
-static uint32_t node_free(const cr_sched *s, uint32_t n, int type, uint64_t mem)
+bool cr__sched_node_ok(const cr_sched *s, const job *j, uint32_t n)
+{
+    const node *nd = &s->nodes[n];
+    if (nd->excl_job && nd->excl_job != j->spec.id) {
+        return false; /* held whole by an exclusive job */
+    }
+    if (j->spec.node_mask &&
+        (n >= j->spec.node_mask_bits || !(j->spec.node_mask[n / 8] & (1u << (n % 8))))) {
+        return false;
+    }
+    if (j->spec.exclusive) {
+        for (uint32_t g = 0; g < nd->ngpu; g++) {
+            if (nd->gpus[g].job || nd->gpus[g].mig_used) {
+                return false; /* something runs there */
+            }
+        }
+    }
+    return true;
+}
+
+/* Free GPUs of the type on node n usable by job j (0 if memory too small
+ * or the node is not one j may use). */
+static uint32_t node_free(const cr_sched *s, const job *j, uint32_t n, int type, uint64_t mem)
 {
     uint32_t k = nt_find(s, n, type);
-    if (k == NT_NONE || s->nodes[n].state != CR_NODE_UP || s->nts[k].mem_bytes < mem) {
+    if (k == NT_NONE || s->nodes[n].state != CR_NODE_UP || s->nts[k].mem_bytes < mem ||
+        !cr__sched_node_ok(s, j, n)) {
         return 0;
     }
     return s->nts[k].free;
@@ -175,14 +197,14 @@ static bool domain_fits(const cr_sched *s, uint32_t n, int type, uint32_t k)
  * candidates are looked at; nodes with one domain always fit). */
 #define DOMAIN_PROBES 16
 
-static uint32_t best_node(const cr_sched *s, int type, uint32_t k, uint64_t mem)
+static uint32_t best_node(const cr_sched *s, const job *j, int type, uint32_t k, uint64_t mem)
 {
     const gtype *g = &s->types[type];
     uint32_t first = UINT32_MAX;
     int probes = 0;
     for (uint32_t c = k; c <= g->max_node; c++) {
         for (uint32_t i = g->bucket[c]; i != NT_NONE; i = s->nts[i].next) {
-            if (s->nts[i].mem_bytes < mem) {
+            if (s->nts[i].mem_bytes < mem || !cr__sched_node_ok(s, j, s->nts[i].node)) {
                 continue;
             }
             uint32_t n = s->nts[i].node;
@@ -243,7 +265,7 @@ static int plan_gang(cr_sched *s, const job *j, int type, uint32_t nn, uint32_t 
         }
         uint32_t elig = 0;
         for (uint32_t i = 0; i < rk->nnodes && elig < nn; i++) {
-            elig += node_free(s, rk->nodes[i], type, mem) >= g;
+            elig += node_free(s, j, rk->nodes[i], type, mem) >= g;
         }
         if (elig >= nn) {
             best = r;
@@ -255,7 +277,7 @@ static int plan_gang(cr_sched *s, const job *j, int type, uint32_t nn, uint32_t 
         const rack_rec *rk = &s->racks[best];
         c = scratch_cands(s, rk->nnodes);
         for (uint32_t i = 0; i < rk->nnodes; i++) {
-            uint32_t f = node_free(s, rk->nodes[i], type, mem);
+            uint32_t f = node_free(s, j, rk->nodes[i], type, mem);
             if (f >= g) {
                 c[nc++] = (cand){.node = rk->nodes[i], .free = f, .rack = best};
             }
@@ -278,7 +300,7 @@ static int plan_gang(cr_sched *s, const job *j, int type, uint32_t nn, uint32_t 
         memset(per_rack, 0, (size_t)s->nracks * sizeof(uint32_t));
         for (uint32_t f = g; f <= gt->max_node; f++) {
             for (uint32_t i = gt->bucket[f]; i != NT_NONE; i = s->nts[i].next) {
-                if (s->nts[i].mem_bytes < mem) {
+                if (s->nts[i].mem_bytes < mem || !cr__sched_node_ok(s, j, s->nts[i].node)) {
                     continue;
                 }
                 uint32_t n = s->nts[i].node;
@@ -340,7 +362,7 @@ static int plan_spread(cr_sched *s, const job *j, int type, uint32_t k)
         cand *c = scratch_cands(s, rk->nnodes);
         uint32_t nc = 0, sum = 0;
         for (uint32_t i = 0; i < rk->nnodes; i++) {
-            uint32_t f = node_free(s, rk->nodes[i], type, mem);
+            uint32_t f = node_free(s, j, rk->nodes[i], type, mem);
             if (f) {
                 c[nc++] = (cand){.node = rk->nodes[i], .free = f};
                 sum += f;
@@ -365,7 +387,7 @@ static int plan_spread(cr_sched *s, const job *j, int type, uint32_t k)
     uint32_t nc = 0, sum = 0;
     for (uint32_t f = 1; f <= gt->max_node; f++) {
         for (uint32_t i = gt->bucket[f]; i != NT_NONE; i = s->nts[i].next) {
-            if (s->nts[i].mem_bytes >= mem) {
+            if (s->nts[i].mem_bytes >= mem && cr__sched_node_ok(s, j, s->nts[i].node)) {
                 uint32_t n = s->nts[i].node;
                 int r = s->nodes[n].rack;
                 c[nc++] = (cand){.node = n, .free = f, .rack = r, .key = s->racks[r].free[type]};
@@ -431,7 +453,7 @@ static int plan_mig(cr_sched *s, const job *j, int type, const mig_prof *pr)
             uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
             const gpu *g = &s->nodes[n].gpus[gi];
             if (s->nodes[n].state != CR_NODE_UP || g->bad ||
-                g->mig_compute_used + pr->compute > t->mig_compute) {
+                g->mig_compute_used + pr->compute > t->mig_compute || !cr__sched_node_ok(s, j, n)) {
                 continue;
             }
             int used = popcount8(g->mig_used);
@@ -493,7 +515,7 @@ int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out)
         rc = plan_gang(s, j, type, nn, k / nn);
     } else {
         uint32_t n =
-            k <= s->types[type].max_node ? best_node(s, type, k, j->spec.mem_bytes) : UINT32_MAX;
+            k <= s->types[type].max_node ? best_node(s, j, type, k, j->spec.mem_bytes) : UINT32_MAX;
         if (n != UINT32_MAX) {
             uint32_t pos = 0;
             pick_gpus(s, n, type, k, &pos);
