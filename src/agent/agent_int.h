@@ -45,6 +45,8 @@ typedef struct agent_cfg {
     const char **task_env; /* owned array, strings borrowed from argv */
     size_t ntask_env;
     int rdzv_lo, rdzv_hi; /* --rdzv-ports: where rank 0's rendezvous port is reserved */
+    const char **labels;  /* --label K[=V] (repeatable): owned array, strings from argv */
+    size_t nlabels;
     cr_gpu_health_cfg health;
 } agent_cfg;
 

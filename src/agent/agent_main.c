@@ -66,7 +66,8 @@ static void usage(FILE *f)
         "  --task-env K=V        set K=V for every task run here, e.g. NCCL_SOCKET_IFNAME=ib0\n"
         "                        or NCCL_IB_HCA=mlx5_0 (repeatable; a job's own env wins)\n"
         "  --rdzv-ports LO-HI    ports for a gang's rendezvous (MASTER_PORT) when this node\n"
-        "                        holds rank 0 (default 29500-29999)\n");
+        "                        holds rank 0 (default 29500-29999)\n"
+        "  --label K[=V]         a node label jobs select with --constraint (repeatable)\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -169,6 +170,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"cgroup", required_argument, NULL, 'c'},
         {"task-env", required_argument, NULL, 'E'},
         {"rdzv-ports", required_argument, NULL, 'P'},
+        {"label", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -251,6 +253,22 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             }
             c->task_env = cr_reallocarray(c->task_env, c->ntask_env + 1, sizeof *c->task_env);
             c->task_env[c->ntask_env++] = optarg;
+            break;
+        }
+        case 'L': {
+            size_t kl = strcspn(optarg, "=");
+            int ok = kl > 0 && kl < 64 && c->nlabels < 64 && strlen(optarg + kl) < 65;
+            for (const char *p = optarg; ok && *p; p++) {
+                ok = *p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+                     (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p == '=' && p == optarg + kl);
+            }
+            if (!ok) {
+                return flag_error("--label", "want NAME or NAME=VALUE: letters, digits, '-', "
+                                             "'_', '.', up to 63 each (at most 64 labels)");
+            }
+            c->labels = cr_reallocarray(c->labels, c->nlabels + 1, sizeof *c->labels);
+            c->labels[c->nlabels++] = optarg;
             break;
         }
         case 'P': {
@@ -1071,6 +1089,7 @@ out:
     free(a->cgroup_base);
     free(a->cfg.join_token);
     free(a->cfg.task_env);
+    free(a->cfg.labels);
     free(faults_owned);
     if (sfd >= 0) {
         close(sfd);

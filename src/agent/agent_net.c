@@ -116,9 +116,22 @@ json_t *cr__agent_register_body(const agent *a)
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
-    return json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:o}", "node", a->cfg.node, "addr",
-                     a->cfg.advertise, "port", a->port, "rack", a->cfg.rack, "gpus", gpus, "cpus",
-                     (int)cpus, "mem_bytes", (json_int_t)pages * psize, "running", running);
+    json_t *body =
+        json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:o}", "node", a->cfg.node, "addr",
+                  a->cfg.advertise, "port", a->port, "rack", a->cfg.rack, "gpus", gpus, "cpus",
+                  (int)cpus, "mem_bytes", (json_int_t)pages * psize, "running", running);
+    if (a->cfg.nlabels > 0) {
+        /* --label k=v: what --constraint matches */
+        json_t *labels = json_object();
+        for (size_t i = 0; i < a->cfg.nlabels; i++) {
+            const char *kv = a->cfg.labels[i], *eq = strchr(kv, '=');
+            char *k = eq ? cr_strndup(kv, (size_t)(eq - kv)) : cr_strdup(kv);
+            json_object_set_new(labels, k, json_string(eq ? eq + 1 : ""));
+            free(k);
+        }
+        json_object_set_new(body, "labels", labels);
+    }
+    return body;
 }
 
 json_t *cr__agent_status_body(const agent *a)

@@ -79,6 +79,11 @@ static const cli_opt submit_opts[] = {
      0, 0, 'D'},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
      'W'},
+    {"nodelist", CLI_STR, "NODE,...", "only these nodes", NULL, 0, 0, 'w'},
+    {"exclude", CLI_STR, "NODE,...", "never these nodes", NULL, 0, 0, 'x'},
+    {"constraint", CLI_STR, "LABEL[=V]&...", "only nodes with these labels (agent --label)", NULL,
+     0, 0, 'C'},
+    {"exclusive", CLI_BOOL, NULL, "whole nodes: nothing else runs beside it", NULL, 0, 0, 0},
 };
 
 /* The value of a flag: the command line's, else a script directive's. */
@@ -193,6 +198,12 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
         }
     }
     put_str(job, "dependency", pick(a, d, "dependency"));
+    put_str(job, "nodelist", pick(a, d, "nodelist"));
+    put_str(job, "exclude", pick(a, d, "exclude"));
+    put_str(job, "constraint", pick(a, d, "constraint"));
+    if (pick(a, d, "exclusive")->set) {
+        json_object_set_new(job, "exclusive", json_true());
+    }
     const cli_val *beg = pick(a, d, "begin");
     if (beg->set) {
         int64_t at;
@@ -860,7 +871,7 @@ static int all_logs(cli_ctx *ctx, int64_t id, const char *stream, cr_client_res 
     if (rc < 0) {
         return cr__cli_fail(ctx, rc, res);
     }
-    const char *nl = jstr(res->body, "nodelist");
+    const char *nl = jstr(res->body, "run_nodes");
     int64_t tpn = json_integer_value(json_object_get(res->body, "tasks_per_node_run"));
     int64_t nodes = nl && *nl ? 1 : 0;
     for (const char *p = nl ? nl : ""; *p; p++) {

@@ -514,3 +514,80 @@ void ctl_batch_tick(ctl *c)
     }
     pthread_mutex_unlock(&c->mu);
 }
+
+/* ------------------------------------------------------------------------ */
+/* Node selection: --nodelist, --exclude, --constraint                      */
+
+/* Whether name is an item of the comma list. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, name, n) == 0) {
+            return true;
+        }
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
+bool ctl_batch_has_node_filter(const ctl_job *j)
+{
+    return json_object_get(j->spec, "nodelist") || json_object_get(j->spec, "exclude") ||
+           json_object_get(j->spec, "constraint");
+}
+
+bool ctl_batch_node_allowed(const ctl_job *j, const ctl_node *n)
+{
+    const char *incl = json_string_value(json_object_get(j->spec, "nodelist"));
+    const char *excl = json_string_value(json_object_get(j->spec, "exclude"));
+    const char *cons = json_string_value(json_object_get(j->spec, "constraint"));
+    if ((incl && !in_list(incl, n->name)) || (excl && in_list(excl, n->name))) {
+        return false;
+    }
+    /* constraint: LABEL or LABEL=VALUE terms, all of which must hold ('&' or ',') */
+    for (const char *p = cons; p && *p;) {
+        size_t len = strcspn(p, "&,");
+        char term[128];
+        snprintf(term, sizeof term, "%.*s", (int)(len < sizeof term ? len : 0), p);
+        char *eq = strchr(term, '=');
+        if (eq) {
+            *eq = '\0';
+        }
+        const char *have = json_string_value(json_object_get(n->labels, term));
+        if (!have || (eq && strcmp(have, eq + 1) != 0)) {
+            return false;
+        }
+        p += len + (p[len] != '\0');
+    }
+    return true;
+}
+
+int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen)
+{
+    bool cons = strcmp(field, "constraint") == 0;
+    const char *seps = cons ? "&," : ",";
+    size_t terms = 0;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, seps);
+        if (len == 0 || len >= CTL_NAME_MAX * 2 || ++terms > 256) {
+            snprintf(why, whylen, "want %s",
+                     cons ? "LABEL[=VALUE][&LABEL[=VALUE]...]"
+                          : "NODE[,NODE...] (up to 256 names)");
+            return CR_EINVAL;
+        }
+        for (size_t i = 0; i < len; i++) {
+            char ch = p[i];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' ||
+                  (cons && ch == '='))) {
+                snprintf(why, whylen, "'%.*s': names use letters, digits, '-', '_' or '.'",
+                         (int)len, p);
+                return CR_EINVAL;
+            }
+        }
+        p += len + (p[len] != '\0');
+    }
+    return 0;
+}

@@ -136,6 +136,7 @@ typedef struct ctl_node {
     size_t ngpus;
     int cpus;
     uint64_t mem_bytes;
+    json_t *labels; /* owned: {"k": "v"} from the agent's --label, or NULL */
     ctl_node_state state;
     bool drained; /* admin drain (survives lost/up) */
     char reason[256];
@@ -326,6 +327,11 @@ ctl_job *ctl_batch_array_task(ctl *c, int64_t first, int32_t index);
  * busy: the array's active tasks when known, else -1. mu held. */
 int ctl_batch_gate(ctl *c, const ctl_job *j, int64_t now_wall, int busy, char *why, size_t whylen);
 bool ctl_batch_has_gate(const ctl_job *j);
+/* Node selection (--nodelist, --exclude, --constraint on node labels). */
+bool ctl_batch_has_node_filter(const ctl_job *j);
+bool ctl_batch_node_allowed(const ctl_job *j, const ctl_node *n);
+/* Syntax of a node list (field "nodelist"/"exclude") or a constraint. */
+int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen);
 /* A pending job enters the scheduler, or the gate. mu held. */
 void ctl_batch_admit(ctl *c, ctl_job *j);
 /* Re-judge the gated jobs (scheduler thread timer); takes mu. */

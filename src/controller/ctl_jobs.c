@@ -34,7 +34,9 @@ static const char *const job_members[] = {
     "tasks_per_node", "script",
     "output",         "error",
     "requeue",        "dependency",
-    "begin_unix",     NULL,
+    "begin_unix",     "nodelist",
+    "exclude",        "constraint",
+    "exclusive",      NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
@@ -148,6 +150,23 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             goto out;
         }
         arr = (int64_t)n;
+    }
+    static const char *const node_fields[] = {"nodelist", "exclude", "constraint", NULL};
+    for (size_t i = 0; node_fields[i]; i++) {
+        const char *txt = "";
+        char why[200];
+        if ((rc = cr_json_str(body, "", node_fields[i], false, 4096, &txt, err)) != 0) {
+            goto out;
+        }
+        if (*txt && ctl_batch_nodes_check(node_fields[i], txt, why, sizeof why) != 0) {
+            rc =
+                cr_json_fail(err, CR_EINVAL, node_fields[i], "field '%s': %s", node_fields[i], why);
+            goto out;
+        }
+    }
+    bool exclusive = false;
+    if ((rc = cr_json_bool(body, "", "exclusive", false, &exclusive, err)) != 0) {
+        goto out;
     }
     if (*dep) {
         char why[200];
@@ -275,6 +294,15 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (throttle > 0) {
         json_object_set_new(j->spec, "array_throttle", json_integer(throttle));
     }
+    for (size_t i = 0; node_fields[i]; i++) {
+        const char *txt = json_string_value(json_object_get(body, node_fields[i]));
+        if (txt && *txt) {
+            json_object_set_new(j->spec, node_fields[i], json_string(txt));
+        }
+    }
+    if (exclusive) {
+        json_object_set_new(j->spec, "exclusive", json_true());
+    }
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
     j->gpus = (int)gpus;
     j->nodes = (int)nodes;
@@ -326,7 +354,7 @@ json_t *ctl_job_json(const ctl_job *j)
     }
     if (j->last_nodes) {
         /* The last run's tasks (logs --rank, --all). */
-        json_object_set_new(v, "nodelist", json_string(j->last_nodes));
+        json_object_set_new(v, "run_nodes", json_string(j->last_nodes));
         json_object_set_new(v, "tasks_per_node_run", json_integer(j->last_tpn));
     }
     json_t *pl = json_array();
@@ -401,7 +429,7 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
         put_jstr(&b, j->run_type);
     }
     if (j->last_nodes) {
-        cr_buf_puts(&b, ",\"nodelist\":");
+        cr_buf_puts(&b, ",\"run_nodes\":");
         put_jstr(&b, j->last_nodes);
         cr_buf_printf(&b, ",\"tasks_per_node_run\":%d", j->last_tpn);
     }
@@ -502,7 +530,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     if (ln) {
         snprintf(j->last_node, sizeof j->last_node, "%s", ln);
     }
-    const char *nl = json_string_value(json_object_get(v, "nodelist"));
+    const char *nl = json_string_value(json_object_get(v, "run_nodes"));
     if (nl && *nl) {
         j->last_nodes = cr_strdup(nl);
         j->last_tpn = (int)doc_int(v, "tasks_per_node_run");
@@ -556,7 +584,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
                                      "timed_out",
                                      "last_node",
                                      "requeue_requested",
-                                     "nodelist",
+                                     "run_nodes",
                                      "tasks_per_node_run",
                                      NULL};
     for (size_t i = 0; ro[i]; i++) {

@@ -79,6 +79,7 @@ void ctl_node_del_job(ctl_node *n, int64_t id)
 
 static void node_free(ctl_node *n)
 {
+    json_decref(n->labels);
     for (size_t i = 0; i < n->ngpus; i++) {
         json_decref(n->gpus[i].mig);
     }
@@ -293,11 +294,12 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(jobs, json_integer(n->jobs[i]));
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
-    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b}", "name", n->name,
+    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:o}", "name", n->name,
                      "state", ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr,
                      "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
                      "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
-                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained);
+                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "labels",
+                     n->labels ? json_deep_copy(n->labels) : json_object());
 }
 
 static void node_persist(cr_store_txn *txn, const ctl_node *n)
@@ -317,6 +319,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
         json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:b,s:s}", "node", n->name, "addr", n->addr, "port",
                   n->port, "rack", n->rack, "gpus", gpus, "cpus", n->cpus, "mem_bytes",
                   (json_int_t)n->mem_bytes, "drained", n->drained, "reason", n->reason);
+    if (n->labels) {
+        json_object_set(doc, "labels", n->labels);
+    }
     char *s = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "node", n->name, s);
     free(s);
@@ -341,8 +346,8 @@ static bool node_name_ok(const char *s)
 /* Parse the inventory part of a registration (or a stored node doc). */
 static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
 {
-    static const char *const members[] = {"node", "addr",      "port",    "rack", "gpus",
-                                          "cpus", "mem_bytes", "running", NULL};
+    static const char *const members[] = {"node", "addr",      "port",    "rack",   "gpus",
+                                          "cpus", "mem_bytes", "running", "labels", NULL};
     static const char *const gpu_members[] = {
         "index", "uuid", "model", "mem_bytes", "nvlink_domain", "health", "reason", "mig", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
@@ -364,6 +369,29 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         return cr_json_fail(err, CR_EINVAL, "node",
                             "field 'node': use letters, digits, '-', '_' or '.'");
     }
+    json_t *labels = NULL;
+    if ((rc = cr_json_obj(v, "", "labels", false, &labels, err)) != 0) {
+        return rc;
+    }
+    if (json_object_size(labels) > 64) {
+        return cr_json_fail(err, CR_EINVAL, "labels", "field 'labels': at most 64");
+    }
+    const char *lk;
+    json_t *lv;
+    json_object_foreach(labels, lk, lv)
+    {
+        char lp[128];
+        cr_json_path(lp, sizeof lp, "labels", lk);
+        if (!node_name_ok(lk) || !json_is_string(lv) || json_string_length(lv) > 63 ||
+            (json_string_length(lv) > 0 && !node_name_ok(json_string_value(lv)))) {
+            return cr_json_fail(err, CR_EINVAL, lp,
+                                "field '%s': names and values use letters, digits, '-', '_' or "
+                                "'.', up to 63",
+                                lp);
+        }
+    }
+    json_decref(n->labels);
+    n->labels = labels && json_object_size(labels) ? json_deep_copy(labels) : NULL;
     snprintf(n->name, sizeof n->name, "%s", name);
     snprintf(n->addr, sizeof n->addr, "%s", addr);
     snprintf(n->rack, sizeof n->rack, "%s", *rack ? rack : "default");
@@ -602,6 +630,9 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         fresh->ngpus = 0;
         snprintf(n->addr, sizeof n->addr, "%s", fresh->addr);
         snprintf(n->rack, sizeof n->rack, "%s", fresh->rack);
+        json_decref(n->labels);
+        n->labels = fresh->labels;
+        fresh->labels = NULL;
         n->port = fresh->port;
         n->cpus = fresh->cpus;
         n->mem_bytes = fresh->mem_bytes;

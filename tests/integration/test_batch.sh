@@ -12,6 +12,8 @@
 #   - an array 0-10:2%2 runs its six tasks never more than two at once;
 #   - cancel of an array's id cancels every task, hold ID_INDEX one task;
 #     cancel --name; --begin holds a job back with a reason;
+#   - --nodelist, --exclude and --constraint on agent labels pick the node;
+#     --exclusive takes an idle node and keeps other jobs off it;
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
@@ -54,10 +56,14 @@ export CORRAL_SERVER=$(cat "$DIR/ctl/listen.addr")
 export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
 "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" --node n0 \
     --gpus "sim:4xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n0" --kill-on-exit \
-    >"$DIR/agent.log" 2>&1 &
+    >"$DIR/agent0.log" 2>&1 &
 PIDS+=($!)
-up() { "$CORRAL" nodes | grep -q ' up '; }
-wait_for 30 up || fail "agent did not register"
+"$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" --node n1 \
+    --gpus "sim:4xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n1" --kill-on-exit \
+    --label fabric=ib --label zone=a >"$DIR/agent1.log" 2>&1 &
+PIDS+=($!)
+up() { [ "$("$CORRAL" nodes | grep -c ' up ')" = 2 ]; }
+wait_for 30 up || fail "agents did not register"
 
 state_of() { "$CORRAL" show --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["state"])'; }
 field_of() { "$CORRAL" show --json "$1" | python3 -c "import json,sys; print(json.load(sys.stdin)[\"$2\"])"; }
@@ -89,7 +95,7 @@ for t in 0 1; do
     grep -qx "task $t of 2 in $DIR/work arg=hello" "$f" || fail "$f: $(cat "$f")"
 done
 # The node ran its own copy of the script: the original was never read there.
-[ -s "$DIR/n0/scripts/$id.sh" ] || fail "script not shipped to the node"
+[ -s "$DIR/n0/scripts/$id.sh" ] || [ -s "$DIR/n1/scripts/$id.sh" ] || fail "script not shipped to the node"
 cd /
 
 # --- --wait returns the exit code; no retries by default ---------------------
@@ -145,5 +151,34 @@ n1=$(submit_id "$CORRAL" submit -n byname --begin now+1h -- true)
 "$CORRAL" show "$n1" | grep -q "begins at" || fail "--begin reason: $("$CORRAL" show "$n1")"
 "$CORRAL" cancel --name byname >/dev/null || fail "cancel --name"
 wait_for 10 is_state "$n1" cancelled || fail "cancel --name byname"
+
+# --- node selection: --nodelist, --exclude, --constraint, --exclusive ---------
+node_of() { field_of "$1" run_nodes; }
+hold=$(submit_id "$CORRAL" submit -n hold0 --nodelist n0 -- sleep 60)
+wait_for 20 is_state "$hold" running || fail "--nodelist n0: $("$CORRAL" show "$hold")"
+[ "$(node_of "$hold")" = n0 ] || fail "--nodelist n0 ran on $(node_of "$hold")"
+c1=$(submit_id "$CORRAL" submit -n lab -C 'fabric=ib&zone=a' -- sleep 60)
+wait_for 20 is_state "$c1" running || fail "--constraint: $("$CORRAL" show "$c1")"
+[ "$(node_of "$c1")" = n1 ] || fail "--constraint fabric=ib ran on $(node_of "$c1")"
+x1=$(submit_id "$CORRAL" submit -n ex --exclude n1 -- true)
+wait_for 20 is_state "$x1" completed || fail "--exclude: $("$CORRAL" show "$x1")"
+[ "$(node_of "$x1")" = n0 ] || fail "--exclude n1 ran on $(node_of "$x1")"
+nomatch=$(submit_id "$CORRAL" submit -n nomatch -C fabric=eth -- true)
+# an exclusive job waits for a node with nothing on it; while it runs,
+# nothing else lands there
+"$CORRAL" cancel "$c1" >/dev/null
+wait_for 20 is_state "$c1" cancelled || fail "cancel $c1"
+ex=$(submit_id "$CORRAL" submit -n whole-node --exclusive -- sleep 60)
+wait_for 20 is_state "$ex" running || fail "--exclusive: $("$CORRAL" show "$ex")"
+[ "$(node_of "$ex")" = n1 ] || fail "--exclusive ran beside another job, on $(node_of "$ex")"
+beside=$(submit_id "$CORRAL" submit -n beside --nodelist n1 -- true)
+# once the scheduler has judged it (its reason is no longer the first), it must still wait
+considered() { ! "$CORRAL" show "$1" | grep -q 'not yet considered'; }
+wait_for 20 considered "$beside" || fail "job $beside never considered"
+[ "$(state_of "$beside")" = pending ] || fail "a job started beside an exclusive one"
+[ "$(state_of "$nomatch")" = pending ] || fail "--constraint fabric=eth started"
+"$CORRAL" cancel "$ex" "$hold" >/dev/null
+wait_for 20 is_state "$beside" completed || fail "job $beside after the exclusive one: $("$CORRAL" show "$beside")"
+"$CORRAL" cancel "$nomatch" >/dev/null
 
 echo "ok: #SBATCH script, -o on the node, -t 90 = 5400 s, --wait exit code, afterok chain, throttle %2, array cancel"
