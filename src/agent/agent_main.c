@@ -17,6 +17,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
+#include "cr_task_env.h"
 #include "cr_time.h"
 
 #include <arpa/inet.h>
@@ -681,6 +682,16 @@ static int reconcile(agent *a, int64_t now_ns)
             const cr_job_spec *st = &a->procs[a->nprocs - 1].spec;
             changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED ||
                        (st->port > 0 && (st->assign_port || st->gang.nnodes > 1));
+        } else if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_RUNNING &&
+                   s->signal_at > p->signal_done) {
+            /* scancel --signal / sbatch --signal: to the job's process group
+             * (its shim ignores the signals a job may be sent) */
+            int sig = cr_task_signal(s->signal_name);
+            p->signal_done = s->signal_at;
+            if (sig > 0 && p->pid > 0) {
+                cr_info("agent: job=%lld SIG%s", (long long)s->job, s->signal_name);
+                kill(-p->pid, sig);
+            }
         } else if (s->action == CR_ACT_STOP && p && p->state == CR_PROC_RUNNING) {
             cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
                     (long long)(s->grace_ns / CR_NS_PER_SEC));

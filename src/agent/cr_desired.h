@@ -69,6 +69,10 @@ typedef struct cr_job_spec {
     char *err_pattern;   /* -e: stderr file pattern */
     int64_t array_index; /* array task index, -1 when not an array task */
     int64_t array_job;   /* the array's first job id, 0 when not an array task */
+    /* "signal": {"name": "USR1", "at": N}: deliver that signal to the job's
+     * tasks once for each new "at" (scancel --signal, sbatch --signal). */
+    char signal_name[12];
+    int64_t signal_at;
 } cr_job_spec;
 
 typedef struct cr_desired {

@@ -50,6 +50,7 @@ typedef struct cr_proc {
                              this exit (0: not yet); a later version listing the job
                              again is a new attempt */
     char *cgroup;         /* owned: the job's cgroup v2 directory, NULL when none */
+    int64_t signal_done;  /* the desired "signal.at" last delivered (see cr_task_signal) */
     cr_job_spec spec;     /* owned copy of what the controller asked for */
 } cr_proc;
 

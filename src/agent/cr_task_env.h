@@ -73,4 +73,8 @@ void cr_tasks_prepare(cr_tasks *t, const char *state_dir, const cr_job_spec *spe
                       const char *node);
 void cr_tasks_fini(cr_tasks *t);
 
+/* A signal name from the desired state ("USR1", "TERM"...) -> its number;
+ * 0 for one a job may not be sent. */
+int cr_task_signal(const char *name);
+
 #endif

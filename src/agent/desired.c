@@ -273,6 +273,18 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         }
         s.grace_ns = (int64_t)(json_number_value(g) * 1e9);
     }
+    json_t *sig = json_object_get(j, "signal");
+    if (sig && !json_is_null(sig)) {
+        const char *sn = json_string_value(json_object_get(sig, "name"));
+        json_t *at = json_object_get(sig, "at");
+        if (!json_is_object(sig) || !sn || strlen(sn) >= sizeof s.signal_name ||
+            !json_is_integer(at) || json_integer_value(at) < 0) {
+            rc = bad(err, errlen, path, "signal", "must be {\"name\": SIG, \"at\": N >= 0}");
+            goto fail;
+        }
+        snprintf(s.signal_name, sizeof s.signal_name, "%s", sn);
+        s.signal_at = (int64_t)json_integer_value(at);
+    }
     json_t *gang = json_object_get(j, "gang");
     if (gang && !json_is_null(gang)) {
         char gp[256];
@@ -411,6 +423,11 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
         if (strs[i].v) {
             json_object_set_new(j, strs[i].k, json_string(strs[i].v));
         }
+    }
+    if (s->signal_at > 0) {
+        json_object_set_new(
+            j, "signal",
+            json_pack("{s:s,s:I}", "name", s->signal_name, "at", (json_int_t)s->signal_at));
     }
     if (s->array_index >= 0) {
         json_object_set_new(j, "array_index", json_integer(s->array_index));

@@ -262,10 +262,11 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
-    sigaction(SIGTERM, &dfl, NULL);
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGHUP, &dfl, NULL);
-    sigaction(SIGPIPE, &dfl, NULL);
+    static const int job_sigs[] = {SIGTERM, SIGINT,  SIGHUP,  SIGPIPE, SIGUSR1,
+                                   SIGUSR2, SIGQUIT, SIGALRM, SIGWINCH};
+    for (size_t i = 0; i < sizeof job_sigs / sizeof job_sigs[0]; i++) {
+        sigaction(job_sigs[i], &dfl, NULL);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -304,9 +305,13 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
-    sigaction(SIGTERM, &ign, NULL);
-    sigaction(SIGINT, &ign, NULL);
-    sigaction(SIGHUP, &ign, NULL);
+    /* The shim outlives what its process group is sent (stop, --signal);
+     * the tasks get the defaults back (exec_job). */
+    static const int shim_sigs[] = {SIGTERM, SIGINT,  SIGHUP,  SIGUSR1,
+                                    SIGUSR2, SIGQUIT, SIGALRM, SIGWINCH};
+    for (size_t i = 0; i < sizeof shim_sigs / sizeof shim_sigs[0]; i++) {
+        sigaction(shim_sigs[i], &ign, NULL);
+    }
     a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     pid_t pids[CR_MAX_TASKS_PER_NODE];
     int started = 0;
@@ -536,6 +541,7 @@ int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec 
     p->start_ns = cr_now_ns();
     p->cgroup = cgroup;
     cgroup = NULL;
+    p->signal_done = spec->signal_at; /* a signal asked before the start is not for it */
     copy_spec(&p->spec, spec);
     if (write_record(state_dir, p) < 0) {
         /* The job runs; only a restart of the agent would lose track of it. */

@@ -7,6 +7,7 @@
 #include "cr_buf.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -255,4 +256,20 @@ void cr_tasks_fini(cr_tasks *t)
     cr_strv_free(t->argv);
     free(t->script_path);
     memset(t, 0, sizeof *t);
+}
+
+int cr_task_signal(const char *name)
+{
+    static const struct {
+        const char *name;
+        int sig;
+    } sigs[] = {{"USR1", SIGUSR1}, {"USR2", SIGUSR2},  {"TERM", SIGTERM}, {"INT", SIGINT},
+                {"HUP", SIGHUP},   {"QUIT", SIGQUIT},  {"ALRM", SIGALRM}, {"CONT", SIGCONT},
+                {"KILL", SIGKILL}, {"WINCH", SIGWINCH}};
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+        if (strcmp(sigs[i].name, name) == 0) {
+            return sigs[i].sig;
+        }
+    }
+    return 0;
 }

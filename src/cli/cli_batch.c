@@ -94,7 +94,17 @@ static int split_words(const char *p, char **out, int max)
 }
 
 /* sbatch options and what they become. */
-enum sb_how { SB_FLAG, SB_BOOL, SB_GPUS, SB_GRES, SB_NTASKS, SB_ARRAY, SB_NONE, SB_LATER };
+enum sb_how {
+    SB_FLAG,
+    SB_BOOL,
+    SB_GPUS,
+    SB_GRES,
+    SB_NTASKS,
+    SB_ARRAY,
+    SB_SIGNAL,
+    SB_NONE,
+    SB_LATER
+};
 typedef struct sb_opt {
     char short_name;
     const char *name;
@@ -130,7 +140,7 @@ static const sb_opt sb_opts[] = {
     {'x', "exclude", SB_FLAG, "exclude"},
     {'C', "constraint", SB_FLAG, "constraint"},
     {'b', "begin", SB_FLAG, "begin"},
-    {0, "signal", SB_LATER, "--signal is not supported yet"},
+    {0, "signal", SB_SIGNAL, NULL},
     {0, "mail-type", SB_NONE, NULL},
     {0, "mail-user", SB_NONE, NULL},
     {'A', "account", SB_NONE, NULL},
@@ -238,6 +248,11 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
             }
             break;
         }
+        case SB_SIGNAL:
+            /* [B:|R:]SIG[@SECONDS]: Corral signals every task either way */
+            add_word(out, nout, "--signal");
+            add_word(out, nout, (val[0] == 'B' || val[0] == 'R') && val[1] == ':' ? val + 2 : val);
+            break;
         case SB_NTASKS:
             if (cr_parse_i64(val, 1, 1 << 20, ntasks) < 0) {
                 fprintf(ctx->err, "%s:%d: #SBATCH %s: '%s' is not a task count\n", file, line, word,

@@ -84,6 +84,8 @@ static const cli_opt submit_opts[] = {
     {"constraint", CLI_STR, "LABEL[=V]&...", "only nodes with these labels (agent --label)", NULL,
      0, 0, 'C'},
     {"exclusive", CLI_BOOL, NULL, "whole nodes: nothing else runs beside it", NULL, 0, 0, 0},
+    {"signal", CLI_STR, "SIG[@SECONDS]",
+     "send SIG (USR1, TERM...) SECONDS (default 60) before the time limit", NULL, 0, 0, 0},
 };
 
 /* The value of a flag: the command line's, else a script directive's. */
@@ -201,6 +203,7 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     put_str(job, "nodelist", pick(a, d, "nodelist"));
     put_str(job, "exclude", pick(a, d, "exclude"));
     put_str(job, "constraint", pick(a, d, "constraint"));
+    put_str(job, "warn_signal", pick(a, d, "signal"));
     if (pick(a, d, "exclusive")->set) {
         json_object_set_new(job, "exclusive", json_true());
     }
@@ -698,6 +701,8 @@ static const cli_opt action_opts[] = {
     {"name", CLI_STR, "NAME", "every active job with this name (scancel -n)", NULL, 0, 0, 'n'},
     {"state", CLI_STR, "STATE", "every job in this state (scancel -t)",
      "pending|held|running|completing", 0, 0, 's'},
+    {"signal", CLI_STR, "SIG", "cancel: send SIG (USR1, TERM...) to the tasks instead",
+     "USR1|USR2|TERM|INT|HUP|QUIT|ALRM|CONT|KILL|WINCH", 0, 0, 0},
 };
 
 /* "12" or "12_3" (one task of array 12). */
@@ -759,6 +764,12 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
     }
     bool filtered = cr__cli_arg(&a, "tenant")->set || cr__cli_arg(&a, "name")->set ||
                     cr__cli_arg(&a, "state")->set;
+    const cli_val *sig = cr__cli_arg(&a, "signal");
+    if (sig->set && strcmp(ctx->cmd, "cancel") != 0) {
+        fprintf(ctx->err, "corral %s: --signal goes with cancel only\n", ctx->cmd);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
     if (a.npos == 0 && !filtered) {
         fprintf(ctx->err,
                 "corral %s: expected at least one job id, or --name, --tenant or --state "
@@ -797,6 +808,9 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
             done = past[i].done;
         }
     }
+    if (sig->set) {
+        done = "Signalled";
+    }
     int64_t cov_lo = 0, cov_hi = 0; /* ids an array action already covered */
     for (size_t i = 0; i < nrefs; i++) {
         /* A plain id that is an array's first: the whole array, as scancel
@@ -810,7 +824,8 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
             }
             continue;
         }
-        int rc = cr_client_job_action_ref(ctx->client, refs[i], ctx->cmd, whole, &res);
+        int rc = sig->set ? cr_client_job_signal_ref(ctx->client, refs[i], sig->str, whole, &res)
+                          : cr_client_job_action_ref(ctx->client, refs[i], ctx->cmd, whole, &res);
         json_int_t last = rc < 0 ? 0 : json_integer_value(json_object_get(res.body, "array_last"));
         if (last > 0) {
             cov_lo = num;

@@ -145,6 +145,9 @@ int cr_client_job_action(cr_client *c, int64_t id, const char *action, cr_client
  * whole_array: on an array's first id, every task of the array. */
 int cr_client_job_action_ref(cr_client *c, const char *ref, const char *action, bool whole_array,
                              cr_client_res *res);
+/* POST /v1/jobs/{ref}/signal {"signal": SIG}: to the running job's tasks. */
+int cr_client_job_signal_ref(cr_client *c, const char *ref, const char *sig, bool whole_array,
+                             cr_client_res *res);
 /* GET /v1/jobs/{ref}: ref "ID" or "ARRAY_INDEX". */
 int cr_client_job_get_ref(cr_client *c, const char *ref, cr_client_res *res);
 /* GET /v1/jobs/{id}/logs; stream: "stdout" or "stderr"; follow streams until

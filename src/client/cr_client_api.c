@@ -104,6 +104,19 @@ int cr_client_job_action_ref(cr_client *c, const char *ref, const char *action, 
     return rc;
 }
 
+int cr_client_job_signal_ref(cr_client *c, const char *ref, const char *sig, bool whole_array,
+                             cr_client_res *res)
+{
+    char *r = cr_client_escape(ref);
+    char *path = cr_asprintf("/v1/jobs/%s/signal%s", r, whole_array ? "?array=1" : "");
+    json_t *b = json_pack("{s:s}", "signal", sig);
+    int rc = cr_client_request(c, "POST", path, b, 0, res);
+    json_decref(b);
+    free(path);
+    free(r);
+    return rc;
+}
+
 int cr_client_job_get_ref(cr_client *c, const char *ref, cr_client_res *res)
 {
     char *path = named_path("jobs", ref, NULL);

@@ -85,6 +85,11 @@ void ctl_batch_entry(const ctl_job *j, json_t *entry)
         json_object_set_new(entry, "array_index", json_integer(j->array_index));
         json_object_set_new(entry, "array_job", json_integer(j->array_first));
     }
+    if (j->sig_at > 0 && *j->sig_name) {
+        json_object_set_new(
+            entry, "signal",
+            json_pack("{s:s,s:I}", "name", j->sig_name, "at", (json_int_t)j->sig_at));
+    }
     char list[4096] = "";
     size_t off = 0;
     for (size_t k = 0; k < j->nplace && off < sizeof list; k++) {
@@ -590,4 +595,69 @@ int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t
         p += len + (p[len] != '\0');
     }
     return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Signals: --signal SIG@SECONDS, cancel --signal SIG                       */
+
+/* The signals a user may send: those a job can act on. KILL ends it. */
+static const char *const user_signals[] = {"USR1", "USR2", "TERM", "INT",   "HUP", "QUIT",
+                                           "ALRM", "CONT", "KILL", "WINCH", NULL};
+
+int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs)
+{
+    char buf[32];
+    if (!text || strlen(text) >= sizeof buf) {
+        return CR_EINVAL;
+    }
+    snprintf(buf, sizeof buf, "%s", text);
+    *secs = 60;
+    char *at = strchr(buf, '@');
+    if (at) {
+        *at = '\0';
+        if (cr_parse_i64(at + 1, 0, 65535, secs) != 0) {
+            return CR_EINVAL;
+        }
+    }
+    const char *n = strncmp(buf, "SIG", 3) == 0 ? buf + 3 : buf;
+    for (size_t i = 0; user_signals[i]; i++) {
+        if (strcmp(n, user_signals[i]) == 0) {
+            snprintf(name, namelen, "%s", n);
+            return 0;
+        }
+    }
+    return CR_EINVAL;
+}
+
+void ctl_batch_signal(ctl *c, ctl_job *j, const char *name)
+{
+    snprintf(j->sig_name, sizeof j->sig_name, "%s", name);
+    int64_t now = cr_now_ns();
+    j->sig_at = now > j->sig_at ? now : j->sig_at + 1;
+    for (size_t k = 0; k < j->nplace; k++) {
+        ctl_node *n = ctl_node_find(c, j->place[k].node);
+        if (n) {
+            ctl_node_bump(c, n);
+        }
+    }
+}
+
+void ctl_batch_signal_due(ctl *c, ctl_job *j, int64_t now, cr_store_txn **txn)
+{
+    const char *spec = json_string_value(json_object_get(j->spec, "warn_signal"));
+    char name[12];
+    int64_t secs;
+    if (!spec || j->time_limit_s <= 0 || j->start_ns <= 0 || j->sig_warned_run == j->runs ||
+        ctl_batch_signal_parse(spec, name, sizeof name, &secs) != 0 ||
+        now - j->start_ns < (j->time_limit_s - secs) * CR_NS_PER_SEC) {
+        return;
+    }
+    j->sig_warned_run = j->runs;
+    ctl_batch_signal(c, j, name);
+    if (!*txn) {
+        *txn = cr_store_txn_new();
+    }
+    char why[96];
+    snprintf(why, sizeof why, "SIG%s, %llds before the time limit", name, (long long)secs);
+    ctl_job_persist(c, *txn, j, "signalled", why);
 }

@@ -98,6 +98,9 @@ typedef struct ctl_job {
     bool cancel_requested;  /* stop requested by a user cancel */
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
+    char sig_name[12];      /* the last signal asked for the running job ("USR1"), "" none */
+    int64_t sig_at;         /* when it was asked (wall clock ns): the agents deliver each once */
+    int sig_warned_run;     /* the run that got its --signal SIG@SECONDS warning */
     bool gated;             /* pending, held out of the scheduler by its dependency,
                                array throttle or begin time (ctl_batch.c) */
     int64_t acct_ns;        /* accounted up to (wall clock) */
@@ -332,6 +335,14 @@ bool ctl_batch_has_node_filter(const ctl_job *j);
 bool ctl_batch_node_allowed(const ctl_job *j, const ctl_node *n);
 /* Syntax of a node list (field "nodelist"/"exclude") or a constraint. */
 int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen);
+/* Signals: "USR1", "USR1@120" (default 60 s) -> name and seconds; CR_EINVAL. */
+int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs);
+/* Ask the agents of running job j to signal its tasks (sets sig_name and
+ * sig_at, bumps its nodes). mu held. */
+void ctl_batch_signal(ctl *c, ctl_job *j, const char *name);
+/* --signal SIG@SECONDS: signal j once per run, SECONDS before its time
+ * limit. *txn created when an event is recorded. mu held. */
+void ctl_batch_signal_due(ctl *c, ctl_job *j, int64_t now, cr_store_txn **txn);
 /* A pending job enters the scheduler, or the gate. mu held. */
 void ctl_batch_admit(ctl *c, ctl_job *j);
 /* Re-judge the gated jobs (scheduler thread timer); takes mu. */

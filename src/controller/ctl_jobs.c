@@ -22,21 +22,37 @@
 #include <string.h>
 
 static const char *const job_members[] = {
-    "name",           "tenant",
-    "command",        "gpus",
-    "gpu_type",       "mig_profile",
-    "gpu_mem_gb",     "nodes",
-    "kind",           "model",
-    "priority",       "time_limit_s",
-    "preemptible",    "checkpoint_interval_s",
-    "max_retries",    "env",
-    "workdir",        "array",
-    "tasks_per_node", "script",
-    "output",         "error",
-    "requeue",        "dependency",
-    "begin_unix",     "nodelist",
-    "exclude",        "constraint",
-    "exclusive",      NULL,
+    "name",
+    "tenant",
+    "command",
+    "gpus",
+    "gpu_type",
+    "mig_profile",
+    "gpu_mem_gb",
+    "nodes",
+    "kind",
+    "model",
+    "priority",
+    "time_limit_s",
+    "preemptible",
+    "checkpoint_interval_s",
+    "max_retries",
+    "env",
+    "workdir",
+    "array",
+    "tasks_per_node",
+    "script",
+    "output",
+    "error",
+    "requeue",
+    "dependency",
+    "begin_unix",
+    "nodelist",
+    "exclude",
+    "constraint",
+    "exclusive",
+    "warn_signal",
+    NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
@@ -165,7 +181,18 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         }
     }
     bool exclusive = false;
-    if ((rc = cr_json_bool(body, "", "exclusive", false, &exclusive, err)) != 0) {
+    const char *sigspec = "";
+    if ((rc = cr_json_bool(body, "", "exclusive", false, &exclusive, err)) != 0 ||
+        (rc = cr_json_str(body, "", "warn_signal", false, 31, &sigspec, err)) != 0) {
+        goto out;
+    }
+    char signame[12];
+    int64_t sigsecs;
+    if (*sigspec && ctl_batch_signal_parse(sigspec, signame, sizeof signame, &sigsecs) != 0) {
+        rc = cr_json_fail(
+            err, CR_EINVAL, "warn_signal",
+            "field 'warn_signal': want SIG[@SECONDS] with SIG one of USR1, USR2, TERM, "
+            "INT, HUP, QUIT, ALRM, CONT, KILL, WINCH and SECONDS 0..65535");
         goto out;
     }
     if (*dep) {
@@ -302,6 +329,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (exclusive) {
         json_object_set_new(j->spec, "exclusive", json_true());
+    }
+    if (*sigspec) {
+        json_object_set_new(j->spec, "warn_signal", json_string(sigspec));
     }
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
     j->gpus = (int)gpus;
@@ -1018,6 +1048,9 @@ static const char *act_one(ctl *c, cr_store_txn *txn, ctl_job *j, const char *ac
     int64_t id = j->id;
     ctl_job_state was = j->state;
     const char *bad = NULL;
+    if (strcmp(action, "signal") == 0) {
+        return NULL; /* job_action sends it */
+    }
     if (strcmp(action, "cancel") == 0) {
         if (ctl_job_terminal(j)) {
             bad = "is already finished";
@@ -1091,18 +1124,33 @@ static const char *act_one(ctl *c, cr_store_txn *txn, ctl_job *j, const char *ac
 static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
                        const char *action)
 {
+    char signame[12] = "";
     size_t len;
     const char *body = cr_http_body(req, &len);
     if (len > 0) {
         json_t *v = NULL;
         cr_json_err err;
-        static const char *const none[] = {"reason", NULL};
-        if (cr_json_parse_object(body, len, &v, &err) != 0 || cr_json_only(v, "", none, &err)) {
+        static const char *const none[] = {"reason", "signal", NULL};
+        const char *sg = NULL;
+        if (cr_json_parse_object(body, len, &v, &err) != 0 || cr_json_only(v, "", none, &err) ||
+            cr_json_str(v, "", "signal", false, 31, &sg, &err) != 0) {
             json_decref(v);
             ctl_reply_jerr(req, &err);
             return;
         }
+        int64_t secs;
+        if (sg && ctl_batch_signal_parse(sg, signame, sizeof signame, &secs) != 0) {
+            json_decref(v);
+            ctl_reply_err(req, 400, CR_EINVAL, "signal",
+                          "field 'signal': one of USR1, USR2, TERM, INT, HUP, QUIT, ALRM, CONT, "
+                          "KILL, WINCH");
+            return;
+        }
         json_decref(v);
+    }
+    if (strcmp(action, "signal") == 0 && !*signame) {
+        ctl_reply_err(req, 400, CR_EINVAL, "signal", "field 'signal': required");
+        return;
     }
     char why[200];
     snprintf(why, sizeof why, "%s by token '%s'", action, p->name);
@@ -1136,6 +1184,24 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
         bad = applied > 0 ? NULL : bad;
     } else {
         bad = act_one(c, txn, j, action, why);
+    }
+    if (strcmp(action, "signal") == 0) {
+        /* scancel --signal: to every task of the job (or array), once */
+        bad = "is not running";
+        for (int64_t k = id;; k++) {
+            ctl_job *t = ctl_job_get(c, k);
+            if (!t || (k != id && !(qa && strcmp(qa, "1") == 0 && t->array_first == id &&
+                                    j->array_first == id))) {
+                break;
+            }
+            if (t->state == JS_RUNNING) {
+                ctl_batch_signal(c, t, signame);
+                char sw[240];
+                snprintf(sw, sizeof sw, "SIG%s %s", signame, why);
+                ctl_job_persist(c, txn, t, "signalled", sw);
+                bad = NULL;
+            }
+        }
     }
     if (bad) {
         pthread_mutex_unlock(&c->mu);
@@ -1200,7 +1266,8 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
     }
     if (nseg == 4 && strcmp(m, "POST") == 0 &&
         (strcmp(seg[3], "cancel") == 0 || strcmp(seg[3], "hold") == 0 ||
-         strcmp(seg[3], "release") == 0 || strcmp(seg[3], "requeue") == 0)) {
+         strcmp(seg[3], "release") == 0 || strcmp(seg[3], "requeue") == 0 ||
+         strcmp(seg[3], "signal") == 0)) {
         cr_http_set_route(req, "/v1/jobs/{id}/action");
         job_action(c, req, p, id, seg[3]);
         return;

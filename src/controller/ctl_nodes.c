@@ -1050,6 +1050,9 @@ static void enforce_time_limits(ctl *c, cr_store_txn **txn)
         ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
             ctl_job *j = ctl_job_get(c, n->jobs[k]);
+            if (j && j->state == JS_RUNNING) {
+                ctl_batch_signal_due(c, j, now, txn); /* --signal SIG@SECONDS (once a run) */
+            }
             if (!j || j->state != JS_RUNNING || j->time_limit_s <= 0 || j->start_ns <= 0 ||
                 now - j->start_ns <= j->time_limit_s * CR_NS_PER_SEC) {
                 continue;

@@ -542,6 +542,8 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     j->acct_ns = now;
     j->end_ns = 0;
     j->cancel_requested = j->requeue_requested = false;
+    j->sig_name[0] = '\0'; /* a signal asked of an earlier run is not this run's */
+    j->sig_at = 0;
     ctl_job_set_reason(j, "");
     cr_buf b;
     cr_buf_init(&b);

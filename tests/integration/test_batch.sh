@@ -14,6 +14,8 @@
 #     cancel --name; --begin holds a job back with a reason;
 #   - --nodelist, --exclude and --constraint on agent labels pick the node;
 #     --exclusive takes an idle node and keeps other jobs off it;
+#   - cancel --signal USR1 reaches the job's trap; --signal USR1@58 arrives
+#     58 s before a 60 s limit;
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
@@ -180,5 +182,20 @@ wait_for 20 considered "$beside" || fail "job $beside never considered"
 "$CORRAL" cancel "$ex" "$hold" >/dev/null
 wait_for 20 is_state "$beside" completed || fail "job $beside after the exclusive one: $("$CORRAL" show "$beside")"
 "$CORRAL" cancel "$nomatch" >/dev/null
+
+# --- signals: cancel --signal, and --signal SIG@SECONDS before the limit ------
+trapper="trap 'echo got > $DIR/sig-\$CORRAL_JOB_ID; exit 0' USR1; touch $DIR/ready-\$CORRAL_JOB_ID; while :; do sleep 0.1; done"
+s1=$(submit_id "$CORRAL" submit -n sig -- sh -c "$trapper")
+wait_for 20 test -e "$DIR/ready-$s1" || fail "job $s1 did not start: $("$CORRAL" show "$s1")"
+got() { [ -s "$DIR/sig-$1" ]; }
+"$CORRAL" cancel --signal USR1 "$s1" | grep -q "Signalled job $s1" || fail "cancel --signal USR1 $s1"
+wait_for 20 is_state "$s1" completed || fail "job $s1 did not take USR1: $("$CORRAL" show "$s1")"
+got "$s1" || fail "job $s1's trap did not run"
+# -t 1 (60 s) with USR1 58 s before it: the job hears USR1 after about 2 s
+s2=$(submit_id "$CORRAL" submit -n warned -t 1 --signal USR1@58 -- sh -c "$trapper")
+wait_for 30 is_state "$s2" completed || fail "--signal USR1@58: $("$CORRAL" show "$s2")"
+got "$s2" || fail "job $s2 was not signalled before its limit"
+"$CORRAL" show "$s2" | grep -q "signalled *SIGUSR1, 58s before the time limit" ||
+    fail "no signalled event: $("$CORRAL" show "$s2")"
 
 echo "ok: #SBATCH script, -o on the node, -t 90 = 5400 s, --wait exit code, afterok chain, throttle %2, array cancel"
