@@ -611,6 +611,12 @@ void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
     p->kill_at_ns = now_ns + grace_ns;
     /* The job is in the shim's process group; the shim ignores SIGTERM. */
     kill(-p->pid, grace_ns > 0 ? SIGTERM : SIGKILL);
+    /* A stop right after the start can reach the group before the shim's
+     * setsid(), or while a task still has the shim's SIG_IGN: say it once
+     * more a second later (cr_proc_tick). */
+    if (grace_ns > CR_NS_PER_SEC && p->start_ns > 0 && cr_now_ns() - p->start_ns < CR_NS_PER_SEC) {
+        p->term_again_ns = now_ns + CR_NS_PER_SEC;
+    }
     if (grace_ns <= 0) {
         cgroup_kill(p);
     }
@@ -697,6 +703,11 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
 {
     if (p->state == CR_PROC_EXITED) {
         return 0;
+    }
+    if (p->state == CR_PROC_STOPPING && p->term_again_ns > 0 && now_ns >= p->term_again_ns &&
+        now_ns < p->kill_at_ns) {
+        p->term_again_ns = 0;
+        kill(-p->pid, SIGTERM);
     }
     if (p->state == CR_PROC_STOPPING && now_ns >= p->kill_at_ns) {
         kill(-p->pid, SIGKILL);

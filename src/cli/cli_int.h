@@ -193,6 +193,13 @@ bool cr__cli_secret_name(const char *name, size_t len);
  * secret-looking names, Corral's, Slurm's and session variables); "NONE";
  * "ALL"; or a list "NAME,NAME=VALUE,...". -1 after a message. */
 int cr__cli_export_env(cli_ctx *ctx, const char *spec, json_t *env);
+/* cli_run.c: after `corral run` submitted job id: stream its stdout and
+ * stderr until it ends; its exit code (130 after Ctrl-C, which cancels). */
+int cr__cli_run_follow(cli_ctx *ctx, int64_t id);
+/* After `corral alloc` submitted job id: wait until it runs, run cmd (ncmd
+ * words; none: $SHELL) here with CORRAL_JOB_ID, SLURM_JOB_ID and the node
+ * list set, cancel the job when it ends; its exit code. */
+int cr__cli_alloc_session(cli_ctx *ctx, int64_t id, char **cmd, size_t ncmd);
 /* --begin: "now", "now+DURATION", "HH:MM[:SS]" (local; tomorrow once
  * past) or RFC 3339, against now_ns. CR_EINVAL when none of those. */
 int cr__cli_parse_begin(const char *s, int64_t now_ns, int64_t *out_ns);

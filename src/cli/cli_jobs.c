@@ -341,11 +341,28 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     json_t *job = NULL;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "[options] [--] COMMAND [ARGS...]", submit_opts, NOPTS(submit_opts),
-                      true, argc, argv, &code)) {
+    const char *syn = strcmp(ctx->cmd, "alloc") == 0 ? "[options] [-- COMMAND [ARGS...]]"
+                                                     : "[options] [--] COMMAND [ARGS...]";
+    if (cr__cli_begin(ctx, &a, syn, submit_opts, NOPTS(submit_opts), true, argc, argv, &code)) {
         goto out;
     }
-    if (a.nrest > 0) {
+    bool run = strcmp(ctx->cmd, "run") == 0, alloc = strcmp(ctx->cmd, "alloc") == 0;
+    char **local = NULL;
+    size_t nlocal = 0;
+    static char *hold_cmd[] = {"sleep", "infinity", NULL};
+    if (alloc) {
+        /* the job only holds the allocation; the command runs here */
+        local = a.rest;
+        nlocal = a.nrest;
+        a.rest = hold_cmd;
+        a.nrest = 2;
+    }
+    if ((run || alloc) && cr__cli_arg(&a, "array")->set) {
+        fprintf(ctx->err, "corral %s: --array goes with submit only\n", ctx->cmd);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (a.nrest > 0 && !alloc) {
         int sr = cr__cli_script_load(ctx, a.rest[0], submit_opts, NOPTS(submit_opts), &script);
         if (sr < 0) {
             code = CLI_EXIT_USAGE;
@@ -363,6 +380,13 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     int rc = cr_client_job_submit(ctx->client, job, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
+        goto out;
+    }
+    if (run || alloc) {
+        int64_t id =
+            (int64_t)json_integer_value(json_array_get(json_object_get(res.body, "ids"), 0));
+        fflush(ctx->out);
+        code = run ? cr__cli_run_follow(ctx, id) : cr__cli_alloc_session(ctx, id, local, nlocal);
         goto out;
     }
     if (ctx->json) {

@@ -16,6 +16,9 @@
 #     --exclusive takes an idle node and keeps other jobs off it;
 #   - cancel --signal USR1 reaches the job's trap; --signal USR1@58 arrives
 #     58 s before a 60 s limit;
+#   - corral run streams stdout and stderr and exits with the job's code,
+#     Ctrl-C cancels it (exit 130); corral alloc runs a command here with
+#     the job's variables and releases the allocation after;
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
@@ -197,5 +200,31 @@ wait_for 30 is_state "$s2" completed || fail "--signal USR1@58: $("$CORRAL" show
 got "$s2" || fail "job $s2 was not signalled before its limit"
 "$CORRAL" show "$s2" | grep -q "signalled *SIGUSR1, 58s before the time limit" ||
     fail "no signalled event: $("$CORRAL" show "$s2")"
+
+# --- corral run (srun-like) and corral alloc (salloc-like) --------------------
+set +e
+"$CORRAL" run -n runner -- sh -c 'echo to-out; echo to-err >&2; exit 4' >"$DIR/run.out" 2>"$DIR/run.err"
+rc=$?
+set -e
+[ "$rc" = 4 ] || fail "corral run exit $rc, want 4: $(cat "$DIR/run.err")"
+grep -qx to-out "$DIR/run.out" || fail "corral run stdout: $(cat "$DIR/run.out")"
+grep -qx to-err "$DIR/run.err" || fail "corral run stderr: $(cat "$DIR/run.err")"
+"$CORRAL" run -n interrupted -- sh -c "touch $DIR/int-started; sleep 60" >"$DIR/int.out" 2>&1 &
+rp=$!
+wait_for 20 test -e "$DIR/int-started" || fail "corral run job did not start"
+kill -INT "$rp"
+set +e
+wait "$rp"
+rc=$?
+set -e
+[ "$rc" = 130 ] || fail "corral run after Ctrl-C: exit $rc, want 130: $(cat "$DIR/int.out")"
+"$CORRAL" jobs --all | grep ' interrupted ' | grep -q cancelled || fail "Ctrl-C did not cancel: $("$CORRAL" jobs --all)"
+out=$("$CORRAL" alloc -n alloc1 -- sh -c 'echo "$SLURM_JOB_ID $SLURM_NODELIST"' 2>"$DIR/alloc.err")
+aid=${out%% *}
+case "$out" in
+"$aid n0" | "$aid n1") ;;
+*) fail "corral alloc: '$out' $(cat "$DIR/alloc.err")" ;;
+esac
+wait_for 20 is_state "$aid" cancelled || fail "corral alloc did not release job $aid"
 
 echo "ok: #SBATCH script, -o on the node, -t 90 = 5400 s, --wait exit code, afterok chain, throttle %2, array cancel"
