@@ -5,7 +5,9 @@
 # fleet (2x8 H100 SXM, 2x8 A100 80GB SXM, 4x4 L40S, 2x4 A30 split by MIG),
 # then a mix of real short processes across the workload kinds: where each
 # one went and why, what waits and why, a GPU that overheats and leaves the
-# pool, and `corral top`. It ends by itself (DEMO_SECONDS, default 60) or on
+# pool, and `corral top`. Two tenants run as their own Unix users and a job
+# that reaches for another job's GPU device node is refused (cgroup device
+# filter; docs/isolation.md). It ends by itself (DEMO_SECONDS, default 60) or on
 # Ctrl-C, and leaves nothing running and nothing behind.
 #
 #   usage: scripts/demo-cluster.sh [path/to/corral]
@@ -16,7 +18,16 @@ CORRAL=${1:-build/corral}
 CORRAL=$(cd "$(dirname "$CORRAL")" && pwd)/$(basename "$CORRAL")
 SECONDS_TOTAL=${DEMO_SECONDS:-60}
 PORT=${DEMO_PORT:-$((20000 + $$ % 20000))}
-DIR=$(mktemp -d /tmp/corral-demo-XXXXXX)
+# Jobs of the two tenants run as uids 64001/64002: their checkpoint dirs and
+# the simulated GPU device nodes under DIR must be reachable by them.
+DIR=$(mktemp -d "${TMPDIR:-/var/tmp}/corral-demo-XXXXXX")
+chmod 755 "$DIR"
+cat >"$DIR/controller.json" <<EOF
+{"run_as": {"unmapped": "agent",
+            "tenants": {"team-a": {"uid": 64001, "gid": 64001},
+                        "team-b": {"uid": 64002, "gid": 64002}}},
+ "checkpoint_root": "$DIR/ckpt"}
+EOF
 PIDS=()
 
 cleanup() {
@@ -55,7 +66,7 @@ wait_for() { # wait_for SECONDS COMMAND...: poll until the command succeeds
 # The controller, on the first port that is free.
 for try in 1 2 3 4 5; do
     export CORRAL_SERVER=http://127.0.0.1:$PORT
-    "$CORRAL" controller --listen "127.0.0.1:$PORT" --state-dir "$DIR/ctl" \
+    "$CORRAL" controller --config "$DIR/controller.json" --listen "127.0.0.1:$PORT" --state-dir "$DIR/ctl" \
         --heartbeat 1 --lost-after 10 >"$DIR/controller.log" 2>&1 &
     ctl=$!
     if wait_for 20 curl -sf "$CORRAL_SERVER/v1/health"; then
@@ -90,6 +101,20 @@ agent a30-1 r4 "4xA30,mig=2g.12gb:2"
 nodes_up() { [ "$("$CORRAL" nodes 2>/dev/null | grep -c ' up ')" -ge 10 ]; }
 wait_for 30 nodes_up || echo "(not every agent registered yet)"
 run nodes
+
+say "two tenants share the L40S nodes: team-a runs as uid 64001, team-b as 64002"
+"$CORRAL" tenants create team-a >/dev/null
+"$CORRAL" tenants create team-b >/dev/null
+# Each job tries to open every GPU device node of its node (placeholders of
+# major 195 made with mknod): its own is allowed by the cgroup device filter
+# (and then fails only for want of a driver: ENXIO), the others are refused.
+probe='echo "uid $(id -u) on $CORRAL_NODE"; for g in 0 1 2 3; do m=$( (exec 3<"$DEMO_DIR/$CORRAL_NODE.dev/nvidia$g") 2>&1); case "$m" in *"not permitted"*) echo "  /dev/nvidia$g: REFUSED (Operation not permitted: not this job'"'"'s GPU)";; *) echo "  /dev/nvidia$g: allowed (its own GPU; ENXIO: no driver behind the placeholder)";; esac; done'
+pa=$("$CORRAL" submit --tenant team-a -n probe-a --gpu-type L40S -e DEMO_DIR="$DIR" -- sh -c "$probe" | grep -o '[0-9]*' | head -1)
+pb=$("$CORRAL" submit --tenant team-b -n probe-b --gpu-type L40S -e DEMO_DIR="$DIR" -- sh -c "$probe" | grep -o '[0-9]*' | head -1)
+done_probe() { "$CORRAL" show "$1" | grep -qiE 'state: *(completed|failed)'; }
+wait_for 20 done_probe "$pa" && run logs "$pa"
+wait_for 20 done_probe "$pb" && run logs "$pb"
+run nodes l40s-0
 
 # The jobs are real processes: they print what Corral gave them and work a
 # little (a busy loop drives the simulated GPU's utilisation and power).

@@ -5,9 +5,12 @@
  *   GET /v1/health                  {"ok":true}
  *   GET /v1/jobs/{id}/logs?stream=stdout|stderr&offset=N&follow=1
  *   GET /v1/logs/{id}?...           the same (the controller's proxy form)
- *                                   log bytes from offset (bearer: the node
- *                                   token or the join token); the answer's
- *                                   X-Corral-Offset header is the next offset
+ *                                   log bytes from offset (bearer: the agent
+ *                                   secret the controller issued at this
+ *                                   node's registration, compared in constant
+ *                                   time); the answer's X-Corral-Offset
+ *                                   header is the next offset
+ * With --tls-cert and --tls-key it serves HTTPS (MHD_USE_TLS, GnuTLS).
  * Handlers run on MHD's threads and touch only what a->mu guards, plus
  * files under the state dir.
  */
@@ -21,6 +24,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <sodium.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -243,12 +247,7 @@ static int authorized(agent *a, struct MHD_Connection *c)
     if (!h || strncmp(h, "Bearer ", 7) != 0) {
         return 0;
     }
-    const char *t = h + 7;
-    pthread_mutex_lock(&a->mu);
-    int ok = (a->node_token[0] && strcmp(t, a->node_token) == 0) ||
-             (a->cfg.join_token && strcmp(t, a->cfg.join_token) == 0);
-    pthread_mutex_unlock(&a->mu);
-    return ok;
+    return cr__agent_token_ok(a, h + 7);
 }
 
 static int job_done(agent *a, int64_t job)
@@ -377,6 +376,25 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     return error(c, 404, "CR_ENOENT", "no such route", NULL);
 }
 
+/* A PEM file's text, returned new; NULL when unreadable or over 1 MiB. */
+static char *read_pem(const char *path)
+{
+    FILE *f = path ? fopen(path, "rb") : NULL;
+    if (!f) {
+        return NULL;
+    }
+    char *buf = cr_malloc((1u << 20) + 1);
+    size_t n = fread(buf, 1, 1u << 20, f);
+    int more = fgetc(f) != EOF;
+    fclose(f);
+    if (n == 0 || more) {
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 int cr__agent_http_start(agent *a, char *err, size_t errlen)
 {
     struct sockaddr_in sa;
@@ -387,10 +405,29 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen)
         snprintf(err, errlen, "--listen: '%s' is not an IPv4 address", a->cfg.listen_host);
         return CR_EINVAL;
     }
-    struct MHD_Daemon *d = MHD_start_daemon(
-        MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL, 0, NULL,
-        NULL, handler, a, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+    struct MHD_Daemon *d = NULL;
+    if (a->cfg.tls_cert) {
+        char *cert = read_pem(a->cfg.tls_cert), *key = read_pem(a->cfg.tls_key);
+        if (!cert || !key) {
+            snprintf(err, errlen, "%s: cannot read %s", !cert ? "--tls-cert" : "--tls-key",
+                     !cert ? a->cfg.tls_cert : a->cfg.tls_key);
+            free(cert);
+            free(key);
+            return CR_EIO;
+        }
+        d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handler, a, MHD_OPTION_SOCK_ADDR,
+                             (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                             MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
+                             MHD_OPTION_END);
+        /* Kept until the daemon stops (libmicrohttpd borrows them). */
+        a->tls_pem[0] = cert;
+        a->tls_pem[1] = key;
+    } else {
+        d = MHD_start_daemon(flags, 0, NULL, NULL, handler, a, MHD_OPTION_SOCK_ADDR,
+                             (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                             MHD_OPTION_END);
+    }
     if (!d) {
         snprintf(err, errlen, "--listen: cannot listen on %s:%d", a->cfg.listen_host,
                  a->cfg.listen_port);
@@ -407,5 +444,12 @@ void cr__agent_http_stop(agent *a)
     if (a->mhd) {
         MHD_stop_daemon(a->mhd);
         a->mhd = NULL;
+    }
+    for (size_t i = 0; i < 2; i++) {
+        if (a->tls_pem[i]) {
+            sodium_memzero(a->tls_pem[i], strlen(a->tls_pem[i]));
+            free(a->tls_pem[i]);
+            a->tls_pem[i] = NULL;
+        }
     }
 }

@@ -27,7 +27,11 @@
 
 typedef struct agent_cfg {
     const char *server;    /* controller base URL, no trailing '/' */
-    char *join_token;      /* owned: read from the file or given inline */
+    char *join_token;      /* owned: bootstrap token (file, CORRAL_JOIN_TOKEN or inline); NULL
+                              when the state dir holds this node's credential */
+    const char *ca_file;   /* --ca-file: PEM CA bundle to verify the controller; NULL system */
+    const char *tls_cert;  /* --tls-cert: serve HTTPS with this PEM certificate */
+    const char *tls_key;   /* --tls-key: its private key */
     const char *node;      /* node name */
     const char *rack;      /* rack name ("" none) */
     const char *gpus;      /* --gpus spec */
@@ -40,6 +44,8 @@ typedef struct agent_cfg {
     int64_t run_for_ns;    /* exit after this long (0: run until signalled) */
     int kill_on_exit;      /* stop the jobs when the agent exits */
     const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
+    const char *cgroup_v1; /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
+    const char *dev_dir;   /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
     /* --task-env K=V (repeatable): the node's settings for every task
      * (NCCL_SOCKET_IFNAME, NCCL_IB_HCA...); a job's own env wins. */
     const char **task_env; /* owned array, strings borrowed from argv */
@@ -57,19 +63,21 @@ typedef struct agent {
     cr_gpu_health health[CR_GPU_MAX];
     cr_proc *procs; /* main only */
     size_t nprocs, procs_cap;
-    cr_desired desired; /* main only: the document being applied */
-    int have_desired;   /* main only */
-    int port;           /* the port actually bound */
-    char *cgroup_base;  /* owned: cgroup v2 directory for the jobs, NULL none */
+    cr_desired desired;    /* main only: the document being applied */
+    int have_desired;      /* main only */
+    int port;              /* the port actually bound */
+    cr_iso iso;            /* what fences the jobs here (probed at start) */
+    int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
 
     pthread_mutex_t mu;
-    cr_desired *pending;  /* (mu) newest document from the poller; taken by main */
-    char node_token[256]; /* (mu) bearer after register */
-    int registered;       /* (mu) */
-    int need_register;    /* (mu) */
-    int64_t heartbeat_ns; /* heartbeat period from the controller */
-    char *metrics_text;   /* (mu) last rendered /metrics body */
-    int64_t *live;        /* (mu) ids of the jobs running here, for log follows */
+    cr_desired *pending;    /* (mu) newest document from the poller; taken by main */
+    char node_token[256];   /* (mu) bearer after register (this node's credential) */
+    char agent_secret[256]; /* (mu) the controller's bearer for calls to this agent */
+    int registered;         /* (mu) */
+    int need_register;      /* (mu) */
+    int64_t heartbeat_ns;   /* heartbeat period from the controller */
+    char *metrics_text;     /* (mu) last rendered /metrics body */
+    int64_t *live;          /* (mu) ids of the jobs running here, for log follows */
     size_t nlive, live_cap;
     uint64_t n_started, n_exited, n_status, n_status_fail, n_polls, n_poll_fail,
         n_registers; /* (mu) counters */
@@ -79,6 +87,7 @@ typedef struct agent {
     pthread_t poller;
     int poller_started;
     void *mhd;            /* struct MHD_Daemon * */
+    char *tls_pem[2];     /* owned: --tls-cert and --tls-key texts while serving HTTPS */
     cr_client *status_cl; /* controller client, owned; main thread only */
 } agent;
 
@@ -95,6 +104,18 @@ int cr__agent_wire_domain(const cr_gpu_info *g);
 /* Build the register / status bodies (exposed for tests). Returned new. */
 json_t *cr__agent_register_body(const agent *a);
 json_t *cr__agent_status_body(const agent *a);
+
+/* agent_cred.c: this node's credential in STATE-DIR/node.cred (0600). */
+/* Load it when it is this node's; 0 or CR_ENOENT. */
+int cr__agent_cred_load(agent *a);
+/* Write node_token and agent_secret (mu not held); 0 or CR_EIO. */
+int cr__agent_cred_save(agent *a);
+/* Forget the stored credential (the controller refused it). */
+void cr__agent_cred_forget(agent *a);
+/* Is token the controller's secret for this agent? Constant time. */
+int cr__agent_token_ok(agent *a, const char *token);
+/* Does STATE-DIR/node.cred exist? */
+int cr__agent_cred_exists(const char *state_dir);
 
 /* agent_http.c */
 int cr__agent_http_start(agent *a, char *err, size_t errlen);

@@ -21,6 +21,7 @@
 #include "cr_time.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -37,16 +38,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
-
 static void usage(FILE *f)
 {
     fprintf(
         f,
-        "usage: corral agent --server URL --join-token FILE|TOKEN [options]\n"
+        "usage: corral agent --server URL --join-token FILE [options]\n"
         "\n"
         "  --server URL          controller, e.g. http://127.0.0.1:8620\n"
-        "  --join-token T        join token, or a file holding it\n"
+        "  --join-token FILE     file holding a bootstrap token (or set CORRAL_JOIN_TOKEN);\n"
+        "                        not needed once STATE-DIR/node.cred holds this node's\n"
+        "                        credential (written at the first registration)\n"
+        "  --ca-file FILE        PEM CA bundle to verify an https:// controller\n"
+        "  --tls-cert FILE       serve HTTPS (logs, metrics) with this PEM certificate\n"
+        "  --tls-key FILE        its private key (PEM)\n"
         "  --node NAME           node name (default: host name)\n"
         "  --rack R              rack (topology domain)\n"
         "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
@@ -62,6 +66,10 @@ static void usage(FILE *f)
         "  --run-for DUR         exit after this long (demos, benchmarks)\n"
         "  --cgroup auto|off|DIR each job in its own cgroup v2 under DIR (default auto:\n"
         "                        /sys/fs/cgroup or /sys/fs/cgroup/unified when writable)\n"
+        "  --cgroup-v1 auto|off  use the cgroup v1 devices, memory and cpu controllers where\n"
+        "                        mounted (default auto); see docs/isolation.md\n"
+        "  --dev-dir DIR         GPU device nodes (default /dev; sim: STATE-DIR.dev, made\n"
+        "                        with mknod as placeholders of major 195)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n"
         "  --task-env K=V        set K=V for every task run here, e.g. NCCL_SOCKET_IFNAME=ib0\n"
@@ -77,11 +85,30 @@ static int flag_error(const char *flag, const char *msg)
     return 2;
 }
 
-static char *read_token(const char *arg)
+/* The bootstrap token: from a file, else the argument itself, which is then
+ * wiped from argv (it would show in ps and /proc/PID/cmdline) with a warning. */
+static char *read_token(char *arg)
 {
     FILE *f = fopen(arg, "r");
     if (!f) {
-        return cr_strdup(arg);
+        char *t = cr_strdup(arg);
+        if (strncmp(arg, "crl_", 4) == 0) {
+            fprintf(stderr, "corral agent: warning: --join-token given inline: use a file or "
+                            "CORRAL_JOIN_TOKEN (wiped from argv now)\n");
+        }
+        memset(arg, 'x', strlen(arg));
+        return t;
+    }
+    /* A token file others can read is a token others have: tighten it
+     * (ours) or say so (somebody else's). Jobs run as other users. */
+    struct stat sb;
+    if (fstat(fileno(f), &sb) == 0 && (sb.st_mode & 077) != 0) {
+        if (sb.st_uid == geteuid() && fchmod(fileno(f), sb.st_mode & 0600) == 0) {
+            cr_warn("agent: %s was readable by others: now mode 0600", arg);
+        } else {
+            cr_warn("agent: %s is readable by others (mode %o): jobs may read the join token", arg,
+                    (unsigned)(sb.st_mode & 0777));
+        }
     }
     char buf[512] = "";
     if (!fgets(buf, sizeof buf, f)) {
@@ -169,6 +196,11 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"run-for", required_argument, NULL, 'R'},
         {"kill-on-exit", no_argument, NULL, 'k'},
         {"cgroup", required_argument, NULL, 'c'},
+        {"cgroup-v1", required_argument, NULL, 'V'},
+        {"dev-dir", required_argument, NULL, 'D'},
+        {"ca-file", required_argument, NULL, 'C'},
+        {"tls-cert", required_argument, NULL, 'T'},
+        {"tls-key", required_argument, NULL, 'K'},
         {"task-env", required_argument, NULL, 'E'},
         {"rdzv-ports", required_argument, NULL, 'P'},
         {"label", required_argument, NULL, 'L'},
@@ -184,6 +216,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->rack = "";
     c->state_dir = "/var/lib/corral/agent";
     c->cgroup = "auto";
+    c->cgroup_v1 = "auto";
     c->rdzv_lo = 29500;
     c->rdzv_hi = 29999;
     optind = 1;
@@ -247,6 +280,27 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         case 'c':
             c->cgroup = optarg;
             break;
+        case 'V':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0) {
+                return flag_error("--cgroup-v1", "want auto or off");
+            }
+            c->cgroup_v1 = optarg;
+            break;
+        case 'D':
+            if (optarg[0] != '/') {
+                return flag_error("--dev-dir", "want an absolute directory");
+            }
+            c->dev_dir = optarg;
+            break;
+        case 'C':
+            c->ca_file = optarg;
+            break;
+        case 'T':
+            c->tls_cert = optarg;
+            break;
+        case 'K':
+            c->tls_key = optarg;
+            break;
         case 'E': {
             const char *eq = strchr(optarg, '=');
             if (!eq || eq == optarg || c->ntask_env >= 256) {
@@ -304,8 +358,26 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         (strncmp(c->server, "http://", 7) != 0 && strncmp(c->server, "https://", 8) != 0)) {
         return flag_error("--server", "required: the controller's URL (http://HOST:PORT)");
     }
-    if (!c->join_token || !*c->join_token) {
-        return flag_error("--join-token", "required: the join token or a file holding it");
+    const char *env_tok = getenv("CORRAL_JOIN_TOKEN");
+    if (!c->join_token && env_tok && *env_tok) {
+        c->join_token = cr_strdup(env_tok);
+    }
+    /* Never handed down to the jobs this agent starts. */
+    unsetenv("CORRAL_JOIN_TOKEN");
+    if (c->join_token && !*c->join_token) {
+        free(c->join_token);
+        c->join_token = NULL;
+    }
+    if (!c->join_token && !cr__agent_cred_exists(c->state_dir)) {
+        return flag_error("--join-token", "required: a file holding a bootstrap token (or "
+                                          "CORRAL_JOIN_TOKEN), until STATE-DIR/node.cred exists");
+    }
+    if (!c->tls_cert != !c->tls_key) {
+        return flag_error(c->tls_cert ? "--tls-key" : "--tls-cert",
+                          "--tls-cert and --tls-key go together");
+    }
+    if (c->ca_file && access(c->ca_file, R_OK) != 0) {
+        return flag_error("--ca-file", "cannot read the file");
     }
     if (!c->node) {
         if (gethostname(host, sizeof host) != 0) {
@@ -497,6 +569,8 @@ static cr_job_spec *assign_port(const cr_job_spec *want)
     if (cr_job_spec_from_json(j, "", s, err, sizeof err) < 0) {
         free(s);
         s = NULL;
+    } else {
+        cr_job_spec_copy_secrets(s, want); /* to_json leaves them out */
     }
     json_decref(j);
     if (s && port != pref) {
@@ -564,6 +638,8 @@ static cr_job_spec *node_additions(const agent *a, const cr_job_spec *want)
     char err[256];
     if (cr_job_spec_from_json(j, "", s, err, sizeof err) < 0) {
         CR_FREE(s);
+    } else {
+        cr_job_spec_copy_secrets(s, want); /* to_json leaves them out */
     }
     json_decref(j);
     return s;
@@ -612,8 +688,7 @@ static void start_job(agent *a, const cr_job_spec *given)
         mig_spec.uuid_count = 1;
         s = &mig_spec;
     }
-    if (cr_proc_spawn_cg(a->cfg.state_dir, a->cfg.node, s, environ, a->cgroup_base, p, err,
-                         sizeof err) < 0) {
+    if (cr_proc_spawn_iso(a->cfg.state_dir, a->cfg.node, s, &a->iso, p, err, sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
         memset(p, 0, sizeof *p);
         p->job = s->job;
@@ -817,6 +892,76 @@ static void render_metrics(agent *a)
     cr_buf_fini(&b);
 }
 
+/*
+ * Where the GPU device nodes are. The sim backend gets placeholders made
+ * with mknod (major 195, minor = index, as NVIDIA's driver numbers them):
+ * opening one fails with ENXIO (no driver) when the job's device filter
+ * allows it and EPERM when it does not, which is what the tests and the
+ * demo show. Not being able to make them only loses that demonstration.
+ */
+static void setup_devices(agent *a, char **dir_owned)
+{
+    int sim = strcmp(a->gpu->ops->name, "sim") == 0;
+    *dir_owned = a->cfg.dev_dir ? cr_strdup(a->cfg.dev_dir)
+                 : sim          ? cr_asprintf("%s.dev", a->cfg.state_dir)
+                                : cr_strdup("/dev");
+    if (!sim) {
+        return;
+    }
+    char err[512];
+    mode_t old = umask(022);
+    if (cr_iso_sim_devices(*dir_owned, a->gpu->count, err, sizeof err) < 0) {
+        cr_warn("agent: no placeholder GPU device nodes for the sim GPUs: %s", err);
+    } else {
+        cr_info("agent: sim GPU device nodes in %s (nvidia0..%zu, nvidiactl)", *dir_owned,
+                a->gpu->count ? a->gpu->count - 1 : 0);
+    }
+    umask(old);
+}
+
+/* Remove checkpoint directories (<base>/<tenant>/<job>) untouched for
+ * longer than the retention, except those of jobs this agent runs. */
+static void sweep_checkpoints(agent *a, int64_t now_ns)
+{
+    const char *base = a->desired.checkpoint_base;
+    int64_t keep_s = a->desired.checkpoint_retention_s;
+    if (!base || keep_s <= 0) {
+        return;
+    }
+    DIR *d = opendir(base);
+    struct dirent *t;
+    while (d && (t = readdir(d)) != NULL) {
+        if (t->d_name[0] == '.') {
+            continue;
+        }
+        char *tdir = cr_asprintf("%s/%s", base, t->d_name);
+        DIR *jd = opendir(tdir);
+        struct dirent *e;
+        while (jd && (e = readdir(jd)) != NULL) {
+            int64_t id;
+            if (cr_parse_i64(e->d_name, 1, INT64_MAX, &id) != 0 || find_proc(a, id)) {
+                continue;
+            }
+            char *jdir = cr_asprintf("%s/%s", tdir, e->d_name);
+            struct stat sb;
+            if (lstat(jdir, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+                now_ns / CR_NS_PER_SEC - (int64_t)sb.st_mtime > keep_s) {
+                cr_info("agent: checkpoint %s older than the retention (%llds): removed", jdir,
+                        (long long)keep_s);
+                cr_rm_rf(jdir);
+            }
+            free(jdir);
+        }
+        if (jd) {
+            closedir(jd);
+        }
+        free(tdir);
+    }
+    if (d) {
+        closedir(d);
+    }
+}
+
 /* --- the loop -------------------------------------------------------- */
 
 static int take_pending(agent *a)
@@ -912,6 +1057,10 @@ static int run(agent *a, int sfd)
             dirty |= sample_gpus(a, now);
             render_metrics(a);
             next_sample = mono + CR_NS_PER_SEC;
+            if (mono >= a->next_sweep_ns && a->have_desired) {
+                sweep_checkpoints(a, now);
+                a->next_sweep_ns = mono + 600 * CR_NS_PER_SEC;
+            }
         } else {
             for (size_t i = 0; i < a->nprocs; i++) {
                 if (a->procs[i].state == CR_PROC_STOPPING) {
@@ -986,7 +1135,7 @@ static int run(agent *a, int sfd)
 int cr_agent_main(int argc, char **argv)
 {
     agent *a = cr_calloc(1, sizeof *a);
-    char *faults_owned = NULL;
+    char *faults_owned = NULL, *dev_dir_owned = NULL;
     int rc = 0, sfd = -1, pipefd[2] = {-1, -1};
     char err[512];
     pthread_mutex_init(&a->mu, NULL);
@@ -996,11 +1145,18 @@ int cr_agent_main(int argc, char **argv)
         rc = fr == 1 ? 0 : 2;
         goto out;
     }
-    if (cr_mkdir_p(a->cfg.state_dir, 0755) < 0) {
+    /* Everything the agent writes is its own: 0700 dirs, 0600 files. */
+    if (cr_mkdir_p(a->cfg.state_dir, 0755) < 0) { /* parents 0755; the state dir 0700 below */
         fprintf(stderr, "corral agent: --state-dir: cannot create %s: %s\n", a->cfg.state_dir,
                 strerror(errno));
         rc = 1;
         goto out;
+    }
+    umask(077);
+    cr_proc_fix_modes(a->cfg.state_dir);
+    if (cr__agent_cred_load(a) == 0) {
+        cr_info("agent: node=%s: using its credential from %s/node.cred", a->cfg.node,
+                a->cfg.state_dir);
     }
     int grc = cr_gpu_open(a->cfg.gpus, a->cfg.node, a->cfg.faults, &a->gpu, err, sizeof err);
     if (grc < 0) {
@@ -1027,17 +1183,15 @@ int cr_agent_main(int argc, char **argv)
     }
     a->wake_rd = pipefd[0];
     a->wake_wr = pipefd[1];
-    char why[512];
-    a->cgroup_base = cr_proc_cgroup_base(a->cfg.cgroup, a->cfg.node, why, sizeof why);
-    if (a->cgroup_base) {
-        cr_info("agent: jobs run in cgroups under %s", a->cgroup_base);
-    } else if (strcmp(a->cfg.cgroup, "auto") == 0 || strcmp(a->cfg.cgroup, "off") == 0) {
-        cr_info("agent: no cgroups for jobs (%s)", why);
-    } else {
-        fprintf(stderr, "corral agent: --cgroup: %s\n", why);
+    if (strcmp(a->cfg.cgroup, "auto") != 0 && strcmp(a->cfg.cgroup, "off") != 0 &&
+        access(a->cfg.cgroup, W_OK) != 0) {
+        fprintf(stderr, "corral agent: --cgroup: %s: %s\n", a->cfg.cgroup, strerror(errno));
         rc = 2;
         goto out_net;
     }
+    setup_devices(a, &dev_dir_owned);
+    cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, a->cfg.node, dev_dir_owned);
+    cr_iso_log(&a->iso);
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
     a->procs_cap = a->nprocs;
@@ -1094,10 +1248,8 @@ out:
     cr_gpu_close(a->gpu);
     free(a->metrics_text);
     free(a->live);
-    if (a->cgroup_base) {
-        rmdir(a->cgroup_base); /* only when empty: adopted jobs keep theirs */
-    }
-    free(a->cgroup_base);
+    cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
+    free(dev_dir_owned);
     free(a->cfg.join_token);
     free(a->cfg.task_env);
     free(a->cfg.labels);

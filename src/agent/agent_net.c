@@ -17,6 +17,7 @@
 #include "cr_time.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -32,7 +33,9 @@ static bool stopping(void *ud)
  * not http:// or https://: every call then fails as unreachable). */
 static cr_client *new_client(agent *a)
 {
-    cr_client_opts o = {.server = a->cfg.server, .connect_timeout_ns = 2 * CR_NS_PER_SEC};
+    cr_client_opts o = {.server = a->cfg.server,
+                        .connect_timeout_ns = 2 * CR_NS_PER_SEC,
+                        .ca_file = a->cfg.ca_file};
     cr_client *cl = NULL;
     if (cr_client_new(&o, &cl) < 0) {
         cr_warn("agent: --server %s: not an http:// or https:// URL", a->cfg.server);
@@ -116,10 +119,13 @@ json_t *cr__agent_register_body(const agent *a)
     }
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGE_SIZE);
-    json_t *body =
-        json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:o}", "node", a->cfg.node, "addr",
-                  a->cfg.advertise, "port", a->port, "rack", a->cfg.rack, "gpus", gpus, "cpus",
-                  (int)cpus, "mem_bytes", (json_int_t)pages * psize, "running", running);
+    json_t *body = json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:o,s:o}", "node", a->cfg.node, "addr",
+                             a->cfg.advertise, "port", a->port, "rack", a->cfg.rack, "gpus", gpus,
+                             "cpus", (int)cpus, "mem_bytes", (json_int_t)pages * psize, "running",
+                             running, "isolation", cr_iso_report(&a->iso));
+    if (a->cfg.tls_cert) {
+        json_object_set_new(body, "tls", json_true());
+    }
     if (a->cfg.nlabels > 0) {
         /* --label k=v: what --constraint matches */
         json_t *labels = json_object();
@@ -165,6 +171,9 @@ json_t *cr__agent_status_body(const agent *a)
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));
+            if (p->oom) {
+                json_object_set_new(j, "oom", json_true());
+            }
         }
         json_array_append_new(jobs, j);
     }
@@ -180,6 +189,12 @@ static void log_http_error(const char *what, int status, const cr_buf *resp)
     }
 }
 
+/*
+ * Register: with this node's own credential when it has one (a restart),
+ * else with the bootstrap token. A refused credential (the controller's
+ * store was reset, an admin re-keyed the node) is forgotten and the
+ * bootstrap token, when there is one, is tried at once.
+ */
 int cr__agent_register(agent *a)
 {
     if (!a->status_cl) {
@@ -189,37 +204,66 @@ int cr__agent_register(agent *a)
     cr_buf_init(&resp);
     json_t *body = cr__agent_register_body(a);
     int rc = 0;
-    int st = http_call(a->status_cl, "POST", "/v1/agents/register", a->cfg.join_token, body, &resp,
+    char tok[256];
+    pthread_mutex_lock(&a->mu);
+    snprintf(tok, sizeof tok, "%s", a->node_token);
+    pthread_mutex_unlock(&a->mu);
+    int own = tok[0] != '\0';
+    int st = CR_EAUTH;
+    if (own) {
+        st = http_call(a->status_cl, "POST", "/v1/agents/register", tok, body, &resp, 10000);
+        if (st == 401 || st == 403) {
+            log_http_error("register with this node's credential", st, &resp);
+            cr__agent_cred_forget(a);
+        }
+    }
+    if ((!own || st == 401 || st == 403) && a->cfg.join_token) {
+        st = http_call(a->status_cl, "POST", "/v1/agents/register", a->cfg.join_token, body, &resp,
                        10000);
+    }
+    sodium_memzero(tok, sizeof tok);
     pthread_mutex_lock(&a->mu);
     a->n_registers++;
     pthread_mutex_unlock(&a->mu);
     if (st != 200 && st != 201) {
-        log_http_error("register", st, &resp);
-        rc = st == 401 || st == 403 ? CR_EAUTH : CR_EUNAVAIL;
+        if (st != CR_EAUTH || a->cfg.join_token) {
+            log_http_error("register", st, &resp);
+        } else {
+            cr_warn("agent: register: no credential left: give a new bootstrap token "
+                    "(--join-token FILE or CORRAL_JOIN_TOKEN)");
+        }
+        rc = st == 401 || st == 403 || st == 409 || st == CR_EAUTH ? CR_EAUTH : CR_EUNAVAIL;
         goto out;
     }
     json_error_t je;
     json_t *r = json_loads(cr_buf_str(&resp), 0, &je);
-    const char *tok = NULL;
+    const char *ntok = NULL, *sec = "";
     double hb = 5;
-    if (!r || json_unpack(r, "{s:s,s?F}", "node_token", &tok, "heartbeat_s", &hb) != 0 ||
-        strlen(tok) >= sizeof a->node_token || hb <= 0 || hb > 3600) {
-        cr_warn("agent: register: answer lacks node_token: %.200s", cr_buf_str(&resp));
+    if (!r ||
+        json_unpack(r, "{s:s,s?s,s?F}", "node_token", &ntok, "agent_secret", &sec, "heartbeat_s",
+                    &hb) != 0 ||
+        strlen(ntok) >= sizeof a->node_token || strlen(sec) >= sizeof a->agent_secret || hb <= 0 ||
+        hb > 3600) {
+        cr_warn("agent: register: answer lacks node_token");
         json_decref(r);
         rc = CR_EPARSE;
         goto out;
     }
     pthread_mutex_lock(&a->mu);
-    snprintf(a->node_token, sizeof a->node_token, "%s", tok);
+    snprintf(a->node_token, sizeof a->node_token, "%s", ntok);
+    snprintf(a->agent_secret, sizeof a->agent_secret, "%s", sec);
     a->heartbeat_ns = (int64_t)(hb * 1e9);
     pthread_mutex_unlock(&a->mu);
     json_decref(r);
+    cr__agent_cred_save(a);
     set_registered(a, 1);
     cr_info("agent: registered node=%s gpus=%zu server=%s", a->cfg.node, a->gpu->count,
             a->cfg.server);
 out:
     json_decref(body);
+    if (resp.data) {
+        sodium_memzero(resp.data, resp.len);
+    }
     cr_buf_fini(&resp);
     return rc;
 }

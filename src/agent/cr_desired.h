@@ -49,6 +49,11 @@ typedef struct cr_job_spec {
     size_t argc;
     char **env; /* "K=V" strings + NULL; owned */
     size_t envc;
+    /* "secret_env": "K=V" strings + NULL, owned, or NULL. Kept in memory
+     * only: cr_job_spec_to_json leaves them out, so no record or journal
+     * line in the state dir ever holds them; wiped when freed. */
+    char **secret_env;
+    size_t secretc;
     char *workdir; /* owned; NULL: the state dir's job dir */
     int *gpus;     /* gpu_count indexes; owned */
     size_t gpu_count;
@@ -60,6 +65,11 @@ typedef struct cr_job_spec {
     int action;           /* cr_action */
     int has_gang;
     cr_gang gang;
+    int has_user;      /* "uid" given: run as uid/gid; 0: as the agent's own user */
+    int64_t uid, gid;  /* "uid"/"gid": the Unix user the job runs as (with has_user) */
+    int allow_root;    /* "allow_root": uid 0 is allowed (an admin said so for the tenant) */
+    double cpus;       /* "cpus": CPU limit in cores; 0: none */
+    int64_t mem_bytes; /* "mem_bytes": memory limit; 0: none */
     /* Batch-job members (all owned, NULL when not given). */
     char *name;          /* job name (SLURM_JOB_NAME) */
     char *nodelist;      /* the job's nodes, comma-separated, rank order */
@@ -77,7 +87,9 @@ typedef struct cr_job_spec {
 
 typedef struct cr_desired {
     int64_t version;
-    cr_job_spec *jobs; /* count entries; owned */
+    char *checkpoint_base;          /* "checkpoint_base": <root>/<cluster id>; owned, may be NULL */
+    int64_t checkpoint_retention_s; /* "checkpoint_retention_s": 0 keep forever */
+    cr_job_spec *jobs;              /* count entries; owned */
     size_t count;
 } cr_desired;
 
@@ -85,20 +97,30 @@ typedef struct cr_desired {
 int cr_desired_parse(const char *text, size_t len, cr_desired *d, char *err, size_t errlen);
 /* Parse one job entry (also used for the records in the state dir). */
 int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *s, char *err, size_t errlen);
-/* Returned new: the entry as JSON (the inverse of cr_job_spec_from_json). */
+/* Returned new: the entry as JSON (the inverse of cr_job_spec_from_json),
+ * without secret_env. */
 json_t *cr_job_spec_to_json(const cr_job_spec *s);
+/* Give dst a copy of src's secret_env (replacing dst's). */
+void cr_job_spec_copy_secrets(cr_job_spec *dst, const cr_job_spec *src);
 void cr_job_spec_fini(cr_job_spec *s);
 void cr_desired_fini(cr_desired *d);
 const cr_job_spec *cr_desired_find(const cr_desired *d, int64_t job);
 
 /*
- * The environment of a job: the agent's own (base, borrowed, NULL-ended),
- * minus the variables Corral sets, plus the job's env, plus
- * CUDA_VISIBLE_DEVICES, CORRAL_JOB_ID, CORRAL_CHECKPOINT_DIR and, for a
- * gang, the torchrun variables. Returned new: NULL-ended, free with
- * cr_strv_free.
+ * The environment of a job (job_env.c): never the agent's own. base
+ * (borrowed, NULL-ended; see cr_job_env_base) minus the variables Corral
+ * sets, plus the job's env and secret_env, plus CUDA_VISIBLE_DEVICES,
+ * CORRAL_JOB_ID, CORRAL_NODE, CORRAL_CHECKPOINT_DIR and, for a gang, the
+ * torchrun variables. Returned new: NULL-ended, free with cr_strv_free.
  */
 char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node);
+/*
+ * The clean defaults a job's environment starts from: PATH, HOME, USER,
+ * LOGNAME, SHELL, LANG (from the passwd entry of the job's uid when there
+ * is one; HOME falls back to the job's directory). home_fallback borrowed.
+ * Returned new, NULL-ended (cr_strv_free).
+ */
+char **cr_job_env_base(const cr_job_spec *s, const char *home_fallback);
 void cr_strv_free(char **v);
 
 #endif

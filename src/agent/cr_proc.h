@@ -12,8 +12,15 @@
  * and still learn how it ended; the journal's record of each start (spec,
  * shim pid and its start time from /proc, so a recycled pid is never
  * mistaken for the job) makes that possible.
- * Logs: <state>/logs/<id>.out and .err. Default working directory:
- * <state>/work.
+ * Logs: <state>/logs/<id>/out and err (the directory 0700 and the files
+ * 0600, owned by the job's uid). Default working directory: the job's
+ * checkpoint directory when it has one, else <state>/work for a job run as
+ * the agent's user, else "/".
+ *
+ * Identity: a spec with a uid runs as that uid (the shim stays root; the
+ * job's process calls setgroups, setresgid, setresuid, each checked, before
+ * it execs); uid 0 is refused unless the spec says allow_root. The job
+ * inherits no descriptor above stderr and none of the agent's environment.
  *
  * Stop = SIGTERM to the process group, then SIGKILL once the grace period
  * has passed (cr_proc_tick does the second step).
@@ -26,6 +33,7 @@
 #define CR_PROC_H
 
 #include "cr_desired.h"
+#include "cr_iso.h"
 
 #include <stdint.h>
 #include <sys/types.h>
@@ -49,37 +57,36 @@ typedef struct cr_proc {
     int64_t exit_acked;    /* desired-state version the controller was at once it took in
                               this exit (0: not yet); a later version listing the job
                               again is a new attempt */
-    char *cgroup;          /* owned: the job's cgroup v2 directory, NULL when none */
+    char *cgroup;          /* owned: the job's cgroup v2 directory (== iso.v2), NULL when none */
+    cr_iso_job iso;        /* owned: the job's cgroups (v1 devices/memory/cpu, v2) */
+    int oom;               /* EXITED: the kernel's OOM killer killed something in the job */
     int64_t signal_done;   /* the desired "signal.at" last delivered (see cr_task_signal) */
     int64_t term_again_ns; /* STOPPING soon after the start: SIGTERM once more then (0: no) */
     cr_job_spec spec;      /* owned copy of what the controller asked for */
 } cr_proc;
 
 /*
- * Start a job. state_dir and node borrowed; base_env borrowed (NULL-ended).
- * On success *p owns a copy of spec. A job whose command cannot be found
- * still starts: the shim reports exit code 127, as a shell would, and the
- * reason is in the job's stderr log.
+ * Start a job. state_dir and node borrowed. On success *p owns a copy of
+ * spec. A job whose command cannot be found still starts: the shim reports
+ * exit code 127, as a shell would, and the reason is in the job's stderr
+ * log. A job that may not start here (uid 0 not allowed, a uid the agent
+ * cannot switch to, a checkpoint directory that is not the job's) fails
+ * with CR_EPERM and the reason in err.
  */
-int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec,
-                  char *const *base_env, cr_proc *p, char *err, size_t errlen);
+int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec, cr_proc *p,
+                  char *err, size_t errlen);
 /*
- * The same, and where cgroup_base (borrowed, may be NULL) is a writable
- * cgroup v2 directory, the job runs in its own cgroup <base>/job-<id>: its
- * CPU use is read from there (children included) and a stop's SIGKILL also
- * goes through cgroup.kill, so processes that left the job's process group
- * go too. Best effort: a cgroup that cannot be made or joined is skipped.
+ * The same, fenced as iso (borrowed, may be NULL) allows: the job runs in
+ * its own cgroups job-<id> (device filter, memory and CPU limits; see
+ * cr_iso.h), its CPU use is read from the v2 one (children included) and a
+ * stop's SIGKILL also reaches every process left in them. A device filter
+ * that cannot be set fails the start (CR_EIO); a limit that cannot be set
+ * is said in the job's stderr log.
  */
-int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec *spec,
-                     char *const *base_env, const char *cgroup_base, cr_proc *p, char *err,
-                     size_t errlen);
-/*
- * A cgroup v2 directory for this agent's jobs: arg "auto" tries
- * /sys/fs/cgroup and /sys/fs/cgroup/unified (hybrid hosts), "off" none,
- * anything else is that directory. Creates <root>/corral-<node>. Returned
- * new (free()), or NULL with the reason in why.
- */
-char *cr_proc_cgroup_base(const char *arg, const char *node, char *why, size_t whylen);
+int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec *spec,
+                      const cr_iso *iso, cr_proc *p, char *err, size_t errlen);
+/* Modes of what an earlier version left in state_dir: dirs 0700, files 0600. */
+void cr_proc_fix_modes(const char *state_dir);
 /* Begin a stop: SIGTERM to the group, SIGKILL at now + grace. */
 void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns);
 /* Call when waitpid() returned wstatus for p->pid; p becomes EXITED. */
@@ -103,8 +110,10 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count);
 int cr_proc_journal_compact(const char *state_dir, const cr_proc *procs, size_t count, int force);
 /* Start time of a pid from /proc (0 when it is gone). */
 uint64_t cr_proc_start_ticks(pid_t pid);
-/* Path of a job's log, "out" or "err" stream; returned new. */
+/* Path of a job's log, "out" or "err" stream (<state>/logs/<id>/<stream>); returned new. */
 char *cr_proc_log_path(const char *state_dir, int64_t job, const char *stream);
+/* rm -r without following links or crossing mounts; 0 or CR_EIO. */
+int cr_rm_rf(const char *path);
 /* mkdir -p; 0 or CR_EIO. */
 int cr_mkdir_p(const char *path, int mode);
 

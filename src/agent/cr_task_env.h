@@ -43,9 +43,9 @@ char **cr_task_env(char *const *env, const cr_job_spec *s, int local_rank, const
 char *cr_task_path(const char *pattern, const cr_job_spec *s, int rank, const char *node);
 
 /*
- * A task's log under the state dir: <state>/logs/<job>.<stream> when the
+ * A task's log under the state dir: <state>/logs/<job>/<stream> when the
  * node runs one task of the job (rank < 0 or ntasks 1), else
- * <state>/logs/<job>.<rank>.<stream>. Returned new (free()).
+ * <state>/logs/<job>/<rank>.<stream>. Returned new (free()).
  */
 char *cr_task_log_path(const char *state_dir, int64_t job, int rank, int ntasks,
                        const char *stream);
@@ -62,10 +62,15 @@ typedef struct cr_tasks {
     char *script_path; /* the written script, NULL when none (owned) */
 } cr_tasks;
 
+/* The descriptor a shipped script is open on in each task: the command
+ * runs /dev/fd/3 (the script's $0 reads so). */
+#define CR_TASK_SCRIPT_FD 3
+
 /*
  * Build t for spec: the per-task environments from env (borrowed), log and
  * -o/-e paths; a shipped script is written to <state>/scripts/<job>.sh
- * (mode 0755) and becomes argv[0] (run with /bin/sh when it has no "#!").
+ * (directory 0700: the agent's) and the command becomes /dev/fd/3 (run by
+ * /bin/sh when it has no "#!"), the shim opening the script on that fd.
  * Never fails: a script that cannot be written leaves the command as
  * given, and the start then fails as a missing program would.
  */

@@ -1,11 +1,13 @@
 /*
- * desired.c - parse the desired-state document and build a job's
- * environment. See cr_desired.h.
+ * desired.c - parse the desired-state document (the job environment is in
+ * job_env.c). See cr_desired.h.
  */
 #include "cr_desired.h"
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+
+#include <sodium.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +29,36 @@ void cr_strv_free(char **v)
     }
 }
 
+static void strv_wipe(char **v)
+{
+    if (v) {
+        for (char **p = v; *p; p++) {
+            sodium_memzero(*p, strlen(*p));
+        }
+    }
+    cr_strv_free(v);
+}
+
+void cr_job_spec_copy_secrets(cr_job_spec *dst, const cr_job_spec *src)
+{
+    strv_wipe(dst->secret_env);
+    dst->secret_env = NULL;
+    dst->secretc = 0;
+    if (!src->secret_env) {
+        return;
+    }
+    dst->secret_env = cr_calloc(src->secretc + 1, sizeof *dst->secret_env);
+    for (size_t i = 0; i < src->secretc; i++) {
+        dst->secret_env[i] = cr_strdup(src->secret_env[i]);
+    }
+    dst->secretc = src->secretc;
+}
+
 void cr_job_spec_fini(cr_job_spec *s)
 {
     cr_strv_free(s->argv);
     cr_strv_free(s->env);
+    strv_wipe(s->secret_env);
     free(s->workdir);
     free(s->gpus);
     if (s->gpu_uuids) {
@@ -55,6 +83,7 @@ void cr_desired_fini(cr_desired *d)
         cr_job_spec_fini(&d->jobs[i]);
     }
     free(d->jobs);
+    free(d->checkpoint_base);
     memset(d, 0, sizeof *d);
 }
 
@@ -148,15 +177,40 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
     cr_job_spec s;
     memset(&s, 0, sizeof s);
     int rc = 0;
-    int64_t v = 0;
+    int64_t v = 0, uid = -1, gid = -1;
     if (!json_is_object(j)) {
         rc = bad(err, errlen, path, NULL, "must be an object");
         goto fail;
     }
     if ((rc = get_int(j, path, "job", 1, INT64_MAX, 1, &s.job, err, errlen)) < 0 ||
         (rc = get_int(j, path, "run", 0, INT32_MAX, 0, &s.run, err, errlen)) < 0 ||
-        (rc = get_int(j, path, "port", 0, 65535, 0, &s.port, err, errlen)) < 0) {
+        (rc = get_int(j, path, "port", 0, 65535, 0, &s.port, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "uid", -1, UINT32_MAX - 1, 0, &uid, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "gid", -1, UINT32_MAX - 1, 0, &gid, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "mem_bytes", 0, INT64_MAX, 0, &s.mem_bytes, err, errlen)) < 0) {
         goto fail;
+    }
+    if ((uid >= 0) != (gid >= 0)) {
+        rc = bad(err, errlen, path, "gid", "uid and gid come together");
+        goto fail;
+    }
+    s.has_user = uid >= 0;
+    s.uid = s.has_user ? uid : 0;
+    s.gid = s.has_user ? gid : 0;
+    json_t *ar = json_object_get(j, "allow_root");
+    if (ar && !json_is_boolean(ar)) {
+        rc = bad(err, errlen, path, "allow_root", "must be true or false");
+        goto fail;
+    }
+    s.allow_root = json_is_true(ar);
+    json_t *cpus = json_object_get(j, "cpus");
+    if (cpus && !json_is_null(cpus)) {
+        if (!json_is_number(cpus) || json_number_value(cpus) < 0 ||
+            json_number_value(cpus) > 65536) {
+            rc = bad(err, errlen, path, "cpus", "must be a number of cores 0..65536");
+            goto fail;
+        }
+        s.cpus = json_number_value(cpus);
     }
     json_t *ap = json_object_get(j, "assign_port");
     if (ap && !json_is_boolean(ap)) {
@@ -213,6 +267,27 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
             s.env[i++] = cr_asprintf("%s=%s", k, json_string_value(ev));
         }
         s.envc = i;
+    }
+    json_t *senv = json_object_get(j, "secret_env");
+    if (senv && !json_is_null(senv)) {
+        if (!json_is_object(senv) || json_object_size(senv) > MAX_ENV) {
+            rc = bad(err, errlen, path, "secret_env", "must be an object of strings");
+            goto fail;
+        }
+        s.secret_env = cr_calloc(json_object_size(senv) + 1, sizeof *s.secret_env);
+        const char *k;
+        json_t *ev;
+        json_object_foreach(senv, k, ev)
+        {
+            char m[300];
+            snprintf(m, sizeof m, "secret_env.%.256s", k);
+            if (!*k || strchr(k, '=') || !json_is_string(ev) ||
+                strlen(json_string_value(ev)) != json_string_length(ev)) {
+                rc = bad(err, errlen, path, m, "must be a string, and names non-empty without '='");
+                goto fail;
+            }
+            s.secret_env[s.secretc++] = cr_asprintf("%s=%s", k, json_string_value(ev));
+        }
     }
     s.array_index = -1;
     if ((rc = get_str(j, path, "workdir", &s.workdir, err, errlen)) < 0 ||
@@ -398,6 +473,19 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     }
     json_object_set_new(j, "gpu_uuids", u);
     json_object_set_new(j, "grace_s", json_real((double)s->grace_ns / 1e9));
+    if (s->has_user) {
+        json_object_set_new(j, "uid", json_integer(s->uid));
+        json_object_set_new(j, "gid", json_integer(s->gid));
+    }
+    if (s->allow_root) {
+        json_object_set_new(j, "allow_root", json_true());
+    }
+    if (s->cpus > 0) {
+        json_object_set_new(j, "cpus", json_real(s->cpus));
+    }
+    if (s->mem_bytes > 0) {
+        json_object_set_new(j, "mem_bytes", json_integer(s->mem_bytes));
+    }
     if (s->has_gang) {
         json_t *gg =
             json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr", s->gang.master_addr,
@@ -451,7 +539,14 @@ int cr_desired_parse(const char *text, size_t len, cr_desired *out, char *err, s
         rc = bad(err, errlen, "", "desired state", "must be an object");
         goto out;
     }
-    if ((rc = get_int(root, "", "version", 0, INT64_MAX, 1, &d.version, err, errlen)) < 0) {
+    if ((rc = get_int(root, "", "version", 0, INT64_MAX, 1, &d.version, err, errlen)) < 0 ||
+        (rc = get_int(root, "", "checkpoint_retention_s", 0, INT64_MAX / 1000000000, 0,
+                      &d.checkpoint_retention_s, err, errlen)) < 0 ||
+        (rc = get_str(root, "", "checkpoint_base", &d.checkpoint_base, err, errlen)) < 0) {
+        goto out;
+    }
+    if (d.checkpoint_base && d.checkpoint_base[0] != '/') {
+        rc = bad(err, errlen, "", "checkpoint_base", "must be an absolute path");
         goto out;
     }
     json_t *jobs = json_object_get(root, "jobs");
@@ -484,96 +579,4 @@ out:
     cr_desired_fini(&d);
     json_decref(root);
     return rc;
-}
-
-/* --- environment ----------------------------------------------------- */
-
-static int corral_owned(const char *kv)
-{
-    static const char *const names[] = {
-        "CUDA_VISIBLE_DEVICES", "CORRAL_JOB_ID",    "CORRAL_CHECKPOINT_DIR",
-        "CORRAL_NODE",          "MASTER_ADDR",      "MASTER_PORT",
-        "WORLD_SIZE",           "NODE_RANK",        "RANK",
-        "LOCAL_RANK",           "LOCAL_WORLD_SIZE", "NNODES",
-        "GROUP_RANK",
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        size_t n = strlen(names[i]);
-        if (strncmp(kv, names[i], n) == 0 && kv[n] == '=') {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
-{
-    size_t nb = 0;
-    while (base && base[nb]) {
-        nb++;
-    }
-    size_t cap = nb + s->envc + 16;
-    char **v = cr_calloc(cap + 1, sizeof *v);
-    size_t n = 0;
-    for (size_t i = 0; i < nb; i++) {
-        if (!corral_owned(base[i])) {
-            v[n++] = cr_strdup(base[i]);
-        }
-    }
-    /* The job's own env overrides the agent's, but not Corral's variables. */
-    for (size_t i = 0; i < s->envc; i++) {
-        if (corral_owned(s->env[i])) {
-            continue;
-        }
-        size_t kl = (size_t)(strchr(s->env[i], '=') - s->env[i]) + 1;
-        size_t k;
-        for (k = 0; k < n; k++) {
-            if (strncmp(v[k], s->env[i], kl) == 0) {
-                break;
-            }
-        }
-        if (k < n) {
-            free(v[k]);
-            v[k] = cr_strdup(s->env[i]);
-        } else {
-            v[n++] = cr_strdup(s->env[i]);
-        }
-    }
-    /* CUDA_VISIBLE_DEVICES: the UUIDs the controller chose (GPU or MIG),
-     * else the indexes. */
-    char cvd[4096] = "";
-    size_t off = 0;
-    if (s->uuid_count > 0) {
-        for (size_t i = 0; i < s->uuid_count && off < sizeof cvd; i++) {
-            off += (size_t)snprintf(cvd + off, sizeof cvd - off, "%s%s", i ? "," : "",
-                                    s->gpu_uuids[i]);
-        }
-    } else {
-        for (size_t i = 0; i < s->gpu_count && off < sizeof cvd; i++) {
-            off += (size_t)snprintf(cvd + off, sizeof cvd - off, "%s%d", i ? "," : "", s->gpus[i]);
-        }
-    }
-    v[n++] = cr_asprintf("CUDA_VISIBLE_DEVICES=%s", cvd);
-    v[n++] = cr_asprintf("CORRAL_JOB_ID=%lld", (long long)s->job);
-    v[n++] = cr_asprintf("CORRAL_NODE=%s", node ? node : "");
-    if (s->checkpoint_dir) {
-        v[n++] = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", s->checkpoint_dir);
-    }
-    if (s->has_gang) {
-        /* One process per node, as torchrun expects to be started: RANK is
-         * the node's first global rank and LOCAL_RANK 0; torchrun (or the
-         * job) spreads LOCAL_WORLD_SIZE workers from there. */
-        const cr_gang *g = &s->gang;
-        v[n++] = cr_asprintf("MASTER_ADDR=%s", g->master_addr);
-        v[n++] = cr_asprintf("MASTER_PORT=%d", g->master_port);
-        v[n++] = cr_asprintf("WORLD_SIZE=%d", g->world_size);
-        v[n++] = cr_asprintf("NODE_RANK=%d", g->node_rank);
-        v[n++] = cr_asprintf("GROUP_RANK=%d", g->node_rank);
-        v[n++] = cr_asprintf("NNODES=%d", g->nnodes);
-        v[n++] = cr_asprintf("LOCAL_WORLD_SIZE=%d", g->local_world_size);
-        v[n++] = cr_asprintf("RANK=%d", g->rank_offset);
-        v[n++] = cr_asprintf("LOCAL_RANK=0");
-    }
-    v[n] = NULL;
-    return v;
 }

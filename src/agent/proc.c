@@ -11,6 +11,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <ftw.h>
+#include <grp.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +22,24 @@
 #include <linux/magic.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb;
+    (void)ftw;
+    int r = flag == FTW_DP ? rmdir(path) : unlink(path);
+    (void)r; /* what cannot go stays; the caller checks the top */
+    return 0;
+}
+
+int cr_rm_rf(const char *path)
+{
+    nftw(path, rm_one, 16, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+    return access(path, F_OK) == 0 ? CR_EIO : 0;
+}
 
 int cr_mkdir_p(const char *path, int mode)
 {
@@ -45,7 +64,7 @@ int cr_mkdir_p(const char *path, int mode)
 
 char *cr_proc_log_path(const char *state_dir, int64_t job, const char *stream)
 {
-    return cr_asprintf("%s/logs/%lld.%s", state_dir, (long long)job, stream);
+    return cr_asprintf("%s/logs/%lld/%s", state_dir, (long long)job, stream);
 }
 
 uint64_t cr_proc_start_ticks(pid_t pid)
@@ -185,7 +204,7 @@ static char *journal_path(const char *state_dir)
 static int journal_append(const char *state_dir, const char *line, size_t len)
 {
     char *path = journal_path(state_dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     free(path);
     if (fd < 0) {
         return CR_EIO;
@@ -212,7 +231,7 @@ static void shim_report(const char *journal, long long job, const char *how, lon
     buf[n++] = ' ';
     n += fmt_int(buf + n, v);
     buf[n++] = '\n';
-    int fd = open(journal, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    int fd = open(journal, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     if (fd >= 0) {
         ssize_t w = write(fd, buf, n);
         (void)w;
@@ -223,7 +242,8 @@ static void shim_report(const char *journal, long long job, const char *how, lon
 /* Everything the shim needs, prepared before the fork. Per task i (of
  * ntasks, see cr_task_env.h): envps[i], the logs out_paths[i] and
  * err_paths[i], and the job's own -o/-e files user_out[i] / user_err[i]
- * (NULL: none), opened by the task itself in its working directory. */
+ * (NULL: none), opened by the task itself, as the job's user, in its
+ * working directory. */
 typedef struct shim_args {
     const char *exe;
     char *const *argv;
@@ -234,14 +254,18 @@ typedef struct shim_args {
     long long job;
     char *const *out_paths, *const *err_paths; /* the job's logs, opened by the shim */
     char *const *user_out, *const *user_err;
-    const char *cgroup_procs;    /* <cgroup>/cgroup.procs to join, or NULL */
+    char *const *cgroup_procs; /* cgroup.procs files to join, NULL-ended, or NULL */
+    long long uid, gid;        /* the job's user; -1: stay the agent's */
+    const gid_t *groups;       /* supplementary groups of uid */
+    size_t ngroups;
+    const char *script; /* a shipped script to open on fd 3 for each task, or NULL */
+    int script_fd;
     int ntasks;                  /* tasks (processes) on this node, >= 1 */
     int task;                    /* the task being started */
     int out_fd, err_fd, null_fd; /* set by the shim */
 } shim_args;
 
-/* A task's own -o/-e file, opened in the task after chdir (so a relative
- * pattern lands in its working directory). */
+/* A task's own -o/-e file (after the uid change and the chdir). */
 static int open_user(const char *path, int fd)
 {
     if (!path) {
@@ -253,6 +277,47 @@ static int open_user(const char *path, int fd)
     }
     dup2(u, fd);
     close(u);
+    return 0;
+}
+
+/* Write msg and a number to fd 2 (async-signal-safe). */
+static void say(const char *msg, long long v)
+{
+    char num[32];
+    size_t nl = fmt_int(num, v);
+    ssize_t w = write(2, msg, strlen(msg));
+    w = write(2, num, nl);
+    w = write(2, ")\n", 2);
+    (void)w;
+}
+
+/*
+ * Become the job's user: supplementary groups, then gid, then uid, each
+ * checked (a failed setuid must never leave the job running as root). Raw
+ * system calls: the shim is single-threaded, and glibc's wrappers would
+ * try to broadcast to threads the vfork child does not have.
+ */
+static int become_user(const shim_args *a)
+{
+    if (a->uid < 0) {
+        return 0;
+    }
+    if (syscall(SYS_setgroups, a->ngroups, a->groups) != 0) {
+        say("corral: setgroups failed (errno ", errno);
+        return -1;
+    }
+    if (syscall(SYS_setresgid, (gid_t)a->gid, (gid_t)a->gid, (gid_t)a->gid) != 0) {
+        say("corral: setgid failed (errno ", errno);
+        return -1;
+    }
+    if (syscall(SYS_setresuid, (uid_t)a->uid, (uid_t)a->uid, (uid_t)a->uid) != 0) {
+        say("corral: setuid failed (errno ", errno);
+        return -1;
+    }
+    if (getuid() != (uid_t)a->uid || geteuid() != (uid_t)a->uid || getgid() != (gid_t)a->gid) {
+        say("corral: the uid did not change (uid ", (long long)getuid());
+        return -1;
+    }
     return 0;
 }
 
@@ -273,17 +338,27 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     dup2(a->null_fd, 0);
     dup2(a->out_fd, 1);
     dup2(a->err_fd, 2);
+    /* Nothing of the agent's: no descriptor above stderr (sockets, the
+     * journal, the state database of a co-located controller...), but the
+     * job's own script on fd 3 when it has one. */
+    unsigned first = 3U;
+    if (a->script_fd >= 0) {
+        if (a->script_fd != CR_TASK_SCRIPT_FD) {
+            dup2(a->script_fd, CR_TASK_SCRIPT_FD);
+        }
+        first = CR_TASK_SCRIPT_FD + 1;
+    }
+    syscall(SYS_close_range, first, ~0U, 0U);
+    umask(022);
+    if (become_user(a) != 0) {
+        _exit(126);
+    }
     if (chdir(a->workdir) == 0 && open_user(a->user_out[a->task], 1) == 0 &&
         open_user(a->user_err[a->task], 2) == 0) {
         execve(a->exe, a->argv, a->envps[a->task]);
     }
     int e = errno;
-    char num[32];
-    size_t nl = fmt_int(num, e);
-    ssize_t w = write(2, a->exec_msg, strlen(a->exec_msg));
-    w = write(2, num, nl);
-    w = write(2, ")\n", 2);
-    (void)w;
+    say(a->exec_msg, e);
     _exit(e == ENOENT ? 127 : 126);
 }
 
@@ -291,16 +366,17 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
 static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 {
     setsid();
-    if (a->cgroup_procs) {
-        /* Join the job's cgroup before the job exists, so it starts there. */
-        int fd = open(a->cgroup_procs, O_WRONLY | O_CLOEXEC);
-        if (fd >= 0) {
-            char num[32];
-            size_t n = fmt_int(num, getpid());
-            ssize_t w = write(fd, num, n);
-            (void)w;
-            close(fd);
+    /* Join the job's cgroups before the job exists, so it starts there;
+     * one that cannot be joined fails the start (it would run unfenced). */
+    for (char *const *cp = a->cgroup_procs; cp && *cp; cp++) {
+        int fd = open(*cp, O_WRONLY | O_CLOEXEC);
+        char num[32];
+        size_t n = fmt_int(num, getpid());
+        if (fd < 0 || write(fd, num, n) != (ssize_t)n) {
+            shim_report(a->journal, a->job, "exit", 126);
+            _exit(126);
         }
+        close(fd);
     }
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
@@ -313,15 +389,29 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
         sigaction(shim_sigs[i], &ign, NULL);
     }
     a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    /* not O_CLOEXEC: the interpreter reopens /dev/fd/3 after the exec */
+    a->script_fd = a->script ? open(a->script, O_RDONLY | O_NOFOLLOW) : -1;
+    if (a->script && a->script_fd < 0) {
+        shim_report(a->journal, a->job, "exit", 126);
+        _exit(126);
+    }
     pid_t pids[CR_MAX_TASKS_PER_NODE];
     int started = 0;
     for (int t = 0; t < a->ntasks; t++) {
         /* The shim opens the logs (creating files is most of what starting
          * a job costs), in parallel with the agent's next start. */
         a->task = t;
-        a->out_fd = open(a->out_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        a->err_fd = open(a->err_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-        if (a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0) {
+        a->out_fd =
+            open(a->out_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        a->err_fd =
+            open(a->err_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        int bad = a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0;
+        if (!bad && a->uid >= 0 &&
+            (fchown(a->out_fd, (uid_t)a->uid, (gid_t)a->gid) != 0 ||
+             fchown(a->err_fd, (uid_t)a->uid, (gid_t)a->gid) != 0)) {
+            bad = 1;
+        }
+        if (bad) {
             for (int k = 0; k < started; k++) {
                 kill(pids[k], SIGKILL);
             }
@@ -403,55 +493,8 @@ static json_t *record_json(const cr_proc *p)
     if (p->cgroup) {
         json_object_set_new(j, "cgroup", json_string(p->cgroup));
     }
+    json_object_set_new(j, "cgroups", cr_iso_job_to_json(&p->iso));
     return j;
-}
-
-/* Remove the empty job cgroups an earlier agent left (busy ones stay). */
-static void prune_cgroups(const char *base)
-{
-    DIR *d = opendir(base);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        if (strncmp(e->d_name, "job-", 4) == 0) {
-            char *path = cr_asprintf("%s/%s", base, e->d_name);
-            rmdir(path);
-            free(path);
-        }
-    }
-    if (d) {
-        closedir(d);
-    }
-}
-
-char *cr_proc_cgroup_base(const char *arg, const char *node, char *why, size_t whylen)
-{
-    if (!arg || strcmp(arg, "off") == 0) {
-        snprintf(why, whylen, "off");
-        return NULL;
-    }
-    static const char *const cands[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
-    size_t n = strcmp(arg, "auto") == 0 ? 2 : 1;
-    for (size_t i = 0; i < n; i++) {
-        const char *root = n == 2 ? cands[i] : arg;
-        struct statfs sf;
-        if (statfs(root, &sf) != 0 || sf.f_type != CGROUP2_SUPER_MAGIC) {
-            snprintf(why, whylen, "%s is not a cgroup v2 mount", root);
-            continue;
-        }
-        char *base = cr_asprintf("%s/corral-%s", root, node);
-        if (mkdir(base, 0755) == 0 || errno == EEXIST) {
-            char *procs = cr_asprintf("%s/cgroup.procs", base);
-            int ok = access(procs, W_OK) == 0;
-            free(procs);
-            if (ok) {
-                prune_cgroups(base);
-                return base;
-            }
-        }
-        snprintf(why, whylen, "cannot create %s: %s", base, strerror(errno));
-        free(base);
-    }
-    return NULL;
 }
 
 static int write_record(const char *state_dir, const cr_proc *p)
@@ -479,46 +522,157 @@ static void copy_spec(cr_job_spec *dst, const cr_job_spec *src)
     json_decref(j);
 }
 
-int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec,
-                  char *const *base_env, cr_proc *p, char *err, size_t errlen)
+int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *spec, cr_proc *p,
+                  char *err, size_t errlen)
 {
-    return cr_proc_spawn_cg(state_dir, node, spec, base_env, NULL, p, err, errlen);
+    return cr_proc_spawn_iso(state_dir, node, spec, NULL, p, err, errlen);
 }
 
-int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec *spec,
-                     char *const *base_env, const char *cgroup_base, cr_proc *p, char *err,
-                     size_t errlen)
+/* A checkpoint path the agent may create and hand to a user: absolute, no
+ * "." or ".." component, no empty component. */
+static int ckpt_path_ok(const char *p)
 {
-    int rc = 0;
-    char *cgroup = NULL, *cgroup_procs = NULL;
-    char *logdir = cr_asprintf("%s/logs", state_dir);
-    char *journal = journal_path(state_dir);
-    char *workdir = spec->workdir ? cr_strdup(spec->workdir) : cr_asprintf("%s/work", state_dir);
-    char **envp = cr_job_env(spec, base_env, node);
-    cr_tasks tk;
-    cr_tasks_prepare(&tk, state_dir, spec, envp, node);
-    char *exe = resolve(tk.argv[0], envp);
-    char *exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
-    long long job = (long long)spec->job;
+    if (p[0] != '/' || strstr(p, "//") || strstr(p, "/./") || strstr(p, "/../")) {
+        return 0;
+    }
+    size_t n = strlen(p);
+    return !(n >= 2 && strcmp(p + n - 2, "/.") == 0) && !(n >= 3 && strcmp(p + n - 3, "/..") == 0);
+}
 
-    if (access(logdir, W_OK) != 0 && cr_mkdir_p(logdir, 0755) < 0) {
-        snprintf(err, errlen, "job %lld: cannot create %s: %s", job, logdir, strerror(errno));
-        rc = CR_EIO;
+/* The supplementary groups of uid (its passwd name's groups), else just gid. */
+static size_t user_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
+{
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    if (getpwuid_r((uid_t)uid, &pw, buf, sizeof buf, &res) == 0 && res) {
+        int n = (int)max;
+        if (getgrouplist(res->pw_name, (gid_t)gid, out, &n) >= 0 && n > 0) {
+            return (size_t)n;
+        }
+    }
+    out[0] = (gid_t)gid;
+    return 1;
+}
+
+/* Create the job's directories: logs/<id> and the checkpoint directory,
+ * each 0700 and owned by the job's user. */
+static int job_dirs(const char *state_dir, const cr_job_spec *spec, char *err, size_t errlen)
+{
+    long long job = (long long)spec->job;
+    char *logdir = cr_asprintf("%s/logs", state_dir);
+    char *mine = cr_asprintf("%s/logs/%lld", state_dir, job);
+    int rc = 0;
+    char why[512];
+    if ((rc = cr_iso_own_dir(logdir, 0700, -1, -1, why, sizeof why)) < 0 ||
+        (rc = cr_iso_own_dir(mine, 0700, spec->has_user ? spec->uid : -1, spec->gid, why,
+                             sizeof why)) < 0) {
+        snprintf(err, errlen, "job %lld: %s", job, why);
         goto out;
     }
-    if (!spec->workdir && access(workdir, F_OK) != 0) {
-        cr_mkdir_p(workdir, 0755);
-    }
     if (spec->checkpoint_dir) {
-        cr_mkdir_p(spec->checkpoint_dir, 0755); /* best effort: it may be remote storage */
-    }
-    if (cgroup_base) {
-        cgroup = cr_asprintf("%s/job-%lld", cgroup_base, job);
-        if (mkdir(cgroup, 0755) == 0 || errno == EEXIST) {
-            cgroup_procs = cr_asprintf("%s/cgroup.procs", cgroup);
-        } else {
-            CR_FREE(cgroup);
+        if (!ckpt_path_ok(spec->checkpoint_dir)) {
+            snprintf(err, errlen, "job %lld: checkpoint_dir '%s' is not a clean absolute path", job,
+                     spec->checkpoint_dir);
+            rc = CR_EPERM;
+            goto out;
         }
+        /* Parents (<root>/<cluster>/<tenant>) are traversable, not listable. */
+        char *parent = cr_strdup(spec->checkpoint_dir);
+        char *slash = strrchr(parent, '/');
+        if (slash && slash != parent) {
+            *slash = '\0';
+            if (access(parent, F_OK) != 0) {
+                mode_t old = umask(0);
+                cr_mkdir_p(parent, 0711);
+                umask(old);
+            }
+        }
+        free(parent);
+        if ((rc = cr_iso_own_dir(spec->checkpoint_dir, 0700, spec->has_user ? spec->uid : -1,
+                                 spec->gid, why, sizeof why)) < 0) {
+            snprintf(err, errlen, "job %lld: checkpoint directory: %s", job, why);
+            goto out;
+        }
+    }
+out:
+    free(logdir);
+    free(mine);
+    return rc;
+}
+
+int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec *spec,
+                      const cr_iso *iso, cr_proc *p, char *err, size_t errlen)
+{
+    int rc = 0;
+    cr_iso_job cg;
+    memset(&cg, 0, sizeof cg);
+    char **procs = NULL, **base = NULL, **envp = NULL;
+    char *exe = NULL, *exec_msg = NULL, *workdir = NULL;
+    char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
+    cr_tasks tk;
+    memset(&tk, 0, sizeof tk);
+    char *journal = journal_path(state_dir);
+    long long job = (long long)spec->job;
+    gid_t groups[256];
+    size_t ngroups = 0;
+
+    if (spec->has_user && spec->uid == 0 && !spec->allow_root) {
+        snprintf(err, errlen,
+                 "job %lld: refused to run as uid 0 (root is not allowed for its "
+                 "tenant)",
+                 job);
+        rc = CR_EPERM;
+        goto out;
+    }
+    if (spec->has_user && geteuid() != 0 && (uid_t)spec->uid != geteuid()) {
+        snprintf(err, errlen, "job %lld: cannot run as uid %lld: the agent is not root", job,
+                 (long long)spec->uid);
+        rc = CR_EPERM;
+        goto out;
+    }
+    if (spec->has_user) {
+        ngroups = user_groups(spec->uid, spec->gid, groups, sizeof groups / sizeof groups[0]);
+    }
+    if ((rc = job_dirs(state_dir, spec, err, errlen)) < 0) {
+        goto out;
+    }
+    if (spec->workdir) {
+        workdir = cr_strdup(spec->workdir);
+    } else if (spec->checkpoint_dir) {
+        workdir = cr_strdup(spec->checkpoint_dir);
+    } else if (spec->has_user) {
+        workdir = cr_strdup("/");
+    } else {
+        workdir = cr_asprintf("%s/work", state_dir);
+        if (access(workdir, F_OK) != 0) {
+            cr_mkdir_p(workdir, 0700);
+        }
+    }
+    base = cr_job_env_base(spec, workdir);
+    envp = cr_job_env(spec, base, node);
+    cr_tasks_prepare(&tk, state_dir, spec, envp, node);
+    exe = resolve(tk.argv[0], envp);
+    exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
+    if (iso) {
+        char warn[1024];
+        if (cr_iso_job_setup(iso, spec, &cg, warn, sizeof warn) < 0) {
+            snprintf(err, errlen, "job %lld: %s", job, warn);
+            rc = CR_EIO;
+            goto out;
+        }
+        if (*warn) {
+            /* Said in the job's own log: a limit asked for and not enforced. */
+            int fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+            if (fd >= 0) {
+                ssize_t w = write(fd, warn, strlen(warn));
+                (void)w;
+                if (spec->has_user && fchown(fd, (uid_t)spec->uid, (gid_t)spec->gid) != 0) {
+                    w = 0;
+                }
+                close(fd);
+            }
+        }
+        procs = cr_iso_job_procs(&cg);
     }
     pid_t pid = fork();
     if (pid < 0) {
@@ -527,10 +681,29 @@ int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec 
         goto out;
     }
     if (pid == 0) {
-        shim_args sa = {
-            exe,          tk.argv,      tk.envps,    workdir,     exec_msg,     journal, job,
-            tk.out_paths, tk.err_paths, tk.user_out, tk.user_err, cgroup_procs, tk.n,    0,
-            -1,           -1,           -1};
+        shim_args sa = {exe,
+                        tk.argv,
+                        tk.envps,
+                        workdir,
+                        exec_msg,
+                        journal,
+                        job,
+                        tk.out_paths,
+                        tk.err_paths,
+                        tk.user_out,
+                        tk.user_err,
+                        procs,
+                        spec->has_user ? spec->uid : -1,
+                        spec->gid,
+                        groups,
+                        ngroups,
+                        tk.script_path,
+                        -1,
+                        tk.n,
+                        0,
+                        -1,
+                        -1,
+                        -1};
         run_shim(&sa);
     }
     memset(p, 0, sizeof *p);
@@ -539,8 +712,9 @@ int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec 
     p->start_ticks = cr_proc_start_ticks(pid);
     p->state = CR_PROC_RUNNING;
     p->start_ns = cr_now_ns();
-    p->cgroup = cgroup;
-    cgroup = NULL;
+    p->iso = cg;
+    memset(&cg, 0, sizeof cg);
+    p->cgroup = p->iso.v2 ? cr_strdup(p->iso.v2) : NULL;
     p->signal_done = spec->signal_at; /* a signal asked before the start is not for it */
     copy_spec(&p->spec, spec);
     if (write_record(state_dir, p) < 0) {
@@ -548,16 +722,15 @@ int cr_proc_spawn_cg(const char *state_dir, const char *node, const cr_job_spec 
         snprintf(err, errlen, "job %lld: cannot append to %s", job, journal);
     }
 out:
-    if (cgroup) {
-        rmdir(cgroup); /* the job never started */
-    }
-    free(cgroup);
-    free(cgroup_procs);
+    cr_iso_job_remove(&cg); /* the job never started */
+    cr_iso_job_fini(&cg);
+    cr_strv_free(procs);
+    cr_strv_free(base);
     cr_strv_free(envp);
-    cr_tasks_fini(&tk);
     free(exe);
     free(exec_msg);
-    free(logdir);
+    cr_tasks_fini(&tk);
+    free(err_path);
     free(journal);
     free(workdir);
     return rc;
@@ -565,17 +738,7 @@ out:
 
 static void cgroup_kill(const cr_proc *p)
 {
-    if (!p->cgroup) {
-        return;
-    }
-    char *path = cr_asprintf("%s/cgroup.kill", p->cgroup);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    free(path);
-    if (fd >= 0) {
-        ssize_t w = write(fd, "1", 1);
-        (void)w;
-        close(fd);
-    }
+    cr_iso_job_kill(&p->iso);
 }
 
 /* usage_usec from <cgroup>/cpu.stat. */
@@ -669,6 +832,12 @@ static int read_exit(const char *state_dir, int64_t job, pid_t pid, int *code, i
     return rc;
 }
 
+/* Did the kernel's OOM killer act inside the job's memory cgroup? */
+static void mark_oom(cr_proc *p)
+{
+    p->oom = cr_iso_oom_kills(&p->iso) > 0 || (p->signal == SIGKILL && cr_iso_mem_hit(&p->iso));
+}
+
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
     /* The shim ends as its job did (see the shim). */
@@ -680,6 +849,7 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
         p->exit_code = WEXITSTATUS(wstatus);
         p->signal = 0;
     }
+    mark_oom(p);
 }
 
 static void refresh_job_pid(cr_proc *p)
@@ -721,6 +891,7 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
         }
+        mark_oom(p);
         return 1;
     }
     if (p->job_pid == 0) {
@@ -747,11 +918,46 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     return 0;
 }
 
+/* chmod what is there and not yet so: dirs 0700, files 0600 (two levels:
+ * the state dir's entries, and logs/ with its per-job directories). */
+static void fix_dir(const char *dir, int depth)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
+        char *path = cr_asprintf("%s/%s", dir, e->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) == 0) {
+            if (S_ISDIR(sb.st_mode)) {
+                if ((sb.st_mode & 077) != 0) {
+                    chmod(path, sb.st_mode & 0700);
+                }
+                if (depth > 0) {
+                    fix_dir(path, depth - 1);
+                }
+            } else if (S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0) {
+                chmod(path, sb.st_mode & 0600);
+            }
+        }
+        free(path);
+    }
+    if (d) {
+        closedir(d);
+    }
+}
+
+void cr_proc_fix_modes(const char *state_dir)
+{
+    chmod(state_dir, 0700);
+    fix_dir(state_dir, 2);
+}
+
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
-    if (p->cgroup) {
-        rmdir(p->cgroup); /* fails harmlessly while something still runs there */
-    }
+    cr_iso_job_remove(&p->iso); /* fails harmlessly while something still runs there */
     char line[64];
     int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
     journal_append(state_dir, line, (size_t)n);
@@ -760,6 +966,7 @@ void cr_proc_forget(const char *state_dir, cr_proc *p)
 void cr_proc_fini(cr_proc *p)
 {
     CR_FREE(p->cgroup);
+    cr_iso_job_fini(&p->iso);
     cr_job_spec_fini(&p->spec);
 }
 
@@ -772,7 +979,11 @@ int cr_proc_journal_compact(const char *state_dir, const cr_proc *procs, size_t 
         goto out;
     }
     char *tmp = cr_asprintf("%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
+    int tfd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    FILE *f = tfd >= 0 ? fdopen(tfd, "w") : NULL;
+    if (!f && tfd >= 0) {
+        close(tfd);
+    }
     if (!f) {
         free(tmp);
         rc = CR_EIO;
@@ -841,6 +1052,10 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
                 p.adopted = 1;
                 p.exit_code = -1; /* no end seen yet */
                 p.cgroup = cg ? cr_strdup(cg) : NULL;
+                cr_iso_job_from_json(json_object_get(j, "cgroups"), &p.iso);
+                if (!p.iso.v2 && cg) {
+                    p.iso.v2 = cr_strdup(cg); /* a record from before the v1 cgroups */
+                }
                 size_t k;
                 for (k = 0; k < n && v[k].job != jid; k++) {
                 }
@@ -879,6 +1094,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
     for (size_t k = 0; k < n; k++) {
         cr_proc *p = &v[k];
         if (p->state == CR_PROC_EXITED) {
+            mark_oom(p);
             continue;
         }
         if (cr_proc_start_ticks(p->pid) == p->start_ticks && p->start_ticks != 0) {
@@ -890,6 +1106,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
             p->state = CR_PROC_EXITED;
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;
+            mark_oom(p);
         }
     }
     *out = v;

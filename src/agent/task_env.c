@@ -170,9 +170,9 @@ char *cr_task_path(const char *pattern, const cr_job_spec *s, int rank, const ch
 char *cr_task_log_path(const char *state_dir, int64_t job, int rank, int ntasks, const char *stream)
 {
     if (rank < 0 || ntasks <= 1) {
-        return cr_asprintf("%s/logs/%lld.%s", state_dir, (long long)job, stream);
+        return cr_asprintf("%s/logs/%lld/%s", state_dir, (long long)job, stream);
     }
-    return cr_asprintf("%s/logs/%lld.%d.%s", state_dir, (long long)job, rank, stream);
+    return cr_asprintf("%s/logs/%lld/%d.%s", state_dir, (long long)job, rank, stream);
 }
 
 /* Write the shipped script; returned new: its path, or NULL. */
@@ -181,7 +181,7 @@ static char *write_script(const char *state_dir, const cr_job_spec *s)
     char *dir = cr_asprintf("%s/scripts", state_dir);
     char *path = cr_asprintf("%s/%lld.sh", dir, (long long)s->job);
     char *tmp = cr_asprintf("%s.tmp", path);
-    mkdir(dir, 0755);
+    mkdir(dir, 0700); /* the agent's: a job reads its script through an fd */
     free(dir);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0755);
     size_t len = strlen(s->script);
@@ -212,7 +212,9 @@ void cr_tasks_prepare(cr_tasks *t, const char *state_dir, const cr_job_spec *spe
         t->argv[off++] = cr_strdup("/bin/sh");
     }
     for (size_t i = 0; i < argc; i++) {
-        t->argv[off++] = cr_strdup(i == 0 && t->script_path ? t->script_path : spec->argv[i]);
+        /* the script is the task's fd 3 (CR_TASK_SCRIPT_FD): the state dir
+         * is the agent's alone, and the job may run as another user */
+        t->argv[off++] = cr_strdup(i == 0 && t->script_path ? "/dev/fd/3" : spec->argv[i]);
     }
     if (off == 0) {
         t->argv[off++] = cr_strdup("");

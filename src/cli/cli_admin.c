@@ -239,6 +239,22 @@ static void node_detail(cli_ctx *ctx, const json_t *node)
         snprintf(label, sizeof label, "%s:", k);
         fprintf(ctx->out, "  %-15s %s\n", label, cr__cli_json_text(v, buf, sizeof buf));
     }
+    const json_t *iso = json_object_get(node, "isolation");
+    if (json_is_object(iso)) {
+        /* What the node's agent can enforce (docs/isolation.md); never silent. */
+        static const char *const keys[] = {"uid", "devices", "memory", "cpu"};
+        fprintf(ctx->out, "  %-15s", "isolation:");
+        for (size_t i = 0; i < 4; i++) {
+            const char *x = json_string_value(json_object_get(iso, keys[i]));
+            fprintf(ctx->out, "%s %s=%s", i ? "," : "", keys[i], x ? x : "unknown");
+        }
+        fputc('\n', ctx->out);
+        const char *d = json_string_value(json_object_get(iso, "detail"));
+        if (d && *d) {
+            fprintf(ctx->out, "  %-15s %s\n", "isolation how:",
+                    cr__cli_json_text(json_object_get(iso, "detail"), buf, sizeof buf));
+        }
+    }
     const json_t *gpus = json_object_get(node, "gpus");
     if (json_array_size(gpus)) {
         fputs("GPUs:\n", ctx->out);
@@ -275,7 +291,11 @@ int cr__cli_nodes(cli_ctx *ctx, int argc, char **argv)
     int code = 0;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "[NODE]", NULL, 0, false, argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a, "[NODE] | approve NODE", NULL, 0, false, argc, argv, &code)) {
+        goto out;
+    }
+    if (a.npos == 2 && strcmp(a.pos[0], "approve") == 0) {
+        code = cr__cli_node_approve(ctx, &a, a.pos[1]);
         goto out;
     }
     if (a.npos > 1) {

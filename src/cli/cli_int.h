@@ -128,7 +128,10 @@ void cr__cli_table_row(cli_table *t, const char *const *cells);
  * count UTF-8 characters. */
 void cr__cli_table_print(const cli_table *t, FILE *f);
 
-/* Text of a JSON scalar for a cell, into buf: strings as is, integers,
+/* s with control characters (C0, DEL, C1) written as \xNN, into buf (so a
+ * name from the server cannot move the cursor or forge lines). Returns buf. */
+char *cr__cli_escape(const char *s, char *buf, size_t len);
+/* Text of a JSON scalar for a cell, into buf: strings (escaped), integers,
  * reals with up to 2 decimals, true/false, null as "-"; arrays of scalars
  * joined with ','. Returns buf. */
 char *cr__cli_json_text(const json_t *v, char *buf, size_t len);
@@ -250,6 +253,10 @@ int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_top(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_services(cli_ctx *ctx, int argc, char **argv);
+int cr__cli_admin(cli_ctx *ctx, int argc, char **argv); /* bootstrap tokens */
+int cr__cli_audit(cli_ctx *ctx, int argc, char **argv);
+/* corral nodes approve NODE (from cr__cli_nodes). */
+int cr__cli_node_approve(cli_ctx *ctx, const cli_args *a, const char *node);
 
 /* Common options every command accepts (--server, --token, --json, ...). */
 extern const cli_opt cr__cli_common_opts[];

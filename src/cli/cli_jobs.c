@@ -3,6 +3,7 @@
  * logs.
  */
 #include "cli_int.h"
+#include "cr_parse.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
@@ -10,6 +11,7 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
@@ -50,6 +52,10 @@ static const cli_opt submit_opts[] = {
     {"time", CLI_TLIM, "TIME", "time limit: minutes (90), MM:SS, HH:MM:SS, D-HH:MM:SS, or 90s, 2h",
      NULL, 0, 0, 't'},
     {"env", CLI_LIST, "K=V", "environment variable for the job", NULL, 0, 0, 'e'},
+    {"secret", CLI_LIST, "K[=V]",
+     "secret env variable: stored encrypted, never shown (K alone: the value of $K here)", NULL, 0,
+     0, 0},
+    {"secret-file", CLI_LIST, "K=PATH", "secret env variable read from a file", NULL, 0, 0, 0},
     {"workdir", CLI_STR, "DIR", "working directory on the node", NULL, 0, 0, 0},
     {"array", CLI_STR, "N|SPEC",
      "N copies, or Slurm's indexes: 0-99, 1,3,5, 0-99:2, with %N at most N at once", NULL, 0, 0,
@@ -86,6 +92,11 @@ static const cli_opt submit_opts[] = {
     {"exclusive", CLI_BOOL, NULL, "whole nodes: nothing else runs beside it", NULL, 0, 0, 0},
     {"signal", CLI_STR, "SIG[@SECONDS]",
      "send SIG (USR1, TERM...) SECONDS (default 60) before the time limit", NULL, 0, 0, 0},
+    {"cpus", CLI_F64, "N", "CPU limit in cores on each node (default: the per-GPU default)", NULL,
+     0, 4096, 0},
+    {"mem", CLI_STR, "SIZE", "memory limit on each node: 512M, 16G (bare number: MB)", NULL, 0, 0,
+     0},
+    {"cpus-per-task", CLI_F64, "N", "sbatch -c: --cpus is N x tasks per node", NULL, 0, 4096, 0},
 };
 
 /* The value of a flag: the command line's, else a script directive's. */
@@ -114,6 +125,8 @@ static void put_int(json_t *o, const char *key, const cli_val *v)
         json_object_set_new(o, key, json_integer(v->i));
     }
 }
+
+static int add_secrets(cli_ctx *ctx, const cli_args *a, json_t *job);
 
 /* Build the job request from the parsed flags; NULL after printing an
  * error naming the flag. Returned new (json_decref). */
@@ -229,6 +242,30 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
         fprintf(ctx->err, "corral submit: the command name is empty\n");
         goto bad;
     }
+    const cli_val *cpus = pick(a, d, "cpus");
+    if (cpus->set) {
+        if (cpus->f < 0.01) {
+            fprintf(ctx->err, "corral submit: --cpus: want at least 0.01 cores\n");
+            goto bad;
+        }
+        json_object_set_new(job, "cpus", json_real(cpus->f));
+    } else if (pick(a, d, "cpus-per-task")->set) {
+        /* sbatch -c is per task; Corral's limit is per node */
+        const cli_val *tpn = pick(a, d, "tasks-per-node");
+        double n = tpn->set ? (double)tpn->i : 1;
+        json_object_set_new(job, "cpus", json_real(pick(a, d, "cpus-per-task")->f * n));
+    }
+    const cli_val *mem = pick(a, d, "mem");
+    if (mem->set) {
+        int64_t bytes;
+        if (cr_parse_bytes(mem->str, &bytes) != 0 || bytes < (1 << 20)) {
+            fprintf(ctx->err,
+                    "corral submit: --mem: '%s' is not a size of at least 1M (512M, 16G, 1.5T)\n",
+                    mem->str);
+            goto bad;
+        }
+        json_object_set_new(job, "mem_bytes", json_integer(bytes));
+    }
     const cli_val *t = pick(a, d, "time");
     if (t->set && t->i > CLI_MAX_TIME_LIMIT_S * CR_NS_PER_SEC) {
         fprintf(ctx->err, "corral submit: --time: '%s' is over the limit of 366d\n", t->str);
@@ -289,6 +326,17 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
             free(k);
         }
     }
+    if (add_secrets(ctx, a, job) != 0) {
+        goto bad;
+    }
+    /* a secret never travels as a plain variable too (--export ALL would
+     * send --secret NAME's value from this environment) */
+    const char *sk;
+    json_t *sv;
+    json_object_foreach(json_object_get(job, "secrets"), sk, sv)
+    {
+        json_object_del(e, sk);
+    }
     if (json_object_size(e) == 0) {
         json_object_del(job, "env");
     }
@@ -296,6 +344,76 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
 bad:
     json_decref(job);
     return NULL;
+}
+
+/* The secrets of a submit: --secret K=V, --secret K (from this process's
+ * environment, so the value stays out of ps), --secret-file K=PATH (the
+ * file's contents, one trailing newline dropped). 0, or -1 after an error
+ * naming the flag. */
+static int add_secrets(cli_ctx *ctx, const cli_args *a, json_t *job)
+{
+    const cli_val *sv = cr__cli_arg(a, "secret"), *sf = cr__cli_arg(a, "secret-file");
+    if (!sv->count && !sf->count) {
+        return 0;
+    }
+    json_t *sec = json_object();
+    json_object_set_new(job, "secrets", sec);
+    for (size_t i = 0; i < sv->count + sf->count; i++) {
+        bool file = i >= sv->count;
+        const char *arg = file ? sf->list[i - sv->count] : sv->list[i];
+        const char *flag = file ? "--secret-file" : "--secret";
+        const char *eq = strchr(arg, '=');
+        size_t kl = eq ? (size_t)(eq - arg) : strlen(arg);
+        if (kl == 0 || (file && !eq)) {
+            fprintf(ctx->err, "corral submit: %s: '%s' is not %s\n", flag, eq ? "K=..." : arg,
+                    file ? "NAME=PATH" : "NAME=VALUE or NAME");
+            return -1;
+        }
+        char *k = cr_strndup(arg, kl);
+        char *val = NULL;
+        if (file) {
+            FILE *f = fopen(eq + 1, "rb");
+            cr_buf b;
+            cr_buf_init(&b);
+            char chunk[4096];
+            size_t n;
+            while (f && (n = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= 65536) {
+                cr_buf_append(&b, chunk, n);
+            }
+            if (f) {
+                fclose(f);
+            }
+            if (!f || b.len > 65536 || memchr(cr_buf_str(&b), '\0', b.len)) {
+                fprintf(ctx->err, "corral submit: --secret-file: %s: %s\n", eq + 1,
+                        !f ? strerror(errno) : "over 64 KiB or holds a NUL byte");
+                cr_buf_fini(&b);
+                free(k);
+                return -1;
+            }
+            if (b.len > 0 && b.data[b.len - 1] == '\n') {
+                b.data[--b.len] = '\0';
+            }
+            val = cr_strdup(cr_buf_str(&b));
+            cr_buf_fini(&b);
+        } else if (eq) {
+            val = cr_strdup(eq + 1);
+        } else {
+            const char *e = getenv(k);
+            if (!e) {
+                fprintf(ctx->err,
+                        "corral submit: --secret: '%s' has no value and $%s is not set here\n", k,
+                        k);
+                free(k);
+                return -1;
+            }
+            val = cr_strdup(e);
+        }
+        json_object_set_new(sec, k, json_string(val));
+        memset(val, 0, strlen(val));
+        free(val);
+        free(k);
+    }
+    return 0;
 }
 
 /* "42", "42-51" (consecutive) or "42,44,47". */
@@ -585,6 +703,7 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {"exit_code", "Exit code"},
         {"signal", "Signal"},
         {"workdir", "Workdir"},
+        {"secret_names", "Secrets"},
         {"submit_time", "Submitted"},
         {"start_time", "Started"},
         {"end_time", "Ended"},
@@ -600,7 +719,8 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {
             const char *s = json_string_value(w);
             bool quote = s && (strpbrk(s, " \t'\"$") || !*s);
-            fprintf(ctx->out, quote ? " '%s'" : " %s", s ? s : "?");
+            fprintf(ctx->out, quote ? " '%s'" : " %s",
+                    s ? cr__cli_escape(s, buf, sizeof buf) : "?");
         }
         fputc('\n', ctx->out);
     }
@@ -656,7 +776,9 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         json_t *v;
         json_object_foreach((json_t *)env, k, v)
         {
-            fprintf(ctx->out, " %s=%s", k, cr__cli_json_text(v, buf, sizeof buf));
+            char kb[300];
+            fprintf(ctx->out, " %s=%s", cr__cli_escape(k, kb, sizeof kb),
+                    cr__cli_json_text(v, buf, sizeof buf));
         }
         fputc('\n', ctx->out);
     }

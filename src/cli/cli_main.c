@@ -17,7 +17,10 @@
 const cli_opt cr__cli_common_opts[] = {
     {"server", CLI_STR, "URL",
      "controller URL (env CORRAL_SERVER; default " CR_CLIENT_DEFAULT_SERVER ")", NULL, 0, 0, 0},
-    {"token", CLI_STR, "TOKEN", "bearer token (env CORRAL_TOKEN)", NULL, 0, 0, 0},
+    {"token", CLI_STR, "TOKEN",
+     "bearer token (visible in ps: prefer --token-file or env CORRAL_TOKEN)", NULL, 0, 0, 0},
+    {"token-file", CLI_STR, "FILE", "file holding the bearer token (env CORRAL_TOKEN_FILE)", NULL,
+     0, 0, 0},
     {"config", CLI_STR, "FILE", "config file (env CORRAL_CONFIG; default ~/.config/corral/config)",
      NULL, 0, 0, 0},
     {"ca-file", CLI_STR, "FILE", "PEM bundle to verify the server's certificate", NULL, 0, 0, 0},
@@ -51,6 +54,8 @@ static const struct {
     {"tokens", cr__cli_tokens, "create, list or revoke API tokens"},
     {"top", cr__cli_top, "live view of nodes, GPUs and jobs"},
     {"services", cr__cli_services, "create, list, show, scale or delete inference services"},
+    {"admin", cr__cli_admin, "bootstrap tokens for joining nodes (admin)"},
+    {"audit", cr__cli_audit, "read the audit log of admin and mutating actions (admin)"},
 };
 
 static void main_usage(FILE *f, const char *bad)
@@ -129,6 +134,30 @@ static char *default_config_path(void)
     return NULL;
 }
 
+/* The first line of a token file, trimmed; returned new, NULL when none. */
+static char *read_token_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    char line[512];
+    char *t = NULL;
+    if (f && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        char *s = line;
+        while (*s == ' ' || *s == '\t') {
+            s++;
+        }
+        size_t n = strlen(s);
+        while (n > 0 && (s[n - 1] == ' ' || s[n - 1] == '\t')) {
+            s[--n] = '\0';
+        }
+        t = *s ? cr_strdup(s) : NULL;
+    }
+    if (f) {
+        fclose(f);
+    }
+    return t;
+}
+
 static bool is_url(const char *s)
 {
     return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
@@ -172,15 +201,35 @@ int cr__cli_connect(cli_ctx *ctx, const cli_args *a)
         code = CLI_EXIT_USAGE;
         goto out;
     }
+    /* --token, --token-file, CORRAL_TOKEN, CORRAL_TOKEN_FILE, the config file. */
     const char *token = cfg.token;
-    const char *env_token = getenv("CORRAL_TOKEN");
+    const char *env_token = getenv("CORRAL_TOKEN"), *env_file = getenv("CORRAL_TOKEN_FILE");
+    const char *tfile = NULL, *tfrom = NULL;
+    char *file_token = NULL;
     if (cr__cli_arg(a, "token")->set) {
         token = cr__cli_arg(a, "token")->str;
+    } else if (cr__cli_arg(a, "token-file")->set) {
+        tfile = cr__cli_arg(a, "token-file")->str;
+        tfrom = "--token-file";
     } else if (env_token && *env_token) {
         token = env_token;
+    } else if (env_file && *env_file) {
+        tfile = env_file;
+        tfrom = "CORRAL_TOKEN_FILE";
+    }
+    if (tfile) {
+        file_token = read_token_file(tfile);
+        if (!file_token) {
+            fprintf(ctx->err, "corral %s: %s: cannot read a token from '%s'\n", ctx->cmd, tfrom,
+                    tfile);
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        token = file_token;
     }
     ctx->server = cr_strdup(server ? server : CR_CLIENT_DEFAULT_SERVER);
     ctx->token = token ? cr_strdup(token) : NULL;
+    free(file_token);
     const cli_val *ca = cr__cli_arg(a, "ca-file");
     ctx->ca_file = ca->set ? cr_strdup(ca->str) : (cfg.ca_file ? cr_strdup(cfg.ca_file) : NULL);
     cr_client_opts o = {

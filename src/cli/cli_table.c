@@ -102,10 +102,33 @@ void cr__cli_table_print(const cli_table *t, FILE *f)
     free(w);
 }
 
+char *cr__cli_escape(const char *s, char *buf, size_t len)
+{
+    size_t o = 0;
+    if (len == 0) {
+        return buf;
+    }
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p && o + 1 < len; p++) {
+        bool c1 = *p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f;
+        if (*p < 0x20 || *p == 0x7f || c1) {
+            unsigned ch = c1 ? p[1] : *p;
+            if (o + 5 >= len) {
+                break;
+            }
+            o += (size_t)snprintf(buf + o, len - o, "\\x%02x", ch);
+            p += c1;
+        } else {
+            buf[o++] = (char)*p;
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 static void scalar_text(const json_t *v, char *buf, size_t len)
 {
     if (json_is_string(v)) {
-        snprintf(buf, len, "%s", json_string_value(v));
+        cr__cli_escape(json_string_value(v), buf, len);
     } else if (json_is_integer(v)) {
         snprintf(buf, len, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
     } else if (json_is_real(v)) {

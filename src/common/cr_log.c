@@ -59,7 +59,20 @@ void cr_log(int level, const char *fmt, ...)
     if (len > sizeof line - 2) {
         len = sizeof line - 2;
     }
-    line[len++] = '\n';
-    ssize_t w = write(STDERR_FILENO, line, len);
+    /* One event, one line: control characters in the message (a decoded
+     * %0A in a request path, a name from a request) are written as \xNN,
+     * so no input can forge a log line or move a terminal's cursor. */
+    char out[sizeof line * 4 + 2];
+    size_t o = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        if ((ch < 0x20 && ch != '\t') || ch == 0x7f) {
+            o += (size_t)snprintf(out + o, sizeof out - o, "\\x%02x", ch);
+        } else {
+            out[o++] = (char)ch;
+        }
+    }
+    out[o++] = '\n';
+    ssize_t w = write(STDERR_FILENO, out, o);
     (void)w;
 }

@@ -162,3 +162,47 @@ int cr_csv_split(char *line, char sep, cr_csv_rec *r, int *err_col)
         }
     }
 }
+
+int cr_parse_bytes(const char *s, int64_t *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s)) {
+        return CR_EINVAL;
+    }
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !isfinite(v) || v <= 0) {
+        return CR_EINVAL;
+    }
+    double mult = 1024.0 * 1024.0;
+    if (*end) {
+        switch (tolower((unsigned char)*end)) {
+        case 'b':
+            mult = 1;
+            break;
+        case 'k':
+            mult = 1024.0;
+            break;
+        case 'm':
+            mult = 1024.0 * 1024.0;
+            break;
+        case 'g':
+            mult = 1024.0 * 1024.0 * 1024.0;
+            break;
+        case 't':
+            mult = 1024.0 * 1024.0 * 1024.0 * 1024.0;
+            break;
+        default:
+            return CR_EINVAL;
+        }
+        if (end[1] != '\0' && !(tolower((unsigned char)end[1]) == 'b' && end[2] == '\0' &&
+                                tolower((unsigned char)*end) != 'b')) {
+            return CR_EINVAL;
+        }
+    }
+    v *= mult;
+    if (v < 1 || v > 4611686018427387904.0) {
+        return CR_ERANGE;
+    }
+    *out = (int64_t)v;
+    return 0;
+}

@@ -17,6 +17,10 @@ int cr_parse_f64(const char *s, double min, double max, double *out);
 /* Counts with an SI-style suffix: "7b", "70e9", "1.5t", "500m" (million),
  * "8k", "2e9"; case-insensitive; b/g = 1e9, t = 1e12, m = 1e6, k = 1e3. */
 int cr_parse_count(const char *s, double *out);
+/* Memory sizes, Slurm-style: "512M", "16G", "1.5g", "2T", "64K", "100B";
+ * powers of 1024; a bare number is megabytes (as Slurm's --mem). > 0,
+ * at most 2^62 bytes. */
+int cr_parse_bytes(const char *s, int64_t *out);
 
 /*
  * A CSV record split in place (RFC 4180 quoting: "a,b" and "" escapes).

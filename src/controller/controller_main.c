@@ -101,6 +101,16 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     const char *r = seg[1];
+    /* Every mutating request goes to the audit log (who, what, from where),
+     * except the agents' heartbeats and the gateways' load reports (both
+     * periodic telemetry); reads do not. */
+    bool heartbeat = (p.role == CR_ROLE_AGENT && strcmp(r, "agents") == 0 && nseg == 4) ||
+                     (strcmp(r, "services") == 0 && nseg == 4 && strcmp(seg[3], "metrics") == 0);
+    if (!heartbeat && strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0) {
+        char what[600];
+        snprintf(what, sizeof what, "%s %s", m, path);
+        ctl_audit(c, req, &p, what);
+    }
     if (strcmp(r, "jobs") == 0) {
         ctl_route_jobs(c, req, &p, seg, nseg);
     } else if (strcmp(r, "agents") == 0) {
@@ -113,6 +123,10 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_tenants(c, req, &p, seg, nseg);
     } else if (strcmp(r, "services") == 0 && nseg <= 4) {
         ctl_route_services(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "bootstrap-tokens") == 0 && nseg <= 3) {
+        ctl_route_bootstrap(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "audit") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
+        ctl_route_audit(c, req, &p);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);
     } else if (strcmp(r, "whoami") == 0 && nseg == 2) {
@@ -146,7 +160,10 @@ static void config_defaults(ctl_config *cfg)
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
     cfg->grace_s = 30;
+    cfg->checkpoint_retention_s = 7 * 86400;
     cfg->prices = json_object();
+    cfg->legacy_join = true;
+    cfg->audit_retention_s = 90LL * 86400;
 }
 
 static int parse_listen(const char *s, ctl_config *cfg)
@@ -197,14 +214,25 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "prices",
                                           "grace_s",
                                           "checkpoint_root",
+                                          "checkpoint_retention_s",
+                                          "run_as",
+                                          "cpus_per_gpu",
+                                          "mem_per_gpu",
+                                          "node_approval",
+                                          "join_token",
+                                          "audit_retention_s",
+                                          "agent_ca_file",
                                           NULL};
     cr_json_err err;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
-               *sync = NULL, *ck = NULL;
+               *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL;
+    bool legacy_join = cfg->legacy_join;
+    int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
-            gr = cfg->grace_s;
-    json_t *prices = NULL;
+            gr = cfg->grace_s, keep = cfg->checkpoint_retention_s;
+    double cpg = cfg->cpus_per_gpu;
+    json_t *prices = NULL, *run_as = NULL;
     int rc = 0;
     if ((rc = cr_json_only(v, "", members, &err)) ||
         (rc = cr_json_str(v, "", "listen", false, 100, &listen, &err)) ||
@@ -222,9 +250,45 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
         (rc = cr_json_int(v, "", "grace_s", false, 0, 3600, &gr, &err)) ||
-        (rc = cr_json_obj(v, "", "prices", false, &prices, &err))) {
+        (rc = cr_json_obj(v, "", "prices", false, &prices, &err)) ||
+        (rc = cr_json_int(v, "", "checkpoint_retention_s", false, 0, 100LL * 366 * 86400, &keep,
+                          &err)) ||
+        (rc = cr_json_num(v, "", "cpus_per_gpu", false, 0, 4096, &cpg, &err)) ||
+        (rc = cr_json_str(v, "", "mem_per_gpu", false, 32, &mpg, &err)) ||
+        (rc = cr_json_obj(v, "", "run_as", false, &run_as, &err)) ||
+        (run_as && (rc = ctl_run_as_check(run_as, &err))) ||
+        (rc = cr_json_str(v, "", "node_approval", false, 15, &appr, &err)) ||
+        (rc = cr_json_bool(v, "", "join_token", false, &legacy_join, &err)) ||
+        (rc =
+             cr_json_int(v, "", "audit_retention_s", false, 0, 100LL * 366 * 86400, &aret, &err)) ||
+        (rc = cr_json_str(v, "", "agent_ca_file", false, 1000, &aca, &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
+    }
+    int64_t mem_pg = 0;
+    if (mpg && *mpg && strcmp(mpg, "0") != 0 && cr_parse_bytes(mpg, &mem_pg) != 0) {
+        fprintf(stderr,
+                "corral controller: %s: field 'mem_per_gpu': want a size such as 64G or 512M\n",
+                path);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (ck && ck[0] != '/') {
+        fprintf(stderr,
+                "corral controller: %s: field 'checkpoint_root': must be an absolute path\n", path);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    static const char *const approvals[] = {"auto", "manual", NULL};
+    if (appr && (rc = cr_json_enum(appr, "node_approval", approvals, &err)) != 0) {
+        fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
+        goto out;
+    }
+    cfg->manual_approval = appr && strcmp(appr, "manual") == 0;
+    cfg->legacy_join = legacy_join;
+    cfg->audit_retention_s = aret;
+    if (aca) {
+        snprintf(cfg->agent_ca_file, sizeof cfg->agent_ca_file, "%s", aca);
     }
     static const char *const syncs[] = {"full", "normal", NULL};
     if (sync && (rc = cr_json_enum(sync, "sync", syncs, &err)) != 0) {
@@ -273,6 +337,13 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->max_body_bytes = (size_t)mb;
     cfg->request_timeout_s = (unsigned)rt;
     cfg->grace_s = gr;
+    cfg->checkpoint_retention_s = keep;
+    cfg->cpus_per_gpu = cpg;
+    cfg->mem_per_gpu_bytes = mem_pg;
+    if (run_as) {
+        json_decref(cfg->run_as);
+        cfg->run_as = json_deep_copy(run_as);
+    }
     if (prices) {
         json_decref(cfg->prices);
         cfg->prices = json_deep_copy(prices);
@@ -331,10 +402,13 @@ static void ctl_free_state(ctl *c)
     free(c->usage);
     free(c->sched_ops);
     free(c->gated);
+    free(c->boots);
+    memset(c->secret_key, 0, sizeof c->secret_key);
     cr_auth_table_free(c->auth);
     cr_prom_hist_vec_free(c->api_hist);
     cr_prom_hist_fini(&c->cycle_hist);
     json_decref(c->cfg.prices);
+    json_decref(c->cfg.run_as);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
 }
@@ -361,6 +435,19 @@ static int run(ctl *c)
         fprintf(stderr, "corral controller: libsodium failed to initialise\n");
         return 1;
     }
+    if (ctl_secure_start(c) != 0) {
+        fprintf(stderr, "corral controller: --state-dir %s: cannot secure it (see the log)\n",
+                c->cfg.state_dir);
+        return 1;
+    }
+    if (ctl_cluster_id_load(c->cfg.state_dir, c->cluster_id, sizeof c->cluster_id) != 0) {
+        fprintf(stderr, "corral controller: cannot read or make %s/cluster.id\n", c->cfg.state_dir);
+        return 1;
+    }
+    if (!c->cfg.run_as) {
+        cr_warn("no \"run_as\" in the config: single-user mode, every job runs as the agents' "
+                "own user (see docs/isolation.md)");
+    }
     snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
     cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};
     rc = cr_store_open(path, &so, &c->store);
@@ -375,6 +462,12 @@ static int run(ctl *c)
     }
     if (rc == 0) {
         rc = ctl_load_nodes(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_node_secrets(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_bootstrap(c);
     }
     if (rc == 0) {
         rc = ctl_load_services(c);

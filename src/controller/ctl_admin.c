@@ -11,6 +11,7 @@
 #include "cr_time.h"
 
 #include <errno.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -314,6 +315,12 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
             cr_json_str(v, "", "name", false, CTL_NAME_MAX - 1, &name, &err)) {
             json_decref(v);
             ctl_reply_jerr(req, &err);
+            return;
+        }
+        if (!ctl_text_clean(name)) {
+            json_decref(v);
+            ctl_reply_err(req, 400, CR_EINVAL, "name",
+                          "field 'name': control characters are not allowed");
             return;
         }
         cr_principal np;
@@ -624,7 +631,13 @@ int ctl_bootstrap(ctl *c)
         }
         cr_info("first start: admin token written to %s (mode 0600)", path);
     }
-    /* The join token: from the file when it exists, else minted into it. */
+    /* The legacy join token (config "join_token"): a long-lived bootstrap
+     * token for one-machine demos, from the file when it exists, else minted
+     * into it. It may only register new nodes (ctl_join_admit) and is never
+     * sent anywhere. */
+    if (!c->cfg.legacy_join) {
+        return 0;
+    }
     if (*c->cfg.join_token_file) {
         snprintf(path, sizeof path, "%s", c->cfg.join_token_file);
     } else {
@@ -645,7 +658,7 @@ int ctl_bootstrap(ctl *c)
         return rc;
     }
     cr_auth_hash(join, hash);
-    snprintf(c->join_token, sizeof c->join_token, "%s", join);
+    sodium_memzero(join, sizeof join);
     cr_principal jp;
     memset(&jp, 0, sizeof jp);
     jp.role = CR_ROLE_JOIN;
@@ -654,9 +667,12 @@ int ctl_bootstrap(ctl *c)
     return 0;
 }
 
-/* Mint a node token (agent role) replacing any previous one. mu held. */
-void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out)
+/* Mint a node token (agent role) replacing any previous one, and a new
+ * secret for the controller's calls to that agent. mu held. */
+void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out, char *secret_out)
 {
+    uint8_t unused[CR_TOKEN_HASH_BYTES];
+    cr_auth_mint(secret_out, unused);
     uint8_t hash[CR_TOKEN_HASH_BYTES];
     char hex[2 * CR_TOKEN_HASH_BYTES + 1];
     cr_auth_table_revoke_node(c->auth, node);
@@ -668,7 +684,9 @@ void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out)
     snprintf(p.name, sizeof p.name, "node:%s", node);
     cr_auth_table_put(c->auth, hash, &p);
     cr_auth_hash_hex(hash, hex);
-    json_t *doc = json_pack("{s:s}", "hash", hex);
+    char *sealed = ctl_seal(c, secret_out);
+    json_t *doc = json_pack("{s:s,s:s}", "hash", hex, "agent_secret", sealed);
+    free(sealed);
     char *s = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "nodetoken", node, s);
     free(s);

@@ -104,6 +104,10 @@ typedef struct ctl_job {
     bool gated;             /* pending, held out of the scheduler by its dependency,
                                array throttle or begin time (ctl_batch.c) */
     int64_t acct_ns;        /* accounted up to (wall clock) */
+    /* Secrets (--secret): sealed with the state dir's key (ctl_secure.c),
+     * never in the API view; plain only while a submit is validated. */
+    char *secrets_enc; /* owned: base64 nonce+ciphertext of {"NAME":"VALUE"}, or NULL */
+    json_t *secrets;   /* owned: the request's plain secrets until sealed, or NULL */
 } ctl_job;
 
 typedef struct ctl_gpu {
@@ -148,10 +152,17 @@ typedef struct ctl_node {
     uint64_t version;      /* desired-state version */
     int64_t *jobs;         /* ids of jobs placed here */
     size_t njobs, capjobs;
-    ctl_poll *polls;    /* waiting long-polls */
+    ctl_poll *polls; /* waiting long-polls */
+    /* What the agent can enforce: uid, devices, memory, cpu = "enforced" or
+     * "unavailable" ("" not said: an older agent), and its reasons. */
+    char iso[4][16];
+    char iso_detail[512];
     bool sched_dirty;   /* inventory/health changed: tell the scheduler */
     uint32_t sched_idx; /* index in cr_sched */
     bool in_sched;
+    bool pending_approval;                /* node_approval manual: kept drained until approved */
+    bool tls;                             /* the agent serves HTTPS */
+    char agent_secret[CR_TOKEN_TEXT_MAX]; /* the controller's bearer for this agent ("" unknown) */
 } ctl_node;
 
 typedef struct ctl_tenant {
@@ -182,8 +193,41 @@ typedef struct ctl_config {
     bool sync_normal;
     json_t *prices; /* owned: {"H100 SXM": dollars per GPU-hour} */
     int64_t grace_s;
-    char checkpoint_root[1024]; /* per-job checkpoint dirs under it */
+    char checkpoint_root[1024];     /* per-job checkpoint dirs under it */
+    int64_t checkpoint_retention_s; /* agents remove checkpoints untouched this long; 0 never */
+    json_t *run_as;                 /* owned: the validated "run_as" section; NULL single-user */
+    double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
+    int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
+    bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
+    bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
+    int64_t audit_retention_s;      /* audit entries older than this are pruned; 0 = forever */
+    char agent_ca_file[1024];       /* CA to verify agents that serve HTTPS; "" = system */
 } ctl_config;
+
+/* A job's Unix user on the nodes (ctl_runas.c). */
+typedef struct ctl_run_as {
+    bool mapped; /* false: the agent's own user (single-user mode or unmapped: agent) */
+    int64_t uid, gid;
+    bool allow_root;
+} ctl_run_as;
+/* Validate a "run_as" config section. */
+int ctl_run_as_check(const json_t *v, cr_json_err *err);
+/* The user of tenant's jobs submitted by token user (may be NULL). 0, or
+ * CR_EPERM with why (the job must be refused). */
+int ctl_run_as_lookup(const ctl_config *cfg, const char *tenant, const char *user, ctl_run_as *out,
+                      char *why, size_t whylen);
+/* The cluster id in <state_dir>/cluster.id (made once, 16 hex digits, 0600). */
+int ctl_cluster_id_load(const char *state_dir, char *out, size_t len);
+
+/* A bootstrap token (ctl_secure.c): short-lived, few uses, stored hashed. */
+typedef struct ctl_boot {
+    int64_t id;              /* token id (shared counter with API tokens) */
+    int64_t expires_ns;      /* wall clock; 0 = never (the legacy join token only) */
+    int64_t uses_left;       /* registrations left; -1 = unlimited */
+    char node[CTL_NAME_MAX]; /* "" any new node, else only this node (may re-key it) */
+    char name[CTL_NAME_MAX]; /* human label */
+    char hash_hex[2 * CR_TOKEN_HASH_BYTES + 1]; /* the token's hash, as stored */
+} ctl_boot;
 
 typedef struct ctl ctl;
 typedef struct ctl_service ctl_service;
@@ -220,12 +264,16 @@ struct ctl {
     size_t nsched_ops, capsched_ops;
     bool sched_wake;     /* something changed */
     bool sched_restored; /* the scheduler took in the stored nodes and running jobs */
-    char join_token[CR_TOKEN_TEXT_MAX + 8]; /* for calls to agents */
-    bool tenants_dirty;                     /* weights/quotas changed: tell the scheduler */
-    int64_t *gated;                         /* ids of gated jobs, ascending (ctl_batch.c) */
+    char cluster_id[24]; /* checkpoint_root/<cluster id>/<tenant>/<job> */
+    bool tenants_dirty;  /* weights/quotas changed: tell the scheduler */
+    int64_t *gated;      /* ids of gated jobs, ascending (ctl_batch.c) */
     size_t ngated, capgated;
     bool stopping;
-    pthread_cond_t cv; /* wakes the scheduler thread */
+    ctl_boot *boots; /* bootstrap tokens */
+    size_t nboots, capboots;
+    uint8_t secret_key[32];   /* seals job secrets and agent secrets (state dir key file) */
+    int64_t audit_prune_mono; /* last audit retention pass */
+    pthread_cond_t cv;        /* wakes the scheduler thread */
     pthread_t sched_thread;
     bool sched_started;
 
@@ -236,6 +284,7 @@ struct ctl {
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
     _Atomic uint64_t sched_cycles;
+    _Atomic uint64_t audit_seq; /* orders audit entries written in the same nanosecond */
     cr_prom_hist cycle_hist;
     cr_prom_hist_vec *api_hist;
 };
@@ -289,7 +338,9 @@ ctl_tenant *ctl_tenant_find(ctl *c, const char *name);                      /* m
 ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name); /* mu held */
 int ctl_load_admin(ctl *c);
 int ctl_bootstrap(ctl *c);
-void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out);
+/* Mint node's credential (agent token, out) and the controller's bearer for
+ * its agent (secret_out); both CR_TOKEN_TEXT_MAX bytes. mu held. */
+void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out, char *secret_out);
 void ctl_usage_add(ctl *c, cr_store_txn *txn, const char *tenant, const char *gpu_type,
                    int64_t at_ns, double gpu_s, double energy_j);
 
@@ -365,6 +416,34 @@ void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);
 /* Validate a service body as the API would (for fuzzing). */
 int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
+
+/* ctl_secure.c: the state dir's key and modes, sealed secrets, bootstrap
+ * tokens and node admission, the audit log. */
+/* Fix the state dir's modes (0700 dirs, 0600 files) and load or create the
+ * key file; before the store opens. 0 or CR_EIO. */
+int ctl_secure_start(ctl *c);
+/* Seal text with the key: returned new (base64), free with free(). */
+char *ctl_seal(const ctl *c, const char *text);
+/* Open a sealed text: 0 and *out (free with ctl_secret_free) or CR_EINVAL. */
+int ctl_unseal(const ctl *c, const char *sealed, char **out);
+void ctl_secret_free(char *s);
+/* Validate a submit's "secrets" object ({"NAME": "VALUE"}); CR_EINVAL with err. */
+int ctl_secrets_check(const json_t *secrets, cr_json_err *err);
+/* Control characters (C0, DEL, C1) in a name: true when s has none. */
+bool ctl_text_clean(const char *s);
+void ctl_route_bootstrap(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+int ctl_load_bootstrap(ctl *c);
+/* May principal p (role join or agent) register node `node` (exists: it is
+ * registered already)? 0, or an HTTP status with the reason in why. Uses up
+ * one use of a bootstrap token (queued in txn). mu held. */
+unsigned ctl_join_admit(ctl *c, cr_store_txn *txn, const cr_principal *p, const char *node,
+                        bool exists, char *why, size_t whylen);
+/* Load the agent secrets of the loaded nodes (after ctl_load_nodes). */
+int ctl_load_node_secrets(ctl *c);
+/* Record an admin or mutating request in the audit log (queued, not awaited). */
+void ctl_audit(ctl *c, cr_http_req *req, const cr_principal *p, const char *action);
+void ctl_route_audit(ctl *c, cr_http_req *req, const cr_principal *p);
+void ctl_audit_tick(ctl *c, int64_t now_mono); /* retention; takes no lock */
 
 /* ctl_metrics.c */
 void ctl_route_metrics(ctl *c, cr_http_req *req);

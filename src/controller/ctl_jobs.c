@@ -22,37 +22,23 @@
 #include <string.h>
 
 static const char *const job_members[] = {
-    "name",
-    "tenant",
-    "command",
-    "gpus",
-    "gpu_type",
-    "mig_profile",
-    "gpu_mem_gb",
-    "nodes",
-    "kind",
-    "model",
-    "priority",
-    "time_limit_s",
-    "preemptible",
-    "checkpoint_interval_s",
-    "max_retries",
-    "env",
-    "workdir",
-    "array",
-    "tasks_per_node",
-    "script",
-    "output",
-    "error",
-    "requeue",
-    "dependency",
-    "begin_unix",
-    "nodelist",
-    "exclude",
-    "constraint",
-    "exclusive",
-    "warn_signal",
-    NULL,
+    "name",           "tenant",
+    "command",        "gpus",
+    "gpu_type",       "mig_profile",
+    "gpu_mem_gb",     "nodes",
+    "kind",           "model",
+    "priority",       "time_limit_s",
+    "preemptible",    "checkpoint_interval_s",
+    "max_retries",    "env",
+    "workdir",        "array",
+    "tasks_per_node", "script",
+    "output",         "error",
+    "requeue",        "dependency",
+    "begin_unix",     "nodelist",
+    "exclude",        "constraint",
+    "exclusive",      "warn_signal",
+    "cpus",           "mem_bytes",
+    "secrets",        NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
@@ -87,6 +73,8 @@ void ctl_job_free(ctl_job *j)
         return;
     }
     json_decref(j->spec);
+    json_decref(j->secrets);
+    free(j->secrets_enc);
     free(j->reason);
     free(j->place);
     free(j->last_nodes);
@@ -119,11 +107,11 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
     const char *workdir = "", *script = "", *outp = "", *errp = "", *dep = "";
     int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 0, arr = 1, tpn = 0;
-    int64_t begin = 0;
+    int64_t begin = 0, mem_bytes = 0;
     int throttle = 0;
-    double mem = 0;
+    double mem = 0, cpus = 0;
     bool preemptible = false, requeue = false;
-    json_t *cmd = NULL, *env = NULL, *model = NULL;
+    json_t *cmd = NULL, *env = NULL, *model = NULL, *secrets = NULL;
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
         (rc = cr_json_arr(body, "", "command", true, 4096, &cmd, err)) ||
@@ -151,7 +139,29 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_str(body, "", "script", false, CTL_MAX_SCRIPT_BYTES, &script, err)) ||
         (rc = cr_json_str(body, "", "output", false, 1024, &outp, err)) ||
         (rc = cr_json_str(body, "", "error", false, 1024, &errp, err)) ||
-        (rc = cr_json_bool(body, "", "requeue", false, &requeue, err))) {
+        (rc = cr_json_bool(body, "", "requeue", false, &requeue, err)) ||
+
+        (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
+        (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err)) ||
+        (!from_doc && (rc = cr_json_obj(body, "", "secrets", false, &secrets, err)))) {
+        goto out;
+    }
+    if (json_object_get(body, "cpus") && cpus < 0.01) {
+        rc = cr_json_fail(err, CR_EINVAL, "cpus", "field 'cpus': at least 0.01 (a CPU limit)");
+        goto out;
+    }
+    if (json_object_get(body, "mem_bytes") && mem_bytes < (1 << 20)) {
+        rc = cr_json_fail(err, CR_EINVAL, "mem_bytes", "field 'mem_bytes': at least 1 MiB");
+        goto out;
+    }
+    /* Names are printed in tables and logs: no control characters (a job
+     * name must not move the cursor or forge a line of someone's output). */
+    if (!ctl_text_clean(name)) {
+        rc = cr_json_fail(err, CR_EINVAL, "name",
+                          "field 'name': control characters are not allowed");
+        goto out;
+    }
+    if (secrets && (rc = ctl_secrets_check(secrets, err)) != 0) {
         goto out;
     }
     const char *arrs = json_string_value(json_object_get(body, "array"));
@@ -333,6 +343,24 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (*sigspec) {
         json_object_set_new(j->spec, "warn_signal", json_string(sigspec));
     }
+    if (cpus > 0) {
+        json_object_set_new(j->spec, "cpus", json_real(cpus));
+    }
+    if (mem_bytes > 0) {
+        json_object_set_new(j->spec, "mem_bytes", json_integer(mem_bytes));
+    }
+    if (json_object_size(secrets) > 0) {
+        /* The API shows which secrets a job has, never their values. */
+        json_t *names = json_array();
+        const char *k;
+        json_t *x;
+        json_object_foreach(secrets, k, x)
+        {
+            json_array_append_new(names, json_string(k));
+        }
+        json_object_set_new(j->spec, "secret_names", names);
+        j->secrets = json_deep_copy(secrets);
+    }
     snprintf(j->tenant, sizeof j->tenant, "%s", tenant);
     j->gpus = (int)gpus;
     j->nodes = (int)nodes;
@@ -489,6 +517,10 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
                   (long long)j->submit_ns, (long long)j->start_ns, (long long)j->end_ns,
                   (long long)j->acct_ns);
     put_jstr(&b, j->last_node);
+    if (j->secrets_enc) {
+        cr_buf_puts(&b, ",\"secrets_enc\":");
+        put_jstr(&b, j->secrets_enc);
+    }
     cr_buf_printf(&b, ",\"cancel_requested\":%s,\"timed_out\":%s,\"requeue_requested\":%s}",
                   j->cancel_requested ? "true" : "false", j->timed_out ? "true" : "false",
                   j->requeue_requested ? "true" : "false");
@@ -526,7 +558,8 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     }
     j->id = doc_int(v, "id");
     /* Read-only request members the API adds (arrays, service replicas). */
-    static const char *const extra[] = {"service", "port", "array_throttle", NULL};
+    static const char *const extra[] = {"service",      "port",           "run_as",
+                                        "secret_names", "array_throttle", NULL};
     j->array_first = doc_int(v, "array_first");
     j->array_index = (int32_t)doc_int(v, "array_index");
     for (size_t i = 0; extra[i]; i++) {
@@ -556,6 +589,10 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
     j->cancel_requested = json_is_true(json_object_get(v, "cancel_requested"));
     j->timed_out = json_is_true(json_object_get(v, "timed_out"));
     j->requeue_requested = json_is_true(json_object_get(v, "requeue_requested"));
+    const char *se = json_string_value(json_object_get(v, "secrets_enc"));
+    if (se) {
+        j->secrets_enc = cr_strdup(se);
+    }
     const char *ln = json_string_value(json_object_get(v, "last_node"));
     if (ln) {
         snprintf(j->last_node, sizeof j->last_node, "%s", ln);
@@ -616,6 +653,7 @@ int ctl_job_from_doc(const char *doc, ctl_job **out)
                                      "requeue_requested",
                                      "run_nodes",
                                      "tasks_per_node_run",
+                                     "secrets_enc",
                                      NULL};
     for (size_t i = 0; ro[i]; i++) {
         json_object_del(j->spec, ro[i]);
@@ -900,6 +938,14 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     } else if (!*proto->tenant) {
         snprintf(proto->tenant, sizeof proto->tenant, "default");
     }
+    if (proto->secrets) {
+        /* Sealed before anything is stored; the plain copy goes now. */
+        char *plain = json_dumps(proto->secrets, JSON_COMPACT);
+        proto->secrets_enc = ctl_seal(c, plain);
+        ctl_secret_free(plain);
+        json_decref(proto->secrets);
+        proto->secrets = NULL;
+    }
     int64_t now = cr_now_ns();
     pthread_mutex_lock(&c->mu);
     bool known = ctl_tenant_find(c, proto->tenant) != NULL;
@@ -922,6 +968,19 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
                       proto->tenant);
         goto out;
     }
+    /* The Unix user the job will run as, fixed now: a job nobody mapped is
+     * refused here rather than left to fail (or run as root) on a node. */
+    ctl_run_as ra;
+    char rwhy[300];
+    if (ctl_run_as_lookup(&c->cfg, proto->tenant, p->name, &ra, rwhy, sizeof rwhy) != 0) {
+        ctl_reply_err(req, 403, CR_EPERM, "tenant", "%s", rwhy);
+        goto out;
+    }
+    if (ra.mapped) {
+        json_object_set_new(proto->spec, "run_as",
+                            json_pack("{s:I,s:I,s:b}", "uid", (json_int_t)ra.uid, "gid",
+                                      (json_int_t)ra.gid, "allow_root", ra.allow_root));
+    }
     submit_ctx *s = cr_calloc(1, sizeof *s);
     s->c = c;
     s->req = req;
@@ -935,6 +994,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         ctl_job *j = cr_calloc(1, sizeof *j);
         *j = *proto;
         j->spec = json_incref(proto->spec);
+        j->secrets_enc = proto->secrets_enc ? cr_strdup(proto->secrets_enc) : NULL;
         j->reason = cr_strdup("not yet considered");
         j->place = NULL;
         j->id = first + (int64_t)i;
@@ -1314,6 +1374,7 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
         return;
     }
     char server[300] = "", path[200] = "", node[CTL_NAME_MAX] = "";
+    char secret[CR_TOKEN_TEXT_MAX] = "";
     int64_t ntasks = 0;
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_get(c, id);
@@ -1335,7 +1396,9 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
         ntasks = (nl ? k : 1) * tpn;
         ctl_node *n = rank < ntasks ? ctl_node_find(c, node) : NULL;
         if (n && n->port > 0) {
-            snprintf(server, sizeof server, "http://%s:%d", n->addr, n->port);
+            snprintf(server, sizeof server, "%s://%s:%d", n->tls ? "https" : "http", n->addr,
+                     n->port);
+            snprintf(secret, sizeof secret, "%s", n->agent_secret);
             snprintf(path, sizeof path, "/v1/logs/%lld?stream=%s&offset=%lld&rank=%lld",
                      (long long)id, stream ? stream : "stdout", (long long)offset, (long long)rank);
         }
@@ -1355,8 +1418,12 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
                       (long long)id);
         return;
     }
-    /* Plain HTTP to the agent through src/client (no libcurl in the binary). */
-    cr_client_opts o = {.server = server, .token = c->join_token, .timeout_ns = 10 * CR_NS_PER_SEC};
+    /* To the agent with the secret it got at its registration (never a
+     * token that could act on the controller); HTTPS when it serves it. */
+    cr_client_opts o = {.server = server,
+                        .token = secret,
+                        .timeout_ns = 10 * CR_NS_PER_SEC,
+                        .ca_file = *c->cfg.agent_ca_file ? c->cfg.agent_ca_file : NULL};
     cr_client *cl = NULL;
     cr_buf b;
     cr_buf_init(&b);

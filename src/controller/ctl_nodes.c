@@ -164,6 +164,51 @@ static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const 
     return g->uuid;
 }
 
+/*
+ * The job's user and limits on this node: the run_as fixed at submit, else
+ * the tenant's mapping now (service replicas); limits from the spec, else
+ * the per-GPU defaults times the GPUs it has here. A job whose tenant lost
+ * its mapping since it was submitted is sent as uid 0 without allow_root,
+ * which every agent refuses.
+ */
+static void desired_fence(ctl *c, const ctl_job *j, const ctl_place *pl, json_t *e)
+{
+    json_t *ra = json_object_get(j->spec, "run_as");
+    ctl_run_as m = {0};
+    char why[300];
+    if (ra) {
+        m.mapped = true;
+        m.uid = (int64_t)json_integer_value(json_object_get(ra, "uid"));
+        m.gid = (int64_t)json_integer_value(json_object_get(ra, "gid"));
+        m.allow_root = json_is_true(json_object_get(ra, "allow_root"));
+    } else if (ctl_run_as_lookup(&c->cfg, j->tenant, NULL, &m, why, sizeof why) != 0) {
+        m.mapped = true;
+        m.uid = m.gid = 0;
+        m.allow_root = false;
+    }
+    if (m.mapped) {
+        json_object_set_new(e, "uid", json_integer(m.uid));
+        json_object_set_new(e, "gid", json_integer(m.gid));
+        if (m.allow_root) {
+            json_object_set_new(e, "allow_root", json_true());
+        }
+    }
+    json_t *cpus = json_object_get(j->spec, "cpus");
+    json_t *mem = json_object_get(j->spec, "mem_bytes");
+    double per = pl->ngpus > 0 ? (double)pl->ngpus : 1.0;
+    if (cpus) {
+        json_object_set(e, "cpus", cpus);
+    } else if (c->cfg.cpus_per_gpu > 0) {
+        json_object_set_new(e, "cpus", json_real(c->cfg.cpus_per_gpu * per));
+    }
+    if (mem) {
+        json_object_set(e, "mem_bytes", mem);
+    } else if (c->cfg.mem_per_gpu_bytes > 0) {
+        json_object_set_new(e, "mem_bytes",
+                            json_integer((json_int_t)((double)c->cfg.mem_per_gpu_bytes * per)));
+    }
+}
+
 static json_t *desired_doc(ctl *c, const ctl_node *n)
 {
     json_t *jobs = json_array();
@@ -191,7 +236,8 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         }
         const ctl_node *master = ctl_node_find(c, j->place[0].node);
         char ckpt[1200];
-        snprintf(ckpt, sizeof ckpt, "%s/%lld", c->cfg.checkpoint_root, (long long)j->id);
+        snprintf(ckpt, sizeof ckpt, "%s/%s/%s/%lld", c->cfg.checkpoint_root, c->cluster_id,
+                 j->tenant, (long long)j->id);
         /* Launch mode (ctl_batch.c): tasks per node, each its own rank.
          * The rendezvous port is the one rank 0's agent reserved and
          * reported (0 until then: the other nodes wait for it). A service
@@ -216,6 +262,23 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                               gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
         ctl_batch_entry(j, e);
+        desired_fence(c, j, pl, e);
+        if (j->secrets_enc) {
+            /* Opened only here, for the node's own credential (the caller
+             * checked it); the agent keeps them out of its journal. */
+            char *plain = NULL;
+            json_t *sv = NULL;
+            if (ctl_unseal(c, j->secrets_enc, &plain) == 0) {
+                sv = json_loads(plain, 0, NULL);
+            }
+            ctl_secret_free(plain);
+            if (sv) {
+                json_object_set_new(e, "secret_env", sv);
+            } else {
+                cr_error("job=%lld: its secrets do not open with this controller's key",
+                         (long long)j->id);
+            }
+        }
         if (json_object_get(j->spec, "service")) {
             /* PORT in env is the preferred port; the agent reports the one
              * it gave (another program on the node may hold the preferred). */
@@ -223,7 +286,11 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         }
         json_array_append_new(jobs, e);
     }
-    return json_pack("{s:I,s:o}", "version", (json_int_t)n->version, "jobs", jobs);
+    char base[1100];
+    snprintf(base, sizeof base, "%s/%s", c->cfg.checkpoint_root, c->cluster_id);
+    return json_pack("{s:I,s:o,s:s,s:I}", "version", (json_int_t)n->version, "jobs", jobs,
+                     "checkpoint_base", base, "checkpoint_retention_s",
+                     (json_int_t)c->cfg.checkpoint_retention_s);
 }
 
 static void answer_polls(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono)
@@ -250,6 +317,18 @@ void ctl_node_bump(ctl *c, ctl_node *n)
 {
     n->version++;
     answer_polls(c, n, false, 0);
+}
+
+/* The node's isolation as its agent said it ("unknown": an agent too old to say). */
+static json_t *iso_json(const ctl_node *n)
+{
+    static const char *const keys[] = {"uid", "devices", "memory", "cpu"};
+    json_t *v = json_object();
+    for (int i = 0; i < 4; i++) {
+        json_object_set_new(v, keys[i], json_string(*n->iso[i] ? n->iso[i] : "unknown"));
+    }
+    json_object_set_new(v, "detail", json_string(n->iso_detail));
+    return v;
 }
 
 static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
@@ -294,12 +373,15 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(jobs, json_integer(n->jobs[i]));
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
-    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:o}", "name", n->name,
-                     "state", ctl_node_state_names[n->state], "reason", n->reason, "addr", n->addr,
-                     "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus", n->cpus,
-                     "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
-                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "labels",
-                     n->labels ? json_deep_copy(n->labels) : json_object());
+    json_t *nj =
+        json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:b,s:b,s:o}", "name",
+                  n->name, "state", ctl_node_state_names[n->state], "reason", n->reason, "addr",
+                  n->addr, "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus",
+                  n->cpus, "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
+                  "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "pending_approval",
+                  n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
+    json_object_set_new(nj, "labels", n->labels ? json_deep_copy(n->labels) : json_object());
+    return nj;
 }
 
 static void node_persist(cr_store_txn *txn, const ctl_node *n)
@@ -322,6 +404,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
     if (n->labels) {
         json_object_set(doc, "labels", n->labels);
     }
+    json_object_set_new(doc, "isolation", iso_json(n));
+    json_object_set_new(doc, "tls", json_boolean(n->tls));
+    json_object_set_new(doc, "pending_approval", json_boolean(n->pending_approval));
     char *s = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "node", n->name, s);
     free(s);
@@ -346,16 +431,19 @@ static bool node_name_ok(const char *s)
 /* Parse the inventory part of a registration (or a stored node doc). */
 static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
 {
-    static const char *const members[] = {"node", "addr",      "port",    "rack",   "gpus",
-                                          "cpus", "mem_bytes", "running", "labels", NULL};
+    static const char *const members[] = {"node",      "addr", "port",      "rack",
+                                          "gpus",      "cpus", "mem_bytes", "running",
+                                          "isolation", "tls",  "labels",    NULL};
     static const char *const gpu_members[] = {
         "index", "uuid", "model", "mem_bytes", "nvlink_domain", "health", "reason", "mig", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     const char *name = "", *addr = "", *rack = "default";
     int64_t port = 0, cpus = 0, mem = 0;
     json_t *gpus = NULL;
+    bool tls = false;
     int rc;
     if ((strict && (rc = cr_json_only(v, "", members, err))) ||
+        (rc = cr_json_bool(v, "", "tls", false, &tls, err)) ||
         (rc = cr_json_str(v, "", "node", true, CTL_NAME_MAX - 1, &name, err)) ||
         (rc = cr_json_str(v, "", "addr", true, 63, &addr, err)) ||
         (rc = cr_json_int(v, "", "port", false, 0, 65535, &port, err)) ||
@@ -392,6 +480,41 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     }
     json_decref(n->labels);
     n->labels = labels && json_object_size(labels) ? json_deep_copy(labels) : NULL;
+    json_t *iso = NULL;
+    if ((rc = cr_json_obj(v, "", "isolation", false, &iso, err)) != 0) {
+        return rc;
+    }
+    if (iso) {
+        static const char *const im[] = {"uid", "devices", "memory", "cpu", "detail", NULL};
+        static const char *const vals[] = {"enforced", "unavailable", "unknown", NULL};
+        const char *detail = "";
+        if ((strict && (rc = cr_json_only(iso, "isolation", im, err))) ||
+            (rc = cr_json_str(iso, "isolation", "detail", false, 511, &detail, err))) {
+            return rc;
+        }
+        for (int i = 0; i < 4; i++) {
+            const char *x = "";
+            char f[32];
+            snprintf(f, sizeof f, "isolation.%s", im[i]);
+            if ((rc = cr_json_str(iso, "isolation", im[i], false, 15, &x, err)) ||
+                (*x && (rc = cr_json_enum(x, f, vals, err)))) {
+                return rc;
+            }
+            snprintf(n->iso[i], sizeof n->iso[i], "%s", strcmp(x, "unknown") == 0 ? "" : x);
+        }
+        for (const char *q = detail; *q; q++) {
+            if ((unsigned char)*q < 0x20 || *q == 0x7f) {
+                return cr_json_fail(err, CR_EINVAL, "isolation.detail",
+                                    "field 'isolation.detail': control characters");
+            }
+        }
+        snprintf(n->iso_detail, sizeof n->iso_detail, "%s", detail);
+    }
+    if (!ctl_text_clean(addr) || !ctl_text_clean(rack)) {
+        const char *f = !ctl_text_clean(addr) ? "addr" : "rack";
+        return cr_json_fail(err, CR_EINVAL, f, "field '%s': control characters are not allowed", f);
+    }
+    n->tls = tls;
     snprintf(n->name, sizeof n->name, "%s", name);
     snprintf(n->addr, sizeof n->addr, "%s", addr);
     snprintf(n->rack, sizeof n->rack, "%s", *rack ? rack : "default");
@@ -504,7 +627,14 @@ static void load_node(void *arg, const char *key, const char *doc)
         return;
     }
     n->drained = json_is_true(json_object_get(v, "drained"));
+    n->pending_approval = json_is_true(json_object_get(v, "pending_approval"));
     n->state = n->drained ? NS_DRAINED : NS_UP;
+    /* Versions are not stored: start this run's past any the agent may
+     * hold from the previous one (it keeps its node token across our
+     * restart, so it does not re-register and start over at version 0),
+     * else a new document could carry the number of an old one and be
+     * taken for it. Wall-clock microseconds only grow between runs. */
+    n->version = (uint64_t)(cr_now_ns() / 1000);
     const char *reason = json_string_value(json_object_get(v, "reason"));
     snprintf(n->reason, sizeof n->reason, "%s", reason ? reason : "");
     /* Give the agent a full timeout to report after a controller restart. */
@@ -603,13 +733,38 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     pthread_mutex_lock(&c->mu);
     ctl_node *n = ctl_node_find(c, fresh->name);
     cr_store_txn *txn = cr_store_txn_new();
+    char why[400];
+    unsigned refuse = ctl_join_admit(c, txn, p, fresh->name, n != NULL, why, sizeof why);
+    if (refuse) {
+        /* A bootstrap token that expired is dropped even so. */
+        if (cr_store_txn_empty(txn)) {
+            cr_store_txn_free(txn);
+        } else {
+            cr_store_submit(c->store, txn, NULL, NULL);
+        }
+        pthread_mutex_unlock(&c->mu);
+        cr_warn("node=%s: registration refused (%s, peer %s): %s", fresh->name, p->name,
+                cr_http_peer(req), why);
+        ctl_reply_err(req, refuse, refuse == 409 ? CR_ECONFLICT : CR_EAUTH, NULL, "%s", why);
+        node_free(fresh);
+        json_decref(v);
+        return;
+    }
     if (!n) {
         n = fresh;
         n->state = NS_UP;
         n->version = 1;
         n->registered_ns = cr_now_ns();
+        if (c->cfg.manual_approval && p->role != CR_ROLE_ADMIN) {
+            n->pending_approval = true;
+            n->drained = true;
+            n->state = NS_DRAINED;
+            snprintf(n->reason, sizeof n->reason, "awaiting approval: corral nodes approve %s",
+                     n->name);
+        }
         node_insert(c, n);
-        cr_info("node=%s registered: %zu GPUs, addr %s:%d", n->name, n->ngpus, n->addr, n->port);
+        cr_info("node=%s registered: %zu GPUs, addr %s:%d%s", n->name, n->ngpus, n->addr, n->port,
+                n->pending_approval ? " (awaiting approval)" : "");
     } else {
         /* Re-registration (agent restart): new inventory, same jobs. The
          * scheduler keeps the MIG layout it was given: an unchanged one
@@ -634,8 +789,11 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         n->labels = fresh->labels;
         fresh->labels = NULL;
         n->port = fresh->port;
+        n->tls = fresh->tls;
         n->cpus = fresh->cpus;
         n->mem_bytes = fresh->mem_bytes;
+        memcpy(n->iso, fresh->iso, sizeof n->iso);
+        memcpy(n->iso_detail, fresh->iso_detail, sizeof n->iso_detail);
         node_free(fresh);
         if (n->state == NS_LOST) {
             n->state = n->drained ? NS_DRAINED : NS_UP;
@@ -649,12 +807,13 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     n->sched_dirty = true;
     ctl_sched_kick(c);
     char token[CR_TOKEN_TEXT_MAX];
-    ctl_node_token(c, txn, n->name, token);
+    ctl_node_token(c, txn, n->name, token, n->agent_secret);
     node_persist(txn, n);
     ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:s,s:I,s:I,s:I}", "node_token", token, "heartbeat_s",
-                               (json_int_t)c->cfg.heartbeat_s, "lost_after_s",
-                               (json_int_t)c->cfg.lost_after_s, "version", (json_int_t)n->version));
+                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:b}", "node_token", token, "agent_secret",
+                               n->agent_secret, "heartbeat_s", (json_int_t)c->cfg.heartbeat_s,
+                               "lost_after_s", (json_int_t)c->cfg.lost_after_s, "version",
+                               (json_int_t)n->version, "pending_approval", n->pending_approval));
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
 }
@@ -670,8 +829,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
-    static const char *const job_members[] = {"job",    "state", "pid",  "exit_code",
-                                              "signal", "run",   "port", NULL};
+    static const char *const job_members[] = {"job", "state", "pid", "exit_code", "signal",
+                                              "run", "port",  "oom", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -710,6 +869,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         char path[32];
         snprintf(path, sizeof path, "jobs[%zu]", i);
         int64_t x;
+        bool oom_ignored = false;
         const char *st = "";
         if (!json_is_object(jr)) {
             cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
@@ -723,7 +883,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_int(jr, path, "exit_code", false, -1000, 1000, &x, &err) ||
             cr_json_int(jr, path, "signal", false, 0, 128, &x, &err) ||
             cr_json_int(jr, path, "run", false, 0, INT32_MAX, &x, &err) ||
-            cr_json_int(jr, path, "port", false, 1, 65535, &x, &err)) {
+            cr_json_int(jr, path, "port", false, 1, 65535, &x, &err) ||
+            cr_json_bool(jr, path, "oom", false, &oom_ignored, &err)) {
             goto bad;
         }
     }
@@ -869,7 +1030,15 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             }
         }
         char why[200];
-        if (sig) {
+        if (json_is_true(json_object_get(jr, "oom"))) {
+            snprintf(why, sizeof why,
+                     "out of memory: the kernel's OOM killer acted in the job's memory limit on "
+                     "node %s (%s %d)",
+                     n->name, sig ? "signal" : "exit code", sig ? sig : code);
+            if (code == 0 && sig == 0) {
+                code = 137; /* an OOM kill is a failure even when the job's own exit was 0 */
+            }
+        } else if (sig) {
             snprintf(why, sizeof why, "killed by signal %d on node %s", sig, n->name);
         } else {
             snprintf(why, sizeof why, "exited with code %d on node %s", code, n->name);
@@ -926,7 +1095,7 @@ void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **se
     if (nseg == 3 && strcmp(seg[2], "register") == 0 && strcmp(m, "POST") == 0) {
         cr_http_set_route(req, "/v1/agents/register");
         if (p->role != CR_ROLE_JOIN && p->role != CR_ROLE_AGENT && p->role != CR_ROLE_ADMIN) {
-            ctl_reply_err(req, 403, CR_EPERM, NULL, "registering a node needs the join token");
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "registering a node needs a bootstrap token");
             return;
         }
         agent_register(c, req, p);
@@ -944,7 +1113,10 @@ void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         return;
     }
     cr_http_set_route(req, status ? "/v1/agents/{node}/status" : "/v1/agents/{node}/desired");
-    if (!(p->role == CR_ROLE_AGENT && strcmp(p->node, node) == 0) && p->role != CR_ROLE_ADMIN) {
+    /* The desired state carries the jobs' secrets: only the node's own
+     * credential receives it, not even an admin. */
+    if (!(p->role == CR_ROLE_AGENT && strcmp(p->node, node) == 0) &&
+        (p->role != CR_ROLE_ADMIN || desired)) {
         ctl_reply_err(req, 403, CR_EPERM, NULL, "only node '%s''s own token may do this", node);
         return;
     }
@@ -991,6 +1163,36 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         }
         return;
     }
+    if (nseg == 4 && strcmp(m, "POST") == 0 && strcmp(seg[3], "approve") == 0) {
+        cr_http_set_route(req, "/v1/nodes/{name}/approve");
+        if (p->role != CR_ROLE_ADMIN) {
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may approve nodes");
+            return;
+        }
+        pthread_mutex_lock(&c->mu);
+        ctl_node *n = ctl_node_find(c, seg[2]);
+        if (!n) {
+            pthread_mutex_unlock(&c->mu);
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+            return;
+        }
+        if (n->pending_approval) {
+            n->pending_approval = false;
+            n->drained = false;
+            if (n->state != NS_LOST) {
+                n->state = NS_UP;
+            }
+            n->reason[0] = '\0';
+            n->sched_dirty = true;
+            ctl_sched_kick(c);
+            cr_info("node=%s approved", n->name);
+        }
+        cr_store_txn *txn = cr_store_txn_new();
+        node_persist(txn, n);
+        ctl_commit_reply(c, txn, req, 200, node_json(c, n, false));
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
     if (nseg == 4 && strcmp(m, "POST") == 0 &&
         (strcmp(seg[3], "drain") == 0 || strcmp(seg[3], "undrain") == 0)) {
         cr_http_set_route(req, "/v1/nodes/{name}/drain");
@@ -1018,6 +1220,13 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             pthread_mutex_unlock(&c->mu);
             json_decref(v);
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+            return;
+        }
+        if (!drain && n->pending_approval) {
+            pthread_mutex_unlock(&c->mu);
+            json_decref(v);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                          "node '%s' awaits approval: corral nodes approve %s", n->name, n->name);
             return;
         }
         n->drained = drain;

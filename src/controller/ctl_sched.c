@@ -964,6 +964,7 @@ static void *sched_main(void *arg)
         pthread_mutex_unlock(&c->mu);
         ctl_nodes_tick(c, now);
         ctl_services_tick(c, now);
+        ctl_audit_tick(c, now);
         ctl_batch_tick(c);
         if (run && pl) {
             int64_t t0 = cr_mono_ns();

@@ -680,6 +680,13 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
     } else if (!*s->tenant) {
         snprintf(s->tenant, sizeof s->tenant, "default");
     }
+    ctl_run_as ra;
+    char rwhy[300];
+    if (ctl_run_as_lookup(&c->cfg, s->tenant, NULL, &ra, rwhy, sizeof rwhy) != 0) {
+        ctl_reply_err(req, 403, CR_EPERM, "tenant", "%s", rwhy);
+        svc_free(s);
+        return;
+    }
     pthread_mutex_lock(&c->mu);
     if (!ctl_tenant_find(c, s->tenant)) {
         pthread_mutex_unlock(&c->mu);

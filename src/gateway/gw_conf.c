@@ -16,6 +16,26 @@
 #include <netdb.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+
+/* The bearer token from the first line of a file (keeps it out of ps). */
+static int token_from_file(gw_conf *c, const char *path, const char *what)
+{
+    FILE *f = fopen(path, "r");
+    char line[512] = "";
+    if (!f || !fgets(line, sizeof line, f)) {
+        fprintf(stderr, "corral gateway: %s: cannot read a token from '%s'\n", what, path);
+        if (f) {
+            fclose(f);
+        }
+        return CR_EINVAL;
+    }
+    fclose(f);
+    line[strcspn(line, "\r\n \t")] = '\0';
+    free(c->token);
+    c->token = cr_strdup(line);
+    return 0;
+}
 
 static void conf_defaults(gw_conf *c)
 {
@@ -52,6 +72,7 @@ void gw_conf_fini(gw_conf *c)
     c->service_count = 0;
     CR_FREE(c->controller);
     CR_FREE(c->token);
+    CR_FREE(c->ca_file);
     CR_FREE(c->config_path);
 }
 
@@ -331,12 +352,15 @@ static int load_root(json_t *root, const char *path, gw_conf *c)
                 rc = json_err(path, key, "must be \"ADDR:PORT\"");
                 goto out;
             }
-        } else if (strcmp(key, "controller") == 0 || strcmp(key, "token") == 0) {
+        } else if (strcmp(key, "controller") == 0 || strcmp(key, "token") == 0 ||
+                   strcmp(key, "ca_file") == 0) {
             if (!json_is_string(v)) {
                 rc = json_err(path, key, "must be a string");
                 goto out;
             }
-            char **dst = strcmp(key, "controller") == 0 ? &c->controller : &c->token;
+            char **dst = strcmp(key, "controller") == 0 ? &c->controller
+                         : strcmp(key, "token") == 0    ? &c->token
+                                                        : &c->ca_file;
             free(*dst);
             *dst = cr_strdup(json_string_value(v));
         } else if (strcmp(key, "max_inflight") == 0) {
@@ -400,7 +424,10 @@ static void usage(FILE *f)
             "  --config FILE               JSON config (see docs/gateway.md); SIGHUP reloads "
             "its services\n"
             "  --controller URL            long-poll endpoints from the controller\n"
-            "  --token T                   bearer token for the controller (or CORRAL_TOKEN)\n"
+            "  --token T                   bearer token for the controller (visible in ps: prefer\n"
+            "                              --token-file, CORRAL_TOKEN or CORRAL_TOKEN_FILE)\n"
+            "  --token-file FILE           file holding the bearer token\n"
+            "  --ca-file FILE              PEM CA bundle to verify an https:// controller\n"
             "  --max-inflight N            requests per replica before 503 (default 256)\n"
             "  --hold N                    requests held per service at zero ready replicas "
             "(default 100; 0: answer 503)\n"
@@ -479,6 +506,8 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         {"seed", required_argument, NULL, 8},
         {"shutdown-grace", required_argument, NULL, 9},
         {"max-clients", required_argument, NULL, 10},
+        {"token-file", required_argument, NULL, 11},
+        {"ca-file", required_argument, NULL, 12},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -521,6 +550,18 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         case 't':
             free(c->token);
             c->token = cr_strdup(optarg);
+            break;
+        case 11:
+            rc = token_from_file(c, optarg, "--token-file");
+            break;
+        case 12:
+            if (access(optarg, R_OK) != 0) {
+                fprintf(stderr, "corral gateway: --ca-file: cannot read '%s'\n", optarg);
+                rc = CR_EINVAL;
+            } else {
+                free(c->ca_file);
+                c->ca_file = cr_strdup(optarg);
+            }
             break;
         case 'm':
             rc = int_flag("--max-inflight", optarg, 1, 1000000, &c->max_inflight);
@@ -599,9 +640,11 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         return CR_EINVAL;
     }
     if (!c->token) {
-        const char *t = getenv("CORRAL_TOKEN");
+        const char *t = getenv("CORRAL_TOKEN"), *tf = getenv("CORRAL_TOKEN_FILE");
         if (t && *t) {
             c->token = cr_strdup(t);
+        } else if (tf && *tf && token_from_file(c, tf, "CORRAL_TOKEN_FILE") != 0) {
+            return CR_EINVAL;
         }
     }
     for (size_t i = 0; i < c->service_count; i++) {

@@ -61,6 +61,7 @@ static cr_client *new_client(gw *g)
 {
     cr_client_opts o = {.server = g->conf->controller,
                         .token = g->conf->token,
+                        .ca_file = g->conf->ca_file,
                         .connect_timeout_ns = 5 * CR_NS_PER_SEC};
     cr_client *cl = NULL;
     if (cr_client_new(&o, &cl) < 0) {

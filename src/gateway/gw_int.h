@@ -81,6 +81,7 @@ typedef struct gw_conf {
     uint16_t listen_port;          /* bind port */
     char *controller;              /* controller base URL or NULL; owned */
     char *token;                   /* bearer token for the controller or NULL; owned */
+    char *ca_file;                 /* PEM CA bundle to verify an https:// controller; owned */
     char *config_path;             /* --config file, reloaded on SIGHUP; owned */
     gw_service_conf *services;     /* owned array */
     size_t service_count;          /* entries in services */

@@ -94,9 +94,11 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
         m->registers++;
         m->forget_tokens = 0;
         pthread_mutex_unlock(&m->mu);
-        return reply_json(
-            c, 200,
-            json_pack("{s:s,s:f,s:i}", "node_token", tok, "heartbeat_s", 0.5, "lost_after_s", 30));
+        char sec[128];
+        snprintf(sec, sizeof sec, "as-%s", node);
+        return reply_json(c, 200,
+                          json_pack("{s:s,s:s,s:f,s:i}", "node_token", tok, "agent_secret", sec,
+                                    "heartbeat_s", 0.5, "lost_after_s", 30));
     }
     char node[64], what[32];
     if (sscanf(url, "/v1/agents/%63[^/]/%31s", node, what) != 2) {

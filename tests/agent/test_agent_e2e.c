@@ -400,28 +400,33 @@ static void test_run_job_env_logs_exit(void **state)
     snprintf(path, sizeof path, "%s/ck/1", E.dir);
     assert_true(file_exists(path));
 
-    /* Logs: on disk, and through the agent's route with the node token. */
-    snprintf(path, sizeof path, "%s/logs/1.out", E.state);
+    /* Logs: on disk, and through the agent's route with the agent secret
+     * the controller issued (never the node token or the join token). */
+    snprintf(path, sizeof path, "%s/logs/1/out", E.state);
     char *out = slurp(path);
     assert_non_null(out);
     assert_string_equal(out, "out-1\n");
     free(out);
     char *body = NULL;
-    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stdout", "nt-n1", &body), 200);
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stdout", "nt-n1", &body), 401);
+    free(body);
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stdout", "jt-secret", &body), 401);
+    free(body);
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stdout", "as-n1", &body), 200);
     assert_string_equal(body, "out-1\n");
     free(body);
-    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stderr&offset=1", "nt-n1", &body), 200);
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=stderr&offset=1", "as-n1", &body), 200);
     assert_string_equal(body, "ops\n");
     free(body);
     assert_int_equal(http_get("/v1/jobs/1/logs", NULL, &body), 401);
     free(body);
-    assert_int_equal(http_get("/v1/jobs/1/logs?stream=video", "nt-n1", &body), 400);
+    assert_int_equal(http_get("/v1/jobs/1/logs?stream=video", "as-n1", &body), 400);
     free(body);
     /* No log (yet) reads as empty: the job may be about to start here. */
-    assert_int_equal(http_get("/v1/jobs/999/logs", "nt-n1", &body), 200);
+    assert_int_equal(http_get("/v1/jobs/999/logs", "as-n1", &body), 200);
     assert_string_equal(body ? body : "", "");
     free(body);
-    assert_int_equal(http_get("/v1/jobs/999/oops", "nt-n1", &body), 404);
+    assert_int_equal(http_get("/v1/jobs/999/oops", "as-n1", &body), 404);
     free(body);
 
     /* Once the controller stops listing it, the agent forgets the job. */
@@ -476,7 +481,7 @@ static void test_missing_command(void **state)
     assert_int_equal(json_integer_value(json_object_get(x, "exit_code")), 127);
     json_decref(x);
     char path[400];
-    snprintf(path, sizeof path, "%s/logs/2.err", E.state);
+    snprintf(path, sizeof path, "%s/logs/2/err", E.state);
     char *err = slurp(path);
     assert_non_null(err);
     assert_non_null(strstr(err, "cannot run '/no/such/program'"));
@@ -567,8 +572,8 @@ static void test_stop_term_then_kill(void **state)
     assert_true(wait_for(status_has, &r4, 20));
     /* Wait until both shells have set their traps (they print "up" after). */
     char p3[400], p4[400];
-    snprintf(p3, sizeof p3, "%s/logs/3.out", E.state);
-    snprintf(p4, sizeof p4, "%s/logs/4.out", E.state);
+    snprintf(p3, sizeof p3, "%s/logs/3/out", E.state);
+    snprintf(p4, sizeof p4, "%s/logs/4/out", E.state);
     double end = now_s() + 20;
     for (;;) {
         char *a = slurp(p3), *b = slurp(p4);

@@ -16,12 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
-
-extern char **environ;
 
 static char dir[64];
 
@@ -68,7 +67,7 @@ static void test_exit_code_and_signal(void **state)
     cr_proc p;
     char err[256];
     spec_sh(&s, 1, "echo hi; exit 3");
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.state, CR_PROC_EXITED);
     assert_int_equal(p.exit_code, 3);
@@ -76,7 +75,7 @@ static void test_exit_code_and_signal(void **state)
     cr_proc_fini(&p);
 
     spec_sh(&s, 2, "kill -SEGV $$");
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.signal, SIGSEGV);
     assert_int_equal(p.exit_code, 128 + SIGSEGV);
@@ -124,13 +123,13 @@ static void test_tasks(void **state)
     s.has_gang = 1;
     s.gang = g;
     s.array_index = -1;
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.exit_code, 0);
     cr_proc_fini(&p);
     for (int t = 0; t < 3; t++) {
         char path[128], want[64];
-        snprintf(path, sizeof path, "%s/logs/20.%d.out", dir, 3 + t);
+        snprintf(path, sizeof path, "%s/logs/20/%d.out", dir, 3 + t);
         snprintf(want, sizeof want, "rank %d local %d of 6\n", 3 + t, t);
         const char *got = slurp_file(path);
         assert_non_null(got);
@@ -144,7 +143,7 @@ static void test_tasks(void **state)
     s.gang = g;
     s.array_index = -1;
     int64_t t0 = cr_mono_ns();
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.exit_code, 5);
     assert_true(cr_mono_ns() - t0 < 20 * CR_NS_PER_SEC);
@@ -159,7 +158,7 @@ static void test_tasks(void **state)
     s.out_pattern = "o-%j-%t.txt";
     s.workdir = dir;
     s.array_index = -1;
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.exit_code, 0);
     cr_proc_fini(&p);
@@ -178,7 +177,7 @@ static void test_stop_escalates(void **state)
     cr_proc p;
     char err[256];
     spec_sh(&s, 3, "trap '' TERM; echo ready; while :; do sleep 0.05; done");
-    assert_int_equal(cr_proc_spawn(dir, "n", &s, environ, &p, err, sizeof err), 0);
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     /* Wait (with a deadline) until the shell has set its trap. */
     char *log = cr_proc_log_path(dir, 3, "out");
     int ready = 0;
@@ -202,6 +201,47 @@ static void test_stop_escalates(void **state)
     run_to_end(&p);
     assert_int_equal(p.signal, SIGKILL);
     cr_proc_fini(&p);
+}
+
+/* A job with a user runs as it (root only); uid 0 needs allow_root. */
+static void test_user(void **state)
+{
+    cr_job_spec s;
+    cr_proc p;
+    char err[256];
+    spec_sh(&s, 9, "echo $(id -u):$(id -g):$(id -G)");
+    s.has_user = 1;
+    s.uid = 0;
+    s.gid = 0;
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), CR_EPERM);
+    assert_non_null(strstr(err, "uid 0"));
+    if (geteuid() != 0) {
+        skip();
+    }
+    s.uid = 64003;
+    s.gid = 64004;
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 0);
+    cr_proc_fini(&p);
+    char *log = cr_proc_log_path(dir, 9, "out");
+    FILE *f = fopen(log, "r");
+    char line[64] = "";
+    assert_non_null(f);
+    assert_non_null(fgets(line, sizeof line, f));
+    fclose(f);
+    assert_string_equal(line, "64003:64004:64004\n");
+    struct stat sb;
+    assert_int_equal(stat(log, &sb), 0);
+    assert_true(sb.st_uid == 64003 && (sb.st_mode & 0777) == 0600);
+    free(log);
+    char path[128];
+    snprintf(path, sizeof path, "%s/logs/9", dir);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true(sb.st_uid == 64003 && (sb.st_mode & 0777) == 0700);
+    snprintf(path, sizeof path, "%s/jobs.journal", dir);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_true((sb.st_mode & 0777) == 0600);
 }
 
 static void write_journal(const char *text)
@@ -267,6 +307,7 @@ int main(void)
         cmocka_unit_test(test_tasks),
         cmocka_unit_test(test_stop_escalates),
         cmocka_unit_test(test_journal_replay),
+        cmocka_unit_test(test_user),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

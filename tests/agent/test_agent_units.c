@@ -7,6 +7,7 @@
 #include "cr_task_env.h"
 #include "cr_error.h"
 #include "cr_gpu.h"
+#include "cr_iso.h"
 #include "cr_time.h"
 
 #include <setjmp.h>
@@ -324,10 +325,10 @@ static void test_task_env(void **state)
     free(p);
     /* per-task logs when a node runs several tasks, the job's log for one */
     char *lp = cr_task_log_path("/st", 7, 6, 4, "out");
-    assert_string_equal(lp, "/st/logs/7.6.out");
+    assert_string_equal(lp, "/st/logs/7/6.out");
     free(lp);
     lp = cr_task_log_path("/st", 7, 1, 1, "err");
-    assert_string_equal(lp, "/st/logs/7.err");
+    assert_string_equal(lp, "/st/logs/7/err");
     free(lp);
     /* round trip keeps the batch members */
     json_t *j = cr_job_spec_to_json(s);
@@ -432,6 +433,69 @@ static void test_desired_parse(void **state)
     cr_desired_fini(&d);
 }
 
+/* The job's user and limits on the wire; the device rules of a job. */
+static void test_desired_fence(void **state)
+{
+    cr_desired d;
+    char err[256];
+    const char *t = "{\"version\":1,\"checkpoint_base\":\"/ck/abc\",\"checkpoint_retention_s\":60,"
+                    "\"jobs\":[{\"job\":5,\"command\":[\"x\"],\"gpus\":[2,3],\"uid\":64001,"
+                    "\"gid\":64002,\"cpus\":2.5,\"mem_bytes\":1048576},"
+                    "{\"job\":6,\"command\":[\"x\"]}]}";
+    assert_int_equal(cr_desired_parse(t, strlen(t), &d, err, sizeof err), 0);
+    assert_string_equal(d.checkpoint_base, "/ck/abc");
+    assert_int_equal(d.checkpoint_retention_s, 60);
+    const cr_job_spec *s = cr_desired_find(&d, 5);
+    assert_true(s->has_user);
+    assert_int_equal(s->uid, 64001);
+    assert_int_equal(s->gid, 64002);
+    assert_false(s->allow_root);
+    assert_true(s->cpus == 2.5);
+    assert_int_equal(s->mem_bytes, 1048576);
+    /* No uid: the agent's own user (single-user mode); never uid 0 by default. */
+    assert_false(cr_desired_find(&d, 6)->has_user);
+    int maj[96], min[96];
+    size_t n = cr_iso_dev_rules(s, maj, min, 96);
+    int g2 = 0, g3 = 0, other = 0, ctl = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (maj[i] == CR_NVIDIA_MAJOR) {
+            g2 += min[i] == 2;
+            g3 += min[i] == 3;
+            ctl += min[i] == 255;
+            other += min[i] >= 0 && min[i] < 64 && min[i] != 2 && min[i] != 3;
+            assert_true(min[i] >= 0); /* never all of major 195 */
+        }
+    }
+    assert_true(g2 == 1 && g3 == 1 && ctl == 1 && other == 0);
+    /* The clean environment starts from defaults, never from the agent's. */
+    setenv("CORRAL_TEST_AGENT_SECRET", "x", 1);
+    char **base = cr_job_env_base(s, "/w");
+    char **env = cr_job_env(s, base, "n1");
+    int path = 0, home = 0;
+    for (char **e = env; *e; e++) {
+        assert_null(strstr(*e, "CORRAL_TEST_AGENT_SECRET"));
+        path += strncmp(*e, "PATH=", 5) == 0;
+        home += strncmp(*e, "HOME=", 5) == 0;
+    }
+    assert_true(path == 1 && home == 1);
+    cr_strv_free(env);
+    cr_strv_free(base);
+    cr_desired_fini(&d);
+    const char *bad[] = {
+        "{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"uid\":5}]}",
+        "{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"cpus\":-1}]}",
+        "{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"allow_root\":1}]}",
+        "{\"version\":1,\"checkpoint_base\":\"rel\"}",
+    };
+    const char *want[] = {"jobs[0].gid", "jobs[0].cpus", "jobs[0].allow_root", "checkpoint_base"};
+    for (size_t i = 0; i < 4; i++) {
+        assert_int_not_equal(cr_desired_parse(bad[i], strlen(bad[i]), &d, err, sizeof err), 0);
+        if (!strstr(err, want[i])) {
+            fail_msg("%s: %s lacks %s", bad[i], err, want[i]);
+        }
+    }
+}
+
 static void test_desired_errors(void **state)
 {
     const struct {
@@ -487,7 +551,8 @@ int main(void)
         cmocka_unit_test(test_sim_spec_errors), cmocka_unit_test(test_faults),
         cmocka_unit_test(test_health),          cmocka_unit_test(test_nvml_names),
         cmocka_unit_test(test_nvlink_domains),  cmocka_unit_test(test_desired_parse),
-        cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_task_env),
+        cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_desired_fence),
+        cmocka_unit_test(test_task_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

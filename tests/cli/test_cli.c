@@ -440,7 +440,7 @@ static void test_cmd_submit_script(void **state)
     }
     /* options with no Corral equivalent, or not yet, are named with their line */
     assert_non_null(strstr(r.err, ":8: #SBATCH --mail-user=me@example.org: no Corral equivalent"));
-    assert_non_null(strstr(r.err, ":9: #SBATCH -c: CPU requests are not supported yet"));
+    assert_null(strstr(r.err, ":9:")); /* -c maps: cpus per task x tasks per node */
     json_t *last = fake_server_last(s);
     const json_t *b = sent_body(last);
     assert_string_equal(json_string_value(json_object_get(b, "name")), "trainer");
@@ -452,6 +452,7 @@ static void test_cmd_submit_script(void **state)
     assert_string_equal(json_string_value(json_object_get(b, "output")), "out-%j.txt");
     assert_int_equal(json_integer_value(json_object_get(b, "priority")), 3); /* the CLI wins */
     assert_int_equal(json_integer_value(json_object_get(b, "max_retries")), 1);
+    assert_true(json_number_value(json_object_get(b, "cpus")) == 32.0);
     assert_string_equal(json_string_value(json_object_get(b, "script")), script);
     json_t *cmd = json_object_get(b, "command");
     assert_string_equal(json_string_value(json_array_get(cmd, 0)), strrchr(path, '/') + 1);

@@ -105,6 +105,22 @@ static void test_count(void **state)
     assert_true(i == 12);
     assert_int_equal(cr_parse_i64("101", 0, 100, &i), CR_ERANGE);
     assert_int_equal(cr_parse_i64("1 ", 0, 100, &i), CR_EINVAL);
+    /* Memory sizes, Slurm-style: powers of 1024, a bare number is MB. */
+    assert_int_equal(cr_parse_bytes("512M", &i), 0);
+    assert_true(i == 512LL << 20);
+    assert_int_equal(cr_parse_bytes("16g", &i), 0);
+    assert_true(i == 16LL << 30);
+    assert_int_equal(cr_parse_bytes("1.5GB", &i), 0);
+    assert_true(i == 3LL << 29);
+    assert_int_equal(cr_parse_bytes("100", &i), 0);
+    assert_true(i == 100LL << 20);
+    assert_int_equal(cr_parse_bytes("64K", &i), 0);
+    assert_true(i == 64LL << 10);
+    assert_int_equal(cr_parse_bytes("0", &i), CR_EINVAL);
+    assert_int_equal(cr_parse_bytes("-1G", &i), CR_EINVAL);
+    assert_int_equal(cr_parse_bytes("1Q", &i), CR_EINVAL);
+    assert_int_equal(cr_parse_bytes("1BB", &i), CR_EINVAL);
+    assert_int_equal(cr_parse_bytes("9999999T", &i), CR_ERANGE);
 }
 
 static void test_csv(void **state)

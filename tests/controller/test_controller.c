@@ -603,16 +603,23 @@ static const char *const reg_body =
     "SXM\",\"mem_bytes\":85899345920},"
     "{\"index\":1,\"uuid\":\"GPU-%s-1\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}";
 
-static char *register_node(const daemon_t *d, const char *name)
+/* Register (or re-register) a node with tok: a bootstrap token for a new
+ * node, the node's own token for one that comes back. */
+static char *register_node_with(const daemon_t *d, const char *name, const char *tok)
 {
     char body[1024];
     snprintf(body, sizeof body, reg_body, name, name, name);
     long code;
-    json_t *v = call(d, "POST", "/v1/agents/register", d->join, body, &code);
+    json_t *v = call(d, "POST", "/v1/agents/register", tok, body, &code);
     assert_int_equal(code, 200);
     char *t = strdup(str(v, "node_token"));
     json_decref(v);
     return t;
+}
+
+static char *register_node(const daemon_t *d, const char *name)
+{
+    return register_node_with(d, name, d->join);
 }
 
 static void test_agent_protocol(void **state)
@@ -722,7 +729,7 @@ static void test_agent_protocol(void **state)
     json_decref(v);
 
     /* It comes back and reports the exit of the rerun: completed. */
-    char *t1b = register_node(&d, "n1");
+    char *t1b = register_node_with(&d, "n1", t1);
     wait_state(&d, id, "running");
     char body[256];
     /* A late exit of the first run (before the node was lost) is not this run's. */
@@ -1087,7 +1094,7 @@ static void test_gpu_health(void **state)
 
 /* A stand-in agent that serves a job's log, checking the controller's token. */
 typedef struct fake_agent {
-    char join[128];
+    char secret[128]; /* the agent secret the controller issued at registration */
     char seen_path[256];
 } fake_agent;
 
@@ -1096,7 +1103,7 @@ static void fake_agent_handler(void *ctx, cr_http_req *req)
     fake_agent *a = ctx;
     const char *auth = cr_http_header(req, "Authorization");
     char want[200];
-    snprintf(want, sizeof want, "Bearer %s", a->join);
+    snprintf(want, sizeof want, "Bearer %s", a->secret);
     if (!auth || strcmp(auth, want) != 0) {
         cr_http_respond(req, 401, "text/plain", cr_strdup("no"), 2);
         return;
@@ -1114,7 +1121,6 @@ static void test_logs_proxy(void **state)
     start(&d, true, NULL);
     fake_agent fa;
     memset(&fa, 0, sizeof fa);
-    snprintf(fa.join, sizeof fa.join, "%s", d.join);
     cr_http_config hc = {.port = 0, .handler = fake_agent_handler, .ctx = &fa};
     cr_http_server *srv = NULL;
     assert_int_equal(cr_http_server_new(&hc, &srv), 0);
@@ -1126,6 +1132,11 @@ static void test_logs_proxy(void **state)
     long code;
     json_t *v = call(&d, "POST", "/v1/agents/register", d.join, body, &code);
     assert_int_equal(code, 200);
+    /* The controller calls the agent with a secret of that node's own,
+     * never the join token. */
+    snprintf(fa.secret, sizeof fa.secret, "%s", str(v, "agent_secret"));
+    assert_true(strncmp(fa.secret, "crl_", 4) == 0);
+    assert_string_not_equal(fa.secret, d.join);
     json_decref(v);
     int64_t id = submit(&d, d.admin, "{\"command\":[\"echo\",\"hello\"]}");
     char path[128];

@@ -1,0 +1,112 @@
+/*
+ * cr_iso.h - what fences a job on its node: the Unix user it runs as, the
+ * device nodes it may open, and its memory and CPU limits (docs/isolation.md).
+ *
+ * At start the agent probes what this host allows (cr_iso_probe): root (so
+ * the shim can switch to the job's uid), the cgroup v1 devices, memory and
+ * cpu controllers (a directory corral-<node> under the agent's own cgroup in
+ * each), and a writable cgroup v2 directory (device filter: an eBPF
+ * BPF_PROG_TYPE_CGROUP_DEVICE program, written by hand as systemd does;
+ * memory.max and cpu.max where those controllers are delegated). What cannot
+ * be enforced is logged at start and reported to the controller
+ * (cr_iso_report), never skipped silently.
+ *
+ * Per job (cr_iso_job_setup) the agent makes job-<id> in each of those,
+ * denies every device but the job's own /dev/nvidiaN (major 195, minor = the
+ * GPU index), the shared NVIDIA control nodes and the standard character
+ * devices, and writes the limits; the shim joins each cgroup before the job
+ * exists. An OOM kill inside a job's cgroup is read back (cr_iso_oom_kills)
+ * so the exit can be reported as "out of memory".
+ *
+ * Threading: the agent's main thread only.
+ */
+#ifndef CR_ISO_H
+#define CR_ISO_H
+
+#include "cr_desired.h"
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define CR_NVIDIA_MAJOR   195 /* /dev/nvidiaN, nvidiactl (255), nvidia-modeset (254) */
+#define CR_ISO_V1_DEVICES 0
+#define CR_ISO_V1_MEMORY  1
+#define CR_ISO_V1_CPU     2
+#define CR_ISO_V1_N       3
+
+typedef struct cr_iso {
+    int root;              /* euid 0: jobs can run as their own uid */
+    char *v1[CR_ISO_V1_N]; /* owned: <controller mount><own cgroup>/corral-<node>, NULL none */
+    char *v2;              /* owned: cgroup v2 directory for the jobs, NULL none */
+    int v2_bpf;            /* a device program attaches to v2 job cgroups */
+    int v2_memory, v2_cpu; /* controllers delegated to the v2 job cgroups */
+    char dev_dir[512];     /* where the GPU device nodes are ("/dev"; sim: placeholders) */
+    char why_uid[128], why_dev[640], why_mem[640], why_cpu[640]; /* "" when enforced */
+} cr_iso;
+
+/* The cgroups of one job (owned strings, NULL none), kept in its record. */
+typedef struct cr_iso_job {
+    char *v1[CR_ISO_V1_N];
+    char *v2;
+} cr_iso_job;
+
+/*
+ * Probe. v2_arg: --cgroup (auto|off|DIR); v1_arg: --cgroup-v1 (auto|off).
+ * dev_dir: the directory of the GPU device nodes (borrowed). Never fails:
+ * what is missing is recorded in the why_* strings.
+ */
+void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const char *node,
+                  const char *dev_dir);
+void cr_iso_fini(cr_iso *iso);
+/* Log one line per mechanism (enforced or why not). */
+void cr_iso_log(const cr_iso *iso);
+/* {"uid","devices","memory","cpu": "enforced"|"unavailable", "detail": text}. Returned new. */
+json_t *cr_iso_report(const cr_iso *iso);
+
+/*
+ * Make the job's cgroups with its device rules and limits. cgroups that
+ * cannot be made are skipped, with a line for the job's stderr in warn
+ * (may stay ""). The device filter failing on a host where it was probed
+ * to work is an error (the job must not start unfenced): CR_EIO.
+ */
+int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, char *warn,
+                     size_t warnlen);
+/* The "cgroup.procs" files the shim writes its pid to; returned new, NULL-ended. */
+char **cr_iso_job_procs(const cr_iso_job *j);
+/* OOM kills counted in the job's memory cgroup (v1 or v2); 0 when none or unknown. */
+uint64_t cr_iso_oom_kills(const cr_iso_job *j);
+/* Whether the job's memory cgroup ever hit its limit (v1 memory.failcnt,
+ * v2 memory.events "oom"). The kernel sends an OOM kill's SIGKILL before it
+ * counts oom_kill, so a job reaped at once may show the kill before the
+ * count: a SIGKILLed job whose cgroup hit its limit is an OOM kill too. */
+int cr_iso_mem_hit(const cr_iso_job *j);
+/* SIGKILL every process left in the job's cgroups (cgroup.kill on v2). */
+void cr_iso_job_kill(const cr_iso_job *j);
+/* rmdir the job's cgroups (fails harmlessly while something still runs). */
+void cr_iso_job_remove(const cr_iso_job *j);
+void cr_iso_job_fini(cr_iso_job *j);
+json_t *cr_iso_job_to_json(const cr_iso_job *j);
+void cr_iso_job_from_json(json_t *v, cr_iso_job *j);
+
+/*
+ * The device rules of a job as (major, minor) pairs, minor -1 = any: the
+ * job's GPUs, the NVIDIA control nodes, the standard character devices.
+ * Exposed for tests. Returns the count (<= max).
+ */
+size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max);
+
+/* Create placeholder GPU device nodes (mknod c 195 N, mode 0666) for the
+ * sim backend in dir (0755): nvidia0..nvidia<count-1>, nvidiactl. */
+int cr_iso_sim_devices(const char *dir, size_t count, char *err, size_t errlen);
+
+/*
+ * Prepare a directory for a job's user: mkdir (mode), then verify with
+ * lstat that it is a directory and not a link, and chown it to uid:gid
+ * (when uid >= 0) and chmod it to mode. Refuses a path whose existing
+ * directory belongs to somebody else than root or the uid. 0 or CR_E*.
+ */
+int cr_iso_own_dir(const char *path, int mode, int64_t uid, int64_t gid, char *err, size_t errlen);
+
+#endif

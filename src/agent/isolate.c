@@ -1,0 +1,718 @@
+/*
+ * isolate.c - users, device filters and limits for jobs. See cr_iso.h.
+ */
+#include "cr_iso.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/bpf.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+static const char *const v1_names[CR_ISO_V1_N] = {"devices", "memory", "cpu"};
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return CR_EIO;
+    }
+    ssize_t n = write(fd, text, strlen(text));
+    int e = errno;
+    close(fd);
+    errno = e;
+    return n == (ssize_t)strlen(text) ? 0 : CR_EIO;
+}
+
+static int write_at(const char *dir, const char *file, const char *text)
+{
+    char *p = cr_asprintf("%s/%s", dir, file);
+    int rc = write_file(p, text);
+    free(p);
+    return rc;
+}
+
+static int read_small(const char *path, char *buf, size_t len)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return CR_ENOENT;
+    }
+    ssize_t n = read(fd, buf, len - 1);
+    close(fd);
+    if (n < 0) {
+        return CR_EIO;
+    }
+    buf[n] = '\0';
+    return 0;
+}
+
+/* The agent's own cgroup in the v1 hierarchy holding controller name. */
+static int own_v1_path(const char *name, char *out, size_t len)
+{
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    char line[1024];
+    int rc = CR_ENOENT;
+    while (f && fgets(line, sizeof line, f)) {
+        char *c1 = strchr(line, ':'), *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
+        if (!c2) {
+            continue;
+        }
+        *c2 = '\0';
+        line[strcspn(line, "\n")] = '\0';
+        char *ctrls = c1 + 1, *save = NULL;
+        for (char *t = strtok_r(ctrls, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            if (strcmp(t, name) == 0) {
+                char *p = c2 + 1;
+                p[strcspn(p, "\n")] = '\0';
+                snprintf(out, len, "%s", strcmp(p, "/") == 0 ? "" : p);
+                rc = 0;
+            }
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return rc;
+}
+
+static char *probe_v1(const char *name, const char *node, char *why, size_t whylen)
+{
+    char mnt[64], own[512];
+    snprintf(mnt, sizeof mnt, "/sys/fs/cgroup/%s", name);
+    struct statfs sf;
+    if (statfs(mnt, &sf) != 0 || sf.f_type != CGROUP_SUPER_MAGIC) {
+        snprintf(why, whylen, "no cgroup v1 %s controller at %s", name, mnt);
+        return NULL;
+    }
+    if (own_v1_path(name, own, sizeof own) != 0) {
+        snprintf(why, whylen, "the agent is in no cgroup v1 %s hierarchy", name);
+        return NULL;
+    }
+    char *base = cr_asprintf("%s%s/corral-%s", mnt, own, node);
+    if (mkdir(base, 0755) != 0 && errno != EEXIST) {
+        snprintf(why, whylen, "cannot create %s: %s", base, strerror(errno));
+        free(base);
+        return NULL;
+    }
+    char *procs = cr_asprintf("%s/cgroup.procs", base);
+    int ok = access(procs, W_OK) == 0;
+    free(procs);
+    if (!ok) {
+        snprintf(why, whylen, "%s is not writable: %s", base, strerror(errno));
+        free(base);
+        return NULL;
+    }
+    return base;
+}
+
+/* --- the eBPF device filter ------------------------------------------- */
+
+#define INSN(c, d, s, o, i) ((struct bpf_insn){(uint8_t)(c), (d), (s), (int16_t)(o), (int32_t)(i)})
+
+/*
+ * A BPF_PROG_TYPE_CGROUP_DEVICE program allowing read/write (not mknod) of
+ * the character devices in rules; everything else is denied. The context
+ * is struct bpf_cgroup_dev_ctx {access_type = access << 16 | type, major,
+ * minor}. Registers: r2 type, r3 access, r4 major, r5 minor. Returns the
+ * instruction count.
+ */
+static size_t build_prog(const int *major, const int *minor, size_t n, struct bpf_insn *p,
+                         size_t max)
+{
+    size_t k = 0;
+    if (max < 6 + n * 8 + 2) {
+        return 0;
+    }
+    p[k++] = INSN(BPF_LDX | BPF_MEM | BPF_W, 2, 1, 0, 0); /* r2 = access_type */
+    p[k++] = INSN(BPF_ALU64 | BPF_MOV | BPF_X, 3, 2, 0, 0);
+    p[k++] = INSN(BPF_ALU | BPF_AND | BPF_K, 2, 0, 0, 0xFFFF); /* r2 = type */
+    p[k++] = INSN(BPF_ALU | BPF_RSH | BPF_K, 3, 0, 0, 16);     /* r3 = access */
+    p[k++] = INSN(BPF_LDX | BPF_MEM | BPF_W, 4, 1, 4, 0);      /* r4 = major */
+    p[k++] = INSN(BPF_LDX | BPF_MEM | BPF_W, 5, 1, 8, 0);      /* r5 = minor */
+    for (size_t i = 0; i < n; i++) {
+        int any = minor[i] < 0;
+        int len = any ? 7 : 8; /* instructions in this rule's block */
+        int at = 0;
+        p[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, 2, 0, len - 1 - at++, BPF_DEVCG_DEV_CHAR);
+        p[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, 4, 0, len - 1 - at++, major[i]);
+        if (!any) {
+            p[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, 5, 0, len - 1 - at++, minor[i]);
+        }
+        /* access must be within read|write */
+        p[k++] = INSN(BPF_ALU64 | BPF_MOV | BPF_X, 6, 3, 0, 0);
+        at++;
+        p[k++] = INSN(BPF_ALU | BPF_AND | BPF_K, 6, 0, 0,
+                      ~(int32_t)(BPF_DEVCG_ACC_READ | BPF_DEVCG_ACC_WRITE));
+        at++;
+        p[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, 6, 0, len - 1 - at++, 0);
+        p[k++] = INSN(BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, 1);
+        p[k++] = INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    }
+    p[k++] = INSN(BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, 0);
+    p[k++] = INSN(BPF_JMP | BPF_EXIT, 0, 0, 0, 0);
+    return k;
+}
+
+/* Load the filter and attach it to the cgroup directory cg. 0 or CR_EIO (errno set). */
+static int attach_dev_prog(const char *cg, const int *major, const int *minor, size_t n)
+{
+    struct bpf_insn prog[6 + 64 * 8 + 2];
+    size_t cnt = build_prog(major, minor, n, prog, sizeof prog / sizeof prog[0]);
+    if (cnt == 0) {
+        errno = E2BIG;
+        return CR_EIO;
+    }
+    union bpf_attr la;
+    memset(&la, 0, sizeof la);
+    la.prog_type = BPF_PROG_TYPE_CGROUP_DEVICE;
+    la.insns = (uint64_t)(uintptr_t)prog;
+    la.insn_cnt = (uint32_t)cnt;
+    la.license = (uint64_t)(uintptr_t) "GPL";
+    int pfd = (int)syscall(SYS_bpf, BPF_PROG_LOAD, &la, sizeof la);
+    if (pfd < 0) {
+        return CR_EIO;
+    }
+    int cfd = open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rc = CR_EIO;
+    if (cfd >= 0) {
+        union bpf_attr aa;
+        memset(&aa, 0, sizeof aa);
+        aa.target_fd = (uint32_t)cfd;
+        aa.attach_bpf_fd = (uint32_t)pfd;
+        aa.attach_type = BPF_CGROUP_DEVICE;
+        rc = syscall(SYS_bpf, BPF_PROG_ATTACH, &aa, sizeof aa) == 0 ? 0 : CR_EIO;
+    }
+    int e = errno;
+    if (cfd >= 0) {
+        close(cfd);
+    }
+    close(pfd); /* the attachment holds the program */
+    errno = e;
+    return rc;
+}
+
+/* --- probe ------------------------------------------------------------ */
+
+static char *probe_v2(const char *arg, const char *node, char *why, size_t whylen)
+{
+    if (!arg || strcmp(arg, "off") == 0) {
+        snprintf(why, whylen, "cgroup v2 off (--cgroup off)");
+        return NULL;
+    }
+    static const char *const cands[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
+    size_t n = strcmp(arg, "auto") == 0 ? 2 : 1;
+    for (size_t i = 0; i < n; i++) {
+        const char *root = n == 2 ? cands[i] : arg;
+        struct statfs sf;
+        if (statfs(root, &sf) != 0 || sf.f_type != CGROUP2_SUPER_MAGIC) {
+            snprintf(why, whylen, "%s is not a cgroup v2 mount", root);
+            continue;
+        }
+        char *base = cr_asprintf("%s/corral-%s", root, node);
+        if (mkdir(base, 0755) == 0 || errno == EEXIST) {
+            char *procs = cr_asprintf("%s/cgroup.procs", base);
+            int ok = access(procs, W_OK) == 0;
+            free(procs);
+            if (ok) {
+                return base;
+            }
+        }
+        snprintf(why, whylen, "cannot create %s: %s", base, strerror(errno));
+        free(base);
+    }
+    return NULL;
+}
+
+/* Remove the empty job cgroups an earlier agent left (busy ones stay: rmdir fails). */
+static void prune(const char *base)
+{
+    DIR *d = base ? opendir(base) : NULL;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "job-", 4) == 0) {
+            char *path = cr_asprintf("%s/%s", base, e->d_name);
+            rmdir(path);
+            free(path);
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+}
+
+void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const char *node,
+                  const char *dev_dir)
+{
+    memset(iso, 0, sizeof *iso);
+    snprintf(iso->dev_dir, sizeof iso->dev_dir, "%s", dev_dir ? dev_dir : "/dev");
+    iso->root = geteuid() == 0;
+    if (!iso->root) {
+        snprintf(iso->why_uid, sizeof iso->why_uid,
+                 "the agent is not root: jobs run as the agent's user");
+    }
+    char w1[CR_ISO_V1_N][256] = {"", "", ""}, w2[256] = "";
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        if (v1_arg && strcmp(v1_arg, "off") == 0) {
+            snprintf(w1[i], sizeof w1[i], "cgroup v1 off (--cgroup-v1 off)");
+        } else {
+            iso->v1[i] = probe_v1(v1_names[i], node, w1[i], sizeof w1[i]);
+        }
+    }
+    iso->v2 = probe_v2(v2_arg, node, w2, sizeof w2);
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        prune(iso->v1[i]);
+    }
+    prune(iso->v2);
+    if (iso->v2) {
+        /* Does a device program attach here? Try on a scratch child. */
+        char *t = cr_asprintf("%s/probe-%d", iso->v2, (int)getpid());
+        int maj[1] = {1}, min[1] = {3};
+        if (mkdir(t, 0755) == 0 || errno == EEXIST) {
+            iso->v2_bpf = attach_dev_prog(t, maj, min, 1) == 0;
+            if (!iso->v2_bpf) {
+                snprintf(w2, sizeof w2, "eBPF device filter on %s: %s", iso->v2, strerror(errno));
+            }
+            rmdir(t);
+        }
+        free(t);
+        /* Delegate memory and cpu to the job cgroups where the parent has them. */
+        char ctl[256] = "";
+        char *cpath = cr_asprintf("%s/cgroup.controllers", iso->v2);
+        read_small(cpath, ctl, sizeof ctl);
+        free(cpath);
+        char word[64];
+        for (const char *p = ctl; sscanf(p, "%63s", word) == 1;
+             p = strstr(p, word) + strlen(word)) {
+            if (strcmp(word, "memory") == 0) {
+                iso->v2_memory = write_at(iso->v2, "cgroup.subtree_control", "+memory") == 0;
+            } else if (strcmp(word, "cpu") == 0) {
+                iso->v2_cpu = write_at(iso->v2, "cgroup.subtree_control", "+cpu") == 0;
+            }
+        }
+    }
+    if (!iso->v1[CR_ISO_V1_DEVICES] && !iso->v2_bpf) {
+        snprintf(iso->why_dev, sizeof iso->why_dev, "%s; %s", w1[CR_ISO_V1_DEVICES],
+                 *w2 ? w2 : "no cgroup v2");
+    }
+    if (!iso->v1[CR_ISO_V1_MEMORY] && !iso->v2_memory) {
+        snprintf(iso->why_mem, sizeof iso->why_mem, "%s; %s", w1[CR_ISO_V1_MEMORY],
+                 iso->v2 ? "memory controller not delegated to cgroup v2" : "no cgroup v2");
+    }
+    if (!iso->v1[CR_ISO_V1_CPU] && !iso->v2_cpu) {
+        snprintf(iso->why_cpu, sizeof iso->why_cpu, "%s; %s", w1[CR_ISO_V1_CPU],
+                 iso->v2 ? "cpu controller not delegated to cgroup v2" : "no cgroup v2");
+    }
+}
+
+void cr_iso_fini(cr_iso *iso)
+{
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        if (iso->v1[i]) {
+            rmdir(iso->v1[i]); /* only when empty */
+        }
+        CR_FREE(iso->v1[i]);
+    }
+    if (iso->v2) {
+        rmdir(iso->v2);
+    }
+    CR_FREE(iso->v2);
+}
+
+static void mech(const cr_iso *iso, int what, char *out, size_t len)
+{
+    const char *v1 = iso->v1[what] ? "cgroup v1" : "";
+    const char *v2 = what == CR_ISO_V1_DEVICES  ? (iso->v2_bpf ? "cgroup v2 eBPF" : "")
+                     : what == CR_ISO_V1_MEMORY ? (iso->v2_memory ? "cgroup v2" : "")
+                                                : (iso->v2_cpu ? "cgroup v2" : "");
+    snprintf(out, len, "%s%s%s", v1, *v1 && *v2 ? " + " : "", v2);
+}
+
+void cr_iso_log(const cr_iso *iso)
+{
+    const char *names[] = {"devices", "memory", "cpu"};
+    const char *whys[] = {iso->why_dev, iso->why_mem, iso->why_cpu};
+    if (iso->root) {
+        cr_info("agent: isolation uid: enforced (jobs run as their mapped uid)");
+    } else {
+        cr_warn("agent: isolation uid: UNAVAILABLE: %s", iso->why_uid);
+    }
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        char m[64];
+        mech(iso, i, m, sizeof m);
+        if (*whys[i]) {
+            cr_warn("agent: isolation %s: UNAVAILABLE: %s", names[i], whys[i]);
+        } else {
+            cr_info("agent: isolation %s: enforced (%s)", names[i], m);
+        }
+    }
+}
+
+json_t *cr_iso_report(const cr_iso *iso)
+{
+    char detail[2200], m[3][64];
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        mech(iso, i, m[i], sizeof m[i]);
+    }
+    snprintf(detail, sizeof detail, "uid: %s; devices: %s; memory: %s; cpu: %s",
+             iso->root ? "setuid" : iso->why_uid, *iso->why_dev ? iso->why_dev : m[0],
+             *iso->why_mem ? iso->why_mem : m[1], *iso->why_cpu ? iso->why_cpu : m[2]);
+    detail[511] = '\0'; /* the controller keeps at most 511 characters */
+    return json_pack("{s:s,s:s,s:s,s:s,s:s}", "uid", iso->root ? "enforced" : "unavailable",
+                     "devices", *iso->why_dev ? "unavailable" : "enforced", "memory",
+                     *iso->why_mem ? "unavailable" : "enforced", "cpu",
+                     *iso->why_cpu ? "unavailable" : "enforced", "detail", detail);
+}
+
+/* --- per job ---------------------------------------------------------- */
+
+size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max)
+{
+    /* null, zero, full, random, urandom, tty, ptmx, pts/N, then NVIDIA's
+     * control nodes (nvidiactl 255, nvidia-modeset 254) and the job's GPUs. */
+    static const int std[][2] = {{1, 3},
+                                 {1, 5},
+                                 {1, 7},
+                                 {1, 8},
+                                 {1, 9},
+                                 {5, 0},
+                                 {5, 2},
+                                 {136, -1},
+                                 {CR_NVIDIA_MAJOR, 255},
+                                 {CR_NVIDIA_MAJOR, 254}};
+    size_t n = 0;
+    for (size_t i = 0; i < sizeof std / sizeof std[0] && n < max; i++) {
+        major[n] = std[i][0];
+        minor[n++] = std[i][1];
+    }
+    /* nvidia-uvm and nvidia-uvm-tools: a major the driver picks at load. */
+    FILE *f = fopen("/proc/devices", "r");
+    char line[128];
+    while (f && fgets(line, sizeof line, f)) {
+        int maj;
+        char name[64];
+        if (sscanf(line, "%d %63s", &maj, name) == 2 && strcmp(name, "nvidia-uvm") == 0 &&
+            n + 1 < max) {
+            major[n] = maj;
+            minor[n++] = -1;
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    for (size_t i = 0; i < s->gpu_count && n < max; i++) {
+        major[n] = CR_NVIDIA_MAJOR;
+        minor[n++] = s->gpus[i];
+    }
+    return n;
+}
+
+static int v1_devices(const char *cg, const int *major, const int *minor, size_t n)
+{
+    if (write_at(cg, "devices.deny", "a") != 0) {
+        return CR_EIO;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char rule[64];
+        if (minor[i] < 0) {
+            snprintf(rule, sizeof rule, "c %d:* rw", major[i]);
+        } else {
+            snprintf(rule, sizeof rule, "c %d:%d rw", major[i], minor[i]);
+        }
+        if (write_at(cg, "devices.allow", rule) != 0) {
+            return CR_EIO;
+        }
+    }
+    return 0;
+}
+
+static char *make_cg(const char *base, int64_t job)
+{
+    char *cg = cr_asprintf("%s/job-%lld", base, (long long)job);
+    if (mkdir(cg, 0755) != 0 && errno != EEXIST) {
+        CR_FREE(cg);
+    }
+    return cg;
+}
+
+int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, char *warn,
+                     size_t warnlen)
+{
+    int rc = 0;
+    int major[96], minor[96];
+    size_t nr = cr_iso_dev_rules(s, major, minor, 96);
+    size_t wl = 0;
+    memset(out, 0, sizeof *out);
+    warn[0] = '\0';
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        if (iso->v1[i]) {
+            out->v1[i] = make_cg(iso->v1[i], s->job);
+        }
+    }
+    if (iso->v2) {
+        out->v2 = make_cg(iso->v2, s->job);
+    }
+    if (out->v1[CR_ISO_V1_DEVICES] && v1_devices(out->v1[CR_ISO_V1_DEVICES], major, minor, nr)) {
+        snprintf(warn, warnlen, "corral: cannot set the device rules of %s: %s",
+                 out->v1[CR_ISO_V1_DEVICES], strerror(errno));
+        rc = CR_EIO;
+        goto out;
+    }
+    if (out->v2 && iso->v2_bpf && attach_dev_prog(out->v2, major, minor, nr) != 0) {
+        snprintf(warn, warnlen, "corral: cannot attach the device filter to %s: %s", out->v2,
+                 strerror(errno));
+        rc = CR_EIO;
+        goto out;
+    }
+    if (s->mem_bytes > 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)s->mem_bytes);
+        int done = 0;
+        if (out->v1[CR_ISO_V1_MEMORY]) {
+            done = write_at(out->v1[CR_ISO_V1_MEMORY], "memory.limit_in_bytes", v) == 0;
+            /* No swap beyond the limit, where swap accounting exists. */
+            write_at(out->v1[CR_ISO_V1_MEMORY], "memory.memsw.limit_in_bytes", v);
+        }
+        if (out->v2 && iso->v2_memory) {
+            done |= write_at(out->v2, "memory.max", v) == 0;
+            write_at(out->v2, "memory.swap.max", "0");
+        }
+        if (!done) {
+            wl += (size_t)snprintf(warn + wl, warnlen - wl,
+                                   "corral: the memory limit is NOT enforced on this node (%s)\n",
+                                   *iso->why_mem ? iso->why_mem : strerror(errno));
+        }
+    }
+    if (s->cpus > 0) {
+        long long quota = (long long)(s->cpus * 100000.0 + 0.5);
+        quota = quota < 1000 ? 1000 : quota;
+        char v[64];
+        int done = 0;
+        if (out->v1[CR_ISO_V1_CPU]) {
+            snprintf(v, sizeof v, "%lld", quota);
+            done = write_at(out->v1[CR_ISO_V1_CPU], "cpu.cfs_period_us", "100000") == 0 &&
+                   write_at(out->v1[CR_ISO_V1_CPU], "cpu.cfs_quota_us", v) == 0;
+        }
+        if (out->v2 && iso->v2_cpu) {
+            snprintf(v, sizeof v, "%lld 100000", quota);
+            done |= write_at(out->v2, "cpu.max", v) == 0;
+        }
+        if (!done && wl < warnlen) {
+            snprintf(warn + wl, warnlen - wl,
+                     "corral: the CPU limit is NOT enforced on this node (%s)\n",
+                     *iso->why_cpu ? iso->why_cpu : strerror(errno));
+        }
+    }
+out:
+    if (rc != 0) {
+        cr_iso_job_remove(out);
+        cr_iso_job_fini(out);
+    }
+    return rc;
+}
+
+char **cr_iso_job_procs(const cr_iso_job *j)
+{
+    char **v = cr_calloc(CR_ISO_V1_N + 2, sizeof *v);
+    size_t n = 0;
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        if (j->v1[i]) {
+            v[n++] = cr_asprintf("%s/cgroup.procs", j->v1[i]);
+        }
+    }
+    if (j->v2) {
+        v[n++] = cr_asprintf("%s/cgroup.procs", j->v2);
+    }
+    return v;
+}
+
+static uint64_t key_value(const char *path, const char *key)
+{
+    char buf[2048];
+    if (read_small(path, buf, sizeof buf) != 0) {
+        return 0;
+    }
+    size_t kl = strlen(key);
+    for (char *p = buf; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        if (strncmp(p, key, kl) == 0 && p[kl] == ' ') {
+            return strtoull(p + kl + 1, NULL, 10);
+        }
+    }
+    return 0;
+}
+
+uint64_t cr_iso_oom_kills(const cr_iso_job *j)
+{
+    uint64_t n = 0;
+    if (j->v1[CR_ISO_V1_MEMORY]) {
+        char *p = cr_asprintf("%s/memory.oom_control", j->v1[CR_ISO_V1_MEMORY]);
+        n += key_value(p, "oom_kill");
+        free(p);
+    }
+    if (j->v2) {
+        char *p = cr_asprintf("%s/memory.events", j->v2);
+        n += key_value(p, "oom_kill");
+        free(p);
+    }
+    return n;
+}
+
+int cr_iso_mem_hit(const cr_iso_job *j)
+{
+    int hit = 0;
+    if (j->v1[CR_ISO_V1_MEMORY]) {
+        char *p = cr_asprintf("%s/memory.failcnt", j->v1[CR_ISO_V1_MEMORY]);
+        char buf[64];
+        hit |= read_small(p, buf, sizeof buf) == 0 && strtoull(buf, NULL, 10) > 0;
+        free(p);
+    }
+    if (j->v2) {
+        char *p = cr_asprintf("%s/memory.events", j->v2);
+        hit |= key_value(p, "oom") > 0;
+        free(p);
+    }
+    return hit;
+}
+
+void cr_iso_job_kill(const cr_iso_job *j)
+{
+    if (j->v2 && write_at(j->v2, "cgroup.kill", "1") == 0) {
+        return;
+    }
+    /* v1 has no cgroup.kill: signal each member (the job is frozen by nothing,
+     * so a fork race can leave one behind; the next tick repeats this). */
+    const char *cg = j->v1[CR_ISO_V1_MEMORY]    ? j->v1[CR_ISO_V1_MEMORY]
+                     : j->v1[CR_ISO_V1_DEVICES] ? j->v1[CR_ISO_V1_DEVICES]
+                                                : j->v1[CR_ISO_V1_CPU];
+    if (!cg) {
+        return;
+    }
+    char *p = cr_asprintf("%s/cgroup.procs", cg);
+    FILE *f = fopen(p, "r");
+    free(p);
+    int pid;
+    while (f && fscanf(f, "%d", &pid) == 1) {
+        if (pid > 1) {
+            kill(pid, SIGKILL);
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+}
+
+void cr_iso_job_remove(const cr_iso_job *j)
+{
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        if (j->v1[i]) {
+            rmdir(j->v1[i]);
+        }
+    }
+    if (j->v2) {
+        rmdir(j->v2);
+    }
+}
+
+void cr_iso_job_fini(cr_iso_job *j)
+{
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        CR_FREE(j->v1[i]);
+    }
+    CR_FREE(j->v2);
+}
+
+json_t *cr_iso_job_to_json(const cr_iso_job *j)
+{
+    json_t *v = json_object();
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        if (j->v1[i]) {
+            json_object_set_new(v, v1_names[i], json_string(j->v1[i]));
+        }
+    }
+    if (j->v2) {
+        json_object_set_new(v, "v2", json_string(j->v2));
+    }
+    return v;
+}
+
+void cr_iso_job_from_json(json_t *v, cr_iso_job *j)
+{
+    memset(j, 0, sizeof *j);
+    for (int i = 0; i < CR_ISO_V1_N; i++) {
+        const char *s = json_string_value(json_object_get(v, v1_names[i]));
+        j->v1[i] = s ? cr_strdup(s) : NULL;
+    }
+    const char *s = json_string_value(json_object_get(v, "v2"));
+    j->v2 = s ? cr_strdup(s) : NULL;
+}
+
+/* --- files ------------------------------------------------------------ */
+
+int cr_iso_sim_devices(const char *dir, size_t count, char *err, size_t errlen)
+{
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", dir, strerror(errno));
+        return CR_EIO;
+    }
+    chmod(dir, 0755);
+    for (size_t i = 0; i <= count; i++) {
+        char *p =
+            i < count ? cr_asprintf("%s/nvidia%zu", dir, i) : cr_asprintf("%s/nvidiactl", dir);
+        dev_t want = makedev(CR_NVIDIA_MAJOR, i < count ? (unsigned)i : 255u);
+        struct stat sb;
+        if (lstat(p, &sb) == 0 && (!S_ISCHR(sb.st_mode) || sb.st_rdev != want)) {
+            unlink(p);
+        }
+        if (mknod(p, S_IFCHR | 0666, want) != 0 && errno != EEXIST) {
+            snprintf(err, errlen, "mknod %s: %s", p, strerror(errno));
+            free(p);
+            return CR_EIO;
+        }
+        chmod(p, 0666);
+        free(p);
+    }
+    return 0;
+}
+
+int cr_iso_own_dir(const char *path, int mode, int64_t uid, int64_t gid, char *err, size_t errlen)
+{
+    if (mkdir(path, (mode_t)mode) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+        return CR_EIO;
+    }
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        snprintf(err, errlen, "%s is not a directory (a link?)", path);
+        return CR_EPERM;
+    }
+    uid_t want = uid >= 0 ? (uid_t)uid : geteuid();
+    if (sb.st_uid != 0 && sb.st_uid != want && sb.st_uid != geteuid()) {
+        snprintf(err, errlen, "%s belongs to uid %u, not to the job's uid %u: refused", path,
+                 (unsigned)sb.st_uid, (unsigned)want);
+        return CR_EPERM;
+    }
+    if (uid >= 0 && (sb.st_uid != (uid_t)uid || sb.st_gid != (gid_t)gid) &&
+        lchown(path, (uid_t)uid, (gid_t)gid) != 0) {
+        snprintf(err, errlen, "chown %s to %lld:%lld: %s", path, (long long)uid, (long long)gid,
+                 strerror(errno));
+        return CR_EIO;
+    }
+    if ((sb.st_mode & 07777) != (mode_t)mode && chmod(path, (mode_t)mode) != 0) {
+        snprintf(err, errlen, "chmod %s: %s", path, strerror(errno));
+        return CR_EIO;
+    }
+    return 0;
+}

@@ -1,0 +1,138 @@
+/*
+ * job_env.c - a job's environment, built only from the job spec, the
+ * passwd entry of its user and Corral's own variables: never the agent's
+ * environment (which may hold its tokens, proxies, LD_PRELOAD...). See
+ * cr_desired.h. New job variables (launcher conventions) belong here.
+ */
+#include "cr_desired.h"
+
+#include "cr_alloc.h"
+
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define DEFAULT_PATH "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+char **cr_job_env_base(const cr_job_spec *s, const char *home_fallback)
+{
+    char **v = cr_calloc(8, sizeof *v);
+    size_t n = 0;
+    uid_t uid = s->has_user ? (uid_t)s->uid : geteuid();
+    struct passwd pw, *res = NULL;
+    char buf[4096];
+    getpwuid_r(uid, &pw, buf, sizeof buf, &res);
+    v[n++] = cr_strdup("PATH=" DEFAULT_PATH);
+    v[n++] = cr_strdup("LANG=C.UTF-8");
+    v[n++] = cr_strdup("SHELL=/bin/sh");
+    if (res && res->pw_dir && *res->pw_dir && strcmp(res->pw_dir, "/nonexistent") != 0 &&
+        access(res->pw_dir, F_OK) == 0) {
+        v[n++] = cr_asprintf("HOME=%s", res->pw_dir);
+    } else if (home_fallback) {
+        v[n++] = cr_asprintf("HOME=%s", home_fallback);
+    }
+    if (res && res->pw_name) {
+        v[n++] = cr_asprintf("USER=%s", res->pw_name);
+        v[n++] = cr_asprintf("LOGNAME=%s", res->pw_name);
+    }
+    v[n] = NULL;
+    return v;
+}
+
+static int corral_owned(const char *kv)
+{
+    static const char *const names[] = {
+        "CUDA_VISIBLE_DEVICES", "CORRAL_JOB_ID",    "CORRAL_CHECKPOINT_DIR",
+        "CORRAL_NODE",          "MASTER_ADDR",      "MASTER_PORT",
+        "WORLD_SIZE",           "NODE_RANK",        "RANK",
+        "LOCAL_RANK",           "LOCAL_WORLD_SIZE", "NNODES",
+        "GROUP_RANK",
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (strncmp(kv, names[i], n) == 0 && kv[n] == '=') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The job's own variables override the base, but not Corral's. */
+static void overlay(char **v, size_t *n, char *const *add, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (corral_owned(add[i])) {
+            continue;
+        }
+        size_t kl = (size_t)(strchr(add[i], '=') - add[i]) + 1;
+        size_t k;
+        for (k = 0; k < *n; k++) {
+            if (strncmp(v[k], add[i], kl) == 0) {
+                break;
+            }
+        }
+        if (k < *n) {
+            free(v[k]);
+            v[k] = cr_strdup(add[i]);
+        } else {
+            v[(*n)++] = cr_strdup(add[i]);
+        }
+    }
+}
+
+char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
+{
+    size_t nb = 0;
+    while (base && base[nb]) {
+        nb++;
+    }
+    size_t cap = nb + s->envc + s->secretc + 16;
+    char **v = cr_calloc(cap + 1, sizeof *v);
+    size_t n = 0;
+    for (size_t i = 0; i < nb; i++) {
+        if (!corral_owned(base[i])) {
+            v[n++] = cr_strdup(base[i]);
+        }
+    }
+    overlay(v, &n, s->env, s->envc);
+    overlay(v, &n, s->secret_env, s->secretc);
+    /* CUDA_VISIBLE_DEVICES: the UUIDs the controller chose (GPU or MIG),
+     * else the indexes. */
+    char cvd[4096] = "";
+    size_t off = 0;
+    if (s->uuid_count > 0) {
+        for (size_t i = 0; i < s->uuid_count && off < sizeof cvd; i++) {
+            off += (size_t)snprintf(cvd + off, sizeof cvd - off, "%s%s", i ? "," : "",
+                                    s->gpu_uuids[i]);
+        }
+    } else {
+        for (size_t i = 0; i < s->gpu_count && off < sizeof cvd; i++) {
+            off += (size_t)snprintf(cvd + off, sizeof cvd - off, "%s%d", i ? "," : "", s->gpus[i]);
+        }
+    }
+    v[n++] = cr_asprintf("CUDA_VISIBLE_DEVICES=%s", cvd);
+    v[n++] = cr_asprintf("CORRAL_JOB_ID=%lld", (long long)s->job);
+    v[n++] = cr_asprintf("CORRAL_NODE=%s", node ? node : "");
+    if (s->checkpoint_dir) {
+        v[n++] = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", s->checkpoint_dir);
+    }
+    if (s->has_gang) {
+        /* One process per node, as torchrun expects to be started: RANK is
+         * the node's first global rank and LOCAL_RANK 0; torchrun (or the
+         * job) spreads LOCAL_WORLD_SIZE workers from there. */
+        const cr_gang *g = &s->gang;
+        v[n++] = cr_asprintf("MASTER_ADDR=%s", g->master_addr);
+        v[n++] = cr_asprintf("MASTER_PORT=%d", g->master_port);
+        v[n++] = cr_asprintf("WORLD_SIZE=%d", g->world_size);
+        v[n++] = cr_asprintf("NODE_RANK=%d", g->node_rank);
+        v[n++] = cr_asprintf("GROUP_RANK=%d", g->node_rank);
+        v[n++] = cr_asprintf("NNODES=%d", g->nnodes);
+        v[n++] = cr_asprintf("LOCAL_WORLD_SIZE=%d", g->local_world_size);
+        v[n++] = cr_asprintf("RANK=%d", g->rank_offset);
+        v[n++] = cr_asprintf("LOCAL_RANK=0");
+    }
+    v[n] = NULL;
+    return v;
+}
