@@ -772,6 +772,22 @@ static int reconcile(agent *a, int64_t now_ns)
                     (long long)(s->grace_ns / CR_NS_PER_SEC));
             cr_proc_stop(p, s->grace_ns, now_ns);
             changed = 1;
+        } else if (s->action == CR_ACT_STOP && !p && s->run > 0) {
+            /* Stopped before it ever started here (a cancel right after the
+             * placement reached us with the same document): say it ended,
+             * or the controller would wait for an exit that never comes. */
+            cr_info("agent: job=%lld stopped before it started", (long long)s->job);
+            CR_GROW(a->procs, a->nprocs, a->procs_cap);
+            cr_proc *np = &a->procs[a->nprocs++];
+            memset(np, 0, sizeof *np);
+            np->job = s->job;
+            np->spec.job = s->job;
+            np->spec.run = s->run;
+            np->state = CR_PROC_EXITED;
+            np->signal = SIGTERM;
+            np->exit_code = 128 + SIGTERM;
+            count_exit(a);
+            changed = 1;
         }
     }
     for (size_t i = 0; i < a->nprocs; i++) {
