@@ -132,7 +132,7 @@ wait_for 30 is_state "$h" completed || fail "afternotok: $("$CORRAL" show "$h")"
 # --- an array with a throttle: never more than 2 of 6 running ----------------
 mkdir -p "$DIR/arr"
 arr=$(submit_id "$CORRAL" submit -n thr --array '0-10:2%2' -- sh -c \
-    "cd $DIR/arr && touch run-\$CORRAL_ARRAY_TASK_ID && ls run-* | wc -l > seen-\$SLURM_ARRAY_TASK_ID && sleep 0.5 && rm run-\$CORRAL_ARRAY_TASK_ID")
+    "cd $DIR/arr && touch run-\$CORRAL_ARRAY_TASK_ID && (set -- run-*; echo \$#) > seen-\$SLURM_ARRAY_TASK_ID && sleep 0.5 && rm run-\$CORRAL_ARRAY_TASK_ID")
 last=$((arr + 5))
 wait_for 10 reason_has "$last" "array throttle" || fail "task $last does not say it waits for the throttle"
 wait_for 60 is_state "$last" completed || fail "array $arr: $("$CORRAL" jobs --all)"
@@ -211,7 +211,8 @@ grep -qx to-out "$DIR/run.out" || fail "corral run stdout: $(cat "$DIR/run.out")
 grep -qx to-err "$DIR/run.err" || fail "corral run stderr: $(cat "$DIR/run.err")"
 "$CORRAL" run -n interrupted -- sh -c "touch $DIR/int-started; sleep 60" >"$DIR/int.out" 2>&1 &
 rp=$!
-wait_for 20 test -e "$DIR/int-started" || fail "corral run job did not start"
+wait_for 60 test -e "$DIR/int-started" ||
+    fail "corral run job did not start: $(cat "$DIR/int.out"; "$CORRAL" jobs --all | tail -3)"
 kill -INT "$rp"
 set +e
 wait "$rp"
