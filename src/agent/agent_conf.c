@@ -34,7 +34,7 @@ static const struct {
     {"state_dir", K_STR}, {"faults", K_STR},     {"xid_hold", K_STR},        {"hot_c", K_INT},
     {"wait", K_STR},      {"cgroup", K_STR},     {"kill_on_exit", K_BOOL},   {"run_for", K_STR},
     {"ca_file", K_STR},   {"tls_cert", K_STR},   {"tls_key", K_STR},         {"cgroup_v1", K_STR},
-    {"dev_dir", K_STR},   {"no_dcgm", K_BOOL},   {"dcgm_job_map", K_STR},
+    {"dev_dir", K_STR},   {"no_dcgm", K_BOOL},   {"dcgm_job_map", K_STR},    {"rdzv_ports", K_STR},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])
 

@@ -19,6 +19,7 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_parse.h"
+#include "cr_task_env.h"
 #include "cr_time.h"
 
 #include <arpa/inet.h>
@@ -292,9 +293,20 @@ static enum MHD_Result serve_logs(agent *a, struct MHD_Connection *c, const char
     if (off && cr_parse_i64(off, 0, INT64_MAX, &offset) < 0) {
         return error(c, 400, "CR_EINVAL", "offset must be a byte offset >= 0", "offset");
     }
+    const char *rk = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "rank");
+    int64_t rank = -1;
+    if (rk && cr_parse_i64(rk, 0, 1 << 20, &rank) < 0) {
+        return error(c, 400, "CR_EINVAL", "rank must be a task rank >= 0", "rank");
+    }
     int following = follow && strcmp(follow, "1") == 0;
     int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
-    char *path = cr_proc_log_path(a->cfg.state_dir, job, suffix);
+    /* A node running several tasks of the job keeps one log per task
+     * (cr_task_log_path); one running a single task, the job's log. */
+    char *path = cr_task_log_path(a->cfg.state_dir, job, (int)rank, 2, suffix);
+    if (rank >= 0 && access(path, F_OK) != 0) {
+        free(path);
+        path = cr_proc_log_path(a->cfg.state_dir, job, suffix);
+    }
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     /* The shim creates the log as the job starts: a job that is starting has
      * no log yet, which reads as empty (and a follower waits for it). */

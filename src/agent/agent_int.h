@@ -47,6 +47,13 @@ typedef struct agent_cfg {
     const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
     const char *cgroup_v1; /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
     const char *dev_dir;   /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
+    /* --task-env K=V (repeatable): the node's settings for every task
+     * (NCCL_SOCKET_IFNAME, NCCL_IB_HCA...); a job's own env wins. */
+    const char **task_env; /* owned array, strings borrowed from argv */
+    size_t ntask_env;
+    int rdzv_lo, rdzv_hi; /* --rdzv-ports: where rank 0's rendezvous port is reserved */
+    const char **labels;  /* --label K[=V] (repeatable): owned array, strings from argv */
+    size_t nlabels;
     cr_gpu_health_cfg health;
     int no_dcgm;              /* --no-dcgm: leave DCGM-named series to the real exporter */
     const char *dcgm_job_map; /* --dcgm-job-map DIR: dcgm-exporter's job mapping files */

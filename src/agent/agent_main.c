@@ -17,6 +17,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
+#include "cr_task_env.h"
 #include "cr_time.h"
 
 #include <arpa/inet.h>
@@ -79,7 +80,12 @@ static void usage(FILE *f)
         "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
         "                        runs beside the agent); corral_* series stay\n"
         "  --dcgm-job-map DIR    write dcgm-exporter's job mapping files into DIR (its\n"
-        "                        --hpc-job-mapping-dir): one file per GPU index, job ids\n");
+        "                        --hpc-job-mapping-dir): one file per GPU index, job ids\n"
+        "  --task-env K=V        set K=V for every task run here, e.g. NCCL_SOCKET_IFNAME=ib0\n"
+        "                        or NCCL_IB_HCA=mlx5_0 (repeatable; a job's own env wins)\n"
+        "  --rdzv-ports LO-HI    ports for a gang's rendezvous (MASTER_PORT) when this node\n"
+        "                        holds rank 0 (default 29500-29999)\n"
+        "  --label K[=V]         a node label jobs select with --constraint (repeatable)\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -160,6 +166,27 @@ static int local_addr_towards(const char *url, char *out, size_t len)
     return rc;
 }
 
+static int is_loopback(const char *host)
+{
+    return strncmp(host, "127.", 4) == 0 || strcmp(host, "localhost") == 0 ||
+           strcmp(host, "::1") == 0 || strcmp(host, "[::1]") == 0;
+}
+
+/* Whether the controller URL names a loopback host. */
+static int server_is_loopback(const char *url)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    char host[256];
+    size_t n = *h == '[' ? strcspn(h, "]") + 1 : strcspn(h, ":/");
+    if (n == 0 || n >= sizeof host) {
+        return 0;
+    }
+    memcpy(host, h, n);
+    host[n] = '\0';
+    return is_loopback(host);
+}
+
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
 {
     static const struct option opts[] = {
@@ -186,6 +213,9 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"tls-key", required_argument, NULL, 'K'},
         {"no-dcgm", no_argument, NULL, 'N'},
         {"dcgm-job-map", required_argument, NULL, 'M'},
+        {"task-env", required_argument, NULL, 'E'},
+        {"rdzv-ports", required_argument, NULL, 'P'},
+        {"label", required_argument, NULL, 'L'},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -199,6 +229,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->state_dir = "/var/lib/corral/agent";
     c->cgroup = "auto";
     c->cgroup_v1 = "auto";
+    c->rdzv_lo = 29500;
+    c->rdzv_hi = 29999;
     optind = 1;
     int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -310,6 +342,48 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             }
             c->dcgm_job_map = optarg;
             break;
+        case 'E': {
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || c->ntask_env >= 256) {
+                return flag_error("--task-env", "want NAME=VALUE (at most 256)");
+            }
+            c->task_env = cr_reallocarray(c->task_env, c->ntask_env + 1, sizeof *c->task_env);
+            c->task_env[c->ntask_env++] = optarg;
+            break;
+        }
+        case 'L': {
+            size_t kl = strcspn(optarg, "=");
+            int ok = kl > 0 && kl < 64 && c->nlabels < 64 && strlen(optarg + kl) < 65;
+            for (const char *p = optarg; ok && *p; p++) {
+                ok = *p == '-' || *p == '_' || *p == '.' || (*p >= '0' && *p <= '9') ||
+                     (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p == '=' && p == optarg + kl);
+            }
+            if (!ok) {
+                return flag_error("--label", "want NAME or NAME=VALUE: letters, digits, '-', "
+                                             "'_', '.', up to 63 each (at most 64 labels)");
+            }
+            c->labels = cr_reallocarray(c->labels, c->nlabels + 1, sizeof *c->labels);
+            c->labels[c->nlabels++] = optarg;
+            break;
+        }
+        case 'P': {
+            int64_t lo, hi;
+            const char *dash = strchr(optarg, '-');
+            char tmp[16];
+            if (!dash || (size_t)(dash - optarg) >= sizeof tmp) {
+                return flag_error("--rdzv-ports", "want LO-HI, e.g. 29500-29999");
+            }
+            memcpy(tmp, optarg, (size_t)(dash - optarg));
+            tmp[dash - optarg] = '\0';
+            if (cr_parse_i64(tmp, 1024, 65535, &lo) < 0 ||
+                cr_parse_i64(dash + 1, 1024, 65535, &hi) < 0 || hi < lo) {
+                return flag_error("--rdzv-ports", "want LO-HI within 1024-65535, LO <= HI");
+            }
+            c->rdzv_lo = (int)lo;
+            c->rdzv_hi = (int)hi;
+            break;
+        }
         case 'h':
             usage(stdout);
             return 1;
@@ -378,6 +452,17 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
                                ? route_addr
                                : "127.0.0.1";
         }
+    }
+    /* Gang peers connect to MASTER_ADDR, the rank-0 node's advertised
+     * address: a loopback one is wrong everywhere but on a one-host setup. */
+    if (is_loopback(c->advertise) && !server_is_loopback(c->server)) {
+        fprintf(stderr,
+                "corral agent: --advertise: %s is a loopback address but the controller (%s) "
+                "is not on loopback: neither the controller (logs) nor a gang's other nodes "
+                "(MASTER_ADDR) could reach this node. Give --advertise ADDR (this host's "
+                "routable address) with --listen ADDR:PORT or --listen 0.0.0.0:PORT\n",
+                c->advertise, c->server);
+        return 2;
     }
     if (!c->faults) {
         *faults_owned = cr_asprintf("%s/faults", c->state_dir);
@@ -536,10 +621,76 @@ static cr_job_spec *assign_port(const cr_job_spec *want)
     return s;
 }
 
+/* Whether a rendezvous port is held by a job running here. */
+static int rdzv_taken(const agent *a, int port)
+{
+    for (size_t i = 0; i < a->nprocs; i++) {
+        const cr_proc *p = &a->procs[i];
+        if (p->state != CR_PROC_EXITED &&
+            (p->spec.port == port || (p->spec.has_gang && p->spec.gang.master_port == port))) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * What the node adds to a job before it starts: the rendezvous port when
+ * this node holds rank 0 of a gang the controller has no port for yet (a
+ * free one from --rdzv-ports, not held by another job here: reported to
+ * the controller as the job's "port", which passes it to the other
+ * nodes), and the --task-env settings the job does not set itself.
+ * Returned new, or NULL when nothing is added.
+ */
+static cr_job_spec *node_additions(const agent *a, const cr_job_spec *want)
+{
+    int port = 0;
+    if (want->has_gang && want->gang.node_rank == 0 && want->gang.master_port == 0) {
+        int span = a->cfg.rdzv_hi - a->cfg.rdzv_lo + 1;
+        for (int k = 0; k < span && !port; k++) {
+            int cand = a->cfg.rdzv_lo + (int)((want->job + k) % span);
+            if (!rdzv_taken(a, cand) && probe_port(cand) == cand) {
+                port = cand;
+            }
+        }
+        if (!port) {
+            cr_error("agent: job=%lld: no free rendezvous port in %d-%d", (long long)want->job,
+                     a->cfg.rdzv_lo, a->cfg.rdzv_hi);
+        }
+    }
+    if (!port && a->cfg.ntask_env == 0) {
+        return NULL;
+    }
+    json_t *j = cr_job_spec_to_json(want);
+    if (port) {
+        json_object_set_new(json_object_get(j, "gang"), "master_port", json_integer(port));
+        json_object_set_new(j, "port", json_integer(port));
+    }
+    json_t *env = json_object_get(j, "env");
+    for (size_t i = 0; i < a->cfg.ntask_env; i++) {
+        const char *kv = a->cfg.task_env[i], *eq = strchr(kv, '=');
+        char *k = cr_strndup(kv, (size_t)(eq - kv));
+        if (!json_object_get(env, k)) {
+            json_object_set_new(env, k, json_string(eq + 1));
+        }
+        free(k);
+    }
+    cr_job_spec *s = cr_calloc(1, sizeof *s);
+    char err[256];
+    if (cr_job_spec_from_json(j, "", s, err, sizeof err) < 0) {
+        CR_FREE(s);
+    } else {
+        cr_job_spec_copy_secrets(s, want); /* to_json leaves them out */
+    }
+    json_decref(j);
+    return s;
+}
+
 static void start_job(agent *a, const cr_job_spec *given)
 {
-    cr_job_spec *ported = assign_port(given);
-    const cr_job_spec *want = ported ? ported : given;
+    cr_job_spec *added = node_additions(a, given);
+    cr_job_spec *ported = assign_port(added ? added : given);
+    const cr_job_spec *want = ported ? ported : added ? added : given;
     CR_GROW(a->procs, a->nprocs, a->procs_cap);
     cr_proc *p = &a->procs[a->nprocs];
     char err[512];
@@ -603,6 +754,10 @@ done:
         cr_job_spec_fini(ported);
         free(ported);
     }
+    if (added) {
+        cr_job_spec_fini(added);
+        free(added);
+    }
 }
 
 /* Whether desired entry s, for a job whose run p has exited here, is a new
@@ -635,17 +790,49 @@ static int reconcile(agent *a, int64_t now_ns)
             *p = a->procs[--a->nprocs];
             p = NULL;
         }
+        if (s->action == CR_ACT_RUN && !p && s->has_gang && s->gang.node_rank > 0 &&
+            s->gang.master_port == 0) {
+            /* Rank 0's node has not reserved the rendezvous port yet. */
+            continue;
+        }
         if (s->action == CR_ACT_RUN && !p) {
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
             start_job(a, s);
             /* A port it was given is reported at once: the gateways wait for it. */
+            const cr_job_spec *st = &a->procs[a->nprocs - 1].spec;
             changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED ||
-                       a->procs[a->nprocs - 1].spec.port > 0;
+                       (st->port > 0 && (st->assign_port || st->gang.nnodes > 1));
+        } else if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_RUNNING &&
+                   s->signal_at > p->signal_done) {
+            /* scancel --signal / sbatch --signal: to the job's process group
+             * (its shim ignores the signals a job may be sent) */
+            int sig = cr_task_signal(s->signal_name);
+            p->signal_done = s->signal_at;
+            if (sig > 0 && p->pid > 0) {
+                cr_info("agent: job=%lld SIG%s", (long long)s->job, s->signal_name);
+                kill(-p->pid, sig);
+            }
         } else if (s->action == CR_ACT_STOP && p && p->state == CR_PROC_RUNNING) {
             cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
                     (long long)(s->grace_ns / CR_NS_PER_SEC));
             cr_proc_stop(p, s->grace_ns, now_ns);
+            changed = 1;
+        } else if (s->action == CR_ACT_STOP && !p && s->run > 0) {
+            /* Stopped before it ever started here (a cancel right after the
+             * placement reached us with the same document): say it ended,
+             * or the controller would wait for an exit that never comes. */
+            cr_info("agent: job=%lld stopped before it started", (long long)s->job);
+            CR_GROW(a->procs, a->nprocs, a->procs_cap);
+            cr_proc *np = &a->procs[a->nprocs++];
+            memset(np, 0, sizeof *np);
+            np->job = s->job;
+            np->spec.job = s->job;
+            np->spec.run = s->run;
+            np->state = CR_PROC_EXITED;
+            np->signal = SIGTERM;
+            np->exit_code = 128 + SIGTERM;
+            count_exit(a);
             changed = 1;
         }
     }
@@ -1134,6 +1321,8 @@ out:
     cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
     free(dev_dir_owned);
     free(a->cfg.join_token);
+    free(a->cfg.task_env);
+    free(a->cfg.labels);
     free(faults_owned);
     if (sfd >= 0) {
         close(sfd);

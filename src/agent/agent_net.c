@@ -134,6 +134,17 @@ json_t *cr__agent_register_body(const agent *a)
     if (a->cfg.tls_cert) {
         json_object_set_new(body, "tls", json_true());
     }
+    if (a->cfg.nlabels > 0) {
+        /* --label k=v: what --constraint matches */
+        json_t *labels = json_object();
+        for (size_t i = 0; i < a->cfg.nlabels; i++) {
+            const char *kv = a->cfg.labels[i], *eq = strchr(kv, '=');
+            char *k = eq ? cr_strndup(kv, (size_t)(eq - kv)) : cr_strdup(kv);
+            json_object_set_new(labels, k, json_string(eq ? eq + 1 : ""));
+            free(k);
+        }
+        json_object_set_new(body, "labels", labels);
+    }
     return body;
 }
 

@@ -16,6 +16,11 @@
 
 #include <jansson.h>
 
+/* Most tasks (processes) one job runs on one node (--tasks-per-node). */
+#define CR_MAX_TASKS_PER_NODE 256
+/* Largest batch script shipped with a job (bytes; the controller refuses more). */
+#define CR_MAX_SCRIPT_BYTES 65536
+
 enum cr_action { CR_ACT_RUN = 0, CR_ACT_STOP };
 
 typedef struct cr_gang {
@@ -26,6 +31,12 @@ typedef struct cr_gang {
     int nnodes;
     int local_world_size;
     int rank_offset;
+    /* Launch mode (docs/agent.md, "Tasks"): tasks_per_node processes on
+     * each node, each with its own RANK (rank_offset + local rank). 0: an
+     * older controller's one process per node, its variables as given. */
+    int tasks_per_node;
+    int gpus_per_node; /* GPUs the job holds on each node (PET_NPROC_PER_NODE of a launcher) */
+    int launcher;      /* the command is a launcher (torchrun...): one task per node */
 } cr_gang;
 
 typedef struct cr_job_spec {
@@ -65,6 +76,19 @@ typedef struct cr_job_spec {
     int allow_root;    /* "allow_root": uid 0 is allowed (an admin said so for the tenant) */
     double cpus;       /* "cpus": CPU limit in cores; 0: none */
     int64_t mem_bytes; /* "mem_bytes": memory limit; 0: none */
+    /* Batch-job members (all owned, NULL when not given). */
+    char *name;          /* job name (SLURM_JOB_NAME) */
+    char *nodelist;      /* the job's nodes, comma-separated, rank order */
+    char *script;        /* batch script text shipped with the job: written
+                            to a file on the node and run as argv[0] */
+    char *out_pattern;   /* -o: stdout file pattern (%j %A %a %t %N %x %%) */
+    char *err_pattern;   /* -e: stderr file pattern */
+    int64_t array_index; /* array task index, -1 when not an array task */
+    int64_t array_job;   /* the array's first job id, 0 when not an array task */
+    /* "signal": {"name": "USR1", "at": N}: deliver that signal to the job's
+     * tasks once for each new "at" (scancel --signal, sbatch --signal). */
+    char signal_name[12];
+    int64_t signal_at;
 } cr_job_spec;
 
 typedef struct cr_desired {

@@ -41,26 +41,28 @@
 enum cr_proc_state { CR_PROC_RUNNING = 0, CR_PROC_STOPPING, CR_PROC_EXITED };
 
 typedef struct cr_proc {
-    int64_t job;          /* job id */
-    pid_t pid;            /* the shim: session and process-group leader */
-    uint64_t start_ticks; /* start time of pid (clock ticks since boot) */
-    pid_t job_pid;        /* the job's own process; 0 until the shim says */
-    int state;            /* cr_proc_state */
-    int exit_code;        /* valid when EXITED */
-    int signal;           /* valid when EXITED: the signal that ended it, 0 none */
-    int adopted;          /* started by an earlier agent: polled, not waited for */
-    int64_t kill_at_ns;   /* STOPPING: when SIGKILL follows */
-    int64_t start_ns;     /* when it started (wall clock), 0 unknown */
-    uint64_t cpu_ticks;   /* CPU ticks at cpu_at_ns */
-    int64_t cpu_at_ns;    /* when cpu_ticks was read (monotonic) */
-    double busy;          /* CPU share over the last interval, 0..N */
-    int64_t exit_acked;   /* desired-state version the controller was at once it took in
-                             this exit (0: not yet); a later version listing the job
-                             again is a new attempt */
-    char *cgroup;         /* owned: the job's cgroup v2 directory (== iso.v2), NULL when none */
-    cr_iso_job iso;       /* owned: the job's cgroups (v1 devices/memory/cpu, v2) */
-    int oom;              /* EXITED: the kernel's OOM killer killed something in the job */
-    cr_job_spec spec;     /* owned copy of what the controller asked for */
+    int64_t job;           /* job id */
+    pid_t pid;             /* the shim: session and process-group leader */
+    uint64_t start_ticks;  /* start time of pid (clock ticks since boot) */
+    pid_t job_pid;         /* the job's own process; 0 until the shim says */
+    int state;             /* cr_proc_state */
+    int exit_code;         /* valid when EXITED */
+    int signal;            /* valid when EXITED: the signal that ended it, 0 none */
+    int adopted;           /* started by an earlier agent: polled, not waited for */
+    int64_t kill_at_ns;    /* STOPPING: when SIGKILL follows */
+    int64_t start_ns;      /* when it started (wall clock), 0 unknown */
+    uint64_t cpu_ticks;    /* CPU ticks at cpu_at_ns */
+    int64_t cpu_at_ns;     /* when cpu_ticks was read (monotonic) */
+    double busy;           /* CPU share over the last interval, 0..N */
+    int64_t exit_acked;    /* desired-state version the controller was at once it took in
+                              this exit (0: not yet); a later version listing the job
+                              again is a new attempt */
+    char *cgroup;          /* owned: the job's cgroup v2 directory (== iso.v2), NULL when none */
+    cr_iso_job iso;        /* owned: the job's cgroups (v1 devices/memory/cpu, v2) */
+    int oom;               /* EXITED: the kernel's OOM killer killed something in the job */
+    int64_t signal_done;   /* the desired "signal.at" last delivered (see cr_task_signal) */
+    int64_t term_again_ns; /* STOPPING soon after the start: SIGTERM once more then (0: no) */
+    cr_job_spec spec;      /* owned copy of what the controller asked for */
 } cr_proc;
 
 /*

@@ -69,6 +69,11 @@ void cr_job_spec_fini(cr_job_spec *s)
     }
     free(s->checkpoint_dir);
     free(s->mig_profile);
+    free(s->name);
+    free(s->nodelist);
+    free(s->script);
+    free(s->out_pattern);
+    free(s->err_pattern);
     memset(s, 0, sizeof *s);
 }
 
@@ -287,9 +292,17 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
             s.secret_env[s.secretc++] = cr_asprintf("%s=%s", k, json_string_value(ev));
         }
     }
+    s.array_index = -1;
     if ((rc = get_str(j, path, "workdir", &s.workdir, err, errlen)) < 0 ||
         (rc = get_str(j, path, "checkpoint_dir", &s.checkpoint_dir, err, errlen)) < 0 ||
-        (rc = get_str(j, path, "mig_profile", &s.mig_profile, err, errlen)) < 0) {
+        (rc = get_str(j, path, "mig_profile", &s.mig_profile, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "name", &s.name, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "nodelist", &s.nodelist, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "script", &s.script, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "output", &s.out_pattern, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "error", &s.err_pattern, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "array_index", -1, INT32_MAX, 0, &s.array_index, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "array_job", 0, INT64_MAX, 0, &s.array_job, err, errlen)) < 0) {
         goto fail;
     }
     json_t *tn = json_object_get(j, "tenant");
@@ -302,7 +315,8 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         snprintf(s.tenant, sizeof s.tenant, "%s", json_string_value(tn));
     }
     /* "" means "not set" (the controller sends empty strings for defaults). */
-    char **opt[] = {&s.workdir, &s.checkpoint_dir, &s.mig_profile};
+    char **opt[] = {&s.workdir,  &s.checkpoint_dir, &s.mig_profile, &s.name,
+                    &s.nodelist, &s.script,         &s.out_pattern, &s.err_pattern};
     for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
         if (*opt[i] && !**opt[i]) {
             CR_FREE(*opt[i]);
@@ -346,6 +360,18 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         }
         s.grace_ns = (int64_t)(json_number_value(g) * 1e9);
     }
+    json_t *sig = json_object_get(j, "signal");
+    if (sig && !json_is_null(sig)) {
+        const char *sn = json_string_value(json_object_get(sig, "name"));
+        json_t *at = json_object_get(sig, "at");
+        if (!json_is_object(sig) || !sn || strlen(sn) >= sizeof s.signal_name ||
+            !json_is_integer(at) || json_integer_value(at) < 0) {
+            rc = bad(err, errlen, path, "signal", "must be {\"name\": SIG, \"at\": N >= 0}");
+            goto fail;
+        }
+        snprintf(s.signal_name, sizeof s.signal_name, "%s", sn);
+        s.signal_at = (int64_t)json_integer_value(at);
+    }
     json_t *gang = json_object_get(j, "gang");
     if (gang && !json_is_null(gang)) {
         char gp[256];
@@ -371,12 +397,17 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
             int64_t min, max, def;
             int req;
         } f[] = {
-            {"master_port", &s.gang.master_port, 1, 65535, 0, 1},
+            /* 0: rank 0's agent reserves one (and reports it); the other
+             * nodes wait for it */
+            {"master_port", &s.gang.master_port, 0, 65535, 0, 1},
             {"world_size", &s.gang.world_size, 1, 1 << 20, 0, 1},
             {"node_rank", &s.gang.node_rank, 0, 1 << 20, 0, 1},
             {"nnodes", &s.gang.nnodes, 1, 1 << 20, 1, 0},
             {"local_world_size", &s.gang.local_world_size, 1, 4096, 1, 0},
             {"rank_offset", &s.gang.rank_offset, 0, 1 << 20, -1, 0},
+            {"tasks_per_node", &s.gang.tasks_per_node, 0, CR_MAX_TASKS_PER_NODE, 0, 0},
+            {"gpus_per_node", &s.gang.gpus_per_node, 0, MAX_GPUS, 0, 0},
+            {"launcher", &s.gang.launcher, 0, 1, 0, 0},
         };
         for (size_t i = 0; i < sizeof f / sizeof f[0]; i++) {
             v = f[i].def;
@@ -391,6 +422,11 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         }
         if (s.gang.node_rank >= s.gang.nnodes) {
             rc = bad(err, errlen, gp, "node_rank", "must be below nnodes");
+            goto fail;
+        }
+        if (s.gang.tasks_per_node > 0 &&
+            (int64_t)s.gang.nnodes * s.gang.tasks_per_node != s.gang.world_size) {
+            rc = bad(err, errlen, gp, "world_size", "must be nnodes * tasks_per_node");
             goto fail;
         }
         s.has_gang = 1;
@@ -470,12 +506,39 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
         json_object_set_new(j, "mem_bytes", json_integer(s->mem_bytes));
     }
     if (s->has_gang) {
-        json_object_set_new(
-            j, "gang",
+        json_t *gg =
             json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr", s->gang.master_addr,
                       "master_port", s->gang.master_port, "world_size", s->gang.world_size,
                       "node_rank", s->gang.node_rank, "nnodes", s->gang.nnodes, "local_world_size",
-                      s->gang.local_world_size, "rank_offset", s->gang.rank_offset));
+                      s->gang.local_world_size, "rank_offset", s->gang.rank_offset);
+        if (s->gang.tasks_per_node > 0) {
+            json_object_set_new(gg, "tasks_per_node", json_integer(s->gang.tasks_per_node));
+            json_object_set_new(gg, "gpus_per_node", json_integer(s->gang.gpus_per_node));
+            json_object_set_new(gg, "launcher", json_integer(s->gang.launcher));
+        }
+        json_object_set_new(j, "gang", gg);
+    }
+    const struct {
+        const char *k;
+        const char *v;
+    } strs[] = {{"name", s->name},
+                {"nodelist", s->nodelist},
+                {"script", s->script},
+                {"output", s->out_pattern},
+                {"error", s->err_pattern}};
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
+        if (strs[i].v) {
+            json_object_set_new(j, strs[i].k, json_string(strs[i].v));
+        }
+    }
+    if (s->signal_at > 0) {
+        json_object_set_new(
+            j, "signal",
+            json_pack("{s:s,s:I}", "name", s->signal_name, "at", (json_int_t)s->signal_at));
+    }
+    if (s->array_index >= 0) {
+        json_object_set_new(j, "array_index", json_integer(s->array_index));
+        json_object_set_new(j, "array_job", json_integer(s->array_job));
     }
     return j;
 }

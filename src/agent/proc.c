@@ -5,6 +5,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_task_env.h"
 #include "cr_time.h"
 
 #include <dirent.h>
@@ -281,22 +282,46 @@ static void shim_report(const char *journal, long long job, const char *how, lon
     }
 }
 
-/* Everything the shim needs, prepared before the fork. */
+/* Everything the shim needs, prepared before the fork. Per task i (of
+ * ntasks, see cr_task_env.h): envps[i], the logs out_paths[i] and
+ * err_paths[i], and the job's own -o/-e files user_out[i] / user_err[i]
+ * (NULL: none), opened by the task itself, as the job's user, in its
+ * working directory. */
 typedef struct shim_args {
     const char *exe;
     char *const *argv;
-    char *const *envp;
+    char **const *envps;
     const char *workdir;
     const char *exec_msg;
     const char *journal;
     long long job;
-    const char *out_path, *err_path; /* the job's logs, opened by the shim */
-    char *const *cgroup_procs;       /* cgroup.procs files to join, NULL-ended, or NULL */
-    long long uid, gid;              /* the job's user; -1: stay the agent's */
-    const gid_t *groups;             /* supplementary groups of uid */
+    char *const *out_paths, *const *err_paths; /* the job's logs, opened by the shim */
+    char *const *user_out, *const *user_err;
+    char *const *cgroup_procs; /* cgroup.procs files to join, NULL-ended, or NULL */
+    long long uid, gid;        /* the job's user; -1: stay the agent's */
+    const gid_t *groups;       /* supplementary groups of uid */
     size_t ngroups;
+    const char *script; /* a shipped script to open on fd 3 for each task, or NULL */
+    int script_fd;
+    int ntasks;                  /* tasks (processes) on this node, >= 1 */
+    int task;                    /* the task being started */
     int out_fd, err_fd, null_fd; /* set by the shim */
 } shim_args;
+
+/* A task's own -o/-e file (after the uid change and the chdir). */
+static int open_user(const char *path, int fd)
+{
+    if (!path) {
+        return 0;
+    }
+    int u = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (u < 0) {
+        return -1;
+    }
+    dup2(u, fd);
+    close(u);
+    return 0;
+}
 
 /* Write msg and a number to fd 2 (async-signal-safe). */
 static void say(const char *msg, long long v)
@@ -345,10 +370,11 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     struct sigaction dfl;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
-    sigaction(SIGTERM, &dfl, NULL);
-    sigaction(SIGINT, &dfl, NULL);
-    sigaction(SIGHUP, &dfl, NULL);
-    sigaction(SIGPIPE, &dfl, NULL);
+    static const int job_sigs[] = {SIGTERM, SIGINT,  SIGHUP,  SIGPIPE, SIGUSR1,
+                                   SIGUSR2, SIGQUIT, SIGALRM, SIGWINCH};
+    for (size_t i = 0; i < sizeof job_sigs / sizeof job_sigs[0]; i++) {
+        sigaction(job_sigs[i], &dfl, NULL);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
@@ -356,16 +382,25 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     dup2(a->out_fd, 1);
     dup2(a->err_fd, 2);
     /* Nothing of the agent's: no descriptor above stderr (sockets, the
-     * journal, the state database of a co-located controller...). */
-    syscall(SYS_close_range, 3U, ~0U, 0U);
+     * journal, the state database of a co-located controller...), but the
+     * job's own script on fd 3 when it has one. */
+    unsigned first = 3U;
+    if (a->script_fd >= 0) {
+        if (a->script_fd != CR_TASK_SCRIPT_FD) {
+            dup2(a->script_fd, CR_TASK_SCRIPT_FD);
+        }
+        first = CR_TASK_SCRIPT_FD + 1;
+    }
+    syscall(SYS_close_range, first, ~0U, 0U);
     /* A mapped job shares /tmp, /dev/shm and /var/tmp with other tenants'
      * jobs: what it creates there is its own unless it widens it. */
     umask(a->uid >= 0 ? 077 : 022);
     if (become_user(a) != 0) {
         _exit(126);
     }
-    if (chdir(a->workdir) == 0) {
-        execve(a->exe, a->argv, a->envp);
+    if (chdir(a->workdir) == 0 && open_user(a->user_out[a->task], 1) == 0 &&
+        open_user(a->user_err[a->task], 2) == 0) {
+        execve(a->exe, a->argv, a->envps[a->task]);
     }
     int e = errno;
     say(a->exec_msg, e);
@@ -388,39 +423,90 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
         }
         close(fd);
     }
-    /* The shim opens the logs (creating files is most of what starting a
-     * job costs), in parallel with the agent's next start. */
-    a->out_fd = open(a->out_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    a->err_fd = open(a->err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-    a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0) {
-        shim_report(a->journal, a->job, "exit", 126);
-        _exit(126);
-    }
-    if (a->uid >= 0 && (fchown(a->out_fd, (uid_t)a->uid, (gid_t)a->gid) != 0 ||
-                        fchown(a->err_fd, (uid_t)a->uid, (gid_t)a->gid) != 0)) {
-        shim_report(a->journal, a->job, "exit", 126);
-        _exit(126);
-    }
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
     ign.sa_handler = SIG_IGN;
-    sigaction(SIGTERM, &ign, NULL);
-    sigaction(SIGINT, &ign, NULL);
-    sigaction(SIGHUP, &ign, NULL);
-    /* vfork: the shim is single-threaded and the child only sets up and
-     * execs, so the page tables (a copy of the agent's) are not copied a
-     * second time. */
-    pid_t c = vfork();
-    if (c == 0) {
-        exec_job(a);
+    /* The shim outlives what its process group is sent (stop, --signal);
+     * the tasks get the defaults back (exec_job). */
+    static const int shim_sigs[] = {SIGTERM, SIGINT,  SIGHUP,  SIGUSR1,
+                                    SIGUSR2, SIGQUIT, SIGALRM, SIGWINCH};
+    for (size_t i = 0; i < sizeof shim_sigs / sizeof shim_sigs[0]; i++) {
+        sigaction(shim_sigs[i], &ign, NULL);
     }
-    if (c < 0) {
-        shim_report(a->journal, a->job, "exit", 125);
-        _exit(125);
+    a->null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    /* not O_CLOEXEC: the interpreter reopens /dev/fd/3 after the exec */
+    a->script_fd = a->script ? open(a->script, O_RDONLY | O_NOFOLLOW) : -1;
+    if (a->script && a->script_fd < 0) {
+        shim_report(a->journal, a->job, "exit", 126);
+        _exit(126);
     }
-    int st = 0;
-    while (waitpid(c, &st, 0) < 0 && errno == EINTR) {
+    pid_t pids[CR_MAX_TASKS_PER_NODE];
+    int started = 0;
+    for (int t = 0; t < a->ntasks; t++) {
+        /* The shim opens the logs (creating files is most of what starting
+         * a job costs), in parallel with the agent's next start. */
+        a->task = t;
+        a->out_fd =
+            open(a->out_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        a->err_fd =
+            open(a->err_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        int bad = a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0;
+        if (!bad && a->uid >= 0 &&
+            (fchown(a->out_fd, (uid_t)a->uid, (gid_t)a->gid) != 0 ||
+             fchown(a->err_fd, (uid_t)a->uid, (gid_t)a->gid) != 0)) {
+            bad = 1;
+        }
+        if (bad) {
+            for (int k = 0; k < started; k++) {
+                kill(pids[k], SIGKILL);
+            }
+            shim_report(a->journal, a->job, "exit", 126);
+            _exit(126);
+        }
+        /* vfork: the shim is single-threaded and the child only sets up
+         * and execs, so the page tables (a copy of the agent's) are not
+         * copied a second time. */
+        pid_t c = vfork();
+        if (c == 0) {
+            exec_job(a);
+        }
+        close(a->out_fd);
+        close(a->err_fd);
+        if (c < 0) {
+            for (int k = 0; k < started; k++) {
+                kill(pids[k], SIGKILL);
+            }
+            shim_report(a->journal, a->job, "exit", 125);
+            _exit(125);
+        }
+        pids[started++] = c;
+    }
+    /* The job's status is its first task to fail (exit code or signal),
+     * else 0; once one task fails the others get SIGTERM, as srun does,
+     * since a gang with a rank gone would only hang. */
+    int st = 0, failed = 0, left = started;
+    while (left > 0) {
+        int ws = 0;
+        pid_t w = waitpid(-1, &ws, 0);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            break;
+        }
+        left--;
+        int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+        if (bad && !failed) {
+            failed = 1;
+            st = ws;
+            for (int k = 0; k < started; k++) {
+                if (pids[k] != w) {
+                    kill(pids[k], SIGTERM);
+                }
+            }
+        } else if (!failed) {
+            st = ws;
+        }
     }
     /* The shim ends as the job did, so its parent's waitpid() tells the
      * whole story; the journal line serves an agent that restarted. */
@@ -567,8 +653,9 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     memset(&cg, 0, sizeof cg);
     char **procs = NULL, **base = NULL, **envp = NULL;
     char *exe = NULL, *exec_msg = NULL, *workdir = NULL;
-    char *out_path = cr_proc_log_path(state_dir, spec->job, "out");
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
+    cr_tasks tk;
+    memset(&tk, 0, sizeof tk);
     char *journal = journal_path(state_dir);
     long long job = (long long)spec->job;
     gid_t groups[256];
@@ -608,7 +695,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     }
     base = cr_job_env_base(spec, workdir);
     envp = cr_job_env(spec, base, node);
-    exe = resolve(spec->argv[0], envp);
+    cr_tasks_prepare(&tk, state_dir, spec, envp, node);
+    exe = resolve(tk.argv[0], envp);
     exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
     if (iso) {
         char warn[1024];
@@ -639,19 +727,25 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     }
     if (pid == 0) {
         shim_args sa = {exe,
-                        spec->argv,
-                        envp,
+                        tk.argv,
+                        tk.envps,
                         workdir,
                         exec_msg,
                         journal,
                         job,
-                        out_path,
-                        err_path,
+                        tk.out_paths,
+                        tk.err_paths,
+                        tk.user_out,
+                        tk.user_err,
                         procs,
                         spec->has_user ? spec->uid : -1,
                         spec->gid,
                         groups,
                         ngroups,
+                        tk.script_path,
+                        -1,
+                        tk.n,
+                        0,
                         -1,
                         -1,
                         -1};
@@ -666,6 +760,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     p->iso = cg;
     memset(&cg, 0, sizeof cg);
     p->cgroup = p->iso.v2 ? cr_strdup(p->iso.v2) : NULL;
+    p->signal_done = spec->signal_at; /* a signal asked before the start is not for it */
     copy_spec(&p->spec, spec);
     if (write_record(state_dir, p) < 0) {
         /* The job runs; only a restart of the agent would lose track of it. */
@@ -679,7 +774,7 @@ out:
     cr_strv_free(envp);
     free(exe);
     free(exec_msg);
-    free(out_path);
+    cr_tasks_fini(&tk);
     free(err_path);
     free(journal);
     free(workdir);
@@ -724,6 +819,12 @@ void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
     p->kill_at_ns = now_ns + grace_ns;
     /* The job is in the shim's process group; the shim ignores SIGTERM. */
     kill(-p->pid, grace_ns > 0 ? SIGTERM : SIGKILL);
+    /* A stop right after the start can reach the group before the shim's
+     * setsid(), or while a task still has the shim's SIG_IGN: say it once
+     * more a second later (cr_proc_tick). */
+    if (grace_ns > CR_NS_PER_SEC && p->start_ns > 0 && cr_now_ns() - p->start_ns < CR_NS_PER_SEC) {
+        p->term_again_ns = now_ns + CR_NS_PER_SEC;
+    }
     if (grace_ns <= 0) {
         cgroup_kill(p);
     }
@@ -820,6 +921,11 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
 {
     if (p->state == CR_PROC_EXITED) {
         return 0;
+    }
+    if (p->state == CR_PROC_STOPPING && p->term_again_ns > 0 && now_ns >= p->term_again_ns &&
+        now_ns < p->kill_at_ns) {
+        p->term_again_ns = 0;
+        kill(-p->pid, SIGTERM);
     }
     if (p->state == CR_PROC_STOPPING && now_ns >= p->kill_at_ns) {
         kill(-p->pid, SIGKILL);

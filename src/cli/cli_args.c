@@ -108,6 +108,16 @@ static int set_value(const cli_opt *o, cli_val *v, const char *cmd, const char *
             return CR_EINVAL;
         }
         break;
+    case CLI_TLIM:
+        rc = cr_time_limit_parse(text, &v->i);
+        if (rc < 0 || v->i <= 0) {
+            fprintf(err,
+                    "corral %s: --%s: '%s' is not a time limit (a number is minutes, as in "
+                    "Slurm; MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS; or 90s, 2h, 1h30m)\n",
+                    cmd, o->name, text);
+            return CR_EINVAL;
+        }
+        break;
     case CLI_LIST:
         v->list = cr_reallocarray(v->list, v->count + 1, sizeof *v->list);
         v->list[v->count++] = text;

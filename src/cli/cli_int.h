@@ -43,6 +43,8 @@ enum cli_kind {
     CLI_COUNT, /* count with suffix: 7b, 1e8, 500m (cr_parse_count) */
     CLI_DUR,   /* duration: 90s, 1h30m, 2d, or seconds; value in i (ns) */
     CLI_LIST,  /* repeatable --flag VALUE; every value kept in order */
+    CLI_TLIM,  /* time limit as Slurm writes it (90 = minutes, 1:00:00, 2-00:00:00)
+                  or a suffixed duration (90s, 2h); value in i (ns) */
 };
 
 typedef struct cli_opt {
@@ -142,6 +144,7 @@ int cr__cli_parse_rfc3339(const char *s, int64_t *out_ns);
 /* --- Shared views of API objects (cli_jobs.c, cli_admin.c) --------------------- */
 
 typedef struct cli_ctx cli_ctx;
+
 /* Jobs table; only_active hides finished jobs. */
 void cr__cli_jobs_table(cli_ctx *ctx, const json_t *items, bool only_active, FILE *f);
 /* Nodes table (name, state, rack, GPU types, counts, reasons). */
@@ -167,6 +170,45 @@ void cr__cli_node_counts(const json_t *node, size_t *total, size_t *alloc, size_
 /* Why a node or its GPUs are out of the pool: the node's reason, then each
  * unhealthy GPU's "gpuN: health reason". */
 void cr__cli_node_reason(const json_t *node, cr_buf *b);
+
+/* --- Batch scripts, exported environment, --wait (cli_batch.c) ---------------- */
+
+/* A batch script given as the command, and its directives. */
+typedef struct cli_script {
+    char *text;   /* owned: the script; NULL when the command is not a local script */
+    char **words; /* owned: the directives as submit flags, words[0] = "submit" */
+    size_t nwords;
+    cli_args args; /* the directives parsed (valid when parsed) */
+    bool parsed;
+} cli_script;
+
+/* Load path as a batch script when it is a local file starting with "#!"
+ * and parse its #CORRAL / #SBATCH directives with opts. Returns 1 (a
+ * script), 0 (not one: s stays empty), or -1 after writing "FILE:LINE:
+ * why" to ctx->err. */
+int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, size_t nopts,
+                        cli_script *s);
+void cr__cli_script_fini(cli_script *s);
+/* Whether an environment variable's name looks like it holds a secret
+ * (TOKEN, SECRET, PASSWORD, ..._KEY...): never exported by default. */
+bool cr__cli_secret_name(const char *name, size_t len);
+/* Fill env (an object) per --export: spec NULL = the default (ALL minus
+ * secret-looking names, Corral's, Slurm's and session variables); "NONE";
+ * "ALL"; or a list "NAME,NAME=VALUE,...". -1 after a message. */
+int cr__cli_export_env(cli_ctx *ctx, const char *spec, json_t *env);
+/* cli_run.c: after `corral run` submitted job id: stream its stdout and
+ * stderr until it ends; its exit code (130 after Ctrl-C, which cancels). */
+int cr__cli_run_follow(cli_ctx *ctx, int64_t id);
+/* After `corral alloc` submitted job id: wait until it runs, run cmd (ncmd
+ * words; none: $SHELL) here with CORRAL_JOB_ID, SLURM_JOB_ID and the node
+ * list set, cancel the job when it ends; its exit code. */
+int cr__cli_alloc_session(cli_ctx *ctx, int64_t id, char **cmd, size_t ncmd);
+/* --begin: "now", "now+DURATION", "HH:MM[:SS]" (local; tomorrow once
+ * past) or RFC 3339, against now_ns. CR_EINVAL when none of those. */
+int cr__cli_parse_begin(const char *s, int64_t now_ns, int64_t *out_ns);
+/* Wait for the jobs (ids: an array) to end; the exit code is the worst of
+ * theirs (completed 0, failed: its exit code or 128+signal, cancelled 1+). */
+int cr__cli_wait_jobs(cli_ctx *ctx, const json_t *ids);
 
 /* --- Context and commands ---------------------------------------------------- */
 

@@ -8,12 +8,14 @@
 #include "cr_alloc.h"
 #include "cr_buf.h"
 #include "cr_error.h"
+#include "cr_parse.h"
 #include "cr_time.h"
 
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #define NOPTS(o) (sizeof(o) / sizeof((o)[0]))
 
@@ -53,23 +55,68 @@ static const cli_opt submit_opts[] = {
     {"precision", CLI_STR, "P", "numeric precision hint", CLI_PRECISIONS, 0, 0, 0},
     {"tenant", CLI_STR, "T", "tenant (admins; users submit to their own)", NULL, 0, 0, 0},
     {"priority", CLI_INT, "P", "priority (higher runs first)", NULL, -1000000, 1000000, 0},
-    {"time", CLI_DUR, "DURATION", "time limit (90m, 1h30m, 2d)", NULL, 0, 0, 't'},
+    {"time", CLI_TLIM, "TIME", "time limit: minutes (90), MM:SS, HH:MM:SS, D-HH:MM:SS, or 90s, 2h",
+     NULL, 0, 0, 't'},
     {"env", CLI_LIST, "K=V", "environment variable for the job", NULL, 0, 0, 'e'},
     {"secret", CLI_LIST, "K[=V]",
      "secret env variable: stored encrypted, never shown (K alone: the value of $K here)", NULL, 0,
      0, 0},
     {"secret-file", CLI_LIST, "K=PATH", "secret env variable read from a file", NULL, 0, 0, 0},
     {"workdir", CLI_STR, "DIR", "working directory on the node", NULL, 0, 0, 0},
-    {"array", CLI_INT, "N", "submit N copies (an array of tasks)", NULL, 1, 10000, 0},
+    {"array", CLI_STR, "N|SPEC",
+     "N copies, or Slurm's indexes: 0-99, 1,3,5, 0-99:2, with %N at most N at once", NULL, 0, 0,
+     'a'},
+    {"dependency", CLI_STR, "DEP",
+     "afterok|afternotok|afterany|after:ID[:ID...][,...] or singleton", NULL, 0, 0, 'd'},
+    {"begin", CLI_STR, "TIME", "not before: now+DURATION, HH:MM[:SS] or RFC 3339", NULL, 0, 0, 0},
     {"name", CLI_STR, "NAME", "job name", NULL, 0, 0, 'n'},
     {"preemptible", CLI_BOOL, NULL, "may be preempted (it checkpoints)", NULL, 0, 0, 0},
     {"checkpoint-interval", CLI_DUR, "DURATION", "how often the job checkpoints", NULL, 0, 0, 0},
-    {"retries", CLI_INT, "N", "retries after a failure", NULL, 0, 100, 0},
+    {"retries", CLI_INT, "N", "retries after a failure (default 0)", NULL, 0, 100, 0},
+    {"requeue", CLI_BOOL, NULL, "requeue after a lost node (not counted as a retry)", NULL, 0, 0,
+     0},
+    {"tasks-per-node", CLI_INT, "N",
+     "processes per node, each its own RANK (default: docs/cli.md, Tasks)", NULL, 1, 256, 0},
+    {"ntasks", CLI_INT, "N", "tasks in all (sbatch -n): N / nodes on each node", NULL, 1, 1 << 20,
+     0},
+    {"gpus-per-node", CLI_INT, "N", "GPUs on each node: --gpus is N x --nodes", NULL, 1, 64, 0},
+    {"output", CLI_STR, "PATTERN",
+     "stdout to this file on the node (%j job, %a array index, %t rank, %N node, %x name)", NULL, 0,
+     0, 'o'},
+    {"error", CLI_STR, "PATTERN", "stderr to this file on the node (default: with -o, the same)",
+     NULL, 0, 0, 0},
+    {"export", CLI_STR, "ALL|NONE|K,K=V",
+     "environment sent with the job (default: yours minus secrets, docs/cli.md)", NULL, 0, 0, 0},
+    {"chdir", CLI_STR, "DIR", "working directory on the node (relative: to this directory)", NULL,
+     0, 0, 'D'},
+    {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
+     'W'},
+    {"nodelist", CLI_STR, "NODE,...", "only these nodes", NULL, 0, 0, 'w'},
+    {"exclude", CLI_STR, "NODE,...", "never these nodes", NULL, 0, 0, 'x'},
+    {"constraint", CLI_STR, "LABEL[=V]&...", "only nodes with these labels (agent --label)", NULL,
+     0, 0, 'C'},
+    {"exclusive", CLI_BOOL, NULL, "whole nodes: nothing else runs beside it", NULL, 0, 0, 0},
+    {"signal", CLI_STR, "SIG[@SECONDS]",
+     "send SIG (USR1, TERM...) SECONDS (default 60) before the time limit", NULL, 0, 0, 0},
     {"cpus", CLI_F64, "N", "CPU limit in cores on each node (default: the per-GPU default)", NULL,
      0, 4096, 0},
     {"mem", CLI_STR, "SIZE", "memory limit on each node: 512M, 16G (bare number: MB)", NULL, 0, 0,
      0},
+    {"cpus-per-task", CLI_F64, "N", "sbatch -c: --cpus is N x tasks per node", NULL, 0, 4096, 0},
 };
+
+/* The value of a flag: the command line's, else a script directive's. */
+static const cli_val *pick(const cli_args *a, const cli_args *d, const char *name)
+{
+    const cli_val *v = cr__cli_arg(a, name);
+    if (!v->set && d) {
+        const cli_val *dv = cr__cli_arg(d, name);
+        if (dv->set) {
+            return dv;
+        }
+    }
+    return v;
+}
 
 static void put_str(json_t *o, const char *key, const cli_val *v)
 {
@@ -89,7 +136,7 @@ static int add_secrets(cli_ctx *ctx, const cli_args *a, json_t *job);
 
 /* Build the job request from the parsed flags; NULL after printing an
  * error naming the flag. Returned new (json_decref). */
-static json_t *job_request(cli_ctx *ctx, const cli_args *a)
+static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, const char *script)
 {
     json_t *job = json_object();
     if (a->nrest == 0) {
@@ -99,22 +146,100 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
     }
     json_t *cmd = json_array();
     for (size_t i = 0; i < a->nrest; i++) {
-        json_array_append_new(cmd, json_string(a->rest[i]));
+        const char *w = a->rest[i];
+        if (i == 0 && script) {
+            /* the node runs its own copy; the name is for ps and logs */
+            const char *slash = strrchr(w, '/');
+            w = slash ? slash + 1 : w;
+        }
+        json_array_append_new(cmd, json_string(w));
     }
     json_object_set_new(job, "command", cmd);
-    put_str(job, "name", cr__cli_arg(a, "name"));
-    put_str(job, "tenant", cr__cli_arg(a, "tenant"));
-    put_int(job, "gpus", cr__cli_arg(a, "gpus"));
-    put_str(job, "gpu_type", cr__cli_arg(a, "gpu-type"));
-    put_str(job, "mig_profile", cr__cli_arg(a, "mig"));
-    put_int(job, "gpu_mem_gb", cr__cli_arg(a, "gpu-mem"));
-    put_int(job, "nodes", cr__cli_arg(a, "nodes"));
-    put_str(job, "kind", cr__cli_arg(a, "kind"));
-    put_int(job, "priority", cr__cli_arg(a, "priority"));
-    put_str(job, "workdir", cr__cli_arg(a, "workdir"));
-    put_int(job, "array", cr__cli_arg(a, "array"));
-    put_int(job, "max_retries", cr__cli_arg(a, "retries"));
-    const cli_val *wd = cr__cli_arg(a, "workdir");
+    if (script) {
+        json_object_set_new(job, "script", json_string(script));
+    }
+    put_int(job, "tasks_per_node", pick(a, d, "tasks-per-node"));
+    put_str(job, "output", pick(a, d, "output"));
+    put_str(job, "error", pick(a, d, "error"));
+    if (pick(a, d, "requeue")->set) {
+        json_object_set_new(job, "requeue", json_true());
+    }
+    const cli_val *gpn = pick(a, d, "gpus-per-node");
+    const cli_val *nodes = pick(a, d, "nodes");
+    int64_t nn = nodes->set && nodes->i > 0 ? nodes->i : 1;
+    if (gpn->set && !pick(a, d, "gpus")->set) {
+        json_object_set_new(job, "gpus", json_integer(gpn->i * nn));
+        json_object_set_new(job, "nodes", json_integer(nn));
+    }
+    const cli_val *nt = pick(a, d, "ntasks");
+    if (nt->set && !pick(a, d, "tasks-per-node")->set) {
+        if (nt->i % nn != 0) {
+            fprintf(ctx->err,
+                    "corral submit: --ntasks %" PRId64 " does not divide over %" PRId64 " nodes\n",
+                    nt->i, nn);
+            goto bad;
+        }
+        json_object_set_new(job, "tasks_per_node", json_integer(nt->i / nn));
+    }
+    const cli_val *cd = pick(a, d, "chdir");
+    if (cd->set) {
+        if (cd->str[0] == '/') {
+            json_object_set_new(job, "workdir", json_string(cd->str));
+        } else {
+            char here[4096];
+            if (!getcwd(here, sizeof here)) {
+                fprintf(ctx->err, "corral submit: --chdir: cannot read the current directory\n");
+                goto bad;
+            }
+            char *abs = cr_asprintf("%s/%s", here, cd->str);
+            json_object_set_new(job, "workdir", json_string(abs));
+            free(abs);
+        }
+    }
+    put_str(job, "name", pick(a, d, "name"));
+    put_str(job, "tenant", pick(a, d, "tenant"));
+    put_int(job, "gpus", pick(a, d, "gpus"));
+    put_str(job, "gpu_type", pick(a, d, "gpu-type"));
+    put_str(job, "mig_profile", pick(a, d, "mig"));
+    put_int(job, "gpu_mem_gb", pick(a, d, "gpu-mem"));
+    put_int(job, "nodes", pick(a, d, "nodes"));
+    put_str(job, "kind", pick(a, d, "kind"));
+    put_int(job, "priority", pick(a, d, "priority"));
+    put_str(job, "workdir", pick(a, d, "workdir"));
+    const cli_val *arr = pick(a, d, "array");
+    if (arr->set) {
+        int64_t copies;
+        if (cr_parse_i64(arr->str, 1, 10000, &copies) == 0) {
+            json_object_set_new(job, "array", json_integer(copies));
+        } else if (strspn(arr->str, "0123456789") == strlen(arr->str)) {
+            fprintf(ctx->err, "corral submit: --array: '%s' copies: at most 10000\n", arr->str);
+            goto bad;
+        } else {
+            json_object_set_new(job, "array", json_string(arr->str));
+        }
+    }
+    put_str(job, "dependency", pick(a, d, "dependency"));
+    put_str(job, "nodelist", pick(a, d, "nodelist"));
+    put_str(job, "exclude", pick(a, d, "exclude"));
+    put_str(job, "constraint", pick(a, d, "constraint"));
+    put_str(job, "warn_signal", pick(a, d, "signal"));
+    if (pick(a, d, "exclusive")->set) {
+        json_object_set_new(job, "exclusive", json_true());
+    }
+    const cli_val *beg = pick(a, d, "begin");
+    if (beg->set) {
+        int64_t at;
+        if (cr__cli_parse_begin(beg->str, ctx->now_ns, &at) < 0) {
+            fprintf(ctx->err,
+                    "corral submit: --begin: '%s' is not a time (now+DURATION, HH:MM[:SS], "
+                    "RFC 3339)\n",
+                    beg->str);
+            goto bad;
+        }
+        json_object_set_new(job, "begin_unix", json_integer(at / CR_NS_PER_SEC));
+    }
+    put_int(job, "max_retries", pick(a, d, "retries"));
+    const cli_val *wd = pick(a, d, "workdir");
     if (wd->set && wd->str[0] != '/') {
         fprintf(ctx->err, "corral submit: --workdir: '%s' is not an absolute path\n", wd->str);
         goto bad;
@@ -123,15 +248,20 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
         fprintf(ctx->err, "corral submit: the command name is empty\n");
         goto bad;
     }
-    const cli_val *cpus = cr__cli_arg(a, "cpus");
+    const cli_val *cpus = pick(a, d, "cpus");
     if (cpus->set) {
         if (cpus->f < 0.01) {
             fprintf(ctx->err, "corral submit: --cpus: want at least 0.01 cores\n");
             goto bad;
         }
         json_object_set_new(job, "cpus", json_real(cpus->f));
+    } else if (pick(a, d, "cpus-per-task")->set) {
+        /* sbatch -c is per task; Corral's limit is per node */
+        const cli_val *tpn = pick(a, d, "tasks-per-node");
+        double n = tpn->set ? (double)tpn->i : 1;
+        json_object_set_new(job, "cpus", json_real(pick(a, d, "cpus-per-task")->f * n));
     }
-    const cli_val *mem = cr__cli_arg(a, "mem");
+    const cli_val *mem = pick(a, d, "mem");
     if (mem->set) {
         int64_t bytes;
         if (cr_parse_bytes(mem->str, &bytes) != 0 || bytes < (1 << 20)) {
@@ -163,7 +293,7 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
         }
         json_object_set_new(job, "gpu_mem_bytes", json_integer(bytes));
     }
-    const cli_val *t = cr__cli_arg(a, "time");
+    const cli_val *t = pick(a, d, "time");
     if (t->set && t->i > CLI_MAX_TIME_LIMIT_S * CR_NS_PER_SEC) {
         fprintf(ctx->err, "corral submit: --time: '%s' is over the limit of 366d\n", t->str);
         goto bad;
@@ -172,42 +302,48 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
         json_object_set_new(job, "time_limit_s",
                             json_integer((t->i + CR_NS_PER_SEC - 1) / CR_NS_PER_SEC));
     }
-    const cli_val *ck = cr__cli_arg(a, "checkpoint-interval");
+    const cli_val *ck = pick(a, d, "checkpoint-interval");
     if (ck->set) {
         json_object_set_new(job, "checkpoint_interval_s",
                             json_integer((ck->i + CR_NS_PER_SEC - 1) / CR_NS_PER_SEC));
     }
-    if (cr__cli_arg(a, "preemptible")->set) {
+    if (pick(a, d, "preemptible")->set) {
         json_object_set_new(job, "preemptible", json_true());
     }
-    const cli_val *mig = cr__cli_arg(a, "mig");
-    const cli_val *gt = cr__cli_arg(a, "gpu-type");
+    const cli_val *mig = pick(a, d, "mig");
+    const cli_val *gt = pick(a, d, "gpu-type");
     if (mig->set && gt->set && (strcmp(gt->str, "auto") == 0)) {
         fprintf(ctx->err, "corral submit: --mig needs a concrete --gpu-type or none, not auto\n");
         goto bad;
     }
     json_t *model = json_object();
-    const cli_val *p = cr__cli_arg(a, "params");
+    const cli_val *p = pick(a, d, "params");
     if (p->set) {
         json_object_set_new(model, "params", json_real(p->f));
     }
     put_str(model, "name", cr__cli_arg(a, "model"));
-    put_str(model, "method", cr__cli_arg(a, "method"));
-    const cli_val *tok = cr__cli_arg(a, "tokens");
+    put_str(model, "method", pick(a, d, "method"));
+    const cli_val *tok = pick(a, d, "tokens");
     if (tok->set) {
         json_object_set_new(model, "tokens", json_real(tok->f));
     }
-    put_str(model, "precision", cr__cli_arg(a, "precision"));
+    put_str(model, "precision", pick(a, d, "precision"));
     if (json_object_size(model) > 0) {
         json_object_set_new(job, "model", model);
     } else {
         json_decref(model);
     }
-    const cli_val *env = cr__cli_arg(a, "env");
-    if (env->count) {
-        json_t *e = json_object();
-        json_object_set_new(job, "env", e);
-        for (size_t i = 0; i < env->count; i++) {
+    const cli_val *ex = pick(a, d, "export");
+    json_t *e = json_object();
+    json_object_set_new(job, "env", e);
+    if (cr__cli_export_env(ctx, ex->set ? ex->str : NULL, e) < 0) {
+        goto bad;
+    }
+    /* -e K=V: the directives' first, then the command line's (they win) */
+    const cli_val *envs[2] = {d ? cr__cli_arg(d, "env") : NULL, cr__cli_arg(a, "env")};
+    for (size_t q = 0; q < 2; q++) {
+        const cli_val *env = envs[q];
+        for (size_t i = 0; env && i < env->count; i++) {
             const char *eq = strchr(env->list[i], '=');
             if (!eq || eq == env->list[i]) {
                 fprintf(ctx->err, "corral submit: --env: '%s' is not KEY=VALUE\n", env->list[i]);
@@ -220,6 +356,17 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a)
     }
     if (add_secrets(ctx, a, job) != 0) {
         goto bad;
+    }
+    /* a secret never travels as a plain variable too (--export ALL would
+     * send --secret NAME's value from this environment) */
+    const char *sk;
+    json_t *sv;
+    json_object_foreach(json_object_get(job, "secrets"), sk, sv)
+    {
+        json_object_del(e, sk);
+    }
+    if (json_object_size(e) == 0) {
+        json_object_del(job, "env");
     }
     return job;
 bad:
@@ -334,15 +481,41 @@ static void print_ids(cli_ctx *ctx, const json_t *ids)
 int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
+    cli_script script;
+    memset(&script, 0, sizeof script);
     int code = 0;
     json_t *job = NULL;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "[options] [--] COMMAND [ARGS...]", submit_opts, NOPTS(submit_opts),
-                      true, argc, argv, &code)) {
+    const char *syn = strcmp(ctx->cmd, "alloc") == 0 ? "[options] [-- COMMAND [ARGS...]]"
+                                                     : "[options] [--] COMMAND [ARGS...]";
+    if (cr__cli_begin(ctx, &a, syn, submit_opts, NOPTS(submit_opts), true, argc, argv, &code)) {
         goto out;
     }
-    job = job_request(ctx, &a);
+    bool run = strcmp(ctx->cmd, "run") == 0, alloc = strcmp(ctx->cmd, "alloc") == 0;
+    char **local = NULL;
+    size_t nlocal = 0;
+    static char *hold_cmd[] = {"sleep", "infinity", NULL};
+    if (alloc) {
+        /* the job only holds the allocation; the command runs here */
+        local = a.rest;
+        nlocal = a.nrest;
+        a.rest = hold_cmd;
+        a.nrest = 2;
+    }
+    if ((run || alloc) && cr__cli_arg(&a, "array")->set) {
+        fprintf(ctx->err, "corral %s: --array goes with submit only\n", ctx->cmd);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
+    if (a.nrest > 0 && !alloc) {
+        int sr = cr__cli_script_load(ctx, a.rest[0], submit_opts, NOPTS(submit_opts), &script);
+        if (sr < 0) {
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
+    job = job_request(ctx, &a, script.parsed ? &script.args : NULL, script.text);
     if (!job) {
         code = CLI_EXIT_USAGE;
         goto out;
@@ -355,12 +528,24 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
         code = cr__cli_fail(ctx, rc, &res);
         goto out;
     }
+    if (run || alloc) {
+        int64_t id =
+            (int64_t)json_integer_value(json_array_get(json_object_get(res.body, "ids"), 0));
+        fflush(ctx->out);
+        code = run ? cr__cli_run_follow(ctx, id) : cr__cli_alloc_session(ctx, id, local, nlocal);
+        goto out;
+    }
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
     } else {
         print_ids(ctx, json_object_get(res.body, "ids"));
     }
+    if (pick(&a, script.parsed ? &script.args : NULL, "wait")->set) {
+        fflush(ctx->out);
+        code = cr__cli_wait_jobs(ctx, json_object_get(res.body, "ids"));
+    }
 out:
+    cr__cli_script_fini(&script);
     json_decref(job);
     cr_client_res_fini(&res);
     cr__cli_args_fini(&a);
@@ -695,31 +880,104 @@ out:
 
 /* --- cancel, hold, release, requeue -------------------------------------------- */
 
+static const cli_opt action_opts[] = {
+    {"tenant", CLI_STR, "T", "every active job of this tenant (scancel -A)", NULL, 0, 0, 0},
+    {"name", CLI_STR, "NAME", "every active job with this name (scancel -n)", NULL, 0, 0, 'n'},
+    {"state", CLI_STR, "STATE", "every job in this state (scancel -t)",
+     "pending|held|running|completing", 0, 0, 's'},
+    {"signal", CLI_STR, "SIG", "cancel: send SIG (USR1, TERM...) to the tasks instead",
+     "USR1|USR2|TERM|INT|HUP|QUIT|ALRM|CONT|KILL|WINCH", 0, 0, 0},
+};
+
+/* "12" or "12_3" (one task of array 12). */
+static bool job_ref_ok(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    if (n == 0 || n > 18 || s[0] == '0') {
+        return false;
+    }
+    if (s[n] == '\0') {
+        return true;
+    }
+    size_t m = strspn(s + n + 1, "0123456789");
+    return s[n] == '_' && m > 0 && m <= 7 && s[n + 1 + m] == '\0';
+}
+
+/* The ids of the active jobs matching the filters (appended to refs). */
+static int filter_refs(cli_ctx *ctx, const cli_args *a, char ***refs, size_t *n)
+{
+    const cli_val *ten = cr__cli_arg(a, "tenant"), *nm = cr__cli_arg(a, "name");
+    const cli_val *st = cr__cli_arg(a, "state");
+    cr_client_res res;
+    cr_client_res_init(&res);
+    int rc = cr_client_jobs_list(ctx->client, st->set ? st->str : "active",
+                                 ten->set ? ten->str : NULL, 0, &res);
+    if (rc < 0) {
+        int code = cr__cli_fail(ctx, rc, &res);
+        cr_client_res_fini(&res);
+        return code;
+    }
+    size_t i;
+    json_t *job;
+    json_array_foreach(json_object_get(res.body, "items"), i, job)
+    {
+        const char *name = jstr(job, "name");
+        if (nm->set && (!name || strcmp(name, nm->str) != 0)) {
+            continue;
+        }
+        *refs = cr_reallocarray(*refs, *n + 1, sizeof **refs);
+        (*refs)[(*n)++] =
+            cr_asprintf("%" JSON_INTEGER_FORMAT, json_integer_value(json_object_get(job, "id")));
+    }
+    cr_client_res_fini(&res);
+    return 0;
+}
+
 int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
     int code = 0;
-    int64_t *ids = NULL;
+    char **refs = NULL;
+    size_t nrefs = 0;
     json_t *all = json_array();
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "JOB...", NULL, 0, false, argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a, "JOB... | --name N | --tenant T | --state S", action_opts,
+                      NOPTS(action_opts), false, argc, argv, &code)) {
         goto out;
     }
-    if (a.npos == 0) {
-        fprintf(ctx->err, "corral %s: expected at least one job id (corral %s JOB...)\n", ctx->cmd,
-                ctx->cmd);
+    bool filtered = cr__cli_arg(&a, "tenant")->set || cr__cli_arg(&a, "name")->set ||
+                    cr__cli_arg(&a, "state")->set;
+    const cli_val *sig = cr__cli_arg(&a, "signal");
+    if (sig->set && strcmp(ctx->cmd, "cancel") != 0) {
+        fprintf(ctx->err, "corral %s: --signal goes with cancel only\n", ctx->cmd);
         code = CLI_EXIT_USAGE;
         goto out;
     }
-    ids = cr_calloc(a.npos, sizeof *ids);
+    if (a.npos == 0 && !filtered) {
+        fprintf(ctx->err,
+                "corral %s: expected at least one job id, or --name, --tenant or --state "
+                "(corral %s JOB...)\n",
+                ctx->cmd, ctx->cmd);
+        code = CLI_EXIT_USAGE;
+        goto out;
+    }
     for (size_t i = 0; i < a.npos; i++) {
-        if (cr__cli_job_id(ctx, a.pos[i], &ids[i]) < 0) {
+        if (!job_ref_ok(a.pos[i])) {
+            fprintf(ctx->err,
+                    "corral %s: '%s' is not a job id (a positive integer, or ARRAY_INDEX for "
+                    "one task of an array)\n",
+                    ctx->cmd, a.pos[i]);
             code = CLI_EXIT_USAGE;
             goto out;
         }
+        refs = cr_reallocarray(refs, nrefs + 1, sizeof *refs);
+        refs[nrefs++] = cr_strdup(a.pos[i]);
     }
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        goto out;
+    }
+    if (filtered && a.npos == 0 && (code = filter_refs(ctx, &a, &refs, &nrefs)) != 0) {
         goto out;
     }
     static const struct {
@@ -734,8 +992,29 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
             done = past[i].done;
         }
     }
-    for (size_t i = 0; i < a.npos; i++) {
-        int rc = cr_client_job_action(ctx->client, ids[i], ctx->cmd, &res);
+    if (sig->set) {
+        done = "Signalled";
+    }
+    int64_t cov_lo = 0, cov_hi = 0; /* ids an array action already covered */
+    for (size_t i = 0; i < nrefs; i++) {
+        /* A plain id that is an array's first: the whole array, as scancel
+         * does; ID_INDEX: one task. (Filters list every task already.) */
+        bool whole = !filtered && !strchr(refs[i], '_');
+        int64_t num = 0;
+        if (whole && cr_parse_i64(refs[i], 1, INT64_MAX, &num) == 0 && num > cov_lo &&
+            num <= cov_hi) {
+            if (!ctx->json) {
+                fprintf(ctx->out, "%s job %s\n", done, refs[i]); /* with its array */
+            }
+            continue;
+        }
+        int rc = sig->set ? cr_client_job_signal_ref(ctx->client, refs[i], sig->str, whole, &res)
+                          : cr_client_job_action_ref(ctx->client, refs[i], ctx->cmd, whole, &res);
+        json_int_t last = rc < 0 ? 0 : json_integer_value(json_object_get(res.body, "array_last"));
+        if (last > 0) {
+            cov_lo = num;
+            cov_hi = (int64_t)last;
+        }
         if (rc < 0) {
             int c = cr__cli_fail(ctx, rc, &res);
             if (c > code) {
@@ -745,11 +1024,10 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
                 break;
             }
         } else if (!ctx->json) {
-            fprintf(ctx->out, "%s job %" PRId64 "\n", done, ids[i]);
+            fprintf(ctx->out, "%s job %s\n", done, refs[i]);
         }
         if (ctx->json) {
-            json_t *one =
-                json_pack("{s:I,s:i}", "id", (json_int_t)ids[i], "status", (int)res.status);
+            json_t *one = json_pack("{s:s,s:i}", "id", refs[i], "status", (int)res.status);
             json_object_set(one, rc < 0 ? "error" : "answer", res.body ? res.body : json_null());
             json_array_append_new(all, one);
         }
@@ -759,7 +1037,10 @@ int cr__cli_job_action(cli_ctx *ctx, int argc, char **argv)
     }
 out:
     json_decref(all);
-    free(ids);
+    for (size_t i = 0; i < nrefs; i++) {
+        free(refs[i]);
+    }
+    free(refs);
     cr_client_res_fini(&res);
     cr__cli_args_fini(&a);
     return code;
@@ -771,7 +1052,59 @@ static const cli_opt logs_opts[] = {
     {"follow", CLI_BOOL, NULL, "keep printing new output until the job ends", NULL, 0, 0, 'f'},
     {"stderr", CLI_BOOL, NULL, "the job's stderr instead of its stdout", NULL, 0, 0, 0},
     {"offset", CLI_INT, "BYTES", "start at this byte offset", NULL, 0, INT64_MAX, 0},
+    {"rank", CLI_INT, "R", "the output of task R (default 0: the first)", NULL, 0, 1 << 20, 0},
+    {"all", CLI_BOOL, NULL, "every task's output, each line prefixed 'R: '", NULL, 0, 0, 0},
 };
+
+/* Collects one task's log for --all. */
+static int collect_log(void *ud, const char *data, size_t len)
+{
+    cr_buf_append(ud, data, len);
+    return 0;
+}
+
+/* --all: every rank of the job's last run, lines prefixed "R: " (srun -l). */
+static int all_logs(cli_ctx *ctx, int64_t id, const char *stream, cr_client_res *res)
+{
+    int rc = cr_client_job_get(ctx->client, id, res);
+    if (rc < 0) {
+        return cr__cli_fail(ctx, rc, res);
+    }
+    const char *nl = jstr(res->body, "run_nodes");
+    int64_t tpn = json_integer_value(json_object_get(res->body, "tasks_per_node_run"));
+    int64_t nodes = nl && *nl ? 1 : 0;
+    for (const char *p = nl ? nl : ""; *p; p++) {
+        nodes += *p == ',';
+    }
+    int64_t ntasks = nodes * (tpn > 0 ? tpn : 1);
+    if (ntasks == 0) {
+        fprintf(ctx->err, "corral logs: job %" PRId64 " has not run yet: no logs\n", id);
+        return CLI_EXIT_SERVER;
+    }
+    int code = 0;
+    for (int64_t r = 0; r < ntasks; r++) {
+        cr_buf b;
+        cr_buf_init(&b);
+        rc = cr_client_job_logs_rank(ctx->client, id, stream, 0, r, false, collect_log, &b, res);
+        if (rc < 0) {
+            code = cr__cli_fail(ctx, rc, res);
+            cr_buf_fini(&b);
+            if (code == CLI_EXIT_UNREACH) {
+                break;
+            }
+            continue;
+        }
+        const char *p = b.data, *end = b.data + b.len;
+        while (p && p < end) {
+            const char *eol = memchr(p, '\n', (size_t)(end - p));
+            size_t len = eol ? (size_t)(eol - p) : (size_t)(end - p);
+            fprintf(ctx->out, "%" PRId64 ": %.*s\n", r, (int)len, p);
+            p += len + 1;
+        }
+        cr_buf_fini(&b);
+    }
+    return code;
+}
 
 typedef struct log_sink {
     FILE *f;        /* where the bytes go */
@@ -800,7 +1133,7 @@ static int write_out(void *ud, const char *data, size_t len)
  * has ended, one last call with nothing new ends the command, and a refusal
  * then is final.
  */
-static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t offset,
+static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t offset, int64_t rank,
                        cr_client_res *res)
 {
     log_sink sink = {.f = ctx->out};
@@ -809,7 +1142,8 @@ static int follow_logs(cli_ctx *ctx, int64_t id, const char *stream, uint64_t of
     int code = 0;
     for (;;) {
         sink.bytes = 0;
-        int rc = cr_client_job_logs(ctx->client, id, stream, offset, true, write_out, &sink, res);
+        int rc = cr_client_job_logs_rank(ctx->client, id, stream, offset, rank, true, write_out,
+                                         &sink, res);
         offset += sink.bytes;
         if (sink.closed) {
             break;
@@ -849,8 +1183,8 @@ int cr__cli_logs(cli_ctx *ctx, int argc, char **argv)
     int code = 0;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "JOB [-f|--follow] [--stderr] [--offset BYTES]", logs_opts,
-                      NOPTS(logs_opts), false, argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a, "JOB [-f|--follow] [--stderr] [--offset BYTES] [--rank R|--all]",
+                      logs_opts, NOPTS(logs_opts), false, argc, argv, &code)) {
         goto out;
     }
     int64_t id = 0;
@@ -869,12 +1203,23 @@ int cr__cli_logs(cli_ctx *ctx, int argc, char **argv)
     const cli_val *off = cr__cli_arg(&a, "offset");
     const char *stream = cr__cli_arg(&a, "stderr")->set ? "stderr" : "stdout";
     uint64_t offset = off->set ? (uint64_t)off->i : 0;
+    const cli_val *rank = cr__cli_arg(&a, "rank");
+    if (cr__cli_arg(&a, "all")->set) {
+        if (rank->set || off->set || cr__cli_arg(&a, "follow")->set) {
+            fprintf(ctx->err, "corral logs: --all goes with neither --rank, --offset nor -f\n");
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        code = all_logs(ctx, id, stream, &res);
+        goto out;
+    }
     if (cr__cli_arg(&a, "follow")->set) {
-        code = follow_logs(ctx, id, stream, offset, &res);
+        code = follow_logs(ctx, id, stream, offset, rank->set ? rank->i : -1, &res);
         goto out;
     }
     log_sink sink = {.f = ctx->out};
-    int rc = cr_client_job_logs(ctx->client, id, stream, offset, false, write_out, &sink, &res);
+    int rc = cr_client_job_logs_rank(ctx->client, id, stream, offset, rank->set ? rank->i : -1,
+                                     false, write_out, &sink, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
     }

@@ -37,6 +37,8 @@ static const struct {
     const char *what;
 } commands[] = {
     {"submit", cr__cli_submit, "submit a job (or an array of N jobs)"},
+    {"run", cr__cli_submit, "run a job and stream its output; exit with its exit code"},
+    {"alloc", cr__cli_submit, "hold an allocation and open a shell with its variables"},
     {"jobs", cr__cli_jobs, "list jobs"},
     {"show", cr__cli_show, "show one job with its events and pending reason"},
     {"cancel", cr__cli_job_action, "cancel jobs"},

@@ -141,11 +141,24 @@ int cr_client_jobs_list(cr_client *c, const char *state, const char *tenant, int
 int cr_client_job_get(cr_client *c, int64_t id, cr_client_res *res);
 /* action: "cancel", "hold", "release" or "requeue". */
 int cr_client_job_action(cr_client *c, int64_t id, const char *action, cr_client_res *res);
+/* The same for a job named "ID" or "ARRAY_INDEX" (one array task);
+ * whole_array: on an array's first id, every task of the array. */
+int cr_client_job_action_ref(cr_client *c, const char *ref, const char *action, bool whole_array,
+                             cr_client_res *res);
+/* POST /v1/jobs/{ref}/signal {"signal": SIG}: to the running job's tasks. */
+int cr_client_job_signal_ref(cr_client *c, const char *ref, const char *sig, bool whole_array,
+                             cr_client_res *res);
+/* GET /v1/jobs/{ref}: ref "ID" or "ARRAY_INDEX". */
+int cr_client_job_get_ref(cr_client *c, const char *ref, cr_client_res *res);
 /* GET /v1/jobs/{id}/logs; stream: "stdout" or "stderr"; follow streams until
  * the job ends or fn stops; without follow the bytes from offset are
  * delivered to fn as well. */
 int cr_client_job_logs(cr_client *c, int64_t id, const char *stream, uint64_t offset, bool follow,
                        cr_client_data_fn fn, void *ud, cr_client_res *res);
+/* The same for one task of the job (rank >= 0; < 0: the job's first). */
+int cr_client_job_logs_rank(cr_client *c, int64_t id, const char *stream, uint64_t offset,
+                            int64_t rank, bool follow, cr_client_data_fn fn, void *ud,
+                            cr_client_res *res);
 
 /* Nodes. */
 int cr_client_nodes_list(cr_client *c, cr_client_res *res);

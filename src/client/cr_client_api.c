@@ -91,12 +91,57 @@ int cr_client_job_action(cr_client *c, int64_t id, const char *action, cr_client
     return rc;
 }
 
+int cr_client_job_action_ref(cr_client *c, const char *ref, const char *action, bool whole_array,
+                             cr_client_res *res)
+{
+    char *r = cr_client_escape(ref);
+    char *e = cr_client_escape(action);
+    char *path = cr_asprintf("/v1/jobs/%s/%s%s", r, e, whole_array ? "?array=1" : "");
+    int rc = cr_client_request(c, "POST", path, NULL, 0, res);
+    free(path);
+    free(e);
+    free(r);
+    return rc;
+}
+
+int cr_client_job_signal_ref(cr_client *c, const char *ref, const char *sig, bool whole_array,
+                             cr_client_res *res)
+{
+    char *r = cr_client_escape(ref);
+    char *path = cr_asprintf("/v1/jobs/%s/signal%s", r, whole_array ? "?array=1" : "");
+    json_t *b = json_pack("{s:s}", "signal", sig);
+    int rc = cr_client_request(c, "POST", path, b, 0, res);
+    json_decref(b);
+    free(path);
+    free(r);
+    return rc;
+}
+
+int cr_client_job_get_ref(cr_client *c, const char *ref, cr_client_res *res)
+{
+    char *path = named_path("jobs", ref, NULL);
+    int rc = get(c, path, res);
+    free(path);
+    return rc;
+}
+
 int cr_client_job_logs(cr_client *c, int64_t id, const char *stream, uint64_t offset, bool follow,
                        cr_client_data_fn fn, void *ud, cr_client_res *res)
 {
+    return cr_client_job_logs_rank(c, id, stream, offset, -1, follow, fn, ud, res);
+}
+
+int cr_client_job_logs_rank(cr_client *c, int64_t id, const char *stream, uint64_t offset,
+                            int64_t rank, bool follow, cr_client_data_fn fn, void *ud,
+                            cr_client_res *res)
+{
     char *e = cr_client_escape(stream ? stream : "stdout");
-    char *path = cr_asprintf("/v1/jobs/%" PRId64 "/logs?stream=%s&offset=%" PRIu64 "%s", id, e,
-                             offset, follow ? "&follow=1" : "");
+    char rk[32] = "";
+    if (rank >= 0) {
+        snprintf(rk, sizeof rk, "&rank=%" PRId64, rank);
+    }
+    char *path = cr_asprintf("/v1/jobs/%" PRId64 "/logs?stream=%s&offset=%" PRIu64 "%s%s", id, e,
+                             offset, rk, follow ? "&follow=1" : "");
     int rc = cr_client_stream(c, path, 0, 0, fn, ud, res);
     free(path);
     free(e);

@@ -5,8 +5,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 int64_t cr_now_ns(void)
@@ -79,6 +81,92 @@ int cr_duration_parse(const char *s, int64_t *out_ns)
         return CR_ERANGE;
     }
     *out_ns = (int64_t)llround(total);
+    return 0;
+}
+
+/* Digits only, at most 9 of them, into *v. */
+static int tl_field(const char *s, size_t n, int64_t *v)
+{
+    if (n == 0 || n > 9) {
+        return CR_EINVAL;
+    }
+    int64_t x = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return CR_EINVAL;
+        }
+        x = x * 10 + (s[i] - '0');
+    }
+    *v = x;
+    return 0;
+}
+
+int cr_time_limit_parse(const char *s, int64_t *out_ns)
+{
+    if (!s || !*s) {
+        return CR_EINVAL;
+    }
+    const int64_t max_s = 3660LL * 86400;
+    int64_t days = 0, f[3] = {0, 0, 0}, secs;
+    size_t nf = 0;
+    const char *p = s, *dash = strchr(s, '-');
+    bool all_digits = strspn(s, "0123456789") == strlen(s);
+    if (!dash && !strchr(s, ':') && !all_digits) {
+        int64_t ns;
+        int rc = cr_duration_parse(s, &ns);
+        if (rc < 0) {
+            return rc;
+        }
+        if (ns / CR_NS_PER_SEC > max_s) {
+            return CR_ERANGE;
+        }
+        *out_ns = ns;
+        return 0;
+    }
+    if (dash) {
+        if (tl_field(s, (size_t)(dash - s), &days) < 0) {
+            return CR_EINVAL;
+        }
+        p = dash + 1;
+    }
+    while (nf < 3) {
+        size_t n = strcspn(p, ":");
+        if (tl_field(p, n, &f[nf]) < 0) {
+            return CR_EINVAL;
+        }
+        nf++;
+        p += n;
+        if (*p == '\0') {
+            break;
+        }
+        p++; /* ':' */
+    }
+    if (*p != '\0') {
+        return CR_EINVAL; /* a fourth field */
+    }
+    if (dash) {
+        /* D-HH, D-HH:MM, D-HH:MM:SS */
+        if (f[0] > 23 || (nf > 1 && f[1] > 59) || (nf > 2 && f[2] > 59)) {
+            return CR_EINVAL;
+        }
+        secs = days * 86400 + f[0] * 3600 + (nf > 1 ? f[1] * 60 : 0) + (nf > 2 ? f[2] : 0);
+    } else if (nf == 1) {
+        secs = f[0] * 60; /* MM */
+    } else if (nf == 2) {
+        if (f[1] > 59) {
+            return CR_EINVAL;
+        }
+        secs = f[0] * 60 + f[1]; /* MM:SS */
+    } else {
+        if (f[1] > 59 || f[2] > 59) {
+            return CR_EINVAL;
+        }
+        secs = f[0] * 3600 + f[1] * 60 + f[2]; /* HH:MM:SS */
+    }
+    if (secs > max_s) {
+        return CR_ERANGE;
+    }
+    *out_ns = secs * CR_NS_PER_SEC;
     return 0;
 }
 

@@ -35,6 +35,15 @@ int64_t cr_mono_ns(void);
 int cr_cond_wait_mono(pthread_cond_t *cv, pthread_mutex_t *mu, int64_t deadline_ns);
 /* Parse a duration; returns 0 or CR_EINVAL / CR_ERANGE, *out_ns untouched on failure. */
 int cr_duration_parse(const char *s, int64_t *out_ns);
+/*
+ * A time limit as Slurm writes it, or a suffixed duration: "MM" (a bare
+ * number is MINUTES, as in sbatch -t), "MM:SS", "HH:MM:SS", "D-HH",
+ * "D-HH:MM", "D-HH:MM:SS", or anything cr_duration_parse takes with a
+ * unit ("90s", "2h", "1h30m"). Fields after the first are bounded as on a
+ * clock (seconds and minutes < 60, hours < 24 after a day). Returns 0 or
+ * CR_EINVAL (CR_ERANGE past 10 years); *out_ns untouched on failure.
+ */
+int cr_time_limit_parse(const char *s, int64_t *out_ns);
 /* Short human form ("1h30m", "40m", "12s", "350ms") into buf; returns buf. */
 char *cr_duration_fmt(int64_t ns, char *buf, size_t len);
 /* ISO-8601 UTC form of an epoch time into buf; returns buf. */

@@ -490,6 +490,7 @@ static void ctl_free_state(ctl *c)
     free(c->tenants);
     free(c->usage);
     free(c->sched_ops);
+    free(c->gated);
     free(c->boots);
     memset(c->secret_key, 0, sizeof c->secret_key);
     ctl_idem_free(c);

@@ -32,6 +32,12 @@
 #include <stdint.h>
 
 #define CTL_NAME_MAX 64
+/* Batch jobs (docs/api.md): tasks on one node, a shipped script's size. */
+#define CTL_MAX_TASKS_PER_NODE 256
+#define CTL_MAX_SCRIPT_BYTES   65536
+#define MAX_ARRAY_TASKS        10000   /* tasks in one array */
+#define MAX_ARRAY_INDEX        1000000 /* largest array index */
+#define MAX_DEP_TERMS          16      /* terms in one dependency */
 
 typedef enum ctl_job_state {
     JS_PENDING = 0,
@@ -77,6 +83,9 @@ typedef struct ctl_job {
     char gpu_type[CTL_NAME_MAX];  /* "auto", "any" or a type name */
     char run_type[CTL_NAME_MAX];  /* running: the type it got */
     char last_node[CTL_NAME_MAX]; /* first node of the last placement (logs) */
+    char *last_nodes;             /* owned: the last placement's nodes, comma-separated in
+                                     rank order (logs --rank), NULL before the first run */
+    int last_tpn;                 /* tasks per node of the last run (0 before the first) */
     char mig_profile[32];
     double gpu_mem_gb;
     int gpu_milli;         /* fractional: thousandths of one shareable GPU (0: whole GPUs) */
@@ -91,6 +100,11 @@ typedef struct ctl_job {
     bool cancel_requested;  /* stop requested by a user cancel */
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
+    char sig_name[12];      /* the last signal asked for the running job ("USR1"), "" none */
+    int64_t sig_at;         /* when it was asked (wall clock ns): the agents deliver each once */
+    int sig_warned_run;     /* the run that got its --signal SIG@SECONDS warning */
+    bool gated;             /* pending, held out of the scheduler by its dependency,
+                               array throttle or begin time (ctl_batch.c) */
     int64_t acct_ns;        /* accounted up to (wall clock; persisted) */
     /* Monotonic twins of start_ns and acct_ns (in memory only): time limits
      * and GPU-time accounting measure on these, so a wall-clock step neither
@@ -142,6 +156,7 @@ typedef struct ctl_node {
     size_t ngpus;
     int cpus;
     uint64_t mem_bytes;
+    json_t *labels; /* owned: {"k": "v"} from the agent's --label, or NULL */
     ctl_node_state state;
     bool drained; /* admin drain (survives lost/up) */
     char reason[256];
@@ -278,6 +293,8 @@ struct ctl {
     bool sched_restored; /* the scheduler took in the stored nodes and running jobs */
     char cluster_id[24]; /* checkpoint_root/<cluster id>/<tenant>/<job> */
     bool tenants_dirty;  /* weights/quotas changed: tell the scheduler */
+    int64_t *gated;      /* ids of gated jobs, ascending (ctl_batch.c) */
+    size_t ngated, capgated;
     bool stopping;
     ctl_boot *boots; /* bootstrap tokens */
     size_t nboots, capboots;
@@ -442,6 +459,47 @@ void ctl_nodes_free(ctl *c);
 /* Validate a register body as the API would (for fuzzing). */
 int ctl_node_validate(const char *body, size_t len, cr_json_err *err); /* at shutdown; takes mu */
 int ctl_load_nodes(ctl *c);
+
+/* ctl_batch.c: launch modes and the batch members of a desired entry. */
+bool ctl_batch_is_launcher(const json_t *command);
+/* Tasks j runs on a node where it holds node_gpus GPUs; *launcher: the
+ * command starts its own workers (one task per node). */
+int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher);
+/* Add script, output, error, name, array index and nodelist to entry. mu held. */
+void ctl_batch_entry(const ctl_job *j, json_t *entry);
+/* Parse an array spec ("0-99", "1,3,5", "0-99:2", "0-15%4") into at most
+ * max indexes (idx) and the throttle (0: none). CR_EINVAL with why. */
+int ctl_batch_array_parse(const char *text, int32_t *idx, size_t max, size_t *n, int *throttle,
+                          char *why, size_t whylen);
+/* Check a dependency's syntax ("afterok:12:13,afterany:14_2", "singleton"). */
+int ctl_batch_dep_check(const char *text, char *why, size_t whylen);
+/* Check that every job a dependency names exists and is the tenant's
+ * (admins: anyone's). CR_ENOENT with why. mu held. */
+int ctl_batch_dep_refs(ctl *c, const char *text, const char *tenant, bool admin, char *why,
+                       size_t whylen);
+/* The task of array first with that index, or NULL. mu held. */
+ctl_job *ctl_batch_array_task(ctl *c, int64_t first, int32_t index);
+/* 0: j may be scheduled; 1: it waits (why); -1: it never will (why).
+ * busy: the array's active tasks when known, else -1. mu held. */
+int ctl_batch_gate(ctl *c, const ctl_job *j, int64_t now_wall, int busy, char *why, size_t whylen);
+bool ctl_batch_has_gate(const ctl_job *j);
+/* Node selection (--nodelist, --exclude, --constraint on node labels). */
+bool ctl_batch_has_node_filter(const ctl_job *j);
+bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n);
+/* Syntax of a node list (field "nodelist"/"exclude") or a constraint. */
+int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen);
+/* Signals: "USR1", "USR1@120" (default 60 s) -> name and seconds; CR_EINVAL. */
+int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs);
+/* Ask the agents of running job j to signal its tasks (sets sig_name and
+ * sig_at, bumps its nodes). mu held. */
+void ctl_batch_signal(ctl *c, ctl_job *j, const char *name);
+/* --signal SIG@SECONDS: signal j once per run, SECONDS before its time
+ * limit. *txn created when an event is recorded. mu held. */
+void ctl_batch_signal_due(ctl *c, ctl_job *j, int64_t now, cr_store_txn **txn);
+/* A pending job enters the scheduler, or the gate. mu held. */
+void ctl_batch_admit(ctl *c, ctl_job *j);
+/* Re-judge the gated jobs (scheduler thread timer); takes mu. */
+void ctl_batch_tick(ctl *c);
 
 /* ctl_sched.c */
 int ctl_sched_start(ctl *c);

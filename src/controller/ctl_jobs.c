@@ -26,18 +26,24 @@
 /* array x the spec's size, one submit */
 
 static const char *const job_members[] = {
-    "name",          "tenant",
-    "command",       "gpus",
-    "gpu_type",      "mig_profile",
-    "gpu_mem_gb",    "nodes",
-    "kind",          "model",
-    "priority",      "time_limit_s",
-    "preemptible",   "checkpoint_interval_s",
-    "max_retries",   "env",
-    "workdir",       "array",
-    "cpus",          "mem_bytes",
-    "secrets",       "gpu_milli",
-    "gpu_mem_bytes", NULL,
+    "name",           "tenant",
+    "command",        "gpus",
+    "gpu_type",       "mig_profile",
+    "gpu_mem_gb",     "nodes",
+    "kind",           "model",
+    "priority",       "time_limit_s",
+    "preemptible",    "checkpoint_interval_s",
+    "max_retries",    "env",
+    "workdir",        "array",
+    "tasks_per_node", "script",
+    "output",         "error",
+    "requeue",        "dependency",
+    "begin_unix",     "nodelist",
+    "exclude",        "constraint",
+    "exclusive",      "warn_signal",
+    "cpus",           "mem_bytes",
+    "secrets",        "gpu_milli",
+    "gpu_mem_bytes",  NULL,
 };
 static const char *const model_members[] = {"params",    "method", "tokens",
                                             "precision", "name",   NULL};
@@ -77,6 +83,7 @@ void ctl_job_free(ctl_job *j)
     free(j->secrets_enc);
     free(j->reason);
     free(j->place);
+    free(j->last_nodes);
     free(j);
 }
 
@@ -95,19 +102,22 @@ void ctl_job_set_reason(ctl_job *j, const char *reason)
  * normalised request members. Returns 0 or the error in err.
  */
 static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *array,
-                     cr_json_err *err)
+                     int32_t **indexes, cr_json_err *err)
 {
     int rc = 0;
+    int32_t *idx = NULL;
     ctl_job *j = cr_calloc(1, sizeof *j);
     if (!from_doc && (rc = cr_json_only(body, "", job_members, err)) != 0) {
         goto out;
     }
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
-    const char *workdir = "";
-    int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 3, arr = 1, mem_bytes = 0;
+    const char *workdir = "", *script = "", *outp = "", *errp = "", *dep = "";
+    int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 0, arr = 1, tpn = 0;
+    int64_t begin = 0, mem_bytes = 0;
+    int throttle = 0;
     int64_t gmilli = 0, gmem = 0;
     double mem = 0, cpus = 0;
-    bool preemptible = false;
+    bool preemptible = false, requeue = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL, *secrets = NULL;
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
@@ -127,7 +137,17 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_int(body, "", "max_retries", false, 0, 100, &retries, err)) ||
         (rc = cr_json_obj(body, "", "env", false, &env, err)) ||
         (rc = cr_json_str(body, "", "workdir", false, 4096, &workdir, err)) ||
-        (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY, &arr, err)) ||
+        (!json_is_string(json_object_get(body, "array")) &&
+         (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY_TASKS, &arr, err))) ||
+        (rc = cr_json_str(body, "", "dependency", false, 1023, &dep, err)) ||
+        (rc = cr_json_int(body, "", "begin_unix", false, 0, INT64_C(1) << 40, &begin, err)) ||
+        (rc = cr_json_int(body, "", "tasks_per_node", false, 0, CTL_MAX_TASKS_PER_NODE, &tpn,
+                          err)) ||
+        (rc = cr_json_str(body, "", "script", false, CTL_MAX_SCRIPT_BYTES, &script, err)) ||
+        (rc = cr_json_str(body, "", "output", false, 1024, &outp, err)) ||
+        (rc = cr_json_str(body, "", "error", false, 1024, &errp, err)) ||
+        (rc = cr_json_bool(body, "", "requeue", false, &requeue, err)) ||
+
         (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
         (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err)) ||
         (rc = cr_json_int(body, "", "gpu_milli", false, 0, 999, &gmilli, err)) ||
@@ -160,6 +180,54 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (secrets && (rc = ctl_secrets_check(secrets, err)) != 0) {
         goto out;
+    }
+    const char *arrs = json_string_value(json_object_get(body, "array"));
+    if (arrs) {
+        /* Slurm's form: indexes, ranges, steps and a throttle */
+        char why[160];
+        size_t n = 0;
+        idx = cr_calloc(MAX_ARRAY_TASKS, sizeof *idx);
+        if (ctl_batch_array_parse(arrs, idx, MAX_ARRAY_TASKS, &n, &throttle, why, sizeof why) !=
+            0) {
+            rc = cr_json_fail(err, CR_EINVAL, "array", "field 'array': %s", why);
+            goto out;
+        }
+        arr = (int64_t)n;
+    }
+    static const char *const node_fields[] = {"nodelist", "exclude", "constraint", NULL};
+    for (size_t i = 0; node_fields[i]; i++) {
+        const char *txt = "";
+        char why[200];
+        if ((rc = cr_json_str(body, "", node_fields[i], false, 4096, &txt, err)) != 0) {
+            goto out;
+        }
+        if (*txt && ctl_batch_nodes_check(node_fields[i], txt, why, sizeof why) != 0) {
+            rc =
+                cr_json_fail(err, CR_EINVAL, node_fields[i], "field '%s': %s", node_fields[i], why);
+            goto out;
+        }
+    }
+    bool exclusive = false;
+    const char *sigspec = "";
+    if ((rc = cr_json_bool(body, "", "exclusive", false, &exclusive, err)) != 0 ||
+        (rc = cr_json_str(body, "", "warn_signal", false, 31, &sigspec, err)) != 0) {
+        goto out;
+    }
+    char signame[12];
+    int64_t sigsecs;
+    if (*sigspec && ctl_batch_signal_parse(sigspec, signame, sizeof signame, &sigsecs) != 0) {
+        rc = cr_json_fail(
+            err, CR_EINVAL, "warn_signal",
+            "field 'warn_signal': want SIG[@SECONDS] with SIG one of USR1, USR2, TERM, "
+            "INT, HUP, QUIT, ALRM, CONT, KILL, WINCH and SECONDS 0..65535");
+        goto out;
+    }
+    if (*dep) {
+        char why[200];
+        if (ctl_batch_dep_check(dep, why, sizeof why) != 0) {
+            rc = cr_json_fail(err, CR_EINVAL, "dependency", "field 'dependency': %s", why);
+            goto out;
+        }
     }
     if (json_array_size(cmd) == 0) {
         rc = cr_json_fail(err, CR_EINVAL, "command", "field 'command': must not be empty");
@@ -281,6 +349,42 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (*workdir) {
         json_object_set_new(j->spec, "workdir", json_string(workdir));
     }
+    if (tpn > 0) {
+        json_object_set_new(j->spec, "tasks_per_node", json_integer(tpn));
+    }
+    if (*script) {
+        json_object_set_new(j->spec, "script", json_string(script));
+    }
+    if (*outp) {
+        json_object_set_new(j->spec, "output", json_string(outp));
+    }
+    if (*errp) {
+        json_object_set_new(j->spec, "error", json_string(errp));
+    }
+    if (requeue) {
+        json_object_set_new(j->spec, "requeue", json_true());
+    }
+    if (*dep) {
+        json_object_set_new(j->spec, "dependency", json_string(dep));
+    }
+    if (begin > 0) {
+        json_object_set_new(j->spec, "begin_unix", json_integer(begin));
+    }
+    if (throttle > 0) {
+        json_object_set_new(j->spec, "array_throttle", json_integer(throttle));
+    }
+    for (size_t i = 0; node_fields[i]; i++) {
+        const char *txt = json_string_value(json_object_get(body, node_fields[i]));
+        if (txt && *txt) {
+            json_object_set_new(j->spec, node_fields[i], json_string(txt));
+        }
+    }
+    if (exclusive) {
+        json_object_set_new(j->spec, "exclusive", json_true());
+    }
+    if (*sigspec) {
+        json_object_set_new(j->spec, "warn_signal", json_string(sigspec));
+    }
     if (cpus > 0) {
         json_object_set_new(j->spec, "cpus", json_real(cpus));
     }
@@ -322,9 +426,14 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (array) {
         *array = arr;
     }
+    if (indexes) {
+        *indexes = idx;
+        idx = NULL;
+    }
     *out = j;
     j = NULL;
 out:
+    free(idx);
     ctl_job_free(j);
     return rc;
 }
@@ -350,6 +459,11 @@ json_t *ctl_job_json(const ctl_job *j)
     json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
     if (*j->run_type) {
         json_object_set_new(v, "run_gpu_type", json_string(j->run_type));
+    }
+    if (j->last_nodes) {
+        /* The last run's tasks (logs --rank, --all). */
+        json_object_set_new(v, "run_nodes", json_string(j->last_nodes));
+        json_object_set_new(v, "tasks_per_node_run", json_integer(j->last_tpn));
     }
     json_t *pl = json_array();
     for (size_t i = 0; i < j->nplace; i++) {
@@ -424,6 +538,11 @@ static char *job_doc_with(const ctl_job *j, const char *spec_json)
     if (*j->run_type) {
         cr_buf_puts(&b, ",\"run_gpu_type\":");
         put_jstr(&b, j->run_type);
+    }
+    if (j->last_nodes) {
+        cr_buf_puts(&b, ",\"run_nodes\":");
+        put_jstr(&b, j->last_nodes);
+        cr_buf_printf(&b, ",\"tasks_per_node_run\":%d", j->last_tpn);
     }
     cr_buf_puts(&b, ",\"placement\":[");
     for (size_t i = 0; i < j->nplace; i++) {
@@ -500,7 +619,7 @@ static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
     }
     cr_json_err err;
     ctl_job *j = NULL;
-    int rc = job_parse(v, true, &j, NULL, &err);
+    int rc = job_parse(v, true, &j, NULL, NULL, &err);
     if (rc != 0) {
         cr_error("store: bad job doc: %s", err.message);
         json_decref(v);
@@ -508,7 +627,8 @@ static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
     }
     j->id = doc_int(v, "id");
     /* Read-only request members the API adds (arrays, service replicas). */
-    static const char *const extra[] = {"service", "port", "run_as", "secret_names", NULL};
+    static const char *const extra[] = {"service",      "port",           "run_as",
+                                        "secret_names", "array_throttle", NULL};
     j->array_first = doc_int(v, "array_first");
     j->array_index = (int32_t)doc_int(v, "array_index");
     for (size_t i = 0; extra[i]; i++) {
@@ -548,6 +668,11 @@ static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
     const char *ln = json_string_value(json_object_get(v, "last_node"));
     if (ln) {
         snprintf(j->last_node, sizeof j->last_node, "%s", ln);
+    }
+    const char *nl = json_string_value(json_object_get(v, "run_nodes"));
+    if (nl && *nl) {
+        j->last_nodes = cr_strdup(nl);
+        j->last_tpn = (int)doc_int(v, "tasks_per_node_run");
     }
     const char *rt = json_string_value(json_object_get(v, "run_gpu_type"));
     if (rt) {
@@ -598,6 +723,8 @@ static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
                                      "timed_out",
                                      "last_node",
                                      "requeue_requested",
+                                     "run_nodes",
+                                     "tasks_per_node_run",
                                      "secrets_enc",
                                      NULL};
     for (size_t i = 0; ro[i]; i++) {
@@ -853,8 +980,9 @@ static void submit_committed(void *arg, int status)
     }
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < s->n; i++) {
-        ctl_sched_add(c, s->jobs[i]->id);
-        ctl_job_insert(c, s->jobs[i]);
+        ctl_job *j = s->jobs[i];
+        ctl_job_insert(c, j);
+        ctl_batch_admit(c, j);
     }
     if (*s->idem) {
         ctl_idem_done(c, s->token_id, s->idem, s->answer);
@@ -890,6 +1018,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     cr_json_err err;
     ctl_job *proto = NULL;
     char *spec_json = NULL;
+    int32_t *indexes = NULL;
     int64_t n = 1;
     const char *idem = cr_http_header(req, "Idempotency-Key");
     if (idem && ctl_idem_key_check(idem) != 0) {
@@ -898,7 +1027,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         goto out;
     }
     if (cr_json_parse_object(body, len, &v, &err) != 0 ||
-        job_parse(v, false, &proto, &n, &err) != 0) {
+        job_parse(v, false, &proto, &n, &indexes, &err) != 0) {
         ctl_reply_jerr(req, &err);
         goto out;
     }
@@ -963,6 +1092,14 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
                       proto->tenant);
         goto out;
     }
+    const char *dep = json_string_value(json_object_get(proto->spec, "dependency"));
+    char dwhy[200] = "";
+    if (dep && ctl_batch_dep_refs(c, dep, proto->tenant, p->role == CR_ROLE_ADMIN, dwhy,
+                                  sizeof dwhy) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 400, CR_ENOENT, "dependency", "field 'dependency': %s", dwhy);
+        goto out;
+    }
     if (idem) {
         char *first = NULL;
         ctl_idem_res r = ctl_idem_begin(c, p->id, idem, ctl_idem_hash(body, len), &first);
@@ -1016,9 +1153,9 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         j->place = NULL;
         j->id = first + (int64_t)i;
         j->submit_ns = now;
-        if (n > 1) {
+        if (n > 1 || indexes) {
             /* Array tasks share one spec; only these two differ. */
-            j->array_index = (int32_t)i;
+            j->array_index = indexes ? indexes[i] : (int32_t)i;
             j->array_first = first;
         }
         s->jobs[i] = j;
@@ -1028,6 +1165,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     cr_store_submit(c->store, txn, submit_committed, s);
 out:
     free(spec_json);
+    free(indexes);
     json_decref(v);
     ctl_job_free(proto);
 }
@@ -1395,7 +1533,7 @@ static const char *action_change(ctl *c, ctl_job *j, const void *argp, bool appl
         ctl_job_set_reason(j, "released");
         *what = "released";
         if (apply) {
-            ctl_sched_add(c, id);
+            ctl_batch_admit(c, j); /* its dependency, throttle or begin time first */
         }
     } else { /* requeue */
         if (was == JS_RUNNING) {
@@ -1418,7 +1556,7 @@ static const char *action_change(ctl *c, ctl_job *j, const void *argp, bool appl
                 if (c->first_active > id) {
                     c->first_active = id; /* active again (see ctl_metrics.c) */
                 }
-                ctl_sched_add(c, id);
+                ctl_batch_admit(c, j);
             }
         } else {
             return "is not running or finished";
@@ -1427,28 +1565,119 @@ static const char *action_change(ctl *c, ctl_job *j, const void *argp, bool appl
     return NULL;
 }
 
+/* Apply a user action to one job; NULL, or why it does not apply. mu held. */
+static const char *act_one(ctl *c, cr_store_txn *txn, ctl_job *j, const char *action,
+                           const char *why)
+{
+    int64_t id = j->id;
+    ctl_job_state was = j->state;
+    const char *bad = NULL;
+    if (strcmp(action, "signal") == 0) {
+        return NULL; /* job_action sends it */
+    }
+    if (strcmp(action, "cancel") == 0) {
+        if (ctl_job_terminal(j)) {
+            bad = "is already finished";
+        } else if (was == JS_RUNNING || was == JS_COMPLETING) {
+            j->cancel_requested = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "cancel requested: stopping");
+            for (size_t i = 0; i < j->nplace; i++) {
+                ctl_node *n = ctl_node_find(c, j->place[i].node);
+                if (n) {
+                    ctl_node_bump(c, n);
+                }
+            }
+            ctl_job_persist(c, txn, j, "cancel-requested", why);
+        } else {
+            j->state = JS_CANCELLED;
+            j->end_ns = cr_now_ns();
+            ctl_job_set_reason(j, "cancelled");
+            ctl_sched_remove(c, id);
+            atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
+            ctl_job_persist(c, txn, j, "cancelled", why);
+        }
+    } else if (strcmp(action, "hold") == 0) {
+        if (was != JS_PENDING) {
+            bad = "is not pending";
+        } else {
+            j->state = JS_HELD;
+            ctl_job_set_reason(j, "held");
+            ctl_sched_remove(c, id);
+            ctl_job_persist(c, txn, j, "held", why);
+        }
+    } else if (strcmp(action, "release") == 0) {
+        if (was != JS_HELD) {
+            bad = "is not held";
+        } else {
+            j->state = JS_PENDING;
+            ctl_job_set_reason(j, "released");
+            ctl_batch_admit(c, j);
+            ctl_job_persist(c, txn, j, "released", why);
+        }
+    } else { /* requeue */
+        if (was == JS_RUNNING) {
+            j->requeue_requested = true;
+            j->state = JS_COMPLETING;
+            ctl_job_set_reason(j, "requeue requested: stopping");
+            for (size_t i = 0; i < j->nplace; i++) {
+                ctl_node *n = ctl_node_find(c, j->place[i].node);
+                if (n) {
+                    ctl_node_bump(c, n);
+                }
+            }
+            ctl_job_persist(c, txn, j, "requeue-requested", why);
+        } else if (ctl_job_terminal(j)) {
+            if (c->first_active > id) {
+                c->first_active = id; /* active again (see ctl_metrics.c) */
+            }
+            j->state = JS_PENDING;
+            j->start_ns = j->end_ns = 0;
+            j->exit_code = j->signal = 0;
+            j->cancel_requested = false;
+            ctl_job_set_reason(j, "requeued");
+            ctl_batch_admit(c, j);
+            ctl_job_persist(c, txn, j, "requeued", why);
+        } else {
+            bad = "is not running or finished";
+        }
+    }
+    return bad;
+}
+
 static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
                        const char *action)
 {
+    char signame[12] = "";
     size_t len;
     const char *body = cr_http_body(req, &len);
     if (len > 0) {
         json_t *v = NULL;
         cr_json_err err;
-        static const char *const none[] = {"reason", NULL};
-        if (cr_json_parse_object(body, len, &v, &err) != 0 || cr_json_only(v, "", none, &err)) {
+        static const char *const none[] = {"reason", "signal", NULL};
+        const char *sg = NULL;
+        if (cr_json_parse_object(body, len, &v, &err) != 0 || cr_json_only(v, "", none, &err) ||
+            cr_json_str(v, "", "signal", false, 31, &sg, &err) != 0) {
             json_decref(v);
             ctl_reply_jerr(req, &err);
             return;
         }
+        int64_t secs;
+        if (sg && ctl_batch_signal_parse(sg, signame, sizeof signame, &secs) != 0) {
+            json_decref(v);
+            ctl_reply_err(req, 400, CR_EINVAL, "signal",
+                          "field 'signal': one of USR1, USR2, TERM, INT, HUP, QUIT, ALRM, CONT, "
+                          "KILL, WINCH");
+            return;
+        }
         json_decref(v);
+    }
+    if (strcmp(action, "signal") == 0 && !*signame) {
+        ctl_reply_err(req, 400, CR_EINVAL, "signal", "field 'signal': required");
+        return;
     }
     char why[200];
     snprintf(why, sizeof why, "%s by token '%s'", action, p->name);
-    action_arg a;
-    memset(&a, 0, sizeof a);
-    snprintf(a.action, sizeof a.action, "%s", action);
-    a.now = cr_now_ns();
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_fetch(c, id);
     if (!visible(j, p)) {
@@ -1456,7 +1685,72 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
         return;
     }
-    ctl_state_job_change(c, req, j, action_change, &a, sizeof a, why);
+    const char *qa = cr_http_query(req, "array");
+    bool whole_array = qa && strcmp(qa, "1") == 0 && j->array_first == id;
+    if (strcmp(action, "signal") != 0 && !whole_array) {
+        /* One job: stored first, then applied (ctl_state.c). */
+        action_arg a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.action, sizeof a.action, "%s", action);
+        a.now = cr_now_ns();
+        ctl_state_job_change(c, req, j, action_change, &a, sizeof a, why);
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    ctl_job_state was = j->state;
+    cr_store_txn *txn = cr_store_txn_new();
+    const char *bad = NULL;
+    int64_t array_last = 0;
+    /* array=1 on an array's first id: the whole array (as scancel ID does) */
+    if (whole_array) {
+        size_t applied = 0;
+        for (int64_t k = id;; k++) {
+            ctl_job *t = ctl_job_get(c, k);
+            if (!t || t->array_first != id) {
+                break;
+            }
+            array_last = k;
+            const char *b = act_one(c, txn, t, action, why);
+            applied += b == NULL;
+            if (k == id) {
+                bad = b;
+            }
+        }
+        bad = applied > 0 ? NULL : bad;
+    } else {
+        bad = act_one(c, txn, j, action, why);
+    }
+    if (strcmp(action, "signal") == 0) {
+        /* scancel --signal: to every task of the job (or array), once */
+        bad = "is not running";
+        for (int64_t k = id;; k++) {
+            ctl_job *t = ctl_job_get(c, k);
+            if (!t || (k != id && !(qa && strcmp(qa, "1") == 0 && t->array_first == id &&
+                                    j->array_first == id))) {
+                break;
+            }
+            if (t->state == JS_RUNNING) {
+                ctl_batch_signal(c, t, signame);
+                char sw[240];
+                snprintf(sw, sizeof sw, "SIG%s %s", signame, why);
+                ctl_job_persist(c, txn, t, "signalled", sw);
+                bad = NULL;
+            }
+        }
+    }
+    if (bad) {
+        pthread_mutex_unlock(&c->mu);
+        cr_store_txn_free(txn);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)id, bad,
+                      ctl_job_state_names[was]);
+        return;
+    }
+    json_t *ans = ctl_job_json(j);
+    if (array_last > 0) {
+        /* the answer covers the tasks up to this id */
+        json_object_set_new(ans, "array_last", json_integer(array_last));
+    }
+    ctl_commit_reply(c, txn, req, 200, ans);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -1480,10 +1774,25 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
         }
         return;
     }
-    int64_t id;
-    if (cr_parse_i64(seg[2], 1, INT64_MAX / 2, &id) != 0) {
+    int64_t id = 0, ix = -1;
+    char head[32];
+    size_t hl = strcspn(seg[2], "_");
+    snprintf(head, sizeof head, "%.*s", (int)(hl < sizeof head ? hl : 0), seg[2]);
+    if (cr_parse_i64(head, 1, INT64_MAX / 2, &id) != 0 ||
+        (seg[2][hl] == '_' && cr_parse_i64(seg[2] + hl + 1, 0, MAX_ARRAY_INDEX, &ix) != 0)) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job '%s' not found", seg[2]);
         return;
+    }
+    if (ix >= 0) {
+        /* ARRAY_INDEX: one task of an array, as Slurm names it */
+        pthread_mutex_lock(&c->mu);
+        ctl_job *t = ctl_batch_array_task(c, id, (int32_t)ix);
+        id = t ? t->id : 0;
+        pthread_mutex_unlock(&c->mu);
+        if (!id) {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "job '%s' not found", seg[2]);
+            return;
+        }
     }
     if (nseg == 3 && strcmp(m, "GET") == 0) {
         cr_http_set_route(req, "/v1/jobs/{id}");
@@ -1492,7 +1801,8 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
     }
     if (nseg == 4 && strcmp(m, "POST") == 0 &&
         (strcmp(seg[3], "cancel") == 0 || strcmp(seg[3], "hold") == 0 ||
-         strcmp(seg[3], "release") == 0 || strcmp(seg[3], "requeue") == 0)) {
+         strcmp(seg[3], "release") == 0 || strcmp(seg[3], "requeue") == 0 ||
+         strcmp(seg[3], "signal") == 0)) {
         cr_http_set_route(req, "/v1/jobs/{id}/action");
         job_action(c, req, p, id, seg[3]);
         return;
@@ -1512,7 +1822,7 @@ int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
     int64_t n = 1;
     int rc = cr_json_parse_object(body, len, &v, err);
     if (rc == 0) {
-        rc = job_parse(v, false, &j, &n, err);
+        rc = job_parse(v, false, &j, &n, NULL, err);
     }
     if (rc == 0) {
         /* What is accepted must survive the store: doc out, doc back in. */
@@ -1549,5 +1859,5 @@ int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err)
 {
     int64_t n = 1;
-    return job_parse(body, false, out, &n, err);
+    return job_parse(body, false, out, &n, NULL, err);
 }

@@ -28,7 +28,7 @@
 typedef struct log_fetch {
     cr_http_req *req;
     char server[300];
-    char path[200];
+    char path[240];
     char secret[CR_TOKEN_TEXT_MAX]; /* the node's agent secret (never a controller token) */
     int64_t queued_ns;              /* monotonic */
     struct log_fetch *next;
@@ -191,24 +191,52 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
         ctl_reply_err(req, 400, CR_EINVAL, "offset", "query 'offset': an integer >= 0");
         return;
     }
+    const char *rk = cr_http_query(req, "rank");
+    int64_t rank = 0;
+    if (rk && cr_parse_i64(rk, 0, 1 << 20, &rank) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "rank", "query 'rank': a task rank >= 0");
+        return;
+    }
     log_fetch *f = cr_calloc(1, sizeof *f);
+    char node[CTL_NAME_MAX] = "";
+    int64_t ntasks = 0;
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_fetch(c, id);
     bool vis = j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0);
     if (vis && *j->last_node) {
-        ctl_node *n = ctl_node_find(c, j->last_node);
+        /* Rank R runs on node R / tasks-per-node of the last placement. */
+        int tpn = j->last_tpn > 0 ? j->last_tpn : 1;
+        snprintf(node, sizeof node, "%s", j->last_node);
+        const char *nl = j->last_nodes;
+        int64_t want = rank / tpn, k = 0;
+        for (; nl && *nl; k++) {
+            size_t len = strcspn(nl, ",");
+            if (k == want && len < sizeof node) {
+                memcpy(node, nl, len);
+                node[len] = '\0';
+            }
+            nl += len + (nl[len] == ',');
+        }
+        ntasks = (nl ? k : 1) * tpn;
+        ctl_node *n = rank < ntasks ? ctl_node_find(c, node) : NULL;
         if (n && n->port > 0) {
             snprintf(f->server, sizeof f->server, "%s://%s:%d", n->tls ? "https" : "http", n->addr,
                      n->port);
             snprintf(f->secret, sizeof f->secret, "%s", n->agent_secret);
-            snprintf(f->path, sizeof f->path, "/v1/logs/%lld?stream=%s&offset=%lld", (long long)id,
-                     stream ? stream : "stdout", (long long)offset);
+            snprintf(f->path, sizeof f->path, "/v1/logs/%lld?stream=%s&offset=%lld&rank=%lld",
+                     (long long)id, stream ? stream : "stdout", (long long)offset, (long long)rank);
         }
     }
     pthread_mutex_unlock(&c->mu);
     if (!vis) {
         free(f);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    if (*node && rank >= ntasks) {
+        free(f);
+        ctl_reply_err(req, 400, CR_EINVAL, "rank", "query 'rank': job %lld has ranks 0..%lld",
+                      (long long)id, (long long)(ntasks - 1));
         return;
     }
     if (!*f->server) {

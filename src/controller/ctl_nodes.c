@@ -79,6 +79,7 @@ void ctl_node_del_job(ctl_node *n, int64_t id)
 
 static void node_free(ctl_node *n)
 {
+    json_decref(n->labels);
     for (size_t i = 0; i < n->ngpus; i++) {
         json_decref(n->gpus[i].mig);
     }
@@ -217,7 +218,6 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
             continue;
         }
         size_t rank = 0;
-        int offset = 0;
         const ctl_place *pl = NULL;
         for (size_t k = 0; k < j->nplace; k++) {
             if (strcmp(j->place[k].node, n->name) == 0) {
@@ -225,7 +225,6 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
                 rank = k;
                 break;
             }
-            offset += (int)j->place[k].ngpus;
         }
         if (!pl) {
             continue;
@@ -239,11 +238,20 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
         char ckpt[1200];
         snprintf(ckpt, sizeof ckpt, "%s/%s/%s/%lld", c->cfg.checkpoint_root, c->cluster_id,
                  j->tenant, (long long)j->id);
+        /* Launch mode (ctl_batch.c): tasks per node, each its own rank.
+         * The rendezvous port is the one rank 0's agent reserved and
+         * reported (0 until then: the other nodes wait for it). A service
+         * replica keeps the old fixed port: its agent assigns PORT instead. */
+        bool launcher = false;
+        int tpn = ctl_batch_tasks_per_node(j, pl->ngpus, &launcher);
+        bool service = json_object_get(j->spec, "service") != NULL;
         json_t *gang =
-            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr",
-                      master ? master->addr : n->addr, "master_port", 29500 + (int)(j->id % 20000),
-                      "world_size", j->gpus, "node_rank", (int)rank, "nnodes", (int)j->nplace,
-                      "local_world_size", (int)pl->ngpus, "rank_offset", offset);
+            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr",
+                      master ? master->addr : n->addr, "master_port",
+                      service ? 29500 + (int)(j->id % 20000) : j->port, "world_size",
+                      (int)j->nplace * tpn, "node_rank", (int)rank, "nnodes", (int)j->nplace,
+                      "local_world_size", tpn, "rank_offset", (int)rank * tpn, "tasks_per_node",
+                      tpn, "gpus_per_node", (int)pl->ngpus, "launcher", launcher ? 1 : 0);
         const char *wd = json_string_value(json_object_get(j->spec, "workdir"));
         json_t *e = json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job",
                               (json_int_t)j->id, "command", json_object_get(j->spec, "command"),
@@ -257,6 +265,7 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
             json_object_set_new(e, "gpu_milli", json_integer(j->gpu_milli));
             json_object_set_new(e, "gpu_mem_bytes", json_integer(j->gpu_mem_bytes));
         }
+        ctl_batch_entry(j, e);
         desired_fence(c, j, pl, e);
         if (j->secrets_enc) {
             /* Opened only here, for the node's own credential (the caller
@@ -369,20 +378,25 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(jobs, json_integer(n->jobs[i]));
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
-    return json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:b,s:b,s:o}", "name",
-                     n->name, "state", ctl_node_state_names[n->state], "reason", n->reason, "addr",
-                     n->addr, "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus",
-                     n->cpus, "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
-                     "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "pending_approval",
-                     n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
+    json_t *nj =
+        json_pack("{s:s,s:s,s:s,s:s,s:i,s:s,s:o,s:o,s:i,s:I,s:I,s:I,s:b,s:b,s:b,s:o}", "name",
+                  n->name, "state", ctl_node_state_names[n->state], "reason", n->reason, "addr",
+                  n->addr, "port", n->port, "rack", n->rack, "gpus", gpus, "jobs", jobs, "cpus",
+                  n->cpus, "mem_bytes", (json_int_t)n->mem_bytes, "last_seen_s", (json_int_t)ago,
+                  "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "pending_approval",
+                  n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
+    json_object_set_new(nj, "labels", n->labels ? json_deep_copy(n->labels) : json_object());
+    return nj;
 }
 
 /* node_json with the node's labels (ctl_lifecycle.c). mu held. */
 static json_t *node_json_labelled(ctl *c, const ctl_node *n, bool detail)
 {
-    json_t *v = node_json(c, n, detail);
-    json_t *labels = ctl_node_labels(c, n->name);
-    json_object_set_new(v, "labels", labels ? json_deep_copy(labels) : json_object());
+    json_t *v = node_json(c, n, detail); /* labels: the agent's (--label) */
+    json_t *admin = ctl_node_labels(c, n->name);
+    if (admin) { /* an admin's (corral nodes label) win */
+        json_object_update(json_object_get(v, "labels"), admin);
+    }
     return v;
 }
 
@@ -406,6 +420,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
         json_pack("{s:s,s:s,s:i,s:s,s:o,s:i,s:I,s:b,s:s}", "node", n->name, "addr", n->addr, "port",
                   n->port, "rack", n->rack, "gpus", gpus, "cpus", n->cpus, "mem_bytes",
                   (json_int_t)n->mem_bytes, "drained", n->drained, "reason", n->reason);
+    if (n->labels) {
+        json_object_set(doc, "labels", n->labels);
+    }
     json_object_set_new(doc, "isolation", iso_json(n));
     json_object_set_new(doc, "tls", json_boolean(n->tls));
     /* "lost" survives a restart: a lost node stays out of placement until
@@ -438,7 +455,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
 {
     static const char *const members[] = {"node",      "addr", "port",      "rack",
                                           "gpus",      "cpus", "mem_bytes", "running",
-                                          "isolation", "tls",  NULL};
+                                          "isolation", "tls",  "labels",    NULL};
     static const char *const gpu_members[] = {"index",         "uuid",   "model",  "mem_bytes",
                                               "nvlink_domain", "health", "reason", "mig",
                                               "shareable",     NULL};
@@ -465,6 +482,29 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         return cr_json_fail(err, CR_EINVAL, "node",
                             "field 'node': use letters, digits, '-', '_' or '.'");
     }
+    json_t *labels = NULL;
+    if ((rc = cr_json_obj(v, "", "labels", false, &labels, err)) != 0) {
+        return rc;
+    }
+    if (json_object_size(labels) > 64) {
+        return cr_json_fail(err, CR_EINVAL, "labels", "field 'labels': at most 64");
+    }
+    const char *lk;
+    json_t *lv;
+    json_object_foreach(labels, lk, lv)
+    {
+        char lp[128];
+        cr_json_path(lp, sizeof lp, "labels", lk);
+        if (!node_name_ok(lk) || !json_is_string(lv) || json_string_length(lv) > 63 ||
+            (json_string_length(lv) > 0 && !node_name_ok(json_string_value(lv)))) {
+            return cr_json_fail(err, CR_EINVAL, lp,
+                                "field '%s': names and values use letters, digits, '-', '_' or "
+                                "'.', up to 63",
+                                lp);
+        }
+    }
+    json_decref(n->labels);
+    n->labels = labels && json_object_size(labels) ? json_deep_copy(labels) : NULL;
     json_t *iso = NULL;
     if ((rc = cr_json_obj(v, "", "isolation", false, &iso, err)) != 0) {
         return rc;
@@ -891,6 +931,9 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         fresh->ngpus = 0;
         snprintf(n->addr, sizeof n->addr, "%s", fresh->addr);
         snprintf(n->rack, sizeof n->rack, "%s", fresh->rack);
+        json_decref(n->labels);
+        n->labels = fresh->labels;
+        fresh->labels = NULL;
         n->port = fresh->port;
         n->tls = fresh->tls;
         n->cpus = fresh->cpus;
@@ -1088,6 +1131,14 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         if (j->port != (int)json_integer_value(port)) {
             j->port = (int)json_integer_value(port);
             ctl_services_job_changed(c, j);
+            /* A gang's rendezvous port, reserved by rank 0's agent: the
+             * other nodes wait for it. */
+            for (size_t k = 1; k < j->nplace; k++) {
+                ctl_node *o = ctl_node_find(c, j->place[k].node);
+                if (o) {
+                    ctl_node_bump(c, o);
+                }
+            }
         }
     }
     /* Exits. */
@@ -1360,6 +1411,9 @@ static void enforce_time_limits(ctl *c, cr_store_txn **txn)
         ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
             ctl_job *j = ctl_job_get(c, n->jobs[k]);
+            if (j && j->state == JS_RUNNING) {
+                ctl_batch_signal_due(c, j, now, txn); /* --signal SIG@SECONDS (once a run) */
+            }
             if (!j || j->state != JS_RUNNING || j->time_limit_s <= 0 || j->start_ns <= 0 ||
                 now - j->start_mono_ns <= j->time_limit_s * CR_NS_PER_SEC) {
                 continue;

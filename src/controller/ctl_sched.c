@@ -225,6 +225,9 @@ typedef struct job_req {
     bool preemptible;
     int64_t time_limit_s, checkpoint_interval_s, submit_ns;
     ctl_auto_hints hints; /* auto: what the performance model needs */
+    bool exclusive;       /* whole nodes (--exclusive) */
+    uint8_t *mask;        /* owned: nodes it may use (mask_of), NULL = any */
+    uint32_t mask_bits;
 } job_req;
 
 /* mu held. */
@@ -248,6 +251,31 @@ static void req_of(const ctl_job *j, job_req *r)
     r->submit_ns = j->submit_ns;
     ctl_auto_hints_of(j->gpu_type, j->mig_profile, j->kind, json_object_get(j->spec, "model"),
                       j->gpus, &r->hints);
+    r->exclusive = json_is_true(json_object_get(j->spec, "exclusive"));
+}
+
+/* The nodes a job with --nodelist/--exclude/--constraint may use, as a
+ * mask over the scheduler's node indexes (nodes that join later are not
+ * in it: the mask is made when the job enters the queue). mu held. */
+static void mask_of(ctl *c, const ctl_job *j, job_req *r)
+{
+    if (!ctl_batch_has_node_filter(j)) {
+        return;
+    }
+    uint32_t bits = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i]->in_sched && c->nodes[i]->sched_idx + 1 > bits) {
+            bits = c->nodes[i]->sched_idx + 1;
+        }
+    }
+    r->mask = cr_calloc(bits / 8 + 1, 1);
+    r->mask_bits = bits;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        if (n->in_sched && ctl_batch_node_allowed(c, j, n)) {
+            r->mask[n->sched_idx / 8] |= (uint8_t)(1u << (n->sched_idx % 8));
+        }
+    }
 }
 
 /* The scheduler's job spec; tput (CR_SCHED_MAX_TYPES entries, caller's)
@@ -281,6 +309,9 @@ static void spec_of(placer *pl, const job_req *r, cr_sched_job_spec *sp, double 
     sp->preemptible = r->preemptible;
     sp->checkpoint_interval_ns = r->checkpoint_interval_s * CR_NS_PER_SEC;
     sp->submit_ns = r->submit_ns;
+    sp->exclusive = r->exclusive;
+    sp->node_mask = r->mask;
+    sp->node_mask_bits = r->mask_bits;
 }
 
 static void sync_tenants(placer *pl, ctl *c)
@@ -347,13 +378,20 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
         job_req r;
         double tput[CR_SCHED_MAX_TYPES];
         req_of(j, &r);
-        spec_of(pl, &r, &sp, tput);
+        if (j->state == JS_PENDING && ctl_batch_has_gate(j)) {
+            ctl_batch_admit(c, j); /* the gate first (dependencies, throttle, begin) */
+            continue;
+        }
         if (j->state == JS_PENDING) {
+            mask_of(c, j, &r);
+            spec_of(pl, &r, &sp, tput);
             if (cr_sched_job_add(pl->s, &sp, now) == 0) {
                 j->in_sched = true;
             }
+            free(r.mask);
             continue;
         }
+        spec_of(pl, &r, &sp, tput);
         if (j->state == JS_HELD) {
             continue;
         }
@@ -507,6 +545,15 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     }
     if (j->nplace) {
         snprintf(j->last_node, sizeof j->last_node, "%s", j->place[0].node);
+        cr_buf nl;
+        cr_buf_init(&nl);
+        for (size_t k = 0; k < j->nplace; k++) {
+            cr_buf_printf(&nl, "%s%s", k ? "," : "", j->place[k].node);
+        }
+        free(j->last_nodes);
+        j->last_nodes = cr_buf_take(&nl);
+        bool launcher;
+        j->last_tpn = ctl_batch_tasks_per_node(j, j->place[0].ngpus, &launcher);
     }
     const char *tname = cr_sched_gpu_type_name(pl->s, d->gpu_type);
     snprintf(j->run_type, sizeof j->run_type, "%s", tname ? tname : j->gpu_type);
@@ -516,6 +563,8 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     j->start_mono_ns = j->acct_mono_ns = cr_mono_ns(); /* measured */
     j->end_ns = 0;
     j->cancel_requested = j->requeue_requested = false;
+    j->sig_name[0] = '\0'; /* a signal asked of an earlier run is not this run's */
+    j->sig_at = 0;
     ctl_job_set_reason(j, "");
     cr_buf b;
     cr_buf_init(&b);
@@ -651,8 +700,11 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
                 CR_GROW(ops, nops, capops);
                 ops[nops].op = OP_RESPEC;
                 req_of(j, &ops[nops].r);
+                mask_of(c, j, &ops[nops].r);
                 if (ops[nops].r.hints.active) {
                     nops++;
+                } else {
+                    CR_FREE(ops[nops].r.mask);
                 }
             }
         }
@@ -688,6 +740,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             }
             j->in_sched = true;
             req_of(j, &o->r);
+            mask_of(c, j, &o->r);
             nops++;
         }
     }
@@ -861,6 +914,9 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     free(dec);
     free(rs);
     free(invalid);
+    for (size_t i = 0; i < nops; i++) {
+        free(ops[i].r.mask);
+    }
     free(ops);
     free(bump);
     return nd;
@@ -942,6 +998,7 @@ static void *sched_main(void *arg)
         ctl_services_tick(c, now);
         ctl_audit_tick(c, now);
         ctl_state_tick(c, now);
+        ctl_batch_tick(c);
         if (run && pl) {
             int64_t t0 = cr_mono_ns();
             placer_cycle(pl, c, &restored, &last_cost);

@@ -130,6 +130,7 @@ static ctl_job *job_copy(const ctl_job *j)
     k->reason = j->reason ? cr_strdup(j->reason) : NULL;
     k->secrets_enc = j->secrets_enc ? cr_strdup(j->secrets_enc) : NULL; /* owned, like spec */
     k->secrets = json_incref(j->secrets);
+    k->last_nodes = j->last_nodes ? cr_strdup(j->last_nodes) : NULL;
     k->place = NULL;
     if (j->nplace > 0) {
         k->place = cr_calloc(j->nplace, sizeof *k->place);

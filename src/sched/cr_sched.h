@@ -393,6 +393,14 @@ typedef struct cr_sched_job_spec {
      * up. Either one needs gpu_count 1, node_count <= 1, no MIG profile. */
     uint16_t gpu_milli;
     uint64_t gpu_mem_bytes;
+    /* Nodes the job may use: bit n of node_mask (node index n) set = may;
+     * node_mask NULL = any node; indexes at or past node_mask_bits may not.
+     * Copied. (--nodelist, --exclude, --constraint resolve to this.) */
+    const uint8_t *node_mask;
+    uint32_t node_mask_bits;
+    /* Whole nodes: it starts only on nodes where nothing runs, and nothing
+     * else starts there while it runs (--exclusive). */
+    bool exclusive;
 } cr_sched_job_spec;
 
 typedef enum cr_sched_job_state {

@@ -108,6 +108,7 @@ static void job_free(job *j)
 {
     if (j) {
         free(j->tput);
+        free(j->node_mask);
         free(j->slots);
         free(j);
     }
@@ -1107,6 +1108,9 @@ void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t
 {
     for (uint32_t i = 0; i < n; i++) {
         gpu *g = &s->nodes[sl[i].node].gpus[sl[i].gpu];
+        if (j->spec.exclusive) {
+            s->nodes[sl[i].node].excl_job = j->spec.id;
+        }
         if (sl[i].milli > 0) {
             if (g->sh_n++ == 0) {
                 cr__sched_nt_adjust(s, nt_of(s, sl[i].node, g->type), g->type, -1);
@@ -1132,6 +1136,9 @@ void cr__sched_slots_release(cr_sched *s, job *j)
     for (uint32_t i = 0; i < j->nslots; i++) {
         const cr_sched_slot *sl = &j->slots[i];
         gpu *g = &s->nodes[sl->node].gpus[sl->gpu];
+        if (s->nodes[sl->node].excl_job == j->spec.id) {
+            s->nodes[sl->node].excl_job = 0;
+        }
         if (sl->milli > 0) {
             g->sh_milli = (uint16_t)(g->sh_milli - sl->milli);
             g->sh_mem -= j->spec.gpu_mem_bytes;
@@ -1290,6 +1297,15 @@ static job *job_make(const cr_sched_job_spec *sp)
     }
     j->spec.tput = NULL;
     j->spec.tput_count = 0;
+    j->spec.node_mask = NULL;
+    j->spec.node_mask_bits = 0;
+    if (sp->node_mask) {
+        size_t bytes = ((size_t)sp->node_mask_bits + 7) / 8;
+        j->node_mask = cr_calloc(bytes ? bytes : 1, 1);
+        memcpy(j->node_mask, sp->node_mask, bytes);
+        j->spec.node_mask = j->node_mask;
+        j->spec.node_mask_bits = sp->node_mask_bits;
+    }
     if (sp->mig_profile) {
         snprintf(j->mig, sizeof(j->mig), "%s", sp->mig_profile);
     }

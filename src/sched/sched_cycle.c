@@ -857,6 +857,7 @@ static void merge_okeys(okey *v, size_t mid, size_t n)
 static void job_free_dead(job *j)
 {
     free(j->tput);
+    free(j->node_mask);
     free(j->slots);
     free(j);
 }

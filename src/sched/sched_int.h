@@ -94,6 +94,7 @@ typedef struct node {
     uint32_t nt_first; /* its nt records: nt_first .. nt_first + nnt - 1 */
     uint8_t nnt;
     bool multi_domain; /* GPUs in more than one NVLink domain */
+    uint64_t excl_job; /* an exclusive job holds the whole node (0 = none) */
 } node;
 
 typedef struct rack_rec {
@@ -135,6 +136,7 @@ enum {
 typedef struct job {
     cr_sched_job_spec spec; /* tput (owned) and mig_profile point into this struct */
     float *tput;            /* owned, CR_SCHED_MAX_TYPES entries; NULL = 1 everywhere */
+    uint8_t *node_mask;     /* owned copy of spec.node_mask (spec points at it), or NULL */
     char mig[16];
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */
@@ -282,6 +284,8 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
  * or CR_ENOSPC when there is not enough free capacity, CR_EAGAIN when it
  * is free but not in the shape asked. Result in s->plan. */
 int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out);
+/* Whether job j may use node n at all (its node mask, exclusivity). */
+bool cr__sched_node_ok(const cr_sched *s, const job *j, uint32_t n);
 
 /* sched_share.c: place a fractional task (result in s->plan[0]); 0,
  * CR_ENOSPC when no shareable GPU has room. */

@@ -77,11 +77,33 @@ static uint32_t nt_find(const cr_sched *s, uint32_t n, int type)
     return NT_NONE;
 }
 
-/* Free GPUs of the type on node n usable by job j (0 if memory too small). */
-static uint32_t node_free(const cr_sched *s, uint32_t n, int type, uint64_t mem)
+bool cr__sched_node_ok(const cr_sched *s, const job *j, uint32_t n)
+{
+    const node *nd = &s->nodes[n];
+    if (nd->excl_job && nd->excl_job != j->spec.id) {
+        return false; /* held whole by an exclusive job */
+    }
+    if (j->spec.node_mask &&
+        (n >= j->spec.node_mask_bits || !(j->spec.node_mask[n / 8] & (1u << (n % 8))))) {
+        return false;
+    }
+    if (j->spec.exclusive) {
+        for (uint32_t g = 0; g < nd->ngpu; g++) {
+            if (nd->gpus[g].job || nd->gpus[g].mig_used) {
+                return false; /* something runs there */
+            }
+        }
+    }
+    return true;
+}
+
+/* Free GPUs of the type on node n usable by job j (0 if memory too small
+ * or the node is not one j may use). */
+static uint32_t node_free(const cr_sched *s, const job *j, uint32_t n, int type, uint64_t mem)
 {
     uint32_t k = nt_find(s, n, type);
-    if (k == NT_NONE || s->nodes[n].state != CR_NODE_UP || s->nts[k].mem_bytes < mem) {
+    if (k == NT_NONE || s->nodes[n].state != CR_NODE_UP || s->nts[k].mem_bytes < mem ||
+        !cr__sched_node_ok(s, j, n)) {
         return 0;
     }
     return s->nts[k].free;
@@ -196,14 +218,16 @@ static uint32_t shared_free(const cr_sched *s, uint32_t n, int type)
 /* Among the fitting nodes of one bucket from record i (which fits), the
  * one with the fewest free shareable GPUs: whole jobs leave those to
  * fractional tasks, which can go nowhere else. */
-static uint32_t fewest_shared(const cr_sched *s, uint32_t i, int type, uint32_t k, uint64_t mem)
+static uint32_t fewest_shared(const cr_sched *s, const job *j, uint32_t i, int type, uint32_t k,
+                              uint64_t mem)
 {
     uint32_t best = s->nts[i].node, bsh = shared_free(s, best, type);
     int probes = 0;
     for (i = s->nts[i].next; i != NT_NONE && bsh > 0 && ++probes < DOMAIN_PROBES;
          i = s->nts[i].next) {
         uint32_t n = s->nts[i].node;
-        if (s->nts[i].mem_bytes < mem || (k > 1 && !domain_fits(s, n, type, k))) {
+        if (s->nts[i].mem_bytes < mem || !cr__sched_node_ok(s, j, n) ||
+            (k > 1 && !domain_fits(s, n, type, k))) {
             continue;
         }
         uint32_t sh = shared_free(s, n, type);
@@ -215,19 +239,19 @@ static uint32_t fewest_shared(const cr_sched *s, uint32_t i, int type, uint32_t 
     return best;
 }
 
-static uint32_t best_node(const cr_sched *s, int type, uint32_t k, uint64_t mem)
+static uint32_t best_node(const cr_sched *s, const job *j, int type, uint32_t k, uint64_t mem)
 {
     const gtype *g = &s->types[type];
     uint32_t first = UINT32_MAX;
     int probes = 0;
     for (uint32_t c = k; c <= g->max_node; c++) {
         for (uint32_t i = g->bucket[c]; i != NT_NONE; i = s->nts[i].next) {
-            if (s->nts[i].mem_bytes < mem) {
+            if (s->nts[i].mem_bytes < mem || !cr__sched_node_ok(s, j, s->nts[i].node)) {
                 continue;
             }
             uint32_t n = s->nts[i].node;
             if (k <= 1 || domain_fits(s, n, type, k)) {
-                return g->nsh ? fewest_shared(s, i, type, k, mem) : n;
+                return g->nsh ? fewest_shared(s, j, i, type, k, mem) : n;
             }
             if (first == UINT32_MAX) {
                 first = n;
@@ -283,7 +307,7 @@ static int plan_gang(cr_sched *s, const job *j, int type, uint32_t nn, uint32_t 
         }
         uint32_t elig = 0;
         for (uint32_t i = 0; i < rk->nnodes && elig < nn; i++) {
-            elig += node_free(s, rk->nodes[i], type, mem) >= g;
+            elig += node_free(s, j, rk->nodes[i], type, mem) >= g;
         }
         if (elig >= nn) {
             best = r;
@@ -295,7 +319,7 @@ static int plan_gang(cr_sched *s, const job *j, int type, uint32_t nn, uint32_t 
         const rack_rec *rk = &s->racks[best];
         c = scratch_cands(s, rk->nnodes);
         for (uint32_t i = 0; i < rk->nnodes; i++) {
-            uint32_t f = node_free(s, rk->nodes[i], type, mem);
+            uint32_t f = node_free(s, j, rk->nodes[i], type, mem);
             if (f >= g) {
                 c[nc++] = (cand){.node = rk->nodes[i], .free = f, .rack = best};
             }
@@ -318,7 +342,7 @@ static int plan_gang(cr_sched *s, const job *j, int type, uint32_t nn, uint32_t 
         memset(per_rack, 0, (size_t)s->nracks * sizeof(uint32_t));
         for (uint32_t f = g; f <= gt->max_node; f++) {
             for (uint32_t i = gt->bucket[f]; i != NT_NONE; i = s->nts[i].next) {
-                if (s->nts[i].mem_bytes < mem) {
+                if (s->nts[i].mem_bytes < mem || !cr__sched_node_ok(s, j, s->nts[i].node)) {
                     continue;
                 }
                 uint32_t n = s->nts[i].node;
@@ -380,7 +404,7 @@ static int plan_spread(cr_sched *s, const job *j, int type, uint32_t k)
         cand *c = scratch_cands(s, rk->nnodes);
         uint32_t nc = 0, sum = 0;
         for (uint32_t i = 0; i < rk->nnodes; i++) {
-            uint32_t f = node_free(s, rk->nodes[i], type, mem);
+            uint32_t f = node_free(s, j, rk->nodes[i], type, mem);
             if (f) {
                 c[nc++] = (cand){.node = rk->nodes[i], .free = f};
                 sum += f;
@@ -405,7 +429,7 @@ static int plan_spread(cr_sched *s, const job *j, int type, uint32_t k)
     uint32_t nc = 0, sum = 0;
     for (uint32_t f = 1; f <= gt->max_node; f++) {
         for (uint32_t i = gt->bucket[f]; i != NT_NONE; i = s->nts[i].next) {
-            if (s->nts[i].mem_bytes >= mem) {
+            if (s->nts[i].mem_bytes >= mem && cr__sched_node_ok(s, j, s->nts[i].node)) {
                 uint32_t n = s->nts[i].node;
                 int r = s->nodes[n].rack;
                 c[nc++] = (cand){.node = n, .free = f, .rack = r, .key = s->racks[r].free[type]};
@@ -490,7 +514,8 @@ static int plan_mig(cr_sched *s, const job *j, int type, const mig_prof *pr)
                 uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
                 const gpu *g = &s->nodes[n].gpus[gi];
                 if (s->nodes[n].state != CR_NODE_UP || g->bad ||
-                    g->mig_compute_used + pr->compute > t->mig_compute) {
+                    g->mig_compute_used + pr->compute > t->mig_compute ||
+                    !cr__sched_node_ok(s, j, n)) {
                     continue;
                 }
                 int used = popcount8(g->mig_used);
@@ -561,7 +586,7 @@ int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out)
         rc = plan_gang(s, j, type, nn, k / nn);
     } else {
         uint32_t n =
-            k <= s->types[type].max_node ? best_node(s, type, k, j->spec.mem_bytes) : UINT32_MAX;
+            k <= s->types[type].max_node ? best_node(s, j, type, k, j->spec.mem_bytes) : UINT32_MAX;
         if (n != UINT32_MAX) {
             uint32_t pos = 0;
             pick_gpus(s, n, type, k, &pos);

@@ -249,7 +249,7 @@ int cr__sched_plan_share(cr_sched *s, const job *j, int type)
         const node *nd = &s->nodes[n];
         const gpu *g = &nd->gpus[gi];
         if (nd->state != CR_NODE_UP || g->bad || g->mig || g->job ||
-            g->mem_bytes < j->spec.mem_bytes) {
+            g->mem_bytes < j->spec.mem_bytes || !cr__sched_node_ok(s, j, n)) {
             continue;
         }
         uint32_t c = cr__sched_share_milli(j, g);

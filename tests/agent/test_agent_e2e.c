@@ -492,6 +492,26 @@ static void test_missing_command(void **state)
     mock_ctl_set_jobs(E.m, json_array());
 }
 
+/* A cancel that reaches the agent with the placement (the job listed only
+ * as "stop"): it never runs, and the agent says it ended, so the
+ * controller does not wait for an exit forever. */
+static void test_stop_before_start(void **state)
+{
+    (void)state;
+    json_t *j = job(12, "touch never-runs; sleep 60");
+    json_object_set_new(j, "run", json_integer(1));
+    json_object_set_new(j, "action", json_string("stop"));
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j));
+    assert_true(wait_for(job_exited, "12", 20));
+    json_t *x = exit_of("12");
+    assert_int_equal(json_integer_value(json_object_get(x, "signal")), SIGTERM);
+    assert_int_equal(json_integer_value(json_object_get(x, "run")), 1);
+    json_decref(x);
+    mock_ctl_set_jobs(E.m, json_array());
+    job_state js = {12, NULL};
+    assert_true(wait_for(status_has, &js, 20));
+}
+
 static void test_mig_instances(void **state)
 {
     /* Two jobs on GPU 0's 1g.6gb instances, the controller naming the same
@@ -842,15 +862,21 @@ static void test_bad_flags(void **state)
         {"--join-token t", "--server"},
         {"--server http://127.0.0.1:1", "--join-token"},
         {"--server ftp://x --join-token t", "--server"},
-        {"--server http://h:1 --join-token t --listen nope", "--listen"},
-        {"--server http://h:1 --join-token t --wait 0s", "--wait"},
-        {"--server http://h:1 --join-token t --hot-c 5000", "--hot-c"},
-        {"--server http://h:1 --join-token t --node 'a b'", "--node"},
-        {"--server http://h:1 --join-token t --xid-hold soon", "--xid-hold"},
-        {"--server http://h:1 --join-token t --gpus 'sim:3xH100 SXM,nvlink=2' --state-dir /tmp",
+        {"--server http://127.0.0.1:1 --join-token t --listen nope", "--listen"},
+        {"--server http://127.0.0.1:1 --join-token t --wait 0s", "--wait"},
+        {"--server http://127.0.0.1:1 --join-token t --hot-c 5000", "--hot-c"},
+        {"--server http://127.0.0.1:1 --join-token t --node 'a b'", "--node"},
+        {"--server http://127.0.0.1:1 --join-token t --xid-hold soon", "--xid-hold"},
+        {"--server http://127.0.0.1:1 --join-token t --gpus 'sim:3xH100 SXM,nvlink=2' --state-dir "
+         "/tmp",
          "does not divide"},
-        {"--server http://h:1 --join-token t --gpus tpu --state-dir /tmp", "--gpus"},
-        {"--server http://h:1 --join-token t extra", "extra"},
+        {"--server http://127.0.0.1:1 --join-token t --gpus tpu --state-dir /tmp", "--gpus"},
+        {"--server http://127.0.0.1:1 --join-token t extra", "extra"},
+        /* a loopback address advertised to a controller elsewhere */
+        {"--server http://10.9.9.9:1 --join-token t", "loopback"},
+        {"--server http://10.9.9.9:1 --join-token t --listen 127.0.0.1:0", "--advertise"},
+        {"--server http://127.0.0.1:1 --join-token t --task-env NOEQ", "--task-env"},
+        {"--server http://127.0.0.1:1 --join-token t --rdzv-ports 9-5", "--rdzv-ports"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char cmd[1024];
@@ -876,6 +902,7 @@ int main(void)
         cmocka_unit_test(test_run_job_env_logs_exit),
         cmocka_unit_test(test_retry_by_run),
         cmocka_unit_test(test_missing_command),
+        cmocka_unit_test(test_stop_before_start),
         cmocka_unit_test(test_mig_instances),
         cmocka_unit_test(test_fractional_env),
         cmocka_unit_test(test_stop_term_then_kill),

@@ -95,6 +95,86 @@ static void test_exit_code_and_signal(void **state)
     assert_string_equal(line, "hi\n");
 }
 
+static char *slurp_file(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        return NULL;
+    }
+    static char buf[4096];
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* Several tasks on one node: each its own rank and log; the job ends as
+ * its first task to fail, and the others are stopped. */
+static void test_tasks(void **state)
+{
+    cr_job_spec s;
+    cr_proc p;
+    char err[256];
+    cr_gang g = {.master_port = 29555,
+                 .nnodes = 2,
+                 .node_rank = 1,
+                 .tasks_per_node = 3,
+                 .rank_offset = 3,
+                 .world_size = 6,
+                 .local_world_size = 3};
+    snprintf(g.master_addr, sizeof g.master_addr, "127.0.0.1");
+    spec_sh(&s, 20, "echo rank $RANK local $LOCAL_RANK of $WORLD_SIZE");
+    s.has_gang = 1;
+    s.gang = g;
+    s.array_index = -1;
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 0);
+    cr_proc_fini(&p);
+    for (int t = 0; t < 3; t++) {
+        char path[128], want[64];
+        snprintf(path, sizeof path, "%s/logs/20/%d.out", dir, 3 + t);
+        snprintf(want, sizeof want, "rank %d local %d of 6\n", 3 + t, t);
+        const char *got = slurp_file(path);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+    }
+
+    /* rank 4 fails at once: the job ends with its code, the others (which
+     * would sleep 30 s) are stopped */
+    spec_sh(&s, 21, "[ $RANK = 4 ] && exit 5; sleep 30");
+    s.has_gang = 1;
+    s.gang = g;
+    s.array_index = -1;
+    int64_t t0 = cr_mono_ns();
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 5);
+    assert_true(cr_mono_ns() - t0 < 20 * CR_NS_PER_SEC);
+    cr_proc_fini(&p);
+
+    /* -o pattern relative to the working directory, and a shipped script */
+    spec_sh(&s, 22, "unused");
+    char *argv[] = {"job.sh", "x", NULL};
+    s.argv = argv;
+    s.argc = 2;
+    s.script = "echo script $1 $SLURM_PROCID";
+    s.out_pattern = "o-%j-%t.txt";
+    s.workdir = dir;
+    s.array_index = -1;
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 0);
+    cr_proc_fini(&p);
+    char path[128];
+    snprintf(path, sizeof path, "%s/o-22-0.txt", dir);
+    const char *got = slurp_file(path);
+    assert_non_null(got);
+    assert_string_equal(got, "script x\n"); /* no gang: no SLURM_PROCID */
+    snprintf(path, sizeof path, "%s/scripts/22.sh", dir);
+    assert_int_equal(access(path, X_OK), 0);
+}
+
 static void test_stop_escalates(void **state)
 {
     cr_job_spec s;
@@ -315,8 +395,11 @@ static void test_rm_rf_no_escape(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_exit_code_and_signal), cmocka_unit_test(test_stop_escalates),
-        cmocka_unit_test(test_journal_replay),       cmocka_unit_test(test_user),
+        cmocka_unit_test(test_exit_code_and_signal),
+        cmocka_unit_test(test_tasks),
+        cmocka_unit_test(test_stop_escalates),
+        cmocka_unit_test(test_journal_replay),
+        cmocka_unit_test(test_user),
         cmocka_unit_test(test_rm_rf_no_escape),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

@@ -4,6 +4,7 @@
  * machines), NVLink domains, the desired-state parser and job environments.
  */
 #include "cr_desired.h"
+#include "cr_task_env.h"
 #include "cr_error.h"
 #include "cr_gpu.h"
 #include "cr_iso.h"
@@ -263,6 +264,104 @@ static const char *doc =
     "\"node_rank\":1,\"nnodes\":2,\"local_world_size\":8,\"rank_offset\":8}},"
     "{\"job\":43,\"action\":\"stop\",\"grace_s\":0.5}]}";
 
+/* A task's variable value in env, or NULL. */
+static const char *env_get(char **env, const char *name)
+{
+    size_t n = strlen(name);
+    for (char **e = env; *e; e++) {
+        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=') {
+            return *e + n + 1;
+        }
+    }
+    return NULL;
+}
+
+static void test_task_env(void **state)
+{
+    (void)state;
+    const char *d2 =
+        "{\"version\":1,\"jobs\":[{\"job\":7,\"command\":[\"python\",\"t.py\"],"
+        "\"name\":\"tr\",\"nodelist\":\"a,b\",\"array_index\":5,\"array_job\":3,"
+        "\"output\":\"o-%j-%A_%a-%t-%N-%x-%%-%q.txt\",\"script\":\"echo hi\\n\","
+        "\"gang\":{\"master_addr\":\"10.0.0.2\",\"master_port\":29501,\"world_size\":8,"
+        "\"node_rank\":1,\"nnodes\":2,\"local_world_size\":4,\"rank_offset\":4,"
+        "\"tasks_per_node\":4,\"gpus_per_node\":4,\"launcher\":0}}]}";
+    cr_desired d;
+    char err[256];
+    assert_int_equal(cr_desired_parse(d2, strlen(d2), &d, err, sizeof err), 0);
+    const cr_job_spec *s = &d.jobs[0];
+    assert_int_equal(cr_task_count(s), 4);
+    assert_int_equal(cr_task_rank(s, 2), 6);
+    /* the job's own RANK and SLURM_PROCID never win over the task's */
+    char *base[] = {"PATH=/bin", "RANK=99", "SLURM_PROCID=99", "KEEP=1", NULL};
+    char **env = cr_task_env(base, s, 2, "b");
+    assert_string_equal(env_get(env, "RANK"), "6");
+    assert_string_equal(env_get(env, "LOCAL_RANK"), "2");
+    assert_string_equal(env_get(env, "WORLD_SIZE"), "8");
+    assert_string_equal(env_get(env, "LOCAL_WORLD_SIZE"), "4");
+    assert_string_equal(env_get(env, "GROUP_RANK"), "1");
+    assert_string_equal(env_get(env, "SLURM_PROCID"), "6");
+    assert_string_equal(env_get(env, "SLURM_LOCALID"), "2");
+    assert_string_equal(env_get(env, "SLURM_NTASKS"), "8");
+    assert_string_equal(env_get(env, "SLURM_NODELIST"), "a,b");
+    assert_string_equal(env_get(env, "SLURM_JOB_ID"), "7");
+    assert_string_equal(env_get(env, "SLURM_JOB_NAME"), "tr");
+    assert_string_equal(env_get(env, "CORRAL_ARRAY_TASK_ID"), "5");
+    assert_string_equal(env_get(env, "SLURM_ARRAY_TASK_ID"), "5");
+    assert_string_equal(env_get(env, "PET_NNODES"), "2");
+    assert_string_equal(env_get(env, "PET_NPROC_PER_NODE"), "4");
+    assert_string_equal(env_get(env, "PET_NODE_RANK"), "1");
+    assert_string_equal(env_get(env, "PET_MASTER_ADDR"), "10.0.0.2");
+    assert_string_equal(env_get(env, "PET_MASTER_PORT"), "29501");
+    assert_string_equal(env_get(env, "KEEP"), "1");
+    size_t ranks = 0;
+    for (char **e = env; *e; e++) {
+        ranks += strncmp(*e, "RANK=", 5) == 0;
+    }
+    assert_int_equal(ranks, 1);
+    cr_strv_free(env);
+    char *p = cr_task_path(s->out_pattern, s, 6, "b");
+    assert_string_equal(p, "o-7-3_5-6-b-tr-%-%q.txt");
+    free(p);
+    /* per-task logs when a node runs several tasks, the job's log for one */
+    char *lp = cr_task_log_path("/st", 7, 6, 4, "out");
+    assert_string_equal(lp, "/st/logs/7/6.out");
+    free(lp);
+    lp = cr_task_log_path("/st", 7, 1, 1, "err");
+    assert_string_equal(lp, "/st/logs/7/err");
+    free(lp);
+    /* round trip keeps the batch members */
+    json_t *j = cr_job_spec_to_json(s);
+    cr_job_spec back;
+    assert_int_equal(cr_job_spec_from_json(j, "", &back, err, sizeof err), 0);
+    assert_int_equal(back.gang.tasks_per_node, 4);
+    assert_int_equal(back.array_index, 5);
+    assert_string_equal(back.script, "echo hi\n");
+    assert_string_equal(back.nodelist, "a,b");
+    cr_job_spec_fini(&back);
+    json_decref(j);
+    cr_desired_fini(&d);
+
+    /* a launcher: one task, PET_NPROC_PER_NODE is the node's GPUs */
+    const char *d3 = "{\"version\":1,\"jobs\":[{\"job\":8,\"command\":[\"torchrun\"],"
+                     "\"gang\":{\"master_addr\":\"h\",\"master_port\":0,\"world_size\":2,"
+                     "\"node_rank\":0,\"nnodes\":2,\"local_world_size\":1,\"rank_offset\":0,"
+                     "\"tasks_per_node\":1,\"gpus_per_node\":8,\"launcher\":1}}]}";
+    assert_int_equal(cr_desired_parse(d3, strlen(d3), &d, err, sizeof err), 0);
+    env = cr_task_env(NULL, &d.jobs[0], 0, "a");
+    assert_string_equal(env_get(env, "PET_NPROC_PER_NODE"), "8");
+    assert_string_equal(env_get(env, "WORLD_SIZE"), "2");
+    assert_null(env_get(env, "SLURM_ARRAY_TASK_ID"));
+    cr_strv_free(env);
+    cr_desired_fini(&d);
+    /* world_size must agree with nnodes x tasks_per_node */
+    const char *d4 = "{\"version\":1,\"jobs\":[{\"job\":8,\"command\":[\"x\"],"
+                     "\"gang\":{\"master_addr\":\"h\",\"master_port\":0,\"world_size\":3,"
+                     "\"node_rank\":0,\"nnodes\":2,\"tasks_per_node\":2}}]}";
+    assert_int_equal(cr_desired_parse(d4, strlen(d4), &d, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "world_size"));
+}
+
 static void test_desired_parse(void **state)
 {
     cr_desired d;
@@ -453,6 +552,7 @@ int main(void)
         cmocka_unit_test(test_health),          cmocka_unit_test(test_nvml_names),
         cmocka_unit_test(test_nvlink_domains),  cmocka_unit_test(test_desired_parse),
         cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_desired_fence),
+        cmocka_unit_test(test_task_env),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

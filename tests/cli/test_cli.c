@@ -322,11 +322,11 @@ static void test_cmd_submit(void **state)
 {
     fake_server *s = start();
     fake_server_canned(s, 201, "{\"ids\":[42]}");
-    run r =
-        cli("submit", "--gpus", "8", "--gpu-type", "H100 SXM", "--kind", "finetune", "--params",
-            "7b", "--method", "lora", "--tokens", "1e8", "--tenant", "ml", "--priority", "5",
-            "--time", "1h", "--env", "A=1", "--workdir", "/tmp", "--array", "3", "--name", "ft",
-            "--preemptible", "--retries", "2", "--", "python", "train.py", "--lr", "3e-4", NULL);
+    run r = cli("submit", "--gpus", "8", "--gpu-type", "H100 SXM", "--kind", "finetune", "--params",
+                "7b", "--method", "lora", "--tokens", "1e8", "--tenant", "ml", "--priority", "5",
+                "--time", "1h", "--env", "A=1", "--workdir", "/tmp", "--array", "3", "--name", "ft",
+                "--preemptible", "--retries", "2", "--export", "NONE", "--", "python", "train.py",
+                "--lr", "3e-4", NULL);
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "Submitted job 42\n");
     json_t *last = fake_server_last(s);
@@ -367,6 +367,25 @@ static void test_cmd_submit(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* -t as in sbatch: a bare number is minutes; Slurm's clock forms too */
+    static const struct {
+        const char *t;
+        long long secs;
+    } tl[] = {{"90", 5400}, {"1:00:00", 3600}, {"2-00:00:00", 172800}, {"90s", 90}, {"2h", 7200}};
+    for (size_t i = 0; i < N(tl); i++) {
+        fake_server_canned(s, 201, "{\"ids\":[42]}");
+        r = cli("submit", "--export", "NONE", "-t", tl[i].t, "true", NULL);
+        assert_int_equal(r.code, 0);
+        run_free(&r);
+        last = fake_server_last(s);
+        json_t *got = json_object_get(sent_body(last), "time_limit_s");
+        if (json_integer_value(got) != tl[i].secs) {
+            fail_msg("-t %s: sent %lld, want %lld", tl[i].t, (long long)json_integer_value(got),
+                     tl[i].secs);
+        }
+        json_decref(last);
+    }
+
     /* arrays: a consecutive range */
     fake_server_canned(s, 201, "{\"ids\":[5,6,7]}");
     r = cli("submit", "--array", "3", "true", NULL);
@@ -406,6 +425,7 @@ static void test_cmd_submit(void **state)
         {"--array", "10001", "--array"},
         {"--retries", "101", "--retries"},
         {"--time", "99999d", "--time"},
+        {"--time", "1:60", "--time: '1:60' is not a time limit"},
         {"--workdir", "rel", "--workdir: 'rel' is not an absolute path"},
         {"--nodes", "1025", "--nodes"},
         {"--method", "sgd", "--method: 'sgd' is not allowed (allowed: full, lora, qlora)"},
@@ -434,6 +454,130 @@ static void test_cmd_submit(void **state)
     assert_non_null(strstr(r.err, "no command given"));
     run_free(&r);
     assert_int_equal(fake_server_requests(s), before);
+    fake_server_stop(s);
+}
+
+/* Write a file under the test's temp dir; returns its path (static buffer). */
+static const char *write_tmp(const char *name, const char *text)
+{
+    static char path[256];
+    snprintf(path, sizeof path, "/tmp/corral-cli-%d-%s", (int)getpid(), name);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+static void test_cmd_submit_script(void **state)
+{
+    (void)state;
+    fake_server *s = start();
+    /* A Slurm script, unchanged: its #SBATCH lines become the request; a
+     * flag on the command line wins over a directive. */
+    const char *script = "#!/bin/bash\n"
+                         "# a comment\n"
+                         "#SBATCH -J trainer\n"
+                         "#SBATCH --time=1:30:00 -N 2\n"
+                         "#SBATCH --gres=gpu:h100:4\n"
+                         "#SBATCH --ntasks-per-node=4\n"
+                         "#SBATCH -o out-%j.txt\n"
+                         "#SBATCH --mail-user=me@example.org\n"
+                         "#SBATCH -c 8\n"
+                         "#CORRAL --priority 7 --retries 1\n"
+                         "\n"
+                         "srun python train.py\n"
+                         "#SBATCH -J ignored-after-the-first-command\n";
+    const char *path = write_tmp("job.sh", script);
+    fake_server_canned(s, 201, "{\"ids\":[9]}");
+    run r = cli("submit", "--export", "NONE", "--priority", "3", path, "arg1", NULL);
+    if (r.code != 0) {
+        fail_msg("exit %d: %s", r.code, r.err);
+    }
+    /* options with no Corral equivalent, or not yet, are named with their line */
+    assert_non_null(strstr(r.err, ":8: #SBATCH --mail-user=me@example.org: no Corral equivalent"));
+    assert_null(strstr(r.err, ":9:")); /* -c maps: cpus per task x tasks per node */
+    json_t *last = fake_server_last(s);
+    const json_t *b = sent_body(last);
+    assert_string_equal(json_string_value(json_object_get(b, "name")), "trainer");
+    assert_int_equal(json_integer_value(json_object_get(b, "time_limit_s")), 5400);
+    assert_int_equal(json_integer_value(json_object_get(b, "nodes")), 2);
+    assert_int_equal(json_integer_value(json_object_get(b, "gpus")), 8);
+    assert_string_equal(json_string_value(json_object_get(b, "gpu_type")), "h100");
+    assert_int_equal(json_integer_value(json_object_get(b, "tasks_per_node")), 4);
+    assert_string_equal(json_string_value(json_object_get(b, "output")), "out-%j.txt");
+    assert_int_equal(json_integer_value(json_object_get(b, "priority")), 3); /* the CLI wins */
+    assert_int_equal(json_integer_value(json_object_get(b, "max_retries")), 1);
+    assert_true(json_number_value(json_object_get(b, "cpus")) == 32.0);
+    assert_string_equal(json_string_value(json_object_get(b, "script")), script);
+    json_t *cmd = json_object_get(b, "command");
+    assert_string_equal(json_string_value(json_array_get(cmd, 0)), strrchr(path, '/') + 1);
+    assert_string_equal(json_string_value(json_array_get(cmd, 1)), "arg1");
+    json_decref(last);
+    run_free(&r);
+
+    /* An unknown directive, or a bad value, names the file and line; nothing is sent. */
+    unsigned before = fake_server_requests(s);
+    path = write_tmp("bad.sh", "#!/bin/sh\n#SBATCH --frobnicate=3\ntrue\n");
+    r = cli("submit", path, NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "bad.sh:2: #SBATCH --frobnicate=3: unknown"));
+    run_free(&r);
+    path = write_tmp("bad2.sh", "#!/bin/sh\n\n#SBATCH -t 1:75\ntrue\n");
+    r = cli("submit", path, NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "bad2.sh:3: --time: '1:75' is not a time limit"));
+    run_free(&r);
+    path = write_tmp("bad3.sh", "#!/bin/sh\n#CORRAL --gpus lots\ntrue\n");
+    r = cli("submit", path, NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "bad3.sh:2: --gpus: 'lots'"));
+    run_free(&r);
+    assert_int_equal(fake_server_requests(s), before);
+
+    /* --export: by default the environment minus secrets and Corral's own */
+    setenv("CORRAL_TEST_KEEP", "1", 1);
+    setenv("MY_API_TOKEN", "hush", 1);
+    setenv("DB_PASSWORD", "hush", 1);
+    setenv("PLAIN_VALUE", "yes", 1);
+    fake_server_canned(s, 201, "{\"ids\":[10]}");
+    r = cli("submit", "true", NULL);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    last = fake_server_last(s);
+    json_t *env = json_object_get(sent_body(last), "env");
+    assert_string_equal(json_string_value(json_object_get(env, "PLAIN_VALUE")), "yes");
+    assert_null(json_object_get(env, "MY_API_TOKEN"));
+    assert_null(json_object_get(env, "DB_PASSWORD"));
+    assert_null(json_object_get(env, "CORRAL_TOKEN"));
+    assert_null(json_object_get(env, "CORRAL_TEST_KEEP"));
+    json_decref(last);
+    /* a list: only what it names */
+    r = cli("submit", "--export", "PLAIN_VALUE,X=1", "true", NULL);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    last = fake_server_last(s);
+    env = json_object_get(sent_body(last), "env");
+    assert_int_equal(json_object_size(env), 2);
+    assert_string_equal(json_string_value(json_object_get(env, "X")), "1");
+    json_decref(last);
+    unsetenv("MY_API_TOKEN");
+    unsetenv("DB_PASSWORD");
+    unsetenv("PLAIN_VALUE");
+    unsetenv("CORRAL_TEST_KEEP");
+    assert_true(cr__cli_secret_name("AWS_SECRET_ACCESS_KEY", 21));
+    assert_true(cr__cli_secret_name("OPENAI_API_KEY", 14));
+    assert_false(cr__cli_secret_name("KEYBOARD", 8));
+    assert_false(cr__cli_secret_name("PATH", 4));
+    char p2[256];
+    snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-job.sh", (int)getpid());
+    unlink(p2);
+    snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-bad.sh", (int)getpid());
+    unlink(p2);
+    snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-bad2.sh", (int)getpid());
+    unlink(p2);
+    snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-bad3.sh", (int)getpid());
+    unlink(p2);
     fake_server_stop(s);
 }
 
@@ -522,7 +666,17 @@ static void test_cmd_show_and_actions(void **state)
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "Cancelled job 3\nCancelled job 4\n");
     json_t *last = fake_server_last(s);
+    /* a plain id asks for the whole array when it is one's first id */
     assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/4/cancel");
+    assert_string_equal(json_string_value(json_object_get(json_object_get(last, "query"), "array")),
+                        "1");
+    json_decref(last);
+    run_free(&r);
+    r = cli("cancel", "4_2", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "Cancelled job 4_2\n");
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/4_2/cancel");
     json_decref(last);
     run_free(&r);
 
@@ -899,6 +1053,7 @@ int main(void)
         cmocka_unit_test(test_json_text),
         cmocka_unit_test(test_time),
         cmocka_unit_test(test_cmd_submit),
+        cmocka_unit_test(test_cmd_submit_script),
         cmocka_unit_test(test_cmd_jobs),
         cmocka_unit_test(test_cmd_show_and_actions),
         cmocka_unit_test(test_cmd_admin),

@@ -65,6 +65,33 @@ static void test_duration(void **state)
     assert_string_equal(cr_duration_fmt(90 * CR_NS_PER_MIN, buf, sizeof buf), "1h30m");
 }
 
+static void test_time_limit(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in;
+        int64_t secs;
+    } ok[] = {
+        {"90", 5400},           {"0", 0},         {"10:30", 630},     {"1:00:00", 3600},
+        {"2-00:00:00", 172800}, {"1-12", 129600}, {"1-02:30", 95400}, {"90s", 90},
+        {"2h", 7200},           {"1h30m", 5400},  {"3d", 259200},
+    };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        int64_t ns = -1;
+        assert_int_equal(cr_time_limit_parse(ok[i].in, &ns), 0);
+        assert_true(ns == ok[i].secs * CR_NS_PER_SEC);
+    }
+    static const char *const bad[] = {"",   "1:60", "1:2:3:4", "1-24", "1-2:60",  "x",   "-5",
+                                      "1-", ":5",   "5:",      "1h30", "1:00:0x", "1--2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int64_t ns = 7;
+        assert_int_not_equal(cr_time_limit_parse(bad[i], &ns), 0);
+        assert_true(ns == 7);
+    }
+    int64_t ns = 7;
+    assert_int_equal(cr_time_limit_parse("999999999", &ns), CR_ERANGE);
+}
+
 static void test_count(void **state)
 {
     (void)state;
@@ -187,9 +214,10 @@ static void test_log(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_log),      cmocka_unit_test(test_errors), cmocka_unit_test(test_buf),
-        cmocka_unit_test(test_duration), cmocka_unit_test(test_count),  cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_log),        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_buf),        cmocka_unit_test(test_duration),
+        cmocka_unit_test(test_time_limit), cmocka_unit_test(test_count),
+        cmocka_unit_test(test_csv),        cmocka_unit_test(test_rng),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -700,7 +700,14 @@ static void test_agent_protocol(void **state)
     assert_string_equal(str(entry, "action"), "run");
     assert_int_equal(num(entry, "run"), 1);
     assert_int_equal(json_array_size(json_object_get(entry, "gpu_uuids")), 2);
-    assert_int_equal(num(json_object_get(entry, "gang"), "world_size"), 2);
+    /* A batch job runs one task per node (docs/cli.md, "Tasks"); its
+     * rendezvous port is the one rank 0's agent reserves (0 until then). */
+    json_t *gg = json_object_get(entry, "gang");
+    assert_int_equal(num(gg, "world_size"), 1);
+    assert_int_equal(num(gg, "tasks_per_node"), 1);
+    assert_int_equal(num(gg, "gpus_per_node"), 2);
+    assert_int_equal(num(gg, "master_port"), 0);
+    assert_string_equal(str(entry, "nodelist"), "n1");
     json_decref(entry);
     wait_state(&d, id, "running");
 

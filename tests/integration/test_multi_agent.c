@@ -389,12 +389,17 @@ static void test_gang_torchrun_env(void **state)
     assert_int_equal(env_int(env[0], "\nMASTER_PORT"), env_int(env[1], "\nMASTER_PORT"));
     assert_true(env_int(env[0], "\nMASTER_PORT") > 0);
     for (int k = 0; k < 2; k++) {
-        assert_int_equal(env_int(env[k], "\nWORLD_SIZE"), 4);
-        assert_int_equal(env_int(env[k], "\nLOCAL_WORLD_SIZE"), 2);
+        /* A batch job (not a launcher, not a training kind) runs one task
+         * per node: the task is the rank. */
+        assert_int_equal(env_int(env[k], "\nWORLD_SIZE"), 2);
+        assert_int_equal(env_int(env[k], "\nLOCAL_WORLD_SIZE"), 1);
         assert_int_equal(env_int(env[k], "\nNNODES"), 2);
         assert_int_equal(env_int(env[k], "\nLOCAL_RANK"), 0);
-        /* RANK is the node's first global rank: NODE_RANK * LOCAL_WORLD_SIZE. */
-        assert_int_equal(env_int(env[k], "\nRANK"), 2 * env_int(env[k], "\nNODE_RANK"));
+        assert_int_equal(env_int(env[k], "\nRANK"), env_int(env[k], "\nNODE_RANK"));
+        assert_int_equal(env_int(env[k], "\nSLURM_PROCID"), env_int(env[k], "\nNODE_RANK"));
+        assert_int_equal(env_int(env[k], "\nSLURM_NTASKS"), 2);
+        assert_int_equal(env_int(env[k], "\nPET_NNODES"), 2);
+        assert_int_equal(env_int(env[k], "\nPET_MASTER_PORT"), env_int(env[k], "\nMASTER_PORT"));
         assert_non_null(strstr(env[k], "\nCUDA_VISIBLE_DEVICES=GPU-"));
     }
     assert_int_equal(env_int(env[0], "\nNODE_RANK") + env_int(env[1], "\nNODE_RANK"), 1);

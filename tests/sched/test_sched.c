@@ -387,6 +387,67 @@ static void test_lost_node_requeues(void **state)
     cr_sched_free(s);
 }
 
+/* --nodelist/--exclude/--constraint resolve to a node mask; --exclusive
+ * takes whole idle nodes and keeps others off them. */
+static void test_node_mask_and_exclusive(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_FIFO, "gpu-type a\nnode n[0-2] gpus=4xa\n");
+    int t;
+    assert_int_equal(cr_sched_tenant(s, "x", &t), 0);
+    uint8_t only2 = 1u << 2, none = 0;
+    cr_sched_job_spec j1 = {.id = 1,
+                            .tenant = t,
+                            .gpu_count = 1,
+                            .gpu_type = 0,
+                            .node_mask = &only2,
+                            .node_mask_bits = 3};
+    cr_sched_job_spec j2 = {.id = 2,
+                            .tenant = t,
+                            .gpu_count = 1,
+                            .gpu_type = 0,
+                            .node_mask = &none,
+                            .node_mask_bits = 3};
+    cr_sched_job_spec j3 = {.id = 3, .tenant = t, .gpu_count = 2, .gpu_type = 0, .exclusive = true};
+    assert_int_equal(cr_sched_job_add(s, &j1, 0), 0);
+    assert_int_equal(cr_sched_job_add(s, &j2, 0), 0);
+    assert_int_equal(cr_sched_job_add(s, &j3, 0), 0);
+    const cr_sched_decision *d;
+    cr_sched_cycle(s, 0, NULL, &d);
+    cr_sched_job_info info;
+    assert_int_equal(cr_sched_job_info_get(s, 1, &info), 0);
+    assert_int_equal(info.state, CR_JOB_RUNNING);
+    assert_int_equal(info.slots[0].node, 2); /* the only node it may use */
+    assert_int_equal(cr_sched_job_info_get(s, 2, &info), 0);
+    assert_int_equal(info.state, CR_JOB_PENDING); /* no node at all */
+    assert_int_equal(cr_sched_job_info_get(s, 3, &info), 0);
+    assert_int_equal(info.state, CR_JOB_RUNNING);
+    uint32_t xnode = info.slots[0].node;
+    assert_true(xnode != 2); /* node 2 is busy: not for an exclusive job */
+    /* two more 1-GPU jobs: neither lands on the exclusive job's node */
+    for (uint64_t id = 4; id <= 5; id++) {
+        cr_sched_job_spec jj = {.id = id, .tenant = t, .gpu_count = 1, .gpu_type = 0};
+        assert_int_equal(cr_sched_job_add(s, &jj, 0), 0);
+    }
+    cr_sched_cycle(s, 1, NULL, &d);
+    for (uint64_t id = 4; id <= 5; id++) {
+        assert_int_equal(cr_sched_job_info_get(s, id, &info), 0);
+        assert_int_equal(info.state, CR_JOB_RUNNING);
+        assert_true(info.slots[0].node != xnode);
+    }
+    checked(s);
+    /* once it ends, its node takes other work again */
+    assert_int_equal(cr_sched_job_remove(s, 3, 2), 0);
+    cr_sched_job_spec j6 = {.id = 6, .tenant = t, .gpu_count = 4, .gpu_type = 0};
+    assert_int_equal(cr_sched_job_add(s, &j6, 2), 0);
+    cr_sched_cycle(s, 2, NULL, &d);
+    assert_int_equal(cr_sched_job_info_get(s, 6, &info), 0);
+    assert_int_equal(info.state, CR_JOB_RUNNING);
+    assert_int_equal(info.slots[0].node, xnode);
+    checked(s);
+    cr_sched_free(s);
+}
+
 static void test_job_table_churn(void **state)
 {
     (void)state;
@@ -611,6 +672,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_names),
+        cmocka_unit_test(test_node_mask_and_exclusive),
         cmocka_unit_test(test_mig_profiles),
         cmocka_unit_test(test_mig_layout),
         cmocka_unit_test(test_share_api),

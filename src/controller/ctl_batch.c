@@ -1,0 +1,668 @@
+/*
+ * ctl_batch.c - batch-job rules the controller applies when it hands a job
+ * to its nodes: how many tasks each node runs (the launch mode), and the
+ * per-job members of the agent's desired-state entry.
+ *
+ * Launch mode (docs/cli.md, "Tasks"): the job's tasks_per_node when given;
+ * else one task per node when the command is a launcher (torchrun,
+ * python -m torch.distributed.run, deepspeed, accelerate, mpirun, mpiexec,
+ * srun, horovodrun), which starts its per-GPU workers itself; else one task
+ * per GPU for the kinds that train (pretrain, finetune); else one per node.
+ *
+ * The gate: a pending job with a dependency, an array throttle or a begin
+ * time enters the scheduler only once they allow (ctl_batch_admit); until
+ * then it waits on c->gated, re-judged by ctl_batch_tick on the scheduler
+ * thread's 200 ms timer, its reason naming what it waits for. A dependency
+ * that can never hold (afterok on a job that failed) ends the job,
+ * cancelled, with that reason. Arrays: a throttle %N lets at most N tasks
+ * of the array be known to the scheduler or running at once, so never
+ * more than N run.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *base_name(const char *p)
+{
+    const char *s = strrchr(p, '/');
+    return s ? s + 1 : p;
+}
+
+bool ctl_batch_is_launcher(const json_t *command)
+{
+    static const char *const launchers[] = {"torchrun", "deepspeed", "accelerate", "mpirun",
+                                            "mpiexec",  "srun",      "horovodrun", NULL};
+    const char *a0 = json_string_value(json_array_get(command, 0));
+    if (!a0) {
+        return false;
+    }
+    const char *b = base_name(a0);
+    for (size_t i = 0; launchers[i]; i++) {
+        if (strcmp(b, launchers[i]) == 0) {
+            return true;
+        }
+    }
+    const char *a1 = json_string_value(json_array_get(command, 1));
+    const char *a2 = json_string_value(json_array_get(command, 2));
+    return strncmp(b, "python", 6) == 0 && a1 && a2 && strcmp(a1, "-m") == 0 &&
+           (strcmp(a2, "torch.distributed.run") == 0 ||
+            strcmp(a2, "torch.distributed.launch") == 0);
+}
+
+int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher)
+{
+    json_t *cmd = json_object_get(j->spec, "command");
+    *launcher = !json_object_get(j->spec, "script") && ctl_batch_is_launcher(cmd);
+    json_int_t tpn = json_integer_value(json_object_get(j->spec, "tasks_per_node"));
+    if (tpn > 0) {
+        return (int)tpn;
+    }
+    if (*launcher) {
+        return 1;
+    }
+    if ((strcmp(j->kind, "pretrain") == 0 || strcmp(j->kind, "finetune") == 0) && node_gpus > 0) {
+        return (int)(node_gpus < CTL_MAX_TASKS_PER_NODE ? node_gpus : CTL_MAX_TASKS_PER_NODE);
+    }
+    return 1;
+}
+
+void ctl_batch_entry(const ctl_job *j, json_t *entry)
+{
+    static const char *const copy[] = {"script", "output", "error", "name", NULL};
+    for (size_t i = 0; copy[i]; i++) {
+        json_t *v = json_object_get(j->spec, copy[i]);
+        if (json_is_string(v)) {
+            json_object_set(entry, copy[i], v);
+        }
+    }
+    if (j->array_first > 0) {
+        json_object_set_new(entry, "array_index", json_integer(j->array_index));
+        json_object_set_new(entry, "array_job", json_integer(j->array_first));
+    }
+    if (j->sig_at > 0 && *j->sig_name) {
+        json_object_set_new(
+            entry, "signal",
+            json_pack("{s:s,s:I}", "name", j->sig_name, "at", (json_int_t)j->sig_at));
+    }
+    char list[4096] = "";
+    size_t off = 0;
+    for (size_t k = 0; k < j->nplace && off < sizeof list; k++) {
+        off +=
+            (size_t)snprintf(list + off, sizeof list - off, "%s%s", k ? "," : "", j->place[k].node);
+    }
+    if (off < sizeof list) {
+        json_object_set_new(entry, "nodelist", json_string(list));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Arrays                                                                   */
+
+int ctl_batch_array_parse(const char *text, int32_t *idx, size_t max, size_t *n, int *throttle,
+                          char *why, size_t whylen)
+{
+    char buf[1024];
+    *n = 0;
+    *throttle = 0;
+    if (strlen(text) >= sizeof buf || !*text) {
+        snprintf(why, whylen, "must be 1..1023 characters");
+        return CR_EINVAL;
+    }
+    snprintf(buf, sizeof buf, "%s", text);
+    char *pct = strchr(buf, '%');
+    if (pct) {
+        *pct = '\0';
+        int64_t t;
+        if (cr_parse_i64(pct + 1, 1, MAX_ARRAY_TASKS, &t) != 0) {
+            snprintf(why, whylen, "'%%%s': the throttle must be an integer 1..%d", pct + 1,
+                     MAX_ARRAY_TASKS);
+            return CR_EINVAL;
+        }
+        *throttle = (int)t;
+    }
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int64_t lo, hi, step = 1;
+        char *colon = strchr(t, ':'), *dash = strchr(t, '-');
+        if (colon) {
+            *colon = '\0';
+            if (!dash || cr_parse_i64(colon + 1, 1, MAX_ARRAY_INDEX, &step) != 0) {
+                snprintf(why, whylen, "'%s:%s': a step goes after a range (0-99:2)", t, colon + 1);
+                return CR_EINVAL;
+            }
+        }
+        if (dash) {
+            *dash = '\0';
+            if (cr_parse_i64(t, 0, MAX_ARRAY_INDEX, &lo) != 0 ||
+                cr_parse_i64(dash + 1, 0, MAX_ARRAY_INDEX, &hi) != 0 || hi < lo) {
+                snprintf(why, whylen, "'%s-%s': want LO-HI with 0 <= LO <= HI <= %d", t, dash + 1,
+                         MAX_ARRAY_INDEX);
+                return CR_EINVAL;
+            }
+        } else if (cr_parse_i64(t, 0, MAX_ARRAY_INDEX, &lo) == 0) {
+            hi = lo;
+        } else {
+            snprintf(why, whylen, "'%s' is not an index 0..%d", t, MAX_ARRAY_INDEX);
+            return CR_EINVAL;
+        }
+        for (int64_t v = lo; v <= hi; v += step) {
+            for (size_t k = 0; k < *n; k++) {
+                if (idx[k] == v) {
+                    snprintf(why, whylen, "index %lld is listed twice", (long long)v);
+                    return CR_EINVAL;
+                }
+            }
+            if (*n >= max) {
+                snprintf(why, whylen, "more than %zu tasks", max);
+                return CR_ERANGE;
+            }
+            idx[(*n)++] = (int32_t)v;
+        }
+    }
+    if (*n == 0) {
+        snprintf(why, whylen, "no index given");
+        return CR_EINVAL;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Dependencies                                                             */
+
+static const char *const dep_kinds[] = {"after", "afterany", "afterok", "afternotok", NULL};
+
+int ctl_batch_dep_check(const char *text, char *why, size_t whylen)
+{
+    char buf[1024];
+    if (!*text || strlen(text) >= sizeof buf) {
+        snprintf(why, whylen, "must be 1..1023 characters");
+        return CR_EINVAL;
+    }
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    size_t terms = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (++terms > MAX_DEP_TERMS) {
+            snprintf(why, whylen, "at most %d terms", MAX_DEP_TERMS);
+            return CR_ERANGE;
+        }
+        if (strcmp(t, "singleton") == 0) {
+            continue;
+        }
+        char *colon = strchr(t, ':');
+        if (colon) {
+            *colon = '\0';
+        }
+        bool known = false;
+        for (size_t k = 0; dep_kinds[k]; k++) {
+            known |= strcmp(t, dep_kinds[k]) == 0;
+        }
+        if (!known || !colon || !colon[1]) {
+            snprintf(why, whylen,
+                     "'%s': want TYPE:ID[:ID...] with TYPE after, afterany, afterok or "
+                     "afternotok, or singleton",
+                     t);
+            return CR_EINVAL;
+        }
+        char *s2 = NULL;
+        size_t ids = 0;
+        for (char *id = strtok_r(colon + 1, ":", &s2); id; id = strtok_r(NULL, ":", &s2)) {
+            int64_t a, ix;
+            char *us = strchr(id, '_');
+            if (us) {
+                *us = '\0';
+            }
+            if (cr_parse_i64(id, 1, INT64_MAX / 2, &a) != 0 ||
+                (us && cr_parse_i64(us + 1, 0, MAX_ARRAY_INDEX, &ix) != 0) || ++ids > 64) {
+                snprintf(why, whylen, "'%s%s%s' is not a job id (ID or ARRAY_INDEX)", id,
+                         us ? "_" : "", us ? us + 1 : "");
+                return CR_EINVAL;
+            }
+        }
+    }
+    return 0;
+}
+
+ctl_job *ctl_batch_array_task(ctl *c, int64_t first, int32_t index)
+{
+    for (int64_t id = first;; id++) {
+        ctl_job *t = ctl_job_fetch(c, id);
+        if (!t || t->array_first != first) {
+            return NULL;
+        }
+        if (t->array_index == index) {
+            return t;
+        }
+    }
+}
+
+/* How the targets of one dependency term stand: counts of tasks pending or
+ * running, started (ever), completed, failed or cancelled. */
+typedef struct dep_count {
+    int active, started, ok, notok, total;
+    int64_t first_active; /* a job still waited on, for the reason */
+} dep_count;
+
+static void dep_add(dep_count *d, const ctl_job *t)
+{
+    d->total++;
+    bool term = ctl_job_terminal(t);
+    if (t->state == JS_COMPLETED) {
+        d->ok++;
+    } else if (term) {
+        d->notok++;
+    } else {
+        d->active++;
+        if (!d->first_active) {
+            d->first_active = t->id;
+        }
+    }
+    if (t->start_ns > 0 || t->runs > 0 || term) {
+        d->started++;
+    }
+}
+
+/* The jobs an id names: one job, a whole array (its first id), or one
+ * task ("ID_INDEX"). Returns false when none exists. */
+static bool dep_targets(ctl *c, const char *ref, dep_count *d)
+{
+    char buf[64];
+    snprintf(buf, sizeof buf, "%s", ref);
+    char *us = strchr(buf, '_');
+    int64_t id = 0, ix = -1;
+    if (us) {
+        *us = '\0';
+        cr_parse_i64(us + 1, 0, MAX_ARRAY_INDEX, &ix);
+    }
+    cr_parse_i64(buf, 1, INT64_MAX / 2, &id);
+    ctl_job *j = ctl_job_fetch(c, id); /* (a finished job may have left memory) */
+    if (!j) {
+        return false;
+    }
+    if (ix >= 0) {
+        ctl_job *t = j->array_first == id ? ctl_batch_array_task(c, id, (int32_t)ix) : NULL;
+        if (!t) {
+            return false;
+        }
+        dep_add(d, t);
+        return true;
+    }
+    if (j->array_first == id) {
+        for (int64_t k = id;; k++) {
+            ctl_job *t = ctl_job_fetch(c, k);
+            if (!t || t->array_first != id) {
+                break;
+            }
+            dep_add(d, t);
+        }
+        return true;
+    }
+    dep_add(d, j);
+    return true;
+}
+
+int ctl_batch_dep_refs(ctl *c, const char *text, const char *tenant, bool admin, char *why,
+                       size_t whylen)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        char *colon = strchr(t, ':');
+        if (!colon) {
+            continue;
+        }
+        char *s2 = NULL;
+        for (char *id = strtok_r(colon + 1, ":", &s2); id; id = strtok_r(NULL, ":", &s2)) {
+            dep_count d = {0};
+            int64_t jid = 0;
+            char num[64];
+            snprintf(num, sizeof num, "%.*s", (int)strcspn(id, "_"), id);
+            cr_parse_i64(num, 1, INT64_MAX / 2, &jid);
+            ctl_job *j = ctl_job_fetch(c, jid);
+            if (!j || (!admin && strcmp(j->tenant, tenant) != 0) || !dep_targets(c, id, &d)) {
+                snprintf(why, whylen, "job %s not found", id);
+                return CR_ENOENT;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Whether the dependency of j holds (0), may yet hold (1, why: what it
+ * waits on) or never will (-1, why: the reason). mu held. */
+static int dep_gate(ctl *c, const ctl_job *j, const char *text, char *why, size_t whylen)
+{
+    char buf[1024];
+    snprintf(buf, sizeof buf, "%s", text);
+    char *save = NULL;
+    int res = 0;
+    for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        if (strcmp(t, "singleton") == 0) {
+            const char *name = json_string_value(json_object_get(j->spec, "name"));
+            for (size_t i = c->first_active > 0 ? (size_t)c->first_active - 1 : 0;
+                 i < (size_t)(j->id - 1) && i < c->njobs_slots; i++) {
+                const ctl_job *o = c->jobs[i];
+                const char *on = o ? json_string_value(json_object_get(o->spec, "name")) : NULL;
+                if (o && !ctl_job_terminal(o) && on && name && strcmp(on, name) == 0 &&
+                    strcmp(o->tenant, j->tenant) == 0) {
+                    snprintf(why, whylen, "waiting for job %lld (singleton: same name '%s')",
+                             (long long)o->id, name);
+                    res = 1;
+                    break;
+                }
+            }
+            continue;
+        }
+        char *colon = strchr(t, ':');
+        if (!colon) {
+            continue;
+        }
+        *colon = '\0';
+        const char *kind = t;
+        char *s2 = NULL;
+        for (char *id = strtok_r(colon + 1, ":", &s2); id; id = strtok_r(NULL, ":", &s2)) {
+            dep_count d = {0};
+            if (!dep_targets(c, id, &d)) {
+                snprintf(why, whylen, "dependency can never be met: job %s is gone (%s)", id, kind);
+                return -1;
+            }
+            bool never = (strcmp(kind, "afterok") == 0 && d.notok > 0) ||
+                         (strcmp(kind, "afternotok") == 0 && d.active == 0 && d.notok == 0);
+            if (never) {
+                snprintf(why, whylen, "dependency can never be met: job %s %s (%s:%s)", id,
+                         strcmp(kind, "afterok") == 0 ? "failed or was cancelled"
+                                                      : "completed successfully",
+                         kind, id);
+                return -1;
+            }
+            bool met = strcmp(kind, "after") == 0 ? d.started == d.total : d.active == 0;
+            if (!met && res == 0) {
+                snprintf(why, whylen, "waiting for job %lld (%s:%s)",
+                         (long long)(d.first_active ? d.first_active : 0), kind, id);
+                res = 1;
+            }
+        }
+    }
+    return res;
+}
+
+/* Tasks of j's array that hold or may soon hold GPUs (known to the
+ * scheduler, running or stopping). mu held. */
+static int array_busy(ctl *c, int64_t first)
+{
+    int n = 0;
+    for (int64_t k = first;; k++) {
+        ctl_job *t = ctl_job_get(c, k);
+        if (!t || t->array_first != first) {
+            break;
+        }
+        n += t->state == JS_RUNNING || t->state == JS_COMPLETING ||
+             (t->state == JS_PENDING && !t->gated);
+    }
+    return n;
+}
+
+int ctl_batch_gate(ctl *c, const ctl_job *j, int64_t now_wall, int busy, char *why, size_t whylen)
+{
+    json_int_t begin = json_integer_value(json_object_get(j->spec, "begin_unix"));
+    if (begin > 0 && now_wall < (int64_t)begin * CR_NS_PER_SEC) {
+        char t[64];
+        snprintf(why, whylen, "begins at %s (--begin)",
+                 ctl_time_str((int64_t)begin * CR_NS_PER_SEC, t, sizeof t));
+        return 1;
+    }
+    const char *dep = json_string_value(json_object_get(j->spec, "dependency"));
+    if (dep && *dep) {
+        int r = dep_gate(c, j, dep, why, whylen);
+        if (r != 0) {
+            return r;
+        }
+    }
+    json_int_t thr = json_integer_value(json_object_get(j->spec, "array_throttle"));
+    if (thr > 0 && j->array_first > 0) {
+        if (busy < 0) {
+            busy = array_busy(c, j->array_first);
+        }
+        if (busy >= thr) {
+            snprintf(why, whylen, "array throttle: %d of %lld tasks at a time already active", busy,
+                     (long long)thr);
+            return 1;
+        }
+    }
+    return 0;
+}
+
+bool ctl_batch_has_gate(const ctl_job *j)
+{
+    return json_object_get(j->spec, "dependency") || json_object_get(j->spec, "array_throttle") ||
+           json_object_get(j->spec, "begin_unix");
+}
+
+void ctl_batch_admit(ctl *c, ctl_job *j)
+{
+    char why[256];
+    if (ctl_batch_has_gate(j) && ctl_batch_gate(c, j, cr_now_ns(), -1, why, sizeof why) != 0) {
+        j->gated = true;
+        ctl_job_set_reason(j, why);
+        CR_GROW(c->gated, c->ngated, c->capgated);
+        c->gated[c->ngated++] = j->id;
+        return;
+    }
+    j->gated = false;
+    ctl_sched_add(c, j->id);
+}
+
+void ctl_batch_tick(ctl *c)
+{
+    pthread_mutex_lock(&c->mu);
+    if (c->ngated == 0) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    cr_store_txn *txn = NULL;
+    int64_t now = cr_now_ns();
+    size_t keep = 0;
+    /* The gated list is in id order, so an array's tasks are together:
+     * count its active tasks once per tick, then as tasks are admitted. */
+    int64_t arr = 0;
+    int busy = -1;
+    for (size_t i = 0; i < c->ngated; i++) {
+        ctl_job *j = ctl_job_get(c, c->gated[i]);
+        if (!j || !j->gated || j->state != JS_PENDING) {
+            if (j) {
+                j->gated = false;
+            }
+            continue; /* cancelled, held or gone: released from the gate */
+        }
+        char why[256];
+        if (j->array_first != arr) {
+            arr = j->array_first;
+            busy = arr > 0 ? array_busy(c, arr) : -1;
+        }
+        int r = ctl_batch_gate(c, j, now, busy, why, sizeof why);
+        if (r == 0) {
+            busy += busy >= 0;
+            j->gated = false;
+            ctl_job_set_reason(j, "not yet considered");
+            ctl_sched_add(c, j->id);
+            if (!txn) {
+                txn = cr_store_txn_new();
+            }
+            ctl_job_persist(c, txn, j, "eligible", "dependency, throttle and begin time met");
+            continue;
+        }
+        if (r < 0) {
+            j->gated = false;
+            j->state = JS_CANCELLED;
+            j->end_ns = now;
+            ctl_job_set_reason(j, why);
+            atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
+            if (!txn) {
+                txn = cr_store_txn_new();
+            }
+            ctl_job_persist(c, txn, j, "cancelled", why);
+            continue;
+        }
+        ctl_job_set_reason(j, why);
+        c->gated[keep++] = j->id;
+    }
+    c->ngated = keep;
+    if (txn) {
+        cr_store_submit(c->store, txn, NULL, NULL);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Node selection: --nodelist, --exclude, --constraint                      */
+
+/* Whether name is an item of the comma list. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = list; p && *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && strncmp(p, name, n) == 0) {
+            return true;
+        }
+        p += len + (p[len] == ',');
+    }
+    return false;
+}
+
+bool ctl_batch_has_node_filter(const ctl_job *j)
+{
+    return json_object_get(j->spec, "nodelist") || json_object_get(j->spec, "exclude") ||
+           json_object_get(j->spec, "constraint");
+}
+
+bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n)
+{
+    const char *incl = json_string_value(json_object_get(j->spec, "nodelist"));
+    const char *excl = json_string_value(json_object_get(j->spec, "exclude"));
+    const char *cons = json_string_value(json_object_get(j->spec, "constraint"));
+    if ((incl && !in_list(incl, n->name)) || (excl && in_list(excl, n->name))) {
+        return false;
+    }
+    /* constraint: LABEL or LABEL=VALUE terms, all of which must hold ('&' or ',') */
+    for (const char *p = cons; p && *p;) {
+        size_t len = strcspn(p, "&,");
+        char term[128];
+        snprintf(term, sizeof term, "%.*s", (int)(len < sizeof term ? len : 0), p);
+        char *eq = strchr(term, '=');
+        if (eq) {
+            *eq = '\0';
+        }
+        /* an admin's label (corral nodes label) over the agent's (--label) */
+        const char *have = json_string_value(json_object_get(ctl_node_labels(c, n->name), term));
+        if (!have) {
+            have = json_string_value(json_object_get(n->labels, term));
+        }
+        if (!have || (eq && strcmp(have, eq + 1) != 0)) {
+            return false;
+        }
+        p += len + (p[len] != '\0');
+    }
+    return true;
+}
+
+int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen)
+{
+    bool cons = strcmp(field, "constraint") == 0;
+    const char *seps = cons ? "&," : ",";
+    size_t terms = 0;
+    for (const char *p = text; *p;) {
+        size_t len = strcspn(p, seps);
+        if (len == 0 || len >= CTL_NAME_MAX * 2 || ++terms > 256) {
+            snprintf(why, whylen, "want %s",
+                     cons ? "LABEL[=VALUE][&LABEL[=VALUE]...]"
+                          : "NODE[,NODE...] (up to 256 names)");
+            return CR_EINVAL;
+        }
+        for (size_t i = 0; i < len; i++) {
+            char ch = p[i];
+            if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' ||
+                  (cons && ch == '='))) {
+                snprintf(why, whylen, "'%.*s': names use letters, digits, '-', '_' or '.'",
+                         (int)len, p);
+                return CR_EINVAL;
+            }
+        }
+        p += len + (p[len] != '\0');
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Signals: --signal SIG@SECONDS, cancel --signal SIG                       */
+
+/* The signals a user may send: those a job can act on. KILL ends it. */
+static const char *const user_signals[] = {"USR1", "USR2", "TERM", "INT",   "HUP", "QUIT",
+                                           "ALRM", "CONT", "KILL", "WINCH", NULL};
+
+int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs)
+{
+    char buf[32];
+    if (!text || strlen(text) >= sizeof buf) {
+        return CR_EINVAL;
+    }
+    snprintf(buf, sizeof buf, "%s", text);
+    *secs = 60;
+    char *at = strchr(buf, '@');
+    if (at) {
+        *at = '\0';
+        if (cr_parse_i64(at + 1, 0, 65535, secs) != 0) {
+            return CR_EINVAL;
+        }
+    }
+    const char *n = strncmp(buf, "SIG", 3) == 0 ? buf + 3 : buf;
+    for (size_t i = 0; user_signals[i]; i++) {
+        if (strcmp(n, user_signals[i]) == 0) {
+            snprintf(name, namelen, "%s", n);
+            return 0;
+        }
+    }
+    return CR_EINVAL;
+}
+
+void ctl_batch_signal(ctl *c, ctl_job *j, const char *name)
+{
+    snprintf(j->sig_name, sizeof j->sig_name, "%s", name);
+    int64_t now = cr_now_ns();
+    j->sig_at = now > j->sig_at ? now : j->sig_at + 1;
+    for (size_t k = 0; k < j->nplace; k++) {
+        ctl_node *n = ctl_node_find(c, j->place[k].node);
+        if (n) {
+            ctl_node_bump(c, n);
+        }
+    }
+}
+
+void ctl_batch_signal_due(ctl *c, ctl_job *j, int64_t now, cr_store_txn **txn)
+{
+    const char *spec = json_string_value(json_object_get(j->spec, "warn_signal"));
+    char name[12];
+    int64_t secs;
+    /* now and start_mono_ns are monotonic, as the time limit's own check */
+    if (!spec || j->time_limit_s <= 0 || j->start_ns <= 0 || j->sig_warned_run == j->runs ||
+        ctl_batch_signal_parse(spec, name, sizeof name, &secs) != 0 ||
+        now - j->start_mono_ns < (j->time_limit_s - secs) * CR_NS_PER_SEC) {
+        return;
+    }
+    j->sig_warned_run = j->runs;
+    ctl_batch_signal(c, j, name);
+    if (!*txn) {
+        *txn = cr_store_txn_new();
+    }
+    char why[96];
+    snprintf(why, sizeof why, "SIG%s, %llds before the time limit", name, (long long)secs);
+    ctl_job_persist(c, *txn, j, "signalled", why);
+}
