@@ -49,17 +49,6 @@
 
 #define PREEMPT_TRIES 16
 
-typedef struct okey {
-    int64_t a; /* tier / queue */
-    double b;  /* fair-share key */
-    int64_t c; /* submit time */
-    uint64_t id;
-    job *j;
-    int64_t lim;   /* time limit; copied like gpus */
-    uint32_t gpus; /* copied so later passes need not touch the job */
-    bool mig;
-} okey;
-
 typedef struct resv {
     bool active;
     int64_t at;     /* INT64_MAX = unknown */
@@ -67,81 +56,6 @@ typedef struct resv {
     uint64_t job;
     uint32_t need; /* the reserved job's GPUs */
 } resv;
-
-static inline bool okey_less(const okey *a, const okey *b)
-{
-    if (a->a != b->a) {
-        return a->a < b->a;
-    }
-    if (a->b != b->b) {
-        return a->b < b->b;
-    }
-    if (a->c != b->c) {
-        return a->c < b->c;
-    }
-    return a->id < b->id;
-}
-
-/* Bottom-up merge sort with the comparison inlined: the queue order is the
- * largest single cost of a cycle with 10k pending jobs, and qsort's
- * indirect comparator doubles it. Runs already in order (the usual case
- * between two cycles) cost one comparison per element per pass. */
-static void sort_okeys(okey *v, size_t n)
-{
-    if (n < 2) {
-        return;
-    }
-    okey *tmp = cr_malloc(n * sizeof(*tmp));
-    okey *src = v, *dst = tmp;
-    /* insertion-sort runs of 16 first */
-    for (size_t lo = 0; lo < n; lo += 16) {
-        size_t hi = lo + 16 < n ? lo + 16 : n;
-        for (size_t i = lo + 1; i < hi; i++) {
-            okey x = v[i];
-            size_t k = i;
-            while (k > lo && okey_less(&x, &v[k - 1])) {
-                v[k] = v[k - 1];
-                k--;
-            }
-            v[k] = x;
-        }
-    }
-    for (size_t w = 16; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, k = mid, o = lo;
-            if (mid < hi && !okey_less(&src[mid], &src[mid - 1])) {
-                memcpy(&dst[lo], &src[lo], (hi - lo) * sizeof(*src)); /* already in order */
-                continue;
-            }
-            while (i < mid && k < hi) {
-                dst[o++] = okey_less(&src[k], &src[i]) ? src[k++] : src[i++];
-            }
-            while (i < mid) {
-                dst[o++] = src[i++];
-            }
-            while (k < hi) {
-                dst[o++] = src[k++];
-            }
-        }
-        okey *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v) {
-        memcpy(v, src, n * sizeof(*v));
-    }
-    free(tmp);
-}
-
-static int las_queue_of(const cr_sched *s, int64_t attained)
-{
-    int q = 0;
-    while (q < s->cfg.las_queues - 1 && attained >= s->cfg.las_threshold_gpu_ns[q]) {
-        q++;
-    }
-    return q;
-}
 
 static void tenant_shares(cr_sched *s)
 {
@@ -238,11 +152,11 @@ static int candidates(const cr_sched *s, const job *j, int *out)
             out[k] = x;
         }
     }
-    if (s->cfg.policy == CR_SCHED_HETERO && j->hetero_type >= 0) {
-        out[0] = j->hetero_type;
+    if (s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) >= 0) {
+        out[0] = cr__sched_hetero_of(s, j);
         return 1;
     }
-    if (s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT) {
+    if (s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT) {
         return 0;
     }
     return n;
@@ -644,7 +558,7 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
                 vb->min_prio = r->spec.priority;
             }
             if (s->cfg.policy == CR_SCHED_LAS) {
-                int q = las_queue_of(s, cr__sched_job_attained(r, now_ns));
+                int q = cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns));
                 if (q > vb->max_queue) {
                     vb->max_queue = (uint8_t)q;
                 }
@@ -689,7 +603,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
         } else if (s->cfg.policy == CR_SCHED_PRIORITY && r->spec.priority < j->spec.priority) {
             why = 0;
         } else if (s->cfg.policy == CR_SCHED_LAS &&
-                   las_queue_of(s, cr__sched_job_attained(r, now_ns)) > jq) {
+                   cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns)) > jq) {
             why = 2;
         } else {
             continue;
@@ -751,7 +665,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
         } else {
             snprintf(buf, CR_SCHED_REASON_MAX,
                      "preempted for job %" PRIu64 " (LAS queue %d, this job's queue %d)",
-                     j->spec.id, jq, las_queue_of(s, cr__sched_job_attained(r, now_ns)));
+                     j->spec.id, jq, cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns)));
         }
         cr__sched_job_stop(s, r, now_ns, true);
         set_reason(r, R_PREEMPTED, r->spec.gpu_type, r->spec.gpu_count, 0, INT64_MAX, j->spec.id);
@@ -783,57 +697,6 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
     j->rother = other;
 }
 
-static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
-{
-    k->a = 0;
-    k->b = 0;
-    k->c = j->spec.submit_ns;
-    k->id = j->spec.id;
-    k->j = j;
-    k->gpus = j->spec.gpu_count;
-    k->lim = j->spec.time_limit_ns;
-    k->mig = j->mig[0] != 0;
-    if (s->cfg.policy == CR_SCHED_PRIORITY) {
-        k->a = -(int64_t)j->spec.priority;
-        k->b = s->tenants[j->spec.tenant].share;
-    } else if (s->cfg.policy == CR_SCHED_LAS) {
-        int q = las_queue_of(s, j->attained);
-        if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
-            q = 0;
-        }
-        j->las_queue = (uint8_t)q;
-        k->a = q;
-    }
-}
-
-/* Merge the sorted runs v[0..mid) and v[mid..n). */
-static void merge_okeys(okey *v, size_t mid, size_t n)
-{
-    if (mid == 0 || mid == n || !okey_less(&v[mid], &v[mid - 1])) {
-        return;
-    }
-    okey *tmp = cr_malloc(n * sizeof(*tmp));
-    size_t i = 0, k = mid, o = 0;
-    while (i < mid && k < n) {
-        tmp[o++] = okey_less(&v[k], &v[i]) ? v[k++] : v[i++];
-    }
-    while (i < mid) {
-        tmp[o++] = v[i++];
-    }
-    while (k < n) {
-        tmp[o++] = v[k++];
-    }
-    memcpy(v, tmp, n * sizeof(*v));
-    free(tmp);
-}
-
-static void job_free_dead(job *j)
-{
-    free(j->tput);
-    free(j->slots);
-    free(j);
-}
-
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
 {
     cr__sched_accrue(s, now_ns);
@@ -844,74 +707,15 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         tenant_shares(s);
     }
-    /* Order the queue. Start from the last cycle's order (still-pending
-     * jobs, keys refreshed), then append jobs queued since; when the old
-     * part is still in order (FIFO and HETERO keys never change) only the
-     * new part is sorted and merged in: O(pending) instead of a full sort. */
-    uint32_t np = s->npending;
-    okey *ord = cr_malloc((np ? np : 1) * sizeof(*ord));
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < s->norder; i++) {
-        job *j = s->order[i];
-        if (j->dead) {
-            continue;
-        }
-        if (j->state != CR_JOB_PENDING) {
-            j->in_order = false;
-            continue;
-        }
-        okey_fill(s, &ord[n++], j, now_ns);
-    }
-    uint32_t nold = n;
-    for (uint32_t i = 0; i < s->nfresh; i++) {
-        job *j = s->fresh[i];
-        if (!j->dead && j->state == CR_JOB_PENDING && !j->in_order) {
-            okey_fill(s, &ord[n++], j, now_ns);
-            j->in_order = true;
-        }
-    }
-    s->nfresh = 0;
-    uint32_t min_k = UINT32_MAX;
-    int64_t min_lim = INT64_MAX; /* shortest time limit in the queue */
-    bool mig_pending = false;
-    for (uint32_t i = 0; i < n; i++) {
-        if (ord[i].mig) {
-            mig_pending = true;
-        } else if (ord[i].gpus < min_k) {
-            min_k = ord[i].gpus;
-        }
-        int64_t lim = ord[i].lim;
-        if (lim > 0 && lim < min_lim) {
-            min_lim = lim;
-        }
-    }
-    for (uint32_t i = 0; i < s->ngrave; i++) {
-        job_free_dead(s->grave[i]);
-    }
-    s->ngrave = 0;
-    bool sorted = true;
-    for (uint32_t i = 1; i < nold && sorted; i++) {
-        sorted = !okey_less(&ord[i], &ord[i - 1]);
-    }
-    if (!sorted) {
-        sort_okeys(ord, n);
-    } else if (n > nold) {
-        sort_okeys(ord + nold, n - nold);
-        merge_okeys(ord, nold, n);
-    }
-    if (s->corder < n) {
-        s->corder = n;
-        s->order = cr_reallocarray(s->order, n ? n : 1, sizeof(*s->order));
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        s->order[i] = ord[i].j;
-    }
-    s->norder = n;
-    free(ord);
+    /* Order the queue (kept between cycles: sched_queue.c). */
+    cr__sched_order(s, now_ns);
+    uint32_t min_k = cr__sched_queue_min_gpus(s);
+    int64_t min_lim = cr__sched_queue_min_limit(s); /* shortest time limit in the queue */
+    bool mig_pending = s->nmig_pending > 0;
     job **order = s->order;
-    np = n; /* equal: every pending job is in exactly one of the two parts */
+    uint32_t np = s->norder;
     if (s->cfg.policy == CR_SCHED_HETERO) {
-        cr__sched_hetero_assign(s, order, np, rng);
+        cr__sched_hetero_assign(s, rng);
     }
 
     resv res[CR_SCHED_MAX_TYPES];
@@ -923,10 +727,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     memset(vb, 0, sizeof(vb));
     uint32_t claim[CR_SCHED_MAX_TYPES];
     memset(claim, 0, sizeof(claim));
-    uint32_t i = 0;
-    for (; i < np; i++) {
+    for (uint32_t i = s->ohead; i < np; i++) {
         job *j = order[i];
-        if (j->state != CR_JOB_PENDING) {
+        if (!cr__sched_order_live(s, i) || j->state != CR_JOB_PENDING) {
             continue;
         }
         /* Stop early: nothing free anywhere and nobody can preempt (only
@@ -972,7 +775,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         int nc = candidates(s, j, cand);
         if (nc == 0) {
             set_reason(j,
-                       s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT ? R_HETERO_WAIT
+                       s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT ? R_HETERO_WAIT
                                                                                      : R_NO_TYPE,
                        -1, j->spec.gpu_count, 0, INT64_MAX, 0);
             continue;
@@ -1141,7 +944,7 @@ static void tail_reason(const cr_sched *s, job *j)
     int nc = candidates(s, j, cand);
     if (nc == 0) {
         set_reason(j,
-                   s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT ? R_HETERO_WAIT
+                   s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT ? R_HETERO_WAIT
                                                                                  : R_NO_TYPE,
                    -1, j->spec.gpu_count, 0, INT64_MAX, 0);
         return;

@@ -146,7 +146,10 @@ typedef struct job {
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
     uint64_t rcycle; /* cycle that last examined it */
-    bool in_order;   /* in s->order (the last cycle's queue order) */
+    bool in_order;   /* live in s->order at index opos (sched_queue.c) */
+    uint32_t opos;
+    uint32_t hp[2];  /* PENDING: index in s->mheap[0] (GPUs), [1] (time limit) */
+    uint64_t hcycle; /* HETERO: cycle that set hetero_type (else HT_FREE) */
     bool dead;       /* removed; freed at the next cycle (s->grave) */
     uint64_t qcycle; /* cycles completed when it last became pending */
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
@@ -169,10 +172,16 @@ struct cr_sched {
     /* job table: open addressing on id */
     job **tab;
     size_t tabcap, njobs;
-    /* the last cycle's queue order (may hold started or dead jobs until the
-     * next cycle rebuilds it) and removed jobs awaiting that rebuild */
+    /* the queue order, kept between cycles (sched_queue.c): entries from
+     * ohead on, nstale of them stale; removed jobs wait in grave until no
+     * entry points at them */
     job **order;
-    uint32_t norder, corder;
+    uint32_t norder, corder, ohead, nstale;
+    job **mheap[2]; /* pending jobs by GPUs (MIG jobs not), by time limit (> 0) */
+    uint32_t nmheap[2], cmheap[2];
+    uint32_t nmig_pending;
+    double *share_seen; /* PRIORITY: tenants' keys when the order was sorted */
+    int nshare;
     job **grave;
     uint32_t ngrave, cgrave;
     job **fresh; /* jobs that became pending since the last cycle */
@@ -233,7 +242,30 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
  * is free but not in the shape asked. Result in s->plan. */
 int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out);
 
-/* sched_hetero.c: fill hetero_type for the first n jobs of order. */
-void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng);
+/* sched_hetero.c: set hetero_type (and hcycle) for the window of "auto"
+ * jobs at the head of s->order; every other job is HT_FREE this cycle. */
+void cr__sched_hetero_assign(cr_sched *s, cr_rng *rng);
+
+/* HETERO target of a job in this cycle. */
+static inline int cr__sched_hetero_of(const cr_sched *s, const job *j)
+{
+    return j->hcycle == s->stats.cycles ? j->hetero_type : HT_FREE;
+}
+
+/* sched_queue.c: the queue order kept between cycles. */
+void cr__sched_queue_enter(cr_sched *s, job *j); /* j became pending */
+void cr__sched_queue_leave(cr_sched *s, job *j); /* j stopped being pending */
+uint32_t cr__sched_queue_min_gpus(const cr_sched *s);  /* non-MIG; UINT32_MAX if none */
+int64_t cr__sched_queue_min_limit(const cr_sched *s);  /* > 0; INT64_MAX if none */
+/* Bring s->order up to date for a cycle at now_ns. */
+void cr__sched_order(cr_sched *s, int64_t now_ns);
+int cr__sched_las_queue_of(const cr_sched *s, int64_t attained);
+
+/* Is s->order[i] a queued job (not a stale entry)? */
+static inline bool cr__sched_order_live(const cr_sched *s, uint32_t i)
+{
+    const job *j = s->order[i];
+    return j->in_order && j->opos == i;
+}
 
 #endif
