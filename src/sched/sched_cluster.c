@@ -128,6 +128,7 @@ void cr_sched_free(cr_sched *s)
     free(s->order);
     free(s->mheap[0]);
     free(s->mheap[1]);
+    free(s->mheap[2]);
     free(s->share_seen);
     for (int t = 0; t < s->ntypes; t++) {
         free(s->types[t].profs);
@@ -1339,6 +1340,10 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
     j->tidx = s->ntrun[type];
     s->trun[type][s->ntrun[type]++] = j;
     eheap_add(s, j);
+    if (j->spec.preemptible && (!s->vprio_any[type] || j->spec.priority < s->vprio_lb[type])) {
+        s->vprio_any[type] = true;
+        s->vprio_lb[type] = j->spec.priority;
+    }
 }
 
 /* Stop a running job: release its slots, charge its service, and put it

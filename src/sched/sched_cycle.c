@@ -544,11 +544,21 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
     if (s->cfg.policy == CR_SCHED_LAS && j->las_queue >= s->cfg.las_queues - 1) {
         return false; /* no worse queue */
     }
+    if (s->cfg.policy == CR_SCHED_PRIORITY &&
+        (!s->vprio_any[type] || j->spec.priority <= s->vprio_lb[type])) {
+        return false; /* no running job of the type is ranked below it */
+    }
     if (!vb->done) {
         vb->done = true;
         vb->min_prio = INT32_MAX;
+        bool all_any = false;
+        int32_t all_min = INT32_MAX;
         for (uint32_t i = 0; i < s->ntrun[type]; i++) {
             const job *r = s->trun[type][i];
+            if (r->spec.preemptible && r->spec.priority <= all_min) {
+                all_any = true;
+                all_min = r->spec.priority;
+            }
             if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
                 now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
                 continue;
@@ -564,6 +574,8 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
                 }
             }
         }
+        s->vprio_any[type] = all_any;
+        s->vprio_lb[type] = all_min;
     }
     if (!vb->any) {
         return false;
@@ -756,7 +768,15 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                         borrowed_any = s->tenants[k].used_b[t] > 0;
                     }
                 }
-                bool ranked = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS;
+                bool ranked = s->cfg.policy == CR_SCHED_LAS;
+                if (s->cfg.policy == CR_SCHED_PRIORITY) {
+                    /* (ranked preemption needs a queued job above some
+                     * running preemptible one: vprio_lb bounds those) */
+                    int32_t top = cr__sched_queue_max_priority(s);
+                    for (int t = 0; t < s->ntypes && !ranked; t++) {
+                        ranked = s->vprio_any[t] && top > s->vprio_lb[t];
+                    }
+                }
                 /* (blocking policies first let the head job reserve, so its
                  * reason can say when it will start) */
                 bool reserved = s->cfg.policy == CR_SCHED_LAS;

@@ -148,7 +148,7 @@ typedef struct job {
     uint64_t rcycle; /* cycle that last examined it */
     bool in_order;   /* live in s->order at index opos (sched_queue.c) */
     uint32_t opos;
-    uint32_t hp[2];  /* PENDING: index in s->mheap[0] (GPUs), [1] (time limit) */
+    uint32_t hp[3];  /* PENDING: index in s->mheap[0] (GPUs), [1] (time limit), [2] */
     uint64_t hcycle; /* HETERO: cycle that set hetero_type (else HT_FREE) */
     bool dead;       /* removed; freed at the next cycle (s->grave) */
     uint64_t qcycle; /* cycles completed when it last became pending */
@@ -177,8 +177,10 @@ struct cr_sched {
      * entry points at them */
     job **order;
     uint32_t norder, corder, ohead, nstale;
-    job **mheap[2]; /* pending jobs by GPUs (MIG jobs not), by time limit (> 0) */
-    uint32_t nmheap[2], cmheap[2];
+    /* pending jobs by GPUs (MIG jobs not), by time limit (> 0), by priority
+     * (highest first) */
+    job **mheap[3];
+    uint32_t nmheap[3], cmheap[3];
     uint32_t nmig_pending;
     double *share_seen; /* PRIORITY: tenants' keys when the order was sorted */
     int nshare;
@@ -196,6 +198,11 @@ struct cr_sched {
      * expected end (start + limit) then id, for reservations */
     job **eheap[CR_SCHED_MAX_TYPES];
     uint32_t neheap[CR_SCHED_MAX_TYPES], ceheap[CR_SCHED_MAX_TYPES];
+    /* per type: a lower bound of the priority of running preemptible jobs
+     * (lowered at each start, made exact by a scan in may_preempt), so a
+     * job no higher skips that scan; vprio_any false = none run */
+    int32_t vprio_lb[CR_SCHED_MAX_TYPES];
+    bool vprio_any[CR_SCHED_MAX_TYPES];
     int64_t usage_ns; /* time fair-share usage was last accrued to */
     int64_t now_ns;   /* last time seen */
     /* per-cycle output */
@@ -257,6 +264,7 @@ void cr__sched_queue_enter(cr_sched *s, job *j); /* j became pending */
 void cr__sched_queue_leave(cr_sched *s, job *j); /* j stopped being pending */
 uint32_t cr__sched_queue_min_gpus(const cr_sched *s);  /* non-MIG; UINT32_MAX if none */
 int64_t cr__sched_queue_min_limit(const cr_sched *s);  /* > 0; INT64_MAX if none */
+int32_t cr__sched_queue_max_priority(const cr_sched *s); /* INT32_MIN if none */
 /* Bring s->order up to date for a cycle at now_ns. */
 void cr__sched_order(cr_sched *s, int64_t now_ns);
 int cr__sched_las_queue_of(const cr_sched *s, int64_t attained);

@@ -24,9 +24,10 @@
  * id): this is an exact optimisation, and tests/sched/test_prop.c compares
  * it against a full rebuild on random workloads.
  *
- * The early stop of a cycle needs the smallest GPU count and the shortest
- * time limit among all pending jobs: two binary heaps indexed by j->hp[],
- * updated as jobs enter and leave the queue, give them in O(1).
+ * The early stop of a cycle needs the smallest GPU count, the shortest
+ * time limit and the highest priority among all pending jobs: binary heaps
+ * indexed by j->hp[], updated as jobs enter and leave the queue, give them
+ * in O(1).
  */
 #include "cr_sched.h"
 
@@ -41,7 +42,9 @@
 
 static int64_t hkey(const job *j, int h)
 {
-    return h == 0 ? (int64_t)j->spec.gpu_count : j->spec.time_limit_ns;
+    return h == 0 ? (int64_t)j->spec.gpu_count
+           : h == 1 ? j->spec.time_limit_ns
+                    : -(int64_t)j->spec.priority;
 }
 
 static void hset(job **a, uint32_t i, job *j, int h)
@@ -105,6 +108,7 @@ static void hdel(cr_sched *s, int h, job *j)
 void cr__sched_queue_enter(cr_sched *s, job *j)
 {
     j->hp[0] = j->hp[1] = UINT32_MAX;
+    hpush(s, 2, j);
     if (j->mig[0]) {
         s->nmig_pending++;
     } else {
@@ -124,7 +128,7 @@ void cr__sched_queue_leave(cr_sched *s, job *j)
     if (j->mig[0]) {
         s->nmig_pending--;
     }
-    for (int h = 0; h < 2; h++) {
+    for (int h = 0; h < 3; h++) {
         if (j->hp[h] != UINT32_MAX) {
             hdel(s, h, j);
         }
@@ -138,6 +142,11 @@ void cr__sched_queue_leave(cr_sched *s, job *j)
 uint32_t cr__sched_queue_min_gpus(const cr_sched *s)
 {
     return s->nmheap[0] ? s->mheap[0][0]->spec.gpu_count : UINT32_MAX;
+}
+
+int32_t cr__sched_queue_max_priority(const cr_sched *s)
+{
+    return s->nmheap[2] ? s->mheap[2][0]->spec.priority : INT32_MIN;
 }
 
 int64_t cr__sched_queue_min_limit(const cr_sched *s)
