@@ -125,11 +125,10 @@ void cr_sched_free(cr_sched *s)
     }
     free(s->grave);
     free(s->fresh);
-    free(s->order);
+    cr__sched_queue_free(s);
     free(s->mheap[0]);
     free(s->mheap[1]);
     free(s->mheap[2]);
-    free(s->share_seen);
     for (int t = 0; t < s->ntypes; t++) {
         free(s->types[t].profs);
         free(s->types[t].bucket);
@@ -1397,8 +1396,7 @@ int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns)
     list_del(s->pending, &s->npending, j);
     cr__sched_queue_leave(s, j);
     tab_del(s, id);
-    /* s->order or s->fresh may still point at it: freed once a cycle has
-     * dropped those entries (sched_queue.c) */
+    /* s->fresh may still point at it: freed by the next cycle */
     j->dead = true;
     CR_GROW(s->grave, s->ngrave, s->cgrave);
     s->grave[s->ngrave++] = j;

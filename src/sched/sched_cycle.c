@@ -721,11 +721,12 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     }
     /* Order the queue (kept between cycles: sched_queue.c). */
     cr__sched_order(s, now_ns);
+    if (s->verify_order && !cr__sched_order_verify(s, now_ns)) {
+        s->order_bad = true;
+    }
     uint32_t min_k = cr__sched_queue_min_gpus(s);
     int64_t min_lim = cr__sched_queue_min_limit(s); /* shortest time limit in the queue */
     bool mig_pending = s->nmig_pending > 0;
-    job **order = s->order;
-    uint32_t np = s->norder;
     if (s->cfg.policy == CR_SCHED_HETERO) {
         cr__sched_hetero_assign(s, rng);
     }
@@ -739,9 +740,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     memset(vb, 0, sizeof(vb));
     uint32_t claim[CR_SCHED_MAX_TYPES];
     memset(claim, 0, sizeof(claim));
-    for (uint32_t i = s->ohead; i < np; i++) {
-        job *j = order[i];
-        if (!cr__sched_order_live(s, i) || j->state != CR_JOB_PENDING) {
+    cr__sched_walk_start(s);
+    for (job *j; (j = cr__sched_walk_next(s)) != NULL;) {
+        if (j->state != CR_JOB_PENDING) {
             continue;
         }
         /* Stop early: nothing free anywhere and nobody can preempt (only

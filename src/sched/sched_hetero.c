@@ -202,10 +202,9 @@ void cr__sched_hetero_assign(cr_sched *s, cr_rng *rng)
     uint32_t nh = 0;
     /* (the jobs past the window are HT_FREE without being touched:
      * cr__sched_hetero_of) */
-    for (uint32_t i = s->ohead; i < s->norder && nh < win; i++) {
-        job *j = s->order[i];
-        if (!cr__sched_order_live(s, i) || j->state != CR_JOB_PENDING || j->spec.gpu_type >= 0 ||
-            j->mig[0]) {
+    cr__sched_walk_start(s);
+    for (job *j; nh < win && (j = cr__sched_walk_next(s)) != NULL;) {
+        if (j->state != CR_JOB_PENDING || j->spec.gpu_type >= 0 || j->mig[0]) {
             continue;
         }
         hjob *x = &h[nh];

@@ -146,8 +146,8 @@ typedef struct job {
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
     uint64_t rcycle; /* cycle that last examined it */
-    bool in_order;   /* live in s->order at index opos (sched_queue.c) */
-    uint32_t opos;
+    bool in_order;   /* queued in class qc at index opos (sched_queue.c) */
+    uint32_t qc, opos;
     uint32_t hp[3];  /* PENDING: index in s->mheap[0] (GPUs), [1] (time limit), [2] */
     uint64_t hcycle; /* HETERO: cycle that set hetero_type (else HT_FREE) */
     bool dead;       /* removed; freed at the next cycle (s->grave) */
@@ -172,18 +172,18 @@ struct cr_sched {
     /* job table: open addressing on id */
     job **tab;
     size_t tabcap, njobs;
-    /* the queue order, kept between cycles (sched_queue.c): entries from
-     * ohead on, nstale of them stale; removed jobs wait in grave until no
-     * entry points at them */
-    job **order;
-    uint32_t norder, corder, ohead, nstale;
+    /* the queue order, kept between cycles in classes (sched_queue.c), the
+     * classes' order this cycle (qord) and the walk's place in it; removed
+     * jobs wait in grave for the next cycle (s->fresh may point at them) */
+    struct qclass *qcls;
+    uint32_t nqcls, cqcls;
+    uint32_t *qord;
+    uint32_t nqord, cqord, qwalk, qgroup_end;
     /* pending jobs by GPUs (MIG jobs not), by time limit (> 0), by priority
      * (highest first) */
     job **mheap[3];
     uint32_t nmheap[3], cmheap[3];
     uint32_t nmig_pending;
-    double *share_seen; /* PRIORITY: tenants' keys when the order was sorted */
-    int nshare;
     job **grave;
     uint32_t ngrave, cgrave;
     job **fresh; /* jobs that became pending since the last cycle */
@@ -217,6 +217,9 @@ struct cr_sched {
     struct wcache *wcache; /* wait-or-start lookahead per type (sched_cycle.c) */
     size_t cscratch;
     cr_sched_stats stats;
+    /* tests: verify the kept order against a full sort at every cycle;
+     * order_bad set on a mismatch (reported by cr_sched_check) */
+    bool verify_order, order_bad;
 };
 
 /* Relative throughput of a job on a type (1 when the job gave none). */
@@ -250,7 +253,7 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
 int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out);
 
 /* sched_hetero.c: set hetero_type (and hcycle) for the window of "auto"
- * jobs at the head of s->order; every other job is HT_FREE this cycle. */
+ * jobs at the head of the queue; every other job is HT_FREE this cycle. */
 void cr__sched_hetero_assign(cr_sched *s, cr_rng *rng);
 
 /* HETERO target of a job in this cycle. */
@@ -265,15 +268,16 @@ void cr__sched_queue_leave(cr_sched *s, job *j); /* j stopped being pending */
 uint32_t cr__sched_queue_min_gpus(const cr_sched *s);  /* non-MIG; UINT32_MAX if none */
 int64_t cr__sched_queue_min_limit(const cr_sched *s);  /* > 0; INT64_MAX if none */
 int32_t cr__sched_queue_max_priority(const cr_sched *s); /* INT32_MIN if none */
-/* Bring s->order up to date for a cycle at now_ns. */
+void cr__sched_queue_drop(cr_sched *s, job *j); /* clear its entry in the order */
+void cr__sched_queue_free(cr_sched *s);
+/* Bring the order up to date for a cycle at now_ns. */
 void cr__sched_order(cr_sched *s, int64_t now_ns);
 int cr__sched_las_queue_of(const cr_sched *s, int64_t attained);
-
-/* Is s->order[i] a queued job (not a stale entry)? */
-static inline bool cr__sched_order_live(const cr_sched *s, uint32_t i)
-{
-    const job *j = s->order[i];
-    return j->in_order && j->opos == i;
-}
+/* Walk the queue in order: start, then next until NULL (one walk at a
+ * time; the jobs it returns may have started since it was set up). */
+void cr__sched_walk_start(cr_sched *s);
+job *cr__sched_walk_next(cr_sched *s);
+/* Does the walk visit the pending jobs as a full sort by key would? */
+bool cr__sched_order_verify(cr_sched *s, int64_t now_ns);
 
 #endif

@@ -1,28 +1,30 @@
 /*
  * sched_queue.c - the pending queue's order, kept between cycles.
  *
- * A cycle walks the pending jobs in policy order (sched_cycle.c). Under
- * load thousands of jobs wait, and a cycle runs at every event, so the
- * order must not cost O(pending) per cycle. It is kept in s->order from
- * cycle to cycle:
- *  - a job leaving the queue (started, removed) only marks its entry stale
- *    (j->in_order cleared; an entry is live iff its job is in_order and
- *    j->opos is its index); stale entries are skipped, and the array is
- *    compacted once they are half of it (amortised O(1) per job);
+ * A cycle walks the pending jobs in policy order (sched_cycle.c): the
+ * key (a, b, submit time, id), where a is the tier (PRIORITY, negated) or
+ * the LAS queue and b the tenant's fair-share key (PRIORITY). Under load
+ * thousands of jobs wait and a cycle runs at every event, so the order
+ * must not cost O(pending) per cycle. It is kept from cycle to cycle in
+ * classes: one per (a, tenant) for PRIORITY, per LAS queue for LAS, a
+ * single one for FIFO and HETERO. Inside a class jobs are in (submit time,
+ * id) order, which never changes; only the order of the classes does (b
+ * moves as tenants use GPUs), and it is recomputed each cycle over the
+ * classes alone. Classes whose (a, b) tie are walked as one, merged by
+ * (submit time, id).
+ *  - a job leaving the queue (started, removed) clears its entry (class
+ *    j->qc, index j->opos); a class is compacted once half its entries are
+ *    empty (amortised O(1) per job);
  *  - a job entering the queue (added, preempted, requeued) is put on
- *    s->fresh; the next cycle sorts the fresh jobs and appends them when
- *    they sort after the last queued job (the usual case: keys grow with
- *    submit time), else merges them in (O(pending), rare);
- *  - keys that never change for a queued job need no refresh: FIFO and
- *    HETERO (submit time, id), LAS without starvation promotion (its queue
- *    follows the service attained before it queued), PRIORITY while every
- *    pair of tenants compares the same way by fair-share key as when the
- *    order was built (the key enters the order only through those
- *    comparisons). Otherwise (LAS with las_starve_ns, PRIORITY after the
- *    tenants changed places) the order is rebuilt and sorted in full.
- * The order is the same total order either way (every key ends on the job
- * id): this is an exact optimisation, and tests/sched/test_prop.c compares
- * it against a full rebuild on random workloads.
+ *    s->fresh; the next cycle appends it to its class, which is sorted
+ *    again only if that broke its order (a requeued job with an old submit
+ *    time): new jobs usually sort at the end of their class.
+ * A LAS job's queue follows the service attained before it queued, so it
+ * stays in its class; with las_starve_ns set, every queued job's queue is
+ * checked each cycle (O(pending)) and a starving job moves to queue 0.
+ * The walk visits the same total order as sorting every pending job by its
+ * key each cycle: tests/sched/test_prop.c checks it against that sort on
+ * random workloads.
  *
  * The early stop of a cycle needs the smallest GPU count, the shortest
  * time limit and the highest priority among all pending jobs: binary heaps
@@ -133,10 +135,7 @@ void cr__sched_queue_leave(cr_sched *s, job *j)
             hdel(s, h, j);
         }
     }
-    if (j->in_order) {
-        j->in_order = false;
-        s->nstale++;
-    }
+    cr__sched_queue_drop(s, j);
 }
 
 uint32_t cr__sched_queue_min_gpus(const cr_sched *s)
@@ -154,80 +153,32 @@ int64_t cr__sched_queue_min_limit(const cr_sched *s)
     return s->nmheap[1] ? s->mheap[1][0]->spec.time_limit_ns : INT64_MAX;
 }
 
+static void job_free_dead(job *j)
+{
+    free(j->tput);
+    free(j->slots);
+    free(j);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Order                                                                    */
 
-typedef struct okey {
-    int64_t a; /* tier / queue */
-    double b;  /* fair-share key */
-    int64_t c; /* submit time */
-    uint64_t id;
-    job *j;
-} okey;
+struct qclass {
+    int64_t a;   /* tier (negated) or LAS queue */
+    int tenant;  /* PRIORITY: the tenant; else 0 */
+    double b;    /* this cycle's fair-share key */
+    job **v;     /* (submit time, id) order; NULL = left the queue */
+    uint32_t n, cap, head, nempty;
+    uint32_t cur;  /* walk cursor */
+    bool unsorted; /* an append broke the order */
+};
 
-static inline bool okey_less(const okey *a, const okey *b)
+static bool job_before(const job *x, const job *y)
 {
-    if (a->a != b->a) {
-        return a->a < b->a;
+    if (x->spec.submit_ns != y->spec.submit_ns) {
+        return x->spec.submit_ns < y->spec.submit_ns;
     }
-    if (a->b != b->b) {
-        return a->b < b->b;
-    }
-    if (a->c != b->c) {
-        return a->c < b->c;
-    }
-    return a->id < b->id;
-}
-
-/* Bottom-up merge sort with the comparison inlined (qsort's indirect
- * comparator doubles the cost). Runs already in order cost one comparison
- * per element per pass. */
-static void sort_okeys(okey *v, size_t n)
-{
-    if (n < 2) {
-        return;
-    }
-    okey *tmp = cr_malloc(n * sizeof(*tmp));
-    okey *src = v, *dst = tmp;
-    /* insertion-sort runs of 16 first */
-    for (size_t lo = 0; lo < n; lo += 16) {
-        size_t hi = lo + 16 < n ? lo + 16 : n;
-        for (size_t i = lo + 1; i < hi; i++) {
-            okey x = v[i];
-            size_t k = i;
-            while (k > lo && okey_less(&x, &v[k - 1])) {
-                v[k] = v[k - 1];
-                k--;
-            }
-            v[k] = x;
-        }
-    }
-    for (size_t w = 16; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, k = mid, o = lo;
-            if (mid < hi && !okey_less(&src[mid], &src[mid - 1])) {
-                memcpy(&dst[lo], &src[lo], (hi - lo) * sizeof(*src)); /* already in order */
-                continue;
-            }
-            while (i < mid && k < hi) {
-                dst[o++] = okey_less(&src[k], &src[i]) ? src[k++] : src[i++];
-            }
-            while (i < mid) {
-                dst[o++] = src[i++];
-            }
-            while (k < hi) {
-                dst[o++] = src[k++];
-            }
-        }
-        okey *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v) {
-        memcpy(v, src, n * sizeof(*v));
-    }
-    free(tmp);
+    return x->spec.id < y->spec.id;
 }
 
 int cr__sched_las_queue_of(const cr_sched *s, int64_t attained)
@@ -239,159 +190,260 @@ int cr__sched_las_queue_of(const cr_sched *s, int64_t attained)
     return q;
 }
 
-static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
+static int las_queue_now(const cr_sched *s, const job *j, int64_t now_ns)
 {
-    k->a = 0;
-    k->b = 0;
-    k->c = j->spec.submit_ns;
-    k->id = j->spec.id;
-    k->j = j;
+    int q = cr__sched_las_queue_of(s, j->attained);
+    if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
+        q = 0;
+    }
+    return q;
+}
+
+/* The class of a job (created on first use: classes are few, one per tier
+ * and tenant at most, so a linear search). */
+static uint32_t class_of(cr_sched *s, job *j, int64_t now_ns)
+{
+    int64_t a = 0;
+    int tenant = 0;
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
-        k->a = -(int64_t)j->spec.priority;
-        k->b = s->tenants[j->spec.tenant].share;
+        a = -(int64_t)j->spec.priority;
+        tenant = j->spec.tenant;
     } else if (s->cfg.policy == CR_SCHED_LAS) {
-        int q = cr__sched_las_queue_of(s, j->attained);
-        if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
-            q = 0;
-        }
+        int q = las_queue_now(s, j, now_ns);
         j->las_queue = (uint8_t)q;
-        k->a = q;
+        a = q;
     }
-}
-
-static void job_free_dead(job *j)
-{
-    free(j->tput);
-    free(j->slots);
-    free(j);
-}
-
-/* Do the queued jobs' keys still compare as when the order was built? */
-static bool keys_stable(cr_sched *s)
-{
-    if (s->cfg.policy == CR_SCHED_LAS) {
-        return s->cfg.las_starve_ns <= 0;
-    }
-    if (s->cfg.policy != CR_SCHED_PRIORITY) {
-        return true;
-    }
-    bool same = s->nshare == s->ntenants;
-    for (int a = 0; a < s->ntenants && same; a++) {
-        for (int b = a + 1; b < s->ntenants && same; b++) {
-            double x = s->tenants[a].share, y = s->tenants[b].share;
-            double u = s->share_seen[a], v = s->share_seen[b];
-            same = (x < y) == (u < v) && (x > y) == (u > v);
+    for (uint32_t c = 0; c < s->nqcls; c++) {
+        if (s->qcls[c].a == a && s->qcls[c].tenant == tenant) {
+            return c;
         }
     }
-    if (!same) {
-        s->share_seen = cr_reallocarray(s->share_seen, (size_t)(s->ntenants ? s->ntenants : 1),
-                                        sizeof(double));
-        for (int a = 0; a < s->ntenants; a++) {
-            s->share_seen[a] = s->tenants[a].share;
-        }
-        s->nshare = s->ntenants;
-    }
-    return same;
+    CR_GROW(s->qcls, s->nqcls, s->cqcls);
+    struct qclass *q = &s->qcls[s->nqcls];
+    memset(q, 0, sizeof(*q));
+    q->a = a;
+    q->tenant = tenant;
+    return s->nqcls++;
 }
 
-static void order_put(cr_sched *s, uint32_t i, job *j)
+static void class_put(struct qclass *q, uint32_t c, uint32_t i, job *j)
 {
-    s->order[i] = j;
+    q->v[i] = j;
+    j->qc = c;
     j->opos = i;
     j->in_order = true;
 }
 
-/* Rewrite s->order from sorted keys; frees removed jobs (no entry points at
- * them any more). */
-static void order_set(cr_sched *s, const okey *v, uint32_t n)
+void cr__sched_queue_drop(cr_sched *s, job *j)
 {
-    if (s->corder < n) {
-        s->corder = n;
-        s->order = cr_reallocarray(s->order, n ? n : 1, sizeof(*s->order));
+    if (j->in_order) {
+        struct qclass *q = &s->qcls[j->qc];
+        q->v[j->opos] = NULL;
+        q->nempty++;
+        j->in_order = false;
+    }
+}
+
+static void class_append(cr_sched *s, uint32_t c, job *j)
+{
+    struct qclass *q = &s->qcls[c];
+    CR_GROW(q->v, q->n, q->cap);
+    uint32_t last = q->n;
+    while (last > q->head && !q->v[last - 1]) {
+        last--;
+    }
+    if (last > q->head && !job_before(q->v[last - 1], j)) {
+        q->unsorted = true;
+    }
+    class_put(q, c, q->n++, j);
+}
+
+static int cmp_job_ptr(const void *x, const void *y)
+{
+    const job *a = *(job *const *)x, *b = *(job *const *)y;
+    return job_before(a, b) ? -1 : job_before(b, a);
+}
+
+/* Drop the empty entries (and sort, if an append broke the order). */
+static void class_compact(struct qclass *q, uint32_t c)
+{
+    uint32_t n = 0;
+    for (uint32_t i = q->head; i < q->n; i++) {
+        if (q->v[i]) {
+            q->v[n++] = q->v[i];
+        }
+    }
+    if (q->unsorted) {
+        qsort(q->v, n, sizeof(*q->v), cmp_job_ptr);
+        q->unsorted = false;
     }
     for (uint32_t i = 0; i < n; i++) {
-        order_put(s, i, v[i].j);
+        class_put(q, c, i, q->v[i]);
     }
-    s->norder = n;
-    s->ohead = 0;
-    s->nstale = 0;
-    for (uint32_t i = 0; i < s->ngrave; i++) {
-        job_free_dead(s->grave[i]);
+    q->n = n;
+    q->head = 0;
+    q->nempty = 0;
+}
+
+static bool class_less(const struct qclass *x, const struct qclass *y)
+{
+    if (x->a != y->a) {
+        return x->a < y->a;
     }
-    s->ngrave = 0;
+    return x->b < y->b;
 }
 
 void cr__sched_order(cr_sched *s, int64_t now_ns)
 {
-    /* the fresh jobs, sorted */
-    okey *fr = cr_malloc((s->nfresh ? s->nfresh : 1) * sizeof(*fr));
-    uint32_t nfr = 0;
+    if (s->cfg.policy == CR_SCHED_LAS && s->cfg.las_starve_ns > 0) {
+        /* starving jobs move to queue 0 */
+        for (uint32_t c = 0; c < s->nqcls; c++) {
+            struct qclass *q = &s->qcls[c];
+            for (uint32_t i = q->head; i < q->n && q->a != 0; i++) {
+                job *j = q->v[i];
+                if (j && las_queue_now(s, j, now_ns) != q->a) {
+                    cr__sched_queue_drop(s, j);
+                    CR_GROW(s->fresh, s->nfresh, s->cfresh);
+                    s->fresh[s->nfresh++] = j;
+                }
+            }
+        }
+    }
     for (uint32_t i = 0; i < s->nfresh; i++) {
         job *j = s->fresh[i];
         if (!j->dead && j->state == CR_JOB_PENDING && !j->in_order) {
-            okey_fill(s, &fr[nfr++], j, now_ns);
-            j->in_order = true; /* (a job twice on fresh is taken once) */
+            class_append(s, class_of(s, j, now_ns), j);
         }
     }
     s->nfresh = 0;
-    sort_okeys(fr, nfr);
-    while (s->ohead < s->norder && !cr__sched_order_live(s, s->ohead)) {
-        s->ohead++;
+    /* every entry that points at a removed job is cleared by now */
+    for (uint32_t i = 0; i < s->ngrave; i++) {
+        job_free_dead(s->grave[i]);
     }
-    bool stable = keys_stable(s);
-    bool append = stable;
-    if (stable && nfr > 0) {
-        uint32_t last = s->norder;
-        while (last > s->ohead && !cr__sched_order_live(s, last - 1)) {
-            last--;
-        }
-        if (last > s->ohead) {
-            okey k;
-            okey_fill(s, &k, s->order[last - 1], now_ns);
-            append = okey_less(&k, &fr[0]);
-        }
+    s->ngrave = 0;
+    /* the classes' order this cycle */
+    if (s->cqord < s->nqcls) {
+        s->cqord = s->cqcls;
+        s->qord = cr_reallocarray(s->qord, s->cqord, sizeof(*s->qord));
     }
-    if (!append) {
-        /* refresh every key and sort (old part first: usually still in
-         * order, then only the fresh part is merged in) */
-        uint32_t n = 0;
-        okey *v = cr_malloc(((size_t)s->norder + nfr + 1) * sizeof(*v));
-        for (uint32_t i = s->ohead; i < s->norder; i++) {
-            if (cr__sched_order_live(s, i)) {
-                okey_fill(s, &v[n++], s->order[i], now_ns);
+    uint32_t n = 0;
+    for (uint32_t c = 0; c < s->nqcls; c++) {
+        struct qclass *q = &s->qcls[c];
+        if (q->unsorted || (q->nempty + q->head > 32 && (q->nempty + q->head) * 2 > q->n)) {
+            class_compact(q, c);
+        }
+        while (q->head < q->n && !q->v[q->head]) {
+            q->head++;
+            q->nempty--;
+        }
+        if (q->head == q->n) {
+            continue;
+        }
+        q->b = s->cfg.policy == CR_SCHED_PRIORITY ? s->tenants[q->tenant].share : 0;
+        /* insertion sort: few classes */
+        uint32_t k = n++;
+        while (k > 0 && class_less(q, &s->qcls[s->qord[k - 1]])) {
+            s->qord[k] = s->qord[k - 1];
+            k--;
+        }
+        s->qord[k] = c;
+    }
+    s->nqord = n;
+}
+
+void cr__sched_walk_start(cr_sched *s)
+{
+    s->qwalk = 0;
+    s->qgroup_end = 0;
+}
+
+job *cr__sched_walk_next(cr_sched *s)
+{
+    for (;;) {
+        if (s->qwalk >= s->qgroup_end) {
+            /* next group of classes tied on (a, b) */
+            if (s->qgroup_end >= s->nqord) {
+                return NULL;
+            }
+            s->qwalk = s->qgroup_end;
+            uint32_t e = s->qwalk + 1;
+            while (e < s->nqord && !class_less(&s->qcls[s->qord[s->qwalk]], &s->qcls[s->qord[e]])) {
+                e++;
+            }
+            s->qgroup_end = e;
+            for (uint32_t g = s->qwalk; g < e; g++) {
+                s->qcls[s->qord[g]].cur = s->qcls[s->qord[g]].head;
             }
         }
-        memcpy(v + n, fr, nfr * sizeof(*fr));
-        sort_okeys(v, n + nfr);
-        order_set(s, v, n + nfr);
-        free(v);
-        free(fr);
-        return;
-    }
-    if ((s->nstale > 64 && s->nstale * 2 > s->norder) ||
-        (s->ngrave > 64 && s->ngrave * 2 > s->norder)) {
-        /* compact: half the entries are stale (or removed jobs wait to be
-         * freed) */
-        uint32_t n = 0;
-        for (uint32_t i = s->ohead; i < s->norder; i++) {
-            if (cr__sched_order_live(s, i)) {
-                order_put(s, n++, s->order[i]);
+        /* the earliest job among the group's cursors */
+        job *best = NULL;
+        struct qclass *bq = NULL;
+        for (uint32_t g = s->qwalk; g < s->qgroup_end; g++) {
+            struct qclass *q = &s->qcls[s->qord[g]];
+            while (q->cur < q->n && !q->v[q->cur]) {
+                q->cur++;
+            }
+            if (q->cur < q->n && (!best || job_before(q->v[q->cur], best))) {
+                best = q->v[q->cur];
+                bq = q;
             }
         }
-        s->norder = n;
-        s->ohead = 0;
-        s->nstale = 0;
-        for (uint32_t i = 0; i < s->ngrave; i++) {
-            job_free_dead(s->grave[i]);
+        if (best) {
+            bq->cur++;
+            return best;
         }
-        s->ngrave = 0;
+        s->qwalk = s->qgroup_end; /* group done */
     }
-    if (s->corder < s->norder + nfr) {
-        s->corder = (s->norder + nfr) * 2;
-        s->order = cr_reallocarray(s->order, s->corder, sizeof(*s->order));
+}
+
+void cr__sched_queue_free(cr_sched *s)
+{
+    for (uint32_t c = 0; c < s->nqcls; c++) {
+        free(s->qcls[c].v);
     }
-    for (uint32_t i = 0; i < nfr; i++) {
-        order_put(s, s->norder++, fr[i].j);
+    free(s->qcls);
+    free(s->qord);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Verification (tests): the walk against a full sort                      */
+
+typedef struct vkey {
+    int64_t a;
+    double b;
+    const job *j;
+} vkey;
+
+static int cmp_vkey(const void *x, const void *y)
+{
+    const vkey *p = x, *q = y;
+    if (p->a != q->a) {
+        return p->a < q->a ? -1 : 1;
     }
-    free(fr);
+    if (p->b != q->b) {
+        return p->b < q->b ? -1 : 1;
+    }
+    return job_before(p->j, q->j) ? -1 : job_before(q->j, p->j);
+}
+
+bool cr__sched_order_verify(cr_sched *s, int64_t now_ns)
+{
+    vkey *v = cr_malloc((s->npending ? s->npending : 1) * sizeof(*v));
+    for (uint32_t i = 0; i < s->npending; i++) {
+        const job *j = s->pending[i];
+        v[i].a = s->cfg.policy == CR_SCHED_PRIORITY ? -(int64_t)j->spec.priority
+                 : s->cfg.policy == CR_SCHED_LAS    ? las_queue_now(s, j, now_ns)
+                                                    : 0;
+        v[i].b = s->cfg.policy == CR_SCHED_PRIORITY ? s->tenants[j->spec.tenant].share : 0;
+        v[i].j = j;
+    }
+    qsort(v, s->npending, sizeof(*v), cmp_vkey);
+    bool ok = true;
+    uint32_t n = 0;
+    cr__sched_walk_start(s);
+    for (job *j; ok && (j = cr__sched_walk_next(s)) != NULL; n++) {
+        ok = n < s->npending && v[n].j == j;
+    }
+    free(v);
+    return ok && n == s->npending;
 }

@@ -3,6 +3,8 @@
  * policy. After every event the invariants must hold (cr_sched_check), every
  * decision must agree with the jobs' states, and a second run with the same
  * seed must produce the very same decisions (bit-for-bit reproducibility).
+ * The queue order the scheduler keeps between cycles (sched_queue.c) is
+ * compared at every cycle with a full sort of the pending jobs by key.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -14,6 +16,7 @@
 #include "cr_error.h"
 #include "cr_rng.h"
 #include "cr_sched.h"
+#include "sched_int.h" /* verify_order */
 
 #define SEC 1000000000LL
 
@@ -135,10 +138,12 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     cfg.borrowing = cr_rng_below(&r, 3) != 0;
     cfg.hetero_lp = cr_rng_below(&r, 2);
     cfg.las_threshold_gpu_ns[0] = 600 * SEC;
+    cfg.las_starve_ns = seed % 2 ? 1800 * SEC : 0; /* (no draw: same workloads) */
     cr_sched *s = NULL;
     if (cr_sched_new(&cfg, &s) < 0) {
         abort();
     }
+    s->verify_order = true;
     build_cluster(s, &r);
     uint64_t h = 1, next_id = 1;
     /* what each job asked for, to judge work conservation under LAS */
