@@ -572,10 +572,15 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
                 if (q > vb->max_queue) {
                     vb->max_queue = (uint8_t)q;
                 }
+                if (q >= s->cfg.las_queues - 1) {
+                    break; /* the worst queue: the bound is reached (vprio unused) */
+                }
             }
         }
-        s->vprio_any[type] = all_any;
-        s->vprio_lb[type] = all_min;
+        if (s->cfg.policy == CR_SCHED_PRIORITY) {
+            s->vprio_any[type] = all_any;
+            s->vprio_lb[type] = all_min;
+        }
     }
     if (!vb->any) {
         return false;

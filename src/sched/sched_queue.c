@@ -169,6 +169,7 @@ struct qclass {
     double b;    /* this cycle's fair-share key */
     job **v;     /* (submit time, id) order; NULL = left the queue */
     uint32_t n, cap, head, nempty;
+    uint32_t n0;   /* n before this cycle's appends */
     uint32_t cur;  /* walk cursor */
     bool unsorted; /* an append broke the order */
 };
@@ -264,17 +265,37 @@ static int cmp_job_ptr(const void *x, const void *y)
     return job_before(a, b) ? -1 : job_before(b, a);
 }
 
-/* Drop the empty entries (and sort, if an append broke the order). */
+/* Drop the empty entries; if an append broke the order, sort what this
+ * cycle appended (from n0 on) and merge it into the rest, still in order. */
 static void class_compact(struct qclass *q, uint32_t c)
 {
-    uint32_t n = 0;
+    uint32_t n = 0, m = 0;
     for (uint32_t i = q->head; i < q->n; i++) {
+        if (i == q->n0) {
+            m = n;
+        }
         if (q->v[i]) {
             q->v[n++] = q->v[i];
         }
     }
+    if (q->n0 >= q->n) {
+        m = n;
+    }
     if (q->unsorted) {
-        qsort(q->v, n, sizeof(*q->v), cmp_job_ptr);
+        qsort(q->v + m, n - m, sizeof(*q->v), cmp_job_ptr);
+        job **t = cr_malloc((n ? n : 1) * sizeof(*t));
+        uint32_t i = 0, k = m, o = 0;
+        while (i < m && k < n) {
+            t[o++] = job_before(q->v[k], q->v[i]) ? q->v[k++] : q->v[i++];
+        }
+        while (i < m) {
+            t[o++] = q->v[i++];
+        }
+        while (k < n) {
+            t[o++] = q->v[k++];
+        }
+        memcpy(q->v, t, n * sizeof(*t));
+        free(t);
         q->unsorted = false;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -295,6 +316,9 @@ static bool class_less(const struct qclass *x, const struct qclass *y)
 
 void cr__sched_order(cr_sched *s, int64_t now_ns)
 {
+    for (uint32_t c = 0; c < s->nqcls; c++) {
+        s->qcls[c].n0 = s->qcls[c].n;
+    }
     if (s->cfg.policy == CR_SCHED_LAS && s->cfg.las_starve_ns > 0) {
         /* starving jobs move to queue 0 */
         for (uint32_t c = 0; c < s->nqcls; c++) {
