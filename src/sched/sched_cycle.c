@@ -442,6 +442,26 @@ static int cmp_vic(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static void vic_down(vic *h, uint32_t n, uint32_t i)
+{
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n) {
+            return;
+        }
+        if (c + 1 < n && cmp_vic(&h[c + 1], &h[c]) < 0) {
+            c++;
+        }
+        if (cmp_vic(&h[c], &h[i]) >= 0) {
+            return;
+        }
+        vic t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
 static int64_t lost_if_stopped(const job *v, int64_t now_ns)
 {
     int64_t ran = now_ns > v->start_ns ? now_ns - v->start_ns : 0;
@@ -631,13 +651,23 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
         gpus += r->nslots;
     }
     bool ok = false;
+    vic *u = NULL;
     if (nv == 0 || (!j->mig[0] && gpus + s->types[type].free < j->spec.gpu_count)) {
         goto out;
     }
-    qsort(v, nv, sizeof(*v), cmp_vic);
+    /* victims in cmp_vic order, taken one at a time from a heap (u gets
+     * them in order): a placement found after k victims costs
+     * O(nv + k log nv), not a sort of them all */
+    for (uint32_t i = nv / 2; i-- > 0;) {
+        vic_down(v, nv, i);
+    }
+    u = cr_malloc(nv * sizeof(*u));
     uint32_t used = 0, n = 0;
-    for (; used < nv; used++) {
-        cr__sched_slots_release(s, v[used].j);
+    for (uint32_t left = nv; used < nv; used++) {
+        u[used] = v[0];
+        v[0] = v[--left];
+        vic_down(v, left, 0);
+        cr__sched_slots_release(s, u[used].j);
         if (!j->mig[0] && s->types[type].free < j->spec.gpu_count) {
             continue;
         }
@@ -649,13 +679,13 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     }
     /* give every victim its GPUs back, then stop the ones in the way */
     for (uint32_t i = 0; i < used; i++) {
-        cr__sched_slots_take(s, v[i].j, v[i].j->slots, v[i].j->nslots);
+        cr__sched_slots_take(s, u[i].j, u[i].j->slots, u[i].j->nslots);
     }
     if (!ok) {
         goto out;
     }
     for (uint32_t i = 0; i < used; i++) {
-        job *r = v[i].j;
+        job *r = u[i].j;
         bool hit = false;
         for (uint32_t a = 0; a < r->nslots && !hit; a++) {
             for (uint32_t b = 0; b < n && !hit; b++) {
@@ -672,10 +702,10 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
         d->lost_work_ns = lost_if_stopped(r, now_ns);
         d->preempted_for = j->spec.id;
         char *buf = dec_reason_buf(s, s->ndec - 1);
-        if (v[i].why == 0) {
+        if (u[i].why == 0) {
             snprintf(buf, CR_SCHED_REASON_MAX, "preempted for job %" PRIu64 " (priority %d > %d)",
                      j->spec.id, j->spec.priority, r->spec.priority);
-        } else if (v[i].why == 1) {
+        } else if (u[i].why == 1) {
             snprintf(buf, CR_SCHED_REASON_MAX,
                      "borrowed %s capacity reclaimed by tenant %s for job %" PRIu64,
                      s->types[type].name, s->tenants[j->spec.tenant].name, j->spec.id);
@@ -699,6 +729,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     d->borrowed = borrowed;
     s->stats.last_started++;
 out:
+    free(u);
     free(v);
     return ok;
 }
@@ -794,6 +825,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                     break;
                 }
             }
+        }
+        if (s->cfg.max_examined && s->stats.last_considered >= s->cfg.max_examined) {
+            break; /* the cap: the rest keep their reasons */
         }
         s->stats.last_considered++;
         j->rcycle = s->stats.cycles;

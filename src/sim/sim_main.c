@@ -63,6 +63,7 @@ static void usage(FILE *f)
             "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
             "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
             "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
+            "  --max-examined N       examine at most N pending jobs per cycle (default 0: all)\n"
             "  --check                check the scheduler's invariants after every event\n"
             "Report:\n"
             "  --window LO:HI         JCT statistics over jobs LO..HI-1 in arrival order\n"
@@ -125,7 +126,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             "--format",   "--generate", "--rate",          "--tenants",        "--throughputs",
             "--cluster",  "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
             "--mttr",     "--power",    "--policy",        "--compare",        "--seed",
-            "--interval", "--window",   "--csv",           "--html",
+            "--interval", "--window",   "--csv",           "--html",          "--max-examined",
         };
         bool needs = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
@@ -203,6 +204,11 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             if (a->npolicies == 0 || (!a->compare && a->npolicies != 1)) {
                 return bad_flag(flag, val, "expected one policy (use --compare for several)");
             }
+        } else if (!strcmp(flag, "--max-examined")) {
+            if (cr_parse_i64(val, 0, UINT32_MAX, &i64) != 0) {
+                return bad_flag(flag, val, "expected an integer >= 0 (0 = no cap)");
+            }
+            a->o.max_examined = (uint32_t)i64;
         } else if (!strcmp(flag, "--seed")) {
             if (cr_parse_i64(val, 0, INT64_MAX, &i64) != 0) {
                 return bad_flag(flag, val, "expected an integer >= 0");
