@@ -163,6 +163,12 @@ static void job_free_dead(job *j)
 /* ------------------------------------------------------------------------ */
 /* Order                                                                    */
 
+/* An overflow class is folded back into its class past this many jobs (and
+ * an eighth of the class). */
+#ifndef OVF_MIN
+#define OVF_MIN 32
+#endif
+
 struct qclass {
     int64_t a;   /* tier (negated) or LAS queue */
     int tenant;  /* PRIORITY: the tenant; else 0 */
@@ -172,6 +178,8 @@ struct qclass {
     uint32_t n0;   /* n before this cycle's appends */
     uint32_t cur;  /* walk cursor */
     bool unsorted; /* an append broke the order */
+    bool is_ovf;   /* the overflow of another class */
+    uint32_t ovf;  /* its overflow class + 1 (0 = none) */
 };
 
 static bool job_before(const job *x, const job *y)
@@ -215,7 +223,7 @@ static uint32_t class_of(cr_sched *s, job *j, int64_t now_ns)
         a = q;
     }
     for (uint32_t c = 0; c < s->nqcls; c++) {
-        if (s->qcls[c].a == a && s->qcls[c].tenant == tenant) {
+        if (s->qcls[c].a == a && s->qcls[c].tenant == tenant && !s->qcls[c].is_ovf) {
             return c;
         }
     }
@@ -245,17 +253,38 @@ void cr__sched_queue_drop(cr_sched *s, job *j)
     }
 }
 
-static void class_append(cr_sched *s, uint32_t c, job *j)
+static bool sorts_last(const struct qclass *q, const job *j)
 {
-    struct qclass *q = &s->qcls[c];
-    CR_GROW(q->v, q->n, q->cap);
     uint32_t last = q->n;
     while (last > q->head && !q->v[last - 1]) {
         last--;
     }
-    if (last > q->head && !job_before(q->v[last - 1], j)) {
-        q->unsorted = true;
+    return last == q->head || job_before(q->v[last - 1], j);
+}
+
+/* Append j to class c, or to c's overflow class if j sorts before c's last
+ * job (a requeued job with an old submit time): the walk merges the two
+ * (they tie on (a, b)), and the overflow is folded back once it holds an
+ * eighth of the class, so a requeue costs no O(class) rewrite each time. */
+static void class_append(cr_sched *s, uint32_t c, job *j)
+{
+    if (!sorts_last(&s->qcls[c], j)) {
+        if (!s->qcls[c].ovf) {
+            CR_GROW(s->qcls, s->nqcls, s->cqcls);
+            struct qclass *o = &s->qcls[s->nqcls];
+            memset(o, 0, sizeof(*o));
+            o->a = s->qcls[c].a;
+            o->tenant = s->qcls[c].tenant;
+            o->is_ovf = true;
+            s->qcls[c].ovf = ++s->nqcls;
+        }
+        c = s->qcls[c].ovf - 1;
+        if (!sorts_last(&s->qcls[c], j)) {
+            s->qcls[c].unsorted = true;
+        }
     }
+    struct qclass *q = &s->qcls[c];
+    CR_GROW(q->v, q->n, q->cap);
     class_put(q, c, q->n++, j);
 }
 
@@ -306,6 +335,38 @@ static void class_compact(struct qclass *q, uint32_t c)
     q->nempty = 0;
 }
 
+static uint32_t class_live(const struct qclass *q)
+{
+    return q->n - q->head - q->nempty;
+}
+
+/* Fold overflow class o back into class c, in order. */
+static void class_absorb(cr_sched *s, uint32_t c, uint32_t o)
+{
+    struct qclass *q = &s->qcls[c], *x = &s->qcls[o];
+    class_compact(q, c);
+    class_compact(x, o);
+    job **t = cr_malloc(((size_t)q->n + x->n + 1) * sizeof(*t));
+    uint32_t i = 0, k = 0, n = 0;
+    while (i < q->n && k < x->n) {
+        t[n++] = job_before(x->v[k], q->v[i]) ? x->v[k++] : q->v[i++];
+    }
+    while (i < q->n) {
+        t[n++] = q->v[i++];
+    }
+    while (k < x->n) {
+        t[n++] = x->v[k++];
+    }
+    free(q->v);
+    q->v = t;
+    q->cap = n + 1;
+    for (uint32_t m = 0; m < n; m++) {
+        class_put(q, c, m, t[m]);
+    }
+    q->n = n;
+    x->n = 0;
+}
+
 static bool class_less(const struct qclass *x, const struct qclass *y)
 {
     if (x->a != y->a) {
@@ -349,6 +410,13 @@ void cr__sched_order(cr_sched *s, int64_t now_ns)
     if (s->cqord < s->nqcls) {
         s->cqord = s->cqcls;
         s->qord = cr_reallocarray(s->qord, s->cqord, sizeof(*s->qord));
+    }
+    for (uint32_t c = 0; c < s->nqcls; c++) {
+        uint32_t o = s->qcls[c].ovf;
+        if (o && class_live(&s->qcls[o - 1]) > OVF_MIN &&
+            class_live(&s->qcls[o - 1]) * 8 > class_live(&s->qcls[c])) {
+            class_absorb(s, c, o - 1);
+        }
     }
     uint32_t n = 0;
     for (uint32_t c = 0; c < s->nqcls; c++) {
