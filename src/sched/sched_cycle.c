@@ -835,8 +835,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         int nc = candidates(s, j, cand);
         if (nc == 0) {
             set_reason(j,
-                       s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT ? R_HETERO_WAIT
-                                                                                     : R_NO_TYPE,
+                       s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT
+                           ? R_HETERO_WAIT
+                           : R_NO_TYPE,
                        -1, j->spec.gpu_count, 0, INT64_MAX, 0);
             continue;
         }
@@ -1004,8 +1005,9 @@ static void tail_reason(const cr_sched *s, job *j)
     int nc = candidates(s, j, cand);
     if (nc == 0) {
         set_reason(j,
-                   s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT ? R_HETERO_WAIT
-                                                                                 : R_NO_TYPE,
+                   s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT
+                       ? R_HETERO_WAIT
+                       : R_NO_TYPE,
                    -1, j->spec.gpu_count, 0, INT64_MAX, 0);
         return;
     }

@@ -263,12 +263,12 @@ static inline int cr__sched_hetero_of(const cr_sched *s, const job *j)
 }
 
 /* sched_queue.c: the queue order kept between cycles. */
-void cr__sched_queue_enter(cr_sched *s, job *j); /* j became pending */
-void cr__sched_queue_leave(cr_sched *s, job *j); /* j stopped being pending */
-uint32_t cr__sched_queue_min_gpus(const cr_sched *s);  /* non-MIG; UINT32_MAX if none */
-int64_t cr__sched_queue_min_limit(const cr_sched *s);  /* > 0; INT64_MAX if none */
+void cr__sched_queue_enter(cr_sched *s, job *j);         /* j became pending */
+void cr__sched_queue_leave(cr_sched *s, job *j);         /* j stopped being pending */
+uint32_t cr__sched_queue_min_gpus(const cr_sched *s);    /* non-MIG; UINT32_MAX if none */
+int64_t cr__sched_queue_min_limit(const cr_sched *s);    /* > 0; INT64_MAX if none */
 int32_t cr__sched_queue_max_priority(const cr_sched *s); /* INT32_MIN if none */
-void cr__sched_queue_drop(cr_sched *s, job *j); /* clear its entry in the order */
+void cr__sched_queue_drop(cr_sched *s, job *j);          /* clear its entry in the order */
 void cr__sched_queue_free(cr_sched *s);
 /* Bring the order up to date for a cycle at now_ns. */
 void cr__sched_order(cr_sched *s, int64_t now_ns);

@@ -16,9 +16,10 @@
  *    j->qc, index j->opos); a class is compacted once half its entries are
  *    empty (amortised O(1) per job);
  *  - a job entering the queue (added, preempted, requeued) is put on
- *    s->fresh; the next cycle appends it to its class, which is sorted
- *    again only if that broke its order (a requeued job with an old submit
- *    time): new jobs usually sort at the end of their class.
+ *    s->fresh; the next cycle appends it to its class (new jobs sort at
+ *    the end of it), or, if it sorts earlier (a requeued job with an old
+ *    submit time), to the class's overflow class, which ties with it and
+ *    is merged by the walk, and is folded back into it in bulk.
  * A LAS job's queue follows the service attained before it queued, so it
  * stays in its class; with las_starve_ns set, every queued job's queue is
  * checked each cycle (O(pending)) and a starving job moves to queue 0.
@@ -44,7 +45,7 @@
 
 static int64_t hkey(const job *j, int h)
 {
-    return h == 0 ? (int64_t)j->spec.gpu_count
+    return h == 0   ? (int64_t)j->spec.gpu_count
            : h == 1 ? j->spec.time_limit_ns
                     : -(int64_t)j->spec.priority;
 }
@@ -170,10 +171,10 @@ static void job_free_dead(job *j)
 #endif
 
 struct qclass {
-    int64_t a;   /* tier (negated) or LAS queue */
-    int tenant;  /* PRIORITY: the tenant; else 0 */
-    double b;    /* this cycle's fair-share key */
-    job **v;     /* (submit time, id) order; NULL = left the queue */
+    int64_t a;  /* tier (negated) or LAS queue */
+    int tenant; /* PRIORITY: the tenant; else 0 */
+    double b;   /* this cycle's fair-share key */
+    job **v;    /* (submit time, id) order; NULL = left the queue */
     uint32_t n, cap, head, nempty;
     uint32_t n0;   /* n before this cycle's appends */
     uint32_t cur;  /* walk cursor */

@@ -126,7 +126,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             "--format",   "--generate", "--rate",          "--tenants",        "--throughputs",
             "--cluster",  "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
             "--mttr",     "--power",    "--policy",        "--compare",        "--seed",
-            "--interval", "--window",   "--csv",           "--html",          "--max-examined",
+            "--interval", "--window",   "--csv",           "--html",           "--max-examined",
         };
         bool needs = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
