@@ -11,7 +11,7 @@
  * peak resident memory; then peak memory at 25k, 50k and 100k jobs, each in its own process, to
  * show memory growing linearly with jobs.
  *
- * usage: bench_sim [jobs] [policy,...] [jobs_per_hour] [cycle_interval_s]
+ * usage: bench_sim [jobs] [policy,...] [jobs_per_hour] [cycle_interval_s] [max_examined]
  */
 #include "sim_int.h"
 
@@ -33,6 +33,8 @@ static double cpu_s(void)
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
+
+static uint32_t max_examined; /* argv[5]: cr_sched_config.max_examined (0 = all) */
 
 static int one(size_t njobs, double rate, int64_t interval_ns, const char *policy, bool quiet)
 {
@@ -75,6 +77,7 @@ static int one(size_t njobs, double rate, int64_t interval_ns, const char *polic
     o.backfill = o.preemption = o.lp = -1;
     o.estimates = true;
     o.interval_ns = interval_ns;
+    o.max_examined = max_examined;
     o.mttr_ns = CR_NS_PER_H;
     o.idle_frac = 0.2;
     for (int t = 0; t < nt; t++) {
@@ -98,10 +101,11 @@ static int one(size_t njobs, double rate, int64_t interval_ns, const char *polic
         printf("sim %-8s %7zu jobs at %.0f/h, cycle interval %llds, on 10000 nodes / 80000 GPUs: "
                "%.2f s wall (%.2f s CPU), %llu "
                "events (%.0f/s), %llu cycles, %zu finished, util %.1f%%, avg JCT %.2f h, "
-               "avg queue %.2f h, peak RSS %ld MiB\n",
+               "avg queue %.2f h, peak RSS %ld MiB%s\n",
                policy, njobs, rate, (long long)(interval_ns / CR_NS_PER_SEC), secs, cpu,
                (unsigned long long)r.events, (double)r.events / secs, (unsigned long long)r.cycles,
-               s.finished, 100 * s.util, s.jct_avg / 3600, s.queue_avg / 3600, ru.ru_maxrss / 1024);
+               s.finished, 100 * s.util, s.jct_avg / 3600, s.queue_avg / 3600, ru.ru_maxrss / 1024,
+               max_examined ? " (max_examined set)" : "");
     }
     cr__sim_result_fini(&r);
     cr__sim_workload_fini(&w);
@@ -116,6 +120,7 @@ int main(int argc, char **argv)
         snprintf(policies, sizeof policies, "%s", argc > 2 ? argv[2] : "fifo,hetero");
         double rate = argc > 3 ? strtod(argv[3], NULL) : 4000;
         int64_t interval_ns = (argc > 4 ? strtoll(argv[4], NULL, 10) : 0) * CR_NS_PER_SEC;
+        max_examined = argc > 5 ? (uint32_t)strtoul(argv[5], NULL, 10) : 0;
         char *save = NULL;
         for (char *p = strtok_r(policies, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
             if (one(njobs, rate, interval_ns, p, false) != 0) {

@@ -33,6 +33,9 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
 int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
 {
     int rc = 0;
+    if (s->order_bad) {
+        return fail(err, errlen, "queue order differs from a full sort by key");
+    }
     /* per-GPU recount: owner of a whole GPU and MIG masks */
     size_t ngpu = 0;
     uint32_t *base = cr_malloc((s->nnodes + 1) * sizeof(uint32_t));

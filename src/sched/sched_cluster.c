@@ -128,7 +128,10 @@ void cr_sched_free(cr_sched *s)
     }
     free(s->grave);
     free(s->fresh);
-    free(s->order);
+    cr__sched_queue_free(s);
+    free(s->mheap[0]);
+    free(s->mheap[1]);
+    free(s->mheap[2]);
     for (int t = 0; t < s->ntypes; t++) {
         free(s->types[t].profs);
         free(s->types[t].bucket);
@@ -1238,10 +1241,7 @@ static void list_add(job ***arr, uint32_t *len, uint32_t *cap, job *j)
 static void pending_add(cr_sched *s, job *j)
 {
     list_add(&s->pending, &s->npending, &s->cpending, j);
-    if (!j->in_order) {
-        CR_GROW(s->fresh, s->nfresh, s->cfresh);
-        s->fresh[s->nfresh++] = j;
-    }
+    cr__sched_queue_enter(s, j);
 }
 
 static void list_del(job **arr, uint32_t *len, job *j)
@@ -1442,6 +1442,7 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
 {
     cr__sched_accrue(s, now_ns);
     list_del(s->pending, &s->npending, j);
+    cr__sched_queue_leave(s, j);
     j->slots = cr_malloc(n * sizeof(*sl));
     memcpy(j->slots, sl, n * sizeof(*sl));
     j->nslots = n;
@@ -1465,6 +1466,10 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
     j->tidx = s->ntrun[type];
     s->trun[type][s->ntrun[type]++] = j;
     eheap_add(s, j);
+    if (j->spec.preemptible && (!s->vprio_any[type] || j->spec.priority < s->vprio_lb[type])) {
+        s->vprio_any[type] = true;
+        s->vprio_lb[type] = j->spec.priority;
+    }
 }
 
 /* Stop a running job: release its slots, charge its service, and put it
@@ -1517,9 +1522,9 @@ int cr_sched_job_remove(cr_sched *s, uint64_t id, int64_t now_ns)
         cr__sched_job_stop(s, j, now_ns, false);
     }
     list_del(s->pending, &s->npending, j);
+    cr__sched_queue_leave(s, j);
     tab_del(s, id);
-    /* s->order or s->fresh may still point at it: freed when the next
-     * cycle rebuilds them */
+    /* s->fresh may still point at it: freed by the next cycle */
     j->dead = true;
     CR_GROW(s->grave, s->ngrave, s->cgrave);
     s->grave[s->ngrave++] = j;

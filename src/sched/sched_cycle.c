@@ -49,17 +49,6 @@
 
 #define PREEMPT_TRIES 16
 
-typedef struct okey {
-    int64_t a; /* tier / queue */
-    double b;  /* fair-share key */
-    int64_t c; /* submit time */
-    uint64_t id;
-    job *j;
-    int64_t lim;   /* time limit; copied like gpus */
-    uint32_t gpus; /* copied so later passes need not touch the job */
-    bool mig;
-} okey;
-
 typedef struct resv {
     bool active;
     int64_t at;     /* INT64_MAX = unknown */
@@ -67,81 +56,6 @@ typedef struct resv {
     uint64_t job;
     uint32_t need; /* the reserved job's GPUs */
 } resv;
-
-static inline bool okey_less(const okey *a, const okey *b)
-{
-    if (a->a != b->a) {
-        return a->a < b->a;
-    }
-    if (a->b != b->b) {
-        return a->b < b->b;
-    }
-    if (a->c != b->c) {
-        return a->c < b->c;
-    }
-    return a->id < b->id;
-}
-
-/* Bottom-up merge sort with the comparison inlined: the queue order is the
- * largest single cost of a cycle with 10k pending jobs, and qsort's
- * indirect comparator doubles it. Runs already in order (the usual case
- * between two cycles) cost one comparison per element per pass. */
-static void sort_okeys(okey *v, size_t n)
-{
-    if (n < 2) {
-        return;
-    }
-    okey *tmp = cr_malloc(n * sizeof(*tmp));
-    okey *src = v, *dst = tmp;
-    /* insertion-sort runs of 16 first */
-    for (size_t lo = 0; lo < n; lo += 16) {
-        size_t hi = lo + 16 < n ? lo + 16 : n;
-        for (size_t i = lo + 1; i < hi; i++) {
-            okey x = v[i];
-            size_t k = i;
-            while (k > lo && okey_less(&x, &v[k - 1])) {
-                v[k] = v[k - 1];
-                k--;
-            }
-            v[k] = x;
-        }
-    }
-    for (size_t w = 16; w < n; w *= 2) {
-        for (size_t lo = 0; lo < n; lo += 2 * w) {
-            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            size_t i = lo, k = mid, o = lo;
-            if (mid < hi && !okey_less(&src[mid], &src[mid - 1])) {
-                memcpy(&dst[lo], &src[lo], (hi - lo) * sizeof(*src)); /* already in order */
-                continue;
-            }
-            while (i < mid && k < hi) {
-                dst[o++] = okey_less(&src[k], &src[i]) ? src[k++] : src[i++];
-            }
-            while (i < mid) {
-                dst[o++] = src[i++];
-            }
-            while (k < hi) {
-                dst[o++] = src[k++];
-            }
-        }
-        okey *t = src;
-        src = dst;
-        dst = t;
-    }
-    if (src != v) {
-        memcpy(v, src, n * sizeof(*v));
-    }
-    free(tmp);
-}
-
-static int las_queue_of(const cr_sched *s, int64_t attained)
-{
-    int q = 0;
-    while (q < s->cfg.las_queues - 1 && attained >= s->cfg.las_threshold_gpu_ns[q]) {
-        q++;
-    }
-    return q;
-}
 
 static void tenant_shares(cr_sched *s)
 {
@@ -238,11 +152,11 @@ static int candidates(const cr_sched *s, const job *j, int *out)
             out[k] = x;
         }
     }
-    if (s->cfg.policy == CR_SCHED_HETERO && j->hetero_type >= 0) {
-        out[0] = j->hetero_type;
+    if (s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) >= 0) {
+        out[0] = cr__sched_hetero_of(s, j);
         return 1;
     }
-    if (s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT) {
+    if (s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT) {
         return 0;
     }
     return n;
@@ -539,6 +453,26 @@ static int cmp_vic(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+static void vic_down(vic *h, uint32_t n, uint32_t i)
+{
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= n) {
+            return;
+        }
+        if (c + 1 < n && cmp_vic(&h[c + 1], &h[c]) < 0) {
+            c++;
+        }
+        if (cmp_vic(&h[c], &h[i]) >= 0) {
+            return;
+        }
+        vic t = h[i];
+        h[i] = h[c];
+        h[c] = t;
+        i = c;
+    }
+}
+
 static int64_t lost_if_stopped(const job *v, int64_t now_ns)
 {
     int64_t ran = now_ns > v->start_ns ? now_ns - v->start_ns : 0;
@@ -655,11 +589,21 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
     if (s->cfg.policy == CR_SCHED_LAS && j->las_queue >= s->cfg.las_queues - 1) {
         return false; /* no worse queue */
     }
+    if (s->cfg.policy == CR_SCHED_PRIORITY &&
+        (!s->vprio_any[type] || j->spec.priority <= s->vprio_lb[type])) {
+        return false; /* no running job of the type is ranked below it */
+    }
     if (!vb->done) {
         vb->done = true;
         vb->min_prio = INT32_MAX;
+        bool all_any = false;
+        int32_t all_min = INT32_MAX;
         for (uint32_t i = 0; i < s->ntrun[type]; i++) {
             const job *r = s->trun[type][i];
+            if (r->spec.preemptible && r->spec.priority <= all_min) {
+                all_any = true;
+                all_min = r->spec.priority;
+            }
             if (!r->spec.preemptible || r->start_cycle == s->stats.cycles ||
                 now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
                 continue;
@@ -669,11 +613,18 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
                 vb->min_prio = r->spec.priority;
             }
             if (s->cfg.policy == CR_SCHED_LAS) {
-                int q = las_queue_of(s, cr__sched_job_attained(r, now_ns));
+                int q = cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns));
                 if (q > vb->max_queue) {
                     vb->max_queue = (uint8_t)q;
                 }
+                if (q >= s->cfg.las_queues - 1) {
+                    break; /* the worst queue: the bound is reached (vprio unused) */
+                }
             }
+        }
+        if (s->cfg.policy == CR_SCHED_PRIORITY) {
+            s->vprio_any[type] = all_any;
+            s->vprio_lb[type] = all_min;
         }
     }
     if (!vb->any) {
@@ -714,7 +665,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
         } else if (s->cfg.policy == CR_SCHED_PRIORITY && r->spec.priority < j->spec.priority) {
             why = 0;
         } else if (s->cfg.policy == CR_SCHED_LAS &&
-                   las_queue_of(s, cr__sched_job_attained(r, now_ns)) > jq) {
+                   cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns)) > jq) {
             why = 2;
         } else {
             continue;
@@ -726,13 +677,23 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     }
     bool ok = false;
     bool sliced = j->mig[0] || cr__sched_frac(j); /* may fit beside others */
+    vic *u = NULL;
     if (nv == 0 || (!sliced && gpus + s->types[type].free < j->spec.gpu_count)) {
         goto out;
     }
-    qsort(v, nv, sizeof(*v), cmp_vic);
+    /* victims in cmp_vic order, taken one at a time from a heap (u gets
+     * them in order): a placement found after k victims costs
+     * O(nv + k log nv), not a sort of them all */
+    for (uint32_t i = nv / 2; i-- > 0;) {
+        vic_down(v, nv, i);
+    }
+    u = cr_malloc(nv * sizeof(*u));
     uint32_t used = 0, n = 0;
-    for (; used < nv; used++) {
-        cr__sched_slots_release(s, v[used].j);
+    for (uint32_t left = nv; used < nv; used++) {
+        u[used] = v[0];
+        v[0] = v[--left];
+        vic_down(v, left, 0);
+        cr__sched_slots_release(s, u[used].j);
         if (!sliced && s->types[type].free < j->spec.gpu_count) {
             continue;
         }
@@ -744,13 +705,13 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     }
     /* give every victim its GPUs back, then stop the ones in the way */
     for (uint32_t i = 0; i < used; i++) {
-        cr__sched_slots_take(s, v[i].j, v[i].j->slots, v[i].j->nslots);
+        cr__sched_slots_take(s, u[i].j, u[i].j->slots, u[i].j->nslots);
     }
     if (!ok) {
         goto out;
     }
     for (uint32_t i = 0; i < used; i++) {
-        job *r = v[i].j;
+        job *r = u[i].j;
         bool hit = false;
         for (uint32_t a = 0; a < r->nslots && !hit; a++) {
             for (uint32_t b = 0; b < n && !hit; b++) {
@@ -767,17 +728,17 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
         d->lost_work_ns = lost_if_stopped(r, now_ns);
         d->preempted_for = j->spec.id;
         char *buf = dec_reason_buf(s, s->ndec - 1);
-        if (v[i].why == 0) {
+        if (u[i].why == 0) {
             snprintf(buf, CR_SCHED_REASON_MAX, "preempted for job %" PRIu64 " (priority %d > %d)",
                      j->spec.id, j->spec.priority, r->spec.priority);
-        } else if (v[i].why == 1) {
+        } else if (u[i].why == 1) {
             snprintf(buf, CR_SCHED_REASON_MAX,
                      "borrowed %s capacity reclaimed by tenant %s for job %" PRIu64,
                      s->types[type].name, s->tenants[j->spec.tenant].name, j->spec.id);
         } else {
             snprintf(buf, CR_SCHED_REASON_MAX,
                      "preempted for job %" PRIu64 " (LAS queue %d, this job's queue %d)",
-                     j->spec.id, jq, las_queue_of(s, cr__sched_job_attained(r, now_ns)));
+                     j->spec.id, jq, cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns)));
         }
         cr__sched_job_stop(s, r, now_ns, true);
         set_reason(r, R_PREEMPTED, r->spec.gpu_type, r->spec.gpu_count, 0, INT64_MAX, j->spec.id);
@@ -795,6 +756,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     d->mig_repartitioned = j->repart;
     s->stats.last_started++;
 out:
+    free(u);
     free(v);
     return ok;
 }
@@ -810,58 +772,6 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
     j->rother = other;
 }
 
-static void okey_fill(cr_sched *s, okey *k, job *j, int64_t now_ns)
-{
-    k->a = 0;
-    k->b = 0;
-    k->c = j->spec.submit_ns;
-    k->id = j->spec.id;
-    k->j = j;
-    k->gpus = j->spec.gpu_count;
-    k->lim = j->spec.time_limit_ns;
-    k->mig = j->mig[0] != 0 || cr__sched_frac(j); /* not counted in min_k */
-    if (s->cfg.policy == CR_SCHED_PRIORITY) {
-        k->a = -(int64_t)j->spec.priority;
-        k->b = s->tenants[j->spec.tenant].share;
-    } else if (s->cfg.policy == CR_SCHED_LAS) {
-        int q = las_queue_of(s, j->attained);
-        if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
-            q = 0;
-        }
-        j->las_queue = (uint8_t)q;
-        k->a = q;
-    }
-}
-
-/* Merge the sorted runs v[0..mid) and v[mid..n). */
-static void merge_okeys(okey *v, size_t mid, size_t n)
-{
-    if (mid == 0 || mid == n || !okey_less(&v[mid], &v[mid - 1])) {
-        return;
-    }
-    okey *tmp = cr_malloc(n * sizeof(*tmp));
-    size_t i = 0, k = mid, o = 0;
-    while (i < mid && k < n) {
-        tmp[o++] = okey_less(&v[k], &v[i]) ? v[k++] : v[i++];
-    }
-    while (i < mid) {
-        tmp[o++] = v[i++];
-    }
-    while (k < n) {
-        tmp[o++] = v[k++];
-    }
-    memcpy(v, tmp, n * sizeof(*v));
-    free(tmp);
-}
-
-static void job_free_dead(job *j)
-{
-    free(j->tput);
-    free(j->node_mask);
-    free(j->slots);
-    free(j);
-}
-
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
 {
     cr__sched_accrue(s, now_ns);
@@ -872,74 +782,16 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     if (s->cfg.policy == CR_SCHED_PRIORITY) {
         tenant_shares(s);
     }
-    /* Order the queue. Start from the last cycle's order (still-pending
-     * jobs, keys refreshed), then append jobs queued since; when the old
-     * part is still in order (FIFO and HETERO keys never change) only the
-     * new part is sorted and merged in: O(pending) instead of a full sort. */
-    uint32_t np = s->npending;
-    okey *ord = cr_malloc((np ? np : 1) * sizeof(*ord));
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < s->norder; i++) {
-        job *j = s->order[i];
-        if (j->dead) {
-            continue;
-        }
-        if (j->state != CR_JOB_PENDING) {
-            j->in_order = false;
-            continue;
-        }
-        okey_fill(s, &ord[n++], j, now_ns);
+    /* Order the queue (kept between cycles: sched_queue.c). */
+    cr__sched_order(s, now_ns);
+    if (s->verify_order && !cr__sched_order_verify(s, now_ns)) {
+        s->order_bad = true;
     }
-    uint32_t nold = n;
-    for (uint32_t i = 0; i < s->nfresh; i++) {
-        job *j = s->fresh[i];
-        if (!j->dead && j->state == CR_JOB_PENDING && !j->in_order) {
-            okey_fill(s, &ord[n++], j, now_ns);
-            j->in_order = true;
-        }
-    }
-    s->nfresh = 0;
-    uint32_t min_k = UINT32_MAX;
-    int64_t min_lim = INT64_MAX; /* shortest time limit in the queue */
-    bool mig_pending = false;
-    for (uint32_t i = 0; i < n; i++) {
-        if (ord[i].mig) {
-            mig_pending = true;
-        } else if (ord[i].gpus < min_k) {
-            min_k = ord[i].gpus;
-        }
-        int64_t lim = ord[i].lim;
-        if (lim > 0 && lim < min_lim) {
-            min_lim = lim;
-        }
-    }
-    for (uint32_t i = 0; i < s->ngrave; i++) {
-        job_free_dead(s->grave[i]);
-    }
-    s->ngrave = 0;
-    bool sorted = true;
-    for (uint32_t i = 1; i < nold && sorted; i++) {
-        sorted = !okey_less(&ord[i], &ord[i - 1]);
-    }
-    if (!sorted) {
-        sort_okeys(ord, n);
-    } else if (n > nold) {
-        sort_okeys(ord + nold, n - nold);
-        merge_okeys(ord, nold, n);
-    }
-    if (s->corder < n) {
-        s->corder = n;
-        s->order = cr_reallocarray(s->order, n ? n : 1, sizeof(*s->order));
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        s->order[i] = ord[i].j;
-    }
-    s->norder = n;
-    free(ord);
-    job **order = s->order;
-    np = n; /* equal: every pending job is in exactly one of the two parts */
+    uint32_t min_k = cr__sched_queue_min_gpus(s);
+    int64_t min_lim = cr__sched_queue_min_limit(s); /* shortest time limit in the queue */
+    bool mig_pending = s->nmig_pending > 0;
     if (s->cfg.policy == CR_SCHED_HETERO) {
-        cr__sched_hetero_assign(s, order, np, rng);
+        cr__sched_hetero_assign(s, rng);
     }
 
     resv res[CR_SCHED_MAX_TYPES];
@@ -951,9 +803,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     memset(vb, 0, sizeof(vb));
     uint32_t claim[CR_SCHED_MAX_TYPES];
     memset(claim, 0, sizeof(claim));
-    uint32_t i = 0;
-    for (; i < np; i++) {
-        job *j = order[i];
+    cr__sched_walk_start(s);
+    for (job *j; (j = cr__sched_walk_next(s)) != NULL;) {
         if (j->state != CR_JOB_PENDING) {
             continue;
         }
@@ -982,7 +833,15 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                         borrowed_any = s->tenants[k].used_b[t] > 0;
                     }
                 }
-                bool ranked = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS;
+                bool ranked = s->cfg.policy == CR_SCHED_LAS;
+                if (s->cfg.policy == CR_SCHED_PRIORITY) {
+                    /* (ranked preemption needs a queued job above some
+                     * running preemptible one: vprio_lb bounds those) */
+                    int32_t top = cr__sched_queue_max_priority(s);
+                    for (int t = 0; t < s->ntypes && !ranked; t++) {
+                        ranked = s->vprio_any[t] && top > s->vprio_lb[t];
+                    }
+                }
                 /* (blocking policies first let the head job reserve, so its
                  * reason can say when it will start) */
                 bool reserved = s->cfg.policy == CR_SCHED_LAS;
@@ -995,14 +854,18 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 }
             }
         }
+        if (s->cfg.max_examined && s->stats.last_considered >= s->cfg.max_examined) {
+            break; /* the cap: the rest keep their reasons */
+        }
         s->stats.last_considered++;
         j->rcycle = s->stats.cycles;
         int cand[CR_SCHED_MAX_TYPES];
         int nc = candidates(s, j, cand);
         if (nc == 0) {
             set_reason(j,
-                       s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT ? R_HETERO_WAIT
-                                                                                     : R_NO_TYPE,
+                       s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT
+                           ? R_HETERO_WAIT
+                           : R_NO_TYPE,
                        -1, j->spec.gpu_count, 0, INT64_MAX, 0);
             continue;
         }
@@ -1177,8 +1040,9 @@ static void tail_reason(const cr_sched *s, job *j)
     int nc = candidates(s, j, cand);
     if (nc == 0) {
         set_reason(j,
-                   s->cfg.policy == CR_SCHED_HETERO && j->hetero_type == HT_WAIT ? R_HETERO_WAIT
-                                                                                 : R_NO_TYPE,
+                   s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT
+                       ? R_HETERO_WAIT
+                       : R_NO_TYPE,
                    -1, j->spec.gpu_count, 0, INT64_MAX, 0);
         return;
     }

@@ -194,16 +194,17 @@ static int lp(cr_sched *s, hjob *h, uint32_t n, const double *cap)
     return rc;
 }
 
-void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
+void cr__sched_hetero_assign(cr_sched *s, cr_rng *rng)
 {
     (void)rng;
     size_t win = s->cfg.hetero_window < 4096 ? s->cfg.hetero_window : 4096;
     hjob *h = cr_calloc(win ? win : 1, sizeof(*h));
     uint32_t nh = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        job *j = order[i];
-        j->hetero_type = HT_FREE;
-        if (j->spec.gpu_type >= 0 || j->mig[0] || nh >= win) {
+    /* (the jobs past the window are HT_FREE without being touched:
+     * cr__sched_hetero_of) */
+    cr__sched_walk_start(s);
+    for (job *j; nh < win && (j = cr__sched_walk_next(s)) != NULL;) {
+        if (j->state != CR_JOB_PENDING || j->spec.gpu_type >= 0 || j->mig[0]) {
             continue;
         }
         hjob *x = &h[nh];
@@ -234,6 +235,7 @@ void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng)
     }
     for (uint32_t i = 0; i < nh; i++) {
         h[i].j->hetero_type = HT_WAIT;
+        h[i].j->hcycle = s->stats.cycles;
     }
     if (nh > 0 && (!s->cfg.hetero_lp || lp(s, h, nh, cap) != 0)) {
         for (uint32_t i = 0; i < nh; i++) {

@@ -160,7 +160,10 @@ typedef struct job {
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
     uint64_t rcycle; /* cycle that last examined it */
-    bool in_order;   /* in s->order (the last cycle's queue order) */
+    bool in_order;   /* queued in class qc at index opos (sched_queue.c) */
+    uint32_t qc, opos;
+    uint32_t hp[3];  /* PENDING: index in s->mheap[0] (GPUs), [1] (time limit), [2] */
+    uint64_t hcycle; /* HETERO: cycle that set hetero_type (else HT_FREE) */
     bool dead;       /* removed; freed at the next cycle (s->grave) */
     uint64_t qcycle; /* cycles completed when it last became pending */
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
@@ -197,10 +200,18 @@ struct cr_sched {
     /* job table: open addressing on id */
     job **tab;
     size_t tabcap, njobs;
-    /* the last cycle's queue order (may hold started or dead jobs until the
-     * next cycle rebuilds it) and removed jobs awaiting that rebuild */
-    job **order;
-    uint32_t norder, corder;
+    /* the queue order, kept between cycles in classes (sched_queue.c), the
+     * classes' order this cycle (qord) and the walk's place in it; removed
+     * jobs wait in grave for the next cycle (s->fresh may point at them) */
+    struct qclass *qcls;
+    uint32_t nqcls, cqcls;
+    uint32_t *qord;
+    uint32_t nqord, cqord, qwalk, qgroup_end;
+    /* pending jobs by GPUs (MIG jobs not), by time limit (> 0), by priority
+     * (highest first) */
+    job **mheap[3];
+    uint32_t nmheap[3], cmheap[3];
+    uint32_t nmig_pending;
     job **grave;
     uint32_t ngrave, cgrave;
     job **fresh; /* jobs that became pending since the last cycle */
@@ -215,6 +226,11 @@ struct cr_sched {
      * expected end (start + limit) then id, for reservations */
     job **eheap[CR_SCHED_MAX_TYPES];
     uint32_t neheap[CR_SCHED_MAX_TYPES], ceheap[CR_SCHED_MAX_TYPES];
+    /* per type: a lower bound of the priority of running preemptible jobs
+     * (lowered at each start, made exact by a scan in may_preempt), so a
+     * job no higher skips that scan; vprio_any false = none run */
+    int32_t vprio_lb[CR_SCHED_MAX_TYPES];
+    bool vprio_any[CR_SCHED_MAX_TYPES];
     int64_t usage_ns; /* time fair-share usage was last accrued to */
     int64_t now_ns;   /* last time seen */
     /* per-cycle output */
@@ -231,6 +247,9 @@ struct cr_sched {
     cr_sched_stats stats;
     mix mix;          /* recent task sizes (fragmentation-aware sharing) */
     bool repart_flag; /* set by cr__sched_slots_take when it rewrote a MIG layout */
+    /* tests: verify the kept order against a full sort at every cycle;
+     * order_bad set on a mismatch (reported by cr_sched_check) */
+    bool verify_order, order_bad;
 };
 
 /* Is the job a fractional task (part of one shared GPU)? */
@@ -297,7 +316,32 @@ void cr__sched_mix_note(cr_sched *s, const cr_sched_job_spec *sp);
 /* Does any shareable GPU of the type exist (healthy, UP node)? */
 bool cr__sched_share_any(const cr_sched *s, int type);
 
-/* sched_hetero.c: fill hetero_type for the first n jobs of order. */
-void cr__sched_hetero_assign(cr_sched *s, job **order, uint32_t n, cr_rng *rng);
+/* sched_hetero.c: set hetero_type (and hcycle) for the window of "auto"
+ * jobs at the head of the queue; every other job is HT_FREE this cycle. */
+void cr__sched_hetero_assign(cr_sched *s, cr_rng *rng);
+
+/* HETERO target of a job in this cycle. */
+static inline int cr__sched_hetero_of(const cr_sched *s, const job *j)
+{
+    return j->hcycle == s->stats.cycles ? j->hetero_type : HT_FREE;
+}
+
+/* sched_queue.c: the queue order kept between cycles. */
+void cr__sched_queue_enter(cr_sched *s, job *j);         /* j became pending */
+void cr__sched_queue_leave(cr_sched *s, job *j);         /* j stopped being pending */
+uint32_t cr__sched_queue_min_gpus(const cr_sched *s);    /* non-MIG; UINT32_MAX if none */
+int64_t cr__sched_queue_min_limit(const cr_sched *s);    /* > 0; INT64_MAX if none */
+int32_t cr__sched_queue_max_priority(const cr_sched *s); /* INT32_MIN if none */
+void cr__sched_queue_drop(cr_sched *s, job *j);          /* clear its entry in the order */
+void cr__sched_queue_free(cr_sched *s);
+/* Bring the order up to date for a cycle at now_ns. */
+void cr__sched_order(cr_sched *s, int64_t now_ns);
+int cr__sched_las_queue_of(const cr_sched *s, int64_t attained);
+/* Walk the queue in order: start, then next until NULL (one walk at a
+ * time; the jobs it returns may have started since it was set up). */
+void cr__sched_walk_start(cr_sched *s);
+job *cr__sched_walk_next(cr_sched *s);
+/* Does the walk visit the pending jobs as a full sort by key would? */
+bool cr__sched_order_verify(cr_sched *s, int64_t now_ns);
 
 #endif

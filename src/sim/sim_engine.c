@@ -587,6 +587,7 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
     if (e->o->wait_faster >= 0) {
         cfg.wait_for_faster = e->o->wait_faster;
     }
+    cfg.max_examined = e->o->max_examined;
     int rc = cr_sched_new(&cfg, &e->s);
     if (rc != 0) {
         snprintf(err, errlen, "scheduler: %s", cr_strerror(rc));

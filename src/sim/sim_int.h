@@ -207,6 +207,7 @@ typedef struct cr__sim_opts {
     int lp;                           /* hetero: 1 GLPK LP, 0 greedy, -1 policy default */
     int wait_faster;                  /* wait-or-start: 1 on, 0 off, -1 policy default */
     int share_policy;                 /* cr_sched_share_policy for fractional tasks */
+    uint32_t max_examined;            /* pending jobs examined per cycle at most (0 = all) */
     bool estimates;                   /* give the scheduler exact runtime estimates */
     int64_t mtbf_ns;                  /* per-node mean time between failures (0 = none) */
     int64_t mttr_ns;                  /* time a failed node stays down */

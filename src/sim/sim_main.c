@@ -63,6 +63,7 @@ static void usage(FILE *f)
         "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
         "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
         "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
+        "  --max-examined N       examine at most N pending jobs per cycle (default 0: all)\n"
         "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
         "  --share-policy P       fractional tasks: frag | best-fit | worst-fit (default frag)\n"
         "  --check                check the scheduler's invariants after every event\n"
@@ -125,10 +126,11 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             val = arg + (eq - flag) + 1;
         }
         static const char *const with_value[] = {
-            "--format",   "--generate", "--rate",          "--tenants",        "--throughputs",
-            "--cluster",  "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
-            "--mttr",     "--power",    "--policy",        "--compare",        "--seed",
-            "--interval", "--window",   "--csv",           "--html",           "--share-policy",
+            "--format",       "--generate", "--rate",          "--tenants",        "--throughputs",
+            "--cluster",      "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
+            "--mttr",         "--power",    "--policy",        "--compare",        "--seed",
+            "--interval",     "--window",   "--csv",           "--html",           "--share-policy",
+            "--max-examined",
         };
         bool needs = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
@@ -212,6 +214,11 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
                 return bad_flag(flag, val, "expected frag, best-fit or worst-fit");
             }
             a->o.share_policy = (int)sp;
+        } else if (!strcmp(flag, "--max-examined")) {
+            if (cr_parse_i64(val, 0, UINT32_MAX, &i64) != 0) {
+                return bad_flag(flag, val, "expected an integer >= 0 (0 = no cap)");
+            }
+            a->o.max_examined = (uint32_t)i64;
         } else if (!strcmp(flag, "--seed")) {
             if (cr_parse_i64(val, 0, INT64_MAX, &i64) != 0) {
                 return bad_flag(flag, val, "expected an integer >= 0");

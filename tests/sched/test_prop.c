@@ -3,6 +3,8 @@
  * policy. After every event the invariants must hold (cr_sched_check), every
  * decision must agree with the jobs' states, and a second run with the same
  * seed must produce the very same decisions (bit-for-bit reproducibility).
+ * The queue order the scheduler keeps between cycles (sched_queue.c) is
+ * compared at every cycle with a full sort of the pending jobs by key.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -14,6 +16,7 @@
 #include "cr_error.h"
 #include "cr_rng.h"
 #include "cr_sched.h"
+#include "sched_int.h" /* verify_order */
 
 #define SEC 1000000000LL
 
@@ -31,7 +34,7 @@ static uint64_t n_start, n_preempt, n_frac, n_repart;
         }                                                                                          \
     } while (0)
 
-static uint64_t mix(uint64_t h, uint64_t x)
+static uint64_t hmix(uint64_t h, uint64_t x)
 {
     h ^= x + UINT64_C(0x9E3779B97F4A7C15) + (h << 6) + (h >> 2);
     return h;
@@ -157,10 +160,12 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     cfg.hetero_lp = cr_rng_below(&r, 2);
     cfg.las_threshold_gpu_ns[0] = 600 * SEC;
     cfg.share_policy = (cr_sched_share_policy)cr_rng_below(&r, CR_SHARE_POLICY_COUNT);
+    cfg.las_starve_ns = seed % 2 ? 1800 * SEC : 0; /* (no draw: same workloads) */
     cr_sched *s = NULL;
     if (cr_sched_new(&cfg, &s) < 0) {
         abort();
     }
+    s->verify_order = true;
     build_cluster(s, &r);
     uint64_t h = 1, next_id = 1;
     /* what each job asked for, to judge work conservation under LAS */
@@ -177,7 +182,7 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
             int rc = cr_sched_job_add(s, &j, now);
             specs[j.id] = j;
             specs[j.id].tput = NULL;
-            h = mix(h, (uint64_t)(rc + 2000));
+            h = hmix(h, (uint64_t)(rc + 2000));
         } else if (k < 70) {
             cr_rng cr;
             cr_rng_seed(&cr, seed + (uint64_t)e);
@@ -187,8 +192,8 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
             for (int i = 0; i < n; i++) {
                 cr_sched_job_info info;
                 EXPECT(cr_sched_job_info_get(s, d[i].job, &info) == 0, "decision for unknown job");
-                h = mix(h, d[i].job);
-                h = mix(h, (uint64_t)d[i].action);
+                h = hmix(h, d[i].job);
+                h = hmix(h, (uint64_t)d[i].action);
                 n_start += d[i].action == CR_SCHED_START;
                 n_preempt += d[i].action == CR_SCHED_PREEMPT;
                 if (d[i].action == CR_SCHED_START) {
@@ -196,9 +201,9 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                            d[i].job);
                     EXPECT(d[i].slot_count == info.slot_count, "slot count");
                     for (size_t q = 0; q < d[i].slot_count; q++) {
-                        h = mix(h, (uint64_t)d[i].slots[q].node << 16 | d[i].slots[q].gpu);
-                        h = mix(h, (uint64_t)(d[i].slots[q].mig_start + 1));
-                        h = mix(h, d[i].slots[q].milli);
+                        h = hmix(h, (uint64_t)d[i].slots[q].node << 16 | d[i].slots[q].gpu);
+                        h = hmix(h, (uint64_t)(d[i].slots[q].mig_start + 1));
+                        h = hmix(h, d[i].slots[q].milli);
                     }
                     n_repart += d[i].mig_repartitioned;
                     if (d[i].slot_count == 1 && d[i].slots[0].milli) {
@@ -250,10 +255,10 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
             }
         } else if (k < 85 && next_id > 1) {
             uint64_t id = 1 + cr_rng_below(&r, next_id - 1);
-            h = mix(h, (uint64_t)(cr_sched_job_remove(s, id, now) + 2000));
+            h = hmix(h, (uint64_t)(cr_sched_job_remove(s, id, now) + 2000));
         } else if (k < 88 && next_id > 1) {
             uint64_t id = 1 + cr_rng_below(&r, next_id - 1);
-            h = mix(h, (uint64_t)(cr_sched_job_requeue(s, id, now) + 2000));
+            h = hmix(h, (uint64_t)(cr_sched_job_requeue(s, id, now) + 2000));
         } else if (k < 93) {
             uint32_t n = (uint32_t)cr_rng_below(&r, cr_sched_node_count(s));
             uint64_t *ids = NULL;
@@ -264,7 +269,7 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                 cr_sched_job_info info;
                 EXPECT(cr_sched_job_info_get(s, ids[i], &info) == 0 && info.state == CR_JOB_PENDING,
                        "requeued job not pending");
-                h = mix(h, ids[i]);
+                h = hmix(h, ids[i]);
             }
             free(ids);
         } else if (k < 97) {
