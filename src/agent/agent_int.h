@@ -17,6 +17,7 @@
 
 #include "cr_buf.h"
 #include "cr_client.h"
+#include "cr_ctr.h"
 #include "cr_desired.h"
 #include "cr_gpu.h"
 #include "cr_proc.h"
@@ -26,26 +27,28 @@
 #include <stdint.h>
 
 typedef struct agent_cfg {
-    const char *server;    /* controller base URL, no trailing '/' */
-    char *join_token;      /* owned: bootstrap token (file, CORRAL_JOIN_TOKEN or inline); NULL
-                              when the state dir holds this node's credential */
-    const char *ca_file;   /* --ca-file: PEM CA bundle to verify the controller; NULL system */
-    const char *tls_cert;  /* --tls-cert: serve HTTPS with this PEM certificate */
-    const char *tls_key;   /* --tls-key: its private key */
-    const char *node;      /* node name */
-    const char *rack;      /* rack name ("" none) */
-    const char *gpus;      /* --gpus spec */
-    char listen_host[256]; /* --listen host */
-    int listen_port;       /* --listen port; 0 picks one */
-    const char *advertise; /* address the controller and gang peers use */
-    const char *state_dir; /* jobs, logs, records */
-    const char *faults;    /* sim fault file */
-    int64_t wait_s;        /* long-poll wait asked of the controller */
-    int64_t run_for_ns;    /* exit after this long (0: run until signalled) */
-    int kill_on_exit;      /* stop the jobs when the agent exits */
-    const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
-    const char *cgroup_v1; /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
-    const char *dev_dir;   /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
+    const char *server;      /* controller base URL, no trailing '/' */
+    char *join_token;        /* owned: bootstrap token (file, CORRAL_JOIN_TOKEN or inline); NULL
+                                when the state dir holds this node's credential */
+    const char *ca_file;     /* --ca-file: PEM CA bundle to verify the controller; NULL system */
+    const char *tls_cert;    /* --tls-cert: serve HTTPS with this PEM certificate */
+    const char *tls_key;     /* --tls-key: its private key */
+    const char *node;        /* node name */
+    const char *rack;        /* rack name ("" none) */
+    const char *gpus;        /* --gpus spec */
+    char listen_host[256];   /* --listen host */
+    int listen_port;         /* --listen port; 0 picks one */
+    const char *advertise;   /* address the controller and gang peers use */
+    const char *state_dir;   /* jobs, logs, records */
+    const char *faults;      /* sim fault file */
+    int64_t wait_s;          /* long-poll wait asked of the controller */
+    int64_t run_for_ns;      /* exit after this long (0: run until signalled) */
+    int kill_on_exit;        /* stop the jobs when the agent exits */
+    const char *cgroup;      /* --cgroup: auto, off or a cgroup v2 directory */
+    const char *cgroup_v1;   /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
+    const char *dev_dir;     /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
+    const char *ctr_runtime; /* --container-runtime: auto, runc or crun */
+    const char *podman;      /* --podman: the podman program */
     cr_gpu_health_cfg health;
 } agent_cfg;
 
@@ -61,6 +64,10 @@ typedef struct agent {
     int port;              /* the port actually bound */
     cr_iso iso;            /* what fences the jobs here (probed at start) */
     int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
+    cr_ctr ctr;            /* podman for jobs with an image (probed at start) */
+    int64_t next_ctr_ns;   /* main only: next sweep of containers no job owns (monotonic) */
+    int ctr_left;          /* main only: the last sweep found containers of this node */
+    int ctr_swept;         /* main only: the first sweep (at start) is done */
 
     pthread_mutex_t mu;
     cr_desired *pending;    /* (mu) newest document from the poller; taken by main */
@@ -109,6 +116,22 @@ void cr__agent_cred_forget(agent *a);
 int cr__agent_token_ok(agent *a, const char *token);
 /* Does STATE-DIR/node.cred exist? */
 int cr__agent_cred_exists(const char *state_dir);
+
+/* agent_ctr.c: jobs with an image (docs/containers.md). */
+/* Image and mounts ready, then *out = the spec to spawn (podman's argv;
+ * returned new). On failure why says it for the job's event; *fatal when a
+ * retry cannot help (a missing image). */
+int cr__agent_ctr_prepare(agent *a, const cr_job_spec *s, cr_job_spec **out, char *how,
+                          size_t howlen, int64_t *pull_ms, char *why, size_t whylen, int *fatal);
+/* The job of s (podman's spec) ended: remove its container and leftovers. */
+void cr__agent_ctr_ended(agent *a, const cr_job_spec *s);
+/* A stop began: podman stop -t GRACE too (the signal proxy is the first). */
+void cr__agent_ctr_stop(agent *a, const cr_proc *p, int64_t grace_ns);
+/* Every 5 s while there are containers: remove the node's containers no
+ * running job owns; delete secret env files once podman has read them. */
+void cr__agent_ctr_sweep(agent *a, int64_t mono_ns);
+/* At exit: corral-<node> in the hierarchies podman made it in, when empty. */
+void cr__agent_ctr_fini(agent *a);
 
 /* agent_http.c */
 int cr__agent_http_start(agent *a, char *err, size_t errlen);

@@ -60,6 +60,10 @@ typedef struct cr_proc {
     char *cgroup;         /* owned: the job's cgroup v2 directory (== iso.v2), NULL when none */
     cr_iso_job iso;       /* owned: the job's cgroups (v1 devices/memory/cpu, v2) */
     int oom;              /* EXITED: the kernel's OOM killer killed something in the job */
+    char reason[400];     /* EXITED without running: why (a container image missing...); "" */
+    int fatal;            /* with reason: retrying cannot help (not retried) */
+    char pull[300];       /* container jobs: how the image was made present ("" none) */
+    int64_t pull_ms;      /* ... and how long that took */
     cr_job_spec spec;     /* owned copy of what the controller asked for */
 } cr_proc;
 

@@ -252,6 +252,7 @@ typedef struct shim_args {
     long long uid, gid;              /* the job's user; -1: stay the agent's */
     const gid_t *groups;             /* supplementary groups of uid */
     size_t ngroups;
+    int keep_root;               /* podman runs the job (container.c): it switches to uid itself */
     int out_fd, err_fd, null_fd; /* set by the shim */
 } shim_args;
 
@@ -274,7 +275,7 @@ static void say(const char *msg, long long v)
  */
 static int become_user(const shim_args *a)
 {
-    if (a->uid < 0) {
+    if (a->uid < 0 || a->keep_root) {
         return 0;
     }
     if (syscall(SYS_setgroups, a->ngroups, a->groups) != 0) {
@@ -549,7 +550,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     if ((rc = job_dirs(state_dir, spec, err, errlen)) < 0) {
         goto out;
     }
-    if (spec->workdir) {
+    if (spec->workdir && !spec->ctr.image) { /* a container's workdir is inside it */
         workdir = cr_strdup(spec->workdir);
     } else if (spec->checkpoint_dir) {
         workdir = cr_strdup(spec->checkpoint_dir);
@@ -607,6 +608,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         spec->gid,
                         groups,
                         ngroups,
+                        spec->ctr.podman,
                         -1,
                         -1,
                         -1};

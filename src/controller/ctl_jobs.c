@@ -24,17 +24,19 @@
 #define MAX_ARRAY 10000
 
 static const char *const job_members[] = {
-    "name",        "tenant",
-    "command",     "gpus",
-    "gpu_type",    "mig_profile",
-    "gpu_mem_gb",  "nodes",
-    "kind",        "model",
-    "priority",    "time_limit_s",
-    "preemptible", "checkpoint_interval_s",
-    "max_retries", "env",
-    "workdir",     "array",
-    "cpus",        "mem_bytes",
-    "secrets",     NULL,
+    "name",          "tenant",
+    "command",       "gpus",
+    "gpu_type",      "mig_profile",
+    "gpu_mem_gb",    "nodes",
+    "kind",          "model",
+    "priority",      "time_limit_s",
+    "preemptible",   "checkpoint_interval_s",
+    "max_retries",   "env",
+    "workdir",       "array",
+    "cpus",          "mem_bytes",
+    "secrets",       "image",
+    "image_archive", "mounts",
+    "entrypoint",    NULL,
 };
 static const char *const model_members[] = {"params", "method", "tokens", "precision", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
@@ -246,6 +248,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (mem_bytes > 0) {
         json_object_set_new(j->spec, "mem_bytes", json_integer(mem_bytes));
+    }
+    if ((rc = ctl_ctr_parse(body, j->spec, err)) != 0) {
+        goto out;
     }
     if (json_object_size(secrets) > 0) {
         /* The API shows which secrets a job has, never their values. */
@@ -830,6 +835,10 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     char rwhy[300];
     if (ctl_run_as_lookup(&c->cfg, proto->tenant, p->name, &ra, rwhy, sizeof rwhy) != 0) {
         ctl_reply_err(req, 403, CR_EPERM, "tenant", "%s", rwhy);
+        goto out;
+    }
+    if (ctl_ctr_check_tenant(&c->cfg, proto->tenant, proto->spec, &err) != 0) {
+        ctl_reply_err(req, 403, err.code, err.field, "%s", err.message);
         goto out;
     }
     if (ra.mapped) {
