@@ -70,9 +70,15 @@ c() {
 }
 
 # --- the image: busybox-static, imported (no registry) ----------------------
-mkdir -p "$TMP/rootfs/bin" "$TMP/rootfs/tmp" "$TMP/rootfs/etc" "$TMP/rootfs/data"
+mkdir -p "$TMP/rootfs/bin" "$TMP/rootfs/tmp" "$TMP/rootfs/etc" "$TMP/rootfs/data" \
+    "$TMP/rootfs/www/web"
 cp /bin/busybox "$TMP/rootfs/bin/busybox"
-for a in sh id ls cat echo sleep touch grep wc env true; do
+# A web server for the service replica (busybox httpd serves /www).
+echo ok >"$TMP/rootfs/www/health"
+echo served-from-container >"$TMP/rootfs/www/x"
+echo served-from-container >"$TMP/rootfs/www/web/x"
+chmod -R a+rX "$TMP/rootfs/www"
+for a in sh id ls cat echo sleep touch grep wc env true httpd; do
     ln -s busybox "$TMP/rootfs/bin/$a"
 done
 chmod 1777 "$TMP/rootfs/tmp"
@@ -231,6 +237,24 @@ c show "$R" | grep -q "image pull.*loaded from $TMP/data/arch.tar" && ok "image 
 if c submit --tenant team-a --image "$IMG" --image-archive "$TMP/other/x.tar" -- true >"$TMP/o" 2>&1; then
     fail "an archive outside mounts_allowed was accepted"
 fi
+
+# --- an inference service replica from the image, behind the gateway --------
+c services create web --tenant team-a --image "$IMG" --gpus 1 --min 1 --max 1 \
+    --ready-path /health -- sh -c 'exec httpd -f -p $PORT -h /www' >"$TMP/svc.out" 2>&1 ||
+    fail "services create with --image: $(cat "$TMP/svc.out")"
+"$BIN" gateway --listen 127.0.0.1:0 --controller "$SERVER" --token "$ADMIN" 2>"$TMP/gw.log" &
+PIDS="$PIDS $!"
+wait_until 20 grep -q "listening on" "$TMP/gw.log" || fail "gateway did not start: $(cat "$TMP/gw.log")"
+G=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$TMP/gw.log" | head -1)
+served() { curl -sf -m 5 "http://$G/web/x" | grep -q served-from-container; }
+if wait_until 90 served; then
+    ok "service replica in a container served through the gateway"
+else
+    fail "service 'web' not served through the gateway: $(c services show web 2>&1 | tail -5; tail -3 "$TMP/gw.log")"
+fi
+c services delete web >/dev/null 2>&1
+web_gone() { [ -z "$(podman ps -a --filter label=corral.node=ctr-n1 --format '{{.ID}}')" ]; }
+wait_until 60 web_gone && ok "service deleted: no container left" || fail "containers left after the service delete"
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
