@@ -13,3 +13,9 @@ echo "== cli_submit_rate"
 bash bench/controller/cli_submit_rate.sh "$BUILD/corral" || echo "(exit $?)"
 echo "== gavel_ratio"
 sh bench/sim/gavel_ratio.sh "$BUILD" 2,4,5,6,8 6000 || echo "(exit $?)"
+echo "== container_start"
+if [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1; then
+    sh bench/agent/container_start.sh 50 || echo "(exit $?)"
+else
+    echo "(skipped: needs root and podman)"
+fi
