@@ -374,12 +374,14 @@ static void add(argv_b *b, const char *s)
     b->v[b->n] = NULL;
 }
 
+/* "--flag=value" as one word: a value that starts with '-' can never be
+ * read as another flag. Takes owned. */
 static void addf(argv_b *b, const char *flag, char *owned)
 {
-    add(b, flag);
     CR_GROW(b->v, b->n + 1, b->cap);
-    b->v[b->n++] = owned;
+    b->v[b->n++] = cr_asprintf("%s=%s", flag, owned);
     b->v[b->n] = NULL;
+    free(owned);
 }
 
 /* --device for a node that exists: the path in dev_dir, /dev/NAME inside. */
@@ -412,6 +414,12 @@ char **cr_ctr_argv(const cr_ctr *c, const cr_iso *iso, const cr_job_spec *s, con
     if (s->has_user) {
         addf(&b, "--user", cr_asprintf("%lld:%lld", (long long)s->uid, (long long)s->gid));
     }
+    if (s->has_user && s->uid != 0) {
+        /* A setuid program in the image must not make the job root: podman
+         * is rootful, and root in the container is root on the node. */
+        add(&b, "--security-opt=no-new-privileges");
+        add(&b, "--cap-drop=all");
+    }
     add(&b, "--network=host");
     const char *dev = iso && iso->dev_dir[0] ? iso->dev_dir : "/dev";
     if (c->cdi && s->uuid_count > 0) {
@@ -438,18 +446,18 @@ char **cr_ctr_argv(const cr_ctr *c, const cr_iso *iso, const cr_job_spec *s, con
     for (size_t i = 0; s->uuid_count == 0 && i < s->gpu_count && off < sizeof vis; i++) {
         off += (size_t)snprintf(vis + off, sizeof vis - off, "%s%d", i ? "," : "", s->gpus[i]);
     }
-    addf(&b, "-e", cr_asprintf("NVIDIA_VISIBLE_DEVICES=%s", s->gpu_count ? vis : "void"));
+    addf(&b, "--env", cr_asprintf("NVIDIA_VISIBLE_DEVICES=%s", s->gpu_count ? vis : "void"));
     for (char *const *e = env; e && *e; e++) {
-        addf(&b, "-e", cr_strdup(*e));
+        addf(&b, "--env", cr_strdup(*e));
     }
     if (env_file) {
         addf(&b, "--env-file", cr_strdup(env_file));
     }
     if (s->checkpoint_dir) {
-        addf(&b, "-v", cr_asprintf("%s:%s", s->checkpoint_dir, s->checkpoint_dir));
+        addf(&b, "--volume", cr_asprintf("%s:%s", s->checkpoint_dir, s->checkpoint_dir));
     }
     for (size_t i = 0; i < s->ctr.mountc; i++) {
-        addf(&b, "-v", cr_strdup(s->ctr.mounts[i]));
+        addf(&b, "--volume", cr_strdup(s->ctr.mounts[i]));
     }
     if (s->mem_bytes > 0) {
         addf(&b, "--memory", cr_asprintf("%lld", (long long)s->mem_bytes));
@@ -507,6 +515,8 @@ void cr_ctr_stop_async(const cr_ctr *c, const char *name, int64_t grace_s)
     if (pid == 0) {
         if (fork() == 0) {
             setsid();
+            /* None of the agent's descriptors (its listening socket...). */
+            syscall(SYS_close_range, 3U, ~0U, 0U);
             char g[32], out[256];
             snprintf(g, sizeof g, "%lld", (long long)grace_s);
             run_podman(c, "stop", "-t", g, name, NULL, (int)(grace_s + 30) * 1000, out, sizeof out);

@@ -188,8 +188,9 @@ static int parse_container(json_t *c, const char *path, cr_container *out, char 
         (rc = get_str(c, cp, "cluster", &out->cluster, err, errlen)) < 0) {
         return rc;
     }
-    if (!out->image || !*out->image || strlen(out->image) > 512) {
-        return bad(err, errlen, cp, "image", "must be an image name of 1..512 characters");
+    if (!out->image || !*out->image || strlen(out->image) > 512 || out->image[0] == '-') {
+        return bad(err, errlen, cp, "image",
+                   "must be an image name of 1..512 characters, not starting with '-'");
     }
     if (out->archive && !*out->archive) {
         CR_FREE(out->archive);
