@@ -114,6 +114,7 @@ int cr__agent_ctr_prepare(agent *a, const cr_job_spec *s, cr_job_spec **out, cha
         *fatal = 1;
         goto out;
     }
+    cr__agent_img_used(a, s->ctr.image);
     /* A container of this run left by an earlier attempt would block the name. */
     char *name = cr_ctr_name(s);
     cr_ctr_remove(&a->ctr, name);
@@ -181,6 +182,7 @@ void cr__agent_ctr_ended(agent *a, const cr_job_spec *s)
     }
     cr_ctr_cgroup_cleanup(parent);
     a->ctr_left = 1; /* the next sweep checks that it is gone */
+    cr__agent_img_evict(a);
     free(name);
     free(envf);
     free(parent);

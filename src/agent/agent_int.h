@@ -49,6 +49,7 @@ typedef struct agent_cfg {
     const char *dev_dir;     /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
     const char *ctr_runtime; /* --container-runtime: auto, runc or crun */
     const char *podman;      /* --podman: the podman program */
+    int64_t image_cache_max; /* --image-cache-max: bytes of images the jobs used; 0 no cap */
     cr_gpu_health_cfg health;
 } agent_cfg;
 
@@ -132,6 +133,10 @@ void cr__agent_ctr_stop(agent *a, const cr_proc *p, int64_t grace_ns);
 void cr__agent_ctr_sweep(agent *a, int64_t mono_ns);
 /* At exit: corral-<node> in the hierarchies podman made it in, when empty. */
 void cr__agent_ctr_fini(agent *a);
+/* agent_imgcache.c: record that a job used image (with a cap set). */
+void cr__agent_img_used(agent *a, const char *image);
+/* Remove least recently used images past --image-cache-max (none in use). */
+void cr__agent_img_evict(agent *a);
 
 /* agent_http.c */
 int cr__agent_http_start(agent *a, char *err, size_t errlen);

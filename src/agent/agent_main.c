@@ -73,6 +73,8 @@ static void usage(FILE *f)
         "                        OCI runtime podman uses for jobs with an image (default\n"
         "                        auto: runc when installed, else crun); docs/containers.md\n"
         "  --podman PATH         the podman program (default podman, from PATH)\n"
+        "  --image-cache-max SIZE  remove the least recently used images the jobs used\n"
+        "                        past this total (e.g. 200G; default 0: no cap)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n");
 }
@@ -177,6 +179,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"dev-dir", required_argument, NULL, 'D'},
         {"container-runtime", required_argument, NULL, 'O'},
         {"podman", required_argument, NULL, 'P'},
+        {"image-cache-max", required_argument, NULL, 'I'},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -280,6 +283,11 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
                 return flag_error("--podman", "want a program name or path");
             }
             c->podman = optarg;
+            break;
+        case 'I':
+            if (cr_parse_bytes(optarg, &c->image_cache_max) != 0 || c->image_cache_max < 0) {
+                return flag_error("--image-cache-max", "want a size such as 200G (0: no cap)");
+            }
             break;
         case 'C':
             c->ca_file = optarg;

@@ -34,14 +34,18 @@ AGENT_PID=
 fails=0
 IMG=localhost/corral-test:bb
 ARCH_IMG=localhost/corral-test:arch$$
+LRU1=localhost/corral-test:lru1-$$
+LRU2=localhost/corral-test:lru2-$$
 cleanup() {
     for p in $PIDS $AGENT_PID; do kill "$p" 2>/dev/null; done
     for p in $PIDS $AGENT_PID; do wait "$p" 2>/dev/null; done
     # Containers a failed check may have left (this test's node names only).
-    for n in $(podman ps -a --filter label=corral.node=ctr-n1 --format '{{.Names}}' 2>/dev/null); do
-        podman rm -f -t 0 "$n" >/dev/null 2>&1
+    for node in ctr-n1 ctr-n2; do
+        for n in $(podman ps -a --filter label=corral.node=$node --format '{{.Names}}' 2>/dev/null); do
+            podman rm -f -t 0 "$n" >/dev/null 2>&1
+        done
     done
-    podman rmi "$ARCH_IMG" >/dev/null 2>&1
+    podman rmi "$ARCH_IMG" "$LRU1" "$LRU2" >/dev/null 2>&1
     if [ "$fails" = 0 ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
 }
 trap cleanup EXIT INT TERM
@@ -255,6 +259,33 @@ fi
 c services delete web >/dev/null 2>&1
 web_gone() { [ -z "$(podman ps -a --filter label=corral.node=ctr-n1 --format '{{.ID}}')" ]; }
 wait_until 60 web_gone && ok "service deleted: no container left" || fail "containers left after the service delete"
+
+# --- image cache cap: the least recently used image the jobs used goes ------
+# Two distinct images of about 2 MB each; a second agent capped at 3M.
+for t in 1 2; do
+    echo "$t" >"$TMP/rootfs/lru"
+    tar -C "$TMP/rootfs" -cf "$TMP/lru$t.tar" .
+done
+podman import -q "$TMP/lru1.tar" "$LRU1" >/dev/null && podman import -q "$TMP/lru2.tar" "$LRU2" >/dev/null ||
+    fail "podman import of the cache images"
+c drain ctr-n1 >/dev/null
+"$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node ctr-n2 \
+    --gpus "sim:1xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/n2" --container-runtime "$RT" \
+    --image-cache-max 3M >"$TMP/agent2.log" 2>&1 &
+PIDS="$PIDS $!"
+up2() { c nodes | grep -q 'ctr-n2.* up '; }
+wait_until 60 up2 || fail "agent ctr-n2 did not register"
+U1=$(submit --image "$LRU1" -- true)
+wait_until 60 state_is "$U1" completed || fail "job $U1 ($LRU1): $(c show "$U1")"
+podman image exists "$LRU1" || fail "$LRU1 removed while under the cap"
+U2=$(submit --image "$LRU2" -- true)
+wait_until 60 state_is "$U2" completed || fail "job $U2 ($LRU2): $(c show "$U2")"
+lru1_gone() { ! podman image exists "$LRU1"; }
+if wait_until 30 lru1_gone && podman image exists "$LRU2" && podman image exists "$IMG"; then
+    ok "image cache cap 3M: $(grep -o 'image cache over.*' "$TMP/agent2.log" | head -1)"
+else
+    fail "image cache: $LRU1 $(podman image exists "$LRU1" && echo kept || echo gone), $LRU2 $(podman image exists "$LRU2" && echo kept || echo gone): $(grep 'image cache' "$TMP/agent2.log")"
+fi
 
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
