@@ -19,3 +19,9 @@ echo "== ui_bench (dashboard page loads: 1k nodes, 10k jobs)"
 bash bench/ui/ui_bench.sh "$BUILD/corral" || echo "(exit $?)"
 echo "== bench_soak"
 "$BUILD/bench/controller/bench_soak" --seconds "${SOAK_SECONDS:-1800}" || echo "(exit $?)"
+echo "== container_start"
+if [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1; then
+    sh bench/agent/container_start.sh 50 || echo "(exit $?)"
+else
+    echo "(skipped: needs root and podman)"
+fi

@@ -119,6 +119,26 @@ wait_for 20 done_probe "$pa" && run logs "$pa"
 wait_for 20 done_probe "$pb" && run logs "$pb"
 run nodes l40s-0
 
+# One job in a container (podman; docs/containers.md), when this machine can
+# run one: an image built here from busybox-static, no registry.
+if [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && [ -x /bin/busybox ]; then
+    say "a job in a container: the image holds its software, it gets only its GPU"
+    mkdir -p "$DIR/rootfs/bin"
+    cp /bin/busybox "$DIR/rootfs/bin/busybox"
+    for a in sh id ls grep tr echo; do ln -s busybox "$DIR/rootfs/bin/$a"; done
+    tar -C "$DIR/rootfs" -cf "$DIR/bb.tar" . && rm -rf "$DIR/rootfs"
+    if podman import -q "$DIR/bb.tar" localhost/corral-demo:bb >/dev/null 2>&1; then
+        ci=$("$CORRAL" submit --tenant team-a -n in-a-container --gpu-type L40S \
+            --image localhost/corral-demo:bb -- \
+            sh -c 'echo "in image localhost/corral-demo:bb as uid $(id -u); GPU nodes: $(ls /dev | grep nvidia | tr "\n" " ")"' |
+            grep -o '[0-9]*' | head -1)
+        wait_for 30 done_probe "$ci" && run logs "$ci"
+        "$CORRAL" show "$ci" | grep -i "image pull" || true
+    else
+        echo "(podman cannot import an image here: skipped)"
+    fi
+fi
+
 # The jobs are real processes: they print what Corral gave them and work a
 # little (a busy loop drives the simulated GPU's utilisation and power).
 work='echo "job $CORRAL_JOB_ID on $CORRAL_NODE GPUs=$CUDA_VISIBLE_DEVICES rank=${RANK:-0}/${WORLD_SIZE:-1} master=${MASTER_ADDR:-}:${MASTER_PORT:-}"; end=$(( $(date +%s) + DUR )); while [ $(date +%s) -lt $end ]; do :; done'

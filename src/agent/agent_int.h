@@ -17,6 +17,7 @@
 
 #include "cr_buf.h"
 #include "cr_client.h"
+#include "cr_ctr.h"
 #include "cr_desired.h"
 #include "cr_gpu.h"
 #include "cr_proc.h"
@@ -54,6 +55,9 @@ typedef struct agent_cfg {
     int rdzv_lo, rdzv_hi; /* --rdzv-ports: where rank 0's rendezvous port is reserved */
     const char **labels;  /* --label K[=V] (repeatable): owned array, strings from argv */
     size_t nlabels;
+    const char *ctr_runtime; /* --container-runtime: auto, runc or crun */
+    const char *podman;      /* --podman: the podman program */
+    int64_t image_cache_max; /* --image-cache-max: bytes of images the jobs used; 0 no cap */
     cr_gpu_health_cfg health;
     int no_dcgm;              /* --no-dcgm: leave DCGM-named series to the real exporter */
     const char *dcgm_job_map; /* --dcgm-job-map DIR: dcgm-exporter's job mapping files */
@@ -84,6 +88,10 @@ typedef struct agent {
     int port;              /* the port actually bound */
     cr_iso iso;            /* what fences the jobs here (probed at start) */
     int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
+    cr_ctr ctr;            /* podman for jobs with an image (probed at start) */
+    int64_t next_ctr_ns;   /* main only: next sweep of containers no job owns (monotonic) */
+    int ctr_left;          /* main only: the last sweep found containers of this node */
+    int ctr_swept;         /* main only: the first sweep (at start) is done */
 
     pthread_mutex_t mu;
     cr_desired *pending;    /* (mu) newest document from the poller; taken by main */
@@ -133,6 +141,26 @@ void cr__agent_cred_forget(agent *a);
 int cr__agent_token_ok(agent *a, const char *token);
 /* Does STATE-DIR/node.cred exist? */
 int cr__agent_cred_exists(const char *state_dir);
+
+/* agent_ctr.c: jobs with an image (docs/containers.md). */
+/* Image and mounts ready, then *out = the spec to spawn (podman's argv;
+ * returned new). On failure why says it for the job's event; *fatal when a
+ * retry cannot help (a missing image). */
+int cr__agent_ctr_prepare(agent *a, const cr_job_spec *s, cr_job_spec **out, char *how,
+                          size_t howlen, int64_t *pull_ms, char *why, size_t whylen, int *fatal);
+/* The job of s (podman's spec) ended: remove its container and leftovers. */
+void cr__agent_ctr_ended(agent *a, const cr_job_spec *s);
+/* A stop began: podman stop -t GRACE too (the signal proxy is the first). */
+void cr__agent_ctr_stop(agent *a, const cr_proc *p, int64_t grace_ns);
+/* Every 5 s while there are containers: remove the node's containers no
+ * running job owns; delete secret env files once podman has read them. */
+void cr__agent_ctr_sweep(agent *a, int64_t mono_ns);
+/* At exit: corral-<node> in the hierarchies podman made it in, when empty. */
+void cr__agent_ctr_fini(agent *a);
+/* agent_imgcache.c: record that a job used image (with a cap set). */
+void cr__agent_img_used(agent *a, const char *image);
+/* Remove least recently used images past --image-cache-max (none in use). */
+void cr__agent_img_evict(agent *a);
 
 /* agent_http.c */
 int cr__agent_http_start(agent *a, char *err, size_t errlen);

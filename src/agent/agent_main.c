@@ -75,6 +75,12 @@ static void usage(FILE *f)
         "                        mounted (default auto); see docs/isolation.md\n"
         "  --dev-dir DIR         GPU device nodes (default /dev; sim: STATE-DIR.dev, made\n"
         "                        with mknod as placeholders of major 195)\n"
+        "  --container-runtime auto|runc|crun\n"
+        "                        OCI runtime podman uses for jobs with an image (default\n"
+        "                        auto: runc when installed, else crun); docs/containers.md\n"
+        "  --podman PATH         the podman program (default podman, from PATH)\n"
+        "  --image-cache-max SIZE  remove the least recently used images the jobs used\n"
+        "                        past this total (e.g. 200G; default 0: no cap)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n"
         "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
@@ -208,6 +214,9 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"cgroup", required_argument, NULL, 'c'},
         {"cgroup-v1", required_argument, NULL, 'V'},
         {"dev-dir", required_argument, NULL, 'D'},
+        {"container-runtime", required_argument, NULL, 'O'},
+        {"podman", required_argument, NULL, 'Q'},
+        {"image-cache-max", required_argument, NULL, 'I'},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -231,6 +240,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->cgroup_v1 = "auto";
     c->rdzv_lo = 29500;
     c->rdzv_hi = 29999;
+    c->ctr_runtime = "auto";
+    c->podman = "podman";
     optind = 1;
     int o;
     while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -319,6 +330,24 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
                 return flag_error("--dev-dir", "want an absolute directory");
             }
             c->dev_dir = optarg;
+            break;
+        case 'O':
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "runc") != 0 &&
+                strcmp(optarg, "crun") != 0) {
+                return flag_error("--container-runtime", "want auto, runc or crun");
+            }
+            c->ctr_runtime = optarg;
+            break;
+        case 'Q':
+            if (!*optarg || strlen(optarg) > 255) {
+                return flag_error("--podman", "want a program name or path");
+            }
+            c->podman = optarg;
+            break;
+        case 'I':
+            if (cr_parse_bytes(optarg, &c->image_cache_max) != 0 || c->image_cache_max < 0) {
+                return flag_error("--image-cache-max", "want a size such as 200G (0: no cap)");
+            }
             break;
         case 'C':
             c->ca_file = optarg;
@@ -695,6 +724,7 @@ static void start_job(agent *a, const cr_job_spec *given)
     cr_proc *p = &a->procs[a->nprocs];
     char err[512];
     cr_job_spec mig_spec;
+    cr_job_spec *ctr_spec = NULL; /* podman's spec for a job with an image */
     const cr_job_spec *s = want;
     char *mig_uuid[1] = {NULL};
     if (want->mig_profile && want->gpu_count > 1) {
@@ -729,6 +759,27 @@ static void start_job(agent *a, const cr_job_spec *given)
         mig_spec.uuid_count = 1;
         s = &mig_spec;
     }
+    char how[300] = "", why[400] = "";
+    int64_t pull_ms = 0;
+    int fatal = 0;
+    if (s->ctr.image && !s->ctr.podman) {
+        /* Before the job counts as started: its image, its mounts. */
+        int crc = cr__agent_ctr_prepare(a, s, &ctr_spec, how, sizeof how, &pull_ms, why, sizeof why,
+                                        &fatal);
+        if (crc < 0) {
+            cr_error("agent: job=%lld not started: %s", (long long)s->job, why);
+            memset(p, 0, sizeof *p);
+            p->job = s->job;
+            p->spec.run = s->run;
+            p->state = CR_PROC_EXITED;
+            p->exit_code = 125;
+            p->fatal = fatal;
+            snprintf(p->reason, sizeof p->reason, "%s", why);
+            count_exit(a);
+            goto done;
+        }
+        s = ctr_spec;
+    }
     if (cr_proc_spawn_iso(a->cfg.state_dir, a->cfg.node, s, &a->iso, p, err, sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
         memset(p, 0, sizeof *p);
@@ -736,7 +787,16 @@ static void start_job(agent *a, const cr_job_spec *given)
         p->state = CR_PROC_EXITED;
         p->exit_code = 126;
         count_exit(a);
+        if (ctr_spec) {
+            cr__agent_ctr_ended(a, ctr_spec);
+        }
     } else {
+        if (ctr_spec) {
+            snprintf(p->pull, sizeof p->pull, "%s", how);
+            p->pull_ms = pull_ms;
+            cr_info("agent: job=%lld container %s from %s (image %s, %lld ms)", (long long)s->job,
+                    s->argv[0], s->ctr.image, how, (long long)pull_ms);
+        }
         cr_debug("agent: job=%lld started pid=%d gpus=%zu", (long long)s->job, (int)p->pid,
                  s->gpu_count);
         if (s->gpu_milli || s->gpu_mem_bytes) {
@@ -757,6 +817,10 @@ done:
     if (added) {
         cr_job_spec_fini(added);
         free(added);
+    }
+    if (ctr_spec) {
+        cr_job_spec_fini(ctr_spec);
+        free(ctr_spec);
     }
 }
 
@@ -817,6 +881,7 @@ static int reconcile(agent *a, int64_t now_ns)
             cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
                     (long long)(s->grace_ns / CR_NS_PER_SEC));
             cr_proc_stop(p, s->grace_ns, now_ns);
+            cr__agent_ctr_stop(a, p, s->grace_ns);
             changed = 1;
         } else if (s->action == CR_ACT_STOP && !p && s->run > 0) {
             /* Stopped before it ever started here (a cancel right after the
@@ -841,6 +906,7 @@ static int reconcile(agent *a, int64_t now_ns)
         if (p->state == CR_PROC_RUNNING && !cr_desired_find(&a->desired, p->job)) {
             cr_info("agent: job=%lld no longer wanted here: stop", (long long)p->job);
             cr_proc_stop(p, p->spec.grace_ns, now_ns);
+            cr__agent_ctr_stop(a, p, p->spec.grace_ns);
             changed = 1;
         }
     }
@@ -892,6 +958,7 @@ static int reap(agent *a)
             cr_proc *p = &a->procs[i];
             if (p->pid == pid && !p->adopted && p->state != CR_PROC_EXITED) {
                 cr_proc_reaped(p, a->cfg.state_dir, st);
+                cr__agent_ctr_ended(a, &p->spec);
                 cr_debug("agent: job=%lld exited code=%d signal=%d", (long long)p->job,
                          p->exit_code, p->signal);
                 count_exit(a);
@@ -1058,7 +1125,9 @@ static void stop_all_and_wait(agent *a, int sfd)
         size_t left = 0;
         now = cr_mono_ns();
         for (size_t i = 0; i < a->nprocs; i++) {
-            cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, now);
+            if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, now, now)) {
+                cr__agent_ctr_ended(a, &a->procs[i].spec);
+            }
             left += a->procs[i].state != CR_PROC_EXITED;
         }
         if (left == 0 || cr_mono_ns() > end) {
@@ -1115,10 +1184,12 @@ static int run(agent *a, int sfd)
         if (mono >= next_sample) {
             for (size_t i = 0; i < a->nprocs; i++) {
                 if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono)) {
+                    cr__agent_ctr_ended(a, &a->procs[i].spec);
                     count_exit(a);
                     dirty = 1;
                 }
             }
+            cr__agent_ctr_sweep(a, mono);
             dirty |= sample_gpus(a, mono);
             render_metrics(a);
             next_sample = mono + CR_NS_PER_SEC;
@@ -1128,8 +1199,10 @@ static int run(agent *a, int sfd)
             }
         } else {
             for (size_t i = 0; i < a->nprocs; i++) {
-                if (a->procs[i].state == CR_PROC_STOPPING) {
-                    cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono);
+                if (a->procs[i].state == CR_PROC_STOPPING &&
+                    cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono)) {
+                    cr__agent_ctr_ended(a, &a->procs[i].spec); /* an adopted job's end */
+                    dirty = 1;
                 }
             }
         }
@@ -1262,6 +1335,8 @@ int cr_agent_main(int argc, char **argv)
     setup_devices(a, &dev_dir_owned);
     cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, a->cfg.node, dev_dir_owned);
     cr_iso_log(&a->iso);
+    cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
+    cr_ctr_log(&a->ctr, &a->iso);
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
     a->procs_cap = a->nprocs;
@@ -1318,6 +1393,7 @@ out:
     cr_gpu_close(a->gpu);
     free(a->metrics_text);
     free(a->live);
+    cr__agent_ctr_fini(a);
     cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
     free(dev_dir_owned);
     free(a->cfg.join_token);

@@ -176,11 +176,22 @@ json_t *cr__agent_status_body(const agent *a)
         if (p->spec.port > 0 && p->state != CR_PROC_EXITED) {
             json_object_set_new(j, "port", json_integer(p->spec.port));
         }
+        if (p->pull[0]) {
+            /* How the container's image came to be here (an event). */
+            json_object_set_new(j, "image_pull", json_string(p->pull));
+            json_object_set_new(j, "image_pull_ms", json_integer(p->pull_ms));
+        }
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));
             if (p->oom) {
                 json_object_set_new(j, "oom", json_true());
+            }
+            if (p->reason[0]) {
+                json_object_set_new(j, "reason", json_string(p->reason));
+                if (p->fatal) {
+                    json_object_set_new(j, "fatal", json_true());
+                }
             }
         }
         json_array_append_new(jobs, j);

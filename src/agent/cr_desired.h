@@ -39,6 +39,19 @@ typedef struct cr_gang {
     int launcher;      /* the command is a launcher (torchrun...): one task per node */
 } cr_gang;
 
+/* "container": the job runs from an OCI image with podman (container.c,
+ * docs/containers.md). */
+typedef struct cr_container {
+    char *image;   /* owned; NULL: a bare process (no "container") */
+    char *archive; /* "archive": image archive on the node to podman load; owned, NULL */
+    char **mounts; /* "mounts": "SRC:DST" or "SRC:DST:ro" + NULL; owned */
+    size_t mountc;
+    char **entrypoint; /* "entrypoint": + NULL; owned, NULL: the image's */
+    size_t entryc;
+    char *cluster; /* "cluster": the cluster id (container names); owned, NULL */
+    int podman;    /* "podman": argv is already podman's (a record of a started job) */
+} cr_container;
+
 typedef struct cr_job_spec {
     int64_t job;     /* job id, > 0 */
     int64_t run;     /* the controller's count of this job's starts ("run"); 0: not given */
@@ -89,6 +102,7 @@ typedef struct cr_job_spec {
      * tasks once for each new "at" (scancel --signal, sbatch --signal). */
     char signal_name[12];
     int64_t signal_at;
+    cr_container ctr; /* "container"; ctr.image NULL: none */
 } cr_job_spec;
 
 typedef struct cr_desired {

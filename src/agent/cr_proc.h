@@ -63,6 +63,10 @@ typedef struct cr_proc {
     int64_t signal_done;   /* the desired "signal.at" last delivered (see cr_task_signal) */
     int64_t term_again_ns; /* STOPPING soon after the start: SIGTERM once more then (0: no) */
     cr_job_spec spec;      /* owned copy of what the controller asked for */
+    char reason[400];      /* EXITED without running: why (a container image missing...); "" */
+    int fatal;             /* with reason: retrying cannot help (not retried) */
+    char pull[300];        /* container jobs: how the image was made present ("" none) */
+    int64_t pull_ms;       /* ... and how long that took */
 } cr_proc;
 
 /*

@@ -74,6 +74,11 @@ void cr_job_spec_fini(cr_job_spec *s)
     free(s->script);
     free(s->out_pattern);
     free(s->err_pattern);
+    free(s->ctr.image);
+    free(s->ctr.archive);
+    cr_strv_free(s->ctr.mounts);
+    cr_strv_free(s->ctr.entrypoint);
+    free(s->ctr.cluster);
     memset(s, 0, sizeof *s);
 }
 
@@ -170,6 +175,82 @@ static int str_array(json_t *a, const char *path, const char *k, size_t max, cha
     *out = v;
     *n = cnt;
     return 0;
+}
+
+#define MAX_MOUNTS 64
+
+/* "container": {"image", "archive", "mounts", "entrypoint", "cluster", "podman"}. */
+static int parse_container(json_t *c, const char *path, cr_container *out, char *err, size_t errlen)
+{
+    char cp[256];
+    snprintf(cp, sizeof cp, "%s%scontainer", path, *path ? "." : "");
+    if (!json_is_object(c)) {
+        return bad(err, errlen, path, "container", "must be an object");
+    }
+    int rc;
+    if ((rc = get_str(c, cp, "image", &out->image, err, errlen)) < 0 ||
+        (rc = get_str(c, cp, "archive", &out->archive, err, errlen)) < 0 ||
+        (rc = get_str(c, cp, "cluster", &out->cluster, err, errlen)) < 0) {
+        return rc;
+    }
+    if (!out->image || !*out->image || strlen(out->image) > 512 || out->image[0] == '-') {
+        return bad(err, errlen, cp, "image",
+                   "must be an image name of 1..512 characters, not starting with '-'");
+    }
+    if (out->archive && !*out->archive) {
+        CR_FREE(out->archive);
+    }
+    if (out->archive && out->archive[0] != '/') {
+        return bad(err, errlen, cp, "archive", "must be an absolute path");
+    }
+    if (out->cluster && strspn(out->cluster, "0123456789abcdef") != strlen(out->cluster)) {
+        return bad(err, errlen, cp, "cluster", "must be hex digits");
+    }
+    json_t *m = json_object_get(c, "mounts");
+    if (m && !json_is_null(m) &&
+        (rc = str_array(m, cp, "mounts", MAX_MOUNTS, &out->mounts, &out->mountc, err, errlen)) <
+            0) {
+        return rc;
+    }
+    json_t *e = json_object_get(c, "entrypoint");
+    if (e && !json_is_null(e) &&
+        (rc = str_array(e, cp, "entrypoint", MAX_ARGS, &out->entrypoint, &out->entryc, err,
+                        errlen)) < 0) {
+        return rc;
+    }
+    json_t *pm = json_object_get(c, "podman");
+    if (pm && !json_is_boolean(pm)) {
+        return bad(err, errlen, cp, "podman", "must be true or false");
+    }
+    out->podman = json_is_true(pm);
+    return 0;
+}
+
+static json_t *container_json(const cr_container *c)
+{
+    json_t *j = json_pack("{s:s}", "image", c->image);
+    if (c->archive) {
+        json_object_set_new(j, "archive", json_string(c->archive));
+    }
+    if (c->cluster) {
+        json_object_set_new(j, "cluster", json_string(c->cluster));
+    }
+    json_t *m = json_array();
+    for (size_t i = 0; i < c->mountc; i++) {
+        json_array_append_new(m, json_string(c->mounts[i]));
+    }
+    json_object_set_new(j, "mounts", m);
+    if (c->entrypoint) {
+        json_t *e = json_array();
+        for (size_t i = 0; i < c->entryc; i++) {
+            json_array_append_new(e, json_string(c->entrypoint[i]));
+        }
+        json_object_set_new(j, "entrypoint", e);
+    }
+    if (c->podman) {
+        json_object_set_new(j, "podman", json_true());
+    }
+    return j;
 }
 
 int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *err, size_t errlen)
@@ -431,6 +512,10 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         }
         s.has_gang = 1;
     }
+    json_t *ctr = json_object_get(j, "container");
+    if (ctr && !json_is_null(ctr) && (rc = parse_container(ctr, path, &s.ctr, err, errlen)) < 0) {
+        goto fail;
+    }
     *out = s;
     return 0;
 fail:
@@ -539,6 +624,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     if (s->array_index >= 0) {
         json_object_set_new(j, "array_index", json_integer(s->array_index));
         json_object_set_new(j, "array_job", json_integer(s->array_job));
+    }
+    if (s->ctr.image) {
+        json_object_set_new(j, "container", container_json(&s->ctr));
     }
     return j;
 }

@@ -124,8 +124,9 @@ static char *probe_v1(const char *name, const char *node, char *why, size_t whyl
 #define INSN(c, d, s, o, i) ((struct bpf_insn){(uint8_t)(c), (d), (s), (int16_t)(o), (int32_t)(i)})
 
 /*
- * A BPF_PROG_TYPE_CGROUP_DEVICE program allowing read/write (not mknod) of
- * the character devices in rules; everything else is denied. The context
+ * A BPF_PROG_TYPE_CGROUP_DEVICE program allowing read/write/mknod of the
+ * character devices in rules (mknod: the OCI runtime of a container job
+ * makes its /dev with it; it opens nothing); everything else is denied. The context
  * is struct bpf_cgroup_dev_ctx {access_type = access << 16 | type, major,
  * minor}. Registers: r2 type, r3 access, r4 major, r5 minor. Returns the
  * instruction count.
@@ -152,11 +153,11 @@ static size_t build_prog(const int *major, const int *minor, size_t n, struct bp
         if (!any) {
             p[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, 5, 0, len - 1 - at++, minor[i]);
         }
-        /* access must be within read|write */
+        /* access must be within read|write|mknod */
         p[k++] = INSN(BPF_ALU64 | BPF_MOV | BPF_X, 6, 3, 0, 0);
         at++;
         p[k++] = INSN(BPF_ALU | BPF_AND | BPF_K, 6, 0, 0,
-                      ~(int32_t)(BPF_DEVCG_ACC_READ | BPF_DEVCG_ACC_WRITE));
+                      ~(int32_t)(BPF_DEVCG_ACC_READ | BPF_DEVCG_ACC_WRITE | BPF_DEVCG_ACC_MKNOD));
         at++;
         p[k++] = INSN(BPF_JMP | BPF_JNE | BPF_K, 6, 0, len - 1 - at++, 0);
         p[k++] = INSN(BPF_ALU64 | BPF_MOV | BPF_K, 0, 0, 0, 1);
@@ -417,6 +418,15 @@ size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max
         major[n] = CR_NVIDIA_MAJOR;
         minor[n++] = s->gpus[i];
     }
+    /* A container job: podman's default devices also allow /dev/console
+     * (5:1) and /dev/net/tun (10:200); runc writes those rules in the
+     * container's cgroup below the job's, which must allow them. */
+    if (s->ctr.image && n + 2 <= max) {
+        major[n] = 5;
+        minor[n++] = 1;
+        major[n] = 10;
+        minor[n++] = 200;
+    }
     return n;
 }
 
@@ -425,12 +435,19 @@ static int v1_devices(const char *cg, const int *major, const int *minor, size_t
     if (write_at(cg, "devices.deny", "a") != 0) {
         return CR_EIO;
     }
+    /* mknod of any node ("m") lets a container's runtime (runc, in a child
+     * cgroup, docs/containers.md) make its /dev; opening is what the rules
+     * below fence, and a job without CAP_MKNOD cannot mknod anyway. */
+    if (write_at(cg, "devices.allow", "c *:* m") != 0 ||
+        write_at(cg, "devices.allow", "b *:* m") != 0) {
+        return CR_EIO;
+    }
     for (size_t i = 0; i < n; i++) {
         char rule[64];
         if (minor[i] < 0) {
-            snprintf(rule, sizeof rule, "c %d:* rw", major[i]);
+            snprintf(rule, sizeof rule, "c %d:* rwm", major[i]);
         } else {
-            snprintf(rule, sizeof rule, "c %d:%d rw", major[i], minor[i]);
+            snprintf(rule, sizeof rule, "c %d:%d rwm", major[i], minor[i]);
         }
         if (write_at(cg, "devices.allow", rule) != 0) {
             return CR_EIO;

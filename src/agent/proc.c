@@ -305,6 +305,7 @@ typedef struct shim_args {
     int script_fd;
     int ntasks;                  /* tasks (processes) on this node, >= 1 */
     int task;                    /* the task being started */
+    int keep_root;               /* podman runs the job (container.c): it switches to uid itself */
     int out_fd, err_fd, null_fd; /* set by the shim */
 } shim_args;
 
@@ -342,7 +343,7 @@ static void say(const char *msg, long long v)
  */
 static int become_user(const shim_args *a)
 {
-    if (a->uid < 0) {
+    if (a->uid < 0 || a->keep_root) {
         return 0;
     }
     if (syscall(SYS_setgroups, a->ngroups, a->groups) != 0) {
@@ -681,7 +682,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     if ((rc = job_dirs(state_dir, spec, err, errlen)) < 0) {
         goto out;
     }
-    if (spec->workdir) {
+    if (spec->workdir && !spec->ctr.image) { /* a container's workdir is inside it */
         workdir = cr_strdup(spec->workdir);
     } else if (spec->checkpoint_dir) {
         workdir = cr_strdup(spec->checkpoint_dir);
@@ -746,6 +747,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         -1,
                         tk.n,
                         0,
+                        spec->ctr.podman,
                         -1,
                         -1,
                         -1};

@@ -62,7 +62,17 @@ static const cli_opt submit_opts[] = {
      "secret env variable: stored encrypted, never shown (K alone: the value of $K here)", NULL, 0,
      0, 0},
     {"secret-file", CLI_LIST, "K=PATH", "secret env variable read from a file", NULL, 0, 0, 0},
-    {"workdir", CLI_STR, "DIR", "working directory on the node", NULL, 0, 0, 0},
+    {"workdir", CLI_STR, "DIR", "working directory on the node (with --image: in the container)",
+     NULL, 0, 0, 0},
+    {"image", CLI_STR, "IMAGE", "run the job in a container of this OCI image (podman)", NULL, 0, 0,
+     0},
+    {"image-archive", CLI_STR, "FILE",
+     "with --image: docker/oci archive on the node to load when the image is missing", NULL, 0, 0,
+     0},
+    {"mount", CLI_LIST, "SRC:DST[:ro]",
+     "with --image: bind-mount a host path the admin allows for the tenant", NULL, 0, 0, 0},
+    {"entrypoint", CLI_STR, "PROGRAM", "with --image: replace the image's entrypoint", NULL, 0, 0,
+     0},
     {"array", CLI_STR, "N|SPEC",
      "N copies, or Slurm's indexes: 0-99, 1,3,5, 0-99:2, with %N at most N at once", NULL, 0, 0,
      'a'},
@@ -355,6 +365,26 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
         }
     }
     if (add_secrets(ctx, a, job) != 0) {
+        goto bad;
+    }
+    put_str(job, "image", cr__cli_arg(a, "image"));
+    put_str(job, "image_archive", cr__cli_arg(a, "image-archive"));
+    const cli_val *ep = cr__cli_arg(a, "entrypoint");
+    if (ep->set) {
+        json_object_set_new(job, "entrypoint", json_pack("[s]", ep->str));
+    }
+    const cli_val *mnt = cr__cli_arg(a, "mount");
+    if (mnt->count) {
+        json_t *m = json_array();
+        json_object_set_new(job, "mounts", m);
+        for (size_t i = 0; i < mnt->count; i++) {
+            json_array_append_new(m, json_string(mnt->list[i]));
+        }
+    }
+    if (!cr__cli_arg(a, "image")->set &&
+        (mnt->count || ep->set || cr__cli_arg(a, "image-archive")->set)) {
+        fprintf(ctx->err,
+                "corral submit: --mount, --entrypoint and --image-archive need --image\n");
         goto bad;
     }
     /* a secret never travels as a plain variable too (--export ALL would
@@ -741,6 +771,7 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         {"exit_code", "Exit code"},
         {"signal", "Signal"},
         {"workdir", "Workdir"},
+        {"image", "Image"},
         {"secret_names", "Secrets"},
         {"submit_time", "Submitted"},
         {"start_time", "Started"},

@@ -33,6 +33,14 @@ static const cli_opt svc_opts[] = {
      NULL, 0, 0, 0},
     {"precision", CLI_STR, "P", "weight precision for the advisor",
      "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64" /* = CLI_PRECISIONS, cli_jobs.c */, 0, 0, 0},
+    {"image", CLI_STR, "IMAGE", "run each replica in a container of this OCI image (podman)", NULL,
+     0, 0, 0},
+    {"image-archive", CLI_STR, "FILE", "with --image: archive on the node to load it from", NULL, 0,
+     0, 0},
+    {"mount", CLI_LIST, "SRC:DST[:ro]", "with --image: bind-mount an allowed host path", NULL, 0, 0,
+     0},
+    {"entrypoint", CLI_STR, "PROGRAM", "with --image: replace the image's entrypoint", NULL, 0, 0,
+     0},
 };
 
 static const char *jstr(const json_t *o, const char *key)
@@ -60,7 +68,9 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
                 {"mig", "mig_profile"},
                 {"ready-path", "ready_path"},
                 {"tenant", "tenant"},
-                {"kind", "kind"}};
+                {"kind", "kind"},
+                {"image", "image"},
+                {"image-archive", "image_archive"}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         const cli_val *v = cr__cli_arg(a, strs[i].flag);
         if (v->set) {
@@ -121,6 +131,17 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
         json_object_set_new(b, "model", model);
     } else {
         json_decref(model);
+    }
+    const cli_val *ep = cr__cli_arg(a, "entrypoint"), *mnt = cr__cli_arg(a, "mount");
+    if (ep->set) {
+        json_object_set_new(b, "entrypoint", json_pack("[s]", ep->str));
+    }
+    if (mnt->count) {
+        json_t *m = json_array();
+        json_object_set_new(b, "mounts", m);
+        for (size_t i = 0; i < mnt->count; i++) {
+            json_array_append_new(m, json_string(mnt->list[i]));
+        }
     }
     const cli_val *env = cr__cli_arg(a, "env");
     if (env->count) {

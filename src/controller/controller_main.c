@@ -247,6 +247,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "checkpoint_root",
                                           "checkpoint_retention_s",
                                           "run_as",
+                                          "mounts_allowed",
                                           "cpus_per_gpu",
                                           "mem_per_gpu",
                                           "node_approval",
@@ -272,7 +273,7 @@ static int load_config(const char *path, ctl_config *cfg)
             gr = cfg->grace_s, keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
             bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip;
     double cpg = cfg->cpus_per_gpu;
-    json_t *prices = NULL, *run_as = NULL;
+    json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL;
     int rc = 0;
     if ((rc = cr_json_only(v, "", members, &err)) ||
         (rc = cr_json_str(v, "", "listen", false, 100, &listen, &err)) ||
@@ -301,6 +302,8 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_str(v, "", "mem_per_gpu", false, 32, &mpg, &err)) ||
         (rc = cr_json_obj(v, "", "run_as", false, &run_as, &err)) ||
         (run_as && (rc = ctl_run_as_check(run_as, &err))) ||
+        (rc = cr_json_obj(v, "", "mounts_allowed", false, &mounts_allowed, &err)) ||
+        (mounts_allowed && (rc = ctl_mounts_allowed_check(mounts_allowed, &err))) ||
         (rc = cr_json_str(v, "", "node_approval", false, 15, &appr, &err)) ||
         (rc = cr_json_bool(v, "", "join_token", false, &legacy_join, &err)) ||
         (rc =
@@ -404,6 +407,10 @@ static int load_config(const char *path, ctl_config *cfg)
         json_decref(cfg->run_as);
         cfg->run_as = json_deep_copy(run_as);
     }
+    if (mounts_allowed) {
+        json_decref(cfg->mounts_allowed);
+        cfg->mounts_allowed = json_deep_copy(mounts_allowed);
+    }
     if (prices) {
         json_decref(cfg->prices);
         cfg->prices = json_deep_copy(prices);
@@ -500,6 +507,7 @@ static void ctl_free_state(ctl *c)
     cr_prom_hist_fini(&c->cycle_hist);
     json_decref(c->cfg.prices);
     json_decref(c->cfg.run_as);
+    json_decref(c->cfg.mounts_allowed);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
 }

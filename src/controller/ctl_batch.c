@@ -63,8 +63,8 @@ int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher)
     if (tpn > 0) {
         return (int)tpn;
     }
-    if (*launcher) {
-        return 1;
+    if (*launcher || json_object_get(j->spec, "image")) {
+        return 1; /* (a container: one per node, its launcher starts the rest) */
     }
     if ((strcmp(j->kind, "pretrain") == 0 || strcmp(j->kind, "finetune") == 0) && node_gpus > 0) {
         return (int)(node_gpus < CTL_MAX_TASKS_PER_NODE ? node_gpus : CTL_MAX_TASKS_PER_NODE);

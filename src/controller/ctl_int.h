@@ -76,6 +76,7 @@ typedef struct ctl_job {
     int exit_code, signal, retries, max_retries;
     int runs;                /* starts so far; the current run's number in desired state */
     int port;                /* service replica: the PORT its agent gave this run; 0 unknown */
+    int pull_event_run;      /* container jobs: the run whose "image pull" event is recorded */
     int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
@@ -213,6 +214,7 @@ typedef struct ctl_config {
     char checkpoint_root[1024];     /* per-job checkpoint dirs under it */
     int64_t checkpoint_retention_s; /* agents remove checkpoints untouched this long; 0 never */
     json_t *run_as;                 /* owned: the validated "run_as" section; NULL single-user */
+    json_t *mounts_allowed;         /* owned: {"tenant": ["/host/path"...]}; NULL: no mounts */
     double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
     int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
     bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
@@ -242,6 +244,15 @@ int ctl_run_as_check(const json_t *v, cr_json_err *err);
  * CR_EPERM with why (the job must be refused). */
 int ctl_run_as_lookup(const ctl_config *cfg, const char *tenant, const char *user, ctl_run_as *out,
                       char *why, size_t whylen);
+/* ctl_ctr.c: jobs in containers (docs/containers.md). */
+/* Validate a "mounts_allowed" config section. */
+int ctl_mounts_allowed_check(const json_t *v, cr_json_err *err);
+/* Parse the container members of a job request into spec. 0 or err. */
+int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err);
+/* The job's mounts and archive are under the tenant's allowed paths: 0 or
+ * CR_EPERM naming the field. */
+int ctl_ctr_check_tenant(const ctl_config *cfg, const char *tenant, const json_t *spec,
+                         cr_json_err *err);
 /* The cluster id in <state_dir>/cluster.id (made once, 16 hex digits, 0600). */
 int ctl_cluster_id_load(const char *state_dir, char *out, size_t len);
 
@@ -566,5 +577,8 @@ void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p);
 /* A gateway reported load with its /metrics port (member metrics_port of
  * POST /v1/services/{name}/metrics): list it for discovery. Own lock. */
 void ctl_ui_gateway_seen(const char *addr, int port);
+/* ctl_ctr.c: the desired state's "container" of a job; NULL when it has
+ * no image. Returned new. */
+json_t *ctl_ctr_desired(const ctl *c, const json_t *spec);
 
 #endif

@@ -43,7 +43,9 @@ static const char *const job_members[] = {
     "exclusive",      "warn_signal",
     "cpus",           "mem_bytes",
     "secrets",        "gpu_milli",
-    "gpu_mem_bytes",  NULL,
+    "gpu_mem_bytes",  "image",
+    "image_archive",  "mounts",
+    "entrypoint",     NULL,
 };
 static const char *const model_members[] = {"params",    "method", "tokens",
                                             "precision", "name",   NULL};
@@ -396,6 +398,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (gmem > 0) {
         json_object_set_new(j->spec, "gpu_mem_bytes", json_integer(gmem));
+    }
+    if ((rc = ctl_ctr_parse(body, j->spec, err)) != 0) {
+        goto out;
     }
     if (json_object_size(secrets) > 0) {
         /* The API shows which secrets a job has, never their values. */
@@ -1062,6 +1067,10 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     char rwhy[300];
     if (ctl_run_as_lookup(&c->cfg, proto->tenant, p->name, &ra, rwhy, sizeof rwhy) != 0) {
         ctl_reply_err(req, 403, CR_EPERM, "tenant", "%s", rwhy);
+        goto out;
+    }
+    if (ctl_ctr_check_tenant(&c->cfg, proto->tenant, proto->spec, &err) != 0) {
+        ctl_reply_err(req, 403, err.code, err.field, "%s", err.message);
         goto out;
     }
     if (ra.mapped) {

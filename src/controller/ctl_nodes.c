@@ -266,6 +266,10 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
             json_object_set_new(e, "gpu_mem_bytes", json_integer(j->gpu_mem_bytes));
         }
         ctl_batch_entry(j, e);
+        json_t *ctr = ctl_ctr_desired(c, j->spec);
+        if (ctr) {
+            json_object_set_new(e, "container", ctr);
+        }
         desired_fence(c, j, pl, e);
         if (j->secrets_enc) {
             /* Opened only here, for the node's own credential (the caller
@@ -979,8 +983,9 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
-    static const char *const job_members[] = {"job", "state", "pid", "exit_code", "signal",
-                                              "run", "port",  "oom", NULL};
+    static const char *const job_members[] = {
+        "job", "state",  "pid",   "exit_code",  "signal",        "run", "port",
+        "oom", "reason", "fatal", "image_pull", "image_pull_ms", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -1020,7 +1025,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         snprintf(path, sizeof path, "jobs[%zu]", i);
         int64_t x;
         bool oom_ignored = false;
-        const char *st = "";
+        const char *st = "", *text_ignored = "";
         if (!json_is_object(jr)) {
             cr_json_fail(&err, CR_EINVAL, path, "field '%s': must be an object", path);
             goto bad;
@@ -1034,7 +1039,11 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_int(jr, path, "signal", false, 0, 128, &x, &err) ||
             cr_json_int(jr, path, "run", false, 0, INT32_MAX, &x, &err) ||
             cr_json_int(jr, path, "port", false, 1, 65535, &x, &err) ||
-            cr_json_bool(jr, path, "oom", false, &oom_ignored, &err)) {
+            cr_json_bool(jr, path, "oom", false, &oom_ignored, &err) ||
+            cr_json_bool(jr, path, "fatal", false, &oom_ignored, &err) ||
+            cr_json_str(jr, path, "reason", false, 400, &text_ignored, &err) ||
+            cr_json_str(jr, path, "image_pull", false, 300, &text_ignored, &err) ||
+            cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
             goto bad;
         }
     }
@@ -1118,6 +1127,22 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         ctl_job_account(c, txn, j, now);
     }
+    /* Container jobs: how the image came to the node, once per run (an event). */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *run = json_object_get(jr, "run");
+        const char *how = json_string_value(json_object_get(jr, "image_pull"));
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!how || !j || j->state != JS_RUNNING || j->pull_event_run == j->runs ||
+            (run && json_integer_value(run) != j->runs) || !ctl_text_clean(how)) {
+            continue;
+        }
+        j->pull_event_run = j->runs;
+        char ev[600];
+        snprintf(ev, sizeof ev, "%s on node %s: %s in %lld ms",
+                 json_string_value(json_object_get(j->spec, "image")), n->name, how,
+                 (long long)json_integer_value(json_object_get(jr, "image_pull_ms")));
+        cr_store_txn_event(txn, j->id, now, "image pull", ev);
+    }
     /* Ports the agent gave replicas (the current run's, on this node). */
     for (size_t i = 0; i < json_array_size(jobs); i++) {
         json_t *jr = json_array_get(jobs, i), *port = json_object_get(jr, "port");
@@ -1180,8 +1205,17 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
                 continue;
             }
         }
-        char why[200];
-        if (json_is_true(json_object_get(jr, "oom"))) {
+        char why[600];
+        const char *reason = json_string_value(json_object_get(jr, "reason"));
+        if (reason && *reason && ctl_text_clean(reason)) {
+            /* The agent could not start it (a container image missing...). */
+            bool fatal = json_is_true(json_object_get(jr, "fatal"));
+            snprintf(why, sizeof why, "%s on node %s%s", reason, n->name,
+                     fatal ? " (not retried: retrying cannot help)" : "");
+            if (fatal && j->retries < j->max_retries) {
+                j->max_retries = j->retries;
+            }
+        } else if (json_is_true(json_object_get(jr, "oom"))) {
             snprintf(why, sizeof why,
                      "out of memory: the kernel's OOM killer acted in the job's memory limit on "
                      "node %s (%s %d)",

@@ -146,10 +146,10 @@ static void autoscaler_setup(ctl_service *s)
 #define SVC_BYTES_MAX (64 << 20) /* max_replicas x the replica spec's size */
 
 static const char *const svc_members[] = {
-    "name",        "tenant",       "command",       "gpus",     "gpu_type",
-    "mig_profile", "gpu_mem_gb",   "env",           "workdir",  "model",
-    "priority",    "min_replicas", "max_replicas",  "replicas", "target",
-    "ready_path",  "gpu_milli",    "gpu_mem_bytes", NULL,
+    "name",         "tenant",        "command", "gpus",       "gpu_type",  "mig_profile",
+    "gpu_mem_gb",   "env",           "workdir", "model",      "priority",  "min_replicas",
+    "max_replicas", "replicas",      "target",  "ready_path", "gpu_milli", "gpu_mem_bytes",
+    "image",        "image_archive", "mounts",  "entrypoint", NULL,
 };
 
 static bool name_ok(const char *s)
@@ -223,9 +223,10 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     }
     /* The replica job: validated by the job rules, so errors name the same fields. */
     json_t *jr = json_object();
-    static const char *const pass[] = {"command",    "gpus",      "gpu_type",      "mig_profile",
-                                       "gpu_mem_gb", "env",       "workdir",       "model",
-                                       "priority",   "gpu_milli", "gpu_mem_bytes", NULL};
+    static const char *const pass[] = {"command",       "gpus",      "gpu_type",      "mig_profile",
+                                       "gpu_mem_gb",    "env",       "workdir",       "model",
+                                       "priority",      "gpu_milli", "gpu_mem_bytes", "image",
+                                       "image_archive", "mounts",    "entrypoint",    NULL};
     for (size_t i = 0; pass[i]; i++) {
         json_t *x = json_object_get(v, pass[i]);
         if (x) {
@@ -705,6 +706,12 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
     char rwhy[300];
     if (ctl_run_as_lookup(&c->cfg, s->tenant, NULL, &ra, rwhy, sizeof rwhy) != 0) {
         ctl_reply_err(req, 403, CR_EPERM, "tenant", "%s", rwhy);
+        svc_free(s);
+        return;
+    }
+    cr_json_err cerr;
+    if (ctl_ctr_check_tenant(&c->cfg, s->tenant, s->job_req, &cerr) != 0) {
+        ctl_reply_err(req, 403, cerr.code, cerr.field, "%s", cerr.message);
         svc_free(s);
         return;
     }

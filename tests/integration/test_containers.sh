@@ -1,0 +1,291 @@
+#!/bin/sh
+# test_containers.sh - jobs in containers with podman (docs/containers.md):
+# the real controller and a real agent with simulated GPUs on loopback, and
+# a tiny image built here from the busybox-static package (podman import of
+# a tar; no registry). Shows that
+#   - a job runs in the image as its tenant's mapped uid, sees only its own
+#     GPUs' placeholder device nodes (and nvidiactl), gets its env and
+#     secrets, and its read-only mount is read-only; an "image pull" event;
+#   - a mount outside the tenant's allowed host paths is refused at submit;
+#   - cancel and a time limit leave no container (podman ps -a empty);
+#   - the agent killed with -9 and restarted re-adopts the running
+#     container (same container, not a second one);
+#   - a missing image fails the job at once with the reason (no retries);
+#   - an image missing from the store is loaded from --image-archive.
+# Needs root and podman with runc or crun; exits 77 only when podman cannot
+# run a container here at all.
+set -u
+
+BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+if [ "$(id -u)" != 0 ]; then
+    echo "SKIP: needs root (rootful podman, setuid)"
+    exit 77
+fi
+if ! command -v podman >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
+    echo "SKIP: podman or busybox-static not installed (make deps)"
+    exit 77
+fi
+RT=runc
+command -v runc >/dev/null 2>&1 || RT=crun
+TMP=$(mktemp -d /var/tmp/corral-ctr.XXXXXX)
+chmod 755 "$TMP"
+PIDS=
+AGENT_PID=
+fails=0
+IMG=localhost/corral-test:bb
+ARCH_IMG=localhost/corral-test:arch$$
+LRU1=localhost/corral-test:lru1-$$
+LRU2=localhost/corral-test:lru2-$$
+cleanup() {
+    for p in $PIDS $AGENT_PID; do kill "$p" 2>/dev/null; done
+    for p in $PIDS $AGENT_PID; do wait "$p" 2>/dev/null; done
+    # Containers a failed check may have left (this test's node names only).
+    for node in ctr-n1 ctr-n2; do
+        for n in $(podman ps -a --filter label=corral.node=$node --format '{{.Names}}' 2>/dev/null); do
+            podman rm -f -t 0 "$n" >/dev/null 2>&1
+        done
+    done
+    podman rmi "$ARCH_IMG" "$LRU1" "$LRU2" >/dev/null 2>&1
+    if [ "$fails" = 0 ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
+}
+trap cleanup EXIT INT TERM
+unset CORRAL_SERVER CORRAL_TOKEN
+export CORRAL_CONFIG=/dev/null
+
+fail() {
+    echo "FAIL: $*"
+    fails=$((fails + 1))
+}
+ok() { echo "ok: $*"; }
+wait_until() {
+    n=$(($1 * 10))
+    shift
+    while [ "$n" -gt 0 ]; do
+        "$@" >/dev/null 2>&1 && return 0
+        sleep 0.1
+        n=$((n - 1))
+    done
+    return 1
+}
+c() {
+    cmd=$1
+    shift
+    "$BIN" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
+}
+
+# --- the image: busybox-static, imported (no registry) ----------------------
+mkdir -p "$TMP/rootfs/bin" "$TMP/rootfs/tmp" "$TMP/rootfs/etc" "$TMP/rootfs/data" \
+    "$TMP/rootfs/www/web"
+cp /bin/busybox "$TMP/rootfs/bin/busybox"
+# A web server for the service replica (busybox httpd serves /www).
+echo ok >"$TMP/rootfs/www/health"
+echo served-from-container >"$TMP/rootfs/www/x"
+echo served-from-container >"$TMP/rootfs/www/web/x"
+chmod -R a+rX "$TMP/rootfs/www"
+for a in sh id ls cat echo sleep touch grep wc env true httpd; do
+    ln -s busybox "$TMP/rootfs/bin/$a"
+done
+chmod 1777 "$TMP/rootfs/tmp"
+tar -C "$TMP/rootfs" -cf "$TMP/bb.tar" .
+if ! podman import -q "$TMP/bb.tar" "$IMG" >"$TMP/import.out" 2>&1; then
+    echo "SKIP: podman import failed: $(cat "$TMP/import.out")"
+    exit 77
+fi
+if ! podman --runtime "$RT" run --rm --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
+    "$IMG" true >"$TMP/probe.out" 2>&1; then
+    echo "SKIP: podman cannot run a container here: $(cat "$TMP/probe.out")"
+    exit 77
+fi
+mkdir -p "$TMP/data" "$TMP/other"
+# An archive of a second tag, then that tag removed: the job must load it.
+podman tag "$IMG" "$ARCH_IMG" && podman save -q -o "$TMP/data/arch.tar" "$ARCH_IMG" ||
+    fail "podman save"
+podman untag "$IMG" "$ARCH_IMG" >/dev/null 2>&1
+podman image exists "$ARCH_IMG" && fail "$ARCH_IMG still in the store"
+echo hello-from-host >"$TMP/data/hello"
+chmod -R a+rX "$TMP/data"
+
+# --- controller and agent ---------------------------------------------------
+cat >"$TMP/ctl.json" <<EOF
+{"run_as": {"tenants": {"team-a": {"uid": 64001, "gid": 64001}}},
+ "mounts_allowed": {"team-a": ["$TMP/data"]},
+ "checkpoint_root": "$TMP/ckpt", "grace_s": 5}
+EOF
+"$BIN" controller --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
+    --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+PIDS="$PIDS $!"
+wait_until 30 test -s "$TMP/ctl/listen.addr" || { fail "controller did not start"; exit 1; }
+SERVER=$(cat "$TMP/ctl/listen.addr")
+wait_until 30 test -s "$TMP/ctl/admin.token"
+ADMIN=$(cat "$TMP/ctl/admin.token")
+c tenants create team-a >/dev/null || fail "tenant"
+
+start_agent() {
+    "$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node ctr-n1 \
+        --gpus "sim:4xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/n1" \
+        --container-runtime "$RT" >>"$TMP/agent.log" 2>&1 &
+    AGENT_PID=$!
+}
+start_agent
+up() { c nodes | grep -q 'ctr-n1.* up '; }
+wait_until 60 up || { fail "agent did not register: $(cat "$TMP/agent.log")"; exit 1; }
+if grep -q "containers: .*runtime $RT" "$TMP/agent.log"; then
+    ok "agent says: $(grep -o 'containers: .*' "$TMP/agent.log" | head -1)"
+else
+    fail "the agent did not say which container runtime it uses: $(cat "$TMP/agent.log")"
+fi
+
+submit() { c submit --tenant team-a "$@" | grep -o '[0-9][0-9]*' | head -1; }
+state_is() { c show "$1" | grep -qi "^ *state: *$2"; }
+ctr_of() { podman ps -a --filter "label=corral.job=$1" --filter label=corral.node=ctr-n1 --format '{{.ID}}'; }
+no_ctr() { [ -z "$(ctr_of "$1")" ]; }
+running_ctr() { podman ps --filter "label=corral.job=$1" --filter label=corral.node=ctr-n1 --format '{{.ID}}' | grep -q .; }
+
+# --- a job in the image: uid, devices, env, secret, read-only mount ---------
+A=$(submit --image "$IMG" --gpus 2 --mount "$TMP/data:/data:ro" --env GREETING=hi \
+    --secret MYSECRET=s3cr3t-value -- sh -c \
+    'echo uid=$(id -u) gid=$(id -g); ls /dev | grep nvidia | tr "\n" " "; echo;
+     if touch /data/x 2>/dev/null; then echo data=WRITABLE; else echo data=READONLY; fi;
+     cat /data/hello; echo greeting=$GREETING secret=$MYSECRET;
+     echo cvd=$CUDA_VISIBLE_DEVICES nvd=$NVIDIA_VISIBLE_DEVICES;
+     touch $CORRAL_CHECKPOINT_DIR/ckpt && echo ckpt=ok')
+[ -n "$A" ] || fail "submit with --image failed"
+wait_until 90 state_is "$A" completed || fail "job $A did not complete: $(c show "$A"; c logs "$A" --stderr)"
+c logs "$A" >"$TMP/a.out" 2>&1
+grep -q "^uid=64001 gid=64001" "$TMP/a.out" && ok "in the container as the mapped uid: $(head -1 "$TMP/a.out")" ||
+    fail "uid in the container: $(cat "$TMP/a.out")"
+devs=$(sed -n 2p "$TMP/a.out")
+ngpu=$(echo "$devs" | tr ' ' '\n' | grep -c '^nvidia[0-9]')
+if [ "$ngpu" = 2 ] && echo "$devs" | grep -q nvidiactl; then
+    ok "only its 2 GPUs' device nodes inside: $devs"
+else
+    fail "device nodes inside: '$devs' (want exactly 2 nvidiaN + nvidiactl)"
+fi
+grep -q "^data=READONLY" "$TMP/a.out" && ok "--mount ...:ro is read-only" || fail "ro mount: $(cat "$TMP/a.out")"
+[ -e "$TMP/data/x" ] && fail "the job wrote through a :ro mount"
+grep -q "^hello-from-host" "$TMP/a.out" || fail "mount content not seen: $(cat "$TMP/a.out")"
+grep -q "greeting=hi secret=s3cr3t-value" "$TMP/a.out" && ok "env and secret inside" ||
+    fail "env/secret: $(cat "$TMP/a.out")"
+grep -q "^cvd=GPU-.* nvd=GPU-" "$TMP/a.out" || fail "CUDA/NVIDIA_VISIBLE_DEVICES: $(cat "$TMP/a.out")"
+grep -q "^ckpt=ok" "$TMP/a.out" && ok "checkpoint dir mounted and writable" || fail "checkpoint dir: $(cat "$TMP/a.out")"
+c show "$A" | grep -q "image pull.*present" && ok "event: $(c show "$A" | grep -o 'image pull.*' | head -1)" ||
+    fail "no 'image pull' event: $(c show "$A")"
+wait_until 30 no_ctr "$A" && ok "finished job $A left no container" || fail "container of $A left: $(ctr_of "$A")"
+[ -z "$(ls -A "$TMP/n1/ctr" 2>/dev/null)" ] || fail "secret env file left: $(ls "$TMP/n1/ctr")"
+if grep -q "s3cr3t-value" "$TMP/n1/jobs.journal"; then fail "the secret is in the journal"; fi
+
+# --- a mount outside the allow-list is refused at submit --------------------
+if c submit --tenant team-a --image "$IMG" --mount "$TMP/other:/o" -- true >"$TMP/o" 2>&1; then
+    fail "a mount outside mounts_allowed was accepted"
+elif grep -q "mounts\[0\]" "$TMP/o" && grep -q "mounts_allowed" "$TMP/o"; then
+    ok "mount outside the allow-list refused: $(cat "$TMP/o")"
+else
+    fail "mount refusal: $(cat "$TMP/o")"
+fi
+if c submit --tenant team-a --image "$IMG" --mount "$TMP/data/../other:/o" -- true >"$TMP/o" 2>&1; then
+    fail "a mount with .. was accepted"
+fi
+# A symbolic link inside the allowed directory: refused on the node.
+ln -s "$TMP/other" "$TMP/data/link"
+L=$(submit --image "$IMG" --mount "$TMP/data/link:/o" -- true)
+wait_until 60 state_is "$L" failed && c show "$L" | grep -q "symbolic link" &&
+    ok "a mount through a symbolic link fails the job" || fail "symlink mount: $(c show "$L")"
+rm -f "$TMP/data/link"
+
+# --- cancel and time limit leave no container -------------------------------
+C=$(submit --image "$IMG" -- sh -c 'trap "" TERM; sleep 300')
+wait_until 60 running_ctr "$C" || fail "job $C: no running container: $(c show "$C")"
+c cancel "$C" >/dev/null
+wait_until 60 state_is "$C" cancelled || fail "job $C not cancelled: $(c show "$C")"
+wait_until 60 no_ctr "$C" && ok "cancel (a job ignoring SIGTERM) left no container" ||
+    fail "container of cancelled $C left: $(ctr_of "$C")"
+
+T=$(submit --image "$IMG" --time 3s -- sleep 300)
+wait_until 90 state_is "$T" failed || fail "job $T past its time limit did not fail: $(c show "$T")"
+wait_until 60 no_ctr "$T" && ok "time limit left no container" || fail "container of $T left: $(ctr_of "$T")"
+
+# --- agent kill -9 and restart: the container is re-adopted -----------------
+K=$(submit --image "$IMG" -- sleep 300)
+wait_until 60 running_ctr "$K" || fail "job $K: no running container"
+before=$(ctr_of "$K")
+kill -9 "$AGENT_PID"
+wait "$AGENT_PID" 2>/dev/null
+start_agent
+wait_until 60 grep -q "job=$K still running: adopted" "$TMP/agent.log" || fail "job $K not adopted: $(tail -5 "$TMP/agent.log")"
+# Past a sweep of the restarted agent (every 5 s while containers run).
+sleep 7
+after=$(ctr_of "$K")
+if [ -n "$before" ] && [ "$before" = "$after" ] && running_ctr "$K" && state_is "$K" running; then
+    ok "agent kill -9 + restart: container $after re-adopted, still running, no second one"
+else
+    fail "after the agent restart: before '$before' after '$after' ($(c show "$K" | grep -i state))"
+fi
+c cancel "$K" >/dev/null
+wait_until 60 no_ctr "$K" && ok "the re-adopted container stops on cancel" || fail "container of $K left"
+
+# --- a missing image fails at once, with the reason, not retried ------------
+M=$(submit --image localhost/corral-missing:none --retries 3 -- true)
+wait_until 60 state_is "$M" failed || fail "job $M with a missing image did not fail: $(c show "$M")"
+if c show "$M" | grep -q "not in this node's image store" && c show "$M" | grep -qi "retries: *0"; then
+    ok "missing image: $(c show "$M" | grep -i '^ *reason' | head -1)"
+else
+    fail "missing image reason/retries: $(c show "$M")"
+fi
+
+# --- an image loaded from --image-archive -----------------------------------
+R=$(submit --image "$ARCH_IMG" --image-archive "$TMP/data/arch.tar" -- echo from-archive)
+wait_until 90 state_is "$R" completed || fail "job $R (archive) did not complete: $(c show "$R")"
+c logs "$R" | grep -q from-archive || fail "job $R output: $(c logs "$R")"
+c show "$R" | grep -q "image pull.*loaded from $TMP/data/arch.tar" && ok "image loaded from the archive (event)" ||
+    fail "no 'loaded from' event: $(c show "$R")"
+if c submit --tenant team-a --image "$IMG" --image-archive "$TMP/other/x.tar" -- true >"$TMP/o" 2>&1; then
+    fail "an archive outside mounts_allowed was accepted"
+fi
+
+# --- an inference service replica from the image, behind the gateway --------
+c services create web --tenant team-a --image "$IMG" --gpus 1 --min 1 --max 1 \
+    --ready-path /health -- sh -c 'exec httpd -f -p $PORT -h /www' >"$TMP/svc.out" 2>&1 ||
+    fail "services create with --image: $(cat "$TMP/svc.out")"
+"$BIN" gateway --listen 127.0.0.1:0 --controller "$SERVER" --token "$ADMIN" 2>"$TMP/gw.log" &
+PIDS="$PIDS $!"
+wait_until 20 grep -q "listening on" "$TMP/gw.log" || fail "gateway did not start: $(cat "$TMP/gw.log")"
+G=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$TMP/gw.log" | head -1)
+served() { curl -sf -m 5 "http://$G/web/x" | grep -q served-from-container; }
+if wait_until 90 served; then
+    ok "service replica in a container served through the gateway"
+else
+    fail "service 'web' not served through the gateway: $(c services show web 2>&1 | tail -5; tail -3 "$TMP/gw.log")"
+fi
+c services delete web >/dev/null 2>&1
+web_gone() { [ -z "$(podman ps -a --filter label=corral.node=ctr-n1 --format '{{.ID}}')" ]; }
+wait_until 60 web_gone && ok "service deleted: no container left" || fail "containers left after the service delete"
+
+# --- image cache cap: the least recently used image the jobs used goes ------
+# Two distinct images of about 2 MB each; a second agent capped at 3M.
+for t in 1 2; do
+    echo "$t" >"$TMP/rootfs/lru"
+    tar -C "$TMP/rootfs" -cf "$TMP/lru$t.tar" .
+done
+podman import -q "$TMP/lru1.tar" "$LRU1" >/dev/null && podman import -q "$TMP/lru2.tar" "$LRU2" >/dev/null ||
+    fail "podman import of the cache images"
+c drain ctr-n1 >/dev/null
+"$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node ctr-n2 \
+    --gpus "sim:1xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/n2" --container-runtime "$RT" \
+    --image-cache-max 3M >"$TMP/agent2.log" 2>&1 &
+PIDS="$PIDS $!"
+up2() { c nodes | grep -q 'ctr-n2.* up '; }
+wait_until 60 up2 || fail "agent ctr-n2 did not register"
+U1=$(submit --image "$LRU1" -- true)
+wait_until 60 state_is "$U1" completed || fail "job $U1 ($LRU1): $(c show "$U1")"
+podman image exists "$LRU1" || fail "$LRU1 removed while under the cap"
+U2=$(submit --image "$LRU2" -- true)
+wait_until 60 state_is "$U2" completed || fail "job $U2 ($LRU2): $(c show "$U2")"
+lru1_gone() { ! podman image exists "$LRU1"; }
+if wait_until 30 lru1_gone && podman image exists "$LRU2" && podman image exists "$IMG"; then
+    ok "image cache cap 3M: $(grep -o 'image cache over.*' "$TMP/agent2.log" | head -1)"
+else
+    fail "image cache: $LRU1 $(podman image exists "$LRU1" && echo kept || echo gone), $LRU2 $(podman image exists "$LRU2" && echo kept || echo gone): $(grep 'image cache' "$TMP/agent2.log")"
+fi
+
+echo "$fails failure(s)"
+[ "$fails" = 0 ]
