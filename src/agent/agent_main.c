@@ -1296,7 +1296,14 @@ int cr_agent_main(int argc, char **argv)
         goto out;
     }
     umask(077);
-    cr_proc_fix_modes(a->cfg.state_dir);
+    if (cr_proc_fix_modes(a->cfg.state_dir) != 0) {
+        fprintf(stderr,
+                "corral agent: --state-dir %s: a shared directory (world-writable, sticky or "
+                "not this user's); give the agent a directory of its own\n",
+                a->cfg.state_dir);
+        rc = 2;
+        goto out;
+    }
     if (cr__agent_cred_load(a) == 0) {
         cr_info("agent: node=%s: using its credential from %s/node.cred", a->cfg.node,
                 a->cfg.state_dir);

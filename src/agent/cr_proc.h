@@ -90,7 +90,10 @@ int cr_proc_spawn(const char *state_dir, const char *node, const cr_job_spec *sp
 int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec *spec,
                       const cr_iso *iso, cr_proc *p, char *err, size_t errlen);
 /* Modes of what an earlier version left in state_dir: dirs 0700, files 0600. */
-void cr_proc_fix_modes(const char *state_dir);
+/* Make the agent's own entries of its state dir private (dirs 0700, files
+ * 0600) and the dir 0700. CR_EPERM (nothing changed) for a directory that
+ * is world-writable, sticky (/tmp) or not the agent's: not a state dir. */
+int cr_proc_fix_modes(const char *state_dir);
 /* Begin a stop: SIGTERM to the group, SIGKILL at now + grace (now_ns and
  * cr_proc_tick's now_ns are CLOCK_MONOTONIC, so a wall-clock step changes
  * no grace period). */

@@ -969,8 +969,8 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     return 0;
 }
 
-/* chmod what is there and not yet so: dirs 0700, files 0600 (two levels:
- * the state dir's entries, and logs/ with its per-job directories). */
+/* chmod what is there and not yet so: dirs 0700, files 0600, down to
+ * depth more levels. Links are never followed. */
 static void fix_dir(const char *dir, int depth)
 {
     DIR *d = opendir(dir);
@@ -1000,10 +1000,45 @@ static void fix_dir(const char *dir, int depth)
     }
 }
 
-void cr_proc_fix_modes(const char *state_dir)
+/* What the agent keeps in its state dir: only these are its own to chmod
+ * (a state dir pointed at a directory holding other things must not make
+ * them private). */
+static const char *const own_entries[] = {"jobs.journal",
+                                          "jobs.journal.tmp",
+                                          "node.cred",
+                                          "images.json",
+                                          "logs",
+                                          "scripts",
+                                          "ctr",
+                                          "work",
+                                          NULL};
+
+int cr_proc_fix_modes(const char *state_dir)
 {
+    struct stat sb;
+    if (lstat(state_dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        return CR_EINVAL;
+    }
+    /* /tmp and the like: shared by every user, never the agent's own */
+    if ((sb.st_mode & (S_ISVTX | S_IWOTH)) != 0 || sb.st_uid != geteuid()) {
+        return CR_EPERM;
+    }
     chmod(state_dir, 0700);
-    fix_dir(state_dir, 2);
+    for (size_t i = 0; own_entries[i]; i++) {
+        char *path = cr_asprintf("%s/%s", state_dir, own_entries[i]);
+        if (lstat(path, &sb) == 0) {
+            if (S_ISDIR(sb.st_mode)) {
+                if ((sb.st_mode & 077) != 0) {
+                    chmod(path, sb.st_mode & 0700);
+                }
+                fix_dir(path, 1); /* logs/<job>/..., scripts/..., ctr/... */
+            } else if (S_ISREG(sb.st_mode) && (sb.st_mode & 077) != 0) {
+                chmod(path, sb.st_mode & 0600);
+            }
+        }
+        free(path);
+    }
+    return 0;
 }
 
 void cr_proc_forget(const char *state_dir, cr_proc *p)

@@ -49,36 +49,48 @@
 /* ------------------------------------------------------------------------ */
 /* State dir and key                                                        */
 
-/* 0700 for directories, 0600 for files, one level down: the store, its
- * WAL, the token files and the key. Links are left alone (never followed). */
+/* 0700 for the state dir, 0600 for the controller's own files in it: the
+ * store, its WAL, the token files and the key. Nothing else in the
+ * directory is touched (a state dir pointed at a directory holding other
+ * things must not make them private), links are never followed, and a
+ * shared directory (world-writable, sticky like /tmp, or another user's) is
+ * refused. */
 static int fix_modes(const char *dir)
 {
+    static const char *const own[] = {
+        "corral.db",  "corral.db-wal", "corral.db-shm", "corral.db-journal", "admin.token",
+        "join.token", "secret.key",    "cluster.id",    "listen.addr",       NULL};
+    struct stat st;
+    if (lstat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        cr_error("state dir %s: not a directory", dir);
+        return CR_EIO;
+    }
+    if ((st.st_mode & (S_ISVTX | S_IWOTH)) != 0 || st.st_uid != geteuid()) {
+        cr_error("state dir %s: a shared directory (world-writable, sticky or not this user's): "
+                 "give the controller a directory of its own",
+                 dir);
+        return CR_EPERM;
+    }
     if (chmod(dir, 0700) != 0) {
         cr_error("state dir %s: chmod 0700: %s", dir, strerror(errno));
         return CR_EIO;
     }
-    DIR *d = opendir(dir);
-    if (!d) {
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0) {
         cr_error("state dir %s: %s", dir, strerror(errno));
         return CR_EIO;
     }
     int rc = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+    for (size_t i = 0; own[i]; i++) {
+        if (fstatat(dfd, own[i], &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) {
             continue;
         }
-        struct stat st;
-        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || S_ISLNK(st.st_mode)) {
-            continue;
-        }
-        mode_t want = S_ISDIR(st.st_mode) ? 0700 : 0600;
-        if ((st.st_mode & 07777) != want && fchmodat(dirfd(d), e->d_name, want, 0) != 0) {
-            cr_error("state dir %s: chmod %s: %s", dir, e->d_name, strerror(errno));
+        if ((st.st_mode & 07777) != 0600 && fchmodat(dfd, own[i], 0600, 0) != 0) {
+            cr_error("state dir %s: chmod %s: %s", dir, own[i], strerror(errno));
             rc = CR_EIO;
         }
     }
-    closedir(d);
+    close(dfd);
     return rc;
 }
 

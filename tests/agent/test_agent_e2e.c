@@ -868,9 +868,11 @@ static void test_bad_flags(void **state)
         {"--server http://127.0.0.1:1 --join-token t --node 'a b'", "--node"},
         {"--server http://127.0.0.1:1 --join-token t --xid-hold soon", "--xid-hold"},
         {"--server http://127.0.0.1:1 --join-token t --gpus 'sim:3xH100 SXM,nvlink=2' --state-dir "
-         "/tmp",
+         "STATE",
          "does not divide"},
-        {"--server http://127.0.0.1:1 --join-token t --gpus tpu --state-dir /tmp", "--gpus"},
+        {"--server http://127.0.0.1:1 --join-token t --gpus tpu --state-dir STATE", "--gpus"},
+        /* a shared directory is never made the agent's (nor chmod-ed) */
+        {"--server http://127.0.0.1:1 --join-token t --state-dir /tmp", "--state-dir"},
         {"--server http://127.0.0.1:1 --join-token t extra", "extra"},
         /* a loopback address advertised to a controller elsewhere */
         {"--server http://10.9.9.9:1 --join-token t", "loopback"},
@@ -878,9 +880,20 @@ static void test_bad_flags(void **state)
         {"--server http://127.0.0.1:1 --join-token t --task-env NOEQ", "--task-env"},
         {"--server http://127.0.0.1:1 --join-token t --rdzv-ports 9-5", "--rdzv-ports"},
     };
+    char sd[] = "/var/tmp/corral-e2e-flags-XXXXXX";
+    assert_non_null(mkdtemp(sd));
+    struct stat tmp0;
+    assert_int_equal(stat("/tmp", &tmp0), 0);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        char cmd[1024];
-        snprintf(cmd, sizeof cmd, "%s agent %s 2>&1", bin, cases[i].args);
+        char args[512], cmd[1024];
+        const char *ph = strstr(cases[i].args, "STATE");
+        if (ph) {
+            snprintf(args, sizeof args, "%.*s%s%s", (int)(ph - cases[i].args), cases[i].args, sd,
+                     ph + 5);
+        } else {
+            snprintf(args, sizeof args, "%s", cases[i].args);
+        }
+        snprintf(cmd, sizeof cmd, "%s agent %s 2>&1", bin, args);
         FILE *p = popen(cmd, "r");
         assert_non_null(p);
         char out[2048] = "";
@@ -892,6 +905,12 @@ static void test_bad_flags(void **state)
                      WIFEXITED(st) ? WEXITSTATUS(st) : -1, out, cases[i].want);
         }
     }
+    struct stat tmp1;
+    assert_int_equal(stat("/tmp", &tmp1), 0);
+    assert_int_equal(tmp1.st_mode, tmp0.st_mode); /* /tmp untouched */
+    char rm[128];
+    snprintf(rm, sizeof rm, "rm -rf %s %s.dev", sd, sd);
+    assert_int_equal(system(rm), 0);
 }
 
 int main(void)

@@ -3,7 +3,8 @@
 # security, with the real controller, agents, CLI and curl on loopback
 # (docs/security.md). Each section is its own meson test (tests/integration/
 # meson.build) and fails on a Corral without the feature it checks:
-#   modes      a state dir and files left 0755/0644 become 0700/0600;
+#   modes      a state dir left 0755 becomes 0700 and the controller's files
+#              0600 (nothing else in it is touched); /tmp-like dirs refused;
 #   bootstrap  bootstrap tokens: single use, expiry, bound to a node;
 #   nodecred   node credentials act only as their node (desired state,
 #              status, job completion, registration); the legacy join token
@@ -80,17 +81,30 @@ boot() { "$CORRAL" admin bootstrap-token create "$@" 2>/dev/null; }
 node_token() { echo "$1" | cut -d' ' -f2- | sed 's/.*"node_token":"\([^"]*\)".*/\1/'; }
 
 section_modes() {
-    # a state dir that already existed, with loose modes
-    mkdir -m 0755 "$ST" "$ST/old"
+    # a state dir that already existed, with loose modes: the controller's
+    # own files become 0600 and the dir 0700; other things in it are not
+    # its to change (and are out of reach inside the 0700 dir)
+    mkdir -m 0755 "$ST" "$ST/other"
+    install -m 0644 /dev/null "$ST/corral.db"
     install -m 0644 /dev/null "$ST/leftover"
     start_ctl
     [ "$(mode "$ST")" = 700 ] || fail "state dir is $(mode "$ST"), want 700"
-    [ "$(mode "$ST/old")" = 700 ] || fail "a dir in the state dir is $(mode "$ST/old")"
-    for f in "$ST"/*; do
-        [ -d "$f" ] && continue
-        [ "$(mode "$f")" = 600 ] || fail "$f is $(mode "$f"), want 600"
+    for f in corral.db corral.db-wal corral.db-shm admin.token join.token secret.key cluster.id \
+        listen.addr; do
+        [ -e "$ST/$f" ] || continue
+        [ "$(mode "$ST/$f")" = 600 ] || fail "$f is $(mode "$ST/$f"), want 600"
     done
+    [ "$(mode "$ST/corral.db")" = 600 ] || fail "the existing corral.db was left $(mode "$ST/corral.db")"
+    [ "$(mode "$ST/leftover")" = 644 ] || fail "a file not the controller's was changed"
+    [ "$(mode "$ST/other")" = 755 ] || fail "a directory not the controller's was changed"
     [ -f "$ST/secret.key" ] && [ "$(stat -c %s "$ST/secret.key")" = 32 ] || fail "no 32-byte secret.key"
+    # a shared directory (sticky, world-writable) is refused, never chmod-ed
+    mkdir -m 1777 "$DIR/shared"
+    before=$(mode "$DIR/shared")
+    "$CORRAL" controller --listen 127.0.0.1:0 --state-dir "$DIR/shared" >"$DIR/shared.log" 2>&1 &&
+        fail "a controller started in a sticky world-writable directory"
+    grep -q "shared directory" "$DIR/shared.log" || fail "no reason given: $(cat "$DIR/shared.log")"
+    [ "$(mode "$DIR/shared")" = "$before" ] || fail "the shared directory's mode was changed"
 }
 
 section_bootstrap() {
