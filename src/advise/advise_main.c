@@ -9,6 +9,7 @@
 #include "advise_int.h"
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_nvenc.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
 #include "cr_time.h"
@@ -57,7 +58,12 @@ static void usage(FILE *f)
            "  --ttft D         time-to-first-token target: 500ms, 2s (default 2s)\n"
            "  --tpot D         time-per-output-token target (default 50ms)\n"
            "  --tenants N      isolated inference tenants sharing the rate (default 1)\n"
-           "  --streams N      visual: 1080p30 video streams\n"
+           "  --streams N      visual: video streams, each decoded and run through a detector\n"
+           "  --resolution R   visual: 720p, 1080p, 1440p, 4k or WxH (default 1080p)\n"
+           "  --fps N          visual: frames per second per stream (default 30)\n"
+           "  --codec C        visual: also encode every stream with NVENC: " CR_CODEC_VALUES "\n"
+           "  --preset P       NVENC preset " CR_PRESET_VALUES " (default p5); --rc " CR_RC_VALUES
+           " (default vbr)\n"
            "  --work F         hpc/batch: total FLOPs (default 1e18)\n"
            "  --intensity I    hpc/batch: FLOP per byte of memory traffic, or a kernel class:\n"
            "                   dense (64), stencil (0.5), sparse (0.25) (default 8 hpc, 50 batch)\n"
@@ -131,6 +137,11 @@ enum {
     O_PP,
     O_LORA_RANK,
     O_LOSS,
+    O_RESOLUTION,
+    O_FPS,
+    O_CODEC,
+    O_PRESET,
+    O_RC,
     O_SHAPE, /* O_SHAPE + index into shape_flags */
     O_HELP = O_SHAPE + 16,
 };
@@ -158,6 +169,11 @@ static const struct option options[] = {
     {"gpus", required_argument, NULL, O_GPUS},
     {"tenants", required_argument, NULL, O_TENANTS},
     {"streams", required_argument, NULL, O_STREAMS},
+    {"resolution", required_argument, NULL, O_RESOLUTION},
+    {"fps", required_argument, NULL, O_FPS},
+    {"codec", required_argument, NULL, O_CODEC},
+    {"preset", required_argument, NULL, O_PRESET},
+    {"rc", required_argument, NULL, O_RC},
     {"work", required_argument, NULL, O_WORK},
     {"mem", required_argument, NULL, O_MEM},
     {"deadline", required_argument, NULL, O_DEADLINE},
@@ -264,6 +280,58 @@ static int parse_intensity(const char *a, double *out)
                         "expected FLOP/byte in [0.01, 1e6] or dense|stencil|sparse, got \"%s\"", a);
     }
     return 0;
+}
+
+/* --resolution, --fps, --codec, --preset, --rc into w; 0 or an exit code. */
+static int parse_video_flag(int opt, const char *a, cr_workload *w)
+{
+    static const struct {
+        const char *name;
+        int w, h;
+    } res[] = {{"720p", 1280, 720},   {"1080p", 1920, 1080}, {"1440p", 2560, 1440},
+               {"2160p", 3840, 2160}, {"4k", 3840, 2160}};
+    switch (opt) {
+    case O_RESOLUTION:
+        for (size_t i = 0; i < sizeof res / sizeof res[0]; i++) {
+            if (!strcmp(a, res[i].name)) {
+                w->video_w = res[i].w;
+                w->video_h = res[i].h;
+                return 0;
+            }
+        }
+        char tail;
+        if (sscanf(a, "%dx%d%c", &w->video_w, &w->video_h, &tail) != 2 || w->video_w < 16 ||
+            w->video_w > 8192 || w->video_h < 16 || w->video_h > 8192) {
+            return bad_flag("resolution",
+                            "expected 720p|1080p|1440p|2160p|4k or WxH (16..8192), got \"%s\"", a);
+        }
+        return 0;
+    case O_FPS:
+        if (cr_parse_f64(a, 1, 480, &w->video_fps) != 0) {
+            return bad_flag("fps", "expected frames per second in [1, 480], got \"%s\"", a);
+        }
+        return 0;
+    case O_CODEC:
+        if ((w->enc_codec = cr_codec_parse(a)) < 0) {
+            return bad_flag("codec", "expected " CR_CODEC_VALUES ", got \"%s\"", a);
+        }
+        return 0;
+    case O_PRESET:
+        if ((a[0] != 'p' && a[0] != 'P') || !strchr("1357", a[1]) || a[1] == '\0' || a[2]) {
+            return bad_flag("preset",
+                            "expected " CR_PRESET_VALUES
+                            " (the presets NVIDIA publishes encode rates for), got \"%s\"",
+                            a);
+        }
+        w->enc_preset = a[1] - '0';
+        return 0;
+    default: /* O_RC */
+        if (strcmp(a, "cbr") && strcmp(a, "vbr")) {
+            return bad_flag("rc", "expected " CR_RC_VALUES ", got \"%s\"", a);
+        }
+        w->enc_cbr = !strcmp(a, "cbr");
+        return 0;
+    }
 }
 
 /* Apply --model and the shape flags to w; 0 or an exit code. */
@@ -481,6 +549,15 @@ int cr_advise_main(int argc, char **argv)
             if (cr_parse_f64(a, 1, 1e6, &w.streams) != 0) {
                 return bad_flag("streams", "expected a number of streams in [1, 1e6], got \"%s\"",
                                 a);
+            }
+            break;
+        case O_RESOLUTION:
+        case O_FPS:
+        case O_CODEC:
+        case O_PRESET:
+        case O_RC:
+            if ((rc = parse_video_flag(c, a, &w))) {
+                return rc;
             }
             break;
         case O_WORK: /* may exceed cr_parse_count's 1e18 cap: plain numbers */

@@ -2,6 +2,7 @@
 #include "advise_int.h"
 
 #include "cr_catalog.h"
+#include "cr_nvenc.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -134,7 +135,14 @@ static void describe(FILE *f, const cr_workload *w, const cr_advice *a, int gpus
         }
     }
     if (w->kind == CR_KIND_VISUAL) {
-        fprintf(f, ", %g video streams (1080p30)", w->streams);
+        fprintf(f, ", %g video streams (%dx%d at %g fps", w->streams,
+                w->video_w > 0 ? w->video_w : 1920, w->video_h > 0 ? w->video_h : 1080,
+                w->video_fps > 0 ? w->video_fps : 30);
+        if (w->enc_codec != CR_CODEC_NONE) {
+            fprintf(f, ", NVENC %s p%d %s", cr_codec_name(w->enc_codec), w->enc_preset,
+                    w->enc_cbr ? "cbr" : "vbr");
+        }
+        fputc(')', f);
     }
     if (w->measured_job) {
         fprintf(f, ", job \"%s\" x %s steps (measured throughputs)", w->measured_job,

@@ -97,6 +97,12 @@ typedef struct cr_workload {
      * and run through a detector of frame_flops FLOPs per frame. */
     double streams;
     double frame_flops; /* default 10e9 */
+    /* Stream format (default 1920x1080 at 30 fps) and, when enc_codec is
+     * set (enum cr_codec, cr_nvenc.h), an NVENC encode of every stream at
+     * enc_preset (1, 3, 5, 7) with CBR (enc_cbr 1) or VBR rate control. */
+    int video_w, video_h;
+    double video_fps;
+    int enc_codec, enc_preset, enc_cbr;
 
     /* HPC / batch: total work in FLOPs (FP64 for hpc), and arithmetic
      * intensity (FLOP per byte of memory traffic) for the roofline. */

@@ -11,6 +11,7 @@
 #include "cr_perf.h"
 
 #include "cr_error.h"
+#include "cr_nvenc.h"
 #include "cr_time.h"
 #include "model_int.h"
 
@@ -1142,15 +1143,35 @@ static void estimate_visual(const cr_workload *w, const cr_gpu_type *g, int gpu_
                             cr_estimate *e)
 {
     double S = w->streams > 0 ? w->streams : (w->rate_per_s > 0 ? w->rate_per_s : 16);
+    double vw = w->video_w > 0 ? w->video_w : 1920, vh = w->video_h > 0 ? w->video_h : 1080;
+    double fps = w->video_fps > 0 ? w->video_fps : 30;
+    /* pixel rate of one stream against the 1080p30 the rates are quoted at */
+    double px = vw * vh / (1920.0 * 1080.0);
     if (g->nvdec <= 0) {
         snprintf(e->reason, sizeof e->reason, "%s",
                  g->nvdec == 0 ? "no video decoder (NVDEC)" : "video decoders not known");
         return;
     }
-    double dec_cap = g->nvdec * NVDEC_STREAMS;
+    double dec_cap = g->nvdec * NVDEC_STREAMS / (px * fps / 30.0);
     int prec = w->precision == CR_PREC_BF16 ? CR_PREC_INT8 : w->precision;
-    double comp_cap = cr_gpu_peak_flops(g, prec) * VISUAL_EFF / (w->frame_flops * 30);
-    double cap = dec_cap < comp_cap ? dec_cap : comp_cap;
+    double comp_cap = cr_gpu_peak_flops(g, prec) * VISUAL_EFF / (w->frame_flops * fps);
+    /* NVENC: engines x the note's per-engine 1080p rate, scaled by pixels */
+    double enc_cap = INFINITY, enc_fps = 0;
+    if (w->enc_codec != CR_CODEC_NONE) {
+        if (g->nvenc <= 0) {
+            snprintf(e->reason, sizeof e->reason, "%s",
+                     g->nvenc == 0 ? "no video encoder (NVENC)"
+                                   : "NVENC not confirmed in the catalog");
+            return;
+        }
+        if (cr_nvenc_fps(g->arch, w->enc_codec, w->enc_preset, w->enc_cbr, &enc_fps) != 0) {
+            snprintf(e->reason, sizeof e->reason, "no published NVENC %s rate for %s",
+                     cr_codec_name(w->enc_codec), g->arch);
+            return;
+        }
+        enc_cap = g->nvenc * enc_fps / px / fps;
+    }
+    double cap = fmin(dec_cap, fmin(comp_cap, enc_cap));
     if (cap < 1e-9) {
         snprintf(e->reason, sizeof e->reason, "no math rate for the detector");
         return;
@@ -1186,13 +1207,17 @@ static void estimate_visual(const cr_workload *w, const cr_gpu_type *g, int gpu_
     double load = S / (n * cap);
     e->energy_j = n * g->tdp_w * (0.3 + 0.5 * load) * (double)window / 1e9;
     snprintf(e->plan, sizeof e->plan, "%d x 1 GPU", n);
-    char extra[64] = "";
-    if (g->nvenc > 0 || g->rt_cores == CR_TRI_YES) {
+    const char *bound = cap == enc_cap ? "encode" : cap == dec_cap ? "decode" : "compute";
+    char extra[96] = "";
+    if (w->enc_codec != CR_CODEC_NONE) {
+        snprintf(extra, sizeof extra, "; %d NVENC x %.0f fps %s p%d %s at 1080p", g->nvenc,
+                 enc_fps, cr_codec_name(w->enc_codec), w->enc_preset, w->enc_cbr ? "cbr" : "vbr");
+    } else if (g->nvenc > 0 || g->rt_cores == CR_TRI_YES) {
         snprintf(extra, sizeof extra, "; %d NVENC%s", g->nvenc > 0 ? g->nvenc : 0,
                  g->rt_cores == CR_TRI_YES ? ", RT cores" : "");
     }
-    snprintf(e->reason, sizeof e->reason, "%.0f streams/GPU (%s-bound, %d NVDEC)%s", cap,
-             dec_cap <= comp_cap ? "decode" : "compute", g->nvdec, extra);
+    snprintf(e->reason, sizeof e->reason, "%.1f streams/GPU (%s-bound, %d NVDEC%s)", cap, bound,
+             g->nvdec, extra);
 }
 
 /* ------------------------------------------------------------------ */

@@ -2,6 +2,7 @@
 #include "cr_perf.h"
 
 #include "cr_error.h"
+#include "cr_nvenc.h"
 #include "cr_time.h"
 #include "model_int.h"
 
@@ -127,6 +128,10 @@ void cr_workload_init(cr_workload *w)
     w->output_tokens = 250;
     w->tenants = 1;
     w->frame_flops = 10e9;
+    w->video_w = 1920;
+    w->video_h = 1080;
+    w->video_fps = 30;
+    w->enc_preset = 5;
     w->kv_precision = -1;
 }
 
@@ -188,6 +193,18 @@ int cr_workload_check(const cr_workload *w, char *err, size_t err_len)
     if (!(w->streams >= 0 && w->streams <= 1e6) ||
         !(w->frame_flops >= 0 && w->frame_flops < 1e16)) {
         cr__model_errf(err, err_len, "streams: must be in [0, 1e6]");
+        return CR_EINVAL;
+    }
+    if (w->video_w < 0 || w->video_w > 8192 || w->video_h < 0 || w->video_h > 8192 ||
+        !(w->video_fps >= 0 && w->video_fps <= 480)) {
+        cr__model_errf(err, err_len, "resolution/fps: must be at most 8192x8192 at 480 fps");
+        return CR_EINVAL;
+    }
+    if (w->enc_codec < CR_CODEC_NONE || w->enc_codec > CR_CODEC_AV1 ||
+        (w->enc_codec != CR_CODEC_NONE && w->enc_preset != 1 && w->enc_preset != 3 &&
+         w->enc_preset != 5 && w->enc_preset != 7)) {
+        cr__model_errf(err, err_len, "codec/preset: codec must be one of %s, preset one of %s",
+                       CR_CODEC_VALUES, CR_PRESET_VALUES);
         return CR_EINVAL;
     }
     if (!(w->work_flops >= 0 && w->work_flops <= 1e26) ||

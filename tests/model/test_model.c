@@ -8,6 +8,7 @@
 #include "cr_error.h"
 #include "cr_gavel.h"
 #include "cr_mig.h"
+#include "cr_nvenc.h"
 #include "cr_perf.h"
 #include "cr_price.h"
 
@@ -601,6 +602,107 @@ static void test_serving_plans(void **state)
     cr_catalog_free(c);
 }
 
+/* NVENC capacity: streams per GPU = engines x the note's per-engine rate at
+ * (codec, preset, rc) x 1080p pixels / (stream pixels x stream fps); N
+ * streams take ceil(N / that) GPUs; GPUs without NVENC are refused. And
+ * the compiled table is the cited data file, row for row. */
+static void test_nvenc_capacity(void **state)
+{
+    (void)state;
+    cr_catalog *c = load_default();
+    cr_perf_env env = {c, NULL, NULL};
+    cr_workload w;
+    cr_estimate e;
+    cr_workload_init(&w);
+    w.kind = CR_KIND_VISUAL;
+    w.streams = 100;
+    w.enc_codec = CR_CODEC_HEVC;
+    w.enc_preset = 5;
+    w.enc_cbr = 0;
+    /* L4: 2 NVENC x 411 fps (Ada, HEVC P5 VBR) / 30 = 27.4 streams/GPU */
+    const cr_gpu_type *l4 = cr_catalog_find(c, "l4");
+    assert_non_null(l4);
+    assert_int_equal(l4->nvenc, 2);
+    assert_int_equal(cr_perf_estimate(&env, &w, l4, 0, &e), 0);
+    assert_true(e.fits);
+    double cap = 2 * 411.0 / 30;
+    assert_int_equal(e.gpu_count, (int)ceil(100 / cap));
+    assert_int_equal(e.gpu_count, 4);
+    assert_non_null(strstr(e.reason, "encode-bound"));
+    /* exactly the capacity of 3 GPUs needs 3; one stream more needs 4 */
+    w.streams = floor(3 * cap);
+    assert_int_equal(cr_perf_estimate(&env, &w, l4, 0, &e), 0);
+    assert_int_equal(e.gpu_count, 3);
+    w.streams = floor(3 * cap) + 1;
+    assert_int_equal(cr_perf_estimate(&env, &w, l4, 0, &e), 0);
+    assert_int_equal(e.gpu_count, 4);
+    /* 4k60 has 8x the pixel rate of 1080p30 */
+    w.streams = 10;
+    w.video_w = 3840;
+    w.video_h = 2160;
+    w.video_fps = 60;
+    assert_int_equal(cr_perf_estimate(&env, &w, l4, 0, &e), 0);
+    assert_int_equal(e.gpu_count, (int)ceil(10 / (cap / 8)));
+    /* a fixed count too small is refused with the capacity */
+    assert_int_equal(cr_perf_estimate(&env, &w, l4, 1, &e), 0);
+    assert_false(e.fits);
+    assert_non_null(strstr(e.reason, "GPUs carry"));
+    w.video_w = 1920;
+    w.video_h = 1080;
+    w.video_fps = 30;
+    /* GPUs without NVENC: A100, H100, A30 (catalog nvenc 0) */
+    const char *none[] = {"a100", "h100", "a30", "h200"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        const cr_gpu_type *g = cr_catalog_find(c, none[i]);
+        assert_non_null(g);
+        assert_int_equal(cr_perf_estimate(&env, &w, g, 0, &e), 0);
+        assert_false(e.fits);
+        assert_string_equal(e.reason, "no video encoder (NVENC)");
+    }
+    /* the same GPUs still decode when nothing is encoded */
+    w.enc_codec = CR_CODEC_NONE;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 0, &e), 0);
+    assert_true(e.fits);
+    /* AV1: no published rate before Ada */
+    w.enc_codec = CR_CODEC_AV1;
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "t4"), 0, &e), 0);
+    assert_false(e.fits);
+    assert_non_null(strstr(e.reason, "no published NVENC av1 rate"));
+    assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "l40s"), 0, &e), 0);
+    assert_true(e.fits);
+    /* a preset NVIDIA publishes no rate for is refused by the check */
+    char err[256];
+    w.enc_preset = 4;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "preset"));
+
+    /* data/gpus/nvenc.csv == the compiled table */
+    char path[1024], line[1024];
+    FILE *f = fopen(src_path("data/gpus/nvenc.csv", path, sizeof path), "r");
+    assert_non_null(f);
+    int n = 0, count = 0;
+    const cr_nvenc_rate *t = cr_nvenc_table(&count);
+    assert_non_null(fgets(line, sizeof line, f)); /* header */
+    while (fgets(line, sizeof line, f)) {
+        char arch[32], codec[8], rc[8], tun[8];
+        int preset, fps;
+        assert_int_equal(sscanf(line, "%31[^,],%7[^,],p%d,%7[^,],%7[^,],%d,", arch, codec,
+                                &preset, rc, tun, &fps),
+                         6);
+        assert_true(strstr(line, ",https://docs.nvidia.com/") != NULL);
+        assert_true(n < count);
+        assert_string_equal(arch, t[n].arch);
+        assert_int_equal(cr_codec_parse(codec), t[n].codec);
+        assert_int_equal(preset, t[n].preset);
+        assert_int_equal(strcmp(rc, "cbr") == 0, t[n].cbr);
+        assert_int_equal(fps, t[n].fps);
+        n++;
+    }
+    fclose(f);
+    assert_int_equal(n, count);
+    cr_catalog_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -615,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_advise_ranking),
         cmocka_unit_test(test_arch_catalog),
         cmocka_unit_test(test_serving_plans),
+        cmocka_unit_test(test_nvenc_capacity),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
