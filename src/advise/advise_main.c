@@ -288,8 +288,11 @@ static int parse_video_flag(int opt, const char *a, cr_workload *w)
     static const struct {
         const char *name;
         int w, h;
-    } res[] = {{"720p", 1280, 720},   {"1080p", 1920, 1080}, {"1440p", 2560, 1440},
-               {"2160p", 3840, 2160}, {"4k", 3840, 2160}};
+    } res[] = {{"720p", 1280, 720},
+               {"1080p", 1920, 1080},
+               {"1440p", 2560, 1440},
+               {"2160p", 3840, 2160},
+               {"4k", 3840, 2160}};
     switch (opt) {
     case O_RESOLUTION:
         for (size_t i = 0; i < sizeof res / sizeof res[0]; i++) {

@@ -1210,8 +1210,8 @@ static void estimate_visual(const cr_workload *w, const cr_gpu_type *g, int gpu_
     const char *bound = cap == enc_cap ? "encode" : cap == dec_cap ? "decode" : "compute";
     char extra[96] = "";
     if (w->enc_codec != CR_CODEC_NONE) {
-        snprintf(extra, sizeof extra, "; %d NVENC x %.0f fps %s p%d %s at 1080p", g->nvenc,
-                 enc_fps, cr_codec_name(w->enc_codec), w->enc_preset, w->enc_cbr ? "cbr" : "vbr");
+        snprintf(extra, sizeof extra, "; %d NVENC x %.0f fps %s p%d %s at 1080p", g->nvenc, enc_fps,
+                 cr_codec_name(w->enc_codec), w->enc_preset, w->enc_cbr ? "cbr" : "vbr");
     } else if (g->nvenc > 0 || g->rt_cores == CR_TRI_YES) {
         snprintf(extra, sizeof extra, "; %d NVENC%s", g->nvenc > 0 ? g->nvenc : 0,
                  g->rt_cores == CR_TRI_YES ? ", RT cores" : "");

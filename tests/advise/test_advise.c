@@ -212,6 +212,41 @@ static void test_seed_video(void **state)
     done(&r);
 }
 
+static void expect_usage_error(const char *args, const char *flag, const char *values);
+
+/* Encoding: 100 1080p30 HEVC P5 VBR streams; L4 carries 2 NVENC x 411 fps
+ * / 30 = 27.4 streams, so 4 GPUs; data-centre GPUs without NVENC are
+ * refused with the reason, and AV1 before Ada has no published rate. */
+static void test_video_encode(void **state)
+{
+    (void)state;
+    run_result r = run("advise --kind visual --streams 100 --codec hevc --preset p5 --rc vbr "
+                       "--resolution 1080p --fps 30",
+                       1);
+    assert_int_equal(r.status, 0);
+    json_t *l4 = find_ranked(&r, "l4", NULL);
+    assert_non_null(l4);
+    assert_int_equal((int)num(l4, "gpus"), 4);
+    assert_non_null(strstr(str(l4, "reason"), "encode-bound"));
+    static const char *const none[] = {"a100", "h100", "h200", "a30", "b200"};
+    for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) {
+        const char *why = refused(&r, none[i]);
+        assert_non_null(why);
+        assert_string_equal(why, "no video encoder (NVENC)");
+    }
+    done(&r);
+    r = run("advise --kind visual --streams 10 --codec av1 --resolution 3840x2160", 1);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(refused(&r, "t4"), "no published NVENC av1 rate"));
+    assert_non_null(find_ranked(&r, "l40s", NULL));
+    done(&r);
+    expect_usage_error("advise --kind visual --codec vp9", "--codec", "h264|hevc|av1");
+    expect_usage_error("advise --kind visual --codec hevc --preset p4", "--preset", "p1|p3|p5|p7");
+    expect_usage_error("advise --kind visual --rc abr", "--rc", "cbr|vbr");
+    expect_usage_error("advise --kind visual --resolution 1080", "--resolution", "WxH");
+    expect_usage_error("advise --kind visual --fps 0", "--fps", "[1, 480]");
+}
+
 /* Seed 5: FP64 molecular dynamics with ECC -> A100/H100, with L40S/A10
  * refused for their FP64 rate. */
 static void test_seed_hpc(void **state)
@@ -413,10 +448,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_seed_pretrain), cmocka_unit_test(test_seed_lora),
         cmocka_unit_test(test_seed_chat),     cmocka_unit_test(test_seed_video),
-        cmocka_unit_test(test_seed_hpc),      cmocka_unit_test(test_seed_tenants),
-        cmocka_unit_test(test_table),         cmocka_unit_test(test_models),
-        cmocka_unit_test(test_lora_memory),   cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_bad_catalog),
+        cmocka_unit_test(test_video_encode),  cmocka_unit_test(test_seed_hpc),
+        cmocka_unit_test(test_seed_tenants),  cmocka_unit_test(test_table),
+        cmocka_unit_test(test_models),        cmocka_unit_test(test_lora_memory),
+        cmocka_unit_test(test_bad_input),     cmocka_unit_test(test_bad_catalog),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -686,8 +686,8 @@ static void test_nvenc_capacity(void **state)
     while (fgets(line, sizeof line, f)) {
         char arch[32], codec[8], rc[8], tun[8];
         int preset, fps;
-        assert_int_equal(sscanf(line, "%31[^,],%7[^,],p%d,%7[^,],%7[^,],%d,", arch, codec,
-                                &preset, rc, tun, &fps),
+        assert_int_equal(sscanf(line, "%31[^,],%7[^,],p%d,%7[^,],%7[^,],%d,", arch, codec, &preset,
+                                rc, tun, &fps),
                          6);
         assert_true(strstr(line, ",https://docs.nvidia.com/") != NULL);
         assert_true(n < count);
