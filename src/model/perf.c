@@ -41,6 +41,7 @@
 #define MAX_SERVE_PP      8     /* pipeline stages tried for serving */
 #define MIN_PP_NET_GBPS   100   /* NIC share per GPU for pipeline stages across servers */
 #define CHUNK_TOKENS      2048  /* prefill tokens per engine iteration (chunked prefill) */
+#define GEMM_TILE         128.0 /* GEMM output tile per thread block (CUTLASS/cuBLAS 128x128) */
 #define DP_OVERLAP        0.50  /* share of compute the gradient all-reduce can hide under */
 #define NODE_GPUS         8     /* GPUs per server */
 #define MAX_GPUS          16384
@@ -610,6 +611,7 @@ typedef struct unit {
     link tpl;    /* tensor-parallel link */
     link ppl;    /* link between pipeline stages */
     double eff;  /* achieved fraction of peak in inference GEMMs */
+    double sms;  /* streaming multiprocessors per GPU (or slice); 0 unknown */
 } unit;
 
 static double infer_eff(const cr_gpu_type *g, int precision)
@@ -709,7 +711,42 @@ static double decode_step_s(const dstep *d, double B, double rho)
     return 1.0 / ((1 - rho) / t_dec + rho / t_mix);
 }
 
-static double prefill_s(const infer_in *in, const unit *u, int tp, int pp)
+/*
+ * Share of a GPU (or slice) of sms SMs that the GEMMs of ONE request of M
+ * tokens keep busy. Each GEMM is cut into GEMM_TILE x GEMM_TILE output
+ * tiles, one thread block (one SM) per tile; with fewer tiles than SMs the
+ * rest idle. The layer's four GEMMs (QKV, attention out, up/gate, down;
+ * column- or row-split over tp) are weighted by their FLOPs. A batch-1
+ * prompt on a big GPU is narrow: this is why a MIG slice keeps more than
+ * its share of a GPU's speed for one request at a time (docs/model.md,
+ * MIG). MoE layers (tokens spread over experts) are not modelled: 1.
+ */
+static double gemm_fill(const cr_arch *a, int tp, double M, double sms)
+{
+    if (sms <= 0 || a->experts > 0) {
+        return 1;
+    }
+    double qkv =
+        (double)(a->heads + 2 * (a->kv_heads > 0 ? a->kv_heads : a->heads)) * a->head_dim / tp;
+    double attn = (double)a->heads * a->head_dim / tp;
+    double up = (a->plain_mlp ? 1.0 : 2.0) * a->ffn / tp, ffn = (double)a->ffn / tp;
+    const double n[4] = {qkv, a->hidden, up, a->hidden}; /* output columns */
+    const double k[4] = {a->hidden, attn, a->hidden, ffn};
+    double rows = ceil(M / GEMM_TILE), f = 0, t = 0;
+    for (int i = 0; i < 4; i++) {
+        double fl = n[i] * k[i];
+        double tiles = rows * ceil(n[i] / GEMM_TILE);
+        f += fl;
+        t += fl / fmin(1.0, tiles / sms);
+    }
+    return t > 0 ? f / t : 1;
+}
+
+/* Prefill time of one prompt. narrow: the prompt runs alone (its GEMMs
+ * fill only part of the GPU: gemm_fill), as the first token of a request
+ * on an idle replica does; otherwise prompts share iterations (chunked
+ * prefill) and fill it. */
+static double prefill_s(const infer_in *in, const unit *u, int tp, int pp, int narrow)
 {
     double qk = (double)in->a.heads * in->a.head_dim;
     double f = 2 * in->Nact * in->P + 2.0 * in->a.layers * in->P * in->P * qk;
@@ -717,7 +754,8 @@ static double prefill_s(const infer_in *in, const unit *u, int tp, int pp)
     if (pp > 1) {
         comm += (pp - 1) * (in->P * in->a.hidden * 2 / u->ppl.bw + u->ppl.lat);
     }
-    double t = f / (tp * u->peak * u->eff) + comm;
+    double fill = narrow ? gemm_fill(&in->a, tp, in->P, u->sms) : 1;
+    double t = f / (tp * u->peak * u->eff * fill) + comm;
     double weights = in->wbytes / tp / (u->bw * DECODE_BW_EFF);
     return t > weights ? t : weights;
 }
@@ -735,7 +773,7 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_
 {
     memset(o, 0, sizeof *o);
     double wgpu = in->wbytes / (tp * pp);
-    double t_pf = prefill_s(in, u, tp, pp);
+    double t_pf = prefill_s(in, u, tp, pp, 0);
     double rho = in->lam * t_pf / pp; /* stages overlap successive prompts */
     if (rho >= 0.9) {
         /* Prefill alone saturates the replica: report it as unstable, but
@@ -746,7 +784,9 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_
         o->ok_mem = o->mem <= u->mem;
         return;
     }
-    double ttft = t_pf + rho * t_pf / (2 * (1 - rho));
+    /* own prefill (alone: narrow) plus the wait behind the prompts queued
+     * ahead (M/D/1: rho * t / (2 (1 - rho))) */
+    double ttft = prefill_s(in, u, tp, pp, 1) + rho * t_pf / (2 * (1 - rho));
     dstep d;
     dstep_init(in, u, tp, pp, &d);
     double B = 1, tpot = 0;
@@ -784,11 +824,25 @@ typedef struct infer_plan {
     int ok;
 } infer_plan;
 
+/* SMs of a whole GPU: its full MIG profile's count (the only SM counts the
+ * model has, from NVIDIA's MIG captures; A100 shows 98 of its 108 there);
+ * 0 (no narrow-request limit) for GPUs without a sourced count. */
+static double gpu_sms(const cr_gpu_type *g)
+{
+    size_t np = 0;
+    const cr_mig_profile *p = g->mig_max_instances > 0 ? cr_mig_profiles(g->name, &np) : NULL;
+    return np > 0 ? p[np - 1].sms : 0;
+}
+
 static unit whole_unit(const cr_gpu_type *g, int precision, int tp, int pp)
 {
-    unit u = {usable_mem((double)g->mem_bytes), g->mem_bw_bytes_per_s,
-              cr_gpu_peak_flops(g, precision),  nvlink_or_pcie(g, tp),
-              nvlink_or_pcie(g, tp * pp),       infer_eff(g, precision)};
+    unit u = {usable_mem((double)g->mem_bytes),
+              g->mem_bw_bytes_per_s,
+              cr_gpu_peak_flops(g, precision),
+              nvlink_or_pcie(g, tp),
+              nvlink_or_pcie(g, tp * pp),
+              infer_eff(g, precision),
+              gpu_sms(g)};
     if (tp * pp > node_gpus(g)) {
         u.ppl = net_link(g); /* stages on different servers */
     }
@@ -985,7 +1039,8 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                           MIG_SLICE_EFF,
                       nvlink_or_pcie(g, 1),
                       nvlink_or_pcie(g, 1),
-                      infer_eff(g, w->precision)};
+                      infer_eff(g, w->precision),
+                      p->sms};
             infer_in one = in;
             one.lam = lam_t;
             infer_out o;
