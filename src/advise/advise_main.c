@@ -432,6 +432,7 @@ int cr_advise_main(int argc, char **argv)
     optind = 1;
     opterr = 0;
     int c;
+    const char *video_flag = NULL; /* a visual-only flag given */
     while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         const char *a = optarg;
         switch (c) {
@@ -562,6 +563,11 @@ int cr_advise_main(int argc, char **argv)
             if ((rc = parse_video_flag(c, a, &w))) {
                 return rc;
             }
+            video_flag = c == O_RESOLUTION ? "resolution"
+                         : c == O_FPS      ? "fps"
+                         : c == O_CODEC    ? "codec"
+                         : c == O_PRESET   ? "preset"
+                                           : "rc";
             break;
         case O_WORK: /* may exceed cr_parse_count's 1e18 cap: plain numbers */
             if (cr_parse_f64(a, 1, 1e26, &w.work_flops) != 0) {
@@ -681,6 +687,9 @@ int cr_advise_main(int argc, char **argv)
     if (w.kind == CR_KIND_PRETRAIN && w.method != CR_METHOD_FULL) {
         return bad_flag("method", "pretrain trains all weights: only \"full\" (got \"%s\")",
                         cr_method_name(w.method));
+    }
+    if (video_flag && w.kind != CR_KIND_VISUAL) {
+        return bad_flag(video_flag, "only for --kind visual (video streams)");
     }
     if (w.kind == CR_KIND_VISUAL && w.streams <= 0) {
         w.streams = w.rate_per_s > 0 ? w.rate_per_s : 16;

@@ -245,6 +245,8 @@ static void test_video_encode(void **state)
     expect_usage_error("advise --kind visual --rc abr", "--rc", "cbr|vbr");
     expect_usage_error("advise --kind visual --resolution 1080", "--resolution", "WxH");
     expect_usage_error("advise --kind visual --fps 0", "--fps", "[1, 480]");
+    expect_usage_error("advise --kind inference --params 7b --rate 1 --codec hevc", "--codec",
+                       "only for --kind visual");
 }
 
 /* Seed 5: FP64 molecular dynamics with ECC -> A100/H100, with L40S/A10
