@@ -654,7 +654,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     /* LAS without reclaim: the victim index gives the same victims in the
      * same order without a scan (sched_victim.c) */
     cr__vix_iter *it = NULL;
-    if (s->cfg.policy == CR_SCHED_LAS && !under_quota &&
+    if (s->cfg.policy == CR_SCHED_LAS && !under_quota && !s->ref_scan &&
         cr__sched_vix_begin(s, type, jq, now_ns, &it, &gpus) != 0) {
         it = NULL;
     }
@@ -858,7 +858,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 /* (LAS: the walk goes by queue, and a job of the last
                  * queue has no worse queue to preempt: nor has any after) */
                 bool ranked =
-                    s->cfg.policy == CR_SCHED_LAS && j->las_queue < s->cfg.las_queues - 1;
+                    s->cfg.policy == CR_SCHED_LAS &&
+                    (s->ref_scan || j->las_queue < s->cfg.las_queues - 1);
                 if (s->cfg.policy == CR_SCHED_PRIORITY) {
                     /* (ranked preemption needs a queued job above some
                      * running preemptible one: vprio_lb bounds those) */

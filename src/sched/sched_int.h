@@ -257,6 +257,10 @@ struct cr_sched {
     /* tests: verify the kept order against a full sort at every cycle;
      * order_bad set on a mismatch (reported by cr_sched_check) */
     bool verify_order, order_bad;
+    /* tests: the reference LAS takes its victims from a scan of every
+     * running job and walks the whole queue (no victim index, no stop at
+     * the last queue): the fast paths must decide exactly as it does */
+    bool ref_scan;
 };
 
 /* Is the job a fractional task (part of one shared GPU)? */
