@@ -857,9 +857,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 }
                 /* (LAS: the walk goes by queue, and a job of the last
                  * queue has no worse queue to preempt: nor has any after) */
-                bool ranked =
-                    s->cfg.policy == CR_SCHED_LAS &&
-                    (s->ref_scan || j->las_queue < s->cfg.las_queues - 1);
+                bool ranked = s->cfg.policy == CR_SCHED_LAS &&
+                              (s->ref_scan || j->las_queue < s->cfg.las_queues - 1);
                 if (s->cfg.policy == CR_SCHED_PRIORITY) {
                     /* (ranked preemption needs a queued job above some
                      * running preemptible one: vprio_lb bounds those) */

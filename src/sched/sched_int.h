@@ -249,7 +249,8 @@ struct cr_sched {
     uint32_t cplan;
     void *scratch;
     struct wcache *wcache; /* wait-or-start lookahead per type (sched_cycle.c) */
-    struct vix *vix[CR_SCHED_MAX_TYPES]; /* LAS victim index per type (sched_victim.c) */
+    /* LAS victim index per type (sched_victim.c) */
+    struct vix *vix[CR_SCHED_MAX_TYPES];
     size_t cscratch;
     cr_sched_stats stats;
     mix mix;          /* recent task sizes (fragmentation-aware sharing) */

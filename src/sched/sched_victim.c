@@ -448,8 +448,7 @@ bool cr__sched_vix_next(const cr_sched *s, cr__vix_iter *it, cr__vitem *out)
     vstream *bs = NULL;
     for (int k = 0; k < it->nst; k++) {
         vstream *v = &it->st[k];
-        if (stream_fill(s, v, it->now) &&
-            (!best || cr__sched_vitem_cmp(&v->buf[v->i], best) < 0)) {
+        if (stream_fill(s, v, it->now) && (!best || cr__sched_vitem_cmp(&v->buf[v->i], best) < 0)) {
             best = &v->buf[v->i];
             bs = v;
         }

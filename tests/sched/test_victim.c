@@ -122,8 +122,8 @@ static int same_victims(cr_sched *s, int type, int jq, int64_t now)
         }
         int64_t ran = now - r->start_ns, ck = r->spec.checkpoint_interval_ns;
         CR_GROW(want, nw, cw);
-        want[nw++] = (cr__vitem){ck > 0 ? ran % ck : ran, r->spec.priority, r->start_ns,
-                                 r->spec.id, r};
+        want[nw++] =
+            (cr__vitem){ck > 0 ? ran % ck : ran, r->spec.priority, r->start_ns, r->spec.id, r};
         gpus_want += r->nslots;
     }
     /* a plain sort: the reference order */
@@ -140,8 +140,7 @@ static int same_victims(cr_sched *s, int type, int jq, int64_t now)
         ok = 1;
         goto out;
     }
-    EXPECT(gpus >= gpus_want, "GPU bound %" PRIu64 " below the victims' %" PRIu64, gpus,
-           gpus_want);
+    EXPECT(gpus >= gpus_want, "GPU bound %" PRIu64 " below the victims' %" PRIu64, gpus, gpus_want);
     cr__vitem got;
     for (uint32_t k = 0; k < nw; k++) {
         EXPECT(cr__sched_vix_next(s, it, &got), "type %d queue %d: %u victims, want %u", type, jq,
@@ -174,8 +173,8 @@ static uint64_t run(uint64_t seed, bool ref, int events)
         cfg.las_threshold_gpu_ns[q] = (q ? cfg.las_threshold_gpu_ns[q - 1] : 0) +
                                       (int64_t)(300 + cr_rng_below(&r, 900)) * SEC;
     }
-    cfg.min_runtime_before_preempt_ns = cr_rng_below(&r, 2) ? (int64_t)cr_rng_below(&r, 600) * SEC
-                                                             : 0;
+    cfg.min_runtime_before_preempt_ns =
+        cr_rng_below(&r, 2) ? (int64_t)cr_rng_below(&r, 600) * SEC : 0;
     cfg.las_starve_ns = cr_rng_below(&r, 3) == 0 ? 3600 * SEC : 0;
     cr_sched *s = NULL;
     if (cr_sched_new(&cfg, &s) < 0) {
@@ -260,8 +259,8 @@ int main(int argc, char **argv)
             failures++;
         }
     }
-    printf("%d seeds x %d events: %" PRIu64 " preemptions, %" PRIu64
-           " victim lists (%" PRIu64 " victims) equal to the full scan, %d failures\n",
+    printf("%d seeds x %d events: %" PRIu64 " preemptions, %" PRIu64 " victim lists (%" PRIu64
+           " victims) equal to the full scan, %d failures\n",
            seeds, events, n_preempt, n_checked, n_victims, failures);
     if (n_preempt < 100 || n_victims < 1000) {
         fprintf(stderr, "too few preemptions or victims to judge\n");
