@@ -11,7 +11,13 @@
  * peak resident memory; then peak memory at 25k, 50k and 100k jobs, each in its own process, to
  * show memory growing linearly with jobs.
  *
+ * Then the saturated replay of issue 18, every policy: 100,000 jobs at
+ * 20,000 jobs/h with a cycle at every event, each policy in its own process
+ * so its peak RSS is its own (target: under 10 s each); `bench_sim
+ * saturated` runs only that.
+ *
  * usage: bench_sim [jobs] [policy,...] [jobs_per_hour] [cycle_interval_s] [max_examined]
+ *        bench_sim saturated
  */
 #include "sim_int.h"
 
@@ -112,8 +118,30 @@ static int one(size_t njobs, double rate, int64_t interval_ns, const char *polic
     return 0;
 }
 
+/* Every policy on the saturated replay, each in a child process. */
+static int saturated(void)
+{
+    for (int p = 0; p < CR_SCHED_POLICY_COUNT; p++) {
+        fflush(stdout);
+        pid_t pid = fork();
+        if (pid == 0) {
+            int rc = one(100000, 20000, 0, cr_sched_policy_name((cr_sched_policy)p), false);
+            fflush(stdout); /* (_exit does not) */
+            _exit(rc);
+        }
+        int st = 0;
+        if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc > 1 && strcmp(argv[1], "saturated") == 0) {
+        return saturated();
+    }
     if (argc > 1) {
         size_t njobs = (size_t)strtoull(argv[1], NULL, 10);
         char policies[256];
@@ -144,6 +172,9 @@ int main(int argc, char **argv)
             return 1;
         }
         printf("memory: %6zu jobs, 80000 GPUs: peak RSS %ld MiB\n", sizes[k], ru.ru_maxrss / 1024);
+    }
+    if (saturated() != 0) {
+        return 1;
     }
     /* A cycle at every event instant (light load), then a loaded cluster
      * with cycles batched every 30 s as a controller would run them. */

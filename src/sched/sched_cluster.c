@@ -167,6 +167,7 @@ void cr_sched_free(cr_sched *s)
     free(s->plan);
     free(s->scratch);
     free(s->wcache);
+    cr__sched_vix_free(s);
     free(s);
 }
 
@@ -1466,6 +1467,7 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
     j->tidx = s->ntrun[type];
     s->trun[type][s->ntrun[type]++] = j;
     eheap_add(s, j);
+    cr__sched_vix_add(s, j);
     if (j->spec.preemptible && (!s->vprio_any[type] || j->spec.priority < s->vprio_lb[type])) {
         s->vprio_any[type] = true;
         s->vprio_lb[type] = j->spec.priority;
@@ -1478,6 +1480,7 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
 void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
 {
     cr__sched_accrue(s, now_ns);
+    cr__sched_vix_del(s, j);
     cr__sched_slots_release(s, j);
     tenant_rec *t = &s->tenants[j->spec.tenant];
     if (j->borrowed) {

@@ -651,7 +651,14 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     vic *v = NULL;
     uint32_t nv = 0, cv = 0;
     uint64_t gpus = 0;
-    for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+    /* LAS without reclaim: the victim index gives the same victims in the
+     * same order without a scan (sched_victim.c) */
+    cr__vix_iter *it = NULL;
+    if (s->cfg.policy == CR_SCHED_LAS && !under_quota && !s->ref_scan &&
+        cr__sched_vix_begin(s, type, jq, now_ns, &it, &gpus) != 0) {
+        it = NULL;
+    }
+    for (uint32_t i = 0; !it && i < s->ntrun[type]; i++) {
         job *r = s->trun[type][i];
         if (r->start_cycle == s->stats.cycles ||
             now_ns - r->start_ns < s->cfg.min_runtime_before_preempt_ns) {
@@ -678,7 +685,8 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     bool ok = false;
     bool sliced = j->mig[0] || cr__sched_frac(j); /* may fit beside others */
     vic *u = NULL;
-    if (nv == 0 || (!sliced && gpus + s->types[type].free < j->spec.gpu_count)) {
+    uint32_t used = 0, cu = 0, n = 0;
+    if ((!it && nv == 0) || (!sliced && gpus + s->types[type].free < j->spec.gpu_count)) {
         goto out;
     }
     /* victims in cmp_vic order, taken one at a time from a heap (u gets
@@ -687,22 +695,35 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     for (uint32_t i = nv / 2; i-- > 0;) {
         vic_down(v, nv, i);
     }
-    u = cr_malloc(nv * sizeof(*u));
-    uint32_t used = 0, n = 0;
-    for (uint32_t left = nv; used < nv; used++) {
-        u[used] = v[0];
-        v[0] = v[--left];
-        vic_down(v, left, 0);
-        cr__sched_slots_release(s, u[used].j);
+    for (uint32_t left = nv;;) {
+        vic x;
+        if (it) {
+            cr__vitem e;
+            if (!cr__sched_vix_next(s, it, &e)) {
+                break;
+            }
+            x = (vic){e.lost, e.prio, e.start, e.id, e.j, 2};
+        } else {
+            if (left == 0) {
+                break;
+            }
+            x = v[0];
+            v[0] = v[--left];
+            vic_down(v, left, 0);
+        }
+        CR_GROW(u, used, cu);
+        u[used++] = x;
+        cr__sched_slots_release(s, x.j);
         if (!sliced && s->types[type].free < j->spec.gpu_count) {
             continue;
         }
         if (cr__sched_plan(s, j, type, &n) == 0) {
             ok = true;
-            used++;
             break;
         }
     }
+    cr__sched_vix_end(it);
+    it = NULL;
     /* give every victim its GPUs back, then stop the ones in the way */
     for (uint32_t i = 0; i < used; i++) {
         cr__sched_slots_take(s, u[i].j, u[i].j->slots, u[i].j->nslots);
@@ -756,6 +777,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     d->mig_repartitioned = j->repart;
     s->stats.last_started++;
 out:
+    cr__sched_vix_end(it);
     free(u);
     free(v);
     return ok;
@@ -833,7 +855,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                         borrowed_any = s->tenants[k].used_b[t] > 0;
                     }
                 }
-                bool ranked = s->cfg.policy == CR_SCHED_LAS;
+                /* (LAS: the walk goes by queue, and a job of the last
+                 * queue has no worse queue to preempt: nor has any after) */
+                bool ranked = s->cfg.policy == CR_SCHED_LAS &&
+                              (s->ref_scan || j->las_queue < s->cfg.las_queues - 1);
                 if (s->cfg.policy == CR_SCHED_PRIORITY) {
                     /* (ranked preemption needs a queued job above some
                      * running preemptible one: vprio_lb bounds those) */

@@ -169,6 +169,12 @@ typedef struct job {
     int hetero_type; /* per-cycle HETERO target: type, HT_WAIT or HT_FREE */
     uint32_t held;   /* RUNNING: thousandths of GPUs held (quotas, usage) */
     bool repart;     /* RUNNING: its start repartitioned a dynamic MIG GPU */
+    /* RUNNING under LAS: its place in the victim index (sched_victim.c) */
+    int8_t vq;      /* its queue's set, -1 = among the type's others */
+    uint8_t vg;     /* its checkpoint-interval group */
+    uint32_t vpos;  /* index in its bucket (or in others) */
+    uint32_t vhp;   /* index in the promotion heap, UINT32_MAX if not there */
+    int64_t vpromo; /* no later than when it reaches the next queue */
 } job;
 
 /* Mix of recent task sizes (sched_share.c): a ring of the last
@@ -243,6 +249,8 @@ struct cr_sched {
     uint32_t cplan;
     void *scratch;
     struct wcache *wcache; /* wait-or-start lookahead per type (sched_cycle.c) */
+    /* LAS victim index per type (sched_victim.c) */
+    struct vix *vix[CR_SCHED_MAX_TYPES];
     size_t cscratch;
     cr_sched_stats stats;
     mix mix;          /* recent task sizes (fragmentation-aware sharing) */
@@ -250,6 +258,10 @@ struct cr_sched {
     /* tests: verify the kept order against a full sort at every cycle;
      * order_bad set on a mismatch (reported by cr_sched_check) */
     bool verify_order, order_bad;
+    /* tests: the reference LAS takes its victims from a scan of every
+     * running job and walks the whole queue (no victim index, no stop at
+     * the last queue): the fast paths must decide exactly as it does */
+    bool ref_scan;
 };
 
 /* Is the job a fractional task (part of one shared GPU)? */
@@ -343,5 +355,31 @@ void cr__sched_walk_start(cr_sched *s);
 job *cr__sched_walk_next(cr_sched *s);
 /* Does the walk visit the pending jobs as a full sort by key would? */
 bool cr__sched_order_verify(cr_sched *s, int64_t now_ns);
+
+/* sched_victim.c: LAS preemption victims by queue and work lost. A victim
+ * candidate as preemption ranks it (cr__sched_vitem_cmp: least work lost,
+ * then lower priority, later start, lower id). */
+typedef struct cr__vitem {
+    int64_t lost;
+    int32_t prio;
+    int64_t start;
+    uint64_t id;
+    job *j;
+} cr__vitem;
+typedef struct cr__vix_iter cr__vix_iter;
+int cr__sched_vitem_cmp(const cr__vitem *a, const cr__vitem *b);
+void cr__sched_vix_add(cr_sched *s, job *j); /* j started (after its slots are set) */
+void cr__sched_vix_del(cr_sched *s, job *j); /* j is stopping (before its slots go) */
+void cr__sched_vix_free(cr_sched *s);
+/* Begin a walk of the victims of type for a LAS job in queue jq at now_ns:
+ * the preemptible running jobs of a worse queue that did not start this
+ * cycle and ran min_runtime_before_preempt_ns, in cr__sched_vitem_cmp
+ * order. OUT *out: free with cr__sched_vix_end; OUT *gpus_out: at least
+ * their GPUs. CR_EINVAL when the index cannot answer (not LAS, nothing of
+ * the type ran, the clock went back): scan instead. */
+int cr__sched_vix_begin(cr_sched *s, int type, int jq, int64_t now_ns, cr__vix_iter **out,
+                        uint64_t *gpus_out);
+bool cr__sched_vix_next(const cr_sched *s, cr__vix_iter *it, cr__vitem *out);
+void cr__sched_vix_end(cr__vix_iter *it);
 
 #endif
