@@ -28,9 +28,9 @@ static char *env_file_path(const agent *a, const cr_job_spec *s)
                        (long long)s->run);
 }
 
-/* The job's cgroup relative to the v1 hierarchy roots ("/<own>/corral-<node>/job-<id>"),
+/* The job's cgroup relative to the v1 hierarchy roots ("/<own>/corral-<node>-<instance>/job-<id>"),
  * when the agent has v1 cgroups: the container nests there. NULL otherwise.
- * job 0: the agent's "/<own>/corral-<node>". */
+ * job 0: the agent's "/<own>/corral-<node>-<instance>". */
 static char *cgroup_parent(const agent *a, int64_t job)
 {
     const char *v1 = a->iso.v1[CR_ISO_V1_DEVICES]  ? a->iso.v1[CR_ISO_V1_DEVICES]

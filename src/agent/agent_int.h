@@ -155,7 +155,7 @@ void cr__agent_ctr_stop(agent *a, const cr_proc *p, int64_t grace_ns);
 /* Every 5 s while there are containers: remove the node's containers no
  * running job owns; delete secret env files once podman has read them. */
 void cr__agent_ctr_sweep(agent *a, int64_t mono_ns);
-/* At exit: corral-<node> in the hierarchies podman made it in, when empty. */
+/* At exit: corral-<node>-<instance> in the hierarchies podman made it in, when empty. */
 void cr__agent_ctr_fini(agent *a);
 /* agent_imgcache.c: record that a job used image (with a cap set). */
 void cr__agent_img_used(agent *a, const char *image);

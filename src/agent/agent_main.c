@@ -35,6 +35,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1029,6 +1030,45 @@ static void render_metrics(agent *a)
  * allows it and EPERM when it does not, which is what the tests and the
  * demo show. Not being able to make them only loses that demonstration.
  */
+/* <state>/instance.id: 16 hex digits made once, kept across restarts. It
+ * names this agent's cgroup directories (corral-<node>-<id>) and labels its
+ * containers, so two agents on one host (two clusters, or test suites with
+ * the same node name) never kill or sweep each other's jobs; a restarted
+ * agent finds its own again. 0, or -1 with errno. */
+static int load_instance_id(const char *dir, char out[17])
+{
+    char *path = cr_asprintf("%s/instance.id", dir);
+    int rc = -1;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t n = read(fd, out, 16);
+        close(fd);
+        out[n == 16 ? 16 : 0] = '\0';
+        if (n == 16 && strspn(out, "0123456789abcdef") == 16) {
+            rc = 0;
+            goto out;
+        }
+    }
+    unsigned char r[8];
+    if (getrandom(r, sizeof r, 0) != (ssize_t)sizeof r) {
+        goto out;
+    }
+    for (size_t i = 0; i < sizeof r; i++) {
+        snprintf(out + 2 * i, 3, "%02x", r[i]);
+    }
+    char *tmp = cr_asprintf("%s.tmp", path);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+        int ok = write(fd, out, 16) == 16 && fsync(fd) == 0;
+        close(fd);
+        rc = ok && rename(tmp, path) == 0 ? 0 : -1;
+    }
+    free(tmp);
+out:
+    free(path);
+    return rc;
+}
+
 static void setup_devices(agent *a, char **dir_owned)
 {
     int sim = strcmp(a->gpu->ops->name, "sim") == 0;
@@ -1339,10 +1379,19 @@ int cr_agent_main(int argc, char **argv)
         rc = 2;
         goto out_net;
     }
+    char inst[17];
+    if (load_instance_id(a->cfg.state_dir, inst) != 0) {
+        fprintf(stderr, "corral agent: %s/instance.id: %s\n", a->cfg.state_dir, strerror(errno));
+        rc = 1;
+        goto out_net;
+    }
+    char *cg_name = cr_asprintf("%s-%s", a->cfg.node, inst);
     setup_devices(a, &dev_dir_owned);
-    cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, a->cfg.node, dev_dir_owned);
+    cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, cg_name, dev_dir_owned);
+    free(cg_name);
     cr_iso_log(&a->iso);
     cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
+    snprintf(a->ctr.owner, sizeof a->ctr.owner, "%s", inst);
     cr_ctr_log(&a->ctr, &a->iso);
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);

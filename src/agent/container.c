@@ -411,6 +411,9 @@ char **cr_ctr_argv(const cr_ctr *c, const cr_iso *iso, const cr_job_spec *s, con
     addf(&b, "--label", cr_asprintf("corral.run=%lld", (long long)s->run));
     addf(&b, "--label", cr_asprintf("corral.cluster=%s", s->ctr.cluster ? s->ctr.cluster : "0"));
     addf(&b, "--label", cr_asprintf("corral.node=%s", node));
+    if (c->owner[0]) {
+        addf(&b, "--label", cr_asprintf("corral.agent=%s", c->owner));
+    }
     if (s->has_user) {
         addf(&b, "--user", cr_asprintf("%lld:%lld", (long long)s->uid, (long long)s->gid));
     }
@@ -539,7 +542,10 @@ int cr_ctr_exists(const cr_ctr *c, const char *name)
 int cr_ctr_list(const cr_ctr *c, const char *node, char ***names, size_t *count)
 {
     char *out = cr_malloc(CR_CTR_OUT_MAX);
-    char *filter = cr_asprintf("label=corral.node=%s", node);
+    /* Only this agent's: another agent on the host (another cluster, or a
+     * second agent with the same node name) owns its own containers. */
+    char *filter = c->owner[0] ? cr_asprintf("label=corral.agent=%s", c->owner)
+                               : cr_asprintf("label=corral.node=%s", node);
     int r = run_podman(c, "ps", "-a", "--filter", filter, "--format={{.Names}}", CR_CTR_CMD_MS, out,
                        CR_CTR_OUT_MAX);
     free(filter);

@@ -42,6 +42,8 @@ typedef struct cr_ctr {
     int cdi;                     /* a CDI spec naming nvidia.com/gpu exists */
     int64_t nofile[2], nproc[2]; /* --ulimit values (soft, hard): the agent's own */
     char why[256];               /* "" when ok */
+    char owner[24];              /* this agent's instance id (label corral.agent):
+                                    the sweep lists only its own containers */
 } cr_ctr;
 
 /*
@@ -89,8 +91,9 @@ int cr_ctr_remove(const cr_ctr *c, const char *name);
 void cr_ctr_stop_async(const cr_ctr *c, const char *name, int64_t grace_s);
 /* podman container exists NAME: 1, 0 (gone), -1 (podman failed). */
 int cr_ctr_exists(const cr_ctr *c, const char *name);
-/* Names of every container labelled corral.node=node; returned new in
- * *names (cr_strv_free). 0 or CR_EIO. */
+/* Names of this agent's containers (label corral.agent=c->owner; without an
+ * owner, every container labelled corral.node=node); returned new in *names
+ * (cr_strv_free). 0 or CR_EIO. */
 int cr_ctr_list(const cr_ctr *c, const char *node, char ***names, size_t *count);
 /* rmdir the job's cgroup directories in every v1 hierarchy (and what
  * podman made below them: conmon/, libpod-ID/), once nothing runs there. */

@@ -4,7 +4,7 @@
  *
  * At start the agent probes what this host allows (cr_iso_probe): root (so
  * the shim can switch to the job's uid), the cgroup v1 devices, memory and
- * cpu controllers (a directory corral-<node> under the agent's own cgroup in
+ * cpu controllers (a directory corral-<node>-<instance> under the agent's own cgroup in
  * each), and a writable cgroup v2 directory (device filter: an eBPF
  * BPF_PROG_TYPE_CGROUP_DEVICE program, written by hand as systemd does;
  * memory.max and cpu.max where those controllers are delegated). What cannot
@@ -38,7 +38,8 @@
 
 typedef struct cr_iso {
     int root;              /* euid 0: jobs can run as their own uid */
-    char *v1[CR_ISO_V1_N]; /* owned: <controller mount><own cgroup>/corral-<node>, NULL none */
+    char *v1[CR_ISO_V1_N]; /* owned: <controller mount><own cgroup>/corral-<node>-<instance>, NULL
+                              none */
     char *v2;              /* owned: cgroup v2 directory for the jobs, NULL none */
     int v2_bpf;            /* a device program attaches to v2 job cgroups */
     int v2_memory, v2_cpu; /* controllers delegated to the v2 job cgroups */

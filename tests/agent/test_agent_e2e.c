@@ -390,12 +390,24 @@ static void test_run_job_env_logs_exit(void **state)
     assert_non_null(strstr(envtxt, "CORRAL_CHECKPOINT_DIR="));
     free(envtxt);
     /* Where cgroup v2 is writable, the job ran in its own cgroup. */
-    if (access("/sys/fs/cgroup/corral-n1", F_OK) == 0 ||
-        access("/sys/fs/cgroup/unified/corral-n1", F_OK) == 0) {
+    char inst[17] = "", base[64];
+    snprintf(path, sizeof path, "%s/instance.id", E.state);
+    char *id = slurp(path);
+    assert_non_null(id); /* the agent's instance id names its cgroups */
+    snprintf(inst, sizeof inst, "%s", id);
+    free(id);
+    assert_int_equal(strlen(inst), 16);
+    snprintf(base, sizeof base, "corral-n1-%s", inst);
+    char v2a[128], v2b[128];
+    snprintf(v2a, sizeof v2a, "/sys/fs/cgroup/%s", base);
+    snprintf(v2b, sizeof v2b, "/sys/fs/cgroup/unified/%s", base);
+    if (access(v2a, F_OK) == 0 || access(v2b, F_OK) == 0) {
         snprintf(path, sizeof path, "%s/cg.txt", wd);
         char *cg = slurp(path);
         assert_non_null(cg);
-        if (!strstr(cg, "/corral-n1/job-1\n")) {
+        char wantcg[128];
+        snprintf(wantcg, sizeof wantcg, "/%s/job-1\n", base);
+        if (!strstr(cg, wantcg)) {
             fail_msg("job 1 not in its cgroup: %s", cg);
         }
         free(cg);
