@@ -29,8 +29,13 @@ TPUT="$SRC/data/traces/gavel/simulation_throughputs.json"
 }
 TMP=$(mktemp -d /tmp/corral-vsgavel-XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
+# VS_GAVEL_CACHE=DIR keeps the traces and Gavel's logs there and reuses them
+# (Gavel's runs are the slow part; the traces depend only on seed/rate/jobs).
+CACHE=${VS_GAVEL_CACHE:-$TMP}
+mkdir -p "$CACHE"
 
 gen() { # gen OUT SEED NUM LAM
+    [ -s "$1" ] && return 0
     (cd "$PEER/vendor/scheduler" &&
         PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$PEER/shim:." /usr/bin/python3 \
             scripts/utils/generate_trace.py --num_jobs "$3" -m --seed "$2" -l "$4" \
@@ -45,10 +50,13 @@ run() { # run LABEL TRACE [LO HI]
     else
         gargs= cargs=
     fi
-    # shellcheck disable=SC2086
-    "$PEER/run.sh" "$trace" 36:36:36 max_min_fairness_perf $gargs >"$TMP/g.log" 2>&1
-    gj=$(sed -n 's/^Average job completion time: \([0-9.]*\) seconds.*/\1/p' "$TMP/g.log" | head -1)
-    gm=$(sed -n 's/^Total duration: \([0-9.]*\) seconds.*/\1/p' "$TMP/g.log" | head -1)
+    glog="$trace.gavel.log"
+    if ! grep -q '^Total duration' "$glog" 2>/dev/null; then
+        # shellcheck disable=SC2086
+        "$PEER/run.sh" "$trace" 36:36:36 max_min_fairness_perf $gargs >"$glog" 2>&1
+    fi
+    gj=$(sed -n 's/^Average job completion time: \([0-9.]*\) seconds.*/\1/p' "$glog" | head -1)
+    gm=$(sed -n 's/^Total duration: \([0-9.]*\) seconds.*/\1/p' "$glog" | head -1)
     # shellcheck disable=SC2086
     "$BIN" sim "$trace" --throughputs "$TPUT" --gpus v100:36,p100:36,k80:36 \
         --gpus-per-node 1 --compare las,priority,hetero --json $cargs >"$TMP/c.json"
@@ -68,11 +76,11 @@ PY
 printf '%-14s %8s %8s | %6s %6s %6s | %-8s %7s %7s\n' trace "gavel h" "mkspan" las prio hetero best \
     "JCT x" "mkspn x"
 for seed in $(echo "$SEEDS" | tr ',' ' '); do
-    gen "$TMP/b$seed.trace" "$seed" 400 0
-    run "burst s$seed" "$TMP/b$seed.trace"
+    gen "$CACHE/b$seed.trace" "$seed" 400 0
+    run "burst s$seed" "$CACHE/b$seed.trace"
 done
 for rate in $(echo "$RATES" | tr ',' ' '); do
     lam=$(python3 -c "print(3600 / $rate)")
-    gen "$TMP/r$rate.trace" 0 "$JOBS" "$lam"
-    run "$rate jobs/h" "$TMP/r$rate.trace" $((JOBS / 3)) $((2 * JOBS / 3))
+    gen "$CACHE/r$rate-$JOBS.trace" 0 "$JOBS" "$lam"
+    run "$rate jobs/h" "$CACHE/r$rate-$JOBS.trace" $((JOBS / 3)) $((2 * JOBS / 3))
 done
