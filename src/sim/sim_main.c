@@ -306,6 +306,11 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     if (a->rate >= 0 && !a->generate) {
         return bad_flag("--rate", NULL, "only with --generate");
     }
+    for (size_t k = 0; k < a->npolicies; k++) {
+        if (!strcmp(a->policies[k], "rounds") && a->o.mtbf_ns > 0) {
+            return bad_flag("--mtbf", NULL, "not simulated under the rounds policy");
+        }
+    }
     if (a->cluster_path && a->gpus) {
         return bad_flag("--cluster", NULL, "give --cluster or --gpus, not both");
     }

@@ -69,7 +69,7 @@ int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *s
     int zcol = ncol;
     glp_set_col_bnds(p, zcol, GLP_LO, 0.0, 0.0);
     glp_set_obj_coef(p, zcol, 1.0);
-    int nz = 0;
+    int nz = 0, nrun = 0;
     for (size_t j = 0; j < njobs; j++) {
         const double *r = &rate[j * (size_t)ntypes];
         double prop = 0;
@@ -95,10 +95,15 @@ int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *s
         }
         if (any) { /* a job that can run nowhere does not pin z to 0 */
             nz++, ia[nz] = frow, ja[nz] = zcol, ar[nz] = -1.0;
+            nrun++;
         }
     }
     for (int t = 0; t < ntypes; t++) {
         glp_set_row_bnds(p, 2 * (int)njobs + t + 1, GLP_UP, 0.0, cap[t] > 0 ? cap[t] : 0);
+    }
+    if (nrun == 0) { /* z would be unbounded: nothing can run, all zero */
+        rc = 0;
+        goto out;
     }
     glp_load_matrix(p, nz, ia, ja, ar);
     glp_smcp parm;
