@@ -299,12 +299,13 @@ int cr__sim_openb_parse(const char *nodes, size_t nlen, const char *pods, size_t
 #define CR_SIM_ROUNDS_LP_MAX_JOBS 20000 /* active jobs in one LP (beyond: error) */
 
 /* The max-min fairness time-share LP (sim_rounds_lp.c): njobs x ntypes rates
- * (row-major, gang work units/s, 0 = cannot run), GPUs per job, GPUs per
- * type. Fills x (njobs * ntypes fractions of time) and z (the optimum).
+ * (row-major, gang work units/s, 0 = cannot run), GPUs per job, jobs each
+ * row stands for (mult; NULL = 1 each), GPUs per type. Fills x (njobs *
+ * ntypes fractions of time, per job of the row) and z (the optimum).
  * spread: second stage that places leftover capacity. Returns 0, CR_EINVAL
  * for sizes out of range, CR_EUNAVAIL when GLPK finds no optimum. */
 int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *scale,
-                      const double *cap, bool spread, double *x, double *z);
+                      const double *mult, const double *cap, bool spread, double *x, double *z);
 /* Run the workload under the 'rounds' policy (time-shared allocation every
  * round, leases, suspend/resume at a modelled cost). Same contract as
  * cr__sim_run; node failures (mtbf) are refused with CR_ENOTSUP. */

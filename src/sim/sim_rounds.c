@@ -82,7 +82,7 @@ typedef struct reng {
     bool lp_dirty;
     int64_t reset_at, reset_ns; /* time accounting window: start, length */
     /* scratch for the LP and the round (owned, grown as needed) */
-    double *lp_rate, *lp_x;
+    double *lp_rate, *lp_x, *lp_mult;
     int *lp_scale;
     rent *ent;
     size_t scratch_cap;
@@ -249,36 +249,77 @@ static void ensure_scratch(reng *e, size_t n)
     e->lp_rate = cr_realloc(e->lp_rate, cap * nt * sizeof *e->lp_rate);
     e->lp_x = cr_realloc(e->lp_x, cap * nt * sizeof *e->lp_x);
     e->lp_scale = cr_realloc(e->lp_scale, cap * sizeof *e->lp_scale);
+    e->lp_mult = cr_realloc(e->lp_mult, cap * sizeof *e->lp_mult);
     e->ent = cr_realloc(e->ent, cap * nt * sizeof *e->ent);
     e->scratch_cap = cap;
 }
 
+typedef struct rkey { /* a job's LP class: GPU count and rates */
+    int scale;
+    double r[CR_SIM_MAX_TYPES];
+    size_t k; /* position in active[] */
+} rkey;
+
+static int cmp_key(const void *pa, const void *pb)
+{
+    const rkey *a = pa, *b = pb;
+    if (a->scale != b->scale) {
+        return a->scale < b->scale ? -1 : 1;
+    }
+    for (int t = 0; t < CR_SIM_MAX_TYPES; t++) {
+        if (a->r[t] != b->r[t]) {
+            return a->r[t] < b->r[t] ? -1 : 1;
+        }
+    }
+    return a->k < b->k ? -1 : (a->k > b->k);
+}
+
+/* Solve the LP over classes of identical jobs (same GPU count and rates:
+ * exact, see sim_rounds_lp.c), at most the distinct (model, GPU count)
+ * pairs of the workload, and give every job its class's allocation. */
 static int solve(reng *e)
 {
     size_t n = e->nactive;
-    if (n > CR_SIM_ROUNDS_LP_MAX_JOBS) {
-        return CR_ERANGE;
-    }
     ensure_scratch(e, n);
     size_t nt = (size_t)e->ntypes;
+    rkey *keys = cr_calloc(n ? n : 1, sizeof *keys);
+    size_t *cls = cr_malloc((n ? n : 1) * sizeof *cls); /* class of keys[q] */
     for (size_t k = 0; k < n; k++) {
         size_t i = e->active[k];
+        keys[k].scale = e->w->jobs[i].gpu_count;
+        keys[k].k = k;
         for (int t = 0; t < e->ntypes; t++) {
-            e->lp_rate[k * nt + (size_t)t] = rate_of(e, i, t);
+            keys[k].r[t] = rate_of(e, i, t);
         }
-        e->lp_scale[k] = e->w->jobs[i].gpu_count;
+    }
+    qsort(keys, n, sizeof *keys, cmp_key);
+    size_t nc = 0;
+    for (size_t q = 0; q < n; q++) {
+        bool same = q > 0 && keys[q].scale == keys[q - 1].scale &&
+                    memcmp(keys[q].r, keys[q - 1].r, sizeof keys[q].r) == 0;
+        if (!same) {
+            memcpy(&e->lp_rate[nc * nt], keys[q].r, nt * sizeof(double));
+            e->lp_scale[nc] = keys[q].scale;
+            e->lp_mult[nc] = 0;
+            nc++;
+        }
+        e->lp_mult[nc - 1] += 1;
+        cls[q] = nc - 1;
     }
     double z;
-    int rc = cr__sim_rounds_lp(n, e->ntypes, e->lp_rate, e->lp_scale, e->cap, !e->o->no_spread,
-                               e->lp_x, &z);
-    if (rc != 0) {
-        return rc;
+    int rc = nc > CR_SIM_ROUNDS_LP_MAX_JOBS
+                 ? CR_ERANGE
+                 : cr__sim_rounds_lp(nc, e->ntypes, e->lp_rate, e->lp_scale, e->lp_mult, e->cap,
+                                     !e->o->no_spread, e->lp_x, &z);
+    if (rc == 0) {
+        for (size_t q = 0; q < n; q++) {
+            memcpy(e->jobs[e->active[keys[q].k]].x, &e->lp_x[cls[q] * nt], nt * sizeof(double));
+        }
+        e->lp_dirty = false;
     }
-    for (size_t k = 0; k < n; k++) {
-        memcpy(e->jobs[e->active[k]].x, &e->lp_x[k * nt], nt * sizeof(double));
-    }
-    e->lp_dirty = false;
-    return 0;
+    free(keys);
+    free(cls);
+    return rc;
 }
 
 /* Priority of job i on type t: its allocation over the share of its life
@@ -685,6 +726,7 @@ out:
     free(e.lp_rate);
     free(e.lp_x);
     free(e.lp_scale);
+    free(e.lp_mult);
     free(e.ent);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(s);

@@ -28,6 +28,13 @@
  * useful work in best-type GPU equivalents - so capacity the fairness bound
  * leaves free goes where it runs fastest instead of where the vertex
  * happened to put it.
+ *
+ * Rows may stand for classes of identical jobs (same rates, same GPU
+ * count): mult[j] jobs each get x[j][t]. This is exact: the LP is convex
+ * and symmetric in identical jobs, so averaging an optimum over their
+ * permutations is an optimum in which they are equal. The simulator groups
+ * jobs so, which bounds the LP by the distinct (model, GPU count) pairs of
+ * the throughput table instead of the active jobs.
  */
 #include "sim_int.h"
 
@@ -38,7 +45,7 @@
 #include <string.h>
 
 int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *scale,
-                      const double *cap, bool spread, double *x, double *z)
+                      const double *mult, const double *cap, bool spread, double *x, double *z)
 {
     if (ntypes < 1 || ntypes > CR_SIM_MAX_TYPES || njobs > CR_SIM_ROUNDS_LP_MAX_JOBS) {
         return CR_EINVAL;
@@ -91,7 +98,8 @@ int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *s
             any = true;
             nz++, ia[nz] = frow, ja[nz] = col, ar[nz] = scale[j] * r[t] / prop;
             nz++, ia[nz] = srow, ja[nz] = col, ar[nz] = 1.0;
-            nz++, ia[nz] = 2 * (int)njobs + t + 1, ja[nz] = col, ar[nz] = scale[j];
+            double m = mult ? mult[j] : 1.0;
+            nz++, ia[nz] = 2 * (int)njobs + t + 1, ja[nz] = col, ar[nz] = m * scale[j];
         }
         if (any) { /* a job that can run nowhere does not pin z to 0 */
             nz++, ia[nz] = frow, ja[nz] = zcol, ar[nz] = -1.0;
@@ -123,7 +131,8 @@ int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *s
                 best = r[t] > best ? r[t] : best;
             }
             for (int t = 0; t < ntypes && best > 0; t++) {
-                glp_set_obj_coef(p, (int)j * ntypes + t + 1, r[t] / best * scale[j]);
+                glp_set_obj_coef(p, (int)j * ntypes + t + 1,
+                                 r[t] / best * scale[j] * (mult ? mult[j] : 1.0));
             }
         }
         if (glp_simplex(p, &parm) != 0 || glp_get_status(p) != GLP_OPT) {
