@@ -11,7 +11,7 @@
 #                the middle third (Gavel's -s/-e window, Corral's --window)
 # Prints, per trace: Gavel max_min_fairness_perf average JCT and makespan (h),
 # Corral's las/priority/hetero/rounds average JCT (h), and Corral's best (by
-# JCT) / Gavel for JCT and makespan (< 1 = Corral ahead).
+# JCT) / Gavel for JCT and makespan, and rounds / Gavel (< 1 = Corral ahead).
 # Gavel takes 10-30 s per burst and minutes per steady-state run here;
 # VS_GAVEL_CACHE=DIR keeps its logs for the next run.
 set -eu
@@ -84,16 +84,17 @@ for row in csv.DictReader(open(sys.argv[6])):
     per.setdefault(row["policy"], {})[int(row["index"])] = float(row["jct_s"] or "nan")
 jct = {p: sum(per[p][i] for i in ids) / len(ids) for p in runs}
 best = min(jct, key=lambda p: (round(jct[p] / gj, 3), mk[p]))  # ties: shorter makespan
-print("%-14s %8.2f %8.1f | %6.2f %6.2f %6.2f %6.2f | %-8s %6.3fx %6.3fx" % (
+print("%-12s %7.2f %7.1f | %5.2f %5.2f %6.2f %6.2f | %-6s %6.3fx %6.3fx | %6.3fx %6.3fx" % (
     label, gj / 3600, gm / 3600, jct["las"] / 3600, jct["priority"] / 3600,
-    jct["hetero"] / 3600, jct["rounds"] / 3600, best, jct[best] / gj, mk[best] / gm)
+    jct["hetero"] / 3600, jct["rounds"] / 3600, best, jct[best] / gj, mk[best] / gm,
+    jct["rounds"] / gj, mk["rounds"] / gm)
     + ("  (%d jobs Gavel dropped)" % ((hi - lo if hi else len(durs)) - len(ids)) if hi and
        len(ids) < hi - lo else ""))
 PY
 }
 
-printf '%-14s %8s %8s | %6s %6s %6s %6s | %-8s %7s %7s\n' trace "gavel h" "mkspan" las prio hetero \
-    rounds best "JCT x" "mkspn x"
+printf '%-12s %7s %7s | %5s %5s %6s %6s | %-6s %7s %7s | %7s %7s\n' trace "gavel h" "mkspan" \
+    las prio hetero rounds best "JCT x" "mkspn x" "rounds" "mkspn x"
 for seed in $(echo "$SEEDS" | tr ',' ' '); do
     gen "$CACHE/b$seed.trace" "$seed" 400 0
     run "burst s$seed" "$CACHE/b$seed.trace"

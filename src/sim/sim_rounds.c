@@ -59,6 +59,7 @@ typedef struct rjob {
 typedef struct rent { /* one (job, type) candidate of a round */
     double prio;
     double x;
+    double rel; /* rate there / the job's best rate */
     uint32_t job;
     int type;
     bool incumbent;
@@ -353,6 +354,9 @@ static int cmp_ent(const void *pa, const void *pb)
     if (a->incumbent != b->incumbent) {
         return a->incumbent ? -1 : 1;
     }
+    if (a->rel != b->rel) {
+        return a->rel > b->rel ? -1 : 1;
+    }
     if (a->job != b->job) {
         return a->job < b->job ? -1 : 1;
     }
@@ -420,6 +424,41 @@ static bool move_pays(const reng *e, size_t i, int t, int64_t until)
     return w_new > w_old && (w_new - w_old) > 0;
 }
 
+/* Fill e->ent with the (job, type) pairs that can run, of every active job
+ * or only the waiting ones, in the order GPUs are handed out: priority,
+ * allocation, the lease (the job already holds the type), the job's speed
+ * there relative to its best type, job index. */
+static size_t rank(reng *e, bool waiting_only)
+{
+    ensure_scratch(e, e->nactive);
+    size_t ne = 0;
+    for (size_t k = 0; k < e->nactive; k++) {
+        size_t i = e->active[k];
+        const rjob *j = &e->jobs[i];
+        if (waiting_only && j->state != R_WAIT) {
+            continue;
+        }
+        double best = best_rate(e, i);
+        for (int t = 0; t < e->ntypes; t++) {
+            double r = rate_of(e, i, t);
+            if (r <= 0) {
+                continue;
+            }
+            e->ent[ne++] = (rent){.prio = priority(e, i, t),
+                                  .x = j->x[t],
+                                  .rel = r / best,
+                                  .job = (uint32_t)i,
+                                  .type = t,
+                                  .incumbent = j->state == R_RUN && j->type == t};
+        }
+    }
+    if (e->o->estimates && !e->o->no_drain_guard) {
+        drain_guard(e, ne);
+    }
+    qsort(e->ent, ne, sizeof *e->ent, cmp_ent);
+    return ne;
+}
+
 /* A round boundary: reallocate, then hand out GPUs by priority. */
 static int do_round(reng *e)
 {
@@ -437,26 +476,7 @@ static int do_round(reng *e)
     }
     e->res->cycles++;
     size_t n = e->nactive;
-    ensure_scratch(e, n);
-    size_t ne = 0;
-    for (size_t k = 0; k < n; k++) {
-        size_t i = e->active[k];
-        for (int t = 0; t < e->ntypes; t++) {
-            if (rate_of(e, i, t) <= 0) {
-                continue;
-            }
-            const rjob *j = &e->jobs[i];
-            e->ent[ne++] = (rent){.prio = priority(e, i, t),
-                                  .x = j->x[t],
-                                  .job = (uint32_t)i,
-                                  .type = t,
-                                  .incumbent = j->state == R_RUN && j->type == t};
-        }
-    }
-    if (e->o->estimates && !e->o->no_drain_guard) {
-        drain_guard(e, ne);
-    }
-    qsort(e->ent, ne, sizeof *e->ent, cmp_ent);
+    size_t ne = rank(e, false);
     /* next[] as the new type per active job, -1 = not this round */
     int *next = cr_malloc((n ? n : 1) * sizeof *next);
     double left[CR_SIM_MAX_TYPES];
@@ -515,34 +535,26 @@ static int do_round(reng *e)
 
 /* Between rounds: fill free GPUs from waiting jobs, then move running jobs
  * up to faster free GPUs where the move pays. */
-static void fill(reng *e)
+static int fill(reng *e)
 {
     if (e->next_round - e->now <= e->switch_ns) {
-        return; /* the round is about to end: not worth a start */
+        return 0; /* the round is about to end: not worth a start */
+    }
+    if (e->lp_dirty) { /* arrivals get their allocation at once */
+        int rc = solve(e);
+        if (rc != 0) {
+            return rc;
+        }
     }
     bool changed = true;
     for (int guard = 0; changed && guard < 64; guard++) {
         changed = false;
-        for (int t = 0; t < e->ntypes; t++) {
-            for (;;) {
-                double free_t = e->cap[t] - e->busy[t];
-                size_t best = SIZE_MAX;
-                double bp = -1;
-                for (size_t k = 0; k < e->nactive; k++) {
-                    size_t i = e->active[k];
-                    if (e->jobs[i].state != R_WAIT || rate_of(e, i, t) <= 0 ||
-                        e->w->jobs[i].gpu_count > free_t) {
-                        continue;
-                    }
-                    double p = priority(e, i, t);
-                    if (p > bp) {
-                        bp = p, best = i;
-                    }
-                }
-                if (best == SIZE_MAX) {
-                    break;
-                }
-                start(e, best, t);
+        size_t ne = rank(e, true);
+        for (size_t q = 0; q < ne; q++) {
+            const rent *en = &e->ent[q];
+            if (e->jobs[en->job].state == R_WAIT &&
+                e->w->jobs[en->job].gpu_count <= e->cap[en->type] - e->busy[en->type]) {
+                start(e, en->job, en->type);
                 changed = true;
             }
         }
@@ -573,6 +585,7 @@ static void fill(reng *e)
             }
         }
     }
+    return 0;
 }
 
 int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_workload *w,
@@ -688,7 +701,10 @@ int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr
             }
             round_due = fill_due = false;
         } else if (fill_due) {
-            fill(&e);
+            if ((rc = fill(&e)) != 0) {
+                snprintf(err, errlen, "rounds: the allocation LP failed: %s", cr_strerror(rc));
+                goto out;
+            }
             fill_due = false;
         }
         sample(&e);
