@@ -14,6 +14,9 @@
  *                 synthetic generator (Poisson arrivals, Philly-like mix);
  *   sim_engine.c  the event loop that drives the scheduler;
  *   sim_report.c  metrics and the table / JSON / CSV / HTML reports;
+ *   sim_rounds.c  the 'rounds' policy: time-shared rounds, leases and
+ *                 suspend/resume, its own event loop (sched has no resume);
+ *   sim_rounds_lp.c  its max-min fairness LP (GLPK);
  *   sim_main.c    the command line.
  *
  * Work model: a job carries an amount of work (steps, or seconds on a
@@ -294,8 +297,8 @@ int cr__sim_openb_parse(const char *nodes, size_t nlen, const char *pods, size_t
 
 /* --------------------------------------------------- the 'rounds' policy */
 
-#define CR_SIM_ROUND_DEFAULT_NS  (360 * INT64_C(1000000000)) /* Gavel's 6-minute round */
-#define CR_SIM_SWITCH_DEFAULT_NS (10 * INT64_C(1000000000))  /* suspend + resume of a job */
+#define CR_SIM_ROUND_DEFAULT_NS   (360 * INT64_C(1000000000)) /* Gavel's 6-minute round */
+#define CR_SIM_SWITCH_DEFAULT_NS  (10 * INT64_C(1000000000))  /* suspend + resume of a job */
 #define CR_SIM_ROUNDS_LP_MAX_JOBS 20000 /* active jobs in one LP (beyond: error) */
 
 /* The max-min fairness time-share LP (sim_rounds_lp.c): njobs x ntypes rates
@@ -309,8 +312,8 @@ int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *s
 /* Run the workload under the 'rounds' policy (time-shared allocation every
  * round, leases, suspend/resume at a modelled cost). Same contract as
  * cr__sim_run; node failures (mtbf) are refused with CR_ENOTSUP. */
-int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c,
-                       const cr__sim_workload *w, cr__sim_result *res, char *err, size_t errlen);
+int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_workload *w,
+                       cr__sim_result *res, char *err, size_t errlen);
 
 /* Default busy power (watts) of a GPU type by name. */
 double cr__sim_default_power_w(const char *type);

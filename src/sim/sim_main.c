@@ -204,8 +204,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
         } else if (!strcmp(flag, "--round") || !strcmp(flag, "--switch")) {
             int64_t ns;
             bool round = flag[2] == 'r';
-            if (cr_duration_parse(val, &ns) != 0 || ns < (round ? 1 : 0) ||
-                ns > 30 * CR_NS_PER_H) {
+            if (cr_duration_parse(val, &ns) != 0 || ns < (round ? 1 : 0) || ns > 30 * CR_NS_PER_H) {
                 return bad_flag(flag, val,
                                 round ? "expected a duration in 1s..30h (360s, 6m)"
                                       : "expected a duration in 0s..30h (10s, 0s)");
@@ -222,7 +221,8 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             for (char *p = strtok_r(*policy_buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
                 cr_sched_policy pol;
                 if (strcmp(p, "rounds") != 0 && cr_sched_policy_parse(p, &pol) != 0) {
-                    return bad_flag(flag, p, "unknown policy (fifo, priority, hetero, las, rounds)");
+                    return bad_flag(flag, p,
+                                    "unknown policy (fifo, priority, hetero, las, rounds)");
                 }
                 if (a->npolicies == MAX_POLICIES) {
                     return bad_flag(flag, val, "at most 8 policies");

@@ -44,16 +44,16 @@
 enum { R_FUTURE = 0, R_WAIT, R_RUN, R_DONE };
 
 typedef struct rjob {
-    uint8_t state;                /* R_* */
-    bool started;                 /* ran before: a resume pays the switch cost */
-    int type;                     /* R_RUN: its type */
-    int64_t seg_start;            /* R_RUN: start of this run */
-    int64_t warm_until;           /* R_RUN: progress starts here (switch cost) */
-    int64_t epoch;                /* bumped at every start and stop */
-    double done;                  /* work done before this run */
+    uint8_t state;                 /* R_* */
+    bool started;                  /* ran before: a resume pays the switch cost */
+    int type;                      /* R_RUN: its type */
+    int64_t seg_start;             /* R_RUN: start of this run */
+    int64_t warm_until;            /* R_RUN: progress starts here (switch cost) */
+    int64_t epoch;                 /* bumped at every start and stop */
+    double done;                   /* work done before this run */
     double recv[CR_SIM_MAX_TYPES]; /* seconds held on each type */
-    double x[CR_SIM_MAX_TYPES];   /* allocation of the last LP */
-    double demand0, cap0;         /* demand and capacity integrals at arrival */
+    double x[CR_SIM_MAX_TYPES];    /* allocation of the last LP */
+    double demand0, cap0;          /* demand and capacity integrals at arrival */
 } rjob;
 
 typedef struct rent { /* one (job, type) candidate of a round */

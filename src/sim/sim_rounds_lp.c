@@ -83,8 +83,8 @@ int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *s
         for (int t = 0; t < ntypes; t++) {
             prop += r[t] * (cap[t] > 0 ? cap[t] : 0) / total_cap;
         }
-        int frow = (int)j + 1;         /* fairness: s*sum(r x)/P - z >= 0 */
-        int srow = (int)njobs + frow;  /* time: sum x <= 1 */
+        int frow = (int)j + 1;        /* fairness: s*sum(r x)/P - z >= 0 */
+        int srow = (int)njobs + frow; /* time: sum x <= 1 */
         glp_set_row_bnds(p, frow, GLP_LO, 0.0, 0.0);
         glp_set_row_bnds(p, srow, GLP_UP, 0.0, 1.0);
         bool any = false;

@@ -123,8 +123,8 @@ static void make_workload(cr__sim_workload *w, uint64_t seed, size_t n)
     }
 }
 
-static void run_on(const char *gpus, const cr__sim_workload *w, int64_t switch_ns,
-                   bool no_migrate, bool no_guard, cr__sim_result *res)
+static void run_on(const char *gpus, const cr__sim_workload *w, int64_t switch_ns, bool no_migrate,
+                   bool no_guard, cr__sim_result *res)
 {
     cr__sim_cluster c;
     memset(&c, 0, sizeof c);
@@ -267,12 +267,9 @@ static void test_deterministic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lp_scale_factor),
-        cmocka_unit_test(test_lp_equal_split),
-        cmocka_unit_test(test_lp_hetero_spread),
-        cmocka_unit_test(test_lp_classes),
-        cmocka_unit_test(test_migration_exact),
-        cmocka_unit_test(test_migration_cost_bound),
+        cmocka_unit_test(test_lp_scale_factor),  cmocka_unit_test(test_lp_equal_split),
+        cmocka_unit_test(test_lp_hetero_spread), cmocka_unit_test(test_lp_classes),
+        cmocka_unit_test(test_migration_exact),  cmocka_unit_test(test_migration_cost_bound),
         cmocka_unit_test(test_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
