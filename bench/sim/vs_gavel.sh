@@ -8,7 +8,9 @@
 #   BURST_SEEDS  seeds of 400-job bursts (all at t=0), default 1,2,3 ("" = none)
 #   RATES        steady-state arrival rates in jobs/hour, default 0.4,1,2,3
 #                ("" = bursts only); JOBS jobs each (default 1500), JCT over
-#                the middle third (Gavel's -s/-e window, Corral's --window)
+#                the middle third (Gavel's window, Corral's --window). These
+#                traces' jobs average ~4 GPU-hours: 0.4-3 jobs/h keep the
+#                108 GPUs 1-9% busy; add 12,24,36 for contention/saturation.
 # Prints, per trace: Gavel max_min_fairness_perf average JCT and makespan (h),
 # Corral's las/priority/hetero/rounds average JCT (h), and Corral's best (by
 # JCT) / Gavel for JCT and makespan, and rounds / Gavel (< 1 = Corral ahead).
