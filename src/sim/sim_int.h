@@ -14,6 +14,9 @@
  *                 synthetic generator (Poisson arrivals, Philly-like mix);
  *   sim_engine.c  the event loop that drives the scheduler;
  *   sim_report.c  metrics and the table / JSON / CSV / HTML reports;
+ *   sim_rounds.c  the 'rounds' policy: time-shared rounds, leases and
+ *                 suspend/resume, its own event loop (sched has no resume);
+ *   sim_rounds_lp.c  its max-min fairness LP (GLPK);
  *   sim_main.c    the command line.
  *
  * Work model: a job carries an amount of work (steps, or seconds on a
@@ -215,6 +218,13 @@ typedef struct cr__sim_opts {
     int64_t restart_ns;               /* wall time a (re)started job spends before progress */
     double power_w[CR_SIM_MAX_TYPES]; /* busy power per cluster type, watts */
     double idle_frac;                 /* idle power as a fraction of busy power */
+    /* 'rounds' policy (sim_rounds.c); ignored by the others. */
+    int64_t round_ns;  /* round length (0 = CR_SIM_ROUND_DEFAULT_NS) */
+    int64_t switch_ns; /* suspend/resume cost: wall time a resumed or moved job makes no progress */
+    bool no_migrate;   /* rounds: never move a running job to a faster type mid-round */
+    bool no_spread;    /* rounds: skip the LP's second stage (leftover capacity) */
+    bool no_drain_guard;     /* rounds: no priority for jobs that would set the makespan */
+    int64_t share_window_ns; /* rounds: time accounting window (0 = one round) */
 } cr__sim_opts;
 
 /* Per-job outcome. */
@@ -284,6 +294,26 @@ int cr__sim_inflate_main(int argc, char **argv);
  * 'F': why" / "pods:LINE: ..." in err. For the fuzz target. */
 int cr__sim_openb_parse(const char *nodes, size_t nlen, const char *pods, size_t plen,
                         size_t *ngpus, size_t *npods, char *err, size_t errlen);
+
+/* --------------------------------------------------- the 'rounds' policy */
+
+#define CR_SIM_ROUND_DEFAULT_NS   (360 * INT64_C(1000000000)) /* Gavel's 6-minute round */
+#define CR_SIM_SWITCH_DEFAULT_NS  (10 * INT64_C(1000000000))  /* suspend + resume of a job */
+#define CR_SIM_ROUNDS_LP_MAX_JOBS 20000 /* active jobs in one LP (beyond: error) */
+
+/* The max-min fairness time-share LP (sim_rounds_lp.c): njobs x ntypes rates
+ * (row-major, gang work units/s, 0 = cannot run), GPUs per job, jobs each
+ * row stands for (mult; NULL = 1 each), GPUs per type. Fills x (njobs *
+ * ntypes fractions of time, per job of the row) and z (the optimum).
+ * spread: second stage that places leftover capacity. Returns 0, CR_EINVAL
+ * for sizes out of range, CR_EUNAVAIL when GLPK finds no optimum. */
+int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *scale,
+                      const double *mult, const double *cap, bool spread, double *x, double *z);
+/* Run the workload under the 'rounds' policy (time-shared allocation every
+ * round, leases, suspend/resume at a modelled cost). Same contract as
+ * cr__sim_run; node failures (mtbf) are refused with CR_ENOTSUP. */
+int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_workload *w,
+                       cr__sim_result *res, char *err, size_t errlen);
 
 /* Default busy power (watts) of a GPU type by name. */
 double cr__sim_default_power_w(const char *type);

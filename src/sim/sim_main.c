@@ -57,7 +57,7 @@ static void usage(FILE *f)
         "  --mttr DUR             time a failed node stays down (default 1h)\n"
         "  --power T=W,...        busy power per GPU type in watts (idle: 20%%)\n"
         "Scheduling:\n"
-        "  --policy P             fifo | priority | hetero | las (default fifo)\n"
+        "  --policy P             fifo | priority | hetero | las | rounds (default fifo)\n"
         "  --compare P1,P2,...    run several policies on the same input, side by side\n"
         "  --seed N               RNG seed for generation, tie-breaks, failures (default 0)\n"
         "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
@@ -65,6 +65,13 @@ static void usage(FILE *f)
         "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
         "  --max-examined N       examine at most N pending jobs per cycle (default 0: all)\n"
         "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
+        "  --round DUR            rounds: round length (default 6m, Gavel's)\n"
+        "  --switch DUR           rounds: suspend/resume (and migration) cost (default 10s)\n"
+        "  --no-migrate           rounds: no mid-round move of a running job to a faster type\n"
+        "  --no-spread            rounds: plain max-min LP (no second stage for spare capacity)\n"
+        "  --no-drain-guard       rounds: no precedence for jobs that would set the makespan\n"
+        "  --share-window DUR     rounds: window of the time-received accounting (default: a "
+        "round)\n"
         "  --share-policy P       fractional tasks: frag | best-fit | worst-fit (default frag)\n"
         "  --check                check the scheduler's invariants after every event\n"
         "  --inflate ...          fill a cluster from an Alibaba openb trace (--inflate --help)\n"
@@ -102,6 +109,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     a->o.estimates = true;
     a->o.mttr_ns = CR_NS_PER_H;
     a->o.idle_frac = 0.2;
+    a->o.switch_ns = -1; /* rounds: CR_SIM_SWITCH_DEFAULT_NS */
     a->gpn = 4;
     a->npr = 32;
     a->tenants = 1;
@@ -130,7 +138,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             "--cluster",      "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
             "--mttr",         "--power",    "--policy",        "--compare",        "--seed",
             "--interval",     "--window",   "--csv",           "--html",           "--share-policy",
-            "--max-examined",
+            "--max-examined", "--round",    "--switch",        "--share-window",
         };
         bool needs = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
@@ -187,6 +195,21 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             }
             *(flag[2] == 'i' ? &a->o.interval_ns
                              : (flag[4] == 'b' ? &a->o.mtbf_ns : &a->o.mttr_ns)) = ns;
+        } else if (!strcmp(flag, "--share-window")) {
+            int64_t ns;
+            if (cr_duration_parse(val, &ns) != 0 || ns < 1 || ns > 365 * 24 * CR_NS_PER_H) {
+                return bad_flag(flag, val, "expected a duration in 1s..365d (6m, 1h)");
+            }
+            a->o.share_window_ns = ns;
+        } else if (!strcmp(flag, "--round") || !strcmp(flag, "--switch")) {
+            int64_t ns;
+            bool round = flag[2] == 'r';
+            if (cr_duration_parse(val, &ns) != 0 || ns < (round ? 1 : 0) || ns > 30 * CR_NS_PER_H) {
+                return bad_flag(flag, val,
+                                round ? "expected a duration in 1s..30h (360s, 6m)"
+                                      : "expected a duration in 0s..30h (10s, 0s)");
+            }
+            *(round ? &a->o.round_ns : &a->o.switch_ns) = ns;
         } else if (!strcmp(flag, "--power")) {
             a->power = val;
         } else if (!strcmp(flag, "--policy") || !strcmp(flag, "--compare")) {
@@ -197,8 +220,9 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             char *save = NULL;
             for (char *p = strtok_r(*policy_buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
                 cr_sched_policy pol;
-                if (cr_sched_policy_parse(p, &pol) != 0) {
-                    return bad_flag(flag, p, "unknown policy (fifo, priority, hetero, las)");
+                if (strcmp(p, "rounds") != 0 && cr_sched_policy_parse(p, &pol) != 0) {
+                    return bad_flag(flag, p,
+                                    "unknown policy (fifo, priority, hetero, las, rounds)");
                 }
                 if (a->npolicies == MAX_POLICIES) {
                     return bad_flag(flag, val, "at most 8 policies");
@@ -261,6 +285,12 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             a->o.lp = 0;
         } else if (!strcmp(flag, "--no-wait-for-faster")) {
             a->o.wait_faster = 0;
+        } else if (!strcmp(flag, "--no-migrate")) {
+            a->o.no_migrate = true;
+        } else if (!strcmp(flag, "--no-spread")) {
+            a->o.no_spread = true;
+        } else if (!strcmp(flag, "--no-drain-guard")) {
+            a->o.no_drain_guard = true;
         } else if (!strcmp(flag, "--no-estimates")) {
             a->o.estimates = false;
         } else {
@@ -275,6 +305,11 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     }
     if (a->rate >= 0 && !a->generate) {
         return bad_flag("--rate", NULL, "only with --generate");
+    }
+    for (size_t k = 0; k < a->npolicies; k++) {
+        if (!strcmp(a->policies[k], "rounds") && a->o.mtbf_ns > 0) {
+            return bad_flag("--mtbf", NULL, "not simulated under the rounds policy");
+        }
     }
     if (a->cluster_path && a->gpus) {
         return bad_flag("--cluster", NULL, "give --cluster or --gpus, not both");
@@ -472,10 +507,15 @@ int cr_sim_main(int argc, char **argv)
     }
     rc = 1;
     for (size_t k = 0; k < a.npolicies; k++) {
-        cr_sched_policy pol;
-        cr_sched_policy_parse(a.policies[k], &pol);
-        a.o.policy = pol;
-        int run_rc = cr__sim_run(&a.o, &cl, &w, &res[nres], err, sizeof err);
+        int run_rc;
+        if (!strcmp(a.policies[k], "rounds")) {
+            run_rc = cr__sim_run_rounds(&a.o, &cl, &w, &res[nres], err, sizeof err);
+        } else {
+            cr_sched_policy pol;
+            cr_sched_policy_parse(a.policies[k], &pol);
+            a.o.policy = pol;
+            run_rc = cr__sim_run(&a.o, &cl, &w, &res[nres], err, sizeof err);
+        }
         if (run_rc != 0) {
             cr__sim_result_fini(&res[nres]);
             fprintf(stderr, "corral sim: %s: %s\n", a.policies[k], err);

@@ -75,6 +75,21 @@ printf 'submit=0 gpus=5000 duration=1h id=huge\nsubmit=0 gpus=1 duration=1h\n' >
 grep -q "2 jobs, 1 finished" "$T/huge.out" || fail "unfinishable job: counts"
 grep -q "job huge: needs 5000" "$T/huge.out" || { cat "$T/huge.out"; fail "unfinishable job: reason"; }
 
+# The rounds policy: every job finishes, an unfinishable one is named, the
+# same input gives the same bytes, and its flags are checked.
+for f in "$SRC/data/traces/tiresias/60_job.csv" "$SRC/data/traces/gavel/physical_cluster_small_test.trace"; do
+    "$BIN" sim --policy rounds "$f" --gpus v100:8,p100:8,k80:8 >"$T/r.out" || fail "rounds $f"
+    grep -Eq "(60|20) jobs, \1 finished" "$T/r.out" || { cat "$T/r.out"; fail "rounds: not all finished"; }
+done
+"$BIN" sim --policy rounds "$T/huge.txt" >"$T/rh.out" || fail "rounds: unfinishable job"
+grep -q "job huge: no GPU type" "$T/rh.out" || { cat "$T/rh.out"; fail "rounds: unfinishable reason"; }
+"$BIN" sim --generate 300 --rate 5 --multi-gpu --seed 3 --compare las,rounds --switch 30s \
+    --round 10m --json >"$T/r1.json"
+"$BIN" sim --generate 300 --rate 5 --multi-gpu --seed 3 --compare las,rounds --switch 30s \
+    --round 10m --json >"$T/r2.json"
+cmp "$T/r1.json" "$T/r2.json" || fail "rounds: JSON differs between identical runs"
+grep -q '"policy": *"rounds"' "$T/r1.json" || fail "rounds: not in the JSON"
+
 # Batched cycles: every job still finishes, invariants hold.
 "$BIN" sim --check --generate 300 --rate 6 --multi-gpu --interval 10m --compare fifo,las \
     >"$T/i.out" || fail "--interval"
@@ -133,6 +148,9 @@ expect2 "bad.cluster: line 2: field bogus" --generate 3 --cluster "$T/bad.cluste
 expect2 "--policy" --generate 5 --policy nope
 expect2 "--gpus" --generate 5 --gpus v100
 expect2 "--window" --generate 5 --window 3:1
+expect2 "--round" --generate 5 --policy rounds --round 0s
+expect2 "--switch" --generate 5 --policy rounds --switch forever
+expect2 "--mtbf" --generate 5 --compare las,rounds --mtbf 2h
 expect2 "--rate" --generate 5 --rate -1
 expect2 "unknown option" --generate 5 --frobnicate
 printf 'submit=0 gpus=1 duration=1h type=h100\n' >"$T/typed.txt"
