@@ -317,11 +317,12 @@ struct ctl {
     pthread_t sched_thread;
     bool sched_started;
 
-    pthread_mutex_t admin_mu;      /* serialises token and tenant changes (ctl_admin.c) */
-    _Atomic int64_t logs_inflight; /* log fetches from agents now (ctl_logs.c) */
-    struct ctl_logs *logs;         /* the log fetch workers (ctl_logs.c) */
-    size_t nfinished_mem;          /* finished jobs in memory (retention, ctl_state.c) */
-    struct ctl_idem *idem;         /* Idempotency-Key answers (ctl_state.c), under mu */
+    pthread_mutex_t admin_mu;          /* serialises token and tenant changes (ctl_admin.c) */
+    _Atomic int64_t logs_inflight;     /* log fetches from agents now (ctl_logs.c) */
+    struct ctl_logs *logs;             /* the log fetch workers (ctl_logs.c) */
+    size_t nfinished_mem;              /* finished jobs in memory (retention, ctl_state.c) */
+    struct ctl_idem *idem;             /* Idempotency-Key answers (ctl_state.c), under mu */
+    struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -383,6 +384,10 @@ int64_t ctl_doc_spec_ref(const char *doc);
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
 /* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
+/* ctl_joblist.c: GET /v1/jobs (a page from the store, a render cache). */
+int ctl_joblist_init(ctl *c);
+void ctl_joblist_fini(ctl *c);
+void ctl_jobs_list(ctl *c, cr_http_req *req, const cr_principal *p);
 /* ctl_logs.c: GET /v1/jobs/{id}/logs, fetched from the agent off the API
  * threads by log_fetch_max workers. */
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
