@@ -415,6 +415,21 @@ typedef const char *(*ctl_job_change_fn)(ctl *c, ctl_job *j, const void *arg, bo
  * 409/507/500). arg (arg_len bytes) is copied. mu held. */
 void ctl_state_job_change(ctl *c, cr_http_req *req, ctl_job *j, ctl_job_change_fn fn,
                           const void *arg, size_t arg_len, const char *why);
+/* The same change of several jobs (ids[0] first: the answer shows it, with
+ * array_last when > 0), in one commit; tasks it does not apply to are left
+ * out, 409 when none is left. mu held. */
+void ctl_state_jobs_change(ctl *c, cr_http_req *req, const int64_t *ids, size_t n,
+                           int64_t array_last, ctl_job_change_fn fn, const void *arg,
+                           size_t arg_len, const char *why);
+/* Any other change (nodes, services): txn (taken) holds its
+ * rows, computed without touching memory; fn runs under mu once the commit
+ * is over: status 0, apply the change and return the answer (*code
+ * defaults to 200; NULL: 409, it went away meanwhile); status != 0, undo
+ * anything provisional and return NULL (the answer is 507/500). arg is
+ * owned (free()d after fn). mu held. */
+typedef json_t *(*ctl_commit_fn)(ctl *c, void *arg, int status, unsigned *code);
+void ctl_state_commit_apply(ctl *c, cr_store_txn *txn, cr_http_req *req, ctl_commit_fn fn,
+                            void *arg);
 /* The job from memory, else from the store (it goes back into memory). mu held. */
 ctl_job *ctl_job_fetch(ctl *c, int64_t id);
 /* Retention and expiry timers (scheduler thread); takes mu. */

@@ -1310,84 +1310,23 @@ static const char *action_change(ctl *c, ctl_job *j, const void *argp, bool appl
     return NULL;
 }
 
-/* Apply a user action to one job; NULL, or why it does not apply. mu held. */
-static const char *act_one(ctl *c, cr_store_txn *txn, ctl_job *j, const char *action,
-                           const char *why)
+typedef struct signal_arg {
+    char name[12];
+} signal_arg;
+
+/* A signal to a running job as a state change (stored as an event). */
+static const char *signal_change(ctl *c, ctl_job *j, const void *argp, bool apply,
+                                 const char **what)
 {
-    int64_t id = j->id;
-    ctl_job_state was = j->state;
-    const char *bad = NULL;
-    if (strcmp(action, "signal") == 0) {
-        return NULL; /* job_action sends it */
+    const signal_arg *a = argp;
+    if (j->state != JS_RUNNING) {
+        return "is not running";
     }
-    if (strcmp(action, "cancel") == 0) {
-        if (ctl_job_terminal(j)) {
-            bad = "is already finished";
-        } else if (was == JS_RUNNING || was == JS_COMPLETING) {
-            j->cancel_requested = true;
-            j->state = JS_COMPLETING;
-            ctl_job_set_reason(j, "cancel requested: stopping");
-            for (size_t i = 0; i < j->nplace; i++) {
-                ctl_node *n = ctl_node_find(c, j->place[i].node);
-                if (n) {
-                    ctl_node_bump(c, n);
-                }
-            }
-            ctl_job_persist(c, txn, j, "cancel-requested", why);
-        } else {
-            j->state = JS_CANCELLED;
-            j->end_ns = cr_now_ns();
-            ctl_job_set_reason(j, "cancelled");
-            ctl_sched_remove(c, id);
-            atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
-            ctl_job_persist(c, txn, j, "cancelled", why);
-        }
-    } else if (strcmp(action, "hold") == 0) {
-        if (was != JS_PENDING) {
-            bad = "is not pending";
-        } else {
-            j->state = JS_HELD;
-            ctl_job_set_reason(j, "held");
-            ctl_sched_remove(c, id);
-            ctl_job_persist(c, txn, j, "held", why);
-        }
-    } else if (strcmp(action, "release") == 0) {
-        if (was != JS_HELD) {
-            bad = "is not held";
-        } else {
-            j->state = JS_PENDING;
-            ctl_job_set_reason(j, "released");
-            ctl_batch_admit(c, j);
-            ctl_job_persist(c, txn, j, "released", why);
-        }
-    } else { /* requeue */
-        if (was == JS_RUNNING) {
-            j->requeue_requested = true;
-            j->state = JS_COMPLETING;
-            ctl_job_set_reason(j, "requeue requested: stopping");
-            for (size_t i = 0; i < j->nplace; i++) {
-                ctl_node *n = ctl_node_find(c, j->place[i].node);
-                if (n) {
-                    ctl_node_bump(c, n);
-                }
-            }
-            ctl_job_persist(c, txn, j, "requeue-requested", why);
-        } else if (ctl_job_terminal(j)) {
-            if (c->first_active > id) {
-                c->first_active = id; /* active again (see ctl_metrics.c) */
-            }
-            j->state = JS_PENDING;
-            j->start_ns = j->end_ns = 0;
-            j->exit_code = j->signal = 0;
-            j->cancel_requested = false;
-            ctl_job_set_reason(j, "requeued");
-            ctl_batch_admit(c, j);
-            ctl_job_persist(c, txn, j, "requeued", why);
-        } else {
-            bad = "is not running or finished";
-        }
+    *what = "signalled";
+    if (apply) {
+        ctl_batch_signal(c, j, a->name); /* the agents deliver it */
     }
-    return bad;
+    return NULL;
 }
 
 static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
@@ -1442,61 +1381,37 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
         pthread_mutex_unlock(&c->mu);
         return;
     }
-    ctl_job_state was = j->state;
-    cr_store_txn *txn = cr_store_txn_new();
-    const char *bad = NULL;
+    /* A whole array (array=1 on its first id, as scancel ID does) or a
+     * signal (to every task of the job or array, once): stored first, then
+     * applied, like one job. */
+    int64_t *ids = NULL;
+    size_t n = 0, cap = 0;
     int64_t array_last = 0;
-    /* array=1 on an array's first id: the whole array (as scancel ID does) */
-    if (whole_array) {
-        size_t applied = 0;
-        for (int64_t k = id;; k++) {
-            ctl_job *t = ctl_job_get(c, k);
-            if (!t || t->array_first != id) {
-                break;
-            }
-            array_last = k;
-            const char *b = act_one(c, txn, t, action, why);
-            applied += b == NULL;
-            if (k == id) {
-                bad = b;
-            }
+    for (int64_t k = id;; k++) {
+        ctl_job *t = ctl_job_get(c, k);
+        if (!t || (k != id && !(whole_array && t->array_first == id))) {
+            break;
         }
-        bad = applied > 0 ? NULL : bad;
-    } else {
-        bad = act_one(c, txn, j, action, why);
+        CR_GROW(ids, n, cap);
+        ids[n++] = k;
+        array_last = whole_array ? k : 0;
     }
     if (strcmp(action, "signal") == 0) {
-        /* scancel --signal: to every task of the job (or array), once */
-        bad = "is not running";
-        for (int64_t k = id;; k++) {
-            ctl_job *t = ctl_job_get(c, k);
-            if (!t || (k != id && !(qa && strcmp(qa, "1") == 0 && t->array_first == id &&
-                                    j->array_first == id))) {
-                break;
-            }
-            if (t->state == JS_RUNNING) {
-                ctl_batch_signal(c, t, signame);
-                char sw[240];
-                snprintf(sw, sizeof sw, "SIG%s %s", signame, why);
-                ctl_job_persist(c, txn, t, "signalled", sw);
-                bad = NULL;
-            }
-        }
+        signal_arg a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.name, sizeof a.name, "%s", signame);
+        char sw[240];
+        snprintf(sw, sizeof sw, "SIG%s %s", signame, why);
+        ctl_state_jobs_change(c, req, ids, n, array_last, signal_change, &a, sizeof a, sw);
+    } else {
+        action_arg a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.action, sizeof a.action, "%s", action);
+        a.now = cr_now_ns();
+        ctl_state_jobs_change(c, req, ids, n, array_last, action_change, &a, sizeof a, why);
     }
-    if (bad) {
-        pthread_mutex_unlock(&c->mu);
-        cr_store_txn_free(txn);
-        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)id, bad,
-                      ctl_job_state_names[was]);
-        return;
-    }
-    json_t *ans = ctl_job_json(j);
-    if (array_last > 0) {
-        /* the answer covers the tasks up to this id */
-        json_object_set_new(ans, "array_last", json_integer(array_last));
-    }
-    ctl_commit_reply(c, txn, req, 200, ans);
     pthread_mutex_unlock(&c->mu);
+    free(ids);
 }
 
 void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)

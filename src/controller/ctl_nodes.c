@@ -1316,6 +1316,41 @@ void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **se
 /* ------------------------------------------------------------------------ */
 /* Node routes                                                              */
 
+typedef struct drain_arg {
+    char node[CTL_NAME_MAX];
+    char reason[256];
+    bool drain;
+} drain_arg;
+
+static void drain_set(ctl_node *n, const drain_arg *a)
+{
+    n->drained = a->drain;
+    if (n->state != NS_LOST) {
+        n->state = a->drain ? NS_DRAINED : NS_UP;
+    }
+    snprintf(n->reason, sizeof n->reason, "%s", a->drain ? a->reason : "");
+}
+
+/* A drain or undrain is durable: apply it. mu held. */
+static json_t *drain_committed(ctl *c, void *argp, int status, unsigned *code)
+{
+    const drain_arg *a = argp;
+    ctl_node *n = status == 0 ? ctl_node_find(c, a->node) : NULL;
+    (void)code;
+    if (!n) {
+        return NULL;
+    }
+    drain_set(n, a);
+    n->sched_dirty = true;
+    ctl_sched_kick(c);
+    cr_info("node=%s %s: %s", n->name, a->drain ? "drained" : "undrained", n->reason);
+    /* a heartbeat stored meanwhile wrote the node as it was: store it again */
+    cr_store_txn *txn = cr_store_txn_new();
+    node_persist(txn, n);
+    cr_store_submit(c->store, txn, NULL, NULL);
+    return node_json(c, n, false);
+}
+
 void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
 {
     const char *m = cr_http_method(req);
@@ -1415,18 +1450,16 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
                           "node '%s' awaits approval: corral nodes approve %s", n->name, n->name);
             return;
         }
-        n->drained = drain;
-        if (n->state != NS_LOST) {
-            n->state = drain ? NS_DRAINED : NS_UP;
-        }
-        snprintf(n->reason, sizeof n->reason, "%s",
-                 drain ? (*reason ? reason : "drained by admin") : "");
-        n->sched_dirty = true;
-        ctl_sched_kick(c);
-        cr_info("node=%s %s: %s", n->name, drain ? "drained" : "undrained", n->reason);
+        /* Stored first (the row computed on a copy), applied once durable. */
+        drain_arg *a = cr_calloc(1, sizeof *a);
+        snprintf(a->node, sizeof a->node, "%s", n->name);
+        snprintf(a->reason, sizeof a->reason, "%s", *reason ? reason : "drained by admin");
+        a->drain = drain;
+        ctl_node tmp = *n;
+        drain_set(&tmp, a);
         cr_store_txn *txn = cr_store_txn_new();
-        node_persist(txn, n);
-        ctl_commit_reply(c, txn, req, 200, node_json(c, n, false));
+        node_persist(txn, &tmp);
+        ctl_state_commit_apply(c, txn, req, drain_committed, a);
         pthread_mutex_unlock(&c->mu);
         json_decref(v);
         return;

@@ -501,6 +501,192 @@ static void test_disk_full(void **state)
     cleanup(&d);
 }
 
+/* The other changes on a full disk: service create/scale/delete, node
+ * drain/undrain, a whole-array action and a signal are refused (507) and
+ * leave memory as it was, and none of them is there after a restart. */
+static const char *const robust_reg =
+    "{\"node\":\"%s\",\"addr\":\"127.0.0.1\",\"port\":1,\"rack\":\"r1\",\"cpus\":8,"
+    "\"gpus\":[{\"index\":0,\"uuid\":\"GPU-%s-0\",\"model\":\"A100 SXM\","
+    "\"mem_bytes\":85899345920}]}";
+
+static char *reg_node(const daemon_t *d, const char *name)
+{
+    char body[512];
+    snprintf(body, sizeof body, robust_reg, name, name);
+    long code;
+    json_t *v = call(d, "POST", "/v1/agents/register", d->join, body, &code);
+    assert_int_equal(code, 200);
+    char *t = strdup(str(v, "node_token"));
+    json_decref(v);
+    return t;
+}
+
+static void expect_get(const daemon_t *d, const char *path, long want, const char *key,
+                       const char *value)
+{
+    long code;
+    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+    if (code != want) {
+        fprintf(stderr, "GET %s: %ld, expected %ld\n", path, code, want);
+    }
+    assert_int_equal(code, want);
+    if (key) {
+        json_t *x = json_object_get(v, key);
+        char got[64];
+        if (json_is_string(x)) {
+            snprintf(got, sizeof got, "%s", json_string_value(x));
+        } else if (json_is_boolean(x)) {
+            snprintf(got, sizeof got, "%s", json_is_true(x) ? "true" : "false");
+        } else {
+            snprintf(got, sizeof got, "%lld", (long long)json_integer_value(x));
+        }
+        if (strcmp(got, value) != 0) {
+            fprintf(stderr, "GET %s: %s = %s, expected %s\n", path, key, got, value);
+        }
+        assert_string_equal(got, value);
+    }
+    json_decref(v);
+}
+
+/* Whether node n1's desired state (as its agent reads it) asks for a signal. */
+static bool desired_has_signal(const daemon_t *d, const char *nt)
+{
+    long code;
+    json_t *v = call(d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    assert_int_equal(code, 200);
+    char *s = json_dumps(v, JSON_COMPACT);
+    bool has = s && strstr(s, "\"signal\":{") != NULL;
+    free(s);
+    json_decref(v);
+    return has;
+}
+
+static void wait_state(const daemon_t *d, int64_t id, const char *state)
+{
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    for (;;) {
+        long code;
+        json_t *v = job(d, id, &code);
+        bool ok = code == 200 && strcmp(str(v, "state"), state) == 0;
+        json_decref(v);
+        if (ok || cr_mono_ns() > deadline) {
+            break;
+        }
+        poll_sleep();
+    }
+    expect_state(d, id, state);
+}
+
+static void test_disk_full_others(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    if (mount("tmpfs", d.dir, "tmpfs", 0, "size=8m,mode=0700") == 0) {
+        snprintf(mounted, sizeof mounted, "%s", d.dir);
+    } else {
+        fprintf(stderr, "cannot mount a tmpfs (%s): needs root\n", strerror(errno));
+        cleanup(&d);
+        skip();
+    }
+    if (!*mounted) {
+        return;
+    }
+    start(&d, NULL);
+    char *nt = reg_node(&d, "n1");
+    char *nt2 = reg_node(&d, "n2");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/nodes/n2/drain", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    /* one job running on n1's GPU; an array that cannot run (8 GPUs) */
+    int64_t run = submit(&d, d.admin, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1}");
+    wait_state(&d, run, "running");
+    int64_t arr = submit(&d, d.admin, "{\"command\":[\"true\"],\"gpus\":8,\"array\":3}");
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"kept\",\"command\":[\"srv\"],\"gpus\":1,\"min_replicas\":0,"
+             "\"max_replicas\":4,\"replicas\":0}",
+             &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
+    assert_false(desired_has_signal(&d, nt));
+
+    fill_disk(d.dir);
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"refused\",\"command\":[\"srv\"],\"gpus\":1}", &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    expect_get(&d, "/v1/services/refused", 404, NULL, NULL);
+    v = call(&d, "POST", "/v1/services/kept/scale", d.admin, "{\"replicas\":2}", &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    expect_get(&d, "/v1/services/kept", 200, "desired_replicas", "0");
+    v = call(&d, "DELETE", "/v1/services/kept", d.admin, NULL, &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    expect_get(&d, "/v1/services/kept", 200, "desired_replicas", "0");
+    v = call(&d, "POST", "/v1/nodes/n1/drain", d.admin, NULL, &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    expect_get(&d, "/v1/nodes/n1", 200, "drained", "false");
+    v = call(&d, "POST", "/v1/nodes/n2/undrain", d.admin, NULL, &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    expect_get(&d, "/v1/nodes/n2", 200, "drained", "true");
+    char path[96];
+    snprintf(path, sizeof path, "/v1/jobs/%lld/cancel?array=1", (long long)arr);
+    v = call(&d, "POST", path, d.admin, NULL, &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    for (int64_t k = arr; k < arr + 3; k++) {
+        expect_state(&d, k, "pending");
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%lld/signal", (long long)run);
+    v = call(&d, "POST", path, d.admin, "{\"signal\":\"USR1\"}", &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    assert_false(desired_has_signal(&d, nt)); /* the agent was not told */
+
+    /* Nothing refused is there after a restart. */
+    char filler[400];
+    snprintf(filler, sizeof filler, "%s/filler", d.dir);
+    assert_int_equal(unlink(filler), 0);
+    stop(&d, SIGKILL);
+    start(&d, NULL);
+    expect_get(&d, "/v1/services/refused", 404, NULL, NULL);
+    expect_get(&d, "/v1/services/kept", 200, "desired_replicas", "0");
+    expect_get(&d, "/v1/nodes/n1", 200, "drained", "false");
+    expect_get(&d, "/v1/nodes/n2", 200, "drained", "true");
+    for (int64_t k = arr; k < arr + 3; k++) {
+        expect_state(&d, k, "pending");
+    }
+    /* and with space again each of them works */
+    v = call(&d, "POST", "/v1/services/kept/scale", d.admin, "{\"replicas\":2}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    expect_get(&d, "/v1/services/kept", 200, "desired_replicas", "2");
+    snprintf(path, sizeof path, "/v1/jobs/%lld/cancel?array=1", (long long)arr);
+    v = call(&d, "POST", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "array_last"), arr + 2);
+    json_decref(v);
+    expect_state(&d, arr + 2, "cancelled");
+    v = call(&d, "POST", "/v1/nodes/n2/undrain", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    expect_get(&d, "/v1/nodes/n2", 200, "drained", "false");
+    v = call(&d, "DELETE", "/v1/services/kept", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    stop(&d, SIGKILL);
+    start(&d, NULL);
+    expect_get(&d, "/v1/nodes/n2", 200, "drained", "false");
+    expect_get(&d, "/v1/services/kept", 404, NULL, NULL); /* a delete survives a restart */
+    free(nt);
+    free(nt2);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 /* ------------------------------------------------------------------------ */
 /* 2. A hung agent does not starve the API threads.                          */
 
@@ -1069,6 +1255,7 @@ int main(void)
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_disk_full, teardown),
+        cmocka_unit_test_teardown(test_disk_full_others, teardown),
         cmocka_unit_test_teardown(test_hung_agent_logs, teardown),
         cmocka_unit_test_teardown(test_limits, teardown),
         cmocka_unit_test_teardown(test_retention_paging, teardown),
