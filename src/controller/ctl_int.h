@@ -121,7 +121,11 @@ typedef struct ctl_job {
     uint64_t ver;       /* bumped by every stored change (ctl_state.c) */
     bool committing;    /* a user action is being committed (ctl_state.c) */
     int64_t touch_mono; /* finished: when it entered memory or ended (retention) */
+    int64_t dep_mono;   /* last read as a gated job's dependency target (ctl_batch.c):
+                         * retention keeps it in memory CTL_DEP_PIN_S after that */
 } ctl_job;
+
+#define CTL_DEP_PIN_S 10
 
 typedef struct ctl_gpu {
     int index;
@@ -331,7 +335,8 @@ struct ctl {
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
     _Atomic uint64_t sched_cycles;
-    _Atomic uint64_t audit_seq; /* orders audit entries written in the same nanosecond */
+    _Atomic uint64_t jobs_fetched; /* jobs read back into memory from the store */
+    _Atomic uint64_t audit_seq;    /* orders audit entries written in the same nanosecond */
     cr_prom_hist cycle_hist;
     cr_prom_hist_vec *api_hist;
 };

@@ -471,6 +471,7 @@ ctl_job *ctl_job_fetch(ctl *c, int64_t id)
     }
     j->touch_mono = cr_mono_ns();
     ctl_job_insert(c, j);
+    atomic_fetch_add(&c->jobs_fetched, 1);
     return j;
 }
 
@@ -499,7 +500,8 @@ static void retain(ctl *c, int64_t now)
             j->touch_mono = now;
         }
         bool old = now - j->touch_mono > c->cfg.retain_s * CR_NS_PER_SEC;
-        if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0) {
+        bool dep_target = j->dep_mono && now - j->dep_mono < CTL_DEP_PIN_S * CR_NS_PER_SEC;
+        if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0 && !dep_target) {
             ctl_job_free(j);
             c->jobs[i] = NULL;
             evicted++;
