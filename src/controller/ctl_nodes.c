@@ -20,63 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Nodes by name: open addressing over FNV-1a, slots hold index + 1 (0 =
- * empty). Nodes are never removed, so there are no tombstones. */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    }
-    return h;
-}
-
-static void index_put(ctl *c, size_t idx)
-{
-    size_t mask = c->node_slots_cap - 1;
-    size_t i = (size_t)name_hash(c->nodes[idx]->name) & mask;
-    while (c->node_slots[i]) {
-        i = (i + 1) & mask;
-    }
-    c->node_slots[i] = (uint32_t)(idx + 1);
-}
-
-ctl_node *ctl_node_find(ctl *c, const char *name)
-{
-    if (!c->node_slots_cap) {
-        return NULL;
-    }
-    size_t mask = c->node_slots_cap - 1;
-    for (size_t i = (size_t)name_hash(name) & mask; c->node_slots[i]; i = (i + 1) & mask) {
-        ctl_node *n = c->nodes[c->node_slots[i] - 1];
-        if (strcmp(n->name, name) == 0) {
-            return n;
-        }
-    }
-    return NULL;
-}
-
-void ctl_node_add_job(ctl_node *n, int64_t id)
-{
-    for (size_t i = 0; i < n->njobs; i++) {
-        if (n->jobs[i] == id) {
-            return;
-        }
-    }
-    CR_GROW(n->jobs, n->njobs, n->capjobs);
-    n->jobs[n->njobs++] = id;
-}
-
-void ctl_node_del_job(ctl_node *n, int64_t id)
-{
-    for (size_t i = 0; i < n->njobs; i++) {
-        if (n->jobs[i] == id) {
-            n->jobs[i] = n->jobs[--n->njobs];
-            return;
-        }
-    }
-}
-
 static void node_free(ctl_node *n)
 {
     json_decref(n->labels);
@@ -616,10 +559,10 @@ static void node_insert(ctl *c, ctl_node *n)
         c->node_slots_cap = c->node_slots_cap ? c->node_slots_cap * 2 : 64;
         c->node_slots = cr_calloc(c->node_slots_cap, sizeof *c->node_slots);
         for (size_t i = 0; i < c->nnodes; i++) {
-            index_put(c, i);
+            ctl_node_index_put(c, i);
         }
     } else {
-        index_put(c, c->nnodes - 1);
+        ctl_node_index_put(c, c->nnodes - 1);
     }
 }
 
@@ -1568,7 +1511,7 @@ void ctl_node_remove(ctl *c, ctl_node *n)
     c->nodes[i] = c->nodes[--c->nnodes];
     memset(c->node_slots, 0, c->node_slots_cap * sizeof *c->node_slots);
     for (size_t k = 0; k < c->nnodes; k++) {
-        index_put(c, k);
+        ctl_node_index_put(c, k);
     }
     node_free(n);
 }

@@ -8,9 +8,10 @@
  * the parts that care are told: the scheduler (through its op queue, below),
  * the nodes (desired-state bumps) and the services (replica changes).
  *
- * Also here: answers after a commit (ctl_commit_reply), the scheduler's op
- * queue, retention (finished jobs leave memory, stay in SQLite) and the
- * Idempotency-Key answers of submit.
+ * Also here: the scheduler's op queue, retention (finished jobs leave
+ * memory, stay in SQLite) and the Idempotency-Key answers of submit. (A
+ * plain answer after a commit, ctl_commit_reply, is in ctl_util.c: the
+ * files below this one use it too.)
  *
  * Concurrency: a change records the job's version (ver, bumped by every
  * stored change) when it is prepared. If the job moved on before the commit
@@ -31,55 +32,6 @@
 #include <string.h>
 
 #define CTL_CHANGE_TRIES 3
-
-/* ------------------------------------------------------------------------ */
-/* Failed commits.                                                          */
-
-unsigned ctl_commit_status(int rc)
-{
-    return rc == CR_EDISKFULL ? 507 : 500;
-}
-
-void ctl_reply_commit_err(cr_http_req *req, int rc)
-{
-    if (rc == CR_EDISKFULL) {
-        ctl_reply_err(req, 507, rc, NULL,
-                      "disk full: the change was not stored (the controller keeps serving reads)");
-    } else {
-        ctl_reply_err(req, 500, rc, NULL, "could not commit: %s", cr_strerror(rc));
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Answers after commit.                                                    */
-
-typedef struct reply_ctx {
-    cr_http_req *req;
-    unsigned status;
-    json_t *body; /* owned */
-} reply_ctx;
-
-static void reply_committed(void *arg, int status)
-{
-    reply_ctx *r = arg;
-    if (status == 0) {
-        ctl_reply_json(r->req, r->status, r->body);
-    } else {
-        json_decref(r->body);
-        ctl_reply_commit_err(r->req, status);
-    }
-    free(r);
-}
-
-void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body)
-{
-    reply_ctx *r = cr_calloc(1, sizeof *r);
-    r->req = req;
-    r->status = status;
-    r->body = body;
-    cr_http_defer(req);
-    cr_store_submit(c->store, txn, reply_committed, r);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Other changes: commit, then apply.                                       */
