@@ -236,6 +236,86 @@ static int fill_store(long long n, int threads)
     return atomic_load(&done) == n ? 0 : -1;
 }
 
+/* The controller's CPU time so far (user + system), ns. */
+static int64_t cpu_ns(pid_t pid)
+{
+    char path[64], line[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+    FILE *f = fopen(path, "r");
+    int64_t ns = -1;
+    if (f && fgets(line, sizeof line, f)) {
+        const char *p = strrchr(line, ')');
+        unsigned long long ut = 0, st = 0;
+        /* after ")": state ppid pgrp session tty tpgid flags minflt cminflt
+         * majflt cmajflt utime stime */
+        if (p && sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut,
+                        &st) == 2) {
+            ns = (int64_t)(ut + st) * (1000000000LL / sysconf(_SC_CLK_TCK));
+        }
+    }
+    if (f) {
+        fclose(f);
+    }
+    return ns;
+}
+
+static int cmp_i64(const void *a, const void *b);
+
+/* The controller's own histogram of GET /v1/jobs (answered 200): the
+ * cumulative count at each bucket bound, from /metrics. Returns the
+ * number of bounds read (at most 32). */
+static size_t list_hist(conn *c, double *le, long long *cnt)
+{
+    size_t n = 0;
+    if (http(c, "GET", "/metrics", NULL) != 200) {
+        return 0;
+    }
+    static const char key[] = "corral_api_request_duration_seconds_bucket{route=\"/v1/jobs\","
+                              "method=\"GET\",code=\"200\",le=\"";
+    for (const char *p = strstr(cr_buf_str(&c->body), key); p && n < 32; p = strstr(p + 1, key)) {
+        const char *v = p + strlen(key);
+        le[n] = strncmp(v, "+Inf", 4) == 0 ? 1e9 : atof(v);
+        const char *sp = strchr(v, ' ');
+        cnt[n] = sp ? atoll(sp + 1) : 0;
+        n++;
+    }
+    return n;
+}
+
+/* One client alone: the wall time and the controller's CPU per page, for
+ * the same page again and again (warm) and for pages walked down the store
+ * by cursor (each one new rows). */
+static void page_cost(void)
+{
+    enum { N = 200 };
+    conn c;
+    conn_init(&c);
+    int64_t lat[N];
+    for (int pass = 0; pass < 2; pass++) {
+        char path[128] = "/v1/jobs?limit=100";
+        int64_t cpu0 = cpu_ns(ctl_pid);
+        int n = 0;
+        for (int i = 0; i < N; i++) {
+            int64_t t0 = cr_mono_ns();
+            if (http(&c, "GET", path, NULL) != 200) {
+                break;
+            }
+            lat[n++] = cr_mono_ns() - t0;
+            const char *cur = strstr(cr_buf_str(&c.body), "\"next_cursor\":\"");
+            if (pass == 1 && cur) {
+                snprintf(path, sizeof path, "/v1/jobs?limit=100&cursor=%lld", atoll(cur + 15));
+            }
+        }
+        int64_t cpu = cpu_ns(ctl_pid) - cpu0;
+        qsort(lat, (size_t)n, sizeof lat[0], cmp_i64);
+        printf("page cost (%s, one client, %d pages): wall p50 %.2f ms, p99 %.2f ms; controller "
+               "CPU %.2f ms a page\n",
+               pass ? "walked by cursor" : "same page", n, n ? (double)lat[n / 2] / 1e6 : 0,
+               n ? (double)lat[(n * 99) / 100] / 1e6 : 0, n ? (double)cpu / 1e6 / n : 0);
+    }
+    conn_fini(&c);
+}
+
 /* ------------------------------------------------------------------------ */
 /* The load.                                                                */
 
@@ -435,6 +515,7 @@ int main(int argc, char **argv)
     }
     printf("setup: %lld finished jobs in the store in %.1f s; controller RSS %ld KiB\n", finished,
            (double)(cr_mono_ns() - t0) / 1e9, rss_kib(ctl_pid));
+    page_cost();
     for (int i = 0; i < nagents; i++) {
         char node[32], st[300], alog[300];
         snprintf(node, sizeof node, "soak%d", i + 1);
@@ -471,6 +552,10 @@ int main(int argc, char **argv)
     int64_t start = cr_mono_ns(), end = start + (int64_t)(seconds * 1e9);
     double warm = seconds / 6 < 300 ? seconds / 6 : 300;
     long rss_min = -1, rss_max = -1, rss_first = -1;
+    int64_t load_cpu0 = cpu_ns(ctl_pid);
+    double le0[32], le1[32];
+    long long cnt0[32], cnt1[32];
+    size_t nh0 = list_hist(&c, le0, cnt0);
     while (cr_mono_ns() < end) {
         int64_t next = cr_mono_ns() + (int64_t)(sample * 1e9);
         while (cr_mono_ns() < next && cr_mono_ns() < end) {
@@ -499,6 +584,9 @@ int main(int argc, char **argv)
             rss_max = rss > rss_max ? rss : rss_max;
         }
     }
+    int64_t load_cpu = cpu_ns(ctl_pid) - load_cpu0;
+    size_t nh1 = list_hist(&c, le1, cnt1);
+    double load_s = (double)(cr_mono_ns() - start) / 1e9;
     atomic_store(&stop_load, true);
     for (int i = 0; i < clients; i++) {
         pthread_join(th[i], NULL);
@@ -512,6 +600,29 @@ int main(int argc, char **argv)
            "%.0f s warm-up: first %ld KiB, min %ld, max %ld (spread %.1f%% of the first)\n",
            p99_all, nlist, warm, rss_first, rss_min, rss_max,
            rss_first > 0 ? 100.0 * (double)(rss_max - rss_min) / (double)rss_first : 0.0);
+    long long nreq = 0;
+    for (int k = 0; k < 5; k++) {
+        nreq += (long long)atomic_load(&ops[k]);
+    }
+    printf("load: controller CPU %.2f cores busy on average, %.3f ms a request (all kinds)\n",
+           (double)load_cpu / 1e9 / load_s, nreq ? (double)load_cpu / 1e6 / (double)nreq : 0);
+    /* The same reads as the controller timed them (from its handler's start
+     * to the answer queued): what is left of the client's p99 is the wait
+     * for a CPU and for the connection's event thread. */
+    if (nh1 > 0 && nh1 == nh0) {
+        long long all = cnt1[nh1 - 1] - cnt0[nh1 - 1];
+        size_t k = 0;
+        while (k + 1 < nh1 && (double)(cnt1[k] - cnt0[k]) < 0.99 * (double)all) {
+            k++;
+        }
+        size_t k50 = 0;
+        while (k50 + 1 < nh1 && (double)(cnt1[k50] - cnt0[k50]) < 0.5 * (double)all) {
+            k50++;
+        }
+        printf("load: the controller's own timing of the page reads (its histogram): p50 <= %g "
+               "ms, p99 <= %g ms over %lld reads\n",
+               le1[k50] * 1e3, le1[k] * 1e3, all);
+    }
     rc = 0;
 out:
     cleanup();

@@ -501,6 +501,7 @@ static void ctl_free_state(ctl *c)
     free(c->boots);
     memset(c->secret_key, 0, sizeof c->secret_key);
     ctl_idem_free(c);
+    ctl_joblist_fini(c);
     pthread_mutex_destroy(&c->admin_mu);
     cr_auth_table_free(c->auth);
     cr_prom_hist_vec_free(c->api_hist);
@@ -706,6 +707,7 @@ int cr_controller_main(int argc, char **argv)
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->admin_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    ctl_joblist_init(c);
     c->clock_wall0_ns = cr_now_ns();
     c->clock_mono0_ns = cr_mono_ns();
     c->auth = cr_auth_table_new();

@@ -249,8 +249,11 @@ typedef struct dep_count {
     int64_t first_active; /* a job still waited on, for the reason */
 } dep_count;
 
-static void dep_add(dep_count *d, const ctl_job *t)
+static void dep_add(dep_count *d, ctl_job *t)
 {
+    /* read every tick while its dependent waits: retention leaves it in
+     * memory meanwhile (rather than a store read under mu each tick) */
+    t->dep_mono = cr_mono_ns();
     d->total++;
     bool term = ctl_job_terminal(t);
     if (t->state == JS_COMPLETED) {

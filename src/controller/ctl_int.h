@@ -121,7 +121,11 @@ typedef struct ctl_job {
     uint64_t ver;       /* bumped by every stored change (ctl_state.c) */
     bool committing;    /* a user action is being committed (ctl_state.c) */
     int64_t touch_mono; /* finished: when it entered memory or ended (retention) */
+    int64_t dep_mono;   /* last read as a gated job's dependency target (ctl_batch.c):
+                         * retention keeps it in memory CTL_DEP_PIN_S after that */
 } ctl_job;
+
+#define CTL_DEP_PIN_S 10
 
 typedef struct ctl_gpu {
     int index;
@@ -317,11 +321,12 @@ struct ctl {
     pthread_t sched_thread;
     bool sched_started;
 
-    pthread_mutex_t admin_mu;      /* serialises token and tenant changes (ctl_admin.c) */
-    _Atomic int64_t logs_inflight; /* log fetches from agents now (ctl_logs.c) */
-    struct ctl_logs *logs;         /* the log fetch workers (ctl_logs.c) */
-    size_t nfinished_mem;          /* finished jobs in memory (retention, ctl_state.c) */
-    struct ctl_idem *idem;         /* Idempotency-Key answers (ctl_state.c), under mu */
+    pthread_mutex_t admin_mu;          /* serialises token and tenant changes (ctl_admin.c) */
+    _Atomic int64_t logs_inflight;     /* log fetches from agents now (ctl_logs.c) */
+    struct ctl_logs *logs;             /* the log fetch workers (ctl_logs.c) */
+    size_t nfinished_mem;              /* finished jobs in memory (retention, ctl_state.c) */
+    struct ctl_idem *idem;             /* Idempotency-Key answers (ctl_state.c), under mu */
+    struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -330,7 +335,8 @@ struct ctl {
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
     _Atomic uint64_t sched_cycles;
-    _Atomic uint64_t audit_seq; /* orders audit entries written in the same nanosecond */
+    _Atomic uint64_t jobs_fetched; /* jobs read back into memory from the store */
+    _Atomic uint64_t audit_seq;    /* orders audit entries written in the same nanosecond */
     cr_prom_hist cycle_hist;
     cr_prom_hist_vec *api_hist;
 };
@@ -354,19 +360,46 @@ int64_t ctl_clock_ns(const ctl *c);
  * controller was down). */
 int64_t ctl_mono_from_wall(int64_t wall_ns);
 int ctl_write_secret(const char *path, const char *text);
+/* Wake the scheduler thread (ctl_sched.c). mu held. */
+void ctl_sched_kick(ctl *c);
+/* Control characters (C0, DEL, C1) in a name: true when s has none. */
+bool ctl_text_clean(const char *s);
+/* HTTP status for a failed commit (507 disk full, else 500), and the answer. */
+unsigned ctl_commit_status(int rc);
+void ctl_reply_commit_err(cr_http_req *req, int rc);
+/* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
+void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
 
-/* ctl_jobs.c */
-void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+/* ctl_jobobj.c: the job object (calls nothing above it). */
 ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
 void ctl_job_insert(ctl *c, ctl_job *j);  /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
-int ctl_job_from_doc(const char *doc, ctl_job **out);
 void ctl_job_free(ctl_job *j);
 /* Record a state change: memory already updated; queues the row and an
  * event into txn. mu held. */
 void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, const char *why);
 void ctl_job_set_reason(ctl_job *j, const char *reason);
 bool ctl_job_terminal(const ctl_job *j);
+/* The stored row of j (malloc'd); _with: spec_json is the compact JSON of
+ * j->spec, shared by the tasks of an array. */
+char *ctl_job_doc(const ctl_job *j);
+char *ctl_job_doc_with(const ctl_job *j, const char *spec_json);
+/* Queue j's row doc (taken) and an event (what NULL: none) into txn. */
+void ctl_job_persist_doc(cr_store_txn *txn, ctl_job *j, char *doc, const char *what,
+                         const char *why);
+/* The first task's id a stored array task's row takes its spec from; 0 = none. */
+int64_t ctl_doc_spec_ref(const char *doc);
+
+/* ctl_nodeobj.c: nodes by name and the jobs placed on each (calls
+ * nothing above it). mu held. */
+ctl_node *ctl_node_find(ctl *c, const char *name);
+void ctl_node_index_put(ctl *c, size_t idx); /* c->nodes[idx] into the index */
+void ctl_node_add_job(ctl_node *n, int64_t id);
+void ctl_node_del_job(ctl_node *n, int64_t id);
+
+/* ctl_jobs.c */
+void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+int ctl_job_from_doc(const char *doc, ctl_job **out);
 /* A running job ended (exit reported, node lost...). Applies the retry
  * policy; mu held. */
 void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
@@ -377,12 +410,14 @@ void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
  * task's id (spec_ref), resolved from memory or (ask_store: not while a
  * store read is running) the store. mu held. */
 int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out);
-/* The first task's id a stored array task's row takes its spec from; 0 = none. */
-int64_t ctl_doc_spec_ref(const char *doc);
 /* A job from a request object (validated as POST /v1/jobs does). */
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
 /* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
+/* ctl_joblist.c: GET /v1/jobs (a page from the store, a render cache). */
+int ctl_joblist_init(ctl *c);
+void ctl_joblist_fini(ctl *c);
+void ctl_jobs_list(ctl *c, cr_http_req *req, const cr_principal *p);
 /* ctl_logs.c: GET /v1/jobs/{id}/logs, fetched from the agent off the API
  * threads by log_fetch_max workers. */
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id);
@@ -395,11 +430,6 @@ void ctl_sched_requeue(ctl *c, int64_t id);
 
 /* ctl_state.c: every user change goes through here: stored first, then
  * applied to memory, then the scheduler/nodes/services are told. */
-/* HTTP status for a failed commit (507 disk full, else 500), and the answer. */
-unsigned ctl_commit_status(int rc);
-void ctl_reply_commit_err(cr_http_req *req, int rc);
-/* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
-void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
 /* A change of one job: fn runs on a copy (apply false: no side effects)
  * to make the stored row, then on the job once durable (apply true: tell
  * the scheduler, nodes, services). Returns NULL or why not (409); *what is
@@ -410,6 +440,21 @@ typedef const char *(*ctl_job_change_fn)(ctl *c, ctl_job *j, const void *arg, bo
  * 409/507/500). arg (arg_len bytes) is copied. mu held. */
 void ctl_state_job_change(ctl *c, cr_http_req *req, ctl_job *j, ctl_job_change_fn fn,
                           const void *arg, size_t arg_len, const char *why);
+/* The same change of several jobs (ids[0] first: the answer shows it, with
+ * array_last when > 0), in one commit; tasks it does not apply to are left
+ * out, 409 when none is left. mu held. */
+void ctl_state_jobs_change(ctl *c, cr_http_req *req, const int64_t *ids, size_t n,
+                           int64_t array_last, ctl_job_change_fn fn, const void *arg,
+                           size_t arg_len, const char *why);
+/* Any other change (nodes, services): txn (taken) holds its
+ * rows, computed without touching memory; fn runs under mu once the commit
+ * is over: status 0, apply the change and return the answer (*code
+ * defaults to 200; NULL: 409, it went away meanwhile); status != 0, undo
+ * anything provisional and return NULL (the answer is 507/500). arg is
+ * owned (free()d after fn). mu held. */
+typedef json_t *(*ctl_commit_fn)(ctl *c, void *arg, int status, unsigned *code);
+void ctl_state_commit_apply(ctl *c, cr_store_txn *txn, cr_http_req *req, ctl_commit_fn fn,
+                            void *arg);
 /* The job from memory, else from the store (it goes back into memory). mu held. */
 ctl_job *ctl_job_fetch(ctl *c, int64_t id);
 /* Retention and expiry timers (scheduler thread); takes mu. */
@@ -460,10 +505,7 @@ bool ctl_route_node_lifecycle(ctl *c, cr_http_req *req, const cr_principal *p, c
 json_t *ctl_node_labels(ctl *c, const char *name);
 int ctl_load_node_labels(ctl *c); /* at start-up */
 void ctl_node_labels_free(ctl *c);
-ctl_node *ctl_node_find(ctl *c, const char *name); /* mu held */
-void ctl_node_bump(ctl *c, ctl_node *n);           /* mu held: desired state changed */
-void ctl_node_add_job(ctl_node *n, int64_t id);
-void ctl_node_del_job(ctl_node *n, int64_t id);
+void ctl_node_bump(ctl *c, ctl_node *n);       /* mu held: desired state changed */
 void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
 void ctl_nodes_release_polls(ctl *c);
 void ctl_nodes_free(ctl *c);
@@ -515,7 +557,6 @@ void ctl_batch_tick(ctl *c);
 /* ctl_sched.c */
 int ctl_sched_start(ctl *c);
 void ctl_sched_stop(ctl *c);
-void ctl_sched_kick(ctl *c); /* mu held */
 
 /* ctl_services.c: inference services, their replicas (jobs), endpoints,
  * gateway load reports and the autoscaler. */
@@ -542,8 +583,6 @@ int ctl_unseal(const ctl *c, const char *sealed, char **out);
 void ctl_secret_free(char *s);
 /* Validate a submit's "secrets" object ({"NAME": "VALUE"}); CR_EINVAL with err. */
 int ctl_secrets_check(const json_t *secrets, cr_json_err *err);
-/* Control characters (C0, DEL, C1) in a name: true when s has none. */
-bool ctl_text_clean(const char *s);
 void ctl_route_bootstrap(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 int ctl_load_bootstrap(ctl *c);
 /* May principal p (role join or agent) register node `node` (exists: it is

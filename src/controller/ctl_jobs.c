@@ -70,34 +70,6 @@ static bool name_ok(const char *s)
     return true;
 }
 
-bool ctl_job_terminal(const ctl_job *j)
-{
-    return j->state == JS_COMPLETED || j->state == JS_FAILED || j->state == JS_CANCELLED;
-}
-
-void ctl_job_free(ctl_job *j)
-{
-    if (!j) {
-        return;
-    }
-    json_decref(j->spec);
-    json_decref(j->secrets);
-    free(j->secrets_enc);
-    free(j->reason);
-    free(j->place);
-    free(j->last_nodes);
-    free(j);
-}
-
-void ctl_job_set_reason(ctl_job *j, const char *reason)
-{
-    if (reason && j->reason && strcmp(reason, j->reason) == 0) {
-        return;
-    }
-    free(j->reason);
-    j->reason = reason ? cr_strdup(reason) : NULL;
-}
-
 /*
  * Validate a job request (or the request part of a stored doc, with
  * from_doc) into a fresh job with defaults filled in; spec gets the
@@ -443,159 +415,6 @@ out:
     return rc;
 }
 
-json_t *ctl_job_json(const ctl_job *j)
-{
-    char t[64];
-    json_t *v = json_copy(j->spec);
-    json_object_set_new(v, "id", json_integer(j->id));
-    json_object_set_new(v, "tenant", json_string(j->tenant));
-    if (j->array_first > 0) {
-        json_object_set_new(v, "array_index", json_integer(j->array_index));
-        json_object_set_new(v, "array_first", json_integer(j->array_first));
-    }
-    json_object_set_new(v, "state", json_string(ctl_job_state_names[j->state]));
-    json_object_set_new(v, "reason", json_string(j->reason ? j->reason : ""));
-    json_object_set_new(v, "exit_code", json_integer(j->exit_code));
-    json_object_set_new(v, "signal", json_integer(j->signal));
-    json_object_set_new(v, "retries", json_integer(j->retries));
-    json_object_set_new(v, "runs", json_integer(j->runs));
-    json_object_set_new(v, "submit_time", json_string(ctl_time_str(j->submit_ns, t, sizeof t)));
-    json_object_set_new(v, "start_time", json_string(ctl_time_str(j->start_ns, t, sizeof t)));
-    json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
-    if (*j->run_type) {
-        json_object_set_new(v, "run_gpu_type", json_string(j->run_type));
-    }
-    if (j->last_nodes) {
-        /* The last run's tasks (logs --rank, --all). */
-        json_object_set_new(v, "run_nodes", json_string(j->last_nodes));
-        json_object_set_new(v, "tasks_per_node_run", json_integer(j->last_tpn));
-    }
-    json_t *pl = json_array();
-    for (size_t i = 0; i < j->nplace; i++) {
-        json_t *g = json_array();
-        for (size_t k = 0; k < j->place[i].ngpus; k++) {
-            json_array_append_new(g, json_integer(j->place[i].gpus[k]));
-        }
-        json_t *p = json_pack("{s:s,s:o}", "node", j->place[i].node, "gpus", g);
-        if (*j->place[i].mig_profile) {
-            json_object_set_new(p, "mig_profile", json_string(j->place[i].mig_profile));
-        }
-        json_array_append_new(pl, p);
-    }
-    json_object_set_new(v, "placement", pl);
-    return v;
-}
-
-/* The stored form: the API object plus exact times. */
-/* A JSON string literal (input is valid UTF-8: validated or our own text). */
-static void put_jstr(cr_buf *b, const char *s)
-{
-    cr_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            cr_buf_putc(b, '\\');
-            cr_buf_putc(b, (char)*p);
-        } else if (*p < 0x20) {
-            cr_buf_printf(b, "\\u%04x", *p);
-        } else {
-            cr_buf_putc(b, (char)*p);
-        }
-    }
-    cr_buf_putc(b, '"');
-}
-
-/*
- * The stored form: the API object plus exact times, written directly
- * (submissions are the hot path; building a jansson tree per job costs
- * more than the rest of the request). spec_json is the compact JSON of
- * j->spec, shared by the tasks of an array.
- */
-static char *job_doc_with(const ctl_job *j, const char *spec_json)
-{
-    cr_buf b;
-    cr_buf_init(&b);
-    size_t n = strlen(spec_json);
-    if (j->array_first > 0 && j->id != j->array_first) {
-        /* Array tasks store their shared spec once, in the first task's row. */
-        cr_buf_printf(&b, "{\"spec_ref\":%lld,", (long long)j->array_first);
-    } else if (n >= 2 && spec_json[n - 1] == '}') {
-        cr_buf_append(&b, spec_json, n - 1);
-        if (n > 2) {
-            cr_buf_putc(&b, ',');
-        }
-    } else {
-        cr_buf_putc(&b, '{');
-    }
-    char t[64];
-    cr_buf_printf(&b, "\"id\":%lld,\"tenant\":", (long long)j->id);
-    put_jstr(&b, j->tenant);
-    if (j->array_first > 0) {
-        cr_buf_printf(&b, ",\"array_index\":%d,\"array_first\":%lld", (int)j->array_index,
-                      (long long)j->array_first);
-    }
-    cr_buf_printf(&b, ",\"state\":\"%s\",\"reason\":", ctl_job_state_names[j->state]);
-    put_jstr(&b, j->reason);
-    cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d,\"runs\":%d", j->exit_code,
-                  j->signal, j->retries, j->runs);
-    cr_buf_printf(&b, ",\"submit_time\":\"%s\"", ctl_time_str(j->submit_ns, t, sizeof t));
-    cr_buf_printf(&b, ",\"start_time\":\"%s\"", ctl_time_str(j->start_ns, t, sizeof t));
-    cr_buf_printf(&b, ",\"end_time\":\"%s\"", ctl_time_str(j->end_ns, t, sizeof t));
-    if (*j->run_type) {
-        cr_buf_puts(&b, ",\"run_gpu_type\":");
-        put_jstr(&b, j->run_type);
-    }
-    if (j->last_nodes) {
-        cr_buf_puts(&b, ",\"run_nodes\":");
-        put_jstr(&b, j->last_nodes);
-        cr_buf_printf(&b, ",\"tasks_per_node_run\":%d", j->last_tpn);
-    }
-    cr_buf_puts(&b, ",\"placement\":[");
-    for (size_t i = 0; i < j->nplace; i++) {
-        cr_buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
-        put_jstr(&b, j->place[i].node);
-        cr_buf_puts(&b, ",\"gpus\":[");
-        for (size_t k = 0; k < j->place[i].ngpus; k++) {
-            cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].gpus[k]);
-        }
-        cr_buf_putc(&b, ']');
-        if (*j->place[i].mig_profile) {
-            cr_buf_puts(&b, ",\"mig_profile\":");
-            put_jstr(&b, j->place[i].mig_profile);
-            cr_buf_puts(&b, ",\"mig_starts\":[");
-            for (size_t k = 0; k < j->place[i].ngpus; k++) {
-                cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].mig_start[k]);
-            }
-            cr_buf_putc(&b, ']');
-        }
-        cr_buf_putc(&b, '}');
-    }
-    cr_buf_printf(&b,
-                  "],\"submit_ns\":%lld,\"start_ns\":%lld,\"end_ns\":%lld,\"acct_ns\":%lld,"
-                  "\"last_node\":",
-                  (long long)j->submit_ns, (long long)j->start_ns, (long long)j->end_ns,
-                  (long long)j->acct_ns);
-    put_jstr(&b, j->last_node);
-    if (j->secrets_enc) {
-        cr_buf_puts(&b, ",\"secrets_enc\":");
-        put_jstr(&b, j->secrets_enc);
-    }
-    cr_buf_printf(&b, ",\"cancel_requested\":%s,\"timed_out\":%s,\"requeue_requested\":%s}",
-                  j->cancel_requested ? "true" : "false", j->timed_out ? "true" : "false",
-                  j->requeue_requested ? "true" : "false");
-    return cr_buf_take(&b);
-}
-
-static char *job_doc(const ctl_job *j)
-{
-    if (j->array_first > 0 && j->id != j->array_first) {
-        return job_doc_with(j, "{}");
-    }
-    char *spec = json_dumps(j->spec, JSON_COMPACT);
-    char *doc = job_doc_with(j, spec ? spec : "{}");
-    free(spec);
-    return doc;
-}
-
 static int64_t doc_int(const json_t *v, const char *key)
 {
     json_t *x = json_object_get(v, key);
@@ -756,15 +575,6 @@ static void copy_doc(void *arg, int64_t id, const char *doc)
     *out = cr_strdup(doc);
 }
 
-int64_t ctl_doc_spec_ref(const char *doc)
-{
-    static const char pre[] = "{\"spec_ref\":";
-    if (strncmp(doc, pre, sizeof pre - 1) != 0) {
-        return 0;
-    }
-    return strtoll(doc + sizeof pre - 1, NULL, 10);
-}
-
 int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out)
 {
     int64_t ref = ctl_doc_spec_ref(doc);
@@ -789,57 +599,6 @@ int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_jo
     }
     ctl_job_free(rj);
     return rc;
-}
-
-ctl_job *ctl_job_get(ctl *c, int64_t id)
-{
-    if (id < 1 || (size_t)id > c->njobs_slots) {
-        return NULL;
-    }
-    return c->jobs[id - 1];
-}
-
-void ctl_job_insert(ctl *c, ctl_job *j)
-{
-    size_t need = (size_t)j->id;
-    if (need > c->capjobs) {
-        size_t cap = c->capjobs ? c->capjobs : 1024;
-        while (cap < need) {
-            cap *= 2;
-        }
-        c->jobs = cr_reallocarray(c->jobs, cap, sizeof *c->jobs);
-        memset(c->jobs + c->capjobs, 0, (cap - c->capjobs) * sizeof *c->jobs);
-        c->capjobs = cap;
-    }
-    if (need > c->njobs_slots) {
-        c->njobs_slots = need;
-    }
-    ctl_job_free(c->jobs[j->id - 1]);
-    c->jobs[j->id - 1] = j;
-    if (j->id >= c->next_id) {
-        c->next_id = j->id + 1;
-    }
-}
-
-static void persist_doc(cr_store_txn *txn, ctl_job *j, char *doc, const char *what, const char *why)
-{
-    cr_store_txn_put_job(txn, j->id, j->tenant, ctl_job_state_names[j->state], doc);
-    free(doc);
-    if (what) {
-        cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
-    }
-}
-
-void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, const char *why)
-{
-    j->ver++; /* a change committed after this one's was prepared is stale (ctl_state.c) */
-    char *doc = job_doc(j);
-    cr_store_txn_put_job(txn, j->id, j->tenant, ctl_job_state_names[j->state], doc);
-    free(doc);
-    if (what) {
-        cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
-        cr_debug("job=%lld %s: %s", (long long)j->id, what, why ? why : "");
-    }
 }
 
 /* Release a running job's GPUs on its nodes and tell the agents. */
@@ -1168,7 +927,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
             j->array_first = first;
         }
         s->jobs[i] = j;
-        persist_doc(txn, j, job_doc_with(j, spec_json), "submitted", why);
+        ctl_job_persist_doc(txn, j, ctl_job_doc_with(j, spec_json), "submitted", why);
     }
     cr_http_defer(req);
     cr_store_submit(c->store, txn, submit_committed, s);
@@ -1185,270 +944,6 @@ out:
 static bool visible(const ctl_job *j, const cr_principal *p)
 {
     return j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0);
-}
-
-#define LIST_DEFAULT   100
-#define LIST_MAX       1000
-#define LIST_MAX_BYTES (4 * 1024 * 1024)
-
-typedef struct list_row {
-    int64_t id;
-    char *doc; /* owned */
-} list_row;
-
-typedef struct list_ctx {
-    list_row *rows;
-    size_t n, cap;
-    size_t bytes;
-    bool cut; /* rows left out for LIST_MAX_BYTES */
-} list_ctx;
-
-static void list_row_cb(void *arg, int64_t id, const char *doc)
-{
-    list_ctx *l = arg;
-    size_t len = strlen(doc);
-    if (l->cut || (l->n > 0 && l->bytes + len > LIST_MAX_BYTES)) {
-        l->cut = true; /* the page ends here; next_cursor says where to go on */
-        return;
-    }
-    CR_GROW(l->rows, l->n, l->cap);
-    l->rows[l->n].id = id;
-    l->rows[l->n].doc = cr_strdup(doc);
-    l->n++;
-    l->bytes += len;
-}
-
-/* The API object of a stored row: the spec of an array task merged back,
- * the store's own members left out. */
-static json_t *row_api(ctl *c, const char *doc, json_t **ref_cache, int64_t *ref_id,
-                       size_t *ref_len, size_t *bytes)
-{
-    json_t *v = json_loads(doc, 0, NULL);
-    if (!v) {
-        return NULL;
-    }
-    *bytes = strlen(doc);
-    int64_t ref = ctl_doc_spec_ref(doc);
-    if (ref > 0) {
-        if (*ref_id != ref) {
-            char *rdoc = NULL;
-            json_decref(*ref_cache);
-            *ref_cache = NULL;
-            *ref_id = ref;
-            *ref_len = 0;
-            if (cr_store_get_job(c->store, ref, copy_doc, &rdoc) == 0) {
-                *ref_cache = json_loads(rdoc, 0, NULL);
-                *ref_len = strlen(rdoc);
-                /* only the request members are shared, not the first task's run */
-                static const char *const own[] = {"id",
-                                                  "tenant",
-                                                  "state",
-                                                  "reason",
-                                                  "exit_code",
-                                                  "signal",
-                                                  "retries",
-                                                  "runs",
-                                                  "submit_time",
-                                                  "start_time",
-                                                  "end_time",
-                                                  "placement",
-                                                  "run_gpu_type",
-                                                  "array_index",
-                                                  "array_first",
-                                                  "submit_ns",
-                                                  "start_ns",
-                                                  "end_ns",
-                                                  "acct_ns",
-                                                  "last_node",
-                                                  "cancel_requested",
-                                                  "timed_out",
-                                                  "requeue_requested",
-                                                  NULL};
-                for (size_t i = 0; *ref_cache && own[i]; i++) {
-                    json_object_del(*ref_cache, own[i]);
-                }
-            }
-            free(rdoc);
-        }
-        *bytes += *ref_len;
-        if (*ref_cache) {
-            json_t *merged = json_copy(*ref_cache);
-            json_object_update(merged, v);
-            json_decref(v);
-            v = merged;
-        }
-    }
-    static const char *const internal[] = {
-        "spec_ref",         "submit_ns", "start_ns",          "end_ns",      "acct_ns", "last_node",
-        "cancel_requested", "timed_out", "requeue_requested", "secrets_enc", NULL};
-    for (size_t i = 0; internal[i]; i++) {
-        json_object_del(v, internal[i]);
-    }
-    size_t i;
-    json_t *pl;
-    json_array_foreach(json_object_get(v, "placement"), i, pl)
-    {
-        json_object_del(pl, "mig_starts");
-    }
-    return v;
-}
-
-static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
-{
-    static const char *const params[] = {"state", "tenant", "limit", "cursor", "after", NULL};
-    const char *unknown = cr_http_query_unknown(req, params);
-    if (unknown) {
-        ctl_reply_err(req, 400, CR_EINVAL, unknown,
-                      "query '%s': unknown (state, tenant, limit, cursor, after)", unknown);
-        return;
-    }
-    const char *qs = cr_http_query(req, "state");
-    const char *qt = cr_http_query(req, "tenant");
-    const char *ql = cr_http_query(req, "limit");
-    const char *qc = cr_http_query(req, "cursor");
-    const char *qa = cr_http_query(req, "after");
-    int64_t limit = LIST_DEFAULT, cursor = 0, after = 0;
-    bool want[JS_COUNT];
-    for (int i = 0; i < JS_COUNT; i++) {
-        want[i] = qs == NULL || !*qs;
-    }
-    if (ql && cr_parse_i64(ql, 1, LIST_MAX, &limit) != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "limit",
-                      "query 'limit': must be an integer 1..%d (page on with 'cursor')", LIST_MAX);
-        return;
-    }
-    if (qc && cr_parse_i64(qc, 1, INT64_MAX / 2, &cursor) != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "cursor", "query 'cursor': a job id from next_cursor");
-        return;
-    }
-    if (qa && cr_parse_i64(qa, 0, INT64_MAX / 2, &after) != 0) {
-        ctl_reply_err(req, 400, CR_EINVAL, "after", "query 'after': a job id >= 0");
-        return;
-    }
-    if (qc && qa) {
-        ctl_reply_err(req, 400, CR_EINVAL, "after", "query 'after': not with 'cursor'");
-        return;
-    }
-    if (qs && *qs) {
-        char tmp[256];
-        snprintf(tmp, sizeof tmp, "%s", qs);
-        char *save = NULL;
-        for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-            bool found = false;
-            for (int i = 0; i < JS_COUNT; i++) {
-                if (strcmp(t, ctl_job_state_names[i]) == 0) {
-                    want[i] = found = true;
-                }
-            }
-            if (strcmp(t, "active") == 0) {
-                want[JS_PENDING] = want[JS_HELD] = want[JS_RUNNING] = want[JS_COMPLETING] = true;
-                found = true;
-            }
-            if (!found) {
-                ctl_reply_err(req, 400, CR_EINVAL, "state", "query 'state': unknown state '%s'", t);
-                return;
-            }
-        }
-    }
-    const char *states[JS_COUNT];
-    size_t nstates = 0;
-    bool all = true;
-    for (int i = 0; i < JS_COUNT; i++) {
-        all = all && want[i];
-    }
-    for (int i = 0; i < JS_COUNT && !all; i++) {
-        if (want[i]) {
-            states[nstates++] = ctl_job_state_names[i];
-        }
-    }
-    bool oldest_first = qa != NULL;
-    cr_store_job_query q = {
-        .tenant = p->role == CR_ROLE_ADMIN ? (qt && *qt ? qt : NULL) : p->tenant,
-        .states = states,
-        .nstates = nstates,
-        .before = cursor,
-        .after = after,
-        .oldest_first = oldest_first,
-        .limit = (size_t)limit + 1, /* one more: is there a next page? */
-    };
-    if (p->role != CR_ROLE_ADMIN && qt && *qt && strcmp(qt, p->tenant) != 0) {
-        q.tenant = "\x01"; /* another tenant's jobs: none visible (no tenant has this name) */
-    }
-    list_ctx l;
-    memset(&l, 0, sizeof l);
-    int64_t total = 0;
-    int rc = cr_store_query_jobs(c->store, &q, list_row_cb, &l, &total);
-    json_t *items = json_array();
-    size_t take = l.n > (size_t)limit ? (size_t)limit : l.n;
-    bool more = l.n > (size_t)limit || l.cut;
-    /* In query order, within LIST_MAX_BYTES of answer (array tasks get
-     * their shared spec back here). */
-    json_t *ref_cache = NULL, *page = json_array();
-    int64_t ref_id = 0;
-    size_t ref_len = 0, out_bytes = 0;
-    for (size_t k = 0; k < take; k++) {
-        size_t bytes = 0;
-        json_t *v = row_api(c, l.rows[k].doc, &ref_cache, &ref_id, &ref_len, &bytes);
-        if (k > 0 && out_bytes + bytes > LIST_MAX_BYTES) {
-            json_decref(v);
-            take = k;
-            more = true;
-            break;
-        }
-        out_bytes += bytes;
-        json_array_append_new(page, v ? v : json_null());
-    }
-    json_decref(ref_cache);
-    /* newest-first pages are answered oldest first, as before */
-    for (size_t k = 0; k < json_array_size(page); k++) {
-        json_t *v = json_array_get(page, oldest_first ? k : json_array_size(page) - 1 - k);
-        if (!json_is_null(v)) {
-            json_array_append(items, v);
-        }
-    }
-    json_decref(page);
-    /* The store has each job as last committed; a job still in memory has
-     * its live state and pending reason there (the scheduler refreshes
-     * reasons every cycle without a commit). */
-    pthread_mutex_lock(&c->mu);
-    size_t ii;
-    json_t *it;
-    json_array_foreach(items, ii, it)
-    {
-        const ctl_job *j = ctl_job_get(c, json_integer_value(json_object_get(it, "id")));
-        if (j) {
-            json_object_set_new(it, "state", json_string(ctl_job_state_names[j->state]));
-            json_object_set_new(it, "reason", json_string(j->reason ? j->reason : ""));
-        }
-    }
-    pthread_mutex_unlock(&c->mu);
-    int64_t edge = take ? l.rows[take - 1].id : 0;
-    for (size_t k = 0; k < l.n; k++) {
-        free(l.rows[k].doc);
-    }
-    free(l.rows);
-    if (rc != 0) {
-        json_decref(items);
-        ctl_reply_err(req, 500, rc, NULL, "cannot read jobs: %s", cr_strerror(rc));
-        return;
-    }
-    /* Active jobs by state, from the store's state index (no global lock). */
-    static const char *const act[] = {"pending", "held", "running", "completing"};
-    int64_t counts[4] = {0};
-    cr_store_job_counts(c->store, q.tenant, act, 4, counts);
-    json_t *cv = json_object();
-    for (int k = 0; k < 4; k++) {
-        json_object_set_new(cv, act[k], json_integer(counts[k]));
-    }
-    json_t *out =
-        json_pack("{s:o,s:I,s:I,s:o}", "items", items, "count", (json_int_t)json_array_size(items),
-                  "total", (json_int_t)total, "active", cv);
-    if (more && edge > 0) {
-        char cur[32];
-        snprintf(cur, sizeof cur, "%lld", (long long)edge);
-        json_object_set_new(out, oldest_first ? "next_after" : "next_cursor", json_string(cur));
-    }
-    ctl_reply_json(req, 200, out);
 }
 
 static void add_event(void *arg, int64_t job, int64_t time_ns, const char *what, const char *why)
@@ -1574,84 +1069,23 @@ static const char *action_change(ctl *c, ctl_job *j, const void *argp, bool appl
     return NULL;
 }
 
-/* Apply a user action to one job; NULL, or why it does not apply. mu held. */
-static const char *act_one(ctl *c, cr_store_txn *txn, ctl_job *j, const char *action,
-                           const char *why)
+typedef struct signal_arg {
+    char name[12];
+} signal_arg;
+
+/* A signal to a running job as a state change (stored as an event). */
+static const char *signal_change(ctl *c, ctl_job *j, const void *argp, bool apply,
+                                 const char **what)
 {
-    int64_t id = j->id;
-    ctl_job_state was = j->state;
-    const char *bad = NULL;
-    if (strcmp(action, "signal") == 0) {
-        return NULL; /* job_action sends it */
+    const signal_arg *a = argp;
+    if (j->state != JS_RUNNING) {
+        return "is not running";
     }
-    if (strcmp(action, "cancel") == 0) {
-        if (ctl_job_terminal(j)) {
-            bad = "is already finished";
-        } else if (was == JS_RUNNING || was == JS_COMPLETING) {
-            j->cancel_requested = true;
-            j->state = JS_COMPLETING;
-            ctl_job_set_reason(j, "cancel requested: stopping");
-            for (size_t i = 0; i < j->nplace; i++) {
-                ctl_node *n = ctl_node_find(c, j->place[i].node);
-                if (n) {
-                    ctl_node_bump(c, n);
-                }
-            }
-            ctl_job_persist(c, txn, j, "cancel-requested", why);
-        } else {
-            j->state = JS_CANCELLED;
-            j->end_ns = cr_now_ns();
-            ctl_job_set_reason(j, "cancelled");
-            ctl_sched_remove(c, id);
-            atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
-            ctl_job_persist(c, txn, j, "cancelled", why);
-        }
-    } else if (strcmp(action, "hold") == 0) {
-        if (was != JS_PENDING) {
-            bad = "is not pending";
-        } else {
-            j->state = JS_HELD;
-            ctl_job_set_reason(j, "held");
-            ctl_sched_remove(c, id);
-            ctl_job_persist(c, txn, j, "held", why);
-        }
-    } else if (strcmp(action, "release") == 0) {
-        if (was != JS_HELD) {
-            bad = "is not held";
-        } else {
-            j->state = JS_PENDING;
-            ctl_job_set_reason(j, "released");
-            ctl_batch_admit(c, j);
-            ctl_job_persist(c, txn, j, "released", why);
-        }
-    } else { /* requeue */
-        if (was == JS_RUNNING) {
-            j->requeue_requested = true;
-            j->state = JS_COMPLETING;
-            ctl_job_set_reason(j, "requeue requested: stopping");
-            for (size_t i = 0; i < j->nplace; i++) {
-                ctl_node *n = ctl_node_find(c, j->place[i].node);
-                if (n) {
-                    ctl_node_bump(c, n);
-                }
-            }
-            ctl_job_persist(c, txn, j, "requeue-requested", why);
-        } else if (ctl_job_terminal(j)) {
-            if (c->first_active > id) {
-                c->first_active = id; /* active again (see ctl_metrics.c) */
-            }
-            j->state = JS_PENDING;
-            j->start_ns = j->end_ns = 0;
-            j->exit_code = j->signal = 0;
-            j->cancel_requested = false;
-            ctl_job_set_reason(j, "requeued");
-            ctl_batch_admit(c, j);
-            ctl_job_persist(c, txn, j, "requeued", why);
-        } else {
-            bad = "is not running or finished";
-        }
+    *what = "signalled";
+    if (apply) {
+        ctl_batch_signal(c, j, a->name); /* the agents deliver it */
     }
-    return bad;
+    return NULL;
 }
 
 static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id,
@@ -1706,61 +1140,37 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
         pthread_mutex_unlock(&c->mu);
         return;
     }
-    ctl_job_state was = j->state;
-    cr_store_txn *txn = cr_store_txn_new();
-    const char *bad = NULL;
+    /* A whole array (array=1 on its first id, as scancel ID does) or a
+     * signal (to every task of the job or array, once): stored first, then
+     * applied, like one job. */
+    int64_t *ids = NULL;
+    size_t n = 0, cap = 0;
     int64_t array_last = 0;
-    /* array=1 on an array's first id: the whole array (as scancel ID does) */
-    if (whole_array) {
-        size_t applied = 0;
-        for (int64_t k = id;; k++) {
-            ctl_job *t = ctl_job_get(c, k);
-            if (!t || t->array_first != id) {
-                break;
-            }
-            array_last = k;
-            const char *b = act_one(c, txn, t, action, why);
-            applied += b == NULL;
-            if (k == id) {
-                bad = b;
-            }
+    for (int64_t k = id;; k++) {
+        ctl_job *t = ctl_job_get(c, k);
+        if (!t || (k != id && !(whole_array && t->array_first == id))) {
+            break;
         }
-        bad = applied > 0 ? NULL : bad;
-    } else {
-        bad = act_one(c, txn, j, action, why);
+        CR_GROW(ids, n, cap);
+        ids[n++] = k;
+        array_last = whole_array ? k : 0;
     }
     if (strcmp(action, "signal") == 0) {
-        /* scancel --signal: to every task of the job (or array), once */
-        bad = "is not running";
-        for (int64_t k = id;; k++) {
-            ctl_job *t = ctl_job_get(c, k);
-            if (!t || (k != id && !(qa && strcmp(qa, "1") == 0 && t->array_first == id &&
-                                    j->array_first == id))) {
-                break;
-            }
-            if (t->state == JS_RUNNING) {
-                ctl_batch_signal(c, t, signame);
-                char sw[240];
-                snprintf(sw, sizeof sw, "SIG%s %s", signame, why);
-                ctl_job_persist(c, txn, t, "signalled", sw);
-                bad = NULL;
-            }
-        }
+        signal_arg a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.name, sizeof a.name, "%s", signame);
+        char sw[240];
+        snprintf(sw, sizeof sw, "SIG%s %s", signame, why);
+        ctl_state_jobs_change(c, req, ids, n, array_last, signal_change, &a, sizeof a, sw);
+    } else {
+        action_arg a;
+        memset(&a, 0, sizeof a);
+        snprintf(a.action, sizeof a.action, "%s", action);
+        a.now = cr_now_ns();
+        ctl_state_jobs_change(c, req, ids, n, array_last, action_change, &a, sizeof a, why);
     }
-    if (bad) {
-        pthread_mutex_unlock(&c->mu);
-        cr_store_txn_free(txn);
-        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)id, bad,
-                      ctl_job_state_names[was]);
-        return;
-    }
-    json_t *ans = ctl_job_json(j);
-    if (array_last > 0) {
-        /* the answer covers the tasks up to this id */
-        json_object_set_new(ans, "array_last", json_integer(array_last));
-    }
-    ctl_commit_reply(c, txn, req, 200, ans);
     pthread_mutex_unlock(&c->mu);
+    free(ids);
 }
 
 void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
@@ -1777,7 +1187,7 @@ void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
             jobs_submit(c, req, p);
         } else if (strcmp(m, "GET") == 0) {
             cr_http_set_route(req, "/v1/jobs");
-            jobs_list(c, req, p);
+            ctl_jobs_list(c, req, p);
         } else {
             ctl_reply_err(req, 405, CR_ENOTSUP, NULL, "method %s not allowed on /v1/jobs", m);
         }
@@ -1837,7 +1247,7 @@ int ctl_job_validate(const char *body, size_t len, cr_json_err *err)
         /* What is accepted must survive the store: doc out, doc back in. */
         j->id = 1;
         snprintf(j->tenant, sizeof j->tenant, "%s", *j->tenant ? j->tenant : "default");
-        char *doc = job_doc(j);
+        char *doc = ctl_job_doc(j);
         /* The direct writer agrees with the API object member by member. */
         json_t *api = ctl_job_json(j), *parsed = doc ? json_loads(doc, 0, NULL) : NULL;
         const char *k;

@@ -9,6 +9,11 @@
  * wait for a worker (more: 503 with Retry-After), and one that waited past
  * log_timeout_ms is answered 503 without a fetch: an answer always comes
  * within about twice log_timeout_ms.
+ *
+ * Fair between nodes: one hung node holds at most LOGS_NODE_MAX of the
+ * waiting and running fetches (more for it: 503), and at most half the
+ * workers (at least one): a worker takes the oldest fetch whose node is
+ * under that share, so fetches from healthy nodes pass the hung one's.
  */
 #include "ctl_int.h"
 
@@ -24,13 +29,15 @@
 
 #define LOGS_QUEUE_MAX 64
 #define LOGS_MAX_BYTES (16 * 1024 * 1024)
+#define LOGS_NODE_MAX  16 /* fetches (waiting + running) for one node */
 
 typedef struct log_fetch {
     cr_http_req *req;
     char server[300];
     char path[240];
     char secret[CR_TOKEN_TEXT_MAX]; /* the node's agent secret (never a controller token) */
-    int64_t queued_ns;              /* monotonic */
+    char node[CTL_NAME_MAX];
+    int64_t queued_ns; /* monotonic */
     struct log_fetch *next;
 } log_fetch;
 
@@ -42,7 +49,41 @@ struct ctl_logs {
     bool stop;
     pthread_t *threads;
     size_t nthreads;
+    char (*busy)[CTL_NAME_MAX]; /* the node each worker fetches from now; "" idle */
 };
+
+/* Fetches running now for node. q->mu held. */
+static size_t node_running(const struct ctl_logs *q, const char *node)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < q->nthreads; i++) {
+        n += strcmp(q->busy[i], node) == 0;
+    }
+    return n;
+}
+
+/* The oldest waiting fetch whose node has less than its share of the
+ * workers (unlinked), or NULL. q->mu held. */
+static log_fetch *take_fair(struct ctl_logs *q)
+{
+    size_t share = q->nthreads / 2 ? q->nthreads / 2 : 1;
+    log_fetch *prev = NULL;
+    for (log_fetch *f = q->head; f; prev = f, f = f->next) {
+        if (q->stop || node_running(q, f->node) < share) {
+            if (prev) {
+                prev->next = f->next;
+            } else {
+                q->head = f->next;
+            }
+            if (q->tail == f) {
+                q->tail = prev;
+            }
+            q->n--;
+            return f;
+        }
+    }
+    return NULL;
+}
 
 /* Stream sink: the log bytes of a 2xx answer, up to 16 MiB. */
 static int collect(void *ud, const char *data, size_t len)
@@ -108,25 +149,29 @@ out:
     cr_buf_fini(&b);
 }
 
-static void *worker_main(void *arg)
+typedef struct worker_arg {
+    ctl *c;
+    size_t slot;
+} worker_arg;
+
+static void *worker_main(void *argp)
 {
-    ctl *c = arg;
+    worker_arg *wa = argp;
+    ctl *c = wa->c;
+    size_t slot = wa->slot;
+    free(wa);
     struct ctl_logs *q = c->logs;
     pthread_mutex_lock(&q->mu);
     for (;;) {
-        while (!q->head && !q->stop) {
+        log_fetch *f;
+        while (!(f = take_fair(q)) && !q->stop) {
             pthread_cond_wait(&q->cv, &q->mu);
         }
-        if (!q->head) {
+        if (!f) {
             break;
         }
-        log_fetch *f = q->head;
-        q->head = f->next;
-        if (!q->head) {
-            q->tail = NULL;
-        }
-        q->n--;
         bool stopping = q->stop;
+        snprintf(q->busy[slot], sizeof q->busy[slot], "%s", f->node);
         pthread_mutex_unlock(&q->mu);
         if (stopping) {
             ctl_reply_err(f->req, 503, CR_EUNAVAIL, NULL, "controller shutting down");
@@ -137,6 +182,8 @@ static void *worker_main(void *arg)
         }
         free(f);
         pthread_mutex_lock(&q->mu);
+        q->busy[slot][0] = '\0';
+        pthread_cond_broadcast(&q->cv); /* a fetch held back for its node may go now */
     }
     pthread_mutex_unlock(&q->mu);
     return NULL;
@@ -149,11 +196,18 @@ int ctl_logs_start(ctl *c)
     pthread_cond_init(&q->cv, NULL);
     c->logs = q;
     q->threads = cr_calloc((size_t)c->cfg.log_fetch_max, sizeof *q->threads);
-    for (int64_t i = 0; i < c->cfg.log_fetch_max; i++) {
-        if (pthread_create(&q->threads[q->nthreads], NULL, worker_main, c) != 0) {
+    q->busy = cr_calloc((size_t)c->cfg.log_fetch_max, sizeof *q->busy);
+    /* nthreads is what take_fair shares out: the workers to be, set first */
+    q->nthreads = (size_t)c->cfg.log_fetch_max;
+    for (size_t i = 0; i < q->nthreads; i++) {
+        worker_arg *wa = cr_calloc(1, sizeof *wa);
+        wa->c = c;
+        wa->slot = i;
+        if (pthread_create(&q->threads[i], NULL, worker_main, wa) != 0) {
+            free(wa);
+            q->nthreads = i;
             return CR_EIO;
         }
-        q->nthreads++;
     }
     return 0;
 }
@@ -172,6 +226,7 @@ void ctl_logs_stop(ctl *c)
         pthread_join(q->threads[i], NULL);
     }
     free(q->threads);
+    free(q->busy);
     pthread_mutex_destroy(&q->mu);
     pthread_cond_destroy(&q->cv);
     free(q);
@@ -248,7 +303,21 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
     struct ctl_logs *q = c->logs;
     f->req = req;
     f->queued_ns = cr_mono_ns();
+    snprintf(f->node, sizeof f->node, "%s", node);
     pthread_mutex_lock(&q->mu);
+    size_t for_node = node_running(q, node);
+    for (log_fetch *w = q->head; w; w = w->next) {
+        for_node += strcmp(w->node, node) == 0;
+    }
+    if (for_node >= LOGS_NODE_MAX && !q->stop) {
+        pthread_mutex_unlock(&q->mu);
+        free(f);
+        cr_http_add_header(req, "Retry-After", "1");
+        ctl_reply_err(req, 503, CR_EBUSY, NULL,
+                      "%d log fetches already wait on node '%s' (a slow agent); retry",
+                      LOGS_NODE_MAX, node);
+        return;
+    }
     if (q->n >= LOGS_QUEUE_MAX || q->stop) {
         pthread_mutex_unlock(&q->mu);
         free(f);

@@ -124,6 +124,9 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_family(&b, "corral_jobs_submitted_total", "counter", "Jobs accepted (committed).");
     cr_prom_sample(&b, "corral_jobs_submitted_total", NULL,
                    (double)atomic_load(&c->jobs_submitted));
+    cr_prom_family(&b, "corral_jobs_fetched_total", "counter",
+                   "Finished jobs read back into memory from the store (retention).");
+    cr_prom_sample(&b, "corral_jobs_fetched_total", NULL, (double)atomic_load(&c->jobs_fetched));
     cr_prom_family(&b, "corral_jobs_started_total", "counter", "Job starts (placements).");
     cr_prom_sample(&b, "corral_jobs_started_total", NULL, (double)atomic_load(&c->jobs_started));
     cr_prom_family(&b, "corral_jobs_finished_total", "counter", "Jobs finished, by end state.");

@@ -20,63 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Nodes by name: open addressing over FNV-1a, slots hold index + 1 (0 =
- * empty). Nodes are never removed, so there are no tombstones. */
-static uint64_t name_hash(const char *s)
-{
-    uint64_t h = 1469598103934665603ULL;
-    for (; *s; s++) {
-        h = (h ^ (uint8_t)*s) * 1099511628211ULL;
-    }
-    return h;
-}
-
-static void index_put(ctl *c, size_t idx)
-{
-    size_t mask = c->node_slots_cap - 1;
-    size_t i = (size_t)name_hash(c->nodes[idx]->name) & mask;
-    while (c->node_slots[i]) {
-        i = (i + 1) & mask;
-    }
-    c->node_slots[i] = (uint32_t)(idx + 1);
-}
-
-ctl_node *ctl_node_find(ctl *c, const char *name)
-{
-    if (!c->node_slots_cap) {
-        return NULL;
-    }
-    size_t mask = c->node_slots_cap - 1;
-    for (size_t i = (size_t)name_hash(name) & mask; c->node_slots[i]; i = (i + 1) & mask) {
-        ctl_node *n = c->nodes[c->node_slots[i] - 1];
-        if (strcmp(n->name, name) == 0) {
-            return n;
-        }
-    }
-    return NULL;
-}
-
-void ctl_node_add_job(ctl_node *n, int64_t id)
-{
-    for (size_t i = 0; i < n->njobs; i++) {
-        if (n->jobs[i] == id) {
-            return;
-        }
-    }
-    CR_GROW(n->jobs, n->njobs, n->capjobs);
-    n->jobs[n->njobs++] = id;
-}
-
-void ctl_node_del_job(ctl_node *n, int64_t id)
-{
-    for (size_t i = 0; i < n->njobs; i++) {
-        if (n->jobs[i] == id) {
-            n->jobs[i] = n->jobs[--n->njobs];
-            return;
-        }
-    }
-}
-
 static void node_free(ctl_node *n)
 {
     json_decref(n->labels);
@@ -616,10 +559,10 @@ static void node_insert(ctl *c, ctl_node *n)
         c->node_slots_cap = c->node_slots_cap ? c->node_slots_cap * 2 : 64;
         c->node_slots = cr_calloc(c->node_slots_cap, sizeof *c->node_slots);
         for (size_t i = 0; i < c->nnodes; i++) {
-            index_put(c, i);
+            ctl_node_index_put(c, i);
         }
     } else {
-        index_put(c, c->nnodes - 1);
+        ctl_node_index_put(c, c->nnodes - 1);
     }
 }
 
@@ -1316,6 +1259,41 @@ void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **se
 /* ------------------------------------------------------------------------ */
 /* Node routes                                                              */
 
+typedef struct drain_arg {
+    char node[CTL_NAME_MAX];
+    char reason[256];
+    bool drain;
+} drain_arg;
+
+static void drain_set(ctl_node *n, const drain_arg *a)
+{
+    n->drained = a->drain;
+    if (n->state != NS_LOST) {
+        n->state = a->drain ? NS_DRAINED : NS_UP;
+    }
+    snprintf(n->reason, sizeof n->reason, "%s", a->drain ? a->reason : "");
+}
+
+/* A drain or undrain is durable: apply it. mu held. */
+static json_t *drain_committed(ctl *c, void *argp, int status, unsigned *code)
+{
+    const drain_arg *a = argp;
+    ctl_node *n = status == 0 ? ctl_node_find(c, a->node) : NULL;
+    (void)code;
+    if (!n) {
+        return NULL;
+    }
+    drain_set(n, a);
+    n->sched_dirty = true;
+    ctl_sched_kick(c);
+    cr_info("node=%s %s: %s", n->name, a->drain ? "drained" : "undrained", n->reason);
+    /* a heartbeat stored meanwhile wrote the node as it was: store it again */
+    cr_store_txn *txn = cr_store_txn_new();
+    node_persist(txn, n);
+    cr_store_submit(c->store, txn, NULL, NULL);
+    return node_json(c, n, false);
+}
+
 void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
 {
     const char *m = cr_http_method(req);
@@ -1415,18 +1393,16 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
                           "node '%s' awaits approval: corral nodes approve %s", n->name, n->name);
             return;
         }
-        n->drained = drain;
-        if (n->state != NS_LOST) {
-            n->state = drain ? NS_DRAINED : NS_UP;
-        }
-        snprintf(n->reason, sizeof n->reason, "%s",
-                 drain ? (*reason ? reason : "drained by admin") : "");
-        n->sched_dirty = true;
-        ctl_sched_kick(c);
-        cr_info("node=%s %s: %s", n->name, drain ? "drained" : "undrained", n->reason);
+        /* Stored first (the row computed on a copy), applied once durable. */
+        drain_arg *a = cr_calloc(1, sizeof *a);
+        snprintf(a->node, sizeof a->node, "%s", n->name);
+        snprintf(a->reason, sizeof a->reason, "%s", *reason ? reason : "drained by admin");
+        a->drain = drain;
+        ctl_node tmp = *n;
+        drain_set(&tmp, a);
         cr_store_txn *txn = cr_store_txn_new();
-        node_persist(txn, n);
-        ctl_commit_reply(c, txn, req, 200, node_json(c, n, false));
+        node_persist(txn, &tmp);
+        ctl_state_commit_apply(c, txn, req, drain_committed, a);
         pthread_mutex_unlock(&c->mu);
         json_decref(v);
         return;
@@ -1535,7 +1511,7 @@ void ctl_node_remove(ctl *c, ctl_node *n)
     c->nodes[i] = c->nodes[--c->nnodes];
     memset(c->node_slots, 0, c->node_slots_cap * sizeof *c->node_slots);
     for (size_t k = 0; k < c->nnodes; k++) {
-        index_put(c, k);
+        ctl_node_index_put(c, k);
     }
     node_free(n);
 }

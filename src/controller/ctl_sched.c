@@ -20,14 +20,6 @@
 #include <stdio.h>
 #include <string.h>
 
-void ctl_sched_kick(ctl *c)
-{
-    if (!c->sched_wake) {
-        c->sched_wake = true;
-        pthread_cond_signal(&c->cv);
-    }
-}
-
 #ifdef CTL_HAVE_SCHED
 #include "cr_sched.h"
 #include "ctl_auto.h"

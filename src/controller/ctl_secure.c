@@ -241,16 +241,6 @@ int ctl_secrets_check(const json_t *secrets, cr_json_err *err)
     return 0;
 }
 
-bool ctl_text_clean(const char *s)
-{
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Control characters as \xNN, so that a value cannot forge a line. */
 static void escape_text(const char *s, char *out, size_t len)
 {

@@ -58,8 +58,9 @@ struct ctl_service {
     double in_flight, rps, p95_ms; /* last load report (summed per tick) */
     int64_t report_ns;             /* wall time of the last report */
     int64_t last_decide_mono;
-    bool deleted; /* DELETE: draining to zero, then gone */
-    void *as;     /* cr_autoscaler, or NULL */
+    bool deleted;  /* DELETE: draining to zero, then gone */
+    bool creating; /* POST: its row is being stored; not served or reconciled yet */
+    void *as;      /* cr_autoscaler, or NULL */
 };
 
 static void svc_event(ctl_service *s, const char *what, const char *why)
@@ -346,6 +347,9 @@ static void svc_persist(cr_store_txn *txn, ctl_service *s)
 {
     json_t *doc = json_pack("{s:O,s:s,s:i,s:O}", "spec", s->spec, "tenant", s->tenant, "desired",
                             s->desired, "events", s->events);
+    if (s->deleted) {
+        json_object_set_new(doc, "deleted", json_true()); /* drains on after a restart */
+    }
     char *d = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "service", s->name, d);
     free(d);
@@ -366,6 +370,7 @@ static void load_service(void *arg, const char *key, const char *doc)
     const char *tenant = json_string_value(json_object_get(v, "tenant"));
     snprintf(s->tenant, sizeof s->tenant, "%s", tenant ? tenant : "default");
     s->desired = (int32_t)json_integer_value(json_object_get(v, "desired"));
+    s->deleted = json_is_true(json_object_get(v, "deleted"));
     json_t *ev = json_object_get(v, "events");
     if (json_is_array(ev)) {
         json_decref(s->events);
@@ -625,6 +630,10 @@ void ctl_services_tick(ctl *c, int64_t now_mono)
     cr_store_txn *txn = cr_store_txn_new();
     for (size_t i = 0; i < c->nservices;) {
         ctl_service *s = c->services[i];
+        if (s->creating) {
+            i++;
+            continue;
+        }
         answer_polls(c, s, true, now_mono);
         autoscale(c, txn, s, now_mono);
         reconcile(c, txn, s, now_mono);
@@ -669,6 +678,69 @@ void ctl_services_release_polls(ctl *c)
 static bool may_see(const cr_principal *p, const ctl_service *s)
 {
     return p->role == CR_ROLE_ADMIN || strcmp(p->tenant, s->tenant) == 0;
+}
+
+/* A user change of a service, stored before it is applied (ctl_state.c). */
+enum { SVC_CREATE, SVC_SCALE, SVC_DELETE };
+typedef struct svc_change {
+    char name[CTL_NAME_MAX];
+    int op; /* SVC_* */
+    int32_t replicas;
+    char why[200];
+} svc_change;
+
+/* The change on s (memory, or a copy to store: its events an array of its
+ * own): desired/deleted and its event. */
+static void svc_apply(ctl_service *s, const svc_change *a, bool log)
+{
+    if (a->op == SVC_SCALE) {
+        s->desired = a->replicas;
+    } else if (a->op == SVC_DELETE) {
+        s->deleted = true;
+    }
+    const char *what = a->op == SVC_SCALE ? "scaled" : "deleted";
+    if (log) {
+        svc_event(s, what, a->why);
+        return;
+    }
+    char t[64];
+    json_array_append_new(s->events,
+                          json_pack("{s:s,s:s,s:s}", "time", ctl_time_str(cr_now_ns(), t, sizeof t),
+                                    "what", what, "why", a->why));
+}
+
+/* mu held; see ctl_commit_fn. */
+static json_t *svc_committed(ctl *c, void *argp, int status, unsigned *code)
+{
+    const svc_change *a = argp;
+    ctl_service *s = svc_find(c, a->name);
+    if (a->op == SVC_CREATE) {
+        if (!s || !s->creating) {
+            return NULL;
+        }
+        if (status != 0) { /* not stored: as if never asked */
+            for (size_t i = 0; i < c->nservices; i++) {
+                if (c->services[i] == s) {
+                    c->services[i] = c->services[--c->nservices];
+                    break;
+                }
+            }
+            svc_free(s);
+            return NULL;
+        }
+        s->creating = false;
+        *code = 201;
+    } else {
+        if (status != 0 || !s || s->deleted || s->creating) {
+            return NULL;
+        }
+        svc_apply(s, a, true);
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    reconcile(c, txn, s, cr_mono_ns());
+    svc_persist(txn, s);
+    cr_store_submit(c->store, txn, NULL, NULL);
+    return svc_json(c, s, a->op == SVC_CREATE);
 }
 
 static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
@@ -727,7 +799,9 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
     if (old) {
         pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 409, CR_EEXIST, "name", "service '%s' already exists%s", s->name,
-                      old->deleted ? " (being deleted)" : "");
+                      old->deleted    ? " (being deleted)"
+                      : old->creating ? " (being created)"
+                                      : "");
         svc_free(s);
         return;
     }
@@ -736,12 +810,17 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
     snprintf(why, sizeof why, "by token '%s': %d replicas (min %d, max %d)", p->name, s->desired,
              s->min, s->max);
     svc_event(s, "created", why);
+    /* Stored first: the name is taken meanwhile (409 to a second create),
+     * nothing is served or started until the row is durable. */
+    s->creating = true;
     CR_GROW(c->services, c->nservices, c->capservices);
     c->services[c->nservices++] = s;
     cr_store_txn *txn = cr_store_txn_new();
     svc_persist(txn, s);
-    reconcile(c, txn, s, cr_mono_ns());
-    ctl_commit_reply(c, txn, req, 201, svc_json(c, s, true));
+    svc_change *a = cr_calloc(1, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", s->name);
+    a->op = SVC_CREATE;
+    ctl_state_commit_apply(c, txn, req, svc_committed, a);
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -760,7 +839,7 @@ static void svc_endpoints(ctl *c, cr_http_req *req, const cr_principal *p, const
     }
     pthread_mutex_lock(&c->mu);
     ctl_service *s = svc_find(c, name);
-    if (!s || !may_see(p, s) || s->deleted) {
+    if (!s || !may_see(p, s) || s->deleted || s->creating) {
         pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
         return;
@@ -797,7 +876,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
         json_t *items = json_array();
         pthread_mutex_lock(&c->mu);
         for (size_t i = 0; i < c->nservices; i++) {
-            if (may_see(p, c->services[i]) && !c->services[i]->deleted) {
+            if (may_see(p, c->services[i]) && !c->services[i]->deleted &&
+                !c->services[i]->creating) {
                 json_array_append_new(items, svc_json(c, c->services[i], false));
             }
         }
@@ -852,7 +932,7 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
     }
     pthread_mutex_lock(&c->mu);
     ctl_service *s = svc_find(c, name);
-    if (!s || !may_see(p, s) || s->deleted) {
+    if (!s || !may_see(p, s) || s->deleted || s->creating) {
         pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
         return;
@@ -888,28 +968,32 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
         ctl_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
         return;
     }
-    cr_store_txn *txn = cr_store_txn_new();
-    char why[200];
+    svc_change *a = cr_calloc(1, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", s->name);
     if (scale) {
         if (replicas < s->min || replicas > s->max) {
             pthread_mutex_unlock(&c->mu);
-            cr_store_txn_free(txn);
+            free(a);
             ctl_reply_err(req, 400, CR_EINVAL, "replicas",
                           "field 'replicas': must be within min_replicas..max_replicas (%d..%d)",
                           s->min, s->max);
             return;
         }
-        snprintf(why, sizeof why, "by token '%s': %d -> %lld", p->name, s->desired,
+        a->op = SVC_SCALE;
+        a->replicas = (int32_t)replicas;
+        snprintf(a->why, sizeof a->why, "by token '%s': %d -> %lld", p->name, s->desired,
                  (long long)replicas);
-        s->desired = (int32_t)replicas;
-        svc_event(s, "scaled", why);
     } else {
-        snprintf(why, sizeof why, "by token '%s': draining %zu replicas", p->name, s->nreps);
-        svc_event(s, "deleted", why);
-        s->deleted = true;
+        a->op = SVC_DELETE;
+        snprintf(a->why, sizeof a->why, "by token '%s': draining %zu replicas", p->name, s->nreps);
     }
-    reconcile(c, txn, s, cr_mono_ns());
-    svc_persist(txn, s);
-    ctl_commit_reply(c, txn, req, 200, svc_json(c, s, false));
+    /* Stored first (the row computed on a copy), applied once durable. */
+    ctl_service tmp = *s;
+    tmp.events = json_copy(s->events);
+    svc_apply(&tmp, a, false);
+    cr_store_txn *txn = cr_store_txn_new();
+    svc_persist(txn, &tmp);
+    json_decref(tmp.events);
+    ctl_state_commit_apply(c, txn, req, svc_committed, a);
     pthread_mutex_unlock(&c->mu);
 }

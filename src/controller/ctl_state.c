@@ -8,9 +8,10 @@
  * the parts that care are told: the scheduler (through its op queue, below),
  * the nodes (desired-state bumps) and the services (replica changes).
  *
- * Also here: answers after a commit (ctl_commit_reply), the scheduler's op
- * queue, retention (finished jobs leave memory, stay in SQLite) and the
- * Idempotency-Key answers of submit.
+ * Also here: the scheduler's op queue, retention (finished jobs leave
+ * memory, stay in SQLite) and the Idempotency-Key answers of submit. (A
+ * plain answer after a commit, ctl_commit_reply, is in ctl_util.c: the
+ * files below this one use it too.)
  *
  * Concurrency: a change records the job's version (ver, bumped by every
  * stored change) when it is prepared. If the job moved on before the commit
@@ -33,52 +34,47 @@
 #define CTL_CHANGE_TRIES 3
 
 /* ------------------------------------------------------------------------ */
-/* Failed commits.                                                          */
+/* Other changes: commit, then apply.                                       */
 
-unsigned ctl_commit_status(int rc)
-{
-    return rc == CR_EDISKFULL ? 507 : 500;
-}
-
-void ctl_reply_commit_err(cr_http_req *req, int rc)
-{
-    if (rc == CR_EDISKFULL) {
-        ctl_reply_err(req, 507, rc, NULL,
-                      "disk full: the change was not stored (the controller keeps serving reads)");
-    } else {
-        ctl_reply_err(req, 500, rc, NULL, "could not commit: %s", cr_strerror(rc));
-    }
-}
-
-/* ------------------------------------------------------------------------ */
-/* Answers after commit.                                                    */
-
-typedef struct reply_ctx {
+typedef struct apply_ctx {
+    ctl *c;
     cr_http_req *req;
-    unsigned status;
-    json_t *body; /* owned */
-} reply_ctx;
+    ctl_commit_fn fn;
+    void *arg; /* owned */
+} apply_ctx;
 
-static void reply_committed(void *arg, int status)
+static void apply_committed(void *argp, int status)
 {
-    reply_ctx *r = arg;
-    if (status == 0) {
-        ctl_reply_json(r->req, r->status, r->body);
+    apply_ctx *a = argp;
+    ctl *c = a->c;
+    unsigned code = 200;
+    pthread_mutex_lock(&c->mu);
+    json_t *body = a->fn(c, a->arg, status, &code);
+    pthread_mutex_unlock(&c->mu);
+    if (status != 0) {
+        json_decref(body);
+        cr_warn("change not stored: %s", cr_strerror(status));
+        ctl_reply_commit_err(a->req, status);
+    } else if (body) {
+        ctl_reply_json(a->req, code, body);
     } else {
-        json_decref(r->body);
-        ctl_reply_commit_err(r->req, status);
+        ctl_reply_err(a->req, 409, CR_ECONFLICT, NULL,
+                      "what it changed went away while the change was stored; retry");
     }
-    free(r);
+    free(a->arg);
+    free(a);
 }
 
-void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body)
+void ctl_state_commit_apply(ctl *c, cr_store_txn *txn, cr_http_req *req, ctl_commit_fn fn,
+                            void *arg)
 {
-    reply_ctx *r = cr_calloc(1, sizeof *r);
-    r->req = req;
-    r->status = status;
-    r->body = body;
+    apply_ctx *a = cr_calloc(1, sizeof *a);
+    a->c = c;
+    a->req = req;
+    a->fn = fn;
+    a->arg = arg;
     cr_http_defer(req);
-    cr_store_submit(c->store, txn, reply_committed, r);
+    cr_store_submit(c->store, txn, apply_committed, a);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -235,6 +231,170 @@ void ctl_state_job_change(ctl *c, cr_http_req *req, ctl_job *j, ctl_job_change_f
 }
 
 /* ------------------------------------------------------------------------ */
+/* A change of several jobs (a whole array, a signal to its tasks).         */
+
+typedef struct jobs_change {
+    ctl *c;
+    cr_http_req *req;
+    int64_t show;       /* the job the answer shows */
+    int64_t array_last; /* > 0: the answer covers the tasks up to this id */
+    int64_t *ids;       /* tasks in this commit */
+    uint64_t *vers;     /* their versions when prepared */
+    size_t n;
+    size_t applied; /* tasks changed so far */
+    ctl_job_change_fn fn;
+    void *arg; /* owned copy */
+    char why[256];
+    int tries;
+} jobs_change;
+
+static void jobs_change_free(jobs_change *ch)
+{
+    free(ch->ids);
+    free(ch->vers);
+    free(ch->arg);
+    free(ch);
+}
+
+static void jobs_committed(void *arg, int status);
+
+/* Prepare ids[0..n) on copies into one commit (tasks the change does not
+ * apply to, or that another change holds, are left out). mu held. Returns
+ * the tasks queued; *bad: why the first id was left out. */
+static size_t jobs_submit(jobs_change *ch, const int64_t *ids, size_t n, const char **bad)
+{
+    ctl *c = ch->c;
+    cr_store_txn *txn = cr_store_txn_new();
+    free(ch->ids);
+    free(ch->vers);
+    ch->ids = cr_calloc(n ? n : 1, sizeof *ch->ids);
+    ch->vers = cr_calloc(n ? n : 1, sizeof *ch->vers);
+    ch->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        ctl_job *j = ctl_job_get(c, ids[i]);
+        const char *b = !j              ? "went away"
+                        : j->committing ? "is being changed by another request"
+                                        : NULL;
+        const char *what = NULL;
+        if (!b) {
+            ctl_job *k = job_copy(j);
+            b = ch->fn(c, k, ch->arg, false, &what);
+            if (!b) {
+                ctl_job_persist(c, txn, k, what, ch->why);
+            }
+            ctl_job_free(k);
+        }
+        if (b) {
+            if (i == 0 && bad) {
+                *bad = b;
+            }
+            continue;
+        }
+        ch->ids[ch->n] = j->id;
+        ch->vers[ch->n] = j->ver;
+        ch->n++;
+        j->committing = true;
+    }
+    if (ch->n == 0) {
+        cr_store_txn_free(txn);
+        return 0;
+    }
+    cr_store_submit(c->store, txn, jobs_committed, ch);
+    return ch->n;
+}
+
+static void jobs_answer(jobs_change *ch)
+{
+    ctl *c = ch->c;
+    ctl_job *j = ctl_job_get(c, ch->show);
+    json_t *body = j ? ctl_job_json(j) : NULL;
+    if (body && ch->array_last > 0) {
+        json_object_set_new(body, "array_last", json_integer(ch->array_last));
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (body) {
+        ctl_reply_json(ch->req, 200, body);
+    } else {
+        ctl_reply_err(ch->req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)ch->show);
+    }
+    jobs_change_free(ch);
+}
+
+static void jobs_committed(void *arg, int status)
+{
+    jobs_change *ch = arg;
+    ctl *c = ch->c;
+    pthread_mutex_lock(&c->mu);
+    int64_t *stale = cr_calloc(ch->n ? ch->n : 1, sizeof *stale);
+    size_t nstale = 0;
+    for (size_t i = 0; i < ch->n; i++) {
+        ctl_job *j = ctl_job_get(c, ch->ids[i]);
+        if (!j) {
+            continue;
+        }
+        j->committing = false;
+        if (status != 0) {
+            continue;
+        }
+        if (j->ver != ch->vers[i]) {
+            stale[nstale++] = j->id; /* stored from an older state: again */
+            continue;
+        }
+        const char *what = NULL;
+        ch->fn(c, j, ch->arg, true, &what);
+        j->ver++;
+        ch->applied++;
+    }
+    if (status != 0) {
+        pthread_mutex_unlock(&c->mu);
+        free(stale);
+        cr_warn("job=%lld: change of %zu jobs not stored: %s", (long long)ch->show, ch->n,
+                cr_strerror(status));
+        ctl_reply_commit_err(ch->req, status);
+        jobs_change_free(ch);
+        return;
+    }
+    if (nstale > 0 && ch->tries++ < CTL_CHANGE_TRIES && jobs_submit(ch, stale, nstale, NULL) > 0) {
+        pthread_mutex_unlock(&c->mu);
+        free(stale);
+        return; /* answered when the rest is stored */
+    }
+    free(stale);
+    if (ch->applied == 0) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(ch->req, 409, CR_ECONFLICT, NULL,
+                      "job %lld kept changing while the change was stored; retry",
+                      (long long)ch->show);
+        jobs_change_free(ch);
+        return;
+    }
+    jobs_answer(ch);
+}
+
+void ctl_state_jobs_change(ctl *c, cr_http_req *req, const int64_t *ids, size_t n,
+                           int64_t array_last, ctl_job_change_fn fn, const void *arg,
+                           size_t arg_len, const char *why)
+{
+    jobs_change *ch = cr_calloc(1, sizeof *ch);
+    ch->c = c;
+    ch->req = req;
+    ch->show = n > 0 ? ids[0] : 0;
+    ch->array_last = array_last;
+    ch->fn = fn;
+    ch->arg = cr_malloc(arg_len ? arg_len : 1);
+    memcpy(ch->arg, arg, arg_len);
+    snprintf(ch->why, sizeof ch->why, "%s", why ? why : "");
+    const char *bad = "is not running";
+    cr_http_defer(req);
+    if (jobs_submit(ch, ids, n, &bad) == 0) {
+        ctl_job *j = ctl_job_get(c, ch->show);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "job %lld %s (state %s)", (long long)ch->show,
+                      bad, j ? ctl_job_state_names[j->state] : "gone");
+        jobs_change_free(ch);
+    }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Jobs that left memory.                                                   */
 
 static void fetch_row(void *arg, int64_t id, const char *doc)
@@ -263,6 +423,7 @@ ctl_job *ctl_job_fetch(ctl *c, int64_t id)
     }
     j->touch_mono = cr_mono_ns();
     ctl_job_insert(c, j);
+    atomic_fetch_add(&c->jobs_fetched, 1);
     return j;
 }
 
@@ -291,7 +452,8 @@ static void retain(ctl *c, int64_t now)
             j->touch_mono = now;
         }
         bool old = now - j->touch_mono > c->cfg.retain_s * CR_NS_PER_SEC;
-        if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0) {
+        bool dep_target = j->dep_mono && now - j->dep_mono < CTL_DEP_PIN_S * CR_NS_PER_SEC;
+        if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0 && !dep_target) {
             ctl_job_free(j);
             c->jobs[i] = NULL;
             evicted++;

@@ -1,5 +1,6 @@
 /*
- * ctl_util.c - answers in the API's error format, time strings, secrets.
+ * ctl_util.c - answers in the API's error format (and after a commit),
+ * time strings, secrets, waking the scheduler. Calls nothing above it.
  */
 #include "ctl_int.h"
 
@@ -97,4 +98,71 @@ void ctl_poll_park(ctl_poll **list, cr_http_req *req, int64_t wait_s)
     q->next = *list;
     *list = q;
     cr_http_defer(req);
+}
+
+void ctl_sched_kick(ctl *c)
+{
+    if (!c->sched_wake) {
+        c->sched_wake = true;
+        pthread_cond_signal(&c->cv);
+    }
+}
+
+bool ctl_text_clean(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f || (*p == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Failed commits.                                                          */
+
+unsigned ctl_commit_status(int rc)
+{
+    return rc == CR_EDISKFULL ? 507 : 500;
+}
+
+void ctl_reply_commit_err(cr_http_req *req, int rc)
+{
+    if (rc == CR_EDISKFULL) {
+        ctl_reply_err(req, 507, rc, NULL,
+                      "disk full: the change was not stored (the controller keeps serving reads)");
+    } else {
+        ctl_reply_err(req, 500, rc, NULL, "could not commit: %s", cr_strerror(rc));
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Answers after commit.                                                    */
+
+typedef struct reply_ctx {
+    cr_http_req *req;
+    unsigned status;
+    json_t *body; /* owned */
+} reply_ctx;
+
+static void reply_committed(void *arg, int status)
+{
+    reply_ctx *r = arg;
+    if (status == 0) {
+        ctl_reply_json(r->req, r->status, r->body);
+    } else {
+        json_decref(r->body);
+        ctl_reply_commit_err(r->req, status);
+    }
+    free(r);
+}
+
+void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body)
+{
+    reply_ctx *r = cr_calloc(1, sizeof *r);
+    r->req = req;
+    r->status = status;
+    r->body = body;
+    cr_http_defer(req);
+    cr_store_submit(c->store, txn, reply_committed, r);
 }

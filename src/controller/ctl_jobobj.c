@@ -1,0 +1,261 @@
+/*
+ * ctl_jobobj.c - the job object: lookup by id, insert, free, its API view,
+ * its stored row (the document written to SQLite) and the pending reason.
+ *
+ * Used by every controller file; calls nothing above it (only the store,
+ * ctl_util.c and the common layer), so the files that act on jobs (submit
+ * and actions in ctl_jobs.c, ctl_state.c, ctl_sched.c, ctl_nodes.c, ...)
+ * do not call one another for these.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_log.h"
+#include "cr_time.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool ctl_job_terminal(const ctl_job *j)
+{
+    return j->state == JS_COMPLETED || j->state == JS_FAILED || j->state == JS_CANCELLED;
+}
+
+void ctl_job_free(ctl_job *j)
+{
+    if (!j) {
+        return;
+    }
+    json_decref(j->spec);
+    json_decref(j->secrets);
+    free(j->secrets_enc);
+    free(j->reason);
+    free(j->place);
+    free(j->last_nodes);
+    free(j);
+}
+
+void ctl_job_set_reason(ctl_job *j, const char *reason)
+{
+    if (reason && j->reason && strcmp(reason, j->reason) == 0) {
+        return;
+    }
+    free(j->reason);
+    j->reason = reason ? cr_strdup(reason) : NULL;
+}
+
+json_t *ctl_job_json(const ctl_job *j)
+{
+    char t[64];
+    json_t *v = json_copy(j->spec);
+    json_object_set_new(v, "id", json_integer(j->id));
+    json_object_set_new(v, "tenant", json_string(j->tenant));
+    if (j->array_first > 0) {
+        json_object_set_new(v, "array_index", json_integer(j->array_index));
+        json_object_set_new(v, "array_first", json_integer(j->array_first));
+    }
+    json_object_set_new(v, "state", json_string(ctl_job_state_names[j->state]));
+    json_object_set_new(v, "reason", json_string(j->reason ? j->reason : ""));
+    json_object_set_new(v, "exit_code", json_integer(j->exit_code));
+    json_object_set_new(v, "signal", json_integer(j->signal));
+    json_object_set_new(v, "retries", json_integer(j->retries));
+    json_object_set_new(v, "runs", json_integer(j->runs));
+    json_object_set_new(v, "submit_time", json_string(ctl_time_str(j->submit_ns, t, sizeof t)));
+    json_object_set_new(v, "start_time", json_string(ctl_time_str(j->start_ns, t, sizeof t)));
+    json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
+    if (*j->run_type) {
+        json_object_set_new(v, "run_gpu_type", json_string(j->run_type));
+    }
+    if (j->last_nodes) {
+        /* The last run's tasks (logs --rank, --all). */
+        json_object_set_new(v, "run_nodes", json_string(j->last_nodes));
+        json_object_set_new(v, "tasks_per_node_run", json_integer(j->last_tpn));
+    }
+    json_t *pl = json_array();
+    for (size_t i = 0; i < j->nplace; i++) {
+        json_t *g = json_array();
+        for (size_t k = 0; k < j->place[i].ngpus; k++) {
+            json_array_append_new(g, json_integer(j->place[i].gpus[k]));
+        }
+        json_t *p = json_pack("{s:s,s:o}", "node", j->place[i].node, "gpus", g);
+        if (*j->place[i].mig_profile) {
+            json_object_set_new(p, "mig_profile", json_string(j->place[i].mig_profile));
+        }
+        json_array_append_new(pl, p);
+    }
+    json_object_set_new(v, "placement", pl);
+    return v;
+}
+
+/* The stored form: the API object plus exact times. */
+/* A JSON string literal (input is valid UTF-8: validated or our own text). */
+static void put_jstr(cr_buf *b, const char *s)
+{
+    cr_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            cr_buf_putc(b, '\\');
+            cr_buf_putc(b, (char)*p);
+        } else if (*p < 0x20) {
+            cr_buf_printf(b, "\\u%04x", *p);
+        } else {
+            cr_buf_putc(b, (char)*p);
+        }
+    }
+    cr_buf_putc(b, '"');
+}
+
+/*
+ * The stored form: the API object plus exact times, written directly
+ * (submissions are the hot path; building a jansson tree per job costs
+ * more than the rest of the request). spec_json is the compact JSON of
+ * j->spec, shared by the tasks of an array.
+ */
+char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    size_t n = strlen(spec_json);
+    if (j->array_first > 0 && j->id != j->array_first) {
+        /* Array tasks store their shared spec once, in the first task's row. */
+        cr_buf_printf(&b, "{\"spec_ref\":%lld,", (long long)j->array_first);
+    } else if (n >= 2 && spec_json[n - 1] == '}') {
+        cr_buf_append(&b, spec_json, n - 1);
+        if (n > 2) {
+            cr_buf_putc(&b, ',');
+        }
+    } else {
+        cr_buf_putc(&b, '{');
+    }
+    char t[64];
+    cr_buf_printf(&b, "\"id\":%lld,\"tenant\":", (long long)j->id);
+    put_jstr(&b, j->tenant);
+    if (j->array_first > 0) {
+        cr_buf_printf(&b, ",\"array_index\":%d,\"array_first\":%lld", (int)j->array_index,
+                      (long long)j->array_first);
+    }
+    cr_buf_printf(&b, ",\"state\":\"%s\",\"reason\":", ctl_job_state_names[j->state]);
+    put_jstr(&b, j->reason);
+    cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d,\"runs\":%d", j->exit_code,
+                  j->signal, j->retries, j->runs);
+    cr_buf_printf(&b, ",\"submit_time\":\"%s\"", ctl_time_str(j->submit_ns, t, sizeof t));
+    cr_buf_printf(&b, ",\"start_time\":\"%s\"", ctl_time_str(j->start_ns, t, sizeof t));
+    cr_buf_printf(&b, ",\"end_time\":\"%s\"", ctl_time_str(j->end_ns, t, sizeof t));
+    if (*j->run_type) {
+        cr_buf_puts(&b, ",\"run_gpu_type\":");
+        put_jstr(&b, j->run_type);
+    }
+    if (j->last_nodes) {
+        cr_buf_puts(&b, ",\"run_nodes\":");
+        put_jstr(&b, j->last_nodes);
+        cr_buf_printf(&b, ",\"tasks_per_node_run\":%d", j->last_tpn);
+    }
+    cr_buf_puts(&b, ",\"placement\":[");
+    for (size_t i = 0; i < j->nplace; i++) {
+        cr_buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
+        put_jstr(&b, j->place[i].node);
+        cr_buf_puts(&b, ",\"gpus\":[");
+        for (size_t k = 0; k < j->place[i].ngpus; k++) {
+            cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].gpus[k]);
+        }
+        cr_buf_putc(&b, ']');
+        if (*j->place[i].mig_profile) {
+            cr_buf_puts(&b, ",\"mig_profile\":");
+            put_jstr(&b, j->place[i].mig_profile);
+            cr_buf_puts(&b, ",\"mig_starts\":[");
+            for (size_t k = 0; k < j->place[i].ngpus; k++) {
+                cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].mig_start[k]);
+            }
+            cr_buf_putc(&b, ']');
+        }
+        cr_buf_putc(&b, '}');
+    }
+    cr_buf_printf(&b,
+                  "],\"submit_ns\":%lld,\"start_ns\":%lld,\"end_ns\":%lld,\"acct_ns\":%lld,"
+                  "\"last_node\":",
+                  (long long)j->submit_ns, (long long)j->start_ns, (long long)j->end_ns,
+                  (long long)j->acct_ns);
+    put_jstr(&b, j->last_node);
+    if (j->secrets_enc) {
+        cr_buf_puts(&b, ",\"secrets_enc\":");
+        put_jstr(&b, j->secrets_enc);
+    }
+    cr_buf_printf(&b, ",\"cancel_requested\":%s,\"timed_out\":%s,\"requeue_requested\":%s}",
+                  j->cancel_requested ? "true" : "false", j->timed_out ? "true" : "false",
+                  j->requeue_requested ? "true" : "false");
+    return cr_buf_take(&b);
+}
+
+char *ctl_job_doc(const ctl_job *j)
+{
+    if (j->array_first > 0 && j->id != j->array_first) {
+        return ctl_job_doc_with(j, "{}");
+    }
+    char *spec = json_dumps(j->spec, JSON_COMPACT);
+    char *doc = ctl_job_doc_with(j, spec ? spec : "{}");
+    free(spec);
+    return doc;
+}
+
+int64_t ctl_doc_spec_ref(const char *doc)
+{
+    static const char pre[] = "{\"spec_ref\":";
+    if (strncmp(doc, pre, sizeof pre - 1) != 0) {
+        return 0;
+    }
+    return strtoll(doc + sizeof pre - 1, NULL, 10);
+}
+
+ctl_job *ctl_job_get(ctl *c, int64_t id)
+{
+    if (id < 1 || (size_t)id > c->njobs_slots) {
+        return NULL;
+    }
+    return c->jobs[id - 1];
+}
+
+void ctl_job_insert(ctl *c, ctl_job *j)
+{
+    size_t need = (size_t)j->id;
+    if (need > c->capjobs) {
+        size_t cap = c->capjobs ? c->capjobs : 1024;
+        while (cap < need) {
+            cap *= 2;
+        }
+        c->jobs = cr_reallocarray(c->jobs, cap, sizeof *c->jobs);
+        memset(c->jobs + c->capjobs, 0, (cap - c->capjobs) * sizeof *c->jobs);
+        c->capjobs = cap;
+    }
+    if (need > c->njobs_slots) {
+        c->njobs_slots = need;
+    }
+    ctl_job_free(c->jobs[j->id - 1]);
+    c->jobs[j->id - 1] = j;
+    if (j->id >= c->next_id) {
+        c->next_id = j->id + 1;
+    }
+}
+
+void ctl_job_persist_doc(cr_store_txn *txn, ctl_job *j, char *doc, const char *what,
+                         const char *why)
+{
+    cr_store_txn_put_job(txn, j->id, j->tenant, ctl_job_state_names[j->state], doc);
+    free(doc);
+    if (what) {
+        cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
+    }
+}
+
+void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, const char *why)
+{
+    j->ver++; /* a change committed after this one's was prepared is stale (ctl_state.c) */
+    char *doc = ctl_job_doc(j);
+    cr_store_txn_put_job(txn, j->id, j->tenant, ctl_job_state_names[j->state], doc);
+    free(doc);
+    if (what) {
+        cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
+        cr_debug("job=%lld %s: %s", (long long)j->id, what, why ? why : "");
+    }
+}
