@@ -181,6 +181,10 @@ json_t *cr__agent_status_body(const agent *a)
             json_object_set_new(j, "image_pull", json_string(p->pull));
             json_object_set_new(j, "image_pull_ms", json_integer(p->pull_ms));
         }
+        if (p->sharing[0]) {
+            /* How this fractional task shares its GPU (an event). */
+            json_object_set_new(j, "sharing", json_string(p->sharing));
+        }
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));

@@ -79,6 +79,9 @@ typedef struct cr_job_spec {
      * env gets the MPS limits and CORRAL_GPU_SHARING (cr_job_env). */
     int64_t gpu_milli;
     int64_t gpu_mem_bytes;
+    /* Agent-local, never in JSON: the MPS pipe directory of the daemon that
+     * serves this fractional task (agent_mps.c); NULL: time-sliced. Borrowed. */
+    const char *mps_pipe;
     int64_t grace_ns; /* stop: SIGTERM, this long, SIGKILL */
     char tenant[64];  /* "tenant": the job's tenant ("" unknown), for metrics labels */
     int action;       /* cr_action */
@@ -133,11 +136,6 @@ const cr_job_spec *cr_desired_find(const cr_desired *d, int64_t job);
  * CORRAL_JOB_ID, CORRAL_NODE, CORRAL_CHECKPOINT_DIR and, for a gang, the
  * torchrun variables. Returned new: NULL-ended, free with cr_strv_free.
  */
-/* Where the MPS control daemon's pipe is when one serves this node's GPUs. */
-#define CR_MPS_CONTROL "/tmp/nvidia-mps/control"
-/* How a fractional task's GPU is shared here: "mps" when CR_MPS_CONTROL
- * exists, else "time-slicing". */
-const char *cr_job_gpu_sharing(void);
 char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node);
 /*
  * The clean defaults a job's environment starts from: PATH, HOME, USER,

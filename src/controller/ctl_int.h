@@ -77,6 +77,7 @@ typedef struct ctl_job {
     int runs;                /* starts so far; the current run's number in desired state */
     int port;                /* service replica: the PORT its agent gave this run; 0 unknown */
     int pull_event_run;      /* container jobs: the run whose "image pull" event is recorded */
+    int share_event_run;     /* fractional tasks: the run whose "shared" event is recorded */
     int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */

@@ -984,8 +984,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
     static const char *const job_members[] = {
-        "job", "state",  "pid",   "exit_code",  "signal",        "run", "port",
-        "oom", "reason", "fatal", "image_pull", "image_pull_ms", NULL};
+        "job", "state",  "pid",   "exit_code",  "signal",        "run",     "port",
+        "oom", "reason", "fatal", "image_pull", "image_pull_ms", "sharing", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -1043,6 +1043,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_bool(jr, path, "fatal", false, &oom_ignored, &err) ||
             cr_json_str(jr, path, "reason", false, 400, &text_ignored, &err) ||
             cr_json_str(jr, path, "image_pull", false, 300, &text_ignored, &err) ||
+            cr_json_str(jr, path, "sharing", false, 300, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
             goto bad;
         }
@@ -1142,6 +1143,21 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
                  json_string_value(json_object_get(j->spec, "image")), n->name, how,
                  (long long)json_integer_value(json_object_get(jr, "image_pull_ms")));
         cr_store_txn_event(txn, j->id, now, "image pull", ev);
+    }
+    /* Fractional tasks: how the agent shares the GPU (MPS or time-sliced),
+     * once per run (an event). */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *run = json_object_get(jr, "run");
+        const char *how = json_string_value(json_object_get(jr, "sharing"));
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!how || !j || j->state != JS_RUNNING || j->share_event_run == j->runs ||
+            (run && json_integer_value(run) != j->runs) || !ctl_text_clean(how)) {
+            continue;
+        }
+        j->share_event_run = j->runs;
+        char ev[400];
+        snprintf(ev, sizeof ev, "%s (node %s)", how, n->name);
+        cr_store_txn_event(txn, j->id, now, "shared", ev);
     }
     /* Ports the agent gave replicas (the current run's, on this node). */
     for (size_t i = 0; i < json_array_size(jobs); i++) {

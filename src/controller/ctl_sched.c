@@ -593,9 +593,8 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
         if (j->gpu_mem_bytes) {
             cr_buf_printf(&b, " with %.3g GB of its memory", (double)j->gpu_mem_bytes / 1e9);
         }
-        cr_buf_puts(&b, ", shared with other fractional tasks (the agent enforces it with MPS "
-                        "where an MPS daemon runs, else time-slicing: CORRAL_GPU_SHARING in the "
-                        "job's environment)");
+        cr_buf_puts(&b, ", shared with other fractional tasks (the agent's \"shared\" event "
+                        "says how: MPS limits or time-sliced)");
     }
     job_req r;
     req_of(j, &r);
