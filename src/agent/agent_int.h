@@ -130,6 +130,7 @@ typedef struct agent {
     char mps_dir[512];             /* MPS pipe directories live below */
     int mps_sim;                   /* the sim backend ("time-sliced (simulated)") */
     agent_mps_gpu mps[CR_GPU_MAX]; /* per GPU index */
+    int64_t mig_refused_version;   /* agent_mig.c, main only: refusal logged for this document */
 } agent;
 
 /* agent_net.c */
@@ -195,6 +196,10 @@ void cr__agent_mps_how(int mps, const char *why, int sim, int64_t milli, int64_t
 void cr__agent_mps_sweep(agent *a);
 /* At exit: stop every daemon (running clients finish first). */
 void cr__agent_mps_fini(agent *a);
+
+/* agent_mig.c: apply the desired document's MIG layouts (before its jobs
+ * start); registers again after a change. Returns 1 when a layout changed. */
+int cr__agent_mig_apply(agent *a);
 
 /* agent_http.c */
 int cr__agent_http_start(agent *a, char *err, size_t errlen);

@@ -875,7 +875,7 @@ static int placed_again(const agent *a, const cr_job_spec *s, const cr_proc *p)
 /* Apply the desired state; returns 1 when something changed. */
 static int reconcile(agent *a, int64_t now_ns)
 {
-    int changed = 0;
+    int changed = cr__agent_mig_apply(a); /* before the jobs that need the new instances */
     for (size_t i = 0; i < a->desired.count; i++) {
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);

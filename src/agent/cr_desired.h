@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "cr_gpu.h"
+
 /* Most tasks (processes) one job runs on one node (--tasks-per-node). */
 #define CR_MAX_TASKS_PER_NODE 256
 /* Largest batch script shipped with a job (bytes; the controller refuses more). */
@@ -108,8 +110,17 @@ typedef struct cr_job_spec {
     cr_container ctr; /* "container"; ctr.image NULL: none */
 } cr_job_spec;
 
+/* Dynamic MIG: the layout the controller wants on one GPU ("mig_layouts"). */
+typedef struct cr_mig_layout {
+    int gpu; /* GPU index */
+    cr_mig_want inst[CR_GPU_MAX_MIG];
+    size_t n;
+} cr_mig_layout;
+
 typedef struct cr_desired {
     int64_t version;
+    cr_mig_layout *layouts; /* "mig_layouts": nlayouts entries; owned, may be NULL */
+    size_t nlayouts;
     char *checkpoint_base;          /* "checkpoint_base": <root>/<cluster id>; owned, may be NULL */
     int64_t checkpoint_retention_s; /* "checkpoint_retention_s": 0 keep forever */
     cr_job_spec *jobs;              /* count entries; owned */

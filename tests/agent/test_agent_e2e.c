@@ -78,9 +78,9 @@ static pid_t start_agent(int *port)
         snprintf(mps_dir, sizeof mps_dir, "%s/mps", E.dir);
         execl(bin, bin, "agent", "--server", server, "--join-token", "jt-secret", "--node", "n1",
               "--rack", "r1", "--gpus", "sim:2xA30,mig=1g.6gb:4;2xL40S", "--share-gpus", "3",
-              "--listen", "127.0.0.1:0", "--state-dir", E.state, "--faults", faults, "--xid-hold",
-              "0s", "--wait", "5s", E.mps ? "--mps-control" : NULL, mps_bin, "--mps-dir", mps_dir,
-              (char *)NULL);
+              "--mig-dynamic", "0", "--listen", "127.0.0.1:0", "--state-dir", E.state, "--faults",
+              faults, "--xid-hold", "0s", "--wait", "5s", E.mps ? "--mps-control" : NULL, mps_bin,
+              "--mps-dir", mps_dir, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -324,6 +324,8 @@ static json_t *job(long long id, const char *script)
     return json_pack("{s:I,s:[sss],s:s,s:{},s:[i],s:f}", "job", (json_int_t)id, "command", "sh",
                      "-c", script, "action", "run", "env", "gpus", 0, "grace_s", 5.0);
 }
+
+static int file_has(void *arg);
 
 /* The "sharing" the last status gave for job id ("" none); static buffer. */
 static const char *sharing_of(long long id)
@@ -604,6 +606,109 @@ static void test_mig_instances(void **state)
     json_decref(x);
     char *c = slurp(p2);
     assert_null(c);
+    mock_ctl_set_jobs(E.m, json_array());
+}
+
+static void set_layouts(json_t *layouts)
+{
+    pthread_mutex_lock(&E.m->mu);
+    json_decref(E.m->mig_layouts);
+    E.m->mig_layouts = layouts;
+    pthread_mutex_unlock(&E.m->mu);
+}
+
+/* GPU 0's MIG instances as last registered (new reference). */
+static json_t *gpu0_mig(int *registers)
+{
+    pthread_mutex_lock(&E.m->mu);
+    json_t *mig = json_incref(
+        json_object_get(json_array_get(json_object_get(E.m->last_register, "gpus"), 0), "mig"));
+    *registers = E.m->registers;
+    pthread_mutex_unlock(&E.m->mu);
+    return mig;
+}
+
+static int registers_above(void *arg)
+{
+    pthread_mutex_lock(&E.m->mu);
+    int ok = E.m->registers > *(int *)arg;
+    pthread_mutex_unlock(&E.m->mu);
+    return ok;
+}
+
+/* Dynamic MIG (--mig-dynamic 0): a layout that would destroy the instance
+ * a running job holds is refused whole; one that keeps it (by UUID) is
+ * applied: idle instances destroyed, new ones made, the agent registers
+ * again with them; GPU 1 (not dynamic) is never changed. */
+static void test_mig_dynamic(void **state)
+{
+    (void)state;
+    int regs0;
+    json_t *mig = gpu0_mig(&regs0);
+    assert_int_equal(json_array_size(mig), 4);
+    char busy[96];
+    snprintf(busy, sizeof busy, "%s",
+             json_string_value(json_object_get(json_array_get(mig, 0), "uuid")));
+    json_decref(mig);
+    pthread_mutex_lock(&E.m->mu);
+    json_t *g0 = json_array_get(json_object_get(E.m->last_register, "gpus"), 0);
+    json_t *g1 = json_array_get(json_object_get(E.m->last_register, "gpus"), 1);
+    assert_true(json_is_true(json_object_get(g0, "mig_dynamic")));
+    assert_null(json_object_get(g1, "mig_dynamic"));
+    pthread_mutex_unlock(&E.m->mu);
+    char path[400], script[600];
+    snprintf(path, sizeof path, "%s/migdyn.txt", E.dir);
+    snprintf(script, sizeof script, "echo $CUDA_VISIBLE_DEVICES > %s; sleep 30", path);
+    json_t *j = job(60, script);
+    json_object_set_new(j, "mig_profile", json_string("1g.6gb"));
+    json_object_set_new(j, "gpu_uuids", json_pack("[s]", busy));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    const char *w[] = {path, "MIG-"};
+    assert_true(wait_for(file_has, w, 20));
+    /* two 2g.12gb in place of the four 1g.6gb: the busy one would go */
+    set_layouts(json_pack("[{s:i,s:[{s:s,s:i,s:i,s:i},{s:s,s:i,s:i,s:i}]},"
+                          "{s:i,s:[{s:s,s:i,s:i,s:i}]}]",
+                          "gpu", 0, "instances", "profile", "2g.12gb", "slices", 2, "mem_slices", 2,
+                          "start", 0, "profile", "2g.12gb", "slices", 2, "mem_slices", 2, "start",
+                          2, "gpu", 1, "instances", "profile", "4g.24gb", "slices", 4, "mem_slices",
+                          4, "start", 0));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    job_state r60 = {60, "running"};
+    /* a change would register again (within ~1.2 s of modelled delay):
+     * none in 3 s */
+    assert_false(wait_for(registers_above, &regs0, 3));
+    assert_true(status_has(&r60));
+    int regs;
+    mig = gpu0_mig(&regs);
+    assert_int_equal(regs, regs0); /* refused: nothing changed, nothing to tell */
+    assert_int_equal(json_array_size(mig), 4);
+    json_decref(mig);
+    /* keep the busy instance (slice 0), a 1g.6gb at 1, a 2g.12gb at 2 */
+    set_layouts(json_pack("[{s:i,s:[{s:s,s:i,s:i,s:i,s:s},{s:s,s:i,s:i,s:i},"
+                          "{s:s,s:i,s:i,s:i}]}]",
+                          "gpu", 0, "instances", "profile", "1g.6gb", "slices", 1, "mem_slices", 1,
+                          "start", 0, "uuid", busy, "profile", "1g.6gb", "slices", 1, "mem_slices",
+                          1, "start", 1, "profile", "2g.12gb", "slices", 2, "mem_slices", 2,
+                          "start", 2));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    assert_true(wait_for(registers_above, &regs0, 20));
+    mig = gpu0_mig(&regs);
+    assert_int_equal(json_array_size(mig), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(mig, 0), "uuid")), busy);
+    json_t *made = json_array_get(mig, 2);
+    assert_string_equal(json_string_value(json_object_get(made, "profile")), "2g.12gb");
+    assert_int_equal(json_integer_value(json_object_get(made, "start")), 2);
+    assert_int_equal(strncmp(json_string_value(json_object_get(made, "uuid")), "MIG-", 4), 0);
+    json_decref(mig);
+    assert_true(status_has(&r60)); /* the job on the kept instance ran on */
+    pthread_mutex_lock(&E.m->mu);
+    g1 = json_array_get(json_object_get(E.m->last_register, "gpus"), 1);
+    assert_int_equal(json_array_size(json_object_get(g1, "mig")), 4);
+    pthread_mutex_unlock(&E.m->mu);
+    set_layouts(NULL);
+    json_object_set_new(j, "action", json_string("stop"));
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j));
+    assert_true(wait_for(job_exited, "60", 20));
     mock_ctl_set_jobs(E.m, json_array());
 }
 
@@ -1084,6 +1189,7 @@ int main(void)
         cmocka_unit_test(test_missing_command),
         cmocka_unit_test(test_stop_before_start),
         cmocka_unit_test(test_mig_instances),
+        cmocka_unit_test(test_mig_dynamic),
         cmocka_unit_test(test_fractional_env),
         cmocka_unit_test(test_fractional_mps),
         cmocka_unit_test(test_stop_term_then_kill),
