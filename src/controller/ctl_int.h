@@ -599,5 +599,8 @@ void ctl_mig_want_build(ctl_gpu *g, int n, const int *start, const int *mem, con
 void ctl_mig_want_settle(ctl_gpu *g);
 /* The desired state's "mig_layouts" for the node; NULL when none. New. */
 json_t *ctl_mig_layouts(const ctl_node *n);
+/* A shareable GPU's fractional tasks into its node view v: "shared_jobs"
+ * (ids) and "shared_milli" (their thousandths), when it has any. */
+void ctl_share_json(ctl *c, const ctl_node *n, const ctl_gpu *g, json_t *v);
 
 #endif

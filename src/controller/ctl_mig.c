@@ -11,6 +11,9 @@
  * stays. The agent applies it before starting the job and registers again;
  * ctl_mig_want_settle then fills in the new UUIDs and, once the registered
  * layout is the wanted one, stops asking.
+ *
+ * Also here, the other way of sharing a GPU as the node view shows it:
+ * which fractional tasks a shareable GPU holds (ctl_share_json).
  */
 #include "ctl_int.h"
 
@@ -126,4 +129,30 @@ json_t *ctl_mig_layouts(const ctl_node *n)
         }
     }
     return out;
+}
+
+void ctl_share_json(ctl *c, const ctl_node *n, const ctl_gpu *g, json_t *v)
+{
+    json_t *ids = json_array();
+    int64_t milli = 0;
+    for (size_t q = 0; g->shareable && q < n->njobs; q++) {
+        const ctl_job *j = ctl_job_get(c, n->jobs[q]);
+        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING) ||
+            !(j->gpu_milli || j->gpu_mem_bytes)) {
+            continue;
+        }
+        for (size_t k = 0; k < j->nplace; k++) {
+            if (strcmp(j->place[k].node, n->name) == 0 && j->place[k].ngpus > 0 &&
+                j->place[k].gpus[0] == g->index) {
+                json_array_append_new(ids, json_integer(j->id));
+                milli += j->gpu_milli;
+            }
+        }
+    }
+    if (json_array_size(ids)) {
+        json_object_set_new(v, "shared_jobs", ids);
+        json_object_set_new(v, "shared_milli", json_integer(milli));
+    } else {
+        json_decref(ids);
+    }
 }

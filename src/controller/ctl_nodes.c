@@ -365,6 +365,10 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
             json_object_set(v, "mig", g->mig);
         }
         json_object_set_new(v, "shareable", json_boolean(g->shareable));
+        ctl_share_json(c, n, g, v); /* its fractional tasks */
+        if (ok && !g->alloc_job && n->state == NS_UP && json_object_get(v, "shared_jobs")) {
+            free_gpus--; /* not free for a whole job while shared */
+        }
         /* MIG instances in use on this GPU (it is then partly allocated) */
         json_int_t mig_busy = 0;
         for (size_t q = 0; g->mig && q < n->njobs; q++) {

@@ -1497,6 +1497,14 @@ static void test_fractional_service(void **state)
         assert_int_equal(num(json_array_get(jobs, i), "gpu_milli"), 300);
     }
     json_decref(v);
+    /* the node view: GPU 0 holds the three, 0.9 of it, and is not free */
+    v = call(&d, "GET", "/v1/nodes/s0", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *g0 = json_array_get(json_object_get(v, "gpus"), 0);
+    assert_int_equal(json_array_size(json_object_get(g0, "shared_jobs")), 3);
+    assert_int_equal(num(g0, "shared_milli"), 900);
+    assert_int_equal(num(v, "free_gpus"), 0);
+    json_decref(v);
     stop(&d, SIGTERM);
     cleanup(&d);
 }
