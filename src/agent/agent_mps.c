@@ -122,7 +122,10 @@ static int mps_ctl(const agent *a, int gpu, int64_t uid, int64_t gid, const char
              setresuid((uid_t)uid, (uid_t)uid, (uid_t)uid) != 0)) {
             _exit(126);
         }
-        if (chdir(dir) != 0) {
+        /* The pipe and log directories are made here, as the uid: root
+         * never works on paths inside a directory a job's user owns. */
+        if ((mkdir(pipe_dir, 0700) != 0 && errno != EEXIST) ||
+            (mkdir(log_dir, 0700) != 0 && errno != EEXIST) || chdir(dir) != 0) {
             _exit(126);
         }
         execve(argv[0], argv, envp);
@@ -172,13 +175,10 @@ out:
 
 static int mps_start(agent *a, int gpu, int64_t uid, int64_t gid, char *why, size_t whylen)
 {
-    char dir[600], sub[700];
+    char dir[600];
     gpu_dir(a, gpu, uid, dir, sizeof dir);
+    /* Its parent is root's (0711): the uid cannot swap it for a link. */
     int rc = cr_iso_own_dir(dir, 0700, uid, gid, why, whylen);
-    for (int k = 0; k < 2 && rc == 0; k++) {
-        snprintf(sub, sizeof sub, "%s/%s", dir, k ? "log" : "pipe");
-        rc = cr_iso_own_dir(sub, 0700, uid, gid, why, whylen);
-    }
     if (rc == 0) {
         rc = mps_ctl(a, gpu, uid, gid, NULL, why, whylen);
     }
