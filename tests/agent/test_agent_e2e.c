@@ -659,7 +659,7 @@ static void test_mig_dynamic(void **state)
     char path[400], script[600];
     snprintf(path, sizeof path, "%s/migdyn.txt", E.dir);
     snprintf(script, sizeof script, "echo $CUDA_VISIBLE_DEVICES > %s; sleep 30", path);
-    json_t *j = job(60, script);
+    json_t *j = job(4060, script);
     json_object_set_new(j, "mig_profile", json_string("1g.6gb"));
     json_object_set_new(j, "gpu_uuids", json_pack("[s]", busy));
     mock_ctl_set_jobs(E.m, json_pack("[O]", j));
@@ -673,7 +673,7 @@ static void test_mig_dynamic(void **state)
                           2, "gpu", 1, "instances", "profile", "4g.24gb", "slices", 4, "mem_slices",
                           4, "start", 0));
     mock_ctl_set_jobs(E.m, json_pack("[O]", j));
-    job_state r60 = {60, "running"};
+    job_state r60 = {4060, "running"};
     /* a change would register again (within ~1.2 s of modelled delay):
      * none in 3 s */
     assert_false(wait_for(registers_above, &regs0, 3));
@@ -708,7 +708,7 @@ static void test_mig_dynamic(void **state)
     set_layouts(NULL);
     json_object_set_new(j, "action", json_string("stop"));
     mock_ctl_set_jobs(E.m, json_pack("[o]", j));
-    assert_true(wait_for(job_exited, "60", 20));
+    assert_true(wait_for(job_exited, "4060", 20));
     mock_ctl_set_jobs(E.m, json_array());
 }
 
@@ -804,13 +804,13 @@ static void test_fractional_mps(void **state)
     snprintf(mpsdir, sizeof mpsdir, "%s/mps", E.dir);
     snprintf(rec0, sizeof rec0, "%s/gpu3.u0/log/calls", mpsdir);
     snprintf(rec1, sizeof rec1, "%s/gpu3.u65534/log/calls", mpsdir);
-    /* job 40 (the agent's uid, 0) takes GPU 3 first; job 41 (uid 65534)
-     * comes while it runs */
-    json_t *j40 = job(40, "env | grep -E '^(CUDA_MPS|CORRAL_GPU)' | sort; sleep 30");
+    /* job 4040 (the agent's uid, 0) takes GPU 3 first; job 41 (uid 65534)
+     * comes while it runs; ids clear of other suites' node n1 cgroups) */
+    json_t *j40 = job(4040, "env | grep -E '^(CUDA_MPS|CORRAL_GPU)' | sort; sleep 30");
     json_object_set_new(j40, "gpus", json_pack("[i]", 3));
     json_object_set_new(j40, "gpu_milli", json_integer(250));
     json_object_set_new(j40, "gpu_mem_bytes", json_integer(10LL << 30));
-    json_t *j41 = job(41, "env | grep -E '^(CUDA_MPS|CORRAL_GPU)' | sort");
+    json_t *j41 = job(4041, "env | grep -E '^(CUDA_MPS|CORRAL_GPU)' | sort");
     json_object_set_new(j41, "gpus", json_pack("[i]", 3));
     json_object_set_new(j41, "gpu_milli", json_integer(500));
     json_object_set_new(j41, "uid", json_integer(65534));
@@ -818,12 +818,12 @@ static void test_fractional_mps(void **state)
     json_object_set_new(json_object_get(j41, "env"), "CUDA_MPS_PIPE_DIRECTORY",
                         json_string("/tmp/elsewhere"));
     mock_ctl_set_jobs(E.m, json_pack("[O]", j40));
-    job_state r40 = {40, "running"};
+    job_state r40 = {4040, "running"};
     assert_true(wait_for(status_has, &r40, 20));
     mock_ctl_set_jobs(E.m, json_pack("[OO]", j40, j41));
-    assert_true(wait_for(job_exited, "41", 20));
+    assert_true(wait_for(job_exited, "4041", 20));
     char out[400];
-    snprintf(out, sizeof out, "%s/logs/40/out", E.state);
+    snprintf(out, sizeof out, "%s/logs/4040/out", E.state);
     const char *w40[] = {out, "CORRAL_GPU_SHARING=mps"};
     assert_true(wait_for(file_has, w40, 20));
     char *a = slurp(out), want[1200];
@@ -835,14 +835,14 @@ static void test_fractional_mps(void **state)
              mpsdir);
     assert_string_equal(a, want);
     free(a);
-    snprintf(out, sizeof out, "%s/logs/41/out", E.state);
+    snprintf(out, sizeof out, "%s/logs/4041/out", E.state);
     a = slurp(out);
     assert_non_null(a);
     assert_string_equal(a, "CORRAL_GPU_FRACTION=0.500\nCORRAL_GPU_SHARING=time-slicing\n"
                            "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50\n");
     free(a);
-    assert_string_equal(sharing_of(40), "mps 25% threads, 10 GiB pinned");
-    assert_string_equal(sharing_of(41), "time-sliced, memory limit by contract (GPU 3's MPS "
+    assert_string_equal(sharing_of(4040), "mps 25% threads, 10 GiB pinned");
+    assert_string_equal(sharing_of(4041), "time-sliced, memory limit by contract (GPU 3's MPS "
                                         "server serves another user: one MPS server per uid)");
     /* the daemon runs as uid 0 for GPU 3's UUID; its directories are 0700 */
     a = slurp(rec0);
@@ -863,7 +863,7 @@ static void test_fractional_mps(void **state)
     assert_true(wait_for(file_has, q0, 20));
     /* now uid 65534 comes first: its own daemon, run as that uid, in a
      * directory only it can open */
-    json_t *j42 = job(42, "env | grep -E '^CUDA_MPS_PIPE' ; sleep 30");
+    json_t *j42 = job(4042, "env | grep -E '^CUDA_MPS_PIPE' ; sleep 30");
     json_object_set_new(j42, "gpus", json_pack("[i]", 3));
     json_object_set_new(j42, "gpu_milli", json_integer(300));
     json_object_set_new(j42, "uid", json_integer(65534));
@@ -883,7 +883,7 @@ static void test_fractional_mps(void **state)
     E.agent = start_agent(&E.port);
     json_object_set_new(j42, "action", json_string("stop"));
     mock_ctl_set_jobs(E.m, json_pack("[o]", j42));
-    assert_true(wait_for(job_exited, "42", 20));
+    assert_true(wait_for(job_exited, "4042", 20));
     mock_ctl_set_jobs(E.m, json_array());
     json_decref(j41);
 }
