@@ -843,7 +843,7 @@ static void test_fractional_mps(void **state)
     free(a);
     assert_string_equal(sharing_of(4040), "mps 25% threads, 10 GiB pinned");
     assert_string_equal(sharing_of(4041), "time-sliced, memory limit by contract (GPU 3's MPS "
-                                        "server serves another user: one MPS server per uid)");
+                                          "server serves another user: one MPS server per uid)");
     /* the daemon runs as uid 0 for GPU 3's UUID; its directories are 0700 */
     a = slurp(rec0);
     assert_non_null(a);
