@@ -235,14 +235,18 @@ int cr__agent_mps_init(agent *a, char *err, size_t errlen)
         snprintf(a->mps_dir, sizeof a->mps_dir, "%s.mps", a->cfg.state_dir);
     }
     /* Traversable, not listable, and nobody else's: jobs reach their own
-     * gpu<I>.u<UID> below it and nothing more. */
+     * gpu<I>.u<UID> below it and nothing more. A shared directory (/tmp:
+     * world-writable or sticky) is refused, never chmod-ed. */
     mode_t old = umask(022);
     cr_mkdir_p(a->mps_dir, 0711);
     umask(old);
     struct stat sb;
     if (lstat(a->mps_dir, &sb) != 0 || !S_ISDIR(sb.st_mode) || sb.st_uid != geteuid() ||
-        chmod(a->mps_dir, 0711) != 0) {
-        snprintf(err, errlen, "--mps-dir %s: not a directory of this user's", a->mps_dir);
+        (sb.st_mode & (S_ISVTX | S_IWOTH)) != 0 || chmod(a->mps_dir, 0711) != 0) {
+        snprintf(err, errlen,
+                 "--mps-dir %s: not a directory this user owns alone (a shared directory "
+                 "such as /tmp is refused)",
+                 a->mps_dir);
         a->mps_bin[0] = '\0';
         return CR_EINVAL;
     }

@@ -1145,6 +1145,10 @@ static void test_bad_flags(void **state)
         {"--server http://127.0.0.1:1 --join-token t --gpus sim:1xL40S --state-dir STATE "
          "--mps-control bin/none",
          "--mps-control"},
+        /* a shared directory is never made the MPS directory (nor chmod-ed) */
+        {"--server http://127.0.0.1:1 --join-token t --gpus sim:1xL40S --state-dir STATE "
+         "--mps-control /bin/true --mps-dir /tmp",
+         "--mps-dir /tmp"},
     };
     char sd[] = "/var/tmp/corral-e2e-flags-XXXXXX";
     assert_non_null(mkdtemp(sd));
