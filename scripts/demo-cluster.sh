@@ -85,20 +85,23 @@ wait_for 20 test -s "$DIR/ctl/admin.token"
 export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
 echo "   web dashboard: $CORRAL_SERVER/ui  (log in with the token in $DIR/ctl/admin.token)"
 
-agent() { # agent NODE RACK GPUS
+agent() { # agent NODE RACK GPUS [agent flags...]
     mkdir -p "$DIR/$1"
+    local node=$1 rack=$2 gpus=$3
+    shift 3
     "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" \
-        --node "$1" --rack "$2" --gpus "sim:$3" --listen 127.0.0.1:0 \
-        --state-dir "$DIR/$1" --faults "$DIR/$1/faults" --kill-on-exit \
-        >"$DIR/agent-$1.log" 2>&1 &
+        --node "$node" --rack "$rack" --gpus "sim:$gpus" --listen 127.0.0.1:0 \
+        --state-dir "$DIR/$node" --faults "$DIR/$node/faults" --kill-on-exit "$@" \
+        >"$DIR/agent-$node.log" 2>&1 &
     PIDS+=($!)
 }
-say "10 agents: 2x8 H100 SXM, 2x8 A100 80GB SXM, 4x4 L40S, 2x4 A30 (MIG)"
+say "10 agents: 2x8 H100 SXM, 2x8 A100 80GB SXM, 4x4 L40S (one GPU shareable), 2x4 A30 (MIG)"
 agent h100-0 r1 "8xH100 SXM"
 agent h100-1 r1 "8xH100 SXM"
 agent a100-0 r2 "8xA100 80GB SXM"
 agent a100-1 r2 "8xA100 80GB SXM"
-for i in 0 1 2 3; do agent "l40s-$i" r3 "4xL40S"; done
+for i in 0 1 2; do agent "l40s-$i" r3 "4xL40S"; done
+agent l40s-3 r3 "4xL40S" --share-gpus 0 # GPU 0 takes fractional tasks
 agent a30-0 r4 "4xA30,mig=1g.6gb:4"
 agent a30-1 r4 "4xA30,mig=2g.12gb:2"
 nodes_up() { [ "$("$CORRAL" nodes 2>/dev/null | grep -c ' up ')" -ge 10 ]; }
@@ -138,6 +141,19 @@ if [ "$(id -u)" = 0 ] && command -v podman >/dev/null 2>&1 && [ -x /bin/busybox 
         echo "(podman cannot import an image here: skipped)"
     fi
 fi
+
+say "three inference replicas share one L40S: --gpu-fraction 0.33 each (l40s-3 GPU 0 is shareable)"
+replica='echo "replica $CORRAL_JOB_ID on $CORRAL_NODE GPU $CUDA_VISIBLE_DEVICES: $CORRAL_GPU_FRACTION of it ($CORRAL_GPU_SHARING, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)"; exec sleep 600'
+run services create chat-small --gpu-type L40S --gpu-fraction 0.33 --min 3 --max 3 -- sh -c "$replica"
+three_up() { [ "$("$CORRAL" jobs --state running 2>/dev/null | grep -c 'chat-small')" -ge 3 ]; }
+wait_for 20 three_up || echo "(not all three replicas are running yet)"
+run nodes l40s-3
+r1=$("$CORRAL" jobs --state running 2>/dev/null | awk '/chat-small/ {print $1; exit}')
+if [ -n "$r1" ]; then
+    wait_for 10 sh -c "\"$CORRAL\" logs $r1 | grep -q replica" && run logs "$r1"
+    "$CORRAL" show "$r1" | grep -E "started|shared" | sed 's/^ */   /' || true
+fi
+"$CORRAL" services delete chat-small >/dev/null 2>&1 || true
 
 # The jobs are real processes: they print what Corral gave them and work a
 # little (a busy loop drives the simulated GPU's utilisation and power).

@@ -55,6 +55,10 @@ static const struct {
     {"rdzv_ports", K_STR},
     {"container_runtime", K_STR},
     {"podman", K_STR},
+    {"share_gpus", K_STR},
+    {"mps_control", K_STR},
+    {"mps_dir", K_STR},
+    {"mig_dynamic", K_STR},
     {"image_cache_max", K_STR},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])

@@ -59,6 +59,10 @@ typedef struct agent_cfg {
     const char *podman;      /* --podman: the podman program */
     int64_t image_cache_max; /* --image-cache-max: bytes of images the jobs used; 0 no cap */
     cr_gpu_health_cfg health;
+    /* GPU sharing (agent_mps.c) and dynamic MIG (agent_mig.c). */
+    const char *mps_control;  /* --mps-control: MPS control program, "none"; NULL: look for it */
+    const char *mps_dir;      /* --mps-dir: MPS pipe directories; NULL: the default */
+    uint64_t mig_dynamic;     /* --mig-dynamic: MIG GPUs whose layout the controller may change */
     int no_dcgm;              /* --no-dcgm: leave DCGM-named series to the real exporter */
     const char *dcgm_job_map; /* --dcgm-job-map DIR: dcgm-exporter's job mapping files */
 } agent_cfg;
@@ -75,6 +79,13 @@ typedef struct agent_argv {
  * after printing the error. Free with cr__agent_argv_free. */
 int cr__agent_argv_build(int argc, char **argv, agent_argv *out);
 void cr__agent_argv_free(agent_argv *a);
+
+/* agent_mps.c: the MPS control daemon of one GPU. */
+typedef struct agent_mps_gpu {
+    int state;        /* none, up, left by an earlier agent run, failed to start */
+    int64_t uid, gid; /* whose daemon (MPS serves one user at a time) */
+    char why[240];    /* failed: why */
+} agent_mps_gpu;
 
 typedef struct agent {
     agent_cfg cfg;
@@ -114,6 +125,12 @@ typedef struct agent {
     char *tls_pem[2];     /* owned: --tls-cert and --tls-key texts while serving HTTPS */
     cr_client *status_cl; /* controller client, owned; main thread only */
     int jobmap_warned;    /* main only: a job-map write failure was logged */
+    /* agent_mps.c, main only */
+    char mps_bin[512];             /* the MPS control program, "" none (time-slicing) */
+    char mps_dir[512];             /* MPS pipe directories live below */
+    int mps_sim;                   /* the sim backend ("time-sliced (simulated)") */
+    agent_mps_gpu mps[CR_GPU_MAX]; /* per GPU index */
+    int64_t mig_refused_version;   /* agent_mig.c, main only: refusal logged for this document */
 } agent;
 
 /* agent_net.c */
@@ -161,6 +178,28 @@ void cr__agent_ctr_fini(agent *a);
 void cr__agent_img_used(agent *a, const char *image);
 /* Remove least recently used images past --image-cache-max (none in use). */
 void cr__agent_img_evict(agent *a);
+
+/* agent_mps.c: GPU sharing for fractional tasks (docs/isolation.md). */
+/* Find the MPS control program and the pipe directory; CR_EINVAL with err
+ * for a bad --mps-control/--mps-dir. */
+int cr__agent_mps_init(agent *a, char *err, size_t errlen);
+/* A fractional task s is about to start: returns 1 and its pipe directory
+ * when an MPS daemon (started if need be) serves it, else 0; how gets the
+ * text of its "shared" event either way. */
+int cr__agent_mps_job(agent *a, const cr_job_spec *s, char *pipe_dir, size_t plen, char *how,
+                      size_t hlen);
+/* The event text (pure, for tests): "mps 25% threads, 10 GiB pinned",
+ * "time-sliced, memory limit by contract (WHY)", "time-sliced (simulated)". */
+void cr__agent_mps_how(int mps, const char *why, int sim, int64_t milli, int64_t mem_bytes,
+                       char *how, size_t len);
+/* Stop the daemons of GPUs that host no fractional task any more. */
+void cr__agent_mps_sweep(agent *a);
+/* At exit: stop every daemon (running clients finish first). */
+void cr__agent_mps_fini(agent *a);
+
+/* agent_mig.c: apply the desired document's MIG layouts (before its jobs
+ * start); registers again after a change. Returns 1 when a layout changed. */
+int cr__agent_mig_apply(agent *a);
 
 /* agent_http.c */
 int cr__agent_http_start(agent *a, char *err, size_t errlen);

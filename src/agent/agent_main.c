@@ -60,6 +60,11 @@ static void usage(FILE *f)
         "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
         "  --share-gpus all|I,J  GPUs offered to fractional tasks (--gpu-fraction): MPS limits\n"
         "                        where an MPS daemon runs, else time-slicing (default none)\n"
+        "  --mps-control PATH|none  MPS control program run per shared GPU (default with\n"
+        "                        nvml: nvidia-cuda-mps-control when installed; sim: none)\n"
+        "  --mps-dir DIR         MPS pipe directories (default /run/corral-mps/NODE as root)\n"
+        "  --mig-dynamic all|I,J MIG GPUs whose layout the controller may change: the agent\n"
+        "                        destroys idle instances and creates new ones (default none)\n"
         "                        e.g. sim:'8xH100 SXM' or sim:'4xA30,mig=1g.6gb:4'\n"
         "  --listen ADDR:PORT    metrics and logs server (default 127.0.0.1:8621; port 0: any)\n"
         "  --advertise ADDR      address told to the controller (default: the listen address;\n"
@@ -194,6 +199,8 @@ static int server_is_loopback(const char *url)
     return is_loopback(host);
 }
 
+enum { OPT_MPS_CONTROL = 1000, OPT_MPS_DIR, OPT_MIG_DYNAMIC };
+
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
 {
     static const struct option opts[] = {
@@ -203,6 +210,9 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"rack", required_argument, NULL, 'r'},
         {"gpus", required_argument, NULL, 'g'},
         {"share-gpus", required_argument, NULL, 'S'},
+        {"mps-control", required_argument, NULL, OPT_MPS_CONTROL},
+        {"mps-dir", required_argument, NULL, OPT_MPS_DIR},
+        {"mig-dynamic", required_argument, NULL, OPT_MIG_DYNAMIC},
         {"listen", required_argument, NULL, 'l'},
         {"advertise", required_argument, NULL, 'a'},
         {"state-dir", required_argument, NULL, 'd'},
@@ -264,20 +274,33 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             c->gpus = optarg;
             break;
         case 'S':
+        case OPT_MIG_DYNAMIC: {
+            uint64_t *mask = o == 'S' ? &c->share_mask : &c->mig_dynamic;
             if (strcmp(optarg, "all") == 0) {
-                c->share_mask = UINT64_MAX;
+                *mask = UINT64_MAX;
                 break;
             }
-            c->share_mask = 0;
+            *mask = 0;
             for (const char *p = optarg; *p;) {
                 char *end = NULL;
                 long i = strtol(p, &end, 10);
                 if (end == p || i < 0 || i > 63 || (*end && *end != ',')) {
-                    return flag_error("--share-gpus", "want all or GPU indexes 0..63, e.g. 0,1");
+                    return flag_error(o == 'S' ? "--share-gpus" : "--mig-dynamic",
+                                      "want all or GPU indexes 0..63, e.g. 0,1");
                 }
-                c->share_mask |= UINT64_C(1) << i;
+                *mask |= UINT64_C(1) << i;
                 p = *end ? end + 1 : end;
             }
+            break;
+        }
+        case OPT_MPS_CONTROL:
+            c->mps_control = optarg;
+            break;
+        case OPT_MPS_DIR:
+            if (optarg[0] != '/' || strlen(optarg) > 400) {
+                return flag_error("--mps-dir", "want an absolute directory path (up to 400 bytes)");
+            }
+            c->mps_dir = optarg;
             break;
         case 'l':
             listen = optarg;
@@ -760,6 +783,15 @@ static void start_job(agent *a, const cr_job_spec *given)
         mig_spec.uuid_count = 1;
         s = &mig_spec;
     }
+    /* A fractional task: an MPS client of its GPU's daemon, or time-sliced. */
+    cr_job_spec share_spec;
+    char mps_pipe[700], sharing[300] = "";
+    if ((s->gpu_milli || s->gpu_mem_bytes) &&
+        cr__agent_mps_job(a, s, mps_pipe, sizeof mps_pipe, sharing, sizeof sharing)) {
+        share_spec = *s;
+        share_spec.mps_pipe = mps_pipe;
+        s = &share_spec;
+    }
     char how[300] = "", why[400] = "";
     int64_t pull_ms = 0;
     int fatal = 0;
@@ -801,9 +833,10 @@ static void start_job(agent *a, const cr_job_spec *given)
         cr_debug("agent: job=%lld started pid=%d gpus=%zu", (long long)s->job, (int)p->pid,
                  s->gpu_count);
         if (s->gpu_milli || s->gpu_mem_bytes) {
+            snprintf(p->sharing, sizeof p->sharing, "%s", sharing);
             cr_info("agent: job=%lld shares GPU %d (%lld/1000, %lld bytes): %s", (long long)s->job,
                     s->gpu_count ? s->gpus[0] : -1, (long long)s->gpu_milli,
-                    (long long)s->gpu_mem_bytes, cr_job_gpu_sharing());
+                    (long long)s->gpu_mem_bytes, sharing);
         }
     }
 done:
@@ -843,7 +876,7 @@ static int placed_again(const agent *a, const cr_job_spec *s, const cr_proc *p)
 /* Apply the desired state; returns 1 when something changed. */
 static int reconcile(agent *a, int64_t now_ns)
 {
-    int changed = 0;
+    int changed = cr__agent_mig_apply(a); /* before the jobs that need the new instances */
     for (size_t i = 0; i < a->desired.count; i++) {
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);
@@ -1221,6 +1254,7 @@ static int run(agent *a, int sfd)
             dirty |= reconcile(a, mono);
             publish_live(a);
         }
+        cr__agent_mps_sweep(a);
         if (mono >= next_sample) {
             for (size_t i = 0; i < a->nprocs; i++) {
                 if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono)) {
@@ -1393,6 +1427,11 @@ int cr_agent_main(int argc, char **argv)
     cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
     snprintf(a->ctr.owner, sizeof a->ctr.owner, "%s", inst);
     cr_ctr_log(&a->ctr, &a->iso);
+    if (cr__agent_mps_init(a, err, sizeof err) < 0) {
+        fprintf(stderr, "corral agent: %s\n", err);
+        rc = 2;
+        goto out_net;
+    }
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
     a->procs_cap = a->nprocs;
@@ -1429,6 +1468,7 @@ int cr_agent_main(int argc, char **argv)
         stop_all_and_wait(a, sfd);
         atomic_store(&a->stop, 1);
     }
+    cr__agent_mps_fini(a);
 out_http:
     atomic_store(&a->stop, 1);
     cr__agent_poller_join(a);

@@ -101,6 +101,9 @@ json_t *cr__agent_register_body(const agent *a)
                                   json_pack("{s:s,s:s,s:i,s:i,s:I}", "uuid", m->uuid, "profile",
                                             m->profile, "slices", m->slices, "mem_slices",
                                             m->mem_slices, "mem_bytes", (json_int_t)m->mem_bytes));
+            if (m->start >= 0) { /* the placement, once known (NVML, or made here) */
+                json_object_set_new(json_array_get(mig, k), "start", json_integer(m->start));
+            }
         }
         json_array_append_new(gpus, json_pack("{s:i,s:s,s:s,s:I,s:i,s:s,s:s,s:o}", "index",
                                               g->index, "uuid", g->uuid, "model", g->model,
@@ -111,6 +114,12 @@ json_t *cr__agent_register_body(const agent *a)
         if (g->index >= 0 && g->index < 64 && (a->cfg.share_mask >> g->index & 1) &&
             g->mig_count == 0) {
             json_object_set_new(json_array_get(gpus, json_array_size(gpus) - 1), "shareable",
+                                json_true());
+        }
+        if (g->index >= 0 && g->index < 64 && (a->cfg.mig_dynamic >> g->index & 1) &&
+            g->mig_enabled) {
+            /* the controller may ask for another layout (agent_mig.c) */
+            json_object_set_new(json_array_get(gpus, json_array_size(gpus) - 1), "mig_dynamic",
                                 json_true());
         }
     }
@@ -180,6 +189,10 @@ json_t *cr__agent_status_body(const agent *a)
             /* How the container's image came to be here (an event). */
             json_object_set_new(j, "image_pull", json_string(p->pull));
             json_object_set_new(j, "image_pull_ms", json_integer(p->pull_ms));
+        }
+        if (p->sharing[0]) {
+            /* How this fractional task shares its GPU (an event). */
+            json_object_set_new(j, "sharing", json_string(p->sharing));
         }
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));

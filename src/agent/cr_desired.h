@@ -16,6 +16,8 @@
 
 #include <jansson.h>
 
+#include "cr_gpu.h"
+
 /* Most tasks (processes) one job runs on one node (--tasks-per-node). */
 #define CR_MAX_TASKS_PER_NODE 256
 /* Largest batch script shipped with a job (bytes; the controller refuses more). */
@@ -79,6 +81,9 @@ typedef struct cr_job_spec {
      * env gets the MPS limits and CORRAL_GPU_SHARING (cr_job_env). */
     int64_t gpu_milli;
     int64_t gpu_mem_bytes;
+    /* Agent-local, never in JSON: the MPS pipe directory of the daemon that
+     * serves this fractional task (agent_mps.c); NULL: time-sliced. Borrowed. */
+    const char *mps_pipe;
     int64_t grace_ns; /* stop: SIGTERM, this long, SIGKILL */
     char tenant[64];  /* "tenant": the job's tenant ("" unknown), for metrics labels */
     int action;       /* cr_action */
@@ -105,8 +110,17 @@ typedef struct cr_job_spec {
     cr_container ctr; /* "container"; ctr.image NULL: none */
 } cr_job_spec;
 
+/* Dynamic MIG: the layout the controller wants on one GPU ("mig_layouts"). */
+typedef struct cr_mig_layout {
+    int gpu; /* GPU index */
+    cr_mig_want inst[CR_GPU_MAX_MIG];
+    size_t n;
+} cr_mig_layout;
+
 typedef struct cr_desired {
     int64_t version;
+    cr_mig_layout *layouts; /* "mig_layouts": nlayouts entries; owned, may be NULL */
+    size_t nlayouts;
     char *checkpoint_base;          /* "checkpoint_base": <root>/<cluster id>; owned, may be NULL */
     int64_t checkpoint_retention_s; /* "checkpoint_retention_s": 0 keep forever */
     cr_job_spec *jobs;              /* count entries; owned */
@@ -133,11 +147,6 @@ const cr_job_spec *cr_desired_find(const cr_desired *d, int64_t job);
  * CORRAL_JOB_ID, CORRAL_NODE, CORRAL_CHECKPOINT_DIR and, for a gang, the
  * torchrun variables. Returned new: NULL-ended, free with cr_strv_free.
  */
-/* Where the MPS control daemon's pipe is when one serves this node's GPUs. */
-#define CR_MPS_CONTROL "/tmp/nvidia-mps/control"
-/* How a fractional task's GPU is shared here: "mps" when CR_MPS_CONTROL
- * exists, else "time-slicing". */
-const char *cr_job_gpu_sharing(void);
 char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node);
 /*
  * The clean defaults a job's environment starts from: PATH, HOME, USER,

@@ -36,7 +36,24 @@ typedef struct cr_mig_inst {
     int mem_slices;     /* memory slices */
     uint64_t mem_bytes; /* instance memory */
     int gi_id;          /* the driver's GPU instance id (DCGM's GPU_I_ID) */
+    int start;          /* placement: first memory slice, -1 unknown */
 } cr_mig_inst;
+
+/* One instance of a wanted MIG layout (the controller's "mig_layouts"). */
+typedef struct cr_mig_want {
+    char profile[32]; /* "2g.12gb" */
+    int slices;       /* compute slices */
+    int mem_slices;   /* memory slices */
+    int start;        /* first memory slice */
+    char uuid[96];    /* an existing instance kept as it is; "" a new one */
+} cr_mig_want;
+
+/* What changes: indexes into the GPU's mig[] to destroy, into the wanted
+ * list to create. */
+typedef struct cr_mig_plan {
+    size_t destroy[CR_GPU_MAX_MIG], ndestroy;
+    size_t create[CR_GPU_MAX_MIG], ncreate;
+} cr_mig_plan;
 
 typedef struct cr_gpu_info {
     int index;           /* 0-based, the driver's order */
@@ -102,6 +119,13 @@ typedef struct cr_gpu_ops {
     /* Fill out[0..count) for now_ns; load may be NULL. */
     int (*sample)(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_ns, cr_gpu_sample *out);
     void (*destroy)(cr_gpu_backend *b);
+    /* Dynamic MIG (NULL: this backend cannot): destroy instance m of GPU
+     * gpus[gi] (its compute instances first); create an instance as w says
+     * with one compute instance over all of it, filling *out. */
+    int (*mig_destroy)(cr_gpu_backend *b, size_t gi, const cr_mig_inst *m, char *err,
+                       size_t errlen);
+    int (*mig_create)(cr_gpu_backend *b, size_t gi, const cr_mig_want *w, cr_mig_inst *out,
+                      char *err, size_t errlen);
 } cr_gpu_ops;
 
 struct cr_gpu_backend {
@@ -170,6 +194,34 @@ int cr_gpu_mig_mem_slices(const char *profile, uint64_t gpu_mem_bytes, int max_i
  */
 void cr_gpu_nvlink_domains(size_t n, const unsigned char *links, const unsigned char *switched,
                            int *domain);
+
+/* --- dynamic MIG (gpu_mig.c) ----------------------------------------- */
+
+/* The sim backend's modelled time to destroy / create one MIG instance. */
+#define CR_SIM_MIG_DESTROY_MS 100
+#define CR_SIM_MIG_CREATE_MS  400
+
+/* Compute and memory slices of a MIG model ("A30": 4/4, A100/H100/H200/
+ * B200: 7/8); 1, or 0 for a model without MIG. */
+int cr_gpu_mig_geometry(const char *model, int *compute, int *mem);
+/*
+ * Plan the change of GPU g to the wanted layout (n instances): instances
+ * naming a UUID keep it, the others are created; every instance of g not
+ * named is destroyed. busy[k] != 0 (may be NULL) when a job holds
+ * g->mig[k]: such an instance is never destroyed, CR_EBUSY instead. Also
+ * CR_ERANGE (overlap, too many slices), CR_ENOENT (a UUID not here),
+ * CR_ENOTSUP (not a MIG GPU), each with err. An empty plan: no change.
+ */
+int cr_gpu_mig_plan(const cr_gpu_info *g, const int *busy, const cr_mig_want *want, size_t n,
+                    cr_mig_plan *plan, char *err, size_t errlen);
+/* Carry out a plan on b->gpus[gi] through the backend, updating its
+ * inventory as it goes (on an error, what was done so far stays done). */
+int cr_gpu_mig_apply(cr_gpu_backend *b, size_t gi, const cr_mig_want *want, size_t n,
+                     const cr_mig_plan *plan, char *err, size_t errlen);
+/* NVML's GPU and compute instance profile numbers for a profile; 0 or
+ * CR_EINVAL. */
+int cr_gpu_mig_nvml_profile(const char *profile, int slices, int mem_slices, unsigned *gi_profile,
+                            unsigned *ci_profile);
 
 /* --- health ---------------------------------------------------------- */
 

@@ -67,6 +67,7 @@ typedef struct cr_proc {
     int fatal;             /* with reason: retrying cannot help (not retried) */
     char pull[300];        /* container jobs: how the image was made present ("" none) */
     int64_t pull_ms;       /* ... and how long that took */
+    char sharing[300];     /* fractional tasks: how the GPU is shared ("shared" event); "" */
 } cr_proc;
 
 /*

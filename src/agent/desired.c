@@ -89,6 +89,7 @@ void cr_desired_fini(cr_desired *d)
     }
     free(d->jobs);
     free(d->checkpoint_base);
+    free(d->layouts);
     memset(d, 0, sizeof *d);
 }
 
@@ -631,6 +632,66 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     return j;
 }
 
+/* "mig_layouts": [{"gpu": I, "instances": [{"profile", "slices",
+ * "mem_slices", "start", "uuid"?}...]}...] (dynamic MIG, docs/api.md). */
+static int parse_layouts(json_t *arr, cr_desired *d, char *err, size_t errlen)
+{
+    if (!json_is_array(arr) || json_array_size(arr) > CR_GPU_MAX) {
+        return bad(err, errlen, "", "mig_layouts", "must be an array of up to 64 layouts");
+    }
+    d->layouts = cr_calloc(json_array_size(arr) + 1, sizeof *d->layouts);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *l = json_array_get(arr, i), *insts = json_object_get(l, "instances");
+        char path[48];
+        snprintf(path, sizeof path, "mig_layouts[%zu]", i);
+        cr_mig_layout *ml = &d->layouts[d->nlayouts++];
+        int64_t v;
+        int rc;
+        if (!json_is_object(l)) {
+            return bad(err, errlen, path, NULL, "must be an object");
+        }
+        if ((rc = get_int(l, path, "gpu", 0, CR_GPU_MAX - 1, 1, &v, err, errlen)) < 0) {
+            return rc;
+        }
+        ml->gpu = (int)v;
+        if (!json_is_array(insts) || json_array_size(insts) > CR_GPU_MAX_MIG) {
+            return bad(err, errlen, path, "instances", "must be an array of up to 8 instances");
+        }
+        for (size_t k = 0; k < json_array_size(insts); k++) {
+            json_t *m = json_array_get(insts, k);
+            char ip[80];
+            snprintf(ip, sizeof ip, "%s.instances[%zu]", path, k);
+            cr_mig_want *w = &ml->inst[ml->n++];
+            const char *prof = json_string_value(json_object_get(m, "profile"));
+            const char *uuid = json_string_value(json_object_get(m, "uuid"));
+            if (!json_is_object(m)) {
+                return bad(err, errlen, ip, NULL, "must be an object");
+            }
+            if (!prof || !*prof || strlen(prof) >= sizeof w->profile) {
+                return bad(err, errlen, ip, "profile", "must be a profile name like 2g.12gb");
+            }
+            if (json_object_get(m, "uuid") && (!uuid || strlen(uuid) >= sizeof w->uuid)) {
+                return bad(err, errlen, ip, "uuid", "must be a string of up to 95 bytes");
+            }
+            snprintf(w->profile, sizeof w->profile, "%s", prof);
+            snprintf(w->uuid, sizeof w->uuid, "%s", uuid ? uuid : "");
+            if ((rc = get_int(m, ip, "slices", 1, 8, 1, &v, err, errlen)) < 0) {
+                return rc;
+            }
+            w->slices = (int)v;
+            if ((rc = get_int(m, ip, "mem_slices", 1, 8, 1, &v, err, errlen)) < 0) {
+                return rc;
+            }
+            w->mem_slices = (int)v;
+            if ((rc = get_int(m, ip, "start", 0, 7, 1, &v, err, errlen)) < 0) {
+                return rc;
+            }
+            w->start = (int)v;
+        }
+    }
+    return 0;
+}
+
 int cr_desired_parse(const char *text, size_t len, cr_desired *out, char *err, size_t errlen)
 {
     json_error_t je;
@@ -654,6 +715,10 @@ int cr_desired_parse(const char *text, size_t len, cr_desired *out, char *err, s
     }
     if (d.checkpoint_base && d.checkpoint_base[0] != '/') {
         rc = bad(err, errlen, "", "checkpoint_base", "must be an absolute path");
+        goto out;
+    }
+    json_t *layouts = json_object_get(root, "mig_layouts");
+    if (layouts && !json_is_null(layouts) && (rc = parse_layouts(layouts, &d, err, errlen)) < 0) {
         goto out;
     }
     json_t *jobs = json_object_get(root, "jobs");

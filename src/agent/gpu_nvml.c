@@ -97,6 +97,29 @@ typedef struct {
 #define NVML_NVLINK_MAX_LINKS    18
 #define NVML_FEATURE_ENABLED     1
 
+/* MIG management (nvml.h layouts). */
+typedef void *nvmlGpuInstance_t;
+typedef void *nvmlComputeInstance_t;
+typedef struct {
+    unsigned int start, size; /* memory slices */
+} nvmlGpuInstancePlacement_t;
+typedef struct {
+    unsigned int id, isP2pSupported, sliceCount, instanceCount, multiprocessorCount,
+        copyEngineCount, decoderCount, encoderCount, jpegCount, ofaCount;
+    unsigned long long memorySizeMB;
+} nvmlGpuInstanceProfileInfo_t;
+typedef struct {
+    unsigned int id, sliceCount, instanceCount, multiprocessorCount, sharedCopyEngineCount,
+        sharedDecoderCount, sharedEncoderCount, sharedJpegCount, sharedOfaCount;
+} nvmlComputeInstanceProfileInfo_t;
+typedef struct {
+    nvmlDevice_t device;
+    unsigned int id, profileId;
+    nvmlGpuInstancePlacement_t placement;
+} nvmlGpuInstanceInfo_t;
+#define NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED 0
+#define NVML_COMPUTE_INSTANCE_PROFILE_COUNT         8
+
 typedef struct nvml_api {
     void *lib;
     nvmlReturn_t (*init)(void);
@@ -131,6 +154,19 @@ typedef struct nvml_api {
                                   unsigned int *);
     nvmlReturn_t (*field_values)(nvmlDevice_t, int, nvmlFieldValue_t *);
     nvmlReturn_t (*gpu_instance_id)(nvmlDevice_t, unsigned int *);
+    /* dynamic MIG (all optional: without them the layout is fixed) */
+    nvmlReturn_t (*gi_profile_info)(nvmlDevice_t, unsigned int, nvmlGpuInstanceProfileInfo_t *);
+    nvmlReturn_t (*gi_create_at)(nvmlDevice_t, unsigned int, const nvmlGpuInstancePlacement_t *,
+                                 nvmlGpuInstance_t *);
+    nvmlReturn_t (*gi_by_id)(nvmlDevice_t, unsigned int, nvmlGpuInstance_t *);
+    nvmlReturn_t (*gi_info)(nvmlGpuInstance_t, nvmlGpuInstanceInfo_t *);
+    nvmlReturn_t (*gi_destroy)(nvmlGpuInstance_t);
+    nvmlReturn_t (*ci_profile_info)(nvmlGpuInstance_t, unsigned int, unsigned int,
+                                    nvmlComputeInstanceProfileInfo_t *);
+    nvmlReturn_t (*ci_create)(nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t *);
+    nvmlReturn_t (*ci_list)(nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t *,
+                            unsigned int *);
+    nvmlReturn_t (*ci_destroy)(nvmlComputeInstance_t);
 } nvml_api;
 
 typedef struct nvml_state {
@@ -191,6 +227,15 @@ static int load_api(nvml_api *a, char *err, size_t errlen)
     OPT(remapped_rows, "nvmlDeviceGetRemappedRows");
     OPT(field_values, "nvmlDeviceGetFieldValues");
     OPT(gpu_instance_id, "nvmlDeviceGetGpuInstanceId");
+    OPT(gi_profile_info, "nvmlDeviceGetGpuInstanceProfileInfo");
+    OPT(gi_create_at, "nvmlDeviceCreateGpuInstanceWithPlacement");
+    OPT(gi_by_id, "nvmlDeviceGetGpuInstanceById");
+    OPT(gi_info, "nvmlGpuInstanceGetInfo");
+    OPT(gi_destroy, "nvmlGpuInstanceDestroy");
+    OPT(ci_profile_info, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+    OPT(ci_create, "nvmlGpuInstanceCreateComputeInstance");
+    OPT(ci_list, "nvmlGpuInstanceGetComputeInstances");
+    OPT(ci_destroy, "nvmlComputeInstanceDestroy");
 #undef REQ
 #undef OPT
     return 0;
@@ -368,7 +413,119 @@ static void nvml_destroy(cr_gpu_backend *b)
     free(b);
 }
 
-static const cr_gpu_ops nvml_ops = {"nvml", nvml_sample, nvml_destroy};
+/* --- dynamic MIG ------------------------------------------------------ */
+
+static int nvml_fail(const nvml_api *a, nvmlReturn_t r, const char *what, int gpu, char *err,
+                     size_t errlen)
+{
+    snprintf(err, errlen, "GPU %d: %s: %s", gpu, what, a->error_string(r));
+    return CR_EIO;
+}
+
+/* Compute instances first (every profile), then the GPU instance. */
+static int nvml_mig_destroy(cr_gpu_backend *b, size_t gi, const cr_mig_inst *m, char *err,
+                            size_t errlen)
+{
+    nvml_state *st = b->priv;
+    const nvml_api *a = &st->api;
+    int idx = b->gpus[gi].index;
+    if (!a->gi_by_id || !a->gi_destroy || !a->ci_list || !a->ci_destroy) {
+        snprintf(err, errlen, "GPU %d: this driver's NVML cannot destroy MIG instances", idx);
+        return CR_ENOTSUP;
+    }
+    nvmlGpuInstance_t g;
+    nvmlReturn_t r = a->gi_by_id(st->dev[gi], (unsigned)m->gi_id, &g);
+    if (r != NVML_SUCCESS) {
+        return nvml_fail(a, r, "nvmlDeviceGetGpuInstanceById", idx, err, errlen);
+    }
+    for (unsigned p = 0; p < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; p++) {
+        nvmlComputeInstance_t cis[8];
+        unsigned n = 8;
+        if (a->ci_list(g, p, cis, &n) != NVML_SUCCESS) {
+            continue; /* a profile this instance cannot have */
+        }
+        for (unsigned k = 0; k < n && k < 8; k++) {
+            if ((r = a->ci_destroy(cis[k])) != NVML_SUCCESS) {
+                return nvml_fail(a, r, "nvmlComputeInstanceDestroy", idx, err, errlen);
+            }
+        }
+    }
+    if ((r = a->gi_destroy(g)) != NVML_SUCCESS) {
+        return nvml_fail(a, r, "nvmlGpuInstanceDestroy", idx, err, errlen);
+    }
+    return 0;
+}
+
+/* A GPU instance at the placement asked for, one compute instance over
+ * all of it; the new MIG device's UUID and memory read back. */
+static int nvml_mig_create(cr_gpu_backend *b, size_t gi, const cr_mig_want *w, cr_mig_inst *out,
+                           char *err, size_t errlen)
+{
+    nvml_state *st = b->priv;
+    const nvml_api *a = &st->api;
+    nvmlDevice_t d = st->dev[gi];
+    int idx = b->gpus[gi].index;
+    unsigned gp, cp;
+    if (!a->gi_profile_info || !a->gi_create_at || !a->ci_profile_info || !a->ci_create ||
+        !a->mig_by_index || !a->mig_max || !a->gpu_instance_id) {
+        snprintf(err, errlen, "GPU %d: this driver's NVML cannot create MIG instances", idx);
+        return CR_ENOTSUP;
+    }
+    if (cr_gpu_mig_nvml_profile(w->profile, w->slices, w->mem_slices, &gp, &cp) < 0) {
+        snprintf(err, errlen, "GPU %d: no NVML profile for %s", idx, w->profile);
+        return CR_EINVAL;
+    }
+    nvmlGpuInstanceProfileInfo_t pi;
+    nvmlReturn_t r = a->gi_profile_info(d, gp, &pi);
+    if (r != NVML_SUCCESS) {
+        return nvml_fail(a, r, "nvmlDeviceGetGpuInstanceProfileInfo", idx, err, errlen);
+    }
+    nvmlGpuInstancePlacement_t place = {(unsigned)w->start, (unsigned)w->mem_slices};
+    nvmlGpuInstance_t g;
+    if ((r = a->gi_create_at(d, pi.id, &place, &g)) != NVML_SUCCESS) {
+        return nvml_fail(a, r, "nvmlDeviceCreateGpuInstanceWithPlacement", idx, err, errlen);
+    }
+    nvmlComputeInstanceProfileInfo_t ci;
+    nvmlComputeInstance_t c;
+    if ((r = a->ci_profile_info(g, cp, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &ci)) !=
+            NVML_SUCCESS ||
+        (r = a->ci_create(g, ci.id, &c)) != NVML_SUCCESS) {
+        if (a->gi_destroy) {
+            a->gi_destroy(g); /* no half-made instance left behind */
+        }
+        return nvml_fail(a, r, "compute instance", idx, err, errlen);
+    }
+    nvmlGpuInstanceInfo_t info;
+    unsigned gid = 0, maxmig = 0;
+    if (a->gi_info && a->gi_info(g, &info) == NVML_SUCCESS) {
+        gid = info.id;
+    }
+    snprintf(out->profile, sizeof out->profile, "%s", w->profile);
+    out->slices = w->slices;
+    out->mem_slices = w->mem_slices;
+    out->start = w->start;
+    out->gi_id = (int)gid;
+    a->mig_max(d, &maxmig);
+    for (unsigned k = 0; k < maxmig; k++) {
+        nvmlDevice_t md;
+        unsigned mg = 0;
+        nvmlMemory_t m;
+        if (a->mig_by_index(d, k, &md) == NVML_SUCCESS &&
+            a->gpu_instance_id(md, &mg) == NVML_SUCCESS && mg == gid) {
+            a->uuid(md, out->uuid, sizeof out->uuid);
+            if (a->memory(md, &m) == NVML_SUCCESS) {
+                out->mem_bytes = m.total;
+            }
+            return 0;
+        }
+    }
+    snprintf(err, errlen, "GPU %d: the new %s instance (GPU instance %u) has no MIG device", idx,
+             w->profile, gid);
+    return CR_EIO;
+}
+
+static const cr_gpu_ops nvml_ops = {"nvml", nvml_sample, nvml_destroy, nvml_mig_destroy,
+                                    nvml_mig_create};
 
 static void read_inventory(cr_gpu_backend *b, nvml_state *st)
 {
@@ -422,6 +579,14 @@ static void read_inventory(cr_gpu_backend *b, nvml_state *st)
                     mi->mem_bytes = m.total;
                 }
                 mi->mem_slices = cr_gpu_mig_mem_slices(mi->profile, g->mem_bytes, maxmig);
+                mi->start = -1;
+                nvmlGpuInstance_t gh;
+                nvmlGpuInstanceInfo_t gii;
+                if (a->gpu_instance_id && a->gi_by_id && a->gi_info &&
+                    a->gi_by_id(d, (unsigned)mi->gi_id, &gh) == NVML_SUCCESS &&
+                    a->gi_info(gh, &gii) == NVML_SUCCESS) {
+                    mi->start = (int)gii.placement.start; /* the real placement */
+                }
                 g->mig_count++;
             }
         }

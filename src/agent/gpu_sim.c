@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 typedef struct sim_model {
     const char *name;
@@ -116,6 +117,7 @@ static int parse_mig(char *v, cr_gpu_info *g, int mig_max, const char *where, ch
             }
             cr_mig_inst *m = &g->mig[g->mig_count++];
             m->gi_id = (int)g->mig_count; /* 1-based, in layout order */
+            m->start = -1;                /* the controller places them */
             snprintf(m->profile, sizeof m->profile, "%s", profile);
             m->slices = slices;
             m->mem_slices = cr_gpu_mig_mem_slices(profile, g->mem_bytes, mig_max);
@@ -359,6 +361,7 @@ typedef struct sim_state {
     const sim_model *model[CR_GPU_MAX];
     double energy_mj[CR_GPU_MAX];  /* integrated board power */
     double nvlink_kib[CR_GPU_MAX]; /* NVLink traffic while busy (NVLink parts only) */
+    unsigned mig_made;             /* MIG instances created (new UUIDs) */
 } sim_state;
 
 static void reload_faults(cr_gpu_backend *b, sim_state *st)
@@ -467,7 +470,56 @@ static void sim_destroy(cr_gpu_backend *b)
     free(b);
 }
 
-static const cr_gpu_ops sim_ops = {"sim", sim_sample, sim_destroy};
+/* Dynamic MIG in the sim: the inventory changes after a modelled delay
+ * (CR_SIM_MIG_DESTROY_MS, CR_SIM_MIG_CREATE_MS: the NVML calls are
+ * synchronous and the agent's loop waits for them the same way). */
+static void sim_sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static int sim_mig_destroy(cr_gpu_backend *b, size_t gi, const cr_mig_inst *m, char *err,
+                           size_t errlen)
+{
+    (void)b;
+    (void)gi;
+    (void)m;
+    (void)err;
+    (void)errlen;
+    sim_sleep_ms(CR_SIM_MIG_DESTROY_MS);
+    return 0;
+}
+
+static int sim_mig_create(cr_gpu_backend *b, size_t gi, const cr_mig_want *w, cr_mig_inst *out,
+                          char *err, size_t errlen)
+{
+    sim_state *st = b->priv;
+    const cr_gpu_info *g = &b->gpus[gi];
+    char name[64], seed[160];
+    snprintf(name, sizeof name, "x MIG %s", w->profile);
+    if (cr_gpu_mig_profile_from_name(name, out->profile, sizeof out->profile, &out->slices) < 0 ||
+        out->slices != w->slices) {
+        snprintf(err, errlen, "GPU %d: '%s' is not a %dg profile", g->index, w->profile, w->slices);
+        return CR_EINVAL;
+    }
+    sim_sleep_ms(CR_SIM_MIG_CREATE_MS);
+    out->mem_slices = w->mem_slices;
+    out->start = w->start;
+    const char *dot = strchr(out->profile, '.');
+    out->mem_bytes = dot ? (uint64_t)(strtod(dot + 1, NULL) * 1e9) : 0;
+    int gi_max = 0;
+    for (size_t k = 0; k < g->mig_count; k++) {
+        gi_max = g->mig[k].gi_id > gi_max ? g->mig[k].gi_id : gi_max;
+    }
+    out->gi_id = gi_max + 1;
+    snprintf(seed, sizeof seed, "%d/made%u/%s", g->index, ++st->mig_made, g->uuid);
+    cr_gpu_uuid_from_seed("MIG", seed, out->uuid, sizeof out->uuid);
+    return 0;
+}
+
+static const cr_gpu_ops sim_ops = {"sim", sim_sample, sim_destroy, sim_mig_destroy, sim_mig_create};
 
 static int read_small_file(const char *path, char **out, char *err, size_t errlen)
 {

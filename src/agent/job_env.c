@@ -60,6 +60,8 @@ static int corral_owned(const char *kv)
         /* a shared GPU's limits: the job must not raise its own */
         "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
         "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
+        "CUDA_MPS_PIPE_DIRECTORY",
+        "CUDA_MPS_LOG_DIRECTORY",
         "CORRAL_GPU_SHARING",
         "CORRAL_GPU_FRACTION",
     };
@@ -95,18 +97,13 @@ static void overlay(char **v, size_t *n, char *const *add, size_t count)
     }
 }
 
-const char *cr_job_gpu_sharing(void)
-{
-    return access(CR_MPS_CONTROL, F_OK) == 0 ? "mps" : "time-slicing";
-}
-
 char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
 {
     size_t nb = 0;
     while (base && base[nb]) {
         nb++;
     }
-    size_t cap = nb + s->envc + s->secretc + 24; /* Corral's own: at most 17 */
+    size_t cap = nb + s->envc + s->secretc + 24; /* Corral's own: at most 18 */
     char **v = cr_calloc(cap + 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -137,10 +134,10 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
         v[n++] = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", s->checkpoint_dir);
     }
     if (s->gpu_milli || s->gpu_mem_bytes) {
-        /* A fractional task on a shared GPU. The contract: MPS clients
-         * honour these limits when an MPS control daemon serves the GPU
-         * (its pipe is at CR_MPS_CONTROL); otherwise the GPU is
-         * time-sliced and the limits are the job's to keep. */
+        /* A fractional task on a shared GPU. MPS clients of the agent's
+         * daemon for the GPU (mps_pipe, agent_mps.c) have these limits
+         * enforced by the MPS server; otherwise the GPU is time-sliced
+         * and the limits are the job's to keep. */
         int pct = s->gpu_milli ? (int)((s->gpu_milli + 9) / 10) : 100;
         v[n++] = cr_asprintf("CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=%d", pct < 1 ? 1 : pct);
         if (s->gpu_mem_bytes) {
@@ -148,7 +145,10 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
                                  (long long)((s->gpu_mem_bytes + (1 << 20) - 1) >> 20));
         }
         v[n++] = cr_asprintf("CORRAL_GPU_FRACTION=%.3f", (double)s->gpu_milli / 1000.0);
-        v[n++] = cr_asprintf("CORRAL_GPU_SHARING=%s", cr_job_gpu_sharing());
+        if (s->mps_pipe) {
+            v[n++] = cr_asprintf("CUDA_MPS_PIPE_DIRECTORY=%s", s->mps_pipe);
+        }
+        v[n++] = cr_asprintf("CORRAL_GPU_SHARING=%s", s->mps_pipe ? "mps" : "time-slicing");
     }
     if (s->has_gang) {
         /* One process per node, as torchrun expects to be started: RANK is

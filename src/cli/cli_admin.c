@@ -100,8 +100,8 @@ bool cr__cli_gpu_mig_busy(const json_t *g)
 /* Is this GPU given to some work (whole, or some of its MIG instances)? */
 bool cr__cli_gpu_allocated(const json_t *g)
 {
-    static const char *const keys[] = {"job",       "jobs",   "allocation",
-                                       "allocated", "job_id", "mig_busy"};
+    static const char *const keys[] = {"job",    "jobs",     "allocation", "allocated",
+                                       "job_id", "mig_busy", "shared_jobs"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         const json_t *v = json_object_get(g, keys[i]);
         if (!v || json_is_null(v) || json_is_false(v)) {
@@ -271,7 +271,23 @@ static void node_detail(cli_ctx *ctx, const json_t *node)
             if (!j) {
                 j = json_object_get(g, "jobs");
             }
-            if (cr__cli_gpu_allocated(g)) {
+            const json_t *sh = json_object_get(g, "shared_jobs");
+            if (json_array_size(sh)) {
+                /* fractional tasks share it: "12,13,14 (0.99 shared)" */
+                size_t off = 0, q;
+                json_t *x;
+                json_array_foreach(sh, q, x)
+                {
+                    off += (size_t)snprintf(job + off, off < sizeof job ? sizeof job - off : 0,
+                                            "%s%" JSON_INTEGER_FORMAT, q ? "," : "",
+                                            json_integer_value(x));
+                }
+                if (off < sizeof job) {
+                    snprintf(job + off, sizeof job - off, " (%.2f shared)",
+                             (double)json_integer_value(json_object_get(g, "shared_milli")) /
+                                 1000.0);
+                }
+            } else if (cr__cli_gpu_allocated(g)) {
                 cr__cli_json_text(j, job, sizeof job);
             } else {
                 snprintf(job, sizeof job, "-");

@@ -77,6 +77,7 @@ typedef struct ctl_job {
     int runs;                /* starts so far; the current run's number in desired state */
     int port;                /* service replica: the PORT its agent gave this run; 0 unknown */
     int pull_event_run;      /* container jobs: the run whose "image pull" event is recorded */
+    int share_event_run;     /* fractional tasks: the run whose "shared" event is recorded */
     int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
@@ -144,6 +145,11 @@ typedef struct ctl_gpu {
     uint64_t mem_used_bytes;
     int64_t alloc_job; /* whole-GPU holder (0 = free) */
     bool shareable;    /* the agent offers it to fractional tasks (--share-gpus) */
+    /* Dynamic MIG (the agent's --mig-dynamic): the scheduler may change its
+     * layout; mig_want (owned, NULL none) is the layout the agent is asked
+     * for ("mig_layouts" in its desired state) until it registers it. */
+    bool mig_dynamic;
+    json_t *mig_want;
 } ctl_gpu;
 
 typedef struct ctl_poll {
@@ -619,5 +625,21 @@ void ctl_ui_gateway_seen(const char *addr, int port);
 /* ctl_ctr.c: the desired state's "container" of a job; NULL when it has
  * no image. Returned new. */
 json_t *ctl_ctr_desired(const ctl *c, const json_t *spec);
+/* ctl_mig.c: dynamic MIG (mu held for all). */
+/* A registered layout that changed: the instances' starts as the agent
+ * reports them. */
+void ctl_mig_registered(ctl_gpu *g);
+/* Ask the node for this layout (n instances: start, memory and compute
+ * slices; fallback[i] names a profile when no registered instance does). */
+void ctl_mig_want_build(ctl_gpu *g, int n, const int *start, const int *mem, const int *compute,
+                        const char *const *fallback);
+/* After a registration: UUIDs of the instances made; stop asking once the
+ * node has the layout. */
+void ctl_mig_want_settle(ctl_gpu *g);
+/* The desired state's "mig_layouts" for the node; NULL when none. New. */
+json_t *ctl_mig_layouts(const ctl_node *n);
+/* A shareable GPU's fractional tasks into its node view v: "shared_jobs"
+ * (ids) and "shared_milli" (their thousandths), when it has any. */
+void ctl_share_json(ctl *c, const ctl_node *n, const ctl_gpu *g, json_t *v);
 
 #endif

@@ -25,6 +25,7 @@ static void node_free(ctl_node *n)
     json_decref(n->labels);
     for (size_t i = 0; i < n->ngpus; i++) {
         json_decref(n->gpus[i].mig);
+        json_decref(n->gpus[i].mig_want);
     }
     free(n->gpus);
     free(n->jobs);
@@ -239,9 +240,14 @@ static json_t *desired_doc(ctl *c, const ctl_node *n)
     }
     char base[1100];
     snprintf(base, sizeof base, "%s/%s", c->cfg.checkpoint_root, c->cluster_id);
-    return json_pack("{s:I,s:o,s:s,s:I}", "version", (json_int_t)n->version, "jobs", jobs,
-                     "checkpoint_base", base, "checkpoint_retention_s",
-                     (json_int_t)c->cfg.checkpoint_retention_s);
+    json_t *doc = json_pack("{s:I,s:o,s:s,s:I}", "version", (json_int_t)n->version, "jobs", jobs,
+                            "checkpoint_base", base, "checkpoint_retention_s",
+                            (json_int_t)c->cfg.checkpoint_retention_s);
+    json_t *layouts = ctl_mig_layouts(n); /* dynamic MIG: before its jobs start */
+    if (layouts) {
+        json_object_set_new(doc, "mig_layouts", layouts);
+    }
+    return doc;
 }
 
 static void answer_polls(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono)
@@ -302,6 +308,10 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
             json_object_set(v, "mig", g->mig);
         }
         json_object_set_new(v, "shareable", json_boolean(g->shareable));
+        ctl_share_json(c, n, g, v); /* its fractional tasks */
+        if (ok && !g->alloc_job && n->state == NS_UP && json_object_get(v, "shared_jobs")) {
+            free_gpus--; /* not free for a whole job while shared */
+        }
         /* MIG instances in use on this GPU (it is then partly allocated) */
         json_int_t mig_busy = 0;
         for (size_t q = 0; g->mig && q < n->njobs; q++) {
@@ -361,6 +371,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
         if (g->shareable) {
             json_object_set_new(v, "shareable", json_true());
         }
+        if (g->mig_dynamic) {
+            json_object_set_new(v, "mig_dynamic", json_true());
+        }
         json_array_append_new(gpus, v);
     }
     json_t *doc =
@@ -403,9 +416,9 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     static const char *const members[] = {"node",      "addr", "port",      "rack",
                                           "gpus",      "cpus", "mem_bytes", "running",
                                           "isolation", "tls",  "labels",    NULL};
-    static const char *const gpu_members[] = {"index",         "uuid",   "model",  "mem_bytes",
-                                              "nvlink_domain", "health", "reason", "mig",
-                                              "shareable",     NULL};
+    static const char *const gpu_members[] = {"index",         "uuid",        "model",  "mem_bytes",
+                                              "nvlink_domain", "health",      "reason", "mig",
+                                              "shareable",     "mig_dynamic", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     /* Stored documents may also hold a GPU that vanished (see gpus_merge). */
     static const char *const stored_healths[] = {"ok", "xid", "ecc", "hot", "gone", NULL};
@@ -503,7 +516,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         int64_t index = (int64_t)i, gmem = 0, nvl = 0;
         const char *uuid = "", *model = "", *health = "ok", *reason = "";
         json_t *mig = NULL;
-        bool shareable = false;
+        bool shareable = false, mig_dynamic = false;
         if (!json_is_object(g)) {
             return cr_json_fail(err, CR_EINVAL, path, "field '%s': must be an object", path);
         }
@@ -517,7 +530,8 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
             (rc = cr_json_enum(health, "health", strict ? healths : stored_healths, err)) ||
             (rc = cr_json_str(g, path, "reason", false, 127, &reason, err)) ||
             (rc = cr_json_arr(g, path, "mig", false, 8, &mig, err)) ||
-            (rc = cr_json_bool(g, path, "shareable", false, &shareable, err))) {
+            (rc = cr_json_bool(g, path, "shareable", false, &shareable, err)) ||
+            (rc = cr_json_bool(g, path, "mig_dynamic", false, &mig_dynamic, err))) {
             return rc;
         }
         /* Placements name GPUs by index and jobs get them by UUID: each
@@ -545,6 +559,7 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         x->nvlink = (int)nvl;
         x->mig = json_array_size(mig) ? json_deep_copy(mig) : NULL;
         x->shareable = shareable && !x->mig; /* by slices or by fractions, not both */
+        x->mig_dynamic = mig_dynamic && x->mig;
         memset(x->mig_start, -1, sizeof x->mig_start);
     }
     return 0;
@@ -754,6 +769,7 @@ static void gpus_merge(ctl *c, cr_store_txn *txn, ctl_node *n, ctl_node *fresh)
         ctl_gpu *g = &merged[m++];
         *g = n->gpus[i];
         g->mig = NULL; /* the old entry's is released with it */
+        g->mig_want = NULL;
         g->alloc_job = 0;
         g->util_pct = g->temp_c = g->power_w = 0;
         g->mem_used_bytes = 0;
@@ -868,8 +884,17 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
                 memcpy(fresh->gpus[i].mig_start, n->gpus[i].mig_start,
                        sizeof fresh->gpus[i].mig_start);
                 fresh->gpus[i].mig_unusable = n->gpus[i].mig_unusable;
+            } else if (i < fresh->ngpus && fresh->gpus[i].mig) {
+                ctl_mig_registered(&fresh->gpus[i]); /* a layout changed on the node */
+            }
+            if (i < fresh->ngpus && fresh->gpus[i].index == n->gpus[i].index &&
+                fresh->gpus[i].mig) {
+                fresh->gpus[i].mig_want = n->gpus[i].mig_want; /* asked until registered */
+                n->gpus[i].mig_want = NULL;
+                ctl_mig_want_settle(&fresh->gpus[i]);
             }
             json_decref(n->gpus[i].mig);
+            json_decref(n->gpus[i].mig_want);
         }
         free(n->gpus);
         n->gpus = fresh->gpus;
@@ -927,8 +952,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
     static const char *const job_members[] = {
-        "job", "state",  "pid",   "exit_code",  "signal",        "run", "port",
-        "oom", "reason", "fatal", "image_pull", "image_pull_ms", NULL};
+        "job", "state",  "pid",   "exit_code",  "signal",        "run",     "port",
+        "oom", "reason", "fatal", "image_pull", "image_pull_ms", "sharing", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -986,6 +1011,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_bool(jr, path, "fatal", false, &oom_ignored, &err) ||
             cr_json_str(jr, path, "reason", false, 400, &text_ignored, &err) ||
             cr_json_str(jr, path, "image_pull", false, 300, &text_ignored, &err) ||
+            cr_json_str(jr, path, "sharing", false, 300, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
             goto bad;
         }
@@ -1085,6 +1111,21 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
                  json_string_value(json_object_get(j->spec, "image")), n->name, how,
                  (long long)json_integer_value(json_object_get(jr, "image_pull_ms")));
         cr_store_txn_event(txn, j->id, now, "image pull", ev);
+    }
+    /* Fractional tasks: how the agent shares the GPU (MPS or time-sliced),
+     * once per run (an event). */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *run = json_object_get(jr, "run");
+        const char *how = json_string_value(json_object_get(jr, "sharing"));
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!how || !j || j->state != JS_RUNNING || j->share_event_run == j->runs ||
+            (run && json_integer_value(run) != j->runs) || !ctl_text_clean(how)) {
+            continue;
+        }
+        j->share_event_run = j->runs;
+        char ev[400];
+        snprintf(ev, sizeof ev, "%s (node %s)", how, n->name);
+        cr_store_txn_event(txn, j->id, now, "shared", ev);
     }
     /* Ports the agent gave replicas (the current run's, on this node). */
     for (size_t i = 0; i < json_array_size(jobs); i++) {

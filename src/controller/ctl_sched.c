@@ -153,6 +153,9 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
         for (size_t i = 0; i < ng && !rejoined; i++) {
             if (gspec[i].mig) {
                 set_mig_layout(pl, n, i, gspec[i].type, now);
+                if (n->gpus[i].mig_dynamic && !n->gpus[i].mig_unusable) {
+                    cr_sched_gpu_set_mig_dynamic(pl->s, n->sched_idx, (uint32_t)i, true);
+                }
             }
         }
         if (!rejoined) {
@@ -465,6 +468,10 @@ typedef struct dec_copy {
     char node_names[8][CTL_NAME_MAX]; /* names of the first nodes used (slot order) */
     uint64_t preempted_for;
     char reason[CR_SCHED_REASON_MAX];
+    /* Dynamic MIG: the start rewrote its GPU's layout (slot 0's GPU) to these
+     * instances; nmig = -1 when it did not. */
+    int nmig, mig_start[8], mig_mem[8], mig_compute[8];
+    const char *mig_name[8]; /* profile names of the scheduler's (borrowed) */
 } dec_copy;
 
 /* How cr_sched_job_reason starts when no type can run a job. */
@@ -535,6 +542,22 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
             n->gpus[sl->gpu].alloc_job = j->id; /* (shared GPUs have no one holder) */
         }
     }
+    if (d->nmig >= 0 && d->nslots > 0) {
+        /* Dynamic MIG: the node is asked for the new layout with the job. */
+        ctl_node *n = ctl_node_find(c, d->node_names[0]);
+        if (n && d->slots[0].gpu < n->ngpus) {
+            const char *names[8];
+            for (int k = 0; k < d->nmig && k < 8; k++) {
+                bool mine = d->mig_start[k] == d->slots[0].mig_start;
+                names[k] = mine ? j->mig_profile : d->mig_name[k];
+            }
+            ctl_mig_want_build(&n->gpus[d->slots[0].gpu], d->nmig, d->mig_start, d->mig_mem,
+                               d->mig_compute, names);
+            cr_info("sched: node=%s gpu=%d: MIG layout rewritten for job=%lld (idle instances "
+                    "destroyed, a %s made)",
+                    n->name, n->gpus[d->slots[0].gpu].index, (long long)j->id, j->mig_profile);
+        }
+    }
     if (j->nplace) {
         snprintf(j->last_node, sizeof j->last_node, "%s", j->place[0].node);
         cr_buf nl;
@@ -580,14 +603,19 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     if (d->borrowed) {
         cr_buf_puts(&b, "; on borrowed capacity above the tenant quota");
     }
+    if (d->nmig >= 0) {
+        cr_buf_printf(&b,
+                      "; MIG repartition: idle instances of the GPU destroyed and a %s made "
+                      "for it (busy ones untouched)",
+                      j->mig_profile);
+    }
     if (d->nslots == 1 && d->slots[0].milli) {
         cr_buf_printf(&b, "; a %.3g share of the GPU", d->slots[0].milli / 1000.0);
         if (j->gpu_mem_bytes) {
             cr_buf_printf(&b, " with %.3g GB of its memory", (double)j->gpu_mem_bytes / 1e9);
         }
-        cr_buf_puts(&b, ", shared with other fractional tasks (the agent enforces it with MPS "
-                        "where an MPS daemon runs, else time-slicing: CORRAL_GPU_SHARING in the "
-                        "job's environment)");
+        cr_buf_puts(&b, ", shared with other fractional tasks (the agent's \"shared\" event "
+                        "says how: MPS limits or time-sliced)");
     }
     job_req r;
     req_of(j, &r);
@@ -783,6 +811,20 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         dec[i].backfilled = d[i].backfilled;
         dec[i].borrowed = d[i].borrowed;
         dec[i].preempted_for = d[i].preempted_for;
+        dec[i].nmig = -1;
+        if (d[i].mig_repartitioned && d[i].slot_count > 0) {
+            const cr_sched_slot *s0 = &d[i].slots[0];
+            cr_sched_gpu_info gi;
+            dec[i].nmig = cr_sched_gpu_mig_layout(pl->s, s0->node, s0->gpu, dec[i].mig_start,
+                                                  dec[i].mig_mem, dec[i].mig_compute);
+            for (int k = 0; k < dec[i].nmig && k < 8; k++) {
+                dec[i].mig_name[k] =
+                    cr_sched_gpu_info_get(pl->s, s0->node, s0->gpu, &gi) == 0
+                        ? cr_sched_mig_profile_name(pl->s, gi.type, dec[i].mig_compute[k],
+                                                    dec[i].mig_mem[k])
+                        : NULL;
+            }
+        }
         snprintf(dec[i].reason, sizeof dec[i].reason, "%s", d[i].reason ? d[i].reason : "");
         dec[i].nslots = d[i].slot_count;
         dec[i].slots = cr_calloc(d[i].slot_count ? d[i].slot_count : 1, sizeof *dec[i].slots);

@@ -199,6 +199,9 @@ int cr_sched_mig_profile_add(cr_sched *s, int type, const char *name, int comput
 int cr_sched_mig_profile_alias(cr_sched *s, int type, const char *name, int compute, int mem);
 /* Compute and memory slices of a profile of the type. CR_ENOENT if none. */
 int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int *compute, int *mem);
+/* The first profile of a type with that shape (a dynamic MIG layout names
+ * its instances by it); NULL when none. Borrowed. */
+const char *cr_sched_mig_profile_name(const cr_sched *s, int type, int compute, int mem);
 
 /* ------------------------------------------------------------------------ */
 /* Tenants                                                                  */

@@ -1027,6 +1027,20 @@ int cr_sched_mig_profile_alias(cr_sched *s, int type, const char *name, int comp
     return CR_ENOENT;
 }
 
+const char *cr_sched_mig_profile_name(const cr_sched *s, int type, int compute, int mem)
+{
+    if (type < 0 || type >= s->ntypes) {
+        return NULL;
+    }
+    const gtype *g = &s->types[type];
+    for (int i = 0; i < g->nprof; i++) {
+        if (g->profs[i].compute == compute && g->profs[i].mem == mem) {
+            return g->profs[i].name;
+        }
+    }
+    return NULL;
+}
+
 int cr_sched_mig_profile_get(const cr_sched *s, int type, const char *name, int *compute, int *mem)
 {
     const mig_prof *p = name ? cr__sched_mig_find(s, type, name) : NULL;

@@ -33,6 +33,10 @@
 #include <time.h>
 
 enum { J_FUTURE = 0, J_PENDING, J_RUNNING, J_DONE };
+/* A slot is a whole GPU, a part of a shared GPU, or a MIG instance. A shared
+ * GPU with any fractional task counts busy (as the scheduler sees it: not
+ * free for whole jobs); GPUs in MIG mode are outside the whole-GPU books. */
+enum { SLOT_WHOLE = 0, SLOT_FRAC, SLOT_MIG };
 
 typedef struct jrt {
     uint8_t state;     /* J_* */
@@ -42,6 +46,9 @@ typedef struct jrt {
     int64_t epoch;     /* bumped at every start and stop */
     uint32_t nslots;   /* running: slots held */
     uint32_t *nodes;   /* running: node of each slot (owned) */
+    uint16_t *gpus;    /* running: GPU of each slot (owned) */
+    uint8_t *kinds;    /* running: SLOT_WHOLE, SLOT_FRAC or SLOT_MIG per slot (owned) */
+    double share;      /* running: GPUs it holds (fractions and slices in part) */
     double demand0;    /* demand integral at submit */
     double cap0;       /* capacity integral at submit */
 } jrt;
@@ -69,7 +76,8 @@ typedef struct engine {
     int *tenant_map; /* workload tenant -> scheduler tenant (owned) */
     uint32_t busy[CR_SIM_MAX_TYPES];
     uint32_t healthy[CR_SIM_MAX_TYPES]; /* whole GPUs on up nodes, MIG mode excluded */
-    uint32_t mig[CR_SIM_MAX_TYPES];     /* GPUs in MIG mode on up nodes (not simulated) */
+    uint32_t mig[CR_SIM_MAX_TYPES];     /* GPUs in MIG mode on up nodes (slices, apart) */
+    uint16_t *frac;                     /* fractional tasks per GPU: node * MAX_NODE_GPUS + gpu */
     uint64_t partial_free;              /* free GPUs on up nodes that are partly used */
     uint64_t demand;                    /* GPUs wanted by pending + running jobs */
     size_t pending, running, done, next_arrival;
@@ -338,14 +346,21 @@ static void stop_job(engine *e, size_t i, int64_t kept_ns, bool finished)
         if (j->done > wj->work) {
             j->done = wj->work;
         }
-        jr->lost_gpu_s += (double)(ran - (kept_ns > 0 ? kept_ns : 0)) / 1e9 * j->nslots;
+        jr->lost_gpu_s += (double)(ran - (kept_ns > 0 ? kept_ns : 0)) / 1e9 * j->share;
     }
-    jr->gpu_s += (double)ran / 1e9 * j->nslots;
-    e->busy[j->type] -= j->nslots;
+    jr->gpu_s += (double)ran / 1e9 * j->share;
     for (uint32_t k = 0; k < j->nslots; k++) {
+        if (j->kinds[k] == SLOT_MIG ||
+            (j->kinds[k] == SLOT_FRAC &&
+             --e->frac[(size_t)j->nodes[k] * CR_SCHED_MAX_NODE_GPUS + j->gpus[k]] > 0)) {
+            continue; /* a slice, or a shared GPU still in use */
+        }
+        e->busy[j->type]--;
         node_use(e, j->nodes[k], -1);
     }
     CR_FREE(j->nodes);
+    CR_FREE(j->gpus);
+    CR_FREE(j->kinds);
     j->nslots = 0;
     j->epoch++;
     e->running--;
@@ -379,11 +394,30 @@ static void start_job(engine *e, const cr_sched_decision *d)
     j->epoch++;
     j->nslots = (uint32_t)d->slot_count;
     j->nodes = cr_calloc(d->slot_count ? d->slot_count : 1, sizeof *j->nodes);
+    j->gpus = cr_calloc(d->slot_count ? d->slot_count : 1, sizeof *j->gpus);
+    j->kinds = cr_calloc(d->slot_count ? d->slot_count : 1, sizeof *j->kinds);
+    j->share = 0;
     for (size_t k = 0; k < d->slot_count; k++) {
-        j->nodes[k] = d->slots[k].node;
-        node_use(e, d->slots[k].node, +1);
+        const cr_sched_slot *sl = &d->slots[k];
+        j->nodes[k] = sl->node;
+        j->gpus[k] = sl->gpu;
+        j->kinds[k] = sl->milli ? SLOT_FRAC : sl->mig_start >= 0 ? SLOT_MIG : SLOT_WHOLE;
+        /* GPU-seconds: a fraction by its thousandths, a slice by its compute
+         * slices over 7 (the A100/H100 geometry) */
+        j->share += sl->milli ? sl->milli / 1000.0 : sl->mig_start >= 0 ? sl->mig_compute / 7.0 : 1;
+        if (j->kinds[k] == SLOT_MIG ||
+            (j->kinds[k] == SLOT_FRAC &&
+             e->frac[(size_t)sl->node * CR_SCHED_MAX_NODE_GPUS + sl->gpu]++ > 0)) {
+            continue;
+        }
+        e->busy[j->type]++;
+        node_use(e, sl->node, +1);
     }
-    e->busy[j->type] += j->nslots;
+    if (d->slot_count && d->slots[0].milli) {
+        e->res->frac_starts++;
+    } else if (d->slot_count && d->slots[0].mig_start >= 0) {
+        e->res->mig_starts++;
+    }
     e->pending--;
     e->running++;
     e->res->starts[j->type]++;
@@ -394,6 +428,12 @@ static void start_job(engine *e, const cr_sched_decision *d)
     double rate = wj->rate[j->type];
     double left = wj->work - j->done;
     int64_t dur = e->o->restart_ns;
+    if (d->mig_repartitioned) {
+        /* its GPU's MIG layout is being rewritten first (--mig-reconfig) */
+        dur += e->o->mig_reconfig_ns;
+        e->res->mig_reconfigs++;
+        e->res->mig_reconfig_s += (double)e->o->mig_reconfig_ns / 1e9;
+    }
     if (rate > 0) {
         double ns = ceil(left / rate * 1e9);
         dur += ns > 1e18 ? (int64_t)1e18 : (int64_t)ns;
@@ -465,6 +505,8 @@ static int add_job(engine *e, size_t i)
         .preemptible = wj->preemptible,
         .checkpoint_interval_ns = wj->ckpt_ns,
         .submit_ns = wj->submit_ns,
+        .gpu_milli = wj->gpu_milli,
+        .mig_profile = wj->mig[0] ? wj->mig : NULL,
     };
     int rc = cr_sched_job_add(e->s, &spec, e->now);
     if (rc != 0) {
@@ -609,6 +651,8 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
     }
     e->nnodes = cr_sched_node_count(e->s);
     e->nodes = cr_calloc(e->nnodes ? e->nnodes : 1, sizeof *e->nodes);
+    e->frac =
+        cr_calloc((size_t)(e->nnodes ? e->nnodes : 1) * CR_SCHED_MAX_NODE_GPUS, sizeof *e->frac);
     for (uint32_t n = 0; n < e->nnodes; n++) {
         cr_sched_node_info ni;
         if (cr_sched_node_info_get(e->s, n, &ni) != 0) {
@@ -623,7 +667,7 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
                 continue;
             }
             if (gi.mig) {
-                nr->mig[gi.type]++; /* sliced: never runs a simulated job */
+                nr->mig[gi.type]++; /* sliced: MIG jobs only, outside the whole-GPU books */
                 continue;
             }
             nr->per_type[gi.type]++;
@@ -793,9 +837,12 @@ int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_w
 out:
     for (size_t i = 0; i < w->njobs; i++) {
         free(e.jobs[i].nodes);
+        free(e.jobs[i].gpus);
+        free(e.jobs[i].kinds);
     }
     free(e.jobs);
     free(e.nodes);
+    free(e.frac);
     free(e.tenant_map);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(e.s);

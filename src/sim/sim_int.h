@@ -125,6 +125,10 @@ typedef struct cr__sim_job {
     double perf_params; /* model parameters */
     double perf_tokens; /* training tokens */
     double perf_flops;  /* hpc/batch work in FLOPs */
+    /* GPU sharing (native gpu_milli=, mig=): a part of one shareable GPU,
+     * or gpu_count MIG instances of a profile; 0 / "" = whole GPUs. */
+    uint16_t gpu_milli;
+    char mig[16];
 } cr__sim_job;
 
 typedef struct cr__sim_workload {
@@ -225,6 +229,8 @@ typedef struct cr__sim_opts {
     bool no_spread;    /* rounds: skip the LP's second stage (leftover capacity) */
     bool no_drain_guard;     /* rounds: no priority for jobs that would set the makespan */
     int64_t share_window_ns; /* rounds: time accounting window (0 = one round) */
+    int64_t mig_reconfig_ns; /* a start that repartitions a dynamic MIG GPU waits
+                                this long (--mig-reconfig) */
 } cr__sim_opts;
 
 /* Per-job outcome. */
@@ -268,11 +274,15 @@ typedef struct cr__sim_result {
     cr__sim_sample *samples;
     size_t nsamples, samples_cap;
     uint64_t cycles, events, node_failures;
-    size_t nstuck;       /* jobs that never finished */
-    char stuck[3][300];  /* "job NAME: the scheduler's pending reason", first 3 */
-    int check_errors;    /* invariant violations seen (check mode) */
-    char check_msg[256]; /* the first of them */
-    double wall_s;       /* host seconds the run took (not in reports) */
+    uint64_t frac_starts;   /* starts of fractional tasks (gpu_milli) */
+    uint64_t mig_starts;    /* starts of MIG jobs */
+    uint64_t mig_reconfigs; /* starts that repartitioned a dynamic MIG GPU */
+    double mig_reconfig_s;  /* virtual seconds those starts waited for it */
+    size_t nstuck;          /* jobs that never finished */
+    char stuck[3][300];     /* "job NAME: the scheduler's pending reason", first 3 */
+    int check_errors;       /* invariant violations seen (check mode) */
+    char check_msg[256];    /* the first of them */
+    double wall_s;          /* host seconds the run took (not in reports) */
 } cr__sim_result;
 
 /* Build the cluster into a fresh scheduler s (borrowed). */
@@ -289,6 +299,13 @@ void cr__sim_result_fini(cr__sim_result *r);
 /* 'corral sim --inflate ...' (sim_openb.c): the openb trace reader and the
  * inflation experiment; returns the exit code. argv borrowed. */
 int cr__sim_inflate_main(int argc, char **argv);
+/* Time-based replay of openb files (sim_openb.c): the cluster as cluster
+ * file text (*cluster_text, new, shared = share of nodes shareable) and the
+ * GPU pods with times as jobs appended to w; *untimed pods had no usable
+ * times. 0 or CR_EPARSE/CR_EIO with "FILE:LINE: field 'F': why". */
+int cr__sim_openb_load(const char *nodes_path, const char *pods_path, double shared,
+                       cr__sim_workload *w, char **cluster_text, size_t *untimed, char *err,
+                       size_t errlen);
 /* Parse openb node and pod CSV text (borrowed) without running anything:
  * 0 with the GPU and GPU-pod counts, or CR_EPARSE with "nodes:LINE: field
  * 'F': why" / "pods:LINE: ..." in err. For the fuzz target. */

@@ -73,8 +73,15 @@ static void usage(FILE *f)
         "  --share-window DUR     rounds: window of the time-received accounting (default: a "
         "round)\n"
         "  --share-policy P       fractional tasks: frag | best-fit | worst-fit (default frag)\n"
+        "  --mig-reconfig DUR     a MIG job whose start repartitions a dynamic MIG GPU waits\n"
+        "                         this long first (default 10s; docs/sim.md)\n"
         "  --check                check the scheduler's invariants after every event\n"
         "  --inflate ...          fill a cluster from an Alibaba openb trace (--inflate --help)\n"
+        "  --openb-nodes FILE --openb-pods FILE\n"
+        "                         replay an Alibaba openb trace in time instead of TRACE: the\n"
+        "                         nodes are the cluster, GPU pods arrive at creation_time and\n"
+        "                         run until deletion_time (fractional pods share GPUs)\n"
+        "  --shared-nodes F       with them: that share of the nodes shareable (default 0)\n"
         "Report:\n"
         "  --window LO:HI         JCT statistics over jobs LO..HI-1 in arrival order\n"
         "  --json                 JSON on stdout instead of the table\n"
@@ -94,6 +101,8 @@ typedef struct args {
     cr__sim_opts o;
     cr__sim_report_opts ro;
     const char *power;
+    const char *openb_nodes, *openb_pods; /* time-based replay of openb files */
+    double shared;                        /* --shared-nodes with them */
 } args;
 
 static int bad_flag(const char *flag, const char *val, const char *why)
@@ -109,7 +118,8 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     a->o.estimates = true;
     a->o.mttr_ns = CR_NS_PER_H;
     a->o.idle_frac = 0.2;
-    a->o.switch_ns = -1; /* rounds: CR_SIM_SWITCH_DEFAULT_NS */
+    a->o.switch_ns = -1;                       /* rounds: CR_SIM_SWITCH_DEFAULT_NS */
+    a->o.mig_reconfig_ns = 10 * CR_NS_PER_SEC; /* an assumption: docs/sim.md */
     a->gpn = 4;
     a->npr = 32;
     a->tenants = 1;
@@ -134,11 +144,13 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             val = arg + (eq - flag) + 1;
         }
         static const char *const with_value[] = {
-            "--format",       "--generate", "--rate",          "--tenants",        "--throughputs",
-            "--cluster",      "--gpus",     "--gpus-per-node", "--nodes-per-rack", "--mtbf",
-            "--mttr",         "--power",    "--policy",        "--compare",        "--seed",
-            "--interval",     "--window",   "--csv",           "--html",           "--share-policy",
-            "--max-examined", "--round",    "--switch",        "--share-window",
+            "--format",         "--generate",    "--rate",       "--tenants",
+            "--throughputs",    "--cluster",     "--gpus",       "--gpus-per-node",
+            "--nodes-per-rack", "--mtbf",        "--mttr",       "--power",
+            "--policy",         "--compare",     "--seed",       "--interval",
+            "--window",         "--csv",         "--html",       "--share-policy",
+            "--max-examined",   "--round",       "--switch",     "--share-window",
+            "--mig-reconfig",   "--openb-nodes", "--openb-pods", "--shared-nodes",
         };
         bool needs = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
@@ -212,6 +224,20 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             *(round ? &a->o.round_ns : &a->o.switch_ns) = ns;
         } else if (!strcmp(flag, "--power")) {
             a->power = val;
+        } else if (!strcmp(flag, "--openb-nodes")) {
+            a->openb_nodes = val;
+        } else if (!strcmp(flag, "--openb-pods")) {
+            a->openb_pods = val;
+        } else if (!strcmp(flag, "--shared-nodes")) {
+            if (cr_parse_f64(val, 0, 1, &a->shared) != 0) {
+                return bad_flag(flag, val, "expected a share of the nodes 0..1");
+            }
+        } else if (!strcmp(flag, "--mig-reconfig")) {
+            int64_t ns;
+            if (cr_duration_parse(val, &ns) != 0 || ns < 0 || ns > 3600 * CR_NS_PER_SEC) {
+                return bad_flag(flag, val, "expected a duration 0..1h (0, 10s, 2m)");
+            }
+            a->o.mig_reconfig_ns = ns;
         } else if (!strcmp(flag, "--policy") || !strcmp(flag, "--compare")) {
             free(*policy_buf);
             *policy_buf = cr_strdup(val);
@@ -297,7 +323,19 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             return bad_flag(flag, NULL, "unknown option (see corral sim --help)");
         }
     }
-    if (!a->trace && !a->generate) {
+    if (!a->openb_nodes != !a->openb_pods) {
+        return bad_flag(a->openb_nodes ? "--openb-pods" : "--openb-nodes", NULL,
+                        "replaying openb files needs both --openb-nodes and --openb-pods");
+    }
+    if (a->openb_nodes && (a->trace || a->generate || a->cluster_path || a->gpus)) {
+        return bad_flag("--openb-pods", NULL,
+                        "the openb files are the workload and the cluster: no TRACE, "
+                        "--generate, --cluster or --gpus with them");
+    }
+    if (!a->openb_nodes && a->shared > 0) {
+        return bad_flag("--shared-nodes", NULL, "only with --openb-nodes/--openb-pods");
+    }
+    if (!a->trace && !a->generate && !a->openb_nodes) {
         return bad_flag("TRACE", NULL, "give a trace file or --generate N");
     }
     if (a->trace && a->generate) {
@@ -414,7 +452,21 @@ int cr_sim_main(int argc, char **argv)
     }
     rc = 2;
     /* Cluster. */
-    if (a.cluster_path) {
+    size_t untimed = 0;
+    if (a.openb_nodes) {
+        if (cr__sim_openb_load(a.openb_nodes, a.openb_pods, a.shared, &w, &cluster_text, &untimed,
+                               err, sizeof err) != 0) {
+            fprintf(stderr, "corral sim: %s\n", err);
+            goto out;
+        }
+        cl.file_path = a.openb_nodes;
+        cl.file_text = cluster_text;
+        cl.file_len = strlen(cluster_text);
+        if (untimed) {
+            fprintf(stderr, "corral sim: %zu GPU pods without creation/deletion times skipped\n",
+                    untimed);
+        }
+    } else if (a.cluster_path) {
         size_t len = 0;
         cluster_text = slurp(a.cluster_path, &len);
         if (!cluster_text) {
@@ -481,6 +533,8 @@ int cr_sim_main(int argc, char **argv)
                             "some GPU count\n");
             goto out;
         }
+    } else if (a.openb_nodes) {
+        /* read with the cluster above */
     } else if (cr__sim_read_file(a.trace, a.format, &w, err, sizeof err) != 0) {
         fprintf(stderr, "corral sim: %s\n", err);
         goto out;

@@ -204,6 +204,13 @@ void cr__sim_report_text(FILE *f, const cr__sim_result *r, const cr__sim_workloa
     fprintf(f, "  preemptions  %llu   failures %llu (node failures %llu)   lost %.1f GPU-h\n",
             (unsigned long long)s.preemptions, (unsigned long long)s.failures,
             (unsigned long long)r->node_failures, s.lost_gpu_h);
+    if (r->frac_starts || r->mig_starts) {
+        fprintf(f,
+                "  sharing      %llu fractional starts   %llu MIG starts (%llu repartitioned, "
+                "%.0f s waited for reconfiguration)\n",
+                (unsigned long long)r->frac_starts, (unsigned long long)r->mig_starts,
+                (unsigned long long)r->mig_reconfigs, r->mig_reconfig_s);
+    }
     if (r->nstuck) {
         fprintf(f, "  never finished %zu job%s, e.g.\n", r->nstuck, r->nstuck == 1 ? "" : "s");
         for (size_t k = 0; k < r->nstuck && k < 3; k++) {
@@ -371,6 +378,10 @@ static json_t *run_json(const cr__sim_result *r, const cr__sim_workload *w,
     json_t *o = summary_json(&s);
     json_object_set_new(o, "policy", json_string(r->policy));
     json_object_set_new(o, "node_failures", json_integer((json_int_t)r->node_failures));
+    json_object_set_new(o, "frac_starts", json_integer((json_int_t)r->frac_starts));
+    json_object_set_new(o, "mig_starts", json_integer((json_int_t)r->mig_starts));
+    json_object_set_new(o, "mig_reconfigs", json_integer((json_int_t)r->mig_reconfigs));
+    json_object_set_new(o, "mig_reconfig_s", json_real(r->mig_reconfig_s));
     json_object_set_new(o, "cycles", json_integer((json_int_t)r->cycles));
     json_object_set_new(o, "events", json_integer((json_int_t)r->events));
     json_object_set_new(o, "invariant_violations", json_integer(r->check_errors));

@@ -470,6 +470,12 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
             } else if (!strcmp(k, "id")) {
                 bad = (strlen(v) == 0 || strlen(v) >= sizeof j->name) ? CR_EINVAL : 0;
                 snprintf(j->name, sizeof j->name, "%s", v);
+            } else if (!strcmp(k, "gpu_milli")) {
+                bad = cr_parse_i64(v, 1, 999, &i64);
+                j->gpu_milli = (uint16_t)i64;
+            } else if (!strcmp(k, "mig")) {
+                bad = (strlen(v) == 0 || strlen(v) >= sizeof j->mig) ? CR_EINVAL : 0;
+                snprintf(j->mig, sizeof j->mig, "%s", v);
             } else {
                 snprintf(err, errlen, "%s:%d: field '%.40s': unknown key", path, l.lineno, k);
                 goto out;
@@ -486,6 +492,13 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
                                                                      : NULL;
         if (missing) {
             snprintf(err, errlen, "%s:%d: field '%s': missing", path, l.lineno, missing);
+            goto out;
+        }
+        if ((j->gpu_milli && (j->gpu_count != 1 || j->mig[0])) || (j->mig[0] && !have_dur)) {
+            snprintf(err, errlen, "%s:%d: field '%s': %s", path, l.lineno,
+                     j->gpu_milli ? "gpu_milli" : "mig",
+                     j->gpu_milli ? "a fraction is of one GPU (gpus=1), without mig"
+                                  : "a MIG job gives its duration on the slice");
             goto out;
         }
         if (have_dur + have_steps + j->perf > 1) {

@@ -152,6 +152,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
             }
         }
         json_t *doc = json_pack("{s:I,s:O}", "version", (json_int_t)m->version, "jobs", m->jobs);
+        if (m->mig_layouts) {
+            json_object_set(doc, "mig_layouts", m->mig_layouts);
+        }
         pthread_mutex_unlock(&m->mu);
         return reply_json(c, 200, doc);
     }
@@ -201,6 +204,7 @@ void mock_ctl_stop(mock_ctl *m)
     pthread_mutex_unlock(&m->mu);
     MHD_stop_daemon(m->daemon);
     json_decref(m->jobs);
+    json_decref(m->mig_layouts);
     json_decref(m->last_register);
     json_decref(m->last_status);
     json_decref(m->exits);

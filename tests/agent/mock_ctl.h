@@ -21,6 +21,7 @@ typedef struct mock_ctl {
     pthread_cond_t cv;     /* signalled on every desired-state change */
     int64_t version;       /* desired-state version */
     json_t *jobs;          /* desired jobs array (owned) */
+    json_t *mig_layouts;   /* desired "mig_layouts" (owned, NULL none): set before set_jobs */
     json_t *last_register; /* last register body (owned) */
     json_t *last_status;   /* last status body (owned) */
     json_t *exits;         /* {"<job>": {"exit_code":..,"signal":..}} from status reports */

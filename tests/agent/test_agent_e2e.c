@@ -34,6 +34,7 @@ typedef struct env {
     char state[300]; /* agent state dir */
     pid_t agent;
     int port; /* agent's HTTP port */
+    int mps;  /* start the agent with the stand-in MPS control program */
 } env;
 
 static env E;
@@ -72,10 +73,14 @@ static pid_t start_agent(int *port)
         dup2(fds[1], 1);
         close(fds[0]);
         close(fds[1]);
+        char mps_bin[400], mps_dir[400];
+        snprintf(mps_bin, sizeof mps_bin, "%s/mps-control", E.dir);
+        snprintf(mps_dir, sizeof mps_dir, "%s/mps", E.dir);
         execl(bin, bin, "agent", "--server", server, "--join-token", "jt-secret", "--node", "n1",
               "--rack", "r1", "--gpus", "sim:2xA30,mig=1g.6gb:4;2xL40S", "--share-gpus", "3",
-              "--listen", "127.0.0.1:0", "--state-dir", E.state, "--faults", faults, "--xid-hold",
-              "0s", "--wait", "5s", (char *)NULL);
+              "--mig-dynamic", "0", "--listen", "127.0.0.1:0", "--state-dir", E.state, "--faults",
+              faults, "--xid-hold", "0s", "--wait", "5s", E.mps ? "--mps-control" : NULL, mps_bin,
+              "--mps-dir", mps_dir, (char *)NULL);
         _exit(127);
     }
     close(fds[1]);
@@ -318,6 +323,27 @@ static json_t *job(long long id, const char *script)
 {
     return json_pack("{s:I,s:[sss],s:s,s:{},s:[i],s:f}", "job", (json_int_t)id, "command", "sh",
                      "-c", script, "action", "run", "env", "gpus", 0, "grace_s", 5.0);
+}
+
+static int file_has(void *arg);
+
+/* The "sharing" the last status gave for job id ("" none); static buffer. */
+static const char *sharing_of(long long id)
+{
+    static char out[400];
+    out[0] = '\0';
+    pthread_mutex_lock(&E.m->mu);
+    size_t i;
+    json_t *j;
+    json_array_foreach(json_object_get(E.m->last_status, "jobs"), i, j)
+    {
+        const char *t = json_string_value(json_object_get(j, "sharing"));
+        if (json_integer_value(json_object_get(j, "job")) == id && t) {
+            snprintf(out, sizeof out, "%s", t);
+        }
+    }
+    pthread_mutex_unlock(&E.m->mu);
+    return out;
 }
 
 /* --- tests ----------------------------------------------------------- */
@@ -595,6 +621,109 @@ static void test_mig_instances(void **state)
     mock_ctl_set_jobs(E.m, json_array());
 }
 
+static void set_layouts(json_t *layouts)
+{
+    pthread_mutex_lock(&E.m->mu);
+    json_decref(E.m->mig_layouts);
+    E.m->mig_layouts = layouts;
+    pthread_mutex_unlock(&E.m->mu);
+}
+
+/* GPU 0's MIG instances as last registered (new reference). */
+static json_t *gpu0_mig(int *registers)
+{
+    pthread_mutex_lock(&E.m->mu);
+    json_t *mig = json_incref(
+        json_object_get(json_array_get(json_object_get(E.m->last_register, "gpus"), 0), "mig"));
+    *registers = E.m->registers;
+    pthread_mutex_unlock(&E.m->mu);
+    return mig;
+}
+
+static int registers_above(void *arg)
+{
+    pthread_mutex_lock(&E.m->mu);
+    int ok = E.m->registers > *(int *)arg;
+    pthread_mutex_unlock(&E.m->mu);
+    return ok;
+}
+
+/* Dynamic MIG (--mig-dynamic 0): a layout that would destroy the instance
+ * a running job holds is refused whole; one that keeps it (by UUID) is
+ * applied: idle instances destroyed, new ones made, the agent registers
+ * again with them; GPU 1 (not dynamic) is never changed. */
+static void test_mig_dynamic(void **state)
+{
+    (void)state;
+    int regs0;
+    json_t *mig = gpu0_mig(&regs0);
+    assert_int_equal(json_array_size(mig), 4);
+    char busy[96];
+    snprintf(busy, sizeof busy, "%s",
+             json_string_value(json_object_get(json_array_get(mig, 0), "uuid")));
+    json_decref(mig);
+    pthread_mutex_lock(&E.m->mu);
+    json_t *g0 = json_array_get(json_object_get(E.m->last_register, "gpus"), 0);
+    json_t *g1 = json_array_get(json_object_get(E.m->last_register, "gpus"), 1);
+    assert_true(json_is_true(json_object_get(g0, "mig_dynamic")));
+    assert_null(json_object_get(g1, "mig_dynamic"));
+    pthread_mutex_unlock(&E.m->mu);
+    char path[400], script[600];
+    snprintf(path, sizeof path, "%s/migdyn.txt", E.dir);
+    snprintf(script, sizeof script, "echo $CUDA_VISIBLE_DEVICES > %s; sleep 30", path);
+    json_t *j = job(4060, script);
+    json_object_set_new(j, "mig_profile", json_string("1g.6gb"));
+    json_object_set_new(j, "gpu_uuids", json_pack("[s]", busy));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    const char *w[] = {path, "MIG-"};
+    assert_true(wait_for(file_has, w, 20));
+    /* two 2g.12gb in place of the four 1g.6gb: the busy one would go */
+    set_layouts(json_pack("[{s:i,s:[{s:s,s:i,s:i,s:i},{s:s,s:i,s:i,s:i}]},"
+                          "{s:i,s:[{s:s,s:i,s:i,s:i}]}]",
+                          "gpu", 0, "instances", "profile", "2g.12gb", "slices", 2, "mem_slices", 2,
+                          "start", 0, "profile", "2g.12gb", "slices", 2, "mem_slices", 2, "start",
+                          2, "gpu", 1, "instances", "profile", "4g.24gb", "slices", 4, "mem_slices",
+                          4, "start", 0));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    job_state r60 = {4060, "running"};
+    /* a change would register again (within ~1.2 s of modelled delay):
+     * none in 3 s */
+    assert_false(wait_for(registers_above, &regs0, 3));
+    assert_true(status_has(&r60));
+    int regs;
+    mig = gpu0_mig(&regs);
+    assert_int_equal(regs, regs0); /* refused: nothing changed, nothing to tell */
+    assert_int_equal(json_array_size(mig), 4);
+    json_decref(mig);
+    /* keep the busy instance (slice 0), a 1g.6gb at 1, a 2g.12gb at 2 */
+    set_layouts(json_pack("[{s:i,s:[{s:s,s:i,s:i,s:i,s:s},{s:s,s:i,s:i,s:i},"
+                          "{s:s,s:i,s:i,s:i}]}]",
+                          "gpu", 0, "instances", "profile", "1g.6gb", "slices", 1, "mem_slices", 1,
+                          "start", 0, "uuid", busy, "profile", "1g.6gb", "slices", 1, "mem_slices",
+                          1, "start", 1, "profile", "2g.12gb", "slices", 2, "mem_slices", 2,
+                          "start", 2));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j));
+    assert_true(wait_for(registers_above, &regs0, 20));
+    mig = gpu0_mig(&regs);
+    assert_int_equal(json_array_size(mig), 3);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(mig, 0), "uuid")), busy);
+    json_t *made = json_array_get(mig, 2);
+    assert_string_equal(json_string_value(json_object_get(made, "profile")), "2g.12gb");
+    assert_int_equal(json_integer_value(json_object_get(made, "start")), 2);
+    assert_int_equal(strncmp(json_string_value(json_object_get(made, "uuid")), "MIG-", 4), 0);
+    json_decref(mig);
+    assert_true(status_has(&r60)); /* the job on the kept instance ran on */
+    pthread_mutex_lock(&E.m->mu);
+    g1 = json_array_get(json_object_get(E.m->last_register, "gpus"), 1);
+    assert_int_equal(json_array_size(json_object_get(g1, "mig")), 4);
+    pthread_mutex_unlock(&E.m->mu);
+    set_layouts(NULL);
+    json_object_set_new(j, "action", json_string("stop"));
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j));
+    assert_true(wait_for(job_exited, "4060", 20));
+    mock_ctl_set_jobs(E.m, json_array());
+}
+
 static void test_fractional_env(void **state)
 {
     /* Two fractional tasks on shared GPU 3: each gets the MPS limits of its
@@ -636,7 +765,139 @@ static void test_fractional_env(void **state)
                            "CUDA_VISIBLE_DEVICES=3\n");
     free(a);
     free(b);
+    /* the sim backend without an MPS program: said so (the "shared" event) */
+    assert_string_equal(sharing_of(30), "time-sliced (simulated), memory limit by contract");
+    assert_string_equal(sharing_of(31), "time-sliced (simulated)");
     mock_ctl_set_jobs(E.m, json_array());
+}
+
+/* A stand-in for nvidia-cuda-mps-control (the real one needs a GPU): it
+ * records every call, with the uid it runs as, in its log directory. */
+static const char mps_standin[] =
+    "#!/bin/sh\n"
+    "rec=\"$CUDA_MPS_LOG_DIRECTORY/calls\"\n"
+    "if [ \"$1\" = -d ]; then\n"
+    "  echo \"start uid=$(id -u) gpu=$CUDA_VISIBLE_DEVICES pipe=$CUDA_MPS_PIPE_DIRECTORY\" >> "
+    "\"$rec\"\n"
+    "  : > \"$CUDA_MPS_PIPE_DIRECTORY/control\"\n"
+    "  exit 0\n"
+    "fi\n"
+    "read cmd\n"
+    "echo \"$cmd uid=$(id -u)\" >> \"$rec\"\n"
+    "rm -f \"$CUDA_MPS_PIPE_DIRECTORY/control\"\n";
+
+static int file_has(void *arg)
+{
+    const char *const *pw = arg; /* {path, text} */
+    char *t = slurp(pw[0]);
+    int ok = t && strstr(t, pw[1]);
+    free(t);
+    return ok;
+}
+
+/* Fractional tasks with an MPS control program: one daemon per GPU, run as
+ * the job's uid in a pipe directory only that uid can open; a second
+ * user's task on the GPU runs time-sliced (never pointed at the other
+ * user's pipe); the daemon quits when the GPU hosts no fractional task. */
+static void test_fractional_mps(void **state)
+{
+    (void)state;
+    char path[600], rec0[500], rec1[500], mpsdir[300];
+    snprintf(path, sizeof path, "%s/mps-control", E.dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(mps_standin, f);
+    fclose(f);
+    assert_int_equal(chmod(path, 0755), 0);
+    assert_int_equal(chmod(E.dir, 0711), 0); /* the stand-in runs as the job's uid */
+    stop_agent(SIGTERM);
+    E.mps = 1;
+    E.agent = start_agent(&E.port);
+    snprintf(mpsdir, sizeof mpsdir, "%s/mps", E.dir);
+    snprintf(rec0, sizeof rec0, "%s/gpu3.u0/log/calls", mpsdir);
+    snprintf(rec1, sizeof rec1, "%s/gpu3.u65534/log/calls", mpsdir);
+    /* job 4040 (the agent's uid, 0) takes GPU 3 first; job 41 (uid 65534)
+     * comes while it runs; ids clear of other suites' node n1 cgroups) */
+    json_t *j40 = job(4040, "env | grep -E '^(CUDA_MPS|CORRAL_GPU)' | sort; sleep 30");
+    json_object_set_new(j40, "gpus", json_pack("[i]", 3));
+    json_object_set_new(j40, "gpu_milli", json_integer(250));
+    json_object_set_new(j40, "gpu_mem_bytes", json_integer(10LL << 30));
+    json_t *j41 = job(4041, "env | grep -E '^(CUDA_MPS|CORRAL_GPU)' | sort");
+    json_object_set_new(j41, "gpus", json_pack("[i]", 3));
+    json_object_set_new(j41, "gpu_milli", json_integer(500));
+    json_object_set_new(j41, "uid", json_integer(65534));
+    json_object_set_new(j41, "gid", json_integer(65534));
+    json_object_set_new(json_object_get(j41, "env"), "CUDA_MPS_PIPE_DIRECTORY",
+                        json_string("/tmp/elsewhere"));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j40));
+    job_state r40 = {4040, "running"};
+    assert_true(wait_for(status_has, &r40, 20));
+    mock_ctl_set_jobs(E.m, json_pack("[OO]", j40, j41));
+    assert_true(wait_for(job_exited, "4041", 20));
+    char out[400];
+    snprintf(out, sizeof out, "%s/logs/4040/out", E.state);
+    const char *w40[] = {out, "CORRAL_GPU_SHARING=mps"};
+    assert_true(wait_for(file_has, w40, 20));
+    char *a = slurp(out), want[1200];
+    snprintf(want, sizeof want,
+             "CORRAL_GPU_FRACTION=0.250\nCORRAL_GPU_SHARING=mps\n"
+             "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25\n"
+             "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=10240M\n"
+             "CUDA_MPS_PIPE_DIRECTORY=%s/gpu3.u0/pipe\n",
+             mpsdir);
+    assert_string_equal(a, want);
+    free(a);
+    snprintf(out, sizeof out, "%s/logs/4041/out", E.state);
+    a = slurp(out);
+    assert_non_null(a);
+    assert_string_equal(a, "CORRAL_GPU_FRACTION=0.500\nCORRAL_GPU_SHARING=time-slicing\n"
+                           "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=50\n");
+    free(a);
+    assert_string_equal(sharing_of(4040), "mps 25% threads, 10 GiB pinned");
+    assert_string_equal(sharing_of(4041), "time-sliced, memory limit by contract (GPU 3's MPS "
+                                          "server serves another user: one MPS server per uid)");
+    /* the daemon runs as uid 0 for GPU 3's UUID; its directories are 0700 */
+    a = slurp(rec0);
+    assert_non_null(a);
+    assert_non_null(strstr(a, "start uid=0 gpu=GPU-"));
+    assert_null(strstr(a, "quit"));
+    free(a);
+    struct stat sb;
+    assert_int_equal(stat(mpsdir, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0711);
+    snprintf(path, sizeof path, "%s/gpu3.u0", mpsdir);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0700);
+    /* job 40 stops: the GPU hosts no fractional task, the daemon quits */
+    json_object_set_new(j40, "action", json_string("stop"));
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j40));
+    const char *q0[] = {rec0, "quit uid=0"};
+    assert_true(wait_for(file_has, q0, 20));
+    /* now uid 65534 comes first: its own daemon, run as that uid, in a
+     * directory only it can open */
+    json_t *j42 = job(4042, "env | grep -E '^CUDA_MPS_PIPE' ; sleep 30");
+    json_object_set_new(j42, "gpus", json_pack("[i]", 3));
+    json_object_set_new(j42, "gpu_milli", json_integer(300));
+    json_object_set_new(j42, "uid", json_integer(65534));
+    json_object_set_new(j42, "gid", json_integer(65534));
+    mock_ctl_set_jobs(E.m, json_pack("[O]", j42));
+    const char *s1[] = {rec1, "start uid=65534"};
+    assert_true(wait_for(file_has, s1, 20));
+    snprintf(path, sizeof path, "%s/gpu3.u65534/pipe", mpsdir);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_uid, 65534);
+    assert_int_equal(sb.st_mode & 07777, 0700);
+    /* agent exit: the daemon is told to quit */
+    stop_agent(SIGTERM);
+    const char *q1[] = {rec1, "quit uid=65534"};
+    assert_true(file_has(q1));
+    E.mps = 0;
+    E.agent = start_agent(&E.port);
+    json_object_set_new(j42, "action", json_string("stop"));
+    mock_ctl_set_jobs(E.m, json_pack("[o]", j42));
+    assert_true(wait_for(job_exited, "4042", 20));
+    mock_ctl_set_jobs(E.m, json_array());
+    json_decref(j41);
 }
 
 static void test_stop_term_then_kill(void **state)
@@ -891,6 +1152,15 @@ static void test_bad_flags(void **state)
         {"--server http://10.9.9.9:1 --join-token t --listen 127.0.0.1:0", "--advertise"},
         {"--server http://127.0.0.1:1 --join-token t --task-env NOEQ", "--task-env"},
         {"--server http://127.0.0.1:1 --join-token t --rdzv-ports 9-5", "--rdzv-ports"},
+        {"--server http://127.0.0.1:1 --join-token t --mig-dynamic x", "--mig-dynamic"},
+        {"--server http://127.0.0.1:1 --join-token t --mps-dir rel", "--mps-dir"},
+        {"--server http://127.0.0.1:1 --join-token t --gpus sim:1xL40S --state-dir STATE "
+         "--mps-control bin/none",
+         "--mps-control"},
+        /* a shared directory is never made the MPS directory (nor chmod-ed) */
+        {"--server http://127.0.0.1:1 --join-token t --gpus sim:1xL40S --state-dir STATE "
+         "--mps-control /bin/true --mps-dir /tmp",
+         "--mps-dir /tmp"},
     };
     char sd[] = "/var/tmp/corral-e2e-flags-XXXXXX";
     assert_non_null(mkdtemp(sd));
@@ -935,7 +1205,9 @@ int main(void)
         cmocka_unit_test(test_missing_command),
         cmocka_unit_test(test_stop_before_start),
         cmocka_unit_test(test_mig_instances),
+        cmocka_unit_test(test_mig_dynamic),
         cmocka_unit_test(test_fractional_env),
+        cmocka_unit_test(test_fractional_mps),
         cmocka_unit_test(test_stop_term_then_kill),
         cmocka_unit_test(test_health_faults),
         cmocka_unit_test(test_metrics_promtool),

@@ -530,6 +530,14 @@ static void test_desired_errors(void **state)
          "}",
          "jobs[1].job: listed twice"},
         {"{\"version\":1,\"version\":2}", "duplicate"},
+        {"{\"version\":1,\"mig_layouts\":{}}", "mig_layouts: must be an array"},
+        {"{\"version\":1,\"mig_layouts\":[{\"gpu\":64,\"instances\":[]}]}", "mig_layouts[0].gpu"},
+        {"{\"version\":1,\"mig_layouts\":[{\"gpu\":0}]}", "mig_layouts[0].instances"},
+        {"{\"version\":1,\"mig_layouts\":[{\"gpu\":0,\"instances\":[{\"slices\":1}]}]}",
+         "mig_layouts[0].instances[0].profile"},
+        {"{\"version\":1,\"mig_layouts\":[{\"gpu\":0,\"instances\":[{\"profile\":\"1g.5gb\","
+         "\"slices\":1,\"mem_slices\":1,\"start\":9}]}]}",
+         "mig_layouts[0].instances[0].start"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         cr_desired d;
@@ -544,6 +552,74 @@ static void test_desired_errors(void **state)
     }
 }
 
+/* Dynamic MIG plans: what is kept, destroyed, created; busy instances
+ * never destroyed; overlaps and unknown UUIDs refused. NVML profile ids. */
+static void test_mig_plan(void **state)
+{
+    (void)state;
+    cr_gpu_info g[1];
+    size_t n = 0;
+    char err[256];
+    assert_int_equal(cr_gpu_sim_parse("1xA30,mig=1g.6gb:4", "n", g, 1, &n, err, sizeof err), 0);
+    cr_mig_want w[3] = {
+        {.profile = "1g.6gb", .slices = 1, .mem_slices = 1, .start = 0},
+        {.profile = "1g.6gb", .slices = 1, .mem_slices = 1, .start = 1},
+        {.profile = "2g.12gb", .slices = 2, .mem_slices = 2, .start = 2},
+    };
+    snprintf(w[0].uuid, sizeof w[0].uuid, "%s", g[0].mig[0].uuid);
+    snprintf(w[1].uuid, sizeof w[1].uuid, "%s", g[0].mig[1].uuid);
+    cr_mig_plan p;
+    int busy[8] = {1, 1, 0, 0};
+    assert_int_equal(cr_gpu_mig_plan(&g[0], busy, w, 3, &p, err, sizeof err), 0);
+    assert_int_equal(p.ndestroy, 2);
+    assert_int_equal(p.destroy[0], 2);
+    assert_int_equal(p.destroy[1], 3);
+    assert_int_equal(p.ncreate, 1);
+    assert_int_equal(p.create[0], 2);
+    /* instance 2 busy: refused, an empty plan */
+    busy[2] = 1;
+    assert_int_equal(cr_gpu_mig_plan(&g[0], busy, w, 3, &p, err, sizeof err), CR_EBUSY);
+    assert_non_null(strstr(err, "which a job holds"));
+    assert_int_equal(p.ndestroy + p.ncreate, 0);
+    /* the same layout again: nothing to do */
+    cr_mig_want same[4];
+    for (int i = 0; i < 4; i++) {
+        same[i] = (cr_mig_want){.profile = "1g.6gb", .slices = 1, .mem_slices = 1, .start = i};
+        snprintf(same[i].uuid, sizeof same[i].uuid, "%s", g[0].mig[i].uuid);
+    }
+    assert_int_equal(cr_gpu_mig_plan(&g[0], busy, same, 4, &p, err, sizeof err), 0);
+    assert_int_equal(p.ndestroy + p.ncreate, 0);
+    /* overlap, too many compute slices, a UUID not here, out of range */
+    w[2].start = 1;
+    busy[2] = 0;
+    assert_int_equal(cr_gpu_mig_plan(&g[0], busy, w, 3, &p, err, sizeof err), CR_ERANGE);
+    assert_non_null(strstr(err, "overlaps"));
+    w[2].start = 3;
+    assert_int_equal(cr_gpu_mig_plan(&g[0], busy, w, 3, &p, err, sizeof err), CR_ERANGE);
+    w[2].start = 2;
+    w[2].slices = 3;
+    assert_int_equal(cr_gpu_mig_plan(&g[0], busy, w, 3, &p, err, sizeof err), CR_ERANGE);
+    w[2].slices = 2;
+    snprintf(w[1].uuid, sizeof w[1].uuid, "MIG-elsewhere");
+    assert_int_equal(cr_gpu_mig_plan(&g[0], busy, w, 3, &p, err, sizeof err), CR_ENOENT);
+    /* a GPU without MIG */
+    assert_int_equal(cr_gpu_sim_parse("1xL40S", "n", g, 1, &n, err, sizeof err), 0);
+    assert_int_equal(cr_gpu_mig_plan(&g[0], NULL, w, 0, &p, err, sizeof err), CR_ENOTSUP);
+    /* NVML ids: 1g.10gb 0/0, 2g 1/1, 3g 2/2, 4g 3/3, 7g 4/4, +me 7, 1g.20gb 9 */
+    unsigned gp, cp;
+    assert_int_equal(cr_gpu_mig_nvml_profile("1g.10gb", 1, 1, &gp, &cp), 0);
+    assert_true(gp == 0 && cp == 0);
+    assert_int_equal(cr_gpu_mig_nvml_profile("3g.40gb", 3, 4, &gp, &cp), 0);
+    assert_true(gp == 2 && cp == 2);
+    assert_int_equal(cr_gpu_mig_nvml_profile("7g.80gb", 7, 8, &gp, &cp), 0);
+    assert_true(gp == 4 && cp == 4);
+    assert_int_equal(cr_gpu_mig_nvml_profile("1g.10gb+me", 1, 1, &gp, &cp), 0);
+    assert_true(gp == 7 && cp == 0);
+    assert_int_equal(cr_gpu_mig_nvml_profile("1g.20gb", 1, 2, &gp, &cp), 0);
+    assert_true(gp == 9 && cp == 0);
+    assert_int_equal(cr_gpu_mig_nvml_profile("5g.50gb", 5, 5, &gp, &cp), CR_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,7 +628,7 @@ int main(void)
         cmocka_unit_test(test_health),          cmocka_unit_test(test_nvml_names),
         cmocka_unit_test(test_nvlink_domains),  cmocka_unit_test(test_desired_parse),
         cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_desired_fence),
-        cmocka_unit_test(test_task_env),
+        cmocka_unit_test(test_task_env),        cmocka_unit_test(test_mig_plan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

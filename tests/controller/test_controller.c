@@ -1393,9 +1393,34 @@ static void test_fractional(void **state)
     json_t *ev = json_object_get(v, "events");
     for (size_t i = 0; i < json_array_size(ev); i++) {
         const char *t = json_string_value(json_object_get(json_array_get(ev, i), "why"));
-        said |= t && strstr(t, "a 0.3 share of the GPU with 12 GB") && strstr(t, "time-slicing");
+        said |=
+            t && strstr(t, "a 0.3 share of the GPU with 12 GB") && strstr(t, "\"shared\" event");
     }
     assert_true(said);
+    json_decref(v);
+    /* the agent says how it shares the GPU: a "shared" event, once per run */
+    char sh[300];
+    snprintf(sh, sizeof sh,
+             "{\"jobs\":[{\"job\":%lld,\"state\":\"running\",\"run\":1,"
+             "\"sharing\":\"mps 30%% threads, 11.2 GiB pinned\"}]}",
+             (long long)f[1]);
+    for (int k = 0; k < 2; k++) {
+        v = call(&d, "POST", "/v1/agents/s0/status", nt, sh, &code);
+        assert_int_equal(code, 200);
+        json_decref(v);
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)f[1]);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    int shared = 0;
+    ev = json_object_get(v, "events");
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e1 = json_array_get(ev, i);
+        const char *w = json_string_value(json_object_get(e1, "what"));
+        const char *t = json_string_value(json_object_get(e1, "why"));
+        shared += w && strcmp(w, "shared") == 0 && t &&
+                  strcmp(t, "mps 30% threads, 11.2 GiB pinned (node s0)") == 0;
+    }
+    assert_int_equal(shared, 1);
     json_decref(v);
     /* restart: the fractional tasks stay on their shared GPU */
     stop(&d, SIGTERM);
@@ -1471,6 +1496,14 @@ static void test_fractional_service(void **state)
         assert_int_equal(json_integer_value(json_array_get(json_object_get(p, "gpus"), 0)), 0);
         assert_int_equal(num(json_array_get(jobs, i), "gpu_milli"), 300);
     }
+    json_decref(v);
+    /* the node view: GPU 0 holds the three, 0.9 of it, and is not free */
+    v = call(&d, "GET", "/v1/nodes/s0", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *g0 = json_array_get(json_object_get(v, "gpus"), 0);
+    assert_int_equal(json_array_size(json_object_get(g0, "shared_jobs")), 3);
+    assert_int_equal(num(g0, "shared_milli"), 900);
+    assert_int_equal(num(v, "free_gpus"), 0);
     json_decref(v);
     stop(&d, SIGTERM);
     cleanup(&d);

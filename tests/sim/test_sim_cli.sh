@@ -190,4 +190,55 @@ expect2 "badnode.csv:2: field 'gpu'" --inflate --openb-nodes "$T/badnode.csv" --
 expect2 "--share-policy" --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
     --share-policy tightest
 expect2 "needs --openb-nodes" --inflate --openb-pods "$T/pods.csv"
+# Time-based replay of the openb files (not --inflate): pods arrive at
+# creation_time and run until deletion_time; with half the nodes shareable
+# the three fractional pods (0.6, 0.5, 0.4) share n1's two GPUs, the
+# 2-GPU pod takes n0, and the whole pod waits for a GPU to empty (p1 ends
+# at 600 s); a pod without times is skipped with a message.
+printf 'sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1024,2,A10\nn1,96000,1024,2,A10\n' >"$T/rn.csv"
+printf '%s\np0,1,1,1,600,nan,LS,Running,100,1100,100\np1,1,1,1,500,nan,LS,Running,100,700,100\np2,1,1,1,400,A10,LS,Running,200,800,200\np3,1,1,2,0,nan,LS,Running,300,1300,300\np5,1,1,1,300,nan,LS,Running,nan,nan,nan\np6,1,1,1,1000,nan,LS,Running,400,500,450\n' \
+    "$H" >"$T/rp.csv"
+"$BIN" sim --openb-nodes "$T/rn.csv" --openb-pods "$T/rp.csv" --shared-nodes 0.5 --check \
+    --csv "$T/rp.out.csv" >"$T/rp.out" 2>"$T/rp.err" || { cat "$T/rp.out" "$T/rp.err"; fail "openb replay"; }
+grep -q "1 GPU pods without creation/deletion times skipped" "$T/rp.err" || fail "openb replay: untimed"
+grep -q "sharing      3 fractional starts" "$T/rp.out" || { cat "$T/rp.out"; fail "openb replay: fractional"; }
+grep -q "^fifo,4,p6,default,,1,300.000,600.000,650.000," "$T/rp.out.csv" ||
+    { cat "$T/rp.out.csv"; fail "openb replay: the whole pod waits for a GPU"; }
+grep -q "^fifo,2,p2,default,,1,100.000,100.000,700.000," "$T/rp.out.csv" ||
+    { cat "$T/rp.out.csv"; fail "openb replay: the 0.4 pod shares at once"; }
+expect2 "needs both --openb-nodes and --openb-pods" --openb-nodes "$T/rn.csv"
+expect2 "no TRACE" --openb-nodes "$T/rn.csv" --openb-pods "$T/rp.csv" --generate 3
+expect2 "--shared-nodes" --generate 3 --shared-nodes 0.5
+
+# Dynamic MIG in the simulator: an A100 with two 3g.40gb and dynamic=on; a
+# 1g.10gb job that fits no instance waits for an idle one to be rewritten
+# and then --mig-reconfig (default 10 s) before it runs; fractional tasks on
+# shareable L40S GPUs next to it.
+cat >"$T/mig.cluster" <<'EOF2'
+gpu-type a100 name="A100 80GB SXM" mem=80g mig=7/8
+gpu-type l40s name=L40S mem=48g
+node m0 gpus=1xa100 mig=all
+gpu m0 0 layout=3g.40gb,3g.40gb dynamic=on
+node s0 gpus=2xl40s share=all
+EOF2
+cat >"$T/mig.txt" <<'EOF2'
+submit=0 gpus=1 mig=3g.40gb duration=1h id=a
+submit=0 gpus=1 mig=3g.40gb duration=2h id=b
+submit=10m gpus=1 mig=1g.10gb duration=30m id=c
+submit=0 gpus=1 gpu_milli=300 duration=1h id=f1
+submit=0 gpus=1 gpu_milli=800 duration=1h id=f2
+submit=0 gpus=1 gpu_milli=300 duration=1h id=f3
+EOF2
+"$BIN" sim --cluster "$T/mig.cluster" "$T/mig.txt" --check --csv "$T/mig.csv" >"$T/mig.out" ||
+    { cat "$T/mig.out"; fail "mig sim"; }
+grep -q "3 fractional starts   3 MIG starts (1 repartitioned, 10 s waited" "$T/mig.out" ||
+    { cat "$T/mig.out"; fail "mig sim: sharing line"; }
+grep -q "^fifo,5,c,default,,1,600.000,3600.000,5410.000," "$T/mig.csv" ||
+    { cat "$T/mig.csv"; fail "mig sim: c runs after a's instance is rewritten, +10 s"; }
+"$BIN" sim --cluster "$T/mig.cluster" "$T/mig.txt" --mig-reconfig 2m --csv "$T/mig2.csv" >/dev/null
+grep -q "^fifo,5,c,default,,1,600.000,3600.000,5520.000," "$T/mig2.csv" ||
+    { cat "$T/mig2.csv"; fail "mig sim: --mig-reconfig 2m"; }
+expect2 "--mig-reconfig" --cluster "$T/mig.cluster" "$T/mig.txt" --mig-reconfig soon
+printf 'submit=0 gpus=2 gpu_milli=300 duration=1h\n' >"$T/badfrac.txt"
+expect2 "badfrac.txt:1: field 'gpu_milli'" --cluster "$T/mig.cluster" "$T/badfrac.txt"
 echo "sim-cli: ok"
