@@ -84,10 +84,14 @@ say "controller on $CORRAL_SERVER (state in $DIR)"
 wait_for 20 test -s "$DIR/ctl/admin.token"
 export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
 echo "   web dashboard: $CORRAL_SERVER/ui  (log in with the token in $DIR/ctl/admin.token)"
+# Agents join with a bootstrap token (single-use ones on a real cluster,
+# docs/security.md; here one for the demo's nodes, valid for an hour).
+(umask 077 && "$CORRAL" admin bootstrap-token create --uses 20 --ttl 1h --name demo \
+    >"$DIR/ctl/demo.bt") || { echo "cannot create a bootstrap token"; exit 1; }
 
 agent() { # agent NODE RACK GPUS
     mkdir -p "$DIR/$1"
-    "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" \
+    "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/demo.bt" \
         --node "$1" --rack "$2" --gpus "sim:$3" --listen 127.0.0.1:0 \
         --state-dir "$DIR/$1" --faults "$DIR/$1/faults" --kill-on-exit \
         >"$DIR/agent-$1.log" 2>&1 &

@@ -48,6 +48,8 @@ static const struct {
     {"ca_file", K_STR},
     {"tls_cert", K_STR},
     {"tls_key", K_STR},
+    {"tls_client_ca", K_STR},
+    {"metrics_token_file", K_STR},
     {"cgroup_v1", K_STR},
     {"dev_dir", K_STR},
     {"no_dcgm", K_BOOL},

@@ -28,6 +28,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -54,6 +55,12 @@ static void usage(FILE *f)
         "  --ca-file FILE        PEM CA bundle to verify an https:// controller\n"
         "  --tls-cert FILE       serve HTTPS (logs, metrics) with this PEM certificate\n"
         "  --tls-key FILE        its private key (PEM)\n"
+        "  --tls-client-ca FILE  mutual TLS: every caller but /v1/health must show a client\n"
+        "                        certificate signed by this CA (the controller's\n"
+        "                        --tls-client-cert; Prometheus' tls_config)\n"
+        "  --metrics-token-file FILE\n"
+        "                        /metrics (job and tenant labels) asks this bearer token;\n"
+        "                        without it /metrics is open to all who reach the port\n"
         "  --node NAME           node name (default: host name)\n"
         "  --rack R              rack (topology domain)\n"
         "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
@@ -220,6 +227,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
+        {"tls-client-ca", required_argument, NULL, 'A'},
+        {"metrics-token-file", required_argument, NULL, 'm'},
         {"no-dcgm", no_argument, NULL, 'N'},
         {"dcgm-job-map", required_argument, NULL, 'M'},
         {"task-env", required_argument, NULL, 'E'},
@@ -358,6 +367,28 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         case 'K':
             c->tls_key = optarg;
             break;
+        case 'A':
+            c->tls_client_ca = optarg;
+            break;
+        case 'm': {
+            FILE *f = fopen(optarg, "r");
+            char buf[512] = "";
+            if (!f) {
+                return flag_error("--metrics-token-file", "cannot read the file");
+            }
+            if (!fgets(buf, sizeof buf, f)) {
+                buf[0] = '\0';
+            }
+            fclose(f);
+            buf[strcspn(buf, "\r\n")] = '\0';
+            if (strlen(buf) < 16) {
+                return flag_error("--metrics-token-file", "want a token of at least 16 characters");
+            }
+            free(c->metrics_token);
+            c->metrics_token = cr_strdup(buf);
+            sodium_memzero(buf, sizeof buf);
+            break;
+        }
         case 'N':
             c->no_dcgm = 1;
             break;
@@ -445,6 +476,12 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     if (!c->tls_cert != !c->tls_key) {
         return flag_error(c->tls_cert ? "--tls-key" : "--tls-cert",
                           "--tls-cert and --tls-key go together");
+    }
+    if (c->tls_client_ca && !c->tls_cert) {
+        return flag_error("--tls-client-ca", "needs --tls-cert and --tls-key (mutual TLS)");
+    }
+    if (c->tls_client_ca && access(c->tls_client_ca, R_OK) != 0) {
+        return flag_error("--tls-client-ca", "cannot read the file");
     }
     if (c->ca_file && access(c->ca_file, R_OK) != 0) {
         return flag_error("--ca-file", "cannot read the file");
@@ -1364,6 +1401,15 @@ int cr_agent_main(int argc, char **argv)
     cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d advertise=%s state=%s", a->cfg.node,
             a->gpu->count, a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.advertise,
             a->cfg.state_dir);
+    if (!a->cfg.metrics_token && !a->cfg.tls_client_ca) {
+        cr_warn("agent: /metrics is open to whoever reaches %s:%d (jobs on this node too): its "
+                "job and tenant labels; set --metrics-token-file or --tls-client-ca",
+                a->cfg.listen_host, a->port);
+    }
+    if (a->cfg.tls_client_ca) {
+        cr_info("agent: mutual TLS: callers must show a certificate signed by %s",
+                a->cfg.tls_client_ca);
+    }
     /* A one-line readiness report on stdout for scripts (the port may be 0). */
     printf("agent %s listening on %s:%d\n", a->cfg.node, a->cfg.listen_host, a->port);
     fflush(stdout);
@@ -1404,6 +1450,10 @@ out:
     cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
     free(dev_dir_owned);
     free(a->cfg.join_token);
+    if (a->cfg.metrics_token) {
+        sodium_memzero(a->cfg.metrics_token, strlen(a->cfg.metrics_token));
+        free(a->cfg.metrics_token);
+    }
     free(a->cfg.task_env);
     free(a->cfg.labels);
     free(faults_owned);

@@ -15,8 +15,9 @@
  * denies every device but the job's own /dev/nvidiaN (major 195, minor = the
  * GPU index), the shared NVIDIA control nodes and the standard character
  * devices, and writes the limits; the shim joins each cgroup before the job
- * exists. An OOM kill inside a job's cgroup is read back (cr_iso_oom_kills)
- * so the exit can be reported as "out of memory".
+ * exists. The job's tasks are capped by the pids controller (pids.max: the
+ * spec's "pids", else CR_ISO_PIDS_PER_GPU per GPU). An OOM kill inside a job's cgroup is read back
+ * (cr_iso_oom_kills) so the exit can be reported as "out of memory".
  *
  * Threading: the agent's main thread only.
  */
@@ -34,7 +35,14 @@
 #define CR_ISO_V1_DEVICES 0
 #define CR_ISO_V1_MEMORY  1
 #define CR_ISO_V1_CPU     2
-#define CR_ISO_V1_N       3
+#define CR_ISO_V1_PIDS    3
+#define CR_ISO_V1_N       4
+
+/* Tasks (processes and threads) a job may have when its spec gives no
+ * "pids": this many per GPU (at least one GPU's worth), so that a fork bomb
+ * in one job cannot exhaust the node's pid space (docs/isolation.md). */
+#define CR_ISO_PIDS_PER_GPU 4096
+#define CR_ISO_PIDS_MAX     4194304 /* the kernel's pid_max ceiling */
 
 typedef struct cr_iso {
     int root;              /* euid 0: jobs can run as their own uid */
@@ -42,8 +50,9 @@ typedef struct cr_iso {
     char *v2;              /* owned: cgroup v2 directory for the jobs, NULL none */
     int v2_bpf;            /* a device program attaches to v2 job cgroups */
     int v2_memory, v2_cpu; /* controllers delegated to the v2 job cgroups */
-    char dev_dir[512];     /* where the GPU device nodes are ("/dev"; sim: placeholders) */
-    char why_uid[128], why_dev[640], why_mem[640], why_cpu[640]; /* "" when enforced */
+    int v2_pids;
+    char dev_dir[512]; /* where the GPU device nodes are ("/dev"; sim: placeholders) */
+    char why_uid[128], why_dev[640], why_mem[640], why_cpu[640], why_pids[640]; /* "": enforced */
 } cr_iso;
 
 /* The cgroups of one job (owned strings, NULL none), kept in its record. */
@@ -62,7 +71,8 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
 void cr_iso_fini(cr_iso *iso);
 /* Log one line per mechanism (enforced or why not). */
 void cr_iso_log(const cr_iso *iso);
-/* {"uid","devices","memory","cpu": "enforced"|"unavailable", "detail": text}. Returned new. */
+/* {"uid","devices","memory","cpu","pids": "enforced"|"unavailable", "detail": text}.
+ * Returned new. */
 json_t *cr_iso_report(const cr_iso *iso);
 
 /*
@@ -87,6 +97,8 @@ void cr_iso_job_kill(const cr_iso_job *j);
 /* rmdir the job's cgroups (fails harmlessly while something still runs). */
 void cr_iso_job_remove(const cr_iso_job *j);
 void cr_iso_job_fini(cr_iso_job *j);
+/* The pids.max a job gets: its spec's "pids", else the per-GPU default. */
+int64_t cr_iso_job_pids(const cr_job_spec *s);
 json_t *cr_iso_job_to_json(const cr_iso_job *j);
 void cr_iso_job_from_json(json_t *v, cr_iso_job *j);
 
