@@ -1379,6 +1379,7 @@ int cr_agent_main(int argc, char **argv)
     setup_devices(a, &dev_dir_owned);
     cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, a->cfg.node, dev_dir_owned);
     cr_iso_log(&a->iso);
+    cr_iso_set_gpus(&a->iso, a->gpu->gpus, a->gpu->count, NULL, NULL);
     cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
     cr_ctr_log(&a->ctr, &a->iso);
     /* Re-adopt what an earlier agent left running. */

@@ -259,6 +259,7 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
                   const char *dev_dir)
 {
     memset(iso, 0, sizeof *iso);
+    iso->caps_major = -1;
     snprintf(iso->dev_dir, sizeof iso->dev_dir, "%s", dev_dir ? dev_dir : "/dev");
     iso->root = geteuid() == 0;
     if (!iso->root) {
@@ -337,6 +338,8 @@ void cr_iso_fini(cr_iso *iso)
         rmdir(iso->v2);
     }
     CR_FREE(iso->v2);
+    CR_FREE(iso->caps);
+    CR_FREE(iso->migs);
 }
 
 static void mech(const cr_iso *iso, int what, char *out, size_t len)
@@ -389,7 +392,7 @@ json_t *cr_iso_report(const cr_iso *iso)
 
 /* --- per job ---------------------------------------------------------- */
 
-size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max)
+static size_t dev_rules(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor, size_t max)
 {
     /* null, zero, full, random, urandom, tty, ptmx, pts/N, then NVIDIA's
      * control nodes (nvidiactl 255, nvidia-modeset 254) and the job's GPUs. */
@@ -423,10 +426,8 @@ size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max
     if (f) {
         fclose(f);
     }
-    for (size_t i = 0; i < s->gpu_count && n < max; i++) {
-        major[n] = CR_NVIDIA_MAJOR;
-        minor[n++] = s->gpus[i];
-    }
+    /* The job's GPUs by minor number, and its MIG instances' capabilities. */
+    n += cr_iso_gpu_rules(iso, s, major + n, minor + n, max - n);
     /* A container job: podman's default devices also allow /dev/console
      * (5:1) and /dev/net/tun (10:200); runc writes those rules in the
      * container's cgroup below the job's, which must allow them. */
@@ -437,6 +438,17 @@ size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max
         minor[n++] = 200;
     }
     return n;
+}
+
+size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max)
+{
+    return dev_rules(NULL, s, major, minor, max);
+}
+
+size_t cr_iso_dev_rules_iso(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor,
+                            size_t max)
+{
+    return dev_rules(iso, s, major, minor, max);
 }
 
 static int v1_devices(const char *cg, const int *major, const int *minor, size_t n)
@@ -479,7 +491,7 @@ int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, c
 {
     int rc = 0;
     int major[96], minor[96];
-    size_t nr = cr_iso_dev_rules(s, major, minor, 96);
+    size_t nr = cr_iso_dev_rules_iso(iso, s, major, minor, 96);
     size_t wl = 0;
     memset(out, 0, sizeof *out);
     warn[0] = '\0';
