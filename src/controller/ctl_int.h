@@ -364,6 +364,11 @@ ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
 /* May p see job id (its id, tenant, name)? Admins see every job, users
  * their own tenant's; another tenant's job shows only as "busy". mu held. */
 bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p);
+/* in with other tenants' job ids and tenant names replaced, for p
+ * (ctl_redact.c; admins get it whole). mu held. */
+void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, size_t outlen);
+/* The same on v's string member key, in place (users only). mu held. */
+void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
 void ctl_job_insert(ctl *c, ctl_job *j); /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
 int ctl_job_from_doc(const char *doc, ctl_job **out);

@@ -1445,6 +1445,7 @@ static void jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
             json_object_set_new(it, "state", json_string(ctl_job_state_names[j->state]));
             json_object_set_new(it, "reason", json_string(j->reason ? j->reason : ""));
         }
+        ctl_redact_member(c, p, it, "reason"); /* "preempted for job N" of another tenant */
     }
     pthread_mutex_unlock(&c->mu);
     int64_t edge = take ? l.rows[take - 1].id : 0;
@@ -1489,6 +1490,9 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_fetch(c, id);
     json_t *v = visible(j, p) ? ctl_job_json(j) : NULL;
+    if (v) {
+        ctl_redact_member(c, p, v, "reason");
+    }
     pthread_mutex_unlock(&c->mu);
     if (!v) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
@@ -1496,6 +1500,16 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
     }
     json_t *ev = json_array();
     cr_store_job_events(c->store, id, 1000, add_event, ev);
+    if (p->role != CR_ROLE_ADMIN) {
+        /* Other tenants' job ids and names out of the texts (a preemption
+         * names the job it made room for); after the store's callbacks,
+         * which must not take mu. */
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < json_array_size(ev); i++) {
+            ctl_redact_member(c, p, json_array_get(ev, i), "why");
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
     json_object_set_new(v, "events", ev);
     ctl_reply_json(req, 200, v);
 }
@@ -1780,6 +1794,7 @@ static void job_action(ctl *c, cr_http_req *req, const cr_principal *p, int64_t 
         return;
     }
     json_t *ans = ctl_job_json(j);
+    ctl_redact_member(c, p, ans, "reason");
     if (array_last > 0) {
         /* the answer covers the tasks up to this id */
         json_object_set_new(ans, "array_last", json_integer(array_last));

@@ -389,7 +389,7 @@ section_tenancy() {
     PIDS+=($!)
     wait_for 30 sh -c "\"$CORRAL\" nodes | grep -q ' up '" || fail "agent did not register"
     NAME=hidden-name-$$
-    jid=$(CORRAL_TOKEN_FILE= CORRAL_TOKEN=$TA "$CORRAL" submit -n "$NAME" -- sleep 600 |
+    jid=$(CORRAL_TOKEN_FILE= CORRAL_TOKEN=$TA "$CORRAL" submit -n "$NAME" --preemptible -- sleep 600 |
         grep -o '[0-9][0-9]*' | head -1)
     [ -n "$jid" ] || fail "team-a could not submit"
     running() { "$CORRAL" show "$jid" | grep -q 'State: *running'; }
@@ -426,7 +426,16 @@ section_tenancy() {
     case "$am" in *"job=\"$jid\""* | *"team-a"*) fail "the agent's /metrics shows job $jid to anyone" ;; esac
     am=$(curl -s -H "Authorization: Bearer wrong-$MT" "http://127.0.0.1:$ap/metrics")
     case "$am" in *"job=\"$jid\""*) fail "the agent's /metrics took a wrong token" ;; esac
-    "$CORRAL" cancel "$jid" >/dev/null
+    # A preemption's event names the job it made room for: team-a reads it
+    # without team-b's job id or name; the admin reads it whole.
+    pj=$("$CORRAL" submit --tenant team-b --priority 10 --gpus 2 -n "preemptor-$$" -- sleep 600 |
+        grep -o '[0-9][0-9]*' | head -1)
+    preempted() { api GET "/v1/jobs/$jid" "$ADMIN" | grep -q "preempted for job $pj"; }
+    wait_for 30 preempted || fail "job $pj did not preempt job $jid: $(api GET "/v1/jobs/$jid" "$ADMIN")"
+    r=$(api GET "/v1/jobs/$jid" "$TA")
+    case "$r" in *"job $pj"* | *team-b* | *"preemptor-$$"*) fail "team-a reads team-b's job in its events: $r" ;; esac
+    echo "$r" | grep -q "preempted for another tenant's job" || fail "the redacted event lost its sense: $r"
+    "$CORRAL" cancel "$jid" "$pj" >/dev/null
 }
 
 section_legacy() {
