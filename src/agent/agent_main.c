@@ -396,8 +396,19 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             if (!*optarg || strlen(optarg) > 1000) {
                 return flag_error("--dcgm-job-map", "want a directory path (up to 1000 bytes)");
             }
-            if (mkdir(optarg, 0755) != 0 && errno != EEXIST) {
+            if (mkdir(optarg, 0700) != 0 && errno != EEXIST) {
                 fprintf(stderr, "corral agent: --dcgm-job-map %s: %s\n", optarg, strerror(errno));
+                return 2;
+            }
+            /* The map names every job on every GPU here: the agent's (and
+             * dcgm-exporter's, which runs as root) only, never the jobs'. */
+            struct stat jsb;
+            if (lstat(optarg, &jsb) != 0 || !S_ISDIR(jsb.st_mode) || jsb.st_uid != geteuid()) {
+                return flag_error("--dcgm-job-map", "want a directory of the agent's own user");
+            }
+            if ((jsb.st_mode & 077) != 0 && chmod(optarg, 0700) != 0) {
+                fprintf(stderr, "corral agent: --dcgm-job-map %s: chmod: %s\n", optarg,
+                        strerror(errno));
                 return 2;
             }
             c->dcgm_job_map = optarg;

@@ -385,7 +385,7 @@ section_tenancy() {
     MT=metrics-$$-$RANDOM-token
     echo "$MT" >"$DIR/metrics.token"
     "$CORRAL" agent --server "$S" --join-token "$DIR/ten.bt" --node shared1 --gpus "sim:2xL4" \
-        --metrics-token-file "$DIR/metrics.token" --listen 127.0.0.1:0 --state-dir "$DIR/ten-agent" --kill-on-exit >"$DIR/ten-agent.log" 2>&1 &
+        --metrics-token-file "$DIR/metrics.token" --dcgm-job-map "$DIR/jobmap" --listen 127.0.0.1:0 --state-dir "$DIR/ten-agent" --kill-on-exit >"$DIR/ten-agent.log" 2>&1 &
     PIDS+=($!)
     wait_for 30 sh -c "\"$CORRAL\" nodes | grep -q ' up '" || fail "agent did not register"
     NAME=hidden-name-$$
@@ -412,6 +412,10 @@ section_tenancy() {
     echo "$r" | grep -q '"state":"busy"' || fail "team-b's map does not show the GPU busy: $r"
     api GET /v1/nodes/shared1 "$TB" | grep -q '"other_jobs": *1' ||
         fail "team-b's node detail does not count the other job"
+    # dcgm-exporter's job map (which job on which GPU) is the agent's only.
+    wait_for 20 test -s "$DIR/jobmap/0" || fail "no job map file for GPU 0"
+    [ "$(mode "$DIR/jobmap")" = 700 ] || fail "the job map dir is $(mode "$DIR/jobmap")"
+    [ "$(mode "$DIR/jobmap/0")" = 600 ] || fail "the job map file is $(mode "$DIR/jobmap/0")"
     # /metrics is unauthenticated: counts by tenant, never a job's id or name.
     m=$(curl -s "$S/metrics")
     echo "$m" | grep -q '^corral_jobs{' || fail "no corral_jobs in /metrics"
