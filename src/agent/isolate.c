@@ -480,7 +480,13 @@ static int v1_devices(const char *cg, const int *major, const int *minor, size_t
 static char *make_cg(const char *base, int64_t job)
 {
     char *cg = cr_asprintf("%s/job-%lld", base, (long long)job);
-    if (mkdir(cg, 0755) != 0 && errno != EEXIST) {
+    int rc = mkdir(cg, 0755);
+    if (rc != 0 && errno == ENOENT) {
+        /* The node's directory went away while empty (another agent of the
+         * same node name on this host, at its exit): make it again. */
+        rc = mkdir(base, 0755) != 0 && errno != EEXIST ? -1 : mkdir(cg, 0755);
+    }
+    if (rc != 0 && errno != EEXIST) {
         CR_FREE(cg);
     }
     return cg;
