@@ -87,7 +87,8 @@ echo "   web dashboard: $CORRAL_SERVER/ui  (log in with the token in $DIR/ctl/ad
 # Agents join with a bootstrap token (single-use ones on a real cluster,
 # docs/security.md; here one for the demo's nodes, valid for an hour).
 (umask 077 && "$CORRAL" admin bootstrap-token create --uses 20 --ttl 1h --name demo \
-    >"$DIR/ctl/demo.bt") || { echo "cannot create a bootstrap token"; exit 1; }
+    >"$DIR/ctl/demo.bt" 2>"$DIR/ctl/demo.bt.log") ||
+    { echo "cannot create a bootstrap token: $(cat "$DIR/ctl/demo.bt.log")"; exit 1; }
 
 agent() { # agent NODE RACK GPUS
     mkdir -p "$DIR/$1"
