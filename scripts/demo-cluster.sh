@@ -84,12 +84,17 @@ say "controller on $CORRAL_SERVER (state in $DIR)"
 wait_for 20 test -s "$DIR/ctl/admin.token"
 export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
 echo "   web dashboard: $CORRAL_SERVER/ui  (log in with the token in $DIR/ctl/admin.token)"
+# Agents join with a bootstrap token (single-use ones on a real cluster,
+# docs/security.md; here one for the demo's nodes, valid for an hour).
+(umask 077 && "$CORRAL" admin bootstrap-token create --uses 20 --ttl 1h --name demo \
+    >"$DIR/ctl/demo.bt" 2>"$DIR/ctl/demo.bt.log") ||
+    { echo "cannot create a bootstrap token: $(cat "$DIR/ctl/demo.bt.log")"; exit 1; }
 
 agent() { # agent NODE RACK GPUS [agent flags...]
     mkdir -p "$DIR/$1"
     local node=$1 rack=$2 gpus=$3
     shift 3
-    "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" \
+    "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/demo.bt" \
         --node "$node" --rack "$rack" --gpus "sim:$gpus" --listen 127.0.0.1:0 \
         --state-dir "$DIR/$node" --faults "$DIR/$node/faults" --kill-on-exit "$@" \
         >"$DIR/agent-$node.log" 2>&1 &

@@ -123,7 +123,7 @@ async function viewCluster(v) {
     if (!racks.has(r)) racks.set(r, []);
     racks.get(r).push(n);
   }
-  const counts = { free: 0, allocated: 0, mig: 0, unhealthy: 0, unavailable: 0 };
+  const counts = { free: 0, allocated: 0, busy: 0, mig: 0, unhealthy: 0, unavailable: 0 };
   const groups = [];
   for (const [t, racks] of [...byType.entries()].sort()) {
     const rackEls = [];

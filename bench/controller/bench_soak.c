@@ -492,7 +492,8 @@ int main(int argc, char **argv)
     }
     char log[300], addr[300], p[300];
     snprintf(log, sizeof log, "%s/controller.log", dir);
-    char *cargv[] = {corral_bin, "controller", "--state-dir", dir, "--listen", "127.0.0.1:0", NULL};
+    char *cargv[] = {corral_bin, "controller", "--allow-legacy-join", "--state-dir",
+                     dir,        "--listen",   "127.0.0.1:0",         NULL};
     ctl_pid = spawn(cargv, log);
     snprintf(addr, sizeof addr, "%s/listen.addr", dir);
     int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;

@@ -24,7 +24,7 @@ trap cleanup EXIT
 [ -d "$ROOT/tests/ui/node_modules/puppeteer-core" ] ||
     (cd "$ROOT/tests/ui" && npm ci --ignore-scripts --no-audit --no-fund --silent)
 
-"$BIN" controller --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --lost-after 86400 --heartbeat 3600 \
+"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --lost-after 86400 --heartbeat 3600 \
     --sync normal >"$TMP/ctl.log" 2>&1 &
 CTL=$!
 for _ in $(seq 100); do [ -s "$TMP/ctl/listen.addr" ] && [ -s "$TMP/ctl/admin.token" ] && break; sleep 0.1; done

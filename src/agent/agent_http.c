@@ -23,6 +23,9 @@
 #include "cr_time.h"
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <gnutls/gnutls.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <sodium.h>
 #include <microhttpd.h>
@@ -254,6 +257,61 @@ static int authorized(agent *a, struct MHD_Connection *c)
     return cr__agent_token_ok(a, h + 7);
 }
 
+/* /metrics with --metrics-token-file: the bearer token, compared by hash. */
+static int metrics_ok(agent *a, struct MHD_Connection *c)
+{
+    if (!a->cfg.metrics_token) {
+        return 1;
+    }
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    if (!h || strncmp(h, "Bearer ", 7) != 0) {
+        return 0;
+    }
+    uint8_t got[crypto_generichash_BYTES], want[crypto_generichash_BYTES];
+    crypto_generichash(got, sizeof got, (const uint8_t *)h + 7, strlen(h + 7), NULL, 0);
+    crypto_generichash(want, sizeof want, (const uint8_t *)a->cfg.metrics_token,
+                       strlen(a->cfg.metrics_token), NULL, 0);
+    return sodium_memcmp(got, want, sizeof got) == 0;
+}
+
+/* GnuTLS, as libmicrohttpd (loaded with dlopen, api/cr_mhd_load.c) loaded
+ * it: the two calls that check a caller's certificate, resolved once. */
+static struct {
+    const gnutls_datum_t *(*get_peers)(gnutls_session_t, unsigned int *);
+    int (*verify_peers2)(gnutls_session_t, unsigned int *);
+} tls_api;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+
+static void tls_load(void)
+{
+    void *lib = dlopen("libgnutls.so.30", RTLD_NOW | RTLD_LOCAL);
+    if (lib) {
+        *(void **)&tls_api.get_peers = dlsym(lib, "gnutls_certificate_get_peers");
+        *(void **)&tls_api.verify_peers2 = dlsym(lib, "gnutls_certificate_verify_peers2");
+    }
+}
+
+/* --tls-client-ca: the caller showed a certificate that verifies against
+ * the CA (libmicrohttpd asks for one; GnuTLS checks it here). Fails closed. */
+static int client_cert_ok(agent *a, struct MHD_Connection *c)
+{
+    if (!a->cfg.tls_client_ca) {
+        return 1;
+    }
+    pthread_once(&tls_once, tls_load);
+    if (!tls_api.get_peers || !tls_api.verify_peers2) {
+        return 0;
+    }
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    gnutls_session_t s = ci ? (gnutls_session_t)ci->tls_session : NULL;
+    unsigned int status = 0, n = 0;
+    if (!s || !tls_api.get_peers(s, &n) || n == 0) {
+        return 0;
+    }
+    return tls_api.verify_peers2(s, &status) == 0 && status == 0;
+}
+
 static int job_done(agent *a, int64_t job)
 {
     pthread_mutex_lock(&a->mu);
@@ -355,7 +413,16 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
     if (strcmp(method, "GET") != 0) {
         return error(c, 405, "CR_ENOTSUP", "only GET is served here", NULL);
     }
+    if (strcmp(url, "/v1/health") != 0 && !client_cert_ok(a, c)) {
+        return error(c, 403, "CR_EPERM",
+                     "a client certificate of the agent's --tls-client-ca is "
+                     "required",
+                     NULL);
+    }
     if (strcmp(url, "/metrics") == 0) {
+        if (!metrics_ok(a, c)) {
+            return error(c, 401, "CR_EAUTH", "/metrics needs the agent's metrics token", NULL);
+        }
         pthread_mutex_lock(&a->mu);
         char *t = cr_strdup(a->metrics_text ? a->metrics_text : "");
         pthread_mutex_unlock(&a->mu);
@@ -420,13 +487,30 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen)
             free(key);
             return CR_EIO;
         }
-        d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handler, a, MHD_OPTION_SOCK_ADDR,
-                             (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-                             MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
-                             MHD_OPTION_END);
+        char *trust = NULL;
+        if (a->cfg.tls_client_ca && !(trust = read_pem(a->cfg.tls_client_ca))) {
+            snprintf(err, errlen, "--tls-client-ca: cannot read %s", a->cfg.tls_client_ca);
+            free(cert);
+            free(key);
+            return CR_EIO;
+        }
+        if (trust) {
+            /* With a trust list libmicrohttpd asks each caller for its certificate. */
+            d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handler, a,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
+                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                                 MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
+                                 MHD_OPTION_HTTPS_MEM_TRUST, trust, MHD_OPTION_END);
+        } else {
+            d = MHD_start_daemon(
+                flags | MHD_USE_TLS, 0, NULL, NULL, handler, a, MHD_OPTION_SOCK_ADDR,
+                (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
+                MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
+        }
         /* Kept until the daemon stops (libmicrohttpd borrows them). */
         a->tls_pem[0] = cert;
         a->tls_pem[1] = key;
+        a->tls_pem[2] = trust;
     } else {
         d = MHD_start_daemon(flags, 0, NULL, NULL, handler, a, MHD_OPTION_SOCK_ADDR,
                              (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
@@ -449,7 +533,7 @@ void cr__agent_http_stop(agent *a)
         MHD_stop_daemon(a->mhd);
         a->mhd = NULL;
     }
-    for (size_t i = 0; i < 2; i++) {
+    for (size_t i = 0; i < 3; i++) {
         if (a->tls_pem[i]) {
             sodium_memzero(a->tls_pem[i], strlen(a->tls_pem[i]));
             free(a->tls_pem[i]);

@@ -27,25 +27,27 @@
 #include <stdint.h>
 
 typedef struct agent_cfg {
-    const char *server;    /* controller base URL, no trailing '/' */
-    char *join_token;      /* owned: bootstrap token (file, CORRAL_JOIN_TOKEN or inline); NULL
-                              when the state dir holds this node's credential */
-    const char *ca_file;   /* --ca-file: PEM CA bundle to verify the controller; NULL system */
-    const char *tls_cert;  /* --tls-cert: serve HTTPS with this PEM certificate */
-    const char *tls_key;   /* --tls-key: its private key */
-    const char *node;      /* node name */
-    const char *rack;      /* rack name ("" none) */
-    const char *gpus;      /* --gpus spec */
-    uint64_t share_mask;   /* --share-gpus: GPU indexes offered to fractional tasks (bit i) */
-    char listen_host[256]; /* --listen host */
-    int listen_port;       /* --listen port; 0 picks one */
-    const char *advertise; /* address the controller and gang peers use */
-    const char *state_dir; /* jobs, logs, records */
-    const char *faults;    /* sim fault file */
-    int64_t wait_s;        /* long-poll wait asked of the controller */
-    int64_t run_for_ns;    /* exit after this long (0: run until signalled) */
-    int kill_on_exit;      /* stop the jobs when the agent exits */
-    const char *cgroup;    /* --cgroup: auto, off or a cgroup v2 directory */
+    const char *server;        /* controller base URL, no trailing '/' */
+    char *join_token;          /* owned: bootstrap token (file, CORRAL_JOIN_TOKEN or inline); NULL
+                                  when the state dir holds this node's credential */
+    const char *ca_file;       /* --ca-file: PEM CA bundle to verify the controller; NULL system */
+    const char *tls_cert;      /* --tls-cert: serve HTTPS with this PEM certificate */
+    const char *tls_key;       /* --tls-key: its private key */
+    const char *tls_client_ca; /* --tls-client-ca: callers must show a certificate of this CA */
+    char *metrics_token;       /* owned: --metrics-token-file's token /metrics asks; NULL open */
+    const char *node;          /* node name */
+    const char *rack;          /* rack name ("" none) */
+    const char *gpus;          /* --gpus spec */
+    uint64_t share_mask;       /* --share-gpus: GPU indexes offered to fractional tasks (bit i) */
+    char listen_host[256];     /* --listen host */
+    int listen_port;           /* --listen port; 0 picks one */
+    const char *advertise;     /* address the controller and gang peers use */
+    const char *state_dir;     /* jobs, logs, records */
+    const char *faults;        /* sim fault file */
+    int64_t wait_s;            /* long-poll wait asked of the controller */
+    int64_t run_for_ns;        /* exit after this long (0: run until signalled) */
+    int kill_on_exit;          /* stop the jobs when the agent exits */
+    const char *cgroup;        /* --cgroup: auto, off or a cgroup v2 directory */
     const char *cgroup_v1; /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
     const char *dev_dir;   /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
     /* --task-env K=V (repeatable): the node's settings for every task
@@ -122,7 +124,7 @@ typedef struct agent {
     pthread_t poller;
     int poller_started;
     void *mhd;            /* struct MHD_Daemon * */
-    char *tls_pem[2];     /* owned: --tls-cert and --tls-key texts while serving HTTPS */
+    char *tls_pem[3];     /* owned: --tls-cert, --tls-key, --tls-client-ca texts while serving */
     cr_client *status_cl; /* controller client, owned; main thread only */
     int jobmap_warned;    /* main only: a job-map write failure was logged */
     /* agent_mps.c, main only */

@@ -28,6 +28,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +56,16 @@ static void usage(FILE *f)
         "  --ca-file FILE        PEM CA bundle to verify an https:// controller\n"
         "  --tls-cert FILE       serve HTTPS (logs, metrics) with this PEM certificate\n"
         "  --tls-key FILE        its private key (PEM)\n"
+        "  --tls-client-ca FILE  mutual TLS: every caller but /v1/health must show a client\n"
+        "                        certificate signed by this CA (the controller's\n"
+        "                        --tls-client-cert; Prometheus' tls_config)\n"
+        "  --metrics-token-file FILE\n"
+        "                        /metrics (job and tenant labels) asks this bearer token;\n"
+        "                        without it /metrics is open to all who reach the port\n"
         "  --node NAME           node name (default: host name)\n"
-        "  --rack R              rack (topology domain)\n"
+        "  --rack R              rack (topology domain)\n");
+    fprintf(
+        f,
         "  --gpus SPEC           sim:SPEC | sim:FILE | nvml | auto (default auto)\n"
         "  --share-gpus all|I,J  GPUs offered to fractional tasks (--gpu-fraction): MPS limits\n"
         "                        where an MPS daemon runs, else time-slicing (default none)\n"
@@ -231,6 +240,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
+        {"tls-client-ca", required_argument, NULL, 'A'},
+        {"metrics-token-file", required_argument, NULL, 'm'},
         {"no-dcgm", no_argument, NULL, 'N'},
         {"dcgm-job-map", required_argument, NULL, 'M'},
         {"task-env", required_argument, NULL, 'E'},
@@ -382,6 +393,28 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         case 'K':
             c->tls_key = optarg;
             break;
+        case 'A':
+            c->tls_client_ca = optarg;
+            break;
+        case 'm': {
+            FILE *f = fopen(optarg, "r");
+            char buf[512] = "";
+            if (!f) {
+                return flag_error("--metrics-token-file", "cannot read the file");
+            }
+            if (!fgets(buf, sizeof buf, f)) {
+                buf[0] = '\0';
+            }
+            fclose(f);
+            buf[strcspn(buf, "\r\n")] = '\0';
+            if (strlen(buf) < 16) {
+                return flag_error("--metrics-token-file", "want a token of at least 16 characters");
+            }
+            free(c->metrics_token);
+            c->metrics_token = cr_strdup(buf);
+            sodium_memzero(buf, sizeof buf);
+            break;
+        }
         case 'N':
             c->no_dcgm = 1;
             break;
@@ -389,8 +422,19 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             if (!*optarg || strlen(optarg) > 1000) {
                 return flag_error("--dcgm-job-map", "want a directory path (up to 1000 bytes)");
             }
-            if (mkdir(optarg, 0755) != 0 && errno != EEXIST) {
+            if (mkdir(optarg, 0700) != 0 && errno != EEXIST) {
                 fprintf(stderr, "corral agent: --dcgm-job-map %s: %s\n", optarg, strerror(errno));
+                return 2;
+            }
+            /* The map names every job on every GPU here: the agent's (and
+             * dcgm-exporter's, which runs as root) only, never the jobs'. */
+            struct stat jsb;
+            if (lstat(optarg, &jsb) != 0 || !S_ISDIR(jsb.st_mode) || jsb.st_uid != geteuid()) {
+                return flag_error("--dcgm-job-map", "want a directory of the agent's own user");
+            }
+            if ((jsb.st_mode & 077) != 0 && chmod(optarg, 0700) != 0) {
+                fprintf(stderr, "corral agent: --dcgm-job-map %s: chmod: %s\n", optarg,
+                        strerror(errno));
                 return 2;
             }
             c->dcgm_job_map = optarg;
@@ -469,6 +513,12 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     if (!c->tls_cert != !c->tls_key) {
         return flag_error(c->tls_cert ? "--tls-key" : "--tls-cert",
                           "--tls-cert and --tls-key go together");
+    }
+    if (c->tls_client_ca && !c->tls_cert) {
+        return flag_error("--tls-client-ca", "needs --tls-cert and --tls-key (mutual TLS)");
+    }
+    if (c->tls_client_ca && access(c->tls_client_ca, R_OK) != 0) {
+        return flag_error("--tls-client-ca", "cannot read the file");
     }
     if (c->ca_file && access(c->ca_file, R_OK) != 0) {
         return flag_error("--ca-file", "cannot read the file");
@@ -1424,6 +1474,7 @@ int cr_agent_main(int argc, char **argv)
     cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, cg_name, dev_dir_owned);
     free(cg_name);
     cr_iso_log(&a->iso);
+    cr_iso_set_gpus(&a->iso, a->gpu->gpus, a->gpu->count, NULL, NULL);
     cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
     snprintf(a->ctr.owner, sizeof a->ctr.owner, "%s", inst);
     cr_ctr_log(&a->ctr, &a->iso);
@@ -1452,6 +1503,15 @@ int cr_agent_main(int argc, char **argv)
     cr_info("agent: node=%s gpus=%zu (%s) listen=%s:%d advertise=%s state=%s", a->cfg.node,
             a->gpu->count, a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.advertise,
             a->cfg.state_dir);
+    if (!a->cfg.metrics_token && !a->cfg.tls_client_ca) {
+        cr_warn("agent: /metrics is open to whoever reaches %s:%d (jobs on this node too): its "
+                "job and tenant labels; set --metrics-token-file or --tls-client-ca",
+                a->cfg.listen_host, a->port);
+    }
+    if (a->cfg.tls_client_ca) {
+        cr_info("agent: mutual TLS: callers must show a certificate signed by %s",
+                a->cfg.tls_client_ca);
+    }
     /* A one-line readiness report on stdout for scripts (the port may be 0). */
     printf("agent %s listening on %s:%d\n", a->cfg.node, a->cfg.listen_host, a->port);
     fflush(stdout);
@@ -1493,6 +1553,10 @@ out:
     cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
     free(dev_dir_owned);
     free(a->cfg.join_token);
+    if (a->cfg.metrics_token) {
+        sodium_memzero(a->cfg.metrics_token, strlen(a->cfg.metrics_token));
+        free(a->cfg.metrics_token);
+    }
     free(a->cfg.task_env);
     free(a->cfg.labels);
     free(faults_owned);

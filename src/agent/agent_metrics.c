@@ -247,10 +247,13 @@ static int sync_file(const char *dir, const char *name, const char *text)
         }
     }
     snprintf(tmp, sizeof tmp, "%s/.%s.tmp", dir, name);
-    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    /* 0600 in a 0700 directory: which jobs run on which GPU is no other
+     * tenant's business (jobs on this node could read a 0644 file). */
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
         return -errno;
     }
+    fchmod(fd, 0600);
     size_t len = strlen(text);
     int rc = write(fd, text, len) == (ssize_t)len ? 0 : -EIO;
     close(fd);

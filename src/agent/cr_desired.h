@@ -94,6 +94,7 @@ typedef struct cr_job_spec {
     int allow_root;    /* "allow_root": uid 0 is allowed (an admin said so for the tenant) */
     double cpus;       /* "cpus": CPU limit in cores; 0: none */
     int64_t mem_bytes; /* "mem_bytes": memory limit; 0: none */
+    int64_t pids;      /* "pids": tasks limit (pids.max); 0: CR_ISO_PIDS_PER_GPU per GPU */
     /* Batch-job members (all owned, NULL when not given). */
     char *name;          /* job name (SLURM_JOB_NAME) */
     char *nodelist;      /* the job's nodes, comma-separated, rank order */

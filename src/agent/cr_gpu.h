@@ -37,6 +37,7 @@ typedef struct cr_mig_inst {
     uint64_t mem_bytes; /* instance memory */
     int gi_id;          /* the driver's GPU instance id (DCGM's GPU_I_ID) */
     int start;          /* placement: first memory slice, -1 unknown */
+    int ci_id;          /* the compute instance id within it (0: the first) */
 } cr_mig_inst;
 
 /* One instance of a wanted MIG layout (the controller's "mig_layouts"). */
@@ -57,6 +58,7 @@ typedef struct cr_mig_plan {
 
 typedef struct cr_gpu_info {
     int index;           /* 0-based, the driver's order */
+    int minor;           /* /dev/nvidia<minor> (NVML's minor number; sim: the index) */
     char uuid[96];       /* "GPU-..." */
     char model[64];      /* catalog name: "H100 SXM" */
     char raw_name[96];   /* the driver's name: "NVIDIA H100 80GB HBM3" (modelName label) */

@@ -15,8 +15,9 @@
  * denies every device but the job's own /dev/nvidiaN (major 195, minor = the
  * GPU index), the shared NVIDIA control nodes and the standard character
  * devices, and writes the limits; the shim joins each cgroup before the job
- * exists. An OOM kill inside a job's cgroup is read back (cr_iso_oom_kills)
- * so the exit can be reported as "out of memory".
+ * exists. The job's tasks are capped by the pids controller (pids.max: the
+ * spec's "pids", else CR_ISO_PIDS_PER_GPU per GPU). An OOM kill inside a job's cgroup is read back
+ * (cr_iso_oom_kills) so the exit can be reported as "out of memory".
  *
  * Threading: the agent's main thread only.
  */
@@ -24,6 +25,7 @@
 #define CR_ISO_H
 
 #include "cr_desired.h"
+#include "cr_gpu.h"
 
 #include <jansson.h>
 #include <stddef.h>
@@ -34,7 +36,29 @@
 #define CR_ISO_V1_DEVICES 0
 #define CR_ISO_V1_MEMORY  1
 #define CR_ISO_V1_CPU     2
-#define CR_ISO_V1_N       3
+#define CR_ISO_V1_PIDS    3
+#define CR_ISO_V1_N       4
+
+/* Tasks (processes and threads) a job may have when its spec gives no
+ * "pids": this many per GPU (at least one GPU's worth), so that a fork bomb
+ * in one job cannot exhaust the node's pid space (docs/isolation.md). */
+#define CR_ISO_PIDS_PER_GPU 4096
+#define CR_ISO_PIDS_MAX     4194304 /* the kernel's pid_max ceiling */
+
+/* One line of /proc/driver/nvidia-caps/mig-minors (iso_caps.c). */
+#define CR_ISO_CAPS_MAX 65536 /* entries read; the driver lists about 5,000 */
+enum { CR_ISO_CAP_CONFIG, CR_ISO_CAP_MONITOR, CR_ISO_CAP_GI, CR_ISO_CAP_CI };
+typedef struct cr_iso_cap {
+    int kind;        /* CR_ISO_CAP_* */
+    int gpu, gi, ci; /* the GPU's minor number, instance ids; -1 where not part of it */
+    int minor;       /* /dev/nvidia-caps/nvidia-cap<minor> */
+} cr_iso_cap;
+
+/* A MIG instance of this node: its UUID (what a job is given) and ids. */
+typedef struct cr_iso_mig {
+    char uuid[96];
+    int gpu_minor, gi, ci;
+} cr_iso_mig;
 
 typedef struct cr_iso {
     int root;              /* euid 0: jobs can run as their own uid */
@@ -43,8 +67,17 @@ typedef struct cr_iso {
     char *v2;              /* owned: cgroup v2 directory for the jobs, NULL none */
     int v2_bpf;            /* a device program attaches to v2 job cgroups */
     int v2_memory, v2_cpu; /* controllers delegated to the v2 job cgroups */
-    char dev_dir[512];     /* where the GPU device nodes are ("/dev"; sim: placeholders) */
-    char why_uid[128], why_dev[640], why_mem[640], why_cpu[640]; /* "" when enforced */
+    int v2_pids;
+    char dev_dir[512]; /* where the GPU device nodes are ("/dev"; sim: placeholders) */
+    char why_uid[128], why_dev[640], why_mem[640], why_cpu[640], why_pids[640]; /* "": enforced */
+    /* The GPUs' device numbers (cr_iso_set_gpus; 0 GPUs: minor = index). */
+    int gpu_minor[CR_GPU_MAX];
+    size_t ngpu_minor;
+    int caps_major;   /* "nvidia-caps" in /proc/devices; -1 none */
+    cr_iso_cap *caps; /* owned: mig-minors entries */
+    size_t ncaps;
+    cr_iso_mig *migs; /* owned: this node's MIG instances */
+    size_t nmigs;
 } cr_iso;
 
 /* The cgroups of one job (owned strings, NULL none), kept in its record. */
@@ -63,7 +96,8 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
 void cr_iso_fini(cr_iso *iso);
 /* Log one line per mechanism (enforced or why not). */
 void cr_iso_log(const cr_iso *iso);
-/* {"uid","devices","memory","cpu": "enforced"|"unavailable", "detail": text}. Returned new. */
+/* {"uid","devices","memory","cpu","pids": "enforced"|"unavailable", "detail": text}.
+ * Returned new. */
 json_t *cr_iso_report(const cr_iso *iso);
 
 /*
@@ -88,15 +122,43 @@ void cr_iso_job_kill(const cr_iso_job *j);
 /* rmdir the job's cgroups (fails harmlessly while something still runs). */
 void cr_iso_job_remove(const cr_iso_job *j);
 void cr_iso_job_fini(cr_iso_job *j);
+/* The pids.max a job gets: its spec's "pids", else the per-GPU default. */
+int64_t cr_iso_job_pids(const cr_job_spec *s);
 json_t *cr_iso_job_to_json(const cr_iso_job *j);
 void cr_iso_job_from_json(json_t *v, cr_iso_job *j);
 
 /*
  * The device rules of a job as (major, minor) pairs, minor -1 = any: the
  * job's GPUs, the NVIDIA control nodes, the standard character devices.
- * Exposed for tests. Returns the count (<= max).
+ * Exposed for tests. Returns the count (<= max). cr_iso_dev_rules takes
+ * minor = GPU index and no MIG capability; cr_iso_dev_rules_iso uses the
+ * node's minor numbers and MIG capabilities (cr_iso_set_gpus).
  */
 size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max);
+size_t cr_iso_dev_rules_iso(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor,
+                            size_t max);
+
+/*
+ * The GPUs' device numbers (iso_caps.c): /dev/nvidia<minor> of each GPU
+ * index (NVML's minor number) and, on a node with MIG instances, the
+ * capability nodes of each instance from mig_minors (NULL:
+ * /proc/driver/nvidia-caps/mig-minors) and the nvidia-caps major from
+ * proc_devices (NULL: /proc/devices). What cannot be read is logged: MIG
+ * jobs then get no capability node (fail closed).
+ */
+void cr_iso_set_gpus(cr_iso *iso, const cr_gpu_info *gpus, size_t n, const char *mig_minors,
+                     const char *proc_devices);
+/* The rules for the job's GPUs: /dev/nvidia<minor> each, and for a MIG job
+ * its instances' gi and ci access capabilities. iso NULL: minor = index. */
+size_t cr_iso_gpu_rules(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor,
+                        size_t max);
+/* Parse mig-minors text ("NAME MINOR" lines; unknown names skipped, a
+ * malformed line is an error naming it). *out owned by the caller. */
+int cr_iso_mig_minors_parse(const char *text, size_t len, cr_iso_cap **out, size_t *n, char *err,
+                            size_t errlen);
+int cr_iso_mig_minors_load(const char *path, cr_iso_cap **out, size_t *n, char *err, size_t errlen);
+/* The minor of a capability (ci ignored unless kind is CR_ISO_CAP_CI); -1 none. */
+int cr_iso_cap_minor(const cr_iso_cap *caps, size_t n, int kind, int gpu, int gi, int ci);
 
 /* Create placeholder GPU device nodes (mknod c 195 N, mode 0666) for the
  * sim backend in dir (0755): nvidia0..nvidia<count-1>, nvidiactl. */

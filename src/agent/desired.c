@@ -270,6 +270,7 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         (rc = get_int(j, path, "uid", -1, UINT32_MAX - 1, 0, &uid, err, errlen)) < 0 ||
         (rc = get_int(j, path, "gid", -1, UINT32_MAX - 1, 0, &gid, err, errlen)) < 0 ||
         (rc = get_int(j, path, "mem_bytes", 0, INT64_MAX, 0, &s.mem_bytes, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "pids", 0, 4194304, 0, &s.pids, err, errlen)) < 0 ||
         (rc = get_int(j, path, "gpu_milli", 0, 999, 0, &s.gpu_milli, err, errlen)) < 0 ||
         (rc = get_int(j, path, "gpu_mem_bytes", 0, INT64_C(1) << 50, 0, &s.gpu_mem_bytes, err,
                       errlen)) < 0) {
@@ -590,6 +591,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     }
     if (s->mem_bytes > 0) {
         json_object_set_new(j, "mem_bytes", json_integer(s->mem_bytes));
+    }
+    if (s->pids > 0) {
+        json_object_set_new(j, "pids", json_integer(s->pids));
     }
     if (s->has_gang) {
         json_t *gg =

@@ -22,6 +22,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_log.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -167,6 +168,8 @@ typedef struct nvml_api {
     nvmlReturn_t (*ci_list)(nvmlGpuInstance_t, unsigned int, nvmlComputeInstance_t *,
                             unsigned int *);
     nvmlReturn_t (*ci_destroy)(nvmlComputeInstance_t);
+    nvmlReturn_t (*compute_instance_id)(nvmlDevice_t, unsigned int *);
+    nvmlReturn_t (*minor)(nvmlDevice_t, unsigned int *);
 } nvml_api;
 
 typedef struct nvml_state {
@@ -236,6 +239,8 @@ static int load_api(nvml_api *a, char *err, size_t errlen)
     OPT(ci_create, "nvmlGpuInstanceCreateComputeInstance");
     OPT(ci_list, "nvmlGpuInstanceGetComputeInstances");
     OPT(ci_destroy, "nvmlComputeInstanceDestroy");
+    OPT(compute_instance_id, "nvmlDeviceGetComputeInstanceId");
+    OPT(minor, "nvmlDeviceGetMinorNumber");
 #undef REQ
 #undef OPT
     return 0;
@@ -536,6 +541,17 @@ static void read_inventory(cr_gpu_backend *b, nvml_state *st)
         cr_gpu_info *g = &b->gpus[i];
         nvmlDevice_t d = st->dev[i];
         g->index = (int)i;
+        /* /dev/nvidia<minor>: NVML's index follows PCI order (or
+         * CUDA_DEVICE_ORDER), the minor number the driver's probe order; they
+         * differ on many hosts, and the cgroup device rules need the minor. */
+        unsigned int mn = 0;
+        if (a->minor && a->minor(d, &mn) == NVML_SUCCESS && mn < 255) {
+            g->minor = (int)mn;
+        } else {
+            g->minor = (int)i;
+            cr_warn("gpu: nvmlDeviceGetMinorNumber failed for GPU %zu: assuming /dev/nvidia%zu", i,
+                    i);
+        }
         if (a->name(d, g->raw_name, sizeof g->raw_name) != NVML_SUCCESS) {
             snprintf(g->raw_name, sizeof g->raw_name, "unknown");
         }
@@ -575,6 +591,11 @@ static void read_inventory(cr_gpu_backend *b, nvml_state *st)
                 mi->gi_id = a->gpu_instance_id && a->gpu_instance_id(md, &gi) == NVML_SUCCESS
                                 ? (int)gi
                                 : (int)k;
+                unsigned int ci = 0;
+                mi->ci_id =
+                    a->compute_instance_id && a->compute_instance_id(md, &ci) == NVML_SUCCESS
+                        ? (int)ci
+                        : 0;
                 if (a->memory(md, &m) == NVML_SUCCESS) {
                     mi->mem_bytes = m.total;
                 }

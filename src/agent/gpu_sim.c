@@ -209,6 +209,7 @@ static int parse_group(char *grp, const char *node, const char *where, cr_gpu_in
         cr_gpu_info *g = &gpus[*count];
         memset(g, 0, sizeof *g);
         g->index = (int)*count;
+        g->minor = g->index;
         snprintf(g->model, sizeof g->model, "%s", sm ? sm->name : model);
         snprintf(g->raw_name, sizeof g->raw_name, "%s", sm ? sm->nvml_name : model);
         g->mem_bytes = (uint64_t)mem_gib << 30;

@@ -22,7 +22,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-static const char *const v1_names[CR_ISO_V1_N] = {"devices", "memory", "cpu"};
+static const char *const v1_names[CR_ISO_V1_N] = {"devices", "memory", "cpu", "pids"};
 
 static int write_file(const char *path, const char *text)
 {
@@ -259,13 +259,14 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
                   const char *dev_dir)
 {
     memset(iso, 0, sizeof *iso);
+    iso->caps_major = -1;
     snprintf(iso->dev_dir, sizeof iso->dev_dir, "%s", dev_dir ? dev_dir : "/dev");
     iso->root = geteuid() == 0;
     if (!iso->root) {
         snprintf(iso->why_uid, sizeof iso->why_uid,
                  "the agent is not root: jobs run as the agent's user");
     }
-    char w1[CR_ISO_V1_N][256] = {"", "", ""}, w2[256] = "";
+    char w1[CR_ISO_V1_N][256] = {"", "", "", ""}, w2[256] = "";
     for (int i = 0; i < CR_ISO_V1_N; i++) {
         if (v1_arg && strcmp(v1_arg, "off") == 0) {
             snprintf(w1[i], sizeof w1[i], "cgroup v1 off (--cgroup-v1 off)");
@@ -302,6 +303,8 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
                 iso->v2_memory = write_at(iso->v2, "cgroup.subtree_control", "+memory") == 0;
             } else if (strcmp(word, "cpu") == 0) {
                 iso->v2_cpu = write_at(iso->v2, "cgroup.subtree_control", "+cpu") == 0;
+            } else if (strcmp(word, "pids") == 0) {
+                iso->v2_pids = write_at(iso->v2, "cgroup.subtree_control", "+pids") == 0;
             }
         }
     }
@@ -317,6 +320,10 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
         snprintf(iso->why_cpu, sizeof iso->why_cpu, "%s; %s", w1[CR_ISO_V1_CPU],
                  iso->v2 ? "cpu controller not delegated to cgroup v2" : "no cgroup v2");
     }
+    if (!iso->v1[CR_ISO_V1_PIDS] && !iso->v2_pids) {
+        snprintf(iso->why_pids, sizeof iso->why_pids, "%s; %s", w1[CR_ISO_V1_PIDS],
+                 iso->v2 ? "pids controller not delegated to cgroup v2" : "no cgroup v2");
+    }
 }
 
 void cr_iso_fini(cr_iso *iso)
@@ -331,6 +338,8 @@ void cr_iso_fini(cr_iso *iso)
         rmdir(iso->v2);
     }
     CR_FREE(iso->v2);
+    CR_FREE(iso->caps);
+    CR_FREE(iso->migs);
 }
 
 static void mech(const cr_iso *iso, int what, char *out, size_t len)
@@ -338,14 +347,15 @@ static void mech(const cr_iso *iso, int what, char *out, size_t len)
     const char *v1 = iso->v1[what] ? "cgroup v1" : "";
     const char *v2 = what == CR_ISO_V1_DEVICES  ? (iso->v2_bpf ? "cgroup v2 eBPF" : "")
                      : what == CR_ISO_V1_MEMORY ? (iso->v2_memory ? "cgroup v2" : "")
-                                                : (iso->v2_cpu ? "cgroup v2" : "");
+                     : what == CR_ISO_V1_CPU    ? (iso->v2_cpu ? "cgroup v2" : "")
+                                                : (iso->v2_pids ? "cgroup v2" : "");
     snprintf(out, len, "%s%s%s", v1, *v1 && *v2 ? " + " : "", v2);
 }
 
 void cr_iso_log(const cr_iso *iso)
 {
-    const char *names[] = {"devices", "memory", "cpu"};
-    const char *whys[] = {iso->why_dev, iso->why_mem, iso->why_cpu};
+    const char *names[CR_ISO_V1_N] = {"devices", "memory", "cpu", "pids"};
+    const char *whys[CR_ISO_V1_N] = {iso->why_dev, iso->why_mem, iso->why_cpu, iso->why_pids};
     if (iso->root) {
         cr_info("agent: isolation uid: enforced (jobs run as their mapped uid)");
     } else {
@@ -364,23 +374,25 @@ void cr_iso_log(const cr_iso *iso)
 
 json_t *cr_iso_report(const cr_iso *iso)
 {
-    char detail[2200], m[3][64];
+    char detail[3000], m[CR_ISO_V1_N][64];
     for (int i = 0; i < CR_ISO_V1_N; i++) {
         mech(iso, i, m[i], sizeof m[i]);
     }
-    snprintf(detail, sizeof detail, "uid: %s; devices: %s; memory: %s; cpu: %s",
+    snprintf(detail, sizeof detail, "uid: %s; devices: %s; memory: %s; cpu: %s; pids: %s",
              iso->root ? "setuid" : iso->why_uid, *iso->why_dev ? iso->why_dev : m[0],
-             *iso->why_mem ? iso->why_mem : m[1], *iso->why_cpu ? iso->why_cpu : m[2]);
+             *iso->why_mem ? iso->why_mem : m[1], *iso->why_cpu ? iso->why_cpu : m[2],
+             *iso->why_pids ? iso->why_pids : m[3]);
     detail[511] = '\0'; /* the controller keeps at most 511 characters */
-    return json_pack("{s:s,s:s,s:s,s:s,s:s}", "uid", iso->root ? "enforced" : "unavailable",
+    return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "uid", iso->root ? "enforced" : "unavailable",
                      "devices", *iso->why_dev ? "unavailable" : "enforced", "memory",
                      *iso->why_mem ? "unavailable" : "enforced", "cpu",
-                     *iso->why_cpu ? "unavailable" : "enforced", "detail", detail);
+                     *iso->why_cpu ? "unavailable" : "enforced", "pids",
+                     *iso->why_pids ? "unavailable" : "enforced", "detail", detail);
 }
 
 /* --- per job ---------------------------------------------------------- */
 
-size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max)
+static size_t dev_rules(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor, size_t max)
 {
     /* null, zero, full, random, urandom, tty, ptmx, pts/N, then NVIDIA's
      * control nodes (nvidiactl 255, nvidia-modeset 254) and the job's GPUs. */
@@ -414,10 +426,8 @@ size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max
     if (f) {
         fclose(f);
     }
-    for (size_t i = 0; i < s->gpu_count && n < max; i++) {
-        major[n] = CR_NVIDIA_MAJOR;
-        minor[n++] = s->gpus[i];
-    }
+    /* The job's GPUs by minor number, and its MIG instances' capabilities. */
+    n += cr_iso_gpu_rules(iso, s, major + n, minor + n, max - n);
     /* A container job: podman's default devices also allow /dev/console
      * (5:1) and /dev/net/tun (10:200); runc writes those rules in the
      * container's cgroup below the job's, which must allow them. */
@@ -428,6 +438,17 @@ size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max
         minor[n++] = 200;
     }
     return n;
+}
+
+size_t cr_iso_dev_rules(const cr_job_spec *s, int *major, int *minor, size_t max)
+{
+    return dev_rules(NULL, s, major, minor, max);
+}
+
+size_t cr_iso_dev_rules_iso(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor,
+                            size_t max)
+{
+    return dev_rules(iso, s, major, minor, max);
 }
 
 static int v1_devices(const char *cg, const int *major, const int *minor, size_t n)
@@ -459,7 +480,13 @@ static int v1_devices(const char *cg, const int *major, const int *minor, size_t
 static char *make_cg(const char *base, int64_t job)
 {
     char *cg = cr_asprintf("%s/job-%lld", base, (long long)job);
-    if (mkdir(cg, 0755) != 0 && errno != EEXIST) {
+    int rc = mkdir(cg, 0755);
+    if (rc != 0 && errno == ENOENT) {
+        /* The node's directory went away while empty (another agent of the
+         * same node name on this host, at its exit): make it again. */
+        rc = mkdir(base, 0755) != 0 && errno != EEXIST ? -1 : mkdir(cg, 0755);
+    }
+    if (rc != 0 && errno != EEXIST) {
         CR_FREE(cg);
     }
     return cg;
@@ -470,7 +497,7 @@ int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, c
 {
     int rc = 0;
     int major[96], minor[96];
-    size_t nr = cr_iso_dev_rules(s, major, minor, 96);
+    size_t nr = cr_iso_dev_rules_iso(iso, s, major, minor, 96);
     size_t wl = 0;
     memset(out, 0, sizeof *out);
     warn[0] = '\0';
@@ -533,12 +560,39 @@ int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, c
                      *iso->why_cpu ? iso->why_cpu : strerror(errno));
         }
     }
+    {
+        /* Always capped: a fork bomb must not starve the node. */
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)cr_iso_job_pids(s));
+        int done = 0;
+        if (out->v1[CR_ISO_V1_PIDS]) {
+            done = write_at(out->v1[CR_ISO_V1_PIDS], "pids.max", v) == 0;
+        }
+        if (out->v2 && iso->v2_pids) {
+            done |= write_at(out->v2, "pids.max", v) == 0;
+        }
+        wl = strlen(warn);
+        if (!done && wl < warnlen) {
+            snprintf(warn + wl, warnlen - wl,
+                     "corral: the task (pids) limit is NOT enforced on this node (%s)\n",
+                     *iso->why_pids ? iso->why_pids : strerror(errno));
+        }
+    }
 out:
     if (rc != 0) {
         cr_iso_job_remove(out);
         cr_iso_job_fini(out);
     }
     return rc;
+}
+
+int64_t cr_iso_job_pids(const cr_job_spec *s)
+{
+    if (s->pids > 0) {
+        return s->pids;
+    }
+    int64_t n = (int64_t)(s->gpu_count ? s->gpu_count : 1) * CR_ISO_PIDS_PER_GPU;
+    return n > CR_ISO_PIDS_MAX ? CR_ISO_PIDS_MAX : n;
 }
 
 char **cr_iso_job_procs(const cr_iso_job *j)

@@ -242,9 +242,9 @@ static void node_detail(cli_ctx *ctx, const json_t *node)
     const json_t *iso = json_object_get(node, "isolation");
     if (json_is_object(iso)) {
         /* What the node's agent can enforce (docs/isolation.md); never silent. */
-        static const char *const keys[] = {"uid", "devices", "memory", "cpu"};
+        static const char *const keys[] = {"uid", "devices", "memory", "cpu", "pids"};
         fprintf(ctx->out, "  %-15s", "isolation:");
-        for (size_t i = 0; i < 4; i++) {
+        for (size_t i = 0; i < 5; i++) {
             const char *x = json_string_value(json_object_get(iso, keys[i]));
             fprintf(ctx->out, "%s %s=%s", i ? "," : "", keys[i], x ? x : "unknown");
         }

@@ -113,6 +113,8 @@ static const cli_opt submit_opts[] = {
     {"mem", CLI_STR, "SIZE", "memory limit on each node: 512M, 16G (bare number: MB)", NULL, 0, 0,
      0},
     {"cpus-per-task", CLI_F64, "N", "sbatch -c: --cpus is N x tasks per node", NULL, 0, 4096, 0},
+    {"pids", CLI_INT, "N", "most processes and threads on each node (default 4096 per GPU)", NULL,
+     16, 4194304, 0},
 };
 
 /* The value of a flag: the command line's, else a script directive's. */
@@ -281,6 +283,9 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
             goto bad;
         }
         json_object_set_new(job, "mem_bytes", json_integer(bytes));
+    }
+    if (cr__cli_arg(a, "pids")->set) {
+        json_object_set_new(job, "pids", json_integer(cr__cli_arg(a, "pids")->i));
     }
     const cli_val *fr = cr__cli_arg(a, "gpu-fraction");
     if (fr->set) {

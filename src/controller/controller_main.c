@@ -32,6 +32,11 @@ static void usage(FILE *f)
                "  --state-dir DIR      database, admin.token, join.token (default ./corral-state)\n"
                "  --tls-cert FILE      PEM certificate: serve HTTPS (with --tls-key)\n"
                "  --tls-key FILE       PEM private key\n"
+               "  --tls-client-cert FILE  PEM client certificate shown to agents that ask\n"
+               "                       for one (agent --tls-client-ca: mutual TLS)\n"
+               "  --tls-client-key FILE   its private key\n"
+               "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
+               "                       shared cluster uses bootstrap tokens, docs/security.md)\n"
                "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
                "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
                "  --lost-after S       node lost after S seconds of silence (default 30)\n"
@@ -181,7 +186,8 @@ static void config_defaults(ctl_config *cfg)
     cfg->grace_s = 30;
     cfg->checkpoint_retention_s = 7 * 86400;
     cfg->prices = json_object();
-    cfg->legacy_join = true;
+    cfg->legacy_join = false; /* bootstrap tokens; --allow-legacy-join for demos */
+    cfg->pids_per_gpu = 4096;
     cfg->audit_retention_s = 90LL * 86400;
     cfg->log_timeout_ms = 3000;
     cfg->log_fetch_max = 2;
@@ -250,10 +256,13 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "mounts_allowed",
                                           "cpus_per_gpu",
                                           "mem_per_gpu",
+                                          "pids_per_gpu",
                                           "node_approval",
                                           "join_token",
                                           "audit_retention_s",
                                           "agent_ca_file",
+                                          "tls_client_cert",
+                                          "tls_client_key",
                                           "log_timeout_ms",
                                           "log_fetch_max",
                                           "max_spec_bytes",
@@ -265,7 +274,8 @@ static int load_config(const char *path, ctl_config *cfg)
                                           NULL};
     cr_json_err err;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
-               *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL;
+               *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL, *ccert = NULL,
+               *ckey = NULL;
     bool legacy_join = cfg->legacy_join;
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
@@ -300,6 +310,7 @@ static int load_config(const char *path, ctl_config *cfg)
                           &err)) ||
         (rc = cr_json_num(v, "", "cpus_per_gpu", false, 0, 4096, &cpg, &err)) ||
         (rc = cr_json_str(v, "", "mem_per_gpu", false, 32, &mpg, &err)) ||
+        (rc = cr_json_int(v, "", "pids_per_gpu", false, 16, 4194304, &cfg->pids_per_gpu, &err)) ||
         (rc = cr_json_obj(v, "", "run_as", false, &run_as, &err)) ||
         (run_as && (rc = ctl_run_as_check(run_as, &err))) ||
         (rc = cr_json_obj(v, "", "mounts_allowed", false, &mounts_allowed, &err)) ||
@@ -309,6 +320,8 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc =
              cr_json_int(v, "", "audit_retention_s", false, 0, 100LL * 366 * 86400, &aret, &err)) ||
         (rc = cr_json_str(v, "", "agent_ca_file", false, 1000, &aca, &err)) ||
+        (rc = cr_json_str(v, "", "tls_client_cert", false, 1000, &ccert, &err)) ||
+        (rc = cr_json_str(v, "", "tls_client_key", false, 1000, &ckey, &err)) ||
         (rc = cr_json_int(v, "", "log_timeout_ms", false, 100, 600000, &cfg->log_timeout_ms,
                           &err)) ||
         (rc = cr_json_int(v, "", "log_fetch_max", false, 1, 1024, &cfg->log_fetch_max, &err)) ||
@@ -378,6 +391,12 @@ static int load_config(const char *path, ctl_config *cfg)
     }
     if (key) {
         snprintf(cfg->tls_key, sizeof cfg->tls_key, "%s", key);
+    }
+    if (ccert) {
+        snprintf(cfg->tls_client_cert, sizeof cfg->tls_client_cert, "%s", ccert);
+    }
+    if (ckey) {
+        snprintf(cfg->tls_client_key, sizeof cfg->tls_client_key, "%s", ckey);
     }
     if (join) {
         snprintf(cfg->join_token_file, sizeof cfg->join_token_file, "%s", join);
@@ -724,7 +743,10 @@ int cr_controller_main(int argc, char **argv)
         O_HB,
         O_LOST,
         O_SYNC,
-        O_THREADS
+        O_THREADS,
+        O_CCERT,
+        O_CKEY,
+        O_LEGACY
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -737,6 +759,9 @@ int cr_controller_main(int argc, char **argv)
         {"lost-after", required_argument, NULL, O_LOST},
         {"sync", required_argument, NULL, O_SYNC},
         {"threads", required_argument, NULL, O_THREADS},
+        {"tls-client-cert", required_argument, NULL, O_CCERT},
+        {"tls-client-key", required_argument, NULL, O_CKEY},
+        {"allow-legacy-join", no_argument, NULL, O_LEGACY},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -775,6 +800,15 @@ int cr_controller_main(int argc, char **argv)
             break;
         case O_KEY:
             snprintf(c->cfg.tls_key, sizeof c->cfg.tls_key, "%s", optarg);
+            break;
+        case O_CCERT:
+            snprintf(c->cfg.tls_client_cert, sizeof c->cfg.tls_client_cert, "%s", optarg);
+            break;
+        case O_CKEY:
+            snprintf(c->cfg.tls_client_key, sizeof c->cfg.tls_client_key, "%s", optarg);
+            break;
+        case O_LEGACY:
+            c->cfg.legacy_join = true;
             break;
         case O_POLICY:
             if (strcmp(optarg, "fifo") && strcmp(optarg, "priority") && strcmp(optarg, "hetero") &&
@@ -834,6 +868,18 @@ int cr_controller_main(int argc, char **argv)
     if ((*c->cfg.tls_cert != '\0') != (*c->cfg.tls_key != '\0')) {
         fprintf(stderr, "corral controller: --tls-cert and --tls-key go together\n");
         goto out;
+    }
+    if ((*c->cfg.tls_client_cert != '\0') != (*c->cfg.tls_client_key != '\0')) {
+        fprintf(stderr, "corral controller: --tls-client-cert and --tls-client-key go together\n");
+        goto out;
+    }
+    for (int i = 0; i < 2; i++) {
+        const char *f = i ? c->cfg.tls_client_key : c->cfg.tls_client_cert;
+        if (*f && access(f, R_OK) != 0) {
+            fprintf(stderr, "corral controller: --tls-client-%s %s: %s\n", i ? "key" : "cert", f,
+                    strerror(errno));
+            goto out;
+        }
     }
     /* gpu_type auto needs the GPU catalog: without it, stop here rather
      * than let auto silently mean "any type" (docs/install.md). */

@@ -721,8 +721,17 @@ int ctl_bootstrap(ctl *c)
      * into it. It may only register new nodes (ctl_join_admit) and is never
      * sent anywhere. */
     if (!c->cfg.legacy_join) {
+        snprintf(path, sizeof path, "%s/join.token", c->cfg.state_dir);
+        if (access(path, F_OK) == 0 || *c->cfg.join_token_file) {
+            cr_warn("the legacy join token (%s) is NOT accepted: agents register with bootstrap "
+                    "tokens (corral admin bootstrap-token create), or start the controller with "
+                    "--allow-legacy-join",
+                    *c->cfg.join_token_file ? c->cfg.join_token_file : path);
+        }
         return 0;
     }
+    cr_warn("legacy join token on (--allow-legacy-join): whoever reads it can add nodes to this "
+            "cluster at any time; a shared cluster uses single-use bootstrap tokens");
     if (*c->cfg.join_token_file) {
         snprintf(path, sizeof path, "%s", c->cfg.join_token_file);
     } else {

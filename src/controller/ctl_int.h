@@ -179,7 +179,7 @@ typedef struct ctl_node {
     ctl_poll *polls; /* waiting long-polls */
     /* What the agent can enforce: uid, devices, memory, cpu = "enforced" or
      * "unavailable" ("" not said: an older agent), and its reasons. */
-    char iso[4][16];
+    char iso[5][16];
     char iso_detail[512];
     bool sched_dirty;   /* inventory/health changed: tell the scheduler */
     uint32_t sched_idx; /* index in cr_sched */
@@ -207,7 +207,9 @@ typedef struct ctl_config {
     uint16_t port;
     char state_dir[1024];
     char tls_cert[1024], tls_key[1024]; /* paths, "" = plain HTTP */
-    char join_token_file[1024];         /* "" = <state_dir>/join.token */
+    /* Shown to agents that ask for a client certificate (mutual TLS); "" none. */
+    char tls_client_cert[1024], tls_client_key[1024];
+    char join_token_file[1024]; /* "" = <state_dir>/join.token */
     char policy[16];
     int64_t heartbeat_s, lost_after_s;
     int64_t sched_interval_ms; /* minimum time between cycles */
@@ -227,6 +229,7 @@ typedef struct ctl_config {
     json_t *mounts_allowed;         /* owned: {"tenant": ["/host/path"...]}; NULL: no mounts */
     double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
     int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
+    int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
     bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
     bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
     int64_t audit_retention_s;      /* audit entries older than this are pruned; 0 = forever */
@@ -378,7 +381,15 @@ void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned stat
 
 /* ctl_jobobj.c: the job object (calls nothing above it). */
 ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
-void ctl_job_insert(ctl *c, ctl_job *j);  /* mu held; takes j */
+/* May p see job id (its id, tenant, name)? Admins see every job, users
+ * their own tenant's; another tenant's job shows only as "busy". mu held. */
+bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p);
+/* in with other tenants' job ids and tenant names replaced, for p
+ * (ctl_redact.c; admins get it whole). mu held. */
+void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, size_t outlen);
+/* The same on v's string member key, in place (users only). mu held. */
+void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
+void ctl_job_insert(ctl *c, ctl_job *j); /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
 void ctl_job_free(ctl_job *j);
 /* Record a state change: memory already updated; queues the row and an

@@ -472,6 +472,13 @@ void ctl_jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
             free(r->reason);
             r->reason = cr_strdup(j->reason ? j->reason : "");
         }
+        if (r->ok && p->role != CR_ROLE_ADMIN && r->reason[0]) {
+            /* "preempted for job N" of another tenant (ctl_redact.c) */
+            char buf[2048];
+            ctl_redact_text(c, p, r->reason, buf, sizeof buf);
+            free(r->reason);
+            r->reason = cr_strdup(buf);
+        }
     }
     pthread_mutex_unlock(&c->mu);
     /* Active jobs by state, from the store's counts table (no global lock). */

@@ -26,26 +26,47 @@
 /* array x the spec's size, one submit */
 
 static const char *const job_members[] = {
-    "name",           "tenant",
-    "command",        "gpus",
-    "gpu_type",       "mig_profile",
-    "gpu_mem_gb",     "nodes",
-    "kind",           "model",
-    "priority",       "time_limit_s",
-    "preemptible",    "checkpoint_interval_s",
-    "max_retries",    "env",
-    "workdir",        "array",
-    "tasks_per_node", "script",
-    "output",         "error",
-    "requeue",        "dependency",
-    "begin_unix",     "nodelist",
-    "exclude",        "constraint",
-    "exclusive",      "warn_signal",
-    "cpus",           "mem_bytes",
-    "secrets",        "gpu_milli",
-    "gpu_mem_bytes",  "image",
-    "image_archive",  "mounts",
-    "entrypoint",     NULL,
+    "name",
+    "tenant",
+    "command",
+    "gpus",
+    "gpu_type",
+    "mig_profile",
+    "gpu_mem_gb",
+    "nodes",
+    "kind",
+    "model",
+    "priority",
+    "time_limit_s",
+    "preemptible",
+    "checkpoint_interval_s",
+    "max_retries",
+    "env",
+    "workdir",
+    "array",
+    "tasks_per_node",
+    "script",
+    "output",
+    "error",
+    "requeue",
+    "dependency",
+    "begin_unix",
+    "nodelist",
+    "exclude",
+    "constraint",
+    "exclusive",
+    "warn_signal",
+    "cpus",
+    "mem_bytes",
+    "secrets",
+    "gpu_milli",
+    "gpu_mem_bytes",
+    "image",
+    "image_archive",
+    "mounts",
+    "entrypoint",
+    "pids",
+    NULL,
 };
 static const char *const model_members[] = {"params",    "method", "tokens",
                                             "precision", "name",   NULL};
@@ -87,7 +108,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
     const char *workdir = "", *script = "", *outp = "", *errp = "", *dep = "";
     int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 0, arr = 1, tpn = 0;
-    int64_t begin = 0, mem_bytes = 0;
+    int64_t begin = 0, mem_bytes = 0, pids = 0;
     int throttle = 0;
     int64_t gmilli = 0, gmem = 0;
     double mem = 0, cpus = 0;
@@ -124,6 +145,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
 
         (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
         (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err)) ||
+        (rc = cr_json_int(body, "", "pids", false, 16, 4194304, &pids, err)) ||
         (rc = cr_json_int(body, "", "gpu_milli", false, 0, 999, &gmilli, err)) ||
         (rc = cr_json_int(body, "", "gpu_mem_bytes", false, 0, INT64_C(1) << 50, &gmem, err)) ||
         (!from_doc && (rc = cr_json_obj(body, "", "secrets", false, &secrets, err)))) {
@@ -364,6 +386,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (mem_bytes > 0) {
         json_object_set_new(j->spec, "mem_bytes", json_integer(mem_bytes));
+    }
+    if (pids > 0) {
+        json_object_set_new(j->spec, "pids", json_integer(pids));
     }
     if (gmilli > 0) {
         json_object_set_new(j->spec, "gpu_milli", json_integer(gmilli));
@@ -959,6 +984,9 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_fetch(c, id);
     json_t *v = visible(j, p) ? ctl_job_json(j) : NULL;
+    if (v) {
+        ctl_redact_member(c, p, v, "reason");
+    }
     pthread_mutex_unlock(&c->mu);
     if (!v) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
@@ -966,6 +994,16 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
     }
     json_t *ev = json_array();
     cr_store_job_events(c->store, id, 1000, add_event, ev);
+    if (p->role != CR_ROLE_ADMIN) {
+        /* Other tenants' job ids and names out of the texts (a preemption
+         * names the job it made room for); after the store's callbacks,
+         * which must not take mu. */
+        pthread_mutex_lock(&c->mu);
+        for (size_t i = 0; i < json_array_size(ev); i++) {
+            ctl_redact_member(c, p, json_array_get(ev, i), "why");
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
     json_object_set_new(v, "events", ev);
     ctl_reply_json(req, 200, v);
 }

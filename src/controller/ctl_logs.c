@@ -111,7 +111,9 @@ static void fetch(ctl *c, log_fetch *f)
                         .token = f->secret,
                         .connect_timeout_ns = deadline,
                         .timeout_ns = deadline,
-                        .ca_file = *c->cfg.agent_ca_file ? c->cfg.agent_ca_file : NULL};
+                        .ca_file = *c->cfg.agent_ca_file ? c->cfg.agent_ca_file : NULL,
+                        .cert_file = *c->cfg.tls_client_cert ? c->cfg.tls_client_cert : NULL,
+                        .key_file = *c->cfg.tls_client_key ? c->cfg.tls_client_key : NULL};
     cr_client *cl = NULL;
     cr_buf b;
     cr_buf_init(&b);

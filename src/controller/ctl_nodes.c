@@ -139,7 +139,14 @@ static void desired_fence(ctl *c, const ctl_job *j, const ctl_place *pl, json_t 
     }
     json_t *cpus = json_object_get(j->spec, "cpus");
     json_t *mem = json_object_get(j->spec, "mem_bytes");
+    json_t *pids = json_object_get(j->spec, "pids");
     double per = pl->ngpus > 0 ? (double)pl->ngpus : 1.0;
+    if (pids) {
+        json_object_set(e, "pids", pids);
+    } else if (c->cfg.pids_per_gpu > 0) {
+        double x = (double)c->cfg.pids_per_gpu * per;
+        json_object_set_new(e, "pids", json_integer(x > 4194304 ? 4194304 : (json_int_t)x));
+    }
     if (cpus) {
         json_object_set(e, "cpus", cpus);
     } else if (c->cfg.cpus_per_gpu > 0) {
@@ -279,16 +286,27 @@ void ctl_node_bump(ctl *c, ctl_node *n)
 /* The node's isolation as its agent said it ("unknown": an agent too old to say). */
 static json_t *iso_json(const ctl_node *n)
 {
-    static const char *const keys[] = {"uid", "devices", "memory", "cpu"};
+    static const char *const keys[] = {"uid", "devices", "memory", "cpu", "pids"};
     json_t *v = json_object();
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 5; i++) {
         json_object_set_new(v, keys[i], json_string(*n->iso[i] ? n->iso[i] : "unknown"));
     }
     json_object_set_new(v, "detail", json_string(n->iso_detail));
     return v;
 }
 
-static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
+bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p)
+{
+    if (!p || p->role == CR_ROLE_ADMIN) {
+        return true;
+    }
+    const ctl_job *j = ctl_job_get(c, id);
+    return j && p->role == CR_ROLE_USER && strcmp(j->tenant, p->tenant) == 0;
+}
+
+/* p: the reader (NULL: everything, for admins and agents); a user sees the
+ * jobs of other tenants only as "busy" GPUs, without their ids. */
+static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_principal *p)
 {
     json_t *gpus = json_array();
     uint32_t free_gpus = 0;
@@ -298,12 +316,16 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         if (ok && !g->alloc_job && n->state == NS_UP) {
             free_gpus++;
         }
-        json_t *v =
-            json_pack("{s:i,s:s,s:s,s:I,s:i,s:s,s:s,s:I,s:f,s:f,s:f,s:I}", "index", g->index,
-                      "uuid", g->uuid, "model", g->model, "mem_bytes", (json_int_t)g->mem_bytes,
-                      "nvlink_domain", g->nvlink, "health", g->health, "reason", g->reason, "job",
-                      (json_int_t)g->alloc_job, "util_pct", g->util_pct, "temp_c", g->temp_c,
-                      "power_w", g->power_w, "mem_used_bytes", (json_int_t)g->mem_used_bytes);
+        bool seen = !g->alloc_job || ctl_job_visible_to(c, g->alloc_job, p);
+        json_t *v = json_pack(
+            "{s:i,s:s,s:s,s:I,s:i,s:s,s:s,s:I,s:f,s:f,s:f,s:I}", "index", g->index, "uuid", g->uuid,
+            "model", g->model, "mem_bytes", (json_int_t)g->mem_bytes, "nvlink_domain", g->nvlink,
+            "health", g->health, "reason", g->reason, "job", (json_int_t)(seen ? g->alloc_job : 0),
+            "util_pct", g->util_pct, "temp_c", g->temp_c, "power_w", g->power_w, "mem_used_bytes",
+            (json_int_t)g->mem_used_bytes);
+        if (!seen) {
+            json_object_set_new(v, "busy", json_true());
+        }
         if (detail && g->mig) {
             json_object_set(v, "mig", g->mig);
         }
@@ -331,8 +353,13 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
         json_array_append_new(gpus, v);
     }
     json_t *jobs = json_array();
+    size_t hidden = 0;
     for (size_t i = 0; i < n->njobs; i++) {
-        json_array_append_new(jobs, json_integer(n->jobs[i]));
+        if (ctl_job_visible_to(c, n->jobs[i], p)) {
+            json_array_append_new(jobs, json_integer(n->jobs[i]));
+        } else {
+            hidden++;
+        }
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
     json_t *nj =
@@ -343,13 +370,16 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail)
                   "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "pending_approval",
                   n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
     json_object_set_new(nj, "labels", n->labels ? json_deep_copy(n->labels) : json_object());
+    if (hidden) {
+        json_object_set_new(nj, "other_jobs", json_integer((json_int_t)hidden));
+    }
     return nj;
 }
 
 /* node_json with the node's labels (ctl_lifecycle.c). mu held. */
-static json_t *node_json_labelled(ctl *c, const ctl_node *n, bool detail)
+static json_t *node_json_labelled(ctl *c, const ctl_node *n, bool detail, const cr_principal *p)
 {
-    json_t *v = node_json(c, n, detail); /* labels: the agent's (--label) */
+    json_t *v = node_json(c, n, detail, p); /* labels: the agent's (--label) */
     json_t *admin = ctl_node_labels(c, n->name);
     if (admin) { /* an admin's (corral nodes label) win */
         json_object_update(json_object_get(v, "labels"), admin);
@@ -470,14 +500,14 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         return rc;
     }
     if (iso) {
-        static const char *const im[] = {"uid", "devices", "memory", "cpu", "detail", NULL};
+        static const char *const im[] = {"uid", "devices", "memory", "cpu", "pids", "detail", NULL};
         static const char *const vals[] = {"enforced", "unavailable", "unknown", NULL};
         const char *detail = "";
         if ((strict && (rc = cr_json_only(iso, "isolation", im, err))) ||
             (rc = cr_json_str(iso, "isolation", "detail", false, 511, &detail, err))) {
             return rc;
         }
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 5; i++) {
             const char *x = "";
             char f[32];
             snprintf(f, sizeof f, "isolation.%s", im[i]);
@@ -1332,7 +1362,7 @@ static json_t *drain_committed(ctl *c, void *argp, int status, unsigned *code)
     cr_store_txn *txn = cr_store_txn_new();
     node_persist(txn, n);
     cr_store_submit(c->store, txn, NULL, NULL);
-    return node_json(c, n, false);
+    return node_json(c, n, false, NULL); /* drain is an admin's: all */
 }
 
 void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
@@ -1348,7 +1378,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         json_t *items = json_array();
         pthread_mutex_lock(&c->mu);
         for (size_t i = 0; i < c->nnodes; i++) {
-            json_array_append_new(items, node_json_labelled(c, c->nodes[i], false));
+            json_array_append_new(items, node_json_labelled(c, c->nodes[i], false, p));
         }
         size_t n = c->nnodes;
         pthread_mutex_unlock(&c->mu);
@@ -1359,7 +1389,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         cr_http_set_route(req, "/v1/nodes/{name}");
         pthread_mutex_lock(&c->mu);
         ctl_node *n = ctl_node_find(c, seg[2]);
-        json_t *v = n ? node_json_labelled(c, n, true) : NULL;
+        json_t *v = n ? node_json_labelled(c, n, true, p) : NULL;
         pthread_mutex_unlock(&c->mu);
         if (!v) {
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
@@ -1394,7 +1424,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         }
         cr_store_txn *txn = cr_store_txn_new();
         node_persist(txn, n);
-        ctl_commit_reply(c, txn, req, 200, node_json(c, n, false));
+        ctl_commit_reply(c, txn, req, 200, node_json(c, n, false, p));
         pthread_mutex_unlock(&c->mu);
         return;
     }

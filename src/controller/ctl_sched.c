@@ -828,7 +828,9 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         snprintf(dec[i].reason, sizeof dec[i].reason, "%s", d[i].reason ? d[i].reason : "");
         dec[i].nslots = d[i].slot_count;
         dec[i].slots = cr_calloc(d[i].slot_count ? d[i].slot_count : 1, sizeof *dec[i].slots);
-        memcpy(dec[i].slots, d[i].slots, d[i].slot_count * sizeof *dec[i].slots);
+        if (d[i].slot_count) { /* a preemption has none (slots NULL: UB in memcpy) */
+            memcpy(dec[i].slots, d[i].slots, d[i].slot_count * sizeof *dec[i].slots);
+        }
         for (size_t s = 0; s < d[i].slot_count && s < 8; s++) {
             cr_sched_node_info ni;
             if (cr_sched_node_info_get(pl->s, d[i].slots[s].node, &ni) == 0) {

@@ -156,17 +156,20 @@ void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p)
         for (size_t k = 0; k < n->ngpus; k++) {
             const ctl_gpu *g = &n->gpus[k];
             json_int_t busy = mig_busy(c, n, g);
+            /* Another tenant's job: "busy", with no id, tenant or name. */
+            bool seen = !g->alloc_job || ctl_job_visible_to(c, g->alloc_job, p);
+            const char *st = gpu_state(n, g, busy);
             cr_buf_printf(&b, "%s{\"index\":%d,\"model\":", k ? "," : "", g->index);
             jstr(&b, g->model);
             cr_buf_printf(&b, ",\"nvlink_domain\":%d,\"state\":\"%s\",\"health\":", g->nvlink,
-                          gpu_state(n, g, busy));
+                          !seen && strcmp(st, "allocated") == 0 ? "busy" : st);
             jstr(&b, g->health);
             cr_buf_puts(&b, ",\"reason\":");
             jstr(&b, g->reason);
             cr_buf_printf(&b, ",\"job\":%lld,\"util_pct\":%.0f,\"temp_c\":%.0f,\"power_w\":%.0f",
-                          (long long)g->alloc_job, g->util_pct, g->temp_c, g->power_w);
-            const ctl_job *j = g->alloc_job ? ctl_job_get(c, g->alloc_job) : NULL;
-            if (j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0)) {
+                          (long long)(seen ? g->alloc_job : 0), g->util_pct, g->temp_c, g->power_w);
+            const ctl_job *j = g->alloc_job && seen ? ctl_job_get(c, g->alloc_job) : NULL;
+            if (j) {
                 cr_buf_puts(&b, ",\"tenant\":");
                 jstr(&b, j->tenant);
             }

@@ -65,7 +65,7 @@ has() {
 # <state-dir>/listen.addr once it listens.
 STATE=$TMP/state
 mkdir -p "$STATE"
-"$BIN" controller --listen 127.0.0.1:0 --state-dir "$STATE" >"$TMP/ctl.log" 2>&1 &
+"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$STATE" >"$TMP/ctl.log" 2>&1 &
 CTL_PID=$!
 started=
 i=0

@@ -128,9 +128,8 @@ static void start_in(daemon_t *d, const char *extra, bool fresh)
         if (sp) {
             *sp++ = '\0';
         }
-        char *argv[] = {(char *)bin,     "controller", "--state-dir",
-                        d->dir,          "--listen",   "127.0.0.1:0",
-                        e[0] ? e : NULL, sp,           NULL};
+        char *argv[] = {(char *)bin,   "controller",          "--state-dir",   d->dir, "--listen",
+                        "127.0.0.1:0", "--allow-legacy-join", e[0] ? e : NULL, sp,     NULL};
         execv(argv[0], argv);
         _exit(127);
     }

@@ -13,7 +13,7 @@ for role in controller agent; do
     fi
 done
 
-"$CORRAL_BIN" controller --state-dir "$T/st" --listen 127.0.0.1:0 >ctl.out 2>ctl.log &
+"$CORRAL_BIN" controller --allow-legacy-join --state-dir "$T/st" --listen 127.0.0.1:0 >ctl.out 2>ctl.log &
 CTLPID=$!
 PIDS="$PIDS $CTLPID"
 wait_for 10 grep -q "listening on http" ctl.log ctl.out || fail "controller did not start"

@@ -117,7 +117,7 @@ start_ctl
 SERVER=http://${IP[ctl]}:8620
 wait_for 30 curl -sf "$SERVER/v1/health" || fail "controller did not start"
 STATE=$DIR/ctl/var/lib/corral
-wait_for 20 test -s "$STATE/join.token" || fail "no join token"
+wait_for 20 test -s "$STATE/admin.token" || fail "no admin token"
 [ "$(stat -c %a "$STATE")" = 700 ] || fail "state dir mode $(stat -c %a "$STATE")"
 
 # The admin's client config (JSON), as on a workstation.
@@ -126,7 +126,8 @@ printf '{"server": "%s", "token_file": "%s"}\n' "$SERVER" "$STATE/admin.token" >
 export CORRAL_CONFIG=$DIR/cli.json
 unset CORRAL_SERVER CORRAL_TOKEN
 
-# Agent hosts: the join token copied over, the example config edited.
+# Agent hosts: a bootstrap token each (bound to the node), carried over as a
+# file, the example config edited.
 start_agent() { # start_agent HOST
     local h=$1
     ip netns exec "$TAG-$h" "$CORRAL" agent --config "$DIR/$h/etc/corral/agent.json" \
@@ -134,7 +135,8 @@ start_agent() { # start_agent HOST
     PID[$h]=$!
 }
 for h in a1 a2 a3; do
-    install -m 0600 "$STATE/join.token" "$DIR/$h/etc/corral/join.token"
+    (umask 077 && "$CORRAL" admin bootstrap-token create --node "$h" >"$DIR/$h/etc/corral/join.token") ||
+        fail "bootstrap token for $h"
     A=$DIR/$h/etc/corral/agent.json
     cp "$EX/agent.json" "$A"
     edit "$A" "server=\"$SERVER\"" "join_token_file=\"$DIR/$h/etc/corral/join.token\"" \
@@ -214,7 +216,9 @@ PID[a3]=
 "$CORRAL" nodes delete a3 >/dev/null || fail "delete of a retired node"
 "$CORRAL" nodes | grep -q '^ *a3 ' && fail "a3 still listed after delete"
 nodes_up 2 || fail "after delete: $("$CORRAL" nodes)"
-# Rejoin: the agent started again registers with the join token.
+# Rejoin: the deleted node's credential is gone; a new bootstrap token.
+(umask 077 && "$CORRAL" admin bootstrap-token create --node a3 >"$DIR/a3/etc/corral/join.token") ||
+    fail "bootstrap token for a3's rejoin"
 start_agent a3
 wait_for 60 nodes_up 3 || fail "a3 did not rejoin: $("$CORRAL" nodes)"
 g2=$(gang g2)
@@ -230,7 +234,7 @@ NEW=$DIR/ctl/var/lib/corral-restored
     fail "admin restore"
 out=$("$CORRAL" admin restore "$DIR/corral-backup.db" --state-dir "$NEW" 2>&1) &&
     fail "restore over a database succeeded"
-install -m 0600 "$STATE/admin.token" "$STATE/join.token" "$NEW/"
+install -m 0600 "$STATE/admin.token" "$NEW/"
 edit "$CCONF" "state_dir=\"$NEW\""
 "$CORRAL" config check controller "$CCONF" >/dev/null || fail "config check after edit"
 start_ctl

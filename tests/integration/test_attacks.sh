@@ -18,6 +18,8 @@
 #            memory and store): 1000 tasks of a 100 KB spec cost one spec
 #            (RSS and store grow by far less than 100 MB); a service of up
 #            to 1000 replicas of a 100 KB spec is refused;
+#   forkbomb a fork loop in a job stops at its pids limit (--pids, else 4096
+#            per GPU), not at the node's pid_max;
 #   priority the priority tier ranks before fair share and preempts lower
 #            tiers of every tenant: a user token may not claim one above 0
 #            (an admin may; a user orders its own jobs at 0 and below).
@@ -77,7 +79,7 @@ cat >"$TMP/ctl.json" <<EOF
             "users": {"alice": {"uid": 64011, "gid": 64011, "tenant": "team-a"}}},
  "checkpoint_root": "$TMP/ckpt"}
 EOF
-"$BIN" controller --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
+"$BIN" controller --allow-legacy-join --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
     --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
 CTL_PID=$!
 PIDS="$PIDS $!"
@@ -161,6 +163,45 @@ elif grep -q denied "$TMP/n1/logs/$JR/out"; then
     ok "team-b's scratch file is $(stat -c %a "$TMP/shared/b.out"): team-a's job could not read it"
 else
     fail "reader job $JR: $(cat "$TMP/n1/logs/$JR/out" "$TMP/n1/logs/$JR/err")"
+fi
+
+# --- forkbomb: a job's tasks are capped by the pids controller --------------
+# A real fork loop (each child sleeps): with --pids 64 the forks fail at the
+# cap (EAGAIN) instead of filling the node's pid table; a job without --pids
+# gets the default, 4096 per GPU.
+if [ -w /sys/fs/cgroup/pids ]; then
+    JF=$(submit "$ALICE_A" --gpu-type L40S --pids 64 -- /usr/bin/python3 -c '
+import os, time
+n, err = 0, "none"
+for i in range(400):
+    try:
+        p = os.fork()
+    except OSError as e:
+        err = e.strerror
+        break
+    if p == 0:
+        time.sleep(600)
+        os._exit(0)
+    n += 1
+print("forked=%d err=%s" % (n, err), flush=True)')
+    wait_until 60 state_is "$JF" completed || fail "fork job $JF did not complete: $(c show "$JF")"
+    got=$(cat "$TMP/n1/logs/$JF/out")
+    n=$(echo "$got" | sed -n 's/^forked=\([0-9]*\).*/\1/p')
+    if [ -n "$n" ] && [ "$n" -lt 64 ] && echo "$got" | grep -q 'err=Resource temporarily'; then
+        ok "a fork loop of job $JF stopped at the cap: $got"
+    else
+        fail "fork loop of job $JF with --pids 64: '$got' $(cat "$TMP/n1/logs/$JF/err")"
+    fi
+    # The job says which pids cgroup it is in; its pids.max is read from here.
+    JD=$(submit "$ALICE_A" --gpu-type L40S -- sh -c 'grep :pids: /proc/self/cgroup; sleep 600')
+    wait_until 60 grep -q :pids: "$TMP/n1/logs/$JD/out" || fail "job $JD did not say its cgroup"
+    cg=$(cut -d: -f3 "$TMP/n1/logs/$JD/out")
+    max=$(cat "/sys/fs/cgroup/pids$cg/pids.max" 2>&1)
+    [ "$max" = 4096 ] && ok "default pids.max of a 1-GPU job: 4096" ||
+        fail "default pids.max of job $JD ($cg): $max"
+    c cancel "$JD" >/dev/null
+else
+    fail "no writable cgroup v1 pids controller (mounted here: it must be used)"
 fi
 
 # --- amplify: array x spec is bounded ---------------------------------------

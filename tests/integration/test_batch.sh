@@ -52,7 +52,7 @@ wait_for() { # wait_for SECONDS COMMAND...
 
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
-"$CORRAL" controller --listen 127.0.0.1:0 --state-dir "$DIR/ctl" --heartbeat 1 \
+"$CORRAL" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$DIR/ctl" --heartbeat 1 \
     >"$DIR/controller.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$DIR/ctl/listen.addr" || fail "controller did not start"

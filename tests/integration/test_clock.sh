@@ -45,7 +45,7 @@ poll() {
 }
 
 mkdir -p "$T/ctl" "$T/agent"
-faked "$BIN" controller --listen 127.0.0.1:0 --state-dir "$T/ctl" --heartbeat 1 --lost-after 3 \
+faked "$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$T/ctl" --heartbeat 1 --lost-after 3 \
     >"$T/ctl.log" 2>&1 &
 CTL=$!
 poll 30 test -s "$T/ctl/listen.addr" || fail "controller did not start"

@@ -111,7 +111,7 @@ cat >"$TMP/ctl.json" <<EOF
  "mounts_allowed": {"team-a": ["$TMP/data"]},
  "checkpoint_root": "$TMP/ckpt", "grace_s": 5}
 EOF
-"$BIN" controller --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
+"$BIN" controller --allow-legacy-join --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
     --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
 PIDS="$PIDS $!"
 wait_until 30 test -s "$TMP/ctl/listen.addr" || { fail "controller did not start"; exit 1; }

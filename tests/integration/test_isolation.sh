@@ -87,7 +87,7 @@ cat >"$TMP/ctl.json" <<EOF
                         "team-b": {"uid": 64002, "gid": 64002}}},
  "checkpoint_root": "$TMP/ckpt", "checkpoint_retention_s": 86400}
 EOF
-"$BIN" controller --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
+"$BIN" controller --allow-legacy-join --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
     --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
 PIDS="$PIDS $!"
 wait_until 30 test -s "$TMP/ctl/listen.addr" || { fail "controller did not start"; exit 1; }

@@ -107,9 +107,9 @@ static void start_controller(void)
     const char *bin = getenv("CORRAL_BIN");
     char log[400];
     snprintf(log, sizeof log, "%s/controller.log", E.dir);
-    char *argv[] = {(char *)bin,    "controller", "--listen",    E.listen,
-                    "--state-dir",  E.ctl_state,  "--heartbeat", "1",
-                    "--lost-after", "3",          NULL};
+    char *argv[] = {(char *)bin,           "controller",  "--listen", E.listen,       "--state-dir",
+                    E.ctl_state,           "--heartbeat", "1",        "--lost-after", "3",
+                    "--allow-legacy-join", NULL};
     E.ctl = spawn(argv, log);
 }
 

@@ -71,7 +71,7 @@ done
 # The bridge address is ours alone, so any port is free there.
 PORT=$((20000 + $$ % 20000))
 export CORRAL_SERVER=http://$NET.1:$PORT
-"$CORRAL" controller --listen "$NET.1:$PORT" --state-dir "$DIR/ctl" --heartbeat 1 \
+"$CORRAL" controller --allow-legacy-join --listen "$NET.1:$PORT" --state-dir "$DIR/ctl" --heartbeat 1 \
     >"$DIR/controller.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 curl -sf "$CORRAL_SERVER/v1/health" || fail "controller did not start"

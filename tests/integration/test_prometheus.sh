@@ -53,7 +53,7 @@ done
 
 # --- a cluster --------------------------------------------------------------
 mkdir -p "$TMP/ctl"
-"$BIN" controller --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller"; exit 1; }
 wait_for 30 test -s "$TMP/ctl/admin.token"

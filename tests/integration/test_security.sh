@@ -17,7 +17,14 @@
 #              approval; no token in the agent's argv; a restarted agent uses
 #              its stored credential; and secrets: delivered to the job
 #              intact, never in the API, show, events, metrics, logs, the
-#              agent's state dir or corral.db in clear.
+#              agent's state dir or corral.db in clear;
+#   tenancy    a user sees another tenant's job only as a "busy" GPU (cluster
+#              map, node list and detail), /metrics names no job, the
+#              agent's /metrics carries job labels only behind its token;
+#   legacy     the long-lived join token only with --allow-legacy-join;
+#   mtls       mutual TLS: an agent with --tls-client-ca serves only callers
+#              with a certificate of its CA (the controller's
+#              --tls-client-cert), made by openssl at test time.
 # Polls with deadlines; no sleep synchronises anything.
 set -euo pipefail
 
@@ -54,10 +61,11 @@ unset CORRAL_TOKEN CORRAL_SERVER CORRAL_TOKEN_FILE CORRAL_JOIN_TOKEN
 ST=$DIR/st
 S=
 ADMIN=
-start_ctl() { # the controller all sections but tls use, state dir $ST
+start_ctl() { # start_ctl [FLAGS...]: the controller all sections but tls use, state dir $ST
     mkdir -p "$ST"
-    "$CORRAL" controller --listen 127.0.0.1:0 --state-dir "$ST" --heartbeat 1 \
-        >"$DIR/controller.log" 2>&1 &
+    rm -f "$ST/listen.addr"
+    "$CORRAL" controller --listen 127.0.0.1:0 --state-dir "$ST" --heartbeat 1 "$@" \
+        >>"$DIR/controller.log" 2>&1 &
     CTL_PID=$!
     PIDS+=($CTL_PID)
     wait_for 30 test -s "$ST/listen.addr" || fail "controller did not start"
@@ -146,7 +154,7 @@ section_bootstrap() {
 }
 
 section_nodecred() {
-    start_ctl
+    start_ctl --allow-legacy-join
     NA=$(node_token "$(api POST /v1/agents/register "$(boot)" "$(reg_body na)")")
     NB=$(node_token "$(api POST /v1/agents/register "$(boot)" "$(reg_body nb)")")
     case "$NA$NB" in crl_*crl_*) ;; *) fail "nodes na, nb did not register" ;; esac
@@ -365,7 +373,156 @@ section_tls() {
     wait_for 30 grep -q 'registered node=tls1' "$DIR/agent2.log" || fail "restarted agent did not re-register"
 }
 
-[ $# -gt 0 ] || set -- modes bootstrap nodecred sanitize audit tls
+section_tenancy() {
+    # What a user of one tenant sees of another's work on a shared node:
+    # GPUs "busy", never the job's id, tenant or name (cluster map, node
+    # list and detail, /metrics); an admin sees all.
+    start_ctl
+    "$CORRAL" tenants create team-a >/dev/null && "$CORRAL" tenants create team-b >/dev/null
+    TA=$("$CORRAL" tokens create --role user --tenant team-a --name ua 2>/dev/null | tail -1)
+    TB=$("$CORRAL" tokens create --role user --tenant team-b --name ub 2>/dev/null | tail -1)
+    boot >"$DIR/ten.bt"
+    MT=metrics-$$-$RANDOM-token
+    echo "$MT" >"$DIR/metrics.token"
+    "$CORRAL" agent --server "$S" --join-token "$DIR/ten.bt" --node shared1 --gpus "sim:2xL4" \
+        --metrics-token-file "$DIR/metrics.token" --dcgm-job-map "$DIR/jobmap" --listen 127.0.0.1:0 --state-dir "$DIR/ten-agent" --kill-on-exit >"$DIR/ten-agent.log" 2>&1 &
+    PIDS+=($!)
+    wait_for 30 sh -c "\"$CORRAL\" nodes | grep -q ' up '" || fail "agent did not register"
+    NAME=hidden-name-$$
+    jid=$(CORRAL_TOKEN_FILE= CORRAL_TOKEN=$TA "$CORRAL" submit -n "$NAME" --preemptible -- sleep 600 |
+        grep -o '[0-9][0-9]*' | head -1)
+    [ -n "$jid" ] || fail "team-a could not submit"
+    running() { "$CORRAL" show "$jid" | grep -q 'State: *running'; }
+    wait_for 30 running || fail "job $jid did not start"
+    for path in /v1/cluster /v1/nodes /v1/nodes/shared1; do
+        r=$(api GET "$path" "$TB")
+        [ "$(status_of "$r")" = 200 ] || fail "team-b GET $path: $r"
+        body=$(echo "$r" | cut -d' ' -f2- | tr -d ' ')
+        case "$body" in *"\"job\":$jid"* | *"[$jid]"* | *"team-a"* | *"$NAME"*)
+            fail "team-b sees team-a's job $jid in $path: $body" ;;
+        esac
+        r=$(api GET "$path" "$TA")
+        body=$(echo "$r" | cut -d' ' -f2- | tr -d ' ')
+        case "$body" in *"\"job\":$jid"*) ;; *) fail "team-a does not see its job $jid in $path: $body" ;; esac
+        r=$(api GET "$path" "$ADMIN")
+        body=$(echo "$r" | cut -d' ' -f2- | tr -d ' ')
+        case "$body" in *"\"job\":$jid"*) ;; *) fail "the admin does not see job $jid in $path: $body" ;; esac
+    done
+    r=$(api GET /v1/cluster "$TB")
+    echo "$r" | grep -q '"state":"busy"' || fail "team-b's map does not show the GPU busy: $r"
+    api GET /v1/nodes/shared1 "$TB" | grep -q '"other_jobs": *1' ||
+        fail "team-b's node detail does not count the other job"
+    # dcgm-exporter's job map (which job on which GPU) is the agent's only.
+    wait_for 20 test -s "$DIR/jobmap/0" || fail "no job map file for GPU 0"
+    [ "$(mode "$DIR/jobmap")" = 700 ] || fail "the job map dir is $(mode "$DIR/jobmap")"
+    [ "$(mode "$DIR/jobmap/0")" = 600 ] || fail "the job map file is $(mode "$DIR/jobmap/0")"
+    # /metrics is unauthenticated: counts by tenant, never a job's id or name.
+    m=$(curl -s "$S/metrics")
+    echo "$m" | grep -q '^corral_jobs{' || fail "no corral_jobs in /metrics"
+    case "$m" in *"$NAME"* | *"job=\"$jid\""* | *"job_id"*) fail "/metrics names a job" ;; esac
+    # The agent's /metrics (reachable by every job on its node) carries job
+    # and tenant labels: with --metrics-token-file only for that token.
+    ap=$(grep -o 'listening on [0-9.:]*' "$DIR/ten-agent.log" | head -1 | sed 's/.*://')
+    labelled() { curl -s -H "Authorization: Bearer $MT" "http://127.0.0.1:$ap/metrics" | grep -q "job=\"$jid\""; }
+    wait_for 30 labelled || fail "the metrics token does not read the job labels"
+    am=$(curl -s -w ' %{http_code}' "http://127.0.0.1:$ap/metrics")
+    case "$am" in *" 401") ;; *) fail "the agent's /metrics answered without its token: $am" ;; esac
+    case "$am" in *"job=\"$jid\""* | *"team-a"*) fail "the agent's /metrics shows job $jid to anyone" ;; esac
+    am=$(curl -s -H "Authorization: Bearer wrong-$MT" "http://127.0.0.1:$ap/metrics")
+    case "$am" in *"job=\"$jid\""*) fail "the agent's /metrics took a wrong token" ;; esac
+    # A preemption's event names the job it made room for: team-a reads it
+    # without team-b's job id or name; the admin reads it whole.
+    pj=$("$CORRAL" submit --tenant team-b --priority 10 --gpus 2 -n "preemptor-$$" -- sleep 600 |
+        grep -o '[0-9][0-9]*' | head -1)
+    preempted() { api GET "/v1/jobs/$jid" "$ADMIN" | grep -q "preempted for job $pj"; }
+    wait_for 30 preempted || fail "job $pj did not preempt job $jid: $(api GET "/v1/jobs/$jid" "$ADMIN")"
+    r=$(api GET "/v1/jobs/$jid" "$TA")
+    case "$r" in *"job $pj"* | *team-b* | *"preemptor-$$"*) fail "team-a reads team-b's job in its events: $r" ;; esac
+    echo "$r" | grep -q "preempted for another tenant's job" || fail "the redacted event lost its sense: $r"
+    "$CORRAL" cancel "$jid" "$pj" >/dev/null
+}
+
+section_legacy() {
+    # The long-lived join token is off unless --allow-legacy-join: none is
+    # minted, and one left from an earlier start is refused (with a warning).
+    start_ctl
+    [ -e "$ST/join.token" ] && fail "a join.token was minted without --allow-legacy-join"
+    stop_ctl() { kill -TERM "$CTL_PID"; wait "$CTL_PID" 2>/dev/null || true; }
+    stop_ctl
+    start_ctl --allow-legacy-join
+    [ -s "$ST/join.token" ] || fail "no join.token with --allow-legacy-join"
+    grep -q 'legacy join token on' "$DIR/controller.log" || fail "no warning at start"
+    JOIN=$(cat "$ST/join.token")
+    r=$(api POST /v1/agents/register "$JOIN" "$(reg_body la)")
+    [ "$(status_of "$r")" = 200 ] || fail "the allowed join token did not register: $r"
+    stop_ctl
+    start_ctl
+    r=$(api POST /v1/agents/register "$JOIN" "$(reg_body lb)")
+    [ "$(status_of "$r")" = 401 ] || fail "the join token registered without --allow-legacy-join: $r"
+    grep -q 'join token .* is NOT accepted' "$DIR/controller.log" || fail "no warning about join.token"
+    # The config key still turns it on (with the same warning).
+    stop_ctl
+    echo '{"join_token": true}' >"$DIR/legacy.json"
+    start_ctl --config "$DIR/legacy.json"
+    r=$(api POST /v1/agents/register "$JOIN" "$(reg_body lc)")
+    [ "$(status_of "$r")" = 200 ] || fail "\"join_token\": true did not allow the join token: $r"
+}
+
+section_mtls() {
+    # Mutual TLS: an agent given --tls-client-ca serves only callers with a
+    # certificate of that CA; the controller shows --tls-client-cert.
+    cd "$DIR"
+    for ca in ca rogue; do
+        openssl req -x509 -newkey rsa:2048 -nodes -keyout $ca.key -out $ca.pem -days 2 \
+            -subj "/CN=Corral $ca CA" >/dev/null 2>&1
+    done
+    mkcert() { # mkcert NAME CA EKU [SAN]
+        openssl req -newkey rsa:2048 -nodes -keyout $1.key -out $1.csr -subj "/CN=$1" >/dev/null 2>&1
+        printf 'extendedKeyUsage=%s\n%s' "$3" "${4:+subjectAltName=$4
+}" >$1.ext
+        openssl x509 -req -in $1.csr -CA $2.pem -CAkey $2.key -CAcreateserial -days 2 \
+            -extfile $1.ext -out $1.pem >/dev/null 2>&1
+    }
+    mkcert agent ca serverAuth IP:127.0.0.1
+    mkcert ctlclient ca clientAuth
+    mkcert intruder rogue clientAuth
+    cd - >/dev/null
+    printf '{"agent_ca_file": "%s"}\n' "$DIR/ca.pem" >"$DIR/mtls.json"
+    start_ctl --config "$DIR/mtls.json" --tls-client-cert "$DIR/ctlclient.pem" \
+        --tls-client-key "$DIR/ctlclient.key"
+    boot >"$DIR/mtls.bt"
+    "$CORRAL" agent --server "$S" --join-token "$DIR/mtls.bt" --node m1 --gpus "sim:1xL4" \
+        --listen 127.0.0.1:0 --state-dir "$DIR/mtls-agent" --tls-cert "$DIR/agent.pem" \
+        --tls-key "$DIR/agent.key" --tls-client-ca "$DIR/ca.pem" --kill-on-exit \
+        >"$DIR/mtls-agent.log" 2>&1 &
+    PIDS+=($!)
+    wait_for 30 sh -c "\"$CORRAL\" nodes | grep -q ' up '" || fail "mTLS agent did not register"
+    grep -q 'mutual TLS' "$DIR/mtls-agent.log" || fail "the agent does not say mutual TLS is on"
+    jid=$("$CORRAL" submit -n m -- echo mtls-hello-$$ | grep -o '[0-9][0-9]*' | head -1)
+    done_() { "$CORRAL" show "$jid" | grep -q 'State: *completed'; }
+    wait_for 30 done_ || fail "job $jid did not complete: $("$CORRAL" show "$jid")"
+    "$CORRAL" logs "$jid" | grep -q "mtls-hello-$$" || fail "corral logs through mutual TLS"
+    ap=$(grep -o 'listening on [0-9.:]*' "$DIR/mtls-agent.log" | head -1 | sed 's/.*://')
+    code() { curl -s -o /dev/null -w '%{http_code}' --cacert "$DIR/ca.pem" "$@"; }
+    u=https://127.0.0.1:$ap
+    [ "$(code "$u/v1/health")" = 200 ] || fail "health needs no client certificate"
+    c=$(code "$u/metrics")
+    [ "$c" = 403 ] || [ "$c" = 000 ] || fail "/metrics without a client certificate: $c"
+    c=$(code --cert "$DIR/intruder.pem" --key "$DIR/intruder.key" "$u/metrics")
+    [ "$c" = 403 ] || [ "$c" = 000 ] || fail "/metrics with another CA's certificate: $c"
+    c=$(code --cert "$DIR/intruder.pem" --key "$DIR/intruder.key" "$u/v1/logs/$jid")
+    [ "$c" = 403 ] || [ "$c" = 000 ] || fail "logs with another CA's certificate: $c"
+    [ "$(code --cert "$DIR/ctlclient.pem" --key "$DIR/ctlclient.key" "$u/metrics")" = 200 ] ||
+        fail "/metrics with the CA's client certificate"
+    # Flags that do not go together are refused.
+    set +e
+    out=$("$CORRAL" agent --server "$S" --join-token "$DIR/mtls.bt" --tls-client-ca "$DIR/ca.pem" \
+        --state-dir "$DIR/x" 2>&1)
+    set -e
+    echo "$out" | grep -q -- '--tls-client-ca' || fail "--tls-client-ca without --tls-cert: $out"
+}
+
+[ $# -gt 0 ] || set -- modes bootstrap nodecred sanitize audit tls tenancy legacy mtls
 for sec in "$@"; do
     declare -F "section_$sec" >/dev/null || fail "no section '$sec'"
     "section_$sec"

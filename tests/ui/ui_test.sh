@@ -45,7 +45,7 @@ wait_for() { # wait_for SECONDS COMMAND...
 }
 
 mkdir -p "$TMP/ctl"
-"$BIN" controller --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller did not start"; exit 1; }
 wait_for 30 test -s "$TMP/ctl/admin.token" || { echo "FAIL: no admin token"; exit 1; }
@@ -101,10 +101,13 @@ code() { curl -s -o "$TMP/body" -w '%{http_code}' -H "Authorization: Bearer $2" 
 [ "$(code /ui/nope.js "")" = 404 ] || fail "/ui/nope.js is not a 404"
 curl -sI -H "Authorization: Bearer $ML" "$SERVER/v1/jobs" | grep -qi '^Cache-Control: no-store' || fail "API answers may be cached"
 curl -sI "$SERVER/ui/app.js" | grep -qi "^Content-Security-Policy: default-src 'none'" || fail "no CSP on /ui/app.js"
-# another tenant sees which job holds a GPU, not whose it is
+# another tenant sees the GPUs busy: not which job holds them, nor whose
 [ "$(code /v1/cluster "$VIS")" = 200 ] || fail "/v1/cluster as a user"
-grep -q "\"job\":$RUN" "$TMP/body" || fail "the cluster map lacks job $RUN"
+grep -q "\"job\":$RUN" "$TMP/body" && fail "the cluster map shows ml's job $RUN to tenant vision"
+grep -q '"state":"busy"' "$TMP/body" || fail "the cluster map does not show ml's GPUs busy"
 grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to tenant vision"
+[ "$(code /v1/cluster "$ML")" = 200 ] && grep -q "\"job\":$RUN" "$TMP/body" ||
+    fail "the cluster map lacks ml's own job $RUN"
 [ "$fails" -eq 0 ] || exit 1
 
 mkdir -p "$SHOTS"
