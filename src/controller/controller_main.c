@@ -7,6 +7,8 @@
 
 #include "ctl_int.h"
 
+#include "ctl_ha.h"
+
 #include "cr_alloc.h"
 #include "cr_catalog.h"
 #include "cr_config.h"
@@ -36,7 +38,13 @@ static void usage(FILE *f)
                "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
                "  --lost-after S       node lost after S seconds of silence (default 30)\n"
                "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
-               "  --threads N          HTTP event threads (default 4)\n");
+               "  --threads N          HTTP event threads (default 4)\n"
+               "  --advertise-url URL  high availability (with --store etcd:...): this\n"
+               "                       controller's URL for clients; stand for election\n"
+               "  --election etcd:URL[,URL...]  etcd members of the election (default: those\n"
+               "                       of --store etcd:...)\n"
+               "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n"
+               "  --cluster NAME       etcd keys under /corral/NAME/ (default corral)\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -51,6 +59,9 @@ static void route(void *ctx, cr_http_req *req)
     if (atomic_load(&c->draining)) {
         ctl_reply_err(req, 503, CR_EUNAVAIL, NULL, "controller shutting down");
         goto out;
+    }
+    if (c->ha && ctl_ha_route(c->ha, req)) {
+        goto out; /* a follower's redirect, or a leader still loading */
     }
     const char *path = cr_http_path(req);
     const char *m = cr_http_method(req);
@@ -191,6 +202,8 @@ static void config_defaults(ctl_config *cfg)
     cfg->retain_s = 3600;
     cfg->idem_max = 10000;
     cfg->idem_ttl_s = 86400;
+    cfg->election_ttl_s = CTL_HA_TTL_DEFAULT_S;
+    snprintf(cfg->cluster_name, sizeof cfg->cluster_name, "corral");
 }
 
 static int parse_listen(const char *s, ctl_config *cfg)
@@ -512,6 +525,78 @@ static void ctl_free_state(ctl *c)
     pthread_cond_destroy(&c->cv);
 }
 
+/* Listen (cert and key: PEM text or NULL for plain HTTP; borrowed). */
+static int http_start(ctl *c, const char *cert, const char *key)
+{
+    char path[1200];
+    cr_http_config hc = {
+        .bind_addr = c->cfg.listen_addr,
+        .port = c->cfg.port,
+        .tls_cert_pem = cert,
+        .tls_key_pem = key,
+        .max_body_bytes = c->cfg.max_body_bytes,
+        .timeout_s = c->cfg.request_timeout_s,
+        .threads = c->cfg.threads,
+        .header_timeout_s = c->cfg.header_timeout_s,
+        .body_timeout_s = c->cfg.body_timeout_s,
+        .max_conns = c->cfg.max_conns,
+        .max_conns_per_ip = c->cfg.max_conns_per_ip,
+        .handler = route,
+        .observe = ctl_observe,
+        .ctx = c,
+    };
+    int rc = cr_http_server_new(&hc, &c->http);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: cannot listen on %s:%u\n", c->cfg.listen_addr,
+                (unsigned)c->cfg.port);
+        return rc;
+    }
+    /* The bound address for tools and tests (useful with port 0). */
+    snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *af = fopen(tmp, "w");
+    if (af) {
+        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
+                (unsigned)cr_http_server_port(c->http));
+        fclose(af);
+        rename(tmp, path);
+    }
+    cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
+            c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
+            c->cfg.policy);
+    return 0;
+}
+
+/*
+ * High availability: listen at once (a follower answers /healthz and
+ * redirects /v1 to the leader), stand for election, and return once
+ * elected (0): the caller then starts as after a restart. CR_EAGAIN when a
+ * signal ended the wait (*sig), another code on failure (reported).
+ */
+static int ha_begin(ctl *c, const char *store_endpoints, const char *prefix, const char *cert,
+                    const char *key, const sigset_t *sigs, int *sig)
+{
+    ctl_ha_opts o = {.endpoints = store_endpoints,
+                     .prefix = prefix,
+                     .advertise = c->cfg.advertise_url,
+                     .ttl_s = c->cfg.election_ttl_s};
+    int rc = ctl_ha_new(&o, &c->ha);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: high availability: cannot use etcd at %s: %s\n",
+                store_endpoints, cr_strerror(rc));
+        return rc;
+    }
+    if ((rc = http_start(c, cert, key)) != 0) {
+        return rc;
+    }
+    if ((rc = ctl_ha_start(c->ha)) != 0) {
+        fprintf(stderr, "corral controller: cannot start the election thread\n");
+        return rc;
+    }
+    return ctl_ha_wait_elected(c->ha, sigs, sig);
+}
+
 static int run(ctl *c)
 {
     int rc = 0;
@@ -546,6 +631,31 @@ static int run(ctl *c)
     if (!c->cfg.run_as) {
         cr_warn("no \"run_as\" in the config: single-user mode, every job runs as the agents' "
                 "own user (see docs/isolation.md)");
+    }
+    if (*c->cfg.tls_cert || *c->cfg.tls_key) {
+        cert = read_file(c->cfg.tls_cert);
+        key = read_file(c->cfg.tls_key);
+        if (!cert || !key) {
+            fprintf(stderr, "corral controller: cannot read %s\n",
+                    !cert ? "--tls-cert" : "--tls-key");
+            rc = CR_EIO;
+            goto out;
+        }
+    }
+    if (*c->cfg.advertise_url) {
+        /* High availability: a follower until elected (ctl_ha.h). */
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "/corral/%s/", c->cfg.cluster_name);
+        int sig = 0;
+        rc = ha_begin(c, c->cfg.election, prefix, cert, key, &sigs, &sig);
+        if (rc == CR_EAGAIN) {
+            cr_info("signal %d: shutting down (a follower)", sig);
+            rc = 0;
+            goto out;
+        }
+        if (rc != 0) {
+            goto out;
+        }
     }
     snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
     cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};
@@ -606,16 +716,6 @@ static int run(ctl *c)
     }
     cr_info("state loaded: %lld job ids, %zu nodes, %zu tenants (schema v%d)",
             (long long)(c->next_id - 1), c->nnodes, c->ntenants, cr_store_schema_version(c->store));
-    if (*c->cfg.tls_cert || *c->cfg.tls_key) {
-        cert = read_file(c->cfg.tls_cert);
-        key = read_file(c->cfg.tls_key);
-        if (!cert || !key) {
-            fprintf(stderr, "corral controller: cannot read %s\n",
-                    !cert ? "--tls-cert" : "--tls-key");
-            rc = CR_EIO;
-            goto out;
-        }
-    }
     rc = ctl_sched_start(c);
     if (rc == 0) {
         rc = ctl_logs_start(c);
@@ -623,42 +723,12 @@ static int run(ctl *c)
     if (rc != 0) {
         goto out;
     }
-    cr_http_config hc = {
-        .bind_addr = c->cfg.listen_addr,
-        .port = c->cfg.port,
-        .tls_cert_pem = cert,
-        .tls_key_pem = key,
-        .max_body_bytes = c->cfg.max_body_bytes,
-        .timeout_s = c->cfg.request_timeout_s,
-        .threads = c->cfg.threads,
-        .header_timeout_s = c->cfg.header_timeout_s,
-        .body_timeout_s = c->cfg.body_timeout_s,
-        .max_conns = c->cfg.max_conns,
-        .max_conns_per_ip = c->cfg.max_conns_per_ip,
-        .handler = route,
-        .observe = ctl_observe,
-        .ctx = c,
-    };
-    rc = cr_http_server_new(&hc, &c->http);
-    if (rc != 0) {
-        fprintf(stderr, "corral controller: cannot listen on %s:%u\n", c->cfg.listen_addr,
-                (unsigned)c->cfg.port);
+    if (!c->http && (rc = http_start(c, cert, key)) != 0) {
         goto out;
     }
-    /* The bound address for tools and tests (useful with port 0). */
-    snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *af = fopen(tmp, "w");
-    if (af) {
-        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
-                (unsigned)cr_http_server_port(c->http));
-        fclose(af);
-        rename(tmp, path);
+    if (c->ha) {
+        ctl_ha_set_ready(c->ha);
     }
-    cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
-            c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
-            c->cfg.policy);
     int sig = 0;
     sigwait(&sigs, &sig);
     cr_info("signal %d: shutting down", sig);
@@ -676,6 +746,8 @@ out:
     ctl_services_release_polls(c);
     cr_store_close(c->store); /* commits what is queued and answers those requests */
     c->store = NULL;
+    ctl_ha_free(c->ha); /* after the last write: a leader's lease goes last */
+    c->ha = NULL;
     cr_http_server_free(c->http);
     free(cert);
     free(key);
@@ -722,7 +794,11 @@ int cr_controller_main(int argc, char **argv)
         O_HB,
         O_LOST,
         O_SYNC,
-        O_THREADS
+        O_THREADS,
+        O_ADVERTISE,
+        O_ELECTION,
+        O_ELECTION_TTL,
+        O_CLUSTER
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -735,6 +811,10 @@ int cr_controller_main(int argc, char **argv)
         {"lost-after", required_argument, NULL, O_LOST},
         {"sync", required_argument, NULL, O_SYNC},
         {"threads", required_argument, NULL, O_THREADS},
+        {"advertise-url", required_argument, NULL, O_ADVERTISE},
+        {"election", required_argument, NULL, O_ELECTION},
+        {"election-ttl", required_argument, NULL, O_ELECTION_TTL},
+        {"cluster", required_argument, NULL, O_CLUSTER},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -814,6 +894,55 @@ int cr_controller_main(int argc, char **argv)
             }
             c->cfg.threads = (unsigned)x;
             break;
+        case O_ADVERTISE:
+            if (!ctl_ha_url_ok(optarg)) {
+                fprintf(stderr,
+                        "corral controller: --advertise-url: expected http(s)://HOST:PORT (no "
+                        "path, at most %d bytes), got '%s'\n",
+                        CTL_HA_URL_MAX, optarg);
+                goto out;
+            }
+            snprintf(c->cfg.advertise_url, sizeof c->cfg.advertise_url, "%s", optarg);
+            break;
+        case O_ELECTION:
+            if (strncmp(optarg, "etcd:", 5) != 0 || strlen(optarg + 5) == 0 ||
+                strlen(optarg + 5) >= sizeof c->cfg.election) {
+                fprintf(stderr,
+                        "corral controller: --election: expected etcd:http://HOST:PORT[,...], "
+                        "got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            snprintf(c->cfg.election, sizeof c->cfg.election, "%s", optarg + 5);
+            break;
+        case O_ELECTION_TTL:
+            if (cr_parse_i64(optarg, CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S, &x) != 0) {
+                fprintf(stderr,
+                        "corral controller: --election-ttl: expected seconds %d..%d, got "
+                        "'%s'\n",
+                        CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S, optarg);
+                goto out;
+            }
+            c->cfg.election_ttl_s = x;
+            break;
+        case O_CLUSTER: {
+            size_t n = strlen(optarg);
+            bool ok = n > 0 && n < sizeof c->cfg.cluster_name;
+            for (size_t i = 0; ok && i < n; i++) {
+                char ch = optarg[i];
+                ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                     (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+            }
+            if (!ok) {
+                fprintf(stderr,
+                        "corral controller: --cluster: expected 1..63 letters, digits, '-', '_', "
+                        "'.', got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            snprintf(c->cfg.cluster_name, sizeof c->cfg.cluster_name, "%s", optarg);
+            break;
+        }
         case 'h':
             usage(stdout);
             ret = 0;
@@ -827,6 +956,16 @@ int cr_controller_main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "corral controller: unexpected argument '%s'\n", argv[optind]);
+        goto out;
+    }
+    if (*c->cfg.advertise_url && !*c->cfg.election) {
+        fprintf(stderr, "corral controller: --advertise-url needs the etcd members of the "
+                        "election: --election etcd:URL[,URL...]\n");
+        goto out;
+    }
+    if (!*c->cfg.advertise_url && *c->cfg.election) {
+        fprintf(stderr, "corral controller: --election needs --advertise-url (the URL the "
+                        "leader is reached at)\n");
         goto out;
     }
     if ((*c->cfg.tls_cert != '\0') != (*c->cfg.tls_key != '\0')) {

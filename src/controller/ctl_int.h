@@ -230,6 +230,11 @@ typedef struct ctl_config {
     int64_t retain_s;        /* finished jobs leave memory after this age */
     int64_t idem_max;        /* Idempotency-Key answers kept at most */
     int64_t idem_ttl_s;      /* an Idempotency-Key answer expires after this */
+    /* High availability (ctl_ha.h): "" = a single controller. */
+    char advertise_url[520]; /* this controller's URL for clients and followers' redirects */
+    int64_t election_ttl_s;  /* the leader's lease */
+    char election[1024];     /* etcd client URLs of the election, comma-separated */
+    char cluster_name[64];   /* etcd keys under /corral/<cluster_name>/ */
 } ctl_config;
 
 /* A job's Unix user on the nodes (ctl_runas.c). */
@@ -280,6 +285,7 @@ struct ctl {
     cr_store *store;
     cr_http_server *http;
     cr_auth_table *auth;
+    struct ctl_ha *ha; /* leader election (ctl_ha.h); NULL: a single controller */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
     ctl_job **jobs;     /* by id - 1; NULL = no such job (yet) */
