@@ -10,6 +10,7 @@
 #include "cr_alloc.h"
 #include "cr_catalog.h"
 #include "cr_config.h"
+#include "cr_etcd.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
@@ -36,6 +37,10 @@ static void usage(FILE *f)
                "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
                "  --lost-after S       node lost after S seconds of silence (default 30)\n"
                "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
+               "  --store SPEC         sqlite (default: STATE_DIR/corral.db) or\n"
+               "                       etcd:http://h1:2379,http://h2:2379 (docs/operations.md)\n"
+               "  --store-cluster NAME etcd keys under /corral/NAME/ (default 'default')\n"
+               "  --etcd-max-txn-ops N the etcd cluster's --max-txn-ops (default 128)\n"
                "  --threads N          HTTP event threads (default 4)\n");
 }
 
@@ -217,6 +222,47 @@ static int parse_listen(const char *s, ctl_config *cfg)
     return 0;
 }
 
+/* --store SPEC: "sqlite" or "etcd:" and a list of http:// endpoints. file
+ * (NULL for a flag) and what name the input in messages. */
+static int store_spec_check(const char *spec, const char *file, const char *what)
+{
+    if (strcmp(spec, "sqlite") == 0) {
+        return 0;
+    }
+    if (strncmp(spec, "etcd:", 5) != 0) {
+        fprintf(stderr,
+                "corral controller: %s%s%s: expected sqlite or etcd:URL[,URL...], got '%s'\n",
+                file ? file : "", file ? ": " : "", what, spec);
+        return CR_EINVAL;
+    }
+    cr_etcd *e = NULL;
+    int rc = cr_etcd_new(spec + 5, NULL, &e);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: %s%s%s: %s\n", file ? file : "", file ? ": " : "", what,
+                cr_etcd_last_error());
+        return rc;
+    }
+    cr_etcd_free(e);
+    return 0;
+}
+
+static int store_cluster_check(const char *name, const char *file)
+{
+    size_t n = strlen(name);
+    bool ok = n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++) {
+        char ch = name[i];
+        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '_' || ch == '.';
+    }
+    if (!ok) {
+        fprintf(stderr, "corral controller: %s%s: expected 1..64 of [A-Za-z0-9._-], got '%s'\n",
+                file ? file : "--store-cluster", file ? ": field 'store_cluster'" : "", name);
+        return CR_EINVAL;
+    }
+    return 0;
+}
+
 static int load_config(const char *path, ctl_config *cfg)
 {
     json_error_t je;
@@ -262,8 +308,12 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "retain_s",
                                           "idempotency_max",
                                           "idempotency_ttl_s",
+                                          "store",
+                                          "store_cluster",
+                                          "etcd_max_txn_ops",
                                           NULL};
     cr_json_err err;
+    const char *store = NULL, *store_cluster = NULL;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
                *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL;
     bool legacy_join = cfg->legacy_join;
@@ -320,6 +370,10 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "retain_s", false, 0, 366LL * 86400, &cfg->retain_s, &err)) ||
         (rc = cr_json_int(v, "", "idempotency_max", false, 1, 10000000, &cfg->idem_max, &err)) ||
         (rc = cr_json_int(v, "", "idempotency_ttl_s", false, 1, 366LL * 86400, &cfg->idem_ttl_s,
+                          &err)) ||
+        (rc = cr_json_str(v, "", "store", false, 1000, &store, &err)) ||
+        (rc = cr_json_str(v, "", "store_cluster", false, 64, &store_cluster, &err)) ||
+        (rc = cr_json_int(v, "", "etcd_max_txn_ops", false, 8, 1000000, &cfg->etcd_max_txn_ops,
                           &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
@@ -372,6 +426,17 @@ static int load_config(const char *path, ctl_config *cfg)
     }
     if (sd) {
         snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", sd);
+    }
+    if ((store && store_spec_check(store, path, "field 'store'") != 0) ||
+        (store_cluster && store_cluster_check(store_cluster, path) != 0)) {
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (store) {
+        snprintf(cfg->store, sizeof cfg->store, "%s", store);
+    }
+    if (store_cluster) {
+        snprintf(cfg->store_cluster, sizeof cfg->store_cluster, "%s", store_cluster);
     }
     if (cert) {
         snprintf(cfg->tls_cert, sizeof cfg->tls_cert, "%s", cert);
@@ -547,8 +612,15 @@ static int run(ctl *c)
         cr_warn("no \"run_as\" in the config: single-user mode, every job runs as the agents' "
                 "own user (see docs/isolation.md)");
     }
-    snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
-    cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};
+    if (strncmp(c->cfg.store, "etcd:", 5) == 0) {
+        snprintf(path, sizeof path, "%s", c->cfg.store);
+    } else {
+        snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
+    }
+    cr_store_opts so = {.sync_normal = c->cfg.sync_normal,
+                        .max_batch = 0,
+                        .cluster = c->cfg.store_cluster,
+                        .etcd_max_txn_ops = (size_t)c->cfg.etcd_max_txn_ops};
     rc = cr_store_open(path, &so, &c->store);
     if (rc == CR_ECORRUPT) {
         fprintf(stderr,
@@ -722,7 +794,10 @@ int cr_controller_main(int argc, char **argv)
         O_HB,
         O_LOST,
         O_SYNC,
-        O_THREADS
+        O_THREADS,
+        O_STORE,
+        O_STORE_CLUSTER,
+        O_ETCD_OPS
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -735,6 +810,9 @@ int cr_controller_main(int argc, char **argv)
         {"lost-after", required_argument, NULL, O_LOST},
         {"sync", required_argument, NULL, O_SYNC},
         {"threads", required_argument, NULL, O_THREADS},
+        {"store", required_argument, NULL, O_STORE},
+        {"store-cluster", required_argument, NULL, O_STORE_CLUSTER},
+        {"etcd-max-txn-ops", required_argument, NULL, O_ETCD_OPS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -813,6 +891,27 @@ int cr_controller_main(int argc, char **argv)
                 goto out;
             }
             c->cfg.threads = (unsigned)x;
+            break;
+        case O_STORE:
+            if (store_spec_check(optarg, NULL, "--store") != 0) {
+                goto out;
+            }
+            snprintf(c->cfg.store, sizeof c->cfg.store, "%s", optarg);
+            break;
+        case O_STORE_CLUSTER:
+            if (store_cluster_check(optarg, NULL) != 0) {
+                goto out;
+            }
+            snprintf(c->cfg.store_cluster, sizeof c->cfg.store_cluster, "%s", optarg);
+            break;
+        case O_ETCD_OPS:
+            if (cr_parse_i64(optarg, 8, 1000000, &x) != 0) {
+                fprintf(stderr,
+                        "corral controller: --etcd-max-txn-ops: expected 8..1000000, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.etcd_max_txn_ops = x;
             break;
         case 'h':
             usage(stdout);

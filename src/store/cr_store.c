@@ -766,6 +766,7 @@ typedef struct cb_ctx {
     cr_store_event_fn event;
     cr_store_usage_fn usage;
     void (*kind)(void *arg, const char *kind);
+    cr_store_job_row_fn job_row;
     void *arg;
     size_t hits; /* rows seen */
 } cb_ctx;
@@ -1012,4 +1013,31 @@ int cr_store_object_kinds(cr_store *s, void (*fn)(void *arg, const char *kind), 
     cb_ctx c = {.kind = fn, .arg = arg};
     return read_query(s, "SELECT DISTINCT kind FROM objects ORDER BY kind", NULL, 0, 0, kind_row,
                       &c);
+}
+
+static void job_full_row(sqlite3_stmt *st, void *ctx)
+{
+    cb_ctx *c = ctx;
+    c->job_row(c->arg, sqlite3_column_int64(st, 0), col_text(st, 1), col_text(st, 2),
+               col_text(st, 3));
+}
+
+int cr_store_load_job_rows(cr_store *s, cr_store_job_row_fn fn, void *arg)
+{
+    if (s->etcd) {
+        return cr__estore_load_job_rows(s->etcd, fn, arg);
+    }
+    cb_ctx c = {.job_row = fn, .arg = arg};
+    return read_query(s, "SELECT id, tenant, state, doc FROM jobs ORDER BY id", NULL, 0, 0,
+                      job_full_row, &c);
+}
+
+int cr_store_load_events(cr_store *s, cr_store_event_fn fn, void *arg)
+{
+    if (s->etcd) {
+        return cr__estore_load_events(s->etcd, fn, arg);
+    }
+    cb_ctx c = {.event = fn, .arg = arg};
+    return read_query(s, "SELECT job, time_ns, what, why FROM events ORDER BY job, seq", NULL, 0, 0,
+                      event_row, &c);
 }

@@ -156,6 +156,12 @@ int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_f
 /* Rows in each of n states (of tenant; NULL = all) into out[n]. 0 or CR_EIO. */
 int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *states, size_t n,
                         int64_t *out);
+/* For migration (corral admin migrate): every job row with its tenant and
+ * state, in id order; every event of every job, each job's in order. */
+typedef void (*cr_store_job_row_fn)(void *arg, int64_t id, const char *tenant, const char *state,
+                                    const char *doc);
+int cr_store_load_job_rows(cr_store *s, cr_store_job_row_fn fn, void *arg);
+int cr_store_load_events(cr_store *s, cr_store_event_fn fn, void *arg);
 /* Each object kind present, once, in order (for migration). 0 or CR_EIO. */
 int cr_store_object_kinds(cr_store *s, void (*fn)(void *arg, const char *kind), void *arg);
 

@@ -284,6 +284,122 @@ int cr__estore_job_events(cr__estore *s, int64_t job, size_t limit, cr_store_eve
     return rc ? read_failed(s, "events", rc) : 0;
 }
 
+/* All events: events/<job>/<seq>, so in job order, each job's in order. */
+static void any_event_row(void *arg, const cr_etcd_kv *kv)
+{
+    event_ctx *c = arg;
+    const char *p = strrchr(kv->key, '/');
+    c->job = p && p - kv->key > 21 ? strtoll(p - 20, NULL, 10) : 0;
+    event_row(arg, kv);
+}
+
+int cr__estore_load_events(cr__estore *s, cr_store_event_fn fn, void *arg)
+{
+    cr_buf k;
+    cr_buf_init(&k);
+    cr__estore_key(s, &k, "events/");
+    event_ctx c = {.fn = fn, .arg = arg};
+    int rc = cr__estore_scan(s, cr_buf_str(&k), NULL, 0, false, any_event_row, &c, NULL);
+    cr_buf_fini(&k);
+    return rc ? read_failed(s, "events", rc) : 0;
+}
+
+/* Job rows with tenant and state: the state index (at one revision) gives
+ * those, then the documents at the same revision. */
+typedef struct full_ctx {
+    int64_t *ids;
+    char **tenant, **state;
+    size_t n, cap;
+    size_t plen;
+    cr_buf tmp;
+    cr_store_job_row_fn fn;
+    void *arg;
+    size_t next; /* jobs are visited in id order: a cursor into the sorted ids */
+} full_ctx;
+
+static void full_index_row(void *arg, const cr_etcd_kv *kv)
+{
+    full_ctx *f = arg;
+    const char *rest = kv->key + f->plen;
+    const char *slash = strrchr(rest, '/');
+    int64_t id = key_id(kv->key);
+    if (!slash || id <= 0 || cr__estore_unesc(rest, (size_t)(slash - rest), &f->tmp) != 0) {
+        return;
+    }
+    if (f->n == f->cap) {
+        f->cap = f->cap ? f->cap * 2 : 256;
+        f->ids = cr_reallocarray(f->ids, f->cap, sizeof *f->ids);
+        f->tenant = cr_reallocarray(f->tenant, f->cap, sizeof *f->tenant);
+        f->state = cr_reallocarray(f->state, f->cap, sizeof *f->state);
+    }
+    f->ids[f->n] = id;
+    f->tenant[f->n] = cr_strdup(kv->value);
+    f->state[f->n] = cr_strdup(cr_buf_str(&f->tmp));
+    f->n++;
+}
+
+static int cmp_idx(const void *a, const void *b, void *ctx)
+{
+    const int64_t *ids = ctx;
+    int64_t x = ids[*(const size_t *)a], y = ids[*(const size_t *)b];
+    return x < y ? -1 : x > y;
+}
+
+typedef struct full_doc {
+    full_ctx *f;
+    size_t *order;
+} full_doc;
+
+static void full_doc_row(void *arg, const cr_etcd_kv *kv)
+{
+    full_doc *d = arg;
+    full_ctx *f = d->f;
+    int64_t id = key_id(kv->key);
+    while (f->next < f->n && f->ids[d->order[f->next]] < id) {
+        f->next++;
+    }
+    if (f->next < f->n && f->ids[d->order[f->next]] == id) {
+        size_t i = d->order[f->next];
+        f->fn(f->arg, id, f->tenant[i], f->state[i], kv->value);
+    } else {
+        cr_warn("store: etcd: job %" PRId64 " has no state index entry: skipped", id);
+    }
+}
+
+int cr__estore_load_job_rows(cr__estore *s, cr_store_job_row_fn fn, void *arg)
+{
+    full_ctx f = {.fn = fn, .arg = arg};
+    cr_buf_init(&f.tmp);
+    cr_buf k;
+    cr_buf_init(&k);
+    cr__estore_key(s, &k, "jobstate/");
+    f.plen = k.len;
+    int64_t rev = 0;
+    size_t *order = NULL;
+    int rc = cr__estore_scan(s, cr_buf_str(&k), NULL, 0, false, full_index_row, &f, &rev);
+    if (rc == 0) {
+        order = cr_calloc(f.n ? f.n : 1, sizeof *order);
+        for (size_t i = 0; i < f.n; i++) {
+            order[i] = i;
+        }
+        qsort_r(order, f.n, sizeof *order, cmp_idx, f.ids);
+        full_doc d = {.f = &f, .order = order};
+        cr__estore_key(s, &k, "jobs/");
+        rc = cr__estore_scan(s, cr_buf_str(&k), NULL, 0, false, full_doc_row, &d, &rev);
+    }
+    for (size_t i = 0; i < f.n; i++) {
+        free(f.tenant[i]);
+        free(f.state[i]);
+    }
+    free(order);
+    free(f.ids);
+    free(f.tenant);
+    free(f.state);
+    cr_buf_fini(&f.tmp);
+    cr_buf_fini(&k);
+    return rc ? read_failed(s, "job rows", rc) : 0;
+}
+
 typedef struct usage_ctx {
     cr_store_usage_fn fn;
     void *arg;

@@ -56,6 +56,8 @@ int cr__estore_query_jobs(cr__estore *s, const cr_store_job_query *q, cr_store_j
                           int64_t *total);
 int cr__estore_job_counts(cr__estore *s, const char *tenant, const char *const *states, size_t n,
                           int64_t *out);
+int cr__estore_load_job_rows(cr__estore *s, cr_store_job_row_fn fn, void *arg);
+int cr__estore_load_events(cr__estore *s, cr_store_event_fn fn, void *arg);
 /* Every object kind stored (for migration): fn(arg, kind) per kind. */
 int cr__estore_kinds(cr__estore *s, void (*fn)(void *arg, const char *kind), void *arg);
 
