@@ -153,12 +153,12 @@ static int spec_path(const char *spec, bool source, char **path, char *err, size
         *path = cr_asprintf("%s/corral.db", spec + 7);
         if (!source && mkdir(spec + 7, 0700) != 0 && errno != EEXIST) {
             snprintf(err, err_len, "cannot make %s: %s", spec + 7, strerror(errno));
-            free(*path);
+            CR_FREE(*path);
             return CR_EIO;
         }
         if (source && access(*path, R_OK) != 0) {
             snprintf(err, err_len, "%s: no database there", *path);
-            free(*path);
+            CR_FREE(*path);
             return CR_ENOENT;
         }
         return 0;

@@ -9,8 +9,10 @@
  * the same key written many times in one batch.
  */
 #include "cr_store.h"
+#include "cr_store_migrate.h"
 #include "etcd_harness.h"
 
+#include "cr_buf.h"
 #include "cr_error.h"
 
 #include <setjmp.h>
@@ -19,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <pthread.h>
@@ -507,6 +510,139 @@ static void test_limits(void **state)
     cr_store_close(s);
 }
 
+/* sqlite -> etcd -> sqlite: every row back, usage sums and event order
+ * kept; a non-empty target refused; the same store as source and target
+ * refused. */
+typedef struct dump {
+    cr_buf b;
+} dump;
+
+static void d_job(void *arg, int64_t id, const char *tenant, const char *state, const char *doc)
+{
+    cr_buf_printf(&((dump *)arg)->b, "J%lld %s %s %s\n", (long long)id, tenant, state, doc);
+}
+
+static void d_event(void *arg, int64_t job, int64_t time_ns, const char *what, const char *why)
+{
+    cr_buf_printf(&((dump *)arg)->b, "E%lld %lld %s %s\n", (long long)job, (long long)time_ns, what,
+                  why);
+}
+
+static void d_obj(void *arg, const char *key, const char *doc)
+{
+    cr_buf_printf(&((dump *)arg)->b, "O%s %s\n", key, doc);
+}
+
+static void d_usage(void *arg, const char *tenant, const char *gpu_type, const char *day,
+                    double gpu_s, double energy_j, double cost)
+{
+    cr_buf_printf(&((dump *)arg)->b, "U%s %s %s %.3f %.3f %.3f\n", tenant, gpu_type, day, gpu_s,
+                  energy_j, cost);
+}
+
+static void d_kind(void *arg, const char *kind)
+{
+    cr_buf_printf(&((dump *)arg)->b, "K%s\n", kind);
+}
+
+static char *dump_store(const char *spec, const char *cluster)
+{
+    cr_store *s = NULL;
+    cr_store_opts o = {.cluster = cluster};
+    assert_int_equal(cr_store_open(spec, &o, &s), 0);
+    dump d;
+    cr_buf_init(&d.b);
+    assert_int_equal(cr_store_load_job_rows(s, d_job, &d), 0);
+    assert_int_equal(cr_store_load_events(s, d_event, &d), 0);
+    assert_int_equal(cr_store_object_kinds(s, d_kind, &d), 0);
+    static const char *const kinds[] = {"audit", "meta", "tokens"};
+    for (size_t i = 0; i < 3; i++) {
+        assert_int_equal(cr_store_load_objects(s, kinds[i], d_obj, &d), 0);
+    }
+    assert_int_equal(cr_store_load_usage(s, d_usage, &d), 0);
+    cr_store_close(s);
+    return cr_buf_take(&d.b);
+}
+
+static void test_migrate_round_trip(void **state)
+{
+    backend *b = *state;
+    char dir[200], spec[300], back[300], etcd_spec[200], err[1024] = "";
+    snprintf(dir, sizeof dir, "%s/src", b->dir);
+    snprintf(back, sizeof back, "sqlite:%s/back", b->dir);
+    snprintf(spec, sizeof spec, "%s/src/corral.db", b->dir);
+    assert_int_equal(mkdir(dir, 0700), 0);
+    cr_store *s = NULL;
+    assert_int_equal(cr_store_open(spec, NULL, &s), 0);
+    for (int64_t id = 1; id <= 120; id++) {
+        cr_store_txn *t = cr_store_txn_new();
+        char doc[48];
+        snprintf(doc, sizeof doc, "{\"id\":%lld}", (long long)id);
+        cr_store_txn_put_job(t, id, id % 3 ? "ml" : "cv team", all_states[id % 4], doc);
+        cr_store_txn_event(t, id, id * 10, "submitted", "by test");
+        cr_store_txn_event(t, id, id * 10 + 1, "started", "");
+        assert_int_equal(cr_store_commit(s, t), 0);
+    }
+    cr_store_txn *t = cr_store_txn_new();
+    cr_store_txn_event(t, 500, 1, "orphan", "no row");
+    cr_store_txn_put(t, "tokens", "t/1", "{\"hash\":\"x\"}");
+    cr_store_txn_put(t, "audit", "0001", "{\"a\":1}");
+    cr_store_txn_put(t, "meta", "job_id_hwm", "600");
+    cr_store_txn_usage(t, "ml", "H100", "2026-12-01", 3.5, 1, 0.125);
+    cr_store_txn_usage(t, "cv team", "A100", "2026-11-30", 7, 2, 0.5);
+    assert_int_equal(cr_store_commit(s, t), 0);
+    cr_store_close(s);
+
+    char from[320];
+    snprintf(from, sizeof from, "sqlite:%s", dir);
+    snprintf(etcd_spec, sizeof etcd_spec, "etcd:%s", etcd.url);
+    cr_store_counts n = {0};
+    assert_int_equal(cr_store_migrate(from, etcd_spec, b->cluster, &n, err, sizeof err), 0);
+    assert_int_equal(n.jobs, 120);
+    assert_int_equal(n.events, 241);
+    assert_int_equal(n.objects, 3);
+    assert_int_equal(n.usage, 2);
+    /* again into the same (now full) target: refused */
+    assert_int_equal(cr_store_migrate(from, etcd_spec, b->cluster, &n, err, sizeof err), CR_EEXIST);
+    assert_non_null(strstr(err, "not empty"));
+    assert_int_equal(cr_store_migrate(from, from, NULL, &n, err, sizeof err), CR_EINVAL);
+    assert_int_equal(cr_store_migrate("sqlite:/nonexistent", etcd_spec, "x", &n, err, sizeof err),
+                     CR_ENOENT);
+    assert_int_equal(cr_store_migrate("mysql:x", etcd_spec, "x", &n, err, sizeof err), CR_EINVAL);
+    /* and back */
+    assert_int_equal(cr_store_migrate(etcd_spec, back, b->cluster, &n, err, sizeof err), 0);
+    char *a = dump_store(spec, NULL);
+    char *e = dump_store(etcd_spec, b->cluster);
+    char bpath[300];
+    snprintf(bpath, sizeof bpath, "%s/back/corral.db", b->dir);
+    char *c = dump_store(bpath, NULL);
+    assert_string_equal(a, c);
+    assert_string_equal(a, e);
+    assert_non_null(strstr(a, "J3 cv team"));
+    /* the etcd copy knows the highest id, and its counts */
+    cr_store *es = NULL;
+    cr_store_opts o = {.cluster = b->cluster};
+    assert_int_equal(cr_store_open(etcd_spec, &o, &es), 0);
+    int64_t max = 0, cnt[4];
+    assert_int_equal(cr_store_max_job_id(es, &max), 0);
+    assert_int_equal(max, 500);
+    assert_int_equal(cr_store_job_counts(es, "cv team", all_states, 4, cnt), 0);
+    assert_int_equal(cnt[0] + cnt[1] + cnt[2] + cnt[3], 40);
+    cr_store_close(es);
+    free(a);
+    free(c);
+    free(e);
+}
+
+static int setup_both(void **state)
+{
+    setup_etcd(state);
+    backend *b = *state;
+    snprintf(b->dir, sizeof b->dir, "/tmp/corral-test-contract-XXXXXX");
+    assert_non_null(mkdtemp(b->dir));
+    return 0;
+}
+
 static void test_bad_endpoint(void **state)
 {
     cr_store *s = NULL;
@@ -534,6 +670,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fence, setup_etcd, teardown),
         cmocka_unit_test_setup_teardown(test_limits, setup_etcd, teardown),
         cmocka_unit_test_setup_teardown(test_bad_endpoint, setup_etcd, teardown),
+        cmocka_unit_test_setup_teardown(test_migrate_round_trip, setup_both, teardown),
     };
     if (!etcd_binary()) {
         fprintf(stderr, "no etcd binary (apt-get install etcd-server): skipped\n");
