@@ -12,6 +12,7 @@
 #include "cr_alloc.h"
 #include "cr_catalog.h"
 #include "cr_config.h"
+#include "cr_etcd.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
@@ -38,13 +39,16 @@ static void usage(FILE *f)
                "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
                "  --lost-after S       node lost after S seconds of silence (default 30)\n"
                "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
+               "  --store SPEC         sqlite (default: STATE_DIR/corral.db) or\n"
+               "                       etcd:http://h1:2379,http://h2:2379 (docs/operations.md)\n"
+               "  --store-cluster NAME etcd keys under /corral/NAME/ (default 'default')\n"
+               "  --etcd-max-txn-ops N the etcd cluster's --max-txn-ops (default 128)\n"
                "  --threads N          HTTP event threads (default 4)\n"
-               "  --advertise-url URL  high availability (with --store etcd:...): this\n"
-               "                       controller's URL for clients; stand for election\n"
+               "  --advertise-url URL  high availability: this controller's URL for clients;\n"
+               "                       stand for election (docs/operations.md)\n"
                "  --election etcd:URL[,URL...]  etcd members of the election (default: those\n"
-               "                       of --store etcd:...)\n"
-               "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n"
-               "  --cluster NAME       etcd keys under /corral/NAME/ (default corral)\n");
+               "                       of --store etcd:...; keys under /corral/<store-cluster>/)\n"
+               "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -203,7 +207,6 @@ static void config_defaults(ctl_config *cfg)
     cfg->idem_max = 10000;
     cfg->idem_ttl_s = 86400;
     cfg->election_ttl_s = CTL_HA_TTL_DEFAULT_S;
-    snprintf(cfg->cluster_name, sizeof cfg->cluster_name, "corral");
 }
 
 static int parse_listen(const char *s, ctl_config *cfg)
@@ -227,6 +230,47 @@ static int parse_listen(const char *s, ctl_config *cfg)
     memcpy(cfg->listen_addr, s, hl);
     cfg->listen_addr[hl] = '\0';
     cfg->port = (uint16_t)port;
+    return 0;
+}
+
+/* --store SPEC: "sqlite" or "etcd:" and a list of http:// endpoints. file
+ * (NULL for a flag) and what name the input in messages. */
+static int store_spec_check(const char *spec, const char *file, const char *what)
+{
+    if (strcmp(spec, "sqlite") == 0) {
+        return 0;
+    }
+    if (strncmp(spec, "etcd:", 5) != 0) {
+        fprintf(stderr,
+                "corral controller: %s%s%s: expected sqlite or etcd:URL[,URL...], got '%s'\n",
+                file ? file : "", file ? ": " : "", what, spec);
+        return CR_EINVAL;
+    }
+    cr_etcd *e = NULL;
+    int rc = cr_etcd_new(spec + 5, NULL, &e);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: %s%s%s: %s\n", file ? file : "", file ? ": " : "", what,
+                cr_etcd_last_error());
+        return rc;
+    }
+    cr_etcd_free(e);
+    return 0;
+}
+
+static int store_cluster_check(const char *name, const char *file)
+{
+    size_t n = strlen(name);
+    bool ok = n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++) {
+        char ch = name[i];
+        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '_' || ch == '.';
+    }
+    if (!ok) {
+        fprintf(stderr, "corral controller: %s%s: expected 1..64 of [A-Za-z0-9._-], got '%s'\n",
+                file ? file : "--store-cluster", file ? ": field 'store_cluster'" : "", name);
+        return CR_EINVAL;
+    }
     return 0;
 }
 
@@ -275,8 +319,12 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "retain_s",
                                           "idempotency_max",
                                           "idempotency_ttl_s",
+                                          "store",
+                                          "store_cluster",
+                                          "etcd_max_txn_ops",
                                           NULL};
     cr_json_err err;
+    const char *store = NULL, *store_cluster = NULL;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
                *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL;
     bool legacy_join = cfg->legacy_join;
@@ -333,6 +381,10 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "retain_s", false, 0, 366LL * 86400, &cfg->retain_s, &err)) ||
         (rc = cr_json_int(v, "", "idempotency_max", false, 1, 10000000, &cfg->idem_max, &err)) ||
         (rc = cr_json_int(v, "", "idempotency_ttl_s", false, 1, 366LL * 86400, &cfg->idem_ttl_s,
+                          &err)) ||
+        (rc = cr_json_str(v, "", "store", false, 1000, &store, &err)) ||
+        (rc = cr_json_str(v, "", "store_cluster", false, 64, &store_cluster, &err)) ||
+        (rc = cr_json_int(v, "", "etcd_max_txn_ops", false, 8, 1000000, &cfg->etcd_max_txn_ops,
                           &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
@@ -385,6 +437,17 @@ static int load_config(const char *path, ctl_config *cfg)
     }
     if (sd) {
         snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", sd);
+    }
+    if ((store && store_spec_check(store, path, "field 'store'") != 0) ||
+        (store_cluster && store_cluster_check(store_cluster, path) != 0)) {
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (store) {
+        snprintf(cfg->store, sizeof cfg->store, "%s", store);
+    }
+    if (store_cluster) {
+        snprintf(cfg->store_cluster, sizeof cfg->store_cluster, "%s", store_cluster);
     }
     if (cert) {
         snprintf(cfg->tls_cert, sizeof cfg->tls_cert, "%s", cert);
@@ -645,7 +708,8 @@ static int run(ctl *c)
     if (*c->cfg.advertise_url) {
         /* High availability: a follower until elected (ctl_ha.h). */
         char prefix[128];
-        snprintf(prefix, sizeof prefix, "/corral/%s/", c->cfg.cluster_name);
+        snprintf(prefix, sizeof prefix, "/corral/%s/",
+                 *c->cfg.store_cluster ? c->cfg.store_cluster : "default");
         int sig = 0;
         rc = ha_begin(c, c->cfg.election, prefix, cert, key, &sigs, &sig);
         if (rc == CR_EAGAIN) {
@@ -657,8 +721,15 @@ static int run(ctl *c)
             goto out;
         }
     }
-    snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
-    cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};
+    if (strncmp(c->cfg.store, "etcd:", 5) == 0) {
+        snprintf(path, sizeof path, "%s", c->cfg.store);
+    } else {
+        snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
+    }
+    cr_store_opts so = {.sync_normal = c->cfg.sync_normal,
+                        .max_batch = 0,
+                        .cluster = c->cfg.store_cluster,
+                        .etcd_max_txn_ops = (size_t)c->cfg.etcd_max_txn_ops};
     rc = cr_store_open(path, &so, &c->store);
     if (rc == CR_ECORRUPT) {
         fprintf(stderr,
@@ -666,11 +737,25 @@ static int run(ctl *c)
                 "transactions after a damaged WAL frame); refusing to start so that nothing is "
                 "dropped silently. Recovery: docs/operations.md, \"Damaged store\"\n",
                 path);
-        return 1;
+        goto out;
     }
     if (rc != 0) {
         fprintf(stderr, "corral controller: cannot open the store %s: %s\n", path, cr_strerror(rc));
-        return 1;
+        goto out;
+    }
+    if (c->ha) {
+        /* Every write from now on is conditional on the leader key we
+         * created: once another controller holds it, ours fail. */
+        rc = cr_store_set_fence(c->store, ctl_ha_key(c->ha), ctl_ha_fence(c->ha));
+        if (rc == CR_ENOTSUP) {
+            cr_warn("ha: the store is SQLite: writes are not fenced (only the lease watchdog "
+                    "stops a deposed leader); use --store etcd:... across hosts");
+            rc = 0;
+        } else if (rc != 0) {
+            fprintf(stderr, "corral controller: cannot fence the store: %s\n", cr_strerror(rc));
+            goto out;
+        }
+        ctl_ha_set_store(c->ha, c->store);
     }
     c->next_id = 1;
     rc = cr_store_load_jobs(c->store, load_job, c);
@@ -744,6 +829,9 @@ out:
     ctl_logs_stop(c);
     ctl_nodes_release_polls(c);
     ctl_services_release_polls(c);
+    if (c->ha) {
+        ctl_ha_set_store(c->ha, NULL);
+    }
     cr_store_close(c->store); /* commits what is queued and answers those requests */
     c->store = NULL;
     ctl_ha_free(c->ha); /* after the last write: a leader's lease goes last */
@@ -798,7 +886,9 @@ int cr_controller_main(int argc, char **argv)
         O_ADVERTISE,
         O_ELECTION,
         O_ELECTION_TTL,
-        O_CLUSTER
+        O_STORE,
+        O_STORE_CLUSTER,
+        O_ETCD_OPS
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -814,7 +904,9 @@ int cr_controller_main(int argc, char **argv)
         {"advertise-url", required_argument, NULL, O_ADVERTISE},
         {"election", required_argument, NULL, O_ELECTION},
         {"election-ttl", required_argument, NULL, O_ELECTION_TTL},
-        {"cluster", required_argument, NULL, O_CLUSTER},
+        {"store", required_argument, NULL, O_STORE},
+        {"store-cluster", required_argument, NULL, O_STORE_CLUSTER},
+        {"etcd-max-txn-ops", required_argument, NULL, O_ETCD_OPS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -925,24 +1017,27 @@ int cr_controller_main(int argc, char **argv)
             }
             c->cfg.election_ttl_s = x;
             break;
-        case O_CLUSTER: {
-            size_t n = strlen(optarg);
-            bool ok = n > 0 && n < sizeof c->cfg.cluster_name;
-            for (size_t i = 0; ok && i < n; i++) {
-                char ch = optarg[i];
-                ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                     (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+        case O_STORE:
+            if (store_spec_check(optarg, NULL, "--store") != 0) {
+                goto out;
             }
-            if (!ok) {
+            snprintf(c->cfg.store, sizeof c->cfg.store, "%s", optarg);
+            break;
+        case O_STORE_CLUSTER:
+            if (store_cluster_check(optarg, NULL) != 0) {
+                goto out;
+            }
+            snprintf(c->cfg.store_cluster, sizeof c->cfg.store_cluster, "%s", optarg);
+            break;
+        case O_ETCD_OPS:
+            if (cr_parse_i64(optarg, 8, 1000000, &x) != 0) {
                 fprintf(stderr,
-                        "corral controller: --cluster: expected 1..63 letters, digits, '-', '_', "
-                        "'.', got '%s'\n",
+                        "corral controller: --etcd-max-txn-ops: expected 8..1000000, got '%s'\n",
                         optarg);
                 goto out;
             }
-            snprintf(c->cfg.cluster_name, sizeof c->cfg.cluster_name, "%s", optarg);
+            c->cfg.etcd_max_txn_ops = x;
             break;
-        }
         case 'h':
             usage(stdout);
             ret = 0;
@@ -957,6 +1052,9 @@ int cr_controller_main(int argc, char **argv)
     if (optind < argc) {
         fprintf(stderr, "corral controller: unexpected argument '%s'\n", argv[optind]);
         goto out;
+    }
+    if (*c->cfg.advertise_url && !*c->cfg.election && strncmp(c->cfg.store, "etcd:", 5) == 0) {
+        snprintf(c->cfg.election, sizeof c->cfg.election, "%s", c->cfg.store + 5);
     }
     if (*c->cfg.advertise_url && !*c->cfg.election) {
         fprintf(stderr, "corral controller: --advertise-url needs the etcd members of the "

@@ -11,6 +11,7 @@
 #include "cr_error.h"
 #include "cr_etcd.h"
 #include "cr_log.h"
+#include "cr_store.h"
 #include "cr_time.h"
 
 #include <errno.h>
@@ -41,6 +42,7 @@ struct ctl_ha {
     atomic_llong renewed;            /* monotonic ns: send time of the last accepted renewal */
     int64_t lease;                   /* our lease while elected (election thread; then read-only) */
     atomic_llong create_rev;         /* the leader key's create_revision we made; 0 none */
+    cr_store *store;                 /* the fenced store this leader writes; NULL (under mu) */
     pthread_mutex_t mu;              /* leaf: guards leader, and the cv */
     pthread_cond_t cv;               /* signalled on election and stop */
     char leader[CTL_HA_URL_MAX + 1]; /* the leader's URL as last read; "" unknown */
@@ -267,6 +269,12 @@ static void *watchdog_main(void *arg)
 {
     ctl_ha *h = arg;
     while (!atomic_load(&h->stop)) {
+        pthread_mutex_lock(&h->mu);
+        bool fenced = h->store && cr_store_fenced(h->store);
+        pthread_mutex_unlock(&h->mu);
+        if (fenced) {
+            depose(h, "a store write failed its fence: another controller holds the leader key");
+        }
         if (atomic_load(&h->role) != CTL_HA_FOLLOWER &&
             cr_mono_ns() - atomic_load(&h->renewed) > h->ttl_ns - h->margin_ns) {
             depose(h, "no lease renewal within the TTL less the safety margin");
@@ -305,6 +313,13 @@ int ctl_ha_wait_elected(ctl_ha *h, const sigset_t *sigs, int *sig)
             return CR_EAGAIN;
         }
     }
+}
+
+void ctl_ha_set_store(ctl_ha *h, cr_store *store)
+{
+    pthread_mutex_lock(&h->mu);
+    h->store = store;
+    pthread_mutex_unlock(&h->mu);
 }
 
 void ctl_ha_set_ready(ctl_ha *h)
@@ -350,6 +365,11 @@ bool ctl_ha_route(ctl_ha *h, cr_http_req *req)
         return true;
     }
     if (role == CTL_HA_LEADER) {
+        /* A leader that was stalled (stopped, swapped out) past its margin
+         * must not answer before the watchdog notices. */
+        if (cr_mono_ns() - atomic_load(&h->renewed) > h->ttl_ns - h->margin_ns) {
+            depose(h, "no lease renewal within the TTL less the safety margin");
+        }
         return false;
     }
     if (strcmp(path, "/metrics") == 0 && strcmp(m, "GET") == 0) {

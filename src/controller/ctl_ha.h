@@ -40,6 +40,7 @@
 
 #include "cr_buf.h"
 #include "cr_http.h"
+#include "cr_store.h"
 
 #include <signal.h>
 #include <stdbool.h>
@@ -82,6 +83,9 @@ int ctl_ha_start(ctl_ha *h);
 /* Block until this controller is elected (0), or one of sigs arrives
  * (CR_EAGAIN, *sig set): the caller then shuts down as a follower. */
 int ctl_ha_wait_elected(ctl_ha *h, const sigset_t *sigs, int *sig);
+/* The store this leader writes (borrowed; until ctl_ha_free): a failed
+ * fence compare (cr_store_fenced) deposes it like a lost lease. */
+void ctl_ha_set_store(ctl_ha *h, cr_store *store);
 /* The state is loaded: /v1 is served here from now on. */
 void ctl_ha_set_ready(ctl_ha *h);
 ctl_ha_role ctl_ha_get_role(const ctl_ha *h);

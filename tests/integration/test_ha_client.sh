@@ -58,7 +58,7 @@ DEAD="http://127.0.0.1:$(free_port)"
 export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
 
 # --- a dead controller first in the list --------------------------------------
-"$CORRAL" agent --server "$DEAD,$LIVE" --join-token "$DIR/ctl/join.token" --node n0 \
+"$CORRAL" agent --server "$DEAD,$LIVE" --join-token "$DIR/ctl/join.token" --node "hacli$$-n0" \
     --gpus "sim:2xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n0" --kill-on-exit \
     >"$DIR/agent0.log" 2>&1 &
 PIDS+=($!)
