@@ -347,23 +347,26 @@ static int finish_answer(cr__xfer *x, cr_client_res *res)
 }
 
 /*
- * The base URL a Location names: the Location less the path (with its
- * query) that was asked for. NULL when it does not end with that path (a
+ * The base URL a Location names: the Location less the path that was
+ * asked for (queries aside). NULL when its path is not that path (a
  * redirect somewhere else is not followed). Returned new.
  */
 static char *base_of_location(const cr_client *c, const char *loc, const char *path)
 {
-    size_t ll = strlen(loc), pl = strlen(c->prefix) + strlen(path);
-    if (ll <= pl || (strncmp(loc, "http://", 7) != 0 && strncmp(loc, "https://", 8) != 0)) {
+    /* Compare paths without their queries: the server may escape a query
+     * differently (a ',' as %2C) and the request is re-sent as it was. */
+    size_t ll = strcspn(loc, "?#");
+    size_t pl = strcspn(path, "?");
+    size_t fl = strlen(c->prefix);
+    if (ll <= fl + pl || (strncmp(loc, "http://", 7) != 0 && strncmp(loc, "https://", 8) != 0)) {
         return NULL;
     }
-    const char *tail = loc + ll - pl;
-    if (strncmp(tail, c->prefix, strlen(c->prefix)) != 0 ||
-        strcmp(tail + strlen(c->prefix), path) != 0) {
+    const char *tail = loc + ll - pl - fl;
+    if (strncmp(tail, c->prefix, fl) != 0 || strncmp(tail + fl, path, pl) != 0) {
         return NULL;
     }
     /* the prefix belongs to the base URL */
-    return cr_strndup(loc, ll - strlen(path));
+    return cr_strndup(loc, ll - pl);
 }
 
 /*

@@ -90,6 +90,12 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     ctl_ui_headers(req, true);
+    if (nseg == 1 && strcmp(seg[0], "healthz") == 0) {
+        /* with HA, ctl_ha_route answered; a single controller leads */
+        cr_http_set_route(req, "/healthz");
+        ctl_reply_json(req, 200, json_pack("{s:b,s:s}", "ok", 1, "role", "leader"));
+        goto out;
+    }
     if (nseg == 1 && strcmp(seg[0], "metrics") == 0 && strcmp(m, "GET") == 0) {
         cr_http_set_route(req, "/metrics");
         ctl_route_metrics(c, req);
@@ -322,7 +328,11 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "store",
                                           "store_cluster",
                                           "etcd_max_txn_ops",
+                                          "advertise_url",
+                                          "election",
+                                          "election_ttl_s",
                                           NULL};
+    const char *adv = NULL, *elect = NULL;
     cr_json_err err;
     const char *store = NULL, *store_cluster = NULL;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
@@ -385,7 +395,11 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_str(v, "", "store", false, 1000, &store, &err)) ||
         (rc = cr_json_str(v, "", "store_cluster", false, 64, &store_cluster, &err)) ||
         (rc = cr_json_int(v, "", "etcd_max_txn_ops", false, 8, 1000000, &cfg->etcd_max_txn_ops,
-                          &err))) {
+                          &err)) ||
+        (rc = cr_json_str(v, "", "advertise_url", false, CTL_HA_URL_MAX, &adv, &err)) ||
+        (rc = cr_json_str(v, "", "election", false, 1000, &elect, &err)) ||
+        (rc = cr_json_int(v, "", "election_ttl_s", false, CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S,
+                          &cfg->election_ttl_s, &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
     }
@@ -448,6 +462,28 @@ static int load_config(const char *path, ctl_config *cfg)
     }
     if (store_cluster) {
         snprintf(cfg->store_cluster, sizeof cfg->store_cluster, "%s", store_cluster);
+    }
+    if (adv && !ctl_ha_url_ok(adv)) {
+        fprintf(stderr,
+                "corral controller: %s: field 'advertise_url': expected http(s)://HOST:PORT (no "
+                "path), got '%s'\n",
+                path, adv);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (elect && (strncmp(elect, "etcd:", 5) != 0 || !elect[5])) {
+        fprintf(stderr,
+                "corral controller: %s: field 'election': expected etcd:http://HOST:PORT[,...], "
+                "got '%s'\n",
+                path, elect);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (adv) {
+        snprintf(cfg->advertise_url, sizeof cfg->advertise_url, "%s", adv);
+    }
+    if (elect) {
+        snprintf(cfg->election, sizeof cfg->election, "%s", elect + 5);
     }
     if (cert) {
         snprintf(cfg->tls_cert, sizeof cfg->tls_cert, "%s", cert);

@@ -116,6 +116,9 @@ static void set_leader(ctl_ha *h, const char *url, size_t len)
     }
     memcpy(h->leader, url, len);
     h->leader[len] = '\0';
+    if (!ctl_ha_url_ok(h->leader)) {
+        h->leader[0] = '\0'; /* not a URL a controller advertised */
+    }
     pthread_mutex_unlock(&h->mu);
 }
 
@@ -343,6 +346,27 @@ int64_t ctl_ha_fence(const ctl_ha *h)
     return atomic_load(&((ctl_ha *)h)->create_rev);
 }
 
+/* The request path, decoded by the server, escaped again for a Location:
+ * '/', letters, digits and "-._~" stay, every other byte is %XX (no CR or
+ * LF can reach the header). Returned new. */
+static char *escape_path(const char *path)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    cr_buf b;
+    cr_buf_init(&b);
+    for (const unsigned char *p = (const unsigned char *)path; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '/' || *p == '-' || *p == '.' || *p == '_' || *p == '~') {
+            cr_buf_putc(&b, (char)*p);
+        } else {
+            cr_buf_putc(&b, '%');
+            cr_buf_putc(&b, hex[*p >> 4]);
+            cr_buf_putc(&b, hex[*p & 15]);
+        }
+    }
+    return cr_buf_take(&b);
+}
+
 static const char *role_name(int role)
 {
     return role == CTL_HA_LEADER ? "leader" : role == CTL_HA_STARTING ? "starting" : "follower";
@@ -387,7 +411,9 @@ bool ctl_ha_route(ctl_ha *h, cr_http_req *req)
     cr_http_set_route(req, "redirect");
     if (role == CTL_HA_FOLLOWER && *leader && strcmp(leader, h->advertise) != 0) {
         char *q = cr_http_query_string(req);
-        char *loc = cr_asprintf("%s%s%s", leader, path, q);
+        char *ep = escape_path(path);
+        char *loc = cr_asprintf("%s%s%s", leader, ep, q);
+        free(ep);
         cr_http_add_header(req, "Location", loc);
         ctl_reply_err(req, 307, CR_EUNAVAIL, NULL, "not the leader: the leader is %s", leader);
         free(loc);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_ha.sh - issue 17's failover test, all real processes on loopback: a
-# 3-member etcd cluster, 3 controllers standing for election (TTL 3 s), 4
+# 3-member etcd cluster, 3 controllers standing for election (TTL 4 s), 4
 # agents with simulated GPUs given the three controller URLs, 8 CLI clients
 # submitting a burst (each submit carries an Idempotency-Key).
 #   - one controller leads, the others redirect (307) and report "follower"
@@ -12,12 +12,12 @@
 #     2 lease periods (plus slack for a loaded machine: measured loosely);
 #   - then one etcd member is killed and the cluster carries on: a new
 #     submit is scheduled;
-#   - (node names carry the shell pid: the cgroup of a job is
-#     corral-<node>/job-<id>, and another test on the machine with the same
-#     node and job id would share it)
 #   - a leader stopped (SIGSTOP) past its lease: another takes over, and on
-#     SIGCONT the stalled one exits at once with status 75 (deposed).
-# Polls with deadlines; the only timing check is the loose one above.
+#     SIGCONT the stalled one exits at once with status 75 (deposed);
+#   - SIGTERM: a standby and the leader (which revokes its lease) exit 0.
+# Node names carry the shell's pid: a job's cgroup is corral-<node>/job-<id>,
+# and another test on the machine with the same node and job id would share
+# it. Polls with deadlines; the only timing check is the loose one above.
 set -euo pipefail
 
 CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
@@ -26,7 +26,7 @@ if [ -z "$ETCD" ]; then
     echo "no etcd binary (apt-get install etcd-server): skipped"
     exit 77
 fi
-TTL=3
+TTL=${HA_TEST_TTL:-4}
 DIR=$(mktemp -d /tmp/corral-ha-XXXXXX)
 PIDS=()
 cleanup() {
@@ -235,4 +235,18 @@ grep -q "giving up the leadership" "$DIR/controller$old.log" || fail "no deposit
 out=$("$CORRAL" submit --name after-stall -- sleep 600) || fail "submit after the stall: $out"
 ids=$(echo "$out" | sed -nE 's/^Submitted job ([0-9]+).*/\1/p')
 wait_for 60 running "$ids" || fail "job $ids not scheduled after the stall"
+
+# --- orderly stops: a standby and then the leader exit 0 ----------------------
+start_ctl "$old"
+wait_for 60 is_role "${CURL[$old]}" follower || fail "controller $old did not come back as a standby"
+for i in "$old" "$other"; do
+    kill -TERM "${CPID[$i]}"
+    set +e
+    wait "${CPID[$i]}"
+    rc=$?
+    set -e
+    [ "$rc" = 0 ] || fail "controller $i exited with $rc on SIGTERM"
+done
+grep -q "shutting down (a follower)" "$DIR/controller$old.log" || fail "the standby did not stop as one"
+grep -q "lease revoked" "$DIR/controller$other.log" || fail "the leader did not revoke its lease"
 echo "PASS"
