@@ -472,7 +472,12 @@ static int perform(cr_client *c, const char *method, const char *path, const jso
         hops = 0;
         if (++tried >= c->nservers) {
             tried = 0;
-            usleep(200 * 1000);
+            for (int k = 0; k < 200 / CR__CLIENT_CANCEL_SLICE_MS; k++) {
+                if (c->cancel && c->cancel(c->cancel_ud)) {
+                    goto out; /* stopping: the last attempt's error stands */
+                }
+                usleep(CR__CLIENT_CANCEL_SLICE_MS * 1000);
+            }
             if (cr_mono_ns() >= until) {
                 goto out;
             }

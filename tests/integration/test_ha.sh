@@ -54,6 +54,8 @@ wait_for() { # wait_for SECONDS COMMAND...
     done
 }
 
+step() { echo "[$SECONDS s] $*"; }
+
 free_ports() { # free_ports N: N distinct free loopback ports
     python3 -c '
 import socket, sys
@@ -64,6 +66,7 @@ print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
 
 read -r -a P <<<"$(free_ports 9)"
 # --- etcd: three members ------------------------------------------------------
+step "etcd"
 CLUSTER="e0=http://127.0.0.1:${P[3]},e1=http://127.0.0.1:${P[4]},e2=http://127.0.0.1:${P[5]}"
 EPS="http://127.0.0.1:${P[0]},http://127.0.0.1:${P[1]},http://127.0.0.1:${P[2]}"
 EPID=()
@@ -85,6 +88,7 @@ for i in 0 1 2; do
 done
 
 # --- three controllers ----------------------------------------------------------
+step "controllers"
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
 CURL=()
@@ -128,6 +132,7 @@ curl -sf -H "Authorization: Bearer $CORRAL_TOKEN" "${CURL[0]}/metrics" |
     grep -q '^corral_controller_leader 1$' || fail "leader metric"
 
 # --- four agents, given all three controllers ---------------------------------
+step "agents"
 export CORRAL_SERVER=$ALL
 for n in 0 1 2 3; do
     "$CORRAL" agent --server "$ALL" --join-token "$sd0/join.token" --node "ha$$-n$n" \
@@ -139,6 +144,7 @@ up() { [ "$("$CORRAL" nodes | grep -c ' up ')" = 4 ]; }
 wait_for 60 up || fail "the agents did not register"
 
 # --- long jobs that must survive the failover ---------------------------------
+step "long jobs"
 mkdir -p "$DIR/pids"
 LONG=()
 for k in 0 1 2 3; do
@@ -154,6 +160,7 @@ for k in 0 1 2 3; do
 done
 
 # --- the burst, and SIGKILL of the leader in its middle -----------------------
+step "burst"
 client() { # client C: 12 submits, the acknowledged ids to ack.C
     local c=$1
     for k in $(seq 0 11); do
@@ -193,6 +200,7 @@ python3 -c "import sys; sys.exit(0 if $took <= 2 * $TTL + 6 else 1)" ||
     fail "the new leader took ${took}s to schedule (2 lease periods: $((2 * TTL))s, + 6s slack)"
 
 # every acknowledged submit exists exactly once; no name twice
+step "check burst"
 "$CORRAL" jobs --all --limit 1000 --json >"$DIR/jobs.json"
 cat "$DIR"/ack.* >"$DIR/acked"
 python3 - "$DIR/jobs.json" "$DIR/acked" <<'EOF' || fail "acknowledged jobs lost or doubled"
@@ -215,11 +223,13 @@ for k in 0 1 2 3; do
 done
 
 # --- one etcd member dies: the cluster carries on ----------------------------
+step "etcd member killed"
 kill -KILL "${EPID[0]}"
 out=$("$CORRAL" submit --name after-etcd -- sleep 600) || fail "submit after an etcd member died: $out"
 ide=$(echo "$out" | sed -nE 's/^Submitted job ([0-9]+).*/\1/p')
 wait_for 60 running "$ide" || fail "job $ide not scheduled with one etcd member down"
 # --- a leader stalled past its lease is deposed: it exits, status 75 --------
+step "stall"
 find_leader || fail "no leader before the stall"
 old=$leader
 other=$((3 - old))
@@ -237,8 +247,10 @@ ids=$(echo "$out" | sed -nE 's/^Submitted job ([0-9]+).*/\1/p')
 wait_for 60 running "$ids" || fail "job $ids not scheduled after the stall"
 
 # --- orderly stops: a standby and then the leader exit 0 ----------------------
+step "orderly stops"
 start_ctl "$old"
 wait_for 60 is_role "${CURL[$old]}" follower || fail "controller $old did not come back as a standby"
+step "standby back"
 for i in "$old" "$other"; do
     kill -TERM "${CPID[$i]}"
     set +e
@@ -246,6 +258,7 @@ for i in "$old" "$other"; do
     rc=$?
     set -e
     [ "$rc" = 0 ] || fail "controller $i exited with $rc on SIGTERM"
+    step "controller $i stopped"
 done
 grep -q "shutting down (a follower)" "$DIR/controller$old.log" || fail "the standby did not stop as one"
 grep -q "lease revoked" "$DIR/controller$other.log" || fail "the leader did not revoke its lease"
