@@ -85,8 +85,8 @@ static void test_server_list(void **state)
         "http://a:1,,http://b:2",
         "http://a:1,ftp://b",
         "http://a:1,http://b:x",
-        "http://1:1,http://2:1,http://3:1,http://4:1,http://5:1,http://6:1,http://7:1,"
-        "http://8:1,http://9:1",
+        ("http://1:1,http://2:1,http://3:1,http://4:1,http://5:1,http://6:1,http://7:1,"
+         "http://8:1,http://9:1"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         o.server = bad[i];
