@@ -2,6 +2,7 @@
 
 #include "cr_error.h"
 #include "cr_store_backup.h"
+#include "cr_store_migrate.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -11,6 +12,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: corral admin backup FILE [--state-dir DIR]\n"
                "       corral admin restore FILE --state-dir DIR [--force]\n"
+               "       corral admin migrate --from SPEC --to SPEC [--cluster NAME]\n"
                "\n"
                "backup   copy the controller's database (DIR/corral.db, default\n"
                "         /var/lib/corral) to FILE, consistent while the controller serves;\n"
@@ -18,7 +20,65 @@ static void usage(FILE *f)
                "restore  check FILE and put it in DIR/corral.db for a controller to start\n"
                "         from; refuses an existing database unless --force (controller\n"
                "         stopped). admin.token and join.token are files of the state\n"
-               "         directory, not of the database: copy them too (docs/install.md)\n");
+               "         directory, not of the database: copy them too (docs/install.md)\n"
+               "migrate  copy a whole store into an empty one, then count both sides:\n"
+               "         SPEC is sqlite:DIR (DIR/corral.db) or etcd:URL[,URL...] (keys\n"
+               "         under /corral/NAME/, --cluster, default 'default'); refuses a\n"
+               "         target that is not empty. Stop the controller first\n");
+}
+
+/* Value of --NAME V or --NAME=V at argv[*i] (advancing *i), or NULL. */
+static const char *opt_val(int argc, char **argv, int *i, const char *name)
+{
+    size_t n = strlen(name);
+    if (strncmp(argv[*i], name, n) != 0) {
+        return NULL;
+    }
+    if (argv[*i][n] == '=') {
+        return argv[*i] + n + 1;
+    }
+    if (argv[*i][n] == '\0' && *i + 1 < argc) {
+        return argv[++*i];
+    }
+    return NULL;
+}
+
+static int migrate_main(int argc, char **argv)
+{
+    const char *from = NULL, *to = NULL, *cluster = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *v;
+        if ((v = opt_val(argc, argv, &i, "--from"))) {
+            from = v;
+        } else if ((v = opt_val(argc, argv, &i, "--to"))) {
+            to = v;
+        } else if ((v = opt_val(argc, argv, &i, "--cluster"))) {
+            cluster = v;
+        } else if (strcmp(argv[i], "--help") == 0) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "corral admin migrate: unexpected argument '%s'\n", argv[i]);
+            return 2;
+        }
+    }
+    if (!from || !to) {
+        fprintf(stderr, "corral admin migrate: --from and --to are required (sqlite:DIR or "
+                        "etcd:URL[,URL...])\n");
+        return 2;
+    }
+    char err[1024] = "";
+    cr_store_counts n = {0};
+    int rc = cr_store_migrate(from, to, cluster, &n, err, sizeof err);
+    if (rc != 0) {
+        fprintf(stderr, "corral admin migrate: %s\n", err[0] ? err : cr_strerror(rc));
+        return 1;
+    }
+    printf("migrated %s to %s: %lld jobs, %lld events, %lld objects, %lld usage rows "
+           "(counts verified)\n",
+           from, to, (long long)n.jobs, (long long)n.events, (long long)n.objects,
+           (long long)n.usage);
+    return 0;
 }
 
 int cr_admin_main(int argc, char **argv)
@@ -29,6 +89,9 @@ int cr_admin_main(int argc, char **argv)
     if (verb && (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0)) {
         usage(stdout);
         return 0;
+    }
+    if (verb && strcmp(verb, "migrate") == 0) {
+        return migrate_main(argc, argv);
     }
     if (!verb || (strcmp(verb, "backup") != 0 && strcmp(verb, "restore") != 0)) {
         usage(stderr);

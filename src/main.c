@@ -30,7 +30,7 @@ static void usage(FILE *f)
                "  sim          replay a trace through the scheduler, write a report\n"
                "  advise       rank GPU types for a workload, with the reasons\n"
                "  config       config check ROLE FILE: validate a config file\n"
-               "  admin        admin backup|restore: the controller's database;\n"
+               "  admin        admin backup|restore|migrate: the controller's database;\n"
                "               admin bootstrap-token: tokens for joining nodes\n"
                "\n"
                "Client:\n"
@@ -142,7 +142,8 @@ int main(int argc, char **argv)
     /* "admin backup|restore" work on the state directory; the other admin
      * commands (bootstrap tokens) talk to the controller. */
     if (strcmp(cmd, "admin") == 0 && argc > 2 &&
-        (strcmp(argv[2], "backup") == 0 || strcmp(argv[2], "restore") == 0)) {
+        (strcmp(argv[2], "backup") == 0 || strcmp(argv[2], "restore") == 0 ||
+         strcmp(argv[2], "migrate") == 0)) {
         return cr_admin_main(argc - 1, argv + 1);
     }
     for (size_t i = 0; i < sizeof roles / sizeof roles[0]; i++) {

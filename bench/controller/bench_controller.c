@@ -4,7 +4,13 @@
  * submissions per second through the CLI; beside the Slurm peer's sbatch
  * rate measured in the same run on the same machine.
  *
- *   bench_controller [--seconds S] [--clients 1,8,64] [--no-slurm]
+ *   bench_controller [--seconds S] [--clients 1,8,64] [--no-slurm] [--etcd URL]
+ *
+ * With --etcd URL, a second controller on that etcd (--store etcd:URL, its
+ * own key prefix) takes the same API load after the SQLite one, and its
+ * lines ("corral etcd") follow: durable there means committed by the etcd
+ * cluster (its own fsync of the raft log). bench/controller/etcd_vs_sqlite.sh
+ * starts a local etcd and runs both.
  *
  * The controller runs with its defaults: synchronous=FULL, so every 201 is
  * on disk (fsync) before it is sent; group commit batches the concurrent
@@ -34,6 +40,7 @@
 #include <curl/curl.h>
 
 typedef struct ctl_proc {
+    const char *etcd; /* NULL: SQLite; else the etcd URL list */
     pid_t pid;
     char dir[256];
     char url[128];
@@ -88,6 +95,14 @@ static int start_controller(ctl_proc *c)
             dup2(fd, 2);
         }
         setenv("CORRAL_LOG", "warn", 1);
+        if (c->etcd) {
+            char spec[600], cluster[64];
+            snprintf(spec, sizeof spec, "etcd:%s", c->etcd);
+            snprintf(cluster, sizeof cluster, "bench-%d", (int)getpid());
+            execl(corral_bin, corral_bin, "controller", "--state-dir", c->dir, "--listen",
+                  "127.0.0.1:0", "--threads", "2", "--store", spec, "--store-cluster", cluster,
+                  (char *)NULL);
+        }
         execl(corral_bin, corral_bin, "controller", "--state-dir", c->dir, "--listen",
               "127.0.0.1:0", "--threads", "2", (char *)NULL);
         _exit(127);
@@ -234,9 +249,9 @@ static void run_api(const ctl_proc *c, int nclients, double seconds)
     double p50 = total ? (double)all[total / 2] / 1e6 : 0;
     double p99 = total ? (double)all[(size_t)((double)total * 0.99)] / 1e6 : 0;
     double cpu = proc_cpu_s(c->pid) - cpu0;
-    printf("corral api   clients=%-3d submits=%-7zu errors=%-3zu rate=%8.0f/s  p50=%6.2fms  "
+    printf("corral %s clients=%-3d submits=%-7zu errors=%-3zu rate=%8.0f/s  p50=%6.2fms  "
            "p99=%6.2fms  server_cpu=%.0fus/submit\n",
-           nclients, total, errors, (double)total / elapsed, p50, p99,
+           c->etcd ? "etcd " : "api  ", nclients, total, errors, (double)total / elapsed, p50, p99,
            total ? cpu * 1e6 / (double)total : 0.0);
     fflush(stdout);
     free(all);
@@ -363,6 +378,7 @@ int main(int argc, char **argv)
 {
     double seconds = 3;
     bool slurm = true;
+    const char *etcd = NULL;
     char clients[128] = "1,8,64";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
@@ -371,9 +387,11 @@ int main(int argc, char **argv)
             snprintf(clients, sizeof clients, "%s", argv[++i]);
         } else if (strcmp(argv[i], "--no-slurm") == 0) {
             slurm = false;
+        } else if (strcmp(argv[i], "--etcd") == 0 && i + 1 < argc) {
+            etcd = argv[++i];
         } else {
-            fprintf(stderr,
-                    "usage: bench_controller [--seconds S] [--clients 1,8,64] [--no-slurm]\n");
+            fprintf(stderr, "usage: bench_controller [--seconds S] [--clients 1,8,64] "
+                            "[--no-slurm] [--etcd URL]\n");
             return 2;
         }
     }
@@ -406,6 +424,26 @@ int main(int argc, char **argv)
     }
     run_cli(&c, 400, 8);
     stop_controller(&c);
+    if (etcd) {
+        ctl_proc e;
+        memset(&e, 0, sizeof e);
+        e.etcd = etcd;
+        printf("# the same on etcd (%s): every 201 committed by the etcd cluster\n", etcd);
+        if (start_controller(&e) != 0) {
+            fprintf(stderr, "bench_controller: cannot start a controller on etcd %s (see %s)\n",
+                    etcd, e.dir);
+        } else {
+            snprintf(list, sizeof list, "%s", clients);
+            save = NULL;
+            for (char *t = strtok_r(list, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+                int n = atoi(t);
+                if (n > 0 && n <= 1024) {
+                    run_api(&e, n, seconds);
+                }
+            }
+        }
+        stop_controller(&e);
+    }
     if (slurm) {
         run_slurm(200, 8);
     } else {

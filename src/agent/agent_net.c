@@ -33,9 +33,13 @@ static bool stopping(void *ud)
  * not http:// or https://: every call then fails as unreachable). */
 static cr_client *new_client(agent *a)
 {
+    /* Several controllers: a call tries the others for 3 s at most; the
+     * agent's own loops retry after that (a shutdown is never held up
+     * long by controllers that are all gone). */
     cr_client_opts o = {.server = a->cfg.server,
                         .connect_timeout_ns = 2 * CR_NS_PER_SEC,
-                        .ca_file = a->cfg.ca_file};
+                        .ca_file = a->cfg.ca_file,
+                        .failover_ns = strchr(a->cfg.server, ',') ? 3 * CR_NS_PER_SEC : 0};
     cr_client *cl = NULL;
     if (cr_client_new(&o, &cl) < 0) {
         cr_warn("agent: --server %s: not an http:// or https:// URL", a->cfg.server);

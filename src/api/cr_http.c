@@ -465,6 +465,47 @@ const char *cr_http_query(const cr_http_req *r, const char *key)
     return MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, key);
 }
 
+static void put_escaped(cr_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+            *p == '-' || *p == '_' || *p == '.' || *p == '~') {
+            cr_buf_putc(b, (char)*p);
+        } else {
+            cr_buf_putc(b, '%');
+            cr_buf_putc(b, hex[*p >> 4]);
+            cr_buf_putc(b, hex[*p & 15]);
+        }
+    }
+}
+
+static enum MHD_Result query_put(void *cls, enum MHD_ValueKind kind, const char *key,
+                                 const char *value)
+{
+    (void)kind;
+    cr_buf *b = cls;
+    cr_buf_putc(b, b->len == 0 ? '?' : '&');
+    put_escaped(b, key);
+    if (value) {
+        cr_buf_putc(b, '=');
+        put_escaped(b, value);
+    }
+    return MHD_YES;
+}
+
+char *cr_http_query_string(const cr_http_req *r)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, query_put, &b);
+    if (b.len == 0) {
+        cr_buf_fini(&b);
+        return cr_strdup("");
+    }
+    return cr_buf_take(&b);
+}
+
 typedef struct query_scan {
     const char *const *allowed;
     const char *unknown;

@@ -68,6 +68,9 @@ const char *cr_http_path(const cr_http_req *r);
 /* A query argument, or NULL. */
 const char *cr_http_query(const cr_http_req *r, const char *key);
 /* The name of the first query argument not in allowed (NULL-terminated), or NULL. */
+/* The query as received, re-escaped: "?k=v&k2" or "" when there is none.
+ * Returned new (free with free()). For redirects. */
+char *cr_http_query_string(const cr_http_req *r);
 const char *cr_http_query_unknown(const cr_http_req *r, const char *const *allowed);
 /* A request header (case-insensitive), or NULL. */
 const char *cr_http_header(const cr_http_req *r, const char *name);

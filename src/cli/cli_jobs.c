@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -101,6 +102,10 @@ static const cli_opt submit_opts[] = {
      0, 0, 'D'},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
      'W'},
+    {"idempotency-key", CLI_STR, "KEY",
+     "a repeat with the same KEY (and token) gets the first submit's ids, not new jobs (default: "
+     "a random key, so a retry at another controller is not a second submit)",
+     NULL, 0, 0, 0},
     {"nodelist", CLI_STR, "NODE,...", "only these nodes", NULL, 0, 0, 'w'},
     {"exclude", CLI_STR, "NODE,...", "never these nodes", NULL, 0, 0, 'x'},
     {"constraint", CLI_STR, "LABEL[=V]&...", "only nodes with these labels (agent --label)", NULL,
@@ -558,7 +563,32 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
         goto out;
     }
-    int rc = cr_client_job_submit(ctx->client, job, &res);
+    /* Exactly once across a failover: the client may repeat the POST at
+     * another controller after a lost answer, and the key makes the repeat
+     * return the first answer (docs/operations.md, "High availability"). */
+    char idem[129];
+    const cli_val *ik = pick(&a, script.parsed ? &script.args : NULL, "idempotency-key");
+    if (ik->set) {
+        snprintf(idem, sizeof idem, "%s", ik->str);
+        if (strlen(ik->str) >= sizeof idem || strlen(ik->str) == 0 || strpbrk(idem, "\r\n")) {
+            fprintf(ctx->err, "corral %s: --idempotency-key: 1..128 printable characters\n",
+                    ctx->cmd);
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+    } else {
+        uint8_t rnd[16];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+            fprintf(ctx->err, "corral %s: no random bytes for an idempotency key\n", ctx->cmd);
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        strcpy(idem, "cli-");
+        for (size_t i = 0; i < sizeof rnd; i++) {
+            snprintf(idem + 4 + 2 * i, 3, "%02x", rnd[i]);
+        }
+    }
+    int rc = cr_client_request_idem(ctx->client, "POST", "/v1/jobs", job, idem, 0, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
         goto out;

@@ -15,8 +15,10 @@
 #include <string.h>
 
 const cli_opt cr__cli_common_opts[] = {
-    {"server", CLI_STR, "URL",
-     "controller URL (env CORRAL_SERVER; default " CR_CLIENT_DEFAULT_SERVER ")", NULL, 0, 0, 0},
+    {"server", CLI_STR, "URL[,URL...]",
+     "controller URL, or the URLs of an HA trio (env CORRAL_SERVER; "
+     "default " CR_CLIENT_DEFAULT_SERVER ")",
+     NULL, 0, 0, 0},
     {"token", CLI_STR, "TOKEN",
      "bearer token (visible in ps: prefer --token-file or env CORRAL_TOKEN)", NULL, 0, 0, 0},
     {"token-file", CLI_STR, "FILE", "file holding the bearer token (env CORRAL_TOKEN_FILE)", NULL,

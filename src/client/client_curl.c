@@ -152,6 +152,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     struct curl_slist *hdrs = NULL;
     char *url = cr_asprintf("%s%s", c->server, x->path);
     char *auth = c->token ? cr_asprintf("Authorization: Bearer %s", c->token) : NULL;
+    char *idem = x->idem ? cr_asprintf("Idempotency-Key: %s", x->idem) : NULL;
 
     api.easy_reset(h); /* keeps the connection cache; clears options */
     api.easy_setopt(h, CURLOPT_URL, url);
@@ -188,6 +189,9 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     if (auth) {
         hdrs = api.slist_append(hdrs, auth);
     }
+    if (idem) {
+        hdrs = api.slist_append(hdrs, idem);
+    }
     if (strcmp(x->method, "GET") == 0) {
         api.easy_setopt(h, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(x->method, "POST") != 0) {
@@ -222,6 +226,13 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     long status = 0;
     api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    char *redir = NULL;
+    if (api.easy_getinfo(h, CURLINFO_REDIRECT_URL, &redir) == CURLE_OK && redir) {
+        snprintf(x->location, sizeof x->location, "%s", redir);
+    }
+    /* Nothing went out when no connection was made. */
+    x->sent = cc != CURLE_COULDNT_CONNECT && cc != CURLE_COULDNT_RESOLVE_HOST &&
+              cc != CURLE_COULDNT_RESOLVE_PROXY;
     int rc = 0;
     const char *why = *errbuf ? errbuf : api.easy_strerror(cc);
     if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && x->stopped)) {
@@ -248,6 +259,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
         rc = CR_EUNAVAIL;
     }
     api.slist_free_all(hdrs);
+    free(idem);
     free(auth);
     free(url);
     return rc;

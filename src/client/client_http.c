@@ -429,6 +429,8 @@ static int read_answer(rd *r, bool *keep)
                     return CR_EIO;
                 }
                 length = n;
+            } else if (strcasecmp(line, "Location") == 0) {
+                snprintf(x->location, sizeof x->location, "%s", v);
             } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
                 chunked = strcasestr(v, "chunked") != NULL;
             } else if (strcasecmp(line, "Connection") == 0) {
@@ -468,6 +470,9 @@ int cr__client_http(cr_client *c, cr__xfer *x)
     cr_buf_printf(&req, "%s %s%s HTTP/1.1\r\nHost: %s\r\nUser-Agent: %s\r\n", x->method, c->prefix,
                   x->path, c->host_header, c->user_agent);
     cr_buf_puts(&req, "Accept: application/json\r\n");
+    if (x->idem) {
+        cr_buf_printf(&req, "Idempotency-Key: %s\r\n", x->idem);
+    }
     if (c->token) {
         cr_buf_printf(&req, "Authorization: Bearer %s\r\n", c->token);
     }
@@ -498,6 +503,7 @@ int cr__client_http(cr_client *c, cr__xfer *x)
             break;
         }
         bool stopped = false;
+        x->sent = true;
         rc = send_all(c, x, req.data, req.len, deadline, &stopped);
         rd *r = NULL;
         if (rc == 0 || stopped) {

@@ -30,25 +30,34 @@
 
 typedef struct cr__curl cr__curl; /* libcurl state of one client (client_curl.c) */
 
+/* Controllers one client may name (a comma list in opts.server). */
+#define CR__CLIENT_MAX_SERVERS 8
+/* Redirects (307/308 from a follower controller) followed per call. */
+#define CR__CLIENT_MAX_REDIRECTS 4
+
 struct cr_client {
-    char *server;               /* base URL without trailing '/' */
-    bool tls;                   /* https:// */
-    char *host;                 /* host for http:// (no brackets) */
-    char *port;                 /* port for http:// ("8620") */
-    char *host_header;          /* "Host:" value */
-    char *prefix;               /* path prefix of the base URL ("" or "/api") */
-    char *token;                /* bearer token or NULL */
-    char *ca_file;              /* PEM bundle or NULL */
-    char *cert_file;            /* client certificate or NULL */
-    char *key_file;             /* client key or NULL */
-    char *user_agent;           /* User-Agent value */
-    bool insecure;              /* skip TLS verification */
-    int64_t connect_timeout_ns; /* connect phase limit */
-    int64_t timeout_ns;         /* default whole-request limit */
-    int fd;                     /* http: kept-alive socket, -1 none */
-    cr__curl *curl;             /* https: libcurl handle, NULL until used */
-    cr_client_cancel_fn cancel; /* asked while waiting for an answer; NULL: none */
-    void *cancel_ud;            /* its argument (borrowed) */
+    char *server;                          /* base URL in use, without trailing '/' */
+    char *servers[CR__CLIENT_MAX_SERVERS]; /* the configured list, each without '/' */
+    size_t nservers;                       /* entries in servers (>= 1) */
+    size_t cur;                            /* servers[cur] is the last one tried from the list */
+    int64_t failover_ns;                   /* how long one call goes on trying the others */
+    bool tls;                              /* https:// */
+    char *host;                            /* host for http:// (no brackets) */
+    char *port;                            /* port for http:// ("8620") */
+    char *host_header;                     /* "Host:" value */
+    char *prefix;                          /* path prefix of the base URL ("" or "/api") */
+    char *token;                           /* bearer token or NULL */
+    char *ca_file;                         /* PEM bundle or NULL */
+    char *cert_file;                       /* client certificate or NULL */
+    char *key_file;                        /* client key or NULL */
+    char *user_agent;                      /* User-Agent value */
+    bool insecure;                         /* skip TLS verification */
+    int64_t connect_timeout_ns;            /* connect phase limit */
+    int64_t timeout_ns;                    /* default whole-request limit */
+    int fd;                                /* http: kept-alive socket, -1 none */
+    cr__curl *curl;                        /* https: libcurl handle, NULL until used */
+    cr_client_cancel_fn cancel;            /* asked while waiting for an answer; NULL: none */
+    void *cancel_ud;                       /* its argument (borrowed) */
 };
 
 /* One request and what came back. */
@@ -56,6 +65,7 @@ typedef struct cr__xfer {
     const char *method;   /* "GET", "POST", ... */
     const char *path;     /* escaped path and query, from '/' */
     const char *body;     /* JSON payload or NULL */
+    const char *idem;     /* Idempotency-Key value or NULL */
     size_t body_len;      /* its length */
     int64_t timeout_ns;   /* whole request, 0: none */
     int64_t idle_ns;      /* streams: longest silence, 0: none */
@@ -64,6 +74,8 @@ typedef struct cr__xfer {
     long status;          /* out: HTTP status, 0 if none */
     cr_buf answer;        /* out: buffered body (non-2xx, or no fn) */
     bool stopped;         /* out: fn asked to stop */
+    bool sent;            /* out: some byte of the request may have reached a server */
+    char location[1024];  /* out: the answer's Location header ("" none) */
     char err[256];        /* out: transport error text */
 } cr__xfer;
 

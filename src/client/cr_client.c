@@ -100,23 +100,86 @@ out:
     return rc;
 }
 
+/* Make url (a base URL without trailing '/') the one requests go to; the
+ * kept-alive connection to the previous one is closed. CR_EINVAL when url
+ * is not an http:// or https:// URL we can use. */
+static int use_server(cr_client *c, const char *url)
+{
+    bool tls = strncmp(url, "https://", 8) == 0;
+    if (strncmp(url, "http://", 7) != 0 && !tls) {
+        return CR_EINVAL;
+    }
+    if (c->server && strcmp(c->server, url) == 0) {
+        return 0;
+    }
+    char *host = c->host, *port = c->port, *hh = c->host_header, *prefix = c->prefix;
+    c->host = c->port = c->host_header = c->prefix = NULL;
+    if (!tls && parse_http_url(c, url) < 0) {
+        c->host = host;
+        c->port = port;
+        c->host_header = hh;
+        c->prefix = prefix;
+        return CR_EINVAL;
+    }
+    free(host);
+    free(port);
+    free(hh);
+    free(prefix);
+    if (tls) {
+        c->prefix = cr_strdup("");
+    }
+    if (c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    c->tls = tls;
+    free(c->server);
+    c->server = cr_strdup(url);
+    return 0;
+}
+
+/* "URL1,URL2,...": each trimmed of blanks and trailing '/'. */
+static int parse_servers(cr_client *c, const char *list)
+{
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t n = e ? (size_t)(e - p) : strlen(p);
+        while (n > 0 && (*p == ' ' || *p == '\t')) {
+            p++;
+            n--;
+        }
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t' || p[n - 1] == '/')) {
+            n--;
+        }
+        if (n == 0 || c->nservers == CR__CLIENT_MAX_SERVERS) {
+            return CR_EINVAL;
+        }
+        c->servers[c->nservers++] = cr_strndup(p, n);
+        if (!e) {
+            break;
+        }
+        p = e + 1;
+        if (!*p) {
+            return CR_EINVAL; /* a trailing comma */
+        }
+    }
+    for (size_t i = 0; i < c->nservers; i++) {
+        int rc = use_server(c, c->servers[i]);
+        if (rc < 0) {
+            return rc;
+        }
+    }
+    return c->nservers ? use_server(c, c->servers[0]) : CR_EINVAL;
+}
+
 int cr_client_new(const cr_client_opts *opts, cr_client **out)
 {
     const char *server =
         opts && opts->server && *opts->server ? opts->server : CR_CLIENT_DEFAULT_SERVER;
-    bool tls = strncmp(server, "https://", 8) == 0;
-    if (strncmp(server, "http://", 7) != 0 && !tls) {
-        return CR_EINVAL;
-    }
     cr_client *c = cr_calloc(1, sizeof *c);
     c->fd = -1;
-    c->tls = tls;
-    c->server = cr_strdup(server);
-    size_t n = strlen(c->server);
-    while (n > 0 && c->server[n - 1] == '/') {
-        c->server[--n] = '\0';
-    }
-    if (!tls && parse_http_url(c, c->server) < 0) {
+    if (parse_servers(c, server) < 0) {
         cr_client_free(c);
         return CR_EINVAL;
     }
@@ -128,12 +191,19 @@ int cr_client_new(const cr_client_opts *opts, cr_client **out)
         c->connect_timeout_ns = opts->connect_timeout_ns;
         c->timeout_ns = opts->timeout_ns;
         c->user_agent = dup_or_null(opts->user_agent);
+        c->failover_ns = opts->failover_ns;
     }
     if (c->connect_timeout_ns <= 0) {
         c->connect_timeout_ns = 5 * CR_NS_PER_SEC;
     }
     if (c->timeout_ns <= 0) {
         c->timeout_ns = 30 * CR_NS_PER_SEC;
+    }
+    if (c->failover_ns == 0 && c->nservers > 1) {
+        c->failover_ns = CR_CLIENT_FAILOVER_NS;
+    }
+    if (c->failover_ns < 0) {
+        c->failover_ns = 0;
     }
     if (!c->user_agent) {
         c->user_agent = cr_strdup("corral/" CR_VERSION);
@@ -153,6 +223,9 @@ void cr_client_free(cr_client *c)
     }
     cr__client_curl_free(c->curl);
     free(c->server);
+    for (size_t i = 0; i < c->nservers; i++) {
+        free(c->servers[i]);
+    }
     free(c->host);
     free(c->port);
     free(c->host_header);
@@ -273,13 +346,91 @@ static int finish_answer(cr__xfer *x, cr_client_res *res)
     return code_of_answer(status, res->error);
 }
 
+/*
+ * The base URL a Location names: the Location less the path that was
+ * asked for (queries aside). NULL when its path is not that path (a
+ * redirect somewhere else is not followed). Returned new.
+ */
+static char *base_of_location(const cr_client *c, const char *loc, const char *path)
+{
+    /* Compare paths without their queries: the server may escape a query
+     * differently (a ',' as %2C) and the request is re-sent as it was. */
+    size_t ll = strcspn(loc, "?#");
+    size_t pl = strcspn(path, "?");
+    size_t fl = strlen(c->prefix);
+    if (ll <= fl + pl || (strncmp(loc, "http://", 7) != 0 && strncmp(loc, "https://", 8) != 0)) {
+        return NULL;
+    }
+    const char *tail = loc + ll - pl - fl;
+    if (strncmp(tail, c->prefix, fl) != 0 || strncmp(tail + fl, path, pl) != 0) {
+        return NULL;
+    }
+    /* the prefix belongs to the base URL */
+    return cr_strndup(loc, ll - pl);
+}
+
+/*
+ * Whether a failed attempt may be made again at another controller: no
+ * answer came (or a 503 CR_EUNAVAIL: a follower that knows no leader yet, a
+ * controller shutting down), and repeating the request cannot do a thing
+ * twice: nothing was sent, or the request is a read or an update by name,
+ * or it carries an Idempotency-Key (the controller answers a repeat with the
+ * first answer).
+ */
+static bool may_try_elsewhere(const cr__xfer *x, int rc, const cr_client_res *res)
+{
+    bool repeatable = !x->sent || strcmp(x->method, "POST") != 0 || x->idem != NULL;
+    if (rc == CR_EUNAVAIL && res->status == 0) {
+        return repeatable;
+    }
+    if (rc == CR_ETIMEDOUT && res->status == 0 && !x->fn) {
+        return repeatable;
+    }
+    return rc == CR_EUNAVAIL && res->status == 503 && res->error &&
+           strcmp(res->error, "CR_EUNAVAIL") == 0;
+}
+
+/* One request at the current server into res. */
+static int attempt(cr_client *c, cr__xfer *x, cr_client_res *res)
+{
+    cr_client_res_fini(res);
+    cr_buf_reset(&x->answer);
+    x->status = 0;
+    x->stopped = false;
+    x->sent = false;
+    x->err[0] = '\0';
+    x->location[0] = '\0';
+    int rc = c->tls ? cr__client_curl(c, x) : cr__client_http(c, x);
+    if (rc == 0 && x->stopped) {
+        res->status = x->status;
+        return 0;
+    }
+    if (rc < 0) {
+        if (rc == CR_ETOOBIG || rc == CR_EIO) {
+            res->status = x->status;
+        }
+        res->message = cr_strdup(x->err[0] ? x->err : cr_strerror(rc));
+        return rc;
+    }
+    return finish_answer(x, res);
+}
+
+/*
+ * Several controllers (docs/operations.md, "High availability"): a 307/308
+ * from a follower names the leader, which is then used (at most
+ * CR__CLIENT_MAX_REDIRECTS in a row); a controller that cannot be reached,
+ * or answers that it has no leader, makes the call go on to the next one in
+ * the list, round after round (a pause of 200 ms between rounds) for up to
+ * failover_ns. The server that answered stays in use for the next calls.
+ */
 static int perform(cr_client *c, const char *method, const char *path, const json_t *body,
-                   int64_t timeout_ns, int64_t idle_ns, cr_client_data_fn fn, void *ud,
-                   cr_client_res *res)
+                   const char *idem, int64_t timeout_ns, int64_t idle_ns, cr_client_data_fn fn,
+                   void *ud, cr_client_res *res)
 {
     int rc = 0;
     char *payload = NULL;
-    cr__xfer x = {.method = method, .path = path, .idle_ns = idle_ns, .fn = fn, .ud = ud};
+    cr__xfer x = {
+        .method = method, .path = path, .idle_ns = idle_ns, .fn = fn, .ud = ud, .idem = idem};
     cr_buf_init(&x.answer);
     cr_client_res_fini(res);
     if (body || strcmp(method, "POST") == 0 || strcmp(method, "PUT") == 0) {
@@ -293,19 +444,47 @@ static int perform(cr_client *c, const char *method, const char *path, const jso
         x.body_len = strlen(payload);
     }
     x.timeout_ns = timeout_ns ? timeout_ns : (fn ? 0 : c->timeout_ns);
-    rc = c->tls ? cr__client_curl(c, &x) : cr__client_http(c, &x);
-    if (rc == 0 && x.stopped) {
-        res->status = x.status;
-        goto out;
-    }
-    if (rc < 0) {
-        if (rc == CR_ETOOBIG || rc == CR_EIO) {
-            res->status = x.status;
+    int64_t until = cr_mono_ns() + c->failover_ns;
+    int hops = 0;
+    size_t tried = 0; /* list entries tried in this round */
+    for (;;) {
+        rc = attempt(c, &x, res);
+        if ((res->status == 307 || res->status == 308) && x.location[0]) {
+            char *base = base_of_location(c, x.location, path);
+            int urc = base && hops < CR__CLIENT_MAX_REDIRECTS ? use_server(c, base) : CR_EINVAL;
+            free(base);
+            if (urc == 0) {
+                hops++;
+                continue;
+            }
+            free(res->message);
+            res->message = cr_asprintf("redirected to %s: not followed (%s)", x.location,
+                                       hops >= CR__CLIENT_MAX_REDIRECTS ? "too many redirects"
+                                                                        : "not a controller URL");
+            res->status = 0; /* no controller that answers for itself was reached */
+            rc = CR_EUNAVAIL;
+            goto out;
         }
-        res->message = cr_strdup(x.err[0] ? x.err : cr_strerror(rc));
-        goto out;
+        if (rc == 0 || c->failover_ns == 0 || !may_try_elsewhere(&x, rc, res) ||
+            cr_mono_ns() >= until) {
+            goto out;
+        }
+        hops = 0;
+        if (++tried >= c->nservers) {
+            tried = 0;
+            for (int k = 0; k < 200 / CR__CLIENT_CANCEL_SLICE_MS; k++) {
+                if (c->cancel && c->cancel(c->cancel_ud)) {
+                    goto out; /* stopping: the last attempt's error stands */
+                }
+                usleep(CR__CLIENT_CANCEL_SLICE_MS * 1000);
+            }
+            if (cr_mono_ns() >= until) {
+                goto out;
+            }
+        }
+        c->cur = (c->cur + 1) % c->nservers;
+        use_server(c, c->servers[c->cur]);
     }
-    rc = finish_answer(&x, res);
 out:
     free(payload);
     cr_buf_fini(&x.answer);
@@ -315,11 +494,22 @@ out:
 int cr_client_request(cr_client *c, const char *method, const char *path, const json_t *body,
                       int64_t timeout_ns, cr_client_res *res)
 {
-    return perform(c, method, path, body, timeout_ns, 0, NULL, NULL, res);
+    return perform(c, method, path, body, NULL, timeout_ns, 0, NULL, NULL, res);
 }
 
 int cr_client_stream(cr_client *c, const char *path, int64_t timeout_ns, int64_t idle_timeout_ns,
                      cr_client_data_fn fn, void *ud, cr_client_res *res)
 {
-    return perform(c, "GET", path, NULL, timeout_ns, idle_timeout_ns, fn, ud, res);
+    return perform(c, "GET", path, NULL, NULL, timeout_ns, idle_timeout_ns, fn, ud, res);
+}
+
+int cr_client_request_idem(cr_client *c, const char *method, const char *path, const json_t *body,
+                           const char *idem_key, int64_t timeout_ns, cr_client_res *res)
+{
+    if (idem_key && strpbrk(idem_key, "\r\n")) {
+        cr_client_res_fini(res);
+        res->message = cr_strdup("Idempotency-Key: no CR or LF");
+        return CR_EINVAL;
+    }
+    return perform(c, method, path, body, idem_key, timeout_ns, 0, NULL, NULL, res);
 }

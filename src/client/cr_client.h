@@ -13,6 +13,17 @@
  * any byte of the answer arrived is retried once on a fresh one. A POST is
  * never retried: the server may have acted on it (no double submissions).
  *
+ * Several controllers: opts.server may list up to 8 base URLs, separated by
+ * commas (a leader and its standbys, docs/operations.md "High
+ * availability"). A 307 or 308 answer whose Location is the same path at
+ * another base URL (a follower naming the leader) is followed, at most 4 in
+ * a row, with the same method and body; the base URL that answered stays in
+ * use. With several URLs, a call that reached no controller, or got a 503
+ * CR_EUNAVAIL (no leader yet, shutting down), goes on to the next URL, round
+ * after round, for up to opts.failover_ns; a POST is tried elsewhere only
+ * when nothing of it was sent or it carries an Idempotency-Key
+ * (cr_client_request_idem), so a submit is never made twice.
+ *
  * Every request carries "Authorization: Bearer <token>" when a token is set,
  * sends and expects JSON, and is bounded by a timeout: the client's default
  * (opts.timeout_ns) or, for long-polls and streams, the one given to the call.
@@ -52,8 +63,12 @@
 
 typedef struct cr_client cr_client;
 
+/* How long one call goes on trying the other controllers of a list. */
+#define CR_CLIENT_FAILOVER_NS (20LL * 1000000000LL)
+
 typedef struct cr_client_opts {
-    const char *server;         /* base URL "http[s]://host:port"; NULL: the default */
+    const char *server;         /* base URL "http[s]://host:port", or a comma list of up to 8
+                                   (the controllers of an HA trio); NULL: the default */
     const char *token;          /* bearer token; NULL: none */
     int64_t connect_timeout_ns; /* 0: 5 s */
     int64_t timeout_ns;         /* whole-request default; 0: 30 s */
@@ -62,6 +77,9 @@ typedef struct cr_client_opts {
     const char *key_file;       /* its private key (PEM); NULL: none */
     bool insecure;              /* skip TLS peer and host verification (tests only) */
     const char *user_agent;     /* NULL: "corral/<version>" */
+    int64_t failover_ns;        /* how long one call tries other controllers of the list;
+                                   0: CR_CLIENT_FAILOVER_NS with several, none with one;
+                                   < 0: never */
 } cr_client_opts;
 
 typedef struct cr_client_res {
@@ -109,6 +127,13 @@ void cr_client_set_cancel(cr_client *c, cr_client_cancel_fn fn, void *ud);
  */
 int cr_client_request(cr_client *c, const char *method, const char *path, const json_t *body,
                       int64_t timeout_ns, cr_client_res *res);
+
+/* The same with "Idempotency-Key: idem_key" (NULL: none): a POST so marked
+ * may be repeated at another controller after a lost answer; the controller
+ * answers the repeat with the first answer (POST /v1/jobs, docs/api.md).
+ * CR_EINVAL when the key holds CR or LF. */
+int cr_client_request_idem(cr_client *c, const char *method, const char *path, const json_t *body,
+                           const char *idem_key, int64_t timeout_ns, cr_client_res *res);
 
 /*
  * Streaming GET: on a 2xx answer each chunk of the body is handed to fn as it

@@ -28,7 +28,8 @@
     X(TOOBIG, "too large")                                                                         \
     X(UNAVAIL, "unavailable")                                                                      \
     X(DISKFULL, "disk full")                                                                       \
-    X(CORRUPT, "damaged data")
+    X(CORRUPT, "damaged data")                                                                     \
+    X(FENCED, "fenced: another holder took over")
 
 enum cr_errno {
     CR_OK = 0,

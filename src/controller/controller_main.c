@@ -7,9 +7,12 @@
 
 #include "ctl_int.h"
 
+#include "ctl_ha.h"
+
 #include "cr_alloc.h"
 #include "cr_catalog.h"
 #include "cr_config.h"
+#include "cr_etcd.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
@@ -41,7 +44,16 @@ static void usage(FILE *f)
                "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
                "  --lost-after S       node lost after S seconds of silence (default 30)\n"
                "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
-               "  --threads N          HTTP event threads (default 4)\n");
+               "  --store SPEC         sqlite (default: STATE_DIR/corral.db) or\n"
+               "                       etcd:http://h1:2379,http://h2:2379 (docs/operations.md)\n"
+               "  --store-cluster NAME etcd keys under /corral/NAME/ (default 'default')\n"
+               "  --etcd-max-txn-ops N the etcd cluster's --max-txn-ops (default 128)\n"
+               "  --threads N          HTTP event threads (default 4)\n"
+               "  --advertise-url URL  high availability: this controller's URL for clients;\n"
+               "                       stand for election (docs/operations.md)\n"
+               "  --election etcd:URL[,URL...]  etcd members of the election (default: those\n"
+               "                       of --store etcd:...; keys under /corral/<store-cluster>/)\n"
+               "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -56,6 +68,9 @@ static void route(void *ctx, cr_http_req *req)
     if (atomic_load(&c->draining)) {
         ctl_reply_err(req, 503, CR_EUNAVAIL, NULL, "controller shutting down");
         goto out;
+    }
+    if (c->ha && ctl_ha_route(c->ha, req)) {
+        goto out; /* a follower's redirect, or a leader still loading */
     }
     const char *path = cr_http_path(req);
     const char *m = cr_http_method(req);
@@ -80,6 +95,12 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     ctl_ui_headers(req, true);
+    if (nseg == 1 && strcmp(seg[0], "healthz") == 0) {
+        /* with HA, ctl_ha_route answered; a single controller leads */
+        cr_http_set_route(req, "/healthz");
+        ctl_reply_json(req, 200, json_pack("{s:b,s:s}", "ok", 1, "role", "leader"));
+        goto out;
+    }
     if (nseg == 1 && strcmp(seg[0], "metrics") == 0 && strcmp(m, "GET") == 0) {
         cr_http_set_route(req, "/metrics");
         ctl_route_metrics(c, req);
@@ -197,6 +218,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->retain_s = 3600;
     cfg->idem_max = 10000;
     cfg->idem_ttl_s = 86400;
+    cfg->election_ttl_s = CTL_HA_TTL_DEFAULT_S;
 }
 
 static int parse_listen(const char *s, ctl_config *cfg)
@@ -220,6 +242,47 @@ static int parse_listen(const char *s, ctl_config *cfg)
     memcpy(cfg->listen_addr, s, hl);
     cfg->listen_addr[hl] = '\0';
     cfg->port = (uint16_t)port;
+    return 0;
+}
+
+/* --store SPEC: "sqlite" or "etcd:" and a list of http:// endpoints. file
+ * (NULL for a flag) and what name the input in messages. */
+static int store_spec_check(const char *spec, const char *file, const char *what)
+{
+    if (strcmp(spec, "sqlite") == 0) {
+        return 0;
+    }
+    if (strncmp(spec, "etcd:", 5) != 0) {
+        fprintf(stderr,
+                "corral controller: %s%s%s: expected sqlite or etcd:URL[,URL...], got '%s'\n",
+                file ? file : "", file ? ": " : "", what, spec);
+        return CR_EINVAL;
+    }
+    cr_etcd *e = NULL;
+    int rc = cr_etcd_new(spec + 5, NULL, &e);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: %s%s%s: %s\n", file ? file : "", file ? ": " : "", what,
+                cr_etcd_last_error());
+        return rc;
+    }
+    cr_etcd_free(e);
+    return 0;
+}
+
+static int store_cluster_check(const char *name, const char *file)
+{
+    size_t n = strlen(name);
+    bool ok = n >= 1 && n <= 64;
+    for (size_t i = 0; ok && i < n; i++) {
+        char ch = name[i];
+        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '_' || ch == '.';
+    }
+    if (!ok) {
+        fprintf(stderr, "corral controller: %s%s: expected 1..64 of [A-Za-z0-9._-], got '%s'\n",
+                file ? file : "--store-cluster", file ? ": field 'store_cluster'" : "", name);
+        return CR_EINVAL;
+    }
     return 0;
 }
 
@@ -271,8 +334,16 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "retain_s",
                                           "idempotency_max",
                                           "idempotency_ttl_s",
+                                          "store",
+                                          "store_cluster",
+                                          "etcd_max_txn_ops",
+                                          "advertise_url",
+                                          "election",
+                                          "election_ttl_s",
                                           NULL};
+    const char *adv = NULL, *elect = NULL;
     cr_json_err err;
+    const char *store = NULL, *store_cluster = NULL;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
                *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL, *ccert = NULL,
                *ckey = NULL;
@@ -333,7 +404,15 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "retain_s", false, 0, 366LL * 86400, &cfg->retain_s, &err)) ||
         (rc = cr_json_int(v, "", "idempotency_max", false, 1, 10000000, &cfg->idem_max, &err)) ||
         (rc = cr_json_int(v, "", "idempotency_ttl_s", false, 1, 366LL * 86400, &cfg->idem_ttl_s,
-                          &err))) {
+                          &err)) ||
+        (rc = cr_json_str(v, "", "store", false, 1000, &store, &err)) ||
+        (rc = cr_json_str(v, "", "store_cluster", false, 64, &store_cluster, &err)) ||
+        (rc = cr_json_int(v, "", "etcd_max_txn_ops", false, 8, 1000000, &cfg->etcd_max_txn_ops,
+                          &err)) ||
+        (rc = cr_json_str(v, "", "advertise_url", false, CTL_HA_URL_MAX, &adv, &err)) ||
+        (rc = cr_json_str(v, "", "election", false, 1000, &elect, &err)) ||
+        (rc = cr_json_int(v, "", "election_ttl_s", false, CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S,
+                          &cfg->election_ttl_s, &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
     }
@@ -385,6 +464,39 @@ static int load_config(const char *path, ctl_config *cfg)
     }
     if (sd) {
         snprintf(cfg->state_dir, sizeof cfg->state_dir, "%s", sd);
+    }
+    if ((store && store_spec_check(store, path, "field 'store'") != 0) ||
+        (store_cluster && store_cluster_check(store_cluster, path) != 0)) {
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (store) {
+        snprintf(cfg->store, sizeof cfg->store, "%s", store);
+    }
+    if (store_cluster) {
+        snprintf(cfg->store_cluster, sizeof cfg->store_cluster, "%s", store_cluster);
+    }
+    if (adv && !ctl_ha_url_ok(adv)) {
+        fprintf(stderr,
+                "corral controller: %s: field 'advertise_url': expected http(s)://HOST:PORT (no "
+                "path), got '%s'\n",
+                path, adv);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (elect && (strncmp(elect, "etcd:", 5) != 0 || !elect[5])) {
+        fprintf(stderr,
+                "corral controller: %s: field 'election': expected etcd:http://HOST:PORT[,...], "
+                "got '%s'\n",
+                path, elect);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (adv) {
+        snprintf(cfg->advertise_url, sizeof cfg->advertise_url, "%s", adv);
+    }
+    if (elect) {
+        snprintf(cfg->election, sizeof cfg->election, "%s", elect + 5);
     }
     if (cert) {
         snprintf(cfg->tls_cert, sizeof cfg->tls_cert, "%s", cert);
@@ -532,6 +644,78 @@ static void ctl_free_state(ctl *c)
     pthread_cond_destroy(&c->cv);
 }
 
+/* Listen (cert and key: PEM text or NULL for plain HTTP; borrowed). */
+static int http_start(ctl *c, const char *cert, const char *key)
+{
+    char path[1200];
+    cr_http_config hc = {
+        .bind_addr = c->cfg.listen_addr,
+        .port = c->cfg.port,
+        .tls_cert_pem = cert,
+        .tls_key_pem = key,
+        .max_body_bytes = c->cfg.max_body_bytes,
+        .timeout_s = c->cfg.request_timeout_s,
+        .threads = c->cfg.threads,
+        .header_timeout_s = c->cfg.header_timeout_s,
+        .body_timeout_s = c->cfg.body_timeout_s,
+        .max_conns = c->cfg.max_conns,
+        .max_conns_per_ip = c->cfg.max_conns_per_ip,
+        .handler = route,
+        .observe = ctl_observe,
+        .ctx = c,
+    };
+    int rc = cr_http_server_new(&hc, &c->http);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: cannot listen on %s:%u\n", c->cfg.listen_addr,
+                (unsigned)c->cfg.port);
+        return rc;
+    }
+    /* The bound address for tools and tests (useful with port 0). */
+    snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
+    char tmp[1300];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    FILE *af = fopen(tmp, "w");
+    if (af) {
+        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
+                (unsigned)cr_http_server_port(c->http));
+        fclose(af);
+        rename(tmp, path);
+    }
+    cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
+            c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
+            c->cfg.policy);
+    return 0;
+}
+
+/*
+ * High availability: listen at once (a follower answers /healthz and
+ * redirects /v1 to the leader), stand for election, and return once
+ * elected (0): the caller then starts as after a restart. CR_EAGAIN when a
+ * signal ended the wait (*sig), another code on failure (reported).
+ */
+static int ha_begin(ctl *c, const char *store_endpoints, const char *prefix, const char *cert,
+                    const char *key, const sigset_t *sigs, int *sig)
+{
+    ctl_ha_opts o = {.endpoints = store_endpoints,
+                     .prefix = prefix,
+                     .advertise = c->cfg.advertise_url,
+                     .ttl_s = c->cfg.election_ttl_s};
+    int rc = ctl_ha_new(&o, &c->ha);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: high availability: cannot use etcd at %s: %s\n",
+                store_endpoints, cr_strerror(rc));
+        return rc;
+    }
+    if ((rc = http_start(c, cert, key)) != 0) {
+        return rc;
+    }
+    if ((rc = ctl_ha_start(c->ha)) != 0) {
+        fprintf(stderr, "corral controller: cannot start the election thread\n");
+        return rc;
+    }
+    return ctl_ha_wait_elected(c->ha, sigs, sig);
+}
+
 static int run(ctl *c)
 {
     int rc = 0;
@@ -567,8 +751,41 @@ static int run(ctl *c)
         cr_warn("no \"run_as\" in the config: single-user mode, every job runs as the agents' "
                 "own user (see docs/isolation.md)");
     }
-    snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
-    cr_store_opts so = {.sync_normal = c->cfg.sync_normal, .max_batch = 0};
+    if (*c->cfg.tls_cert || *c->cfg.tls_key) {
+        cert = read_file(c->cfg.tls_cert);
+        key = read_file(c->cfg.tls_key);
+        if (!cert || !key) {
+            fprintf(stderr, "corral controller: cannot read %s\n",
+                    !cert ? "--tls-cert" : "--tls-key");
+            rc = CR_EIO;
+            goto out;
+        }
+    }
+    if (*c->cfg.advertise_url) {
+        /* High availability: a follower until elected (ctl_ha.h). */
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "/corral/%s/",
+                 *c->cfg.store_cluster ? c->cfg.store_cluster : "default");
+        int sig = 0;
+        rc = ha_begin(c, c->cfg.election, prefix, cert, key, &sigs, &sig);
+        if (rc == CR_EAGAIN) {
+            cr_info("signal %d: shutting down (a follower)", sig);
+            rc = 0;
+            goto out;
+        }
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (strncmp(c->cfg.store, "etcd:", 5) == 0) {
+        snprintf(path, sizeof path, "%s", c->cfg.store);
+    } else {
+        snprintf(path, sizeof path, "%s/corral.db", c->cfg.state_dir);
+    }
+    cr_store_opts so = {.sync_normal = c->cfg.sync_normal,
+                        .max_batch = 0,
+                        .cluster = c->cfg.store_cluster,
+                        .etcd_max_txn_ops = (size_t)c->cfg.etcd_max_txn_ops};
     rc = cr_store_open(path, &so, &c->store);
     if (rc == CR_ECORRUPT) {
         fprintf(stderr,
@@ -576,11 +793,25 @@ static int run(ctl *c)
                 "transactions after a damaged WAL frame); refusing to start so that nothing is "
                 "dropped silently. Recovery: docs/operations.md, \"Damaged store\"\n",
                 path);
-        return 1;
+        goto out;
     }
     if (rc != 0) {
         fprintf(stderr, "corral controller: cannot open the store %s: %s\n", path, cr_strerror(rc));
-        return 1;
+        goto out;
+    }
+    if (c->ha) {
+        /* Every write from now on is conditional on the leader key we
+         * created: once another controller holds it, ours fail. */
+        rc = cr_store_set_fence(c->store, ctl_ha_key(c->ha), ctl_ha_fence(c->ha));
+        if (rc == CR_ENOTSUP) {
+            cr_warn("ha: the store is SQLite: writes are not fenced (only the lease watchdog "
+                    "stops a deposed leader); use --store etcd:... across hosts");
+            rc = 0;
+        } else if (rc != 0) {
+            fprintf(stderr, "corral controller: cannot fence the store: %s\n", cr_strerror(rc));
+            goto out;
+        }
+        ctl_ha_set_store(c->ha, c->store);
     }
     c->next_id = 1;
     rc = cr_store_load_jobs(c->store, load_job, c);
@@ -626,16 +857,6 @@ static int run(ctl *c)
     }
     cr_info("state loaded: %lld job ids, %zu nodes, %zu tenants (schema v%d)",
             (long long)(c->next_id - 1), c->nnodes, c->ntenants, cr_store_schema_version(c->store));
-    if (*c->cfg.tls_cert || *c->cfg.tls_key) {
-        cert = read_file(c->cfg.tls_cert);
-        key = read_file(c->cfg.tls_key);
-        if (!cert || !key) {
-            fprintf(stderr, "corral controller: cannot read %s\n",
-                    !cert ? "--tls-cert" : "--tls-key");
-            rc = CR_EIO;
-            goto out;
-        }
-    }
     rc = ctl_sched_start(c);
     if (rc == 0) {
         rc = ctl_logs_start(c);
@@ -643,42 +864,12 @@ static int run(ctl *c)
     if (rc != 0) {
         goto out;
     }
-    cr_http_config hc = {
-        .bind_addr = c->cfg.listen_addr,
-        .port = c->cfg.port,
-        .tls_cert_pem = cert,
-        .tls_key_pem = key,
-        .max_body_bytes = c->cfg.max_body_bytes,
-        .timeout_s = c->cfg.request_timeout_s,
-        .threads = c->cfg.threads,
-        .header_timeout_s = c->cfg.header_timeout_s,
-        .body_timeout_s = c->cfg.body_timeout_s,
-        .max_conns = c->cfg.max_conns,
-        .max_conns_per_ip = c->cfg.max_conns_per_ip,
-        .handler = route,
-        .observe = ctl_observe,
-        .ctx = c,
-    };
-    rc = cr_http_server_new(&hc, &c->http);
-    if (rc != 0) {
-        fprintf(stderr, "corral controller: cannot listen on %s:%u\n", c->cfg.listen_addr,
-                (unsigned)c->cfg.port);
+    if (!c->http && (rc = http_start(c, cert, key)) != 0) {
         goto out;
     }
-    /* The bound address for tools and tests (useful with port 0). */
-    snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
-    char tmp[1300];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *af = fopen(tmp, "w");
-    if (af) {
-        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
-                (unsigned)cr_http_server_port(c->http));
-        fclose(af);
-        rename(tmp, path);
+    if (c->ha) {
+        ctl_ha_set_ready(c->ha);
     }
-    cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
-            c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
-            c->cfg.policy);
     int sig = 0;
     sigwait(&sigs, &sig);
     cr_info("signal %d: shutting down", sig);
@@ -694,8 +885,13 @@ out:
     ctl_logs_stop(c);
     ctl_nodes_release_polls(c);
     ctl_services_release_polls(c);
+    if (c->ha) {
+        ctl_ha_set_store(c->ha, NULL);
+    }
     cr_store_close(c->store); /* commits what is queued and answers those requests */
     c->store = NULL;
+    ctl_ha_free(c->ha); /* after the last write: a leader's lease goes last */
+    c->ha = NULL;
     cr_http_server_free(c->http);
     free(cert);
     free(key);
@@ -746,7 +942,13 @@ int cr_controller_main(int argc, char **argv)
         O_THREADS,
         O_CCERT,
         O_CKEY,
-        O_LEGACY
+        O_LEGACY,
+        O_ADVERTISE,
+        O_ELECTION,
+        O_ELECTION_TTL,
+        O_STORE,
+        O_STORE_CLUSTER,
+        O_ETCD_OPS
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -762,6 +964,12 @@ int cr_controller_main(int argc, char **argv)
         {"tls-client-cert", required_argument, NULL, O_CCERT},
         {"tls-client-key", required_argument, NULL, O_CKEY},
         {"allow-legacy-join", no_argument, NULL, O_LEGACY},
+        {"advertise-url", required_argument, NULL, O_ADVERTISE},
+        {"election", required_argument, NULL, O_ELECTION},
+        {"election-ttl", required_argument, NULL, O_ELECTION_TTL},
+        {"store", required_argument, NULL, O_STORE},
+        {"store-cluster", required_argument, NULL, O_STORE_CLUSTER},
+        {"etcd-max-txn-ops", required_argument, NULL, O_ETCD_OPS},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -850,6 +1058,58 @@ int cr_controller_main(int argc, char **argv)
             }
             c->cfg.threads = (unsigned)x;
             break;
+        case O_ADVERTISE:
+            if (!ctl_ha_url_ok(optarg)) {
+                fprintf(stderr,
+                        "corral controller: --advertise-url: expected http(s)://HOST:PORT (no "
+                        "path, at most %d bytes), got '%s'\n",
+                        CTL_HA_URL_MAX, optarg);
+                goto out;
+            }
+            snprintf(c->cfg.advertise_url, sizeof c->cfg.advertise_url, "%s", optarg);
+            break;
+        case O_ELECTION:
+            if (strncmp(optarg, "etcd:", 5) != 0 || strlen(optarg + 5) == 0 ||
+                strlen(optarg + 5) >= sizeof c->cfg.election) {
+                fprintf(stderr,
+                        "corral controller: --election: expected etcd:http://HOST:PORT[,...], "
+                        "got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            snprintf(c->cfg.election, sizeof c->cfg.election, "%s", optarg + 5);
+            break;
+        case O_ELECTION_TTL:
+            if (cr_parse_i64(optarg, CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S, &x) != 0) {
+                fprintf(stderr,
+                        "corral controller: --election-ttl: expected seconds %d..%d, got "
+                        "'%s'\n",
+                        CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S, optarg);
+                goto out;
+            }
+            c->cfg.election_ttl_s = x;
+            break;
+        case O_STORE:
+            if (store_spec_check(optarg, NULL, "--store") != 0) {
+                goto out;
+            }
+            snprintf(c->cfg.store, sizeof c->cfg.store, "%s", optarg);
+            break;
+        case O_STORE_CLUSTER:
+            if (store_cluster_check(optarg, NULL) != 0) {
+                goto out;
+            }
+            snprintf(c->cfg.store_cluster, sizeof c->cfg.store_cluster, "%s", optarg);
+            break;
+        case O_ETCD_OPS:
+            if (cr_parse_i64(optarg, 8, 1000000, &x) != 0) {
+                fprintf(stderr,
+                        "corral controller: --etcd-max-txn-ops: expected 8..1000000, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.etcd_max_txn_ops = x;
+            break;
         case 'h':
             usage(stdout);
             ret = 0;
@@ -863,6 +1123,19 @@ int cr_controller_main(int argc, char **argv)
     }
     if (optind < argc) {
         fprintf(stderr, "corral controller: unexpected argument '%s'\n", argv[optind]);
+        goto out;
+    }
+    if (*c->cfg.advertise_url && !*c->cfg.election && strncmp(c->cfg.store, "etcd:", 5) == 0) {
+        snprintf(c->cfg.election, sizeof c->cfg.election, "%s", c->cfg.store + 5);
+    }
+    if (*c->cfg.advertise_url && !*c->cfg.election) {
+        fprintf(stderr, "corral controller: --advertise-url needs the etcd members of the "
+                        "election: --election etcd:URL[,URL...]\n");
+        goto out;
+    }
+    if (!*c->cfg.advertise_url && *c->cfg.election) {
+        fprintf(stderr, "corral controller: --election needs --advertise-url (the URL the "
+                        "leader is reached at)\n");
         goto out;
     }
     if ((*c->cfg.tls_cert != '\0') != (*c->cfg.tls_key != '\0')) {

@@ -497,6 +497,7 @@ void ctl_batch_tick(ctl *c)
             ctl_sched_add(c, j->id);
             if (!txn) {
                 txn = cr_store_txn_new();
+                cr_store_txn_splittable(txn); /* per job: independent */
             }
             ctl_job_persist(c, txn, j, "eligible", "dependency, throttle and begin time met");
             continue;
@@ -509,6 +510,7 @@ void ctl_batch_tick(ctl *c)
             atomic_fetch_add(&c->jobs_finished[JS_CANCELLED], 1);
             if (!txn) {
                 txn = cr_store_txn_new();
+                cr_store_txn_splittable(txn);
             }
             ctl_job_persist(c, txn, j, "cancelled", why);
             continue;

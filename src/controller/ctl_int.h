@@ -221,7 +221,10 @@ typedef struct ctl_config {
     unsigned max_conns;        /* HTTP connections open at once */
     unsigned max_conns_per_ip; /* of which from one client address */
     bool sync_normal;
-    json_t *prices; /* owned: {"H100 SXM": dollars per GPU-hour} */
+    char store[1024];         /* "" = SQLite in state_dir; "etcd:URL,URL..." */
+    char store_cluster[72];   /* etcd key prefix /corral/<this>/; "" = "default" */
+    int64_t etcd_max_txn_ops; /* the etcd cluster's --max-txn-ops; 0 = 128 */
+    json_t *prices;           /* owned: {"H100 SXM": dollars per GPU-hour} */
     int64_t grace_s;
     char checkpoint_root[1024];     /* per-job checkpoint dirs under it */
     int64_t checkpoint_retention_s; /* agents remove checkpoints untouched this long; 0 never */
@@ -243,6 +246,10 @@ typedef struct ctl_config {
     int64_t retain_s;        /* finished jobs leave memory after this age */
     int64_t idem_max;        /* Idempotency-Key answers kept at most */
     int64_t idem_ttl_s;      /* an Idempotency-Key answer expires after this */
+    /* High availability (ctl_ha.h): "" = a single controller. */
+    char advertise_url[520]; /* this controller's URL for clients and followers' redirects */
+    int64_t election_ttl_s;  /* the leader's lease */
+    char election[1024];     /* etcd client URLs of the election, comma-separated */
 } ctl_config;
 
 /* A job's Unix user on the nodes (ctl_runas.c). */
@@ -293,6 +300,7 @@ struct ctl {
     cr_store *store;
     cr_http_server *http;
     cr_auth_table *auth;
+    struct ctl_ha *ha; /* leader election (ctl_ha.h); NULL: a single controller */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
     ctl_job **jobs;     /* by id - 1; NULL = no such job (yet) */

@@ -6,6 +6,8 @@
  */
 #include "ctl_int.h"
 
+#include "ctl_ha.h"
+
 #include "cr_alloc.h"
 
 #include <stdio.h>
@@ -158,6 +160,14 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
                    "Finished jobs still held in memory (retention: retain_finished, retain_s).");
     cr_prom_sample(&b, "corral_jobs_finished_in_memory", NULL, (double)finished_mem);
     ctl_metrics_more(c, &b);
+    if (c->ha) {
+        ctl_ha_metrics(c->ha, &b);
+    } else {
+        cr_prom_family(&b, "corral_controller_leader", "gauge",
+                       "1 on the controller that leads (schedules and answers writes), 0 on a "
+                       "standby.");
+        cr_prom_sample(&b, "corral_controller_leader", NULL, 1);
+    }
     free(q);
     free(g);
     size_t len = b.len;

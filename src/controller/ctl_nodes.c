@@ -1538,6 +1538,7 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
         n->sched_dirty = true;
         if (!txn) {
             txn = cr_store_txn_new();
+            cr_store_txn_splittable(txn); /* per node and job: independent */
         }
         node_persist(txn, n);
         char why[400];

@@ -188,6 +188,7 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
                 if (j && (j->state == JS_RUNNING || j->state == JS_COMPLETING)) {
                     if (!txn) {
                         txn = cr_store_txn_new();
+                        cr_store_txn_splittable(txn);
                     }
                     char why[300];
                     snprintf(why, sizeof why, "GPU %d on node %s unhealthy: %s", n->gpus[i].index,
@@ -670,6 +671,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     int64_t t_start = cr_mono_ns();
     int64_t now = ctl_clock_ns(c); /* never steps (cr_time.h) */
     cr_store_txn *txn = cr_store_txn_new();
+    cr_store_txn_splittable(txn); /* per-job allocations and reasons: independent */
     ctl_node **bump = NULL;
     size_t nbump = 0, capbump = 0;
     op_copy *ops = NULL;

@@ -633,6 +633,7 @@ void ctl_audit_tick(ctl *c, int64_t now_mono)
     audit_prune a = {.cutoff_ns = cr_now_ns() - c->cfg.audit_retention_s * CR_NS_PER_SEC,
                      .txn = cr_store_txn_new(),
                      .n = 0};
+    cr_store_txn_splittable(a.txn); /* deletes of old entries: independent */
     cr_store_load_objects(c->store, "audit", prune_row, &a);
     if (a.n > 0) {
         cr_info("audit: %zu entries older than %llds pruned", a.n,

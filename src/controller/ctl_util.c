@@ -123,7 +123,7 @@ bool ctl_text_clean(const char *s)
 
 unsigned ctl_commit_status(int rc)
 {
-    return rc == CR_EDISKFULL ? 507 : 500;
+    return rc == CR_EDISKFULL ? 507 : rc == CR_ETOOBIG ? 413 : rc == CR_EFENCED ? 503 : 500;
 }
 
 void ctl_reply_commit_err(cr_http_req *req, int rc)
@@ -131,6 +131,14 @@ void ctl_reply_commit_err(cr_http_req *req, int rc)
     if (rc == CR_EDISKFULL) {
         ctl_reply_err(req, 507, rc, NULL,
                       "disk full: the change was not stored (the controller keeps serving reads)");
+    } else if (rc == CR_ETOOBIG) {
+        ctl_reply_err(req, 413, rc, NULL,
+                      "the change is over the store's transaction limit (etcd --max-txn-ops and "
+                      "request size; see docs/operations.md): not stored, submit fewer at once");
+    } else if (rc == CR_EFENCED) {
+        ctl_reply_err(req, 503, rc, NULL,
+                      "this controller's store writes are fenced (another controller took over): "
+                      "not stored");
     } else {
         ctl_reply_err(req, 500, rc, NULL, "could not commit: %s", cr_strerror(rc));
     }

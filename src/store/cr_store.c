@@ -7,6 +7,7 @@
  * the writer thread after cr_store_open returns.
  */
 #include "cr_store.h"
+#include "store_int.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
@@ -20,30 +21,13 @@
 #include <stdio.h>
 #include <string.h>
 
-enum op_kind { OP_PUT_JOB, OP_EVENT, OP_PUT, OP_DEL, OP_USAGE };
-
-typedef struct op {
-    enum op_kind kind;
-    int64_t i1, i2;     /* job id / time */
-    char *s1, *s2, *s3; /* owned texts (meaning per kind) */
-    double d1, d2, d3;  /* usage amounts */
-    char *s4;           /* owned: usage day */
-} op;
-
-struct cr_store_txn {
-    op *ops;                   /* owned */
-    size_t len, cap;           /* counts */
-    cr_store_done_fn done;     /* set by submit */
-    void *arg;                 /* for done */
-    struct cr_store_txn *next; /* queue link */
-};
-
 enum { ST_PUT_JOB, ST_EVENT, ST_PUT, ST_DEL, ST_USAGE, ST_COUNT };
 
 /* Reader connections: reads (GET /v1/jobs pages, events) run side by side. */
 #define STORE_READERS 4
 
 struct cr_store {
+    cr__estore *etcd;                   /* set: every call goes to the etcd backend */
     sqlite3 *w;                         /* writer connection (writer thread) */
     sqlite3 *r[STORE_READERS];          /* reader connections, each under its rmu */
     sqlite3_stmt *st[ST_COUNT];         /* prepared writer statements */
@@ -450,6 +434,15 @@ static void *writer_main(void *arg)
 
 int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out)
 {
+    if (strncmp(path, "etcd:", 5) == 0) {
+        cr__estore *e = NULL;
+        int erc = cr__estore_open(path + 5, opts, &e);
+        if (erc == 0) {
+            *out = cr_calloc(1, sizeof **out);
+            (*out)->etcd = e;
+        }
+        return erc;
+    }
     cr_store *s = cr_calloc(1, sizeof *s);
     bool sync_normal = opts && opts->sync_normal;
     s->max_batch = opts && opts->max_batch ? opts->max_batch : 8192;
@@ -506,6 +499,11 @@ void cr_store_close(cr_store *s)
     if (!s) {
         return;
     }
+    if (s->etcd) {
+        cr__estore_close(s->etcd);
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&s->qmu);
     s->stop = true;
     pthread_cond_signal(&s->qcv);
@@ -526,11 +524,40 @@ void cr_store_close(cr_store *s)
 
 int cr_store_schema_version(cr_store *s)
 {
-    return s->version;
+    return s->etcd ? CR_STORE_ETCD_LAYOUT : s->version;
+}
+
+const char *cr_store_backend(cr_store *s)
+{
+    return s->etcd ? "etcd" : "sqlite";
+}
+
+int cr_store_set_fence(cr_store *s, const char *key, int64_t create_revision)
+{
+    return s->etcd ? cr__estore_set_fence(s->etcd, key, create_revision) : CR_ENOTSUP;
+}
+
+bool cr_store_fenced(cr_store *s)
+{
+    return s->etcd && cr__estore_fenced(s->etcd);
+}
+
+struct cr_etcd *cr_store_etcd_client(cr_store *s)
+{
+    return s->etcd ? cr__estore_client(s->etcd) : NULL;
+}
+
+const char *cr_store_etcd_prefix(cr_store *s)
+{
+    return s->etcd ? cr__estore_prefix(s->etcd) : NULL;
 }
 
 void cr_store_stats(cr_store *s, uint64_t *commits, uint64_t *txns)
 {
+    if (s->etcd) {
+        cr__estore_stats(s->etcd, commits, txns);
+        return;
+    }
     *commits = atomic_load(&s->commits);
     *txns = atomic_load(&s->txns);
 }
@@ -555,6 +582,11 @@ void cr_store_txn_free(cr_store_txn *t)
 bool cr_store_txn_empty(const cr_store_txn *t)
 {
     return t->len == 0;
+}
+
+void cr_store_txn_splittable(cr_store_txn *t)
+{
+    t->splittable = true;
 }
 
 static op *add_op(cr_store_txn *t, enum op_kind kind)
@@ -618,6 +650,10 @@ void cr_store_submit(cr_store *s, cr_store_txn *t, cr_store_done_fn done, void *
     t->done = done;
     t->arg = arg;
     t->next = NULL;
+    if (s->etcd) {
+        cr__estore_submit(s->etcd, t);
+        return;
+    }
     pthread_mutex_lock(&s->qmu);
     if (s->tail) {
         s->tail->next = t;
@@ -729,6 +765,8 @@ typedef struct cb_ctx {
     cr_store_obj_fn obj;
     cr_store_event_fn event;
     cr_store_usage_fn usage;
+    void (*kind)(void *arg, const char *kind);
+    cr_store_job_row_fn job_row;
     void *arg;
     size_t hits; /* rows seen */
 } cb_ctx;
@@ -763,12 +801,18 @@ static void usage_row(sqlite3_stmt *st, void *ctx)
 
 int cr_store_load_jobs(cr_store *s, cr_store_job_fn fn, void *arg)
 {
+    if (s->etcd) {
+        return cr__estore_load_jobs(s->etcd, fn, arg);
+    }
     cb_ctx c = {.job = fn, .arg = arg};
     return read_query(s, "SELECT id, doc FROM jobs ORDER BY id", NULL, 0, 0, job_row, &c);
 }
 
 int cr_store_load_objects(cr_store *s, const char *kind, cr_store_obj_fn fn, void *arg)
 {
+    if (s->etcd) {
+        return cr__estore_load_objects(s->etcd, kind, fn, arg);
+    }
     cb_ctx c = {.obj = fn, .arg = arg};
     return read_query(s, "SELECT key, doc FROM objects WHERE kind = ?1 ORDER BY key", kind, 0, 0,
                       obj_row, &c);
@@ -776,6 +820,9 @@ int cr_store_load_objects(cr_store *s, const char *kind, cr_store_obj_fn fn, voi
 
 int cr_store_job_events(cr_store *s, int64_t job, size_t limit, cr_store_event_fn fn, void *arg)
 {
+    if (s->etcd) {
+        return cr__estore_job_events(s->etcd, job, limit, fn, arg);
+    }
     cb_ctx c = {.event = fn, .arg = arg};
     return read_query(s,
                       "SELECT job, time_ns, what, why FROM events WHERE job = ?1 ORDER BY seq "
@@ -785,6 +832,9 @@ int cr_store_job_events(cr_store *s, int64_t job, size_t limit, cr_store_event_f
 
 int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg)
 {
+    if (s->etcd) {
+        return cr__estore_load_usage(s->etcd, fn, arg);
+    }
     cb_ctx c = {.usage = fn, .arg = arg};
     return read_query(s,
                       "SELECT tenant, gpu_type, day, gpu_s, energy_j, cost FROM usage ORDER BY "
@@ -794,6 +844,9 @@ int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg)
 
 int cr_store_get_job(cr_store *s, int64_t id, cr_store_job_fn fn, void *arg)
 {
+    if (s->etcd) {
+        return cr__estore_get_job(s->etcd, id, fn, arg);
+    }
     cb_ctx c = {.job = fn, .arg = arg, .hits = 0};
     int rc = read_query(s, "SELECT id, doc FROM jobs WHERE id = ?1", NULL, id, 0, job_row, &c);
     return rc != 0 ? rc : c.hits > 0 ? 0 : CR_ENOENT;
@@ -810,6 +863,9 @@ static void max_row(sqlite3_stmt *st, void *ctx)
 
 int cr_store_max_job_id(cr_store *s, int64_t *out)
 {
+    if (s->etcd) {
+        return cr__estore_max_job_id(s->etcd, out);
+    }
     *out = 0;
     int rc = read_query(s, "SELECT max(id) FROM jobs", NULL, 0, 0, max_row, out);
     if (rc == 0) {
@@ -849,6 +905,9 @@ static int query_bind(sqlite3_stmt *st, const cr_store_job_query *q)
 int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
                         int64_t *total)
 {
+    if (s->etcd) {
+        return cr__estore_query_jobs(s->etcd, q, fn, arg, total);
+    }
     cr_buf b, cb;
     cr_buf_init(&b);
     cr_buf_init(&cb);
@@ -909,6 +968,9 @@ out:
 int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *states, size_t n,
                         int64_t *out)
 {
+    if (s->etcd) {
+        return cr__estore_job_counts(s->etcd, tenant, states, n, out);
+    }
     int rc = 0;
     int slot;
     sqlite3 *r = reader_get(s, &slot);
@@ -935,4 +997,47 @@ int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *stat
     }
     reader_put(s, slot);
     return rc;
+}
+
+static void kind_row(sqlite3_stmt *st, void *ctx)
+{
+    cb_ctx *c = ctx;
+    c->kind(c->arg, col_text(st, 0));
+}
+
+int cr_store_object_kinds(cr_store *s, void (*fn)(void *arg, const char *kind), void *arg)
+{
+    if (s->etcd) {
+        return cr__estore_kinds(s->etcd, fn, arg);
+    }
+    cb_ctx c = {.kind = fn, .arg = arg};
+    return read_query(s, "SELECT DISTINCT kind FROM objects ORDER BY kind", NULL, 0, 0, kind_row,
+                      &c);
+}
+
+static void job_full_row(sqlite3_stmt *st, void *ctx)
+{
+    cb_ctx *c = ctx;
+    c->job_row(c->arg, sqlite3_column_int64(st, 0), col_text(st, 1), col_text(st, 2),
+               col_text(st, 3));
+}
+
+int cr_store_load_job_rows(cr_store *s, cr_store_job_row_fn fn, void *arg)
+{
+    if (s->etcd) {
+        return cr__estore_load_job_rows(s->etcd, fn, arg);
+    }
+    cb_ctx c = {.job_row = fn, .arg = arg};
+    return read_query(s, "SELECT id, tenant, state, doc FROM jobs ORDER BY id", NULL, 0, 0,
+                      job_full_row, &c);
+}
+
+int cr_store_load_events(cr_store *s, cr_store_event_fn fn, void *arg)
+{
+    if (s->etcd) {
+        return cr__estore_load_events(s->etcd, fn, arg);
+    }
+    cb_ctx c = {.event = fn, .arg = arg};
+    return read_query(s, "SELECT job, time_ns, what, why FROM events ORDER BY job, seq", NULL, 0, 0,
+                      event_row, &c);
 }

@@ -24,6 +24,17 @@
  * pages of jobs) use a small pool of their own connections (4), so reads
  * run side by side; they see committed data only.
  * The load functions are meant for start-up.
+ *
+ * Backends: a path "etcd:http://h1:2379,http://h2:2379" opens the etcd
+ * backend instead (store_etcd.c; keys under /corral/<cluster>/, layout in
+ * src/store/README.md). The same calls, the same meaning of done(0)
+ * (durable: committed by the etcd cluster), the same group commit: the
+ * writer packs queued transactions into etcd txns within etcd's limits
+ * (--max-txn-ops, request size), never splitting one transaction across
+ * etcd txns unless it was marked splittable (cr_store_txn_splittable); one
+ * that alone is over the limits fails with CR_ETOOBIG. Fencing
+ * (cr_store_set_fence) makes every etcd write conditional on a key's
+ * create_revision, so a deposed leader's writes fail with CR_EFENCED.
  */
 #ifndef CR_STORE_H
 #define CR_STORE_H
@@ -41,7 +52,15 @@ typedef struct cr_store_opts {
     bool sync_normal; /* synchronous=NORMAL: survives a crash of the process,
                          not of the machine; default FULL */
     size_t max_batch; /* transactions per commit; 0 = 8192 */
+    /* etcd only: */
+    const char *cluster;     /* keys under /corral/<cluster>/; NULL = "default" */
+    size_t etcd_max_txn_ops; /* the cluster's --max-txn-ops; 0 = 128 */
+    int64_t etcd_timeout_ms; /* per request; 0 = 5000 */
 } cr_store_opts;
+
+/* The etcd key layout's version (meta/layout); cr_store_schema_version
+ * returns it for an etcd store. */
+#define CR_STORE_ETCD_LAYOUT 1
 
 /* Open (create) the database at path; opts may be NULL. Returns 0 and *out
  * (free with cr_store_close) or CR_EIO / CR_ENOTSUP, or CR_ECORRUPT when
@@ -54,12 +73,34 @@ int cr_store_open(const char *path, const cr_store_opts *opts, cr_store **out);
 void cr_store_close(cr_store *s);
 int cr_store_schema_version(cr_store *s);
 
+/* "sqlite" or "etcd". */
+const char *cr_store_backend(cr_store *s);
+/* etcd only: from now on every write carries the compare
+ * create_revision(key) == create_revision (key: a whole etcd key, e.g. the
+ * leader key of a lease-based election). When it fails, the writes of that
+ * batch and every later one fail with CR_EFENCED until the fence is set
+ * again; setting it also reloads the writer's caches (job index, counts,
+ * usage sums, event sequence) from etcd, since a previous holder may have
+ * written. CR_ENOTSUP on SQLite. */
+int cr_store_set_fence(cr_store *s, const char *key, int64_t create_revision);
+/* A fence compare has failed (and no fence was set since). */
+bool cr_store_fenced(cr_store *s);
+/* The etcd client and key prefix ("/corral/<cluster>/") of an etcd store
+ * (borrowed, valid until close), for leader election on the same cluster;
+ * NULL on SQLite. */
+struct cr_etcd *cr_store_etcd_client(cr_store *s);
+const char *cr_store_etcd_prefix(cr_store *s);
+
 /* Statistics: commits done and transactions committed (for metrics). */
 void cr_store_stats(cr_store *s, uint64_t *commits, uint64_t *txns);
 
 cr_store_txn *cr_store_txn_new(void);
 void cr_store_txn_free(cr_store_txn *t);
 bool cr_store_txn_empty(const cr_store_txn *t);
+/* The operations of t are independent of each other (a scheduler cycle's
+ * allocations, pending reasons): a backend with a size limit (etcd) may
+ * commit them in several parts; done gets the first failure, if any. */
+void cr_store_txn_splittable(cr_store_txn *t);
 /* Operations; strings are copied. */
 void cr_store_txn_put_job(cr_store_txn *t, int64_t id, const char *tenant, const char *state,
                           const char *doc);
@@ -115,5 +156,13 @@ int cr_store_query_jobs(cr_store *s, const cr_store_job_query *q, cr_store_job_f
 /* Rows in each of n states (of tenant; NULL = all) into out[n]. 0 or CR_EIO. */
 int cr_store_job_counts(cr_store *s, const char *tenant, const char *const *states, size_t n,
                         int64_t *out);
+/* For migration (corral admin migrate): every job row with its tenant and
+ * state, in id order; every event of every job, each job's in order. */
+typedef void (*cr_store_job_row_fn)(void *arg, int64_t id, const char *tenant, const char *state,
+                                    const char *doc);
+int cr_store_load_job_rows(cr_store *s, cr_store_job_row_fn fn, void *arg);
+int cr_store_load_events(cr_store *s, cr_store_event_fn fn, void *arg);
+/* Each object kind present, once, in order (for migration). 0 or CR_EIO. */
+int cr_store_object_kinds(cr_store *s, void (*fn)(void *arg, const char *kind), void *arg);
 
 #endif

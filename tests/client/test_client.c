@@ -69,6 +69,32 @@ static void test_bad_server_url(void **state)
     cr_client_free(c);
 }
 
+/* A list of controllers: each URL checked, the first in use; malformed
+ * lists (empty member, trailing comma, more than 8, one bad URL) refused. */
+static void test_server_list(void **state)
+{
+    cr_client *c = NULL;
+    cr_client_opts o = {.server = "http://a:1/, https://b:2 ,http://[::1]:3"};
+    assert_int_equal(cr_client_new(&o, &c), 0);
+    assert_string_equal(cr_client_server(c), "http://a:1");
+    cr_client_free(c);
+    c = NULL;
+    static const char *const bad[] = {
+        "http://a:1,",
+        ",http://a:1",
+        "http://a:1,,http://b:2",
+        "http://a:1,ftp://b",
+        "http://a:1,http://b:x",
+        ("http://1:1,http://2:1,http://3:1,http://4:1,http://5:1,http://6:1,http://7:1,"
+         "http://8:1,http://9:1"),
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o.server = bad[i];
+        assert_int_equal(cr_client_new(&o, &c), CR_EINVAL);
+        assert_null(c);
+    }
+}
+
 static void test_get_with_token(void **state)
 {
     fx *f = *state;
@@ -384,6 +410,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bad_server_url),
+        cmocka_unit_test(test_server_list),
         cmocka_unit_test_setup_teardown(test_get_with_token, setup, teardown),
         cmocka_unit_test_setup_teardown(test_post_body_and_query, setup, teardown),
         cmocka_unit_test_setup_teardown(test_methods_and_escaping, setup, teardown),

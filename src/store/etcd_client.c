@@ -1,0 +1,995 @@
+/*
+ * etcd_client.c - etcd v3 over its gRPC gateway (JSON on HTTP/1.1) through
+ * libcurl loaded with dlopen; see cr_etcd.h for the contract.
+ *
+ * Lock order: e->mu (the handle pool and the current endpoint) is never
+ * held across a transfer.
+ */
+#include "cr_etcd.h"
+
+#include "cr_alloc.h"
+#include "cr_buf.h"
+#include "cr_error.h"
+
+#include <curl/curl.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* The few libcurl entry points used, resolved once per process. */
+typedef struct curl_api {
+    bool ok;       /* loaded and initialised */
+    char err[160]; /* why not, when !ok */
+    CURLcode (*global_init)(long flags);
+    CURL *(*easy_init)(void);
+    void (*easy_cleanup)(CURL *h);
+    void (*easy_reset)(CURL *h);
+    CURLcode (*easy_setopt)(CURL *h, CURLoption opt, ...);
+    CURLcode (*easy_perform)(CURL *h);
+    CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
+    const char *(*easy_strerror)(CURLcode c);
+    struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
+    void (*slist_free_all)(struct curl_slist *l);
+} curl_api;
+
+/* Written once under pthread_once, read-only afterwards. */
+static curl_api api;
+static pthread_once_t api_once = PTHREAD_ONCE_INIT;
+
+static void api_load(void)
+{
+    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        snprintf(api.err, sizeof api.err, "etcd needs libcurl: %s", dlerror());
+        return;
+    }
+#define SYM(field, name)                                                                           \
+    do {                                                                                           \
+        *(void **)&api.field = dlsym(lib, name);                                                   \
+        if (!api.field) {                                                                          \
+            snprintf(api.err, sizeof api.err, "libcurl lacks %s", name);                           \
+            return;                                                                                \
+        }                                                                                          \
+    } while (0)
+    SYM(global_init, "curl_global_init");
+    SYM(easy_init, "curl_easy_init");
+    SYM(easy_cleanup, "curl_easy_cleanup");
+    SYM(easy_reset, "curl_easy_reset");
+    SYM(easy_setopt, "curl_easy_setopt");
+    SYM(easy_perform, "curl_easy_perform");
+    SYM(easy_getinfo, "curl_easy_getinfo");
+    SYM(easy_strerror, "curl_easy_strerror");
+    SYM(slist_append, "curl_slist_append");
+    SYM(slist_free_all, "curl_slist_free_all");
+#undef SYM
+    if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        snprintf(api.err, sizeof api.err, "curl_global_init failed");
+        return;
+    }
+    api.ok = true; /* the library stays loaded for the life of the process */
+}
+
+/* Handles kept for reuse (their connections stay open). */
+#define POOL_MAX 8
+
+struct cr_etcd {
+    char *ep[CR_ETCD_MAX_ENDPOINTS]; /* owned base URLs, no trailing '/' */
+    size_t nep;
+    size_t cur;              /* endpoint that answered last; under mu */
+    CURL *pool[POOL_MAX];    /* idle handles; under mu */
+    size_t npool;            /* under mu */
+    pthread_mutex_t mu;      /* guards cur and the pool */
+    long connect_ms, req_ms; /* timeouts */
+};
+
+static _Thread_local char last_err[512];
+
+const char *cr_etcd_last_error(void)
+{
+    return last_err;
+}
+
+__attribute__((format(printf, 2, 3))) static int fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(last_err, sizeof last_err, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int cr_etcd_new(const char *endpoints, const cr_etcd_opts *opts, cr_etcd **out)
+{
+    last_err[0] = '\0';
+    if (!endpoints || !*endpoints) {
+        return fail(CR_EINVAL, "etcd: no endpoint given");
+    }
+    cr_etcd *e = cr_calloc(1, sizeof *e);
+    int rc = 0;
+    const char *p = endpoints;
+    while (*p) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        while (n > 0 && p[n - 1] == '/') {
+            n--;
+        }
+        if (n == 0) {
+            rc = fail(CR_EINVAL, "etcd: empty endpoint in \"%s\"", endpoints);
+            goto out;
+        }
+        if (strncmp(p, "http://", 7) != 0 || n <= 7 || n > 255) {
+            rc = fail(CR_EINVAL,
+                      "etcd: endpoint \"%.*s\" is not http://HOST:PORT (https is not supported)",
+                      (int)(n > 255 ? 255 : n), p);
+            goto out;
+        }
+        for (size_t i = 7; i < n; i++) {
+            char c = p[i];
+            if (!(c == '.' || c == ':' || c == '-' || c == '[' || c == ']' || c == '_' ||
+                  (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
+                rc = fail(CR_EINVAL, "etcd: endpoint \"%.*s\" has a bad character", (int)n, p);
+                goto out;
+            }
+        }
+        if (e->nep == CR_ETCD_MAX_ENDPOINTS) {
+            rc = fail(CR_EINVAL, "etcd: more than %d endpoints", CR_ETCD_MAX_ENDPOINTS);
+            goto out;
+        }
+        e->ep[e->nep++] = cr_strndup(p, n);
+        p = comma ? comma + 1 : p + strlen(p);
+    }
+    pthread_once(&api_once, api_load);
+    if (!api.ok) {
+        rc = fail(CR_EUNAVAIL, "%s", api.err);
+        goto out;
+    }
+    e->connect_ms = opts && opts->connect_timeout_ms > 0 ? (long)opts->connect_timeout_ms : 1000;
+    e->req_ms = opts && opts->request_timeout_ms > 0 ? (long)opts->request_timeout_ms : 5000;
+    pthread_mutex_init(&e->mu, NULL);
+out:
+    if (rc != 0) {
+        for (size_t i = 0; i < e->nep; i++) {
+            free(e->ep[i]);
+        }
+        free(e);
+        return rc;
+    }
+    *out = e;
+    return 0;
+}
+
+void cr_etcd_free(cr_etcd *e)
+{
+    if (!e) {
+        return;
+    }
+    for (size_t i = 0; i < e->npool; i++) {
+        api.easy_cleanup(e->pool[i]);
+    }
+    for (size_t i = 0; i < e->nep; i++) {
+        free(e->ep[i]);
+    }
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+const char *cr_etcd_endpoint(cr_etcd *e)
+{
+    pthread_mutex_lock(&e->mu);
+    const char *s = e->ep[e->cur];
+    pthread_mutex_unlock(&e->mu);
+    return s;
+}
+
+/* ------------------------------------------------------------------------ */
+/* base64 (standard alphabet, padded), as the gateway carries bytes         */
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static char *b64_encode(const void *data, size_t len)
+{
+    const unsigned char *d = data;
+    char *out = cr_malloc((len + 2) / 3 * 4 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < len; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16;
+        if (i + 1 < len) {
+            v |= (uint32_t)d[i + 1] << 8;
+        }
+        if (i + 2 < len) {
+            v |= d[i + 2];
+        }
+        out[o++] = b64[(v >> 18) & 63];
+        out[o++] = b64[(v >> 12) & 63];
+        out[o++] = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+        out[o++] = i + 2 < len ? b64[v & 63] : '=';
+    }
+    out[o] = '\0';
+    return out;
+}
+
+static int b64_val(char c)
+{
+    if (c >= 'A' && c <= 'Z') {
+        return c - 'A';
+    }
+    if (c >= 'a' && c <= 'z') {
+        return c - 'a' + 26;
+    }
+    if (c >= '0' && c <= '9') {
+        return c - '0' + 52;
+    }
+    return c == '+' ? 62 : c == '/' ? 63 : -1;
+}
+
+/* Decodes s (padded standard base64); *out new (NUL-terminated, free with
+ * free()). 0 or CR_EPARSE. */
+static int b64_decode(const char *s, char **out, size_t *out_len)
+{
+    size_t n = strlen(s);
+    if (n % 4 != 0) {
+        return CR_EPARSE;
+    }
+    char *d = cr_malloc(n / 4 * 3 + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < n; i += 4) {
+        int v[4];
+        for (int k = 0; k < 4; k++) {
+            v[k] = b64_val(s[i + k]);
+        }
+        bool last = i + 4 == n;
+        bool pad2 = last && s[i + 2] == '=' && s[i + 3] == '=';
+        bool pad1 = last && !pad2 && s[i + 3] == '=';
+        if (v[0] < 0 || v[1] < 0 || (v[2] < 0 && !pad2) || (v[3] < 0 && !pad1 && !pad2)) {
+            free(d);
+            return CR_EPARSE;
+        }
+        uint32_t w = (uint32_t)v[0] << 18 | (uint32_t)v[1] << 12;
+        d[o++] = (char)(w >> 16);
+        if (!pad2) {
+            w |= (uint32_t)v[2] << 6;
+            d[o++] = (char)(w >> 8 & 0xff);
+            if (!pad1) {
+                w |= (uint32_t)v[3];
+                d[o++] = (char)(w & 0xff);
+            }
+        }
+    }
+    d[o] = '\0';
+    *out = d;
+    *out_len = o;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Reply parsing                                                            */
+
+/* A 64-bit field: the gateway writes them as decimal strings; a JSON
+ * integer is taken too; absent = 0 (proto3 omits zero values). */
+static int get_i64(json_t *o, const char *name, int64_t *out)
+{
+    json_t *v = json_object_get(o, name);
+    *out = 0;
+    if (!v || json_is_null(v)) {
+        return 0;
+    }
+    if (json_is_integer(v)) {
+        *out = json_integer_value(v);
+        return 0;
+    }
+    if (!json_is_string(v)) {
+        return fail(CR_EPARSE, "etcd: field \"%s\" is not a number", name);
+    }
+    const char *s = json_string_value(v);
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0') {
+        return fail(CR_EPARSE, "etcd: field \"%s\" is not a number: \"%.40s\"", name, s);
+    }
+    *out = (int64_t)x;
+    return 0;
+}
+
+static int get_b64(json_t *o, const char *name, char **out, size_t *out_len)
+{
+    json_t *v = json_object_get(o, name);
+    if (!v) {
+        *out = cr_strdup("");
+        *out_len = 0;
+        return 0;
+    }
+    if (!json_is_string(v) || b64_decode(json_string_value(v), out, out_len) != 0) {
+        return fail(CR_EPARSE, "etcd: field \"%s\" is not base64", name);
+    }
+    return 0;
+}
+
+void cr_etcd_range_result_fini(cr_etcd_range_result *r)
+{
+    if (!r) {
+        return;
+    }
+    for (size_t i = 0; i < r->n; i++) {
+        free(r->kvs[i].key);
+        free(r->kvs[i].value);
+    }
+    free(r->kvs);
+    memset(r, 0, sizeof *r);
+}
+
+static int parse_header_rev(json_t *root, int64_t *revision)
+{
+    json_t *h = json_object_get(root, "header");
+    if (!json_is_object(h)) {
+        return fail(CR_EPARSE, "etcd: reply has no header");
+    }
+    int64_t rev = 0;
+    int rc = get_i64(h, "revision", &rev);
+    if (rc == 0 && revision) {
+        *revision = rev;
+    }
+    return rc;
+}
+
+/* A RangeResponse object (top level or inside a txn). */
+static int parse_range_obj(json_t *root, cr_etcd_range_result *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *kvs = json_object_get(root, "kvs");
+    int rc = get_i64(root, "count", &out->count);
+    if (rc != 0) {
+        return rc;
+    }
+    json_t *more = json_object_get(root, "more");
+    out->more = json_is_true(more);
+    if (!kvs) {
+        return 0;
+    }
+    if (!json_is_array(kvs)) {
+        return fail(CR_EPARSE, "etcd: \"kvs\" is not an array");
+    }
+    size_t n = json_array_size(kvs);
+    out->kvs = cr_calloc(n ? n : 1, sizeof *out->kvs);
+    for (size_t i = 0; i < n; i++) {
+        json_t *kv = json_array_get(kvs, i);
+        cr_etcd_kv *k = &out->kvs[i];
+        size_t klen = 0;
+        if (!json_is_object(kv)) {
+            rc = fail(CR_EPARSE, "etcd: kvs[%zu] is not an object", i);
+            goto bad;
+        }
+        out->n = i + 1;
+        if ((rc = get_b64(kv, "key", &k->key, &klen)) != 0 ||
+            (rc = get_b64(kv, "value", &k->value, &k->value_len)) != 0 ||
+            (rc = get_i64(kv, "create_revision", &k->create_revision)) != 0 ||
+            (rc = get_i64(kv, "mod_revision", &k->mod_revision)) != 0 ||
+            (rc = get_i64(kv, "version", &k->version)) != 0 ||
+            (rc = get_i64(kv, "lease", &k->lease)) != 0) {
+            goto bad;
+        }
+        if (strlen(k->key) != klen) {
+            rc = fail(CR_EPARSE, "etcd: kvs[%zu] has a key with a NUL byte", i);
+            goto bad;
+        }
+    }
+    return 0;
+bad:
+    cr_etcd_range_result_fini(out);
+    return rc;
+}
+
+static json_t *load_json(const char *body, size_t len, int *rc)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, &jerr);
+    if (!root || !json_is_object(root)) {
+        *rc = fail(CR_EPARSE, "etcd: reply is not a JSON object (%s)",
+                   root ? "another JSON value" : jerr.text);
+        json_decref(root);
+        return NULL;
+    }
+    *rc = 0;
+    return root;
+}
+
+int cr__etcd_parse_range(const char *body, size_t len, cr_etcd_range_result *out, int64_t *revision)
+{
+    int rc;
+    json_t *root = load_json(body, len, &rc);
+    if (!root) {
+        return rc;
+    }
+    rc = parse_header_rev(root, revision);
+    if (rc == 0) {
+        rc = parse_range_obj(root, out);
+    }
+    json_decref(root);
+    return rc;
+}
+
+void cr_etcd_txn_result_fini(cr_etcd_txn_result *r)
+{
+    if (!r) {
+        return;
+    }
+    for (size_t i = 0; i < r->nranges; i++) {
+        cr_etcd_range_result_fini(&r->ranges[i]);
+    }
+    free(r->ranges);
+    memset(r, 0, sizeof *r);
+}
+
+int cr__etcd_parse_txn(const char *body, size_t len, cr_etcd_txn_result *out)
+{
+    memset(out, 0, sizeof *out);
+    int rc;
+    json_t *root = load_json(body, len, &rc);
+    if (!root) {
+        return rc;
+    }
+    rc = parse_header_rev(root, &out->revision);
+    out->succeeded = json_is_true(json_object_get(root, "succeeded"));
+    json_t *resp = json_object_get(root, "responses");
+    if (rc == 0 && resp) {
+        if (!json_is_array(resp)) {
+            rc = fail(CR_EPARSE, "etcd: \"responses\" is not an array");
+            goto out;
+        }
+        size_t n = json_array_size(resp);
+        out->ranges = cr_calloc(n ? n : 1, sizeof *out->ranges);
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            json_t *r = json_array_get(resp, i);
+            if (!json_is_object(r)) {
+                rc = fail(CR_EPARSE, "etcd: responses[%zu] is not an object", i);
+                break;
+            }
+            out->nranges = i + 1;
+            json_t *rr = json_object_get(r, "response_range");
+            if (rr) {
+                if (!json_is_object(rr)) {
+                    rc = fail(CR_EPARSE, "etcd: responses[%zu].response_range is not an object", i);
+                } else {
+                    rc = parse_range_obj(rr, &out->ranges[i]);
+                }
+            }
+        }
+    }
+out:
+    json_decref(root);
+    if (rc != 0) {
+        cr_etcd_txn_result_fini(out);
+    }
+    return rc;
+}
+
+int cr__etcd_parse_error(const char *body, size_t len, int http_status, bool *retry)
+{
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_DISABLE_EOF_CHECK, &jerr);
+    *retry = http_status == 502 || http_status == 503 || http_status == 504;
+    const char *msg = NULL;
+    int64_t code = -1;
+    if (json_is_object(root)) {
+        json_t *m = json_object_get(root, "error");
+        if (!json_is_string(m)) {
+            m = json_object_get(root, "message");
+        }
+        msg = json_is_string(m) ? json_string_value(m) : NULL;
+        json_t *c = json_object_get(root, "code");
+        code = json_is_integer(c) ? json_integer_value(c) : -1;
+    }
+    int rc;
+    if (!msg) {
+        rc = fail(CR_EPARSE, "etcd: HTTP %d with no error message: %.*s", http_status,
+                  (int)(len > 120 ? 120 : len), body ? body : "");
+    } else if (strstr(msg, "lease not found")) {
+        rc = fail(CR_ENOENT, "%s", msg);
+    } else if (strstr(msg, "too many operations") || strstr(msg, "too large")) {
+        rc = fail(CR_ETOOBIG, "%s", msg);
+    } else if (strstr(msg, "compacted")) {
+        rc = fail(CR_ECONFLICT, "%s", msg);
+    } else if (code == 14 || strstr(msg, "no leader") || strstr(msg, "leader changed") ||
+               strstr(msg, "timed out") || strstr(msg, "stopped") || strstr(msg, "not capable")) {
+        /* Unavailable: another member may well answer. */
+        *retry = true;
+        rc = fail(CR_EUNAVAIL, "%s", msg);
+    } else if (code == 4) {
+        *retry = true; /* DeadlineExceeded */
+        rc = fail(CR_ETIMEDOUT, "%s", msg);
+    } else {
+        rc = fail(CR_EINVAL, "%s (code %lld)", msg, (long long)code);
+    }
+    json_decref(root);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Transport                                                                */
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+    cr_buf *b = ud;
+    size_t n = size * nmemb;
+    if (b->len + n > CR_ETCD_MAX_REPLY_BYTES) {
+        return 0; /* aborts the transfer: CURLE_WRITE_ERROR */
+    }
+    cr_buf_append(b, ptr, n);
+    return n;
+}
+
+static CURL *handle_get(cr_etcd *e)
+{
+    CURL *h = NULL;
+    pthread_mutex_lock(&e->mu);
+    if (e->npool > 0) {
+        h = e->pool[--e->npool];
+    }
+    pthread_mutex_unlock(&e->mu);
+    return h ? h : api.easy_init();
+}
+
+static void handle_put(cr_etcd *e, CURL *h)
+{
+    pthread_mutex_lock(&e->mu);
+    if (e->npool < POOL_MAX) {
+        e->pool[e->npool++] = h;
+        h = NULL;
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (h) {
+        api.easy_cleanup(h);
+    }
+}
+
+/* One POST of body to path on endpoint ep. 0 with *status and the reply in
+ * out; CR_EUNAVAIL (could not connect: try another), CR_ETIMEDOUT,
+ * CR_ETOOBIG (reply too large), CR_EIO. */
+static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const char *body,
+                    cr_buf *out, long *status)
+{
+    char errbuf[CURL_ERROR_SIZE] = "";
+    char url[320];
+    snprintf(url, sizeof url, "%s%s", ep, path);
+    struct curl_slist *hdrs = NULL;
+    cr_buf_reset(out);
+    api.easy_reset(h);
+    api.easy_setopt(h, CURLOPT_URL, url);
+    api.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    api.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    api.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    api.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    api.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->connect_ms);
+    api.easy_setopt(h, CURLOPT_TIMEOUT_MS, e->req_ms);
+    api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    api.easy_setopt(h, CURLOPT_WRITEDATA, out);
+    api.easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    api.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    hdrs = api.slist_append(hdrs, "Content-Type: application/json");
+    hdrs = api.slist_append(hdrs, "Expect:");
+    api.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    /* As in src/client: a write to a reset connection raises SIGPIPE. */
+    sigset_t pipe_set, old_mask, pending;
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old_mask);
+    sigemptyset(&pending);
+    sigpending(&pending);
+    bool had_pipe = sigismember(&pending, SIGPIPE) == 1;
+    CURLcode cc = api.easy_perform(h);
+    if (!had_pipe) {
+        struct timespec zero = {0, 0};
+        while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE) {
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    api.slist_free_all(hdrs);
+    const char *why = *errbuf ? errbuf : api.easy_strerror(cc);
+    *status = 0;
+    api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    switch (cc) {
+    case CURLE_OK:
+        return 0;
+    case CURLE_WRITE_ERROR:
+        return fail(CR_ETOOBIG, "etcd %s: reply over %u bytes", url, CR_ETCD_MAX_REPLY_BYTES);
+    case CURLE_OPERATION_TIMEDOUT:
+        return fail(CR_ETIMEDOUT, "etcd %s: %s", url, why);
+    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_GOT_NOTHING:
+    case CURLE_SEND_ERROR:
+    case CURLE_RECV_ERROR:
+        return fail(CR_EUNAVAIL, "etcd %s: %s", url, why);
+    default:
+        return fail(CR_EIO, "etcd %s: %s", url, why);
+    }
+}
+
+/* POST body (taken: freed here) to path, trying endpoints in turn. On 0,
+ * *reply is the 200 reply (cr_buf, caller fini). */
+static int call(cr_etcd *e, const char *path, char *body, cr_buf *reply)
+{
+    last_err[0] = '\0';
+    CURL *h = handle_get(e);
+    int rc = 0;
+    if (!h) {
+        rc = fail(CR_ENOMEM, "etcd: curl_easy_init failed");
+        goto out;
+    }
+    pthread_mutex_lock(&e->mu);
+    size_t start = e->cur;
+    pthread_mutex_unlock(&e->mu);
+    char first_err[sizeof last_err] = "";
+    for (size_t k = 0; k < e->nep; k++) {
+        size_t i = (start + k) % e->nep;
+        long status = 0;
+        rc = post_one(e, h, e->ep[i], path, body, reply, &status);
+        bool retry = rc == CR_EUNAVAIL || rc == CR_ETIMEDOUT;
+        if (rc == 0 && status != 200) {
+            rc = cr__etcd_parse_error(reply->data, reply->len, (int)status, &retry);
+        }
+        if (rc == 0 || !retry) {
+            if (rc == 0 && i != start) {
+                pthread_mutex_lock(&e->mu);
+                e->cur = i;
+                pthread_mutex_unlock(&e->mu);
+            }
+            goto out;
+        }
+        if (!first_err[0]) {
+            snprintf(first_err, sizeof first_err, "%s", last_err);
+        }
+    }
+    if (e->nep > 1) {
+        char one[sizeof last_err];
+        snprintf(one, sizeof one, "%s", first_err);
+        rc = fail(CR_EUNAVAIL, "etcd: none of %zu endpoints answered (first: %s)", e->nep, one);
+    }
+out:
+    if (h) {
+        handle_put(e, h);
+    }
+    free(body);
+    return rc;
+}
+
+static char *dump(json_t *req)
+{
+    char *s = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    return s;
+}
+
+static void set_b64(json_t *o, const char *name, const void *data, size_t len)
+{
+    char *s = b64_encode(data, len);
+    json_object_set_new(o, name, json_string(s));
+    free(s);
+}
+
+static void set_i64(json_t *o, const char *name, int64_t v)
+{
+    char s[24];
+    snprintf(s, sizeof s, "%" PRId64, v);
+    json_object_set_new(o, name, json_string(s));
+}
+
+void cr_etcd_prefix_end(const char *prefix, char *out, size_t out_len)
+{
+    size_t n = strlen(prefix);
+    if (out_len < n + 1) {
+        if (out_len) {
+            out[0] = '\0';
+        }
+        return;
+    }
+    memcpy(out, prefix, n + 1);
+    while (n > 0) {
+        unsigned char c = (unsigned char)out[n - 1];
+        if (c < 0xff) {
+            out[n - 1] = (char)(c + 1);
+            out[n] = '\0';
+            return;
+        }
+        out[--n] = '\0';
+    }
+    out[0] = '\0'; /* all 0xff: to the end of the keyspace */
+}
+
+/* Sets key and range_end for a key, an explicit end, or a prefix. */
+static void set_range(json_t *o, const char *key, const char *range_end, bool prefix)
+{
+    set_b64(o, "key", key, strlen(key));
+    if (range_end) {
+        set_b64(o, "range_end", range_end, strlen(range_end));
+    } else if (prefix) {
+        size_t n = strlen(key) + 1;
+        char *end = cr_malloc(n);
+        cr_etcd_prefix_end(key, end, n);
+        if (*end) {
+            set_b64(o, "range_end", end, strlen(end));
+        } else {
+            set_b64(o, "range_end", "", 1); /* "\0": every key from key on */
+        }
+        free(end);
+    }
+}
+
+static json_t *range_json(const cr_etcd_range_req *q)
+{
+    json_t *o = json_object();
+    set_range(o, q->key, q->range_end, q->prefix);
+    if (q->limit > 0) {
+        set_i64(o, "limit", q->limit);
+    }
+    if (q->revision > 0) {
+        set_i64(o, "revision", q->revision);
+    }
+    if (q->keys_only) {
+        json_object_set_new(o, "keys_only", json_true());
+    }
+    if (q->count_only) {
+        json_object_set_new(o, "count_only", json_true());
+    }
+    if (q->sort != CR_ETCD_SORT_NONE) {
+        json_object_set_new(o, "sort_order",
+                            json_string(q->sort == CR_ETCD_SORT_ASCEND ? "ASCEND" : "DESCEND"));
+        json_object_set_new(o, "sort_target", json_string("KEY"));
+    }
+    return o;
+}
+
+int cr_etcd_range(cr_etcd *e, const cr_etcd_range_req *q, cr_etcd_range_result *out,
+                  int64_t *revision)
+{
+    cr_buf reply;
+    cr_buf_init(&reply);
+    int rc = call(e, "/v3/kv/range", dump(range_json(q)), &reply);
+    if (rc == 0) {
+        rc = cr__etcd_parse_range(reply.data, reply.len, out, revision);
+    }
+    cr_buf_fini(&reply);
+    return rc;
+}
+
+int cr_etcd_put(cr_etcd *e, const char *key, const char *value, size_t value_len, int64_t lease,
+                int64_t *revision)
+{
+    json_t *o = json_object();
+    set_b64(o, "key", key, strlen(key));
+    set_b64(o, "value", value, value_len);
+    if (lease) {
+        set_i64(o, "lease", lease);
+    }
+    cr_buf reply;
+    cr_buf_init(&reply);
+    int rc = call(e, "/v3/kv/put", dump(o), &reply);
+    if (rc == 0) {
+        json_t *root = load_json(reply.data, reply.len, &rc);
+        if (root) {
+            rc = parse_header_rev(root, revision);
+            json_decref(root);
+        }
+    }
+    cr_buf_fini(&reply);
+    return rc;
+}
+
+int cr_etcd_delete(cr_etcd *e, const char *key, bool prefix, int64_t *deleted, int64_t *revision)
+{
+    json_t *o = json_object();
+    set_range(o, key, NULL, prefix);
+    cr_buf reply;
+    cr_buf_init(&reply);
+    int rc = call(e, "/v3/kv/deleterange", dump(o), &reply);
+    if (rc == 0) {
+        json_t *root = load_json(reply.data, reply.len, &rc);
+        if (root) {
+            int64_t n = 0;
+            rc = parse_header_rev(root, revision);
+            if (rc == 0) {
+                rc = get_i64(root, "deleted", &n);
+            }
+            if (rc == 0 && deleted) {
+                *deleted = n;
+            }
+            json_decref(root);
+        }
+    }
+    cr_buf_fini(&reply);
+    return rc;
+}
+
+static json_t *ops_json(const cr_etcd_op *ops, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++) {
+        const cr_etcd_op *op = &ops[i];
+        json_t *r = json_object();
+        json_t *w = json_object();
+        switch (op->kind) {
+        case CR_ETCD_OP_PUT:
+            set_b64(r, "key", op->key, strlen(op->key));
+            set_b64(r, "value", op->value ? op->value : "", op->value_len);
+            if (op->lease) {
+                set_i64(r, "lease", op->lease);
+            }
+            json_object_set_new(w, "request_put", r);
+            break;
+        case CR_ETCD_OP_DELETE:
+            set_range(r, op->key, NULL, op->prefix);
+            json_object_set_new(w, "request_delete_range", r);
+            break;
+        case CR_ETCD_OP_GET:
+            set_range(r, op->key, NULL, op->prefix);
+            json_object_set_new(w, "request_range", r);
+            break;
+        }
+        json_array_append_new(a, w);
+    }
+    return a;
+}
+
+static const char *const target_name[] = {"CREATE", "MOD", "VERSION", "VALUE", "LEASE"};
+static const char *const target_field[] = {"create_revision", "mod_revision", "version", "value",
+                                           "lease"};
+static const char *const result_name[] = {"EQUAL", "GREATER", "LESS", "NOT_EQUAL"};
+
+int cr_etcd_txn(cr_etcd *e, const cr_etcd_cmp *cmp, size_t ncmp, const cr_etcd_op *success,
+                size_t nsuccess, const cr_etcd_op *failure, size_t nfailure,
+                cr_etcd_txn_result *out)
+{
+    memset(out, 0, sizeof *out);
+    last_err[0] = '\0';
+    if (nsuccess > CR_ETCD_MAX_TXN_OPS || nfailure > CR_ETCD_MAX_TXN_OPS ||
+        ncmp > CR_ETCD_MAX_TXN_OPS) {
+        return fail(CR_ETOOBIG,
+                    "etcd: a txn of %zu/%zu ops and %zu compares is over etcd's "
+                    "%d",
+                    nsuccess, nfailure, ncmp, CR_ETCD_MAX_TXN_OPS);
+    }
+    json_t *o = json_object();
+    json_t *ca = json_array();
+    for (size_t i = 0; i < ncmp; i++) {
+        const cr_etcd_cmp *c = &cmp[i];
+        if ((unsigned)c->target > CR_ETCD_LEASE || (unsigned)c->result > CR_ETCD_NOT_EQUAL) {
+            json_decref(ca);
+            json_decref(o);
+            return fail(CR_EINVAL, "etcd: compare %zu has a bad target or result", i);
+        }
+        json_t *j = json_object();
+        set_b64(j, "key", c->key, strlen(c->key));
+        json_object_set_new(j, "target", json_string(target_name[c->target]));
+        json_object_set_new(j, "result", json_string(result_name[c->result]));
+        if (c->target == CR_ETCD_VALUE) {
+            set_b64(j, "value", c->value ? c->value : "", c->value_len);
+        } else {
+            set_i64(j, target_field[c->target], c->number);
+        }
+        json_array_append_new(ca, j);
+    }
+    json_object_set_new(o, "compare", ca);
+    json_object_set_new(o, "success", ops_json(success, nsuccess));
+    json_object_set_new(o, "failure", ops_json(failure, nfailure));
+    char *body = dump(o);
+    size_t blen = strlen(body);
+    /* The gateway's base64 JSON is about 4/3 of the protobuf etcd limits;
+     * refuse what etcd would surely refuse, let etcd judge the rest. */
+    if (blen > CR_ETCD_MAX_REQUEST_BYTES / 3 * 4 + 4096) {
+        free(body);
+        return fail(CR_ETOOBIG, "etcd: a txn of %zu bytes is over etcd's request limit (%u)", blen,
+                    CR_ETCD_MAX_REQUEST_BYTES);
+    }
+    cr_buf reply;
+    cr_buf_init(&reply);
+    int rc = call(e, "/v3/kv/txn", body, &reply);
+    if (rc == 0) {
+        rc = cr__etcd_parse_txn(reply.data, reply.len, out);
+    }
+    cr_buf_fini(&reply);
+    return rc;
+}
+
+/* Leases: the reply object (the keepalive stream wraps it in "result"). */
+static int lease_call(cr_etcd *e, const char *path, int64_t id, int64_t ttl_s, json_t **root)
+{
+    json_t *o = json_object();
+    if (ttl_s > 0) {
+        set_i64(o, "TTL", ttl_s);
+    }
+    if (id) {
+        set_i64(o, "ID", id);
+    }
+    cr_buf reply;
+    cr_buf_init(&reply);
+    int rc = call(e, path, dump(o), &reply);
+    if (rc == 0) {
+        *root = load_json(reply.data, reply.len, &rc);
+    }
+    cr_buf_fini(&reply);
+    return rc;
+}
+
+int cr_etcd_lease_grant(cr_etcd *e, int64_t ttl_s, int64_t *id, int64_t *granted_ttl_s)
+{
+    if (ttl_s <= 0) {
+        return fail(CR_EINVAL, "etcd: a lease TTL must be positive");
+    }
+    json_t *root = NULL;
+    int rc = lease_call(e, "/v3/lease/grant", 0, ttl_s, &root);
+    int64_t gid = 0, ttl = 0;
+    if (rc == 0 && (rc = get_i64(root, "ID", &gid)) == 0 &&
+        (rc = get_i64(root, "TTL", &ttl)) == 0) {
+        json_t *err = json_object_get(root, "error");
+        if (json_is_string(err) && *json_string_value(err)) {
+            rc = fail(CR_EINVAL, "etcd: lease grant: %s", json_string_value(err));
+        } else if (gid == 0) {
+            rc = fail(CR_EPARSE, "etcd: lease grant reply has no ID");
+        } else {
+            *id = gid;
+            if (granted_ttl_s) {
+                *granted_ttl_s = ttl;
+            }
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+int cr_etcd_lease_keepalive(cr_etcd *e, int64_t id, int64_t *ttl_s)
+{
+    json_t *root = NULL;
+    int rc = lease_call(e, "/v3/lease/keepalive", id, 0, &root);
+    if (rc == 0) {
+        json_t *res = json_object_get(root, "result");
+        if (!json_is_object(res)) {
+            json_t *err = json_object_get(root, "error");
+            rc = json_is_object(err) ? fail(CR_EUNAVAIL, "etcd: keepalive: %s",
+                                            json_string_value(json_object_get(err, "message"))
+                                                ? json_string_value(json_object_get(err, "message"))
+                                                : "error")
+                                     : fail(CR_EPARSE, "etcd: keepalive reply has no result");
+        } else {
+            int64_t ttl = 0;
+            rc = get_i64(res, "TTL", &ttl);
+            if (rc == 0 && ttl <= 0) {
+                rc = fail(CR_ENOENT, "etcd: lease %" PRId64 " not found (expired or revoked)", id);
+            } else if (rc == 0 && ttl_s) {
+                *ttl_s = ttl;
+            }
+        }
+    }
+    json_decref(root);
+    return rc;
+}
+
+int cr_etcd_lease_revoke(cr_etcd *e, int64_t id)
+{
+    json_t *root = NULL;
+    int rc = lease_call(e, "/v3/lease/revoke", id, 0, &root);
+    json_decref(root);
+    return rc;
+}
+
+int cr_etcd_lease_ttl(cr_etcd *e, int64_t id, int64_t *ttl_s)
+{
+    json_t *root = NULL;
+    int rc = lease_call(e, "/v3/lease/timetolive", id, 0, &root);
+    int64_t ttl = 0;
+    if (rc == 0 && (rc = get_i64(root, "TTL", &ttl)) == 0) {
+        if (ttl < 0) {
+            rc = fail(CR_ENOENT, "etcd: lease %" PRId64 " not found (expired or revoked)", id);
+        } else if (ttl_s) {
+            *ttl_s = ttl;
+        }
+    }
+    json_decref(root);
+    return rc;
+}
