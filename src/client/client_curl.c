@@ -6,6 +6,7 @@
 #include "client_int.h"
 
 #include "cr_alloc.h"
+#include "cr_curl.h"
 #include "cr_error.h"
 #include "cr_time.h"
 
@@ -17,58 +18,8 @@
 #include <stdio.h>
 #include <string.h>
 
-/* The few libcurl entry points used, resolved once per process. */
-typedef struct curl_api {
-    bool ok;       /* loaded and initialised */
-    char err[160]; /* why not, when !ok */
-    CURLcode (*global_init)(long flags);
-    CURL *(*easy_init)(void);
-    void (*easy_cleanup)(CURL *h);
-    void (*easy_reset)(CURL *h);
-    CURLcode (*easy_setopt)(CURL *h, CURLoption opt, ...);
-    CURLcode (*easy_perform)(CURL *h);
-    CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
-    const char *(*easy_strerror)(CURLcode c);
-    struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
-    void (*slist_free_all)(struct curl_slist *l);
-} curl_api;
-
-/* Written once under pthread_once, read-only afterwards. */
-static curl_api api;
-static pthread_once_t api_once = PTHREAD_ONCE_INIT;
-
-static void api_load(void)
-{
-    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(api.err, sizeof api.err, "https needs libcurl: %s", dlerror());
-        return;
-    }
-#define SYM(field, name)                                                                           \
-    do {                                                                                           \
-        *(void **)&api.field = dlsym(lib, name);                                                   \
-        if (!api.field) {                                                                          \
-            snprintf(api.err, sizeof api.err, "libcurl lacks %s", name);                           \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-    SYM(global_init, "curl_global_init");
-    SYM(easy_init, "curl_easy_init");
-    SYM(easy_cleanup, "curl_easy_cleanup");
-    SYM(easy_reset, "curl_easy_reset");
-    SYM(easy_setopt, "curl_easy_setopt");
-    SYM(easy_perform, "curl_easy_perform");
-    SYM(easy_getinfo, "curl_easy_getinfo");
-    SYM(easy_strerror, "curl_easy_strerror");
-    SYM(slist_append, "curl_slist_append");
-    SYM(slist_free_all, "curl_slist_free_all");
-#undef SYM
-    if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        snprintf(api.err, sizeof api.err, "curl_global_init failed");
-        return;
-    }
-    api.ok = true; /* the library stays loaded for the life of the process */
-}
+/* libcurl's entry points (cr_curl.h), set once loaded. */
+static const cr_curl_api *api;
 
 struct cr__curl {
     CURL *h; /* the reused easy handle */
@@ -77,7 +28,7 @@ struct cr__curl {
 void cr__client_curl_free(cr__curl *k)
 {
     if (k) {
-        api.easy_cleanup(k->h);
+        api->easy_cleanup(k->h);
         free(k);
     }
 }
@@ -99,7 +50,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
     size_t n = size * nmemb;
     s->last_ns = cr_mono_ns();
     long status = 0;
-    api.easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
+    api->easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &status);
     if (x->fn && status >= 200 && status < 300) {
         if (n > 0 && x->fn(x->ud, ptr, n) != 0) {
             x->stopped = true;
@@ -132,13 +83,13 @@ static int on_progress(void *ud, curl_off_t dltotal, curl_off_t dlnow, curl_off_
 
 int cr__client_curl(cr_client *c, cr__xfer *x)
 {
-    pthread_once(&api_once, api_load);
-    if (!api.ok) {
-        snprintf(x->err, sizeof x->err, "%s", api.err);
+    const char *noload = "";
+    if (!(api = cr_curl_get(&noload))) {
+        snprintf(x->err, sizeof x->err, "https needs libcurl: %s", noload);
         return CR_ENOTSUP;
     }
     if (!c->curl) {
-        CURL *h = api.easy_init();
+        CURL *h = api->easy_init();
         if (!h) {
             snprintf(x->err, sizeof x->err, "curl_easy_init failed");
             return CR_ENOMEM;
@@ -154,57 +105,57 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     char *auth = c->token ? cr_asprintf("Authorization: Bearer %s", c->token) : NULL;
     char *idem = x->idem ? cr_asprintf("Idempotency-Key: %s", x->idem) : NULL;
 
-    api.easy_reset(h); /* keeps the connection cache; clears options */
-    api.easy_setopt(h, CURLOPT_URL, url);
-    api.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    api.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    api.easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
-    api.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
-    api.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    api.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_ns / CR_NS_PER_MS));
+    api->easy_reset(h); /* keeps the connection cache; clears options */
+    api->easy_setopt(h, CURLOPT_URL, url);
+    api->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    api->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    api->easy_setopt(h, CURLOPT_USERAGENT, c->user_agent);
+    api->easy_setopt(h, CURLOPT_PROTOCOLS_STR, "https");
+    api->easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    api->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)(c->connect_timeout_ns / CR_NS_PER_MS));
     if (x->timeout_ns > 0) {
-        api.easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(x->timeout_ns / CR_NS_PER_MS));
+        api->easy_setopt(h, CURLOPT_TIMEOUT_MS, (long)(x->timeout_ns / CR_NS_PER_MS));
     }
     if (c->ca_file) {
-        api.easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+        api->easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
     }
     if (c->cert_file) {
-        api.easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+        api->easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
     }
     if (c->key_file) {
-        api.easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
+        api->easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
     }
     if (c->insecure) {
-        api.easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
-        api.easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
+        api->easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 0L);
+        api->easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 0L);
     }
-    api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-    api.easy_setopt(h, CURLOPT_WRITEDATA, &s);
+    api->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    api->easy_setopt(h, CURLOPT_WRITEDATA, &s);
     if (x->idle_ns > 0 || c->cancel) {
-        api.easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
-        api.easy_setopt(h, CURLOPT_XFERINFODATA, &s);
-        api.easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
+        api->easy_setopt(h, CURLOPT_XFERINFOFUNCTION, on_progress);
+        api->easy_setopt(h, CURLOPT_XFERINFODATA, &s);
+        api->easy_setopt(h, CURLOPT_NOPROGRESS, 0L);
     }
-    hdrs = api.slist_append(hdrs, "Accept: application/json");
+    hdrs = api->slist_append(hdrs, "Accept: application/json");
     if (auth) {
-        hdrs = api.slist_append(hdrs, auth);
+        hdrs = api->slist_append(hdrs, auth);
     }
     if (idem) {
-        hdrs = api.slist_append(hdrs, idem);
+        hdrs = api->slist_append(hdrs, idem);
     }
     if (strcmp(x->method, "GET") == 0) {
-        api.easy_setopt(h, CURLOPT_HTTPGET, 1L);
+        api->easy_setopt(h, CURLOPT_HTTPGET, 1L);
     } else if (strcmp(x->method, "POST") != 0) {
-        api.easy_setopt(h, CURLOPT_CUSTOMREQUEST, x->method);
+        api->easy_setopt(h, CURLOPT_CUSTOMREQUEST, x->method);
     }
     if (x->body) {
-        hdrs = api.slist_append(hdrs, "Content-Type: application/json");
-        api.easy_setopt(h, CURLOPT_POSTFIELDS, x->body);
-        api.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
+        hdrs = api->slist_append(hdrs, "Content-Type: application/json");
+        api->easy_setopt(h, CURLOPT_POSTFIELDS, x->body);
+        api->easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)x->body_len);
     }
     /* Expect: 100-continue costs a round trip on every POST over 1 KiB */
-    hdrs = api.slist_append(hdrs, "Expect:");
-    api.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    hdrs = api->slist_append(hdrs, "Expect:");
+    api->easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 
     /* CURLOPT_NOSIGNAL keeps libcurl from ignoring SIGPIPE itself, and TLS
      * writes to a connection the server reset raise it: hold it blocked in
@@ -217,7 +168,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     sigemptyset(&pending);
     sigpending(&pending);
     bool had_pipe = sigismember(&pending, SIGPIPE) == 1;
-    CURLcode cc = api.easy_perform(h);
+    CURLcode cc = api->easy_perform(h);
     if (!had_pipe) {
         struct timespec zero = {0, 0};
         while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE) {
@@ -225,16 +176,16 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     }
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
     long status = 0;
-    api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+    api->easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
     char *redir = NULL;
-    if (api.easy_getinfo(h, CURLINFO_REDIRECT_URL, &redir) == CURLE_OK && redir) {
+    if (api->easy_getinfo(h, CURLINFO_REDIRECT_URL, &redir) == CURLE_OK && redir) {
         snprintf(x->location, sizeof x->location, "%s", redir);
     }
     /* Nothing went out when no connection was made. */
     x->sent = cc != CURLE_COULDNT_CONNECT && cc != CURLE_COULDNT_RESOLVE_HOST &&
               cc != CURLE_COULDNT_RESOLVE_PROXY;
     int rc = 0;
-    const char *why = *errbuf ? errbuf : api.easy_strerror(cc);
+    const char *why = *errbuf ? errbuf : api->easy_strerror(cc);
     if (cc == CURLE_OK || (cc == CURLE_WRITE_ERROR && x->stopped)) {
         x->status = status;
     } else if (s.cancelled) {
@@ -258,7 +209,7 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
         snprintf(x->err, sizeof x->err, "%s", why);
         rc = CR_EUNAVAIL;
     }
-    api.slist_free_all(hdrs);
+    api->slist_free_all(hdrs);
     free(idem);
     free(auth);
     free(url);

@@ -8,6 +8,7 @@
 #include "cr_etcd.h"
 
 #include "cr_alloc.h"
+#include "cr_curl.h"
 #include "cr_buf.h"
 #include "cr_error.h"
 
@@ -23,58 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-/* The few libcurl entry points used, resolved once per process. */
-typedef struct curl_api {
-    bool ok;       /* loaded and initialised */
-    char err[160]; /* why not, when !ok */
-    CURLcode (*global_init)(long flags);
-    CURL *(*easy_init)(void);
-    void (*easy_cleanup)(CURL *h);
-    void (*easy_reset)(CURL *h);
-    CURLcode (*easy_setopt)(CURL *h, CURLoption opt, ...);
-    CURLcode (*easy_perform)(CURL *h);
-    CURLcode (*easy_getinfo)(CURL *h, CURLINFO info, ...);
-    const char *(*easy_strerror)(CURLcode c);
-    struct curl_slist *(*slist_append)(struct curl_slist *l, const char *s);
-    void (*slist_free_all)(struct curl_slist *l);
-} curl_api;
-
-/* Written once under pthread_once, read-only afterwards. */
-static curl_api api;
-static pthread_once_t api_once = PTHREAD_ONCE_INIT;
-
-static void api_load(void)
-{
-    void *lib = dlopen("libcurl.so.4", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-        snprintf(api.err, sizeof api.err, "etcd needs libcurl: %s", dlerror());
-        return;
-    }
-#define SYM(field, name)                                                                           \
-    do {                                                                                           \
-        *(void **)&api.field = dlsym(lib, name);                                                   \
-        if (!api.field) {                                                                          \
-            snprintf(api.err, sizeof api.err, "libcurl lacks %s", name);                           \
-            return;                                                                                \
-        }                                                                                          \
-    } while (0)
-    SYM(global_init, "curl_global_init");
-    SYM(easy_init, "curl_easy_init");
-    SYM(easy_cleanup, "curl_easy_cleanup");
-    SYM(easy_reset, "curl_easy_reset");
-    SYM(easy_setopt, "curl_easy_setopt");
-    SYM(easy_perform, "curl_easy_perform");
-    SYM(easy_getinfo, "curl_easy_getinfo");
-    SYM(easy_strerror, "curl_easy_strerror");
-    SYM(slist_append, "curl_slist_append");
-    SYM(slist_free_all, "curl_slist_free_all");
-#undef SYM
-    if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
-        snprintf(api.err, sizeof api.err, "curl_global_init failed");
-        return;
-    }
-    api.ok = true; /* the library stays loaded for the life of the process */
-}
+/* libcurl's entry points (cr_curl.h), set once loaded. */
+static const cr_curl_api *api;
 
 /* Handles kept for reuse (their connections stay open). */
 #define POOL_MAX 8
@@ -145,9 +96,9 @@ int cr_etcd_new(const char *endpoints, const cr_etcd_opts *opts, cr_etcd **out)
         e->ep[e->nep++] = cr_strndup(p, n);
         p = comma ? comma + 1 : p + strlen(p);
     }
-    pthread_once(&api_once, api_load);
-    if (!api.ok) {
-        rc = fail(CR_EUNAVAIL, "%s", api.err);
+    const char *why = "";
+    if (!(api = cr_curl_get(&why))) {
+        rc = fail(CR_EUNAVAIL, "etcd needs libcurl: %s", why);
         goto out;
     }
     e->connect_ms = opts && opts->connect_timeout_ms > 0 ? (long)opts->connect_timeout_ms : 1000;
@@ -171,7 +122,7 @@ void cr_etcd_free(cr_etcd *e)
         return;
     }
     for (size_t i = 0; i < e->npool; i++) {
-        api.easy_cleanup(e->pool[i]);
+        api->easy_cleanup(e->pool[i]);
     }
     for (size_t i = 0; i < e->nep; i++) {
         free(e->ep[i]);
@@ -533,7 +484,7 @@ static CURL *handle_get(cr_etcd *e)
         h = e->pool[--e->npool];
     }
     pthread_mutex_unlock(&e->mu);
-    return h ? h : api.easy_init();
+    return h ? h : api->easy_init();
 }
 
 static void handle_put(cr_etcd *e, CURL *h)
@@ -545,7 +496,7 @@ static void handle_put(cr_etcd *e, CURL *h)
     }
     pthread_mutex_unlock(&e->mu);
     if (h) {
-        api.easy_cleanup(h);
+        api->easy_cleanup(h);
     }
 }
 
@@ -560,21 +511,21 @@ static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const
     snprintf(url, sizeof url, "%s%s", ep, path);
     struct curl_slist *hdrs = NULL;
     cr_buf_reset(out);
-    api.easy_reset(h);
-    api.easy_setopt(h, CURLOPT_URL, url);
-    api.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    api.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    api.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
-    api.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-    api.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->connect_ms);
-    api.easy_setopt(h, CURLOPT_TIMEOUT_MS, e->req_ms);
-    api.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-    api.easy_setopt(h, CURLOPT_WRITEDATA, out);
-    api.easy_setopt(h, CURLOPT_POSTFIELDS, body);
-    api.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    hdrs = api.slist_append(hdrs, "Content-Type: application/json");
-    hdrs = api.slist_append(hdrs, "Expect:");
-    api.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    api->easy_reset(h);
+    api->easy_setopt(h, CURLOPT_URL, url);
+    api->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    api->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+    api->easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    api->easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    api->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->connect_ms);
+    api->easy_setopt(h, CURLOPT_TIMEOUT_MS, e->req_ms);
+    api->easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+    api->easy_setopt(h, CURLOPT_WRITEDATA, out);
+    api->easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    api->easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
+    hdrs = api->slist_append(hdrs, "Content-Type: application/json");
+    hdrs = api->slist_append(hdrs, "Expect:");
+    api->easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     /* As in src/client: a write to a reset connection raises SIGPIPE. */
     sigset_t pipe_set, old_mask, pending;
     sigemptyset(&pipe_set);
@@ -583,17 +534,17 @@ static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const
     sigemptyset(&pending);
     sigpending(&pending);
     bool had_pipe = sigismember(&pending, SIGPIPE) == 1;
-    CURLcode cc = api.easy_perform(h);
+    CURLcode cc = api->easy_perform(h);
     if (!had_pipe) {
         struct timespec zero = {0, 0};
         while (sigtimedwait(&pipe_set, NULL, &zero) == SIGPIPE) {
         }
     }
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
-    api.slist_free_all(hdrs);
-    const char *why = *errbuf ? errbuf : api.easy_strerror(cc);
+    api->slist_free_all(hdrs);
+    const char *why = *errbuf ? errbuf : api->easy_strerror(cc);
     *status = 0;
-    api.easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    api->easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
     switch (cc) {
     case CURLE_OK:
         return 0;
