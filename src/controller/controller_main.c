@@ -614,10 +614,7 @@ static int load_id_floor(ctl *c)
 
 static void ctl_free_state(ctl *c)
 {
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job_free(c->jobs[i]);
-    }
-    free(c->jobs);
+    ctl_jobs_free_all(c);
     ctl_nodes_free(c);
     ctl_node_labels_free(c);
     ctl_services_free(c);
@@ -850,8 +847,8 @@ static int run(ctl *c)
     ctl_state_retain_now(c); /* finished jobs beyond retain_finished stay in SQLite only */
     c->first_active = c->next_id;
     for (size_t i = 0; i < c->njobs_slots; i++) {
-        if (c->jobs[i] && !ctl_job_terminal(c->jobs[i])) {
-            c->first_active = c->jobs[i]->id;
+        if (ctl_job_at(c, i) && !ctl_job_terminal(ctl_job_at(c, i))) {
+            c->first_active = ctl_job_at(c, i)->id;
             break;
         }
     }

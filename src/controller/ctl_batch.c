@@ -351,7 +351,7 @@ static int dep_gate(ctl *c, const ctl_job *j, const char *text, char *why, size_
             const char *name = json_string_value(json_object_get(j->spec, "name"));
             for (size_t i = c->first_active > 0 ? (size_t)c->first_active - 1 : 0;
                  i < (size_t)(j->id - 1) && i < c->njobs_slots; i++) {
-                const ctl_job *o = c->jobs[i];
+                const ctl_job *o = ctl_job_at(c, i);
                 const char *on = o ? json_string_value(json_object_get(o->spec, "name")) : NULL;
                 if (o && !ctl_job_terminal(o) && on && name && strcmp(on, name) == 0 &&
                     strcmp(o->tenant, j->tenant) == 0) {

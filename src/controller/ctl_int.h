@@ -303,10 +303,13 @@ struct ctl {
     struct ctl_ha *ha; /* leader election (ctl_ha.h); NULL: a single controller */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
-    ctl_job **jobs;     /* by id - 1; NULL = no such job (yet) */
-    size_t njobs_slots, capjobs;
-    int64_t next_id;      /* next id to hand out */
-    int64_t first_active; /* every job below this id is finished (metrics scan from it) */
+    /* Jobs in memory by id - 1, in chunks of CTL_JOB_CHUNK slots; a chunk
+     * whose jobs have all left memory (retention) is freed, so memory
+     * follows the jobs kept, not every id ever issued. ctl_job_at(). */
+    struct ctl_job_chunk **jobchunks;
+    size_t njobs_slots, nchunks; /* slots: the highest id seen */
+    int64_t next_id;             /* next id to hand out */
+    int64_t first_active;        /* every job below this id is finished (metrics scan from it) */
     ctl_node **nodes;
     size_t nnodes, capnodes;
     uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */
@@ -389,6 +392,21 @@ void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned stat
 
 /* ctl_jobobj.c: the job object (calls nothing above it). */
 ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
+/* The job in slot i (id i + 1), i < njobs_slots, or NULL. mu held. */
+#define CTL_JOB_CHUNK 4096
+typedef struct ctl_job_chunk {
+    ctl_job *slot[CTL_JOB_CHUNK];
+    size_t used; /* non-NULL slots */
+} ctl_job_chunk;
+static inline ctl_job *ctl_job_at(const ctl *c, size_t i)
+{
+    const ctl_job_chunk *k = c->jobchunks[i / CTL_JOB_CHUNK];
+    return k ? k->slot[i % CTL_JOB_CHUNK] : NULL;
+}
+/* Slot i's job leaves memory (freed); an emptied chunk is freed. mu held. */
+void ctl_job_drop(ctl *c, size_t i);
+/* Every job and chunk freed (shutdown). */
+void ctl_jobs_free_all(ctl *c);
 /* May p see job id (its id, tenant, name)? Admins see every job, users
  * their own tenant's; another tenant's job shows only as "busy". mu held. */
 bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p);

@@ -213,26 +213,35 @@ ctl_job *ctl_job_get(ctl *c, int64_t id)
     if (id < 1 || (size_t)id > c->njobs_slots) {
         return NULL;
     }
-    return c->jobs[id - 1];
+    return ctl_job_at(c, (size_t)id - 1);
 }
 
 void ctl_job_insert(ctl *c, ctl_job *j)
 {
-    size_t need = (size_t)j->id;
-    if (need > c->capjobs) {
-        size_t cap = c->capjobs ? c->capjobs : 1024;
-        while (cap < need) {
-            cap *= 2;
+    size_t i = (size_t)j->id - 1, ci = i / CTL_JOB_CHUNK;
+    if (ci >= c->nchunks) {
+        size_t n = c->nchunks ? c->nchunks : 16;
+        while (n <= ci) {
+            n *= 2;
         }
-        c->jobs = cr_reallocarray(c->jobs, cap, sizeof *c->jobs);
-        memset(c->jobs + c->capjobs, 0, (cap - c->capjobs) * sizeof *c->jobs);
-        c->capjobs = cap;
+        c->jobchunks = cr_reallocarray(c->jobchunks, n, sizeof *c->jobchunks);
+        memset(c->jobchunks + c->nchunks, 0, (n - c->nchunks) * sizeof *c->jobchunks);
+        c->nchunks = n;
     }
-    if (need > c->njobs_slots) {
-        c->njobs_slots = need;
+    if (!c->jobchunks[ci]) {
+        c->jobchunks[ci] = cr_calloc(1, sizeof *c->jobchunks[ci]);
     }
-    ctl_job_free(c->jobs[j->id - 1]);
-    c->jobs[j->id - 1] = j;
+    if ((size_t)j->id > c->njobs_slots) {
+        c->njobs_slots = (size_t)j->id;
+    }
+    ctl_job_chunk *k = c->jobchunks[ci];
+    ctl_job **slot = &k->slot[i % CTL_JOB_CHUNK];
+    if (*slot) {
+        ctl_job_free(*slot);
+    } else {
+        k->used++;
+    }
+    *slot = j;
     if (j->id >= c->next_id) {
         c->next_id = j->id + 1;
     }
@@ -258,4 +267,33 @@ void ctl_job_persist(ctl *c, cr_store_txn *txn, ctl_job *j, const char *what, co
         cr_store_txn_event(txn, j->id, cr_now_ns(), what, why ? why : "");
         cr_debug("job=%lld %s: %s", (long long)j->id, what, why ? why : "");
     }
+}
+
+void ctl_job_drop(ctl *c, size_t i)
+{
+    size_t ci = i / CTL_JOB_CHUNK;
+    ctl_job_chunk *k = ci < c->nchunks ? c->jobchunks[ci] : NULL;
+    if (!k || !k->slot[i % CTL_JOB_CHUNK]) {
+        return;
+    }
+    ctl_job_free(k->slot[i % CTL_JOB_CHUNK]);
+    k->slot[i % CTL_JOB_CHUNK] = NULL;
+    if (--k->used == 0) {
+        free(k);
+        c->jobchunks[ci] = NULL;
+    }
+}
+
+void ctl_jobs_free_all(ctl *c)
+{
+    for (size_t ci = 0; ci < c->nchunks; ci++) {
+        ctl_job_chunk *k = c->jobchunks[ci];
+        for (size_t i = 0; k && i < CTL_JOB_CHUNK; i++) {
+            ctl_job_free(k->slot[i]);
+        }
+        free(k);
+    }
+    free(c->jobchunks);
+    c->jobchunks = NULL;
+    c->nchunks = c->njobs_slots = 0;
 }

@@ -85,7 +85,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     bool prefix = true;
     for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
          i++) {
-        ctl_job *j = c->jobs[i];
+        ctl_job *j = ctl_job_at(c, i);
         if (j && !ctl_job_terminal(j)) {
             bump(&q, &nq, &capq, j->tenant, ctl_job_state_names[j->state], 1);
         }

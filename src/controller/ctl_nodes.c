@@ -673,7 +673,7 @@ int ctl_load_nodes(ctl *c)
     }
     /* Jobs placed on nodes (loaded before). */
     for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = c->jobs[i];
+        ctl_job *j = ctl_job_at(c, i);
         if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
             continue;
         }

@@ -125,7 +125,7 @@ void ctl_metrics_more(ctl *c, cr_buf *b)
     pthread_mutex_lock(&c->mu);
     for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
          i++) {
-        const ctl_job *j = c->jobs[i];
+        const ctl_job *j = ctl_job_at(c, i);
         if (!j || j->state != JS_PENDING) {
             continue;
         }

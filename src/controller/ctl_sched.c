@@ -366,7 +366,7 @@ static void placer_free(void *p)
 static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
 {
     for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = c->jobs[i];
+        ctl_job *j = ctl_job_at(c, i);
         if (!j || ctl_job_terminal(j) || j->in_sched) {
             continue;
         }
@@ -698,8 +698,8 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         restore_running(pl, c, txn, now);
         pl->ntypes = cr_sched_gpu_type_count(pl->s); /* restored against these */
         for (size_t i = 0; i < c->njobs_slots; i++) {
-            if (c->jobs[i] && c->jobs[i]->in_sched) {
-                track(pl, c->jobs[i]->id);
+            if (ctl_job_at(c, i) && ctl_job_at(c, i)->in_sched) {
+                track(pl, ctl_job_at(c, i)->id);
             }
         }
         *restored = true;
@@ -717,7 +717,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         pl->ntypes = ntypes;
         for (size_t i = c->first_active > 0 ? (size_t)c->first_active - 1 : 0; i < c->njobs_slots;
              i++) {
-            ctl_job *j = c->jobs[i];
+            ctl_job *j = ctl_job_at(c, i);
             if (j && j->in_sched && j->state == JS_PENDING && strcmp(j->gpu_type, "auto") == 0) {
                 CR_GROW(ops, nops, capops);
                 ops[nops].op = OP_RESPEC;

@@ -390,7 +390,7 @@ int ctl_load_services(ctl *c)
     }
     /* Replicas: the live jobs that name their service. */
     for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = c->jobs[i];
+        ctl_job *j = ctl_job_at(c, i);
         const char *svc = j ? json_string_value(json_object_get(j->spec, "service")) : NULL;
         if (!svc || ctl_job_terminal(j)) {
             continue;

@@ -435,7 +435,7 @@ static void retain(ctl *c, int64_t now)
 {
     size_t finished = 0;
     for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = c->jobs[i];
+        ctl_job *j = ctl_job_at(c, i);
         if (j && ctl_job_terminal(j)) {
             finished++;
         }
@@ -444,7 +444,7 @@ static void retain(ctl *c, int64_t now)
         finished > (size_t)c->cfg.retain_finished ? finished - (size_t)c->cfg.retain_finished : 0;
     size_t kept = 0, evicted = 0;
     for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = c->jobs[i];
+        ctl_job *j = ctl_job_at(c, i);
         if (!j || !ctl_job_terminal(j)) {
             continue;
         }
@@ -454,8 +454,7 @@ static void retain(ctl *c, int64_t now)
         bool old = now - j->touch_mono > c->cfg.retain_s * CR_NS_PER_SEC;
         bool dep_target = j->dep_mono && now - j->dep_mono < CTL_DEP_PIN_S * CR_NS_PER_SEC;
         if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0 && !dep_target) {
-            ctl_job_free(j);
-            c->jobs[i] = NULL;
+            ctl_job_drop(c, i); /* frees j */
             evicted++;
             if (over > 0) {
                 over--;

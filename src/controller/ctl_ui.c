@@ -261,7 +261,7 @@ void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
          i++) {
-        const ctl_job *j = c->jobs[i];
+        const ctl_job *j = ctl_job_at(c, i);
         if (!j || j->state != JS_RUNNING || !j->port || !j->nplace) {
             continue;
         }
