@@ -393,7 +393,7 @@ void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned stat
 /* ctl_jobobj.c: the job object (calls nothing above it). */
 ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
 /* The job in slot i (id i + 1), i < njobs_slots, or NULL. mu held. */
-#define CTL_JOB_CHUNK 4096
+#define CTL_JOB_CHUNK 512 /* 4 KiB of slots: a lone long job keeps little */
 typedef struct ctl_job_chunk {
     ctl_job *slot[CTL_JOB_CHUNK];
     size_t used; /* non-NULL slots */
