@@ -451,6 +451,11 @@ static int perform(cr_client *c, const char *method, const char *path, const jso
         rc = attempt(c, &x, res);
         if ((res->status == 307 || res->status == 308) && x.location[0]) {
             char *base = base_of_location(c, x.location, path);
+            if (base && c->server && strncmp(c->server, "https://", 8) == 0 &&
+                strncmp(base, "https://", 8) != 0) {
+                free(base); /* never from https down to http: the bearer would go in clear */
+                base = NULL;
+            }
             int urc = base && hops < CR__CLIENT_MAX_REDIRECTS ? use_server(c, base) : CR_EINVAL;
             free(base);
             if (urc == 0) {
