@@ -1606,7 +1606,13 @@ static void test_metrics_promtool(void **state)
     submit(&d, d.admin, "{\"command\":[\"true\"]}");
     cr_buf b;
     cr_buf_init(&b);
+    /* open (no --metrics-token-file): counts without tenant names */
     assert_int_equal(req(&d, "GET", "/metrics", NULL, NULL, 0, &b), 200);
+    assert_non_null(strstr(cr_buf_str(&b), "corral_jobs{state=\"pending\"} 1"));
+    assert_null(strstr(cr_buf_str(&b), "tenant="));
+    cr_buf_reset(&b);
+    /* an admin reads the tenant series */
+    assert_int_equal(req(&d, "GET", "/metrics", d.admin, NULL, 0, &b), 200);
     const char *m = cr_buf_str(&b);
     assert_non_null(strstr(m, "corral_jobs{tenant=\"default\",state=\"pending\"} 1"));
     assert_non_null(strstr(m, "corral_api_request_duration_seconds_bucket{route=\"/v1/jobs\""));
