@@ -629,6 +629,22 @@ static void test_mig_plan(void **state)
     assert_int_equal(cr_gpu_mig_nvml_profile("5g.50gb", 5, 5, &gp, &cp), CR_EINVAL);
 }
 
+/* /proc's hidepid decides whether a job reads other tenants' command lines. */
+static void test_proc_hidden(void **state)
+{
+    assert_false(cr_iso_proc_hidden(""));
+    assert_false(cr_iso_proc_hidden("proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"));
+    assert_true(cr_iso_proc_hidden("sysfs /sys sysfs rw 0 0\n"
+                                   "proc /proc proc rw,relatime,hidepid=invisible 0 0\n"));
+    assert_true(cr_iso_proc_hidden("proc /proc proc rw,hidepid=2,gid=5 0 0"));
+    assert_true(cr_iso_proc_hidden("proc /proc proc rw,hidepid=1 0 0"));
+    assert_false(cr_iso_proc_hidden("proc /proc proc rw,hidepid=0 0 0"));
+    /* another mount's options, or one stacked over it, do not count */
+    assert_false(cr_iso_proc_hidden("proc /mnt/proc proc rw,hidepid=2 0 0\n"));
+    assert_false(cr_iso_proc_hidden("proc /proc proc rw,hidepid=2 0 0\n"
+                                    "proc /proc proc rw 0 0\n"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -638,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_nvlink_domains),  cmocka_unit_test(test_desired_parse),
         cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_desired_fence),
         cmocka_unit_test(test_task_env),        cmocka_unit_test(test_mig_plan),
+        cmocka_unit_test(test_proc_hidden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
