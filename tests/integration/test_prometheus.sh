@@ -55,6 +55,13 @@ done
 
 # --- a cluster --------------------------------------------------------------
 mkdir -p "$TMP/ctl"
+# a metrics token file that cannot serve: refused at start, naming the flag
+echo short >"$TMP/short.token"
+for f in "$TMP/short.token" "$TMP/missing.token"; do
+    out=$("$BIN" controller --listen 127.0.0.1:0 --state-dir "$TMP/bad" --metrics-token-file "$f" 2>&1) &&
+        fail "the controller started with --metrics-token-file $f"
+    case "$out" in *"--metrics-token-file $f: "*) ;; *) fail "bad metrics token file $f: '$out'" ;; esac
+done
 MT=prom-metrics-$$-$RANDOM-token
 echo "$MT" >"$TMP/metrics.token"
 "$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 \
