@@ -7,6 +7,7 @@
 #include "agent_int.h"
 
 #include "cr_alloc.h"
+#include "cr_envname.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_time.h"
@@ -81,6 +82,9 @@ static int write_env_file(const char *path, const cr_job_spec *s, char *why, siz
     }
     int rc = 0;
     for (size_t i = 0; i < s->secretc && rc == 0; i++) {
+        if (cr_env_reserved(s->secret_env[i], strcspn(s->secret_env[i], "="))) {
+            continue; /* the node's own (NVIDIA_VISIBLE_DEVICES...): after --env, it would win */
+        }
         size_t n = strlen(s->secret_env[i]);
         if (write(fd, s->secret_env[i], n) != (ssize_t)n || write(fd, "\n", 1) != 1) {
             rc = CR_EIO;

@@ -17,6 +17,7 @@
 #include "agent_int.h"
 
 #include "cr_alloc.h"
+#include "cr_auth.h"
 #include "cr_error.h"
 #include "cr_parse.h"
 #include "cr_task_env.h"
@@ -257,21 +258,15 @@ static int authorized(agent *a, struct MHD_Connection *c)
     return cr__agent_token_ok(a, h + 7);
 }
 
-/* /metrics with --metrics-token-file: the bearer token, compared by hash. */
+/* /metrics with --metrics-token-file: the bearer token (cr_auth_bearer_is:
+ * hashes compared in constant time). */
 static int metrics_ok(agent *a, struct MHD_Connection *c)
 {
     if (!a->cfg.metrics_token) {
         return 1;
     }
-    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) {
-        return 0;
-    }
-    uint8_t got[crypto_generichash_BYTES], want[crypto_generichash_BYTES];
-    crypto_generichash(got, sizeof got, (const uint8_t *)h + 7, strlen(h + 7), NULL, 0);
-    crypto_generichash(want, sizeof want, (const uint8_t *)a->cfg.metrics_token,
-                       strlen(a->cfg.metrics_token), NULL, 0);
-    return sodium_memcmp(got, want, sizeof got) == 0;
+    return cr_auth_bearer_is(MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization"),
+                             a->cfg.metrics_token);
 }
 
 /* GnuTLS, as libmicrohttpd (loaded with dlopen, api/cr_mhd_load.c) loaded

@@ -14,6 +14,7 @@
 
 #include "agent_int.h"
 #include "cr_alloc.h"
+#include "cr_auth.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
@@ -28,7 +29,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sodium.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -398,22 +398,11 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             c->tls_client_ca = optarg;
             break;
         case 'm': {
-            FILE *f = fopen(optarg, "r");
-            char buf[512] = "";
-            if (!f) {
-                return flag_error("--metrics-token-file", "cannot read the file");
+            const char *why = NULL;
+            cr_auth_secret_free(c->metrics_token);
+            if (cr_auth_secret_file(optarg, &c->metrics_token, &why) < 0) {
+                return flag_error("--metrics-token-file", why);
             }
-            if (!fgets(buf, sizeof buf, f)) {
-                buf[0] = '\0';
-            }
-            fclose(f);
-            buf[strcspn(buf, "\r\n")] = '\0';
-            if (strlen(buf) < 16) {
-                return flag_error("--metrics-token-file", "want a token of at least 16 characters");
-            }
-            free(c->metrics_token);
-            c->metrics_token = cr_strdup(buf);
-            sodium_memzero(buf, sizeof buf);
             break;
         }
         case 'N':
@@ -1505,8 +1494,9 @@ int cr_agent_main(int argc, char **argv)
             a->gpu->count, a->gpu->ops->name, a->cfg.listen_host, a->port, a->cfg.advertise,
             a->cfg.state_dir);
     if (!a->cfg.metrics_token && !a->cfg.tls_client_ca) {
-        cr_warn("agent: /metrics is open to whoever reaches %s:%d (jobs on this node too): its "
-                "job and tenant labels; set --metrics-token-file or --tls-client-ca",
+        cr_warn("agent: /metrics is open to whoever reaches %s:%d (jobs on this node too): "
+                "corral_gpu_allocation is served without job, tenant and service labels; set "
+                "--metrics-token-file or --tls-client-ca for them",
                 a->cfg.listen_host, a->port);
     }
     if (a->cfg.tls_client_ca) {
@@ -1554,10 +1544,7 @@ out:
     cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
     free(dev_dir_owned);
     free(a->cfg.join_token);
-    if (a->cfg.metrics_token) {
-        sodium_memzero(a->cfg.metrics_token, strlen(a->cfg.metrics_token));
-        free(a->cfg.metrics_token);
-    }
+    cr_auth_secret_free(a->cfg.metrics_token);
     free(a->cfg.task_env);
     free(a->cfg.labels);
     free(faults_owned);

@@ -3,7 +3,11 @@
  * dcgm-exporter's default fields:
  *
  *   corral_gpu_allocation{node,gpu,UUID,job,tenant,service} 1
- *       one per (GPU, job) running here; MIG jobs add GPU_I_ID and
+ *       one per (GPU, job) running here, when /metrics needs a token
+ *       (--metrics-token-file or --tls-client-ca); open, the series has
+ *       no job, tenant or service label and counts the jobs on each GPU
+ *       (another tenant's job on the node must not learn who runs beside
+ *       it); MIG jobs add GPU_I_ID and
  *       GPU_I_PROFILE. UUID is the GPU's (as in DCGM series), so
  *       `DCGM_FI_DEV_GPU_UTIL * on(UUID) group_left(job, tenant)
  *       corral_gpu_allocation` labels any DCGM series with its job.
@@ -65,10 +69,27 @@ static bool live(const cr_proc *p)
     return p->state != CR_PROC_EXITED; /* a stopping job still holds its GPUs */
 }
 
+/* One label set of corral_gpu_allocation and how many jobs have it. */
+typedef struct alloc_row {
+    char *labels; /* owned */
+    unsigned n;
+} alloc_row;
+
+/*
+ * With --metrics-token-file or --tls-client-ca, one series per (GPU, job)
+ * with the job's id, tenant and service. Without, /metrics is open to every
+ * job on this node: the series carries no job, tenant or service label and
+ * counts the jobs on each GPU (or MIG instance) instead.
+ */
 static void allocation(const agent *a, cr_buf *b)
 {
-    cr_buf_puts(b, "# HELP corral_gpu_allocation 1 for each GPU and the job running on it "
-                   "(join DCGM series on UUID).\n# TYPE corral_gpu_allocation gauge\n");
+    bool full = a->cfg.metrics_token || a->cfg.tls_client_ca;
+    alloc_row *rows = NULL;
+    size_t nrows = 0, cap = 0;
+    cr_buf_puts(b, full ? "# HELP corral_gpu_allocation 1 for each GPU and the job running on it "
+                          "(join DCGM series on UUID).\n# TYPE corral_gpu_allocation gauge\n"
+                        : "# HELP corral_gpu_allocation Jobs running on each GPU (job labels "
+                          "need the agent's metrics token).\n# TYPE corral_gpu_allocation gauge\n");
     for (size_t i = 0; i < a->nprocs; i++) {
         const cr_proc *p = &a->procs[i];
         if (!live(p)) {
@@ -80,25 +101,44 @@ static void allocation(const agent *a, cr_buf *b)
                 continue;
             }
             const cr_gpu_info *g = &a->gpu->gpus[gi];
-            cr_buf_puts(b, "corral_gpu_allocation{node=\"");
-            lv(b, a->cfg.node);
-            cr_buf_printf(b, "\",gpu=\"%d\",UUID=\"%s\",job=\"%lld\",tenant=\"", g->index, g->uuid,
-                          (long long)p->job);
-            lv(b, p->spec.tenant);
-            cr_buf_puts(b, "\",service=\"");
-            lv(b, env_of(&p->spec, "CORRAL_SERVICE"));
-            cr_buf_putc(b, '"');
+            cr_buf l;
+            cr_buf_init(&l);
+            cr_buf_puts(&l, "{node=\"");
+            lv(&l, a->cfg.node);
+            cr_buf_printf(&l, "\",gpu=\"%d\",UUID=\"%s\"", g->index, g->uuid);
+            if (full) {
+                cr_buf_printf(&l, ",job=\"%lld\",tenant=\"", (long long)p->job);
+                lv(&l, p->spec.tenant);
+                cr_buf_puts(&l, "\",service=\"");
+                lv(&l, env_of(&p->spec, "CORRAL_SERVICE"));
+                cr_buf_putc(&l, '"');
+            }
             const char *uuid = k < p->spec.uuid_count ? p->spec.gpu_uuids[k] : "";
             for (size_t m = 0; p->spec.mig_profile && m < g->mig_count; m++) {
                 if (strcmp(g->mig[m].uuid, uuid) == 0) {
-                    cr_buf_printf(b, ",GPU_I_ID=\"%d\",GPU_I_PROFILE=\"", g->mig[m].gi_id);
-                    lv(b, g->mig[m].profile);
-                    cr_buf_putc(b, '"');
+                    cr_buf_printf(&l, ",GPU_I_ID=\"%d\",GPU_I_PROFILE=\"", g->mig[m].gi_id);
+                    lv(&l, g->mig[m].profile);
+                    cr_buf_putc(&l, '"');
                 }
             }
-            cr_buf_puts(b, "} 1\n");
+            cr_buf_putc(&l, '}');
+            size_t r = 0;
+            while (r < nrows && strcmp(rows[r].labels, cr_buf_str(&l)) != 0) {
+                r++;
+            }
+            if (r == nrows) {
+                CR_GROW(rows, nrows, cap);
+                rows[nrows++] = (alloc_row){.labels = cr_buf_take(&l), .n = 0};
+            }
+            rows[r].n++;
+            cr_buf_fini(&l);
         }
     }
+    for (size_t r = 0; r < nrows; r++) {
+        cr_buf_printf(b, "corral_gpu_allocation%s %u\n", rows[r].labels, rows[r].n);
+        free(rows[r].labels);
+    }
+    free(rows);
 }
 
 static void mig_instances(const agent *a, cr_buf *b)

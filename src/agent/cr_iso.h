@@ -69,6 +69,7 @@ typedef struct cr_iso {
     int v2_memory, v2_cpu; /* controllers delegated to the v2 job cgroups */
     int v2_pids;
     char dev_dir[512]; /* where the GPU device nodes are ("/dev"; sim: placeholders) */
+    int proc_hidden;   /* /proc has hidepid: a job cannot read other users' command lines */
     char why_uid[128], why_dev[640], why_mem[640], why_cpu[640], why_pids[640]; /* "": enforced */
     /* The GPUs' device numbers (cr_iso_set_gpus; 0 GPUs: minor = index). */
     int gpu_minor[CR_GPU_MAX];
@@ -94,6 +95,11 @@ typedef struct cr_iso_job {
 void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const char *node,
                   const char *dev_dir);
 void cr_iso_fini(cr_iso *iso);
+/* Whether the mount table (the text of /proc/mounts) mounts /proc with
+ * hidepid=1|2|noaccess|invisible (the last /proc mount counts): without
+ * it, every job on the node reads every other process's command line
+ * (another tenant's arguments) in /proc. Only warned: the host's choice. */
+int cr_iso_proc_hidden(const char *mounts);
 /* Log one line per mechanism (enforced or why not). */
 void cr_iso_log(const cr_iso *iso);
 /* {"uid","devices","memory","cpu","pids": "enforced"|"unavailable", "detail": text}.

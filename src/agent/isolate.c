@@ -255,6 +255,49 @@ static void prune(const char *base)
     }
 }
 
+/* One line of /proc/mounts: a proc mount at /proc sets *hidden. */
+static void proc_line(const char *line, int *hidden)
+{
+    char dev[256], dir[256], type[64], opts[512];
+    if (sscanf(line, "%255s %255s %63s %511s", dev, dir, type, opts) != 4 ||
+        strcmp(dir, "/proc") != 0 || strcmp(type, "proc") != 0) {
+        return;
+    }
+    *hidden = 0; /* the last mount on /proc is the one jobs see */
+    for (char *save = NULL, *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+        *hidden |= strcmp(o, "hidepid=1") == 0 || strcmp(o, "hidepid=2") == 0 ||
+                   strcmp(o, "hidepid=noaccess") == 0 || strcmp(o, "hidepid=invisible") == 0;
+    }
+}
+
+int cr_iso_proc_hidden(const char *mounts)
+{
+    int hidden = 0;
+    for (const char *l = mounts; l && *l;) {
+        const char *e = strchr(l, '\n');
+        size_t n = e ? (size_t)(e - l) : strlen(l);
+        char line[1024];
+        snprintf(line, sizeof line, "%.*s", (int)(n < sizeof line ? n : sizeof line - 1), l);
+        proc_line(line, &hidden);
+        l = e ? e + 1 : NULL;
+    }
+    return hidden;
+}
+
+static int probe_proc(void)
+{
+    FILE *f = fopen("/proc/mounts", "re");
+    char line[1024];
+    int hidden = 0;
+    while (f && fgets(line, sizeof line, f)) {
+        proc_line(line, &hidden);
+    }
+    if (f) {
+        fclose(f);
+    }
+    return hidden;
+}
+
 void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const char *node,
                   const char *dev_dir)
 {
@@ -262,6 +305,7 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
     iso->caps_major = -1;
     snprintf(iso->dev_dir, sizeof iso->dev_dir, "%s", dev_dir ? dev_dir : "/dev");
     iso->root = geteuid() == 0;
+    iso->proc_hidden = probe_proc();
     if (!iso->root) {
         snprintf(iso->why_uid, sizeof iso->why_uid,
                  "the agent is not root: jobs run as the agent's user");
@@ -361,6 +405,13 @@ void cr_iso_log(const cr_iso *iso)
     } else {
         cr_warn("agent: isolation uid: UNAVAILABLE: %s", iso->why_uid);
     }
+    if (iso->proc_hidden) {
+        cr_info("agent: isolation processes: enforced (/proc hidepid)");
+    } else {
+        cr_warn("agent: isolation processes: UNAVAILABLE: /proc is mounted without hidepid: "
+                "every job can read the command lines of other tenants' jobs (mount -o "
+                "remount,hidepid=invisible /proc; docs/security.md)");
+    }
     for (int i = 0; i < CR_ISO_V1_N; i++) {
         char m[64];
         mech(iso, i, m, sizeof m);
@@ -378,10 +429,13 @@ json_t *cr_iso_report(const cr_iso *iso)
     for (int i = 0; i < CR_ISO_V1_N; i++) {
         mech(iso, i, m[i], sizeof m[i]);
     }
-    snprintf(detail, sizeof detail, "uid: %s; devices: %s; memory: %s; cpu: %s; pids: %s",
-             iso->root ? "setuid" : iso->why_uid, *iso->why_dev ? iso->why_dev : m[0],
-             *iso->why_mem ? iso->why_mem : m[1], *iso->why_cpu ? iso->why_cpu : m[2],
-             *iso->why_pids ? iso->why_pids : m[3]);
+    snprintf(detail, sizeof detail,
+             "uid: %s; processes: %s; devices: %s; memory: %s; cpu: %s; pids: %s",
+             iso->root ? "setuid" : iso->why_uid,
+             iso->proc_hidden ? "hidden (/proc hidepid)"
+                              : "visible to other jobs (/proc without hidepid)",
+             *iso->why_dev ? iso->why_dev : m[0], *iso->why_mem ? iso->why_mem : m[1],
+             *iso->why_cpu ? iso->why_cpu : m[2], *iso->why_pids ? iso->why_pids : m[3]);
     detail[511] = '\0'; /* the controller keeps at most 511 characters */
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "uid", iso->root ? "enforced" : "unavailable",
                      "devices", *iso->why_dev ? "unavailable" : "enforced", "memory",

@@ -7,6 +7,7 @@
 #include "cr_desired.h"
 
 #include "cr_alloc.h"
+#include "cr_envname.h"
 
 #include <pwd.h>
 #include <stdio.h>
@@ -41,37 +42,16 @@ char **cr_job_env_base(const cr_job_spec *s, const char *home_fallback)
     return v;
 }
 
+/* Set by the node (cr_envname.h), never by the job spec. CORRAL_SERVICE is
+ * the one CORRAL_ variable a spec carries: the controller puts it in a
+ * service replica's env (ctl_services.c; users cannot, it refuses them). */
 static int corral_owned(const char *kv)
 {
-    static const char *const names[] = {
-        "CUDA_VISIBLE_DEVICES",
-        "CORRAL_JOB_ID",
-        "CORRAL_CHECKPOINT_DIR",
-        "CORRAL_NODE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-        "WORLD_SIZE",
-        "NODE_RANK",
-        "RANK",
-        "LOCAL_RANK",
-        "LOCAL_WORLD_SIZE",
-        "NNODES",
-        "GROUP_RANK",
-        /* a shared GPU's limits: the job must not raise its own */
-        "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE",
-        "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT",
-        "CUDA_MPS_PIPE_DIRECTORY",
-        "CUDA_MPS_LOG_DIRECTORY",
-        "CORRAL_GPU_SHARING",
-        "CORRAL_GPU_FRACTION",
-    };
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        size_t n = strlen(names[i]);
-        if (strncmp(kv, names[i], n) == 0 && kv[n] == '=') {
-            return 1;
-        }
+    size_t n = strcspn(kv, "=");
+    if (n == strlen("CORRAL_SERVICE") && strncmp(kv, "CORRAL_SERVICE", n) == 0) {
+        return 0;
     }
-    return 0;
+    return cr_env_reserved(kv, n);
 }
 
 /* The job's own variables override the base, but not Corral's. */

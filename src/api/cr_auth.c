@@ -79,6 +79,55 @@ const char *cr_auth_bearer(const char *header)
     return *header ? header : NULL;
 }
 
+int cr_auth_secret_file(const char *path, char **out, const char **why)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "re");
+    char buf[CR_AUTH_SECRET_MAX + 2] = "";
+    if (!f) {
+        *why = "cannot read the file";
+        return CR_EIO;
+    }
+    if (!fgets(buf, sizeof buf, f)) {
+        buf[0] = '\0';
+    }
+    fclose(f);
+    size_t n = strcspn(buf, "\r\n");
+    int rc = 0;
+    if (n > CR_AUTH_SECRET_MAX) {
+        *why = "want a token of at most 510 characters";
+        rc = CR_EINVAL;
+    } else if (n < CR_AUTH_SECRET_MIN) {
+        *why = "want a token of at least 16 characters";
+        rc = CR_EINVAL;
+    } else {
+        buf[n] = '\0';
+        *out = cr_strdup(buf);
+    }
+    sodium_memzero(buf, sizeof buf);
+    return rc;
+}
+
+void cr_auth_secret_free(char *secret)
+{
+    if (secret) {
+        sodium_memzero(secret, strlen(secret));
+        free(secret);
+    }
+}
+
+bool cr_auth_bearer_is(const char *header, const char *secret)
+{
+    const char *got = cr_auth_bearer(header);
+    if (!got || !secret) {
+        return false;
+    }
+    uint8_t a[CR_TOKEN_HASH_BYTES], b[CR_TOKEN_HASH_BYTES];
+    cr_auth_hash(got, a);
+    cr_auth_hash(secret, b);
+    return sodium_memcmp(a, b, sizeof a) == 0;
+}
+
 const char *cr_role_name(cr_role role)
 {
     switch (role) {

@@ -51,6 +51,18 @@ void cr_auth_hash_hex(const uint8_t hash[CR_TOKEN_HASH_BYTES], char *hex);
 int cr_auth_hash_unhex(const char *hex, uint8_t hash[CR_TOKEN_HASH_BYTES]);
 /* The token of an "Authorization: Bearer X" header, or NULL. Borrowed. */
 const char *cr_auth_bearer(const char *header);
+/* A secret read from a file (--metrics-token-file of the controller and
+ * the agent): its first line, without CR/LF; at least CR_AUTH_SECRET_MIN and
+ * at most CR_AUTH_SECRET_MAX bytes. 0 and *out (new; free with
+ * cr_auth_secret_free, which wipes it), or CR_EIO (cannot read) /
+ * CR_EINVAL (too short or too long) with *why set (static text). */
+#define CR_AUTH_SECRET_MIN 16
+#define CR_AUTH_SECRET_MAX 510
+int cr_auth_secret_file(const char *path, char **out, const char **why);
+void cr_auth_secret_free(char *secret);
+/* Whether an Authorization header is "Bearer <secret>": the hashes are
+ * compared in constant time. False when header or secret is NULL. */
+bool cr_auth_bearer_is(const char *header, const char *secret);
 const char *cr_role_name(cr_role role);
 /* CR_ROLE_NONE when unknown. */
 cr_role cr_role_parse(const char *name);

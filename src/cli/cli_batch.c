@@ -413,11 +413,15 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
 /* --- environment ------------------------------------------------------------ */
 
 /* Names never exported: Corral's and Slurm's own, the per-task launch
- * variables (the node sets them), and what only means something in the
- * submitter's session. */
+ * variables and GPU selection (the node sets them: NVIDIA_*, CUDA_MPS_*, the
+ * login node's CUDA_VISIBLE_DEVICES), preloads of the submitter's shell
+ * (LD_PRELOAD, LD_AUDIT: a profiler or sandbox of the login node must not
+ * follow silently; LD_LIBRARY_PATH is exported, the module-system habit),
+ * and what only means something in the submitter's session. */
 static bool never_exported(const char *name, size_t len)
 {
-    static const char *const prefixes[] = {"CORRAL_", "SLURM_", "PET_", "SSH_", "XDG_", NULL};
+    static const char *const prefixes[] = {"CORRAL_", "SLURM_",  "PET_",      "SSH_",
+                                           "XDG_",    "NVIDIA_", "CUDA_MPS_", NULL};
     static const char *const names[] = {"RANK",
                                         "LOCAL_RANK",
                                         "WORLD_SIZE",
@@ -428,6 +432,11 @@ static bool never_exported(const char *name, size_t len)
                                         "MASTER_ADDR",
                                         "MASTER_PORT",
                                         "CUDA_VISIBLE_DEVICES",
+                                        "ROCR_VISIBLE_DEVICES",
+                                        "HIP_VISIBLE_DEVICES",
+                                        "GPU_DEVICE_ORDINAL",
+                                        "LD_PRELOAD",
+                                        "LD_AUDIT",
                                         "PWD",
                                         "OLDPWD",
                                         "SHLVL",
@@ -457,9 +466,11 @@ static bool never_exported(const char *name, size_t len)
 
 bool cr__cli_secret_name(const char *name, size_t len)
 {
-    static const char *const words[] = {"TOKEN",      "SECRET", "PASSWORD", "PASSWD",
-                                        "CREDENTIAL", "APIKEY", "API_KEY",  "PRIVATE",
-                                        "AUTH",       "COOKIE", "SESSION",  NULL};
+    static const char *const words[] = {"TOKEN",   "SECRET",  "PASSWORD", "PASSWD",  "CREDENTIAL",
+                                        "APIKEY",  "API_KEY", "PRIVATE",  "AUTH",    "COOKIE",
+                                        "SESSION", "JWT",     "BEARER",   "SIGNING", NULL};
+    /* whole families of cloud credentials (AWS_ACCESS_KEY_ID, AZURE_...) */
+    static const char *const prefixes[] = {"AWS_", "AZURE_", NULL};
     char up[256];
     if (len >= sizeof up) {
         return true; /* a name this long is not worth the risk */
@@ -474,9 +485,37 @@ bool cr__cli_secret_name(const char *name, size_t len)
             return true;
         }
     }
-    /* ..._KEY, ..._KEY_... (AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY, SSH key paths) */
-    const char *k = strstr(up, "_KEY");
-    return k && (k[4] == '\0' || k[4] == '_') ? true : strcmp(up, "KEY") == 0;
+    for (size_t i = 0; prefixes[i]; i++) {
+        if (strncmp(up, prefixes[i], strlen(prefixes[i])) == 0) {
+            return true;
+        }
+    }
+    /* ..._KEY, ..._KEY_... (AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY, SSH key
+     * paths), ..._PASS, ..._PASS_..., SSHPASS, MYSQL_PWD, SENTRY_DSN */
+    static const char *const parts[] = {"_KEY", "PASS", "_PWD", "_DSN", NULL};
+    for (size_t i = 0; parts[i]; i++) {
+        size_t pl = strlen(parts[i]);
+        for (const char *k = strstr(up, parts[i]); k; k = strstr(k + 1, parts[i])) {
+            if (k[pl] == '\0' || k[pl] == '_') {
+                return true;
+            }
+        }
+    }
+    return strcmp(up, "KEY") == 0;
+}
+
+bool cr__cli_secret_value(const char *value)
+{
+    /* scheme://user:password@host or scheme://key@host (DATABASE_URL,
+     * HTTPS_PROXY, a DSN): the userinfo part of a URL is a credential */
+    for (const char *p = strstr(value, "://"); p; p = strstr(p + 1, "://")) {
+        const char *auth = p + 3;
+        size_t n = strcspn(auth, "/?#@ ");
+        if (auth[n] == '@' && n > 0) {
+            return true;
+        }
+    }
+    return false;
 }
 
 static void put_env(json_t *env, const char *kv)
@@ -527,7 +566,7 @@ int cr__cli_export_env(cli_ctx *ctx, const char *spec, json_t *env)
         size_t len = (size_t)(eq - *e);
         char *k = cr_strndup(*e, len);
         bool skip = never_exported(*e, len) || cr__cli_secret_name(*e, len) ||
-                    json_object_get(env, k) != NULL;
+                    cr__cli_secret_value(eq + 1) || json_object_get(env, k) != NULL;
         free(k);
         if (!skip) {
             put_env(env, *e);

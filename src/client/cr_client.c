@@ -13,6 +13,7 @@
 #include "cr_time.h"
 
 #include <stdio.h>
+#include <strings.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -370,6 +371,41 @@ static char *base_of_location(const cr_client *c, const char *loc, const char *p
 }
 
 /*
+ * The index in c->servers of base (scheme and host:port compared without
+ * regard to case, the path prefix exactly), -1 when it is none of them: a
+ * redirect is followed only to a controller the user configured, so that a
+ * controller (or whoever answers at its address) cannot send the bearer
+ * token to another host.
+ */
+static long listed_server(const cr_client *c, const char *base)
+{
+    const char *bs = strstr(base, "://");
+    size_t ba = bs ? (size_t)(bs + 3 - base) + strcspn(bs + 3, "/") : 0;
+    for (size_t i = 0; bs && i < c->nservers; i++) {
+        const char *s = c->servers[i];
+        const char *ss = strstr(s, "://");
+        size_t sa = ss ? (size_t)(ss + 3 - s) + strcspn(ss + 3, "/") : 0;
+        if (ss && sa == ba && strncasecmp(s, base, sa) == 0 && strcmp(s + sa, base + ba) == 0) {
+            return (long)i;
+        }
+    }
+    return -1;
+}
+
+/* A copy of an outside string fit for a message: at most 200 bytes,
+ * control characters as '?'. */
+static char *printable(const char *s)
+{
+    char *p = cr_strndup(s, 200);
+    for (char *q = p; *q; q++) {
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) {
+            *q = '?';
+        }
+    }
+    return p;
+}
+
+/*
  * Whether a failed attempt may be made again at another controller: no
  * answer came (or a 503 CR_EUNAVAIL: a follower that knows no leader yet, a
  * controller shutting down), and repeating the request cannot do a thing
@@ -451,21 +487,30 @@ static int perform(cr_client *c, const char *method, const char *path, const jso
         rc = attempt(c, &x, res);
         if ((res->status == 307 || res->status == 308) && x.location[0]) {
             char *base = base_of_location(c, x.location, path);
-            if (base && c->server && strncmp(c->server, "https://", 8) == 0 &&
-                strncmp(base, "https://", 8) != 0) {
-                free(base); /* never from https down to http: the bearer would go in clear */
-                base = NULL;
+            const char *why = "not a controller URL";
+            long idx = base ? listed_server(c, base) : -1;
+            if (base && idx < 0) {
+                why = "not one of the configured controllers (--server, CORRAL_SERVER, config "
+                      "'server')";
+            } else if (base && c->server && strncmp(c->server, "https://", 8) == 0 &&
+                       strncmp(base, "https://", 8) != 0) {
+                why = "from https to http: the token would go in clear";
+                idx = -1;
+            } else if (hops >= CR__CLIENT_MAX_REDIRECTS) {
+                why = "too many redirects";
+                idx = -1;
             }
-            int urc = base && hops < CR__CLIENT_MAX_REDIRECTS ? use_server(c, base) : CR_EINVAL;
+            int urc = idx >= 0 ? use_server(c, c->servers[idx]) : CR_EINVAL;
             free(base);
             if (urc == 0) {
+                c->cur = (size_t)idx;
                 hops++;
                 continue;
             }
+            char *loc = printable(x.location);
             free(res->message);
-            res->message = cr_asprintf("redirected to %s: not followed (%s)", x.location,
-                                       hops >= CR__CLIENT_MAX_REDIRECTS ? "too many redirects"
-                                                                        : "not a controller URL");
+            res->message = cr_asprintf("redirected to %s: not followed (%s)", loc, why);
+            free(loc);
             res->status = 0; /* no controller that answers for itself was reached */
             rc = CR_EUNAVAIL;
             goto out;

@@ -16,13 +16,15 @@
  * Several controllers: opts.server may list up to 8 base URLs, separated by
  * commas (a leader and its standbys, docs/operations.md "High
  * availability"). A 307 or 308 answer whose Location is the same path at
- * another base URL (a follower naming the leader) is followed, at most 4 in
- * a row, with the same method and body; the base URL that answered stays in
- * use. With several URLs, a call that reached no controller, or got a 503
- * CR_EUNAVAIL (no leader yet, shutting down), goes on to the next URL, round
- * after round, for up to opts.failover_ns; a POST is tried elsewhere only
- * when nothing of it was sent or it carries an Idempotency-Key
- * (cr_client_request_idem), so a submit is never made twice.
+ * another base URL of that list (a follower naming the leader) is followed,
+ * at most 4 in a row, with the same method and body; the base URL that
+ * answered stays in use. A Location at any other base URL, or from https://
+ * down to http://, is not followed (CR_EUNAVAIL, message naming the
+ * Location): the bearer token goes only to the configured controllers. With several URLs, a call
+ * that reached no controller, or got a 503 CR_EUNAVAIL (no leader yet, shutting down), goes on to
+ * the next URL, round after round, for up to opts.failover_ns; a POST is tried elsewhere only when
+ * nothing of it was sent or it carries an Idempotency-Key (cr_client_request_idem), so a submit is
+ * never made twice.
  *
  * Every request carries "Authorization: Bearer <token>" when a token is set,
  * sends and expects JSON, and is bounded by a timeout: the client's default

@@ -38,6 +38,9 @@ static void usage(FILE *f)
                "  --tls-client-cert FILE  PEM client certificate shown to agents that ask\n"
                "                       for one (agent --tls-client-ca: mutual TLS)\n"
                "  --tls-client-key FILE   its private key\n"
+               "  --metrics-token-file FILE  /metrics needs this bearer token (or an admin\n"
+               "                       token) and then shows tenants; without, it is open and\n"
+               "                       aggregate only (docs/security.md)\n"
                "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
                "                       shared cluster uses bootstrap tokens, docs/security.md)\n"
                "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
@@ -326,6 +329,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "agent_ca_file",
                                           "tls_client_cert",
                                           "tls_client_key",
+                                          "metrics_token_file",
                                           "log_timeout_ms",
                                           "log_fetch_max",
                                           "max_spec_bytes",
@@ -346,7 +350,7 @@ static int load_config(const char *path, ctl_config *cfg)
     const char *store = NULL, *store_cluster = NULL;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
                *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL, *ccert = NULL,
-               *ckey = NULL;
+               *ckey = NULL, *mtok = NULL;
     bool legacy_join = cfg->legacy_join;
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
@@ -393,6 +397,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_str(v, "", "agent_ca_file", false, 1000, &aca, &err)) ||
         (rc = cr_json_str(v, "", "tls_client_cert", false, 1000, &ccert, &err)) ||
         (rc = cr_json_str(v, "", "tls_client_key", false, 1000, &ckey, &err)) ||
+        (rc = cr_json_str(v, "", "metrics_token_file", false, 1000, &mtok, &err)) ||
         (rc = cr_json_int(v, "", "log_timeout_ms", false, 100, 600000, &cfg->log_timeout_ms,
                           &err)) ||
         (rc = cr_json_int(v, "", "log_fetch_max", false, 1, 1024, &cfg->log_fetch_max, &err)) ||
@@ -509,6 +514,9 @@ static int load_config(const char *path, ctl_config *cfg)
     }
     if (ckey) {
         snprintf(cfg->tls_client_key, sizeof cfg->tls_client_key, "%s", ckey);
+    }
+    if (mtok) {
+        snprintf(cfg->metrics_token_file, sizeof cfg->metrics_token_file, "%s", mtok);
     }
     if (join) {
         snprintf(cfg->join_token_file, sizeof cfg->join_token_file, "%s", join);
@@ -632,6 +640,7 @@ static void ctl_free_state(ctl *c)
     ctl_joblist_fini(c);
     pthread_mutex_destroy(&c->admin_mu);
     cr_auth_table_free(c->auth);
+    cr_auth_secret_free(c->metrics_token);
     cr_prom_hist_vec_free(c->api_hist);
     cr_prom_hist_fini(&c->cycle_hist);
     json_decref(c->cfg.prices);
@@ -681,6 +690,10 @@ static int http_start(ctl *c, const char *cert, const char *key)
     cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
             c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
             c->cfg.policy);
+    if (!c->metrics_token) {
+        cr_warn("/metrics is open to whoever reaches the controller: it shows counts only, no "
+                "tenant names (an admin token, or --metrics-token-file's token, reads them)");
+    }
     return 0;
 }
 
@@ -945,7 +958,8 @@ int cr_controller_main(int argc, char **argv)
         O_ELECTION_TTL,
         O_STORE,
         O_STORE_CLUSTER,
-        O_ETCD_OPS
+        O_ETCD_OPS,
+        O_METRICS_TOKEN
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -967,6 +981,7 @@ int cr_controller_main(int argc, char **argv)
         {"store", required_argument, NULL, O_STORE},
         {"store-cluster", required_argument, NULL, O_STORE_CLUSTER},
         {"etcd-max-txn-ops", required_argument, NULL, O_ETCD_OPS},
+        {"metrics-token-file", required_argument, NULL, O_METRICS_TOKEN},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1011,6 +1026,9 @@ int cr_controller_main(int argc, char **argv)
             break;
         case O_CKEY:
             snprintf(c->cfg.tls_client_key, sizeof c->cfg.tls_client_key, "%s", optarg);
+            break;
+        case O_METRICS_TOKEN:
+            snprintf(c->cfg.metrics_token_file, sizeof c->cfg.metrics_token_file, "%s", optarg);
             break;
         case O_LEGACY:
             c->cfg.legacy_join = true;
@@ -1148,6 +1166,14 @@ int cr_controller_main(int argc, char **argv)
         if (*f && access(f, R_OK) != 0) {
             fprintf(stderr, "corral controller: --tls-client-%s %s: %s\n", i ? "key" : "cert", f,
                     strerror(errno));
+            goto out;
+        }
+    }
+    if (*c->cfg.metrics_token_file) {
+        const char *why = NULL;
+        if (cr_auth_secret_file(c->cfg.metrics_token_file, &c->metrics_token, &why) < 0) {
+            fprintf(stderr, "corral controller: --metrics-token-file %s: %s\n",
+                    c->cfg.metrics_token_file, why);
             goto out;
         }
     }

@@ -212,6 +212,9 @@ typedef struct ctl_config {
     /* Shown to agents that ask for a client certificate (mutual TLS); "" none. */
     char tls_client_cert[1024], tls_client_key[1024];
     char join_token_file[1024]; /* "" = <state_dir>/join.token */
+    /* --metrics-token-file: /metrics needs this bearer (or an admin token) and
+     * then shows tenants; "" = open, tenant-free series (ctl_metrics.c). */
+    char metrics_token_file[1024];
     char policy[16];
     int64_t heartbeat_s, lost_after_s;
     int64_t sched_interval_ms; /* minimum time between cycles */
@@ -302,7 +305,8 @@ struct ctl {
     cr_store *store;
     cr_http_server *http;
     cr_auth_table *auth;
-    struct ctl_ha *ha; /* leader election (ctl_ha.h); NULL: a single controller */
+    char *metrics_token; /* read from cfg.metrics_token_file; NULL: /metrics open */
+    struct ctl_ha *ha;   /* leader election (ctl_ha.h); NULL: a single controller */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
     /* Jobs in memory by id - 1, in chunks of CTL_JOB_CHUNK slots; a chunk
@@ -649,7 +653,7 @@ void ctl_observe(void *ctx, const char *method, const char *route, unsigned stat
 /* ctl_obs.c: queue wait, pending by reason, tenant usage, node info. */
 void ctl_obs_started(const ctl_job *j, int64_t now_ns); /* a job started (wall clock) */
 const char *ctl_reason_class(const char *reason);       /* "quota", "resources", ... */
-void ctl_metrics_more(ctl *c, cr_buf *b);               /* takes mu */
+void ctl_metrics_more(ctl *c, cr_buf *b, bool full);    /* takes mu; full: tenant labels */
 
 /* ctl_ui.c: the dashboard's files, Prometheus discovery, advise. */
 /* Security headers: api = JSON answers (no-store), else the dashboard (CSP). */

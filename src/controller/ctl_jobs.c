@@ -11,6 +11,7 @@
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
+#include "cr_envname.h"
 #include "cr_arch.h"
 #include "cr_error.h"
 #include "cr_log.h"
@@ -319,6 +320,14 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             cr_json_path(f, sizeof f, "env", k);
             if (!*k || strchr(k, '=')) {
                 rc = cr_json_fail(err, CR_EINVAL, f, "field '%s': bad variable name", f);
+                goto out;
+            }
+            if (!from_doc && cr_env_reserved(k, strlen(k))) {
+                rc = cr_json_fail(err, CR_EINVAL, f,
+                                  "field '%s': %s is set by the node (GPU selection, ranks, "
+                                  "Corral's own: CUDA_VISIBLE_DEVICES, NVIDIA_*, CUDA_MPS_*, "
+                                  "CORRAL_*, MASTER_*, RANK...), not by a job",
+                                  f, k);
                 goto out;
             }
             if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v)) {

@@ -3,12 +3,20 @@
  *
  * Gauges are computed at scrape time from memory (one pass over jobs and
  * nodes under mu); counters and histograms are kept as they happen.
+ *
+ * Tenant names are another tenant's business: without --metrics-token-file
+ * anyone who reaches the port may scrape, and the tenant series are served
+ * aggregated (corral_jobs{state}, corral_queue_wait_seconds without labels,
+ * corral_tenant_*_total{gpu_type}); with the metrics token, or an admin
+ * token, the full series (docs/security.md). With the file set, a scrape
+ * without either is refused (401).
  */
 #include "ctl_int.h"
 
 #include "ctl_ha.h"
 
 #include "cr_alloc.h"
+#include "cr_error.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -52,21 +60,52 @@ static void bump(count **v, size_t *len, size_t *cap, const char *a, const char 
     x->n = n;
 }
 
+/* ka NULL: without the first label (counted under "" by the caller). */
 static void write_counts(cr_buf *b, const char *name, const char *ka, const char *kb,
                          const count *v, size_t len)
 {
     for (size_t i = 0; i < len; i++) {
         cr_buf l;
         cr_buf_init(&l);
-        cr_prom_label(&l, ka, v[i].a);
+        if (ka) {
+            cr_prom_label(&l, ka, v[i].a);
+        }
         cr_prom_label(&l, kb, v[i].b);
         cr_prom_sample(b, name, cr_buf_str(&l), v[i].n);
         cr_buf_fini(&l);
     }
 }
 
+/*
+ * Who may read the tenant series: the holder of --metrics-token-file's
+ * token, or an admin. Without that file anyone may scrape, and reads the
+ * series without tenant labels (true into *full only for those two).
+ * False when the file is set and the caller shows neither (answered 401).
+ */
+static bool metrics_caller(ctl *c, cr_http_req *req, bool *full)
+{
+    const char *h = cr_http_header(req, "Authorization");
+    const char *tok = cr_auth_bearer(h);
+    cr_principal p;
+    *full = (c->metrics_token && cr_auth_bearer_is(h, c->metrics_token)) ||
+            (tok && cr_auth_table_check(c->auth, tok, &p) && p.role == CR_ROLE_ADMIN);
+    if (*full || !c->metrics_token) {
+        return true;
+    }
+    atomic_fetch_add(&c->auth_failures, 1);
+    cr_http_add_header(req, "WWW-Authenticate", "Bearer");
+    ctl_reply_err(req, 401, CR_EAUTH, NULL,
+                  "/metrics needs the controller's metrics token (--metrics-token-file) or an "
+                  "admin token");
+    return false;
+}
+
 void ctl_route_metrics(ctl *c, cr_http_req *req)
 {
+    bool full = false;
+    if (!metrics_caller(c, req, &full)) {
+        return;
+    }
     cr_buf b;
     cr_buf_init(&b);
     count *q = NULL, *g = NULL;
@@ -76,7 +115,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     for (size_t i = 0; i < c->ntenants; i++) {
         for (int s = 0; s < JS_COUNT; s++) {
             if (s == JS_PENDING || s == JS_HELD || s == JS_RUNNING || s == JS_COMPLETING) {
-                bump(&q, &nq, &capq, c->tenants[i]->name, ctl_job_state_names[s], 0);
+                bump(&q, &nq, &capq, full ? c->tenants[i]->name : "", ctl_job_state_names[s], 0);
             }
         }
     }
@@ -87,7 +126,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
          i++) {
         ctl_job *j = ctl_job_at(c, i);
         if (j && !ctl_job_terminal(j)) {
-            bump(&q, &nq, &capq, j->tenant, ctl_job_state_names[j->state], 1);
+            bump(&q, &nq, &capq, full ? j->tenant : "", ctl_job_state_names[j->state], 1);
         }
         if (prefix && j && ctl_job_terminal(j)) {
             c->first_active = (int64_t)i + 2;
@@ -110,8 +149,10 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     size_t finished_mem = c->nfinished_mem;
     pthread_mutex_unlock(&c->mu);
 
-    cr_prom_family(&b, "corral_jobs", "gauge", "Jobs not finished, by tenant and state.");
-    write_counts(&b, "corral_jobs", "tenant", "state", q, nq);
+    cr_prom_family(&b, "corral_jobs", "gauge",
+                   full ? "Jobs not finished, by tenant and state."
+                        : "Jobs not finished, by state (tenants: with the metrics token).");
+    write_counts(&b, "corral_jobs", full ? "tenant" : NULL, "state", q, nq);
     cr_prom_family(&b, "corral_gpus", "gauge",
                    "GPUs by type and state (allocated, free, unhealthy, unavailable).");
     write_counts(&b, "corral_gpus", "gpu_type", "state", g, ng);
@@ -159,7 +200,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_family(&b, "corral_jobs_finished_in_memory", "gauge",
                    "Finished jobs still held in memory (retention: retain_finished, retain_s).");
     cr_prom_sample(&b, "corral_jobs_finished_in_memory", NULL, (double)finished_mem);
-    ctl_metrics_more(c, &b);
+    ctl_metrics_more(c, &b, full);
     if (c->ha) {
         ctl_ha_metrics(c->ha, &b);
     } else {

@@ -11,6 +11,10 @@
  *   corral_node_gpus{node,gpu_type}              gauge: GPUs registered
  *   corral_node_last_seen_seconds{node}          gauge: since the last heartbeat
  *
+ * Without full (an open scrape, ctl_metrics.c), the tenant label is left
+ * out: the queue wait is one histogram, the tenant counters are summed per
+ * gpu_type.
+ *
  * Reasons are free text with live numbers, so the gauge groups them into a
  * few classes (quota, resources, no_type, held, preempted, dependency,
  * other, none); the job object keeps the full text.
@@ -29,10 +33,12 @@ static const double wait_bounds[] = {1,   5,    15,   30,   60,    120,  300,
 
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 static cr_prom_hist_vec *wait_hist; /* for the process: one controller per process */
+static cr_prom_hist wait_all;       /* the same, every tenant together (open /metrics) */
 
 static void init_hist(void)
 {
     wait_hist = cr_prom_hist_vec_new(wait_bounds, sizeof wait_bounds / sizeof wait_bounds[0]);
+    cr_prom_hist_init(&wait_all, wait_bounds, sizeof wait_bounds / sizeof wait_bounds[0]);
 }
 
 void ctl_obs_started(const ctl_job *j, int64_t now_ns)
@@ -45,6 +51,7 @@ void ctl_obs_started(const ctl_job *j, int64_t now_ns)
     cr_buf_init(&l);
     cr_prom_label(&l, "tenant", j->tenant);
     cr_prom_hist_vec_observe(wait_hist, cr_buf_str(&l), (double)(now_ns - j->submit_ns) / 1e9);
+    cr_prom_hist_observe(&wait_all, (double)(now_ns - j->submit_ns) / 1e9);
     cr_buf_fini(&l);
 }
 
@@ -108,7 +115,7 @@ static void sample2(cr_buf *b, const char *name, const char *ka, const char *va,
     cr_buf_fini(&l);
 }
 
-void ctl_metrics_more(ctl *c, cr_buf *b)
+void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
 {
     static const char *const classes[] = {"none",       "quota",   "held",      "preempted",
                                           "dependency", "no_type", "resources", "other"};
@@ -135,7 +142,7 @@ void ctl_metrics_more(ctl *c, cr_buf *b)
         }
     }
     for (size_t i = 0; i < c->nusage; i++) {
-        kv *e = kv_get(&use, &nuse, &capuse, c->usage[i].tenant, c->usage[i].gpu_type);
+        kv *e = kv_get(&use, &nuse, &capuse, full ? c->usage[i].tenant : "", c->usage[i].gpu_type);
         e->x += c->usage[i].gpu_s;
         e->y += c->usage[i].energy_j;
         e->z += c->usage[i].cost;
@@ -159,9 +166,15 @@ void ctl_metrics_more(ctl *c, cr_buf *b)
     pthread_mutex_unlock(&c->mu);
 
     cr_prom_family(b, "corral_queue_wait_seconds", "histogram",
-                   "Time from submit to a job's first start, by tenant.");
+                   full ? "Time from submit to a job's first start, by tenant."
+                        : "Time from submit to a job's first start (tenants: with the metrics "
+                          "token).");
     pthread_once(&once, init_hist);
-    cr_prom_hist_vec_write(b, "corral_queue_wait_seconds", wait_hist);
+    if (full) {
+        cr_prom_hist_vec_write(b, "corral_queue_wait_seconds", wait_hist);
+    } else {
+        cr_prom_hist_write(b, "corral_queue_wait_seconds", NULL, &wait_all);
+    }
     cr_prom_family(b, "corral_jobs_pending_by_reason", "gauge",
                    "Pending jobs by reason class (the job object has the full reason).");
     for (size_t q = 0; q < sizeof classes / sizeof classes[0]; q++) {
@@ -176,7 +189,11 @@ void ctl_metrics_more(ctl *c, cr_buf *b)
         cr_prom_family(b, names[f][0], "counter", names[f][1]);
         for (size_t i = 0; i < nuse; i++) {
             double x = f == 0 ? use[i].x : f == 1 ? use[i].y : use[i].z;
-            sample2(b, names[f][0], "tenant", use[i].a, "gpu_type", use[i].b, x);
+            if (full) {
+                sample2(b, names[f][0], "tenant", use[i].a, "gpu_type", use[i].b, x);
+            } else {
+                sample2(b, names[f][0], "gpu_type", use[i].b, NULL, NULL, x);
+            }
         }
     }
     cr_prom_family(b, "corral_node_info", "gauge", "1 per node, with its rack, state and address.");

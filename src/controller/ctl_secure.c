@@ -23,6 +23,7 @@
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
+#include "cr_envname.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
@@ -230,6 +231,12 @@ int ctl_secrets_check(const json_t *secrets, cr_json_err *err)
                                 "field '%s': a secret name is a variable name (letters, digits, "
                                 "'_', not starting with a digit)",
                                 f);
+        }
+        if (cr_env_reserved(k, strlen(k))) {
+            return cr_json_fail(err, CR_EINVAL, f,
+                                "field '%s': %s is set by the node (GPU selection, ranks, "
+                                "Corral's own), not by a job",
+                                f, k);
         }
         if (!json_is_string(v) || strlen(json_string_value(v)) != json_string_length(v) ||
             json_string_length(v) > MAX_SECRET_BYTES) {

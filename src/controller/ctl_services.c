@@ -471,13 +471,14 @@ static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now)
     char port[16];
     snprintf(port, sizeof port, "%d", port_of(id));
     json_object_set_new(env, "PORT", json_string(port));
-    json_object_set_new(env, "CORRAL_SERVICE", json_string(s->name));
     if (ctl_job_from_request(req, &j, &err) != 0) {
         cr_error("service=%s: replica request invalid: %s", s->name, err.message);
         json_decref(req);
         return;
     }
     json_decref(req);
+    /* after the request's checks, which refuse CORRAL_* from users */
+    json_object_set_new(json_object_get(j->spec, "env"), "CORRAL_SERVICE", json_string(s->name));
     c->next_id++;
     j->id = id;
     snprintf(j->tenant, sizeof j->tenant, "%s", s->tenant);

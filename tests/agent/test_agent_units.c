@@ -257,7 +257,9 @@ static void test_nvlink_domains(void **state)
 
 static const char *doc =
     "{\"version\": 7, \"jobs\": [{\"job\":42,\"command\":[\"python\",\"train.py\"],"
-    "\"env\":{\"LR\":\"0.1\",\"CUDA_VISIBLE_DEVICES\":\"9\"},\"workdir\":\"/tmp\","
+    "\"env\":{\"LR\":\"0.1\",\"CUDA_VISIBLE_DEVICES\":\"9\",\"NVIDIA_VISIBLE_DEVICES\":\"all\","
+    "\"CORRAL_JOB_ID\":\"1\",\"CORRAL_SERVICE\":\"chat\",\"LD_PRELOAD\":\"/w/libx.so\","
+    "\"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE\":\"100\"},\"workdir\":\"/tmp\","
     "\"gpus\":[0,1],\"gpu_uuids\":[\"GPU-a\",\"GPU-b\"],\"checkpoint_dir\":\"/ck/42\","
     "\"grace_s\":30,\"action\":\"run\",\"future_member\":1,"
     "\"gang\":{\"master_addr\":\"10.0.0.2\",\"master_port\":29500,\"world_size\":16,"
@@ -412,7 +414,14 @@ static void test_desired_parse(void **state)
             fail_msg("env lacks %s", want[i]);
         }
     }
+    /* the spec's env cannot set what the node sets (cr_envname.h); the
+     * controller's CORRAL_SERVICE and the job's own LD_PRELOAD pass */
+    assert_string_equal(env_get(env, "CORRAL_SERVICE"), "chat");
+    assert_string_equal(env_get(env, "LD_PRELOAD"), "/w/libx.so");
+    assert_null(env_get(env, "NVIDIA_VISIBLE_DEVICES"));
+    assert_null(env_get(env, "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"));
     for (char **e = env; *e; e++) {
+        assert_string_not_equal(*e, "CORRAL_JOB_ID=1");
         assert_string_not_equal(*e, "CUDA_VISIBLE_DEVICES=7");
         assert_string_not_equal(*e, "CUDA_VISIBLE_DEVICES=9");
         assert_string_not_equal(*e, "RANK=99");
@@ -427,7 +436,7 @@ static void test_desired_parse(void **state)
     assert_int_equal(back.job, 42);
     assert_int_equal(back.gang.node_rank, 1);
     assert_string_equal(back.checkpoint_dir, "/ck/42");
-    assert_int_equal(back.envc, 2);
+    assert_int_equal(back.envc, 7);
     cr_job_spec_fini(&back);
     json_decref(j);
     cr_desired_fini(&d);
@@ -620,6 +629,22 @@ static void test_mig_plan(void **state)
     assert_int_equal(cr_gpu_mig_nvml_profile("5g.50gb", 5, 5, &gp, &cp), CR_EINVAL);
 }
 
+/* /proc's hidepid decides whether a job reads other tenants' command lines. */
+static void test_proc_hidden(void **state)
+{
+    assert_false(cr_iso_proc_hidden(""));
+    assert_false(cr_iso_proc_hidden("proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n"));
+    assert_true(cr_iso_proc_hidden("sysfs /sys sysfs rw 0 0\n"
+                                   "proc /proc proc rw,relatime,hidepid=invisible 0 0\n"));
+    assert_true(cr_iso_proc_hidden("proc /proc proc rw,hidepid=2,gid=5 0 0"));
+    assert_true(cr_iso_proc_hidden("proc /proc proc rw,hidepid=1 0 0"));
+    assert_false(cr_iso_proc_hidden("proc /proc proc rw,hidepid=0 0 0"));
+    /* another mount's options, or one stacked over it, do not count */
+    assert_false(cr_iso_proc_hidden("proc /mnt/proc proc rw,hidepid=2 0 0\n"));
+    assert_false(cr_iso_proc_hidden("proc /proc proc rw,hidepid=2 0 0\n"
+                                    "proc /proc proc rw 0 0\n"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -629,6 +654,7 @@ int main(void)
         cmocka_unit_test(test_nvlink_domains),  cmocka_unit_test(test_desired_parse),
         cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_desired_fence),
         cmocka_unit_test(test_task_env),        cmocka_unit_test(test_mig_plan),
+        cmocka_unit_test(test_proc_hidden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -312,13 +312,64 @@ static void test_http_bad_address(void **state)
     assert_null(s);
 }
 
+/* --metrics-token-file (controller and agent): the file's first line,
+ * bounded, and a bearer compared by hash. */
+static void test_secret_file(void **state)
+{
+    char dir[] = "/tmp/corral-secret-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    snprintf(path, sizeof path, "%s/t", dir);
+    char *sec = NULL;
+    const char *why = NULL;
+    static const struct {
+        const char *text;
+        int rc;
+    } cases[] = {
+        {"0123456789abcdef\nignored\n", 0},
+        {"0123456789abcdef", 0},
+        {"0123456789abcde\n", CR_EINVAL},
+        {"\n0123456789abcdef\n", CR_EINVAL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        FILE *f = fopen(path, "w");
+        fputs(cases[i].text, f);
+        fclose(f);
+        assert_int_equal(cr_auth_secret_file(path, &sec, &why), cases[i].rc);
+        if (cases[i].rc == 0) {
+            assert_string_equal(sec, "0123456789abcdef");
+        } else {
+            assert_null(sec);
+            assert_non_null(strstr(why, "at least 16"));
+        }
+        cr_auth_secret_free(sec);
+    }
+    FILE *f = fopen(path, "w");
+    for (int i = 0; i < 600; i++) {
+        fputc('x', f);
+    }
+    fclose(f);
+    assert_int_equal(cr_auth_secret_file(path, &sec, &why), CR_EINVAL);
+    assert_non_null(strstr(why, "at most"));
+    unlink(path);
+    assert_int_equal(cr_auth_secret_file(path, &sec, &why), CR_EIO);
+    rmdir(dir);
+    assert_true(cr_auth_bearer_is("Bearer 0123456789abcdef", "0123456789abcdef"));
+    assert_false(cr_auth_bearer_is("Bearer 0123456789abcdeX", "0123456789abcdef"));
+    assert_false(cr_auth_bearer_is("Bearer 0123456789abcdef0", "0123456789abcdef"));
+    assert_false(cr_auth_bearer_is("0123456789abcdef", "0123456789abcdef"));
+    assert_false(cr_auth_bearer_is(NULL, "0123456789abcdef"));
+    assert_false(cr_auth_bearer_is("Bearer x", NULL));
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_json_parse_errors), cmocka_unit_test(test_json_fields),
         cmocka_unit_test(test_auth_table),        cmocka_unit_test(test_prom),
-        cmocka_unit_test(test_http_server),       cmocka_unit_test(test_http_bad_address),
+        cmocka_unit_test(test_secret_file),       cmocka_unit_test(test_http_server),
+        cmocka_unit_test(test_http_bad_address),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

@@ -540,18 +540,59 @@ static void test_cmd_submit_script(void **state)
     setenv("MY_API_TOKEN", "hush", 1);
     setenv("DB_PASSWORD", "hush", 1);
     setenv("PLAIN_VALUE", "yes", 1);
+    /* credentials by family, by value, and the node's own variables */
+    static const char *const hidden[][2] = {
+        {"AWS_PROFILE", "prod"},
+        {"AZURE_STORAGE_CONNECTION_STRING", "AccountKey=x"},
+        {"DATABASE_URL", "postgres://app:hunter2@db:5432/x"},
+        {"HTTPS_PROXY", "http://me:pw@proxy:3128"},
+        {"SSHPASS", "hush"},
+        {"MYSQL_PWD", "hush"},
+        {"SENTRY_DSN", "https://abc123@o1.ingest.sentry.io/2"},
+        {"NVIDIA_VISIBLE_DEVICES", "all"},
+        {"NVIDIA_DRIVER_CAPABILITIES", "all"},
+        {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/x"},
+        {"LD_PRELOAD", "/opt/login-node/libsandbox.so"},
+        {"ROCR_VISIBLE_DEVICES", "0"},
+    };
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        setenv(hidden[i][0], hidden[i][1], 1);
+    }
+    setenv("PLAIN_URL", "https://example.com/a@b", 1);
     fake_server_canned(s, 201, "{\"ids\":[10]}");
-    r = cli("submit", "true", NULL);
+    for (int all = 0; all < 2; all++) {
+        r = all ? cli("submit", "--export", "ALL", "true", NULL) : cli("submit", "true", NULL);
+        assert_int_equal(r.code, 0);
+        run_free(&r);
+        last = fake_server_last(s);
+        json_t *env = json_object_get(sent_body(last), "env");
+        assert_string_equal(json_string_value(json_object_get(env, "PLAIN_VALUE")), "yes");
+        assert_string_equal(json_string_value(json_object_get(env, "PLAIN_URL")),
+                            "https://example.com/a@b");
+        assert_null(json_object_get(env, "MY_API_TOKEN"));
+        assert_null(json_object_get(env, "DB_PASSWORD"));
+        assert_null(json_object_get(env, "CORRAL_TOKEN"));
+        assert_null(json_object_get(env, "CORRAL_TEST_KEEP"));
+        for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+            if (json_object_get(env, hidden[i][0])) {
+                fail_msg("--export %s sent %s", all ? "ALL" : "(default)", hidden[i][0]);
+            }
+        }
+        json_decref(last);
+    }
+    /* named explicitly: sent */
+    r = cli("submit", "--export", "DATABASE_URL,AWS_PROFILE", "true", NULL);
     assert_int_equal(r.code, 0);
     run_free(&r);
     last = fake_server_last(s);
     json_t *env = json_object_get(sent_body(last), "env");
-    assert_string_equal(json_string_value(json_object_get(env, "PLAIN_VALUE")), "yes");
-    assert_null(json_object_get(env, "MY_API_TOKEN"));
-    assert_null(json_object_get(env, "DB_PASSWORD"));
-    assert_null(json_object_get(env, "CORRAL_TOKEN"));
-    assert_null(json_object_get(env, "CORRAL_TEST_KEEP"));
+    assert_string_equal(json_string_value(json_object_get(env, "AWS_PROFILE")), "prod");
+    assert_non_null(json_object_get(env, "DATABASE_URL"));
     json_decref(last);
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        unsetenv(hidden[i][0]);
+    }
+    unsetenv("PLAIN_URL");
     /* a list: only what it names */
     r = cli("submit", "--export", "PLAIN_VALUE,X=1", "true", NULL);
     assert_int_equal(r.code, 0);
@@ -569,6 +610,13 @@ static void test_cmd_submit_script(void **state)
     assert_true(cr__cli_secret_name("OPENAI_API_KEY", 14));
     assert_false(cr__cli_secret_name("KEYBOARD", 8));
     assert_false(cr__cli_secret_name("PATH", 4));
+    assert_true(cr__cli_secret_name("AWS_ACCESS_KEY_ID", 17));
+    assert_true(cr__cli_secret_name("PGPASS", 6));
+    assert_false(cr__cli_secret_name("PASSAGE", 7));
+    assert_false(cr__cli_secret_name("LD_LIBRARY_PATH", 15));
+    assert_true(cr__cli_secret_value("redis://:pw@cache:6379"));
+    assert_false(cr__cli_secret_value("http://proxy:3128"));
+    assert_false(cr__cli_secret_value("user@example.com"));
     char p2[256];
     snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-job.sh", (int)getpid());
     unlink(p2);

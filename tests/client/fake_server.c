@@ -21,6 +21,7 @@ struct fake_server {
     bool released;          /* /slow may finish */
     unsigned canned_status; /* 0: echo */
     char *canned_body;      /* owned */
+    char *redirect;         /* base URL redirected to, or NULL (owned) */
     json_t *last;           /* last request's echo document */
     unsigned requests;      /* completed requests */
     unsigned connections;   /* TCP connections opened */
@@ -99,6 +100,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     s->requests++;
     unsigned status = s->canned_status;
     char *canned = s->canned_body ? strdup(s->canned_body) : NULL;
+    char *to = s->redirect ? strdup(s->redirect) : NULL;
     pthread_mutex_unlock(&s->mu);
 
     enum MHD_Result ret;
@@ -124,6 +126,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     } else if (strcmp(url, "/stream-fail") == 0) {
         ret = queue(conn, 404, "{\"error\":\"CR_ENOENT\",\"message\":\"job 9 not found\"}",
                     "application/json");
+    } else if (status && to) {
+        char loc[512];
+        snprintf(loc, sizeof loc, "%s%s", to, url);
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+        MHD_add_response_header(r, "Location", loc);
+        ret = MHD_queue_response(conn, status, r);
+        MHD_destroy_response(r);
     } else if (status) {
         ret = queue(conn, status, canned, "application/json");
     } else {
@@ -132,6 +142,7 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
         free(txt);
     }
     free(canned);
+    free(to);
     json_decref(echo);
     return ret;
 }
@@ -207,6 +218,7 @@ void fake_server_stop(fake_server *s)
     MHD_stop_daemon(s->d);
     json_decref(s->last);
     free(s->canned_body);
+    free(s->redirect);
     free(s->cert);
     free(s->key);
     pthread_mutex_destroy(&s->mu);
@@ -225,6 +237,19 @@ void fake_server_canned(fake_server *s, unsigned status, const char *body)
     free(s->canned_body);
     s->canned_body = body ? strdup(body) : NULL;
     s->canned_status = status;
+    free(s->redirect);
+    s->redirect = NULL;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void fake_server_redirect(fake_server *s, unsigned status, const char *base)
+{
+    pthread_mutex_lock(&s->mu);
+    free(s->canned_body);
+    s->canned_body = NULL;
+    s->canned_status = status;
+    free(s->redirect);
+    s->redirect = strdup(base);
     pthread_mutex_unlock(&s->mu);
 }
 

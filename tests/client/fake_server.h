@@ -7,6 +7,7 @@
  * with an echo of the request as JSON:
  *   {"method":"POST","path":"/v1/jobs","query":{"state":"running"},
  *    "auth":"Bearer x","body":<parsed JSON or null>}
+ * A redirect mode answers every request with a 307 to another base URL.
  * Special paths: /slow blocks until fake_server_release (or 10 s);
  * /stream answers 200 with the chunks "line 1\n".."line 5\n" in separate
  * writes; /stream-fail answers 404 with an error body.
@@ -29,6 +30,9 @@ const char *fake_server_url(const fake_server *s);
 /* Answer the next requests with status and body (text, copied) until reset;
  * body NULL: empty. */
 void fake_server_canned(fake_server *s, unsigned status, const char *body);
+/* Answer the next requests with status (a 307) and "Location: base" followed
+ * by the request's path, until reset by fake_server_echo. */
+void fake_server_redirect(fake_server *s, unsigned status, const char *base);
 /* Back to echo answers. */
 void fake_server_echo(fake_server *s);
 /* Last request as the echo document (new reference), NULL if none. */

@@ -388,6 +388,70 @@ static void test_tls(void **state)
     free(key);
 }
 
+/* A 307 is followed only to a configured controller: one at another
+ * address (a listener that records the Authorization header) is refused
+ * with a message naming it, and the token never reaches it; the same
+ * redirect is followed when that address is in the list; never from https
+ * down to http. */
+static void test_redirect_trust(void **state)
+{
+    fake_server *a = fake_server_start();
+    fake_server *b = fake_server_start();
+    assert_non_null(a);
+    assert_non_null(b);
+    fake_server_redirect(a, 307, fake_server_url(b));
+    cr_client_res res;
+    cr_client_res_init(&res);
+    cr_client *c = NULL;
+    cr_client_opts o = {.server = fake_server_url(a), .token = "crl_secret"};
+    assert_int_equal(cr_client_new(&o, &c), 0);
+    assert_int_equal(cr_client_job_get(c, 7, &res), CR_EUNAVAIL);
+    assert_int_equal(fake_server_requests(a), 1);
+    assert_int_equal(fake_server_requests(b), 0);
+    assert_non_null(strstr(res.message, fake_server_url(b)));
+    assert_non_null(strstr(res.message, "not one of the configured controllers"));
+    assert_string_equal(cr_client_server(c), fake_server_url(a));
+    cr_client_free(c);
+
+    /* listed second (an HA pair): followed, token and path kept */
+    char list[160];
+    snprintf(list, sizeof list, "%s,%s", fake_server_url(a), fake_server_url(b));
+    o.server = list;
+    assert_int_equal(cr_client_new(&o, &c), 0);
+    assert_int_equal(cr_client_job_get(c, 7, &res), 0);
+    json_t *last = fake_server_last(b);
+    assert_non_null(last);
+    assert_string_equal(path_of(last), "/v1/jobs/7");
+    assert_string_equal(json_string_value(json_object_get(last, "auth")), "Bearer crl_secret");
+    json_decref(last);
+    assert_string_equal(cr_client_server(c), fake_server_url(b));
+    cr_client_free(c);
+
+    /* https -> http is refused even when the http URL is listed */
+    char *cert = slurp("test_cert.pem");
+    char *key = slurp("test_key.pem");
+    assert_non_null(cert);
+    fake_server *t = fake_server_start_tls(cert, key);
+    assert_non_null(t);
+    fake_server_redirect(t, 307, fake_server_url(b));
+    unsigned before = fake_server_requests(b);
+    snprintf(list, sizeof list, "%s,%s", fake_server_url(t), fake_server_url(b));
+    o.server = list;
+    o.insecure = true;
+    assert_int_equal(cr_client_new(&o, &c), 0);
+    assert_int_equal(cr_client_job_get(c, 7, &res), CR_EUNAVAIL);
+    assert_non_null(strstr(res.message, "from https to http"));
+    assert_int_equal(fake_server_requests(b), before);
+    cr_client_free(c);
+    fake_server_stop(t);
+    free(cert);
+    free(key);
+
+    cr_client_res_fini(&res);
+    fake_server_stop(a);
+    fake_server_stop(b);
+}
+
 /* The plain transport against answers a framework would not produce. */
 static void test_url_forms(void **state)
 {
@@ -420,6 +484,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_reuse, setup, teardown),
         cmocka_unit_test(test_tls),
+        cmocka_unit_test(test_redirect_trust),
         cmocka_unit_test(test_url_forms),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

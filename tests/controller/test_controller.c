@@ -848,6 +848,39 @@ static void report_ports(daemon_t *d, const char *nt)
     json_decref(body);
 }
 
+/* A job's env and secrets cannot set what the node sets (cr_envname.h):
+ * refused at submit naming the field; the job's own LD_PRELOAD passes. */
+static void test_env_reserved(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    static const char *const bad[][2] = {
+        {"env", "CUDA_VISIBLE_DEVICES"}, {"env", "NVIDIA_VISIBLE_DEVICES"},
+        {"env", "CORRAL_JOB_ID"},        {"env", "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE"},
+        {"env", "MASTER_ADDR"},          {"secrets", "NVIDIA_VISIBLE_DEVICES"},
+        {"secrets", "CORRAL_TOKEN"},     {"secrets", "CUDA_VISIBLE_DEVICES"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[256], field[128];
+        long code;
+        snprintf(body, sizeof body, "{\"command\":[\"true\"],\"%s\":{\"%s\":\"all\"}}", bad[i][0],
+                 bad[i][1]);
+        json_t *v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+        if (code != 400) {
+            fail_msg("%s: %ld", body, code);
+        }
+        snprintf(field, sizeof field, "%s.%s", bad[i][0], bad[i][1]);
+        assert_string_equal(str(v, "field"), field);
+        assert_non_null(strstr(str(v, "message"), "set by the node"));
+        json_decref(v);
+    }
+    submit(&d, d.admin,
+           "{\"command\":[\"true\"],\"env\":{\"LD_PRELOAD\":\"/w/l.so\",\"LD_LIBRARY_PATH\":\"/w\","
+           "\"CUDA_HOME\":\"/usr/local/cuda\"}}");
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 static void test_services(void **state)
 {
     daemon_t d;
@@ -901,6 +934,15 @@ static void test_services(void **state)
     json_t *jobs = json_object_get(v, "jobs");
     assert_int_equal(json_array_size(jobs), 2);
     assert_non_null(json_object_get(json_object_get(json_array_get(jobs, 0), "env"), "PORT"));
+    assert_string_equal(str(json_object_get(json_array_get(jobs, 0), "env"), "CORRAL_SERVICE"),
+                        "chat");
+    json_decref(v);
+    /* a service's env cannot set what the node sets either */
+    v = call(&d, "POST", "/v1/services", d.admin,
+             "{\"name\":\"spoof\",\"command\":[\"srv\"],\"env\":{\"CORRAL_SERVICE\":\"chat\"}}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "env.CORRAL_SERVICE");
     json_decref(v);
     v = call(&d, "POST", "/v1/services/chat/scale", d.admin, "{\"replicas\":9}", &code);
     assert_int_equal(code, 400);
@@ -1606,7 +1648,13 @@ static void test_metrics_promtool(void **state)
     submit(&d, d.admin, "{\"command\":[\"true\"]}");
     cr_buf b;
     cr_buf_init(&b);
+    /* open (no --metrics-token-file): counts without tenant names */
     assert_int_equal(req(&d, "GET", "/metrics", NULL, NULL, 0, &b), 200);
+    assert_non_null(strstr(cr_buf_str(&b), "corral_jobs{state=\"pending\"} 1"));
+    assert_null(strstr(cr_buf_str(&b), "tenant="));
+    cr_buf_reset(&b);
+    /* an admin reads the tenant series */
+    assert_int_equal(req(&d, "GET", "/metrics", d.admin, NULL, 0, &b), 200);
     const char *m = cr_buf_str(&b);
     assert_non_null(strstr(m, "corral_jobs{tenant=\"default\",state=\"pending\"} 1"));
     assert_non_null(strstr(m, "corral_api_request_duration_seconds_bucket{route=\"/v1/jobs\""));
@@ -1776,6 +1824,7 @@ int main(void)
         cmocka_unit_test(test_logs_proxy),
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
+        cmocka_unit_test(test_env_reserved),
         cmocka_unit_test(test_crash_safety),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

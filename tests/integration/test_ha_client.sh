@@ -7,7 +7,8 @@
 #     refuses connections and use the live one;
 #   - a follower's 307 (Location: the leader's URL, same path and query) is
 #     followed by the CLI, for reads and for a submit (method and body kept),
-#     and the submit carries an Idempotency-Key;
+#     and the submit carries an Idempotency-Key; a 307 to a controller the
+#     CLI was not given is refused, naming it;
 #   - a submit whose answer is lost after the controller acted on it is
 #     repeated at the next controller with the same Idempotency-Key: the job
 #     exists exactly once and the CLI prints its id;
@@ -132,7 +133,16 @@ wait_for 30 listening "$LP" || fail "lossy stand-in did not start"
 wait_for 30 listening "$OP" || fail "loop stand-in did not start"
 
 # --- a follower's redirect ------------------------------------------------------
-export CORRAL_SERVER="http://127.0.0.1:$FP"
+# only to a configured controller: the follower alone names LIVE, which the
+# CLI was not given, so the redirect is refused (the token stays here)
+set +e
+out=$(CORRAL_SERVER="http://127.0.0.1:$FP" "$CORRAL" show "$id1" 2>&1)
+rc=$?
+set -e
+[ "$rc" = 3 ] || fail "a 307 to an unlisted controller: exit $rc, want 3 ($out)"
+echo "$out" | grep -qF "redirected to $LIVE/v1/jobs/$id1" || fail "the refusal names no URL: '$out'"
+echo "$out" | grep -q "not one of the configured controllers" || fail "the refusal: '$out'"
+export CORRAL_SERVER="http://127.0.0.1:$FP,$LIVE"
 "$CORRAL" show "$id1" >/dev/null || fail "show through a follower's 307"
 out=$("$CORRAL" submit --name redirected -- sleep 300) || fail "submit through a 307: $out"
 id2=$(echo "$out" | sed -nE 's/^Submitted job ([0-9]+).*/\1/p')

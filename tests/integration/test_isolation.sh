@@ -219,6 +219,15 @@ fi
 c nodes n1 >"$TMP/n1.txt"
 grep -q "isolation: *uid=enforced, devices=enforced, memory=enforced, cpu=enforced" "$TMP/n1.txt" &&
     ok "corral nodes n1: $(grep 'isolation:' "$TMP/n1.txt")" || fail "nodes n1: $(cat "$TMP/n1.txt")"
+# /proc without hidepid shows other tenants' command lines: said at start
+# and in the node's detail, whichever way this host mounts it
+if grep -qE '^proc /proc proc .*hidepid=(1|2|noaccess|invisible)' /proc/mounts; then
+    want_proc="processes: hidden"
+else
+    want_proc="processes: visible to other jobs"
+fi
+grep -q "isolation how:.*$want_proc" "$TMP/n1.txt" || fail "nodes n1 does not say '$want_proc': $(grep 'isolation how' "$TMP/n1.txt")"
+grep -q "isolation processes: " "$TMP/agent-n1.log" || fail "the agent did not say at start whether /proc hides processes"
 c nodes n2 >"$TMP/n2.txt"
 grep -q "memory=unavailable" "$TMP/n2.txt" || fail "n2 (no v1, no v2 memory) should say memory=unavailable"
 

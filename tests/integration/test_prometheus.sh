@@ -5,7 +5,9 @@
 # the agent's DCGM utilisation with corral_gpu_allocation answers "the GPU
 # utilisation of job N" through Prometheus' HTTP API. Also: dcgm-exporter's
 # job mapping files, MIG labels, --no-dcgm, the controller's node info
-# series, and the shipped rules and dashboards (promtool).
+# series, and the shipped rules and dashboards (promtool). The controller
+# and the H100 agent take --metrics-token-file (Prometheus sends it): their
+# tenant and job labels need it; the A30 agent's open /metrics has none.
 set -u
 BIN=${CORRAL_BIN:?CORRAL_BIN not set}
 SRC=${CORRAL_SRC:?CORRAL_SRC not set}
@@ -53,7 +55,17 @@ done
 
 # --- a cluster --------------------------------------------------------------
 mkdir -p "$TMP/ctl"
-"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+# a metrics token file that cannot serve: refused at start, naming the flag
+echo short >"$TMP/short.token"
+for f in "$TMP/short.token" "$TMP/missing.token"; do
+    out=$("$BIN" controller --listen 127.0.0.1:0 --state-dir "$TMP/bad" --metrics-token-file "$f" 2>&1) &&
+        fail "the controller started with --metrics-token-file $f"
+    case "$out" in *"--metrics-token-file $f: "*) ;; *) fail "bad metrics token file $f: '$out'" ;; esac
+done
+MT=prom-metrics-$$-$RANDOM-token
+echo "$MT" >"$TMP/metrics.token"
+"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 \
+    --metrics-token-file "$TMP/metrics.token" >"$TMP/ctl.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller"; exit 1; }
 wait_for 30 test -s "$TMP/ctl/admin.token"
@@ -68,7 +80,7 @@ agent() { # agent NODE GPUS [flags...]
         >"$TMP/agent-$n.log" 2>&1 &
     PIDS+=($!)
 }
-agent h100-0 "3xH100 SXM" --dcgm-job-map "$TMP/jobmap"
+agent h100-0 "3xH100 SXM" --dcgm-job-map "$TMP/jobmap" --metrics-token-file "$TMP/metrics.token"
 agent a30-0 "1xA30,mig=1g.6gb:4" --no-dcgm
 call() {
     curl -sS -X "$1" -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
@@ -115,10 +127,12 @@ code=$(curl -s -o /dev/null -w '%{http_code}' "$SERVER/v1/prometheus/targets")
 # --- agent metrics -------------------------------------------------------------
 H100=$(python3 -c 'import json,sys; print([x["targets"][0] for x in json.load(open(sys.argv[1])) if x["labels"].get("node")=="h100-0"][0])' "$TMP/targets.json")
 A30=$(python3 -c 'import json,sys; print([x["targets"][0] for x in json.load(open(sys.argv[1])) if x["labels"].get("node")=="a30-0"][0])' "$TMP/targets.json")
-has_alloc() { curl -s "http://$H100/metrics" | grep -q "corral_gpu_allocation{.*job=\"$BUSY\",tenant=\"ml\""; }
+has_alloc() { curl -s -H "Authorization: Bearer $MT" "http://$H100/metrics" | grep -q "corral_gpu_allocation{.*job=\"$BUSY\",tenant=\"ml\""; }
 wait_for 30 has_alloc || fail "no corral_gpu_allocation for job $BUSY"
-curl -s "http://$H100/metrics" >"$TMP/h100.prom"
+curl -s -H "Authorization: Bearer $MT" "http://$H100/metrics" >"$TMP/h100.prom"
 curl -s "http://$A30/metrics" >"$TMP/a30.prom"
+code=$(curl -s -o /dev/null -w '%{http_code}' "http://$H100/metrics")
+[ "$code" = 401 ] || fail "the H100 agent's /metrics without its token: $code (want 401)"
 grep -q '^# TYPE DCGM_FI_DEV_ECC_DBE_VOL_TOTAL counter' "$TMP/h100.prom" || fail "ECC_DBE_VOL_TOTAL is not a counter"
 for f in MEM_CLOCK MEMORY_TEMP TOTAL_ENERGY_CONSUMPTION PCIE_REPLAY_COUNTER ENC_UTIL DEC_UTIL \
     MEM_COPY_UTIL CORRECTABLE_REMAPPED_ROWS UNCORRECTABLE_REMAPPED_ROWS ROW_REMAP_FAILURE NVLINK_BANDWIDTH_TOTAL; do
@@ -127,8 +141,11 @@ done
 grep -q '^# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION counter' "$TMP/h100.prom" || fail "energy type"
 grep -q '^DCGM_' "$TMP/a30.prom" && fail "--no-dcgm agent still exports DCGM series"
 grep -q '^corral_gpu_utilization_percent' "$TMP/a30.prom" || fail "--no-dcgm dropped the corral series"
-grep -q "corral_gpu_allocation{.*job=\"$MIG\".*GPU_I_ID=\"[0-9]*\",GPU_I_PROFILE=\"1g.6gb\"} 1" "$TMP/a30.prom" ||
+# the A30 agent's /metrics is open: the MIG job's GPU is counted, with no
+# job, tenant or service label (another tenant's job could read them)
+grep -q "^corral_gpu_allocation{node=\"a30-0\",gpu=\"[0-9]*\",UUID=\"[^\"]*\",GPU_I_ID=\"[0-9]*\",GPU_I_PROFILE=\"1g.6gb\"} 1$" "$TMP/a30.prom" ||
     fail "MIG allocation lacks GPU_I_ID/GPU_I_PROFILE: $(grep allocation "$TMP/a30.prom")"
+grep -E 'job=|tenant=|service=|"ml"' "$TMP/a30.prom" && fail "the A30 agent's open /metrics names a job or tenant"
 [ "$(grep -c '^corral_gpu_mig_instance_memory_bytes{.*GPU_I_PROFILE="1g.6gb"' "$TMP/a30.prom")" = 4 ] ||
     fail "want 4 MIG instance series"
 # dcgm-exporter's job mapping: a file per GPU index with the job id
@@ -139,7 +156,15 @@ wait_for 20 jm || fail "job map $TMP/jobmap/$gpu: '$(cat "$TMP/jobmap/$gpu" 2>/d
 [ "$(ls "$TMP/jobmap" | wc -l)" = 2 ] || fail "job map files: $(ls "$TMP/jobmap")"
 
 # --- controller metrics ------------------------------------------------------------
-curl -s "$SERVER/metrics" >"$TMP/ctl.prom"
+code=$(curl -s -o /dev/null -w '%{http_code}' "$SERVER/metrics")
+[ "$code" = 401 ] || fail "the controller's /metrics without a token: $code (want 401)"
+code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer wrong-$MT" "$SERVER/metrics")
+[ "$code" = 401 ] || fail "the controller's /metrics with a wrong token: $code (want 401)"
+curl -s -H "Authorization: Bearer $USER" "$SERVER/metrics" | grep -q 'tenant=' &&
+    fail "a user token reads the controller's tenant series"
+curl -s -H "Authorization: Bearer $ADMIN" "$SERVER/metrics" | grep -q 'corral_jobs{tenant="ml"' ||
+    fail "the admin token does not read the tenant series"
+curl -s -H "Authorization: Bearer $MT" "$SERVER/metrics" >"$TMP/ctl.prom"
 grep -q 'corral_node_info{node="h100-0",rack="r1",state="up"' "$TMP/ctl.prom" || fail "no node info"
 grep -q 'corral_queue_wait_seconds_count{tenant="ml"} 3' "$TMP/ctl.prom" || fail "queue wait count: $(grep queue_wait_seconds_count "$TMP/ctl.prom")"
 grep -q '^corral_jobs_pending_by_reason{reason="resources"}' "$TMP/ctl.prom" || fail "no pending by reason"
@@ -154,6 +179,9 @@ global:
 scrape_configs:
   - job_name: corral
     honor_labels: true
+    authorization:
+      type: Bearer
+      credentials_file: $TMP/metrics.token
     http_sd_configs:
       - url: $SERVER/v1/prometheus/targets
         refresh_interval: 1s
@@ -161,6 +189,9 @@ scrape_configs:
           type: Bearer # Prometheus 2.42's http_sd leaves the default type out
           credentials_file: $TMP/ctl/admin.token
   - job_name: corral-controller
+    authorization:
+      type: Bearer
+      credentials_file: $TMP/metrics.token
     static_configs:
       - targets: ['${SERVER#http://}']
 YML

@@ -19,7 +19,8 @@
 #              intact, never in the API, show, events, metrics, logs, the
 #              agent's state dir or corral.db in clear;
 #   tenancy    a user sees another tenant's job only as a "busy" GPU (cluster
-#              map, node list and detail), /metrics names no job, the
+#              map, node list and detail), an open /metrics names no job
+#              or tenant (the admin token reads tenants), the
 #              agent's /metrics carries job labels only behind its token;
 #   legacy     the long-lived join token only with --allow-legacy-join;
 #   mtls       mutual TLS: an agent with --tls-client-ca serves only callers
@@ -377,6 +378,7 @@ section_tenancy() {
     # What a user of one tenant sees of another's work on a shared node:
     # GPUs "busy", never the job's id, tenant or name (cluster map, node
     # list and detail, /metrics); an admin sees all.
+    warned0=$(cat "$DIR/controller.log" 2>/dev/null | grep -c '/metrics is open' || true)
     start_ctl
     "$CORRAL" tenants create team-a >/dev/null && "$CORRAL" tenants create team-b >/dev/null
     TA=$("$CORRAL" tokens create --role user --tenant team-a --name ua 2>/dev/null | tail -1)
@@ -416,10 +418,20 @@ section_tenancy() {
     wait_for 20 test -s "$DIR/jobmap/0" || fail "no job map file for GPU 0"
     [ "$(mode "$DIR/jobmap")" = 700 ] || fail "the job map dir is $(mode "$DIR/jobmap")"
     [ "$(mode "$DIR/jobmap/0")" = 600 ] || fail "the job map file is $(mode "$DIR/jobmap/0")"
-    # /metrics is unauthenticated: counts by tenant, never a job's id or name.
+    # /metrics without --metrics-token-file is open: counts only, never a
+    # tenant's name or a job's id or name (warned once at start); the admin
+    # token reads the tenant series.
     m=$(curl -s "$S/metrics")
-    echo "$m" | grep -q '^corral_jobs{' || fail "no corral_jobs in /metrics"
+    echo "$m" | grep -q '^corral_jobs{state="running"} 1$' || fail "no aggregate corral_jobs in /metrics"
     case "$m" in *"$NAME"* | *"job=\"$jid\""* | *"job_id"*) fail "/metrics names a job" ;; esac
+    case "$m" in *team-a* | *team-b* | *"tenant="*) fail "the open /metrics names a tenant" ;; esac
+    m=$(curl -s -H "Authorization: Bearer $TB" "$S/metrics")
+    case "$m" in *team-a* | *"tenant="*) fail "a user token reads the tenant series of /metrics" ;; esac
+    m=$(curl -s -H "Authorization: Bearer $ADMIN" "$S/metrics")
+    echo "$m" | grep -q '^corral_jobs{tenant="team-a",state="running"} 1$' ||
+        fail "the admin token does not read corral_jobs by tenant"
+    warned1=$(grep -c '/metrics is open' "$DIR/controller.log" || true)
+    [ $((warned1 - warned0)) = 1 ] || fail "the open /metrics was warned $((warned1 - warned0)) times (want 1)"
     # The agent's /metrics (reachable by every job on its node) carries job
     # and tenant labels: with --metrics-token-file only for that token.
     ap=$(grep -o 'listening on [0-9.:]*' "$DIR/ten-agent.log" | head -1 | sed 's/.*://')
