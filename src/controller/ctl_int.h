@@ -347,6 +347,7 @@ struct ctl {
     _Atomic int64_t logs_inflight;     /* log fetches from agents now (ctl_logs.c) */
     struct ctl_logs *logs;             /* the log fetch workers (ctl_logs.c) */
     size_t nfinished_mem;              /* finished jobs in memory (retention, ctl_state.c) */
+    size_t evicted_untrimmed;          /* evicted since the last malloc_trim (ctl_state.c) */
     struct ctl_idem *idem;             /* Idempotency-Key answers (ctl_state.c), under mu */
     struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
 

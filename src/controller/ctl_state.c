@@ -464,9 +464,7 @@ static void retain(ctl *c, int64_t now)
         kept++;
     }
     c->nfinished_mem = kept;
-    if (evicted >= 1024) {
-        malloc_trim(0); /* give the freed job memory back to the system */
-    }
+    c->evicted_untrimmed += evicted;
 }
 
 void ctl_state_retain_now(ctl *c)
@@ -485,7 +483,20 @@ void ctl_state_tick(ctl *c, int64_t now_mono)
     retain(c, now_mono);
     cr_store_txn *txn = cr_store_txn_new();
     ctl_idem_expire(c, txn, cr_now_ns());
+    /* Freed job memory goes back to the system (all malloc arenas, not
+     * only the top of each: the API threads' arenas fragment), after 1024
+     * evictions or once a minute, with mu released. */
+    static _Thread_local int64_t last_trim;
+    bool trim = c->evicted_untrimmed >= 1024 ||
+                (c->evicted_untrimmed > 0 && now_mono - last_trim >= 60 * CR_NS_PER_SEC);
+    if (trim) {
+        c->evicted_untrimmed = 0;
+        last_trim = now_mono;
+    }
     pthread_mutex_unlock(&c->mu);
+    if (trim) {
+        malloc_trim(0);
+    }
     if (cr_store_txn_empty(txn)) {
         cr_store_txn_free(txn);
     } else {
