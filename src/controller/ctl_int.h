@@ -406,6 +406,25 @@ static inline ctl_job *ctl_job_at(const ctl *c, size_t i)
     const ctl_job_chunk *k = c->jobchunks[i / CTL_JOB_CHUNK];
     return k ? k->slot[i % CTL_JOB_CHUNK] : NULL;
 }
+/* The next job in memory at slot *i or after, *i moved past it (its slot
+ * is *i - 1), or NULL at the end; skips freed chunks whole, so a walk costs
+ * the chunks kept, not every id ever issued. mu held. */
+static inline ctl_job *ctl_job_next(const ctl *c, size_t *i)
+{
+    while (*i < c->njobs_slots) {
+        const ctl_job_chunk *k = c->jobchunks[*i / CTL_JOB_CHUNK];
+        if (!k || k->used == 0) {
+            *i = (*i / CTL_JOB_CHUNK + 1) * CTL_JOB_CHUNK;
+            continue;
+        }
+        ctl_job *j = k->slot[*i % CTL_JOB_CHUNK];
+        (*i)++;
+        if (j) {
+            return j;
+        }
+    }
+    return NULL;
+}
 /* Slot i's job leaves memory (freed); an emptied chunk is freed. mu held. */
 void ctl_job_drop(ctl *c, size_t i);
 /* Every job and chunk freed (shutdown). */

@@ -434,18 +434,16 @@ ctl_job *ctl_job_fetch(ctl *c, int64_t id)
 static void retain(ctl *c, int64_t now)
 {
     size_t finished = 0;
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        if (j && ctl_job_terminal(j)) {
-            finished++;
-        }
+    size_t i = 0;
+    for (ctl_job *j; (j = ctl_job_next(c, &i));) {
+        finished += ctl_job_terminal(j);
     }
     size_t over =
         finished > (size_t)c->cfg.retain_finished ? finished - (size_t)c->cfg.retain_finished : 0;
     size_t kept = 0, evicted = 0;
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        if (!j || !ctl_job_terminal(j)) {
+    i = 0;
+    for (ctl_job *j; (j = ctl_job_next(c, &i));) {
+        if (!ctl_job_terminal(j)) {
             continue;
         }
         if (j->touch_mono == 0) {
@@ -454,7 +452,7 @@ static void retain(ctl *c, int64_t now)
         bool old = now - j->touch_mono > c->cfg.retain_s * CR_NS_PER_SEC;
         bool dep_target = j->dep_mono && now - j->dep_mono < CTL_DEP_PIN_S * CR_NS_PER_SEC;
         if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0 && !dep_target) {
-            ctl_job_drop(c, i); /* frees j */
+            ctl_job_drop(c, i - 1); /* frees j */
             evicted++;
             if (over > 0) {
                 over--;
