@@ -351,6 +351,7 @@ struct ctl {
     _Atomic int64_t logs_inflight;     /* log fetches from agents now (ctl_logs.c) */
     struct ctl_logs *logs;             /* the log fetch workers (ctl_logs.c) */
     size_t nfinished_mem;              /* finished jobs in memory (retention, ctl_state.c) */
+    size_t evicted_untrimmed;          /* evicted since the last malloc_trim (ctl_state.c) */
     struct ctl_idem *idem;             /* Idempotency-Key answers (ctl_state.c), under mu */
     struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
 
@@ -408,6 +409,25 @@ static inline ctl_job *ctl_job_at(const ctl *c, size_t i)
 {
     const ctl_job_chunk *k = c->jobchunks[i / CTL_JOB_CHUNK];
     return k ? k->slot[i % CTL_JOB_CHUNK] : NULL;
+}
+/* The next job in memory at slot *i or after, *i moved past it (its slot
+ * is *i - 1), or NULL at the end; skips freed chunks whole, so a walk costs
+ * the chunks kept, not every id ever issued. mu held. */
+static inline ctl_job *ctl_job_next(const ctl *c, size_t *i)
+{
+    while (*i < c->njobs_slots) {
+        const ctl_job_chunk *k = c->jobchunks[*i / CTL_JOB_CHUNK];
+        if (!k || k->used == 0) {
+            *i = (*i / CTL_JOB_CHUNK + 1) * CTL_JOB_CHUNK;
+            continue;
+        }
+        ctl_job *j = k->slot[*i % CTL_JOB_CHUNK];
+        (*i)++;
+        if (j) {
+            return j;
+        }
+    }
+    return NULL;
 }
 /* Slot i's job leaves memory (freed); an emptied chunk is freed. mu held. */
 void ctl_job_drop(ctl *c, size_t i);

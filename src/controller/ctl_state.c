@@ -434,18 +434,16 @@ ctl_job *ctl_job_fetch(ctl *c, int64_t id)
 static void retain(ctl *c, int64_t now)
 {
     size_t finished = 0;
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        if (j && ctl_job_terminal(j)) {
-            finished++;
-        }
+    size_t i = 0;
+    for (ctl_job *j; (j = ctl_job_next(c, &i));) {
+        finished += ctl_job_terminal(j);
     }
     size_t over =
         finished > (size_t)c->cfg.retain_finished ? finished - (size_t)c->cfg.retain_finished : 0;
     size_t kept = 0, evicted = 0;
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        if (!j || !ctl_job_terminal(j)) {
+    i = 0;
+    for (ctl_job *j; (j = ctl_job_next(c, &i));) {
+        if (!ctl_job_terminal(j)) {
             continue;
         }
         if (j->touch_mono == 0) {
@@ -454,7 +452,7 @@ static void retain(ctl *c, int64_t now)
         bool old = now - j->touch_mono > c->cfg.retain_s * CR_NS_PER_SEC;
         bool dep_target = j->dep_mono && now - j->dep_mono < CTL_DEP_PIN_S * CR_NS_PER_SEC;
         if ((over > 0 || old) && !j->in_sched && !j->committing && j->nplace == 0 && !dep_target) {
-            ctl_job_drop(c, i); /* frees j */
+            ctl_job_drop(c, i - 1); /* frees j */
             evicted++;
             if (over > 0) {
                 over--;
@@ -464,9 +462,7 @@ static void retain(ctl *c, int64_t now)
         kept++;
     }
     c->nfinished_mem = kept;
-    if (evicted >= 1024) {
-        malloc_trim(0); /* give the freed job memory back to the system */
-    }
+    c->evicted_untrimmed += evicted;
 }
 
 void ctl_state_retain_now(ctl *c)
@@ -485,7 +481,20 @@ void ctl_state_tick(ctl *c, int64_t now_mono)
     retain(c, now_mono);
     cr_store_txn *txn = cr_store_txn_new();
     ctl_idem_expire(c, txn, cr_now_ns());
+    /* Freed job memory goes back to the system (all malloc arenas, not
+     * only the top of each: the API threads' arenas fragment), after 1024
+     * evictions or once a minute, with mu released. */
+    static _Thread_local int64_t last_trim;
+    bool trim = c->evicted_untrimmed >= 1024 ||
+                (c->evicted_untrimmed > 0 && now_mono - last_trim >= 60 * CR_NS_PER_SEC);
+    if (trim) {
+        c->evicted_untrimmed = 0;
+        last_trim = now_mono;
+    }
     pthread_mutex_unlock(&c->mu);
+    if (trim) {
+        malloc_trim(0);
+    }
     if (cr_store_txn_empty(txn)) {
         cr_store_txn_free(txn);
     } else {
