@@ -31,7 +31,9 @@
  * --etcd-password-file by cr_etcd_sec_load) before its first call and
  * sends the token on every call; when etcd answers that the token is
  * invalid or older than its auth store (expired, password changed, roles
- * changed), it authenticates again once and repeats the call. A cluster
+ * changed), it authenticates again once and repeats the call; when etcd
+ * refuses the password itself, the password file is read again (rotation:
+ * the file is updated before the password in etcd). A cluster
  * with authentication off is used without a token, as etcd's own client
  * does. Neither the password nor the token is ever put in a message.
  * Refusals map to CR_EAUTH (bad credentials, a server certificate that does

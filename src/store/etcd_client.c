@@ -801,17 +801,40 @@ static int authenticate(cr_etcd *e, uint64_t gen)
     if (fresh) {
         goto out;
     }
-    json_t *o = json_object();
-    json_object_set_new(o, "name", json_string(e->sec.user));
-    json_object_set_new(o, "password", json_string(e->sec.password));
-    body = json_dumps(o, JSON_COMPACT);
-    json_t *pw = json_object_get(o, "password");
-    /* jansson's copy of the password goes with the object; its string
-     * buffer is overwritten first */
-    explicit_bzero((char *)json_string_value(pw), strlen(json_string_value(pw)));
-    json_decref(o);
-    rc = call_raw(e, "/v3/auth/authenticate", body, NULL, &reply);
-    explicit_bzero(body, strlen(body));
+    for (int attempt = 0; attempt < 2; attempt++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(e->sec.user));
+        json_object_set_new(o, "password", json_string(e->sec.password));
+        body = json_dumps(o, JSON_COMPACT);
+        json_t *pw = json_object_get(o, "password");
+        /* jansson's copy of the password goes with the object; its string
+         * buffer is overwritten first */
+        explicit_bzero((char *)json_string_value(pw), strlen(json_string_value(pw)));
+        json_decref(o);
+        rc = call_raw(e, "/v3/auth/authenticate", body, NULL, &reply);
+        explicit_bzero(body, strlen(body));
+        CR_FREE(body);
+        if (attempt == 1 || rc != CR_EAUTH || !strstr(last_err, "authentication failed") ||
+            !*e->sec.password_file) {
+            break;
+        }
+        /* The password was refused: it may have been rotated (the file
+         * updated, then `etcdctl user passwd`). Read the file again and try
+         * once more if it changed. e->sec.password is only used here,
+         * under auth_mu. */
+        cr_etcd_sec now = e->sec;
+        char why[300];
+        now.loaded = false;
+        bool changed = cr_etcd_sec_load(&now, why, sizeof why) == 0 &&
+                       strcmp(now.password, e->sec.password) != 0;
+        if (changed) {
+            memcpy(e->sec.password, now.password, sizeof e->sec.password);
+        }
+        cr_etcd_sec_wipe(&now);
+        if (!changed) {
+            break;
+        }
+    }
     if (rc == CR_ENOTSUP) {
         /* "authentication is not enabled": go without a token, as etcd's
          * own client does; a later "user name is empty" turns it on. */

@@ -13,7 +13,8 @@
 #     jobs are stored; etcd's auth revision is bumped (a role added) and
 #     the user's tokens invalidated (password set again): both the store's
 #     and the election's clients authenticate again (submits succeed, the
-#     leader keeps its lease); SIGKILL and restart: every job is back;
+#     leader keeps its lease); the password rotated (file, then etcd): the
+#     client reads the file again; SIGKILL and restart: every job is back;
 #   - an ordinary user token of Corral reaches no etcd data: only its own
 #     jobs, 403 on tokens and audit, and no answer (nor any log) carries
 #     the etcd password;
@@ -185,12 +186,18 @@ root role add other || fail "role add other"
 submit j4 || fail "submit after the auth revision changed: $(tail -3 "$DIR/controller.log")"
 printf '%s\n' "$PW" | root user passwd corral-svc --interactive=false || fail "user passwd"
 submit j5 || fail "submit after the password was set again: $(tail -3 "$DIR/controller.log")"
+# Rotation: the file first, then etcd; the refused old password makes the
+# client read the file again.
+PW2="pw2-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+printf '%s\n' "$PW2" >pw
+printf '%s\n' "$PW2" | root user passwd corral-svc --interactive=false || fail "user passwd (rotation)"
+submit j6 || fail "submit after the password was rotated: $(tail -3 "$DIR/controller.log")"
 # The election's own client renews every TTL/3 with the refused token: it
 # must authenticate again too, or the leader exits 75 within the TTL.
 sleep 3.5
 kill -0 "$CTL" 2>/dev/null || fail "the leader exited after its token was invalidated"
 leader || fail "no longer the leader after its token was invalidated"
-[ "$(field "/v1/jobs?limit=10" "d['total']")" = 5 ] || fail "5 jobs not listed"
+[ "$(field "/v1/jobs?limit=10" "d['total']")" = 6 ] || fail "6 jobs not listed"
 
 # An ordinary user of Corral: its own tenant only, no admin data.
 api -X POST "$S/v1/tenants" -d '{"name":"ml"}' >/dev/null || fail "tenant ml"
@@ -214,9 +221,9 @@ done
 kill -9 "$CTL"
 wait "$CTL" 2>/dev/null || true
 start_ctl
-[ "$(field "/v1/jobs?limit=10" "d['total']")" = 5 ] || fail "after restart: not 5 jobs"
+[ "$(field "/v1/jobs?limit=10" "d['total']")" = 6 ] || fail "after restart: not 6 jobs"
 [ "$(field "/v1/jobs?limit=10" "sorted(i['name'] for i in d['items'])")" = \
-    "['j1', 'j2', 'j3', 'j4', 'j5']" ] || fail "after restart: names"
+    "['j1', 'j2', 'j3', 'j4', 'j5', 'j6']" ] || fail "after restart: names"
 kill "$CTL"
 wait "$CTL" 2>/dev/null || true
 
@@ -228,9 +235,9 @@ fi
 grep -q "etcd-cacert\|etcd-cert\|does not verify" "$DIR/mig0.out" || fail "migrate refusal: $(cat "$DIR/mig0.out")"
 "$CORRAL" admin migrate --from "etcd:$URL" --to "sqlite:$DIR/mig" --cluster tls "${TLS[@]}" \
     "${AUTH[@]}" >"$DIR/mig.out" 2>&1 || fail "migrate: $(cat "$DIR/mig.out")"
-grep -q "5 jobs" "$DIR/mig.out" || fail "migrate said: $(cat "$DIR/mig.out")"
+grep -q "6 jobs" "$DIR/mig.out" || fail "migrate said: $(cat "$DIR/mig.out")"
 
 for f in "$DIR"/*.log "$DIR"/*.out; do
-    ! grep -q -- "$PW" "$f" || fail "the password is in $f"
+    ! grep -q -e "$PW" -e "$PW2" "$f" || fail "a password is in $f"
 done
 echo "etcd TLS and auth: all checks passed"
