@@ -176,7 +176,9 @@ field() { api "$S$1" | python3 -c "import json,sys; d=json.load(sys.stdin); prin
 submit() { api -X POST "$S/v1/jobs" -d "{\"name\":\"$1\",\"gpus\":64,\"command\":[\"true\"]}" >/dev/null; }
 leader() { curl -sf -m 5 "$S/healthz" | grep -q '"leader"'; }
 
-start_ctl --advertise-url "$S" --election-ttl 3
+# TTL 8 s: a re-authentication (etcd's bcrypt, twice on a rotation) under
+# ASan on a loaded machine must fit in a renewal's TTL/3 request timeout.
+start_ctl --advertise-url "$S" --election-ttl 8
 poll 30 leader || fail "the controller did not become the leader"
 for i in 1 2 3; do submit "j$i" || fail "submit j$i"; done
 [ "$(field "/v1/jobs?limit=5" "d['total']")" = 3 ] || fail "3 jobs not listed"
@@ -193,8 +195,8 @@ printf '%s\n' "$PW2" >pw
 printf '%s\n' "$PW2" | root user passwd corral-svc --interactive=false || fail "user passwd (rotation)"
 submit j6 || fail "submit after the password was rotated: $(tail -3 "$DIR/controller.log")"
 # The election's own client renews every TTL/3 with the refused token: it
-# must authenticate again too, or the leader exits 75 within the TTL.
-sleep 3.5
+# must authenticate again too, or the leader exits 75 within TTL - 1.6 s.
+sleep 7
 kill -0 "$CTL" 2>/dev/null || fail "the leader exited after its token was invalidated"
 leader || fail "no longer the leader after its token was invalidated"
 [ "$(field "/v1/jobs?limit=10" "d['total']")" = 6 ] || fail "6 jobs not listed"
