@@ -11,7 +11,7 @@ PKGS = meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev \
        libmicrohttpd-dev libjansson-dev libsqlite3-dev libglpk-dev libsodium-dev \
        libcurl4-openssl-dev libcmocka-dev prometheus iproute2 procps curl faketime \
        debhelper dpkg-dev fakeroot lintian systemd nodejs chromium \
-       podman runc busybox-static etcd-server etcd-client
+       podman runc busybox-static etcd-server etcd-client openssl
 # Extra packages for 'make bench' (peers and load generators).
 BENCH_PKGS = wrk nginx hyperfine
 

@@ -1,6 +1,7 @@
 #include "admin_cmd.h"
 
 #include "cr_error.h"
+#include "cr_etcd.h"
 #include "cr_store_backup.h"
 #include "cr_store_migrate.h"
 
@@ -12,7 +13,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: corral admin backup FILE [--state-dir DIR]\n"
                "       corral admin restore FILE --state-dir DIR [--force]\n"
-               "       corral admin migrate --from SPEC --to SPEC [--cluster NAME]\n"
+               "       corral admin migrate --from SPEC --to SPEC [--cluster NAME] [--etcd-...]\n"
                "\n"
                "backup   copy the controller's database (DIR/corral.db, default\n"
                "         /var/lib/corral) to FILE, consistent while the controller serves;\n"
@@ -24,7 +25,9 @@ static void usage(FILE *f)
                "migrate  copy a whole store into an empty one, then count both sides:\n"
                "         SPEC is sqlite:DIR (DIR/corral.db) or etcd:URL[,URL...] (keys\n"
                "         under /corral/NAME/, --cluster, default 'default'); refuses a\n"
-               "         target that is not empty. Stop the controller first\n");
+               "         target that is not empty. Stop the controller first.\n"
+               "         For an etcd side with TLS or authentication (as the "
+               "controller):\n" CR_ETCD_SEC_USAGE);
 }
 
 /* Value of --NAME V or --NAME=V at argv[*i] (advancing *i), or NULL. */
@@ -46,9 +49,28 @@ static const char *opt_val(int argc, char **argv, int *i, const char *name)
 static int migrate_main(int argc, char **argv)
 {
     const char *from = NULL, *to = NULL, *cluster = NULL;
+    static const char *const sec_flags[] = {"etcd-cacert", "etcd-cert", "etcd-key", "etcd-user",
+                                            "etcd-password-file"};
+    cr_etcd_sec sec;
+    memset(&sec, 0, sizeof sec);
+    char err[1024] = "";
+    int ret = 2;
     for (int i = 2; i < argc; i++) {
-        const char *v;
-        if ((v = opt_val(argc, argv, &i, "--from"))) {
+        const char *v = NULL;
+        size_t k = 0;
+        for (; k < sizeof sec_flags / sizeof sec_flags[0]; k++) {
+            char name[32];
+            snprintf(name, sizeof name, "--%s", sec_flags[k]);
+            if ((v = opt_val(argc, argv, &i, name))) {
+                break;
+            }
+        }
+        if (v) {
+            if (cr_etcd_sec_set(&sec, sec_flags[k], v, err, sizeof err) != 0) {
+                fprintf(stderr, "corral admin migrate: %s\n", err);
+                goto out;
+            }
+        } else if ((v = opt_val(argc, argv, &i, "--from"))) {
             from = v;
         } else if ((v = opt_val(argc, argv, &i, "--to"))) {
             to = v;
@@ -56,29 +78,42 @@ static int migrate_main(int argc, char **argv)
             cluster = v;
         } else if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
-            return 0;
+            ret = 0;
+            goto out;
         } else {
             fprintf(stderr, "corral admin migrate: unexpected argument '%s'\n", argv[i]);
-            return 2;
+            goto out;
         }
     }
     if (!from || !to) {
         fprintf(stderr, "corral admin migrate: --from and --to are required (sqlite:DIR or "
                         "etcd:URL[,URL...])\n");
-        return 2;
+        goto out;
     }
-    char err[1024] = "";
+    if (cr_etcd_sec_any(&sec) && strncmp(from, "etcd:", 5) != 0 && strncmp(to, "etcd:", 5) != 0) {
+        fprintf(stderr, "corral admin migrate: --etcd-* options given, but neither side is etcd\n");
+        goto out;
+    }
+    if (cr_etcd_sec_load(&sec, err, sizeof err) != 0) {
+        fprintf(stderr, "corral admin migrate: %s\n", err);
+        goto out;
+    }
     cr_store_counts n = {0};
-    int rc = cr_store_migrate(from, to, cluster, &n, err, sizeof err);
+    int rc = cr_store_migrate(from, to, cluster, cr_etcd_sec_any(&sec) ? &sec : NULL, &n, err,
+                              sizeof err);
     if (rc != 0) {
         fprintf(stderr, "corral admin migrate: %s\n", err[0] ? err : cr_strerror(rc));
-        return 1;
+        ret = 1;
+        goto out;
     }
     printf("migrated %s to %s: %lld jobs, %lld events, %lld objects, %lld usage rows "
            "(counts verified)\n",
            from, to, (long long)n.jobs, (long long)n.events, (long long)n.objects,
            (long long)n.usage);
-    return 0;
+    ret = 0;
+out:
+    cr_etcd_sec_wipe(&sec);
+    return ret;
 }
 
 int cr_admin_main(int argc, char **argv)

@@ -22,6 +22,9 @@ URL=http://127.0.0.1:$CP
     --initial-cluster "default=http://127.0.0.1:$PP" --log-level warn >"$T/etcd.log" 2>&1 &
 EPID=$!
 trap 'kill $EPID 2>/dev/null; wait $EPID 2>/dev/null; rm -rf "$T"' EXIT
+# A timeout's SIGTERM (meson signals the group) or ^C: through the EXIT trap.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 i=0
 until curl -sf -m 2 "$URL/health" >/dev/null 2>&1; do
     i=$((i + 1)); [ $i -lt 300 ] || { echo "etcd did not start: $(tail -5 "$T/etcd.log")"; exit 1; }

@@ -16,12 +16,35 @@ ETCD=$(command -v etcd || true)
 [ -n "$ETCD" ] || { echo "no etcd binary: apt-get install etcd-server (make deps)"; exit 1; }
 DIR=$(mktemp -d /tmp/corral-bench-ha.XXXXXX)
 PIDS=()
+# Jobs' processes lead their own sessions: on a kill they may outlive their
+# agent; found by this run's directory in their command line (a job's shim
+# is a fork of its agent) and their groups killed.
+kill_strays() {
+    local p
+    for p in $(pgrep -f -- "$DIR/" || true); do
+        [ "$p" != $$ ] || continue
+        kill -KILL -- "-$p" 2>/dev/null || true
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    find /sys/fs/cgroup -maxdepth 3 -depth -type d -path "*/corral-habench$$-*" -exec rmdir {} + 2>/dev/null || true
+}
 cleanup() {
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; done
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    kill_strays
     rm -rf "$DIR"
 }
+on_signal() { # SIGTERM (a timeout) or ^C: no orderly stop
+    trap - EXIT
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    kill_strays
+    rm -rf "$DIR"
+    exit "$1"
+}
 trap cleanup EXIT
+trap 'on_signal 143' TERM
+trap 'on_signal 130' INT
 wait_for() { # wait_for SECONDS COMMAND...
     local end=$((SECONDS + $1))
     shift

@@ -40,23 +40,25 @@ static void usage(FILE *f)
                "  --tls-client-key FILE   its private key\n"
                "  --metrics-token-file FILE  /metrics needs this bearer token (or an admin\n"
                "                       token) and then shows tenants; without, it is open and\n"
-               "                       aggregate only (docs/security.md)\n"
-               "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
-               "                       shared cluster uses bootstrap tokens, docs/security.md)\n"
-               "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
-               "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
-               "  --lost-after S       node lost after S seconds of silence (default 30)\n"
-               "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
-               "  --store SPEC         sqlite (default: STATE_DIR/corral.db) or\n"
-               "                       etcd:http://h1:2379,http://h2:2379 (docs/operations.md)\n"
-               "  --store-cluster NAME etcd keys under /corral/NAME/ (default 'default')\n"
-               "  --etcd-max-txn-ops N the etcd cluster's --max-txn-ops (default 128)\n"
-               "  --threads N          HTTP event threads (default 4)\n"
-               "  --advertise-url URL  high availability: this controller's URL for clients;\n"
-               "                       stand for election (docs/operations.md)\n"
-               "  --election etcd:URL[,URL...]  etcd members of the election (default: those\n"
-               "                       of --store etcd:...; keys under /corral/<store-cluster>/)\n"
-               "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n");
+               "                       aggregate only (docs/security.md)\n");
+    fprintf(
+        f,
+        "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
+        "                       shared cluster uses bootstrap tokens, docs/security.md)\n"
+        "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
+        "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
+        "  --lost-after S       node lost after S seconds of silence (default 30)\n"
+        "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
+        "  --store SPEC         sqlite (default: STATE_DIR/corral.db) or\n"
+        "                       etcd:http://h1:2379,http://h2:2379 (docs/operations.md)\n"
+        "  --store-cluster NAME etcd keys under /corral/NAME/ (default 'default')\n"
+        "  --etcd-max-txn-ops N the etcd cluster's --max-txn-ops (default 128)\n" CR_ETCD_SEC_USAGE
+        "  --threads N          HTTP event threads (default 4)\n"
+        "  --advertise-url URL  high availability: this controller's URL for clients;\n"
+        "                       stand for election (docs/operations.md)\n"
+        "  --election etcd:URL[,URL...]  etcd members of the election (default: those\n"
+        "                       of --store etcd:...; keys under /corral/<store-cluster>/)\n"
+        "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -341,11 +343,19 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "store",
                                           "store_cluster",
                                           "etcd_max_txn_ops",
+                                          "etcd_cacert",
+                                          "etcd_cert",
+                                          "etcd_key",
+                                          "etcd_user",
+                                          "etcd_password_file",
                                           "advertise_url",
                                           "election",
                                           "election_ttl_s",
                                           NULL};
     const char *adv = NULL, *elect = NULL;
+    static const char *const sec_fields[] = {"etcd_cacert", "etcd_cert", "etcd_key", "etcd_user",
+                                             "etcd_password_file"};
+    const char *sec_vals[5] = {NULL};
     cr_json_err err;
     const char *store = NULL, *store_cluster = NULL;
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
@@ -420,6 +430,23 @@ static int load_config(const char *path, ctl_config *cfg)
                           &cfg->election_ttl_s, &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
+    }
+    for (size_t i = 0; i < 5; i++) {
+        char flag[32], why[300];
+        if ((rc = cr_json_str(v, "", sec_fields[i], false, CR_ETCD_PATH_MAX - 1, &sec_vals[i],
+                              &err)) != 0) {
+            fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
+            goto out;
+        }
+        snprintf(flag, sizeof flag, "%s", sec_fields[i]);
+        for (char *q = flag; *q; q++) {
+            *q = *q == '_' ? '-' : *q;
+        }
+        if (sec_vals[i] &&
+            (rc = cr_etcd_sec_set(&cfg->etcd_sec, flag, sec_vals[i], why, sizeof why)) != 0) {
+            fprintf(stderr, "corral controller: %s: field '%s': %s\n", path, sec_fields[i], why);
+            goto out;
+        }
     }
     int64_t mem_pg = 0;
     if (mpg && *mpg && strcmp(mpg, "0") != 0 && cr_parse_bytes(mpg, &mem_pg) != 0) {
@@ -709,11 +736,12 @@ static int ha_begin(ctl *c, const char *store_endpoints, const char *prefix, con
     ctl_ha_opts o = {.endpoints = store_endpoints,
                      .prefix = prefix,
                      .advertise = c->cfg.advertise_url,
-                     .ttl_s = c->cfg.election_ttl_s};
+                     .ttl_s = c->cfg.election_ttl_s,
+                     .sec = cr_etcd_sec_any(&c->cfg.etcd_sec) ? &c->cfg.etcd_sec : NULL};
     int rc = ctl_ha_new(&o, &c->ha);
     if (rc != 0) {
-        fprintf(stderr, "corral controller: high availability: cannot use etcd at %s: %s\n",
-                store_endpoints, cr_strerror(rc));
+        fprintf(stderr, "corral controller: high availability: cannot use etcd at %s: %s (%s)\n",
+                store_endpoints, cr_strerror(rc), cr_etcd_last_error());
         return rc;
     }
     if ((rc = http_start(c, cert, key)) != 0) {
@@ -795,7 +823,8 @@ static int run(ctl *c)
     cr_store_opts so = {.sync_normal = c->cfg.sync_normal,
                         .max_batch = 0,
                         .cluster = c->cfg.store_cluster,
-                        .etcd_max_txn_ops = (size_t)c->cfg.etcd_max_txn_ops};
+                        .etcd_max_txn_ops = (size_t)c->cfg.etcd_max_txn_ops,
+                        .etcd_sec = cr_etcd_sec_any(&c->cfg.etcd_sec) ? &c->cfg.etcd_sec : NULL};
     rc = cr_store_open(path, &so, &c->store);
     if (rc == CR_ECORRUPT) {
         fprintf(stderr,
@@ -925,6 +954,55 @@ int cr_controller_config_check(const char *path)
     return rc;
 }
 
+/* The --etcd-* options: loaded (the password read) and tried once on each
+ * etcd in use, so that a wrong certificate, password or role stops the
+ * start with its reason instead of failing every write (or, for a
+ * standby, every campaign) later. etcd down is not an error here. */
+static int etcd_check(ctl_config *cfg)
+{
+    const char *store = strncmp(cfg->store, "etcd:", 5) == 0 ? cfg->store + 5 : NULL;
+    const char *elect = *cfg->election ? cfg->election : NULL;
+    char why[1100] = "", prefix[128];
+    if (!store && !elect) {
+        if (cr_etcd_sec_any(&cfg->etcd_sec)) {
+            fprintf(stderr, "corral controller: --etcd-* options given, but no etcd is in use "
+                            "(--store etcd:URL or --election etcd:URL)\n");
+            return CR_EINVAL;
+        }
+        return 0;
+    }
+    int rc = cr_etcd_sec_load(&cfg->etcd_sec, why, sizeof why);
+    if (rc != 0) {
+        fprintf(stderr, "corral controller: %s\n", why);
+        return rc;
+    }
+    snprintf(prefix, sizeof prefix, "/corral/%s/",
+             *cfg->store_cluster ? cfg->store_cluster : "default");
+    for (int i = 0; i < 2; i++) {
+        const char *eps = i == 0 ? store : elect;
+        if (!eps || (i == 1 && store && strcmp(store, elect) == 0)) {
+            continue;
+        }
+        const char *what = i == 0 ? "--store" : "--election";
+        bool down = false;
+        rc = cr_etcd_check(eps, cr_etcd_sec_any(&cfg->etcd_sec) ? &cfg->etcd_sec : NULL, prefix,
+                           &down, why, sizeof why);
+        if (rc != 0 && !down) {
+            fprintf(stderr, "corral controller: %s etcd:%s: %s\n", what, eps, why);
+            return rc;
+        }
+        if (down) {
+            cr_warn("%s etcd:%s: no member answers yet (%s)", what, eps, why);
+        }
+        if (*cfg->etcd_sec.user && strncmp(eps, "https://", 8) != 0) {
+            cr_warn("%s etcd:%s: --etcd-user over http://: the password and the token cross the "
+                    "network in clear (use https:// endpoints)",
+                    what, eps);
+        }
+    }
+    return 0;
+}
+
 int cr_controller_main(int argc, char **argv)
 {
     ctl *c = cr_calloc(1, sizeof *c);
@@ -959,7 +1037,8 @@ int cr_controller_main(int argc, char **argv)
         O_STORE,
         O_STORE_CLUSTER,
         O_ETCD_OPS,
-        O_METRICS_TOKEN
+        O_METRICS_TOKEN,
+        O_ETCD_SEC
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -982,6 +1061,11 @@ int cr_controller_main(int argc, char **argv)
         {"store-cluster", required_argument, NULL, O_STORE_CLUSTER},
         {"etcd-max-txn-ops", required_argument, NULL, O_ETCD_OPS},
         {"metrics-token-file", required_argument, NULL, O_METRICS_TOKEN},
+        {"etcd-cacert", required_argument, NULL, O_ETCD_SEC},
+        {"etcd-cert", required_argument, NULL, O_ETCD_SEC},
+        {"etcd-key", required_argument, NULL, O_ETCD_SEC},
+        {"etcd-user", required_argument, NULL, O_ETCD_SEC},
+        {"etcd-password-file", required_argument, NULL, O_ETCD_SEC},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -999,8 +1083,9 @@ int cr_controller_main(int argc, char **argv)
     }
     opterr = 0;
     optind = 1;
-    int o;
-    while ((o = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    int o, oi = 0;
+    char why[1100];
+    while ((o = getopt_long(argc, argv, "h", opts, &oi)) != -1) {
         int64_t x;
         switch (o) {
         case O_CONFIG:
@@ -1125,6 +1210,12 @@ int cr_controller_main(int argc, char **argv)
             }
             c->cfg.etcd_max_txn_ops = x;
             break;
+        case O_ETCD_SEC:
+            if (cr_etcd_sec_set(&c->cfg.etcd_sec, opts[oi].name, optarg, why, sizeof why) != 0) {
+                fprintf(stderr, "corral controller: %s\n", why);
+                goto out;
+            }
+            break;
         case 'h':
             usage(stdout);
             ret = 0;
@@ -1170,12 +1261,15 @@ int cr_controller_main(int argc, char **argv)
         }
     }
     if (*c->cfg.metrics_token_file) {
-        const char *why = NULL;
-        if (cr_auth_secret_file(c->cfg.metrics_token_file, &c->metrics_token, &why) < 0) {
+        const char *mwhy = NULL;
+        if (cr_auth_secret_file(c->cfg.metrics_token_file, &c->metrics_token, &mwhy) < 0) {
             fprintf(stderr, "corral controller: --metrics-token-file %s: %s\n",
-                    c->cfg.metrics_token_file, why);
+                    c->cfg.metrics_token_file, mwhy);
             goto out;
         }
+    }
+    if (etcd_check(&c->cfg) != 0) {
+        goto out;
     }
     /* gpu_type auto needs the GPU catalog: without it, stop here rather
      * than let auto silently mean "any type" (docs/install.md). */
@@ -1191,6 +1285,7 @@ int cr_controller_main(int argc, char **argv)
     cr_catalog_free(cat);
     ret = run(c);
 out:
+    cr_etcd_sec_wipe(&c->cfg.etcd_sec);
     ctl_free_state(c);
     free(c);
     return ret;

@@ -75,7 +75,8 @@ int ctl_ha_new(const ctl_ha_opts *o, ctl_ha **out)
      * bounds it. */
     int64_t third_ms = o->ttl_s * 1000 / 3;
     cr_etcd_opts eo = {.connect_timeout_ms = third_ms < 1000 ? third_ms / 2 : 500,
-                       .request_timeout_ms = third_ms};
+                       .request_timeout_ms = third_ms,
+                       .sec = o->sec};
     cr_etcd *e = NULL;
     int rc = cr_etcd_new(o->endpoints, &eo, &e);
     if (rc != 0) {

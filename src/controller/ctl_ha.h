@@ -64,10 +64,11 @@ typedef enum ctl_ha_role {
 } ctl_ha_role;
 
 typedef struct ctl_ha_opts {
-    const char *endpoints; /* etcd client URLs, comma-separated (borrowed) */
-    const char *prefix;    /* key prefix of the cluster, ending in '/' (borrowed) */
-    const char *advertise; /* this controller's URL for clients (borrowed) */
-    int64_t ttl_s;         /* lease TTL, CTL_HA_TTL_MIN_S..CTL_HA_TTL_MAX_S */
+    const char *endpoints;         /* etcd client URLs, comma-separated (borrowed) */
+    const char *prefix;            /* key prefix of the cluster, ending in '/' (borrowed) */
+    const char *advertise;         /* this controller's URL for clients (borrowed) */
+    int64_t ttl_s;                 /* lease TTL, CTL_HA_TTL_MIN_S..CTL_HA_TTL_MAX_S */
+    const struct cr_etcd_sec *sec; /* etcd TLS and authentication (borrowed); NULL none */
 } ctl_ha_opts;
 
 /* Whether url can be advertised: http(s)://host[:port], no path, no comma,

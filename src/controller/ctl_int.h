@@ -20,6 +20,7 @@
 
 #include "cr_auth.h"
 #include "cr_buf.h"
+#include "cr_etcd.h"
 #include "cr_http.h"
 #include "cr_json.h"
 #include "cr_prom.h"
@@ -229,6 +230,7 @@ typedef struct ctl_config {
     char store[1024];         /* "" = SQLite in state_dir; "etcd:URL,URL..." */
     char store_cluster[72];   /* etcd key prefix /corral/<this>/; "" = "default" */
     int64_t etcd_max_txn_ops; /* the etcd cluster's --max-txn-ops; 0 = 128 */
+    cr_etcd_sec etcd_sec;     /* TLS and authentication to etcd (store, election) */
     json_t *prices;           /* owned: {"H100 SXM": dollars per GPU-hour} */
     int64_t grace_s;
     char checkpoint_root[1024];     /* per-job checkpoint dirs under it */

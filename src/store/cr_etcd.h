@@ -9,12 +9,12 @@
  * (/v3/kv/range, /v3/kv/txn, /v3/lease/...); keys and values travel as
  * base64, 64-bit numbers as decimal strings. docs/architecture.md.
  *
- * Endpoints: a comma-separated list of http://host:port URLs (at most
- * CR_ETCD_MAX_ENDPOINTS). A call goes to the endpoint that answered last;
- * when it cannot connect, times out or the member says it is unavailable
- * (no leader, stopping), the call is tried once on each other endpoint in
- * turn, then fails with CR_EUNAVAIL. A write that timed out may have been
- * applied: callers write idempotent values (absolute puts) or fence them.
+ * Endpoints: a comma-separated list of http://host:port or https://host:port
+ * URLs, all of one scheme (at most CR_ETCD_MAX_ENDPOINTS). A call goes to the endpoint that
+ * answered last; when it cannot connect, times out or the member says it is unavailable (no leader,
+ * stopping), the call is tried once on each other endpoint in turn, then fails with CR_EUNAVAIL. A
+ * write that timed out may have been applied: callers write idempotent values (absolute puts) or
+ * fence them.
  *
  * Errors: 0 or a negative CR_E* code; the reason, in words, is kept per
  * thread and read with cr_etcd_last_error(). etcd's own refusals map to
@@ -23,9 +23,28 @@
  * refusals: duplicate key in a txn...), CR_EPARSE (a reply that is not the
  * JSON expected).
  *
+ * TLS and authentication (cr_etcd_sec, docs/operations.md "The store"):
+ * https endpoints are verified against --etcd-cacert (else the system's
+ * CAs), host names included, TLS 1.2 at least; --etcd-cert/--etcd-key are
+ * shown to a member that asks for a client certificate. With --etcd-user,
+ * the client authenticates (/v3/auth/authenticate, the password read from
+ * --etcd-password-file by cr_etcd_sec_load) before its first call and
+ * sends the token on every call; when etcd answers that the token is
+ * invalid or older than its auth store (expired, password changed, roles
+ * changed), it authenticates again once and repeats the call; when etcd
+ * refuses the password itself, the password file is read again (rotation:
+ * the file is updated before the password in etcd). A cluster
+ * with authentication off is used without a token, as etcd's own client
+ * does. Neither the password nor the token is ever put in a message.
+ * Refusals map to CR_EAUTH (bad credentials, a server certificate that does
+ * not verify, a client certificate etcd refuses) and CR_EPERM (the user's
+ * roles do not cover the key), with the flag to look at in the message.
+ *
  * Threading: a cr_etcd is safe to share between threads; each call takes
  * an HTTP handle from a small pool (connections are kept alive). Results
- * are owned by the caller (cr_etcd_result_fini).
+ * are owned by the caller (cr_etcd_result_fini). Lock order: auth_mu (one
+ * authentication at a time) before mu; neither is held across a call
+ * other than the authentication itself.
  */
 #ifndef CR_ETCD_H
 #define CR_ETCD_H
@@ -43,20 +62,85 @@
 
 typedef struct cr_etcd cr_etcd;
 
+/* Bounds of the security options (documented in docs/operations.md). */
+#define CR_ETCD_PATH_MAX     1024
+#define CR_ETCD_USER_MAX     128
+#define CR_ETCD_PASSWORD_MAX 256
+#define CR_ETCD_TOKEN_MAX    4096
+/* A PEM file (CA bundle, certificate, key) larger than this is refused. */
+#define CR_ETCD_PEM_MAX (1u << 20)
+
+/* TLS and authentication options, copied by value. "" = not given. */
+typedef struct cr_etcd_sec {
+    char cacert[CR_ETCD_PATH_MAX];        /* --etcd-cacert: CAs to verify etcd */
+    char cert[CR_ETCD_PATH_MAX];          /* --etcd-cert: client certificate */
+    char key[CR_ETCD_PATH_MAX];           /* --etcd-key: its private key */
+    char user[CR_ETCD_USER_MAX];          /* --etcd-user */
+    char password_file[CR_ETCD_PATH_MAX]; /* --etcd-password-file */
+    /* Filled by cr_etcd_sec_load from password_file; wiped by
+     * cr_etcd_sec_wipe. Never printed. */
+    char password[CR_ETCD_PASSWORD_MAX + 1];
+    bool loaded;
+} cr_etcd_sec;
+
+/* The flags, for usage texts of the commands that take them. */
+#define CR_ETCD_SEC_USAGE                                                                          \
+    "  --etcd-cacert FILE   verify https etcd members against these CAs (PEM)\n"                   \
+    "  --etcd-cert FILE     client certificate for etcd (PEM; with --etcd-key)\n"                  \
+    "  --etcd-key FILE      its private key\n"                                                     \
+    "  --etcd-user NAME     authenticate to etcd as NAME (etcd auth enabled)\n"                    \
+    "  --etcd-password-file FILE  NAME's password (first line; the file must not be\n"             \
+    "                       readable by every user)\n"
+
+/* Sets option name ("etcd-cacert", "etcd-cert", "etcd-key", "etcd-user",
+ * "etcd-password-file") to value (borrowed). 0; CR_ENOENT when name is not
+ * one of them; CR_EINVAL (empty, too long, a bad user name) with the
+ * reason in err. */
+int cr_etcd_sec_set(cr_etcd_sec *s, const char *name, const char *value, char *err, size_t err_len);
+/* Whether any option is given. */
+bool cr_etcd_sec_any(const cr_etcd_sec *s);
+/* Checks the options together (--etcd-cert with --etcd-key, --etcd-user
+ * with --etcd-password-file), that each file is a readable PEM file of the
+ * right kind, and reads the password: the password file must be a regular
+ * file not readable or writable by every user, its first line 1..
+ * CR_ETCD_PASSWORD_MAX bytes. 0, or CR_EINVAL / CR_EPERM / CR_EIO with the
+ * reason (naming the flag and the file) in err. Idempotent. */
+int cr_etcd_sec_load(cr_etcd_sec *s, char *err, size_t err_len);
+/* Overwrites the password in memory. */
+void cr_etcd_sec_wipe(cr_etcd_sec *s);
+
 typedef struct cr_etcd_opts {
     int64_t connect_timeout_ms; /* per endpoint; 0 = 1000 */
     int64_t request_timeout_ms; /* whole request; 0 = 5000 */
+    const cr_etcd_sec *sec;     /* borrowed, copied; NULL = no TLS options, no
+                                   authentication. Must be loaded when it
+                                   names a user. */
 } cr_etcd_opts;
 
-/* endpoints: "http://h1:2379,http://h2:2379" (borrowed). 0 and *out (free
- * with cr_etcd_free), CR_EINVAL for a malformed list, CR_EUNAVAIL when
- * libcurl cannot be loaded. Connects to nothing yet. */
+/* endpoints: "http://h1:2379,http://h2:2379" or all https:// (borrowed).
+ * 0 and *out (free with cr_etcd_free), CR_EINVAL for a malformed list, a
+ * mix of http and https, TLS options with http endpoints, or a user whose
+ * password was not loaded; CR_EUNAVAIL when libcurl cannot be loaded.
+ * Connects to nothing yet. */
 int cr_etcd_new(const char *endpoints, const cr_etcd_opts *opts, cr_etcd **out);
 void cr_etcd_free(cr_etcd *e);
 /* The reason for this thread's last failed call ("" when none). */
 const char *cr_etcd_last_error(void);
 /* The endpoint the last call went to (borrowed; for messages). */
 const char *cr_etcd_endpoint(cr_etcd *e);
+/* Whether the endpoints are https. */
+bool cr_etcd_tls(const cr_etcd *e);
+/* One cheap authenticated read (a count of the keys under prefix), to
+ * find bad credentials or certificates at start-up rather than at the
+ * first write. 0 or the call's error (cr_etcd_last_error()). */
+int cr_etcd_probe(cr_etcd *e, const char *prefix);
+/* A command's start-up check of its etcd options: a client for endpoints
+ * with sec (loaded; NULL: none) and one cr_etcd_probe of prefix. 0, or the
+ * error with the reason in err; *unreachable = no member answered (etcd
+ * down: the caller may carry on and retry later), as opposed to a refusal
+ * (credentials, certificates, roles) that retrying cannot cure. */
+int cr_etcd_check(const char *endpoints, const cr_etcd_sec *sec, const char *prefix,
+                  bool *unreachable, char *err, size_t err_len);
 
 typedef struct cr_etcd_kv {
     char *key; /* owned, NUL-terminated (keys may not contain NUL here) */

@@ -56,6 +56,9 @@ typedef struct cr_store_opts {
     const char *cluster;     /* keys under /corral/<cluster>/; NULL = "default" */
     size_t etcd_max_txn_ops; /* the cluster's --max-txn-ops; 0 = 128 */
     int64_t etcd_timeout_ms; /* per request; 0 = 5000 */
+    /* TLS and authentication (cr_etcd.h; loaded with cr_etcd_sec_load);
+     * borrowed, copied; NULL = none. */
+    const struct cr_etcd_sec *etcd_sec;
 } cr_store_opts;
 
 /* The etcd key layout's version (meta/layout); cr_store_schema_version

@@ -27,7 +27,12 @@ typedef struct cr_store_counts {
  * or a CR_E* code with the reason in err: CR_EINVAL (bad spec), CR_EEXIST
  * (target not empty), CR_ENOENT (no source database), CR_ECONFLICT (the
  * counts differ after the copy), or the store's error. */
-int cr_store_migrate(const char *from, const char *to, const char *cluster, cr_store_counts *copied,
-                     char *err, size_t err_len);
+struct cr_etcd_sec;
+
+/* sec: TLS and authentication for each etcd side (loaded; borrowed; NULL:
+ * none). */
+int cr_store_migrate(const char *from, const char *to, const char *cluster,
+                     const struct cr_etcd_sec *sec, cr_store_counts *copied, char *err,
+                     size_t err_len);
 
 #endif

@@ -36,11 +36,25 @@ struct cr_etcd {
     size_t cur;              /* endpoint that answered last; under mu */
     CURL *pool[POOL_MAX];    /* idle handles; under mu */
     size_t npool;            /* under mu */
-    pthread_mutex_t mu;      /* guards cur and the pool */
+    pthread_mutex_t mu;      /* guards cur, the pool and the token */
     long connect_ms, req_ms; /* timeouts */
+    bool tls;                /* https endpoints */
+    cr_etcd_sec sec;         /* a copy; the password wiped by cr_etcd_free */
+    /* Authentication (sec.user set): the token under mu; token_gen counts
+     * authentications, so that a thread that saw a stale token knows
+     * whether another thread has already replaced it. auth_off: etcd said
+     * its authentication is not enabled (calls go without a token). */
+    char token[CR_ETCD_TOKEN_MAX];
+    uint64_t token_gen;
+    bool auth_off;
+    pthread_mutex_t auth_mu; /* one authentication at a time; before mu */
 };
 
 static _Thread_local char last_err[512];
+/* Set by cr__etcd_parse_error when etcd refused the token itself (invalid,
+ * expired, older than its auth store, or none sent while auth is on): a
+ * new authentication may cure it. */
+static _Thread_local bool token_refused;
 
 const char *cr_etcd_last_error(void)
 {
@@ -75,13 +89,22 @@ int cr_etcd_new(const char *endpoints, const cr_etcd_opts *opts, cr_etcd **out)
             rc = fail(CR_EINVAL, "etcd: empty endpoint in \"%s\"", endpoints);
             goto out;
         }
-        if (strncmp(p, "http://", 7) != 0 || n <= 7 || n > 255) {
+        size_t skip = strncmp(p, "https://", 8) == 0 ? 8 : strncmp(p, "http://", 7) == 0 ? 7 : 0;
+        if (skip == 0 || n <= skip || n > 255) {
             rc = fail(CR_EINVAL,
-                      "etcd: endpoint \"%.*s\" is not http://HOST:PORT (https is not supported)",
+                      "etcd: endpoint \"%.*s\" is not http://HOST:PORT or https://HOST:PORT",
                       (int)(n > 255 ? 255 : n), p);
             goto out;
         }
-        for (size_t i = 7; i < n; i++) {
+        if (e->nep > 0 && (skip == 8) != e->tls) {
+            rc = fail(CR_EINVAL,
+                      "etcd: endpoints mix http:// and https:// (\"%s\" and \"%.*s\"): give every "
+                      "member with the same scheme",
+                      e->ep[0], (int)n, p);
+            goto out;
+        }
+        e->tls = skip == 8;
+        for (size_t i = skip; i < n; i++) {
             char c = p[i];
             if (!(c == '.' || c == ':' || c == '-' || c == '[' || c == ']' || c == '_' ||
                   (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))) {
@@ -96,6 +119,22 @@ int cr_etcd_new(const char *endpoints, const cr_etcd_opts *opts, cr_etcd **out)
         e->ep[e->nep++] = cr_strndup(p, n);
         p = comma ? comma + 1 : p + strlen(p);
     }
+    const cr_etcd_sec *sec = opts ? opts->sec : NULL;
+    if (sec && !e->tls && (*sec->cacert || *sec->cert || *sec->key)) {
+        rc = fail(CR_EINVAL,
+                  "etcd: --etcd-cacert, --etcd-cert and --etcd-key are for https:// "
+                  "endpoints; \"%s\" is http://",
+                  e->ep[0]);
+        goto out;
+    }
+    if (sec && *sec->user && !sec->loaded) {
+        rc = fail(CR_EINVAL, "etcd: --etcd-user without its password loaded "
+                             "(--etcd-password-file)");
+        goto out;
+    }
+    if (sec) {
+        e->sec = *sec;
+    }
     const char *why = "";
     if (!(api = cr_curl_get(&why))) {
         rc = fail(CR_EUNAVAIL, "etcd needs libcurl: %s", why);
@@ -104,11 +143,13 @@ int cr_etcd_new(const char *endpoints, const cr_etcd_opts *opts, cr_etcd **out)
     e->connect_ms = opts && opts->connect_timeout_ms > 0 ? (long)opts->connect_timeout_ms : 1000;
     e->req_ms = opts && opts->request_timeout_ms > 0 ? (long)opts->request_timeout_ms : 5000;
     pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->auth_mu, NULL);
 out:
     if (rc != 0) {
         for (size_t i = 0; i < e->nep; i++) {
             free(e->ep[i]);
         }
+        cr_etcd_sec_wipe(&e->sec);
         free(e);
         return rc;
     }
@@ -127,7 +168,10 @@ void cr_etcd_free(cr_etcd *e)
     for (size_t i = 0; i < e->nep; i++) {
         free(e->ep[i]);
     }
+    cr_etcd_sec_wipe(&e->sec);
+    explicit_bzero(e->token, sizeof e->token);
     pthread_mutex_destroy(&e->mu);
+    pthread_mutex_destroy(&e->auth_mu);
     free(e);
 }
 
@@ -137,6 +181,11 @@ const char *cr_etcd_endpoint(cr_etcd *e)
     const char *s = e->ep[e->cur];
     pthread_mutex_unlock(&e->mu);
     return s;
+}
+
+bool cr_etcd_tls(const cr_etcd *e)
+{
+    return e->tls;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -438,9 +487,39 @@ int cr__etcd_parse_error(const char *body, size_t len, int http_status, bool *re
         code = json_is_integer(c) ? json_integer_value(c) : -1;
     }
     int rc;
-    if (!msg) {
+    token_refused = false;
+    if (!msg && body && len > 0 && memmem(body, len, "CommonName of client", 20)) {
+        /* etcd >= 3.4.22 and 3.5.6 refuse JSON-gateway requests made with a
+         * client certificate that has a CN (it would not be used for auth) */
+        rc = fail(CR_EAUTH,
+                  "etcd refuses its JSON gateway to a client certificate with a CommonName "
+                  "(\"CommonName of client sending a request against gateway will be "
+                  "ignored\"): issue --etcd-cert FILE with no CN in its subject (for example "
+                  "/O=corral) and authenticate with --etcd-user");
+    } else if (!msg && body && len > 0 && memmem(body, len, "HTTPS server", 12)) {
+        /* Go's answer to plain HTTP on a TLS port */
+        rc = fail(CR_EINVAL, "etcd: the member serves https, not http: write its endpoints as "
+                             "https://HOST:PORT (with --etcd-cacert FILE)");
+    } else if (!msg) {
         rc = fail(CR_EPARSE, "etcd: HTTP %d with no error message: %.*s", http_status,
                   (int)(len > 120 ? 120 : len), body ? body : "");
+    } else if (strstr(msg, "invalid auth token") || strstr(msg, "auth store is old") ||
+               strstr(msg, "user name is empty")) {
+        token_refused = true;
+        rc = fail(CR_EAUTH, "%s%s", msg,
+                  strstr(msg, "user name is empty")
+                      ? " (etcd has authentication enabled: give --etcd-user NAME and "
+                        "--etcd-password-file FILE)"
+                      : "");
+    } else if (strstr(msg, "authentication failed")) {
+        rc = fail(CR_EAUTH, "%s (check --etcd-user and the password in --etcd-password-file)", msg);
+    } else if (strstr(msg, "authentication is not enabled")) {
+        rc = fail(CR_ENOTSUP, "%s", msg);
+    } else if (strstr(msg, "permission denied")) {
+        rc = fail(CR_EPERM,
+                  "%s (the etcd user's roles must grant readwrite on the cluster's key "
+                  "prefix, /corral/ or /corral/NAME/: docs/operations.md)",
+                  msg);
     } else if (strstr(msg, "lease not found")) {
         rc = fail(CR_ENOENT, "%s", msg);
     } else if (strstr(msg, "too many operations") || strstr(msg, "too large")) {
@@ -500,11 +579,73 @@ static void handle_put(cr_etcd *e, CURL *h)
     }
 }
 
-/* One POST of body to path on endpoint ep. 0 with *status and the reply in
- * out; CR_EUNAVAIL (could not connect: try another), CR_ETIMEDOUT,
- * CR_ETOOBIG (reply too large), CR_EIO. */
+/* A TLS failure, in words that name the flag to look at: CR_EAUTH (etcd
+ * refused us, or we refused etcd: not worth trying another member, they
+ * share the configuration), or 0 when cc is not about TLS. */
+static int tls_fail(const cr_etcd *e, CURLcode cc, const char *url, const char *why)
+{
+    switch (cc) {
+    case CURLE_PEER_FAILED_VERIFICATION:
+        return fail(CR_EAUTH,
+                    "etcd %s: the member's certificate does not verify (%s): it must be signed "
+                    "by a CA of --etcd-cacert %s and name the endpoint's host",
+                    url, why, *e->sec.cacert ? e->sec.cacert : "(not given: the system's CAs)");
+    case CURLE_SSL_CACERT_BADFILE:
+        return fail(CR_EAUTH, "etcd %s: --etcd-cacert %s: %s", url, e->sec.cacert, why);
+    case CURLE_SSL_CERTPROBLEM:
+        return fail(CR_EAUTH, "etcd %s: --etcd-cert %s / --etcd-key %s: %s", url, e->sec.cert,
+                    e->sec.key, why);
+    case CURLE_OPERATION_TIMEDOUT:
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_WRITE_ERROR:
+        return 0;
+    default:
+        break;
+    }
+    if (strstr(why, "wrong version number") || strstr(why, "packet length too long")) {
+        return fail(CR_EAUTH, "etcd %s: the member does not speak TLS here (%s): is it http://?",
+                    url, why);
+    }
+    bool refused = strstr(why, "alert") || strstr(why, "certificate required") ||
+                   strstr(why, "handshake failure");
+    if (refused && !*e->sec.cert) {
+        return fail(CR_EAUTH,
+                    "etcd %s: the member refused the TLS handshake (%s): it wants a client "
+                    "certificate: give --etcd-cert FILE and --etcd-key FILE, signed by a CA of "
+                    "its --trusted-ca-file",
+                    url, why);
+    }
+    if (refused || strstr(why, "key values mismatch")) {
+        return fail(CR_EAUTH,
+                    "etcd %s: the TLS handshake failed (%s): is --etcd-cert %s signed by a CA of "
+                    "the member's --trusted-ca-file, and --etcd-key its key?",
+                    url, why, e->sec.cert);
+    }
+    if (cc != CURLE_COULDNT_CONNECT && (strstr(why, "reset by peer") ||
+                                        strstr(why, "Broken pipe") || strstr(why, "getpeername"))) {
+        /* With TLS 1.3 a member that refuses the client certificate sends
+         * its alert after the handshake and closes: the client often finds
+         * the connection dropped before it reads the alert. Or the member
+         * went down. Unavailable (another member may answer), with the
+         * hint. */
+        return fail(CR_EUNAVAIL,
+                    *e->sec.cert ? "etcd %s: %s (a member that refuses the client certificate "
+                                   "drops the connection so: is --etcd-cert %s signed by a CA "
+                                   "of its --trusted-ca-file?)"
+                                 : "etcd %s: %s (a member that wants a client certificate drops "
+                                   "the connection so%s: give --etcd-cert FILE and --etcd-key "
+                                   "FILE)",
+                    url, why, e->sec.cert);
+    }
+    return 0;
+}
+
+/* One POST of body to path on endpoint ep, with the header auth (NULL:
+ * none). 0 with *status and the reply in out; CR_EUNAVAIL (could not
+ * connect: try another), CR_ETIMEDOUT, CR_ETOOBIG (reply too large),
+ * CR_EAUTH (TLS refused either way), CR_EIO. */
 static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const char *body,
-                    cr_buf *out, long *status)
+                    const char *auth, cr_buf *out, long *status)
 {
     char errbuf[CURL_ERROR_SIZE] = "";
     char url[320];
@@ -515,7 +656,22 @@ static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const
     api->easy_setopt(h, CURLOPT_URL, url);
     api->easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     api->easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-    api->easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http");
+    api->easy_setopt(h, CURLOPT_PROTOCOLS_STR, e->tls ? "https" : "http");
+    if (e->tls) {
+        /* HTTP/1.1 as over http (libcurl would offer h2): one request per
+         * pooled handle, and the same error codes either way */
+        api->easy_setopt(h, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+        api->easy_setopt(h, CURLOPT_SSL_VERIFYPEER, 1L);
+        api->easy_setopt(h, CURLOPT_SSL_VERIFYHOST, 2L);
+        api->easy_setopt(h, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
+        if (*e->sec.cacert) {
+            api->easy_setopt(h, CURLOPT_CAINFO, e->sec.cacert);
+        }
+        if (*e->sec.cert) {
+            api->easy_setopt(h, CURLOPT_SSLCERT, e->sec.cert);
+            api->easy_setopt(h, CURLOPT_SSLKEY, e->sec.key);
+        }
+    }
     api->easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
     api->easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, e->connect_ms);
     api->easy_setopt(h, CURLOPT_TIMEOUT_MS, e->req_ms);
@@ -525,6 +681,9 @@ static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const
     api->easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
     hdrs = api->slist_append(hdrs, "Content-Type: application/json");
     hdrs = api->slist_append(hdrs, "Expect:");
+    if (auth) {
+        hdrs = api->slist_append(hdrs, auth);
+    }
     api->easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
     /* As in src/client: a write to a reset connection raises SIGPIPE. */
     sigset_t pipe_set, old_mask, pending;
@@ -541,10 +700,17 @@ static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const
         }
     }
     pthread_sigmask(SIG_SETMASK, &old_mask, NULL);
+    for (struct curl_slist *l = hdrs; l; l = l->next) {
+        explicit_bzero(l->data, strlen(l->data)); /* libcurl's copy of the token */
+    }
     api->slist_free_all(hdrs);
     const char *why = *errbuf ? errbuf : api->easy_strerror(cc);
     *status = 0;
     api->easy_getinfo(h, CURLINFO_RESPONSE_CODE, status);
+    int trc = e->tls && cc != CURLE_OK ? tls_fail(e, cc, url, why) : 0;
+    if (trc != 0) {
+        return trc;
+    }
     switch (cc) {
     case CURLE_OK:
         return 0;
@@ -552,9 +718,17 @@ static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const
         return fail(CR_ETOOBIG, "etcd %s: reply over %u bytes", url, CR_ETCD_MAX_REPLY_BYTES);
     case CURLE_OPERATION_TIMEDOUT:
         return fail(CR_ETIMEDOUT, "etcd %s: %s", url, why);
+    case CURLE_GOT_NOTHING:
+        if (!e->tls) {
+            /* what a member with TLS (and client certificates) answers */
+            return fail(CR_EUNAVAIL,
+                        "etcd %s: %s (does the member serve https? then write its endpoints "
+                        "as https://HOST:PORT, with --etcd-cacert FILE)",
+                        url, why);
+        }
+        return fail(CR_EUNAVAIL, "etcd %s: %s", url, why);
     case CURLE_COULDNT_CONNECT:
     case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_GOT_NOTHING:
     case CURLE_SEND_ERROR:
     case CURLE_RECV_ERROR:
         return fail(CR_EUNAVAIL, "etcd %s: %s", url, why);
@@ -563,11 +737,12 @@ static int post_one(cr_etcd *e, CURL *h, const char *ep, const char *path, const
     }
 }
 
-/* POST body (taken: freed here) to path, trying endpoints in turn. On 0,
- * *reply is the 200 reply (cr_buf, caller fini). */
-static int call(cr_etcd *e, const char *path, char *body, cr_buf *reply)
+/* POST body (borrowed) to path with the header auth (NULL: none), trying
+ * endpoints in turn. On 0, *reply is the 200 reply (cr_buf, caller fini). */
+static int call_raw(cr_etcd *e, const char *path, const char *body, const char *auth, cr_buf *reply)
 {
     last_err[0] = '\0';
+    token_refused = false;
     CURL *h = handle_get(e);
     int rc = 0;
     if (!h) {
@@ -581,7 +756,7 @@ static int call(cr_etcd *e, const char *path, char *body, cr_buf *reply)
     for (size_t k = 0; k < e->nep; k++) {
         size_t i = (start + k) % e->nep;
         long status = 0;
-        rc = post_one(e, h, e->ep[i], path, body, reply, &status);
+        rc = post_one(e, h, e->ep[i], path, body, auth, reply, &status);
         bool retry = rc == CR_EUNAVAIL || rc == CR_ETIMEDOUT;
         if (rc == 0 && status != 200) {
             rc = cr__etcd_parse_error(reply->data, reply->len, (int)status, &retry);
@@ -607,6 +782,148 @@ out:
     if (h) {
         handle_put(e, h);
     }
+    return rc;
+}
+
+/* Authenticates as e->sec.user, unless the token is newer than the one
+ * the caller saw (gen: another thread did it meanwhile). Under auth_mu. */
+static int authenticate(cr_etcd *e, uint64_t gen)
+{
+    pthread_mutex_lock(&e->auth_mu);
+    int rc = 0;
+    json_t *root = NULL;
+    char *body = NULL;
+    cr_buf reply;
+    cr_buf_init(&reply);
+    pthread_mutex_lock(&e->mu);
+    bool fresh = e->token_gen != gen;
+    pthread_mutex_unlock(&e->mu);
+    if (fresh) {
+        goto out;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "name", json_string(e->sec.user));
+        json_object_set_new(o, "password", json_string(e->sec.password));
+        body = json_dumps(o, JSON_COMPACT);
+        json_t *pw = json_object_get(o, "password");
+        /* jansson's copy of the password goes with the object; its string
+         * buffer is overwritten first */
+        explicit_bzero((char *)json_string_value(pw), strlen(json_string_value(pw)));
+        json_decref(o);
+        rc = call_raw(e, "/v3/auth/authenticate", body, NULL, &reply);
+        explicit_bzero(body, strlen(body));
+        CR_FREE(body);
+        if (attempt == 1 || rc != CR_EAUTH || !strstr(last_err, "authentication failed") ||
+            !*e->sec.password_file) {
+            break;
+        }
+        /* The password was refused: it may have been rotated (the file
+         * updated, then `etcdctl user passwd`). Read the file again and try
+         * once more if it changed. e->sec.password is only used here,
+         * under auth_mu. */
+        cr_etcd_sec now = e->sec;
+        char why[300];
+        now.loaded = false;
+        bool changed = cr_etcd_sec_load(&now, why, sizeof why) == 0 &&
+                       strcmp(now.password, e->sec.password) != 0;
+        if (changed) {
+            memcpy(e->sec.password, now.password, sizeof e->sec.password);
+        }
+        cr_etcd_sec_wipe(&now);
+        if (!changed) {
+            break;
+        }
+    }
+    if (rc == CR_ENOTSUP) {
+        /* "authentication is not enabled": go without a token, as etcd's
+         * own client does; a later "user name is empty" turns it on. */
+        pthread_mutex_lock(&e->mu);
+        e->auth_off = true;
+        e->token[0] = '\0';
+        e->token_gen++;
+        pthread_mutex_unlock(&e->mu);
+        rc = 0;
+        goto out;
+    }
+    if (rc != 0) {
+        char why[sizeof last_err];
+        snprintf(why, sizeof why, "%s", last_err);
+        rc = fail(rc, "etcd: cannot authenticate as user \"%s\": %s", e->sec.user, why);
+        goto out;
+    }
+    root = load_json(reply.data, reply.len, &rc);
+    json_t *tok = root ? json_object_get(root, "token") : NULL;
+    size_t tlen = json_is_string(tok) ? strlen(json_string_value(tok)) : 0;
+    if (!root) {
+        goto out;
+    }
+    if (tlen == 0 || tlen >= sizeof e->token || strpbrk(json_string_value(tok), "\r\n")) {
+        rc =
+            fail(CR_EPARSE, "etcd: the authentication reply has no usable token (%zu bytes)", tlen);
+        goto out;
+    }
+    pthread_mutex_lock(&e->mu);
+    memcpy(e->token, json_string_value(tok), tlen + 1);
+    e->auth_off = false;
+    e->token_gen++;
+    pthread_mutex_unlock(&e->mu);
+    explicit_bzero((char *)json_string_value(tok), tlen);
+out:
+    if (reply.data) {
+        explicit_bzero(reply.data, reply.len);
+    }
+    cr_buf_fini(&reply);
+    json_decref(root);
+    free(body);
+    pthread_mutex_unlock(&e->auth_mu);
+    return rc;
+}
+
+/* POST body (taken: freed here) to path, authenticated when a user is
+ * configured: the first call authenticates; a call whose token etcd
+ * refuses authenticates again and is repeated, once. On 0, *reply is the
+ * 200 reply (cr_buf, caller fini). */
+static int call(cr_etcd *e, const char *path, char *body, cr_buf *reply)
+{
+    int rc = 0;
+    char auth[CR_ETCD_TOKEN_MAX + 32];
+    auth[0] = '\0';
+    if (!*e->sec.user) {
+        rc = call_raw(e, path, body, NULL, reply);
+        goto out;
+    }
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pthread_mutex_lock(&e->mu);
+        uint64_t gen = e->token_gen;
+        bool need = !e->auth_off && !e->token[0];
+        pthread_mutex_unlock(&e->mu);
+        if (need && (rc = authenticate(e, gen)) != 0) {
+            goto out;
+        }
+        pthread_mutex_lock(&e->mu);
+        gen = e->token_gen;
+        if (e->token[0]) {
+            snprintf(auth, sizeof auth, "Authorization: %s", e->token);
+        } else {
+            auth[0] = '\0';
+        }
+        pthread_mutex_unlock(&e->mu);
+        rc = call_raw(e, path, body, auth[0] ? auth : NULL, reply);
+        if (rc != CR_EAUTH || !token_refused || attempt == 1) {
+            goto out;
+        }
+        /* Refused token (expired, password or roles changed, or auth
+         * turned on since): drop it if nobody has replaced it yet. */
+        pthread_mutex_lock(&e->mu);
+        if (e->token_gen == gen) {
+            e->token[0] = '\0';
+            e->auth_off = false;
+        }
+        pthread_mutex_unlock(&e->mu);
+    }
+out:
+    explicit_bzero(auth, sizeof auth);
     free(body);
     return rc;
 }
@@ -942,5 +1259,15 @@ int cr_etcd_lease_ttl(cr_etcd *e, int64_t id, int64_t *ttl_s)
         }
     }
     json_decref(root);
+    return rc;
+}
+
+int cr_etcd_probe(cr_etcd *e, const char *prefix)
+{
+    cr_etcd_range_req q = {.key = prefix, .prefix = true, .count_only = true};
+    cr_etcd_range_result r;
+    memset(&r, 0, sizeof r);
+    int rc = cr_etcd_range(e, &q, &r, NULL);
+    cr_etcd_range_result_fini(&r);
     return rc;
 }

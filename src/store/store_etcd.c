@@ -1010,7 +1010,8 @@ int cr__estore_open(const char *urls, const cr_store_opts *opts, cr__estore **ou
         cr_error("store: etcd: cluster name \"%.64s\" is too long or has a '/'", cluster);
         return CR_EINVAL;
     }
-    cr_etcd_opts eo = {.request_timeout_ms = opts ? opts->etcd_timeout_ms : 0};
+    cr_etcd_opts eo = {.request_timeout_ms = opts ? opts->etcd_timeout_ms : 0,
+                       .sec = opts ? opts->etcd_sec : NULL};
     cr_etcd *e = NULL;
     int rc = cr_etcd_new(urls, &eo, &e);
     if (rc != 0) {

@@ -6,6 +6,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_etcd.h"
 #include "cr_store.h"
 
 #include <errno.h>
@@ -171,14 +172,21 @@ static int spec_path(const char *spec, bool source, char **path, char *err, size
     return CR_EINVAL;
 }
 
-int cr_store_migrate(const char *from, const char *to, const char *cluster, cr_store_counts *copied,
-                     char *err, size_t err_len)
+/* The etcd client's reason for the failure just seen on spec, or NULL. */
+static const char *etcd_why(const char *spec)
+{
+    return strncmp(spec, "etcd:", 5) == 0 && *cr_etcd_last_error() ? cr_etcd_last_error() : NULL;
+}
+
+int cr_store_migrate(const char *from, const char *to, const char *cluster,
+                     const struct cr_etcd_sec *sec, cr_store_counts *copied, char *err,
+                     size_t err_len)
 {
     char *fp = NULL, *tp = NULL;
     cr_store *src = NULL, *dst = NULL;
     kinds ks = {0};
     copier c = {0};
-    cr_store_opts o = {.cluster = cluster};
+    cr_store_opts o = {.cluster = cluster, .etcd_sec = sec};
     int rc = spec_path(from, true, &fp, err, err_len);
     if (rc == 0) {
         rc = spec_path(to, false, &tp, err, err_len);
@@ -192,11 +200,13 @@ int cr_store_migrate(const char *from, const char *to, const char *cluster, cr_s
         goto out;
     }
     if ((rc = cr_store_open(fp, &o, &src)) != 0) {
-        snprintf(err, err_len, "cannot open the source %s: %s", from, cr_strerror(rc));
+        snprintf(err, err_len, "cannot open the source %s: %s%s%s", from, cr_strerror(rc),
+                 etcd_why(from) ? ": " : "", etcd_why(from) ? etcd_why(from) : "");
         goto out;
     }
     if ((rc = cr_store_open(tp, &o, &dst)) != 0) {
-        snprintf(err, err_len, "cannot open the target %s: %s", to, cr_strerror(rc));
+        snprintf(err, err_len, "cannot open the target %s: %s%s%s", to, cr_strerror(rc),
+                 etcd_why(to) ? ": " : "", etcd_why(to) ? etcd_why(to) : "");
         goto out;
     }
     cr_store_counts have;

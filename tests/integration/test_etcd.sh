@@ -26,6 +26,9 @@ cleanup() {
     [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$T"
 }
 trap cleanup EXIT
+# A timeout's SIGTERM (meson signals the group) or ^C: through the EXIT trap.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 fail() {
     echo "FAIL: $*" >&2
     for f in "$T"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done

@@ -29,12 +29,39 @@ fi
 TTL=${HA_TEST_TTL:-4}
 DIR=$(mktemp -d /tmp/corral-ha-XXXXXX)
 PIDS=()
+# Jobs' processes lead their own sessions, outside the process group that
+# meson signals on a timeout (SIGTERM, SIGKILL 0.5 s later, which can land
+# before an agent has stopped its jobs): they are found by this test's
+# directory in their command line (a job's shim is a fork of its agent),
+# and their groups killed; then the job cgroups of this test's nodes
+# (named with $$) are removed.
+kill_strays() {
+    local p
+    for p in $(pgrep -f -- "$DIR/" || true); do
+        [ "$p" != $$ ] || continue
+        kill -KILL -- "-$p" 2>/dev/null || true
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    find /sys/fs/cgroup -maxdepth 3 -depth -type d -path "*/corral-ha$$-*" -exec rmdir {} + 2>/dev/null || true
+}
 cleanup() {
     for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; done # a SIGSTOPped one
     for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    kill_strays
     [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
 }
+# Killed (meson's timeout, ^C): no time for an orderly stop.
+on_signal() {
+    trap - EXIT
+    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+    kill_strays
+    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
+    exit "$1"
+}
 trap cleanup EXIT
+trap 'on_signal 143' TERM
+trap 'on_signal 130' INT
 
 fail() {
     echo "FAIL: $*"

@@ -25,6 +25,9 @@ cleanup() {
     [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
 }
 trap cleanup EXIT
+# A timeout's SIGTERM (meson signals the group) or ^C: through the EXIT trap.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 fail() {
     echo "FAIL: $*"

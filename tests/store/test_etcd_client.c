@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -43,8 +45,24 @@ static void test_endpoints(void **state)
 {
     cr_etcd *e = NULL;
     assert_int_equal(cr_etcd_new("", NULL, &e), CR_EINVAL);
-    assert_int_equal(cr_etcd_new("https://x:1", NULL, &e), CR_EINVAL);
-    assert_non_null(strstr(cr_etcd_last_error(), "https"));
+    assert_int_equal(cr_etcd_new("ftp://x:1", NULL, &e), CR_EINVAL);
+    assert_non_null(strstr(cr_etcd_last_error(), "https://HOST:PORT"));
+    assert_int_equal(cr_etcd_new("https://x:1,http://y:2", NULL, &e), CR_EINVAL);
+    assert_non_null(strstr(cr_etcd_last_error(), "mix http:// and https://"));
+    assert_int_equal(cr_etcd_new("https://x:1,https://y:2", NULL, &e), 0);
+    assert_true(cr_etcd_tls(e));
+    cr_etcd_free(e);
+    /* TLS options are for https endpoints; a user needs a loaded password */
+    cr_etcd_sec sec;
+    memset(&sec, 0, sizeof sec);
+    char err[600];
+    assert_int_equal(cr_etcd_sec_set(&sec, "etcd-cacert", "/x/ca.pem", err, sizeof err), 0);
+    cr_etcd_opts o = {.sec = &sec};
+    assert_int_equal(cr_etcd_new("http://x:1", &o, &e), CR_EINVAL);
+    assert_non_null(strstr(cr_etcd_last_error(), "--etcd-cacert"));
+    memset(&sec, 0, sizeof sec);
+    assert_int_equal(cr_etcd_sec_set(&sec, "etcd-user", "corral", err, sizeof err), 0);
+    assert_int_equal(cr_etcd_new("https://x:1", &o, &e), CR_EINVAL);
     assert_int_equal(cr_etcd_new("http://a:1,,http://b:2", NULL, &e), CR_EINVAL);
     assert_int_equal(cr_etcd_new("http://a b:1", NULL, &e), CR_EINVAL);
     assert_int_equal(cr_etcd_new("http://a:1/,http://b:2", NULL, &e), 0);
@@ -55,6 +73,132 @@ static void test_endpoints(void **state)
     assert_string_equal(end, "/a0");
     cr_etcd_prefix_end("a\xff", end, sizeof end);
     assert_string_equal(end, "b");
+}
+
+static void write_file(const char *path, const char *text, mode_t mode)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    assert_int_equal(chmod(path, mode), 0);
+}
+
+/* The --etcd-* options: pairs, PEM files, the password file's mode and
+ * form; never the password in a message. */
+static void test_sec(void **state)
+{
+    char dir[] = "/tmp/corral-etcdsec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char ca[64], key[64], pw[64], open_pw[64], long_pw[64], two[64];
+    snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+    snprintf(key, sizeof key, "%s/k.pem", dir);
+    snprintf(pw, sizeof pw, "%s/pw", dir);
+    snprintf(open_pw, sizeof open_pw, "%s/open", dir);
+    snprintf(long_pw, sizeof long_pw, "%s/long", dir);
+    snprintf(two, sizeof two, "%s/two", dir);
+    write_file(ca, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n", 0644);
+    write_file(key, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n", 0600);
+    write_file(pw, "s3cret-Pw\n", 0600);
+    write_file(open_pw, "s3cret-Pw\n", 0644);
+    char big[CR_ETCD_PASSWORD_MAX + 8];
+    memset(big, 'p', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    write_file(long_pw, big, 0600);
+    write_file(two, "line1\nline2\n", 0600);
+
+    cr_etcd_sec s;
+    char err[600];
+    memset(&s, 0, sizeof s);
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-nope", "x", err, sizeof err), CR_ENOENT);
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-user", "", err, sizeof err), CR_EINVAL);
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-user", "a b", err, sizeof err), CR_EINVAL);
+    assert_false(cr_etcd_sec_any(&s));
+    /* --etcd-cert without --etcd-key */
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-cert", ca, err, sizeof err), 0);
+    assert_true(cr_etcd_sec_any(&s));
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "--etcd-key"));
+    /* a key file that is a certificate; a certificate that is a key */
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-key", ca, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "--etcd-key"));
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-key", key, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-cacert", key, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "--etcd-cacert"));
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-cacert", "/nonexistent/ca.pem", err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EIO);
+    assert_non_null(strstr(err, "/nonexistent/ca.pem"));
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-cacert", ca, err, sizeof err), 0);
+    /* a user needs a password file and the reverse */
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-user", "corral", err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "--etcd-password-file"));
+    /* world-readable, too long, two lines: refused, the file named */
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-password-file", open_pw, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EPERM);
+    assert_non_null(strstr(err, open_pw));
+    assert_non_null(strstr(err, "every user"));
+    assert_null(strstr(err, "s3cret"));
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-password-file", long_pw, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EINVAL);
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-password-file", two, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), CR_EINVAL);
+    assert_null(strstr(err, "line1"));
+    /* good: the first line, without its newline */
+    assert_int_equal(cr_etcd_sec_set(&s, "etcd-password-file", pw, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&s, err, sizeof err), 0);
+    assert_string_equal(s.password, "s3cret-Pw");
+    cr_etcd *e = NULL;
+    cr_etcd_opts o = {.sec = &s};
+    assert_int_equal(cr_etcd_new("http://x:1", &o, &e), CR_EINVAL); /* TLS files, http */
+    assert_int_equal(cr_etcd_new("https://x:1", &o, &e), 0);
+    cr_etcd_free(e);
+    cr_etcd_sec_wipe(&s);
+    assert_string_equal(s.password, "");
+    /* a user over http (no TLS files) is allowed: the controller warns */
+    cr_etcd_sec u;
+    memset(&u, 0, sizeof u);
+    assert_int_equal(cr_etcd_sec_set(&u, "etcd-user", "corral", err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_set(&u, "etcd-password-file", pw, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&u, err, sizeof err), 0);
+    o.sec = &u;
+    assert_int_equal(cr_etcd_new("http://x:1", &o, &e), 0);
+    cr_etcd_free(e);
+    cr_etcd_sec_wipe(&u);
+    const char *files[] = {ca, key, pw, open_pw, long_pw, two};
+    for (size_t i = 0; i < 6; i++) {
+        unlink(files[i]);
+    }
+    rmdir(dir);
+}
+
+/* On an etcd with authentication off, a client given a user goes on
+ * without a token (as etcd's own client does). */
+static void test_auth_off(void **state)
+{
+    char dir[] = "/tmp/corral-etcdsec-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char pw[64], err[600];
+    snprintf(pw, sizeof pw, "%s/pw", dir);
+    write_file(pw, "whatever\n", 0600);
+    cr_etcd_sec u;
+    memset(&u, 0, sizeof u);
+    assert_int_equal(cr_etcd_sec_set(&u, "etcd-user", "corral", err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_set(&u, "etcd-password-file", pw, err, sizeof err), 0);
+    assert_int_equal(cr_etcd_sec_load(&u, err, sizeof err), 0);
+    cr_etcd *e = NULL;
+    cr_etcd_opts o = {.sec = &u};
+    assert_int_equal(cr_etcd_new(etcd.url, &o, &e), 0);
+    assert_int_equal(cr_etcd_put(e, "/t/authoff", "v", 1, 0, NULL), 0);
+    bool down = true;
+    assert_int_equal(cr_etcd_check(etcd.url, &u, "/t/", &down, err, sizeof err), 0);
+    assert_false(down);
+    cr_etcd_free(e);
+    cr_etcd_sec_wipe(&u);
+    unlink(pw);
+    rmdir(dir);
 }
 
 static void test_put_range(void **state)
@@ -353,6 +497,21 @@ static void test_parse_corpus(void **state)
          CR_ECONFLICT, false},
         {"Not Found", 404, CR_EPARSE, false},
         {"", 502, CR_EPARSE, true},
+        /* authentication and TLS refusals (never retried elsewhere) */
+        {"{\"error\":\"etcdserver: invalid auth token\",\"code\":16}", 401, CR_EAUTH, false},
+        {"{\"error\":\"etcdserver: revision of auth store is old\",\"code\":3}", 400, CR_EAUTH,
+         false},
+        {"{\"error\":\"etcdserver: user name is empty\",\"code\":3}", 400, CR_EAUTH, false},
+        {"{\"error\":\"etcdserver: authentication failed, invalid user ID or password\","
+         "\"code\":3}",
+         400, CR_EAUTH, false},
+        {"{\"error\":\"etcdserver: permission denied\",\"code\":7}", 400, CR_EPERM, false},
+        {"{\"error\":\"etcdserver: authentication is not enabled\",\"code\":9}", 400, CR_ENOTSUP,
+         false},
+        {"CommonName of client sending a request against gateway will be ignored and not used as "
+         "expected\n",
+         400, CR_EAUTH, false},
+        {"Client sent an HTTP request to an HTTPS server.\n", 400, CR_EINVAL, false},
     };
     for (size_t i = 0; i < sizeof errs / sizeof errs[0]; i++) {
         bool retry = false;
@@ -367,13 +526,13 @@ int main(void)
 {
     const struct CMUnitTest offline[] = {
         cmocka_unit_test(test_endpoints),
+        cmocka_unit_test(test_sec),
         cmocka_unit_test(test_parse_corpus),
     };
     const struct CMUnitTest live[] = {
-        cmocka_unit_test(test_put_range),
-        cmocka_unit_test(test_txn),
-        cmocka_unit_test(test_lease),
-        cmocka_unit_test(test_failover),
+        cmocka_unit_test(test_put_range), cmocka_unit_test(test_txn),
+        cmocka_unit_test(test_lease),     cmocka_unit_test(test_failover),
+        cmocka_unit_test(test_auth_off),
     };
     int rc = cmocka_run_group_tests_name("etcd-client-offline", offline, NULL, NULL);
     return rc | cmocka_run_group_tests_name("etcd-client", live, group_setup, group_teardown);

@@ -597,20 +597,23 @@ static void test_migrate_round_trip(void **state)
     snprintf(from, sizeof from, "sqlite:%s", dir);
     snprintf(etcd_spec, sizeof etcd_spec, "etcd:%s", etcd.url);
     cr_store_counts n = {0};
-    assert_int_equal(cr_store_migrate(from, etcd_spec, b->cluster, &n, err, sizeof err), 0);
+    assert_int_equal(cr_store_migrate(from, etcd_spec, b->cluster, NULL, &n, err, sizeof err), 0);
     assert_int_equal(n.jobs, 120);
     assert_int_equal(n.events, 241);
     assert_int_equal(n.objects, 3);
     assert_int_equal(n.usage, 2);
     /* again into the same (now full) target: refused */
-    assert_int_equal(cr_store_migrate(from, etcd_spec, b->cluster, &n, err, sizeof err), CR_EEXIST);
+    assert_int_equal(cr_store_migrate(from, etcd_spec, b->cluster, NULL, &n, err, sizeof err),
+                     CR_EEXIST);
     assert_non_null(strstr(err, "not empty"));
-    assert_int_equal(cr_store_migrate(from, from, NULL, &n, err, sizeof err), CR_EINVAL);
-    assert_int_equal(cr_store_migrate("sqlite:/nonexistent", etcd_spec, "x", &n, err, sizeof err),
-                     CR_ENOENT);
-    assert_int_equal(cr_store_migrate("mysql:x", etcd_spec, "x", &n, err, sizeof err), CR_EINVAL);
+    assert_int_equal(cr_store_migrate(from, from, NULL, NULL, &n, err, sizeof err), CR_EINVAL);
+    assert_int_equal(
+        cr_store_migrate("sqlite:/nonexistent", etcd_spec, "x", NULL, &n, err, sizeof err),
+        CR_ENOENT);
+    assert_int_equal(cr_store_migrate("mysql:x", etcd_spec, "x", NULL, &n, err, sizeof err),
+                     CR_EINVAL);
     /* and back */
-    assert_int_equal(cr_store_migrate(etcd_spec, back, b->cluster, &n, err, sizeof err), 0);
+    assert_int_equal(cr_store_migrate(etcd_spec, back, b->cluster, NULL, &n, err, sizeof err), 0);
     char *a = dump_store(spec, NULL);
     char *e = dump_store(etcd_spec, b->cluster);
     char bpath[300];
