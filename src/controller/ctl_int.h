@@ -289,6 +289,18 @@ typedef struct ctl_boot {
 typedef struct ctl ctl;
 typedef struct ctl_service ctl_service;
 
+/* ctl_hooks.c: who is told when a job or a node changes (the parts above
+ * the job and node objects register; the files below call). */
+#define CTL_HOOKS_MAX 4 /* hooks of each kind */
+typedef void (*ctl_job_hook)(ctl *c, ctl_job *j);
+typedef void (*ctl_node_hook)(ctl *c, ctl_node *n);
+typedef struct ctl_hooks {
+    ctl_job_hook job[CTL_HOOKS_MAX]; /* told of a job's new state, placement or port */
+    size_t njob;
+    ctl_node_hook node[CTL_HOOKS_MAX]; /* told of a node's new desired state */
+    size_t nnode;
+} ctl_hooks;
+
 enum { CTL_SCHED_ADD = 0, CTL_SCHED_REMOVE, CTL_SCHED_REQUEUE };
 typedef struct ctl_sched_op {
     int op;     /* CTL_SCHED_* */
@@ -301,6 +313,7 @@ struct ctl {
     cr_http_server *http;
     cr_auth_table *auth;
     struct ctl_ha *ha; /* leader election (ctl_ha.h); NULL: a single controller */
+    ctl_hooks hooks;   /* set at start-up, before any thread; read-only after */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
     /* Jobs in memory by id - 1, in chunks of CTL_JOB_CHUNK slots; a chunk
@@ -390,6 +403,17 @@ void ctl_reply_commit_err(cr_http_req *req, int rc);
 /* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
 void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
 
+/* ctl_hooks.c: register a hook at start-up, before any thread runs; 0, or
+ * CR_ERANGE past CTL_HOOKS_MAX. Hooks run in the order registered, mu held. */
+int ctl_on_job_change(ctl *c, ctl_job_hook fn);
+int ctl_on_node_change(ctl *c, ctl_node_hook fn);
+/* j's state, placement or port changed (in memory, its row queued or
+ * stored): tell the job hooks. mu held. */
+void ctl_job_changed(ctl *c, ctl_job *j);
+/* n's desired state changed: its version moves, the node hooks are told.
+ * mu held. */
+void ctl_node_bump(ctl *c, ctl_node *n);
+
 /* ctl_jobobj.c: the job object (calls nothing above it). */
 ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
 /* The job in slot i (id i + 1), i < njobs_slots, or NULL. mu held. */
@@ -407,11 +431,12 @@ static inline ctl_job *ctl_job_at(const ctl *c, size_t i)
 void ctl_job_drop(ctl *c, size_t i);
 /* Every job and chunk freed (shutdown). */
 void ctl_jobs_free_all(ctl *c);
-/* May p see job id (its id, tenant, name)? Admins see every job, users
- * their own tenant's; another tenant's job shows only as "busy". mu held. */
+/* ctl_redact.c: May p see job id (its id, tenant, name)? Admins see every
+ * job, users their own tenant's; another tenant's job shows only as
+ * "busy". mu held. */
 bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p);
 /* in with other tenants' job ids and tenant names replaced, for p
- * (ctl_redact.c; admins get it whole). mu held. */
+ * (admins get it whole). mu held. */
 void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, size_t outlen);
 /* The same on v's string member key, in place (users only). mu held. */
 void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
@@ -439,6 +464,8 @@ ctl_node *ctl_node_find(ctl *c, const char *name);
 void ctl_node_index_put(ctl *c, size_t idx); /* c->nodes[idx] into the index */
 void ctl_node_add_job(ctl_node *n, int64_t id);
 void ctl_node_del_job(ctl_node *n, int64_t id);
+/* Labels an admin gave a node ({"k": "v"}, borrowed; NULL: none). mu held. */
+json_t *ctl_node_labels(ctl *c, const char *name);
 
 /* ctl_jobs.c */
 void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
@@ -544,11 +571,11 @@ void ctl_node_remove(ctl *c, ctl_node *n);
  * Returns true when it answered req. */
 bool ctl_route_node_lifecycle(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
                               size_t nseg);
-/* Labels of a node ({"k": "v"}, borrowed; NULL: none). mu held. */
-json_t *ctl_node_labels(ctl *c, const char *name);
 int ctl_load_node_labels(ctl *c); /* at start-up */
 void ctl_node_labels_free(ctl *c);
-void ctl_node_bump(ctl *c, ctl_node *n);       /* mu held: desired state changed */
+/* ctl_nodes.c again. Node hook (ctl_hooks.c): answer n's waiting
+ * long-polls with its new desired state. mu held. */
+void ctl_nodes_changed(ctl *c, ctl_node *n);
 void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
 void ctl_nodes_release_polls(ctl *c);
 void ctl_nodes_free(ctl *c);
@@ -607,7 +634,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
 int ctl_load_services(ctl *c);
 /* Timers and reconciliation (scheduler thread); takes mu. */
 void ctl_services_tick(ctl *c, int64_t now_mono);
-/* A replica job changed state (started, ended). mu held. */
+/* Job hook (ctl_hooks.c): a replica job changed state (started, ended,
+ * got its port). mu held. */
 void ctl_services_job_changed(ctl *c, ctl_job *j);
 void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);

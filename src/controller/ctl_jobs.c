@@ -735,7 +735,7 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
     if (ctl_job_terminal(j)) {
         atomic_fetch_add(&c->jobs_finished[j->state], 1);
     }
-    ctl_services_job_changed(c, j);
+    ctl_job_changed(c, j);
 }
 
 /* ------------------------------------------------------------------------ */

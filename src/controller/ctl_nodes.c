@@ -277,9 +277,8 @@ static void answer_polls(ctl *c, ctl_node *n, bool expired_only, int64_t now_mon
     json_decref(doc);
 }
 
-void ctl_node_bump(ctl *c, ctl_node *n)
+void ctl_nodes_changed(ctl *c, ctl_node *n)
 {
-    n->version++;
     answer_polls(c, n, false, 0);
 }
 
@@ -293,15 +292,6 @@ static json_t *iso_json(const ctl_node *n)
     }
     json_object_set_new(v, "detail", json_string(n->iso_detail));
     return v;
-}
-
-bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p)
-{
-    if (!p || p->role == CR_ROLE_ADMIN) {
-        return true;
-    }
-    const ctl_job *j = ctl_job_get(c, id);
-    return j && p->role == CR_ROLE_USER && strcmp(j->tenant, p->tenant) == 0;
 }
 
 /* p: the reader (NULL: everything, for admins and agents); a user sees the
@@ -1169,7 +1159,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         if (j->port != (int)json_integer_value(port)) {
             j->port = (int)json_integer_value(port);
-            ctl_services_job_changed(c, j);
+            ctl_job_changed(c, j);
             /* A gang's rendezvous port, reserved by rank 0's agent: the
              * other nodes wait for it. */
             for (size_t k = 1; k < j->nplace; k++) {
