@@ -467,23 +467,42 @@ void ctl_node_del_job(ctl_node *n, int64_t id);
 /* Labels an admin gave a node ({"k": "v"}, borrowed; NULL: none). mu held. */
 json_t *ctl_node_labels(ctl *c, const char *name);
 
-/* ctl_jobs.c */
-void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+/* ctl_batchspec.c: the syntax of the batch members (text only). */
+/* Parse an array spec ("0-99", "1,3,5", "0-99:2", "0-15%4") into at most
+ * max indexes (idx) and the throttle (0: none). CR_EINVAL with why. */
+int ctl_batch_array_parse(const char *text, int32_t *idx, size_t max, size_t *n, int *throttle,
+                          char *why, size_t whylen);
+/* Check a dependency's syntax ("afterok:12:13,afterany:14_2", "singleton"). */
+int ctl_batch_dep_check(const char *text, char *why, size_t whylen);
+/* Syntax of a node list (field "nodelist"/"exclude") or a constraint. */
+int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen);
+/* Signals: "USR1", "USR1@120" (default 60 s) -> name and seconds; CR_EINVAL. */
+int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs);
+
+/* ctl_jobspec.c: a job from a request or a stored row (changes nothing). */
+/* A submit body's object validated into a fresh job (*out, free with
+ * ctl_job_free); *array: its task count, *indexes (may be NULL): the array
+ * indexes (free()). 0 or CR_E* with err naming the member. */
+int ctl_job_parse(const json_t *body, ctl_job **out, int64_t *array, int32_t **indexes,
+                  cr_json_err *err);
+/* A job from a request object (validated as POST /v1/jobs does). */
+int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
+/* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
+int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
 int ctl_job_from_doc(const char *doc, ctl_job **out);
+/* A job from a stored row; array tasks' rows name their spec by the first
+ * task's id (spec_ref), resolved from memory or (ask_store: not while a
+ * store read is running) the store. mu held. */
+int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out);
+
+/* ctl_jobs.c: the /v1/jobs routes (submit, show, actions). */
+void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 /* A running job ended (exit reported, node lost...). Applies the retry
  * policy; mu held. */
 void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
                    bool lost);
 
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
-/* A job from a stored row; array tasks' rows name their spec by the first
- * task's id (spec_ref), resolved from memory or (ask_store: not while a
- * store read is running) the store. mu held. */
-int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out);
-/* A job from a request object (validated as POST /v1/jobs does). */
-int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
-/* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
-int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
 /* ctl_joblist.c: GET /v1/jobs (a page from the store, a render cache). */
 int ctl_joblist_init(ctl *c);
 void ctl_joblist_fini(ctl *c);
@@ -590,12 +609,6 @@ bool ctl_batch_is_launcher(const json_t *command);
 int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher);
 /* Add script, output, error, name, array index and nodelist to entry. mu held. */
 void ctl_batch_entry(const ctl_job *j, json_t *entry);
-/* Parse an array spec ("0-99", "1,3,5", "0-99:2", "0-15%4") into at most
- * max indexes (idx) and the throttle (0: none). CR_EINVAL with why. */
-int ctl_batch_array_parse(const char *text, int32_t *idx, size_t max, size_t *n, int *throttle,
-                          char *why, size_t whylen);
-/* Check a dependency's syntax ("afterok:12:13,afterany:14_2", "singleton"). */
-int ctl_batch_dep_check(const char *text, char *why, size_t whylen);
 /* Check that every job a dependency names exists and is the tenant's
  * (admins: anyone's). CR_ENOENT with why. mu held. */
 int ctl_batch_dep_refs(ctl *c, const char *text, const char *tenant, bool admin, char *why,
@@ -609,10 +622,6 @@ bool ctl_batch_has_gate(const ctl_job *j);
 /* Node selection (--nodelist, --exclude, --constraint on node labels). */
 bool ctl_batch_has_node_filter(const ctl_job *j);
 bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n);
-/* Syntax of a node list (field "nodelist"/"exclude") or a constraint. */
-int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen);
-/* Signals: "USR1", "USR1@120" (default 60 s) -> name and seconds; CR_EINVAL. */
-int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs);
 /* Ask the agents of running job j to signal its tasks (sets sig_name and
  * sig_at, bumps its nodes). mu held. */
 void ctl_batch_signal(ctl *c, ctl_job *j, const char *name);
