@@ -497,12 +497,6 @@ int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_jo
 
 /* ctl_jobs.c: the /v1/jobs routes (submit, show, actions). */
 void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
-/* A running job ended (exit reported, node lost...). Applies the retry
- * policy; mu held. */
-void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
-                   bool lost);
-
-void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
 /* ctl_joblist.c: GET /v1/jobs (a page from the store, a render cache). */
 int ctl_joblist_init(ctl *c);
 void ctl_joblist_fini(ctl *c);
@@ -544,6 +538,13 @@ void ctl_state_jobs_change(ctl *c, cr_http_req *req, const int64_t *ids, size_t 
 typedef json_t *(*ctl_commit_fn)(ctl *c, void *arg, int status, unsigned *code);
 void ctl_state_commit_apply(ctl *c, cr_store_txn *txn, cr_http_req *req, ctl_commit_fn fn,
                             void *arg);
+/* A running job ended (exit reported, node lost...): applies the retry
+ * policy, releases its GPUs, queues its row into txn and tells the
+ * scheduler, the nodes and the job hooks. mu held. */
+void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
+                   bool lost);
+/* Charge j's GPU time since the last charge to its tenant (into txn). mu held. */
+void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
 /* The job from memory, else from the store (it goes back into memory). mu held. */
 ctl_job *ctl_job_fetch(ctl *c, int64_t id);
 /* Retention and expiry timers (scheduler thread); takes mu. */

@@ -1,5 +1,7 @@
 /*
- * ctl_jobs.c - job objects and the /v1/jobs routes.
+ * ctl_jobs.c - the /v1/jobs routes: submit, show, events, actions (the
+ * request's validation is ctl_jobspec.c; the changes go through
+ * ctl_state.c).
  *
  * A submit validates the whole body first (400 naming the member, nothing
  * stored), hands out ids, queues the rows to the store and defers the
@@ -23,118 +25,6 @@
 #define MAX_ARRAY 10000
 
 /* array x the spec's size, one submit */
-
-/* Release a running job's GPUs on its nodes and tell the agents. */
-static void job_unplace(ctl *c, ctl_job *j)
-{
-    for (size_t i = 0; i < j->nplace; i++) {
-        ctl_node *n = ctl_node_find(c, j->place[i].node);
-        if (!n) {
-            continue;
-        }
-        ctl_node_del_job(n, j->id);
-        for (size_t g = 0; g < n->ngpus; g++) {
-            if (n->gpus[g].alloc_job == j->id) {
-                n->gpus[g].alloc_job = 0;
-            }
-        }
-        ctl_node_bump(c, n);
-    }
-    free(j->place);
-    j->place = NULL;
-    j->nplace = 0;
-    j->port = 0;
-}
-
-/* Charge the time run since the last charge to the tenant (GPU-seconds;
- * energy comes from heartbeats). The interval is monotonic; now_ns (wall)
- * only names the day it is booked on and is persisted as acct_ns. */
-void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns)
-{
-    if (j->state != JS_RUNNING && j->state != JS_COMPLETING) {
-        return;
-    }
-    int64_t mono = cr_mono_ns();
-    if (j->acct_ns <= 0) {
-        j->acct_mono_ns = j->start_ns > 0 ? j->start_mono_ns : mono;
-    }
-    double dt = (double)(mono - j->acct_mono_ns) / 1e9;
-    if (dt <= 0) {
-        return;
-    }
-    ctl_usage_add(c, txn, j->tenant, *j->run_type ? j->run_type : j->gpu_type, now_ns, dt * j->gpus,
-                  0);
-    j->acct_ns = now_ns;
-    j->acct_mono_ns = mono;
-}
-
-void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
-                   bool lost)
-{
-    int64_t now = cr_now_ns();
-    ctl_job_account(c, txn, j, now);
-    job_unplace(c, j);
-    j->exit_code = exit_code;
-    j->signal = sig;
-    char buf[256];
-    if (j->timed_out) {
-        j->timed_out = false;
-        j->state = JS_FAILED;
-        j->end_ns = now;
-        snprintf(buf, sizeof buf, "time limit of %llds exceeded; %s", (long long)j->time_limit_s,
-                 why);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "failed", buf);
-    } else if (j->cancel_requested) {
-        j->state = JS_CANCELLED;
-        j->end_ns = now;
-        ctl_job_set_reason(j, "cancelled");
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "cancelled", why);
-    } else if (j->requeue_requested) {
-        j->requeue_requested = false;
-        j->state = JS_PENDING;
-        j->start_ns = 0;
-        ctl_job_set_reason(j, "requeued");
-        ctl_sched_requeue(c, j->id);
-        ctl_job_persist(c, txn, j, "requeued", why);
-    } else if (!lost && exit_code == 0 && sig == 0) {
-        j->state = JS_COMPLETED;
-        j->end_ns = now;
-        ctl_job_set_reason(j, "");
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "completed", why);
-    } else if (lost) {
-        /* The node (or a GPU) was lost, not the job's doing: requeue it
-         * without using a retry (max_retries counts the job's own failures). */
-        j->state = JS_PENDING;
-        j->start_ns = 0;
-        snprintf(buf, sizeof buf, "%s; requeued (not counted as a retry)", why);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_requeue(c, j->id);
-        ctl_job_persist(c, txn, j, "requeued", buf);
-    } else if (j->retries < j->max_retries) {
-        j->retries++;
-        j->state = JS_PENDING;
-        j->start_ns = 0;
-        snprintf(buf, sizeof buf, "%s; retry %d of %d", why, j->retries, j->max_retries);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_requeue(c, j->id);
-        ctl_job_persist(c, txn, j, "requeued", buf);
-    } else {
-        j->state = JS_FAILED;
-        j->end_ns = now;
-        snprintf(buf, sizeof buf, "%s; no retries left (max_retries %d)", why, j->max_retries);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "failed", buf);
-    }
-    if (ctl_job_terminal(j)) {
-        atomic_fetch_add(&c->jobs_finished[j->state], 1);
-    }
-    ctl_job_changed(c, j);
-}
 
 /* ------------------------------------------------------------------------ */
 /* Answers after commit.                                                    */
