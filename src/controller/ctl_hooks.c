@@ -20,24 +20,32 @@
 #include "cr_error.h"
 #include "cr_log.h"
 
-int ctl_on_job_change(ctl *c, ctl_job_hook fn)
+/* Room for one more hook in a table that holds n: 0 or CR_ERANGE. */
+static int room(size_t n, const char *kind)
 {
-    if (c->hooks.njob >= CTL_HOOKS_MAX) {
-        cr_error("controller: more than %d job hooks", CTL_HOOKS_MAX);
+    if (n >= CTL_HOOKS_MAX) {
+        cr_error("controller: more than %d %s hooks", CTL_HOOKS_MAX, kind);
         return CR_ERANGE;
     }
-    c->hooks.job[c->hooks.njob++] = fn;
     return 0;
+}
+
+int ctl_on_job_change(ctl *c, ctl_job_hook fn)
+{
+    int rc = room(c->hooks.njob, "job");
+    if (rc == 0) {
+        c->hooks.job[c->hooks.njob++] = fn;
+    }
+    return rc;
 }
 
 int ctl_on_node_change(ctl *c, ctl_node_hook fn)
 {
-    if (c->hooks.nnode >= CTL_HOOKS_MAX) {
-        cr_error("controller: more than %d node hooks", CTL_HOOKS_MAX);
-        return CR_ERANGE;
+    int rc = room(c->hooks.nnode, "node");
+    if (rc == 0) {
+        c->hooks.node[c->hooks.nnode++] = fn;
     }
-    c->hooks.node[c->hooks.nnode++] = fn;
-    return 0;
+    return rc;
 }
 
 void ctl_job_changed(ctl *c, ctl_job *j)
