@@ -587,15 +587,21 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
  * the caller has requeued its jobs and told the scheduler. mu held. */
 void ctl_node_remove(ctl *c, ctl_node *n);
 
+/* ctl_desired.c: a node's desired state and the long-polls waiting on it
+ * (mu held for all). The document (returned new). */
+json_t *ctl_desired_doc(ctl *c, const ctl_node *n);
+/* Answer n's long-polls with the document: all, or (expired_only) those
+ * whose wait ran out by now_mono. */
+void ctl_desired_answer(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono);
+/* Node hook (ctl_hooks.c): n's desired state changed, answer its polls. */
+void ctl_desired_changed(ctl *c, ctl_node *n);
+
 /* ctl_lifecycle.c: DELETE /v1/nodes/{name} and POST /v1/nodes/{name}/labels.
  * Returns true when it answered req. */
 bool ctl_route_node_lifecycle(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
                               size_t nseg);
 int ctl_load_node_labels(ctl *c); /* at start-up */
 void ctl_node_labels_free(ctl *c);
-/* ctl_nodes.c again. Node hook (ctl_hooks.c): answer n's waiting
- * long-polls with its new desired state. mu held. */
-void ctl_nodes_changed(ctl *c, ctl_node *n);
 void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
 void ctl_nodes_release_polls(ctl *c);
 void ctl_nodes_free(ctl *c);
