@@ -181,8 +181,10 @@ typedef struct ctl_node {
      * "unavailable" ("" not said: an older agent), and its reasons. */
     char iso[5][16];
     char iso_detail[512];
-    bool sched_dirty;   /* inventory/health changed: tell the scheduler */
-    uint32_t sched_idx; /* index in cr_sched */
+    bool sched_dirty;     /* inventory/health changed: tell the scheduler */
+    bool loss_pending;    /* its loss is being stored (ctl_nodes_tick): not yet lost */
+    int64_t loss_seen_ns; /* last_seen_ns when the loss was decided */
+    uint32_t sched_idx;   /* index in cr_sched */
     bool in_sched;
     bool pending_approval;                /* node_approval manual: kept drained until approved */
     bool tls;                             /* the agent serves HTTPS */

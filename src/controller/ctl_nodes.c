@@ -171,7 +171,7 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
     json_object_set_new(doc, "tls", json_boolean(n->tls));
     /* "lost" survives a restart: a lost node stays out of placement until
      * its agent reports again. */
-    json_object_set_new(doc, "lost", json_boolean(n->state == NS_LOST));
+    json_object_set_new(doc, "lost", json_boolean(n->state == NS_LOST || n->loss_pending));
     json_object_set_new(doc, "pending_approval", json_boolean(n->pending_approval));
     char *s = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "node", n->name, s);
@@ -1273,41 +1273,89 @@ static void enforce_time_limits(ctl *c, cr_store_txn **txn)
     }
 }
 
+/* Marks n lost (its loss is stored, or could not be): its jobs are
+ * requeued into *txn without using a retry. mu held. */
+static void node_lose(ctl *c, ctl_node *n, int64_t now_mono, cr_store_txn **txn)
+{
+    n->state = NS_LOST;
+    snprintf(n->reason, sizeof n->reason, "no heartbeat for %llds",
+             (long long)((now_mono - n->last_seen_ns) / CR_NS_PER_SEC));
+    cr_warn("node=%s lost: %s; requeueing %zu jobs", n->name, n->reason, n->njobs);
+    n->sched_dirty = true;
+    if (!*txn) {
+        *txn = cr_store_txn_new();
+        cr_store_txn_splittable(*txn); /* per node and job: independent */
+    }
+    char why[400];
+    snprintf(why, sizeof why, "node %s lost (%s)", n->name, n->reason);
+    while (n->njobs > 0) {
+        ctl_job *j = ctl_job_get(c, n->jobs[0]);
+        if (!j) {
+            ctl_node_del_job(n, n->jobs[0]);
+            continue;
+        }
+        ctl_job_ended(c, *txn, j, 0, 0, why, true);
+        ctl_node_del_job(n, j->id); /* in case the placement did not name it */
+    }
+    ctl_node_bump(c, n);
+    ctl_sched_kick(c);
+}
+
+/* A node silent for longer than lost_after_s is lost. Commit first: the
+ * loss is stored (mu released meanwhile: the store's other callbacks take
+ * mu) before anyone can see it, so a lost node stays lost across a crash
+ * of the controller; a node heard from while its loss was being stored is
+ * not lost (its "up" is stored again). */
 void ctl_nodes_tick(ctl *c, int64_t now_mono)
 {
     pthread_mutex_lock(&c->mu);
-    cr_store_txn *txn = NULL;
+    cr_store_txn *txn = NULL, *loss = NULL;
     enforce_time_limits(c, &txn);
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         ctl_desired_answer(c, n, true, now_mono);
-        if (n->state == NS_LOST ||
+        if (n->state == NS_LOST || n->loss_pending ||
             now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
             continue;
         }
-        n->state = NS_LOST;
-        snprintf(n->reason, sizeof n->reason, "no heartbeat for %llds",
-                 (long long)((now_mono - n->last_seen_ns) / CR_NS_PER_SEC));
-        cr_warn("node=%s lost: %s; requeueing %zu jobs", n->name, n->reason, n->njobs);
-        n->sched_dirty = true;
-        if (!txn) {
-            txn = cr_store_txn_new();
-            cr_store_txn_splittable(txn); /* per node and job: independent */
+        n->loss_pending = true;
+        n->loss_seen_ns = n->last_seen_ns;
+        if (!loss) {
+            loss = cr_store_txn_new();
         }
-        node_persist(txn, n);
-        char why[400];
-        snprintf(why, sizeof why, "node %s lost (%s)", n->name, n->reason);
-        while (n->njobs > 0) {
-            ctl_job *j = ctl_job_get(c, n->jobs[0]);
-            if (!j) {
-                ctl_node_del_job(n, n->jobs[0]);
-                continue;
+        node_persist(loss, n);
+    }
+    if (txn) {
+        cr_store_submit(c->store, txn, NULL, NULL);
+        txn = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (!loss) {
+        return;
+    }
+    int rc = cr_store_commit(c->store, loss);
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        ctl_node *n = c->nodes[i];
+        if (!n->loss_pending) {
+            continue;
+        }
+        n->loss_pending = false;
+        if (n->state == NS_LOST || n->last_seen_ns != n->loss_seen_ns) {
+            if (n->state != NS_LOST) { /* heard from meanwhile: store it as up again */
+                if (!txn) {
+                    txn = cr_store_txn_new();
+                }
+                node_persist(txn, n);
             }
-            ctl_job_ended(c, txn, j, 0, 0, why, true);
-            ctl_node_del_job(n, j->id); /* in case the placement did not name it */
+            continue;
         }
-        ctl_node_bump(c, n);
-        ctl_sched_kick(c);
+        if (rc != 0) {
+            /* It is gone all the same: out of placement now, stored by the
+             * next change of the node (or lost again after a restart). */
+            cr_warn("node=%s: its loss was not stored: %s", n->name, cr_strerror(rc));
+        }
+        node_lose(c, n, cr_mono_ns(), &txn);
     }
     if (txn) {
         cr_store_submit(c->store, txn, NULL, NULL);
