@@ -1010,6 +1010,10 @@ int cr_controller_main(int argc, char **argv)
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->admin_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    /* Who is told of a change (ctl_hooks.c): the agents waiting on a node's
+     * desired state, and the services that follow their replica jobs. */
+    ctl_on_node_change(c, ctl_desired_changed);
+    ctl_on_job_change(c, ctl_services_job_changed);
     ctl_joblist_init(c);
     c->clock_wall0_ns = cr_now_ns();
     c->clock_mono0_ns = cr_mono_ns();

@@ -296,6 +296,18 @@ typedef struct ctl_boot {
 typedef struct ctl ctl;
 typedef struct ctl_service ctl_service;
 
+/* ctl_hooks.c: who is told when a job or a node changes (the parts above
+ * the job and node objects register; the files below call). */
+#define CTL_HOOKS_MAX 4 /* hooks of each kind */
+typedef void (*ctl_job_hook)(ctl *c, ctl_job *j);
+typedef void (*ctl_node_hook)(ctl *c, ctl_node *n);
+typedef struct ctl_hooks {
+    ctl_job_hook job[CTL_HOOKS_MAX]; /* told of a job's new state, placement or port */
+    size_t njob;
+    ctl_node_hook node[CTL_HOOKS_MAX]; /* told of a node's new desired state */
+    size_t nnode;
+} ctl_hooks;
+
 enum { CTL_SCHED_ADD = 0, CTL_SCHED_REMOVE, CTL_SCHED_REQUEUE };
 typedef struct ctl_sched_op {
     int op;     /* CTL_SCHED_* */
@@ -309,6 +321,7 @@ struct ctl {
     cr_auth_table *auth;
     char *metrics_token; /* read from cfg.metrics_token_file; NULL: /metrics open */
     struct ctl_ha *ha;   /* leader election (ctl_ha.h); NULL: a single controller */
+    ctl_hooks hooks;     /* set at start-up, before any thread; read-only after */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
     /* Jobs in memory by id - 1, in chunks of CTL_JOB_CHUNK slots; a chunk
@@ -399,6 +412,17 @@ void ctl_reply_commit_err(cr_http_req *req, int rc);
 /* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
 void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
 
+/* ctl_hooks.c: register a hook at start-up, before any thread runs; 0, or
+ * CR_ERANGE past CTL_HOOKS_MAX. Hooks run in the order registered, mu held. */
+int ctl_on_job_change(ctl *c, ctl_job_hook fn);
+int ctl_on_node_change(ctl *c, ctl_node_hook fn);
+/* j's state, placement or port changed (in memory, its row queued or
+ * stored): tell the job hooks. mu held. */
+void ctl_job_changed(ctl *c, ctl_job *j);
+/* n's desired state changed: its version moves, the node hooks are told.
+ * mu held. */
+void ctl_node_bump(ctl *c, ctl_node *n);
+
 /* ctl_jobobj.c: the job object (calls nothing above it). */
 ctl_job *ctl_job_get(ctl *c, int64_t id); /* mu held */
 /* The job in slot i (id i + 1), i < njobs_slots, or NULL. mu held. */
@@ -435,11 +459,12 @@ static inline ctl_job *ctl_job_next(const ctl *c, size_t *i)
 void ctl_job_drop(ctl *c, size_t i);
 /* Every job and chunk freed (shutdown). */
 void ctl_jobs_free_all(ctl *c);
-/* May p see job id (its id, tenant, name)? Admins see every job, users
- * their own tenant's; another tenant's job shows only as "busy". mu held. */
+/* ctl_redact.c: May p see job id (its id, tenant, name)? Admins see every
+ * job, users their own tenant's; another tenant's job shows only as
+ * "busy". mu held. */
 bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p);
 /* in with other tenants' job ids and tenant names replaced, for p
- * (ctl_redact.c; admins get it whole). mu held. */
+ * (admins get it whole). mu held. */
 void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, size_t outlen);
 /* The same on v's string member key, in place (users only). mu held. */
 void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
@@ -467,24 +492,39 @@ ctl_node *ctl_node_find(ctl *c, const char *name);
 void ctl_node_index_put(ctl *c, size_t idx); /* c->nodes[idx] into the index */
 void ctl_node_add_job(ctl_node *n, int64_t id);
 void ctl_node_del_job(ctl_node *n, int64_t id);
+/* Labels an admin gave a node ({"k": "v"}, borrowed; NULL: none). mu held. */
+json_t *ctl_node_labels(ctl *c, const char *name);
 
-/* ctl_jobs.c */
-void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
-int ctl_job_from_doc(const char *doc, ctl_job **out);
-/* A running job ended (exit reported, node lost...). Applies the retry
- * policy; mu held. */
-void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
-                   bool lost);
+/* ctl_batchspec.c: the syntax of the batch members (text only). */
+/* Parse an array spec ("0-99", "1,3,5", "0-99:2", "0-15%4") into at most
+ * max indexes (idx) and the throttle (0: none). CR_EINVAL with why. */
+int ctl_batch_array_parse(const char *text, int32_t *idx, size_t max, size_t *n, int *throttle,
+                          char *why, size_t whylen);
+/* Check a dependency's syntax ("afterok:12:13,afterany:14_2", "singleton"). */
+int ctl_batch_dep_check(const char *text, char *why, size_t whylen);
+/* Syntax of a node list (field "nodelist"/"exclude") or a constraint. */
+int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen);
+/* Signals: "USR1", "USR1@120" (default 60 s) -> name and seconds; CR_EINVAL. */
+int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs);
 
-void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
-/* A job from a stored row; array tasks' rows name their spec by the first
- * task's id (spec_ref), resolved from memory or (ask_store: not while a
- * store read is running) the store. mu held. */
-int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out);
+/* ctl_jobspec.c: a job from a request or a stored row (changes nothing). */
+/* A submit body's object validated into a fresh job (*out, free with
+ * ctl_job_free); *array: its task count, *indexes (may be NULL): the array
+ * indexes (free()). 0 or CR_E* with err naming the member. */
+int ctl_job_parse(const json_t *body, ctl_job **out, int64_t *array, int32_t **indexes,
+                  cr_json_err *err);
 /* A job from a request object (validated as POST /v1/jobs does). */
 int ctl_job_from_request(const json_t *body, ctl_job **out, cr_json_err *err);
 /* Validate a submit body as the API would (for fuzzing); 0 or CR_E* with err. */
 int ctl_job_validate(const char *body, size_t len, cr_json_err *err);
+int ctl_job_from_doc(const char *doc, ctl_job **out);
+/* A job from a stored row; array tasks' rows name their spec by the first
+ * task's id (spec_ref), resolved from memory or (ask_store: not while a
+ * store read is running) the store. mu held. */
+int ctl_job_load_doc(ctl *c, int64_t id, const char *doc, bool ask_store, ctl_job **out);
+
+/* ctl_jobs.c: the /v1/jobs routes (submit, show, actions). */
+void ctl_route_jobs(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 /* ctl_joblist.c: GET /v1/jobs (a page from the store, a render cache). */
 int ctl_joblist_init(ctl *c);
 void ctl_joblist_fini(ctl *c);
@@ -526,6 +566,13 @@ void ctl_state_jobs_change(ctl *c, cr_http_req *req, const int64_t *ids, size_t 
 typedef json_t *(*ctl_commit_fn)(ctl *c, void *arg, int status, unsigned *code);
 void ctl_state_commit_apply(ctl *c, cr_store_txn *txn, cr_http_req *req, ctl_commit_fn fn,
                             void *arg);
+/* A running job ended (exit reported, node lost...): applies the retry
+ * policy, releases its GPUs, queues its row into txn and tells the
+ * scheduler, the nodes and the job hooks. mu held. */
+void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
+                   bool lost);
+/* Charge j's GPU time since the last charge to its tenant (into txn). mu held. */
+void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
 /* The job from memory, else from the store (it goes back into memory). mu held. */
 ctl_job *ctl_job_fetch(ctl *c, int64_t id);
 /* Retention and expiry timers (scheduler thread); takes mu. */
@@ -568,15 +615,21 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
  * the caller has requeued its jobs and told the scheduler. mu held. */
 void ctl_node_remove(ctl *c, ctl_node *n);
 
+/* ctl_desired.c: a node's desired state and the long-polls waiting on it
+ * (mu held for all). The document (returned new). */
+json_t *ctl_desired_doc(ctl *c, const ctl_node *n);
+/* Answer n's long-polls with the document: all, or (expired_only) those
+ * whose wait ran out by now_mono. */
+void ctl_desired_answer(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono);
+/* Node hook (ctl_hooks.c): n's desired state changed, answer its polls. */
+void ctl_desired_changed(ctl *c, ctl_node *n);
+
 /* ctl_lifecycle.c: DELETE /v1/nodes/{name} and POST /v1/nodes/{name}/labels.
  * Returns true when it answered req. */
 bool ctl_route_node_lifecycle(ctl *c, cr_http_req *req, const cr_principal *p, char **seg,
                               size_t nseg);
-/* Labels of a node ({"k": "v"}, borrowed; NULL: none). mu held. */
-json_t *ctl_node_labels(ctl *c, const char *name);
 int ctl_load_node_labels(ctl *c); /* at start-up */
 void ctl_node_labels_free(ctl *c);
-void ctl_node_bump(ctl *c, ctl_node *n);       /* mu held: desired state changed */
 void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
 void ctl_nodes_release_polls(ctl *c);
 void ctl_nodes_free(ctl *c);
@@ -591,12 +644,6 @@ bool ctl_batch_is_launcher(const json_t *command);
 int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher);
 /* Add script, output, error, name, array index and nodelist to entry. mu held. */
 void ctl_batch_entry(const ctl_job *j, json_t *entry);
-/* Parse an array spec ("0-99", "1,3,5", "0-99:2", "0-15%4") into at most
- * max indexes (idx) and the throttle (0: none). CR_EINVAL with why. */
-int ctl_batch_array_parse(const char *text, int32_t *idx, size_t max, size_t *n, int *throttle,
-                          char *why, size_t whylen);
-/* Check a dependency's syntax ("afterok:12:13,afterany:14_2", "singleton"). */
-int ctl_batch_dep_check(const char *text, char *why, size_t whylen);
 /* Check that every job a dependency names exists and is the tenant's
  * (admins: anyone's). CR_ENOENT with why. mu held. */
 int ctl_batch_dep_refs(ctl *c, const char *text, const char *tenant, bool admin, char *why,
@@ -610,10 +657,6 @@ bool ctl_batch_has_gate(const ctl_job *j);
 /* Node selection (--nodelist, --exclude, --constraint on node labels). */
 bool ctl_batch_has_node_filter(const ctl_job *j);
 bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n);
-/* Syntax of a node list (field "nodelist"/"exclude") or a constraint. */
-int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t whylen);
-/* Signals: "USR1", "USR1@120" (default 60 s) -> name and seconds; CR_EINVAL. */
-int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs);
 /* Ask the agents of running job j to signal its tasks (sets sig_name and
  * sig_at, bumps its nodes). mu held. */
 void ctl_batch_signal(ctl *c, ctl_job *j, const char *name);
@@ -635,7 +678,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
 int ctl_load_services(ctl *c);
 /* Timers and reconciliation (scheduler thread); takes mu. */
 void ctl_services_tick(ctl *c, int64_t now_mono);
-/* A replica job changed state (started, ended). mu held. */
+/* Job hook (ctl_hooks.c): a replica job changed state (started, ended,
+ * got its port). mu held. */
 void ctl_services_job_changed(ctl *c, ctl_job *j);
 void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);

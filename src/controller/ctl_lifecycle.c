@@ -33,12 +33,6 @@
 #define LABEL_KEY_MAX   63
 #define LABEL_VALUE_MAX 255
 
-json_t *ctl_node_labels(ctl *c, const char *name)
-{
-    json_t *l = c->node_labels ? json_object_get(c->node_labels, name) : NULL;
-    return l && json_object_size(l) > 0 ? l : NULL;
-}
-
 static void load_one(void *arg, const char *key, const char *doc)
 {
     ctl *c = arg;

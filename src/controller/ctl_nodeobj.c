@@ -1,5 +1,6 @@
 /*
- * ctl_nodeobj.c - nodes by name (the index) and the jobs placed on a node.
+ * ctl_nodeobj.c - nodes by name (the index), the jobs placed on a node and
+ * the labels an admin gave it (ctl_lifecycle.c stores them).
  *
  * Used by every controller file; calls nothing above it.
  */
@@ -64,4 +65,10 @@ void ctl_node_del_job(ctl_node *n, int64_t id)
             return;
         }
     }
+}
+
+json_t *ctl_node_labels(ctl *c, const char *name)
+{
+    json_t *l = c->node_labels ? json_object_get(c->node_labels, name) : NULL;
+    return l && json_object_size(l) > 0 ? l : NULL;
 }

@@ -6,7 +6,8 @@
  * whenever the set of jobs placed on it (or their action) changes. A
  * long-poll with the current version waits (suspended, no thread) until
  * the version moves or its wait runs out; either way it gets the whole
- * document, so a lost answer costs nothing.
+ * document, so a lost answer costs nothing. The document and the polls'
+ * answers: ctl_desired.c.
  */
 #include "ctl_int.h"
 
@@ -45,244 +46,6 @@ void ctl_nodes_free(ctl *c)
     c->node_slots_cap = 0;
 }
 
-/*
- * The UUID to run a job on: the GPU's, or for a MIG placement the UUID of
- * the registered instance the scheduler chose (the one whose start slice
- * the placement holds). A placement without a known start (stored by an
- * older controller) gets the instances of its profile in job-id order
- * among the jobs on that GPU, so two jobs sharing a GPU differ.
- */
-static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
-                             size_t q_entry)
-{
-    int gpu_index = pl->gpus[q_entry];
-    const ctl_gpu *g = NULL;
-    for (size_t x = 0; x < n->ngpus; x++) {
-        if (n->gpus[x].index == gpu_index) {
-            g = &n->gpus[x];
-        }
-    }
-    if (!g) {
-        return "";
-    }
-    if (!*pl->mig_profile || !g->mig) {
-        return g->uuid;
-    }
-    if (pl->mig_start[q_entry] >= 0) {
-        for (size_t i = 0; i < json_array_size(g->mig) && i < 8; i++) {
-            json_t *m = json_array_get(g->mig, i);
-            const char *prof = json_string_value(json_object_get(m, "profile"));
-            const char *uuid = json_string_value(json_object_get(m, "uuid"));
-            if (prof && uuid && g->mig_start[i] == pl->mig_start[q_entry] &&
-                strcmp(prof, pl->mig_profile) == 0) {
-                return uuid;
-            }
-        }
-        return ""; /* no such instance: the agent refuses rather than guess */
-    }
-    size_t rank = 0;
-    for (size_t i = 0; i < n->njobs; i++) {
-        const ctl_job *o = ctl_job_get(c, n->jobs[i]);
-        if (!o || o->id >= j->id) {
-            continue;
-        }
-        for (size_t k = 0; k < o->nplace; k++) {
-            if (strcmp(o->place[k].node, n->name) != 0 ||
-                strcmp(o->place[k].mig_profile, pl->mig_profile) != 0) {
-                continue;
-            }
-            for (size_t q = 0; q < o->place[k].ngpus; q++) {
-                rank += o->place[k].gpus[q] == gpu_index;
-            }
-        }
-    }
-    size_t seen = 0;
-    for (size_t i = 0; i < json_array_size(g->mig); i++) {
-        json_t *m = json_array_get(g->mig, i);
-        const char *prof = json_string_value(json_object_get(m, "profile"));
-        const char *uuid = json_string_value(json_object_get(m, "uuid"));
-        if (prof && uuid && strcmp(prof, pl->mig_profile) == 0 && seen++ == rank) {
-            return uuid;
-        }
-    }
-    return g->uuid;
-}
-
-/*
- * The job's user and limits on this node: the run_as fixed at submit, else
- * the tenant's mapping now (service replicas); limits from the spec, else
- * the per-GPU defaults times the GPUs it has here. A job whose tenant lost
- * its mapping since it was submitted is sent as uid 0 without allow_root,
- * which every agent refuses.
- */
-static void desired_fence(ctl *c, const ctl_job *j, const ctl_place *pl, json_t *e)
-{
-    json_t *ra = json_object_get(j->spec, "run_as");
-    ctl_run_as m = {0};
-    char why[300];
-    if (ra) {
-        m.mapped = true;
-        m.uid = (int64_t)json_integer_value(json_object_get(ra, "uid"));
-        m.gid = (int64_t)json_integer_value(json_object_get(ra, "gid"));
-        m.allow_root = json_is_true(json_object_get(ra, "allow_root"));
-    } else if (ctl_run_as_lookup(&c->cfg, j->tenant, NULL, &m, why, sizeof why) != 0) {
-        m.mapped = true;
-        m.uid = m.gid = 0;
-        m.allow_root = false;
-    }
-    if (m.mapped) {
-        json_object_set_new(e, "uid", json_integer(m.uid));
-        json_object_set_new(e, "gid", json_integer(m.gid));
-        if (m.allow_root) {
-            json_object_set_new(e, "allow_root", json_true());
-        }
-    }
-    json_t *cpus = json_object_get(j->spec, "cpus");
-    json_t *mem = json_object_get(j->spec, "mem_bytes");
-    json_t *pids = json_object_get(j->spec, "pids");
-    double per = pl->ngpus > 0 ? (double)pl->ngpus : 1.0;
-    if (pids) {
-        json_object_set(e, "pids", pids);
-    } else if (c->cfg.pids_per_gpu > 0) {
-        double x = (double)c->cfg.pids_per_gpu * per;
-        json_object_set_new(e, "pids", json_integer(x > 4194304 ? 4194304 : (json_int_t)x));
-    }
-    if (cpus) {
-        json_object_set(e, "cpus", cpus);
-    } else if (c->cfg.cpus_per_gpu > 0) {
-        json_object_set_new(e, "cpus", json_real(c->cfg.cpus_per_gpu * per));
-    }
-    if (mem) {
-        json_object_set(e, "mem_bytes", mem);
-    } else if (c->cfg.mem_per_gpu_bytes > 0) {
-        json_object_set_new(e, "mem_bytes",
-                            json_integer((json_int_t)((double)c->cfg.mem_per_gpu_bytes * per)));
-    }
-}
-
-static json_t *desired_doc(ctl *c, const ctl_node *n)
-{
-    json_t *jobs = json_array();
-    for (size_t i = 0; i < n->njobs; i++) {
-        ctl_job *j = ctl_job_get(c, n->jobs[i]);
-        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
-            continue;
-        }
-        size_t rank = 0;
-        const ctl_place *pl = NULL;
-        for (size_t k = 0; k < j->nplace; k++) {
-            if (strcmp(j->place[k].node, n->name) == 0) {
-                pl = &j->place[k];
-                rank = k;
-                break;
-            }
-        }
-        if (!pl) {
-            continue;
-        }
-        json_t *gpus = json_array(), *uuids = json_array();
-        for (size_t g = 0; g < pl->ngpus; g++) {
-            json_array_append_new(gpus, json_integer(pl->gpus[g]));
-            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, g)));
-        }
-        const ctl_node *master = ctl_node_find(c, j->place[0].node);
-        char ckpt[1200];
-        snprintf(ckpt, sizeof ckpt, "%s/%s/%s/%lld", c->cfg.checkpoint_root, c->cluster_id,
-                 j->tenant, (long long)j->id);
-        /* Launch mode (ctl_batch.c): tasks per node, each its own rank.
-         * The rendezvous port is the one rank 0's agent reserved and
-         * reported (0 until then: the other nodes wait for it). A service
-         * replica keeps the old fixed port: its agent assigns PORT instead. */
-        bool launcher = false;
-        int tpn = ctl_batch_tasks_per_node(j, pl->ngpus, &launcher);
-        bool service = json_object_get(j->spec, "service") != NULL;
-        json_t *gang =
-            json_pack("{s:s,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i,s:i}", "master_addr",
-                      master ? master->addr : n->addr, "master_port",
-                      service ? 29500 + (int)(j->id % 20000) : j->port, "world_size",
-                      (int)j->nplace * tpn, "node_rank", (int)rank, "nnodes", (int)j->nplace,
-                      "local_world_size", tpn, "rank_offset", (int)rank * tpn, "tasks_per_node",
-                      tpn, "gpus_per_node", (int)pl->ngpus, "launcher", launcher ? 1 : 0);
-        const char *wd = json_string_value(json_object_get(j->spec, "workdir"));
-        json_t *e = json_pack("{s:I,s:O,s:O,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job",
-                              (json_int_t)j->id, "command", json_object_get(j->spec, "command"),
-                              "env", json_object_get(j->spec, "env"), "workdir", wd ? wd : "",
-                              "gpus", gpus, "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
-                              (json_int_t)c->cfg.grace_s, "action",
-                              j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
-                              gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
-        json_object_set_new(e, "run", json_integer(j->runs));
-        if (j->gpu_milli || j->gpu_mem_bytes) {
-            json_object_set_new(e, "gpu_milli", json_integer(j->gpu_milli));
-            json_object_set_new(e, "gpu_mem_bytes", json_integer(j->gpu_mem_bytes));
-        }
-        ctl_batch_entry(j, e);
-        json_t *ctr = ctl_ctr_desired(c, j->spec);
-        if (ctr) {
-            json_object_set_new(e, "container", ctr);
-        }
-        desired_fence(c, j, pl, e);
-        if (j->secrets_enc) {
-            /* Opened only here, for the node's own credential (the caller
-             * checked it); the agent keeps them out of its journal. */
-            char *plain = NULL;
-            json_t *sv = NULL;
-            if (ctl_unseal(c, j->secrets_enc, &plain) == 0) {
-                sv = json_loads(plain, 0, NULL);
-            }
-            ctl_secret_free(plain);
-            if (sv) {
-                json_object_set_new(e, "secret_env", sv);
-            } else {
-                cr_error("job=%lld: its secrets do not open with this controller's key",
-                         (long long)j->id);
-            }
-        }
-        if (json_object_get(j->spec, "service")) {
-            /* PORT in env is the preferred port; the agent reports the one
-             * it gave (another program on the node may hold the preferred). */
-            json_object_set_new(e, "assign_port", json_true());
-        }
-        json_array_append_new(jobs, e);
-    }
-    char base[1100];
-    snprintf(base, sizeof base, "%s/%s", c->cfg.checkpoint_root, c->cluster_id);
-    json_t *doc = json_pack("{s:I,s:o,s:s,s:I}", "version", (json_int_t)n->version, "jobs", jobs,
-                            "checkpoint_base", base, "checkpoint_retention_s",
-                            (json_int_t)c->cfg.checkpoint_retention_s);
-    json_t *layouts = ctl_mig_layouts(n); /* dynamic MIG: before its jobs start */
-    if (layouts) {
-        json_object_set_new(doc, "mig_layouts", layouts);
-    }
-    return doc;
-}
-
-static void answer_polls(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono)
-{
-    ctl_poll **pp = &n->polls;
-    json_t *doc = NULL;
-    while (*pp) {
-        ctl_poll *q = *pp;
-        if (expired_only && q->deadline_ns > now_mono) {
-            pp = &q->next;
-            continue;
-        }
-        *pp = q->next;
-        if (!doc) {
-            doc = desired_doc(c, n);
-        }
-        ctl_reply_json(q->req, 200, json_incref(doc));
-        free(q);
-    }
-    json_decref(doc);
-}
-
-void ctl_node_bump(ctl *c, ctl_node *n)
-{
-    n->version++;
-    answer_polls(c, n, false, 0);
-}
-
 /* The node's isolation as its agent said it ("unknown": an agent too old to say). */
 static json_t *iso_json(const ctl_node *n)
 {
@@ -293,15 +56,6 @@ static json_t *iso_json(const ctl_node *n)
     }
     json_object_set_new(v, "detail", json_string(n->iso_detail));
     return v;
-}
-
-bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p)
-{
-    if (!p || p->role == CR_ROLE_ADMIN) {
-        return true;
-    }
-    const ctl_job *j = ctl_job_get(c, id);
-    return j && p->role == CR_ROLE_USER && strcmp(j->tenant, p->tenant) == 0;
 }
 
 /* p: the reader (NULL: everything, for admins and agents); a user sees the
@@ -1169,7 +923,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         }
         if (j->port != (int)json_integer_value(port)) {
             j->port = (int)json_integer_value(port);
-            ctl_services_job_changed(c, j);
+            ctl_job_changed(c, j);
             /* A gang's rendezvous port, reserved by rank 0's agent: the
              * other nodes wait for it. */
             for (size_t k = 1; k < j->nplace; k++) {
@@ -1280,7 +1034,7 @@ static void agent_desired(ctl *c, cr_http_req *req, const char *node)
         return;
     }
     if (version != (int64_t)n->version || wait == 0 || c->stopping) {
-        json_t *doc = desired_doc(c, n);
+        json_t *doc = ctl_desired_doc(c, n);
         pthread_mutex_unlock(&c->mu);
         ctl_reply_json(req, 200, doc);
         return;
@@ -1559,7 +1313,7 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
     enforce_time_limits(c, &txn);
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
-        answer_polls(c, n, true, now_mono);
+        ctl_desired_answer(c, n, true, now_mono);
         if (n->state == NS_LOST || n->loss_pending ||
             now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
             continue;
@@ -1613,7 +1367,7 @@ void ctl_nodes_release_polls(ctl *c)
 {
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->nnodes; i++) {
-        answer_polls(c, c->nodes[i], false, 0);
+        ctl_desired_answer(c, c->nodes[i], false, 0);
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -1627,7 +1381,7 @@ void ctl_node_remove(ctl *c, ctl_node *n)
     if (i == c->nnodes) {
         return;
     }
-    answer_polls(c, n, false, 0);
+    ctl_desired_answer(c, n, false, 0);
     c->nodes[i] = c->nodes[--c->nnodes];
     memset(c->node_slots, 0, c->node_slots_cap * sizeof *c->node_slots);
     for (size_t k = 0; k < c->nnodes; k++) {

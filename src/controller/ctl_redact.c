@@ -4,14 +4,23 @@
  * (priority 10 > 0)", "borrowed H100 capacity reclaimed by tenant vision for
  * job 812"); a user token reads them with another tenant's job id and
  * tenant name replaced ("another tenant's job", "another tenant"). Admins
- * read them whole. The cluster map and node views hide the same things
- * (ctl_job_visible_to, ctl_nodes.c, ctl_ui.c).
+ * read them whole. The cluster map and node views (ctl_nodes.c, ctl_ui.c)
+ * hide the same things with ctl_job_visible_to, here.
  */
 #include "ctl_int.h"
 
 #include <ctype.h>
 #include <stdio.h>
 #include <string.h>
+
+bool ctl_job_visible_to(ctl *c, int64_t id, const cr_principal *p)
+{
+    if (!p || p->role == CR_ROLE_ADMIN) {
+        return true;
+    }
+    const ctl_job *j = ctl_job_get(c, id);
+    return j && p->role == CR_ROLE_USER && strcmp(j->tenant, p->tenant) == 0;
+}
 
 static int name_char(char ch)
 {

@@ -629,7 +629,7 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     ctl_obs_started(j, now);
     ctl_job_persist(c, txn, j, "started", cr_buf_str(&b));
     cr_buf_fini(&b);
-    ctl_services_job_changed(c, j);
+    ctl_job_changed(c, j);
 }
 
 /* Apply a preemption to memory: the job is pending again and its nodes
@@ -662,7 +662,7 @@ static void apply_preempt(ctl *c, cr_store_txn *txn, const dec_copy *d, ctl_job 
     snprintf(why, sizeof why, "%s (for job %llu)", d->reason, (unsigned long long)d->preempted_for);
     ctl_job_set_reason(j, "preempted");
     ctl_job_persist(c, txn, j, "preempted", why);
-    ctl_services_job_changed(c, j);
+    ctl_job_changed(c, j);
 }
 
 static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)

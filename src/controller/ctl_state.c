@@ -6,10 +6,20 @@
  * and applied to the job in memory only once the commit succeeded; a failed
  * commit leaves memory as it was and answers 507 (disk full) or 500. Then
  * the parts that care are told: the scheduler (through its op queue, below),
- * the nodes (desired-state bumps) and the services (replica changes).
+ * the nodes (ctl_node_bump) and the services (ctl_job_changed): the last two
+ * through the hooks that they registered (ctl_hooks.c), so this file names
+ * no file above it.
+ *
+ * A change the cluster makes (an agent reports an exit, a node is lost,
+ * the scheduler starts a job) is not the user's to refuse: it changes
+ * memory under mu and queues its rows in the same order, so the store sees
+ * the changes in memory order; a running job's end and its retry policy
+ * (ctl_job_ended) is here too, for the files that report one (ctl_nodes.c,
+ * ctl_lifecycle.c, ctl_sched.c).
  *
  * Also here: the scheduler's op queue, retention (finished jobs leave
- * memory, stay in SQLite) and the Idempotency-Key answers of submit. (A
+ * memory, stay in SQLite; ctl_job_fetch brings one back) and the expiry of
+ * the Idempotency-Key answers of submit (ctl_idem.c). (A
  * plain answer after a commit, ctl_commit_reply, is in ctl_util.c: the
  * files below this one use it too.)
  *
@@ -392,6 +402,122 @@ void ctl_state_jobs_change(ctl *c, cr_http_req *req, const int64_t *ids, size_t 
                       bad, j ? ctl_job_state_names[j->state] : "gone");
         jobs_change_free(ch);
     }
+}
+
+/* ------------------------------------------------------------------------ */
+/* A running job's end: reported by its agent, its node lost or deleted,    */
+/* its GPUs gone (ctl_nodes.c, ctl_lifecycle.c, ctl_sched.c).               */
+
+/* Release a running job's GPUs on its nodes and tell the agents. */
+static void job_unplace(ctl *c, ctl_job *j)
+{
+    for (size_t i = 0; i < j->nplace; i++) {
+        ctl_node *n = ctl_node_find(c, j->place[i].node);
+        if (!n) {
+            continue;
+        }
+        ctl_node_del_job(n, j->id);
+        for (size_t g = 0; g < n->ngpus; g++) {
+            if (n->gpus[g].alloc_job == j->id) {
+                n->gpus[g].alloc_job = 0;
+            }
+        }
+        ctl_node_bump(c, n);
+    }
+    free(j->place);
+    j->place = NULL;
+    j->nplace = 0;
+    j->port = 0;
+}
+
+/* Charge the time run since the last charge to the tenant (GPU-seconds;
+ * energy comes from heartbeats). The interval is monotonic; now_ns (wall)
+ * only names the day it is booked on and is persisted as acct_ns. */
+void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns)
+{
+    if (j->state != JS_RUNNING && j->state != JS_COMPLETING) {
+        return;
+    }
+    int64_t mono = cr_mono_ns();
+    if (j->acct_ns <= 0) {
+        j->acct_mono_ns = j->start_ns > 0 ? j->start_mono_ns : mono;
+    }
+    double dt = (double)(mono - j->acct_mono_ns) / 1e9;
+    if (dt <= 0) {
+        return;
+    }
+    ctl_usage_add(c, txn, j->tenant, *j->run_type ? j->run_type : j->gpu_type, now_ns, dt * j->gpus,
+                  0);
+    j->acct_ns = now_ns;
+    j->acct_mono_ns = mono;
+}
+
+void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
+                   bool lost)
+{
+    int64_t now = cr_now_ns();
+    ctl_job_account(c, txn, j, now);
+    job_unplace(c, j);
+    j->exit_code = exit_code;
+    j->signal = sig;
+    char buf[256];
+    if (j->timed_out) {
+        j->timed_out = false;
+        j->state = JS_FAILED;
+        j->end_ns = now;
+        snprintf(buf, sizeof buf, "time limit of %llds exceeded; %s", (long long)j->time_limit_s,
+                 why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "failed", buf);
+    } else if (j->cancel_requested) {
+        j->state = JS_CANCELLED;
+        j->end_ns = now;
+        ctl_job_set_reason(j, "cancelled");
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "cancelled", why);
+    } else if (j->requeue_requested) {
+        j->requeue_requested = false;
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        ctl_job_set_reason(j, "requeued");
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", why);
+    } else if (!lost && exit_code == 0 && sig == 0) {
+        j->state = JS_COMPLETED;
+        j->end_ns = now;
+        ctl_job_set_reason(j, "");
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "completed", why);
+    } else if (lost) {
+        /* The node (or a GPU) was lost, not the job's doing: requeue it
+         * without using a retry (max_retries counts the job's own failures). */
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, sizeof buf, "%s; requeued (not counted as a retry)", why);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", buf);
+    } else if (j->retries < j->max_retries) {
+        j->retries++;
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, sizeof buf, "%s; retry %d of %d", why, j->retries, j->max_retries);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_requeue(c, j->id);
+        ctl_job_persist(c, txn, j, "requeued", buf);
+    } else {
+        j->state = JS_FAILED;
+        j->end_ns = now;
+        snprintf(buf, sizeof buf, "%s; no retries left (max_retries %d)", why, j->max_retries);
+        ctl_job_set_reason(j, buf);
+        ctl_sched_remove(c, j->id);
+        ctl_job_persist(c, txn, j, "failed", buf);
+    }
+    if (ctl_job_terminal(j)) {
+        atomic_fetch_add(&c->jobs_finished[j->state], 1);
+    }
+    ctl_job_changed(c, j);
 }
 
 /* ------------------------------------------------------------------------ */
