@@ -183,6 +183,7 @@ typedef struct ctl_node {
     char iso[5][16];
     char iso_detail[512];
     bool sched_dirty;     /* inventory/health changed: tell the scheduler */
+    bool lost_at_start;   /* loaded lost: its jobs are requeued once (ctl_nodes_tick) */
     bool loss_pending;    /* its loss is being stored (ctl_nodes_tick): not yet lost */
     int64_t loss_seen_ns; /* last_seen_ns when the loss was decided */
     uint32_t sched_idx;   /* index in cr_sched */

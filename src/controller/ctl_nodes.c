@@ -404,6 +404,7 @@ static void load_node(void *arg, const char *key, const char *doc)
     n->drained = json_is_true(json_object_get(v, "drained"));
     n->pending_approval = json_is_true(json_object_get(v, "pending_approval"));
     n->state = json_is_true(json_object_get(v, "lost")) ? NS_LOST : n->drained ? NS_DRAINED : NS_UP;
+    n->lost_at_start = n->state == NS_LOST;
     /* Versions are not stored: start this run's past any the agent may
      * hold from the previous one (it keeps its node token across our
      * restart, so it does not re-register and start over at version 0),
@@ -1275,13 +1276,10 @@ static void enforce_time_limits(ctl *c, cr_store_txn **txn)
 
 /* Marks n lost (its loss is stored, or could not be): its jobs are
  * requeued into *txn without using a retry. mu held. */
-static void node_lose(ctl *c, ctl_node *n, int64_t now_mono, cr_store_txn **txn)
+/* The jobs placed on lost node n end (requeued without using a retry)
+ * into *txn. mu held. */
+static void node_requeue(ctl *c, ctl_node *n, cr_store_txn **txn)
 {
-    n->state = NS_LOST;
-    snprintf(n->reason, sizeof n->reason, "no heartbeat for %llds",
-             (long long)((now_mono - n->last_seen_ns) / CR_NS_PER_SEC));
-    cr_warn("node=%s lost: %s; requeueing %zu jobs", n->name, n->reason, n->njobs);
-    n->sched_dirty = true;
     if (!*txn) {
         *txn = cr_store_txn_new();
         cr_store_txn_splittable(*txn); /* per node and job: independent */
@@ -1301,6 +1299,18 @@ static void node_lose(ctl *c, ctl_node *n, int64_t now_mono, cr_store_txn **txn)
     ctl_sched_kick(c);
 }
 
+/* Marks n lost (its loss is stored, or could not be) and requeues its
+ * jobs into *txn. mu held. */
+static void node_lose(ctl *c, ctl_node *n, int64_t now_mono, cr_store_txn **txn)
+{
+    n->state = NS_LOST;
+    snprintf(n->reason, sizeof n->reason, "no heartbeat for %llds",
+             (long long)((now_mono - n->last_seen_ns) / CR_NS_PER_SEC));
+    cr_warn("node=%s lost: %s; requeueing %zu jobs", n->name, n->reason, n->njobs);
+    n->sched_dirty = true;
+    node_requeue(c, n, txn);
+}
+
 /* A node silent for longer than lost_after_s is lost. Commit first: the
  * loss is stored (mu released meanwhile: the store's other callbacks take
  * mu) before anyone can see it, so a lost node stays lost across a crash
@@ -1314,6 +1324,16 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         ctl_desired_answer(c, n, true, now_mono);
+        if (n->lost_at_start && c->sched_restored) {
+            /* Stored lost with jobs still on it: the controller stopped
+             * between the loss's commit and the requeue's. Once. */
+            n->lost_at_start = false;
+            if (n->state == NS_LOST && n->njobs > 0) {
+                cr_warn("node=%s was lost before the restart: requeueing %zu jobs", n->name,
+                        n->njobs);
+                node_requeue(c, n, &txn);
+            }
+        }
         if (n->state == NS_LOST || n->loss_pending ||
             now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
             continue;

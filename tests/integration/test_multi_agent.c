@@ -19,6 +19,7 @@
 #include <jansson.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <sqlite3.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -806,6 +807,74 @@ static void test_gpu_vanishes_at_reregistration(void **state)
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
 }
 
+/* The controller stopped between storing a node's loss and requeueing its
+ * jobs (two commits): at the next start the node is lost with a job still
+ * "running" on it. The job must be requeued although the node never comes
+ * back. The store is put in that state by hand while all are down. */
+static void test_lost_at_start_requeues(void **state)
+{
+    char body[2048];
+    snprintf(body, sizeof body,
+             "{\"name\":\"lostart\",\"gpus\":2,\"gpu_type\":\"A100 80GB SXM\","
+             "\"command\":[\"sh\",\"-c\",\"echo \\\"$CORRAL_NODE $$\\\" > %s/lostart.tmp "
+             "&& mv %s/lostart.tmp %s/lostart; "
+             "while [ ! -e %s/release-lostart ]; do sleep 0.05; done\"]}",
+             E.dir, E.dir, E.dir, E.dir);
+    long long id = submit(body);
+    char marker[400];
+    snprintf(marker, sizeof marker, "%s/lostart", E.dir);
+    int victim = -1, pid = -1;
+    double end = now_s() + 30;
+    while (pid < 0 && now_s() < end) {
+        pid = marker_pid(marker, &victim);
+        usleep(20000);
+    }
+    assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
+    kill_wait(&E.ctl, SIGKILL);
+    kill_wait(&E.agents[victim], SIGKILL);
+    kill_jobs_of(victim);
+    unlink(marker);
+    char db_path[400], sql[200];
+    snprintf(db_path, sizeof db_path, "%s/corral.db", E.ctl_state);
+    snprintf(sql, sizeof sql,
+             "UPDATE objects SET doc = json_set(doc, '$.lost', json('true')) "
+             "WHERE kind = 'node' AND key = 'a%d'",
+             victim);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(db_path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+    assert_int_equal(sqlite3_changes(db), 1);
+    sqlite3_close(db);
+    start_controller();
+    long code = 0;
+    end = now_s() + 30;
+    while (code != 200 && now_s() < end) {
+        json_decref(api("GET", "/v1/health", NULL, &code));
+        usleep(20000);
+    }
+    char vname[8], n[32], st[32];
+    snprintf(vname, sizeof vname, "a%d", victim);
+    assert_string_equal(node_state(vname, st, sizeof st), "lost");
+    /* Requeued and run elsewhere (the other nodes have room). */
+    int moved = 0;
+    end = now_s() + 30;
+    while (!moved && now_s() < end) {
+        job_node(id, n, sizeof n);
+        moved = *n && strcmp(n, vname) != 0;
+        usleep(50000);
+    }
+    assert_true(moved);
+    char rel[400];
+    snprintf(rel, sizeof rel, "%s/release-lostart", E.dir);
+    FILE *f = fopen(rel, "w");
+    fclose(f);
+    json_t *j = wait_state(id, "completed", 60);
+    assert_non_null(j);
+    json_decref(j);
+    start_agent(victim);
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -816,6 +885,7 @@ int main(void)
         cmocka_unit_test(test_lost_node_stays_lost_across_restart),
         cmocka_unit_test(test_fencing_on_return),
         cmocka_unit_test(test_gpu_vanishes_at_reregistration),
+        cmocka_unit_test(test_lost_at_start_requeues),
     };
     if (getenv("TEST_FILTER")) {
         cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_fencing*" */
