@@ -888,9 +888,10 @@ static int run(ctl *c)
     }
     ctl_state_retain_now(c); /* finished jobs beyond retain_finished stay in SQLite only */
     c->first_active = c->next_id;
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        if (ctl_job_at(c, i) && !ctl_job_terminal(ctl_job_at(c, i))) {
-            c->first_active = ctl_job_at(c, i)->id;
+    size_t slot = 0;
+    for (const ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        if (!ctl_job_terminal(j)) {
+            c->first_active = j->id;
             break;
         }
     }

@@ -224,11 +224,10 @@ static int dep_gate(ctl *c, const ctl_job *j, const char *text, char *why, size_
     for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
         if (strcmp(t, "singleton") == 0) {
             const char *name = json_string_value(json_object_get(j->spec, "name"));
-            for (size_t i = c->first_active > 0 ? (size_t)c->first_active - 1 : 0;
-                 i < (size_t)(j->id - 1) && i < c->njobs_slots; i++) {
-                const ctl_job *o = ctl_job_at(c, i);
-                const char *on = o ? json_string_value(json_object_get(o->spec, "name")) : NULL;
-                if (o && !ctl_job_terminal(o) && on && name && strcmp(on, name) == 0 &&
+            size_t slot = ctl_first_active_slot(c);
+            for (const ctl_job *o; (o = ctl_job_next(c, &slot)) && o->id < j->id;) {
+                const char *on = json_string_value(json_object_get(o->spec, "name"));
+                if (!ctl_job_terminal(o) && on && name && strcmp(on, name) == 0 &&
                     strcmp(o->tenant, j->tenant) == 0) {
                     snprintf(why, whylen, "waiting for job %lld (singleton: same name '%s')",
                              (long long)o->id, name);

@@ -456,6 +456,11 @@ static inline ctl_job *ctl_job_next(const ctl *c, size_t *i)
     }
     return NULL;
 }
+/* The slot a walk over the jobs not finished starts at. mu held. */
+static inline size_t ctl_first_active_slot(const ctl *c)
+{
+    return c->first_active > 0 ? (size_t)c->first_active - 1 : 0;
+}
 /* Slot i's job leaves memory (freed); an emptied chunk is freed. mu held. */
 void ctl_job_drop(ctl *c, size_t i);
 /* Every job and chunk freed (shutdown). */

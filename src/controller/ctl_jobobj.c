@@ -242,6 +242,9 @@ void ctl_job_insert(ctl *c, ctl_job *j)
         k->used++;
     }
     *slot = j;
+    if (!ctl_job_terminal(j) && j->id < c->first_active) {
+        c->first_active = j->id; /* a walk from first_active must see it */
+    }
     if (j->id >= c->next_id) {
         c->next_id = j->id + 1;
     }

@@ -119,19 +119,17 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
             }
         }
     }
-    /* Jobs below first_active are all finished; move it past the finished
-     * prefix (an id not in memory yet may still arrive: stop there). */
+    /* Jobs below first_active are all finished or out of memory; move it
+     * past the finished prefix (a job that arrives later below it, or
+     * becomes active again, moves it back: ctl_job_insert, requeue). */
     bool prefix = true;
-    for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
-         i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        if (j && !ctl_job_terminal(j)) {
+    size_t slot = ctl_first_active_slot(c);
+    for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        if (!ctl_job_terminal(j)) {
             bump(&q, &nq, &capq, full ? j->tenant : "", ctl_job_state_names[j->state], 1);
-        }
-        if (prefix && j && ctl_job_terminal(j)) {
-            c->first_active = (int64_t)i + 2;
-        } else {
             prefix = false;
+        } else if (prefix) {
+            c->first_active = j->id + 1;
         }
     }
     for (size_t i = 0; i < c->nnodes; i++) {

@@ -427,9 +427,9 @@ int ctl_load_nodes(ctl *c)
         return rc;
     }
     /* Jobs placed on nodes (loaded before). */
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+    size_t slot = 0;
+    for (const ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        if (j->state != JS_RUNNING && j->state != JS_COMPLETING) {
             continue;
         }
         for (size_t k = 0; k < j->nplace; k++) {

@@ -130,10 +130,9 @@ void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
     cr_buf_init(&seen);
     int64_t mono = cr_mono_ns();
     pthread_mutex_lock(&c->mu);
-    for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
-         i++) {
-        const ctl_job *j = ctl_job_at(c, i);
-        if (!j || j->state != JS_PENDING) {
+    size_t slot = ctl_first_active_slot(c);
+    for (const ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        if (j->state != JS_PENDING) {
             continue;
         }
         const char *k = ctl_reason_class(j->reason);

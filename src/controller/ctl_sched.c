@@ -365,9 +365,9 @@ static void placer_free(void *p)
 /* At start-up: running jobs back into the scheduler where they were. */
 static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
 {
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        if (!j || ctl_job_terminal(j) || j->in_sched) {
+    size_t slot = 0;
+    for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        if (ctl_job_terminal(j) || j->in_sched) {
             continue;
         }
         cr_sched_job_spec sp;
@@ -697,9 +697,10 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     if (!*restored) {
         restore_running(pl, c, txn, now);
         pl->ntypes = cr_sched_gpu_type_count(pl->s); /* restored against these */
-        for (size_t i = 0; i < c->njobs_slots; i++) {
-            if (ctl_job_at(c, i) && ctl_job_at(c, i)->in_sched) {
-                track(pl, ctl_job_at(c, i)->id);
+        size_t slot = 0;
+        for (const ctl_job *j; (j = ctl_job_next(c, &slot));) {
+            if (j->in_sched) {
+                track(pl, j->id);
             }
         }
         *restored = true;
@@ -715,10 +716,9 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     int ntypes = cr_sched_gpu_type_count(pl->s);
     if (ntypes != pl->ntypes) {
         pl->ntypes = ntypes;
-        for (size_t i = c->first_active > 0 ? (size_t)c->first_active - 1 : 0; i < c->njobs_slots;
-             i++) {
-            ctl_job *j = ctl_job_at(c, i);
-            if (j && j->in_sched && j->state == JS_PENDING && strcmp(j->gpu_type, "auto") == 0) {
+        size_t slot = ctl_first_active_slot(c);
+        for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
+            if (j->in_sched && j->state == JS_PENDING && strcmp(j->gpu_type, "auto") == 0) {
                 CR_GROW(ops, nops, capops);
                 ops[nops].op = OP_RESPEC;
                 req_of(j, &ops[nops].r);

@@ -389,9 +389,9 @@ int ctl_load_services(ctl *c)
         return rc;
     }
     /* Replicas: the live jobs that name their service. */
-    for (size_t i = 0; i < c->njobs_slots; i++) {
-        ctl_job *j = ctl_job_at(c, i);
-        const char *svc = j ? json_string_value(json_object_get(j->spec, "service")) : NULL;
+    size_t slot = 0;
+    for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        const char *svc = json_string_value(json_object_get(j->spec, "service"));
         if (!svc || ctl_job_terminal(j)) {
             continue;
         }

@@ -259,10 +259,9 @@ void ctl_route_targets(ctl *c, cr_http_req *req, const cr_principal *p)
                         json_pack("{s:s,s:s,s:s,s:s}", "corral_role", "agent", "node", n->name,
                                   "rack", n->rack, "node_state", ctl_node_state_names[n->state])));
     }
-    for (size_t i = (size_t)(c->first_active > 0 ? c->first_active - 1 : 0); i < c->njobs_slots;
-         i++) {
-        const ctl_job *j = ctl_job_at(c, i);
-        if (!j || j->state != JS_RUNNING || !j->port || !j->nplace) {
+    size_t slot = ctl_first_active_slot(c);
+    for (const ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        if (j->state != JS_RUNNING || !j->port || !j->nplace) {
             continue;
         }
         const char *svc = json_string_value(json_object_get(j->spec, "service"));

@@ -1153,9 +1153,13 @@ static void test_retention_paging(void **state)
     }
     assert_true(metric(&d, "corral_jobs_fetched_total") == fetched);
     expect_state(&d, gated, "pending");
-    /* An evicted job comes back for an action. */
+    /* An evicted job comes back for an action, and counts as active again
+     * (the metrics walk starts past the finished jobs, evicted or not). */
+    double pending = metric(&d, "corral_jobs{state=\"pending\"}");
+    assert_true(pending >= 1);
     assert_int_equal(action(&d, ids[1], "requeue", NULL), 200);
     expect_state(&d, ids[1], "pending");
+    assert_true(metric(&d, "corral_jobs{state=\"pending\"}") == pending + 1);
     /* A restart does not bring every finished job back into memory. */
     stop(&d, SIGTERM);
     start(&d, extra);
