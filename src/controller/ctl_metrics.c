@@ -18,6 +18,7 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -44,6 +45,32 @@ typedef struct count {
     char b[CTL_NAME_MAX];
     double n;
 } count;
+
+/* The controller's memory by owner: the C heap (malloc's own view: bytes
+ * in use, free inside its arenas, and in large mmap'd blocks) and SQLite's
+ * share of it, so a rising RSS can be told apart (issue 10). */
+static void memory_metrics(cr_buf *b)
+{
+    struct mallinfo2 mi = mallinfo2();
+    cr_prom_family(b, "corral_heap_bytes", "gauge",
+                   "C heap (malloc): in_use (allocated, arenas and mmap), free (held by malloc "
+                   "inside its arenas), mmap (large blocks mapped on their own).");
+    const char *kinds[] = {"in_use", "free", "mmap"};
+    double vals[] = {(double)(mi.uordblks + mi.hblkhd), (double)mi.fordblks, (double)mi.hblkhd};
+    for (size_t i = 0; i < 3; i++) {
+        cr_buf l;
+        cr_buf_init(&l);
+        cr_prom_label(&l, "kind", kinds[i]);
+        cr_prom_sample(b, "corral_heap_bytes", cr_buf_str(&l), vals[i]);
+        cr_buf_fini(&l);
+    }
+    uint64_t now, peak;
+    cr_store_memory(&now, &peak);
+    cr_prom_family(b, "corral_store_memory_bytes", "gauge",
+                   "Heap bytes SQLite holds (page caches of the writer and the readers, "
+                   "statements); part of corral_heap_bytes in_use.");
+    cr_prom_sample(b, "corral_store_memory_bytes", NULL, (double)now);
+}
 
 static void bump(count **v, size_t *len, size_t *cap, const char *a, const char *b, double n)
 {
@@ -198,6 +225,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_family(&b, "corral_jobs_finished_in_memory", "gauge",
                    "Finished jobs still held in memory (retention: retain_finished, retain_s).");
     cr_prom_sample(&b, "corral_jobs_finished_in_memory", NULL, (double)finished_mem);
+    memory_metrics(&b);
     ctl_metrics_more(c, &b, full);
     if (c->ha) {
         ctl_ha_metrics(c->ha, &b);

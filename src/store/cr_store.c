@@ -562,6 +562,14 @@ void cr_store_stats(cr_store *s, uint64_t *commits, uint64_t *txns)
     *txns = atomic_load(&s->txns);
 }
 
+void cr_store_memory(uint64_t *now, uint64_t *peak)
+{
+    sqlite3_int64 cur = 0, hi = 0;
+    sqlite3_status64(SQLITE_STATUS_MEMORY_USED, &cur, &hi, 0);
+    *now = cur > 0 ? (uint64_t)cur : 0;
+    *peak = hi > 0 ? (uint64_t)hi : 0;
+}
+
 cr_store_txn *cr_store_txn_new(void)
 {
     return cr_calloc(1, sizeof(cr_store_txn));

@@ -96,6 +96,9 @@ const char *cr_store_etcd_prefix(cr_store *s);
 
 /* Statistics: commits done and transactions committed (for metrics). */
 void cr_store_stats(cr_store *s, uint64_t *commits, uint64_t *txns);
+/* Bytes SQLite holds now (page caches, statements; the whole process's
+ * SQLite), and the most it held since start. */
+void cr_store_memory(uint64_t *now, uint64_t *peak);
 
 cr_store_txn *cr_store_txn_new(void);
 void cr_store_txn_free(cr_store_txn *t);
