@@ -41,13 +41,16 @@
 #define CTL_LIST_CACHE       4096              /* slots (a power of two) */
 #define CTL_LIST_CACHE_ENTRY (64 * 1024)       /* larger API objects are not kept */
 #define CTL_LIST_CACHE_BYTES (8 * 1024 * 1024) /* text kept in all */
+#define CTL_LIST_CACHE_ROUND 512               /* a slot's buffer grows in these steps */
 
 typedef struct list_ent {
     int64_t id; /* 0 = empty */
     uint64_t key;
     char state[16];  /* as stored */
-    char *reason;    /* as stored, owned */
-    char *rest;      /* the API object without state and reason: "}" or ",...}" */
+    char *buf;       /* owned: reason, NUL, rest, NUL; reused in place while it fits */
+    size_t cap;      /* bytes at buf (a multiple of CTL_LIST_CACHE_ROUND) */
+    char *reason;    /* in buf: as stored */
+    char *rest;      /* in buf: the API object without state and reason: "}" or ",...}" */
     size_t rest_len; /* strlen(rest) */
 } list_ent;
 
@@ -71,8 +74,7 @@ void ctl_joblist_fini(ctl *c)
         return;
     }
     for (size_t i = 0; i < CTL_LIST_CACHE; i++) {
-        free(lc->e[i].reason);
-        free(lc->e[i].rest);
+        free(lc->e[i].buf);
     }
     pthread_mutex_destroy(&lc->mu);
     free(lc);
@@ -271,26 +273,37 @@ static bool cache_get(struct ctl_list_cache *lc, list_row *r)
     return hit;
 }
 
+/* A slot keeps its buffer and writes the next row into it while it fits:
+ * the cache's text is made once and rewritten in place, not freed and
+ * allocated again for every new row (that churn, on four API threads,
+ * fragmented the heap under the soak: issue 10). */
 static void cache_put(struct ctl_list_cache *lc, const list_row *r)
 {
-    size_t add = r->rest_len + strlen(r->reason) + 2;
-    if (add > CTL_LIST_CACHE_ENTRY) {
+    size_t rlen = strlen(r->reason);
+    size_t need = rlen + 1 + r->rest_len + 1;
+    if (need > CTL_LIST_CACHE_ENTRY) {
         return;
     }
     list_ent *e = &lc->e[(uint64_t)r->id & (CTL_LIST_CACHE - 1)];
     pthread_mutex_lock(&lc->mu);
-    size_t old = e->id ? e->rest_len + strlen(e->reason) + 2 : 0;
-    if (lc->bytes - old + add <= CTL_LIST_CACHE_BYTES) {
-        free(e->reason);
-        free(e->rest);
+    size_t cap = e->cap >= need ? e->cap
+                                : (need + CTL_LIST_CACHE_ROUND - 1) / CTL_LIST_CACHE_ROUND *
+                                      CTL_LIST_CACHE_ROUND;
+    if (lc->bytes - e->cap + cap <= CTL_LIST_CACHE_BYTES) {
+        if (cap != e->cap) {
+            free(e->buf);
+            e->buf = cr_malloc(cap);
+        }
+        lc->bytes = lc->bytes - e->cap + cap;
+        e->cap = cap;
         e->id = r->id;
         e->key = r->key;
         memcpy(e->state, r->state, sizeof e->state);
-        e->reason = cr_strdup(r->reason);
-        e->rest = cr_malloc(r->rest_len + 1);
+        e->reason = e->buf;
+        memcpy(e->reason, r->reason, rlen + 1);
+        e->rest = e->buf + rlen + 1;
         memcpy(e->rest, r->rest, r->rest_len + 1);
         e->rest_len = r->rest_len;
-        lc->bytes = lc->bytes - old + add;
     }
     pthread_mutex_unlock(&lc->mu);
 }

@@ -14,6 +14,7 @@
 #include "cr_log.h"
 #include "cr_time.h"
 
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +41,14 @@ void ctl_job_free(ctl_job *j)
 void ctl_job_set_reason(ctl_job *j, const char *reason)
 {
     if (reason && j->reason && strcmp(reason, j->reason) == 0) {
+        return;
+    }
+    /* Rewritten in place when it fits: a pending job's reason changes
+     * with the cluster, and a new small string each time, made on the
+     * scheduler's thread for a job kept for minutes, fragments the heap. */
+    size_t len = reason ? strlen(reason) : 0;
+    if (reason && j->reason && len < malloc_usable_size(j->reason)) {
+        memcpy(j->reason, reason, len + 1);
         return;
     }
     free(j->reason);
