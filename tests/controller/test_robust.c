@@ -1172,6 +1172,106 @@ static void test_retention_paging(void **state)
     cleanup(&d);
 }
 
+/* Every job's row, walking GET /v1/jobs by cursor: {"id": item}. */
+static json_t *list_all(const daemon_t *d)
+{
+    json_t *all = json_object();
+    char path[160] = "/v1/jobs?limit=1000";
+    for (int pages = 0; pages < 100; pages++) {
+        long code;
+        json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+        assert_int_equal(code, 200);
+        size_t i;
+        json_t *it;
+        json_array_foreach(json_object_get(v, "items"), i, it)
+        {
+            char k[32];
+            snprintf(k, sizeof k, "%lld", (long long)num(it, "id"));
+            json_object_set(all, k, it);
+        }
+        const char *next = str(v, "next_cursor");
+        bool more = *next != '\0';
+        snprintf(path, sizeof path, "/v1/jobs?limit=1000&cursor=%s", next);
+        json_decref(v);
+        if (!more) {
+            break;
+        }
+    }
+    return all;
+}
+
+/* The list's render cache (one buffer per slot, rewritten in place while a
+ * row fits, grown when it does not): rows that change, rows longer and
+ * shorter than the slot's last, and slots shared by ids 4096 apart are
+ * listed as GET /v1/jobs/ID shows them. */
+static void test_list_cache_rows(void **state)
+{
+    (void)state;
+    daemon_t d;
+    fresh_dir(&d);
+    start(&d, "");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/jobs", d.admin,
+                     "{\"name\":\"a\",\"command\":[\"true\"],\"array\":4100}", &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
+    json_t *first = list_all(&d); /* fills every slot; ids 4097-4100 take slots 0-3 */
+    assert_int_equal(json_object_size(first), 4100);
+    json_decref(first);
+    /* Longer rows in slots that hold short ones (ids 4101-4110: slots 4-13). */
+    char body[1024], val[400];
+    for (int i = 0; i < 10; i++) {
+        memset(val, 'n', sizeof val - 1);
+        val[100 + 30 * i] = '\0';
+        snprintf(
+            body, sizeof body,
+            "{\"name\":\"b%d\",\"command\":[\"sh\",\"-c\",\"echo %d\"],\"env\":{\"K\":\"%s\"}}", i,
+            i, val);
+        submit(&d, d.admin, body);
+    }
+    /* Rows that change after they were cached. */
+    for (int64_t id = 1; id <= 30; id++) {
+        assert_int_equal(action(&d, id, "cancel", NULL), 200);
+    }
+    for (int64_t id = 4101; id <= 4105; id++) {
+        assert_int_equal(action(&d, id, "hold", NULL), 200);
+    }
+    json_t *second = list_all(&d);
+    assert_int_equal(json_object_size(second), 4110);
+    const char *k;
+    json_t *it;
+    json_object_foreach(second, k, it)
+    {
+        int64_t id = num(it, "id");
+        if (!(id <= 40 || id >= 4090 || id % 97 == 0)) {
+            continue;
+        }
+        json_t *one = job(&d, id, &code);
+        assert_int_equal(code, 200);
+        const char *keys[] = {"state", "reason", "name", "command", "env"};
+        for (size_t q = 0; q < sizeof keys / sizeof keys[0]; q++) {
+            json_t *a = json_object_get(it, keys[q]), *b = json_object_get(one, keys[q]);
+            if (!json_equal(a, b)) {
+                char *ta = a ? json_dumps(a, JSON_ENCODE_ANY) : NULL;
+                char *tb = b ? json_dumps(b, JSON_ENCODE_ANY) : NULL;
+                fprintf(stderr, "job %lld %s: listed %s, shown %s\n", (long long)id, keys[q],
+                        ta ? ta : "(none)", tb ? tb : "(none)");
+                free(ta);
+                free(tb);
+            }
+            assert_true(json_equal(a, b) || (!a && !b));
+        }
+        json_decref(one);
+    }
+    /* Listed again (cache hits now): the same rows. */
+    json_t *third = list_all(&d);
+    assert_true(json_equal(second, third));
+    json_decref(second);
+    json_decref(third);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 /* ------------------------------------------------------------------------ */
 /* 9. Store integrity.                                                       */
 
@@ -1371,6 +1471,7 @@ int main(void)
         cmocka_unit_test_teardown(test_hung_agent_logs, teardown),
         cmocka_unit_test_teardown(test_limits, teardown),
         cmocka_unit_test_teardown(test_retention_paging, teardown),
+        cmocka_unit_test_teardown(test_list_cache_rows, teardown),
         cmocka_unit_test_teardown(test_ids_never_reused, teardown),
         cmocka_unit_test_teardown(test_no_new_admin_over_cluster, teardown),
         cmocka_unit_test_teardown(test_damaged_wal, teardown),
