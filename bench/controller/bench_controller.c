@@ -5,12 +5,22 @@
  * rate measured in the same run on the same machine.
  *
  *   bench_controller [--seconds S] [--clients 1,8,64] [--no-slurm] [--etcd URL]
+ *                    [--user RPS]
  *
  * With --etcd URL, a second controller on that etcd (--store etcd:URL, its
  * own key prefix) takes the same API load after the SQLite one, and its
  * lines ("corral etcd") follow: durable there means committed by the etcd
  * cluster (its own fsync of the raft log). bench/controller/etcd_vs_sqlite.sh
  * starts a local etcd and runs both.
+ *
+ * With --user RPS the load comes from one user token (tenant "bench")
+ * instead of the admin token, and the controller runs with
+ * --rate-limit-rps RPS (docs/operations.md, "Request rate limits"; 0: no
+ * limit): admin tokens are never rate limited, user tokens are (100 a
+ * second by default), so thousands of submits a second from one user token
+ * need a setting like this one. --user 0 against --user 1000000 measures
+ * the limiter's own cost on the hot path (off, against on but never
+ * refusing).
  *
  * The controller runs with its defaults: synchronous=FULL, so every 201 is
  * on disk (fsync) before it is sent; group commit batches the concurrent
@@ -41,6 +51,7 @@
 
 typedef struct ctl_proc {
     const char *etcd; /* NULL: SQLite; else the etcd URL list */
+    const char *rps;  /* --rate-limit-rps for the controller, NULL: its default */
     pid_t pid;
     char dir[256];
     char url[128];
@@ -95,16 +106,24 @@ static int start_controller(ctl_proc *c)
             dup2(fd, 2);
         }
         setenv("CORRAL_LOG", "warn", 1);
+        char spec[600], cluster[64];
+        const char *av[16] = {corral_bin, "controller",  "--state-dir", c->dir,
+                              "--listen", "127.0.0.1:0", "--threads",   "2"};
+        int ac = 8;
         if (c->etcd) {
-            char spec[600], cluster[64];
             snprintf(spec, sizeof spec, "etcd:%s", c->etcd);
             snprintf(cluster, sizeof cluster, "bench-%d", (int)getpid());
-            execl(corral_bin, corral_bin, "controller", "--state-dir", c->dir, "--listen",
-                  "127.0.0.1:0", "--threads", "2", "--store", spec, "--store-cluster", cluster,
-                  (char *)NULL);
+            av[ac++] = "--store";
+            av[ac++] = spec;
+            av[ac++] = "--store-cluster";
+            av[ac++] = cluster;
         }
-        execl(corral_bin, corral_bin, "controller", "--state-dir", c->dir, "--listen",
-              "127.0.0.1:0", "--threads", "2", (char *)NULL);
+        if (c->rps) {
+            av[ac++] = "--rate-limit-rps";
+            av[ac++] = c->rps;
+        }
+        av[ac] = NULL;
+        execv(corral_bin, (char *const *)av);
         _exit(127);
     }
     char path[300];
@@ -120,6 +139,59 @@ static int start_controller(ctl_proc *c)
     snprintf(path, sizeof path, "%s/admin.token", c->dir);
     read_line(path, c->token, sizeof c->token);
     return c->url[0] && c->token[0] ? 0 : -1;
+}
+
+static size_t collect(char *p, size_t s, size_t n, void *u)
+{
+    cr_buf_append(u, p, s * n);
+    return s * n;
+}
+
+/* POST path body with the admin token: the answer (new, free()) or NULL. */
+static char *admin_post(const ctl_proc *c, const char *path, const char *body)
+{
+    char url[256], auth[256];
+    snprintf(url, sizeof url, "%s%s", c->url, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", c->token);
+    cr_buf out;
+    cr_buf_init(&out);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hdrs = curl_slist_append(NULL, auth);
+    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    }
+    curl_slist_free_all(hdrs);
+    curl_easy_cleanup(h);
+    if (code != 201 && code != 200) {
+        cr_buf_fini(&out);
+        return NULL;
+    }
+    return cr_buf_take(&out);
+}
+
+/* --user: the load from a user token of tenant "bench" (into c->token). */
+static int use_user_token(ctl_proc *c)
+{
+    free(admin_post(c, "/v1/tenants", "{\"name\":\"bench\"}"));
+    char *ans =
+        admin_post(c, "/v1/tokens", "{\"role\":\"user\",\"tenant\":\"bench\",\"name\":\"b\"}");
+    const char *t = ans ? strstr(ans, "crl_") : NULL;
+    size_t n = t ? strcspn(t, "\"") : 0;
+    if (!t || n >= sizeof c->token) {
+        free(ans);
+        return -1;
+    }
+    memcpy(c->token, t, n);
+    c->token[n] = '\0';
+    free(ans);
+    return 0;
 }
 
 static void stop_controller(ctl_proc *c)
@@ -378,7 +450,7 @@ int main(int argc, char **argv)
 {
     double seconds = 3;
     bool slurm = true;
-    const char *etcd = NULL;
+    const char *etcd = NULL, *user_rps = NULL;
     char clients[128] = "1,8,64";
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
@@ -389,9 +461,11 @@ int main(int argc, char **argv)
             slurm = false;
         } else if (strcmp(argv[i], "--etcd") == 0 && i + 1 < argc) {
             etcd = argv[++i];
+        } else if (strcmp(argv[i], "--user") == 0 && i + 1 < argc) {
+            user_rps = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_controller [--seconds S] [--clients 1,8,64] "
-                            "[--no-slurm] [--etcd URL]\n");
+                            "[--no-slurm] [--etcd URL] [--user RPS]\n");
             return 2;
         }
     }
@@ -408,10 +482,19 @@ int main(int argc, char **argv)
            ncpu);
     ctl_proc c;
     memset(&c, 0, sizeof c);
+    c.rps = user_rps;
     if (start_controller(&c) != 0) {
         fprintf(stderr, "bench_controller: cannot start %s controller\n", corral_bin);
         stop_controller(&c);
         return 1;
+    }
+    if (user_rps && use_user_token(&c) != 0) {
+        fprintf(stderr, "bench_controller: cannot make a user token (see %s)\n", c.dir);
+        stop_controller(&c);
+        return 1;
+    }
+    if (user_rps) {
+        printf("# load from one user token; controller --rate-limit-rps %s\n", user_rps);
     }
     char list[128];
     snprintf(list, sizeof list, "%s", clients);

@@ -165,6 +165,15 @@ static bool is_url(const char *s)
     return strncmp(s, "http://", 7) == 0 || strncmp(s, "https://", 8) == 0;
 }
 
+/* The controller's rate limit answered 429: the client waits and repeats
+ * (cr_client.h); say so, so that a pause is not taken for a hang. */
+static void say_rate_wait(void *ud, unsigned wait_s, const char *message)
+{
+    cli_ctx *ctx = ud;
+    fprintf(ctx->err, "corral %s: %s; waiting %u s, then trying again\n", ctx->cmd, message,
+            wait_s);
+}
+
 int cr__cli_connect(cli_ctx *ctx, const cli_args *a)
 {
     int code = CLI_EXIT_OK;
@@ -246,6 +255,8 @@ int cr__cli_connect(cli_ctx *ctx, const cli_args *a)
     if (cr_client_new(&o, &ctx->client) < 0) {
         fprintf(ctx->err, "corral %s: cannot set up the HTTP client\n", ctx->cmd);
         code = CLI_EXIT_USAGE;
+    } else {
+        cr_client_set_wait_hook(ctx->client, say_rate_wait, ctx);
     }
 out:
     free(path);

@@ -181,6 +181,10 @@ int cr__client_curl(cr_client *c, cr__xfer *x)
     if (api->easy_getinfo(h, CURLINFO_REDIRECT_URL, &redir) == CURLE_OK && redir) {
         snprintf(x->location, sizeof x->location, "%s", redir);
     }
+    curl_off_t ra = 0; /* Retry-After in seconds (also a date made relative) */
+    if (api->easy_getinfo(h, CURLINFO_RETRY_AFTER, &ra) == CURLE_OK && ra > 0 && ra <= 86400) {
+        x->retry_s = (unsigned)ra;
+    }
     /* Nothing went out when no connection was made. */
     x->sent = cc != CURLE_COULDNT_CONNECT && cc != CURLE_COULDNT_RESOLVE_HOST &&
               cc != CURLE_COULDNT_RESOLVE_PROXY;

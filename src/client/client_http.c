@@ -431,6 +431,12 @@ static int read_answer(rd *r, bool *keep)
                 length = n;
             } else if (strcasecmp(line, "Location") == 0) {
                 snprintf(x->location, sizeof x->location, "%s", v);
+            } else if (strcasecmp(line, "Retry-After") == 0) {
+                /* delay-seconds only; an HTTP-date is not waited on */
+                char *end;
+                errno = 0;
+                unsigned long long n = strtoull(v, &end, 10);
+                x->retry_s = end != v && !errno && n <= 86400 ? (unsigned)n : 0;
             } else if (strcasecmp(line, "Transfer-Encoding") == 0) {
                 chunked = strcasestr(v, "chunked") != NULL;
             } else if (strcasecmp(line, "Connection") == 0) {

@@ -58,6 +58,9 @@ struct cr_client {
     cr__curl *curl;                        /* https: libcurl handle, NULL until used */
     cr_client_cancel_fn cancel;            /* asked while waiting for an answer; NULL: none */
     void *cancel_ud;                       /* its argument (borrowed) */
+    int64_t rate_wait_ns;                  /* longest wait on 429s in one call, 0: none */
+    cr_client_wait_fn wait_fn;             /* told before such a wait; NULL: none */
+    void *wait_ud;                         /* its argument (borrowed) */
 };
 
 /* One request and what came back. */
@@ -76,6 +79,7 @@ typedef struct cr__xfer {
     bool stopped;         /* out: fn asked to stop */
     bool sent;            /* out: some byte of the request may have reached a server */
     char location[1024];  /* out: the answer's Location header ("" none) */
+    unsigned retry_s;     /* out: the answer's Retry-After in seconds (0: none or a date) */
     char err[256];        /* out: transport error text */
 } cr__xfer;
 

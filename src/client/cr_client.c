@@ -193,6 +193,13 @@ int cr_client_new(const cr_client_opts *opts, cr_client **out)
         c->timeout_ns = opts->timeout_ns;
         c->user_agent = dup_or_null(opts->user_agent);
         c->failover_ns = opts->failover_ns;
+        c->rate_wait_ns = opts->rate_wait_ns;
+    }
+    if (c->rate_wait_ns == 0) {
+        c->rate_wait_ns = CR_CLIENT_RATE_WAIT_NS;
+    }
+    if (c->rate_wait_ns < 0) {
+        c->rate_wait_ns = 0;
     }
     if (c->connect_timeout_ns <= 0) {
         c->connect_timeout_ns = 5 * CR_NS_PER_SEC;
@@ -426,6 +433,52 @@ static bool may_try_elsewhere(const cr__xfer *x, int rc, const cr_client_res *re
            strcmp(res->error, "CR_EUNAVAIL") == 0;
 }
 
+void cr_client_set_wait_hook(cr_client *c, cr_client_wait_fn fn, void *ud)
+{
+    c->wait_fn = fn;
+    c->wait_ud = fn ? ud : NULL;
+}
+
+/*
+ * A 429 (the controller's rate limit, docs/api.md): wait its Retry-After
+ * and say to repeat (true) when the request is safe to repeat and the
+ * call's waits stay within rate_wait_ns (*waited_ns counts them);
+ * otherwise false, with the reason added to the message.
+ */
+static bool rate_wait(cr_client *c, const cr__xfer *x, cr_client_res *res, int64_t *waited_ns)
+{
+    if (res->status != 429) {
+        return false;
+    }
+    bool repeatable = strcmp(x->method, "POST") != 0 || x->idem != NULL;
+    int64_t wait_ns = (int64_t)x->retry_s * CR_NS_PER_SEC;
+    const char *why = NULL;
+    if (x->retry_s == 0) {
+        why = "no Retry-After";
+    } else if (!repeatable) {
+        why = "not repeated: a POST without an Idempotency-Key";
+    } else if (*waited_ns + wait_ns > c->rate_wait_ns) {
+        why = *waited_ns > 0 ? "waited as long as allowed" : "longer than the client waits";
+    }
+    if (why) {
+        char *m = cr_asprintf("%s (%s)", res->message ? res->message : "HTTP 429", why);
+        free(res->message);
+        res->message = m;
+        return false;
+    }
+    if (c->wait_fn) {
+        c->wait_fn(c->wait_ud, x->retry_s, res->message ? res->message : "HTTP 429");
+    }
+    for (int64_t slept = 0; slept < wait_ns; slept += CR__CLIENT_CANCEL_SLICE_MS * CR_NS_PER_MS) {
+        if (c->cancel && c->cancel(c->cancel_ud)) {
+            return false; /* stopping: the 429 stands */
+        }
+        usleep(CR__CLIENT_CANCEL_SLICE_MS * 1000);
+    }
+    *waited_ns += wait_ns;
+    return true;
+}
+
 /* One request at the current server into res. */
 static int attempt(cr_client *c, cr__xfer *x, cr_client_res *res)
 {
@@ -436,6 +489,7 @@ static int attempt(cr_client *c, cr__xfer *x, cr_client_res *res)
     x->sent = false;
     x->err[0] = '\0';
     x->location[0] = '\0';
+    x->retry_s = 0;
     int rc = c->tls ? cr__client_curl(c, x) : cr__client_http(c, x);
     if (rc == 0 && x->stopped) {
         res->status = x->status;
@@ -482,9 +536,13 @@ static int perform(cr_client *c, const char *method, const char *path, const jso
     x.timeout_ns = timeout_ns ? timeout_ns : (fn ? 0 : c->timeout_ns);
     int64_t until = cr_mono_ns() + c->failover_ns;
     int hops = 0;
-    size_t tried = 0; /* list entries tried in this round */
+    size_t tried = 0;        /* list entries tried in this round */
+    int64_t rate_waited = 0; /* waits on 429s so far */
     for (;;) {
         rc = attempt(c, &x, res);
+        if (rate_wait(c, &x, res, &rate_waited)) {
+            continue;
+        }
         if ((res->status == 307 || res->status == 308) && x.location[0]) {
             char *base = base_of_location(c, x.location, path);
             const char *why = "not a controller URL";

@@ -26,6 +26,13 @@
  * nothing of it was sent or it carries an Idempotency-Key (cr_client_request_idem), so a submit is
  * never made twice.
  *
+ * Rate limits: a 429 answer with "Retry-After: N" (docs/api.md) makes a
+ * call that is safe to repeat (GET, PUT, DELETE, or a POST with an
+ * Idempotency-Key) wait N seconds and repeat, as long as the waits of that
+ * call stay within opts.rate_wait_ns (30 s); the wait hook, when set, is
+ * told first. Otherwise the 429 is the result (CR_EAGAIN) and its message
+ * says why it was not repeated.
+ *
  * Every request carries "Authorization: Bearer <token>" when a token is set,
  * sends and expects JSON, and is bounded by a timeout: the client's default
  * (opts.timeout_ns) or, for long-polls and streams, the one given to the call.
@@ -67,6 +74,8 @@ typedef struct cr_client cr_client;
 
 /* How long one call goes on trying the other controllers of a list. */
 #define CR_CLIENT_FAILOVER_NS (20LL * 1000000000LL)
+/* How long one call waits in all on the controller's rate limit (429). */
+#define CR_CLIENT_RATE_WAIT_NS (30LL * 1000000000LL)
 
 typedef struct cr_client_opts {
     const char *server;         /* base URL "http[s]://host:port", or a comma list of up to 8
@@ -82,6 +91,9 @@ typedef struct cr_client_opts {
     int64_t failover_ns;        /* how long one call tries other controllers of the list;
                                    0: CR_CLIENT_FAILOVER_NS with several, none with one;
                                    < 0: never */
+    int64_t rate_wait_ns;       /* a call answered 429 with Retry-After waits and repeats
+                                   (when repeating is safe) for up to this long in all;
+                                   0: CR_CLIENT_RATE_WAIT_NS; < 0: never */
 } cr_client_opts;
 
 typedef struct cr_client_res {
@@ -118,6 +130,12 @@ void cr_client_set_token(cr_client *c, const char *token);
  */
 typedef bool (*cr_client_cancel_fn)(void *ud);
 void cr_client_set_cancel(cr_client *c, cr_client_cancel_fn fn, void *ud);
+
+/* Told before a wait on a 429 (above): the seconds it will wait and the
+ * server's message (borrowed, valid during the call). fn NULL removes it;
+ * ud is borrowed. The cancel hook is asked during the wait. */
+typedef void (*cr_client_wait_fn)(void *ud, unsigned wait_s, const char *message);
+void cr_client_set_wait_hook(cr_client *c, cr_client_wait_fn fn, void *ud);
 
 /* --- Generic requests ---------------------------------------------------- */
 

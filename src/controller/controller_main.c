@@ -58,7 +58,12 @@ static void usage(FILE *f)
         "                       stand for election (docs/operations.md)\n"
         "  --election etcd:URL[,URL...]  etcd members of the election (default: those\n"
         "                       of --store etcd:...; keys under /corral/<store-cluster>/)\n"
-        "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n");
+        "  --election-ttl S     leader lease in seconds, 2..600 (default 5)\n"
+        "  --rate-limit-rps R, --rate-limit-burst N  requests a second and burst per user\n"
+        "                       or join token (default 100, 500; 0 rps: no limit)\n"
+        "  --rate-limit-anon-rps R, --rate-limit-anon-burst N  the same per client address\n"
+        "                       without a valid token (default 50, 200)\n"
+        "  --rate-limit-table N buckets kept per table (default 16384)\n");
 }
 
 /* ------------------------------------------------------------------------ */
@@ -95,6 +100,18 @@ static void route(void *ctx, cr_http_req *req)
         }
         seg[nseg++] = t;
     }
+    /* Requests that need no token are limited by client address, as are
+     * failed authentications below and /metrics without its token
+     * (ctl_ratelimit.c). */
+    bool open_route =
+        nseg < 2 || strcmp(seg[0], "v1") != 0 ||
+        (nseg == 2 && (strcmp(seg[1], "health") == 0 || strcmp(seg[1], "version") == 0));
+    if (nseg == 1 && strcmp(seg[0], "metrics") == 0 && strcmp(m, "GET") == 0) {
+        open_route = false; /* checked there, after its token */
+    }
+    if (open_route && !ctl_rl_allow_anon(c, req)) {
+        goto out;
+    }
     if (nseg >= 1 && nseg <= 2 && strcmp(seg[0], "ui") == 0) {
         ctl_route_ui(c, req, seg, nseg);
         goto out;
@@ -129,12 +146,18 @@ static void route(void *ctx, cr_http_req *req)
     cr_principal p;
     if (!token || !cr_auth_table_check(c->auth, token, &p)) {
         atomic_fetch_add(&c->auth_failures, 1);
+        if (!ctl_rl_allow_anon(c, req)) {
+            goto out;
+        }
         cr_warn("auth failed: peer=%s %s %s: %s", cr_http_peer(req), m, path,
                 token ? "invalid token" : "no bearer token");
         cr_http_set_route(req, "unauthenticated");
         cr_http_add_header(req, "WWW-Authenticate", "Bearer");
         ctl_reply_err(req, 401, CR_EAUTH, NULL,
                       token ? "invalid or revoked token" : "a bearer token is required");
+        goto out;
+    }
+    if (!ctl_rl_allow_token(c, req, &p)) {
         goto out;
     }
     const char *r = seg[1];
@@ -224,6 +247,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->idem_max = 10000;
     cfg->idem_ttl_s = 86400;
     cfg->election_ttl_s = CTL_HA_TTL_DEFAULT_S;
+    ctl_rl_defaults(cfg);
 }
 
 static int parse_listen(const char *s, ctl_config *cfg)
@@ -351,6 +375,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "advertise_url",
                                           "election",
                                           "election_ttl_s",
+                                          CTL_RL_CONFIG_MEMBERS,
                                           NULL};
     const char *adv = NULL, *elect = NULL;
     static const char *const sec_fields[] = {"etcd_cacert", "etcd_cert", "etcd_key", "etcd_user",
@@ -427,7 +452,8 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_str(v, "", "advertise_url", false, CTL_HA_URL_MAX, &adv, &err)) ||
         (rc = cr_json_str(v, "", "election", false, 1000, &elect, &err)) ||
         (rc = cr_json_int(v, "", "election_ttl_s", false, CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S,
-                          &cfg->election_ttl_s, &err))) {
+                          &cfg->election_ttl_s, &err)) ||
+        (rc = ctl_rl_config(v, cfg, &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
     }
@@ -664,6 +690,7 @@ static void ctl_free_state(ctl *c)
     free(c->boots);
     memset(c->secret_key, 0, sizeof c->secret_key);
     ctl_idem_free(c);
+    ctl_rl_free(c);
     ctl_joblist_fini(c);
     pthread_mutex_destroy(&c->admin_mu);
     cr_auth_table_free(c->auth);
@@ -1043,7 +1070,8 @@ int cr_controller_main(int argc, char **argv)
         O_STORE_CLUSTER,
         O_ETCD_OPS,
         O_METRICS_TOKEN,
-        O_ETCD_SEC
+        O_ETCD_SEC,
+        O_RATE
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -1071,6 +1099,11 @@ int cr_controller_main(int argc, char **argv)
         {"etcd-key", required_argument, NULL, O_ETCD_SEC},
         {"etcd-user", required_argument, NULL, O_ETCD_SEC},
         {"etcd-password-file", required_argument, NULL, O_ETCD_SEC},
+        {"rate-limit-rps", required_argument, NULL, O_RATE},
+        {"rate-limit-burst", required_argument, NULL, O_RATE},
+        {"rate-limit-anon-rps", required_argument, NULL, O_RATE},
+        {"rate-limit-anon-burst", required_argument, NULL, O_RATE},
+        {"rate-limit-table", required_argument, NULL, O_RATE},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -1221,6 +1254,11 @@ int cr_controller_main(int argc, char **argv)
                 goto out;
             }
             break;
+        case O_RATE:
+            if (ctl_rl_flag(&c->cfg, opts[oi].name, optarg) != 0) {
+                goto out;
+            }
+            break;
         case 'h':
             usage(stdout);
             ret = 0;
@@ -1288,6 +1326,9 @@ int cr_controller_main(int argc, char **argv)
         goto out;
     }
     cr_catalog_free(cat);
+    if (ctl_rl_start(c) != 0) {
+        goto out;
+    }
     ret = run(c);
 out:
     cr_etcd_sec_wipe(&c->cfg.etcd_sec);

@@ -254,6 +254,12 @@ typedef struct ctl_config {
     int64_t retain_s;        /* finished jobs leave memory after this age */
     int64_t idem_max;        /* Idempotency-Key answers kept at most */
     int64_t idem_ttl_s;      /* an Idempotency-Key answer expires after this */
+    /* Request rates (ctl_ratelimit.c; docs/operations.md): rps 0 = no limit. */
+    double rate_limit_rps;         /* per user or join token, requests a second */
+    int64_t rate_limit_burst;      /* ... its bucket's size */
+    double rate_limit_anon_rps;    /* per client address, requests without a valid token */
+    int64_t rate_limit_anon_burst; /* ... its bucket's size */
+    int64_t rate_limit_table;      /* buckets kept, per table (tokens, addresses) */
     /* High availability (ctl_ha.h): "" = a single controller. */
     char advertise_url[520]; /* this controller's URL for clients and followers' redirects */
     int64_t election_ttl_s;  /* the leader's lease */
@@ -370,6 +376,7 @@ struct ctl {
     size_t evicted_untrimmed;          /* evicted since the last malloc_trim (ctl_state.c) */
     struct ctl_idem *idem;             /* Idempotency-Key answers (ctl_state.c), under mu */
     struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
+    struct ctl_rl *rl;                 /* request rate limits (ctl_ratelimit.c), own locks */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -412,6 +419,29 @@ unsigned ctl_commit_status(int rc);
 void ctl_reply_commit_err(cr_http_req *req, int rc);
 /* Defer req; answer status + body (taken) once txn (taken) is durable. mu held. */
 void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned status, json_t *body);
+
+/* ctl_ratelimit.c: request rate limits (token buckets, per token and per
+ * client address; docs/operations.md "Request rate limits"). Admin and
+ * agent tokens are not limited. Never takes mu. */
+#define CTL_RL_CONFIG_MEMBERS                                                                      \
+    "rate_limit_rps", "rate_limit_burst", "rate_limit_anon_rps", "rate_limit_anon_burst",          \
+        "rate_limit_table"
+void ctl_rl_defaults(ctl_config *cfg);
+/* The config members above from a config file (into cfg): 0 or err. */
+int ctl_rl_config(const json_t *v, ctl_config *cfg, cr_json_err *err);
+/* A --rate-limit-* flag (name without "--"): 0, or CR_EINVAL after a
+ * message naming the flag on stderr. */
+int ctl_rl_flag(ctl_config *cfg, const char *name, const char *arg);
+/* The tables, sized by cfg.rate_limit_table: 0 or a code (reported). */
+int ctl_rl_start(ctl *c);
+void ctl_rl_free(ctl *c); /* NULL-safe */
+/* Whether req (of principal p) may go on: false when it was answered 429
+ * with Retry-After. */
+bool ctl_rl_allow_token(ctl *c, cr_http_req *req, const cr_principal *p);
+/* The same for a request without a valid token, by its client address. */
+bool ctl_rl_allow_anon(ctl *c, cr_http_req *req);
+/* The corral_http_rate_limit* families (no tenant labels). */
+void ctl_rl_metrics(ctl *c, cr_buf *b);
 
 /* ctl_hooks.c: register a hook at start-up, before any thread runs; 0, or
  * CR_ERANGE past CTL_HOOKS_MAX. Hooks run in the order registered, mu held. */

@@ -107,7 +107,8 @@ static void write_counts(cr_buf *b, const char *name, const char *ka, const char
  * Who may read the tenant series: the holder of --metrics-token-file's
  * token, or an admin. Without that file anyone may scrape, and reads the
  * series without tenant labels (true into *full only for those two).
- * False when the file is set and the caller shows neither (answered 401).
+ * False when the file is set and the caller shows neither (answered 401),
+ * or when a caller without either is over its address's rate limit (429).
  */
 static bool metrics_caller(ctl *c, cr_http_req *req, bool *full)
 {
@@ -116,7 +117,15 @@ static bool metrics_caller(ctl *c, cr_http_req *req, bool *full)
     cr_principal p;
     *full = (c->metrics_token && cr_auth_bearer_is(h, c->metrics_token)) ||
             (tok && cr_auth_table_check(c->auth, tok, &p) && p.role == CR_ROLE_ADMIN);
-    if (*full || !c->metrics_token) {
+    if (*full) {
+        return true;
+    }
+    /* Without the metrics or an admin token, the scrape counts against
+     * the client address's limit (a scrape walks the jobs under mu). */
+    if (!ctl_rl_allow_anon(c, req)) {
+        return false;
+    }
+    if (!c->metrics_token) {
         return true;
     }
     atomic_fetch_add(&c->auth_failures, 1);
@@ -215,6 +224,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_family(&b, "corral_auth_failures_total", "counter",
                    "Requests refused for a missing or invalid token.");
     cr_prom_sample(&b, "corral_auth_failures_total", NULL, (double)atomic_load(&c->auth_failures));
+    ctl_rl_metrics(c, &b);
     uint64_t commits, txns;
     cr_store_stats(c->store, &commits, &txns);
     cr_prom_family(&b, "corral_store_commits_total", "counter", "SQLite commits (group commits).");

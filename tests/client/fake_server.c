@@ -23,6 +23,8 @@ struct fake_server {
     char *canned_body;      /* owned */
     char *redirect;         /* base URL redirected to, or NULL (owned) */
     json_t *last;           /* last request's echo document */
+    unsigned limited;       /* the next this many requests get 429 */
+    unsigned retry_after_s; /* ... with this Retry-After (0: none) */
     unsigned requests;      /* completed requests */
     unsigned connections;   /* TCP connections opened */
     char *cert;             /* TLS certificate PEM or NULL (owned) */
@@ -101,6 +103,9 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     unsigned status = s->canned_status;
     char *canned = s->canned_body ? strdup(s->canned_body) : NULL;
     char *to = s->redirect ? strdup(s->redirect) : NULL;
+    bool limit = s->limited > 0;
+    unsigned retry_after_s = s->retry_after_s;
+    s->limited -= limit;
     pthread_mutex_unlock(&s->mu);
 
     enum MHD_Result ret;
@@ -126,6 +131,19 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *conn, const cha
     } else if (strcmp(url, "/stream-fail") == 0) {
         ret = queue(conn, 404, "{\"error\":\"CR_ENOENT\",\"message\":\"job 9 not found\"}",
                     "application/json");
+    } else if (limit) {
+        const char *err = "{\"error\":\"CR_EAGAIN\",\"message\":\"rate limit: slow down\","
+                          "\"limit\":\"rate_limit_rps\"}";
+        struct MHD_Response *r =
+            MHD_create_response_from_buffer(strlen(err), (void *)err, MHD_RESPMEM_PERSISTENT);
+        char ra[16];
+        snprintf(ra, sizeof ra, "%u", retry_after_s);
+        if (retry_after_s) {
+            MHD_add_response_header(r, "Retry-After", ra);
+        }
+        MHD_add_response_header(r, "Content-Type", "application/json");
+        ret = MHD_queue_response(conn, 429, r);
+        MHD_destroy_response(r);
     } else if (status && to) {
         char loc[512];
         snprintf(loc, sizeof loc, "%s%s", to, url);
@@ -229,6 +247,14 @@ void fake_server_stop(fake_server *s)
 const char *fake_server_url(const fake_server *s)
 {
     return s->url;
+}
+
+void fake_server_limit(fake_server *s, unsigned n, unsigned retry_after_s)
+{
+    pthread_mutex_lock(&s->mu);
+    s->limited = n;
+    s->retry_after_s = retry_after_s;
+    pthread_mutex_unlock(&s->mu);
 }
 
 void fake_server_canned(fake_server *s, unsigned status, const char *body)

@@ -33,6 +33,9 @@ void fake_server_canned(fake_server *s, unsigned status, const char *body);
 /* Answer the next requests with status (a 307) and "Location: base" followed
  * by the request's path, until reset by fake_server_echo. */
 void fake_server_redirect(fake_server *s, unsigned status, const char *base);
+/* Answer the next n requests 429 (a rate limit's CR_EAGAIN body) with
+ * "Retry-After: retry_after_s" (0: without), then as before. */
+void fake_server_limit(fake_server *s, unsigned n, unsigned retry_after_s);
 /* Back to echo answers. */
 void fake_server_echo(fake_server *s);
 /* Last request as the echo document (new reference), NULL if none. */

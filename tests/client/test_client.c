@@ -470,6 +470,71 @@ static void test_url_forms(void **state)
     }
 }
 
+static void count_wait(void *ud, unsigned wait_s, const char *message)
+{
+    unsigned *n = ud;
+    assert_int_equal(wait_s, 1);
+    assert_non_null(strstr(message, "rate limit"));
+    (*n)++;
+}
+
+/* A 429 with Retry-After: repeated after the wait when the request is safe
+ * to repeat (counted by the server's requests and the wait hook), refused
+ * with a reason otherwise. */
+static void test_rate_limit_retry(void **state)
+{
+    fx *f = *state;
+    unsigned waits = 0, before;
+    cr_client_set_wait_hook(f->c, count_wait, &waits);
+    fake_server_limit(f->srv, 1, 1);
+    before = fake_server_requests(f->srv);
+    assert_int_equal(cr_client_request(f->c, "GET", "/v1/jobs", NULL, 0, &f->res), 0);
+    assert_int_equal(f->res.status, 200);
+    assert_int_equal(fake_server_requests(f->srv) - before, 2);
+    assert_int_equal(waits, 1);
+
+    /* a POST with an Idempotency-Key is repeated too */
+    json_t *job = json_pack("{s:[s]}", "command", "true");
+    fake_server_limit(f->srv, 1, 1);
+    before = fake_server_requests(f->srv);
+    assert_int_equal(cr_client_request_idem(f->c, "POST", "/v1/jobs", job, "k-1", 0, &f->res), 0);
+    assert_int_equal(fake_server_requests(f->srv) - before, 2);
+    assert_int_equal(waits, 2);
+
+    /* ... one without is not: the 429 is the answer, and says why */
+    fake_server_limit(f->srv, 1, 1);
+    before = fake_server_requests(f->srv);
+    assert_int_equal(cr_client_request(f->c, "POST", "/v1/jobs", job, 0, &f->res), CR_EAGAIN);
+    assert_int_equal(f->res.status, 429);
+    assert_string_equal(f->res.error, "CR_EAGAIN");
+    assert_non_null(strstr(f->res.message, "rate limit: slow down"));
+    assert_non_null(strstr(f->res.message, "without an Idempotency-Key"));
+    assert_int_equal(fake_server_requests(f->srv) - before, 1);
+
+    /* no Retry-After, or one longer than the client waits: not repeated */
+    fake_server_limit(f->srv, 1, 0);
+    assert_int_equal(cr_client_request(f->c, "GET", "/v1/jobs", NULL, 0, &f->res), CR_EAGAIN);
+    assert_non_null(strstr(f->res.message, "no Retry-After"));
+    fake_server_limit(f->srv, 1, 100);
+    before = fake_server_requests(f->srv);
+    assert_int_equal(cr_client_request(f->c, "GET", "/v1/jobs", NULL, 0, &f->res), CR_EAGAIN);
+    assert_non_null(strstr(f->res.message, "longer than the client waits"));
+    assert_int_equal(fake_server_requests(f->srv) - before, 1);
+    assert_int_equal(waits, 2);
+    fake_server_limit(f->srv, 0, 0);
+
+    /* rate_wait_ns < 0: never waits */
+    cr_client *c2 = NULL;
+    cr_client_opts o = {.server = fake_server_url(f->srv), .rate_wait_ns = -1};
+    assert_int_equal(cr_client_new(&o, &c2), 0);
+    fake_server_limit(f->srv, 1, 1);
+    assert_int_equal(cr_client_request(c2, "GET", "/v1/jobs", NULL, 0, &f->res), CR_EAGAIN);
+    assert_int_equal(f->res.status, 429);
+    fake_server_limit(f->srv, 0, 0);
+    cr_client_free(c2);
+    json_decref(job);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -483,6 +548,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_timeout, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_reuse, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_rate_limit_retry, setup, teardown),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_redirect_trust),
         cmocka_unit_test(test_url_forms),
