@@ -5,12 +5,17 @@
  * rate measured in the same run on the same machine.
  *
  *   bench_controller [--seconds S] [--clients 1,8,64] [--no-slurm] [--etcd URL]
+ *                    [--etcd-cacert FILE] [--etcd-cert FILE] [--etcd-key FILE]
+ *                    [--etcd-user NAME] [--etcd-password-file FILE]
  *
  * With --etcd URL, a second controller on that etcd (--store etcd:URL, its
  * own key prefix) takes the same API load after the SQLite one, and its
  * lines ("corral etcd") follow: durable there means committed by the etcd
  * cluster (its own fsync of the raft log). bench/controller/etcd_vs_sqlite.sh
- * starts a local etcd and runs both.
+ * starts a local etcd and runs both. The --etcd-* flags are handed to that
+ * controller unchanged (docs/operations.md, "etcd over TLS"): an https://
+ * etcd with client certificates and authentication; the controller checks
+ * them, and its refusal is printed.
  *
  * The controller runs with its defaults: synchronous=FULL, so every 201 is
  * on disk (fsync) before it is sent; group commit batches the concurrent
@@ -39,8 +44,14 @@
 
 #include <curl/curl.h>
 
+/* The controller's etcd security flags, passed through as they are. */
+static const char *const etcd_sec_flags[] = {"--etcd-cacert", "--etcd-cert", "--etcd-key",
+                                             "--etcd-user", "--etcd-password-file"};
+#define ETCD_SEC_N (sizeof etcd_sec_flags / sizeof etcd_sec_flags[0])
+
 typedef struct ctl_proc {
-    const char *etcd; /* NULL: SQLite; else the etcd URL list */
+    const char *etcd;            /* NULL: SQLite; else the etcd URL list */
+    const char *const *etcd_sec; /* ETCD_SEC_N values (NULL: not given), with etcd */
     pid_t pid;
     char dir[256];
     char url[128];
@@ -99,9 +110,23 @@ static int start_controller(ctl_proc *c)
             char spec[600], cluster[64];
             snprintf(spec, sizeof spec, "etcd:%s", c->etcd);
             snprintf(cluster, sizeof cluster, "bench-%d", (int)getpid());
-            execl(corral_bin, corral_bin, "controller", "--state-dir", c->dir, "--listen",
-                  "127.0.0.1:0", "--threads", "2", "--store", spec, "--store-cluster", cluster,
-                  (char *)NULL);
+            const char *av[16 + 2 * ETCD_SEC_N];
+            size_t n = 0;
+            const char *fixed[] = {corral_bin, "controller",  "--state-dir",     c->dir,
+                                   "--listen", "127.0.0.1:0", "--threads",       "2",
+                                   "--store",  spec,          "--store-cluster", cluster};
+            for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) {
+                av[n++] = fixed[i];
+            }
+            for (size_t i = 0; i < ETCD_SEC_N; i++) {
+                if (c->etcd_sec && c->etcd_sec[i]) {
+                    av[n++] = etcd_sec_flags[i];
+                    av[n++] = c->etcd_sec[i];
+                }
+            }
+            av[n] = NULL;
+            execv(corral_bin, (char *const *)av);
+            _exit(127);
         }
         execl(corral_bin, corral_bin, "controller", "--state-dir", c->dir, "--listen",
               "127.0.0.1:0", "--threads", "2", (char *)NULL);
@@ -115,11 +140,31 @@ static int start_controller(ctl_proc *c)
         if (c->url[0]) {
             break;
         }
+        if (waitpid(c->pid, NULL, WNOHANG) == c->pid) {
+            c->pid = 0; /* refused to start: its log says why */
+            break;
+        }
         usleep(20000);
     }
     snprintf(path, sizeof path, "%s/admin.token", c->dir);
     read_line(path, c->token, sizeof c->token);
     return c->url[0] && c->token[0] ? 0 : -1;
+}
+
+/* The controller's log (its refusal names the flag at fault), to stderr. */
+static void print_log(const ctl_proc *c)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/controller.log", c->dir);
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int n = 0;
+    while (f && n++ < 40 && fgets(line, sizeof line, f)) {
+        fprintf(stderr, "  %s", line);
+    }
+    if (f) {
+        fclose(f);
+    }
 }
 
 static void stop_controller(ctl_proc *c)
@@ -379,8 +424,19 @@ int main(int argc, char **argv)
     double seconds = 3;
     bool slurm = true;
     const char *etcd = NULL;
+    const char *etcd_sec[ETCD_SEC_N] = {NULL};
+    bool any_sec = false;
     char clients[128] = "1,8,64";
     for (int i = 1; i < argc; i++) {
+        size_t k = 0;
+        while (k < ETCD_SEC_N && strcmp(argv[i], etcd_sec_flags[k]) != 0) {
+            k++;
+        }
+        if (k < ETCD_SEC_N && i + 1 < argc) {
+            etcd_sec[k] = argv[++i];
+            any_sec = true;
+            continue;
+        }
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
             seconds = atof(argv[++i]);
         } else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc) {
@@ -391,9 +447,15 @@ int main(int argc, char **argv)
             etcd = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_controller [--seconds S] [--clients 1,8,64] "
-                            "[--no-slurm] [--etcd URL]\n");
+                            "[--no-slurm] [--etcd URL] [--etcd-cacert FILE] [--etcd-cert FILE] "
+                            "[--etcd-key FILE] [--etcd-user NAME] [--etcd-password-file FILE]\n");
             return 2;
         }
+    }
+    if (any_sec && !etcd) {
+        fprintf(stderr, "bench_controller: --etcd-cacert, --etcd-cert, --etcd-key, --etcd-user "
+                        "and --etcd-password-file go with --etcd URL\n");
+        return 2;
     }
     if (seconds <= 0 || seconds > 600) {
         fprintf(stderr, "bench_controller: --seconds: expected 0..600\n");
@@ -424,14 +486,17 @@ int main(int argc, char **argv)
     }
     run_cli(&c, 400, 8);
     stop_controller(&c);
+    int rc = 0;
     if (etcd) {
         ctl_proc e;
         memset(&e, 0, sizeof e);
         e.etcd = etcd;
+        e.etcd_sec = etcd_sec;
         printf("# the same on etcd (%s): every 201 committed by the etcd cluster\n", etcd);
         if (start_controller(&e) != 0) {
-            fprintf(stderr, "bench_controller: cannot start a controller on etcd %s (see %s)\n",
-                    etcd, e.dir);
+            fprintf(stderr, "bench_controller: cannot start a controller on etcd %s:\n", etcd);
+            print_log(&e);
+            rc = 1;
         } else {
             snprintf(list, sizeof list, "%s", clients);
             save = NULL;
@@ -451,5 +516,5 @@ int main(int argc, char **argv)
     }
     printf("# targets: >= 10,000 durable submissions/s over the API; >= 10x Slurm's sbatch rate\n");
     curl_global_cleanup();
-    return 0;
+    return rc;
 }

@@ -38,6 +38,7 @@
 typedef struct fixture {
     char dir[256];
     char ctl_state[300];
+    char ctl_conf[300]; /* checkpoint_root in dir (not /tmp/corral/ckpt) */
     char server[96];
     char listen[64];
     char token[256];
@@ -108,8 +109,9 @@ static void start_controller(void)
     const char *bin = getenv("CORRAL_BIN");
     char log[400];
     snprintf(log, sizeof log, "%s/controller.log", E.dir);
-    char *argv[] = {(char *)bin,           "controller",  "--listen", E.listen,       "--state-dir",
-                    E.ctl_state,           "--heartbeat", "1",        "--lost-after", "3",
+    char *argv[] = {(char *)bin,           "controller", "--listen",    E.listen,
+                    "--state-dir",         E.ctl_state,  "--heartbeat", "1",
+                    "--lost-after",        "3",          "--config",    E.ctl_conf,
                     "--allow-legacy-join", NULL};
     E.ctl = spawn(argv, log);
 }
@@ -221,6 +223,13 @@ static int setup(void **state)
         return -1;
     }
     snprintf(E.ctl_state, sizeof E.ctl_state, "%s/ctl", E.dir);
+    snprintf(E.ctl_conf, sizeof E.ctl_conf, "%s/ctl.json", E.dir);
+    FILE *cf = fopen(E.ctl_conf, "w");
+    if (!cf) {
+        return -1;
+    }
+    fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\"}\n", E.dir);
+    fclose(cf);
     /* A free port: another test may hold the first one tried. */
     int port = 21000 + (int)(getpid() % 20000);
     for (int attempt = 0;; attempt++) {
@@ -299,25 +308,13 @@ static int teardown(void **state)
         kill_jobs_of(i);
     }
     kill_wait(&E.ctl, SIGTERM);
-    /* The agents' cgroups (where the machine gave them some). */
-    static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
-    for (size_t r = 0; r < 2; r++) {
-        for (int i = 0; i < MAX_AGENTS; i++) {
-            char base[128];
-            snprintf(base, sizeof base, "%s/corral-a%d", roots[r], i);
-            DIR *d = opendir(base);
-            struct dirent *e;
-            while (d && (e = readdir(d)) != NULL) {
-                if (strncmp(e->d_name, "job-", 4) == 0) {
-                    char path[512];
-                    snprintf(path, sizeof path, "%s/%s", base, e->d_name);
-                    rmdir(path);
-                }
-            }
-            if (d) {
-                closedir(d);
-                rmdir(base);
-            }
+    /* Stray jobs and the agents' cgroups (corral-NODE-INSTANCE, v1 and v2). */
+    const char *src = getenv("CORRAL_SRC");
+    if (src) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "'%s/tests/integration/reap.sh' '%s'", src, E.dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "reap.sh %s failed\n", E.dir);
         }
     }
     if (!getenv("CORRAL_KEEP")) {
