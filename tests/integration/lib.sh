@@ -16,7 +16,7 @@
 #                         another --listen), heartbeat 1 s, log
 #                         $DIR/controller.log; waits for its address and
 #                         admin token: CTL_PID, CTL_STATE, CORRAL_SERVER and
-#                         CORRAL_TOKEN (exported)
+#                         CORRAL_TOKEN (exported), SERVER and ADMIN (the same)
 #   cr_start_agent NODE STATE-DIR LOG [FLAGS...]
 #                         an agent of that controller (its join token) on
 #                         127.0.0.1:0, --kill-on-exit; $CR_EXEC (words)
@@ -27,11 +27,14 @@
 #                         runs first; exit 1
 #   wait_for SECONDS CMD...   poll CMD every 0.1 s until it succeeds
 #   free_ports N          N distinct free loopback ports
+#   c CMD ARGS...         the CLI as the admin of $SERVER ($ADMIN)
 #
 # Hooks: CR_STOP (TERM; KILL where the test wants no orderly stop) is sent
 # to PIDS on exit; a function cleanup_extra, where the script has one, runs
-# before $DIR is removed (also on a signal). CORRAL_KEEP=1 keeps $DIR. The
-# jobs and cgroups of the agents whose state is in $DIR go too (reap.sh).
+# before $DIR is removed (also on a signal). CORRAL_KEEP=1 keeps $DIR, and
+# so does CR_KEEP_ON_FAIL=1 where the script counted failures ($fails, its
+# own fail). The jobs and cgroups of the agents whose state is in $DIR go
+# too (reap.sh).
 
 CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
 CR_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -39,6 +42,7 @@ CR_STOP=${CR_STOP:-TERM}
 CR_FAIL_TAIL=${CR_FAIL_TAIL:-20}
 CR_FAIL_OUT=${CR_FAIL_OUT:-0}
 CR_EXEC=${CR_EXEC:-}
+CR_KEEP_ON_FAIL=${CR_KEEP_ON_FAIL:-0}
 
 cr_setup() { # cr_setup NAME
     DIR=$(mktemp -d "${TMPDIR:-/tmp}/corral-$1-XXXXXX")
@@ -50,11 +54,16 @@ cr_setup() { # cr_setup NAME
     trap 'cr_on_signal 130' INT
 }
 
-# Stray jobs and the agents' cgroups (reap.sh), then $DIR.
+# The script's own cleanup, stray jobs and the agents' cgroups (reap.sh),
+# then $DIR.
 cr_remove_dir() {
-    "$CR_LIB_DIR/reap.sh" "$DIR" || true
     if declare -F cleanup_extra >/dev/null; then cleanup_extra || true; fi
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
+    "$CR_LIB_DIR/reap.sh" "$DIR" || true
+    if [ "$CR_KEEP_ON_FAIL" = 1 ] && [ "${fails:-0}" != 0 ]; then
+        echo "kept $DIR"
+    elif [ -z "${CORRAL_KEEP:-}" ]; then
+        rm -rf "$DIR"
+    fi
 }
 
 cr_cleanup() {
@@ -119,11 +128,13 @@ cr_start_controller() { # cr_start_controller STATE-DIR [FLAGS...]
         --heartbeat 1 "$@" >>"$DIR/controller.log" 2>&1 &
     CTL_PID=$!
     PIDS+=("$CTL_PID")
-    wait_for 30 test -s "$CTL_STATE/listen.addr" || fail "controller did not start"
-    wait_for 30 test -s "$CTL_STATE/admin.token" || fail "controller wrote no admin token"
+    # exit: where the script's fail counts and goes on, nothing can
+    wait_for 30 test -s "$CTL_STATE/listen.addr" || { fail "controller did not start"; exit 1; }
+    wait_for 30 test -s "$CTL_STATE/admin.token" || { fail "controller wrote no admin token"; exit 1; }
     CORRAL_SERVER=$(cat "$CTL_STATE/listen.addr")
     CORRAL_TOKEN=$(cat "$CTL_STATE/admin.token")
     export CORRAL_SERVER CORRAL_TOKEN
+    SERVER=$CORRAL_SERVER ADMIN=$CORRAL_TOKEN
 }
 
 cr_start_agent() { # cr_start_agent NODE STATE-DIR LOG [FLAGS...]
@@ -133,4 +144,10 @@ cr_start_agent() { # cr_start_agent NODE STATE-DIR LOG [FLAGS...]
     $CR_EXEC "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$CTL_STATE/join.token" \
         --node "$node" --listen 127.0.0.1:0 --state-dir "$sd" --kill-on-exit "$@" >"$log" 2>&1 &
     PIDS+=($!)
+}
+
+c() { # c CMD ARGS...: the CLI as the admin of $SERVER
+    local cmd=$1
+    shift
+    "$CORRAL" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
 }
