@@ -74,12 +74,19 @@ cr_cleanup() {
     cr_remove_dir
 }
 
-# Killed (meson's timeout, ^C): no time for an orderly stop.
+# Killed (meson's timeout, ^C): no time for an orderly stop. meson kills
+# the process group 0.5 s after its SIGTERM: reap.sh (stray jobs, cgroups,
+# $DIR) goes on in a session of its own, and the script ends at once.
 cr_on_signal() {
-    local p
+    local p rm=--rm
     trap - EXIT
     for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    cr_remove_dir
+    if declare -F cleanup_extra >/dev/null; then cleanup_extra || true; fi
+    if [ "$CR_KEEP_ON_FAIL" = 1 ] && [ "${fails:-0}" != 0 ]; then
+        echo "kept $DIR"
+        rm=
+    fi
+    setsid "$CR_LIB_DIR/reap.sh" $rm "$DIR" </dev/null >/dev/null 2>&1 &
     exit "$1"
 }
 

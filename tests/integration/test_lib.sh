@@ -61,7 +61,8 @@ for mode in exit signal; do
     fi
     wait_for 60 gone "$child" || fail "$mode: the child did not end"
     wait "$child" 2>/dev/null || true
-    [ ! -e "$dir" ] || fail "$mode: $dir left: $(ls -A "$dir")"
+    # On a signal reap.sh finishes in a session of its own, after the child.
+    wait_for 20 test ! -e "$dir" || fail "$mode: $dir left: $(ls -A "$dir")"
     wait_for 20 gone "$job" || fail "$mode: job process $job outlived the test: $(ps -o pid,pgid,sid,args -p "$job")"
     wait_for 20 no_proc "$dir" || fail "$mode: processes left: $(pgrep -a -f -- "$dir/")"
     wait_for 20 no_cgroups "$inst" || fail "$mode: cgroups left: $(find /sys/fs/cgroup -maxdepth 6 -name "corral-*-$inst")"

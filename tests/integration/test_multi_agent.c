@@ -33,6 +33,8 @@
 
 #include <cmocka.h>
 
+#include "reap.h"
+
 #define MAX_AGENTS 3
 
 typedef struct fixture {
@@ -212,6 +214,18 @@ static json_t *wait_state(long long id, const char *want, double secs)
     return NULL;
 }
 
+static void stop_all(int sig);
+
+/* meson's timeout (SIGTERM to the process group, SIGKILL 0.5 s later) or
+ * ^C: the daemons killed, the rest (jobs, cgroups, directory) by reap.sh
+ * in a session of its own. */
+static void on_signal(int sig)
+{
+    stop_all(SIGKILL);
+    cr_test_reap(E.dir, 1);
+    _exit(128 + sig);
+}
+
 static int setup(void **state)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -222,6 +236,8 @@ static int setup(void **state)
     if (!mkdtemp(E.dir)) {
         return -1;
     }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
     snprintf(E.ctl_state, sizeof E.ctl_state, "%s/ctl", E.dir);
     snprintf(E.ctl_conf, sizeof E.ctl_conf, "%s/ctl.json", E.dir);
     FILE *cf = fopen(E.ctl_conf, "w");
@@ -301,29 +317,20 @@ static void kill_jobs_of(int i)
     }
 }
 
-static int teardown(void **state)
+static void stop_all(int sig)
 {
     for (int i = 0; i < MAX_AGENTS; i++) {
-        kill_wait(&E.agents[i], SIGTERM);
+        kill_wait(&E.agents[i], sig);
         kill_jobs_of(i);
     }
-    kill_wait(&E.ctl, SIGTERM);
-    /* Stray jobs and the agents' cgroups (corral-NODE-INSTANCE, v1 and v2). */
-    const char *src = getenv("CORRAL_SRC");
-    if (src) {
-        char cmd[700];
-        snprintf(cmd, sizeof cmd, "'%s/tests/integration/reap.sh' '%s'", src, E.dir);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "reap.sh %s failed\n", E.dir);
-        }
-    }
-    if (!getenv("CORRAL_KEEP")) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", E.dir);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "cannot remove %s\n", E.dir);
-        }
-    }
+    kill_wait(&E.ctl, sig);
+}
+
+static int teardown(void **state)
+{
+    stop_all(SIGTERM);
+    /* Stray jobs, the agents' cgroups (corral-NODE-INSTANCE), the directory. */
+    cr_test_reap(E.dir, 0);
     curl_global_cleanup();
     return 0;
 }
