@@ -20,6 +20,8 @@ cleanup() {
         kill "$p" 2>/dev/null
         wait "$p" 2>/dev/null
     done
+    # stray jobs, the agent's cgroups (tests/integration/reap.sh)
+    [ -z "${CORRAL_SRC:-}" ] || "$CORRAL_SRC/tests/integration/reap.sh" "$TMP"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
