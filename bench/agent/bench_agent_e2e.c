@@ -201,8 +201,16 @@ int main(void)
     snprintf(ctl_state, sizeof ctl_state, "%s/ctl", dir);
     snprintf(log, sizeof log, "%s/controller.log", dir);
     const char *sync = getenv("BENCH_SYNC") ? getenv("BENCH_SYNC") : "full";
-    char *cargv[] = {(char *)bin, "controller", "--listen",   listen, "--state-dir",
-                     ctl_state,   "--sync",     (char *)sync, NULL};
+    /* The checkpoint root in dir too (its default is /tmp/corral/ckpt). */
+    char conf[160];
+    snprintf(conf, sizeof conf, "%s/ctl.json", dir);
+    FILE *cf = fopen(conf, "w");
+    if (cf) {
+        fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\"}\n", dir);
+        fclose(cf);
+    }
+    char *cargv[] = {(char *)bin, "controller", "--listen", listen,       "--state-dir", ctl_state,
+                     "--config",  conf,         "--sync",   (char *)sync, NULL};
     pid_t pids[NODES + 1];
     pids[0] = spawn(cargv, log);
     snprintf(tokpath, sizeof tokpath, "%s/admin.token", ctl_state);

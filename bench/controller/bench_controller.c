@@ -6,12 +6,17 @@
  *
  *   bench_controller [--seconds S] [--clients 1,8,64] [--no-slurm] [--etcd URL]
  *                    [--user RPS]
+ *                    [--etcd-cacert FILE] [--etcd-cert FILE] [--etcd-key FILE]
+ *                    [--etcd-user NAME] [--etcd-password-file FILE]
  *
  * With --etcd URL, a second controller on that etcd (--store etcd:URL, its
  * own key prefix) takes the same API load after the SQLite one, and its
  * lines ("corral etcd") follow: durable there means committed by the etcd
  * cluster (its own fsync of the raft log). bench/controller/etcd_vs_sqlite.sh
- * starts a local etcd and runs both.
+ * starts a local etcd and runs both. The --etcd-* flags are handed to that
+ * controller unchanged (docs/operations.md, "etcd over TLS"): an https://
+ * etcd with client certificates and authentication; the controller checks
+ * them, and its refusal is printed.
  *
  * With --user RPS the load comes from one user token (tenant "bench")
  * instead of the admin token, and the controller runs with
@@ -49,9 +54,15 @@
 
 #include <curl/curl.h>
 
+/* The controller's etcd security flags, passed through as they are. */
+static const char *const etcd_sec_flags[] = {"--etcd-cacert", "--etcd-cert", "--etcd-key",
+                                             "--etcd-user", "--etcd-password-file"};
+#define ETCD_SEC_N (sizeof etcd_sec_flags / sizeof etcd_sec_flags[0])
+
 typedef struct ctl_proc {
-    const char *etcd; /* NULL: SQLite; else the etcd URL list */
-    const char *rps;  /* --rate-limit-rps for the controller, NULL: its default */
+    const char *etcd;            /* NULL: SQLite; else the etcd URL list */
+    const char *const *etcd_sec; /* ETCD_SEC_N values (NULL: not given), with etcd */
+    const char *rps;             /* --rate-limit-rps for the controller, NULL: its default */
     pid_t pid;
     char dir[256];
     char url[128];
@@ -107,8 +118,8 @@ static int start_controller(ctl_proc *c)
         }
         setenv("CORRAL_LOG", "warn", 1);
         char spec[600], cluster[64];
-        const char *av[16] = {corral_bin, "controller",  "--state-dir", c->dir,
-                              "--listen", "127.0.0.1:0", "--threads",   "2"};
+        const char *av[16 + 2 * ETCD_SEC_N] = {corral_bin, "controller",  "--state-dir", c->dir,
+                                               "--listen", "127.0.0.1:0", "--threads",   "2"};
         int ac = 8;
         if (c->etcd) {
             snprintf(spec, sizeof spec, "etcd:%s", c->etcd);
@@ -117,6 +128,12 @@ static int start_controller(ctl_proc *c)
             av[ac++] = spec;
             av[ac++] = "--store-cluster";
             av[ac++] = cluster;
+            for (size_t i = 0; i < ETCD_SEC_N; i++) {
+                if (c->etcd_sec && c->etcd_sec[i]) {
+                    av[ac++] = etcd_sec_flags[i];
+                    av[ac++] = c->etcd_sec[i];
+                }
+            }
         }
         if (c->rps) {
             av[ac++] = "--rate-limit-rps";
@@ -132,6 +149,10 @@ static int start_controller(ctl_proc *c)
     while (cr_mono_ns() < deadline) {
         read_line(path, c->url, sizeof c->url);
         if (c->url[0]) {
+            break;
+        }
+        if (waitpid(c->pid, NULL, WNOHANG) == c->pid) {
+            c->pid = 0; /* refused to start: its log says why */
             break;
         }
         usleep(20000);
@@ -192,6 +213,22 @@ static int use_user_token(ctl_proc *c)
     c->token[n] = '\0';
     free(ans);
     return 0;
+}
+
+/* The controller's log (its refusal names the flag at fault), to stderr. */
+static void print_log(const ctl_proc *c)
+{
+    char path[300];
+    snprintf(path, sizeof path, "%s/controller.log", c->dir);
+    FILE *f = fopen(path, "r");
+    char line[1024];
+    int n = 0;
+    while (f && n++ < 40 && fgets(line, sizeof line, f)) {
+        fprintf(stderr, "  %s", line);
+    }
+    if (f) {
+        fclose(f);
+    }
 }
 
 static void stop_controller(ctl_proc *c)
@@ -451,8 +488,19 @@ int main(int argc, char **argv)
     double seconds = 3;
     bool slurm = true;
     const char *etcd = NULL, *user_rps = NULL;
+    const char *etcd_sec[ETCD_SEC_N] = {NULL};
+    bool any_sec = false;
     char clients[128] = "1,8,64";
     for (int i = 1; i < argc; i++) {
+        size_t k = 0;
+        while (k < ETCD_SEC_N && strcmp(argv[i], etcd_sec_flags[k]) != 0) {
+            k++;
+        }
+        if (k < ETCD_SEC_N && i + 1 < argc) {
+            etcd_sec[k] = argv[++i];
+            any_sec = true;
+            continue;
+        }
         if (strcmp(argv[i], "--seconds") == 0 && i + 1 < argc) {
             seconds = atof(argv[++i]);
         } else if (strcmp(argv[i], "--clients") == 0 && i + 1 < argc) {
@@ -465,9 +513,16 @@ int main(int argc, char **argv)
             user_rps = argv[++i];
         } else {
             fprintf(stderr, "usage: bench_controller [--seconds S] [--clients 1,8,64] "
-                            "[--no-slurm] [--etcd URL] [--user RPS]\n");
+                            "[--no-slurm] [--etcd URL] [--user RPS] [--etcd-cacert FILE] "
+                            "[--etcd-cert FILE] [--etcd-key FILE] [--etcd-user NAME] "
+                            "[--etcd-password-file FILE]\n");
             return 2;
         }
+    }
+    if (any_sec && !etcd) {
+        fprintf(stderr, "bench_controller: --etcd-cacert, --etcd-cert, --etcd-key, --etcd-user "
+                        "and --etcd-password-file go with --etcd URL\n");
+        return 2;
     }
     if (seconds <= 0 || seconds > 600) {
         fprintf(stderr, "bench_controller: --seconds: expected 0..600\n");
@@ -507,14 +562,17 @@ int main(int argc, char **argv)
     }
     run_cli(&c, 400, 8);
     stop_controller(&c);
+    int rc = 0;
     if (etcd) {
         ctl_proc e;
         memset(&e, 0, sizeof e);
         e.etcd = etcd;
+        e.etcd_sec = etcd_sec;
         printf("# the same on etcd (%s): every 201 committed by the etcd cluster\n", etcd);
         if (start_controller(&e) != 0) {
-            fprintf(stderr, "bench_controller: cannot start a controller on etcd %s (see %s)\n",
-                    etcd, e.dir);
+            fprintf(stderr, "bench_controller: cannot start a controller on etcd %s:\n", etcd);
+            print_log(&e);
+            rc = 1;
         } else {
             snprintf(list, sizeof list, "%s", clients);
             save = NULL;
@@ -534,5 +592,5 @@ int main(int argc, char **argv)
     }
     printf("# targets: >= 10,000 durable submissions/s over the API; >= 10x Slurm's sbatch rate\n");
     curl_global_cleanup();
-    return 0;
+    return rc;
 }

@@ -490,10 +490,18 @@ int main(int argc, char **argv)
         perror("mkdtemp");
         return 1;
     }
-    char log[300], addr[300], p[300];
+    char log[300], addr[300], p[300], conf[300];
     snprintf(log, sizeof log, "%s/controller.log", dir);
-    char *cargv[] = {corral_bin, "controller", "--allow-legacy-join", "--state-dir",
-                     dir,        "--listen",   "127.0.0.1:0",         NULL};
+    /* The agents' checkpoint root in dir too (its default is /tmp/corral/ckpt). */
+    snprintf(conf, sizeof conf, "%s/ctl.json", dir);
+    FILE *cf = fopen(conf, "w");
+    if (cf) {
+        fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\"}\n", dir);
+        fclose(cf);
+    }
+    char *cargv[] = {
+        corral_bin, "controller", "--allow-legacy-join", "--config", conf, "--state-dir",
+        dir,        "--listen",   "127.0.0.1:0",         NULL};
     ctl_pid = spawn(cargv, log);
     snprintf(addr, sizeof addr, "%s/listen.addr", dir);
     int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;

@@ -79,9 +79,11 @@ URLS=()
 for i in 0 1 2; do URLS+=("http://127.0.0.1:${P[$((i + 6))]}"); done
 ALL="${URLS[0]},${URLS[1]},${URLS[2]}"
 CPID=()
+# The checkpoint root in $DIR too (its default is /tmp/corral/ckpt).
+printf '{"checkpoint_root": "%s/ckpt"}\n' "$DIR" >"$DIR/ckpt.json"
 start_ctl() {
-    "$CORRAL" controller --allow-legacy-join --listen "127.0.0.1:${P[$(($1 + 6))]}" --state-dir "$DIR/ctl$1" \
-        --store "etcd:$EPS" --advertise-url "${URLS[$1]}" --election-ttl "$TTL" --heartbeat 1 \
+    "$CORRAL" controller --allow-legacy-join --config "$DIR/ckpt.json" \
+        --listen "127.0.0.1:${P[$(($1 + 6))]}" --state-dir "$DIR/ctl$1" --store "etcd:$EPS" --advertise-url "${URLS[$1]}" --election-ttl "$TTL" --heartbeat 1 \
         >>"$DIR/controller$1.log" 2>&1 &
     CPID[$1]=$!
     PIDS+=($!)

@@ -28,6 +28,8 @@
 
 #include <cmocka.h>
 
+#include "../integration/reap.h"
+
 typedef struct env {
     mock_ctl *m;
     char dir[256];   /* scratch directory */
@@ -290,6 +292,16 @@ static int pid_gone(void *arg)
 
 /* --- fixture --------------------------------------------------------- */
 
+/* meson's timeout (SIGTERM to the process group, SIGKILL 0.5 s later) or
+ * ^C: the agent killed, the rest (jobs, cgroups, directory) by reap.sh in a
+ * session of its own. */
+static void on_signal(int sig)
+{
+    stop_agent(SIGKILL);
+    cr_test_reap(E.dir, 1);
+    _exit(128 + sig);
+}
+
 static int setup(void **state)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -297,6 +309,8 @@ static int setup(void **state)
     if (!mkdtemp(E.dir)) {
         return -1;
     }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
     snprintf(E.state, sizeof E.state, "%s/state", E.dir);
     E.m = mock_ctl_start();
     if (!E.m) {
@@ -310,11 +324,7 @@ static int teardown(void **state)
 {
     stop_agent(SIGTERM);
     mock_ctl_stop(E.m);
-    char cmd[400];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", E.dir);
-    if (system(cmd) != 0) {
-        fprintf(stderr, "cannot remove %s\n", E.dir);
-    }
+    cr_test_reap(E.dir, 0); /* stray jobs, the agent's cgroups, the directory */
     curl_global_cleanup();
     return 0;
 }

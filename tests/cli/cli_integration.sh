@@ -12,16 +12,22 @@ set -u
 BIN=${CORRAL_BIN:?CORRAL_BIN not set}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/corral-cli-it.XXXXXX")
 CTL_PID=
+AGENT_PID=
 fails=0
 
 cleanup() {
-    if [ -n "$CTL_PID" ]; then
-        kill "$CTL_PID" 2>/dev/null
-        wait "$CTL_PID" 2>/dev/null
-    fi
+    for p in $AGENT_PID $CTL_PID; do
+        kill "$p" 2>/dev/null
+        wait "$p" 2>/dev/null
+    done
+    # stray jobs, the agent's cgroups (tests/integration/reap.sh)
+    [ -z "${CORRAL_SRC:-}" ] || "$CORRAL_SRC/tests/integration/reap.sh" "$TMP"
     rm -rf "$TMP"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+# meson's timeout (SIGTERM) or ^C: through the EXIT trap.
+trap 'exit 143' TERM
+trap 'exit 130' INT
 
 if "$BIN" controller --help 2>&1 | grep -q "not built yet"; then
     echo "SKIP: corral controller is not built yet"
@@ -65,7 +71,10 @@ has() {
 # <state-dir>/listen.addr once it listens.
 STATE=$TMP/state
 mkdir -p "$STATE"
-"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$STATE" >"$TMP/ctl.log" 2>&1 &
+# Checkpoints under $TMP too (the default root is /tmp/corral/ckpt).
+printf '{"checkpoint_root": "%s/ckpt"}\n' "$TMP" >"$TMP/ctl.json"
+"$BIN" controller --allow-legacy-join --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$STATE" \
+    >"$TMP/ctl.log" 2>&1 &
 CTL_PID=$!
 started=
 i=0
@@ -227,6 +236,7 @@ if ! "$BIN" agent --help 2>&1 | grep -q "not built yet"; then
     run 0 show "$LID" && has "$TMP/out" "completed"
     kill "$AGENT_PID" 2>/dev/null
     wait "$AGENT_PID" 2>/dev/null
+    AGENT_PID=
 fi
 
 # --- services ---------------------------------------------------------------------------

@@ -25,6 +25,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "../integration/reap.h"
 #include <curl/curl.h>
 #include <jansson.h>
 
@@ -116,6 +118,9 @@ static void start_in(daemon_t *d, const char *extra, bool fresh)
     const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "build/corral";
     d->pid = fork();
     assert_true(d->pid >= 0);
+    if (d->pid > 0) {
+        cr_test_track(d->dir, d->pid); /* removed even if the test fails */
+    }
     if (d->pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
@@ -162,6 +167,7 @@ static void halt(daemon_t *d)
     kill(d->pid, SIGTERM);
     int st;
     waitpid(d->pid, &st, 0);
+    cr_test_track(d->dir, 0);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
@@ -173,6 +179,7 @@ static void stop(daemon_t *d)
     if (system(cmd) != 0) {
         fprintf(stderr, "cannot remove %s\n", d->dir);
     }
+    cr_test_untrack(d->dir);
 }
 
 /* A fake agent's registration: n GPUs of one model. */
@@ -453,16 +460,25 @@ static void test_auto_restart(void **state)
     stop(&d);
 }
 
+/* What a failed test left: its daemons and directories. */
+static int reap_live(void **state)
+{
+    cr_test_reap_live(0);
+    return 0;
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, cr_test_on_signal);
+    signal(SIGINT, cr_test_on_signal);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_placements),
         cmocka_unit_test(test_auto_hetero),
         cmocka_unit_test(test_auto_restart),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, reap_live);
     curl_global_cleanup();
     return rc;
 }

@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "../integration/reap.h"
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -135,6 +137,9 @@ static void start(daemon_t *d, bool fresh, const char *extra)
     snprintf(log, sizeof log, "%s/controller.log", d->dir);
     d->pid = fork();
     assert_true(d->pid >= 0);
+    if (d->pid > 0) {
+        cr_test_track(d->dir, d->pid); /* removed even if the test fails */
+    }
     if (d->pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
         if (fd >= 0) {
@@ -189,6 +194,7 @@ static void stop(daemon_t *d, int sig)
         kill(d->pid, sig);
         int st;
         waitpid(d->pid, &st, 0);
+        cr_test_track(d->dir, 0);
         if (sig == SIGTERM) {
             assert_true(WIFEXITED(st));
             assert_int_equal(WEXITSTATUS(st), 0);
@@ -204,6 +210,7 @@ static void cleanup(daemon_t *d)
     if (system(cmd) != 0) {
         fprintf(stderr, "cannot remove %s\n", d->dir);
     }
+    cr_test_untrack(d->dir);
 }
 
 static const char *str(json_t *v, const char *key)
@@ -274,12 +281,15 @@ static void test_flags(void **state)
     assert_int_equal(WEXITSTATUS(st), 2);
     snprintf(cmd, sizeof cmd, "%s controller --listen nope 2>&1 | grep -q -- --listen", bin());
     assert_int_equal(system(cmd), 0);
+    char cfg[64]; /* this run's own: runs at the same time do not share it */
+    snprintf(cfg, sizeof cfg, "/tmp/corral-bad-cfg-%d.json", (int)getpid());
     snprintf(cmd, sizeof cmd,
-             "echo '{\"listen\": 5}' > /tmp/corral-bad-cfg.json; %s controller --config "
-             "/tmp/corral-bad-cfg.json 2>&1 | grep -q \"field 'listen'\"",
-             bin());
-    assert_int_equal(system(cmd), 0);
-    unlink("/tmp/corral-bad-cfg.json");
+             "echo '{\"listen\": 5}' > %s; %s controller --config %s 2>&1 | grep -q \"field "
+             "'listen'\"",
+             cfg, bin(), cfg);
+    int rc = system(cmd);
+    unlink(cfg);
+    assert_int_equal(rc, 0);
 }
 
 static void test_health_and_auth(void **state)
@@ -981,6 +991,7 @@ static void test_tls(void **state)
     }
     char dir[] = "/tmp/corral-test-tls-XXXXXX";
     assert_non_null(mkdtemp(dir));
+    cr_test_track(dir, 0);
     char cmd[1200], extra[700];
     snprintf(cmd, sizeof cmd,
              "openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/k.pem -out %s/c.pem -days 1 "
@@ -1002,6 +1013,7 @@ static void test_tls(void **state)
     ca_file[0] = '\0';
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     assert_int_equal(system(cmd), 0);
+    cr_test_untrack(dir);
 }
 
 /* This node's desired action for a job ("" when not listed). */
@@ -1802,10 +1814,19 @@ static void test_crash_safety(void **state)
     cleanup(&d);
 }
 
+/* What a failed test left: its daemons and directories. */
+static int reap_live(void **state)
+{
+    cr_test_reap_live(0);
+    return 0;
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     signal(SIGPIPE, SIG_IGN);
+    signal(SIGTERM, cr_test_on_signal);
+    signal(SIGINT, cr_test_on_signal);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flags),
         cmocka_unit_test(test_health_and_auth),
@@ -1827,7 +1848,7 @@ int main(void)
         cmocka_unit_test(test_env_reserved),
         cmocka_unit_test(test_crash_safety),
     };
-    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    int rc = cmocka_run_group_tests(tests, NULL, reap_live);
     curl_global_cleanup();
     return rc;
 }

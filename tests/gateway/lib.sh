@@ -12,6 +12,8 @@ cleanup() {
     [ -n "$ON_EXIT" ] && eval "$ON_EXIT"
     for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
+    # stray jobs, an agent's cgroups (tests/integration/reap.sh)
+    [ -z "${CORRAL_SRC:-}" ] || "$CORRAL_SRC/tests/integration/reap.sh" "$T"
     rm -rf "$T"
 }
 trap cleanup EXIT

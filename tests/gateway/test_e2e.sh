@@ -13,7 +13,10 @@ for role in controller agent; do
     fi
 done
 
-"$CORRAL_BIN" controller --allow-legacy-join --state-dir "$T/st" --listen 127.0.0.1:0 >ctl.out 2>ctl.log &
+# Checkpoints under $T too (the default root is /tmp/corral/ckpt).
+printf '{"checkpoint_root": "%s/ckpt"}\n' "$T" >"$T/ctl.json"
+"$CORRAL_BIN" controller --allow-legacy-join --config "$T/ctl.json" --state-dir "$T/st" \
+    --listen 127.0.0.1:0 >ctl.out 2>ctl.log &
 CTLPID=$!
 PIDS="$PIDS $CTLPID"
 wait_for 10 grep -q "listening on http" ctl.log ctl.out || fail "controller did not start"

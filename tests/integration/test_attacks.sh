@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # test_attacks.sh - holes found by attacking the shared-cluster security of
 # issue 9 (docs/security.md, docs/isolation.md), each a case that failed
 # before its fix: the real controller (run_as mapping for two tenants) and a
@@ -27,7 +27,8 @@
 # test_isolation.sh); exits 77 only when those are truly missing.
 set -u
 
-BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
+BIN=$CORRAL
 if [ "$(id -u)" != 0 ]; then
     echo "SKIP: needs root (setuid, cgroups)"
     exit 77
@@ -36,18 +37,14 @@ if [ ! -w /sys/fs/cgroup/devices ] || [ ! -w /sys/fs/cgroup/memory ]; then
     echo "SKIP: no writable cgroup v1 devices and memory controllers"
     exit 77
 fi
-TMP=$(mktemp -d /var/tmp/corral-attack.XXXXXX)
+TMPDIR=/var/tmp cr_setup attack
+TMP=$DIR
 chmod 755 "$TMP"
-PIDS=
+# A failed run keeps $TMP (its logs); fail counts, every check runs.
+CR_KEEP_ON_FAIL=1
 fails=0
 ORPHAN=
-cleanup() {
-    [ -n "$ORPHAN" ] && kill -9 "$ORPHAN" 2>/dev/null
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    if [ "$fails" = 0 ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
-}
-trap cleanup EXIT INT TERM
+cleanup_extra() { [ -z "$ORPHAN" ] || kill -9 "$ORPHAN" 2>/dev/null; }
 unset CORRAL_SERVER CORRAL_TOKEN CORRAL_TOKEN_FILE CORRAL_JOIN_TOKEN
 export CORRAL_CONFIG=/dev/null
 
@@ -56,21 +53,6 @@ fail() {
     fails=$((fails + 1))
 }
 ok() { echo "ok: $*"; }
-wait_until() { # wait_until SECONDS CMD...: poll (generous deadlines)
-    n=$(($1 * 10))
-    shift
-    while [ "$n" -gt 0 ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-        n=$((n - 1))
-    done
-    return 1
-}
-c() {
-    cmd=$1
-    shift
-    "$BIN" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
-}
 
 # alice (uid 64011) is team-a's; team-b also has a token named alice.
 cat >"$TMP/ctl.json" <<EOF
@@ -79,17 +61,7 @@ cat >"$TMP/ctl.json" <<EOF
             "users": {"alice": {"uid": 64011, "gid": 64011, "tenant": "team-a"}}},
  "checkpoint_root": "$TMP/ckpt"}
 EOF
-"$BIN" controller --allow-legacy-join --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
-    --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
-CTL_PID=$!
-PIDS="$PIDS $!"
-if ! wait_until 30 test -s "$TMP/ctl/listen.addr"; then
-    fail "controller did not start: $(cat "$TMP/ctl.log")"
-    exit 1
-fi
-SERVER=$(cat "$TMP/ctl/listen.addr")
-wait_until 30 test -s "$TMP/ctl/admin.token"
-ADMIN=$(cat "$TMP/ctl/admin.token")
+cr_start_controller "$TMP/ctl" --allow-legacy-join --config "$TMP/ctl.json"
 c tenants create team-a >/dev/null && c tenants create team-b >/dev/null || fail "tenants"
 tok() { c tokens create --role user --tenant "$1" --name "$2" 2>/dev/null | tail -1; }
 ALICE_A=$(tok team-a alice)
@@ -98,9 +70,9 @@ ALICE_B=$(tok team-b alice)
 "$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node n1 \
     --gpus "sim:2xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/n1" --kill-on-exit \
     >"$TMP/agent-n1.log" 2>&1 &
-PIDS="$PIDS $!"
+PIDS+=($!)
 up() { c nodes | grep -q ' up '; }
-wait_until 60 up || fail "agent did not register: $(tail -5 "$TMP/agent-n1.log")"
+wait_for 60 up || fail "agent did not register: $(tail -5 "$TMP/agent-n1.log")"
 
 submit() { # submit TOKEN ARGS...: prints the job id
     t=$1
@@ -116,11 +88,11 @@ gone() { ! kill -0 "$1"; }
 J=$(submit "$ALICE_A" --gpu-type L40S -- sh -c \
     'setsid sleep 3217 </dev/null >/dev/null 2>&1 & p=$!
      while ! grep -q 3217 /proc/$p/cmdline 2>/dev/null; do sleep 0.05; done; echo "pid=$p"')
-wait_until 60 state_is "$J" completed || fail "job $J did not complete: $(c show "$J")"
+wait_for 60 state_is "$J" completed || fail "job $J did not complete: $(c show "$J")"
 ORPHAN=$(sed -n 's/^pid=//p' "$TMP/n1/logs/$J/out")
 if [ -z "$ORPHAN" ]; then
     fail "job $J did not print its detached process: $(cat "$TMP/n1/logs/$J/out")"
-elif wait_until 20 gone "$ORPHAN"; then
+elif wait_for 20 gone "$ORPHAN"; then
     ok "the detached process $ORPHAN of job $J ended with the job"
 else
     fail "process $ORPHAN (uid $(stat -c %u "/proc/$ORPHAN")) of job $J outlived it" \
@@ -153,10 +125,10 @@ fi
 # $TMP/shared plays /tmp (1777); team-b writes, then team-a reads.
 mkdir -m 1777 "$TMP/shared"
 JW=$(submit "$ALICE_B" --gpu-type L40S -- sh -c "echo tmp-secret-of-b > $TMP/shared/b.out")
-wait_until 60 state_is "$JW" completed || fail "job $JW did not complete: $(c show "$JW")"
+wait_for 60 state_is "$JW" completed || fail "job $JW did not complete: $(c show "$JW")"
 JR=$(submit "$ALICE_A" --name reader --gpu-type L40S -- sh -c \
     "cat $TMP/shared/b.out || echo denied")
-wait_until 60 state_is "$JR" completed || fail "job $JR did not complete: $(c show "$JR")"
+wait_for 60 state_is "$JR" completed || fail "job $JR did not complete: $(c show "$JR")"
 if grep -q tmp-secret-of-b "$TMP/n1/logs/$JR/out"; then
     fail "team-a's job $JR read team-b's scratch file ($(stat -c '%a %u' "$TMP/shared/b.out"))"
 elif grep -q denied "$TMP/n1/logs/$JR/out"; then
@@ -184,7 +156,7 @@ for i in range(400):
         os._exit(0)
     n += 1
 print("forked=%d err=%s" % (n, err), flush=True)')
-    wait_until 60 state_is "$JF" completed || fail "fork job $JF did not complete: $(c show "$JF")"
+    wait_for 60 state_is "$JF" completed || fail "fork job $JF did not complete: $(c show "$JF")"
     got=$(cat "$TMP/n1/logs/$JF/out")
     n=$(echo "$got" | sed -n 's/^forked=\([0-9]*\).*/\1/p')
     if [ -n "$n" ] && [ "$n" -lt 64 ] && echo "$got" | grep -q 'err=Resource temporarily'; then
@@ -194,7 +166,7 @@ print("forked=%d err=%s" % (n, err), flush=True)')
     fi
     # The job says which pids cgroup it is in; its pids.max is read from here.
     JD=$(submit "$ALICE_A" --gpu-type L40S -- sh -c 'grep :pids: /proc/self/cgroup; sleep 600')
-    wait_until 60 grep -q :pids: "$TMP/n1/logs/$JD/out" || fail "job $JD did not say its cgroup"
+    wait_for 60 grep -q :pids: "$TMP/n1/logs/$JD/out" || fail "job $JD did not say its cgroup"
     cg=$(cut -d: -f3 "$TMP/n1/logs/$JD/out")
     max=$(cat "/sys/fs/cgroup/pids$cg/pids.max" 2>&1)
     [ "$max" = 4096 ] && ok "default pids.max of a 1-GPU job: 4096" ||

@@ -22,51 +22,15 @@
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
-CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
-DIR=$(mktemp -d /tmp/corral-batch-XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$DIR"/*.log; do
-        echo "--- $f"
-        tail -20 "$f"
-    done
-    exit 1
-}
-
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-}
+. "$(dirname "$0")/lib.sh"
+cr_setup batch
 
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
-"$CORRAL" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$DIR/ctl" --heartbeat 1 \
-    >"$DIR/controller.log" 2>&1 &
-PIDS+=($!)
-wait_for 30 test -s "$DIR/ctl/listen.addr" || fail "controller did not start"
-wait_for 30 test -s "$DIR/ctl/admin.token" || fail "controller wrote no admin token"
-export CORRAL_SERVER=$(cat "$DIR/ctl/listen.addr")
-export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
-"$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" --node n0 \
-    --gpus "sim:4xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n0" --kill-on-exit \
-    >"$DIR/agent0.log" 2>&1 &
-PIDS+=($!)
-"$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" --node n1 \
-    --gpus "sim:4xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n1" --kill-on-exit \
-    --label fabric=ib --label zone=a >"$DIR/agent1.log" 2>&1 &
-PIDS+=($!)
+cr_start_controller "$DIR/ctl" --allow-legacy-join
+cr_start_agent n0 "$DIR/n0" "$DIR/agent0.log" --gpus "sim:4xA100 80GB SXM"
+cr_start_agent n1 "$DIR/n1" "$DIR/agent1.log" --gpus "sim:4xA100 80GB SXM" \
+    --label fabric=ib --label zone=a
 up() { [ "$("$CORRAL" nodes | grep -c ' up ')" = 2 ]; }
 wait_for 30 up || fail "agents did not register"
 

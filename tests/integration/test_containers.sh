@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # test_containers.sh - jobs in containers with podman (docs/containers.md):
 # the real controller and a real agent with simulated GPUs on loopback, and
 # a tiny image built here from the busybox-static package (podman import of
@@ -16,7 +16,8 @@
 # run a container here at all.
 set -u
 
-BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
+BIN=$CORRAL
 if [ "$(id -u)" != 0 ]; then
     echo "SKIP: needs root (rootful podman, setuid)"
     exit 77
@@ -27,28 +28,28 @@ if ! command -v podman >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
 fi
 RT=runc
 command -v runc >/dev/null 2>&1 || RT=crun
-TMP=$(mktemp -d /var/tmp/corral-ctr.XXXXXX)
+TMPDIR=/var/tmp cr_setup ctr
+TMP=$DIR
 chmod 755 "$TMP"
-PIDS=
-AGENT_PID=
+# A failed run keeps $TMP (its logs); fail counts, every check runs.
+CR_KEEP_ON_FAIL=1
 fails=0
+AGENT_PID=
 IMG=localhost/corral-test:bb
 ARCH_IMG=localhost/corral-test:arch$$
 LRU1=localhost/corral-test:lru1-$$
 LRU2=localhost/corral-test:lru2-$$
-cleanup() {
-    for p in $PIDS $AGENT_PID; do kill "$p" 2>/dev/null; done
-    for p in $PIDS $AGENT_PID; do wait "$p" 2>/dev/null; done
-    # Containers a failed check may have left (this test's node names only).
+# The first agent (restarted: not in PIDS), the containers a failed check
+# may have left (this test's node names only) and the images it made.
+cleanup_extra() {
+    [ -z "$AGENT_PID" ] || { kill "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; }
     for node in ctr-n1 ctr-n2; do
         for n in $(podman ps -a --filter label=corral.node=$node --format '{{.Names}}' 2>/dev/null); do
             podman rm -f -t 0 "$n" >/dev/null 2>&1
         done
     done
     podman rmi "$ARCH_IMG" "$LRU1" "$LRU2" >/dev/null 2>&1
-    if [ "$fails" = 0 ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
 }
-trap cleanup EXIT INT TERM
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
 
@@ -57,21 +58,6 @@ fail() {
     fails=$((fails + 1))
 }
 ok() { echo "ok: $*"; }
-wait_until() {
-    n=$(($1 * 10))
-    shift
-    while [ "$n" -gt 0 ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-        n=$((n - 1))
-    done
-    return 1
-}
-c() {
-    cmd=$1
-    shift
-    "$BIN" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
-}
 
 # --- the image: busybox-static, imported (no registry) ----------------------
 mkdir -p "$TMP/rootfs/bin" "$TMP/rootfs/tmp" "$TMP/rootfs/etc" "$TMP/rootfs/data" \
@@ -111,13 +97,7 @@ cat >"$TMP/ctl.json" <<EOF
  "mounts_allowed": {"team-a": ["$TMP/data"]},
  "checkpoint_root": "$TMP/ckpt", "grace_s": 5}
 EOF
-"$BIN" controller --allow-legacy-join --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
-    --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
-PIDS="$PIDS $!"
-wait_until 30 test -s "$TMP/ctl/listen.addr" || { fail "controller did not start"; exit 1; }
-SERVER=$(cat "$TMP/ctl/listen.addr")
-wait_until 30 test -s "$TMP/ctl/admin.token"
-ADMIN=$(cat "$TMP/ctl/admin.token")
+cr_start_controller "$TMP/ctl" --allow-legacy-join --config "$TMP/ctl.json"
 c tenants create team-a >/dev/null || fail "tenant"
 
 start_agent() {
@@ -128,7 +108,7 @@ start_agent() {
 }
 start_agent
 up() { c nodes | grep -q 'ctr-n1.* up '; }
-wait_until 60 up || { fail "agent did not register: $(cat "$TMP/agent.log")"; exit 1; }
+wait_for 60 up || { fail "agent did not register: $(cat "$TMP/agent.log")"; exit 1; }
 if grep -q "containers: .*runtime $RT" "$TMP/agent.log"; then
     ok "agent says: $(grep -o 'containers: .*' "$TMP/agent.log" | head -1)"
 else
@@ -150,7 +130,7 @@ A=$(submit --image "$IMG" --gpus 2 --mount "$TMP/data:/data:ro" --env GREETING=h
      echo cvd=$CUDA_VISIBLE_DEVICES nvd=$NVIDIA_VISIBLE_DEVICES;
      touch $CORRAL_CHECKPOINT_DIR/ckpt && echo ckpt=ok')
 [ -n "$A" ] || fail "submit with --image failed"
-wait_until 90 state_is "$A" completed || fail "job $A did not complete: $(c show "$A"; c logs "$A" --stderr)"
+wait_for 90 state_is "$A" completed || fail "job $A did not complete: $(c show "$A"; c logs "$A" --stderr)"
 c logs "$A" >"$TMP/a.out" 2>&1
 grep -q "^uid=64001 gid=64001" "$TMP/a.out" && ok "in the container as the mapped uid: $(head -1 "$TMP/a.out")" ||
     fail "uid in the container: $(cat "$TMP/a.out")"
@@ -170,7 +150,7 @@ grep -q "^cvd=GPU-.* nvd=GPU-" "$TMP/a.out" || fail "CUDA/NVIDIA_VISIBLE_DEVICES
 grep -q "^ckpt=ok" "$TMP/a.out" && ok "checkpoint dir mounted and writable" || fail "checkpoint dir: $(cat "$TMP/a.out")"
 c show "$A" | grep -q "image pull.*present" && ok "event: $(c show "$A" | grep -o 'image pull.*' | head -1)" ||
     fail "no 'image pull' event: $(c show "$A")"
-wait_until 30 no_ctr "$A" && ok "finished job $A left no container" || fail "container of $A left: $(ctr_of "$A")"
+wait_for 30 no_ctr "$A" && ok "finished job $A left no container" || fail "container of $A left: $(ctr_of "$A")"
 [ -z "$(ls -A "$TMP/n1/ctr" 2>/dev/null)" ] || fail "secret env file left: $(ls "$TMP/n1/ctr")"
 if grep -q "s3cr3t-value" "$TMP/n1/jobs.journal"; then fail "the secret is in the journal"; fi
 
@@ -188,30 +168,30 @@ fi
 # A symbolic link inside the allowed directory: refused on the node.
 ln -s "$TMP/other" "$TMP/data/link"
 L=$(submit --image "$IMG" --mount "$TMP/data/link:/o" -- true)
-wait_until 60 state_is "$L" failed && c show "$L" | grep -q "symbolic link" &&
+wait_for 60 state_is "$L" failed && c show "$L" | grep -q "symbolic link" &&
     ok "a mount through a symbolic link fails the job" || fail "symlink mount: $(c show "$L")"
 rm -f "$TMP/data/link"
 
 # --- cancel and time limit leave no container -------------------------------
 C=$(submit --image "$IMG" -- sh -c 'trap "" TERM; sleep 300')
-wait_until 60 running_ctr "$C" || fail "job $C: no running container: $(c show "$C")"
+wait_for 60 running_ctr "$C" || fail "job $C: no running container: $(c show "$C")"
 c cancel "$C" >/dev/null
-wait_until 60 state_is "$C" cancelled || fail "job $C not cancelled: $(c show "$C")"
-wait_until 60 no_ctr "$C" && ok "cancel (a job ignoring SIGTERM) left no container" ||
+wait_for 60 state_is "$C" cancelled || fail "job $C not cancelled: $(c show "$C")"
+wait_for 60 no_ctr "$C" && ok "cancel (a job ignoring SIGTERM) left no container" ||
     fail "container of cancelled $C left: $(ctr_of "$C")"
 
 T=$(submit --image "$IMG" --time 3s -- sleep 300)
-wait_until 90 state_is "$T" failed || fail "job $T past its time limit did not fail: $(c show "$T")"
-wait_until 60 no_ctr "$T" && ok "time limit left no container" || fail "container of $T left: $(ctr_of "$T")"
+wait_for 90 state_is "$T" failed || fail "job $T past its time limit did not fail: $(c show "$T")"
+wait_for 60 no_ctr "$T" && ok "time limit left no container" || fail "container of $T left: $(ctr_of "$T")"
 
 # --- agent kill -9 and restart: the container is re-adopted -----------------
 K=$(submit --image "$IMG" -- sleep 300)
-wait_until 60 running_ctr "$K" || fail "job $K: no running container"
+wait_for 60 running_ctr "$K" || fail "job $K: no running container"
 before=$(ctr_of "$K")
 kill -9 "$AGENT_PID"
 wait "$AGENT_PID" 2>/dev/null
 start_agent
-wait_until 60 grep -q "job=$K still running: adopted" "$TMP/agent.log" || fail "job $K not adopted: $(tail -5 "$TMP/agent.log")"
+wait_for 60 grep -q "job=$K still running: adopted" "$TMP/agent.log" || fail "job $K not adopted: $(tail -5 "$TMP/agent.log")"
 # Past a sweep of the restarted agent (every 5 s while containers run).
 sleep 7
 after=$(ctr_of "$K")
@@ -221,11 +201,11 @@ else
     fail "after the agent restart: before '$before' after '$after' ($(c show "$K" | grep -i state))"
 fi
 c cancel "$K" >/dev/null
-wait_until 60 no_ctr "$K" && ok "the re-adopted container stops on cancel" || fail "container of $K left"
+wait_for 60 no_ctr "$K" && ok "the re-adopted container stops on cancel" || fail "container of $K left"
 
 # --- a missing image fails at once, with the reason, not retried ------------
 M=$(submit --image localhost/corral-missing:none --retries 3 -- true)
-wait_until 60 state_is "$M" failed || fail "job $M with a missing image did not fail: $(c show "$M")"
+wait_for 60 state_is "$M" failed || fail "job $M with a missing image did not fail: $(c show "$M")"
 if c show "$M" | grep -q "not in this node's image store" && c show "$M" | grep -qi "retries: *0"; then
     ok "missing image: $(c show "$M" | grep -i '^ *reason' | head -1)"
 else
@@ -234,7 +214,7 @@ fi
 
 # --- an image loaded from --image-archive -----------------------------------
 R=$(submit --image "$ARCH_IMG" --image-archive "$TMP/data/arch.tar" -- echo from-archive)
-wait_until 90 state_is "$R" completed || fail "job $R (archive) did not complete: $(c show "$R")"
+wait_for 90 state_is "$R" completed || fail "job $R (archive) did not complete: $(c show "$R")"
 c logs "$R" | grep -q from-archive || fail "job $R output: $(c logs "$R")"
 c show "$R" | grep -q "image pull.*loaded from $TMP/data/arch.tar" && ok "image loaded from the archive (event)" ||
     fail "no 'loaded from' event: $(c show "$R")"
@@ -247,18 +227,18 @@ c services create web --tenant team-a --image "$IMG" --gpus 1 --min 1 --max 1 \
     --ready-path /health -- sh -c 'exec httpd -f -p $PORT -h /www' >"$TMP/svc.out" 2>&1 ||
     fail "services create with --image: $(cat "$TMP/svc.out")"
 "$BIN" gateway --listen 127.0.0.1:0 --controller "$SERVER" --token "$ADMIN" 2>"$TMP/gw.log" &
-PIDS="$PIDS $!"
-wait_until 20 grep -q "listening on" "$TMP/gw.log" || fail "gateway did not start: $(cat "$TMP/gw.log")"
+PIDS+=($!)
+wait_for 20 grep -q "listening on" "$TMP/gw.log" || fail "gateway did not start: $(cat "$TMP/gw.log")"
 G=$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "$TMP/gw.log" | head -1)
 served() { curl -sf -m 5 "http://$G/web/x" | grep -q served-from-container; }
-if wait_until 90 served; then
+if wait_for 90 served; then
     ok "service replica in a container served through the gateway"
 else
     fail "service 'web' not served through the gateway: $(c services show web 2>&1 | tail -5; tail -3 "$TMP/gw.log")"
 fi
 c services delete web >/dev/null 2>&1
 web_gone() { [ -z "$(podman ps -a --filter label=corral.node=ctr-n1 --format '{{.ID}}')" ]; }
-wait_until 60 web_gone && ok "service deleted: no container left" || fail "containers left after the service delete"
+wait_for 60 web_gone && ok "service deleted: no container left" || fail "containers left after the service delete"
 
 # --- image cache cap: the least recently used image the jobs used goes ------
 # Two distinct images of about 2 MB each; a second agent capped at 3M.
@@ -272,16 +252,16 @@ c drain ctr-n1 >/dev/null
 "$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node ctr-n2 \
     --gpus "sim:1xL40S" --listen 127.0.0.1:0 --state-dir "$TMP/n2" --container-runtime "$RT" \
     --image-cache-max 3M >"$TMP/agent2.log" 2>&1 &
-PIDS="$PIDS $!"
+PIDS+=($!)
 up2() { c nodes | grep -q 'ctr-n2.* up '; }
-wait_until 60 up2 || fail "agent ctr-n2 did not register"
+wait_for 60 up2 || fail "agent ctr-n2 did not register"
 U1=$(submit --image "$LRU1" -- true)
-wait_until 60 state_is "$U1" completed || fail "job $U1 ($LRU1): $(c show "$U1")"
+wait_for 60 state_is "$U1" completed || fail "job $U1 ($LRU1): $(c show "$U1")"
 podman image exists "$LRU1" || fail "$LRU1 removed while under the cap"
 U2=$(submit --image "$LRU2" -- true)
-wait_until 60 state_is "$U2" completed || fail "job $U2 ($LRU2): $(c show "$U2")"
+wait_for 60 state_is "$U2" completed || fail "job $U2 ($LRU2): $(c show "$U2")"
 lru1_gone() { ! podman image exists "$LRU1"; }
-if wait_until 30 lru1_gone && podman image exists "$LRU2" && podman image exists "$IMG"; then
+if wait_for 30 lru1_gone && podman image exists "$LRU2" && podman image exists "$IMG"; then
     ok "image cache cap 3M: $(grep -o 'image cache over.*' "$TMP/agent2.log" | head -1)"
 else
     fail "image cache: $LRU1 $(podman image exists "$LRU1" && echo kept || echo gone), $LRU2 $(podman image exists "$LRU2" && echo kept || echo gone): $(grep 'image cache' "$TMP/agent2.log")"

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # The controller on etcd (--store etcd:URL), end to end with a real etcd,
 # a real agent and the HTTP API:
 #   - jobs submitted (single and an array) run and complete; a big array
@@ -10,59 +10,31 @@
 #     the same jobs; a non-empty target is refused; sqlite -> etcd back
 #     into another cluster prefix, counts verified.
 set -eu
-BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
+BIN=$CORRAL
 ETCD=
 for e in "${ETCD_BIN:-}" /usr/bin/etcd /usr/local/bin/etcd; do
     [ -n "$e" ] && [ -x "$e" ] && ETCD=$e && break
 done
 [ -n "$ETCD" ] || { echo "SKIP: no etcd binary (Debian package etcd-server)"; exit 77; }
-T=$(mktemp -d "${TMPDIR:-/tmp}/corral-etcd.XXXXXX")
-CTL= AGENT= EPID=
-cleanup() {
-    [ -n "$AGENT" ] && kill -9 "$AGENT" 2>/dev/null
-    [ -n "$CTL" ] && kill -9 "$CTL" 2>/dev/null
-    [ -n "$EPID" ] && kill "$EPID" 2>/dev/null
-    wait 2>/dev/null || true
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$T"
-}
-trap cleanup EXIT
-# A timeout's SIGTERM (meson signals the group) or ^C: through the EXIT trap.
-trap 'exit 143' TERM
-trap 'exit 130' INT
-fail() {
-    echo "FAIL: $*" >&2
-    for f in "$T"/*.log; do echo "== $f" >&2; tail -20 "$f" >&2; done
-    exit 1
-}
-poll() {
-    end=$(($(cut -d. -f1 /proc/uptime) + $1)); shift
-    while ! "$@" >/dev/null 2>&1; do
-        [ "$(cut -d. -f1 /proc/uptime)" -lt "$end" ] || return 1
-        sleep 0.1
-    done
-}
-ports=$(python3 -c "
-import socket
-ss=[socket.socket() for _ in range(2)]
-for s in ss: s.bind(('127.0.0.1',0))
-print(' '.join(str(s.getsockname()[1]) for s in ss))")
+CR_STOP=KILL
+cr_setup etcd
+T=$DIR
+ports=$(free_ports 2)
 CP=${ports% *} PP=${ports#* }
 URL=http://127.0.0.1:$CP
 "$ETCD" --data-dir "$T/etcd" --listen-client-urls "$URL" --advertise-client-urls "$URL" \
     --listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
     --initial-cluster "default=http://127.0.0.1:$PP" --log-level warn >"$T/etcd.log" 2>&1 &
-EPID=$!
-poll 60 curl -sf -m 2 "$URL/health" || fail "etcd did not start"
+PIDS+=($!)
+wait_for 60 curl -sf -m 2 "$URL/health" || fail "etcd did not start"
 
 start_ctl() { # DIR STORE-ARGS...
     d=$1; shift
-    mkdir -p "$d"
-    "$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$d" --heartbeat 1 "$@" \
-        >>"$T/ctl.log" 2>&1 &
-    CTL=$!
-    poll 30 test -s "$d/listen.addr" || fail "controller did not start ($*)"
-    S=$(cat "$d/listen.addr")
-    TOK=$(cat "$d/admin.token")
+    cr_start_controller "$d" --allow-legacy-join "$@"
+    CTL=$CTL_PID
+    S=$CORRAL_SERVER
+    TOK=$CORRAL_TOKEN
 }
 api() { curl -sf -m 20 -H "Authorization: Bearer $TOK" "$@"; }
 field() { api "$S$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
@@ -75,13 +47,14 @@ grep -q -- "--store" "$T/bad.out" || fail "bad --store message: $(cat "$T/bad.ou
 
 rm -f "$T/ctl1/listen.addr"
 start_ctl "$T/ctl1" --store "etcd:$URL" --store-cluster itest
-grep -q "store: etcd" "$T/ctl.log" || true
+grep -q "store: etcd" "$T/controller.log" || true
 "$BIN" agent --server "$S" --join-token "$T/ctl1/join.token" --node n1 \
     --gpus "sim:2xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$T/agent" --wait 5s \
     >"$T/agent.log" 2>&1 &
 AGENT=$!
+PIDS+=($AGENT)
 node_up() { [ "$(field /v1/nodes "d['items'][0]['state']")" = up ]; }
-poll 30 node_up || fail "the agent did not register"
+wait_for 30 node_up || fail "the agent did not register"
 
 ids=""
 for i in 1 2 3 4 5 6; do
@@ -101,7 +74,7 @@ grep -q "max-txn-ops" "$T/big.json" || fail "413 without the reason: $(cat "$T/b
 pend=$(api -X POST "$S/v1/jobs" -d '{"name":"waits","gpus":64,"command":["true"]}' |
     python3 -c "import json,sys; print(json.load(sys.stdin)['ids'][0])")
 done_all() { [ "$(field "/v1/jobs?state=completed&limit=100" "d['total']")" = 26 ]; }
-poll 90 done_all || fail "26 jobs did not complete: $(api "$S/v1/jobs?limit=100" | head -c 600)"
+wait_for 90 done_all || fail "26 jobs did not complete: $(api "$S/v1/jobs?limit=100" | head -c 600)"
 total=$(field "/v1/jobs?limit=5" "d['total']")
 [ "$total" = 27 ] || fail "total $total, want 27"
 

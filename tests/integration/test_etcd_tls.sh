@@ -22,7 +22,7 @@
 #     refusal without them).
 set -euo pipefail
 
-CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
 ETCD=${ETCD_BIN:-$(command -v etcd || true)}
 ETCDCTL=$(command -v etcdctl || true)
 if [ -z "$ETCD" ] || [ -z "$ETCDCTL" ]; then
@@ -30,35 +30,9 @@ if [ -z "$ETCD" ] || [ -z "$ETCDCTL" ]; then
     exit 77
 fi
 command -v openssl >/dev/null || { echo "no openssl (apt-get install openssl): skipped"; exit 77; }
-DIR=$(mktemp -d /tmp/corral-etcdtls-XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-}
-trap cleanup EXIT
-# meson's timeout sends SIGTERM: end through the EXIT trap, children too.
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$DIR"/*.log "$DIR"/*.out; do
-        [ -f "$f" ] || continue
-        echo "--- $f"
-        tail -15 "$f"
-    done
-    exit 1
-}
-poll() { # poll SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -lt "$end" ] || return 1
-        sleep 0.1
-    done
-}
+# No orderly stop on exit: the controllers are killed.
+CR_STOP=KILL CR_FAIL_TAIL=15 CR_FAIL_OUT=1
+cr_setup etcdtls
 
 # --- certificates -------------------------------------------------------
 cd "$DIR"
@@ -92,18 +66,14 @@ chmod 600 pw badpw
 chmod 644 openpw
 
 # --- etcd: TLS with client certificates, then users and auth ------------
-read -r CP PP <<<"$(python3 -c "
-import socket
-ss=[socket.socket() for _ in range(2)]
-for s in ss: s.bind(('127.0.0.1',0))
-print(' '.join(str(s.getsockname()[1]) for s in ss))")"
+read -r CP PP <<<"$(free_ports 2)"
 URL=https://127.0.0.1:$CP
 "$ETCD" --data-dir "$DIR/etcd" --listen-client-urls "$URL" --advertise-client-urls "$URL" \
     --cert-file server.pem --key-file server.key --client-cert-auth --trusted-ca-file ca.pem \
     --listen-peer-urls "http://127.0.0.1:$PP" --initial-advertise-peer-urls "http://127.0.0.1:$PP" \
     --initial-cluster "default=http://127.0.0.1:$PP" --log-level warn >"$DIR/etcd.log" 2>&1 &
 PIDS+=($!)
-poll 60 curl -sf -m 2 --cacert ca.pem --cert client.pem --key client.key "$URL/health" ||
+wait_for 60 curl -sf -m 2 --cacert ca.pem --cert client.pem --key client.key "$URL/health" ||
     fail "etcd did not start"
 ctl() { ETCDCTL_API=3 "$ETCDCTL" --endpoints "$URL" --cacert ca.pem --cert client.pem \
     --key client.key "$@" >>"$DIR/etcdctl.out" 2>&1; }
@@ -157,19 +127,13 @@ for f in "$DIR"/ref-*.out; do
 done
 
 # --- a controller on it: election and store over TLS, authenticated -----
-CTLPORT=$(python3 -c "import socket; s=socket.socket(); s.bind(('127.0.0.1',0)); print(s.getsockname()[1])")
+CTLPORT=$(free_ports 1)
 S=http://127.0.0.1:$CTLPORT
 start_ctl() { # extra args
-    rm -f "$DIR/ctl/listen.addr"
-    mkdir -p "$DIR/ctl"
-    "$CORRAL" controller --listen "127.0.0.1:$CTLPORT" --state-dir "$DIR/ctl" --heartbeat 1 \
-        --store "etcd:$URL" --store-cluster tls "${TLS[@]}" "${AUTH[@]}" "$@" \
-        >>"$DIR/controller.log" 2>&1 &
-    CTL=$!
-    PIDS+=("$CTL")
-    poll 30 test -s "$DIR/ctl/listen.addr" || fail "controller did not start"
-    poll 30 test -s "$DIR/ctl/admin.token" || fail "controller did not lead (no admin.token)"
-    TOK=$(cat "$DIR/ctl/admin.token")
+    cr_start_controller "$DIR/ctl" --listen "127.0.0.1:$CTLPORT" --store "etcd:$URL" \
+        --store-cluster tls "${TLS[@]}" "${AUTH[@]}" "$@"
+    CTL=$CTL_PID
+    TOK=$CORRAL_TOKEN
 }
 api() { curl -sf -m 20 -H "Authorization: Bearer $TOK" "$@"; }
 field() { api "$S$1" | python3 -c "import json,sys; d=json.load(sys.stdin); print($2)"; }
@@ -179,7 +143,7 @@ leader() { curl -sf -m 5 "$S/healthz" | grep -q '"leader"'; }
 # TTL 8 s: a re-authentication (etcd's bcrypt, twice on a rotation) under
 # ASan on a loaded machine must fit in a renewal's TTL/3 request timeout.
 start_ctl --advertise-url "$S" --election-ttl 8
-poll 30 leader || fail "the controller did not become the leader"
+wait_for 30 leader || fail "the controller did not become the leader"
 for i in 1 2 3; do submit "j$i" || fail "submit j$i"; done
 [ "$(field "/v1/jobs?limit=5" "d['total']")" = 3 ] || fail "3 jobs not listed"
 # New auth revision: every token is now "old"; then the password set again
@@ -228,6 +192,22 @@ start_ctl
     "['j1', 'j2', 'j3', 'j4', 'j5', 'j6']" ] || fail "after restart: names"
 kill "$CTL"
 wait "$CTL" 2>/dev/null || true
+
+# --- bench_controller --etcd with the same flags (passed through) --------
+BENCH=$(dirname "$CORRAL")/bench/controller/bench_controller
+if [ -x "$BENCH" ]; then
+    bench() { CORRAL_BIN=$CORRAL "$BENCH" --seconds 0.3 --clients 1 --no-slurm --etcd "$URL" "$@"; }
+    if bench >"$DIR/bench0.out" 2>&1; then
+        fail "bench_controller on the TLS etcd without its flags succeeded"
+    fi
+    grep -q "etcd-cacert\|etcd-cert\|does not verify" "$DIR/bench0.out" ||
+        fail "bench_controller refusal: $(cat "$DIR/bench0.out")"
+    bench "${TLS[@]}" "${AUTH[@]}" >"$DIR/bench.out" 2>&1 || fail "bench_controller: $(cat "$DIR/bench.out")"
+    grep -Eq "corral etcd +clients=1 +submits=[1-9][0-9]* +errors=0 " "$DIR/bench.out" ||
+        fail "bench_controller on etcd: $(cat "$DIR/bench.out")"
+else
+    echo "no $BENCH: bench_controller --etcd-* not checked"
+fi
 
 # --- admin migrate from the TLS etcd ------------------------------------
 if "$CORRAL" admin migrate --from "etcd:$URL" --to "sqlite:$DIR/mig0" --cluster tls \

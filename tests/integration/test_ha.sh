@@ -20,76 +20,17 @@
 # it. Polls with deadlines; the only timing check is the loose one above.
 set -euo pipefail
 
-CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
 ETCD=${ETCD_BIN:-$(command -v etcd || true)}
 if [ -z "$ETCD" ]; then
     echo "no etcd binary (apt-get install etcd-server): skipped"
     exit 77
 fi
 TTL=${HA_TEST_TTL:-4}
-DIR=$(mktemp -d /tmp/corral-ha-XXXXXX)
-PIDS=()
-# Jobs' processes lead their own sessions, outside the process group that
-# meson signals on a timeout (SIGTERM, SIGKILL 0.5 s later, which can land
-# before an agent has stopped its jobs): they are found by this test's
-# directory in their command line (a job's shim is a fork of its agent),
-# and their groups killed; then the job cgroups of this test's nodes
-# (named with $$) are removed.
-kill_strays() {
-    local p
-    for p in $(pgrep -f -- "$DIR/" || true); do
-        [ "$p" != $$ ] || continue
-        kill -KILL -- "-$p" 2>/dev/null || true
-        kill -KILL "$p" 2>/dev/null || true
-    done
-    find /sys/fs/cgroup -maxdepth 3 -depth -type d -path "*/corral-ha$$-*" -exec rmdir {} + 2>/dev/null || true
-}
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; done # a SIGSTOPped one
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    kill_strays
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-}
-# Killed (meson's timeout, ^C): no time for an orderly stop.
-on_signal() {
-    trap - EXIT
-    for p in "${PIDS[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
-    kill_strays
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-    exit "$1"
-}
-trap cleanup EXIT
-trap 'on_signal 143' TERM
-trap 'on_signal 130' INT
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$DIR"/*.log; do
-        echo "--- $f"
-        tail -25 "$f"
-    done
-    exit 1
-}
-
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-}
+CR_FAIL_TAIL=25
+cr_setup ha
 
 step() { echo "[$SECONDS s] $*"; }
-
-free_ports() { # free_ports N: N distinct free loopback ports
-    python3 -c '
-import socket, sys
-ss = [socket.socket() for _ in range(int(sys.argv[1]))]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))' "$1"
-}
 
 read -r -a P <<<"$(free_ports 9)"
 # --- etcd: three members ------------------------------------------------------
@@ -127,9 +68,10 @@ STORE=(--store "etcd:$EPS")
 CPID=()
 start_ctl() { # start_ctl I
     local i=$1 sd="$DIR/ctl$1"
-    "$CORRAL" controller --allow-legacy-join --listen "127.0.0.1:${P[$((i + 6))]}" --state-dir "$sd" \
-        "${STORE[@]}" --election "etcd:$EPS" --advertise-url "${CURL[$i]}" \
-        --election-ttl "$TTL" --heartbeat 1 >>"$DIR/controller$i.log" 2>&1 &
+    "$CORRAL" controller --allow-legacy-join --config "$CKPT_CONF" \
+        --listen "127.0.0.1:${P[$((i + 6))]}" --state-dir "$sd" "${STORE[@]}" \
+        --election "etcd:$EPS" --advertise-url "${CURL[$i]}" --election-ttl "$TTL" --heartbeat 1 \
+        >>"$DIR/controller$i.log" 2>&1 &
     CPID[$i]=$!
     PIDS+=($!)
 }
@@ -161,11 +103,9 @@ curl -sf -H "Authorization: Bearer $CORRAL_TOKEN" "${CURL[0]}/metrics" |
 # --- four agents, given all three controllers ---------------------------------
 step "agents"
 export CORRAL_SERVER=$ALL
+CTL_STATE=$sd0
 for n in 0 1 2 3; do
-    "$CORRAL" agent --server "$ALL" --join-token "$sd0/join.token" --node "ha$$-n$n" \
-        --gpus "sim:2xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n$n" --kill-on-exit \
-        >"$DIR/agent$n.log" 2>&1 &
-    PIDS+=($!)
+    cr_start_agent "ha$$-n$n" "$DIR/n$n" "$DIR/agent$n.log" --gpus "sim:2xA100 80GB SXM"
 done
 up() { [ "$("$CORRAL" nodes | grep -c ' up ')" = 4 ]; }
 wait_for 60 up || fail "the agents did not register"

@@ -16,56 +16,18 @@
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
-CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
-DIR=$(mktemp -d /tmp/corral-hacli-XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-}
-trap cleanup EXIT
-# A timeout's SIGTERM (meson signals the group) or ^C: through the EXIT trap.
-trap 'exit 143' TERM
-trap 'exit 130' INT
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$DIR"/*.log; do
-        echo "--- $f"
-        tail -20 "$f"
-    done
-    exit 1
-}
-
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-}
-
-# A port nothing listens on: bind, read it, close.
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+. "$(dirname "$0")/lib.sh"
+cr_setup hacli
 
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
-"$CORRAL" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$DIR/ctl" --heartbeat 1 \
-    >"$DIR/controller.log" 2>&1 &
-PIDS+=($!)
-wait_for 30 test -s "$DIR/ctl/listen.addr" || fail "controller did not start"
-wait_for 30 test -s "$DIR/ctl/admin.token" || fail "controller wrote no admin token"
-LIVE=$(cat "$DIR/ctl/listen.addr")
-DEAD="http://127.0.0.1:$(free_port)"
-export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
+cr_start_controller "$DIR/ctl" --allow-legacy-join
+LIVE=$CORRAL_SERVER
+DEAD="http://127.0.0.1:$(free_ports 1)" # nothing listens there
 
 # --- a dead controller first in the list --------------------------------------
-"$CORRAL" agent --server "$DEAD,$LIVE" --join-token "$DIR/ctl/join.token" --node "hacli$$-n0" \
-    --gpus "sim:2xA100 80GB SXM" --listen 127.0.0.1:0 --state-dir "$DIR/n0" --kill-on-exit \
-    >"$DIR/agent0.log" 2>&1 &
-PIDS+=($!)
+cr_start_agent "hacli$$-n0" "$DIR/n0" "$DIR/agent0.log" --server "$DEAD,$LIVE" \
+    --gpus "sim:2xA100 80GB SXM"
 export CORRAL_SERVER="$DEAD,$LIVE"
 up() { [ "$("$CORRAL" nodes | grep -c ' up ')" = 1 ]; }
 wait_for 30 up || fail "the agent given DEAD,LIVE did not register"
@@ -121,13 +83,13 @@ class H(http.server.BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = handle_any
 http.server.ThreadingHTTPServer(("127.0.0.1", port), H).serve_forever()
 EOF
-FP=$(free_port)
+FP=$(free_ports 1)
 python3 "$DIR/standin.py" follower "$FP" "$LIVE" "$DIR/follower.log" &
 PIDS+=($!)
-LP=$(free_port)
+LP=$(free_ports 1)
 python3 "$DIR/standin.py" lossy "$LP" "$LIVE" "$DIR/lossy.log" &
 PIDS+=($!)
-OP=$(free_port)
+OP=$(free_ports 1)
 python3 "$DIR/standin.py" loop "$OP" "$LIVE" "$DIR/loop.log" &
 PIDS+=($!)
 listening() { python3 -c "import socket; socket.create_connection(('127.0.0.1',$1),1)"; }

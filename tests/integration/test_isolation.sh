@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # test_isolation.sh - jobs on a shared node, tried as an attacker would
 # (docs/isolation.md): the real controller with a run_as mapping and real
 # agents with simulated GPUs on loopback. Shows that
@@ -21,7 +21,8 @@
 # memory controllers; exits 77 only when those are truly missing.
 set -u
 
-BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
+BIN=$CORRAL
 if [ "$(id -u)" != 0 ]; then
     echo "SKIP: needs root (setuid, cgroups, mknod)"
     exit 77
@@ -32,16 +33,12 @@ if [ ! -w /sys/fs/cgroup/devices ] || [ ! -w /sys/fs/cgroup/memory ]; then
 fi
 # Jobs run as other users: their directories must be reachable by them
 # (on this machine /tmp itself may be 0700).
-TMP=$(mktemp -d /var/tmp/corral-iso.XXXXXX)
+TMPDIR=/var/tmp cr_setup iso
+TMP=$DIR
 chmod 755 "$TMP"
-PIDS=
+# A failed run keeps $TMP (its logs); fail counts, every check runs.
+CR_KEEP_ON_FAIL=1
 fails=0
-cleanup() {
-    for p in $PIDS; do kill "$p" 2>/dev/null; done
-    for p in $PIDS; do wait "$p" 2>/dev/null; done
-    if [ "$fails" = 0 ]; then rm -rf "$TMP"; else echo "kept $TMP"; fi
-}
-trap cleanup EXIT INT TERM
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
 
@@ -50,24 +47,8 @@ fail() {
     fails=$((fails + 1))
 }
 ok() { echo "ok: $*"; }
-# wait_until SECONDS CMD...: poll (generous deadlines; never a fixed sleep)
-wait_until() {
-    n=$(($1 * 10))
-    shift
-    while [ "$n" -gt 0 ]; do
-        "$@" >/dev/null 2>&1 && return 0
-        sleep 0.1
-        n=$((n - 1))
-    done
-    return 1
-}
 mode_of() { stat -c %a "$1"; }
 owner_of() { stat -c %u:%g "$1"; }
-c() {
-    cmd=$1
-    shift
-    "$BIN" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
-}
 
 # --- a config that maps uid 0 without allow_root is refused ---------------
 cat >"$TMP/bad.json" <<EOF
@@ -87,13 +68,7 @@ cat >"$TMP/ctl.json" <<EOF
                         "team-b": {"uid": 64002, "gid": 64002}}},
  "checkpoint_root": "$TMP/ckpt", "checkpoint_retention_s": 86400}
 EOF
-"$BIN" controller --allow-legacy-join --config "$TMP/ctl.json" --listen 127.0.0.1:0 --state-dir "$TMP/ctl" \
-    --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
-PIDS="$PIDS $!"
-wait_until 30 test -s "$TMP/ctl/listen.addr" || { fail "controller did not start"; exit 1; }
-SERVER=$(cat "$TMP/ctl/listen.addr")
-wait_until 30 test -s "$TMP/ctl/admin.token"
-ADMIN=$(cat "$TMP/ctl/admin.token")
+cr_start_controller "$TMP/ctl" --allow-legacy-join --config "$TMP/ctl.json"
 CLUSTER=$(cat "$TMP/ctl/cluster.id")
 [ "$(mode_of "$TMP/ctl/cluster.id")" = 600 ] || fail "cluster.id mode $(mode_of "$TMP/ctl/cluster.id")"
 c tenants create team-a >/dev/null && c tenants create team-b >/dev/null || fail "tenants"
@@ -114,15 +89,15 @@ agent() { # agent NAME [flags...]
         --join-token "$TMP/join.token" --node "$name" --gpus "sim:4xL40S" \
         --listen 127.0.0.1:0 --state-dir "$TMP/$name" --kill-on-exit "$@" \
         >"$TMP/agent-$name.log" 2>&1 &
-    PIDS="$PIDS $!"
+    PIDS+=($!)
 }
 agent n1
 agent n2 --cgroup-v1 off
 nodes_up() { [ "$(c nodes | grep -c ' up ')" -ge 2 ]; }
-wait_until 60 nodes_up || fail "agents did not register"
+wait_for 60 nodes_up || fail "agents did not register"
 c drain n2 >/dev/null # n2 only for the eBPF check below
 
-wait_until 30 test ! -e "$OLD" && ok "checkpoint past the retention removed" ||
+wait_for 30 test ! -e "$OLD" && ok "checkpoint past the retention removed" ||
     fail "$OLD (3 days old, retention 1 day) still there"
 
 # --- a tenant without a mapping is refused at submit ------------------------
@@ -140,7 +115,7 @@ state_is() { c show "$1" | grep -qi "^ *state: *$2"; }
 # --- job B (team-b) leaves a log and a checkpoint behind --------------------
 B=$(submit --tenant team-b --gpu-type L40S -- sh -c \
     'echo b-log-secret; echo b-ckpt-secret > "$CORRAL_CHECKPOINT_DIR/secret"')
-wait_until 60 state_is "$B" completed || fail "job $B (team-b) did not complete: $(c show "$B")"
+wait_for 60 state_is "$B" completed || fail "job $B (team-b) did not complete: $(c show "$B")"
 BCK=$TMP/ckpt/$CLUSTER/team-b/$B
 [ -f "$BCK/secret" ] || fail "no checkpoint at $BCK (checkpoint_root/<cluster>/<tenant>/<job>)"
 [ "$(owner_of "$BCK")" = 64002:64002 ] || fail "$BCK owned by $(owner_of "$BCK")"
@@ -167,7 +142,7 @@ chmod 644 "$TMP/probe.sh"
 A=$(submit --tenant team-a --gpu-type L40S --cpus 1 \
     -e AGENT="$TMP/n1" -e JOIN="$TMP/join.token" -e OTHER="$B" -e OTHERCK="$BCK" \
     -e DEV="$TMP/n1.dev" -- sh "$TMP/probe.sh")
-wait_until 60 state_is "$A" completed || fail "job $A did not complete: $(c show "$A")"
+wait_for 60 state_is "$A" completed || fail "job $A did not complete: $(c show "$A")"
 c logs "$A" >"$TMP/a.out" 2>&1
 c logs "$A" --stderr >"$TMP/a.err" 2>&1
 grep -q "^uid=64001 gid=64001 groups=64001$" "$TMP/a.out" && ok "job runs as 64001:64001" ||
@@ -199,7 +174,7 @@ ok "state 0700, journal 0600, per-job log dirs 0700 owned by the job's uid"
 # --- --mem exceeded: killed, "out of memory" --------------------------------
 M=$(submit --tenant team-a --gpu-type L40S --mem 32M --retries 0 -- sh -c \
     'x=$(head -c 200000000 /dev/zero | tr "\0" a); echo survived ${#x}')
-wait_until 90 state_is "$M" failed || fail "job $M (--mem 32M) did not fail: $(c show "$M")"
+wait_for 90 state_is "$M" failed || fail "job $M (--mem 32M) did not fail: $(c show "$M")"
 if c show "$M" | grep -q "out of memory"; then ok "--mem exceeded: 'out of memory' event"; else
     fail "no 'out of memory' for job $M: $(c show "$M")"
 fi
@@ -208,9 +183,9 @@ fi
 R=$(submit --tenant team-a --gpu-type L40S -- sh -c \
     'f="$CORRAL_CHECKPOINT_DIR/step"; if [ -f "$f" ]; then echo "resumed from $(cat "$f")"; else echo step-1 > "$f"; exec sleep 120; fi')
 RCK=$TMP/ckpt/$CLUSTER/team-a/$R
-wait_until 60 test -f "$RCK/step" || fail "job $R wrote no checkpoint"
+wait_for 60 test -f "$RCK/step" || fail "job $R wrote no checkpoint"
 c requeue "$R" >/dev/null || fail "requeue $R"
-wait_until 90 state_is "$R" completed || fail "requeued job $R did not complete: $(c show "$R")"
+wait_for 90 state_is "$R" completed || fail "requeued job $R did not complete: $(c show "$R")"
 if c logs "$R" | grep -q "resumed from step-1"; then ok "requeued job $R found its checkpoint"; else
     fail "requeued job $R: $(c logs "$R")"
 fi
@@ -238,7 +213,7 @@ if grep -q "devices=enforced" "$TMP/n2.txt"; then
     V=$(submit --tenant team-b --gpu-type L40S -e DEV="$TMP/n2.dev" -e AGENT="$TMP/n2" \
         -e JOIN="$TMP/join.token" -e OTHER="$A" -e OTHERCK="$TMP/ckpt/$CLUSTER/team-a/$A" \
         -- sh "$TMP/probe.sh")
-    wait_until 60 state_is "$V" completed || fail "job $V did not complete: $(c show "$V")"
+    wait_for 60 state_is "$V" completed || fail "job $V did not complete: $(c show "$V")"
     c logs "$V" >"$TMP/v.out" 2>&1
     if [ "$(grep -c 'allowed$' "$TMP/v.out")" = 1 ] && [ "$(grep -c 'fenced$' "$TMP/v.out")" = 3 ]; then
         ok "cgroup v2 eBPF: own GPU node only ($(grep gpu "$TMP/v.out" | tr '\n' ' '))"
@@ -250,7 +225,7 @@ else
 fi
 
 if [ "$fails" -gt 0 ]; then
-    echo "--- controller log"; tail -20 "$TMP/ctl.log"
+    echo "--- controller log"; tail -20 "$TMP/controller.log"
     echo "--- agent n1 log"; tail -30 "$TMP/agent-n1.log"
     exit 1
 fi

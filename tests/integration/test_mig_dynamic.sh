@@ -15,52 +15,21 @@
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
-CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
-DIR=$(mktemp -d /tmp/corral-migdyn-XXXXXX)
+. "$(dirname "$0")/lib.sh"
+cr_setup migdyn
 # A node name of its own: job cgroups are named corral-NODE/job-ID, and
 # other suites on this host run agents called n0.
 NODE="migdyn$$"
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
+fail_context() {
     for j in ${A:-} ${B:-} ${C:-}; do "$CORRAL" show "$j" 2>&1 | tail -12; done
-    for f in "$DIR"/*.log; do
-        echo "--- $f"
-        tail -20 "$f"
-    done
-    exit 1
 }
 ok() { echo "ok: $*"; }
 
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.1
-    done
-}
-
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
-"$CORRAL" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$DIR/ctl" --heartbeat 1 \
-    >"$DIR/controller.log" 2>&1 &
-PIDS+=($!)
-wait_for 30 test -s "$DIR/ctl/listen.addr" || fail "controller did not start"
-wait_for 30 test -s "$DIR/ctl/admin.token" || fail "controller wrote no admin token"
-export CORRAL_SERVER=$(cat "$DIR/ctl/listen.addr")
-export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
-"$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/join.token" --node "$NODE" \
-    --gpus "sim:1xA30,mig=2g.12gb:1+1g.6gb:2" --mig-dynamic all --listen 127.0.0.1:0 \
-    --state-dir "$DIR/node" --kill-on-exit >"$DIR/agent.log" 2>&1 &
-PIDS+=($!)
+cr_start_controller "$DIR/ctl" --allow-legacy-join
+cr_start_agent "$NODE" "$DIR/node" "$DIR/agent.log" --gpus "sim:1xA30,mig=2g.12gb:1+1g.6gb:2" \
+    --mig-dynamic all
 up() { "$CORRAL" nodes | grep ' up '; }
 wait_for 30 up || fail "agent did not register"
 

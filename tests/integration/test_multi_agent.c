@@ -33,11 +33,14 @@
 
 #include <cmocka.h>
 
+#include "reap.h"
+
 #define MAX_AGENTS 3
 
 typedef struct fixture {
     char dir[256];
     char ctl_state[300];
+    char ctl_conf[300]; /* checkpoint_root in dir (not /tmp/corral/ckpt) */
     char server[96];
     char listen[64];
     char token[256];
@@ -108,8 +111,9 @@ static void start_controller(void)
     const char *bin = getenv("CORRAL_BIN");
     char log[400];
     snprintf(log, sizeof log, "%s/controller.log", E.dir);
-    char *argv[] = {(char *)bin,           "controller",  "--listen", E.listen,       "--state-dir",
-                    E.ctl_state,           "--heartbeat", "1",        "--lost-after", "3",
+    char *argv[] = {(char *)bin,           "controller", "--listen",    E.listen,
+                    "--state-dir",         E.ctl_state,  "--heartbeat", "1",
+                    "--lost-after",        "3",          "--config",    E.ctl_conf,
                     "--allow-legacy-join", NULL};
     E.ctl = spawn(argv, log);
 }
@@ -210,6 +214,18 @@ static json_t *wait_state(long long id, const char *want, double secs)
     return NULL;
 }
 
+static void stop_all(int sig);
+
+/* meson's timeout (SIGTERM to the process group, SIGKILL 0.5 s later) or
+ * ^C: the daemons killed, the rest (jobs, cgroups, directory) by reap.sh
+ * in a session of its own. */
+static void on_signal(int sig)
+{
+    stop_all(SIGKILL);
+    cr_test_reap(E.dir, 1);
+    _exit(128 + sig);
+}
+
 static int setup(void **state)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -220,7 +236,16 @@ static int setup(void **state)
     if (!mkdtemp(E.dir)) {
         return -1;
     }
+    signal(SIGTERM, on_signal);
+    signal(SIGINT, on_signal);
     snprintf(E.ctl_state, sizeof E.ctl_state, "%s/ctl", E.dir);
+    snprintf(E.ctl_conf, sizeof E.ctl_conf, "%s/ctl.json", E.dir);
+    FILE *cf = fopen(E.ctl_conf, "w");
+    if (!cf) {
+        return -1;
+    }
+    fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\"}\n", E.dir);
+    fclose(cf);
     /* A free port: another test may hold the first one tried. */
     int port = 21000 + (int)(getpid() % 20000);
     for (int attempt = 0;; attempt++) {
@@ -292,41 +317,20 @@ static void kill_jobs_of(int i)
     }
 }
 
-static int teardown(void **state)
+static void stop_all(int sig)
 {
     for (int i = 0; i < MAX_AGENTS; i++) {
-        kill_wait(&E.agents[i], SIGTERM);
+        kill_wait(&E.agents[i], sig);
         kill_jobs_of(i);
     }
-    kill_wait(&E.ctl, SIGTERM);
-    /* The agents' cgroups (where the machine gave them some). */
-    static const char *const roots[] = {"/sys/fs/cgroup", "/sys/fs/cgroup/unified"};
-    for (size_t r = 0; r < 2; r++) {
-        for (int i = 0; i < MAX_AGENTS; i++) {
-            char base[128];
-            snprintf(base, sizeof base, "%s/corral-a%d", roots[r], i);
-            DIR *d = opendir(base);
-            struct dirent *e;
-            while (d && (e = readdir(d)) != NULL) {
-                if (strncmp(e->d_name, "job-", 4) == 0) {
-                    char path[512];
-                    snprintf(path, sizeof path, "%s/%s", base, e->d_name);
-                    rmdir(path);
-                }
-            }
-            if (d) {
-                closedir(d);
-                rmdir(base);
-            }
-        }
-    }
-    if (!getenv("CORRAL_KEEP")) {
-        char cmd[400];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", E.dir);
-        if (system(cmd) != 0) {
-            fprintf(stderr, "cannot remove %s\n", E.dir);
-        }
-    }
+    kill_wait(&E.ctl, sig);
+}
+
+static int teardown(void **state)
+{
+    stop_all(SIGTERM);
+    /* Stray jobs, the agents' cgroups (corral-NODE-INSTANCE), the directory. */
+    cr_test_reap(E.dir, 0);
     curl_global_cleanup();
     return 0;
 }

@@ -12,44 +12,20 @@
 # Needs root and iproute2; skips (77) otherwise. Polls with deadlines.
 set -euo pipefail
 
-CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
 if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
     echo "skip: needs root and iproute2"
     exit 77
 fi
 TAG=cr$$
 NET=10.$((100 + $$ % 100)).$((($$ / 100) % 200 + 1))
-DIR=$(mktemp -d /tmp/corral-netns-XXXXXX)
-PIDS=()
-
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+cr_setup netns
+cleanup_extra() {
     for i in 0 1; do
         ip netns pids "$TAG-$i" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
         ip netns del "$TAG-$i" 2>/dev/null || true
     done
     ip link del "$TAG-br" 2>/dev/null || true
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-}
-trap cleanup EXIT
-
-fail() {
-    echo "FAIL: $*"
-    for f in "$DIR"/*.log; do
-        echo "--- $f"
-        tail -20 "$f"
-    done
-    exit 1
-}
-
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.1
-    done
 }
 
 if ! ip link add "$TAG-br" type bridge 2>/dev/null; then
@@ -71,20 +47,13 @@ done
 # The bridge address is ours alone, so any port is free there.
 PORT=$((20000 + $$ % 20000))
 export CORRAL_SERVER=http://$NET.1:$PORT
-"$CORRAL" controller --allow-legacy-join --listen "$NET.1:$PORT" --state-dir "$DIR/ctl" --heartbeat 1 \
-    >"$DIR/controller.log" 2>&1 &
-PIDS+=($!)
+cr_start_controller "$DIR/ctl" --allow-legacy-join --listen "$NET.1:$PORT"
 wait_for 30 curl -sf "$CORRAL_SERVER/v1/health" || fail "controller did not start"
-wait_for 20 test -s "$DIR/ctl/admin.token" || fail "controller wrote no admin token"
-export CORRAL_TOKEN=$(cat "$DIR/ctl/admin.token")
 
 for i in 0 1; do
-    ip netns exec "$TAG-$i" "$CORRAL" agent --server "$CORRAL_SERVER" \
-        --join-token "$DIR/ctl/join.token" --node "host$i" --gpus "sim:4xA100 80GB SXM" \
-        --listen "$NET.$((10 + i)):0" --state-dir "$DIR/host$i" --kill-on-exit \
-        --task-env "NCCL_SOCKET_IFNAME=$TAG-p$i" \
-        >"$DIR/agent-$i.log" 2>&1 &
-    PIDS+=($!)
+    CR_EXEC="ip netns exec $TAG-$i" cr_start_agent "host$i" "$DIR/host$i" "$DIR/agent-$i.log" \
+        --gpus "sim:4xA100 80GB SXM" --listen "$NET.$((10 + i)):0" \
+        --task-env "NCCL_SOCKET_IFNAME=$TAG-p$i"
 done
 two_up() { [ "$("$CORRAL" nodes | grep -c ' up ')" -eq 2 ]; }
 wait_for 60 two_up || fail "agents did not register from their namespaces"

@@ -9,17 +9,13 @@
 # and the H100 agent take --metrics-token-file (Prometheus sends it): their
 # tenant and job labels need it; the A30 agent's open /metrics has none.
 set -u
-BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
+BIN=$CORRAL
 SRC=${CORRAL_SRC:?CORRAL_SRC not set}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/corral-prom.XXXXXX")
-PIDS=()
+cr_setup prom
+TMP=$DIR
 fails=0
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
+# Counted, not fatal (lib.sh's fail exits): every check runs.
 fail() {
     echo "FAIL: $*"
     fails=$((fails + 1))
@@ -30,15 +26,6 @@ if [ -z "$PROM" ] || [ -z "$PROMTOOL" ]; then
     echo "SKIP: prometheus/promtool missing (make deps installs the prometheus package)"
     exit 77
 fi
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.3
-    done
-}
-
 # --- the shipped rules and dashboards --------------------------------------
 "$PROMTOOL" check rules "$SRC/deploy/prometheus/rules.yml" || fail "promtool check rules"
 (cd "$SRC/deploy/prometheus" && "$PROMTOOL" test rules rules_test.yml) || fail "promtool test rules"
@@ -64,8 +51,8 @@ for f in "$TMP/short.token" "$TMP/missing.token"; do
 done
 MT=prom-metrics-$$-$RANDOM-token
 echo "$MT" >"$TMP/metrics.token"
-"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 \
-    --metrics-token-file "$TMP/metrics.token" >"$TMP/ctl.log" 2>&1 &
+"$BIN" controller --allow-legacy-join --config "$CKPT_CONF" --listen 127.0.0.1:0 \
+    --state-dir "$TMP/ctl" --heartbeat 1 --metrics-token-file "$TMP/metrics.token" >"$TMP/ctl.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller"; exit 1; }
 wait_for 30 test -s "$TMP/ctl/admin.token"

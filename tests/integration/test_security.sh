@@ -29,33 +29,11 @@
 # Polls with deadlines; no sleep synchronises anything.
 set -euo pipefail
 
-CORRAL=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/lib.sh"
 command -v curl >/dev/null || { echo "skip: needs curl"; exit 77; }
 command -v openssl >/dev/null || { echo "skip: needs openssl"; exit 77; }
-DIR=$(mktemp -d /tmp/corral-sec-XXXXXX)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-    [ -n "${CORRAL_KEEP:-}" ] || rm -rf "$DIR"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*"
-    for f in "$DIR"/*.log; do
-        echo "--- $f"
-        tail -15 "$f"
-    done
-    exit 1
-}
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.05
-    done
-}
+CR_FAIL_TAIL=15
+cr_setup sec
 mode() { stat -c %a "$1"; }
 unset CORRAL_TOKEN CORRAL_SERVER CORRAL_TOKEN_FILE CORRAL_JOIN_TOKEN
 
@@ -63,16 +41,10 @@ ST=$DIR/st
 S=
 ADMIN=
 start_ctl() { # start_ctl [FLAGS...]: the controller all sections but tls use, state dir $ST
-    mkdir -p "$ST"
-    rm -f "$ST/listen.addr"
-    "$CORRAL" controller --listen 127.0.0.1:0 --state-dir "$ST" --heartbeat 1 "$@" \
-        >>"$DIR/controller.log" 2>&1 &
-    CTL_PID=$!
-    PIDS+=($CTL_PID)
-    wait_for 30 test -s "$ST/listen.addr" || fail "controller did not start"
-    S=$(cat "$ST/listen.addr")
+    cr_start_controller "$ST" "$@"
+    unset CORRAL_TOKEN
+    S=$CORRAL_SERVER
     ADMIN=$(cat "$ST/admin.token")
-    export CORRAL_SERVER=$S
     wait_for 20 curl -sf "$S/v1/health" || fail "controller not healthy"
     export CORRAL_TOKEN_FILE=$ST/admin.token
 }
@@ -239,8 +211,8 @@ section_audit() {
     end=$((SECONDS + 2))
     while [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done
     echo '{"audit_retention_s": 1}' >"$DIR/ret.json"
-    "$CORRAL" controller --config "$DIR/ret.json" --listen "${S#http://}" --state-dir "$ST" \
-        >"$DIR/controller-ret.log" 2>&1 &
+    "$CORRAL" controller --config "$CKPT_CONF" --config "$DIR/ret.json" --listen "${S#http://}" \
+        --state-dir "$ST" >"$DIR/controller-ret.log" 2>&1 &
     PIDS=($!)
     wait_for 20 curl -sf "$S/v1/health" || fail "controller did not restart"
     pruned() { ! "$CORRAL" audit --limit 1000 --json | grep -q 'POST /v1/tenants'; }
@@ -265,8 +237,9 @@ section_tls() {
     mkdir "$T"
     printf '{"node_approval": "manual", "agent_ca_file": "%s", "heartbeat_s": 1}\n' "$DIR/ca.pem" \
         >"$DIR/tls.json"
-    "$CORRAL" controller --config "$DIR/tls.json" --listen 127.0.0.1:0 --state-dir "$T" \
-        --tls-cert "$DIR/ctl.pem" --tls-key "$DIR/ctl.key" >"$DIR/controller-tls.log" 2>&1 &
+    "$CORRAL" controller --config "$CKPT_CONF" --config "$DIR/tls.json" --listen 127.0.0.1:0 \
+        --state-dir "$T" --tls-cert "$DIR/ctl.pem" --tls-key "$DIR/ctl.key" \
+        >"$DIR/controller-tls.log" 2>&1 &
     TLS_CTL=$!
     PIDS+=($TLS_CTL)
     wait_for 30 test -s "$T/listen.addr" || fail "TLS controller did not start"
@@ -318,8 +291,9 @@ section_tls() {
     # agent's secret come back from the store (same port, same state).
     kill -TERM $TLS_CTL
     wait $TLS_CTL 2>/dev/null || true
-    "$CORRAL" controller --config "$DIR/tls.json" --listen "${TS#https://}" --state-dir "$T" \
-        --tls-cert "$DIR/ctl.pem" --tls-key "$DIR/ctl.key" >>"$DIR/controller-tls.log" 2>&1 &
+    "$CORRAL" controller --config "$CKPT_CONF" --config "$DIR/tls.json" --listen "${TS#https://}" \
+        --state-dir "$T" --tls-cert "$DIR/ctl.pem" --tls-key "$DIR/ctl.key" \
+        >>"$DIR/controller-tls.log" 2>&1 &
     PIDS+=($!)
     wait_for 30 C nodes || fail "TLS controller did not restart"
     C nodes approve tls1 >/dev/null || fail "corral nodes approve"

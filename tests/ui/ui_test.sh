@@ -10,17 +10,12 @@
 # Skips (77) only when Chromium, Node.js or the npm packages are missing
 # and cannot be installed.
 set -u
-BIN=${CORRAL_BIN:?CORRAL_BIN not set}
+. "$(dirname "$0")/../integration/lib.sh"
+BIN=$CORRAL
 HERE=$(cd "$(dirname "$0")" && pwd)
 SHOTS=${UI_SHOTS:-$PWD/ui-screenshots}
-TMP=$(mktemp -d "${TMPDIR:-/tmp}/corral-ui.XXXXXX")
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT INT TERM
+cr_setup ui
+TMP=$DIR
 
 CHROME=${CHROME:-$(command -v chromium || true)}
 if [ -z "$CHROME" ] || ! command -v node >/dev/null; then
@@ -35,17 +30,9 @@ if [ ! -d "$HERE/node_modules/puppeteer-core" ]; then
     }
 fi
 
-wait_for() { # wait_for SECONDS COMMAND...
-    local end=$((SECONDS + $1))
-    shift
-    until "$@" >/dev/null 2>&1; do
-        [ "$SECONDS" -ge "$end" ] && return 1
-        sleep 0.2
-    done
-}
-
 mkdir -p "$TMP/ctl"
-"$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+"$BIN" controller --allow-legacy-join --config "$CKPT_CONF" --listen 127.0.0.1:0 \
+    --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller did not start"; exit 1; }
 wait_for 30 test -s "$TMP/ctl/admin.token" || { echo "FAIL: no admin token"; exit 1; }
@@ -111,7 +98,8 @@ grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to 
 [ "$fails" -eq 0 ] || exit 1
 
 mkdir -p "$SHOTS"
-UI_URL="$SERVER/ui" UI_TOKEN="$ML" UI_RUN="$RUN" UI_PEND="$PEND" UI_OTHER="$OTHER" \
+# TMPDIR: the browser's profile and its shared-memory files stay in $TMP.
+TMPDIR="$TMP" UI_URL="$SERVER/ui" UI_TOKEN="$ML" UI_RUN="$RUN" UI_PEND="$PEND" UI_OTHER="$OTHER" \
     UI_SHOTS="$SHOTS" CHROME="$CHROME" node "$HERE/browser_test.mjs"
 rc=$?
 [ $rc -ne 0 ] && tail -20 "$TMP/ctl.log"
