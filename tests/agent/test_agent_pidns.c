@@ -33,6 +33,7 @@
 
 static char dir[64];
 static cr_iso iso;
+static char mark[4][32]; /* "sleep" arguments of this run (several runs may overlap) */
 
 static int setup(void **state)
 {
@@ -42,6 +43,9 @@ static int setup(void **state)
     }
     memset(&iso, 0, sizeof iso);
     cr_iso_probe_pidns(&iso, 1);
+    for (int i = 0; i < 4; i++) {
+        snprintf(mark[i], sizeof mark[i], "%d%d", 3141 + i, (int)getpid());
+    }
     return 0;
 }
 
@@ -203,6 +207,39 @@ static void test_own_proc(void **state)
     cr_proc_fini(&p);
     assert_string_equal(log_of(30, "out"), "me=2\npid 1\npid 2\ninit=corral-init env=\n");
 
+    /* Three tasks share the namespace (pids 2, 3, 4, in start order); the
+     * first to fail is the job's status, the others are stopped. */
+    cr_gang g = {.master_port = 29556,
+                 .nnodes = 1,
+                 .tasks_per_node = 3,
+                 .world_size = 3,
+                 .local_world_size = 3};
+    snprintf(g.master_addr, sizeof g.master_addr, "127.0.0.1");
+    spec_sh(&s, 36, "echo pid $$");
+    s.has_gang = 1;
+    s.gang = g;
+    assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 0);
+    cr_proc_fini(&p);
+    for (int t = 0; t < 3; t++) {
+        char path[128], want[32];
+        snprintf(path, sizeof path, "%s/logs/36/%d.out", dir, t);
+        snprintf(want, sizeof want, "pid %d\n", t + 2);
+        const char *got = slurp(path);
+        assert_non_null(got);
+        assert_string_equal(got, want);
+    }
+    spec_sh(&s, 38, "[ $RANK = 1 ] && exit 5; sleep 30");
+    s.has_gang = 1;
+    s.gang = g;
+    int64_t t0 = cr_mono_ns();
+    assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 5);
+    assert_true(cr_mono_ns() - t0 < 20 * CR_NS_PER_SEC);
+    cr_proc_fini(&p);
+
     /* A signal is reported as the signal. */
     spec_sh(&s, 31, "kill -SEGV $$");
     assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &p, err, sizeof err), 0);
@@ -213,13 +250,15 @@ static void test_own_proc(void **state)
 
     /* Its end ends the namespace: a child left behind in a session of its
      * own (out of the job's process group) goes with it. */
-    spec_sh(&s, 32, "setsid sleep 3141 & echo up; exit 0");
+    char script[256];
+    snprintf(script, sizeof script, "setsid sleep %s & echo up; exit 0", mark[0]);
+    spec_sh(&s, 32, script);
     assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.exit_code, 0);
     cr_proc_fini(&p);
     assert_string_equal(log_of(32, "out"), "up\n");
-    assert_int_equal(sleeping("3141"), 0);
+    assert_int_equal(sleeping(mark[0]), 0);
 }
 
 static void test_stop(void **state)
@@ -230,21 +269,41 @@ static void test_stop(void **state)
     char err[256];
     /* SIGTERM reaches the job's shell, which is not pid 1 of the
      * namespace (pid 1 would ignore a signal it has no handler for). */
-    spec_sh(&s, 33, "sleep 3142 & echo up; wait");
+    char script[256];
+    snprintf(script, sizeof script, "sleep %s & echo up; wait", mark[1]);
+    spec_sh(&s, 33, script);
     assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &p, err, sizeof err), 0);
     wait_log(33, "up");
     cr_proc_stop(&p, 30 * CR_NS_PER_SEC, cr_mono_ns());
     run_to_end(&p); /* well before the 30 s grace: SIGTERM did it */
     assert_int_equal(p.signal, SIGTERM);
     cr_proc_fini(&p);
-    assert_int_equal(sleeping("3142"), 0);
+    assert_int_equal(sleeping(mark[1]), 0);
+
+    /* A signal sent to the job (scancel --signal) reaches its tasks; the
+     * init ignores it as the shim does. */
+    spec_sh(&s, 37, "trap 'echo usr1; exit 9' USR1; echo up; while :; do sleep 0.05; done");
+    assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &p, err, sizeof err), 0);
+    wait_log(37, "up");
+    assert_int_equal(kill(-p.pid, SIGUSR1), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 9);
+    assert_int_equal(p.signal, 0);
+    cr_proc_fini(&p);
+    assert_string_equal(log_of(37, "out"), "up\nusr1\n");
 
     /* A job that ignores SIGTERM and hides a child in a new session: the
      * SIGKILL after the grace period takes the whole namespace. */
-    spec_sh(&s, 34, "trap '' TERM; setsid sleep 3143 & echo up; while :; do sleep 0.05; done");
+    snprintf(script, sizeof script,
+             "trap '' TERM; setsid sleep %s & echo up; while :; do sleep 0.05; done", mark[2]);
+    spec_sh(&s, 34, script);
     assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &p, err, sizeof err), 0);
     wait_log(34, "up");
-    assert_int_equal(sleeping("3143"), 1);
+    for (int64_t end = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+         sleeping(mark[2]) != 1 && cr_mono_ns() < end;) {
+        usleep(10000);
+    }
+    assert_int_equal(sleeping(mark[2]), 1);
     int64_t t = cr_mono_ns();
     cr_proc_stop(&p, 100 * CR_NS_PER_MS, t);
     cr_proc_tick(&p, dir, t + 10 * CR_NS_PER_MS, cr_mono_ns());
@@ -253,7 +312,7 @@ static void test_stop(void **state)
     run_to_end(&p);
     assert_int_equal(p.signal, SIGKILL);
     cr_proc_fini(&p);
-    assert_int_equal(sleeping("3143"), 0);
+    assert_int_equal(sleeping(mark[2]), 0);
 }
 
 /* A restarted agent re-adopts the job: same shim, the namespace recorded,
