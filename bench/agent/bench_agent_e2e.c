@@ -225,24 +225,15 @@ int main(void)
         snprintf(node, sizeof node, "n%d", i + 1);
         snprintf(state, sizeof state, "%s/%s", dir, node);
         snprintf(alog, sizeof alog, "%s/agent-%s.log", dir, node);
-        char *aargv[] = {(char *)bin,
-                         "agent",
-                         "--server",
-                         server,
-                         "--join-token",
-                         jtok,
-                         "--node",
-                         node,
-                         "--gpus",
-                         "sim:8xH100 SXM",
-                         "--listen",
-                         "127.0.0.1:0",
-                         "--state-dir",
-                         state,
-                         "--kill-on-exit",
-                         "--job-pid-namespace",
-                         (char *)pidns,
-                         NULL};
+        char *aargv[] = {(char *)bin,      "agent",
+                         "--server",       server,
+                         "--join-token",   jtok,
+                         "--node",         node,
+                         "--gpus",         "sim:8xH100 SXM",
+                         "--listen",       "127.0.0.1:0",
+                         "--state-dir",    state,
+                         "--kill-on-exit", "--job-pid-namespace",
+                         (char *)pidns,    NULL};
         pids[i + 1] = spawn(aargv, alog);
     }
     double end = now_s() + 30;
