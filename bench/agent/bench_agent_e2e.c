@@ -204,8 +204,10 @@ int main(void)
     const char *sync = getenv("BENCH_SYNC") ? getenv("BENCH_SYNC") : "full";
     /* each job in its own PID namespace (auto, the agent's default) or not */
     const char *pidns = getenv("BENCH_PIDNS") ? getenv("BENCH_PIDNS") : "auto";
-    char *cargv[] = {(char *)bin, "controller", "--listen",   listen, "--state-dir",
-                     ctl_state,   "--sync",     (char *)sync, NULL};
+    /* the agents join with the controller's join token (legacy join) */
+    char *cargv[] = {
+        (char *)bin, "controller", "--allow-legacy-join", "--listen", listen, "--state-dir",
+        ctl_state,   "--sync",     (char *)sync,          NULL};
     pid_t pids[NODES + 1];
     pids[0] = spawn(cargv, log);
     snprintf(tokpath, sizeof tokpath, "%s/admin.token", ctl_state);
