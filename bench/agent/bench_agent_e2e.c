@@ -8,7 +8,8 @@
  * CORRAL_BENCH_SLURM is not 0), the same workload through a real Slurm
  * (4 nodes x 8 GPUs) in the same run, and the ratio.
  *
- *   CORRAL_BIN (default ./build/corral), BENCH_JOBS (default 500)
+ *   CORRAL_BIN (default ./build/corral), BENCH_JOBS (default 500),
+ *   BENCH_PIDNS (the agents' --job-pid-namespace: auto, the default, or off)
  */
 #include "cr_config.h"
 
@@ -209,8 +210,13 @@ int main(void)
         fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\"}\n", dir);
         fclose(cf);
     }
-    char *cargv[] = {(char *)bin, "controller", "--listen", listen,       "--state-dir", ctl_state,
-                     "--config",  conf,         "--sync",   (char *)sync, NULL};
+    /* each job in its own PID namespace (auto, the agent's default) or not */
+    const char *pidns = getenv("BENCH_PIDNS") ? getenv("BENCH_PIDNS") : "auto";
+    /* the agents join with the controller's join token (legacy join) */
+    char *cargv[] = {(char *)bin, "controller", "--allow-legacy-join",
+                     "--listen",  listen,       "--state-dir",
+                     ctl_state,   "--config",   conf,
+                     "--sync",    (char *)sync, NULL};
     pid_t pids[NODES + 1];
     pids[0] = spawn(cargv, log);
     snprintf(tokpath, sizeof tokpath, "%s/admin.token", ctl_state);
@@ -230,10 +236,15 @@ int main(void)
         snprintf(node, sizeof node, "n%d", i + 1);
         snprintf(state, sizeof state, "%s/%s", dir, node);
         snprintf(alog, sizeof alog, "%s/agent-%s.log", dir, node);
-        char *aargv[] = {(char *)bin, "agent",       "--server",    server,   "--join-token",
-                         jtok,        "--node",      node,          "--gpus", "sim:8xH100 SXM",
-                         "--listen",  "127.0.0.1:0", "--state-dir", state,    "--kill-on-exit",
-                         NULL};
+        char *aargv[] = {(char *)bin,      "agent",
+                         "--server",       server,
+                         "--join-token",   jtok,
+                         "--node",         node,
+                         "--gpus",         "sim:8xH100 SXM",
+                         "--listen",       "127.0.0.1:0",
+                         "--state-dir",    state,
+                         "--kill-on-exit", "--job-pid-namespace",
+                         (char *)pidns,    NULL};
         pids[i + 1] = spawn(aargv, alog);
     }
     double end = now_s() + 30;

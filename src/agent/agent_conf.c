@@ -7,7 +7,9 @@
  * ("state_dir": "/var/lib/corral/agent" is --state-dir). The file's flags
  * go first and the command line's after them, so a flag on the command
  * line wins. Unknown members, wrong types and bad syntax are errors that
- * name FILE:LINE:COLUMN (syntax) or the member.
+ * name FILE:LINE:COLUMN (syntax) or the member. A switch member takes
+ * true/false as well as its flag's words ("job_pid_namespace": false is
+ * --job-pid-namespace off, true is auto).
  */
 #include "cr_agent.h"
 
@@ -23,23 +25,46 @@
 /* Config files are small; anything larger is a mistake. */
 #define AGENT_CONF_MAX_BYTES (64 * 1024)
 
-enum kind { K_STR, K_INT, K_BOOL };
+enum kind { K_STR, K_INT, K_BOOL, K_SWITCH };
 
 static const struct {
     const char *key;
     enum kind kind;
 } members[] = {
-    {"server", K_STR},       {"join_token", K_STR},    {"join_token_file", K_STR},
-    {"node", K_STR},         {"rack", K_STR},          {"gpus", K_STR},
-    {"listen", K_STR},       {"advertise", K_STR},     {"state_dir", K_STR},
-    {"faults", K_STR},       {"xid_hold", K_STR},      {"hot_c", K_INT},
-    {"wait", K_STR},         {"cgroup", K_STR},        {"kill_on_exit", K_BOOL},
-    {"run_for", K_STR},      {"ca_file", K_STR},       {"tls_cert", K_STR},
-    {"tls_key", K_STR},      {"tls_client_ca", K_STR}, {"metrics_token_file", K_STR},
-    {"cgroup_v1", K_STR},    {"dev_dir", K_STR},       {"no_dcgm", K_BOOL},
-    {"dcgm_job_map", K_STR}, {"rdzv_ports", K_STR},    {"container_runtime", K_STR},
-    {"podman", K_STR},       {"share_gpus", K_STR},    {"mps_control", K_STR},
-    {"mps_dir", K_STR},      {"mig_dynamic", K_STR},   {"image_cache_max", K_STR},
+    {"server", K_STR},
+    {"join_token", K_STR},
+    {"join_token_file", K_STR},
+    {"node", K_STR},
+    {"rack", K_STR},
+    {"gpus", K_STR},
+    {"listen", K_STR},
+    {"advertise", K_STR},
+    {"state_dir", K_STR},
+    {"faults", K_STR},
+    {"xid_hold", K_STR},
+    {"hot_c", K_INT},
+    {"wait", K_STR},
+    {"cgroup", K_STR},
+    {"kill_on_exit", K_BOOL},
+    {"run_for", K_STR},
+    {"ca_file", K_STR},
+    {"tls_cert", K_STR},
+    {"tls_key", K_STR},
+    {"tls_client_ca", K_STR},
+    {"metrics_token_file", K_STR},
+    {"cgroup_v1", K_STR},
+    {"dev_dir", K_STR},
+    {"no_dcgm", K_BOOL},
+    {"dcgm_job_map", K_STR},
+    {"rdzv_ports", K_STR},
+    {"container_runtime", K_STR},
+    {"podman", K_STR},
+    {"share_gpus", K_STR},
+    {"mps_control", K_STR},
+    {"mps_dir", K_STR},
+    {"mig_dynamic", K_STR},
+    {"image_cache_max", K_STR},
+    {"job_pid_namespace", K_SWITCH},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])
 
@@ -82,12 +107,17 @@ static int load(const char *path, json_t **out)
         bool ok = members[i].kind == K_STR ? json_is_string(x) && json_string_length(x) > 0 &&
                                                  json_string_length(x) < 4096
                   : members[i].kind == K_INT ? json_is_integer(x)
-                                             : json_is_boolean(x);
+                  : members[i].kind == K_BOOL
+                      ? json_is_boolean(x)
+                      : json_is_boolean(x) ||
+                            (json_is_string(x) && (strcmp(json_string_value(x), "auto") == 0 ||
+                                                   strcmp(json_string_value(x), "off") == 0));
         if (!ok) {
             fprintf(stderr, "corral agent: %s: field '%s': expected %s\n", path, k,
-                    members[i].kind == K_STR   ? "a non-empty string"
-                    : members[i].kind == K_INT ? "an integer"
-                                               : "true or false");
+                    members[i].kind == K_STR    ? "a non-empty string"
+                    : members[i].kind == K_INT  ? "an integer"
+                    : members[i].kind == K_BOOL ? "true or false"
+                                                : "true, false, \"auto\" or \"off\"");
             rc = CR_EPARSE;
             goto out;
         }
@@ -157,6 +187,11 @@ int cr__agent_argv_build(int argc, char **argv, agent_argv *out)
     json_t *x;
     json_object_foreach(v, k, x)
     {
+        if (strcmp(k, "job_pid_namespace") == 0 && json_is_boolean(x)) {
+            push(out, cr_strdup("--job-pid-namespace"), true, cap);
+            push(out, cr_strdup(json_is_true(x) ? "auto" : "off"), true, cap);
+            continue;
+        }
         if (json_is_false(x)) {
             continue;
         }

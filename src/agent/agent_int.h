@@ -49,6 +49,7 @@ typedef struct agent_cfg {
     int kill_on_exit;          /* stop the jobs when the agent exits */
     const char *cgroup;        /* --cgroup: auto, off or a cgroup v2 directory */
     const char *cgroup_v1; /* --cgroup-v1: auto or off (the v1 devices/memory/cpu controllers) */
+    int job_pidns;         /* --job-pid-namespace auto (1) or off (0) */
     const char *dev_dir;   /* --dev-dir: GPU device nodes; NULL: /dev, or STATE-DIR.dev for sim */
     /* --task-env K=V (repeatable): the node's settings for every task
      * (NCCL_SOCKET_IFNAME, NCCL_IB_HCA...); a job's own env wins. */

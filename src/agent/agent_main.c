@@ -89,6 +89,9 @@ static void usage(FILE *f)
         "                        /sys/fs/cgroup or /sys/fs/cgroup/unified when writable)\n"
         "  --cgroup-v1 auto|off  use the cgroup v1 devices, memory and cpu controllers where\n"
         "                        mounted (default auto); see docs/isolation.md\n"
+        "  --job-pid-namespace auto|off\n"
+        "                        each plain-process job in its own PID and mount namespace\n"
+        "                        with its own /proc (default auto: where the kernel allows)\n"
         "  --dev-dir DIR         GPU device nodes (default /dev; sim: STATE-DIR.dev, made\n"
         "                        with mknod as placeholders of major 195)\n"
         "  --container-runtime auto|runc|crun\n"
@@ -209,7 +212,7 @@ static int server_is_loopback(const char *url)
     return is_loopback(host);
 }
 
-enum { OPT_MPS_CONTROL = 1000, OPT_MPS_DIR, OPT_MIG_DYNAMIC };
+enum { OPT_MPS_CONTROL = 1000, OPT_MPS_DIR, OPT_MIG_DYNAMIC, OPT_JOB_PIDNS };
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
 {
@@ -223,6 +226,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"mps-control", required_argument, NULL, OPT_MPS_CONTROL},
         {"mps-dir", required_argument, NULL, OPT_MPS_DIR},
         {"mig-dynamic", required_argument, NULL, OPT_MIG_DYNAMIC},
+        {"job-pid-namespace", required_argument, NULL, OPT_JOB_PIDNS},
         {"listen", required_argument, NULL, 'l'},
         {"advertise", required_argument, NULL, 'a'},
         {"state-dir", required_argument, NULL, 'd'},
@@ -261,6 +265,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->state_dir = "/var/lib/corral/agent";
     c->cgroup = "auto";
     c->cgroup_v1 = "auto";
+    c->job_pidns = 1;
     c->rdzv_lo = 29500;
     c->rdzv_hi = 29999;
     c->ctr_runtime = "auto";
@@ -307,6 +312,12 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         }
         case OPT_MPS_CONTROL:
             c->mps_control = optarg;
+            break;
+        case OPT_JOB_PIDNS:
+            if (strcmp(optarg, "auto") != 0 && strcmp(optarg, "off") != 0) {
+                return flag_error("--job-pid-namespace", "want auto or off");
+            }
+            c->job_pidns = strcmp(optarg, "auto") == 0;
             break;
         case OPT_MPS_DIR:
             if (optarg[0] != '/' || strlen(optarg) > 400) {
@@ -1462,6 +1473,7 @@ int cr_agent_main(int argc, char **argv)
     char *cg_name = cr_asprintf("%s-%s", a->cfg.node, inst);
     setup_devices(a, &dev_dir_owned);
     cr_iso_probe(&a->iso, a->cfg.cgroup, a->cfg.cgroup_v1, cg_name, dev_dir_owned);
+    cr_iso_probe_pidns(&a->iso, a->cfg.job_pidns);
     free(cg_name);
     cr_iso_log(&a->iso);
     cr_iso_set_gpus(&a->iso, a->gpu->gpus, a->gpu->count, NULL, NULL);

@@ -68,8 +68,10 @@ typedef struct cr_iso {
     int v2_bpf;            /* a device program attaches to v2 job cgroups */
     int v2_memory, v2_cpu; /* controllers delegated to the v2 job cgroups */
     int v2_pids;
-    char dev_dir[512]; /* where the GPU device nodes are ("/dev"; sim: placeholders) */
-    int proc_hidden;   /* /proc has hidepid: a job cannot read other users' command lines */
+    char dev_dir[512];   /* where the GPU device nodes are ("/dev"; sim: placeholders) */
+    int proc_hidden;     /* /proc has hidepid: a job cannot read other users' command lines */
+    int pidns;           /* plain-process jobs get their own PID and mount namespace and /proc */
+    char why_pidns[256]; /* "" when pidns; else why not (off, or what the kernel refused) */
     char why_uid[128], why_dev[640], why_mem[640], why_cpu[640], why_pids[640]; /* "": enforced */
     /* The GPUs' device numbers (cr_iso_set_gpus; 0 GPUs: minor = index). */
     int gpu_minor[CR_GPU_MAX];
@@ -105,6 +107,30 @@ void cr_iso_log(const cr_iso *iso);
 /* {"uid","devices","memory","cpu","pids": "enforced"|"unavailable", "detail": text}.
  * Returned new. */
 json_t *cr_iso_report(const cr_iso *iso);
+
+/*
+ * Per-job PID namespace (iso_pidns.c). want 0: off (--job-pid-namespace
+ * off). Otherwise try, in a child, what a job's start does: a new PID and
+ * mount namespace, / made a slave mount, a fresh /proc that shows the
+ * child as pid 1. Sets iso->pidns, or iso->why_pidns with the step and
+ * errno the kernel refused (no CAP_SYS_ADMIN, a seccomp filter...).
+ */
+void cr_iso_probe_pidns(cr_iso *iso, int want);
+/* Steps of cr_iso_pidns_fork that can fail in the child. */
+#define CR_ISO_PIDNS_SLAVE 1 /* mount / MS_REC|MS_SLAVE */
+#define CR_ISO_PIDNS_PROC  2 /* mount proc on /proc */
+/*
+ * In the shim (async-signal-safe): clone a child that is pid 1 of a new
+ * PID namespace, in a new mount namespace whose / is a slave of the
+ * node's, with proc mounted on /proc (so it lists only the namespace), its
+ * command line "corral-init", killed when its parent dies. Returns the
+ * child's pid in the parent (-1 and errno: the clone failed) and 0 in the
+ * child, where *step is 0 when ready, else the CR_ISO_PIDNS_* step that
+ * failed (errno says why).
+ */
+pid_t cr_iso_pidns_fork(int *step);
+/* What a CR_ISO_PIDNS_* step does, for messages (static text). */
+const char *cr_iso_pidns_step_text(int step);
 
 /*
  * Make the job's cgroups with its device rules and limits. cgroups that

@@ -22,6 +22,16 @@
  * it execs); uid 0 is refused unless the spec says allow_root. The job
  * inherits no descriptor above stderr and none of the agent's environment.
  *
+ * PID namespace: where the node allows it (cr_iso.pidns), a plain-process
+ * job's tasks run in a PID and mount namespace of their own, under a
+ * small init (pid 1 there, the shim's only child) with its own /proc, so
+ * the job lists and reads only its own processes. The shim stays in the
+ * node's namespace: the agent's pid, signals, waitpid, journal and
+ * re-adoption are the same. The init ignores what the group is sent (as
+ * the shim does), reaps orphans and hands the job's wait status to the
+ * shim; when it exits, or dies with the shim, the kernel kills everything
+ * left in the namespace (iso_pidns.c).
+ *
  * Stop = SIGTERM to the process group, then SIGKILL once the grace period
  * has passed (cr_proc_tick does the second step).
  *
@@ -60,6 +70,8 @@ typedef struct cr_proc {
     char *cgroup;          /* owned: the job's cgroup v2 directory (== iso.v2), NULL when none */
     cr_iso_job iso;        /* owned: the job's cgroups (v1 devices/memory/cpu, v2) */
     int oom;               /* EXITED: the kernel's OOM killer killed something in the job */
+    int pidns;             /* the job runs in a PID namespace of its own under an init (the
+                              shim's only child); job_pid is the init's first child */
     int64_t signal_done;   /* the desired "signal.at" last delivered (see cr_task_signal) */
     int64_t term_again_ns; /* STOPPING soon after the start: SIGTERM once more then (0: no) */
     cr_job_spec spec;      /* owned copy of what the controller asked for */

@@ -405,12 +405,18 @@ void cr_iso_log(const cr_iso *iso)
     } else {
         cr_warn("agent: isolation uid: UNAVAILABLE: %s", iso->why_uid);
     }
-    if (iso->proc_hidden) {
-        cr_info("agent: isolation processes: enforced (/proc hidepid)");
+    if (iso->pidns) {
+        cr_info("agent: isolation processes: enforced (a PID namespace and /proc per job%s)",
+                iso->proc_hidden ? "; /proc hidepid" : "");
+    } else if (iso->proc_hidden) {
+        cr_info("agent: isolation processes: enforced (/proc hidepid; no PID namespace per job: "
+                "%s)",
+                iso->why_pidns);
     } else {
-        cr_warn("agent: isolation processes: UNAVAILABLE: /proc is mounted without hidepid: "
-                "every job can read the command lines of other tenants' jobs (mount -o "
-                "remount,hidepid=invisible /proc; docs/security.md)");
+        cr_warn("agent: isolation processes: UNAVAILABLE: no PID namespace per job (%s) and /proc "
+                "is mounted without hidepid: every job can read the command lines of other "
+                "tenants' jobs (mount -o remount,hidepid=invisible /proc; docs/security.md)",
+                iso->why_pidns);
     }
     for (int i = 0; i < CR_ISO_V1_N; i++) {
         char m[64];
@@ -425,17 +431,24 @@ void cr_iso_log(const cr_iso *iso)
 
 json_t *cr_iso_report(const cr_iso *iso)
 {
-    char detail[3000], m[CR_ISO_V1_N][64];
+    char detail[4096], m[CR_ISO_V1_N][64];
     for (int i = 0; i < CR_ISO_V1_N; i++) {
         mech(iso, i, m[i], sizeof m[i]);
     }
+    char procs[400];
+    if (iso->pidns) {
+        snprintf(procs, sizeof procs, "own PID namespace and /proc per job");
+    } else {
+        snprintf(procs, sizeof procs, "%s, no PID namespace per job (%.200s)",
+                 iso->proc_hidden ? "hidden (/proc hidepid)"
+                                  : "visible to other jobs (/proc without hidepid)",
+                 iso->why_pidns);
+    }
     snprintf(detail, sizeof detail,
              "uid: %s; processes: %s; devices: %s; memory: %s; cpu: %s; pids: %s",
-             iso->root ? "setuid" : iso->why_uid,
-             iso->proc_hidden ? "hidden (/proc hidepid)"
-                              : "visible to other jobs (/proc without hidepid)",
-             *iso->why_dev ? iso->why_dev : m[0], *iso->why_mem ? iso->why_mem : m[1],
-             *iso->why_cpu ? iso->why_cpu : m[2], *iso->why_pids ? iso->why_pids : m[3]);
+             iso->root ? "setuid" : iso->why_uid, procs, *iso->why_dev ? iso->why_dev : m[0],
+             *iso->why_mem ? iso->why_mem : m[1], *iso->why_cpu ? iso->why_cpu : m[2],
+             *iso->why_pids ? iso->why_pids : m[3]);
     detail[511] = '\0'; /* the controller keeps at most 511 characters */
     return json_pack("{s:s,s:s,s:s,s:s,s:s,s:s}", "uid", iso->root ? "enforced" : "unavailable",
                      "devices", *iso->why_dev ? "unavailable" : "enforced", "memory",

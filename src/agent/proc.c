@@ -307,6 +307,7 @@ typedef struct shim_args {
     int task;                    /* the task being started */
     int keep_root;               /* podman runs the job (container.c): it switches to uid itself */
     int out_fd, err_fd, null_fd; /* set by the shim */
+    int pidns;                   /* the tasks run in a PID namespace of their own (iso_pidns.c) */
 } shim_args;
 
 /* A task's own -o/-e file (after the uid change and the chdir). */
@@ -408,6 +409,164 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     _exit(e == ENOENT ? 127 : 126);
 }
 
+/* Start the job's tasks and wait for them (in the shim, or in the init of
+ * the job's PID namespace). Returns the job's wait status: its first task
+ * to fail, else the last to end; 126 or 125 (as an exit) when a task could
+ * not be started. Only async-signal-safe calls. */
+static int run_tasks(shim_args *a)
+{
+    pid_t pids[CR_MAX_TASKS_PER_NODE];
+    int started = 0;
+    for (int t = 0; t < a->ntasks; t++) {
+        /* The shim opens the logs (creating files is most of what starting
+         * a job costs), in parallel with the agent's next start. */
+        a->task = t;
+        a->out_fd =
+            open(a->out_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        a->err_fd =
+            open(a->err_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        int bad = a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0;
+        if (!bad && a->uid >= 0 &&
+            (fchown(a->out_fd, (uid_t)a->uid, (gid_t)a->gid) != 0 ||
+             fchown(a->err_fd, (uid_t)a->uid, (gid_t)a->gid) != 0)) {
+            bad = 1;
+        }
+        if (bad) {
+            for (int k = 0; k < started; k++) {
+                kill(pids[k], SIGKILL);
+            }
+            return W_EXITCODE(126, 0);
+        }
+        /* vfork: the shim is single-threaded and the child only sets up
+         * and execs, so the page tables (a copy of the agent's) are not
+         * copied a second time. */
+        pid_t c = vfork();
+        if (c == 0) {
+            exec_job(a);
+        }
+        close(a->out_fd);
+        close(a->err_fd);
+        if (c < 0) {
+            for (int k = 0; k < started; k++) {
+                kill(pids[k], SIGKILL);
+            }
+            return W_EXITCODE(125, 0);
+        }
+        pids[started++] = c;
+    }
+    /* The job's status is its first task to fail (exit code or signal),
+     * else 0; once one task fails the others get SIGTERM, as srun does,
+     * since a gang with a rank gone would only hang. */
+    int st = 0, failed = 0, left = started;
+    while (left > 0) {
+        int ws = 0;
+        pid_t w = waitpid(-1, &ws, 0);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            break;
+        }
+        int mine = 0;
+        for (int k = 0; k < started; k++) {
+            mine |= pids[k] == w;
+        }
+        if (!mine) {
+            continue; /* an orphan the namespace's init inherited */
+        }
+        left--;
+        int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+        if (bad && !failed) {
+            failed = 1;
+            st = ws;
+            for (int k = 0; k < started; k++) {
+                if (pids[k] != w) {
+                    kill(pids[k], SIGTERM);
+                }
+            }
+        } else if (!failed) {
+            st = ws;
+        }
+    }
+    return st;
+}
+
+/* Write "msg<errno>)" to the job's first stderr log (the shim's own fd 2
+ * is the agent's). */
+static void shim_say(const shim_args *a, const char *msg, int e)
+{
+    int fd = open(a->err_paths[0], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        return;
+    }
+    if (a->uid >= 0 && fchown(fd, (uid_t)a->uid, (gid_t)a->gid) != 0) {
+        e = e ? e : errno;
+    }
+    char num[32];
+    size_t nl = fmt_int(num, e);
+    ssize_t w = write(fd, msg, strlen(msg));
+    w = write(fd, num, nl);
+    w = write(fd, ")\n", 2);
+    (void)w;
+    close(fd);
+}
+
+/*
+ * The job in its own PID namespace (iso_pidns.c): clone its init, which
+ * runs the tasks, reaps every orphan there and sends the job's wait status
+ * through a pipe before it exits (its exit kills whatever is left in the
+ * namespace). An init that ends without a word (a stop's SIGKILL, the OOM
+ * killer) is the job's status itself. A namespace that cannot be made
+ * fails the job (126): it never runs unfenced on a node that said it is.
+ */
+static int run_in_pidns(shim_args *a)
+{
+    int pfd[2];
+    if (pipe2(pfd, O_CLOEXEC) != 0) {
+        shim_say(a, "corral: cannot make the job's PID namespace: pipe (errno ", errno);
+        return W_EXITCODE(126, 0);
+    }
+    int step = 0;
+    pid_t c = cr_iso_pidns_fork(&step);
+    if (c == 0) {
+        int st;
+        close(pfd[0]);
+        if (step) {
+            int e = errno;
+            shim_say(a,
+                     step == CR_ISO_PIDNS_SLAVE
+                         ? "corral: cannot make the job's mount namespace private (errno "
+                         : "corral: cannot mount the job's /proc (errno ",
+                     e);
+            st = W_EXITCODE(126, 0);
+        } else {
+            st = run_tasks(a);
+        }
+        ssize_t w = write(pfd[1], &st, sizeof st);
+        (void)w;
+        _exit(0);
+    }
+    int e = errno;
+    close(pfd[1]);
+    if (c < 0) {
+        close(pfd[0]);
+        shim_say(a, "corral: cannot make the job's PID namespace: clone (errno ", e);
+        return W_EXITCODE(126, 0);
+    }
+    int ws = 0, st = 0;
+    while (waitpid(c, &ws, 0) < 0) {
+        if (errno != EINTR) {
+            ws = W_EXITCODE(125, 0);
+            break;
+        }
+    }
+    if (!WIFEXITED(ws) || read(pfd[0], &st, sizeof st) != (ssize_t)sizeof st) {
+        st = ws;
+    }
+    close(pfd[0]);
+    return st;
+}
+
 /* The shim, in the forked child. Only async-signal-safe calls. */
 static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 {
@@ -441,74 +600,7 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
         shim_report(a->journal, a->job, "exit", 126);
         _exit(126);
     }
-    pid_t pids[CR_MAX_TASKS_PER_NODE];
-    int started = 0;
-    for (int t = 0; t < a->ntasks; t++) {
-        /* The shim opens the logs (creating files is most of what starting
-         * a job costs), in parallel with the agent's next start. */
-        a->task = t;
-        a->out_fd =
-            open(a->out_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-        a->err_fd =
-            open(a->err_paths[t], O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-        int bad = a->out_fd < 0 || a->err_fd < 0 || a->null_fd < 0;
-        if (!bad && a->uid >= 0 &&
-            (fchown(a->out_fd, (uid_t)a->uid, (gid_t)a->gid) != 0 ||
-             fchown(a->err_fd, (uid_t)a->uid, (gid_t)a->gid) != 0)) {
-            bad = 1;
-        }
-        if (bad) {
-            for (int k = 0; k < started; k++) {
-                kill(pids[k], SIGKILL);
-            }
-            shim_report(a->journal, a->job, "exit", 126);
-            _exit(126);
-        }
-        /* vfork: the shim is single-threaded and the child only sets up
-         * and execs, so the page tables (a copy of the agent's) are not
-         * copied a second time. */
-        pid_t c = vfork();
-        if (c == 0) {
-            exec_job(a);
-        }
-        close(a->out_fd);
-        close(a->err_fd);
-        if (c < 0) {
-            for (int k = 0; k < started; k++) {
-                kill(pids[k], SIGKILL);
-            }
-            shim_report(a->journal, a->job, "exit", 125);
-            _exit(125);
-        }
-        pids[started++] = c;
-    }
-    /* The job's status is its first task to fail (exit code or signal),
-     * else 0; once one task fails the others get SIGTERM, as srun does,
-     * since a gang with a rank gone would only hang. */
-    int st = 0, failed = 0, left = started;
-    while (left > 0) {
-        int ws = 0;
-        pid_t w = waitpid(-1, &ws, 0);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            break;
-        }
-        left--;
-        int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-        if (bad && !failed) {
-            failed = 1;
-            st = ws;
-            for (int k = 0; k < started; k++) {
-                if (pids[k] != w) {
-                    kill(pids[k], SIGTERM);
-                }
-            }
-        } else if (!failed) {
-            st = ws;
-        }
-    }
+    int st = a->pidns ? run_in_pidns(a) : run_tasks(a);
     /* The shim ends as the job did, so its parent's waitpid() tells the
      * whole story; the journal line serves an agent that restarted. */
     if (WIFSIGNALED(st)) {
@@ -540,6 +632,9 @@ static json_t *record_json(const cr_proc *p)
         json_object_set_new(j, "cgroup", json_string(p->cgroup));
     }
     json_object_set_new(j, "cgroups", cr_iso_job_to_json(&p->iso));
+    if (p->pidns) {
+        json_object_set_new(j, "pidns", json_true());
+    }
     return j;
 }
 
@@ -720,6 +815,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
         }
         procs = cr_iso_job_procs(&cg);
     }
+    /* Containers have their own PID namespace (podman's). */
+    int pidns = iso && iso->pidns && !spec->ctr.image && !spec->ctr.podman;
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "job %lld: fork: %s", job, strerror(errno));
@@ -750,7 +847,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         spec->ctr.podman,
                         -1,
                         -1,
-                        -1};
+                        -1,
+                        pidns};
         run_shim(&sa);
     }
     memset(p, 0, sizeof *p);
@@ -763,6 +861,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     memset(&cg, 0, sizeof cg);
     p->cgroup = p->iso.v2 ? cr_strdup(p->iso.v2) : NULL;
     p->signal_done = spec->signal_at; /* a signal asked before the start is not for it */
+    p->pidns = pidns;
     copy_spec(&p->spec, spec);
     if (write_record(state_dir, p) < 0) {
         /* The job runs; only a restart of the agent would lose track of it. */
@@ -902,21 +1001,30 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
     mark_oom(p);
 }
 
-static void refresh_job_pid(cr_proc *p)
+/* The first child of pid (0: none, or gone). */
+static pid_t first_child(pid_t pid)
 {
-    /* The job is the shim's only child. */
     char path[64], buf[64];
-    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)p->pid, (int)p->pid);
+    snprintf(path, sizeof path, "/proc/%d/task/%d/children", (int)pid, (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
-        return;
+        return 0;
     }
     ssize_t n = read(fd, buf, sizeof buf - 1);
     close(fd);
-    if (n > 0) {
-        buf[n] = '\0';
-        p->job_pid = (pid_t)atoi(buf);
+    if (n <= 0) {
+        return 0;
     }
+    buf[n] = '\0';
+    return (pid_t)atoi(buf);
+}
+
+static void refresh_job_pid(cr_proc *p)
+{
+    /* The job is the shim's only child; in a PID namespace of its own, the
+     * first child of the namespace's init (the shim's only child). */
+    pid_t c = first_child(p->pid);
+    p->job_pid = p->pidns && c > 0 ? first_child(c) : c;
 }
 
 int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono_ns)
@@ -1139,6 +1247,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
                 p.adopted = 1;
                 p.exit_code = -1; /* no end seen yet */
                 p.cgroup = cg ? cr_strdup(cg) : NULL;
+                p.pidns = json_is_true(json_object_get(j, "pidns"));
                 cr_iso_job_from_json(json_object_get(j, "cgroups"), &p.iso);
                 if (!p.iso.v2 && cg) {
                     p.iso.v2 = cr_strdup(cg); /* a record from before the v1 cgroups */

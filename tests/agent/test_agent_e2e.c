@@ -382,6 +382,12 @@ static void test_register(void **state)
     assert_true(json_is_true(json_object_get(g3, "shareable")));
     assert_null(json_object_get(json_array_get(gpus, 2), "shareable"));
     assert_int_equal(json_array_size(json_object_get(r, "running")), 0);
+    /* Root here: each job gets a PID namespace, and the node says so. */
+    const char *detail =
+        json_string_value(json_object_get(json_object_get(r, "isolation"), "detail"));
+    if (!detail || !strstr(detail, "processes: own PID namespace and /proc per job")) {
+        fail_msg("isolation detail: %s", detail ? detail : "(none)");
+    }
     pthread_mutex_unlock(&E.m->mu);
 }
 
@@ -1093,9 +1099,34 @@ static void test_readopt_after_sigkill(void **state)
         usleep(20000);
     }
     assert_true(job6 > 1);
+    /* That child is the init of the job's PID namespace; the job's shell is
+     * its child, pid 2 there. */
+    char path[64], nspid[64];
+    snprintf(path, sizeof path, "/proc/%d/comm", (int)job6);
+    char *comm = slurp(path);
+    assert_non_null(comm);
+    assert_string_equal(comm, "corral-init\n");
+    free(comm);
+    snprintf(children, sizeof children, "/proc/%d/task/%d/children", (int)job6, (int)job6);
+    pid_t sh6 = 0;
+    for (until = now_s() + 20; sh6 <= 1 && now_s() < until; usleep(20000)) {
+        char *c = slurp(children);
+        sh6 = c ? (pid_t)atoi(c) : 0;
+        free(c);
+    }
+    assert_true(sh6 > 1);
+    snprintf(path, sizeof path, "/proc/%d/status", (int)sh6);
+    snprintf(nspid, sizeof nspid, "NSpid:\t%d\t2\n", (int)sh6);
+    char *st6 = slurp(path);
+    assert_non_null(st6);
+    if (!strstr(st6, nspid)) {
+        fail_msg("job 6's shell is not pid 2 of its namespace: %s", st6);
+    }
+    free(st6);
 
     stop_agent(SIGKILL);
     assert_int_equal(kill(job6, 0), 0); /* the job outlives its agent */
+    assert_int_equal(kill(sh6, 0), 0);
     FILE *f = fopen(go, "w");
     fclose(f);
     assert_true(wait_for(journal_has, "\nX 7 ", 20));
@@ -1127,6 +1158,7 @@ static void test_readopt_after_sigkill(void **state)
     /* No longer wanted: the adopted job is stopped and its end reported. */
     mock_ctl_set_jobs(E.m, json_array());
     assert_true(wait_for(pid_gone, &job6, 20));
+    assert_true(wait_for(pid_gone, &sh6, 20));
     assert_true(wait_for(job_exited, "6", 20));
     json_t *x6 = exit_of("6");
     assert_int_equal(json_integer_value(json_object_get(x6, "signal")), SIGTERM);
@@ -1163,6 +1195,8 @@ static void test_bad_flags(void **state)
         {"--server http://127.0.0.1:1 --join-token t --task-env NOEQ", "--task-env"},
         {"--server http://127.0.0.1:1 --join-token t --rdzv-ports 9-5", "--rdzv-ports"},
         {"--server http://127.0.0.1:1 --join-token t --mig-dynamic x", "--mig-dynamic"},
+        {"--server http://127.0.0.1:1 --join-token t --job-pid-namespace yes",
+         "--job-pid-namespace"},
         {"--server http://127.0.0.1:1 --join-token t --mps-dir rel", "--mps-dir"},
         {"--server http://127.0.0.1:1 --join-token t --gpus sim:1xL40S --state-dir STATE "
          "--mps-control bin/none",

@@ -104,6 +104,16 @@ out=$("$BIN" agent --config "$DIR/agent.json" --gpus sim:1xNoSuchGPU 2>&1) &&
 echo "$out" | grep -q "NoSuchGPU" || fail "the flag did not win over the config: $out"
 out=$("$BIN" agent --config "$DIR/agent.json" --gpus "sim:1xA100 80GB SXM" 2>&1 | head -c 8000)
 echo "$out" | grep -q "gpus=1 (sim)" || fail "agent from its config: $out"
+# A switch member takes true/false: false is --job-pid-namespace off, said at start.
+printf '{"server": "http://127.0.0.1:1", "join_token": "x", "gpus": "sim:1xA100 80GB SXM",
+ "listen": "127.0.0.1:0", "state_dir": "%s/ag", "run_for": "1s", "job_pid_namespace": false}' \
+    "$DIR" >"$DIR/agent.json"
+out=$("$BIN" agent --config "$DIR/agent.json" 2>&1 | head -c 8000)
+echo "$out" | grep -q "isolation processes: .*--job-pid-namespace off" ||
+    fail "job_pid_namespace false not taken as off: $out"
+printf '{"server": "http://ctl:8620", "job_pid_namespace": "yes"}' >"$DIR/bad.json"
+out=$("$BIN" config check agent "$DIR/bad.json" 2>&1) && fail "job_pid_namespace \"yes\" passed"
+echo "$out" | grep -q "field 'job_pid_namespace': expected true, false" || fail "bad switch: $out"
 set +e
 "$BIN" config check nosuchrole "$DIR/bad.json" 2>/dev/null
 [ $? -eq 2 ] || fail "unknown role: not a usage error"

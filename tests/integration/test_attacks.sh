@@ -80,7 +80,6 @@ submit() { # submit TOKEN ARGS...: prints the job id
     "$BIN" submit --server "$SERVER" --token "$t" "$@" | grep -o '[0-9][0-9]*' | head -1
 }
 state_is() { c show "$1" | grep -qi "^ *state: *$2"; }
-gone() { ! kill -0 "$1"; }
 
 # --- orphan: nothing of a job outlives it ----------------------------------
 # The job starts a detached process (its own session, as a daemon does),
@@ -89,12 +88,15 @@ J=$(submit "$ALICE_A" --gpu-type L40S -- sh -c \
     'setsid sleep 3217 </dev/null >/dev/null 2>&1 & p=$!
      while ! grep -q 3217 /proc/$p/cmdline 2>/dev/null; do sleep 0.05; done; echo "pid=$p"')
 wait_for 60 state_is "$J" completed || fail "job $J did not complete: $(c show "$J")"
-ORPHAN=$(sed -n 's/^pid=//p' "$TMP/n1/logs/$J/out")
-if [ -z "$ORPHAN" ]; then
+# The pid the job saw is of its own PID namespace: the node finds the
+# process by its command line.
+orphans() { pgrep -x -f "sleep 3217"; }
+if ! grep -q "^pid=" "$TMP/n1/logs/$J/out"; then
     fail "job $J did not print its detached process: $(cat "$TMP/n1/logs/$J/out")"
-elif wait_for 20 gone "$ORPHAN"; then
-    ok "the detached process $ORPHAN of job $J ended with the job"
+elif wait_for 20 sh -c '! pgrep -x -f "sleep 3217"'; then
+    ok "the detached process of job $J ($(cat "$TMP/n1/logs/$J/out")) ended with the job"
 else
+    ORPHAN=$(orphans | head -1)
     fail "process $ORPHAN (uid $(stat -c %u "/proc/$ORPHAN")) of job $J outlived it" \
         "in $(grep devices "/proc/$ORPHAN/cgroup")"
 fi

@@ -14,6 +14,9 @@
 #   - --mem exceeded: the job is killed and its event says "out of memory";
 #   - state files are 0600 and dirs 0700; a tenant without a mapping is
 #     refused at submit; uid 0 without allow_root is refused in the config;
+#   - a job of one tenant lists only its own processes (a PID namespace and
+#     /proc per job): another tenant's command line is not there; cancel and
+#     the time limit kill the whole namespace (a setsid child too);
 #   - `corral nodes NODE` shows what is enforced; a requeued job finds its
 #     checkpoint; a checkpoint older than the retention is swept.
 # Uses numeric uids 64001/64002 without passwd entries (setgroups with the
@@ -190,19 +193,60 @@ if c logs "$R" | grep -q "resumed from step-1"; then ok "requeued job $R found i
     fail "requeued job $R: $(c logs "$R")"
 fi
 
+# --- a job sees only its own processes (a PID namespace per job) -----------
+# Job P of team-a sleeps with a secret in its command line and a child in a
+# session of its own; job Q of team-b lists /proc, reads every command line
+# there and runs ps: it finds only itself and its namespace's init.
+P=$(submit --tenant team-a --gpu-type L40S -- sh -c \
+    'setsid sleep 3601 & echo p-up; sleep 3602; echo tenant-a-secret-arg')
+wait_for 60 grep -q p-up "$TMP/n1/logs/$P/out" || fail "job $P (team-a) did not start: $(c show "$P")"
+cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' ' | grep -q tenant-a-secret-arg ||
+    fail "job $P's command line is not on the node (the check below would prove nothing)"
+cat >"$TMP/procs.sh" <<'EOF'
+echo "self=$$"
+n=0
+for d in /proc/[0-9]*; do
+    n=$((n + 1))
+    echo "pid ${d#/proc/}: $(tr '\0' ' ' <"$d/cmdline" 2>&1)"
+done
+echo "count=$n"
+ps -e -o pid=,user=,args= | sed 's/^/ps /'
+EOF
+chmod 644 "$TMP/procs.sh"
+Q=$(submit --tenant team-b --gpu-type L40S -- sh "$TMP/procs.sh")
+wait_for 60 state_is "$Q" completed || fail "job $Q (team-b) did not complete: $(c show "$Q")"
+c logs "$Q" >"$TMP/q.out" 2>&1
+if grep -q "tenant-a-secret-arg\|sleep 360" "$TMP/q.out"; then
+    fail "team-b's job $Q saw team-a's job: $(grep 'secret\|sleep' "$TMP/q.out")"
+elif grep -q "^self=2$" "$TMP/q.out" && grep -q "^count=2$" "$TMP/q.out" &&
+    grep -q "^pid 1: corral-init *$" "$TMP/q.out" && [ "$(grep -c '^ps ' "$TMP/q.out")" -le 4 ]; then
+    ok "team-b's job lists only its own processes ($(grep -c '^ps ' "$TMP/q.out") in ps)"
+else
+    fail "job $Q's view of /proc: $(cat "$TMP/q.out")"
+fi
+# Cancel: the whole namespace goes, the setsid child too; the end is a signal.
+c cancel "$P" >/dev/null || fail "cancel $P"
+wait_for 60 state_is "$P" cancelled || fail "job $P not cancelled: $(c show "$P")"
+wait_for 30 sh -c '! pgrep -x -f "sleep 360[12]"' && ok "cancel of $P left no process behind" ||
+    fail "job $P left: $(pgrep -a -f 'sleep 360[12]')"
+c show "$P" | grep -qi "signal: *15" || fail "job $P's end is not SIGTERM: $(c show "$P")"
+# Time limit: the same stop, after the limit; a job that ignores SIGTERM gets the SIGKILL.
+T=$(submit --tenant team-a --gpu-type L40S --time 3s -- sh -c \
+    "trap '' TERM; setsid sleep 3603 & sleep 3604")
+wait_for 90 state_is "$T" failed || fail "job $T (--time 3s) did not end failed: $(c show "$T")"
+wait_for 30 sh -c '! pgrep -x -f "sleep 360[34]"' && ok "time limit of $T took its whole namespace" ||
+    fail "job $T left: $(pgrep -a -f 'sleep 360[34]')"
+
 # --- corral nodes NODE says what is enforced --------------------------------
 c nodes n1 >"$TMP/n1.txt"
 grep -q "isolation: *uid=enforced, devices=enforced, memory=enforced, cpu=enforced" "$TMP/n1.txt" &&
     ok "corral nodes n1: $(grep 'isolation:' "$TMP/n1.txt")" || fail "nodes n1: $(cat "$TMP/n1.txt")"
-# /proc without hidepid shows other tenants' command lines: said at start
-# and in the node's detail, whichever way this host mounts it
-if grep -qE '^proc /proc proc .*hidepid=(1|2|noaccess|invisible)' /proc/mounts; then
-    want_proc="processes: hidden"
-else
-    want_proc="processes: visible to other jobs"
-fi
+# Each job in its own PID namespace (root here: the kernel allows it):
+# said at start and in the node's detail
+want_proc="processes: own PID namespace and /proc per job"
 grep -q "isolation how:.*$want_proc" "$TMP/n1.txt" || fail "nodes n1 does not say '$want_proc': $(grep 'isolation how' "$TMP/n1.txt")"
-grep -q "isolation processes: " "$TMP/agent-n1.log" || fail "the agent did not say at start whether /proc hides processes"
+grep -q "isolation processes: enforced (a PID namespace and /proc per job" "$TMP/agent-n1.log" ||
+    fail "the agent did not say at start that jobs get a PID namespace: $(grep 'isolation processes' "$TMP/agent-n1.log")"
 c nodes n2 >"$TMP/n2.txt"
 grep -q "memory=unavailable" "$TMP/n2.txt" || fail "n2 (no v1, no v2 memory) should say memory=unavailable"
 

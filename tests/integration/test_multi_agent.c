@@ -493,7 +493,7 @@ static void test_controller_restart_adopts(void **state)
         char body[1024];
         snprintf(body, sizeof body,
                  "{\"name\":\"steady\",\"gpus\":1,\"gpu_type\":\"A100 80GB SXM\","
-                 "\"command\":[\"sh\",\"-c\",\"touch %s/run-$CORRAL_JOB_ID-$$; "
+                 "\"command\":[\"sh\",\"-c\",\"mktemp %s/run-$CORRAL_JOB_ID-XXXXXX; "
                  "while [ ! -e %s/release ]; do sleep 0.05; done\"]}",
                  E.dir, E.dir);
         ids[k] = submit(body);
@@ -599,14 +599,71 @@ static const char *job_node(long long id, char *buf, size_t len)
     return buf;
 }
 
-/* A job's process, by the "NODE PID" line it wrote to path; -1 when not yet. */
-static int marker_pid(const char *path, int *node)
+/* Whether the NUL-separated file at path holds the entry want. */
+static int has_entry(const char *path, const char *want)
+{
+    FILE *f = fopen(path, "r");
+    char buf[8192];
+    size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+    if (f) {
+        fclose(f);
+    }
+    buf[n] = '\0';
+    for (size_t i = 0; i < n; i += strlen(buf + i) + 1) {
+        if (strcmp(buf + i, want) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* The node's pid of job id's process on agent a<node> whose pid in its own
+ * PID namespace is nspid (the agent runs each job in one: what the job
+ * writes as $$ is that pid); -1 when none. */
+static int host_pid(long long id, int node, int nspid)
+{
+    char want_job[64], want_node[32], want_ns[32];
+    snprintf(want_job, sizeof want_job, "CORRAL_JOB_ID=%lld", id);
+    snprintf(want_node, sizeof want_node, "CORRAL_NODE=a%d", node);
+    snprintf(want_ns, sizeof want_ns, "\t%d\n", nspid);
+    DIR *d = opendir("/proc");
+    struct dirent *e;
+    int found = -1;
+    while (found < 0 && d && (e = readdir(d)) != NULL) {
+        char path[300];
+        if (e->d_name[0] < '0' || e->d_name[0] > '9') {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/%s/environ", e->d_name);
+        if (!has_entry(path, want_job) || !has_entry(path, want_node)) {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/%s/status", e->d_name);
+        char *st = slurp(path);
+        const char *ns = st ? strstr(st, "\nNSpid:") : NULL;
+        const char *eol = ns ? strchr(ns + 1, '\n') : NULL;
+        /* the last field of NSpid is the pid in the job's own namespace */
+        if (eol && eol - ns > (ptrdiff_t)strlen(want_ns) &&
+            strncmp(eol - strlen(want_ns) + 1, want_ns, strlen(want_ns)) == 0) {
+            found = atoi(e->d_name);
+        }
+        free(st);
+    }
+    if (d) {
+        closedir(d);
+    }
+    return found;
+}
+
+/* Job id's process on the node's side, by the "NODE PID" line it wrote to
+ * path; -1 when not yet. */
+static int marker_pid(const char *path, long long id, int *node)
 {
     char *t = slurp(path);
     int pid = -1;
     if (t && t[1] == 'a' && strchr(t + 1, '\n')) {
         *node = t[2] - '0';
-        pid = atoi(t + 4);
+        pid = host_pid(id, *node, atoi(t + 4));
     }
     free(t);
     return pid;
@@ -701,7 +758,7 @@ static void test_fencing_on_return(void **state)
     int victim = -1, pid = -1, other = -1;
     double end = now_s() + 30;
     while (pid < 0 && now_s() < end) {
-        pid = marker_pid(first, &victim);
+        pid = marker_pid(first, id, &victim);
         usleep(20000);
     }
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
@@ -713,7 +770,7 @@ static void test_fencing_on_return(void **state)
     int pid2 = -1;
     end = now_s() + 30;
     while (pid2 < 0 && now_s() < end) {
-        pid2 = marker_pid(second, &other);
+        pid2 = marker_pid(second, id, &other);
         usleep(20000);
     }
     assert_true(pid2 > 1);
@@ -763,7 +820,7 @@ static void test_gpu_vanishes_at_reregistration(void **state)
     int victim = -1, pid = -1;
     double end = now_s() + 30;
     while (pid < 0 && now_s() < end) {
-        pid = marker_pid(marker, &victim);
+        pid = marker_pid(marker, id, &victim);
         usleep(20000);
     }
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
@@ -830,7 +887,7 @@ static void test_lost_at_start_requeues(void **state)
     int victim = -1, pid = -1;
     double end = now_s() + 30;
     while (pid < 0 && now_s() < end) {
-        pid = marker_pid(marker, &victim);
+        pid = marker_pid(marker, id, &victim);
         usleep(20000);
     }
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
