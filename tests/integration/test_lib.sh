@@ -27,10 +27,12 @@ cr_start_controller "$DIR/ctl" --allow-legacy-join
 cr_start_agent "libck$$" "$DIR/n1" "$DIR/agent.log" --gpus "sim:1xL4"
 up() { "$CORRAL" nodes | grep -q ' up '; }
 wait_for 30 up || fail "agent did not register"
-"$CORRAL" submit -- sh -c 'echo "$$ $CORRAL_CHECKPOINT_DIR" >"$0.tmp"; mv "$0.tmp" "$0"; exec sleep 300' \
+"$CORRAL" submit -- sh -c 'echo "$CORRAL_CHECKPOINT_DIR" >"$0.tmp"; mv "$0.tmp" "$0"; sleep 300' \
     "$DIR/job.info" >/dev/null
 wait_for 30 test -s "$DIR/job.info" || fail "the job did not start"
-read -r pid ck <"$DIR/job.info"
+read -r ck <"$DIR/job.info"
+# The job's own $$ is of its PID namespace: the node's pid by command line.
+pid=$(pgrep -o -f -- "^sh -c echo.*$DIR/job.info") || fail "the job's shell not found"
 wait_for 10 test -d "$ck" || fail "no checkpoint directory $ck"
 printf 'dir=%s\ncluster=%s\ninst=%s\njob=%s\nckpt=%s\n' "$DIR" "$(cat "$DIR/ctl/cluster.id")" \
     "$(cat "$DIR/n1/instance.id")" "$pid" "$ck" >"$OUTSIDE/info.tmp"
