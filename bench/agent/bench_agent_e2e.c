@@ -201,8 +201,11 @@ int main(void)
     snprintf(ctl_state, sizeof ctl_state, "%s/ctl", dir);
     snprintf(log, sizeof log, "%s/controller.log", dir);
     const char *sync = getenv("BENCH_SYNC") ? getenv("BENCH_SYNC") : "full";
-    char *cargv[] = {(char *)bin, "controller", "--listen",   listen, "--state-dir",
-                     ctl_state,   "--sync",     (char *)sync, NULL};
+    /* The agents join with the long-lived join.token (written only with
+     * --allow-legacy-join). */
+    char *cargv[] = {(char *)bin,           "controller", "--listen", listen,
+                     "--state-dir",         ctl_state,    "--sync",   (char *)sync,
+                     "--allow-legacy-join", NULL};
     pid_t pids[NODES + 1];
     pids[0] = spawn(cargv, log);
     snprintf(tokpath, sizeof tokpath, "%s/admin.token", ctl_state);
