@@ -490,6 +490,8 @@ void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, s
 void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
 void ctl_job_insert(ctl *c, ctl_job *j); /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
+/* The state the API shows: pending while its start is being stored. */
+ctl_job_state ctl_job_shown_state(const ctl_job *j);
 void ctl_job_free(ctl_job *j);
 /* Record a state change: memory already updated; queues the row and an
  * event into txn. mu held. */

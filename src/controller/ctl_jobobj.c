@@ -46,6 +46,11 @@ void ctl_job_set_reason(ctl_job *j, const char *reason)
     j->reason = reason ? cr_strdup(reason) : NULL;
 }
 
+ctl_job_state ctl_job_shown_state(const ctl_job *j)
+{
+    return j->start_unstored ? JS_PENDING : j->state;
+}
+
 json_t *ctl_job_json(const ctl_job *j)
 {
     char t[64];
@@ -58,8 +63,7 @@ json_t *ctl_job_json(const ctl_job *j)
     }
     /* A start not yet durable is not shown: pending until it is stored. */
     bool unstored = j->start_unstored;
-    json_object_set_new(v, "state",
-                        json_string(ctl_job_state_names[unstored ? JS_PENDING : j->state]));
+    json_object_set_new(v, "state", json_string(ctl_job_state_names[ctl_job_shown_state(j)]));
     json_object_set_new(v, "reason",
                         json_string(unstored    ? "starting: its placement is being stored"
                                     : j->reason ? j->reason
