@@ -13,7 +13,11 @@
  * callbacks take mu.
  *
  * Visibility: a submitted job enters memory only once its row is durable,
- * so a job that anyone can see is a job that survives kill -9.
+ * so a job that anyone can see is a job that survives kill -9. Likewise a
+ * user's change, an agent's report of a job's end, a scheduler's start
+ * (start_unstored until then), a node's loss and a time limit's stop are
+ * stored before memory (or an agent) shows them (docs/architecture.md,
+ * "Commit first").
  */
 #ifndef CTL_INT_H
 #define CTL_INT_H

@@ -985,24 +985,34 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
      * jobs), waited for without it. The wait for the disk is not the
      * scheduler's cost: it does not widen the gap. */
     *compute_ns = cr_mono_ns() - t_start;
+    /* The nodes to tell, by name: one may be deleted while mu is free. */
+    char(*names)[CTL_NAME_MAX] = cr_calloc(nbump ? nbump : 1, sizeof *names);
+    size_t nnames = 0;
+    for (size_t i = 0; i < nbump; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < i; k++) {
+            seen = seen || bump[k] == bump[i];
+        }
+        if (!seen) {
+            snprintf(names[nnames++], sizeof *names, "%s", bump[i]->name);
+        }
+    }
     ctl_wait w;
     ctl_wait_submit(c, &w, txn);
     pthread_mutex_unlock(&c->mu);
     int rc = ctl_wait_end(&w);
-    if (nbump || nstarted) {
+    if (nnames || nstarted) {
         pthread_mutex_lock(&c->mu);
         starts_settle(c, started, nstarted, rc);
-        for (size_t i = 0; i < nbump; i++) {
-            bool seen = false;
-            for (size_t k = 0; k < i; k++) {
-                seen = seen || bump[k] == bump[i];
-            }
-            if (!seen) {
-                ctl_node_bump(c, bump[i]);
+        for (size_t i = 0; i < nnames; i++) {
+            ctl_node *n = ctl_node_find(c, names[i]);
+            if (n) {
+                ctl_node_bump(c, n);
             }
         }
         pthread_mutex_unlock(&c->mu);
     }
+    free(names);
     if (rc != 0 && nstarted > 0 && *compute_ns < CTL_START_RETRY_MS * CR_NS_PER_MS / 4) {
         *compute_ns = CTL_START_RETRY_MS * CR_NS_PER_MS / 4; /* the next pass in a second */
     }

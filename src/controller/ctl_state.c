@@ -10,12 +10,16 @@
  * through the hooks that they registered (ctl_hooks.c), so this file names
  * no file above it.
  *
- * A change the cluster makes (an agent reports an exit, a node is lost,
- * the scheduler starts a job) is not the user's to refuse: it changes
- * memory under mu and queues its rows in the same order, so the store sees
- * the changes in memory order; a running job's end and its retry policy
- * (ctl_job_ended) is here too, for the files that report one (ctl_nodes.c,
- * ctl_lifecycle.c, ctl_sched.c).
+ * Changes the cluster makes itself follow the same rule where a change
+ * shown before it is durable could run a job twice or lose an end: an
+ * agent's report of an exit (ctl_report.c: ctl_job_end_prepare on a copy,
+ * ctl_job_end_apply once stored), the scheduler's starts (ctl_sched.c: in
+ * no desired state until stored, taken back when not), a node's loss and a
+ * time limit's stop (ctl_nodes.c). The others (a job stopped or requeued
+ * because its node or GPU went away, a preemption, a gate's verdict) only
+ * ever stop work or re-derive after a restart: they change memory under mu
+ * and queue their rows in the same order, so the store sees them in memory
+ * order (ctl_job_ended; docs/architecture.md, "Commit first").
  *
  * Also here: the scheduler's op queue, retention (finished jobs leave
  * memory, stay in SQLite; ctl_job_fetch brings one back) and the expiry of
