@@ -51,7 +51,8 @@ typedef struct fixture {
     char token[256];
     pid_t ctl;
     pid_t agents[MAX_AGENTS];
-    int tmpfs; /* ctl_state is a tmpfs of its own (the disk-full tests) */
+    int tmpfs;              /* ctl_state is a tmpfs of its own (the disk-full tests) */
+    const char *lost_after; /* the controller's --lost-after ("3" unless a test says) */
 } fixture;
 
 static fixture E;
@@ -117,9 +118,18 @@ static void start_controller(void)
     const char *bin = getenv("CORRAL_BIN");
     char log[400];
     snprintf(log, sizeof log, "%s/controller.log", E.dir);
-    char *argv[] = {(char *)bin,           "controller",  "--listen", E.listen,       "--state-dir",
-                    E.ctl_state,           "--heartbeat", "1",        "--lost-after", "3",
-                    "--allow-legacy-join", NULL};
+    char *argv[] = {(char *)bin,
+                    "controller",
+                    "--listen",
+                    E.listen,
+                    "--state-dir",
+                    E.ctl_state,
+                    "--heartbeat",
+                    "1",
+                    "--lost-after",
+                    E.lost_after ? (char *)E.lost_after : "3",
+                    "--allow-legacy-join",
+                    NULL};
     E.ctl = spawn(argv, log);
 }
 
@@ -972,8 +982,13 @@ static int wait_log_count(const char *needle, int want, double secs)
     return log_count(needle) >= want;
 }
 
-static void restart_controller(int sig)
+/* Restart the controller; lost_after: its --lost-after. On a full disk an
+ * agent's reports are refused and it backs off up to 5 s between them: the
+ * disk-full tests give it longer than the fixture's 3 s, so that no node
+ * is taken for lost meanwhile. */
+static void restart_controller(int sig, const char *lost_after)
 {
+    E.lost_after = lost_after;
     kill_wait(&E.ctl, sig);
     start_controller();
     long code = 0;
@@ -1025,7 +1040,7 @@ static void test_report_refused_disk_full(void **state)
     if (!E.tmpfs) {
         skip();
     }
-    restart_controller(SIGTERM); /* a fresh WAL: every commit needs new space */
+    restart_controller(SIGTERM, "60"); /* a fresh WAL: every commit needs new space */
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
     char body[4096], marker[400], rel[400], runs[400], filler[400], st[32];
     snprintf(marker, sizeof marker, "%s/dfend", E.dir);
@@ -1074,7 +1089,7 @@ static void test_report_refused_disk_full(void **state)
     j = wait_state(id, "completed", 60);
     assert_non_null(j);
     json_decref(j);
-    restart_controller(SIGKILL);
+    restart_controller(SIGKILL, NULL);
     assert_string_equal(job_state(id, st, sizeof st), "completed");
     assert_int_equal(count_lines(runs), 2); /* one run, one end */
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
@@ -1088,7 +1103,7 @@ static void test_start_refused_disk_full(void **state)
     if (!E.tmpfs) {
         skip();
     }
-    restart_controller(SIGTERM);
+    restart_controller(SIGTERM, "60");
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
     char body[4096], rel[400], runs[400], filler[400], st[32];
     snprintf(rel, sizeof rel, "%s/release-dfstart", E.dir);
@@ -1129,7 +1144,7 @@ static void test_start_refused_disk_full(void **state)
     j = wait_state(id, "completed", 60);
     assert_non_null(j);
     json_decref(j);
-    restart_controller(SIGKILL);
+    restart_controller(SIGKILL, NULL);
     assert_string_equal(job_state(id, st, sizeof st), "completed");
     assert_int_equal(count_lines(runs), 1);
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
