@@ -139,8 +139,8 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
     json_t *jobs = json_array();
     for (size_t i = 0; i < n->njobs; i++) {
         ctl_job *j = ctl_job_get(c, n->jobs[i]);
-        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
-            continue;
+        if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING) || j->start_unstored) {
+            continue; /* (a start is shown once it is durable: ctl_sched.c) */
         }
         size_t rank = 0;
         const ctl_place *pl = NULL;

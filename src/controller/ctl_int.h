@@ -13,7 +13,11 @@
  * callbacks take mu.
  *
  * Visibility: a submitted job enters memory only once its row is durable,
- * so a job that anyone can see is a job that survives kill -9.
+ * so a job that anyone can see is a job that survives kill -9. Likewise a
+ * user's change, an agent's report of a job's end, a scheduler's start
+ * (start_unstored until then), a node's loss and a time limit's stop are
+ * stored before memory (or an agent) shows them (docs/architecture.md,
+ * "Commit first").
  */
 #ifndef CTL_INT_H
 #define CTL_INT_H
@@ -118,13 +122,16 @@ typedef struct ctl_job {
     int64_t acct_mono_ns;
     /* Secrets (--secret): sealed with the state dir's key (ctl_secure.c),
      * never in the API view; plain only while a submit is validated. */
-    char *secrets_enc;  /* owned: base64 nonce+ciphertext of {"NAME":"VALUE"}, or NULL */
-    json_t *secrets;    /* owned: the request's plain secrets until sealed, or NULL */
-    uint64_t ver;       /* bumped by every stored change (ctl_state.c) */
-    bool committing;    /* a user action is being committed (ctl_state.c) */
-    int64_t touch_mono; /* finished: when it entered memory or ended (retention) */
-    int64_t dep_mono;   /* last read as a gated job's dependency target (ctl_batch.c):
-                         * retention keeps it in memory CTL_DEP_PIN_S after that */
+    char *secrets_enc;   /* owned: base64 nonce+ciphertext of {"NAME":"VALUE"}, or NULL */
+    json_t *secrets;     /* owned: the request's plain secrets until sealed, or NULL */
+    uint64_t ver;        /* bumped by every stored change (ctl_state.c) */
+    bool committing;     /* a user action or an agent's report of its end is being
+                          * committed (ctl_state.c, ctl_nodes.c) */
+    bool start_unstored; /* placed by the scheduler, the start not yet durable: in no
+                          * desired state, shown pending (ctl_sched.c) */
+    int64_t touch_mono;  /* finished: when it entered memory or ended (retention) */
+    int64_t dep_mono;    /* last read as a gated job's dependency target (ctl_batch.c):
+                          * retention keeps it in memory CTL_DEP_PIN_S after that */
 } ctl_job;
 
 #define CTL_DEP_PIN_S 10
@@ -442,6 +449,21 @@ bool ctl_rl_allow_token(ctl *c, cr_http_req *req, const cr_principal *p);
 bool ctl_rl_allow_anon(ctl *c, cr_http_req *req);
 /* The corral_http_rate_limit* families (no tenant labels). */
 void ctl_rl_metrics(ctl *c, cr_buf *b);
+/* A commit queued under mu (so the store sees it before any later change)
+ * and waited for without mu (the store's callbacks take it): the scheduler
+ * thread's starts, node losses and time limits. */
+typedef struct ctl_wait {
+    pthread_mutex_t m;
+    pthread_cond_t cv;
+    bool done, queued;
+    int status;
+} ctl_wait;
+/* Queue txn (taken; NULL or empty: nothing, status 0). mu held. */
+void ctl_wait_submit(ctl *c, ctl_wait *w, cr_store_txn *txn);
+/* Wait for it; its status (0: durable). mu not held. */
+int ctl_wait_end(ctl_wait *w);
+/* A copy of j (its spec shared, its strings and placement its own). */
+ctl_job *ctl_job_copy(const ctl_job *j);
 
 /* ctl_hooks.c: register a hook at start-up, before any thread runs; 0, or
  * CR_ERANGE past CTL_HOOKS_MAX. Hooks run in the order registered, mu held. */
@@ -506,6 +528,8 @@ void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, s
 void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
 void ctl_job_insert(ctl *c, ctl_job *j); /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
+/* The state the API shows: pending while its start is being stored. */
+ctl_job_state ctl_job_shown_state(const ctl_job *j);
 void ctl_job_free(ctl_job *j);
 /* Record a state change: memory already updated; queues the row and an
  * event into txn. mu held. */
@@ -607,6 +631,15 @@ void ctl_state_commit_apply(ctl *c, cr_store_txn *txn, cr_http_req *req, ctl_com
  * scheduler, the nodes and the job hooks. mu held. */
 void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
                    bool lost);
+/* The same end, commit first (an agent's report): computed on a copy of
+ * j whose row goes into txn; memory is unchanged. no_retry: the agent says
+ * retrying cannot help. Returns the copy, for ctl_job_end_apply once the
+ * row is durable (or ctl_job_free). mu held. */
+ctl_job *ctl_job_end_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, int exit_code, int sig,
+                             const char *why, bool no_retry);
+/* The stored end k (taken) applied to j: GPUs released, the scheduler, the
+ * nodes and the job hooks told. mu held. */
+void ctl_job_end_apply(ctl *c, ctl_job *j, ctl_job *k);
 /* Charge j's GPU time since the last charge to its tenant (into txn). mu held. */
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns);
 /* The job from memory, else from the store (it goes back into memory). mu held. */
@@ -650,6 +683,22 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
 /* Takes n out of the node table and frees it (its long-polls answered);
  * the caller has requeued its jobs and told the scheduler. mu held. */
 void ctl_node_remove(ctl *c, ctl_node *n);
+
+/* ctl_report.c: the job ends of an agent's status report, commit first. */
+typedef struct ctl_report ctl_report;
+/* Add j's end (computed on a copy, its row into txn; j is `committing`
+ * until the commit is over) to *r (created). mu held. */
+void ctl_report_end(ctl_report **r, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
+                    const char *why, bool no_retry);
+/* Defer req and commit txn (taken); then apply the ends (r taken) and
+ * answer node's agent: 200 with the node's version and the fence list of
+ * jobs (the report's), or 507/500 with memory unchanged. mu held. */
+void ctl_report_submit(ctl_report *r, ctl *c, cr_store_txn *txn, cr_http_req *req, const char *node,
+                       json_t *jobs);
+/* The ids of the running jobs an agent lists (items {"job","run",...} of
+ * arr, "state" absent or "running") that are not n's own any more: a new
+ * JSON array for its answer's "fence". mu held. */
+json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr);
 
 /* ctl_desired.c: a node's desired state and the long-polls waiting on it
  * (mu held for all). The document (returned new). */

@@ -55,6 +55,11 @@ void ctl_job_set_reason(ctl_job *j, const char *reason)
     j->reason = reason ? cr_strdup(reason) : NULL;
 }
 
+ctl_job_state ctl_job_shown_state(const ctl_job *j)
+{
+    return j->start_unstored ? JS_PENDING : j->state;
+}
+
 json_t *ctl_job_json(const ctl_job *j)
 {
     char t[64];
@@ -65,14 +70,20 @@ json_t *ctl_job_json(const ctl_job *j)
         json_object_set_new(v, "array_index", json_integer(j->array_index));
         json_object_set_new(v, "array_first", json_integer(j->array_first));
     }
-    json_object_set_new(v, "state", json_string(ctl_job_state_names[j->state]));
-    json_object_set_new(v, "reason", json_string(j->reason ? j->reason : ""));
+    /* A start not yet durable is not shown: pending until it is stored. */
+    bool unstored = j->start_unstored;
+    json_object_set_new(v, "state", json_string(ctl_job_state_names[ctl_job_shown_state(j)]));
+    json_object_set_new(v, "reason",
+                        json_string(unstored    ? "starting: its placement is being stored"
+                                    : j->reason ? j->reason
+                                                : ""));
     json_object_set_new(v, "exit_code", json_integer(j->exit_code));
     json_object_set_new(v, "signal", json_integer(j->signal));
     json_object_set_new(v, "retries", json_integer(j->retries));
     json_object_set_new(v, "runs", json_integer(j->runs));
     json_object_set_new(v, "submit_time", json_string(ctl_time_str(j->submit_ns, t, sizeof t)));
-    json_object_set_new(v, "start_time", json_string(ctl_time_str(j->start_ns, t, sizeof t)));
+    json_object_set_new(v, "start_time",
+                        json_string(ctl_time_str(unstored ? 0 : j->start_ns, t, sizeof t)));
     json_object_set_new(v, "end_time", json_string(ctl_time_str(j->end_ns, t, sizeof t)));
     if (*j->run_type) {
         json_object_set_new(v, "run_gpu_type", json_string(j->run_type));
@@ -83,7 +94,7 @@ json_t *ctl_job_json(const ctl_job *j)
         json_object_set_new(v, "tasks_per_node_run", json_integer(j->last_tpn));
     }
     json_t *pl = json_array();
-    for (size_t i = 0; i < j->nplace; i++) {
+    for (size_t i = 0; i < (unstored ? 0 : j->nplace); i++) {
         json_t *g = json_array();
         for (size_t k = 0; k < j->place[i].ngpus; k++) {
             json_array_append_new(g, json_integer(j->place[i].gpus[k]));

@@ -22,10 +22,12 @@
  */
 #include "ctl_int.h"
 
+#include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_time.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -73,6 +75,29 @@ static bool key_ok(const char *k)
         }
     }
     return true;
+}
+
+typedef struct labels_arg {
+    char name[CTL_NAME_MAX];
+    json_t *next; /* owned: the node's labels after the change */
+} labels_arg;
+
+/* A label change is durable (status 0): apply it. mu held. */
+static json_t *labels_committed(ctl *c, void *argp, int status, unsigned *code)
+{
+    labels_arg *a = argp;
+    json_t *next = a->next;
+    a->next = NULL;
+    (void)code;
+    if (status != 0 || !ctl_node_find(c, a->name)) {
+        json_decref(next);
+        return NULL;
+    }
+    json_object_set(c->node_labels, a->name, next);
+    cr_info("node=%s labels set", a->name);
+    json_t *body = json_pack("{s:s,s:o}", "name", a->name, "labels", json_deep_copy(next));
+    json_decref(next);
+    return body;
 }
 
 static void route_labels(ctl *c, cr_http_req *req, const char *name)
@@ -142,12 +167,12 @@ static void route_labels(ctl *c, cr_http_req *req, const char *name)
         cr_store_txn_put(txn, "nodelabels", name, s);
         free(s);
     }
-    json_object_set(c->node_labels, name, next);
-    cr_info("node=%s labels set", name);
-    ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:s,s:o}", "name", name, "labels", json_deep_copy(next)));
+    /* Stored first, applied once durable (labels_committed). */
+    labels_arg *a = cr_calloc(1, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->next = next; /* taken */
+    ctl_state_commit_apply(c, txn, req, labels_committed, a);
     pthread_mutex_unlock(&c->mu);
-    json_decref(next);
     json_decref(v);
 }
 

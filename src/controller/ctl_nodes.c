@@ -461,46 +461,6 @@ int ctl_node_validate(const char *body, size_t len, cr_json_err *err)
 /* ------------------------------------------------------------------------ */
 /* Agent routes                                                             */
 
-/* Whether the agent's process for job id (run: the run it says it runs; 0 =
- * not said) is one the controller still has on node n. An agent must kill
- * (fence) every other one at once: its job was requeued and may already run
- * elsewhere. mu held. */
-static bool job_is_own(ctl *c, const ctl_node *n, int64_t id, int64_t run)
-{
-    ctl_job *j = ctl_job_get(c, id);
-    if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
-        return false;
-    }
-    bool here = false;
-    for (size_t k = 0; k < j->nplace; k++) {
-        here |= strcmp(j->place[k].node, n->name) == 0;
-    }
-    return here && (run <= 0 || run == j->runs);
-}
-
-/* The ids of the reported running jobs (items {"job","run",...} of arr,
- * those whose "state" is absent or "running") that are not n's own: a new
- * JSON array for the answer's "fence". mu held. */
-static json_t *fence_list(ctl *c, const ctl_node *n, const json_t *arr)
-{
-    json_t *fence = json_array();
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        json_t *r = json_array_get(arr, i);
-        const char *st = json_string_value(json_object_get(r, "state"));
-        if (st && strcmp(st, "running") != 0) {
-            continue;
-        }
-        int64_t id = (int64_t)json_integer_value(json_object_get(r, "job"));
-        int64_t run = (int64_t)json_integer_value(json_object_get(r, "run"));
-        if (!job_is_own(c, n, id, run)) {
-            cr_warn("node=%s job=%lld run=%lld is no longer placed there: fencing it", n->name,
-                    (long long)id, (long long)run);
-            json_array_append_new(fence, json_integer(id));
-        }
-    }
-    return fence;
-}
-
 /*
  * Re-registration with GPUs missing (a GPU fell off the bus, a node booted
  * with fewer): the jobs on a missing GPU end now, with that reason, and are
@@ -714,7 +674,7 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     node_persist(txn, n);
     /* Fencing: the running jobs the agent listed that are not its own any
      * more (requeued while it was away) are killed before anything else. */
-    json_t *fence = fence_list(c, n, running);
+    json_t *fence = ctl_fence_list(c, n, running);
     ctl_commit_reply(c, txn, req, 200,
                      json_pack("{s:s,s:s,s:I,s:I,s:I,s:b,s:o}", "node_token", token, "agent_secret",
                                n->agent_secret, "heartbeat_s", (json_int_t)c->cfg.heartbeat_s,
@@ -811,6 +771,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
                       node);
         return;
     }
+    ctl_report *rep = NULL;
     int64_t now_mono = cr_mono_ns(), now = cr_now_ns();
     double dt = (double)(now_mono - n->last_seen_ns) / 1e9;
     if (dt > (double)c->cfg.heartbeat_s * 3) {
@@ -950,8 +911,15 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             }
         }
         bool here = mine != NULL;
-        if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+        if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING) ||
+            j->start_unstored) {
             continue; /* already handled: the desired state drops it */
+        }
+        if (j->committing) {
+            /* A user's change or another report of its end is being stored:
+             * the agent reports the exit again (it keeps it until the
+             * desired state drops the job). */
+            continue;
         }
         json_t *run = json_object_get(jr, "run");
         if (run && json_integer_value(run) != j->runs) {
@@ -975,15 +943,13 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             }
         }
         char why[600];
+        bool fatal = false;
         const char *reason = json_string_value(json_object_get(jr, "reason"));
         if (reason && *reason && ctl_text_clean(reason)) {
             /* The agent could not start it (a container image missing...). */
-            bool fatal = json_is_true(json_object_get(jr, "fatal"));
+            fatal = json_is_true(json_object_get(jr, "fatal"));
             snprintf(why, sizeof why, "%s on node %s%s", reason, n->name,
                      fatal ? " (not retried: retrying cannot help)" : "");
-            if (fatal && j->retries < j->max_retries) {
-                j->max_retries = j->retries;
-            }
         } else if (json_is_true(json_object_get(jr, "oom"))) {
             snprintf(why, sizeof why,
                      "out of memory: the kernel's OOM killer acted in the job's memory limit on "
@@ -997,14 +963,19 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         } else {
             snprintf(why, sizeof why, "exited with code %d on node %s", code, n->name);
         }
-        ctl_job_ended(c, txn, j, code, sig, why, false);
+        /* Commit first: the end is stored, then shown (report_committed). */
+        ctl_report_end(&rep, c, txn, j, code, sig, why, fatal);
     }
     if (persist) {
         node_persist(txn, n);
     }
-    ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:b,s:I,s:o}", "ok", 1, "version", (json_int_t)n->version, "fence",
-                               fence_list(c, n, jobs)));
+    if (rep) {
+        ctl_report_submit(rep, c, txn, req, n->name, jobs);
+    } else {
+        ctl_commit_reply(c, txn, req, 200,
+                         json_pack("{s:b,s:I,s:o}", "ok", 1, "version", (json_int_t)n->version,
+                                   "fence", ctl_fence_list(c, n, jobs)));
+    }
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
     return;
@@ -1239,37 +1210,98 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
 /* ------------------------------------------------------------------------ */
 /* Timers                                                                   */
 
-/* Jobs past their time limit: stop them (they end as failed). mu held. */
-static void enforce_time_limits(ctl *c, cr_store_txn **txn)
+/* Time limits, commit first: the stop of a job past its limit (timed_out,
+ * so its end is a failure, not a retry) is stored before the agents are
+ * told; one whose row could not be stored keeps running and is stopped
+ * at a later tick. */
+typedef struct limit_rec {
+    int64_t id;
+    uint64_t ver; /* the job's version when its row was computed */
+    int run;
+} limit_rec;
+
+typedef struct limit_set {
+    cr_store_txn *txn; /* the stops' rows */
+    limit_rec *recs;
+    size_t n, cap;
+} limit_set;
+
+static void limit_stop(ctl_job *j)
+{
+    j->timed_out = true;
+    j->state = JS_COMPLETING;
+    ctl_job_set_reason(j, "time limit exceeded: stopping");
+}
+
+/* Jobs past their time limit: their stops (they end as failed) into
+ * lim, computed on copies; --signal warnings are due too. mu held. */
+static void enforce_time_limits(ctl *c, cr_store_txn **txn, limit_set *lim)
 {
     int64_t now = cr_mono_ns(); /* a wall-clock jump must not end a job */
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
             ctl_job *j = ctl_job_get(c, n->jobs[k]);
-            if (j && j->state == JS_RUNNING) {
+            if (j && j->state == JS_RUNNING && !j->start_unstored) {
                 ctl_batch_signal_due(c, j, now, txn); /* --signal SIG@SECONDS (once a run) */
             }
-            if (!j || j->state != JS_RUNNING || j->time_limit_s <= 0 || j->start_ns <= 0 ||
+            if (!j || j->state != JS_RUNNING || j->start_unstored || j->committing ||
+                j->time_limit_s <= 0 || j->start_ns <= 0 ||
                 now - j->start_mono_ns <= j->time_limit_s * CR_NS_PER_SEC) {
                 continue;
             }
-            j->timed_out = true;
-            j->state = JS_COMPLETING;
-            ctl_job_set_reason(j, "time limit exceeded: stopping");
-            for (size_t q = 0; q < j->nplace; q++) {
-                ctl_node *m = ctl_node_find(c, j->place[q].node);
-                if (m) {
-                    ctl_node_bump(c, m);
-                }
+            bool seen = false; /* (a gang is on several nodes) */
+            for (size_t q = 0; q < lim->n; q++) {
+                seen = seen || lim->recs[q].id == j->id;
             }
-            if (!*txn) {
-                *txn = cr_store_txn_new();
+            if (seen) {
+                continue;
             }
+            if (!lim->txn) {
+                lim->txn = cr_store_txn_new();
+                cr_store_txn_splittable(lim->txn); /* per job: independent */
+            }
+            CR_GROW(lim->recs, lim->n, lim->cap);
+            lim->recs[lim->n++] = (limit_rec){.id = j->id, .ver = j->ver, .run = j->runs};
+            ctl_job *cp = ctl_job_copy(j);
+            limit_stop(cp);
             char why[96];
             snprintf(why, sizeof why, "ran past its time limit of %llds",
                      (long long)j->time_limit_s);
-            ctl_job_persist(c, *txn, j, "time-limit", why);
+            ctl_job_persist(c, lim->txn, cp, "time-limit", why);
+            ctl_job_free(cp);
+        }
+    }
+}
+
+/* The stops in lim were stored (rc 0): apply those whose job did not move
+ * on meanwhile and tell their nodes. mu held. */
+static void limits_apply(ctl *c, const limit_set *lim, int rc)
+{
+    static _Thread_local int64_t last_warn;
+    if (rc != 0) {
+        int64_t now = cr_mono_ns();
+        if (now - last_warn >= 10 * CR_NS_PER_SEC) {
+            last_warn = now;
+            cr_warn("%zu jobs past their time limit: the stop was not stored (%s): they keep "
+                    "running and are stopped once it is",
+                    lim->n, cr_strerror(rc));
+        }
+        return;
+    }
+    for (size_t i = 0; i < lim->n; i++) {
+        ctl_job *j = ctl_job_get(c, lim->recs[i].id);
+        if (!j || j->ver != lim->recs[i].ver || j->state != JS_RUNNING ||
+            j->runs != lim->recs[i].run) {
+            continue; /* changed meanwhile: its newer row came after this one */
+        }
+        limit_stop(j);
+        j->ver++; /* the row stored is this state */
+        for (size_t q = 0; q < j->nplace; q++) {
+            ctl_node *m = ctl_node_find(c, j->place[q].node);
+            if (m) {
+                ctl_node_bump(c, m);
+            }
         }
     }
 }
@@ -1320,7 +1352,8 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
 {
     pthread_mutex_lock(&c->mu);
     cr_store_txn *txn = NULL, *loss = NULL;
-    enforce_time_limits(c, &txn);
+    limit_set lim = {0};
+    enforce_time_limits(c, &txn, &lim);
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         ctl_desired_answer(c, n, true, now_mono);
@@ -1349,12 +1382,21 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
         cr_store_submit(c->store, txn, NULL, NULL);
         txn = NULL;
     }
-    pthread_mutex_unlock(&c->mu);
-    if (!loss) {
+    if (!loss && !lim.txn) {
+        pthread_mutex_unlock(&c->mu);
         return;
     }
-    int rc = cr_store_commit(c->store, loss);
+    ctl_wait wl, wt;
+    ctl_wait_submit(c, &wt, lim.txn);
+    ctl_wait_submit(c, &wl, loss);
+    pthread_mutex_unlock(&c->mu);
+    int lrc = ctl_wait_end(&wt);
+    int rc = ctl_wait_end(&wl);
     pthread_mutex_lock(&c->mu);
+    if (lim.n) {
+        limits_apply(c, &lim, lrc);
+    }
+    free(lim.recs);
     for (size_t i = 0; i < c->nnodes; i++) {
         ctl_node *n = c->nodes[i];
         if (!n->loss_pending) {

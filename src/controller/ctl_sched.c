@@ -24,6 +24,10 @@
 #include "cr_sched.h"
 #include "ctl_auto.h"
 
+/* After a pass whose starts could not be stored, the next pass waits this
+ * long (a full disk is not retried at the scheduler's pace). */
+#define CTL_START_RETRY_MS 1000
+
 typedef struct placer {
     cr_sched *s;
     cr_rng rng;
@@ -574,6 +578,7 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     const char *tname = cr_sched_gpu_type_name(pl->s, d->gpu_type);
     snprintf(j->run_type, sizeof j->run_type, "%s", tname ? tname : j->gpu_type);
     j->state = JS_RUNNING;
+    j->start_unstored = true; /* in no desired state until its row is durable */
     j->runs++;
     j->start_ns = j->acct_ns = cr_now_ns();            /* shown and persisted */
     j->start_mono_ns = j->acct_mono_ns = cr_mono_ns(); /* measured */
@@ -665,6 +670,47 @@ static void apply_preempt(ctl *c, cr_store_txn *txn, const dec_copy *d, ctl_job 
     ctl_job_changed(c, j);
 }
 
+/* A start of this pass: the job and the run it was given. */
+typedef struct start_rec {
+    int64_t id;
+    int run;
+} start_rec;
+
+/* After a pass's commit (rc): its starts become visible to the agents
+ * (their nodes are bumped next), or, not stored, are taken back: the job
+ * is pending again without using a retry (a cancel that came meanwhile
+ * ends it), and the scheduler tries again. A start already ended
+ * meanwhile (its node lost...) is left alone. mu held. */
+static void starts_settle(ctl *c, const start_rec *st, size_t n, int rc)
+{
+    cr_store_txn *txn = NULL;
+    char why[160];
+    snprintf(why, sizeof why, "its start could not be stored (%s)", cr_strerror(rc));
+    for (size_t i = 0; i < n; i++) {
+        ctl_job *j = ctl_job_get(c, st[i].id);
+        if (!j || !j->start_unstored || j->runs != st[i].run) {
+            continue;
+        }
+        if (rc == 0) {
+            j->start_unstored = false;
+            continue;
+        }
+        if (!txn) {
+            txn = cr_store_txn_new();
+            cr_store_txn_splittable(txn);
+        }
+        ctl_job_ended(c, txn, j, 0, 0, why, true); /* clears start_unstored */
+    }
+    if (rc != 0 && n > 0) {
+        cr_warn("sched: %zu starts not stored (%s): taken back, the next pass tries again in "
+                "%d ms",
+                n, cr_strerror(rc), CTL_START_RETRY_MS);
+    }
+    if (txn) {
+        cr_store_submit(c->store, txn, NULL, NULL);
+    }
+}
+
 static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
 {
     placer *pl = p;
@@ -681,6 +727,8 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     dec_copy *dec = NULL;
     reason_copy *rs = NULL;
     size_t nrs = 0, caprs = 0;
+    start_rec *started = NULL;
+    size_t nstarted = 0, capstarted = 0;
 
     /* 1. Under mu: node and tenant changes (rare) and a copy of the queue. */
     pthread_mutex_lock(&c->mu);
@@ -893,6 +941,15 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         }
         /* else: cancelled or held meanwhile; its removal is queued. */
     }
+    for (int i = 0; i < nd; i++) {
+        ctl_job *j = ctl_job_get(c, (int64_t)dec[i].job);
+        if (j && j->start_unstored) {
+            CR_GROW(started, nstarted, capstarted);
+            started[nstarted].id = j->id;
+            started[nstarted].run = j->runs;
+            nstarted++;
+        }
+    }
     size_t events = 0;
     for (size_t i = 0; i < nrs; i++) {
         ctl_job *j = ctl_job_get(c, rs[i].id);
@@ -923,28 +980,41 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             }
         }
     }
-    pthread_mutex_unlock(&c->mu);
-
-    /* 4. Allocations are durable before any agent hears of them. The wait
-     * for the disk is not the scheduler's cost: it does not widen the gap. */
+    /* 4. Allocations are durable before any agent hears of them: queued
+     * under mu (the store sees them before any later change of the same
+     * jobs), waited for without it. The wait for the disk is not the
+     * scheduler's cost: it does not widen the gap. */
     *compute_ns = cr_mono_ns() - t_start;
-    if (!cr_store_txn_empty(txn)) {
-        cr_store_commit(c->store, txn);
-    } else {
-        cr_store_txn_free(txn);
+    /* The nodes to tell, by name: one may be deleted while mu is free. */
+    char(*names)[CTL_NAME_MAX] = cr_calloc(nbump ? nbump : 1, sizeof *names);
+    size_t nnames = 0;
+    for (size_t i = 0; i < nbump; i++) {
+        bool seen = false;
+        for (size_t k = 0; k < i; k++) {
+            seen = seen || bump[k] == bump[i];
+        }
+        if (!seen) {
+            snprintf(names[nnames++], sizeof *names, "%s", bump[i]->name);
+        }
     }
-    if (nbump) {
+    ctl_wait w;
+    ctl_wait_submit(c, &w, txn);
+    pthread_mutex_unlock(&c->mu);
+    int rc = ctl_wait_end(&w);
+    if (nnames || nstarted) {
         pthread_mutex_lock(&c->mu);
-        for (size_t i = 0; i < nbump; i++) {
-            bool seen = false;
-            for (size_t k = 0; k < i; k++) {
-                seen = seen || bump[k] == bump[i];
-            }
-            if (!seen) {
-                ctl_node_bump(c, bump[i]);
+        starts_settle(c, started, nstarted, rc);
+        for (size_t i = 0; i < nnames; i++) {
+            ctl_node *n = ctl_node_find(c, names[i]);
+            if (n) {
+                ctl_node_bump(c, n);
             }
         }
         pthread_mutex_unlock(&c->mu);
+    }
+    free(names);
+    if (rc != 0 && nstarted > 0 && *compute_ns < CTL_START_RETRY_MS * CR_NS_PER_MS / 4) {
+        *compute_ns = CTL_START_RETRY_MS * CR_NS_PER_MS / 4; /* the next pass in a second */
     }
     for (int i = 0; i < nd; i++) {
         free(dec[i].slots);
@@ -957,6 +1027,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     }
     free(ops);
     free(bump);
+    free(started);
     return nd;
 }
 

@@ -326,11 +326,13 @@ static json_t *svc_json(ctl *c, ctl_service *s, bool detail)
         }
         bool serving = j->state == JS_RUNNING && !s->reps[i].drain_ns && j->port;
         ready += serving;
-        json_array_append_new(reps, json_pack("{s:I,s:s,s:s,s:i,s:b,s:b}", "job", (json_int_t)j->id,
-                                              "state", ctl_job_state_names[j->state], "node",
-                                              j->nplace ? j->place[0].node : "", "port",
-                                              j->port ? j->port : port_of(j->id), "ready", serving,
-                                              "draining", s->reps[i].drain_ns != 0));
+        ctl_job_state shown = ctl_job_shown_state(j);
+        json_array_append_new(reps,
+                              json_pack("{s:I,s:s,s:s,s:i,s:b,s:b}", "job", (json_int_t)j->id,
+                                        "state", ctl_job_state_names[shown], "node",
+                                        j->nplace && !j->start_unstored ? j->place[0].node : "",
+                                        "port", j->port ? j->port : port_of(j->id), "ready",
+                                        serving, "draining", s->reps[i].drain_ns != 0));
     }
     json_object_set_new(v, "replicas", reps);
     json_object_set_new(v, "ready_replicas", json_integer(ready));

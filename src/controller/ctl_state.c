@@ -10,12 +10,16 @@
  * through the hooks that they registered (ctl_hooks.c), so this file names
  * no file above it.
  *
- * A change the cluster makes (an agent reports an exit, a node is lost,
- * the scheduler starts a job) is not the user's to refuse: it changes
- * memory under mu and queues its rows in the same order, so the store sees
- * the changes in memory order; a running job's end and its retry policy
- * (ctl_job_ended) is here too, for the files that report one (ctl_nodes.c,
- * ctl_lifecycle.c, ctl_sched.c).
+ * Changes the cluster makes itself follow the same rule where a change
+ * shown before it is durable could run a job twice or lose an end: an
+ * agent's report of an exit (ctl_report.c: ctl_job_end_prepare on a copy,
+ * ctl_job_end_apply once stored), the scheduler's starts (ctl_sched.c: in
+ * no desired state until stored, taken back when not), a node's loss and a
+ * time limit's stop (ctl_nodes.c). The others (a job stopped or requeued
+ * because its node or GPU went away, a preemption, a gate's verdict) only
+ * ever stop work or re-derive after a restart: they change memory under mu
+ * and queue their rows in the same order, so the store sees them in memory
+ * order (ctl_job_ended; docs/architecture.md, "Commit first").
  *
  * Also here: the scheduler's op queue, retention (finished jobs leave
  * memory, stay in SQLite; ctl_job_fetch brings one back) and the expiry of
@@ -143,6 +147,11 @@ static ctl_job *job_copy(const ctl_job *j)
         memcpy(k->place, j->place, j->nplace * sizeof *k->place);
     }
     return k;
+}
+
+ctl_job *ctl_job_copy(const ctl_job *j)
+{
+    return job_copy(j);
 }
 
 static void change_free(job_change *ch)
@@ -428,6 +437,7 @@ static void job_unplace(ctl *c, ctl_job *j)
     j->place = NULL;
     j->nplace = 0;
     j->port = 0;
+    j->start_unstored = false;
 }
 
 /* Charge the time run since the last charge to the tenant (GPU-seconds;
@@ -435,8 +445,8 @@ static void job_unplace(ctl *c, ctl_job *j)
  * only names the day it is booked on and is persisted as acct_ns. */
 void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns)
 {
-    if (j->state != JS_RUNNING && j->state != JS_COMPLETING) {
-        return;
+    if ((j->state != JS_RUNNING && j->state != JS_COMPLETING) || j->start_unstored) {
+        return; /* a start not yet stored has run nothing */
     }
     int64_t mono = cr_mono_ns();
     if (j->acct_ns <= 0) {
@@ -452,72 +462,133 @@ void ctl_job_account(ctl *c, cr_store_txn *txn, ctl_job *j, int64_t now_ns)
     j->acct_mono_ns = mono;
 }
 
+/* How a running job's end comes out (the retry policy), on j's fields
+ * only: no node, scheduler or hook is touched. buf gets the event's text,
+ * *what its name. Returns the scheduler op (CTL_SCHED_REMOVE: finished,
+ * CTL_SCHED_REQUEUE: pending again). */
+static int end_decide(ctl_job *j, int exit_code, int sig, const char *why, bool lost, int64_t now,
+                      char *buf, size_t len, const char **what)
+{
+    j->exit_code = exit_code;
+    j->signal = sig;
+    snprintf(buf, len, "%s", why);
+    if (j->timed_out) {
+        j->timed_out = false;
+        j->state = JS_FAILED;
+        j->end_ns = now;
+        snprintf(buf, len, "time limit of %llds exceeded; %s", (long long)j->time_limit_s, why);
+        ctl_job_set_reason(j, buf);
+        *what = "failed";
+        return CTL_SCHED_REMOVE;
+    }
+    if (j->cancel_requested) {
+        j->state = JS_CANCELLED;
+        j->end_ns = now;
+        ctl_job_set_reason(j, "cancelled");
+        *what = "cancelled";
+        return CTL_SCHED_REMOVE;
+    }
+    if (j->requeue_requested) {
+        j->requeue_requested = false;
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        ctl_job_set_reason(j, "requeued");
+        *what = "requeued";
+        return CTL_SCHED_REQUEUE;
+    }
+    if (!lost && exit_code == 0 && sig == 0) {
+        j->state = JS_COMPLETED;
+        j->end_ns = now;
+        ctl_job_set_reason(j, "");
+        *what = "completed";
+        return CTL_SCHED_REMOVE;
+    }
+    if (lost) {
+        /* The node (or a GPU) was lost, not the job's doing: requeue it
+         * without using a retry (max_retries counts the job's own failures). */
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, len, "%s; requeued (not counted as a retry)", why);
+        ctl_job_set_reason(j, buf);
+        *what = "requeued";
+        return CTL_SCHED_REQUEUE;
+    }
+    if (j->retries < j->max_retries) {
+        j->retries++;
+        j->state = JS_PENDING;
+        j->start_ns = 0;
+        snprintf(buf, len, "%s; retry %d of %d", why, j->retries, j->max_retries);
+        ctl_job_set_reason(j, buf);
+        *what = "requeued";
+        return CTL_SCHED_REQUEUE;
+    }
+    j->state = JS_FAILED;
+    j->end_ns = now;
+    snprintf(buf, len, "%s; no retries left (max_retries %d)", why, j->max_retries);
+    ctl_job_set_reason(j, buf);
+    *what = "failed";
+    return CTL_SCHED_REMOVE;
+}
+
+/* The parts told of an end: the scheduler, the counters, the job hooks. */
+static void end_effects(ctl *c, ctl_job *j, int op)
+{
+    sched_push(c, op, j->id);
+    if (ctl_job_terminal(j)) {
+        atomic_fetch_add(&c->jobs_finished[j->state], 1);
+    }
+    ctl_job_changed(c, j);
+}
+
 void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
                    bool lost)
 {
     int64_t now = cr_now_ns();
     ctl_job_account(c, txn, j, now);
     job_unplace(c, j);
-    j->exit_code = exit_code;
-    j->signal = sig;
     char buf[256];
-    if (j->timed_out) {
-        j->timed_out = false;
-        j->state = JS_FAILED;
-        j->end_ns = now;
-        snprintf(buf, sizeof buf, "time limit of %llds exceeded; %s", (long long)j->time_limit_s,
-                 why);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "failed", buf);
-    } else if (j->cancel_requested) {
-        j->state = JS_CANCELLED;
-        j->end_ns = now;
-        ctl_job_set_reason(j, "cancelled");
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "cancelled", why);
-    } else if (j->requeue_requested) {
-        j->requeue_requested = false;
-        j->state = JS_PENDING;
-        j->start_ns = 0;
-        ctl_job_set_reason(j, "requeued");
-        ctl_sched_requeue(c, j->id);
-        ctl_job_persist(c, txn, j, "requeued", why);
-    } else if (!lost && exit_code == 0 && sig == 0) {
-        j->state = JS_COMPLETED;
-        j->end_ns = now;
-        ctl_job_set_reason(j, "");
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "completed", why);
-    } else if (lost) {
-        /* The node (or a GPU) was lost, not the job's doing: requeue it
-         * without using a retry (max_retries counts the job's own failures). */
-        j->state = JS_PENDING;
-        j->start_ns = 0;
-        snprintf(buf, sizeof buf, "%s; requeued (not counted as a retry)", why);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_requeue(c, j->id);
-        ctl_job_persist(c, txn, j, "requeued", buf);
-    } else if (j->retries < j->max_retries) {
-        j->retries++;
-        j->state = JS_PENDING;
-        j->start_ns = 0;
-        snprintf(buf, sizeof buf, "%s; retry %d of %d", why, j->retries, j->max_retries);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_requeue(c, j->id);
-        ctl_job_persist(c, txn, j, "requeued", buf);
-    } else {
-        j->state = JS_FAILED;
-        j->end_ns = now;
-        snprintf(buf, sizeof buf, "%s; no retries left (max_retries %d)", why, j->max_retries);
-        ctl_job_set_reason(j, buf);
-        ctl_sched_remove(c, j->id);
-        ctl_job_persist(c, txn, j, "failed", buf);
+    const char *what = NULL;
+    int op = end_decide(j, exit_code, sig, why, lost, now, buf, sizeof buf, &what);
+    ctl_job_persist(c, txn, j, what, buf);
+    end_effects(c, j, op);
+}
+
+ctl_job *ctl_job_end_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, int exit_code, int sig,
+                             const char *why, bool no_retry)
+{
+    ctl_job *k = job_copy(j);
+    free(k->place); /* the copy's placement: the nodes keep theirs until applied */
+    k->place = NULL;
+    k->nplace = 0;
+    k->port = 0;
+    if (no_retry && k->retries < k->max_retries) {
+        k->max_retries = k->retries;
     }
-    if (ctl_job_terminal(j)) {
-        atomic_fetch_add(&c->jobs_finished[j->state], 1);
-    }
-    ctl_job_changed(c, j);
+    char buf[256];
+    const char *what = NULL;
+    end_decide(k, exit_code, sig, why, false, cr_now_ns(), buf, sizeof buf, &what);
+    ctl_job_persist(c, txn, k, what, buf);
+    return k;
+}
+
+void ctl_job_end_apply(ctl *c, ctl_job *j, ctl_job *k)
+{
+    job_unplace(c, j);
+    j->state = k->state;
+    j->exit_code = k->exit_code;
+    j->signal = k->signal;
+    j->retries = k->retries;
+    j->max_retries = k->max_retries;
+    j->start_ns = k->start_ns;
+    j->end_ns = k->end_ns;
+    j->timed_out = k->timed_out;
+    j->requeue_requested = k->requeue_requested;
+    free(j->reason);
+    j->reason = k->reason;
+    k->reason = NULL;
+    j->ver++; /* the row stored is this state */
+    ctl_job_free(k);
+    end_effects(c, j, ctl_job_terminal(j) ? CTL_SCHED_REMOVE : CTL_SCHED_REQUEUE);
 }
 
 /* ------------------------------------------------------------------------ */

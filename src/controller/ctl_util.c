@@ -174,3 +174,49 @@ void ctl_commit_reply(ctl *c, cr_store_txn *txn, cr_http_req *req, unsigned stat
     cr_http_defer(req);
     cr_store_submit(c->store, txn, reply_committed, r);
 }
+
+/* A commit queued under mu and waited for without it. */
+static void wait_done(void *arg, int status)
+{
+    ctl_wait *w = arg;
+    pthread_mutex_lock(&w->m);
+    w->status = status;
+    w->done = true;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->m);
+}
+
+void ctl_wait_submit(ctl *c, ctl_wait *w, cr_store_txn *txn)
+{
+    w->status = 0;
+    w->done = true;
+    w->queued = false;
+    if (!txn) {
+        return;
+    }
+    if (cr_store_txn_empty(txn)) {
+        cr_store_txn_free(txn);
+        return;
+    }
+    pthread_mutex_init(&w->m, NULL);
+    pthread_cond_init(&w->cv, NULL);
+    w->done = false;
+    w->queued = true;
+    cr_store_submit(c->store, txn, wait_done, w);
+}
+
+int ctl_wait_end(ctl_wait *w)
+{
+    if (!w->queued) {
+        return w->status;
+    }
+    pthread_mutex_lock(&w->m);
+    while (!w->done) {
+        pthread_cond_wait(&w->cv, &w->m);
+    }
+    pthread_mutex_unlock(&w->m);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->m);
+    w->queued = false;
+    return w->status;
+}

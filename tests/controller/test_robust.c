@@ -503,7 +503,7 @@ static void test_disk_full(void **state)
 }
 
 /* The other changes on a full disk: service create/scale/delete, node
- * drain/undrain, a whole-array action and a signal are refused (507) and
+ * drain/undrain, node labels, a whole-array action and a signal are refused (507) and
  * leave memory as it was, and none of them is there after a restart. */
 static const char *const robust_reg =
     "{\"node\":\"%s\",\"addr\":\"127.0.0.1\",\"port\":1,\"rack\":\"r1\",\"cpus\":8,"
@@ -633,6 +633,13 @@ static void test_disk_full_others(void **state)
     assert_int_equal(code, 507);
     json_decref(v);
     expect_get(&d, "/v1/nodes/n2", 200, "drained", "true");
+    v = call(&d, "POST", "/v1/nodes/n1/labels", d.admin, "{\"labels\":{\"zone\":\"b\"}}", &code);
+    assert_int_equal(code, 507);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_null(json_object_get(json_object_get(v, "labels"), "zone")); /* not applied */
+    json_decref(v);
     char path[96];
     snprintf(path, sizeof path, "/v1/jobs/%lld/cancel?array=1", (long long)arr);
     v = call(&d, "POST", path, d.admin, NULL, &code);
@@ -657,10 +664,20 @@ static void test_disk_full_others(void **state)
     expect_get(&d, "/v1/services/kept", 200, "desired_replicas", "0");
     expect_get(&d, "/v1/nodes/n1", 200, "drained", "false");
     expect_get(&d, "/v1/nodes/n2", 200, "drained", "true");
+    v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+    assert_null(json_object_get(json_object_get(v, "labels"), "zone"));
+    json_decref(v);
     for (int64_t k = arr; k < arr + 3; k++) {
         expect_state(&d, k, "pending");
     }
     /* and with space again each of them works */
+    v = call(&d, "POST", "/v1/nodes/n1/labels", d.admin, "{\"labels\":{\"zone\":\"b\"}}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(v, "labels"), "zone")),
+                        "b");
+    json_decref(v);
     v = call(&d, "POST", "/v1/services/kept/scale", d.admin, "{\"replicas\":2}", &code);
     assert_int_equal(code, 200);
     json_decref(v);

@@ -11,7 +11,12 @@
  *     until its agent is back; a node that comes back kills (fences) the job
  *     the controller moved elsewhere, at once, even one that ignores
  *     SIGTERM; GPUs that vanish at re-registration end their jobs with a
- *     reason.
+ *     reason;
+ *   - commit first on a full disk (the controller's state dir is a small
+ *     tmpfs): an agent's report of a job's end that cannot be stored leaves
+ *     the job running, the agent's retry stores it once there is room, and
+ *     it survives a restart; a start the scheduler could not store never
+ *     reaches an agent.
  * Every wait polls for its condition with a deadline.
  */
 #include <curl/curl.h>
@@ -26,6 +31,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -46,6 +54,8 @@ typedef struct fixture {
     char token[256];
     pid_t ctl;
     pid_t agents[MAX_AGENTS];
+    int tmpfs;              /* ctl_state is a tmpfs of its own (the disk-full tests) */
+    const char *lost_after; /* the controller's --lost-after ("3" unless a test says) */
 } fixture;
 
 static fixture E;
@@ -111,10 +121,20 @@ static void start_controller(void)
     const char *bin = getenv("CORRAL_BIN");
     char log[400];
     snprintf(log, sizeof log, "%s/controller.log", E.dir);
-    char *argv[] = {(char *)bin,           "controller", "--listen",    E.listen,
-                    "--state-dir",         E.ctl_state,  "--heartbeat", "1",
-                    "--lost-after",        "3",          "--config",    E.ctl_conf,
-                    "--allow-legacy-join", NULL};
+    char *argv[] = {(char *)bin,
+                    "controller",
+                    "--listen",
+                    E.listen,
+                    "--state-dir",
+                    E.ctl_state,
+                    "--heartbeat",
+                    "1",
+                    "--lost-after",
+                    E.lost_after ? (char *)E.lost_after : "3",
+                    "--config",
+                    E.ctl_conf,
+                    "--allow-legacy-join",
+                    NULL};
     E.ctl = spawn(argv, log);
 }
 
@@ -246,6 +266,15 @@ static int setup(void **state)
     }
     fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\"}\n", E.dir);
     fclose(cf);
+    /* The controller's state on a small disk of its own, so a test can fill
+     * it (root; without, those tests skip). */
+    if (mkdir(E.ctl_state, 0700) == 0 &&
+        mount("tmpfs", E.ctl_state, "tmpfs", 0, "size=32m,mode=0700") == 0) {
+        E.tmpfs = 1;
+    } else {
+        fprintf(stderr, "no tmpfs for the controller's state (%s): disk-full tests skip\n",
+                strerror(errno));
+    }
     /* A free port: another test may hold the first one tried. */
     int port = 21000 + (int)(getpid() % 20000);
     for (int attempt = 0;; attempt++) {
@@ -324,6 +353,10 @@ static void stop_all(int sig)
         kill_jobs_of(i);
     }
     kill_wait(&E.ctl, sig);
+    if (E.tmpfs) {
+        umount2(E.ctl_state, MNT_DETACH);
+        E.tmpfs = 0;
+    }
 }
 
 static int teardown(void **state)
@@ -936,6 +969,249 @@ static void test_lost_at_start_requeues(void **state)
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
 }
 
+/* ------------------------------------------------------------------------ */
+/* Commit first on a full disk.                                              */
+
+/* Fill the controller's tmpfs; the filler's path into path. */
+static void fill_disk(char *path, size_t len)
+{
+    snprintf(path, len, "%s/filler", E.ctl_state);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    char buf[65536];
+    memset(buf, 'x', sizeof buf);
+    while (write(fd, buf, sizeof buf) > 0) {
+    }
+    while (write(fd, buf, 1) > 0) { /* the last partial page too */
+    }
+    assert_int_equal(errno, ENOSPC);
+    close(fd);
+}
+
+/* Lines of the controller's log that hold needle. */
+static int log_count(const char *needle)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/controller.log", E.dir);
+    FILE *f = fopen(path, "r");
+    char *line = NULL;
+    size_t cap = 0;
+    int n = 0;
+    while (f && getline(&line, &cap, f) > 0) {
+        n += strstr(line, needle) != NULL;
+    }
+    free(line);
+    if (f) {
+        fclose(f);
+    }
+    return n;
+}
+
+/* Answers 507 (disk full) the controller gave to agents' status reports,
+ * from its /metrics. */
+static long status_507(void)
+{
+    char url[256];
+    snprintf(url, sizeof url, "%s/metrics", E.server);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CURL *h = curl_easy_init();
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, collect);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, f);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 20L);
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    fclose(f);
+    static const char key[] = "corral_api_request_duration_seconds_count{route=\"/v1/agents/"
+                              "{node}/status\",method=\"POST\",code=\"507\"} ";
+    const char *p = rc == CURLE_OK && buf ? strstr(buf, key) : NULL;
+    long n = p ? atol(p + strlen(key)) : 0;
+    free(buf);
+    return n;
+}
+
+static int wait_log_count(const char *needle, int want, double secs)
+{
+    double end = now_s() + secs;
+    while (now_s() < end) {
+        if (log_count(needle) >= want) {
+            return 1;
+        }
+        usleep(50000);
+    }
+    return log_count(needle) >= want;
+}
+
+/* Restart the controller; lost_after: its --lost-after. On a full disk an
+ * agent's reports are refused and it backs off up to 5 s between them: the
+ * disk-full tests give it longer than the fixture's 3 s, so that no node
+ * is taken for lost meanwhile. */
+static void restart_controller(int sig, const char *lost_after)
+{
+    E.lost_after = lost_after;
+    kill_wait(&E.ctl, sig);
+    start_controller();
+    long code = 0;
+    double end = now_s() + 30;
+    while (code != 200 && now_s() < end) {
+        json_decref(api("GET", "/v1/health", NULL, &code));
+        usleep(20000);
+    }
+    assert_int_equal(code, 200);
+}
+
+static const char *job_state(long long id, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%lld", id);
+    long code;
+    json_t *j = api("GET", path, NULL, &code);
+    const char *st = json_string_value(json_object_get(j, "state"));
+    snprintf(buf, len, "%s", st ? st : "");
+    json_decref(j);
+    return buf;
+}
+
+static int count_lines(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    int n = 0, ch;
+    while (f && (ch = fgetc(f)) != EOF) {
+        n += ch == '\n';
+    }
+    if (f) {
+        fclose(f);
+    }
+    return n;
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+/* A job's end reported by its agent while the disk is full: refused (507),
+ * the job stays running in memory and in the API, the agent reports it
+ * again, and once there is room the end is stored and survives a restart. */
+static void test_report_refused_disk_full(void **state)
+{
+    if (!E.tmpfs) {
+        skip();
+    }
+    restart_controller(SIGTERM, "60"); /* a fresh WAL: every commit needs new space */
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+    char body[4096], marker[400], rel[400], runs[400], filler[400], st[32];
+    snprintf(marker, sizeof marker, "%s/dfend", E.dir);
+    snprintf(rel, sizeof rel, "%s/release-dfend", E.dir);
+    snprintf(runs, sizeof runs, "%s/dfend-runs", E.dir);
+    snprintf(body, sizeof body,
+             "{\"name\":\"dfend\",\"gpus\":1,\"command\":[\"sh\",\"-c\",\"echo run >> %s; "
+             "echo \\\"$CORRAL_NODE $$\\\" > %s.tmp && mv %s.tmp %s; "
+             "while [ ! -e %s ]; do sleep 0.05; done; echo done >> %s\"]}",
+             runs, marker, marker, marker, rel, runs);
+    long long id = submit(body);
+    int node = -1, pid = -1;
+    double end = now_s() + 30;
+    while (pid < 0 && now_s() < end) {
+        pid = marker_pid(marker, id, &node);
+        usleep(20000);
+    }
+    assert_true(pid > 1);
+    json_t *j = wait_state(id, "running", 30);
+    assert_non_null(j);
+    json_decref(j);
+
+    const char *refused = "job ends was not stored";
+    int before = log_count(refused);
+    fill_disk(filler, sizeof filler);
+    touch(rel); /* the job exits 0 */
+    end = now_s() + 30;
+    while (count_lines(runs) < 2 && now_s() < end) {
+        usleep(20000);
+    }
+    assert_int_equal(count_lines(runs), 2); /* it ended */
+    /* Its agent reports the end and is refused (507, as the report may
+     * have been already): after a refusal the job is still running. */
+    long refusals = status_507();
+    end = now_s() + 60;
+    while (status_507() < refusals + 1 && now_s() < end) {
+        usleep(20000);
+    }
+    assert_string_equal(job_state(id, st, sizeof st), "running");
+    assert_true(status_507() >= refusals + 1);
+    /* Refused, and reported again by the agent (its retry). */
+    assert_true(wait_log_count(refused, before + 2, 60));
+    assert_string_equal(job_state(id, st, sizeof st), "running");
+
+    assert_int_equal(unlink(filler), 0);
+    j = wait_state(id, "completed", 60);
+    assert_non_null(j);
+    json_decref(j);
+    restart_controller(SIGKILL, NULL);
+    assert_string_equal(job_state(id, st, sizeof st), "completed");
+    assert_int_equal(count_lines(runs), 2); /* one run, one end */
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+}
+
+/* A start the scheduler could not store (the disk filled while the job
+ * waited for its begin time) reaches no agent: the job stays pending, is
+ * tried again, and runs once there is room. */
+static void test_start_refused_disk_full(void **state)
+{
+    if (!E.tmpfs) {
+        skip();
+    }
+    restart_controller(SIGTERM, "60");
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+    char body[4096], rel[400], runs[400], filler[400], st[32];
+    snprintf(rel, sizeof rel, "%s/release-dfstart", E.dir);
+    snprintf(runs, sizeof runs, "%s/dfstart-runs", E.dir);
+    long long begin = (long long)time(NULL) + 4;
+    snprintf(body, sizeof body,
+             "{\"name\":\"dfstart\",\"gpus\":1,\"begin_unix\":%lld,\"command\":[\"sh\",\"-c\","
+             "\"echo run >> %s; while [ ! -e %s ]; do sleep 0.05; done\"]}",
+             begin, runs, rel);
+    long long id = submit(body);
+    fill_disk(filler, sizeof filler);
+    /* (the begin time is seconds away: the job is still waiting for it) */
+    assert_string_equal(job_state(id, st, sizeof st), "pending");
+
+    /* Its begin time comes; the scheduler places it, cannot store the
+     * start, takes it back and tries again a second later. Meanwhile no
+     * agent is ever given it. */
+    while ((long long)time(NULL) < begin + 3) {
+        assert_false(file_exists(runs));
+        usleep(50000);
+    }
+    assert_false(file_exists(runs));
+    const char *refused = "starts not stored";
+    assert_true(wait_log_count(refused, 2, 60));
+    assert_true(wait_log_count(refused, log_count(refused) + 1, 30)); /* and again */
+    assert_false(file_exists(runs));                                  /* no agent ever started it */
+    assert_string_equal(job_state(id, st, sizeof st), "pending");
+
+    assert_int_equal(unlink(filler), 0);
+    json_t *j = wait_state(id, "running", 60);
+    assert_non_null(j);
+    json_decref(j);
+    double end = now_s() + 30;
+    while (!file_exists(runs) && now_s() < end) {
+        usleep(20000);
+    }
+    touch(rel);
+    j = wait_state(id, "completed", 60);
+    assert_non_null(j);
+    json_decref(j);
+    restart_controller(SIGKILL, NULL);
+    assert_string_equal(job_state(id, st, sizeof st), "completed");
+    assert_int_equal(count_lines(runs), 1);
+    assert_true(wait_nodes_up(MAX_AGENTS, 30));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -947,6 +1223,8 @@ int main(void)
         cmocka_unit_test(test_fencing_on_return),
         cmocka_unit_test(test_gpu_vanishes_at_reregistration),
         cmocka_unit_test(test_lost_at_start_requeues),
+        cmocka_unit_test(test_report_refused_disk_full),
+        cmocka_unit_test(test_start_refused_disk_full),
     };
     if (getenv("TEST_FILTER")) {
         cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_fencing*" */

@@ -1,0 +1,187 @@
+/*
+ * ctl_report.c - the job ends an agent reports (POST /v1/agents/{node}/status,
+ * ctl_nodes.c), commit first, and the fence list of its answer.
+ *
+ * Each end is computed on a copy of the job (ctl_job_end_prepare), the
+ * report's rows are committed, and only then are the ends applied to
+ * memory and the agent answered. A report that could not be stored (507
+ * disk full, 500) leaves every job as it was, running: the agent keeps the
+ * exits and reports them again until the desired state drops the jobs, so
+ * its retry records them. While an end is stored the job is `committing`
+ * (a user's change to it answers 409; a second report of it is taken in by
+ * a later report).
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Whether the agent's process for job id (run: the run it says it runs; 0 =
+ * not said) is one the controller still has on node n. An agent must kill
+ * (fence) every other one at once: its job was requeued and may already run
+ * elsewhere. mu held. */
+static bool job_is_own(ctl *c, const ctl_node *n, int64_t id, int64_t run)
+{
+    ctl_job *j = ctl_job_get(c, id);
+    if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING) || j->start_unstored) {
+        return false; /* (a start not yet stored: no agent was given this run) */
+    }
+    bool here = false;
+    for (size_t k = 0; k < j->nplace; k++) {
+        here |= strcmp(j->place[k].node, n->name) == 0;
+    }
+    return here && (run <= 0 || run == j->runs);
+}
+
+/* The ids of the reported running jobs (items {"job","run",...} of arr,
+ * those whose "state" is absent or "running") that are not n's own: a new
+ * JSON array for the answer's "fence". mu held. */
+json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr)
+{
+    json_t *fence = json_array();
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        json_t *r = json_array_get(arr, i);
+        const char *st = json_string_value(json_object_get(r, "state"));
+        if (st && strcmp(st, "running") != 0) {
+            continue;
+        }
+        int64_t id = (int64_t)json_integer_value(json_object_get(r, "job"));
+        int64_t run = (int64_t)json_integer_value(json_object_get(r, "run"));
+        if (!job_is_own(c, n, id, run)) {
+            cr_warn("node=%s job=%lld run=%lld is no longer placed there: fencing it", n->name,
+                    (long long)id, (long long)run);
+            json_array_append_new(fence, json_integer(id));
+        }
+    }
+    return fence;
+}
+
+struct ctl_report {
+    ctl *c;
+    cr_http_req *req;
+    char node[CTL_NAME_MAX];
+    json_t *jobs; /* the report's jobs (for the fence list of the answer) */
+    size_t n, cap;
+    int64_t *ids;
+    uint64_t *vers; /* each job's version when its end was computed */
+    int *runs;
+    ctl_job **ends; /* the ended copies (ctl_job_end_prepare) */
+    int *codes, *sigs;
+    char (*whys)[600];
+};
+
+void ctl_report_end(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
+                    const char *why, bool fatal)
+{
+    if (!*rp) {
+        *rp = cr_calloc(1, sizeof **rp);
+    }
+    ctl_report *r = *rp;
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 4;
+        r->ids = cr_reallocarray(r->ids, r->cap, sizeof *r->ids);
+        r->vers = cr_reallocarray(r->vers, r->cap, sizeof *r->vers);
+        r->runs = cr_reallocarray(r->runs, r->cap, sizeof *r->runs);
+        r->ends = cr_reallocarray(r->ends, r->cap, sizeof *r->ends);
+        r->codes = cr_reallocarray(r->codes, r->cap, sizeof *r->codes);
+        r->sigs = cr_reallocarray(r->sigs, r->cap, sizeof *r->sigs);
+        r->whys = cr_reallocarray(r->whys, r->cap, sizeof *r->whys);
+    }
+    size_t i = r->n++;
+    r->ids[i] = j->id;
+    r->vers[i] = j->ver;
+    r->runs[i] = j->runs;
+    r->codes[i] = code;
+    r->sigs[i] = sig;
+    snprintf(r->whys[i], sizeof r->whys[i], "%s", why);
+    r->ends[i] = ctl_job_end_prepare(c, txn, j, code, sig, why, fatal);
+    j->committing = true;
+}
+
+static void report_free(ctl_report *r)
+{
+    for (size_t i = 0; i < r->n; i++) {
+        if (r->ends[i]) {
+            ctl_job_free(r->ends[i]);
+        }
+    }
+    json_decref(r->jobs);
+    free(r->ids);
+    free(r->vers);
+    free(r->runs);
+    free(r->ends);
+    free(r->codes);
+    free(r->sigs);
+    free(r->whys);
+    free(r);
+}
+
+static void report_committed(void *arg, int status)
+{
+    ctl_report *r = arg;
+    ctl *c = r->c;
+    cr_store_txn *again = NULL;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < r->n; i++) {
+        ctl_job *j = ctl_job_get(c, r->ids[i]);
+        if (!j) {
+            continue;
+        }
+        j->committing = false;
+        if (status != 0) {
+            continue; /* memory unchanged: the agent reports it again */
+        }
+        bool running = (j->state == JS_RUNNING || j->state == JS_COMPLETING) &&
+                       j->runs == r->runs[i] && j->nplace > 0;
+        if (j->ver == r->vers[i] && running) {
+            ctl_job_end_apply(c, j, r->ends[i]);
+            r->ends[i] = NULL;
+        } else if (running) {
+            /* A newer row of the running job (a time limit...) was stored
+             * after this end: end it again, from the job as it is now. */
+            if (!again) {
+                again = cr_store_txn_new();
+            }
+            ctl_job_ended(c, again, j, r->codes[i], r->sigs[i], r->whys[i], false);
+        }
+        /* else: it moved on meanwhile (preempted, its node lost): its newer
+         * row, stored after this one, stands. */
+    }
+    if (again) {
+        cr_store_submit(c->store, again, NULL, NULL);
+    }
+    ctl_node *n = ctl_node_find(c, r->node);
+    json_t *body = status == 0 && n
+                       ? json_pack("{s:b,s:I,s:o}", "ok", 1, "version", (json_int_t)n->version,
+                                   "fence", ctl_fence_list(c, n, r->jobs))
+                       : NULL;
+    pthread_mutex_unlock(&c->mu);
+    if (status != 0) {
+        cr_warn("node=%s: a report of %zu job ends was not stored (%s): the jobs stay running "
+                "until the agent reports them again",
+                r->node, r->n, cr_strerror(status));
+        ctl_reply_commit_err(r->req, status);
+    } else if (body) {
+        ctl_reply_json(r->req, 200, body);
+    } else {
+        ctl_reply_err(r->req, 404, CR_ENOENT, NULL, "node '%s' is not registered: register again",
+                      r->node);
+    }
+    report_free(r);
+}
+
+void ctl_report_submit(ctl_report *r, ctl *c, cr_store_txn *txn, cr_http_req *req, const char *node,
+                       json_t *jobs)
+{
+    r->c = c;
+    r->req = req;
+    r->jobs = json_incref(jobs);
+    snprintf(r->node, sizeof r->node, "%s", node);
+    cr_http_defer(req);
+    cr_store_submit(c->store, txn, report_committed, r);
+}
