@@ -1268,6 +1268,14 @@ static void stop_all_and_wait(agent *a, int sfd)
         int64_t acked;
         cr__agent_post_status(a, &acked); /* tell the controller how they ended */
     }
+    /* The ended jobs' cgroups go too (every hierarchy: v1 memory, cpu,
+     * pids, devices, and v2); one still running keeps its own (rmdir
+     * fails), and the node's directories then stay with it. */
+    for (size_t i = 0; i < a->nprocs; i++) {
+        if (a->procs[i].state == CR_PROC_EXITED) {
+            cr_iso_job_remove(&a->procs[i].iso);
+        }
+    }
 }
 
 static int run(agent *a, int sfd)

@@ -37,7 +37,16 @@ wait_for 10 test -d "$ck" || fail "no checkpoint directory $ck"
 printf 'dir=%s\ncluster=%s\ninst=%s\njob=%s\nckpt=%s\n' "$DIR" "$(cat "$DIR/ctl/cluster.id")" \
     "$(cat "$DIR/n1/instance.id")" "$pid" "$ck" >"$OUTSIDE/info.tmp"
 mv "$OUTSIDE/info.tmp" "$OUTSIDE/info"
-[ "$1" = exit ] && exit 0
+if [ "$1" = exit ]; then
+    # The agent stopped in order (--kill-on-exit) removes its job's cgroups
+    # and its own, before any reap.
+    kill -TERM "${PIDS[-1]}"
+    wait_for 30 sh -c "! kill -0 ${PIDS[-1]} 2>/dev/null"
+    find /sys/fs/cgroup -maxdepth 6 -type d -name "corral-*-$(cat "$DIR/n1/instance.id")" \
+        >"$OUTSIDE/cg.tmp" 2>/dev/null || true
+    mv "$OUTSIDE/cg.tmp" "$OUTSIDE/cg"
+    exit 0
+fi
 sleep 600
 EOF
 
@@ -69,6 +78,9 @@ for mode in exit signal; do
     wait_for 20 no_proc "$dir" || fail "$mode: processes left: $(pgrep -a -f -- "$dir/")"
     wait_for 20 no_cgroups "$inst" || fail "$mode: cgroups left: $(find /sys/fs/cgroup -maxdepth 6 -name "corral-*-$inst")"
     [ ! -e "/tmp/corral/ckpt/$cluster" ] || fail "$mode: /tmp/corral/ckpt/$cluster exists"
+    if [ "$mode" = exit ]; then
+        [ -f "$P/cg" ] && [ ! -s "$P/cg" ] || fail "exit: the agent stopped in order left cgroups: $(cat "$P/cg" 2>/dev/null)"
+    fi
     echo "ok: $mode: nothing left outside the test's directory"
 done
 echo PASS
