@@ -81,17 +81,27 @@ grep -q "did not send their request head or body in time" "$T/ctl.log" || fail "
 python3 - "${ADDR%:*}" "${ADDR##*:}" <<'PY' || fail "per-client cap"
 import socket, sys, time
 conns = [socket.create_connection((sys.argv[1], int(sys.argv[2]))) for _ in range(20)]
-time.sleep(0.5)
-open_ = 0
 for s in conns:
     s.setblocking(False)
-    try:
-        if s.recv(1) == b"":
+closed = set()
+# The refusals come as the controller gets to them (a loaded machine, ASan):
+# poll until at most 8 are left open, with a generous deadline.
+end = time.time() + 30
+while True:
+    for i, s in enumerate(conns):
+        if i in closed:
             continue
-    except BlockingIOError:
-        open_ += 1
-    except OSError:
-        continue
+        try:
+            if s.recv(1) == b"":
+                closed.add(i)
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed.add(i)
+    open_ = len(conns) - len(closed)
+    if open_ <= 8 or time.time() > end:
+        break
+    time.sleep(0.1)
 print("open", open_)
 sys.exit(0 if 1 <= open_ <= 8 else 1)
 PY
