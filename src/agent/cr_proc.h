@@ -72,6 +72,8 @@ typedef struct cr_proc {
     int oom;               /* EXITED: the kernel's OOM killer killed something in the job */
     int pidns;             /* the job runs in a PID namespace of its own under an init (the
                               shim's only child); job_pid is the init's first child */
+    int init_fd;           /* pidns: a pidfd of that init once seen (-1 none); readable only
+                              when the namespace is empty (see cr_proc_reaped) */
     int64_t signal_done;   /* the desired "signal.at" last delivered (see cr_task_signal) */
     int64_t term_again_ns; /* STOPPING soon after the start: SIGTERM once more then (0: no) */
     cr_job_spec spec;      /* owned copy of what the controller asked for */

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <grp.h>
 #include <pwd.h>
 #include <signal.h>
@@ -27,6 +28,11 @@
 
 /* Bounds the descriptors held at once (one per level); deeper stays. */
 #define RM_DEPTH_MAX 128
+/* How long a reaped shim's PID namespace may take to empty (see wait_init). */
+#define INIT_WAIT_NS (2 * CR_NS_PER_SEC)
+
+static pid_t first_child(pid_t pid);
+static void watch_init(cr_proc *p, pid_t init);
 
 /* Empty the directory open as dfd (closed here). Everything goes through
  * descriptors, never a path and never a link: the tree may belong to a job
@@ -862,6 +868,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     p->cgroup = p->iso.v2 ? cr_strdup(p->iso.v2) : NULL;
     p->signal_done = spec->signal_at; /* a signal asked before the start is not for it */
     p->pidns = pidns;
+    p->init_fd = -1;
     copy_spec(&p->spec, spec);
     if (write_record(state_dir, p) < 0) {
         /* The job runs; only a restart of the agent would lose track of it. */
@@ -918,6 +925,7 @@ void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
     }
     p->state = CR_PROC_STOPPING;
     p->kill_at_ns = now_ns + grace_ns;
+    watch_init(p, p->pidns ? first_child(p->pid) : 0);
     /* The job is in the shim's process group; the shim ignores SIGTERM. */
     kill(-p->pid, grace_ns > 0 ? SIGTERM : SIGKILL);
     /* A stop right after the start can reach the group before the shim's
@@ -984,8 +992,46 @@ static void mark_oom(cr_proc *p)
     p->oom = cr_iso_oom_kills(&p->iso) > 0 || (p->signal == SIGKILL && cr_iso_mem_hit(&p->iso));
 }
 
+/*
+ * A job in a PID namespace: keep a pidfd of its init (the shim's only
+ * child, so the pid is still the init's while the shim lives). The kernel
+ * empties the namespace (SIGKILL to every task, then reaps them) before
+ * the init's exit shows on the pidfd.
+ */
+static void watch_init(cr_proc *p, pid_t init)
+{
+    if (p->pidns && p->init_fd < 0 && init > 0) {
+        long fd = syscall(SYS_pidfd_open, init, 0);
+        p->init_fd = fd >= 0 ? (int)fd : -1;
+    }
+}
+
+/*
+ * The shim killed (a stop's SIGKILL reaches it with the rest of the
+ * group) ends before its namespace does: the init dies of that SIGKILL or
+ * of its parent-death signal, and the kernel kills the namespace's other
+ * tasks (a setsid() child, say) after that. Wait, bounded, until they are
+ * all gone, so that nothing of the job outlives its reported end.
+ */
+static void wait_init(cr_proc *p)
+{
+    if (p->init_fd < 0) {
+        return;
+    }
+    struct pollfd pf = {.fd = p->init_fd, .events = POLLIN};
+    for (int64_t end = cr_mono_ns() + INIT_WAIT_NS; cr_mono_ns() < end;) {
+        int r = poll(&pf, 1, 100);
+        if (r != 0 && !(r < 0 && errno == EINTR)) {
+            break;
+        }
+    }
+    close(p->init_fd);
+    p->init_fd = -1;
+}
+
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
+    wait_init(p);
     /* The shim ends as its job did (see the shim). Nothing of the job
      * outlives it: a process it left behind (setsid, double fork) would keep
      * its GPU's device node open after the GPU goes to the next job. */
@@ -1025,6 +1071,7 @@ static void refresh_job_pid(cr_proc *p)
      * first child of the namespace's init (the shim's only child). */
     pid_t c = first_child(p->pid);
     p->job_pid = p->pidns && c > 0 ? first_child(c) : c;
+    watch_init(p, c);
 }
 
 int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono_ns)
@@ -1045,6 +1092,7 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
         /* Not our child: its end shows as the pid vanishing (or being reused). */
         p->state = CR_PROC_EXITED;
+        wait_init(p);
         cgroup_kill(p); /* what it left behind (see cr_proc_reaped) */
         if (read_exit(state_dir, p->job, p->pid, &p->exit_code, &p->signal) < 0) {
             p->signal = SIGKILL;
@@ -1160,6 +1208,10 @@ void cr_proc_forget(const char *state_dir, cr_proc *p)
 
 void cr_proc_fini(cr_proc *p)
 {
+    if (p->init_fd >= 0) {
+        close(p->init_fd);
+        p->init_fd = -1;
+    }
     CR_FREE(p->cgroup);
     cr_iso_job_fini(&p->iso);
     cr_job_spec_fini(&p->spec);
@@ -1233,6 +1285,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
             json_t *spec = NULL;
             cr_proc p;
             memset(&p, 0, sizeof p);
+            p.init_fd = -1;
             const char *cg = j ? json_string_value(json_object_get(j, "cgroup")) : NULL;
             char err[256];
             if (j &&
