@@ -3,18 +3,23 @@
  * memory flat, and does a page of GET /v1/jobs stay fast with a big store?
  *
  *   bench_soak [--seconds S] [--clients N] [--agents N] [--finished N]
- *              [--sample S] [--think-ms MS]
+ *              [--sample S] [--think-ms MS] [--open N]
  *   defaults: 1800 s, 64 clients, 5 agents, 100000 finished jobs,
- *             a sample every 30 s, 20 ms between a client's requests.
+ *             a sample every 30 s, 20 ms between a client's requests,
+ *             at most 16 open jobs a client.
  *
  * Set-up: a fresh controller (defaults: synchronous=FULL, retention 10,000
  * finished jobs / 1 h), N finished jobs put in the store through the API
  * (arrays of 10,000 submitted, then each cancelled), then the agents
  * (`corral agent --gpus sim:8xH100 SXM`, real processes running `true`).
  * Load: each client loops over submit (a 1-GPU job running `true`), cancel
- * (its oldest own job not yet cancelled: the backlog stays bounded), GET
- * /v1/jobs?limit=100 (timed), GET /v1/jobs/ID and GET /v1/jobs/ID/logs.
- * Every sample prints the controller's RSS and the p99 of the page reads in
+ * (its oldest own job not yet cancelled), GET /v1/jobs?limit=100 (timed),
+ * GET /v1/jobs/ID and GET /v1/jobs/ID/logs. A client that has --open jobs
+ * submitted and not cancelled cancels instead of submitting, so the queue
+ * is stationary: submits and cancels alone are a random walk, and the
+ * pending queue (live memory, several KiB a job) would grow for hours.
+ * Every sample prints the controller's RSS, its live heap (malloc's bytes
+ * in use, from /metrics), the pending jobs and the p99 of the page reads in
  * that interval; the end prints the RSS drift after the warm-up (the first
  * sixth of the run, at most 5 minutes) and the overall p99.
  */
@@ -282,6 +287,28 @@ static size_t list_hist(conn *c, double *le, long long *cnt)
     return n;
 }
 
+/* The sum of the series of one family whose labels hold `label` (e.g.
+ * state="pending"; "" for all) in the body of the last GET /metrics; -1
+ * when there is none. */
+static double metric(const conn *c, const char *family, const char *label)
+{
+    size_t n = strlen(family);
+    double sum = -1;
+    const char *body = cr_buf_str(&c->body);
+    for (const char *p = strstr(body, family); p; p = strstr(p + 1, family)) {
+        const char *eol = strchr(p, '\n');
+        const char *sp = eol ? memchr(p, ' ', (size_t)(eol - p)) : strchr(p, ' ');
+        if ((p != body && p[-1] != '\n') || (p[n] != '{' && p[n] != ' ') || !sp) {
+            continue;
+        }
+        const char *l = strstr(p, label);
+        if (!*label || (l && l < sp)) {
+            sum = (sum < 0 ? 0 : sum) + atof(sp + 1);
+        }
+    }
+    return sum;
+}
+
 /* One client alone: the wall time and the controller's CPU per page, for
  * the same page again and again (warm) and for pages walked down the store
  * by cursor (each one new rows). */
@@ -341,6 +368,7 @@ static lat_vec interval_lat, all_lat; /* GET /v1/jobs?limit=100, ns */
 static atomic_llong ops[5], errors;
 static atomic_bool stop_load;
 static int think_ms = 20;
+static int open_max = 16; /* a client's jobs submitted and not cancelled, at most */
 
 static void *client_main(void *arg)
 {
@@ -355,6 +383,9 @@ static void *client_main(void *arg)
     while (!atomic_load(&stop_load)) {
         int r = (int)(rand_r(&seed) % 100);
         long code;
+        if (r < 15 && tail - head >= (size_t)open_max) {
+            r = 15; /* at its bound of open jobs: cancel the oldest instead */
+        }
         if (r < 15) {
             code = http(&c, "POST", "/v1/jobs", job);
             if (code == 201 && tail - head < 256) {
@@ -471,14 +502,16 @@ int main(int argc, char **argv)
             sample = atof(v);
         } else if (strcmp(a, "--think-ms") == 0) {
             think_ms = atoi(v);
+        } else if (strcmp(a, "--open") == 0) {
+            open_max = atoi(v);
         } else {
             fprintf(stderr, "usage: bench_soak [--seconds S] [--clients N] [--agents N] "
-                            "[--finished N] [--sample S] [--think-ms MS]\n");
+                            "[--finished N] [--sample S] [--think-ms MS] [--open N]\n");
             return 2;
         }
     }
     if (seconds <= 0 || sample <= 0 || clients < 1 || clients > 1024 || nagents < 1 ||
-        nagents > 64 || finished < 0) {
+        nagents > 64 || finished < 0 || open_max < 1 || open_max > 256) {
         fprintf(stderr, "soak: a value is out of range\n");
         return 2;
     }
@@ -556,8 +589,8 @@ int main(int argc, char **argv)
     }
     printf("load: %d clients, %d agents, %.0f s, a sample every %.0f s\n", clients, nagents,
            seconds, sample);
-    printf("%8s %10s %12s %8s %8s %8s %8s %8s %7s %10s\n", "t_s", "rss_kib", "list_p99_ms",
-           "submit", "cancel", "list", "show", "logs", "errors", "jobs");
+    printf("%8s %10s %10s %8s %12s %8s %8s %8s %8s %8s %7s %10s\n", "t_s", "rss_kib", "heap_kib",
+           "pending", "list_p99_ms", "submit", "cancel", "list", "show", "logs", "errors", "jobs");
     int64_t start = cr_mono_ns(), end = start + (int64_t)(seconds * 1e9);
     double warm = seconds / 6 < 300 ? seconds / 6 : 300;
     long rss_min = -1, rss_max = -1, rss_first = -1;
@@ -580,7 +613,13 @@ int main(int argc, char **argv)
         if (http(&c, "GET", "/v1/jobs?limit=1", NULL) == 200) {
             total = json_num(&c, "total");
         }
-        printf("%8.0f %10ld %12.2f %8lld %8lld %8lld %8lld %8lld %7lld %10lld\n", t, rss, p99,
+        double heap = -1, pending = -1;
+        if (http(&c, "GET", "/metrics", NULL) == 200) {
+            heap = metric(&c, "corral_heap_bytes", "kind=\"in_use\"");
+            pending = metric(&c, "corral_jobs", "state=\"pending\"");
+        }
+        printf("%8.0f %10ld %10.0f %8.0f %12.2f %8lld %8lld %8lld %8lld %8lld %7lld %10lld\n", t,
+               rss, heap >= 0 ? heap / 1024 : -1, pending, p99,
                (long long)atomic_load(&ops[0]), (long long)atomic_load(&ops[1]),
                (long long)atomic_load(&ops[2]), (long long)atomic_load(&ops[3]),
                (long long)atomic_load(&ops[4]), (long long)atomic_load(&errors), total);
