@@ -730,20 +730,23 @@ static int http_start(ctl *c, const char *cert, const char *key)
                 (unsigned)c->cfg.port);
         return rc;
     }
-    /* The bound address for tools and tests (useful with port 0). */
+    /* The bound address for tools and tests (useful with port 0): a URL, so
+     * an IPv6 address goes in brackets. */
+    bool v6 = strchr(c->cfg.listen_addr, ':') != NULL;
+    const char *lb = v6 ? "[" : "", *rb = v6 ? "]" : "";
     snprintf(path, sizeof path, "%s/listen.addr", c->cfg.state_dir);
     char tmp[1300];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     FILE *af = fopen(tmp, "w");
     if (af) {
-        fprintf(af, "%s://%s:%u\n", cert ? "https" : "http", c->cfg.listen_addr,
+        fprintf(af, "%s://%s%s%s:%u\n", cert ? "https" : "http", lb, c->cfg.listen_addr, rb,
                 (unsigned)cr_http_server_port(c->http));
         fclose(af);
         rename(tmp, path);
     }
-    cr_info("controller listening on %s://%s:%u (state %s, policy %s)", cert ? "https" : "http",
-            c->cfg.listen_addr, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
-            c->cfg.policy);
+    cr_info("controller listening on %s://%s%s%s:%u (state %s, policy %s)",
+            cert ? "https" : "http", lb, c->cfg.listen_addr, rb,
+            (unsigned)cr_http_server_port(c->http), c->cfg.state_dir, c->cfg.policy);
     if (!c->metrics_token) {
         cr_warn("/metrics is open to whoever reaches the controller: it shows counts only, no "
                 "tenant names (an admin token, or --metrics-token-file's token, reads them)");
