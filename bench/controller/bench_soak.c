@@ -619,10 +619,10 @@ int main(int argc, char **argv)
             pending = metric(&c, "corral_jobs", "state=\"pending\"");
         }
         printf("%8.0f %10ld %10.0f %8.0f %12.2f %8lld %8lld %8lld %8lld %8lld %7lld %10lld\n", t,
-               rss, heap >= 0 ? heap / 1024 : -1, pending, p99,
-               (long long)atomic_load(&ops[0]), (long long)atomic_load(&ops[1]),
-               (long long)atomic_load(&ops[2]), (long long)atomic_load(&ops[3]),
-               (long long)atomic_load(&ops[4]), (long long)atomic_load(&errors), total);
+               rss, heap >= 0 ? heap / 1024 : -1, pending, p99, (long long)atomic_load(&ops[0]),
+               (long long)atomic_load(&ops[1]), (long long)atomic_load(&ops[2]),
+               (long long)atomic_load(&ops[3]), (long long)atomic_load(&ops[4]),
+               (long long)atomic_load(&errors), total);
         fflush(stdout);
         if (t >= warm) {
             if (rss_first < 0) {

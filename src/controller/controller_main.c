@@ -744,9 +744,9 @@ static int http_start(ctl *c, const char *cert, const char *key)
         fclose(af);
         rename(tmp, path);
     }
-    cr_info("controller listening on %s://%s%s%s:%u (state %s, policy %s)",
-            cert ? "https" : "http", lb, c->cfg.listen_addr, rb,
-            (unsigned)cr_http_server_port(c->http), c->cfg.state_dir, c->cfg.policy);
+    cr_info("controller listening on %s://%s%s%s:%u (state %s, policy %s)", cert ? "https" : "http",
+            lb, c->cfg.listen_addr, rb, (unsigned)cr_http_server_port(c->http), c->cfg.state_dir,
+            c->cfg.policy);
     if (!c->metrics_token) {
         cr_warn("/metrics is open to whoever reaches the controller: it shows counts only, no "
                 "tenant names (an admin token, or --metrics-token-file's token, reads them)");
