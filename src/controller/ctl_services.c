@@ -661,6 +661,21 @@ static bool may_see(const cr_principal *p, const ctl_service *s)
     return p->role == CR_ROLE_ADMIN || strcmp(p->tenant, s->tenant) == 0;
 }
 
+/* Lock mu and find service name as p may see it (not deleted, not being
+ * created); NULL, unlocked and answered 404, when there is none. */
+static ctl_service *svc_lock_visible(ctl *c, cr_http_req *req, const cr_principal *p,
+                                     const char *name)
+{
+    pthread_mutex_lock(&c->mu);
+    ctl_service *s = svc_find(c, name);
+    if (!s || !may_see(p, s) || s->deleted || s->creating) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+        return NULL;
+    }
+    return s;
+}
+
 /* A user change of a service, stored before it is applied (ctl_state.c). */
 enum { SVC_CREATE, SVC_SCALE, SVC_DELETE };
 typedef struct svc_change {
@@ -818,16 +833,12 @@ static void svc_endpoints(ctl *c, cr_http_req *req, const cr_principal *p, const
         ctl_reply_err(req, 400, CR_EINVAL, "wait", "query 'wait': an integer 0..300");
         return;
     }
-    pthread_mutex_lock(&c->mu);
-    ctl_service *s = svc_find(c, name);
-    if (!s || !may_see(p, s) || s->deleted || s->creating) {
-        pthread_mutex_unlock(&c->mu);
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+    ctl_service *s = svc_lock_visible(c, req, p, name);
+    if (!s) {
         return;
     }
     if (version != (int64_t)s->ep_version || wait == 0 || c->stopping) {
-        json_t *doc = json_pack("{s:I,s:o}", "version", (json_int_t)s->ep_version, "endpoints",
-                                endpoints_json(c, s));
+        json_t *doc = endpoints_doc(c, s);
         pthread_mutex_unlock(&c->mu);
         ctl_reply_json(req, 200, doc);
         return;
@@ -911,11 +922,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
             return;
         }
     }
-    pthread_mutex_lock(&c->mu);
-    ctl_service *s = svc_find(c, name);
-    if (!s || !may_see(p, s) || s->deleted || s->creating) {
-        pthread_mutex_unlock(&c->mu);
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+    ctl_service *s = svc_lock_visible(c, req, p, name);
+    if (!s) {
         return;
     }
     if (show) {
