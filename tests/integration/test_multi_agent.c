@@ -834,16 +834,15 @@ static void test_fencing_on_return(void **state)
     char first[400], second[400];
     snprintf(first, sizeof first, "%s/fence-first", E.dir);
     snprintf(second, sizeof second, "%s/fence-second", E.dir);
-    int victim = -1, pid = -1, other = -1;
-    pid = wait_marker_pid(first, id, &victim, 30);
+    int victim = -1, other = -1;
+    int pid = wait_marker_pid(first, id, &victim, 30);
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
     /* Only the agent dies (a partition, a crash): its job keeps running. */
     kill_wait(&E.agents[victim], SIGKILL);
     char vname[8];
     snprintf(vname, sizeof vname, "a%d", victim);
     assert_true(wait_node_state(vname, "lost", 30));
-    int pid2 = -1;
-    pid2 = wait_marker_pid(second, id, &other, 30);
+    int pid2 = wait_marker_pid(second, id, &other, 30);
     assert_true(pid2 > 1);
     assert_int_not_equal(other, victim);
     assert_int_equal(kill(pid, 0), 0); /* runs twice now: the node is away */
@@ -882,8 +881,8 @@ static void test_gpu_vanishes_at_reregistration(void **state)
     long long id = submit(body);
     char marker[400];
     snprintf(marker, sizeof marker, "%s/vanish-%lld", E.dir, id);
-    int victim = -1, pid = -1;
-    pid = wait_marker_pid(marker, id, &victim, 30);
+    int victim = -1;
+    int pid = wait_marker_pid(marker, id, &victim, 30);
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
     /* The agent restarts and finds one GPU of two (index 1 is gone). */
     kill_wait(&E.agents[victim], SIGKILL);
@@ -936,8 +935,8 @@ static void test_lost_at_start_requeues(void **state)
     long long id = submit(body);
     char marker[400];
     snprintf(marker, sizeof marker, "%s/lostart", E.dir);
-    int victim = -1, pid = -1;
-    pid = wait_marker_pid(marker, id, &victim, 30);
+    int victim = -1;
+    int pid = wait_marker_pid(marker, id, &victim, 30);
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
     kill_wait(&E.ctl, SIGKILL);
     kill_wait(&E.agents[victim], SIGKILL);
@@ -1101,8 +1100,8 @@ static void test_report_refused_disk_full(void **state)
              "while [ ! -e %s ]; do sleep 0.05; done; echo done >> %s\"]}",
              runs, marker, marker, marker, rel, runs);
     long long id = submit(body);
-    int node = -1, pid = -1;
-    pid = wait_marker_pid(marker, id, &node, 30);
+    int node = -1;
+    int pid = wait_marker_pid(marker, id, &node, 30);
     assert_true(pid > 1);
     expect_state(id, "running", 30);
 
