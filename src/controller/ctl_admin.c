@@ -68,21 +68,6 @@ ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name)
     return t;
 }
 
-static bool tenant_name_ok(const char *s)
-{
-    if (!*s || strlen(s) >= CTL_NAME_MAX) {
-        return false;
-    }
-    for (const char *p = s; *p; p++) {
-        char ch = *p;
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Validate {"name"?, "weight", "quotas"}; *quotas returned new. */
 static int tenant_parse(const json_t *v, bool with_name, const char **name, double *weight,
                         json_t **quotas, cr_json_err *err)
@@ -97,9 +82,8 @@ static int tenant_parse(const json_t *v, bool with_name, const char **name, doub
         (rc = cr_json_obj(v, "", "quotas", false, &q, err))) {
         return rc;
     }
-    if (with_name && !tenant_name_ok(*name)) {
-        return cr_json_fail(err, CR_EINVAL, "name",
-                            "field 'name': use letters, digits, '-', '_' or '.'");
+    if (with_name && (rc = ctl_name_check(*name, "name", err)) != 0) {
+        return rc;
     }
     json_t *out = json_object();
     const char *k;
@@ -364,7 +348,7 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         cr_principal np;
         memset(&np, 0, sizeof np);
         np.role = cr_role_parse(role);
-        if (np.role == CR_ROLE_USER && !tenant_name_ok(tenant)) {
+        if (np.role == CR_ROLE_USER && !ctl_name_ok(tenant)) {
             json_decref(v);
             ctl_reply_err(req, 400, CR_EINVAL, "tenant",
                           "field 'tenant': a user token needs a tenant (letters, digits, -_.)");

@@ -231,24 +231,14 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
     return doc;
 }
 
+static json_t *desired_doc(ctl *c, void *n)
+{
+    return ctl_desired_doc(c, n);
+}
+
 void ctl_desired_answer(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono)
 {
-    ctl_poll **pp = &n->polls;
-    json_t *doc = NULL;
-    while (*pp) {
-        ctl_poll *q = *pp;
-        if (expired_only && q->deadline_ns > now_mono) {
-            pp = &q->next;
-            continue;
-        }
-        *pp = q->next;
-        if (!doc) {
-            doc = ctl_desired_doc(c, n);
-        }
-        ctl_reply_json(q->req, 200, json_incref(doc));
-        free(q);
-    }
-    json_decref(doc);
+    ctl_poll_answer(c, &n->polls, expired_only, now_mono, desired_doc, n, NULL);
 }
 
 void ctl_desired_changed(ctl *c, ctl_node *n)

@@ -406,6 +406,16 @@ void ctl_reply_jerr(cr_http_req *req, const cr_json_err *err);
 /* Defer req as a long-poll on *list, answered when its object changes or
  * after wait_s seconds. Called with c->mu held; req is borrowed until answered. */
 void ctl_poll_park(ctl_poll **list, cr_http_req *req, int64_t wait_s);
+/* The document the long-polls on obj are answered with (returned new), or
+ * NULL when obj is gone. */
+typedef json_t *ctl_poll_doc_fn(ctl *c, void *obj);
+/* Answer the long-polls on *list, each unlinked and freed: all, or with
+ * expired_only those whose deadline has passed by now_mono, in list order.
+ * One document, made by make(c, obj) for the first of them, goes to each;
+ * when make gives NULL each gets 404 with gone (borrowed) as its message.
+ * mu held. */
+void ctl_poll_answer(ctl *c, ctl_poll **list, bool expired_only, int64_t now_mono,
+                     ctl_poll_doc_fn *make, void *obj, const char *gone);
 char *ctl_time_str(int64_t ns, char *buf, size_t len); /* "" for 0 */
 /* The scheduler's clock: monotonic, anchored to the wall clock at start, so
  * it reads like wall time (and like the persisted start times) but never
@@ -421,6 +431,12 @@ int ctl_write_secret(const char *path, const char *text);
 void ctl_sched_kick(ctl *c);
 /* Control characters (C0, DEL, C1) in a name: true when s has none. */
 bool ctl_text_clean(const char *s);
+/* A name (tenant, node, service, label): 1 to CTL_NAME_MAX - 1 letters,
+ * digits, '-', '_' or '.'. */
+bool ctl_name_ok(const char *s);
+/* 0 when s is such a name, else CR_EINVAL with err naming field ("field
+ * 'F': use letters, digits, '-', '_' or '.'"). */
+int ctl_name_check(const char *s, const char *field, cr_json_err *err);
 /* HTTP status for a failed commit (507 disk full, else 500), and the answer. */
 unsigned ctl_commit_status(int rc);
 void ctl_reply_commit_err(cr_http_req *req, int rc);

@@ -75,21 +75,6 @@ static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
 static const char *const kinds[] = {"pretrain", "finetune", "inference", "visual",
                                     "hpc",      "batch",    NULL};
 
-static bool name_ok(const char *s)
-{
-    if (!*s) {
-        return false;
-    }
-    for (const char *p = s; *p; p++) {
-        char ch = *p;
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /*
  * Validate a job request (or the request part of a stored doc, with
  * from_doc) into a fresh job with defaults filled in; spec gets the
@@ -242,9 +227,8 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             goto out;
         }
     }
-    if (*tenant && !name_ok(tenant)) {
-        rc = cr_json_fail(err, CR_EINVAL, "tenant",
-                          "field 'tenant': use letters, digits, '-', '_' or '.'");
+    /* (tenant is at most CTL_NAME_MAX - 1 bytes: cr_json_str above) */
+    if (*tenant && (rc = ctl_name_check(tenant, "tenant", err)) != 0) {
         goto out;
     }
     if (!*gpu_type) {

@@ -179,21 +179,6 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
     json_decref(doc);
 }
 
-static bool node_name_ok(const char *s)
-{
-    if (!*s || strlen(s) >= CTL_NAME_MAX) {
-        return false;
-    }
-    for (const char *p = s; *p; p++) {
-        char ch = *p;
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Parse the inventory part of a registration (or a stored node doc). */
 static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
 {
@@ -222,9 +207,8 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
         (rc = cr_json_int(v, "", "mem_bytes", false, 0, INT64_MAX, &mem, err))) {
         return rc;
     }
-    if (!node_name_ok(name)) {
-        return cr_json_fail(err, CR_EINVAL, "node",
-                            "field 'node': use letters, digits, '-', '_' or '.'");
+    if ((rc = ctl_name_check(name, "node", err)) != 0) {
+        return rc;
     }
     json_t *labels = NULL;
     if ((rc = cr_json_obj(v, "", "labels", false, &labels, err)) != 0) {
@@ -239,8 +223,8 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     {
         char lp[128];
         cr_json_path(lp, sizeof lp, "labels", lk);
-        if (!node_name_ok(lk) || !json_is_string(lv) || json_string_length(lv) > 63 ||
-            (json_string_length(lv) > 0 && !node_name_ok(json_string_value(lv)))) {
+        if (!ctl_name_ok(lk) || !json_is_string(lv) || json_string_length(lv) > 63 ||
+            (json_string_length(lv) > 0 && !ctl_name_ok(json_string_value(lv)))) {
             return cr_json_fail(err, CR_EINVAL, lp,
                                 "field '%s': names and values use letters, digits, '-', '_' or "
                                 "'.', up to 63",

@@ -153,21 +153,6 @@ static const char *const svc_members[] = {
     "image",        "image_archive", "mounts",  "entrypoint", NULL,
 };
 
-static bool name_ok(const char *s)
-{
-    if (!*s || strlen(s) >= CTL_NAME_MAX) {
-        return false;
-    }
-    for (const char *p = s; *p; p++) {
-        char ch = *p;
-        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-              ch == '-' || ch == '_' || ch == '.')) {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Validate a create body into a new service (not yet registered). */
 static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
 {
@@ -187,9 +172,8 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
         (rc = cr_json_str(v, "", "ready_path", false, 127, &ready, err))) {
         return rc;
     }
-    if (!name_ok(name)) {
-        return cr_json_fail(err, CR_EINVAL, "name",
-                            "field 'name': use letters, digits, '-', '_' or '.'");
+    if ((rc = ctl_name_check(name, "name", err)) != 0) {
+        return rc;
     }
     if (max < min) {
         return cr_json_fail(err, CR_EINVAL, "max_replicas",
@@ -420,29 +404,23 @@ static uint64_t hash_json(json_t *v)
     return h;
 }
 
+/* A gateway's long-poll answer: the endpoints and their version; NULL
+ * once the service is deleted. */
+static json_t *endpoints_doc(ctl *c, void *obj)
+{
+    ctl_service *s = obj;
+    if (s->deleted) {
+        return NULL;
+    }
+    return json_pack("{s:I,s:o}", "version", (json_int_t)s->ep_version, "endpoints",
+                     endpoints_json(c, s));
+}
+
 static void answer_polls(ctl *c, ctl_service *s, bool expired_only, int64_t now_mono)
 {
-    ctl_poll **pp = &s->polls;
-    json_t *doc = NULL;
-    while (*pp) {
-        ctl_poll *q = *pp;
-        if (expired_only && q->deadline_ns > now_mono) {
-            pp = &q->next;
-            continue;
-        }
-        *pp = q->next;
-        if (s->deleted) {
-            ctl_reply_err(q->req, 404, CR_ENOENT, NULL, "service '%s' not found", s->name);
-        } else {
-            if (!doc) {
-                doc = json_pack("{s:I,s:o}", "version", (json_int_t)s->ep_version, "endpoints",
-                                endpoints_json(c, s));
-            }
-            ctl_reply_json(q->req, 200, json_incref(doc));
-        }
-        free(q);
-    }
-    json_decref(doc);
+    char gone[CTL_NAME_MAX + 32];
+    snprintf(gone, sizeof gone, "service '%s' not found", s->name);
+    ctl_poll_answer(c, &s->polls, expired_only, now_mono, endpoints_doc, s, gone);
 }
 
 /* Bump the endpoints version when the list changed. mu held. */
@@ -683,6 +661,21 @@ static bool may_see(const cr_principal *p, const ctl_service *s)
     return p->role == CR_ROLE_ADMIN || strcmp(p->tenant, s->tenant) == 0;
 }
 
+/* Lock mu and find service name as p may see it (not deleted, not being
+ * created); NULL, unlocked and answered 404, when there is none. */
+static ctl_service *svc_lock_visible(ctl *c, cr_http_req *req, const cr_principal *p,
+                                     const char *name)
+{
+    pthread_mutex_lock(&c->mu);
+    ctl_service *s = svc_find(c, name);
+    if (!s || !may_see(p, s) || s->deleted || s->creating) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+        return NULL;
+    }
+    return s;
+}
+
 /* A user change of a service, stored before it is applied (ctl_state.c). */
 enum { SVC_CREATE, SVC_SCALE, SVC_DELETE };
 typedef struct svc_change {
@@ -840,16 +833,12 @@ static void svc_endpoints(ctl *c, cr_http_req *req, const cr_principal *p, const
         ctl_reply_err(req, 400, CR_EINVAL, "wait", "query 'wait': an integer 0..300");
         return;
     }
-    pthread_mutex_lock(&c->mu);
-    ctl_service *s = svc_find(c, name);
-    if (!s || !may_see(p, s) || s->deleted || s->creating) {
-        pthread_mutex_unlock(&c->mu);
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+    ctl_service *s = svc_lock_visible(c, req, p, name);
+    if (!s) {
         return;
     }
     if (version != (int64_t)s->ep_version || wait == 0 || c->stopping) {
-        json_t *doc = json_pack("{s:I,s:o}", "version", (json_int_t)s->ep_version, "endpoints",
-                                endpoints_json(c, s));
+        json_t *doc = endpoints_doc(c, s);
         pthread_mutex_unlock(&c->mu);
         ctl_reply_json(req, 200, doc);
         return;
@@ -933,11 +922,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
             return;
         }
     }
-    pthread_mutex_lock(&c->mu);
-    ctl_service *s = svc_find(c, name);
-    if (!s || !may_see(p, s) || s->deleted || s->creating) {
-        pthread_mutex_unlock(&c->mu);
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
+    ctl_service *s = svc_lock_visible(c, req, p, name);
+    if (!s) {
         return;
     }
     if (show) {

@@ -100,6 +100,33 @@ void ctl_poll_park(ctl_poll **list, cr_http_req *req, int64_t wait_s)
     cr_http_defer(req);
 }
 
+void ctl_poll_answer(ctl *c, ctl_poll **list, bool expired_only, int64_t now_mono,
+                     ctl_poll_doc_fn *make, void *obj, const char *gone)
+{
+    ctl_poll **pp = list;
+    json_t *doc = NULL;
+    bool made = false;
+    while (*pp) {
+        ctl_poll *q = *pp;
+        if (expired_only && q->deadline_ns > now_mono) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        if (!made) {
+            doc = make(c, obj);
+            made = true;
+        }
+        if (doc) {
+            ctl_reply_json(q->req, 200, json_incref(doc));
+        } else {
+            ctl_reply_err(q->req, 404, CR_ENOENT, NULL, "%s", gone ? gone : "not found");
+        }
+        free(q);
+    }
+    json_decref(doc);
+}
+
 void ctl_sched_kick(ctl *c)
 {
     if (!c->sched_wake) {
@@ -116,6 +143,30 @@ bool ctl_text_clean(const char *s)
         }
     }
     return true;
+}
+
+bool ctl_name_ok(const char *s)
+{
+    if (!*s || strlen(s) >= CTL_NAME_MAX) {
+        return false;
+    }
+    for (const char *p = s; *p; p++) {
+        char ch = *p;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+              ch == '-' || ch == '_' || ch == '.')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+int ctl_name_check(const char *s, const char *field, cr_json_err *err)
+{
+    if (ctl_name_ok(s)) {
+        return 0;
+    }
+    return cr_json_fail(err, CR_EINVAL, field, "field '%s': use letters, digits, '-', '_' or '.'",
+                        field);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -14,6 +14,7 @@
 #include "cr_iso.h"
 #include "cr_proc.h"
 #include "cr_time.h"
+#include "proc_test.h"
 
 #include <dirent.h>
 #include <linux/capability.h>
@@ -51,26 +52,12 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
+    return cr_test_rm_rf(dir);
 }
 
 static void spec_sh(cr_job_spec *s, int64_t job, const char *script)
 {
-    static char *argv[4];
-    static char *env[1];
-    memset(s, 0, sizeof *s);
-    argv[0] = "sh";
-    argv[1] = "-c";
-    argv[2] = (char *)script;
-    argv[3] = NULL;
-    env[0] = NULL;
-    s->job = job;
-    s->argv = argv;
-    s->argc = 3;
-    s->env = env;
-    s->grace_ns = CR_NS_PER_SEC;
+    cr_test_spec_sh(s, job, script);
     s->array_index = -1;
 }
 
@@ -93,23 +80,10 @@ static void run_to_end(cr_proc *p)
     cr_proc_reaped(p, dir, st);
 }
 
-static char *slurp(const char *path)
-{
-    static char buf[4096];
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return NULL;
-    }
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static const char *log_of(int64_t job, const char *stream)
 {
     char *path = cr_proc_log_path(dir, job, stream);
-    const char *text = slurp(path);
+    const char *text = cr_test_slurp(path);
     free(path);
     return text ? text : "";
 }
@@ -226,7 +200,7 @@ static void test_own_proc(void **state)
         char path[128], want[32];
         snprintf(path, sizeof path, "%s/logs/36/%d.out", dir, t);
         snprintf(want, sizeof want, "pid %d\n", t + 2);
-        const char *got = slurp(path);
+        const char *got = cr_test_slurp(path);
         assert_non_null(got);
         assert_string_equal(got, want);
     }
@@ -340,7 +314,7 @@ static void test_readopt(void **state)
     assert_true(a->job_pid > 1);
     char path[64], want[64];
     snprintf(path, sizeof path, "/proc/%d/status", (int)a->job_pid);
-    const char *status = slurp(path);
+    const char *status = cr_test_slurp(path);
     assert_non_null(status);
     snprintf(want, sizeof want, "NSpid:\t%d\t2\n", (int)a->job_pid);
     if (!strstr(status, want)) {

@@ -9,6 +9,7 @@
 #include "cr_error.h"
 #include "cr_proc.h"
 #include "cr_time.h"
+#include "proc_test.h"
 
 #include <pthread.h>
 #include <setjmp.h>
@@ -36,26 +37,7 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[128];
-    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-    return system(cmd) == 0 ? 0 : -1;
-}
-
-static void spec_sh(cr_job_spec *s, int64_t job, const char *script)
-{
-    static char *argv[4];
-    static char *env[1];
-    memset(s, 0, sizeof *s);
-    argv[0] = "sh";
-    argv[1] = "-c";
-    argv[2] = (char *)script;
-    argv[3] = NULL;
-    env[0] = NULL;
-    s->job = job;
-    s->argv = argv;
-    s->argc = 3;
-    s->env = env;
-    s->grace_ns = CR_NS_PER_SEC;
+    return cr_test_rm_rf(dir);
 }
 
 static void run_to_end(cr_proc *p)
@@ -70,7 +52,7 @@ static void test_exit_code_and_signal(void **state)
     cr_job_spec s;
     cr_proc p;
     char err[256];
-    spec_sh(&s, 1, "echo hi; exit 3");
+    cr_test_spec_sh(&s, 1, "echo hi; exit 3");
     assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.state, CR_PROC_EXITED);
@@ -78,7 +60,7 @@ static void test_exit_code_and_signal(void **state)
     assert_int_equal(p.signal, 0);
     cr_proc_fini(&p);
 
-    spec_sh(&s, 2, "kill -SEGV $$");
+    cr_test_spec_sh(&s, 2, "kill -SEGV $$");
     assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     run_to_end(&p);
     assert_int_equal(p.signal, SIGSEGV);
@@ -93,19 +75,6 @@ static void test_exit_code_and_signal(void **state)
     fclose(f);
     free(log);
     assert_string_equal(line, "hi\n");
-}
-
-static char *slurp_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        return NULL;
-    }
-    static char buf[4096];
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
 }
 
 /* Several tasks on one node: each its own rank and log; the job ends as
@@ -123,7 +92,7 @@ static void test_tasks(void **state)
                  .world_size = 6,
                  .local_world_size = 3};
     snprintf(g.master_addr, sizeof g.master_addr, "127.0.0.1");
-    spec_sh(&s, 20, "echo rank $RANK local $LOCAL_RANK of $WORLD_SIZE");
+    cr_test_spec_sh(&s, 20, "echo rank $RANK local $LOCAL_RANK of $WORLD_SIZE");
     s.has_gang = 1;
     s.gang = g;
     s.array_index = -1;
@@ -135,14 +104,14 @@ static void test_tasks(void **state)
         char path[128], want[64];
         snprintf(path, sizeof path, "%s/logs/20/%d.out", dir, 3 + t);
         snprintf(want, sizeof want, "rank %d local %d of 6\n", 3 + t, t);
-        const char *got = slurp_file(path);
+        const char *got = cr_test_slurp(path);
         assert_non_null(got);
         assert_string_equal(got, want);
     }
 
     /* rank 4 fails at once: the job ends with its code, the others (which
      * would sleep 30 s) are stopped */
-    spec_sh(&s, 21, "[ $RANK = 4 ] && exit 5; sleep 30");
+    cr_test_spec_sh(&s, 21, "[ $RANK = 4 ] && exit 5; sleep 30");
     s.has_gang = 1;
     s.gang = g;
     s.array_index = -1;
@@ -154,7 +123,7 @@ static void test_tasks(void **state)
     cr_proc_fini(&p);
 
     /* -o pattern relative to the working directory, and a shipped script */
-    spec_sh(&s, 22, "unused");
+    cr_test_spec_sh(&s, 22, "unused");
     char *argv[] = {"job.sh", "x", NULL};
     s.argv = argv;
     s.argc = 2;
@@ -168,7 +137,7 @@ static void test_tasks(void **state)
     cr_proc_fini(&p);
     char path[128];
     snprintf(path, sizeof path, "%s/o-22-0.txt", dir);
-    const char *got = slurp_file(path);
+    const char *got = cr_test_slurp(path);
     assert_non_null(got);
     assert_string_equal(got, "script x\n"); /* no gang: no SLURM_PROCID */
     snprintf(path, sizeof path, "%s/scripts/22.sh", dir);
@@ -180,7 +149,7 @@ static void test_stop_escalates(void **state)
     cr_job_spec s;
     cr_proc p;
     char err[256];
-    spec_sh(&s, 3, "trap '' TERM; echo ready; while :; do sleep 0.05; done");
+    cr_test_spec_sh(&s, 3, "trap '' TERM; echo ready; while :; do sleep 0.05; done");
     assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
     /* Wait (with a deadline) until the shell has set its trap. */
     char *log = cr_proc_log_path(dir, 3, "out");
@@ -213,7 +182,7 @@ static void test_user(void **state)
     cr_job_spec s;
     cr_proc p;
     char err[256];
-    spec_sh(&s, 9, "echo $(id -u):$(id -g):$(id -G)");
+    cr_test_spec_sh(&s, 9, "echo $(id -u):$(id -g):$(id -G)");
     s.has_user = 1;
     s.uid = 0;
     s.gid = 0;

@@ -520,6 +520,7 @@ static void test_bad_input_stores_nothing(void **state)
         {"{\"command\":[\"true\"],\"kind\":\"party\"}", 400, "kind"},
         {"{\"command\":[\"true\"],\"gpus\":3,\"nodes\":2}", 400, "nodes"},
         {"{\"command\":[\"true\"],\"tenant\":\"nobody\"}", 400, "tenant"},
+        {"{\"command\":[\"true\"],\"tenant\":\"no body\"}", 400, "tenant"},
         {"{\"command\":[\"true\"],\"workdir\":\"rel\"}", 400, "workdir"},
         {"{\"command\":[\"true\"],\"array\":0}", 400, "array"},
         {"{\"command\":[\"true\"],\"array\":10001}", 400, "array"},
@@ -566,6 +567,10 @@ static void test_bad_input_stores_nothing(void **state)
                      "{\"name\":\"ml\",\"quotas\":{\"H100 SXM\":-1}}", &code);
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "quotas.H100 SXM");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/tenants", d.admin, "{\"name\":\"no/body\"}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "message"), "field 'name': use letters, digits, '-', '_' or '.'");
     json_decref(v);
     v = call(&d, "POST", "/v1/tokens", d.admin, "{\"role\":\"root\"}", &code);
     assert_int_equal(code, 400);
@@ -654,6 +659,11 @@ static void test_agent_protocol(void **state)
                      "{\"node\":\"n9\",\"addr\":\"x\",\"gpus\":[{\"index\":0}]}", &code);
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "gpus[0].model");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n 9\",\"addr\":\"x\",\"gpus\":[]}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "message"), "field 'node': use letters, digits, '-', '_' or '.'");
     json_decref(v);
     /* Each GPU once: by index and by UUID. */
     v = call(&d, "POST", "/v1/agents/register", d.join,
@@ -909,6 +919,11 @@ static void test_services(void **state)
              &code);
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "max_replicas");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", d.admin, "{\"name\":\"a/b\",\"command\":[\"srv\"]}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "message"), "field 'name': use letters, digits, '-', '_' or '.'");
     json_decref(v);
     static const char *const bad_paths[] = {"/a\\r\\nX-Evil: 1", "/a b", "/a\\u0001", "/a\\n",
                                             "health"};

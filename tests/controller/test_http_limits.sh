@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # The controller's HTTP limits (docs/operations.md, "Connection limits and
 # timeouts"): a request head or body dripped byte by byte is closed at its
 # deadline although bytes keep coming (libmicrohttpd's own timeout is an
@@ -7,19 +7,12 @@
 # again once connections close.
 set -eu
 BIN=${CORRAL_BIN:?CORRAL_BIN not set}
-T=$(mktemp -d "${TMPDIR:-/tmp}/corral-httplim.XXXXXX")
-PID=
-cleanup() {
-    [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-    wait 2>/dev/null || true
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    tail -20 "$T/ctl.log" >&2
-    exit 1
-}
+# $DIR, fail (with the log's tail) and the controller SIGKILLed (PIDS) on
+# exit or a signal.
+CR_STOP=KILL
+. "$(dirname "$0")/../integration/lib.sh"
+cr_setup httplim
+T=$DIR
 
 # serving: the controller answers HTTP (any status; 401 without a token).
 serving() {
@@ -35,6 +28,7 @@ start() {
      exec "$BIN" controller --listen 127.0.0.1:0 --state-dir "$T/state" --config "$T/cfg.json") \
         >"$T/ctl.log" 2>&1 &
     PID=$!
+    PIDS=("$PID")
     i=0
     until [ -s "$T/state/listen.addr" ] && ADDR=$(sed 's|^http://||' "$T/state/listen.addr") && serving; do
         i=$((i + 1))
@@ -112,7 +106,7 @@ until serving; do
     [ $i -lt 100 ] || fail "not serving after the per-client test"
     sleep 0.1
 done
-kill -TERM "$PID"; wait "$PID" || true; PID=
+kill -TERM "$PID"; wait "$PID" || true; PIDS=()
 
 # Descriptor limit: ulimit -n 64 and 120 connections (the per-client cap is
 # lifted): the exhaustion is logged, at most a few lines, and once the

@@ -1,4 +1,4 @@
-#!/bin/sh
+#!/bin/bash
 # The controller's request rate limits (docs/operations.md, "Request rate
 # limits"): the real controller on loopback with a rate so slow (0.001 a
 # second) that nothing refills during the test, so every assertion is a
@@ -9,20 +9,14 @@
 # not); the bucket tables stay at rate_limit_table however many tokens and
 # addresses come; the CLI says why it does not wait; config errors name the
 # field or flag.
+# (no pipefail: "grep ... | grep -q" below must not fail on a SIGPIPE)
 set -eu
 BIN=${CORRAL_BIN:?CORRAL_BIN not set}
-T=$(mktemp -d "${TMPDIR:-/tmp}/corral-ratelim.XXXXXX")
-PID=
-cleanup() {
-    [ -n "$PID" ] && kill "$PID" 2>/dev/null && wait "$PID" 2>/dev/null
-    rm -rf "$T"
-}
-trap cleanup EXIT
-fail() {
-    echo "FAIL: $*" >&2
-    tail -20 "$T/ctl.log" >&2
-    exit 1
-}
+# $DIR, fail (with the log's tail) and the stop of the controller (PIDS) on
+# exit or a signal.
+. "$(dirname "$0")/../integration/lib.sh"
+cr_setup ratelim
+T=$DIR
 unset CORRAL_SERVER CORRAL_TOKEN CORRAL_TOKEN_FILE
 export CORRAL_CONFIG=/dev/null
 
@@ -57,6 +51,7 @@ JSON
 "$BIN" controller --listen 127.0.0.1:0 --state-dir "$T/state" --config "$T/cfg.json" \
     --allow-legacy-join >"$T/ctl.log" 2>&1 &
 PID=$!
+PIDS=("$PID")
 i=0
 until [ -s "$T/state/listen.addr" ] && [ -s "$T/state/admin.token" ]; do
     i=$((i + 1))
@@ -196,11 +191,12 @@ grep '^corral_http_rate_limit' "$T/metrics" | grep -q tenant && fail "tenant lab
 # --- 0 turns a limit off ------------------------------------------------------
 kill "$PID"
 wait "$PID" 2>/dev/null || true
-PID=
+PIDS=()
 rm -f "$T/state/listen.addr"
 "$BIN" controller --listen 127.0.0.1:0 --state-dir "$T/state" --config "$T/cfg.json" \
     --rate-limit-rps 0 --rate-limit-anon-rps 0 >"$T/ctl.log" 2>&1 &
 PID=$!
+PIDS=("$PID")
 i=0
 until [ -s "$T/state/listen.addr" ] && [ "$(code "$ADMIN" "$(cat "$T/state/listen.addr")/v1/whoami")" = 200 ]; do
     i=$((i + 1))

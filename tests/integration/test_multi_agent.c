@@ -234,6 +234,53 @@ static json_t *wait_state(long long id, const char *want, double secs)
     return NULL;
 }
 
+/* Fail the test unless job id's state is want within secs. */
+static void expect_state(long long id, const char *want, double secs)
+{
+    json_t *j = wait_state(id, want, secs);
+    if (!j) {
+        fail_msg("job %lld not %s within %.0f s", id, want, secs);
+    }
+    json_decref(j);
+}
+
+/* Poll /v1/health until it answers 200 or secs pass: whether it did. */
+static int wait_healthy(double secs)
+{
+    long code = 0;
+    double end = now_s() + secs;
+    while (code != 200 && now_s() < end) {
+        json_decref(api("GET", "/v1/health", NULL, &code));
+        usleep(20000);
+    }
+    return code == 200;
+}
+
+/* Poll (up to secs) until process pid is gone: whether it is. */
+static int wait_pid_gone(pid_t pid, double secs)
+{
+    double end = now_s() + secs;
+    while (kill(pid, 0) == 0 && now_s() < end) {
+        usleep(20000);
+    }
+    return kill(pid, 0) != 0;
+}
+
+static void touch(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fclose(f);
+}
+
+/* Create the file name in E.dir (a job waiting for it goes on). */
+static void release(const char *name)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/%s", E.dir, name);
+    touch(path);
+}
+
 static void stop_all(int sig);
 
 /* meson's timeout (SIGTERM to the process group, SIGKILL 0.5 s later) or
@@ -404,9 +451,7 @@ static void test_gang_torchrun_env(void **state)
              "while [ $(ls gang-*.env | wc -l) -lt 2 ]; do sleep 0.05; done\"]}",
              E.dir);
     long long id = submit(body);
-    json_t *j = wait_state(id, "completed", 60);
-    assert_non_null(j);
-    json_decref(j);
+    expect_state(id, "completed", 60);
     /* Two of the three nodes ran it; read both files. */
     char *env[2] = {NULL, NULL};
     int found = 0;
@@ -532,9 +577,7 @@ static void test_controller_restart_adopts(void **state)
         ids[k] = submit(body);
     }
     for (int k = 0; k < 2; k++) {
-        json_t *j = wait_state(ids[k], "running", 30);
-        assert_non_null(j);
-        json_decref(j);
+        expect_state(ids[k], "running", 30);
     }
     char p0[64], p1[64];
     snprintf(p0, sizeof p0, "run-%lld-", ids[0]);
@@ -547,14 +590,9 @@ static void test_controller_restart_adopts(void **state)
     start_controller();
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
     for (int k = 0; k < 2; k++) {
-        json_t *j = wait_state(ids[k], "running", 30);
-        assert_non_null(j);
-        json_decref(j);
+        expect_state(ids[k], "running", 30);
     }
-    char rel[400];
-    snprintf(rel, sizeof rel, "%s/release", E.dir);
-    FILE *f = fopen(rel, "w");
-    fclose(f);
+    release("release");
     for (int k = 0; k < 2; k++) {
         json_t *j = wait_state(ids[k], "completed", 60);
         assert_non_null(j);
@@ -592,17 +630,23 @@ static void test_retries_really_rerun(void **state)
     assert_int_equal(runs, 3);
 }
 
-/* GET a node's state into buf ("" when unknown). */
-static const char *node_state(const char *name, char *buf, size_t len)
+/* The "state" member of GET path's answer into buf ("" when none). */
+static const char *get_state(const char *path, char *buf, size_t len)
 {
-    char path[64];
-    snprintf(path, sizeof path, "/v1/nodes/%s", name);
     long code;
     json_t *j = api("GET", path, NULL, &code);
     const char *st = json_string_value(json_object_get(j, "state"));
     snprintf(buf, len, "%s", st ? st : "");
     json_decref(j);
     return buf;
+}
+
+/* GET a node's state into buf ("" when unknown). */
+static const char *node_state(const char *name, char *buf, size_t len)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/nodes/%s", name);
+    return get_state(path, buf, len);
 }
 
 static int wait_node_state(const char *name, const char *want, double secs)
@@ -702,6 +746,18 @@ static int marker_pid(const char *path, long long id, int *node)
     return pid;
 }
 
+/* marker_pid, polled until it is found or secs pass. */
+static int wait_marker_pid(const char *path, long long id, int *node, double secs)
+{
+    int pid = -1;
+    double end = now_s() + secs;
+    while (pid < 0 && now_s() < end) {
+        pid = marker_pid(path, id, node);
+        usleep(20000);
+    }
+    return pid;
+}
+
 static void test_lost_node_stays_lost_across_restart(void **state)
 {
     /* Node a2 dies and is marked lost; the controller restarts. */
@@ -710,12 +766,7 @@ static void test_lost_node_stays_lost_across_restart(void **state)
     assert_true(wait_node_state("a2", "lost", 30));
     kill_wait(&E.ctl, SIGKILL);
     start_controller();
-    double end = now_s() + 30;
-    long code = 0;
-    while (code != 200 && now_s() < end) {
-        json_decref(api("GET", "/v1/health", NULL, &code));
-        usleep(20000);
-    }
+    wait_healthy(30);
     char st[32];
     assert_string_equal(node_state("a2", st, sizeof st), "lost");
     assert_true(wait_nodes_up(2, 30));
@@ -731,7 +782,7 @@ static void test_lost_node_stays_lost_across_restart(void **state)
         ids[k] = submit(body);
     }
     int running = 0;
-    end = now_s() + 30;
+    double end = now_s() + 30;
     while (running < 2 && now_s() < end) {
         running = 0;
         for (int k = 0; k < 3; k++) {
@@ -760,14 +811,9 @@ static void test_lost_node_stays_lost_across_restart(void **state)
         usleep(50000);
     }
     assert_true(on_a2);
-    char rel[400];
-    snprintf(rel, sizeof rel, "%s/release-fill", E.dir);
-    FILE *f = fopen(rel, "w");
-    fclose(f);
+    release("release-fill");
     for (int k = 0; k < 3; k++) {
-        json_t *j = wait_state(ids[k], "completed", 60);
-        assert_non_null(j);
-        json_decref(j);
+        expect_state(ids[k], "completed", 60);
     }
 }
 
@@ -788,35 +834,22 @@ static void test_fencing_on_return(void **state)
     char first[400], second[400];
     snprintf(first, sizeof first, "%s/fence-first", E.dir);
     snprintf(second, sizeof second, "%s/fence-second", E.dir);
-    int victim = -1, pid = -1, other = -1;
-    double end = now_s() + 30;
-    while (pid < 0 && now_s() < end) {
-        pid = marker_pid(first, id, &victim);
-        usleep(20000);
-    }
+    int victim = -1, other = -1;
+    int pid = wait_marker_pid(first, id, &victim, 30);
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
     /* Only the agent dies (a partition, a crash): its job keeps running. */
     kill_wait(&E.agents[victim], SIGKILL);
     char vname[8];
     snprintf(vname, sizeof vname, "a%d", victim);
     assert_true(wait_node_state(vname, "lost", 30));
-    int pid2 = -1;
-    end = now_s() + 30;
-    while (pid2 < 0 && now_s() < end) {
-        pid2 = marker_pid(second, id, &other);
-        usleep(20000);
-    }
+    int pid2 = wait_marker_pid(second, id, &other, 30);
     assert_true(pid2 > 1);
     assert_int_not_equal(other, victim);
     assert_int_equal(kill(pid, 0), 0); /* runs twice now: the node is away */
     /* The node comes back: the old run is killed at once (it ignores
      * SIGTERM, so a graceful stop would leave it running for grace_s). */
     start_agent(victim);
-    end = now_s() + 5;
-    while (kill(pid, 0) == 0 && now_s() < end) {
-        usleep(20000);
-    }
-    assert_int_not_equal(kill(pid, 0), 0);
+    assert_true(wait_pid_gone(pid, 5));
     char path[400];
     snprintf(path, sizeof path, "%s/agent-%s.log", E.dir, vname);
     char *log = slurp(path);
@@ -827,9 +860,7 @@ static void test_fencing_on_return(void **state)
     char n[32];
     snprintf(vname, sizeof vname, "a%d", other);
     assert_string_equal(job_node(id, n, sizeof n), vname);
-    snprintf(path, sizeof path, "%s/release-fence", E.dir);
-    FILE *f = fopen(path, "w");
-    fclose(f);
+    release("release-fence");
     json_t *j = wait_state(id, "completed", 60);
     assert_non_null(j);
     assert_int_equal(json_integer_value(json_object_get(j, "retries")), 0);
@@ -850,12 +881,8 @@ static void test_gpu_vanishes_at_reregistration(void **state)
     long long id = submit(body);
     char marker[400];
     snprintf(marker, sizeof marker, "%s/vanish-%lld", E.dir, id);
-    int victim = -1, pid = -1;
-    double end = now_s() + 30;
-    while (pid < 0 && now_s() < end) {
-        pid = marker_pid(marker, id, &victim);
-        usleep(20000);
-    }
+    int victim = -1;
+    int pid = wait_marker_pid(marker, id, &victim, 30);
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
     /* The agent restarts and finds one GPU of two (index 1 is gone). */
     kill_wait(&E.agents[victim], SIGKILL);
@@ -863,7 +890,7 @@ static void test_gpu_vanishes_at_reregistration(void **state)
     char path[64];
     snprintf(path, sizeof path, "/v1/jobs/%lld", id);
     int ended = 0;
-    end = now_s() + 30;
+    double end = now_s() + 30;
     while (!ended && now_s() < end) {
         long code;
         json_t *j = api("GET", path, NULL, &code);
@@ -882,19 +909,10 @@ static void test_gpu_vanishes_at_reregistration(void **state)
     char vname[8], n[32], st[32];
     snprintf(vname, sizeof vname, "a%d", victim);
     assert_string_not_equal(job_node(id, n, sizeof n), vname);
-    end = now_s() + 10;
-    while (kill(pid, 0) == 0 && now_s() < end) {
-        usleep(20000);
-    }
-    assert_int_not_equal(kill(pid, 0), 0);
+    assert_true(wait_pid_gone(pid, 10));
     (void)st;
-    char rel[400];
-    snprintf(rel, sizeof rel, "%s/release-vanish", E.dir);
-    FILE *f = fopen(rel, "w");
-    fclose(f);
-    json_t *j = wait_state(id, "completed", 60);
-    assert_non_null(j);
-    json_decref(j);
+    release("release-vanish");
+    expect_state(id, "completed", 60);
     /* The GPU is back with the next registration. */
     kill_wait(&E.agents[victim], SIGTERM);
     start_agent(victim);
@@ -917,12 +935,8 @@ static void test_lost_at_start_requeues(void **state)
     long long id = submit(body);
     char marker[400];
     snprintf(marker, sizeof marker, "%s/lostart", E.dir);
-    int victim = -1, pid = -1;
-    double end = now_s() + 30;
-    while (pid < 0 && now_s() < end) {
-        pid = marker_pid(marker, id, &victim);
-        usleep(20000);
-    }
+    int victim = -1;
+    int pid = wait_marker_pid(marker, id, &victim, 30);
     assert_true(pid > 1 && victim >= 0 && victim < MAX_AGENTS);
     kill_wait(&E.ctl, SIGKILL);
     kill_wait(&E.agents[victim], SIGKILL);
@@ -940,31 +954,21 @@ static void test_lost_at_start_requeues(void **state)
     assert_int_equal(sqlite3_changes(db), 1);
     sqlite3_close(db);
     start_controller();
-    long code = 0;
-    end = now_s() + 30;
-    while (code != 200 && now_s() < end) {
-        json_decref(api("GET", "/v1/health", NULL, &code));
-        usleep(20000);
-    }
+    wait_healthy(30);
     char vname[8], n[32], st[32];
     snprintf(vname, sizeof vname, "a%d", victim);
     assert_string_equal(node_state(vname, st, sizeof st), "lost");
     /* Requeued and run elsewhere (the other nodes have room). */
     int moved = 0;
-    end = now_s() + 30;
+    double end = now_s() + 30;
     while (!moved && now_s() < end) {
         job_node(id, n, sizeof n);
         moved = *n && strcmp(n, vname) != 0;
         usleep(50000);
     }
     assert_true(moved);
-    char rel[400];
-    snprintf(rel, sizeof rel, "%s/release-lostart", E.dir);
-    FILE *f = fopen(rel, "w");
-    fclose(f);
-    json_t *j = wait_state(id, "completed", 60);
-    assert_non_null(j);
-    json_decref(j);
+    release("release-lostart");
+    expect_state(id, "completed", 60);
     start_agent(victim);
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
 }
@@ -1053,25 +1057,14 @@ static void restart_controller(int sig, const char *lost_after)
     E.lost_after = lost_after;
     kill_wait(&E.ctl, sig);
     start_controller();
-    long code = 0;
-    double end = now_s() + 30;
-    while (code != 200 && now_s() < end) {
-        json_decref(api("GET", "/v1/health", NULL, &code));
-        usleep(20000);
-    }
-    assert_int_equal(code, 200);
+    assert_true(wait_healthy(30));
 }
 
 static const char *job_state(long long id, char *buf, size_t len)
 {
     char path[64];
     snprintf(path, sizeof path, "/v1/jobs/%lld", id);
-    long code;
-    json_t *j = api("GET", path, NULL, &code);
-    const char *st = json_string_value(json_object_get(j, "state"));
-    snprintf(buf, len, "%s", st ? st : "");
-    json_decref(j);
-    return buf;
+    return get_state(path, buf, len);
 }
 
 static int count_lines(const char *path)
@@ -1085,13 +1078,6 @@ static int count_lines(const char *path)
         fclose(f);
     }
     return n;
-}
-
-static void touch(const char *path)
-{
-    FILE *f = fopen(path, "w");
-    assert_non_null(f);
-    fclose(f);
 }
 
 /* A job's end reported by its agent while the disk is full: refused (507),
@@ -1114,22 +1100,16 @@ static void test_report_refused_disk_full(void **state)
              "while [ ! -e %s ]; do sleep 0.05; done; echo done >> %s\"]}",
              runs, marker, marker, marker, rel, runs);
     long long id = submit(body);
-    int node = -1, pid = -1;
-    double end = now_s() + 30;
-    while (pid < 0 && now_s() < end) {
-        pid = marker_pid(marker, id, &node);
-        usleep(20000);
-    }
+    int node = -1;
+    int pid = wait_marker_pid(marker, id, &node, 30);
     assert_true(pid > 1);
-    json_t *j = wait_state(id, "running", 30);
-    assert_non_null(j);
-    json_decref(j);
+    expect_state(id, "running", 30);
 
     const char *refused = "job ends was not stored";
     int before = log_count(refused);
     fill_disk(filler, sizeof filler);
     touch(rel); /* the job exits 0 */
-    end = now_s() + 30;
+    double end = now_s() + 30;
     while (count_lines(runs) < 2 && now_s() < end) {
         usleep(20000);
     }
@@ -1148,9 +1128,7 @@ static void test_report_refused_disk_full(void **state)
     assert_string_equal(job_state(id, st, sizeof st), "running");
 
     assert_int_equal(unlink(filler), 0);
-    j = wait_state(id, "completed", 60);
-    assert_non_null(j);
-    json_decref(j);
+    expect_state(id, "completed", 60);
     restart_controller(SIGKILL, NULL);
     assert_string_equal(job_state(id, st, sizeof st), "completed");
     assert_int_equal(count_lines(runs), 2); /* one run, one end */
@@ -1195,17 +1173,13 @@ static void test_start_refused_disk_full(void **state)
     assert_string_equal(job_state(id, st, sizeof st), "pending");
 
     assert_int_equal(unlink(filler), 0);
-    json_t *j = wait_state(id, "running", 60);
-    assert_non_null(j);
-    json_decref(j);
+    expect_state(id, "running", 60);
     double end = now_s() + 30;
     while (!file_exists(runs) && now_s() < end) {
         usleep(20000);
     }
     touch(rel);
-    j = wait_state(id, "completed", 60);
-    assert_non_null(j);
-    json_decref(j);
+    expect_state(id, "completed", 60);
     restart_controller(SIGKILL, NULL);
     assert_string_equal(job_state(id, st, sizeof st), "completed");
     assert_int_equal(count_lines(runs), 1);
