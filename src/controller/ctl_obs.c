@@ -154,7 +154,9 @@ void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
         cr_prom_label(&l, "node", n->name);
         cr_prom_label(&l, "rack", n->rack);
         cr_prom_label(&l, "state", ctl_node_state_names[n->state]);
-        cr_prom_label(&l, "addr", n->addr);
+        if (full) {
+            cr_prom_label(&l, "addr", n->addr); /* not to whoever reaches an open /metrics */
+        }
         cr_prom_label(&l, "gpu_type", type);
         cr_prom_sample(&nodes, "corral_node_info", cr_buf_str(&l), 1);
         cr_buf_fini(&l);
@@ -195,7 +197,10 @@ void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
             }
         }
     }
-    cr_prom_family(b, "corral_node_info", "gauge", "1 per node, with its rack, state and address.");
+    cr_prom_family(b, "corral_node_info", "gauge",
+                   full ? "1 per node, with its rack, state and address."
+                        : "1 per node, with its rack and state (the address: with the metrics "
+                          "token).");
     cr_buf_append(b, nodes.data, nodes.len);
     cr_prom_family(b, "corral_node_gpus", "gauge", "GPUs registered by each node.");
     cr_buf_append(b, gpus.data, gpus.len);

@@ -1673,17 +1673,23 @@ static void test_metrics_promtool(void **state)
     daemon_t d;
     start(&d, true, NULL);
     submit(&d, d.admin, "{\"command\":[\"true\"]}");
+    free(register_node(&d, "mnode"));
     cr_buf b;
     cr_buf_init(&b);
-    /* open (no --metrics-token-file): counts without tenant names */
+    /* open (no --metrics-token-file): counts without tenant names, nodes
+     * without their addresses */
     assert_int_equal(req(&d, "GET", "/metrics", NULL, NULL, 0, &b), 200);
     assert_non_null(strstr(cr_buf_str(&b), "corral_jobs{state=\"pending\"} 1"));
     assert_null(strstr(cr_buf_str(&b), "tenant="));
+    assert_non_null(strstr(cr_buf_str(&b), "corral_node_info{node=\"mnode\","));
+    assert_null(strstr(cr_buf_str(&b), "addr="));
     cr_buf_reset(&b);
-    /* an admin reads the tenant series */
+    /* an admin reads the tenant series and the nodes' addresses */
     assert_int_equal(req(&d, "GET", "/metrics", d.admin, NULL, 0, &b), 200);
     const char *m = cr_buf_str(&b);
     assert_non_null(strstr(m, "corral_jobs{tenant=\"default\",state=\"pending\"} 1"));
+    assert_non_null(strstr(m, "corral_node_info{node=\"mnode\","));
+    assert_non_null(strstr(m, "addr=\""));
     assert_non_null(strstr(m, "corral_api_request_duration_seconds_bucket{route=\"/v1/jobs\""));
     assert_non_null(strstr(m, "corral_sched_cycle_seconds_count"));
     char path[300];
