@@ -585,6 +585,14 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     pthread_mutex_lock(&c->mu);
     ctl_node *n = ctl_node_find(c, fresh->name);
+    if (n && n->deleting) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted by an admin",
+                      fresh->name);
+        node_free(fresh);
+        json_decref(v);
+        return;
+    }
     cr_store_txn *txn = cr_store_txn_new();
     char why[400];
     unsigned refuse = ctl_join_admit(c, txn, p, fresh->name, n != NULL, why, sizeof why);
@@ -769,6 +777,15 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         json_decref(v);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' is not registered: register again",
                       node);
+        return;
+    }
+    if (n->deleting) {
+        /* Heard from, but nothing it says is taken in while its delete is
+         * stored: it reports again (then 404, or as before if refused). */
+        n->last_seen_ns = cr_mono_ns();
+        pthread_mutex_unlock(&c->mu);
+        json_decref(v);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted by an admin", node);
         return;
     }
     ctl_report *rep = NULL;
@@ -1137,6 +1154,11 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
             return;
         }
+        if (n->deleting) {
+            pthread_mutex_unlock(&c->mu);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", seg[2]);
+            return;
+        }
         if (n->pending_approval) {
             n->pending_approval = false;
             n->drained = false;
@@ -1181,6 +1203,12 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             pthread_mutex_unlock(&c->mu);
             json_decref(v);
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+            return;
+        }
+        if (n->deleting) {
+            pthread_mutex_unlock(&c->mu);
+            json_decref(v);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", seg[2]);
             return;
         }
         if (!drain && n->pending_approval) {
@@ -1367,7 +1395,7 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
                 node_requeue(c, n, &txn);
             }
         }
-        if (n->state == NS_LOST || n->loss_pending ||
+        if (n->state == NS_LOST || n->loss_pending || n->deleting ||
             now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
             continue;
         }

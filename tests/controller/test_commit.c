@@ -1,0 +1,393 @@
+/*
+ * test_commit.c - commit first (issue 10, docs/architecture.md "Commit
+ * first"), the leftovers: against the real daemon on loopback, a real
+ * SQLite file and agents played over HTTP (register, status):
+ *   - an admin's node delete is stored before memory shows it: refused on
+ *     a full disk (507), the node is as it was, also after a restart;
+ * Waits poll with generous deadlines: nothing depends on timing to pass.
+ */
+#include "cr_buf.h"
+#include "cr_time.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+#include <curl/curl.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <sqlite3.h>
+
+typedef struct daemon {
+    pid_t pid;
+    char dir[256];
+    char url[128];
+    char admin[128];
+    char join[128];
+} daemon_t;
+
+/* What the teardown ends and removes when an assertion ended a test early. */
+static pid_t live_pid;
+static char live_dir[256];
+static bool live_mounted;
+
+static void read_line(const char *path, char *out, size_t len)
+{
+    FILE *f = fopen(path, "r");
+    out[0] = '\0';
+    if (f) {
+        if (!fgets(out, (int)len, f)) {
+            out[0] = '\0';
+        }
+        fclose(f);
+    }
+    out[strcspn(out, "\r\n")] = '\0';
+}
+
+static void nap(void)
+{
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL);
+}
+
+static size_t sink(char *p, size_t s, size_t n, void *u)
+{
+    cr_buf_append(u, p, s * n);
+    return s * n;
+}
+
+/* One request: its status (0: no answer) and body text in out. */
+static long req(const daemon_t *d, const char *method, const char *path, const char *token,
+                const char *body, cr_buf *out)
+{
+    CURL *h = curl_easy_init();
+    char url[512], auth[256];
+    snprintf(url, sizeof url, "%s%s", d->url, path);
+    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
+    struct curl_slist *hl = curl_slist_append(NULL, auth);
+    hl = curl_slist_append(hl, "Content-Type: application/json");
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    if (body) {
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+    }
+    long code = 0;
+    if (curl_easy_perform(h) == CURLE_OK) {
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+    }
+    curl_slist_free_all(hl);
+    curl_easy_cleanup(h);
+    return code;
+}
+
+static json_t *call(const daemon_t *d, const char *method, const char *path, const char *token,
+                    const char *body, long *code)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    *code = req(d, method, path, token, body, &b);
+    json_t *v = b.len ? json_loads(cr_buf_str(&b), 0, NULL) : NULL;
+    cr_buf_fini(&b);
+    return v;
+}
+
+static const char *str(const json_t *v, const char *key)
+{
+    const char *s = json_string_value(json_object_get(v, key));
+    return s ? s : "";
+}
+
+/* The controller on d->dir (made by the caller). */
+static void start(daemon_t *d)
+{
+    char addr[300], log[300];
+    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
+    unlink(addr);
+    snprintf(log, sizeof log, "%s.log", d->dir);
+    d->pid = fork();
+    assert_true(d->pid >= 0);
+    if (d->pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+        }
+        const char *b = getenv("CORRAL_BIN");
+        char *argv[] = {(char *)(b ? b : "build/corral"),
+                        "controller",
+                        "--allow-legacy-join",
+                        "--state-dir",
+                        d->dir,
+                        "--listen",
+                        "127.0.0.1:0",
+                        NULL};
+        execv(argv[0], argv);
+        _exit(127);
+    }
+    live_pid = d->pid;
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    d->url[0] = '\0';
+    while (!d->url[0] && cr_mono_ns() < deadline) {
+        read_line(addr, d->url, sizeof d->url);
+        if (!d->url[0]) {
+            nap();
+        }
+    }
+    assert_true(d->url[0] != '\0');
+    char path[300];
+    snprintf(path, sizeof path, "%s/admin.token", d->dir);
+    read_line(path, d->admin, sizeof d->admin);
+    snprintf(path, sizeof path, "%s/join.token", d->dir);
+    read_line(path, d->join, sizeof d->join);
+}
+
+static void stop(daemon_t *d, int sig)
+{
+    if (d->pid > 0) {
+        kill(d->pid, sig);
+        waitpid(d->pid, NULL, 0);
+        d->pid = 0;
+        live_pid = 0;
+    }
+}
+
+/* A fresh state dir; on a small tmpfs when tmpfs (the disk-full tests). */
+static void fresh(daemon_t *d, bool tmpfs)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-commit-XXXXXX");
+    assert_non_null(mkdtemp(d->dir));
+    snprintf(live_dir, sizeof live_dir, "%s", d->dir);
+    if (tmpfs) {
+        if (mount("tmpfs", d->dir, "tmpfs", 0, "size=8m,mode=0700") != 0) {
+            fprintf(stderr, "cannot mount a tmpfs (%s): needs root\n", strerror(errno));
+            skip();
+        }
+        live_mounted = true;
+    }
+    start(d);
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    if (live_pid > 0) {
+        kill(live_pid, SIGKILL);
+        waitpid(live_pid, NULL, 0);
+        live_pid = 0;
+    }
+    if (live_mounted) {
+        umount2(live_dir, MNT_DETACH);
+        live_mounted = false;
+    }
+    if (*live_dir) {
+        char cmd[700];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s.log'", live_dir, live_dir);
+        if (system(cmd) != 0) {
+            fprintf(stderr, "cannot remove %s\n", live_dir);
+        }
+        *live_dir = '\0';
+    }
+    return 0;
+}
+
+static void fill_disk(const char *dir)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/filler", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    char buf[4096];
+    memset(buf, 'x', sizeof buf);
+    while (write(fd, buf, sizeof buf) > 0) {
+    }
+    while (write(fd, buf, 1) > 0) {
+    }
+    assert_true(errno == ENOSPC);
+    close(fd);
+}
+
+static void free_disk(const char *dir)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/filler", dir);
+    assert_int_equal(unlink(path), 0);
+}
+
+/* Registers a node with gpus A100s, as its agent would; its token (free()). */
+static char *reg_node(const daemon_t *d, const char *name, int gpus)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_printf(&b, "{\"node\":\"%s\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[",
+                  name);
+    for (int i = 0; i < gpus; i++) {
+        cr_buf_printf(&b,
+                      "%s{\"index\":%d,\"uuid\":\"GPU-%s-%d\",\"model\":\"A100 SXM\","
+                      "\"mem_bytes\":85899345920}",
+                      i ? "," : "", i, name, i);
+    }
+    cr_buf_puts(&b, "]}");
+    long code;
+    json_t *v = call(d, "POST", "/v1/agents/register", d->join, cr_buf_str(&b), &code);
+    cr_buf_fini(&b);
+    assert_int_equal(code, 200);
+    char *t = strdup(str(v, "node_token"));
+    json_decref(v);
+    return t;
+}
+
+static int64_t submit(const daemon_t *d, const char *body)
+{
+    long code;
+    json_t *v = call(d, "POST", "/v1/jobs", d->admin, body, &code);
+    assert_int_equal(code, 201);
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    assert_true(id > 0);
+    return id;
+}
+
+static json_t *job(const daemon_t *d, int64_t id)
+{
+    char path[64];
+    long code;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+    assert_int_equal(code, 200);
+    return v;
+}
+
+/* Polls until job id's state is state (30 s), then asserts it. */
+static void wait_state(const daemon_t *d, int64_t id, const char *state)
+{
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    for (;;) {
+        json_t *v = job(d, id);
+        bool ok = strcmp(str(v, "state"), state) == 0;
+        if (ok || cr_mono_ns() > deadline) {
+            if (!ok) {
+                fprintf(stderr, "job %lld: %s (%s), expected %s\n", (long long)id, str(v, "state"),
+                        str(v, "reason"), state);
+            }
+            json_decref(v);
+            assert_true(ok);
+            return;
+        }
+        json_decref(v);
+        nap();
+    }
+}
+
+static long node_get(const daemon_t *d, const char *name, json_t **out)
+{
+    char path[96];
+    long code;
+    snprintf(path, sizeof path, "/v1/nodes/%s", name);
+    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
+    if (out) {
+        *out = v;
+    } else {
+        json_decref(v);
+    }
+    return code;
+}
+
+/* Whether the JSON array arr holds the integer id. */
+static bool has_id(const json_t *arr, int64_t id)
+{
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        if (json_integer_value(json_array_get(arr, i)) == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ------------------------------------------------------------------------ */
+/* 1. An admin's node delete: stored first.                                 */
+
+static void test_delete_disk_full(void **state)
+{
+    (void)state;
+    daemon_t d;
+    fresh(&d, true);
+    char *nt = reg_node(&d, "n1", 1);
+    int64_t a = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1}");
+    wait_state(&d, a, "running");
+
+    fill_disk(d.dir);
+    long code;
+    json_t *v = call(&d, "DELETE", "/v1/nodes/n1?force=true", d.admin, NULL, &code);
+    assert_int_equal(code, 507);
+    assert_string_equal(str(v, "error"), "CR_EDISKFULL");
+    json_decref(v);
+    /* The node as it was: up, not drained, its job on it and running, its
+     * agent's token working. */
+    assert_int_equal(node_get(&d, "n1", &v), 200);
+    assert_string_equal(str(v, "state"), "up");
+    assert_false(json_is_true(json_object_get(v, "drained")));
+    assert_true(has_id(json_object_get(v, "jobs"), a));
+    json_decref(v);
+    wait_state(&d, a, "running");
+    v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+
+    /* After a restart too. */
+    free_disk(d.dir);
+    stop(&d, SIGKILL);
+    start(&d);
+    assert_int_equal(node_get(&d, "n1", NULL), 200);
+    wait_state(&d, a, "running");
+    v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+
+    /* With room, the delete is done and stays done. */
+    v = call(&d, "DELETE", "/v1/nodes/n1?force=true", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(json_integer_value(json_object_get(v, "requeued")), 1);
+    json_decref(v);
+    assert_int_equal(node_get(&d, "n1", NULL), 404);
+    wait_state(&d, a, "pending");
+    stop(&d, SIGKILL);
+    start(&d);
+    assert_int_equal(node_get(&d, "n1", NULL), 404);
+    wait_state(&d, a, "pending");
+    v = call(&d, "GET", "/v1/agents/n1/desired", nt, NULL, &code);
+    assert_int_equal(code, 401); /* its token went with it */
+    json_decref(v);
+    free(nt);
+    stop(&d, SIGTERM);
+}
+
+int main(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_teardown(test_delete_disk_full, teardown),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    curl_global_cleanup();
+    return rc;
+}
