@@ -533,8 +533,11 @@ void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, s
 void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
 void ctl_job_insert(ctl *c, ctl_job *j); /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
-/* The state the API shows: pending while its start is being stored. */
+/* The state the API shows: pending while its start is being stored (the
+ * job and list views, /metrics, the node view's "starting_jobs", the
+ * services' replica counts), with this reason. */
 ctl_job_state ctl_job_shown_state(const ctl_job *j);
+#define CTL_STARTING_REASON "starting: its placement is being stored"
 void ctl_job_free(ctl_job *j);
 /* Record a state change: memory already updated; queues the row and an
  * event into txn. mu held. */

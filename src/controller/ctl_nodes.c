@@ -106,13 +106,23 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_princi
         json_object_set_new(v, "mig_busy", json_integer(mig_busy));
         json_array_append_new(gpus, v);
     }
-    json_t *jobs = json_array();
+    /* A start being stored is not running here yet (the job view shows
+     * it pending): listed apart, as "starting". */
+    json_t *jobs = json_array(), *starting = NULL;
     size_t hidden = 0;
     for (size_t i = 0; i < n->njobs; i++) {
-        if (ctl_job_visible_to(c, n->jobs[i], p)) {
-            json_array_append_new(jobs, json_integer(n->jobs[i]));
-        } else {
+        if (!ctl_job_visible_to(c, n->jobs[i], p)) {
             hidden++;
+            continue;
+        }
+        const ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (j && j->start_unstored) {
+            if (!starting) {
+                starting = json_array();
+            }
+            json_array_append_new(starting, json_integer(n->jobs[i]));
+        } else {
+            json_array_append_new(jobs, json_integer(n->jobs[i]));
         }
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
@@ -126,6 +136,9 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_princi
     json_object_set_new(nj, "labels", n->labels ? json_deep_copy(n->labels) : json_object());
     if (hidden) {
         json_object_set_new(nj, "other_jobs", json_integer((json_int_t)hidden));
+    }
+    if (starting) {
+        json_object_set_new(nj, "starting_jobs", starting);
     }
     return nj;
 }

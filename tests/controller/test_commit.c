@@ -4,7 +4,13 @@
  * SQLite file and agents played over HTTP (register, status):
  *   - an admin's node delete is stored before memory shows it: refused on
  *     a full disk (507), the node is as it was, also after a restart;
- * Waits poll with generous deadlines: nothing depends on timing to pass.
+ *   - a start whose commit is in flight is pending in /metrics, the node
+ *     view and the job list, as in the job view.
+ * A commit is held in flight by holding SQLite's write lock from this
+ * process (as an admin's sqlite3 shell would; the controller waits up to its
+ * 10 s busy timeout); the tests release it as soon as what they look for is
+ * seen. Waits poll with generous deadlines: nothing depends on timing to
+ * pass.
  */
 #include "cr_buf.h"
 #include "cr_time.h"
@@ -43,6 +49,7 @@ typedef struct daemon {
 static pid_t live_pid;
 static char live_dir[256];
 static bool live_mounted;
+static sqlite3 *live_lock;
 
 static void read_line(const char *path, char *out, size_t len)
 {
@@ -190,6 +197,11 @@ static void fresh(daemon_t *d, bool tmpfs)
 static int teardown(void **state)
 {
     (void)state;
+    if (live_lock) {
+        sqlite3_exec(live_lock, "ROLLBACK", NULL, NULL, NULL);
+        sqlite3_close(live_lock);
+        live_lock = NULL;
+    }
     if (live_pid > 0) {
         kill(live_pid, SIGKILL);
         waitpid(live_pid, NULL, 0);
@@ -323,6 +335,67 @@ static bool has_id(const json_t *arr, int64_t id)
     return false;
 }
 
+/* Takes SQLite's write lock on the controller's store: its commits wait. */
+static void lock_store(const daemon_t *d)
+{
+    char p[400];
+    snprintf(p, sizeof p, "%s/corral.db", d->dir);
+    assert_int_equal(sqlite3_open(p, &live_lock), SQLITE_OK);
+    sqlite3_busy_timeout(live_lock, 10000);
+    assert_int_equal(sqlite3_exec(live_lock, "BEGIN IMMEDIATE", NULL, NULL, NULL), SQLITE_OK);
+}
+
+static void unlock_store(void)
+{
+    assert_int_equal(sqlite3_exec(live_lock, "ROLLBACK", NULL, NULL, NULL), SQLITE_OK);
+    sqlite3_close(live_lock);
+    live_lock = NULL;
+}
+
+/* A request answered only once a commit is over: run on its own thread. */
+typedef struct bg_call {
+    pthread_t t;
+    const daemon_t *d;
+    char method[8];
+    char path[128];
+    char token[128];
+    char *body; /* owned */
+    long code;
+} bg_call;
+
+static void *bg_main(void *arg)
+{
+    bg_call *b = arg;
+    cr_buf out;
+    cr_buf_init(&out);
+    b->code = req(b->d, b->method, b->path, b->token, b->body, &out);
+    if (b->code != 200) {
+        fprintf(stderr, "%s %s: %ld %s\n", b->method, b->path, b->code, cr_buf_str(&out));
+    }
+    cr_buf_fini(&out);
+    return NULL;
+}
+
+static void bg_start(bg_call *b, const daemon_t *d, const char *method, const char *path,
+                     const char *token, const char *body)
+{
+    memset(b, 0, sizeof *b);
+    b->d = d;
+    snprintf(b->method, sizeof b->method, "%s", method);
+    snprintf(b->path, sizeof b->path, "%s", path);
+    snprintf(b->token, sizeof b->token, "%s", token);
+    b->body = body ? strdup(body) : NULL;
+    assert_int_equal(pthread_create(&b->t, NULL, bg_main, b), 0);
+}
+
+static long bg_end(bg_call *b)
+{
+    pthread_join(b->t, NULL);
+    free(b->body);
+    b->body = NULL;
+    return b->code;
+}
+
 /* ------------------------------------------------------------------------ */
 /* 1. An admin's node delete: stored first.                                 */
 
@@ -381,11 +454,90 @@ static void test_delete_disk_full(void **state)
     stop(&d, SIGTERM);
 }
 
+/* ------------------------------------------------------------------------ */
+/* 2. A start whose commit is in flight is pending everywhere.              */
+
+/* The sum of the samples of family whose labels hold label (the admin's
+ * /metrics, with tenants). */
+static double metric_sum(const daemon_t *d, const char *family, const char *label)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    assert_int_equal(req(d, "GET", "/metrics", d->admin, NULL, &b), 200);
+    double sum = 0;
+    size_t flen = strlen(family);
+    for (char *line = strtok(b.data, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, family, flen) == 0 && line[flen] == '{' && strstr(line, label)) {
+            const char *sp = strrchr(line, ' ');
+            sum += sp ? strtod(sp + 1, NULL) : 0;
+        }
+    }
+    cr_buf_fini(&b);
+    return sum;
+}
+
+static void test_start_in_flight_counts(void **state)
+{
+    (void)state;
+    daemon_t d;
+    fresh(&d, false);
+    int64_t j = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1}");
+    wait_state(&d, j, "pending"); /* no node yet */
+
+    /* A node comes (in memory at once; its row waits): the scheduler
+     * places j there, and that start's commit waits too. */
+    lock_store(&d);
+    bg_call reg;
+    bg_start(&reg, &d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[{\"index\":0,"
+             "\"uuid\":\"GPU-n1-0\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}");
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool starting = false;
+    while (!starting && cr_mono_ns() < deadline) {
+        json_t *v = job(&d, j);
+        starting = strcmp(str(v, "reason"), "starting: its placement is being stored") == 0;
+        assert_string_equal(str(v, "state"), "pending");
+        json_decref(v);
+        if (!starting) {
+            nap();
+        }
+    }
+    assert_true(starting);
+    /* /metrics, the node view and the job list say pending too. */
+    assert_true(metric_sum(&d, "corral_jobs", "state=\"running\"") == 0);
+    assert_true(metric_sum(&d, "corral_jobs", "state=\"pending\"") == 1);
+    assert_true(metric_sum(&d, "corral_jobs_pending_by_reason", "reason=\"starting\"") == 1);
+    json_t *v = NULL;
+    assert_int_equal(node_get(&d, "n1", &v), 200);
+    assert_false(has_id(json_object_get(v, "jobs"), j));
+    assert_true(has_id(json_object_get(v, "starting_jobs"), j));
+    json_decref(v);
+    long code;
+    v = call(&d, "GET", "/v1/jobs?limit=10", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *it = json_array_get(json_object_get(v, "items"), 0);
+    assert_int_equal(json_integer_value(json_object_get(it, "id")), j);
+    assert_string_equal(str(it, "state"), "pending");
+    json_decref(v);
+
+    /* Stored: running everywhere. */
+    unlock_store();
+    assert_int_equal(bg_end(&reg), 200);
+    wait_state(&d, j, "running");
+    assert_true(metric_sum(&d, "corral_jobs", "state=\"running\"") == 1);
+    assert_int_equal(node_get(&d, "n1", &v), 200);
+    assert_true(has_id(json_object_get(v, "jobs"), j));
+    assert_null(json_object_get(v, "starting_jobs"));
+    json_decref(v);
+    stop(&d, SIGTERM);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_delete_disk_full, teardown),
+        cmocka_unit_test_teardown(test_start_in_flight_counts, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
