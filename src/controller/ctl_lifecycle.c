@@ -273,7 +273,8 @@ static json_t *delete_committed(ctl *c, void *argp, int status, unsigned *code)
     snprintf(why, sizeof why, "node %s deleted by admin", a->name);
     while (n && n->njobs > 0) {
         /* Changed while the delete was stored (its newer row came after
-         * ours), or its end is being stored (that end stands). */
+         * ours), or its end is being stored (that end stands: ctl_job_ended
+         * holds it, to be requeued only if that end is refused). */
         ctl_job *j = ctl_job_get(c, n->jobs[0]);
         if (j && (j->state == JS_RUNNING || j->state == JS_COMPLETING)) {
             ctl_job_ended(c, more, j, 0, 0, why, true);
@@ -390,8 +391,8 @@ static void route_delete(ctl *c, cr_http_req *req, const char *name)
     a->jobs = cr_calloc(n->njobs ? n->njobs : 1, sizeof *a->jobs);
     for (size_t i = 0; i < n->njobs; i++) {
         ctl_job *j = ctl_job_get(c, n->jobs[i]);
-        if (!j || ctl_job_end_held(j) || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
-            continue;
+        if (!j || j->ending || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+            continue; /* (an end being stored: held once the delete is done, below) */
         }
         del_job *d = &a->jobs[a->njobs++];
         d->id = j->id;

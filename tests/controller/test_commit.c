@@ -5,7 +5,10 @@
  *   - an admin's node delete is stored before memory shows it: refused on
  *     a full disk (507), the node is as it was, also after a restart;
  *   - a start whose commit is in flight is pending in /metrics, the node
- *     view and the job list, as in the job view.
+ *     view and the job list, as in the job view;
+ *   - an end an agent reported, being stored, stands: a node delete, a
+ *     preemption or a GPU gone at re-registration that comes meanwhile
+ *     does not requeue the job; if that end is refused, the stop is done.
  * A commit is held in flight by holding SQLite's write lock from this
  * process (as an admin's sqlite3 shell would; the controller waits up to its
  * 10 s busy timeout); the tests release it as soon as what they look for is
@@ -396,6 +399,33 @@ static long bg_end(bg_call *b)
     return b->code;
 }
 
+/* An agent's report that job id (run 1) exited 0, on its own thread: its
+ * answer waits for the commit. Returns once the end is being stored (a
+ * user's change to the job answers "being stored"). */
+static void report_exit(bg_call *b, const daemon_t *d, const char *node, const char *nt, int64_t id)
+{
+    char path[96], body[160];
+    snprintf(path, sizeof path, "/v1/agents/%s/status", node);
+    snprintf(body, sizeof body, "{\"jobs\":[{\"job\":%lld,\"run\":1,\"state\":\"exited\"}]}",
+             (long long)id);
+    bg_start(b, d, "POST", path, nt, body);
+    snprintf(path, sizeof path, "/v1/jobs/%lld/release", (long long)id);
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool storing = false;
+    while (!storing && cr_mono_ns() < deadline) {
+        cr_buf out;
+        cr_buf_init(&out);
+        long code = req(d, "POST", path, d->admin, NULL, &out);
+        /* (not held: refused at once either way, nothing is stored) */
+        storing = code == 409 && strstr(cr_buf_str(&out), "being stored") != NULL;
+        cr_buf_fini(&out);
+        if (!storing) {
+            nap();
+        }
+    }
+    assert_true(storing);
+}
+
 /* ------------------------------------------------------------------------ */
 /* 1. An admin's node delete: stored first.                                 */
 
@@ -532,12 +562,197 @@ static void test_start_in_flight_counts(void **state)
     stop(&d, SIGTERM);
 }
 
+/* ------------------------------------------------------------------------ */
+/* 3. A reported end being stored stands.                                   */
+
+/* An admin deletes the job's node (force) while the end is stored: the
+ * job completed, it is not requeued. */
+static void test_end_stands_node_delete(void **state)
+{
+    (void)state;
+    daemon_t d;
+    fresh(&d, false);
+    char *nt = reg_node(&d, "n1", 1);
+    int64_t a = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1}");
+    wait_state(&d, a, "running");
+
+    lock_store(&d);
+    bg_call rep, del;
+    report_exit(&rep, &d, "n1", nt, a);
+    bg_start(&del, &d, "DELETE", "/v1/nodes/n1?force=true", d.admin, NULL);
+    /* The delete is under way: drained for it, or gone (memory first). */
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool seen = false;
+    while (!seen && cr_mono_ns() < deadline) {
+        json_t *v = NULL;
+        long code = node_get(&d, "n1", &v);
+        seen = code == 404 || json_is_true(json_object_get(v, "drained"));
+        json_decref(v);
+        if (!seen) {
+            nap();
+        }
+    }
+    assert_true(seen);
+    unlock_store();
+    long rep_code = bg_end(&rep), del_code = bg_end(&del);
+    wait_state(&d, a, "completed");
+    assert_int_equal(rep_code, 200);
+    assert_int_equal(del_code, 200);
+    assert_int_equal(node_get(&d, "n1", NULL), 404);
+    stop(&d, SIGKILL);
+    start(&d);
+    wait_state(&d, a, "completed");
+    assert_int_equal(node_get(&d, "n1", NULL), 404);
+    free(nt);
+    stop(&d, SIGTERM);
+}
+
+/* A preemption decided while the end is stored (a GPU comes back healthy:
+ * a higher tier's job now fits if the preemptible one goes) leaves the
+ * job completed, and the preemptor runs. */
+static void test_end_stands_preemption(void **state)
+{
+    (void)state;
+    daemon_t d;
+    fresh(&d, false);
+    char *nt = reg_node(&d, "n1", 2);
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/n1/status", nt,
+                     "{\"gpus\":[{\"index\":1,\"health\":\"xid\",\"reason\":\"test\"}]}", &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
+    int64_t a = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1,\"preemptible\":true}");
+    wait_state(&d, a, "running");
+    int64_t b = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":2,\"priority\":10}");
+    wait_state(&d, b, "pending"); /* does not fit: one GPU is unhealthy */
+
+    lock_store(&d);
+    bg_call rep, hb;
+    report_exit(&rep, &d, "n1", nt, a);
+    bg_start(&hb, &d, "POST", "/v1/agents/n1/status", nt,
+             "{\"gpus\":[{\"index\":1,\"health\":\"ok\"}]}");
+    /* b now fits if a goes: the scheduler places b (its start waits). */
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool placed = false;
+    while (!placed && cr_mono_ns() < deadline) {
+        v = job(&d, b);
+        placed = strcmp(str(v, "reason"), "starting: its placement is being stored") == 0;
+        json_decref(v);
+        if (!placed) {
+            nap();
+        }
+    }
+    assert_true(placed);
+    unlock_store();
+    assert_int_equal(bg_end(&rep), 200);
+    assert_int_equal(bg_end(&hb), 200);
+    wait_state(&d, b, "running");
+    wait_state(&d, a, "completed");
+    stop(&d, SIGKILL);
+    start(&d);
+    wait_state(&d, a, "completed");
+    wait_state(&d, b, "running");
+    free(nt);
+    stop(&d, SIGTERM);
+}
+
+/* The job's GPU vanishes at its agent's re-registration while the end is
+ * stored: the job completed, it is not requeued. */
+static void test_end_stands_gpu_gone(void **state)
+{
+    (void)state;
+    daemon_t d;
+    fresh(&d, false);
+    char *nt = reg_node(&d, "n1", 1);
+    int64_t a = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1}");
+    wait_state(&d, a, "running");
+
+    lock_store(&d);
+    bg_call rep, reg;
+    report_exit(&rep, &d, "n1", nt, a);
+    bg_start(&reg, &d, "POST", "/v1/agents/register", nt,
+             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[{\"index\":1,"
+             "\"uuid\":\"GPU-n1-1\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}");
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool gone = false;
+    while (!gone && cr_mono_ns() < deadline) {
+        json_t *v = NULL;
+        assert_int_equal(node_get(&d, "n1", &v), 200);
+        gone = strcmp(str(json_array_get(json_object_get(v, "gpus"), 0), "health"), "gone") == 0;
+        json_decref(v);
+        if (!gone) {
+            nap();
+        }
+    }
+    assert_true(gone);
+    unlock_store();
+    long rep_code = bg_end(&rep), reg_code = bg_end(&reg);
+    wait_state(&d, a, "completed");
+    assert_int_equal(rep_code, 200);
+    assert_int_equal(reg_code, 200);
+    stop(&d, SIGKILL);
+    start(&d);
+    wait_state(&d, a, "completed");
+    free(nt);
+    stop(&d, SIGTERM);
+}
+
+/* The same, but the reported end cannot be stored (disk full): then the
+ * stop held back is done, the job is requeued (not left running on a GPU
+ * that is gone). */
+static void test_end_refused_then_requeued(void **state)
+{
+    (void)state;
+    daemon_t d;
+    fresh(&d, true);
+    char *nt = reg_node(&d, "n1", 1);
+    int64_t a = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1}");
+    wait_state(&d, a, "running");
+
+    lock_store(&d);
+    bg_call rep, reg;
+    report_exit(&rep, &d, "n1", nt, a);
+    bg_start(&reg, &d, "POST", "/v1/agents/register", nt,
+             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[{\"index\":1,"
+             "\"uuid\":\"GPU-n1-1\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}");
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool gone = false;
+    while (!gone && cr_mono_ns() < deadline) {
+        json_t *v = NULL;
+        assert_int_equal(node_get(&d, "n1", &v), 200);
+        gone = strcmp(str(json_array_get(json_object_get(v, "gpus"), 0), "health"), "gone") == 0;
+        json_decref(v);
+        if (!gone) {
+            nap();
+        }
+    }
+    assert_true(gone);
+    fill_disk(d.dir);
+    unlock_store();
+    assert_int_equal(bg_end(&rep), 507);
+    bg_end(&reg);
+    wait_state(&d, a, "pending");
+    json_t *v = job(&d, a);
+    assert_int_equal(json_array_size(json_object_get(v, "placement")), 0);
+    json_decref(v);
+    assert_int_equal(node_get(&d, "n1", &v), 200);
+    assert_false(has_id(json_object_get(v, "jobs"), a));
+    json_decref(v);
+    free_disk(d.dir);
+    free(nt);
+    stop(&d, SIGTERM);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_teardown(test_delete_disk_full, teardown),
         cmocka_unit_test_teardown(test_start_in_flight_counts, teardown),
+        cmocka_unit_test_teardown(test_end_stands_node_delete, teardown),
+        cmocka_unit_test_teardown(test_end_stands_preemption, teardown),
+        cmocka_unit_test_teardown(test_end_stands_gpu_gone, teardown),
+        cmocka_unit_test_teardown(test_end_refused_then_requeued, teardown),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
