@@ -371,17 +371,28 @@ static void route_delete(ctl *c, cr_http_req *req, const char *name)
         ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' went away meanwhile", name);
         return;
     }
-    /* The jobs as they are now (mu was released): a user's change being
-     * stored must land first; a reported end being stored stands. */
+    /* The jobs as they are now (mu was released: a pass that was under
+     * way may have placed one): a user's change being stored must land
+     * first; a reported end being stored stands. */
     for (size_t i = 0; i < n->njobs; i++) {
         const ctl_job *j = ctl_job_get(c, n->jobs[i]);
-        if (j && j->committing && !j->ending && !ctl_job_terminal(j)) {
+        if (!j || ctl_job_terminal(j) || (!force && j->ending)) {
+            continue;
+        }
+        if (!force || (j->committing && !j->ending)) {
             del_undo(c, n, a);
             pthread_mutex_unlock(&c->mu);
             free(a);
-            ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
-                          "node '%s': a change to its job %lld is being stored; retry", name,
-                          (long long)j->id);
+            if (!force) {
+                ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                              "node '%s': job %lld was placed on it meanwhile: drain it and wait, "
+                              "or delete with force",
+                              name, (long long)j->id);
+            } else {
+                ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                              "node '%s': a change to its job %lld is being stored; retry", name,
+                              (long long)j->id);
+            }
             return;
         }
     }
