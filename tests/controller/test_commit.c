@@ -338,9 +338,36 @@ static bool has_id(const json_t *arr, int64_t id)
     return false;
 }
 
-/* Takes SQLite's write lock on the controller's store: its commits wait. */
+/* Polls until pending job id has its first reason from the scheduler (30 s):
+ * the pass that set it has queued its commit (the reason's event). */
+static void wait_reason(const daemon_t *d, int64_t id)
+{
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool ok = false;
+    while (!ok && cr_mono_ns() < deadline) {
+        json_t *v = job(d, id);
+        ok = *str(v, "reason") != '\0';
+        json_decref(v);
+        if (!ok) {
+            nap();
+        }
+    }
+    assert_true(ok);
+}
+
+/* Takes SQLite's write lock on the controller's store: its commits wait.
+ * First a change is stored and answered: every commit queued before it
+ * (a scheduler pass's, which the scheduler thread waits for) is over, so
+ * what the test does next is not held up behind one. */
 static void lock_store(const daemon_t *d)
 {
+    static int seq;
+    char body[64];
+    long code;
+    snprintf(body, sizeof body, "{\"name\":\"settle%d\"}", ++seq);
+    json_t *v = call(d, "POST", "/v1/tenants", d->admin, body, &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
     char p[400];
     snprintf(p, sizeof p, "%s/corral.db", d->dir);
     assert_int_equal(sqlite3_open(p, &live_lock), SQLITE_OK);
@@ -513,6 +540,7 @@ static void test_start_in_flight_counts(void **state)
     fresh(&d, false);
     int64_t j = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":1}");
     wait_state(&d, j, "pending"); /* no node yet */
+    wait_reason(&d, j);
 
     /* A node comes (in memory at once; its row waits): the scheduler
      * places j there, and that start's commit waits too. */
@@ -625,6 +653,7 @@ static void test_end_stands_preemption(void **state)
     wait_state(&d, a, "running");
     int64_t b = submit(&d, "{\"command\":[\"sleep\",\"1000\"],\"gpus\":2,\"priority\":10}");
     wait_state(&d, b, "pending"); /* does not fit: one GPU is unhealthy */
+    wait_reason(&d, b);
 
     lock_store(&d);
     bg_call rep, hb;
