@@ -15,9 +15,9 @@
  * Visibility: a submitted job enters memory only once its row is durable,
  * so a job that anyone can see is a job that survives kill -9. Likewise a
  * user's change, an agent's report of a job's end, a scheduler's start
- * (start_unstored until then), a node's loss and a time limit's stop are
- * stored before memory (or an agent) shows them (docs/architecture.md,
- * "Commit first").
+ * (start_unstored until then), a node's loss, an admin's node delete and a
+ * time limit's stop are stored before memory (or an agent) shows them
+ * (docs/architecture.md, "Commit first").
  */
 #ifndef CTL_INT_H
 #define CTL_INT_H
@@ -129,6 +129,9 @@ typedef struct ctl_job {
                           * committed (ctl_state.c, ctl_nodes.c) */
     bool start_unstored; /* placed by the scheduler, the start not yet durable: in no
                           * desired state, shown pending (ctl_sched.c) */
+    bool ending;         /* an agent's report of its end is being stored (ctl_report.c):
+                          * no loss, deletion or preemption may end it meanwhile */
+    bool end_deferred;   /* one came meanwhile: requeue it if that end is refused */
     int64_t touch_mono;  /* finished: when it entered memory or ended (retention) */
     int64_t dep_mono;    /* last read as a gated job's dependency target (ctl_batch.c):
                           * retention keeps it in memory CTL_DEP_PIN_S after that */
@@ -192,6 +195,8 @@ typedef struct ctl_node {
     bool sched_dirty;     /* inventory/health changed: tell the scheduler */
     bool lost_at_start;   /* loaded lost: its jobs are requeued once (ctl_nodes_tick) */
     bool loss_pending;    /* its loss is being stored (ctl_nodes_tick): not yet lost */
+    bool deleting;        /* an admin's delete is being stored (ctl_lifecycle.c): out of
+                           * placement, its agent and other node changes answered 409 */
     int64_t loss_seen_ns; /* last_seen_ns when the loss was decided */
     uint32_t sched_idx;   /* index in cr_sched */
     bool in_sched;
@@ -544,8 +549,11 @@ void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, s
 void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
 void ctl_job_insert(ctl *c, ctl_job *j); /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
-/* The state the API shows: pending while its start is being stored. */
+/* The state the API shows: pending while its start is being stored (the
+ * job and list views, /metrics, the node view's "starting_jobs", the
+ * services' replica counts), with this reason. */
 ctl_job_state ctl_job_shown_state(const ctl_job *j);
+#define CTL_STARTING_REASON "starting: its placement is being stored"
 void ctl_job_free(ctl_job *j);
 /* Record a state change: memory already updated; queues the row and an
  * event into txn. mu held. */
@@ -644,15 +652,25 @@ void ctl_state_commit_apply(ctl *c, cr_store_txn *txn, cr_http_req *req, ctl_com
                             void *arg);
 /* A running job ended (exit reported, node lost...): applies the retry
  * policy, releases its GPUs, queues its row into txn and tells the
- * scheduler, the nodes and the job hooks. mu held. */
+ * scheduler, the nodes and the job hooks. A job whose end is stored
+ * (finished) or being stored (ctl_job_end_held) is left alone. mu held. */
 void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
                    bool lost);
+/* Whether j's end is stored (it finished) or being stored (an agent's
+ * report, j->ending): then the cluster must not end it another way (a
+ * loss, a deletion, a preemption, a GPU gone), its reported end stands;
+ * one that comes while it is being stored is remembered (end_deferred) and
+ * applied only if that commit is refused. mu held. */
+bool ctl_job_end_held(ctl_job *j);
 /* The same end, commit first (an agent's report): computed on a copy of
  * j whose row goes into txn; memory is unchanged. no_retry: the agent says
  * retrying cannot help. Returns the copy, for ctl_job_end_apply once the
  * row is durable (or ctl_job_free). mu held. */
 ctl_job *ctl_job_end_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, int exit_code, int sig,
                              const char *why, bool no_retry);
+/* The same for a job whose node is lost or deleted (requeued without using
+ * a retry), on a copy: its row into txn, memory unchanged. mu held. */
+ctl_job *ctl_job_lost_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, const char *why);
 /* The stored end k (taken) applied to j: GPUs released, the scheduler, the
  * nodes and the job hooks told. mu held. */
 void ctl_job_end_apply(ctl *c, ctl_job *j, ctl_job *k);

@@ -480,10 +480,12 @@ void ctl_jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
     for (size_t k = 0; k < take; k++) {
         list_row *r = &l.rows[k];
         const ctl_job *j = r->ok ? ctl_job_get(c, r->id) : NULL;
-        if (j) {
-            snprintf(r->state, sizeof r->state, "%s", ctl_job_state_names[j->state]);
+        if (j) { /* (a start being stored is pending, as in the job view) */
+            snprintf(r->state, sizeof r->state, "%s", ctl_job_state_names[ctl_job_shown_state(j)]);
             free(r->reason);
-            r->reason = cr_strdup(j->reason ? j->reason : "");
+            r->reason = cr_strdup(j->start_unstored ? CTL_STARTING_REASON
+                                  : j->reason       ? j->reason
+                                                    : "");
         }
         if (r->ok && p->role != CR_ROLE_ADMIN && r->reason[0]) {
             /* "preempted for job N" of another tenant (ctl_redact.c) */

@@ -74,7 +74,7 @@ json_t *ctl_job_json(const ctl_job *j)
     bool unstored = j->start_unstored;
     json_object_set_new(v, "state", json_string(ctl_job_state_names[ctl_job_shown_state(j)]));
     json_object_set_new(v, "reason",
-                        json_string(unstored    ? "starting: its placement is being stored"
+                        json_string(unstored    ? CTL_STARTING_REASON
                                     : j->reason ? j->reason
                                                 : ""));
     json_object_set_new(v, "exit_code", json_integer(j->exit_code));

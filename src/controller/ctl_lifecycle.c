@@ -6,10 +6,11 @@
  *   POST   /v1/nodes/{name}/labels         {"labels": {"k": "v" | null}} (admin)
  *
  * Delete is refused (409) while jobs are placed on the node, unless forced:
- * then they end as on a lost node (requeued under their retry policy).
- * The node's token is revoked and its record and labels are removed from
- * the store, so a retired node no longer shows as lost (nor raises its
- * alert). The scheduler keeps a lost entry for the name until the next
+ * then they end as on a lost node (requeued, no retry used). It is stored
+ * before it is done (below, "Delete, commit first"). The node's token is
+ * revoked and its record and labels are removed from the store, so a
+ * retired node no longer shows as lost (nor raises its alert). The
+ * scheduler keeps a drained (or lost) entry for the name until the next
  * restart (it has no removal), so a node that joins again under the same
  * name is brought back from that entry. An agent still running rejoins
  * with the join token at its next poll: retire a node by stopping its
@@ -136,10 +137,14 @@ static void route_labels(ctl *c, cr_http_req *req, const char *name)
     }
     pthread_mutex_lock(&c->mu);
     ctl_node *n = ctl_node_find(c, name);
-    if (!n) {
+    if (!n || n->deleting) {
         pthread_mutex_unlock(&c->mu);
         json_decref(v);
-        ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", name);
+        if (n) {
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", name);
+        } else {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", name);
+        }
         return;
     }
     json_t *cur = json_object_get(c->node_labels, name);
@@ -176,16 +181,134 @@ static void route_labels(ctl *c, cr_http_req *req, const char *name)
     json_decref(v);
 }
 
-/* Makes the scheduler see n as lost before n leaves the table, so that
- * nothing is placed on it any more: waits (mu released, bounded) until the
- * scheduler thread has taken the change (it clears sched_dirty under mu
- * when it does). Returns n again, or NULL when it went away or came back
- * up meanwhile. mu held on entry and exit. */
+/*
+ * Delete, commit first. Under mu the node is marked `deleting` and drained,
+ * and the scheduler thread is waited for (mu released, bounded) until it
+ * has taken the drain, so nothing new is placed on the node; the jobs on it
+ * are requeued on copies (as on a lost node, no retry used) and marked
+ * committing, and the rows (the jobs', the node's, its token's and labels'
+ * deletion) are committed. Only then (delete_committed, store thread) are
+ * the jobs requeued in memory, the token revoked and the node removed. A
+ * refused commit (507 disk full, 500) undoes the drain: the node is as it
+ * was. While deleting, the node's agent (register, status) and its other
+ * changes (drain, approve, labels) answer 409 and it is not judged lost.
+ * A job whose end an agent's report is storing is left out: that end
+ * stands (ctl_job_end_held; if it is refused, ctl_report.c requeues it).
+ */
+typedef struct del_job {
+    int64_t id;
+    uint64_t ver; /* when its row was computed */
+    int run;
+    ctl_job *end; /* owned: the requeued copy (ctl_job_lost_prepare) */
+} del_job;
+
+typedef struct del_arg {
+    char name[CTL_NAME_MAX];
+    ctl_node_state state; /* the node before: restored if the commit fails */
+    bool drained;
+    char reason[256];
+    del_job *jobs; /* owned */
+    size_t njobs;
+} del_arg;
+
+static void del_free_jobs(del_arg *a)
+{
+    for (size_t i = 0; i < a->njobs; i++) {
+        if (a->jobs[i].end) {
+            ctl_job_free(a->jobs[i].end);
+        }
+    }
+    free(a->jobs);
+    a->jobs = NULL;
+    a->njobs = 0;
+}
+
+/* The delete did not happen: the node as it was, back in placement. mu held. */
+static void del_undo(ctl *c, ctl_node *n, const del_arg *a)
+{
+    n->deleting = false;
+    n->state = a->state;
+    n->drained = a->drained;
+    snprintf(n->reason, sizeof n->reason, "%s", a->reason);
+    n->sched_dirty = true;
+    ctl_sched_kick(c);
+}
+
+/* The delete is durable (status 0): requeue the jobs, revoke the token,
+ * forget the node. Else undo. mu held. */
+static json_t *delete_committed(ctl *c, void *argp, int status, unsigned *code)
+{
+    del_arg *a = argp;
+    (void)code;
+    ctl_node *n = ctl_node_find(c, a->name);
+    for (size_t i = 0; i < a->njobs; i++) {
+        ctl_job *j = ctl_job_get(c, a->jobs[i].id);
+        if (j) {
+            j->committing = false;
+        }
+    }
+    if (status != 0) {
+        if (n) {
+            del_undo(c, n, a);
+        }
+        del_free_jobs(a);
+        return NULL;
+    }
+    cr_store_txn *more = cr_store_txn_new(); /* usage; a job that moved on meanwhile */
+    cr_store_txn_splittable(more);
+    size_t requeued = 0;
+    int64_t now = cr_now_ns();
+    for (size_t i = 0; i < a->njobs; i++) {
+        del_job *d = &a->jobs[i];
+        ctl_job *j = ctl_job_get(c, d->id);
+        if (j && j->ver == d->ver && j->runs == d->run &&
+            (j->state == JS_RUNNING || j->state == JS_COMPLETING)) {
+            ctl_job_account(c, more, j, now);
+            ctl_job_end_apply(c, j, d->end);
+            d->end = NULL;
+            requeued++;
+        }
+    }
+    char why[200];
+    snprintf(why, sizeof why, "node %s deleted by admin", a->name);
+    while (n && n->njobs > 0) {
+        /* Changed while the delete was stored (its newer row came after
+         * ours), or its end is being stored (that end stands: ctl_job_ended
+         * holds it, to be requeued only if that end is refused). */
+        ctl_job *j = ctl_job_get(c, n->jobs[0]);
+        if (j && (j->state == JS_RUNNING || j->state == JS_COMPLETING)) {
+            ctl_job_ended(c, more, j, 0, 0, why, true);
+        }
+        ctl_node_del_job(n, n->jobs[0]);
+    }
+    del_free_jobs(a);
+    cr_auth_table_revoke_node(c->auth, a->name);
+    json_object_del(c->node_labels, a->name);
+    if (n) {
+        ctl_node_bump(c, n);
+        ctl_node_remove(c, n);
+    }
+    if (cr_store_txn_empty(more)) {
+        cr_store_txn_free(more);
+    } else {
+        cr_store_submit(c->store, more, NULL, NULL);
+    }
+    cr_info("node=%s deleted by admin (%zu job(s) requeued)", a->name, requeued);
+    return json_pack("{s:s,s:b,s:I}", "name", a->name, "deleted", 1, "requeued",
+                     (json_int_t)requeued);
+}
+
+/* Drains n for the scheduler and waits (mu released, bounded) until the
+ * scheduler thread has taken it (it clears sched_dirty under mu), so that
+ * nothing new is placed on it. Returns n again, or NULL when it went away.
+ * mu held on entry and exit. */
 static ctl_node *tell_scheduler(ctl *c, ctl_node *n, const char *name)
 {
-    n->state = NS_LOST;
+    if (n->state != NS_LOST) {
+        n->state = NS_DRAINED;
+    }
     n->drained = true;
-    snprintf(n->reason, sizeof n->reason, "deleted by admin");
+    snprintf(n->reason, sizeof n->reason, "being deleted by admin");
     n->sched_dirty = true;
     ctl_sched_kick(c);
     int64_t until = cr_mono_ns() + 5 * CR_NS_PER_SEC;
@@ -194,7 +317,7 @@ static ctl_node *tell_scheduler(ctl *c, ctl_node *n, const char *name)
         usleep(2000);
         pthread_mutex_lock(&c->mu);
         n = ctl_node_find(c, name);
-        if (!n || n->state != NS_LOST) {
+        if (!n) {
             return NULL;
         }
     }
@@ -217,6 +340,11 @@ static void route_delete(ctl *c, cr_http_req *req, const char *name)
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", name);
         return;
     }
+    if (n->deleting) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", name);
+        return;
+    }
     size_t active = 0;
     for (size_t i = 0; i < n->njobs; i++) {
         const ctl_job *j = ctl_job_get(c, n->jobs[i]);
@@ -230,35 +358,64 @@ static void route_delete(ctl *c, cr_http_req *req, const char *name)
                       name, active);
         return;
     }
+    del_arg *a = cr_calloc(1, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->state = n->state;
+    a->drained = n->drained;
+    snprintf(a->reason, sizeof a->reason, "%s", n->reason);
+    n->deleting = true;
+    n = tell_scheduler(c, n, name);
+    if (!n) {
+        pthread_mutex_unlock(&c->mu);
+        free(a);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' went away meanwhile", name);
+        return;
+    }
+    /* The jobs as they are now (mu was released: a pass that was under
+     * way may have placed one): a user's change being stored must land
+     * first; a reported end being stored stands. */
+    for (size_t i = 0; i < n->njobs; i++) {
+        const ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (!j || ctl_job_terminal(j) || (!force && j->ending)) {
+            continue;
+        }
+        if (!force || (j->committing && !j->ending)) {
+            del_undo(c, n, a);
+            pthread_mutex_unlock(&c->mu);
+            free(a);
+            if (!force) {
+                ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                              "node '%s': job %lld was placed on it meanwhile: drain it and wait, "
+                              "or delete with force",
+                              name, (long long)j->id);
+            } else {
+                ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                              "node '%s': a change to its job %lld is being stored; retry", name,
+                              (long long)j->id);
+            }
+            return;
+        }
+    }
     cr_store_txn *txn = cr_store_txn_new();
     char why[200];
     snprintf(why, sizeof why, "node %s deleted by admin", name);
-    while (n->njobs > 0) {
-        ctl_job *j = ctl_job_get(c, n->jobs[0]);
-        if (j && !ctl_job_terminal(j)) {
-            ctl_job_ended(c, txn, j, 0, 0, why, true);
+    a->jobs = cr_calloc(n->njobs ? n->njobs : 1, sizeof *a->jobs);
+    for (size_t i = 0; i < n->njobs; i++) {
+        ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (!j || j->ending || (j->state != JS_RUNNING && j->state != JS_COMPLETING)) {
+            continue; /* (an end being stored: held once the delete is done, below) */
         }
-        ctl_node_del_job(n, n->jobs[0]);
+        del_job *d = &a->jobs[a->njobs++];
+        d->id = j->id;
+        d->ver = j->ver;
+        d->run = j->runs;
+        d->end = ctl_job_lost_prepare(c, txn, j, why);
+        j->committing = true;
     }
-    ctl_node_bump(c, n);
-    n = tell_scheduler(c, n, name);
-    if (!n) {
-        cr_store_submit(c->store, txn, NULL, NULL);
-        pthread_mutex_unlock(&c->mu);
-        ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
-                      "node '%s' registered again while being deleted: stop its agent first", name);
-        return;
-    }
-    cr_auth_table_revoke_node(c->auth, name);
     cr_store_txn_del(txn, "node", name);
     cr_store_txn_del(txn, "nodetoken", name);
     cr_store_txn_del(txn, "nodelabels", name);
-    json_object_del(c->node_labels, name);
-    ctl_node_remove(c, n);
-    cr_info("node=%s deleted by admin (%zu job(s) requeued)", name, active);
-    ctl_commit_reply(
-        c, txn, req, 200,
-        json_pack("{s:s,s:b,s:I}", "name", name, "deleted", 1, "requeued", (json_int_t)active));
+    ctl_state_commit_apply(c, txn, req, delete_committed, a);
     pthread_mutex_unlock(&c->mu);
 }
 

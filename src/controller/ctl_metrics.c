@@ -162,7 +162,9 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     size_t slot = ctl_first_active_slot(c);
     for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
         if (!ctl_job_terminal(j)) {
-            bump(&q, &nq, &capq, full ? j->tenant : "", ctl_job_state_names[j->state], 1);
+            /* a start being stored is pending, as the job view shows it */
+            bump(&q, &nq, &capq, full ? j->tenant : "", ctl_job_state_names[ctl_job_shown_state(j)],
+                 1);
             prefix = false;
         } else if (prefix) {
             c->first_active = j->id + 1;

@@ -106,13 +106,23 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_princi
         json_object_set_new(v, "mig_busy", json_integer(mig_busy));
         json_array_append_new(gpus, v);
     }
-    json_t *jobs = json_array();
+    /* A start being stored is not running here yet (the job view shows
+     * it pending): listed apart, as "starting". */
+    json_t *jobs = json_array(), *starting = NULL;
     size_t hidden = 0;
     for (size_t i = 0; i < n->njobs; i++) {
-        if (ctl_job_visible_to(c, n->jobs[i], p)) {
-            json_array_append_new(jobs, json_integer(n->jobs[i]));
-        } else {
+        if (!ctl_job_visible_to(c, n->jobs[i], p)) {
             hidden++;
+            continue;
+        }
+        const ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (j && j->start_unstored) {
+            if (!starting) {
+                starting = json_array();
+            }
+            json_array_append_new(starting, json_integer(n->jobs[i]));
+        } else {
+            json_array_append_new(jobs, json_integer(n->jobs[i]));
         }
     }
     int64_t ago = (cr_mono_ns() - n->last_seen_ns) / CR_NS_PER_SEC;
@@ -126,6 +136,9 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_princi
     json_object_set_new(nj, "labels", n->labels ? json_deep_copy(n->labels) : json_object());
     if (hidden) {
         json_object_set_new(nj, "other_jobs", json_integer((json_int_t)hidden));
+    }
+    if (starting) {
+        json_object_set_new(nj, "starting_jobs", starting);
     }
     return nj;
 }
@@ -569,6 +582,14 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     pthread_mutex_lock(&c->mu);
     ctl_node *n = ctl_node_find(c, fresh->name);
+    if (n && n->deleting) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted by an admin",
+                      fresh->name);
+        node_free(fresh);
+        json_decref(v);
+        return;
+    }
     cr_store_txn *txn = cr_store_txn_new();
     char why[400];
     unsigned refuse = ctl_join_admit(c, txn, p, fresh->name, n != NULL, why, sizeof why);
@@ -753,6 +774,15 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         json_decref(v);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' is not registered: register again",
                       node);
+        return;
+    }
+    if (n->deleting) {
+        /* Heard from, but nothing it says is taken in while its delete is
+         * stored: it reports again (then 404, or as before if refused). */
+        n->last_seen_ns = cr_mono_ns();
+        pthread_mutex_unlock(&c->mu);
+        json_decref(v);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted by an admin", node);
         return;
     }
     ctl_report *rep = NULL;
@@ -1121,6 +1151,11 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
             return;
         }
+        if (n->deleting) {
+            pthread_mutex_unlock(&c->mu);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", seg[2]);
+            return;
+        }
         if (n->pending_approval) {
             n->pending_approval = false;
             n->drained = false;
@@ -1165,6 +1200,12 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             pthread_mutex_unlock(&c->mu);
             json_decref(v);
             ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+            return;
+        }
+        if (n->deleting) {
+            pthread_mutex_unlock(&c->mu);
+            json_decref(v);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", seg[2]);
             return;
         }
         if (!drain && n->pending_approval) {
@@ -1351,7 +1392,7 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
                 node_requeue(c, n, &txn);
             }
         }
-        if (n->state == NS_LOST || n->loss_pending ||
+        if (n->state == NS_LOST || n->loss_pending || n->deleting ||
             now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
             continue;
         }

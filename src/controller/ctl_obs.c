@@ -117,8 +117,9 @@ static void sample2(cr_buf *b, const char *name, const char *ka, const char *va,
 
 void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
 {
-    static const char *const classes[] = {"none",       "quota",   "held",      "preempted",
-                                          "dependency", "no_type", "resources", "other"};
+    static const char *const classes[] = {"none",      "quota",      "held",
+                                          "preempted", "dependency", "no_type",
+                                          "resources", "other",      "starting"};
     double pending[sizeof classes / sizeof classes[0]] = {0};
     kv *use = NULL;
     size_t nuse = 0, capuse = 0;
@@ -132,10 +133,10 @@ void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
     pthread_mutex_lock(&c->mu);
     size_t slot = ctl_first_active_slot(c);
     for (const ctl_job *j; (j = ctl_job_next(c, &slot));) {
-        if (j->state != JS_PENDING) {
+        if (ctl_job_shown_state(j) != JS_PENDING) {
             continue;
         }
-        const char *k = ctl_reason_class(j->reason);
+        const char *k = j->start_unstored ? "starting" : ctl_reason_class(j->reason);
         for (size_t q = 0; q < sizeof classes / sizeof classes[0]; q++) {
             pending[q] += strcmp(classes[q], k) == 0;
         }

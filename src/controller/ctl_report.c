@@ -9,7 +9,9 @@
  * exits and reports them again until the desired state drops the jobs, so
  * its retry records them. While an end is stored the job is `committing`
  * (a user's change to it answers 409; a second report of it is taken in by
- * a later report).
+ * a later report) and `ending`: a loss of its node, its node's deletion, a
+ * preemption or a GPU gone leaves it alone (ctl_job_end_held), since its
+ * end is already decided; such a stop is done only if the end is refused.
  */
 #include "ctl_int.h"
 
@@ -101,6 +103,8 @@ void ctl_report_end(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, int 
     snprintf(r->whys[i], sizeof r->whys[i], "%s", why);
     r->ends[i] = ctl_job_end_prepare(c, txn, j, code, sig, why, fatal);
     j->committing = true;
+    j->ending = true; /* no loss or preemption may requeue it now (ctl_job_end_held) */
+    j->end_deferred = false;
 }
 
 static void report_free(ctl_report *r)
@@ -133,8 +137,23 @@ static void report_committed(void *arg, int status)
             continue;
         }
         j->committing = false;
+        j->ending = false;
+        bool deferred = j->end_deferred;
+        j->end_deferred = false;
         if (status != 0) {
-            continue; /* memory unchanged: the agent reports it again */
+            if (deferred) {
+                /* Its node was lost or deleted, or it was preempted, while
+                 * its end was stored: that end is not stored, so the stop
+                 * held back is done now (requeued, no retry used). */
+                if (!again) {
+                    again = cr_store_txn_new();
+                }
+                ctl_job_ended(c, again, j, 0, 0,
+                              "stopped (node lost or deleted, preempted, or a GPU gone) while its "
+                              "reported end could not be stored",
+                              true);
+            }
+            continue; /* else memory unchanged: the agent reports it again */
         }
         bool running = (j->state == JS_RUNNING || j->state == JS_COMPLETING) &&
                        j->runs == r->runs[i] && j->nplace > 0;
@@ -149,8 +168,9 @@ static void report_committed(void *arg, int status)
             }
             ctl_job_ended(c, again, j, r->codes[i], r->sigs[i], r->whys[i], false);
         }
-        /* else: it moved on meanwhile (preempted, its node lost): its newer
-         * row, stored after this one, stands. */
+        /* else: it moved on meanwhile: its newer row, stored after this
+         * one, stands (a loss, a deletion or a preemption does not move it:
+         * ctl_job_end_held). */
     }
     if (again) {
         cr_store_submit(c->store, again, NULL, NULL);

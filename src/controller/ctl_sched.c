@@ -189,7 +189,8 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
             cr_store_txn *txn = NULL;
             for (size_t k = 0; k < nreq; k++) {
                 ctl_job *j = ctl_job_get(c, (int64_t)req[k]);
-                if (j && (j->state == JS_RUNNING || j->state == JS_COMPLETING)) {
+                if (j && (j->state == JS_RUNNING || j->state == JS_COMPLETING) &&
+                    !ctl_job_end_held(j)) {
                     if (!txn) {
                         txn = cr_store_txn_new();
                         cr_store_txn_splittable(txn);
@@ -933,7 +934,9 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             continue;
         }
         if (dec[i].action == CR_SCHED_PREEMPT) {
-            if (j->state == JS_RUNNING || j->state == JS_COMPLETING) {
+            /* (a job whose reported end is being stored has exited: its
+             * GPUs are free, its end stands) */
+            if ((j->state == JS_RUNNING || j->state == JS_COMPLETING) && !ctl_job_end_held(j)) {
                 apply_preempt(c, txn, &dec[i], j, now, &bump, &nbump, &capbump);
             }
         } else if (j->state == JS_PENDING) {

@@ -537,13 +537,13 @@ static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
                 continue;
             }
             ctl_job *j = ctl_job_get(c, s->reps[i].job);
-            bool pending = j && j->state != JS_RUNNING;
+            bool pending = j && ctl_job_shown_state(j) != JS_RUNNING; /* (a start being stored) */
             if (pick == s->nreps) {
                 pick = i;
                 continue;
             }
             ctl_job *pj = ctl_job_get(c, s->reps[pick].job);
-            bool ppending = pj && pj->state != JS_RUNNING;
+            bool ppending = pj && ctl_job_shown_state(pj) != JS_RUNNING;
             if ((pending && !ppending) ||
                 (pending == ppending && s->reps[i].job > s->reps[pick].job)) {
                 pick = i;
@@ -553,7 +553,7 @@ static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
             break;
         }
         ctl_job *j = ctl_job_get(c, s->reps[pick].job);
-        if (j && j->state != JS_RUNNING) {
+        if (j && ctl_job_shown_state(j) != JS_RUNNING) {
             stop_replica(c, txn, s, j, "scale down (not serving yet)");
             s->reps[pick] = s->reps[--s->nreps];
         } else {
@@ -587,7 +587,7 @@ static void autoscale(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
         }
         scheduled++;
         ctl_job *j = ctl_job_get(c, s->reps[i].job);
-        ready += j && j->state == JS_RUNNING;
+        ready += j && ctl_job_shown_state(j) == JS_RUNNING; /* not a start being stored */
     }
     cr_as_decision d;
     if (cr_autoscaler_decide(s->as, cr_mono_ns(), scheduled, ready, &d) != 0) {

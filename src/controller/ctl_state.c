@@ -15,11 +15,13 @@
  * agent's report of an exit (ctl_report.c: ctl_job_end_prepare on a copy,
  * ctl_job_end_apply once stored), the scheduler's starts (ctl_sched.c: in
  * no desired state until stored, taken back when not), a node's loss and a
- * time limit's stop (ctl_nodes.c). The others (a job stopped or requeued
- * because its node or GPU went away, a preemption, a gate's verdict) only
- * ever stop work or re-derive after a restart: they change memory under mu
- * and queue their rows in the same order, so the store sees them in memory
- * order (ctl_job_ended; docs/architecture.md, "Commit first").
+ * time limit's stop (ctl_nodes.c), an admin's node delete (ctl_lifecycle.c).
+ * The others (a job stopped or requeued because its node or GPU went away,
+ * a preemption, a gate's verdict) only ever stop work or re-derive after a
+ * restart: they change memory under mu and queue their rows in the same
+ * order, so the store sees them in memory order (ctl_job_ended;
+ * docs/architecture.md, "Commit first"); none of them touches a job whose
+ * end is stored or being stored (ctl_job_end_held).
  *
  * Also here: the scheduler's op queue, retention (finished jobs leave
  * memory, stay in SQLite; ctl_job_fetch brings one back) and the expiry of
@@ -540,9 +542,24 @@ static void end_effects(ctl *c, ctl_job *j, int op)
     ctl_job_changed(c, j);
 }
 
+bool ctl_job_end_held(ctl_job *j)
+{
+    if (ctl_job_terminal(j)) {
+        return true;
+    }
+    if (j->ending) {
+        j->end_deferred = true;
+        return true;
+    }
+    return false;
+}
+
 void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig, const char *why,
                    bool lost)
 {
+    if (ctl_job_end_held(j)) {
+        return; /* its end is (being) stored: it stands */
+    }
     int64_t now = cr_now_ns();
     ctl_job_account(c, txn, j, now);
     job_unplace(c, j);
@@ -553,8 +570,8 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
     end_effects(c, j, op);
 }
 
-ctl_job *ctl_job_end_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, int exit_code, int sig,
-                             const char *why, bool no_retry)
+static ctl_job *end_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, int exit_code, int sig,
+                            const char *why, bool no_retry, bool lost)
 {
     ctl_job *k = job_copy(j);
     free(k->place); /* the copy's placement: the nodes keep theirs until applied */
@@ -566,9 +583,20 @@ ctl_job *ctl_job_end_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, int ex
     }
     char buf[256];
     const char *what = NULL;
-    end_decide(k, exit_code, sig, why, false, cr_now_ns(), buf, sizeof buf, &what);
+    end_decide(k, exit_code, sig, why, lost, cr_now_ns(), buf, sizeof buf, &what);
     ctl_job_persist(c, txn, k, what, buf);
     return k;
+}
+
+ctl_job *ctl_job_end_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, int exit_code, int sig,
+                             const char *why, bool no_retry)
+{
+    return end_prepare(c, txn, j, exit_code, sig, why, no_retry, false);
+}
+
+ctl_job *ctl_job_lost_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, const char *why)
+{
+    return end_prepare(c, txn, j, 0, 0, why, false, true);
 }
 
 void ctl_job_end_apply(ctl *c, ctl_job *j, ctl_job *k)
