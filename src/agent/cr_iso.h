@@ -123,12 +123,14 @@ void cr_iso_probe_pidns(cr_iso *iso, int want);
  * In the shim (async-signal-safe): clone a child that is pid 1 of a new
  * PID namespace, in a new mount namespace whose / is a slave of the
  * node's, with proc mounted on /proc (so it lists only the namespace), its
- * command line "corral-init", killed when its parent dies. Returns the
+ * command line "corral-init", killed when its parent dies. ipc: in a new
+ * IPC namespace too (System V IPC and POSIX message queues of its own,
+ * gone with it; not for a job that talks to the node's MPS daemon). Returns the
  * child's pid in the parent (-1 and errno: the clone failed) and 0 in the
  * child, where *step is 0 when ready, else the CR_ISO_PIDNS_* step that
  * failed (errno says why).
  */
-pid_t cr_iso_pidns_fork(int *step);
+pid_t cr_iso_pidns_fork(int *step, int ipc);
 /* What a CR_ISO_PIDNS_* step does, for messages (static text). */
 const char *cr_iso_pidns_step_text(int step);
 

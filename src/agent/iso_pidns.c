@@ -96,13 +96,13 @@ const char *cr_iso_pidns_step_text(int step)
                                        : "ready";
 }
 
-pid_t cr_iso_pidns_fork(int *step)
+pid_t cr_iso_pidns_fork(int *step, int ipc)
 {
     *step = 0;
     /* A raw clone, as fork(2) without glibc's handlers: the child returns
      * here on a copy of the stack. */
-    long c = syscall(SYS_clone, (unsigned long)(CLONE_NEWPID | CLONE_NEWNS | SIGCHLD), NULL, NULL,
-                     NULL, NULL);
+    unsigned long flags = CLONE_NEWPID | CLONE_NEWNS | SIGCHLD | (ipc ? CLONE_NEWIPC : 0);
+    long c = syscall(SYS_clone, flags, NULL, NULL, NULL, NULL);
     if (c != 0) {
         return (pid_t)c; /* the parent: the init's pid, or -1 with errno */
     }
@@ -153,7 +153,7 @@ void cr_iso_probe_pidns(cr_iso *iso, int want)
         return;
     }
     int step = 0;
-    pid_t c = cr_iso_pidns_fork(&step);
+    pid_t c = cr_iso_pidns_fork(&step, 1);
     if (c == 0) {
         int e = errno, code = probe_child(step);
         ssize_t w = write(pfd[1], &e, sizeof e);
@@ -164,8 +164,9 @@ void cr_iso_probe_pidns(cr_iso *iso, int want)
     close(pfd[1]);
     if (c < 0) {
         close(pfd[0]);
-        snprintf(iso->why_pidns, sizeof iso->why_pidns, "clone(CLONE_NEWPID|CLONE_NEWNS): %s%s",
-                 strerror(e), e == EPERM ? " (the agent lacks CAP_SYS_ADMIN)" : "");
+        snprintf(iso->why_pidns, sizeof iso->why_pidns,
+                 "clone(CLONE_NEWPID|CLONE_NEWNS|CLONE_NEWIPC): %s%s", strerror(e),
+                 e == EPERM ? " (the agent lacks CAP_SYS_ADMIN)" : "");
         return;
     }
     int st = 0;

@@ -314,6 +314,7 @@ typedef struct shim_args {
     int keep_root;               /* podman runs the job (container.c): it switches to uid itself */
     int out_fd, err_fd, null_fd; /* set by the shim */
     int pidns;                   /* the tasks run in a PID namespace of their own (iso_pidns.c) */
+    int ipcns;                   /* ... and an IPC namespace of their own */
 } shim_args;
 
 /* A task's own -o/-e file (after the uid change and the chdir). */
@@ -533,7 +534,7 @@ static int run_in_pidns(shim_args *a)
         return W_EXITCODE(126, 0);
     }
     int step = 0;
-    pid_t c = cr_iso_pidns_fork(&step);
+    pid_t c = cr_iso_pidns_fork(&step, a->ipcns);
     if (c == 0) {
         int st;
         close(pfd[0]);
@@ -823,6 +824,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     }
     /* Containers have their own PID namespace (podman's). */
     int pidns = iso && iso->pidns && !spec->ctr.image && !spec->ctr.podman;
+    /* An MPS client must share the IPC namespace of the node's MPS daemon. */
+    int ipcns = pidns && !spec->mps_pipe;
     pid_t pid = fork();
     if (pid < 0) {
         snprintf(err, errlen, "job %lld: fork: %s", job, strerror(errno));
@@ -854,7 +857,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         -1,
                         -1,
                         -1,
-                        pidns};
+                        pidns,
+                        ipcns};
         run_shim(&sa);
     }
     memset(p, 0, sizeof *p);

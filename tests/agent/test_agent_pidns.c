@@ -235,6 +235,56 @@ static void test_own_proc(void **state)
     assert_int_equal(sleeping(mark[0]), 0);
 }
 
+/* System V IPC: a job's segments are its own. Job A makes a shared memory
+ * segment and sees it; job B, at the same time, sees none, and its IPC
+ * namespace is not the node's; a job that talks to the node's MPS daemon
+ * (mps_pipe set) keeps the node's IPC namespace, which MPS needs. */
+static void test_own_ipc(void **state)
+{
+    (void)state;
+    cr_job_spec s;
+    cr_proc a, b;
+    char err[256], script[512], host_ns[64] = "";
+    ssize_t hn = readlink("/proc/self/ns/ipc", host_ns, sizeof host_ns - 1);
+    assert_true(hn > 0);
+    host_ns[hn] = '\0';
+    snprintf(
+        script, sizeof script,
+        "ipcmk -M 4096 >/dev/null || exit 3; echo seen=$(tail -n +2 /proc/sysvipc/shm | wc -l); "
+        "echo up; while [ ! -e %s/ipc-done ]; do sleep 0.05; done",
+        dir);
+    spec_sh(&s, 40, script);
+    assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &a, err, sizeof err), 0);
+    wait_log(40, "up");
+    spec_sh(&s, 41,
+            "echo seen=$(tail -n +2 /proc/sysvipc/shm | wc -l) ns=$(readlink /proc/self/ns/ipc)");
+    assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &b, err, sizeof err), 0);
+    run_to_end(&b);
+    assert_int_equal(b.exit_code, 0);
+    cr_proc_fini(&b);
+    char want[128];
+    snprintf(want, sizeof want, "%s/ipc-done", dir); /* A ends before any check */
+    FILE *f = fopen(want, "w");
+    assert_non_null(f);
+    fclose(f);
+    run_to_end(&a);
+    assert_int_equal(a.exit_code, 0);
+    cr_proc_fini(&a);
+    const char *got = log_of(41, "out");
+    assert_non_null(strstr(got, "seen=0 ns=ipc:["));
+    assert_null(strstr(got, host_ns));
+    assert_string_equal(log_of(40, "out"), "seen=1\nup\n");
+
+    spec_sh(&s, 42, "echo ns=$(readlink /proc/self/ns/ipc)");
+    s.mps_pipe = dir; /* only whether it is set matters here */
+    assert_int_equal(cr_proc_spawn_iso(dir, "n", &s, &iso, &b, err, sizeof err), 0);
+    run_to_end(&b);
+    assert_int_equal(b.exit_code, 0);
+    cr_proc_fini(&b);
+    snprintf(want, sizeof want, "ns=%s\n", host_ns);
+    assert_string_equal(log_of(42, "out"), want);
+}
+
 static void test_stop(void **state)
 {
     (void)state;
@@ -348,9 +398,8 @@ int main(void)
         return 77;
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_probe),
-        cmocka_unit_test(test_own_proc),
-        cmocka_unit_test(test_stop),
+        cmocka_unit_test(test_probe),   cmocka_unit_test(test_own_proc),
+        cmocka_unit_test(test_own_ipc), cmocka_unit_test(test_stop),
         cmocka_unit_test(test_readopt),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
