@@ -1035,11 +1035,13 @@ static void wait_init(cr_proc *p)
 
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
-    wait_init(p);
     /* The shim ends as its job did (see the shim). Nothing of the job
      * outlives it: a process it left behind (setsid, double fork) would keep
-     * its GPU's device node open after the GPU goes to the next job. */
+     * its GPU's device node open after the GPU goes to the next job. The
+     * cgroup kill first (where there is one), so the namespace empties at
+     * once and the wait below is short. */
     cgroup_kill(p);
+    wait_init(p);
     p->state = CR_PROC_EXITED;
     if (WIFSIGNALED(wstatus)) {
         p->signal = WTERMSIG(wstatus);
@@ -1096,8 +1098,8 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->adopted && cr_proc_start_ticks(p->pid) != p->start_ticks) {
         /* Not our child: its end shows as the pid vanishing (or being reused). */
         p->state = CR_PROC_EXITED;
-        wait_init(p);
         cgroup_kill(p); /* what it left behind (see cr_proc_reaped) */
+        wait_init(p);
         if (read_exit(state_dir, p->job, p->pid, &p->exit_code, &p->signal) < 0) {
             p->signal = SIGKILL;
             p->exit_code = 128 + SIGKILL;

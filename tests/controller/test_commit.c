@@ -685,6 +685,27 @@ static void test_end_stands_preemption(void **state)
     stop(&d, SIGTERM);
 }
 
+/* Node n1 registers again (its token nt) without GPU 0, in the background
+ * (the store may be locked); returns once the node view shows GPU 0 gone. */
+static void reregister_without_gpu0(bg_call *reg, daemon_t *d, const char *nt)
+{
+    bg_start(reg, d, "POST", "/v1/agents/register", nt,
+             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[{\"index\":1,"
+             "\"uuid\":\"GPU-n1-1\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}");
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    bool gone = false;
+    while (!gone && cr_mono_ns() < deadline) {
+        json_t *v = NULL;
+        assert_int_equal(node_get(d, "n1", &v), 200);
+        gone = strcmp(str(json_array_get(json_object_get(v, "gpus"), 0), "health"), "gone") == 0;
+        json_decref(v);
+        if (!gone) {
+            nap();
+        }
+    }
+    assert_true(gone);
+}
+
 /* The job's GPU vanishes at its agent's re-registration while the end is
  * stored: the job completed, it is not requeued. */
 static void test_end_stands_gpu_gone(void **state)
@@ -699,21 +720,7 @@ static void test_end_stands_gpu_gone(void **state)
     lock_store(&d);
     bg_call rep, reg;
     report_exit(&rep, &d, "n1", nt, a);
-    bg_start(&reg, &d, "POST", "/v1/agents/register", nt,
-             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[{\"index\":1,"
-             "\"uuid\":\"GPU-n1-1\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}");
-    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
-    bool gone = false;
-    while (!gone && cr_mono_ns() < deadline) {
-        json_t *v = NULL;
-        assert_int_equal(node_get(&d, "n1", &v), 200);
-        gone = strcmp(str(json_array_get(json_object_get(v, "gpus"), 0), "health"), "gone") == 0;
-        json_decref(v);
-        if (!gone) {
-            nap();
-        }
-    }
-    assert_true(gone);
+    reregister_without_gpu0(&reg, &d, nt);
     unlock_store();
     long rep_code = bg_end(&rep), reg_code = bg_end(&reg);
     wait_state(&d, a, "completed");
@@ -741,21 +748,7 @@ static void test_end_refused_then_requeued(void **state)
     lock_store(&d);
     bg_call rep, reg;
     report_exit(&rep, &d, "n1", nt, a);
-    bg_start(&reg, &d, "POST", "/v1/agents/register", nt,
-             "{\"node\":\"n1\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[{\"index\":1,"
-             "\"uuid\":\"GPU-n1-1\",\"model\":\"A100 SXM\",\"mem_bytes\":85899345920}]}");
-    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
-    bool gone = false;
-    while (!gone && cr_mono_ns() < deadline) {
-        json_t *v = NULL;
-        assert_int_equal(node_get(&d, "n1", &v), 200);
-        gone = strcmp(str(json_array_get(json_object_get(v, "gpus"), 0), "health"), "gone") == 0;
-        json_decref(v);
-        if (!gone) {
-            nap();
-        }
-    }
-    assert_true(gone);
+    reregister_without_gpu0(&reg, &d, nt);
     fill_disk(d.dir);
     unlock_store();
     assert_int_equal(bg_end(&rep), 507);
