@@ -1672,7 +1672,9 @@ static void test_metrics_promtool(void **state)
 {
     daemon_t d;
     start(&d, true, NULL);
-    submit(&d, d.admin, "{\"command\":[\"true\"]}");
+    /* more GPUs than the node has: the job stays pending whatever the
+     * scheduler does meanwhile */
+    submit(&d, d.admin, "{\"command\":[\"true\"],\"gpus\":64}");
     free(register_node(&d, "mnode"));
     cr_buf b;
     cr_buf_init(&b);
