@@ -112,9 +112,7 @@ static pid_t start_agent(int *port)
 static void stop_agent(int sig)
 {
     if (E.agent > 0) {
-        kill(E.agent, sig);
-        int st;
-        waitpid(E.agent, &st, 0);
+        cr_test_stop(E.agent, sig, 60);
         E.agent = 0;
     }
 }

@@ -164,9 +164,7 @@ static void start(daemon_t *d, const char *extra)
 
 static void halt(daemon_t *d)
 {
-    kill(d->pid, SIGTERM);
-    int st;
-    waitpid(d->pid, &st, 0);
+    int st = cr_test_stop(d->pid, SIGTERM, 60);
     cr_test_track(d->dir, 0);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }

@@ -17,6 +17,7 @@
  */
 #include "cr_buf.h"
 #include "cr_time.h"
+#include "../integration/reap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -173,8 +174,7 @@ static void start(daemon_t *d)
 static void stop(daemon_t *d, int sig)
 {
     if (d->pid > 0) {
-        kill(d->pid, sig);
-        waitpid(d->pid, NULL, 0);
+        cr_test_stop(d->pid, sig, 60);
         d->pid = 0;
         live_pid = 0;
     }

@@ -15,6 +15,7 @@
  */
 #include "cr_buf.h"
 #include "cr_time.h"
+#include "../integration/reap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -259,9 +260,7 @@ static void start(daemon_t *d, const char *extra)
 static void stop(daemon_t *d, int sig)
 {
     if (d->pid > 0) {
-        kill(d->pid, sig);
-        int st;
-        waitpid(d->pid, &st, 0);
+        cr_test_stop(d->pid, sig, 60);
         live_del(d->pid);
         d->pid = 0;
     }

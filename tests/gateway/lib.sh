@@ -10,7 +10,9 @@ PIDS=""
 ON_EXIT=""
 cleanup() {
     [ -n "$ON_EXIT" ] && eval "$ON_EXIT"
-    for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
+    # KILL cannot hang: every process started here and every background
+    # job of the script (load generators) goes before the wait.
+    for p in $PIDS $(jobs -p); do kill -9 "$p" 2>/dev/null || true; done
     wait 2>/dev/null || true
     # stray jobs, an agent's cgroups (tests/integration/reap.sh)
     [ -z "${CORRAL_SRC:-}" ] || "$CORRAL_SRC/tests/integration/reap.sh" "$T"
@@ -65,11 +67,26 @@ metrics() { curl -sf "http://$1/metrics"; }
 metric_value() { metrics "$1" | awk -v k="$2" '$1 == k { print $2 }'; }
 metric_is() { [ "$(metric_value "$1" "$2")" = "$3" ]; }
 
-# stop_gateway NAME: SIGTERM; the gateway must exit 0 (under ASan: no leaks).
+# gone PID: the process has exited (a zombie counts: not yet waited for).
+gone() {
+    st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    st=${st##*) }
+    [ "${st%% *}" = Z ]
+}
+
+# wait_exit SECONDS PID: wait for PID, at most SECONDS; one still running
+# then is killed (KILL) and the call fails. Sets rc to its exit status.
+wait_exit() {
+    wait_for "$1" gone "$2" || { kill -KILL "$2" 2>/dev/null; wait "$2" 2>/dev/null; return 1; }
+    rc=0
+    wait "$2" || rc=$?
+}
+
+# stop_gateway NAME: SIGTERM; the gateway must exit 0 (under ASan: no leaks)
+# within 60 s.
 stop_gateway() {
     eval "pid=\$GWPID_$1"
     kill -TERM "$pid"
-    rc=0
-    wait "$pid" || rc=$?
+    wait_exit 60 "$pid" || fail "gateway $1 still running 60 s after SIGTERM"
     [ "$rc" = 0 ] || fail "gateway $1 exited $rc on SIGTERM"
 }

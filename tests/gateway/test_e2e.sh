@@ -27,7 +27,7 @@ AGENT=$!
 PIDS="$PIDS $AGENT"
 # The agent stops the replicas when it exits gracefully; kill -9 would orphan
 # them (they also end on their own after 120 s).
-ON_EXIT='kill -TERM $AGENT 2>/dev/null; wait $AGENT 2>/dev/null'
+ON_EXIT='kill -TERM $AGENT 2>/dev/null; wait_exit 30 $AGENT || true'
 TOK=$(cat "$T/st/admin.token")
 api() { curl -sf -H "Authorization: Bearer $TOK" "$@"; }
 service() { # NAME MIN MAX

@@ -29,8 +29,11 @@
 #   free_ports N          N distinct free loopback ports
 #   c CMD ARGS...         the CLI as the admin of $SERVER ($ADMIN)
 #
+#   cr_stop_pids SIG PID...   SIG to each, wait at most $CR_STOP_GRACE (30) s
+#                         in all, then KILL what is left (named on stderr)
+#
 # Hooks: CR_STOP (TERM; KILL where the test wants no orderly stop) is sent
-# to PIDS on exit; a function cleanup_extra, where the script has one, runs
+# to PIDS on exit (cr_stop_pids: bounded); a function cleanup_extra, where the script has one, runs
 # before $DIR is removed (also on a signal). CORRAL_KEEP=1 keeps $DIR, and
 # so does CR_KEEP_ON_FAIL=1 where the script counted failures ($fails, its
 # own fail). The jobs and cgroups of the agents whose state is in $DIR go
@@ -43,6 +46,36 @@ CR_FAIL_TAIL=${CR_FAIL_TAIL:-20}
 CR_FAIL_OUT=${CR_FAIL_OUT:-0}
 CR_EXEC=${CR_EXEC:-}
 CR_KEEP_ON_FAIL=${CR_KEEP_ON_FAIL:-0}
+
+# A process that is gone or a zombie (exited, not yet waited for).
+cr_gone() { # cr_gone PID
+    local st
+    st=$(cat "/proc/$1/stat" 2>/dev/null) || return 0
+    st=${st##*) }
+    [ "${st%% *}" = Z ]
+}
+
+# cr_stop_pids SIGNAL PID...: SIGNAL (and CONT, for a stopped one) to each,
+# then wait for them, at most $CR_STOP_GRACE seconds in all (default 30):
+# one still there after that is named on stderr and killed (KILL). A child
+# hung in its exit (a sanitizer's leak check, say) never holds a test to
+# meson's timeout.
+CR_STOP_GRACE=${CR_STOP_GRACE:-30}
+cr_stop_pids() {
+    local sig=$1 p end
+    shift
+    for p in "$@"; do kill "-$sig" "$p" 2>/dev/null || true; done
+    for p in "$@"; do kill -CONT "$p" 2>/dev/null || true; done # a SIGSTOPped one
+    end=$((SECONDS + CR_STOP_GRACE))
+    for p in "$@"; do
+        while ! cr_gone "$p" && [ "$SECONDS" -lt "$end" ]; do sleep 0.1; done
+        if ! cr_gone "$p"; then
+            echo "cleanup: pid $p ($(tr '\0' ' ' <"/proc/$p/cmdline" 2>/dev/null | cut -c1-80)) still there ${CR_STOP_GRACE}s after SIG$sig: KILL" >&2
+            kill -KILL "$p" 2>/dev/null || true
+        fi
+        wait "$p" 2>/dev/null || true
+    done
+}
 
 cr_setup() { # cr_setup NAME
     DIR=$(mktemp -d "${TMPDIR:-/tmp}/corral-$1-XXXXXX")
@@ -67,10 +100,7 @@ cr_remove_dir() {
 }
 
 cr_cleanup() {
-    local p
-    for p in "${PIDS[@]}"; do kill "-$CR_STOP" "$p" 2>/dev/null || true; done
-    for p in "${PIDS[@]}"; do kill -CONT "$p" 2>/dev/null || true; done # a SIGSTOPped one
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+    cr_stop_pids "$CR_STOP" "${PIDS[@]}"
     cr_remove_dir
 }
 

@@ -43,6 +43,33 @@ static inline void cr_test_reap(const char *dir, int detached)
 }
 
 /*
+ * sig to pid, then wait for it at most grace_s seconds; one still there is
+ * named on stderr and killed (SIGKILL). Returns its wait status (a killed
+ * one's: WIFSIGNALED, SIGKILL). A daemon hung in its exit (a sanitizer's
+ * leak check) never holds a test to meson's timeout.
+ */
+static inline int cr_test_stop(pid_t pid, int sig, int grace_s)
+{
+    int st = 0;
+    kill(pid, sig);
+    if (sig != SIGKILL && sig != SIGCONT) {
+        kill(pid, SIGCONT); /* a SIGSTOPped one */
+    }
+    for (int i = 0; i < grace_s * 20; i++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid || w < 0) {
+            return st;
+        }
+        usleep(50 * 1000);
+    }
+    fprintf(stderr, "cleanup: pid %d still there %d s after signal %d: SIGKILL\n", (int)pid,
+            grace_s, sig);
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    return st;
+}
+
+/*
  * Tests that start and stop daemons test by test (a failed assertion ends
  * a test before its own cleanup): each directory is tracked with its
  * daemon's pid (0: stopped) while it exists; cr_test_reap_live() kills and

@@ -42,7 +42,7 @@ LRU2=localhost/corral-test:lru2-$$
 # The first agent (restarted: not in PIDS), the containers a failed check
 # may have left (this test's node names only) and the images it made.
 cleanup_extra() {
-    [ -z "$AGENT_PID" ] || { kill "$AGENT_PID" 2>/dev/null; wait "$AGENT_PID" 2>/dev/null; }
+    [ -z "$AGENT_PID" ] || cr_stop_pids TERM "$AGENT_PID"
     for node in ctr-n1 ctr-n2; do
         for n in $(podman ps -a --filter label=corral.node=$node --format '{{.Names}}' 2>/dev/null); do
             podman rm -f -t 0 "$n" >/dev/null 2>&1

@@ -163,9 +163,7 @@ static void start_agent_gpus(int i, const char *gpus)
 static void kill_wait(pid_t *pid, int sig)
 {
     if (*pid > 0) {
-        kill(*pid, sig);
-        int st;
-        waitpid(*pid, &st, 0);
+        cr_test_stop(*pid, sig, 60);
         *pid = 0;
     }
 }
