@@ -15,7 +15,7 @@ PKGS = meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev \
 # Extra packages for 'make bench' (peers and load generators).
 BENCH_PKGS = wrk nginx hyperfine
 
-.PHONY: all deps bench-deps build test demo bench format format-check clean fuzz install deb
+.PHONY: all deps bench-deps build test demo bench bench-ab format format-check clean fuzz install deb
 
 all: build
 
@@ -75,6 +75,16 @@ demo: build
 
 bench: bench-deps build
 	@./scripts/bench.sh $(BUILD)
+
+# This tree's hot paths against an earlier release, in the same minutes
+# (bench/ab.sh; docs/operations.md, "Regression bench"):
+#     make bench-ab REF=9a4a719 [PAIRS=5] [FIGURES=e2e,submit,...]
+REF ?=
+PAIRS ?= 5
+FIGURES ?= e2e,submit,sched,advise,gateway,sim
+bench-ab: bench-deps build
+	@[ -n "$(REF)" ] || { echo "make bench-ab: set REF (a commit, tag or branch)"; exit 2; }
+	@bench/ab.sh --build $(BUILD) --pairs $(PAIRS) --figures $(FIGURES) $(REF)
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)

@@ -142,6 +142,10 @@ const char *cr_iso_pidns_step_text(int step);
  */
 int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, char *warn,
                      size_t warnlen);
+/* eBPF device programs loaded so far (the verifier runs once per distinct
+ * set of device rules; later jobs with the same GPUs attach the cached
+ * program, at most 64 kept loaded). */
+uint64_t cr_iso_dev_prog_loads(void);
 /* The "cgroup.procs" files the shim writes its pid to; returned new, NULL-ended. */
 char **cr_iso_job_procs(const cr_iso_job *j);
 /* OOM kills counted in the job's memory cgroup (v1 or v2); 0 when none or unknown. */

@@ -264,6 +264,29 @@ if grep -q "devices=enforced" "$TMP/n2.txt"; then
     else
         fail "device fencing (v2 eBPF): $(cat "$TMP/v.out")"
     fi
+    # The agent loads one program per GPU set and attaches it to each job
+    # of that set (issue 25): jobs on other GPUs at the same time, and one
+    # on a set already seen, each reach their own GPU only.
+    W=()
+    for k in 1 2 3 4; do
+        [ "$k" = 4 ] && wait_for 60 state_is "${W[1]}" completed
+        W+=("$(submit --tenant team-b --gpu-type L40S -e DEV="$TMP/n2.dev" -e AGENT="$TMP/n2" \
+            -e JOIN="$TMP/join.token" -e OTHER="$A" -e OTHERCK="$TMP/ckpt/$CLUSTER/team-a/$A" \
+            -- sh -c 'sleep 1; exec sh "$0"' "$TMP/probe.sh")")
+    done
+    seen=
+    for w in "${W[@]}"; do
+        wait_for 60 state_is "$w" completed || fail "job $w did not complete: $(c show "$w")"
+        gpu=$(c show "$w" | sed -n 's/.* started .* on n2\[\([0-9]*\)\].*/\1/p' | head -1)
+        c logs "$w" >"$TMP/w.out" 2>&1
+        if [ "$(grep -c 'allowed$' "$TMP/w.out")" = 1 ] && grep -q "^gpu$gpu allowed$" "$TMP/w.out" &&
+            [ "$(grep -c 'fenced$' "$TMP/w.out")" = 3 ]; then
+            seen="$seen $gpu"
+        else
+            fail "device fencing (v2 eBPF, cached program), job $w on gpu $gpu: $(grep gpu "$TMP/w.out" | tr '\n' ' ')"
+        fi
+    done
+    ok "cgroup v2 eBPF, one program per GPU set: 4 jobs each on their own GPU only (gpus$seen)"
 else
     echo "SKIP (part): no cgroup v2 device filter here: $(grep 'isolation how' "$TMP/n2.txt")"
 fi
