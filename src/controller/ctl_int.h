@@ -264,7 +264,8 @@ typedef struct ctl_config {
     int64_t max_array;       /* tasks per array submit */
     int64_t retain_finished; /* finished jobs kept in memory at most */
     int64_t retain_s;        /* finished jobs leave memory after this age */
-    int64_t idem_max;        /* Idempotency-Key answers kept at most */
+    int64_t idem_max;        /* Idempotency-Key answers kept at most per token */
+    int64_t idem_tokens;     /* tokens whose Idempotency-Key answers are kept */
     int64_t idem_ttl_s;      /* an Idempotency-Key answer expires after this */
     /* Request rates (ctl_ratelimit.c; docs/operations.md): rps 0 = no limit. */
     double rate_limit_rps;         /* per user or join token, requests a second */

@@ -1490,6 +1490,98 @@ static void test_idempotency(void **state)
     cleanup(&d);
 }
 
+static char *mint_user(const daemon_t *d, const char *tenant)
+{
+    long code;
+    char body[200];
+    snprintf(body, sizeof body, "{\"name\":\"%s\"}", tenant);
+    json_t *v = call(d, "POST", "/v1/tenants", d->admin, body, &code);
+    json_decref(v);
+    assert_true(code == 201 || code == 409);
+    snprintf(body, sizeof body, "{\"role\":\"user\",\"tenant\":\"%s\",\"name\":\"%s-user\"}",
+             tenant, tenant);
+    v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+    assert_int_equal(code, 201);
+    char *t = strdup(str(v, "token"));
+    json_decref(v);
+    return t;
+}
+
+/* Issue 24: the answers are kept per token. Another tenant's keyed submits,
+ * more than the bound, evict only that tenant's own oldest answers: the
+ * owner's retry still gets its first job back, and no duplicate is made;
+ * the same key under another token is a job of that token, never the
+ * owner's. */
+static void test_idempotency_per_token(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    char cfg[400];
+    snprintf(cfg, sizeof cfg, "%s.json", d.dir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"idempotency_max\":100}\n");
+    fclose(f);
+    char extra[500];
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, extra);
+    char *ta = mint_user(&d, "ta");
+    char *tb = mint_user(&d, "tb");
+    const char *body = "{\"command\":[\"true\"],\"name\":\"a-once\"}";
+    int64_t id_a, id;
+    bool rep;
+    assert_int_equal(submit_key(&d, ta, "a-1", body, &id_a, &rep), 201);
+    assert_false(rep);
+    enum { NB = 130 };
+    int64_t first_b = 0;
+    for (int i = 0; i < NB; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "b-%d", i);
+        assert_int_equal(submit_key(&d, tb, key, "{\"command\":[\"true\"]}", &id, &rep), 201);
+        assert_false(rep);
+        if (i == 0) {
+            first_b = id;
+        }
+    }
+    /* The owner's retry: the same job, replayed. */
+    assert_int_equal(submit_key(&d, ta, "a-1", body, &id, &rep), 201);
+    assert_true(rep);
+    assert_int_equal(id, id_a);
+    /* The owner's key under the other tenant's token: a job of its own. */
+    assert_int_equal(submit_key(&d, tb, "a-1", body, &id, &rep), 201);
+    assert_false(rep);
+    assert_true(id != id_a);
+    /* The bound still holds, within tenant B's own answers: its oldest key
+     * went (a new job), its newest is kept. */
+    assert_int_equal(submit_key(&d, tb, "b-0", "{\"command\":[\"true\"]}", &id, &rep), 201);
+    assert_false(rep);
+    assert_true(id != first_b);
+    char last[32];
+    snprintf(last, sizeof last, "b-%d", NB - 1);
+    assert_int_equal(submit_key(&d, tb, last, "{\"command\":[\"true\"]}", &id, &rep), 201);
+    assert_true(rep);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/jobs?limit=1", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), 1 + NB + 2);
+    json_decref(v);
+    /* After a crash: the owner's answer is still there, and so is B's
+     * newest (the load keeps each token's own order). */
+    stop(&d, SIGKILL);
+    start(&d, extra);
+    assert_int_equal(submit_key(&d, ta, "a-1", body, &id, &rep), 201);
+    assert_true(rep);
+    assert_int_equal(id, id_a);
+    assert_int_equal(submit_key(&d, tb, last, "{\"command\":[\"true\"]}", &id, &rep), 201);
+    assert_true(rep);
+    v = call(&d, "GET", "/v1/jobs?limit=1", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), 1 + NB + 2);
+    json_decref(v);
+    free(ta);
+    free(tb);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1505,7 +1597,11 @@ int main(void)
         cmocka_unit_test_teardown(test_no_new_admin_over_cluster, teardown),
         cmocka_unit_test_teardown(test_damaged_wal, teardown),
         cmocka_unit_test_teardown(test_idempotency, teardown),
+        cmocka_unit_test_teardown(test_idempotency_per_token, teardown),
     };
+    if (getenv("TEST_FILTER")) {
+        cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_idem*" */
+    }
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
     return rc;
