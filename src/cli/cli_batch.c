@@ -20,6 +20,7 @@
 #include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_parse.h"
+#include "cr_secretshape.h"
 #include "cr_time.h"
 
 #include <inttypes.h>
@@ -464,60 +465,6 @@ static bool never_exported(const char *name, size_t len)
     return false;
 }
 
-bool cr__cli_secret_name(const char *name, size_t len)
-{
-    static const char *const words[] = {"TOKEN",   "SECRET",  "PASSWORD", "PASSWD",  "CREDENTIAL",
-                                        "APIKEY",  "API_KEY", "PRIVATE",  "AUTH",    "COOKIE",
-                                        "SESSION", "JWT",     "BEARER",   "SIGNING", NULL};
-    /* whole families of cloud credentials (AWS_ACCESS_KEY_ID, AZURE_...) */
-    static const char *const prefixes[] = {"AWS_", "AZURE_", NULL};
-    char up[256];
-    if (len >= sizeof up) {
-        return true; /* a name this long is not worth the risk */
-    }
-    for (size_t i = 0; i < len; i++) {
-        char c = name[i];
-        up[i] = (char)(c >= 'a' && c <= 'z' ? c - 32 : c);
-    }
-    up[len] = '\0';
-    for (size_t i = 0; words[i]; i++) {
-        if (strstr(up, words[i])) {
-            return true;
-        }
-    }
-    for (size_t i = 0; prefixes[i]; i++) {
-        if (strncmp(up, prefixes[i], strlen(prefixes[i])) == 0) {
-            return true;
-        }
-    }
-    /* ..._KEY, ..._KEY_... (AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY, SSH key
-     * paths), ..._PASS, ..._PASS_..., SSHPASS, MYSQL_PWD, SENTRY_DSN */
-    static const char *const parts[] = {"_KEY", "PASS", "_PWD", "_DSN", NULL};
-    for (size_t i = 0; parts[i]; i++) {
-        size_t pl = strlen(parts[i]);
-        for (const char *k = strstr(up, parts[i]); k; k = strstr(k + 1, parts[i])) {
-            if (k[pl] == '\0' || k[pl] == '_') {
-                return true;
-            }
-        }
-    }
-    return strcmp(up, "KEY") == 0;
-}
-
-bool cr__cli_secret_value(const char *value)
-{
-    /* scheme://user:password@host or scheme://key@host (DATABASE_URL,
-     * HTTPS_PROXY, a DSN): the userinfo part of a URL is a credential */
-    for (const char *p = strstr(value, "://"); p; p = strstr(p + 1, "://")) {
-        const char *auth = p + 3;
-        size_t n = strcspn(auth, "/?#@ ");
-        if (auth[n] == '@' && n > 0) {
-            return true;
-        }
-    }
-    return false;
-}
-
 static void put_env(json_t *env, const char *kv)
 {
     const char *eq = strchr(kv, '=');
@@ -529,9 +476,39 @@ static void put_env(json_t *env, const char *kv)
     free(k);
 }
 
+/* The default --export: what a job may want from the submitter's session
+ * and that never holds a credential (the node sets PATH, HOME, USER, SHELL
+ * and LANG itself, docs/cli.md). */
+static bool default_exported(const char *name, size_t len)
+{
+    static const char *const names[] = {"LANG", "LANGUAGE", "TZ", "TERM", NULL};
+    if (len > 3 && strncmp(name, "LC_", 3) == 0) {
+        return true;
+    }
+    for (size_t i = 0; names[i]; i++) {
+        if (strlen(names[i]) == len && strncmp(name, names[i], len) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A named variable is sent as named; one that looks like a credential is
+ * said so, once, with the better way. */
+static void named_warn(cli_ctx *ctx, const char *name, const char *value)
+{
+    if (cr_secret_name(name, strlen(name)) || cr_secret_value(value)) {
+        fprintf(ctx->err,
+                "corral %s: --export: %s looks like a credential; it is sent as named (sealed "
+                "at rest, its value redacted by show); --secret %s keeps it from the job's "
+                "shown environment altogether\n",
+                ctx->cmd ? ctx->cmd : "submit", name, name);
+    }
+}
+
 int cr__cli_export_env(cli_ctx *ctx, const char *spec, json_t *env)
 {
-    bool all = !spec;
+    bool all = false, deflt = !spec;
     if (spec) {
         char *copy = cr_strdup(spec), *save = NULL;
         for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
@@ -547,26 +524,33 @@ int cr__cli_export_env(cli_ctx *ctx, const char *spec, json_t *env)
                     return -1;
                 }
                 put_env(env, t);
+                char *eq = strchr(t, '=');
+                *eq = '\0';
+                named_warn(ctx, t, eq + 1);
             } else {
                 const char *v = getenv(t);
                 if (v) {
                     char *kv = cr_asprintf("%s=%s", t, v);
                     put_env(env, kv);
                     free(kv);
+                    named_warn(ctx, t, v);
                 }
             }
         }
         free(copy);
     }
-    for (char **e = environ; all && e && *e; e++) {
+    for (char **e = environ; (all || deflt) && e && *e; e++) {
         const char *eq = strchr(*e, '=');
         if (!eq || json_object_size(env) >= CLI_EXPORT_MAX) {
             continue;
         }
         size_t len = (size_t)(eq - *e);
+        if (deflt && !default_exported(*e, len)) {
+            continue;
+        }
         char *k = cr_strndup(*e, len);
-        bool skip = never_exported(*e, len) || cr__cli_secret_name(*e, len) ||
-                    cr__cli_secret_value(eq + 1) || json_object_get(env, k) != NULL;
+        bool skip = never_exported(*e, len) || cr_secret_name(*e, len) || cr_secret_value(eq + 1) ||
+                    json_object_get(env, k) != NULL;
         free(k);
         if (!skip) {
             put_env(env, *e);

@@ -189,17 +189,13 @@ typedef struct cli_script {
 int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, size_t nopts,
                         cli_script *s);
 void cr__cli_script_fini(cli_script *s);
-/* Whether an environment variable's name looks like it holds a secret
- * (TOKEN, SECRET, PASSWORD, ..._KEY..., ..._PASS, AWS_*, AZURE_*, ...), or
- * its value does (a URL with user info: scheme://user:pw@host): never
- * exported unless named. */
-bool cr__cli_secret_name(const char *name, size_t len);
-bool cr__cli_secret_value(const char *value);
-/* Fill env (an object) per --export: spec NULL = the default (ALL minus
- * secret-looking names and values, Corral's, Slurm's, GPU-selection,
- * LD_PRELOAD/LD_AUDIT and session variables); "ALL" (the same filter);
- * "NONE"; or a list "NAME,NAME=VALUE,..." (what it names is sent as is).
- * -1 after a message. */
+/* Fill env (an object) per --export (docs/cli.md): spec NULL = the
+ * default allow-list (LANG, LANGUAGE, LC_*, TZ, TERM); "ALL" (the whole
+ * environment minus credential-looking names and values, cr_secretshape.h,
+ * Corral's, Slurm's, GPU-selection, LD_PRELOAD/LD_AUDIT and session
+ * variables); "NONE"; and names "NAME,NAME=VALUE,..." (what it names is
+ * sent as is, with a warning on stderr when it looks like a credential).
+ * A list without ALL sends only what it names. -1 after a message. */
 int cr__cli_export_env(cli_ctx *ctx, const char *spec, json_t *env);
 /* cli_run.c: after `corral run` submitted job id: stream its stdout and
  * stderr until it ends; its exit code (130 after Ctrl-C, which cancels). */

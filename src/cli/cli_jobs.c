@@ -97,7 +97,9 @@ static const cli_opt submit_opts[] = {
     {"error", CLI_STR, "PATTERN", "stderr to this file on the node (default: with -o, the same)",
      NULL, 0, 0, 0},
     {"export", CLI_STR, "ALL|NONE|K,K=V",
-     "environment sent with the job (default: yours minus secrets, docs/cli.md)", NULL, 0, 0, 0},
+     "environment sent with the job (default: LANG, LANGUAGE, LC_*, TZ, TERM only; ALL: yours "
+     "minus credentials; docs/cli.md)",
+     NULL, 0, 0, 0},
     {"chdir", CLI_STR, "DIR", "working directory on the node (relative: to this directory)", NULL,
      0, 0, 'D'},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
@@ -780,7 +782,7 @@ out:
 
 /* --- show -------------------------------------------------------------------- */
 
-static void show_job(cli_ctx *ctx, const json_t *job)
+static void show_job(cli_ctx *ctx, const json_t *job, bool with_env)
 {
     static const struct {
         const char *key;
@@ -873,18 +875,59 @@ static void show_job(cli_ctx *ctx, const json_t *job)
         }
         fputc('\n', ctx->out);
     }
+    /* The environment's names only (issue 24: values are asked for with
+     * --env, and come with credential-looking ones redacted); one
+     * NAME=value a line then. An older controller sends "env" whole: its
+     * names only too. */
+    const json_t *names = json_object_get(job, "env_names");
     const json_t *env = json_object_get(job, "env");
-    if (json_is_object(env) && json_object_size(env)) {
-        fprintf(ctx->out, "  %-15s", "Env:");
+    if (with_env && json_is_object(env)) {
+        if (json_object_size(env)) {
+            fputs("  Env:\n", ctx->out);
+        } else {
+            fprintf(ctx->out, "  %-15s (none)\n", "Env:");
+        }
         const char *k;
         json_t *v;
         json_object_foreach((json_t *)env, k, v)
         {
             char kb[300];
-            fprintf(ctx->out, " %s=%s", cr__cli_escape(k, kb, sizeof kb),
+            fprintf(ctx->out, "    %s=%s\n", cr__cli_escape(k, kb, sizeof kb),
                     cr__cli_json_text(v, buf, sizeof buf));
         }
+    } else if (json_array_size(names) || json_object_size(env)) {
+        /* names wrapped at 100 columns */
+        json_t *list = json_array();
+        if (json_is_array(names)) {
+            json_array_extend(list, (json_t *)names);
+        } else {
+            const char *k;
+            json_t *v;
+            json_object_foreach((json_t *)env, k, v)
+            {
+                json_array_append_new(list, json_string(k));
+            }
+        }
+        fprintf(ctx->out, "  %-15s", "Env:");
+        size_t col = 17, i;
+        json_t *nv;
+        json_array_foreach(list, i, nv)
+        {
+            char kb[300];
+            const char *n =
+                cr__cli_escape(json_is_string(nv) ? json_string_value(nv) : "?", kb, sizeof kb);
+            if (col > 17 && col + 1 + strlen(n) > 100) {
+                fprintf(ctx->out, "\n  %-15s", "");
+                col = 17;
+            }
+            fprintf(ctx->out, " %s", n);
+            col += 1 + strlen(n);
+        }
+        json_decref(list);
         fputc('\n', ctx->out);
+        if (!with_env) {
+            fprintf(ctx->out, "  %-15s %s\n", "", "(names only; values: corral show --env)");
+        }
     }
     const json_t *pl = json_object_get(job, "placement");
     if (json_array_size(pl)) {
@@ -906,15 +949,24 @@ static void show_job(cli_ctx *ctx, const json_t *job)
     cr__cli_events_table(json_object_get(job, "events"), ctx->out);
 }
 
+static const cli_opt show_opts[] = {
+    {"env", CLI_BOOL, NULL,
+     "the job's environment with its values (credential-looking ones redacted); default: names "
+     "only",
+     NULL, 0, 0, 0},
+};
+
 int cr__cli_show(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
     int code = 0;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "JOB", NULL, 0, false, argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a, "[--env] JOB", show_opts, NOPTS(show_opts), false, argc, argv,
+                      &code)) {
         goto out;
     }
+    bool with_env = cr__cli_arg(&a, "env")->set;
     int64_t id = 0;
     if (a.npos != 1) {
         fprintf(ctx->err, "corral show: expected one job id (corral show JOB)\n");
@@ -928,7 +980,9 @@ int cr__cli_show(cli_ctx *ctx, int argc, char **argv)
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
         goto out;
     }
-    int rc = cr_client_job_get(ctx->client, id, &res);
+    char path[80];
+    snprintf(path, sizeof path, "/v1/jobs/%lld%s", (long long)id, with_env ? "?env=1" : "");
+    int rc = cr_client_request(ctx->client, "GET", path, NULL, 0, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
         goto out;
@@ -936,7 +990,7 @@ int cr__cli_show(cli_ctx *ctx, int argc, char **argv)
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
     } else {
-        show_job(ctx, res.body);
+        show_job(ctx, res.body, with_env);
     }
 out:
     cr_client_res_fini(&res);

@@ -244,7 +244,8 @@ static void config_defaults(ctl_config *cfg)
     cfg->max_array = 10000;
     cfg->retain_finished = 10000;
     cfg->retain_s = 3600;
-    cfg->idem_max = 10000;
+    cfg->idem_max = 1000;
+    cfg->idem_tokens = 1000;
     cfg->idem_ttl_s = 86400;
     cfg->election_ttl_s = CTL_HA_TTL_DEFAULT_S;
     ctl_rl_defaults(cfg);
@@ -363,6 +364,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "retain_finished",
                                           "retain_s",
                                           "idempotency_max",
+                                          "idempotency_tokens",
                                           "idempotency_ttl_s",
                                           "store",
                                           "store_cluster",
@@ -443,6 +445,8 @@ static int load_config(const char *path, ctl_config *cfg)
                           &err)) ||
         (rc = cr_json_int(v, "", "retain_s", false, 0, 366LL * 86400, &cfg->retain_s, &err)) ||
         (rc = cr_json_int(v, "", "idempotency_max", false, 1, 10000000, &cfg->idem_max, &err)) ||
+        (rc = cr_json_int(v, "", "idempotency_tokens", false, 1, 1000000, &cfg->idem_tokens,
+                          &err)) ||
         (rc = cr_json_int(v, "", "idempotency_ttl_s", false, 1, 366LL * 86400, &cfg->idem_ttl_s,
                           &err)) ||
         (rc = cr_json_str(v, "", "store", false, 1000, &store, &err)) ||

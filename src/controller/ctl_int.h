@@ -264,7 +264,8 @@ typedef struct ctl_config {
     int64_t max_array;       /* tasks per array submit */
     int64_t retain_finished; /* finished jobs kept in memory at most */
     int64_t retain_s;        /* finished jobs leave memory after this age */
-    int64_t idem_max;        /* Idempotency-Key answers kept at most */
+    int64_t idem_max;        /* Idempotency-Key answers kept at most per token */
+    int64_t idem_tokens;     /* tokens whose Idempotency-Key answers are kept */
     int64_t idem_ttl_s;      /* an Idempotency-Key answer expires after this */
     /* Request rates (ctl_ratelimit.c; docs/operations.md): rps 0 = no limit. */
     double rate_limit_rps;         /* per user or join token, requests a second */
@@ -549,6 +550,12 @@ void ctl_redact_text(ctl *c, const cr_principal *p, const char *in, char *out, s
 void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key);
 void ctl_job_insert(ctl *c, ctl_job *j); /* mu held; takes j */
 json_t *ctl_job_json(const ctl_job *j);
+/* In an API view v of a job (or of its stored row): no "env_enc", and a
+ * plain "env" (a row stored before sealing) shown as its "env_names". */
+void ctl_job_view_env(json_t *v);
+/* ctl_redact.c: env's credential-looking variables (cr_secretshape.h, by
+ * name or value) with "(redacted)" as their value, in place. */
+void ctl_redact_env(json_t *env);
 /* The state the API shows: pending while its start is being stored (the
  * job and list views, /metrics, the node view's "starting_jobs", the
  * services' replica counts), with this reason. */
@@ -815,6 +822,17 @@ char *ctl_seal(const ctl *c, const char *text);
 /* Open a sealed text: 0 and *out (free with ctl_secret_free) or CR_EINVAL. */
 int ctl_unseal(const ctl *c, const char *sealed, char **out);
 void ctl_secret_free(char *s);
+/* ctl_util.c: the sorted names of an env object, returned new. */
+json_t *ctl_env_names(const json_t *env);
+/* A job's environment is sealed at rest like its secrets (issue 24): spec's
+ * "env" object becomes "env_enc" (sealed compact JSON) and "env_names" (its
+ * names, sorted), and "env" goes; an empty env leaves neither. spec is
+ * borrowed and changed in place. */
+void ctl_job_env_seal(const ctl *c, json_t *spec);
+/* The job's environment opened: returned new (an object; a spec stored
+ * before sealing: its plain "env"; none: {}), or NULL (logged) when the
+ * sealed text does not open with this controller's key. */
+json_t *ctl_job_env_open(const ctl *c, int64_t job_id, const json_t *spec);
 /* Validate a submit's "secrets" object ({"NAME": "VALUE"}); CR_EINVAL with err. */
 int ctl_secrets_check(const json_t *secrets, cr_json_err *err);
 void ctl_route_bootstrap(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);

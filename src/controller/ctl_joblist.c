@@ -223,6 +223,7 @@ static bool row_render(list_row *r, ref_cache *rc)
     for (size_t i = 0; internal[i]; i++) {
         json_object_del(v, internal[i]);
     }
+    ctl_job_view_env(v);
     size_t i;
     json_t *pl;
     json_array_foreach(json_object_get(v, "placement"), i, pl)

@@ -60,10 +60,24 @@ ctl_job_state ctl_job_shown_state(const ctl_job *j)
     return j->start_unstored ? JS_PENDING : j->state;
 }
 
+void ctl_job_view_env(json_t *v)
+{
+    json_object_del(v, "env_enc");
+    json_t *env = json_object_get(v, "env");
+    if (env) {
+        /* a row stored before sealing: its names, as a sealed row shows */
+        if (json_object_size(env) > 0) {
+            json_object_set_new(v, "env_names", ctl_env_names(env));
+        }
+        json_object_del(v, "env");
+    }
+}
+
 json_t *ctl_job_json(const ctl_job *j)
 {
     char t[64];
     json_t *v = json_copy(j->spec);
+    ctl_job_view_env(v);
     json_object_set_new(v, "id", json_integer(j->id));
     json_object_set_new(v, "tenant", json_string(j->tenant));
     if (j->array_first > 0) {

@@ -5,9 +5,13 @@
  * job 812"); a user token reads them with another tenant's job id and
  * tenant name replaced ("another tenant's job", "another tenant"). Admins
  * read them whole. The cluster map and node views (ctl_nodes.c, ctl_ui.c)
- * hide the same things with ctl_job_visible_to, here.
+ * hide the same things with ctl_job_visible_to, here. A job's environment,
+ * read with GET /v1/jobs/{id}?env=1 by those who may read the job, comes
+ * with its credential-looking values redacted (ctl_redact_env).
  */
 #include "ctl_int.h"
+
+#include "cr_secretshape.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -84,4 +88,17 @@ void ctl_redact_member(ctl *c, const cr_principal *p, json_t *v, const char *key
     ctl_redact_text(c, p, s, buf, sizeof buf);
     json_t *w = json_string(buf); /* NULL: cut inside a UTF-8 sequence */
     json_object_set_new(v, key, w ? w : json_string("(redacted)"));
+}
+
+void ctl_redact_env(json_t *env)
+{
+    const char *k;
+    json_t *x;
+    json_object_foreach(env, k, x)
+    {
+        const char *s = json_string_value(x);
+        if (cr_secret_name(k, strlen(k)) || !s || cr_secret_value(s)) {
+            json_object_set_new(env, k, json_string("(redacted)"));
+        }
+    }
 }

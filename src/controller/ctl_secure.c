@@ -200,6 +200,49 @@ void ctl_secret_free(char *s)
     }
 }
 
+/* ------------------------------------------------------------------------ */
+/* A job's environment, sealed at rest                                      */
+
+void ctl_job_env_seal(const ctl *c, json_t *spec)
+{
+    json_t *env = json_object_get(spec, "env");
+    if (!json_is_object(env)) {
+        return;
+    }
+    if (json_object_size(env) > 0) {
+        char *plain = json_dumps(env, JSON_COMPACT);
+        char *sealed = ctl_seal(c, plain ? plain : "{}");
+        ctl_secret_free(plain);
+        json_object_set_new(spec, "env_enc", json_string(sealed));
+        json_object_set_new(spec, "env_names", ctl_env_names(env));
+        free(sealed);
+    }
+    json_object_del(spec, "env");
+}
+
+json_t *ctl_job_env_open(const ctl *c, int64_t job_id, const json_t *spec)
+{
+    const char *sealed = json_string_value(json_object_get(spec, "env_enc"));
+    if (!sealed) {
+        /* a job stored before its environment was sealed */
+        json_t *env = json_object_get(spec, "env");
+        return json_is_object(env) ? json_deep_copy(env) : json_object();
+    }
+    char *plain = NULL;
+    json_t *env = NULL;
+    if (ctl_unseal(c, sealed, &plain) == 0) {
+        env = json_loads(plain, 0, NULL);
+    }
+    ctl_secret_free(plain);
+    if (!json_is_object(env)) {
+        cr_error("job=%lld: its environment does not open with this controller's key",
+                 (long long)job_id);
+        json_decref(env);
+        return NULL;
+    }
+    return env;
+}
+
 static bool env_name_ok(const char *k)
 {
     if (!*k || strlen(k) > 128 || (*k >= '0' && *k <= '9')) {

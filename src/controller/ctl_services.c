@@ -459,6 +459,7 @@ static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now)
     json_decref(req);
     /* after the request's checks, which refuse CORRAL_* from users */
     json_object_set_new(json_object_get(j->spec, "env"), "CORRAL_SERVICE", json_string(s->name));
+    ctl_job_env_seal(c, j->spec);
     c->next_id++;
     j->id = id;
     snprintf(j->tenant, sizeof j->tenant, "%s", s->tenant);

@@ -271,3 +271,27 @@ int ctl_wait_end(ctl_wait *w)
     w->queued = false;
     return w->status;
 }
+
+static int by_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+json_t *ctl_env_names(const json_t *env)
+{
+    size_t n = json_object_size(env), i = 0;
+    const char **names = cr_calloc(n ? n : 1, sizeof *names);
+    const char *k;
+    json_t *x;
+    json_object_foreach((json_t *)env, k, x)
+    {
+        names[i++] = k;
+    }
+    qsort(names, n, sizeof *names, by_str);
+    json_t *out = json_array();
+    for (i = 0; i < n; i++) {
+        json_array_append_new(out, json_string(names[i]));
+    }
+    free(names);
+    return out;
+}

@@ -6,6 +6,7 @@
 #include "cli_int.h"
 
 #include "cr_error.h"
+#include "cr_secretshape.h"
 #include "cr_time.h"
 #include "fake_server.h"
 
@@ -535,11 +536,15 @@ static void test_cmd_submit_script(void **state)
     run_free(&r);
     assert_int_equal(fake_server_requests(s), before);
 
-    /* --export: by default the environment minus secrets and Corral's own */
+    /* --export (issue 24): by default only the allow-list (LANG, LANGUAGE,
+     * LC_*, TZ, TERM); ALL: the environment minus secrets and Corral's own */
     setenv("CORRAL_TEST_KEEP", "1", 1);
     setenv("MY_API_TOKEN", "hush", 1);
     setenv("DB_PASSWORD", "hush", 1);
     setenv("PLAIN_VALUE", "yes", 1);
+    setenv("LANG", "de_DE.UTF-8", 1);
+    setenv("LC_TIME", "en_GB.UTF-8", 1);
+    setenv("TZ", "Europe/Berlin", 1);
     /* credentials by family, by value, and the node's own variables */
     static const char *const hidden[][2] = {
         {"AWS_PROFILE", "prod"},
@@ -554,38 +559,90 @@ static void test_cmd_submit_script(void **state)
         {"CUDA_MPS_PIPE_DIRECTORY", "/tmp/x"},
         {"LD_PRELOAD", "/opt/login-node/libsandbox.so"},
         {"ROCR_VISIBLE_DEVICES", "0"},
+        /* the red team's misses: names that say nothing, values that do */
+        {"GH_PAT", "ghp_16C7e42F292c6912E7710c838347Ae178B4a"},
+        {"OPENAI", "sk-proj-4f9Qx2LmZk8RtY7wVb3NcH1sJdPa6EuT"},
+        {"DB_CONN", "postgres://db:5432/app?sslmode=require&password=hunter2"},
+        {"SLACK", "xoxb-1234567890-0987654321-AbCdEfGhIjKlMnOp"},
+        {"CLOUD_ID", "AKIAIOSFODNN7EXAMPLE"},
+        {"GITLAB", "glpat-xxxxxxxxxxxxxxxxxxxx"},
+        {"ID_JWT_LIKE", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.sig-nature_x"},
+        {"CERTBLOB", "-----BEGIN OPENSSH PRIVATE KEY-----\nb3Blbn\n-----END"},
     };
     for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
         setenv(hidden[i][0], hidden[i][1], 1);
     }
     setenv("PLAIN_URL", "https://example.com/a@b", 1);
     fake_server_canned(s, 201, "{\"ids\":[10]}");
-    for (int all = 0; all < 2; all++) {
-        r = all ? cli("submit", "--export", "ALL", "true", NULL) : cli("submit", "true", NULL);
-        assert_int_equal(r.code, 0);
-        run_free(&r);
-        last = fake_server_last(s);
-        json_t *env = json_object_get(sent_body(last), "env");
-        assert_string_equal(json_string_value(json_object_get(env, "PLAIN_VALUE")), "yes");
-        assert_string_equal(json_string_value(json_object_get(env, "PLAIN_URL")),
-                            "https://example.com/a@b");
-        assert_null(json_object_get(env, "MY_API_TOKEN"));
-        assert_null(json_object_get(env, "DB_PASSWORD"));
-        assert_null(json_object_get(env, "CORRAL_TOKEN"));
-        assert_null(json_object_get(env, "CORRAL_TEST_KEEP"));
-        for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
-            if (json_object_get(env, hidden[i][0])) {
-                fail_msg("--export %s sent %s", all ? "ALL" : "(default)", hidden[i][0]);
-            }
-        }
-        json_decref(last);
-    }
-    /* named explicitly: sent */
-    r = cli("submit", "--export", "DATABASE_URL,AWS_PROFILE", "true", NULL);
+    /* the default: the allow-list only */
+    r = cli("submit", "true", NULL);
     assert_int_equal(r.code, 0);
     run_free(&r);
     last = fake_server_last(s);
     json_t *env = json_object_get(sent_body(last), "env");
+    assert_string_equal(json_string_value(json_object_get(env, "LANG")), "de_DE.UTF-8");
+    assert_string_equal(json_string_value(json_object_get(env, "LC_TIME")), "en_GB.UTF-8");
+    assert_string_equal(json_string_value(json_object_get(env, "TZ")), "Europe/Berlin");
+    assert_null(json_object_get(env, "PLAIN_VALUE"));
+    assert_null(json_object_get(env, "PATH"));
+    assert_null(json_object_get(env, "HOME"));
+    const char *k;
+    json_t *x;
+    json_object_foreach(env, k, x)
+    {
+        if (strcmp(k, "LANG") != 0 && strcmp(k, "LANGUAGE") != 0 && strcmp(k, "TZ") != 0 &&
+            strcmp(k, "TERM") != 0 && strncmp(k, "LC_", 3) != 0) {
+            fail_msg("the default --export sent %s", k);
+        }
+    }
+    json_decref(last);
+    /* ALL: everything but what looks like a credential or is the node's */
+    r = cli("submit", "--export", "ALL", "true", NULL);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    last = fake_server_last(s);
+    env = json_object_get(sent_body(last), "env");
+    assert_string_equal(json_string_value(json_object_get(env, "PLAIN_VALUE")), "yes");
+    assert_string_equal(json_string_value(json_object_get(env, "PLAIN_URL")),
+                        "https://example.com/a@b");
+    assert_string_equal(json_string_value(json_object_get(env, "LANG")), "de_DE.UTF-8");
+    assert_null(json_object_get(env, "MY_API_TOKEN"));
+    assert_null(json_object_get(env, "DB_PASSWORD"));
+    assert_null(json_object_get(env, "CORRAL_TOKEN"));
+    assert_null(json_object_get(env, "CORRAL_TEST_KEEP"));
+    for (size_t i = 0; i < sizeof hidden / sizeof hidden[0]; i++) {
+        if (json_object_get(env, hidden[i][0])) {
+            fail_msg("--export ALL sent %s", hidden[i][0]);
+        }
+    }
+    json_decref(last);
+    /* #SBATCH --export=ALL in a script: the same as the flag */
+    path = write_tmp("exp.sh", "#!/bin/sh\n#SBATCH --export=ALL\ntrue\n");
+    r = cli("submit", path, NULL);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    last = fake_server_last(s);
+    env = json_object_get(sent_body(last), "env");
+    assert_string_equal(json_string_value(json_object_get(env, "PLAIN_VALUE")), "yes");
+    assert_null(json_object_get(env, "GH_PAT"));
+    json_decref(last);
+    path = write_tmp("exp2.sh", "#!/bin/sh\n#SBATCH --export=NONE,PLAIN_VALUE\ntrue\n");
+    r = cli("submit", path, NULL);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    last = fake_server_last(s);
+    env = json_object_get(sent_body(last), "env");
+    assert_int_equal(json_object_size(env), 1);
+    assert_string_equal(json_string_value(json_object_get(env, "PLAIN_VALUE")), "yes");
+    json_decref(last);
+    /* named explicitly: sent, with a word on stderr */
+    r = cli("submit", "--export", "NONE,DATABASE_URL,AWS_PROFILE", "true", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "DATABASE_URL looks like a credential"));
+    run_free(&r);
+    last = fake_server_last(s);
+    env = json_object_get(sent_body(last), "env");
+    assert_int_equal(json_object_size(env), 2);
     assert_string_equal(json_string_value(json_object_get(env, "AWS_PROFILE")), "prod");
     assert_non_null(json_object_get(env, "DATABASE_URL"));
     json_decref(last);
@@ -593,30 +650,57 @@ static void test_cmd_submit_script(void **state)
         unsetenv(hidden[i][0]);
     }
     unsetenv("PLAIN_URL");
-    /* a list: only what it names */
+    /* a list: only what it names (Slurm's --export=NAME,...) */
     r = cli("submit", "--export", "PLAIN_VALUE,X=1", "true", NULL);
     assert_int_equal(r.code, 0);
+    assert_string_equal(r.err, "");
     run_free(&r);
     last = fake_server_last(s);
     env = json_object_get(sent_body(last), "env");
     assert_int_equal(json_object_size(env), 2);
     assert_string_equal(json_string_value(json_object_get(env, "X")), "1");
     json_decref(last);
+    /* NONE: nothing (no env member at all) */
+    r = cli("submit", "--export", "NONE", "true", NULL);
+    assert_int_equal(r.code, 0);
+    run_free(&r);
+    last = fake_server_last(s);
+    assert_null(json_object_get(sent_body(last), "env"));
+    json_decref(last);
     unsetenv("MY_API_TOKEN");
     unsetenv("DB_PASSWORD");
     unsetenv("PLAIN_VALUE");
     unsetenv("CORRAL_TEST_KEEP");
-    assert_true(cr__cli_secret_name("AWS_SECRET_ACCESS_KEY", 21));
-    assert_true(cr__cli_secret_name("OPENAI_API_KEY", 14));
-    assert_false(cr__cli_secret_name("KEYBOARD", 8));
-    assert_false(cr__cli_secret_name("PATH", 4));
-    assert_true(cr__cli_secret_name("AWS_ACCESS_KEY_ID", 17));
-    assert_true(cr__cli_secret_name("PGPASS", 6));
-    assert_false(cr__cli_secret_name("PASSAGE", 7));
-    assert_false(cr__cli_secret_name("LD_LIBRARY_PATH", 15));
-    assert_true(cr__cli_secret_value("redis://:pw@cache:6379"));
-    assert_false(cr__cli_secret_value("http://proxy:3128"));
-    assert_false(cr__cli_secret_value("user@example.com"));
+    unsetenv("LANG");
+    unsetenv("LC_TIME");
+    unsetenv("TZ");
+    assert_true(cr_secret_name("AWS_SECRET_ACCESS_KEY", 21));
+    assert_true(cr_secret_name("OPENAI_API_KEY", 14));
+    assert_false(cr_secret_name("KEYBOARD", 8));
+    assert_false(cr_secret_name("PATH", 4));
+    assert_true(cr_secret_name("AWS_ACCESS_KEY_ID", 17));
+    assert_true(cr_secret_name("PGPASS", 6));
+    assert_false(cr_secret_name("PASSAGE", 7));
+    assert_false(cr_secret_name("LD_LIBRARY_PATH", 15));
+    assert_true(cr_secret_name("GH_PAT", 6));
+    assert_false(cr_secret_name("PATCH_LEVEL", 11));
+    assert_true(cr_secret_value("redis://:pw@cache:6379"));
+    assert_false(cr_secret_value("http://proxy:3128"));
+    assert_false(cr_secret_value("user@example.com"));
+    for (size_t i = 12; i < sizeof hidden / sizeof hidden[0]; i++) {
+        if (!cr_secret_value(hidden[i][1])) {
+            fail_msg("%s's value does not look like a credential", hidden[i][0]);
+        }
+    }
+    assert_true(cr_secret_value("github_pat_11ABCDEFG0123456789_abcdefghijklmnop"));
+    assert_true(cr_secret_value("Authorization: Bearer abcdefghijklmnop"));
+    assert_true(cr_secret_value("Server=db;User Id=app;Password=hunter2;"));
+    assert_false(cr_secret_value("sk-learn"));
+    assert_false(cr_secret_value("en_US.UTF-8"));
+    assert_false(cr_secret_value("Asia/Tokyo"));
+    assert_false(cr_secret_value("/usr/local/bin:/usr/bin"));
+    assert_false(cr_secret_value("https://example.com/search?q=password"));
+    assert_false(cr_secret_value("desk-1234567890abcdefghijklmn"));
     char p2[256];
     snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-job.sh", (int)getpid());
     unlink(p2);
@@ -625,6 +709,10 @@ static void test_cmd_submit_script(void **state)
     snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-bad2.sh", (int)getpid());
     unlink(p2);
     snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-bad3.sh", (int)getpid());
+    unlink(p2);
+    snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-exp.sh", (int)getpid());
+    unlink(p2);
+    snprintf(p2, sizeof p2, "/tmp/corral-cli-%d-exp2.sh", (int)getpid());
     unlink(p2);
     fake_server_stop(s);
 }
@@ -704,6 +792,43 @@ static void test_cmd_show_and_actions(void **state)
     assert_non_null(strstr(r.out, "  2026-11-30T04:00:01Z  pending    needs 1 A100: 0 free\n"));
     run_free(&r);
 
+    /* issue 24: the environment's names only, values with --env */
+    fake_server_canned(s, 200,
+                       "{\"id\":3,\"name\":\"e\",\"state\":\"running\",\"env_names\":"
+                       "[\"HF_HOME\",\"LANG\"]}");
+    r = cli("show", "3", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "  Env:            HF_HOME LANG\n"));
+    assert_non_null(strstr(r.out, "(names only; values: corral show --env)"));
+    run_free(&r);
+    json_t *last = fake_server_last(s);
+    assert_null(json_object_get(json_object_get(last, "query"), "env"));
+    json_decref(last);
+    /* an older controller sends the values: still names only */
+    fake_server_canned(s, 200,
+                       "{\"id\":3,\"name\":\"e\",\"state\":\"running\",\"env\":"
+                       "{\"HF_HOME\":\"/data/hf\",\"GH_PAT\":\"ghp_x\"}}");
+    r = cli("show", "3", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "Env:"));
+    assert_non_null(strstr(r.out, "HF_HOME"));
+    assert_null(strstr(r.out, "/data/hf"));
+    assert_null(strstr(r.out, "ghp_x"));
+    run_free(&r);
+    /* --env asks for them (?env=1), one NAME=value a line */
+    fake_server_canned(s, 200,
+                       "{\"id\":3,\"name\":\"e\",\"state\":\"running\",\"env_names\":"
+                       "[\"GH_PAT\",\"HF_HOME\"],\"env\":{\"GH_PAT\":\"(redacted)\","
+                       "\"HF_HOME\":\"/data/hf\"}}");
+    r = cli("show", "--env", "3", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "  Env:\n    GH_PAT=(redacted)\n    HF_HOME=/data/hf\n"));
+    run_free(&r);
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(json_object_get(last, "query"), "env")),
+                        "1");
+    json_decref(last);
+
     r = cli("show", "two", NULL);
     assert_int_equal(r.code, 2);
     assert_string_equal(r.err, "corral show: 'two' is not a job id (a positive integer)\n");
@@ -713,7 +838,7 @@ static void test_cmd_show_and_actions(void **state)
     r = cli("cancel", "3", "4", NULL);
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "Cancelled job 3\nCancelled job 4\n");
-    json_t *last = fake_server_last(s);
+    last = fake_server_last(s);
     /* a plain id asks for the whole array when it is one's first id */
     assert_string_equal(json_string_value(json_object_get(last, "path")), "/v1/jobs/4/cancel");
     assert_string_equal(json_string_value(json_object_get(json_object_get(last, "query"), "array")),

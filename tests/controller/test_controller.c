@@ -346,6 +346,13 @@ static void test_roundtrip(void **state)
     assert_string_equal(str(v, "name"), "train");
     assert_string_equal(str(v, "state"), "pending");
     assert_int_equal(num(v, "gpus"), 8);
+    /* names only by default (issue 24); the values on request */
+    assert_null(json_object_get(v, "env"));
+    assert_string_equal(json_string_value(json_array_get(json_object_get(v, "env_names"), 0)), "A");
+    json_decref(v);
+    snprintf(path, sizeof path, "/v1/jobs/%lld?env=1", (long long)id);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
     assert_string_equal(str(json_object_get(v, "env"), "A"), "1");
     json_t *ev = json_object_get(v, "events");
     assert_true(json_array_size(ev) >= 1);
@@ -1844,6 +1851,98 @@ static int reap_live(void **state)
     return 0;
 }
 
+/* Whether any file in dir holds needle (the SQLite file, its WAL...). */
+static bool dir_has_bytes(const char *dir, const char *needle)
+{
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "grep -rqaF -- '%s' '%s'", needle, dir);
+    return system(cmd) == 0;
+}
+
+/* Issue 24: a job's environment is sealed at rest like its secrets (no
+ * value in the SQLite file or its WAL), the API shows its names only, the
+ * values with ?env=1 and credential-looking ones redacted even then; the
+ * node's desired state carries them whole, also after a restart. */
+static void test_env_sealed(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *t1 = register_node(&d, "n1");
+    static const char plain_val[] = "/data/hf-7f3a9c21";
+    static const char pat_val[] = "ghp_16C7e42F292c6912E7710c838347Ae178B4a";
+    char body[600];
+    snprintf(body, sizeof body,
+             "{\"name\":\"envy\",\"command\":[\"true\"],\"gpus\":1,\"env\":{\"HF_HOME\":\"%s\","
+             "\"GH_PAT\":\"%s\",\"DB\":\"postgres://db/app?password=hunter2x9\"}}",
+             plain_val, pat_val);
+    int64_t id = submit(&d, d.admin, body);
+    char path[96];
+    long code;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    json_t *v = call(&d, "GET", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_null(json_object_get(v, "env"));
+    assert_null(json_object_get(v, "env_enc"));
+    json_t *names = json_object_get(v, "env_names");
+    assert_int_equal(json_array_size(names), 3);
+    assert_string_equal(json_string_value(json_array_get(names, 0)), "DB");
+    assert_string_equal(json_string_value(json_array_get(names, 1)), "GH_PAT");
+    assert_string_equal(json_string_value(json_array_get(names, 2)), "HF_HOME");
+    json_decref(v);
+    /* the list's rows: names only too */
+    v = call(&d, "GET", "/v1/jobs", d.admin, NULL, &code);
+    json_t *it = json_array_get(json_object_get(v, "items"), 0);
+    assert_null(json_object_get(it, "env"));
+    assert_null(json_object_get(it, "env_enc"));
+    assert_int_equal(json_array_size(json_object_get(it, "env_names")), 3);
+    json_decref(v);
+    /* the values on request, credentials redacted */
+    snprintf(path, sizeof path, "/v1/jobs/%lld?env=1", (long long)id);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    json_t *env = json_object_get(v, "env");
+    assert_string_equal(str(env, "HF_HOME"), plain_val);
+    assert_string_equal(str(env, "GH_PAT"), "(redacted)");
+    assert_string_equal(str(env, "DB"), "(redacted)");
+    json_decref(v);
+    /* the node gets them whole */
+    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
+    json_t *e = NULL;
+    while (!e && cr_mono_ns() < deadline) {
+        v = call(&d, "GET", "/v1/agents/n1/desired", t1, NULL, &code);
+        json_t *jobs = json_object_get(v, "jobs");
+        for (size_t i = 0; i < json_array_size(jobs); i++) {
+            if (num(json_array_get(jobs, i), "job") == id) {
+                e = json_incref(json_array_get(jobs, i));
+            }
+        }
+        json_decref(v);
+        if (!e) {
+            poll_sleep();
+        }
+    }
+    assert_non_null(e);
+    assert_string_equal(str(json_object_get(e, "env"), "HF_HOME"), plain_val);
+    assert_string_equal(str(json_object_get(e, "env"), "GH_PAT"), pat_val);
+    json_decref(e);
+    /* at rest: names, never values (the WAL while running, the file after) */
+    assert_true(dir_has_bytes(d.dir, "HF_HOME"));
+    assert_false(dir_has_bytes(d.dir, plain_val));
+    assert_false(dir_has_bytes(d.dir, pat_val));
+    assert_false(dir_has_bytes(d.dir, "hunter2x9"));
+    stop(&d, SIGTERM);
+    assert_false(dir_has_bytes(d.dir, plain_val));
+    assert_false(dir_has_bytes(d.dir, pat_val));
+    start(&d, false, NULL);
+    v = call(&d, "GET", path, d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(json_object_get(v, "env"), "HF_HOME"), plain_val);
+    json_decref(v);
+    free(t1);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1869,8 +1968,12 @@ int main(void)
         cmocka_unit_test(test_api_examples),
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_env_reserved),
+        cmocka_unit_test(test_env_sealed),
         cmocka_unit_test(test_crash_safety),
     };
+    if (getenv("TEST_FILTER")) {
+        cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_env*" */
+    }
     int rc = cmocka_run_group_tests(tests, NULL, reap_live);
     curl_global_cleanup();
     return rc;

@@ -941,19 +941,21 @@ static void test_hung_agent_logs(void **state)
 /* ------------------------------------------------------------------------ */
 /* 3. Limits: spec size, one stored spec per array, bounded pages.           */
 
-static char *env_body(size_t value_bytes, int array)
+/* A submit body of about value_bytes: eight long arguments (the env no
+ * longer serves: it is sealed, and shown by name only). */
+static char *big_body(size_t value_bytes, int array)
 {
     cr_buf b;
     cr_buf_init(&b);
-    cr_buf_puts(&b, "{\"command\":[\"true\"],\"env\":{");
+    cr_buf_puts(&b, "{\"command\":[\"true\"");
     for (int i = 0; i < 8; i++) {
-        cr_buf_printf(&b, "%s\"V%d\":\"", i ? "," : "", i);
+        cr_buf_puts(&b, ",\"");
         for (size_t k = 0; k < value_bytes / 8; k++) {
             cr_buf_putc(&b, 'a' + (char)(k % 26));
         }
         cr_buf_putc(&b, '"');
     }
-    cr_buf_puts(&b, "}");
+    cr_buf_puts(&b, "]");
     if (array > 1) {
         cr_buf_printf(&b, ",\"array\":%d", array);
     }
@@ -983,7 +985,7 @@ static void test_limits(void **state)
     start(&d, NULL);
     long code;
     /* Over max_spec_bytes (256 KiB by default) but under the 1 MiB body cap. */
-    char *big = env_body(400 * 1024, 1);
+    char *big = big_body(400 * 1024, 1);
     json_t *v = call(&d, "POST", "/v1/jobs", d.admin, big, &code);
     assert_int_equal(code, 413);
     assert_non_null(strstr(str(v, "message"), "max_spec_bytes"));
@@ -996,7 +998,7 @@ static void test_limits(void **state)
     /* 60 tasks of a 200 KiB spec: the store holds the spec once, not 60
      * times (12 MB). */
     off_t before = store_bytes(&d);
-    char *arr = env_body(200 * 1024, 60);
+    char *arr = big_body(200 * 1024, 60);
     v = call(&d, "POST", "/v1/jobs", d.admin, arr, &code);
     assert_int_equal(code, 201);
     assert_int_equal(json_array_size(json_object_get(v, "ids")), 60);
@@ -1019,7 +1021,8 @@ static void test_limits(void **state)
     assert_true(num(v, "count") < 60);
     json_t *last = json_array_get(json_object_get(v, "items"), (size_t)num(v, "count") - 1);
     assert_int_equal(num(last, "id"), first + 59); /* newest, with the shared spec merged back */
-    assert_int_equal(strlen(str(json_object_get(last, "env"), "V7")), 200 * 1024 / 8);
+    assert_int_equal(strlen(json_string_value(json_array_get(json_object_get(last, "command"), 8))),
+                     200 * 1024 / 8);
     assert_string_equal(str(last, "state"), "pending");
     assert_null(json_object_get(last, "spec_ref"));
     assert_true(*str(v, "next_cursor") != '\0');
@@ -1044,7 +1047,8 @@ static void test_limits(void **state)
     start(&d, NULL);
     v = job(&d, first + 59, &code);
     assert_int_equal(code, 200);
-    assert_int_equal(strlen(str(json_object_get(v, "env"), "V7")), 200 * 1024 / 8);
+    assert_int_equal(strlen(json_string_value(json_array_get(json_object_get(v, "command"), 8))),
+                     200 * 1024 / 8);
     assert_int_equal(num(v, "array_index"), 59);
     json_decref(v);
     stop(&d, SIGTERM);
@@ -1267,7 +1271,7 @@ static void test_list_cache_rows(void **state)
         /* A pending job's reason is the scheduler's, rewritten any time
          * (without a commit): compared only for jobs that wait on nothing. */
         bool pending = strcmp(str(it, "state"), "pending") == 0;
-        const char *keys[] = {"state", "name", "command", "env", "reason"};
+        const char *keys[] = {"state", "name", "command", "env_names", "reason"};
         for (size_t q = 0; q < sizeof keys / sizeof keys[0] - (pending ? 1 : 0); q++) {
             json_t *a = json_object_get(it, keys[q]), *b = json_object_get(one, keys[q]);
             if (!json_equal(a, b)) {
@@ -1489,6 +1493,98 @@ static void test_idempotency(void **state)
     cleanup(&d);
 }
 
+static char *mint_user(const daemon_t *d, const char *tenant)
+{
+    long code;
+    char body[200];
+    snprintf(body, sizeof body, "{\"name\":\"%s\"}", tenant);
+    json_t *v = call(d, "POST", "/v1/tenants", d->admin, body, &code);
+    json_decref(v);
+    assert_true(code == 201 || code == 409);
+    snprintf(body, sizeof body, "{\"role\":\"user\",\"tenant\":\"%s\",\"name\":\"%s-user\"}",
+             tenant, tenant);
+    v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+    assert_int_equal(code, 201);
+    char *t = strdup(str(v, "token"));
+    json_decref(v);
+    return t;
+}
+
+/* Issue 24: the answers are kept per token. Another tenant's keyed submits,
+ * more than the bound, evict only that tenant's own oldest answers: the
+ * owner's retry still gets its first job back, and no duplicate is made;
+ * the same key under another token is a job of that token, never the
+ * owner's. */
+static void test_idempotency_per_token(void **state)
+{
+    daemon_t d;
+    fresh_dir(&d);
+    char cfg[400];
+    snprintf(cfg, sizeof cfg, "%s.json", d.dir);
+    FILE *f = fopen(cfg, "w");
+    assert_non_null(f);
+    fprintf(f, "{\"idempotency_max\":100}\n");
+    fclose(f);
+    char extra[500];
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, extra);
+    char *ta = mint_user(&d, "ta");
+    char *tb = mint_user(&d, "tb");
+    const char *body = "{\"command\":[\"true\"],\"name\":\"a-once\"}";
+    int64_t id_a, id;
+    bool rep;
+    assert_int_equal(submit_key(&d, ta, "a-1", body, &id_a, &rep), 201);
+    assert_false(rep);
+    enum { NB = 130 };
+    int64_t first_b = 0;
+    for (int i = 0; i < NB; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "b-%d", i);
+        assert_int_equal(submit_key(&d, tb, key, "{\"command\":[\"true\"]}", &id, &rep), 201);
+        assert_false(rep);
+        if (i == 0) {
+            first_b = id;
+        }
+    }
+    /* The owner's retry: the same job, replayed. */
+    assert_int_equal(submit_key(&d, ta, "a-1", body, &id, &rep), 201);
+    assert_true(rep);
+    assert_int_equal(id, id_a);
+    /* The owner's key under the other tenant's token: a job of its own. */
+    assert_int_equal(submit_key(&d, tb, "a-1", body, &id, &rep), 201);
+    assert_false(rep);
+    assert_true(id != id_a);
+    /* The bound still holds, within tenant B's own answers: its oldest key
+     * went (a new job), its newest is kept. */
+    assert_int_equal(submit_key(&d, tb, "b-0", "{\"command\":[\"true\"]}", &id, &rep), 201);
+    assert_false(rep);
+    assert_true(id != first_b);
+    char last[32];
+    snprintf(last, sizeof last, "b-%d", NB - 1);
+    assert_int_equal(submit_key(&d, tb, last, "{\"command\":[\"true\"]}", &id, &rep), 201);
+    assert_true(rep);
+    long code;
+    json_t *v = call(&d, "GET", "/v1/jobs?limit=1", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), 1 + NB + 2);
+    json_decref(v);
+    /* After a crash: the owner's answer is still there, and so is B's
+     * newest (the load keeps each token's own order). */
+    stop(&d, SIGKILL);
+    start(&d, extra);
+    assert_int_equal(submit_key(&d, ta, "a-1", body, &id, &rep), 201);
+    assert_true(rep);
+    assert_int_equal(id, id_a);
+    assert_int_equal(submit_key(&d, tb, last, "{\"command\":[\"true\"]}", &id, &rep), 201);
+    assert_true(rep);
+    v = call(&d, "GET", "/v1/jobs?limit=1", d.admin, NULL, &code);
+    assert_int_equal(num(v, "total"), 1 + NB + 2);
+    json_decref(v);
+    free(ta);
+    free(tb);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -1504,7 +1600,11 @@ int main(void)
         cmocka_unit_test_teardown(test_no_new_admin_over_cluster, teardown),
         cmocka_unit_test_teardown(test_damaged_wal, teardown),
         cmocka_unit_test_teardown(test_idempotency, teardown),
+        cmocka_unit_test_teardown(test_idempotency_per_token, teardown),
     };
+    if (getenv("TEST_FILTER")) {
+        cmocka_set_test_filter(getenv("TEST_FILTER")); /* e.g. "test_idem*" */
+    }
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();
     return rc;
