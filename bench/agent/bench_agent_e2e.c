@@ -181,9 +181,35 @@ static int run_round(client *c, int n, int array, double *sub_s, double *all_s)
     return 0;
 }
 
-int main(void)
+static const char usage_text[] =
+    "usage: bench_agent_e2e\n"
+    "End to end, beside Slurm: a controller and 4 agents of 8 simulated H100s on\n"
+    "this machine; BENCH_JOBS one-GPU jobs that exit at once, one POST each, then\n"
+    "one array POST; jobs/s, and the controller's and agents' CPU per job; then\n"
+    "the same workload through the Slurm peer (../shared/peers/slurm) when it is\n"
+    "there.\n"
+    "environment:\n"
+    "  CORRAL_BIN          the corral binary (default ./build/corral)\n"
+    "  BENCH_JOBS          jobs per round (default 500)\n"
+    "  BENCH_DIR           where state goes (default /tmp)\n"
+    "  BENCH_SYNC          the controller's --sync (default full)\n"
+    "  BENCH_PIDNS         the agents' --job-pid-namespace: auto (default) or off\n"
+    "  CORRAL_BENCH_SLURM  0: no Slurm peer\n";
+
+int main(int argc, char **argv)
 {
     double corral_rate = 0; /* set before any jump to out that reads it */
+    if (argc > 1) {
+        int help = strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0;
+        fputs(usage_text, help ? stdout : stderr);
+        if (!help) {
+            fprintf(stderr,
+                    "bench_agent_e2e: unexpected argument '%s' (settings are environment "
+                    "variables)\n",
+                    argv[1]);
+        }
+        return help ? 0 : 2;
+    }
     const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "./build/corral";
     int n = getenv("BENCH_JOBS") ? atoi(getenv("BENCH_JOBS")) : 500;
     /* BENCH_DIR: where the controller's and agents' state go (default /tmp). */
