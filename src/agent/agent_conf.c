@@ -9,13 +9,16 @@
  * line wins. Unknown members, wrong types and bad syntax are errors that
  * name FILE:LINE:COLUMN (syntax) or the member. A switch member takes
  * true/false as well as its flag's words ("job_pid_namespace": false is
- * --job-pid-namespace off, true is auto).
+ * --job-pid-namespace off, true is auto). A list member is an array of
+ * strings, given as one flag with the entries joined by ','
+ * ("image_registries": ["r.example.com", "localhost:5000"]).
  */
 #include "cr_agent.h"
 
 #include "agent_int.h"
 
 #include "cr_alloc.h"
+#include "cr_buf.h"
 #include "cr_error.h"
 
 #include <jansson.h>
@@ -25,7 +28,7 @@
 /* Config files are small; anything larger is a mistake. */
 #define AGENT_CONF_MAX_BYTES (64 * 1024)
 
-enum kind { K_STR, K_INT, K_BOOL, K_SWITCH };
+enum kind { K_STR, K_INT, K_BOOL, K_SWITCH, K_LIST };
 
 static const struct {
     const char *key;
@@ -64,6 +67,7 @@ static const struct {
     {"mps_dir", K_STR},
     {"mig_dynamic", K_STR},
     {"image_cache_max", K_STR},
+    {"image_registries", K_LIST},
     {"job_pid_namespace", K_SWITCH},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])
@@ -104,17 +108,23 @@ static int load(const char *path, json_t **out)
             rc = CR_EPARSE;
             goto out;
         }
-        bool ok = members[i].kind == K_STR ? json_is_string(x) && json_string_length(x) > 0 &&
-                                                 json_string_length(x) < 4096
+        bool ok = members[i].kind == K_LIST  ? json_is_array(x) && json_array_size(x) <= 256
+                  : members[i].kind == K_STR ? json_is_string(x) && json_string_length(x) > 0 &&
+                                                   json_string_length(x) < 4096
                   : members[i].kind == K_INT ? json_is_integer(x)
                   : members[i].kind == K_BOOL
                       ? json_is_boolean(x)
                       : json_is_boolean(x) ||
                             (json_is_string(x) && (strcmp(json_string_value(x), "auto") == 0 ||
                                                    strcmp(json_string_value(x), "off") == 0));
+        for (size_t e = 0; ok && members[i].kind == K_LIST && e < json_array_size(x); e++) {
+            const char *s = json_string_value(json_array_get(x, e));
+            ok = s && *s && strlen(s) < 256 && !strchr(s, ',');
+        }
         if (!ok) {
             fprintf(stderr, "corral agent: %s: field '%s': expected %s\n", path, k,
-                    members[i].kind == K_STR    ? "a non-empty string"
+                    members[i].kind == K_LIST   ? "an array of up to 256 strings without ','"
+                    : members[i].kind == K_STR  ? "a non-empty string"
                     : members[i].kind == K_INT  ? "an integer"
                     : members[i].kind == K_BOOL ? "true or false"
                                                 : "true, false, \"auto\" or \"off\"");
@@ -192,7 +202,7 @@ int cr__agent_argv_build(int argc, char **argv, agent_argv *out)
             push(out, cr_strdup(json_is_true(x) ? "auto" : "off"), true, cap);
             continue;
         }
-        if (json_is_false(x)) {
+        if (json_is_false(x) || (json_is_array(x) && json_array_size(x) == 0)) {
             continue;
         }
         char flag[64] = "--";
@@ -206,6 +216,14 @@ int cr__agent_argv_build(int argc, char **argv, agent_argv *out)
             push(out, cr_strdup(json_string_value(x)), true, cap);
         } else if (json_is_integer(x)) {
             push(out, cr_asprintf("%lld", (long long)json_integer_value(x)), true, cap);
+        } else if (json_is_array(x)) {
+            cr_buf b;
+            cr_buf_init(&b);
+            for (size_t e = 0; e < json_array_size(x); e++) {
+                cr_buf_printf(&b, "%s%s", e ? "," : "", json_string_value(json_array_get(x, e)));
+            }
+            push(out, cr_buf_take(&b), true, cap);
+            cr_buf_fini(&b);
         }
     }
     for (int i = 1; i < argc; i++) {

@@ -122,14 +122,15 @@ int cr__agent_ctr_prepare(agent *a, const cr_job_spec *s, cr_job_spec **out, cha
         *fatal = 1;
         goto out;
     }
-    rc = cr_ctr_image_ready(&a->ctr, s, how, howlen, pull_ms, why, whylen);
+    cr_ctr_image img;
+    rc = cr_ctr_image_ready(&a->ctr, s, &img, how, howlen, pull_ms, why, whylen);
     if (rc < 0) {
         /* An image that is not there, an archive that does not load, a
          * registry that refuses: the job fails with that, not a retry loop. */
         *fatal = 1;
         goto out;
     }
-    cr__agent_img_used(a, s->ctr.image);
+    cr__agent_img_used(a, img.name);
     /* A container of this run left by an earlier attempt would block the name. */
     char *name = cr_ctr_name(s);
     cr_ctr_remove(&a->ctr, name);
@@ -151,7 +152,10 @@ int cr__agent_ctr_prepare(agent *a, const cr_job_spec *s, cr_job_spec **out, cha
     plain.secret_env = NULL;
     plain.secretc = 0;
     env = cr_job_env(&plain, NULL, a->cfg.node);
-    argv = cr_ctr_argv(&a->ctr, &a->iso, s, a->cfg.node, env, envf, parent);
+    /* podman runs the image id looked up above: no name is resolved twice. */
+    cr_job_spec by_id = *s;
+    by_id.ctr.image = img.id;
+    argv = cr_ctr_argv(&a->ctr, &a->iso, &by_id, a->cfg.node, env, envf, parent);
     /* podman's own spec: its argv, no env of the job's (the container
      * gets those from -e and the file), run as root by the shim. */
     j = cr_job_spec_to_json(s);

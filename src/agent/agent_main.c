@@ -19,6 +19,7 @@
 #include "cr_log.h"
 #include "cr_parse.h"
 #include "cr_task_env.h"
+#include "cr_imgref.h"
 #include "cr_time.h"
 
 #include <arpa/inet.h>
@@ -100,6 +101,9 @@ static void usage(FILE *f)
         "  --podman PATH         the podman program (default podman, from PATH)\n"
         "  --image-cache-max SIZE  remove the least recently used images the jobs used\n"
         "                        past this total (e.g. 200G; default 0: no cap)\n"
+        "  --image-registries LIST  registries (host[:port], comma-separated) the node may\n"
+        "                        pull job images from (default none: only images in the\n"
+        "                        node's store or loaded from a job's image archive)\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n"
         "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
@@ -242,6 +246,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"container-runtime", required_argument, NULL, 'O'},
         {"podman", required_argument, NULL, 'Q'},
         {"image-cache-max", required_argument, NULL, 'I'},
+        {"image-registries", required_argument, NULL, 'G'},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -394,6 +399,20 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         case 'I':
             if (cr_parse_bytes(optarg, &c->image_cache_max) != 0 || c->image_cache_max < 0) {
                 return flag_error("--image-cache-max", "want a size such as 200G (0: no cap)");
+            }
+            break;
+        case 'G':
+            /* Comma-separated, repeatable; every entry a registry as in a
+             * reference (cr_imgref.h). */
+            for (char *save = NULL, *r = strtok_r(optarg, ",", &save); r;
+                 r = strtok_r(NULL, ",", &save)) {
+                if (!cr_imgref_registry_ok(r) || c->nregistries >= 256) {
+                    return flag_error("--image-registries",
+                                      "want registries host[:port] separated by ',' (up to 256)");
+                }
+                c->registries =
+                    cr_reallocarray(c->registries, c->nregistries + 1, sizeof *c->registries);
+                c->registries[c->nregistries++] = r;
             }
             break;
         case 'C':
@@ -1487,6 +1506,9 @@ int cr_agent_main(int argc, char **argv)
     cr_iso_set_gpus(&a->iso, a->gpu->gpus, a->gpu->count, NULL, NULL);
     cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
     snprintf(a->ctr.owner, sizeof a->ctr.owner, "%s", inst);
+    snprintf(a->ctr.state_dir, sizeof a->ctr.state_dir, "%s", a->cfg.state_dir);
+    a->ctr.registries = a->cfg.registries;
+    a->ctr.nregistries = a->cfg.nregistries;
     cr_ctr_log(&a->ctr, &a->iso);
     if (cr__agent_mps_init(a, err, sizeof err) < 0) {
         fprintf(stderr, "corral agent: %s\n", err);
@@ -1567,6 +1589,7 @@ out:
     cr_auth_secret_free(a->cfg.metrics_token);
     free(a->cfg.task_env);
     free(a->cfg.labels);
+    free(a->cfg.registries);
     free(faults_owned);
     if (sfd >= 0) {
         close(sfd);

@@ -6,6 +6,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_imgref.h"
 #include "cr_log.h"
 #include "cr_time.h"
 
@@ -253,62 +254,313 @@ static int run_podman(const cr_ctr *c, const char *a1, const char *a2, const cha
     return cr_ctr_run(argv, timeout_ms, out, outlen);
 }
 
-int cr_ctr_image_ready(const cr_ctr *c, const cr_job_spec *s, char *how, size_t howlen, int64_t *ms,
-                       char *err, size_t errlen)
+/* --- images: strict references, allowed registries, tenants' archives -----
+ *
+ * podman is only ever given a reference cr_imgref_parse accepted, in its
+ * fully qualified form, and runs the job from the image id found here (no
+ * name is looked up twice). An archive is loaded with podman load, whose
+ * names land in the node's one store; so each name the load added or moved
+ * is re-tagged into the tenant's namespace
+ * (localhost/corral-tenant-<hex of the tenant>/<path>:<tag>), taken off the
+ * image, and given back to the image that held it before the load. Image
+ * ids new with the load are recorded as the tenant's in
+ * <state>/image_owners.json (0600), and an image whose id is recorded for
+ * another tenant is refused however it is named (by a name an admin added
+ * later, or by digest). */
+
+#define OWNERS_FILE "image_owners.json"
+
+/* "localhost/corral-tenant-<hex>/<path>:<tag>" for tenant and r. */
+static void private_name(const char *tenant, const cr_imgref *r, char *buf, size_t len)
+{
+    char hex[2 * 64 + 1] = "";
+    const char *t = *tenant ? tenant : "default";
+    for (size_t i = 0; t[i] && i < 64; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", (unsigned char)t[i]);
+    }
+    const char *lib = !*r->registry && !strchr(r->path, '/') ? "library/" : "";
+    snprintf(buf, len, "localhost/" CR_IMGREF_TENANT_NS "%s/%s%s:%s", hex, lib, r->path,
+             *r->tag ? r->tag : "latest");
+}
+
+/* The image id (64 hex, no "sha256:") of name into id; 0, or -1 absent. */
+static int image_id(const cr_ctr *c, const char *name, char *id, size_t idlen)
+{
+    char out[512];
+    if (run_podman(c, "image", "inspect", "--format={{.Id}}", name, NULL, CR_CTR_CMD_MS, out,
+                   sizeof out) != 0) {
+        return -1;
+    }
+    const char *p = strncmp(out, "sha256:", 7) == 0 ? out + 7 : out;
+    size_t n = strspn(p, "0123456789abcdef");
+    if (n != 64) {
+        return -1;
+    }
+    snprintf(id, idlen, "%.64s", p);
+    return 0;
+}
+
+/* {"name:tag": "id"} and {"id": true} of the store; NULL when podman fails. */
+static json_t *store_names(const cr_ctr *c, json_t **ids, char *out)
+{
+    if (run_podman(c, "images", "--no-trunc", "--format={{.ID}} {{.Repository}}:{{.Tag}}", NULL,
+                   NULL, CR_CTR_CMD_MS, out, CR_CTR_OUT_MAX) != 0) {
+        return NULL;
+    }
+    json_t *names = json_object();
+    *ids = json_object();
+    for (char *save = NULL, *l = strtok_r(out, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
+        char *sp = strchr(l, ' ');
+        if (!sp) {
+            continue;
+        }
+        *sp = '\0';
+        const char *id = strncmp(l, "sha256:", 7) == 0 ? l + 7 : l;
+        json_object_set_new(*ids, id, json_true());
+        if (!strstr(sp + 1, "<none>")) {
+            json_object_set_new(names, sp + 1, json_string(id));
+        }
+    }
+    return names;
+}
+
+static char *owners_path(const cr_ctr *c)
+{
+    return cr_asprintf("%s/" OWNERS_FILE, c->state_dir[0] ? c->state_dir : ".");
+}
+
+static json_t *owners_load(const cr_ctr *c)
+{
+    char *p = owners_path(c);
+    json_t *j = json_load_file(p, JSON_REJECT_DUPLICATES, NULL);
+    free(p);
+    if (!json_is_object(j)) {
+        json_decref(j);
+        j = json_object();
+    }
+    return j;
+}
+
+static int owners_save(const cr_ctr *c, json_t *j)
+{
+    char *p = owners_path(c);
+    char *tmp = cr_asprintf("%s.tmp", p);
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || json_dumpfd(j, fd, JSON_COMPACT) != 0 || fsync(fd) != 0 || close(fd) != 0 ||
+        rename(tmp, p) != 0) {
+        cr_warn("agent: cannot write %s: %s", p, strerror(errno));
+        unlink(tmp);
+        rc = CR_EIO;
+    }
+    free(tmp);
+    free(p);
+    return rc;
+}
+
+/*
+ * podman load the archive for tenant: every name the load gave an image
+ * goes to the tenant's namespace (see above), new ids are recorded as the
+ * tenant's. 0, or CR_EIO with err.
+ */
+static int load_archive(const cr_ctr *c, const char *tenant, const char *archive, char *out,
+                        char *err, size_t errlen)
+{
+    json_t *ids0 = NULL, *ids1 = NULL, *before = store_names(c, &ids0, out), *after = NULL;
+    json_t *own = NULL;
+    char line[300];
+    int rc = 0;
+    if (!before) {
+        last_line(out, line, sizeof line);
+        snprintf(err, errlen, "podman images failed: %s", line);
+        rc = CR_EIO;
+        goto out;
+    }
+    if (run_podman(c, "load", "-q", "-i", archive, NULL, CR_CTR_LOAD_MS, out, CR_CTR_OUT_MAX) !=
+        0) {
+        last_line(out, line, sizeof line);
+        snprintf(err, errlen, "image archive %.200s: podman load failed: %s", archive, line);
+        rc = CR_EIO;
+        goto out;
+    }
+    if (!(after = store_names(c, &ids1, out))) {
+        last_line(out, line, sizeof line);
+        snprintf(err, errlen, "podman images failed: %s", line);
+        rc = CR_EIO;
+        goto out;
+    }
+    own = owners_load(c);
+    const char *k;
+    json_t *v;
+    void *it;
+    json_object_foreach_safe(own, it, k, v)
+    {
+        if (!json_object_get(ids1, k)) {
+            json_object_del(own, k); /* gone from the store */
+        }
+    }
+    json_object_foreach(ids1, k, v)
+    {
+        if (!json_object_get(ids0, k)) {
+            json_object_set_new(own, k, json_string(*tenant ? tenant : "default"));
+        }
+    }
+    /* Record first: if the agent dies below, the new image is still the tenant's. */
+    if ((rc = owners_save(c, own)) < 0) {
+        snprintf(err, errlen, "cannot record the archive's images (state dir)");
+        goto out;
+    }
+    json_object_foreach(after, k, v)
+    {
+        const char *id = json_string_value(v);
+        const char *old = json_string_value(json_object_get(before, k));
+        if (old && strcmp(old, id) == 0) {
+            continue; /* a name the load did not touch */
+        }
+        char priv[CR_IMGREF_MAX + 64] = "", why[200], o[512];
+        cr_imgref r;
+        if (cr_imgref_parse(k, &r, why, sizeof why) == 0) {
+            private_name(tenant, &r, priv, sizeof priv);
+            if (run_podman(c, "tag", id, priv, NULL, NULL, CR_CTR_CMD_MS, o, sizeof o) != 0) {
+                cr_warn("agent: podman tag %s %s failed", id, priv);
+            }
+        }
+        if (run_podman(c, "untag", id, k, NULL, NULL, CR_CTR_CMD_MS, o, sizeof o) != 0) {
+            last_line(o, line, sizeof line);
+            snprintf(err, errlen, "image archive %.200s: podman untag %.200s failed: %s", archive,
+                     k, line);
+            rc = CR_EIO;
+        }
+        if (old && run_podman(c, "tag", old, k, NULL, NULL, CR_CTR_CMD_MS, o, sizeof o) != 0) {
+            cr_warn("agent: podman tag %s %s (its name before the load) failed", old, k);
+        }
+        cr_info("agent: image archive %s: %s is tenant %s's %s", archive, k,
+                *tenant ? tenant : "default", priv);
+    }
+out:
+    json_decref(before);
+    json_decref(after);
+    json_decref(ids0);
+    json_decref(ids1);
+    json_decref(own);
+    return rc;
+}
+
+/* The tenant that loaded image id from an archive, or NULL (borrowed from j). */
+static const char *owner_of(json_t *j, const char *id)
+{
+    return json_string_value(json_object_get(j, id));
+}
+
+int cr_ctr_image_ready(const cr_ctr *c, const cr_job_spec *s, cr_ctr_image *img, char *how,
+                       size_t howlen, int64_t *ms, char *err, size_t errlen)
 {
     int64_t t0 = cr_mono_ns();
     char *out = cr_malloc(CR_CTR_OUT_MAX);
-    char line[300];
+    char line[300], why[300], full[CR_IMGREF_MAX + 64], priv[CR_IMGREF_MAX + 64] = "";
+    const char *tenant = *s->tenant ? s->tenant : "default";
+    json_t *own = NULL;
+    cr_imgref r;
     int rc = 0;
-    const char *img = s->ctr.image;
+    const char *img_ref = s->ctr.image;
     *ms = 0;
+    memset(img, 0, sizeof *img);
+    if (howlen) {
+        how[0] = '\0';
+    }
     if (!c->ok) {
         snprintf(err, errlen, "containers are unavailable on this node: %s", c->why);
         rc = CR_EUNAVAIL;
         goto out;
     }
-    if (run_podman(c, "image", "exists", img, NULL, NULL, CR_CTR_CMD_MS, out, CR_CTR_OUT_MAX) ==
-        0) {
-        snprintf(how, howlen, "present");
+    if (cr_imgref_parse(img_ref, &r, why, sizeof why) < 0 ||
+        cr_imgref_full(&r, full, sizeof full) < 0) {
+        snprintf(err, errlen, "image '%.200s' refused on this node: %s", img_ref, why);
+        rc = CR_EINVAL;
+        goto out;
+    }
+    if (!*r.digest) {
+        private_name(s->tenant, &r, priv, sizeof priv);
+    }
+    own = owners_load(c);
+    bool mine = false;
+    for (int pass = 0; pass < 2; pass++) {
+        /* The tenant's own (loaded from its archive), then the node's. */
+        mine = *priv && image_id(c, priv, img->id, sizeof img->id) == 0;
+        if (mine) {
+            snprintf(img->name, sizeof img->name, "%s", priv);
+        } else if (image_id(c, full, img->id, sizeof img->id) == 0) {
+            snprintf(img->name, sizeof img->name, "%s", full);
+        } else {
+            img->id[0] = '\0';
+        }
+        if (!img->id[0] && pass == 0 && s->ctr.archive) {
+            if ((rc = load_archive(c, s->tenant, s->ctr.archive, out, err, errlen)) < 0) {
+                goto out;
+            }
+            json_decref(own);
+            own = owners_load(c);
+            snprintf(how, howlen, "loaded from %s", s->ctr.archive);
+            continue;
+        }
+        break;
+    }
+    if (img->id[0]) {
+        /* Under its private name it is the tenant's own load (the same
+         * bytes another tenant loaded first are no secret to it). */
+        const char *o = owner_of(own, img->id);
+        if (!mine && o && strcmp(o, tenant) != 0) {
+            snprintf(err, errlen,
+                     "image %.200s on this node was loaded from another tenant's image archive: "
+                     "tenant %.64s may not use it",
+                     img_ref, tenant);
+            rc = CR_EPERM;
+            goto out;
+        }
+        if (!*how) {
+            snprintf(how, howlen, "present");
+        }
         goto out;
     }
     if (s->ctr.archive) {
-        int r = run_podman(c, "load", "-q", "-i", s->ctr.archive, NULL, CR_CTR_LOAD_MS, out,
-                           CR_CTR_OUT_MAX);
-        if (r != 0) {
-            last_line(out, line, sizeof line);
-            snprintf(err, errlen, "image archive %.200s: podman load failed: %s", s->ctr.archive,
-                     line);
-            rc = CR_EIO;
-            goto out;
-        }
-        if (run_podman(c, "image", "exists", img, NULL, NULL, CR_CTR_CMD_MS, out, CR_CTR_OUT_MAX) !=
-            0) {
-            snprintf(err, errlen, "image archive %.200s does not hold image %.200s", s->ctr.archive,
-                     img);
-            rc = CR_ENOENT;
-            goto out;
-        }
-        snprintf(how, howlen, "loaded from %s", s->ctr.archive);
-        goto out;
-    }
-    if (strncmp(img, "localhost/", 10) == 0) {
-        snprintf(err, errlen,
-                 "image %.200s is not in this node's image store and no image archive was "
-                 "given (a localhost/ image cannot be pulled)",
-                 img);
+        snprintf(err, errlen, "image archive %.200s does not hold image %.200s", s->ctr.archive,
+                 img_ref);
         rc = CR_ENOENT;
         goto out;
     }
-    if (run_podman(c, "pull", "-q", img, NULL, NULL, CR_CTR_PULL_MS, out, CR_CTR_OUT_MAX) != 0) {
+    if (cr_imgref_local(&r)) {
+        snprintf(err, errlen,
+                 "image %.200s is not in this node's image store and no image archive was "
+                 "given (a localhost/ image cannot be pulled)",
+                 img_ref);
+        rc = CR_ENOENT;
+        goto out;
+    }
+    if (!cr_imgref_registry_in(&r, (const char *const *)c->registries, c->nregistries)) {
+        /* Never handed to podman: a pull is a connection from the node. */
+        snprintf(err, errlen,
+                 "image %.200s is not in this node's image store, and registry %.100s is not one "
+                 "this node pulls from (image_registries: %s)",
+                 img_ref, cr_imgref_registry(&r), c->nregistries ? "others only" : "none");
+        rc = CR_EPERM;
+        goto out;
+    }
+    if (run_podman(c, "pull", "-q", full, NULL, NULL, CR_CTR_PULL_MS, out, CR_CTR_OUT_MAX) != 0) {
         last_line(out, line, sizeof line);
-        snprintf(err, errlen, "image %.200s: podman pull failed: %s", img, line);
+        snprintf(err, errlen, "image %.200s: podman pull failed: %s", img_ref, line);
         rc = CR_EIO;
         goto out;
     }
+    if (image_id(c, full, img->id, sizeof img->id) != 0) {
+        snprintf(err, errlen, "image %.200s: not in the store after podman pull", img_ref);
+        rc = CR_EIO;
+        goto out;
+    }
+    snprintf(img->name, sizeof img->name, "%s", full);
     snprintf(how, howlen, "pulled");
 out:
     *ms = (cr_mono_ns() - t0) / CR_NS_PER_MS;
+    json_decref(own);
     free(out);
     return rc;
 }

@@ -44,7 +44,18 @@ typedef struct cr_ctr {
     char why[256];               /* "" when ok */
     char owner[24];              /* this agent's instance id (label corral.agent):
                                     the sweep lists only its own containers */
+    char **registries;           /* --image-registries: where images may be pulled
+                                    from ("host[:port]"); borrowed, NULL: nowhere */
+    size_t nregistries;
+    char state_dir[1024]; /* <state>/image_owners.json: which tenant loaded which image */
 } cr_ctr;
+
+/* The image a job runs, once present. */
+typedef struct cr_ctr_image {
+    char name[600]; /* the name it was found under: the tenant's private name
+                       (loaded from its archive) or the fully qualified reference */
+    char id[72];    /* the image id podman runs (64 hex) */
+} cr_ctr_image;
 
 /*
  * Probe: podman --version, the runtime (want: "auto" = runc when found,
@@ -59,13 +70,19 @@ void cr_ctr_log(const cr_ctr *c, const cr_iso *iso);
 char *cr_ctr_name(const cr_job_spec *s);
 
 /*
- * Make the image present: "podman image exists", else load the spec's
- * archive, else pull (not for localhost/ names: they exist only locally).
- * how gets "present", "loaded from FILE" or "pulled"; *ms the time taken.
- * On failure err gets the reason for the job's event (CR_ENOENT, CR_EIO).
+ * Make the image present (docs/containers.md, "Images"): the spec's image
+ * must pass cr_imgref_parse (again: the controller checked it at submit).
+ * Looked up as the tenant's private name (an image its archive loaded),
+ * then as the fully qualified reference; else the spec's archive is loaded
+ * (its names moved into the tenant's namespace, its new image ids recorded
+ * as the tenant's); else pulled, only from c->registries and never for
+ * localhost/. An image recorded as another tenant's is refused (CR_EPERM).
+ * img gets the name and the id to run; how "present", "loaded from FILE"
+ * or "pulled"; *ms the time taken. On failure err gets the reason for the
+ * job's event (CR_EINVAL, CR_EPERM, CR_ENOENT, CR_EIO).
  */
-int cr_ctr_image_ready(const cr_ctr *c, const cr_job_spec *s, char *how, size_t howlen, int64_t *ms,
-                       char *err, size_t errlen);
+int cr_ctr_image_ready(const cr_ctr *c, const cr_job_spec *s, cr_ctr_image *img, char *how,
+                       size_t howlen, int64_t *ms, char *err, size_t errlen);
 
 /*
  * Check the spec's mounts on this node: "SRC:DST" or "SRC:DST:ro", both

@@ -7,11 +7,21 @@
  *
  * A mount's source (and an image archive) must be one of the tenant's
  * paths or below one. Without an entry, a tenant may mount nothing.
+ *
+ * "image" is a strict reference (cr_imgref.h: no podman transport such as
+ * docker-archive:, which would read any file on the node), and its
+ * registry must be localhost or one of the admin's (controller config):
+ *
+ *   "image_registries": ["registry.example.com", "localhost:5000"]
+ *
+ * Default none: only localhost/ images (in the node's store, or loaded from
+ * an allowed image_archive). The agent checks both again (cr_ctr.h).
  */
 #include "ctl_int.h"
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_imgref.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -88,6 +98,11 @@ int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err)
         (rc = str_list(body, "entrypoint", MAX_ENTRYPOINT, &entry, err))) {
         return rc;
     }
+    if (!*image && json_object_get(body, "image")) {
+        return cr_json_fail(err, CR_EINVAL, "image",
+                            "field 'image': must not be empty (leave it out for a job without a "
+                            "container)");
+    }
     if (!*image) {
         const char *needs[] = {"image_archive", "mounts", "entrypoint"};
         for (size_t i = 0; i < 3; i++) {
@@ -98,14 +113,10 @@ int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err)
         }
         return 0;
     }
-    for (const char *p = image; *p; p++) {
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f) {
-            return cr_json_fail(err, CR_EINVAL, "image",
-                                "field 'image': no spaces or control characters");
-        }
-    }
-    if (image[0] == '-') {
-        return cr_json_fail(err, CR_EINVAL, "image", "field 'image': must not start with '-'");
+    cr_imgref ref;
+    char why[300];
+    if (cr_imgref_parse(image, &ref, why, sizeof why) != 0) {
+        return cr_json_fail(err, CR_EINVAL, "image", "field 'image': %s", why);
     }
     if (*archive && !path_clean(archive)) {
         return cr_json_fail(err, CR_EINVAL, "image_archive",
@@ -159,6 +170,35 @@ static bool allowed(const ctl_config *cfg, const char *tenant, const char *path)
     return false;
 }
 
+static bool registry_allowed(const ctl_config *cfg, const cr_imgref *ref)
+{
+    const char *list[MAX_ALLOWED];
+    size_t n = 0;
+    for (size_t i = 0; i < json_array_size(cfg->image_registries) && n < MAX_ALLOWED; i++) {
+        list[n++] = json_string_value(json_array_get(cfg->image_registries, i));
+    }
+    return cr_imgref_registry_in(ref, list, n);
+}
+
+int ctl_image_registries_check(const json_t *v, cr_json_err *err)
+{
+    if (!json_is_array(v) || json_array_size(v) > MAX_ALLOWED) {
+        return cr_json_fail(err, CR_EINVAL, "image_registries",
+                            "field 'image_registries': must be an array of up to %d registries",
+                            MAX_ALLOWED);
+    }
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        const char *r = json_string_value(json_array_get(v, i));
+        if (!r || !cr_imgref_registry_ok(r)) {
+            return cr_json_fail(err, CR_EINVAL, "image_registries",
+                                "field 'image_registries[%zu]': want host or host:port, as in an "
+                                "image reference (registry.example.com, localhost:5000)",
+                                i);
+        }
+    }
+    return 0;
+}
+
 int ctl_ctr_check_tenant(const ctl_config *cfg, const char *tenant, const json_t *spec,
                          cr_json_err *err)
 {
@@ -178,6 +218,20 @@ int ctl_ctr_check_tenant(const ctl_config *cfg, const char *tenant, const json_t
         if (rc) {
             return rc;
         }
+    }
+    const char *image = json_string_value(json_object_get(spec, "image"));
+    cr_imgref ref;
+    char why[300];
+    if (image && cr_imgref_parse(image, &ref, why, sizeof why) != 0) {
+        return cr_json_fail(err, CR_EINVAL, "image", "field 'image': %s", why);
+    }
+    if (image && !cr_imgref_local(&ref) && !registry_allowed(cfg, &ref)) {
+        return cr_json_fail(err, CR_EPERM, "image",
+                            "field 'image': registry %s is not one jobs may use images from "
+                            "(image_registries in the controller config: %s; a name without a "
+                            "registry is docker.io's, localhost/ images need none)",
+                            cr_imgref_registry(&ref),
+                            json_array_size(cfg->image_registries) ? "not listed" : "none listed");
     }
     const char *ar = json_string_value(json_object_get(spec, "image_archive"));
     if (ar && !allowed(cfg, tenant, ar)) {

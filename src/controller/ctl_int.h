@@ -250,6 +250,8 @@ typedef struct ctl_config {
     int64_t checkpoint_retention_s; /* agents remove checkpoints untouched this long; 0 never */
     json_t *run_as;                 /* owned: the validated "run_as" section; NULL single-user */
     json_t *mounts_allowed;         /* owned: {"tenant": ["/host/path"...]}; NULL: no mounts */
+    json_t *image_registries;       /* owned: ["host[:port]"...] jobs' images may come from
+                                       (besides localhost); NULL: none */
     double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
     int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
     int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
@@ -294,6 +296,8 @@ int ctl_run_as_lookup(const ctl_config *cfg, const char *tenant, const char *use
 /* ctl_ctr.c: jobs in containers (docs/containers.md). */
 /* Validate a "mounts_allowed" config section. */
 int ctl_mounts_allowed_check(const json_t *v, cr_json_err *err);
+/* Validate an "image_registries" config member. */
+int ctl_image_registries_check(const json_t *v, cr_json_err *err);
 /* Parse the container members of a job request into spec. 0 or err. */
 int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err);
 /* The job's mounts and archive are under the tenant's allowed paths: 0 or

@@ -12,6 +12,14 @@
 #     container (same container, not a second one);
 #   - a missing image fails the job at once with the reason (no retries);
 #   - an image missing from the store is loaded from --image-archive.
+#   - image references are strict (issue 24): --image docker-archive:FILE
+#     (a root-only file of another tenant), oci-archive:, oci:, dir:, the
+#     SSRF shape host:port/x and image "" are refused at submit naming
+#     'image'; a registry the controller allows but the node does not is
+#     refused on the node without a pull; an image team-a loaded from its
+#     archive cannot be used by team-b (by its name, by its private name,
+#     or by a name an admin gave the same image id), and team-a uses it
+#     again without the archive.
 # Needs root and podman with runc or crun; exits 77 only when podman cannot
 # run a container here at all.
 set -u
@@ -39,6 +47,9 @@ IMG=localhost/corral-test:bb
 ARCH_IMG=localhost/corral-test:arch$$
 LRU1=localhost/corral-test:lru1-$$
 LRU2=localhost/corral-test:lru2-$$
+LEAK_IMG=localhost/corral-test:leak$$
+# team-a's private name for ARCH_IMG on the node: the tenant's name in hex.
+ARCH_PRIV=localhost/corral-tenant-$(printf team-a | od -An -tx1 | tr -d ' \n')/corral-test:arch$$
 # The first agent (restarted: not in PIDS), the containers a failed check
 # may have left (this test's node names only) and the images it made.
 cleanup_extra() {
@@ -48,7 +59,10 @@ cleanup_extra() {
             podman rm -f -t 0 "$n" >/dev/null 2>&1
         done
     done
-    podman rmi "$ARCH_IMG" "$LRU1" "$LRU2" >/dev/null 2>&1
+    podman rmi "$ARCH_IMG" "$LRU1" "$LRU2" "$LEAK_IMG" >/dev/null 2>&1
+    for n in $(podman images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null | grep "corral-tenant-.*:arch$$"); do
+        podman rmi "$n" >/dev/null 2>&1
+    done
 }
 unset CORRAL_SERVER CORRAL_TOKEN
 export CORRAL_CONFIG=/dev/null
@@ -82,23 +96,34 @@ if ! podman --runtime "$RT" run --rm --ulimit nofile=1024:1024 --ulimit nproc=10
     echo "SKIP: podman cannot run a container here: $(cat "$TMP/probe.out")"
     exit 77
 fi
-mkdir -p "$TMP/data" "$TMP/other"
-# An archive of a second tag, then that tag removed: the job must load it.
-podman tag "$IMG" "$ARCH_IMG" && podman save -q -o "$TMP/data/arch.tar" "$ARCH_IMG" ||
-    fail "podman save"
-podman untag "$IMG" "$ARCH_IMG" >/dev/null 2>&1
+mkdir -p "$TMP/data"
+# An archive of an image of its own (a file the others lack), then the image
+# removed: the job must load it, and it is new to the store (team-a's).
+echo team-a-archive >"$TMP/rootfs/arch-marker"
+tar -C "$TMP/rootfs" -cf "$TMP/arch-root.tar" .
+rm -f "$TMP/rootfs/arch-marker"
+podman import -q "$TMP/arch-root.tar" "$ARCH_IMG" >/dev/null &&
+    podman save -q -o "$TMP/data/arch.tar" "$ARCH_IMG" || fail "podman save"
+podman rmi "$ARCH_IMG" >/dev/null 2>&1
 podman image exists "$ARCH_IMG" && fail "$ARCH_IMG still in the store"
+# Another tenant's root-only file: an archive too, so podman would load it.
+mkdir -p "$TMP/other"
+cp "$TMP/data/arch.tar" "$TMP/other/b-secret.tar"
+chmod 0600 "$TMP/other/b-secret.tar"
 echo hello-from-host >"$TMP/data/hello"
 chmod -R a+rX "$TMP/data"
 
 # --- controller and agent ---------------------------------------------------
 cat >"$TMP/ctl.json" <<EOF
-{"run_as": {"tenants": {"team-a": {"uid": 64001, "gid": 64001}}},
+{"run_as": {"tenants": {"team-a": {"uid": 64001, "gid": 64001},
+                        "team-b": {"uid": 64002, "gid": 64002}}},
  "mounts_allowed": {"team-a": ["$TMP/data"]},
+ "image_registries": ["127.0.0.1:9"],
  "checkpoint_root": "$TMP/ckpt", "grace_s": 5}
 EOF
 cr_start_controller "$TMP/ctl" --allow-legacy-join --config "$TMP/ctl.json"
 c tenants create team-a >/dev/null || fail "tenant"
+c tenants create team-b >/dev/null || fail "tenant team-b"
 
 start_agent() {
     "$BIN" agent --server "$SERVER" --join-token "$TMP/ctl/join.token" --node ctr-n1 \
@@ -221,6 +246,73 @@ c show "$R" | grep -q "image pull.*loaded from $TMP/data/arch.tar" && ok "image 
 if c submit --tenant team-a --image "$IMG" --image-archive "$TMP/other/x.tar" -- true >"$TMP/o" 2>&1; then
     fail "an archive outside mounts_allowed was accepted"
 fi
+
+# --- image references: strict, allowed registries, tenants' archives --------
+# The file-read primitive of issue 24: a transport in --image made root
+# podman load any file. Each is refused at submit, naming the field.
+for bad in "docker-archive:$TMP/other/b-secret.tar" "docker-archive:$TMP/other/b-secret.tar:x:1" \
+    "oci-archive:$TMP/other/b-secret.tar" "oci:$TMP/other" "dir:$TMP/other" \
+    "containers-storage:$ARCH_IMG" "docker-daemon:busybox:latest" "docker://127.0.0.1:9/x"; do
+    if c submit --tenant team-b --image "$bad" -- cat /etc/hostname >"$TMP/o" 2>&1; then
+        fail "--image $bad was accepted: $(cat "$TMP/o")"
+    elif ! grep -q "image" "$TMP/o" || ! grep -q "400\|not a registry\|transport\|want \[registry" "$TMP/o"; then
+        fail "--image $bad: refusal does not say why: $(cat "$TMP/o")"
+    fi
+done
+ok "transports in --image refused at submit: $(c submit --tenant team-b --image "docker-archive:$TMP/other/b-secret.tar" -- true 2>&1 | head -1)"
+podman image exists "$ARCH_IMG" && fail "$ARCH_IMG is in the store after the refused submits"
+# The same through the API, and image "" given explicitly.
+for body in "{\"command\":[\"true\"],\"tenant\":\"team-b\",\"image\":\"docker-archive:$TMP/other/b-secret.tar\"}" \
+    '{"command":["true"],"tenant":"team-b","image":""}'; do
+    code=$(curl -s -o "$TMP/o" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" \
+        -H 'Content-Type: application/json' -d "$body" "$SERVER/v1/jobs")
+    [ "$code" = 400 ] && grep -q '"image"' "$TMP/o" || fail "API submit $body: $code $(cat "$TMP/o")"
+done
+ok "API: a transport and image \"\" refused with 400 naming 'image'"
+# The SSRF shape: a registry no one allowed is refused at submit.
+if c submit --tenant team-b --image evil-host:1234/x -- true >"$TMP/o" 2>&1; then
+    fail "--image evil-host:1234/x was accepted"
+elif grep -q "registry evil-host:1234 is not one jobs may use" "$TMP/o"; then
+    ok "a registry not in image_registries refused at submit: $(head -1 "$TMP/o")"
+else
+    fail "evil-host:1234/x refusal: $(cat "$TMP/o")"
+fi
+# A registry the controller allows but this node does not pull from: the
+# node refuses it without calling podman pull (nothing listens there).
+P=$(c submit --tenant team-b --image 127.0.0.1:9/x:1 -- true | grep -o '[0-9][0-9]*' | head -1)
+if wait_for 60 state_is "$P" failed && c show "$P" | grep -q "registry 127.0.0.1:9 is not one this node pulls from"; then
+    ok "the node refuses a pull from a registry not in its image_registries"
+else
+    fail "node-side registry refusal: $(c show "$P")"
+fi
+grep -q "podman pull failed" "$TMP/agent.log" && fail "a pull was tried: $(grep 'pull' "$TMP/agent.log")"
+# team-a's archive image: team-a's own, under its private name only.
+podman image exists "$ARCH_PRIV" && ok "team-a's archive image is $ARCH_PRIV on the node" ||
+    fail "no $ARCH_PRIV: $(podman images --format '{{.Repository}}:{{.Tag}}')"
+podman image exists "$ARCH_IMG" && fail "the archive's own name $ARCH_IMG stayed in the node's store"
+logs_have() { c logs "$1" 2>/dev/null | grep -q "$2"; }
+R2=$(submit --image "$ARCH_IMG" -- cat /arch-marker)
+wait_for 90 state_is "$R2" completed && wait_for 30 logs_have "$R2" team-a-archive &&
+    ok "team-a runs its archive image again without the archive" ||
+    fail "team-a's job $R2 on its loaded image: $(c show "$R2"; c logs "$R2")"
+B1=$(c submit --tenant team-b --image "$ARCH_IMG" -- cat /arch-marker | grep -o '[0-9][0-9]*' | head -1)
+wait_for 60 state_is "$B1" failed && c show "$B1" | grep -q "not in this node's image store" &&
+    ! c logs "$B1" 2>/dev/null | grep -q team-a-archive &&
+    ok "team-b cannot use the image team-a loaded (by its name)" ||
+    fail "team-b's job $B1 on team-a's image: $(c show "$B1"; c logs "$B1")"
+if c submit --tenant team-b --image "$ARCH_PRIV" -- true >"$TMP/o" 2>&1; then
+    fail "team-b submitted team-a's private name $ARCH_PRIV"
+else
+    grep -q "node agent's own" "$TMP/o" && ok "the private names are refused at submit" ||
+        fail "private name refusal: $(cat "$TMP/o")"
+fi
+# An admin names the same image id publicly: the record still refuses team-b.
+podman tag "$ARCH_PRIV" "$LEAK_IMG" || fail "podman tag $LEAK_IMG"
+B2=$(c submit --tenant team-b --image "$LEAK_IMG" -- cat /arch-marker | grep -o '[0-9][0-9]*' | head -1)
+wait_for 60 state_is "$B2" failed && c show "$B2" | grep -q "loaded from another tenant's image archive" &&
+    ok "team-b refused team-a's image id under another name" ||
+    fail "team-b's job $B2 on $LEAK_IMG: $(c show "$B2"; c logs "$B2")"
+podman rmi "$LEAK_IMG" >/dev/null 2>&1
 
 # --- an inference service replica from the image, behind the gateway --------
 c services create web --tenant team-a --image "$IMG" --gpus 1 --min 1 --max 1 \
