@@ -255,6 +255,7 @@ typedef struct ctl_config {
     int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
     bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
     bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
+    bool agent_addr_link_local;     /* agents may register a link-local addr */
     int64_t audit_retention_s;      /* audit entries older than this are pruned; 0 = forever */
     char agent_ca_file[1024];       /* CA to verify agents that serve HTTPS; "" = system */
     /* Limits (docs/operations.md). */

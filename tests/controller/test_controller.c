@@ -499,7 +499,15 @@ static void test_auth_matrix(void **state)
 static void test_bad_input_stores_nothing(void **state)
 {
     daemon_t d;
-    start(&d, true, NULL);
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-cfg-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"agent_addr_link_local\": true}\n", cf); /* the nodes registered at the end */
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
     static const struct {
         const char *body;
         long code;
@@ -595,6 +603,21 @@ static void test_bad_input_stores_nothing(void **state)
     assert_int_equal(code, 200);
     assert_int_equal(num(v, "count"), 0);
     json_decref(v);
+    /* Good agent addresses (a name, IPv6, and link-local where the config
+     * allows it: test_agent_protocol has the refusals). */
+    static const char *const good_addr[] = {"gpu-7.rack_a.example", "fd00::2", "10.0.0.2",
+                                            "169.254.10.1", "fe80::1"};
+    for (size_t i = 0; i < sizeof good_addr / sizeof good_addr[0]; i++) {
+        char rb[256];
+        snprintf(rb, sizeof rb, "{\"node\":\"ok%zu\",\"addr\":\"%s\",\"port\":8621,\"gpus\":[]}", i,
+                 good_addr[i]);
+        v = call(&d, "POST", "/v1/agents/register", d.join, rb, &code);
+        if (code != 200) {
+            fprintf(stderr, "addr '%s' -> %ld\n", good_addr[i], code);
+        }
+        assert_int_equal(code, 200);
+        json_decref(v);
+    }
     stop(&d, SIGTERM);
     cleanup(&d);
 }
@@ -696,6 +719,28 @@ static void test_agent_protocol(void **state)
              &code);
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "gpus[1].uuid");
+    json_decref(v);
+    /* The address is one host, not a link-local one (instance metadata). */
+    static const char *const bad_addr[] = {
+        "evil host", "169.254.169.254", "169.254.169.254:80", "10.0.0.2:80",
+        "",          "fe80::1",         "::ffff:169.254.1.1", "a\\tb",
+        "-x",        "1.2.3",           "http://10.0.0.2",    "a..b"};
+    for (size_t i = 0; i < sizeof bad_addr / sizeof bad_addr[0]; i++) {
+        char rb[256];
+        snprintf(rb, sizeof rb, "{\"node\":\"n9\",\"addr\":\"%s\",\"port\":80,\"gpus\":[]}",
+                 bad_addr[i]);
+        v = call(&d, "POST", "/v1/agents/register", d.join, rb, &code);
+        if (code != 400) {
+            fprintf(stderr, "addr '%s' -> %ld\n", bad_addr[i], code);
+        }
+        assert_int_equal(code, 400);
+        assert_string_equal(str(v, "field"), "addr");
+        json_decref(v);
+    }
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"169.254.169.254\",\"port\":80,\"gpus\":[]}", &code);
+    assert_non_null(strstr(str(v, "message"), "link-local"));
+    assert_non_null(strstr(str(v, "message"), "agent_addr_link_local"));
     json_decref(v);
     v = call(&d, "GET", "/v1/nodes/n9", d.admin, NULL, &code);
     assert_int_equal(code, 404);
