@@ -88,6 +88,10 @@ int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err)
         (rc = str_list(body, "entrypoint", MAX_ENTRYPOINT, &entry, err))) {
         return rc;
     }
+    if (!*image && json_is_string(json_object_get(body, "image"))) {
+        return cr_json_fail(err, CR_EINVAL, "image",
+                            "field 'image': must not be empty (leave it out for no container)");
+    }
     if (!*image) {
         const char *needs[] = {"image_archive", "mounts", "entrypoint"};
         for (size_t i = 0; i < 3; i++) {

@@ -865,6 +865,9 @@ void ctl_mig_want_build(ctl_gpu *g, int n, const int *start, const int *mem, con
 /* After a registration: UUIDs of the instances made; stop asking once the
  * node has the layout. */
 void ctl_mig_want_settle(ctl_gpu *g);
+/* A submitted mig_profile that no GPU model (nor registered node) has:
+ * CR_EINVAL with the valid names in err. */
+int ctl_mig_profile_check(const ctl *c, const char *profile, cr_json_err *err);
 /* The desired state's "mig_layouts" for the node; NULL when none. New. */
 json_t *ctl_mig_layouts(const ctl_node *n);
 /* A shareable GPU's fractional tasks into its node view v: "shared_jobs"

@@ -537,6 +537,11 @@ static void test_bad_input_stores_nothing(void **state)
         {"{\"command\":[\"true\"],\"model\":{\"precision\":\"fp4\"}}", 400, "model.precision"},
         {"{\"command\":[\"\"]}", 400, "command[0]"},
         {"{\"command\":[\"true\"],\"name\":\"a\",\"name\":\"b\"}", 400, NULL},
+        {"{\"command\":[\"true\"],\"gpus\":null}", 400, "gpus"},
+        {"{\"command\":[\"true\"],\"workdir\":\"/a/../b\"}", 400, "workdir"},
+        {"{\"command\":[\"true\"],\"workdir\":\"/a/..\"}", 400, "workdir"},
+        {"{\"command\":[\"true\"],\"image\":\"\"}", 400, "image"},
+        {"{\"command\":[\"true\"],\"mig_profile\":\"9g.999gb\"}", 400, "mig_profile"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         long code;
@@ -569,6 +574,22 @@ static void test_bad_input_stores_nothing(void **state)
     free(huge);
     cr_buf_fini(&b);
     assert_int_equal(count_jobs(&d), 0);
+    /* The unknown MIG profile's answer lists the valid ones; a known one
+     * (and a "..." that is part of a name) is taken. */
+    {
+        long mc;
+        json_t *mv = call(&d, "POST", "/v1/jobs", d.admin,
+                          "{\"command\":[\"true\"],\"mig_profile\":\"9g.999gb\"}", &mc);
+        assert_non_null(strstr(str(mv, "message"), "1g.10gb"));
+        assert_non_null(strstr(str(mv, "message"), "1g.6gb"));
+        json_decref(mv);
+        mv = call(&d, "POST", "/v1/jobs", d.admin,
+                  "{\"command\":[\"true\"],\"gpu_type\":\"A30\",\"mig_profile\":\"1g.6gb\","
+                  "\"workdir\":\"/a/..b/c\"}",
+                  &mc);
+        assert_int_equal(mc, 201);
+        json_decref(mv);
+    }
     /* Tenants and tokens validate too. */
     long code;
     json_t *v = call(&d, "POST", "/v1/tenants", d.admin,
