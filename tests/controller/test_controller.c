@@ -1068,6 +1068,54 @@ static void test_services(void **state)
     v = call(&d, "GET", "/v1/services/chat", ub, NULL, &code);
     assert_int_equal(code, 404);
     json_decref(v);
+    /* Names are per tenant: beta may have its own "chat" (it got 409
+     * naming the other tenant's before), not twice; it sees only its own. */
+    static const char *const beta_chat =
+        "{\"name\":\"chat\",\"command\":[\"srv\"],\"min_replicas\":0,\"max_replicas\":1}";
+    v = call(&d, "POST", "/v1/services", ub, beta_chat, &code);
+    assert_int_equal(code, 201);
+    assert_string_equal(str(v, "tenant"), "beta");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", ub, beta_chat, &code);
+    assert_int_equal(code, 409);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/services/chat", ub, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "tenant"), "beta");
+    assert_string_equal(str(v, "ref"), "chat");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/services/chat@default", ub, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    /* An admin's plain name is the oldest (routes that existed stay); the
+     * other is chat@beta, as the list's "ref" says. */
+    for (int round = 0; round < 2; round++) {
+        v = call(&d, "GET", "/v1/services/chat", d.admin, NULL, &code);
+        assert_int_equal(code, 200);
+        assert_string_equal(str(v, "tenant"), "default");
+        json_decref(v);
+        v = call(&d, "GET", "/v1/services/chat@beta", d.admin, NULL, &code);
+        assert_int_equal(code, 200);
+        assert_string_equal(str(v, "tenant"), "beta");
+        assert_string_equal(str(v, "ref"), "chat@beta");
+        json_decref(v);
+        v = call(&d, "GET", "/v1/services", d.admin, NULL, &code);
+        assert_int_equal(num(v, "count"), 2);
+        json_t *items = json_object_get(v, "items");
+        for (size_t i = 0; i < 2; i++) {
+            json_t *it = json_array_get(items, i);
+            assert_string_equal(str(it, "ref"),
+                                strcmp(str(it, "tenant"), "beta") == 0 ? "chat@beta" : "chat");
+        }
+        json_decref(v);
+        if (round == 0) { /* both rows survive a restart */
+            stop(&d, SIGTERM);
+            start(&d, false, NULL);
+        }
+    }
+    v = call(&d, "DELETE", "/v1/services/chat@beta", ub, NULL, &code);
+    assert_int_equal(code, 200);
+    json_decref(v);
     v = call(&d, "DELETE", "/v1/services/chat", d.admin, NULL, &code);
     assert_int_equal(code, 200);
     json_decref(v);
