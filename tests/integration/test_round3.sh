@@ -6,6 +6,9 @@
 #              fails (a fake podman: exit 125 with podman's "Error: ..."),
 #              ends with that message as its reason in `corral show`, not
 #              a bare exit code 125/126.
+#   inventory  a node whose agent comes back with other GPUs (2 L40S, then
+#              8 H100): the scheduler places on the new GPUs, and the job
+#              on the old ones is requeued with the reason.
 # Waits poll a condition with a deadline; nothing depends on timing.
 set -euo pipefail
 
@@ -57,8 +60,38 @@ EOF
     echo "ok: reasons"
 }
 
+section_inventory() {
+    # The node comes back (its agent restarted, same state) with other GPUs:
+    # the scheduler must see 8 H100 now, not the 2 L40S it had.
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    CR_STOP=KILL
+    cr_start_agent n1 "$DIR/n1" "$DIR/agent1.log" --gpus "sim:2xL40S"
+    local ag=$!
+    wait_for 60 node_up n1 || fail "agent did not register"
+    l40=$(c submit -n l40 --gpu-type L40S -- sleep 600 | jid)
+    # --nodelist: its node mask (made at queueing) must learn the new entry
+    h100=$(c submit -n h100 --gpus 8 --gpu-type "H100 SXM" --nodelist n1 -- sleep 600 | jid)
+    running() { c show "$1" | grep -q 'State: *running'; }
+    wait_for 60 running "$l40" || fail "job $l40 did not start: $(c show "$l40")"
+    c show "$h100" | grep -q 'State: *pending' || fail "job $h100: $(c show "$h100")"
+    kill -KILL "$ag"
+    wait "$ag" 2>/dev/null || true
+    "$CORRAL" agent --server "$SERVER" --join-token "$CTL_STATE/join.token" --node n1 \
+        --listen 127.0.0.1:0 --state-dir "$DIR/n1" --kill-on-exit --gpus "sim:8xH100 SXM" \
+        >"$DIR/agent2.log" 2>&1 &
+    PIDS+=($!)
+    wait_for 60 running "$h100" || fail "the 8-GPU H100 job did not start on the node that has them: $(c show "$h100")"
+    requeued() { c show "$l40" | grep -q 'State: *pending'; }
+    wait_for 60 requeued || fail "the L40S job still runs on a node without L40S: $(c show "$l40")"
+    c show "$l40" --json | grep -q "node n1 re-registered with other GPUs (8x H100 SXM, was 2x L40S)" ||
+        fail "job $l40 does not say why it was requeued: $(c show "$l40" --json)"
+    c nodes n1 --json | tr -d ' \n' | grep -q '"model":"L40S"' && fail "node n1 still lists an L40S"
+    echo "ok: inventory"
+}
+
 case "$SECTION" in
 reasons) section_reasons ;;
+inventory) section_inventory ;;
 *)
     echo "unknown section $SECTION"
     exit 2
