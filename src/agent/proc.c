@@ -343,6 +343,23 @@ static void say(const char *msg, long long v)
     (void)w;
 }
 
+/* Write "corral: cannot open WHAT [DIR/]PATH (errno E)" to fd 2
+ * (async-signal-safe): the agent quotes it as the job's end reason. */
+static void say_open(const char *what, const char *dir, const char *path, int e)
+{
+    ssize_t w = write(2, "corral: cannot open ", 20);
+    w = write(2, what, strlen(what));
+    w = write(2, " ", 1);
+    if (path[0] != '/') {
+        w = write(2, dir, strlen(dir));
+        w = write(2, strcmp(dir, "/") == 0 ? "" : "/", strcmp(dir, "/") == 0 ? 0 : 1);
+    }
+    w = write(2, path, strlen(path));
+    w = write(2, " (errno ", 8);
+    (void)w;
+    say("", e);
+}
+
 /*
  * Become the job's user: supplementary groups, then gid, then uid, each
  * checked (a failed setuid must never leave the job running as root). Raw
@@ -407,10 +424,24 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
     if (become_user(a) != 0) {
         _exit(126);
     }
-    if (chdir(a->workdir) == 0 && open_user(a->user_out[a->task], 1) == 0 &&
-        open_user(a->user_err[a->task], 2) == 0) {
-        execve(a->exe, a->argv, a->envps[a->task]);
+    /* Each failure says what failed on the job's stderr log (fd 2 is still
+     * that log until the job's own error file is open), for its end reason. */
+    if (chdir(a->workdir) != 0) {
+        int e = errno;
+        say_open("the working directory", "/", a->workdir, e);
+        _exit(126);
     }
+    if (open_user(a->user_out[a->task], 1) != 0) {
+        int e = errno;
+        say_open("output file", a->workdir, a->user_out[a->task], e);
+        _exit(126);
+    }
+    if (open_user(a->user_err[a->task], 2) != 0) {
+        int e = errno;
+        say_open("error file", a->workdir, a->user_err[a->task], e);
+        _exit(126);
+    }
+    execve(a->exe, a->argv, a->envps[a->task]);
     int e = errno;
     say(a->exec_msg, e);
     _exit(e == ENOENT ? 127 : 126);
@@ -585,6 +616,7 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
         char num[32];
         size_t n = fmt_int(num, getpid());
         if (fd < 0 || write(fd, num, n) != (ssize_t)n) {
+            shim_say(a, "corral: cannot join the job's cgroup (errno ", errno);
             shim_report(a->journal, a->job, "exit", 126);
             _exit(126);
         }
@@ -604,6 +636,7 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
     /* not O_CLOEXEC: the interpreter reopens /dev/fd/3 after the exec */
     a->script_fd = a->script ? open(a->script, O_RDONLY | O_NOFOLLOW) : -1;
     if (a->script && a->script_fd < 0) {
+        shim_say(a, "corral: cannot open the job's script (errno ", errno);
         shim_report(a->journal, a->job, "exit", 126);
         _exit(126);
     }
@@ -1033,6 +1066,73 @@ static void wait_init(cr_proc *p)
     p->init_fd = -1;
 }
 
+/*
+ * A job that ended 125..127 (its start failed: a file it could not open,
+ * a program not found, podman's own error) gets the message that says why
+ * as its end reason, so that `corral show` tells it: the last line of its
+ * stderr logs that the shim wrote ("corral: cannot ...") or, for a
+ * container, podman's ("Error: ..."), with "(errno N)" in words.
+ */
+static void exit_reason(const char *state_dir, cr_proc *p)
+{
+    if (p->signal || p->exit_code < 125 || p->exit_code > 127 || p->reason[0]) {
+        return;
+    }
+    char *dir = cr_asprintf("%s/logs/%lld", state_dir, (long long)p->job);
+    DIR *d = opendir(dir);
+    char msg[300] = "";
+    for (struct dirent *de; d && !msg[0] && (de = readdir(d));) {
+        size_t nl = strlen(de->d_name);
+        if (strcmp(de->d_name, "err") != 0 && (nl < 4 || strcmp(de->d_name + nl - 4, ".err"))) {
+            continue;
+        }
+        char *path = cr_asprintf("%s/%s", dir, de->d_name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        free(path);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) != 0) {
+            if (fd >= 0) {
+                close(fd);
+            }
+            continue;
+        }
+        char buf[4097];
+        off_t from = st.st_size > 4096 ? st.st_size - 4096 : 0;
+        ssize_t n = pread(fd, buf, sizeof buf - 1, from);
+        close(fd);
+        buf[n > 0 ? n : 0] = '\0';
+        for (char *line = buf, *next; line && *line; line = next) {
+            next = strchr(line, '\n');
+            if (next) {
+                *next++ = '\0';
+            }
+            if (strncmp(line, "corral: cannot ", 15) == 0 ||
+                (p->spec.ctr.image && strncmp(line, "Error: ", 7) == 0)) {
+                snprintf(msg, sizeof msg, "%.299s", line);
+            }
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    free(dir);
+    if (!msg[0]) {
+        return;
+    }
+    char *en = strstr(msg, " (errno ");
+    int e = en ? atoi(en + 8) : 0;
+    if (en && e > 0) {
+        snprintf(en, sizeof msg - (size_t)(en - msg), ": %s", strerror(e));
+    }
+    for (char *q = msg; *q; q++) {
+        if ((unsigned char)*q < 0x20 || *q == 0x7f) {
+            *q = ' '; /* the controller takes printable text only */
+        }
+    }
+    snprintf(p->reason, sizeof p->reason, "%s (exit code %d)",
+             strncmp(msg, "corral: ", 8) == 0 ? msg + 8 : msg, p->exit_code);
+}
+
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
 {
     /* The shim ends as its job did (see the shim). Nothing of the job
@@ -1051,6 +1151,7 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus)
         p->signal = 0;
     }
     mark_oom(p);
+    exit_reason(state_dir, p);
 }
 
 /* The first child of pid (0: none, or gone). */
@@ -1105,6 +1206,7 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
             p->exit_code = 128 + SIGKILL;
         }
         mark_oom(p);
+        exit_reason(state_dir, p);
         return 1;
     }
     if (p->job_pid == 0) {

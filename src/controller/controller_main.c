@@ -353,6 +353,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "pids_per_gpu",
                                           "node_approval",
                                           "join_token",
+                                          "agent_addr_link_local",
                                           "audit_retention_s",
                                           "agent_ca_file",
                                           "tls_client_cert",
@@ -389,7 +390,7 @@ static int load_config(const char *path, ctl_config *cfg)
     const char *listen = NULL, *sd = NULL, *cert = NULL, *key = NULL, *join = NULL, *pol = NULL,
                *sync = NULL, *ck = NULL, *mpg = NULL, *appr = NULL, *aca = NULL, *ccert = NULL,
                *ckey = NULL, *mtok = NULL;
-    bool legacy_join = cfg->legacy_join;
+    bool legacy_join = cfg->legacy_join, link_local = cfg->agent_addr_link_local;
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
@@ -432,6 +433,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (registries && (rc = ctl_image_registries_check(registries, &err))) ||
         (rc = cr_json_str(v, "", "node_approval", false, 15, &appr, &err)) ||
         (rc = cr_json_bool(v, "", "join_token", false, &legacy_join, &err)) ||
+        (rc = cr_json_bool(v, "", "agent_addr_link_local", false, &link_local, &err)) ||
         (rc =
              cr_json_int(v, "", "audit_retention_s", false, 0, 100LL * 366 * 86400, &aret, &err)) ||
         (rc = cr_json_str(v, "", "agent_ca_file", false, 1000, &aca, &err)) ||
@@ -502,6 +504,7 @@ static int load_config(const char *path, ctl_config *cfg)
     }
     cfg->manual_approval = appr && strcmp(appr, "manual") == 0;
     cfg->legacy_join = legacy_join;
+    cfg->agent_addr_link_local = link_local;
     cfg->audit_retention_s = aret;
     if (aca) {
         snprintf(cfg->agent_ca_file, sizeof cfg->agent_ca_file, "%s", aca);

@@ -257,6 +257,7 @@ typedef struct ctl_config {
     int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
     bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
     bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
+    bool agent_addr_link_local;     /* agents may register a link-local addr */
     int64_t audit_retention_s;      /* audit entries older than this are pruned; 0 = forever */
     char agent_ca_file[1024];       /* CA to verify agents that serve HTTPS; "" = system */
     /* Limits (docs/operations.md). */
@@ -886,6 +887,9 @@ void ctl_mig_want_build(ctl_gpu *g, int n, const int *start, const int *mem, con
 /* After a registration: UUIDs of the instances made; stop asking once the
  * node has the layout. */
 void ctl_mig_want_settle(ctl_gpu *g);
+/* A submitted mig_profile that no GPU model (nor registered node) has:
+ * CR_EINVAL with the valid names in err. */
+int ctl_mig_profile_check(const ctl *c, const char *profile, cr_json_err *err);
 /* The desired state's "mig_layouts" for the node; NULL when none. New. */
 json_t *ctl_mig_layouts(const ctl_node *n);
 /* A shareable GPU's fractional tasks into its node view v: "shared_jobs"

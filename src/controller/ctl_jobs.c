@@ -181,6 +181,11 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
                       proto->tenant);
         goto out;
     }
+    if (ctl_mig_profile_check(c, proto->mig_profile, &err) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_jerr(req, &err);
+        goto out;
+    }
     const char *dep = json_string_value(json_object_get(proto->spec, "dependency"));
     char dwhy[200] = "";
     if (dep && ctl_batch_dep_refs(c, dep, proto->tenant, p->role == CR_ROLE_ADMIN, dwhy,

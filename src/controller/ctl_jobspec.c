@@ -75,6 +75,14 @@ static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
 static const char *const kinds[] = {"pretrain", "finetune", "inference", "visual",
                                     "hpc",      "batch",    NULL};
 
+/* A ".." component in path ("/a/../b", "/a/..", "../x"). */
+static bool has_dotdot(const char *path)
+{
+    size_t n = strlen(path);
+    return strncmp(path, "../", 3) == 0 || strstr(path, "/../") || strcmp(path, "..") == 0 ||
+           (n >= 3 && strcmp(path + n - 3, "/..") == 0);
+}
+
 /*
  * Validate a job request (or the request part of a stored doc, with
  * from_doc) into a fresh job with defaults filled in; spec gets the
@@ -88,6 +96,18 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     ctl_job *j = cr_calloc(1, sizeof *j);
     if (!from_doc && (rc = cr_json_only(body, "", job_members, err)) != 0) {
         goto out;
+    }
+    /* A request's null is not taken for "the default" (cr_json's reading):
+     * "gpus": null is a mistake, not one GPU. Stored docs never hold one. */
+    const char *nk;
+    json_t *nv;
+    json_object_foreach((json_t *)body, nk, nv)
+    {
+        if (!from_doc && json_is_null(nv)) {
+            rc = cr_json_fail(err, CR_EINVAL, nk,
+                              "field '%s': must not be null (leave it out for the default)", nk);
+            goto out;
+        }
     }
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
     const char *workdir = "", *script = "", *outp = "", *errp = "", *dep = "";
@@ -246,6 +266,13 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (*workdir && workdir[0] != '/') {
         rc = cr_json_fail(err, CR_EINVAL, "workdir", "field 'workdir': must be an absolute path");
+        goto out;
+    }
+    /* "/a/../b" is "/b" only if "a" is no symlink: the path a job asks for
+     * is the one it gets, so ".." is refused rather than guessed at. */
+    if (!from_doc && has_dotdot(workdir)) {
+        rc = cr_json_fail(err, CR_EINVAL, "workdir",
+                          "field 'workdir': must not have '..' components");
         goto out;
     }
     if (model) {

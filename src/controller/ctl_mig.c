@@ -17,6 +17,9 @@
  */
 #include "ctl_int.h"
 
+#include "cr_error.h"
+#include "cr_mig.h"
+
 #include <stdio.h>
 #include <string.h>
 
@@ -155,4 +158,32 @@ void ctl_share_json(ctl *c, const ctl_node *n, const ctl_gpu *g, json_t *v)
     } else {
         json_decref(ids);
     }
+}
+
+/* A job's mig_profile must name a profile some GPU can have: one of the
+ * MIG tables (src/model/mig.c: every model's) or one a registered node
+ * reports (a device's own name for a standard shape). Else the job would
+ * pend forever with no node able to take it. */
+int ctl_mig_profile_check(const ctl *c, const char *profile, cr_json_err *err)
+{
+    if (!*profile || cr_mig_known(profile)) {
+        return 0;
+    }
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        for (size_t g = 0; g < n->ngpus; g++) {
+            for (size_t k = 0; k < json_array_size(n->gpus[g].mig); k++) {
+                const char *p = json_string_value(
+                    json_object_get(json_array_get(n->gpus[g].mig, k), "profile"));
+                if (p && strcmp(p, profile) == 0) {
+                    return 0;
+                }
+            }
+        }
+    }
+    char names[400];
+    size_t need = cr_mig_names(names, sizeof names);
+    return cr_json_fail(err, CR_EINVAL, "mig_profile",
+                        "field 'mig_profile': no GPU model has a MIG profile '%s'; valid: %s%s",
+                        profile, names, need >= sizeof names ? "..." : "");
 }

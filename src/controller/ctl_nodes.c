@@ -17,6 +17,8 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <arpa/inet.h>
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +192,74 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
     cr_store_txn_put(txn, "node", n->name, s);
     free(s);
     json_decref(doc);
+}
+
+/*
+ * An agent's registered address: the controller connects there (logs, a
+ * service's endpoints, gang peers' MASTER_ADDR), so it must be one host
+ * (a DNS name or an IPv4/IPv6 literal; the port is the field "port"), and
+ * not a link-local address (169.254.0.0/16, fe80::/10: where clouds serve
+ * their instance metadata) unless the config allows one
+ * (agent_addr_link_local). Names are not resolved here.
+ */
+static int addr_check(const char *addr, bool link_local_ok, cr_json_err *err)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (!*addr) {
+        return cr_json_fail(err, CR_EINVAL, "addr", "field 'addr': empty");
+    }
+    if (inet_pton(AF_INET, addr, &a4) == 1) {
+        const unsigned char *b = (const unsigned char *)&a4.s_addr;
+        if (!link_local_ok && b[0] == 169 && b[1] == 254) {
+            return cr_json_fail(err, CR_EINVAL, "addr",
+                                "field 'addr': %s is link-local (169.254.0.0/16: instance "
+                                "metadata); set agent_addr_link_local to allow it",
+                                addr);
+        }
+        return 0;
+    }
+    if (inet_pton(AF_INET6, addr, &a6) == 1) {
+        const unsigned char *b = a6.s6_addr;
+        bool mapped = memcmp(b, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0;
+        if (!link_local_ok &&
+            ((b[0] == 0xfe && (b[1] & 0xc0) == 0x80) || (mapped && b[12] == 169 && b[13] == 254))) {
+            return cr_json_fail(err, CR_EINVAL, "addr",
+                                "field 'addr': %s is link-local (fe80::/10, 169.254.0.0/16: "
+                                "instance metadata); set agent_addr_link_local to allow it",
+                                addr);
+        }
+        return 0;
+    }
+    /* A DNS name: dot-separated labels of letters, digits, '-' and '_',
+     * none empty or starting with '-'; not all digits and dots (a bad
+     * IPv4 address such as 1.2.3 or 300.1.1.1). */
+    bool name_ok = true, numeric = true;
+    size_t label = 0;
+    for (const char *q = addr; *q && name_ok; q++) {
+        unsigned char ch = (unsigned char)*q;
+        if (ch == '.') {
+            name_ok = label > 0;
+            label = 0;
+            continue;
+        }
+        if (!isalnum(ch) && ch != '-' && ch != '_') {
+            name_ok = false;
+            break;
+        }
+        if (ch == '-' && label == 0) {
+            name_ok = false;
+        }
+        numeric &= isdigit(ch) != 0;
+        label++;
+    }
+    if (name_ok && label > 0 && !numeric) {
+        return 0;
+    }
+    return cr_json_fail(err, CR_EINVAL, "addr",
+                        "field 'addr': '%s' is not a host name or IP address (one host; the "
+                        "port is the field 'port')",
+                        addr);
 }
 
 /* Parse the inventory part of a registration (or a stored node doc). */
@@ -567,6 +637,9 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
                 rc = cr_json_int(r, path, "run", false, 0, INT32_MAX, &x, &err);
             }
         }
+    }
+    if (rc == 0) {
+        rc = addr_check(fresh->addr, c->cfg.agent_addr_link_local, &err);
     }
     if (rc != 0) {
         ctl_reply_jerr(req, &err);

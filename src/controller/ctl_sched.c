@@ -38,6 +38,7 @@ typedef struct placer {
     ctl_auto *au;           /* owned: the type choice of auto jobs */
     bool hetero;            /* policy hetero: auto vectors carry plain throughput */
     int ntypes;             /* GPU types the pending auto jobs were specified against */
+    bool masks_stale;       /* a node got a new index (reshape_node): node masks are redone */
 } placer;
 
 static int mig_geometry(const char *model, int *compute, int *mem)
@@ -114,6 +115,95 @@ static cr_sched_node_state sched_state(ctl_node_state st)
     return st == NS_UP ? CR_NODE_UP : st == NS_DRAINED ? CR_NODE_DRAINED : CR_NODE_LOST;
 }
 
+/* "2x L40S, 1x L4": a GPU list by model, for the log and the reason. */
+static void gpus_text(const char *const *models, size_t n, char *out, size_t len)
+{
+    size_t o = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && o < len; i++) {
+        bool seen = false;
+        size_t count = 0;
+        for (size_t k = 0; k < n; k++) {
+            seen |= k < i && strcmp(models[k], models[i]) == 0;
+            count += strcmp(models[k], models[i]) == 0;
+        }
+        if (!seen) {
+            int w = snprintf(out + o, len - o, "%s%zux %s", o ? ", " : "", count, models[i]);
+            o += w > 0 ? (size_t)w : 0;
+        }
+    }
+    if (!n) {
+        snprintf(out, len, "no GPUs");
+    }
+}
+
+/*
+ * A node that re-registered with other GPUs (models or count: a hardware
+ * change, a reboot into another machine) than the scheduler holds for it:
+ * the scheduler's entry is retired (lost for good) and the node added anew
+ * with what it has now, else jobs would be placed on GPUs it no longer has
+ * and never on the ones it gained. The jobs running there are requeued
+ * with the reason (no retry used): their GPUs may be gone or other ones.
+ * (A GPU that only vanished keeps its place as "gone": gpus_merge in
+ * ctl_nodes.c, and no reshape.) mu held. Returns true when it did.
+ */
+static bool reshape_node(placer *pl, ctl *c, ctl_node *n, const cr_sched_node_info *info, size_t ng,
+                         int64_t now)
+{
+    const char *was[CR_SCHED_MAX_NODE_GPUS], *is[CR_SCHED_MAX_NODE_GPUS];
+    bool changed = info->gpu_count != ng;
+    for (size_t i = 0; i < info->gpu_count && i < CR_SCHED_MAX_NODE_GPUS; i++) {
+        cr_sched_gpu_info gi;
+        int type = -1;
+        was[i] = "?";
+        if (cr_sched_gpu_info_get(pl->s, n->sched_idx, (uint32_t)i, &gi) == 0) {
+            const char *tn = cr_sched_gpu_type_name(pl->s, gi.type);
+            was[i] = tn ? tn : "?";
+            if (i < ng &&
+                (cr_sched_gpu_type_find(pl->s, n->gpus[i].model, &type) != 0 || type != gi.type)) {
+                changed = true;
+            }
+        }
+    }
+    if (!changed) {
+        return false;
+    }
+    for (size_t i = 0; i < ng; i++) {
+        is[i] = n->gpus[i].model;
+    }
+    char before[200], after[200], why[CTL_NAME_MAX + 460];
+    gpus_text(was, info->gpu_count < CR_SCHED_MAX_NODE_GPUS ? info->gpu_count : 0, before,
+              sizeof before);
+    gpus_text(is, ng, after, sizeof after);
+    snprintf(why, sizeof why, "node %s re-registered with other GPUs (%s, was %s)", n->name, after,
+             before);
+    cr_warn("sched: %s: its jobs are requeued and the scheduler takes the new GPUs", why);
+    uint64_t *req = NULL;
+    size_t nreq = 0;
+    if (cr_sched_node_retire(pl->s, n->sched_idx, now, &req, &nreq) != 0) {
+        return false;
+    }
+    cr_store_txn *txn = NULL;
+    for (size_t k = 0; k < nreq; k++) {
+        ctl_job *j = ctl_job_get(c, (int64_t)req[k]);
+        if (j && (j->state == JS_RUNNING || j->state == JS_COMPLETING) && !ctl_job_end_held(j)) {
+            if (!txn) {
+                txn = cr_store_txn_new();
+                cr_store_txn_splittable(txn);
+            }
+            j->requeue_requested = true;
+            ctl_job_ended(c, txn, j, 0, 0, why, true);
+        }
+    }
+    if (txn) {
+        cr_store_submit(c->store, txn, NULL, NULL);
+    }
+    free(req);
+    n->in_sched = false;
+    pl->masks_stale = true; /* the new entry's index is in no job's node mask yet */
+    return true;
+}
+
 /* Node inventory or state changed: bring the cr_sched up to date. mu held. */
 static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
 {
@@ -168,6 +258,10 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
     }
     cr_sched_node_info info;
     if (cr_sched_node_info_get(pl->s, n->sched_idx, &info) != 0) {
+        return;
+    }
+    if (reshape_node(pl, c, n, &info, ng, now)) {
+        sync_node(pl, c, n, now); /* added anew (n->in_sched is false) */
         return;
     }
     cr_sched_node_state want = sched_state(n->state);
@@ -777,6 +871,22 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
                 } else {
                     CR_FREE(ops[nops].r.mask);
                 }
+            }
+        }
+    }
+    /* A node re-added under a new index: the pending jobs with a node
+     * filter (--nodelist, --exclude, --constraint) get their mask again. */
+    if (pl->masks_stale) {
+        pl->masks_stale = false;
+        size_t slot = ctl_first_active_slot(c);
+        for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
+            if (j->in_sched && j->state == JS_PENDING && ctl_batch_has_node_filter(j)) {
+                CR_GROW(ops, nops, capops);
+                memset(&ops[nops], 0, sizeof ops[nops]);
+                ops[nops].op = OP_RESPEC;
+                req_of(j, &ops[nops].r);
+                mask_of(c, j, &ops[nops].r);
+                nops++;
             }
         }
     }

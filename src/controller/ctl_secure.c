@@ -373,11 +373,17 @@ static void boot_create(ctl *c, cr_http_req *req)
         ctl_reply_jerr(req, &err);
         return;
     }
-    if (!ctl_text_clean(node) || !ctl_text_clean(name) || strchr(node, '/')) {
+    /* node and name point into v: decide before it goes. */
+    const char *bad = !ctl_text_clean(name) ? "name" : !ctl_text_clean(node) ? "node" : NULL;
+    bool slash = !bad && strchr(node, '/') != NULL;
+    if (bad || slash) {
         json_decref(v);
-        ctl_reply_err(req, 400, CR_EINVAL, !ctl_text_clean(name) ? "name" : "node",
-                      "field '%s': control characters are not allowed",
-                      !ctl_text_clean(name) ? "name" : "node");
+        if (slash) {
+            ctl_reply_err(req, 400, CR_EINVAL, "node", "field 'node': '/' is not allowed");
+        } else {
+            ctl_reply_err(req, 400, CR_EINVAL, bad,
+                          "field '%s': control characters are not allowed", bad);
+        }
         return;
     }
     ctl_boot b;

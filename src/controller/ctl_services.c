@@ -12,6 +12,14 @@
  *
  * Reconciliation runs on the scheduler thread's timer (ctl_services_tick)
  * and after every change; all state is under ctl->mu.
+ *
+ * Names are unique per tenant: two tenants may each have a service "llm",
+ * and a create answers 409 only for the creator's own tenant (another
+ * tenant's service is neither revealed nor squatted). A route names one as
+ * NAME, within the token's tenant, or NAME@TENANT. An admin's plain NAME
+ * (a gateway with an admin token) is the oldest service of that name, so
+ * a later tenant's service of the same name never takes an existing
+ * route; the others are NAME@TENANT ("ref" in the list says which).
  */
 #include "ctl_int.h"
 
@@ -43,9 +51,11 @@ typedef struct replica {
 struct ctl_service {
     char name[CTL_NAME_MAX];
     char tenant[CTL_NAME_MAX];
-    json_t *spec;    /* owned: the request as validated (normalised) */
-    json_t *job_req; /* owned: the job request each replica is made from */
-    int32_t desired; /* replicas wanted now */
+    char store_key[2 * CTL_NAME_MAX]; /* its row: "tenant/name" (a plain name: from before) */
+    int64_t created_ns;               /* wall time of the create; 0 from before it was kept */
+    json_t *spec;                     /* owned: the request as validated (normalised) */
+    json_t *job_req;                  /* owned: the job request each replica is made from */
+    int32_t desired;                  /* replicas wanted now */
     int32_t min, max;
     double target_concurrency, target_p95_ms;
     char ready_path[128];
@@ -75,14 +85,61 @@ static void svc_event(ctl_service *s, const char *what, const char *why)
     cr_info("service=%s %s: %s", s->name, what, why);
 }
 
-static ctl_service *svc_find(ctl *c, const char *name)
+static ctl_service *svc_find(ctl *c, const char *tenant, const char *name)
 {
     for (size_t i = 0; i < c->nservices; i++) {
-        if (strcmp(c->services[i]->name, name) == 0) {
+        if (strcmp(c->services[i]->name, name) == 0 &&
+            strcmp(c->services[i]->tenant, tenant) == 0) {
             return c->services[i];
         }
     }
     return NULL;
+}
+
+/* True when a was created before b (ties: by tenant name). */
+static bool svc_older(const ctl_service *a, const ctl_service *b)
+{
+    return a->created_ns != b->created_ns ? a->created_ns < b->created_ns
+                                          : strcmp(a->tenant, b->tenant) < 0;
+}
+
+/* The service a route's NAME or NAME@TENANT means for p (see the top);
+ * NULL when none. Visibility is the caller's check. */
+static ctl_service *svc_resolve(ctl *c, const cr_principal *p, const char *ref)
+{
+    const char *at = strchr(ref, '@');
+    char name[CTL_NAME_MAX];
+    if (at) {
+        if ((size_t)(at - ref) >= sizeof name) {
+            return NULL;
+        }
+        snprintf(name, sizeof name, "%.*s", (int)(at - ref), ref);
+        return svc_find(c, at + 1, name);
+    }
+    if (p->role != CR_ROLE_ADMIN) {
+        return svc_find(c, p->tenant, ref);
+    }
+    ctl_service *best = NULL;
+    for (int pass = 0; pass < 2 && !best; pass++) {
+        for (size_t i = 0; i < c->nservices; i++) {
+            ctl_service *s = c->services[i];
+            bool live = !s->deleted && !s->creating;
+            if (strcmp(s->name, ref) == 0 && (live || pass == 1) && (!best || svc_older(s, best))) {
+                best = s;
+            }
+        }
+    }
+    return best;
+}
+
+/* How p names s on a route: NAME when that resolves to s, else NAME@TENANT. */
+static void svc_ref(ctl *c, const cr_principal *p, ctl_service *s, char *out, size_t len)
+{
+    if (svc_resolve(c, p, s->name) == s) {
+        snprintf(out, len, "%s", s->name);
+    } else {
+        snprintf(out, len, "%s@%s", s->name, s->tenant);
+    }
 }
 
 static void svc_free(ctl_service *s)
@@ -336,8 +393,11 @@ static void svc_persist(cr_store_txn *txn, ctl_service *s)
     if (s->deleted) {
         json_object_set_new(doc, "deleted", json_true()); /* drains on after a restart */
     }
+    if (s->created_ns) {
+        json_object_set_new(doc, "created_ns", json_integer(s->created_ns));
+    }
     char *d = json_dumps(doc, JSON_COMPACT);
-    cr_store_txn_put(txn, "service", s->name, d);
+    cr_store_txn_put(txn, "service", s->store_key, d);
     free(d);
     json_decref(doc);
 }
@@ -355,6 +415,8 @@ static void load_service(void *arg, const char *key, const char *doc)
     }
     const char *tenant = json_string_value(json_object_get(v, "tenant"));
     snprintf(s->tenant, sizeof s->tenant, "%s", tenant ? tenant : "default");
+    snprintf(s->store_key, sizeof s->store_key, "%s", key);
+    s->created_ns = (int64_t)json_integer_value(json_object_get(v, "created_ns"));
     s->desired = (int32_t)json_integer_value(json_object_get(v, "desired"));
     s->deleted = json_is_true(json_object_get(v, "deleted"));
     json_t *ev = json_object_get(v, "events");
@@ -381,7 +443,7 @@ int ctl_load_services(ctl *c)
         if (!svc || ctl_job_terminal(j)) {
             continue;
         }
-        ctl_service *s = svc_find(c, svc);
+        ctl_service *s = svc_find(c, j->tenant, svc);
         if (s) {
             CR_GROW(s->reps, s->nreps, s->capreps);
             s->reps[s->nreps++] = (replica){.job = j->id, .drain_ns = 0};
@@ -621,7 +683,7 @@ void ctl_services_tick(ctl *c, int64_t now_mono)
         reconcile(c, txn, s, now_mono);
         if (s->deleted && s->nreps == 0) {
             answer_polls(c, s, false, 0);
-            cr_store_txn_del(txn, "service", s->name);
+            cr_store_txn_del(txn, "service", s->store_key);
             c->services[i] = c->services[--c->nservices];
             svc_free(s);
             continue;
@@ -639,7 +701,7 @@ void ctl_services_tick(ctl *c, int64_t now_mono)
 void ctl_services_job_changed(ctl *c, ctl_job *j)
 {
     const char *svc = json_string_value(json_object_get(j->spec, "service"));
-    ctl_service *s = svc ? svc_find(c, svc) : NULL;
+    ctl_service *s = svc ? svc_find(c, j->tenant, svc) : NULL;
     if (s) {
         refresh_endpoints(c, s);
     }
@@ -668,7 +730,7 @@ static ctl_service *svc_lock_visible(ctl *c, cr_http_req *req, const cr_principa
                                      const char *name)
 {
     pthread_mutex_lock(&c->mu);
-    ctl_service *s = svc_find(c, name);
+    ctl_service *s = svc_resolve(c, p, name);
     if (!s || !may_see(p, s) || s->deleted || s->creating) {
         pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "service '%s' not found", name);
@@ -681,6 +743,7 @@ static ctl_service *svc_lock_visible(ctl *c, cr_http_req *req, const cr_principa
 enum { SVC_CREATE, SVC_SCALE, SVC_DELETE };
 typedef struct svc_change {
     char name[CTL_NAME_MAX];
+    char tenant[CTL_NAME_MAX];
     int op; /* SVC_* */
     int32_t replicas;
     char why[200];
@@ -710,7 +773,7 @@ static void svc_apply(ctl_service *s, const svc_change *a, bool log)
 static json_t *svc_committed(ctl *c, void *argp, int status, unsigned *code)
 {
     const svc_change *a = argp;
-    ctl_service *s = svc_find(c, a->name);
+    ctl_service *s = svc_find(c, a->tenant, a->name);
     if (a->op == SVC_CREATE) {
         if (!s || !s->creating) {
             return NULL;
@@ -792,7 +855,9 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
         svc_free(s);
         return;
     }
-    ctl_service *old = svc_find(c, s->name);
+    /* Unique within the tenant only: another tenant's service of this name
+     * is neither told nor in the way. */
+    ctl_service *old = svc_find(c, s->tenant, s->name);
     if (old) {
         pthread_mutex_unlock(&c->mu);
         ctl_reply_err(req, 409, CR_EEXIST, "name", "service '%s' already exists%s", s->name,
@@ -810,12 +875,15 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
     /* Stored first: the name is taken meanwhile (409 to a second create),
      * nothing is served or started until the row is durable. */
     s->creating = true;
+    s->created_ns = cr_now_ns();
+    snprintf(s->store_key, sizeof s->store_key, "%s/%s", s->tenant, s->name);
     CR_GROW(c->services, c->nservices, c->capservices);
     c->services[c->nservices++] = s;
     cr_store_txn *txn = cr_store_txn_new();
     svc_persist(txn, s);
     svc_change *a = cr_calloc(1, sizeof *a);
     snprintf(a->name, sizeof a->name, "%s", s->name);
+    snprintf(a->tenant, sizeof a->tenant, "%s", s->tenant);
     a->op = SVC_CREATE;
     ctl_state_commit_apply(c, txn, req, svc_committed, a);
     pthread_mutex_unlock(&c->mu);
@@ -869,9 +937,13 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
         json_t *items = json_array();
         pthread_mutex_lock(&c->mu);
         for (size_t i = 0; i < c->nservices; i++) {
-            if (may_see(p, c->services[i]) && !c->services[i]->deleted &&
-                !c->services[i]->creating) {
-                json_array_append_new(items, svc_json(c, c->services[i], false));
+            ctl_service *s = c->services[i];
+            if (may_see(p, s) && !s->deleted && !s->creating) {
+                json_t *it = svc_json(c, s, false);
+                char ref[2 * CTL_NAME_MAX];
+                svc_ref(c, p, s, ref, sizeof ref);
+                json_object_set_new(it, "ref", json_string(ref)); /* the name on routes */
+                json_array_append_new(items, it);
             }
         }
         pthread_mutex_unlock(&c->mu);
@@ -929,6 +1001,9 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
     }
     if (show) {
         json_t *v = svc_json(c, s, true);
+        char ref[2 * CTL_NAME_MAX];
+        svc_ref(c, p, s, ref, sizeof ref);
+        json_object_set_new(v, "ref", json_string(ref));
         pthread_mutex_unlock(&c->mu);
         ctl_reply_json(req, 200, v);
         return;
@@ -960,6 +1035,7 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
     }
     svc_change *a = cr_calloc(1, sizeof *a);
     snprintf(a->name, sizeof a->name, "%s", s->name);
+    snprintf(a->tenant, sizeof a->tenant, "%s", s->tenant);
     if (scale) {
         if (replicas < s->min || replicas > s->max) {
             pthread_mutex_unlock(&c->mu);

@@ -84,10 +84,16 @@ static bool valid_service_name(const char *s, size_t len)
     if (len == 0 || len >= GW_NAME_MAX) {
         return false;
     }
+    /* NAME, or NAME@TENANT: a tenant's service where another tenant has
+     * one of the same name (the controller's "ref"). */
+    const char *at = memchr(s, '@', len);
+    if (at && (at == s || at == s + len - 1 || memchr(at + 1, '@', len - (size_t)(at - s) - 1))) {
+        return false;
+    }
     for (size_t i = 0; i < len; i++) {
         char ch = s[i];
         bool ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.';
+                  (ch >= '0' && ch <= '9') || ch == '-' || ch == '_' || ch == '.' || ch == '@';
         if (!ok) {
             return false;
         }

@@ -288,7 +288,12 @@ static void *discover_main(void *arg)
             json_t *it;
             json_array_foreach(items, i, it)
             {
-                json_t *name = json_object_get(it, "name");
+                /* "ref": how this token names it on routes (NAME@TENANT
+                 * where another tenant's service has the name) */
+                json_t *name = json_object_get(it, "ref");
+                if (!json_is_string(name)) {
+                    name = json_object_get(it, "name"); /* an older controller */
+                }
                 if (json_is_string(name) && strlen(json_string_value(name)) < GW_NAME_MAX) {
                     watch_start(g, c, json_string_value(name));
                 }

@@ -51,6 +51,14 @@ const cr_mig_profile *cr_mig_find(const char *model, const char *name);
 const cr_mig_profile *cr_mig_smallest_fit(const char *model, uint64_t mem_bytes,
                                           int compute_slices);
 
+/* 1 if some model of the tables has a profile of this name, else 0. */
+int cr_mig_known(const char *name);
+
+/* Every profile name of the tables, each once, ", "-separated into buf
+ * (cut at len - 1 bytes, always terminated). Returns the length the whole
+ * list needs. */
+size_t cr_mig_names(char *buf, size_t len);
+
 /* 1 if p may be placed starting at memory slice start on its model. */
 int cr_mig_placement_ok(const cr_mig_profile *p, int start);
 

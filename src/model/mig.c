@@ -3,6 +3,7 @@
 #include "cr_error.h"
 #include "model_int.h"
 
+#include <stdbool.h>
 #include <string.h>
 
 /*
@@ -154,6 +155,59 @@ const cr_mig_profile *cr_mig_find(const char *model, const char *name)
         }
     }
     return NULL;
+}
+
+int cr_mig_known(const char *name)
+{
+    for (size_t f = 0; name && f < sizeof families / sizeof families[0]; f++) {
+        for (size_t i = 0; i < families[f].count; i++) {
+            if (!strcmp(families[f].profiles[i].name, name)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* 1 if the name appears in a family before (f, i): listed there. */
+static int listed_before(size_t f, size_t i)
+{
+    const char *name = families[f].profiles[i].name;
+    for (size_t g = 0; g <= f; g++) {
+        for (size_t k = 0; k < (g == f ? i : families[g].count); k++) {
+            if (!strcmp(families[g].profiles[k].name, name)) {
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+size_t cr_mig_names(char *buf, size_t len)
+{
+    size_t need = 0;
+    bool full = len == 0;
+    if (len) {
+        buf[0] = '\0';
+    }
+    for (size_t f = 0; f < sizeof families / sizeof families[0]; f++) {
+        for (size_t i = 0; i < families[f].count; i++) {
+            if (listed_before(f, i)) {
+                continue;
+            }
+            const char *name = families[f].profiles[i].name;
+            size_t add = strlen(name) + (need ? 2 : 0);
+            full = full || need + add >= len;
+            if (!full) {
+                if (need) {
+                    memcpy(buf + need, ", ", 2);
+                }
+                memcpy(buf + need + (need ? 2 : 0), name, strlen(name) + 1);
+            }
+            need += add;
+        }
+    }
+    return need;
 }
 
 const cr_mig_profile *cr_mig_smallest_fit(const char *model, uint64_t mem_bytes, int compute_slices)

@@ -265,6 +265,16 @@ const char *cr_sched_rack_name(const cr_sched *s, int rack);
  */
 int cr_sched_node_set_state(cr_sched *s, uint32_t node, cr_sched_node_state st, const char *reason,
                             int64_t now_ns, uint64_t **requeued, size_t *n_requeued);
+/*
+ * A node whose GPUs changed (models, count: re-registered after a
+ * hardware change): its entry goes LOST for good, requeueing its jobs as
+ * above, and is renamed out of the way, so that cr_sched_node_add can add
+ * the node again under its name with the GPUs it has now. The retired
+ * entry keeps its index (placements name nodes by index) and can never be
+ * set UP again (CR_EINVAL).
+ */
+int cr_sched_node_retire(cr_sched *s, uint32_t node, int64_t now_ns, uint64_t **requeued,
+                         size_t *n_requeued);
 /* Mark a GPU healthy or bad; a GPU going bad requeues the job(s) on it as
  * above. reason borrowed. */
 int cr_sched_gpu_set_health(cr_sched *s, uint32_t node, uint32_t gpu, bool ok, const char *reason,

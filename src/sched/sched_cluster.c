@@ -700,6 +700,35 @@ static void ntab_put(cr_sched *s, uint32_t n)
     s->ntab[k] = n + 1;
 }
 
+int cr_sched_node_retire(cr_sched *s, uint32_t n, int64_t now_ns, uint64_t **requeued,
+                         size_t *n_requeued)
+{
+    if (n >= s->nnodes) {
+        return CR_EINVAL;
+    }
+    int rc = cr_sched_node_set_state(s, n, CR_NODE_LOST, "retired: its GPUs changed", now_ns,
+                                     requeued, n_requeued);
+    if (rc != 0) {
+        return rc;
+    }
+    /* Out of the way ('~' is in no controller node name), so the real
+     * name is free for the node's new entry; the table is rebuilt (rare). */
+    node *nd = &s->nodes[n];
+    char *old = nd->name;
+    nd->name = cr_asprintf("%s~retired-%u", old, n);
+    free(old);
+    nd->retired = true;
+    memset(s->ntab, 0, s->ntabcap * sizeof(uint32_t));
+    for (uint32_t i = 0; i < s->nnodes; i++) {
+        uint32_t k = name_hash(s->nodes[i].name) & (s->ntabcap - 1);
+        while (s->ntab[k]) {
+            k = (k + 1) & (s->ntabcap - 1);
+        }
+        s->ntab[k] = i + 1;
+    }
+    return 0;
+}
+
 int cr_sched_node_find(const cr_sched *s, const char *name, uint32_t *out_node)
 {
     if (!name || !s->ntabcap) {
@@ -826,7 +855,8 @@ static void set_reason(char **dst, const char *reason)
 int cr_sched_node_set_state(cr_sched *s, uint32_t n, cr_sched_node_state st, const char *reason,
                             int64_t now_ns, uint64_t **requeued, size_t *n_requeued)
 {
-    if (n >= s->nnodes || (unsigned)st > CR_NODE_LOST) {
+    if (n >= s->nnodes || (unsigned)st > CR_NODE_LOST ||
+        (s->nodes[n].retired && st != CR_NODE_LOST)) {
         return CR_EINVAL;
     }
     cr__sched_accrue(s, now_ns);

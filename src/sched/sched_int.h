@@ -95,6 +95,7 @@ typedef struct node {
     uint8_t nnt;
     bool multi_domain; /* GPUs in more than one NVLink domain */
     uint64_t excl_job; /* an exclusive job holds the whole node (0 = none) */
+    bool retired;      /* replaced by a new entry (cr_sched_node_retire): lost for good */
 } node;
 
 typedef struct rack_rec {

@@ -506,7 +506,15 @@ static void test_auth_matrix(void **state)
 static void test_bad_input_stores_nothing(void **state)
 {
     daemon_t d;
-    start(&d, true, NULL);
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-cfg-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"agent_addr_link_local\": true}\n", cf); /* the nodes registered at the end */
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
     static const struct {
         const char *body;
         long code;
@@ -536,6 +544,11 @@ static void test_bad_input_stores_nothing(void **state)
         {"{\"command\":[\"true\"],\"model\":{\"precision\":\"fp4\"}}", 400, "model.precision"},
         {"{\"command\":[\"\"]}", 400, "command[0]"},
         {"{\"command\":[\"true\"],\"name\":\"a\",\"name\":\"b\"}", 400, NULL},
+        {"{\"command\":[\"true\"],\"gpus\":null}", 400, "gpus"},
+        {"{\"command\":[\"true\"],\"workdir\":\"/a/../b\"}", 400, "workdir"},
+        {"{\"command\":[\"true\"],\"workdir\":\"/a/..\"}", 400, "workdir"},
+        {"{\"command\":[\"true\"],\"image\":\"\"}", 400, "image"},
+        {"{\"command\":[\"true\"],\"mig_profile\":\"9g.999gb\"}", 400, "mig_profile"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         long code;
@@ -568,6 +581,22 @@ static void test_bad_input_stores_nothing(void **state)
     free(huge);
     cr_buf_fini(&b);
     assert_int_equal(count_jobs(&d), 0);
+    /* The unknown MIG profile's answer lists the valid ones; a known one
+     * (and a "..." that is part of a name) is taken. */
+    {
+        long mc;
+        json_t *mv = call(&d, "POST", "/v1/jobs", d.admin,
+                          "{\"command\":[\"true\"],\"mig_profile\":\"9g.999gb\"}", &mc);
+        assert_non_null(strstr(str(mv, "message"), "1g.10gb"));
+        assert_non_null(strstr(str(mv, "message"), "1g.6gb"));
+        json_decref(mv);
+        mv = call(&d, "POST", "/v1/jobs", d.admin,
+                  "{\"command\":[\"true\"],\"gpu_type\":\"A30\",\"mig_profile\":\"1g.6gb\","
+                  "\"workdir\":\"/a/..b/c\"}",
+                  &mc);
+        assert_int_equal(mc, 201);
+        json_decref(mv);
+    }
     /* Tenants and tokens validate too. */
     long code;
     json_t *v = call(&d, "POST", "/v1/tenants", d.admin,
@@ -586,6 +615,37 @@ static void test_bad_input_stores_nothing(void **state)
     v = call(&d, "GET", "/v1/tenants", d.admin, NULL, &code);
     assert_int_equal(num(v, "count"), 1); /* only "default" */
     json_decref(v);
+    /* A bootstrap token's node with a '/': refused, naming the field and
+     * the rule (the check read the parsed body after freeing it: an ASan
+     * abort when a name was given too). */
+    static const char *const boot_bad[] = {"{\"node\":\"a/b\",\"name\":\"gpu-rack-1\"}",
+                                           "{\"node\":\"a/b\"}"};
+    for (size_t i = 0; i < 2; i++) {
+        v = call(&d, "POST", "/v1/bootstrap-tokens", d.admin, boot_bad[i], &code);
+        assert_int_equal(code, 400);
+        assert_string_equal(str(v, "field"), "node");
+        assert_string_equal(str(v, "message"), "field 'node': '/' is not allowed");
+        json_decref(v);
+    }
+    v = call(&d, "GET", "/v1/bootstrap-tokens", d.admin, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_int_equal(num(v, "count"), 0);
+    json_decref(v);
+    /* Good agent addresses (a name, IPv6, and link-local where the config
+     * allows it: test_agent_protocol has the refusals). */
+    static const char *const good_addr[] = {"gpu-7.rack_a.example", "fd00::2", "10.0.0.2",
+                                            "169.254.10.1", "fe80::1"};
+    for (size_t i = 0; i < sizeof good_addr / sizeof good_addr[0]; i++) {
+        char rb[256];
+        snprintf(rb, sizeof rb, "{\"node\":\"ok%zu\",\"addr\":\"%s\",\"port\":8621,\"gpus\":[]}", i,
+                 good_addr[i]);
+        v = call(&d, "POST", "/v1/agents/register", d.join, rb, &code);
+        if (code != 200) {
+            fprintf(stderr, "addr '%s' -> %ld\n", good_addr[i], code);
+        }
+        assert_int_equal(code, 200);
+        json_decref(v);
+    }
     stop(&d, SIGTERM);
     cleanup(&d);
 }
@@ -687,6 +747,28 @@ static void test_agent_protocol(void **state)
              &code);
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "gpus[1].uuid");
+    json_decref(v);
+    /* The address is one host, not a link-local one (instance metadata). */
+    static const char *const bad_addr[] = {
+        "evil host", "169.254.169.254", "169.254.169.254:80", "10.0.0.2:80",
+        "",          "fe80::1",         "::ffff:169.254.1.1", "a\\tb",
+        "-x",        "1.2.3",           "http://10.0.0.2",    "a..b"};
+    for (size_t i = 0; i < sizeof bad_addr / sizeof bad_addr[0]; i++) {
+        char rb[256];
+        snprintf(rb, sizeof rb, "{\"node\":\"n9\",\"addr\":\"%s\",\"port\":80,\"gpus\":[]}",
+                 bad_addr[i]);
+        v = call(&d, "POST", "/v1/agents/register", d.join, rb, &code);
+        if (code != 400) {
+            fprintf(stderr, "addr '%s' -> %ld\n", bad_addr[i], code);
+        }
+        assert_int_equal(code, 400);
+        assert_string_equal(str(v, "field"), "addr");
+        json_decref(v);
+    }
+    v = call(&d, "POST", "/v1/agents/register", d.join,
+             "{\"node\":\"n9\",\"addr\":\"169.254.169.254\",\"port\":80,\"gpus\":[]}", &code);
+    assert_non_null(strstr(str(v, "message"), "link-local"));
+    assert_non_null(strstr(str(v, "message"), "agent_addr_link_local"));
     json_decref(v);
     v = call(&d, "GET", "/v1/nodes/n9", d.admin, NULL, &code);
     assert_int_equal(code, 404);
@@ -992,6 +1074,54 @@ static void test_services(void **state)
     char *ub = mint(&d, "user", "beta");
     v = call(&d, "GET", "/v1/services/chat", ub, NULL, &code);
     assert_int_equal(code, 404);
+    json_decref(v);
+    /* Names are per tenant: beta may have its own "chat" (it got 409
+     * naming the other tenant's before), not twice; it sees only its own. */
+    static const char *const beta_chat =
+        "{\"name\":\"chat\",\"command\":[\"srv\"],\"min_replicas\":0,\"max_replicas\":1}";
+    v = call(&d, "POST", "/v1/services", ub, beta_chat, &code);
+    assert_int_equal(code, 201);
+    assert_string_equal(str(v, "tenant"), "beta");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/services", ub, beta_chat, &code);
+    assert_int_equal(code, 409);
+    json_decref(v);
+    v = call(&d, "GET", "/v1/services/chat", ub, NULL, &code);
+    assert_int_equal(code, 200);
+    assert_string_equal(str(v, "tenant"), "beta");
+    assert_string_equal(str(v, "ref"), "chat");
+    json_decref(v);
+    v = call(&d, "GET", "/v1/services/chat@default", ub, NULL, &code);
+    assert_int_equal(code, 404);
+    json_decref(v);
+    /* An admin's plain name is the oldest (routes that existed stay); the
+     * other is chat@beta, as the list's "ref" says. */
+    for (int round = 0; round < 2; round++) {
+        v = call(&d, "GET", "/v1/services/chat", d.admin, NULL, &code);
+        assert_int_equal(code, 200);
+        assert_string_equal(str(v, "tenant"), "default");
+        json_decref(v);
+        v = call(&d, "GET", "/v1/services/chat@beta", d.admin, NULL, &code);
+        assert_int_equal(code, 200);
+        assert_string_equal(str(v, "tenant"), "beta");
+        assert_string_equal(str(v, "ref"), "chat@beta");
+        json_decref(v);
+        v = call(&d, "GET", "/v1/services", d.admin, NULL, &code);
+        assert_int_equal(num(v, "count"), 2);
+        json_t *items = json_object_get(v, "items");
+        for (size_t i = 0; i < 2; i++) {
+            json_t *it = json_array_get(items, i);
+            assert_string_equal(str(it, "ref"),
+                                strcmp(str(it, "tenant"), "beta") == 0 ? "chat@beta" : "chat");
+        }
+        json_decref(v);
+        if (round == 0) { /* both rows survive a restart */
+            stop(&d, SIGTERM);
+            start(&d, false, NULL);
+        }
+    }
+    v = call(&d, "DELETE", "/v1/services/chat@beta", ub, NULL, &code);
+    assert_int_equal(code, 200);
     json_decref(v);
     v = call(&d, "DELETE", "/v1/services/chat", d.admin, NULL, &code);
     assert_int_equal(code, 200);

@@ -12,6 +12,8 @@ expect2() { # WHAT-TO-FIND ARGS...
 }
 expect2 "--listen" --listen nope
 expect2 "--service" --service "bad name=127.0.0.1:1"
+expect2 "--service" --service "@beta=127.0.0.1:1"
+expect2 "--service" --service "chat@a@b=127.0.0.1:1"
 expect2 "--service" --service "chat=127.0.0.1:notaport"
 expect2 "--service chat: no endpoints" --service chat
 expect2 "--max-inflight" --service chat=127.0.0.1:1 --max-inflight 0

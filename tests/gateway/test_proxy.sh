@@ -7,7 +7,7 @@
 start_backend a
 start_backend b
 start_gateway main --service "chat=127.0.0.1:$PORT_a,127.0.0.1:$PORT_b" \
-    --service "one=127.0.0.1:$PORT_a" --max-inflight 64
+    --service "one=127.0.0.1:$PORT_a" --service "chat@beta=127.0.0.1:$PORT_b" --max-inflight 64
 G=$GW_main
 
 # Concurrent load: every request answered.
@@ -27,6 +27,9 @@ body=$(curl -sf "http://$G/chat/v1/models?q=1")
 case "$body" in *" /v1/models?q=1 "*) ;; *) fail "prefix not stripped: $body" ;; esac
 body=$(curl -sf "http://$G/chat")
 case "$body" in *" / "*) ;; *) fail "bare prefix should map to /: $body" ;; esac
+# Another tenant's service of the same name, as the controller's ref names it.
+body=$(curl -sf "http://$G/chat@beta/v1/models") || fail "no route for chat@beta"
+case "$body" in *" /v1/models "*) ;; *) fail "chat@beta prefix not stripped: $body" ;; esac
 body=$(curl -sf -H "Host: chat.example.com" "http://$G/v1/x")
 case "$body" in *" /v1/x "*) ;; *) fail "Host routing: $body" ;; esac
 curl -sf -D hdr.txt -o /dev/null -H "X-Forwarded-For: 10.9.8.7" "http://$G/chat/x"

@@ -193,6 +193,17 @@ static void test_mig(void **state)
     assert_false(cr_mig_placement_ok(p, 2));
     assert_false(cr_mig_placement_ok(p, -1));
     assert_false(cr_mig_placement_ok(cr_mig_find("h100", "2g.20gb"), 6));
+    /* Any model's names, each once (mig_profile at submit). */
+    assert_true(cr_mig_known("1g.6gb") && cr_mig_known("7g.141gb") && cr_mig_known("1g.5gb"));
+    assert_false(cr_mig_known("9g.999gb") || cr_mig_known(""));
+    char names[1024];
+    size_t need = cr_mig_names(names, sizeof names);
+    assert_int_equal(need, strlen(names));
+    assert_non_null(strstr(names, "1g.10gb, 1g.10gb+me, 1g.20gb"));
+    assert_null(strstr(strstr(names, "1g.10gb,") + 1, " 1g.10gb,")); /* A100 40 has it too */
+    char small[12];
+    assert_int_equal(cr_mig_names(small, sizeof small), need);
+    assert_string_equal(small, "1g.10gb");
     assert_true(cr_mig_placement_ok(cr_mig_find("h100", "1g.20gb"), 6));
     assert_string_equal(cr_mig_smallest_fit("h100", UINT64_C(30000000000), 1)->name, "3g.40gb");
     assert_string_equal(cr_mig_smallest_fit("h100", UINT64_C(5000000000), 2)->name, "2g.20gb");

@@ -345,6 +345,51 @@ static void test_parse_ok(void **state)
     cr_sched_free(s);
 }
 
+/* A node whose GPUs changed: its entry retires (jobs requeued), and the
+ * node is added again under its name with the new GPUs, which take jobs. */
+static void test_node_retire(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_FIFO, "gpu-type a\ngpu-type b\nnode n0 gpus=2xa\n");
+    int t;
+    assert_int_equal(cr_sched_tenant(s, "x", &t), 0);
+    cr_sched_job_spec ja = {.id = 1, .tenant = t, .gpu_count = 1, .gpu_type = 0};
+    cr_sched_job_spec jb = {.id = 2, .tenant = t, .gpu_count = 8, .gpu_type = 1};
+    assert_int_equal(cr_sched_job_add(s, &ja, 0), 0);
+    assert_int_equal(cr_sched_job_add(s, &jb, 0), 0);
+    const cr_sched_decision *d;
+    assert_int_equal(cr_sched_cycle(s, 0, NULL, &d), 1); /* job 1 only */
+    uint32_t old;
+    assert_int_equal(cr_sched_node_find(s, "n0", &old), 0);
+    uint64_t *ids = NULL;
+    size_t n = 0;
+    assert_int_equal(cr_sched_node_retire(s, old, SEC, &ids, &n), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 1);
+    free(ids);
+    assert_int_equal(cr_sched_node_set_state(s, old, CR_NODE_UP, NULL, SEC, NULL, NULL), CR_EINVAL);
+    cr_sched_gpu_spec g[8];
+    for (size_t i = 0; i < 8; i++) {
+        g[i] = (cr_sched_gpu_spec){.type = 1};
+    }
+    cr_sched_node_spec sp = {.name = "n0", .state = CR_NODE_UP, .gpu_count = 8, .gpus = g};
+    uint32_t fresh;
+    assert_int_equal(cr_sched_node_add(s, &sp, &fresh), 0);
+    assert_true(fresh != old);
+    uint32_t found;
+    assert_int_equal(cr_sched_node_find(s, "n0", &found), 0);
+    assert_int_equal(found, fresh);
+    assert_int_equal(cr_sched_cycle(s, 2 * SEC, NULL, &d), 1); /* job 2 on the 8 b */
+    cr_sched_job_info info;
+    assert_int_equal(cr_sched_job_info_get(s, 2, &info), 0);
+    assert_int_equal(info.state, CR_JOB_RUNNING);
+    assert_int_equal(info.slots[0].node, fresh);
+    assert_int_equal(cr_sched_job_info_get(s, 1, &info), 0);
+    assert_int_equal(info.state, CR_JOB_PENDING);
+    checked(s);
+    cr_sched_free(s);
+}
+
 static void test_lost_node_requeues(void **state)
 {
     (void)state;
@@ -679,6 +724,7 @@ int main(void)
         cmocka_unit_test(test_parse_errors),
         cmocka_unit_test(test_parse_ok),
         cmocka_unit_test(test_lost_node_requeues),
+        cmocka_unit_test(test_node_retire),
         cmocka_unit_test(test_job_table_churn),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_restore_and_quota_lowering),
