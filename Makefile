@@ -4,6 +4,11 @@
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
 CLANG_BUILD ?= build-clang
+TSAN_BUILD ?= build-tsan
+# The tests run against the ThreadSanitizer build of corral (the controller,
+# agents and gateway they start; tests/tsan_wrap.sh): every report fails.
+TSAN_TESTS = controller multi-agent agent-e2e netns-agents gateway-proxy gateway-controller \
+             gateway-drain gateway-failover
 MESON_OPTS ?= -Dwerror=true
 
 # Debian packages needed to build and test.
@@ -39,6 +44,9 @@ $(ASAN_BUILD)/build.ninja:
 $(CLANG_BUILD)/build.ninja:
 	CC=clang meson setup $(CLANG_BUILD) $(MESON_OPTS)
 
+$(TSAN_BUILD)/build.ninja:
+	meson setup $(TSAN_BUILD) $(MESON_OPTS) -Db_sanitize=thread -Db_lundef=false
+
 format-check:
 	@./scripts/format.sh --check
 
@@ -46,12 +54,17 @@ format:
 	@./scripts/format.sh
 
 # The whole suite: format, gcc build + tests, ASan+UBSan build + tests,
-# and a clean clang build.
-test: deps format-check $(BUILD)/build.ninja $(ASAN_BUILD)/build.ninja $(CLANG_BUILD)/build.ninja
+# the daemons of TSAN_TESTS under ThreadSanitizer (only the corral binary
+# is built with it), and a clean clang build.
+test: deps format-check $(BUILD)/build.ninja $(ASAN_BUILD)/build.ninja $(CLANG_BUILD)/build.ninja \
+      $(TSAN_BUILD)/build.ninja
 	ninja -C $(BUILD)
 	meson test -C $(BUILD) --print-errorlogs --num-processes 2
 	ninja -C $(ASAN_BUILD)
 	meson test -C $(ASAN_BUILD) --print-errorlogs --num-processes 2 --timeout-multiplier 3
+	ninja -C $(TSAN_BUILD) corral
+	CORRAL_TSAN_BIN=$(abspath $(TSAN_BUILD))/corral meson test -C $(BUILD) --setup tsan \
+	    --no-rebuild --print-errorlogs --num-processes 2 $(TSAN_TESTS)
 	ninja -C $(CLANG_BUILD)
 	@echo "make test: all green"
 
@@ -87,7 +100,7 @@ bench-ab: bench-deps build
 	@bench/ab.sh --build $(BUILD) --pairs $(PAIRS) --figures $(FIGURES) $(REF)
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(CLANG_BUILD) $(TSAN_BUILD)
 
 # Coverage-guided fuzzing of every parser (clang + libFuzzer), FUZZ_SECONDS each.
 FUZZ_BUILD ?= build-fuzz
