@@ -119,6 +119,14 @@ typedef struct agent {
     size_t nlive, live_cap;
     uint64_t n_started, n_exited, n_status, n_status_fail, n_polls, n_poll_fail,
         n_registers; /* (mu) counters */
+    /* The node lease (agent_net.c), main only: lease_ns is the controller's
+     * "lease_s" (0: none told yet); lease_ok_ns the monotonic time a
+     * register or status the controller answered was sent (the controller
+     * heard the node no earlier); lease_expired: no answer for lease_ns,
+     * the jobs it covers were stopped. Kept in STATE-DIR/lease. */
+    int64_t lease_ns;
+    int64_t lease_ok_ns;
+    int lease_expired;
 
     atomic_int stop;      /* set to end every thread */
     int wake_rd, wake_wr; /* pipe: poller -> main */
@@ -149,6 +157,16 @@ int cr__agent_wire_domain(const cr_gpu_info *g);
 /* Build the register / status bodies (exposed for tests). Returned new. */
 json_t *cr__agent_register_body(const agent *a);
 json_t *cr__agent_status_body(const agent *a);
+
+/* The node lease: the lease and the time of the last answer from
+ * STATE-DIR/lease, when written since this boot (a restarted agent keeps
+ * its lease). */
+void cr__agent_lease_load(agent *a);
+/* Past the lease (no register or status answered for lease_ns): stop,
+ * once, every running job not marked keep_running (SIGTERM, its grace
+ * counted from the lease's end, SIGKILL). Returns 1 when it began stops;
+ * *next_ns (monotonic) lowered to when the lease ends. Main thread. */
+int cr__agent_lease_tick(agent *a, int64_t mono_ns, int64_t *next_ns);
 
 /* agent_cred.c: this node's credential in STATE-DIR/node.cred (0600). */
 /* Load it when it is this node's; 0 or CR_ENOENT. */

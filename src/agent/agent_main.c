@@ -1309,7 +1309,9 @@ static int run(agent *a, int sfd)
         while (read(a->wake_rd, drain, sizeof drain) > 0) {
         }
         dirty |= reap(a);
-        if (take_pending(a)) {
+        /* Past the lease no new document is applied (it waits in pending):
+         * a controller heard from renews the lease first. */
+        if (!a->lease_expired && take_pending(a)) {
             dirty |= reconcile(a, mono);
             publish_live(a);
         }
@@ -1372,12 +1374,16 @@ static int run(agent *a, int sfd)
                     status_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : status_backoff * 2;
             }
         }
+        int64_t lease_end = INT64_MAX;
+        if (cr__agent_lease_tick(a, cr_mono_ns(), &lease_end)) {
+            dirty = 1;
+        }
         if (dirty) {
             publish_live(a);
         }
         /* Sleep until the next timer, a signal or a wake-up. */
         mono = cr_mono_ns();
-        int64_t until = next_sample;
+        int64_t until = next_sample < lease_end ? next_sample : lease_end;
         if (registered) {
             int64_t due = dirty ? mono : next_status;
             due = due < retry_at ? retry_at : due;
@@ -1495,6 +1501,7 @@ int cr_agent_main(int argc, char **argv)
     }
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
+    cr__agent_lease_load(a); /* before the jobs' first turn: a lease that ran out stops them */
     a->procs_cap = a->nprocs;
     for (size_t i = 0; i < a->nprocs; i++) {
         cr_info("agent: job=%lld %s (pid %d)", (long long)a->procs[i].job,

@@ -108,6 +108,10 @@ typedef struct cr_job_spec {
      * tasks once for each new "at" (scancel --signal, sbatch --signal). */
     char signal_name[12];
     int64_t signal_at;
+    /* "keep_running_on_partition": the node lease (docs/operations.md)
+     * leaves it running while no controller answers; the controller does
+     * not requeue it when the node is lost either. */
+    int keep_running;
     cr_container ctr; /* "container"; ctr.image NULL: none */
 } cr_job_spec;
 

@@ -79,6 +79,8 @@ typedef struct cr_proc {
     cr_job_spec spec;      /* owned copy of what the controller asked for */
     char reason[400];      /* EXITED without running: why (a container image missing...); "" */
     int fatal;             /* with reason: retrying cannot help (not retried) */
+    int lease_stop;        /* stopped because the node lease ran out: its exit is reported
+                              as such ("lease"), the controller requeues the job */
     char pull[300];        /* container jobs: how the image was made present ("" none) */
     int64_t pull_ms;       /* ... and how long that took */
     char sharing[300];     /* fractional tasks: how the GPU is shared ("shared" event); "" */

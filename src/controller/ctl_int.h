@@ -198,12 +198,24 @@ typedef struct ctl_node {
     bool deleting;        /* an admin's delete is being stored (ctl_lifecycle.c): out of
                            * placement, its agent and other node changes answered 409 */
     int64_t loss_seen_ns; /* last_seen_ns when the loss was decided */
-    uint32_t sched_idx;   /* index in cr_sched */
+    /* NS_LOST: when its jobs' copies on the node are stopped by the node
+     * lease (ctl_lease_end_ns) and they may be requeued (monotonic); 0
+     * once they were. */
+    int64_t requeue_at_ns;
+    uint32_t sched_idx; /* index in cr_sched */
     bool in_sched;
     bool pending_approval;                /* node_approval manual: kept drained until approved */
     bool tls;                             /* the agent serves HTTPS */
     char agent_secret[CR_TOKEN_TEXT_MAX]; /* the controller's bearer for this agent ("" unknown) */
 } ctl_node;
+
+/* The node lease (docs/operations.md "Node lease"): an agent that no
+ * controller has answered for lease_s (= lost_after_s, told at register
+ * and in each status answer) stops its jobs, with grace_s before SIGKILL.
+ * A lost node's jobs are requeued only once lease_s + grace_s + this margin
+ * (the agent's loop turn and a call in flight) have passed since it was
+ * last heard, so a job's old copy is gone before its new one starts. */
+#define CTL_LEASE_MARGIN_S 5
 
 typedef struct ctl_tenant {
     char name[CTL_NAME_MAX];
@@ -277,6 +289,9 @@ typedef struct ctl_config {
     int64_t election_ttl_s;  /* the leader's lease */
     char election[1024];     /* etcd client URLs of the election, comma-separated */
 } ctl_config;
+
+/* lost_after_s + grace_s + CTL_LEASE_MARGIN_S in nanoseconds. */
+int64_t ctl_lease_requeue_ns(const ctl_config *cfg);
 
 /* A job's Unix user on the nodes (ctl_runas.c). */
 typedef struct ctl_run_as {
@@ -724,6 +739,9 @@ typedef struct ctl_report ctl_report;
  * until the commit is over) to *r (created). mu held. */
 void ctl_report_end(ctl_report **r, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
                     const char *why, bool no_retry);
+/* The same for a run the agent stopped because its node lease ran out:
+ * requeued without using a retry, as a node loss would. mu held. */
+void ctl_report_lease_end(ctl_report **r, ctl *c, cr_store_txn *txn, ctl_job *j, const char *why);
 /* Defer req and commit txn (taken); then apply the ends (r taken) and
  * answer node's agent: 200 with the node's version and the fence list of
  * jobs (the report's), or 507/500 with memory unchanged. mu held. */

@@ -666,6 +666,7 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         if (n->state == NS_LOST) {
             n->state = n->drained ? NS_DRAINED : NS_UP;
             snprintf(n->reason, sizeof n->reason, "%s", n->drained ? n->reason : "");
+            n->requeue_at_ns = 0;
         }
         node_mark_alloc(c, n);
         cr_info("node=%s re-registered: %zu GPUs, %zu jobs placed", n->name, n->ngpus, n->njobs);
@@ -681,11 +682,12 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
      * more (requeued while it was away) are killed before anything else. */
     json_t *fence = ctl_fence_list(c, n, running);
     ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:b,s:o}", "node_token", token, "agent_secret",
-                               n->agent_secret, "heartbeat_s", (json_int_t)c->cfg.heartbeat_s,
-                               "lost_after_s", (json_int_t)c->cfg.lost_after_s, "version",
-                               (json_int_t)n->version, "pending_approval", n->pending_approval,
-                               "fence", fence));
+                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:b,s:o}", "node_token", token,
+                               "agent_secret", n->agent_secret, "heartbeat_s",
+                               (json_int_t)c->cfg.heartbeat_s, "lost_after_s",
+                               (json_int_t)c->cfg.lost_after_s, "lease_s",
+                               (json_int_t)c->cfg.lost_after_s, "version", (json_int_t)n->version,
+                               "pending_approval", n->pending_approval, "fence", fence));
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
 }
@@ -702,8 +704,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
     static const char *const job_members[] = {
-        "job", "state",  "pid",   "exit_code",  "signal",        "run",     "port",
-        "oom", "reason", "fatal", "image_pull", "image_pull_ms", "sharing", NULL};
+        "job",    "state", "pid",        "exit_code",     "signal",  "run",   "port", "oom",
+        "reason", "fatal", "image_pull", "image_pull_ms", "sharing", "lease", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -797,6 +799,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     if (n->state == NS_LOST) {
         n->state = n->drained ? NS_DRAINED : NS_UP;
         n->sched_dirty = true;
+        n->requeue_at_ns = 0; /* the jobs still placed here stay (its agent kept them) */
         cr_info("node=%s is back", n->name);
         snprintf(n->reason, sizeof n->reason, "%s", n->drained ? n->reason : "");
         ctl_sched_kick(c);
@@ -957,6 +960,16 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             }
         }
         char why[600];
+        if (json_is_true(json_object_get(jr, "lease"))) {
+            /* Its agent stopped it when its node lease ran out (no
+             * controller answered): requeued, as the node's loss would. */
+            snprintf(why, sizeof why,
+                     "stopped on node %s when its node lease ran out (no controller answered "
+                     "for %llds)",
+                     n->name, (long long)c->cfg.lost_after_s);
+            ctl_report_lease_end(&rep, c, txn, j, why);
+            continue;
+        }
         bool fatal = false;
         const char *reason = json_string_value(json_object_get(jr, "reason"));
         if (reason && *reason && ctl_text_clean(reason)) {
@@ -987,8 +1000,9 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         ctl_report_submit(rep, c, txn, req, n->name, jobs);
     } else {
         ctl_commit_reply(c, txn, req, 200,
-                         json_pack("{s:b,s:I,s:o}", "ok", 1, "version", (json_int_t)n->version,
-                                   "fence", ctl_fence_list(c, n, jobs)));
+                         json_pack("{s:b,s:I,s:o,s:I}", "ok", 1, "version", (json_int_t)n->version,
+                                   "fence", ctl_fence_list(c, n, jobs), "lease_s",
+                                   (json_int_t)c->cfg.lost_after_s));
     }
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
@@ -1331,10 +1345,20 @@ static void limits_apply(ctl *c, const limit_set *lim, int rc)
     }
 }
 
-/* Marks n lost (its loss is stored, or could not be): its jobs are
- * requeued into *txn without using a retry. mu held. */
+int64_t ctl_lease_requeue_ns(const ctl_config *cfg)
+{
+    return (cfg->lost_after_s + cfg->grace_s + CTL_LEASE_MARGIN_S) * CR_NS_PER_SEC;
+}
+
+static bool keeps_running(const ctl_job *j)
+{
+    return json_is_true(json_object_get(j->spec, "keep_running_on_partition"));
+}
+
 /* The jobs placed on lost node n end (requeued without using a retry)
- * into *txn. mu held. */
+ * into *txn, except those marked keep_running_on_partition: their agent
+ * keeps them running while cut off, so they stay placed on the node (back
+ * with it, or ended by a cancel or the node's delete). mu held. */
 static void node_requeue(ctl *c, ctl_node *n, cr_store_txn **txn)
 {
     if (!*txn) {
@@ -1343,29 +1367,46 @@ static void node_requeue(ctl *c, ctl_node *n, cr_store_txn **txn)
     }
     char why[400];
     snprintf(why, sizeof why, "node %s lost (%s)", n->name, n->reason);
-    while (n->njobs > 0) {
-        ctl_job *j = ctl_job_get(c, n->jobs[0]);
+    size_t nids = n->njobs, kept = 0;
+    int64_t *ids = cr_calloc(nids ? nids : 1, sizeof *ids);
+    memcpy(ids, n->jobs, nids * sizeof *ids);
+    for (size_t i = 0; i < nids; i++) {
+        ctl_job *j = ctl_job_get(c, ids[i]);
         if (!j) {
-            ctl_node_del_job(n, n->jobs[0]);
+            ctl_node_del_job(n, ids[i]);
+            continue;
+        }
+        if (keeps_running(j)) {
+            kept++;
             continue;
         }
         ctl_job_ended(c, *txn, j, 0, 0, why, true);
         ctl_node_del_job(n, j->id); /* in case the placement did not name it */
     }
+    free(ids);
+    if (kept > 0) {
+        cr_warn("node=%s lost: %zu job(s) marked keep_running_on_partition stay placed on it",
+                n->name, kept);
+    }
     ctl_node_bump(c, n);
     ctl_sched_kick(c);
 }
 
-/* Marks n lost (its loss is stored, or could not be) and requeues its
- * jobs into *txn. mu held. */
-static void node_lose(ctl *c, ctl_node *n, int64_t now_mono, cr_store_txn **txn)
+/* Marks n lost (its loss is stored, or could not be): out of placement
+ * now; its jobs are requeued into a later txn by ctl_nodes_tick once the
+ * node lease has stopped their copies there (requeue_at_ns). mu held. */
+static void node_lose(ctl *c, ctl_node *n, int64_t now_mono)
 {
     n->state = NS_LOST;
     snprintf(n->reason, sizeof n->reason, "no heartbeat for %llds",
              (long long)((now_mono - n->last_seen_ns) / CR_NS_PER_SEC));
-    cr_warn("node=%s lost: %s; requeueing %zu jobs", n->name, n->reason, n->njobs);
+    n->requeue_at_ns = n->last_seen_ns + ctl_lease_requeue_ns(&c->cfg);
+    cr_warn("node=%s lost: %s; its %zu job(s) are requeued in %.0fs, once the node lease has "
+            "stopped them there",
+            n->name, n->reason, n->njobs, (double)(n->requeue_at_ns - now_mono) / 1e9);
     n->sched_dirty = true;
-    node_requeue(c, n, txn);
+    ctl_node_bump(c, n);
+    ctl_sched_kick(c);
 }
 
 /* A node silent for longer than lost_after_s is lost. Commit first: the
@@ -1384,13 +1425,22 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
         ctl_desired_answer(c, n, true, now_mono);
         if (n->lost_at_start && c->sched_restored) {
             /* Stored lost with jobs still on it: the controller stopped
-             * between the loss's commit and the requeue's. Once. */
+             * before their requeue was stored. Their agent has not been
+             * answered since before the restart (last_seen_ns is the load
+             * time): requeued a whole lease wait from then. Once. */
             n->lost_at_start = false;
             if (n->state == NS_LOST && n->njobs > 0) {
-                cr_warn("node=%s was lost before the restart: requeueing %zu jobs", n->name,
-                        n->njobs);
-                node_requeue(c, n, &txn);
+                n->requeue_at_ns = n->last_seen_ns + ctl_lease_requeue_ns(&c->cfg);
+                cr_warn("node=%s was lost before the restart: its %zu job(s) are requeued in "
+                        "%.0fs",
+                        n->name, n->njobs, (double)(n->requeue_at_ns - now_mono) / 1e9);
             }
+        }
+        if (n->state == NS_LOST && n->requeue_at_ns > 0 && now_mono >= n->requeue_at_ns &&
+            !n->deleting) {
+            n->requeue_at_ns = 0;
+            cr_warn("node=%s: lost for its node lease and grace: requeueing its jobs", n->name);
+            node_requeue(c, n, &txn);
         }
         if (n->state == NS_LOST || n->loss_pending || n->deleting ||
             now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
@@ -1442,7 +1492,7 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
              * next change of the node (or lost again after a restart). */
             cr_warn("node=%s: its loss was not stored: %s", n->name, cr_strerror(rc));
         }
-        node_lose(c, n, cr_mono_ns(), &txn);
+        node_lose(c, n, cr_mono_ns());
     }
     if (txn) {
         cr_store_submit(c->store, txn, NULL, NULL);
