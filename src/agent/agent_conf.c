@@ -25,7 +25,7 @@
 /* Config files are small; anything larger is a mistake. */
 #define AGENT_CONF_MAX_BYTES (64 * 1024)
 
-enum kind { K_STR, K_INT, K_BOOL, K_SWITCH };
+enum kind { K_STR, K_INT, K_BOOL, K_SWITCH, K_SIZE };
 
 static const struct {
     const char *key;
@@ -64,6 +64,7 @@ static const struct {
     {"mps_dir", K_STR},
     {"mig_dynamic", K_STR},
     {"image_cache_max", K_STR},
+    {"log_max_bytes", K_SIZE},
     {"job_pid_namespace", K_SWITCH},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])
@@ -106,7 +107,8 @@ static int load(const char *path, json_t **out)
         }
         bool ok = members[i].kind == K_STR ? json_is_string(x) && json_string_length(x) > 0 &&
                                                  json_string_length(x) < 4096
-                  : members[i].kind == K_INT ? json_is_integer(x)
+                  : members[i].kind == K_INT  ? json_is_integer(x)
+                  : members[i].kind == K_SIZE ? json_is_integer(x) || json_is_string(x)
                   : members[i].kind == K_BOOL
                       ? json_is_boolean(x)
                       : json_is_boolean(x) ||
@@ -116,6 +118,7 @@ static int load(const char *path, json_t **out)
             fprintf(stderr, "corral agent: %s: field '%s': expected %s\n", path, k,
                     members[i].kind == K_STR    ? "a non-empty string"
                     : members[i].kind == K_INT  ? "an integer"
+                    : members[i].kind == K_SIZE ? "bytes or a size such as \"64M\""
                     : members[i].kind == K_BOOL ? "true or false"
                                                 : "true, false, \"auto\" or \"off\"");
             rc = CR_EPARSE;

@@ -61,6 +61,7 @@ typedef struct agent_cfg {
     const char *ctr_runtime; /* --container-runtime: auto, runc or crun */
     const char *podman;      /* --podman: the podman program */
     int64_t image_cache_max; /* --image-cache-max: bytes of images the jobs used; 0 no cap */
+    int64_t log_max_bytes; /* --log-max-bytes: cap of each job log file (default 64 MiB); 0 none */
     cr_gpu_health_cfg health;
     /* GPU sharing (agent_mps.c) and dynamic MIG (agent_mig.c). */
     const char *mps_control;  /* --mps-control: MPS control program, "none"; NULL: look for it */

@@ -100,6 +100,9 @@ static void usage(FILE *f)
         "  --podman PATH         the podman program (default podman, from PATH)\n"
         "  --image-cache-max SIZE  remove the least recently used images the jobs used\n"
         "                        past this total (e.g. 200G; default 0: no cap)\n"
+        "  --log-max-bytes N     cap of each job log file under STATE-DIR/logs (bytes or\n"
+        "                        64M; default 64M; 0: no cap): its head is kept, an event\n"
+        "                        says so\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n"
         "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
@@ -212,7 +215,7 @@ static int server_is_loopback(const char *url)
     return is_loopback(host);
 }
 
-enum { OPT_MPS_CONTROL = 1000, OPT_MPS_DIR, OPT_MIG_DYNAMIC, OPT_JOB_PIDNS };
+enum { OPT_MPS_CONTROL = 1000, OPT_MPS_DIR, OPT_MIG_DYNAMIC, OPT_JOB_PIDNS, OPT_LOG_MAX };
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
 {
@@ -242,6 +245,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"container-runtime", required_argument, NULL, 'O'},
         {"podman", required_argument, NULL, 'Q'},
         {"image-cache-max", required_argument, NULL, 'I'},
+        {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -260,6 +264,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     int64_t v;
     cr_gpu_health_cfg_default(&c->health);
     c->wait_s = 30;
+    c->log_max_bytes = INT64_C(64) << 20;
     c->gpus = "auto";
     c->rack = "";
     c->state_dir = "/var/lib/corral/agent";
@@ -394,6 +399,18 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         case 'I':
             if (cr_parse_bytes(optarg, &c->image_cache_max) != 0 || c->image_cache_max < 0) {
                 return flag_error("--image-cache-max", "want a size such as 200G (0: no cap)");
+            }
+            break;
+        case OPT_LOG_MAX:
+            /* bytes, or a size with its unit (64M); 0: no cap */
+            if (cr_parse_i64(optarg, 0, INT64_C(1) << 50, &c->log_max_bytes) != 0 &&
+                (cr_parse_bytes(optarg, &c->log_max_bytes) != 0 || c->log_max_bytes > INT64_C(1)
+                                                                                          << 50)) {
+                return flag_error("--log-max-bytes",
+                                  "want bytes or a size such as 64M (0: no cap)");
+            }
+            if (c->log_max_bytes > 0 && c->log_max_bytes < 4096) {
+                return flag_error("--log-max-bytes", "at least 4096 bytes (0: no cap)");
             }
             break;
         case 'C':
@@ -864,6 +881,9 @@ static void start_job(agent *a, const cr_job_spec *given)
         }
         s = ctr_spec;
     }
+    cr_job_spec cap_spec = *s; /* a shallow copy: the agent's log cap for the shim */
+    cap_spec.log_max_bytes = a->cfg.log_max_bytes;
+    s = &cap_spec;
     if (cr_proc_spawn_iso(a->cfg.state_dir, a->cfg.node, s, &a->iso, p, err, sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
         memset(p, 0, sizeof *p);
@@ -1034,6 +1054,33 @@ static void forget_reported(agent *a)
     }
 }
 
+/* Whether the shim of p capped its logs or could not write them (the
+ * disk full) since the last look: said once each, here and in the status
+ * (the controller's events). Returns 1 when something is new. */
+static int check_logs(agent *a, cr_proc *p)
+{
+    if (p->adopted || (p->out_capped && p->out_nospace)) {
+        return 0; /* an adopted job's shim may be an older agent's, with no marks */
+    }
+    int capped = 0, nospace = 0, news = 0;
+    cr_proc_log_marks(a->cfg.state_dir, p->job, &capped, &nospace);
+    if (capped && !p->out_capped) {
+        p->out_capped = a->cfg.log_max_bytes;
+        cr_warn("agent: job=%lld output capped at %lld bytes (--log-max-bytes): the rest of it "
+                "is dropped",
+                (long long)p->job, (long long)p->out_capped);
+        news = 1;
+    }
+    if (nospace && !p->out_nospace) {
+        p->out_nospace = 1;
+        cr_error("agent: job=%lld output lost: a write to its log in %s/logs/%lld failed (no "
+                 "space left on device?)",
+                 (long long)p->job, a->cfg.state_dir, (long long)p->job);
+        news = 1;
+    }
+    return news;
+}
+
 static int reap(agent *a)
 {
     int any = 0, st;
@@ -1042,6 +1089,7 @@ static int reap(agent *a)
         for (size_t i = 0; i < a->nprocs; i++) {
             cr_proc *p = &a->procs[i];
             if (p->pid == pid && !p->adopted && p->state != CR_PROC_EXITED) {
+                check_logs(a, p); /* in the report of its end */
                 cr_proc_reaped(p, a->cfg.state_dir, st);
                 cr__agent_ctr_ended(a, &p->spec);
                 cr_debug("agent: job=%lld exited code=%d signal=%d", (long long)p->job,
@@ -1318,6 +1366,9 @@ static int run(agent *a, int sfd)
         cr__agent_mps_sweep(a);
         if (mono >= next_sample) {
             for (size_t i = 0; i < a->nprocs; i++) {
+                if (a->procs[i].state != CR_PROC_EXITED) {
+                    dirty |= check_logs(a, &a->procs[i]);
+                }
                 if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono)) {
                     cr__agent_ctr_ended(a, &a->procs[i].spec);
                     count_exit(a);

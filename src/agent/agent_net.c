@@ -198,6 +198,12 @@ json_t *cr__agent_status_body(const agent *a)
             /* How this fractional task shares its GPU (an event). */
             json_object_set_new(j, "sharing", json_string(p->sharing));
         }
+        if (p->out_capped > 0) {
+            json_object_set_new(j, "output_capped", json_integer(p->out_capped)); /* an event */
+        }
+        if (p->out_nospace) {
+            json_object_set_new(j, "output_lost", json_string("no space left on device"));
+        }
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));

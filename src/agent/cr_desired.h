@@ -84,6 +84,8 @@ typedef struct cr_job_spec {
     /* Agent-local, never in JSON: the MPS pipe directory of the daemon that
      * serves this fractional task (agent_mps.c); NULL: time-sliced. Borrowed. */
     const char *mps_pipe;
+    /* Agent-local, never in JSON: each log file's cap (--log-max-bytes); 0 none. */
+    int64_t log_max_bytes;
     int64_t grace_ns; /* stop: SIGTERM, this long, SIGKILL */
     char tenant[64];  /* "tenant": the job's tenant ("" unknown), for metrics labels */
     int action;       /* cr_action */

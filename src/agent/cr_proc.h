@@ -13,7 +13,12 @@
  * shim pid and its start time from /proc, so a recycled pid is never
  * mistaken for the job) makes that possible.
  * Logs: <state>/logs/<id>/out and err (the directory 0700 and the files
- * 0600, owned by the job's uid). Default working directory: the job's
+ * 0600, owned by the job's uid). With spec.log_max_bytes > 0 the tasks'
+ * stdout and stderr are pipes the shim copies into those files, each file
+ * kept to log_max_bytes (its head, then a notice; the rest is read and
+ * dropped, so the job is never blocked); the shim marks a capped log with
+ * the empty file <state>/logs/<id>/capped and a failed write (ENOSPC) with
+ * .../nospace, for the agent (cr_proc_log_marks). Default working directory: the job's
  * checkpoint directory when it has one, else <state>/work for a job run as
  * the agent's user, else "/".
  *
@@ -84,6 +89,8 @@ typedef struct cr_proc {
     char pull[300];        /* container jobs: how the image was made present ("" none) */
     int64_t pull_ms;       /* ... and how long that took */
     char sharing[300];     /* fractional tasks: how the GPU is shared ("shared" event); "" */
+    int64_t out_capped;    /* its logs reached this cap (cr_proc_log_marks; event); 0 not */
+    int out_nospace;       /* a write to its logs failed, the disk full (event) */
 } cr_proc;
 
 /*
@@ -136,6 +143,8 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count);
 int cr_proc_journal_compact(const char *state_dir, const cr_proc *procs, size_t count, int force);
 /* Start time of a pid from /proc (0 when it is gone). */
 uint64_t cr_proc_start_ticks(pid_t pid);
+/* Whether the job's shim marked a log capped or a write failed (this run). */
+void cr_proc_log_marks(const char *state_dir, int64_t job, int *capped, int *nospace);
 /* Path of a job's log, "out" or "err" stream (<state>/logs/<id>/<stream>); returned new. */
 char *cr_proc_log_path(const char *state_dir, int64_t job, const char *stream);
 /* rm -r without following links or crossing mounts; 0 or CR_EIO. */

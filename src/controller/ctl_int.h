@@ -83,6 +83,8 @@ typedef struct ctl_job {
     int port;                /* service replica: the PORT its agent gave this run; 0 unknown */
     int pull_event_run;      /* container jobs: the run whose "image pull" event is recorded */
     int share_event_run;     /* fractional tasks: the run whose "shared" event is recorded */
+    int cap_event_run;       /* the run whose "output capped" event is recorded */
+    int lost_event_run;      /* the run whose "output lost" event is recorded */
     int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */

@@ -704,8 +704,9 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
     static const char *const job_members[] = {
-        "job",    "state", "pid",        "exit_code",     "signal",  "run",   "port", "oom",
-        "reason", "fatal", "image_pull", "image_pull_ms", "sharing", "lease", NULL};
+        "job",     "state", "pid",           "exit_code",   "signal",     "run",
+        "port",    "oom",   "reason",        "fatal",       "image_pull", "image_pull_ms",
+        "sharing", "lease", "output_capped", "output_lost", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -764,6 +765,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_str(jr, path, "reason", false, 400, &text_ignored, &err) ||
             cr_json_str(jr, path, "image_pull", false, 300, &text_ignored, &err) ||
             cr_json_str(jr, path, "sharing", false, 300, &text_ignored, &err) ||
+            cr_json_int(jr, path, "output_capped", false, 1, INT64_MAX, &x, &err) ||
+            cr_json_str(jr, path, "output_lost", false, 200, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
             goto bad;
         }
@@ -889,6 +892,29 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         char ev[400];
         snprintf(ev, sizeof ev, "%s (node %s)", how, n->name);
         cr_store_txn_event(txn, j->id, now, "shared", ev);
+    }
+    /* Job output the agent capped (--log-max-bytes) or could not write
+     * (its disk full), once per run each (events). */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *run = json_object_get(jr, "run");
+        json_t *cap = json_object_get(jr, "output_capped");
+        const char *lost = json_string_value(json_object_get(jr, "output_lost"));
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!j || j->state != JS_RUNNING || (run && json_integer_value(run) != j->runs)) {
+            continue;
+        }
+        char ev[400];
+        if (cap && j->cap_event_run != j->runs) {
+            j->cap_event_run = j->runs;
+            snprintf(ev, sizeof ev, "output capped at %lld bytes on node %s: the rest was dropped",
+                     (long long)json_integer_value(cap), n->name);
+            cr_store_txn_event(txn, j->id, now, "output capped", ev);
+        }
+        if (lost && j->lost_event_run != j->runs && ctl_text_clean(lost)) {
+            j->lost_event_run = j->runs;
+            snprintf(ev, sizeof ev, "output lost on node %s: %s", n->name, lost);
+            cr_store_txn_event(txn, j->id, now, "output lost", ev);
+        }
     }
     /* Ports the agent gave replicas (the current run's, on this node). */
     for (size_t i = 0; i < json_array_size(jobs); i++) {
