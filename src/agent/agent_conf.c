@@ -25,7 +25,7 @@
 /* Config files are small; anything larger is a mistake. */
 #define AGENT_CONF_MAX_BYTES (64 * 1024)
 
-enum kind { K_STR, K_INT, K_BOOL, K_SWITCH, K_SIZE };
+enum kind { K_STR, K_INT, K_BOOL, K_SWITCH, K_SIZE, K_LIST };
 
 static const struct {
     const char *key;
@@ -65,9 +65,26 @@ static const struct {
     {"mig_dynamic", K_STR},
     {"image_cache_max", K_STR},
     {"log_max_bytes", K_SIZE},
+    {"require_isolation", K_LIST},
     {"job_pid_namespace", K_SWITCH},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])
+
+/* A list member: a non-empty array of short names without commas. */
+static bool list_ok(const json_t *x)
+{
+    if (!json_is_array(x) || json_array_size(x) == 0 || json_array_size(x) > 16) {
+        return false;
+    }
+    for (size_t i = 0; i < json_array_size(x); i++) {
+        const json_t *e = json_array_get(x, i);
+        if (!json_is_string(e) || json_string_length(e) == 0 || json_string_length(e) > 31 ||
+            strchr(json_string_value(e), ',')) {
+            return false;
+        }
+    }
+    return true;
+}
 
 /* Loads and checks path; on success *out holds the object (free with
  * json_decref). Errors go to stderr, prefixed "corral agent: ". */
@@ -109,6 +126,7 @@ static int load(const char *path, json_t **out)
                                                  json_string_length(x) < 4096
                   : members[i].kind == K_INT  ? json_is_integer(x)
                   : members[i].kind == K_SIZE ? json_is_integer(x) || json_is_string(x)
+                  : members[i].kind == K_LIST ? list_ok(x)
                   : members[i].kind == K_BOOL
                       ? json_is_boolean(x)
                       : json_is_boolean(x) ||
@@ -119,6 +137,8 @@ static int load(const char *path, json_t **out)
                     members[i].kind == K_STR    ? "a non-empty string"
                     : members[i].kind == K_INT  ? "an integer"
                     : members[i].kind == K_SIZE ? "bytes or a size such as \"64M\""
+                    : members[i].kind == K_LIST
+                        ? "an array of names, e.g. [\"devices\", \"memory\"]"
                     : members[i].kind == K_BOOL ? "true or false"
                                                 : "true, false, \"auto\" or \"off\"");
             rc = CR_EPARSE;
@@ -209,6 +229,19 @@ int cr__agent_argv_build(int argc, char **argv, agent_argv *out)
             push(out, cr_strdup(json_string_value(x)), true, cap);
         } else if (json_is_integer(x)) {
             push(out, cr_asprintf("%lld", (long long)json_integer_value(x)), true, cap);
+        } else if (json_is_array(x)) { /* a list member: its names joined by ',' */
+            size_t len = 1;
+            for (size_t i = 0; i < json_array_size(x); i++) {
+                len += json_string_length(json_array_get(x, i)) + 1;
+            }
+            char *joined = cr_calloc(1, len);
+            for (size_t i = 0; i < json_array_size(x); i++) {
+                if (i) {
+                    strcat(joined, ",");
+                }
+                strcat(joined, json_string_value(json_array_get(x, i)));
+            }
+            push(out, joined, true, cap);
         }
     }
     for (int i = 1; i < argc; i++) {

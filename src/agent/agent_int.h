@@ -62,6 +62,7 @@ typedef struct agent_cfg {
     const char *podman;      /* --podman: the podman program */
     int64_t image_cache_max; /* --image-cache-max: bytes of images the jobs used; 0 no cap */
     int64_t log_max_bytes; /* --log-max-bytes: cap of each job log file (default 64 MiB); 0 none */
+    const char *require_iso; /* --require-isolation: fences that must hold (cr_iso_require); NULL */
     cr_gpu_health_cfg health;
     /* GPU sharing (agent_mps.c) and dynamic MIG (agent_mig.c). */
     const char *mps_control;  /* --mps-control: MPS control program, "none"; NULL: look for it */
@@ -98,10 +99,11 @@ typedef struct agent {
     cr_gpu_health health[CR_GPU_MAX];
     cr_proc *procs; /* main only */
     size_t nprocs, procs_cap;
-    cr_desired desired;    /* main only: the document being applied */
-    int have_desired;      /* main only */
-    int port;              /* the port actually bound */
-    cr_iso iso;            /* what fences the jobs here (probed at start) */
+    cr_desired desired; /* main only: the document being applied */
+    int have_desired;   /* main only */
+    int port;           /* the port actually bound */
+    cr_iso iso;         /* what fences the jobs here (probed at start) */
+    char unfit[256];    /* --require-isolation not met: why; this node takes no jobs ("" it does) */
     int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
     cr_ctr ctr;            /* podman for jobs with an image (probed at start) */
     int64_t next_ctr_ns;   /* main only: next sweep of containers no job owns (monotonic) */

@@ -100,6 +100,9 @@ static void usage(FILE *f)
         "  --podman PATH         the podman program (default podman, from PATH)\n"
         "  --image-cache-max SIZE  remove the least recently used images the jobs used\n"
         "                        past this total (e.g. 200G; default 0: no cap)\n"
+        "  --require-isolation F,...  fences this node must enforce (uid, pidns, devices,\n"
+        "                        memory, cpu, pids): when one is unavailable the agent\n"
+        "                        registers but takes no jobs (the node is drained with why)\n"
         "  --log-max-bytes N     cap of each job log file under STATE-DIR/logs (bytes or\n"
         "                        64M; default 64M; 0: no cap): its head is kept, an event\n"
         "                        says so\n"
@@ -215,7 +218,14 @@ static int server_is_loopback(const char *url)
     return is_loopback(host);
 }
 
-enum { OPT_MPS_CONTROL = 1000, OPT_MPS_DIR, OPT_MIG_DYNAMIC, OPT_JOB_PIDNS, OPT_LOG_MAX };
+enum {
+    OPT_MPS_CONTROL = 1000,
+    OPT_MPS_DIR,
+    OPT_MIG_DYNAMIC,
+    OPT_JOB_PIDNS,
+    OPT_LOG_MAX,
+    OPT_REQUIRE_ISO
+};
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
 {
@@ -246,6 +256,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"podman", required_argument, NULL, 'Q'},
         {"image-cache-max", required_argument, NULL, 'I'},
         {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX},
+        {"require-isolation", required_argument, NULL, OPT_REQUIRE_ISO},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -401,6 +412,14 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
                 return flag_error("--image-cache-max", "want a size such as 200G (0: no cap)");
             }
             break;
+        case OPT_REQUIRE_ISO: {
+            char why[160];
+            if (cr_iso_require_check(optarg, why, sizeof why) != 0) {
+                return flag_error("--require-isolation", why);
+            }
+            c->require_iso = optarg;
+            break;
+        }
         case OPT_LOG_MAX:
             /* bytes, or a size with its unit (64M); 0: no cap */
             if (cr_parse_i64(optarg, 0, INT64_C(1) << 50, &c->log_max_bytes) != 0 &&
@@ -962,6 +981,25 @@ static int reconcile(agent *a, int64_t now_ns)
         if (s->action == CR_ACT_RUN && !p && s->has_gang && s->gang.node_rank > 0 &&
             s->gang.master_port == 0) {
             /* Rank 0's node has not reserved the rendezvous port yet. */
+            continue;
+        }
+        if (s->action == CR_ACT_RUN && !p && a->unfit[0]) {
+            /* require_isolation not met: no job runs here (the controller
+             * drained the node; this is a placement that came anyway). */
+            cr_error("agent: job=%lld not started: this node takes no jobs (%s)", (long long)s->job,
+                     a->unfit);
+            CR_GROW(a->procs, a->nprocs, a->procs_cap);
+            cr_proc *np = &a->procs[a->nprocs++];
+            memset(np, 0, sizeof *np);
+            np->job = s->job;
+            np->spec.job = s->job;
+            np->spec.run = s->run;
+            np->state = CR_PROC_EXITED;
+            np->exit_code = 126;
+            snprintf(np->reason, sizeof np->reason, "node takes no jobs: require_isolation: %.300s",
+                     a->unfit);
+            count_exit(a);
+            changed = 1;
             continue;
         }
         if (s->action == CR_ACT_RUN && !p) {
@@ -1541,6 +1579,13 @@ int cr_agent_main(int argc, char **argv)
     cr_iso_probe_pidns(&a->iso, a->cfg.job_pidns);
     free(cg_name);
     cr_iso_log(&a->iso);
+    char unfit[1024];
+    if (a->cfg.require_iso &&
+        cr_iso_require(&a->iso, a->cfg.require_iso, unfit, sizeof unfit) > 0) {
+        cr_error("agent: require_isolation %s: %s: this node takes no jobs", a->cfg.require_iso,
+                 unfit);
+        snprintf(a->unfit, sizeof a->unfit, "%.250s", unfit); /* the node's reason */
+    }
     cr_iso_set_gpus(&a->iso, a->gpu->gpus, a->gpu->count, NULL, NULL);
     cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
     snprintf(a->ctr.owner, sizeof a->ctr.owner, "%s", inst);

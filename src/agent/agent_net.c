@@ -147,6 +147,10 @@ json_t *cr__agent_register_body(const agent *a)
     if (a->cfg.tls_cert) {
         json_object_set_new(body, "tls", json_true());
     }
+    if (a->unfit[0]) {
+        /* --require-isolation not met: the controller drains the node */
+        json_object_set_new(body, "unfit", json_string(a->unfit));
+    }
     if (a->cfg.nlabels > 0) {
         /* --label k=v: what --constraint matches */
         json_t *labels = json_object();

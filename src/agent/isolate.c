@@ -4,6 +4,7 @@
 #include "cr_iso.h"
 
 #include "cr_alloc.h"
+#include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_log.h"
 
@@ -455,6 +456,88 @@ json_t *cr_iso_report(const cr_iso *iso)
                      *iso->why_mem ? "unavailable" : "enforced", "cpu",
                      *iso->why_cpu ? "unavailable" : "enforced", "pids",
                      *iso->why_pids ? "unavailable" : "enforced", "detail", detail);
+}
+
+static const char *const fences[] = {"uid",    "pidns", "processes", "devices",
+                                     "memory", "cpu",   "pids"};
+#define NFENCES (sizeof fences / sizeof fences[0])
+
+/* The i-th fence's "why not" ("" when enforced). */
+static const char *fence_why(const cr_iso *iso, size_t i)
+{
+    switch (i) {
+    case 0:
+        return iso->root ? "" : iso->why_uid;
+    case 1:
+    case 2:
+        return iso->pidns ? "" : *iso->why_pidns ? iso->why_pidns : "no PID namespace per job";
+    case 3:
+        return iso->why_dev;
+    case 4:
+        return iso->why_mem;
+    case 5:
+        return iso->why_cpu;
+    default:
+        return iso->why_pids;
+    }
+}
+
+/* Check list's entries (CR_EINVAL with bad at an unknown one); with iso,
+ * each fence it cannot enforce is counted in *unmet, its name added to
+ * names and its reason to whys ("; " between). */
+static int each_fence(const char *list, char *bad, size_t badlen, const cr_iso *iso, cr_buf *names,
+                      cr_buf *whys, int *unmet)
+{
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, ",");
+        char name[32];
+        size_t k = NFENCES;
+        if (n > 0 && n < sizeof name) {
+            memcpy(name, p, n);
+            name[n] = '\0';
+            for (k = 0; k < NFENCES && strcmp(fences[k], name) != 0; k++) {
+            }
+        }
+        if (k == NFENCES && n > 0) {
+            snprintf(bad, badlen, "'%.*s': not a fence (uid, pidns, devices, memory, cpu, pids)",
+                     (int)(n > 40 ? 40 : n), p);
+            return CR_EINVAL;
+        }
+        const char *w = iso && k < NFENCES ? fence_why(iso, k) : "";
+        if (*w) {
+            cr_buf_printf(names, "%s%s", *unmet ? ", " : "", fences[k]);
+            cr_buf_printf(whys, "%s%s: %s", *unmet ? "; " : "", fences[k], w);
+            (*unmet)++;
+        }
+        p += n;
+        p += *p == ',';
+    }
+    return 0;
+}
+
+int cr_iso_require_check(const char *list, char *err, size_t errlen)
+{
+    int unmet = 0;
+    return each_fence(list, err, errlen, NULL, NULL, NULL, &unmet);
+}
+
+int cr_iso_require(const cr_iso *iso, const char *list, char *why, size_t len)
+{
+    char bad[128];
+    int unmet = 0;
+    cr_buf names, whys;
+    cr_buf_init(&names);
+    cr_buf_init(&whys);
+    if (len) {
+        why[0] = '\0';
+    }
+    if (each_fence(list, bad, sizeof bad, iso, &names, &whys, &unmet) == 0 && unmet > 0 && len) {
+        /* the names first: a cut keeps them whole */
+        snprintf(why, len, "%s unavailable (%s)", cr_buf_str(&names), cr_buf_str(&whys));
+    }
+    cr_buf_fini(&names);
+    cr_buf_fini(&whys);
+    return unmet;
 }
 
 /* --- per job ---------------------------------------------------------- */

@@ -194,6 +194,10 @@ typedef struct ctl_node {
      * "unavailable" ("" not said: an older agent), and its reasons. */
     char iso[5][16];
     char iso_detail[512];
+    /* The agent takes no jobs: why (its require_isolation names a fence it
+     * cannot enforce); "" it does. The node is drained with reason
+     * CTL_UNFIT_PREFIX + why until the agent registers fit. */
+    char unfit[256];
     bool sched_dirty;     /* inventory/health changed: tell the scheduler */
     bool lost_at_start;   /* loaded lost: its jobs are requeued once (ctl_nodes_tick) */
     bool loss_pending;    /* its loss is being stored (ctl_nodes_tick): not yet lost */
@@ -218,6 +222,7 @@ typedef struct ctl_node {
  * (the agent's loop turn and a call in flight) have passed since it was
  * last heard, so a job's old copy is gone before its new one starts. */
 #define CTL_LEASE_MARGIN_S 5
+#define CTL_UNFIT_PREFIX   "agent takes no jobs: "
 
 typedef struct ctl_tenant {
     char name[CTL_NAME_MAX];

@@ -182,6 +182,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
     }
     json_object_set_new(doc, "isolation", iso_json(n));
     json_object_set_new(doc, "tls", json_boolean(n->tls));
+    if (*n->unfit) {
+        json_object_set_new(doc, "unfit", json_string(n->unfit));
+    }
     /* "lost" survives a restart: a lost node stays out of placement until
      * its agent reports again. */
     json_object_set_new(doc, "lost", json_boolean(n->state == NS_LOST || n->loss_pending));
@@ -192,12 +195,38 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
     json_decref(doc);
 }
 
+/* An agent that says it takes no jobs (unfit: its require_isolation is
+ * not met) has its node drained with the reason, so nothing is placed
+ * there; once it registers fit, a drain of that kind is lifted (an admin's
+ * own drain stays). mu held. */
+static void node_settle_unfit(ctl_node *n)
+{
+    size_t pl = strlen(CTL_UNFIT_PREFIX);
+    if (*n->unfit) {
+        if (!n->drained || strncmp(n->reason, CTL_UNFIT_PREFIX, pl) != 0) {
+            cr_warn("node=%s: its agent takes no jobs: %s", n->name, n->unfit);
+        }
+        n->drained = true;
+        if (n->state != NS_LOST) {
+            n->state = NS_DRAINED;
+        }
+        snprintf(n->reason, sizeof n->reason, CTL_UNFIT_PREFIX "%.230s", n->unfit);
+    } else if (n->drained && strncmp(n->reason, CTL_UNFIT_PREFIX, pl) == 0) {
+        cr_info("node=%s: its agent takes jobs again", n->name);
+        n->drained = false;
+        if (n->state != NS_LOST) {
+            n->state = NS_UP;
+        }
+        n->reason[0] = '\0';
+    }
+}
+
 /* Parse the inventory part of a registration (or a stored node doc). */
 static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
 {
-    static const char *const members[] = {"node",      "addr", "port",      "rack",
-                                          "gpus",      "cpus", "mem_bytes", "running",
-                                          "isolation", "tls",  "labels",    NULL};
+    static const char *const members[] = {"node",   "addr",      "port",    "rack",      "gpus",
+                                          "cpus",   "mem_bytes", "running", "isolation", "tls",
+                                          "labels", "unfit",     NULL};
     static const char *const gpu_members[] = {"index",         "uuid",        "model",  "mem_bytes",
                                               "nvlink_domain", "health",      "reason", "mig",
                                               "shareable",     "mig_dynamic", NULL};
@@ -246,6 +275,14 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     }
     json_decref(n->labels);
     n->labels = labels && json_object_size(labels) ? json_deep_copy(labels) : NULL;
+    const char *unfit = "";
+    if ((rc = cr_json_str(v, "", "unfit", false, 255, &unfit, err)) != 0) {
+        return rc;
+    }
+    if (!ctl_text_clean(unfit)) {
+        return cr_json_fail(err, CR_EINVAL, "unfit", "field 'unfit': control characters");
+    }
+    snprintf(n->unfit, sizeof n->unfit, "%s", unfit);
     json_t *iso = NULL;
     if ((rc = cr_json_obj(v, "", "isolation", false, &iso, err)) != 0) {
         return rc;
@@ -662,6 +699,7 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         n->mem_bytes = fresh->mem_bytes;
         memcpy(n->iso, fresh->iso, sizeof n->iso);
         memcpy(n->iso_detail, fresh->iso_detail, sizeof n->iso_detail);
+        memcpy(n->unfit, fresh->unfit, sizeof n->unfit);
         node_free(fresh);
         if (n->state == NS_LOST) {
             n->state = n->drained ? NS_DRAINED : NS_UP;
@@ -672,6 +710,7 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         cr_info("node=%s re-registered: %zu GPUs, %zu jobs placed", n->name, n->ngpus, n->njobs);
         ctl_node_bump(c, n);
     }
+    node_settle_unfit(n);
     n->last_seen_ns = cr_mono_ns();
     n->sched_dirty = true;
     ctl_sched_kick(c);
@@ -1203,6 +1242,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
                 n->state = NS_UP;
             }
             n->reason[0] = '\0';
+            node_settle_unfit(n); /* approved, but its agent takes no jobs */
             n->sched_dirty = true;
             ctl_sched_kick(c);
             cr_info("node=%s approved", n->name);
@@ -1246,6 +1286,15 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             pthread_mutex_unlock(&c->mu);
             json_decref(v);
             ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", seg[2]);
+            return;
+        }
+        if (!drain && *n->unfit) {
+            pthread_mutex_unlock(&c->mu);
+            json_decref(v);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                          "node '%s': its agent takes no jobs (%s); fix the node or its "
+                          "require_isolation, then restart the agent",
+                          n->name, n->unfit);
             return;
         }
         if (!drain && n->pending_approval) {
