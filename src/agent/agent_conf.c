@@ -28,7 +28,7 @@
 /* Config files are small; anything larger is a mistake. */
 #define AGENT_CONF_MAX_BYTES (64 * 1024)
 
-enum kind { K_STR, K_INT, K_BOOL, K_SWITCH, K_LIST };
+enum kind { K_STR, K_INT, K_BOOL, K_SWITCH, K_SIZE, K_LIST };
 
 static const struct {
     const char *key;
@@ -68,9 +68,27 @@ static const struct {
     {"mig_dynamic", K_STR},
     {"image_cache_max", K_STR},
     {"image_registries", K_LIST},
+    {"log_max_bytes", K_SIZE},
+    {"require_isolation", K_LIST},
     {"job_pid_namespace", K_SWITCH},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])
+
+/* A list member: an array of up to 256 names (1-255 bytes) without commas. */
+static bool list_ok(const json_t *x)
+{
+    if (!json_is_array(x) || json_array_size(x) > 256) {
+        return false;
+    }
+    for (size_t i = 0; i < json_array_size(x); i++) {
+        const json_t *e = json_array_get(x, i);
+        if (!json_is_string(e) || json_string_length(e) == 0 || json_string_length(e) > 255 ||
+            strchr(json_string_value(e), ',')) {
+            return false;
+        }
+    }
+    return true;
+}
 
 /* Loads and checks path; on success *out holds the object (free with
  * json_decref). Errors go to stderr, prefixed "corral agent: ". */
@@ -108,24 +126,22 @@ static int load(const char *path, json_t **out)
             rc = CR_EPARSE;
             goto out;
         }
-        bool ok = members[i].kind == K_LIST  ? json_is_array(x) && json_array_size(x) <= 256
-                  : members[i].kind == K_STR ? json_is_string(x) && json_string_length(x) > 0 &&
-                                                   json_string_length(x) < 4096
-                  : members[i].kind == K_INT ? json_is_integer(x)
+        bool ok = members[i].kind == K_STR ? json_is_string(x) && json_string_length(x) > 0 &&
+                                                 json_string_length(x) < 4096
+                  : members[i].kind == K_INT  ? json_is_integer(x)
+                  : members[i].kind == K_SIZE ? json_is_integer(x) || json_is_string(x)
+                  : members[i].kind == K_LIST ? list_ok(x)
                   : members[i].kind == K_BOOL
                       ? json_is_boolean(x)
                       : json_is_boolean(x) ||
                             (json_is_string(x) && (strcmp(json_string_value(x), "auto") == 0 ||
                                                    strcmp(json_string_value(x), "off") == 0));
-        for (size_t e = 0; ok && members[i].kind == K_LIST && e < json_array_size(x); e++) {
-            const char *s = json_string_value(json_array_get(x, e));
-            ok = s && *s && strlen(s) < 256 && !strchr(s, ',');
-        }
         if (!ok) {
             fprintf(stderr, "corral agent: %s: field '%s': expected %s\n", path, k,
                     members[i].kind == K_LIST   ? "an array of up to 256 strings without ','"
                     : members[i].kind == K_STR  ? "a non-empty string"
                     : members[i].kind == K_INT  ? "an integer"
+                    : members[i].kind == K_SIZE ? "bytes or a size such as \"64M\""
                     : members[i].kind == K_BOOL ? "true or false"
                                                 : "true, false, \"auto\" or \"off\"");
             rc = CR_EPARSE;

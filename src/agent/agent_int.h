@@ -63,6 +63,8 @@ typedef struct agent_cfg {
     int64_t image_cache_max; /* --image-cache-max: bytes of images the jobs used; 0 no cap */
     char **registries;       /* --image-registries: owned array, strings from argv */
     size_t nregistries;
+    int64_t log_max_bytes; /* --log-max-bytes: cap of each job log file (default 64 MiB); 0 none */
+    const char *require_iso; /* --require-isolation: fences that must hold (cr_iso_require); NULL */
     cr_gpu_health_cfg health;
     /* GPU sharing (agent_mps.c) and dynamic MIG (agent_mig.c). */
     const char *mps_control;  /* --mps-control: MPS control program, "none"; NULL: look for it */
@@ -99,10 +101,11 @@ typedef struct agent {
     cr_gpu_health health[CR_GPU_MAX];
     cr_proc *procs; /* main only */
     size_t nprocs, procs_cap;
-    cr_desired desired;    /* main only: the document being applied */
-    int have_desired;      /* main only */
-    int port;              /* the port actually bound */
-    cr_iso iso;            /* what fences the jobs here (probed at start) */
+    cr_desired desired; /* main only: the document being applied */
+    int have_desired;   /* main only */
+    int port;           /* the port actually bound */
+    cr_iso iso;         /* what fences the jobs here (probed at start) */
+    char unfit[256];    /* --require-isolation not met: why; this node takes no jobs ("" it does) */
     int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
     cr_ctr ctr;            /* podman for jobs with an image (probed at start) */
     int64_t next_ctr_ns;   /* main only: next sweep of containers no job owns (monotonic) */
@@ -121,6 +124,14 @@ typedef struct agent {
     size_t nlive, live_cap;
     uint64_t n_started, n_exited, n_status, n_status_fail, n_polls, n_poll_fail,
         n_registers; /* (mu) counters */
+    /* The node lease (agent_net.c), main only: lease_ns is the controller's
+     * "lease_s" (0: none told yet); lease_ok_ns the monotonic time a
+     * register or status the controller answered was sent (the controller
+     * heard the node no earlier); lease_expired: no answer for lease_ns,
+     * the jobs it covers were stopped. Kept in STATE-DIR/lease. */
+    int64_t lease_ns;
+    int64_t lease_ok_ns;
+    int lease_expired;
 
     atomic_int stop;      /* set to end every thread */
     int wake_rd, wake_wr; /* pipe: poller -> main */
@@ -151,6 +162,16 @@ int cr__agent_wire_domain(const cr_gpu_info *g);
 /* Build the register / status bodies (exposed for tests). Returned new. */
 json_t *cr__agent_register_body(const agent *a);
 json_t *cr__agent_status_body(const agent *a);
+
+/* The node lease: the lease and the time of the last answer from
+ * STATE-DIR/lease, when written since this boot (a restarted agent keeps
+ * its lease). */
+void cr__agent_lease_load(agent *a);
+/* Past the lease (no register or status answered for lease_ns): stop,
+ * once, every running job not marked keep_running (SIGTERM, its grace
+ * counted from the lease's end, SIGKILL). Returns 1 when it began stops;
+ * *next_ns (monotonic) lowered to when the lease ends. Main thread. */
+int cr__agent_lease_tick(agent *a, int64_t mono_ns, int64_t *next_ns);
 
 /* agent_cred.c: this node's credential in STATE-DIR/node.cred (0600). */
 /* Load it when it is this node's; 0 or CR_ENOENT. */

@@ -104,6 +104,12 @@ static void usage(FILE *f)
         "  --image-registries LIST  registries (host[:port], comma-separated) the node may\n"
         "                        pull job images from (default none: only images in the\n"
         "                        node's store or loaded from a job's image archive)\n"
+        "  --require-isolation F,...  fences this node must enforce (uid, pidns, devices,\n"
+        "                        memory, cpu, pids): when one is unavailable the agent\n"
+        "                        registers but takes no jobs (the node is drained with why)\n"
+        "  --log-max-bytes N     cap of each job log file under STATE-DIR/logs (bytes or\n"
+        "                        64M; default 64M; 0: no cap): its head is kept, an event\n"
+        "                        says so\n"
         "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
         "                        running, a restarted agent re-adopts them)\n"
         "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
@@ -216,7 +222,14 @@ static int server_is_loopback(const char *url)
     return is_loopback(host);
 }
 
-enum { OPT_MPS_CONTROL = 1000, OPT_MPS_DIR, OPT_MIG_DYNAMIC, OPT_JOB_PIDNS };
+enum {
+    OPT_MPS_CONTROL = 1000,
+    OPT_MPS_DIR,
+    OPT_MIG_DYNAMIC,
+    OPT_JOB_PIDNS,
+    OPT_LOG_MAX,
+    OPT_REQUIRE_ISO
+};
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
 {
@@ -247,6 +260,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"podman", required_argument, NULL, 'Q'},
         {"image-cache-max", required_argument, NULL, 'I'},
         {"image-registries", required_argument, NULL, 'G'},
+        {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX},
+        {"require-isolation", required_argument, NULL, OPT_REQUIRE_ISO},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -265,6 +280,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     int64_t v;
     cr_gpu_health_cfg_default(&c->health);
     c->wait_s = 30;
+    c->log_max_bytes = INT64_C(64) << 20;
     c->gpus = "auto";
     c->rack = "";
     c->state_dir = "/var/lib/corral/agent";
@@ -413,6 +429,26 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
                 c->registries =
                     cr_reallocarray(c->registries, c->nregistries + 1, sizeof *c->registries);
                 c->registries[c->nregistries++] = r;
+            }
+            break;
+        case OPT_REQUIRE_ISO: {
+            char why[160];
+            if (cr_iso_require_check(optarg, why, sizeof why) != 0) {
+                return flag_error("--require-isolation", why);
+            }
+            c->require_iso = optarg;
+            break;
+        }
+        case OPT_LOG_MAX:
+            /* bytes, or a size with its unit (64M); 0: no cap */
+            if (cr_parse_i64(optarg, 0, INT64_C(1) << 50, &c->log_max_bytes) != 0 &&
+                (cr_parse_bytes(optarg, &c->log_max_bytes) != 0 || c->log_max_bytes > INT64_C(1)
+                                                                                          << 50)) {
+                return flag_error("--log-max-bytes",
+                                  "want bytes or a size such as 64M (0: no cap)");
+            }
+            if (c->log_max_bytes > 0 && c->log_max_bytes < 4096) {
+                return flag_error("--log-max-bytes", "at least 4096 bytes (0: no cap)");
             }
             break;
         case 'C':
@@ -826,7 +862,7 @@ static void start_job(agent *a, const cr_job_spec *given)
             cr_error("agent: job=%lld not started: the MIG %s instances named are not all free "
                      "here",
                      (long long)want->job, want->mig_profile);
-            memset(p, 0, sizeof *p);
+            cr_proc_init(p);
             p->job = want->job;
             p->state = CR_PROC_EXITED;
             p->exit_code = 126;
@@ -840,7 +876,7 @@ static void start_job(agent *a, const cr_job_spec *given)
              * asked for. Fail the start; the controller sees the exit. */
             cr_error("agent: job=%lld not started: no free MIG %s instance on GPU %d",
                      (long long)want->job, want->mig_profile, want->gpu_count ? want->gpus[0] : -1);
-            memset(p, 0, sizeof *p);
+            cr_proc_init(p);
             p->job = want->job;
             p->state = CR_PROC_EXITED;
             p->exit_code = 126;
@@ -871,7 +907,7 @@ static void start_job(agent *a, const cr_job_spec *given)
                                         &fatal);
         if (crc < 0) {
             cr_error("agent: job=%lld not started: %s", (long long)s->job, why);
-            memset(p, 0, sizeof *p);
+            cr_proc_init(p);
             p->job = s->job;
             p->spec.run = s->run;
             p->state = CR_PROC_EXITED;
@@ -883,9 +919,12 @@ static void start_job(agent *a, const cr_job_spec *given)
         }
         s = ctr_spec;
     }
+    cr_job_spec cap_spec = *s; /* a shallow copy: the agent's log cap for the shim */
+    cap_spec.log_max_bytes = a->cfg.log_max_bytes;
+    s = &cap_spec;
     if (cr_proc_spawn_iso(a->cfg.state_dir, a->cfg.node, s, &a->iso, p, err, sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
-        memset(p, 0, sizeof *p);
+        cr_proc_init(p);
         p->job = s->job;
         p->state = CR_PROC_EXITED;
         p->exit_code = 126;
@@ -963,6 +1002,25 @@ static int reconcile(agent *a, int64_t now_ns)
             /* Rank 0's node has not reserved the rendezvous port yet. */
             continue;
         }
+        if (s->action == CR_ACT_RUN && !p && a->unfit[0]) {
+            /* require_isolation not met: no job runs here (the controller
+             * drained the node; this is a placement that came anyway). */
+            cr_error("agent: job=%lld not started: this node takes no jobs (%s)", (long long)s->job,
+                     a->unfit);
+            CR_GROW(a->procs, a->nprocs, a->procs_cap);
+            cr_proc *np = &a->procs[a->nprocs++];
+            cr_proc_init(np);
+            np->job = s->job;
+            np->spec.job = s->job;
+            np->spec.run = s->run;
+            np->state = CR_PROC_EXITED;
+            np->exit_code = 126;
+            snprintf(np->reason, sizeof np->reason, "node takes no jobs: require_isolation: %.300s",
+                     a->unfit);
+            count_exit(a);
+            changed = 1;
+            continue;
+        }
         if (s->action == CR_ACT_RUN && !p) {
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
@@ -994,7 +1052,7 @@ static int reconcile(agent *a, int64_t now_ns)
             cr_info("agent: job=%lld stopped before it started", (long long)s->job);
             CR_GROW(a->procs, a->nprocs, a->procs_cap);
             cr_proc *np = &a->procs[a->nprocs++];
-            memset(np, 0, sizeof *np);
+            cr_proc_init(np);
             np->job = s->job;
             np->spec.job = s->job;
             np->spec.run = s->run;
@@ -1053,6 +1111,33 @@ static void forget_reported(agent *a)
     }
 }
 
+/* Whether the shim of p capped its logs or could not write them (the
+ * disk full) since the last look: said once each, here and in the status
+ * (the controller's events). Returns 1 when something is new. */
+static int check_logs(agent *a, cr_proc *p)
+{
+    if (p->adopted || (p->out_capped && p->out_nospace)) {
+        return 0; /* an adopted job's shim may be an older agent's, with no marks */
+    }
+    int capped = 0, nospace = 0, news = 0;
+    cr_proc_log_marks(a->cfg.state_dir, p->job, &capped, &nospace);
+    if (capped && !p->out_capped) {
+        p->out_capped = a->cfg.log_max_bytes;
+        cr_warn("agent: job=%lld output capped at %lld bytes (--log-max-bytes): the rest of it "
+                "is dropped",
+                (long long)p->job, (long long)p->out_capped);
+        news = 1;
+    }
+    if (nospace && !p->out_nospace) {
+        p->out_nospace = 1;
+        cr_error("agent: job=%lld output lost: a write to its log in %s/logs/%lld failed (no "
+                 "space left on device?)",
+                 (long long)p->job, a->cfg.state_dir, (long long)p->job);
+        news = 1;
+    }
+    return news;
+}
+
 static int reap(agent *a)
 {
     int any = 0, st;
@@ -1061,6 +1146,7 @@ static int reap(agent *a)
         for (size_t i = 0; i < a->nprocs; i++) {
             cr_proc *p = &a->procs[i];
             if (p->pid == pid && !p->adopted && p->state != CR_PROC_EXITED) {
+                check_logs(a, p); /* in the report of its end */
                 cr_proc_reaped(p, a->cfg.state_dir, st);
                 cr__agent_ctr_ended(a, &p->spec);
                 cr_debug("agent: job=%lld exited code=%d signal=%d", (long long)p->job,
@@ -1328,13 +1414,18 @@ static int run(agent *a, int sfd)
         while (read(a->wake_rd, drain, sizeof drain) > 0) {
         }
         dirty |= reap(a);
-        if (take_pending(a)) {
+        /* Past the lease no new document is applied (it waits in pending):
+         * a controller heard from renews the lease first. */
+        if (!a->lease_expired && take_pending(a)) {
             dirty |= reconcile(a, mono);
             publish_live(a);
         }
         cr__agent_mps_sweep(a);
         if (mono >= next_sample) {
             for (size_t i = 0; i < a->nprocs; i++) {
+                if (a->procs[i].state != CR_PROC_EXITED) {
+                    dirty |= check_logs(a, &a->procs[i]);
+                }
                 if (cr_proc_tick(&a->procs[i], a->cfg.state_dir, mono, mono)) {
                     cr__agent_ctr_ended(a, &a->procs[i].spec);
                     count_exit(a);
@@ -1391,12 +1482,16 @@ static int run(agent *a, int sfd)
                     status_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : status_backoff * 2;
             }
         }
+        int64_t lease_end = INT64_MAX;
+        if (cr__agent_lease_tick(a, cr_mono_ns(), &lease_end)) {
+            dirty = 1;
+        }
         if (dirty) {
             publish_live(a);
         }
         /* Sleep until the next timer, a signal or a wake-up. */
         mono = cr_mono_ns();
-        int64_t until = next_sample;
+        int64_t until = next_sample < lease_end ? next_sample : lease_end;
         if (registered) {
             int64_t due = dirty ? mono : next_status;
             due = due < retry_at ? retry_at : due;
@@ -1503,6 +1598,13 @@ int cr_agent_main(int argc, char **argv)
     cr_iso_probe_pidns(&a->iso, a->cfg.job_pidns);
     free(cg_name);
     cr_iso_log(&a->iso);
+    char unfit[1024];
+    if (a->cfg.require_iso &&
+        cr_iso_require(&a->iso, a->cfg.require_iso, unfit, sizeof unfit) > 0) {
+        cr_error("agent: require_isolation %s: %s: this node takes no jobs", a->cfg.require_iso,
+                 unfit);
+        snprintf(a->unfit, sizeof a->unfit, "%.250s", unfit); /* the node's reason */
+    }
     cr_iso_set_gpus(&a->iso, a->gpu->gpus, a->gpu->count, NULL, NULL);
     cr_ctr_probe(&a->ctr, a->cfg.podman, a->cfg.ctr_runtime);
     snprintf(a->ctr.owner, sizeof a->ctr.owner, "%s", inst);
@@ -1517,6 +1619,7 @@ int cr_agent_main(int argc, char **argv)
     }
     /* Re-adopt what an earlier agent left running. */
     cr_proc_load_all(a->cfg.state_dir, &a->procs, &a->nprocs);
+    cr__agent_lease_load(a); /* before the jobs' first turn: a lease that ran out stops them */
     a->procs_cap = a->nprocs;
     for (size_t i = 0; i < a->nprocs; i++) {
         cr_info("agent: job=%lld %s (pid %d)", (long long)a->procs[i].job,

@@ -147,6 +147,10 @@ json_t *cr__agent_register_body(const agent *a)
     if (a->cfg.tls_cert) {
         json_object_set_new(body, "tls", json_true());
     }
+    if (a->unfit[0]) {
+        /* --require-isolation not met: the controller drains the node */
+        json_object_set_new(body, "unfit", json_string(a->unfit));
+    }
     if (a->cfg.nlabels > 0) {
         /* --label k=v: what --constraint matches */
         json_t *labels = json_object();
@@ -198,11 +202,21 @@ json_t *cr__agent_status_body(const agent *a)
             /* How this fractional task shares its GPU (an event). */
             json_object_set_new(j, "sharing", json_string(p->sharing));
         }
+        if (p->out_capped > 0) {
+            json_object_set_new(j, "output_capped", json_integer(p->out_capped)); /* an event */
+        }
+        if (p->out_nospace) {
+            json_object_set_new(j, "output_lost", json_string("no space left on device"));
+        }
         if (p->state == CR_PROC_EXITED) {
             json_object_set_new(j, "exit_code", json_integer(p->exit_code));
             json_object_set_new(j, "signal", json_integer(p->signal));
             if (p->oom) {
                 json_object_set_new(j, "oom", json_true());
+            }
+            if (p->lease_stop) {
+                /* stopped by the node lease: requeued, not failed */
+                json_object_set_new(j, "lease", json_true());
             }
             if (p->reason[0]) {
                 json_object_set_new(j, "reason", json_string(p->reason));
@@ -248,6 +262,159 @@ static void fence(agent *a, const json_t *ids)
     }
 }
 
+/* --- The node lease -------------------------------------------------------
+ *
+ * The controller marks a node lost after lost_after_s without a register
+ * or status, and tells the agents that time as "lease_s". An agent that has
+ * had no answer for lease_s stops the jobs the controller is about to
+ * requeue (SIGTERM, the job's grace, SIGKILL), so that a cut-off node's
+ * copy is gone before the copy placed elsewhere starts: the controller
+ * requeues them only after lease_s + grace_s + CTL_LEASE_MARGIN_S.
+ *
+ * The lease is counted from when the answered call was *sent*: the
+ * controller heard the node no earlier, so the agent's lease never ends
+ * later than the controller's view of it. Monotonic clock, which is one for
+ * the whole machine: STATE-DIR/lease keeps it (with the boot id) across a
+ * restart of the agent, so an agent restarted while cut off does not start
+ * a fresh lease the controller knows nothing of.
+ */
+
+static int boot_id(char out[64])
+{
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) {
+        return CR_EIO;
+    }
+    int ok = fgets(out, 64, f) != NULL;
+    fclose(f);
+    out[strcspn(out, "\n")] = '\0';
+    return ok && out[0] ? 0 : CR_EIO;
+}
+
+static void lease_save(const agent *a)
+{
+    char id[64];
+    if (boot_id(id) != 0) {
+        return;
+    }
+    char *path = cr_asprintf("%s/lease", a->cfg.state_dir);
+    char *tmp = cr_asprintf("%s/lease.tmp", a->cfg.state_dir);
+    FILE *f = fopen(tmp, "w");
+    if (f) {
+        fprintf(f, "%s %lld %lld\n", id, (long long)a->lease_ok_ns, (long long)a->lease_ns);
+        if (fclose(f) == 0) {
+            rename(tmp, path);
+        }
+    }
+    free(path);
+    free(tmp);
+}
+
+void cr__agent_lease_load(agent *a)
+{
+    char id[64], was[64];
+    long long ok = 0, lease = 0;
+    char *path = cr_asprintf("%s/lease", a->cfg.state_dir);
+    FILE *f = fopen(path, "r");
+    free(path);
+    if (!f) {
+        return;
+    }
+    int n = fscanf(f, "%63s %lld %lld", was, &ok, &lease);
+    fclose(f);
+    int64_t now = cr_mono_ns();
+    if (n != 3 || boot_id(id) != 0 || strcmp(id, was) != 0 || ok <= 0 || ok > now || lease <= 0) {
+        return; /* another boot: no job of it is left to stop */
+    }
+    a->lease_ok_ns = ok;
+    a->lease_ns = lease;
+    cr_info("agent: node lease %llds, last answer %.1fs ago", (long long)(lease / CR_NS_PER_SEC),
+            (double)(now - ok) / 1e9);
+}
+
+/* The controller answered a call sent at sent_ns; r (borrowed, may be
+ * NULL) may carry "lease_s". */
+static void lease_renew(agent *a, int64_t sent_ns, const json_t *r)
+{
+    json_t *l = json_object_get(r, "lease_s");
+    if (json_is_number(l) && json_number_value(l) > 0 && json_number_value(l) <= 86400) {
+        a->lease_ns = (int64_t)(json_number_value(l) * 1e9);
+    }
+    if (sent_ns > a->lease_ok_ns) {
+        a->lease_ok_ns = sent_ns;
+    }
+    if (a->lease_expired) {
+        cr_info("agent: a controller answers again: node lease renewed");
+        a->lease_expired = 0;
+    }
+    lease_save(a);
+}
+
+int cr__agent_lease_tick(agent *a, int64_t mono_ns, int64_t *next_ns)
+{
+    if (a->lease_ns <= 0 || a->lease_ok_ns <= 0 || a->lease_expired) {
+        return 0;
+    }
+    int64_t end = a->lease_ok_ns + a->lease_ns;
+    size_t covered = 0;
+    for (size_t i = 0; i < a->nprocs; i++) {
+        covered += a->procs[i].state != CR_PROC_EXITED && !a->procs[i].spec.keep_running;
+    }
+    if (mono_ns < end) {
+        if (covered > 0 && end < *next_ns) {
+            *next_ns = end;
+        }
+        return 0;
+    }
+    a->lease_expired = 1;
+    cr_warn("agent: node lease expired: no controller answered for %.1fs (lease %llds); "
+            "stopping %zu job(s) the controller requeues elsewhere",
+            (double)(mono_ns - a->lease_ok_ns) / 1e9, (long long)(a->lease_ns / CR_NS_PER_SEC),
+            covered);
+    for (size_t i = 0; i < a->nprocs; i++) {
+        cr_proc *p = &a->procs[i];
+        if (p->state == CR_PROC_EXITED || p->spec.keep_running) {
+            continue;
+        }
+        /* The grace is counted from the lease's end, as the controller
+         * counts it: a late turn of this loop shortens it, never extends it. */
+        int64_t grace = p->spec.grace_ns - (mono_ns - end);
+        grace = grace < 0 ? 0 : grace;
+        p->lease_stop = 1;
+        if (p->state == CR_PROC_STOPPING) {
+            if (p->kill_at_ns > mono_ns + grace) {
+                p->kill_at_ns = mono_ns + grace; /* a stop under way ends by then too */
+            }
+            continue;
+        }
+        cr_warn("agent: job=%lld stop: node lease expired (grace %.1fs)", (long long)p->job,
+                (double)grace / 1e9);
+        cr_proc_stop(p, grace, mono_ns);
+        cr__agent_ctr_stop(a, p, grace);
+    }
+    return covered > 0;
+}
+
+/* How long a register or status may take: 10 s, but no longer than
+ * the lease has left (1 s at least), so that the main loop notices the
+ * lease's end on time; 1 s while a lease stop waits for its SIGKILL. */
+static int64_t call_timeout_ms(const agent *a)
+{
+    if (a->lease_ns <= 0 || a->lease_ok_ns <= 0) {
+        return 10000;
+    }
+    if (a->lease_expired) {
+        for (size_t i = 0; i < a->nprocs; i++) {
+            if (a->procs[i].state == CR_PROC_STOPPING) {
+                return 1000;
+            }
+        }
+        return 10000;
+    }
+    int64_t left = (a->lease_ok_ns + a->lease_ns - cr_mono_ns()) / CR_NS_PER_MS;
+    return left < 1000 ? 1000 : left > 10000 ? 10000 : left;
+}
+
 /*
  * Register: with this node's own credential when it has one (a restart),
  * else with the bootstrap token. A refused credential (the controller's
@@ -269,16 +436,19 @@ int cr__agent_register(agent *a)
     pthread_mutex_unlock(&a->mu);
     int own = tok[0] != '\0';
     int st = CR_EAUTH;
+    int64_t sent = cr_mono_ns();
     if (own) {
-        st = http_call(a->status_cl, "POST", "/v1/agents/register", tok, body, &resp, 10000);
+        st = http_call(a->status_cl, "POST", "/v1/agents/register", tok, body, &resp,
+                       call_timeout_ms(a));
         if (st == 401 || st == 403) {
             log_http_error("register with this node's credential", st, &resp);
             cr__agent_cred_forget(a);
         }
     }
     if ((!own || st == 401 || st == 403) && a->cfg.join_token) {
+        sent = cr_mono_ns();
         st = http_call(a->status_cl, "POST", "/v1/agents/register", a->cfg.join_token, body, &resp,
-                       10000);
+                       call_timeout_ms(a));
     }
     sodium_memzero(tok, sizeof tok);
     pthread_mutex_lock(&a->mu);
@@ -313,6 +483,7 @@ int cr__agent_register(agent *a)
     snprintf(a->agent_secret, sizeof a->agent_secret, "%s", sec);
     a->heartbeat_ns = (int64_t)(hb * 1e9);
     pthread_mutex_unlock(&a->mu);
+    lease_renew(a, sent, r);
     fence(a, json_object_get(r, "fence"));
     json_decref(r);
     cr__agent_cred_save(a);
@@ -342,7 +513,8 @@ int cr__agent_post_status(agent *a, int64_t *acked)
     pthread_mutex_lock(&a->mu);
     snprintf(tok, sizeof tok, "%s", a->node_token);
     pthread_mutex_unlock(&a->mu);
-    int st = http_call(a->status_cl, "POST", path, tok, body, &resp, 10000);
+    int64_t sent = cr_mono_ns();
+    int st = http_call(a->status_cl, "POST", path, tok, body, &resp, call_timeout_ms(a));
     int rc = 0;
     pthread_mutex_lock(&a->mu);
     a->n_status++;
@@ -356,9 +528,17 @@ int cr__agent_post_status(agent *a, int64_t *acked)
         rc = CR_EAUTH;
     } else if (st != 200 && st != 204) {
         log_http_error("status", st, &resp);
+        if (st == 409 || st == 507) {
+            /* refused (the node being deleted, the store full), but the
+             * controller heard the node: it counts it as seen too */
+            lease_renew(a, sent, NULL);
+        }
         rc = CR_EUNAVAIL;
-    } else if (resp.len > 0) {
+    } else if (resp.len == 0) {
+        lease_renew(a, sent, NULL);
+    } else {
         json_t *r = json_loads(cr_buf_str(&resp), 0, NULL);
+        lease_renew(a, sent, r);
         json_t *v = json_object_get(r, "version");
         if (json_is_integer(v) && json_integer_value(v) > 0) {
             *acked = (int64_t)json_integer_value(v);

@@ -84,6 +84,8 @@ typedef struct cr_job_spec {
     /* Agent-local, never in JSON: the MPS pipe directory of the daemon that
      * serves this fractional task (agent_mps.c); NULL: time-sliced. Borrowed. */
     const char *mps_pipe;
+    /* Agent-local, never in JSON: each log file's cap (--log-max-bytes); 0 none. */
+    int64_t log_max_bytes;
     int64_t grace_ns; /* stop: SIGTERM, this long, SIGKILL */
     char tenant[64];  /* "tenant": the job's tenant ("" unknown), for metrics labels */
     int action;       /* cr_action */
@@ -108,6 +110,10 @@ typedef struct cr_job_spec {
      * tasks once for each new "at" (scancel --signal, sbatch --signal). */
     char signal_name[12];
     int64_t signal_at;
+    /* "keep_running_on_partition": the node lease (docs/operations.md)
+     * leaves it running while no controller answers; the controller does
+     * not requeue it when the node is lost either. */
+    int keep_running;
     cr_container ctr; /* "container"; ctr.image NULL: none */
 } cr_job_spec;
 

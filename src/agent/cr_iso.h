@@ -109,6 +109,17 @@ void cr_iso_log(const cr_iso *iso);
 json_t *cr_iso_report(const cr_iso *iso);
 
 /*
+ * require_isolation (--require-isolation): a comma-separated list of the
+ * fences this node must enforce, each one of uid, pidns (or processes),
+ * devices, memory, cpu, pids. cr_iso_require_check: 0, or CR_EINVAL with
+ * err naming the unknown entry. cr_iso_require: the count of fences of
+ * list that iso cannot enforce, with why ("devices: WHY; memory: WHY",
+ * cut to len) for the node's reason; 0 and "" when all hold.
+ */
+int cr_iso_require_check(const char *list, char *err, size_t errlen);
+int cr_iso_require(const cr_iso *iso, const char *list, char *why, size_t len);
+
+/*
  * Per-job PID namespace (iso_pidns.c). want 0: off (--job-pid-namespace
  * off). Otherwise try, in a child, what a job's start does: a new PID and
  * mount namespace, / made a slave mount, a fresh /proc that shows the

@@ -13,7 +13,12 @@
  * shim pid and its start time from /proc, so a recycled pid is never
  * mistaken for the job) makes that possible.
  * Logs: <state>/logs/<id>/out and err (the directory 0700 and the files
- * 0600, owned by the job's uid). Default working directory: the job's
+ * 0600, owned by the job's uid). With spec.log_max_bytes > 0 the tasks'
+ * stdout and stderr are pipes the shim copies into those files, each file
+ * kept to log_max_bytes (its head, then a notice; the rest is read and
+ * dropped, so the job is never blocked); the shim marks a capped log with
+ * the empty file <state>/logs/<id>/capped and a failed write (ENOSPC) with
+ * .../nospace, for the agent (cr_proc_log_marks). Default working directory: the job's
  * checkpoint directory when it has one, else <state>/work for a job run as
  * the agent's user, else "/".
  *
@@ -79,9 +84,13 @@ typedef struct cr_proc {
     cr_job_spec spec;      /* owned copy of what the controller asked for */
     char reason[400];      /* EXITED without running: why (a container image missing...); "" */
     int fatal;             /* with reason: retrying cannot help (not retried) */
+    int lease_stop;        /* stopped because the node lease ran out: its exit is reported
+                              as such ("lease"), the controller requeues the job */
     char pull[300];        /* container jobs: how the image was made present ("" none) */
     int64_t pull_ms;       /* ... and how long that took */
     char sharing[300];     /* fractional tasks: how the GPU is shared ("shared" event); "" */
+    int64_t out_capped;    /* its logs reached this cap (cr_proc_log_marks; event); 0 not */
+    int out_nospace;       /* a write to its logs failed, the disk full (event) */
 } cr_proc;
 
 /*
@@ -122,6 +131,13 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus);
 int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono_ns);
 /* Forget a finished job: journal it (its logs stay). */
 void cr_proc_forget(const char *state_dir, cr_proc *p);
+/* An empty entry (a start that failed, a stop before the start): all zero
+ * but its descriptors, which are -1, so cr_proc_fini closes nothing. A
+ * memset alone left init_fd 0, and each such entry's fini closed the
+ * agent's descriptor 0, by then whatever the agent had opened next (a
+ * client's socket: libmicrohttpd aborted with "Close socket failed"; a
+ * device filter program), issue 24. */
+void cr_proc_init(cr_proc *p);
 void cr_proc_fini(cr_proc *p);
 /*
  * Re-adopt: load every record under state_dir. Jobs still running come back
@@ -134,6 +150,8 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count);
 int cr_proc_journal_compact(const char *state_dir, const cr_proc *procs, size_t count, int force);
 /* Start time of a pid from /proc (0 when it is gone). */
 uint64_t cr_proc_start_ticks(pid_t pid);
+/* Whether the job's shim marked a log capped or a write failed (this run). */
+void cr_proc_log_marks(const char *state_dir, int64_t job, int *capped, int *nospace);
 /* Path of a job's log, "out" or "err" stream (<state>/logs/<id>/<stream>); returned new. */
 char *cr_proc_log_path(const char *state_dir, int64_t job, const char *stream);
 /* rm -r without following links or crossing mounts; 0 or CR_EIO. */

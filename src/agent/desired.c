@@ -304,6 +304,12 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         goto fail;
     }
     s.assign_port = json_is_true(ap);
+    json_t *kr = json_object_get(j, "keep_running_on_partition");
+    if (kr && !json_is_boolean(kr)) {
+        rc = bad(err, errlen, path, "keep_running_on_partition", "must be true or false");
+        goto fail;
+    }
+    s.keep_running = json_is_true(kr);
     json_t *act = json_object_get(j, "action");
     if (act && !json_is_null(act)) {
         const char *a = json_string_value(act);
@@ -531,6 +537,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     json_object_set_new(j, "job", json_integer(s->job));
     if (s->run > 0) {
         json_object_set_new(j, "run", json_integer(s->run));
+    }
+    if (s->keep_running) {
+        json_object_set_new(j, "keep_running_on_partition", json_true());
     }
     if (s->assign_port) {
         json_object_set_new(j, "assign_port", json_true());

@@ -4,6 +4,7 @@
 #include "cr_iso.h"
 
 #include "cr_alloc.h"
+#include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_log.h"
 
@@ -182,7 +183,8 @@ static size_t build_prog(const int *major, const int *minor, size_t n, struct bp
 #define DEV_RULES_MAX  96
 
 typedef struct dev_prog {
-    int fd; /* -1: empty slot */
+    int fd;      /* -1: empty slot */
+    uint32_t id; /* the kernel's id of the program: fd must still name it */
     size_t n;
     int major[DEV_RULES_MAX], minor[DEV_RULES_MAX];
     uint64_t used; /* dev_prog_clock at the last use */
@@ -211,17 +213,48 @@ static int load_dev_prog(const int *major, const int *minor, size_t n)
     return (int)syscall(SYS_bpf, BPF_PROG_LOAD, &la, sizeof la);
 }
 
+/* The kernel's id of the BPF program fd names; 0 when fd is not one. */
+static uint32_t prog_id(int fd)
+{
+    struct bpf_prog_info info;
+    union bpf_attr a;
+    memset(&info, 0, sizeof info);
+    memset(&a, 0, sizeof a);
+    a.info.bpf_fd = (uint32_t)fd;
+    a.info.info_len = sizeof info;
+    a.info.info = (uint64_t)(uintptr_t)&info;
+    if (syscall(SYS_bpf, BPF_OBJ_GET_INFO_BY_FD, &a, sizeof a) != 0 ||
+        info.type != BPF_PROG_TYPE_CGROUP_DEVICE) {
+        return 0;
+    }
+    return info.id;
+}
+
 /* The cached program for the rules (loaded on a miss); -1 (errno set). Call
- * with dev_prog_mu held. */
-static int dev_prog_get(const int *major, const int *minor, size_t n)
+ * with dev_prog_mu held. A cached descriptor that no longer names its
+ * program (closed by mistake elsewhere, its number reused) is dropped
+ * without a close and the program loaded again: one job's filter must
+ * never be another object. */
+static int dev_prog_get(const int *major, const int *minor, size_t n, int *cached)
 {
     dev_prog *lru = NULL;
+    *cached = 1;
     for (size_t i = 0; i < dev_prog_count; i++) {
         dev_prog *d = &dev_progs[i];
         if (d->n == n && memcmp(d->major, major, n * sizeof *major) == 0 &&
             memcmp(d->minor, minor, n * sizeof *minor) == 0) {
-            d->used = ++dev_prog_clock;
-            return d->fd;
+            if (prog_id(d->fd) == d->id) {
+                d->used = ++dev_prog_clock;
+                return d->fd;
+            }
+            cr_warn("agent: the cached device filter's descriptor %d no longer names it: "
+                    "loading it again",
+                    d->fd);
+            d->fd = -1;
+            d->n = 0; /* matches no rule set again; reused as the least recently used */
+            d->used = 0;
+            lru = d;
+            break;
         }
         if (!lru || d->used < lru->used) {
             lru = d;
@@ -229,14 +262,19 @@ static int dev_prog_get(const int *major, const int *minor, size_t n)
     }
     int fd = load_dev_prog(major, minor, n);
     dev_prog_loads += fd >= 0;
-    if (fd < 0 || n > DEV_RULES_MAX) {
+    uint32_t id = fd >= 0 ? prog_id(fd) : 0;
+    if (fd < 0 || n > DEV_RULES_MAX || id == 0) {
+        *cached = 0; /* used once and closed (no id to check it by later) */
         return fd;
     }
-    dev_prog *d = dev_prog_count < DEV_PROG_CACHE ? &dev_progs[dev_prog_count++] : lru;
-    if (d == lru && lru) {
+    dev_prog *d = lru && lru->fd < 0                ? lru
+                  : dev_prog_count < DEV_PROG_CACHE ? &dev_progs[dev_prog_count++]
+                                                    : lru;
+    if (d == lru && lru->fd >= 0) {
         close(lru->fd);
     }
     d->fd = fd;
+    d->id = id;
     d->n = n;
     memcpy(d->major, major, n * sizeof *major);
     memcpy(d->minor, minor, n * sizeof *minor);
@@ -249,8 +287,8 @@ static int dev_prog_get(const int *major, const int *minor, size_t n)
 static int attach_dev_prog(const char *cg, const int *major, const int *minor, size_t n)
 {
     pthread_mutex_lock(&dev_prog_mu);
-    int pfd = dev_prog_get(major, minor, n);
-    int cached = pfd >= 0 && n <= DEV_RULES_MAX;
+    int cached = 0;
+    int pfd = dev_prog_get(major, minor, n, &cached);
     int rc = CR_EIO;
     int cfd = pfd >= 0 ? open(cg, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
     if (cfd >= 0) {
@@ -530,6 +568,88 @@ json_t *cr_iso_report(const cr_iso *iso)
                      *iso->why_mem ? "unavailable" : "enforced", "cpu",
                      *iso->why_cpu ? "unavailable" : "enforced", "pids",
                      *iso->why_pids ? "unavailable" : "enforced", "detail", detail);
+}
+
+static const char *const fences[] = {"uid",    "pidns", "processes", "devices",
+                                     "memory", "cpu",   "pids"};
+#define NFENCES (sizeof fences / sizeof fences[0])
+
+/* The i-th fence's "why not" ("" when enforced). */
+static const char *fence_why(const cr_iso *iso, size_t i)
+{
+    switch (i) {
+    case 0:
+        return iso->root ? "" : iso->why_uid;
+    case 1:
+    case 2:
+        return iso->pidns ? "" : *iso->why_pidns ? iso->why_pidns : "no PID namespace per job";
+    case 3:
+        return iso->why_dev;
+    case 4:
+        return iso->why_mem;
+    case 5:
+        return iso->why_cpu;
+    default:
+        return iso->why_pids;
+    }
+}
+
+/* Check list's entries (CR_EINVAL with bad at an unknown one); with iso,
+ * each fence it cannot enforce is counted in *unmet, its name added to
+ * names and its reason to whys ("; " between). */
+static int each_fence(const char *list, char *bad, size_t badlen, const cr_iso *iso, cr_buf *names,
+                      cr_buf *whys, int *unmet)
+{
+    for (const char *p = list; p && *p;) {
+        size_t n = strcspn(p, ",");
+        char name[32];
+        size_t k = NFENCES;
+        if (n > 0 && n < sizeof name) {
+            memcpy(name, p, n);
+            name[n] = '\0';
+            for (k = 0; k < NFENCES && strcmp(fences[k], name) != 0; k++) {
+            }
+        }
+        if (k == NFENCES && n > 0) {
+            snprintf(bad, badlen, "'%.*s': not a fence (uid, pidns, devices, memory, cpu, pids)",
+                     (int)(n > 40 ? 40 : n), p);
+            return CR_EINVAL;
+        }
+        const char *w = iso && k < NFENCES ? fence_why(iso, k) : "";
+        if (*w) {
+            cr_buf_printf(names, "%s%s", *unmet ? ", " : "", fences[k]);
+            cr_buf_printf(whys, "%s%s: %s", *unmet ? "; " : "", fences[k], w);
+            (*unmet)++;
+        }
+        p += n;
+        p += *p == ',';
+    }
+    return 0;
+}
+
+int cr_iso_require_check(const char *list, char *err, size_t errlen)
+{
+    int unmet = 0;
+    return each_fence(list, err, errlen, NULL, NULL, NULL, &unmet);
+}
+
+int cr_iso_require(const cr_iso *iso, const char *list, char *why, size_t len)
+{
+    char bad[128];
+    int unmet = 0;
+    cr_buf names, whys;
+    cr_buf_init(&names);
+    cr_buf_init(&whys);
+    if (len) {
+        why[0] = '\0';
+    }
+    if (each_fence(list, bad, sizeof bad, iso, &names, &whys, &unmet) == 0 && unmet > 0 && len) {
+        /* the names first: a cut keeps them whole */
+        snprintf(why, len, "%s unavailable (%s)", cr_buf_str(&names), cr_buf_str(&whys));
+    }
+    cr_buf_fini(&names);
+    cr_buf_fini(&whys);
+    return unmet;
 }
 
 /* --- per job ---------------------------------------------------------- */

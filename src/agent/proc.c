@@ -315,6 +315,12 @@ typedef struct shim_args {
     int out_fd, err_fd, null_fd; /* set by the shim */
     int pidns;                   /* the tasks run in a PID namespace of their own (iso_pidns.c) */
     int ipcns;                   /* ... and an IPC namespace of their own */
+    /* The log cap (cr_job_spec.log_max_bytes): > 0, the tasks' stdout and
+     * stderr are pipes the shim copies into the log files, each file up to
+     * log_max bytes (the notice at its end included). */
+    long long log_max;
+    const char *cap_notice;                 /* the line written where a log is capped */
+    const char *capped_mark, *nospace_mark; /* marker files for the agent (cr_proc_log_marks) */
 } shim_args;
 
 /* A task's own -o/-e file (after the uid change and the chdir). */
@@ -451,9 +457,182 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
  * the job's PID namespace). Returns the job's wait status: its first task
  * to fail, else the last to end; 126 or 125 (as an exit) when a task could
  * not be started. Only async-signal-safe calls. */
+/* One log stream of a task in piped mode: what the shim copies from the
+ * task's pipe into its log file. */
+typedef struct log_stream {
+    int rd;         /* the pipe's read end; -1 at its end */
+    int fd;         /* the log file */
+    long long left; /* bytes the file takes before the cap's notice */
+    int notice;     /* the notice fits under the cap (not when a previous run filled it) */
+    int capped;     /* the cap is reached: the rest is read and dropped */
+    int failed;     /* a write failed (ENOSPC...): marked once */
+} log_stream;
+
+/* Create an empty marker file for the agent (async-signal-safe). */
+static void mark(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        close(fd);
+    }
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t w = write(fd, buf, len);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        buf += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* Read what the pipe of s has and write it to the log, up to the cap.
+ * Returns the bytes read (0 at the pipe's end). */
+static ssize_t stream_copy(const shim_args *a, log_stream *s)
+{
+    char buf[32768];
+    ssize_t n = read(s->rd, buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) {
+        return -1;
+    }
+    if (n <= 0) {
+        close(s->rd);
+        s->rd = -1;
+        return 0;
+    }
+    if (s->capped) {
+        return n;
+    }
+    size_t take = (long long)n < s->left ? (size_t)n : (size_t)s->left;
+    if (take > 0 && write_all(s->fd, buf, take) != 0 && !s->failed &&
+        (errno == ENOSPC || errno == EDQUOT)) {
+        s->failed = 1;
+        mark(a->nospace_mark); /* an empty file: no data block needed */
+    }
+    s->left -= (long long)take;
+    if (take < (size_t)n) {
+        s->capped = 1;
+        if (s->notice && write_all(s->fd, a->cap_notice, strlen(a->cap_notice)) != 0 &&
+            !s->failed && (errno == ENOSPC || errno == EDQUOT)) {
+            s->failed = 1;
+            mark(a->nospace_mark);
+        }
+        mark(a->capped_mark);
+    }
+    return n;
+}
+
+/* A task's end (w, ws) into the job's status: its first task to fail,
+ * else the last to end; once one fails the others get SIGTERM, as srun
+ * does, since a gang with a rank gone would only hang. Returns 1 when w is
+ * one of the tasks. */
+static int task_ended(const pid_t *pids, int started, pid_t w, int ws, int *st, int *failed)
+{
+    int mine = 0;
+    for (int k = 0; k < started; k++) {
+        mine |= pids[k] == w;
+    }
+    if (!mine) {
+        return 0; /* an orphan the namespace's init inherited */
+    }
+    int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
+    if (bad && !*failed) {
+        *failed = 1;
+        *st = ws;
+        for (int k = 0; k < started; k++) {
+            if (pids[k] != w) {
+                kill(pids[k], SIGTERM);
+            }
+        }
+    } else if (!*failed) {
+        *st = ws;
+    }
+    return 1;
+}
+
+/* Piped mode: copy the streams while the tasks run; once they have all
+ * ended, what their pipes still hold (a process they left may keep a pipe
+ * open: it is not waited for). */
+static int copy_until_done(const shim_args *a, log_stream *ls, int nls, const pid_t *pids,
+                           int started)
+{
+    static struct pollfd pf[2 * CR_MAX_TASKS_PER_NODE];
+    static int which[2 * CR_MAX_TASKS_PER_NODE];
+    int st = 0, failed = 0, left = started;
+    for (;;) {
+        int np = 0;
+        for (int i = 0; i < nls; i++) {
+            if (ls[i].rd >= 0) {
+                pf[np].fd = ls[i].rd;
+                pf[np].events = POLLIN;
+                pf[np].revents = 0;
+                which[np++] = i;
+            }
+        }
+        if (np == 0 && left == 0) {
+            break;
+        }
+        int pr = poll(pf, (nfds_t)np, left > 0 ? 100 : 0);
+        for (int k = 0; pr > 0 && k < np; k++) {
+            if (pf[k].revents) {
+                stream_copy(a, &ls[which[k]]);
+            }
+        }
+        if (left == 0 && pr <= 0) {
+            break; /* the tasks are gone and nothing more is ready */
+        }
+        int ws;
+        pid_t w = 0;
+        while (left > 0 && (w = waitpid(-1, &ws, np == 0 ? 0 : WNOHANG)) > 0) {
+            left -= task_ended(pids, started, w, ws, &st, &failed);
+            if (np == 0) {
+                break;
+            }
+        }
+        if (left > 0 && w < 0 && errno == ECHILD) {
+            left = 0;
+        }
+    }
+    for (int i = 0; i < nls; i++) {
+        if (ls[i].rd >= 0) {
+            close(ls[i].rd);
+        }
+        close(ls[i].fd);
+    }
+    return st;
+}
+
+/* A stream of log file fd (a retry appends to its run's file): the room
+ * it leaves under the cap, before the notice. */
+static log_stream log_open(const shim_args *a, int rd, int fd)
+{
+    struct stat sb;
+    long long have = fstat(fd, &sb) == 0 ? (long long)sb.st_size : 0;
+    long long room = a->log_max - have - (long long)strlen(a->cap_notice);
+    return (log_stream){rd, fd, room > 0 ? room : 0, room >= 0, 0, 0};
+}
+
 static int run_tasks(shim_args *a)
 {
     pid_t pids[CR_MAX_TASKS_PER_NODE];
+    static log_stream ls[2 * CR_MAX_TASKS_PER_NODE];
+    int nls = 0, piped = a->log_max > 0;
+    if (piped) {
+        /* 4 descriptors a task (2 pipes' read ends, 2 log files) */
+        struct rlimit rl;
+        rlim_t need = (rlim_t)(4 * a->ntasks + 32);
+        if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < need) {
+            rl.rlim_cur = need < rl.rlim_max ? need : rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+        }
+    }
     int started = 0;
     for (int t = 0; t < a->ntasks; t++) {
         /* The shim opens the logs (creating files is most of what starting
@@ -469,11 +648,23 @@ static int run_tasks(shim_args *a)
              fchown(a->err_fd, (uid_t)a->uid, (gid_t)a->gid) != 0)) {
             bad = 1;
         }
+        int op[2] = {-1, -1}, ep[2] = {-1, -1};
+        if (!bad && piped &&
+            (pipe2(op, O_CLOEXEC) != 0 || pipe2(ep, O_CLOEXEC) != 0 || op[0] < 0)) {
+            bad = 1;
+        }
         if (bad) {
             for (int k = 0; k < started; k++) {
                 kill(pids[k], SIGKILL);
             }
             return W_EXITCODE(126, 0);
+        }
+        int out_file = a->out_fd, err_file = a->err_fd;
+        if (piped) {
+            ls[nls++] = log_open(a, op[0], out_file);
+            ls[nls++] = log_open(a, ep[0], err_file);
+            a->out_fd = op[1]; /* the task writes into the pipes */
+            a->err_fd = ep[1];
         }
         /* vfork: the shim is single-threaded and the child only sets up
          * and execs, so the page tables (a copy of the agent's) are not
@@ -492,9 +683,11 @@ static int run_tasks(shim_args *a)
         }
         pids[started++] = c;
     }
+    if (piped) {
+        return copy_until_done(a, ls, nls, pids, started);
+    }
     /* The job's status is its first task to fail (exit code or signal),
-     * else 0; once one task fails the others get SIGTERM, as srun does,
-     * since a gang with a rank gone would only hang. */
+     * else 0 (task_ended). */
     int st = 0, failed = 0, left = started;
     while (left > 0) {
         int ws = 0;
@@ -505,26 +698,7 @@ static int run_tasks(shim_args *a)
             }
             break;
         }
-        int mine = 0;
-        for (int k = 0; k < started; k++) {
-            mine |= pids[k] == w;
-        }
-        if (!mine) {
-            continue; /* an orphan the namespace's init inherited */
-        }
-        left--;
-        int bad = WIFSIGNALED(ws) || (WIFEXITED(ws) && WEXITSTATUS(ws) != 0);
-        if (bad && !failed) {
-            failed = 1;
-            st = ws;
-            for (int k = 0; k < started; k++) {
-                if (pids[k] != w) {
-                    kill(pids[k], SIGTERM);
-                }
-            }
-        } else if (!failed) {
-            st = ws;
-        }
+        left -= task_ended(pids, started, w, ws, &st, &failed);
     }
     return st;
 }
@@ -790,6 +964,11 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     char **procs = NULL, **base = NULL, **envp = NULL;
     char *exe = NULL, *exec_msg = NULL, *workdir = NULL;
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
+    char *capped_mark = cr_proc_log_path(state_dir, spec->job, "capped");
+    char *nospace_mark = cr_proc_log_path(state_dir, spec->job, "nospace");
+    char *cap_notice = cr_asprintf("\ncorral: output capped at %lld bytes (the agent's "
+                                   "log_max_bytes); the rest was dropped\n",
+                                   (long long)spec->log_max_bytes);
     cr_tasks tk;
     memset(&tk, 0, sizeof tk);
     char *journal = journal_path(state_dir);
@@ -855,6 +1034,9 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
         }
         procs = cr_iso_job_procs(&cg);
     }
+    /* This run's marks only (a retry's logs go on in the same files). */
+    unlink(capped_mark);
+    unlink(nospace_mark);
     /* Containers have their own PID namespace (podman's). */
     int pidns = iso && iso->pidns && !spec->ctr.image && !spec->ctr.podman;
     /* An MPS client must share the IPC namespace of the node's MPS daemon. */
@@ -891,10 +1073,14 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         -1,
                         -1,
                         pidns,
-                        ipcns};
+                        ipcns,
+                        spec->log_max_bytes > 0 ? (long long)spec->log_max_bytes : 0,
+                        cap_notice,
+                        capped_mark,
+                        nospace_mark};
         run_shim(&sa);
     }
-    memset(p, 0, sizeof *p);
+    cr_proc_init(p);
     p->job = spec->job;
     p->pid = pid;
     p->start_ticks = cr_proc_start_ticks(pid);
@@ -921,9 +1107,22 @@ out:
     free(exec_msg);
     cr_tasks_fini(&tk);
     free(err_path);
+    free(capped_mark);
+    free(nospace_mark);
+    free(cap_notice);
     free(journal);
     free(workdir);
     return rc;
+}
+
+void cr_proc_log_marks(const char *state_dir, int64_t job, int *capped, int *nospace)
+{
+    char *c = cr_proc_log_path(state_dir, job, "capped");
+    char *n = cr_proc_log_path(state_dir, job, "nospace");
+    *capped = access(c, F_OK) == 0;
+    *nospace = access(n, F_OK) == 0;
+    free(c);
+    free(n);
 }
 
 static void cgroup_kill(const cr_proc *p)
@@ -1314,6 +1513,12 @@ void cr_proc_forget(const char *state_dir, cr_proc *p)
     journal_append(state_dir, line, (size_t)n);
 }
 
+void cr_proc_init(cr_proc *p)
+{
+    memset(p, 0, sizeof *p);
+    p->init_fd = -1;
+}
+
 void cr_proc_fini(cr_proc *p)
 {
     if (p->init_fd >= 0) {
@@ -1392,7 +1597,7 @@ int cr_proc_load_all(const char *state_dir, cr_proc **out, size_t *count)
             int jpid = 0;
             json_t *spec = NULL;
             cr_proc p;
-            memset(&p, 0, sizeof p);
+            cr_proc_init(&p);
             p.init_fd = -1;
             const char *cg = j ? json_string_value(json_object_get(j, "cgroup")) : NULL;
             char err[256];

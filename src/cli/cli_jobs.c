@@ -113,6 +113,10 @@ static const cli_opt submit_opts[] = {
     {"constraint", CLI_STR, "LABEL[=V]&...", "only nodes with these labels (agent --label)", NULL,
      0, 0, 'C'},
     {"exclusive", CLI_BOOL, NULL, "whole nodes: nothing else runs beside it", NULL, 0, 0, 0},
+    {"keep-running-on-partition", CLI_BOOL, NULL,
+     "keep running when its node loses the controller (not stopped by the node lease, not "
+     "requeued when the node is lost)",
+     NULL, 0, 0, 0},
     {"signal", CLI_STR, "SIG[@SECONDS]",
      "send SIG (USR1, TERM...) SECONDS (default 60) before the time limit", NULL, 0, 0, 0},
     {"cpus", CLI_F64, "N", "CPU limit in cores on each node (default: the per-GPU default)", NULL,
@@ -244,6 +248,9 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     put_str(job, "warn_signal", pick(a, d, "signal"));
     if (pick(a, d, "exclusive")->set) {
         json_object_set_new(job, "exclusive", json_true());
+    }
+    if (pick(a, d, "keep-running-on-partition")->set) {
+        json_object_set_new(job, "keep_running_on_partition", json_true());
     }
     const cli_val *beg = pick(a, d, "begin");
     if (beg->set) {

@@ -189,6 +189,9 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
                       "action", j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
                       gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
+        if (json_is_true(json_object_get(j->spec, "keep_running_on_partition"))) {
+            json_object_set_new(e, "keep_running_on_partition", json_true()); /* node lease */
+        }
         if (j->gpu_milli || j->gpu_mem_bytes) {
             json_object_set_new(e, "gpu_milli", json_integer(j->gpu_milli));
             json_object_set_new(e, "gpu_mem_bytes", json_integer(j->gpu_mem_bytes));

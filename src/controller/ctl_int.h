@@ -83,6 +83,8 @@ typedef struct ctl_job {
     int port;                /* service replica: the PORT its agent gave this run; 0 unknown */
     int pull_event_run;      /* container jobs: the run whose "image pull" event is recorded */
     int share_event_run;     /* fractional tasks: the run whose "shared" event is recorded */
+    int cap_event_run;       /* the run whose "output capped" event is recorded */
+    int lost_event_run;      /* the run whose "output lost" event is recorded */
     int64_t reason_event_ns; /* last 'pending' event (wall clock; 0 = none yet) */
     int64_t submit_ns, start_ns, end_ns; /* wall clock; 0 = not yet */
     /* Scheduling request, extracted from spec. */
@@ -192,18 +194,35 @@ typedef struct ctl_node {
      * "unavailable" ("" not said: an older agent), and its reasons. */
     char iso[5][16];
     char iso_detail[512];
+    /* The agent takes no jobs: why (its require_isolation names a fence it
+     * cannot enforce); "" it does. The node is drained with reason
+     * CTL_UNFIT_PREFIX + why until the agent registers fit. */
+    char unfit[256];
     bool sched_dirty;     /* inventory/health changed: tell the scheduler */
     bool lost_at_start;   /* loaded lost: its jobs are requeued once (ctl_nodes_tick) */
     bool loss_pending;    /* its loss is being stored (ctl_nodes_tick): not yet lost */
     bool deleting;        /* an admin's delete is being stored (ctl_lifecycle.c): out of
                            * placement, its agent and other node changes answered 409 */
     int64_t loss_seen_ns; /* last_seen_ns when the loss was decided */
-    uint32_t sched_idx;   /* index in cr_sched */
+    /* NS_LOST: when its jobs' copies on the node are stopped by the node
+     * lease (ctl_lease_end_ns) and they may be requeued (monotonic); 0
+     * once they were. */
+    int64_t requeue_at_ns;
+    uint32_t sched_idx; /* index in cr_sched */
     bool in_sched;
     bool pending_approval;                /* node_approval manual: kept drained until approved */
     bool tls;                             /* the agent serves HTTPS */
     char agent_secret[CR_TOKEN_TEXT_MAX]; /* the controller's bearer for this agent ("" unknown) */
 } ctl_node;
+
+/* The node lease (docs/operations.md "Node lease"): an agent that no
+ * controller has answered for lease_s (= lost_after_s, told at register
+ * and in each status answer) stops its jobs, with grace_s before SIGKILL.
+ * A lost node's jobs are requeued only once lease_s + grace_s + this margin
+ * (the agent's loop turn and a call in flight) have passed since it was
+ * last heard, so a job's old copy is gone before its new one starts. */
+#define CTL_LEASE_MARGIN_S 5
+#define CTL_UNFIT_PREFIX   "agent takes no jobs: "
 
 typedef struct ctl_tenant {
     char name[CTL_NAME_MAX];
@@ -281,6 +300,9 @@ typedef struct ctl_config {
     int64_t election_ttl_s;  /* the leader's lease */
     char election[1024];     /* etcd client URLs of the election, comma-separated */
 } ctl_config;
+
+/* lost_after_s + grace_s + CTL_LEASE_MARGIN_S in nanoseconds. */
+int64_t ctl_lease_requeue_ns(const ctl_config *cfg);
 
 /* A job's Unix user on the nodes (ctl_runas.c). */
 typedef struct ctl_run_as {
@@ -736,6 +758,9 @@ typedef struct ctl_report ctl_report;
  * until the commit is over) to *r (created). mu held. */
 void ctl_report_end(ctl_report **r, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
                     const char *why, bool no_retry);
+/* The same for a run the agent stopped because its node lease ran out:
+ * requeued without using a retry, as a node loss would. mu held. */
+void ctl_report_lease_end(ctl_report **r, ctl *c, cr_store_txn *txn, ctl_job *j, const char *why);
 /* Defer req and commit txn (taken); then apply the ends (r taken) and
  * answer node's agent: 200 with the node's version and the fence list of
  * jobs (the report's), or 507/500 with memory unchanged. mu held. */

@@ -65,6 +65,8 @@ static const char *const job_members[] = {
     "mounts",
     "entrypoint",
     "pids",
+    /* the node lease leaves it running (docs/operations.md, "Node lease") */
+    "keep_running_on_partition",
     NULL,
 };
 static const char *const model_members[] = {"params",    "method", "tokens",
@@ -207,9 +209,11 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             goto out;
         }
     }
-    bool exclusive = false;
+    bool exclusive = false, keep_running = false;
     const char *sigspec = "";
     if ((rc = cr_json_bool(body, "", "exclusive", false, &exclusive, err)) != 0 ||
+        (rc = cr_json_bool(body, "", "keep_running_on_partition", false, &keep_running, err)) !=
+            0 ||
         (rc = cr_json_str(body, "", "warn_signal", false, 31, &sigspec, err)) != 0) {
         goto out;
     }
@@ -395,6 +399,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (exclusive) {
         json_object_set_new(j->spec, "exclusive", json_true());
+    }
+    if (keep_running) {
+        json_object_set_new(j->spec, "keep_running_on_partition", json_true());
     }
     if (*sigspec) {
         json_object_set_new(j->spec, "warn_signal", json_string(sigspec));

@@ -184,6 +184,9 @@ static void node_persist(cr_store_txn *txn, const ctl_node *n)
     }
     json_object_set_new(doc, "isolation", iso_json(n));
     json_object_set_new(doc, "tls", json_boolean(n->tls));
+    if (*n->unfit) {
+        json_object_set_new(doc, "unfit", json_string(n->unfit));
+    }
     /* "lost" survives a restart: a lost node stays out of placement until
      * its agent reports again. */
     json_object_set_new(doc, "lost", json_boolean(n->state == NS_LOST || n->loss_pending));
@@ -262,12 +265,38 @@ static int addr_check(const char *addr, bool link_local_ok, cr_json_err *err)
                         addr);
 }
 
+/* An agent that says it takes no jobs (unfit: its require_isolation is
+ * not met) has its node drained with the reason, so nothing is placed
+ * there; once it registers fit, a drain of that kind is lifted (an admin's
+ * own drain stays). mu held. */
+static void node_settle_unfit(ctl_node *n)
+{
+    size_t pl = strlen(CTL_UNFIT_PREFIX);
+    if (*n->unfit) {
+        if (!n->drained || strncmp(n->reason, CTL_UNFIT_PREFIX, pl) != 0) {
+            cr_warn("node=%s: its agent takes no jobs: %s", n->name, n->unfit);
+        }
+        n->drained = true;
+        if (n->state != NS_LOST) {
+            n->state = NS_DRAINED;
+        }
+        snprintf(n->reason, sizeof n->reason, CTL_UNFIT_PREFIX "%.230s", n->unfit);
+    } else if (n->drained && strncmp(n->reason, CTL_UNFIT_PREFIX, pl) == 0) {
+        cr_info("node=%s: its agent takes jobs again", n->name);
+        n->drained = false;
+        if (n->state != NS_LOST) {
+            n->state = NS_UP;
+        }
+        n->reason[0] = '\0';
+    }
+}
+
 /* Parse the inventory part of a registration (or a stored node doc). */
 static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_err *err)
 {
-    static const char *const members[] = {"node",      "addr", "port",      "rack",
-                                          "gpus",      "cpus", "mem_bytes", "running",
-                                          "isolation", "tls",  "labels",    NULL};
+    static const char *const members[] = {"node",   "addr",      "port",    "rack",      "gpus",
+                                          "cpus",   "mem_bytes", "running", "isolation", "tls",
+                                          "labels", "unfit",     NULL};
     static const char *const gpu_members[] = {"index",         "uuid",        "model",  "mem_bytes",
                                               "nvlink_domain", "health",      "reason", "mig",
                                               "shareable",     "mig_dynamic", NULL};
@@ -316,6 +345,14 @@ static int parse_inventory(const json_t *v, bool strict, ctl_node *n, cr_json_er
     }
     json_decref(n->labels);
     n->labels = labels && json_object_size(labels) ? json_deep_copy(labels) : NULL;
+    const char *unfit = "";
+    if ((rc = cr_json_str(v, "", "unfit", false, 255, &unfit, err)) != 0) {
+        return rc;
+    }
+    if (!ctl_text_clean(unfit)) {
+        return cr_json_fail(err, CR_EINVAL, "unfit", "field 'unfit': control characters");
+    }
+    snprintf(n->unfit, sizeof n->unfit, "%s", unfit);
     json_t *iso = NULL;
     if ((rc = cr_json_obj(v, "", "isolation", false, &iso, err)) != 0) {
         return rc;
@@ -735,15 +772,18 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
         n->mem_bytes = fresh->mem_bytes;
         memcpy(n->iso, fresh->iso, sizeof n->iso);
         memcpy(n->iso_detail, fresh->iso_detail, sizeof n->iso_detail);
+        memcpy(n->unfit, fresh->unfit, sizeof n->unfit);
         node_free(fresh);
         if (n->state == NS_LOST) {
             n->state = n->drained ? NS_DRAINED : NS_UP;
             snprintf(n->reason, sizeof n->reason, "%s", n->drained ? n->reason : "");
+            n->requeue_at_ns = 0;
         }
         node_mark_alloc(c, n);
         cr_info("node=%s re-registered: %zu GPUs, %zu jobs placed", n->name, n->ngpus, n->njobs);
         ctl_node_bump(c, n);
     }
+    node_settle_unfit(n);
     n->last_seen_ns = cr_mono_ns();
     n->sched_dirty = true;
     ctl_sched_kick(c);
@@ -754,11 +794,12 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
      * more (requeued while it was away) are killed before anything else. */
     json_t *fence = ctl_fence_list(c, n, running);
     ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:b,s:o}", "node_token", token, "agent_secret",
-                               n->agent_secret, "heartbeat_s", (json_int_t)c->cfg.heartbeat_s,
-                               "lost_after_s", (json_int_t)c->cfg.lost_after_s, "version",
-                               (json_int_t)n->version, "pending_approval", n->pending_approval,
-                               "fence", fence));
+                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:b,s:o}", "node_token", token,
+                               "agent_secret", n->agent_secret, "heartbeat_s",
+                               (json_int_t)c->cfg.heartbeat_s, "lost_after_s",
+                               (json_int_t)c->cfg.lost_after_s, "lease_s",
+                               (json_int_t)c->cfg.lost_after_s, "version", (json_int_t)n->version,
+                               "pending_approval", n->pending_approval, "fence", fence));
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
 }
@@ -775,8 +816,9 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
     static const char *const job_members[] = {
-        "job", "state",  "pid",   "exit_code",  "signal",        "run",     "port",
-        "oom", "reason", "fatal", "image_pull", "image_pull_ms", "sharing", NULL};
+        "job",     "state", "pid",           "exit_code",   "signal",     "run",
+        "port",    "oom",   "reason",        "fatal",       "image_pull", "image_pull_ms",
+        "sharing", "lease", "output_capped", "output_lost", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -835,6 +877,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_str(jr, path, "reason", false, 400, &text_ignored, &err) ||
             cr_json_str(jr, path, "image_pull", false, 300, &text_ignored, &err) ||
             cr_json_str(jr, path, "sharing", false, 300, &text_ignored, &err) ||
+            cr_json_int(jr, path, "output_capped", false, 1, INT64_MAX, &x, &err) ||
+            cr_json_str(jr, path, "output_lost", false, 200, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
             goto bad;
         }
@@ -870,6 +914,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     if (n->state == NS_LOST) {
         n->state = n->drained ? NS_DRAINED : NS_UP;
         n->sched_dirty = true;
+        n->requeue_at_ns = 0; /* the jobs still placed here stay (its agent kept them) */
         cr_info("node=%s is back", n->name);
         snprintf(n->reason, sizeof n->reason, "%s", n->drained ? n->reason : "");
         ctl_sched_kick(c);
@@ -960,6 +1005,29 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         snprintf(ev, sizeof ev, "%s (node %s)", how, n->name);
         cr_store_txn_event(txn, j->id, now, "shared", ev);
     }
+    /* Job output the agent capped (--log-max-bytes) or could not write
+     * (its disk full), once per run each (events). */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *run = json_object_get(jr, "run");
+        json_t *cap = json_object_get(jr, "output_capped");
+        const char *lost = json_string_value(json_object_get(jr, "output_lost"));
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!j || j->state != JS_RUNNING || (run && json_integer_value(run) != j->runs)) {
+            continue;
+        }
+        char ev[400];
+        if (cap && j->cap_event_run != j->runs) {
+            j->cap_event_run = j->runs;
+            snprintf(ev, sizeof ev, "output capped at %lld bytes on node %s: the rest was dropped",
+                     (long long)json_integer_value(cap), n->name);
+            cr_store_txn_event(txn, j->id, now, "output capped", ev);
+        }
+        if (lost && j->lost_event_run != j->runs && ctl_text_clean(lost)) {
+            j->lost_event_run = j->runs;
+            snprintf(ev, sizeof ev, "output lost on node %s: %s", n->name, lost);
+            cr_store_txn_event(txn, j->id, now, "output lost", ev);
+        }
+    }
     /* Ports the agent gave replicas (the current run's, on this node). */
     for (size_t i = 0; i < json_array_size(jobs); i++) {
         json_t *jr = json_array_get(jobs, i), *port = json_object_get(jr, "port");
@@ -1030,6 +1098,16 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             }
         }
         char why[600];
+        if (json_is_true(json_object_get(jr, "lease"))) {
+            /* Its agent stopped it when its node lease ran out (no
+             * controller answered): requeued, as the node's loss would. */
+            snprintf(why, sizeof why,
+                     "stopped on node %s when its node lease ran out (no controller answered "
+                     "for %llds)",
+                     n->name, (long long)c->cfg.lost_after_s);
+            ctl_report_lease_end(&rep, c, txn, j, why);
+            continue;
+        }
         bool fatal = false;
         const char *reason = json_string_value(json_object_get(jr, "reason"));
         if (reason && *reason && ctl_text_clean(reason)) {
@@ -1060,8 +1138,9 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         ctl_report_submit(rep, c, txn, req, n->name, jobs);
     } else {
         ctl_commit_reply(c, txn, req, 200,
-                         json_pack("{s:b,s:I,s:o}", "ok", 1, "version", (json_int_t)n->version,
-                                   "fence", ctl_fence_list(c, n, jobs)));
+                         json_pack("{s:b,s:I,s:o,s:I}", "ok", 1, "version", (json_int_t)n->version,
+                                   "fence", ctl_fence_list(c, n, jobs), "lease_s",
+                                   (json_int_t)c->cfg.lost_after_s));
     }
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
@@ -1236,6 +1315,7 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
                 n->state = NS_UP;
             }
             n->reason[0] = '\0';
+            node_settle_unfit(n); /* approved, but its agent takes no jobs */
             n->sched_dirty = true;
             ctl_sched_kick(c);
             cr_info("node=%s approved", n->name);
@@ -1279,6 +1359,15 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
             pthread_mutex_unlock(&c->mu);
             json_decref(v);
             ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", seg[2]);
+            return;
+        }
+        if (!drain && *n->unfit) {
+            pthread_mutex_unlock(&c->mu);
+            json_decref(v);
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL,
+                          "node '%s': its agent takes no jobs (%s); fix the node or its "
+                          "require_isolation, then restart the agent",
+                          n->name, n->unfit);
             return;
         }
         if (!drain && n->pending_approval) {
@@ -1404,10 +1493,20 @@ static void limits_apply(ctl *c, const limit_set *lim, int rc)
     }
 }
 
-/* Marks n lost (its loss is stored, or could not be): its jobs are
- * requeued into *txn without using a retry. mu held. */
+int64_t ctl_lease_requeue_ns(const ctl_config *cfg)
+{
+    return (cfg->lost_after_s + cfg->grace_s + CTL_LEASE_MARGIN_S) * CR_NS_PER_SEC;
+}
+
+static bool keeps_running(const ctl_job *j)
+{
+    return json_is_true(json_object_get(j->spec, "keep_running_on_partition"));
+}
+
 /* The jobs placed on lost node n end (requeued without using a retry)
- * into *txn. mu held. */
+ * into *txn, except those marked keep_running_on_partition: their agent
+ * keeps them running while cut off, so they stay placed on the node (back
+ * with it, or ended by a cancel or the node's delete). mu held. */
 static void node_requeue(ctl *c, ctl_node *n, cr_store_txn **txn)
 {
     if (!*txn) {
@@ -1416,29 +1515,46 @@ static void node_requeue(ctl *c, ctl_node *n, cr_store_txn **txn)
     }
     char why[400];
     snprintf(why, sizeof why, "node %s lost (%s)", n->name, n->reason);
-    while (n->njobs > 0) {
-        ctl_job *j = ctl_job_get(c, n->jobs[0]);
+    size_t nids = n->njobs, kept = 0;
+    int64_t *ids = cr_calloc(nids ? nids : 1, sizeof *ids);
+    memcpy(ids, n->jobs, nids * sizeof *ids);
+    for (size_t i = 0; i < nids; i++) {
+        ctl_job *j = ctl_job_get(c, ids[i]);
         if (!j) {
-            ctl_node_del_job(n, n->jobs[0]);
+            ctl_node_del_job(n, ids[i]);
+            continue;
+        }
+        if (keeps_running(j)) {
+            kept++;
             continue;
         }
         ctl_job_ended(c, *txn, j, 0, 0, why, true);
         ctl_node_del_job(n, j->id); /* in case the placement did not name it */
     }
+    free(ids);
+    if (kept > 0) {
+        cr_warn("node=%s lost: %zu job(s) marked keep_running_on_partition stay placed on it",
+                n->name, kept);
+    }
     ctl_node_bump(c, n);
     ctl_sched_kick(c);
 }
 
-/* Marks n lost (its loss is stored, or could not be) and requeues its
- * jobs into *txn. mu held. */
-static void node_lose(ctl *c, ctl_node *n, int64_t now_mono, cr_store_txn **txn)
+/* Marks n lost (its loss is stored, or could not be): out of placement
+ * now; its jobs are requeued into a later txn by ctl_nodes_tick once the
+ * node lease has stopped their copies there (requeue_at_ns). mu held. */
+static void node_lose(ctl *c, ctl_node *n, int64_t now_mono)
 {
     n->state = NS_LOST;
     snprintf(n->reason, sizeof n->reason, "no heartbeat for %llds",
              (long long)((now_mono - n->last_seen_ns) / CR_NS_PER_SEC));
-    cr_warn("node=%s lost: %s; requeueing %zu jobs", n->name, n->reason, n->njobs);
+    n->requeue_at_ns = n->last_seen_ns + ctl_lease_requeue_ns(&c->cfg);
+    cr_warn("node=%s lost: %s; its %zu job(s) are requeued in %.0fs, once the node lease has "
+            "stopped them there",
+            n->name, n->reason, n->njobs, (double)(n->requeue_at_ns - now_mono) / 1e9);
     n->sched_dirty = true;
-    node_requeue(c, n, txn);
+    ctl_node_bump(c, n);
+    ctl_sched_kick(c);
 }
 
 /* A node silent for longer than lost_after_s is lost. Commit first: the
@@ -1457,13 +1573,22 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
         ctl_desired_answer(c, n, true, now_mono);
         if (n->lost_at_start && c->sched_restored) {
             /* Stored lost with jobs still on it: the controller stopped
-             * between the loss's commit and the requeue's. Once. */
+             * before their requeue was stored. Their agent has not been
+             * answered since before the restart (last_seen_ns is the load
+             * time): requeued a whole lease wait from then. Once. */
             n->lost_at_start = false;
             if (n->state == NS_LOST && n->njobs > 0) {
-                cr_warn("node=%s was lost before the restart: requeueing %zu jobs", n->name,
-                        n->njobs);
-                node_requeue(c, n, &txn);
+                n->requeue_at_ns = n->last_seen_ns + ctl_lease_requeue_ns(&c->cfg);
+                cr_warn("node=%s was lost before the restart: its %zu job(s) are requeued in "
+                        "%.0fs",
+                        n->name, n->njobs, (double)(n->requeue_at_ns - now_mono) / 1e9);
             }
+        }
+        if (n->state == NS_LOST && n->requeue_at_ns > 0 && now_mono >= n->requeue_at_ns &&
+            !n->deleting) {
+            n->requeue_at_ns = 0;
+            cr_warn("node=%s: lost for its node lease and grace: requeueing its jobs", n->name);
+            node_requeue(c, n, &txn);
         }
         if (n->state == NS_LOST || n->loss_pending || n->deleting ||
             now_mono - n->last_seen_ns <= c->cfg.lost_after_s * CR_NS_PER_SEC) {
@@ -1515,7 +1640,7 @@ void ctl_nodes_tick(ctl *c, int64_t now_mono)
              * next change of the node (or lost again after a restart). */
             cr_warn("node=%s: its loss was not stored: %s", n->name, cr_strerror(rc));
         }
-        node_lose(c, n, cr_mono_ns(), &txn);
+        node_lose(c, n, cr_mono_ns());
     }
     if (txn) {
         cr_store_submit(c->store, txn, NULL, NULL);

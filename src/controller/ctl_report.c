@@ -77,8 +77,8 @@ struct ctl_report {
     char (*whys)[600];
 };
 
-void ctl_report_end(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
-                    const char *why, bool fatal)
+static void report_add(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
+                       const char *why, bool fatal, bool lease)
 {
     if (!*rp) {
         *rp = cr_calloc(1, sizeof **rp);
@@ -101,10 +101,22 @@ void ctl_report_end(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, int 
     r->codes[i] = code;
     r->sigs[i] = sig;
     snprintf(r->whys[i], sizeof r->whys[i], "%s", why);
-    r->ends[i] = ctl_job_end_prepare(c, txn, j, code, sig, why, fatal);
+    r->ends[i] = lease ? ctl_job_lost_prepare(c, txn, j, why)
+                       : ctl_job_end_prepare(c, txn, j, code, sig, why, fatal);
     j->committing = true;
     j->ending = true; /* no loss or preemption may requeue it now (ctl_job_end_held) */
     j->end_deferred = false;
+}
+
+void ctl_report_end(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
+                    const char *why, bool fatal)
+{
+    report_add(rp, c, txn, j, code, sig, why, fatal, false);
+}
+
+void ctl_report_lease_end(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, const char *why)
+{
+    report_add(rp, c, txn, j, 0, 0, why, false, true);
 }
 
 static void report_free(ctl_report *r)
@@ -176,10 +188,11 @@ static void report_committed(void *arg, int status)
         cr_store_submit(c->store, again, NULL, NULL);
     }
     ctl_node *n = ctl_node_find(c, r->node);
-    json_t *body = status == 0 && n
-                       ? json_pack("{s:b,s:I,s:o}", "ok", 1, "version", (json_int_t)n->version,
-                                   "fence", ctl_fence_list(c, n, r->jobs))
-                       : NULL;
+    json_t *body =
+        status == 0 && n
+            ? json_pack("{s:b,s:I,s:o,s:I}", "ok", 1, "version", (json_int_t)n->version, "fence",
+                        ctl_fence_list(c, n, r->jobs), "lease_s", (json_int_t)c->cfg.lost_after_s)
+            : NULL;
     pthread_mutex_unlock(&c->mu);
     if (status != 0) {
         cr_warn("node=%s: a report of %zu job ends was not stored (%s): the jobs stay running "

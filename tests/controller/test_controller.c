@@ -713,7 +713,7 @@ static void test_agent_protocol(void **state)
     FILE *cf = fopen(cfg, "w");
     assert_non_null(cf);
     fputs("{\"prices\": {\"A100 SXM\": 2.0}, \"heartbeat_s\": 1, \"lost_after_s\": 2,\n"
-          " \"grace_s\": 10}\n",
+          " \"grace_s\": 1}\n",
           cf);
     fclose(cf);
     snprintf(extra, sizeof extra, "--config %s", cfg);
@@ -821,9 +821,27 @@ static void test_agent_protocol(void **state)
     json_decref(entry);
     wait_state(&d, id, "running");
 
-    /* The node goes silent: lost, and the job is requeued; a node loss is
-     * not the job's failure, so it uses no retry. */
+    /* The node goes silent: lost (out of placement) after lost_after_s,
+     * but its job is requeued only once the node lease has stopped it
+     * there (lost_after_s + grace_s + CTL_LEASE_MARGIN_S = 8 s after the
+     * node was last heard): it is still running when the node is lost. */
     deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        v = call(&d, "GET", "/v1/nodes/n1", d.admin, NULL, &code);
+        bool lost = strcmp(str(v, "state"), "lost") == 0;
+        json_decref(v);
+        if (lost) {
+            break;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+    v = job(&d, id);
+    assert_string_equal(str(v, "state"), "running");
+    json_decref(v);
+    /* Then it is requeued; a node loss is not the job's failure, so it
+     * uses no retry. */
+    deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
     for (;;) {
         v = job(&d, id);
         bool requeued = strcmp(str(v, "state"), "pending") == 0;

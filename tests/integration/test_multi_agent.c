@@ -309,7 +309,9 @@ static int setup(void **state)
     if (!cf) {
         return -1;
     }
-    fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\"}\n", E.dir);
+    /* grace_s 1: a lost node's jobs are requeued 3 + 1 + 5 s after it was
+     * last heard (the node lease, docs/operations.md). */
+    fprintf(cf, "{\"checkpoint_root\": \"%s/ckpt\", \"grace_s\": 1}\n", E.dir);
     fclose(cf);
     /* The controller's state on a small disk of its own, so a test can fill
      * it (root; without, those tests skip). */

@@ -29,6 +29,7 @@ section_reasons() {
 #!/bin/sh
 [ "$1" = --version ] && echo "podman version 4.9.9" && exit 0
 # the image lookup (image inspect --format={{.Id}}): one image id
+case "$*" in *absent*) [ "$1" = image ] && exit 1 ;; esac # an image the node does not have
 [ "$1" = image ] && [ "$2" = inspect ] && echo "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef" && exit 0
 for a in "$@"; do
     if [ "$a" = run ]; then
@@ -41,7 +42,10 @@ EOF
     chmod 755 "$DIR/podman"
     cr_start_controller "$DIR/ctl" --allow-legacy-join
     cr_start_agent n1 "$DIR/n1" "$DIR/agent.log" --gpus "sim:1xL4" --podman "$DIR/podman"
+    local ag=$!
     wait_for 60 node_up n1 || fail "agent did not register"
+    local fd0
+    fd0=$(readlink "/proc/$ag/fd/0")
     local nodir=$DIR/no-such-dir
     j1=$(c submit -n out -o "$nodir/x.log" -- true | jid)
     wait_for 60 ended "$j1" || fail "job $j1 did not end: $(c show "$j1")"
@@ -59,6 +63,21 @@ EOF
     j4=$(c submit -n own -- sh -c 'echo "corral-ish but not ours" >&2; exit 126' | jid)
     wait_for 60 ended "$j4" || fail "job $j4 did not end"
     c show "$j4" | grep -q "exited with code 126" || fail "job $j4: $(c show "$j4")"
+    # Starts that fail before the job exists (an image the node lacks): once
+    # the controller has seen their end, the agent forgets them (journal
+    # "F ID"), and that must close none of the agent's own descriptors (an
+    # entry left with init_fd 0 closed descriptor 0, by then a client's
+    # socket or a device filter program: libmicrohttpd aborted with "Close
+    # socket failed", issue 24).
+    for k in 5 6; do
+        jk=$(c submit -n absent --image localhost/absent:1 -- true | jid)
+        wait_for 60 ended "$jk" || fail "job $jk did not end: $(c show "$jk")"
+        c show "$jk" | grep -q "not in this node's image store" || fail "job $jk: $(c show "$jk")"
+        wait_for 60 grep -qx "F $jk" "$DIR/n1/jobs.journal" || fail "the agent did not forget job $jk"
+    done
+    [ "$(readlink "/proc/$ag/fd/0")" = "$fd0" ] ||
+        fail "the agent's descriptor 0 was $fd0, now $(readlink "/proc/$ag/fd/0"): closed by a forgotten entry"
+    c nodes | grep -q 'n1.* up ' || fail "agent n1 not up after the failed starts: $(c nodes)"
     echo "ok: reasons"
 }
 
