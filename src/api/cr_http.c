@@ -12,6 +12,7 @@
 #include "cr_http.h"
 
 #include "cr_alloc.h"
+#include "cr_http_strict.h"
 #include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_log.h"
@@ -167,7 +168,10 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 {
     cr_http_server *s = cls;
     cr_http_req *r = *con_cls;
-    if (!r) {
+    if (!r || r == CR_HTTP_BAD_URI) {
+        const char *bad = r == CR_HTTP_BAD_URI
+                              ? "the request target has a control byte (raw or %-encoded)"
+                              : cr_http_strict_head(conn, method, version);
         r = cr_calloc(1, sizeof *r);
         pthread_mutex_init(&r->mu, NULL);
         r->srv = s;
@@ -189,6 +193,19 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             }
         }
         *con_cls = r;
+        if (bad) {
+            /* Before libmicrohttpd reads any body: the connection ends with
+             * the answer, so nothing after this head is read as a request. */
+            size_t len = 0;
+            char *b = json_error_body("CR_EINVAL", bad, &len);
+            set_answer(r, 400, "application/json", b, len);
+            cr_http_add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+            r->state = REQ_ANSWERED;
+            r->route = "bad_framing";
+            http_guard_phase(s->guard, conn, HG_NONE);
+            http_guard_malformed(s->guard, r->peer, bad);
+            return queue_answer(r);
+        }
         http_guard_phase(s->guard, conn, HG_BODY);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -375,6 +392,8 @@ int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.timeout_s, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_conns, NULL},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+        {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)cr_http_strict_uri, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, s},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_guard_notify, s->guard},
         {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)(s->cfg.max_conns_per_ip + HG_PER_IP_SLACK),

@@ -44,7 +44,7 @@ typedef struct hg_note {
     int64_t last_ns; /* when the last line was written; 0 = never */
 } hg_note;
 
-enum { NOTE_PER_IP = 0, NOTE_REAPED, NOTE_MHD, NOTE_COUNT };
+enum { NOTE_PER_IP = 0, NOTE_REAPED, NOTE_MHD, NOTE_FRAMING, NOTE_COUNT };
 
 struct http_guard {
     pthread_mutex_t mu;        /* guards everything below */
@@ -259,6 +259,21 @@ void http_guard_phase(http_guard *g, struct MHD_Connection *conn, enum http_guar
     pthread_mutex_lock(&g->mu);
     c->deadline_ns = span ? cr_mono_ns() + span : 0;
     pthread_mutex_unlock(&g->mu);
+}
+
+void http_guard_malformed(http_guard *g, const char *peer, const char *why)
+{
+    if (!g) {
+        return;
+    }
+    pthread_mutex_lock(&g->mu);
+    uint64_t since = 0;
+    bool due = note_due(g, NOTE_FRAMING, &since);
+    pthread_mutex_unlock(&g->mu);
+    if (due) {
+        cr_warn("http: answered %llu malformed request(s) 400 and closed them (last from %s: %s)",
+                (unsigned long long)since, peer, why);
+    }
 }
 
 int http_guard_log(http_guard *g, const char *line)

@@ -54,6 +54,10 @@ void http_guard_notify(void *cls, struct MHD_Connection *conn, void **socket_con
                        enum MHD_ConnectionNotificationCode toe);
 /* The connection's request moved to phase (see above). */
 void http_guard_phase(http_guard *g, struct MHD_Connection *conn, enum http_guard_phase phase);
+/* A request head refused as malformed (cr_http_strict.h): a warning at
+ * most every 10 s with the count; peer and why borrowed (why is static
+ * text, never the request's bytes). */
+void http_guard_malformed(http_guard *g, const char *peer, const char *why);
 /* A libmicrohttpd log line: resource complaints become rate-limited
  * warnings; returns 1 when it handled the line, 0 otherwise. */
 int http_guard_log(http_guard *g, const char *line);

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The controller's HTTP limits (docs/operations.md, "Connection limits and
-# timeouts"): a request head or body dripped byte by byte is closed at its
+# timeouts"): malformed request framing is refused; a request head or body dripped byte by byte is closed at its
 # deadline although bytes keep coming (libmicrohttpd's own timeout is an
 # idle one); a client over max_conns_per_ip is refused and that is logged;
 # at its descriptor limit the controller logs it (rate-limited) and serves
@@ -42,6 +42,19 @@ cat >"$T/cfg.json" <<'JSON'
 {"header_timeout_s": 1, "body_timeout_s": 1, "request_timeout_s": 60, "max_conns_per_ip": 8}
 JSON
 start
+
+# Strict framing (issue 24): each malformed head of http_framing.py is
+# answered 400 (431 when oversized) and its connection closed.
+python3 "$(dirname "$0")/../integration/http_framing.py" "${ADDR%:*}" "${ADDR##*:}" /v1/jobs \
+    >"$T/framing.out" || { cat "$T/framing.out"; fail "the controller served a malformed request"; }
+
+# A state= list is read whole (it was cut at 255 bytes, and an unknown
+# state past the cut was never seen): 400 naming the state at the end.
+list=$(printf 'pending,%.0s' $(seq 40))bogus
+code=$(curl -s -o "$T/list.out" -w '%{http_code}' -H "Authorization: Bearer $(cat "$T/state/admin.token")" \
+    "http://$ADDR/v1/jobs?state=$list" || true)
+[ "$code" = 400 ] && grep -q "unknown state 'bogus'" "$T/list.out" ||
+    fail "a long state= list was answered $code: $(cat "$T/list.out")"
 
 # drip HEAD|BODY: one byte every 200 ms; exit 0 when the server closes
 # within 8 s.
