@@ -161,7 +161,7 @@ NT=$(curl -s -H "Authorization: Bearer $BT" -H 'Content-Type: application/json' 
 USER=$(CORRAL_SERVER=http://$ADDR CORRAL_TOKEN=$ADMIN "$BIN" tokens create --role user --tenant default --name u1 2>/dev/null)
 [ -n "$USER" ] || fail "no user token"
 python3 - "${ADDR%:*}" "${ADDR##*:}" "$NT" "$USER" <<'PY' || fail "a tenant's connections locked out the node's agent"
-import socket, sys
+import socket, sys, time
 host, port, agent, user = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def ask(token, path="/v1/agents/n1/desired"):
@@ -196,13 +196,14 @@ for s in busy:
     assert got.startswith(b"HTTP/1.1 100"), got
 # A user's request over the cap is in the reserve: 503. (A connection the
 # setup's curl left in keep-alive may still be there, idle, until the
-# server reads its close: a newcomer takes its place and is served; so ask
-# until the reserve answers, a bounded number of times.)
-st_user = ""
-for _ in range(20):
+# server reads its close: a newcomer takes its place and is served; so poll
+# until the reserve answers, with a deadline.)
+st_user, end = "", time.time() + 30
+while time.time() < end:
     st_user = ask(user, "/v1/jobs")
     if not st_user.startswith("HTTP/1.1 200"):
         break
+    time.sleep(0.05)
 st_agent = ask(agent)
 print("256 busy connections, the user's request:", st_user, "the agent's:", st_agent)
 ok = st_agent.startswith("HTTP/1.1 200") and st_user.startswith("HTTP/1.1 503")
@@ -230,7 +231,7 @@ ADMIN=$(cat "$T/state/admin.token")
 U1=$(CORRAL_SERVER=http://$ADDR CORRAL_TOKEN=$ADMIN "$BIN" tokens create --role user --tenant default --name u1 2>/dev/null)
 U2=$(CORRAL_SERVER=http://$ADDR CORRAL_TOKEN=$ADMIN "$BIN" tokens create --role user --tenant default --name u2 2>/dev/null)
 python3 - "${ADDR%:*}" "${ADDR##*:}" "$U1" "$U2" <<'PY' || fail "per-token connection cap"
-import socket, sys
+import socket, sys, time
 host, port, u1, u2 = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 
 def ask(token):
@@ -264,12 +265,13 @@ for _ in range(4):
 over = ask(u1)
 other = ask(u2)
 busy.pop().close()
-# the server reads that close in its own time: ask until served (bounded)
-again = ("", False)
-for _ in range(200):
+# the server reads that close in its own time: poll until served (deadline)
+again, end = ("", False), time.time() + 30
+while time.time() < end:
     again = ask(u1)
     if again[0].startswith("HTTP/1.1 200"):
         break
+    time.sleep(0.05)
 print("fifth connection of u1:", over, "u2:", other, "u1 after one closed:", again)
 ok = over[0].startswith("HTTP/1.1 429") and over[1] and other[0].startswith("HTTP/1.1 200") \
     and again[0].startswith("HTTP/1.1 200")
