@@ -140,7 +140,10 @@ const char *cr_http_strict_head(struct MHD_Connection *conn, const char *method,
                                 const char *version)
 {
     (void)method;
-    fields *fs = &(fields){.n = 0};
+    fields all; /* on the stack (8 KiB); only n and over need a value */
+    fields *fs = &all;
+    fs->n = 0;
+    fs->over = false;
     MHD_get_connection_values_n(conn, MHD_HEADER_KIND, collect, fs);
     if (fs->over) {
         return "too many header fields";
