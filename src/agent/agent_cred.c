@@ -18,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <sodium.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -74,13 +75,16 @@ int cr__agent_cred_save(agent *a)
     unlink(tmp);
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     size_t len = text ? strlen(text) : 0;
-    if (fd >= 0 && text && write(fd, text, len) == (ssize_t)len && fsync(fd) == 0 &&
-        close(fd) == 0) {
-        fd = -1;
-        rc = rename(tmp, path) == 0 ? 0 : CR_EIO;
-    }
+    bool ok = fd >= 0 && text && write(fd, text, len) == (ssize_t)len && fsync(fd) == 0;
     if (fd >= 0) {
-        close(fd);
+        /* Exactly once: a close that fails has still released the number
+         * (Linux), and a second close would take whatever another thread
+         * opened since (a libmicrohttpd socket: "Close socket failed"). */
+        ok = close(fd) == 0 && ok;
+        fd = -1;
+    }
+    if (ok) {
+        rc = rename(tmp, path) == 0 ? 0 : CR_EIO;
     }
     if (rc != 0) {
         cr_warn("agent: cannot write %s: %s", path, strerror(errno));

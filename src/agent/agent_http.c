@@ -19,6 +19,7 @@
 #include "cr_alloc.h"
 #include "cr_auth.h"
 #include "cr_error.h"
+#include "cr_http_strict.h"
 #include "cr_parse.h"
 #include "cr_task_env.h"
 #include "cr_time.h"
@@ -37,6 +38,20 @@
 #include <unistd.h>
 
 #define LOG_CHUNK_MAX (1u << 20)
+
+/* The server's documented limits (docs/operations.md, "Agent HTTP"): a
+ * pool of event threads (epoll, no thread per connection), at most
+ * HTTP_MAX_CONNS connections in all and HTTP_MAX_CONNS_PER_IP from one
+ * address (the controller's logs proxy and a Prometheus scraper need a
+ * few), an idle connection closed after HTTP_IDLE_TIMEOUT_S. A log follower
+ * waits on a pool thread, so at most HTTP_MAX_FOLLOWERS wait at once (one
+ * thread is always left for /metrics and /v1/health); the next one is
+ * answered at once with what the log has, and polls again. */
+#define HTTP_THREADS          4
+#define HTTP_MAX_CONNS        256
+#define HTTP_MAX_CONNS_PER_IP 64
+#define HTTP_IDLE_TIMEOUT_S   60
+#define HTTP_MAX_FOLLOWERS    (HTTP_THREADS - 1)
 
 static void label_value(cr_buf *b, const char *s)
 {
@@ -225,6 +240,10 @@ static enum MHD_Result reply(struct MHD_Connection *c, unsigned code, const char
     struct MHD_Response *r =
         MHD_create_response_from_buffer(len, (void *)body, MHD_RESPMEM_MUST_COPY);
     MHD_add_response_header(r, "Content-Type", type);
+    if (code == 400) {
+        /* A refused head (cr_http_strict.h): nothing after it is read. */
+        MHD_add_response_header(r, "Connection", "close");
+    }
     if (next_offset >= 0) {
         char v[32];
         snprintf(v, sizeof v, "%lld", (long long)next_offset);
@@ -318,6 +337,10 @@ static int job_done(agent *a, int64_t job)
     return !live;
 }
 
+static enum MHD_Result serve_log_file(agent *a, struct MHD_Connection *c, int64_t job,
+                                      int64_t offset, int64_t rank, const char *suffix,
+                                      int following);
+
 static enum MHD_Result serve_logs(agent *a, struct MHD_Connection *c, const char *idtext)
 {
     int64_t job, offset = 0;
@@ -352,6 +375,22 @@ static enum MHD_Result serve_logs(agent *a, struct MHD_Connection *c, const char
         return error(c, 400, "CR_EINVAL", "rank must be a task rank >= 0", "rank");
     }
     int following = follow && strcmp(follow, "1") == 0;
+    if (following && atomic_fetch_add(&a->http_followers, 1) >= HTTP_MAX_FOLLOWERS) {
+        atomic_fetch_sub(&a->http_followers, 1);
+        following = 0; /* every waiting slot taken: answer now */
+    }
+    enum MHD_Result ret = serve_log_file(a, c, job, offset, rank, suffix, following);
+    if (following) {
+        atomic_fetch_sub(&a->http_followers, 1);
+    }
+    return ret;
+}
+
+/* The log bytes from offset (following: waiting up to 20 s for some). */
+static enum MHD_Result serve_log_file(agent *a, struct MHD_Connection *c, int64_t job,
+                                      int64_t offset, int64_t rank, const char *suffix,
+                                      int following)
+{
     int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
     /* A node running several tasks of the job keeps one log per task
      * (cr_task_log_path); one running a single task, the job's log. */
@@ -405,6 +444,14 @@ static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *
                                size_t *upload_size, void **con_cls)
 {
     agent *a = cls;
+    (void)upload;
+    (void)upload_size;
+    const char *bad = *con_cls == CR_HTTP_BAD_URI
+                          ? "the request target has a control byte (raw or %-encoded)"
+                          : cr_http_strict_head(c, method, version);
+    if (bad) {
+        return error(c, 400, "CR_EINVAL", bad, NULL);
+    }
     if (strcmp(method, "GET") != 0) {
         return error(c, 405, "CR_ENOTSUP", "only GET is served here", NULL);
     }
@@ -471,8 +518,17 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen)
         snprintf(err, errlen, "--listen: '%s' is not an IPv4 address", a->cfg.listen_host);
         return CR_EINVAL;
     }
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL;
     struct MHD_Daemon *d = NULL;
+    struct MHD_OptionItem limits[] = {
+        {MHD_OPTION_THREAD_POOL_SIZE, HTTP_THREADS, NULL},
+        {MHD_OPTION_CONNECTION_LIMIT, HTTP_MAX_CONNS, NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, HTTP_MAX_CONNS_PER_IP, NULL},
+        {MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_TIMEOUT_S, NULL},
+        {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)cr_http_strict_uri, NULL},
+        {MHD_OPTION_END, 0, NULL},
+    };
     if (a->cfg.tls_cert) {
         char *cert = read_pem(a->cfg.tls_cert), *key = read_pem(a->cfg.tls_key);
         if (!cert || !key) {
@@ -492,15 +548,14 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen)
         if (trust) {
             /* With a trust list libmicrohttpd asks each caller for its certificate. */
             d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handler, a,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-                                 MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key,
-                                 MHD_OPTION_HTTPS_MEM_TRUST, trust, MHD_OPTION_END);
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_ARRAY,
+                                 limits, MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY,
+                                 key, MHD_OPTION_HTTPS_MEM_TRUST, trust, MHD_OPTION_END);
         } else {
-            d = MHD_start_daemon(
-                flags | MHD_USE_TLS, 0, NULL, NULL, handler, a, MHD_OPTION_SOCK_ADDR,
-                (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-                MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY, key, MHD_OPTION_END);
+            d = MHD_start_daemon(flags | MHD_USE_TLS, 0, NULL, NULL, handler, a,
+                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&sa, MHD_OPTION_ARRAY,
+                                 limits, MHD_OPTION_HTTPS_MEM_CERT, cert, MHD_OPTION_HTTPS_MEM_KEY,
+                                 key, MHD_OPTION_END);
         }
         /* Kept until the daemon stops (libmicrohttpd borrows them). */
         a->tls_pem[0] = cert;
@@ -508,8 +563,7 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen)
         a->tls_pem[2] = trust;
     } else {
         d = MHD_start_daemon(flags, 0, NULL, NULL, handler, a, MHD_OPTION_SOCK_ADDR,
-                             (struct sockaddr *)&sa, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-                             MHD_OPTION_END);
+                             (struct sockaddr *)&sa, MHD_OPTION_ARRAY, limits, MHD_OPTION_END);
     }
     if (!d) {
         snprintf(err, errlen, "--listen: cannot listen on %s:%d", a->cfg.listen_host,

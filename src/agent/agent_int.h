@@ -137,7 +137,8 @@ typedef struct agent {
     int wake_rd, wake_wr; /* pipe: poller -> main */
     pthread_t poller;
     int poller_started;
-    void *mhd;            /* struct MHD_Daemon * */
+    void *mhd;                 /* struct MHD_Daemon * */
+    atomic_int http_followers; /* log requests waiting for bytes now (agent_http.c) */
     char *tls_pem[3];     /* owned: --tls-cert, --tls-key, --tls-client-ca texts while serving */
     cr_client *status_cl; /* controller client, owned; main thread only */
     int jobmap_warned;    /* main only: a job-map write failure was logged */

@@ -12,6 +12,7 @@
 #include "cr_http.h"
 
 #include "cr_alloc.h"
+#include "cr_http_strict.h"
 #include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_log.h"
@@ -167,7 +168,10 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
 {
     cr_http_server *s = cls;
     cr_http_req *r = *con_cls;
-    if (!r) {
+    if (!r || r == CR_HTTP_BAD_URI) {
+        const char *bad = r == CR_HTTP_BAD_URI
+                              ? "the request target has a control byte (raw or %-encoded)"
+                              : cr_http_strict_head(conn, method, version);
         r = cr_calloc(1, sizeof *r);
         pthread_mutex_init(&r->mu, NULL);
         r->srv = s;
@@ -189,6 +193,33 @@ static enum MHD_Result access_cb(void *cls, struct MHD_Connection *conn, const c
             }
         }
         *con_cls = r;
+        if (bad) {
+            /* Before libmicrohttpd reads any body: the connection ends with
+             * the answer, so nothing after this head is read as a request. */
+            size_t len = 0;
+            char *b = json_error_body("CR_EINVAL", bad, &len);
+            set_answer(r, 400, "application/json", b, len);
+            cr_http_add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+            r->state = REQ_ANSWERED;
+            r->route = "bad_framing";
+            http_guard_phase(s->guard, conn, HG_NONE);
+            http_guard_malformed(s->guard, r->peer, bad);
+            return queue_answer(r);
+        }
+        if (s->cfg.on_head && !s->cfg.on_head(s->cfg.ctx, r)) {
+            pthread_mutex_lock(&r->mu);
+            bool answered = r->state == REQ_ANSWERED;
+            pthread_mutex_unlock(&r->mu);
+            if (!answered) {
+                size_t len = 0;
+                char *b = json_error_body("CR_EIO", "no answer", &len);
+                set_answer(r, 500, "application/json", b, len);
+                r->state = REQ_ANSWERED;
+            }
+            cr_http_add_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+            http_guard_phase(s->guard, conn, HG_NONE);
+            return queue_answer(r);
+        }
         http_guard_phase(s->guard, conn, HG_BODY);
         const char *cl =
             MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
@@ -333,8 +364,14 @@ int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
     if (!s->cfg.max_conns_per_ip) {
         s->cfg.max_conns_per_ip = 256;
     }
-    s->guard =
-        http_guard_new(s->cfg.header_timeout_s, s->cfg.body_timeout_s, s->cfg.max_conns_per_ip);
+    if (!s->cfg.conns_reserved) {
+        s->cfg.conns_reserved = 32;
+    }
+    if (!s->cfg.max_conns_per_token) {
+        s->cfg.max_conns_per_token = 64;
+    }
+    s->guard = http_guard_new(s->cfg.header_timeout_s, s->cfg.body_timeout_s,
+                              s->cfg.max_conns_per_ip, s->cfg.conns_reserved);
     if (!s->guard) {
         free(s);
         return CR_EIO;
@@ -375,10 +412,12 @@ int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out)
         {MHD_OPTION_CONNECTION_TIMEOUT, (intptr_t)s->cfg.timeout_s, NULL},
         {MHD_OPTION_CONNECTION_LIMIT, (intptr_t)s->cfg.max_conns, NULL},
         {MHD_OPTION_LISTEN_BACKLOG_SIZE, 1024, NULL},
+        {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
+        {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)cr_http_strict_uri, NULL},
         {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)completed_cb, s},
         {MHD_OPTION_NOTIFY_CONNECTION, (intptr_t)http_guard_notify, s->guard},
-        {MHD_OPTION_PER_IP_CONNECTION_LIMIT, (intptr_t)(s->cfg.max_conns_per_ip + HG_PER_IP_SLACK),
-         NULL},
+        {MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+         (intptr_t)(s->cfg.max_conns_per_ip + s->cfg.conns_reserved + HG_PER_IP_SLACK), NULL},
         {MHD_OPTION_EXTERNAL_LOGGER, (intptr_t)mhd_log, s},
         {tls ? MHD_OPTION_HTTPS_MEM_CERT : MHD_OPTION_END, 0, (void *)cfg->tls_cert_pem},
         {tls ? MHD_OPTION_HTTPS_MEM_KEY : MHD_OPTION_END, 0, (void *)cfg->tls_key_pem},
@@ -549,6 +588,21 @@ const char *cr_http_body(const cr_http_req *r, size_t *len)
 const char *cr_http_peer(const cr_http_req *r)
 {
     return r->peer;
+}
+
+bool cr_http_conn_reserved(const cr_http_req *r)
+{
+    return http_guard_reserved(r->srv->guard, r->conn);
+}
+
+void cr_http_conn_privileged(cr_http_req *r)
+{
+    http_guard_privileged(r->srv->guard, r->conn);
+}
+
+bool cr_http_conn_charge(cr_http_req *r, const void *key, size_t len)
+{
+    return http_guard_charge(r->srv->guard, r->conn, key, len, r->srv->cfg.max_conns_per_token);
 }
 
 void cr_http_set_route(cr_http_req *r, const char *route)

@@ -22,6 +22,7 @@
 #ifndef CR_HTTP_H
 #define CR_HTTP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,26 +30,34 @@ typedef struct cr_http_server cr_http_server;
 typedef struct cr_http_req cr_http_req;
 
 typedef void (*cr_http_handler)(void *ctx, cr_http_req *req);
+/* Called once the request head is read, before its body: return false
+ * after answering with cr_http_respond (the body is not read, the
+ * connection closes); true to go on. Only headers, method, path and peer
+ * may be read here. */
+typedef bool (*cr_http_head_hook)(void *ctx, cr_http_req *req);
 /* Called after an answer is queued: route label (never NULL), status, and
  * the time from the request's first byte to the answer. */
 typedef void (*cr_http_observer)(void *ctx, const char *method, const char *route, unsigned status,
                                  int64_t dur_ns);
 
 typedef struct cr_http_config {
-    const char *bind_addr;     /* IPv4 or IPv6 literal; NULL = 127.0.0.1 */
-    uint16_t port;             /* 0 = an ephemeral port (see cr_http_server_port) */
-    const char *tls_cert_pem;  /* PEM contents (not a path) or NULL for plain HTTP */
-    const char *tls_key_pem;   /* PEM contents or NULL */
-    size_t max_body_bytes;     /* 0 = 1 MiB */
-    unsigned timeout_s;        /* idle connection timeout; 0 = 30 */
-    unsigned header_timeout_s; /* accept or last answer -> request head complete; 0 = 30 */
-    unsigned body_timeout_s;   /* head complete -> body complete; 0 = 60 */
-    unsigned max_conns_per_ip; /* open connections per client address; 0 = 256 */
-    unsigned threads;          /* event threads; 0 = 2 */
-    unsigned max_conns;        /* 0 = 4096 */
-    cr_http_handler handler;   /* required */
-    cr_http_observer observe;  /* optional */
-    void *ctx;                 /* borrowed; passed to handler and observe */
+    const char *bind_addr;        /* IPv4 or IPv6 literal; NULL = 127.0.0.1 */
+    uint16_t port;                /* 0 = an ephemeral port (see cr_http_server_port) */
+    const char *tls_cert_pem;     /* PEM contents (not a path) or NULL for plain HTTP */
+    const char *tls_key_pem;      /* PEM contents or NULL */
+    size_t max_body_bytes;        /* 0 = 1 MiB */
+    unsigned timeout_s;           /* idle connection timeout; 0 = 30 */
+    unsigned header_timeout_s;    /* accept or last answer -> request head complete; 0 = 30 */
+    unsigned body_timeout_s;      /* head complete -> body complete; 0 = 60 */
+    unsigned max_conns_per_ip;    /* open connections per client address; 0 = 256 */
+    unsigned conns_reserved;      /* more per address for agents and admins only; 0 = 32 */
+    unsigned max_conns_per_token; /* connections charged to one token; 0 = 64 */
+    unsigned threads;             /* event threads; 0 = 2 */
+    unsigned max_conns;           /* 0 = 4096 */
+    cr_http_handler handler;      /* required */
+    cr_http_head_hook on_head;    /* optional */
+    cr_http_observer observe;     /* optional */
+    void *ctx;                    /* borrowed; passed to handler and observe */
 } cr_http_config;
 
 /* Start serving. Returns 0 and *out (free with cr_http_server_free), or
@@ -78,6 +87,21 @@ const char *cr_http_header(const cr_http_req *r, const char *name);
 const char *cr_http_body(const cr_http_req *r, size_t *len);
 /* The peer address as text ("127.0.0.1"). */
 const char *cr_http_peer(const cr_http_req *r);
+
+/* Connection limits keyed so that one client cannot lock out another on
+ * its address (http_guard.h): a connection over max_conns_per_ip first
+ * takes the place of the oldest idle one of that address that never
+ * carried a privileged request; without one it is in the reserve
+ * (conns_reserved more), where the handler must serve only agents' and
+ * admins' requests: cr_http_conn_reserved is true there until
+ * cr_http_conn_privileged. cr_http_conn_privileged: this request is an
+ * agent's or an admin's (the connection is never evicted, and not charged
+ * to a token). cr_http_conn_charge: charge the connection to the caller's
+ * token key (borrowed, up to 24 bytes); false when that token holds
+ * max_conns_per_token connections already (answer 429 and close). */
+bool cr_http_conn_reserved(const cr_http_req *r);
+void cr_http_conn_privileged(cr_http_req *r);
+bool cr_http_conn_charge(cr_http_req *r, const void *key, size_t len);
 
 /* Route label for metrics ("/v1/jobs/{id}"); borrowed, must be static. */
 void cr_http_set_route(cr_http_req *r, const char *route);

@@ -41,6 +41,9 @@ typedef struct mhd_api {
                                            const char *);
     int (*get_connection_values)(struct MHD_Connection *, enum MHD_ValueKind, MHD_KeyValueIterator,
                                  void *);
+    int (*get_connection_values_n)(struct MHD_Connection *, enum MHD_ValueKind,
+                                   MHD_KeyValueIteratorN, void *);
+    const char *(*get_version)(void);
     struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
                                                         enum MHD_ResponseMemoryMode);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
@@ -76,6 +79,8 @@ static void api_load(void)
     SYM(get_connection_info, "MHD_get_connection_info");
     SYM(lookup_connection_value, "MHD_lookup_connection_value");
     SYM(get_connection_values, "MHD_get_connection_values");
+    SYM(get_connection_values_n, "MHD_get_connection_values_n");
+    SYM(get_version, "MHD_get_version");
     SYM(create_response_from_buffer, "MHD_create_response_from_buffer");
     SYM(add_response_header, "MHD_add_response_header");
     SYM(queue_response, "MHD_queue_response");
@@ -141,6 +146,17 @@ int MHD_get_connection_values(struct MHD_Connection *connection, enum MHD_ValueK
                               MHD_KeyValueIterator iterator, void *iterator_cls)
 {
     return loaded() ? api.get_connection_values(connection, kind, iterator, iterator_cls) : 0;
+}
+
+int MHD_get_connection_values_n(struct MHD_Connection *connection, enum MHD_ValueKind kind,
+                                MHD_KeyValueIteratorN iterator, void *iterator_cls)
+{
+    return loaded() ? api.get_connection_values_n(connection, kind, iterator, iterator_cls) : 0;
+}
+
+const char *MHD_get_version(void)
+{
+    return loaded() ? api.get_version() : NULL;
 }
 
 struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,

@@ -232,6 +232,8 @@ static void config_defaults(ctl_config *cfg)
     cfg->body_timeout_s = 60;
     cfg->max_conns = 4096;
     cfg->max_conns_per_ip = 256;
+    cfg->conns_reserved = 32;
+    cfg->max_conns_per_token = 64;
     cfg->grace_s = 30;
     cfg->checkpoint_retention_s = 7 * 86400;
     cfg->prices = json_object();
@@ -340,6 +342,8 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "body_timeout_s",
                                           "max_conns",
                                           "max_conns_per_ip",
+                                          "conns_reserved",
+                                          "max_conns_per_token",
                                           "sync",
                                           "prices",
                                           "grace_s",
@@ -395,7 +399,8 @@ static int load_config(const char *path, ctl_config *cfg)
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
             gr = cfg->grace_s, keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
-            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip;
+            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip,
+            crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL;
     int rc = 0;
@@ -419,6 +424,8 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "body_timeout_s", false, 1, 3600, &bt, &err)) ||
         (rc = cr_json_int(v, "", "max_conns", false, 16, 1000000, &mc, &err)) ||
         (rc = cr_json_int(v, "", "max_conns_per_ip", false, 1, 1000000, &mci, &err)) ||
+        (rc = cr_json_int(v, "", "conns_reserved", false, 1, 100000, &crs, &err)) ||
+        (rc = cr_json_int(v, "", "max_conns_per_token", false, 1, 1000000, &mct, &err)) ||
         (rc = cr_json_obj(v, "", "prices", false, &prices, &err)) ||
         (rc = cr_json_int(v, "", "checkpoint_retention_s", false, 0, 100LL * 366 * 86400, &keep,
                           &err)) ||
@@ -601,6 +608,8 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->body_timeout_s = (unsigned)bt;
     cfg->max_conns = (unsigned)mc;
     cfg->max_conns_per_ip = (unsigned)mci;
+    cfg->conns_reserved = (unsigned)crs;
+    cfg->max_conns_per_token = (unsigned)mct;
     cfg->grace_s = gr;
     cfg->checkpoint_retention_s = keep;
     cfg->cpus_per_gpu = cpg;
@@ -719,6 +728,18 @@ static void ctl_free_state(ctl *c)
     pthread_cond_destroy(&c->cv);
 }
 
+/* A request head is read (cr_http_head_hook): the connection limits by
+ * caller (ctl_conn_admit), before the body is read, so a connection
+ * holding a body back is charged to its token too. */
+static bool on_head(void *ctx, cr_http_req *req)
+{
+    ctl *c = ctx;
+    const char *token = cr_auth_bearer(cr_http_header(req, "Authorization"));
+    cr_principal p;
+    bool valid = token && cr_auth_table_check(c->auth, token, &p);
+    return ctl_conn_admit(c, req, valid ? &p : NULL);
+}
+
 /* Listen (cert and key: PEM text or NULL for plain HTTP; borrowed). */
 static int http_start(ctl *c, const char *cert, const char *key)
 {
@@ -735,7 +756,10 @@ static int http_start(ctl *c, const char *cert, const char *key)
         .body_timeout_s = c->cfg.body_timeout_s,
         .max_conns = c->cfg.max_conns,
         .max_conns_per_ip = c->cfg.max_conns_per_ip,
+        .conns_reserved = c->cfg.conns_reserved,
+        .max_conns_per_token = c->cfg.max_conns_per_token,
         .handler = route,
+        .on_head = on_head,
         .observe = ctl_observe,
         .ctx = c,
     };

@@ -254,10 +254,12 @@ typedef struct ctl_config {
     unsigned threads;
     size_t max_body_bytes;
     unsigned request_timeout_s;
-    unsigned header_timeout_s; /* accept/last answer -> request head complete (slowloris) */
-    unsigned body_timeout_s;   /* head -> body complete */
-    unsigned max_conns;        /* HTTP connections open at once */
-    unsigned max_conns_per_ip; /* of which from one client address */
+    unsigned header_timeout_s;    /* accept/last answer -> request head complete (slowloris) */
+    unsigned body_timeout_s;      /* head -> body complete */
+    unsigned max_conns;           /* HTTP connections open at once */
+    unsigned max_conns_per_ip;    /* of which from one client address */
+    unsigned conns_reserved;      /* more per address, for agents' and admins' requests only */
+    unsigned max_conns_per_token; /* connections one user or join token holds */
     bool sync_normal;
     char store[1024];         /* "" = SQLite in state_dir; "etcd:URL,URL..." */
     char store_cluster[72];   /* etcd key prefix /corral/<this>/; "" = "default" */
@@ -496,6 +498,13 @@ void ctl_rl_free(ctl *c); /* NULL-safe */
 bool ctl_rl_allow_token(ctl *c, cr_http_req *req, const cr_principal *p);
 /* The same for a request without a valid token, by its client address. */
 bool ctl_rl_allow_anon(ctl *c, cr_http_req *req);
+/* Connection limits by caller (issue 24; cr_http.h): p the request's valid
+ * principal or NULL. An agent's or admin's request marks its connection
+ * privileged; on a connection admitted over max_conns_per_ip (the reserve)
+ * anything else is answered 503; a user or join token holding
+ * max_conns_per_token connections already is answered 429. Both close the
+ * connection. False when answered. */
+bool ctl_conn_admit(ctl *c, cr_http_req *req, const cr_principal *p);
 /* The corral_http_rate_limit* families (no tenant labels). */
 void ctl_rl_metrics(ctl *c, cr_buf *b);
 /* A commit queued under mu (so the store sees it before any later change)

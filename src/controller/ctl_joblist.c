@@ -388,8 +388,9 @@ static int list_query(cr_http_req *req, const cr_principal *p, cr_store_job_quer
         return CR_EINVAL;
     }
     if (qs && *qs) {
-        char tmp[256];
-        snprintf(tmp, sizeof tmp, "%s", qs);
+        /* The whole list, however long (libmicrohttpd's head buffer bounds
+         * it): a fixed copy cut it at 255 bytes and served the rest. */
+        char *tmp = cr_strdup(qs);
         char *save = NULL;
         for (char *t = strtok_r(tmp, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
             bool found = false;
@@ -403,10 +404,13 @@ static int list_query(cr_http_req *req, const cr_principal *p, cr_store_job_quer
                 found = true;
             }
             if (!found) {
-                ctl_reply_err(req, 400, CR_EINVAL, "state", "query 'state': unknown state '%s'", t);
+                ctl_reply_err(req, 400, CR_EINVAL, "state", "query 'state': unknown state '%.64s'",
+                              t);
+                free(tmp);
                 return CR_EINVAL;
             }
         }
+        free(tmp);
     }
     size_t nstates = 0;
     bool all = true;

@@ -241,6 +241,44 @@ bool ctl_rl_allow_anon(ctl *c, cr_http_req *req)
     return false;
 }
 
+bool ctl_conn_admit(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    (void)c;
+    if (p && (p->role == CR_ROLE_ADMIN || p->role == CR_ROLE_AGENT)) {
+        cr_http_conn_privileged(req);
+        return true;
+    }
+    if (cr_http_conn_reserved(req)) {
+        cr_http_set_route(req, "conn_reserved");
+        cr_http_add_header(req, "Connection", "close");
+        cr_http_add_header(req, "Retry-After", "1");
+        ctl_reply_json(req, 503,
+                       json_pack("{s:s,s:s,s:s}", "error", cr_errname(CR_EAGAIN), "message",
+                                 "this client address holds max_conns_per_ip connections: the "
+                                 "ones over it serve agents and admins only",
+                                 "limit", "max_conns_per_ip"));
+        return false;
+    }
+    if (!p) {
+        return true;
+    }
+    uint8_t key[2 + sizeof p->id];
+    key[0] = 'C';
+    key[1] = (uint8_t)p->role;
+    memcpy(key + 2, &p->id, sizeof p->id);
+    if (cr_http_conn_charge(req, key, sizeof key)) {
+        return true;
+    }
+    cr_http_set_route(req, "conn_per_token");
+    cr_http_add_header(req, "Connection", "close");
+    cr_http_add_header(req, "Retry-After", "1");
+    ctl_reply_json(req, 429,
+                   json_pack("{s:s,s:s,s:s}", "error", cr_errname(CR_EAGAIN), "message",
+                             "this token holds max_conns_per_token connections already", "limit",
+                             "max_conns_per_token"));
+    return false;
+}
+
 /* One metric family with a sample per kind. */
 static void by_kind(cr_buf *b, const char *name, const char *type, const char *help,
                     const double v[K_COUNT])
