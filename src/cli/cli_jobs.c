@@ -39,6 +39,9 @@ static const cli_opt submit_opts[] = {
      0},
     {"gpu-type", CLI_STR, "TYPE", "GPU model ('H100 SXM'), auto (the advisor picks) or any", NULL,
      0, 0, 0},
+    {"partition", CLI_STR, "NAME",
+     "partition: a named set of nodes with defaults and limits (docs/partitions.md)", NULL, 0, 0,
+     'p'},
     {"mig", CLI_STR, "PROFILE", "a MIG slice instead of whole GPUs (e.g. 1g.10gb)", NULL, 0, 0, 0},
     {"gpu-mem", CLI_INT, "GB", "minimum memory per GPU in GB", NULL, 1, 4096, 0},
     {"gpu-fraction", CLI_F64, "F", "part of one shareable GPU (0.25: a quarter of its compute)",
@@ -104,6 +107,8 @@ static const cli_opt submit_opts[] = {
      0, 0, 'D'},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
      'W'},
+    {"parsable", CLI_BOOL, NULL, "print only the job id (an array's first), as sbatch --parsable",
+     NULL, 0, 0, 0},
     {"idempotency-key", CLI_STR, "KEY",
      "a repeat with the same KEY (and token) gets the first submit's ids, not new jobs (default: "
      "a random key, so a retry at another controller is not a second submit)",
@@ -219,6 +224,7 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     put_str(job, "tenant", pick(a, d, "tenant"));
     put_int(job, "gpus", pick(a, d, "gpus"));
     put_str(job, "gpu_type", pick(a, d, "gpu-type"));
+    put_str(job, "partition", pick(a, d, "partition"));
     put_str(job, "mig_profile", pick(a, d, "mig"));
     put_int(job, "gpu_mem_gb", pick(a, d, "gpu-mem"));
     put_int(job, "nodes", pick(a, d, "nodes"));
@@ -602,8 +608,15 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
         code = run ? cr__cli_run_follow(ctx, id) : cr__cli_alloc_session(ctx, id, local, nlocal);
         goto out;
     }
+    const char *note = json_string_value(json_object_get(res.body, "note"));
+    if (note && !ctx->json) {
+        fprintf(ctx->err, "corral %s: note: %s\n", ctx->cmd, note);
+    }
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
+    } else if (pick(&a, script.parsed ? &script.args : NULL, "parsable")->set) {
+        fprintf(ctx->out, "%" JSON_INTEGER_FORMAT "\n",
+                json_integer_value(json_array_get(json_object_get(res.body, "ids"), 0)));
     } else {
         print_ids(ctx, json_object_get(res.body, "ids"));
     }

@@ -347,6 +347,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "checkpoint_retention_s",
                                           "run_as",
                                           "mounts_allowed",
+                                          "partitions",
                                           "cpus_per_gpu",
                                           "mem_per_gpu",
                                           "pids_per_gpu",
@@ -395,7 +396,7 @@ static int load_config(const char *path, ctl_config *cfg)
             gr = cfg->grace_s, keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
             bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip;
     double cpg = cfg->cpus_per_gpu;
-    json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL;
+    json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *parts = NULL;
     int rc = 0;
     if ((rc = cr_json_only(v, "", members, &err)) ||
         (rc = cr_json_str(v, "", "listen", false, 100, &listen, &err)) ||
@@ -427,6 +428,8 @@ static int load_config(const char *path, ctl_config *cfg)
         (run_as && (rc = ctl_run_as_check(run_as, &err))) ||
         (rc = cr_json_obj(v, "", "mounts_allowed", false, &mounts_allowed, &err)) ||
         (mounts_allowed && (rc = ctl_mounts_allowed_check(mounts_allowed, &err))) ||
+        (rc = cr_json_arr(v, "", "partitions", false, 256, &parts, &err)) ||
+        (parts && (rc = ctl_partitions_check(parts, &err))) ||
         (rc = cr_json_str(v, "", "node_approval", false, 15, &appr, &err)) ||
         (rc = cr_json_bool(v, "", "join_token", false, &legacy_join, &err)) ||
         (rc =
@@ -611,6 +614,10 @@ static int load_config(const char *path, ctl_config *cfg)
         json_decref(cfg->prices);
         cfg->prices = json_deep_copy(prices);
     }
+    if (parts) {
+        json_decref(cfg->partitions);
+        cfg->partitions = json_array_size(parts) ? json_deep_copy(parts) : NULL;
+    }
 out:
     json_decref(v);
     return rc;
@@ -704,6 +711,8 @@ static void ctl_free_state(ctl *c)
     json_decref(c->cfg.prices);
     json_decref(c->cfg.run_as);
     json_decref(c->cfg.mounts_allowed);
+    json_decref(c->cfg.partitions);
+    cr_catalog_free(c->catalog);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
 }
@@ -1332,7 +1341,7 @@ int cr_controller_main(int argc, char **argv)
                 cerr);
         goto out;
     }
-    cr_catalog_free(cat);
+    c->catalog = cat; /* the submit checks GPU types against it */
     if (ctl_rl_start(c) != 0) {
         goto out;
     }

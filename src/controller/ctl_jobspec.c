@@ -65,6 +65,7 @@ static const char *const job_members[] = {
     "mounts",
     "entrypoint",
     "pids",
+    "partition", /* ctl_part.c */
     NULL,
 };
 static const char *const model_members[] = {"params",    "method", "tokens",
@@ -325,6 +326,14 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         "checkpoint_interval_s", (json_int_t)ckpt, "max_retries", (json_int_t)retries);
     if (*mig) {
         json_object_set_new(j->spec, "mig_profile", json_string(mig));
+    }
+    const char *part = "";
+    if ((rc = cr_json_str(body, "", "partition", false, CTL_NAME_MAX - 1, &part, err)) != 0 ||
+        (*part && (rc = ctl_name_check(part, "partition", err)) != 0)) {
+        goto out;
+    }
+    if (*part) {
+        json_object_set_new(j->spec, "partition", json_string(part));
     }
     if (mem > 0) {
         json_object_set_new(j->spec, "gpu_mem_gb", json_real(mem));

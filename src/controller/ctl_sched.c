@@ -38,6 +38,7 @@ typedef struct placer {
     ctl_auto *au;           /* owned: the type choice of auto jobs */
     bool hetero;            /* policy hetero: auto vectors carry plain throughput */
     int ntypes;             /* GPU types the pending auto jobs were specified against */
+    uint64_t node_gen;      /* the scheduler's nodes the pending masks were made against */
 } placer;
 
 static int mig_geometry(const char *model, int *compute, int *mem)
@@ -763,16 +764,31 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
      * specified without it. Re-add them (before the queued changes, so
      * that a queued removal still wins). */
     int ntypes = cr_sched_gpu_type_count(pl->s);
-    if (ntypes != pl->ntypes) {
+    /* Likewise a node that joined: the pending jobs with a node filter (a
+     * partition above all) had masks made without it. */
+    uint64_t gen = 0, nin = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i]->in_sched) {
+            nin++;
+            gen = c->nodes[i]->sched_idx + 1 > gen ? c->nodes[i]->sched_idx + 1 : gen;
+        }
+    }
+    gen = gen << 32 | nin;
+    bool new_nodes = gen != pl->node_gen;
+    pl->node_gen = gen;
+    if (ntypes != pl->ntypes || new_nodes) {
+        bool new_types = ntypes != pl->ntypes;
         pl->ntypes = ntypes;
         size_t slot = ctl_first_active_slot(c);
         for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
-            if (j->in_sched && j->state == JS_PENDING && strcmp(j->gpu_type, "auto") == 0) {
+            bool filtered = new_nodes && ctl_batch_has_node_filter(j);
+            if (j->in_sched && j->state == JS_PENDING &&
+                ((new_types && strcmp(j->gpu_type, "auto") == 0) || filtered)) {
                 CR_GROW(ops, nops, capops);
                 ops[nops].op = OP_RESPEC;
                 req_of(j, &ops[nops].r);
                 mask_of(c, j, &ops[nops].r);
-                if (ops[nops].r.hints.active) {
+                if (ops[nops].r.hints.active || filtered) {
                     nops++;
                 } else {
                     CR_FREE(ops[nops].r.mask);

@@ -517,6 +517,31 @@ static void test_cmd_submit_script(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* -p is a partition, not a GPU type (issue 29); --parsable prints the id
+     * alone, for jid=$(corral submit --parsable a.sh); the server's note is
+     * shown on stderr. */
+    path = write_tmp("part.sh", "#!/bin/bash\n#SBATCH -p gpu\n#SBATCH --parsable\ntrue\n");
+    fake_server_canned(s, 201, "{\"ids\":[12,13],\"note\":\"partition 'gpu' taken as X\"}");
+    r = cli("submit", path, NULL);
+    if (r.code != 0) {
+        fail_msg("exit %d: %s", r.code, r.err);
+    }
+    assert_string_equal(r.out, "12\n");
+    assert_non_null(strstr(r.err, "corral submit: note: partition 'gpu' taken as X"));
+    last = fake_server_last(s);
+    b = sent_body(last);
+    assert_string_equal(json_string_value(json_object_get(b, "partition")), "gpu");
+    assert_null(json_object_get(b, "gpu_type"));
+    json_decref(last);
+    run_free(&r);
+    r = cli("submit", "-p", "cpu", "--parsable", "true", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "12\n");
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(sent_body(last), "partition")), "cpu");
+    json_decref(last);
+    run_free(&r);
+
     /* An unknown directive, or a bad value, names the file and line; nothing is sent. */
     unsigned before = fake_server_requests(s);
     path = write_tmp("bad.sh", "#!/bin/sh\n#SBATCH --frobnicate=3\ntrue\n");
