@@ -35,8 +35,10 @@ static const char JOB_KINDS[] = "pretrain|finetune|inference|visual|hpc|batch";
 #define CLI_PRECISIONS "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
 
 static const cli_opt submit_opts[] = {
-    {"gpus", CLI_INT, "N", "GPUs in total, over all nodes (at least 1; default 1)", NULL, 1, 4096,
-     0},
+    {"gpus", CLI_INT, "N",
+     "GPUs in total, over all nodes (0: none, a CPU job; default 1, or the cluster's "
+     "default_gpus)",
+     NULL, 0, 4096, 0},
     {"gpu-type", CLI_STR, "TYPE", "GPU model ('H100 SXM'), auto (the advisor picks) or any", NULL,
      0, 0, 0},
     {"partition", CLI_STR, "NAME",
@@ -93,7 +95,7 @@ static const cli_opt submit_opts[] = {
      "processes per node, each its own RANK (default: docs/cli.md, Tasks)", NULL, 1, 256, 0},
     {"ntasks", CLI_INT, "N", "tasks in all (sbatch -n): N / nodes on each node", NULL, 1, 1 << 20,
      0},
-    {"gpus-per-node", CLI_INT, "N", "GPUs on each node: --gpus is N x --nodes", NULL, 1, 64, 0},
+    {"gpus-per-node", CLI_INT, "N", "GPUs on each node: --gpus is N x --nodes", NULL, 0, 64, 0},
     {"output", CLI_STR, "PATTERN",
      "stdout to this file on the node (%j job, %a array index, %t rank, %N node, %x name)", NULL, 0,
      0, 'o'},
@@ -342,6 +344,14 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     const cli_val *gt = pick(a, d, "gpu-type");
     if (mig->set && gt->set && (strcmp(gt->str, "auto") == 0)) {
         fprintf(ctx->err, "corral submit: --mig needs a concrete --gpu-type or none, not auto\n");
+        goto bad;
+    }
+    json_t *ng = json_object_get(job, "gpus");
+    if (json_is_integer(ng) && json_integer_value(ng) == 0 &&
+        (json_integer_value(json_object_get(job, "nodes")) > 1 || mig->set ||
+         (gt->set && strcmp(gt->str, "auto") != 0) || pick(a, d, "gpu-mem")->set)) {
+        fprintf(ctx->err, "corral submit: --gpus 0 (a job without GPUs) goes with one node and no "
+                          "--gpu-type, --mig or --gpu-mem\n");
         goto bad;
     }
     json_t *model = json_object();

@@ -242,6 +242,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->log_fetch_max = 2;
     cfg->max_spec_bytes = 256 * 1024;
     cfg->max_array = 10000;
+    cfg->default_gpus = 1;
     cfg->retain_finished = 10000;
     cfg->retain_s = 3600;
     cfg->idem_max = 1000;
@@ -351,6 +352,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "cpus_per_gpu",
                                           "mem_per_gpu",
                                           "pids_per_gpu",
+                                          "default_gpus",
                                           "node_approval",
                                           "join_token",
                                           "audit_retention_s",
@@ -424,6 +426,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_num(v, "", "cpus_per_gpu", false, 0, 4096, &cpg, &err)) ||
         (rc = cr_json_str(v, "", "mem_per_gpu", false, 32, &mpg, &err)) ||
         (rc = cr_json_int(v, "", "pids_per_gpu", false, 16, 4194304, &cfg->pids_per_gpu, &err)) ||
+        (rc = cr_json_int(v, "", "default_gpus", false, 0, 1, &cfg->default_gpus, &err)) ||
         (rc = cr_json_obj(v, "", "run_as", false, &run_as, &err)) ||
         (run_as && (rc = ctl_run_as_check(run_as, &err))) ||
         (rc = cr_json_obj(v, "", "mounts_allowed", false, &mounts_allowed, &err)) ||

@@ -254,6 +254,7 @@ typedef struct ctl_config {
     double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
     int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
     int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
+    int64_t default_gpus;           /* GPUs of a job that asks for none (1; 0: CPU jobs) */
     bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
     bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
     int64_t audit_retention_s;      /* audit entries older than this are pruned; 0 = forever */
@@ -786,6 +787,8 @@ bool ctl_batch_has_gate(const ctl_job *j);
  * --partition). */
 bool ctl_batch_has_node_filter(const ctl_job *j);
 bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n);
+/* A job without GPUs asks for more than that: CR_EINVAL in err. */
+int ctl_cpu_job_fail(cr_json_err *err);
 /* ctl_part.c: partitions (docs/partitions.md). Validate a "partitions"
  * config section. */
 int ctl_partitions_check(const json_t *v, cr_json_err *err);

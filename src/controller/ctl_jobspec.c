@@ -102,7 +102,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
         (rc = cr_json_arr(body, "", "command", true, 4096, &cmd, err)) ||
-        (rc = cr_json_int(body, "", "gpus", false, 1, 4096, &gpus, err)) ||
+        (rc = cr_json_int(body, "", "gpus", false, 0, 4096, &gpus, err)) ||
         (rc = cr_json_str(body, "", "gpu_type", false, CTL_NAME_MAX - 1, &gpu_type, err)) ||
         (rc = cr_json_str(body, "", "mig_profile", false, 31, &mig, err)) ||
         (rc = cr_json_num(body, "", "gpu_mem_gb", false, 0, 1e6, &mem, err)) ||
@@ -150,6 +150,10 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
                           "field '%s': a part of a GPU needs gpus 1, nodes 0 or 1 and no "
                           "mig_profile",
                           gmilli ? "gpu_milli" : "gpu_mem_bytes");
+        goto out;
+    }
+    if (gpus == 0 && (nodes > 1 || *mig || mem > 0 || strcmp(gpu_type, "auto") != 0)) {
+        rc = ctl_cpu_job_fail(err);
         goto out;
     }
     /* Names are printed in tables and logs: no control characters (a job

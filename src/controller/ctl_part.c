@@ -263,14 +263,36 @@ static bool type_known(const ctl *c, const char *t)
            (c->catalog && cr_catalog_find(c->catalog, t)) || node_model(c, t);
 }
 
+int ctl_cpu_job_fail(cr_json_err *err)
+{
+    return cr_json_fail(err, CR_EINVAL, "gpus",
+                        "field 'gpus': 0 (a job without GPUs) goes with nodes 0 or 1 and no "
+                        "gpu_type, mig_profile or gpu_mem_gb");
+}
+
 int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t notelen,
                     cr_json_err *err)
 {
     note[0] = '\0';
+    /* default_gpus 0: a job that asks for no GPU (nor any GPU property)
+     * gets none, as on a Slurm cluster without --gres. */
+    static const char *const gpu_members[] = {
+        "gpus", "gpu_type", "mig_profile", "gpu_mem_gb", "gpu_milli", "gpu_mem_bytes", NULL};
+    bool asks = false;
+    for (size_t i = 0; gpu_members[i]; i++) {
+        asks = asks || json_object_get(body, gpu_members[i]);
+    }
+    if (!asks && c->cfg.default_gpus == 0) {
+        if (j->nodes > 1) {
+            return ctl_cpu_job_fail(err);
+        }
+        j->gpus = 0;
+        json_object_set_new(j->spec, "gpus", json_integer(0));
+    }
     const char *name = json_string_value(json_object_get(j->spec, "partition"));
     const json_t *part = NULL;
-    if (name && !c->cfg.partitions && type_known(c, name) && strcmp(name, "auto") != 0 &&
-        strcmp(name, "any") != 0 && strcmp(j->gpu_type, "auto") == 0) {
+    if (name && !c->cfg.partitions && j->gpus > 0 && type_known(c, name) &&
+        strcmp(name, "auto") != 0 && strcmp(name, "any") != 0 && strcmp(j->gpu_type, "auto") == 0) {
         /* Scripts written for clusters whose partitions are GPU types:
          * with no partitions here, such a name is taken as the type. */
         snprintf(j->gpu_type, sizeof j->gpu_type, "%s", name);
@@ -304,7 +326,7 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
     }
     if (part) {
         const char *dgt = json_string_value(json_object_get(part, "default_gpu_type"));
-        if (dgt && !json_object_get(body, "gpu_type")) {
+        if (dgt && !json_object_get(body, "gpu_type") && j->gpus > 0) {
             snprintf(j->gpu_type, sizeof j->gpu_type, "%s", dgt);
             json_object_set_new(j->spec, "gpu_type", json_string(dgt));
         }

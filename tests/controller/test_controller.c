@@ -2095,6 +2095,74 @@ static void test_partitions(void **state)
     unlink(cfg);
 }
 
+/* Issue 29: jobs without GPUs. gpus 0 runs on a node whose GPUs are all
+ * taken, with its CPU limit in the desired state and no GPU; the node's
+ * CPUs bound how many such jobs it takes. default_gpus 0: a job that asks
+ * for no GPU gets none. */
+static void test_cpu_jobs(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *t1 = register_node(&d, "n1"); /* 8 CPUs, 2 GPUs */
+    submit_refused(&d, "{\"command\":[\"x\"],\"gpus\":0,\"nodes\":2}", "gpus",
+                   "0 (a job without GPUs) goes with nodes 0 or 1");
+    submit_refused(&d, "{\"command\":[\"x\"],\"gpus\":0,\"gpu_type\":\"L4\"}", "gpus",
+                   "no gpu_type");
+    int64_t a = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":2}");
+    assert_runs_on(&d, a, "n1");
+    int64_t b = submit(&d, d.admin, "{\"command\":[\"prep\"],\"gpus\":0,\"cpus\":4}");
+    assert_runs_on(&d, b, "n1"); /* no GPU free there: it needs none */
+    json_t *e = desired_entry(&d, "n1", t1, b);
+    assert_int_equal(json_array_size(json_object_get(e, "gpus")), 0);
+    assert_true(json_number_value(json_object_get(e, "cpus")) == 4.0);
+    json_decref(e);
+    json_t *v = job(&d, b);
+    assert_int_equal(num(v, "gpus"), 0);
+    assert_string_equal(str(v, "run_gpu_type"), "none");
+    json_decref(v);
+    /* 8 CPUs: a (1) + b (4) leave 3, c wants 4 */
+    int64_t c = submit(&d, d.admin, "{\"command\":[\"prep\"],\"gpus\":0,\"cpus\":4}");
+    wait_considered(&d, c);
+    v = job(&d, c);
+    assert_string_equal(str(v, "state"), "pending");
+    assert_non_null(strstr(str(v, "reason"), "no node it may use has 4 CPUs free"));
+    json_decref(v);
+    post_exit(&d, "n1", t1, b, 0);
+    wait_state(&d, b, "completed");
+    assert_runs_on(&d, c, "n1");
+    /* the cluster's default stays one GPU */
+    int64_t g = submit(&d, d.admin, "{\"command\":[\"x\"]}");
+    v = job(&d, g);
+    assert_int_equal(num(v, "gpus"), 1);
+    json_decref(v);
+    free(t1);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-cpu-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"default_gpus\": 0}\n", cf);
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
+    t1 = register_node(&d, "n1");
+    int64_t p = submit(&d, d.admin, "{\"command\":[\"prep\"]}");
+    assert_runs_on(&d, p, "n1");
+    v = job(&d, p);
+    assert_int_equal(num(v, "gpus"), 0);
+    json_decref(v);
+    int64_t q = submit(&d, d.admin, "{\"command\":[\"x\"],\"gpu_type\":\"A100 SXM\"}");
+    v = job(&d, q);
+    assert_int_equal(num(v, "gpus"), 1); /* asking for a type asks for a GPU */
+    json_decref(v);
+    free(t1);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -2123,6 +2191,7 @@ int main(void)
         cmocka_unit_test(test_env_sealed),
         cmocka_unit_test(test_gpu_type_known),
         cmocka_unit_test(test_partitions),
+        cmocka_unit_test(test_cpu_jobs),
         cmocka_unit_test(test_crash_safety),
     };
     if (getenv("TEST_FILTER")) {
