@@ -123,7 +123,7 @@ static const sb_opt sb_opts[] = {
     {'o', "output", SB_FLAG, "output"},
     {'e', "error", SB_FLAG, "error"},
     {'a', "array", SB_ARRAY, NULL},
-    {'p', "partition", SB_FLAG, "gpu-type"},
+    {'p', "partition", SB_FLAG, "partition"},
     {0, "ntasks-per-node", SB_FLAG, "tasks-per-node"},
     {'n', "ntasks", SB_NTASKS, NULL},
     {0, "requeue", SB_BOOL, "requeue"},
@@ -148,7 +148,7 @@ static const sb_opt sb_opts[] = {
     {'q', "qos", SB_NONE, NULL},
     {0, "comment", SB_NONE, NULL},
     {0, "open-mode", SB_NONE, NULL},
-    {0, "parsable", SB_NONE, NULL},
+    {0, "parsable", SB_BOOL, "parsable"},
     {'W', "wait", SB_BOOL, "wait"},
 };
 

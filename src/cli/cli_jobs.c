@@ -35,10 +35,15 @@ static const char JOB_KINDS[] = "pretrain|finetune|inference|visual|hpc|batch";
 #define CLI_PRECISIONS "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
 
 static const cli_opt submit_opts[] = {
-    {"gpus", CLI_INT, "N", "GPUs in total, over all nodes (at least 1; default 1)", NULL, 1, 4096,
-     0},
+    {"gpus", CLI_INT, "N",
+     "GPUs in total, over all nodes (0: none, a CPU job; default 1, or the cluster's "
+     "default_gpus)",
+     NULL, 0, 4096, 0},
     {"gpu-type", CLI_STR, "TYPE", "GPU model ('H100 SXM'), auto (the advisor picks) or any", NULL,
      0, 0, 0},
+    {"partition", CLI_STR, "NAME",
+     "partition: a named set of nodes with defaults and limits (docs/partitions.md)", NULL, 0, 0,
+     'p'},
     {"mig", CLI_STR, "PROFILE", "a MIG slice instead of whole GPUs (e.g. 1g.10gb)", NULL, 0, 0, 0},
     {"gpu-mem", CLI_INT, "GB", "minimum memory per GPU in GB", NULL, 1, 4096, 0},
     {"gpu-fraction", CLI_F64, "F", "part of one shareable GPU (0.25: a quarter of its compute)",
@@ -90,7 +95,7 @@ static const cli_opt submit_opts[] = {
      "processes per node, each its own RANK (default: docs/cli.md, Tasks)", NULL, 1, 256, 0},
     {"ntasks", CLI_INT, "N", "tasks in all (sbatch -n): N / nodes on each node", NULL, 1, 1 << 20,
      0},
-    {"gpus-per-node", CLI_INT, "N", "GPUs on each node: --gpus is N x --nodes", NULL, 1, 64, 0},
+    {"gpus-per-node", CLI_INT, "N", "GPUs on each node: --gpus is N x --nodes", NULL, 0, 64, 0},
     {"output", CLI_STR, "PATTERN",
      "stdout to this file on the node (%j job, %a array index, %t rank, %N node, %x name)", NULL, 0,
      0, 'o'},
@@ -104,6 +109,8 @@ static const cli_opt submit_opts[] = {
      0, 0, 'D'},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
      'W'},
+    {"parsable", CLI_BOOL, NULL, "print only the job id (an array's first), as sbatch --parsable",
+     NULL, 0, 0, 0},
     {"idempotency-key", CLI_STR, "KEY",
      "a repeat with the same KEY (and token) gets the first submit's ids, not new jobs (default: "
      "a random key, so a retry at another controller is not a second submit)",
@@ -223,6 +230,7 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     put_str(job, "tenant", pick(a, d, "tenant"));
     put_int(job, "gpus", pick(a, d, "gpus"));
     put_str(job, "gpu_type", pick(a, d, "gpu-type"));
+    put_str(job, "partition", pick(a, d, "partition"));
     put_str(job, "mig_profile", pick(a, d, "mig"));
     put_int(job, "gpu_mem_gb", pick(a, d, "gpu-mem"));
     put_int(job, "nodes", pick(a, d, "nodes"));
@@ -343,6 +351,14 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     const cli_val *gt = pick(a, d, "gpu-type");
     if (mig->set && gt->set && (strcmp(gt->str, "auto") == 0)) {
         fprintf(ctx->err, "corral submit: --mig needs a concrete --gpu-type or none, not auto\n");
+        goto bad;
+    }
+    json_t *ng = json_object_get(job, "gpus");
+    if (json_is_integer(ng) && json_integer_value(ng) == 0 &&
+        (json_integer_value(json_object_get(job, "nodes")) > 1 || mig->set ||
+         (gt->set && strcmp(gt->str, "auto") != 0) || pick(a, d, "gpu-mem")->set)) {
+        fprintf(ctx->err, "corral submit: --gpus 0 (a job without GPUs) goes with one node and no "
+                          "--gpu-type, --mig or --gpu-mem\n");
         goto bad;
     }
     json_t *model = json_object();
@@ -609,8 +625,15 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
         code = run ? cr__cli_run_follow(ctx, id) : cr__cli_alloc_session(ctx, id, local, nlocal);
         goto out;
     }
+    const char *note = json_string_value(json_object_get(res.body, "note"));
+    if (note && !ctx->json) {
+        fprintf(ctx->err, "corral %s: note: %s\n", ctx->cmd, note);
+    }
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
+    } else if (pick(&a, script.parsed ? &script.args : NULL, "parsable")->set) {
+        fprintf(ctx->out, "%" JSON_INTEGER_FORMAT "\n",
+                json_integer_value(json_array_get(json_object_get(res.body, "ids"), 0)));
     } else {
         print_ids(ctx, json_object_get(res.body, "ids"));
     }

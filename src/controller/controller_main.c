@@ -244,6 +244,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->log_fetch_max = 2;
     cfg->max_spec_bytes = 256 * 1024;
     cfg->max_array = 10000;
+    cfg->default_gpus = 1;
     cfg->retain_finished = 10000;
     cfg->retain_s = 3600;
     cfg->idem_max = 1000;
@@ -352,9 +353,11 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "run_as",
                                           "mounts_allowed",
                                           "image_registries",
+                                          "partitions",
                                           "cpus_per_gpu",
                                           "mem_per_gpu",
                                           "pids_per_gpu",
+                                          "default_gpus",
                                           "node_approval",
                                           "join_token",
                                           "agent_addr_link_local",
@@ -402,7 +405,8 @@ static int load_config(const char *path, ctl_config *cfg)
             bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip,
             crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
-    json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL;
+    json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL,
+           *parts = NULL;
     int rc = 0;
     if ((rc = cr_json_only(v, "", members, &err)) ||
         (rc = cr_json_str(v, "", "listen", false, 100, &listen, &err)) ||
@@ -432,12 +436,15 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_num(v, "", "cpus_per_gpu", false, 0, 4096, &cpg, &err)) ||
         (rc = cr_json_str(v, "", "mem_per_gpu", false, 32, &mpg, &err)) ||
         (rc = cr_json_int(v, "", "pids_per_gpu", false, 16, 4194304, &cfg->pids_per_gpu, &err)) ||
+        (rc = cr_json_int(v, "", "default_gpus", false, 0, 1, &cfg->default_gpus, &err)) ||
         (rc = cr_json_obj(v, "", "run_as", false, &run_as, &err)) ||
         (run_as && (rc = ctl_run_as_check(run_as, &err))) ||
         (rc = cr_json_obj(v, "", "mounts_allowed", false, &mounts_allowed, &err)) ||
         (mounts_allowed && (rc = ctl_mounts_allowed_check(mounts_allowed, &err))) ||
         (rc = cr_json_arr(v, "", "image_registries", false, 256, &registries, &err)) ||
         (registries && (rc = ctl_image_registries_check(registries, &err))) ||
+        (rc = cr_json_arr(v, "", "partitions", false, 256, &parts, &err)) ||
+        (parts && (rc = ctl_partitions_check(parts, &err))) ||
         (rc = cr_json_str(v, "", "node_approval", false, 15, &appr, &err)) ||
         (rc = cr_json_bool(v, "", "join_token", false, &legacy_join, &err)) ||
         (rc = cr_json_bool(v, "", "agent_addr_link_local", false, &link_local, &err)) ||
@@ -630,6 +637,10 @@ static int load_config(const char *path, ctl_config *cfg)
         json_decref(cfg->prices);
         cfg->prices = json_deep_copy(prices);
     }
+    if (parts) {
+        json_decref(cfg->partitions);
+        cfg->partitions = json_array_size(parts) ? json_deep_copy(parts) : NULL;
+    }
 out:
     json_decref(v);
     return rc;
@@ -724,6 +735,8 @@ static void ctl_free_state(ctl *c)
     json_decref(c->cfg.run_as);
     json_decref(c->cfg.mounts_allowed);
     json_decref(c->cfg.image_registries);
+    json_decref(c->cfg.partitions);
+    cr_catalog_free(c->catalog);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
 }
@@ -1367,7 +1380,7 @@ int cr_controller_main(int argc, char **argv)
                 cerr);
         goto out;
     }
-    cr_catalog_free(cat);
+    c->catalog = cat; /* the submit checks GPU types against it */
     if (ctl_rl_start(c) != 0) {
         goto out;
     }

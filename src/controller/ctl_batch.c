@@ -419,7 +419,7 @@ static bool in_list(const char *list, const char *name)
 bool ctl_batch_has_node_filter(const ctl_job *j)
 {
     return json_object_get(j->spec, "nodelist") || json_object_get(j->spec, "exclude") ||
-           json_object_get(j->spec, "constraint");
+           json_object_get(j->spec, "constraint") || json_object_get(j->spec, "partition");
 }
 
 bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n)
@@ -429,6 +429,11 @@ bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n)
     const char *cons = json_string_value(json_object_get(j->spec, "constraint"));
     if ((incl && !in_list(incl, n->name)) || (excl && in_list(excl, n->name))) {
         return false;
+    }
+    const char *pname = json_string_value(json_object_get(j->spec, "partition"));
+    const json_t *part = pname ? ctl_part_find(&c->cfg, pname) : NULL;
+    if (pname && (!part || !ctl_part_holds(c, part, n))) {
+        return false; /* (a partition gone from the config holds no node) */
     }
     /* constraint: LABEL or LABEL=VALUE terms, all of which must hold ('&' or ',') */
     for (const char *p = cons; p && *p;) {

@@ -273,9 +273,11 @@ typedef struct ctl_config {
     json_t *mounts_allowed;         /* owned: {"tenant": ["/host/path"...]}; NULL: no mounts */
     json_t *image_registries;       /* owned: ["host[:port]"...] jobs' images may come from
                                        (besides localhost); NULL: none */
+    json_t *partitions;             /* owned: the validated "partitions" array; NULL: none */
     double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
     int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
     int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
+    int64_t default_gpus;           /* GPUs of a job that asks for none (1; 0: CPU jobs) */
     bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
     bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
     bool agent_addr_link_local;     /* agents may register a link-local addr */
@@ -368,9 +370,10 @@ struct ctl {
     cr_store *store;
     cr_http_server *http;
     cr_auth_table *auth;
-    char *metrics_token; /* read from cfg.metrics_token_file; NULL: /metrics open */
-    struct ctl_ha *ha;   /* leader election (ctl_ha.h); NULL: a single controller */
-    ctl_hooks hooks;     /* set at start-up, before any thread; read-only after */
+    char *metrics_token;        /* read from cfg.metrics_token_file; NULL: /metrics open */
+    struct ctl_ha *ha;          /* leader election (ctl_ha.h); NULL: a single controller */
+    ctl_hooks hooks;            /* set at start-up, before any thread; read-only after */
+    struct cr_catalog *catalog; /* the GPU catalog, immutable; NULL: not loaded */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
     /* Jobs in memory by id - 1, in chunks of CTL_JOB_CHUNK slots; a chunk
@@ -819,9 +822,26 @@ ctl_job *ctl_batch_array_task(ctl *c, int64_t first, int32_t index);
  * busy: the array's active tasks when known, else -1. mu held. */
 int ctl_batch_gate(ctl *c, const ctl_job *j, int64_t now_wall, int busy, char *why, size_t whylen);
 bool ctl_batch_has_gate(const ctl_job *j);
-/* Node selection (--nodelist, --exclude, --constraint on node labels). */
+/* Node selection (--nodelist, --exclude, --constraint on node labels,
+ * --partition). */
 bool ctl_batch_has_node_filter(const ctl_job *j);
 bool ctl_batch_node_allowed(ctl *c, const ctl_job *j, const ctl_node *n);
+/* A job without GPUs asks for more than that: CR_EINVAL in err. */
+int ctl_cpu_job_fail(cr_json_err *err);
+/* ctl_part.c: partitions (docs/partitions.md). Validate a "partitions"
+ * config section. */
+int ctl_partitions_check(const json_t *v, cr_json_err *err);
+/* The partition of that name in cfg (borrowed), or NULL. */
+const json_t *ctl_part_find(const ctl_config *cfg, const char *name);
+/* Node n is in partition part. mu held. */
+bool ctl_part_holds(const ctl *c, const json_t *part, const ctl_node *n);
+/* At submit, on the parsed job j of request body: resolve its partition
+ * (given, or the default one; with no partitions configured, a partition
+ * that names a GPU type becomes the type, and note says so), apply the
+ * partition's default GPU type and max_time, and check the GPU type is
+ * known. 0, or 400's error in err. mu held. */
+int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t notelen,
+                    cr_json_err *err);
 /* Ask the agents of running job j to signal its tasks (sets sig_name and
  * sig_at, bumps its nodes). mu held. */
 void ctl_batch_signal(ctl *c, ctl_job *j, const char *name);

@@ -75,7 +75,8 @@ out:
     free(s);
 }
 
-static char *ids_answer(int64_t first, size_t n)
+/* note: "" or a word for the submitter (how the request was read). */
+static char *ids_answer(int64_t first, size_t n, const char *note)
 {
     cr_buf b;
     cr_buf_init(&b);
@@ -83,7 +84,15 @@ static char *ids_answer(int64_t first, size_t n)
     for (size_t i = 0; i < n; i++) {
         cr_buf_printf(&b, "%s%lld", i ? "," : "", (long long)(first + (int64_t)i));
     }
-    cr_buf_puts(&b, "]}");
+    cr_buf_puts(&b, "]");
+    if (*note) {
+        json_t *js = json_string(note);
+        char *q = json_dumps(js, JSON_ENCODE_ANY);
+        cr_buf_printf(&b, ",\"note\":%s", q ? q : "\"\"");
+        free(q);
+        json_decref(js);
+    }
+    cr_buf_puts(&b, "}");
     return cr_buf_take(&b);
 }
 
@@ -186,6 +195,15 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         ctl_reply_jerr(req, &err);
         goto out;
     }
+    /* Partition and GPU type against the cluster's (its config, its nodes). */
+    char note[200];
+    if (ctl_part_submit(c, v, proto, note, sizeof note, &err) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_jerr(req, &err);
+        goto out;
+    }
+    free(spec_json);
+    spec_json = json_dumps(proto->spec, JSON_COMPACT);
     const char *dep = json_string_value(json_object_get(proto->spec, "dependency"));
     char dwhy[200] = "";
     if (dep && ctl_batch_dep_refs(c, dep, proto->tenant, p->role == CR_ROLE_ADMIN, dwhy,
@@ -221,7 +239,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     s->req = req;
     s->n = (size_t)n;
     s->jobs = cr_calloc(s->n, sizeof *s->jobs);
-    s->answer = ids_answer(first, s->n);
+    s->answer = ids_answer(first, s->n, note);
     s->token_id = p->id;
     if (idem) {
         snprintf(s->idem, sizeof s->idem, "%s", idem);

@@ -67,6 +67,7 @@ static const char *const job_members[] = {
     "pids",
     /* the node lease leaves it running (docs/operations.md, "Node lease") */
     "keep_running_on_partition",
+    "partition", /* ctl_part.c */
     NULL,
 };
 static const char *const model_members[] = {"params",    "method", "tokens",
@@ -123,7 +124,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
         (rc = cr_json_arr(body, "", "command", true, 4096, &cmd, err)) ||
-        (rc = cr_json_int(body, "", "gpus", false, 1, 4096, &gpus, err)) ||
+        (rc = cr_json_int(body, "", "gpus", false, 0, 4096, &gpus, err)) ||
         (rc = cr_json_str(body, "", "gpu_type", false, CTL_NAME_MAX - 1, &gpu_type, err)) ||
         (rc = cr_json_str(body, "", "mig_profile", false, 31, &mig, err)) ||
         (rc = cr_json_num(body, "", "gpu_mem_gb", false, 0, 1e6, &mem, err)) ||
@@ -171,6 +172,10 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
                           "field '%s': a part of a GPU needs gpus 1, nodes 0 or 1 and no "
                           "mig_profile",
                           gmilli ? "gpu_milli" : "gpu_mem_bytes");
+        goto out;
+    }
+    if (gpus == 0 && (nodes > 1 || *mig || mem > 0 || strcmp(gpu_type, "auto") != 0)) {
+        rc = ctl_cpu_job_fail(err);
         goto out;
     }
     /* Names are printed in tables and logs: no control characters (a job
@@ -356,6 +361,14 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         "checkpoint_interval_s", (json_int_t)ckpt, "max_retries", (json_int_t)retries);
     if (*mig) {
         json_object_set_new(j->spec, "mig_profile", json_string(mig));
+    }
+    const char *part = "";
+    if ((rc = cr_json_str(body, "", "partition", false, CTL_NAME_MAX - 1, &part, err)) != 0 ||
+        (*part && (rc = ctl_name_check(part, "partition", err)) != 0)) {
+        goto out;
+    }
+    if (*part) {
+        json_object_set_new(j->spec, "partition", json_string(part));
     }
     if (mem > 0) {
         json_object_set_new(j->spec, "gpu_mem_gb", json_real(mem));

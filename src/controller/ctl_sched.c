@@ -39,6 +39,9 @@ typedef struct placer {
     bool hetero;            /* policy hetero: auto vectors carry plain throughput */
     int ntypes;             /* GPU types the pending auto jobs were specified against */
     bool masks_stale;       /* a node got a new index (reshape_node): node masks are redone */
+    uint64_t node_gen;      /* the scheduler's nodes the pending masks were made against */
+    int64_t *cpu_ids;       /* jobs without GPUs (place_cpu_jobs), live or lazily pruned */
+    size_t ncpu, capcpu;
 } placer;
 
 static int mig_geometry(const char *model, int *compute, int *mem)
@@ -455,6 +458,7 @@ static void placer_free(void *p)
     if (pl) {
         cr_sched_free(pl->s);
         ctl_auto_free(pl->au);
+        free(pl->cpu_ids);
         free(pl->ids);
         free(pl->rhash);
         free(pl);
@@ -475,6 +479,24 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
         req_of(j, &r);
         if (j->state == JS_PENDING && ctl_batch_has_gate(j)) {
             ctl_batch_admit(c, j); /* the gate first (dependencies, throttle, begin) */
+            continue;
+        }
+        if (j->gpus == 0 && j->state != JS_HELD) {
+            /* No GPU: nothing of the GPU scheduler's to restore. */
+            bool here = j->state == JS_PENDING || j->nplace == 1;
+            for (size_t k = 0; k < j->nplace; k++) {
+                ctl_node *n = ctl_node_find(c, j->place[k].node);
+                here = here && n && n->in_sched;
+            }
+            if (!here) {
+                j->requeue_requested = true;
+                ctl_job_ended(c, txn, j, 0, 0, "placement could not be restored after restart",
+                              true);
+                continue;
+            }
+            j->in_sched = true;
+            CR_GROW(pl->cpu_ids, pl->ncpu, pl->capcpu);
+            pl->cpu_ids[pl->ncpu++] = j->id;
             continue;
         }
         if (j->state == JS_PENDING) {
@@ -607,6 +629,12 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     free(j->place);
     j->place = NULL;
     j->nplace = 0;
+    if (d->nslots == 0 && d->node_names[0][0]) {
+        /* a job without GPUs (place_cpu_jobs): its node only */
+        j->place = cr_calloc(1, sizeof *j->place);
+        j->nplace = 1;
+        snprintf(j->place[0].node, sizeof j->place[0].node, "%s", d->node_names[0]);
+    }
     for (size_t s = 0; s < d->nslots; s++) {
         const cr_sched_slot *sl = &d->slots[s];
         const char *name = s < 8 ? d->node_names[s] : NULL;
@@ -671,7 +699,10 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
         j->last_tpn = ctl_batch_tasks_per_node(j, j->place[0].ngpus, &launcher);
     }
     const char *tname = cr_sched_gpu_type_name(pl->s, d->gpu_type);
-    snprintf(j->run_type, sizeof j->run_type, "%s", tname ? tname : j->gpu_type);
+    snprintf(j->run_type, sizeof j->run_type, "%s",
+             j->gpus == 0 ? "none"
+             : tname      ? tname
+                          : j->gpu_type);
     j->state = JS_RUNNING;
     j->start_unstored = true; /* in no desired state until its row is durable */
     j->runs++;
@@ -684,7 +715,11 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     ctl_job_set_reason(j, "");
     cr_buf b;
     cr_buf_init(&b);
-    cr_buf_printf(&b, "%d x %s on", j->gpus, j->run_type);
+    if (j->gpus) {
+        cr_buf_printf(&b, "%d x %s on", j->gpus, j->run_type);
+    } else {
+        cr_buf_puts(&b, "no GPU on");
+    }
     for (size_t k = 0; k < j->nplace; k++) {
         cr_buf_printf(&b, "%s %s[", k ? "," : "", j->place[k].node);
         for (size_t g = 0; g < j->place[k].ngpus; g++) {
@@ -720,8 +755,10 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     }
     job_req r;
     req_of(j, &r);
-    char why[320];
-    ctl_auto_why(pl->au, pl->s, &r.hints, d->gpu_type, why, sizeof why);
+    char why[320] = "";
+    if (j->gpus > 0) {
+        ctl_auto_why(pl->au, pl->s, &r.hints, d->gpu_type, why, sizeof why);
+    }
     if (*why) {
         cr_buf_printf(&b, "; %s", why);
     }
@@ -770,6 +807,117 @@ typedef struct start_rec {
     int64_t id;
     int run;
 } start_rec;
+
+/* The CPUs job j holds on a node where it has node_gpus GPUs: its "cpus",
+ * else cpus_per_gpu per GPU (one GPU's worth without GPUs), else 1. */
+static double job_cpus(const ctl *c, const ctl_job *j, size_t node_gpus)
+{
+    json_t *x = json_object_get(j->spec, "cpus");
+    if (json_is_number(x)) {
+        return json_number_value(x);
+    }
+    if (c->cfg.cpus_per_gpu > 0) {
+        return c->cfg.cpus_per_gpu * (node_gpus ? (double)node_gpus : 1.0);
+    }
+    return 1.0;
+}
+
+/* Node n's CPUs not held by its running jobs (negative: over), and whether
+ * one of them has it whole (--exclusive). mu held. */
+static double node_cpus_free(ctl *c, const ctl_node *n, bool *exclusive)
+{
+    double used = 0;
+    *exclusive = false;
+    for (size_t k = 0; k < n->njobs; k++) {
+        const ctl_job *o = ctl_job_get(c, n->jobs[k]);
+        if (!o || ctl_job_terminal(o)) {
+            continue;
+        }
+        for (size_t q = 0; q < o->nplace; q++) {
+            if (strcmp(o->place[q].node, n->name) == 0) {
+                used += job_cpus(c, o, o->place[q].ngpus);
+            }
+        }
+        *exclusive = *exclusive || json_is_true(json_object_get(o->spec, "exclusive"));
+    }
+    return (double)n->cpus - used;
+}
+
+/*
+ * Jobs without GPUs (gpus 0; docs/scheduler.md, "Jobs without GPUs"). The
+ * GPU scheduler counts GPUs, so these are placed here, in the order they
+ * were queued: on an up node the job may use (node filter, partition)
+ * whose CPUs not held by its running jobs cover the job's (a node that
+ * registered no CPU count is taken to have room); among those, the node
+ * with the fewest free GPUs (GPU nodes stay free for GPU work), then the
+ * fewest free CPUs (packed), then the first registered. A job that has no
+ * such node is given the reason. Starts are appended to st. mu held.
+ */
+static void place_cpu_jobs(ctl *c, placer *pl, cr_store_txn *txn, int64_t now, ctl_node ***bump,
+                           size_t *nbump, size_t *capbump, start_rec **st, size_t *nst,
+                           size_t *capst)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < pl->ncpu; i++) {
+        ctl_job *j = ctl_job_get(c, pl->cpu_ids[i]);
+        if (!j || ctl_job_terminal(j) || !j->in_sched || j->gpus != 0) {
+            continue; /* gone from the queue (a later add tracks it again) */
+        }
+        pl->cpu_ids[w++] = pl->cpu_ids[i];
+        if (j->state != JS_PENDING) {
+            continue;
+        }
+        double want = job_cpus(c, j, 0);
+        bool whole = json_is_true(json_object_get(j->spec, "exclusive"));
+        ctl_node *best = NULL;
+        size_t best_gpus = 0;
+        double best_cpus = 0;
+        for (size_t k = 0; k < c->nnodes; k++) {
+            ctl_node *n = c->nodes[k];
+            if (!n->in_sched || n->state != NS_UP || n->drained || n->deleting ||
+                n->pending_approval || n->loss_pending ||
+                (ctl_batch_has_node_filter(j) && !ctl_batch_node_allowed(c, j, n))) {
+                continue;
+            }
+            bool excl;
+            double cfree = node_cpus_free(c, n, &excl);
+            if (excl || (whole && n->njobs > 0) || (n->cpus > 0 && cfree < want)) {
+                continue;
+            }
+            size_t gfree = 0;
+            for (size_t g = 0; g < n->ngpus; g++) {
+                gfree += n->gpus[g].alloc_job == 0 && strcmp(n->gpus[g].health, "ok") == 0;
+            }
+            if (!best || gfree < best_gpus || (gfree == best_gpus && cfree < best_cpus)) {
+                best = n;
+                best_gpus = gfree;
+                best_cpus = cfree;
+            }
+        }
+        if (!best) {
+            char why[160];
+            snprintf(why, sizeof why,
+                     "no GPU requested: no node it may use has %.3g CPUs free (or is up)", want);
+            if (!j->reason || strcmp(j->reason, why) != 0) {
+                ctl_job_set_reason(j, why);
+            }
+            continue;
+        }
+        dec_copy d;
+        memset(&d, 0, sizeof d);
+        d.action = CR_SCHED_START;
+        d.job = (uint64_t)j->id;
+        d.gpu_type = -1;
+        d.nmig = -1;
+        snprintf(d.node_names[0], sizeof d.node_names[0], "%s", best->name);
+        apply_start(c, pl, txn, &d, j, now, bump, nbump, capbump);
+        CR_GROW(*st, *nst, *capst);
+        (*st)[*nst].id = j->id;
+        (*st)[*nst].run = j->runs;
+        (*nst)++;
+    }
+    pl->ncpu = w;
+}
 
 /* After a pass's commit (rc): its starts become visible to the agents
  * (their nodes are bumped next), or, not stored, are taken back: the job
@@ -857,16 +1005,31 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
      * specified without it. Re-add them (before the queued changes, so
      * that a queued removal still wins). */
     int ntypes = cr_sched_gpu_type_count(pl->s);
-    if (ntypes != pl->ntypes) {
+    /* Likewise a node that joined: the pending jobs with a node filter (a
+     * partition above all) had masks made without it. */
+    uint64_t gen = 0, nin = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        if (c->nodes[i]->in_sched) {
+            nin++;
+            gen = c->nodes[i]->sched_idx + 1 > gen ? c->nodes[i]->sched_idx + 1 : gen;
+        }
+    }
+    gen = gen << 32 | nin;
+    bool new_nodes = gen != pl->node_gen;
+    pl->node_gen = gen;
+    if (ntypes != pl->ntypes || new_nodes) {
+        bool new_types = ntypes != pl->ntypes;
         pl->ntypes = ntypes;
         size_t slot = ctl_first_active_slot(c);
         for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
-            if (j->in_sched && j->state == JS_PENDING && strcmp(j->gpu_type, "auto") == 0) {
+            bool filtered = new_nodes && ctl_batch_has_node_filter(j);
+            if (j->in_sched && j->state == JS_PENDING &&
+                ((new_types && strcmp(j->gpu_type, "auto") == 0) || filtered)) {
                 CR_GROW(ops, nops, capops);
                 ops[nops].op = OP_RESPEC;
                 req_of(j, &ops[nops].r);
                 mask_of(c, j, &ops[nops].r);
-                if (ops[nops].r.hints.active) {
+                if (ops[nops].r.hints.active || filtered) {
                     nops++;
                 } else {
                     CR_FREE(ops[nops].r.mask);
@@ -875,9 +1038,11 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         }
     }
     /* A node re-added under a new index: the pending jobs with a node
-     * filter (--nodelist, --exclude, --constraint) get their mask again. */
-    if (pl->masks_stale) {
-        pl->masks_stale = false;
+     * filter (--nodelist, --exclude, --constraint) get their mask again
+     * (unless the new-node pass above just did it). */
+    bool stale = pl->masks_stale && !new_nodes;
+    pl->masks_stale = false;
+    if (stale) {
         size_t slot = ctl_first_active_slot(c);
         for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
             if (j->in_sched && j->state == JS_PENDING && ctl_batch_has_node_filter(j)) {
@@ -920,6 +1085,12 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
                 continue;
             }
             j->in_sched = true;
+            if (j->gpus == 0) {
+                /* no GPU: placed by place_cpu_jobs, not the GPU scheduler */
+                CR_GROW(pl->cpu_ids, pl->ncpu, pl->capcpu);
+                pl->cpu_ids[pl->ncpu++] = j->id;
+                continue;
+            }
             req_of(j, &o->r);
             mask_of(c, j, &o->r);
             nops++;
@@ -1063,6 +1234,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             nstarted++;
         }
     }
+    place_cpu_jobs(c, pl, txn, now, &bump, &nbump, &capbump, &started, &nstarted, &capstarted);
     size_t events = 0;
     for (size_t i = 0; i < nrs; i++) {
         ctl_job *j = ctl_job_get(c, rs[i].id);

@@ -55,7 +55,28 @@ typedef struct resv {
     uint32_t extra; /* GPUs beyond the reserved job's need at `at` */
     uint64_t job;
     uint32_t need; /* the reserved job's GPUs */
+    /* The reserved job's nodes (its node_mask, borrowed for the cycle);
+     * NULL = any node of the type. */
+    const uint8_t *mask;
+    uint32_t mask_bits;
 } resv;
+
+/* j would start (plan) only on nodes the reservation's job may not use
+ * (another partition's, --nodelist...): it cannot delay it. */
+static bool beside_reservation(cr_sched *s, const resv *r, const job *j, int type)
+{
+    uint32_t n = 0;
+    if (!r->mask || cr__sched_plan(s, j, type, &n) != 0 || n == 0) {
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t nd = s->plan[i].node;
+        if (nd < r->mask_bits && (r->mask[nd / 8] & (1u << (nd % 8)))) {
+            return false;
+        }
+    }
+    return true;
+}
 
 static void tenant_shares(cr_sched *s)
 {
@@ -248,6 +269,8 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
     r->job = j->spec.id;
     r->need = j->spec.gpu_count;
     r->at = free_at(s, type, j->spec.gpu_count, now_ns, &r->extra);
+    r->mask = j->spec.node_mask;
+    r->mask_bits = j->spec.node_mask_bits;
 }
 
 /* Expected runtime of j on type t: its estimate (time_limit_ns) is the
@@ -841,7 +864,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             bool any = false;
             for (int t = 0; t < s->ntypes && !any; t++) {
                 const resv *r = &res[t];
-                bool held = r->active &&
+                /* (a reservation for some nodes only holds nothing of the
+                 * others: jobs beside it may start) */
+                bool held = r->active && !r->mask &&
                             (!s->cfg.backfill ||
                              (r->extra < min_k && (min_lim == INT64_MAX || r->at == INT64_MAX ||
                                                    now_ns > r->at - min_lim)));
@@ -941,15 +966,18 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             } else if (res[t].active) {
                 int64_t lim = j->spec.time_limit_ns;
                 bool ends_before = lim > 0 && res[t].at != INT64_MAX && now_ns <= res[t].at - lim;
-                if (!s->cfg.backfill || (!ends_before && k > res[t].extra)) {
+                if (beside_reservation(s, &res[t], j, t)) {
+                    /* (not a backfill: it takes nothing the reservation waits for) */
+                } else if (!s->cfg.backfill || (!ends_before && k > res[t].extra)) {
                     if (why == R_NONE || why == R_QUOTA) {
                         why = s->cfg.backfill ? R_BACKFILL : R_BLOCKED;
                         wtype = t;
                     }
                     continue;
+                } else {
+                    backfill = true;
+                    uses_extra = !ends_before;
                 }
-                backfill = true;
-                uses_extra = !ends_before;
             }
             uint32_t nslot = 0;
             int rc = cr__sched_plan(s, j, t, &nslot);

@@ -414,12 +414,12 @@ static void test_cmd_submit(void **state)
     unsigned before = fake_server_requests(s);
     r = cli("submit", "--gpus", "-1", "true", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--gpus: '-1' is not an integer in 1..4096"));
+    assert_non_null(strstr(r.err, "--gpus: '-1' is not an integer in 0..4096"));
     run_free(&r);
-    /* the server refuses 0 GPUs: so does the CLI; --nodes 0 (any spread) is fine for both */
-    r = cli("submit", "--gpus", "0", "true", NULL);
+    /* 0 GPUs is a CPU job on one node, without GPU properties (issue 29) */
+    r = cli("submit", "--gpus", "0", "--nodes", "2", "true", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--gpus"));
+    assert_non_null(strstr(r.err, "--gpus 0 (a job without GPUs) goes with one node"));
     run_free(&r);
     /* limits the server would refuse never leave the CLI */
     static const char *const bad[][3] = {
@@ -514,6 +514,33 @@ static void test_cmd_submit_script(void **state)
     json_t *cmd = json_object_get(b, "command");
     assert_string_equal(json_string_value(json_array_get(cmd, 0)), strrchr(path, '/') + 1);
     assert_string_equal(json_string_value(json_array_get(cmd, 1)), "arg1");
+    json_decref(last);
+    run_free(&r);
+
+    /* -p is a partition, not a GPU type (issue 29); --parsable prints the id
+     * alone, for jid=$(corral submit --parsable a.sh); the server's note is
+     * shown on stderr. */
+    path = write_tmp("part.sh", "#!/bin/bash\n#SBATCH -p gpu\n#SBATCH --parsable\ntrue\n");
+    fake_server_canned(s, 201, "{\"ids\":[12,13],\"note\":\"partition 'gpu' taken as X\"}");
+    r = cli("submit", path, NULL);
+    if (r.code != 0) {
+        fail_msg("exit %d: %s", r.code, r.err);
+    }
+    assert_string_equal(r.out, "12\n");
+    assert_non_null(strstr(r.err, "corral submit: note: partition 'gpu' taken as X"));
+    last = fake_server_last(s);
+    b = sent_body(last);
+    assert_string_equal(json_string_value(json_object_get(b, "partition")), "gpu");
+    assert_null(json_object_get(b, "gpu_type"));
+    json_decref(last);
+    run_free(&r);
+    r = cli("submit", "-p", "cpu", "--gpus", "0", "--parsable", "true", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out, "12\n");
+    last = fake_server_last(s);
+    assert_string_equal(json_string_value(json_object_get(sent_body(last), "partition")), "cpu");
+    assert_true(json_is_integer(json_object_get(sent_body(last), "gpus")));
+    assert_int_equal(json_integer_value(json_object_get(sent_body(last), "gpus")), 0);
     json_decref(last);
     run_free(&r);
 

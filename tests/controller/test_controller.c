@@ -668,8 +668,8 @@ static void wait_state(const daemon_t *d, int64_t id, const char *state)
         json_t *v = job(d, id);
         bool ok = strcmp(str(v, "state"), state) == 0;
         if (!ok && cr_mono_ns() > deadline) {
-            fprintf(stderr, "job %lld: state %s, wanted %s\n", (long long)id, str(v, "state"),
-                    state);
+            fprintf(stderr, "job %lld: state %s (%s), wanted %s\n", (long long)id, str(v, "state"),
+                    str(v, "reason"), state);
         }
         json_decref(v);
         if (ok) {
@@ -2091,6 +2091,226 @@ static void test_env_sealed(void **state)
     cleanup(&d);
 }
 
+/* A submit's error: its status, field and whether message holds want. */
+static void submit_refused(const daemon_t *d, const char *body, const char *field, const char *want)
+{
+    long code;
+    json_t *v = call(d, "POST", "/v1/jobs", d->admin, body, &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), field);
+    if (!strstr(str(v, "message"), want)) {
+        fprintf(stderr, "message '%s' lacks '%s'\n", str(v, "message"), want);
+        fail();
+    }
+    json_decref(v);
+}
+
+/* Wait until the scheduler has looked at pending job id (its reason is
+ * no longer the submit's). */
+static void wait_considered(const daemon_t *d, int64_t id)
+{
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        json_t *v = job(d, id);
+        bool seen = strcmp(str(v, "reason"), "not yet considered") != 0;
+        json_decref(v);
+        if (seen) {
+            return;
+        }
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+}
+
+static void assert_runs_on(const daemon_t *d, int64_t id, const char *node)
+{
+    wait_state(d, id, "running");
+    json_t *v = job(d, id);
+    assert_string_equal(str(v, "run_nodes"), node);
+    json_decref(v);
+}
+
+/* Issue 29: a GPU type no one knows, or a partition the cluster does not
+ * define, is refused at submit (it would pend for ever); with no
+ * partitions, a partition naming a GPU type is that type, with a note. */
+static void test_gpu_type_known(void **state)
+{
+    daemon_t d;
+    long code;
+    start(&d, true, NULL);
+    submit_refused(&d, "{\"command\":[\"x\"],\"gpu_type\":\"gpu\"}", "gpu_type",
+                   "unknown GPU type 'gpu' (this cluster has: none registered yet");
+    char *t1 = register_node(&d, "n1");
+    submit_refused(&d, "{\"command\":[\"x\"],\"gpu_type\":\"gpu\"}", "gpu_type",
+                   "(this cluster has: A100 SXM;");
+    submit_refused(&d, "{\"command\":[\"x\"],\"partition\":\"gpu\"}", "partition",
+                   "invalid partition name specified: 'gpu' (this cluster has no partitions)");
+    json_t *v = call(&d, "POST", "/v1/agents/register", d.join,
+                     "{\"node\":\"h1\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,"
+                     "\"gpus\":[{\"index\":0,\"uuid\":\"GPU-h1-0\",\"model\":\"H100 SXM\"}]}",
+                     &code);
+    assert_int_equal(code, 200);
+    char *t2 = strdup(str(v, "node_token"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/jobs", d.admin, "{\"command\":[\"x\"],\"partition\":\"h100\"}",
+             &code);
+    assert_int_equal(code, 201);
+    assert_non_null(strstr(str(v, "note"), "partition 'h100' taken as the GPU type"));
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    assert_runs_on(&d, id, "h1"); /* "h100" is the node's "H100 SXM" */
+    v = job(&d, id);
+    assert_string_equal(str(v, "gpu_type"), "H100 SXM");
+    assert_null(json_object_get(v, "partition"));
+    json_decref(v);
+    /* a type of the catalog no node has yet: accepted (a node may come) */
+    submit(&d, d.admin, "{\"command\":[\"x\"],\"gpu_type\":\"L4\"}");
+    assert_int_equal(count_jobs(&d), 2);
+    free(t1);
+    free(t2);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
+/* Partitions: a partition's jobs go to its nodes only (also nodes that
+ * join after the job), take its default GPU type and max_time; the
+ * default partition takes jobs that name none. */
+static void test_partitions(void **state)
+{
+    daemon_t d;
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-part-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"partitions\": [\n"
+          " {\"name\": \"big\", \"nodes\": [\"n1\"], \"max_time\": \"1:00:00\"},\n"
+          " {\"name\": \"small\", \"nodes\": [\"s*\"], \"default\": true,\n"
+          "  \"default_gpu_type\": \"A100 SXM\"},\n"
+          " {\"name\": \"late\", \"gpu_types\": [\"H100 SXM\"], \"nodes\": [\"l3\"]}]}\n",
+          cf);
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
+    char *t1 = register_node(&d, "n1");
+    char *t2 = register_node(&d, "s2");
+    submit_refused(&d, "{\"command\":[\"x\"],\"partition\":\"gpu\"}", "partition",
+                   "invalid partition name specified: 'gpu' (this cluster has partitions big, "
+                   "small, late)");
+    submit_refused(&d, "{\"command\":[\"x\"],\"partition\":\"big\",\"time_limit_s\":7200}",
+                   "time_limit_s", "past partition 'big' max_time (3600 s)");
+    assert_int_equal(count_jobs(&d), 0);
+    int64_t big1 = submit(&d, d.admin, "{\"command\":[\"x\"],\"gpus\":2,\"partition\":\"big\"}");
+    assert_runs_on(&d, big1, "n1");
+    json_t *v = job(&d, big1);
+    assert_int_equal(num(v, "time_limit_s"), 3600);
+    assert_string_equal(str(v, "partition"), "big");
+    json_decref(v);
+    /* n1 is full: big's next job waits though s2 is free */
+    int64_t big2 = submit(&d, d.admin, "{\"command\":[\"x\"],\"gpus\":2,\"partition\":\"big\"}");
+    wait_considered(&d, big2);
+    int64_t small = submit(&d, d.admin, "{\"command\":[\"x\"],\"gpus\":2}");
+    assert_runs_on(&d, small, "s2");
+    v = job(&d, small);
+    assert_string_equal(str(v, "partition"), "small");
+    assert_string_equal(str(v, "gpu_type"), "A100 SXM");
+    json_decref(v);
+    v = job(&d, big2);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+    /* A partition's node that joins after its job was queued takes it. */
+    int64_t late = submit(&d, d.admin, "{\"command\":[\"x\"],\"partition\":\"late\"}");
+    wait_considered(&d, late);
+    v = job(&d, late);
+    assert_string_equal(str(v, "state"), "pending");
+    json_decref(v);
+    char *t3 = register_node(&d, "l3");
+    assert_runs_on(&d, late, "l3");
+    free(t1);
+    free(t2);
+    free(t3);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+
+    /* A bad partitions section stops the controller with the field. */
+    char cmd[600];
+    snprintf(cmd, sizeof cmd,
+             "echo '{\"partitions\": [{\"name\": \"a\", \"default\": true}, {\"name\": \"b\", "
+             "\"default\": true}]}' > %s; %s controller --config %s 2>&1 | grep -q "
+             "\"field 'partitions\\[1\\].default': only one partition may be the default\"",
+             cfg, bin(), cfg);
+    assert_int_equal(system(cmd), 0);
+    unlink(cfg);
+}
+
+/* Issue 29: jobs without GPUs. gpus 0 runs on a node whose GPUs are all
+ * taken, with its CPU limit in the desired state and no GPU; the node's
+ * CPUs bound how many such jobs it takes. default_gpus 0: a job that asks
+ * for no GPU gets none. */
+static void test_cpu_jobs(void **state)
+{
+    daemon_t d;
+    start(&d, true, NULL);
+    char *t1 = register_node(&d, "n1"); /* 8 CPUs, 2 GPUs */
+    submit_refused(&d, "{\"command\":[\"x\"],\"gpus\":0,\"nodes\":2}", "gpus",
+                   "0 (a job without GPUs) goes with nodes 0 or 1");
+    submit_refused(&d, "{\"command\":[\"x\"],\"gpus\":0,\"gpu_type\":\"L4\"}", "gpus",
+                   "no gpu_type");
+    int64_t a = submit(&d, d.admin, "{\"command\":[\"train\"],\"gpus\":2}");
+    assert_runs_on(&d, a, "n1");
+    int64_t b = submit(&d, d.admin, "{\"command\":[\"prep\"],\"gpus\":0,\"cpus\":4}");
+    assert_runs_on(&d, b, "n1"); /* no GPU free there: it needs none */
+    json_t *e = desired_entry(&d, "n1", t1, b);
+    assert_int_equal(json_array_size(json_object_get(e, "gpus")), 0);
+    assert_true(json_number_value(json_object_get(e, "cpus")) == 4.0);
+    json_decref(e);
+    json_t *v = job(&d, b);
+    assert_int_equal(num(v, "gpus"), 0);
+    assert_string_equal(str(v, "run_gpu_type"), "none");
+    json_decref(v);
+    /* 8 CPUs: a (1) + b (4) leave 3, c wants 4 */
+    int64_t c = submit(&d, d.admin, "{\"command\":[\"prep\"],\"gpus\":0,\"cpus\":4}");
+    wait_considered(&d, c);
+    v = job(&d, c);
+    assert_string_equal(str(v, "state"), "pending");
+    assert_non_null(strstr(str(v, "reason"), "no node it may use has 4 CPUs free"));
+    json_decref(v);
+    post_exit(&d, "n1", t1, b, 0);
+    wait_state(&d, b, "completed");
+    assert_runs_on(&d, c, "n1");
+    /* the cluster's default stays one GPU */
+    int64_t g = submit(&d, d.admin, "{\"command\":[\"x\"]}");
+    v = job(&d, g);
+    assert_int_equal(num(v, "gpus"), 1);
+    json_decref(v);
+    free(t1);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+
+    char cfg[128], extra[200];
+    snprintf(cfg, sizeof cfg, "/tmp/corral-test-cpu-%d.json", (int)getpid());
+    FILE *cf = fopen(cfg, "w");
+    assert_non_null(cf);
+    fputs("{\"default_gpus\": 0}\n", cf);
+    fclose(cf);
+    snprintf(extra, sizeof extra, "--config %s", cfg);
+    start(&d, true, extra);
+    unlink(cfg);
+    t1 = register_node(&d, "n1");
+    int64_t p = submit(&d, d.admin, "{\"command\":[\"prep\"]}");
+    assert_runs_on(&d, p, "n1");
+    v = job(&d, p);
+    assert_int_equal(num(v, "gpus"), 0);
+    json_decref(v);
+    int64_t q = submit(&d, d.admin, "{\"command\":[\"x\"],\"gpu_type\":\"A100 SXM\"}");
+    v = job(&d, q);
+    assert_int_equal(num(v, "gpus"), 1); /* asking for a type asks for a GPU */
+    json_decref(v);
+    free(t1);
+    stop(&d, SIGTERM);
+    cleanup(&d);
+}
+
 int main(void)
 {
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -2117,6 +2337,9 @@ int main(void)
         cmocka_unit_test(test_metrics_promtool),
         cmocka_unit_test(test_env_reserved),
         cmocka_unit_test(test_env_sealed),
+        cmocka_unit_test(test_gpu_type_known),
+        cmocka_unit_test(test_partitions),
+        cmocka_unit_test(test_cpu_jobs),
         cmocka_unit_test(test_crash_safety),
     };
     if (getenv("TEST_FILTER")) {

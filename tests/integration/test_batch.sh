@@ -5,6 +5,7 @@
 #     become the job (-t 90 is 5,400 s; --ntasks-per-node 2 runs two tasks),
 #     the script travels with the job and -o out-%j-%t.txt is written on the
 #     node, in --chdir;
+#   - --gpus 0 runs a job with no GPU (CUDA_VISIBLE_DEVICES empty);
 #   - --wait returns the job's exit code, and a failure is not retried by
 #     default (it ran once);
 #   - an afterok chain runs in order, the waiting job's reason names the job
@@ -66,6 +67,14 @@ done
 # The node ran its own copy of the script: the original was never read there.
 [ -s "$DIR/n0/scripts/$id.sh" ] || [ -s "$DIR/n1/scripts/$id.sh" ] || fail "script not shipped to the node"
 cd /
+
+# --- a job without GPUs (--gpus 0) runs with none, beside whole-GPU jobs -----
+"$CORRAL" submit --wait --gpus 0 --cpus 1 --chdir "$DIR/work" -o cpu-%j.txt -- \
+    sh -c 'echo "cvd=[${CUDA_VISIBLE_DEVICES-unset}] ngpu=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l)"' \
+    >"$DIR/cpu.out" 2>&1 || fail "--gpus 0: $(cat "$DIR/cpu.out")"
+cid=$(grep -o '[0-9][0-9]*' "$DIR/cpu.out" | head -1)
+[ "$(field_of "$cid" gpus)" = 0 ] || fail "--gpus 0 job has $(field_of "$cid" gpus) GPUs"
+grep -q '^cvd=\[\] ' "$DIR/work/cpu-$cid.txt" || fail "--gpus 0 saw GPUs: $(cat "$DIR/work/cpu-$cid.txt")"
 
 # --- --wait returns the exit code; no retries by default ---------------------
 set +e
