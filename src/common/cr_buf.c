@@ -63,16 +63,24 @@ void cr_buf_putc(cr_buf *b, char c)
 
 void cr_buf_vprintf(cr_buf *b, const char *fmt, va_list ap)
 {
+    /* Formatted once into the spare room (at least 64 bytes of it), and
+     * only a longer text a second time, into room made for it: one
+     * vsnprintf per call instead of a measuring one first (a job's stored
+     * document makes a dozen of these per submit). */
+    reserve(b, 64);
     va_list ap2;
     va_copy(ap2, ap);
-    char probe[1];
-    int n = vsnprintf(probe, sizeof probe, fmt, ap2);
+    size_t room = b->cap - b->len;
+    int n = vsnprintf(b->data + b->len, room, fmt, ap2);
     va_end(ap2);
     if (n <= 0) {
+        b->data[b->len] = '\0';
         return;
     }
-    reserve(b, (size_t)n);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    if ((size_t)n >= room) {
+        reserve(b, (size_t)n);
+        vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    }
     b->len += (size_t)n;
 }
 
@@ -94,4 +102,20 @@ char *cr_buf_take(cr_buf *b)
     char *s = b->data ? b->data : cr_strdup("");
     cr_buf_init(b);
     return s;
+}
+
+void cr_buf_put_jstr(cr_buf *b, const char *s)
+{
+    cr_buf_putc(b, '"');
+    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            cr_buf_putc(b, '\\');
+            cr_buf_putc(b, (char)*p);
+        } else if (*p < 0x20) {
+            cr_buf_printf(b, "\\u%04x", *p);
+        } else {
+            cr_buf_putc(b, (char)*p);
+        }
+    }
+    cr_buf_putc(b, '"');
 }

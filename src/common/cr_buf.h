@@ -22,6 +22,9 @@ void cr_buf_reset(cr_buf *b);
 void cr_buf_append(cr_buf *b, const void *data, size_t len);
 void cr_buf_puts(cr_buf *b, const char *s);
 void cr_buf_putc(cr_buf *b, char c);
+/* s (NULL: "") as a JSON string: quoted, '"' and '\\' escaped, control
+ * bytes as \u00XX; other bytes as they are (the caller's text is UTF-8). */
+void cr_buf_put_jstr(cr_buf *b, const char *s);
 void cr_buf_printf(cr_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cr_buf_vprintf(cr_buf *b, const char *fmt, va_list ap) __attribute__((format(printf, 2, 0)));
 /* Contents as a C string ("" when empty); valid until the next mutation. */

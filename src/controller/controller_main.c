@@ -166,13 +166,20 @@ static void route(void *ctx, cr_http_req *req)
      * periodic telemetry); reads do not. */
     bool heartbeat = (p.role == CR_ROLE_AGENT && strcmp(r, "agents") == 0 && nseg == 4) ||
                      (strcmp(r, "services") == 0 && nseg == 4 && strcmp(seg[3], "metrics") == 0);
+    /* A job submit stores its audit row in its own transaction. */
+    bool submit = strcmp(r, "jobs") == 0 && nseg == 2 && strcmp(m, "POST") == 0;
     if (!heartbeat && strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0) {
         char what[600];
         snprintf(what, sizeof what, "%s %s", m, path);
-        ctl_audit(c, req, &p, what);
+        if (submit) {
+            ctl_audit_defer(c, req, &p, what);
+        } else {
+            ctl_audit(c, req, &p, what);
+        }
     }
     if (strcmp(r, "jobs") == 0) {
         ctl_route_jobs(c, req, &p, seg, nseg);
+        ctl_audit_flush(c);
     } else if (strcmp(r, "agents") == 0) {
         ctl_route_agents(c, req, &p, seg, nseg);
     } else if (strcmp(r, "nodes") == 0) {

@@ -839,9 +839,10 @@ bool ctl_part_holds(const ctl *c, const json_t *part, const ctl_node *n);
  * (given, or the default one; with no partitions configured, a partition
  * that names a GPU type becomes the type, and note says so), apply the
  * partition's default GPU type and max_time, and check the GPU type is
- * known. 0, or 400's error in err. mu held. */
+ * known. *changed is set when it changed j->spec (left alone otherwise).
+ * 0, or 400's error in err. mu held. */
 int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t notelen,
-                    cr_json_err *err);
+                    bool *changed, cr_json_err *err);
 /* Ask the agents of running job j to signal its tasks (sets sig_name and
  * sig_at, bumps its nodes). mu held. */
 void ctl_batch_signal(ctl *c, ctl_job *j, const char *name);
@@ -905,6 +906,14 @@ unsigned ctl_join_admit(ctl *c, cr_store_txn *txn, const cr_principal *p, const 
 int ctl_load_node_secrets(ctl *c);
 /* Record an admin or mutating request in the audit log (queued, not awaited). */
 void ctl_audit(ctl *c, cr_http_req *req, const cr_principal *p, const char *action);
+/* The same row, held for the request this thread is routing: the handler
+ * that stores the request's change puts it into that transaction
+ * (ctl_audit_take: one commit for both, issue 25: a job submit was two
+ * transactions), and ctl_audit_flush, after the handler, queues it alone
+ * when none did (a refused request). */
+void ctl_audit_defer(ctl *c, cr_http_req *req, const cr_principal *p, const char *action);
+void ctl_audit_take(cr_store_txn *txn);
+void ctl_audit_flush(ctl *c);
 void ctl_route_audit(ctl *c, cr_http_req *req, const cr_principal *p);
 void ctl_audit_tick(ctl *c, int64_t now_mono); /* retention; takes no lock */
 

@@ -329,22 +329,6 @@ static void row_fill(ctl *c, list_row *r, ref_cache *rc)
 }
 
 /* A JSON string literal (our text, or validated UTF-8). */
-static void put_jstr(cr_buf *b, const char *s)
-{
-    cr_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            cr_buf_putc(b, '\\');
-            cr_buf_putc(b, (char)*p);
-        } else if (*p < 0x20) {
-            cr_buf_printf(b, "\\u%04x", *p);
-        } else {
-            cr_buf_putc(b, (char)*p);
-        }
-    }
-    cr_buf_putc(b, '"');
-}
-
 /* ------------------------------------------------------------------------ */
 /* GET /v1/jobs                                                             */
 
@@ -516,9 +500,9 @@ void ctl_jobs_list(ctl *c, cr_http_req *req, const cr_principal *p)
             continue;
         }
         cr_buf_puts(&b, count++ ? ",{\"state\":" : "{\"state\":");
-        put_jstr(&b, r->state);
+        cr_buf_put_jstr(&b, r->state);
         cr_buf_puts(&b, ",\"reason\":");
-        put_jstr(&b, r->reason);
+        cr_buf_put_jstr(&b, r->reason);
         cr_buf_append(&b, r->rest, r->rest_len);
     }
     cr_buf_printf(&b, "],\"count\":%zu,\"total\":%lld,\"active\":{", count, (long long)total);

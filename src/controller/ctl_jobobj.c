@@ -125,22 +125,6 @@ json_t *ctl_job_json(const ctl_job *j)
 
 /* The stored form: the API object plus exact times. */
 /* A JSON string literal (input is valid UTF-8: validated or our own text). */
-static void put_jstr(cr_buf *b, const char *s)
-{
-    cr_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
-        if (*p == '"' || *p == '\\') {
-            cr_buf_putc(b, '\\');
-            cr_buf_putc(b, (char)*p);
-        } else if (*p < 0x20) {
-            cr_buf_printf(b, "\\u%04x", *p);
-        } else {
-            cr_buf_putc(b, (char)*p);
-        }
-    }
-    cr_buf_putc(b, '"');
-}
-
 /*
  * The stored form: the API object plus exact times, written directly
  * (submissions are the hot path; building a jansson tree per job costs
@@ -165,13 +149,13 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
     }
     char t[64];
     cr_buf_printf(&b, "\"id\":%lld,\"tenant\":", (long long)j->id);
-    put_jstr(&b, j->tenant);
+    cr_buf_put_jstr(&b, j->tenant);
     if (j->array_first > 0) {
         cr_buf_printf(&b, ",\"array_index\":%d,\"array_first\":%lld", (int)j->array_index,
                       (long long)j->array_first);
     }
     cr_buf_printf(&b, ",\"state\":\"%s\",\"reason\":", ctl_job_state_names[j->state]);
-    put_jstr(&b, j->reason);
+    cr_buf_put_jstr(&b, j->reason);
     cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d,\"runs\":%d", j->exit_code,
                   j->signal, j->retries, j->runs);
     cr_buf_printf(&b, ",\"submit_time\":\"%s\"", ctl_time_str(j->submit_ns, t, sizeof t));
@@ -179,17 +163,17 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
     cr_buf_printf(&b, ",\"end_time\":\"%s\"", ctl_time_str(j->end_ns, t, sizeof t));
     if (*j->run_type) {
         cr_buf_puts(&b, ",\"run_gpu_type\":");
-        put_jstr(&b, j->run_type);
+        cr_buf_put_jstr(&b, j->run_type);
     }
     if (j->last_nodes) {
         cr_buf_puts(&b, ",\"run_nodes\":");
-        put_jstr(&b, j->last_nodes);
+        cr_buf_put_jstr(&b, j->last_nodes);
         cr_buf_printf(&b, ",\"tasks_per_node_run\":%d", j->last_tpn);
     }
     cr_buf_puts(&b, ",\"placement\":[");
     for (size_t i = 0; i < j->nplace; i++) {
         cr_buf_puts(&b, i ? ",{\"node\":" : "{\"node\":");
-        put_jstr(&b, j->place[i].node);
+        cr_buf_put_jstr(&b, j->place[i].node);
         cr_buf_puts(&b, ",\"gpus\":[");
         for (size_t k = 0; k < j->place[i].ngpus; k++) {
             cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].gpus[k]);
@@ -197,7 +181,7 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
         cr_buf_putc(&b, ']');
         if (*j->place[i].mig_profile) {
             cr_buf_puts(&b, ",\"mig_profile\":");
-            put_jstr(&b, j->place[i].mig_profile);
+            cr_buf_put_jstr(&b, j->place[i].mig_profile);
             cr_buf_puts(&b, ",\"mig_starts\":[");
             for (size_t k = 0; k < j->place[i].ngpus; k++) {
                 cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].mig_start[k]);
@@ -211,10 +195,10 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
                   "\"last_node\":",
                   (long long)j->submit_ns, (long long)j->start_ns, (long long)j->end_ns,
                   (long long)j->acct_ns);
-    put_jstr(&b, j->last_node);
+    cr_buf_put_jstr(&b, j->last_node);
     if (j->secrets_enc) {
         cr_buf_puts(&b, ",\"secrets_enc\":");
-        put_jstr(&b, j->secrets_enc);
+        cr_buf_put_jstr(&b, j->secrets_enc);
     }
     cr_buf_printf(&b, ",\"cancel_requested\":%s,\"timed_out\":%s,\"requeue_requested\":%s}",
                   j->cancel_requested ? "true" : "false", j->timed_out ? "true" : "false",

@@ -169,10 +169,10 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     /* The env sealed before anything is stored (the row holds its names
      * only in clear); measured above as sent, so the limit means what it
      * did (sealed, it stores about 4/3 of its size). */
+    bool redump = false; /* the spec changed after the dump above: dumped once more below */
     if (json_object_get(proto->spec, "env")) {
         ctl_job_env_seal(c, proto->spec);
-        free(spec_json);
-        spec_json = json_dumps(proto->spec, JSON_COMPACT);
+        redump = true;
     }
     if (proto->secrets) {
         /* Sealed before anything is stored; the plain copy goes now. */
@@ -197,13 +197,15 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     /* Partition and GPU type against the cluster's (its config, its nodes). */
     char note[200];
-    if (ctl_part_submit(c, v, proto, note, sizeof note, &err) != 0) {
+    if (ctl_part_submit(c, v, proto, note, sizeof note, &redump, &err) != 0) {
         pthread_mutex_unlock(&c->mu);
         ctl_reply_jerr(req, &err);
         goto out;
     }
-    free(spec_json);
-    spec_json = json_dumps(proto->spec, JSON_COMPACT);
+    if (redump) {
+        free(spec_json);
+        spec_json = json_dumps(proto->spec, JSON_COMPACT);
+    }
     const char *dep = json_string_value(json_object_get(proto->spec, "dependency"));
     char dwhy[200] = "";
     if (dep && ctl_batch_dep_refs(c, dep, proto->tenant, p->role == CR_ROLE_ADMIN, dwhy,
@@ -273,6 +275,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         s->jobs[i] = j;
         ctl_job_persist_doc(txn, j, ctl_job_doc_with(j, spec_json), "submitted", why);
     }
+    ctl_audit_take(txn); /* the request's audit row, in the same commit */
     cr_http_defer(req);
     cr_store_submit(c->store, txn, submit_committed, s);
 out:

@@ -271,7 +271,7 @@ int ctl_cpu_job_fail(cr_json_err *err)
 }
 
 int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t notelen,
-                    cr_json_err *err)
+                    bool *changed, cr_json_err *err)
 {
     note[0] = '\0';
     /* default_gpus 0: a job that asks for no GPU (nor any GPU property)
@@ -287,6 +287,7 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
             return ctl_cpu_job_fail(err);
         }
         j->gpus = 0;
+        *changed = true;
         json_object_set_new(j->spec, "gpus", json_integer(0));
     }
     const char *name = json_string_value(json_object_get(j->spec, "partition"));
@@ -296,9 +297,11 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
         /* Scripts written for clusters whose partitions are GPU types:
          * with no partitions here, such a name is taken as the type. */
         snprintf(j->gpu_type, sizeof j->gpu_type, "%s", name);
+        *changed = true;
         json_object_set_new(j->spec, "gpu_type", json_string(name));
         snprintf(note, notelen,
                  "this cluster defines no partitions: partition '%s' taken as the GPU type", name);
+        *changed = true;
         json_object_del(j->spec, "partition");
         name = NULL;
     } else if (name) {
@@ -322,12 +325,14 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
             return rc;
         }
     } else if ((part = part_default(&c->cfg)) != NULL) {
+        *changed = true;
         json_object_set(j->spec, "partition", json_object_get(part, "name"));
     }
     if (part) {
         const char *dgt = json_string_value(json_object_get(part, "default_gpu_type"));
         if (dgt && !json_object_get(body, "gpu_type") && j->gpus > 0) {
             snprintf(j->gpu_type, sizeof j->gpu_type, "%s", dgt);
+            *changed = true;
             json_object_set_new(j->spec, "gpu_type", json_string(dgt));
         }
         int64_t mt = 0;
@@ -342,6 +347,7 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
         }
         if (mt > 0 && j->time_limit_s == 0) {
             j->time_limit_s = mt;
+            *changed = true;
             json_object_set_new(j->spec, "time_limit_s", json_integer(mt));
         }
     }
@@ -349,6 +355,7 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
     if (m && strcmp(m, j->gpu_type) != 0) {
         /* The scheduler matches types by name: "h100" is the nodes' "H100 SXM". */
         snprintf(j->gpu_type, sizeof j->gpu_type, "%s", m);
+        *changed = true;
         json_object_set_new(j->spec, "gpu_type", json_string(m));
     }
     if (!type_known(c, j->gpu_type)) {

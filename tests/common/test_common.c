@@ -6,6 +6,8 @@
 #include "cr_rng.h"
 #include "cr_time.h"
 
+#include <jansson.h>
+
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -25,6 +27,32 @@ static void test_errors(void **state)
     assert_string_equal(cr_strerror(CR_ENOENT), "not found");
     assert_string_equal(cr_errname(12345), "CR_EUNKNOWN");
     assert_true(CR_ENOMEM < 0 && CR_EUNAVAIL < 0);
+}
+
+/* cr_buf_put_jstr: a JSON string jansson reads back as the same text. */
+static void test_buf_jstr(void **state)
+{
+    (void)state;
+    const char *cases[] = {"",           "plain", "q\"uote", "back\\slash", "nl\nand\ttab\x01",
+                           "caf\xc3\xa9"};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cr_buf b;
+        cr_buf_init(&b);
+        cr_buf_puts(&b, "{\"k\":");
+        cr_buf_put_jstr(&b, cases[i]);
+        cr_buf_putc(&b, '}');
+        json_error_t e;
+        json_t *v = json_loads(cr_buf_str(&b), 0, &e);
+        assert_non_null(v);
+        assert_string_equal(json_string_value(json_object_get(v, "k")), cases[i]);
+        json_decref(v);
+        cr_buf_fini(&b);
+    }
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_put_jstr(&b, NULL);
+    assert_string_equal(cr_buf_str(&b), "\"\"");
+    cr_buf_fini(&b);
 }
 
 static void test_buf(void **state)
@@ -214,10 +242,11 @@ static void test_log(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_log),        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_buf),        cmocka_unit_test(test_duration),
-        cmocka_unit_test(test_time_limit), cmocka_unit_test(test_count),
-        cmocka_unit_test(test_csv),        cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_log),      cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_buf),      cmocka_unit_test(test_buf_jstr),
+        cmocka_unit_test(test_duration), cmocka_unit_test(test_time_limit),
+        cmocka_unit_test(test_count),    cmocka_unit_test(test_csv),
+        cmocka_unit_test(test_rng),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
