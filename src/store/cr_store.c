@@ -21,7 +21,23 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { ST_PUT_JOB, ST_EVENT, ST_PUT, ST_DEL, ST_USAGE, ST_COUNT };
+/* The writer's statements, prepared once: the row writes, and the
+ * transaction control it runs around every group and every transaction
+ * (parsed by sqlite3_exec each time, these cost more than the rows). */
+enum {
+    ST_PUT_JOB,
+    ST_EVENT,
+    ST_PUT,
+    ST_DEL,
+    ST_USAGE,
+    ST_BEGIN,
+    ST_COMMIT,
+    ST_ROLLBACK,
+    ST_SAVEPOINT,
+    ST_RELEASE,
+    ST_ROLLBACK_TO,
+    ST_COUNT
+};
 
 /* Reader connections: reads (GET /v1/jobs pages, events) run side by side. */
 #define STORE_READERS 4
@@ -90,6 +106,12 @@ static const char *const stmt_sql[ST_COUNT] = {
     "INSERT INTO usage(tenant, gpu_type, day, gpu_s, energy_j, cost) VALUES(?1, ?2, ?3, ?4, ?5, "
     "?6) ON CONFLICT(tenant, gpu_type, day) DO UPDATE SET gpu_s = gpu_s + excluded.gpu_s,"
     " energy_j = energy_j + excluded.energy_j, cost = cost + excluded.cost",
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+    "SAVEPOINT t",
+    "RELEASE t",
+    "ROLLBACK TO t",
 };
 
 /* The code for a failed SQLite call: a full disk (SQLITE_FULL, or an
@@ -115,6 +137,20 @@ static int exec(sqlite3 *db, const char *sql)
         cr_error("store: %s (sql: %.80s)", msg ? msg : sqlite3_errmsg(db), sql);
         sqlite3_free(msg);
         return db_err(db, sqlite3_extended_errcode(db));
+    }
+    return 0;
+}
+
+/* One of the writer's prepared control statements (BEGIN, COMMIT, ...),
+ * as exec() would run it. */
+static int step_ctl(cr_store *s, int which)
+{
+    sqlite3_stmt *st = s->st[which];
+    int rc = sqlite3_step(st);
+    sqlite3_reset(st);
+    if (rc != SQLITE_DONE) {
+        cr_error("store: %s (sql: %s)", sqlite3_errmsg(s->w), stmt_sql[which]);
+        return db_err(s->w, sqlite3_extended_errcode(s->w));
     }
     return 0;
 }
@@ -357,18 +393,18 @@ static int apply_op(cr_store *s, const op *o)
 /* Apply one transaction under a savepoint; roll it back alone on failure. */
 static int apply_txn(cr_store *s, const cr_store_txn *t)
 {
-    if (exec(s->w, "SAVEPOINT t") != 0) {
+    if (step_ctl(s, ST_SAVEPOINT) != 0) {
         return CR_EIO;
     }
     for (size_t i = 0; i < t->len; i++) {
         int rc = apply_op(s, &t->ops[i]);
         if (rc != 0) {
-            exec(s->w, "ROLLBACK TO t");
-            exec(s->w, "RELEASE t");
+            step_ctl(s, ST_ROLLBACK_TO);
+            step_ctl(s, ST_RELEASE);
             return rc;
         }
     }
-    return exec(s->w, "RELEASE t");
+    return step_ctl(s, ST_RELEASE);
 }
 
 static void *writer_main(void *arg)
@@ -402,15 +438,15 @@ static void *writer_main(void *arg)
             status_cap = n;
             status = cr_reallocarray(status, status_cap, sizeof *status);
         }
-        int rc = exec(s->w, "BEGIN IMMEDIATE");
+        int rc = step_ctl(s, ST_BEGIN);
         size_t i = 0;
         for (cr_store_txn *t = batch; t; t = t->next, i++) {
             status[i] = rc == 0 ? apply_txn(s, t) : rc;
         }
         if (rc == 0) {
-            rc = exec(s->w, "COMMIT");
+            rc = step_ctl(s, ST_COMMIT);
             if (rc != 0) {
-                exec(s->w, "ROLLBACK");
+                step_ctl(s, ST_ROLLBACK);
                 for (i = 0; i < n; i++) {
                     status[i] = rc;
                 }
