@@ -47,7 +47,7 @@ awk 'BEGIN {
 }' >"$T/pods.csv"
 
 for s in $SEEDS; do
-    "$BIN" sim --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
+    "$BIN" sim --inflate --gpu-only --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
         --shared-nodes "$SHARE" --seed "$s" --share-policy best-fit,worst-fit,frag >"$T/out.$s"
 done
 head -1 "$T/out.$(echo $SEEDS | cut -d' ' -f1)"

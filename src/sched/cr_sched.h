@@ -29,7 +29,9 @@
  * Invariants (cr_sched_check() verifies them; the simulator calls it after
  * every event): no GPU or MIG slice is allocated twice; fractional tasks
  * sit only on shareable GPUs, never beside a whole-GPU or MIG job, and their
- * fractions (and memory) on one GPU sum to at most 1 (its memory); per-node, per-rack
+ * fractions (and memory) on one GPU sum to at most 1 (its memory); the CPU
+ * and host memory held on a node (running jobs' and host tasks') equal a
+ * recount and fit the node where it models them; per-node, per-rack
  * and per-type free counters equal a recount; a running gang holds exactly
  * its GPU count on exactly its node count; a tenant's non-borrowed use of a
  * GPU type never exceeds its quota.
@@ -246,6 +248,11 @@ typedef struct cr_sched_node_spec {
     cr_sched_node_state state;
     size_t gpu_count;              /* 0..CR_SCHED_MAX_NODE_GPUS */
     const cr_sched_gpu_spec *gpus; /* gpu_count entries; borrowed */
+    /* Host resources (docs/scheduler.md, "CPU and host memory"): CPU in
+     * thousandths of a core and host memory; 0 = not modelled (unlimited),
+     * so a job's cpu_milli / host_mem_bytes never keeps it off the node. */
+    uint64_t cpu_milli;
+    uint64_t mem_bytes;
 } cr_sched_node_spec;
 
 /* Add a node; *out_node gets its index. CR_EEXIST for a duplicate name. */
@@ -322,6 +329,10 @@ typedef struct cr_sched_node_info {
     const char *reason; /* last state/health reason, "" if none */
     uint32_t gpu_count;
     uint32_t free_gpus; /* whole healthy free non-MIG GPUs (0 unless UP) */
+    uint64_t cpu_milli; /* host CPU (thousandths of a core), 0 = not modelled */
+    uint64_t cpu_used;  /* held by running jobs and host tasks */
+    uint64_t mem_bytes; /* host memory, 0 = not modelled */
+    uint64_t mem_used;
 } cr_sched_node_info;
 
 typedef struct cr_sched_gpu_info {
@@ -422,6 +433,12 @@ typedef struct cr_sched_job_spec {
     /* Whole nodes: it starts only on nodes where nothing runs, and nothing
      * else starts there while it runs (--exclusive). */
     bool exclusive;
+    /* Host resources on each node the job holds GPUs on: CPU in
+     * thousandths of a core and host memory (0 = none asked). A node that
+     * models them (cr_sched_node_spec.cpu_milli / mem_bytes) takes the job
+     * only while what running jobs and host tasks hold there leaves room. */
+    uint64_t cpu_milli;
+    uint64_t host_mem_bytes;
 } cr_sched_job_spec;
 
 typedef enum cr_sched_job_state {
@@ -526,6 +543,21 @@ typedef struct cr_sched_decision {
  * mutating call. Returns the number of decisions (>= 0).
  */
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out);
+
+/*
+ * Host tasks: work that needs only CPU and host memory on one node (a
+ * CPU-only pod). The scheduler chooses the node as it would for a GPU task
+ * under the share policy (best-fit: the least CPU and GPU left after it;
+ * worst-fit: the most; frag: the least growth of expected fragmentation,
+ * which for a task without GPUs is the best-fit node) among UP nodes that
+ * model CPU or memory and have room, and charges it; it is not a job (no
+ * queue, no reason, no preemption): the caller releases it with
+ * cr_sched_host_release. node_mask (node_mask_bits bits) may be NULL.
+ * CR_ENOSPC when no node has room, CR_EINVAL for a task asking nothing.
+ */
+int cr_sched_host_place(cr_sched *s, uint64_t cpu_milli, uint64_t mem_bytes,
+                        const uint8_t *node_mask, uint32_t node_mask_bits, uint32_t *out_node);
+int cr_sched_host_release(cr_sched *s, uint32_t node, uint64_t cpu_milli, uint64_t mem_bytes);
 
 /* Check every invariant by recount. Returns 0, or CR_ECONFLICT with the
  * first violation described in err (errlen bytes). O(jobs + GPUs). */

@@ -30,6 +30,48 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t errlen, 
     return CR_ECONFLICT;
 }
 
+/* CPU and host memory: each running job's ask once on every node it holds
+ * GPUs on, plus the host tasks, equals what the node says it holds, and
+ * fits where the node models it. */
+static int check_host(const cr_sched *s, char *err, size_t errlen)
+{
+    int rc = 0;
+    uint64_t *cpu = cr_calloc((size_t)s->nnodes + 1, sizeof(uint64_t));
+    uint64_t *mem = cr_calloc((size_t)s->nnodes + 1, sizeof(uint64_t));
+    uint64_t *seen = cr_calloc((size_t)s->nnodes + 1, sizeof(uint64_t));
+    for (uint32_t i = 0; i < s->nrunning; i++) {
+        const job *j = s->running[i];
+        for (uint32_t k = 0; k < j->nslots; k++) {
+            uint32_t n = j->slots[k].node;
+            if (n < s->nnodes && seen[n] != i + 1) {
+                seen[n] = i + 1;
+                cpu[n] += j->spec.cpu_milli;
+                mem[n] += j->spec.host_mem_bytes;
+            }
+        }
+    }
+    for (uint32_t n = 0; n < s->nnodes && rc == 0; n++) {
+        const node *nd = &s->nodes[n];
+        if (nd->cpu_used != cpu[n] + nd->cpu_host || nd->mem_used != mem[n] + nd->mem_host) {
+            rc = fail(err, errlen,
+                      "node %s: %" PRIu64 " CPU thousandths and %" PRIu64 " bytes held, %" PRIu64
+                      " and %" PRIu64 " by recount",
+                      nd->name, nd->cpu_used, nd->mem_used, cpu[n] + nd->cpu_host,
+                      mem[n] + nd->mem_host);
+        } else if ((nd->cpu_total && nd->cpu_used > nd->cpu_total) ||
+                   (nd->mem_total && nd->mem_used > nd->mem_total)) {
+            rc = fail(err, errlen,
+                      "node %s: %" PRIu64 " of %" PRIu64 " CPU thousandths, %" PRIu64 " of %" PRIu64
+                      " memory bytes held",
+                      nd->name, nd->cpu_used, nd->cpu_total, nd->mem_used, nd->mem_total);
+        }
+    }
+    free(cpu);
+    free(mem);
+    free(seen);
+    return rc;
+}
+
 int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
 {
     int rc = 0;
@@ -317,6 +359,9 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
                 break;
             }
         }
+    }
+    if (rc == 0) {
+        rc = check_host(s, err, errlen);
     }
 out:
     free(base);

@@ -603,6 +603,17 @@ int cr_sched_node_add(cr_sched *s, const cr_sched_node_spec *spec, uint32_t *out
     nd->rack = r;
     nd->state = spec->state;
     nd->ngpu = (uint32_t)spec->gpu_count;
+    nd->cpu_total = spec->cpu_milli;
+    nd->mem_total = spec->mem_bytes;
+    if (spec->cpu_milli || spec->mem_bytes) {
+        s->host_model = true;
+    }
+    if (spec->cpu_milli > s->host_cpu_max) {
+        s->host_cpu_max = spec->cpu_milli;
+    }
+    if (spec->gpu_count > s->host_gpu_max) {
+        s->host_gpu_max = spec->gpu_count;
+    }
     nd->gpus = cr_calloc(spec->gpu_count ? spec->gpu_count : 1, sizeof(gpu));
     nd->nt_first = s->nnt;
     rack_rec *rk = &s->racks[r];
@@ -761,6 +772,10 @@ int cr_sched_node_info_get(const cr_sched *s, uint32_t n, cr_sched_node_info *ou
     out->state = nd->state;
     out->reason = nd->reason ? nd->reason : "";
     out->gpu_count = nd->ngpu;
+    out->cpu_milli = nd->cpu_total;
+    out->cpu_used = nd->cpu_used;
+    out->mem_bytes = nd->mem_total;
+    out->mem_used = nd->mem_used;
     out->free_gpus = 0;
     if (nd->state == CR_NODE_UP) {
         for (uint32_t k = nd->nt_first; k < nd->nt_first + nd->nnt; k++) {
@@ -1152,8 +1167,34 @@ bool cr__sched_mig_fixed_has(const gpu *g, int start, int mem, int compute)
 /* ------------------------------------------------------------------------ */
 /* Allocation                                                               */
 
+/* Charge (sign +1) or give back (-1) the job's CPU and host memory once on
+ * each node its slots name (a stamp per node finds the first slot of each). */
+static void host_charge(cr_sched *s, const job *j, const cr_sched_slot *sl, uint32_t n, int sign)
+{
+    uint64_t cpu = j->spec.cpu_milli, mem = j->spec.host_mem_bytes;
+    if (!cpu && !mem) {
+        return;
+    }
+    uint64_t stamp = ++s->mark;
+    for (uint32_t i = 0; i < n; i++) {
+        node *nd = &s->nodes[sl[i].node];
+        if (nd->mark == stamp) {
+            continue;
+        }
+        nd->mark = stamp;
+        if (sign > 0) {
+            nd->cpu_used += cpu;
+            nd->mem_used += mem;
+        } else {
+            nd->cpu_used -= cpu;
+            nd->mem_used -= mem;
+        }
+    }
+}
+
 void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t n)
 {
+    host_charge(s, j, sl, n, +1);
     for (uint32_t i = 0; i < n; i++) {
         gpu *g = &s->nodes[sl[i].node].gpus[sl[i].gpu];
         if (j->spec.exclusive) {
@@ -1181,6 +1222,7 @@ void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t
 
 void cr__sched_slots_release(cr_sched *s, job *j)
 {
+    host_charge(s, j, j->slots, j->nslots, -1);
     for (uint32_t i = 0; i < j->nslots; i++) {
         const cr_sched_slot *sl = &j->slots[i];
         gpu *g = &s->nodes[sl->node].gpus[sl->gpu];

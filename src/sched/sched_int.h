@@ -96,6 +96,11 @@ typedef struct node {
     bool multi_domain; /* GPUs in more than one NVLink domain */
     uint64_t excl_job; /* an exclusive job holds the whole node (0 = none) */
     bool retired;      /* replaced by a new entry (cr_sched_node_retire): lost for good */
+    /* host resources: capacity (0 = not modelled), held by running jobs
+     * (once per node a job holds GPUs on) and by host tasks */
+    uint64_t cpu_total, cpu_used, cpu_host;
+    uint64_t mem_total, mem_used, mem_host;
+    uint64_t mark; /* scratch: charging stamp (sched_cluster.c) */
 } node;
 
 typedef struct rack_rec {
@@ -181,11 +186,12 @@ typedef struct job {
 /* Mix of recent task sizes (sched_share.c): a ring of the last
  * CR_SCHED_MIX_WINDOW sizes, in thousandths of a GPU (1000 * k for k
  * whole GPUs), and the distinct sizes with their counts. */
-#define MIX_CLASSES 64
+#define MIX_CLASSES 128
 typedef struct mix {
     uint32_t ring[CR_SCHED_MIX_WINDOW];
     uint32_t n, pos;
     uint32_t size[MIX_CLASSES];
+    uint64_t cpu[MIX_CLASSES]; /* CPU asked (thousandths of a core), per node */
     uint32_t count[MIX_CLASSES];
     uint32_t nclass;
 } mix;
@@ -254,7 +260,10 @@ struct cr_sched {
     struct vix *vix[CR_SCHED_MAX_TYPES];
     size_t cscratch;
     cr_sched_stats stats;
-    mix mix;          /* recent task sizes (fragmentation-aware sharing) */
+    mix mix;         /* recent task sizes (fragmentation-aware sharing) */
+    bool host_model; /* some node models CPU or host memory: node-level placement */
+    uint64_t host_cpu_max, host_gpu_max; /* largest node CPU and GPU count (scores) */
+    uint64_t mark;                       /* charging stamps handed out */
     bool repart_flag; /* set by cr__sched_slots_take when it rewrote a MIG layout */
     /* tests: verify the kept order against a full sort at every cycle;
      * order_bad set on a mismatch (reported by cr_sched_check) */
@@ -316,8 +325,12 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
  * or CR_ENOSPC when there is not enough free capacity, CR_EAGAIN when it
  * is free but not in the shape asked. Result in s->plan. */
 int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out);
-/* Whether job j may use node n at all (its node mask, exclusivity). */
+/* Whether job j may use node n at all (its node mask, exclusivity, room
+ * for its CPU and host memory). */
 bool cr__sched_node_ok(const cr_sched *s, const job *j, uint32_t n);
+/* Append cnt free whole GPUs of the type from node n to s->plan at *pos:
+ * best-fit NVLink domain first. */
+void cr__sched_pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t *pos);
 
 /* sched_share.c: place a fractional task (result in s->plan[0]); 0,
  * CR_ENOSPC when no shareable GPU has room. */
@@ -328,6 +341,17 @@ uint32_t cr__sched_share_milli(const job *j, const gpu *g);
 void cr__sched_mix_note(cr_sched *s, const cr_sched_job_spec *sp);
 /* Does any shareable GPU of the type exist (healthy, UP node)? */
 bool cr__sched_share_any(const cr_sched *s, int type);
+
+/* sched_share.c: node-level placement of a single-node task when the
+ * cluster models host resources (s->host_model): 0 with s->plan filled
+ * (*n_out slots), CR_ENOSPC when no node has room. */
+int cr__sched_plan_host(cr_sched *s, const job *j, int type, uint32_t *n_out);
+/* Does node n have room for cpu and mem besides what it holds? */
+static inline bool cr__sched_host_fits(const node *nd, uint64_t cpu, uint64_t mem)
+{
+    return (!nd->cpu_total || nd->cpu_used + cpu <= nd->cpu_total) &&
+           (!nd->mem_total || nd->mem_used + mem <= nd->mem_total);
+}
 
 /* sched_hetero.c: set hetero_type (and hcycle) for the window of "auto"
  * jobs at the head of the queue; every other job is HT_FREE this cycle. */

@@ -83,6 +83,9 @@ bool cr__sched_node_ok(const cr_sched *s, const job *j, uint32_t n)
     if (nd->excl_job && nd->excl_job != j->spec.id) {
         return false; /* held whole by an exclusive job */
     }
+    if (!cr__sched_host_fits(nd, j->spec.cpu_milli, j->spec.host_mem_bytes)) {
+        return false; /* no room for its CPU or host memory */
+    }
     if (j->spec.node_mask &&
         (n >= j->spec.node_mask_bits || !(j->spec.node_mask[n / 8] & (1u << (n % 8))))) {
         return false;
@@ -111,7 +114,7 @@ static uint32_t node_free(const cr_sched *s, const job *j, uint32_t n, int type,
 
 /* Append cnt GPUs of the type from node n to s->plan at *pos: best-fit
  * NVLink domain first, else domains with the most free first. */
-static void pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t *pos)
+void cr__sched_pick_gpus(cr_sched *s, uint32_t n, int type, uint32_t cnt, uint32_t *pos)
 {
     const node *nd = &s->nodes[n];
     uint16_t dom[CR_SCHED_MAX_NODE_GPUS];
@@ -363,7 +366,7 @@ static int plan_gang(cr_sched *s, const job *j, int type, uint32_t nn, uint32_t 
     }
     uint32_t pos = 0;
     for (uint32_t i = 0; i < nn; i++) {
-        pick_gpus(s, c[i].node, type, g, &pos);
+        cr__sched_pick_gpus(s, c[i].node, type, g, &pos);
     }
     return 0;
 }
@@ -379,10 +382,10 @@ static void fill_desc(cr_sched *s, cand *c, uint32_t nc, int type, uint32_t k, u
             while (b + 1 < nc && c[b + 1].free >= k) {
                 b++;
             }
-            pick_gpus(s, c[b].node, type, k, pos);
+            cr__sched_pick_gpus(s, c[b].node, type, k, pos);
             return;
         }
-        pick_gpus(s, c[i].node, type, c[i].free, pos);
+        cr__sched_pick_gpus(s, c[i].node, type, c[i].free, pos);
         k -= c[i].free;
         i++;
     }
@@ -446,7 +449,7 @@ static int plan_spread(cr_sched *s, const job *j, int type, uint32_t k)
      * best-fit remainder only pays off inside one rack) */
     for (uint32_t i = 0; i < nc && k > 0; i++) {
         uint32_t take = c[i].free < k ? c[i].free : k;
-        pick_gpus(s, c[i].node, type, take, &pos);
+        cr__sched_pick_gpus(s, c[i].node, type, take, &pos);
         k -= take;
     }
     return 0;
@@ -567,6 +570,14 @@ int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out)
     uint32_t k = j->spec.gpu_count, nn = j->spec.node_count;
     plan_reserve(s, k);
     int rc;
+    if (s->host_model && !j->mig[0] &&
+        (cr__sched_frac(j) || nn == 1 || (nn == 0 && k <= s->types[type].max_node))) {
+        rc = cr__sched_plan_host(s, j, type, n_out);
+        if (rc == 0 || cr__sched_frac(j) || nn == 1) {
+            return rc;
+        }
+        /* no node holds it whole: spread as below */
+    }
     if (cr__sched_frac(j)) {
         rc = cr__sched_plan_share(s, j, type);
         if (rc == 0) {
@@ -589,7 +600,7 @@ int cr__sched_plan(cr_sched *s, const job *j, int type, uint32_t *n_out)
             k <= s->types[type].max_node ? best_node(s, j, type, k, j->spec.mem_bytes) : UINT32_MAX;
         if (n != UINT32_MAX) {
             uint32_t pos = 0;
-            pick_gpus(s, n, type, k, &pos);
+            cr__sched_pick_gpus(s, n, type, k, &pos);
             rc = 0;
         } else if (nn == 1) {
             rc = CR_EAGAIN;

@@ -43,8 +43,10 @@
  */
 #include "cr_sched.h"
 
+#include <stdlib.h>
 #include <string.h>
 
+#include "cr_alloc.h"
 #include "cr_error.h"
 #include "sched_int.h"
 
@@ -117,23 +119,22 @@ static uint32_t task_size(const cr_sched *s, const cr_sched_job_spec *sp)
     return (k > CR_SCHED_MAX_NODE_GPUS ? CR_SCHED_MAX_NODE_GPUS : k) * 1000;
 }
 
-void cr__sched_mix_note(cr_sched *s, const cr_sched_job_spec *sp)
+/* Record a task shape (size in thousandths, CPU) in the recent mix. */
+static void mix_add(mix *x, uint32_t size, uint64_t cpu)
 {
-    mix *x = &s->mix;
-    uint32_t size = task_size(s, sp);
-    if (size == 0) {
-        return;
-    }
     if (x->n == CR_SCHED_MIX_WINDOW) {
         x->count[x->ring[x->pos]]--; /* the oldest leaves */
     } else {
         x->n++;
     }
-    /* its class: the same size, else a new (or emptied) class, else the
-     * nearest size when all MIX_CLASSES are in use */
-    uint32_t c = UINT32_MAX, empty = UINT32_MAX, near = 0, dist = UINT32_MAX;
+    /* its class: the same shape, else a new (or emptied) class, else the
+     * nearest shape when all MIX_CLASSES are in use (sizes first: a
+     * thousandth of a GPU weighs as 100 thousandths of a core) */
+    uint32_t c = UINT32_MAX, empty = UINT32_MAX, near = 0;
+    uint64_t dist = UINT64_MAX;
     for (uint32_t i = 0; i < x->nclass && c == UINT32_MAX; i++) {
-        uint32_t d = x->size[i] > size ? x->size[i] - size : size - x->size[i];
+        uint64_t d = (x->size[i] > size ? x->size[i] - size : size - x->size[i]) * 100u;
+        d += x->cpu[i] > cpu ? x->cpu[i] - cpu : cpu - x->cpu[i];
         if (d == 0) {
             c = i;
         } else if (x->count[i] == 0 && empty == UINT32_MAX) {
@@ -151,12 +152,25 @@ void cr__sched_mix_note(cr_sched *s, const cr_sched_job_spec *sp)
         } else {
             c = near;
             size = x->size[near];
+            cpu = x->cpu[near];
         }
         x->size[c] = size;
+        x->cpu[c] = cpu;
     }
     x->count[c]++;
     x->ring[x->pos] = c;
     x->pos = (x->pos + 1) % CR_SCHED_MIX_WINDOW;
+}
+
+void cr__sched_mix_note(cr_sched *s, const cr_sched_job_spec *sp)
+{
+    uint32_t size = task_size(s, sp);
+    if (size == 0) {
+        return;
+    }
+    /* CPU is part of the shape only where nodes model it (else every
+     * shape has 0 and the classes are those of the sizes alone) */
+    mix_add(&s->mix, size, s->host_model ? sp->cpu_milli : 0);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -285,5 +299,328 @@ int cr__sched_plan_share(cr_sched *s, const job *j, int type)
                                  .gpu = (uint16_t)(t->sh_gpus[best] & 0xff),
                                  .mig_start = -1,
                                  .milli = (uint16_t)best_milli};
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Node-level placement with host resources (FGD's model)                   */
+
+/*
+ * When nodes model CPU or host memory (s->host_model), a single-node task
+ * (fractional, or k whole GPUs on one node) is placed by a scan of the
+ * nodes, as in FGD's simulator, not by the GPU-level pass above: a node
+ * qualifies when its GPUs of the type hold the task and its CPU and memory
+ * have room (cr__sched_node_ok). The node's view is the free thousandths
+ * left_g of each GPU g of the type (1000 when free, 1000 - held when
+ * shared, 0 when a whole or MIG job holds it or it is bad) and the CPU
+ * left. Score, lowest wins:
+ *
+ *  - best-fit: 0.5 (cpu_left - cpu) / CPU_max + 0.5 (L - ask) / (1000 G_max),
+ *    L = sum of left_g, CPU_max and G_max the largest node's CPU and GPU
+ *    count (FGD's BestFit, 50/50 on CPU and GPU);
+ *  - worst-fit: minus that;
+ *  - frag: the growth of the node's expected fragmentation
+ *      F(node) = sum over shapes m of p(m) frag(node, m)
+ *    where p is the mix of recent task shapes (size u thousandths per GPU
+ *    on k GPUs, CPU c; learned from the arrivals so far) and
+ *      frag(node, m) = sum of left_g over GPUs a task of m cannot use
+ *                      (left_g < u, or not shareable when u < 1000)
+ *                      if the node can host m (k usable GPUs, c CPU left),
+ *                    = L otherwise
+ *    (FGD's definition, Weng et al. ATC'23, section 4); ties by best-fit.
+ *
+ * Inside the node a fractional task takes the GPU with the best score
+ * (frag: the least growth; then the least left), k whole GPUs come from the
+ * best-fit NVLink domain. F of a node state is memoised per placement by
+ * the state's signature (CPU left and the sorted left_g), so identical
+ * nodes (all the empty ones) cost one evaluation.
+ */
+
+#define HV_SHARE 0x800u /* left_g flag: shareable and usable by fractional tasks */
+#define MEMO_CAP 4096
+
+typedef struct hview {
+    uint32_t g[CR_SCHED_MAX_NODE_GPUS]; /* left_g | HV_SHARE */
+    uint32_t idx[CR_SCHED_MAX_NODE_GPUS];
+    uint32_t ng;
+    uint64_t cpu_left; /* UINT64_MAX: not modelled */
+} hview;
+
+typedef struct memo {
+    uint64_t key[MEMO_CAP];
+    double val[MEMO_CAP];
+    bool used[MEMO_CAP];
+} memo;
+
+static uint32_t hv_left(uint32_t v)
+{
+    return v & 0x7ffu;
+}
+
+/* frag(node, m) of one shape. */
+static double shape_frag(const hview *v, uint32_t size, uint64_t cpu, uint32_t total)
+{
+    uint32_t u = size < 1000 ? size : 1000, k = size < 1000 ? 1 : size / 1000;
+    uint32_t usable = 0, lost = 0;
+    for (uint32_t i = 0; i < v->ng; i++) {
+        uint32_t l = hv_left(v->g[i]);
+        bool ok = size < 1000 ? (v->g[i] & HV_SHARE) && l >= u : l == 1000;
+        if (ok) {
+            usable++;
+        } else {
+            lost += l;
+        }
+    }
+    if (usable < k || (v->cpu_left != UINT64_MAX && v->cpu_left < cpu)) {
+        return total;
+    }
+    return lost;
+}
+
+static double node_F(const cr_sched *s, const hview *v, memo *mm)
+{
+    const mix *x = &s->mix;
+    if (x->n == 0) {
+        return 0;
+    }
+    /* signature: sorted GPU views and the CPU left */
+    uint32_t sorted[CR_SCHED_MAX_NODE_GPUS];
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < v->ng; i++) {
+        uint32_t e = v->g[i], p = i;
+        total += hv_left(e);
+        while (p > 0 && sorted[p - 1] > e) {
+            sorted[p] = sorted[p - 1];
+            p--;
+        }
+        sorted[p] = e;
+    }
+    uint64_t h = v->cpu_left * UINT64_C(0x9E3779B97F4A7C15) ^ v->ng;
+    for (uint32_t i = 0; i < v->ng; i++) {
+        h = (h ^ sorted[i]) * UINT64_C(0x100000001B3);
+    }
+    uint32_t slot = (uint32_t)(h >> 40) % MEMO_CAP;
+    if (mm && mm->used[slot] && mm->key[slot] == h) {
+        return mm->val[slot];
+    }
+    double f = 0;
+    for (uint32_t c = 0; c < x->nclass; c++) {
+        if (x->count[c]) {
+            f += (double)x->count[c] * shape_frag(v, x->size[c], x->cpu[c], total);
+        }
+    }
+    f /= (double)x->n;
+    if (mm) {
+        mm->used[slot] = true;
+        mm->key[slot] = h;
+        mm->val[slot] = f;
+    }
+    return f;
+}
+
+/* The view of node n for GPUs of type (type < 0: every GPU). */
+static void hview_of(const cr_sched *s, uint32_t n, int type, hview *v)
+{
+    const node *nd = &s->nodes[n];
+    v->ng = 0;
+    v->cpu_left = nd->cpu_total ? nd->cpu_total - nd->cpu_used : UINT64_MAX;
+    for (uint32_t i = 0; i < nd->ngpu; i++) {
+        const gpu *g = &nd->gpus[i];
+        if (type >= 0 && g->type != type) {
+            continue;
+        }
+        uint32_t l = 0;
+        bool sh = false;
+        if (!g->bad && !g->mig && !g->job) {
+            l = 1000u - g->sh_milli;
+            sh = g->share;
+        }
+        v->idx[v->ng] = i;
+        v->g[v->ng++] = l | (sh ? HV_SHARE : 0);
+    }
+}
+
+static double fit_score(const cr_sched *s, uint64_t cpu_left, uint32_t gpu_left)
+{
+    double cn = s->host_cpu_max ? (double)s->host_cpu_max : 1.0;
+    double gn = s->host_gpu_max ? 1000.0 * (double)s->host_gpu_max : 1000.0;
+    double c = cpu_left == UINT64_MAX ? cn : (double)cpu_left;
+    return 0.5 * c / cn + 0.5 * gpu_left / gn;
+}
+
+/* Score of a node after a task takes ask thousandths and cpu: lower wins.
+ * before/after are the node's views; *tie gets the best-fit score. */
+static double host_score(const cr_sched *s, cr_sched_share_policy pol, const hview *before,
+                         const hview *after, memo *mm, double *tie)
+{
+    uint32_t left = 0;
+    for (uint32_t i = 0; i < after->ng; i++) {
+        left += hv_left(after->g[i]);
+    }
+    *tie = fit_score(s, after->cpu_left, left);
+    switch (pol) {
+    case CR_SHARE_BEST_FIT:
+        return *tie;
+    case CR_SHARE_WORST_FIT:
+        return -*tie;
+    default:
+        return node_F(s, after, mm) - node_F(s, before, mm);
+    }
+}
+
+int cr__sched_plan_host(cr_sched *s, const job *j, int type, uint32_t *n_out)
+{
+    cr_sched_share_policy pol = s->cfg.share_policy;
+    bool frac = cr__sched_frac(j);
+    uint32_t k = frac ? 1 : j->spec.gpu_count;
+    uint64_t cpu = j->spec.cpu_milli;
+    memo *mm = pol == CR_SHARE_FRAG && s->mix.n ? cr_calloc(1, sizeof(memo)) : NULL;
+    uint32_t best = UINT32_MAX, best_gpu = 0, best_milli = 0, best_left = 0;
+    double best_score = 0, best_tie = 0;
+    for (uint32_t n = 0; n < s->nnodes; n++) {
+        const node *nd = &s->nodes[n];
+        if (nd->state != CR_NODE_UP || !cr__sched_node_ok(s, j, n)) {
+            continue;
+        }
+        uint32_t r = NT_NONE;
+        for (uint32_t i = nd->nt_first; i < nd->nt_first + nd->nnt; i++) {
+            if (s->nts[i].type == type) {
+                r = i;
+            }
+        }
+        if (r == NT_NONE || s->nts[r].mem_bytes < j->spec.mem_bytes ||
+            (!frac && s->nts[r].free < k)) {
+            continue;
+        }
+        hview v, a;
+        hview_of(s, n, type, &v);
+        a = v;
+        if (a.cpu_left != UINT64_MAX) {
+            a.cpu_left -= cpu;
+        }
+        if (!frac) {
+            /* k entirely free GPUs go (which ones does not change F) */
+            uint32_t taken = 0;
+            for (uint32_t i = 0; i < a.ng && taken < k; i++) {
+                const gpu *g = &nd->gpus[a.idx[i]];
+                if (hv_left(a.g[i]) == 1000 && !g->sh_n) {
+                    a.g[i] = 0;
+                    taken++;
+                }
+            }
+            double tie, sc = host_score(s, pol, &v, &a, mm, &tie);
+            if (best == UINT32_MAX || sc < best_score - 1e-9 ||
+                (sc <= best_score + 1e-9 && tie < best_tie - 1e-12)) {
+                best = n;
+                best_score = sc;
+                best_tie = tie;
+            }
+            continue;
+        }
+        for (uint32_t i = 0; i < v.ng; i++) {
+            const gpu *g = &nd->gpus[v.idx[i]];
+            if (!(v.g[i] & HV_SHARE) || g->mem_bytes < j->spec.mem_bytes) {
+                continue;
+            }
+            uint32_t c = cr__sched_share_milli(j, g);
+            if (g->sh_milli + c > 1000 || g->sh_mem + j->spec.gpu_mem_bytes > g->mem_bytes) {
+                continue;
+            }
+            uint32_t left = hv_left(v.g[i]) - c;
+            uint32_t save = a.g[i];
+            a.g[i] = left | HV_SHARE;
+            double tie, sc = host_score(s, pol, &v, &a, mm, &tie);
+            a.g[i] = save;
+            /* ties: the best-fit node, then the least left on the GPU, then order */
+            if (best == UINT32_MAX || sc < best_score - 1e-9 ||
+                (sc <= best_score + 1e-9 &&
+                 (tie < best_tie - 1e-12 || (tie <= best_tie + 1e-12 && left < best_left)))) {
+                best = n;
+                best_gpu = v.idx[i];
+                best_score = sc;
+                best_tie = tie;
+                best_left = left;
+                best_milli = c;
+            }
+        }
+    }
+    free(mm);
+    if (best == UINT32_MAX) {
+        return frac || s->types[type].free < k ? CR_ENOSPC : CR_EAGAIN;
+    }
+    if (frac) {
+        s->plan[0] = (cr_sched_slot){.node = best,
+                                     .gpu = (uint16_t)best_gpu,
+                                     .mig_start = -1,
+                                     .milli = (uint16_t)best_milli};
+        *n_out = 1;
+        return 0;
+    }
+    uint32_t pos = 0;
+    cr__sched_pick_gpus(s, best, type, k, &pos);
+    *n_out = k;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Host tasks                                                               */
+
+int cr_sched_host_place(cr_sched *s, uint64_t cpu_milli, uint64_t mem_bytes,
+                        const uint8_t *node_mask, uint32_t node_mask_bits, uint32_t *out_node)
+{
+    if (!cpu_milli && !mem_bytes) {
+        return CR_EINVAL;
+    }
+    cr_sched_share_policy pol = s->cfg.share_policy;
+    memo *mm = pol == CR_SHARE_FRAG && s->mix.n ? cr_calloc(1, sizeof(memo)) : NULL;
+    uint32_t best = UINT32_MAX;
+    double best_score = 0, best_tie = 0;
+    for (uint32_t n = 0; n < s->nnodes; n++) {
+        node *nd = &s->nodes[n];
+        if (nd->state != CR_NODE_UP || (!nd->cpu_total && !nd->mem_total) || nd->excl_job ||
+            !cr__sched_host_fits(nd, cpu_milli, mem_bytes) ||
+            (node_mask && (n >= node_mask_bits || !(node_mask[n / 8] & (1u << (n % 8)))))) {
+            continue;
+        }
+        hview v, a;
+        hview_of(s, n, -1, &v);
+        a = v;
+        if (a.cpu_left != UINT64_MAX) {
+            a.cpu_left -= cpu_milli;
+        }
+        double tie, sc = host_score(s, pol, &v, &a, mm, &tie);
+        if (best == UINT32_MAX || sc < best_score - 1e-9 ||
+            (sc <= best_score + 1e-9 && tie < best_tie - 1e-12)) {
+            best = n;
+            best_score = sc;
+            best_tie = tie;
+        }
+    }
+    free(mm);
+    if (best == UINT32_MAX) {
+        return CR_ENOSPC;
+    }
+    node *nd = &s->nodes[best];
+    nd->cpu_used += cpu_milli;
+    nd->cpu_host += cpu_milli;
+    nd->mem_used += mem_bytes;
+    nd->mem_host += mem_bytes;
+    *out_node = best;
+    return 0;
+}
+
+int cr_sched_host_release(cr_sched *s, uint32_t node_idx, uint64_t cpu_milli, uint64_t mem_bytes)
+{
+    if (node_idx >= s->nnodes) {
+        return CR_ENOENT;
+    }
+    node *nd = &s->nodes[node_idx];
+    if (nd->cpu_host < cpu_milli || nd->mem_host < mem_bytes) {
+        return CR_EINVAL;
+    }
+    nd->cpu_used -= cpu_milli;
+    nd->cpu_host -= cpu_milli;
+    nd->mem_used -= mem_bytes;
+    nd->mem_host -= mem_bytes;
     return 0;
 }

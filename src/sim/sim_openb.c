@@ -45,7 +45,9 @@
 #define OB_MAX_STEPS    1000
 
 typedef struct ob_pod {
-    uint32_t num_gpu;   /* GPUs (1 for a fractional task) */
+    uint32_t num_gpu;   /* GPUs (1 for a fractional task), 0 for a CPU-only pod */
+    uint64_t cpu_milli; /* CPU, thousandths of a core (0 if the file has none) */
+    uint64_t mem_bytes; /* host memory (0 if the file has none) */
     uint32_t milli;     /* thousandths of one GPU if fractional, else 0 */
     uint32_t type_mask; /* GPU types it may use (bit per scheduler type id) */
     int64_t arrive_s;   /* creation_time, -1 unknown (replay only) */
@@ -57,6 +59,8 @@ typedef struct ob_node {
     char name[CR_SCHED_NAME_MAX];
     int type;
     uint32_t gpus;
+    uint64_t cpu_milli; /* 0 if the file has none */
+    uint64_t mem_bytes;
 } ob_node;
 
 typedef struct ob_input {
@@ -66,7 +70,9 @@ typedef struct ob_input {
     size_t nnodes, cnodes;
     ob_pod *pods;
     size_t npods, cpods;
-    size_t skipped_cpu;   /* pods without GPUs */
+    size_t skipped_cpu;   /* pods without GPUs, not kept (--gpu-only, or no CPU/memory asked) */
+    size_t cpu_pods;      /* pods without GPUs, kept */
+    bool gpu_only;        /* --gpu-only: CPU and memory not modelled, CPU-only pods skipped */
     size_t skipped_model; /* pods whose gpu_spec names no model of the cluster */
     uint64_t gpus;        /* GPUs in the cluster */
 } ob_input;
@@ -223,6 +229,26 @@ static const char *field(char **hdr, int nh, char **f, int nf, const char *name)
     return c >= 0 && c < nf ? f[c] : NULL;
 }
 
+/* The optional cpu_milli and memory_mib columns: host[0] CPU thousandths,
+ * host[1] bytes (0 when absent or "nan"). */
+static int host_cols(char **hdr, int nh, char **f, int nf, const char *path, size_t line,
+                     uint64_t *host, char *err, size_t errlen)
+{
+    static const char *const col[2] = {"cpu_milli", "memory_mib"};
+    for (int k = 0; k < 2; k++) {
+        const char *v = field(hdr, nh, f, nf, col[k]);
+        int64_t x;
+        if (!v || is_none(v)) {
+            continue;
+        }
+        if (cr_parse_i64(v, 0, INT64_C(1) << 40, &x) != 0) {
+            return fail(err, errlen, path, line, col[k], "expected an integer 0..2^40", v);
+        }
+        host[k] = k == 0 ? (uint64_t)x : (uint64_t)x << 20;
+    }
+    return 0;
+}
+
 static int node_row(ob_input *in, char **hdr, int nh, char **f, int nf, const char *path,
                     size_t line, char *err, size_t errlen)
 {
@@ -241,6 +267,10 @@ static int node_row(ob_input *in, char **hdr, int nh, char **f, int nf, const ch
     if (g == 0 || is_none(model)) {
         return 0; /* a CPU node */
     }
+    uint64_t host[2] = {0, 0};
+    if (!in->gpu_only && host_cols(hdr, nh, f, nf, path, line, host, err, errlen) != 0) {
+        return CR_EPARSE;
+    }
     if (!sn[0] || strlen(sn) >= CR_SCHED_NAME_MAX) {
         return fail(err, errlen, path, line, "sn", "empty or longer than 63 bytes", sn);
     }
@@ -257,6 +287,8 @@ static int node_row(ob_input *in, char **hdr, int nh, char **f, int nf, const ch
     snprintf(nd->name, sizeof nd->name, "%s", sn);
     nd->type = t;
     nd->gpus = (uint32_t)g;
+    nd->cpu_milli = host[0];
+    nd->mem_bytes = host[1];
     in->gpus += (uint64_t)g;
     return 0;
 }
@@ -279,7 +311,11 @@ static int pod_row(ob_input *in, char **hdr, int nh, char **f, int nf, const cha
     if (cr_parse_i64(gm, 0, 1000, &m) != 0) {
         return fail(err, errlen, path, line, "gpu_milli", "expected 0..1000", gm);
     }
-    if (n == 0) {
+    uint64_t host[2] = {0, 0};
+    if (!in->gpu_only && host_cols(hdr, nh, f, nf, path, line, host, err, errlen) != 0) {
+        return CR_EPARSE;
+    }
+    if (n == 0 && (in->gpu_only || (!host[0] && !host[1]))) {
         in->skipped_cpu++;
         return 0;
     }
@@ -287,7 +323,9 @@ static int pod_row(ob_input *in, char **hdr, int nh, char **f, int nf, const cha
         return fail(err, errlen, path, line, "gpu_milli", "a part of a GPU needs num_gpu 1", gm);
     }
     uint32_t mask = 0;
-    if (!spec || is_none(spec)) {
+    if (n == 0) {
+        mask = UINT32_MAX; /* a CPU-only pod: any node */
+    } else if (!spec || is_none(spec)) {
         mask = in->ntypes >= 32 ? UINT32_MAX : (1u << in->ntypes) - 1;
     } else {
         char buf[512];
@@ -326,7 +364,10 @@ static int pod_row(ob_input *in, char **hdr, int nh, char **f, int nf, const cha
     int64_t began = tv[2] >= 0 ? tv[2] : tv[0];
     CR_GROW(in->pods, in->npods, in->cpods);
     ob_pod *pd = &in->pods[in->npods++];
+    in->cpu_pods += n == 0;
     *pd = (ob_pod){.num_gpu = (uint32_t)n,
+                   .cpu_milli = host[0],
+                   .mem_bytes = host[1],
                    .milli = n == 1 && m > 0 && m < 1000 ? (uint32_t)m : 0,
                    .type_mask = mask,
                    .arrive_s = tv[0],
@@ -342,28 +383,29 @@ typedef struct ob_args {
     const char *nodes, *pods;
     double to, step, shared;
     uint64_t seed;
-    bool check;
+    bool check, gpu_only;
     cr_sched_share_policy pol[OB_MAX_POLICIES];
     int npol;
 } ob_args;
 
 static void ob_usage(FILE *f)
 {
-    fprintf(f,
-            "usage: corral sim --inflate --openb-nodes NODES.csv --openb-pods PODS.csv [options]\n"
-            "\n"
-            "Fill an empty cluster with tasks drawn from the pods of an Alibaba openb trace\n"
-            "(cluster-trace-gpu-v2023 CSV layout) and report the unallocated GPU share as the\n"
-            "arrived workload grows, for each share policy.\n"
-            "\n"
-            "  --openb-nodes FILE    node list: sn,cpu_milli,memory_mib,gpu,model\n"
-            "  --openb-pods FILE     pod list: name,...,num_gpu,gpu_milli,gpu_spec,...\n"
-            "  --share-policy LIST   frag,best-fit,worst-fit (default: all three)\n"
-            "  --shared-nodes F      share of GPU nodes whose GPUs are shareable (default 1)\n"
-            "  --inflate-to F        stop when arrived GPUs reach F x capacity (default 1)\n"
-            "  --inflate-step F      report every F x capacity (default 0.05)\n"
-            "  --seed N              draws (default 0)\n"
-            "  --check               check the scheduler's invariants after every task\n");
+    fprintf(
+        f, "usage: corral sim --inflate --openb-nodes NODES.csv --openb-pods PODS.csv [options]\n"
+           "\n"
+           "Fill an empty cluster with tasks drawn from the pods of an Alibaba openb trace\n"
+           "(cluster-trace-gpu-v2023 CSV layout) and report the unallocated GPU share as the\n"
+           "arrived workload grows, for each share policy.\n"
+           "\n"
+           "  --openb-nodes FILE    node list: sn,cpu_milli,memory_mib,gpu,model\n"
+           "  --openb-pods FILE     pod list: name,...,num_gpu,gpu_milli,gpu_spec,...\n"
+           "  --share-policy LIST   frag,best-fit,worst-fit (default: all three)\n"
+           "  --shared-nodes F      share of GPU nodes whose GPUs are shareable (default 1)\n"
+           "  --inflate-to F        stop when arrived GPUs reach F x capacity (default 1)\n"
+           "  --inflate-step F      report every F x capacity (default 0.05)\n"
+           "  --seed N              draws (default 0)\n"
+           "  --gpu-only            model GPUs only: no CPU or host memory, CPU-only pods skipped\n"
+           "  --check               check the scheduler's invariants after every task\n");
 }
 
 static int ob_bad(const char *flag, const char *val, const char *why)
@@ -380,7 +422,8 @@ static int ob_parse(int argc, char **argv, ob_args *a)
     a->shared = 1.0;
     for (int i = 1; i < argc; i++) {
         const char *fl = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        bool takes = strcmp(fl, "--inflate") && strcmp(fl, "--check") && strcmp(fl, "--help");
+        bool takes = strcmp(fl, "--inflate") && strcmp(fl, "--check") && strcmp(fl, "--help") &&
+                     strcmp(fl, "--gpu-only");
         if (takes && !v) {
             return ob_bad(fl, NULL, "needs a value");
         }
@@ -392,6 +435,9 @@ static int ob_parse(int argc, char **argv, ob_args *a)
             continue;
         } else if (!strcmp(fl, "--check")) {
             a->check = true;
+            continue;
+        } else if (!strcmp(fl, "--gpu-only")) {
+            a->gpu_only = true;
             continue;
         } else if (!strcmp(fl, "--openb-nodes")) {
             a->nodes = v;
@@ -475,8 +521,11 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
         for (uint32_t k = 0; k < in->nodes[i].gpus; k++) {
             g[k] = (cr_sched_gpu_spec){.type = in->nodes[i].type, .share = share};
         }
-        cr_sched_node_spec ns = {
-            .name = in->nodes[i].name, .gpu_count = in->nodes[i].gpus, .gpus = g};
+        cr_sched_node_spec ns = {.name = in->nodes[i].name,
+                                 .gpu_count = in->nodes[i].gpus,
+                                 .gpus = g,
+                                 .cpu_milli = in->nodes[i].cpu_milli,
+                                 .mem_bytes = in->nodes[i].mem_bytes};
         rc = cr_sched_node_add(s, &ns, NULL);
         if (rc != 0) {
             snprintf(err, errlen, "node %s: %s", in->nodes[i].name, cr_strerror(rc));
@@ -491,6 +540,19 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
     *placed = *dropped = 0;
     while (rc == 0 && k < nsteps) {
         const ob_pod *p = &in->pods[cr_rng_below(&r, in->npods)];
+        if (p->num_gpu == 0) {
+            /* a CPU-only pod takes CPU and memory on a GPU node, as in FGD */
+            uint32_t where;
+            if (cr_sched_host_place(s, p->cpu_milli, p->mem_bytes, NULL, 0, &where) == 0) {
+                (*placed)++;
+            } else {
+                (*dropped)++;
+            }
+            if (a->check && (rc = cr_sched_check(s, err, errlen)) != 0) {
+                break;
+            }
+            continue;
+        }
         for (int t = 0; t < CR_SCHED_MAX_TYPES; t++) {
             tput[t] = t < in->ntypes && (p->type_mask >> t & 1) ? 1.0 : 0.0;
         }
@@ -501,7 +563,9 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
                                .tput = tput,
                                .tput_count = CR_SCHED_MAX_TYPES,
                                .node_count = 1,
-                               .gpu_milli = (uint16_t)p->milli};
+                               .gpu_milli = (uint16_t)p->milli,
+                               .cpu_milli = p->cpu_milli,
+                               .host_mem_bytes = p->mem_bytes};
         uint32_t ask = p->milli ? p->milli : p->num_gpu * 1000;
         rc = cr_sched_job_add(s, &j, 0);
         if (rc != 0) {
@@ -582,6 +646,9 @@ int cr__sim_openb_load(const char *nodes_path, const char *pods_path, double sha
     }
     for (size_t i = 0; i < in.npods; i++) {
         const ob_pod *p = &in.pods[i];
+        if (p->num_gpu == 0) {
+            continue; /* CPU-only: the replay models GPUs only */
+        }
         if (p->arrive_s < 0 || p->run_s <= 0) {
             (*untimed)++;
             continue;
@@ -643,6 +710,7 @@ int cr__sim_inflate_main(int argc, char **argv)
         return rc < 0 ? 0 : rc;
     }
     rc = 2;
+    in.gpu_only = a.gpu_only;
     if (read_csv(a.nodes, &in, node_row, err, sizeof err) != 0 ||
         read_csv(a.pods, &in, pod_row, err, sizeof err) != 0) {
         fprintf(stderr, "corral sim: %s\n", err);
@@ -652,7 +720,7 @@ int cr__sim_inflate_main(int argc, char **argv)
         fprintf(stderr, "corral sim: %s: no GPU nodes\n", a.nodes);
         goto out;
     }
-    if (in.npods == 0) {
+    if (in.npods == in.cpu_pods) {
         fprintf(stderr, "corral sim: %s: no GPU pods the cluster can run\n", a.pods);
         goto out;
     }
@@ -672,11 +740,16 @@ int cr__sim_inflate_main(int argc, char **argv)
     for (size_t i = 0; i < in.npods; i++) {
         frac += in.pods[i].milli > 0;
     }
+    size_t ngpu_pods = in.npods - in.cpu_pods;
     printf("# openb inflate: %zu GPU nodes, %" PRIu64 " GPUs (%.0f%% of nodes shareable), %zu GPU "
            "pods (%.0f%% fractional; %zu CPU-only and %zu of unknown models skipped), seed %" PRIu64
            "\n",
-           in.nnodes, in.gpus, a.shared * 100, in.npods, 100.0 * (double)frac / (double)in.npods,
+           in.nnodes, in.gpus, a.shared * 100, ngpu_pods, 100.0 * (double)frac / (double)ngpu_pods,
            in.skipped_cpu, in.skipped_model, a.seed);
+    if (in.cpu_pods || !a.gpu_only) {
+        printf("# CPU and host memory %s; %zu CPU-only pods kept\n",
+               a.gpu_only ? "not modelled" : "modelled where the files give them", in.cpu_pods);
+    }
     printf("# unallocated GPU share (%% of capacity) vs arrived workload (%% of capacity)\n");
     printf("%-8s", "arrived");
     for (int p = 0; p < a.npol; p++) {

@@ -347,6 +347,88 @@ static void test_parse_ok(void **state)
 
 /* A node whose GPUs changed: its entry retires (jobs requeued), and the
  * node is added again under its name with the new GPUs, which take jobs. */
+/* CPU and host memory (issue 28): two nodes of 2 shareable GPUs, 8 and 4
+ * cores; a whole job asking 6 cores goes to the 8-core node although the
+ * GPU-only best fit ties; a second 6-core job finds no node with room and
+ * waits; a fractional task asking 3 cores goes to the 4-core node (the
+ * other has 2 left); a host task of 2 cores fills n0; the recount holds
+ * throughout, and removing the jobs gives everything back. */
+static void test_host_resources(void **state)
+{
+    (void)state;
+    const cr_sched_share_policy pols[3] = {CR_SHARE_BEST_FIT, CR_SHARE_WORST_FIT, CR_SHARE_FRAG};
+    for (int p = 0; p < 3; p++) {
+        cr_sched_config cfg;
+        cr_sched_config_default(&cfg, CR_SCHED_FIFO);
+        cfg.share_policy = pols[p];
+        cr_sched *s = NULL;
+        assert_int_equal(cr_sched_new(&cfg, &s), 0);
+        int ty, t;
+        assert_int_equal(cr_sched_gpu_type(s, "a", &ty), 0);
+        assert_int_equal(cr_sched_tenant(s, "x", &t), 0);
+        cr_sched_gpu_spec g[2] = {{.type = ty, .share = true}, {.type = ty, .share = true}};
+        cr_sched_node_spec n0 = {
+            .name = "n0", .gpu_count = 2, .gpus = g, .cpu_milli = 8000, .mem_bytes = 64ull << 30};
+        cr_sched_node_spec n1 = {
+            .name = "n1", .gpu_count = 2, .gpus = g, .cpu_milli = 4000, .mem_bytes = 64ull << 30};
+        uint32_t i0, i1;
+        assert_int_equal(cr_sched_node_add(s, &n1, &i1), 0);
+        assert_int_equal(cr_sched_node_add(s, &n0, &i0), 0);
+        cr_sched_job_spec a = {.id = 1,
+                               .tenant = t,
+                               .gpu_count = 1,
+                               .gpu_type = ty,
+                               .node_count = 1,
+                               .cpu_milli = 6000,
+                               .host_mem_bytes = 1u << 30};
+        cr_sched_job_spec b = a;
+        b.id = 2;
+        cr_sched_job_spec c = {.id = 3,
+                               .tenant = t,
+                               .gpu_count = 1,
+                               .gpu_type = ty,
+                               .gpu_milli = 300,
+                               .cpu_milli = 3000};
+        assert_int_equal(cr_sched_job_add(s, &a, 0), 0);
+        assert_int_equal(cr_sched_job_add(s, &b, 0), 0);
+        assert_int_equal(cr_sched_job_add(s, &c, 0), 0);
+        const cr_sched_decision *d;
+        int nd = cr_sched_cycle(s, 0, NULL, &d);
+        cr_sched_job_info ji;
+        assert_int_equal(cr_sched_job_info_get(s, 1, &ji), 0);
+        assert_int_equal(ji.state, CR_JOB_RUNNING);
+        assert_int_equal(ji.slots[0].node, i0);
+        assert_int_equal(cr_sched_job_info_get(s, 2, &ji), 0);
+        assert_int_equal(ji.state, CR_JOB_PENDING);
+        assert_int_equal(cr_sched_job_info_get(s, 3, &ji), 0);
+        assert_int_equal(ji.state, CR_JOB_RUNNING);
+        assert_int_equal(ji.slots[0].node, i1);
+        assert_int_equal(nd, 2);
+        uint32_t where;
+        assert_int_equal(cr_sched_host_place(s, 2000, 0, NULL, 0, &where), 0);
+        assert_int_equal(where, i0);
+        assert_int_equal(cr_sched_host_place(s, 2000, 0, NULL, 0, &where), CR_ENOSPC);
+        cr_sched_node_info ni;
+        assert_int_equal(cr_sched_node_info_get(s, i0, &ni), 0);
+        assert_int_equal(ni.cpu_used, 8000);
+        assert_int_equal(ni.mem_used, 1u << 30);
+        char err[256];
+        assert_int_equal(cr_sched_check(s, err, sizeof err), 0);
+        assert_int_equal(cr_sched_job_remove(s, 1, SEC), 0);
+        assert_int_equal(cr_sched_job_remove(s, 3, SEC), 0);
+        assert_int_equal(cr_sched_host_release(s, i0, 2000, 0), 0);
+        assert_int_equal(cr_sched_host_release(s, i0, 1, 0), CR_EINVAL);
+        assert_int_equal(cr_sched_node_info_get(s, i1, &ni), 0);
+        assert_int_equal(ni.cpu_used, 0);
+        assert_int_equal(cr_sched_check(s, err, sizeof err), 0);
+        nd = cr_sched_cycle(s, 2 * SEC, NULL, &d); /* job 2 now fits n0 */
+        assert_int_equal(nd, 1);
+        assert_int_equal(d[0].slots[0].node, i0);
+        assert_int_equal(cr_sched_check(s, err, sizeof err), 0);
+        cr_sched_free(s);
+    }
+}
+
 static void test_node_retire(void **state)
 {
     (void)state;
@@ -725,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_parse_ok),
         cmocka_unit_test(test_lost_node_requeues),
         cmocka_unit_test(test_node_retire),
+        cmocka_unit_test(test_host_resources),
         cmocka_unit_test(test_job_table_churn),
         cmocka_unit_test(test_bad_specs),
         cmocka_unit_test(test_restore_and_quota_lowering),

@@ -163,20 +163,35 @@ grep -q "20 finished" "$T/gen.txt" || { cat "$T/gen.txt"; fail "--generate: not 
 grep -q "20 finished" "$T/gen2.txt" || { cat "$T/gen2.txt"; fail "--throughputs none: not all finished"; }
 # --inflate on files of our own in the Alibaba openb layout: two shareable
 # GPUs, tasks of 0.6 GPU: one per GPU, 40% left unallocated under every
-# share policy; CPU-only pods and unknown models skipped; invariants on.
+# share policy; with --gpu-only CPU-only pods and unknown models skipped;
+# invariants on. Without it the CPU-only pod is kept (it takes CPU on n0).
 printf 'sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1024,2,A10\nc0,32000,1024,0,nan\n' \
     >"$T/nodes.csv"
 H=name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,qos,pod_phase,creation_time,deletion_time,scheduled_time
 printf '%s\np0,1000,10,1,600,nan,LS,Running,0,10,0\np1,1000,10,0,0,,BE,Running,0,10,0\np2,1000,10,1,600,V100M32,LS,Running,0,10,0\n' \
     "$H" >"$T/pods.csv"
-"$BIN" sim --inflate --check --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
+"$BIN" sim --inflate --check --gpu-only --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
     --inflate-step 0.5 >"$T/inf.out" || { cat "$T/inf.out"; fail "inflate"; }
 grep -q "1 GPU nodes, 2 GPUs.*1 GPU pods (100% fractional; 1 CPU-only and 1 of unknown models" \
     "$T/inf.out" || { cat "$T/inf.out"; fail "inflate: header"; }
 grep -q "^ *100.0%  *40.00%  *40.00%  *40.00%$" "$T/inf.out" || { cat "$T/inf.out"; fail "inflate: 40%"; }
 grep -q "# frag: 2 tasks placed, 2 dropped" "$T/inf.out" || fail "inflate: placed/dropped"
-"$BIN" sim --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" --inflate-step 0.5 \
-    | cmp -s - "$T/inf.out" || fail "inflate: not deterministic"
+"$BIN" sim --inflate --gpu-only --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
+    --inflate-step 0.5 | cmp -s - "$T/inf.out" || fail "inflate: not deterministic"
+"$BIN" sim --inflate --check --openb-nodes "$T/nodes.csv" --openb-pods "$T/pods.csv" \
+    --inflate-step 0.5 >"$T/infh.out" || { cat "$T/infh.out"; fail "inflate (host)"; }
+grep -q "0 CPU-only and 1 of unknown models skipped" "$T/infh.out" &&
+    grep -q "^# CPU and host memory modelled where the files give them; 1 CPU-only pods kept" \
+        "$T/infh.out" || { cat "$T/infh.out"; fail "inflate (host): header"; }
+grep -q "^ *100.0%  *40.00%  *40.00%  *40.00%$" "$T/infh.out" ||
+    { cat "$T/infh.out"; fail "inflate (host): 40%"; }
+# CPU binds: 2 cores on the node, each pod asks 1.5: one GPU pod at a time
+printf 'sn,cpu_milli,memory_mib,gpu,model\nn0,2000,1024,2,A10\n' >"$T/cpun.csv"
+printf '%s\np0,1500,10,1,600,nan,LS,Running,0,10,0\n' "$H" >"$T/cpup.csv"
+"$BIN" sim --inflate --check --openb-nodes "$T/cpun.csv" --openb-pods "$T/cpup.csv" \
+    --inflate-step 0.5 >"$T/infc.out" || { cat "$T/infc.out"; fail "inflate (cpu)"; }
+grep -q "^ *100.0%  *70.00%  *70.00%  *70.00%$" "$T/infc.out" ||
+    { cat "$T/infc.out"; fail "inflate (cpu): one pod only"; }
 printf '%s\np0,1000,10,x,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod.csv"
 expect2 "badpod.csv:2: field 'num_gpu'" --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/badpod.csv"
 printf '%s\np0,1000,10,2,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod2.csv"
