@@ -274,6 +274,9 @@ section_tls() {
     registered() { C nodes tls1 --json | grep -q '"pending_approval": *true'; }
     wait_for 30 registered || fail "agent did not register over TLS (pending approval)"
     tr '\0' ' ' </proc/$AG/cmdline | grep -q crl_ && fail "a token is in the agent's argv"
+    # the agent writes its credential once the registration's answer is in:
+    # the node shows as registered a moment before that
+    wait_for 30 test -s "$DIR/agent1/node.cred" || fail "no node.cred after the registration"
     [ "$(mode "$DIR/agent1/node.cred")" = 600 ] || fail "node.cred is $(mode "$DIR/agent1/node.cred")"
     SECRET=sekrit-$$-XYZZY
     MYVAL=env-$$-PLUGH # given to the CLI's environment only, never to the agent's
