@@ -184,7 +184,9 @@ job 20 pretrain-too-big --kind pretrain --params 70b --tokens 2e12 --gpu-type "H
 sleep 3
 say "where each job went (and what waits, with the reason)"
 run jobs
-first=$("$CORRAL" jobs --all 2>/dev/null | awk 'NR==2 {print $1}')
+# the 2-node pre-training gang (not the first id: the tenant probes and the
+# service replicas come before it)
+first=$("$CORRAL" jobs --all 2>/dev/null | awk '$2 == "pretrain-13b" {print $1; exit}')
 [ -n "$first" ] && run show "$first"
 last=$("$CORRAL" jobs --state pending 2>/dev/null | awk 'NR==2 {print $1}')
 [ -n "$last" ] && run show "$last"
@@ -194,7 +196,7 @@ echo "2 temp 95" >"$DIR/l40s-1/faults"
 sleep 3
 run nodes l40s-1
 say "gang job logs: each rank got the torchrun variables"
-[ -n "$first" ] && run logs "$first"
+[ -n "$first" ] && run logs "$first" --all
 
 say "corral top"
 run top --once
