@@ -1,7 +1,8 @@
 /*
  * cr_proc.h - jobs as supervised processes.
  *
- * Each job runs under a small shim: the agent forks the shim, the shim
+ * Each job runs under a small shim: the agent's zygote clones the shim as
+ * the agent's own child (proc_int.h: no fork of the agent), the shim
  * calls setsid() (so the job has its own session and process group, which
  * stop signals address as a whole) and forks the job itself with its
  * environment, working directory and log files, waits for it, and writes
@@ -35,9 +36,9 @@
  * Stop = SIGTERM to the process group, then SIGKILL once the grace period
  * has passed (cr_proc_tick does the second step).
  *
- * Threading: one thread (the agent's main loop). The code between fork and
- * exec calls only async-signal-safe functions; everything it needs is
- * prepared before the fork.
+ * Threading: one thread (the agent's main loop), which also owns the
+ * zygote. The shim calls only async-signal-safe functions; everything it
+ * needs is prepared by the agent and sent to the zygote.
  */
 #ifndef CR_PROC_H
 #define CR_PROC_H

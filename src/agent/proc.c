@@ -3,6 +3,7 @@
  */
 #include "cr_proc.h"
 
+#include "proc_int.h"
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_task_env.h"
@@ -288,35 +289,6 @@ static void shim_report(const char *journal, long long job, const char *how, lon
     }
 }
 
-/* Everything the shim needs, prepared before the fork. Per task i (of
- * ntasks, see cr_task_env.h): envps[i], the logs out_paths[i] and
- * err_paths[i], and the job's own -o/-e files user_out[i] / user_err[i]
- * (NULL: none), opened by the task itself, as the job's user, in its
- * working directory. */
-typedef struct shim_args {
-    const char *exe;
-    char *const *argv;
-    char **const *envps;
-    const char *workdir;
-    const char *exec_msg;
-    const char *journal;
-    long long job;
-    char *const *out_paths, *const *err_paths; /* the job's logs, opened by the shim */
-    char *const *user_out, *const *user_err;
-    char *const *cgroup_procs; /* cgroup.procs files to join, NULL-ended, or NULL */
-    long long uid, gid;        /* the job's user; -1: stay the agent's */
-    const gid_t *groups;       /* supplementary groups of uid */
-    size_t ngroups;
-    const char *script; /* a shipped script to open on fd 3 for each task, or NULL */
-    int script_fd;
-    int ntasks;                  /* tasks (processes) on this node, >= 1 */
-    int task;                    /* the task being started */
-    int keep_root;               /* podman runs the job (container.c): it switches to uid itself */
-    int out_fd, err_fd, null_fd; /* set by the shim */
-    int pidns;                   /* the tasks run in a PID namespace of their own (iso_pidns.c) */
-    int ipcns;                   /* ... and an IPC namespace of their own */
-} shim_args;
-
 /* A task's own -o/-e file (after the uid change and the chdir). */
 static int open_user(const char *path, int fd)
 {
@@ -574,7 +546,7 @@ static int run_in_pidns(shim_args *a)
     return st;
 }
 
-/* The shim, in the forked child. Only async-signal-safe calls. */
+/* The shim, in the zygote's child (proc_int.h). Only async-signal-safe calls. */
 static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 {
     setsid();
@@ -628,6 +600,20 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
     }
     shim_report(a->journal, a->job, "exit", WEXITSTATUS(st));
     _exit(WEXITSTATUS(st));
+}
+
+/*
+ * The zygote's entry (proc_int.h): a constructor, so that every program
+ * that links proc.c (the corral binary, the tests that start jobs) can be
+ * its own zygote, and none of the program's start-up runs in it. glibc
+ * hands constructors argc, argv and envp.
+ */
+static void __attribute__((constructor)) zygote_entry(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    if (argc == 3 && strcmp(argv[1], CR__PROC_ZYGOTE_ARG) == 0) {
+        cr__proc_zygote_main(CR__PROC_SHIM_FD, (pid_t)atoi(argv[2]), run_shim);
+    }
 }
 
 static json_t *record_json(const cr_proc *p)
@@ -826,13 +812,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     int pidns = iso && iso->pidns && !spec->ctr.image && !spec->ctr.podman;
     /* An MPS client must share the IPC namespace of the node's MPS daemon. */
     int ipcns = pidns && !spec->mps_pipe;
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "job %lld: fork: %s", job, strerror(errno));
-        rc = CR_EAGAIN;
-        goto out;
-    }
-    if (pid == 0) {
+    pid_t pid = -1;
+    {
         shim_args sa = {exe,
                         tk.argv,
                         tk.envps,
@@ -859,7 +840,12 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         -1,
                         pidns,
                         ipcns};
-        run_shim(&sa);
+        int e = cr__proc_shim_spawn(&sa, &pid);
+        if (e != 0) {
+            snprintf(err, errlen, "job %lld: cannot start the shim: %s", job, strerror(e));
+            rc = CR_EAGAIN;
+            goto out;
+        }
     }
     memset(p, 0, sizeof *p);
     p->job = spec->job;
