@@ -6,6 +6,7 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_log.h"
+#include "cr_time.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -534,6 +535,45 @@ json_t *cr_iso_report(const cr_iso *iso)
 
 /* --- per job ---------------------------------------------------------- */
 
+/*
+ * The majors of nvidia-uvm in /proc/devices, read at most once a second
+ * (every job needs them; they change only when the module loads). Kept per
+ * process, as the program cache, under its own lock.
+ */
+#define UVM_MAJORS_MAX    4
+#define UVM_MAJORS_TTL_NS CR_NS_PER_SEC
+
+static size_t uvm_majors(int *out)
+{
+    static int cached[UVM_MAJORS_MAX];
+    static size_t ncached;
+    static int64_t read_at_ns = INT64_MIN;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int64_t now = cr_mono_ns();
+    pthread_mutex_lock(&mu);
+    if (read_at_ns == INT64_MIN || now - read_at_ns >= UVM_MAJORS_TTL_NS) {
+        ncached = 0;
+        FILE *f = fopen("/proc/devices", "r");
+        char line[128];
+        while (f && fgets(line, sizeof line, f)) {
+            int maj;
+            char name[64];
+            if (sscanf(line, "%d %63s", &maj, name) == 2 && strcmp(name, "nvidia-uvm") == 0 &&
+                ncached < UVM_MAJORS_MAX) {
+                cached[ncached++] = maj;
+            }
+        }
+        if (f) {
+            fclose(f);
+        }
+        read_at_ns = now;
+    }
+    size_t n = ncached;
+    memcpy(out, cached, n * sizeof *out);
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 static size_t dev_rules(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor, size_t max)
 {
     /* null, zero, full, random, urandom, tty, ptmx, pts/N, then NVIDIA's
@@ -554,19 +594,11 @@ static size_t dev_rules(const cr_iso *iso, const cr_job_spec *s, int *major, int
         minor[n++] = std[i][1];
     }
     /* nvidia-uvm and nvidia-uvm-tools: a major the driver picks at load. */
-    FILE *f = fopen("/proc/devices", "r");
-    char line[128];
-    while (f && fgets(line, sizeof line, f)) {
-        int maj;
-        char name[64];
-        if (sscanf(line, "%d %63s", &maj, name) == 2 && strcmp(name, "nvidia-uvm") == 0 &&
-            n + 1 < max) {
-            major[n] = maj;
-            minor[n++] = -1;
-        }
-    }
-    if (f) {
-        fclose(f);
+    int uvm[UVM_MAJORS_MAX];
+    size_t nu = uvm_majors(uvm);
+    for (size_t i = 0; i < nu && n + 1 < max; i++) {
+        major[n] = uvm[i];
+        minor[n++] = -1;
     }
     /* The job's GPUs by minor number, and its MIG instances' capabilities. */
     n += cr_iso_gpu_rules(iso, s, major + n, minor + n, max - n);
@@ -598,25 +630,35 @@ static int v1_devices(const char *cg, const int *major, const int *minor, size_t
     if (write_at(cg, "devices.deny", "a") != 0) {
         return CR_EIO;
     }
+    /* One open for all the rules: the kernel takes each write(2) as one
+     * rule. */
+    char *path = cr_asprintf("%s/devices.allow", cg);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) {
+        return CR_EIO;
+    }
+    int rc = 0;
     /* mknod of any node ("m") lets a container's runtime (runc, in a child
      * cgroup, docs/containers.md) make its /dev; opening is what the rules
      * below fence, and a job without CAP_MKNOD cannot mknod anyway. */
-    if (write_at(cg, "devices.allow", "c *:* m") != 0 ||
-        write_at(cg, "devices.allow", "b *:* m") != 0) {
-        return CR_EIO;
-    }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n + 2 && rc == 0; i++) {
         char rule[64];
-        if (minor[i] < 0) {
-            snprintf(rule, sizeof rule, "c %d:* rwm", major[i]);
+        if (i < 2) {
+            snprintf(rule, sizeof rule, "%c *:* m", i == 0 ? 'c' : 'b');
+        } else if (minor[i - 2] < 0) {
+            snprintf(rule, sizeof rule, "c %d:* rwm", major[i - 2]);
         } else {
-            snprintf(rule, sizeof rule, "c %d:%d rwm", major[i], minor[i]);
+            snprintf(rule, sizeof rule, "c %d:%d rwm", major[i - 2], minor[i - 2]);
         }
-        if (write_at(cg, "devices.allow", rule) != 0) {
-            return CR_EIO;
+        if (write(fd, rule, strlen(rule)) != (ssize_t)strlen(rule)) {
+            rc = CR_EIO;
         }
     }
-    return 0;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
 }
 
 static char *make_cg(const char *base, int64_t job)

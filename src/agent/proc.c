@@ -674,7 +674,7 @@ static int ckpt_path_ok(const char *p)
 }
 
 /* The supplementary groups of uid (its passwd name's groups), else just gid. */
-static size_t user_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
+static size_t lookup_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
 {
     struct passwd pw, *res = NULL;
     char buf[4096];
@@ -686,6 +686,46 @@ static size_t user_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
     }
     out[0] = (gid_t)gid;
     return 1;
+}
+
+/*
+ * The same, remembered for GROUPS_TTL_NS per (uid, gid): a burst of jobs
+ * of a few users reads /etc/passwd and /etc/group (or asks NSS) once a
+ * second, not once a job; a change of groups shows within that second.
+ * Used by the thread that starts jobs only (cr_proc.h).
+ */
+#define GROUPS_CACHE  16
+#define GROUPS_MAX    256
+#define GROUPS_TTL_NS CR_NS_PER_SEC
+
+typedef struct groups_entry {
+    int64_t uid, gid;
+    int64_t at_ns; /* monotonic; 0: empty */
+    size_t n;
+    gid_t groups[GROUPS_MAX];
+} groups_entry;
+
+static size_t user_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
+{
+    static groups_entry cache[GROUPS_CACHE];
+    int64_t now = cr_mono_ns();
+    groups_entry *e = NULL, *oldest = &cache[0];
+    for (size_t i = 0; i < GROUPS_CACHE; i++) {
+        if (cache[i].at_ns != 0 && cache[i].uid == uid && cache[i].gid == gid) {
+            e = &cache[i];
+        }
+        oldest = cache[i].at_ns < oldest->at_ns ? &cache[i] : oldest;
+    }
+    if (!e || now - e->at_ns >= GROUPS_TTL_NS) {
+        e = e ? e : oldest;
+        e->uid = uid;
+        e->gid = gid;
+        e->n = lookup_groups(uid, gid, e->groups, GROUPS_MAX);
+        e->at_ns = now;
+    }
+    size_t n = e->n < max ? e->n : max;
+    memcpy(out, e->groups, n * sizeof *out);
+    return n;
 }
 
 /* Create the job's directories: logs/<id> and the checkpoint directory,
