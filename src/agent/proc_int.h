@@ -57,6 +57,8 @@ typedef struct shim_args {
     int out_fd, err_fd, null_fd; /* set by the shim */
     int pidns;                   /* the tasks run in a PID namespace of their own (iso_pidns.c) */
     int ipcns;                   /* ... and an IPC namespace of their own */
+    char *const *dirs;           /* made by the shim, 0700 and the job's user's: logs/<job>, the
+                                    checkpoint directory (NULL-ended) */
 } shim_args;
 
 /* The zygote's loop, on socket fd, for the agent of pid agent; run is the

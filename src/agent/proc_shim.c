@@ -113,6 +113,7 @@ static void pack(pack_buf *b0, const shim_args *a)
     put_num(&b, a->keep_root);
     put_num(&b, a->pidns);
     put_num(&b, a->ipcns);
+    put_strv(&b, a->dirs, -1);
     int64_t len = (int64_t)(b.len - sizeof len);
     memcpy(b.p, &len, sizeof len);
     *b0 = b;
@@ -210,9 +211,10 @@ static int unpack(char *buf, size_t len, shim_args *out)
     a.keep_root = (int)get_num(&c);
     a.pidns = (int)get_num(&c);
     a.ipcns = (int)get_num(&c);
+    a.dirs = get_strv(&c, -1);
     a.script_fd = a.out_fd = a.err_fd = a.null_fd = -1;
     if (c.bad || c.p != c.end || !a.exe || !a.argv || !a.argv[0] || !a.workdir || !a.exec_msg ||
-        !a.journal || !a.out_paths || !a.err_paths || !a.user_out || !a.user_err) {
+        !a.journal || !a.dirs || !a.out_paths || !a.err_paths || !a.user_out || !a.user_err) {
         return -1;
     }
     for (int64_t t = 0; t < nt; t++) {
