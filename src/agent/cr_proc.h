@@ -123,6 +123,9 @@ void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus);
 int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono_ns);
 /* Forget a finished job: journal it (its logs stay). */
 void cr_proc_forget(const char *state_dir, cr_proc *p);
+/* The same, its cgroups kept for a later job of iso (borrowed; NULL: removed),
+ * see cr_iso_job_release. */
+void cr_proc_forget_iso(const char *state_dir, const cr_iso *iso, cr_proc *p);
 void cr_proc_fini(cr_proc *p);
 /*
  * Re-adopt: load every record under state_dir. Jobs still running come back

@@ -1285,8 +1285,15 @@ int cr_proc_fix_modes(const char *state_dir)
 
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
+    cr_proc_forget_iso(state_dir, NULL, p);
+}
+
+void cr_proc_forget_iso(const char *state_dir, const cr_iso *iso, cr_proc *p)
+{
     cgroup_kill(p);
-    cr_iso_job_remove(&p->iso); /* fails harmlessly while something still runs there */
+    /* Kept for a later job when empty, else removed (which fails
+     * harmlessly while something still runs there). */
+    cr_iso_job_release(iso, &p->iso, p->spec.ctr.image || p->spec.ctr.podman);
     char line[64];
     int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
     journal_append(state_dir, line, (size_t)n);
