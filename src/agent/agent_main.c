@@ -992,7 +992,7 @@ static int reconcile(agent *a, int64_t now_ns)
         if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_EXITED && placed_again(a, s, p)) {
             /* A retry placed here again. The old run is done with. */
             cr_info("agent: job=%lld placed here again (retry): run it anew", (long long)s->job);
-            cr_proc_forget(a->cfg.state_dir, p);
+            cr_proc_forget_iso(a->cfg.state_dir, &a->iso, p);
             cr_proc_fini(p);
             *p = a->procs[--a->nprocs];
             p = NULL;
@@ -1099,7 +1099,7 @@ static void forget_reported(agent *a)
     for (size_t i = 0; i < a->nprocs; i++) {
         cr_proc *p = &a->procs[i];
         if (p->state == CR_PROC_EXITED && !cr_desired_find(&a->desired, p->job)) {
-            cr_proc_forget(a->cfg.state_dir, p);
+            cr_proc_forget_iso(a->cfg.state_dir, &a->iso, p);
             cr_proc_fini(p);
             continue;
         }

@@ -83,10 +83,15 @@ typedef struct cr_iso {
     size_t nmigs;
 } cr_iso;
 
-/* The cgroups of one job (owned strings, NULL none), kept in its record. */
+/* The cgroups of one job (owned strings, NULL none), kept in its record.
+ * They may have been another job's before (cr_iso_job_release): the
+ * counters that cannot be reset are counted from the base values. */
 typedef struct cr_iso_job {
     char *v1[CR_ISO_V1_N];
     char *v2;
+    uint64_t oom_base;    /* OOM kills counted before this job (cr_iso_oom_kills) */
+    uint64_t v2_oom_base; /* v2 memory.events "oom" before this job */
+    int mem_set, cpu_set; /* this job set a memory / CPU limit (reset for the next) */
 } cr_iso_job;
 
 /*
@@ -170,6 +175,16 @@ int cr_iso_mem_hit(const cr_iso_job *j);
 void cr_iso_job_kill(const cr_iso_job *j);
 /* rmdir the job's cgroups (fails harmlessly while something still runs). */
 void cr_iso_job_remove(const cr_iso_job *j);
+/*
+ * The job is over: its cgroups, when every one of them is empty, are kept
+ * (copied; j stays the caller's) for a later job of the same cr_iso, which
+ * cr_iso_job_setup gives them with its own limits and device rules and the
+ * OOM counters baselined: making and removing five cgroups was a fifth of
+ * what a job cost the agent. Else, or past CR_ISO_POOL_MAX kept, removed.
+ * A container job's are always removed (podman names them by job id).
+ */
+void cr_iso_job_release(const cr_iso *iso, const cr_iso_job *j, int container);
+#define CR_ISO_POOL_MAX 64
 void cr_iso_job_fini(cr_iso_job *j);
 /* The pids.max a job gets: its spec's "pids", else the per-GPU default. */
 int64_t cr_iso_job_pids(const cr_job_spec *s);

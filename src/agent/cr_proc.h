@@ -1,7 +1,8 @@
 /*
  * cr_proc.h - jobs as supervised processes.
  *
- * Each job runs under a small shim: the agent forks the shim, the shim
+ * Each job runs under a small shim: the agent's zygote clones the shim as
+ * the agent's own child (proc_int.h: no fork of the agent), the shim
  * calls setsid() (so the job has its own session and process group, which
  * stop signals address as a whole) and forks the job itself with its
  * environment, working directory and log files, waits for it, and writes
@@ -40,9 +41,9 @@
  * Stop = SIGTERM to the process group, then SIGKILL once the grace period
  * has passed (cr_proc_tick does the second step).
  *
- * Threading: one thread (the agent's main loop). The code between fork and
- * exec calls only async-signal-safe functions; everything it needs is
- * prepared before the fork.
+ * Threading: one thread (the agent's main loop), which also owns the
+ * zygote. The shim calls only async-signal-safe functions; everything it
+ * needs is prepared by the agent and sent to the zygote.
  */
 #ifndef CR_PROC_H
 #define CR_PROC_H
@@ -138,6 +139,9 @@ void cr_proc_forget(const char *state_dir, cr_proc *p);
  * client's socket: libmicrohttpd aborted with "Close socket failed"; a
  * device filter program), issue 24. */
 void cr_proc_init(cr_proc *p);
+/* The same, its cgroups kept for a later job of iso (borrowed; NULL: removed),
+ * see cr_iso_job_release. */
+void cr_proc_forget_iso(const char *state_dir, const cr_iso *iso, cr_proc *p);
 void cr_proc_fini(cr_proc *p);
 /*
  * Re-adopt: load every record under state_dir. Jobs still running come back

@@ -12,7 +12,7 @@
  * for, so a job that is pid 1 would ignore the SIGTERM of a stop.
  *
  * Everything here that runs in the shim or its child is raw system calls
- * (the shim is a fork of the multi-threaded agent: no malloc, no stdio, no
+ * (the shim is a clone of the agent's zygote, proc_int.h: no stdio, no
  * glibc fork handlers).
  */
 #include "cr_iso.h"
@@ -52,9 +52,10 @@ static unsigned long stat_field(const char *buf, int n)
 }
 
 /*
- * The init is a copy of the agent: its command line and environment (the
- * agent's flags, maybe CORRAL_JOIN_TOKEN) would show as /proc/1/cmdline
- * and /proc/1/environ in the job's namespace. Overwrite both in the init's
+ * The init is a copy of the shim, itself a clone of the agent's zygote:
+ * its command line and environment (the zygote's, which names the agent's
+ * pid) would show as /proc/1/cmdline and /proc/1/environ in the job's
+ * namespace. Overwrite both in the init's
  * own (copied) memory: the command line reads "corral-init". The bounds
  * come from /proc/self/stat (fields 48-51), read once the init's /proc is
  * mounted. Nothing of the init uses argv or environ after this: what it

@@ -7,6 +7,7 @@
 #include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_log.h"
+#include "cr_time.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -483,8 +484,11 @@ void cr_iso_probe(cr_iso *iso, const char *v2_arg, const char *v1_arg, const cha
     }
 }
 
+static void pool_drain(const cr_iso *iso);
+
 void cr_iso_fini(cr_iso *iso)
 {
+    pool_drain(iso);
     for (int i = 0; i < CR_ISO_V1_N; i++) {
         if (iso->v1[i]) {
             rmdir(iso->v1[i]); /* only when empty */
@@ -654,6 +658,45 @@ int cr_iso_require(const cr_iso *iso, const char *list, char *why, size_t len)
 
 /* --- per job ---------------------------------------------------------- */
 
+/*
+ * The majors of nvidia-uvm in /proc/devices, read at most once a second
+ * (every job needs them; they change only when the module loads). Kept per
+ * process, as the program cache, under its own lock.
+ */
+#define UVM_MAJORS_MAX    4
+#define UVM_MAJORS_TTL_NS CR_NS_PER_SEC
+
+static size_t uvm_majors(int *out)
+{
+    static int cached[UVM_MAJORS_MAX];
+    static size_t ncached;
+    static int64_t read_at_ns = INT64_MIN;
+    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int64_t now = cr_mono_ns();
+    pthread_mutex_lock(&mu);
+    if (read_at_ns == INT64_MIN || now - read_at_ns >= UVM_MAJORS_TTL_NS) {
+        ncached = 0;
+        FILE *f = fopen("/proc/devices", "r");
+        char line[128];
+        while (f && fgets(line, sizeof line, f)) {
+            int maj;
+            char name[64];
+            if (sscanf(line, "%d %63s", &maj, name) == 2 && strcmp(name, "nvidia-uvm") == 0 &&
+                ncached < UVM_MAJORS_MAX) {
+                cached[ncached++] = maj;
+            }
+        }
+        if (f) {
+            fclose(f);
+        }
+        read_at_ns = now;
+    }
+    size_t n = ncached;
+    memcpy(out, cached, n * sizeof *out);
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
 static size_t dev_rules(const cr_iso *iso, const cr_job_spec *s, int *major, int *minor, size_t max)
 {
     /* null, zero, full, random, urandom, tty, ptmx, pts/N, then NVIDIA's
@@ -674,19 +717,11 @@ static size_t dev_rules(const cr_iso *iso, const cr_job_spec *s, int *major, int
         minor[n++] = std[i][1];
     }
     /* nvidia-uvm and nvidia-uvm-tools: a major the driver picks at load. */
-    FILE *f = fopen("/proc/devices", "r");
-    char line[128];
-    while (f && fgets(line, sizeof line, f)) {
-        int maj;
-        char name[64];
-        if (sscanf(line, "%d %63s", &maj, name) == 2 && strcmp(name, "nvidia-uvm") == 0 &&
-            n + 1 < max) {
-            major[n] = maj;
-            minor[n++] = -1;
-        }
-    }
-    if (f) {
-        fclose(f);
+    int uvm[UVM_MAJORS_MAX];
+    size_t nu = uvm_majors(uvm);
+    for (size_t i = 0; i < nu && n + 1 < max; i++) {
+        major[n] = uvm[i];
+        minor[n++] = -1;
     }
     /* The job's GPUs by minor number, and its MIG instances' capabilities. */
     n += cr_iso_gpu_rules(iso, s, major + n, minor + n, max - n);
@@ -718,25 +753,35 @@ static int v1_devices(const char *cg, const int *major, const int *minor, size_t
     if (write_at(cg, "devices.deny", "a") != 0) {
         return CR_EIO;
     }
+    /* One open for all the rules: the kernel takes each write(2) as one
+     * rule. */
+    char *path = cr_asprintf("%s/devices.allow", cg);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) {
+        return CR_EIO;
+    }
+    int rc = 0;
     /* mknod of any node ("m") lets a container's runtime (runc, in a child
      * cgroup, docs/containers.md) make its /dev; opening is what the rules
      * below fence, and a job without CAP_MKNOD cannot mknod anyway. */
-    if (write_at(cg, "devices.allow", "c *:* m") != 0 ||
-        write_at(cg, "devices.allow", "b *:* m") != 0) {
-        return CR_EIO;
-    }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n + 2 && rc == 0; i++) {
         char rule[64];
-        if (minor[i] < 0) {
-            snprintf(rule, sizeof rule, "c %d:* rwm", major[i]);
+        if (i < 2) {
+            snprintf(rule, sizeof rule, "%c *:* m", i == 0 ? 'c' : 'b');
+        } else if (minor[i - 2] < 0) {
+            snprintf(rule, sizeof rule, "c %d:* rwm", major[i - 2]);
         } else {
-            snprintf(rule, sizeof rule, "c %d:%d rwm", major[i], minor[i]);
+            snprintf(rule, sizeof rule, "c %d:%d rwm", major[i - 2], minor[i - 2]);
         }
-        if (write_at(cg, "devices.allow", rule) != 0) {
-            return CR_EIO;
+        if (write(fd, rule, strlen(rule)) != (ssize_t)strlen(rule)) {
+            rc = CR_EIO;
         }
     }
-    return 0;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return rc;
 }
 
 static char *make_cg(const char *base, int64_t job)
@@ -754,6 +799,132 @@ static char *make_cg(const char *base, int64_t job)
     return cg;
 }
 
+/*
+ * Kept cgroups (cr_iso_job_release): the sets of job cgroups no job uses,
+ * for the next job of the same cr_iso. Per process under their own lock,
+ * as the program cache.
+ */
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static cr_iso_job pool[CR_ISO_POOL_MAX];
+static size_t pool_n;
+
+/* Whether j's cgroups are iso's hierarchies' (one under each, no other). */
+static int pool_fits(const cr_iso *iso, const cr_iso_job *j)
+{
+    for (int i = 0; i <= CR_ISO_V1_N; i++) {
+        const char *base = i < CR_ISO_V1_N ? iso->v1[i] : iso->v2;
+        const char *cg = i < CR_ISO_V1_N ? j->v1[i] : j->v2;
+        size_t bl = base ? strlen(base) : 0;
+        if (!base != !cg || (cg && (strncmp(cg, base, bl) != 0 || cg[bl] != '/'))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* A kept set for iso, moved to out (1), or 0 when none. */
+static int pool_take(const cr_iso *iso, cr_iso_job *out)
+{
+    int got = 0;
+    pthread_mutex_lock(&pool_mu);
+    for (size_t i = pool_n; i-- > 0 && !got;) {
+        if (pool_fits(iso, &pool[i])) {
+            *out = pool[i];
+            pool[i] = pool[--pool_n];
+            got = 1;
+        }
+    }
+    pthread_mutex_unlock(&pool_mu);
+    return got;
+}
+
+/* No process in the cgroup (v2: cgroup.events says unpopulated). */
+static int cg_empty(const char *cg, int v2)
+{
+    char buf[256];
+    char *p = cr_asprintf("%s/%s", cg, v2 ? "cgroup.events" : "cgroup.procs");
+    int rc = read_small(p, buf, sizeof buf);
+    free(p);
+    if (rc != 0) {
+        return 0;
+    }
+    return v2 ? strstr(buf, "populated 0") != NULL : buf[0] == '\0';
+}
+
+void cr_iso_job_release(const cr_iso *iso, const cr_iso_job *j, int container)
+{
+    int keep = iso && !container && pool_fits(iso, j) && (!j->v2 || cg_empty(j->v2, 1));
+    for (int i = 0; i < CR_ISO_V1_N && keep; i++) {
+        keep = !j->v1[i] || cg_empty(j->v1[i], 0);
+    }
+    if (keep) {
+        pthread_mutex_lock(&pool_mu);
+        if (pool_n < CR_ISO_POOL_MAX) {
+            cr_iso_job *k = &pool[pool_n++];
+            *k = *j;
+            for (int i = 0; i < CR_ISO_V1_N; i++) {
+                k->v1[i] = j->v1[i] ? cr_strdup(j->v1[i]) : NULL;
+            }
+            k->v2 = j->v2 ? cr_strdup(j->v2) : NULL;
+        } else {
+            keep = 0;
+        }
+        pthread_mutex_unlock(&pool_mu);
+    }
+    if (!keep) {
+        cr_iso_job_remove(j);
+    }
+}
+
+/* Remove the kept sets of iso (its end). */
+static void pool_drain(const cr_iso *iso)
+{
+    cr_iso_job j;
+    while (pool_take(iso, &j)) {
+        cr_iso_job_remove(&j);
+        cr_iso_job_fini(&j);
+    }
+}
+
+static uint64_t key_value(const char *path, const char *key);
+
+/* Undo what the last job set that this one may not (its limits), and count
+ * its OOM events from here. 0, or CR_EIO: the set is not to be used. */
+static int pool_reset(const cr_iso *iso, cr_iso_job *j)
+{
+    if (j->mem_set) {
+        const char *m = j->v1[CR_ISO_V1_MEMORY];
+        if (m) {
+            write_at(m, "memory.memsw.limit_in_bytes", "-1"); /* where swap is accounted */
+            if (write_at(m, "memory.limit_in_bytes", "-1") != 0 ||
+                write_at(m, "memory.failcnt", "0") != 0) {
+                return CR_EIO;
+            }
+        }
+        if (j->v2 && iso->v2_memory) {
+            if (write_at(j->v2, "memory.max", "max") != 0) {
+                return CR_EIO;
+            }
+            write_at(j->v2, "memory.swap.max", "max");
+        }
+        j->oom_base = 0;
+        j->oom_base = cr_iso_oom_kills(j);
+        char *p = j->v2 ? cr_asprintf("%s/memory.events", j->v2) : NULL;
+        j->v2_oom_base = p ? key_value(p, "oom") : 0;
+        free(p);
+    }
+    if (j->cpu_set) {
+        if (j->v1[CR_ISO_V1_CPU] && write_at(j->v1[CR_ISO_V1_CPU], "cpu.cfs_quota_us", "-1") != 0) {
+            return CR_EIO;
+        }
+        if (j->v2 && iso->v2_cpu && write_at(j->v2, "cpu.max", "max 100000") != 0) {
+            return CR_EIO;
+        }
+    }
+    j->mem_set = j->cpu_set = 0;
+    return 0;
+}
+
 int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, char *warn,
                      size_t warnlen)
 {
@@ -763,14 +934,24 @@ int cr_iso_job_setup(const cr_iso *iso, const cr_job_spec *s, cr_iso_job *out, c
     size_t wl = 0;
     memset(out, 0, sizeof *out);
     warn[0] = '\0';
-    for (int i = 0; i < CR_ISO_V1_N; i++) {
+    /* A container's cgroup is named for its job (podman's --cgroup-parent). */
+    int kept = !s->ctr.image && !s->ctr.podman && pool_take(iso, out);
+    if (kept && pool_reset(iso, out) != 0) {
+        cr_iso_job_remove(out);
+        cr_iso_job_fini(out);
+        memset(out, 0, sizeof *out);
+        kept = 0;
+    }
+    for (int i = 0; i < CR_ISO_V1_N && !kept; i++) {
         if (iso->v1[i]) {
             out->v1[i] = make_cg(iso->v1[i], s->job);
         }
     }
-    if (iso->v2) {
+    if (iso->v2 && !kept) {
         out->v2 = make_cg(iso->v2, s->job);
     }
+    out->mem_set = s->mem_bytes > 0;
+    out->cpu_set = s->cpus > 0;
     if (out->v1[CR_ISO_V1_DEVICES] && v1_devices(out->v1[CR_ISO_V1_DEVICES], major, minor, nr)) {
         snprintf(warn, warnlen, "corral: cannot set the device rules of %s: %s",
                  out->v1[CR_ISO_V1_DEVICES], strerror(errno));
@@ -900,7 +1081,7 @@ uint64_t cr_iso_oom_kills(const cr_iso_job *j)
         n += key_value(p, "oom_kill");
         free(p);
     }
-    return n;
+    return n > j->oom_base ? n - j->oom_base : 0;
 }
 
 int cr_iso_mem_hit(const cr_iso_job *j)
@@ -914,7 +1095,7 @@ int cr_iso_mem_hit(const cr_iso_job *j)
     }
     if (j->v2) {
         char *p = cr_asprintf("%s/memory.events", j->v2);
-        hit |= key_value(p, "oom") > 0;
+        hit |= key_value(p, "oom") > j->v2_oom_base;
         free(p);
     }
     return hit;
@@ -982,6 +1163,10 @@ json_t *cr_iso_job_to_json(const cr_iso_job *j)
     if (j->v2) {
         json_object_set_new(v, "v2", json_string(j->v2));
     }
+    json_object_set_new(v, "oom_base", json_integer((json_int_t)j->oom_base));
+    json_object_set_new(v, "v2_oom_base", json_integer((json_int_t)j->v2_oom_base));
+    json_object_set_new(v, "mem_set", json_boolean(j->mem_set));
+    json_object_set_new(v, "cpu_set", json_boolean(j->cpu_set));
     return v;
 }
 
@@ -994,6 +1179,12 @@ void cr_iso_job_from_json(json_t *v, cr_iso_job *j)
     }
     const char *s = json_string_value(json_object_get(v, "v2"));
     j->v2 = s ? cr_strdup(s) : NULL;
+    j->oom_base = (uint64_t)json_integer_value(json_object_get(v, "oom_base"));
+    j->v2_oom_base = (uint64_t)json_integer_value(json_object_get(v, "v2_oom_base"));
+    /* A record of an older agent says nothing: its limits may be set. */
+    json_t *ms = json_object_get(v, "mem_set"), *cs = json_object_get(v, "cpu_set");
+    j->mem_set = ms ? json_is_true(ms) : 1;
+    j->cpu_set = cs ? json_is_true(cs) : 1;
 }
 
 /* --- files ------------------------------------------------------------ */

@@ -3,6 +3,7 @@
  */
 #include "cr_proc.h"
 
+#include "proc_int.h"
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_task_env.h"
@@ -287,41 +288,6 @@ static void shim_report(const char *journal, long long job, const char *how, lon
         close(fd);
     }
 }
-
-/* Everything the shim needs, prepared before the fork. Per task i (of
- * ntasks, see cr_task_env.h): envps[i], the logs out_paths[i] and
- * err_paths[i], and the job's own -o/-e files user_out[i] / user_err[i]
- * (NULL: none), opened by the task itself, as the job's user, in its
- * working directory. */
-typedef struct shim_args {
-    const char *exe;
-    char *const *argv;
-    char **const *envps;
-    const char *workdir;
-    const char *exec_msg;
-    const char *journal;
-    long long job;
-    char *const *out_paths, *const *err_paths; /* the job's logs, opened by the shim */
-    char *const *user_out, *const *user_err;
-    char *const *cgroup_procs; /* cgroup.procs files to join, NULL-ended, or NULL */
-    long long uid, gid;        /* the job's user; -1: stay the agent's */
-    const gid_t *groups;       /* supplementary groups of uid */
-    size_t ngroups;
-    const char *script; /* a shipped script to open on fd 3 for each task, or NULL */
-    int script_fd;
-    int ntasks;                  /* tasks (processes) on this node, >= 1 */
-    int task;                    /* the task being started */
-    int keep_root;               /* podman runs the job (container.c): it switches to uid itself */
-    int out_fd, err_fd, null_fd; /* set by the shim */
-    int pidns;                   /* the tasks run in a PID namespace of their own (iso_pidns.c) */
-    int ipcns;                   /* ... and an IPC namespace of their own */
-    /* The log cap (cr_job_spec.log_max_bytes): > 0, the tasks' stdout and
-     * stderr are pipes the shim copies into the log files, each file up to
-     * log_max bytes (the notice at its end included). */
-    long long log_max;
-    const char *cap_notice;                 /* the line written where a log is capped */
-    const char *capped_mark, *nospace_mark; /* marker files for the agent (cr_proc_log_marks) */
-} shim_args;
 
 /* A task's own -o/-e file (after the uid change and the chdir). */
 static int open_user(const char *path, int fd)
@@ -779,7 +745,35 @@ static int run_in_pidns(shim_args *a)
     return st;
 }
 
-/* The shim, in the forked child. Only async-signal-safe calls. */
+/* cr_iso_own_dir in the shim (async-signal-safe): make path 0700 for the
+ * job's user, or take it when it is a directory of that user's (or
+ * root's); -1 with errno otherwise. */
+static int shim_own_dir(const shim_args *a, const char *path)
+{
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        return -1;
+    }
+    struct stat sb;
+    if (lstat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR; /* a link? */
+        return -1;
+    }
+    uid_t want = a->uid >= 0 ? (uid_t)a->uid : geteuid();
+    if (sb.st_uid != 0 && sb.st_uid != want && sb.st_uid != geteuid()) {
+        errno = EPERM; /* another user's */
+        return -1;
+    }
+    if (a->uid >= 0 && (sb.st_uid != (uid_t)a->uid || sb.st_gid != (gid_t)a->gid) &&
+        lchown(path, (uid_t)a->uid, (gid_t)a->gid) != 0) {
+        return -1;
+    }
+    if ((sb.st_mode & 07777) != 0700 && chmod(path, 0700) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* The shim, in the zygote's child (proc_int.h). Only async-signal-safe calls. */
 static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 {
     setsid();
@@ -795,6 +789,23 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
             _exit(126);
         }
         close(fd);
+    }
+    /* The job's directories (job_dirs), charged to the job's cgroups. A
+     * directory that cannot be the job's fails the start, said on the
+     * agent's stderr (the job's log is in it). */
+    for (char *const *d = a->dirs; d && *d; d++) {
+        if (shim_own_dir(a, *d) != 0) {
+            int e = errno;
+            ssize_t w = write(2, "corral: job ", 12);
+            char num[32];
+            w = write(2, num, fmt_int(num, a->job));
+            w = write(2, ": cannot make its directory ", 28);
+            w = write(2, *d, strlen(*d));
+            (void)w;
+            say(" its own (errno ", e);
+            shim_report(a->journal, a->job, "exit", 126);
+            _exit(126);
+        }
     }
     struct sigaction ign;
     memset(&ign, 0, sizeof ign);
@@ -835,6 +846,20 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
     }
     shim_report(a->journal, a->job, "exit", WEXITSTATUS(st));
     _exit(WEXITSTATUS(st));
+}
+
+/*
+ * The zygote's entry (proc_int.h): a constructor, so that every program
+ * that links proc.c (the corral binary, the tests that start jobs) can be
+ * its own zygote, and none of the program's start-up runs in it. glibc
+ * hands constructors argc, argv and envp.
+ */
+static void __attribute__((constructor)) zygote_entry(int argc, char **argv, char **envp)
+{
+    (void)envp;
+    if (argc == 3 && strcmp(argv[1], CR__PROC_ZYGOTE_ARG) == 0) {
+        cr__proc_zygote_main(CR__PROC_SHIM_FD, (pid_t)atoi(argv[2]), run_shim);
+    }
 }
 
 static json_t *record_json(const cr_proc *p)
@@ -895,7 +920,7 @@ static int ckpt_path_ok(const char *p)
 }
 
 /* The supplementary groups of uid (its passwd name's groups), else just gid. */
-static size_t user_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
+static size_t lookup_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
 {
     struct passwd pw, *res = NULL;
     char buf[4096];
@@ -909,18 +934,64 @@ static size_t user_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
     return 1;
 }
 
-/* Create the job's directories: logs/<id> and the checkpoint directory,
- * each 0700 and owned by the job's user. */
-static int job_dirs(const char *state_dir, const cr_job_spec *spec, char *err, size_t errlen)
+/*
+ * The same, remembered for GROUPS_TTL_NS per (uid, gid): a burst of jobs
+ * of a few users reads /etc/passwd and /etc/group (or asks NSS) once a
+ * second, not once a job; a change of groups shows within that second.
+ * Used by the thread that starts jobs only (cr_proc.h).
+ */
+#define GROUPS_CACHE  16
+#define GROUPS_MAX    256
+#define GROUPS_TTL_NS CR_NS_PER_SEC
+
+typedef struct groups_entry {
+    int64_t uid, gid;
+    int64_t at_ns; /* monotonic; 0: empty */
+    size_t n;
+    gid_t groups[GROUPS_MAX];
+} groups_entry;
+
+static size_t user_groups(int64_t uid, int64_t gid, gid_t *out, size_t max)
+{
+    static groups_entry cache[GROUPS_CACHE];
+    int64_t now = cr_mono_ns();
+    groups_entry *e = NULL, *oldest = &cache[0];
+    for (size_t i = 0; i < GROUPS_CACHE; i++) {
+        if (cache[i].at_ns != 0 && cache[i].uid == uid && cache[i].gid == gid) {
+            e = &cache[i];
+        }
+        oldest = cache[i].at_ns < oldest->at_ns ? &cache[i] : oldest;
+    }
+    if (!e || now - e->at_ns >= GROUPS_TTL_NS) {
+        e = e ? e : oldest;
+        e->uid = uid;
+        e->gid = gid;
+        e->n = lookup_groups(uid, gid, e->groups, GROUPS_MAX);
+        e->at_ns = now;
+    }
+    size_t n = e->n < max ? e->n : max;
+    memcpy(out, e->groups, n * sizeof *out);
+    return n;
+}
+
+/*
+ * The job's directories, logs/<id> and the checkpoint directory, each
+ * 0700 and owned by the job's user: checked here, made by the shim
+ * (shim_own_dir), off the agent's loop: on ext4, allocating a directory's
+ * inode among recently deleted ones was a third of what a job cost the
+ * agent. dirs gets them (returned new, NULL-ended). The parents (logs/,
+ * the tenant's checkpoint directory) are made here, once.
+ */
+static int job_dirs(const char *state_dir, const cr_job_spec *spec, char ***dirs, char *err,
+                    size_t errlen)
 {
     long long job = (long long)spec->job;
     char *logdir = cr_asprintf("%s/logs", state_dir);
-    char *mine = cr_asprintf("%s/logs/%lld", state_dir, job);
     int rc = 0;
     char why[512];
-    if ((rc = cr_iso_own_dir(logdir, 0700, -1, -1, why, sizeof why)) < 0 ||
-        (rc = cr_iso_own_dir(mine, 0700, spec->has_user ? spec->uid : -1, spec->gid, why,
-                             sizeof why)) < 0) {
+    *dirs = cr_calloc(3, sizeof **dirs);
+    (*dirs)[0] = cr_asprintf("%s/logs/%lld", state_dir, job);
+    if ((rc = cr_iso_own_dir(logdir, 0700, -1, -1, why, sizeof why)) < 0) {
         snprintf(err, errlen, "job %lld: %s", job, why);
         goto out;
     }
@@ -943,15 +1014,10 @@ static int job_dirs(const char *state_dir, const cr_job_spec *spec, char *err, s
             }
         }
         free(parent);
-        if ((rc = cr_iso_own_dir(spec->checkpoint_dir, 0700, spec->has_user ? spec->uid : -1,
-                                 spec->gid, why, sizeof why)) < 0) {
-            snprintf(err, errlen, "job %lld: checkpoint directory: %s", job, why);
-            goto out;
-        }
+        (*dirs)[1] = cr_strdup(spec->checkpoint_dir);
     }
 out:
     free(logdir);
-    free(mine);
     return rc;
 }
 
@@ -961,7 +1027,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     int rc = 0;
     cr_iso_job cg;
     memset(&cg, 0, sizeof cg);
-    char **procs = NULL, **base = NULL, **envp = NULL;
+    char **procs = NULL, **base = NULL, **envp = NULL, **dirs = NULL;
     char *exe = NULL, *exec_msg = NULL, *workdir = NULL;
     char *err_path = cr_proc_log_path(state_dir, spec->job, "err");
     char *capped_mark = cr_proc_log_path(state_dir, spec->job, "capped");
@@ -993,7 +1059,7 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     if (spec->has_user) {
         ngroups = user_groups(spec->uid, spec->gid, groups, sizeof groups / sizeof groups[0]);
     }
-    if ((rc = job_dirs(state_dir, spec, err, errlen)) < 0) {
+    if ((rc = job_dirs(state_dir, spec, &dirs, err, errlen)) < 0) {
         goto out;
     }
     if (spec->workdir && !spec->ctr.image) { /* a container's workdir is inside it */
@@ -1020,6 +1086,12 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
             rc = CR_EIO;
             goto out;
         }
+        if (*warn && cr_iso_own_dir(dirs[0], 0700, spec->has_user ? spec->uid : -1, spec->gid, warn,
+                                    sizeof warn) < 0) {
+            snprintf(err, errlen, "job %lld: %s", job, warn);
+            rc = CR_EPERM;
+            goto out;
+        }
         if (*warn) {
             /* Said in the job's own log: a limit asked for and not enforced. */
             int fd = open(err_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -1041,13 +1113,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     int pidns = iso && iso->pidns && !spec->ctr.image && !spec->ctr.podman;
     /* An MPS client must share the IPC namespace of the node's MPS daemon. */
     int ipcns = pidns && !spec->mps_pipe;
-    pid_t pid = fork();
-    if (pid < 0) {
-        snprintf(err, errlen, "job %lld: fork: %s", job, strerror(errno));
-        rc = CR_EAGAIN;
-        goto out;
-    }
-    if (pid == 0) {
+    pid_t pid = -1;
+    {
         shim_args sa = {exe,
                         tk.argv,
                         tk.envps,
@@ -1074,11 +1141,17 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         -1,
                         pidns,
                         ipcns,
+                        dirs,
                         spec->log_max_bytes > 0 ? (long long)spec->log_max_bytes : 0,
                         cap_notice,
                         capped_mark,
                         nospace_mark};
-        run_shim(&sa);
+        int e = cr__proc_shim_spawn(&sa, &pid);
+        if (e != 0) {
+            snprintf(err, errlen, "job %lld: cannot start the shim: %s", job, strerror(e));
+            rc = CR_EAGAIN;
+            goto out;
+        }
     }
     cr_proc_init(p);
     p->job = spec->job;
@@ -1101,6 +1174,7 @@ out:
     cr_iso_job_remove(&cg); /* the job never started */
     cr_iso_job_fini(&cg);
     cr_strv_free(procs);
+    cr_strv_free(dirs);
     cr_strv_free(base);
     cr_strv_free(envp);
     free(exe);
@@ -1506,8 +1580,15 @@ int cr_proc_fix_modes(const char *state_dir)
 
 void cr_proc_forget(const char *state_dir, cr_proc *p)
 {
+    cr_proc_forget_iso(state_dir, NULL, p);
+}
+
+void cr_proc_forget_iso(const char *state_dir, const cr_iso *iso, cr_proc *p)
+{
     cgroup_kill(p);
-    cr_iso_job_remove(&p->iso); /* fails harmlessly while something still runs there */
+    /* Kept for a later job when empty, else removed (which fails
+     * harmlessly while something still runs there). */
+    cr_iso_job_release(iso, &p->iso, p->spec.ctr.image || p->spec.ctr.podman);
     char line[64];
     int n = snprintf(line, sizeof line, "F %lld\n", (long long)p->job);
     journal_append(state_dir, line, (size_t)n);

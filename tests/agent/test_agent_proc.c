@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,55 @@ static void *swap_loop(void *arg)
     return NULL;
 }
 
+/* The shim makes the job's log directory (off the agent's loop): one that
+ * is a link, or another user's, fails the job's start (126), and nothing
+ * is written or chowned through the link. */
+static void test_job_dir_refused(void **state)
+{
+    cr_job_spec s;
+    cr_proc p;
+    char err[256], path[256], victim[128], logs[96];
+    snprintf(victim, sizeof victim, "%s/logvictim", dir);
+    snprintf(logs, sizeof logs, "%s/logs", dir);
+    snprintf(path, sizeof path, "%s/logs/31", dir);
+    assert_int_equal(mkdir(victim, 0755), 0);
+    assert_true(mkdir(logs, 0700) == 0 || errno == EEXIST);
+    assert_int_equal(symlink(victim, path), 0);
+    cr_test_spec_sh(&s, 31, "echo ran");
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 126);
+    cr_proc_fini(&p);
+    struct stat sb;
+    assert_int_equal(lstat(path, &sb), 0);
+    assert_true(S_ISLNK(sb.st_mode));
+    snprintf(path, sizeof path, "%s/out", victim);
+    assert_int_not_equal(access(path, F_OK), 0);
+    assert_int_equal(stat(victim, &sb), 0);
+    assert_int_equal(sb.st_mode & 07777, 0755);
+    snprintf(path, sizeof path, "%s/logs/31", dir);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(rmdir(victim), 0);
+    if (geteuid() != 0) {
+        return;
+    }
+    /* Another user's directory. */
+    snprintf(path, sizeof path, "%s/logs/32", dir);
+    assert_int_equal(mkdir(path, 0700), 0);
+    assert_int_equal(chown(path, 64005, 64005), 0);
+    cr_test_spec_sh(&s, 32, "echo ran");
+    s.has_user = 1;
+    s.uid = 64006;
+    s.gid = 64006;
+    assert_int_equal(cr_proc_spawn(dir, "n", &s, &p, err, sizeof err), 0);
+    run_to_end(&p);
+    assert_int_equal(p.exit_code, 126);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal((int)sb.st_uid, 64005);
+    assert_int_equal(rmdir(path), 0);
+    cr_proc_fini(&p);
+}
+
 static void test_rm_rf_no_escape(void **state)
 {
     (void)state;
@@ -369,6 +419,7 @@ int main(void)
         cmocka_unit_test(test_stop_escalates),
         cmocka_unit_test(test_journal_replay),
         cmocka_unit_test(test_user),
+        cmocka_unit_test(test_job_dir_refused),
         cmocka_unit_test(test_rm_rf_no_escape),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
