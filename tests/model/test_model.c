@@ -591,6 +591,7 @@ static void test_serving_plans(void **state)
     w.params = w.arch.params;
     w.rate_per_s = 2;
     w.prompt_tokens = 8000;
+    w.tpot_ns = 100 * INT64_C(1000000); /* vLLM's default stack: 59 ms at the 50 ms default */
     assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 1, &e), 0);
     w.kv_precision = CR_PREC_FP8;
     assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 1, &e8), 0);
@@ -723,6 +724,107 @@ static void test_nvenc_capacity(void **state)
  * 6.041 ms vs whole 2.212 ms (check); within 15%. A saturated slice
  * still gets its share times MIG_SLICE_EFF, and decode (bandwidth-bound)
  * stays near the slice's bandwidth share. */
+/* Issue 26: the knobs published results depend on. */
+static void test_knobs(void **state)
+{
+    (void)state;
+    char path[1024], err[256];
+    cr_catalog *c = load_default();
+    cr_arch_catalog *mc = NULL;
+    assert_int_equal(
+        cr_arch_load(src_path("data/models/models.csv", path, sizeof path), &mc, err, sizeof err),
+        0);
+    cr_perf_env env = {c, NULL, NULL};
+    const cr_gpu_type *h100 = cr_catalog_find(c, "h100"), *a100 = cr_catalog_find(c, "a100");
+    cr_workload w;
+    cr_estimate e1, e2;
+
+    /* Micro-batch 2 holds twice the activations of 1; no checkpointing
+     * holds every layer's, full recompute only each layer's input. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_FINETUNE;
+    w.method = CR_METHOD_LORA;
+    w.arch = *cr_arch_find(mc, "llama-3.1-8b");
+    w.params = w.arch.params;
+    w.seq_len = 2048;
+    w.batch = 2;
+    w.ckpt = CR_CKPT_FULL;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e1), 0);
+    w.micro_batch = 2;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e2), 0);
+    assert_true(e1.fits && e2.fits);
+    assert_true(e2.mem_per_gpu_bytes > e1.mem_per_gpu_bytes + 1e9);
+    w.ckpt = CR_CKPT_NONE;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e1), 0);
+    assert_true(e1.fits && e1.mem_per_gpu_bytes > e2.mem_per_gpu_bytes * 1.5);
+    /* ... and full recompute pays one more forward pass. */
+    assert_true(e2.step_ns > e1.step_ns * 1.2);
+
+    /* A Hugging Face Trainer stack runs below Megatron's efficiency. */
+    w.ckpt = CR_CKPT_AUTO;
+    w.micro_batch = 0;
+    w.stack = CR_STACK_MEGATRON;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e1), 0);
+    w.stack = CR_STACK_HF;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e2), 0);
+    assert_true(e2.throughput < e1.throughput * 0.6);
+
+    /* Bad input names the field. */
+    w.stack = CR_STACK_VLLM;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "stack"));
+    w.stack = 99;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "stack"));
+    int v = 0;
+    assert_int_equal(cr_stack_parse("tensorflow", &v), CR_EINVAL);
+    assert_int_equal(cr_stack_parse("fsdp", &v), 0);
+    assert_int_equal(v, CR_STACK_FSDP);
+    w.stack = CR_STACK_AUTO;
+    w.micro_batch = 4;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "micro-batch"));
+
+    /* Serving memory: vLLM takes 90% of the 79.6 GiB an H100 reports. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    assert_true(fabs(cr_gpu_reported_mem_bytes(h100) / 1073741824.0 - 79.65) < 0.1);
+    assert_true(fabs(cr_perf_serve_mem_bytes(&w, h100) - 0.9 * cr_gpu_reported_mem_bytes(h100)) <
+                1);
+    w.gpu_mem_util = 0.5;
+    assert_true(cr_perf_serve_mem_bytes(&w, h100) < 0.51 * cr_gpu_reported_mem_bytes(h100));
+    w.gpu_mem_util = 1.5;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "gpu-memory-utilization"));
+
+    /* Beam search: four sequences per request hold more KV and decode a
+     * bigger batch than one. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.arch = *cr_arch_find(mc, "llama-3.1-8b");
+    w.params = w.arch.params;
+    w.rate_per_s = 2;
+    w.tpot_ns = INT64_C(1000000000);
+    assert_int_equal(cr_perf_estimate(&env, &w, h100, 1, &e1), 0);
+    w.beams = 4;
+    assert_int_equal(cr_perf_estimate(&env, &w, h100, 1, &e2), 0);
+    assert_true(e1.fits && e2.fits);
+    assert_true(e2.mem_per_gpu_bytes > e1.mem_per_gpu_bytes);
+    assert_true(e2.tpot_ns > e1.tpot_ns);
+    /* A prompt past the model's context is refused, naming the field. */
+    w.beams = 0;
+    w.prompt_tokens = 200000;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "prompt"));
+    char ex[2048];
+    w.prompt_tokens = 1000;
+    cr_perf_explain(&w, ex, sizeof ex);
+    assert_non_null(strstr(ex, "stack: vllm"));
+    assert_non_null(strstr(ex, "serving memory: 90%"));
+    cr_arch_free(mc);
+    cr_catalog_free(c);
+}
+
 static void test_mig_latency(void **state)
 {
     (void)state;
@@ -801,6 +903,7 @@ int main(void)
         cmocka_unit_test(test_serving_plans),
         cmocka_unit_test(test_nvenc_capacity),
         cmocka_unit_test(test_mig_latency),
+        cmocka_unit_test(test_knobs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
