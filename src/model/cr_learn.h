@@ -3,12 +3,7 @@
  *
  * Three pieces, all pure (no I/O, no clock, no globals):
  *
- *  - The metric contract: a job reports what it measured with a line on
- *    stdout, `corral-metric tokens_per_s=12345.6 step_time_s=0.82`
- *    (docs/model.md "Learning from the cluster"). cr_metric_parse_line
- *    reads one line; cr_metric_scan reads a whole output log and keeps the
- *    last good value of each key, counting the lines that start with the
- *    prefix but do not parse (ignored, never fatal to the job).
+ *  - The metric contract (cr_metric.h, in common: the agent reads it).
  *
  *  - The workload signature: kind, a parameter bucket (half-octaves of
  *    log2 parameters), method, stack and precision, e.g.
@@ -28,36 +23,15 @@
 #ifndef CR_LEARN_H
 #define CR_LEARN_H
 
+#include "cr_metric.h"
 #include "cr_perf.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define CR_METRIC_PREFIX   "corral-metric"
 #define CR_OBS_KEEP        64   /* observations kept per class (the newest) */
 #define CR_LEARN_PRIOR_SD  0.30 /* prior sd of log(measured / model) */
 #define CR_LEARN_NOISE_MIN 0.05 /* floor on the run-to-run sd of the log ratio */
-
-/* What one output log reported. */
-typedef struct cr_metric {
-    double tokens_per_s; /* 0 = not reported */
-    double step_time_s;  /* 0 = not reported */
-    int good;            /* metric lines that parsed */
-    int bad;             /* lines with the prefix that did not (ignored) */
-} cr_metric;
-
-/*
- * One line (without its newline; len bytes). Returns 1 when the line is
- * not a metric line (left alone), 0 when it parsed (values set in *m, the
- * others untouched), CR_EINVAL when it starts with the prefix but a field
- * is unknown, not key=value, not a finite number > 0, or repeated; err
- * names the field. *m is untouched on error.
- */
-int cr_metric_parse_line(const char *line, size_t len, cr_metric *m, char *err, size_t err_len);
-
-/* Every line of buf (len bytes): the last good value of each key wins;
- * good and bad lines counted into *m (zeroed first). */
-void cr_metric_scan(const char *buf, size_t len, cr_metric *m);
 
 /* The workload class of w ("finetune/p8b/lora/megatron/bf16") into buf;
  * returns buf. */
