@@ -294,6 +294,7 @@ typedef struct train_in {
     const cr_gpu_type *g;
     int fix_tp, fix_pp; /* forced ways, 0 = search */
     int zero3_ok;       /* try ZeRO-3 when nothing else fits (finetune, or a fixed count) */
+    int fixed_count;    /* the GPU count is given (not sized by the deadline) */
     const cr_arch *sh;
     double N;         /* parameters (total) */
     double Nexp;      /* routed-expert parameters (MoE), sharded over ep */
@@ -338,9 +339,11 @@ static int ep_ways(const train_in *in, int dp)
     return ep;
 }
 
-static int train_eval_ck(const train_in *in, int tp, int cp, int pp, int dp, int zero3, int ckpt,
-                         train_out *o)
+/* One plan at the workload's checkpointing (in->ckpt; AUTO: selective
+ * where it fits, else full recompute); 0 when it does not fit. */
+static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int zero3, train_out *o)
 {
+    int ckpt = in->ckpt;
     const cr_gpu_type *g = in->g;
     const cr_arch *sh = in->sh;
     int n = tp * cp * pp * dp;
@@ -359,16 +362,21 @@ static int train_eval_ck(const train_in *in, int tp, int cp, int pp, int dp, int
      * attention nothing more is kept) every layer's 34 bytes per token per
      * hidden unit. Plus the logits held for the loss. */
     double per_layer = ACT_LAYER_BYTES * sl * h * b / tp;
-    double act = ckpt == CR_CKPT_FULL ? sl * h * 2 * b * layers_stage * inflight / tp + per_layer
-                                      : per_layer * layers_stage * inflight;
-    act += sl * b * (double)sh->vocab * in->logit_b / tp;
+    double act_full = sl * h * 2 * b * layers_stage * inflight / tp + per_layer;
+    double act_sel = per_layer * layers_stage * inflight;
     double wshard = (in->N - in->Nexp + in->Nexp / ep) * in->wbytes / (tp * pp);
     if (zero3) {
         /* ZeRO-3 / FSDP: weights and gradients sharded too; the layer in
          * use and the prefetched next one are gathered whole. */
         wshard = wshard / dp + 2.0 * in->N * in->wbytes / (tp * pp) / sh->layers;
     }
-    double mem = wshard + in->trainable * in->obytes / (tp * pp * dp) + act + in->extra;
+    double base = wshard + in->trainable * in->obytes / (tp * pp * dp) +
+                  sl * b * (double)sh->vocab * in->logit_b / tp + in->extra;
+    if (ckpt == CR_CKPT_AUTO) {
+        /* selective where it fits, else full recompute */
+        ckpt = base + act_sel <= train_mem_cap(g) ? CR_CKPT_SELECTIVE : CR_CKPT_FULL;
+    }
+    double mem = base + (ckpt == CR_CKPT_FULL ? act_full : act_sel);
     if (mem > train_mem_cap(g)) {
         o->mem = mem;
         return 0;
@@ -424,19 +432,6 @@ static int train_eval_ck(const train_in *in, int tp, int cp, int pp, int dp, int
     return 1;
 }
 
-/* One plan at the workload's checkpointing; AUTO: selective where it
- * fits, else full recompute. */
-static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int zero3, train_out *o)
-{
-    if (in->ckpt != CR_CKPT_AUTO) {
-        return train_eval_ck(in, tp, cp, pp, dp, zero3, in->ckpt, o);
-    }
-    if (train_eval_ck(in, tp, cp, pp, dp, zero3, CR_CKPT_SELECTIVE, o)) {
-        return 1;
-    }
-    return train_eval_ck(in, tp, cp, pp, dp, zero3, CR_CKPT_FULL, o);
-}
-
 /* Best plan on exactly n GPUs (fastest step); 0 if nothing fits. Tensor
  * parallel stays inside a server (over NVLink where the bridge or switch
  * reaches, else PCIe); context parallel only for sequences of 16k and up. */
@@ -448,9 +443,12 @@ static int train_best(const train_in *in, int n, train_out *best, double *min_me
     /* ZeRO-1 (Megatron's distributed optimizer) first; ZeRO-3 / FSDP only
      * when no ZeRO-1 plan fits on n GPUs (fine-tuning, or a fixed count:
      * pre-training sized automatically grows n instead). */
-    /* With checkpointing AUTO, a ZeRO-1 plan that fits only with full
-     * recompute may lose to a ZeRO-3 one at selective: try both. */
-    for (int z = 0; z < (in->zero3_ok ? 2 : 1) && !(found && best->ckpt != CR_CKPT_FULL); z++) {
+    /* With checkpointing AUTO and a fixed count, a ZeRO-1 plan that fits
+     * only with full recompute may lose to a ZeRO-3 one at selective: try
+     * both (sizing the count, more GPUs are tried instead). */
+    for (int z = 0;
+         z < (in->zero3_ok ? 2 : 1) && !(found && (best->ckpt != CR_CKPT_FULL || !in->fixed_count));
+         z++) {
         for (int tp = 1; tp <= max_tp && tp <= n; tp *= 2) {
             for (int cp = 1; cp <= max_cp && tp * cp <= n; cp *= 2) {
                 for (int pp = 1; pp <= 64 && tp * cp * pp <= n && pp <= in->sh->layers; pp *= 2) {
@@ -532,6 +530,7 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.fix_tp = w->fix_tp;
     in.fix_pp = w->fix_pp;
     in.zero3_ok = w->kind == CR_KIND_FINETUNE || gpu_count > 0;
+    in.fixed_count = gpu_count > 0;
     in.N = arch.params;
     in.Nexp = fmin(cr_arch_expert_params(&arch), 0.98 * in.N);
     double Nact = arch.active;
