@@ -52,9 +52,17 @@ static void usage(FILE *f)
            "  --seq N          sequence length in tokens (default 4096 pretrain, 2048 finetune)\n"
            "  --batch N        global batch in sequences (default ~4M tokens pretrain, 16 "
            "finetune)\n"
+           "  --stack S        software stack: " CR_TRAIN_STACK_VALUES " (training; default\n"
+           "                   megatron) or " CR_SERVE_STACK_VALUES " (serving; default vllm)\n"
+           "  --checkpointing C activation checkpointing: " CR_CKPT_VALUES " (default: selective\n"
+           "                   where it fits, else full)\n"
+           "  --micro-batch N  sequences per micro-batch per data-parallel rank (default 1)\n"
            "  --rate R         inference requests/s (visual: video streams)\n"
            "  --prompt N       mean prompt tokens (default 1000)\n"
            "  --output N       mean output tokens (default 250)\n"
+           "  --beams N        sequences decoded per request: beam width or n (default 1)\n"
+           "  --gpu-memory-utilization F  serving: share of the memory the card reports the\n"
+           "                   engine may use (default: the stack's, vLLM 0.90)\n"
            "  --ttft D         time-to-first-token target: 500ms, 2s (default 2s)\n"
            "  --tpot D         time-per-output-token target (default 50ms)\n"
            "  --tenants N      isolated inference tenants sharing the rate (default 1)\n"
@@ -72,19 +80,20 @@ static void usage(FILE *f)
            "  --deadline D     training/hpc: finish within D when sizing the GPU count "
            "(default 30d);\n"
            "                   inference/visual: the serving window costed (default 1h)\n"
-           "\n"
-           "Measured throughputs (override the estimate where present):\n"
-           "  --throughputs F  Gavel simulation_throughputs.json\n"
-           "  --job NAME       job type in that table, e.g. \"ResNet-50 (batch size 64)\"\n"
-           "  --steps N        the job's total steps\n"
-           "\n"
-           "Output:\n"
-           "  --objective O    " CR_OBJECTIVE_VALUES " (default cost)\n"
-           "  --gpus N|auto    GPU count (default auto: the fewest that fit and meet targets)\n"
-           "  --catalog FILE   GPU catalog CSV (default data/gpus/catalog.csv)\n"
-           "  --prices FILE    price table CSV (default data/prices.csv)\n"
-           "  --top N          show only the N best types (default 0: all)\n"
-           "  --json           a JSON document instead of the table\n");
+           "\n");
+    fprintf(f, "Measured throughputs (override the estimate where present):\n"
+               "  --throughputs F  Gavel simulation_throughputs.json\n"
+               "  --job NAME       job type in that table, e.g. \"ResNet-50 (batch size 64)\"\n"
+               "  --steps N        the job's total steps\n"
+               "\n"
+               "Output:\n"
+               "  --objective O    " CR_OBJECTIVE_VALUES " (default cost)\n"
+               "  --gpus N|auto    GPU count (default auto: the fewest that fit and meet targets)\n"
+               "  --catalog FILE   GPU catalog CSV (default data/gpus/catalog.csv)\n"
+               "  --prices FILE    price table CSV (default data/prices.csv)\n"
+               "  --top N          show only the N best types (default 0: all)\n"
+               "  --json           a JSON document instead of the table\n"
+               "  --explain        first print every assumption the model makes\n");
 }
 
 /* Print "corral advise: --flag: message" and return the exit code 2. */
@@ -142,6 +151,12 @@ enum {
     O_CODEC,
     O_PRESET,
     O_RC,
+    O_STACK,
+    O_CKPT,
+    O_MICRO_BATCH,
+    O_BEAMS,
+    O_GPU_MEM_UTIL,
+    O_EXPLAIN,
     O_SHAPE, /* O_SHAPE + index into shape_flags */
     O_HELP = O_SHAPE + 16,
 };
@@ -197,6 +212,14 @@ static const struct option options[] = {
     {"experts", required_argument, NULL, O_SHAPE + 7},
     {"experts-active", required_argument, NULL, O_SHAPE + 8},
     {"moe-ffn", required_argument, NULL, O_SHAPE + 9},
+    {"stack", required_argument, NULL, O_STACK},
+    {"checkpointing", required_argument, NULL, O_CKPT},
+    {"micro-batch", required_argument, NULL, O_MICRO_BATCH},
+    {"beams", required_argument, NULL, O_BEAMS},
+    {"n", required_argument, NULL, O_BEAMS},
+    {"gpu-memory-utilization", required_argument, NULL, O_GPU_MEM_UTIL},
+    {"kv-dtype", required_argument, NULL, O_KVPREC},
+    {"explain", no_argument, NULL, O_EXPLAIN},
     {"help", no_argument, NULL, O_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -420,7 +443,7 @@ int cr_advise_main(int argc, char **argv)
     int shape[SHAPE_FLAGS] = {0}, have_shape = 0;
     cr_workload w;
     cr_workload_init(&w);
-    int objective = CR_OBJ_COST, json = 0, gpus = 0, have_kind = 0, rc = 0, top = 0;
+    int objective = CR_OBJ_COST, json = 0, gpus = 0, have_kind = 0, rc = 0, top = 0, explain = 0;
     const char *catalog_path = NULL, *prices_path = NULL, *tput_path = NULL;
     cr_catalog *cat = NULL;
     cr_prices *prices = NULL;
@@ -633,6 +656,37 @@ int cr_advise_main(int argc, char **argv)
             *(c == O_TP ? &w.fix_tp : &w.fix_pp) = v;
             break;
         }
+        case O_STACK:
+            if (cr_stack_parse(a, &w.stack) != 0 || w.stack == CR_STACK_AUTO) {
+                return bad_flag("stack", "must be one of " CR_STACK_VALUES ", got \"%s\"", a);
+            }
+            break;
+        case O_CKPT:
+            if (cr_ckpt_parse(a, &w.ckpt) != 0 || w.ckpt == CR_CKPT_AUTO) {
+                return bad_flag("checkpointing", "must be one of " CR_CKPT_VALUES ", got \"%s\"",
+                                a);
+            }
+            break;
+        case O_MICRO_BATCH:
+            if ((rc = parse_int_flag("micro-batch", a, 1, 100000000, &w.micro_batch))) {
+                return rc;
+            }
+            break;
+        case O_BEAMS:
+            if ((rc = parse_int_flag("beams", a, 1, CR_BEAMS_MAX, &w.beams))) {
+                return rc;
+            }
+            break;
+        case O_GPU_MEM_UTIL:
+            if (cr_parse_f64(a, 0.05, 1, &w.gpu_mem_util) != 0) {
+                return bad_flag("gpu-memory-utilization",
+                                "expected a share of the card's memory in [0.05, 1], got \"%s\"",
+                                a);
+            }
+            break;
+        case O_EXPLAIN:
+            explain = 1;
+            break;
         case O_INTENSITY:
             if ((rc = parse_intensity(a, &w.flops_per_byte))) {
                 return rc;
@@ -698,9 +752,33 @@ int cr_advise_main(int argc, char **argv)
         fprintf(stderr, "corral advise: --job, --steps and --throughputs go together\n");
         return 2;
     }
+    if (w.kind != CR_KIND_INFERENCE && (w.beams > 0 || w.gpu_mem_util > 0)) {
+        return bad_flag(w.beams > 0 ? "beams" : "gpu-memory-utilization",
+                        "only for --kind inference");
+    }
+    if (w.kind != CR_KIND_PRETRAIN && w.kind != CR_KIND_FINETUNE &&
+        (w.micro_batch > 0 || w.ckpt != CR_CKPT_AUTO)) {
+        return bad_flag(w.micro_batch > 0 ? "micro-batch" : "checkpointing",
+                        "only for --kind pretrain or finetune");
+    }
     if (cr_workload_check(&w, err, sizeof err) != 0) {
-        fprintf(stderr, "corral advise: %s\n", err);
+        fprintf(stderr, "corral advise: --%s\n", err);
         return 2;
+    }
+    if (explain) {
+        char ex[2048];
+        cr_perf_explain(&w, ex, sizeof ex);
+        /* In JSON mode the assumptions go to stderr, so stdout stays one document. */
+        FILE *f = json ? stderr : stdout;
+        fprintf(f, "Assumptions:\n");
+        for (char *line = ex, *nl; *line; line = nl + 1) {
+            nl = strchr(line, '\n');
+            fprintf(f, "  %.*s\n", (int)(nl ? nl - line : (ptrdiff_t)strlen(line)), line);
+            if (!nl) {
+                break;
+            }
+        }
+        fputc('\n', f);
     }
 
     if ((rc = cr_catalog_load(catalog_path, &cat, err, sizeof err)) != 0) {

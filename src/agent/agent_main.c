@@ -17,6 +17,7 @@
 #include "cr_auth.h"
 #include "cr_error.h"
 #include "cr_log.h"
+#include "cr_metric.h"
 #include "cr_parse.h"
 #include "cr_task_env.h"
 #include "cr_imgref.h"
@@ -1138,6 +1139,43 @@ static int check_logs(agent *a, cr_proc *p)
     return news;
 }
 
+/* The job's measured throughput (docs/model.md "Learning from the
+ * cluster"): the corral-metric lines of the tail of its stdout log (the
+ * last METRIC_TAIL bytes; the last good value wins). Bad lines are
+ * counted and logged once, never fatal. */
+#define METRIC_TAIL (1024 * 1024)
+
+static void read_metrics(agent *a, cr_proc *p)
+{
+    char *path = cr_proc_log_path(a->cfg.state_dir, p->job, "out");
+    FILE *f = fopen(path, "rb");
+    free(path);
+    if (!f) {
+        return;
+    }
+    char *buf = cr_malloc(METRIC_TAIL);
+    size_t n = 0;
+    if (fseeko(f, 0, SEEK_END) == 0) {
+        off_t size = ftello(f);
+        off_t from = size > METRIC_TAIL ? size - METRIC_TAIL : 0;
+        if (fseeko(f, from, SEEK_SET) == 0) {
+            n = fread(buf, 1, METRIC_TAIL, f);
+        }
+    }
+    fclose(f);
+    cr_metric m;
+    cr_metric_scan(buf, n, &m);
+    free(buf);
+    p->metric_tokens_per_s = m.tokens_per_s;
+    p->metric_step_time_s = m.step_time_s;
+    p->metric_bad = m.bad;
+    if (m.bad) {
+        cr_warn("agent: job=%lld: %d corral-metric line%s did not parse (ignored; the format is "
+                "'corral-metric tokens_per_s=N step_time_s=S')",
+                (long long)p->job, m.bad, m.bad > 1 ? "s" : "");
+    }
+}
+
 static int reap(agent *a)
 {
     int any = 0, st;
@@ -1147,6 +1185,7 @@ static int reap(agent *a)
             cr_proc *p = &a->procs[i];
             if (p->pid == pid && !p->adopted && p->state != CR_PROC_EXITED) {
                 check_logs(a, p); /* in the report of its end */
+                read_metrics(a, p);
                 cr_proc_reaped(p, a->cfg.state_dir, st);
                 cr__agent_ctr_ended(a, &p->spec);
                 cr_debug("agent: job=%lld exited code=%d signal=%d", (long long)p->job,

@@ -214,6 +214,20 @@ json_t *cr__agent_status_body(const agent *a)
             if (p->oom) {
                 json_object_set_new(j, "oom", json_true());
             }
+            if (p->metric_tokens_per_s > 0 || p->metric_step_time_s > 0 || p->metric_bad) {
+                /* What the job measured (cr_metric.h): the controller learns from it. */
+                json_t *mj = json_object();
+                if (p->metric_tokens_per_s > 0) {
+                    json_object_set_new(mj, "tokens_per_s", json_real(p->metric_tokens_per_s));
+                }
+                if (p->metric_step_time_s > 0) {
+                    json_object_set_new(mj, "step_time_s", json_real(p->metric_step_time_s));
+                }
+                if (p->metric_bad) {
+                    json_object_set_new(mj, "bad_lines", json_integer(p->metric_bad));
+                }
+                json_object_set_new(j, "metrics", mj);
+            }
             if (p->lease_stop) {
                 /* stopped by the node lease: requeued, not failed */
                 json_object_set_new(j, "lease", json_true());

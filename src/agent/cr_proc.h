@@ -92,6 +92,10 @@ typedef struct cr_proc {
     char sharing[300];     /* fractional tasks: how the GPU is shared ("shared" event); "" */
     int64_t out_capped;    /* its logs reached this cap (cr_proc_log_marks; event); 0 not */
     int out_nospace;       /* a write to its logs failed, the disk full (event) */
+    /* What the job reported on stdout (cr_metric.h), read from its output
+     * log when it ends; 0 = none. Sent with its end ("metrics"). */
+    double metric_tokens_per_s, metric_step_time_s;
+    int metric_bad; /* corral-metric lines that did not parse (ignored) */
 } cr_proc;
 
 /*

@@ -743,6 +743,7 @@ static void ctl_free_state(ctl *c)
     json_decref(c->cfg.mounts_allowed);
     json_decref(c->cfg.image_registries);
     json_decref(c->cfg.partitions);
+    ctl_learn_free(c);
     cr_catalog_free(c->catalog);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
@@ -966,6 +967,9 @@ static int run(ctl *c)
     }
     if (rc == 0) {
         rc = ctl_load_services(c);
+    }
+    if (rc == 0) {
+        rc = ctl_load_learn(c);
     }
     if (rc == 0) {
         rc = ctl_bootstrap(c);

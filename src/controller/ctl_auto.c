@@ -70,8 +70,15 @@ void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, 
     }
     const char *m = model ? json_string_value(json_object_get(model, "method")) : NULL;
     const char *p = model ? json_string_value(json_object_get(model, "precision")) : NULL;
+    const char *st = model ? json_string_value(json_object_get(model, "stack")) : NULL;
+    const char *ck = model ? json_string_value(json_object_get(model, "checkpointing")) : NULL;
+    if (model && (v = json_object_get(model, "micro_batch")) && json_is_number(v)) {
+        out->micro_batch = (int)json_number_value(v);
+    }
     if ((m && cr_method_parse(m, &out->method) != 0) ||
-        (p && cr_precision_parse(p, &out->precision) != 0)) {
+        (p && cr_precision_parse(p, &out->precision) != 0) ||
+        (st && cr_stack_parse(st, &out->stack) != 0) ||
+        (ck && cr_ckpt_parse(ck, &out->ckpt) != 0)) {
         return; /* refused at submit; an old stored job keeps "any" */
     }
     if (out->kind == CR_KIND_PRETRAIN) {
@@ -182,6 +189,9 @@ static void workload_of(const ctl_auto *a, const ctl_auto_hints *h, cr_workload 
     w->precision = h->precision;
     w->params = h->params;
     w->tokens = h->tokens;
+    w->stack = h->stack;
+    w->ckpt = h->ckpt;
+    w->micro_batch = h->micro_batch;
     const cr_arch *m = h->arch[0] ? cr_arch_find(a->models, h->arch) : NULL;
     if (m) {
         w->arch = *m;

@@ -42,7 +42,8 @@ typedef struct ctl_auto_hints {
     int precision;
     double params, tokens; /* 0 = the model's defaults */
     int gpus;
-    char arch[CR_ARCH_NAME_MAX]; /* model.name (data/models/models.csv), "" = from params */
+    char arch[CR_ARCH_NAME_MAX];  /* model.name (data/models/models.csv), "" = from params */
+    int stack, ckpt, micro_batch; /* model.stack, .checkpointing, .micro_batch; 0 = default */
 } ctl_auto_hints;
 
 /* Hints of a job: gpu_type, mig profile, kind and the `model` object of

@@ -374,6 +374,7 @@ struct ctl {
     struct ctl_ha *ha;          /* leader election (ctl_ha.h); NULL: a single controller */
     ctl_hooks hooks;            /* set at start-up, before any thread; read-only after */
     struct cr_catalog *catalog; /* the GPU catalog, immutable; NULL: not loaded */
+    struct ctl_learn *learn;    /* measured throughputs per tenant and class (ctl_learn.c) */
 
     pthread_mutex_t mu; /* guards everything down to `sched_wake` */
     /* Jobs in memory by id - 1, in chunks of CTL_JOB_CHUNK slots; a chunk
@@ -958,5 +959,21 @@ json_t *ctl_mig_layouts(const ctl_node *n);
 /* A shareable GPU's fractional tasks into its node view v: "shared_jobs"
  * (ids) and "shared_milli" (their thousandths), when it has any. */
 void ctl_share_json(ctl *c, const ctl_node *n, const ctl_gpu *g, json_t *v);
+
+/* ---- ctl_learn.c: the cluster calibrates its own advisor (issue 26) ----
+ * Observations of jobs' measured throughput (the agent's "metrics" with a
+ * job's end) per tenant x workload class x GPU type x count, stored as
+ * objects of kind "observation" (they survive restarts) and used by
+ * /v1/advise for the caller's own tenant only. Lock order: c->mu, then the
+ * learn table's own mutex (never the other way). */
+int ctl_load_learn(ctl *c);
+void ctl_learn_free(ctl *c);
+/* A job ended well on its placement with what it measured (borrowed; may
+ * be NULL): one observation, written into txn. Under c->mu. */
+void ctl_learn_record(ctl *c, cr_store_txn *txn, const ctl_job *j, const json_t *metrics);
+/* Scale the ranked estimates of a by what tenant's jobs measured. */
+struct cr_workload;
+struct cr_advice;
+void ctl_learn_advise(ctl *c, const char *tenant, const struct cr_workload *w, struct cr_advice *a);
 
 #endif

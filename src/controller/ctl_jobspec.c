@@ -70,8 +70,13 @@ static const char *const job_members[] = {
     "partition", /* ctl_part.c */
     NULL,
 };
-static const char *const model_members[] = {"params",    "method", "tokens",
-                                            "precision", "name",   NULL};
+static const char *const model_members[] = {"params",        "method",      "tokens",
+                                            "precision",     "name",        "stack",
+                                            "checkpointing", "micro_batch", NULL};
+/* The advisor's knobs (docs/model.md "Software stacks"). */
+static const char *const stacks[] = {"megatron", "fsdp",   "deepspeed", "hf",
+                                     "vllm",     "trtllm", "sglang",    NULL};
+static const char *const ckpts[] = {"none", "selective", "full", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
 static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
                                          "tf32", "fp32", "fp64", NULL};
@@ -285,14 +290,17 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         goto out;
     }
     if (model) {
-        double params = 0, tokens = 0;
-        const char *method = "", *prec = "", *mname = "";
+        double params = 0, tokens = 0, mb = 0;
+        const char *method = "", *prec = "", *mname = "", *stack = "", *ackpt = "";
         if ((rc = cr_json_only(model, "model", model_members, err)) ||
             (rc = cr_json_str(model, "model", "name", false, 39, &mname, err)) ||
             (rc = cr_json_num(model, "model", "params", false, 0, 1e14, &params, err)) ||
             (rc = cr_json_num(model, "model", "tokens", false, 0, 1e16, &tokens, err)) ||
             (rc = cr_json_str(model, "model", "method", false, 32, &method, err)) ||
-            (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err))) {
+            (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err)) ||
+            (rc = cr_json_str(model, "model", "stack", false, 16, &stack, err)) ||
+            (rc = cr_json_str(model, "model", "checkpointing", false, 16, &ackpt, err)) ||
+            (rc = cr_json_num(model, "model", "micro_batch", false, 1, 1e8, &mb, err))) {
             goto out;
         }
         /* A model architecture name (data/models/models.csv, read by the
@@ -321,7 +329,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         }
         /* The performance model reads these for gpu_type auto. */
         if ((*method && (rc = cr_json_enum(method, "model.method", methods, err)) != 0) ||
-            (*prec && (rc = cr_json_enum(prec, "model.precision", precisions, err)) != 0)) {
+            (*prec && (rc = cr_json_enum(prec, "model.precision", precisions, err)) != 0) ||
+            (*stack && (rc = cr_json_enum(stack, "model.stack", stacks, err)) != 0) ||
+            (*ackpt && (rc = cr_json_enum(ackpt, "model.checkpointing", ckpts, err)) != 0)) {
             goto out;
         }
     }

@@ -818,7 +818,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     static const char *const job_members[] = {
         "job",     "state", "pid",           "exit_code",   "signal",     "run",
         "port",    "oom",   "reason",        "fatal",       "image_pull", "image_pull_ms",
-        "sharing", "lease", "output_capped", "output_lost", NULL};
+        "sharing", "lease", "output_capped", "output_lost", "metrics",    NULL};
+    static const char *const metric_members[] = {"tokens_per_s", "step_time_s", "bad_lines", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -880,6 +881,18 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_int(jr, path, "output_capped", false, 1, INT64_MAX, &x, &err) ||
             cr_json_str(jr, path, "output_lost", false, 200, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
+            goto bad;
+        }
+        /* What the job measured (cr_metric.h): checked, learned from at its end. */
+        json_t *mj = NULL;
+        double mv;
+        char mpath[96];
+        snprintf(mpath, sizeof mpath, "%s.metrics", path);
+        if (cr_json_obj(jr, path, "metrics", false, &mj, &err) ||
+            (mj && (cr_json_only(mj, mpath, metric_members, &err) ||
+                    cr_json_num(mj, mpath, "tokens_per_s", false, 0, 1e15, &mv, &err) ||
+                    cr_json_num(mj, mpath, "step_time_s", false, 0, 1e9, &mv, &err) ||
+                    cr_json_int(mj, mpath, "bad_lines", false, 0, INT64_MAX, &x, &err)))) {
             goto bad;
         }
     }
@@ -1127,6 +1140,20 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             snprintf(why, sizeof why, "killed by signal %d on node %s", sig, n->name);
         } else {
             snprintf(why, sizeof why, "exited with code %d on node %s", code, n->name);
+        }
+        json_t *metrics = json_object_get(jr, "metrics");
+        json_t *bad_lines = json_object_get(metrics, "bad_lines");
+        if (bad_lines) {
+            char ev[200];
+            snprintf(ev, sizeof ev,
+                     "%lld corral-metric line%s on node %s did not parse (ignored; "
+                     "'corral-metric tokens_per_s=N step_time_s=S')",
+                     (long long)json_integer_value(bad_lines),
+                     json_integer_value(bad_lines) > 1 ? "s" : "", n->name);
+            cr_store_txn_event(txn, j->id, now, "metrics ignored", ev);
+        }
+        if (code == 0 && sig == 0 && !fatal && !(reason && *reason)) {
+            ctl_learn_record(c, txn, j, metrics); /* the cluster calibrates its advisor */
         }
         /* Commit first: the end is stored, then shown (report_committed). */
         ctl_report_end(&rep, c, txn, j, code, sig, why, fatal);

@@ -329,10 +329,11 @@ static json_t *num(double v)
 static int adv_parse(const json_t *v, cr_workload *w, int *objective, int64_t *gpus, int64_t *top,
                      cr_json_err *err)
 {
-    static const char *const members[] = {"kind",      "params",   "method",    "tokens",
-                                          "precision", "needs",    "objective", "gpus",
-                                          "top",       "rate_rps", "streams",   NULL};
-    const char *kind = NULL, *method = NULL, *precision = NULL, *needs = NULL, *obj = NULL;
+    static const char *const members[] = {"kind",    "params",    "method", "tokens", "precision",
+                                          "needs",   "objective", "gpus",   "top",    "rate_rps",
+                                          "streams", "stack",     NULL};
+    const char *kind = NULL, *method = NULL, *precision = NULL, *needs = NULL, *obj = NULL,
+               *stack = NULL;
     double params = 0, tokens = 0, rate = 0, streams = 0;
     int rc = cr_json_only(v, "", members, err) ||
              cr_json_str(v, "", "kind", true, 32, &kind, err) ||
@@ -340,6 +341,7 @@ static int adv_parse(const json_t *v, cr_workload *w, int *objective, int64_t *g
              cr_json_str(v, "", "precision", false, 32, &precision, err) ||
              cr_json_str(v, "", "needs", false, 128, &needs, err) ||
              cr_json_str(v, "", "objective", false, 32, &obj, err) ||
+             cr_json_str(v, "", "stack", false, 32, &stack, err) ||
              cr_json_num(v, "", "params", false, 0, 1e14, &params, err) ||
              cr_json_num(v, "", "tokens", false, 0, 1e16, &tokens, err) ||
              cr_json_num(v, "", "rate_rps", false, 0, 1e9, &rate, err) ||
@@ -359,6 +361,10 @@ static int adv_parse(const json_t *v, cr_workload *w, int *objective, int64_t *g
     }
     if (precision && cr_precision_parse(precision, &w->precision) != 0) {
         return cr_json_fail(err, CR_EINVAL, "precision", "field 'precision': unknown precision");
+    }
+    if (stack && (cr_stack_parse(stack, &w->stack) != 0 || w->stack == CR_STACK_AUTO)) {
+        return cr_json_fail(err, CR_EINVAL, "stack",
+                            "field 'stack': must be one of " CR_STACK_VALUES);
     }
     if (obj && cr_objective_parse(obj, objective) != 0) {
         return cr_json_fail(err, CR_EINVAL, "objective", "field 'objective': unknown objective");
@@ -415,6 +421,10 @@ void ctl_route_advise(ctl *c, cr_http_req *req, const cr_principal *p)
     memset(&a, 0, sizeof a);
     int rc = cr_perf_advise(&env, &w, objective, (int)gpus, &a);
     pthread_mutex_unlock(&adv_mu);
+    if (rc == 0) {
+        /* What the caller's own jobs measured (ctl_learn.c): its tenant only. */
+        ctl_learn_advise(c, p->tenant, &w, &a);
+    }
     if (rc != 0) {
         ctl_reply_err(req, 400, CR_EINVAL, NULL, "the model refused this workload");
         return;

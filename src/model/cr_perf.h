@@ -55,6 +55,27 @@ enum cr_precision {
 
 enum cr_objective { CR_OBJ_COST = 0, CR_OBJ_TIME, CR_OBJ_ENERGY, CR_OBJ__COUNT };
 
+/* Software stack class (docs/model.md "Software stacks"): each scales the
+ * achievable GEMM efficiency and sets the serving memory rule. AUTO is what
+ * a user most likely runs: megatron for training, vllm for serving. */
+enum cr_stack {
+    CR_STACK_AUTO = 0,
+    CR_STACK_MEGATRON, /* Megatron-LM / NeMo: the calibration rows' stack */
+    CR_STACK_FSDP,     /* PyTorch FSDP (torchtitan, torchtune) */
+    CR_STACK_DEEPSPEED,
+    CR_STACK_HF, /* Hugging Face Trainer/PEFT (training), transformers generate (serving) */
+    CR_STACK_VLLM,
+    CR_STACK_TRTLLM,
+    CR_STACK_SGLANG,
+    CR_STACK__COUNT
+};
+
+/* Activation checkpointing (training). AUTO: selective where it fits, else
+ * full (what Megatron and torchtitan users switch to when memory runs out). */
+enum cr_ckpt { CR_CKPT_AUTO = 0, CR_CKPT_NONE, CR_CKPT_SELECTIVE, CR_CKPT_FULL, CR_CKPT__COUNT };
+
+#define CR_BEAMS_MAX 64 /* largest --beams / n */
+
 #define CR_LORA_RANK_MAX 4096 /* largest --lora-rank */
 
 /* Hard needs (bit set). */
@@ -84,14 +105,20 @@ typedef struct cr_workload {
     double tokens;      /* training tokens (pretrain/finetune) */
     int seq_len;        /* sequence length, tokens (default 4096 pretrain, 2048 finetune) */
     int batch;          /* global batch, sequences (default: ~4M tokens pretrain, 16 finetune) */
+    int micro_batch;    /* sequences per micro-batch per data-parallel rank; 0 = 1 */
+    int ckpt;           /* enum cr_ckpt (training) */
+    int stack;          /* enum cr_stack */
 
     /* Inference load (kind inference). */
-    double rate_per_s; /* requests per second (total over tenants); 0 means 1 */
-    int prompt_tokens; /* mean prompt length (default 1000) */
-    int output_tokens; /* mean output length (default 250) */
-    int64_t ttft_ns;   /* time-to-first-token target, 0 = default 2 s */
-    int64_t tpot_ns;   /* time-per-output-token target, 0 = default 50 ms */
-    int tenants;       /* independent isolated services sharing the load (default 1) */
+    double rate_per_s;   /* requests per second (total over tenants); 0 means 1 */
+    int prompt_tokens;   /* mean prompt length (default 1000) */
+    int output_tokens;   /* mean output length (default 250) */
+    int64_t ttft_ns;     /* time-to-first-token target, 0 = default 2 s */
+    int64_t tpot_ns;     /* time-per-output-token target, 0 = default 50 ms */
+    int tenants;         /* independent isolated services sharing the load (default 1) */
+    int beams;           /* sequences decoded per request: beam width or n samples; 0 = 1 */
+    double gpu_mem_util; /* serving: share of the memory the card reports that the engine may
+                            use (vLLM gpu_memory_utilization); 0 = the stack's default */
 
     /* Visual (kind visual): concurrent 1080p30 video streams, each decoded
      * and run through a detector of frame_flops FLOPs per frame. */
@@ -218,6 +245,21 @@ int cr_precision_parse(const char *s, int *out);
 const char *cr_precision_name(int precision);
 int cr_objective_parse(const char *s, int *out);
 const char *cr_objective_name(int objective);
+int cr_stack_parse(const char *s, int *out);
+const char *cr_stack_name(int stack);
+int cr_ckpt_parse(const char *s, int *out);
+const char *cr_ckpt_name(int ckpt);
+/* The stack a workload runs on once AUTO is resolved for its kind. */
+int cr_stack_resolve(const cr_workload *w);
+/* The serving memory budget per GPU the model uses for w on g, bytes:
+ * the stack's share of the memory the card reports (docs/model.md). */
+double cr_perf_serve_mem_bytes(const cr_workload *w, const cr_gpu_type *g);
+/* Bytes the card reports to CUDA (nvidia-smi "Total"): memory_gb GiB,
+ * less ECC's 1/16 on GDDR, less 0.44% on HBM (H100 80GB: 79.6 GiB). */
+double cr_gpu_reported_mem_bytes(const cr_gpu_type *g);
+/* One line per assumption the model makes for w (defaults it filled in,
+ * stack, checkpointing, memory rule), written to buf; returns buf. */
+char *cr_perf_explain(const cr_workload *w, char *buf, size_t len);
 /* "fp64,ecc,nvenc,rt,mig,nvlink" into CR_NEED_* bits; CR_EINVAL names the
  * first bad item in err. */
 int cr_needs_parse(const char *s, unsigned *out, char *err, size_t err_len);
@@ -230,5 +272,9 @@ char *cr_needs_fmt(unsigned needs, char *buf, size_t len);
 #define CR_KV_PRECISION_VALUES "bf16|fp16|fp8"
 #define CR_OBJECTIVE_VALUES    "time|cost|energy"
 #define CR_NEEDS_VALUES        "fp64,ecc,nvenc,rt,mig,nvlink"
+#define CR_STACK_VALUES        "megatron|fsdp|deepspeed|hf|vllm|trtllm|sglang"
+#define CR_TRAIN_STACK_VALUES  "megatron|fsdp|deepspeed|hf"
+#define CR_SERVE_STACK_VALUES  "vllm|trtllm|sglang|hf"
+#define CR_CKPT_VALUES         "none|selective|full"
 
 #endif

@@ -56,18 +56,28 @@
  * ("1x1g.3gb" in the submission) against the whole A30, Offline: BERT-99
  * 339.5 / 1649.9 = 0.206 and ResNet-50 4049 / 17484 = 0.232 of the GPU for
  * a quarter of it: 82% and 93% of the share, mean 0.87 (fit). */
-#define MIG_SLICE_EFF    0.87
-#define QLORA_WEIGHT_B   0.55 /* NF4 weights + quantisation constants, bytes/param */
-#define TRAIN_POWER_FRAC 0.85 /* board power drawn while training, of TDP */
-#define SERVE_POWER_FRAC 0.70
-#define NVDEC_STREAMS    18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
-#define VISUAL_EFF       0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
-#define HPC_EFF          0.60 /* fraction of FP64 peak an MD/stencil code reaches */
-#define HPC_BW_EFF       0.80
-#define DEFAULT_DEADLINE (30 * 24 * CR_NS_PER_H)
-#define DEFAULT_WINDOW   CR_NS_PER_H
-#define DEFAULT_TTFT     (2 * CR_NS_PER_SEC)
-#define DEFAULT_TPOT     (50 * CR_NS_PER_MS)
+#define MIG_SLICE_EFF  0.87
+#define QLORA_WEIGHT_B 0.55 /* NF4 weights + quantisation constants, bytes/param */
+/* Activation checkpointing (Korthikanti et al. 2022, arXiv:2205.05198):
+ * full recompute reruns each layer's forward in the backward pass (one
+ * forward of the three passes: +1/3 of the compute); selective recompute
+ * of attention costs ~2% there and nothing under flash attention, whose
+ * backward recomputes the attention anyway. */
+#define RECOMPUTE_FULL    (4.0 / 3.0)
+#define ACT_LAYER_BYTES   34.0   /* bytes stored per token per hidden unit per layer (ibid.) */
+#define HBM_REPORTED_FRAC 0.9956 /* H100 80GB: 81,559 of 81,920 MiB reported */
+#define GDDR_ECC_FRAC     0.9375 /* ECC on GDDR holds back 1/16 of the memory */
+#define TRTLLM_RUNTIME_B  1.0e9  /* TensorRT-LLM runtime buffers before its KV share */
+#define TRAIN_POWER_FRAC  0.85   /* board power drawn while training, of TDP */
+#define SERVE_POWER_FRAC  0.70
+#define NVDEC_STREAMS     18.0 /* 1080p30 H.264 streams one NVDEC engine sustains */
+#define VISUAL_EFF        0.30 /* fraction of int8/fp16 peak a detector pipeline reaches */
+#define HPC_EFF           0.60 /* fraction of FP64 peak an MD/stencil code reaches */
+#define HPC_BW_EFF        0.80
+#define DEFAULT_DEADLINE  (30 * 24 * CR_NS_PER_H)
+#define DEFAULT_WINDOW    CR_NS_PER_H
+#define DEFAULT_TTFT      (2 * CR_NS_PER_SEC)
+#define DEFAULT_TPOT      (50 * CR_NS_PER_MS)
 
 /* The model's shape: the workload's architecture, or the default GQA shape
  * for its parameter count (cr_arch_default, docs/model.md "Model shapes"). */
@@ -114,7 +124,7 @@ static double arch_eff(const cr_gpu_type *g)
     } else if (arch_has(g, "Blackwell")) {
         e = 0.50;
     } else if (arch_has(g, "GA100")) {
-        e = 0.42;
+        e = 0.52; /* fit: Megatron-LM 1T on 3,072 A100 under full recompute */
     } else if (arch_has(g, "Ampere") || arch_has(g, "Ada")) {
         e = 0.45;
     } else if (arch_has(g, "Volta")) {
@@ -130,6 +140,28 @@ static double arch_eff(const cr_gpu_type *g)
     return e;
 }
 
+/* Share of the calibrated (Megatron/NeMo, TensorRT-LLM) efficiency a
+ * software stack reaches, docs/model.md "Software stacks", with the rows
+ * each factor was fitted on. Training factors scale the GEMM efficiency;
+ * serving factors scale the prefill and decode GEMMs (a bandwidth-bound
+ * decode at low batch is the same on every engine). */
+static double stack_eff(int stack)
+{
+    switch (stack) {
+    case CR_STACK_FSDP:
+    case CR_STACK_DEEPSPEED:
+        return 1.00; /* torchtitan FSDP2 rows (fit: Llama 3.1 8B on 8 H100) */
+    case CR_STACK_HF:
+        return 0.55; /* fit: ms-swift Qwen-7B LoRA on one A100 (HF Trainer + PEFT) */
+    case CR_STACK_VLLM:
+        return 0.88; /* Spheron, Mar 2026: 1,850 / 2,100 tok/s of TensorRT-LLM, 70B fp8 H100 */
+    case CR_STACK_SGLANG:
+        return 0.91; /* same benchmark: 1,920 / 2,100 */
+    default:
+        return 1.00; /* megatron, trtllm: the calibration rows' stacks */
+    }
+}
+
 static double pos(double x)
 {
     return x > 0 ? x : 0;
@@ -138,6 +170,61 @@ static double pos(double x)
 static double usable_mem(double mem_bytes)
 {
     return mem_bytes * USABLE_MEM_FRAC - RUNTIME_OVERHEAD;
+}
+
+double cr_gpu_reported_mem_bytes(const cr_gpu_type *g)
+{
+    double gib = (double)g->mem_bytes / 1e9 * 1073741824.0;
+    return gib * (g->mem_hbm ? HBM_REPORTED_FRAC : GDDR_ECC_FRAC);
+}
+
+/* Serving memory per GPU for weights and KV, by stack: vLLM and SGLang
+ * cap the engine at a share of the reported memory (gpu_memory_utilization
+ * 0.90, mem_fraction_static 0.88); TensorRT-LLM loads the weights, then
+ * takes 0.90 of what is free for the KV cache (kv_cache_config
+ * free_gpu_memory_fraction); Hugging Face transformers has no cap (all but
+ * 1 GB). wgpu: weight bytes per GPU. */
+typedef struct serve_mem {
+    double rep;        /* bytes the card reports */
+    double frac;       /* the stack's share */
+    int after_weights; /* 1: frac of what the weights leave (TensorRT-LLM) */
+} serve_mem;
+
+static serve_mem serve_mem_of(const cr_workload *w, const cr_gpu_type *g)
+{
+    serve_mem m = {cr_gpu_reported_mem_bytes(g), 0.90, 0};
+    switch (cr_stack_resolve(w)) {
+    case CR_STACK_TRTLLM:
+        m.after_weights = 1;
+        break;
+    case CR_STACK_SGLANG:
+        m.frac = 0.88;
+        break;
+    case CR_STACK_HF:
+        m.frac = 1.0 - RUNTIME_OVERHEAD / m.rep;
+        break;
+    default:
+        break;
+    }
+    if (w->gpu_mem_util > 0) {
+        m.frac = w->gpu_mem_util;
+    }
+    return m;
+}
+
+static double serve_budget(const serve_mem *m, double wgpu)
+{
+    if (m->after_weights) {
+        double free_b = m->rep - wgpu - TRTLLM_RUNTIME_B;
+        return free_b > 0 ? wgpu + m->frac * free_b : m->rep - TRTLLM_RUNTIME_B;
+    }
+    return m->frac * m->rep;
+}
+
+double cr_perf_serve_mem_bytes(const cr_workload *w, const cr_gpu_type *g)
+{
+    serve_mem m = serve_mem_of(w, g);
+    return serve_budget(&m, 0);
 }
 
 /* A link for a collective: bytes/s in one direction and latency. */
@@ -207,6 +294,7 @@ typedef struct train_in {
     const cr_gpu_type *g;
     int fix_tp, fix_pp; /* forced ways, 0 = search */
     int zero3_ok;       /* try ZeRO-3 when nothing else fits (finetune, or a fixed count) */
+    int fixed_count;    /* the GPU count is given (not sized by the deadline) */
     const cr_arch *sh;
     double N;         /* parameters (total) */
     double Nexp;      /* routed-expert parameters (MoE), sharded over ep */
@@ -219,11 +307,14 @@ typedef struct train_in {
     double peak;      /* dense FLOP/s */
     double eff;       /* achievable fraction */
     int seq, batch;   /* tokens per sequence, sequences per step */
+    int mb;           /* sequences per micro-batch */
+    int ckpt;         /* enum cr_ckpt; AUTO tries selective, then full */
     double tokens;    /* total tokens */
 } train_in;
 
 typedef struct train_out {
     int tp, pp, dp, n, ep, cp, zero3;
+    int ckpt;   /* enum cr_ckpt used (never AUTO) */
     double mem; /* bytes per GPU */
     double step_s;
     double time_s;
@@ -248,49 +339,64 @@ static int ep_ways(const train_in *in, int dp)
     return ep;
 }
 
+/* One plan at the workload's checkpointing (in->ckpt; AUTO: selective
+ * where it fits, else full recompute); 0 when it does not fit. */
 static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int zero3, train_out *o)
 {
+    int ckpt = in->ckpt;
     const cr_gpu_type *g = in->g;
     const cr_arch *sh = in->sh;
     int n = tp * cp * pp * dp;
-    if (dp > in->batch) {
+    if ((int64_t)dp * in->mb > in->batch) {
         return 0;
     }
     int ep = ep_ways(in, dp);
-    double L = sh->layers, h = sh->hidden, s = in->seq, sl = s / cp;
-    int m = (in->batch + dp - 1) / dp; /* micro-batches of one sequence per replica */
+    double L = sh->layers, h = sh->hidden, s = in->seq, sl = s / cp, b = in->mb;
+    /* micro-batches of mb sequences per replica */
+    int m = (int)((in->batch + (int64_t)dp * in->mb - 1) / ((int64_t)dp * in->mb));
     double layers_stage = ceil(L / pp);
     double inflight = m < pp ? m : pp;
-    /* Full recompute with sequence parallelism: stored layer inputs split
-     * over tp and cp, one layer's working set, fp32 logits and their grad. */
-    double act = sl * h * 2 * layers_stage * inflight / tp + 34.0 * sl * h / tp +
-                 sl * (double)sh->vocab * in->logit_b / tp;
+    /* Stored activations with sequence parallelism (split over tp and cp),
+     * per micro-batch in flight: full recompute keeps each layer's input
+     * and one layer's working set; selective (and none: with flash
+     * attention nothing more is kept) every layer's 34 bytes per token per
+     * hidden unit. Plus the logits held for the loss. */
+    double per_layer = ACT_LAYER_BYTES * sl * h * b / tp;
+    double act_full = sl * h * 2 * b * layers_stage * inflight / tp + per_layer;
+    double act_sel = per_layer * layers_stage * inflight;
     double wshard = (in->N - in->Nexp + in->Nexp / ep) * in->wbytes / (tp * pp);
     if (zero3) {
         /* ZeRO-3 / FSDP: weights and gradients sharded too; the layer in
          * use and the prefetched next one are gathered whole. */
         wshard = wshard / dp + 2.0 * in->N * in->wbytes / (tp * pp) / sh->layers;
     }
-    double mem = wshard + in->trainable * in->obytes / (tp * pp * dp) + act + in->extra;
+    double base = wshard + in->trainable * in->obytes / (tp * pp * dp) +
+                  sl * b * (double)sh->vocab * in->logit_b / tp + in->extra;
+    if (ckpt == CR_CKPT_AUTO) {
+        /* selective where it fits, else full recompute */
+        ckpt = base + act_sel <= train_mem_cap(g) ? CR_CKPT_SELECTIVE : CR_CKPT_FULL;
+    }
+    double mem = base + (ckpt == CR_CKPT_FULL ? act_full : act_sel);
     if (mem > train_mem_cap(g)) {
         o->mem = mem;
         return 0;
     }
-    double f_mb = in->flops_tok * s / (tp * cp * pp); /* per GPU per micro-batch */
-    double t_mb = f_mb / (in->peak * in->eff);
+    double f_mb = in->flops_tok * s * b / (tp * cp * pp); /* per GPU per micro-batch */
+    double t_mb = f_mb / (in->peak * in->eff) * (ckpt == CR_CKPT_FULL ? RECOMPUTE_FULL : 1.0);
     /* 1F1B with interleaved virtual stages (Megatron): the bubble is
      * (pp - 1) / (v * m) of the micro-batch time, v chunks per stage. */
     int v = pp > 1 && m >= pp ? (int)fmin(PP_VIRTUAL, floor(layers_stage)) : 1;
     double compute = m * t_mb * (1.0 + (double)(pp - 1) / ((double)m * v));
     link tpl = nvlink_or_pcie(g, tp);
-    double t_tp = m * layers_stage * 4 * allreduce_s(sl * h * 2, tp, tpl);
-    double t_pp = pp > 1 ? m * 2 * v * (sl * h * 2 / net_link(g).bw + NET_LAT_S) : 0;
+    double t_tp = m * layers_stage * 4 * allreduce_s(sl * h * 2 * b, tp, tpl);
+    double t_pp = pp > 1 ? m * 2 * v * (sl * h * 2 * b / net_link(g).bw + NET_LAT_S) : 0;
     double t_cp = 0;
     if (cp > 1) {
         /* Ring attention: each rank passes its K and V shard cp-1 times,
          * forward and twice backward; half hides under attention math. */
         link cpl = tp * cp <= node_gpus(g) ? nvlink_or_pcie(g, tp * cp) : net_link(g);
-        double kv = sl * (sh->kv_heads > 0 ? sh->kv_heads : sh->heads) * sh->head_dim * 2 * 2 / tp;
+        double kv =
+            sl * b * (sh->kv_heads > 0 ? sh->kv_heads : sh->heads) * sh->head_dim * 2 * 2 / tp;
         t_cp = 0.5 * m * layers_stage * 3 * (cp - 1) * (kv / cpl.bw + cpl.lat);
     }
     double t_ep = 0;
@@ -299,7 +405,7 @@ static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int ze
          * the tokens routed to experts on other ranks. */
         link epl = tp * ep <= node_gpus(g) ? nvlink_or_pcie(g, tp * ep) : net_link(g);
         double moe_layers = ceil((L - sh->dense_layers) / pp);
-        double bytes = sl * h * 2 * sh->experts_active / tp * (ep - 1) / ep;
+        double bytes = sl * b * h * 2 * sh->experts_active / tp * (ep - 1) / ep;
         t_ep = m * moe_layers * 4 * (bytes / epl.bw + epl.lat);
     }
     link dpl = tp * cp * dp <= node_gpus(g) ? nvlink_or_pcie(g, tp * cp * dp) : net_link(g);
@@ -315,6 +421,7 @@ static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int ze
     o->cp = cp;
     o->ep = ep;
     o->zero3 = zero3;
+    o->ckpt = ckpt;
     o->n = n;
     o->mem = mem;
     o->step_s = step;
@@ -336,7 +443,12 @@ static int train_best(const train_in *in, int n, train_out *best, double *min_me
     /* ZeRO-1 (Megatron's distributed optimizer) first; ZeRO-3 / FSDP only
      * when no ZeRO-1 plan fits on n GPUs (fine-tuning, or a fixed count:
      * pre-training sized automatically grows n instead). */
-    for (int z = 0; z < (in->zero3_ok ? 2 : 1) && !found; z++) {
+    /* With checkpointing AUTO and a fixed count, a ZeRO-1 plan that fits
+     * only with full recompute may lose to a ZeRO-3 one at selective: try
+     * both (sizing the count, more GPUs are tried instead). */
+    for (int z = 0;
+         z < (in->zero3_ok ? 2 : 1) && !(found && (best->ckpt != CR_CKPT_FULL || !in->fixed_count));
+         z++) {
         for (int tp = 1; tp <= max_tp && tp <= n; tp *= 2) {
             for (int cp = 1; cp <= max_cp && tp * cp <= n; cp *= 2) {
                 for (int pp = 1; pp <= 64 && tp * cp * pp <= n && pp <= in->sh->layers; pp *= 2) {
@@ -418,6 +530,7 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.fix_tp = w->fix_tp;
     in.fix_pp = w->fix_pp;
     in.zero3_ok = w->kind == CR_KIND_FINETUNE || gpu_count > 0;
+    in.fixed_count = gpu_count > 0;
     in.N = arch.params;
     in.Nexp = fmin(cr_arch_expert_params(&arch), 0.98 * in.N);
     double Nact = arch.active;
@@ -425,6 +538,13 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.seq = w->seq_len > 0 ? w->seq_len : (pre ? 4096 : 2048);
     in.batch = w->batch > 0 ? w->batch : (pre ? (int)ceil(4194304.0 / in.seq) : 16);
     in.tokens = w->tokens > 0 ? w->tokens : (pre ? 20 * in.N : 1e8);
+    in.mb = w->micro_batch > 0 ? w->micro_batch : 1;
+    in.ckpt = w->ckpt;
+    if (in.mb > in.batch) {
+        snprintf(e->reason, sizeof e->reason, "micro-batch %d exceeds the batch of %d sequences",
+                 in.mb, in.batch);
+        return;
+    }
     int method = pre ? CR_METHOD_FULL : w->method;
     double attn = 6.0 * arch.layers * in.seq * (double)arch.heads * arch.head_dim;
     if (method == CR_METHOD_FULL) {
@@ -459,7 +579,7 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     double fp8_f = w->precision == CR_PREC_FP8 && g->fp8_flops > 0 ? FP8_TRAIN_FACTOR : 1.0;
     /* MoE: small expert GEMMs and routing run below dense efficiency. */
     double moe_f = arch.experts > 0 ? MOE_TRAIN_FACTOR : 1.0;
-    in.eff = arch_eff(g) * size_f * method_f * fp8_f * moe_f;
+    in.eff = arch_eff(g) * size_f * method_f * fp8_f * moe_f * stack_eff(cr_stack_resolve(w));
     if (in.peak <= 0) {
         snprintf(e->reason, sizeof e->reason, "no usable %s math rate in the catalog",
                  cr_precision_name(w->precision));
@@ -559,8 +679,10 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     char mem[32], cap[32];
     fmt_gb(mem, sizeof mem, best.mem);
     fmt_gb(cap, sizeof cap, (double)g->mem_bytes);
-    const char *late =
-        best.time_s * 1e9 > (double)deadline ? "; slower than the deadline on these GPUs" : "";
+    char late[96];
+    snprintf(late, sizeof late, "%s%s", best.ckpt == CR_CKPT_FULL ? "; full recompute" : "",
+             best.time_s * 1e9 > (double)deadline ? "; slower than the deadline on these GPUs"
+                                                  : "");
     if (best.n == 1) {
         snprintf(e->reason, sizeof e->reason, "fits one GPU (%s of %s); MFU %.0f%%%s", mem, cap,
                  best.mfu * 100, late);
@@ -605,14 +727,21 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
 
 /* One serving unit: a whole GPU (times tp) or one MIG slice. */
 typedef struct unit {
-    double mem;  /* usable bytes per GPU (or slice) */
-    double bw;   /* bytes/s per GPU (or slice) */
-    double peak; /* FLOP/s per GPU (or slice) */
-    link tpl;    /* tensor-parallel link */
-    link ppl;    /* link between pipeline stages */
-    double eff;  /* achieved fraction of peak in inference GEMMs */
-    double sms;  /* streaming multiprocessors per GPU (or slice); 0 unknown */
+    double mem;          /* usable bytes per GPU (or slice) */
+    double bw;           /* bytes/s per GPU (or slice) */
+    double peak;         /* FLOP/s per GPU (or slice) */
+    link tpl;            /* tensor-parallel link */
+    link ppl;            /* link between pipeline stages */
+    double eff;          /* achieved fraction of peak in inference GEMMs */
+    double sms;          /* streaming multiprocessors per GPU (or slice); 0 unknown */
+    const serve_mem *sm; /* whole GPUs: the stack's memory rule (mem unused); NULL: mem */
 } unit;
+
+/* Bytes for weights and KV on one GPU of u holding wgpu weight bytes. */
+static double unit_cap(const unit *u, double wgpu)
+{
+    return u->sm ? serve_budget(u->sm, wgpu) : u->mem;
+}
 
 static double infer_eff(const cr_gpu_type *g, int precision)
 {
@@ -630,6 +759,10 @@ typedef struct infer_in {
     int kv_split;  /* ways the KV cache divides over tp (KV heads; 1 with MLA) */
     double lam;    /* requests/s offered to this replica */
     double P, O;   /* prompt and output tokens */
+    double k;      /* sequences decoded per request (beams or n), sharing the prompt's KV */
+    int paged;     /* 1: paged KV (blocks as tokens come); 0: each sequence reserves P + O */
+    double seff;   /* the stack's share of the calibrated GEMM efficiency */
+    serve_mem sm;  /* the stack's memory rule on whole GPUs */
     double ttft_s, tpot_s;
 } infer_in;
 
@@ -765,7 +898,9 @@ static double prefill_s(const infer_in *in, const unit *u, int tp, int pp, int n
  * are generated, not reserved for the whole output). */
 static double kv_mem(const infer_in *in, int tp, int pp, double B)
 {
-    return ceil(B) * (in->P + in->O / 2 + KV_BLOCK_TOKENS) * in->kv_tok * kv_share(in, tp) / pp;
+    double per_req =
+        in->paged ? in->P + in->k * (in->O / 2 + KV_BLOCK_TOKENS) : in->k * (in->P + in->O);
+    return ceil(B) * per_req * in->kv_tok * kv_share(in, tp) / pp;
 }
 
 /* Steady state of one replica under continuous batching (Little's law). */
@@ -781,7 +916,7 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_
          * refusal names the real shortfall. */
         o->ttft_s = o->tpot_s = 1e9;
         o->mem = wgpu + kv_mem(in, tp, pp, 1);
-        o->ok_mem = o->mem <= u->mem;
+        o->ok_mem = o->mem <= unit_cap(u, wgpu);
         return;
     }
     /* own prefill (alone: narrow) plus the wait behind the prompts queued
@@ -791,7 +926,7 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_
     dstep_init(in, u, tp, pp, &d);
     double B = 1, tpot = 0;
     for (int i = 0; i < 40; i++) {
-        tpot = decode_step_s(&d, B, rho);
+        tpot = decode_step_s(&d, B * in->k, rho);
         double nb = in->lam * (ttft + in->O * tpot);
         if (nb < 1) {
             nb = 1;
@@ -807,15 +942,15 @@ static void infer_eval(const infer_in *in, const unit *u, int tp, int pp, infer_
         B = nb;
     }
     /* A replica is unstable when decode cannot keep up: batch keeps growing. */
-    double out_rate = B / decode_step_s(&d, B, rho);
+    double out_rate = B * in->k / decode_step_s(&d, B * in->k, rho);
     o->batch = B;
     o->ttft_s = ttft;
     o->tpot_s = tpot;
     o->tok_s = out_rate;
     o->mem = wgpu + kv_mem(in, tp, pp, B);
-    o->ok_mem = o->mem <= u->mem;
-    o->ok_lat =
-        B < 1e6 && out_rate >= in->lam * in->O * 0.999 && ttft <= in->ttft_s && tpot <= in->tpot_s;
+    o->ok_mem = o->mem <= unit_cap(u, wgpu);
+    o->ok_lat = B < 1e6 && out_rate >= in->lam * in->O * in->k * 0.999 && ttft <= in->ttft_s &&
+                tpot <= in->tpot_s;
 }
 
 typedef struct infer_plan {
@@ -834,15 +969,16 @@ static double gpu_sms(const cr_gpu_type *g)
     return np > 0 ? p[np - 1].sms : 0;
 }
 
-static unit whole_unit(const cr_gpu_type *g, int precision, int tp, int pp)
+static unit whole_unit(const infer_in *in, const cr_gpu_type *g, int precision, int tp, int pp)
 {
-    unit u = {usable_mem((double)g->mem_bytes),
+    unit u = {serve_budget(&in->sm, 0),
               g->mem_bw_bytes_per_s,
               cr_gpu_peak_flops(g, precision),
               nvlink_or_pcie(g, tp),
               nvlink_or_pcie(g, tp * pp),
-              infer_eff(g, precision),
-              gpu_sms(g)};
+              infer_eff(g, precision) * in->seff,
+              gpu_sms(g),
+              &in->sm};
     if (tp * pp > node_gpus(g)) {
         u.ppl = net_link(g); /* stages on different servers */
     }
@@ -892,15 +1028,16 @@ static int infer_whole(const infer_in *base, const cr_gpu_type *g, int precision
             }
             /* Stages only buy memory: with the weights under half of one
              * tp group's memory, pp = 1 leaves room enough for the KV. */
-            if (pp > 1 && !fix_pp && base->wbytes / tp <= 0.5 * usable_mem((double)g->mem_bytes)) {
+            if (pp > 1 && !fix_pp &&
+                base->wbytes / tp <= 0.5 * serve_budget(&base->sm, base->wbytes / tp)) {
                 break;
             }
             if (found && per > best->tp * best->pp * best->replicas) {
                 break;
             }
-            unit u = whole_unit(g, precision, tp, pp);
+            unit u = whole_unit(base, g, precision, tp, pp);
             infer_out o;
-            if (base->wbytes / per > u.mem) {
+            if (base->wbytes / per > unit_cap(&u, base->wbytes / per)) {
                 /* weights alone do not fit: more replicas will not help */
                 infer_in one = *base;
                 one.lam = lam;
@@ -999,6 +1136,11 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.kv_split = in.a.kv_lora_rank > 0 ? 1 : in.a.kv_heads;
     in.P = w->prompt_tokens;
     in.O = w->output_tokens > 0 ? w->output_tokens : 1;
+    in.k = w->beams > 0 ? w->beams : 1;
+    int stack = cr_stack_resolve(w);
+    in.paged = stack != CR_STACK_HF;
+    in.seff = stack_eff(stack);
+    in.sm = serve_mem_of(w, g);
     in.ttft_s = (double)(w->ttft_ns > 0 ? w->ttft_ns : DEFAULT_TTFT) / 1e9;
     in.tpot_s = (double)(w->tpot_ns > 0 ? w->tpot_ns : DEFAULT_TPOT) / 1e9;
     int T = w->tenants > 0 ? w->tenants : 1;
@@ -1039,8 +1181,9 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                           MIG_SLICE_EFF,
                       nvlink_or_pcie(g, 1),
                       nvlink_or_pcie(g, 1),
-                      infer_eff(g, w->precision),
-                      p->sms};
+                      infer_eff(g, w->precision) * in.seff,
+                      p->sms,
+                      NULL};
             infer_in one = in;
             one.lam = lam_t;
             infer_out o;
@@ -1072,11 +1215,13 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     if (!use_mig && !whole_ok) {
         if (closest.mem > 0 && !closest.ok_mem) {
             if (in.wbytes > (double)g->mem_bytes) {
+                /* The largest split the request allows (--tp/--pp fix the ways). */
+                int tpx = w->fix_tp ? w->fix_tp : (node_gpus(g) < 8 ? node_gpus(g) : 8);
+                int ppx = w->fix_pp ? w->fix_pp : serve_max_pp(g, tpx);
                 snprintf(e->reason, sizeof e->reason,
                          "weights need %s, %s per GPU; tp%d x pp%d tops out at %.0f GB usable", wgb,
-                         cap, closest_tp, serve_max_pp(g, closest_tp),
-                         usable_mem((double)g->mem_bytes) * closest_tp *
-                             serve_max_pp(g, closest_tp) / 1e9);
+                         cap, tpx, ppx,
+                         serve_budget(&in.sm, in.wbytes / (tpx * ppx)) * tpx * ppx / 1e9);
             } else {
                 snprintf(e->reason, sizeof e->reason, "weights %s + KV cache exceed %s per GPU",
                          wgb, cap);
@@ -1157,7 +1302,7 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
         fmt_gb(kv, sizeof kv, whole.r.mem - wgpu);
         fmt_gb(wpg, sizeof wpg, wgpu);
         int node = node_gpus(g) < 8 ? node_gpus(g) : 8;
-        int fits_node = in.wbytes / node <= usable_mem((double)g->mem_bytes);
+        int fits_node = in.wbytes / node <= serve_budget(&in.sm, in.wbytes / node);
         if (whole.pp > 1 && whole.tp * whole.pp > node_gpus(g) && !fits_node) {
             snprintf(why, sizeof why, "%s weights exceed one %d-GPU server: pp%d over network, ",
                      wgb, node, whole.pp);
@@ -1508,4 +1653,121 @@ int cr_perf_estimate(const cr_perf_env *env, const cr_workload *w, const cr_gpu_
     }
     *out = e;
     return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Assumptions, for advise --explain                                   */
+/* ------------------------------------------------------------------ */
+
+#define EXPLAIN(...)                                                                               \
+    do {                                                                                           \
+        if (u < len) {                                                                             \
+            int n_ = snprintf(buf + u, len - u, __VA_ARGS__);                                      \
+            u += n_ > 0 ? (size_t)n_ : 0;                                                          \
+        }                                                                                          \
+    } while (0)
+
+char *cr_perf_explain(const cr_workload *w, char *buf, size_t len)
+{
+    size_t u = 0;
+    if (len) {
+        buf[0] = '\0';
+    }
+    int train = w->kind == CR_KIND_PRETRAIN || w->kind == CR_KIND_FINETUNE;
+    int stack = cr_stack_resolve(w);
+    if (train || w->kind == CR_KIND_INFERENCE) {
+        EXPLAIN("stack: %s%s, %.2f of the calibrated GEMM efficiency\n", cr_stack_name(stack),
+                w->stack == CR_STACK_AUTO ? (train ? " (default for training; --stack)"
+                                                   : " (default for serving; --stack)")
+                                          : "",
+                stack_eff(stack));
+    }
+    if (w->arch.layers > 0) {
+        EXPLAIN("shape: %s (%d layers, hidden %d, %d KV heads)\n", w->arch.name, w->arch.layers,
+                w->arch.hidden, w->arch.kv_heads);
+    } else if (train || w->kind == CR_KIND_INFERENCE) {
+        cr_arch a;
+        cr_arch_default(w->params > 0 ? w->params : 7e9, &a);
+        EXPLAIN("shape: %s assumed for %.3g parameters (%d layers, %d KV heads; --model)\n", a.name,
+                a.params, a.layers, a.kv_heads);
+    }
+    EXPLAIN("precision: %s%s\n", cr_precision_name(w->precision),
+            w->precision == CR_PREC_BF16 ? " (default)" : "");
+    if (train) {
+        int pre = w->kind == CR_KIND_PRETRAIN;
+        int seq = w->seq_len > 0 ? w->seq_len : (pre ? 4096 : 2048);
+        EXPLAIN("sequence: %d tokens%s\n", seq, w->seq_len > 0 ? "" : " (default; --seq)");
+        if (w->batch > 0) {
+            EXPLAIN("global batch: %d sequences\n", w->batch);
+        } else {
+            EXPLAIN("global batch: %d sequences (default%s; --batch)\n",
+                    pre ? (int)ceil(4194304.0 / seq) : 16, pre ? ": ~4M tokens" : "");
+        }
+        EXPLAIN("micro-batch: %d sequence%s per data-parallel rank%s\n",
+                w->micro_batch > 0 ? w->micro_batch : 1, w->micro_batch > 1 ? "s" : "",
+                w->micro_batch > 0 ? "" : " (default; --micro-batch)");
+        if (w->ckpt == CR_CKPT_AUTO) {
+            EXPLAIN("activation checkpointing: selective where it fits, else full recompute "
+                    "(+1/3 compute) (default; --checkpointing)\n");
+        } else {
+            EXPLAIN("activation checkpointing: %s%s\n", cr_ckpt_name(w->ckpt),
+                    w->ckpt == CR_CKPT_FULL ? " (+1/3 compute)" : "");
+        }
+        EXPLAIN("loss: %s\n", w->full_loss
+                                  ? "whole vocabulary at once (14 bytes/logit)"
+                                  : "in vocabulary chunks (2 bytes/logit) (default; --loss)");
+        if (!pre && w->method != CR_METHOD_FULL) {
+            EXPLAIN("adapters: rank %d on every linear layer%s\n",
+                    w->lora_rank > 0 ? w->lora_rank : LORA_RANK,
+                    w->lora_rank > 0 ? "" : " (default; --lora-rank)");
+        }
+        if (pre || w->method == CR_METHOD_FULL) {
+            EXPLAIN("optimizer: Adam, fp32 master weights, sharded over data parallel (ZeRO-1; "
+                    "ZeRO-3 only when nothing else fits)\n");
+        } else {
+            EXPLAIN("optimizer: Adam on the adapters only, 16 bytes per adapter parameter\n");
+        }
+        if (w->tokens <= 0) {
+            EXPLAIN("tokens: %s (default; --tokens)\n", pre ? "20 x parameters" : "1e8");
+        }
+        if (w->duration_ns <= 0) {
+            EXPLAIN("deadline: 30 days (default; --deadline)\n");
+        }
+    } else if (w->kind == CR_KIND_INFERENCE) {
+        EXPLAIN("prompt: %d tokens, output: %d tokens (means; --prompt, --output)\n",
+                w->prompt_tokens, w->output_tokens);
+        EXPLAIN("sequences per request: %d%s\n", w->beams > 0 ? w->beams : 1,
+                w->beams > 0 ? " (beams / n, sharing the prompt's KV)" : " (default; --beams)");
+        int kvp = w->kv_precision >= 0 ? w->kv_precision
+                                       : (w->precision == CR_PREC_FP8 ? CR_PREC_FP8 : CR_PREC_BF16);
+        EXPLAIN("KV cache: %s%s, %s\n", cr_precision_name(kvp),
+                w->kv_precision >= 0 ? "" : " (default; --kv-precision)",
+                stack == CR_STACK_HF ? "each sequence reserves prompt + output"
+                                     : "paged (prompt + half the output held on average)");
+        static const char *const rule[CR_STACK__COUNT] = {
+            [CR_STACK_VLLM] = "of the memory the card reports for weights + KV "
+                              "(vLLM gpu_memory_utilization)",
+            [CR_STACK_SGLANG] = "of the memory the card reports for weights + KV (SGLang "
+                                "mem_fraction_static)",
+            [CR_STACK_TRTLLM] = "of the memory left after the weights and 1 GB for the KV cache "
+                                "(TensorRT-LLM free_gpu_memory_fraction)",
+            [CR_STACK_HF] = "of the memory the card reports (no engine cap; 1 GB for CUDA)",
+        };
+        double frac = w->gpu_mem_util > 0        ? w->gpu_mem_util
+                      : stack == CR_STACK_SGLANG ? 0.88
+                      : stack == CR_STACK_HF     ? 0.99
+                                                 : 0.90;
+        EXPLAIN("serving memory: %.0f%% %s%s; an H100 80GB reports 79.6 GiB\n", frac * 100,
+                rule[stack] ? rule[stack] : "", w->gpu_mem_util > 0 ? "" : " (default)");
+        EXPLAIN("targets: TTFT %.0f ms, TPOT %.0f ms%s\n",
+                (double)(w->ttft_ns > 0 ? w->ttft_ns : DEFAULT_TTFT) / 1e6,
+                (double)(w->tpot_ns > 0 ? w->tpot_ns : DEFAULT_TPOT) / 1e6,
+                w->ttft_ns > 0 && w->tpot_ns > 0 ? "" : " (defaults; --ttft, --tpot)");
+        EXPLAIN("engine: continuous batching with chunked prefill (%d-token chunks)\n",
+                CHUNK_TOKENS);
+        if (w->duration_ns <= 0) {
+            EXPLAIN("serving window costed: 1 hour (default; --deadline)\n");
+        }
+    }
+    return buf;
 }

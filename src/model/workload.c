@@ -16,6 +16,9 @@ static const char *const method_names[CR_METHOD__COUNT] = {"full", "lora", "qlor
 static const char *const prec_names[CR_PREC__COUNT] = {"bf16", "fp16", "fp8",  "int8",
                                                        "int4", "tf32", "fp32", "fp64"};
 static const char *const obj_names[CR_OBJ__COUNT] = {"cost", "time", "energy"};
+static const char *const stack_names[CR_STACK__COUNT] = {"auto", "megatron", "fsdp",   "deepspeed",
+                                                         "hf",   "vllm",     "trtllm", "sglang"};
+static const char *const ckpt_names[CR_CKPT__COUNT] = {"auto", "none", "selective", "full"};
 static const char *const need_names[] = {"fp64", "ecc", "nvenc", "rt", "mig", "nvlink"};
 
 static int lookup(const char *s, const char *const *names, int n, int *out)
@@ -67,6 +70,39 @@ int cr_objective_parse(const char *s, int *out)
 const char *cr_objective_name(int objective)
 {
     return objective >= 0 && objective < CR_OBJ__COUNT ? obj_names[objective] : "?";
+}
+
+int cr_stack_parse(const char *s, int *out)
+{
+    return lookup(s, stack_names, CR_STACK__COUNT, out);
+}
+
+const char *cr_stack_name(int stack)
+{
+    return stack >= 0 && stack < CR_STACK__COUNT ? stack_names[stack] : "?";
+}
+
+int cr_ckpt_parse(const char *s, int *out)
+{
+    return lookup(s, ckpt_names, CR_CKPT__COUNT, out);
+}
+
+const char *cr_ckpt_name(int ckpt)
+{
+    return ckpt >= 0 && ckpt < CR_CKPT__COUNT ? ckpt_names[ckpt] : "?";
+}
+
+static int is_training(int kind)
+{
+    return kind == CR_KIND_PRETRAIN || kind == CR_KIND_FINETUNE;
+}
+
+int cr_stack_resolve(const cr_workload *w)
+{
+    if (w->stack != CR_STACK_AUTO) {
+        return w->stack;
+    }
+    return is_training(w->kind) ? CR_STACK_MEGATRON : CR_STACK_VLLM;
 }
 
 int cr_needs_parse(const char *s, unsigned *out, char *err, size_t err_len)
@@ -180,6 +216,55 @@ int cr_workload_check(const cr_workload *w, char *err, size_t err_len)
     }
     if (w->kind == CR_KIND_INFERENCE && w->output_tokens < 1) {
         cr__model_errf(err, err_len, "output: inference needs at least 1 output token");
+        return CR_EINVAL;
+    }
+    if (w->stack < 0 || w->stack >= CR_STACK__COUNT) {
+        cr__model_errf(err, err_len, "stack: must be one of %s", CR_STACK_VALUES);
+        return CR_EINVAL;
+    }
+    if (is_training(w->kind) && w->stack >= CR_STACK_VLLM) {
+        cr__model_errf(err, err_len, "stack: %s is a serving stack; training takes one of %s",
+                       cr_stack_name(w->stack), CR_TRAIN_STACK_VALUES);
+        return CR_EINVAL;
+    }
+    if (w->kind == CR_KIND_INFERENCE && w->stack != CR_STACK_AUTO && w->stack != CR_STACK_HF &&
+        w->stack < CR_STACK_VLLM) {
+        cr__model_errf(err, err_len, "stack: %s is a training stack; serving takes one of %s",
+                       cr_stack_name(w->stack), CR_SERVE_STACK_VALUES);
+        return CR_EINVAL;
+    }
+    if (w->ckpt < 0 || w->ckpt >= CR_CKPT__COUNT) {
+        cr__model_errf(err, err_len, "checkpointing: must be one of %s", CR_CKPT_VALUES);
+        return CR_EINVAL;
+    }
+    if (w->micro_batch < 0 || w->micro_batch > 100000000) {
+        cr__model_errf(err, err_len, "micro-batch: must be in [1, 1e8] sequences");
+        return CR_EINVAL;
+    }
+    if (w->micro_batch > 0 && w->batch > 0 && w->micro_batch > w->batch) {
+        cr__model_errf(err, err_len, "micro-batch: %d sequences exceed the global batch of %d",
+                       w->micro_batch, w->batch);
+        return CR_EINVAL;
+    }
+    if (w->micro_batch > 0 && w->batch > 0 && w->batch % w->micro_batch) {
+        cr__model_errf(err, err_len,
+                       "batch: %d sequences is not a whole number of micro-batches of %d", w->batch,
+                       w->micro_batch);
+        return CR_EINVAL;
+    }
+    if (w->beams < 0 || w->beams > CR_BEAMS_MAX) {
+        cr__model_errf(err, err_len, "beams: must be in [1, %d]", CR_BEAMS_MAX);
+        return CR_EINVAL;
+    }
+    if (!(w->gpu_mem_util == 0 || (w->gpu_mem_util >= 0.05 && w->gpu_mem_util <= 1))) {
+        cr__model_errf(err, err_len, "gpu-memory-utilization: must be in [0.05, 1]");
+        return CR_EINVAL;
+    }
+    if (w->arch.layers > 0 && w->arch.context > 0 && w->kind == CR_KIND_INFERENCE &&
+        (int64_t)w->prompt_tokens + w->output_tokens > w->arch.context) {
+        cr__model_errf(err, err_len,
+                       "prompt/output: %d + %d tokens exceed %s's context of %d tokens",
+                       w->prompt_tokens, w->output_tokens, w->arch.name, w->arch.context);
         return CR_EINVAL;
     }
     if (w->ttft_ns < 0 || w->tpot_ns < 0 || w->duration_ns < 0) {

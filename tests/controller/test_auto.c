@@ -29,6 +29,7 @@
 #include "../integration/reap.h"
 #include <curl/curl.h>
 #include <jansson.h>
+#include <math.h>
 
 typedef struct daemon {
     pid_t pid;
@@ -331,10 +332,13 @@ static void test_auto_placements(void **state)
     assert_non_null(strstr(why, "auto: L40S, best by cost (advisor: "));
     free(why);
 
-    /* 70B inference on 2 GPUs: 140 GB of weights; only H200 (141 GB each)
-     * leaves room for the KV cache. */
+    /* 78B inference on 2 GPUs: 156 GB of weights; only H200 leaves room
+     * for the KV cache (vLLM's 90% of the 79.6 GiB an H100 reports is 77
+     * GB a GPU: 70B, 140 GB, now fits two H100, as it runs in public
+     * benchmarks; issue 26). */
     int64_t chat = submit(
-        &d, "{%s,\"name\":\"chat\",\"kind\":\"inference\",\"gpus\":2,\"model\":{\"params\":7e10}}",
+        &d,
+        "{%s,\"name\":\"chat\",\"kind\":\"inference\",\"gpus\":2,\"model\":{\"params\":7.8e10}}",
         cmd);
     t = run_type(&d, chat);
     assert_string_equal(t, "H200 SXM");
@@ -400,6 +404,20 @@ static void test_auto_placements(void **state)
     assert_int_equal(code, 400);
     assert_string_equal(str(v, "field"), "model.method");
     json_decref(v);
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"model\":{\"params\":7e9,\"stack\":\"tensorflow\"}}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "model.stack");
+    json_decref(v);
+    /* The advisor's knobs are taken (issue 26): an HF LoRA at micro-batch 2. */
+    int64_t knobs = submit(&d,
+                           "{%s,\"name\":\"knobs\",\"kind\":\"finetune\",\"gpus\":1,\"model\":"
+                           "{\"params\":7e9,\"method\":\"lora\",\"stack\":\"hf\","
+                           "\"checkpointing\":\"full\",\"micro_batch\":2}}",
+                           cmd);
+    t = run_type(&d, knobs);
+    assert_non_null(t);
+    free(t);
     stop(&d);
 }
 
@@ -458,6 +476,134 @@ static void test_auto_restart(void **state)
     stop(&d);
 }
 
+/* A fake agent's registration, keeping its node token (returned new). */
+static char *register_tok(const daemon_t *d, const char *name, const char *model, double mem_gb)
+{
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"node\":\"%s\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[{\"index\":0,"
+             "\"uuid\":\"GPU-%s-0\",\"model\":\"%s\",\"mem_bytes\":%.0f}]}",
+             name, name, model, mem_gb * 1e9);
+    long code;
+    json_t *v = call(d, "POST", "/v1/agents/register", d->join, body, &code);
+    assert_int_equal(code, 200);
+    char *t = strdup(str(v, "node_token"));
+    json_decref(v);
+    return t;
+}
+
+static char *user_token(const daemon_t *d, const char *tenant)
+{
+    char body[200];
+    long code;
+    snprintf(body, sizeof body, "{\"name\":\"%s\"}", tenant);
+    json_decref(call(d, "POST", "/v1/tenants", d->admin, body, &code));
+    assert_int_equal(code, 201);
+    snprintf(body, sizeof body, "{\"role\":\"user\",\"tenant\":\"%s\",\"name\":\"t-%s\"}", tenant,
+             tenant);
+    json_t *v = call(d, "POST", "/v1/tokens", d->admin, body, &code);
+    assert_int_equal(code, 201);
+    char *t = strdup(str(v, "token"));
+    json_decref(v);
+    return t;
+}
+
+/* The L40S row of /v1/advise for an 8B LoRA as tok sees it: its time and
+ * reason (returned new). */
+static double advise_l40s(const daemon_t *d, const char *tok, char **reason)
+{
+    long code;
+    json_t *v = call(d, "POST", "/v1/advise", tok,
+                     "{\"kind\":\"finetune\",\"params\":8e9,\"method\":\"lora\",\"tokens\":1e8,"
+                     "\"gpus\":1,\"top\":50}",
+                     &code);
+    assert_int_equal(code, 200);
+    json_t *ranked = json_object_get(v, "ranked");
+    double t = 0;
+    for (size_t i = 0; i < json_array_size(ranked); i++) {
+        json_t *e = json_array_get(ranked, i);
+        if (!strcmp(str(e, "gpu"), "L40S")) {
+            t = json_number_value(json_object_get(e, "time_s"));
+            *reason = strdup(str(e, "reason"));
+        }
+    }
+    json_decref(v);
+    assert_true(t > 0);
+    return t;
+}
+
+/* Issue 26: 5 runs of a workload class that report what they measured
+ * (corral-metric, sent by the agent with their end) bring the advisor's
+ * error for that class on that type to within 5% for the tenant that ran
+ * them, after a restart too; another tenant sees the model alone. */
+static void test_learn_cluster(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    char *nt = register_tok(&d, "l40s-0", "L40S", 48);
+    char *alpha = user_token(&d, "alpha"), *beta = user_token(&d, "beta");
+    char *why = NULL;
+    double t_model = advise_l40s(&d, alpha, &why);
+    assert_null(strstr(why, "calibrated"));
+    free(why);
+    /* The class runs 40% faster than the model says, +-3% run to run. */
+    double truth = 1.40 * 1e8 / t_model;
+    static const double noise[5] = {1.03, 0.97, 1.01, 0.98, 1.02};
+    for (int i = 0; i < 5; i++) {
+        char body[600], path[80];
+        snprintf(body, sizeof body,
+                 "{\"command\":[\"true\"],\"name\":\"lora%d\",\"kind\":\"finetune\",\"gpus\":1,"
+                 "\"gpu_type\":\"L40S\",\"model\":{\"params\":8e9,\"method\":\"lora\"}}",
+                 i);
+        long code;
+        json_t *v = call(&d, "POST", "/v1/jobs", alpha, body, &code);
+        assert_int_equal(code, 201);
+        int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+        json_decref(v);
+        char *t = run_type(&d, id);
+        free(t);
+        snprintf(path, sizeof path, "/v1/agents/l40s-0/status");
+        snprintf(body, sizeof body,
+                 "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":0,\"run\":1,"
+                 "\"metrics\":{\"tokens_per_s\":%.3f,\"step_time_s\":2.0%s}}]}",
+                 (long long)id, truth * noise[i], i == 0 ? ",\"bad_lines\":2" : "");
+        json_decref(call(&d, "POST", path, nt, body, &code));
+        assert_int_equal(code, 200);
+        json_decref(settled(&d, id, "completed"));
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        double t = advise_l40s(&d, alpha, &why);
+        assert_non_null(strstr(why, "calibrated from 5 runs on this cluster"));
+        free(why);
+        double predicted = 1e8 / t;
+        assert_true(fabs(predicted - truth) / truth <= 0.05);
+        /* beta sees the model alone: no run, no name of alpha's */
+        t = advise_l40s(&d, beta, &why);
+        assert_null(strstr(why, "calibrated"));
+        assert_null(strstr(why, "alpha"));
+        free(why);
+        assert_true(fabs(t - t_model) / t_model < 1e-6);
+        if (pass == 0) {
+            halt(&d); /* observations survive a restart */
+            start_in(&d, NULL, false);
+        }
+    }
+    /* A bad metric field in a report is refused with its name. */
+    long code;
+    json_t *v = call(&d, "POST", "/v1/agents/l40s-0/status", nt,
+                     "{\"jobs\":[{\"job\":1,\"state\":\"exited\",\"exit_code\":0,"
+                     "\"metrics\":{\"tokens_per_s\":-1}}]}",
+                     &code);
+    assert_int_equal(code, 400);
+    assert_non_null(strstr(str(v, "field"), "tokens_per_s"));
+    json_decref(v);
+    free(nt);
+    free(alpha);
+    free(beta);
+    stop(&d);
+}
+
 /* What a failed test left: its daemons and directories. */
 static int reap_live(void **state)
 {
@@ -475,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_auto_placements),
         cmocka_unit_test(test_auto_hetero),
         cmocka_unit_test(test_auto_restart),
+        cmocka_unit_test(test_learn_cluster),
     };
     int rc = cmocka_run_group_tests(tests, NULL, reap_live);
     curl_global_cleanup();

@@ -9,6 +9,7 @@
 #include "cr_gavel.h"
 #include "cr_mig.h"
 #include "cr_nvenc.h"
+#include "cr_learn.h"
 #include "cr_perf.h"
 #include "cr_price.h"
 #include "cr_time.h"
@@ -591,6 +592,7 @@ static void test_serving_plans(void **state)
     w.params = w.arch.params;
     w.rate_per_s = 2;
     w.prompt_tokens = 8000;
+    w.tpot_ns = 100 * INT64_C(1000000); /* vLLM's default stack: 59 ms at the 50 ms default */
     assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 1, &e), 0);
     w.kv_precision = CR_PREC_FP8;
     assert_int_equal(cr_perf_estimate(&env, &w, cr_catalog_find(c, "h100"), 1, &e8), 0);
@@ -723,6 +725,220 @@ static void test_nvenc_capacity(void **state)
  * 6.041 ms vs whole 2.212 ms (check); within 15%. A saturated slice
  * still gets its share times MIG_SLICE_EFF, and decode (bandwidth-bound)
  * stays near the slice's bandwidth share. */
+/* Issue 26: the knobs published results depend on. */
+static void test_knobs(void **state)
+{
+    (void)state;
+    char path[1024], err[256];
+    cr_catalog *c = load_default();
+    cr_arch_catalog *mc = NULL;
+    assert_int_equal(
+        cr_arch_load(src_path("data/models/models.csv", path, sizeof path), &mc, err, sizeof err),
+        0);
+    cr_perf_env env = {c, NULL, NULL};
+    const cr_gpu_type *h100 = cr_catalog_find(c, "h100"), *a100 = cr_catalog_find(c, "a100");
+    cr_workload w;
+    cr_estimate e1, e2;
+
+    /* Micro-batch 2 holds twice the activations of 1; no checkpointing
+     * holds every layer's, full recompute only each layer's input. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_FINETUNE;
+    w.method = CR_METHOD_LORA;
+    w.arch = *cr_arch_find(mc, "llama-3.1-8b");
+    w.params = w.arch.params;
+    w.seq_len = 2048;
+    w.batch = 2;
+    w.ckpt = CR_CKPT_FULL;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e1), 0);
+    w.micro_batch = 2;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e2), 0);
+    assert_true(e1.fits && e2.fits);
+    assert_true(e2.mem_per_gpu_bytes > e1.mem_per_gpu_bytes + 1e9);
+    w.ckpt = CR_CKPT_NONE;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e1), 0);
+    assert_true(e1.fits && e1.mem_per_gpu_bytes > e2.mem_per_gpu_bytes * 1.5);
+    /* ... and full recompute pays one more forward pass. */
+    assert_true(e2.step_ns > e1.step_ns * 1.2);
+
+    /* A Hugging Face Trainer stack runs below Megatron's efficiency. */
+    w.ckpt = CR_CKPT_AUTO;
+    w.micro_batch = 0;
+    w.stack = CR_STACK_MEGATRON;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e1), 0);
+    w.stack = CR_STACK_HF;
+    assert_int_equal(cr_perf_estimate(&env, &w, a100, 1, &e2), 0);
+    assert_true(e2.throughput < e1.throughput * 0.6);
+
+    /* Bad input names the field. */
+    w.stack = CR_STACK_VLLM;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "stack"));
+    w.stack = 99;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "stack"));
+    int v = 0;
+    assert_int_equal(cr_stack_parse("tensorflow", &v), CR_EINVAL);
+    assert_int_equal(cr_stack_parse("fsdp", &v), 0);
+    assert_int_equal(v, CR_STACK_FSDP);
+    w.stack = CR_STACK_AUTO;
+    w.micro_batch = 4;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "micro-batch"));
+
+    /* Serving memory: vLLM takes 90% of the 79.6 GiB an H100 reports. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    assert_true(fabs(cr_gpu_reported_mem_bytes(h100) / 1073741824.0 - 79.65) < 0.1);
+    assert_true(fabs(cr_perf_serve_mem_bytes(&w, h100) - 0.9 * cr_gpu_reported_mem_bytes(h100)) <
+                1);
+    w.gpu_mem_util = 0.5;
+    assert_true(cr_perf_serve_mem_bytes(&w, h100) < 0.51 * cr_gpu_reported_mem_bytes(h100));
+    w.gpu_mem_util = 1.5;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "gpu-memory-utilization"));
+
+    /* Beam search: four sequences per request hold more KV and decode a
+     * bigger batch than one. */
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.arch = *cr_arch_find(mc, "llama-3.1-8b");
+    w.params = w.arch.params;
+    w.rate_per_s = 2;
+    w.tpot_ns = INT64_C(1000000000);
+    assert_int_equal(cr_perf_estimate(&env, &w, h100, 1, &e1), 0);
+    w.beams = 4;
+    assert_int_equal(cr_perf_estimate(&env, &w, h100, 1, &e2), 0);
+    assert_true(e1.fits && e2.fits);
+    assert_true(e2.mem_per_gpu_bytes > e1.mem_per_gpu_bytes);
+    assert_true(e2.tpot_ns > e1.tpot_ns);
+    /* A prompt past the model's context is refused, naming the field. */
+    w.beams = 0;
+    w.prompt_tokens = 200000;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "prompt"));
+    char ex[2048];
+    w.prompt_tokens = 1000;
+    cr_perf_explain(&w, ex, sizeof ex);
+    assert_non_null(strstr(ex, "stack: vllm"));
+    assert_non_null(strstr(ex, "serving memory: 90%"));
+    cr_arch_free(mc);
+    cr_catalog_free(c);
+}
+
+/* Issue 26: the metric contract, the estimator and tenant isolation. */
+static void test_learn(void **state)
+{
+    (void)state;
+    char err[128];
+    cr_metric m;
+    memset(&m, 0, sizeof m);
+    const char *ok = "corral-metric tokens_per_s=12345.5 step_time_s=0.82";
+    assert_int_equal(cr_metric_parse_line(ok, strlen(ok), &m, err, sizeof err), 0);
+    assert_true(fabs(m.tokens_per_s - 12345.5) < 1e-9 && fabs(m.step_time_s - 0.82) < 1e-9);
+    const char *other = "epoch 3 loss 1.2";
+    assert_int_equal(cr_metric_parse_line(other, strlen(other), &m, err, sizeof err), 1);
+    const char *prefixed = "corral-metrics tokens_per_s=1";
+    assert_int_equal(cr_metric_parse_line(prefixed, strlen(prefixed), &m, err, sizeof err), 1);
+    static const struct {
+        const char *line, *field;
+    } bad[] = {
+        {"corral-metric tokens_per_s=fast", "tokens_per_s"},
+        {"corral-metric tokens_per_s=-3", "tokens_per_s"},
+        {"corral-metric tokens_per_s=nan", "tokens_per_s"},
+        {"corral-metric tokens_per_s=", "tokens_per_s"},
+        {"corral-metric mfu=0.4", "mfu"},
+        {"corral-metric tokens_per_s", "tokens_per_s"},
+        {"corral-metric step_time_s=1 step_time_s=2", "step_time_s"},
+        {"corral-metric", "no field"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_metric keep = m;
+        assert_int_equal(
+            cr_metric_parse_line(bad[i].line, strlen(bad[i].line), &m, err, sizeof err), CR_EINVAL);
+        assert_non_null(strstr(err, bad[i].field));
+        assert_memory_equal(&keep, &m, sizeof m);
+    }
+    const char out_log[] =
+        "start\ncorral-metric tokens_per_s=100\ncorral-metric tokens_per_s=oops\n"
+        "corral-metric step_time_s=2.5\ncorral-metric tokens_per_s=200\n"
+        "corral-metric bogus=1\nend";
+    cr_metric_scan(out_log, sizeof out_log - 1, &m);
+    assert_int_equal(m.good, 3);
+    assert_int_equal(m.bad, 2);
+    assert_true(fabs(m.tokens_per_s - 200) < 1e-9 && fabs(m.step_time_s - 2.5) < 1e-9);
+
+    /* 5 observed runs of a workload class on a GPU type bring the error
+     * for a new job of that class to <= 5% of its measured value. The
+     * class runs 40% faster than the model says (a stack the model does
+     * not know), with +-3% run-to-run noise. */
+    cr_catalog *c = load_default();
+    cr_perf_env env = {c, NULL, NULL};
+    const cr_gpu_type *g = cr_catalog_find(c, "l40s");
+    cr_obs *o = cr_obs_new();
+    static const double noise[5] = {1.03, 0.97, 1.01, 0.98, 1.02};
+    char sig[96], sig2[96];
+    for (int i = 0; i < 5; i++) {
+        cr_workload w;
+        cr_workload_init(&w);
+        w.kind = CR_KIND_FINETUNE;
+        w.method = CR_METHOD_LORA;
+        w.params = 8e9;
+        w.seq_len = 1024 * (i + 1);
+        w.tokens = 1e8 * (i + 1);
+        cr_estimate e;
+        assert_int_equal(cr_perf_estimate(&env, &w, g, 1, &e), 0);
+        assert_true(e.fits);
+        double measured = e.throughput * 1.40 * noise[i];
+        cr_workload_signature(&w, sig, sizeof sig);
+        assert_int_equal(cr_obs_add(o, "alpha", sig, g->name, 1, log(measured / e.throughput)), 0);
+    }
+    assert_string_equal(sig, "finetune/p8b/lora/megatron/bf16");
+    cr_workload w;
+    cr_workload_init(&w);
+    w.kind = CR_KIND_FINETUNE;
+    w.method = CR_METHOD_LORA;
+    w.params = 7e9; /* a new job of the class: another size in the bucket, another length */
+    w.seq_len = 3000;
+    w.tokens = 5e8;
+    cr_workload_signature(&w, sig2, sizeof sig2);
+    assert_string_equal(sig, sig2);
+    cr_estimate e;
+    assert_int_equal(cr_perf_estimate(&env, &w, g, 1, &e), 0);
+    double truth = e.throughput * 1.40;
+    assert_true(fabs(e.throughput - truth) / truth > 0.25); /* the model alone: 29% off */
+    double r[CR_OBS_KEEP];
+    int n = cr_obs_get(o, "alpha", sig2, g->name, 1, r);
+    assert_int_equal(n, 5);
+    cr_learned l;
+    cr_learn_combine(r, n, &l);
+    cr_learn_apply(&l, &e);
+    assert_true(fabs(e.throughput - truth) / truth <= 0.05);
+    assert_true(l.lo < 1.40 && l.hi > 1.40);
+    assert_non_null(strstr(e.reason, "calibrated from 5 runs on this cluster"));
+    /* One run moves the estimate less (shrinkage toward the model). */
+    cr_learned one;
+    cr_learn_combine(r, 1, &one);
+    assert_true(one.weight < l.weight && one.hi - one.lo > l.hi - l.lo);
+    cr_learn_combine(NULL, 0, &one);
+    assert_true(one.factor == 1 && one.runs == 0);
+
+    /* Another tenant sees none of alpha's observations. */
+    assert_int_equal(cr_obs_get(o, "beta", sig2, g->name, 1, r), 0);
+    assert_int_equal(cr_obs_add(o, "beta", sig2, g->name, 1, 0.1), 0);
+    assert_int_equal(cr_obs_get(o, "beta", sig2, g->name, 1, r), 1);
+    assert_int_equal(cr_obs_get(o, "alpha", sig2, g->name, 1, r), 5);
+    assert_int_equal(cr_obs_add(o, "alpha", sig2, g->name, 1, NAN), CR_EINVAL);
+    /* The newest CR_OBS_KEEP are kept. */
+    for (int i = 0; i < CR_OBS_KEEP + 10; i++) {
+        cr_obs_add(o, "alpha", sig2, g->name, 1, 0.5);
+    }
+    assert_int_equal(cr_obs_get(o, "alpha", sig2, g->name, 1, r), CR_OBS_KEEP);
+    assert_true(r[0] == 0.5);
+    cr_obs_free(o);
+    cr_catalog_free(c);
+}
+
 static void test_mig_latency(void **state)
 {
     (void)state;
@@ -801,6 +1017,8 @@ int main(void)
         cmocka_unit_test(test_serving_plans),
         cmocka_unit_test(test_nvenc_capacity),
         cmocka_unit_test(test_mig_latency),
+        cmocka_unit_test(test_knobs),
+        cmocka_unit_test(test_learn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
