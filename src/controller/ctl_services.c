@@ -204,10 +204,11 @@ static void autoscaler_setup(ctl_service *s)
 #define SVC_BYTES_MAX (64 << 20) /* max_replicas x the replica spec's size */
 
 static const char *const svc_members[] = {
-    "name",         "tenant",        "command", "gpus",       "gpu_type",  "mig_profile",
-    "gpu_mem_gb",   "env",           "workdir", "model",      "priority",  "min_replicas",
-    "max_replicas", "replicas",      "target",  "ready_path", "gpu_milli", "gpu_mem_bytes",
-    "image",        "image_archive", "mounts",  "entrypoint", NULL,
+    "name",        "tenant",       "command",       "gpus",     "gpu_type",
+    "mig_profile", "gpu_mem_gb",   "env",           "workdir",  "model",
+    "priority",    "min_replicas", "max_replicas",  "replicas", "target",
+    "ready_path",  "gpu_milli",    "gpu_mem_bytes", "image",    "image_archive",
+    "mounts",      "entrypoint",   "models",        "pack",     NULL,
 };
 
 /* Validate a create body into a new service (not yet registered). */
@@ -231,6 +232,31 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     }
     if ((rc = ctl_name_check(name, "name", err)) != 0) {
         return rc;
+    }
+    bool pack = false;
+    if ((rc = cr_json_bool(v, "", "pack", false, &pack, err)) != 0) {
+        return rc;
+    }
+    /* The model names the gateway routes to it (OpenAI "model"), aliases
+     * included: names of 1..127 printable bytes without spaces or quotes. */
+    json_t *models = json_object_get(v, "models");
+    if (models && (!json_is_array(models) || json_array_size(models) > 64)) {
+        return cr_json_fail(err, CR_EINVAL, "models",
+                            "field 'models': an array of at most 64 model names");
+    }
+    for (size_t i = 0; models && i < json_array_size(models); i++) {
+        const char *mn = json_string_value(json_array_get(models, i));
+        size_t ml = mn ? strlen(mn) : 0;
+        bool ok = ml > 0 && ml < 128;
+        for (size_t j = 0; ok && j < ml; j++) {
+            ok = mn[j] > ' ' && mn[j] != 0x7f && mn[j] != '"' && mn[j] != '\\' && mn[j] != ',';
+        }
+        if (!ok) {
+            return cr_json_fail(err, CR_EINVAL, "models",
+                                "field 'models[%zu]': a model name of 1..127 printable characters "
+                                "without spaces, quotes or commas",
+                                i);
+        }
     }
     if (max < min) {
         return cr_json_fail(err, CR_EINVAL, "max_replicas",
@@ -667,6 +693,7 @@ static void autoscale(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
 void ctl_services_tick(ctl *c, int64_t now_mono)
 {
     pthread_mutex_lock(&c->mu);
+    ctl_keys_tick(c, now_mono);
     if (c->nservices == 0) {
         pthread_mutex_unlock(&c->mu);
         return;

@@ -19,7 +19,8 @@ static const double bucket_le[GW_HIST_BUCKETS - 1] = {
 };
 
 static const char *err_name[GW_ERR_COUNT] = {
-    "bad_request", "no_service", "no_replica", "saturated", "connect", "upstream", "timeout",
+    "bad_request", "no_service", "no_replica", "saturated", "connect",
+    "upstream",    "timeout",    "auth",       "limited",
 };
 
 gw_service *gw_service_find(gw *g, const char *name, size_t len)
@@ -219,10 +220,17 @@ void gw_service_set_endpoints(gw *g, gw_service *s, const gw_endpoint *eps, size
 
 void gw_apply_msg(gw *g, gw_msg *m)
 {
+    if (m->kind == GW_MSG_KEYS) {
+        gw_keys_apply(g, m);
+        return;
+    }
     gw_service *s = gw_service_find(g, m->service, strlen(m->service));
     if (m->kind == GW_MSG_ENDPOINTS) {
         if (!s) {
             s = gw_service_add(g, m->service);
+        }
+        if (m->described) {
+            gw_service_set_models(g, s, m->tenant, m->models, m->model_count);
         }
         if (m->ready_path[0]) {
             snprintf(s->ready_path, sizeof s->ready_path, "%s", m->ready_path);
@@ -366,6 +374,7 @@ void gw_publish_stats(gw *g)
         s->report_count = s->latency_count;
         s->report_ns = g->now_ns;
     }
+    gw_keys_publish_usage(g);
     pthread_mutex_lock(&g->mu);
     free(g->stats);
     g->stats = st;
@@ -491,6 +500,7 @@ void gw_metrics_render(gw *g, cr_buf *o)
                    "# TYPE corral_gateway_connections_refused_total counter\n");
     cr_buf_printf(o, "corral_gateway_connections_refused_total %llu\n",
                   (unsigned long long)g->refused);
+    gw_keys_metrics(g, o);
 }
 
 /* A request was held at zero replicas: tell the reporter now, not at the
@@ -524,6 +534,7 @@ void gw_services_free(gw *g)
             free(s->replicas[j]);
         }
         free(s->replicas);
+        gw_strv_free(s->models, s->model_count);
         free(s);
     }
     CR_FREE(g->services);

@@ -48,6 +48,8 @@ typedef struct server {
     int port;             /* listening port */
     const char *file;     /* ctl: the endpoints file */
     atomic_long requests; /* requests served */
+    atomic_long openai;   /* OpenAI-route requests served (/v1/chat/completions...) */
+    atomic_long authz;    /* requests that arrived with an Authorization header */
     atomic_int in_flight; /* requests in progress */
     pthread_mutex_t mu;   /* guards released */
     pthread_cond_t cond;  /* signals released */
@@ -158,6 +160,109 @@ static int handle_sse(server *s, int fd, const cr_http_msg *m)
     return write_all(fd, "0\r\n\r\n", 5);
 }
 
+/* The "model" of a JSON body (a plain scan: the tests send it plainly). */
+static void body_model(const char *body, size_t blen, char *out, size_t len)
+{
+    snprintf(out, len, "unknown");
+    const char *p = memmem(body, blen, "\"model\"", 7);
+    if (!p) {
+        return;
+    }
+    p = memchr(p + 7, '"', (size_t)(body + blen - (p + 7)));
+    if (!p) {
+        return;
+    }
+    const char *e = memchr(p + 1, '"', (size_t)(body + blen - (p + 1)));
+    if (e && (size_t)(e - p - 1) < len) {
+        snprintf(out, len, "%.*s", (int)(e - p - 1), p + 1);
+    }
+}
+
+/*
+ * The OpenAI routes of a model server: chat completions (streamed as
+ * server-sent events when the body says "stream": true, with a last chunk
+ * carrying usage when it asks for stream_options.include_usage),
+ * completions and embeddings. Token counts are deterministic: the prompt
+ * is a token per 4 body bytes (at least 1), the completion is the 3 words
+ * "hello from NAME" (3 tokens), so a test can check what was counted.
+ */
+static int handle_openai(server *s, int fd, const cr_http_msg *m, const char *body, size_t blen)
+{
+    atomic_fetch_add(&s->openai, 1);
+    char model[128], out[4096], extra[256];
+    body_model(body, blen, model, sizeof model);
+    long prompt = (long)blen / 4 > 0 ? (long)blen / 4 : 1, completion = 3;
+    snprintf(extra, sizeof extra, "X-Replica: %s\r\n", s->name);
+    bool stream =
+        memmem(body, blen, "\"stream\":true", 13) || memmem(body, blen, "\"stream\": true", 14);
+    bool usage = memmem(body, blen, "include_usage", 13) != NULL;
+    if (path_is(m, "/v1/embeddings")) {
+        int n =
+            snprintf(out, sizeof out,
+                     "{\"object\":\"list\",\"model\":\"%s\",\"data\":[{\"object\":\"embedding\","
+                     "\"index\":0,\"embedding\":[0.1,0.2,0.3]}],\"usage\":{\"prompt_tokens\":%ld,"
+                     "\"total_tokens\":%ld}}",
+                     model, prompt, prompt);
+        return respond(fd, 200, "application/json", extra, out, (size_t)n);
+    }
+    bool chat = path_is(m, "/v1/chat/completions");
+    if (!stream) {
+        int n;
+        if (chat) {
+            n = snprintf(
+                out, sizeof out,
+                "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1,"
+                "\"model\":\"%s\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                "\"assistant\",\"content\":\"hello from %s\"},\"finish_reason\":\"stop\"}],"
+                "\"usage\":{\"prompt_tokens\":%ld,\"completion_tokens\":%ld,"
+                "\"total_tokens\":%ld}}",
+                model, s->name, prompt, completion, prompt + completion);
+        } else {
+            n = snprintf(out, sizeof out,
+                         "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,"
+                         "\"model\":\"%s\",\"choices\":[{\"index\":0,\"text\":\"hello from %s\","
+                         "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":%ld,"
+                         "\"completion_tokens\":%ld,\"total_tokens\":%ld}}",
+                         model, s->name, prompt, completion, prompt + completion);
+        }
+        return respond(fd, 200, "application/json", extra, out, (size_t)n);
+    }
+    char head[512];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n%s"
+                      "Transfer-Encoding: chunked\r\n\r\n",
+                      extra);
+    if (write_all(fd, head, (size_t)hn) != 0) {
+        return -1;
+    }
+    const char *words[3] = {"hello", " from ", s->name};
+    for (int i = 0; i < 4; i++) {
+        char ev[1024], chunk[1100];
+        int el;
+        if (i < 3) {
+            el = snprintf(ev, sizeof ev,
+                          "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                          "\"created\":1,\"model\":\"%s\",\"choices\":[{\"index\":0,\"delta\":"
+                          "{\"content\":\"%s\"},\"finish_reason\":null}]}\n\n",
+                          model, words[i]);
+        } else if (usage) {
+            el = snprintf(ev, sizeof ev,
+                          "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                          "\"created\":1,\"model\":\"%s\",\"choices\":[],\"usage\":{"
+                          "\"prompt_tokens\":%ld,\"completion_tokens\":%ld,\"total_tokens\":%ld}}"
+                          "\n\ndata: [DONE]\n\n",
+                          model, prompt, completion, prompt + completion);
+        } else {
+            el = snprintf(ev, sizeof ev, "data: [DONE]\n\n");
+        }
+        int cl = snprintf(chunk, sizeof chunk, "%x\r\n%s\r\n", el, ev);
+        if (write_all(fd, chunk, (size_t)cl) != 0) {
+            return -1;
+        }
+    }
+    return write_all(fd, "0\r\n\r\n", 5);
+}
+
 /* The fake controller's endpoints long-poll. */
 static int handle_ctl(server *s, int fd, const cr_http_msg *m)
 {
@@ -216,8 +321,17 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
                                               : atomic_load(&s->in_flight));
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
+    if (cr_http_find(m, "authorization")) {
+        atomic_fetch_add(&s->authz, 1);
+    }
+    if (path_is(m, "/v1/chat/completions") || path_is(m, "/v1/completions") ||
+        path_is(m, "/v1/embeddings")) {
+        return handle_openai(s, fd, m, body, blen);
+    }
     if (path_is(m, "/stats")) {
-        int n = snprintf(out, sizeof out, "requests %ld\n", atomic_load(&s->requests));
+        int n =
+            snprintf(out, sizeof out, "requests %ld\nopenai %ld\nauthorization %ld\n",
+                     atomic_load(&s->requests), atomic_load(&s->openai), atomic_load(&s->authz));
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
     if (path_is(m, "/release")) {
