@@ -60,6 +60,7 @@ static void conf_defaults(gw_conf *c)
     c->seed = 0x636f7272616c; /* "corral" */
     c->require_keys = -1;     /* on when following a controller */
     c->max_body_bytes = 1024 * 1024;
+    c->prefix_affinity = true;
 }
 
 void gw_service_conf_fini(gw_service_conf *s)
@@ -428,6 +429,13 @@ static int load_root(json_t *root, const char *path, gw_conf *c)
                 goto out;
             }
             c->require_keys = json_is_true(v);
+        } else if (strcmp(key, "balance") == 0) {
+            const char *b = json_string_value(v);
+            if (!b || (strcmp(b, "prefix") != 0 && strcmp(b, "p2c") != 0)) {
+                rc = json_err(path, key, "must be \"prefix\" or \"p2c\"");
+                goto out;
+            }
+            c->prefix_affinity = strcmp(b, "prefix") == 0;
         } else if (strcmp(key, "max_body_bytes") == 0) {
             rc = json_int64(v, path, key, 1024, 64 * 1024 * 1024, &c->max_body_bytes);
         } else if (strcmp(key, "max_clients") == 0) {
@@ -521,7 +529,10 @@ static void usage(FILE *f)
            "                              clients need an API key (Authorization: Bearer crk_...;\n"
            "                              default: on with --controller, off without)\n"
            "  --max-body BYTES            bodies of model-routed requests, read whole (default "
-           "1 MiB)\n");
+           "1 MiB)\n"
+           "  --balance prefix|p2c        model-routed requests: prompt-prefix affinity with "
+           "bounded load\n"
+           "                              (default prefix) or least outstanding of two (p2c)\n");
 }
 
 static int dur_flag(const char *flag, const char *arg, int64_t *out)
@@ -600,6 +611,7 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         {"require-keys", no_argument, NULL, 15},
         {"no-require-keys", no_argument, NULL, 16},
         {"max-body", required_argument, NULL, 17},
+        {"balance", required_argument, NULL, 18},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -719,6 +731,13 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         case 15:
         case 16:
             c->require_keys = o == 15;
+            break;
+        case 18:
+            if (strcmp(optarg, "prefix") != 0 && strcmp(optarg, "p2c") != 0) {
+                fprintf(stderr, "corral gateway: --balance: '%s': want prefix or p2c\n", optarg);
+                rc = CR_EINVAL;
+            }
+            c->prefix_affinity = strcmp(optarg, "prefix") == 0;
             break;
         case 17: {
             int64_t b = 0;

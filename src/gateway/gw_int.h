@@ -40,6 +40,9 @@
 #define GW_HIST_BUCKETS 17   /* including +Inf */
 #define GW_MODEL_MAX    128  /* a model name, NUL included */
 #define GW_USAGE_WIN    2048 /* the response tail scanned for the OpenAI usage object */
+#define GW_PREFIX_BYTES 512  /* prompt bytes hashed for prefix affinity */
+#define GW_PREFIX_MIN   64   /* shorter prompts get no affinity */
+#define GW_PREFIX_SLOTS 32   /* prefixes a replica remembers being sent */
 
 typedef struct gw gw;
 typedef struct gw_service gw_service;
@@ -109,6 +112,7 @@ typedef struct gw_conf {
     int32_t retries;               /* extra attempts after a connection failure */
     uint64_t seed;                 /* RNG seed of the peer choice */
     int require_keys;              /* 1 clients need an API key, 0 not, -1 default (controller) */
+    bool prefix_affinity;          /* model-routed requests by prompt prefix (else p2c alone) */
     int64_t max_body_bytes;        /* model-routed request bodies are read whole up to this */
 } gw_conf;
 
@@ -130,21 +134,23 @@ typedef struct gw_io {
 } gw_io;
 
 struct gw_replica {
-    gw_service *svc;              /* owner */
-    gw_endpoint ep;               /* address as given */
-    char key[GW_NAME_MAX + 8];    /* "host:port" */
-    struct sockaddr_storage addr; /* resolved */
-    socklen_t addr_len;           /* bytes of addr */
-    int32_t outstanding;          /* requests on it now */
-    bool down;                    /* a connection failed: no traffic until a probe passes */
-    bool removed;                 /* gone from the endpoints: draining */
-    double waiting;               /* scraped vllm:num_requests_waiting, 0 if none */
-    double kv_usage;              /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
-    gw_backend *idle;             /* pool of idle keep-alive connections */
-    int32_t idle_count;           /* connections in idle */
-    int32_t conns;                /* connections open (idle or busy) */
-    uint64_t requests;            /* requests sent to it */
-    uint64_t failures;            /* connection failures seen */
+    gw_service *svc;                    /* owner */
+    gw_endpoint ep;                     /* address as given */
+    char key[GW_NAME_MAX + 8];          /* "host:port" */
+    struct sockaddr_storage addr;       /* resolved */
+    socklen_t addr_len;                 /* bytes of addr */
+    int32_t outstanding;                /* requests on it now */
+    bool down;                          /* a connection failed: no traffic until a probe passes */
+    bool removed;                       /* gone from the endpoints: draining */
+    double waiting;                     /* scraped vllm:num_requests_waiting, 0 if none */
+    double kv_usage;                    /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
+    gw_backend *idle;                   /* pool of idle keep-alive connections */
+    int32_t idle_count;                 /* connections in idle */
+    int32_t conns;                      /* connections open (idle or busy) */
+    uint64_t requests;                  /* requests sent to it */
+    uint64_t failures;                  /* connection failures seen */
+    uint64_t pfx[GW_PREFIX_SLOTS];      /* prefix hashes sent to it lately (0 free) */
+    uint64_t pfx_used[GW_PREFIX_SLOTS]; /* their last use (the service's pfx_clock) */
 };
 
 /* The peer choice, behind a function pointer as nginx's peer.get: returns a
@@ -177,6 +183,8 @@ struct gw_service {
     double latency_sum_s;                  /* sum of latencies */
     uint64_t latency_count;                /* requests timed */
     uint64_t retries;                      /* retried attempts */
+    uint64_t affinity[2];                  /* prefix choices: [0] cached, [1] new (least loaded) */
+    uint64_t pfx_clock;                    /* prefix uses, for the replicas' LRU */
     uint64_t report_hist[GW_HIST_BUCKETS]; /* hist at the last stats snapshot */
     uint64_t report_count;                 /* latency_count at the last snapshot */
     int64_t report_ns;                     /* time of the last snapshot */
@@ -226,6 +234,7 @@ struct gw_client {
     bool openai;              /* errors in OpenAI's shape {"error":{message,type,code}} */
     int api;                  /* enum gw_api of the current request */
     gw_key *key;              /* the verified API key, or NULL */
+    uint64_t prefix;          /* hash of the prompt prefix (model routes), 0 none */
     bool key_held;            /* counted in key->active */
     bool scan;                /* scan the response for the usage object */
     char *win;                /* scan: the last GW_USAGE_WIN response body bytes, or NULL */
@@ -401,6 +410,10 @@ void gw_replica_release(gw *g, gw_replica *r);
 void gw_replica_mark_down(gw *g, gw_replica *r, const char *why);
 void gw_service_kick(gw *g, gw_service *s);
 gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *why);
+/* Prefix affinity with bounded load: the replica the prefix hashes to
+ * (rendezvous) unless its load is over the bound, then the next. */
+gw_replica *gw_peer_prefix(gw *g, gw_service *s, const gw_replica *exclude, uint64_t prefix,
+                           int *why);
 void gw_apply_msg(gw *g, gw_msg *m);
 void gw_publish_targets(gw *g);
 void gw_record(gw_service *s, int status, int64_t latency_ns);
@@ -453,8 +466,9 @@ void gw_service_set_models(gw *g, gw_service *s, const char *tenant, char *const
 /* The service serving a model, or NULL. */
 gw_service *gw_model_service(gw *g, const char *model);
 /* "model" of a JSON request body: 1 and out, 0 none (or not a string),
- * -1 not a JSON object. */
-int gw_body_model(const char *body, size_t len, char *out, size_t outlen);
+ * -1 not a JSON object; *prefix: the hash of the prompt's first
+ * GW_PREFIX_BYTES (0 none or too short), for prefix affinity. */
+int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix);
 void gw_models_answer(gw_client *c);
 void gw_usage_feed(gw_client *c, const char *data, size_t len);
 void gw_usage_end(gw_client *c);

@@ -407,7 +407,72 @@ gw_service *gw_model_service(gw *g, const char *model)
     return NULL;
 }
 
-int gw_body_model(const char *body, size_t len, char *out, size_t outlen)
+/* Append s to the prefix text, up to GW_PREFIX_BYTES. */
+static void prefix_add(char *buf, size_t *n, const char *s)
+{
+    if (!s) {
+        return;
+    }
+    size_t l = strlen(s);
+    if (l > GW_PREFIX_BYTES - *n) {
+        l = GW_PREFIX_BYTES - *n;
+    }
+    memcpy(buf + *n, s, l);
+    *n += l;
+}
+
+/* The first string of a string or an array of strings. */
+static const char *first_string(const json_t *v)
+{
+    return json_is_array(v) ? json_string_value(json_array_get(v, 0)) : json_string_value(v);
+}
+
+/*
+ * The prompt's prefix, for affinity: its first GW_PREFIX_BYTES bytes (chat:
+ * the messages' contents in order, text parts of multi-part contents too;
+ * completions: prompt; embeddings: input) hashed, or 0 when shorter than
+ * GW_PREFIX_MIN (too short for a cached prefix to matter). Requests that
+ * share a long system prompt share this hash.
+ */
+static uint64_t prefix_hash(const json_t *v)
+{
+    char buf[GW_PREFIX_BYTES];
+    size_t n = 0;
+    json_t *msgs = json_object_get(v, "messages");
+    size_t i;
+    json_t *m;
+    json_array_foreach(msgs, i, m)
+    {
+        json_t *content = json_object_get(m, "content");
+        if (json_is_string(content)) {
+            prefix_add(buf, &n, json_string_value(content));
+        } else if (json_is_array(content)) {
+            size_t j;
+            json_t *part;
+            json_array_foreach(content, j, part)
+            {
+                prefix_add(buf, &n, json_string_value(json_object_get(part, "text")));
+            }
+        }
+        if (n == GW_PREFIX_BYTES) {
+            break;
+        }
+    }
+    if (!msgs) {
+        prefix_add(buf, &n, first_string(json_object_get(v, "prompt")));
+        prefix_add(buf, &n, first_string(json_object_get(v, "input")));
+    }
+    if (n < GW_PREFIX_MIN) {
+        return 0;
+    }
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t k = 0; k < n; k++) {
+        h = (h ^ (uint8_t)buf[k]) * 1099511628211ULL;
+    }
+    return h ? h : 1;
+}
+
+int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix)
 {
     json_t *v = json_loadb(body, len, 0, NULL);
     if (!json_is_object(v)) {
@@ -420,6 +485,7 @@ int gw_body_model(const char *body, size_t len, char *out, size_t outlen)
         snprintf(out, outlen, "%s", mv);
         rc = 1;
     }
+    *prefix = rc == 1 ? prefix_hash(v) : 0;
     json_decref(v);
     return rc;
 }

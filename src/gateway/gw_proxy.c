@@ -397,6 +397,7 @@ static void client_next_request(gw_client *c)
     gw_key_release(c);
     c->openai = false;
     c->api = API_NONE;
+    c->prefix = 0;
     c->head_len = c->send_pos = c->body_end = 0;
     c->body_mode = BODY_NONE;
     c->body_left = 0;
@@ -590,7 +591,8 @@ static void model_dispatch(gw_client *c)
 {
     gw *g = c->g;
     char model[GW_MODEL_MAX];
-    int rc = gw_body_model(c->in + c->head_len, c->body_end - c->head_len, model, sizeof model);
+    int rc = gw_body_model(c->in + c->head_len, c->body_end - c->head_len, model, sizeof model,
+                           &c->prefix);
     if (rc < 0) {
         gw_openai_error(c, 400, -1, NULL, "invalid_json", "the request body is not a JSON object");
         return;
@@ -791,7 +793,9 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
     gw_service *s = c->svc;
     for (;;) {
         int why = GW_ERR_NO_REPLICA;
-        gw_replica *r = s->peer_get(g, s, exclude, &why);
+        gw_replica *r = c->prefix && g->conf->prefix_affinity
+                            ? gw_peer_prefix(g, s, exclude, c->prefix, &why)
+                            : s->peer_get(g, s, exclude, &why);
         if (!r) {
             /* Nothing ready: hold the request until a replica is, also after
              * a connection failure left none (a replica announced before it

@@ -22,6 +22,12 @@
  *   gw_helper sse URL RELEASE_URL
  *       exit 0 when the first event arrived while the server still held the
  *       rest of the stream (so nothing buffered it), and all events came
+ *   gw_helper ttft URL N CONCURRENCY PROMPTS
+ *       the shared-prefix workload of bench_prefix.sh: N streamed chat
+ *       completions, CONCURRENCY at once, each a random one of PROMPTS long
+ *       system prompts (2 KiB) and a short user question; prints the mean,
+ *       p50 and p99 time to first token (the response head: the stand-in
+ *       sends it after its prefill) and the failures; GW_KEY: a bearer key
  *   gw_helper ctl PORT FILE            fake controller: serves FILE (JSON)
  *       as GET /v1/services/NAME/endpoints?version=V&wait=W (long-poll on
  *       the "version" member) and writes POST .../metrics bodies to FILE.metrics
@@ -44,16 +50,31 @@
 #include <unistd.h>
 
 typedef struct server {
-    const char *name;     /* replica name */
-    int port;             /* listening port */
-    const char *file;     /* ctl: the endpoints file */
-    atomic_long requests; /* requests served */
-    atomic_long openai;   /* OpenAI-route requests served (/v1/chat/completions...) */
-    atomic_long authz;    /* requests that arrived with an Authorization header */
-    atomic_int in_flight; /* requests in progress */
-    pthread_mutex_t mu;   /* guards released */
-    pthread_cond_t cond;  /* signals released */
-    long released;        /* /release calls */
+    const char *name;         /* replica name */
+    int port;                 /* listening port */
+    const char *file;         /* ctl: the endpoints file */
+    atomic_long requests;     /* requests served */
+    atomic_long openai;       /* OpenAI-route requests served (/v1/chat/completions...) */
+    atomic_long authz;        /* requests that arrived with an Authorization header */
+    atomic_int max_in_flight; /* most requests in progress at once */
+    /* The prefix-cache stand-in (GW_PREFIX_CACHE=BLOCKS): the hashes of the
+     * 128-byte prompt blocks it holds, least recently used evicted, and one
+     * prefill at a time (as a GPU runs them), costing GW_PREFILL_US per
+     * uncached prompt byte; GW_TPOT_MS between streamed tokens. */
+    pthread_mutex_t cache_mu;   /* guards the cache */
+    pthread_mutex_t prefill_mu; /* one prefill at a time */
+    uint64_t *cache;            /* block hashes */
+    uint64_t *cache_used;       /* last use (a counter) */
+    long cache_cap;             /* blocks held at most; 0 no stand-in */
+    uint64_t cache_clock;       /* use counter */
+    long prefill_us;            /* per uncached byte */
+    long tpot_ms;               /* between tokens */
+    atomic_long prompt_blocks;  /* blocks seen */
+    atomic_long hit_blocks;     /* blocks found cached */
+    atomic_int in_flight;       /* requests in progress */
+    pthread_mutex_t mu;         /* guards released */
+    pthread_cond_t cond;        /* signals released */
+    long released;              /* /release calls */
 } server;
 
 typedef struct conn {
@@ -178,6 +199,58 @@ static void body_model(const char *body, size_t blen, char *out, size_t len)
     }
 }
 
+#define BLOCK 128
+
+/* The stand-in's prefill: the leading prompt blocks it holds are free, the
+ * rest cost prefill_us per byte, one prefill at a time. */
+static void prefill(server *s, const char *body, size_t blen)
+{
+    if (s->cache_cap <= 0) {
+        return;
+    }
+    const char *p = memmem(body, blen, "\"messages\"", 10);
+    if (!p) {
+        p = body;
+    }
+    size_t plen = (size_t)(body + blen - p), nblocks = plen / BLOCK, hit = 0;
+    bool missed = false;
+    uint64_t h = 1469598103934665603ULL;
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t b = 0; b < nblocks; b++) {
+        for (size_t i = 0; i < BLOCK; i++) {
+            h = (h ^ (uint8_t)p[b * BLOCK + i]) * 1099511628211ULL;
+        }
+        long slot = -1, lru = 0;
+        for (long i = 0; i < s->cache_cap; i++) {
+            if (s->cache[i] == h) {
+                slot = i;
+                break;
+            }
+            if (s->cache_used[i] < s->cache_used[lru]) {
+                lru = i;
+            }
+        }
+        if (slot >= 0 && !missed) {
+            hit++;
+        }
+        if (slot < 0) {
+            missed = true;
+            slot = lru;
+            s->cache[slot] = h;
+        }
+        s->cache_used[slot] = ++s->cache_clock;
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    atomic_fetch_add(&s->prompt_blocks, (long)nblocks);
+    atomic_fetch_add(&s->hit_blocks, (long)hit);
+    long us = 1000 + (long)(plen - hit * BLOCK) * s->prefill_us;
+    pthread_mutex_lock(&s->prefill_mu);
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    pthread_mutex_unlock(&s->prefill_mu);
+}
+
 /*
  * The OpenAI routes of a model server: chat completions (streamed as
  * server-sent events when the body says "stream": true, with a last chunk
@@ -206,6 +279,7 @@ static int handle_openai(server *s, int fd, const cr_http_msg *m, const char *bo
         return respond(fd, 200, "application/json", extra, out, (size_t)n);
     }
     bool chat = path_is(m, "/v1/chat/completions");
+    prefill(s, body, blen);
     if (!stream) {
         int n;
         if (chat) {
@@ -258,6 +332,9 @@ static int handle_openai(server *s, int fd, const cr_http_msg *m, const char *bo
         int cl = snprintf(chunk, sizeof chunk, "%x\r\n%s\r\n", el, ev);
         if (write_all(fd, chunk, (size_t)cl) != 0) {
             return -1;
+        }
+        if (i < 2 && s->tpot_ms > 0) {
+            sleep_ms(s->tpot_ms);
         }
     }
     return write_all(fd, "0\r\n\r\n", 5);
@@ -329,9 +406,12 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
         return handle_openai(s, fd, m, body, blen);
     }
     if (path_is(m, "/stats")) {
-        int n =
-            snprintf(out, sizeof out, "requests %ld\nopenai %ld\nauthorization %ld\n",
-                     atomic_load(&s->requests), atomic_load(&s->openai), atomic_load(&s->authz));
+        int n = snprintf(out, sizeof out,
+                         "requests %ld\nopenai %ld\nauthorization %ld\nmax_in_flight %d\n"
+                         "prompt_blocks %ld\nhit_blocks %ld\n",
+                         atomic_load(&s->requests), atomic_load(&s->openai), atomic_load(&s->authz),
+                         atomic_load(&s->max_in_flight), atomic_load(&s->prompt_blocks),
+                         atomic_load(&s->hit_blocks));
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
     if (path_is(m, "/release")) {
@@ -490,7 +570,10 @@ static void *conn_main(void *arg)
             len += (size_t)r;
         }
         bool close_after = !m.keep_alive;
-        atomic_fetch_add(&s->in_flight, 1);
+        int now = atomic_fetch_add(&s->in_flight, 1) + 1;
+        for (int mx = atomic_load(&s->max_in_flight);
+             now > mx && !atomic_compare_exchange_weak(&s->max_in_flight, &mx, now);) {
+        }
         int rc = handle(s, c->fd, &m, buf + hl, blen);
         atomic_fetch_sub(&s->in_flight, 1);
         if (rc != 0 || close_after) {
@@ -533,6 +616,16 @@ static _Noreturn void serve(int port, const char *name, const char *file)
     s.file = file;
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cond, NULL);
+    pthread_mutex_init(&s.cache_mu, NULL);
+    pthread_mutex_init(&s.prefill_mu, NULL);
+    const char *pc = getenv("GW_PREFIX_CACHE");
+    s.cache_cap = pc ? atol(pc) : 0;
+    if (s.cache_cap > 0) {
+        s.cache = calloc((size_t)s.cache_cap, sizeof *s.cache);
+        s.cache_used = calloc((size_t)s.cache_cap, sizeof *s.cache_used);
+    }
+    s.prefill_us = getenv("GW_PREFILL_US") ? atol(getenv("GW_PREFILL_US")) : 10;
+    s.tpot_ms = getenv("GW_TPOT_MS") ? atol(getenv("GW_TPOT_MS")) : 0;
     int lfd = listen_on(port);
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
@@ -683,6 +776,109 @@ static int run_load(const char *url, long requests, int concurrency)
     return 0;
 }
 
+/* ---- time to first token on a shared-prefix workload ------------------- */
+
+typedef struct ttft {
+    const char *url;
+    int prompts;        /* distinct system prompts */
+    atomic_long left;   /* requests still to start */
+    pthread_mutex_t mu; /* guards the samples */
+    double *ms;         /* time to first token per request */
+    long n;             /* samples */
+    long failed;        /* transport failures or not 200 */
+    atomic_uint seq;    /* thread seeds */
+} ttft;
+
+static void *ttft_main(void *arg)
+{
+    ttft *t = arg;
+    unsigned seed = 7919u * (atomic_fetch_add(&t->seq, 1) + 1);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    char auth[256];
+    if (getenv("GW_KEY")) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", getenv("GW_KEY"));
+        hd = curl_slist_append(hd, auth);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, t->url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    char *body = malloc(8192);
+    for (long i; (i = atomic_fetch_sub(&t->left, 1)) > 0;) {
+        int sys = (int)(rand_r(&seed) % (unsigned)t->prompts);
+        /* a 2 KiB system prompt of its own per index, then the question */
+        char sp[2100];
+        int n = snprintf(sp, sizeof sp, "You are assistant %d. ", sys);
+        for (; n < 2048; n++) {
+            sp[n] = (char)('a' + (n * 7 + sys * 13) % 26);
+        }
+        sp[n] = '\0';
+        snprintf(body, 8192,
+                 "{\"model\":\"llama\",\"stream\":true,\"messages\":[{\"role\":\"system\","
+                 "\"content\":\"%s\"},{\"role\":\"user\",\"content\":\"question %ld of user "
+                 "%u\"}]}",
+                 sp, i, rand_r(&seed) % 1000);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        CURLcode rc = curl_easy_perform(h);
+        long code = 0;
+        curl_off_t us = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &us);
+        pthread_mutex_lock(&t->mu);
+        if (rc != CURLE_OK || code != 200) {
+            t->failed++;
+        } else {
+            t->ms[t->n++] = (double)us / 1000.0;
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
+    free(body);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int run_ttft(const char *url, long requests, int concurrency, int prompts)
+{
+    if (concurrency < 1 || concurrency > 256 || requests < 1 || prompts < 1) {
+        fprintf(stderr, "ttft: N >= 1, concurrency 1..256, prompts >= 1\n");
+        return 2;
+    }
+    ttft *t = calloc(1, sizeof *t);
+    t->url = url;
+    t->prompts = prompts;
+    t->ms = calloc((size_t)requests, sizeof *t->ms);
+    atomic_store(&t->left, requests);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_t th[256];
+    for (int i = 0; i < concurrency; i++) {
+        pthread_create(&th[i], NULL, ttft_main, t);
+    }
+    for (int i = 0; i < concurrency; i++) {
+        pthread_join(th[i], NULL);
+    }
+    double sum = 0;
+    for (long i = 0; i < t->n; i++) {
+        sum += t->ms[i];
+    }
+    qsort(t->ms, (size_t)t->n, sizeof *t->ms, cmp_double);
+    printf("requests %ld failed %ld ttft_mean_ms %.2f p50_ms %.2f p99_ms %.2f\n", t->n, t->failed,
+           t->n ? sum / (double)t->n : 0, t->n ? t->ms[t->n / 2] : 0,
+           t->n ? t->ms[(t->n * 99) / 100 < t->n ? (t->n * 99) / 100 : t->n - 1] : 0);
+    int rc = t->failed ? 1 : 0;
+    free(t->ms);
+    free(t);
+    return rc;
+}
+
 /* ---- SSE check ---------------------------------------------------------- */
 
 typedef struct sse {
@@ -749,13 +945,17 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "ctl") == 0) {
         serve(atoi(argv[2]), NULL, argv[3]);
     }
+    if (argc == 6 && strcmp(argv[1], "ttft") == 0) {
+        return run_ttft(argv[2], atol(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    }
     if (argc == 5 && strcmp(argv[1], "load") == 0) {
         return run_load(argv[2], atol(argv[3]), atoi(argv[4]));
     }
     if (argc == 4 && strcmp(argv[1], "sse") == 0) {
         return run_sse(argv[2], argv[3]);
     }
-    fprintf(stderr, "usage: gw_helper serve PORT NAME | load URL N C | sse URL RELEASE_URL | "
+    fprintf(stderr, "usage: gw_helper serve PORT NAME | load URL N C | ttft URL N C PROMPTS | sse "
+                    "URL RELEASE_URL | "
                     "ctl PORT FILE\n");
     return 2;
 }
