@@ -13,7 +13,8 @@ fi
 printf '{"checkpoint_root": "%s/ckpt"}\n' "$T" >"$T/ctl.json"
 "$CORRAL_BIN" controller --config "$T/ctl.json" --state-dir "$T/st" --listen 127.0.0.1:0 \
     >ctl.out 2>ctl.log &
-PIDS="$PIDS $!"
+CTLPID=$!
+PIDS="$PIDS $CTLPID"
 wait_for 10 grep -q "listening on http" ctl.log ctl.out || fail "controller did not start"
 CTL=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' ctl.log ctl.out | head -1)
 wait_for 10 test -s "$T/st/admin.token" || fail "no admin token"
@@ -168,4 +169,21 @@ wait_for 5 revoked || fail "the revoked key still works"
 echo "revoked key refused after $((($(date +%s%N) - t0) / 1000000)) ms"
 C keys list | grep -q "revoked" || fail "list: no revoked key"
 st=$(req "$K2" /v1/chat/completions '{"model":"llama-8b"}'); expect 200
+
+# Keys, revocations and counted usage survive a controller restart.
+used_before=$(api "$CTL/v1/keys/usage" | grep -o '"id":'"$K4ID"',"tenant":"other","name":"rival","requests":[0-9]*')
+kill -TERM "$CTLPID"
+wait_exit 20 "$CTLPID" || fail "the controller did not stop"
+"$CORRAL_BIN" controller --config "$T/ctl.json" --state-dir "$T/st" --listen 127.0.0.1:0 \
+    >ctl2.out 2>ctl2.log &
+PIDS="$PIDS $!"
+wait_for 10 grep -q "listening on http" ctl2.log ctl2.out || fail "controller did not restart"
+CTL=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' ctl2.log ctl2.out | head -1)
+[ "$(api "$CTL/v1/keys/usage" | grep -o '"id":'"$K4ID"',"tenant":"other","name":"rival","requests":[0-9]*')" = "$used_before" ] ||
+    fail "usage after the restart: $(api "$CTL/v1/keys/usage") (before: $used_before)"
+C keys list | grep -Eq "^ *$K1ID +ml +app .* revoked" || fail "revoke lost in the restart: $(C keys list)"
+api "$CTL/v1/keys/published" | grep -q "\"id\":$K1ID," && fail "a revoked key is published after the restart"
+[ "$(api "$CTL/v1/keys/published" | grep -o '"hash"' | wc -l)" = 4 ] ||
+    fail "published after the restart: $(api "$CTL/v1/keys/published")"
+stop_gateway main
 echo "keys ok"

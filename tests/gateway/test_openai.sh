@@ -4,9 +4,9 @@
 # driven by node against the gateway, keys from the real controller
 # (issue 30's done-when). Skips (77) when node or the package is missing and
 # cannot be installed.
+HERE=$(cd "$(dirname "$0")" && pwd)/openai # before lib.sh moves to its temporary dir
 . "$(dirname "$0")/lib.sh"
 
-HERE=$(cd "$(dirname "$0")" && pwd)/openai
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     echo "SKIP: node or npm missing (make deps installs them)"
     exit 77
@@ -63,4 +63,5 @@ metric_is "$G" 'corral_gateway_tenant_tokens_total{tenant="ml",kind="prompt"}' "
     fail "the gateway counted other tokens than the client got ($1, $2): $(metrics "$G" | grep tokens)"
 [ "$(curl -sf "http://127.0.0.1:$PORT_A/stats" | awk '/^openai/ {print $2}')" = 3 ] ||
     fail "refused requests reached the replica: $(curl -sf "http://127.0.0.1:$PORT_A/stats")"
+stop_gateway main
 echo "openai ok"

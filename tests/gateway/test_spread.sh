@@ -67,4 +67,5 @@ wait_for 30 chat || fail "no chat through the gateway"
 seen=""
 for i in $(seq 1 30); do seen="$seen $(chat | sed -n 's/.*hello from chat-\([0-9]*\).*/\1/p')"; done
 [ "$(echo $seen | tr ' ' '\n' | sort -u | wc -l)" -eq 3 ] || fail "not every replica served: $seen"
+stop_gateway main
 echo "spread ok"
