@@ -1,7 +1,9 @@
 /*
- * fuzz_json.c - the gateway's JSON inputs: its config file and the
- * controller's endpoints document. The first byte picks which; neither may
- * crash, leak or accept an endpoint without an address and a port.
+ * fuzz_json.c - the gateway's JSON inputs: its config file, the
+ * controller's endpoints document and published key list, a client's
+ * request body (its model and prompt prefix) and a replica's response tail
+ * (the usage object). The first byte picks which; none may crash, leak or
+ * accept an endpoint without an address and a port.
  */
 #include "gw_int.h"
 
@@ -21,6 +23,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     cr_log_set_level(CR_LOG_OFF);
     const char *text = (const char *)data + 1;
     size_t len = size - 1;
+    if (data[0] % 4 == 2) {
+        char *s = malloc(len + 1);
+        memcpy(s, text, len);
+        s[len] = '\0';
+        int64_t version = 0;
+        gw_msg *m = NULL;
+        if (gw_ctl_parse_keys(s, &version, &m) == 0) {
+            gw_msg_free(m);
+        }
+        free(s);
+        return 0;
+    }
+    if (data[0] % 4 == 0 && data[0] & 4) {
+        char model[GW_MODEL_MAX];
+        uint64_t prefix = 0, p = 0, q = 0;
+        if (gw_body_model(text, len, model, sizeof model, &prefix) == 1 &&
+            strlen(model) >= sizeof model) {
+            abort();
+        }
+        (void)gw_usage_parse(text, len, &p, &q);
+        return 0;
+    }
     if (data[0] & 1) {
         gw_conf c;
         memset(&c, 0, sizeof c);
@@ -47,8 +71,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     abort();
                 }
             }
-            free(m->endpoints);
-            free(m);
+            gw_msg_free(m);
         }
         free(s);
     }

@@ -493,9 +493,15 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
         goto out;
     }
     if (ctx->json) {
+        /* with the token usage of the API keys beside GPU-hours */
+        json_t *tok = NULL;
+        if (cr__cli_usage_tokens(ctx, &tok) == 0) {
+            json_object_set_new(res.body, "tokens", tok);
+        }
         cr__cli_print_json(ctx, res.body);
     } else {
         usage_table(json_object_get(res.body, "items"), ctx->out);
+        cr__cli_usage_tokens(ctx, NULL);
     }
 out:
     cr_client_res_fini(&res);

@@ -254,6 +254,11 @@ int cr__cli_drain(cli_ctx *ctx, int argc, char **argv); /* drain undrain */
 int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv);
+/* cli_keys.c: corral keys, and the token rows of corral usage (printed, or
+ * the document into *out when out is not NULL; CR_ENOENT from an older
+ * controller). */
+int cr__cli_keys(cli_ctx *ctx, int argc, char **argv);
+int cr__cli_usage_tokens(cli_ctx *ctx, json_t **out);
 int cr__cli_top(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_services(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_admin(cli_ctx *ctx, int argc, char **argv); /* bootstrap tokens */

@@ -54,6 +54,7 @@ static const struct {
     {"usage", cr__cli_usage_cmd, "GPU-hours, energy and cost per tenant, GPU type, day"},
     {"tenants", cr__cli_tenants, "list, create or set tenants and quotas"},
     {"tokens", cr__cli_tokens, "create, list or revoke API tokens"},
+    {"keys", cr__cli_keys, "create, list or revoke the inference gateway's API keys"},
     {"top", cr__cli_top, "live view of nodes, GPUs and jobs"},
     {"services", cr__cli_services, "create, list, show, scale or delete inference services"},
     {"admin", cr__cli_admin, "bootstrap tokens for joining nodes (admin)"},

@@ -29,8 +29,12 @@ static const cli_opt svc_opts[] = {
     {"env", CLI_LIST, "K=V", "environment variable for each replica", NULL, 0, 0, 'e'},
     {"kind", CLI_STR, "KIND", "workload kind hint", "inference|visual", 0, 0, 0},
     {"params", CLI_COUNT, "N", "model parameters, for the advisor (7b)", NULL, 0, 0, 0},
-    {"model", CLI_STR, "NAME", "model architecture for the advisor (llama-3.1-8b; data/models)",
+    {"model", CLI_STR, "NAME[,ALIAS...]",
+     "models the replicas serve (the gateway routes OpenAI requests by them); with --gpu-type "
+     "auto, --params or --precision the first is also the advisor's model (data/models)",
      NULL, 0, 0, 0},
+    {"pack", CLI_BOOL, NULL, "let replicas share a node (default: spread across nodes)", NULL, 0, 0,
+     0},
     {"precision", CLI_STR, "P", "weight precision for the advisor",
      "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64" /* = CLI_PRECISIONS, cli_jobs.c */, 0, 0, 0},
     {"image", CLI_STR, "IMAGE", "run each replica in a container of this OCI image (podman)", NULL,
@@ -120,12 +124,34 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
     if (pp->set) {
         json_object_set_new(model, "params", json_real(pp->f));
     }
-    static const char *const mstr[] = {"model", "name", "precision", "precision"};
-    for (size_t i = 0; i < 4; i += 2) {
-        const cli_val *v = cr__cli_arg(a, mstr[i]);
-        if (v->set) {
-            json_object_set_new(model, mstr[i + 1], json_string(v->str));
+    const cli_val *mv = cr__cli_arg(a, "model"), *pv = cr__cli_arg(a, "precision");
+    const cli_val *gt = cr__cli_arg(a, "gpu-type");
+    if (mv->set) {
+        /* NAME[,ALIAS...]: every name is served; the first is the advisor's */
+        json_t *names = json_array();
+        char *copy = cr_strdup(mv->str), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            json_array_append_new(names, json_string(t));
         }
+        if (json_array_size(names) == 0) {
+            fprintf(ctx->err, "corral services create: --model: want NAME[,ALIAS...]\n");
+            free(copy);
+            json_decref(names);
+            json_decref(model);
+            goto bad;
+        }
+        bool advise = pp->set || pv->set || (gt->set && strcmp(gt->str, "auto") == 0);
+        if (advise) {
+            json_object_set_new(model, "name", json_copy(json_array_get(names, 0)));
+        }
+        json_object_set_new(b, "models", names);
+        free(copy);
+    }
+    if (pv->set) {
+        json_object_set_new(model, "precision", json_string(pv->str));
+    }
+    if (cr__cli_arg(a, "pack")->set) {
+        json_object_set_new(b, "pack", json_true());
     }
     if (json_object_size(model) > 0) {
         json_object_set_new(b, "model", model);

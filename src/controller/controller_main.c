@@ -165,7 +165,8 @@ static void route(void *ctx, cr_http_req *req)
      * except the agents' heartbeats and the gateways' load reports (both
      * periodic telemetry); reads do not. */
     bool heartbeat = (p.role == CR_ROLE_AGENT && strcmp(r, "agents") == 0 && nseg == 4) ||
-                     (strcmp(r, "services") == 0 && nseg == 4 && strcmp(seg[3], "metrics") == 0);
+                     (strcmp(r, "services") == 0 && nseg == 4 && strcmp(seg[3], "metrics") == 0) ||
+                     (strcmp(r, "keys") == 0 && nseg == 3 && strcmp(seg[2], "usage") == 0);
     /* A job submit stores its audit row in its own transaction. */
     bool submit = strcmp(r, "jobs") == 0 && nseg == 2 && strcmp(m, "POST") == 0;
     if (!heartbeat && strcmp(m, "GET") != 0 && strcmp(m, "HEAD") != 0) {
@@ -192,6 +193,8 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_tenants(c, req, &p, seg, nseg);
     } else if (strcmp(r, "services") == 0 && nseg <= 4) {
         ctl_route_services(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "keys") == 0 && nseg <= 3) {
+        ctl_route_keys(c, req, &p, seg, nseg);
     } else if (strcmp(r, "bootstrap-tokens") == 0 && nseg <= 3) {
         ctl_route_bootstrap(c, req, &p, seg, nseg);
     } else if (strcmp(r, "audit") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
@@ -720,6 +723,7 @@ static void ctl_free_state(ctl *c)
     ctl_nodes_free(c);
     ctl_node_labels_free(c);
     ctl_services_free(c);
+    ctl_keys_free(c);
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
         free(c->tenants[i]);
@@ -972,6 +976,9 @@ static int run(ctl *c)
         rc = ctl_load_learn(c);
     }
     if (rc == 0) {
+        rc = ctl_load_keys(c);
+    }
+    if (rc == 0) {
         rc = ctl_bootstrap(c);
     }
     if (rc != 0) {
@@ -1018,6 +1025,7 @@ out:
     ctl_logs_stop(c);
     ctl_nodes_release_polls(c);
     ctl_services_release_polls(c);
+    ctl_keys_release_polls(c);
     if (c->ha) {
         ctl_ha_set_store(c->ha, NULL);
     }

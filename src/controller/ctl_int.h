@@ -423,6 +423,7 @@ struct ctl {
     struct ctl_idem *idem;             /* Idempotency-Key answers (ctl_state.c), under mu */
     struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
     struct ctl_rl *rl;                 /* request rate limits (ctl_ratelimit.c), own locks */
+    struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -872,6 +873,14 @@ void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);
 /* Validate a service body as the API would (for fuzzing). */
 int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
+
+/* ctl_keys.c: the gateways' API keys, their published hash list
+ * (long-polled) and their token usage. */
+void ctl_route_keys(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+int ctl_load_keys(ctl *c);
+void ctl_keys_tick(ctl *c, int64_t now_mono); /* mu held: expired long-polls */
+void ctl_keys_release_polls(ctl *c);          /* takes mu */
+void ctl_keys_free(ctl *c);
 
 /* ctl_secure.c: the state dir's key and modes, sealed secrets, bootstrap
  * tokens and node admission, the audit log. */

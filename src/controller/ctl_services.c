@@ -42,6 +42,7 @@
 #define MAX_EVENTS 100
 #define PORT_BASE  30000
 #define PORT_SPAN  30000
+#define SPREAD_NS  (10 * CR_NS_PER_SEC) /* a spread replica not placed by then goes anywhere */
 
 typedef struct replica {
     int64_t job;      /* replica job id */
@@ -68,9 +69,10 @@ struct ctl_service {
     double in_flight, rps, p95_ms; /* last load report (summed per tick) */
     int64_t report_ns;             /* wall time of the last report */
     int64_t last_decide_mono;
-    bool deleted;  /* DELETE: draining to zero, then gone */
-    bool creating; /* POST: its row is being stored; not served or reconciled yet */
-    void *as;      /* cr_autoscaler, or NULL */
+    int64_t spread_off_mono; /* spreading gave up until then (a replica found no other node) */
+    bool deleted;            /* DELETE: draining to zero, then gone */
+    bool creating;           /* POST: its row is being stored; not served or reconciled yet */
+    void *as;                /* cr_autoscaler, or NULL */
 };
 
 static void svc_event(ctl_service *s, const char *what, const char *why)
@@ -204,10 +206,11 @@ static void autoscaler_setup(ctl_service *s)
 #define SVC_BYTES_MAX (64 << 20) /* max_replicas x the replica spec's size */
 
 static const char *const svc_members[] = {
-    "name",         "tenant",        "command", "gpus",       "gpu_type",  "mig_profile",
-    "gpu_mem_gb",   "env",           "workdir", "model",      "priority",  "min_replicas",
-    "max_replicas", "replicas",      "target",  "ready_path", "gpu_milli", "gpu_mem_bytes",
-    "image",        "image_archive", "mounts",  "entrypoint", NULL,
+    "name",        "tenant",       "command",       "gpus",     "gpu_type",
+    "mig_profile", "gpu_mem_gb",   "env",           "workdir",  "model",
+    "priority",    "min_replicas", "max_replicas",  "replicas", "target",
+    "ready_path",  "gpu_milli",    "gpu_mem_bytes", "image",    "image_archive",
+    "mounts",      "entrypoint",   "models",        "pack",     NULL,
 };
 
 /* Validate a create body into a new service (not yet registered). */
@@ -231,6 +234,31 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     }
     if ((rc = ctl_name_check(name, "name", err)) != 0) {
         return rc;
+    }
+    bool pack = false;
+    if ((rc = cr_json_bool(v, "", "pack", false, &pack, err)) != 0) {
+        return rc;
+    }
+    /* The model names the gateway routes to it (OpenAI "model"), aliases
+     * included: names of 1..127 printable bytes without spaces or quotes. */
+    json_t *models = json_object_get(v, "models");
+    if (models && (!json_is_array(models) || json_array_size(models) > 64)) {
+        return cr_json_fail(err, CR_EINVAL, "models",
+                            "field 'models': an array of at most 64 model names");
+    }
+    for (size_t i = 0; models && i < json_array_size(models); i++) {
+        const char *mn = json_string_value(json_array_get(models, i));
+        size_t ml = mn ? strlen(mn) : 0;
+        bool ok = ml > 0 && ml < 128;
+        for (size_t j = 0; ok && j < ml; j++) {
+            ok = mn[j] > ' ' && mn[j] != 0x7f && mn[j] != '"' && mn[j] != '\\' && mn[j] != ',';
+        }
+        if (!ok) {
+            return cr_json_fail(err, CR_EINVAL, "models",
+                                "field 'models[%zu]': a model name of 1..127 printable characters "
+                                "without spaces, quotes or commas",
+                                i);
+        }
     }
     if (max < min) {
         return cr_json_fail(err, CR_EINVAL, "max_replicas",
@@ -498,8 +526,9 @@ static void refresh_endpoints(ctl *c, ctl_service *s)
     }
 }
 
-/* Create one replica job (memory now, row queued in txn). mu held. */
-static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now)
+/* Create one replica job (memory now, row queued in txn); exclude: the
+ * nodes it must not go to ("n1,n2", "" none). mu held. */
+static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now, const char *exclude)
 {
     cr_json_err err;
     ctl_job *j = NULL;
@@ -513,6 +542,9 @@ static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now)
     char port[16];
     snprintf(port, sizeof port, "%d", port_of(id));
     json_object_set_new(env, "PORT", json_string(port));
+    if (exclude && *exclude) {
+        json_object_set_new(req, "exclude", json_string(exclude));
+    }
     if (ctl_job_from_request(req, &j, &err) != 0) {
         cr_error("service=%s: replica request invalid: %s", s->name, err.message);
         json_decref(req);
@@ -564,6 +596,92 @@ static void stop_replica(ctl *c, cr_store_txn *txn, ctl_service *s, ctl_job *j, 
     }
 }
 
+/*
+ * Placement for availability. Replicas of a service go to different nodes
+ * by default (the service's "pack": true opts out), so one node's loss
+ * does not take the whole service down; the scheduler alone packs them
+ * best-fit onto one node. The spread is soft and kept here, not in the
+ * scheduler: a new replica excludes the nodes its siblings run on when
+ * some other up node has as many free GPUs as it asks for; replicas are
+ * added one at a time while one is still unplaced (so each one knows where
+ * the last went); and a spread replica not placed within SPREAD_NS makes
+ * spreading rest for a minute, so a full cluster still gets its replicas.
+ */
+enum spread { SPREAD_NO = 0, SPREAD_ONE, SPREAD_WAIT };
+
+/* Whether name is in the comma-separated list. */
+static bool in_list(const char *list, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = list; (p = strstr(p, name)) != NULL; p++) {
+        if ((p == list || p[-1] == ',') && (p[nl] == ',' || p[nl] == '\0')) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* SPREAD_ONE with the exclude list in out, SPREAD_WAIT (add none now) or
+ * SPREAD_NO (add as many as wanted, anywhere). mu held. */
+static int spread_exclude(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mono, char *out,
+                          size_t len)
+{
+    if (json_is_true(json_object_get(s->spec, "pack")) || now_mono < s->spread_off_mono) {
+        return SPREAD_NO;
+    }
+    json_t *gv = json_object_get(s->job_req, "gpus");
+    json_int_t gpus = gv ? json_integer_value(gv) : 1;
+    out[0] = '\0';
+    size_t used = 0;
+    for (size_t i = 0; i < s->nreps; i++) {
+        ctl_job *j = ctl_job_get(c, s->reps[i].job);
+        if (!j || ctl_job_terminal(j) || s->reps[i].drain_ns) {
+            continue;
+        }
+        if (j->nplace == 0) {
+            /* It waits for a node: no other is added until it has one. */
+            if (json_object_get(j->spec, "exclude") && cr_now_ns() - j->submit_ns > SPREAD_NS) {
+                svc_event(s, "spread-fallback",
+                          "a replica found no free node apart from its siblings' in 10 s: "
+                          "replaced, and replicas go anywhere for a minute");
+                s->spread_off_mono = now_mono + 60 * CR_NS_PER_SEC;
+                stop_replica(c, txn, s, j, "not placed apart from its siblings in time");
+                s->reps[i] = s->reps[--s->nreps];
+                return SPREAD_NO;
+            }
+            return SPREAD_WAIT;
+        }
+        const char *node = j->place[0].node;
+        if (in_list(out, node)) {
+            continue;
+        }
+        int n = snprintf(out + used, len - used, "%s%s", used ? "," : "", node);
+        if (n < 0 || (size_t)n >= len - used) {
+            return SPREAD_NO; /* too many nodes to name: anywhere */
+        }
+        used += (size_t)n;
+    }
+    if (!used) {
+        return SPREAD_ONE; /* the first: anywhere, and the next once it is placed */
+    }
+    /* Another up node with room for a replica? */
+    for (size_t i = 0; i < c->nnodes; i++) {
+        ctl_node *n = c->nodes[i];
+        if (n->state != NS_UP || n->drained || in_list(out, n->name)) {
+            continue;
+        }
+        json_int_t free_gpus = 0;
+        for (size_t g = 0; g < n->ngpus; g++) {
+            free_gpus += n->gpus[g].alloc_job == 0 &&
+                         (!n->gpus[g].health[0] || strcmp(n->gpus[g].health, "ok") == 0);
+        }
+        if (free_gpus >= gpus) {
+            return SPREAD_ONE;
+        }
+    }
+    return SPREAD_NO;
+}
+
 static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mono)
 {
     int64_t now = cr_now_ns();
@@ -588,9 +706,21 @@ static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
     for (size_t i = 0; i < s->nreps; i++) {
         serving += s->reps[i].drain_ns == 0;
     }
-    while (serving < want) {
-        add_replica(c, txn, s, now);
+    char exclude[1024] = "";
+    int spread = SPREAD_NO;
+    if (serving < want) {
+        spread = spread_exclude(c, txn, s, now_mono, exclude, sizeof exclude);
+        serving = 0; /* it may have replaced one */
+        for (size_t i = 0; i < s->nreps; i++) {
+            serving += s->reps[i].drain_ns == 0;
+        }
+    }
+    while (serving < want && spread != SPREAD_WAIT) {
+        add_replica(c, txn, s, now, spread == SPREAD_ONE ? exclude : NULL);
         serving++;
+        if (spread == SPREAD_ONE) {
+            break; /* one at a time: the next one avoids its node too */
+        }
     }
     /* Too many: drain the newest (pending ones first, they serve nothing). */
     while (serving > want) {
@@ -667,6 +797,7 @@ static void autoscale(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
 void ctl_services_tick(ctl *c, int64_t now_mono)
 {
     pthread_mutex_lock(&c->mu);
+    ctl_keys_tick(c, now_mono);
     if (c->nservices == 0) {
         pthread_mutex_unlock(&c->mu);
         return;

@@ -72,6 +72,8 @@ int cr_gateway_main(int argc, char **argv)
     gw g;
     memset(&g, 0, sizeof g);
     g.conf = &conf;
+    /* Keys by default where there is a controller to publish them. */
+    g.require_keys = conf.require_keys < 0 ? conf.controller != NULL : conf.require_keys == 1;
     g.ep = g.wake.fd = g.sig.fd = g.listen.fd = g.spare_fd = -1;
     cr_rng_seed(&g.rng, conf.seed);
     pthread_mutex_init(&g.mu, NULL);
@@ -111,6 +113,7 @@ int cr_gateway_main(int argc, char **argv)
             s->max_inflight = sc->max_inflight;
         }
         s->scrape = sc->scrape;
+        gw_service_set_models(&g, s, sc->tenant, sc->models, sc->model_count);
         gw_service_set_endpoints(&g, s, sc->endpoints, sc->endpoint_count);
     }
     gw_publish_targets(&g);
@@ -118,8 +121,8 @@ int cr_gateway_main(int argc, char **argv)
     if (gw_prober_start(&g) != 0 || gw_ctl_start(&g) != 0) {
         goto out;
     }
-    cr_info("gateway: listening on %s:%u services=%zu", conf.listen_host, (unsigned)g.bound_port,
-            g.service_count);
+    cr_info("gateway: listening on %s:%u services=%zu api_keys=%s", conf.listen_host,
+            (unsigned)g.bound_port, g.service_count, g.require_keys ? "required" : "off");
     exit_code = gw_run(&g) == 0 ? 0 : 1;
     cr_info("gateway: stopping");
 out:
@@ -132,11 +135,11 @@ out:
     }
     gw_ctl_stop(&g);
     gw_services_free(&g);
+    gw_keys_free(&g);
     while (g.inbox) {
         gw_msg *m = g.inbox;
         g.inbox = m->next;
-        free(m->endpoints);
-        free(m);
+        gw_msg_free(m);
     }
     free(g.targets);
     free(g.stats);

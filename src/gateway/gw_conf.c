@@ -58,12 +58,20 @@ static void conf_defaults(gw_conf *c)
     c->report_interval_ns = 2 * CR_NS_PER_SEC;
     c->retries = 2;
     c->seed = 0x636f7272616c; /* "corral" */
+    c->require_keys = -1;     /* on when following a controller */
+    c->max_body_bytes = 1024 * 1024;
+    c->prefix_affinity = true;
 }
 
 void gw_service_conf_fini(gw_service_conf *s)
 {
     CR_FREE(s->endpoints);
     s->endpoint_count = 0;
+    for (size_t i = 0; i < s->model_count; i++) {
+        free(s->models[i]);
+    }
+    CR_FREE(s->models);
+    s->model_count = 0;
 }
 
 void gw_conf_fini(gw_conf *c)
@@ -243,6 +251,18 @@ static int json_dur(json_t *v, const char *path, const char *field, int64_t *out
     return 0;
 }
 
+static int json_int64(json_t *v, const char *path, const char *field, int64_t lo, int64_t hi,
+                      int64_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        char msg[96];
+        snprintf(msg, sizeof msg, "must be an integer %lld..%lld", (long long)lo, (long long)hi);
+        return json_err(path, field, msg);
+    }
+    *out = json_integer_value(v);
+    return 0;
+}
+
 static int json_int(json_t *v, const char *path, const char *field, int64_t lo, int64_t hi,
                     int32_t *out)
 {
@@ -310,6 +330,35 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
                 return json_err(path, field, "must be true or false");
             }
             s->scrape = json_is_true(v);
+        } else if (strcmp(key, "tenant") == 0) {
+            if (!json_is_string(v) || strlen(json_string_value(v)) >= sizeof s->tenant ||
+                !valid_service_name(json_string_value(v), strlen(json_string_value(v)))) {
+                return json_err(path, field, "must be a tenant name");
+            }
+            snprintf(s->tenant, sizeof s->tenant, "%s", json_string_value(v));
+        } else if (strcmp(key, "models") == 0) {
+            if (!json_is_array(v) || json_array_size(v) > 64) {
+                return json_err(path, field, "must be an array of at most 64 model names");
+            }
+            for (size_t i = 0; i < s->model_count; i++) {
+                free(s->models[i]);
+            }
+            CR_FREE(s->models);
+            s->model_count = 0;
+            s->models = cr_calloc(json_array_size(v) + 1, sizeof *s->models);
+            size_t i;
+            json_t *e;
+            json_array_foreach(v, i, e)
+            {
+                const char *mn = json_string_value(e);
+                if (!mn || !mn[0] || strlen(mn) >= GW_MODEL_MAX || strpbrk(mn, " \"\\,\r\n")) {
+                    snprintf(field, sizeof field, "services[%zu].models[%zu]", idx, i);
+                    return json_err(
+                        path, field,
+                        "must be a model name (1..127 bytes, no spaces, quotes, commas)");
+                }
+                s->models[s->model_count++] = cr_strdup(mn);
+            }
         } else {
             return json_err(path, field, "unknown member");
         }
@@ -374,6 +423,21 @@ static int load_root(json_t *root, const char *path, gw_conf *c)
             *dst = cr_strdup(json_string_value(v));
         } else if (strcmp(key, "max_inflight") == 0) {
             rc = json_int(v, path, key, 1, 1000000, &c->max_inflight);
+        } else if (strcmp(key, "require_keys") == 0) {
+            if (!json_is_boolean(v)) {
+                rc = json_err(path, key, "must be true or false");
+                goto out;
+            }
+            c->require_keys = json_is_true(v);
+        } else if (strcmp(key, "balance") == 0) {
+            const char *b = json_string_value(v);
+            if (!b || (strcmp(b, "prefix") != 0 && strcmp(b, "p2c") != 0)) {
+                rc = json_err(path, key, "must be \"prefix\" or \"p2c\"");
+                goto out;
+            }
+            c->prefix_affinity = strcmp(b, "prefix") == 0;
+        } else if (strcmp(key, "max_body_bytes") == 0) {
+            rc = json_int64(v, path, key, 1024, 64 * 1024 * 1024, &c->max_body_bytes);
         } else if (strcmp(key, "max_clients") == 0) {
             rc = json_int(v, path, key, 1, 1000000, &c->max_clients);
         } else if (strcmp(key, "hold_max") == 0) {
@@ -428,39 +492,47 @@ out:
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: corral gateway --listen ADDR:PORT [options]\n"
-            "\n"
-            "  --listen ADDR:PORT          where clients connect (default 127.0.0.1:8630)\n"
-            "  --service NAME=H:P[,H:P..]  a service and its static endpoints (repeatable)\n"
-            "  --service NAME              a service whose endpoints come from the controller\n"
-            "  --config FILE               JSON config (see docs/gateway.md); SIGHUP reloads "
-            "its services\n"
-            "  --controller URL[,URL...]   long-poll endpoints from the controller (several: an HA "
-            "trio)\n"
-            "  --token T                   bearer token for the controller (visible in ps: prefer\n"
-            "                              --token-file, CORRAL_TOKEN or CORRAL_TOKEN_FILE)\n"
-            "  --token-file FILE           file holding the bearer token\n"
-            "  --ca-file FILE              PEM CA bundle to verify an https:// controller\n"
-            "  --max-inflight N            requests per replica before 503 (default 256)\n"
-            "  --hold N                    requests held per service at zero ready replicas "
-            "(default 100; 0: answer 503)\n"
-            "  --hold-timeout DUR          how long a held request waits (default 30s)\n"
-            "  --retry-after S             Retry-After of a 503 (default 1)\n"
-            "  --retries N                 retries after connection failures (default 2)\n"
-            "  --connect-timeout DUR       backend connect timeout (default 2s)\n"
-            "  --upstream-timeout DUR      backend silence mid-response (default 300s)\n"
-            "  --idle-timeout DUR          idle keep-alive client (default 60s)\n"
-            "  --header-timeout DUR        first byte to the end of a request head (default 10s)\n"
-            "  --body-timeout DUR          request body silence before 408 (default 30s)\n"
-            "  --probe-interval DUR        health checks of down replicas (default 500ms)\n"
-            "  --report-interval DUR       load reports to the controller (default 2s)\n"
-            "  --ready-path PATH           readiness path of static services (default /health)\n"
-            "  --scrape                    scrape replicas' /metrics for vLLM load signals\n"
-            "  --max-clients N             client connections open at once (default 16384, "
-            "and at most (RLIMIT_NOFILE - 64) / 2)\n"
-            "  --shutdown-grace DUR        on SIGTERM, time for in-flight requests (default 30s)\n"
-            "  --seed N                    RNG seed of the peer choice\n");
+    fprintf(
+        f, "usage: corral gateway --listen ADDR:PORT [options]\n"
+           "\n"
+           "  --listen ADDR:PORT          where clients connect (default 127.0.0.1:8630)\n"
+           "  --service NAME=H:P[,H:P..]  a service and its static endpoints (repeatable)\n"
+           "  --service NAME              a service whose endpoints come from the controller\n"
+           "  --config FILE               JSON config (see docs/gateway.md); SIGHUP reloads "
+           "its services\n"
+           "  --controller URL[,URL...]   long-poll endpoints from the controller (several: an HA "
+           "trio)\n"
+           "  --token T                   bearer token for the controller (visible in ps: prefer\n"
+           "                              --token-file, CORRAL_TOKEN or CORRAL_TOKEN_FILE)\n"
+           "  --token-file FILE           file holding the bearer token\n"
+           "  --ca-file FILE              PEM CA bundle to verify an https:// controller\n"
+           "  --max-inflight N            requests per replica before 503 (default 256)\n"
+           "  --hold N                    requests held per service at zero ready replicas "
+           "(default 100; 0: answer 503)\n"
+           "  --hold-timeout DUR          how long a held request waits (default 30s)\n"
+           "  --retry-after S             Retry-After of a 503 (default 1)\n"
+           "  --retries N                 retries after connection failures (default 2)\n"
+           "  --connect-timeout DUR       backend connect timeout (default 2s)\n"
+           "  --upstream-timeout DUR      backend silence mid-response (default 300s)\n"
+           "  --idle-timeout DUR          idle keep-alive client (default 60s)\n"
+           "  --header-timeout DUR        first byte to the end of a request head (default 10s)\n"
+           "  --body-timeout DUR          request body silence before 408 (default 30s)\n"
+           "  --probe-interval DUR        health checks of down replicas (default 500ms)\n"
+           "  --report-interval DUR       load reports to the controller (default 2s)\n"
+           "  --ready-path PATH           readiness path of static services (default /health)\n"
+           "  --scrape                    scrape replicas' /metrics for vLLM load signals\n"
+           "  --max-clients N             client connections open at once (default 16384, "
+           "and at most (RLIMIT_NOFILE - 64) / 2)\n"
+           "  --shutdown-grace DUR        on SIGTERM, time for in-flight requests (default 30s)\n"
+           "  --seed N                    RNG seed of the peer choice\n"
+           "  --require-keys, --no-require-keys\n"
+           "                              clients need an API key (Authorization: Bearer crk_...;\n"
+           "                              default: on with --controller, off without)\n"
+           "  --max-body BYTES            bodies of model-routed requests, read whole (default "
+           "1 MiB)\n"
+           "  --balance prefix|p2c        model-routed requests: prompt-prefix affinity with "
+           "bounded load\n"
+           "                              (default prefix) or least outstanding of two (p2c)\n");
 }
 
 static int dur_flag(const char *flag, const char *arg, int64_t *out)
@@ -536,6 +608,10 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         {"ca-file", required_argument, NULL, 12},
         {"header-timeout", required_argument, NULL, 13},
         {"body-timeout", required_argument, NULL, 14},
+        {"require-keys", no_argument, NULL, 15},
+        {"no-require-keys", no_argument, NULL, 16},
+        {"max-body", required_argument, NULL, 17},
+        {"balance", required_argument, NULL, 18},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -652,6 +728,27 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
         case 14:
             rc = dur_flag("--body-timeout", optarg, &c->body_timeout_ns);
             break;
+        case 15:
+        case 16:
+            c->require_keys = o == 15;
+            break;
+        case 18:
+            if (strcmp(optarg, "prefix") != 0 && strcmp(optarg, "p2c") != 0) {
+                fprintf(stderr, "corral gateway: --balance: '%s': want prefix or p2c\n", optarg);
+                rc = CR_EINVAL;
+            }
+            c->prefix_affinity = strcmp(optarg, "prefix") == 0;
+            break;
+        case 17: {
+            int64_t b = 0;
+            if (cr_parse_bytes(optarg, &b) != 0 || b < 1024 || b > 64 * 1024 * 1024) {
+                fprintf(stderr, "corral gateway: --max-body: '%s': want 1KiB..64MiB\n", optarg);
+                rc = CR_EINVAL;
+            } else {
+                c->max_body_bytes = b;
+            }
+            break;
+        }
         case 'h':
             usage(stdout);
             return 1;
@@ -695,6 +792,11 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
                     c->services[i].name);
             return CR_EINVAL;
         }
+    }
+    if (c->require_keys == 1 && !c->controller) {
+        fprintf(stderr, "corral gateway: --require-keys: the keys come from the controller: "
+                        "give --controller\n");
+        return CR_EINVAL;
     }
     if (!c->controller && c->service_count == 0) {
         fprintf(stderr,

@@ -42,6 +42,8 @@ typedef struct ctl {
     pthread_t discover; /* discovery thread (no named services) */
     bool discovering;   /* started */
     pthread_t reporter; /* reporter thread */
+    pthread_t keys;     /* API keys long-poll */
+    bool keys_started;  /* started */
 } ctl;
 
 static bool stopped(gw *g)
@@ -163,10 +165,31 @@ out:
     return rc;
 }
 
-/* The service's readiness path (GET /v1/services/{name}: "ready_path");
- * leaves out empty when the controller does not say. */
-static bool fetch_ready_path(cr_client *cl, const char *name, char *out, size_t len, cr_buf *body)
+/* What the watcher learnt of its service: the readiness path, owner and
+ * model names (GET /v1/services/{name}). */
+typedef struct described {
+    char ready_path[256]; /* "" when the controller does not say */
+    char tenant[GW_NAME_MAX];
+    char **models; /* owned */
+    size_t model_count;
+} described;
+
+static void copy_described(const described *d, gw_msg *m)
 {
+    snprintf(m->ready_path, sizeof m->ready_path, "%s", d->ready_path);
+    snprintf(m->tenant, sizeof m->tenant, "%s", d->tenant);
+    m->models = cr_calloc(d->model_count + 1, sizeof *m->models);
+    for (size_t i = 0; i < d->model_count; i++) {
+        m->models[i] = cr_strdup(d->models[i]);
+    }
+    m->model_count = d->model_count;
+    m->described = true;
+}
+
+static bool fetch_ready_path(cr_client *cl, const char *name, described *d, cr_buf *body)
+{
+    char *out = d->ready_path;
+    size_t len = sizeof d->ready_path;
     char path[256];
     snprintf(path, sizeof path, "/v1/services/%s", name);
     long status = 0;
@@ -178,6 +201,21 @@ static bool fetch_ready_path(cr_client *cl, const char *name, char *out, size_t 
     if (json_is_string(rp) && json_string_value(rp)[0] == '/' &&
         strlen(json_string_value(rp)) < len && !strpbrk(json_string_value(rp), " \r\n")) {
         snprintf(out, len, "%s", json_string_value(rp));
+    }
+    const char *tn = json_string_value(json_object_get(root, "tenant"));
+    snprintf(d->tenant, sizeof d->tenant, "%s", tn && strlen(tn) < sizeof d->tenant ? tn : "");
+    json_t *models = json_object_get(root, "models");
+    gw_strv_free(d->models, d->model_count);
+    d->models = cr_calloc(json_array_size(models) + 1, sizeof *d->models);
+    d->model_count = 0;
+    size_t i;
+    json_t *mv;
+    json_array_foreach(models, i, mv)
+    {
+        const char *s = json_string_value(mv);
+        if (s && s[0] && strlen(s) < GW_MODEL_MAX) {
+            d->models[d->model_count++] = cr_strdup(s);
+        }
     }
     json_decref(root);
     return true;
@@ -193,11 +231,12 @@ static void *watch_main(void *arg)
     int64_t version = -1;
     int64_t backoff = 200 * CR_NS_PER_MS;
     bool warned = false;
-    char ready_path[256] = "";
-    bool described = false;
+    described desc;
+    memset(&desc, 0, sizeof desc);
+    bool known = false;
     while (!stopped(g)) {
-        if (!described) {
-            described = fetch_ready_path(cl, w->name, ready_path, sizeof ready_path, &body);
+        if (!known) {
+            known = fetch_ready_path(cl, w->name, &desc, &body);
         }
         char path[256];
         snprintf(path, sizeof path, "/v1/services/%s/endpoints?version=%lld&wait=%d", w->name,
@@ -211,12 +250,13 @@ static void *watch_main(void *arg)
             gw_msg *m = NULL;
             int64_t nv = version;
             if (gw_ctl_parse_endpoints(w->name, cr_buf_str(&body), &nv, &m) == 0) {
-                snprintf(m->ready_path, sizeof m->ready_path, "%s", ready_path);
+                if (known) {
+                    copy_described(&desc, m);
+                }
                 if (nv != version) {
                     gw_post(g, m);
                 } else {
-                    free(m->endpoints);
-                    free(m);
+                    gw_msg_free(m);
                 }
                 version = nv;
                 backoff = 200 * CR_NS_PER_MS;
@@ -246,9 +286,109 @@ static void *watch_main(void *arg)
         }
         backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
     }
+    gw_strv_free(desc.models, desc.model_count);
     cr_buf_fini(&body);
     cr_client_free(cl);
     return NULL;
+}
+
+/* The API keys: long-polls GET /v1/keys/published and posts each new list. */
+static void *keys_main(void *arg)
+{
+    gw *g = arg;
+    cr_client *cl = new_client(g);
+    cr_buf body;
+    cr_buf_init(&body);
+    int64_t version = -1;
+    int64_t backoff = 200 * CR_NS_PER_MS;
+    bool warned = false;
+    while (!stopped(g)) {
+        char path[128];
+        snprintf(path, sizeof path, "/v1/keys/published?version=%lld&wait=%d", (long long)version,
+                 WATCH_WAIT_S);
+        long status = 0;
+        int rc = call(cl, "GET", path, NULL, WATCH_WAIT_S + 15, &status, &body);
+        if (stopped(g)) {
+            break;
+        }
+        gw_msg *m = NULL;
+        int64_t nv = version;
+        if (rc == 0 && status == 200 && gw_ctl_parse_keys(cr_buf_str(&body), &nv, &m) == 0) {
+            if (nv != version) {
+                gw_post(g, m);
+            } else {
+                gw_msg_free(m);
+            }
+            version = nv;
+            backoff = 200 * CR_NS_PER_MS;
+            warned = false;
+            continue;
+        }
+        if (!warned) {
+            cr_warn("gateway: API keys from %s: %s (status %ld); retrying", g->conf->controller,
+                    rc == 0 ? "unexpected answer" : "unreachable", status);
+            warned = true;
+        }
+        int64_t due = cr_mono_ns() + backoff;
+        for (int64_t now = cr_mono_ns(); now < due && !stopped(g); now = cr_mono_ns()) {
+            nap(g, due - now);
+        }
+        backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
+    }
+    cr_buf_fini(&body);
+    cr_client_free(cl);
+    return NULL;
+}
+
+/* Post the key usage the loop handed over (deltas); kept for the next try
+ * when the controller does not take it. */
+static void report_usage(gw *g, cr_client *cl, cr_buf *body)
+{
+    pthread_mutex_lock(&g->mu);
+    gw_key_usage *u = g->usage;
+    size_t n = g->usage_count;
+    g->usage = NULL;
+    g->usage_count = 0;
+    pthread_mutex_unlock(&g->mu);
+    if (!n) {
+        return;
+    }
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(items,
+                              json_pack("{s:I,s:I,s:I,s:I}", "id", (json_int_t)u[i].id, "requests",
+                                        (json_int_t)u[i].requests, "prompt_tokens",
+                                        (json_int_t)u[i].prompt_tokens, "completion_tokens",
+                                        (json_int_t)u[i].completion_tokens));
+    }
+    json_t *json = json_pack("{s:o}", "items", items);
+    long status = 0;
+    int rc = call(cl, "POST", "/v1/keys/usage", json, 5, &status, body);
+    json_decref(json);
+    if (rc == 0 && status / 100 == 2) {
+        free(u);
+        return;
+    }
+    cr_debug("gateway: key usage report: status %ld", status);
+    pthread_mutex_lock(&g->mu);
+    for (size_t i = 0; i < g->usage_count; i++) {
+        for (size_t j = 0; j < n; j++) {
+            if (u[j].id == g->usage[i].id) {
+                g->usage[i].requests += u[j].requests;
+                g->usage[i].prompt_tokens += u[j].prompt_tokens;
+                g->usage[i].completion_tokens += u[j].completion_tokens;
+                u[j].id = 0;
+            }
+        }
+    }
+    for (size_t j = 0; j < n; j++) {
+        if (u[j].id) {
+            g->usage = cr_reallocarray(g->usage, g->usage_count + 1, sizeof *g->usage);
+            g->usage[g->usage_count++] = u[j];
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    free(u);
 }
 
 static void watch_start(gw *g, ctl *c, const char *name)
@@ -364,6 +504,7 @@ static void *report_main(void *arg)
                     cr_debug("gateway: metrics report of %s: status %ld", st[i].name, status);
                 }
             }
+            report_usage(g, cl, &body);
         }
         free(st);
         nap(g, g->conf->report_interval_ns);
@@ -393,6 +534,9 @@ int gw_ctl_start(gw *g)
     if (pthread_create(&c->reporter, NULL, report_main, g) != 0) {
         return CR_EIO;
     }
+    if (g->require_keys && pthread_create(&c->keys, NULL, keys_main, g) == 0) {
+        c->keys_started = true;
+    }
     cr_info("gateway: following %s", g->conf->controller);
     return 0;
 }
@@ -404,6 +548,9 @@ void gw_ctl_stop(gw *g)
         return;
     }
     pthread_join(c->reporter, NULL);
+    if (c->keys_started) {
+        pthread_join(c->keys, NULL);
+    }
     if (c->discovering) {
         pthread_join(c->discover, NULL);
     }

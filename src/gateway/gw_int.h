@@ -37,13 +37,19 @@
 
 #define GW_BUF_SIZE     16384
 #define GW_NAME_MAX     64
-#define GW_HIST_BUCKETS 17 /* including +Inf */
+#define GW_HIST_BUCKETS 17   /* including +Inf */
+#define GW_MODEL_MAX    128  /* a model name, NUL included */
+#define GW_USAGE_WIN    2048 /* the response tail scanned for the OpenAI usage object */
+#define GW_PREFIX_BYTES 512  /* prompt bytes hashed for prefix affinity */
+#define GW_PREFIX_MIN   64   /* shorter prompts get no affinity */
+#define GW_PREFIX_SLOTS 32   /* prefixes a replica remembers being sent */
 
 typedef struct gw gw;
 typedef struct gw_service gw_service;
 typedef struct gw_replica gw_replica;
 typedef struct gw_client gw_client;
 typedef struct gw_backend gw_backend;
+typedef struct gw_key gw_key;
 
 /* Gateway-made error answers, by reason, for the metrics. */
 enum gw_err {
@@ -54,6 +60,8 @@ enum gw_err {
     GW_ERR_CONNECT,         /* backend connection failed and no retry left: 502 */
     GW_ERR_UPSTREAM,        /* backend broke the response: 502 or cut */
     GW_ERR_TIMEOUT,         /* backend too slow: 504 */
+    GW_ERR_AUTH,            /* no, a bad, revoked or expired key: 401; out of scope: 403 */
+    GW_ERR_LIMITED,         /* a key over its requests/s or concurrency: 429 */
     GW_ERR_COUNT
 };
 
@@ -66,13 +74,16 @@ typedef struct gw_endpoint {
 
 /* Per-service settings from the command line or the config file. */
 typedef struct gw_service_conf {
-    char name[GW_NAME_MAX]; /* path prefix and Host name */
-    gw_endpoint *endpoints; /* static endpoints; owned */
-    size_t endpoint_count;  /* entries in endpoints */
-    char ready_path[256];   /* readiness GET path, default "/health" */
-    int32_t max_inflight;   /* per replica; 0 = the gateway default */
-    bool scrape;            /* scrape replicas' /metrics for load signals */
-    bool static_eps;        /* endpoints are static (config file or flag), even if none */
+    char name[GW_NAME_MAX];   /* path prefix and Host name */
+    gw_endpoint *endpoints;   /* static endpoints; owned */
+    size_t endpoint_count;    /* entries in endpoints */
+    char ready_path[256];     /* readiness GET path, default "/health" */
+    int32_t max_inflight;     /* per replica; 0 = the gateway default */
+    bool scrape;              /* scrape replicas' /metrics for load signals */
+    bool static_eps;          /* endpoints are static (config file or flag), even if none */
+    char tenant[GW_NAME_MAX]; /* owner, for key scopes ("" any key's tenant) */
+    char **models;            /* model names it serves (OpenAI "model"); owned */
+    size_t model_count;       /* entries in models */
 } gw_service_conf;
 
 /* The immutable configuration, loaded in main. */
@@ -100,6 +111,9 @@ typedef struct gw_conf {
     int64_t report_interval_ns;    /* stats to the controller */
     int32_t retries;               /* extra attempts after a connection failure */
     uint64_t seed;                 /* RNG seed of the peer choice */
+    int require_keys;              /* 1 clients need an API key, 0 not, -1 default (controller) */
+    bool prefix_affinity;          /* model-routed requests by prompt prefix (else p2c alone) */
+    int64_t max_body_bytes;        /* model-routed request bodies are read whole up to this */
 } gw_conf;
 
 /* The io header every epoll-registered object starts with. */
@@ -120,21 +134,23 @@ typedef struct gw_io {
 } gw_io;
 
 struct gw_replica {
-    gw_service *svc;              /* owner */
-    gw_endpoint ep;               /* address as given */
-    char key[GW_NAME_MAX + 8];    /* "host:port" */
-    struct sockaddr_storage addr; /* resolved */
-    socklen_t addr_len;           /* bytes of addr */
-    int32_t outstanding;          /* requests on it now */
-    bool down;                    /* a connection failed: no traffic until a probe passes */
-    bool removed;                 /* gone from the endpoints: draining */
-    double waiting;               /* scraped vllm:num_requests_waiting, 0 if none */
-    double kv_usage;              /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
-    gw_backend *idle;             /* pool of idle keep-alive connections */
-    int32_t idle_count;           /* connections in idle */
-    int32_t conns;                /* connections open (idle or busy) */
-    uint64_t requests;            /* requests sent to it */
-    uint64_t failures;            /* connection failures seen */
+    gw_service *svc;                    /* owner */
+    gw_endpoint ep;                     /* address as given */
+    char key[GW_NAME_MAX + 8];          /* "host:port" */
+    struct sockaddr_storage addr;       /* resolved */
+    socklen_t addr_len;                 /* bytes of addr */
+    int32_t outstanding;                /* requests on it now */
+    bool down;                          /* a connection failed: no traffic until a probe passes */
+    bool removed;                       /* gone from the endpoints: draining */
+    double waiting;                     /* scraped vllm:num_requests_waiting, 0 if none */
+    double kv_usage;                    /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
+    gw_backend *idle;                   /* pool of idle keep-alive connections */
+    int32_t idle_count;                 /* connections in idle */
+    int32_t conns;                      /* connections open (idle or busy) */
+    uint64_t requests;                  /* requests sent to it */
+    uint64_t failures;                  /* connection failures seen */
+    uint64_t pfx[GW_PREFIX_SLOTS];      /* prefix hashes sent to it lately (0 free) */
+    uint64_t pfx_used[GW_PREFIX_SLOTS]; /* their last use (the service's pfx_clock) */
 };
 
 /* The peer choice, behind a function pointer as nginx's peer.get: returns a
@@ -146,6 +162,9 @@ struct gw_service {
     char name[GW_NAME_MAX];   /* service name */
     size_t name_len;          /* strlen(name) */
     char ready_path[256];     /* readiness path */
+    char tenant[GW_NAME_MAX]; /* owner ("" unknown: static, any key's tenant) */
+    char **models;            /* model names served; owned */
+    size_t model_count;       /* entries in models */
     int32_t max_inflight;     /* per replica */
     bool scrape;              /* scrape load signals */
     gw_peer_get_fn peer_get;  /* the balancing policy */
@@ -164,13 +183,17 @@ struct gw_service {
     double latency_sum_s;                  /* sum of latencies */
     uint64_t latency_count;                /* requests timed */
     uint64_t retries;                      /* retried attempts */
+    uint64_t affinity[2];                  /* prefix choices: [0] cached, [1] new (least loaded) */
+    uint64_t pfx_clock;                    /* prefix uses, for the replicas' LRU */
     uint64_t report_hist[GW_HIST_BUCKETS]; /* hist at the last stats snapshot */
     uint64_t report_count;                 /* latency_count at the last snapshot */
     int64_t report_ns;                     /* time of the last snapshot */
     bool activation;                       /* a request was held since the last report */
 };
 
-enum gw_client_state { C_READ_HEAD = 0, C_HELD, C_PROXY, C_LOCAL };
+enum gw_client_state { C_READ_HEAD = 0, C_HELD, C_PROXY, C_LOCAL, C_BODY };
+/* OpenAI routes (routed by the body's "model"). */
+enum gw_api { API_NONE = 0, API_CHAT, API_COMPLETIONS, API_EMBEDDINGS, API_MODELS };
 enum gw_body { BODY_NONE = 0, BODY_LENGTH, BODY_CHUNKED, BODY_EOF };
 
 struct gw_client {
@@ -180,8 +203,9 @@ struct gw_client {
     gw_client *held_next;     /* service's held queue */
     int state;                /* enum gw_client_state */
     char peer_ip[48];         /* for X-Forwarded-For */
-    char *in;                 /* request bytes [0, in_len), GW_BUF_SIZE */
+    char *in;                 /* request bytes [0, in_len), in_cap */
     size_t in_len;            /* bytes in in */
+    size_t in_cap;            /* GW_BUF_SIZE, more while a model-routed body is read whole */
     size_t head_len;          /* bytes of the current request's head */
     size_t send_pos;          /* next body byte to send to the backend */
     size_t body_end;          /* end of the framed body bytes present */
@@ -207,6 +231,14 @@ struct gw_client {
     gw_backend *b;            /* the backend serving it, or NULL */
     bool resp_started;        /* bytes of the response went to the client */
     int status;               /* response status, for the metrics */
+    bool openai;              /* errors in OpenAI's shape {"error":{message,type,code}} */
+    int api;                  /* enum gw_api of the current request */
+    gw_key *key;              /* the verified API key, or NULL */
+    uint64_t prefix;          /* hash of the prompt prefix (model routes), 0 none */
+    bool key_held;            /* counted in key->active */
+    bool scan;                /* scan the response for the usage object */
+    char *win;                /* scan: the last GW_USAGE_WIN response body bytes, or NULL */
+    size_t win_len;           /* bytes in win */
 };
 
 enum gw_backend_state { B_CONNECTING = 0, B_ACTIVE, B_IDLE };
@@ -235,7 +267,7 @@ struct gw_backend {
 };
 
 /* A message from a helper thread to the loop. */
-enum gw_msg_kind { GW_MSG_ENDPOINTS = 1, GW_MSG_PROBE };
+enum gw_msg_kind { GW_MSG_ENDPOINTS = 1, GW_MSG_PROBE, GW_MSG_KEYS };
 typedef struct gw_msg {
     int kind;                  /* enum gw_msg_kind */
     char service[GW_NAME_MAX]; /* service name */
@@ -247,8 +279,46 @@ typedef struct gw_msg {
     char ready_path[256];      /* ENDPOINTS: readiness path ("" keeps) */
     gw_endpoint *endpoints;    /* ENDPOINTS: owned */
     size_t endpoint_count;     /* ENDPOINTS: entries */
+    bool described;            /* ENDPOINTS: tenant and models carry the service's */
+    char tenant[GW_NAME_MAX];  /* ENDPOINTS: owner */
+    char **models;             /* ENDPOINTS: model names; owned */
+    size_t model_count;        /* ENDPOINTS: entries */
+    gw_key **keys;             /* KEYS: the whole published list; owned */
+    size_t key_count;          /* KEYS: entries */
     struct gw_msg *next;       /* inbox link */
 } gw_msg;
+
+/* An API key as the controller publishes it, with this gateway's limits
+ * and counters. Keys are never freed while the gateway runs (a revoked one
+ * is marked and kept: clients in flight point at it, and its usage is still
+ * reported), so the table grows with the keys created, not the requests. */
+struct gw_key {
+    int64_t id;                 /* the controller's key id */
+    uint8_t hash[32];           /* BLAKE2b-256 of the key text */
+    char tenant[GW_NAME_MAX];   /* owner */
+    char **services;            /* scope: service names (empty: all of its tenant's); owned */
+    size_t service_count;       /* entries */
+    char **models;              /* scope: model names (empty: all); owned */
+    size_t model_count;         /* entries */
+    double rps;                 /* requests per second on this gateway; 0 none */
+    int32_t concurrency;        /* requests at once on this gateway; 0 none */
+    int64_t expires_ms;         /* wall clock, ms; 0 never */
+    bool revoked;               /* gone from the published list */
+    double bucket;              /* rps: tokens in the bucket (burst: max(1, rps)) */
+    int64_t bucket_ns;          /* when the bucket was last filled */
+    int32_t active;             /* requests under way */
+    uint64_t requests;          /* requests admitted */
+    uint64_t limited[2];        /* 429s: [0] requests/s, [1] concurrency */
+    uint64_t prompt_tokens;     /* usage counted from the responses */
+    uint64_t completion_tokens; /* ditto */
+    uint64_t sent[3];           /* requests, prompt, completion already reported */
+};
+
+/* Usage deltas published by the loop for the controller reporter. */
+typedef struct gw_key_usage {
+    int64_t id;
+    uint64_t requests, prompt_tokens, completion_tokens;
+} gw_key_usage;
 
 /* A probe target published by the loop for the prober. */
 typedef struct gw_probe_target {
@@ -298,6 +368,12 @@ struct gw {
     bool probes_dirty;          /* republish probe targets */
     int64_t next_sweep_ns;      /* next timeout sweep */
     int64_t next_report_ns;     /* next stats snapshot */
+    gw_key **keys;              /* API keys (loop thread); owned */
+    size_t key_count;           /* entries */
+    size_t key_cap;             /* allocated */
+    bool keys_loaded;           /* a list came from the controller */
+    bool require_keys;          /* clients need a key (conf, resolved) */
+    bool models_known;          /* some service declares model names */
     /* Shared with helper threads, under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cond;      /* wakes helpers on stop, activation or new targets */
@@ -306,6 +382,8 @@ struct gw {
     size_t target_count;      /* entries */
     gw_stat *stats;           /* per-service stats; owned */
     size_t stat_count;        /* entries */
+    gw_key_usage *usage;      /* key usage deltas not yet reported; owned */
+    size_t usage_count;       /* entries */
     char **watch;             /* service names the controller client watches */
     size_t watch_count;       /* entries */
     bool stop;                /* helpers: exit */
@@ -332,6 +410,10 @@ void gw_replica_release(gw *g, gw_replica *r);
 void gw_replica_mark_down(gw *g, gw_replica *r, const char *why);
 void gw_service_kick(gw *g, gw_service *s);
 gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *why);
+/* Prefix affinity with bounded load: the replica the prefix hashes to
+ * (rendezvous) unless its load is over the bound, then the next. */
+gw_replica *gw_peer_prefix(gw *g, gw_service *s, const gw_replica *exclude, uint64_t prefix,
+                           int *why);
 void gw_apply_msg(gw *g, gw_msg *m);
 void gw_publish_targets(gw *g);
 void gw_record(gw_service *s, int status, int64_t latency_ns);
@@ -368,6 +450,40 @@ void gw_free_graveyard(gw *g);
 /* gw_probe.c */
 int gw_prober_start(gw *g);
 void gw_post(gw *g, gw_msg *m);
+
+/* gw_keys.c: API keys, OpenAI routes and errors, token usage. */
+/* Verify the request's key (require_keys): true with c->key set, or false
+ * with the answer (401/429/503) under way. */
+bool gw_key_admit(gw_client *c, const cr_http_msg *m);
+/* Whether c->key (if any) may use service s, and model (NULL: any of s). */
+bool gw_key_may(const gw_client *c, const gw_service *s, const char *model);
+void gw_key_release(gw_client *c);
+/* The OpenAI-shaped error answer. */
+void gw_openai_error(gw_client *c, int status, int err, const char *type, const char *code,
+                     const char *msg);
+/* Set s's owner and model names (copied). */
+void gw_service_set_models(gw *g, gw_service *s, const char *tenant, char *const *models, size_t n);
+/* The service serving a model, or NULL. */
+gw_service *gw_model_service(gw *g, const char *model);
+/* "model" of a JSON request body: 1 and out, 0 none (or not a string),
+ * -1 not a JSON object; *prefix: the hash of the prompt's first
+ * GW_PREFIX_BYTES (0 none or too short), for prefix affinity. */
+int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix);
+void gw_models_answer(gw_client *c);
+void gw_usage_feed(gw_client *c, const char *data, size_t len);
+void gw_usage_end(gw_client *c);
+/* The usage object in a response tail: 0 with the counts, or -1. */
+int gw_usage_parse(const char *win, size_t len, uint64_t *prompt, uint64_t *completion);
+void gw_keys_apply(gw *g, gw_msg *m);
+void gw_keys_publish_usage(gw *g);
+void gw_keys_metrics(gw *g, cr_buf *o);
+void gw_keys_free(gw *g);
+void gw_key_free(gw_key *k);
+void gw_strv_free(char **v, size_t n);
+/* The controller's published key list: 0 with *version and a new KEYS
+ * message (free with gw_msg_free), or CR_EPARSE. */
+int gw_ctl_parse_keys(const char *text, int64_t *version, gw_msg **out);
+void gw_msg_free(gw_msg *m);
 
 /* gw_ctl.c */
 /* The controller's endpoints document: returns 0 with *version and a new

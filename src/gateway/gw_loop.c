@@ -70,6 +70,14 @@ static void sweep(gw *g)
                 gw_client_close(c);
             }
             break;
+        case C_BODY:
+            if (now >= c->body_deadline_ns) {
+                c->close_after = true;
+                gw_local_error(c, 408, GW_ERR_BAD_REQUEST, "CR_ETIMEDOUT",
+                               "the request body stalled");
+                gw_client_run(c);
+            }
+            break;
         case C_HELD:
             if (now >= c->deadline_ns) {
                 gw_held_remove(c->svc, c);
@@ -262,8 +270,7 @@ static void drain_inbox(gw *g)
         gw_msg *m = rev;
         rev = m->next;
         gw_apply_msg(g, m);
-        free(m->endpoints);
-        free(m);
+        gw_msg_free(m);
     }
 }
 
@@ -295,6 +302,7 @@ static void reload(gw *g)
             s->max_inflight = sc->max_inflight;
         }
         s->scrape = sc->scrape;
+        gw_service_set_models(g, s, sc->tenant, sc->models, sc->model_count);
         gw_service_set_endpoints(g, s, sc->endpoints, sc->endpoint_count);
     }
     /* A service gone from the file is drained to zero replicas. */

@@ -27,6 +27,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <jansson.h>
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -188,6 +189,7 @@ gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa)
     c->io.fd = fd;
     c->g = g;
     c->in = cr_malloc(GW_BUF_SIZE);
+    c->in_cap = GW_BUF_SIZE;
     cr_buf_init(&c->fwd);
     cr_buf_init(&c->out);
     if (sa->ss_family == AF_INET) {
@@ -272,6 +274,7 @@ void gw_client_close(gw_client *c)
     if (c->state == C_HELD && c->svc) {
         gw_held_remove(c->svc, c);
     }
+    gw_key_release(c);
     if (c->svc) {
         /* The client went away mid-request: 499 in the nginx manner. */
         end_request(c, 499);
@@ -295,6 +298,7 @@ void gw_client_close(gw_client *c)
 void gw_client_free(gw_client *c)
 {
     free(c->in);
+    free(c->win);
     cr_buf_fini(&c->fwd);
     cr_buf_fini(&c->out);
     free(c);
@@ -325,6 +329,10 @@ void gw_client_local(gw_client *c, int status, const char *extra_headers, const 
 void gw_local_error(gw_client *c, int status, int err, const char *code, const char *msg)
 {
     gw *g = c->g;
+    if (c->openai) {
+        gw_openai_error(c, status, err, NULL, code, msg);
+        return;
+    }
     if (c->svc && err >= 0) {
         c->svc->errors[err]++;
     }
@@ -381,6 +389,15 @@ static void client_next_request(gw_client *c)
     }
     memmove(c->in, c->in + used, c->in_len - used);
     c->in_len -= used;
+    if (c->in_cap > GW_BUF_SIZE && c->in_len <= GW_BUF_SIZE) {
+        /* back to the usual buffer after a body read whole */
+        c->in = cr_realloc(c->in, GW_BUF_SIZE);
+        c->in_cap = GW_BUF_SIZE;
+    }
+    gw_key_release(c);
+    c->openai = false;
+    c->api = API_NONE;
+    c->prefix = 0;
     c->head_len = c->send_pos = c->body_end = 0;
     c->body_mode = BODY_NONE;
     c->body_left = 0;
@@ -425,6 +442,9 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
         const cr_http_header *h = &m->headers[i];
         if (hop_by_hop(h)) {
             continue;
+        }
+        if (c->key && cr_http_token_eq(h->name, h->name_len, "authorization")) {
+            continue; /* the client's API key stays here */
         }
         if (cr_http_token_eq(h->name, h->name_len, "x-forwarded-for")) {
             xff = true; /* merged into ours below */
@@ -496,6 +516,142 @@ static void local_metrics(gw_client *c)
     }
 }
 
+/* The OpenAI route of a path (q: its length without the query). */
+static int api_of(const char *t, size_t q)
+{
+    static const struct {
+        const char *path;
+        int api;
+    } routes[] = {{"/v1/chat/completions", API_CHAT},
+                  {"/v1/completions", API_COMPLETIONS},
+                  {"/v1/embeddings", API_EMBEDDINGS},
+                  {"/v1/models", API_MODELS}};
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        size_t n = strlen(routes[i].path);
+        if (q == n && memcmp(t, routes[i].path, n) == 0) {
+            return routes[i].api;
+        }
+    }
+    return API_NONE;
+}
+
+/*
+ * OpenAI routes. /v1/models is answered here; the others are POSTs whose
+ * JSON body names the model: the body is read whole (Content-Length, at
+ * most max_body_bytes) before any replica is chosen, so a request with no
+ * or an unknown model, or one the key may not use, never reaches one.
+ */
+static void model_route(gw_client *c, const cr_http_msg *m, int api)
+{
+    gw *g = c->g;
+    c->openai = true;
+    c->api = api;
+    if (api == API_MODELS) {
+        if (!method_is(m, "GET") && !c->is_head) {
+            gw_openai_error(c, 405, -1, NULL, "method_not_allowed", "use GET /v1/models");
+            return;
+        }
+        gw_models_answer(c);
+        return;
+    }
+    if (!method_is(m, "POST")) {
+        gw_openai_error(c, 405, -1, NULL, "method_not_allowed", "use POST with a JSON body");
+        return;
+    }
+    if (m->chunked) {
+        gw_openai_error(c, 411, -1, NULL, "length_required",
+                        "a Content-Length is required (chunked bodies are not read here)");
+        return;
+    }
+    if (m->content_length > g->conf->max_body_bytes) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body is %lld bytes, over the limit of %lld",
+                 (long long)m->content_length, (long long)g->conf->max_body_bytes);
+        gw_openai_error(c, 413, -1, NULL, "request_too_large", msg);
+        return;
+    }
+    if (m->content_length <= 0) {
+        gw_openai_error(c, 400, -1, NULL, "model_required",
+                        "a JSON body naming the \"model\" is required");
+        return;
+    }
+    build_forward_head(c, m, m->target, m->target_len, NULL, 0);
+    /* m points into c->in: not used after it may move */
+    size_t need = c->head_len + (size_t)m->content_length;
+    if (need > c->in_cap) {
+        c->in = cr_realloc(c->in, need);
+        c->in_cap = need;
+    }
+    c->state = C_BODY;
+    c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
+}
+
+/* The whole body is here: route it by its model. */
+static void model_dispatch(gw_client *c)
+{
+    gw *g = c->g;
+    char model[GW_MODEL_MAX];
+    int rc = gw_body_model(c->in + c->head_len, c->body_end - c->head_len, model, sizeof model,
+                           &c->prefix);
+    if (rc < 0) {
+        gw_openai_error(c, 400, -1, NULL, "invalid_json", "the request body is not a JSON object");
+        return;
+    }
+    if (rc == 0) {
+        gw_openai_error(c, 400, -1, NULL, "model_required",
+                        "the request body names no \"model\" (a string)");
+        return;
+    }
+    gw_service *s = gw_model_service(g, model);
+    bool other = s && c->key && s->tenant[0] && strcmp(s->tenant, c->key->tenant) != 0;
+    if (!s || other) {
+        json_t *q = json_string(model);
+        char *qm = json_dumps(q, JSON_ENCODE_ANY);
+        json_decref(q);
+        char msg[GW_MODEL_MAX + 96];
+        snprintf(msg, sizeof msg, "the model %s does not exist or is not served here",
+                 qm ? qm : "?");
+        free(qm);
+        gw_openai_error(c, 404, GW_ERR_NO_SERVICE, NULL, "model_not_found", msg);
+        return;
+    }
+    if (!gw_key_may(c, s, model)) {
+        gw_openai_error(c, 403, GW_ERR_AUTH, NULL, "model_not_permitted",
+                        "the API key may not use this model");
+        return;
+    }
+    c->svc = s;
+    c->scan = c->key != NULL;
+    gw_inflight_add(s, g->now_ns, 1);
+    c->attempts = 0;
+    gw_client_dispatch(c, NULL);
+}
+
+/* C_BODY: read the body of a model-routed request whole. */
+static bool body_step(gw_client *c)
+{
+    if (c->body_done) {
+        model_dispatch(c);
+        return true;
+    }
+    if (!c->io.can_read) {
+        return false;
+    }
+    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    if (n > 0) {
+        c->in_len += (size_t)n;
+        c->body_deadline_ns = c->g->now_ns + c->g->conf->body_timeout_ns;
+        frame_request(c);
+        return true;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        c->io.can_read = false;
+        return false;
+    }
+    gw_client_close(c);
+    return true;
+}
+
 /*
  * Routing. A request for /<service>/rest goes to <service> with the prefix
  * stripped (the backend sees /rest, and X-Forwarded-Prefix: /<service>);
@@ -557,6 +713,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
         gw_local_error(c, 400, -1, "CR_EINVAL", "only origin-form request targets are proxied");
         return;
     }
+    int api = API_NONE;
     if (!s) {
         size_t q = 0;
         while (q < tl && t[q] != '?') {
@@ -570,6 +727,17 @@ static void start_request(gw_client *c, const cr_http_msg *m)
             gw_client_local(c, 200, NULL, "{\"ok\":true}\n");
             return;
         }
+        api = api_of(t, q);
+        if (api != API_NONE && !g->require_keys && !g->models_known) {
+            api = API_NONE; /* no service declares a model: Host routing as before */
+        }
+    }
+    if (g->require_keys && !gw_key_admit(c, m)) {
+        return;
+    }
+    if (api != API_NONE) {
+        model_route(c, m, api);
+        return;
     }
     if (!s && m->host) {
         size_t hl = 0;
@@ -587,10 +755,20 @@ static void start_request(gw_client *c, const cr_http_msg *m)
             }
         }
     }
+    if (s && c->key && !gw_key_may(c, s, NULL)) {
+        if (s->tenant[0] && strcmp(s->tenant, c->key->tenant) != 0) {
+            s = NULL; /* another tenant's: not told apart from none */
+        } else {
+            gw_openai_error(c, 403, GW_ERR_AUTH, NULL, "service_not_permitted",
+                            "the API key may not use this service");
+            return;
+        }
+    }
     if (!s) {
         gw_local_error(c, 404, -1, "CR_ENOENT", "no service matches the path or the Host header");
         return;
     }
+    c->scan = c->key != NULL;
     char fixed[2] = "/";
     if (path_len == 0 || path[0] == '?') {
         /* "/chat" or "/chat?x" becomes "/" or "/?x" */
@@ -615,7 +793,9 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
     gw_service *s = c->svc;
     for (;;) {
         int why = GW_ERR_NO_REPLICA;
-        gw_replica *r = s->peer_get(g, s, exclude, &why);
+        gw_replica *r = c->prefix && g->conf->prefix_affinity
+                            ? gw_peer_prefix(g, s, exclude, c->prefix, &why)
+                            : s->peer_get(g, s, exclude, &why);
         if (!r) {
             /* Nothing ready: hold the request until a replica is, also after
              * a connection failure left none (a replica announced before it
@@ -900,6 +1080,9 @@ static void finish_exchange(gw_client *c)
     gw *g = c->g;
     gw_backend *b = gw_detach(c);
     gw_replica *r = b->rep;
+    if (c->status == 200) {
+        gw_usage_end(c);
+    }
     end_request(c, c->status);
     if (b->io.rdhup) {
         /* The edge that brought the response also said the replica closed
@@ -952,7 +1135,7 @@ static bool proxy_step(gw_client *c)
 
     /* Request body still arriving from the client. */
     if (!c->body_done && c->io.can_read) {
-        if (c->in_len == GW_BUF_SIZE && c->send_pos == c->body_end && c->send_pos > 0 &&
+        if (c->in_len == c->in_cap && c->send_pos == c->body_end && c->send_pos > 0 &&
             b->fwd_off == c->fwd.len) {
             /* All sent: make room; the request can no longer be retried. */
             memmove(c->in, c->in + c->send_pos, c->in_len - c->send_pos);
@@ -962,8 +1145,8 @@ static bool proxy_step(gw_client *c)
             c->send_pos = 0;
             c->retriable = false;
         }
-        if (c->in_len < GW_BUF_SIZE) {
-            ssize_t n = read(c->io.fd, c->in + c->in_len, GW_BUF_SIZE - c->in_len);
+        if (c->in_len < c->in_cap) {
+            ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
             if (n > 0) {
                 c->in_len += (size_t)n;
                 c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
@@ -1031,6 +1214,8 @@ static bool proxy_step(gw_client *c)
             cr_buf_reset(&c->out);
             c->out_off = 0;
         }
+        bool had_head = b->head_done;
+        size_t from = b->fwd_end;
         ssize_t n = read(b->io.fd, b->in + b->in_len, GW_BUF_SIZE - b->in_len);
         if (n > 0) {
             b->in_len += (size_t)n;
@@ -1040,6 +1225,14 @@ static bool proxy_step(gw_client *c)
             if (rc != 0) {
                 backend_broke(c, "malformed response");
                 return true;
+            }
+            if (c->scan && b->head_done) {
+                /* after a head parsed now, nothing is written yet: in_off
+                 * is where its body starts */
+                size_t start = had_head ? from : b->in_off;
+                if (c->status == 200 && b->fwd_end > start) {
+                    gw_usage_feed(c, b->in + start, b->fwd_end - start);
+                }
             }
             progress = true;
         } else if (n == 0) {
@@ -1150,7 +1343,7 @@ static bool read_head_step(gw_client *c)
                            rc == CR_ETOOBIG ? "too many header fields" : "malformed request");
             return true;
         }
-        if (c->in_len == GW_BUF_SIZE) {
+        if (c->in_len == c->in_cap) {
             c->keep_alive = false;
             c->body_done = true;
             gw_local_error(c, 431, -1, "CR_ETOOBIG", "request head too large");
@@ -1160,7 +1353,7 @@ static bool read_head_step(gw_client *c)
     if (!c->io.can_read) {
         return false;
     }
-    ssize_t n = read(c->io.fd, c->in + c->in_len, GW_BUF_SIZE - c->in_len);
+    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
     if (n > 0) {
         if (c->in_len == 0) {
             /* The head must be complete this long after its first byte,
@@ -1191,6 +1384,9 @@ void gw_client_run(gw_client *c)
             break;
         case C_LOCAL:
             progress = local_step(c);
+            break;
+        case C_BODY:
+            progress = body_step(c);
             break;
         case C_HELD:
             /* The client hung up while waiting for a replica: give the hold

@@ -19,7 +19,8 @@ static const double bucket_le[GW_HIST_BUCKETS - 1] = {
 };
 
 static const char *err_name[GW_ERR_COUNT] = {
-    "bad_request", "no_service", "no_replica", "saturated", "connect", "upstream", "timeout",
+    "bad_request", "no_service", "no_replica", "saturated", "connect",
+    "upstream",    "timeout",    "auth",       "limited",
 };
 
 gw_service *gw_service_find(gw *g, const char *name, size_t len)
@@ -112,6 +113,91 @@ gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *wh
         return rb;
     }
     return ra;
+}
+
+/* Whether r was sent this prefix lately (slot index, or -1). */
+static int prefix_slot(const gw_replica *r, uint64_t prefix)
+{
+    for (int i = 0; i < GW_PREFIX_SLOTS; i++) {
+        if (r->pfx[i] == prefix) {
+            return i;
+        }
+    }
+    return -1;
+}
+
+/*
+ * Prefix affinity (the prefix-cache scorer of llm-d, in a simple form):
+ * requests whose prompts share their first GW_PREFIX_BYTES go where that
+ * prefix went lately, since that replica likely still holds it in its KV
+ * cache and skips most of the prefill. Each replica remembers the last
+ * GW_PREFIX_SLOTS prefixes sent to it (LRU). Among the eligible replicas
+ * under the load bound that were sent the prefix, the least loaded wins;
+ * when none was (a new prefix, or its replicas are over the bound), the
+ * least loaded replica overall takes it and remembers it, so new prefixes
+ * spread by load rather than by a hash's luck, and a hot prefix that
+ * overloads its replica spreads onto others, which then hold it too.
+ * Bounded load (as consistent hashing with bounded loads, Mirrokni et al.
+ * 2018): a replica whose load is at ceil(1.5 x the mean, this request
+ * counted) takes no more of its prefixes until the others catch up.
+ */
+gw_replica *gw_peer_prefix(gw *g, gw_service *s, const gw_replica *exclude, uint64_t prefix,
+                           int *why)
+{
+    size_t ready = 0, avail = 0;
+    double total = 1;
+    for (size_t i = 0; i < s->replica_count; i++) {
+        gw_replica *r = s->replicas[i];
+        if (!eligible(r) || r == exclude) {
+            continue;
+        }
+        ready++;
+        if (r->outstanding < s->max_inflight) {
+            avail++;
+            total += load_of(r);
+        }
+    }
+    if (avail == 0) {
+        *why = ready ? GW_ERR_SATURATED : GW_ERR_NO_REPLICA;
+        return NULL;
+    }
+    double cap = ceil(total * 1.5 / (double)avail);
+    gw_replica *hit = NULL, *least = NULL;
+    uint64_t hit_used = 0;
+    size_t ties = 0;
+    for (size_t i = 0; i < s->replica_count; i++) {
+        gw_replica *r = s->replicas[i];
+        if (!eligible(r) || r == exclude || r->outstanding >= s->max_inflight) {
+            continue;
+        }
+        double l = load_of(r);
+        int ps = l < cap ? prefix_slot(r, prefix) : -1;
+        if (ps >= 0 && (!hit || r->pfx_used[ps] > hit_used)) {
+            hit = r; /* the one sent it last: the likeliest to hold it still */
+            hit_used = r->pfx_used[ps];
+        }
+        /* the least loaded, ties broken at random (reservoir sampling) */
+        if (!least || l < load_of(least)) {
+            least = r;
+            ties = 1;
+        } else if (l == load_of(least) && cr_rng_below(&g->rng, ++ties) == 0) {
+            least = r;
+        }
+    }
+    gw_replica *r = hit ? hit : least;
+    s->affinity[hit ? 0 : 1]++;
+    int slot = prefix_slot(r, prefix);
+    if (slot < 0) {
+        slot = 0;
+        for (int i = 1; i < GW_PREFIX_SLOTS; i++) {
+            if (r->pfx_used[i] < r->pfx_used[slot]) {
+                slot = i;
+            }
+        }
+        r->pfx[slot] = prefix;
+    }
+    r->pfx_used[slot] = ++s->pfx_clock;
+    return r;
 }
 
 static void close_idle(gw *g, gw_replica *r)
@@ -219,10 +305,17 @@ void gw_service_set_endpoints(gw *g, gw_service *s, const gw_endpoint *eps, size
 
 void gw_apply_msg(gw *g, gw_msg *m)
 {
+    if (m->kind == GW_MSG_KEYS) {
+        gw_keys_apply(g, m);
+        return;
+    }
     gw_service *s = gw_service_find(g, m->service, strlen(m->service));
     if (m->kind == GW_MSG_ENDPOINTS) {
         if (!s) {
             s = gw_service_add(g, m->service);
+        }
+        if (m->described) {
+            gw_service_set_models(g, s, m->tenant, m->models, m->model_count);
         }
         if (m->ready_path[0]) {
             snprintf(s->ready_path, sizeof s->ready_path, "%s", m->ready_path);
@@ -366,6 +459,7 @@ void gw_publish_stats(gw *g)
         s->report_count = s->latency_count;
         s->report_ns = g->now_ns;
     }
+    gw_keys_publish_usage(g);
     pthread_mutex_lock(&g->mu);
     free(g->stats);
     g->stats = st;
@@ -443,6 +537,17 @@ void gw_metrics_render(gw *g, cr_buf *o)
         cr_buf_printf(o, "corral_gateway_retries_total{service=\"%s\"} %llu\n",
                       g->services[i]->name, (unsigned long long)g->services[i]->retries);
     }
+    cr_buf_puts(o, "# HELP corral_gateway_affinity_total Prefix-affinity choices: a replica sent "
+                   "the prefix lately (cached), or the least loaded one (new).\n"
+                   "# TYPE corral_gateway_affinity_total counter\n");
+    for (size_t i = 0; i < g->service_count; i++) {
+        gw_service *s = g->services[i];
+        cr_buf_printf(o,
+                      "corral_gateway_affinity_total{service=\"%s\",choice=\"cached\"} %llu\n"
+                      "corral_gateway_affinity_total{service=\"%s\",choice=\"new\"} %llu\n",
+                      s->name, (unsigned long long)s->affinity[0], s->name,
+                      (unsigned long long)s->affinity[1]);
+    }
     cr_buf_puts(o, "# HELP corral_gateway_replica_up Whether a replica takes new requests (ready, "
                    "not down, not draining).\n# TYPE corral_gateway_replica_up gauge\n");
     for (size_t i = 0; i < g->service_count; i++) {
@@ -491,6 +596,7 @@ void gw_metrics_render(gw *g, cr_buf *o)
                    "# TYPE corral_gateway_connections_refused_total counter\n");
     cr_buf_printf(o, "corral_gateway_connections_refused_total %llu\n",
                   (unsigned long long)g->refused);
+    gw_keys_metrics(g, o);
 }
 
 /* A request was held at zero replicas: tell the reporter now, not at the
@@ -524,6 +630,7 @@ void gw_services_free(gw *g)
             free(s->replicas[j]);
         }
         free(s->replicas);
+        gw_strv_free(s->models, s->model_count);
         free(s);
     }
     CR_FREE(g->services);

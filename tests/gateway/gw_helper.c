@@ -22,6 +22,12 @@
  *   gw_helper sse URL RELEASE_URL
  *       exit 0 when the first event arrived while the server still held the
  *       rest of the stream (so nothing buffered it), and all events came
+ *   gw_helper ttft URL N CONCURRENCY PROMPTS
+ *       the shared-prefix workload of bench_prefix.sh: N streamed chat
+ *       completions, CONCURRENCY at once, each a random one of PROMPTS long
+ *       system prompts (2 KiB) and a short user question; prints the mean,
+ *       p50 and p99 time to first token (the response head: the stand-in
+ *       sends it after its prefill) and the failures; GW_KEY: a bearer key
  *   gw_helper ctl PORT FILE            fake controller: serves FILE (JSON)
  *       as GET /v1/services/NAME/endpoints?version=V&wait=W (long-poll on
  *       the "version" member) and writes POST .../metrics bodies to FILE.metrics
@@ -44,14 +50,31 @@
 #include <unistd.h>
 
 typedef struct server {
-    const char *name;     /* replica name */
-    int port;             /* listening port */
-    const char *file;     /* ctl: the endpoints file */
-    atomic_long requests; /* requests served */
-    atomic_int in_flight; /* requests in progress */
-    pthread_mutex_t mu;   /* guards released */
-    pthread_cond_t cond;  /* signals released */
-    long released;        /* /release calls */
+    const char *name;         /* replica name */
+    int port;                 /* listening port */
+    const char *file;         /* ctl: the endpoints file */
+    atomic_long requests;     /* requests served */
+    atomic_long openai;       /* OpenAI-route requests served (/v1/chat/completions...) */
+    atomic_long authz;        /* requests that arrived with an Authorization header */
+    atomic_int max_in_flight; /* most requests in progress at once */
+    /* The prefix-cache stand-in (GW_PREFIX_CACHE=BLOCKS): the hashes of the
+     * 128-byte prompt blocks it holds, least recently used evicted, and one
+     * prefill at a time (as a GPU runs them), costing GW_PREFILL_US per
+     * uncached prompt byte; GW_TPOT_MS between streamed tokens. */
+    pthread_mutex_t cache_mu;   /* guards the cache */
+    pthread_mutex_t prefill_mu; /* one prefill at a time */
+    uint64_t *cache;            /* block hashes */
+    uint64_t *cache_used;       /* last use (a counter) */
+    long cache_cap;             /* blocks held at most; 0 no stand-in */
+    uint64_t cache_clock;       /* use counter */
+    long prefill_us;            /* per uncached byte */
+    long tpot_ms;               /* between tokens */
+    atomic_long prompt_blocks;  /* blocks seen */
+    atomic_long hit_blocks;     /* blocks found cached */
+    atomic_int in_flight;       /* requests in progress */
+    pthread_mutex_t mu;         /* guards released */
+    pthread_cond_t cond;        /* signals released */
+    long released;              /* /release calls */
 } server;
 
 typedef struct conn {
@@ -158,6 +181,165 @@ static int handle_sse(server *s, int fd, const cr_http_msg *m)
     return write_all(fd, "0\r\n\r\n", 5);
 }
 
+/* The "model" of a JSON body (a plain scan: the tests send it plainly). */
+static void body_model(const char *body, size_t blen, char *out, size_t len)
+{
+    snprintf(out, len, "unknown");
+    const char *p = memmem(body, blen, "\"model\"", 7);
+    if (!p) {
+        return;
+    }
+    p = memchr(p + 7, '"', (size_t)(body + blen - (p + 7)));
+    if (!p) {
+        return;
+    }
+    const char *e = memchr(p + 1, '"', (size_t)(body + blen - (p + 1)));
+    if (e && (size_t)(e - p - 1) < len) {
+        snprintf(out, len, "%.*s", (int)(e - p - 1), p + 1);
+    }
+}
+
+#define BLOCK 128
+
+/* The stand-in's prefill: the leading prompt blocks it holds are free, the
+ * rest cost prefill_us per byte, one prefill at a time. */
+static void prefill(server *s, const char *body, size_t blen)
+{
+    if (s->cache_cap <= 0) {
+        return;
+    }
+    const char *p = memmem(body, blen, "\"messages\"", 10);
+    if (!p) {
+        p = body;
+    }
+    size_t plen = (size_t)(body + blen - p), nblocks = plen / BLOCK, hit = 0;
+    bool missed = false;
+    uint64_t h = 1469598103934665603ULL;
+    pthread_mutex_lock(&s->cache_mu);
+    for (size_t b = 0; b < nblocks; b++) {
+        for (size_t i = 0; i < BLOCK; i++) {
+            h = (h ^ (uint8_t)p[b * BLOCK + i]) * 1099511628211ULL;
+        }
+        long slot = -1, lru = 0;
+        for (long i = 0; i < s->cache_cap; i++) {
+            if (s->cache[i] == h) {
+                slot = i;
+                break;
+            }
+            if (s->cache_used[i] < s->cache_used[lru]) {
+                lru = i;
+            }
+        }
+        if (slot >= 0 && !missed) {
+            hit++;
+        }
+        if (slot < 0) {
+            missed = true;
+            slot = lru;
+            s->cache[slot] = h;
+        }
+        s->cache_used[slot] = ++s->cache_clock;
+    }
+    pthread_mutex_unlock(&s->cache_mu);
+    atomic_fetch_add(&s->prompt_blocks, (long)nblocks);
+    atomic_fetch_add(&s->hit_blocks, (long)hit);
+    long us = 1000 + (long)(plen - hit * BLOCK) * s->prefill_us;
+    pthread_mutex_lock(&s->prefill_mu);
+    struct timespec ts = {us / 1000000, (us % 1000000) * 1000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+    pthread_mutex_unlock(&s->prefill_mu);
+}
+
+/*
+ * The OpenAI routes of a model server: chat completions (streamed as
+ * server-sent events when the body says "stream": true, with a last chunk
+ * carrying usage when it asks for stream_options.include_usage),
+ * completions and embeddings. Token counts are deterministic: the prompt
+ * is a token per 4 body bytes (at least 1), the completion is the 3 words
+ * "hello from NAME" (3 tokens), so a test can check what was counted.
+ */
+static int handle_openai(server *s, int fd, const cr_http_msg *m, const char *body, size_t blen)
+{
+    atomic_fetch_add(&s->openai, 1);
+    char model[128], out[4096], extra[256];
+    body_model(body, blen, model, sizeof model);
+    long prompt = (long)blen / 4 > 0 ? (long)blen / 4 : 1, completion = 3;
+    snprintf(extra, sizeof extra, "X-Replica: %s\r\n", s->name);
+    bool stream =
+        memmem(body, blen, "\"stream\":true", 13) || memmem(body, blen, "\"stream\": true", 14);
+    bool usage = memmem(body, blen, "include_usage", 13) != NULL;
+    if (path_is(m, "/v1/embeddings")) {
+        int n =
+            snprintf(out, sizeof out,
+                     "{\"object\":\"list\",\"model\":\"%s\",\"data\":[{\"object\":\"embedding\","
+                     "\"index\":0,\"embedding\":[0.1,0.2,0.3]}],\"usage\":{\"prompt_tokens\":%ld,"
+                     "\"total_tokens\":%ld}}",
+                     model, prompt, prompt);
+        return respond(fd, 200, "application/json", extra, out, (size_t)n);
+    }
+    bool chat = path_is(m, "/v1/chat/completions");
+    prefill(s, body, blen);
+    if (!stream) {
+        int n;
+        if (chat) {
+            n = snprintf(
+                out, sizeof out,
+                "{\"id\":\"chatcmpl-1\",\"object\":\"chat.completion\",\"created\":1,"
+                "\"model\":\"%s\",\"choices\":[{\"index\":0,\"message\":{\"role\":"
+                "\"assistant\",\"content\":\"hello from %s\"},\"finish_reason\":\"stop\"}],"
+                "\"usage\":{\"prompt_tokens\":%ld,\"completion_tokens\":%ld,"
+                "\"total_tokens\":%ld}}",
+                model, s->name, prompt, completion, prompt + completion);
+        } else {
+            n = snprintf(out, sizeof out,
+                         "{\"id\":\"cmpl-1\",\"object\":\"text_completion\",\"created\":1,"
+                         "\"model\":\"%s\",\"choices\":[{\"index\":0,\"text\":\"hello from %s\","
+                         "\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":%ld,"
+                         "\"completion_tokens\":%ld,\"total_tokens\":%ld}}",
+                         model, s->name, prompt, completion, prompt + completion);
+        }
+        return respond(fd, 200, "application/json", extra, out, (size_t)n);
+    }
+    char head[512];
+    int hn = snprintf(head, sizeof head,
+                      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n%s"
+                      "Transfer-Encoding: chunked\r\n\r\n",
+                      extra);
+    if (write_all(fd, head, (size_t)hn) != 0) {
+        return -1;
+    }
+    const char *words[3] = {"hello", " from ", s->name};
+    for (int i = 0; i < 4; i++) {
+        char ev[1024], chunk[1100];
+        int el;
+        if (i < 3) {
+            el = snprintf(ev, sizeof ev,
+                          "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                          "\"created\":1,\"model\":\"%s\",\"choices\":[{\"index\":0,\"delta\":"
+                          "{\"content\":\"%s\"},\"finish_reason\":null}]}\n\n",
+                          model, words[i]);
+        } else if (usage) {
+            el = snprintf(ev, sizeof ev,
+                          "data: {\"id\":\"chatcmpl-1\",\"object\":\"chat.completion.chunk\","
+                          "\"created\":1,\"model\":\"%s\",\"choices\":[],\"usage\":{"
+                          "\"prompt_tokens\":%ld,\"completion_tokens\":%ld,\"total_tokens\":%ld}}"
+                          "\n\ndata: [DONE]\n\n",
+                          model, prompt, completion, prompt + completion);
+        } else {
+            el = snprintf(ev, sizeof ev, "data: [DONE]\n\n");
+        }
+        int cl = snprintf(chunk, sizeof chunk, "%x\r\n%s\r\n", el, ev);
+        if (write_all(fd, chunk, (size_t)cl) != 0) {
+            return -1;
+        }
+        if (i < 2 && s->tpot_ms > 0) {
+            sleep_ms(s->tpot_ms);
+        }
+    }
+    return write_all(fd, "0\r\n\r\n", 5);
+}
+
 /* The fake controller's endpoints long-poll. */
 static int handle_ctl(server *s, int fd, const cr_http_msg *m)
 {
@@ -216,8 +398,20 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
                                               : atomic_load(&s->in_flight));
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
+    if (cr_http_find(m, "authorization")) {
+        atomic_fetch_add(&s->authz, 1);
+    }
+    if (path_is(m, "/v1/chat/completions") || path_is(m, "/v1/completions") ||
+        path_is(m, "/v1/embeddings")) {
+        return handle_openai(s, fd, m, body, blen);
+    }
     if (path_is(m, "/stats")) {
-        int n = snprintf(out, sizeof out, "requests %ld\n", atomic_load(&s->requests));
+        int n = snprintf(out, sizeof out,
+                         "requests %ld\nopenai %ld\nauthorization %ld\nmax_in_flight %d\n"
+                         "prompt_blocks %ld\nhit_blocks %ld\n",
+                         atomic_load(&s->requests), atomic_load(&s->openai), atomic_load(&s->authz),
+                         atomic_load(&s->max_in_flight), atomic_load(&s->prompt_blocks),
+                         atomic_load(&s->hit_blocks));
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
     if (path_is(m, "/release")) {
@@ -376,7 +570,10 @@ static void *conn_main(void *arg)
             len += (size_t)r;
         }
         bool close_after = !m.keep_alive;
-        atomic_fetch_add(&s->in_flight, 1);
+        int now = atomic_fetch_add(&s->in_flight, 1) + 1;
+        for (int mx = atomic_load(&s->max_in_flight);
+             now > mx && !atomic_compare_exchange_weak(&s->max_in_flight, &mx, now);) {
+        }
         int rc = handle(s, c->fd, &m, buf + hl, blen);
         atomic_fetch_sub(&s->in_flight, 1);
         if (rc != 0 || close_after) {
@@ -419,6 +616,16 @@ static _Noreturn void serve(int port, const char *name, const char *file)
     s.file = file;
     pthread_mutex_init(&s.mu, NULL);
     pthread_cond_init(&s.cond, NULL);
+    pthread_mutex_init(&s.cache_mu, NULL);
+    pthread_mutex_init(&s.prefill_mu, NULL);
+    const char *pc = getenv("GW_PREFIX_CACHE");
+    s.cache_cap = pc ? atol(pc) : 0;
+    if (s.cache_cap > 0) {
+        s.cache = calloc((size_t)s.cache_cap, sizeof *s.cache);
+        s.cache_used = calloc((size_t)s.cache_cap, sizeof *s.cache_used);
+    }
+    s.prefill_us = getenv("GW_PREFILL_US") ? atol(getenv("GW_PREFILL_US")) : 10;
+    s.tpot_ms = getenv("GW_TPOT_MS") ? atol(getenv("GW_TPOT_MS")) : 0;
     int lfd = listen_on(port);
     struct sockaddr_in sa;
     socklen_t sl = sizeof sa;
@@ -569,6 +776,109 @@ static int run_load(const char *url, long requests, int concurrency)
     return 0;
 }
 
+/* ---- time to first token on a shared-prefix workload ------------------- */
+
+typedef struct ttft {
+    const char *url;
+    int prompts;        /* distinct system prompts */
+    atomic_long left;   /* requests still to start */
+    pthread_mutex_t mu; /* guards the samples */
+    double *ms;         /* time to first token per request */
+    long n;             /* samples */
+    long failed;        /* transport failures or not 200 */
+    atomic_uint seq;    /* thread seeds */
+} ttft;
+
+static void *ttft_main(void *arg)
+{
+    ttft *t = arg;
+    unsigned seed = 7919u * (atomic_fetch_add(&t->seq, 1) + 1);
+    CURL *h = curl_easy_init();
+    struct curl_slist *hd = curl_slist_append(NULL, "Content-Type: application/json");
+    char auth[256];
+    if (getenv("GW_KEY")) {
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", getenv("GW_KEY"));
+        hd = curl_slist_append(hd, auth);
+    }
+    curl_easy_setopt(h, CURLOPT_URL, t->url);
+    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hd);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+    char *body = malloc(8192);
+    for (long i; (i = atomic_fetch_sub(&t->left, 1)) > 0;) {
+        int sys = (int)(rand_r(&seed) % (unsigned)t->prompts);
+        /* a 2 KiB system prompt of its own per index, then the question */
+        char sp[2100];
+        int n = snprintf(sp, sizeof sp, "You are assistant %d. ", sys);
+        for (; n < 2048; n++) {
+            sp[n] = (char)('a' + (n * 7 + sys * 13) % 26);
+        }
+        sp[n] = '\0';
+        snprintf(body, 8192,
+                 "{\"model\":\"llama\",\"stream\":true,\"messages\":[{\"role\":\"system\","
+                 "\"content\":\"%s\"},{\"role\":\"user\",\"content\":\"question %ld of user "
+                 "%u\"}]}",
+                 sp, i, rand_r(&seed) % 1000);
+        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+        CURLcode rc = curl_easy_perform(h);
+        long code = 0;
+        curl_off_t us = 0;
+        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
+        curl_easy_getinfo(h, CURLINFO_STARTTRANSFER_TIME_T, &us);
+        pthread_mutex_lock(&t->mu);
+        if (rc != CURLE_OK || code != 200) {
+            t->failed++;
+        } else {
+            t->ms[t->n++] = (double)us / 1000.0;
+        }
+        pthread_mutex_unlock(&t->mu);
+    }
+    free(body);
+    curl_slist_free_all(hd);
+    curl_easy_cleanup(h);
+    return NULL;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int run_ttft(const char *url, long requests, int concurrency, int prompts)
+{
+    if (concurrency < 1 || concurrency > 256 || requests < 1 || prompts < 1) {
+        fprintf(stderr, "ttft: N >= 1, concurrency 1..256, prompts >= 1\n");
+        return 2;
+    }
+    ttft *t = calloc(1, sizeof *t);
+    t->url = url;
+    t->prompts = prompts;
+    t->ms = calloc((size_t)requests, sizeof *t->ms);
+    atomic_store(&t->left, requests);
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_t th[256];
+    for (int i = 0; i < concurrency; i++) {
+        pthread_create(&th[i], NULL, ttft_main, t);
+    }
+    for (int i = 0; i < concurrency; i++) {
+        pthread_join(th[i], NULL);
+    }
+    double sum = 0;
+    for (long i = 0; i < t->n; i++) {
+        sum += t->ms[i];
+    }
+    qsort(t->ms, (size_t)t->n, sizeof *t->ms, cmp_double);
+    printf("requests %ld failed %ld ttft_mean_ms %.2f p50_ms %.2f p99_ms %.2f\n", t->n, t->failed,
+           t->n ? sum / (double)t->n : 0, t->n ? t->ms[t->n / 2] : 0,
+           t->n ? t->ms[(t->n * 99) / 100 < t->n ? (t->n * 99) / 100 : t->n - 1] : 0);
+    int rc = t->failed ? 1 : 0;
+    free(t->ms);
+    free(t);
+    return rc;
+}
+
 /* ---- SSE check ---------------------------------------------------------- */
 
 typedef struct sse {
@@ -635,13 +945,17 @@ int main(int argc, char **argv)
     if (argc == 4 && strcmp(argv[1], "ctl") == 0) {
         serve(atoi(argv[2]), NULL, argv[3]);
     }
+    if (argc == 6 && strcmp(argv[1], "ttft") == 0) {
+        return run_ttft(argv[2], atol(argv[3]), atoi(argv[4]), atoi(argv[5]));
+    }
     if (argc == 5 && strcmp(argv[1], "load") == 0) {
         return run_load(argv[2], atol(argv[3]), atoi(argv[4]));
     }
     if (argc == 4 && strcmp(argv[1], "sse") == 0) {
         return run_sse(argv[2], argv[3]);
     }
-    fprintf(stderr, "usage: gw_helper serve PORT NAME | load URL N C | sse URL RELEASE_URL | "
+    fprintf(stderr, "usage: gw_helper serve PORT NAME | load URL N C | ttft URL N C PROMPTS | sse "
+                    "URL RELEASE_URL | "
                     "ctl PORT FILE\n");
     return 2;
 }

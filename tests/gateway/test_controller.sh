@@ -17,7 +17,7 @@ eps 1 "{\"addr\":\"127.0.0.1\",\"port\":$PORT_a,\"ready\":true}"
 PIDS="$PIDS $!"
 wait_for 10 grep -q listening ctl.out || fail "fake controller did not start"
 CTL=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' ctl.out)
-start_gateway main --controller "http://127.0.0.1:$CTL" --token t0k --service chat \
+start_gateway main --no-require-keys --controller "http://127.0.0.1:$CTL" --token t0k --service chat \
     --report-interval 200ms
 G=$GW_main
 

@@ -24,7 +24,7 @@ B="127.0.0.1:$PORT_b"
 "$GW_HELPER" load "http://$G/chat/slow?ms=20" 600 6 >load.txt &
 LOAD=$!
 PIDS="$PIDS $LOAD"
-b_busy() { [ "$(curl -sf "http://$B/stats" | awk '{print $2}')" -ge 30 ]; }
+b_busy() { [ "$(curl -sf "http://$B/stats" | awk '/^requests/ {print $2}')" -ge 30 ]; }
 wait_for 20 b_busy || fail "b got no traffic"
 
 # Drain b: remove it from the endpoints, wait until the gateway frees it

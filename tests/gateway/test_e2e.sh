@@ -38,7 +38,7 @@ service() { # NAME MIN MAX
         fail "cannot create service $1"
 }
 service chat 1 3
-start_gateway main --controller "$CTL" --token "$TOK" --report-interval 500ms
+start_gateway main --no-require-keys --controller "$CTL" --token "$TOK" --report-interval 500ms
 G=$GW_main
 served() { curl -sf "http://$G/chat/x" | grep -q "^chat-"; }
 wait_for 60 served || fail "chat never served through the gateway"

@@ -1,11 +1,15 @@
 /*
  * test_peer.c - the gateway's default peer choice (power of two choices
- * over least outstanding requests plus the replica's own queue), without
- * sockets: replicas are set up in memory.
+ * over least outstanding requests plus the replica's own queue) and the
+ * prefix-affinity choice, without sockets: replicas are set up in memory;
+ * and the parsers of the OpenAI side (request model and prompt prefix,
+ * the response's usage object, the controller's published keys).
  */
 #include "gw_int.h"
 
 #include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
 
 #include <setjmp.h>
 #include <stdarg.h>
@@ -110,12 +114,129 @@ static void test_eligibility(void **state)
     assert_int_equal(why, GW_ERR_NO_REPLICA);
 }
 
+static void test_prefix_affinity(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fixture(&f, 4);
+    /* A new prefix goes to the least loaded; then it sticks there. */
+    f.reps[0].outstanding = 2;
+    f.reps[1].outstanding = 0;
+    f.reps[2].outstanding = 2;
+    f.reps[3].outstanding = 2;
+    int why = -1;
+    gw_replica *first = gw_peer_prefix(&f.g, &f.svc, NULL, 0xabc, &why);
+    assert_ptr_equal(first, &f.reps[1]);
+    f.reps[1].outstanding = 1;
+    for (int i = 0; i < 20; i++) {
+        assert_ptr_equal(gw_peer_prefix(&f.g, &f.svc, NULL, 0xabc, &why), &f.reps[1]);
+    }
+    assert_int_equal(f.svc.affinity[0], 20);
+    assert_int_equal(f.svc.affinity[1], 1);
+    /* Over the bound (ceil(1.5 x mean, this one counted)): the least loaded
+     * other takes it, and remembers it too. */
+    f.reps[1].outstanding = 6;
+    gw_replica *spill = gw_peer_prefix(&f.g, &f.svc, NULL, 0xabc, &why);
+    assert_ptr_not_equal(spill, &f.reps[1]);
+    assert_int_equal(spill->outstanding, 2);
+    /* Back under the bound: the replica sent it last wins. */
+    f.reps[1].outstanding = 0;
+    assert_ptr_equal(gw_peer_prefix(&f.g, &f.svc, NULL, 0xabc, &why), spill);
+    /* Saturated and not ready as for p2c. */
+    for (int i = 0; i < 4; i++) {
+        f.reps[i].outstanding = 8;
+    }
+    assert_null(gw_peer_prefix(&f.g, &f.svc, NULL, 0xabc, &why));
+    assert_int_equal(why, GW_ERR_SATURATED);
+}
+
+static void test_body_model_and_prefix(void **state)
+{
+    (void)state;
+    char model[GW_MODEL_MAX];
+    uint64_t p1 = 0, p2 = 0, p3 = 0;
+    const char *sys = "You are a careful assistant who answers questions about the cluster.";
+    char a[512], b[512], c[512];
+    snprintf(a, sizeof a,
+             "{\"model\":\"llama\",\"messages\":[{\"role\":\"system\","
+             "\"content\":\"%s\"},{\"role\":\"user\",\"content\":\"one\"}]}",
+             sys);
+    snprintf(b, sizeof b,
+             "{\"messages\":[{\"role\":\"system\",\"content\":[{\"type\":\"text\","
+             "\"text\":\"%s\"}]},{\"role\":\"user\",\"content\":\"one\"}],"
+             "\"model\":\"llama\"}",
+             sys);
+    snprintf(c, sizeof c, "{\"model\":\"llama\",\"prompt\":\"%s and more\"}", sys);
+    assert_int_equal(gw_body_model(a, strlen(a), model, sizeof model, &p1), 1);
+    assert_string_equal(model, "llama");
+    assert_int_equal(gw_body_model(b, strlen(b), model, sizeof model, &p2), 1);
+    assert_int_equal(gw_body_model(c, strlen(c), model, sizeof model, &p3), 1);
+    assert_true(p1 != 0 && p1 == p2); /* parts and plain contents alike */
+    assert_true(p3 != 0 && p3 != p1);
+    const char *shortp = "{\"model\":\"m\",\"prompt\":\"hi\"}";
+    assert_int_equal(gw_body_model(shortp, strlen(shortp), model, sizeof model, &p1), 1);
+    assert_int_equal(p1, 0); /* too short to matter */
+    assert_int_equal(gw_body_model("{\"model\":7}", 11, model, sizeof model, &p1), 0);
+    assert_int_equal(gw_body_model("[1]", 3, model, sizeof model, &p1), -1);
+    assert_int_equal(gw_body_model("{\"model\":", 9, model, sizeof model, &p1), -1);
+}
+
+static void test_usage_parse(void **state)
+{
+    (void)state;
+    uint64_t p = 0, q = 0;
+    const char *plain = "{\"choices\":[],\"usage\":{\"prompt_tokens\":12,\"completion_tokens\":5,"
+                        "\"total_tokens\":17,\"prompt_tokens_details\":{\"cached_tokens\":0}}}";
+    assert_int_equal(gw_usage_parse(plain, strlen(plain), &p, &q), 0);
+    assert_int_equal(p, 12);
+    assert_int_equal(q, 5);
+    /* a stream: the last whole usage object wins; a cut one is skipped */
+    const char *sse = "data: {\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1}}\n\n"
+                      "data: {\"usage\":{\"prompt_tokens\":9,\"completion_tokens\":4}}\n\n"
+                      "data: {\"usage\":{\"prompt_tok";
+    assert_int_equal(gw_usage_parse(sse, strlen(sse), &p, &q), 0);
+    assert_int_equal(p, 9);
+    assert_int_equal(q, 4);
+    const char *none = "{\"usage\":null,\"x\":\"\\\"usage\\\": {\"}";
+    assert_int_equal(gw_usage_parse(none, strlen(none), &p, &q), -1);
+}
+
+static void test_parse_keys(void **state)
+{
+    (void)state;
+    char text[1024], hash[65];
+    memset(hash, 'a', 64);
+    hash[64] = '\0';
+    snprintf(text, sizeof text,
+             "{\"version\":7,\"keys\":[{\"id\":3,\"tenant\":\"ml\",\"hash\":\"%s\","
+             "\"services\":[\"chat\"],\"models\":[],\"rps\":2.5,\"concurrency\":4,"
+             "\"expires_at_ms\":99},{\"id\":4,\"tenant\":\"ml\",\"hash\":\"xyz\"}]}",
+             hash);
+    int64_t v = 0;
+    gw_msg *m = NULL;
+    assert_int_equal(gw_ctl_parse_keys(text, &v, &m), 0);
+    assert_int_equal(v, 7);
+    assert_int_equal(m->key_count, 1); /* the bad hash is skipped */
+    assert_int_equal(m->keys[0]->id, 3);
+    assert_int_equal(m->keys[0]->service_count, 1);
+    assert_string_equal(m->keys[0]->services[0], "chat");
+    assert_int_equal(m->keys[0]->concurrency, 4);
+    assert_int_equal(m->keys[0]->expires_ms, 99);
+    assert_true(m->keys[0]->rps == 2.5);
+    gw_msg_free(m);
+    assert_int_equal(gw_ctl_parse_keys("{\"version\":1}", &v, &m), CR_EPARSE);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_least_loaded_of_two),
         cmocka_unit_test(test_load_signal_counts),
         cmocka_unit_test(test_eligibility),
+        cmocka_unit_test(test_prefix_affinity),
+        cmocka_unit_test(test_body_model_and_prefix),
+        cmocka_unit_test(test_usage_parse),
+        cmocka_unit_test(test_parse_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
