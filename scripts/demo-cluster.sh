@@ -149,7 +149,7 @@ fi
 
 say "three inference replicas share one L40S: --gpu-fraction 0.33 each (l40s-3 GPU 0 is shareable)"
 replica='echo "replica $CORRAL_JOB_ID on $CORRAL_NODE GPU $CUDA_VISIBLE_DEVICES: $CORRAL_GPU_FRACTION of it ($CORRAL_GPU_SHARING, CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=$CUDA_MPS_ACTIVE_THREAD_PERCENTAGE)"; exec sleep 600'
-run services create chat-small --gpu-type L40S --gpu-fraction 0.33 --min 3 --max 3 -- sh -c "$replica"
+run services create chat-small --gpu-type L40S --gpu-fraction 0.33 --min 3 --max 3 --pack -- sh -c "$replica"
 three_up() { [ "$("$CORRAL" jobs --state running 2>/dev/null | grep -c 'chat-small')" -ge 3 ]; }
 wait_for 20 three_up || echo "(not all three replicas are running yet)"
 run nodes l40s-3
@@ -196,7 +196,12 @@ echo "2 temp 95" >"$DIR/l40s-1/faults"
 sleep 3
 run nodes l40s-1
 say "gang job logs: each rank got the torchrun variables"
-[ -n "$first" ] && run logs "$first" --all
+if [ -n "$first" ]; then
+    echo
+    echo "\$ corral logs $first --all    (ranks 0, 7, 8 and 15 of 16; each rank's 8 GPU UUIDs cut)"
+    "$CORRAL" logs "$first" --all | grep -E '^(0|7|8|15): ' |
+        sed 's/GPUs=GPU-[^ ]*/GPUs=GPU-...(8)/'
+fi
 
 say "corral top"
 run top --once
