@@ -857,7 +857,7 @@ static void __attribute__((noreturn, noinline)) run_shim(shim_args *a)
 static void __attribute__((constructor)) zygote_entry(int argc, char **argv, char **envp)
 {
     (void)envp;
-    if (argc == 3 && strcmp(argv[1], CR__PROC_ZYGOTE_ARG) == 0) {
+    if (argc == 4 && strcmp(argv[1], CR__PROC_ZYGOTE_ARG) == 0) {
         cr__proc_zygote_main(CR__PROC_SHIM_FD, (pid_t)atoi(argv[2]), run_shim);
     }
 }

@@ -9,11 +9,10 @@
  * dynamic loader's work for each start costs as much again). It starts,
  * once, a zygote: its own executable again (posix_spawn of /proc/self/exe:
  * clone(CLONE_VM | CLONE_VFORK) and an exec, nothing of the agent copied)
- * with the arguments CR__PROC_ZYGOTE_ARG and the agent's pid, and a socket
- * on descriptor CR__PROC_SHIM_FD. A constructor in proc.c recognises that
- * command line in any program that links proc.c (the corral binary, the
- * tests that start jobs) and runs the zygote before main(): nothing of the
- * program's start-up runs in it, and its address space stays small.
+ * with the arguments CR__PROC_ZYGOTE_ARG, the agent's pid and its journal's path (for ps), and a
+ * socket on descriptor CR__PROC_SHIM_FD. A constructor in proc.c recognises that command line in
+ * any program that links proc.c (the corral binary, the tests that start jobs) and runs the zygote
+ * before main(): nothing of the program's start-up runs in it, and its address space stays small.
  *
  * For each job the agent sends the shim's arguments, packed, down the
  * socket; the zygote clones (CLONE_PARENT: the shim is the agent's own

@@ -332,7 +332,11 @@ static int zygote_env_var(const char *e)
     return 0;
 }
 
-static int zygote_start(void)
+/* The zygote's last argument names the agent's journal (STATE-DIR/jobs.journal):
+ * nothing reads it, but ps and pgrep show whose zygote, and whose shims
+ * (clones of it), a process is, as they did when the shim was a fork of
+ * the agent (tests/integration/reap.sh finds a killed agent's shims so). */
+static int zygote_start(const char *label)
 {
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
@@ -365,7 +369,7 @@ static int zygote_start(void)
     }
     posix_spawnattr_setsigmask(&at, &mask);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK);
-    char *argv[] = {"corral-zygote", CR__PROC_ZYGOTE_ARG, self, NULL};
+    char *argv[] = {"corral-zygote", CR__PROC_ZYGOTE_ARG, self, (char *)label, NULL};
     pid_t pid = -1;
     int rc = sv[1] == CR__PROC_SHIM_FD ? EBADF /* dup2 onto itself would leave it close-on-exec */
                                        : posix_spawn(&pid, "/proc/self/exe", &fa, &at, argv, env);
@@ -415,7 +419,7 @@ int cr__proc_shim_spawn(const shim_args *a, pid_t *pid)
     }
     /* A zygote that died (or was killed) is started again, once a job. */
     for (int tries = 0; tries < 2; tries++) {
-        if (zygote_fd < 0 && (rc = zygote_start()) != 0) {
+        if (zygote_fd < 0 && (rc = zygote_start(a->journal)) != 0) {
             goto out;
         }
         if ((rc = zygote_ask(&b, pid)) == 0 || zygote_fd >= 0) {
