@@ -386,6 +386,50 @@ static enum MHD_Result serve_logs(agent *a, struct MHD_Connection *c, const char
     return ret;
 }
 
+/* The job's own -o (or -e) file of task rank, when its start left a note
+ * (cr_tasks_note_files): its output went there, not to the captured log.
+ * Opened only when it is a regular file of the job's user (O_NOFOLLOW: no
+ * link to another's file), so no log read reaches a file the job could not
+ * read itself. -1 when there is none. */
+static int open_user_file(agent *a, int64_t job, int64_t rank, const char *suffix)
+{
+    char *note = cr_task_file_note(a->cfg.state_dir, job, (int)rank, suffix);
+    int nfd = open(note, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (nfd < 0 && strcmp(suffix, "err") == 0) {
+        /* no -e: stderr went into the -o file */
+        free(note);
+        note = cr_task_file_note(a->cfg.state_dir, job, (int)rank, "out");
+        nfd = open(note, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    }
+    free(note);
+    if (nfd < 0) {
+        return -1;
+    }
+    char text[4200];
+    ssize_t n = read(nfd, text, sizeof text - 1);
+    close(nfd);
+    if (n <= 0) {
+        return -1;
+    }
+    text[n] = '\0';
+    char *nl = strchr(text, '\n');
+    int64_t uid;
+    if (!nl) {
+        return -1;
+    }
+    *nl = '\0';
+    if (cr_parse_i64(text, 0, INT32_MAX, &uid) < 0 || nl[1] != '/') {
+        return -1;
+    }
+    int fd = open(nl + 1, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+    struct stat sb;
+    if (fd >= 0 && (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || (int64_t)sb.st_uid != uid)) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
 /* The log bytes from offset (following: waiting up to 20 s for some). */
 static enum MHD_Result serve_log_file(agent *a, struct MHD_Connection *c, int64_t job,
                                       int64_t offset, int64_t rank, const char *suffix,
@@ -399,7 +443,10 @@ static enum MHD_Result serve_log_file(agent *a, struct MHD_Connection *c, int64_
         free(path);
         path = cr_proc_log_path(a->cfg.state_dir, job, suffix);
     }
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open_user_file(a, job, rank, suffix);
+    if (fd < 0) {
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
     /* The shim creates the log as the job starts: a job that is starting has
      * no log yet, which reads as empty (and a follower waits for it). */
     while (fd < 0 && following && cr_mono_ns() < deadline && !atomic_load(&a->stop)) {

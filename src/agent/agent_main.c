@@ -1067,7 +1067,9 @@ static int reconcile(agent *a, int64_t now_ns)
     for (size_t i = 0; i < a->nprocs; i++) {
         cr_proc *p = &a->procs[i];
         if (p->state == CR_PROC_RUNNING && !cr_desired_find(&a->desired, p->job)) {
-            cr_info("agent: job=%lld no longer wanted here: stop", (long long)p->job);
+            const char *why = cr_desired_stop_reason(&a->desired, p->job);
+            cr_info("agent: job=%lld no longer wanted here (%.500s): stop", (long long)p->job,
+                    why ? why : "the controller gave no reason");
             cr_proc_stop(p, p->spec.grace_ns, now_ns);
             cr__agent_ctr_stop(a, p, p->spec.grace_ns);
             changed = 1;

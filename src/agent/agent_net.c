@@ -254,22 +254,27 @@ static void log_http_error(const char *what, int status, const cr_buf *resp)
 }
 
 /* Fencing: the controller names running jobs that are not this node's any
- * more (requeued, maybe already running elsewhere, while this node was
- * away). Kill them at once, with no grace period: the job lives on where it
- * was placed again. Main thread. */
-static void fence(agent *a, const json_t *ids)
+ * more (ended, requeued, maybe already running elsewhere, while this node
+ * was away), and in whys ("fence_reasons", id -> text; an older controller
+ * sends none) why. Kill them at once, with no grace period: the job lives
+ * on where it was placed again, or has ended. Main thread. */
+static void fence(agent *a, const json_t *ids, const json_t *whys)
 {
     int64_t now = cr_mono_ns();
     for (size_t i = 0; i < json_array_size(ids); i++) {
         int64_t id = (int64_t)json_integer_value(json_array_get(ids, i));
+        char key[24];
+        snprintf(key, sizeof key, "%lld", (long long)id);
+        const char *why = json_string_value(json_object_get(whys, key));
         for (size_t k = 0; k < a->nprocs; k++) {
             cr_proc *p = &a->procs[k];
             if (p->job != id || p->state == CR_PROC_EXITED) {
                 continue;
             }
-            cr_warn("agent: job=%lld fenced: the controller placed it elsewhere while this "
-                    "node was away; killing pid %d",
-                    (long long)id, (int)p->pid);
+            cr_warn("agent: job=%lld fenced: %.500s; killing pid %d", (long long)id,
+                    why && *why ? why
+                                : "the controller placed it elsewhere while this node was away",
+                    (int)p->pid);
             p->state = CR_PROC_RUNNING; /* a stop under way becomes a kill now */
             cr_proc_stop(p, 0, now);
         }
@@ -498,7 +503,7 @@ int cr__agent_register(agent *a)
     a->heartbeat_ns = (int64_t)(hb * 1e9);
     pthread_mutex_unlock(&a->mu);
     lease_renew(a, sent, r);
-    fence(a, json_object_get(r, "fence"));
+    fence(a, json_object_get(r, "fence"), json_object_get(r, "fence_reasons"));
     json_decref(r);
     cr__agent_cred_save(a);
     set_registered(a, 1);
@@ -557,7 +562,7 @@ int cr__agent_post_status(agent *a, int64_t *acked)
         if (json_is_integer(v) && json_integer_value(v) > 0) {
             *acked = (int64_t)json_integer_value(v);
         }
-        fence(a, json_object_get(r, "fence"));
+        fence(a, json_object_get(r, "fence"), json_object_get(r, "fence_reasons"));
         json_decref(r);
     }
     free(path);

@@ -104,6 +104,8 @@ typedef struct cr_job_spec {
                             to a file on the node and run as argv[0] */
     char *out_pattern;   /* -o: stdout file pattern (%j %A %a %t %N %x %%) */
     char *err_pattern;   /* -e: stderr file pattern */
+    char *submit_dir;    /* where it was submitted from (SLURM_SUBMIT_DIR) */
+    int open_append;     /* "open_mode": "append": -o/-e files are appended to, not truncated */
     int64_t array_index; /* array task index, -1 when not an array task */
     int64_t array_job;   /* the array's first job id, 0 when not an array task */
     /* "signal": {"name": "USR1", "at": N}: deliver that signal to the job's
@@ -132,6 +134,9 @@ typedef struct cr_desired {
     int64_t checkpoint_retention_s; /* "checkpoint_retention_s": 0 keep forever */
     cr_job_spec *jobs;              /* count entries; owned */
     size_t count;
+    /* "stop_reasons": why jobs no longer listed stopped (id -> text), for
+     * the log; owned reference, NULL when none */
+    json_t *stop_reasons;
 } cr_desired;
 
 /* Parse a desired-state document. err gets "field: why". d is filled only on success. */
@@ -146,6 +151,9 @@ void cr_job_spec_copy_secrets(cr_job_spec *dst, const cr_job_spec *src);
 void cr_job_spec_fini(cr_job_spec *s);
 void cr_desired_fini(cr_desired *d);
 const cr_job_spec *cr_desired_find(const cr_desired *d, int64_t job);
+/* The controller's reason why a job no longer listed stopped; NULL none.
+ * Valid while d is. */
+const char *cr_desired_stop_reason(const cr_desired *d, int64_t job);
 
 /*
  * The environment of a job (job_env.c): never the agent's own. base

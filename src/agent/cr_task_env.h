@@ -78,6 +78,20 @@ void cr_tasks_prepare(cr_tasks *t, const char *state_dir, const cr_job_spec *spe
                       const char *node);
 void cr_tasks_fini(cr_tasks *t);
 
+/*
+ * The job's own -o/-e files, for `corral logs` (a job whose output went to
+ * a file left nothing in its captured log): for each task with one, the
+ * note <state>/outfiles/<job>.<rank>.out (and .err for an -e file other
+ * than the -o one) holds "UID\nPATH", PATH made absolute with workdir
+ * (borrowed). The directory is the agent's (0700), so a job cannot forge a
+ * note; the agent serves the file only when it is a regular file of UID
+ * (agent_http.c). Not for containers (the path is inside the container).
+ */
+void cr_tasks_note_files(const cr_tasks *t, const char *state_dir, const cr_job_spec *spec,
+                         const char *workdir);
+/* The note's path (cr_tasks_note_files); rank < 0 reads as 0. Returned new. */
+char *cr_task_file_note(const char *state_dir, int64_t job, int rank, const char *stream);
+
 /* A signal name from the desired state ("USR1", "TERM"...) -> its number;
  * 0 for one a job may not be sent. */
 int cr_task_signal(const char *name);

@@ -74,6 +74,7 @@ void cr_job_spec_fini(cr_job_spec *s)
     free(s->script);
     free(s->out_pattern);
     free(s->err_pattern);
+    free(s->submit_dir);
     free(s->ctr.image);
     free(s->ctr.archive);
     cr_strv_free(s->ctr.mounts);
@@ -90,7 +91,16 @@ void cr_desired_fini(cr_desired *d)
     free(d->jobs);
     free(d->checkpoint_base);
     free(d->layouts);
+    json_decref(d->stop_reasons);
     memset(d, 0, sizeof *d);
+}
+
+const char *cr_desired_stop_reason(const cr_desired *d, int64_t job)
+{
+    char key[24];
+    snprintf(key, sizeof key, "%lld", (long long)job);
+    const char *why = json_string_value(json_object_get(d->stop_reasons, key));
+    return why && *why ? why : NULL;
 }
 
 const cr_job_spec *cr_desired_find(const cr_desired *d, int64_t job)
@@ -390,6 +400,7 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         (rc = get_str(j, path, "script", &s.script, err, errlen)) < 0 ||
         (rc = get_str(j, path, "output", &s.out_pattern, err, errlen)) < 0 ||
         (rc = get_str(j, path, "error", &s.err_pattern, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "submit_dir", &s.submit_dir, err, errlen)) < 0 ||
         (rc = get_int(j, path, "array_index", -1, INT32_MAX, 0, &s.array_index, err, errlen)) < 0 ||
         (rc = get_int(j, path, "array_job", 0, INT64_MAX, 0, &s.array_job, err, errlen)) < 0) {
         goto fail;
@@ -404,8 +415,10 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         snprintf(s.tenant, sizeof s.tenant, "%s", json_string_value(tn));
     }
     /* "" means "not set" (the controller sends empty strings for defaults). */
-    char **opt[] = {&s.workdir,  &s.checkpoint_dir, &s.mig_profile, &s.name,
-                    &s.nodelist, &s.script,         &s.out_pattern, &s.err_pattern};
+    char **opt[] = {&s.workdir, &s.checkpoint_dir, &s.mig_profile, &s.name,      &s.nodelist,
+                    &s.script,  &s.out_pattern,    &s.err_pattern, &s.submit_dir};
+    const char *om = json_string_value(json_object_get(j, "open_mode"));
+    s.open_append = om && strcmp(om, "append") == 0;
     for (size_t i = 0; i < sizeof opt / sizeof opt[0]; i++) {
         if (*opt[i] && !**opt[i]) {
             CR_FREE(*opt[i]);
@@ -624,7 +637,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
                 {"nodelist", s->nodelist},
                 {"script", s->script},
                 {"output", s->out_pattern},
-                {"error", s->err_pattern}};
+                {"error", s->err_pattern},
+                {"submit_dir", s->submit_dir},
+                {"open_mode", s->open_append ? "append" : NULL}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         if (strs[i].v) {
             json_object_set_new(j, strs[i].k, json_string(strs[i].v));
@@ -733,6 +748,10 @@ int cr_desired_parse(const char *text, size_t len, cr_desired *out, char *err, s
     json_t *layouts = json_object_get(root, "mig_layouts");
     if (layouts && !json_is_null(layouts) && (rc = parse_layouts(layouts, &d, err, errlen)) < 0) {
         goto out;
+    }
+    json_t *sr = json_object_get(root, "stop_reasons");
+    if (json_is_object(sr) && json_object_size(sr) <= 64) {
+        d.stop_reasons = json_incref(sr);
     }
     json_t *jobs = json_object_get(root, "jobs");
     if (jobs && !json_is_null(jobs)) {

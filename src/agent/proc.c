@@ -289,13 +289,37 @@ static void shim_report(const char *journal, long long job, const char *how, lon
     }
 }
 
-/* A task's own -o/-e file (after the uid change and the chdir). */
-static int open_user(const char *path, int fd)
+/* Whether path is an -o/-e file of an earlier task of this node. */
+static int earlier_task_file(const shim_args *a, const char *path)
+{
+    for (int t = 0; t < a->task; t++) {
+        if ((a->user_out[t] && strcmp(a->user_out[t], path) == 0) ||
+            (a->user_err[t] && strcmp(a->user_err[t], path) == 0)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/*
+ * A task's own -o/-e file (after the uid change and the chdir) on fd. As
+ * sbatch writes them: stderr into the same file as stdout shares its open
+ * file (it was opened twice, each at offset 0, and the streams overwrote
+ * each other), and a file several tasks write is truncated once, by the
+ * first (--open-mode truncate, the default), then appended to by all (each
+ * truncated it, and one task's lines survived).
+ */
+static int open_user(const shim_args *a, const char *path, int fd)
 {
     if (!path) {
         return 0;
     }
-    int u = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const char *out = a->user_out[a->task];
+    if (fd == 2 && out && strcmp(path, out) == 0) {
+        return dup2(1, 2) < 0 ? -1 : 0;
+    }
+    int trunc = !a->append && !earlier_task_file(a, path);
+    int u = open(path, O_WRONLY | O_CREAT | O_APPEND | (trunc ? O_TRUNC : 0) | O_CLOEXEC, 0644);
     if (u < 0) {
         return -1;
     }
@@ -403,12 +427,12 @@ static void __attribute__((noreturn, noinline)) exec_job(const shim_args *a)
         say_open("the working directory", "/", a->workdir, e);
         _exit(126);
     }
-    if (open_user(a->user_out[a->task], 1) != 0) {
+    if (open_user(a, a->user_out[a->task], 1) != 0) {
         int e = errno;
         say_open("output file", a->workdir, a->user_out[a->task], e);
         _exit(126);
     }
-    if (open_user(a->user_err[a->task], 2) != 0) {
+    if (open_user(a, a->user_err[a->task], 2) != 0) {
         int e = errno;
         say_open("error file", a->workdir, a->user_err[a->task], e);
         _exit(126);
@@ -1077,6 +1101,9 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
     base = cr_job_env_base(spec, workdir);
     envp = cr_job_env(spec, base, node);
     cr_tasks_prepare(&tk, state_dir, spec, envp, node);
+    if (!spec->ctr.image && !spec->ctr.podman) {
+        cr_tasks_note_files(&tk, state_dir, spec, workdir); /* for corral logs */
+    }
     exe = resolve(tk.argv[0], envp);
     exec_msg = cr_asprintf("corral: cannot run '%s' in %s (errno ", spec->argv[0], workdir);
     if (iso) {
@@ -1145,7 +1172,8 @@ int cr_proc_spawn_iso(const char *state_dir, const char *node, const cr_job_spec
                         spec->log_max_bytes > 0 ? (long long)spec->log_max_bytes : 0,
                         cap_notice,
                         capped_mark,
-                        nospace_mark};
+                        nospace_mark,
+                        spec->open_append};
         int e = cr__proc_shim_spawn(&sa, &pid);
         if (e != 0) {
             snprintf(err, errlen, "job %lld: cannot start the shim: %s", job, strerror(e));

@@ -64,6 +64,7 @@ typedef struct shim_args {
     long long log_max;
     const char *cap_notice;                 /* the line written where a log is capped */
     const char *capped_mark, *nospace_mark; /* marker files for the agent (cr_proc_log_marks) */
+    int append; /* --open-mode append: -o/-e files are appended to, not truncated */
 } shim_args;
 
 /* The zygote's loop, on socket fd, for the agent of pid agent; run is the

@@ -118,6 +118,7 @@ static void pack(pack_buf *b0, const shim_args *a)
     put_str(&b, a->cap_notice);
     put_str(&b, a->capped_mark);
     put_str(&b, a->nospace_mark);
+    put_num(&b, a->append);
     int64_t len = (int64_t)(b.len - sizeof len);
     memcpy(b.p, &len, sizeof len);
     *b0 = b;
@@ -220,6 +221,7 @@ static int unpack(char *buf, size_t len, shim_args *out)
     a.cap_notice = get_str(&c);
     a.capped_mark = get_str(&c);
     a.nospace_mark = get_str(&c);
+    a.append = (int)get_num(&c);
     a.script_fd = a.out_fd = a.err_fd = a.null_fd = -1;
     if (c.bad || c.p != c.end || !a.exe || !a.argv || !a.argv[0] || !a.workdir || !a.exec_msg ||
         !a.journal || !a.dirs || !a.out_paths || !a.err_paths || !a.user_out || !a.user_err ||

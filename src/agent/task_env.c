@@ -57,6 +57,9 @@ char **cr_task_env(char *const *env, const cr_job_spec *s, int local_rank, const
     if (s->name) {
         ADD("SLURM_JOB_NAME=%s", s->name);
     }
+    if (s->submit_dir) {
+        ADD("SLURM_SUBMIT_DIR=%s", s->submit_dir);
+    }
     if (s->array_index >= 0) {
         ADD("CORRAL_ARRAY_TASK_ID=%lld", (long long)s->array_index);
         ADD("SLURM_ARRAY_TASK_ID=%lld", (long long)s->array_index);
@@ -237,6 +240,63 @@ void cr_tasks_prepare(cr_tasks *t, const char *state_dir, const cr_job_spec *spe
         } else if (spec->out_pattern) {
             /* sbatch: without -e, stderr goes where stdout goes */
             t->user_err[i] = t->user_out[i] ? cr_strdup(t->user_out[i]) : NULL;
+        }
+    }
+}
+
+char *cr_task_file_note(const char *state_dir, int64_t job, int rank, const char *stream)
+{
+    return cr_asprintf("%s/outfiles/%lld.%d.%s", state_dir, (long long)job, rank < 0 ? 0 : rank,
+                       stream);
+}
+
+/* Write one note: "UID\nPATH" (PATH absolute); failures only lose the
+ * fallback. */
+static void note_one(const char *note, long long uid, const char *workdir, const char *path)
+{
+    char *abs = path[0] == '/' ? cr_strdup(path)
+                               : cr_asprintf("%s%s%s", workdir,
+                                             workdir[strlen(workdir) - 1] == '/' ? "" : "/", path);
+    char *tmp = cr_asprintf("%s.tmp", note);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd >= 0) {
+        char *text = cr_asprintf("%lld\n%s", uid, abs);
+        size_t len = strlen(text);
+        int ok = write(fd, text, len) == (ssize_t)len;
+        ok = close(fd) == 0 && ok;
+        if (ok) {
+            rename(tmp, note);
+        } else {
+            unlink(tmp);
+        }
+        free(text);
+    }
+    free(tmp);
+    free(abs);
+}
+
+void cr_tasks_note_files(const cr_tasks *t, const char *state_dir, const cr_job_spec *spec,
+                         const char *workdir)
+{
+    if (!spec->out_pattern && !spec->err_pattern) {
+        return;
+    }
+    char *dir = cr_asprintf("%s/outfiles", state_dir);
+    mkdir(dir, 0700); /* the agent's: a job cannot point a note elsewhere */
+    free(dir);
+    long long uid = spec->has_user ? (long long)spec->uid : (long long)geteuid();
+    for (int i = 0; i < t->n; i++) {
+        int rank = cr_task_rank(spec, i);
+        const char *paths[2] = {t->user_out[i], t->user_err[i]};
+        const char *streams[2] = {"out", "err"};
+        for (int k = 0; k < 2; k++) {
+            char *note = cr_task_file_note(state_dir, spec->job, rank, streams[k]);
+            if (paths[k] && !(k == 1 && paths[0] && strcmp(paths[0], paths[1]) == 0)) {
+                note_one(note, uid, workdir, paths[k]);
+            } else {
+                unlink(note); /* a retry's files are this run's */
+            }
+            free(note);
         }
     }
 }

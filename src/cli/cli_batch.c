@@ -147,7 +147,7 @@ static const sb_opt sb_opts[] = {
     {'A', "account", SB_NONE, NULL},
     {'q', "qos", SB_NONE, NULL},
     {0, "comment", SB_NONE, NULL},
-    {0, "open-mode", SB_NONE, NULL},
+    {0, "open-mode", SB_FLAG, "open-mode"},
     {0, "parsable", SB_BOOL, "parsable"},
     {'W', "wait", SB_BOOL, "wait"},
 };

@@ -107,6 +107,8 @@ static const cli_opt submit_opts[] = {
      NULL, 0, 0, 0},
     {"chdir", CLI_STR, "DIR", "working directory on the node (relative: to this directory)", NULL,
      0, 0, 'D'},
+    {"open-mode", CLI_STR, "MODE", "-o/-e files: truncate (default) or append", "truncate|append",
+     0, 0, 0},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
      'W'},
     {"parsable", CLI_BOOL, NULL, "print only the job id (an array's first), as sbatch --parsable",
@@ -211,12 +213,18 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
         }
         json_object_set_new(job, "tasks_per_node", json_integer(nt->i / nn));
     }
+    put_str(job, "open_mode", pick(a, d, "open-mode"));
+    char here[4096];
+    if (getcwd(here, sizeof here) && here[0] == '/' && !strstr(here, "/../")) {
+        /* SLURM_SUBMIT_DIR; the working directory where the cluster says
+         * this path is shared with its nodes (shared_submit_dir) */
+        json_object_set_new(job, "submit_dir", json_string(here));
+    }
     const cli_val *cd = pick(a, d, "chdir");
     if (cd->set) {
         if (cd->str[0] == '/') {
             json_object_set_new(job, "workdir", json_string(cd->str));
         } else {
-            char here[4096];
             if (!getcwd(here, sizeof here)) {
                 fprintf(ctx->err, "corral submit: --chdir: cannot read the current directory\n");
                 goto bad;
@@ -986,6 +994,116 @@ static const cli_opt show_opts[] = {
      NULL, 0, 0, 0},
 };
 
+/* Keeps the last TAIL_KEEP bytes a log read delivers. */
+#define TAIL_KEEP 8192
+typedef struct tail_buf {
+    cr_buf b;
+    uint64_t got; /* bytes the last call delivered */
+} tail_buf;
+
+static int keep_tail(void *ud, const char *data, size_t len)
+{
+    tail_buf *t = ud;
+    t->got += len;
+    if (len >= TAIL_KEEP) {
+        cr_buf_reset(&t->b);
+        cr_buf_append(&t->b, data + len - TAIL_KEEP, TAIL_KEEP);
+        return 0;
+    }
+    cr_buf_append(&t->b, data, len);
+    if (t->b.len > 2 * TAIL_KEEP) {
+        memmove(t->b.data, t->b.data + t->b.len - TAIL_KEEP, TAIL_KEEP);
+        t->b.len = TAIL_KEEP;
+        t->b.data[t->b.len] = '\0';
+    }
+    return 0;
+}
+
+/* The end of one task's stderr (the agent answers up to 1 MiB a call, so
+ * the reads go on from each answer's end, at most 64 of them). */
+static void stderr_end(cli_ctx *ctx, int64_t id, int64_t rank, tail_buf *t)
+{
+    uint64_t off = 0;
+    for (int i = 0; i < 64; i++) {
+        cr_client_res res;
+        cr_client_res_init(&res);
+        t->got = 0;
+        int rc = cr_client_job_logs_rank(ctx->client, id, "stderr", off, rank, false, keep_tail, t,
+                                         &res);
+        cr_client_res_fini(&res);
+        if (rc < 0 || t->got == 0) {
+            break;
+        }
+        off += t->got;
+    }
+}
+
+/*
+ * A failed job's stderr, last lines (show): of the first task with any on
+ * the node its end reason names ("... on node N"), else of rank 0. Prints
+ * nothing when there is none or the logs cannot be read.
+ */
+static void show_stderr_tail(cli_ctx *ctx, const json_t *job, int64_t id)
+{
+    const char *nl = jstr(job, "run_nodes"), *why = jstr(job, "reason");
+    int64_t tpn = json_integer_value(json_object_get(job, "tasks_per_node_run"));
+    tpn = tpn > 0 ? tpn : 1;
+    int64_t first = 0;
+    const char *on = why ? strstr(why, " on node ") : NULL;
+    if (on && nl) {
+        on += strlen(" on node ");
+        size_t onl = strcspn(on, " (:,");
+        int64_t k = 0;
+        for (const char *p = nl; *p; k++) {
+            size_t l = strcspn(p, ",");
+            if (l == onl && strncmp(p, on, l) == 0) {
+                first = k * tpn;
+                break;
+            }
+            p += l + (p[l] == ',');
+        }
+    }
+    tail_buf t;
+    cr_buf_init(&t.b);
+    int64_t rank = first;
+    for (; rank < first + (tpn < 16 ? tpn : 16); rank++) {
+        cr_buf_reset(&t.b);
+        stderr_end(ctx, id, rank, &t);
+        if (t.b.len > 0) {
+            break;
+        }
+    }
+    if (t.b.len > 0) {
+        /* the last 10 lines */
+        const char *s = t.b.data, *p = s + t.b.len;
+        if (p > s && p[-1] == '\n') {
+            p--;
+        }
+        const char *end = p;
+        int lines = 0;
+        while (p > s && lines < 10) {
+            p--;
+            if (*p == '\n' && ++lines == 10) {
+                p++;
+                break;
+            }
+        }
+        fprintf(ctx->out,
+                "Stderr (rank %" PRId64 ", last lines; corral logs --stderr --rank %" PRId64
+                " %" PRId64 "):\n",
+                rank, rank, id);
+        while (p < end) {
+            size_t l = strcspn(p, "\n");
+            if (p + l > end) {
+                l = (size_t)(end - p);
+            }
+            fprintf(ctx->out, "  %.*s\n", (int)l, p);
+            p += l + 1;
+        }
+    }
+    cr_buf_fini(&t.b);
+}
+
 int cr__cli_show(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
@@ -1021,6 +1139,10 @@ int cr__cli_show(cli_ctx *ctx, int argc, char **argv)
         cr__cli_print_json(ctx, res.body);
     } else {
         show_job(ctx, res.body, with_env);
+        const char *st = jstr(res.body, "state");
+        if (st && strcmp(st, "failed") == 0) {
+            show_stderr_tail(ctx, res.body, id);
+        }
     }
 out:
     cr_client_res_fini(&res);
@@ -1260,6 +1382,7 @@ typedef struct log_sink {
     FILE *f;        /* where the bytes go */
     uint64_t bytes; /* bytes written by the last call */
     bool closed;    /* the output went away (e.g. piped to head) */
+    cr_buf *copy;   /* NULL, or a copy of what was written */
 } log_sink;
 
 static int write_out(void *ud, const char *data, size_t len)
@@ -1270,7 +1393,45 @@ static int write_out(void *ud, const char *data, size_t len)
         return 1;
     }
     s->bytes += len;
+    if (s->copy) {
+        cr_buf_append(s->copy, data, len);
+    }
     return 0;
+}
+
+/*
+ * After a failed job's stdout: its stderr on stderr, under a line saying
+ * so (sbatch's default puts both in one file; a failed rank's traceback
+ * was only under --stderr). Not when the stderr is the stdout just printed
+ * (no -e: one file holds both).
+ */
+static void failed_stderr(cli_ctx *ctx, int64_t id, int64_t rank, const cr_buf *out)
+{
+    cr_client_res job;
+    cr_client_res_init(&job);
+    if (cr_client_job_get(ctx->client, id, &job) < 0 || !jstr(job.body, "state") ||
+        strcmp(jstr(job.body, "state"), "failed") != 0) {
+        cr_client_res_fini(&job);
+        return;
+    }
+    cr_client_res_fini(&job);
+    cr_buf err;
+    cr_buf_init(&err);
+    cr_client_res res;
+    cr_client_res_init(&res);
+    int rc =
+        cr_client_job_logs_rank(ctx->client, id, "stderr", 0, rank, false, collect_log, &err, &res);
+    cr_client_res_fini(&res);
+    bool same = err.len == out->len && (err.len == 0 || memcmp(err.data, out->data, err.len) == 0);
+    if (rc == 0 && err.len > 0 && !same) {
+        fflush(ctx->out);
+        fprintf(ctx->err, "corral logs: job %" PRId64 " failed; its stderr:\n", id);
+        fwrite(err.data, 1, err.len, ctx->err);
+        if (err.data[err.len - 1] != '\n') {
+            fputc('\n', ctx->err);
+        }
+    }
+    cr_buf_fini(&err);
 }
 
 /*
@@ -1367,12 +1528,18 @@ int cr__cli_logs(cli_ctx *ctx, int argc, char **argv)
         code = follow_logs(ctx, id, stream, offset, rank->set ? rank->i : -1, &res);
         goto out;
     }
-    log_sink sink = {.f = ctx->out};
+    cr_buf copy;
+    cr_buf_init(&copy);
+    bool merge = !cr__cli_arg(&a, "stderr")->set && !off->set;
+    log_sink sink = {.f = ctx->out, .copy = merge ? &copy : NULL};
     int rc = cr_client_job_logs_rank(ctx->client, id, stream, offset, rank->set ? rank->i : -1,
                                      false, write_out, &sink, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
+    } else if (merge && !sink.closed) {
+        failed_stderr(ctx, id, rank->set ? rank->i : -1, &copy);
     }
+    cr_buf_fini(&copy);
 out:
     cr_client_res_fini(&res);
     cr__cli_args_fini(&a);

@@ -368,6 +368,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "mem_per_gpu",
                                           "pids_per_gpu",
                                           "default_gpus",
+                                          "shared_submit_dir",
                                           "node_approval",
                                           "join_token",
                                           "agent_addr_link_local",
@@ -447,6 +448,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_str(v, "", "mem_per_gpu", false, 32, &mpg, &err)) ||
         (rc = cr_json_int(v, "", "pids_per_gpu", false, 16, 4194304, &cfg->pids_per_gpu, &err)) ||
         (rc = cr_json_int(v, "", "default_gpus", false, 0, 1, &cfg->default_gpus, &err)) ||
+        (rc = cr_json_bool(v, "", "shared_submit_dir", false, &cfg->shared_submit_dir, &err)) ||
         (rc = cr_json_obj(v, "", "run_as", false, &run_as, &err)) ||
         (run_as && (rc = ctl_run_as_check(run_as, &err))) ||
         (rc = cr_json_obj(v, "", "mounts_allowed", false, &mounts_allowed, &err)) ||

@@ -74,7 +74,8 @@ int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher)
 
 void ctl_batch_entry(const ctl_job *j, json_t *entry)
 {
-    static const char *const copy[] = {"script", "output", "error", "name", NULL};
+    static const char *const copy[] = {"script",     "output",    "error", "name",
+                                       "submit_dir", "open_mode", NULL};
     for (size_t i = 0; copy[i]; i++) {
         json_t *v = json_object_get(j->spec, copy[i]);
         if (json_is_string(v)) {

@@ -134,11 +134,24 @@ static void desired_fence(ctl *c, const ctl_job *j, const ctl_place *pl, json_t 
     }
 }
 
+/* Why job id stopped on this node, into gone (id -> text). mu held. */
+static void gone_add(ctl *c, json_t *gone, int64_t id)
+{
+    char why[700], key[24];
+    ctl_job_gone_why(c, id, why, sizeof why);
+    snprintf(key, sizeof key, "%lld", (long long)id);
+    json_object_set_new(gone, key, json_string(why));
+}
+
 json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
 {
     json_t *jobs = json_array();
+    json_t *gone = json_object(); /* "stop_reasons": why the jobs not listed stopped */
     for (size_t i = 0; i < n->njobs; i++) {
         ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (j && ctl_job_terminal(j)) {
+            gone_add(c, gone, j->id); /* ended, not yet taken off the node */
+        }
         if (!j || (j->state != JS_RUNNING && j->state != JS_COMPLETING) || j->start_unstored) {
             continue; /* (a start is shown once it is durable: ctl_sched.c) */
         }
@@ -178,6 +191,11 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
                       "local_world_size", tpn, "rank_offset", (int)rank * tpn, "tasks_per_node",
                       tpn, "gpus_per_node", (int)pl->ngpus, "launcher", launcher ? 1 : 0);
         const char *wd = json_string_value(json_object_get(j->spec, "workdir"));
+        if (!wd && c->cfg.shared_submit_dir && !json_object_get(j->spec, "image")) {
+            /* sbatch's default: the directory it was submitted from, where
+             * the cluster says that path is the same on its nodes */
+            wd = json_string_value(json_object_get(j->spec, "submit_dir"));
+        }
         /* Opened only here, for the node's own credential, like the
          * secrets below. */
         json_t *env = ctl_job_env_open(c, j->id, j->spec);
@@ -230,6 +248,20 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
     json_t *doc = json_pack("{s:I,s:o,s:s,s:I}", "version", (json_int_t)n->version, "jobs", jobs,
                             "checkpoint_base", base, "checkpoint_retention_s",
                             (json_int_t)c->cfg.checkpoint_retention_s);
+    /* ... and the jobs last taken off this node (for its log). */
+    size_t ring = sizeof n->gone / sizeof n->gone[0];
+    for (unsigned i = n->ngone > ring ? n->ngone - (unsigned)ring : 0; i < n->ngone; i++) {
+        int64_t id = n->gone[i % ring];
+        ctl_job *gj = ctl_job_get(c, id);
+        bool here = false;
+        for (size_t k = 0; gj && k < gj->nplace; k++) {
+            here |= strcmp(gj->place[k].node, n->name) == 0;
+        }
+        if (!here) {
+            gone_add(c, gone, id);
+        }
+    }
+    json_object_set_new(doc, "stop_reasons", gone);
     json_t *layouts = ctl_mig_layouts(n); /* dynamic MIG: before its jobs start */
     if (layouts) {
         json_object_set_new(doc, "mig_layouts", layouts);

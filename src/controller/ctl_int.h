@@ -189,6 +189,9 @@ typedef struct ctl_node {
     uint64_t version;      /* desired-state version */
     int64_t *jobs;         /* ids of jobs placed here */
     size_t njobs, capjobs;
+    int64_t gone[8]; /* the last jobs taken off this node (ctl_node_del_job), a ring: their
+                        desired state says why they stopped ("stop_reasons") */
+    unsigned ngone;  /* entries written to gone so far */
     ctl_poll *polls; /* waiting long-polls */
     /* What the agent can enforce: uid, devices, memory, cpu = "enforced" or
      * "unavailable" ("" not said: an older agent), and its reasons. */
@@ -278,6 +281,8 @@ typedef struct ctl_config {
     int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
     int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
     int64_t default_gpus;           /* GPUs of a job that asks for none (1; 0: CPU jobs) */
+    bool shared_submit_dir;         /* the submit directory is the same path on the nodes: a
+                                       job without a workdir runs there (sbatch's default) */
     bool manual_approval;           /* node_approval: "manual" holds new nodes until approved */
     bool legacy_join;               /* join_token: the long-lived join.token file is accepted */
     bool agent_addr_link_local;     /* agents may register a link-local addr */
@@ -782,8 +787,15 @@ void ctl_report_submit(ctl_report *r, ctl *c, cr_store_txn *txn, cr_http_req *re
                        json_t *jobs);
 /* The ids of the running jobs an agent lists (items {"job","run",...} of
  * arr, "state" absent or "running") that are not n's own any more: a new
- * JSON array for its answer's "fence". mu held. */
-json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr);
+ * JSON array for its answer's "fence", and in *whys (returned new) an
+ * object id -> the true reason (the job ended, requeued, placed elsewhere)
+ * for its "fence_reasons". mu held. */
+json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr, json_t **whys);
+/* Why job id is not (or no longer) a node's: it has ended (its state and
+ * end reason: "exited with code 3 on node n2" for a gang rank's failure),
+ * was requeued, or runs elsewhere. The agent logs it as it stops the job
+ * (fence_reasons, stop_reasons), not "placed elsewhere" for each. mu held. */
+void ctl_job_gone_why(ctl *c, int64_t id, char *why, size_t len);
 
 /* ctl_desired.c: a node's desired state and the long-polls waiting on it
  * (mu held for all). The document (returned new). */

@@ -68,6 +68,11 @@ static const char *const job_members[] = {
     /* the node lease leaves it running (docs/operations.md, "Node lease") */
     "keep_running_on_partition",
     "partition", /* ctl_part.c */
+    /* sbatch: the directory it was submitted from (SLURM_SUBMIT_DIR; the
+     * working directory where the cluster says shared_submit_dir), and
+     * --open-mode for -o/-e (docs/cli.md, "The submit directory") */
+    "submit_dir",
+    "open_mode",
     NULL,
 };
 static const char *const model_members[] = {"params",        "method",      "tokens",
@@ -119,6 +124,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     const char *name = "job", *tenant = "", *gpu_type = "auto", *mig = "", *kind = "batch";
     const char *workdir = "", *script = "", *outp = "", *errp = "", *dep = "";
+    const char *subdir = "", *omode = "";
     int64_t gpus = 1, nodes = 0, prio = 0, tl = 0, ckpt = 0, retries = 0, arr = 1, tpn = 0;
     int64_t begin = 0, mem_bytes = 0, pids = 0;
     int throttle = 0;
@@ -144,6 +150,8 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_int(body, "", "max_retries", false, 0, 100, &retries, err)) ||
         (rc = cr_json_obj(body, "", "env", false, &env, err)) ||
         (rc = cr_json_str(body, "", "workdir", false, 4096, &workdir, err)) ||
+        (rc = cr_json_str(body, "", "submit_dir", false, 4096, &subdir, err)) ||
+        (rc = cr_json_str(body, "", "open_mode", false, 16, &omode, err)) ||
         (!json_is_string(json_object_get(body, "array")) &&
          (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY_TASKS, &arr, err))) ||
         (rc = cr_json_str(body, "", "dependency", false, 1023, &dep, err)) ||
@@ -289,6 +297,15 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
                           "field 'workdir': must not have '..' components");
         goto out;
     }
+    if (*subdir && (subdir[0] != '/' || (!from_doc && has_dotdot(subdir)))) {
+        rc = cr_json_fail(err, CR_EINVAL, "submit_dir",
+                          "field 'submit_dir': must be an absolute path without '..'");
+        goto out;
+    }
+    static const char *const open_modes[] = {"append", "truncate", NULL};
+    if (*omode && (rc = cr_json_enum(omode, "open_mode", open_modes, err)) != 0) {
+        goto out;
+    }
     if (model) {
         double params = 0, tokens = 0, mb = 0;
         const char *method = "", *prec = "", *mname = "", *stack = "", *ackpt = "";
@@ -398,6 +415,12 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (*outp) {
         json_object_set_new(j->spec, "output", json_string(outp));
+    }
+    if (*subdir) {
+        json_object_set_new(j->spec, "submit_dir", json_string(subdir));
+    }
+    if (*omode) {
+        json_object_set_new(j->spec, "open_mode", json_string(omode));
     }
     if (*errp) {
         json_object_set_new(j->spec, "error", json_string(errp));

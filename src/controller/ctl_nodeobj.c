@@ -62,6 +62,7 @@ void ctl_node_del_job(ctl_node *n, int64_t id)
     for (size_t i = 0; i < n->njobs; i++) {
         if (n->jobs[i] == id) {
             n->jobs[i] = n->jobs[--n->njobs];
+            n->gone[n->ngone++ % (sizeof n->gone / sizeof n->gone[0])] = id;
             return;
         }
     }

@@ -792,14 +792,15 @@ static void agent_register(ctl *c, cr_http_req *req, const cr_principal *p)
     node_persist(txn, n);
     /* Fencing: the running jobs the agent listed that are not its own any
      * more (requeued while it was away) are killed before anything else. */
-    json_t *fence = ctl_fence_list(c, n, running);
-    ctl_commit_reply(c, txn, req, 200,
-                     json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:b,s:o}", "node_token", token,
-                               "agent_secret", n->agent_secret, "heartbeat_s",
-                               (json_int_t)c->cfg.heartbeat_s, "lost_after_s",
-                               (json_int_t)c->cfg.lost_after_s, "lease_s",
-                               (json_int_t)c->cfg.lost_after_s, "version", (json_int_t)n->version,
-                               "pending_approval", n->pending_approval, "fence", fence));
+    json_t *whys = NULL;
+    json_t *fence = ctl_fence_list(c, n, running, &whys);
+    ctl_commit_reply(
+        c, txn, req, 200,
+        json_pack("{s:s,s:s,s:I,s:I,s:I,s:I,s:b,s:o,s:o}", "node_token", token, "agent_secret",
+                  n->agent_secret, "heartbeat_s", (json_int_t)c->cfg.heartbeat_s, "lost_after_s",
+                  (json_int_t)c->cfg.lost_after_s, "lease_s", (json_int_t)c->cfg.lost_after_s,
+                  "version", (json_int_t)n->version, "pending_approval", n->pending_approval,
+                  "fence", fence, "fence_reasons", whys));
     pthread_mutex_unlock(&c->mu);
     json_decref(v);
 }
@@ -1164,10 +1165,12 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     if (rep) {
         ctl_report_submit(rep, c, txn, req, n->name, jobs);
     } else {
+        json_t *whys = NULL;
+        json_t *fence = ctl_fence_list(c, n, jobs, &whys);
         ctl_commit_reply(c, txn, req, 200,
-                         json_pack("{s:b,s:I,s:o,s:I}", "ok", 1, "version", (json_int_t)n->version,
-                                   "fence", ctl_fence_list(c, n, jobs), "lease_s",
-                                   (json_int_t)c->cfg.lost_after_s));
+                         json_pack("{s:b,s:I,s:o,s:o,s:I}", "ok", 1, "version",
+                                   (json_int_t)n->version, "fence", fence, "fence_reasons", whys,
+                                   "lease_s", (json_int_t)c->cfg.lost_after_s));
     }
     pthread_mutex_unlock(&c->mu);
     json_decref(v);

@@ -40,12 +40,31 @@ static bool job_is_own(ctl *c, const ctl_node *n, int64_t id, int64_t run)
     return here && (run <= 0 || run == j->runs);
 }
 
+/* (ctl_int.h) */
+void ctl_job_gone_why(ctl *c, int64_t id, char *why, size_t len)
+{
+    ctl_job *j = ctl_job_get(c, id);
+    if (!j) {
+        snprintf(why, len, "the job is no longer known to the controller");
+    } else if (ctl_job_terminal(j)) {
+        snprintf(why, len, "the job has ended (%s): %s", ctl_job_state_names[j->state],
+                 j->reason && *j->reason ? j->reason : "no reason recorded");
+    } else if (j->state == JS_RUNNING || j->state == JS_COMPLETING) {
+        snprintf(why, len, "the controller placed it elsewhere while this node was away");
+    } else {
+        snprintf(why, len, "the controller requeued it (%s) while this node was away",
+                 ctl_job_state_names[j->state]);
+    }
+}
+
 /* The ids of the reported running jobs (items {"job","run",...} of arr,
  * those whose "state" is absent or "running") that are not n's own: a new
- * JSON array for the answer's "fence". mu held. */
-json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr)
+ * JSON array for the answer's "fence", and in *whys a new object, id
+ * (text) -> why, for its "fence_reasons". mu held. */
+json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr, json_t **whys)
 {
     json_t *fence = json_array();
+    *whys = json_object();
     for (size_t i = 0; i < json_array_size(arr); i++) {
         json_t *r = json_array_get(arr, i);
         const char *st = json_string_value(json_object_get(r, "state"));
@@ -55,9 +74,13 @@ json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr)
         int64_t id = (int64_t)json_integer_value(json_object_get(r, "job"));
         int64_t run = (int64_t)json_integer_value(json_object_get(r, "run"));
         if (!job_is_own(c, n, id, run)) {
-            cr_warn("node=%s job=%lld run=%lld is no longer placed there: fencing it", n->name,
-                    (long long)id, (long long)run);
+            char why[700], key[24];
+            ctl_job_gone_why(c, id, why, sizeof why);
+            cr_warn("node=%s job=%lld run=%lld is no longer placed there (%s): fencing it", n->name,
+                    (long long)id, (long long)run, why);
             json_array_append_new(fence, json_integer(id));
+            snprintf(key, sizeof key, "%lld", (long long)id);
+            json_object_set_new(*whys, key, json_string(why));
         }
     }
     return fence;
@@ -188,11 +211,14 @@ static void report_committed(void *arg, int status)
         cr_store_submit(c->store, again, NULL, NULL);
     }
     ctl_node *n = ctl_node_find(c, r->node);
-    json_t *body =
-        status == 0 && n
-            ? json_pack("{s:b,s:I,s:o,s:I}", "ok", 1, "version", (json_int_t)n->version, "fence",
-                        ctl_fence_list(c, n, r->jobs), "lease_s", (json_int_t)c->cfg.lost_after_s)
-            : NULL;
+    json_t *body = NULL;
+    if (status == 0 && n) {
+        json_t *whys = NULL;
+        json_t *fence = ctl_fence_list(c, n, r->jobs, &whys);
+        body =
+            json_pack("{s:b,s:I,s:o,s:o,s:I}", "ok", 1, "version", (json_int_t)n->version, "fence",
+                      fence, "fence_reasons", whys, "lease_s", (json_int_t)c->cfg.lost_after_s);
+    }
     pthread_mutex_unlock(&c->mu);
     if (status != 0) {
         cr_warn("node=%s: a report of %zu job ends was not stored (%s): the jobs stay running "

@@ -419,9 +419,13 @@ void ctl_state_jobs_change(ctl *c, cr_http_req *req, const int64_t *ids, size_t 
 /* A running job's end: reported by its agent, its node lost or deleted,    */
 /* its GPUs gone (ctl_nodes.c, ctl_lifecycle.c, ctl_sched.c).               */
 
-/* Release a running job's GPUs on its nodes and tell the agents. */
-static void job_unplace(ctl *c, ctl_job *j)
+/* Release a running job's GPUs on its nodes; returned new: those nodes
+ * (*count of them), for unplace_tell once the job's new state and reason
+ * are set (its nodes' desired state says why it stopped: stop_reasons). */
+static ctl_node **job_unplace(ctl *c, ctl_job *j, size_t *count)
 {
+    ctl_node **told = cr_calloc(j->nplace ? j->nplace : 1, sizeof *told);
+    *count = 0;
     for (size_t i = 0; i < j->nplace; i++) {
         ctl_node *n = ctl_node_find(c, j->place[i].node);
         if (!n) {
@@ -433,13 +437,23 @@ static void job_unplace(ctl *c, ctl_job *j)
                 n->gpus[g].alloc_job = 0;
             }
         }
-        ctl_node_bump(c, n);
+        told[(*count)++] = n;
     }
     free(j->place);
     j->place = NULL;
     j->nplace = 0;
     j->port = 0;
     j->start_unstored = false;
+    return told;
+}
+
+/* Tell the agents of job_unplace's nodes (taken). */
+static void unplace_tell(ctl *c, ctl_node **told, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        ctl_node_bump(c, told[i]);
+    }
+    free(told);
 }
 
 /* Charge the time run since the last charge to the tenant (GPU-seconds;
@@ -562,10 +576,12 @@ void ctl_job_ended(ctl *c, cr_store_txn *txn, ctl_job *j, int exit_code, int sig
     }
     int64_t now = cr_now_ns();
     ctl_job_account(c, txn, j, now);
-    job_unplace(c, j);
+    size_t ntold = 0;
+    ctl_node **told = job_unplace(c, j, &ntold);
     char buf[256];
     const char *what = NULL;
     int op = end_decide(j, exit_code, sig, why, lost, now, buf, sizeof buf, &what);
+    unplace_tell(c, told, ntold);
     ctl_job_persist(c, txn, j, what, buf);
     end_effects(c, j, op);
 }
@@ -601,7 +617,8 @@ ctl_job *ctl_job_lost_prepare(ctl *c, cr_store_txn *txn, const ctl_job *j, const
 
 void ctl_job_end_apply(ctl *c, ctl_job *j, ctl_job *k)
 {
-    job_unplace(c, j);
+    size_t ntold = 0;
+    ctl_node **told = job_unplace(c, j, &ntold);
     j->state = k->state;
     j->exit_code = k->exit_code;
     j->signal = k->signal;
@@ -616,6 +633,7 @@ void ctl_job_end_apply(ctl *c, ctl_job *j, ctl_job *k)
     k->reason = NULL;
     j->ver++; /* the row stored is this state */
     ctl_job_free(k);
+    unplace_tell(c, told, ntold);
     end_effects(c, j, ctl_job_terminal(j) ? CTL_SCHED_REMOVE : CTL_SCHED_REQUEUE);
 }
 

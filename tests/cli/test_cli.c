@@ -338,6 +338,9 @@ static void test_cmd_submit(void **state)
         "gpu_type", "H100 SXM", "kind", "finetune", "priority", 5, "workdir", "/tmp", "array", 3,
         "max_retries", 2, "time_limit_s", 3600, "preemptible", 1, "model", "params", 7e9, "method",
         "lora", "tokens", 1e8, "env", "A", "1");
+    char here[4096];
+    assert_non_null(getcwd(here, sizeof here));
+    json_object_set_new(want, "submit_dir", json_string(here)); /* SLURM_SUBMIT_DIR */
     if (!json_equal((json_t *)sent_body(last), want)) {
         char *got = json_dumps(sent_body(last), JSON_SORT_KEYS);
         fail_msg("sent %s", got);
@@ -520,7 +523,8 @@ static void test_cmd_submit_script(void **state)
     /* -p is a partition, not a GPU type (issue 29); --parsable prints the id
      * alone, for jid=$(corral submit --parsable a.sh); the server's note is
      * shown on stderr. */
-    path = write_tmp("part.sh", "#!/bin/bash\n#SBATCH -p gpu\n#SBATCH --parsable\ntrue\n");
+    path = write_tmp("part.sh", "#!/bin/bash\n#SBATCH -p gpu\n#SBATCH --parsable\n"
+                                "#SBATCH --open-mode=append\ntrue\n");
     fake_server_canned(s, 201, "{\"ids\":[12,13],\"note\":\"partition 'gpu' taken as X\"}");
     r = cli("submit", path, NULL);
     if (r.code != 0) {
@@ -532,7 +536,11 @@ static void test_cmd_submit_script(void **state)
     b = sent_body(last);
     assert_string_equal(json_string_value(json_object_get(b, "partition")), "gpu");
     assert_null(json_object_get(b, "gpu_type"));
+    assert_string_equal(json_string_value(json_object_get(b, "open_mode")), "append");
     json_decref(last);
+    run_free(&r);
+    r = cli("submit", "--open-mode", "sometimes", "true", NULL);
+    assert_int_not_equal(r.code, 0); /* truncate or append */
     run_free(&r);
     r = cli("submit", "-p", "cpu", "--gpus", "0", "--parsable", "true", NULL);
     assert_int_equal(r.code, 0);
