@@ -113,6 +113,15 @@ static int global_opts(int *argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* srun and scontrol inside a batch job: this binary under those names */
+    const char *a0 = argc > 0 ? strrchr(argv[0], '/') : NULL;
+    a0 = a0 ? a0 + 1 : argc > 0 ? argv[0] : "";
+    if (strcmp(a0, "srun") == 0) {
+        return cr_srun_main(argc, argv);
+    }
+    if (strcmp(a0, "scontrol") == 0) {
+        return cr_scontrol_main(argc, argv);
+    }
     if (cr_log_init() < 0) {
         fprintf(stderr, "corral: CORRAL_LOG: expected debug|info|warn|error|off, got '%s'\n",
                 getenv("CORRAL_LOG"));
@@ -138,6 +147,7 @@ int main(int argc, char **argv)
         {"advise", cr_advise_main},         {"sim", cr_sim_main},
         {"controller", cr_controller_main}, {"agent", cr_agent_main},
         {"gateway", cr_gateway_main},       {"config", cr_config_main},
+        {"stepd", cr_stepd_main},
     };
     /* "admin backup|restore" work on the state directory; the other admin
      * commands (bootstrap tokens) talk to the controller. */

@@ -20,6 +20,7 @@
 #include "cr_auth.h"
 #include "cr_error.h"
 #include "cr_http_strict.h"
+#include "cr_log.h"
 #include "cr_parse.h"
 #include "cr_task_env.h"
 #include "cr_time.h"
@@ -34,7 +35,11 @@
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
+#include <stddef.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #define LOG_CHUNK_MAX (1u << 20)
@@ -486,21 +491,167 @@ static enum MHD_Result serve_log_file(agent *a, struct MHD_Connection *c, int64_
     return ret;
 }
 
+/* --- The step relay (docs/slurm.md) -----------------------------------------
+ *
+ * POST /v1/jobs/{id}/step: srun inside a batch job, with the run's step
+ * credential as bearer, asks this node's stepd of the job (its one process
+ * here, running as the job's user in its cgroups) to start, poll or kill
+ * a step's tasks. The agent checks the credential against the desired
+ * state's (constant time), connects to stepd's abstract socket (named from
+ * the credential's hash: cr_step_sock_name), checks that the peer is the
+ * job's uid (SO_PEERCRED: another user's socket of that name is refused),
+ * and hands the body over and the answer back, interpreting neither. */
+#define STEP_BODY_MAX  (4u << 20)
+#define STEP_REPLY_MAX (8u << 20)
+
+typedef struct step_body {
+    cr_buf b;
+    int over; /* the body passed STEP_BODY_MAX */
+} step_body;
+
+static void request_done(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)cls;
+    (void)c;
+    (void)toe;
+    if (*con_cls && *con_cls != CR_HTTP_BAD_URI) {
+        step_body *b = *con_cls;
+        cr_buf_fini(&b->b);
+        free(b);
+        *con_cls = NULL;
+    }
+}
+
+/* "/v1/jobs/<id>/step" -> id; 0 when not that route. */
+static int64_t step_route(const char *url)
+{
+    char id[32];
+    if (strncmp(url, "/v1/jobs/", 9) != 0) {
+        return 0;
+    }
+    size_t l = strcspn(url + 9, "/");
+    int64_t job;
+    if (l == 0 || l >= sizeof id || strcmp(url + 9 + l, "/step") != 0) {
+        return 0;
+    }
+    memcpy(id, url + 9, l);
+    id[l] = '\0';
+    return cr_parse_i64(id, 1, INT64_MAX, &job) == 0 ? job : 0;
+}
+
+static enum MHD_Result serve_step(agent *a, struct MHD_Connection *c, int64_t job,
+                                  const step_body *body)
+{
+    if (body->over) {
+        return error(c, 413, "CR_ETOOBIG", "a step request is at most 4 MiB", NULL);
+    }
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
+    char tok[CR_STEP_TOKEN_MAX] = "";
+    int64_t uid = -1;
+    pthread_mutex_lock(&a->mu);
+    for (size_t i = 0; i < a->nstep_creds; i++) {
+        if (a->step_creds[i].job == job) {
+            memcpy(tok, a->step_creds[i].token, sizeof tok);
+            uid = a->step_creds[i].uid;
+        }
+    }
+    pthread_mutex_unlock(&a->mu);
+    size_t tl = strlen(tok);
+    int ok = tl > 0 && h && strncmp(h, "Bearer ", 7) == 0 && strlen(h + 7) == tl &&
+             sodium_memcmp(h + 7, tok, tl) == 0;
+    if (!ok) {
+        sodium_memzero(tok, sizeof tok);
+        return error(c, 401, "CR_EAUTH",
+                     "the step credential of a batch job running here is required", NULL);
+    }
+    char name[80];
+    cr_step_sock_name(tok, a->cfg.node, name, sizeof name);
+    sodium_memzero(tok, sizeof tok);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    size_t nl = strlen(name);
+    memcpy(sa.sun_path + 1, name, nl);
+    socklen_t salen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + nl);
+    struct timeval tv = {30, 0};
+    struct ucred cred;
+    socklen_t cl = sizeof cred;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, salen) != 0) {
+        if (fd >= 0) {
+            close(fd);
+        }
+        return error(c, 503, "CR_EUNAVAIL",
+                     "the job's stepd does not answer on this node (starting, or ended)", NULL);
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || (int64_t)cred.uid != uid) {
+        close(fd);
+        cr_warn("agent: job=%lld: the step socket is not the job's user's: refused",
+                (long long)job);
+        return error(c, 503, "CR_EUNAVAIL", "the job's stepd does not answer on this node", NULL);
+    }
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    size_t done = 0;
+    while (done < body->b.len) {
+        ssize_t w = send(fd, body->b.data + done, body->b.len - done, MSG_NOSIGNAL);
+        if (w <= 0) {
+            break;
+        }
+        done += (size_t)w;
+    }
+    shutdown(fd, SHUT_WR);
+    cr_buf ans;
+    cr_buf_init(&ans);
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof buf);
+        if (n <= 0 || ans.len + (size_t)n > STEP_REPLY_MAX) {
+            break;
+        }
+        cr_buf_append(&ans, buf, (size_t)n);
+    }
+    close(fd);
+    enum MHD_Result r = ans.len ? reply(c, 200, "application/json", ans.data, ans.len, -1)
+                                : error(c, 502, "CR_EIO", "the job's stepd gave no answer", NULL);
+    cr_buf_fini(&ans);
+    return r;
+}
+
 static enum MHD_Result handler(void *cls, struct MHD_Connection *c, const char *url,
                                const char *method, const char *version, const char *upload,
                                size_t *upload_size, void **con_cls)
 {
     agent *a = cls;
-    (void)upload;
-    (void)upload_size;
     const char *bad = *con_cls == CR_HTTP_BAD_URI
                           ? "the request target has a control byte (raw or %-encoded)"
                           : cr_http_strict_head(c, method, version);
     if (bad) {
         return error(c, 400, "CR_EINVAL", bad, NULL);
     }
+    int64_t step_job = strcmp(method, "POST") == 0 ? step_route(url) : 0;
+    if (step_job > 0) {
+        /* (no client certificate: the step credential is srun's) */
+        step_body *b = *con_cls;
+        if (!b) {
+            b = cr_calloc(1, sizeof *b);
+            cr_buf_init(&b->b);
+            *con_cls = b;
+            return MHD_YES;
+        }
+        if (*upload_size) {
+            if (b->b.len + *upload_size > STEP_BODY_MAX) {
+                b->over = 1;
+            } else {
+                cr_buf_append(&b->b, upload, *upload_size);
+            }
+            *upload_size = 0;
+            return MHD_YES;
+        }
+        return serve_step(a, c, step_job, b);
+    }
     if (strcmp(method, "GET") != 0) {
-        return error(c, 405, "CR_ENOTSUP", "only GET is served here", NULL);
+        return error(c, 405, "CR_ENOTSUP", "only GET is served here (and a batch job's steps)",
+                     NULL);
     }
     if (strcmp(url, "/v1/health") != 0 && !client_cert_ok(a, c)) {
         return error(c, 403, "CR_EPERM",
@@ -574,6 +725,7 @@ int cr__agent_http_start(agent *a, char *err, size_t errlen)
         {MHD_OPTION_CONNECTION_TIMEOUT, HTTP_IDLE_TIMEOUT_S, NULL},
         {MHD_OPTION_STRICT_FOR_CLIENT, 1, NULL},
         {MHD_OPTION_URI_LOG_CALLBACK, (intptr_t)cr_http_strict_uri, NULL},
+        {MHD_OPTION_NOTIFY_COMPLETED, (intptr_t)request_done, NULL},
         {MHD_OPTION_END, 0, NULL},
     };
     if (a->cfg.tls_cert) {

@@ -122,6 +122,13 @@ typedef struct agent {
     char *metrics_text;     /* (mu) last rendered /metrics body */
     int64_t *live;          /* (mu) ids of the jobs running here, for log follows */
     size_t nlive, live_cap;
+    /* (mu) the running batch jobs' step credentials and users, for the
+     * step relay (POST /v1/jobs/ID/step, agent_http.c; docs/slurm.md) */
+    struct agent_step_cred {
+        int64_t job, uid;
+        char token[CR_STEP_TOKEN_MAX];
+    } * step_creds;
+    size_t nstep_creds, step_creds_cap;
     uint64_t n_started, n_exited, n_status, n_status_fail, n_polls, n_poll_fail,
         n_registers; /* (mu) counters */
     /* The node lease (agent_net.c), main only: lease_ns is the controller's

@@ -40,6 +40,7 @@
 #include <sys/stat.h>
 #include <sys/random.h>
 #include <sys/wait.h>
+#include <sodium.h>
 #include <unistd.h>
 
 static void usage(FILE *f)
@@ -922,6 +923,7 @@ static void start_job(agent *a, const cr_job_spec *given)
     }
     cr_job_spec cap_spec = *s; /* a shallow copy: the agent's log cap for the shim */
     cap_spec.log_max_bytes = a->cfg.log_max_bytes;
+    cap_spec.step_server = a->cfg.server;
     s = &cap_spec;
     if (cr_proc_spawn_iso(a->cfg.state_dir, a->cfg.node, s, &a->iso, p, err, sizeof err) < 0) {
         cr_error("agent: job=%lld not started: %s", (long long)s->job, err);
@@ -1083,10 +1085,20 @@ static void publish_live(agent *a)
 {
     pthread_mutex_lock(&a->mu);
     a->nlive = 0;
+    a->nstep_creds = 0;
     for (size_t i = 0; i < a->nprocs; i++) {
         if (a->procs[i].state != CR_PROC_EXITED) {
             CR_GROW(a->live, a->nlive, a->live_cap);
             a->live[a->nlive++] = a->procs[i].job;
+            /* the credential is the desired state's (never journaled) */
+            const cr_job_spec *s = cr_desired_find(&a->desired, a->procs[i].job);
+            if (s && s->batch && s->step_token[0] && s->run == a->procs[i].spec.run) {
+                CR_GROW(a->step_creds, a->nstep_creds, a->step_creds_cap);
+                struct agent_step_cred *sc = &a->step_creds[a->nstep_creds++];
+                sc->job = s->job;
+                sc->uid = s->has_user ? s->uid : (int64_t)geteuid();
+                memcpy(sc->token, s->step_token, sizeof sc->token);
+            }
         }
     }
     pthread_mutex_unlock(&a->mu);
@@ -1726,6 +1738,10 @@ out:
     cr_gpu_close(a->gpu);
     free(a->metrics_text);
     free(a->live);
+    if (a->step_creds) {
+        sodium_memzero(a->step_creds, a->step_creds_cap * sizeof *a->step_creds);
+    }
+    free(a->step_creds);
     cr__agent_ctr_fini(a);
     cr_iso_fini(&a->iso); /* removes the cgroup dirs only when empty: adopted jobs keep theirs */
     free(dev_dir_owned);

@@ -18,6 +18,8 @@
 
 #include "cr_gpu.h"
 
+/* Room for a step credential ("step_token": hex, NUL). */
+#define CR_STEP_TOKEN_MAX 72
 /* Most tasks (processes) one job runs on one node (--tasks-per-node). */
 #define CR_MAX_TASKS_PER_NODE 256
 /* Largest batch script shipped with a job (bytes; the controller refuses more). */
@@ -84,6 +86,9 @@ typedef struct cr_job_spec {
     /* Agent-local, never in JSON: the MPS pipe directory of the daemon that
      * serves this fractional task (agent_mps.c); NULL: time-sliced. Borrowed. */
     const char *mps_pipe;
+    /* Agent-local, never in JSON: the controller's URL(s), for a batch job's
+     * srun to report its steps to (CORRAL_STEP_SERVER). Borrowed; NULL. */
+    const char *step_server;
     /* Agent-local, never in JSON: each log file's cap (--log-max-bytes); 0 none. */
     int64_t log_max_bytes;
     int64_t grace_ns; /* stop: SIGTERM, this long, SIGKILL */
@@ -98,14 +103,22 @@ typedef struct cr_job_spec {
     int64_t mem_bytes; /* "mem_bytes": memory limit; 0: none */
     int64_t pids;      /* "pids": tasks limit (pids.max); 0: CR_ISO_PIDS_PER_GPU per GPU */
     /* Batch-job members (all owned, NULL when not given). */
-    char *name;          /* job name (SLURM_JOB_NAME) */
-    char *nodelist;      /* the job's nodes, comma-separated, rank order */
-    char *script;        /* batch script text shipped with the job: written
-                            to a file on the node and run as argv[0] */
-    char *out_pattern;   /* -o: stdout file pattern (%j %A %a %t %N %x %%) */
-    char *err_pattern;   /* -e: stderr file pattern */
-    char *submit_dir;    /* where it was submitted from (SLURM_SUBMIT_DIR) */
-    int open_append;     /* "open_mode": "append": -o/-e files are appended to, not truncated */
+    char *name;        /* job name (SLURM_JOB_NAME) */
+    char *nodelist;    /* the job's nodes, comma-separated, rank order */
+    char *script;      /* batch script text shipped with the job: written
+                          to a file on the node and run as argv[0] */
+    char *out_pattern; /* -o: stdout file pattern (%j %A %a %t %N %x %%) */
+    char *err_pattern; /* -e: stderr file pattern */
+    char *submit_dir;  /* where it was submitted from (SLURM_SUBMIT_DIR) */
+    int open_append;   /* "open_mode": "append": -o/-e files are appended to, not truncated */
+    /* "batch": Slurm's batch semantics (docs/slurm.md): this node's one
+     * process is `corral stepd`, which on rank 0 also runs the script once
+     * (the batch step); srun in it asks the agents of "step_agents" (URLs,
+     * rank order, comma-separated; owned) for steps with "step_token" (the
+     * run's step credential: kept in memory only, like secret_env). */
+    int batch;
+    char *step_agents;
+    char step_token[CR_STEP_TOKEN_MAX];
     int64_t array_index; /* array task index, -1 when not an array task */
     int64_t array_job;   /* the array's first job id, 0 when not an array task */
     /* "signal": {"name": "USR1", "at": N}: deliver that signal to the job's
@@ -171,5 +184,13 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node);
  */
 char **cr_job_env_base(const cr_job_spec *s, const char *home_fallback);
 void cr_strv_free(char **v);
+/*
+ * The abstract Unix socket name (without the leading NUL) a batch job's
+ * stepd listens on: "corral-step-" and a hash of its step token, so the
+ * agent finds it from the token and its node's name (several agents may
+ * share a host, and so a network namespace) and the name (listed in
+ * /proc/net/unix) gives the token away to no one. out: at least 64 bytes.
+ */
+void cr_step_sock_name(const char *token, const char *node, char *out, size_t len);
 
 #endif

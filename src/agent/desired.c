@@ -44,6 +44,7 @@ void cr_job_spec_copy_secrets(cr_job_spec *dst, const cr_job_spec *src)
     strv_wipe(dst->secret_env);
     dst->secret_env = NULL;
     dst->secretc = 0;
+    memcpy(dst->step_token, src->step_token, sizeof dst->step_token);
     if (!src->secret_env) {
         return;
     }
@@ -75,6 +76,8 @@ void cr_job_spec_fini(cr_job_spec *s)
     free(s->out_pattern);
     free(s->err_pattern);
     free(s->submit_dir);
+    free(s->step_agents);
+    sodium_memzero(s->step_token, sizeof s->step_token);
     free(s->ctr.image);
     free(s->ctr.archive);
     cr_strv_free(s->ctr.mounts);
@@ -320,6 +323,16 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         goto fail;
     }
     s.keep_running = json_is_true(kr);
+    s.batch = json_is_true(json_object_get(j, "batch"));
+    const char *stok = json_string_value(json_object_get(j, "step_token"));
+    if (stok) {
+        if (strlen(stok) >= sizeof s.step_token ||
+            strspn(stok, "0123456789abcdef") != strlen(stok)) {
+            rc = bad(err, errlen, path, "step_token", "must be hex, up to 70 characters");
+            goto fail;
+        }
+        snprintf(s.step_token, sizeof s.step_token, "%s", stok);
+    }
     json_t *act = json_object_get(j, "action");
     if (act && !json_is_null(act)) {
         const char *a = json_string_value(act);
@@ -401,6 +414,7 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         (rc = get_str(j, path, "output", &s.out_pattern, err, errlen)) < 0 ||
         (rc = get_str(j, path, "error", &s.err_pattern, err, errlen)) < 0 ||
         (rc = get_str(j, path, "submit_dir", &s.submit_dir, err, errlen)) < 0 ||
+        (rc = get_str(j, path, "step_agents", &s.step_agents, err, errlen)) < 0 ||
         (rc = get_int(j, path, "array_index", -1, INT32_MAX, 0, &s.array_index, err, errlen)) < 0 ||
         (rc = get_int(j, path, "array_job", 0, INT64_MAX, 0, &s.array_job, err, errlen)) < 0) {
         goto fail;
@@ -554,6 +568,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     if (s->keep_running) {
         json_object_set_new(j, "keep_running_on_partition", json_true());
     }
+    if (s->batch) {
+        json_object_set_new(j, "batch", json_true()); /* (step_token: in memory only) */
+    }
     if (s->assign_port) {
         json_object_set_new(j, "assign_port", json_true());
     }
@@ -639,6 +656,7 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
                 {"output", s->out_pattern},
                 {"error", s->err_pattern},
                 {"submit_dir", s->submit_dir},
+                {"step_agents", s->step_agents},
                 {"open_mode", s->open_append ? "append" : NULL}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         if (strs[i].v) {

@@ -10,6 +10,7 @@
 #include "cr_envname.h"
 
 #include <pwd.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,7 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     while (base && base[nb]) {
         nb++;
     }
-    size_t cap = nb + s->envc + s->secretc + 24; /* Corral's own: at most 18 */
+    size_t cap = nb + s->envc + s->secretc + 28; /* Corral's own: at most 22 */
     char **v = cr_calloc(cap + 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -130,6 +131,17 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
         }
         v[n++] = cr_asprintf("CORRAL_GPU_SHARING=%s", s->mps_pipe ? "mps" : "time-slicing");
     }
+    if (s->batch && s->step_token[0]) {
+        /* for stepd and srun (docs/slurm.md) */
+        char sock[80];
+        cr_step_sock_name(s->step_token, node, sock, sizeof sock);
+        v[n++] = cr_asprintf("CORRAL_STEPD_SOCK=%s", sock);
+        v[n++] = cr_asprintf("CORRAL_STEP_TOKEN=%s", s->step_token);
+        v[n++] = cr_asprintf("CORRAL_STEP_AGENTS=%s", s->step_agents ? s->step_agents : "");
+        if (s->step_server) {
+            v[n++] = cr_asprintf("CORRAL_STEP_SERVER=%s", s->step_server);
+        }
+    }
     if (s->has_gang) {
         /* One process per node, as torchrun expects to be started: RANK is
          * the node's first global rank and LOCAL_RANK 0; torchrun (or the
@@ -147,4 +159,18 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     }
     v[n] = NULL;
     return v;
+}
+
+void cr_step_sock_name(const char *token, const char *node, char *out, size_t len)
+{
+    uint8_t h[16];
+    char hex[33];
+    crypto_generichash_state st;
+    crypto_generichash_init(&st, NULL, 0, sizeof h);
+    crypto_generichash_update(&st, (const uint8_t *)token, strlen(token));
+    crypto_generichash_update(&st, (const uint8_t *)"/", 1);
+    crypto_generichash_update(&st, (const uint8_t *)(node ? node : ""), strlen(node ? node : ""));
+    crypto_generichash_final(&st, h, sizeof h);
+    sodium_bin2hex(hex, sizeof hex, h, sizeof h);
+    snprintf(out, len, "corral-step-%s", hex);
 }

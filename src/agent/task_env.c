@@ -19,6 +19,9 @@
 
 int cr_task_count(const cr_job_spec *s)
 {
+    if (s->batch) {
+        return 1; /* stepd: the script once on rank 0, steps through srun */
+    }
     if (s->has_gang && s->gang.tasks_per_node > 0) {
         return s->gang.tasks_per_node;
     }
@@ -105,6 +108,13 @@ char **cr_task_env(char *const *env, const cr_job_spec *s, int local_rank, const
             ADD("SLURM_NODELIST=%s", s->nodelist);
             ADD("SLURM_JOB_NODELIST=%s", s->nodelist);
         }
+        /* sbatch's form: "4(x2)" for 4 tasks on each of 2 nodes */
+        if (g->nnodes > 1) {
+            ADD("SLURM_TASKS_PER_NODE=%d(x%d)", local_world, g->nnodes);
+        } else {
+            ADD("SLURM_TASKS_PER_NODE=%d", local_world);
+        }
+        ADD("SLURM_GPUS_ON_NODE=%zu", s->gpu_count);
     }
 #undef ADD
     size_t ne = 0;
@@ -210,8 +220,22 @@ void cr_tasks_prepare(cr_tasks *t, const char *state_dir, const cr_job_spec *spe
     size_t argc = spec->argc, off = 0;
     t->script_path = spec->script ? write_script(state_dir, spec) : NULL;
     int via_sh = t->script_path && strncmp(spec->script, "#!", 2) != 0;
-    t->argv = cr_calloc(argc + 2, sizeof *t->argv);
-    if (via_sh) {
+    t->argv = cr_calloc(argc + 5, sizeof *t->argv);
+    int rank0 = !spec->has_gang || spec->gang.node_rank == 0;
+    if (spec->batch) {
+        /* `corral stepd [-- SCRIPT ARGS]`: the agent's own binary */
+        char self[4096];
+        ssize_t sl = readlink("/proc/self/exe", self, sizeof self - 1);
+        self[sl > 0 ? sl : 0] = '\0';
+        t->argv[off++] = cr_strdup(sl > 0 ? self : "corral");
+        t->argv[off++] = cr_strdup("stepd");
+        if (!rank0) {
+            argc = 0; /* holds the node for steps */
+        } else {
+            t->argv[off++] = cr_strdup("--");
+        }
+    }
+    if (via_sh && argc > 0) {
         t->argv[off++] = cr_strdup("/bin/sh");
     }
     for (size_t i = 0; i < argc; i++) {
@@ -232,6 +256,9 @@ void cr_tasks_prepare(cr_tasks *t, const char *state_dir, const cr_job_spec *spe
         t->envps[i] = cr_task_env(env, spec, (int)i, node);
         t->out_paths[i] = cr_task_log_path(state_dir, spec->job, rank, t->n, "out");
         t->err_paths[i] = cr_task_log_path(state_dir, spec->job, rank, t->n, "err");
+        if (spec->batch && !rank0) {
+            continue; /* -o/-e are the batch step's (rank 0); steps' output goes to srun */
+        }
         if (spec->out_pattern) {
             t->user_out[i] = cr_task_path(spec->out_pattern, spec, rank, node);
         }

@@ -1139,6 +1139,26 @@ int cr__cli_show(cli_ctx *ctx, int argc, char **argv)
         cr__cli_print_json(ctx, res.body);
     } else {
         show_job(ctx, res.body, with_env);
+        json_t *steps = json_object_get(res.body, "steps");
+        if (json_array_size(steps) > 0) {
+            /* a batch job's srun steps (docs/slurm.md) */
+            fprintf(ctx->out, "Steps:\n  %-10s %-10s %5s  %-20s %4s  %s\n", "STEP", "STATE",
+                    "TASKS", "NODES", "EXIT", "COMMAND");
+            for (size_t i = 0; i < json_array_size(steps); i++) {
+                json_t *s = json_array_get(steps, i);
+                char sid[48], ex[16] = "-";
+                snprintf(sid, sizeof sid, "%lld.%lld", (long long)id,
+                         (long long)json_integer_value(json_object_get(s, "step")));
+                if (json_is_integer(json_object_get(s, "exit_code"))) {
+                    snprintf(ex, sizeof ex, "%lld",
+                             (long long)json_integer_value(json_object_get(s, "exit_code")));
+                }
+                const char *sst = jstr(s, "state"), *nd = jstr(s, "nodes"), *nm = jstr(s, "name");
+                fprintf(ctx->out, "  %-10s %-10s %5lld  %-20s %4s  %s\n", sid, sst ? sst : "-",
+                        (long long)json_integer_value(json_object_get(s, "ntasks")), nd ? nd : "",
+                        ex, nm ? nm : "");
+            }
+        }
         const char *st = jstr(res.body, "state");
         if (st && strcmp(st, "failed") == 0) {
             show_stderr_tail(ctx, res.body, id);

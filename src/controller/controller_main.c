@@ -143,6 +143,13 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     const char *token = cr_auth_bearer(cr_http_header(req, "Authorization"));
+    if (nseg == 4 && strcmp(seg[1], "jobs") == 0 && strcmp(seg[3], "steps") == 0 &&
+        strcmp(m, "POST") == 0) {
+        /* srun inside a batch job: its step credential, not a token */
+        cr_http_set_route(req, "/v1/jobs/{id}/steps");
+        ctl_batch_step_report(c, req, seg[2], token);
+        goto out;
+    }
     cr_principal p;
     if (!token || !cr_auth_table_check(c->auth, token, &p)) {
         atomic_fetch_add(&c->auth_failures, 1);

@@ -25,6 +25,7 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -70,6 +71,118 @@ int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher)
         return (int)(node_gpus < CTL_MAX_TASKS_PER_NODE ? node_gpus : CTL_MAX_TASKS_PER_NODE);
     }
     return 1;
+}
+
+bool ctl_batch_is_batch(const ctl_job *j)
+{
+    return json_is_string(json_object_get(j->spec, "script")) &&
+           !json_object_get(j->spec, "image") && !json_object_get(j->spec, "service");
+}
+
+void ctl_batch_step_token(const ctl *c, const ctl_job *j, char out[CTL_STEP_TOKEN_LEN + 1])
+{
+    /* keyed by the controller's secret key, so every controller of the
+     * cluster (and a restarted one) gives the same token for a run */
+    uint8_t h[32];
+    char msg[64];
+    int n = snprintf(msg, sizeof msg, "corral-step %lld %d", (long long)j->id, j->runs);
+    crypto_generichash(h, sizeof h, (const uint8_t *)msg, (size_t)n, c->secret_key,
+                       sizeof c->secret_key);
+    sodium_bin2hex(out, CTL_STEP_TOKEN_LEN + 1, h, CTL_STEP_TOKEN_LEN / 2);
+    sodium_memzero(h, sizeof h);
+}
+
+#define STEPS_PER_JOB 256
+#define STEP_JOBS     4096
+
+void ctl_batch_step_report(ctl *c, cr_http_req *req, const char *idtext, const char *token)
+{
+    int64_t id = 0;
+    size_t len = 0;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = body && len ? json_loadb(body, len, 0, NULL) : NULL;
+    if (cr_parse_i64(idtext, 1, INT64_MAX / 2, &id) != 0 || !json_is_object(v)) {
+        json_decref(v);
+        ctl_reply_err(req, 400, CR_EINVAL, NULL, "a step record: POST /v1/jobs/ID/steps {...}");
+        return;
+    }
+    json_int_t step = json_integer_value(json_object_get(v, "step"));
+    const char *name = json_string_value(json_object_get(v, "name"));
+    const char *state = json_string_value(json_object_get(v, "state"));
+    const char *nodes = json_string_value(json_object_get(v, "nodes"));
+    json_int_t ntasks = json_integer_value(json_object_get(v, "ntasks"));
+    json_t *code = json_object_get(v, "exit_code");
+    static const char *const states[] = {"running", "completed", "failed", "cancelled", NULL};
+    bool state_ok = false;
+    for (size_t i = 0; state && states[i]; i++) {
+        state_ok |= strcmp(state, states[i]) == 0;
+    }
+    pthread_mutex_lock(&c->mu);
+    ctl_job *j = ctl_job_get(c, id);
+    char want[CTL_STEP_TOKEN_LEN + 1] = "";
+    if (j && j->state == JS_RUNNING && ctl_batch_is_batch(j)) {
+        ctl_batch_step_token(c, j, want);
+    }
+    bool ok = *want && token && strlen(token) == CTL_STEP_TOKEN_LEN &&
+              sodium_memcmp(token, want, CTL_STEP_TOKEN_LEN) == 0;
+    sodium_memzero(want, sizeof want);
+    if (!ok) {
+        pthread_mutex_unlock(&c->mu);
+        json_decref(v);
+        ctl_reply_err(req, 401, CR_EAUTH, NULL,
+                      "the step credential of a running batch job is "
+                      "required");
+        return;
+    }
+    if (step < 0 || ntasks < 0 || !state_ok || !name || !ctl_text_clean(name) ||
+        strlen(name) > 200 || (nodes && (!ctl_text_clean(nodes) || strlen(nodes) > 4000))) {
+        pthread_mutex_unlock(&c->mu);
+        json_decref(v);
+        ctl_reply_err(req, 400, CR_EINVAL, NULL,
+                      "a step record: step, name (up to 200 bytes), ntasks, nodes, state "
+                      "(running, completed, failed, cancelled), exit_code");
+        return;
+    }
+    if (!c->steps || json_object_size(c->steps) >= STEP_JOBS) {
+        json_decref(c->steps); /* (memory only: the oldest go with the rest) */
+        c->steps = json_object();
+    }
+    char key[24];
+    snprintf(key, sizeof key, "%lld", (long long)id);
+    json_t *list = json_object_get(c->steps, key);
+    if (!list) {
+        list = json_array();
+        json_object_set_new(c->steps, key, list);
+    }
+    json_t *rec = json_pack("{s:I,s:s,s:I,s:s,s:s}", "step", step, "name", name, "ntasks", ntasks,
+                            "nodes", nodes ? nodes : "", "state", state);
+    if (json_is_integer(code)) {
+        json_object_set(rec, "exit_code", code);
+    }
+    size_t i;
+    for (i = 0; i < json_array_size(list); i++) {
+        if (json_integer_value(json_object_get(json_array_get(list, i), "step")) == step) {
+            break;
+        }
+    }
+    if (i < json_array_size(list)) {
+        json_array_set_new(list, i, rec);
+    } else if (json_array_size(list) < STEPS_PER_JOB) {
+        json_array_append_new(list, rec);
+    } else {
+        json_decref(rec);
+    }
+    pthread_mutex_unlock(&c->mu);
+    json_decref(v);
+    ctl_reply_json(req, 200, json_pack("{s:b}", "ok", 1));
+}
+
+json_t *ctl_batch_steps(ctl *c, int64_t id)
+{
+    char key[24];
+    snprintf(key, sizeof key, "%lld", (long long)id);
+    json_t *list = c->steps ? json_object_get(c->steps, key) : NULL;
+    return list ? json_deep_copy(list) : NULL;
 }
 
 void ctl_batch_entry(const ctl_job *j, json_t *entry)

@@ -15,6 +15,7 @@
 
 #include "cr_log.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,6 +216,28 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
             json_object_set_new(e, "gpu_mem_bytes", json_integer(j->gpu_mem_bytes));
         }
         ctl_batch_entry(j, e);
+        if (ctl_batch_is_batch(j)) {
+            /* the script once, on rank 0; srun asks these agents (rank
+             * order) for steps, with the run's step credential */
+            char tok[CTL_STEP_TOKEN_LEN + 1];
+            ctl_batch_step_token(c, j, tok);
+            char urls[8192] = "";
+            size_t off = 0;
+            for (size_t k = 0; k < j->nplace && off < sizeof urls; k++) {
+                const ctl_node *o = ctl_node_find(c, j->place[k].node);
+                off += (size_t)snprintf(urls + off, sizeof urls - off, "%s", k ? "," : "");
+                if (o && o->port > 0 && off < sizeof urls) {
+                    off += (size_t)snprintf(urls + off, sizeof urls - off, "%s://%s:%d",
+                                            o->tls ? "https" : "http", o->addr, o->port);
+                }
+            }
+            json_object_set_new(e, "batch", json_true());
+            json_object_set_new(e, "step_token", json_string(tok));
+            if (off < sizeof urls) {
+                json_object_set_new(e, "step_agents", json_string(urls));
+            }
+            sodium_memzero(tok, sizeof tok);
+        }
         json_t *ctr = ctl_ctr_desired(c, j->spec);
         if (ctr) {
             json_object_set_new(e, "container", ctr);

@@ -394,6 +394,8 @@ struct ctl {
     uint32_t *node_slots; /* name index into nodes (see ctl_nodes.c) */
     size_t node_slots_cap;
     json_t *node_labels; /* owned: {"node": {"k": "v"}} (ctl_lifecycle.c) */
+    json_t *steps;       /* owned, NULL: {"<job id>": [step, ...]}, the batch jobs' steps srun
+                            reported (ctl_batch.c; memory only) */
     ctl_tenant **tenants;
     size_t ntenants, captenants;
     ctl_service **services;
@@ -825,6 +827,20 @@ bool ctl_batch_is_launcher(const json_t *command);
  * command starts its own workers (one task per node). */
 int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher);
 /* Add script, output, error, name, array index and nodelist to entry. mu held. */
+/* Batch semantics (docs/slurm.md): a job with a shipped script (no image,
+ * not a service) runs its script once, on its first node, and srun inside
+ * it starts job steps through the agents of its nodes. */
+bool ctl_batch_is_batch(const ctl_job *j);
+/* The run's step credential (hex): srun's bearer token at the agents of
+ * the job's nodes, given to them in the desired state. */
+#define CTL_STEP_TOKEN_LEN 48
+void ctl_batch_step_token(const ctl *c, const ctl_job *j, char out[CTL_STEP_TOKEN_LEN + 1]);
+/* POST /v1/jobs/{id}/steps (seg[2] the id), authenticated by the step
+ * credential rather than a token: srun's record of a step (docs/slurm.md),
+ * kept in memory and shown by GET /v1/jobs/{id} as "steps". Takes mu. */
+void ctl_batch_step_report(ctl *c, cr_http_req *req, const char *idtext, const char *token);
+/* A new copy of job id's steps, or NULL. mu held. */
+json_t *ctl_batch_steps(ctl *c, int64_t id);
 void ctl_batch_entry(const ctl_job *j, json_t *entry);
 /* Check that every job a dependency names exists and is the tenant's
  * (admins: anyone's). CR_ENOENT with why. mu held. */

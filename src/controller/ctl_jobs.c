@@ -308,6 +308,10 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
     json_t *v = visible(j, p) ? ctl_job_json(j) : NULL;
     if (v) {
         ctl_redact_member(c, p, v, "reason");
+        json_t *steps = ctl_batch_steps(c, id);
+        if (steps) {
+            json_object_set_new(v, "steps", steps); /* srun's (docs/slurm.md) */
+        }
     }
     /* ?env=1: the values too (names only by default), credential-looking
      * ones redacted even here. */

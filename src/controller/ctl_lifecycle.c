@@ -59,6 +59,7 @@ int ctl_load_node_labels(ctl *c)
 void ctl_node_labels_free(ctl *c)
 {
     json_decref(c->node_labels);
+    json_decref(c->steps);
     c->node_labels = NULL;
 }
 

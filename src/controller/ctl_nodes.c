@@ -1100,8 +1100,11 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
          * exited 0; the first rank to fail ends it at once (its other ranks
          * are then stopped through the desired state). A stop the controller
          * asked for (cancel, time limit, requeue) ends it at the first exit. */
+        /* A batch job (ctl_batch_is_batch) ends with its script, on rank
+         * 0: its other nodes only hold the allocation for its steps. */
+        bool batch_end = ctl_batch_is_batch(j) && mine == &j->place[0];
         if (j->nplace > 1 && code == 0 && sig == 0 && !j->cancel_requested && !j->timed_out &&
-            !j->requeue_requested) {
+            !j->requeue_requested && !batch_end) {
             mine->exited_ok = true;
             bool all = true;
             for (size_t k = 0; k < j->nplace; k++) {

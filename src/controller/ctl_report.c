@@ -47,8 +47,8 @@ void ctl_job_gone_why(ctl *c, int64_t id, char *why, size_t len)
     if (!j) {
         snprintf(why, len, "the job is no longer known to the controller");
     } else if (ctl_job_terminal(j)) {
-        snprintf(why, len, "the job has ended (%s): %s", ctl_job_state_names[j->state],
-                 j->reason && *j->reason ? j->reason : "no reason recorded");
+        snprintf(why, len, "the job has ended (%s)%s%s", ctl_job_state_names[j->state],
+                 j->reason && *j->reason ? ": " : "", j->reason ? j->reason : "");
     } else if (j->state == JS_RUNNING || j->state == JS_COMPLETING) {
         snprintf(why, len, "the controller placed it elsewhere while this node was away");
     } else {

@@ -2,9 +2,9 @@
 # test_batch.sh - Slurm habits end to end: the real controller and one real
 # agent (simulated GPUs) on loopback, driven by the real client.
 #   - a batch script with #SBATCH lines, submitted unchanged: its directives
-#     become the job (-t 90 is 5,400 s; --ntasks-per-node 2 runs two tasks),
-#     the script travels with the job and -o out-%j-%t.txt is written on the
-#     node, in --chdir;
+#     become the job (-t 90 is 5,400 s; --ntasks-per-node 2: its body runs
+#     once and srun in it runs two tasks), the script travels with the job
+#     and -o out-%j-%t.txt is written on the node, in --chdir;
 #   - --gpus 0 runs a job with no GPU (CUDA_VISIBLE_DEVICES empty);
 #   - --wait returns the job's exit code, and a failure is not retried by
 #     default (it ran once);
@@ -50,7 +50,8 @@ cat >"$DIR/job.sh" <<'SH'
 #SBATCH --ntasks-per-node=2
 #SBATCH --gres=gpu:2
 #SBATCH -o out-%j-%t.txt
-echo "task $SLURM_PROCID of $SLURM_NTASKS in $(pwd) arg=$1"
+# the body runs once (the batch step); srun runs the tasks
+srun bash -c 'echo "task $SLURM_PROCID of $SLURM_NTASKS in $(pwd) arg=$1"' _ "$1"
 SH
 cd "$DIR"
 id=$(submit_id "$CORRAL" submit --chdir work ./job.sh hello)
@@ -59,9 +60,11 @@ wait_for 30 is_state "$id" completed || fail "script job $id: $("$CORRAL" show "
 [ "$(field_of "$id" time_limit_s)" = 5400 ] || fail "-t 90 is not 5400 s"
 [ "$(field_of "$id" name)" = scripted ] || fail "-J"
 [ "$(field_of "$id" gpus)" = 2 ] || fail "--gres=gpu:2"
+# one batch step (%t 0): srun's two tasks write into its file
+f="$DIR/work/out-$id-0.txt"
+[ -s "$f" ] || fail "no $f"
+[ ! -e "$DIR/work/out-$id-1.txt" ] || fail "the body ran twice: $DIR/work/out-$id-1.txt"
 for t in 0 1; do
-    f="$DIR/work/out-$id-$t.txt"
-    [ -s "$f" ] || fail "no $f"
     grep -qx "task $t of 2 in $DIR/work arg=hello" "$f" || fail "$f: $(cat "$f")"
 done
 # The node ran its own copy of the script: the original was never read there.

@@ -10,6 +10,14 @@
 #   - corral logs prints a job's -o file (its captured log is empty);
 #   - a failed job: corral logs adds its stderr, corral show quotes the
 #     last lines of it;
+#   - batch semantics (docs/slurm.md): a 2-node script with
+#     --ntasks-per-node=4 runs its body once, on the first node, with the
+#     allocation's SLURM_* variables; srun runs 8 tasks across both nodes,
+#     -N/-n/--ntasks-per-node/--gpus-per-task/-l, steps in sequence and in
+#     the background with wait, a failed step's code and stderr,
+#     --kill-on-bad-exit; scontrol show hostnames; the steps in corral show;
+#     all in the batch step's -o file in the submit directory;
+#   - (root) another user cannot start a task through a job's stepd socket;
 #   - a 2-node job whose rank 1 fails: the other node's agent logs the true
 #     reason (the job failed on the other node), not "placed elsewhere".
 # Polls with deadlines; no sleeps as synchronisation.
@@ -33,18 +41,10 @@ submit_id() { "$@" | sed -nE 's/^Submitted (job|[0-9]+ jobs) ([0-9]+).*/\2/p'; }
 
 # --- the submit directory: the working directory, -o relative to it ----------
 mkdir -p "$DIR/sub"
-cat >"$DIR/sub/io.sh" <<'SH'
-#!/bin/bash
-#SBATCH -J io
-#SBATCH --ntasks-per-node=2
-#SBATCH --gres=gpu:1
-#SBATCH -o %x-%j.out
-set -u
-echo "task $SLURM_PROCID in $(pwd) submit=$SLURM_SUBMIT_DIR"
-echo "err of $SLURM_PROCID" >&2
-SH
 cd "$DIR/sub"
-id=$(submit_id "$CORRAL" submit io.sh)
+# (a command, not a script: one process per task, as without a script)
+id=$(submit_id "$CORRAL" submit -n io --tasks-per-node 2 --gpus 1 -o %x-%j.out -- bash -c \
+    'set -u; echo "task $SLURM_PROCID in $(pwd) submit=$SLURM_SUBMIT_DIR"; echo "err of $SLURM_PROCID" >&2')
 cd /
 [ -n "$id" ] || fail "submit io.sh"
 wait_for 30 is_state "$id" completed || fail "io job $id: $("$CORRAL" show "$id")"
@@ -87,6 +87,97 @@ grep -qx "  Traceback: boom" "$DIR/bshow.out" || fail "show $bid: $(cat "$DIR/bs
 # a job that succeeded: logs prints its stdout only
 "$CORRAL" logs "$id" 2>&1 | grep -q "its stderr" && fail "logs of a completed job added stderr"
 
+# --- batch semantics: the script once, srun steps across the allocation -------
+cat >"$DIR/sub/train.sh" <<'SH'
+#!/bin/bash
+#SBATCH -J train
+#SBATCH --nodes=2 --ntasks-per-node=4
+#SBATCH --gres=gpu:2
+#SBATCH -o %x-%j.out
+set -eu
+echo "body on $SLURMD_NODENAME ntasks=$SLURM_NTASKS nnodes=$SLURM_NNODES tpn=$SLURM_TASKS_PER_NODE submit=$SLURM_SUBMIT_DIR"
+for h in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do echo "host $h"; done
+srun sh -c 'echo "step0 rank=$SLURM_PROCID of $SLURM_NTASKS node=$SLURMD_NODENAME local=$SLURM_LOCALID"'
+srun -N 1 -n 2 -l sh -c 'echo "step1 rank=$SLURM_PROCID"'
+srun -n 2 --gpus-per-task 1 sh -c 'echo "bg1 rank=$SLURM_PROCID gpus=$CUDA_VISIBLE_DEVICES"' &
+srun -N 2 --ntasks-per-node 1 sh -c 'sleep 1; echo "bg2 node=$SLURMD_NODENAME"' &
+wait
+set +e
+srun -n 1 sh -c 'echo "to stderr" >&2; exit 5'
+echo "failed step rc=$?"
+srun --kill-on-bad-exit -n 2 sh -c 'if [ "$SLURM_PROCID" = 0 ]; then exit 7; fi; sleep 30; echo "not killed"'
+echo "kill-on-bad-exit rc=$?"
+echo "body ends"
+SH
+cd "$DIR/sub"
+tid=$(submit_id "$CORRAL" submit train.sh)
+cd /
+[ -n "$tid" ] || fail "submit train.sh"
+wait_for 90 is_state "$tid" completed || fail "batch job $tid: $("$CORRAL" show "$tid"; cat "$DIR/sub/train-$tid.out")"
+t="$DIR/sub/train-$tid.out"
+[ -s "$t" ] || fail "no $t"
+nodes=$(field_of "$tid" run_nodes)
+first=${nodes%%,*} second=${nodes#*,}
+[ "$(grep -c '^body on ' "$t")" = 1 ] || fail "the body ran $(grep -c '^body on ' "$t") times: $(cat "$t")"
+grep -qx "body on $first ntasks=8 nnodes=2 tpn=4(x2) submit=$DIR/sub" "$t" || fail "batch env: $(cat "$t")"
+[ "$(grep '^host ' "$t" | tr '\n' ' ')" = "host $first host $second " ] || fail "scontrol: $(cat "$t")"
+[ "$(grep -c '^step0 ' "$t")" = 8 ] || fail "srun ran $(grep -c '^step0 ' "$t") tasks, want 8: $(cat "$t")"
+for r in 0 1 2 3; do
+    grep -qx "step0 rank=$r of 8 node=$first local=$r" "$t" || fail "step0 rank $r: $(cat "$t")"
+    grep -qx "step0 rank=$((r + 4)) of 8 node=$second local=$r" "$t" || fail "step0 rank $((r + 4)): $(cat "$t")"
+done
+grep -qx "0: step1 rank=0" "$t" && grep -qx "1: step1 rank=1" "$t" || fail "srun -l: $(cat "$t")"
+grep -q "^bg1 rank=0 gpus=GPU-" "$t" && grep -q "^bg1 rank=1 gpus=GPU-" "$t" || fail "background step: $(cat "$t")"
+[ "$(grep "^bg1 rank=0" "$t" | cut -d= -f3)" != "$(grep "^bg1 rank=1" "$t" | cut -d= -f3)" ] ||
+    fail "--gpus-per-task 1 gave both tasks the same GPU: $(cat "$t")"
+grep -qx "bg2 node=$first" "$t" && grep -qx "bg2 node=$second" "$t" || fail "background step 2: $(cat "$t")"
+grep -qx "to stderr" "$t" && grep -qx "failed step rc=5" "$t" || fail "failed step: $(cat "$t")"
+grep -qx "kill-on-bad-exit rc=7" "$t" || fail "--kill-on-bad-exit: $(cat "$t")"
+grep -q "not killed" "$t" && fail "--kill-on-bad-exit left a task running: $(cat "$t")"
+tail -1 "$t" | grep -qx "body ends" || fail "the body did not end last: $(cat "$t")"
+# steps in corral show
+"$CORRAL" show "$tid" >"$DIR/tshow.out"
+grep -qE "^  $tid\.0 +completed +8  $first,$second +0  sh -c" "$DIR/tshow.out" || fail "show steps: $(cat "$DIR/tshow.out")"
+grep -qE "^  $tid\.[0-9]+ +failed +1  $first +5  " "$DIR/tshow.out" || fail "show failed step: $(cat "$DIR/tshow.out")"
+
+# --- another user cannot drive a job's stepd (its abstract socket is open) ---
+if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && [ -x /usr/bin/python3 ]; then
+    cat >"$DIR/sub/hold.sh" <<'SH'
+#!/bin/bash
+#SBATCH -o hold-%j.out
+touch "$SLURM_SUBMIT_DIR/hold-started"; sleep 60
+SH
+    cd "$DIR/sub"
+    hid=$(submit_id "$CORRAL" submit hold.sh)
+    cd /
+    wait_for 30 test -e "$DIR/sub/hold-started" || fail "hold job $hid did not start"
+    chmod 711 "$DIR" && chmod 777 "$DIR/sub" # (the intruder reads its script)
+    cat >"$DIR/intrude.py" <<'PY'
+import json, socket, sys
+names = [l.split()[-1][1:] for l in open("/proc/net/unix") if "@corral-step-" in l]
+for n in set(names):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect("\0" + n)
+        s.sendall(json.dumps({"op": "start", "step": 99, "argv": ["touch", sys.argv[1]],
+                              "env": [], "cwd": "/", "ntasks": 1, "rank0": 0, "ntasks_all": 1,
+                              "nodeid": 0, "nnodes": 1, "gpus_per_task": 0}).encode())
+        s.shutdown(socket.SHUT_WR)
+        print(n, repr(s.recv(1000)))
+    except OSError as e:
+        print(n, "refused:", e)
+print(len(set(names)))
+PY
+    chmod 644 "$DIR/intrude.py"
+    setpriv --reuid 65534 --regid 65534 --clear-groups /usr/bin/python3 "$DIR/intrude.py" "$DIR/sub/intruded" \
+        >"$DIR/intrude.out" 2>&1 || true
+    grep -qx '[1-9][0-9]*' "$DIR/intrude.out" || fail "no stepd socket seen: $(cat "$DIR/intrude.out")"
+    sleep 0.5 # (a start would be at once; nothing to poll for when it is refused)
+    [ ! -e "$DIR/sub/intruded" ] || fail "another user started a task in job $hid: $(cat "$DIR/intrude.out")"
+    "$CORRAL" cancel "$hid" >/dev/null
+    wait_for 30 is_state "$hid" cancelled || fail "cancel $hid"
+fi
+
 # --- a gang torn down by another rank's failure: the true reason --------------
 gid=$(submit_id "$CORRAL" submit -n gang --nodes 2 --gpus 2 -- \
     sh -c 'if [ "$NODE_RANK" = 1 ]; then sleep 1; exit 3; fi; sleep 60')
@@ -100,4 +191,4 @@ if grep "job=$gid " "$log" | grep -q "placed it elsewhere"; then
     fail "$ok_node's log says placed elsewhere: $(grep "job=$gid" "$log")"
 fi
 
-echo "ok: submit directory, -o %x-%j in it, shared -o, --open-mode, logs of -o files, failed job's stderr in logs and show, gang teardown reason"
+echo "ok: batch step once, srun 8 tasks on 2 nodes, -l, --gpus-per-task, background steps and wait, --kill-on-bad-exit, scontrol show hostnames, steps in show; submit directory, -o %x-%j in it, shared -o, --open-mode, logs of -o files, failed job's stderr in logs and show, gang teardown reason"
