@@ -121,6 +121,8 @@ typedef struct cr_job_spec {
     char step_token[CR_STEP_TOKEN_MAX];
     int64_t array_index; /* array task index, -1 when not an array task */
     int64_t array_job;   /* the array's first job id, 0 when not an array task */
+    int64_t array_count, array_min, array_max, array_step; /* SLURM_ARRAY_TASK_*; 0: unknown */
+    double cpus_per_task; /* sbatch -c (SLURM_CPUS_PER_TASK); 0: not given */
     /* "signal": {"name": "USR1", "at": N}: deliver that signal to the job's
      * tasks once for each new "at" (scancel --signal, sbatch --signal). */
     char signal_name[12];

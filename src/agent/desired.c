@@ -324,6 +324,13 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
     }
     s.keep_running = json_is_true(kr);
     s.batch = json_is_true(json_object_get(j, "batch"));
+    json_t *cpt = json_object_get(j, "cpus_per_task");
+    if (cpt &&
+        (!json_is_number(cpt) || json_number_value(cpt) < 0 || json_number_value(cpt) > 4096)) {
+        rc = bad(err, errlen, path, "cpus_per_task", "must be a number 0..4096");
+        goto fail;
+    }
+    s.cpus_per_task = cpt ? json_number_value(cpt) : 0;
     const char *stok = json_string_value(json_object_get(j, "step_token"));
     if (stok) {
         if (strlen(stok) >= sizeof s.step_token ||
@@ -416,7 +423,11 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         (rc = get_str(j, path, "submit_dir", &s.submit_dir, err, errlen)) < 0 ||
         (rc = get_str(j, path, "step_agents", &s.step_agents, err, errlen)) < 0 ||
         (rc = get_int(j, path, "array_index", -1, INT32_MAX, 0, &s.array_index, err, errlen)) < 0 ||
-        (rc = get_int(j, path, "array_job", 0, INT64_MAX, 0, &s.array_job, err, errlen)) < 0) {
+        (rc = get_int(j, path, "array_job", 0, INT64_MAX, 0, &s.array_job, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "array_count", 0, INT32_MAX, 0, &s.array_count, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "array_min", 0, INT32_MAX, 0, &s.array_min, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "array_max", 0, INT32_MAX, 0, &s.array_max, err, errlen)) < 0 ||
+        (rc = get_int(j, path, "array_step", 0, INT32_MAX, 0, &s.array_step, err, errlen)) < 0) {
         goto fail;
     }
     json_t *tn = json_object_get(j, "tenant");
@@ -667,6 +678,15 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
         json_object_set_new(
             j, "signal",
             json_pack("{s:s,s:I}", "name", s->signal_name, "at", (json_int_t)s->signal_at));
+    }
+    if (s->cpus_per_task > 0) {
+        json_object_set_new(j, "cpus_per_task", json_real(s->cpus_per_task));
+    }
+    if (s->array_count > 0) {
+        json_object_set_new(j, "array_count", json_integer(s->array_count));
+        json_object_set_new(j, "array_min", json_integer(s->array_min));
+        json_object_set_new(j, "array_max", json_integer(s->array_max));
+        json_object_set_new(j, "array_step", json_integer(s->array_step));
     }
     if (s->array_index >= 0) {
         json_object_set_new(j, "array_index", json_integer(s->array_index));

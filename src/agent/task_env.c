@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define TASK_VARS_MAX 40
+#define TASK_VARS_MAX 48
 #define PATH_OUT_MAX  4095
 
 int cr_task_count(const cr_job_spec *s)
@@ -63,10 +63,21 @@ char **cr_task_env(char *const *env, const cr_job_spec *s, int local_rank, const
     if (s->submit_dir) {
         ADD("SLURM_SUBMIT_DIR=%s", s->submit_dir);
     }
+    if (s->cpus_per_task > 0) {
+        /* sbatch -c: a count (a fraction Corral allows is rounded up) */
+        long long c = (long long)s->cpus_per_task;
+        ADD("SLURM_CPUS_PER_TASK=%lld", c + ((double)c < s->cpus_per_task ? 1 : 0));
+    }
     if (s->array_index >= 0) {
         ADD("CORRAL_ARRAY_TASK_ID=%lld", (long long)s->array_index);
         ADD("SLURM_ARRAY_TASK_ID=%lld", (long long)s->array_index);
         ADD("SLURM_ARRAY_JOB_ID=%lld", (long long)s->array_job);
+        if (s->array_count > 0) {
+            ADD("SLURM_ARRAY_TASK_COUNT=%lld", (long long)s->array_count);
+            ADD("SLURM_ARRAY_TASK_MIN=%lld", (long long)s->array_min);
+            ADD("SLURM_ARRAY_TASK_MAX=%lld", (long long)s->array_max);
+            ADD("SLURM_ARRAY_TASK_STEP=%lld", (long long)s->array_step);
+        }
     }
     if (s->has_gang) {
         const cr_gang *g = &s->gang;

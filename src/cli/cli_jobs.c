@@ -297,7 +297,12 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
             goto bad;
         }
         json_object_set_new(job, "cpus", json_real(cpus->f));
-    } else if (pick(a, d, "cpus-per-task")->set) {
+    }
+    if (pick(a, d, "cpus-per-task")->set) {
+        /* SLURM_CPUS_PER_TASK on the node */
+        json_object_set_new(job, "cpus_per_task", json_real(pick(a, d, "cpus-per-task")->f));
+    }
+    if (!cpus->set && pick(a, d, "cpus-per-task")->set) {
         /* sbatch -c is per task; Corral's limit is per node */
         const cli_val *tpn = pick(a, d, "tasks-per-node");
         double n = tpn->set ? (double)tpn->i : 1;
@@ -592,6 +597,12 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     if (!job) {
         code = CLI_EXIT_USAGE;
         goto out;
+    }
+    if (script.text && !run && !a.dashdash) {
+        /* sbatch's form, `corral submit job.sh`: the body once, srun for
+         * steps (docs/slurm.md); after "--" a script is a command, run as
+         * every task as before */
+        json_object_set_new(job, "batch", json_true());
     }
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
         goto out;

@@ -75,7 +75,8 @@ int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher)
 
 bool ctl_batch_is_batch(const ctl_job *j)
 {
-    return json_is_string(json_object_get(j->spec, "script")) &&
+    return json_is_true(json_object_get(j->spec, "batch")) &&
+           json_is_string(json_object_get(j->spec, "script")) &&
            !json_object_get(j->spec, "image") && !json_object_get(j->spec, "service");
 }
 
@@ -198,6 +199,22 @@ void ctl_batch_entry(const ctl_job *j, json_t *entry)
     if (j->array_first > 0) {
         json_object_set_new(entry, "array_index", json_integer(j->array_index));
         json_object_set_new(entry, "array_job", json_integer(j->array_first));
+        /* SLURM_ARRAY_TASK_COUNT, _MIN, _MAX, _STEP (ctl_jobspec.c) */
+        json_t *st = json_object_get(j->spec, "array_stats");
+        static const char *const keys[][2] = {{"count", "array_count"},
+                                              {"min", "array_min"},
+                                              {"max", "array_max"},
+                                              {"step", "array_step"}};
+        for (size_t k = 0; st && k < 4; k++) {
+            json_t *v = json_object_get(st, keys[k][0]);
+            if (json_is_integer(v)) {
+                json_object_set(entry, keys[k][1], v);
+            }
+        }
+    }
+    json_t *cpt = json_object_get(j->spec, "cpus_per_task");
+    if (json_is_number(cpt)) {
+        json_object_set(entry, "cpus_per_task", cpt);
     }
     if (j->sig_at > 0 && *j->sig_name) {
         json_object_set_new(

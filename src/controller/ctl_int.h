@@ -827,9 +827,10 @@ bool ctl_batch_is_launcher(const json_t *command);
  * command starts its own workers (one task per node). */
 int ctl_batch_tasks_per_node(const ctl_job *j, size_t node_gpus, bool *launcher);
 /* Add script, output, error, name, array index and nodelist to entry. mu held. */
-/* Batch semantics (docs/slurm.md): a job with a shipped script (no image,
- * not a service) runs its script once, on its first node, and srun inside
- * it starts job steps through the agents of its nodes. */
+/* Batch semantics (docs/slurm.md): a job with a shipped script and
+ * "batch": true (corral submit job.sh; no image, not a service) runs its
+ * script once, on its first node, and srun inside it starts job steps
+ * through the agents of its nodes. */
 bool ctl_batch_is_batch(const ctl_job *j);
 /* The run's step credential (hex): srun's bearer token at the agents of
  * the job's nodes, given to them in the desired state. */

@@ -73,6 +73,8 @@ static const char *const job_members[] = {
      * --open-mode for -o/-e (docs/cli.md, "The submit directory") */
     "submit_dir",
     "open_mode",
+    "cpus_per_task", /* sbatch -c: SLURM_CPUS_PER_TASK (the limit is "cpus") */
+    "batch",         /* with script: batch semantics (ctl_batch_is_batch, docs/slurm.md) */
     NULL,
 };
 static const char *const model_members[] = {"params",        "method",      "tokens",
@@ -129,8 +131,8 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     int64_t begin = 0, mem_bytes = 0, pids = 0;
     int throttle = 0;
     int64_t gmilli = 0, gmem = 0;
-    double mem = 0, cpus = 0;
-    bool preemptible = false, requeue = false;
+    double mem = 0, cpus = 0, cpt = 0;
+    bool preemptible = false, requeue = false, batch = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL, *secrets = NULL;
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
@@ -152,6 +154,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_str(body, "", "workdir", false, 4096, &workdir, err)) ||
         (rc = cr_json_str(body, "", "submit_dir", false, 4096, &subdir, err)) ||
         (rc = cr_json_str(body, "", "open_mode", false, 16, &omode, err)) ||
+        (rc = cr_json_num(body, "", "cpus_per_task", false, 0, 4096, &cpt, err)) ||
         (!json_is_string(json_object_get(body, "array")) &&
          (rc = cr_json_int(body, "", "array", false, 1, MAX_ARRAY_TASKS, &arr, err))) ||
         (rc = cr_json_str(body, "", "dependency", false, 1023, &dep, err)) ||
@@ -162,6 +165,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_str(body, "", "output", false, 1024, &outp, err)) ||
         (rc = cr_json_str(body, "", "error", false, 1024, &errp, err)) ||
         (rc = cr_json_bool(body, "", "requeue", false, &requeue, err)) ||
+        (rc = cr_json_bool(body, "", "batch", false, &batch, err)) ||
 
         (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
         (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err)) ||
@@ -213,6 +217,19 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             goto out;
         }
         arr = (int64_t)n;
+    }
+    /* SLURM_ARRAY_TASK_COUNT, _MIN, _MAX, _STEP (1 when not evenly spaced) */
+    int64_t amin = 0, amax = arr - 1, astep = 1;
+    if (arrs && arr > 0) {
+        amin = amax = idx[0];
+        for (int64_t k = 1; k < arr; k++) {
+            amin = idx[k] < amin ? idx[k] : amin;
+            amax = idx[k] > amax ? idx[k] : amax;
+        }
+        astep = arr > 1 ? (amax - amin) / (arr - 1) : 1;
+        if (arr > 1 && (astep <= 0 || astep * (arr - 1) != amax - amin)) {
+            astep = 1;
+        }
     }
     static const char *const node_fields[] = {"nodelist", "exclude", "constraint", NULL};
     for (size_t i = 0; node_fields[i]; i++) {
@@ -412,6 +429,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (*script) {
         json_object_set_new(j->spec, "script", json_string(script));
+        if (batch) {
+            json_object_set_new(j->spec, "batch", json_true());
+        }
     }
     if (*outp) {
         json_object_set_new(j->spec, "output", json_string(outp));
@@ -421,6 +441,17 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (*omode) {
         json_object_set_new(j->spec, "open_mode", json_string(omode));
+    }
+    if (cpt > 0) {
+        json_object_set_new(j->spec, "cpus_per_task", json_real(cpt));
+    }
+    if (!from_doc && (arrs || arr > 1)) {
+        json_object_set_new(j->spec, "array_stats",
+                            json_pack("{s:I,s:I,s:I,s:I}", "count", (json_int_t)arr, "min",
+                                      (json_int_t)amin, "max", (json_int_t)amax, "step",
+                                      (json_int_t)astep));
+    } else if (from_doc && json_is_object(json_object_get(body, "array_stats"))) {
+        json_object_set(j->spec, "array_stats", json_object_get(body, "array_stats"));
     }
     if (*errp) {
         json_object_set_new(j->spec, "error", json_string(errp));

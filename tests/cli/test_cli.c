@@ -517,6 +517,16 @@ static void test_cmd_submit_script(void **state)
     json_t *cmd = json_object_get(b, "command");
     assert_string_equal(json_string_value(json_array_get(cmd, 0)), strrchr(path, '/') + 1);
     assert_string_equal(json_string_value(json_array_get(cmd, 1)), "arg1");
+    assert_true(json_is_true(json_object_get(b, "batch"))); /* sbatch's form: the body once */
+    json_decref(last);
+    run_free(&r);
+    /* after "--" a script is a command: as every task, no "batch" */
+    r = cli("submit", "--export", "NONE", "--", path, "arg1", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    b = sent_body(last);
+    assert_non_null(json_object_get(b, "script"));
+    assert_null(json_object_get(b, "batch"));
     json_decref(last);
     run_free(&r);
 

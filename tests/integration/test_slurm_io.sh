@@ -92,10 +92,10 @@ cat >"$DIR/sub/train.sh" <<'SH'
 #!/bin/bash
 #SBATCH -J train
 #SBATCH --nodes=2 --ntasks-per-node=4
-#SBATCH --gres=gpu:2
+#SBATCH --gres=gpu:2 -c 2
 #SBATCH -o %x-%j.out
 set -eu
-echo "body on $SLURMD_NODENAME ntasks=$SLURM_NTASKS nnodes=$SLURM_NNODES tpn=$SLURM_TASKS_PER_NODE submit=$SLURM_SUBMIT_DIR"
+echo "body on $SLURMD_NODENAME ntasks=$SLURM_NTASKS nnodes=$SLURM_NNODES tpn=$SLURM_TASKS_PER_NODE submit=$SLURM_SUBMIT_DIR cpt=$SLURM_CPUS_PER_TASK"
 for h in $(scontrol show hostnames "$SLURM_JOB_NODELIST"); do echo "host $h"; done
 srun sh -c 'echo "step0 rank=$SLURM_PROCID of $SLURM_NTASKS node=$SLURMD_NODENAME local=$SLURM_LOCALID"'
 srun -N 1 -n 2 -l sh -c 'echo "step1 rank=$SLURM_PROCID"'
@@ -119,7 +119,7 @@ t="$DIR/sub/train-$tid.out"
 nodes=$(field_of "$tid" run_nodes)
 first=${nodes%%,*} second=${nodes#*,}
 [ "$(grep -c '^body on ' "$t")" = 1 ] || fail "the body ran $(grep -c '^body on ' "$t") times: $(cat "$t")"
-grep -qx "body on $first ntasks=8 nnodes=2 tpn=4(x2) submit=$DIR/sub" "$t" || fail "batch env: $(cat "$t")"
+grep -qx "body on $first ntasks=8 nnodes=2 tpn=4(x2) submit=$DIR/sub cpt=2" "$t" || fail "batch env: $(cat "$t")"
 [ "$(grep '^host ' "$t" | tr '\n' ' ')" = "host $first host $second " ] || fail "scontrol: $(cat "$t")"
 [ "$(grep -c '^step0 ' "$t")" = 8 ] || fail "srun ran $(grep -c '^step0 ' "$t") tasks, want 8: $(cat "$t")"
 for r in 0 1 2 3; do
@@ -139,6 +139,23 @@ tail -1 "$t" | grep -qx "body ends" || fail "the body did not end last: $(cat "$
 "$CORRAL" show "$tid" >"$DIR/tshow.out"
 grep -qE "^  $tid\.0 +completed +8  $first,$second +0  sh -c" "$DIR/tshow.out" || fail "show steps: $(cat "$DIR/tshow.out")"
 grep -qE "^  $tid\.[0-9]+ +failed +1  $first +5  " "$DIR/tshow.out" || fail "show failed step: $(cat "$DIR/tshow.out")"
+
+# an array's SLURM_ARRAY_TASK_COUNT, _MIN, _MAX, _STEP (a set -u script's)
+cat >"$DIR/sub/arr.sh" <<'SH'
+#!/bin/bash
+#SBATCH --array=1-5:2 --gpus 0
+#SBATCH -o arr-%A_%a.out
+set -u
+echo "task=$SLURM_ARRAY_TASK_ID count=$SLURM_ARRAY_TASK_COUNT min=$SLURM_ARRAY_TASK_MIN max=$SLURM_ARRAY_TASK_MAX step=$SLURM_ARRAY_TASK_STEP"
+SH
+cd "$DIR/sub"
+aid=$(submit_id "$CORRAL" submit arr.sh)
+cd /
+wait_for 30 is_state "$((aid + 2))" completed || fail "array $aid: $("$CORRAL" jobs --all | tail -4; cat "$DIR"/sub/arr-*)"
+for i in 1 3 5; do
+    grep -qx "task=$i count=3 min=1 max=5 step=2" "$DIR/sub/arr-${aid}_$i.out" ||
+        fail "array task $i: $(cat "$DIR/sub/arr-${aid}_$i.out")"
+done
 
 # --- another user cannot drive a job's stepd (its abstract socket is open) ---
 if [ "$(id -u)" = 0 ] && command -v setpriv >/dev/null && [ -x /usr/bin/python3 ]; then
