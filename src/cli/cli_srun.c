@@ -9,9 +9,9 @@
  * which hands it to the job's stepd there. srun then polls each node every
  * 100 ms, copies the tasks' stdout and stderr to its own (with -l each line
  * prefixed "R: "), and exits with the highest exit code of the tasks once
- * all have ended. --kill-on-bad-exit (-K) stops the step at the first task
- * that fails; SIGINT/SIGTERM stop it. Step numbers: 0, 1, ... per job (a
- * counter file in stepd's directory, under flock).
+ * all have ended (128 + signal for a task killed). --kill-on-bad-exit (-K)
+ * stops the step at the first task that fails; SIGINT/SIGTERM stop it. Step numbers: 0, 1, ... per
+ * job (a counter file in stepd's directory, under flock).
  *
  * scontrol answers `show hostnames [LIST]` (default SLURM_JOB_NODELIST),
  * expanding Slurm's host lists (n[0-3,7],gpu1).
@@ -309,35 +309,41 @@ int cr_srun_main(int argc, char **argv)
         }
         urls[nall++] = t;
     }
+    /* As Slurm's srun inside an allocation (checked against Slurm 22.05):
+     * the allocation's SLURM_NTASKS and SLURM_NNODES stand for -n and -N
+     * when not given; the tasks spread evenly over the nodes, the first
+     * ones taking one more; --ntasks-per-node is honoured only when it
+     * agrees with them; a node never gets more tasks than the allocation
+     * gave it. */
     int64_t alloc_tpn = env_int("SLURM_NTASKS_PER_NODE", 1);
-    int64_t nn = o.nodes > 0 ? o.nodes : 0, total;
+    alloc_tpn = alloc_tpn > 0 ? alloc_tpn : 1;
+    int64_t total = o.ntasks > 0 ? o.ntasks : env_int("SLURM_NTASKS", alloc_tpn * (int64_t)nall);
+    int64_t nn = o.nodes > 0 ? o.nodes : env_int("SLURM_NNODES", (int64_t)nall);
     int64_t per[SRUN_MAX_NODES] = {0};
     int code = 1;
-    if (nn > (int64_t)nall) {
-        fprintf(stderr, "srun: -N %lld: the job has %zu nodes\n", (long long)nn, nall);
+    if (o.ntasks <= 0 && o.tpn > 0 && o.nodes <= 0 && getenv("SLURM_NTASKS") == NULL) {
+        total = o.tpn * nn;
+    }
+    if (nn > (int64_t)nall || nn < 1) {
+        fprintf(stderr, "srun: error: -N %lld: the job has %zu nodes\n", (long long)nn, nall);
         goto out;
     }
-    if (o.tpn > 0) {
-        nn = nn ? nn : (int64_t)nall;
-        total = o.ntasks > 0 ? o.ntasks : o.tpn * nn;
-        for (int64_t i = 0, left = total; i < nn; i++) {
-            per[i] = left < o.tpn ? left : o.tpn;
-            left -= per[i];
-        }
-    } else if (o.ntasks > 0) {
-        total = o.ntasks;
-        if (!nn) {
-            nn = (total + alloc_tpn - 1) / (alloc_tpn > 0 ? alloc_tpn : 1);
-            nn = nn < 1 ? 1 : nn > (int64_t)nall ? (int64_t)nall : nn;
-        }
-        for (int64_t i = 0; i < nn; i++) {
-            per[i] = total / nn + (i < total % nn ? 1 : 0);
-        }
-    } else {
-        nn = nn ? nn : (int64_t)nall;
-        total = alloc_tpn * nn;
-        for (int64_t i = 0; i < nn; i++) {
-            per[i] = alloc_tpn;
+    nn = nn > total ? total : nn;
+    if (o.tpn > 0 && o.tpn * nn != total) {
+        fprintf(stderr,
+                "srun: Warning: can't honor --ntasks-per-node set to %lld which doesn't match "
+                "the requested tasks %lld with the number of requested nodes %lld. Ignoring "
+                "--ntasks-per-node.\n",
+                (long long)o.tpn, (long long)total, (long long)nn);
+    }
+    for (int64_t i = 0; i < nn; i++) {
+        per[i] = total / nn + (i < total % nn ? 1 : 0);
+        if (per[i] > alloc_tpn) {
+            fprintf(stderr,
+                    "srun: error: Unable to create step for job %lld: More processors requested "
+                    "than permitted (%lld tasks on a node of %lld)\n",
+                    (long long)job, (long long)per[i], (long long)alloc_tpn);
+            goto out;
         }
     }
     int64_t step = next_step(getenv("CORRAL_STEP_DIR"));
@@ -401,7 +407,7 @@ int cr_srun_main(int argc, char **argv)
         rank += per[i];
     }
     report_step(job, step, argc, argv, o.argi, total, nn, "running", 0);
-    int worst = 0, killed = 0, bad = -1; /* bad: the exit that stopped the step (-K) */
+    int worst = 0, killed = 0;
     int64_t left = total;
     while (left > 0) {
         if (srun_sig && !killed) {
@@ -456,7 +462,6 @@ int cr_srun_main(int argc, char **argv)
                                 (long long)r, c, (long long)job, (long long)step);
                         kill_all(nodes, (size_t)nn, path, step, SIGTERM);
                         killed = 1;
-                        bad = c;
                     } else if (c != 0 && !killed) {
                         fprintf(stderr, "srun: error: task %lld: exited with exit code %d\n",
                                 (long long)r, c);
@@ -480,7 +485,7 @@ int cr_srun_main(int argc, char **argv)
             }
         }
     }
-    code = bad >= 0 ? bad : worst; /* the tasks it stopped do not count */
+    code = worst; /* as Slurm's: with -K, the stopped tasks' 143 too */
     report_step(job, step, argc, argv, o.argi, total, nn,
                 killed && srun_sig ? "cancelled"
                 : code             ? "failed"
