@@ -613,7 +613,9 @@ static int run_tasks(shim_args *a)
 {
     pid_t pids[CR_MAX_TASKS_PER_NODE];
     static log_stream ls[2 * CR_MAX_TASKS_PER_NODE];
-    int nls = 0, piped = a->log_max > 0;
+    /* volatile: both live across the vfork below (gcc -Wclobbered) */
+    volatile int nls = 0;
+    int piped = a->log_max > 0;
     if (piped) {
         /* 4 descriptors a task (2 pipes' read ends, 2 log files) */
         struct rlimit rl;
@@ -623,7 +625,7 @@ static int run_tasks(shim_args *a)
             setrlimit(RLIMIT_NOFILE, &rl);
         }
     }
-    int started = 0;
+    volatile int started = 0;
     for (int t = 0; t < a->ntasks; t++) {
         /* The shim opens the logs (creating files is most of what starting
          * a job costs), in parallel with the agent's next start. */
