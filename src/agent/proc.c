@@ -609,13 +609,22 @@ static log_stream log_open(const shim_args *a, int rd, int fd)
     return (log_stream){rd, fd, room > 0 ? room : 0, room >= 0, 0, 0};
 }
 
+/* vfork and exec the task (a->task): in a function of its own, so that no
+ * local of the caller lives across the vfork (gcc -Wclobbered). */
+static pid_t __attribute__((noinline)) vfork_task(shim_args *a)
+{
+    pid_t c = vfork();
+    if (c == 0) {
+        exec_job(a);
+    }
+    return c;
+}
+
 static int run_tasks(shim_args *a)
 {
     pid_t pids[CR_MAX_TASKS_PER_NODE];
     static log_stream ls[2 * CR_MAX_TASKS_PER_NODE];
-    /* volatile: both live across the vfork below (gcc -Wclobbered) */
-    volatile int nls = 0;
-    int piped = a->log_max > 0;
+    int nls = 0, piped = a->log_max > 0;
     if (piped) {
         /* 4 descriptors a task (2 pipes' read ends, 2 log files) */
         struct rlimit rl;
@@ -625,7 +634,7 @@ static int run_tasks(shim_args *a)
             setrlimit(RLIMIT_NOFILE, &rl);
         }
     }
-    volatile int started = 0;
+    int started = 0;
     for (int t = 0; t < a->ntasks; t++) {
         /* The shim opens the logs (creating files is most of what starting
          * a job costs), in parallel with the agent's next start. */
@@ -661,10 +670,7 @@ static int run_tasks(shim_args *a)
         /* vfork: the shim is single-threaded and the child only sets up
          * and execs, so the page tables (a copy of the agent's) are not
          * copied a second time. */
-        pid_t c = vfork();
-        if (c == 0) {
-            exec_job(a);
-        }
+        pid_t c = vfork_task(a);
         close(a->out_fd);
         close(a->err_fd);
         if (c < 0) {
