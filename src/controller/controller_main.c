@@ -16,6 +16,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
+#include "cr_sched.h"
 #include "cr_time.h"
 
 #include <errno.h>
@@ -41,11 +42,13 @@ static void usage(FILE *f)
                "  --metrics-token-file FILE  /metrics needs this bearer token (or an admin\n"
                "                       token) and then shows tenants; without, it is open and\n"
                "                       aggregate only (docs/security.md)\n");
+    fprintf(f, "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
+               "                       shared cluster uses bootstrap tokens, docs/security.md)\n");
+    char names[128];
+    cr_sched_policy_list(names, sizeof names);
+    fprintf(f, "  --policy NAME        %s (default priority)\n", names);
     fprintf(
         f,
-        "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
-        "                       shared cluster uses bootstrap tokens, docs/security.md)\n"
-        "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
         "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
         "  --lost-after S       node lost after S seconds of silence (default 30)\n"
         "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
@@ -1044,12 +1047,12 @@ int cr_controller_config_check(const char *path)
     ctl_config cfg;
     config_defaults(&cfg);
     int rc = load_config(path, &cfg);
-    if (rc == 0 && strcmp(cfg.policy, "fifo") && strcmp(cfg.policy, "priority") &&
-        strcmp(cfg.policy, "hetero") && strcmp(cfg.policy, "las")) {
-        fprintf(stderr,
-                "corral controller: %s: field 'policy': expected fifo|priority|hetero|las, got "
-                "'%s'\n",
-                path, cfg.policy);
+    cr_sched_policy pol;
+    if (rc == 0 && cr_sched_policy_parse(cfg.policy, &pol) != 0) {
+        char names[128];
+        cr_sched_policy_list(names, sizeof names);
+        fprintf(stderr, "corral controller: %s: field 'policy': expected %s, got '%s'\n", path,
+                names, cfg.policy);
         rc = CR_EINVAL;
     }
     json_decref(cfg.prices);
@@ -1231,11 +1234,10 @@ int cr_controller_main(int argc, char **argv)
             c->cfg.legacy_join = true;
             break;
         case O_POLICY:
-            if (strcmp(optarg, "fifo") && strcmp(optarg, "priority") && strcmp(optarg, "hetero") &&
-                strcmp(optarg, "las")) {
-                fprintf(stderr,
-                        "corral controller: --policy: expected fifo|priority|hetero|las, got "
-                        "'%s'\n",
+            if (cr_sched_policy_parse(optarg, &(cr_sched_policy){0}) != 0) {
+                char names[128];
+                cr_sched_policy_list(names, sizeof names);
+                fprintf(stderr, "corral controller: --policy: expected %s, got '%s'\n", names,
                         optarg);
                 goto out;
             }

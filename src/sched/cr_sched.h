@@ -84,10 +84,15 @@ typedef enum cr_sched_policy {
     CR_SCHED_POLICY_COUNT
 } cr_sched_policy;
 
-/* "fifo", "priority", "hetero", "las" -> policy. CR_EINVAL if unknown. */
+/* A policy's name ("fifo", "priority", "hetero", "las") -> policy.
+ * CR_EINVAL if unknown. */
 int cr_sched_policy_parse(const char *name, cr_sched_policy *out);
 /* Policy -> its name ("fifo"...); "?" if out of range. */
 const char *cr_sched_policy_name(cr_sched_policy p);
+/* The policies' names joined by '|' ("fifo|priority|...") into buf
+ * (borrowed, size bytes, always terminated when size > 0): for help texts
+ * and errors. Returns the length it needed, as snprintf. */
+size_t cr_sched_policy_list(char *buf, size_t size);
 
 #define CR_SCHED_LAS_MAX_QUEUES 8
 

@@ -12,15 +12,17 @@
 #include "cr_error.h"
 #include "sched_int.h"
 
-static const char *const policy_names[CR_SCHED_POLICY_COUNT] = {"fifo", "priority", "hetero",
-                                                                "las"};
+/* The policies' tables, in cr_sched_policy order (sched_policy_*.c). */
+static const cr__sched_policy_ops *const policy_table[CR_SCHED_POLICY_COUNT] = {
+    &cr__sched_policy_fifo, &cr__sched_policy_priority, &cr__sched_policy_hetero,
+    &cr__sched_policy_las};
 static const char *const kind_names[CR_JOB_KIND_COUNT] = {
     "pretrain", "finetune", "inference", "batch", "visual", "hpc", "other"};
 
 int cr_sched_policy_parse(const char *name, cr_sched_policy *out)
 {
     for (int i = 0; name && i < CR_SCHED_POLICY_COUNT; i++) {
-        if (strcmp(name, policy_names[i]) == 0) {
+        if (strcmp(name, policy_table[i]->name) == 0) {
             *out = (cr_sched_policy)i;
             return 0;
         }
@@ -30,7 +32,26 @@ int cr_sched_policy_parse(const char *name, cr_sched_policy *out)
 
 const char *cr_sched_policy_name(cr_sched_policy p)
 {
-    return (unsigned)p < CR_SCHED_POLICY_COUNT ? policy_names[p] : "?";
+    return (unsigned)p < CR_SCHED_POLICY_COUNT ? policy_table[p]->name : "?";
+}
+
+size_t cr_sched_policy_list(char *buf, size_t size)
+{
+    size_t n = 0;
+    for (int i = 0; i < CR_SCHED_POLICY_COUNT; i++) {
+        int k = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, "%s%s", i ? "|" : "",
+                         policy_table[i]->name);
+        n += (size_t)(k > 0 ? k : 0);
+    }
+    if (size > 0 && n == 0) {
+        buf[0] = '\0';
+    }
+    return n;
+}
+
+const cr__sched_policy_ops *cr__sched_policy_ops_of(cr_sched_policy p)
+{
+    return (unsigned)p < CR_SCHED_POLICY_COUNT ? policy_table[p] : NULL;
 }
 
 int cr_sched_job_kind_parse(const char *name, cr_sched_job_kind *out)
@@ -95,6 +116,7 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
     }
     cr_sched *s = cr_calloc(1, sizeof(*s));
     s->cfg = *cfg;
+    s->pol = cr__sched_policy_ops_of(cfg->policy);
     if (s->cfg.hetero_window == 0) {
         s->cfg.hetero_window = 256;
     }
