@@ -47,6 +47,7 @@ static void usage(FILE *f)
     char names[128];
     cr_sched_policy_list(names, sizeof names);
     fprintf(f, "  --policy NAME        %s (default priority)\n", names);
+    fprintf(f, "  --round S            policy rounds: the round length in seconds (default 360)\n");
     fprintf(
         f,
         "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
@@ -238,6 +239,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->heartbeat_s = 5;
     cfg->lost_after_s = 30;
     cfg->sched_interval_ms = 5;
+    cfg->round_s = 360;
     cfg->threads = 4;
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
@@ -349,6 +351,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "heartbeat_s",
                                           "lost_after_s",
                                           "sched_interval_ms",
+                                          "round_s",
                                           "threads",
                                           "max_body_bytes",
                                           "request_timeout_s",
@@ -413,10 +416,10 @@ static int load_config(const char *path, ctl_config *cfg)
     bool legacy_join = cfg->legacy_join, link_local = cfg->agent_addr_link_local;
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
-            th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
-            gr = cfg->grace_s, keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
-            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip,
-            crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
+            rs = cfg->round_s, th = cfg->threads, mb = (int64_t)cfg->max_body_bytes,
+            rt = cfg->request_timeout_s, gr = cfg->grace_s, keep = cfg->checkpoint_retention_s,
+            ht = cfg->header_timeout_s, bt = cfg->body_timeout_s, mc = cfg->max_conns,
+            mci = cfg->max_conns_per_ip, crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL,
            *parts = NULL;
@@ -433,6 +436,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "heartbeat_s", false, 1, 3600, &hb, &err)) ||
         (rc = cr_json_int(v, "", "lost_after_s", false, 1, 86400, &lost, &err)) ||
         (rc = cr_json_int(v, "", "sched_interval_ms", false, 0, 60000, &si, &err)) ||
+        (rc = cr_json_int(v, "", "round_s", false, 1, 86400, &rs, &err)) ||
         (rc = cr_json_int(v, "", "threads", false, 1, 256, &th, &err)) ||
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
@@ -621,6 +625,7 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->heartbeat_s = hb;
     cfg->lost_after_s = lost;
     cfg->sched_interval_ms = si;
+    cfg->round_s = rs;
     cfg->threads = (unsigned)th;
     cfg->max_body_bytes = (size_t)mb;
     cfg->request_timeout_s = (unsigned)rt;
@@ -1133,6 +1138,7 @@ int cr_controller_main(int argc, char **argv)
         O_CERT,
         O_KEY,
         O_POLICY,
+        O_ROUND,
         O_HB,
         O_LOST,
         O_SYNC,
@@ -1157,6 +1163,7 @@ int cr_controller_main(int argc, char **argv)
         {"tls-cert", required_argument, NULL, O_CERT},
         {"tls-key", required_argument, NULL, O_KEY},
         {"policy", required_argument, NULL, O_POLICY},
+        {"round", required_argument, NULL, O_ROUND},
         {"heartbeat", required_argument, NULL, O_HB},
         {"lost-after", required_argument, NULL, O_LOST},
         {"sync", required_argument, NULL, O_SYNC},
@@ -1242,6 +1249,14 @@ int cr_controller_main(int argc, char **argv)
                 goto out;
             }
             snprintf(c->cfg.policy, sizeof c->cfg.policy, "%s", optarg);
+            break;
+        case O_ROUND:
+            if (cr_parse_i64(optarg, 1, 86400, &x) != 0) {
+                fprintf(stderr, "corral controller: --round: expected seconds 1..86400, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.round_s = x;
             break;
         case O_HB:
         case O_LOST:

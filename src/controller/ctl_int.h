@@ -251,6 +251,7 @@ typedef struct ctl_config {
     char policy[16];
     int64_t heartbeat_s, lost_after_s;
     int64_t sched_interval_ms; /* minimum time between cycles */
+    int64_t round_s;           /* policy rounds: the round length */
     unsigned threads;
     size_t max_body_bytes;
     unsigned request_timeout_s;

@@ -442,6 +442,7 @@ static void *placer_new(ctl *c)
         cr_warn("sched: unknown policy '%s', using priority", c->cfg.policy);
     }
     cr_sched_config_default(&cfg, pol);
+    cfg.round_ns = c->cfg.round_s * CR_NS_PER_SEC;
     if (cr_sched_new(&cfg, &pl->s) != 0) {
         free(pl);
         return NULL;
@@ -1316,6 +1317,14 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     return nd;
 }
 
+/* When the policy wants a cycle though nothing changed (rounds: the next
+ * round), on ctl_clock_ns; INT64_MAX if never. */
+static int64_t placer_wake_ns(void *p)
+{
+    placer *pl = p;
+    return cr_sched_next_cycle_ns(pl->s);
+}
+
 #else /* !CTL_HAVE_SCHED */
 
 static void *placer_new(ctl *c)
@@ -1341,6 +1350,11 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     pthread_mutex_unlock(&c->mu);
     *compute_ns = cr_mono_ns() - t0;
     return 0;
+}
+
+static int64_t placer_wake_ns(void *p)
+{
+    return INT64_MAX;
 }
 
 #endif
@@ -1383,6 +1397,9 @@ static void *sched_main(void *arg)
             break;
         }
         now = cr_mono_ns();
+        if (pl && !c->sched_wake && ctl_clock_ns(c) >= placer_wake_ns(pl)) {
+            c->sched_wake = true; /* the policy's own time (a round) */
+        }
         bool run = c->sched_wake && now >= next_cycle;
         if (run) {
             c->sched_wake = false;

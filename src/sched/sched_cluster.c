@@ -15,7 +15,7 @@
 /* The policies' tables, in cr_sched_policy order (sched_policy_*.c). */
 static const cr__sched_policy_ops *const policy_table[CR_SCHED_POLICY_COUNT] = {
     &cr__sched_policy_fifo, &cr__sched_policy_priority, &cr__sched_policy_hetero,
-    &cr__sched_policy_las};
+    &cr__sched_policy_las, &cr__sched_policy_rounds};
 static const char *const kind_names[CR_JOB_KIND_COUNT] = {
     "pretrain", "finetune", "inference", "batch", "visual", "hpc", "other"};
 
@@ -98,6 +98,7 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->hetero_window = 64;
     cfg->wait_for_faster = true;
     cfg->share_policy = CR_SHARE_FRAG;
+    cfg->round_ns = INT64_C(360) * 1000000000;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -106,7 +107,7 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 {
     if (!cfg || (unsigned)cfg->policy >= CR_SCHED_POLICY_COUNT || cfg->las_queues < 1 ||
         cfg->las_queues > CR_SCHED_LAS_MAX_QUEUES || cfg->fairshare_halflife_ns <= 0 ||
-        (unsigned)cfg->share_policy >= CR_SHARE_POLICY_COUNT) {
+        (unsigned)cfg->share_policy >= CR_SHARE_POLICY_COUNT || cfg->round_ns < 0) {
         return CR_EINVAL;
     }
     for (int i = 1; i < cfg->las_queues - 1; i++) {
@@ -117,6 +118,9 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
     cr_sched *s = cr_calloc(1, sizeof(*s));
     s->cfg = *cfg;
     s->pol = cr__sched_policy_ops_of(cfg->policy);
+    if (s->cfg.round_ns == 0) {
+        s->cfg.round_ns = INT64_C(360) * 1000000000;
+    }
     if (s->cfg.hetero_window == 0) {
         s->cfg.hetero_window = 256;
     }
@@ -129,6 +133,7 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 static void job_free(job *j)
 {
     if (j) {
+        free(j->recv_ns);
         free(j->tput);
         free(j->node_mask);
         free(j->slots);
@@ -1395,6 +1400,7 @@ static int spec_check(const cr_sched *s, const cr_sched_job_spec *sp)
 static job *job_make(const cr_sched_job_spec *sp)
 {
     job *j = cr_calloc(1, sizeof(*j));
+    j->lease_type = -1;
     j->spec = *sp;
     if (sp->tput) {
         /* float: relative speeds need no more, and a million queued jobs
@@ -1588,6 +1594,9 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
 void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
 {
     cr__sched_accrue(s, now_ns);
+    if (s->pol->job_stopped) {
+        s->pol->job_stopped(s, j, now_ns);
+    }
     cr__sched_vix_del(s, j);
     cr__sched_slots_release(s, j);
     tenant_rec *t = &s->tenants[j->spec.tenant];

@@ -632,6 +632,25 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
     return vb->any && job_rank(s, j) < vb->max_rank;
 }
 
+int64_t cr_sched_next_cycle_ns(const cr_sched *s)
+{
+    return s->pol->next_cycle_ns ? s->pol->next_cycle_ns(s) : INT64_MAX;
+}
+
+void cr__sched_suspend(cr_sched *s, job *j, int64_t now_ns, const char *reason)
+{
+    cr_sched_decision *d = dec_push(s);
+    d->action = CR_SCHED_PREEMPT;
+    d->job = j->spec.id;
+    d->gpu_type = j->run_type;
+    d->lost_work_ns = 0; /* it checkpoints on the way out */
+    snprintf(dec_reason_buf(s, s->ndec - 1), CR_SCHED_REASON_MAX, "%s", reason);
+    cr__sched_job_stop(s, j, now_ns, false);
+    j->preemptions++;
+    set_reason(j, R_SUSPENDED, j->spec.gpu_type, j->spec.gpu_count, 0, INT64_MAX, 0);
+    s->stats.last_preempted++;
+}
+
 /* Try to start j on type by preempting; true if it started. */
 static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borrowed)
 {
@@ -1179,9 +1198,12 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         n = snprintf(buf, len, "no free GPUs in the cluster");
         break;
     case R_HETERO_WAIT:
+        n = snprintf(buf, len, "%s", s->pol->wait_text ? s->pol->wait_text : "pending");
+        break;
+    case R_SUSPENDED:
         n = snprintf(buf, len,
-                     "the heterogeneity-aware allocation gives the free GPUs to jobs "
-                     "that gain more from them");
+                     "suspended by the time-sharing round (checkpointed); resumes when a "
+                     "round leases it GPUs");
         break;
     case R_PREEMPTED:
         n = snprintf(buf, len, "preempted for job %" PRIu64 "; back in the queue", j->rother);

@@ -138,6 +138,7 @@ enum {
     R_PREEMPTED,   /* preempted for rother, not yet reconsidered */
     R_REQUEUED,    /* its node or GPU failed, or the caller requeued it */
     R_WAIT_FASTER, /* waiting for a faster type finishes sooner than starting slower */
+    R_SUSPENDED,   /* suspended by its policy (rounds: lease not renewed) */
 };
 
 typedef struct job {
@@ -182,6 +183,13 @@ typedef struct job {
     uint32_t vpos;  /* index in its bucket (or in others) */
     uint32_t vhp;   /* index in the promotion heap, UINT32_MAX if not there */
     int64_t vpromo; /* no later than when it reaches the next queue */
+    /* ROUNDS (sched_policy_rounds.c): the type this round leases it (-1 =
+     * none: it only fills GPUs no leased job takes), the cycle that last
+     * suspended it, and the wall time it held each type (owned, lazily
+     * CR_SCHED_MAX_TYPES entries, NULL = none yet). */
+    int8_t lease_type;
+    uint64_t susp_cycle;
+    int64_t *recv_ns;
 } job;
 
 /* Mix of recent task sizes (sched_share.c): a ring of the last
@@ -256,6 +264,13 @@ typedef struct cr__sched_policy_ops {
     /* Attained service: keep the victim index of running jobs by attained
      * service queue (sched_victim.c). */
     bool attained_index;
+    /* Told when a running job stops (finish, preemption, suspension,
+     * failure), before its run_type and start_ns are cleared. */
+    void (*job_stopped)(cr_sched *s, job *j, int64_t now_ns);
+    /* The pending reason of a job assigned_type holds back (HT_WAIT). */
+    const char *wait_text;
+    /* cr_sched_next_cycle_ns (NULL: INT64_MAX). */
+    int64_t (*next_cycle_ns)(const cr_sched *s);
 } cr__sched_policy_ops;
 
 /* The table of a policy; NULL if out of range. */
@@ -264,6 +279,13 @@ extern const cr__sched_policy_ops cr__sched_policy_fifo;
 extern const cr__sched_policy_ops cr__sched_policy_priority;
 extern const cr__sched_policy_ops cr__sched_policy_hetero;
 extern const cr__sched_policy_ops cr__sched_policy_las;
+extern const cr__sched_policy_ops cr__sched_policy_rounds;
+
+/* sched_cycle.c: stop running job j at now_ns as its policy's own choice
+ * (not for another job): a PREEMPT decision with reason (borrowed, copied)
+ * and no work lost (the job checkpoints on the way out), pending reason
+ * R_SUSPENDED. Only from cycle_begin. */
+void cr__sched_suspend(cr_sched *s, job *j, int64_t now_ns, const char *reason);
 
 struct cr_sched {
     cr_sched_config cfg;
@@ -341,6 +363,11 @@ struct cr_sched {
     /* tests: the reference LAS takes its victims from a scan of every
      * running job and walks the whole queue (no victim index, no stop at
      * the last queue): the fast paths must decide exactly as it does */
+    /* ROUNDS: when the next round is due (0 = at the next cycle), rounds
+     * done, and whether the queue must be rekeyed (leases changed). */
+    int64_t round_next_ns;
+    uint64_t nrounds;
+    bool round_rekey;
     bool ref_scan;
 };
 
@@ -447,8 +474,8 @@ int cr__sched_las_queue_of(const cr_sched *s, int64_t attained);
 /* LAS: a pending job's queue now (starving jobs in queue 0). */
 int cr__sched_las_queue_now(const cr_sched *s, const job *j, int64_t now_ns);
 /* Jobs whose class key changed since they entered it move (LAS
- * starvation): the first class (key 0) stays. */
-void cr__sched_queue_rekey(cr_sched *s, int64_t now_ns);
+ * starvation; rounds' leases): the first class (key 0) stays unless all. */
+void cr__sched_queue_rekey(cr_sched *s, int64_t now_ns, bool all);
 /* Walk the queue in order: start, then next until NULL (one walk at a
  * time; the jobs it returns may have started since it was set up). */
 void cr__sched_walk_start(cr_sched *s);

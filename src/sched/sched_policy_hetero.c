@@ -23,4 +23,6 @@ const cr__sched_policy_ops cr__sched_policy_hetero = {
     .wait_for_faster = true,
     .head_blocks = true,
     .rank_why = RANK_NONE,
+    .wait_text = "the heterogeneity-aware allocation gives the free GPUs to jobs that gain more "
+                 "from them",
 };

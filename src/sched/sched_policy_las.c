@@ -29,7 +29,7 @@ static void las_note(job *j, int64_t key)
 static void las_order_begin(cr_sched *s, int64_t now_ns)
 {
     if (s->cfg.las_starve_ns > 0) {
-        cr__sched_queue_rekey(s, now_ns); /* starving jobs move to queue 0 */
+        cr__sched_queue_rekey(s, now_ns, false); /* starving jobs move to queue 0 */
     }
 }
 

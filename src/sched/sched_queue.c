@@ -156,6 +156,7 @@ int64_t cr__sched_queue_min_limit(const cr_sched *s)
 
 static void job_free_dead(job *j)
 {
+    free(j->recv_ns);
     free(j->tput);
     free(j->node_mask);
     free(j->slots);
@@ -364,11 +365,11 @@ static bool class_less(const struct qclass *x, const struct qclass *y)
     return x->b < y->b;
 }
 
-void cr__sched_queue_rekey(cr_sched *s, int64_t now_ns)
+void cr__sched_queue_rekey(cr_sched *s, int64_t now_ns, bool all)
 {
     for (uint32_t c = 0; c < s->nqcls; c++) {
         struct qclass *q = &s->qcls[c];
-        for (uint32_t i = q->head; i < q->n && q->a != 0; i++) {
+        for (uint32_t i = q->head; i < q->n && (all || q->a != 0); i++) {
             job *j = q->v[i];
             if (j && s->pol->queue_key(s, j, now_ns) != q->a) {
                 cr__sched_queue_drop(s, j);

@@ -528,6 +528,9 @@ static int run_case(const char *path)
             if ((v = kv(w, n, "las_threshold"))) {
                 dur(v, &c.cfg.las_threshold_gpu_ns[0]);
             }
+            if ((v = kv(w, n, "round"))) {
+                dur(v, &c.cfg.round_ns);
+            }
             continue;
         }
         if (!ensure_sched(&c)) {
