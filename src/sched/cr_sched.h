@@ -166,6 +166,11 @@ typedef struct cr_sched_config {
     uint32_t max_examined;
     /* ROUNDS: the round length (default 6 minutes, Gavel's). */
     int64_t round_ns;
+    /* A job suspended by its policy (rounds) stays pending but is not
+     * started again until the caller says its run has ended and its
+     * checkpoint is written (cr_sched_job_resumable); off (default): at
+     * once, as a simulator whose jobs stop instantly wants. */
+    bool suspend_hold;
 } cr_sched_config;
 
 /*
@@ -575,6 +580,11 @@ typedef struct cr_sched_decision {
  * mutating call. Returns the number of decisions (>= 0).
  */
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out);
+
+/* The run of suspended job id has exited (its checkpoint is written): it
+ * may start again (config.suspend_hold). CR_ENOENT unknown; 0 also when it
+ * was not held. */
+int cr_sched_job_resumable(cr_sched *s, uint64_t id);
 
 /* When the policy next wants a cycle though nothing changed (ROUNDS: the
  * next round boundary), on the clock of now_ns; INT64_MAX if never. A

@@ -632,6 +632,19 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
     return vb->any && job_rank(s, j) < vb->max_rank;
 }
 
+int cr_sched_job_resumable(cr_sched *s, uint64_t id)
+{
+    job *j = cr__sched_job_get(s, id);
+    if (!j) {
+        return CR_ENOENT;
+    }
+    if (j->susp_held && j->rcode == R_CHECKPOINTING) {
+        j->rcode = R_SUSPENDED;
+    }
+    j->susp_held = false;
+    return 0;
+}
+
 int64_t cr_sched_next_cycle_ns(const cr_sched *s)
 {
     return s->pol->next_cycle_ns ? s->pol->next_cycle_ns(s) : INT64_MAX;
@@ -647,7 +660,9 @@ void cr__sched_suspend(cr_sched *s, job *j, int64_t now_ns, const char *reason)
     snprintf(dec_reason_buf(s, s->ndec - 1), CR_SCHED_REASON_MAX, "%s", reason);
     cr__sched_job_stop(s, j, now_ns, false);
     j->preemptions++;
-    set_reason(j, R_SUSPENDED, j->spec.gpu_type, j->spec.gpu_count, 0, INT64_MAX, 0);
+    j->susp_held = s->cfg.suspend_hold;
+    set_reason(j, j->susp_held ? R_CHECKPOINTING : R_SUSPENDED, j->spec.gpu_type, j->spec.gpu_count,
+               0, INT64_MAX, 0);
     s->stats.last_preempted++;
 }
 
@@ -884,6 +899,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         s->stats.last_considered++;
         j->rcycle = s->stats.cycles;
+        if (j->susp_held) {
+            /* suspended, its run still checkpointing: not before it ended */
+            set_reason(j, R_CHECKPOINTING, j->spec.gpu_type, j->spec.gpu_count, 0, INT64_MAX, 0);
+            continue;
+        }
         int cand[CR_SCHED_MAX_TYPES];
         int nc = candidates(s, j, cand);
         if (nc == 0) {
@@ -1199,6 +1219,11 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         break;
     case R_HETERO_WAIT:
         n = snprintf(buf, len, "%s", s->pol->wait_text ? s->pol->wait_text : "pending");
+        break;
+    case R_CHECKPOINTING:
+        n = snprintf(buf, len,
+                     "suspended by the time-sharing round: checkpointing (its run has not "
+                     "ended yet)");
         break;
     case R_SUSPENDED:
         n = snprintf(buf, len,

@@ -131,14 +131,15 @@ enum {
     R_NO_FIT,     /* not enough free now */
     R_FRAGMENTED, /* enough free, not in the shape asked */
     R_QUOTA,
-    R_BLOCKED,     /* FIFO/priority: behind the blocked head job of the type */
-    R_BACKFILL,    /* would delay the reservation */
-    R_NO_FREE,     /* nothing free anywhere: not examined */
-    R_HETERO_WAIT, /* allocation gave the free GPUs to others */
-    R_PREEMPTED,   /* preempted for rother, not yet reconsidered */
-    R_REQUEUED,    /* its node or GPU failed, or the caller requeued it */
-    R_WAIT_FASTER, /* waiting for a faster type finishes sooner than starting slower */
-    R_SUSPENDED,   /* suspended by its policy (rounds: lease not renewed) */
+    R_BLOCKED,       /* FIFO/priority: behind the blocked head job of the type */
+    R_BACKFILL,      /* would delay the reservation */
+    R_NO_FREE,       /* nothing free anywhere: not examined */
+    R_HETERO_WAIT,   /* allocation gave the free GPUs to others */
+    R_PREEMPTED,     /* preempted for rother, not yet reconsidered */
+    R_REQUEUED,      /* its node or GPU failed, or the caller requeued it */
+    R_WAIT_FASTER,   /* waiting for a faster type finishes sooner than starting slower */
+    R_SUSPENDED,     /* suspended by its policy (rounds: lease not renewed) */
+    R_CHECKPOINTING, /* suspended; its run has not yet ended (suspend_hold) */
 };
 
 typedef struct job {
@@ -189,6 +190,7 @@ typedef struct job {
      * CR_SCHED_MAX_TYPES entries, NULL = none yet). */
     int8_t lease_type;
     uint64_t susp_cycle;
+    bool susp_held; /* suspended, its run not yet ended (config.suspend_hold) */
     int64_t *recv_ns;
 } job;
 

@@ -28,7 +28,10 @@
  * type only) and the unleased ones after (class 1, any type, by
  * throughput): between rounds, GPUs freed by a finish go to whoever can
  * use them. A job suspended at this round does not restart in the same
- * cycle. No head-of-line blocking, no ranked preemption.
+ * cycle. No head-of-line blocking, no ranked preemption. With
+ * config.suspend_hold (the controller) a suspended job starts again only
+ * once the caller said its run ended (cr_sched_job_resumable): its
+ * checkpoint is written; until then it is out of the rounds.
  *
  * What the simulator's own engine (src/sim/sim_rounds.c) adds and this does
  * not yet: the drain guard, mid-round migration to a faster free type, the
@@ -182,7 +185,7 @@ static void round_decide(cr_sched *s, int64_t now_ns)
     for (uint32_t i = 0; i < s->npending; i++) {
         job *j = s->pending[i];
         j->lease_type = -1;
-        if (whole(j) && n < CR_SCHED_ROUNDS_LP_MAX_JOBS) {
+        if (whole(j) && !j->susp_held && n < CR_SCHED_ROUNDS_LP_MAX_JOBS) {
             act[n++] = j;
         }
     }
