@@ -185,11 +185,11 @@ typedef struct job {
     uint32_t vhp;   /* index in the promotion heap, UINT32_MAX if not there */
     int64_t vpromo; /* no later than when it reaches the next queue */
     /* ROUNDS (sched_policy_rounds.c): the type this round leases it (-1 =
-     * none: it only fills GPUs no leased job takes), the cycle that last
+     * none: it only fills GPUs no leased job takes), the round that last
      * suspended it, and the wall time it held each type (owned, lazily
      * CR_SCHED_MAX_TYPES entries, NULL = none yet). */
     int8_t lease_type;
-    uint64_t susp_cycle;
+    uint64_t susp_round;
     bool susp_held; /* suspended, its run not yet ended (config.suspend_hold) */
     int64_t *recv_ns;
 } job;

@@ -27,8 +27,8 @@
  * Then the cycle places leased jobs first (queue class 0, on their leased
  * type only) and the unleased ones after (class 1, any type, by
  * throughput): between rounds, GPUs freed by a finish go to whoever can
- * use them. A job suspended at this round does not restart in the same
- * cycle. No head-of-line blocking, no ranked preemption. With
+ * use them. A job a round suspended without a lease does not restart in
+ * that round. No head-of-line blocking, no ranked preemption. With
  * config.suspend_hold (the controller) a suspended job starts again only
  * once the caller said its run ended (cr_sched_job_resumable): its
  * checkpoint is written; until then it is out of the rounds.
@@ -36,6 +36,9 @@
  * What the simulator's own engine (src/sim/sim_rounds.c) adds and this does
  * not yet: the drain guard, mid-round migration to a faster free type, the
  * switch cost in the priority, the time-accounting window.
+ * Nor does the fill keep the GPUs of a leased job that is still held for
+ * its checkpoint (suspend_hold): a pending job never suspended may take
+ * them, and the leased job then waits for the next round.
  */
 #include "sched_int.h"
 
@@ -269,7 +272,7 @@ static void round_decide(cr_sched *s, int64_t now_ns)
                      s->nrounds, s->types[j->run_type].name, s->types[j->lease_type].name);
         }
         cr__sched_suspend(s, j, now_ns, why);
-        j->susp_cycle = s->stats.cycles;
+        j->susp_round = s->nrounds;
     }
     s->round_rekey = true;
     free(act);
@@ -318,7 +321,10 @@ static int rounds_type(const cr_sched *s, const job *j)
     if (j->lease_type >= 0) {
         return j->lease_type;
     }
-    return j->susp_cycle == s->stats.cycles && j->preemptions > 0 ? HT_WAIT : HT_FREE;
+    /* a job this round suspended and did not lease waits for the next:
+     * else it would take back the GPUs of a leased job still held for its
+     * checkpoint (config.suspend_hold), a switch for nothing */
+    return j->susp_round == s->nrounds && j->preemptions > 0 ? HT_WAIT : HT_FREE;
 }
 
 static void rounds_stopped(cr_sched *s, job *j, int64_t now_ns)

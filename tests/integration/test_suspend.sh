@@ -7,7 +7,8 @@
 # starts it again once that run has exited, with CORRAL_RESUME=1: it goes
 # on from its checkpoint. A job that does not declare it can checkpoint
 # (on the L40S node) is never suspended; the checkpointable job behind it
-# waits for it. Polls with deadlines.
+# waits for it. Then three "auto" jobs on both nodes: a round moves one
+# between L4 and L40S and it resumes there. Polls with deadlines.
 set -euo pipefail
 
 . "$(dirname "$0")/lib.sh"
@@ -43,11 +44,32 @@ for id in "$a" "$b"; do
     "$CORRAL" show "$id" | grep -q "SIGUSR1 sent" || fail "job $id: no signal in the event"
     "$CORRAL" logs "$id" 2>/dev/null | grep -q "resumed at step [1-9]" ||
         fail "job $id did not resume from its checkpoint: $("$CORRAL" logs "$id" 2>&1 | tail -3)"
-    "$CORRAL" logs "$id" 2>/dev/null | grep -q "done at step 40" || fail "job $id did not finish"
+    "$CORRAL" logs "$id" 2>/dev/null | grep -q "done at step 40" ||
+        fail "job $id did not finish: $("$CORRAL" logs "$id" 2>&1 | tail -3) $("$CORRAL" show "$id" | tail -12)"
     "$CORRAL" show "$id" | grep -qi "retries: *[1-9]" && fail "job $id used a retry"
 done
 "$CORRAL" show "$c" | grep -q "suspended" && fail "non-checkpointing job $c was suspended"
 grep -q "job=$a no longer wanted here: stop with SIGUSR1" "$DIR/agent-1.log" ||
     grep -q "job=$b no longer wanted here: stop with SIGUSR1" "$DIR/agent-1.log" ||
     fail "the agent did not send the checkpoint signal"
+# Three checkpointable jobs of GPU type auto on the two nodes: a round
+# moves a job between L4 and L40S, and it goes on from its checkpoint there.
+e=$(sub -n e --gpus 1 --checkpointable)
+f=$(sub -n f --gpus 1 --checkpointable)
+g=$(sub -n g --gpus 1 --checkpointable)
+if [ -z "$e" ] || [ -z "$f" ] || [ -z "$g" ]; then fail "submit auto"; fi
+moved=""
+for id in "$e" "$f" "$g"; do
+    wait_for 120 state_is "$id" completed || fail "job $id did not complete: $("$CORRAL" show "$id")"
+    out=$("$CORRAL" show "$id")
+    if grep -q "moves from" <<<"$out" && grep -q "started *1 x L4 " <<<"$out" &&
+        grep -q "started *1 x L40S " <<<"$out"; then
+        moved=$id
+    fi
+    "$CORRAL" logs "$id" 2>/dev/null | grep -q "done at step 40" ||
+        fail "job $id did not finish: $("$CORRAL" logs "$id" 2>&1 | tail -3) $("$CORRAL" show "$id" | tail -12)"
+done
+[ -n "$moved" ] || fail "no auto job moved between L4 and L40S: $("$CORRAL" show "$e")"
+"$CORRAL" logs "$moved" 2>/dev/null | grep -q "resumed at step [1-9]" ||
+    fail "job $moved did not resume from its checkpoint on the other type"
 echo "ok: suspend"
