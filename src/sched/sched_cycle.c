@@ -547,8 +547,9 @@ static bool futile(const pfail *pf, const cr_sched *s, const job *j, int type, b
     if (!plain(s, j, type, borrowed)) {
         return false;
     }
+    int64_t rank = pf->n > 0 ? job_rank(s, j) : 0;
     for (int i = 0; i < pf->n; i++) {
-        bool weaker = job_rank(s, j) >= pf->f[i].rank;
+        bool weaker = rank >= pf->f[i].rank;
         if (weaker && j->spec.gpu_count >= pf->f[i].gpus && j->spec.mem_bytes >= pf->f[i].mem &&
             j->spec.node_count == 0) {
             return true;
@@ -674,6 +675,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     }
     bool under_quota = !borrowed && s->tenants[j->spec.tenant].quota[type] >= 0;
     int jq = j->las_queue;
+    int64_t jrank = job_rank(s, j);
     vic *v = NULL;
     uint32_t nv = 0, cv = 0;
     uint64_t gpus = 0;
@@ -695,8 +697,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
             why = 1; /* reclaim: preemptible or not */
         } else if (!r->spec.preemptible) {
             continue;
-        } else if (s->pol->rank_why != RANK_NONE &&
-                   s->pol->victim_rank(s, r, now_ns) > job_rank(s, j)) {
+        } else if (s->pol->rank_why != RANK_NONE && s->pol->victim_rank(s, r, now_ns) > jrank) {
             why = s->pol->rank_why;
         } else {
             continue;
