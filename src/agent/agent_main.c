@@ -1069,10 +1069,14 @@ static int reconcile(agent *a, int64_t now_ns)
     for (size_t i = 0; i < a->nprocs; i++) {
         cr_proc *p = &a->procs[i];
         if (p->state == CR_PROC_RUNNING && !cr_desired_find(&a->desired, p->job)) {
+            /* the suspend contract: a job that checkpoints gets its
+             * checkpoint signal, then grace_ns to write it and exit */
             const char *why = cr_desired_stop_reason(&a->desired, p->job);
-            cr_info("agent: job=%lld no longer wanted here (%.500s): stop", (long long)p->job,
-                    why ? why : "the controller gave no reason");
-            cr_proc_stop(p, p->spec.grace_ns, now_ns);
+            int cks = p->spec.ckpt_signal[0] ? cr_task_signal(p->spec.ckpt_signal) : 0;
+            cr_info("agent: job=%lld no longer wanted here (%.500s): stop%s%s", (long long)p->job,
+                    why ? why : "the controller gave no reason", cks > 0 ? " with SIG" : "",
+                    cks > 0 ? p->spec.ckpt_signal : "");
+            cr_proc_stop_sig(p, cks > 0 ? cks : SIGTERM, p->spec.grace_ns, now_ns);
             cr__agent_ctr_stop(a, p, p->spec.grace_ns);
             changed = 1;
         }

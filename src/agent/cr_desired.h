@@ -127,6 +127,12 @@ typedef struct cr_job_spec {
      * tasks once for each new "at" (scancel --signal, sbatch --signal). */
     char signal_name[12];
     int64_t signal_at;
+    /* The suspend contract (docs/agent.md): "checkpoint_signal": a stop
+     * because the controller no longer wants the job here (a suspension)
+     * sends this signal instead of SIGTERM, then SIGKILL after grace_ns;
+     * "resume": this run resumes from its checkpoint (CORRAL_RESUME=1). */
+    char ckpt_signal[12];
+    int resume;
     /* "keep_running_on_partition": the node lease (docs/operations.md)
      * leaves it running while no controller answers; the controller does
      * not requeue it when the node is lost either. */

@@ -82,16 +82,17 @@ typedef struct cr_proc {
                               when the namespace is empty (see cr_proc_reaped) */
     int64_t signal_done;   /* the desired "signal.at" last delivered (see cr_task_signal) */
     int64_t term_again_ns; /* STOPPING soon after the start: SIGTERM once more then (0: no) */
-    cr_job_spec spec;      /* owned copy of what the controller asked for */
-    char reason[400];      /* EXITED without running: why (a container image missing...); "" */
-    int fatal;             /* with reason: retrying cannot help (not retried) */
-    int lease_stop;        /* stopped because the node lease ran out: its exit is reported
-                              as such ("lease"), the controller requeues the job */
-    char pull[300];        /* container jobs: how the image was made present ("" none) */
-    int64_t pull_ms;       /* ... and how long that took */
-    char sharing[300];     /* fractional tasks: how the GPU is shared ("shared" event); "" */
-    int64_t out_capped;    /* its logs reached this cap (cr_proc_log_marks; event); 0 not */
-    int out_nospace;       /* a write to its logs failed, the disk full (event) */
+    int stop_sig;       /* STOPPING: the signal it was sent (SIGTERM, or its checkpoint signal) */
+    cr_job_spec spec;   /* owned copy of what the controller asked for */
+    char reason[400];   /* EXITED without running: why (a container image missing...); "" */
+    int fatal;          /* with reason: retrying cannot help (not retried) */
+    int lease_stop;     /* stopped because the node lease ran out: its exit is reported
+                           as such ("lease"), the controller requeues the job */
+    char pull[300];     /* container jobs: how the image was made present ("" none) */
+    int64_t pull_ms;    /* ... and how long that took */
+    char sharing[300];  /* fractional tasks: how the GPU is shared ("shared" event); "" */
+    int64_t out_capped; /* its logs reached this cap (cr_proc_log_marks; event); 0 not */
+    int out_nospace;    /* a write to its logs failed, the disk full (event) */
     /* What the job reported on stdout (cr_metric.h), read from its output
      * log when it ends; 0 = none. Sent with its end ("metrics"). */
     double metric_tokens_per_s, metric_step_time_s;
@@ -127,6 +128,8 @@ int cr_proc_fix_modes(const char *state_dir);
  * cr_proc_tick's now_ns are CLOCK_MONOTONIC, so a wall-clock step changes
  * no grace period). */
 void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns);
+/* The same with sig instead of SIGTERM (a job's checkpoint signal). */
+void cr_proc_stop_sig(cr_proc *p, int sig, int64_t grace_ns, int64_t now_ns);
 /* Call when waitpid() returned wstatus for p->pid; p becomes EXITED. */
 void cr_proc_reaped(cr_proc *p, const char *state_dir, int wstatus);
 /*

@@ -499,6 +499,16 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         snprintf(s.signal_name, sizeof s.signal_name, "%s", sn);
         s.signal_at = (int64_t)json_integer_value(at);
     }
+    json_t *cks = json_object_get(j, "checkpoint_signal");
+    if (cks && !json_is_null(cks)) {
+        const char *cn = json_string_value(cks);
+        if (!cn || strlen(cn) >= sizeof s.ckpt_signal) {
+            rc = bad(err, errlen, path, "checkpoint_signal", "must be a signal name");
+            goto fail;
+        }
+        snprintf(s.ckpt_signal, sizeof s.ckpt_signal, "%s", cn);
+    }
+    s.resume = json_is_true(json_object_get(j, "resume"));
     json_t *gang = json_object_get(j, "gang");
     if (gang && !json_is_null(gang)) {
         char gp[256];
@@ -673,6 +683,12 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
         if (strs[i].v) {
             json_object_set_new(j, strs[i].k, json_string(strs[i].v));
         }
+    }
+    if (s->ckpt_signal[0]) {
+        json_object_set_new(j, "checkpoint_signal", json_string(s->ckpt_signal));
+    }
+    if (s->resume) {
+        json_object_set_new(j, "resume", json_true());
     }
     if (s->signal_at > 0) {
         json_object_set_new(

@@ -114,6 +114,9 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     if (s->checkpoint_dir) {
         v[n++] = cr_asprintf("CORRAL_CHECKPOINT_DIR=%s", s->checkpoint_dir);
     }
+    if (s->resume) {
+        v[n++] = cr_strdup("CORRAL_RESUME=1"); /* the suspend contract: resume from it */
+    }
     if (s->gpu_milli || s->gpu_mem_bytes) {
         /* A fractional task on a shared GPU. MPS clients of the agent's
          * daemon for the GPU (mps_pipe, agent_mps.c) have these limits

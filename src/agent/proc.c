@@ -1266,14 +1266,21 @@ static int cgroup_cpu_usec(const char *cgroup, uint64_t *out)
 
 void cr_proc_stop(cr_proc *p, int64_t grace_ns, int64_t now_ns)
 {
+    cr_proc_stop_sig(p, SIGTERM, grace_ns, now_ns);
+}
+
+void cr_proc_stop_sig(cr_proc *p, int sig, int64_t grace_ns, int64_t now_ns)
+{
     if (p->state != CR_PROC_RUNNING) {
         return;
     }
     p->state = CR_PROC_STOPPING;
     p->kill_at_ns = now_ns + grace_ns;
+    p->stop_sig = sig;
     watch_init(p, p->pidns ? first_child(p->pid) : 0);
-    /* The job is in the shim's process group; the shim ignores SIGTERM. */
-    kill(-p->pid, grace_ns > 0 ? SIGTERM : SIGKILL);
+    /* The job is in the shim's process group; the shim ignores SIGTERM
+     * and the signals a job may be sent. */
+    kill(-p->pid, grace_ns > 0 ? sig : SIGKILL);
     /* A stop right after the start can reach the group before the shim's
      * setsid(), or while a task still has the shim's SIG_IGN: say it once
      * more a second later (cr_proc_tick). */
@@ -1498,7 +1505,7 @@ int cr_proc_tick(cr_proc *p, const char *state_dir, int64_t now_ns, int64_t mono
     if (p->state == CR_PROC_STOPPING && p->term_again_ns > 0 && now_ns >= p->term_again_ns &&
         now_ns < p->kill_at_ns) {
         p->term_again_ns = 0;
-        kill(-p->pid, SIGTERM);
+        kill(-p->pid, p->stop_sig > 0 ? p->stop_sig : SIGTERM);
     }
     if (p->state == CR_PROC_STOPPING && now_ns >= p->kill_at_ns) {
         kill(-p->pid, SIGKILL);

@@ -88,6 +88,11 @@ static const cli_opt submit_opts[] = {
     {"name", CLI_STR, "NAME", "job name", NULL, 0, 0, 'n'},
     {"preemptible", CLI_BOOL, NULL, "may be preempted (it checkpoints)", NULL, 0, 0, 0},
     {"checkpoint-interval", CLI_DUR, "DURATION", "how often the job checkpoints", NULL, 0, 0, 0},
+    {"checkpointable", CLI_BOOL, NULL,
+     "it keeps the suspend contract (docs/api.md): may be suspended by --policy rounds", NULL, 0, 0,
+     0},
+    {"checkpoint-signal", CLI_STR, "SIG",
+     "with --checkpointable: the signal to checkpoint and exit on (default USR1)", NULL, 0, 0, 0},
     {"retries", CLI_INT, "N", "retries after a failure (default 0)", NULL, 0, 100, 0},
     {"requeue", CLI_BOOL, NULL, "requeue after a lost node (not counted as a retry)", NULL, 0, 0,
      0},
@@ -360,6 +365,10 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     if (pick(a, d, "preemptible")->set) {
         json_object_set_new(job, "preemptible", json_true());
     }
+    if (pick(a, d, "checkpointable")->set) {
+        json_object_set_new(job, "checkpointable", json_true());
+    }
+    put_str(job, "checkpoint_signal", pick(a, d, "checkpoint-signal"));
     const cli_val *mig = pick(a, d, "mig");
     const cli_val *gt = pick(a, d, "gpu-type");
     if (mig->set && gt->set && (strcmp(gt->str, "auto") == 0)) {

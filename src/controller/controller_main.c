@@ -16,6 +16,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
+#include "cr_sched.h"
 #include "cr_time.h"
 
 #include <errno.h>
@@ -41,11 +42,14 @@ static void usage(FILE *f)
                "  --metrics-token-file FILE  /metrics needs this bearer token (or an admin\n"
                "                       token) and then shows tenants; without, it is open and\n"
                "                       aggregate only (docs/security.md)\n");
+    fprintf(f, "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
+               "                       shared cluster uses bootstrap tokens, docs/security.md)\n");
+    char names[128];
+    cr_sched_policy_list(names, sizeof names);
+    fprintf(f, "  --policy NAME        %s (default priority)\n", names);
+    fprintf(f, "  --round S            policy rounds: the round length in seconds (default 360)\n");
     fprintf(
         f,
-        "  --allow-legacy-join  accept the long-lived STATE-DIR/join.token (demos; a\n"
-        "                       shared cluster uses bootstrap tokens, docs/security.md)\n"
-        "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
         "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
         "  --lost-after S       node lost after S seconds of silence (default 30)\n"
         "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
@@ -242,6 +246,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->heartbeat_s = 5;
     cfg->lost_after_s = 30;
     cfg->sched_interval_ms = 5;
+    cfg->round_s = 360;
     cfg->threads = 4;
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
@@ -353,6 +358,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "heartbeat_s",
                                           "lost_after_s",
                                           "sched_interval_ms",
+                                          "round_s",
                                           "threads",
                                           "max_body_bytes",
                                           "request_timeout_s",
@@ -418,10 +424,10 @@ static int load_config(const char *path, ctl_config *cfg)
     bool legacy_join = cfg->legacy_join, link_local = cfg->agent_addr_link_local;
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
-            th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
-            gr = cfg->grace_s, keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
-            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip,
-            crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
+            rs = cfg->round_s, th = cfg->threads, mb = (int64_t)cfg->max_body_bytes,
+            rt = cfg->request_timeout_s, gr = cfg->grace_s, keep = cfg->checkpoint_retention_s,
+            ht = cfg->header_timeout_s, bt = cfg->body_timeout_s, mc = cfg->max_conns,
+            mci = cfg->max_conns_per_ip, crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL,
            *parts = NULL;
@@ -438,6 +444,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "heartbeat_s", false, 1, 3600, &hb, &err)) ||
         (rc = cr_json_int(v, "", "lost_after_s", false, 1, 86400, &lost, &err)) ||
         (rc = cr_json_int(v, "", "sched_interval_ms", false, 0, 60000, &si, &err)) ||
+        (rc = cr_json_int(v, "", "round_s", false, 1, 86400, &rs, &err)) ||
         (rc = cr_json_int(v, "", "threads", false, 1, 256, &th, &err)) ||
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
@@ -627,6 +634,7 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->heartbeat_s = hb;
     cfg->lost_after_s = lost;
     cfg->sched_interval_ms = si;
+    cfg->round_s = rs;
     cfg->threads = (unsigned)th;
     cfg->max_body_bytes = (size_t)mb;
     cfg->request_timeout_s = (unsigned)rt;
@@ -1053,12 +1061,12 @@ int cr_controller_config_check(const char *path)
     ctl_config cfg;
     config_defaults(&cfg);
     int rc = load_config(path, &cfg);
-    if (rc == 0 && strcmp(cfg.policy, "fifo") && strcmp(cfg.policy, "priority") &&
-        strcmp(cfg.policy, "hetero") && strcmp(cfg.policy, "las")) {
-        fprintf(stderr,
-                "corral controller: %s: field 'policy': expected fifo|priority|hetero|las, got "
-                "'%s'\n",
-                path, cfg.policy);
+    cr_sched_policy pol;
+    if (rc == 0 && cr_sched_policy_parse(cfg.policy, &pol) != 0) {
+        char names[128];
+        cr_sched_policy_list(names, sizeof names);
+        fprintf(stderr, "corral controller: %s: field 'policy': expected %s, got '%s'\n", path,
+                names, cfg.policy);
         rc = CR_EINVAL;
     }
     json_decref(cfg.prices);
@@ -1139,6 +1147,7 @@ int cr_controller_main(int argc, char **argv)
         O_CERT,
         O_KEY,
         O_POLICY,
+        O_ROUND,
         O_HB,
         O_LOST,
         O_SYNC,
@@ -1163,6 +1172,7 @@ int cr_controller_main(int argc, char **argv)
         {"tls-cert", required_argument, NULL, O_CERT},
         {"tls-key", required_argument, NULL, O_KEY},
         {"policy", required_argument, NULL, O_POLICY},
+        {"round", required_argument, NULL, O_ROUND},
         {"heartbeat", required_argument, NULL, O_HB},
         {"lost-after", required_argument, NULL, O_LOST},
         {"sync", required_argument, NULL, O_SYNC},
@@ -1240,15 +1250,22 @@ int cr_controller_main(int argc, char **argv)
             c->cfg.legacy_join = true;
             break;
         case O_POLICY:
-            if (strcmp(optarg, "fifo") && strcmp(optarg, "priority") && strcmp(optarg, "hetero") &&
-                strcmp(optarg, "las")) {
-                fprintf(stderr,
-                        "corral controller: --policy: expected fifo|priority|hetero|las, got "
-                        "'%s'\n",
+            if (cr_sched_policy_parse(optarg, &(cr_sched_policy){0}) != 0) {
+                char names[128];
+                cr_sched_policy_list(names, sizeof names);
+                fprintf(stderr, "corral controller: --policy: expected %s, got '%s'\n", names,
                         optarg);
                 goto out;
             }
             snprintf(c->cfg.policy, sizeof c->cfg.policy, "%s", optarg);
+            break;
+        case O_ROUND:
+            if (cr_parse_i64(optarg, 1, 86400, &x) != 0) {
+                fprintf(stderr, "corral controller: --round: expected seconds 1..86400, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.round_s = x;
             break;
         case O_HB:
         case O_LOST:

@@ -208,6 +208,13 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
                       "action", j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
                       gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
+        if (j->checkpointable) {
+            /* the suspend contract: a stop is this signal, then grace_s */
+            json_object_set_new(e, "checkpoint_signal", json_string(j->ckpt_signal));
+            if (j->runs > 1) {
+                json_object_set_new(e, "resume", json_true()); /* CORRAL_RESUME=1 */
+            }
+        }
         if (json_is_true(json_object_get(j->spec, "keep_running_on_partition"))) {
             json_object_set_new(e, "keep_running_on_partition", json_true()); /* node lease */
         }

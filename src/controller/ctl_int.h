@@ -80,6 +80,7 @@ typedef struct ctl_job {
     char *reason; /* owned: pending reason or end reason; may be NULL */
     int exit_code, signal, retries, max_retries;
     int runs;                /* starts so far; the current run's number in desired state */
+    int susp_run;            /* suspended: the run whose exit (its checkpoint written) we await */
     int port;                /* service replica: the PORT its agent gave this run; 0 unknown */
     int pull_event_run;      /* container jobs: the run whose "image pull" event is recorded */
     int share_event_run;     /* fractional tasks: the run whose "shared" event is recorded */
@@ -101,6 +102,11 @@ typedef struct ctl_job {
     int64_t gpu_mem_bytes; /* fractional: memory held on the shared GPU (0: none asked) */
     char kind[16];
     bool preemptible;
+    /* The suspend contract (docs/api.md "Suspend and resume"): the job
+     * checkpoints into CORRAL_CHECKPOINT_DIR on ckpt_signal and exits
+     * CTL_EXIT_SUSPENDED; only such a job is ever suspended. */
+    bool checkpointable;
+    char ckpt_signal[12]; /* "USR1" by default */
     int64_t time_limit_s, checkpoint_interval_s;
     /* Runtime. */
     ctl_place *place; /* owned: placement while running */
@@ -254,6 +260,7 @@ typedef struct ctl_config {
     char policy[16];
     int64_t heartbeat_s, lost_after_s;
     int64_t sched_interval_ms; /* minimum time between cycles */
+    int64_t round_s;           /* policy rounds: the round length */
     unsigned threads;
     size_t max_body_bytes;
     unsigned request_timeout_s;
@@ -364,7 +371,7 @@ typedef struct ctl_hooks {
     size_t nnode;
 } ctl_hooks;
 
-enum { CTL_SCHED_ADD = 0, CTL_SCHED_REMOVE, CTL_SCHED_REQUEUE };
+enum { CTL_SCHED_ADD = 0, CTL_SCHED_REMOVE, CTL_SCHED_REQUEUE, CTL_SCHED_RESUMABLE };
 typedef struct ctl_sched_op {
     int op;     /* CTL_SCHED_* */
     int64_t id; /* job */
@@ -646,6 +653,10 @@ int ctl_batch_nodes_check(const char *field, const char *text, char *why, size_t
 /* Signals: "USR1", "USR1@120" (default 60 s) -> name and seconds; CR_EINVAL. */
 int ctl_batch_signal_parse(const char *text, char *name, size_t namelen, int64_t *secs);
 
+/* The exit code of a job that checkpointed on its checkpoint signal
+ * (EX_TEMPFAIL): not a failure when the controller suspended it. */
+#define CTL_EXIT_SUSPENDED 75
+
 /* ctl_jobspec.c: a job from a request or a stored row (changes nothing). */
 /* A submit body's object validated into a fresh job (*out, free with
  * ctl_job_free); *array: its task count, *indexes (may be NULL): the array
@@ -677,6 +688,8 @@ void ctl_logs_stop(ctl *c); /* answers what still waits */
 void ctl_sched_add(ctl *c, int64_t id);
 void ctl_sched_remove(ctl *c, int64_t id);
 void ctl_sched_requeue(ctl *c, int64_t id);
+/* The suspended run of job id has exited: it may be resumed. mu held. */
+void ctl_sched_resumable(ctl *c, int64_t id);
 
 /* ctl_state.c: every user change goes through here: stored first, then
  * applied to memory, then the scheduler/nodes/services are told. */

@@ -55,6 +55,8 @@ static const char *const job_members[] = {
     "constraint",
     "exclusive",
     "warn_signal",
+    "checkpointable",
+    "checkpoint_signal",
     "cpus",
     "mem_bytes",
     "secrets",
@@ -244,12 +246,23 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             goto out;
         }
     }
-    bool exclusive = false, keep_running = false;
-    const char *sigspec = "";
+    bool exclusive = false, keep_running = false, ckptable = false;
+    const char *sigspec = "", *cksig = "USR1";
     if ((rc = cr_json_bool(body, "", "exclusive", false, &exclusive, err)) != 0 ||
         (rc = cr_json_bool(body, "", "keep_running_on_partition", false, &keep_running, err)) !=
             0 ||
-        (rc = cr_json_str(body, "", "warn_signal", false, 31, &sigspec, err)) != 0) {
+        (rc = cr_json_str(body, "", "warn_signal", false, 31, &sigspec, err)) != 0 ||
+        (rc = cr_json_bool(body, "", "checkpointable", false, &ckptable, err)) != 0 ||
+        (rc = cr_json_str(body, "", "checkpoint_signal", false, 11, &cksig, err)) != 0) {
+        goto out;
+    }
+    char cksigname[12];
+    int64_t cksecs;
+    if (ctl_batch_signal_parse(cksig, cksigname, sizeof cksigname, &cksecs) != 0 ||
+        strchr(cksig, '@') || strcmp(cksigname, "KILL") == 0) {
+        rc = cr_json_fail(err, CR_EINVAL, "checkpoint_signal",
+                          "field 'checkpoint_signal': one of USR1, USR2, TERM, INT, HUP, QUIT, "
+                          "ALRM, CONT, WINCH (default USR1)");
         goto out;
     }
     char signame[12];
@@ -483,6 +496,12 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     if (*sigspec) {
         json_object_set_new(j->spec, "warn_signal", json_string(sigspec));
     }
+    if (ckptable) {
+        json_object_set_new(j->spec, "checkpointable", json_true());
+        json_object_set_new(j->spec, "checkpoint_signal", json_string(cksigname));
+    }
+    j->checkpointable = ckptable;
+    snprintf(j->ckpt_signal, sizeof j->ckpt_signal, "%s", cksigname);
     if (cpus > 0) {
         json_object_set_new(j->spec, "cpus", json_real(cpus));
     }

@@ -1080,6 +1080,13 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             }
         }
         bool here = mine != NULL;
+        json_t *xrun = json_object_get(jr, "run");
+        if (j && !here && j->susp_run > 0 && xrun && json_integer_value(xrun) == j->susp_run) {
+            /* the suspended run exited: its checkpoint is written */
+            j->susp_run = 0;
+            ctl_sched_resumable(c, j->id);
+            continue;
+        }
         if (!j || !here || (j->state != JS_RUNNING && j->state != JS_COMPLETING) ||
             j->start_unstored) {
             continue; /* already handled: the desired state drops it */

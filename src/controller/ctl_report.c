@@ -73,6 +73,10 @@ json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr, json_t **wh
         }
         int64_t id = (int64_t)json_integer_value(json_object_get(r, "job"));
         int64_t run = (int64_t)json_integer_value(json_object_get(r, "run"));
+        const ctl_job *sj = ctl_job_get(c, id);
+        if (sj && sj->susp_run > 0 && run == sj->susp_run) {
+            continue; /* a suspended run writing its checkpoint: its stop is under way */
+        }
         if (!job_is_own(c, n, id, run)) {
             char why[700], key[24];
             ctl_job_gone_why(c, id, why, sizeof why);

@@ -37,10 +37,18 @@ typedef struct placer {
     int64_t last_reason_ns; /* last full sweep of pending reasons */
     ctl_auto *au;           /* owned: the type choice of auto jobs */
     bool hetero;            /* policy hetero: auto vectors carry plain throughput */
-    int ntypes;             /* GPU types the pending auto jobs were specified against */
-    bool masks_stale;       /* a node got a new index (reshape_node): node masks are redone */
-    uint64_t node_gen;      /* the scheduler's nodes the pending masks were made against */
-    int64_t *cpu_ids;       /* jobs without GPUs (place_cpu_jobs), live or lazily pruned */
+    bool rounds;            /* policy rounds: only checkpointable jobs are suspended */
+    /* Suspended jobs whose run has not reported its exit, and when they
+     * may resume anyway (grace_s + lost_after_s after the suspension: the
+     * node may be gone), on ctl_clock_ns. */
+    struct held_rec {
+        int64_t id, until_ns;
+    } * held;
+    size_t nheld, capheld;
+    int ntypes;        /* GPU types the pending auto jobs were specified against */
+    bool masks_stale;  /* a node got a new index (reshape_node): node masks are redone */
+    uint64_t node_gen; /* the scheduler's nodes the pending masks were made against */
+    int64_t *cpu_ids;  /* jobs without GPUs (place_cpu_jobs), live or lazily pruned */
     size_t ncpu, capcpu;
 } placer;
 
@@ -320,7 +328,7 @@ typedef struct job_req {
     double gpu_mem_gb;
     int gpu_milli;
     int64_t gpu_mem_bytes;
-    bool preemptible;
+    bool preemptible, checkpointable;
     int64_t time_limit_s, checkpoint_interval_s, submit_ns;
     ctl_auto_hints hints; /* auto: what the performance model needs */
     bool exclusive;       /* whole nodes (--exclusive) */
@@ -344,6 +352,7 @@ static void req_of(const ctl_job *j, job_req *r)
     r->gpu_milli = j->gpu_milli;
     r->gpu_mem_bytes = j->gpu_mem_bytes;
     r->preemptible = j->preemptible;
+    r->checkpointable = j->checkpointable;
     r->time_limit_s = j->time_limit_s;
     r->checkpoint_interval_s = j->checkpoint_interval_s;
     r->submit_ns = j->submit_ns;
@@ -404,7 +413,9 @@ static void spec_of(placer *pl, const job_req *r, cr_sched_job_spec *sp, double 
     sp->gpu_mem_bytes = (uint64_t)r->gpu_mem_bytes;
     sp->node_count = (uint32_t)r->nodes;
     sp->time_limit_ns = r->time_limit_s * CR_NS_PER_SEC;
-    sp->preemptible = r->preemptible;
+    /* rounds suspends (a job that checkpoints on its signal loses nothing):
+     * only the jobs that declared they can */
+    sp->preemptible = pl->rounds ? r->checkpointable : r->preemptible;
     sp->checkpoint_interval_ns = r->checkpoint_interval_s * CR_NS_PER_SEC;
     sp->submit_ns = r->submit_ns;
     sp->exclusive = r->exclusive;
@@ -442,6 +453,8 @@ static void *placer_new(ctl *c)
         cr_warn("sched: unknown policy '%s', using priority", c->cfg.policy);
     }
     cr_sched_config_default(&cfg, pol);
+    cfg.round_ns = c->cfg.round_s * CR_NS_PER_SEC;
+    cfg.suspend_hold = true; /* a suspended job resumes once its run exited */
     if (cr_sched_new(&cfg, &pl->s) != 0) {
         free(pl);
         return NULL;
@@ -449,6 +462,7 @@ static void *placer_new(ctl *c)
     cr_rng_seed(&pl->rng, 42);
     pl->au = ctl_auto_new(c->cfg.prices);
     pl->hetero = pol == CR_SCHED_HETERO;
+    pl->rounds = pol == CR_SCHED_ROUNDS;
     return pl;
 }
 
@@ -456,6 +470,7 @@ static void placer_free(void *p)
 {
     placer *pl = p;
     if (pl) {
+        free(pl->held);
         cr_sched_free(pl->s);
         ctl_auto_free(pl->au);
         free(pl->cpu_ids);
@@ -578,6 +593,18 @@ typedef struct op_copy {
     int op;
     job_req r; /* CTL_SCHED_ADD, OP_RESPEC */
 } op_copy;
+
+/* Suspended job id may resume: tell the scheduler, forget its deadline. */
+static void held_drop(placer *pl, int64_t id)
+{
+    cr_sched_job_resumable(pl->s, (uint64_t)id);
+    for (size_t i = 0; i < pl->nheld; i++) {
+        if (pl->held[i].id == id) {
+            pl->held[i] = pl->held[--pl->nheld];
+            break;
+        }
+    }
+}
 
 /* A decision copied out of the cycle (its pointers die at the next call). */
 typedef struct dec_copy {
@@ -796,6 +823,16 @@ static void apply_preempt(ctl *c, cr_store_txn *txn, const dec_copy *d, ctl_job 
     j->state = JS_PENDING;
     j->start_ns = 0;
     char why[CR_SCHED_REASON_MAX + 64];
+    if (d->preempted_for == 0) {
+        /* the policy's own choice (rounds): the agent sends the job its
+         * checkpoint signal; the next run resumes (CORRAL_RESUME=1) */
+        snprintf(why, sizeof why, "%s; SIG%s sent, %llds to checkpoint", d->reason, j->ckpt_signal,
+                 (long long)c->cfg.grace_s);
+        ctl_job_set_reason(j, "suspended (checkpointed); resumes when a round leases it GPUs");
+        ctl_job_persist(c, txn, j, "suspended", why);
+        ctl_job_changed(c, j);
+        return;
+    }
     snprintf(why, sizeof why, "%s (for job %llu)", d->reason, (unsigned long long)d->preempted_for);
     ctl_job_set_reason(j, "preempted");
     ctl_job_persist(c, txn, j, "preempted", why);
@@ -1071,6 +1108,10 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             nops++;
             continue;
         }
+        if (op.op == CTL_SCHED_RESUMABLE) {
+            nops++;
+            continue;
+        }
         if (op.op == CTL_SCHED_REQUEUE) {
             if (j->in_sched) {
                 nops++;
@@ -1107,7 +1148,9 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
         cr_sched_job_info info;
         cr_sched_job_spec sp;
         double tput[CR_SCHED_MAX_TYPES];
-        if (o->op == CTL_SCHED_REMOVE) {
+        if (o->op == CTL_SCHED_RESUMABLE) {
+            held_drop(pl, o->r.id);
+        } else if (o->op == CTL_SCHED_REMOVE) {
             cr_sched_job_remove(pl->s, id, now);
         } else if (o->op == CTL_SCHED_REQUEUE) {
             if (cr_sched_job_info_get(pl->s, id, &info) == 0 && info.state == CR_JOB_RUNNING) {
@@ -1131,6 +1174,15 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
                 CR_GROW(invalid, ninvalid, capinvalid);
                 invalid[ninvalid++] = o->r.id;
             }
+        }
+    }
+    for (size_t i = 0; i < pl->nheld;) {
+        if (now >= pl->held[i].until_ns) {
+            cr_warn("job=%lld: its suspended run did not report its exit in time: resumable",
+                    (long long)pl->held[i].id);
+            held_drop(pl, pl->held[i].id);
+        } else {
+            i++;
         }
     }
     const cr_sched_decision *d = NULL;
@@ -1218,7 +1270,16 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
             /* (a job whose reported end is being stored has exited: its
              * GPUs are free, its end stands) */
             if ((j->state == JS_RUNNING || j->state == JS_COMPLETING) && !ctl_job_end_held(j)) {
+                if (dec[i].preempted_for == 0) {
+                    /* a suspension: resumable once this run exits */
+                    j->susp_run = j->runs;
+                    CR_GROW(pl->held, pl->nheld, pl->capheld);
+                    pl->held[pl->nheld++] = (struct held_rec){
+                        j->id, now + (c->cfg.grace_s + c->cfg.lost_after_s) * CR_NS_PER_SEC};
+                }
                 apply_preempt(c, txn, &dec[i], j, now, &bump, &nbump, &capbump);
+            } else if (dec[i].preempted_for == 0) {
+                cr_sched_job_resumable(pl->s, dec[i].job); /* it ended meanwhile */
             }
         } else if (j->state == JS_PENDING) {
             apply_start(c, pl, txn, &dec[i], j, now, &bump, &nbump, &capbump);
@@ -1316,6 +1377,18 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     return nd;
 }
 
+/* When the policy wants a cycle though nothing changed (rounds: the next
+ * round), on ctl_clock_ns; INT64_MAX if never. */
+static int64_t placer_wake_ns(void *p)
+{
+    placer *pl = p;
+    int64_t t = cr_sched_next_cycle_ns(pl->s);
+    for (size_t i = 0; i < pl->nheld; i++) {
+        t = pl->held[i].until_ns < t ? pl->held[i].until_ns : t;
+    }
+    return t;
+}
+
 #else /* !CTL_HAVE_SCHED */
 
 static void *placer_new(ctl *c)
@@ -1341,6 +1414,11 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     pthread_mutex_unlock(&c->mu);
     *compute_ns = cr_mono_ns() - t0;
     return 0;
+}
+
+static int64_t placer_wake_ns(void *p)
+{
+    return INT64_MAX;
 }
 
 #endif
@@ -1383,6 +1461,9 @@ static void *sched_main(void *arg)
             break;
         }
         now = cr_mono_ns();
+        if (pl && !c->sched_wake && ctl_clock_ns(c) >= placer_wake_ns(pl)) {
+            c->sched_wake = true; /* the policy's own time (a round) */
+        }
         bool run = c->sched_wake && now >= next_cycle;
         if (run) {
             c->sched_wake = false;

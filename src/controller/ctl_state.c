@@ -120,6 +120,11 @@ void ctl_sched_requeue(ctl *c, int64_t id)
     sched_push(c, CTL_SCHED_REQUEUE, id);
 }
 
+void ctl_sched_resumable(ctl *c, int64_t id)
+{
+    sched_push(c, CTL_SCHED_RESUMABLE, id);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Job changes: commit, then apply.                                         */
 

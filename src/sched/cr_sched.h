@@ -81,13 +81,28 @@ typedef enum cr_sched_policy {
      * jobs promoted to queue 0; jobs in a better queue preempt preemptible
      * jobs in a worse one. For jobs of unknown length. */
     CR_SCHED_LAS,
+    /* Time-shared, heterogeneity-aware rounds (Gavel's max-min fairness):
+     * every round (config.round_ns) the LP of cr_sched_rounds_lp gives each
+     * active job a share of time on each type; jobs are leased GPUs for
+     * the round in order of their share over the time they received on the
+     * type; a running preemptible job not leased its type again is
+     * suspended (a PREEMPT decision losing no work: it checkpoints) and
+     * resumes when a round leases it GPUs, on whatever type that is.
+     * Non-preemptible jobs are never suspended. Between rounds free GPUs
+     * go to unleased jobs (work-conserving). */
+    CR_SCHED_ROUNDS,
     CR_SCHED_POLICY_COUNT
 } cr_sched_policy;
 
-/* "fifo", "priority", "hetero", "las" -> policy. CR_EINVAL if unknown. */
+/* A policy's name ("fifo", "priority", "hetero", "las") -> policy.
+ * CR_EINVAL if unknown. */
 int cr_sched_policy_parse(const char *name, cr_sched_policy *out);
 /* Policy -> its name ("fifo"...); "?" if out of range. */
 const char *cr_sched_policy_name(cr_sched_policy p);
+/* The policies' names joined by '|' ("fifo|priority|...") into buf
+ * (borrowed, size bytes, always terminated when size > 0): for help texts
+ * and errors. Returns the length it needed, as snprintf. */
+size_t cr_sched_policy_list(char *buf, size_t size);
 
 #define CR_SCHED_LAS_MAX_QUEUES 8
 
@@ -149,7 +164,29 @@ typedef struct cr_sched_config {
      * until it is among the first max_examined (docs/sim.md measures the
      * effect on average JCT). */
     uint32_t max_examined;
+    /* ROUNDS: the round length (default 6 minutes, Gavel's). */
+    int64_t round_ns;
+    /* A job suspended by its policy (rounds) stays pending but is not
+     * started again until the caller says its run has ended and its
+     * checkpoint is written (cr_sched_job_resumable); off (default): at
+     * once, as a simulator whose jobs stop instantly wants. */
+    bool suspend_hold;
 } cr_sched_config;
+
+/*
+ * The max-min fairness time-share LP of the rounds policy (Gavel's
+ * max_min_fairness_perf; sched_rounds_lp.c, also used by corral sim):
+ * njobs x ntypes rates (row-major, gang work units/s, 0 = cannot run), GPUs
+ * per job (scale), jobs each row stands for (mult; NULL = 1 each), GPUs per
+ * type (cap). Fills x (njobs * ntypes fractions of time, per job of the
+ * row) and z (the optimum). spread: a second stage that places leftover
+ * capacity where it runs fastest. All borrowed. Returns 0, CR_EINVAL for
+ * sizes out of range (njobs > CR_SCHED_ROUNDS_LP_MAX_JOBS, ntypes >
+ * CR_SCHED_MAX_TYPES), CR_EUNAVAIL when GLPK finds no optimum.
+ */
+#define CR_SCHED_ROUNDS_LP_MAX_JOBS 20000
+int cr_sched_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *scale,
+                       const double *mult, const double *cap, bool spread, double *x, double *z);
 
 /* Fill *cfg with the defaults for a policy. */
 void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy);
@@ -543,6 +580,16 @@ typedef struct cr_sched_decision {
  * mutating call. Returns the number of decisions (>= 0).
  */
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out);
+
+/* The run of suspended job id has exited (its checkpoint is written): it
+ * may start again (config.suspend_hold). CR_ENOENT unknown; 0 also when it
+ * was not held. */
+int cr_sched_job_resumable(cr_sched *s, uint64_t id);
+
+/* When the policy next wants a cycle though nothing changed (ROUNDS: the
+ * next round boundary), on the clock of now_ns; INT64_MAX if never. A
+ * caller that cycles only on events also cycles at this time. */
+int64_t cr_sched_next_cycle_ns(const cr_sched *s);
 
 /*
  * Host tasks: work that needs only CPU and host memory on one node (a

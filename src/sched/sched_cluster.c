@@ -12,15 +12,17 @@
 #include "cr_error.h"
 #include "sched_int.h"
 
-static const char *const policy_names[CR_SCHED_POLICY_COUNT] = {"fifo", "priority", "hetero",
-                                                                "las"};
+/* The policies' tables, in cr_sched_policy order (sched_policy_*.c). */
+static const cr__sched_policy_ops *const policy_table[CR_SCHED_POLICY_COUNT] = {
+    &cr__sched_policy_fifo, &cr__sched_policy_priority, &cr__sched_policy_hetero,
+    &cr__sched_policy_las, &cr__sched_policy_rounds};
 static const char *const kind_names[CR_JOB_KIND_COUNT] = {
     "pretrain", "finetune", "inference", "batch", "visual", "hpc", "other"};
 
 int cr_sched_policy_parse(const char *name, cr_sched_policy *out)
 {
     for (int i = 0; name && i < CR_SCHED_POLICY_COUNT; i++) {
-        if (strcmp(name, policy_names[i]) == 0) {
+        if (strcmp(name, policy_table[i]->name) == 0) {
             *out = (cr_sched_policy)i;
             return 0;
         }
@@ -30,7 +32,26 @@ int cr_sched_policy_parse(const char *name, cr_sched_policy *out)
 
 const char *cr_sched_policy_name(cr_sched_policy p)
 {
-    return (unsigned)p < CR_SCHED_POLICY_COUNT ? policy_names[p] : "?";
+    return (unsigned)p < CR_SCHED_POLICY_COUNT ? policy_table[p]->name : "?";
+}
+
+size_t cr_sched_policy_list(char *buf, size_t size)
+{
+    size_t n = 0;
+    for (int i = 0; i < CR_SCHED_POLICY_COUNT; i++) {
+        int k = snprintf(buf + (n < size ? n : size), n < size ? size - n : 0, "%s%s", i ? "|" : "",
+                         policy_table[i]->name);
+        n += (size_t)(k > 0 ? k : 0);
+    }
+    if (size > 0 && n == 0) {
+        buf[0] = '\0';
+    }
+    return n;
+}
+
+const cr__sched_policy_ops *cr__sched_policy_ops_of(cr_sched_policy p)
+{
+    return (unsigned)p < CR_SCHED_POLICY_COUNT ? policy_table[p] : NULL;
 }
 
 int cr_sched_job_kind_parse(const char *name, cr_sched_job_kind *out)
@@ -77,6 +98,7 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->hetero_window = 64;
     cfg->wait_for_faster = true;
     cfg->share_policy = CR_SHARE_FRAG;
+    cfg->round_ns = INT64_C(360) * 1000000000;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -85,7 +107,7 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 {
     if (!cfg || (unsigned)cfg->policy >= CR_SCHED_POLICY_COUNT || cfg->las_queues < 1 ||
         cfg->las_queues > CR_SCHED_LAS_MAX_QUEUES || cfg->fairshare_halflife_ns <= 0 ||
-        (unsigned)cfg->share_policy >= CR_SHARE_POLICY_COUNT) {
+        (unsigned)cfg->share_policy >= CR_SHARE_POLICY_COUNT || cfg->round_ns < 0) {
         return CR_EINVAL;
     }
     for (int i = 1; i < cfg->las_queues - 1; i++) {
@@ -95,6 +117,10 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
     }
     cr_sched *s = cr_calloc(1, sizeof(*s));
     s->cfg = *cfg;
+    s->pol = cr__sched_policy_ops_of(cfg->policy);
+    if (s->cfg.round_ns == 0) {
+        s->cfg.round_ns = INT64_C(360) * 1000000000;
+    }
     if (s->cfg.hetero_window == 0) {
         s->cfg.hetero_window = 256;
     }
@@ -107,6 +133,7 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 static void job_free(job *j)
 {
     if (j) {
+        free(j->recv_ns);
         free(j->tput);
         free(j->node_mask);
         free(j->slots);
@@ -1373,6 +1400,7 @@ static int spec_check(const cr_sched *s, const cr_sched_job_spec *sp)
 static job *job_make(const cr_sched_job_spec *sp)
 {
     job *j = cr_calloc(1, sizeof(*j));
+    j->lease_type = -1;
     j->spec = *sp;
     if (sp->tput) {
         /* float: relative speeds need no more, and a million queued jobs
@@ -1566,6 +1594,9 @@ void cr__sched_job_start(cr_sched *s, job *j, int type, const cr_sched_slot *sl,
 void cr__sched_job_stop(cr_sched *s, job *j, int64_t now_ns, bool lose_work)
 {
     cr__sched_accrue(s, now_ns);
+    if (s->pol->job_stopped) {
+        s->pol->job_stopped(s, j, now_ns);
+    }
     cr__sched_vix_del(s, j);
     cr__sched_slots_release(s, j);
     tenant_rec *t = &s->tenants[j->spec.tenant];

@@ -78,23 +78,6 @@ static bool beside_reservation(cr_sched *s, const resv *r, const job *j, int typ
     return true;
 }
 
-static void tenant_shares(cr_sched *s)
-{
-    for (int i = 0; i < s->ntenants; i++) {
-        tenant_rec *t = &s->tenants[i];
-        double dom = 0;
-        for (int k = 0; k < s->ntypes; k++) {
-            if (s->types[k].total > 0) {
-                double sh = t->usage[k] / (double)s->types[k].total;
-                if (sh > dom) {
-                    dom = sh;
-                }
-            }
-        }
-        t->share = dom / t->weight;
-    }
-}
-
 static cr_sched_decision *dec_push(cr_sched *s)
 {
     CR_GROW(s->dec, s->ndec, s->cdec);
@@ -127,6 +110,19 @@ static bool type_before(const cr_sched *s, int a, int b)
     return strcmp(s->types[a].name, s->types[b].name) < 0;
 }
 
+/* The policy's rank of a pending job (0 without ranking). */
+static int64_t job_rank(const cr_sched *s, const job *j)
+{
+    return s->pol->job_rank ? s->pol->job_rank(s, j) : 0;
+}
+
+/* Does the policy hold j back this cycle (HETERO: the allocation gave it
+ * nothing)? */
+static bool held_back(const cr_sched *s, const job *j)
+{
+    return s->pol->assigned_type && s->pol->assigned_type(s, j) == HT_WAIT;
+}
+
 /* Candidate types for a job, in the order the policy tries them. */
 static int candidates(const cr_sched *s, const job *j, int *out)
 {
@@ -148,9 +144,7 @@ static int candidates(const cr_sched *s, const job *j, int *out)
         }
         out[n++] = t;
     }
-    bool by_tput = s->cfg.policy == CR_SCHED_PRIORITY || s->cfg.policy == CR_SCHED_LAS ||
-                   s->cfg.policy == CR_SCHED_HETERO;
-    if (by_tput) {
+    if (s->pol->by_throughput) {
         /* insertion sort by throughput desc, then id: stable */
         for (int i = 1; i < n; i++) {
             int x = out[i], k = i;
@@ -173,14 +167,12 @@ static int candidates(const cr_sched *s, const job *j, int *out)
             out[k] = x;
         }
     }
-    if (s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) >= 0) {
-        out[0] = cr__sched_hetero_of(s, j);
+    int at = s->pol->assigned_type ? s->pol->assigned_type(s, j) : HT_FREE;
+    if (at >= 0) {
+        out[0] = at;
         return 1;
     }
-    if (s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT) {
-        return 0;
-    }
-    return n;
+    return at == HT_WAIT ? 0 : n;
 }
 
 /* Would a fractional task's placement go on a GPU already shared (one
@@ -196,7 +188,7 @@ static bool shares_taken_gpu(cr_sched *s, const job *j, int type)
 
 static bool blocks_queue(const cr_sched *s, const job *j)
 {
-    return s->cfg.policy != CR_SCHED_LAS && !j->mig[0] && !cr__sched_frac(j);
+    return s->pol->head_blocks && !j->mig[0] && !cr__sched_frac(j);
 }
 
 /* When `need` GPUs of a type will be free, from the running jobs' ends
@@ -538,8 +530,7 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
 typedef struct pfail {
     int n;
     struct {
-        int32_t prio;
-        uint8_t queue;
+        int64_t rank; /* the policy's job_rank */
         uint32_t gpus;
         uint64_t mem;
     } f[PFAIL_MAX];
@@ -556,10 +547,9 @@ static bool futile(const pfail *pf, const cr_sched *s, const job *j, int type, b
     if (!plain(s, j, type, borrowed)) {
         return false;
     }
+    int64_t rank = pf->n > 0 ? job_rank(s, j) : 0;
     for (int i = 0; i < pf->n; i++) {
-        bool weaker = s->cfg.policy == CR_SCHED_PRIORITY ? j->spec.priority <= pf->f[i].prio
-                      : s->cfg.policy == CR_SCHED_LAS    ? j->las_queue >= pf->f[i].queue
-                                                         : true;
+        bool weaker = rank >= pf->f[i].rank;
         if (weaker && j->spec.gpu_count >= pf->f[i].gpus && j->spec.mem_bytes >= pf->f[i].mem &&
             j->spec.node_count == 0) {
             return true;
@@ -574,8 +564,7 @@ static void pfail_add(pfail *pf, const cr_sched *s, const job *j, int type, bool
         return;
     }
     int i = pf->n < PFAIL_MAX ? pf->n++ : PFAIL_MAX - 1;
-    pf->f[i].prio = j->spec.priority;
-    pf->f[i].queue = j->las_queue;
+    pf->f[i].rank = job_rank(s, j);
     pf->f[i].gpus = j->spec.gpu_count;
     pf->f[i].mem = j->spec.mem_bytes;
 }
@@ -591,8 +580,7 @@ static void pfail_add(pfail *pf, const cr_sched *s, const job *j, int type, bool
 typedef struct vbound {
     bool done;
     bool any;
-    int32_t min_prio;
-    uint8_t max_queue;
+    int64_t max_rank; /* the weakest victim's victim_rank */
 } vbound;
 
 static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t now_ns,
@@ -606,19 +594,17 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
             }
         }
     }
-    if (s->cfg.policy != CR_SCHED_PRIORITY && s->cfg.policy != CR_SCHED_LAS) {
+    const cr__sched_policy_ops *pol = s->pol;
+    if (pol->rank_why == RANK_NONE) {
         return false; /* no other victims there: skip the scan */
     }
-    if (s->cfg.policy == CR_SCHED_LAS && j->las_queue >= s->cfg.las_queues - 1) {
-        return false; /* no worse queue */
-    }
-    if (s->cfg.policy == CR_SCHED_PRIORITY &&
-        (!s->vprio_any[type] || j->spec.priority <= s->vprio_lb[type])) {
-        return false; /* no running job of the type is ranked below it */
+    if (pol->may_outrank && !pol->may_outrank(s, j, type)) {
+        return false; /* no running job of the type ranks below it */
     }
     if (!vb->done) {
         vb->done = true;
-        vb->min_prio = INT32_MAX;
+        vb->max_rank = INT64_MIN;
+        int64_t worst = pol->rank_worst ? pol->rank_worst(s) : INT64_MAX;
         bool all_any = false;
         int32_t all_min = INT32_MAX;
         for (uint32_t i = 0; i < s->ntrun[type]; i++) {
@@ -632,35 +618,53 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
                 continue;
             }
             vb->any = true;
-            if (r->spec.priority < vb->min_prio) {
-                vb->min_prio = r->spec.priority;
+            int64_t q = pol->victim_rank(s, r, now_ns);
+            if (q > vb->max_rank) {
+                vb->max_rank = q;
             }
-            if (s->cfg.policy == CR_SCHED_LAS) {
-                int q = cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns));
-                if (q > vb->max_queue) {
-                    vb->max_queue = (uint8_t)q;
-                }
-                if (q >= s->cfg.las_queues - 1) {
-                    break; /* the worst queue: the bound is reached (vprio unused) */
-                }
+            if (q >= worst) {
+                break; /* the worst rank: the bound is reached (victim_bound unused) */
             }
         }
-        if (s->cfg.policy == CR_SCHED_PRIORITY) {
-            s->vprio_any[type] = all_any;
-            s->vprio_lb[type] = all_min;
+        if (pol->victim_bound) {
+            pol->victim_bound(s, type, all_any, all_min);
         }
     }
-    if (!vb->any) {
-        return false;
+    return vb->any && job_rank(s, j) < vb->max_rank;
+}
+
+int cr_sched_job_resumable(cr_sched *s, uint64_t id)
+{
+    job *j = cr__sched_job_get(s, id);
+    if (!j) {
+        return CR_ENOENT;
     }
-    switch (s->cfg.policy) {
-    case CR_SCHED_PRIORITY:
-        return j->spec.priority > vb->min_prio;
-    case CR_SCHED_LAS:
-        return j->las_queue < vb->max_queue;
-    default:
-        return false;
+    if (j->susp_held && j->rcode == R_CHECKPOINTING) {
+        j->rcode = R_SUSPENDED;
     }
+    j->susp_held = false;
+    return 0;
+}
+
+int64_t cr_sched_next_cycle_ns(const cr_sched *s)
+{
+    return s->pol->next_cycle_ns ? s->pol->next_cycle_ns(s) : INT64_MAX;
+}
+
+void cr__sched_suspend(cr_sched *s, job *j, int64_t now_ns, const char *reason)
+{
+    cr_sched_decision *d = dec_push(s);
+    d->action = CR_SCHED_PREEMPT;
+    d->job = j->spec.id;
+    d->gpu_type = j->run_type;
+    d->lost_work_ns = 0; /* it checkpoints on the way out */
+    snprintf(dec_reason_buf(s, s->ndec - 1), CR_SCHED_REASON_MAX, "%s", reason);
+    cr__sched_job_stop(s, j, now_ns, false);
+    j->preemptions++;
+    j->susp_held = s->cfg.suspend_hold;
+    set_reason(j, j->susp_held ? R_CHECKPOINTING : R_SUSPENDED, j->spec.gpu_type, j->spec.gpu_count,
+               0, INT64_MAX, 0);
+    s->stats.last_preempted++;
 }
 
 /* Try to start j on type by preempting; true if it started. */
@@ -671,13 +675,14 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     }
     bool under_quota = !borrowed && s->tenants[j->spec.tenant].quota[type] >= 0;
     int jq = j->las_queue;
+    int64_t jrank = job_rank(s, j);
     vic *v = NULL;
     uint32_t nv = 0, cv = 0;
     uint64_t gpus = 0;
     /* LAS without reclaim: the victim index gives the same victims in the
      * same order without a scan (sched_victim.c) */
     cr__vix_iter *it = NULL;
-    if (s->cfg.policy == CR_SCHED_LAS && !under_quota && !s->ref_scan &&
+    if (s->pol->attained_index && !under_quota && !s->ref_scan &&
         cr__sched_vix_begin(s, type, jq, now_ns, &it, &gpus) != 0) {
         it = NULL;
     }
@@ -692,11 +697,8 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
             why = 1; /* reclaim: preemptible or not */
         } else if (!r->spec.preemptible) {
             continue;
-        } else if (s->cfg.policy == CR_SCHED_PRIORITY && r->spec.priority < j->spec.priority) {
-            why = 0;
-        } else if (s->cfg.policy == CR_SCHED_LAS &&
-                   cr__sched_las_queue_of(s, cr__sched_job_attained(r, now_ns)) > jq) {
-            why = 2;
+        } else if (s->pol->rank_why != RANK_NONE && s->pol->victim_rank(s, r, now_ns) > jrank) {
+            why = s->pol->rank_why;
         } else {
             continue;
         }
@@ -824,8 +826,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     s->stats.last_considered = s->stats.last_started = 0;
     s->stats.last_preempted = s->stats.last_backfilled = 0;
     s->ndec = 0;
-    if (s->cfg.policy == CR_SCHED_PRIORITY) {
-        tenant_shares(s);
+    if (s->pol->cycle_begin) {
+        s->pol->cycle_begin(s, now_ns);
     }
     /* Order the queue (kept between cycles: sched_queue.c). */
     cr__sched_order(s, now_ns);
@@ -835,8 +837,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
     uint32_t min_k = cr__sched_queue_min_gpus(s);
     int64_t min_lim = cr__sched_queue_min_limit(s); /* shortest time limit in the queue */
     bool mig_pending = s->nmig_pending > 0;
-    if (s->cfg.policy == CR_SCHED_HETERO) {
-        cr__sched_hetero_assign(s, rng);
+    if (s->pol->cycle_ordered) {
+        s->pol->cycle_ordered(s, rng);
     }
 
     resv res[CR_SCHED_MAX_TYPES];
@@ -880,21 +882,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                         borrowed_any = s->tenants[k].used_b[t] > 0;
                     }
                 }
-                /* (LAS: the walk goes by queue, and a job of the last
-                 * queue has no worse queue to preempt: nor has any after) */
-                bool ranked = s->cfg.policy == CR_SCHED_LAS &&
-                              (s->ref_scan || j->las_queue < s->cfg.las_queues - 1);
-                if (s->cfg.policy == CR_SCHED_PRIORITY) {
-                    /* (ranked preemption needs a queued job above some
-                     * running preemptible one: vprio_lb bounds those) */
-                    int32_t top = cr__sched_queue_max_priority(s);
-                    for (int t = 0; t < s->ntypes && !ranked; t++) {
-                        ranked = s->vprio_any[t] && top > s->vprio_lb[t];
-                    }
-                }
+                bool ranked = s->pol->may_outrank_any && s->pol->may_outrank_any(s, j);
                 /* (blocking policies first let the head job reserve, so its
                  * reason can say when it will start) */
-                bool reserved = s->cfg.policy == CR_SCHED_LAS;
+                bool reserved = !s->pol->head_blocks;
                 for (int t = 0; t < s->ntypes && !reserved; t++) {
                     reserved = res[t].active;
                 }
@@ -909,14 +900,16 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         }
         s->stats.last_considered++;
         j->rcycle = s->stats.cycles;
+        if (j->susp_held) {
+            /* suspended, its run still checkpointing: not before it ended */
+            set_reason(j, R_CHECKPOINTING, j->spec.gpu_type, j->spec.gpu_count, 0, INT64_MAX, 0);
+            continue;
+        }
         int cand[CR_SCHED_MAX_TYPES];
         int nc = candidates(s, j, cand);
         if (nc == 0) {
-            set_reason(j,
-                       s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT
-                           ? R_HETERO_WAIT
-                           : R_NO_TYPE,
-                       -1, j->spec.gpu_count, 0, INT64_MAX, 0);
+            set_reason(j, held_back(s, j) ? R_HETERO_WAIT : R_NO_TYPE, -1, j->spec.gpu_count, 0,
+                       INT64_MAX, 0);
             continue;
         }
         uint32_t k = j->spec.gpu_count;
@@ -926,8 +919,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         /* wait-or-start: skip a slower type when waiting for a faster one
          * finishes sooner (the faster type then holds the reason) */
         bool wfs = s->cfg.wait_for_faster && j->spec.gpu_type < 0 && !j->mig[0] &&
-                   !cr__sched_frac(j) && j->spec.time_limit_ns > 0 &&
-                   s->cfg.policy != CR_SCHED_FIFO;
+                   !cr__sched_frac(j) && j->spec.time_limit_ns > 0 && s->pol->wait_for_faster;
         int64_t wait_at = INT64_MAX;
         int wait_type = -1;
         for (int c = 0; c < nc && !started; c++) {
@@ -1092,11 +1084,8 @@ static void tail_reason(const cr_sched *s, job *j)
     int cand[CR_SCHED_MAX_TYPES];
     int nc = candidates(s, j, cand);
     if (nc == 0) {
-        set_reason(j,
-                   s->cfg.policy == CR_SCHED_HETERO && cr__sched_hetero_of(s, j) == HT_WAIT
-                       ? R_HETERO_WAIT
-                       : R_NO_TYPE,
-                   -1, j->spec.gpu_count, 0, INT64_MAX, 0);
+        set_reason(j, held_back(s, j) ? R_HETERO_WAIT : R_NO_TYPE, -1, j->spec.gpu_count, 0,
+                   INT64_MAX, 0);
         return;
     }
     uint32_t most = 0;
@@ -1230,9 +1219,17 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         n = snprintf(buf, len, "no free GPUs in the cluster");
         break;
     case R_HETERO_WAIT:
+        n = snprintf(buf, len, "%s", s->pol->wait_text ? s->pol->wait_text : "pending");
+        break;
+    case R_CHECKPOINTING:
         n = snprintf(buf, len,
-                     "the heterogeneity-aware allocation gives the free GPUs to jobs "
-                     "that gain more from them");
+                     "suspended by the time-sharing round: checkpointing (its run has not "
+                     "ended yet)");
+        break;
+    case R_SUSPENDED:
+        n = snprintf(buf, len,
+                     "suspended by the time-sharing round (checkpointed); resumes when a "
+                     "round leases it GPUs");
         break;
     case R_PREEMPTED:
         n = snprintf(buf, len, "preempted for job %" PRIu64 "; back in the queue", j->rother);

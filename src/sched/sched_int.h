@@ -17,9 +17,10 @@
 
 #include "cr_sched.h"
 
-#define NT_NONE UINT32_MAX
-#define HT_WAIT (-1) /* HETERO: the allocation gives this job nothing now */
-#define HT_FREE (-2) /* HETERO: not in the allocation window; any type */
+#define NT_NONE   UINT32_MAX
+#define HT_WAIT   (-1) /* HETERO: the allocation gives this job nothing now */
+#define HT_FREE   (-2) /* HETERO: not in the allocation window; any type */
+#define RANK_NONE 0xff /* cr__sched_policy_ops.rank_why: no ranked preemption */
 
 typedef struct mig_prof {
     char name[16];
@@ -130,13 +131,15 @@ enum {
     R_NO_FIT,     /* not enough free now */
     R_FRAGMENTED, /* enough free, not in the shape asked */
     R_QUOTA,
-    R_BLOCKED,     /* FIFO/priority: behind the blocked head job of the type */
-    R_BACKFILL,    /* would delay the reservation */
-    R_NO_FREE,     /* nothing free anywhere: not examined */
-    R_HETERO_WAIT, /* allocation gave the free GPUs to others */
-    R_PREEMPTED,   /* preempted for rother, not yet reconsidered */
-    R_REQUEUED,    /* its node or GPU failed, or the caller requeued it */
-    R_WAIT_FASTER, /* waiting for a faster type finishes sooner than starting slower */
+    R_BLOCKED,       /* FIFO/priority: behind the blocked head job of the type */
+    R_BACKFILL,      /* would delay the reservation */
+    R_NO_FREE,       /* nothing free anywhere: not examined */
+    R_HETERO_WAIT,   /* allocation gave the free GPUs to others */
+    R_PREEMPTED,     /* preempted for rother, not yet reconsidered */
+    R_REQUEUED,      /* its node or GPU failed, or the caller requeued it */
+    R_WAIT_FASTER,   /* waiting for a faster type finishes sooner than starting slower */
+    R_SUSPENDED,     /* suspended by its policy (rounds: lease not renewed) */
+    R_CHECKPOINTING, /* suspended; its run has not yet ended (suspend_hold) */
 };
 
 typedef struct job {
@@ -181,6 +184,14 @@ typedef struct job {
     uint32_t vpos;  /* index in its bucket (or in others) */
     uint32_t vhp;   /* index in the promotion heap, UINT32_MAX if not there */
     int64_t vpromo; /* no later than when it reaches the next queue */
+    /* ROUNDS (sched_policy_rounds.c): the type this round leases it (-1 =
+     * none: it only fills GPUs no leased job takes), the round that last
+     * suspended it, and the wall time it held each type (owned, lazily
+     * CR_SCHED_MAX_TYPES entries, NULL = none yet). */
+    int8_t lease_type;
+    uint64_t susp_round;
+    bool susp_held; /* suspended, its run not yet ended (config.suspend_hold) */
+    int64_t *recv_ns;
 } job;
 
 /* Mix of recent task sizes (sched_share.c): a ring of the last
@@ -196,8 +207,91 @@ typedef struct mix {
     uint32_t nclass;
 } mix;
 
+/*
+ * The policy seam. Every place a cycle, the queue order or the victim index
+ * differs by policy asks the scheduler's ops table (s->pol, fixed at
+ * cr_sched_new from cfg.policy), one table per policy in
+ * sched_policy_<name>.c. A NULL hook means "none": the generic behaviour
+ * written beside each field. A new policy is a new table and a line in
+ * cr__sched_policy_table (sched_cluster.c); no cycle code names a policy.
+ *
+ * Ranks: a policy that preempts by rank (rank_why set) gives a pending job
+ * its rank (job_rank) and a running job its rank as a victim (victim_rank),
+ * both "higher = weaker": j may preempt r when victim_rank(r) > job_rank(j).
+ * A policy without ranking leaves both NULL (every job ranks 0: none is
+ * weaker than another, so only borrowed work is ever taken back).
+ */
+typedef struct cr__sched_policy_ops {
+    const char *name; /* as cr_sched_policy_parse reads it */
+    /* Queue order. The class key of a pending job (lower first; NULL: 0,
+     * one class in submit order); note_key records it on the job when it
+     * enters its class (LAS: its queue). tenant_classes: classes are also
+     * per tenant, ordered by the tenant's fair share (tenant_rec.share). */
+    int64_t (*queue_key)(const cr_sched *s, const job *j, int64_t now_ns);
+    void (*note_key)(job *j, int64_t key);
+    bool tenant_classes;
+    /* Before the queue is brought up to date (fair shares), and at its
+     * start from inside it (keys that drift with time: LAS starvation). */
+    void (*cycle_begin)(cr_sched *s, int64_t now_ns);
+    void (*order_begin)(cr_sched *s, int64_t now_ns);
+    /* After the order, before the walk (HETERO's allocation). */
+    void (*cycle_ordered)(cr_sched *s, cr_rng *rng);
+    /* Type choice: candidate types by the job's throughput (else the most
+     * free first: heterogeneity-agnostic); assigned_type: the type this
+     * cycle gives an "auto" job (>= 0), HT_WAIT (none now: it waits) or
+     * HT_FREE (any candidate; also when NULL). wait_for_faster: the
+     * wait-or-start rule (config.wait_for_faster) applies. */
+    bool by_throughput;
+    int (*assigned_type)(const cr_sched *s, const job *j);
+    bool wait_for_faster;
+    /* Reservations: the head job blocks the queue behind it (EASY
+     * backfill around its reservation); false: jobs pass one another. */
+    bool head_blocks;
+    /* Preemption by rank (see above). rank_why: the victim's reason code
+     * in try_preempt (0 tier, 2 LAS queue), 0xff = no ranked preemption.
+     * rank_worst: no victim ranks above it (a scan may stop there);
+     * NULL: INT64_MAX. may_outrank: may j outrank a running job of type at
+     * all (a cheap bound before the scan; NULL: true). may_outrank_any:
+     * may any queued job from j on outrank a running one (the early stop
+     * of a cycle with nothing free; NULL: false). victim_bound: told the
+     * cheap bound's inputs after a full scan of type's running jobs (all
+     * preemptible ones: any, lowest tier). */
+    uint8_t rank_why;
+    int64_t (*job_rank)(const cr_sched *s, const job *j);
+    int64_t (*victim_rank)(const cr_sched *s, const job *r, int64_t now_ns);
+    int64_t (*rank_worst)(const cr_sched *s);
+    bool (*may_outrank)(const cr_sched *s, const job *j, int type);
+    bool (*may_outrank_any)(const cr_sched *s, const job *j);
+    void (*victim_bound)(cr_sched *s, int type, bool any, int32_t min_prio);
+    /* Attained service: keep the victim index of running jobs by attained
+     * service queue (sched_victim.c). */
+    bool attained_index;
+    /* Told when a running job stops (finish, preemption, suspension,
+     * failure), before its run_type and start_ns are cleared. */
+    void (*job_stopped)(cr_sched *s, job *j, int64_t now_ns);
+    /* The pending reason of a job assigned_type holds back (HT_WAIT). */
+    const char *wait_text;
+    /* cr_sched_next_cycle_ns (NULL: INT64_MAX). */
+    int64_t (*next_cycle_ns)(const cr_sched *s);
+} cr__sched_policy_ops;
+
+/* The table of a policy; NULL if out of range. */
+const cr__sched_policy_ops *cr__sched_policy_ops_of(cr_sched_policy p);
+extern const cr__sched_policy_ops cr__sched_policy_fifo;
+extern const cr__sched_policy_ops cr__sched_policy_priority;
+extern const cr__sched_policy_ops cr__sched_policy_hetero;
+extern const cr__sched_policy_ops cr__sched_policy_las;
+extern const cr__sched_policy_ops cr__sched_policy_rounds;
+
+/* sched_cycle.c: stop running job j at now_ns as its policy's own choice
+ * (not for another job): a PREEMPT decision with reason (borrowed, copied)
+ * and no work lost (the job checkpoints on the way out), pending reason
+ * R_SUSPENDED. Only from cycle_begin. */
+void cr__sched_suspend(cr_sched *s, job *j, int64_t now_ns, const char *reason);
+
 struct cr_sched {
     cr_sched_config cfg;
+    const cr__sched_policy_ops *pol; /* cfg.policy's table */
     gtype types[CR_SCHED_MAX_TYPES];
     int ntypes;
     node *nodes;
@@ -271,6 +365,11 @@ struct cr_sched {
     /* tests: the reference LAS takes its victims from a scan of every
      * running job and walks the whole queue (no victim index, no stop at
      * the last queue): the fast paths must decide exactly as it does */
+    /* ROUNDS: when the next round is due (0 = at the next cycle), rounds
+     * done, and whether the queue must be rekeyed (leases changed). */
+    int64_t round_next_ns;
+    uint64_t nrounds;
+    bool round_rekey;
     bool ref_scan;
 };
 
@@ -374,6 +473,11 @@ void cr__sched_queue_free(cr_sched *s);
 /* Bring the order up to date for a cycle at now_ns. */
 void cr__sched_order(cr_sched *s, int64_t now_ns);
 int cr__sched_las_queue_of(const cr_sched *s, int64_t attained);
+/* LAS: a pending job's queue now (starving jobs in queue 0). */
+int cr__sched_las_queue_now(const cr_sched *s, const job *j, int64_t now_ns);
+/* Jobs whose class key changed since they entered it move (LAS
+ * starvation; rounds' leases): the first class (key 0) stays unless all. */
+void cr__sched_queue_rekey(cr_sched *s, int64_t now_ns, bool all);
 /* Walk the queue in order: start, then next until NULL (one walk at a
  * time; the jobs it returns may have started since it was set up). */
 void cr__sched_walk_start(cr_sched *s);

@@ -156,6 +156,7 @@ int64_t cr__sched_queue_min_limit(const cr_sched *s)
 
 static void job_free_dead(job *j)
 {
+    free(j->recv_ns);
     free(j->tput);
     free(j->node_mask);
     free(j->slots);
@@ -201,28 +202,15 @@ int cr__sched_las_queue_of(const cr_sched *s, int64_t attained)
     return q;
 }
 
-static int las_queue_now(const cr_sched *s, const job *j, int64_t now_ns)
-{
-    int q = cr__sched_las_queue_of(s, j->attained);
-    if (s->cfg.las_starve_ns > 0 && now_ns - j->enqueue_ns >= s->cfg.las_starve_ns) {
-        q = 0;
-    }
-    return q;
-}
-
 /* The class of a job (created on first use: classes are few, one per tier
  * and tenant at most, so a linear search). */
 static uint32_t class_of(cr_sched *s, job *j, int64_t now_ns)
 {
-    int64_t a = 0;
-    int tenant = 0;
-    if (s->cfg.policy == CR_SCHED_PRIORITY) {
-        a = -(int64_t)j->spec.priority;
-        tenant = j->spec.tenant;
-    } else if (s->cfg.policy == CR_SCHED_LAS) {
-        int q = las_queue_now(s, j, now_ns);
-        j->las_queue = (uint8_t)q;
-        a = q;
+    const cr__sched_policy_ops *pol = s->pol;
+    int64_t a = pol->queue_key ? pol->queue_key(s, j, now_ns) : 0;
+    int tenant = pol->tenant_classes ? j->spec.tenant : 0;
+    if (pol->note_key) {
+        pol->note_key(j, a);
     }
     for (uint32_t c = 0; c < s->nqcls; c++) {
         if (s->qcls[c].a == a && s->qcls[c].tenant == tenant && !s->qcls[c].is_ovf) {
@@ -377,24 +365,28 @@ static bool class_less(const struct qclass *x, const struct qclass *y)
     return x->b < y->b;
 }
 
+void cr__sched_queue_rekey(cr_sched *s, int64_t now_ns, bool all)
+{
+    for (uint32_t c = 0; c < s->nqcls; c++) {
+        struct qclass *q = &s->qcls[c];
+        for (uint32_t i = q->head; i < q->n && (all || q->a != 0); i++) {
+            job *j = q->v[i];
+            if (j && s->pol->queue_key(s, j, now_ns) != q->a) {
+                cr__sched_queue_drop(s, j);
+                CR_GROW(s->fresh, s->nfresh, s->cfresh);
+                s->fresh[s->nfresh++] = j;
+            }
+        }
+    }
+}
+
 void cr__sched_order(cr_sched *s, int64_t now_ns)
 {
     for (uint32_t c = 0; c < s->nqcls; c++) {
         s->qcls[c].n0 = s->qcls[c].n;
     }
-    if (s->cfg.policy == CR_SCHED_LAS && s->cfg.las_starve_ns > 0) {
-        /* starving jobs move to queue 0 */
-        for (uint32_t c = 0; c < s->nqcls; c++) {
-            struct qclass *q = &s->qcls[c];
-            for (uint32_t i = q->head; i < q->n && q->a != 0; i++) {
-                job *j = q->v[i];
-                if (j && las_queue_now(s, j, now_ns) != q->a) {
-                    cr__sched_queue_drop(s, j);
-                    CR_GROW(s->fresh, s->nfresh, s->cfresh);
-                    s->fresh[s->nfresh++] = j;
-                }
-            }
-        }
+    if (s->pol->order_begin) {
+        s->pol->order_begin(s, now_ns);
     }
     for (uint32_t i = 0; i < s->nfresh; i++) {
         job *j = s->fresh[i];
@@ -433,7 +425,7 @@ void cr__sched_order(cr_sched *s, int64_t now_ns)
         if (q->head == q->n) {
             continue;
         }
-        q->b = s->cfg.policy == CR_SCHED_PRIORITY ? s->tenants[q->tenant].share : 0;
+        q->b = s->pol->tenant_classes ? s->tenants[q->tenant].share : 0;
         /* insertion sort: few classes */
         uint32_t k = n++;
         while (k > 0 && class_less(q, &s->qcls[s->qord[k - 1]])) {
@@ -525,10 +517,8 @@ bool cr__sched_order_verify(cr_sched *s, int64_t now_ns)
     vkey *v = cr_malloc((s->npending ? s->npending : 1) * sizeof(*v));
     for (uint32_t i = 0; i < s->npending; i++) {
         const job *j = s->pending[i];
-        v[i].a = s->cfg.policy == CR_SCHED_PRIORITY ? -(int64_t)j->spec.priority
-                 : s->cfg.policy == CR_SCHED_LAS    ? las_queue_now(s, j, now_ns)
-                                                    : 0;
-        v[i].b = s->cfg.policy == CR_SCHED_PRIORITY ? s->tenants[j->spec.tenant].share : 0;
+        v[i].a = s->pol->queue_key ? s->pol->queue_key(s, j, now_ns) : 0;
+        v[i].b = s->pol->tenant_classes ? s->tenants[j->spec.tenant].share : 0;
         v[i].j = j;
     }
     qsort(v, s->npending, sizeof(*v), cmp_vkey);

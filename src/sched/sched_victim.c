@@ -27,7 +27,8 @@
  *  - The rest (no checkpoint interval, not preemptible, a C beyond
  *    VIX_GROUPS) are "others": a try scans them as before and merges them
  *    in, so any mix is exact, and only the indexed jobs are fast.
- * Only LAS keeps the index (the policy is fixed for a scheduler's life).
+ * Only a policy with attained_index (LAS) keeps the index (the policy is
+ * fixed for a scheduler's life).
  * Borrowed-capacity reclaim (a job within its quota) uses the full scan in
  * sched_cycle.c. tests/sched/test_victim.c checks the index's order
  * against the full scan on generated clusters.
@@ -206,7 +207,7 @@ void cr__sched_vix_add(cr_sched *s, job *j)
 {
     j->vq = -1;
     j->vhp = UINT32_MAX;
-    if (s->cfg.policy != CR_SCHED_LAS) {
+    if (!s->pol->attained_index) {
         return;
     }
     struct vix *x = vix_get(s, j->run_type);
@@ -234,7 +235,7 @@ void cr__sched_vix_add(cr_sched *s, job *j)
 
 void cr__sched_vix_del(cr_sched *s, job *j)
 {
-    if (s->cfg.policy != CR_SCHED_LAS) {
+    if (!s->pol->attained_index) {
         return;
     }
     struct vix *x = s->vix[j->run_type];
@@ -402,7 +403,7 @@ int cr__sched_vix_begin(cr_sched *s, int type, int jq, int64_t now_ns, cr__vix_i
                         uint64_t *gpus_out)
 {
     struct vix *x = s->vix[type];
-    if (s->cfg.policy != CR_SCHED_LAS || !x || now_ns < x->now) {
+    if (!s->pol->attained_index || !x || now_ns < x->now) {
         return CR_EINVAL; /* (a clock going back: the caller scans) */
     }
     advance(s, x, now_ns);

@@ -16,7 +16,6 @@
  *   sim_report.c  metrics and the table / JSON / CSV / HTML reports;
  *   sim_rounds.c  the 'rounds' policy: time-shared rounds, leases and
  *                 suspend/resume, its own event loop (sched has no resume);
- *   sim_rounds_lp.c  its max-min fairness LP (GLPK);
  *   sim_main.c    the command line.
  *
  * Work model: a job carries an amount of work (steps, or seconds on a
@@ -316,16 +315,10 @@ int cr__sim_openb_parse(const char *nodes, size_t nlen, const char *pods, size_t
 
 #define CR_SIM_ROUND_DEFAULT_NS   (360 * INT64_C(1000000000)) /* Gavel's 6-minute round */
 #define CR_SIM_SWITCH_DEFAULT_NS  (10 * INT64_C(1000000000))  /* suspend + resume of a job */
-#define CR_SIM_ROUNDS_LP_MAX_JOBS 20000 /* active jobs in one LP (beyond: error) */
+#define CR_SIM_ROUNDS_LP_MAX_JOBS CR_SCHED_ROUNDS_LP_MAX_JOBS
 
-/* The max-min fairness time-share LP (sim_rounds_lp.c): njobs x ntypes rates
- * (row-major, gang work units/s, 0 = cannot run), GPUs per job, jobs each
- * row stands for (mult; NULL = 1 each), GPUs per type. Fills x (njobs *
- * ntypes fractions of time, per job of the row) and z (the optimum).
- * spread: second stage that places leftover capacity. Returns 0, CR_EINVAL
- * for sizes out of range, CR_EUNAVAIL when GLPK finds no optimum. */
-int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *scale,
-                      const double *mult, const double *cap, bool spread, double *x, double *z);
+/* The max-min fairness time-share LP is the scheduler's (cr_sched_rounds_lp,
+ * src/sched/sched_rounds_lp.c), shared with its rounds policy. */
 /* Run the workload under the 'rounds' policy (time-shared allocation every
  * round, leases, suspend/resume at a modelled cost). Same contract as
  * cr__sim_run; node failures (mtbf) are refused with CR_ENOTSUP. */

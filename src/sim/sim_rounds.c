@@ -310,8 +310,8 @@ static int solve(reng *e)
     double z;
     int rc = nc > CR_SIM_ROUNDS_LP_MAX_JOBS
                  ? CR_ERANGE
-                 : cr__sim_rounds_lp(nc, e->ntypes, e->lp_rate, e->lp_scale, e->lp_mult, e->cap,
-                                     !e->o->no_spread, e->lp_x, &z);
+                 : cr_sched_rounds_lp(nc, e->ntypes, e->lp_rate, e->lp_scale, e->lp_mult, e->cap,
+                                      !e->o->no_spread, e->lp_x, &z);
     if (rc == 0) {
         for (size_t q = 0; q < n; q++) {
             memcpy(e->jobs[e->active[keys[q].k]].x, &e->lp_x[cls[q] * nt], nt * sizeof(double));

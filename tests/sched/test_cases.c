@@ -528,6 +528,12 @@ static int run_case(const char *path)
             if ((v = kv(w, n, "las_threshold"))) {
                 dur(v, &c.cfg.las_threshold_gpu_ns[0]);
             }
+            if ((v = kv(w, n, "round"))) {
+                dur(v, &c.cfg.round_ns);
+            }
+            if ((v = kv(w, n, "suspend_hold"))) {
+                c.cfg.suspend_hold = strcmp(v, "on") == 0;
+            }
             continue;
         }
         if (!ensure_sched(&c)) {
@@ -541,6 +547,13 @@ static int run_case(const char *path)
             do_job(&c, w, n);
         } else if (strcmp(w[0], "cycle") == 0) {
             c.ndec = cr_sched_cycle(c.s, c.now, &c.rng, &c.dec);
+        } else if (strcmp(w[0], "resumable") == 0) {
+            int64_t id = 0;
+            cr_parse_i64(n > 1 ? w[1] : "", 1, INT64_MAX, &id);
+            int rc = cr_sched_job_resumable(c.s, (uint64_t)id);
+            if (rc < 0) {
+                fail(&c, "resumable %" PRId64 ": %s", id, cr_errname(rc));
+            }
         } else if (strcmp(w[0], "finish") == 0 || strcmp(w[0], "requeue") == 0) {
             int64_t id = 0;
             cr_parse_i64(n > 1 ? w[1] : "", 1, INT64_MAX, &id);

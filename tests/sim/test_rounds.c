@@ -29,7 +29,7 @@ static void test_lp_scale_factor(void **state)
     (void)state;
     double rate[2] = {5.0, 9.0}, cap[1] = {2}, x[2], z;
     int scale[2] = {1, 2};
-    assert_int_equal(cr__sim_rounds_lp(2, 1, rate, scale, NULL, cap, false, x, &z), 0);
+    assert_int_equal(cr_sched_rounds_lp(2, 1, rate, scale, NULL, cap, false, x, &z), 0);
     NEAR(z, 1.0);
     NEAR(x[0], 1.0);
     NEAR(x[1], 0.5);
@@ -41,7 +41,7 @@ static void test_lp_equal_split(void **state)
     (void)state;
     double rate[3] = {2, 2, 2}, cap[1] = {1}, x[3], z;
     int scale[3] = {1, 1, 1};
-    assert_int_equal(cr__sim_rounds_lp(3, 1, rate, scale, NULL, cap, true, x, &z), 0);
+    assert_int_equal(cr_sched_rounds_lp(3, 1, rate, scale, NULL, cap, true, x, &z), 0);
     NEAR(z, 1.0 / 3);
     for (int j = 0; j < 3; j++) {
         NEAR(x[j], 1.0 / 3);
@@ -56,12 +56,12 @@ static void test_lp_classes(void **state)
     (void)state;
     double rate[2] = {2, 7}, cap[1] = {1}, x[2], z, mult[2] = {3, 2};
     int scale[2] = {1, 2};
-    assert_int_equal(cr__sim_rounds_lp(1, 1, rate, scale, mult, cap, true, x, &z), 0);
+    assert_int_equal(cr_sched_rounds_lp(1, 1, rate, scale, mult, cap, true, x, &z), 0);
     NEAR(z, 1.0 / 3);
     NEAR(x[0], 1.0 / 3);
     cap[0] = 2;
     mult[0] = 1;
-    assert_int_equal(cr__sim_rounds_lp(2, 1, rate, scale, mult, cap, true, x, &z), 0);
+    assert_int_equal(cr_sched_rounds_lp(2, 1, rate, scale, mult, cap, true, x, &z), 0);
     NEAR(z, 2.0 / 3);
     NEAR(x[0], 2.0 / 3);
     NEAR(x[1], 1.0 / 3);
@@ -78,7 +78,7 @@ static void test_lp_hetero_spread(void **state)
     (void)state;
     double rate[8] = {2, 1, 1, 1, 0, 0, 3, 3}, cap[2] = {1, 1}, x[8], z;
     int scale[4] = {1, 1, 1, 2};
-    assert_int_equal(cr__sim_rounds_lp(4, 2, rate, scale, NULL, cap, true, x, &z), 0);
+    assert_int_equal(cr_sched_rounds_lp(4, 2, rate, scale, NULL, cap, true, x, &z), 0);
     NEAR(z, 1.0);
     NEAR(x[0], 1.0); /* job 0 on A */
     NEAR(x[1], 0.0);
@@ -88,13 +88,13 @@ static void test_lp_hetero_spread(void **state)
         NEAR(x[k], 0.0);
     }
     /* Only the job that can run nowhere: all zero, not unbounded. */
-    assert_int_equal(cr__sim_rounds_lp(1, 2, rate + 4, scale + 2, NULL, cap, true, x, &z), 0);
+    assert_int_equal(cr_sched_rounds_lp(1, 2, rate + 4, scale + 2, NULL, cap, true, x, &z), 0);
     NEAR(z, 0);
     NEAR(x[0], 0);
     NEAR(x[1], 0);
     /* Bad sizes are refused, an empty instance is fine. */
-    assert_int_equal(cr__sim_rounds_lp(1, 0, rate, scale, NULL, cap, true, x, &z), CR_EINVAL);
-    assert_int_equal(cr__sim_rounds_lp(0, 2, rate, scale, NULL, cap, true, x, &z), 0);
+    assert_int_equal(cr_sched_rounds_lp(1, 0, rate, scale, NULL, cap, true, x, &z), CR_EINVAL);
+    assert_int_equal(cr_sched_rounds_lp(0, 2, rate, scale, NULL, cap, true, x, &z), 0);
     NEAR(z, 0);
 }
 

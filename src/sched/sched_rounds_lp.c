@@ -1,5 +1,5 @@
 /*
- * sim_rounds_lp.c - the time-share allocation of the 'rounds' policy: a
+ * sched_rounds_lp.c - the time-share allocation of the 'rounds' policy: a
  * heterogeneity-aware max-min fairness linear program solved with GLPK.
  *
  * Variables: x[j][t] in [0, 1], the fraction of wall time job j should
@@ -34,9 +34,10 @@
  * and symmetric in identical jobs, so averaging an optimum over their
  * permutations is an optimum in which they are equal. The simulator groups
  * jobs so, which bounds the LP by the distinct (model, GPU count) pairs of
- * the throughput table instead of the active jobs.
+ * the throughput table instead of the active jobs; so does the scheduler's
+ * rounds policy (sched_policy_rounds.c).
  */
-#include "sim_int.h"
+#include "cr_sched.h"
 
 #include "cr_alloc.h"
 #include "cr_error.h"
@@ -44,10 +45,10 @@
 #include <glpk.h>
 #include <string.h>
 
-int cr__sim_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *scale,
-                      const double *mult, const double *cap, bool spread, double *x, double *z)
+int cr_sched_rounds_lp(size_t njobs, int ntypes, const double *rate, const int *scale,
+                       const double *mult, const double *cap, bool spread, double *x, double *z)
 {
-    if (ntypes < 1 || ntypes > CR_SIM_MAX_TYPES || njobs > CR_SIM_ROUNDS_LP_MAX_JOBS) {
+    if (ntypes < 1 || ntypes > CR_SCHED_MAX_TYPES || njobs > CR_SCHED_ROUNDS_LP_MAX_JOBS) {
         return CR_EINVAL;
     }
     memset(x, 0, njobs * (size_t)ntypes * sizeof *x);
