@@ -47,6 +47,7 @@ static void usage(FILE *f)
         "                       shared cluster uses bootstrap tokens, docs/security.md)\n"
         "  --policy NAME        fifo|priority|hetero|las (default priority)\n"
         "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
+        "  --history-step S     the history's resolution in seconds (default 10; 0: none)\n"
         "  --lost-after S       node lost after S seconds of silence (default 30)\n"
         "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
         "  --store SPEC         sqlite (default: STATE_DIR/corral.db) or\n"
@@ -213,6 +214,8 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_advise(c, req, &p);
     } else if (strcmp(r, "cluster") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_cluster(c, req, &p);
+    } else if (strcmp(r, "history") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
+        ctl_route_history(c, req, &p);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);
     } else if (strcmp(r, "whoami") == 0 && nseg == 2) {
@@ -240,6 +243,7 @@ static void config_defaults(ctl_config *cfg)
     snprintf(cfg->policy, sizeof cfg->policy, "priority");
     snprintf(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "/tmp/corral/ckpt");
     cfg->heartbeat_s = 5;
+    cfg->history_step_s = 10;
     cfg->lost_after_s = 30;
     cfg->sched_interval_ms = 5;
     cfg->threads = 4;
@@ -733,6 +737,8 @@ static void ctl_free_state(ctl *c)
     ctl_node_labels_free(c);
     ctl_services_free(c);
     ctl_keys_free(c);
+    ctl_hist_free(c->hist);
+    c->hist = NULL;
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
         free(c->tenants[i]);
@@ -1006,6 +1012,9 @@ static int run(ctl *c)
     }
     cr_info("state loaded: %lld job ids, %zu nodes, %zu tenants (schema v%d)",
             (long long)(c->next_id - 1), c->nnodes, c->ntenants, cr_store_schema_version(c->store));
+    if (c->cfg.history_step_s > 0 && !c->hist) {
+        c->hist = ctl_hist_new(c->cfg.history_step_s);
+    }
     rc = ctl_sched_start(c);
     if (rc == 0) {
         rc = ctl_logs_start(c);
@@ -1154,7 +1163,8 @@ int cr_controller_main(int argc, char **argv)
         O_ETCD_OPS,
         O_METRICS_TOKEN,
         O_ETCD_SEC,
-        O_RATE
+        O_RATE,
+        O_HIST
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -1164,6 +1174,7 @@ int cr_controller_main(int argc, char **argv)
         {"tls-key", required_argument, NULL, O_KEY},
         {"policy", required_argument, NULL, O_POLICY},
         {"heartbeat", required_argument, NULL, O_HB},
+        {"history-step", required_argument, NULL, O_HIST},
         {"lost-after", required_argument, NULL, O_LOST},
         {"sync", required_argument, NULL, O_SYNC},
         {"threads", required_argument, NULL, O_THREADS},
@@ -1262,6 +1273,15 @@ int cr_controller_main(int argc, char **argv)
             } else {
                 c->cfg.lost_after_s = x;
             }
+            break;
+        case O_HIST:
+            if (cr_parse_i64(optarg, 0, 60, &x) != 0) {
+                fprintf(stderr,
+                        "corral controller: --history-step: expected seconds 0..60, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.history_step_s = x;
             break;
         case O_SYNC:
             if (strcmp(optarg, "full") && strcmp(optarg, "normal")) {

@@ -253,6 +253,7 @@ typedef struct ctl_config {
     char metrics_token_file[1024];
     char policy[16];
     int64_t heartbeat_s, lost_after_s;
+    int64_t history_step_s;    /* the history's resolution (ctl_hist.c); 0: none kept */
     int64_t sched_interval_ms; /* minimum time between cycles */
     unsigned threads;
     size_t max_body_bytes;
@@ -431,6 +432,7 @@ struct ctl {
     struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
     struct ctl_rl *rl;                 /* request rate limits (ctl_ratelimit.c), own locks */
     struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
+    struct ctl_hist *hist;             /* time series (ctl_hist.c), own lock; NULL: none */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -975,6 +977,23 @@ void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p);
 /* A gateway reported load with its /metrics port (member metrics_port of
  * POST /v1/services/{name}/metrics): list it for discovery. Own lock. */
 void ctl_ui_gateway_seen(const char *addr, int port);
+/* ctl_hist.c: the history (time series in memory; see the file's head). */
+#define CTL_HIST_FINE_PTS   8640  /* a day at the default 10 s step */
+#define CTL_HIST_COARSE_MUL 30    /* coarse slot = 30 steps (5 min at 10 s) */
+#define CTL_HIST_COARSE_PTS 25920 /* 90 days at 5 min */
+#define CTL_HIST_SERIES_MAX 2048  /* series kept at most */
+#define CTL_HIST_POINTS_MAX 20000 /* points per series in one answer */
+/* Memory per series: its two rings of floats and its header. */
+#define CTL_HIST_SERIES_BYTES ((CTL_HIST_FINE_PTS + CTL_HIST_COARSE_PTS) * 4 + 256)
+typedef struct ctl_hist ctl_hist;
+ctl_hist *ctl_hist_new(int64_t step_s); /* free with ctl_hist_free */
+void ctl_hist_free(ctl_hist *h);
+/* One value of series name at wall_ns; CR_ENOSPC past CTL_HIST_SERIES_MAX. Own lock. */
+int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value);
+size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped); /* series kept, and refused */
+/* Sample the cluster once per step (the scheduler thread; takes mu). */
+void ctl_hist_tick(ctl *c, int64_t now_mono);
+void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p);
 /* ctl_ctr.c: the desired state's "container" of a job; NULL when it has
  * no image. Returned new. */
 json_t *ctl_ctr_desired(const ctl *c, const json_t *spec);

@@ -1,0 +1,500 @@
+/*
+ * ctl_hist.c - the controller's own history: downsampled time series kept
+ * in memory, and GET /v1/history.
+ *
+ * Every step (--history-step, default 10 s) the scheduler thread samples
+ * the cluster under mu (GPU utilisation, allocation, the queue, each
+ * tenant's share, each node's and GPU's telemetry from the agents' last
+ * reports) and writes one value per series. A series holds two fixed-size
+ * rings of floats:
+ *
+ *   fine    one value per step, CTL_HIST_FINE_PTS of them (a day at 10 s)
+ *   coarse  the mean of CTL_HIST_COARSE_MUL steps (5 min at 10 s),
+ *           CTL_HIST_COARSE_PTS of them (90 days at 5 min)
+ *
+ * so a series is CTL_HIST_SERIES_BYTES (138,240 bytes of values and its
+ * header) whatever the cluster does, allocated when its name is first
+ * written, and at most CTL_HIST_SERIES_MAX series are kept (the cluster,
+ * queue, tenant and node series are written first each step, so only GPU
+ * series are left out on a cluster past the bound; hist_dropped counts
+ * them). Worst case: CTL_HIST_SERIES_MAX x CTL_HIST_SERIES_BYTES. A slot
+ * holds NaN where nothing was written (the controller was down, or the
+ * series did not exist yet); history is not persisted across restarts.
+ *
+ * Series names and who may read them:
+ *   cluster.gpu_util, cluster.gpus_allocated, cluster.gpus_total,
+ *   queue.pending, queue.running, queue.wait_s, queue.wait_max_s   any token
+ *   tenant.NAME.gpus_allocated, tenant.NAME.gpu_util,
+ *   tenant.NAME.pending, tenant.NAME.wait_s            admin, or NAME's users
+ *   node.NODE.gpu_util, gpu.NODE.IDX.{util,mem_bytes,power_w,temp_c}  admin
+ *
+ * Locks: the history's own mutex (hist->mu) is taken after c->mu is
+ * released, never under it.
+ */
+#include "ctl_int.h"
+
+#include "cr_alloc.h"
+#include "cr_error.h"
+#include "cr_log.h"
+#include "cr_parse.h"
+#include "cr_time.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NAME_MAX_LEN 160
+
+typedef struct ring {
+    float *v;     /* cap values; NaN: none */
+    size_t cap;   /* slots */
+    int64_t last; /* slot of the newest value; -1: none yet */
+} ring;
+
+typedef struct series {
+    char name[NAME_MAX_LEN];
+    char tenant[CTL_NAME_MAX]; /* tenant.* series: the tenant; else "" */
+    bool admin_only;           /* node.* and gpu.* */
+    ring fine, coarse;
+    int64_t cslot; /* the coarse slot csum/cn belong to */
+    double csum;
+    int cn;
+} series;
+
+struct ctl_hist {
+    pthread_mutex_t mu;
+    int64_t step_ns;
+    int64_t last_slot; /* the last fine slot sampled */
+    series **s;        /* in creation order */
+    size_t n;
+    uint32_t *slots; /* open addressing: index + 1 into s, 0 empty */
+    size_t nslots;   /* power of two, > 2 x CTL_HIST_SERIES_MAX */
+    uint64_t dropped;
+};
+
+static uint32_t hash(const char *s)
+{
+    uint32_t h = 2166136261u;
+    for (; *s; s++) {
+        h = (h ^ (unsigned char)*s) * 16777619u;
+    }
+    return h;
+}
+
+static void ring_init(ring *r, size_t cap)
+{
+    r->v = cr_malloc(cap * sizeof *r->v);
+    for (size_t i = 0; i < cap; i++) {
+        r->v[i] = NAN;
+    }
+    r->cap = cap;
+    r->last = -1;
+}
+
+static void ring_put(ring *r, int64_t slot, float v)
+{
+    if (slot < 0 || (r->last >= 0 && slot <= r->last - (int64_t)r->cap)) {
+        return;
+    }
+    if (r->last >= 0 && slot > r->last) {
+        /* the slots skipped hold nothing: at most one lap to clear */
+        int64_t from = slot - r->last > (int64_t)r->cap ? slot - (int64_t)r->cap : r->last;
+        for (int64_t s = from + 1; s < slot; s++) {
+            r->v[s % (int64_t)r->cap] = NAN;
+        }
+    }
+    r->v[slot % (int64_t)r->cap] = v;
+    if (slot > r->last) {
+        r->last = slot;
+    }
+}
+
+static float ring_get(const ring *r, int64_t slot)
+{
+    if (r->last < 0 || slot > r->last || slot <= r->last - (int64_t)r->cap || slot < 0) {
+        return NAN;
+    }
+    return r->v[slot % (int64_t)r->cap];
+}
+
+ctl_hist *ctl_hist_new(int64_t step_s)
+{
+    ctl_hist *h = cr_calloc(1, sizeof *h);
+    pthread_mutex_init(&h->mu, NULL);
+    h->step_ns = step_s * CR_NS_PER_SEC;
+    h->last_slot = -1;
+    h->nslots = 8192;
+    while (h->nslots < 2 * CTL_HIST_SERIES_MAX) {
+        h->nslots *= 2;
+    }
+    h->slots = cr_calloc(h->nslots, sizeof *h->slots);
+    h->s = cr_calloc(CTL_HIST_SERIES_MAX, sizeof *h->s);
+    return h;
+}
+
+void ctl_hist_free(ctl_hist *h)
+{
+    if (!h) {
+        return;
+    }
+    for (size_t i = 0; i < h->n; i++) {
+        free(h->s[i]->fine.v);
+        free(h->s[i]->coarse.v);
+        free(h->s[i]);
+    }
+    free(h->s);
+    free(h->slots);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+/* The series named name, NULL when none (create: made, NULL past the bound). h->mu held. */
+static series *find(ctl_hist *h, const char *name, bool create)
+{
+    size_t mask = h->nslots - 1;
+    for (size_t i = hash(name) & mask;; i = (i + 1) & mask) {
+        uint32_t k = h->slots[i];
+        if (k == 0) {
+            if (!create) {
+                return NULL;
+            }
+            if (h->n == CTL_HIST_SERIES_MAX) {
+                if (h->dropped++ == 0) {
+                    cr_warn("history: %d series kept, '%s' and later ones are not",
+                            CTL_HIST_SERIES_MAX, name);
+                }
+                return NULL;
+            }
+            series *s = cr_calloc(1, sizeof *s);
+            snprintf(s->name, sizeof s->name, "%s", name);
+            s->admin_only = strncmp(name, "node.", 5) == 0 || strncmp(name, "gpu.", 4) == 0;
+            if (strncmp(name, "tenant.", 7) == 0) {
+                const char *dot = strrchr(name + 7, '.');
+                size_t len = dot ? (size_t)(dot - (name + 7)) : strlen(name + 7);
+                if (len < sizeof s->tenant) {
+                    memcpy(s->tenant, name + 7, len);
+                    s->tenant[len] = '\0';
+                }
+            }
+            ring_init(&s->fine, CTL_HIST_FINE_PTS);
+            ring_init(&s->coarse, CTL_HIST_COARSE_PTS);
+            s->cslot = -1;
+            h->s[h->n++] = s;
+            h->slots[i] = (uint32_t)h->n;
+            return s;
+        }
+        if (strcmp(h->s[k - 1]->name, name) == 0) {
+            return h->s[k - 1];
+        }
+    }
+}
+
+int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value)
+{
+    if (strlen(name) >= NAME_MAX_LEN || wall_ns < 0) {
+        return CR_EINVAL;
+    }
+    int64_t slot = wall_ns / h->step_ns;
+    pthread_mutex_lock(&h->mu);
+    series *s = find(h, name, true);
+    if (s) {
+        ring_put(&s->fine, slot, (float)value);
+        int64_t cs = slot / CTL_HIST_COARSE_MUL;
+        if (cs != s->cslot) {
+            s->cslot = cs;
+            s->csum = 0;
+            s->cn = 0;
+        }
+        s->csum += value;
+        s->cn++;
+        ring_put(&s->coarse, cs, (float)(s->csum / s->cn));
+    }
+    pthread_mutex_unlock(&h->mu);
+    return s ? 0 : CR_ENOSPC;
+}
+
+size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped)
+{
+    pthread_mutex_lock(&h->mu);
+    size_t n = h->n;
+    if (dropped) {
+        *dropped = h->dropped;
+    }
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Sampling                                                                  */
+
+typedef struct sample {
+    char name[NAME_MAX_LEN];
+    double v;
+} sample;
+
+typedef struct samples {
+    sample *a;
+    size_t n, cap;
+} samples;
+
+static void add(samples *ss, double v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(samples *ss, double v, const char *fmt, ...)
+{
+    if (ss->n == ss->cap) {
+        ss->cap = ss->cap ? 2 * ss->cap : 256;
+        ss->a = cr_realloc(ss->a, ss->cap * sizeof *ss->a);
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(ss->a[ss->n].name, NAME_MAX_LEN, fmt, ap);
+    va_end(ap);
+    if (len > 0 && len < NAME_MAX_LEN) {
+        ss->a[ss->n++].v = v;
+    }
+}
+
+typedef struct tacc {
+    double gpus, util, pending, wait;
+} tacc;
+
+void ctl_hist_tick(ctl *c, int64_t now_mono)
+{
+    (void)now_mono;
+    if (!c->hist) {
+        return;
+    }
+    ctl_hist *h = c->hist;
+    int64_t wall = ctl_clock_ns(c);
+    int64_t slot = wall / h->step_ns;
+    if (slot == h->last_slot) {
+        return; /* only the scheduler thread samples: no lock for last_slot */
+    }
+    h->last_slot = slot;
+    samples ss = {0};
+    samples per = {0}; /* node and GPU series, written after the rest */
+    pthread_mutex_lock(&c->mu);
+    size_t nt = c->ntenants;
+    tacc *ta = cr_calloc(nt + 1, sizeof *ta);
+    double total = 0, alloc = 0, util = 0, pending = 0, running = 0, wsum = 0, wmax = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        double nutil = 0;
+        for (size_t k = 0; k < n->ngpus; k++) {
+            const ctl_gpu *g = &n->gpus[k];
+            total++;
+            util += g->util_pct;
+            nutil += g->util_pct;
+            add(&per, g->util_pct, "gpu.%s.%d.util", n->name, g->index);
+            add(&per, (double)g->mem_used_bytes, "gpu.%s.%d.mem_bytes", n->name, g->index);
+            add(&per, g->power_w, "gpu.%s.%d.power_w", n->name, g->index);
+            add(&per, g->temp_c, "gpu.%s.%d.temp_c", n->name, g->index);
+            if (!g->alloc_job) {
+                continue;
+            }
+            alloc++;
+            const ctl_job *j = ctl_job_get(c, g->alloc_job);
+            for (size_t t = 0; j && t < nt; t++) {
+                if (strcmp(c->tenants[t]->name, j->tenant) == 0) {
+                    ta[t].gpus++;
+                    ta[t].util += g->util_pct;
+                    break;
+                }
+            }
+        }
+        if (n->ngpus) {
+            add(&per, nutil / (double)n->ngpus, "node.%s.gpu_util", n->name);
+        }
+    }
+    size_t jslot = ctl_first_active_slot(c);
+    for (ctl_job *j; (j = ctl_job_next(c, &jslot));) {
+        ctl_job_state st = ctl_job_shown_state(j);
+        if (st == JS_RUNNING) {
+            running++;
+        }
+        if (st != JS_PENDING) {
+            continue;
+        }
+        double w =
+            j->submit_ns > 0 && wall > j->submit_ns ? (double)(wall - j->submit_ns) / 1e9 : 0;
+        pending++;
+        wsum += w;
+        wmax = w > wmax ? w : wmax;
+        for (size_t t = 0; t < nt; t++) {
+            if (strcmp(c->tenants[t]->name, j->tenant) == 0) {
+                ta[t].pending++;
+                ta[t].wait += w;
+                break;
+            }
+        }
+    }
+    add(&ss, total ? util / total : 0, "cluster.gpu_util");
+    add(&ss, alloc, "cluster.gpus_allocated");
+    add(&ss, total, "cluster.gpus_total");
+    add(&ss, pending, "queue.pending");
+    add(&ss, running, "queue.running");
+    add(&ss, pending ? wsum / pending : 0, "queue.wait_s");
+    add(&ss, wmax, "queue.wait_max_s");
+    for (size_t t = 0; t < nt; t++) {
+        const char *tn = c->tenants[t]->name;
+        add(&ss, ta[t].gpus, "tenant.%s.gpus_allocated", tn);
+        add(&ss, ta[t].gpus ? ta[t].util / ta[t].gpus : 0, "tenant.%s.gpu_util", tn);
+        add(&ss, ta[t].pending, "tenant.%s.pending", tn);
+        add(&ss, ta[t].pending ? ta[t].wait / ta[t].pending : 0, "tenant.%s.wait_s", tn);
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(ta);
+    /* node series before GPU series: past the bound, GPUs go first */
+    for (int pass = 0; pass < 2; pass++) {
+        for (size_t i = 0; i < per.n; i++) {
+            if ((strncmp(per.a[i].name, "node.", 5) == 0) == (pass == 0)) {
+                add(&ss, per.a[i].v, "%s", per.a[i].name);
+            }
+        }
+    }
+    free(per.a);
+    for (size_t i = 0; i < ss.n; i++) {
+        ctl_hist_put(h, ss.a[i].name, wall, ss.a[i].v);
+    }
+    free(ss.a);
+}
+
+/* ------------------------------------------------------------------------ */
+/* GET /v1/history                                                           */
+
+static bool may_read(const series *s, const cr_principal *p)
+{
+    if (p->role == CR_ROLE_ADMIN) {
+        return true;
+    }
+    if (s->admin_only) {
+        return false;
+    }
+    return !*s->tenant || strcmp(s->tenant, p->tenant) == 0;
+}
+
+static int64_t query_i64(cr_http_req *req, const char *key, int64_t lo, int64_t hi, int64_t dflt,
+                         bool *bad)
+{
+    const char *q = cr_http_query(req, key);
+    int64_t v = dflt;
+    if (q && cr_parse_i64(q, lo, hi, &v) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, key,
+                      "query '%s': expected an integer %lld..%lld, got '%s'", key, (long long)lo,
+                      (long long)hi, q);
+        *bad = true;
+    }
+    return v;
+}
+
+/* Matches "a,b,tenant.*": the list's names, each a name or a prefix ending in '*'. */
+static bool wanted(const char *list, const char *name)
+{
+    const char *p = list;
+    while (*p) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len && p[len - 1] == '*' ? strncmp(name, p, len - 1) == 0
+                                     : strlen(name) == len && strncmp(name, p, len) == 0) {
+            return true;
+        }
+        p += len + (e ? 1 : 0);
+    }
+    return false;
+}
+
+void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    cr_http_set_route(req, "/v1/history");
+    if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "history takes an admin or user token");
+        return;
+    }
+    static const char *const params[] = {"series", "from", "to", "step", NULL};
+    const char *unknown = cr_http_query_unknown(req, params);
+    if (unknown) {
+        ctl_reply_err(req, 400, CR_EINVAL, unknown, "query '%s': unknown (series, from, to, step)",
+                      unknown);
+        return;
+    }
+    ctl_hist *h = c->hist;
+    if (!h) {
+        ctl_reply_err(req, 503, CR_EAGAIN, NULL, "history is not being kept");
+        return;
+    }
+    const char *list = cr_http_query(req, "series");
+    int64_t now_s = ctl_clock_ns(c) / CR_NS_PER_SEC;
+    int64_t fine_s = h->step_ns / CR_NS_PER_SEC, coarse_s = fine_s * CTL_HIST_COARSE_MUL;
+    bool bad = false;
+    int64_t to = query_i64(req, "to", 0, INT64_MAX / 4, now_s, &bad);
+    int64_t from = bad ? 0 : query_i64(req, "from", 0, INT64_MAX / 4, to - 3600, &bad);
+    int64_t step = bad ? 0 : query_i64(req, "step", 1, 86400 * 90, 0, &bad);
+    if (bad) {
+        return;
+    }
+    if (from > to) {
+        ctl_reply_err(req, 400, CR_EINVAL, "from", "from (%lld) is after to (%lld)",
+                      (long long)from, (long long)to);
+        return;
+    }
+    if (step == 0) { /* about 240 points */
+        step = (to - from) / 240;
+    }
+    /* the fine ring while it reaches back to from and the step is finer
+     * than the coarse one; else the coarse */
+    bool fine = step < coarse_s && from > now_s - fine_s * CTL_HIST_FINE_PTS;
+    int64_t res = fine ? fine_s : coarse_s;
+    step = step < res ? res : (step + res - 1) / res * res;
+    int64_t npts = (to - from) / step + 1;
+    if (npts > CTL_HIST_POINTS_MAX) {
+        ctl_reply_err(req, 400, CR_EINVAL, "step",
+                      "%lld points per series (from %lld to %lld in steps of %lld s); at most %d",
+                      (long long)npts, (long long)from, (long long)to, (long long)step,
+                      CTL_HIST_POINTS_MAX);
+        return;
+    }
+    from = from / step * step;
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_printf(&b, "{\"from\":%lld,\"to\":%lld,\"step\":%lld,\"resolution\":%lld,\"series\":[",
+                  (long long)from, (long long)to, (long long)step, (long long)res);
+    size_t shown = 0;
+    pthread_mutex_lock(&h->mu);
+    for (size_t i = 0; i < h->n; i++) {
+        const series *s = h->s[i];
+        if (!may_read(s, p) || (list && !wanted(list, s->name))) {
+            continue;
+        }
+        cr_buf_puts(&b, shown++ ? ",{\"name\":" : "{\"name\":");
+        cr_buf_put_jstr(&b, s->name);
+        if (!list) { /* the names only */
+            cr_buf_putc(&b, '}');
+            continue;
+        }
+        cr_buf_puts(&b, ",\"points\":[");
+        const ring *r = fine ? &s->fine : &s->coarse;
+        size_t np = 0;
+        for (int64_t t = from; t <= to; t += step) {
+            /* the mean of the ring's values in [t, t + step) */
+            double sum = 0;
+            int cnt = 0;
+            for (int64_t q = t / res; q < (t + step) / res; q++) {
+                float v = ring_get(r, q);
+                if (!isnan(v)) {
+                    sum += v;
+                    cnt++;
+                }
+            }
+            if (cnt) {
+                cr_buf_printf(&b, "%s[%lld,%.6g]", np++ ? "," : "", (long long)t, sum / cnt);
+            }
+        }
+        cr_buf_puts(&b, "]}");
+    }
+    pthread_mutex_unlock(&h->mu);
+    cr_buf_puts(&b, "]}");
+    size_t len = b.len;
+    cr_http_respond(req, 200, "application/json", cr_buf_take(&b), len);
+}
