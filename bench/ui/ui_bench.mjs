@@ -15,7 +15,7 @@ await page.goto(URL, { waitUntil: 'load' });
 await page.type('#token', process.env.UI_TOKEN);
 await page.click('#login-form button');
 await page.waitForSelector('#nav:not([hidden])');
-const views = [['cluster', '#/cluster'], ['queue', '#/queue'], ['job', '#/job/5000'], ['tenants', '#/tenants'], ['services', '#/services']];
+const views = [['cluster', '#/cluster'], ['queue', '#/queue'], ['job', '#/job/5000'], ['tenants', '#/tenants'], ['services', '#/services'], ['history', '#/history']];
 for (const [name, hash] of views) {
   const times = [];
   const inPage = []; // the page's own clock: navigation start to the view's data rendered

@@ -405,6 +405,32 @@ static bool wanted(const char *list, const char *name)
     return false;
 }
 
+typedef struct ranked {
+    size_t i;    /* into h->s */
+    double mean; /* over the range asked (top=) */
+} ranked;
+
+static int by_mean(const void *a, const void *b)
+{
+    const ranked *x = a, *y = b;
+    return x->mean < y->mean ? 1 : x->mean > y->mean ? -1 : (x->i > y->i) - (x->i < y->i);
+}
+
+/* The mean of r's values from from to to (unix seconds, res a slot); -1: none. */
+static double range_mean(const ring *r, int64_t from, int64_t to, int64_t res)
+{
+    double sum = 0;
+    int64_t cnt = 0;
+    for (int64_t q = from / res; q <= to / res; q++) {
+        float v = ring_get(r, q);
+        if (!isnan(v)) {
+            sum += v;
+            cnt++;
+        }
+    }
+    return cnt ? sum / (double)cnt : -1;
+}
+
 void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
 {
     cr_http_set_route(req, "/v1/history");
@@ -412,11 +438,11 @@ void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
         ctl_reply_err(req, 403, CR_EPERM, NULL, "history takes an admin or user token");
         return;
     }
-    static const char *const params[] = {"series", "from", "to", "step", NULL};
+    static const char *const params[] = {"series", "from", "to", "step", "top", NULL};
     const char *unknown = cr_http_query_unknown(req, params);
     if (unknown) {
-        ctl_reply_err(req, 400, CR_EINVAL, unknown, "query '%s': unknown (series, from, to, step)",
-                      unknown);
+        ctl_reply_err(req, 400, CR_EINVAL, unknown,
+                      "query '%s': unknown (series, from, to, step, top)", unknown);
         return;
     }
     ctl_hist *h = c->hist;
@@ -431,6 +457,7 @@ void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
     int64_t to = query_i64(req, "to", 0, INT64_MAX / 4, now_s, &bad);
     int64_t from = bad ? 0 : query_i64(req, "from", 0, INT64_MAX / 4, to - 3600, &bad);
     int64_t step = bad ? 0 : query_i64(req, "step", 1, 86400 * 90, 0, &bad);
+    int64_t top = bad ? 0 : query_i64(req, "top", 1, CTL_HIST_SERIES_MAX, 0, &bad);
     if (bad) {
         return;
     }
@@ -462,11 +489,22 @@ void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
                   (long long)from, (long long)to, (long long)step, (long long)res);
     size_t shown = 0;
     pthread_mutex_lock(&h->mu);
+    ranked *sel = cr_malloc((h->n + 1) * sizeof *sel);
+    size_t nsel = 0;
     for (size_t i = 0; i < h->n; i++) {
         const series *s = h->s[i];
-        if (!may_read(s, p) || (list && !wanted(list, s->name))) {
-            continue;
+        if (may_read(s, p) && (!list || wanted(list, s->name))) {
+            sel[nsel].i = i;
+            sel[nsel++].mean =
+                top && list ? range_mean(fine ? &s->fine : &s->coarse, from, to, res) : 0;
         }
+    }
+    if (top && list) { /* the top series by their mean over the range, highest first */
+        qsort(sel, nsel, sizeof *sel, by_mean);
+        nsel = nsel > (size_t)top ? (size_t)top : nsel;
+    }
+    for (size_t k = 0; k < nsel; k++) {
+        const series *s = h->s[sel[k].i];
         cr_buf_puts(&b, shown++ ? ",{\"name\":" : "{\"name\":");
         cr_buf_put_jstr(&b, s->name);
         if (!list) { /* the names only */
@@ -493,6 +531,7 @@ void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
         }
         cr_buf_puts(&b, "]}");
     }
+    free(sel);
     pthread_mutex_unlock(&h->mu);
     cr_buf_puts(&b, "]}");
     size_t len = b.len;

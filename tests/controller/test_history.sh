@@ -49,6 +49,11 @@ jq -e '.step == 2 and (.series[0].points | length) >= 2 and
     all(.series[0].points[]; .[0] >= $f and .[0] % 2 == 0) and .series[0].points[-1][1] == 4' \
     --argjson f $(($(date +%s) - 32)) "$DIR/pts" >/dev/null || fail "points: $(cat "$DIR/pts")"
 
+# top=N: the N series of the highest mean over the range, highest first.
+[ "$(call GET "/v1/history?series=tenant.vision.gpus_allocated,tenant.ml.gpus_allocated&top=1&from=$(($(date +%s) - 3))" "$ADMIN" |
+    jq -r '[.series[].name] | join(",")')" = tenant.ml.gpus_allocated ] || fail "top=1 is not ml's allocation"
+[ "$(call GET "/v1/history?series=gpu.*&top=3" "$ADMIN" | jq '.series | length')" = 3 ] || fail "top=3 of gpu.*"
+
 # The user of ml: the cluster totals and ml's own series, nothing of vision's.
 [ "$(code /v1/history "$ML")" = 200 ] || fail "listing as ml: $(cat "$DIR/body")"
 names=$(jq -r '.series[].name' "$DIR/body" | sort | tr '\n' ' ')

@@ -3,6 +3,8 @@
 // user of tenant "ml". Set up by ui_test.sh; environment:
 //   UI_URL UI_TOKEN UI_RUN (a running job printing ui-marker-ID)
 //   UI_PEND (a job that cannot fit) UI_OTHER (another tenant's job)
+//   UI_CANCEL (a pending job of ml the test holds, releases and cancels)
+//   UI_ADMIN (an admin token: drain and undrain a node)
 //   UI_SHOTS (screenshot dir) CHROME (the browser)
 // Each wait polls with a generous deadline; nothing depends on timing.
 import puppeteer from 'puppeteer-core';
@@ -18,6 +20,8 @@ const RUN = env('UI_RUN');
 const PEND = env('UI_PEND');
 const OTHER = env('UI_OTHER');
 const SHOTS = env('UI_SHOTS');
+const CANCEL = env('UI_CANCEL');
+const ADMIN = env('UI_ADMIN');
 const WAIT = 30000;
 
 let passed = 0;
@@ -138,6 +142,81 @@ await check("the job page shows spec, placement, events and a live log line", as
   await shot('job');
 });
 
+
+await check('the history view plots the jobs: points, axes, tenant ml only', async () => {
+  await view('#/history');
+  // the last 15 minutes: one point per 4 s step; the page redraws every 2 s
+  await page.click('button[data-span="900"]');
+  await page.waitForFunction(() => {
+    const l = document.querySelector('#plot-alloc path.line[data-series="allocated"]');
+    return l && (l.getAttribute('d').match(/[ML]/g) || []).length >= 3 &&
+      /allocated: 2 GPUs/.test(document.querySelector('#plot-alloc .plot-legend').textContent);
+  }, { timeout: WAIT, polling: 250 });
+  const p = await page.$eval('#plot-alloc', (f) => ({
+    paths: [...f.querySelectorAll('path.line')].map((x) => ({ s: x.dataset.series, n: (x.getAttribute('d').match(/[ML]/g) || []).length })),
+    xt: f.querySelectorAll('text.xtick').length, yt: [...f.querySelectorAll('text.ytick')].map((t) => t.textContent),
+  }));
+  const alloc = p.paths.find((x) => x.s === 'allocated');
+  assert(alloc && alloc.n >= 3, 'allocated line: ' + JSON.stringify(p.paths));
+  assert(p.xt >= 5 && p.yt.length >= 5, 'axes: ' + JSON.stringify(p));
+  const tenants = await page.$$eval('#plot-tenant-alloc path.line, #plot-tenant-alloc circle', (x) => x.map((e) => e.dataset.series));
+  assert(tenants.includes('ml'), 'tenant plot: ' + tenants.join(','));
+  const body = await text('#view');
+  assert(!body.includes('vision'), "another tenant's series is shown");
+  assert(!(await page.$('#plot-nodes')), 'a user sees the per-node plot (admin only)');
+  for (const id of ['plot-util', 'plot-queue', 'plot-wait']) assert(await page.$('#' + id + ' svg'), 'no ' + id);
+  await shot('history');
+});
+
+await check('a pending job is held, released and cancelled from its page', async () => {
+  await view('#/job/' + CANCEL);
+  const logs = await text('#job-logs');
+  assert(/no output yet/.test(logs), 'logs box: ' + logs);
+  const spec = await text('#job-spec');
+  assert(spec.includes('command') && spec.includes('true') && spec.includes('64 x H100 SXM'), 'spec: ' + spec);
+  assert(!(await page.$eval('#job-json', (d) => d.open)), 'the full JSON is open');
+  const act = async (what, state) => {
+    await page.waitForSelector('#act-' + what, { timeout: WAIT });
+    await page.click('#act-' + what);
+    await page.waitForSelector('#confirm-yes', { timeout: WAIT });
+    if (what === 'cancel') await shot('job-confirm');
+    await page.click('#confirm-yes');
+    await page.waitForFunction((s) => (document.getElementById('job-state') || {}).textContent === s, { timeout: WAIT, polling: 250 }, state);
+    const msg = await text('#action-msg');
+    assert(msg.endsWith(': done'), what + ': ' + msg);
+  };
+  await act('hold', 'held');
+  await act('release', 'pending');
+  // "No" leaves the job as it is
+  await page.click('#act-cancel');
+  await page.waitForSelector('#confirm-no', { timeout: WAIT });
+  await page.click('#confirm-no');
+  assert((await text('#job-state')) === 'pending', 'No cancelled it');
+  await act('cancel', 'cancelled');
+  const st = await page.evaluate(async (id, t) => (await (await fetch('/v1/jobs/' + id, { headers: { Authorization: 'Bearer ' + t } })).json()).state, CANCEL, TOKEN);
+  assert(st === 'cancelled', 'the API says ' + st);
+  await shot('job-cancelled');
+});
+
+await check("a refused action shows the API's error text", async () => {
+  // a user token asks for a drain, as a hand-made request would
+  const msg = await page.evaluate(async (t) => {
+    const r = await fetch('/v1/nodes/h100-0/drain', { method: 'POST', headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' }, body: '{}' });
+    return r.status + ' ' + ((await r.json()).message || '');
+  }, TOKEN);
+  assert(/^403 /.test(msg), 'a user drained a node: ' + msg);
+  // the page shows what the API says: cancel the cancelled job through the page's own path
+  await view('#/job/' + CANCEL);
+  assert(!(await page.$('#act-cancel')), 'a cancelled job offers cancel');
+  await page.evaluate((id) => ask('Cancel job ' + id, '/v1/jobs/' + id + '/cancel'), CANCEL);
+  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
+  await page.click('#confirm-yes');
+  await page.waitForSelector('#action-msg.error', { timeout: WAIT });
+  const t = await text('#action-msg');
+  assert(t.startsWith('Cancel job ' + CANCEL + ': ') && t.length > ('Cancel job ' + CANCEL + ': ').length + 3 && !/HTTP/.test(t), 'message: ' + t);
+  console.log('  refused: ' + t);
+});
+
 await check("another tenant's job is refused", async () => {
   await view('#/job/' + OTHER);
   const t = await text('#job-error');
@@ -170,6 +249,32 @@ await check('the advisor form shows ranked GPU types', async () => {
   const first = await text('#advise-out tbody tr td:nth-child(2)');
   assert(first.length > 0, 'no ranked type');
   await shot('advise');
+});
+
+
+await check('an admin drains and undrains a node from the cluster map', async () => {
+  await page.click('#logout');
+  await page.waitForSelector('#token', { visible: true, timeout: WAIT });
+  await page.type('#token', ADMIN);
+  await page.click('#login-form button');
+  await page.waitForSelector('#nav:not([hidden])', { timeout: WAIT });
+  await view('#/cluster');
+  const state = (n) => page.$eval('.node[data-node="' + n + '"] .node-name', (e) => e.textContent);
+  await page.waitForSelector('.node-act[data-node="a30-0"][data-act="drain"]', { timeout: WAIT });
+  await page.click('.node-act[data-node="a30-0"][data-act="drain"]');
+  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
+  await page.click('#confirm-yes');
+  await page.waitForSelector('.node-act[data-node="a30-0"][data-act="undrain"]', { timeout: WAIT });
+  assert(/drained/.test(await state('a30-0')), 'a30-0: ' + await state('a30-0'));
+  await shot('cluster-drained');
+  await page.click('.node-act[data-node="a30-0"][data-act="undrain"]');
+  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
+  await page.click('#confirm-yes');
+  await page.waitForSelector('.node-act[data-node="a30-0"][data-act="drain"]', { timeout: WAIT });
+  assert(/\(up/.test(await state('a30-0')), 'a30-0: ' + await state('a30-0'));
+  await view('#/history');
+  await page.waitForSelector('#plot-nodes path.line', { timeout: WAIT });
+  await shot('history-admin');
 });
 
 await check('no script errors or CSP violations', async () => {

@@ -32,7 +32,7 @@ fi
 
 mkdir -p "$TMP/ctl"
 "$BIN" controller --allow-legacy-join --config "$CKPT_CONF" --listen 127.0.0.1:0 \
-    --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+    --state-dir "$TMP/ctl" --heartbeat 1 --history-step 1 >"$TMP/ctl.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller did not start"; exit 1; }
 wait_for 30 test -s "$TMP/ctl/admin.token" || { echo "FAIL: no admin token"; exit 1; }
@@ -67,8 +67,9 @@ VIS=$(tok vision bob)
 id_of() { sed -n 's/.*"ids":\[\([0-9]*\).*/\1/p'; }
 RUN=$(call POST /v1/jobs "$ML" '{"name":"<img src=x id=xss>train","command":["sh","-c","echo ui-marker-$CORRAL_JOB_ID; sleep 300"],"gpus":2,"gpu_type":"H100 SXM"}' | id_of)
 PEND=$(call POST /v1/jobs "$ML" '{"name":"too-big","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
+CANCEL=$(call POST /v1/jobs "$ML" '{"name":"to-cancel","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
 OTHER=$(call POST /v1/jobs "$VIS" '{"name":"secret-vision","command":["sleep","300"],"gpus":1,"gpu_type":"A30","mig_profile":"1g.6gb"}' | id_of)
-[ -n "$RUN" ] && [ -n "$PEND" ] && [ -n "$OTHER" ] || { echo "FAIL: submit failed"; exit 1; }
+[ -n "$RUN" ] && [ -n "$PEND" ] && [ -n "$CANCEL" ] && [ -n "$OTHER" ] || { echo "FAIL: submit failed"; exit 1; }
 running() { call GET "/v1/jobs/${RUN}" "$ADMIN" | grep -q '"state":"running"'; }
 wait_for 30 running || { echo "FAIL: job $RUN did not start"; call GET "/v1/jobs/$RUN" "$ADMIN"; exit 1; }
 RUN=$OTHER wait_for 30 running || { echo "FAIL: MIG job $OTHER did not start"; exit 1; }
@@ -95,11 +96,19 @@ grep -q '"state":"busy"' "$TMP/body" || fail "the cluster map does not show ml's
 grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to tenant vision"
 [ "$(code /v1/cluster "$ML")" = 200 ] && grep -q "\"job\":$RUN" "$TMP/body" ||
     fail "the cluster map lacks ml's own job $RUN"
+# The history has a few seconds of the jobs (one sample a second) before
+# the browser plots it.
+alloc_points() {
+    [ "$(call GET "/v1/history?series=cluster.gpus_allocated&from=$(($(date +%s) - 60))" "$ML" |
+        grep -o '\],\[' | wc -l)" -ge 3 ]
+}
+wait_for 30 alloc_points || fail "the history has no points: $(call GET '/v1/history?series=cluster.*' "$ML")"
 [ "$fails" -eq 0 ] || exit 1
 
 mkdir -p "$SHOTS"
 # TMPDIR: the browser's profile and its shared-memory files stay in $TMP.
 TMPDIR="$TMP" UI_URL="$SERVER/ui" UI_TOKEN="$ML" UI_RUN="$RUN" UI_PEND="$PEND" UI_OTHER="$OTHER" \
+    UI_CANCEL="$CANCEL" UI_ADMIN="$ADMIN" \
     UI_SHOTS="$SHOTS" CHROME="$CHROME" node "$HERE/browser_test.mjs"
 rc=$?
 [ $rc -ne 0 ] && tail -20 "$TMP/ctl.log"
