@@ -431,6 +431,88 @@ static double range_mean(const ring *r, int64_t from, int64_t to, int64_t res)
     return cnt ? sum / (double)cnt : -1;
 }
 
+int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **field, char *why,
+                  size_t whylen)
+{
+    int64_t from = q->from, to = q->to, step = q->step, top = q->top, now_s = q->now_s;
+    const char *list = q->series;
+    int64_t fine_s = h->step_ns / CR_NS_PER_SEC, coarse_s = fine_s * CTL_HIST_COARSE_MUL;
+    if (from > to) {
+        *field = "from";
+        snprintf(why, whylen, "from (%lld) is after to (%lld)", (long long)from, (long long)to);
+        return CR_EINVAL;
+    }
+    if (step == 0) { /* about 240 points */
+        step = (to - from) / 240;
+    }
+    /* the fine ring while it reaches back to from and the step is finer
+     * than the coarse one; else the coarse */
+    bool fine = step < coarse_s && from > now_s - fine_s * CTL_HIST_FINE_PTS;
+    int64_t res = fine ? fine_s : coarse_s;
+    step = step < res ? res : (step + res - 1) / res * res;
+    int64_t npts = (to - from) / step + 1;
+    if (npts > CTL_HIST_POINTS_MAX) {
+        *field = "step";
+        snprintf(why, whylen,
+                 "%lld points per series (from %lld to %lld in steps of %lld s); at most %d",
+                 (long long)npts, (long long)from, (long long)to, (long long)step,
+                 CTL_HIST_POINTS_MAX);
+        return CR_EINVAL;
+    }
+    from = from / step * step;
+    cr_buf_printf(b, "{\"from\":%lld,\"to\":%lld,\"step\":%lld,\"resolution\":%lld,\"series\":[",
+                  (long long)from, (long long)to, (long long)step, (long long)res);
+    size_t shown = 0;
+    pthread_mutex_lock(&h->mu);
+    ranked *sel = cr_malloc((h->n + 1) * sizeof *sel);
+    size_t nsel = 0;
+    for (size_t i = 0; i < h->n; i++) {
+        const series *s = h->s[i];
+        if (may_read(s, q->p) && (!list || wanted(list, s->name))) {
+            sel[nsel].i = i;
+            sel[nsel++].mean =
+                top && list ? range_mean(fine ? &s->fine : &s->coarse, from, to, res) : 0;
+        }
+    }
+    if (top && list) { /* the top series by their mean over the range, highest first */
+        qsort(sel, nsel, sizeof *sel, by_mean);
+        nsel = nsel > (size_t)top ? (size_t)top : nsel;
+    }
+    for (size_t k = 0; k < nsel; k++) {
+        const series *s = h->s[sel[k].i];
+        cr_buf_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");
+        cr_buf_put_jstr(b, s->name);
+        if (!list) { /* the names only */
+            cr_buf_putc(b, '}');
+            continue;
+        }
+        cr_buf_puts(b, ",\"points\":[");
+        const ring *r = fine ? &s->fine : &s->coarse;
+        size_t np = 0;
+        for (int64_t t = from; t <= to; t += step) {
+            /* the mean of the ring's values in [t, t + step), cut at to */
+            double sum = 0;
+            int cnt = 0;
+            int64_t end = t + step > to + 1 ? to + 1 : t + step;
+            for (int64_t k2 = t / res; k2 * res < end; k2++) {
+                float v = ring_get(r, k2);
+                if (!isnan(v)) {
+                    sum += v;
+                    cnt++;
+                }
+            }
+            if (cnt) {
+                cr_buf_printf(b, "%s[%lld,%.6g]", np++ ? "," : "", (long long)t, sum / cnt);
+            }
+        }
+        cr_buf_puts(b, "]}");
+    }
+    free(sel);
+    pthread_mutex_unlock(&h->mu);
+    cr_buf_puts(b, "]}");
+    return 0;
+}
+
 void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
 {
     cr_http_set_route(req, "/v1/history");
@@ -452,7 +534,6 @@ void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     const char *list = cr_http_query(req, "series");
     int64_t now_s = ctl_clock_ns(c) / CR_NS_PER_SEC;
-    int64_t fine_s = h->step_ns / CR_NS_PER_SEC, coarse_s = fine_s * CTL_HIST_COARSE_MUL;
     bool bad = false;
     int64_t to = query_i64(req, "to", 0, INT64_MAX / 4, now_s, &bad);
     int64_t from = bad ? 0 : query_i64(req, "from", 0, INT64_MAX / 4, to - 3600, &bad);
@@ -461,79 +542,17 @@ void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
     if (bad) {
         return;
     }
-    if (from > to) {
-        ctl_reply_err(req, 400, CR_EINVAL, "from", "from (%lld) is after to (%lld)",
-                      (long long)from, (long long)to);
-        return;
-    }
-    if (step == 0) { /* about 240 points */
-        step = (to - from) / 240;
-    }
-    /* the fine ring while it reaches back to from and the step is finer
-     * than the coarse one; else the coarse */
-    bool fine = step < coarse_s && from > now_s - fine_s * CTL_HIST_FINE_PTS;
-    int64_t res = fine ? fine_s : coarse_s;
-    step = step < res ? res : (step + res - 1) / res * res;
-    int64_t npts = (to - from) / step + 1;
-    if (npts > CTL_HIST_POINTS_MAX) {
-        ctl_reply_err(req, 400, CR_EINVAL, "step",
-                      "%lld points per series (from %lld to %lld in steps of %lld s); at most %d",
-                      (long long)npts, (long long)from, (long long)to, (long long)step,
-                      CTL_HIST_POINTS_MAX);
-        return;
-    }
-    from = from / step * step;
+    ctl_hist_query q = {
+        .series = list, .from = from, .to = to, .step = step, .top = top, .now_s = now_s, .p = p};
     cr_buf b;
     cr_buf_init(&b);
-    cr_buf_printf(&b, "{\"from\":%lld,\"to\":%lld,\"step\":%lld,\"resolution\":%lld,\"series\":[",
-                  (long long)from, (long long)to, (long long)step, (long long)res);
-    size_t shown = 0;
-    pthread_mutex_lock(&h->mu);
-    ranked *sel = cr_malloc((h->n + 1) * sizeof *sel);
-    size_t nsel = 0;
-    for (size_t i = 0; i < h->n; i++) {
-        const series *s = h->s[i];
-        if (may_read(s, p) && (!list || wanted(list, s->name))) {
-            sel[nsel].i = i;
-            sel[nsel++].mean =
-                top && list ? range_mean(fine ? &s->fine : &s->coarse, from, to, res) : 0;
-        }
+    const char *field = NULL;
+    char why[200];
+    if (ctl_hist_read(h, &q, &b, &field, why, sizeof why) != 0) {
+        cr_buf_fini(&b);
+        ctl_reply_err(req, 400, CR_EINVAL, field, "%s", why);
+        return;
     }
-    if (top && list) { /* the top series by their mean over the range, highest first */
-        qsort(sel, nsel, sizeof *sel, by_mean);
-        nsel = nsel > (size_t)top ? (size_t)top : nsel;
-    }
-    for (size_t k = 0; k < nsel; k++) {
-        const series *s = h->s[sel[k].i];
-        cr_buf_puts(&b, shown++ ? ",{\"name\":" : "{\"name\":");
-        cr_buf_put_jstr(&b, s->name);
-        if (!list) { /* the names only */
-            cr_buf_putc(&b, '}');
-            continue;
-        }
-        cr_buf_puts(&b, ",\"points\":[");
-        const ring *r = fine ? &s->fine : &s->coarse;
-        size_t np = 0;
-        for (int64_t t = from; t <= to; t += step) {
-            /* the mean of the ring's values in [t, t + step) */
-            double sum = 0;
-            int cnt = 0;
-            for (int64_t q = t / res; q < (t + step) / res; q++) {
-                float v = ring_get(r, q);
-                if (!isnan(v)) {
-                    sum += v;
-                    cnt++;
-                }
-            }
-            if (cnt) {
-                cr_buf_printf(&b, "%s[%lld,%.6g]", np++ ? "," : "", (long long)t, sum / cnt);
-            }
-        }
-        cr_buf_puts(&b, "]}");
-    }
-    free(sel);
-    pthread_mutex_unlock(&h->mu);
-    cr_buf_puts(&b, "]}");
     size_t len = b.len;
     cr_http_respond(req, 200, "application/json", cr_buf_take(&b), len);
 }

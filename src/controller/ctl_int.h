@@ -993,6 +993,15 @@ int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value);
 size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped); /* series kept, and refused */
 /* Sample the cluster once per step (the scheduler thread; takes mu). */
 void ctl_hist_tick(ctl *c, int64_t now_mono);
+/* A range query (GET /v1/history's parameters; step and top 0: default). */
+typedef struct ctl_hist_query {
+    const char *series;                 /* "a,b,prefix*"; NULL: the names only */
+    int64_t from, to, step, top, now_s; /* unix seconds */
+    const cr_principal *p;              /* whose: what it may read */
+} ctl_hist_query;
+/* The answer's JSON onto b (borrowed); CR_EINVAL with *field and why. Own lock. */
+int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **field, char *why,
+                  size_t whylen);
 void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p);
 /* ctl_ctr.c: the desired state's "container" of a job; NULL when it has
  * no image. Returned new. */
