@@ -53,6 +53,9 @@ function table(head, rows) {
     el('tbody', {}, ...rows.map((r) => el('tr', {}, ...r.map((c) => el('td', {}, c))))));
 }
 
+// The view's new children; null ones (an absent part) are left out.
+function show(v, ...kids) { v.replaceChildren(...kids.filter((k) => k !== null && k !== undefined && k !== false)); }
+
 function jobLink(id) { return el('a', { href: '#/job/' + encodeURIComponent(id) }, String(id)); }
 function fmt(x, d) { return typeof x === 'number' ? x.toFixed(d === undefined ? 1 : d) : (x === null || x === undefined ? '' : String(x)); }
 function status(t) { document.getElementById('status').textContent = t; }
@@ -323,7 +326,7 @@ async function viewCluster(v) {
     }
     groups.push(el('div', { class: 'group' }, el('h2', {}, t + ' - ' + ngpu + ' GPUs'), ...rackEls));
   }
-  v.replaceChildren(el('h1', {}, 'Cluster'), actionBar(),
+  show(v, el('h1', {}, 'Cluster'), actionBar(),
     el('p', { class: 'legend' }, ...Object.entries(counts).map(([k, c]) => el('span', { class: k }, k + ' ' + c))),
     el('p', {}, d.items.length + ' nodes'), ...groups);
 }
@@ -419,6 +422,24 @@ function specSummary(j) {
   return el('table', { class: 'spec', id: 'job-spec' }, el('tbody', {}, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v)))));
 }
 
+// The job's GPUs over its life (the last run), from the history's per-GPU
+// series: an admin's only (a GPU's past holds other tenants' jobs too).
+async function jobGpuPlots(j) {
+  if (me.role !== 'admin' || !(j.placement || []).length) return [];
+  const gpus = j.placement.flatMap((p) => (p.gpus || []).map((g) => p.node + '.' + g)).slice(0, 16);
+  const from = Math.floor(Date.parse(j.start_time) / 1000);
+  const to = j.end_time ? Math.ceil(Date.parse(j.end_time) / 1000) : Math.floor(Date.now() / 1000);
+  if (!(from > 0) || to < from) return [];
+  const series = gpus.flatMap((g) => ['gpu.' + g + '.util', 'gpu.' + g + '.mem_bytes', 'gpu.' + g + '.power_w']).join(',');
+  const d = await getJSON('/v1/history?' + new URLSearchParams({ series, from: String(from), to: String(to) }).toString()).catch(() => null);
+  if (!d) return [];
+  const r = { from: d.from, to, step: d.step };
+  const of = (suffix) => d.series.filter((s) => s.name.endsWith(suffix)).map((s) => ({ label: s.name.slice(4, -suffix.length), points: s.points }));
+  return [plot('plot-job-util', "This job's GPUs: utilisation", '%', of('.util'), r),
+    plot('plot-job-mem', 'memory used', 'B', of('.mem_bytes'), r),
+    plot('plot-job-power', 'power', 'W', of('.power_w'), r)];
+}
+
 async function viewJob(v, id) {
   let j;
   try {
@@ -431,13 +452,14 @@ async function viewJob(v, id) {
     logState = { id, out: { offset: 0, text: '' }, err: { offset: 0, text: '' } };
     specOpen = false;
   }
-  if (j.start_time) await Promise.all([readLog(id, 'stdout', logState.out), readLog(id, 'stderr', logState.err)]);
+  const [, , gpuPlots] = await Promise.all(j.start_time
+    ? [readLog(id, 'stdout', logState.out), readLog(id, 'stderr', logState.err), jobGpuPlots(j)] : [null, null, []]);
   const spec = Object.assign({}, j);
   delete spec.events;
   const full = el('details', { id: 'job-json' }, el('summary', {}, 'Full JSON'), el('pre', {}, JSON.stringify(spec, null, 2)));
   full.open = specOpen;
   full.addEventListener('toggle', () => { specOpen = full.open; });
-  v.replaceChildren(el('h1', {}, 'Job ' + j.id + ' ' + (j.name || '')),
+  show(v, el('h1', {}, 'Job ' + j.id + ' ' + (j.name || '')),
     actionBar(), jobActions(j),
     table(['state', 'tenant', 'gpus', 'type', 'reason', 'exit', 'retries'],
       [[el('span', { id: 'job-state' }, j.state), j.tenant, j.gpus, j.run_gpu_type || j.gpu_type, el('span', { id: 'job-reason' }, j.reason || ''), j.exit_code, j.retries]]),
@@ -446,6 +468,7 @@ async function viewJob(v, id) {
     table(['node', 'GPUs', 'UUIDs'], (j.placement || []).map((p) => [p.node, (p.gpus || []).join(','), (p.gpu_uuids || []).join(' ')])),
     el('h2', {}, 'Events'),
     table(['time', 'what', 'why'], (j.events || []).map((e) => [e.time, e.what, e.why])),
+    gpuPlots.length ? el('div', { class: 'plots' }, ...gpuPlots) : null,
     el('div', { class: 'logpair' },
       el('div', {}, el('h2', {}, 'stdout (live)'), logBox('job-logs', logState.out, !!j.start_time)),
       el('div', {}, el('h2', {}, 'stderr'), logBox('job-stderr', logState.err, !!j.start_time))));

@@ -25,7 +25,7 @@ trap cleanup EXIT
     (cd "$ROOT/tests/ui" && npm ci --ignore-scripts --no-audit --no-fund --silent)
 
 "$BIN" controller --allow-legacy-join --listen 127.0.0.1:0 --state-dir "$TMP/ctl" --lost-after 86400 --heartbeat 3600 \
-    --sync normal >"$TMP/ctl.log" 2>&1 &
+    --sync normal --rate-limit-rps 0 --rate-limit-anon-rps 0 >"$TMP/ctl.log" 2>&1 &
 CTL=$!
 for _ in $(seq 100); do [ -s "$TMP/ctl/listen.addr" ] && [ -s "$TMP/ctl/admin.token" ] && break; sleep 0.1; done
 SERVER=$(cat "$TMP/ctl/listen.addr")
@@ -84,6 +84,8 @@ api "job (/v1/jobs/5000)" /v1/jobs/5000
 api "tenants" /v1/tenants
 api "usage" "/v1/usage?by=tenant"
 api "services" /v1/services
+api "history (the page's read)" "/v1/history?series=cluster.*,queue.*,tenant.*"
+api "history, 12 busiest nodes" "/v1/history?series=node.*&top=12"
 
 echo
 echo "== page loads in headless Chromium (navigation to rendered data, median of 5)"

@@ -12,14 +12,18 @@
  *   coarse  the mean of CTL_HIST_COARSE_MUL steps (5 min at 10 s),
  *           CTL_HIST_COARSE_PTS of them (90 days at 5 min)
  *
- * so a series is CTL_HIST_SERIES_BYTES (138,240 bytes of values and its
+ * so a series is CTL_HIST_SERIES_BYTES (138,496 bytes: its values and its
  * header) whatever the cluster does, allocated when its name is first
- * written, and at most CTL_HIST_SERIES_MAX series are kept (the cluster,
- * queue, tenant and node series are written first each step, so only GPU
- * series are left out on a cluster past the bound; hist_dropped counts
- * them). Worst case: CTL_HIST_SERIES_MAX x CTL_HIST_SERIES_BYTES. A slot
- * holds NaN where nothing was written (the controller was down, or the
- * series did not exist yet); history is not persisted across restarts.
+ * written. GPU series (gpu.*) keep 7 days in their coarse ring
+ * (CTL_HIST_GPU_COARSE_PTS; CTL_HIST_GPU_SERIES_BYTES, 42,880 bytes) and
+ * have a pool of their own, so however many GPUs come first the cluster,
+ * queue, tenant and node series always find room: at most
+ * CTL_HIST_SERIES_MAX (2,048) other series and CTL_HIST_GPU_SERIES_MAX
+ * (2,048: 512 GPUs' four) GPU series are kept, the later ones counted in
+ * hist_dropped and logged once. Worst case 2,048 x 138,496 + 2,048 x
+ * 42,880 bytes = 371 MB. A slot holds NaN where nothing was written (the
+ * controller was down, or the series did not exist yet); history is not
+ * persisted across restarts.
  *
  * Series names and who may read them:
  *   cluster.gpu_util, cluster.gpus_allocated, cluster.gpus_total,
@@ -69,9 +73,9 @@ struct ctl_hist {
     int64_t step_ns;
     int64_t last_slot; /* the last fine slot sampled */
     series **s;        /* in creation order */
-    size_t n;
-    uint32_t *slots; /* open addressing: index + 1 into s, 0 empty */
-    size_t nslots;   /* power of two, > 2 x CTL_HIST_SERIES_MAX */
+    size_t n, ngpu;    /* series, and how many of them are gpu.* */
+    uint32_t *slots;   /* open addressing: index + 1 into s, 0 empty */
+    size_t nslots;     /* power of two, > 2 x both bounds */
     uint64_t dropped;
 };
 
@@ -127,11 +131,11 @@ ctl_hist *ctl_hist_new(int64_t step_s)
     h->step_ns = step_s * CR_NS_PER_SEC;
     h->last_slot = -1;
     h->nslots = 8192;
-    while (h->nslots < 2 * CTL_HIST_SERIES_MAX) {
+    while (h->nslots < 2 * (CTL_HIST_SERIES_MAX + CTL_HIST_GPU_SERIES_MAX)) {
         h->nslots *= 2;
     }
     h->slots = cr_calloc(h->nslots, sizeof *h->slots);
-    h->s = cr_calloc(CTL_HIST_SERIES_MAX, sizeof *h->s);
+    h->s = cr_calloc(CTL_HIST_SERIES_MAX + CTL_HIST_GPU_SERIES_MAX, sizeof *h->s);
     return h;
 }
 
@@ -161,13 +165,16 @@ static series *find(ctl_hist *h, const char *name, bool create)
             if (!create) {
                 return NULL;
             }
-            if (h->n == CTL_HIST_SERIES_MAX) {
+            bool gpu = strncmp(name, "gpu.", 4) == 0;
+            if (gpu ? h->ngpu == CTL_HIST_GPU_SERIES_MAX : h->n - h->ngpu == CTL_HIST_SERIES_MAX) {
                 if (h->dropped++ == 0) {
-                    cr_warn("history: %d series kept, '%s' and later ones are not",
-                            CTL_HIST_SERIES_MAX, name);
+                    cr_warn("history: %d %s series kept, '%s' and later ones are not",
+                            gpu ? CTL_HIST_GPU_SERIES_MAX : CTL_HIST_SERIES_MAX,
+                            gpu ? "GPU" : "other", name);
                 }
                 return NULL;
             }
+            h->ngpu += gpu;
             series *s = cr_calloc(1, sizeof *s);
             snprintf(s->name, sizeof s->name, "%s", name);
             s->admin_only = strncmp(name, "node.", 5) == 0 || strncmp(name, "gpu.", 4) == 0;
@@ -180,7 +187,7 @@ static series *find(ctl_hist *h, const char *name, bool create)
                 }
             }
             ring_init(&s->fine, CTL_HIST_FINE_PTS);
-            ring_init(&s->coarse, CTL_HIST_COARSE_PTS);
+            ring_init(&s->coarse, gpu ? CTL_HIST_GPU_COARSE_PTS : CTL_HIST_COARSE_PTS);
             s->cslot = -1;
             h->s[h->n++] = s;
             h->slots[i] = (uint32_t)h->n;
@@ -346,7 +353,7 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
     }
     pthread_mutex_unlock(&c->mu);
     free(ta);
-    /* node series before GPU series: past the bound, GPUs go first */
+    /* node series before GPU series (each has a pool of its own) */
     for (int pass = 0; pass < 2; pass++) {
         for (size_t i = 0; i < per.n; i++) {
             if ((strncmp(per.a[i].name, "node.", 5) == 0) == (pass == 0)) {
@@ -416,17 +423,26 @@ static int by_mean(const void *a, const void *b)
     return x->mean < y->mean ? 1 : x->mean > y->mean ? -1 : (x->i > y->i) - (x->i < y->i);
 }
 
-/* The mean of r's values from from to to (unix seconds, res a slot); -1: none. */
+/* The mean of r's values from from to to (unix seconds, res a slot); -1: none.
+ * One pass over the ring's memory (top= ranks a thousand series of 25,920). */
 static double range_mean(const ring *r, int64_t from, int64_t to, int64_t res)
 {
+    if (r->last < 0) {
+        return -1;
+    }
+    int64_t lo = from / res, hi = to / res, oldest = r->last - (int64_t)r->cap + 1;
+    lo = lo < oldest ? oldest : lo < 0 ? 0 : lo;
+    hi = hi > r->last ? r->last : hi;
     double sum = 0;
     int64_t cnt = 0;
-    for (int64_t q = from / res; q <= to / res; q++) {
-        float v = ring_get(r, q);
-        if (!isnan(v)) {
+    size_t i = (size_t)(lo % (int64_t)r->cap);
+    for (int64_t q = lo; q <= hi; q++) {
+        float v = r->v[i];
+        if (v == v) { /* not NaN */
             sum += v;
             cnt++;
         }
+        i = i + 1 == r->cap ? 0 : i + 1;
     }
     return cnt ? sum / (double)cnt : -1;
 }

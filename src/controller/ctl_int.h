@@ -978,17 +978,20 @@ void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p);
  * POST /v1/services/{name}/metrics): list it for discovery. Own lock. */
 void ctl_ui_gateway_seen(const char *addr, int port);
 /* ctl_hist.c: the history (time series in memory; see the file's head). */
-#define CTL_HIST_FINE_PTS   8640  /* a day at the default 10 s step */
-#define CTL_HIST_COARSE_MUL 30    /* coarse slot = 30 steps (5 min at 10 s) */
-#define CTL_HIST_COARSE_PTS 25920 /* 90 days at 5 min */
-#define CTL_HIST_SERIES_MAX 2048  /* series kept at most */
-#define CTL_HIST_POINTS_MAX 20000 /* points per series in one answer */
+#define CTL_HIST_FINE_PTS       8640  /* a day at the default 10 s step */
+#define CTL_HIST_COARSE_MUL     30    /* coarse slot = 30 steps (5 min at 10 s) */
+#define CTL_HIST_COARSE_PTS     25920 /* 90 days at 5 min */
+#define CTL_HIST_SERIES_MAX     2048  /* series kept at most, gpu.* apart */
+#define CTL_HIST_GPU_SERIES_MAX 2048  /* gpu.* series kept at most */
+#define CTL_HIST_GPU_COARSE_PTS 2016  /* gpu.*: 7 days at 5 min */
+#define CTL_HIST_POINTS_MAX     20000 /* points per series in one answer */
 /* Memory per series: its two rings of floats and its header. */
-#define CTL_HIST_SERIES_BYTES ((CTL_HIST_FINE_PTS + CTL_HIST_COARSE_PTS) * 4 + 256)
+#define CTL_HIST_SERIES_BYTES     ((CTL_HIST_FINE_PTS + CTL_HIST_COARSE_PTS) * 4 + 256)
+#define CTL_HIST_GPU_SERIES_BYTES ((CTL_HIST_FINE_PTS + CTL_HIST_GPU_COARSE_PTS) * 4 + 256)
 typedef struct ctl_hist ctl_hist;
 ctl_hist *ctl_hist_new(int64_t step_s); /* free with ctl_hist_free */
 void ctl_hist_free(ctl_hist *h);
-/* One value of series name at wall_ns; CR_ENOSPC past CTL_HIST_SERIES_MAX. Own lock. */
+/* One value of series name at wall_ns; CR_ENOSPC past its pool's bound. Own lock. */
 int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value);
 size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped); /* series kept, and refused */
 /* Sample the cluster once per step (the scheduler thread; takes mu). */

@@ -172,6 +172,7 @@ await check('a pending job is held, released and cancelled from its page', async
   await view('#/job/' + CANCEL);
   const logs = await text('#job-logs');
   assert(/no output yet/.test(logs), 'logs box: ' + logs);
+  assert(!/\bnull\b|undefined/.test(await text('#view')), 'the page shows null: ' + await text('#view'));
   const spec = await text('#job-spec');
   assert(spec.includes('command') && spec.includes('true') && spec.includes('64 x H100 SXM'), 'spec: ' + spec);
   assert(!(await page.$eval('#job-json', (d) => d.open)), 'the full JSON is open');
@@ -275,6 +276,13 @@ await check('an admin drains and undrains a node from the cluster map', async ()
   await view('#/history');
   await page.waitForSelector('#plot-nodes path.line', { timeout: WAIT });
   await shot('history-admin');
+  // the running job's GPUs over its life, beside its events
+  await view('#/job/' + RUN);
+  await page.waitForFunction(() => Number((document.getElementById('plot-job-util') || { dataset: {} }).dataset.points) >= 2,
+    { timeout: WAIT, polling: 250 });
+  const lines = await page.$$eval('#plot-job-util path.line', (x) => x.map((e) => e.dataset.series));
+  assert(lines.length === 2 && lines.every((l) => l.startsWith('h100-0.')), 'job GPU lines: ' + lines.join(','));
+  await shot('job-admin');
 });
 
 await check('no script errors or CSP violations', async () => {
