@@ -41,6 +41,7 @@
 #include "cr_error.h"
 #include "cr_log.h"
 #include "cr_parse.h"
+#include "cr_prom.h"
 #include "cr_time.h"
 
 #include <math.h>
@@ -232,6 +233,28 @@ size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped)
     }
     pthread_mutex_unlock(&h->mu);
     return n;
+}
+
+void ctl_hist_metrics(ctl_hist *h, cr_buf *b)
+{
+    if (!h) {
+        return;
+    }
+    pthread_mutex_lock(&h->mu);
+    size_t gpu = h->ngpu, other = h->n - h->ngpu;
+    uint64_t dropped = h->dropped;
+    pthread_mutex_unlock(&h->mu);
+    cr_prom_family(b, "corral_history_series", "gauge",
+                   "Series the history keeps, by pool (gpu: gpu.*; other: the rest).");
+    cr_prom_sample(b, "corral_history_series", "kind=\"gpu\"", (double)gpu);
+    cr_prom_sample(b, "corral_history_series", "kind=\"other\"", (double)other);
+    cr_prom_family(b, "corral_history_bytes", "gauge",
+                   "Memory the history's rings take (fixed per series).");
+    cr_prom_sample(b, "corral_history_bytes", NULL,
+                   (double)(gpu * CTL_HIST_GPU_SERIES_BYTES + other * CTL_HIST_SERIES_BYTES));
+    cr_prom_family(b, "corral_history_values_refused_total", "counter",
+                   "Values not kept: their series was new and its pool full.");
+    cr_prom_sample(b, "corral_history_values_refused_total", NULL, (double)dropped);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -993,7 +993,9 @@ ctl_hist *ctl_hist_new(int64_t step_s); /* free with ctl_hist_free */
 void ctl_hist_free(ctl_hist *h);
 /* One value of series name at wall_ns; CR_ENOSPC past its pool's bound. Own lock. */
 int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value);
-size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped); /* series kept, and refused */
+size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped); /* series kept, and values refused */
+/* corral_history_series{kind}, _bytes, _values_refused_total onto b (h may be NULL). */
+void ctl_hist_metrics(ctl_hist *h, cr_buf *b);
 /* Sample the cluster once per step (the scheduler thread; takes mu). */
 void ctl_hist_tick(ctl *c, int64_t now_mono);
 /* A range query (GET /v1/history's parameters; step and top 0: default). */

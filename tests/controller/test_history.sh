@@ -83,4 +83,11 @@ now=$(date +%s)
 # 90 days back answers from the coarse ring (5 min at a 1 s step: 30 s).
 [ "$(code "/v1/history?series=cluster.gpus_total&from=$((now - 90 * 86400))" "$ML")" = 200 ] &&
     jq -e '.resolution == 30' "$DIR/body" >/dev/null || fail "90 days: $(head -c 300 "$DIR/body")"
+# /metrics: the pools' series counts and the memory they take
+curl -s -H "Authorization: Bearer $ADMIN" "$SERVER/metrics" >"$DIR/metrics"
+grep -q '^corral_history_series{kind="gpu"} 16$' "$DIR/metrics" || fail "GPU series: $(grep history "$DIR/metrics")"
+other=$(sed -n 's/^corral_history_series{kind="other"} //p' "$DIR/metrics")
+bytes=$(sed -n 's/^corral_history_bytes //p' "$DIR/metrics")
+[ "$bytes" = $((16 * 42880 + other * 138496)) ] || fail "history bytes $bytes for 16 + $other series"
+grep -q '^corral_history_values_refused_total 0$' "$DIR/metrics" || fail "refused values"
 echo "ok - history"
