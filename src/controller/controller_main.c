@@ -214,7 +214,8 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_advise(c, req, &p);
     } else if (strcmp(r, "cluster") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_cluster(c, req, &p);
-    } else if (strcmp(r, "history") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
+    } else if (strcmp(r, "history") == 0 && nseg == 2 &&
+               (strcmp(m, "GET") == 0 || strcmp(m, "POST") == 0)) {
         ctl_route_history(c, req, &p);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);

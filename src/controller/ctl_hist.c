@@ -32,6 +32,10 @@
  *   tenant.NAME.pending, tenant.NAME.wait_s            admin, or NAME's users
  *   node.NODE.gpu_util, gpu.NODE.IDX.{util,mem_bytes,power_w,temp_c}  admin
  *
+ * POST /v1/history (admin) imports points ({"series": [{"name", "points"}]},
+ * times rising, past): a day from Prometheus after a restart, a demo's
+ * synthetic week; they land in the rings as sampled values would.
+ *
  * Locks: the history's own mutex (hist->mu) is taken after c->mu is
  * released, never under it.
  */
@@ -64,9 +68,12 @@ typedef struct series {
     char tenant[CTL_NAME_MAX]; /* tenant.* series: the tenant; else "" */
     bool admin_only;           /* node.* and gpu.* */
     ring fine, coarse;
-    int64_t cslot; /* the coarse slot csum/cn belong to */
+    int64_t cslot; /* the coarse slot csum/cn belong to (the newest) */
     double csum;
     int cn;
+    int64_t islot; /* an older coarse slot being imported into (POST), and its sum */
+    double isum;
+    int icn;
 } series;
 
 struct ctl_hist {
@@ -190,6 +197,7 @@ static series *find(ctl_hist *h, const char *name, bool create)
             ring_init(&s->fine, CTL_HIST_FINE_PTS);
             ring_init(&s->coarse, gpu ? CTL_HIST_GPU_COARSE_PTS : CTL_HIST_COARSE_PTS);
             s->cslot = -1;
+            s->islot = -1;
             h->s[h->n++] = s;
             h->slots[i] = (uint32_t)h->n;
             return s;
@@ -198,6 +206,35 @@ static series *find(ctl_hist *h, const char *name, bool create)
             return h->s[k - 1];
         }
     }
+}
+
+/* A value at slot: the fine ring's slot, and the coarse slot's mean. A
+ * coarse slot older than the newest (an import behind live values) has an
+ * accumulator of its own, so values imported in time order average too.
+ * h->mu held. */
+static void put_locked(series *s, int64_t slot, double value)
+{
+    ring_put(&s->fine, slot, (float)value);
+    int64_t cs = slot / CTL_HIST_COARSE_MUL;
+    if (cs > s->cslot) {
+        s->cslot = cs;
+        s->csum = 0;
+        s->cn = 0;
+    }
+    if (cs == s->cslot) {
+        s->csum += value;
+        s->cn++;
+        ring_put(&s->coarse, cs, (float)(s->csum / s->cn));
+        return;
+    }
+    if (cs != s->islot) {
+        s->islot = cs;
+        s->isum = 0;
+        s->icn = 0;
+    }
+    s->isum += value;
+    s->icn++;
+    ring_put(&s->coarse, cs, (float)(s->isum / s->icn));
 }
 
 int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value)
@@ -209,16 +246,7 @@ int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value)
     pthread_mutex_lock(&h->mu);
     series *s = find(h, name, true);
     if (s) {
-        ring_put(&s->fine, slot, (float)value);
-        int64_t cs = slot / CTL_HIST_COARSE_MUL;
-        if (cs != s->cslot) {
-            s->cslot = cs;
-            s->csum = 0;
-            s->cn = 0;
-        }
-        s->csum += value;
-        s->cn++;
-        ring_put(&s->coarse, cs, (float)(s->csum / s->cn));
+        put_locked(s, slot, value);
     }
     pthread_mutex_unlock(&h->mu);
     return s ? 0 : CR_ENOSPC;
@@ -552,11 +580,124 @@ int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **
     return 0;
 }
 
+/* A series name the history could have made: a known prefix, then
+ * [A-Za-z0-9._-] (node and tenant names are). */
+static bool name_ok(const char *n)
+{
+    static const char *const prefixes[] = {"cluster.", "queue.", "tenant.", "node.", "gpu."};
+    bool pre = false;
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        pre = pre || strncmp(n, prefixes[i], strlen(prefixes[i])) == 0;
+    }
+    size_t len = strlen(n);
+    if (!pre || len >= NAME_MAX_LEN || n[len - 1] == '.') {
+        return false;
+    }
+    for (const char *p = n; *p; p++) {
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == '-')) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* POST /v1/history (admin): points from elsewhere (a Prometheus export, a
+ * demo's synthetic day), checked whole before any is written. */
+static void history_import(ctl *c, cr_http_req *req, const cr_principal *p)
+{
+    if (p->role != CR_ROLE_ADMIN) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin token may import history");
+        return;
+    }
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL;
+    cr_json_err err;
+    if (cr_json_parse_object(body, len, &v, &err) != 0) {
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    json_t *list = json_object_get(v, "series");
+    int64_t now_s = ctl_clock_ns(c) / CR_NS_PER_SEC;
+    char field[64];
+    const char *why = NULL;
+    if (json_object_size(v) != 1 || !json_is_array(list)) {
+        snprintf(field, sizeof field, "series");
+        why = "expected {\"series\": [{\"name\", \"points\": [[unix_s, value], ...]}]}";
+    }
+    for (size_t i = 0; !why && i < json_array_size(list); i++) {
+        json_t *e = json_array_get(list, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        json_t *pts = json_object_get(e, "points");
+        snprintf(field, sizeof field, "series[%zu].name", i);
+        if (!name || !name_ok(name)) {
+            why = "expected cluster.*, queue.*, tenant.*, node.* or gpu.* of [A-Za-z0-9._-]";
+            break;
+        }
+        snprintf(field, sizeof field, "series[%zu].points", i);
+        if (!json_is_array(pts) || json_object_size(e) != 2) {
+            why = "expected name and points, points an array of [unix_s, value]";
+            break;
+        }
+        int64_t prev = -1;
+        for (size_t k = 0; k < json_array_size(pts); k++) {
+            json_t *pt = json_array_get(pts, k);
+            json_t *t = json_array_get(pt, 0), *x = json_array_get(pt, 1);
+            snprintf(field, sizeof field, "series[%zu].points[%zu]", i, k);
+            if (json_array_size(pt) != 2 || !json_is_integer(t) || !json_is_number(x) ||
+                !isfinite(json_number_value(x))) {
+                why = "expected [unix_s, value]: an integer and a finite number";
+                break;
+            }
+            int64_t ts = json_integer_value(t);
+            if (ts <= prev || ts < 1 || ts > now_s) {
+                why = "times must rise, and be past (unix seconds)";
+                break;
+            }
+            prev = ts;
+        }
+    }
+    if (why) {
+        json_decref(v);
+        ctl_reply_err(req, 400, CR_EINVAL, field, "%s", why);
+        return;
+    }
+    size_t imported = 0, refused = 0;
+    for (size_t i = 0; i < json_array_size(list); i++) {
+        json_t *e = json_array_get(list, i);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        json_t *pts = json_object_get(e, "points");
+        for (size_t k = 0; k < json_array_size(pts); k++) {
+            json_t *pt = json_array_get(pts, k);
+            int64_t ts = json_integer_value(json_array_get(pt, 0));
+            if (ctl_hist_put(c->hist, name, ts * CR_NS_PER_SEC,
+                             json_number_value(json_array_get(pt, 1))) == 0) {
+                imported++;
+            } else {
+                refused++;
+            }
+        }
+    }
+    json_decref(v);
+    ctl_reply_json(
+        req, 200,
+        json_pack("{s:I,s:I}", "imported", (json_int_t)imported, "refused", (json_int_t)refused));
+}
+
 void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p)
 {
     cr_http_set_route(req, "/v1/history");
     if (p->role != CR_ROLE_ADMIN && p->role != CR_ROLE_USER) {
         ctl_reply_err(req, 403, CR_EPERM, NULL, "history takes an admin or user token");
+        return;
+    }
+    if (strcmp(cr_http_method(req), "POST") == 0) {
+        if (!c->hist) {
+            ctl_reply_err(req, 503, CR_EAGAIN, NULL, "history is not being kept");
+            return;
+        }
+        history_import(c, req, p);
         return;
     }
     static const char *const params[] = {"series", "from", "to", "step", "top", NULL};

@@ -137,6 +137,31 @@ static void test_wrap_and_coarse(void **state)
     ctl_hist_free(h);
 }
 
+/* Values written behind the newest (an import after live samples) average
+ * in their coarse slot, and leave the newest slot's mean alone. */
+static void test_behind(void **state)
+{
+    (void)state;
+    ctl_hist *h = ctl_hist_new(STEP_S);
+    int64_t live = T0 + 86400;
+    put(h, "cluster.gpu_util", live, 50);
+    put(h, "cluster.gpu_util", live + STEP_S, 70);
+    for (int i = 0; i < 60; i++) { /* two coarse slots an hour back: 0..29, then 100..129 */
+        put(h, "cluster.gpu_util", live - 3600 + i * STEP_S, i < 30 ? i : 100 + i - 30);
+    }
+    int64_t cs = STEP_S * CTL_HIST_COARSE_MUL;
+    json_t *a = read_q(h, &admin, "cluster.gpu_util", live - 3600, live + STEP_S, cs, 0,
+                       live + 91 * 86400 / 100, NULL);
+    assert_int_equal(json_integer_value(json_object_get(a, "resolution")), cs);
+    json_t *pts = points(a, 0);
+    assert_int_equal(json_array_size(pts), 3);
+    assert_true(fabs(json_number_value(json_array_get(json_array_get(pts, 0), 1)) - 14.5) < 1e-4);
+    assert_true(fabs(json_number_value(json_array_get(json_array_get(pts, 1), 1)) - 114.5) < 1e-4);
+    assert_true(fabs(json_number_value(json_array_get(json_array_get(pts, 2), 1)) - 60) < 1e-4);
+    json_decref(a);
+    ctl_hist_free(h);
+}
+
 static void test_bound(void **state)
 {
     (void)state;
@@ -313,9 +338,8 @@ int main(int argc, char **argv)
         return bench(argc > 2 ? atoi(argv[2]) : CTL_HIST_SERIES_MAX, argc > 3 ? atoi(argv[3]) : 90);
     }
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_values_and_gaps),
-        cmocka_unit_test(test_wrap_and_coarse),
-        cmocka_unit_test(test_bound),
+        cmocka_unit_test(test_values_and_gaps), cmocka_unit_test(test_wrap_and_coarse),
+        cmocka_unit_test(test_behind),          cmocka_unit_test(test_bound),
         cmocka_unit_test(test_scope_and_top),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

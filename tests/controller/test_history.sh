@@ -83,6 +83,30 @@ now=$(date +%s)
 # 90 days back answers from the coarse ring (5 min at a 1 s step: 30 s).
 [ "$(code "/v1/history?series=cluster.gpus_total&from=$((now - 90 * 86400))" "$ML")" = 200 ] &&
     jq -e '.resolution == 30' "$DIR/body" >/dev/null || fail "90 days: $(head -c 300 "$DIR/body")"
+# POST /v1/history (admin): imported points read back like sampled ones, at
+# the coarse resolution too (times rising, past; checked whole first).
+post() { curl -s -o "$DIR/body" -w '%{http_code}' -X POST -H "Authorization: Bearer $2" \
+    -H 'Content-Type: application/json' --data "$3" "$SERVER$1"; }
+t=$(($(date +%s) - 7200))
+t=$((t / 120 * 120))
+[ "$(post /v1/history "$ADMIN" "{\"series\":[{\"name\":\"tenant.ml.gpus_allocated\",\"points\":[[$t,5],[$((t + 60)),7]]},{\"name\":\"tenant.vision.gpus_allocated\",\"points\":[[$t,9]]}]}")" = 200 ] &&
+    jq -e '.imported == 3 and .refused == 0' "$DIR/body" >/dev/null || fail "import: $(cat "$DIR/body")"
+[ "$(call GET "/v1/history?series=tenant.ml.gpus_allocated&from=$t&to=$((t + 119))&step=60" "$ML" | jq -c '.series[0].points')" = "[[$t,5],[$((t + 60)),7]]" ] ||
+    fail "imported points: $(call GET "/v1/history?series=tenant.ml.gpus_allocated&from=$t&to=$((t + 119))&step=60" "$ML")"
+[ "$(call GET "/v1/history?series=tenant.ml.gpus_allocated&from=$t&to=$((t + 119))&step=120" "$ML" | jq -c '.series[0].points')" = "[[$t,6]]" ] ||
+    fail "imported mean"
+[ "$(call GET "/v1/history?series=tenant.*&from=$t&to=$((t + 119))" "$ML" | jq -r '[.series[].name] | join(",")')" = "tenant.ml.gpus_allocated,tenant.ml.gpu_util,tenant.ml.pending,tenant.ml.wait_s" ] ||
+    fail "ml sees an imported series of vision's"
+[ "$(post /v1/history "$ML" '{"series":[]}')" = 403 ] || fail "a user imports history"
+[ "$(post /v1/history "$ADMIN" "{\"series\":[{\"name\":\"cluster.x\",\"points\":[[$t,1],[$t,2]]}]}")" = 400 ] &&
+    grep -q '"field":"series\[0\].points\[1\]"' "$DIR/body" || fail "times not rising: $(cat "$DIR/body")"
+[ "$(post /v1/history "$ADMIN" "{\"series\":[{\"name\":\"cluster.ok\",\"points\":[[$t,1]]},{\"name\":\"evil.x\",\"points\":[]}]}")" = 400 ] &&
+    grep -q '"field":"series\[1\].name"' "$DIR/body" || fail "a bad name: $(cat "$DIR/body")"
+[ "$(call GET "/v1/history?series=cluster.ok&from=$t" "$ADMIN" | jq '.series | length')" = 0 ] ||
+    fail "a refused import wrote part of itself"
+[ "$(post /v1/history "$ADMIN" "{\"series\":[{\"name\":\"cluster.x\",\"points\":[[$(($(date +%s) + 3600)),1]]}]}")" = 400 ] ||
+    fail "a point in the future"
+
 # /metrics: the pools' series counts and the memory they take
 curl -s -H "Authorization: Bearer $ADMIN" "$SERVER/metrics" >"$DIR/metrics"
 grep -q '^corral_history_series{kind="gpu"} 16$' "$DIR/metrics" || fail "GPU series: $(grep history "$DIR/metrics")"

@@ -166,6 +166,14 @@ await check('the history view plots the jobs: points, axes, tenant ml only', asy
   assert(!(await page.$('#plot-nodes')), 'a user sees the per-node plot (admin only)');
   for (const id of ['plot-util', 'plot-queue', 'plot-wait']) assert(await page.$('#' + id + ' svg'), 'no ' + id);
   await shot('history');
+  // the synthetic day ui_test.sh imported: every chart has a day of points
+  await page.click('button[data-span="86400"]');
+  await page.waitForFunction(() => ['plot-util', 'plot-alloc', 'plot-tenant-alloc', 'plot-tenant-util', 'plot-queue', 'plot-wait']
+    .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 200), { timeout: WAIT, polling: 250 });
+  const day = await page.$$eval('#plot-tenant-alloc path.line', (x) => x.map((e) => e.dataset.series));
+  assert(day.length === 1 && day[0] === 'ml', 'tenant lines over the day: ' + day.join(','));
+  assert(!(await text('#view')).includes('vision'), "another tenant's imported series is shown");
+  await shot('history-day');
 });
 
 await check('a pending job is held, released and cancelled from its page', async () => {

@@ -103,6 +103,34 @@ alloc_points() {
         grep -o '\],\[' | wc -l)" -ge 3 ]
 }
 wait_for 30 alloc_points || fail "the history has no points: $(call GET '/v1/history?series=cluster.*' "$ML")"
+# A synthetic day before that (POST /v1/history, admin): a point a minute
+# of the cluster, queue, both tenants and both nodes.
+python3 - "$(date +%s)" >"$TMP/day.json" <<'PY'
+import json, math, sys
+now = int(sys.argv[1])
+ts = range((now - 86400) // 60 * 60, now - 120, 60)
+def wave(t, lo, hi, phase=0.0):
+    return round(lo + (hi - lo) * (0.5 + 0.5 * math.sin(2 * math.pi * (t % 86400) / 86400 + phase)), 2)
+series = {
+    "cluster.gpu_util": lambda t: wave(t, 20, 85),
+    "cluster.gpus_allocated": lambda t: round(wave(t, 1, 6)),
+    "cluster.gpus_total": lambda t: 6,
+    "tenant.ml.gpus_allocated": lambda t: round(wave(t, 0, 4)),
+    "tenant.ml.gpu_util": lambda t: wave(t, 30, 95, 0.5),
+    "tenant.vision.gpus_allocated": lambda t: round(wave(t, 0, 2, 2.0)),
+    "tenant.vision.gpu_util": lambda t: wave(t, 10, 60, 2.0),
+    "queue.pending": lambda t: round(wave(t, 0, 12, 1.0)),
+    "queue.running": lambda t: round(wave(t, 1, 5)),
+    "queue.wait_s": lambda t: wave(t, 5, 600, 1.0),
+    "queue.wait_max_s": lambda t: wave(t, 30, 1800, 1.0),
+    "node.h100-0.gpu_util": lambda t: wave(t, 20, 90),
+    "node.a30-0.gpu_util": lambda t: wave(t, 5, 50, 3.0),
+}
+print(json.dumps({"series": [{"name": n, "points": [[t, f(t)] for t in ts]} for n, f in series.items()]}))
+PY
+curl -sS -X POST -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
+    --data-binary @"$TMP/day.json" "$SERVER/v1/history" >"$TMP/import.out"
+grep -q '"refused":0' "$TMP/import.out" || fail "importing a synthetic day: $(cat "$TMP/import.out")"
 [ "$fails" -eq 0 ] || exit 1
 
 mkdir -p "$SHOTS"
