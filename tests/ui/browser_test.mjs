@@ -291,6 +291,7 @@ await check('an admin drains and undrains a node from the cluster map', async ()
   const lines = await page.$$eval('#plot-job-util path.line', (x) => x.map((e) => e.dataset.series));
   assert(lines.length === 2 && lines.every((l) => l.startsWith('h100-0.')), 'job GPU lines: ' + lines.join(','));
   await shot('job-admin');
+  await (await page.$('#view .plots')).screenshot({ path: path.join(SHOTS, 'job-gpus.png') });
 });
 
 await check('no script errors or CSP violations', async () => {
