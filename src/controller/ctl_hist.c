@@ -76,6 +76,16 @@ typedef struct series {
     int icn;
 } series;
 
+typedef struct sample {
+    char name[NAME_MAX_LEN];
+    double v;
+} sample;
+
+typedef struct samples {
+    sample *a;
+    size_t n, cap;
+} samples;
+
 struct ctl_hist {
     pthread_mutex_t mu;
     int64_t step_ns;
@@ -85,6 +95,8 @@ struct ctl_hist {
     uint32_t *slots;   /* open addressing: index + 1 into s, 0 empty */
     size_t nslots;     /* power of two, > 2 x both bounds */
     uint64_t dropped;
+    samples pending;      /* a step not yet written: a read held the rings (scheduler thread) */
+    int64_t pending_wall; /* its time */
 };
 
 static uint32_t hash(const char *s)
@@ -159,6 +171,7 @@ void ctl_hist_free(ctl_hist *h)
     }
     free(h->s);
     free(h->slots);
+    free(h->pending.a);
     pthread_mutex_destroy(&h->mu);
     free(h);
 }
@@ -288,16 +301,6 @@ void ctl_hist_metrics(ctl_hist *h, cr_buf *b)
 /* ------------------------------------------------------------------------ */
 /* Sampling                                                                  */
 
-typedef struct sample {
-    char name[NAME_MAX_LEN];
-    double v;
-} sample;
-
-typedef struct samples {
-    sample *a;
-    size_t n, cap;
-} samples;
-
 static void add(samples *ss, double v, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void add(samples *ss, double v, const char *fmt, ...)
 {
@@ -318,6 +321,42 @@ typedef struct tacc {
     double gpus, util, pending, wait;
 } tacc;
 
+typedef struct graw {
+    size_t node; /* into the names copied */
+    int index;
+    double util, mem, power, temp;
+} graw;
+
+/* Write a step's samples (h->mu held). */
+static void write_locked(ctl_hist *h, const samples *ss, int64_t wall)
+{
+    int64_t slot = wall / h->step_ns;
+    for (size_t i = 0; i < ss->n; i++) {
+        series *s = find(h, ss->a[i].name, true);
+        if (s) {
+            put_locked(s, slot, ss->a[i].v);
+        }
+    }
+}
+
+/* The step's samples into the rings: without waiting while a long read
+ * holds them (the scheduler thread samples), kept for the next call
+ * instead; a step later it waits. Scheduler thread only. */
+static void flush(ctl_hist *h, bool wait)
+{
+    if (!h->pending.n) {
+        return;
+    }
+    if (wait) {
+        pthread_mutex_lock(&h->mu);
+    } else if (pthread_mutex_trylock(&h->mu) != 0) {
+        return;
+    }
+    write_locked(h, &h->pending, h->pending_wall);
+    pthread_mutex_unlock(&h->mu);
+    h->pending.n = 0;
+}
+
 void ctl_hist_tick(ctl *c, int64_t now_mono)
 {
     (void)now_mono;
@@ -328,27 +367,38 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
     int64_t wall = ctl_clock_ns(c);
     int64_t slot = wall / h->step_ns;
     if (slot == h->last_slot) {
-        return; /* only the scheduler thread samples: no lock for last_slot */
+        flush(h, false);
+        return; /* only the scheduler thread samples: no lock for last_slot, pending */
     }
+    flush(h, true);
     h->last_slot = slot;
-    samples ss = {0};
-    samples per = {0}; /* node and GPU series, written after the rest */
+    samples *ss = &h->pending;
+    /* Under mu only numbers are copied: the names are made after. */
     pthread_mutex_lock(&c->mu);
-    size_t nt = c->ntenants;
+    size_t nt = c->ntenants, nn = c->nnodes, ng = 0;
     tacc *ta = cr_calloc(nt + 1, sizeof *ta);
+    char(*names)[CTL_NAME_MAX] = cr_calloc(nn + 1, sizeof *names);
+    double *nutil = cr_calloc(nn + 1, sizeof *nutil);
+    size_t cap = 0;
+    for (size_t i = 0; i < nn; i++) {
+        cap += c->nodes[i]->ngpus;
+    }
+    graw *gr = cr_calloc(cap + 1, sizeof *gr);
     double total = 0, alloc = 0, util = 0, pending = 0, running = 0, wsum = 0, wmax = 0;
-    for (size_t i = 0; i < c->nnodes; i++) {
+    for (size_t i = 0; i < nn; i++) {
         const ctl_node *n = c->nodes[i];
-        double nutil = 0;
+        memcpy(names[i], n->name, sizeof names[i]);
         for (size_t k = 0; k < n->ngpus; k++) {
             const ctl_gpu *g = &n->gpus[k];
             total++;
             util += g->util_pct;
-            nutil += g->util_pct;
-            add(&per, g->util_pct, "gpu.%s.%d.util", n->name, g->index);
-            add(&per, (double)g->mem_used_bytes, "gpu.%s.%d.mem_bytes", n->name, g->index);
-            add(&per, g->power_w, "gpu.%s.%d.power_w", n->name, g->index);
-            add(&per, g->temp_c, "gpu.%s.%d.temp_c", n->name, g->index);
+            nutil[i] += g->util_pct / (double)n->ngpus;
+            gr[ng++] = (graw){.node = i,
+                              .index = g->index,
+                              .util = g->util_pct,
+                              .mem = (double)g->mem_used_bytes,
+                              .power = g->power_w,
+                              .temp = g->temp_c};
             if (!g->alloc_job) {
                 continue;
             }
@@ -362,8 +412,8 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
                 }
             }
         }
-        if (n->ngpus) {
-            add(&per, nutil / (double)n->ngpus, "node.%s.gpu_util", n->name);
+        if (!n->ngpus) {
+            nutil[i] = NAN;
         }
     }
     size_t jslot = ctl_first_active_slot(c);
@@ -388,35 +438,39 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
             }
         }
     }
-    add(&ss, total ? util / total : 0, "cluster.gpu_util");
-    add(&ss, alloc, "cluster.gpus_allocated");
-    add(&ss, total, "cluster.gpus_total");
-    add(&ss, pending, "queue.pending");
-    add(&ss, running, "queue.running");
-    add(&ss, pending ? wsum / pending : 0, "queue.wait_s");
-    add(&ss, wmax, "queue.wait_max_s");
+    add(ss, total ? util / total : 0, "cluster.gpu_util");
+    add(ss, alloc, "cluster.gpus_allocated");
+    add(ss, total, "cluster.gpus_total");
+    add(ss, pending, "queue.pending");
+    add(ss, running, "queue.running");
+    add(ss, pending ? wsum / pending : 0, "queue.wait_s");
+    add(ss, wmax, "queue.wait_max_s");
     for (size_t t = 0; t < nt; t++) {
         const char *tn = c->tenants[t]->name;
-        add(&ss, ta[t].gpus, "tenant.%s.gpus_allocated", tn);
-        add(&ss, ta[t].gpus ? ta[t].util / ta[t].gpus : 0, "tenant.%s.gpu_util", tn);
-        add(&ss, ta[t].pending, "tenant.%s.pending", tn);
-        add(&ss, ta[t].pending ? ta[t].wait / ta[t].pending : 0, "tenant.%s.wait_s", tn);
+        add(ss, ta[t].gpus, "tenant.%s.gpus_allocated", tn);
+        add(ss, ta[t].gpus ? ta[t].util / ta[t].gpus : 0, "tenant.%s.gpu_util", tn);
+        add(ss, ta[t].pending, "tenant.%s.pending", tn);
+        add(ss, ta[t].pending ? ta[t].wait / ta[t].pending : 0, "tenant.%s.wait_s", tn);
     }
     pthread_mutex_unlock(&c->mu);
     free(ta);
-    /* node series before GPU series (each has a pool of its own) */
-    for (int pass = 0; pass < 2; pass++) {
-        for (size_t i = 0; i < per.n; i++) {
-            if ((strncmp(per.a[i].name, "node.", 5) == 0) == (pass == 0)) {
-                add(&ss, per.a[i].v, "%s", per.a[i].name);
-            }
+    for (size_t i = 0; i < nn; i++) {
+        if (!isnan(nutil[i])) {
+            add(ss, nutil[i], "node.%s.gpu_util", names[i]);
         }
     }
-    free(per.a);
-    for (size_t i = 0; i < ss.n; i++) {
-        ctl_hist_put(h, ss.a[i].name, wall, ss.a[i].v);
+    for (size_t k = 0; k < ng; k++) {
+        const char *nm = names[gr[k].node];
+        add(ss, gr[k].util, "gpu.%s.%d.util", nm, gr[k].index);
+        add(ss, gr[k].mem, "gpu.%s.%d.mem_bytes", nm, gr[k].index);
+        add(ss, gr[k].power, "gpu.%s.%d.power_w", nm, gr[k].index);
+        add(ss, gr[k].temp, "gpu.%s.%d.temp_c", nm, gr[k].index);
     }
-    free(ss.a);
+    free(gr);
+    free(nutil);
+    free(names);
+    h->pending_wall = wall;
+    flush(h, false);
 }
 
 /* ------------------------------------------------------------------------ */
