@@ -158,7 +158,9 @@ function plot(id, title, unit, lines, r) {
       d += (prev === null || p[0] - prev > 2 * r.step ? 'M' : 'L') + X(p[0]).toFixed(1) + ' ' + Y(p[1]).toFixed(1);
       prev = p[0];
     }
-    if (l.points.length === 1) {
+    if (l.dots) { // a value now and then (jobs that started): each point a dot
+      for (const p of l.points) g.append(svg('circle', { cx: X(p[0]).toFixed(1), cy: Y(p[1]).toFixed(1), r: 2.2, fill: colour, 'data-series': l.label, class: 'dot' }));
+    } else if (l.points.length === 1) {
       g.append(svg('circle', { cx: X(l.points[0][0]), cy: Y(l.points[0][1]), r: 2.5, fill: colour, 'data-series': l.label }));
     } else if (d) {
       g.append(svg('path', { d, fill: 'none', stroke: colour, 'stroke-width': 1.6, 'data-series': l.label, class: 'line' },
@@ -198,7 +200,10 @@ async function viewHistory(v) {
     plot('plot-tenant-alloc', 'GPUs allocated per tenant', 'GPUs', group(/^tenant\.(.+)\.gpus_allocated$/), r),
     plot('plot-tenant-util', 'Utilisation of each tenant\'s GPUs', '%', group(/^tenant\.(.+)\.gpu_util$/), r),
     plot('plot-queue', 'Queue length', 'jobs', [one('queue.pending', 'pending'), one('queue.running', 'running')], r),
-    plot('plot-wait', 'Wait of pending jobs so far', 's', [one('queue.wait_s', 'mean'), one('queue.wait_max_s', 'longest')], r),
+    plot('plot-wait', 'Wait of pending jobs so far', 's', [one('queue.wait_p50_s', 'median'), one('queue.wait_p90_s', '90th percentile'),
+      one('queue.wait_max_s', 'longest'), one('queue.wait_s', 'mean')], r),
+    plot('plot-start-wait', 'Wait of jobs that started (submit to start)', 's',
+      [Object.assign(one('queue.start_wait_s', 'all'), { dots: true }), ...group(/^tenant\.(.+)\.start_wait_s$/).map((l) => Object.assign(l, { dots: true }))], r),
   ];
   if (nodes.length) plots.push(plot('plot-nodes', 'GPU utilisation per node' + nodeNote, '%', nodes, r));
   v.replaceChildren(el('h1', {}, 'History'), spans, el('div', { class: 'plots' }, ...plots));

@@ -27,9 +27,11 @@
  *
  * Series names and who may read them:
  *   cluster.gpu_util, cluster.gpus_allocated, cluster.gpus_total,
- *   queue.pending, queue.running, queue.wait_s, queue.wait_max_s   any token
- *   tenant.NAME.gpus_allocated, tenant.NAME.gpu_util,
- *   tenant.NAME.pending, tenant.NAME.wait_s            admin, or NAME's users
+ *   queue.pending, queue.running, queue.wait_s, queue.wait_p50_s,
+ *   queue.wait_p90_s, queue.wait_max_s, queue.started,
+ *   queue.start_wait_s                                                any token
+ *   tenant.NAME.gpus_allocated, tenant.NAME.gpu_util, tenant.NAME.pending,
+ *   tenant.NAME.wait_s, tenant.NAME.start_wait_s       admin, or NAME's users
  *   node.NODE.gpu_util, gpu.NODE.IDX.{util,mem_bytes,power_w,temp_c}  admin
  *
  * POST /v1/history (admin) imports points ({"series": [{"name", "points"}]},
@@ -97,6 +99,7 @@ struct ctl_hist {
     uint64_t dropped;
     samples pending;      /* a step not yet written: a read held the rings (scheduler thread) */
     int64_t pending_wall; /* its time */
+    int64_t last_wall;    /* the last step sampled (wall clock; scheduler thread) */
 };
 
 static uint32_t hash(const char *s)
@@ -318,8 +321,24 @@ static void add(samples *ss, double v, const char *fmt, ...)
 }
 
 typedef struct tacc {
-    double gpus, util, pending, wait;
+    double gpus, util, pending, wait, started, start_wait;
 } tacc;
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of the n sorted values v (nearest rank); 0 for none. */
+static double quantile(const double *v, size_t n, double q)
+{
+    if (!n) {
+        return 0;
+    }
+    size_t k = (size_t)ceil(q * (double)n);
+    return v[k ? k - 1 : 0];
+}
 
 typedef struct graw {
     size_t node; /* into the names copied */
@@ -416,11 +435,35 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
             nutil[i] = NAN;
         }
     }
+    /* Waits: of the jobs pending now (so far), and of those that started
+     * since the last step (submit to start; one that started and ended
+     * within a step is missed). */
+    double started = 0, swsum = 0;
+    int64_t since = h->last_wall ? h->last_wall : wall - h->step_ns;
+    size_t nw = 0, capw = 0;
+    double *waits = NULL;
     size_t jslot = ctl_first_active_slot(c);
     for (ctl_job *j; (j = ctl_job_next(c, &jslot));) {
         ctl_job_state st = ctl_job_shown_state(j);
+        tacc *tj = NULL;
+        for (size_t t = 0; t < nt; t++) {
+            if (strcmp(c->tenants[t]->name, j->tenant) == 0) {
+                tj = &ta[t];
+                break;
+            }
+        }
         if (st == JS_RUNNING) {
             running++;
+            if (j->start_ns > since && j->start_ns <= wall && j->submit_ns > 0 &&
+                j->start_ns >= j->submit_ns) {
+                double sw = (double)(j->start_ns - j->submit_ns) / 1e9;
+                started++;
+                swsum += sw;
+                if (tj) {
+                    tj->started++;
+                    tj->start_wait += sw;
+                }
+            }
         }
         if (st != JS_PENDING) {
             continue;
@@ -430,12 +473,14 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
         pending++;
         wsum += w;
         wmax = w > wmax ? w : wmax;
-        for (size_t t = 0; t < nt; t++) {
-            if (strcmp(c->tenants[t]->name, j->tenant) == 0) {
-                ta[t].pending++;
-                ta[t].wait += w;
-                break;
-            }
+        if (nw == capw) {
+            capw = capw ? 2 * capw : 256;
+            waits = cr_realloc(waits, capw * sizeof *waits);
+        }
+        waits[nw++] = w;
+        if (tj) {
+            tj->pending++;
+            tj->wait += w;
         }
     }
     add(ss, total ? util / total : 0, "cluster.gpu_util");
@@ -445,15 +490,26 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
     add(ss, running, "queue.running");
     add(ss, pending ? wsum / pending : 0, "queue.wait_s");
     add(ss, wmax, "queue.wait_max_s");
+    add(ss, started, "queue.started");
+    if (started) { /* none started: no value (a gap, not a wait of 0) */
+        add(ss, swsum / started, "queue.start_wait_s");
+    }
     for (size_t t = 0; t < nt; t++) {
         const char *tn = c->tenants[t]->name;
         add(ss, ta[t].gpus, "tenant.%s.gpus_allocated", tn);
         add(ss, ta[t].gpus ? ta[t].util / ta[t].gpus : 0, "tenant.%s.gpu_util", tn);
         add(ss, ta[t].pending, "tenant.%s.pending", tn);
         add(ss, ta[t].pending ? ta[t].wait / ta[t].pending : 0, "tenant.%s.wait_s", tn);
+        if (ta[t].started) {
+            add(ss, ta[t].start_wait / ta[t].started, "tenant.%s.start_wait_s", tn);
+        }
     }
     pthread_mutex_unlock(&c->mu);
     free(ta);
+    qsort(waits, nw, sizeof *waits, cmp_double); /* out of mu */
+    add(ss, quantile(waits, nw, 0.5), "queue.wait_p50_s");
+    add(ss, quantile(waits, nw, 0.9), "queue.wait_p90_s");
+    free(waits);
     for (size_t i = 0; i < nn; i++) {
         if (!isnan(nutil[i])) {
             add(ss, nutil[i], "node.%s.gpu_util", names[i]);
@@ -470,6 +526,7 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
     free(nutil);
     free(names);
     h->pending_wall = wall;
+    h->last_wall = wall;
     flush(h, false);
 }
 

@@ -37,6 +37,10 @@ is() { [ "$(last "$1" "$ADMIN")" = "$2" ]; }
 wait_for 30 is tenant.ml.gpus_allocated 2 || fail "tenant.ml.gpus_allocated: $(last tenant.ml.gpus_allocated "$ADMIN")"
 wait_for 30 is tenant.vision.gpus_allocated 1 || fail "tenant.vision.gpus_allocated never 1"
 wait_for 30 is cluster.gpus_allocated 3 || fail "cluster.gpus_allocated never 3"
+# the two jobs that started: the wait from submit to start, all and ml's
+[ -n "$(last queue.start_wait_s "$ADMIN")" ] || fail "no queue.start_wait_s"
+[ -n "$(last tenant.ml.start_wait_s "$ML")" ] || fail "no tenant.ml.start_wait_s"
+[ "$(last queue.wait_p50_s "$ADMIN")" = 0 ] || fail "queue.wait_p50_s with nothing pending: $(last queue.wait_p50_s "$ADMIN")"
 is cluster.gpus_total 4 || fail "cluster.gpus_total: $(last cluster.gpus_total "$ADMIN")"
 [ -n "$(last gpu.n1.0.temp_c "$ADMIN")" ] || fail "no gpu.n1.0.temp_c for the admin"
 [ -n "$(last node.n1.gpu_util "$ADMIN")" ] || fail "no node.n1.gpu_util for the admin"
@@ -57,7 +61,7 @@ jq -e '.step == 2 and (.series[0].points | length) >= 2 and
 # The user of ml: the cluster totals and ml's own series, nothing of vision's.
 [ "$(code /v1/history "$ML")" = 200 ] || fail "listing as ml: $(cat "$DIR/body")"
 names=$(jq -r '.series[].name' "$DIR/body" | sort | tr '\n' ' ')
-for want in cluster.gpu_util cluster.gpus_allocated queue.pending queue.wait_s tenant.ml.gpus_allocated; do
+for want in cluster.gpu_util cluster.gpus_allocated queue.pending queue.wait_s queue.wait_p90_s tenant.ml.gpus_allocated; do
     case " $names" in *" $want "*) ;; *) fail "ml's list lacks $want: $names" ;; esac
 done
 case "$names" in *vision* | *gpu.n1* | *node.n1*) fail "ml's list shows $names" ;; esac
@@ -95,7 +99,7 @@ t=$((t / 120 * 120))
     fail "imported points: $(call GET "/v1/history?series=tenant.ml.gpus_allocated&from=$t&to=$((t + 119))&step=60" "$ML")"
 [ "$(call GET "/v1/history?series=tenant.ml.gpus_allocated&from=$t&to=$((t + 119))&step=120" "$ML" | jq -c '.series[0].points')" = "[[$t,6]]" ] ||
     fail "imported mean"
-[ "$(call GET "/v1/history?series=tenant.*&from=$t&to=$((t + 119))" "$ML" | jq -r '[.series[].name] | join(",")')" = "tenant.ml.gpus_allocated,tenant.ml.gpu_util,tenant.ml.pending,tenant.ml.wait_s" ] ||
+[ "$(call GET "/v1/history?series=tenant.*&from=$t&to=$((t + 119))" "$ML" | jq -r '[.series[].name] | join(",")')" = "tenant.ml.gpus_allocated,tenant.ml.gpu_util,tenant.ml.pending,tenant.ml.wait_s,tenant.ml.start_wait_s" ] ||
     fail "ml sees an imported series of vision's"
 [ "$(post /v1/history "$ML" '{"series":[]}')" = 403 ] || fail "a user imports history"
 [ "$(post /v1/history "$ADMIN" "{\"series\":[{\"name\":\"cluster.x\",\"points\":[[$t,1],[$t,2]]}]}")" = 400 ] &&

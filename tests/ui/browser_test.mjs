@@ -165,6 +165,9 @@ await check('the history view plots the jobs: points, axes, tenant ml only', asy
   assert(!body.includes('vision'), "another tenant's series is shown");
   assert(!(await page.$('#plot-nodes')), 'a user sees the per-node plot (admin only)');
   for (const id of ['plot-util', 'plot-queue', 'plot-wait']) assert(await page.$('#' + id + ' svg'), 'no ' + id);
+  // the two jobs that started: a dot each for their wait, all and ml's
+  const dots = await page.$$eval('#plot-start-wait circle.dot', (x) => x.map((e) => e.dataset.series));
+  assert(dots.includes('all') && dots.includes('ml') && !dots.includes('vision'), 'start waits: ' + dots.join(','));
   await shot('history');
   // the synthetic day ui_test.sh imported: every chart has a day of points
   await page.click('button[data-span="86400"]');

@@ -123,10 +123,16 @@ series = {
     "queue.running": lambda t: round(wave(t, 1, 5)),
     "queue.wait_s": lambda t: wave(t, 5, 600, 1.0),
     "queue.wait_max_s": lambda t: wave(t, 30, 1800, 1.0),
+    "queue.wait_p50_s": lambda t: wave(t, 3, 400, 1.0),
+    "queue.wait_p90_s": lambda t: wave(t, 10, 1200, 1.0),
     "node.h100-0.gpu_util": lambda t: wave(t, 20, 90),
     "node.a30-0.gpu_util": lambda t: wave(t, 5, 50, 3.0),
 }
-print(json.dumps({"series": [{"name": n, "points": [[t, f(t)] for t in ts]} for n, f in series.items()]}))
+out = [{"name": n, "points": [[t, f(t)] for t in ts]} for n, f in series.items()]
+# jobs start now and then: a wait every 20 minutes, ml's every 40
+out.append({"name": "queue.start_wait_s", "points": [[t, wave(t, 2, 900, 1.3)] for t in ts if t % 1200 == 0]})
+out.append({"name": "tenant.ml.start_wait_s", "points": [[t, wave(t, 1, 700, 1.6)] for t in ts if t % 2400 == 0]})
+print(json.dumps({"series": out}))
 PY
 curl -sS -X POST -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
     --data-binary @"$TMP/day.json" "$SERVER/v1/history" >"$TMP/import.out"
