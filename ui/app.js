@@ -180,6 +180,9 @@ const histRange = { span: 3600 };
 const SPANS = [['15 min', 900], ['1 h', 3600], ['6 h', 6 * 3600], ['1 day', 86400], ['7 days', 7 * 86400], ['90 days', 90 * 86400]];
 
 async function viewHistory(v) {
+  // #/history/SECONDS: a range to link to (15 min .. 90 days)
+  const arg = Number(current().arg);
+  if (arg >= 60 && arg <= 90 * 86400) histRange.span = Math.floor(arg);
   const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
   const q = (series, extra) => getJSON('/v1/history?' + new URLSearchParams(Object.assign({ series, from: String(from), to: String(to) }, extra)).toString());
   // nodes: the busiest dozen only (the API ranks them): a thousand lines read as none
@@ -192,7 +195,7 @@ async function viewHistory(v) {
   const r = { from: d.from, to, step: d.step };
   const spans = el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, s]) => el('button', {
     type: 'button', class: s === histRange.span ? 'active' : '', 'data-span': s,
-    onclick: () => { histRange.span = s; refresh(); },
+    onclick: () => { histRange.span = s; location.hash = '#/history/' + s; },
   }, label)), el('span', {}, 'step ' + d.step + ' s'));
   const plots = [
     plot('plot-util', 'Cluster GPU utilisation', '%', [one('cluster.gpu_util', 'all GPUs')], r),
