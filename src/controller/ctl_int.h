@@ -804,6 +804,10 @@ void ctl_job_gone_why(ctl *c, int64_t id, char *why, size_t len);
 /* ctl_desired.c: a node's desired state and the long-polls waiting on it
  * (mu held for all). The document (returned new). */
 json_t *ctl_desired_doc(ctl *c, const ctl_node *n);
+/* The UUID the agent runs entry q of placement pl (of job j on node n) on:
+ * the GPU's, or the MIG instance's; "" unknown. Borrowed; mu held. */
+const char *ctl_place_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
+                           size_t q);
 /* Answer n's long-polls with the document: all, or (expired_only) those
  * whose wait ran out by now_mono. */
 void ctl_desired_answer(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono);

@@ -138,6 +138,9 @@ await check("the job page shows spec, placement, events and a live log line", as
   assert((await text('#job-state')) === 'running', 'state');
   const body = await text('#view');
   assert(body.includes('h100-0'), 'no placement');
+  const uuids = await page.evaluate(() => [...document.querySelectorAll('#view table')].find((t) => t.textContent.includes('UUIDs'))
+    .querySelector('tbody tr td:nth-child(3)').textContent);
+  assert(/^GPU-\S+ GPU-\S+$/.test(uuids), 'placement UUIDs: ' + uuids);
   assert(body.includes('started'), 'no started event');
   await shot('job');
 });
