@@ -672,7 +672,13 @@ int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **
             double sum = 0;
             int cnt = 0;
             int64_t end = t + step > to + 1 ? to + 1 : t + step;
-            for (int64_t k2 = t / res; k2 * res < end; k2++) {
+            /* only the slots the ring holds: a range of years costs what
+             * the ring's span does */
+            int64_t lo = t / res, hi = (end + res - 1) / res; /* [lo, hi) */
+            int64_t oldest = r->last - (int64_t)r->cap + 1;
+            lo = lo < oldest ? oldest : lo;
+            hi = hi > r->last + 1 ? r->last + 1 : hi;
+            for (int64_t k2 = lo; r->last >= 0 && k2 < hi; k2++) {
                 float v = ring_get(r, k2);
                 if (!isnan(v)) {
                     sum += v;
