@@ -656,6 +656,16 @@ int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **
         qsort(sel, nsel, sizeof *sel, by_mean);
         nsel = nsel > (size_t)top ? (size_t)top : nsel;
     }
+    if (list && (uint64_t)nsel * (uint64_t)npts > CTL_HIST_ANSWER_POINTS_MAX) {
+        free(sel);
+        pthread_mutex_unlock(&h->mu);
+        *field = "series";
+        snprintf(why, whylen,
+                 "%zu series of %lld points each: at most %d points in all (fewer series, "
+                 "top=N, or a longer step)",
+                 nsel, (long long)npts, CTL_HIST_ANSWER_POINTS_MAX);
+        return CR_EINVAL;
+    }
     for (size_t k = 0; k < nsel; k++) {
         const series *s = h->s[sel[k].i];
         cr_buf_puts(b, shown++ ? ",{\"name\":" : "{\"name\":");

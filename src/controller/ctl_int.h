@@ -982,13 +982,14 @@ void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p);
  * POST /v1/services/{name}/metrics): list it for discovery. Own lock. */
 void ctl_ui_gateway_seen(const char *addr, int port);
 /* ctl_hist.c: the history (time series in memory; see the file's head). */
-#define CTL_HIST_FINE_PTS       8640  /* a day at the default 10 s step */
-#define CTL_HIST_COARSE_MUL     30    /* coarse slot = 30 steps (5 min at 10 s) */
-#define CTL_HIST_COARSE_PTS     25920 /* 90 days at 5 min */
-#define CTL_HIST_SERIES_MAX     2048  /* series kept at most, gpu.* apart */
-#define CTL_HIST_GPU_SERIES_MAX 2048  /* gpu.* series kept at most */
-#define CTL_HIST_GPU_COARSE_PTS 2016  /* gpu.*: 7 days at 5 min */
-#define CTL_HIST_POINTS_MAX     20000 /* points per series in one answer */
+#define CTL_HIST_FINE_PTS          8640    /* a day at the default 10 s step */
+#define CTL_HIST_COARSE_MUL        30      /* coarse slot = 30 steps (5 min at 10 s) */
+#define CTL_HIST_COARSE_PTS        25920   /* 90 days at 5 min */
+#define CTL_HIST_SERIES_MAX        2048    /* series kept at most, gpu.* apart */
+#define CTL_HIST_GPU_SERIES_MAX    2048    /* gpu.* series kept at most */
+#define CTL_HIST_GPU_COARSE_PTS    2016    /* gpu.*: 7 days at 5 min */
+#define CTL_HIST_POINTS_MAX        20000   /* points per series in one answer */
+#define CTL_HIST_ANSWER_POINTS_MAX 1000000 /* points in one answer, all series */
 /* Memory per series: its two rings of floats and its header. */
 #define CTL_HIST_SERIES_BYTES     ((CTL_HIST_FINE_PTS + CTL_HIST_COARSE_PTS) * 4 + 256)
 #define CTL_HIST_GPU_SERIES_BYTES ((CTL_HIST_FINE_PTS + CTL_HIST_GPU_COARSE_PTS) * 4 + 256)

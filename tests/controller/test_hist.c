@@ -234,6 +234,19 @@ static void test_scope_and_top(void **state)
     assert_null(read_q(h, &admin, "*", 0, T0, 10, 0, T0, &field));
     assert_string_equal(field, "step");
     ctl_hist_free(h);
+    /* at most CTL_HIST_ANSWER_POINTS_MAX points in one answer */
+    h = ctl_hist_new(STEP_S);
+    char name[64];
+    for (int i = 0; i < 100; i++) {
+        snprintf(name, sizeof name, "node.n%d.gpu_util", i);
+        put(h, name, T0, i);
+    }
+    assert_null(read_q(h, &admin, "node.*", T0 - 19999 * 300, T0, 300, 0, T0, &field));
+    assert_string_equal(field, "series");
+    a = read_q(h, &admin, "node.*", T0 - 19999 * 300, T0, 300, 10, T0, &field);
+    assert_int_equal(json_array_size(json_object_get(a, "series")), 10);
+    json_decref(a);
+    ctl_hist_free(h);
 }
 
 /* ------------------------------------------------------------------------ */
