@@ -370,6 +370,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "sync",
                                           "prices",
                                           "grace_s",
+                                          "history_step_s",
                                           "checkpoint_root",
                                           "checkpoint_retention_s",
                                           "run_as",
@@ -424,9 +425,9 @@ static int load_config(const char *path, ctl_config *cfg)
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             th = cfg->threads, mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s,
-            gr = cfg->grace_s, keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
-            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip,
-            crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
+            gr = cfg->grace_s, hist = cfg->history_step_s, keep = cfg->checkpoint_retention_s,
+            ht = cfg->header_timeout_s, bt = cfg->body_timeout_s, mc = cfg->max_conns,
+            mci = cfg->max_conns_per_ip, crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL,
            *parts = NULL;
@@ -447,6 +448,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
         (rc = cr_json_int(v, "", "grace_s", false, 0, 3600, &gr, &err)) ||
+        (rc = cr_json_int(v, "", "history_step_s", false, 0, 60, &hist, &err)) ||
         (rc = cr_json_int(v, "", "header_timeout_s", false, 1, 3600, &ht, &err)) ||
         (rc = cr_json_int(v, "", "body_timeout_s", false, 1, 3600, &bt, &err)) ||
         (rc = cr_json_int(v, "", "max_conns", false, 16, 1000000, &mc, &err)) ||
@@ -642,6 +644,7 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->conns_reserved = (unsigned)crs;
     cfg->max_conns_per_token = (unsigned)mct;
     cfg->grace_s = gr;
+    cfg->history_step_s = hist;
     cfg->checkpoint_retention_s = keep;
     cfg->cpus_per_gpu = cpg;
     cfg->mem_per_gpu_bytes = mem_pg;

@@ -11,6 +11,16 @@ set -eu
 . "$(dirname "$0")/../integration/lib.sh"
 cr_setup history
 unset CORRAL_SERVER CORRAL_TOKEN CORRAL_TOKEN_FILE
+# the config's history_step_s and the flag: a bad one names itself
+echo '{"history_step_s": 61}' >"$DIR/bad.json"
+if "$CORRAL" controller --config "$DIR/bad.json" --state-dir "$DIR/never" >"$DIR/bad.out" 2>&1; then
+    fail "history_step_s 61 accepted"
+fi
+grep -q history_step_s "$DIR/bad.out" || fail "the message does not name history_step_s: $(cat "$DIR/bad.out")"
+if "$CORRAL" controller --history-step x --state-dir "$DIR/never" >"$DIR/bad.out" 2>&1; then
+    fail "--history-step x accepted"
+fi
+grep -q -- --history-step "$DIR/bad.out" || fail "the message does not name --history-step"
 cr_start_controller "$DIR/ctl" --allow-legacy-join --history-step 1
 cr_start_agent n1 "$DIR/n1" "$DIR/agent.log" --gpus "sim:4xH100 SXM"
 
