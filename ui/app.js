@@ -379,9 +379,16 @@ async function readLog(id, stream, st) {
   } catch (e) { /* the agent may be gone: the page still shows the rest */ }
 }
 
+// The box follows the output (kept at its end) unless the reader scrolled
+// up, across the 2 s redraws.
 function logBox(id, st, started) {
-  if (st.text) return el('pre', { class: 'logs', id }, st.text);
-  return el('pre', { class: 'logs empty', id }, started ? 'no output yet' : 'no output yet: the job has not started');
+  if (!st.text) return el('pre', { class: 'logs empty', id }, started ? 'no output yet' : 'no output yet: the job has not started');
+  const old = document.getElementById(id);
+  const follow = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 4;
+  const top = old ? old.scrollTop : 0;
+  const box = el('pre', { class: 'logs', id }, st.text);
+  requestAnimationFrame(() => { box.scrollTop = follow ? box.scrollHeight : top; });
+  return box;
 }
 
 function dur(s) {
