@@ -65,6 +65,13 @@ async function view(hash) {
     { timeout: WAIT }, hash.replace(/^#\//, '').split('/')[0]);
 }
 const text = (sel) => page.$eval(sel, (e) => e.textContent);
+// Click what sel names once it is there, inside the page in one step: the
+// view is redrawn every 2 s, so a handle found first may be gone when
+// clicked.
+async function press(sel) {
+  await page.waitForSelector(sel, { timeout: WAIT });
+  await page.waitForFunction((q) => { const e = document.querySelector(q); if (!e) return false; e.click(); return true; }, { timeout: WAIT }, sel);
+}
 
 await check('the page carries a strict CSP and nosniff', async () => {
   const r = await page.goto(URL, { waitUntil: 'load' });
@@ -149,7 +156,7 @@ await check("the job page shows spec, placement, events and a live log line", as
 await check('the history view plots the jobs: points, axes, tenant ml only', async () => {
   await view('#/history');
   // the last 15 minutes: one point per 4 s step; the page redraws every 2 s
-  await page.click('button[data-span="900"]');
+  await press('button[data-span="900"]');
   await page.waitForFunction(() => {
     const l = document.querySelector('#plot-alloc path.line[data-series="allocated"]');
     return l && (l.getAttribute('d').match(/[ML]/g) || []).length >= 3 &&
@@ -173,7 +180,7 @@ await check('the history view plots the jobs: points, axes, tenant ml only', asy
   assert(dots.includes('all') && dots.includes('ml') && !dots.includes('vision'), 'start waits: ' + dots.join(','));
   await shot('history');
   // the synthetic day ui_test.sh imported: every chart has a day of points
-  await page.click('button[data-span="86400"]');
+  await press('button[data-span="86400"]');
   await page.waitForFunction(() => ['plot-util', 'plot-alloc', 'plot-tenant-alloc', 'plot-tenant-util', 'plot-queue', 'plot-wait']
     .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 200), { timeout: WAIT, polling: 250 });
   const day = await page.$$eval('#plot-tenant-alloc path.line', (x) => x.map((e) => e.dataset.series));
@@ -191,11 +198,10 @@ await check('a pending job is held, released and cancelled from its page', async
   assert(spec.includes('command') && spec.includes('true') && spec.includes('64 x H100 SXM'), 'spec: ' + spec);
   assert(!(await page.$eval('#job-json', (d) => d.open)), 'the full JSON is open');
   const act = async (what, state) => {
-    await page.waitForSelector('#act-' + what, { timeout: WAIT });
-    await page.click('#act-' + what);
+    await press('#act-' + what);
     await page.waitForSelector('#confirm-yes', { timeout: WAIT });
     if (what === 'cancel') await shot('job-confirm');
-    await page.click('#confirm-yes');
+    await press('#confirm-yes');
     await page.waitForFunction((s) => (document.getElementById('job-state') || {}).textContent === s, { timeout: WAIT, polling: 250 }, state);
     const msg = await text('#action-msg');
     assert(msg.endsWith(': done'), what + ': ' + msg);
@@ -203,9 +209,8 @@ await check('a pending job is held, released and cancelled from its page', async
   await act('hold', 'held');
   await act('release', 'pending');
   // "No" leaves the job as it is
-  await page.click('#act-cancel');
-  await page.waitForSelector('#confirm-no', { timeout: WAIT });
-  await page.click('#confirm-no');
+  await press('#act-cancel');
+  await press('#confirm-no');
   assert((await text('#job-state')) === 'pending', 'No cancelled it');
   await act('cancel', 'cancelled');
   const st = await page.evaluate(async (id, t) => (await (await fetch('/v1/jobs/' + id, { headers: { Authorization: 'Bearer ' + t } })).json()).state, CANCEL, TOKEN);
@@ -224,8 +229,7 @@ await check("a refused action shows the API's error text", async () => {
   await view('#/job/' + CANCEL);
   assert(!(await page.$('#act-cancel')), 'a cancelled job offers cancel');
   await page.evaluate((id) => ask('Cancel job ' + id, '/v1/jobs/' + id + '/cancel'), CANCEL);
-  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
-  await page.click('#confirm-yes');
+  await press('#confirm-yes');
   await page.waitForSelector('#action-msg.error', { timeout: WAIT });
   const t = await text('#action-msg');
   assert(t.startsWith('Cancel job ' + CANCEL + ': ') && t.length > ('Cancel job ' + CANCEL + ': ').length + 3 && !/HTTP/.test(t), 'message: ' + t);
@@ -259,7 +263,7 @@ await check('the advisor form shows ranked GPU types', async () => {
   await page.type('input[name=params]', '7e9');
   await page.select('select[name=method]', 'lora');
   await page.type('input[name=tokens]', '1e8');
-  await page.click('#advise-form button');
+  await press('#advise-form button');
   await page.waitForFunction(() => document.querySelectorAll('#advise-out tbody tr').length >= 2, { timeout: WAIT });
   const first = await text('#advise-out tbody tr td:nth-child(2)');
   assert(first.length > 0, 'no ranked type');
@@ -268,23 +272,20 @@ await check('the advisor form shows ranked GPU types', async () => {
 
 
 await check('an admin drains and undrains a node from the cluster map', async () => {
-  await page.click('#logout');
+  await press('#logout');
   await page.waitForSelector('#token', { visible: true, timeout: WAIT });
   await page.type('#token', ADMIN);
-  await page.click('#login-form button');
+  await press('#login-form button');
   await page.waitForSelector('#nav:not([hidden])', { timeout: WAIT });
   await view('#/cluster');
   const state = (n) => page.$eval('.node[data-node="' + n + '"] .node-name', (e) => e.textContent);
-  await page.waitForSelector('.node-act[data-node="a30-0"][data-act="drain"]', { timeout: WAIT });
-  await page.click('.node-act[data-node="a30-0"][data-act="drain"]');
-  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
-  await page.click('#confirm-yes');
+  await press('.node-act[data-node="a30-0"][data-act="drain"]');
+  await press('#confirm-yes');
   await page.waitForSelector('.node-act[data-node="a30-0"][data-act="undrain"]', { timeout: WAIT });
   assert(/drained/.test(await state('a30-0')), 'a30-0: ' + await state('a30-0'));
   await shot('cluster-drained');
-  await page.click('.node-act[data-node="a30-0"][data-act="undrain"]');
-  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
-  await page.click('#confirm-yes');
+  await press('.node-act[data-node="a30-0"][data-act="undrain"]');
+  await press('#confirm-yes');
   await page.waitForSelector('.node-act[data-node="a30-0"][data-act="drain"]', { timeout: WAIT });
   assert(/\(up/.test(await state('a30-0')), 'a30-0: ' + await state('a30-0'));
   await view('#/history');
