@@ -6,6 +6,7 @@
 const POLL_MS = 2000;
 const KEY = 'corral.token';
 let timer = null;
+let me = { role: '' }; // the logged-in token's /v1/whoami
 let viewGen = 0; // bumps on every navigation: late answers of an old view are dropped
 
 function token() { return sessionStorage.getItem(KEY) || ''; }
@@ -52,6 +53,9 @@ function table(head, rows) {
     el('tbody', {}, ...rows.map((r) => el('tr', {}, ...r.map((c) => el('td', {}, c))))));
 }
 
+// The view's new children; null ones (an absent part) are left out.
+function show(v, ...kids) { v.replaceChildren(...kids.filter((k) => k !== null && k !== undefined && k !== false)); }
+
 function jobLink(id) { return el('a', { href: '#/job/' + encodeURIComponent(id) }, String(id)); }
 function fmt(x, d) { return typeof x === 'number' ? x.toFixed(d === undefined ? 1 : d) : (x === null || x === undefined ? '' : String(x)); }
 function status(t) { document.getElementById('status').textContent = t; }
@@ -74,7 +78,7 @@ function showLogin(msg) {
 async function login(t) {
   sessionStorage.setItem(KEY, t);
   try {
-    const me = await getJSON('/v1/whoami');
+    me = await getJSON('/v1/whoami');
     document.getElementById('who').textContent = me.role + (me.role === 'user' ? ' ' + me.name + ' (tenant ' + me.tenant + ')' : ' ' + me.name);
     document.getElementById('login').hidden = true;
     document.getElementById('view').hidden = false;
@@ -84,6 +88,180 @@ async function login(t) {
   } catch (e) {
     if (e.message !== 'unauthenticated') showLogin(e.message);
   }
+}
+
+
+// ---------------------------------------------------------------- plots
+
+// Plain SVG line charts drawn here (no library, no CDN). Okabe-Ito colours:
+// told apart with the common colour-vision deficiencies.
+const PALETTE = ['#0072B2', '#E69F00', '#009E73', '#CC79A7', '#56B4E9', '#D55E00', '#000000', '#F0E442'];
+const SVGNS = 'http://www.w3.org/2000/svg';
+function svg(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+  for (const k of kids) e.append(k instanceof Node ? k : document.createTextNode(String(k)));
+  return e;
+}
+
+// A y-axis top that reads well: 1, 2 or 5 times a power of ten.
+function niceMax(v) {
+  if (!(v > 0)) return 1;
+  const p = Math.pow(10, Math.floor(Math.log10(v)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= v) return m * p;
+  return 10 * p;
+}
+
+function fmtTick(v) {
+  if (v >= 1e9) return (v / 1e9).toFixed(v % 1e9 ? 1 : 0) + 'G';
+  if (v >= 1e6) return (v / 1e6).toFixed(v % 1e6 ? 1 : 0) + 'M';
+  if (v >= 1e3) return (v / 1e3).toFixed(v % 1e3 ? 1 : 0) + 'k';
+  return String(Math.round(v * 100) / 100);
+}
+
+function fmtTime(t, span) {
+  const d = new Date(t * 1000);
+  const p2 = (n) => String(n).padStart(2, '0');
+  const hm = p2(d.getHours()) + ':' + p2(d.getMinutes());
+  return span > 2 * 86400 ? (d.getMonth() + 1) + '-' + p2(d.getDate()) : (span < 600 ? hm + ':' + p2(d.getSeconds()) : hm);
+}
+
+// lines: [{label, points: [[unix_s, value], ...]}]; r: {from, to, step}.
+// A gap of more than two steps breaks a line. The figure's data-points
+// counts the points drawn (tests read it).
+function plot(id, title, unit, lines, r) {
+  const W = 560, H = 190, L = 46, R = 8, T = 8, B = 24;
+  let ymax = 0, npts = 0;
+  for (const l of lines) for (const p of l.points) { if (p[1] > ymax) ymax = p[1]; npts++; }
+  ymax = unit === '%' ? 100 : niceMax(ymax);
+  const span = Math.max(1, r.to - r.from);
+  const X = (t) => L + (W - L - R) * (t - r.from) / span;
+  const Y = (v) => T + (H - T - B) * (1 - v / ymax);
+  const g = svg('svg', { viewBox: '0 0 ' + W + ' ' + H, width: W, height: H, role: 'img', 'aria-label': title });
+  const axes = svg('g', { class: 'axes' });
+  for (let i = 0; i <= 4; i++) {
+    const v = ymax * i / 4, y = Y(v);
+    axes.append(svg('line', { x1: L, x2: W - R, y1: y, y2: y, class: i ? 'grid' : 'axis' }),
+      svg('text', { x: L - 4, y: y + 4, 'text-anchor': 'end', class: 'ytick' }, fmtTick(v) + (i === 4 && unit ? ' ' + unit : '')));
+  }
+  for (let i = 0; i <= 5; i++) {
+    const t = r.from + span * i / 5, x = X(t);
+    axes.append(svg('line', { x1: x, x2: x, y1: H - B, y2: H - B + 4, class: 'axis' }),
+      svg('text', { x, y: H - 6, 'text-anchor': i === 0 ? 'start' : i === 5 ? 'end' : 'middle', class: 'xtick' }, fmtTime(t, span)));
+  }
+  axes.append(svg('line', { x1: L, x2: L, y1: T, y2: H - B, class: 'axis' }));
+  g.append(axes);
+  lines.forEach((l, i) => {
+    const colour = PALETTE[i % PALETTE.length];
+    let d = '', prev = null;
+    for (const p of l.points) {
+      d += (prev === null || p[0] - prev > 2 * r.step ? 'M' : 'L') + X(p[0]).toFixed(1) + ' ' + Y(p[1]).toFixed(1);
+      prev = p[0];
+    }
+    if (l.dots) { // a value now and then (jobs that started): each point a dot
+      for (const p of l.points) g.append(svg('circle', { cx: X(p[0]).toFixed(1), cy: Y(p[1]).toFixed(1), r: 2.2, fill: colour, 'data-series': l.label, class: 'dot' }));
+    } else if (l.points.length === 1) {
+      g.append(svg('circle', { cx: X(l.points[0][0]), cy: Y(l.points[0][1]), r: 2.5, fill: colour, 'data-series': l.label }));
+    } else if (d) {
+      g.append(svg('path', { d, fill: 'none', stroke: colour, 'stroke-width': 1.6, 'data-series': l.label, class: 'line' },
+        svg('title', {}, l.label)));
+    }
+  });
+  const legend = el('div', { class: 'plot-legend' }, ...lines.map((l, i) => {
+    const last = l.points.length ? l.points[l.points.length - 1][1] : null;
+    return el('span', {}, el('i', { 'data-c': i % PALETTE.length }), l.label + (last === null ? ' (no data)' : ': ' + fmtTick(last) + (unit ? ' ' + unit : '')));
+  }));
+  const fig = el('figure', { class: 'plot', id, 'data-points': npts }, el('figcaption', {}, title), g, legend);
+  if (!npts) fig.append(el('p', { class: 'nodata' }, 'no data in this range yet'));
+  return fig;
+}
+
+const histRange = { span: 3600 };
+const SPANS = [['15 min', 900], ['1 h', 3600], ['6 h', 6 * 3600], ['1 day', 86400], ['7 days', 7 * 86400], ['90 days', 90 * 86400]];
+
+async function viewHistory(v) {
+  // #/history/SECONDS: a range to link to (15 min .. 90 days)
+  const arg = Number(current().arg);
+  if (arg >= 60 && arg <= 90 * 86400) histRange.span = Math.floor(arg);
+  const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
+  const q = (series, extra) => getJSON('/v1/history?' + new URLSearchParams(Object.assign({ series, from: String(from), to: String(to) }, extra)).toString());
+  // nodes: the busiest dozen only (the API ranks them): a thousand lines read as none
+  const [d, nd] = await Promise.all([q('cluster.*,queue.*,tenant.*'), me.role === 'admin' ? q('node.*', { top: '12' }) : null]);
+  const by = new Map(d.series.map((s) => [s.name, s.points]));
+  const one = (name, label) => ({ label: label || name, points: by.get(name) || [] });
+  const group = (re, list) => (list || d.series).map((s) => [s.name.match(re), s]).filter(([m]) => m).map(([m, s]) => ({ label: m[1], points: s.points }));
+  const nodes = nd ? group(/^node\.(.+)\.gpu_util$/, nd.series) : [];
+  const nodeNote = nodes.length === 12 ? ' (the 12 busiest)' : '';
+  const r = { from: d.from, to, step: d.step };
+  const spans = el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, s]) => el('button', {
+    type: 'button', class: s === histRange.span ? 'active' : '', 'data-span': s,
+    onclick: () => { histRange.span = s; location.hash = '#/history/' + s; },
+  }, label)), el('span', {}, 'step ' + d.step + ' s'));
+  const plots = [
+    plot('plot-util', 'Cluster GPU utilisation', '%', [one('cluster.gpu_util', 'all GPUs')], r),
+    plot('plot-alloc', 'GPUs allocated', 'GPUs', [one('cluster.gpus_allocated', 'allocated'), one('cluster.gpus_total', 'registered')], r),
+    plot('plot-tenant-alloc', 'GPUs allocated per tenant', 'GPUs', group(/^tenant\.(.+)\.gpus_allocated$/), r),
+    plot('plot-tenant-util', 'Utilisation of each tenant\'s GPUs', '%', group(/^tenant\.(.+)\.gpu_util$/), r),
+    plot('plot-queue', 'Queue length', 'jobs', [one('queue.pending', 'pending'), one('queue.running', 'running')], r),
+    plot('plot-wait', 'Wait of pending jobs so far', 's', [one('queue.wait_p50_s', 'median'), one('queue.wait_p90_s', '90th percentile'),
+      one('queue.wait_max_s', 'longest'), one('queue.wait_s', 'mean')], r),
+    plot('plot-start-wait', 'Wait of jobs that started (submit to start)', 's',
+      [Object.assign(one('queue.start_wait_s', 'all'), { dots: true }), ...group(/^tenant\.(.+)\.start_wait_s$/).map((l) => Object.assign(l, { dots: true }))], r),
+  ];
+  if (nodes.length) plots.push(plot('plot-nodes', 'GPU utilisation per node' + nodeNote, '%', nodes, r));
+  v.replaceChildren(el('h1', {}, 'History'), spans, el('div', { class: 'plots' }, ...plots));
+}
+
+// ---------------------------------------------------------------- actions
+
+// An action asks first (a bar above the view, kept across the 2 s
+// refreshes), then goes through the ordinary API with the logged-in token;
+// the API's own error text is shown. No cookie carries the token, so a
+// page elsewhere cannot make the browser act (no CSRF to guard against).
+let pendingAction = null; // {label, path, body}
+let actionMsg = null; // {text, error}
+
+function ask(label, path, body) {
+  pendingAction = { label, path, body };
+  actionMsg = null;
+  render(document.getElementById('view'), viewGen);
+}
+
+async function confirmAction() {
+  const a = pendingAction;
+  pendingAction = null;
+  if (!a) return;
+  try {
+    const r = await api(a.path, { method: 'POST', body: a.body === undefined ? undefined : JSON.stringify(a.body) });
+    const v = await r.json().catch(() => ({}));
+    actionMsg = r.ok ? { text: a.label + ': done', error: false } : { text: a.label + ': ' + (v.message || 'HTTP ' + r.status), error: true };
+  } catch (e) {
+    if (e.message === 'unauthenticated') return;
+    actionMsg = { text: a.label + ': ' + e.message, error: true };
+  }
+  render(document.getElementById('view'), viewGen);
+}
+
+function actionBar() {
+  if (pendingAction) {
+    return el('div', { class: 'confirm', id: 'confirm' }, pendingAction.label + '?',
+      el('button', { type: 'button', id: 'confirm-yes', onclick: confirmAction }, 'Yes, ' + pendingAction.label.split(' ')[0].toLowerCase()),
+      el('button', { type: 'button', id: 'confirm-no', onclick: () => { pendingAction = null; render(document.getElementById('view'), viewGen); } }, 'No'));
+  }
+  if (actionMsg) return el('p', { id: 'action-msg', class: actionMsg.error ? 'error' : 'done' }, actionMsg.text);
+  return null;
+}
+
+function jobActions(j) {
+  const id = encodeURIComponent(j.id);
+  const b = (what, label) => el('button', { type: 'button', id: 'act-' + what, onclick: () => ask(label + ' job ' + j.id, '/v1/jobs/' + id + '/' + what) }, label);
+  const st = j.state;
+  const acts = [];
+  if (st === 'pending') acts.push(b('hold', 'Hold'));
+  if (st === 'held') acts.push(b('release', 'Release'));
+  if (st === 'running') acts.push(b('requeue', 'Requeue'));
+  if (st === 'pending' || st === 'held' || st === 'running') acts.push(b('cancel', 'Cancel'));
+  return acts.length ? el('div', { class: 'actions' }, ...acts) : null;
 }
 
 // ---------------------------------------------------------------- views
@@ -109,6 +287,16 @@ function gpuBox(n, g) {
   if (g.job) e.dataset.job = g.job;
   e.textContent = lines.join('\n');
   return e;
+}
+
+// Drain or undrain, for admins (the API refuses a user token anyway).
+function nodeAction(n) {
+  if (me.role !== 'admin' || n.state === 'lost') return null;
+  const what = n.state === 'drained' ? 'undrain' : 'drain';
+  const label = (what === 'drain' ? 'Drain' : 'Undrain') + ' node ' + n.name;
+  return el('button', { type: 'button', class: 'node-act', 'data-act': what, 'data-node': n.name,
+    onclick: () => ask(label, '/v1/nodes/' + encodeURIComponent(n.name) + '/' + what, { reason: what === 'drain' ? 'drained from the dashboard' : '' }) },
+  what);
 }
 
 async function viewCluster(v) {
@@ -140,13 +328,13 @@ async function viewCluster(v) {
             doms.get(k).push(gpuBox(n, g));
           }
           return el('div', { class: 'node' + (n.state === 'up' ? '' : ' lost'), 'data-node': n.name },
-            el('div', { class: 'node-name' }, n.name + ' (' + n.state + (n.reason ? ': ' + n.reason : '') + ')'),
+            el('div', { class: 'node-name' }, n.name + ' (' + n.state + (n.reason ? ': ' + n.reason : '') + ')', nodeAction(n)),
             ...[...doms.entries()].map(([k, gs]) => el('div', { class: 'domain', title: k }, ...gs)));
         })));
     }
     groups.push(el('div', { class: 'group' }, el('h2', {}, t + ' - ' + ngpu + ' GPUs'), ...rackEls));
   }
-  v.replaceChildren(el('h1', {}, 'Cluster'),
+  show(v, el('h1', {}, 'Cluster'), actionBar(),
     el('p', { class: 'legend' }, ...Object.entries(counts).map(([k, c]) => el('span', { class: k }, k + ' ' + c))),
     el('p', {}, d.items.length + ' nodes'), ...groups);
 }
@@ -176,7 +364,96 @@ async function viewQueue(v) {
         j.submit_time || '', el('span', { class: 'reason' }, j.state === 'running' ? (j.placement || []).map((p) => p.node + ':' + p.gpus.join(',')).join(' ') : (j.reason || ''))])));
 }
 
-let logState = { id: null, offset: 0, text: '' };
+let logState = { id: null, out: { offset: 0, text: '' }, err: { offset: 0, text: '' } };
+let specOpen = false;
+
+async function readLog(id, stream, st) {
+  try {
+    const r = await api('/v1/jobs/' + encodeURIComponent(id) + '/logs?stream=' + stream + '&offset=' + st.offset);
+    if (r.ok) {
+      const buf = await r.arrayBuffer();
+      st.offset += buf.byteLength;
+      st.text += new TextDecoder().decode(buf);
+      if (st.text.length > 200000) st.text = st.text.slice(-200000);
+    }
+  } catch (e) { /* the agent may be gone: the page still shows the rest */ }
+}
+
+// The box follows the output (kept at its end) unless the reader scrolled
+// up, across the 2 s redraws.
+function logBox(id, st, started) {
+  if (!st.text) return el('pre', { class: 'logs empty', id }, started ? 'no output yet' : 'no output yet: the job has not started');
+  const old = document.getElementById(id);
+  const follow = !old || old.scrollTop + old.clientHeight >= old.scrollHeight - 4;
+  const top = old ? old.scrollTop : 0;
+  const box = el('pre', { class: 'logs', id }, st.text);
+  requestAnimationFrame(() => { box.scrollTop = follow ? box.scrollHeight : top; });
+  return box;
+}
+
+function dur(s) {
+  if (typeof s !== 'number' || s <= 0) return '';
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), x = s % 60;
+  return (h ? h + ' h ' : '') + (m ? m + ' min ' : '') + (x || (!h && !m) ? x + ' s' : '').trim();
+}
+
+function shellWord(w) { return /^[\w@%+=:,./-]+$/.test(w) ? w : "'" + String(w).replace(/'/g, "'\\''") + "'"; }
+
+// The spec as a person reads it: what runs, on what, under which limits;
+// members that are absent or at their defaults are left out.
+function specSummary(j) {
+  const rows = [];
+  const add = (k, v) => { if (v !== undefined && v !== null && v !== '' && !(Array.isArray(v) && !v.length)) rows.push([k, v]); };
+  add('command', Array.isArray(j.command) ? j.command.map(shellWord).join(' ') : j.command);
+  if (j.script) add('script', el('pre', { class: 'script' }, j.script.length > 4000 ? j.script.slice(0, 4000) + '\n...' : j.script));
+  let gpus = (j.gpu_milli ? (j.gpu_milli / 1000) + ' of a' : j.gpus) + ' x ' + (j.run_gpu_type || j.gpu_type || 'any GPU');
+  if (j.run_gpu_type && j.gpu_type && j.run_gpu_type !== j.gpu_type) gpus += ' (asked ' + j.gpu_type + ')';
+  if (j.mig_profile) gpus += ', MIG ' + j.mig_profile;
+  if (j.gpu_mem_gb) gpus += ', at least ' + j.gpu_mem_gb + ' GB each';
+  add('GPUs', gpus);
+  if (j.nodes > 1 || j.tasks_per_node > 1) add('nodes', (j.nodes || 1) + ' node(s)' + (j.tasks_per_node ? ', ' + j.tasks_per_node + ' task(s) per node' : ''));
+  add('partition', j.partition);
+  add('kind', j.kind);
+  if (j.model && typeof j.model === 'object') {
+    const m = j.model;
+    add('model', [m.name, m.params ? (m.params / 1e9).toFixed(1) + 'B parameters' : '', m.method, m.precision, m.stack, m.tokens ? m.tokens.toExponential(1) + ' tokens' : '']
+      .filter(Boolean).join(', '));
+  }
+  add('priority', j.priority);
+  add('time limit', dur(j.time_limit_s));
+  add('preemptible', j.preemptible ? 'yes' + (j.checkpoint_interval_s ? ', checkpoint every ' + dur(j.checkpoint_interval_s) : '') : undefined);
+  add('retries', j.max_retries ? j.retries + ' of ' + j.max_retries : undefined);
+  add('image', j.image || j.image_archive);
+  add('mounts', (j.mounts || []).join(' '));
+  add('working directory', j.workdir);
+  add('environment', (j.env_names || Object.keys(j.env || {})).join(' '));
+  add('secrets', (j.secret_names || []).join(' '));
+  add('dependency', j.dependency);
+  add('array', j.array_index !== undefined ? 'task ' + j.array_index + ' of ' + j.array_first : j.array);
+  add('cpus / memory', j.cpus || j.mem_bytes ? (j.cpus || '-') + ' CPUs, ' + (j.mem_bytes ? (j.mem_bytes / 2 ** 30).toFixed(1) + ' GiB' : '-') : undefined);
+  add('submitted', j.submit_time);
+  add('started', j.start_time);
+  add('ended', j.end_time);
+  return el('table', { class: 'spec', id: 'job-spec' }, el('tbody', {}, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v)))));
+}
+
+// The job's GPUs over its life (the last run), from the history's per-GPU
+// series: an admin's only (a GPU's past holds other tenants' jobs too).
+async function jobGpuPlots(j) {
+  if (me.role !== 'admin' || !(j.placement || []).length) return [];
+  const gpus = j.placement.flatMap((p) => (p.gpus || []).map((g) => p.node + '.' + g)).slice(0, 16);
+  const from = Math.floor(Date.parse(j.start_time) / 1000);
+  const to = j.end_time ? Math.ceil(Date.parse(j.end_time) / 1000) : Math.floor(Date.now() / 1000);
+  if (!(from > 0) || to < from) return [];
+  const series = gpus.flatMap((g) => ['gpu.' + g + '.util', 'gpu.' + g + '.mem_bytes', 'gpu.' + g + '.power_w']).join(',');
+  const d = await getJSON('/v1/history?' + new URLSearchParams({ series, from: String(from), to: String(to) }).toString()).catch(() => null);
+  if (!d) return [];
+  const r = { from: d.from, to, step: d.step };
+  const of = (suffix) => d.series.filter((s) => s.name.endsWith(suffix)).map((s) => ({ label: s.name.slice(4, -suffix.length), points: s.points }));
+  return [plot('plot-job-util', "This job's GPUs: utilisation", '%', of('.util'), r),
+    plot('plot-job-mem', 'memory used', 'B', of('.mem_bytes'), r),
+    plot('plot-job-power', 'power', 'W', of('.power_w'), r)];
+}
 
 async function viewJob(v, id) {
   let j;
@@ -186,31 +463,30 @@ async function viewJob(v, id) {
     v.replaceChildren(el('h1', {}, 'Job ' + id), el('p', { class: 'error', id: 'job-error' }, e.status === 404 ? 'job ' + id + ' not found (or not yours)' : e.message));
     return;
   }
-  if (logState.id !== id) logState = { id, offset: 0, text: '' };
-  if (j.start_time) {
-    try {
-      const r = await api('/v1/jobs/' + encodeURIComponent(id) + '/logs?stream=stdout&offset=' + logState.offset);
-      if (r.ok) {
-        const buf = await r.arrayBuffer();
-        logState.offset += buf.byteLength;
-        logState.text += new TextDecoder().decode(buf);
-        if (logState.text.length > 200000) logState.text = logState.text.slice(-200000);
-      }
-    } catch (e) { /* the agent may be gone: the page still shows the rest */ }
+  if (logState.id !== id) {
+    logState = { id, out: { offset: 0, text: '' }, err: { offset: 0, text: '' } };
+    specOpen = false;
   }
+  const [, , gpuPlots] = await Promise.all(j.start_time
+    ? [readLog(id, 'stdout', logState.out), readLog(id, 'stderr', logState.err), jobGpuPlots(j)] : [null, null, []]);
   const spec = Object.assign({}, j);
   delete spec.events;
-  v.replaceChildren(el('h1', {}, 'Job ' + j.id + ' ' + (j.name || '')),
+  const full = el('details', { id: 'job-json' }, el('summary', {}, 'Full JSON'), el('pre', {}, JSON.stringify(spec, null, 2)));
+  full.open = specOpen;
+  full.addEventListener('toggle', () => { specOpen = full.open; });
+  show(v, el('h1', {}, 'Job ' + j.id + ' ' + (j.name || '')),
+    actionBar(), jobActions(j),
     table(['state', 'tenant', 'gpus', 'type', 'reason', 'exit', 'retries'],
       [[el('span', { id: 'job-state' }, j.state), j.tenant, j.gpus, j.run_gpu_type || j.gpu_type, el('span', { id: 'job-reason' }, j.reason || ''), j.exit_code, j.retries]]),
+    el('h2', {}, 'Spec'), specSummary(j), full,
     el('h2', {}, 'Placement'),
     table(['node', 'GPUs', 'UUIDs'], (j.placement || []).map((p) => [p.node, (p.gpus || []).join(','), (p.gpu_uuids || []).join(' ')])),
     el('h2', {}, 'Events'),
     table(['time', 'what', 'why'], (j.events || []).map((e) => [e.time, e.what, e.why])),
-    el('h2', {}, 'Logs (stdout, live)'),
-    el('pre', { class: 'logs', id: 'job-logs' }, logState.text),
-    el('h2', {}, 'Spec'),
-    el('pre', {}, JSON.stringify(spec, null, 2)));
+    gpuPlots.length ? el('div', { class: 'plots' }, ...gpuPlots) : null,
+    el('div', { class: 'logpair' },
+      el('div', {}, el('h2', {}, 'stdout (live)'), logBox('job-logs', logState.out, !!j.start_time)),
+      el('div', {}, el('h2', {}, 'stderr'), logBox('job-stderr', logState.err, !!j.start_time))));
 }
 
 async function viewTenants(v) {
@@ -300,6 +576,7 @@ async function render(v, gen) {
     else if (c.name === 'job') await viewJob(v, c.arg);
     else if (c.name === 'tenants') await viewTenants(v);
     else if (c.name === 'services') await viewServices(v);
+    else if (c.name === 'history') await viewHistory(v);
     else if (c.name === 'advise') viewAdvise(v);
     else await viewCluster(v);
     v.setAttribute('data-loaded', c.name);
@@ -323,6 +600,8 @@ function refresh() {
 
 function route() {
   viewGen++;
+  pendingAction = null;
+  actionMsg = null;
   clearInterval(timer);
   const c = current();
   for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.view === c.name);

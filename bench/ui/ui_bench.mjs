@@ -15,8 +15,9 @@ await page.goto(URL, { waitUntil: 'load' });
 await page.type('#token', process.env.UI_TOKEN);
 await page.click('#login-form button');
 await page.waitForSelector('#nav:not([hidden])');
-const views = [['cluster', '#/cluster'], ['queue', '#/queue'], ['job', '#/job/5000'], ['tenants', '#/tenants'], ['services', '#/services']];
-for (const [name, hash] of views) {
+const views = [['cluster', '#/cluster'], ['queue', '#/queue'], ['job', '#/job/5000'], ['tenants', '#/tenants'], ['services', '#/services'],
+  ['history', '#/history/3600'], ['history 90d', '#/history/7776000', 'history']];
+for (const [name, hash, loaded] of views) {
   const times = [];
   const inPage = []; // the page's own clock: navigation start to the view's data rendered
   for (let i = 0; i < 5; i++) {
@@ -25,14 +26,14 @@ for (const [name, hash] of views) {
     const t0 = Date.now();
     await page.goto(URL + hash, { waitUntil: 'domcontentloaded' });
     await page.waitForFunction((n) => document.getElementById('view').getAttribute('data-loaded') === n,
-      { timeout: 60000, polling: 'raf' }, name);
+      { timeout: 60000, polling: 'raf' }, loaded || name);
     times.push(Date.now() - t0);
     inPage.push(Number(await page.$eval('#view', (v) => v.dataset.firstMs)));
   }
   times.sort((a, b) => a - b);
   inPage.sort((a, b) => a - b);
-  const n = await page.evaluate(() => document.querySelectorAll('.gpu, tbody tr').length);
+  const n = await page.evaluate(() => document.querySelectorAll('.gpu, tbody tr, figure.plot').length);
   console.log(`  ${name.padEnd(10)} ${String(inPage[2]).padStart(6)} ms in page (min ${inPage[0]}, max ${inPage[4]}), ` +
-    `${times[2]} ms as the driver saw it; ${n} GPU boxes/rows`);
+    `${times[2]} ms as the driver saw it; ${n} GPU boxes/rows/charts`);
 }
 await browser.close();

@@ -51,6 +51,7 @@ static void usage(FILE *f)
     fprintf(
         f,
         "  --heartbeat S        agent heartbeat interval in seconds (default 5)\n"
+        "  --history-step S     the history's resolution in seconds (default 10; 0: none)\n"
         "  --lost-after S       node lost after S seconds of silence (default 30)\n"
         "  --sync full|normal   SQLite durability (default full: fsync per commit)\n"
         "  --store SPEC         sqlite (default: STATE_DIR/corral.db) or\n"
@@ -217,6 +218,9 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_advise(c, req, &p);
     } else if (strcmp(r, "cluster") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_cluster(c, req, &p);
+    } else if (strcmp(r, "history") == 0 && nseg == 2 &&
+               (strcmp(m, "GET") == 0 || strcmp(m, "POST") == 0)) {
+        ctl_route_history(c, req, &p);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);
     } else if (strcmp(r, "whoami") == 0 && nseg == 2) {
@@ -244,6 +248,7 @@ static void config_defaults(ctl_config *cfg)
     snprintf(cfg->policy, sizeof cfg->policy, "priority");
     snprintf(cfg->checkpoint_root, sizeof cfg->checkpoint_root, "/tmp/corral/ckpt");
     cfg->heartbeat_s = 5;
+    cfg->history_step_s = 10;
     cfg->lost_after_s = 30;
     cfg->sched_interval_ms = 5;
     cfg->round_s = 360;
@@ -371,6 +376,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "sync",
                                           "prices",
                                           "grace_s",
+                                          "history_step_s",
                                           "checkpoint_root",
                                           "checkpoint_retention_s",
                                           "run_as",
@@ -425,9 +431,10 @@ static int load_config(const char *path, ctl_config *cfg)
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
             rs = cfg->round_s, th = cfg->threads, mb = (int64_t)cfg->max_body_bytes,
-            rt = cfg->request_timeout_s, gr = cfg->grace_s, keep = cfg->checkpoint_retention_s,
-            ht = cfg->header_timeout_s, bt = cfg->body_timeout_s, mc = cfg->max_conns,
-            mci = cfg->max_conns_per_ip, crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
+            rt = cfg->request_timeout_s, gr = cfg->grace_s, hist = cfg->history_step_s,
+            keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
+            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip,
+            crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL,
            *parts = NULL;
@@ -449,6 +456,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
         (rc = cr_json_int(v, "", "grace_s", false, 0, 3600, &gr, &err)) ||
+        (rc = cr_json_int(v, "", "history_step_s", false, 0, 60, &hist, &err)) ||
         (rc = cr_json_int(v, "", "header_timeout_s", false, 1, 3600, &ht, &err)) ||
         (rc = cr_json_int(v, "", "body_timeout_s", false, 1, 3600, &bt, &err)) ||
         (rc = cr_json_int(v, "", "max_conns", false, 16, 1000000, &mc, &err)) ||
@@ -645,6 +653,7 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->conns_reserved = (unsigned)crs;
     cfg->max_conns_per_token = (unsigned)mct;
     cfg->grace_s = gr;
+    cfg->history_step_s = hist;
     cfg->checkpoint_retention_s = keep;
     cfg->cpus_per_gpu = cpg;
     cfg->mem_per_gpu_bytes = mem_pg;
@@ -741,6 +750,8 @@ static void ctl_free_state(ctl *c)
     ctl_node_labels_free(c);
     ctl_services_free(c);
     ctl_keys_free(c);
+    ctl_hist_free(c->hist);
+    c->hist = NULL;
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
         free(c->tenants[i]);
@@ -1014,6 +1025,9 @@ static int run(ctl *c)
     }
     cr_info("state loaded: %lld job ids, %zu nodes, %zu tenants (schema v%d)",
             (long long)(c->next_id - 1), c->nnodes, c->ntenants, cr_store_schema_version(c->store));
+    if (c->cfg.history_step_s > 0 && !c->hist) {
+        c->hist = ctl_hist_new(c->cfg.history_step_s);
+    }
     rc = ctl_sched_start(c);
     if (rc == 0) {
         rc = ctl_logs_start(c);
@@ -1163,7 +1177,8 @@ int cr_controller_main(int argc, char **argv)
         O_ETCD_OPS,
         O_METRICS_TOKEN,
         O_ETCD_SEC,
-        O_RATE
+        O_RATE,
+        O_HIST
     };
     static const struct option opts[] = {
         {"config", required_argument, NULL, O_CONFIG},
@@ -1174,6 +1189,7 @@ int cr_controller_main(int argc, char **argv)
         {"policy", required_argument, NULL, O_POLICY},
         {"round", required_argument, NULL, O_ROUND},
         {"heartbeat", required_argument, NULL, O_HB},
+        {"history-step", required_argument, NULL, O_HIST},
         {"lost-after", required_argument, NULL, O_LOST},
         {"sync", required_argument, NULL, O_SYNC},
         {"threads", required_argument, NULL, O_THREADS},
@@ -1279,6 +1295,15 @@ int cr_controller_main(int argc, char **argv)
             } else {
                 c->cfg.lost_after_s = x;
             }
+            break;
+        case O_HIST:
+            if (cr_parse_i64(optarg, 0, 60, &x) != 0) {
+                fprintf(stderr,
+                        "corral controller: --history-step: expected seconds 0..60, got '%s'\n",
+                        optarg);
+                goto out;
+            }
+            c->cfg.history_step_s = x;
             break;
         case O_SYNC:
             if (strcmp(optarg, "full") && strcmp(optarg, "normal")) {

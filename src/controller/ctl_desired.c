@@ -27,8 +27,8 @@
  * older controller) gets the instances of its profile in job-id order
  * among the jobs on that GPU, so two jobs sharing a GPU differ.
  */
-static const char *slot_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
-                             size_t q_entry)
+const char *ctl_place_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
+                           size_t q_entry)
 {
     int gpu_index = pl->gpus[q_entry];
     const ctl_gpu *g = NULL;
@@ -171,7 +171,7 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
         json_t *gpus = json_array(), *uuids = json_array();
         for (size_t g = 0; g < pl->ngpus; g++) {
             json_array_append_new(gpus, json_integer(pl->gpus[g]));
-            json_array_append_new(uuids, json_string(slot_uuid(c, n, j, pl, g)));
+            json_array_append_new(uuids, json_string(ctl_place_uuid(c, n, j, pl, g)));
         }
         const ctl_node *master = ctl_node_find(c, j->place[0].node);
         char ckpt[1200];

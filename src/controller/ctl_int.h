@@ -259,6 +259,7 @@ typedef struct ctl_config {
     char metrics_token_file[1024];
     char policy[16];
     int64_t heartbeat_s, lost_after_s;
+    int64_t history_step_s;    /* the history's resolution (ctl_hist.c); 0: none kept */
     int64_t sched_interval_ms; /* minimum time between cycles */
     int64_t round_s;           /* policy rounds: the round length */
     unsigned threads;
@@ -438,6 +439,7 @@ struct ctl {
     struct ctl_list_cache *list_cache; /* rendered list items (ctl_joblist.c), own lock */
     struct ctl_rl *rl;                 /* request rate limits (ctl_ratelimit.c), own locks */
     struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
+    struct ctl_hist *hist;             /* time series (ctl_hist.c), own lock; NULL: none */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -815,6 +817,10 @@ void ctl_job_gone_why(ctl *c, int64_t id, char *why, size_t len);
 /* ctl_desired.c: a node's desired state and the long-polls waiting on it
  * (mu held for all). The document (returned new). */
 json_t *ctl_desired_doc(ctl *c, const ctl_node *n);
+/* The UUID the agent runs entry q of placement pl (of job j on node n) on:
+ * the GPU's, or the MIG instance's; "" unknown. Borrowed; mu held. */
+const char *ctl_place_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
+                           size_t q);
 /* Answer n's long-polls with the document: all, or (expired_only) those
  * whose wait ran out by now_mono. */
 void ctl_desired_answer(ctl *c, ctl_node *n, bool expired_only, int64_t now_mono);
@@ -988,6 +994,38 @@ void ctl_route_cluster(ctl *c, cr_http_req *req, const cr_principal *p);
 /* A gateway reported load with its /metrics port (member metrics_port of
  * POST /v1/services/{name}/metrics): list it for discovery. Own lock. */
 void ctl_ui_gateway_seen(const char *addr, int port);
+/* ctl_hist.c: the history (time series in memory; see the file's head). */
+#define CTL_HIST_FINE_PTS          8640    /* a day at the default 10 s step */
+#define CTL_HIST_COARSE_MUL        30      /* coarse slot = 30 steps (5 min at 10 s) */
+#define CTL_HIST_COARSE_PTS        25920   /* 90 days at 5 min */
+#define CTL_HIST_SERIES_MAX        2048    /* series kept at most, gpu.* apart */
+#define CTL_HIST_GPU_SERIES_MAX    2048    /* gpu.* series kept at most */
+#define CTL_HIST_GPU_COARSE_PTS    2016    /* gpu.*: 7 days at 5 min */
+#define CTL_HIST_POINTS_MAX        20000   /* points per series in one answer */
+#define CTL_HIST_ANSWER_POINTS_MAX 1000000 /* points in one answer, all series */
+/* Memory per series: its two rings of floats and its header. */
+#define CTL_HIST_SERIES_BYTES     ((CTL_HIST_FINE_PTS + CTL_HIST_COARSE_PTS) * 4 + 256)
+#define CTL_HIST_GPU_SERIES_BYTES ((CTL_HIST_FINE_PTS + CTL_HIST_GPU_COARSE_PTS) * 4 + 256)
+typedef struct ctl_hist ctl_hist;
+ctl_hist *ctl_hist_new(int64_t step_s); /* free with ctl_hist_free */
+void ctl_hist_free(ctl_hist *h);
+/* One value of series name at wall_ns; CR_ENOSPC past its pool's bound. Own lock. */
+int ctl_hist_put(ctl_hist *h, const char *name, int64_t wall_ns, double value);
+size_t ctl_hist_count(ctl_hist *h, uint64_t *dropped); /* series kept, and values refused */
+/* corral_history_series{kind}, _bytes, _values_refused_total onto b (h may be NULL). */
+void ctl_hist_metrics(ctl_hist *h, cr_buf *b);
+/* Sample the cluster once per step (the scheduler thread; takes mu). */
+void ctl_hist_tick(ctl *c, int64_t now_mono);
+/* A range query (GET /v1/history's parameters; step and top 0: default). */
+typedef struct ctl_hist_query {
+    const char *series;                 /* "a,b,prefix*"; NULL: the names only */
+    int64_t from, to, step, top, now_s; /* unix seconds */
+    const cr_principal *p;              /* whose: what it may read */
+} ctl_hist_query;
+/* The answer's JSON onto b (borrowed); CR_EINVAL with *field and why. Own lock. */
+int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **field, char *why,
+                  size_t whylen);
+void ctl_route_history(ctl *c, cr_http_req *req, const cr_principal *p);
 /* ctl_ctr.c: the desired state's "container" of a job; NULL when it has
  * no image. Returned new. */
 json_t *ctl_ctr_desired(const ctl *c, const json_t *spec);

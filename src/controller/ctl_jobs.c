@@ -312,6 +312,17 @@ static void job_show(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id
         if (steps) {
             json_object_set_new(v, "steps", steps); /* srun's (docs/slurm.md) */
         }
+        /* the UUIDs the agents run it on (the job page's column, docs/api.md) */
+        json_t *pls = json_object_get(v, "placement");
+        for (size_t i = 0; i < json_array_size(pls) && i < j->nplace; i++) {
+            const ctl_place *pl = &j->place[i];
+            const ctl_node *n = ctl_node_find(c, pl->node);
+            json_t *u = json_array();
+            for (size_t q = 0; n && q < pl->ngpus; q++) {
+                json_array_append_new(u, json_string(ctl_place_uuid(c, n, j, pl, q)));
+            }
+            json_object_set_new(json_array_get(pls, i), "gpu_uuids", u);
+        }
     }
     /* ?env=1: the values too (names only by default), credential-looking
      * ones redacted even here. */

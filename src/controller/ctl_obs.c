@@ -208,6 +208,7 @@ void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
     cr_prom_family(b, "corral_node_last_seen_seconds", "gauge",
                    "Seconds since each node's agent was last heard from.");
     cr_buf_append(b, seen.data, seen.len);
+    ctl_hist_metrics(c->hist, b);
     cr_buf_fini(&nodes);
     cr_buf_fini(&gpus);
     cr_buf_fini(&seen);

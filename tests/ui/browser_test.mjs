@@ -3,6 +3,8 @@
 // user of tenant "ml". Set up by ui_test.sh; environment:
 //   UI_URL UI_TOKEN UI_RUN (a running job printing ui-marker-ID)
 //   UI_PEND (a job that cannot fit) UI_OTHER (another tenant's job)
+//   UI_CANCEL (a pending job of ml the test holds, releases and cancels)
+//   UI_ADMIN (an admin token: drain and undrain a node)
 //   UI_SHOTS (screenshot dir) CHROME (the browser)
 // Each wait polls with a generous deadline; nothing depends on timing.
 import puppeteer from 'puppeteer-core';
@@ -18,6 +20,8 @@ const RUN = env('UI_RUN');
 const PEND = env('UI_PEND');
 const OTHER = env('UI_OTHER');
 const SHOTS = env('UI_SHOTS');
+const CANCEL = env('UI_CANCEL');
+const ADMIN = env('UI_ADMIN');
 const WAIT = 30000;
 
 let passed = 0;
@@ -61,6 +65,13 @@ async function view(hash) {
     { timeout: WAIT }, hash.replace(/^#\//, '').split('/')[0]);
 }
 const text = (sel) => page.$eval(sel, (e) => e.textContent);
+// Click what sel names once it is there, inside the page in one step: the
+// view is redrawn every 2 s, so a handle found first may be gone when
+// clicked.
+async function press(sel) {
+  await page.waitForSelector(sel, { timeout: WAIT });
+  await page.waitForFunction((q) => { const e = document.querySelector(q); if (!e) return false; e.click(); return true; }, { timeout: WAIT }, sel);
+}
 
 await check('the page carries a strict CSP and nosniff', async () => {
   const r = await page.goto(URL, { waitUntil: 'load' });
@@ -134,8 +145,95 @@ await check("the job page shows spec, placement, events and a live log line", as
   assert((await text('#job-state')) === 'running', 'state');
   const body = await text('#view');
   assert(body.includes('h100-0'), 'no placement');
+  const uuids = await page.evaluate(() => [...document.querySelectorAll('#view table')].find((t) => t.textContent.includes('UUIDs'))
+    .querySelector('tbody tr td:nth-child(3)').textContent);
+  assert(/^GPU-\S+ GPU-\S+$/.test(uuids), 'placement UUIDs: ' + uuids);
   assert(body.includes('started'), 'no started event');
   await shot('job');
+});
+
+
+await check('the history view plots the jobs: points, axes, tenant ml only', async () => {
+  await view('#/history');
+  // the last 15 minutes: one point per 4 s step; the page redraws every 2 s
+  await press('button[data-span="900"]');
+  await page.waitForFunction(() => {
+    const l = document.querySelector('#plot-alloc path.line[data-series="allocated"]');
+    return l && (l.getAttribute('d').match(/[ML]/g) || []).length >= 3 &&
+      /allocated: 2 GPUs/.test(document.querySelector('#plot-alloc .plot-legend').textContent);
+  }, { timeout: WAIT, polling: 250 });
+  const p = await page.$eval('#plot-alloc', (f) => ({
+    paths: [...f.querySelectorAll('path.line')].map((x) => ({ s: x.dataset.series, n: (x.getAttribute('d').match(/[ML]/g) || []).length })),
+    xt: f.querySelectorAll('text.xtick').length, yt: [...f.querySelectorAll('text.ytick')].map((t) => t.textContent),
+  }));
+  const alloc = p.paths.find((x) => x.s === 'allocated');
+  assert(alloc && alloc.n >= 3, 'allocated line: ' + JSON.stringify(p.paths));
+  assert(p.xt >= 5 && p.yt.length >= 5, 'axes: ' + JSON.stringify(p));
+  const tenants = await page.$$eval('#plot-tenant-alloc path.line, #plot-tenant-alloc circle', (x) => x.map((e) => e.dataset.series));
+  assert(tenants.includes('ml'), 'tenant plot: ' + tenants.join(','));
+  const body = await text('#view');
+  assert(!body.includes('vision'), "another tenant's series is shown");
+  assert(!(await page.$('#plot-nodes')), 'a user sees the per-node plot (admin only)');
+  for (const id of ['plot-util', 'plot-queue', 'plot-wait']) assert(await page.$('#' + id + ' svg'), 'no ' + id);
+  // the two jobs that started: a dot each for their wait, all and ml's
+  const dots = await page.$$eval('#plot-start-wait circle.dot', (x) => x.map((e) => e.dataset.series));
+  assert(dots.includes('all') && dots.includes('ml') && !dots.includes('vision'), 'start waits: ' + dots.join(','));
+  await shot('history');
+  // the synthetic day ui_test.sh imported: every chart has a day of points
+  await press('button[data-span="86400"]');
+  await page.waitForFunction(() => ['plot-util', 'plot-alloc', 'plot-tenant-alloc', 'plot-tenant-util', 'plot-queue', 'plot-wait']
+    .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 200), { timeout: WAIT, polling: 250 });
+  const day = await page.$$eval('#plot-tenant-alloc path.line', (x) => x.map((e) => e.dataset.series));
+  assert(day.length === 1 && day[0] === 'ml', 'tenant lines over the day: ' + day.join(','));
+  assert(!(await text('#view')).includes('vision'), "another tenant's imported series is shown");
+  await shot('history-day');
+});
+
+await check('a pending job is held, released and cancelled from its page', async () => {
+  await view('#/job/' + CANCEL);
+  const logs = await text('#job-logs');
+  assert(/no output yet/.test(logs), 'logs box: ' + logs);
+  assert(!/\bnull\b|undefined/.test(await text('#view')), 'the page shows null: ' + await text('#view'));
+  const spec = await text('#job-spec');
+  assert(spec.includes('command') && spec.includes('true') && spec.includes('64 x H100 SXM'), 'spec: ' + spec);
+  assert(!(await page.$eval('#job-json', (d) => d.open)), 'the full JSON is open');
+  const act = async (what, state) => {
+    await press('#act-' + what);
+    await page.waitForSelector('#confirm-yes', { timeout: WAIT });
+    if (what === 'cancel') await shot('job-confirm');
+    await press('#confirm-yes');
+    await page.waitForFunction((s) => (document.getElementById('job-state') || {}).textContent === s, { timeout: WAIT, polling: 250 }, state);
+    const msg = await text('#action-msg');
+    assert(msg.endsWith(': done'), what + ': ' + msg);
+  };
+  await act('hold', 'held');
+  await act('release', 'pending');
+  // "No" leaves the job as it is
+  await press('#act-cancel');
+  await press('#confirm-no');
+  assert((await text('#job-state')) === 'pending', 'No cancelled it');
+  await act('cancel', 'cancelled');
+  const st = await page.evaluate(async (id, t) => (await (await fetch('/v1/jobs/' + id, { headers: { Authorization: 'Bearer ' + t } })).json()).state, CANCEL, TOKEN);
+  assert(st === 'cancelled', 'the API says ' + st);
+  await shot('job-cancelled');
+});
+
+await check("a refused action shows the API's error text", async () => {
+  // a user token asks for a drain, as a hand-made request would
+  const msg = await page.evaluate(async (t) => {
+    const r = await fetch('/v1/nodes/h100-0/drain', { method: 'POST', headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' }, body: '{}' });
+    return r.status + ' ' + ((await r.json()).message || '');
+  }, TOKEN);
+  assert(/^403 /.test(msg), 'a user drained a node: ' + msg);
+  // the page shows what the API says: cancel the cancelled job through the page's own path
+  await view('#/job/' + CANCEL);
+  assert(!(await page.$('#act-cancel')), 'a cancelled job offers cancel');
+  await page.evaluate((id) => ask('Cancel job ' + id, '/v1/jobs/' + id + '/cancel'), CANCEL);
+  await press('#confirm-yes');
+  await page.waitForSelector('#action-msg.error', { timeout: WAIT });
+  const t = await text('#action-msg');
+  assert(t.startsWith('Cancel job ' + CANCEL + ': ') && t.length > ('Cancel job ' + CANCEL + ': ').length + 3 && !/HTTP/.test(t), 'message: ' + t);
+  console.log('  refused: ' + t);
 });
 
 await check("another tenant's job is refused", async () => {
@@ -165,11 +263,42 @@ await check('the advisor form shows ranked GPU types', async () => {
   await page.type('input[name=params]', '7e9');
   await page.select('select[name=method]', 'lora');
   await page.type('input[name=tokens]', '1e8');
-  await page.click('#advise-form button');
+  await press('#advise-form button');
   await page.waitForFunction(() => document.querySelectorAll('#advise-out tbody tr').length >= 2, { timeout: WAIT });
   const first = await text('#advise-out tbody tr td:nth-child(2)');
   assert(first.length > 0, 'no ranked type');
   await shot('advise');
+});
+
+
+await check('an admin drains and undrains a node from the cluster map', async () => {
+  await press('#logout');
+  await page.waitForSelector('#token', { visible: true, timeout: WAIT });
+  await page.type('#token', ADMIN);
+  await press('#login-form button');
+  await page.waitForSelector('#nav:not([hidden])', { timeout: WAIT });
+  await view('#/cluster');
+  const state = (n) => page.$eval('.node[data-node="' + n + '"] .node-name', (e) => e.textContent);
+  await press('.node-act[data-node="a30-0"][data-act="drain"]');
+  await press('#confirm-yes');
+  await page.waitForSelector('.node-act[data-node="a30-0"][data-act="undrain"]', { timeout: WAIT });
+  assert(/drained/.test(await state('a30-0')), 'a30-0: ' + await state('a30-0'));
+  await shot('cluster-drained');
+  await press('.node-act[data-node="a30-0"][data-act="undrain"]');
+  await press('#confirm-yes');
+  await page.waitForSelector('.node-act[data-node="a30-0"][data-act="drain"]', { timeout: WAIT });
+  assert(/\(up/.test(await state('a30-0')), 'a30-0: ' + await state('a30-0'));
+  await view('#/history');
+  await page.waitForSelector('#plot-nodes path.line', { timeout: WAIT });
+  await shot('history-admin');
+  // the running job's GPUs over its life, beside its events
+  await view('#/job/' + RUN);
+  await page.waitForFunction(() => Number((document.getElementById('plot-job-util') || { dataset: {} }).dataset.points) >= 2,
+    { timeout: WAIT, polling: 250 });
+  const lines = await page.$$eval('#plot-job-util path.line', (x) => x.map((e) => e.dataset.series));
+  assert(lines.length === 2 && lines.every((l) => l.startsWith('h100-0.')), 'job GPU lines: ' + lines.join(','));
+  await shot('job-admin');
+  await (await page.$('#view .plots')).screenshot({ path: path.join(SHOTS, 'job-gpus.png') });
 });
 
 await check('no script errors or CSP violations', async () => {

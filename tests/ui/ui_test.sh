@@ -32,7 +32,7 @@ fi
 
 mkdir -p "$TMP/ctl"
 "$BIN" controller --allow-legacy-join --config "$CKPT_CONF" --listen 127.0.0.1:0 \
-    --state-dir "$TMP/ctl" --heartbeat 1 >"$TMP/ctl.log" 2>&1 &
+    --state-dir "$TMP/ctl" --heartbeat 1 --history-step 1 >"$TMP/ctl.log" 2>&1 &
 PIDS+=($!)
 wait_for 30 test -s "$TMP/ctl/listen.addr" || { cat "$TMP/ctl.log"; echo "FAIL: controller did not start"; exit 1; }
 wait_for 30 test -s "$TMP/ctl/admin.token" || { echo "FAIL: no admin token"; exit 1; }
@@ -67,8 +67,9 @@ VIS=$(tok vision bob)
 id_of() { sed -n 's/.*"ids":\[\([0-9]*\).*/\1/p'; }
 RUN=$(call POST /v1/jobs "$ML" '{"name":"<img src=x id=xss>train","command":["sh","-c","echo ui-marker-$CORRAL_JOB_ID; sleep 300"],"gpus":2,"gpu_type":"H100 SXM"}' | id_of)
 PEND=$(call POST /v1/jobs "$ML" '{"name":"too-big","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
+CANCEL=$(call POST /v1/jobs "$ML" '{"name":"to-cancel","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
 OTHER=$(call POST /v1/jobs "$VIS" '{"name":"secret-vision","command":["sleep","300"],"gpus":1,"gpu_type":"A30","mig_profile":"1g.6gb"}' | id_of)
-[ -n "$RUN" ] && [ -n "$PEND" ] && [ -n "$OTHER" ] || { echo "FAIL: submit failed"; exit 1; }
+[ -n "$RUN" ] && [ -n "$PEND" ] && [ -n "$CANCEL" ] && [ -n "$OTHER" ] || { echo "FAIL: submit failed"; exit 1; }
 running() { call GET "/v1/jobs/${RUN}" "$ADMIN" | grep -q '"state":"running"'; }
 wait_for 30 running || { echo "FAIL: job $RUN did not start"; call GET "/v1/jobs/$RUN" "$ADMIN"; exit 1; }
 RUN=$OTHER wait_for 30 running || { echo "FAIL: MIG job $OTHER did not start"; exit 1; }
@@ -95,11 +96,53 @@ grep -q '"state":"busy"' "$TMP/body" || fail "the cluster map does not show ml's
 grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to tenant vision"
 [ "$(code /v1/cluster "$ML")" = 200 ] && grep -q "\"job\":$RUN" "$TMP/body" ||
     fail "the cluster map lacks ml's own job $RUN"
+# The history has a few seconds of the jobs (one sample a second) before
+# the browser plots it.
+alloc_points() {
+    [ "$(call GET "/v1/history?series=cluster.gpus_allocated&from=$(($(date +%s) - 60))" "$ML" |
+        grep -o '\],\[' | wc -l)" -ge 3 ]
+}
+wait_for 30 alloc_points || fail "the history has no points: $(call GET '/v1/history?series=cluster.*' "$ML")"
+# A synthetic day before that (POST /v1/history, admin): a point a minute
+# of the cluster, queue, both tenants and both nodes.
+python3 - "$(date +%s)" >"$TMP/day.json" <<'PY'
+import json, math, sys
+now = int(sys.argv[1])
+ts = range((now - 86400) // 60 * 60, now - 120, 60)
+def wave(t, lo, hi, phase=0.0):
+    return round(lo + (hi - lo) * (0.5 + 0.5 * math.sin(2 * math.pi * (t % 86400) / 86400 + phase)), 2)
+series = {
+    "cluster.gpu_util": lambda t: wave(t, 20, 85),
+    "cluster.gpus_allocated": lambda t: round(wave(t, 1, 6)),
+    "cluster.gpus_total": lambda t: 6,
+    "tenant.ml.gpus_allocated": lambda t: round(wave(t, 0, 4)),
+    "tenant.ml.gpu_util": lambda t: wave(t, 30, 95, 0.5),
+    "tenant.vision.gpus_allocated": lambda t: round(wave(t, 0, 2, 2.0)),
+    "tenant.vision.gpu_util": lambda t: wave(t, 10, 60, 2.0),
+    "queue.pending": lambda t: round(wave(t, 0, 12, 1.0)),
+    "queue.running": lambda t: round(wave(t, 1, 5)),
+    "queue.wait_s": lambda t: wave(t, 5, 600, 1.0),
+    "queue.wait_max_s": lambda t: wave(t, 30, 1800, 1.0),
+    "queue.wait_p50_s": lambda t: wave(t, 3, 400, 1.0),
+    "queue.wait_p90_s": lambda t: wave(t, 10, 1200, 1.0),
+    "node.h100-0.gpu_util": lambda t: wave(t, 20, 90),
+    "node.a30-0.gpu_util": lambda t: wave(t, 5, 50, 3.0),
+}
+out = [{"name": n, "points": [[t, f(t)] for t in ts]} for n, f in series.items()]
+# jobs start now and then: a wait every 20 minutes, ml's every 40
+out.append({"name": "queue.start_wait_s", "points": [[t, wave(t, 2, 900, 1.3)] for t in ts if t % 1200 == 0]})
+out.append({"name": "tenant.ml.start_wait_s", "points": [[t, wave(t, 1, 700, 1.6)] for t in ts if t % 2400 == 0]})
+print(json.dumps({"series": out}))
+PY
+curl -sS -X POST -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
+    --data-binary @"$TMP/day.json" "$SERVER/v1/history" >"$TMP/import.out"
+grep -q '"refused":0' "$TMP/import.out" || fail "importing a synthetic day: $(cat "$TMP/import.out")"
 [ "$fails" -eq 0 ] || exit 1
 
 mkdir -p "$SHOTS"
 # TMPDIR: the browser's profile and its shared-memory files stay in $TMP.
 TMPDIR="$TMP" UI_URL="$SERVER/ui" UI_TOKEN="$ML" UI_RUN="$RUN" UI_PEND="$PEND" UI_OTHER="$OTHER" \
+    UI_CANCEL="$CANCEL" UI_ADMIN="$ADMIN" \
     UI_SHOTS="$SHOTS" CHROME="$CHROME" node "$HERE/browser_test.mjs"
 rc=$?
 [ $rc -ne 0 ] && tail -20 "$TMP/ctl.log"
