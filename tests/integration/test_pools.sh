@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# Node pools with the local provider (issue 31; docs/pools.md). One case a run:
+#   scale   a job asking for a type no node has: the pool creates a node
+#           (deploy/providers/local starts an agent with the bootstrap
+#           token), the job runs on it, the node is deleted after the idle
+#           time and the provider lists nothing left
+#   refuse  a provider that refuses (capacity): the job stays pending with
+#           the refusal in its reason, the pool says so, nothing is left
+#   thrash  jobs arriving at the idle time's boundary: at most 2 creates
+#           (one regret, then the idle time doubles) and every job runs
+#   bad     a provider that exits non-zero, prints no JSON or hangs: an
+#           event each, backoff, nothing leaked, the controller answers
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+CASE=${1:-scale}
+cr_setup "pools-$CASE"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PROVIDER=$SRC/deploy/providers/local
+PDIR=$DIR/provider
+mkdir -p "$PDIR"
+command -v python3 >/dev/null || { echo "SKIP: python3"; exit 77; }
+
+IDLE=${IDLE:-3}
+LIFE=${LIFE:-0}
+pool_conf() { # pool_conf EXTRA-PROVIDER-CONFIG
+    cat >"$CKPT_CONF" <<JSON
+{"checkpoint_root": "$DIR/ckpt",
+ "pools": [{"name": "burst", "gpu_type": "L4", "gpus_per_node": 1, "min_nodes": 0,
+            "max_nodes": 2, "cost_per_hour": 0.8, "boot_s": 1, "boot_timeout_s": 30,
+            "idle_s": $IDLE, "min_lifetime_s": $LIFE, "pending_s": 0, "provider_timeout_s": 5,
+            "refusal_retry_s": 2, "labels": {"site": "cloud", "spot": "true"},
+            "provider": "$PROVIDER",
+            "provider_config": {"dir": "$PDIR", "corral": "$CORRAL"$1}}]}
+JSON
+}
+cleanup_extra() { # whatever the provider still runs
+    local f
+    for f in "$PDIR"/*/pid; do
+        [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true
+    done
+    sleep 0.5
+    for f in "$PDIR"/*/pid; do
+        [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true
+    done
+}
+fail_context() {
+    c pools --events 64 || true
+    for f in "$PDIR"/*/agent.log "$PDIR"/.deleted/*/agent.log; do
+        [ -f "$f" ] && { echo "--- $f"; tail -5 "$f"; }
+    done
+}
+pools_json() { c pools --json; }
+pool_field() { pools_json | python3 -c "import json,sys; p=json.load(sys.stdin)['items'][0]; print($1)"; }
+job_field() { c show --json "$1" | python3 -c "import json,sys; j=json.load(sys.stdin); print($2)"; }
+listed() { echo '{"version":1,"op":"list","config":{"dir":"'"$PDIR"'"}}' | "$PROVIDER" |
+    python3 -c "import json,sys; print(len(json.load(sys.stdin)['nodes']))"; }
+submit_id() { c submit "$@" | sed -nE 's/^Submitted job ([0-9]+).*/\1/p'; }
+is() { [ "$1" = "$2" ]; }                 # is A B
+at_least() { [ "$1" -ge "$2" ] 2>/dev/null; } # at_least A B
+job_is() { is "$(job_field "$1" "j['state']")" "$2"; }
+creates_at_least() { at_least "$(pool_field "p['creates']")" "$1"; }
+pool_nodes_is() { is "$(pool_field "len(p['nodes'])")" "$1"; }
+reason_has() { job_field "$1" "j.get('reason') or ''" | grep -q "$2"; }
+event_seen() { pool_field "' '.join(e['what'] for e in p.get('events', []))" | grep -qw "$1"; }
+
+case $CASE in
+scale)
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # a static node of another type: the job's type is only in the pool
+    cr_start_agent static1 "$DIR/a1" "$DIR/agent1.log" --gpus 'sim:1xL40S'
+    wait_for 30 eval 'c nodes 2>/dev/null | grep -q static1' || true
+    id=$(submit_id --gpus 1 --gpu-type L4 --constraint site=cloud -- sh -c 'sleep 2; echo ran-on-pool')
+    [ -n "$id" ] || fail "submit"
+    wait_for 30 creates_at_least 1 || fail "the pool created no node"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    node=$(job_field "$id" "j.get('run_nodes') or ''")
+    case "$node" in *burst-*) ;; *) fail "job $id ran on '$node', not a pool node" ;; esac
+    c pools
+    wait_for 60 pool_nodes_is 0 || fail "the idle node was not deleted"
+    [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
+    c nodes | grep -q "burst-" && fail "the controller still shows the pool node"
+    ev=$(pools_json | python3 -c "import json,sys; print(' '.join(e['what'] for e in json.load(sys.stdin)['items'][0]['events']))")
+    for w in create up drain deleted; do
+        case " $ev " in *" $w "*) ;; *) fail "no '$w' event in: $ev" ;; esac
+    done
+    c show "$id" | grep -q "pool burst creates node" || fail "the job has no event of its node's create"
+    pools_json | python3 -c "
+import json,sys
+p=json.load(sys.stdin)['items'][0]
+cr=[e for e in p['events'] if e['what']=='create'][0]
+de=[e for e in p['events'] if e['what']=='drain'][0]
+assert 'job $id' in cr['why'], cr
+assert 'idle' in de['why'], de
+" || fail "the create and drain events do not say why"
+    echo "PASS pools scale: job $id ran on $node, the node went after ${IDLE}s idle"
+    ;;
+refuse)
+    pool_conf ', "capacity": 0'
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 30 reason_has "$id" 'provider refused' ||
+        fail "job $id's reason does not say the provider refused: $(job_field "$id" "j.get('reason')")"
+    [ "$(job_field "$id" "j['state']")" = pending ] || fail "job $id is not pending"
+    c pools | grep -q "refused: capacity" || fail "corral pools does not show the refusal"
+    echo 1 >"$PDIR/capacity" # capacity comes back: the job runs
+    wait_for 60 job_is "$id" completed || fail "job $id did not run once capacity came"
+    echo "PASS pools refuse: $(job_field "$id" "j['events'][-1]['why'] if j.get('events') else ''")"
+    ;;
+thrash)
+    IDLE=4 pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # 8 one-second jobs, each submitted when the last one ended plus the idle time
+    last=""
+    for i in 1 2 3 4 5 6 7 8; do
+        id=$(submit_id --gpus 1 --gpu-type L4 -- sleep 1)
+        [ -n "$id" ] || fail "submit $i"
+        wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+        sleep "$IDLE.3"
+        last=$id
+    done
+    creates=$(pool_field "p['creates']")
+    deletes=$(pool_field "p['deletes']")
+    c pools
+    [ "$creates" -le 2 ] || fail "$creates creates for 8 jobs at the boundary (at most 2)"
+    pool_field "[e['what'] for e in p['events']]" | grep -q hysteresis || [ "$creates" = 1 ] ||
+        fail "no hysteresis event"
+    echo "PASS pools thrash: 8 jobs, $creates create(s), $deletes delete(s), last job $last"
+    ;;
+bad)
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    touch "$PDIR/exit"
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    wait_for 30 event_seen create-failed || fail "no create-failed event"
+    c pools --events 5
+    pool_field "p.get('last_error','')" | grep -q "status 3" || fail "the error does not name the exit status"
+    curl -sf "$SERVER/healthz" >/dev/null || c whoami >/dev/null || fail "the controller does not answer"
+    echo "PASS pools bad"
+    ;;
+esac
