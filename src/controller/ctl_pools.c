@@ -86,6 +86,7 @@ typedef struct pool {
     int64_t gpus_per_node, min_nodes, max_nodes;
     int64_t boot_s, boot_timeout_s, idle_s, min_lifetime_s, pending_s, provider_timeout_s;
     int64_t refusal_retry_s;
+    int64_t backoff_base_s; /* the first backoff; doubles per failure to BACKOFF_MAX_S */
     double cost_per_hour;
     json_t *labels;   /* owned object, may be empty */
     json_t *patterns; /* owned: static members (fnmatch), or NULL */
@@ -138,6 +139,7 @@ static const char *const pool_members[] = {"name",
                                            "provider_timeout_s",
                                            "refusal_retry_s",
                                            "nodes",
+                                           "backoff_s",
                                            NULL};
 
 static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *err)
@@ -155,6 +157,7 @@ static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *e
     p->pending_s = 10;
     p->provider_timeout_s = 60;
     p->refusal_retry_s = 60;
+    p->backoff_base_s = BACKOFF_BASE_S;
     if (!json_is_object(o)) {
         return cr_json_fail(err, CR_EINVAL, path, "field '%s': want an object", path);
     }
@@ -175,6 +178,8 @@ static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *e
         (rc = cr_json_int(o, path, "provider_timeout_s", false, 1, 3600, &p->provider_timeout_s,
                           err)) ||
         (rc = cr_json_int(o, path, "refusal_retry_s", false, 1, 86400, &p->refusal_retry_s, err)) ||
+        (rc =
+             cr_json_int(o, path, "backoff_s", false, 1, BACKOFF_MAX_S, &p->backoff_base_s, err)) ||
         (rc = cr_json_obj(o, path, "labels", false, &labels, err)) ||
         (rc = cr_json_obj(o, path, "provider_config", false, &pconf, err)) ||
         (rc = cr_json_arr(o, path, "nodes", false, 1024, &pats, err))) {
@@ -477,9 +482,9 @@ static void pn_drop(pool *p, pnode *x)
     *x = p->pn[--p->npn];
 }
 
-static int64_t backoff_s(int n)
+static int64_t backoff_of(int64_t base, int n)
 {
-    int64_t s = BACKOFF_BASE_S;
+    int64_t s = base;
     for (int i = 1; i < n && s < BACKOFF_MAX_S; i++) {
         s *= 2;
     }
@@ -528,7 +533,12 @@ static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *s
     if (strcasecmp(j->gpu_type, p->gpu_type) != 0) {
         return false;
     }
-    const char *k = ctl_reason_class(j->reason);
+    /* the scheduler's reason, not the pool's note after it */
+    char base[512];
+    const char *r = j->reason ? j->reason : "";
+    const char *m = strstr(r, REASON_MARK);
+    snprintf(base, sizeof base, "%.*s", m ? (int)(m - r) : (int)strlen(r), r);
+    const char *k = ctl_reason_class(base);
     if (strcmp(k, "quota") == 0 || strcmp(k, "held") == 0 || strcmp(k, "dependency") == 0) {
         return false;
     }
@@ -573,6 +583,21 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
         p->idle_mult = 1;
     }
     int64_t idle_ns = p->idle_s * p->idle_mult * CR_NS_PER_SEC;
+    ctl_node shape;
+    memset(&shape, 0, sizeof shape);
+    snprintf(shape.name, sizeof shape.name, "%.50s-new", p->name);
+    shape.labels = p->labels;
+    ctl_gpu g1;
+    memset(&g1, 0, sizeof g1);
+    snprintf(g1.model, sizeof g1.model, "%s", p->gpu_type);
+    snprintf(g1.health, sizeof g1.health, "ok");
+    shape.gpus = &g1;
+    shape.ngpus = 1;
+    size_t nany = 0; /* pending jobs of the pool's shape, wherever they may go */
+    size_t slot = ctl_first_active_slot(c);
+    for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
+        nany += job_wants(c, p, j, &shape, now_wall);
+    }
     /* 1a. the nodes */
     for (size_t i = 0; i < p->npn; i++) {
         pnode *x = &p->pn[i];
@@ -591,7 +616,8 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
             } else if (now - x->created_mono > p->boot_timeout_s * CR_NS_PER_SEC) {
                 x->state = PN_DELETING;
                 p->failures++;
-                p->backoff_until_mono = now + backoff_s(p->failures) * CR_NS_PER_SEC;
+                p->backoff_until_mono =
+                    now + backoff_of(p->backoff_base_s, p->failures) * CR_NS_PER_SEC;
                 snprintf(p->last_error, sizeof p->last_error,
                          "%s did not register within boot_timeout_s (%llds)", x->name,
                          (long long)p->boot_timeout_s);
@@ -600,7 +626,7 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
                            "did not register within boot_timeout_s (%llds): deleting; %d failed "
                            "in a row, next create in %llds",
                            (long long)p->boot_timeout_s, p->failures,
-                           (long long)backoff_s(p->failures));
+                           (long long)backoff_of(p->backoff_base_s, p->failures));
             }
             break;
         case PN_UP:
@@ -615,11 +641,14 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
             }
             break;
         case PN_DRAINING:
-            if (n && active_jobs(c, n) > 0) {
+            if (n && (active_jobs(c, n) > 0 || nany > 0)) {
                 drain(c, n, false, "");
                 x->state = PN_UP;
-                x->idle_mono = 0;
-                pool_event(p, x->name, "kept", "a job was placed on it while it drained");
+                x->idle_mono = active_jobs(c, n) > 0 ? 0 : now;
+                pool_event(p, x->name, "kept", "%s while it drained: kept",
+                           nany ? "demand came back" : "a job was placed on it");
+                p->idle_mult = p->idle_mult * 2 > IDLE_MULT_MAX ? IDLE_MULT_MAX : p->idle_mult * 2;
+                p->last_regret_mono = now;
             } else if (!n || !n->sched_dirty) {
                 x->state = PN_DELETING;
             }
@@ -629,24 +658,13 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
         }
     }
     /* 1b. the demand */
-    ctl_node shape;
-    memset(&shape, 0, sizeof shape);
-    snprintf(shape.name, sizeof shape.name, "%.50s-new", p->name);
-    shape.labels = p->labels;
-    ctl_gpu g1;
-    memset(&g1, 0, sizeof g1);
-    snprintf(g1.model, sizeof g1.model, "%s", p->gpu_type);
-    snprintf(g1.health, sizeof g1.health, "ok");
-    shape.gpus = &g1;
-    shape.ngpus = 1;
     ctl_job *dem[DEMAND_MAX];
-    size_t nd = 0, nany = 0;
-    size_t slot = ctl_first_active_slot(c);
+    size_t nd = 0;
+    slot = ctl_first_active_slot(c);
     for (ctl_job *j; nd < DEMAND_MAX && (j = ctl_job_next(c, &slot));) {
         if (!job_wants(c, p, j, &shape, now_wall)) {
             continue;
         }
-        nany++;
         if (now_wall - j->submit_ns < p->pending_s * CR_NS_PER_SEC || node_can_take(c, j)) {
             continue;
         }
@@ -790,6 +808,7 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
                      (long long)((now - old->idle_mono) / CR_NS_PER_SEC));
             drain(c, n, true, why);
             old->state = PN_DRAINING;
+            p->last_delete_mono = now; /* the decision: a create after it is a regret */
             snprintf(old->why, sizeof old->why,
                      "idle %llds (idle time %llds), %zu node(s) over min",
                      (long long)((now - old->idle_mono) / CR_NS_PER_SEC),
@@ -923,11 +942,12 @@ static void apply(ctl *c, pool *p, pwork *w)
                        w->ncreate, r->msg, (long long)s);
         } else if (r->rc != 0) {
             p->failures++;
-            p->backoff_until_mono = now + backoff_s(p->failures) * CR_NS_PER_SEC;
+            p->backoff_until_mono =
+                now + backoff_of(p->backoff_base_s, p->failures) * CR_NS_PER_SEC;
             snprintf(p->last_error, sizeof p->last_error, "create: %.200s", r->msg);
             pool_event(p, NULL, "create-failed",
                        "provider create of %zu node(s): %s; deleting them, next try in %llds",
-                       w->ncreate, r->msg, (long long)backoff_s(p->failures));
+                       w->ncreate, r->msg, (long long)backoff_of(p->backoff_base_s, p->failures));
         } else {
             p->refusals = 0;
             p->refusal[0] = '\0';
@@ -961,19 +981,16 @@ static void apply(ctl *c, pool *p, pwork *w)
         }
         x->inflight = false;
         if (r->rc != 0) {
-            x->retry_mono = now + 30 * CR_NS_PER_SEC;
-            pool_event(p, x->name, "delete-failed", "provider delete: %s; retry in 30s", r->msg);
+            x->retry_mono = now + 3 * p->backoff_base_s * CR_NS_PER_SEC;
+            pool_event(p, x->name, "delete-failed", "provider delete: %s; retry in %llds", r->msg,
+                       (long long)(3 * p->backoff_base_s));
             continue;
         }
         char name[CTL_NAME_MAX], why[200];
         snprintf(name, sizeof name, "%s", x->name);
         snprintf(why, sizeof why, "%s", x->why);
-        bool was_up = x->up_mono > 0;
         pn_drop(p, x);
         p->deletes++;
-        if (was_up) {
-            p->last_delete_mono = now;
-        }
         pool_event(p, name, "deleted", "%s", why[0] ? why : "deleted");
         forget_node(c, name); /* releases mu for the commit */
     }

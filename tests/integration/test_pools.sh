@@ -117,26 +117,40 @@ thrash)
         id=$(submit_id --gpus 1 --gpu-type L4 -- sleep 1)
         [ -n "$id" ] || fail "submit $i"
         wait_for 60 job_is "$id" completed || fail "job $id did not complete"
-        sleep "$IDLE.3"
+        sleep "$((IDLE + 2))"
         last=$id
     done
     creates=$(pool_field "p['creates']")
     deletes=$(pool_field "p['deletes']")
     c pools
     [ "$creates" -le 2 ] || fail "$creates creates for 8 jobs at the boundary (at most 2)"
-    pool_field "[e['what'] for e in p['events']]" | grep -q hysteresis || [ "$creates" = 1 ] ||
-        fail "no hysteresis event"
+    [ "$deletes" -le 1 ] || fail "$deletes deletes for 8 jobs at the boundary (at most 1)"
+    event_seen hysteresis || event_seen kept || fail "no hysteresis event: the idle time never grew"
+    at_least "$(pool_field "p['idle_s']")" $((IDLE * 2)) || fail "the idle time did not grow"
     echo "PASS pools thrash: 8 jobs, $creates create(s), $deletes delete(s), last job $last"
     ;;
 bad)
     pool_conf ""
-    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    sed -i 's/"refusal_retry_s": 2,/"refusal_retry_s": 2, "backoff_s": 1,/' "$CKPT_CONF"
     touch "$PDIR/exit"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
     id=$(submit_id --gpus 1 --gpu-type L4 -- true)
-    wait_for 30 event_seen create-failed || fail "no create-failed event"
-    c pools --events 5
-    pool_field "p.get('last_error','')" | grep -q "status 3" || fail "the error does not name the exit status"
-    curl -sf "$SERVER/healthz" >/dev/null || c whoami >/dev/null || fail "the controller does not answer"
-    echo "PASS pools bad"
+    [ -n "$id" ] || fail "submit"
+    err_has() { pool_field "' '.join(e['why'] for e in p.get('events', []))" | grep -q "$1"; }
+    wait_for 30 err_has "exited with status 3" || fail "no event of the provider's exit status"
+    mv "$PDIR/exit" "$PDIR/garbage"
+    wait_for 30 err_has "invalid JSON answer" || fail "no event of the provider's invalid JSON"
+    mv "$PDIR/garbage" "$PDIR/hang"
+    wait_for 30 err_has "no answer within provider_timeout_s" || fail "no event of the hung provider"
+    c jobs >/dev/null || fail "the controller does not answer"
+    mv "$PDIR/hang" "$PDIR/extra"
+    wait_for 60 job_is "$id" completed || fail "job $id did not run once the provider behaved"
+    wait_for 30 err_has "not asked for" || fail "no event of the node not asked for"
+    rm "$PDIR/extra"
+    wait_for 60 pool_nodes_is 0 || fail "the pool's nodes were not all deleted"
+    [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
+    ! pgrep -f "sleep 3600" -u "$(id -u)" -a | grep -q . || echo "note: a sleep 3600 runs (not necessarily ours)"
+    c pools --events 64
+    echo "PASS pools bad: exit status, invalid JSON, a hang and an extra node: events, no leak"
     ;;
 esac
