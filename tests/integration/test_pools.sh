@@ -65,6 +65,11 @@ event_seen() { pool_field "' '.join(e['what'] for e in p.get('events', []))" | g
 
 case $CASE in
 scale)
+    # bad pool configs are refused naming the member
+    printf '{"pools":[{"name":"x","gpu_type":"L4","provider":"/bin/true"}]}' >"$DIR/bad.json"
+    "$CORRAL" controller --config "$DIR/bad.json" --state-dir "$DIR/bad" --listen 127.0.0.1:0 \
+        >"$DIR/bad.out" 2>&1 && fail "a pool with a provider and no max_nodes was accepted"
+    grep -q "pools\[0\].max_nodes" "$DIR/bad.out" || fail "the refusal does not name pools[0].max_nodes: $(cat "$DIR/bad.out")"
     pool_conf ""
     cr_start_controller "$DIR/ctl" --allow-legacy-join
     # a static node of another type: the job's type is only in the pool
