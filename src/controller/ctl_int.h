@@ -941,6 +941,8 @@ void ctl_route_bootstrap(ctl *c, cr_http_req *req, const cr_principal *p, char *
  * text_out (CR_TOKEN_TEXT_MAX bytes), its row into txn. 0 or CR_EQUOTA. mu
  * held. */
 int ctl_boot_mint(ctl *c, cr_store_txn *txn, const char *node, int64_t ttl_s, char *text_out);
+/* Revoke the tokens ctl_boot_mint made for node (never used). mu held. */
+void ctl_boot_forget(ctl *c, cr_store_txn *txn, const char *node);
 int ctl_load_bootstrap(ctl *c);
 /* May principal p (role join or agent) register node `node` (exists: it is
  * registered already)? 0, or an HTTP status with the reason in why. Uses up

@@ -482,6 +482,18 @@ static void pn_drop(pool *p, pnode *x)
     *x = p->pn[--p->npn];
 }
 
+/* Its bootstrap token goes when a node leaves before it registered. mu held. */
+static void token_forget(ctl *c, const char *node)
+{
+    cr_store_txn *txn = cr_store_txn_new();
+    ctl_boot_forget(c, txn, node);
+    if (cr_store_txn_empty(txn)) {
+        cr_store_txn_free(txn);
+    } else {
+        cr_store_submit(c->store, txn, NULL, NULL);
+    }
+}
+
 static int64_t backoff_of(int64_t base, int n)
 {
     int64_t s = base;
@@ -912,6 +924,7 @@ static void apply(ctl *c, pool *p, pwork *w)
             x->inflight = false;
             x->created_mono = now; /* the boot timeout runs from the answer */
             if (r->rc == CR_ENOSPC) {
+                token_forget(c, x->name);
                 pn_drop(p, x);
                 continue;
             }
@@ -989,6 +1002,9 @@ static void apply(ctl *c, pool *p, pwork *w)
         char name[CTL_NAME_MAX], why[200];
         snprintf(name, sizeof name, "%s", x->name);
         snprintf(why, sizeof why, "%s", x->why);
+        if (x->up_mono == 0) {
+            token_forget(c, name);
+        }
         pn_drop(p, x);
         p->deletes++;
         pool_event(p, name, "deleted", "%s", why[0] ? why : "deleted");

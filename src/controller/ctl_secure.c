@@ -450,6 +450,17 @@ int ctl_boot_mint(ctl *c, cr_store_txn *txn, const char *node, int64_t ttl_s, ch
     return 0;
 }
 
+void ctl_boot_forget(ctl *c, cr_store_txn *txn, const char *node)
+{
+    for (size_t i = 0; i < c->nboots;) {
+        if (strcmp(c->boots[i].node, node) == 0 && strncmp(c->boots[i].name, "pool:", 5) == 0) {
+            boot_drop(c, txn, &c->boots[i]); /* (the last one moves into slot i) */
+        } else {
+            i++;
+        }
+    }
+}
+
 void ctl_route_bootstrap(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
 {
     const char *m = cr_http_method(req);

@@ -108,7 +108,10 @@ refuse)
     wait_for 30 reason_has "$id" 'provider refused' ||
         fail "job $id's reason does not say the provider refused: $(job_field "$id" "j.get('reason')")"
     [ "$(job_field "$id" "j['state']")" = pending ] || fail "job $id is not pending"
-    c pools | grep -q "refused: capacity" || fail "corral pools does not show the refusal"
+    c pools | grep -q "refused.*capacity" || fail "corral pools does not show the refusal"
+    # each refused create's bootstrap token is revoked: none piles up
+    ntok=$(c admin bootstrap-token list --json | python3 -c "import json,sys; print(sum(1 for t in json.load(sys.stdin)['items'] if t['name'].startswith('pool:')))")
+    [ "$ntok" -le 1 ] || fail "$ntok pool bootstrap tokens kept after refusals"
     echo 1 >"$PDIR/capacity" # capacity comes back: the job runs
     wait_for 60 job_is "$id" completed || fail "job $id did not run once capacity came"
     echo "PASS pools refuse: $(job_field "$id" "j['events'][-1]['why'] if j.get('events') else ''")"
