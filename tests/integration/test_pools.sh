@@ -8,6 +8,8 @@
 #           the refusal in its reason, the pool says so, nothing is left
 #   thrash  jobs arriving at the idle time's boundary: at most 2 creates
 #           (one regret, then the idle time doubles) and every job runs
+#   restart the controller restarts with a pool node running: adopted from
+#           the provider's list, deleted after the idle time
 #   bad     a provider that exits non-zero, prints no JSON or hangs: an
 #           event each, backoff, nothing leaked, the controller answers
 set -euo pipefail
@@ -136,6 +138,25 @@ thrash)
     event_seen hysteresis || event_seen kept || fail "no hysteresis event: the idle time never grew"
     at_least "$(pool_field "p['idle_s']")" $((IDLE * 2)) || fail "the idle time did not grow"
     echo "PASS pools thrash: 8 jobs, $creates create(s), $deletes delete(s), last job $last"
+    ;;
+restart)
+    # the controller restarts while the pool's node runs: the provider's list
+    # is read at start, the node adopted, and deleted after the idle time
+    IDLE=6 pool_conf ""
+    port=$(free_ports 1)
+    cr_start_controller "$DIR/ctl" --allow-legacy-join --listen "127.0.0.1:$port"
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    kill -TERM "$CTL_PID"
+    wait "$CTL_PID" 2>/dev/null || true
+    [ "$(listed)" = 1 ] || fail "the provider does not list the node before the restart"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join --listen "127.0.0.1:$port"
+    wait_for 30 event_seen adopted || fail "the node was not adopted from the provider's list"
+    wait_for 60 pool_nodes_is 0 || fail "the adopted node was not deleted after the idle time"
+    [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
+    c pools --events 5
+    echo "PASS pools restart: the node left running across a restart was adopted and deleted"
     ;;
 bad)
     pool_conf ""
