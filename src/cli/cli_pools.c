@@ -38,7 +38,9 @@ static void pools_print(cli_ctx *ctx, const json_t *items, int64_t nev)
         snprintf(mm, sizeof mm, "%lld-%lld",
                  (long long)json_integer_value(json_object_get(p, "min_nodes")),
                  (long long)json_integer_value(json_object_get(p, "max_nodes")));
-        snprintf(cost, sizeof cost, "%.2f", json_number_value(json_object_get(p, "cost_per_hour")));
+        snprintf(cost, sizeof cost, "%.2f (%.2f so far)",
+                 json_number_value(json_object_get(p, "cost_per_hour")),
+                 json_number_value(json_object_get(p, "cost")));
         if (!json_is_true(json_object_get(p, "elastic"))) {
             snprintf(st, sizeof st, "static");
         } else if (json_object_get(p, "refused")) {

@@ -103,6 +103,8 @@ typedef struct pool {
     int64_t last_delete_mono, last_regret_mono;
     int idle_mult;
     int64_t creates, deletes;
+    double node_s;       /* node-seconds bought since start: booting to deleted */
+    int64_t billed_mono; /* node_s counted up to (monotonic) */
     pevent ev[EVENTS_MAX];
     size_t nev; /* events recorded in all (ring index nev % EVENTS_MAX) */
     bool listed;
@@ -595,6 +597,10 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
         p->idle_mult = 1;
     }
     int64_t idle_ns = p->idle_s * p->idle_mult * CR_NS_PER_SEC;
+    if (p->billed_mono > 0) {
+        p->node_s += (double)p->npn * (double)(now - p->billed_mono) / 1e9;
+    }
+    p->billed_mono = now;
     ctl_node shape;
     memset(&shape, 0, sizeof shape);
     snprintf(shape.name, sizeof shape.name, "%.50s-new", p->name);
@@ -712,7 +718,6 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
         }
         if (b == nbins) {
             unplaced++;
-            reason_note(j, "");
             char note[200];
             snprintf(note, sizeof note, "%s at max_nodes (%lld)", p->name, (long long)p->max_nodes);
             reason_note(j, note);
@@ -1236,6 +1241,8 @@ static json_t *pool_json(ctl *c, const pool *p, bool admin)
         "up", (json_int_t)counts[PN_UP], "draining", (json_int_t)counts[PN_DRAINING], "deleting",
         (json_int_t)counts[PN_DELETING], "creates", (json_int_t)p->creates, "deletes",
         (json_int_t)p->deletes, "failures", p->failures);
+    json_object_set_new(o, "node_hours", json_real(p->node_s / 3600.0));
+    json_object_set_new(o, "cost", json_real(p->node_s / 3600.0 * p->cost_per_hour));
     if (now < p->backoff_until_mono) {
         json_object_set_new(o, "backoff_s",
                             json_integer((p->backoff_until_mono - now) / CR_NS_PER_SEC + 1));
