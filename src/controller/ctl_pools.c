@@ -1300,3 +1300,60 @@ void ctl_route_pools(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
     size_t n = json_array_size(items);
     ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
 }
+
+/* ------------------------------------------------------------------------ */
+/* /metrics                                                                 */
+
+static void pool_sample(cr_buf *b, const char *name, const char *pname, const char *state, double v)
+{
+    cr_buf l;
+    cr_buf_init(&l);
+    cr_prom_label(&l, "pool", pname);
+    if (state) {
+        cr_prom_label(&l, "state", state);
+    }
+    cr_prom_sample(b, name, cr_buf_str(&l), v);
+    cr_buf_fini(&l);
+}
+
+void ctl_pools_metrics(ctl *c, cr_buf *b)
+{
+    pthread_mutex_lock(&c->mu);
+    struct ctl_pools *ps = c->pools;
+    if (!ps) {
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    cr_prom_family(b, "corral_pool_nodes", "gauge",
+                   "A pool's provider nodes by state (booting, up, draining, deleting).");
+    for (size_t i = 0; i < ps->n; i++) {
+        size_t cnt[4] = {0};
+        for (size_t k = 0; k < ps->p[i].npn; k++) {
+            cnt[ps->p[i].pn[k].state]++;
+        }
+        for (int s = 0; s < 4; s++) {
+            pool_sample(b, "corral_pool_nodes", ps->p[i].name, pn_names[s], (double)cnt[s]);
+        }
+    }
+    cr_prom_family(b, "corral_pool_creates_total", "counter",
+                   "Nodes a pool asked its provider for.");
+    for (size_t i = 0; i < ps->n; i++) {
+        pool_sample(b, "corral_pool_creates_total", ps->p[i].name, NULL, (double)ps->p[i].creates);
+    }
+    cr_prom_family(b, "corral_pool_deletes_total", "counter", "Nodes a pool's provider deleted.");
+    for (size_t i = 0; i < ps->n; i++) {
+        pool_sample(b, "corral_pool_deletes_total", ps->p[i].name, NULL, (double)ps->p[i].deletes);
+    }
+    cr_prom_family(b, "corral_pool_failures", "gauge",
+                   "Failed boots and creates in a row (backoff doubles with each).");
+    for (size_t i = 0; i < ps->n; i++) {
+        pool_sample(b, "corral_pool_failures", ps->p[i].name, NULL, (double)ps->p[i].failures);
+    }
+    cr_prom_family(b, "corral_pool_cost_total", "counter",
+                   "Cost of the node-hours a pool bought since the controller started.");
+    for (size_t i = 0; i < ps->n; i++) {
+        pool_sample(b, "corral_pool_cost_total", ps->p[i].name, NULL,
+                    ps->p[i].node_s / 3600.0 * ps->p[i].cost_per_hour);
+    }
+    pthread_mutex_unlock(&c->mu);
+}

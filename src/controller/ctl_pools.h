@@ -17,6 +17,7 @@
 #ifndef CTL_POOLS_H
 #define CTL_POOLS_H
 
+#include "cr_buf.h"
 #include "cr_json.h"
 
 #include <jansson.h>
@@ -36,5 +37,7 @@ void ctl_pools_stop(struct ctl *c);
 /* GET /v1/pools, GET /v1/pools/{name}: the pools, their nodes and events. */
 void ctl_route_pools(struct ctl *c, struct cr_http_req *req, const struct cr_principal *p,
                      char **seg, size_t nseg);
+/* The corral_pool_* families into b (none without pools). Takes mu. */
+void ctl_pools_metrics(struct ctl *c, cr_buf *b);
 
 #endif

@@ -100,6 +100,10 @@ de=[e for e in p['events'] if e['what']=='drain'][0]
 assert 'job $id' in cr['why'], cr
 assert 'idle' in de['why'], de
 " || fail "the create and drain events do not say why"
+    curl -sf "$SERVER/metrics" -H "Authorization: Bearer $ADMIN" >"$DIR/metrics.txt" || fail "GET /metrics"
+    grep -q '^corral_pool_creates_total{pool="burst"} 1$' "$DIR/metrics.txt" || fail "corral_pool_creates_total: $(grep corral_pool "$DIR/metrics.txt")"
+    grep -q '^corral_pool_deletes_total{pool="burst"} 1$' "$DIR/metrics.txt" || fail "corral_pool_deletes_total"
+    grep -q '^corral_pool_nodes{pool="burst",state="up"} 0$' "$DIR/metrics.txt" || fail "corral_pool_nodes"
     echo "PASS pools scale: job $id ran on $node, the node went after ${IDLE}s idle"
     ;;
 refuse)
