@@ -106,8 +106,10 @@ typedef struct pool {
     double node_s;       /* node-seconds bought since start: booting to deleted */
     int64_t billed_mono; /* node_s counted up to (monotonic) */
     pevent ev[EVENTS_MAX];
-    size_t nev; /* events recorded in all (ring index nev % EVENTS_MAX) */
-    bool listed;
+    size_t nev;          /* events recorded in all (ring index nev % EVENTS_MAX) */
+    bool listed;         /* the provider's list was read (at start) */
+    int64_t list_s;      /* and is read again this often */
+    int64_t listed_mono; /* when it was last read */
 } pool;
 
 struct ctl_pools {
@@ -142,6 +144,7 @@ static const char *const pool_members[] = {"name",
                                            "refusal_retry_s",
                                            "nodes",
                                            "backoff_s",
+                                           "list_s",
                                            NULL};
 
 static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *err)
@@ -160,6 +163,7 @@ static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *e
     p->provider_timeout_s = 60;
     p->refusal_retry_s = 60;
     p->backoff_base_s = BACKOFF_BASE_S;
+    p->list_s = 300;
     if (!json_is_object(o)) {
         return cr_json_fail(err, CR_EINVAL, path, "field '%s': want an object", path);
     }
@@ -182,6 +186,7 @@ static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *e
         (rc = cr_json_int(o, path, "refusal_retry_s", false, 1, 86400, &p->refusal_retry_s, err)) ||
         (rc =
              cr_json_int(o, path, "backoff_s", false, 1, BACKOFF_MAX_S, &p->backoff_base_s, err)) ||
+        (rc = cr_json_int(o, path, "list_s", false, 1, 86400, &p->list_s, err)) ||
         (rc = cr_json_obj(o, path, "labels", false, &labels, err)) ||
         (rc = cr_json_obj(o, path, "provider_config", false, &pconf, err)) ||
         (rc = cr_json_arr(o, path, "nodes", false, 1024, &pats, err))) {
@@ -589,9 +594,15 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
 {
     (void)server;
     int64_t now = cr_mono_ns(), now_wall = cr_now_ns();
-    if (!p->listed) {
-        w->list = true;
-        return; /* the first pass only reconciles */
+    if (!p->listed || now - p->listed_mono >= p->list_s * CR_NS_PER_SEC) {
+        bool busy = false;
+        for (size_t i = 0; i < p->npn; i++) {
+            busy = busy || p->pn[i].inflight;
+        }
+        if (!busy) {
+            w->list = true;
+            return; /* a pass that reconciles does nothing else */
+        }
     }
     if (p->idle_mult > 1 && now - p->last_regret_mono > 3600 * CR_NS_PER_SEC) {
         p->idle_mult = 1;
@@ -896,9 +907,30 @@ static void apply(ctl *c, pool *p, pwork *w)
 {
     int64_t now = cr_mono_ns();
     if (w->list) {
+        bool first = !p->listed;
         p->listed = true;
+        p->listed_mono = now;
         if (w->lst.rc != 0) {
             pool_event(p, NULL, "list-failed", "provider list: %s", w->lst.msg);
+        }
+        /* Nodes the provider no longer runs (reclaimed, deleted behind our
+         * back): the controller forgets them (their jobs are requeued as on
+         * a lost node once it is lost). */
+        for (size_t k = 0; !first && w->lst.rc == 0 && k < p->npn; k++) {
+            pnode *y = &p->pn[k];
+            bool there = false;
+            size_t i;
+            json_t *x;
+            json_array_foreach(w->lst.nodes, i, x)
+            {
+                there = there || strcmp(jstr(x, "name"), y->name) == 0;
+            }
+            if (!there && y->state != PN_DELETING && !y->inflight) {
+                y->state = PN_DELETING;
+                snprintf(y->why, sizeof y->why, "gone from the provider's list");
+                pool_event(p, y->name, "vanished",
+                           "not in the provider's list any more: deleting it here");
+            }
         }
         size_t i;
         json_t *x;

@@ -10,6 +10,7 @@
 #           (one regret, then the idle time doubles) and every job runs
 #   restart the controller restarts with a pool node running: adopted from
 #           the provider's list, deleted after the idle time
+#   vanish  a node the provider no longer lists is forgotten
 #   bad     a provider that exits non-zero, prints no JSON or hangs: an
 #           event each, backoff, nothing leaked, the controller answers
 set -euo pipefail
@@ -161,6 +162,22 @@ restart)
     [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
     c pools --events 5
     echo "PASS pools restart: the node left running across a restart was adopted and deleted"
+    ;;
+vanish)
+    # the provider loses a node behind the controller's back (a reclaim):
+    # its next list (list_s 2) says so and the controller forgets it
+    IDLE=600 pool_conf ""
+    sed -i 's/"refusal_retry_s": 2,/"refusal_retry_s": 2, "list_s": 2,/' "$CKPT_CONF"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    kill -KILL "$(cat "$PDIR/burst-1/pid")"
+    mv "$PDIR/burst-1" "$PDIR/.gone-burst-1"
+    wait_for 30 event_seen vanished || fail "no vanished event"
+    wait_for 30 pool_nodes_is 0 || fail "the vanished node is still in the pool"
+    c nodes | grep -q "burst-1" && fail "the controller still shows the vanished node"
+    echo "PASS pools vanish: a node gone from the provider's list is forgotten"
     ;;
 bad)
     pool_conf ""
