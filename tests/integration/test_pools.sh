@@ -33,7 +33,9 @@ pool_conf() { # pool_conf EXTRA-PROVIDER-CONFIG
             "idle_s": $IDLE, "min_lifetime_s": $LIFE, "pending_s": 0, "provider_timeout_s": 5,
             "refusal_retry_s": 2, "labels": {"site": "cloud", "spot": "true"},
             "provider": "$PROVIDER",
-            "provider_config": {"dir": "$PDIR", "corral": "$CORRAL"$1}}]}
+            "provider_config": {"dir": "$PDIR", "corral": "$CORRAL"$1}},
+           {"name": "onprem", "gpu_type": "L40S", "labels": {"site": "onprem"},
+            "nodes": ["static*"]}]}
 JSON
 }
 cleanup_extra() { # whatever the provider still runs
@@ -77,7 +79,7 @@ scale)
     cr_start_controller "$DIR/ctl" --allow-legacy-join
     # a static node of another type: the job's type is only in the pool
     cr_start_agent static1 "$DIR/a1" "$DIR/agent1.log" --gpus 'sim:1xL40S'
-    wait_for 30 eval 'c nodes 2>/dev/null | grep -q static1' || true
+    wait_for 30 eval 'c nodes 2>/dev/null | grep -q static1' || fail "static1 did not register"
     id=$(submit_id --gpus 1 --gpu-type L4 --constraint site=cloud -- sh -c 'sleep 2; echo ran-on-pool')
     [ -n "$id" ] || fail "submit"
     wait_for 30 creates_at_least 1 || fail "the pool created no node"
@@ -105,6 +107,14 @@ assert 'idle' in de['why'], de
     grep -q '^corral_pool_creates_total{pool="burst"} 1$' "$DIR/metrics.txt" || fail "corral_pool_creates_total: $(grep corral_pool "$DIR/metrics.txt")"
     grep -q '^corral_pool_deletes_total{pool="burst"} 1$' "$DIR/metrics.txt" || fail "corral_pool_deletes_total"
     grep -q '^corral_pool_nodes{pool="burst",state="up"} 0$' "$DIR/metrics.txt" || fail "corral_pool_nodes"
+    # the static pool holds the static node
+    pools_json | python3 -c "
+import json,sys
+p=json.load(sys.stdin)['items'][1]
+assert p['name']=='onprem' and not p['elastic'], p
+assert [n['name'] for n in p['nodes']]==['static1'], p['nodes']
+assert p['nodes'][0]['state']=='up', p['nodes']
+" || fail "the static pool does not list static1 up"
     echo "PASS pools scale: job $id ran on $node, the node went after ${IDLE}s idle"
     ;;
 refuse)
