@@ -542,8 +542,7 @@ static void reason_note(ctl_job *j, const char *note)
     ctl_job_set_reason(j, buf);
 }
 
-static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *shape,
-                      int64_t now_wall)
+static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *shape)
 {
     if (j->state != JS_PENDING || j->gated || j->start_unstored || j->gpus <= 0 || j->nodes > 1 ||
         j->gpus > p->gpus_per_node || j->mig_profile[0] || j->gpu_milli > 0) {
@@ -561,7 +560,6 @@ static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *s
     if (strcmp(k, "quota") == 0 || strcmp(k, "held") == 0 || strcmp(k, "dependency") == 0) {
         return false;
     }
-    (void)now_wall;
     return ctl_batch_node_allowed(c, j, shape);
 }
 
@@ -590,9 +588,8 @@ static void drain(ctl *c, ctl_node *n, bool on, const char *why)
 }
 
 /* Step 1 for pool p. mu held. */
-static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, json_t **dreqs)
+static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
 {
-    (void)server;
     int64_t now = cr_mono_ns(), now_wall = cr_now_ns();
     if (!p->listed || now - p->listed_mono >= p->list_s * CR_NS_PER_SEC) {
         bool busy = false;
@@ -625,7 +622,7 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
     size_t nany = 0; /* pending jobs of the pool's shape, wherever they may go */
     size_t slot = ctl_first_active_slot(c);
     for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
-        nany += job_wants(c, p, j, &shape, now_wall);
+        nany += job_wants(c, p, j, &shape);
     }
     /* 1a. the nodes */
     for (size_t i = 0; i < p->npn; i++) {
@@ -691,7 +688,7 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
     size_t nd = 0;
     slot = ctl_first_active_slot(c);
     for (ctl_job *j; nd < DEMAND_MAX && (j = ctl_job_next(c, &slot));) {
-        if (!job_wants(c, p, j, &shape, now_wall)) {
+        if (!job_wants(c, p, j, &shape)) {
             continue;
         }
         if (now_wall - j->submit_ns < p->pending_s * CR_NS_PER_SEC || node_can_take(c, j)) {
@@ -714,7 +711,6 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
         live += p->pn[i].state != PN_DELETING;
     }
     ctl_job *first_new = NULL;
-    size_t unplaced = 0;
     for (size_t d = 0; d < nd; d++) {
         ctl_job *j = dem[d];
         size_t b = 0;
@@ -728,7 +724,6 @@ static void plan(ctl *c, pool *p, pwork *w, const char *server, json_t **creq, j
             first_new = first_new ? first_new : j;
         }
         if (b == nbins) {
-            unplaced++;
             char note[200];
             snprintf(note, sizeof note, "%s at max_nodes (%lld)", p->name, (long long)p->max_nodes);
             reason_note(j, note);
@@ -1059,7 +1054,7 @@ static void pass(ctl *c, struct ctl_pools *ps)
         pwork *w = cr_calloc(1, sizeof *w);
         json_t *creq = NULL, *dreqs[PASS_MAX] = {NULL};
         pthread_mutex_lock(&c->mu);
-        plan(c, p, w, ps->server, &creq, dreqs);
+        plan(c, p, w, &creq, dreqs);
         pthread_mutex_unlock(&c->mu);
         json_t *cfg = p->pconfig ? p->pconfig : NULL;
         if (w->list) {
