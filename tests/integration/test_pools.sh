@@ -129,6 +129,8 @@ refuse)
     # each refused create's bootstrap token is revoked: none piles up
     ntok=$(c admin bootstrap-token list --json | python3 -c "import json,sys; print(sum(1 for t in json.load(sys.stdin)['items'] if t['name'].startswith('pool:')))")
     [ "$ntok" -le 1 ] || fail "$ntok pool bootstrap tokens kept after refusals"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$SERVER/v1/pools/nope")
+    [ "$code" = 404 ] || fail "GET /v1/pools/nope answered $code"
     echo 1 >"$PDIR/capacity" # capacity comes back: the job runs
     wait_for 60 job_is "$id" completed || fail "job $id did not run once capacity came"
     echo "PASS pools refuse: $(job_field "$id" "j['events'][-1]['why'] if j.get('events') else ''")"
