@@ -542,10 +542,23 @@ static void reason_note(ctl_job *j, const char *note)
     ctl_job_set_reason(j, buf);
 }
 
+/* A job's nodes and the GPUs it wants on each: a gang (nodes >= 2) spreads
+ * gpus evenly, anything else is one node. */
+static int job_pieces(const ctl_job *j)
+{
+    return j->nodes >= 2 ? j->nodes : 1;
+}
+
+static int job_per_node(const ctl_job *j)
+{
+    return j->gpus / job_pieces(j);
+}
+
 static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *shape)
 {
-    if (j->state != JS_PENDING || j->gated || j->start_unstored || j->gpus <= 0 || j->nodes > 1 ||
-        j->gpus > p->gpus_per_node || j->mig_profile[0] || j->gpu_milli > 0) {
+    if (j->state != JS_PENDING || j->gated || j->start_unstored || j->gpus <= 0 ||
+        j->gpus % job_pieces(j) != 0 || job_per_node(j) > p->gpus_per_node ||
+        job_pieces(j) > PASS_MAX || j->mig_profile[0] || j->gpu_milli > 0) {
         return false;
     }
     if (strcasecmp(j->gpu_type, p->gpu_type) != 0) {
@@ -563,17 +576,17 @@ static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *s
     return ctl_batch_node_allowed(c, j, shape);
 }
 
-/* Whether a node in service could take j now (the scheduler will). */
+/* Whether the nodes in service could take j now (the scheduler will). */
 static bool node_can_take(ctl *c, const ctl_job *j)
 {
-    for (size_t i = 0; i < c->nnodes; i++) {
+    int have = 0;
+    for (size_t i = 0; i < c->nnodes && have < job_pieces(j); i++) {
         const ctl_node *n = c->nodes[i];
-        if (n->state == NS_UP && !n->drained && !n->deleting &&
-            free_gpus(n, j->gpu_type) >= (size_t)j->gpus && ctl_batch_node_allowed(c, j, n)) {
-            return true;
-        }
+        have += n->state == NS_UP && !n->drained && !n->deleting &&
+                free_gpus(n, j->gpu_type) >= (size_t)job_per_node(j) &&
+                ctl_batch_node_allowed(c, j, n);
     }
-    return false;
+    return have >= job_pieces(j);
 }
 
 static void drain(ctl *c, ctl_node *n, bool on, const char *why)
@@ -713,23 +726,48 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
     ctl_job *first_new = NULL;
     for (size_t d = 0; d < nd; d++) {
         ctl_job *j = dem[d];
-        size_t b = 0;
-        while (b < nbins && bin_free[b] < j->gpus) {
-            b++;
+        /* each of its nodes in a bin of its own (a gang: distinct nodes) */
+        int pieces = job_pieces(j), per = job_per_node(j);
+        size_t used[PASS_MAX], nused = 0, nbins0 = nbins;
+        for (int k = 0; k < pieces; k++) {
+            size_t b = 0;
+            for (; b < nbins; b++) {
+                bool taken = false;
+                for (size_t u = 0; u < nused; u++) {
+                    taken = taken || used[u] == b;
+                }
+                if (!taken && bin_free[b] >= per) {
+                    break;
+                }
+            }
+            if (b == nbins && nbins < PASS_MAX * 2 &&
+                live + (nbins - nboot_bins) < (size_t)p->max_nodes) {
+                bin_free[nbins] = p->gpus_per_node;
+                bin_name[nbins++] = NULL;
+            }
+            if (b == nbins) {
+                break;
+            }
+            bin_free[b] -= per;
+            used[nused++] = b;
         }
-        if (b == nbins && nbins < PASS_MAX * 2 &&
-            live + (nbins - nboot_bins) < (size_t)p->max_nodes) {
-            bin_free[nbins] = p->gpus_per_node;
-            bin_name[nbins++] = NULL;
-            first_new = first_new ? first_new : j;
-        }
-        if (b == nbins) {
+        if (nused < (size_t)pieces) {
+            for (size_t u = 0; u < nused; u++) {
+                bin_free[used[u]] += per;
+            }
+            nbins = nbins0; /* the bins it opened go with it */
             char note[200];
             snprintf(note, sizeof note, "%s at max_nodes (%lld)", p->name, (long long)p->max_nodes);
             reason_note(j, note);
             continue;
         }
-        bin_free[b] -= j->gpus;
+        if (nbins > nbins0) {
+            first_new = first_new ? first_new : j;
+        }
+        size_t b = used[0];
+        for (size_t u = 0; u < nused; u++) {
+            b = used[u] >= nboot_bins ? used[u] : b; /* a new node's note before a booting one's */
+        }
         char note[300];
         if (b < nboot_bins) {
             const pnode *x = pn_find(p, bin_name[b]);

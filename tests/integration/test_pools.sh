@@ -8,6 +8,7 @@
 #           the refusal in its reason, the pool says so, nothing is left
 #   thrash  jobs arriving at the idle time's boundary: at most 2 creates
 #           (one regret, then the idle time doubles) and every job runs
+#   gang    a 2-node gang job: two nodes created, the job runs across them
 #   restart the controller restarts with a pool node running: adopted from
 #           the provider's list, deleted after the idle time
 #   vanish  a node the provider no longer lists is forgotten
@@ -155,6 +156,19 @@ thrash)
     event_seen hysteresis || event_seen kept || fail "no hysteresis event: the idle time never grew"
     at_least "$(pool_field "p['idle_s']")" $((IDLE * 2)) || fail "the idle time did not grow"
     echo "PASS pools thrash: 8 jobs, $creates create(s), $deletes delete(s), last job $last"
+    ;;
+gang)
+    # a gang of 2 nodes x 1 L4: the pool creates both, the job runs across them
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    id=$(submit_id --nodes 2 --gpus 2 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "gang job $id did not complete"
+    nodes=$(job_field "$id" "j.get('run_nodes') or ''")
+    case "$nodes" in burst-*,burst-*) ;; *) fail "gang job $id ran on '$nodes'" ;; esac
+    [ "$(pool_field "p['creates']")" = 2 ] || fail "$(pool_field "p['creates']") creates for a gang of 2"
+    wait_for 60 pool_nodes_is 0 || fail "the gang's nodes were not deleted"
+    echo "PASS pools gang: job $id ran on $nodes"
     ;;
 restart)
     # the controller restarts while the pool's node runs: the provider's list
