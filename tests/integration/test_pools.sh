@@ -9,6 +9,7 @@
 #   thrash  jobs arriving at the idle time's boundary: at most 2 creates
 #           (one regret, then the idle time doubles) and every job runs
 #   gang    a 2-node gang job: two nodes created, the job runs across them
+#   max     3 jobs, max_nodes 2: two nodes, the third waits with the reason
 #   restart the controller restarts with a pool node running: adopted from
 #           the provider's list, deleted after the idle time
 #   vanish  a node the provider no longer lists is forgotten
@@ -169,6 +170,19 @@ gang)
     [ "$(pool_field "p['creates']")" = 2 ] || fail "$(pool_field "p['creates']") creates for a gang of 2"
     wait_for 60 pool_nodes_is 0 || fail "the gang's nodes were not deleted"
     echo "PASS pools gang: job $id ran on $nodes"
+    ;;
+max)
+    # 3 jobs of 1 L4 at once, max_nodes 2: two nodes, the third job waits
+    # for one of them with the reason, and all three run
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    ids=""
+    for k in 1 2 3; do ids="$ids $(submit_id --gpus 1 --gpu-type L4 -- sleep 4)"; done
+    any_at_max() { local j; for j in $ids; do reason_has "$j" "at max_nodes (2)" && return 0; done; return 1; }
+    wait_for 30 any_at_max || fail "no job's reason says the pool is at max_nodes"
+    for j in $ids; do wait_for 90 job_is "$j" completed || fail "job $j did not complete"; done
+    [ "$(pool_field "p['creates']")" = 2 ] || fail "$(pool_field "p['creates']") creates with max_nodes 2"
+    echo "PASS pools max: 3 jobs on 2 nodes (max_nodes 2), the third waited with the reason"
     ;;
 restart)
     # the controller restarts while the pool's node runs: the provider's list
