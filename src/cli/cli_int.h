@@ -263,6 +263,7 @@ int cr__cli_top(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_services(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_admin(cli_ctx *ctx, int argc, char **argv); /* bootstrap tokens */
 int cr__cli_audit(cli_ctx *ctx, int argc, char **argv);
+int cr__cli_pools(cli_ctx *ctx, int argc, char **argv); /* cli_pools.c */
 /* corral nodes approve NODE (from cr__cli_nodes). */
 int cr__cli_node_approve(cli_ctx *ctx, const cli_args *a, const char *node);
 

@@ -8,6 +8,7 @@
 #include "ctl_int.h"
 
 #include "ctl_ha.h"
+#include "ctl_pools.h"
 
 #include "cr_alloc.h"
 #include "cr_catalog.h"
@@ -207,6 +208,8 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_services(c, req, &p, seg, nseg);
     } else if (strcmp(r, "keys") == 0 && nseg <= 3) {
         ctl_route_keys(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "pools") == 0 && nseg <= 3) {
+        ctl_route_pools(c, req, &p, seg, nseg);
     } else if (strcmp(r, "bootstrap-tokens") == 0 && nseg <= 3) {
         ctl_route_bootstrap(c, req, &p, seg, nseg);
     } else if (strcmp(r, "audit") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
@@ -383,6 +386,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "mounts_allowed",
                                           "image_registries",
                                           "partitions",
+                                          "pools",
                                           "cpus_per_gpu",
                                           "mem_per_gpu",
                                           "pids_per_gpu",
@@ -437,7 +441,7 @@ static int load_config(const char *path, ctl_config *cfg)
             crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL,
-           *parts = NULL;
+           *parts = NULL, *pools = NULL;
     int rc = 0;
     if ((rc = cr_json_only(v, "", members, &err)) ||
         (rc = cr_json_str(v, "", "listen", false, 100, &listen, &err)) ||
@@ -479,6 +483,8 @@ static int load_config(const char *path, ctl_config *cfg)
         (registries && (rc = ctl_image_registries_check(registries, &err))) ||
         (rc = cr_json_arr(v, "", "partitions", false, 256, &parts, &err)) ||
         (parts && (rc = ctl_partitions_check(parts, &err))) ||
+        (rc = cr_json_arr(v, "", "pools", false, 64, &pools, &err)) ||
+        (pools && (rc = ctl_pools_check(pools, &err))) ||
         (rc = cr_json_str(v, "", "node_approval", false, 15, &appr, &err)) ||
         (rc = cr_json_bool(v, "", "join_token", false, &legacy_join, &err)) ||
         (rc = cr_json_bool(v, "", "agent_addr_link_local", false, &link_local, &err)) ||
@@ -677,6 +683,10 @@ static int load_config(const char *path, ctl_config *cfg)
         json_decref(cfg->partitions);
         cfg->partitions = json_array_size(parts) ? json_deep_copy(parts) : NULL;
     }
+    if (pools) {
+        json_decref(cfg->pools);
+        cfg->pools = json_array_size(pools) ? json_deep_copy(pools) : NULL;
+    }
 out:
     json_decref(v);
     return rc;
@@ -775,6 +785,7 @@ static void ctl_free_state(ctl *c)
     json_decref(c->cfg.mounts_allowed);
     json_decref(c->cfg.image_registries);
     json_decref(c->cfg.partitions);
+    json_decref(c->cfg.pools);
     ctl_learn_free(c);
     cr_catalog_free(c->catalog);
     pthread_mutex_destroy(&c->mu);
@@ -1038,6 +1049,9 @@ static int run(ctl *c)
     if (!c->http && (rc = http_start(c, cert, key)) != 0) {
         goto out;
     }
+    if ((rc = ctl_pools_start(c)) != 0) {
+        goto out;
+    }
     if (c->ha) {
         ctl_ha_set_ready(c->ha);
     }
@@ -1052,6 +1066,7 @@ out:
     while (atomic_load(&c->inflight) > 0) {
         usleep(1000);
     }
+    ctl_pools_stop(c);
     ctl_sched_stop(c);
     ctl_logs_stop(c);
     ctl_nodes_release_polls(c);

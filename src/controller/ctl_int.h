@@ -285,6 +285,7 @@ typedef struct ctl_config {
     json_t *image_registries;       /* owned: ["host[:port]"...] jobs' images may come from
                                        (besides localhost); NULL: none */
     json_t *partitions;             /* owned: the validated "partitions" array; NULL: none */
+    json_t *pools;                  /* owned: the validated "pools" array; NULL: none */
     double cpus_per_gpu;            /* default CPU limit per GPU of a job; 0 none */
     int64_t mem_per_gpu_bytes;      /* default memory limit per GPU of a job; 0 none */
     int64_t pids_per_gpu;           /* default tasks (pids.max) per GPU of a job (4096) */
@@ -440,6 +441,7 @@ struct ctl {
     struct ctl_rl *rl;                 /* request rate limits (ctl_ratelimit.c), own locks */
     struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
     struct ctl_hist *hist;             /* time series (ctl_hist.c), own lock; NULL: none */
+    struct ctl_pools *pools;           /* node pools (ctl_pools.c), under mu */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -954,6 +956,12 @@ json_t *ctl_job_env_open(const ctl *c, int64_t job_id, const json_t *spec);
 /* Validate a submit's "secrets" object ({"NAME": "VALUE"}); CR_EINVAL with err. */
 int ctl_secrets_check(const json_t *secrets, cr_json_err *err);
 void ctl_route_bootstrap(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
+/* A bootstrap token for one registration of node (ctl_pools.c): text into
+ * text_out (CR_TOKEN_TEXT_MAX bytes), its row into txn. 0 or CR_EQUOTA. mu
+ * held. */
+int ctl_boot_mint(ctl *c, cr_store_txn *txn, const char *node, int64_t ttl_s, char *text_out);
+/* Revoke the tokens ctl_boot_mint made for node (never used). mu held. */
+void ctl_boot_forget(ctl *c, cr_store_txn *txn, const char *node);
 int ctl_load_bootstrap(ctl *c);
 /* May principal p (role join or agent) register node `node` (exists: it is
  * registered already)? 0, or an HTTP status with the reason in why. Uses up

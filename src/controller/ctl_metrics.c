@@ -12,6 +12,7 @@
  * without either is refused (401).
  */
 #include "ctl_int.h"
+#include "ctl_pools.h"
 
 #include "ctl_ha.h"
 
@@ -239,6 +240,7 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_sample(&b, "corral_jobs_finished_in_memory", NULL, (double)finished_mem);
     memory_metrics(&b);
     ctl_metrics_more(c, &b, full);
+    ctl_pools_metrics(c, &b);
     if (c->ha) {
         ctl_ha_metrics(c->ha, &b);
     } else {

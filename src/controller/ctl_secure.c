@@ -423,6 +423,44 @@ static void boot_create(ctl *c, cr_http_req *req)
     pthread_mutex_unlock(&c->mu);
 }
 
+int ctl_boot_mint(ctl *c, cr_store_txn *txn, const char *node, int64_t ttl_s, char *text_out)
+{
+    if (c->nboots >= MAX_BOOT_TOKENS) {
+        return CR_EQUOTA;
+    }
+    ctl_boot b;
+    memset(&b, 0, sizeof b);
+    b.expires_ns = cr_now_ns() + ttl_s * CR_NS_PER_SEC;
+    b.uses_left = 1;
+    snprintf(b.node, sizeof b.node, "%s", node);
+    snprintf(b.name, sizeof b.name, "pool:%.50s", node);
+    b.id = c->next_token_id++;
+    uint8_t hash[CR_TOKEN_HASH_BYTES];
+    cr_auth_mint(text_out, hash);
+    cr_auth_hash_hex(hash, b.hash_hex);
+    cr_principal p;
+    memset(&p, 0, sizeof p);
+    p.id = b.id;
+    p.role = CR_ROLE_JOIN;
+    snprintf(p.name, sizeof p.name, "bootstrap:%.53s", b.name);
+    cr_auth_table_put(c->auth, hash, &p);
+    CR_GROW(c->boots, c->nboots, c->capboots);
+    c->boots[c->nboots++] = b;
+    boot_persist(txn, &b);
+    return 0;
+}
+
+void ctl_boot_forget(ctl *c, cr_store_txn *txn, const char *node)
+{
+    for (size_t i = 0; i < c->nboots;) {
+        if (strcmp(c->boots[i].node, node) == 0 && strncmp(c->boots[i].name, "pool:", 5) == 0) {
+            boot_drop(c, txn, &c->boots[i]); /* (the last one moves into slot i) */
+        } else {
+            i++;
+        }
+    }
+}
+
 void ctl_route_bootstrap(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
 {
     const char *m = cr_http_method(req);

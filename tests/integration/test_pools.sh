@@ -1,0 +1,246 @@
+#!/usr/bin/env bash
+# Node pools with the local provider (issue 31; docs/pools.md). One case a run:
+#   scale   a job asking for a type no node has: the pool creates a node
+#           (deploy/providers/local starts an agent with the bootstrap
+#           token), the job runs on it, the node is deleted after the idle
+#           time and the provider lists nothing left
+#   refuse  a provider that refuses (capacity): the job stays pending with
+#           the refusal in its reason, the pool says so, nothing is left
+#   thrash  jobs arriving at the idle time's boundary: at most 2 creates
+#           (one regret, then the idle time doubles) and every job runs
+#   gang    a 2-node gang job: two nodes created, the job runs across them
+#   max     3 jobs, max_nodes 2: two nodes, the third waits with the reason
+#   restart the controller restarts with a pool node running: adopted from
+#           the provider's list, deleted after the idle time
+#   vanish  a node the provider no longer lists is forgotten
+#   bad     a provider that exits non-zero, prints no JSON or hangs: an
+#           event each, backoff, nothing leaked, the controller answers
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+CASE=${1:-scale}
+cr_setup "pools-$CASE"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+PROVIDER=$SRC/deploy/providers/local
+PDIR=$DIR/provider
+mkdir -p "$PDIR"
+command -v python3 >/dev/null || { echo "SKIP: python3"; exit 77; }
+
+IDLE=${IDLE:-3}
+LIFE=${LIFE:-0}
+pool_conf() { # pool_conf EXTRA-PROVIDER-CONFIG
+    cat >"$CKPT_CONF" <<JSON
+{"checkpoint_root": "$DIR/ckpt",
+ "pools": [{"name": "burst", "gpu_type": "L4", "gpus_per_node": 1, "min_nodes": 0,
+            "max_nodes": 2, "cost_per_hour": 0.8, "boot_s": 1, "boot_timeout_s": 30,
+            "idle_s": $IDLE, "min_lifetime_s": $LIFE, "pending_s": 0, "provider_timeout_s": 5,
+            "refusal_retry_s": 2, "labels": {"site": "cloud", "spot": "true"},
+            "provider": "$PROVIDER",
+            "provider_config": {"dir": "$PDIR", "corral": "$CORRAL"$1}},
+           {"name": "onprem", "gpu_type": "L40S", "labels": {"site": "onprem"},
+            "nodes": ["static*"]}]}
+JSON
+}
+cleanup_extra() { # whatever the provider still runs
+    local f
+    for f in "$PDIR"/*/pid; do
+        [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true
+    done
+    sleep 0.5
+    for f in "$PDIR"/*/pid; do
+        [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true
+    done
+}
+fail_context() {
+    c pools --events 64 || true
+    for f in "$PDIR"/*/agent.log "$PDIR"/.deleted/*/agent.log; do
+        [ -f "$f" ] && { echo "--- $f"; tail -5 "$f"; }
+    done
+}
+pools_json() { c pools --json; }
+pool_field() { pools_json | python3 -c "import json,sys; p=json.load(sys.stdin)['items'][0]; print($1)"; }
+job_field() { c show --json "$1" | python3 -c "import json,sys; j=json.load(sys.stdin); print($2)"; }
+listed() { echo '{"version":1,"op":"list","config":{"dir":"'"$PDIR"'"}}' | "$PROVIDER" |
+    python3 -c "import json,sys; print(len(json.load(sys.stdin)['nodes']))"; }
+submit_id() { c submit "$@" | sed -nE 's/^Submitted job ([0-9]+).*/\1/p'; }
+is() { [ "$1" = "$2" ]; }                 # is A B
+at_least() { [ "$1" -ge "$2" ] 2>/dev/null; } # at_least A B
+job_is() { is "$(job_field "$1" "j['state']")" "$2"; }
+creates_at_least() { at_least "$(pool_field "p['creates']")" "$1"; }
+pool_nodes_is() { is "$(pool_field "len(p['nodes'])")" "$1"; }
+reason_has() { job_field "$1" "j.get('reason') or ''" | grep -q "$2"; }
+event_seen() { pool_field "' '.join(e['what'] for e in p.get('events', []))" | grep -qw "$1"; }
+
+case $CASE in
+scale)
+    # bad pool configs are refused naming the member
+    printf '{"pools":[{"name":"x","gpu_type":"L4","provider":"/bin/true"}]}' >"$DIR/bad.json"
+    "$CORRAL" controller --config "$DIR/bad.json" --state-dir "$DIR/bad" --listen 127.0.0.1:0 \
+        >"$DIR/bad.out" 2>&1 && fail "a pool with a provider and no max_nodes was accepted"
+    grep -q "pools\[0\].max_nodes" "$DIR/bad.out" || fail "the refusal does not name pools[0].max_nodes: $(cat "$DIR/bad.out")"
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # a static node of another type: the job's type is only in the pool
+    cr_start_agent static1 "$DIR/a1" "$DIR/agent1.log" --gpus 'sim:1xL40S'
+    wait_for 30 eval 'c nodes 2>/dev/null | grep -q static1' || fail "static1 did not register"
+    id=$(submit_id --gpus 1 --gpu-type L4 --constraint site=cloud -- sh -c 'sleep 2; echo ran-on-pool')
+    [ -n "$id" ] || fail "submit"
+    wait_for 30 creates_at_least 1 || fail "the pool created no node"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    node=$(job_field "$id" "j.get('run_nodes') or ''")
+    case "$node" in *burst-*) ;; *) fail "job $id ran on '$node', not a pool node" ;; esac
+    c pools
+    wait_for 60 pool_nodes_is 0 || fail "the idle node was not deleted"
+    [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
+    c nodes | grep -q "burst-" && fail "the controller still shows the pool node"
+    ev=$(pools_json | python3 -c "import json,sys; print(' '.join(e['what'] for e in json.load(sys.stdin)['items'][0]['events']))")
+    for w in create up drain deleted; do
+        case " $ev " in *" $w "*) ;; *) fail "no '$w' event in: $ev" ;; esac
+    done
+    c show "$id" | grep -q "pool burst creates node" || fail "the job has no event of its node's create"
+    pools_json | python3 -c "
+import json,sys
+p=json.load(sys.stdin)['items'][0]
+cr=[e for e in p['events'] if e['what']=='create'][0]
+de=[e for e in p['events'] if e['what']=='drain'][0]
+assert 'job $id' in cr['why'], cr
+assert 'idle' in de['why'], de
+" || fail "the create and drain events do not say why"
+    curl -sf "$SERVER/metrics" -H "Authorization: Bearer $ADMIN" >"$DIR/metrics.txt" || fail "GET /metrics"
+    grep -q '^corral_pool_creates_total{pool="burst"} 1$' "$DIR/metrics.txt" || fail "corral_pool_creates_total: $(grep corral_pool "$DIR/metrics.txt")"
+    grep -q '^corral_pool_deletes_total{pool="burst"} 1$' "$DIR/metrics.txt" || fail "corral_pool_deletes_total"
+    grep -q '^corral_pool_nodes{pool="burst",state="up"} 0$' "$DIR/metrics.txt" || fail "corral_pool_nodes"
+    # the static pool holds the static node
+    pools_json | python3 -c "
+import json,sys
+p=json.load(sys.stdin)['items'][1]
+assert p['name']=='onprem' and not p['elastic'], p
+assert [n['name'] for n in p['nodes']]==['static1'], p['nodes']
+assert p['nodes'][0]['state']=='up', p['nodes']
+" || fail "the static pool does not list static1 up"
+    echo "PASS pools scale: job $id ran on $node, the node went after ${IDLE}s idle"
+    ;;
+refuse)
+    pool_conf ', "capacity": 0'
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 30 reason_has "$id" 'provider refused' ||
+        fail "job $id's reason does not say the provider refused: $(job_field "$id" "j.get('reason')")"
+    [ "$(job_field "$id" "j['state']")" = pending ] || fail "job $id is not pending"
+    c pools | grep -q "refused.*capacity" || fail "corral pools does not show the refusal"
+    # each refused create's bootstrap token is revoked: none piles up
+    ntok=$(c admin bootstrap-token list --json | python3 -c "import json,sys; print(sum(1 for t in json.load(sys.stdin)['items'] if t['name'].startswith('pool:')))")
+    [ "$ntok" -le 1 ] || fail "$ntok pool bootstrap tokens kept after refusals"
+    code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $ADMIN" "$SERVER/v1/pools/nope")
+    [ "$code" = 404 ] || fail "GET /v1/pools/nope answered $code"
+    echo 1 >"$PDIR/capacity" # capacity comes back: the job runs
+    wait_for 60 job_is "$id" completed || fail "job $id did not run once capacity came"
+    echo "PASS pools refuse: $(job_field "$id" "j['events'][-1]['why'] if j.get('events') else ''")"
+    ;;
+thrash)
+    IDLE=4 pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # 8 one-second jobs, each submitted when the last one ended plus the idle time
+    last=""
+    for i in 1 2 3 4 5 6 7 8; do
+        id=$(submit_id --gpus 1 --gpu-type L4 -- sleep 1)
+        [ -n "$id" ] || fail "submit $i"
+        wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+        sleep "$((IDLE + 2))"
+        last=$id
+    done
+    creates=$(pool_field "p['creates']")
+    deletes=$(pool_field "p['deletes']")
+    c pools
+    [ "$creates" -le 2 ] || fail "$creates creates for 8 jobs at the boundary (at most 2)"
+    [ "$deletes" -le 1 ] || fail "$deletes deletes for 8 jobs at the boundary (at most 1)"
+    event_seen hysteresis || event_seen kept || fail "no hysteresis event: the idle time never grew"
+    at_least "$(pool_field "p['idle_s']")" $((IDLE * 2)) || fail "the idle time did not grow"
+    echo "PASS pools thrash: 8 jobs, $creates create(s), $deletes delete(s), last job $last"
+    ;;
+gang)
+    # a gang of 2 nodes x 1 L4: the pool creates both, the job runs across them
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    id=$(submit_id --nodes 2 --gpus 2 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "gang job $id did not complete"
+    nodes=$(job_field "$id" "j.get('run_nodes') or ''")
+    case "$nodes" in burst-*,burst-*) ;; *) fail "gang job $id ran on '$nodes'" ;; esac
+    [ "$(pool_field "p['creates']")" = 2 ] || fail "$(pool_field "p['creates']") creates for a gang of 2"
+    wait_for 60 pool_nodes_is 0 || fail "the gang's nodes were not deleted"
+    echo "PASS pools gang: job $id ran on $nodes"
+    ;;
+max)
+    # 3 jobs of 1 L4 at once, max_nodes 2: two nodes, the third job waits
+    # for one of them with the reason, and all three run
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    ids=""
+    for k in 1 2 3; do ids="$ids $(submit_id --gpus 1 --gpu-type L4 -- sleep 4)"; done
+    any_at_max() { local j; for j in $ids; do reason_has "$j" "at max_nodes (2)" && return 0; done; return 1; }
+    wait_for 30 any_at_max || fail "no job's reason says the pool is at max_nodes"
+    for j in $ids; do wait_for 90 job_is "$j" completed || fail "job $j did not complete"; done
+    [ "$(pool_field "p['creates']")" = 2 ] || fail "$(pool_field "p['creates']") creates with max_nodes 2"
+    echo "PASS pools max: 3 jobs on 2 nodes (max_nodes 2), the third waited with the reason"
+    ;;
+restart)
+    # the controller restarts while the pool's node runs: the provider's list
+    # is read at start, the node adopted, and deleted after the idle time
+    IDLE=6 pool_conf ""
+    port=$(free_ports 1)
+    cr_start_controller "$DIR/ctl" --allow-legacy-join --listen "127.0.0.1:$port"
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    kill -TERM "$CTL_PID"
+    wait "$CTL_PID" 2>/dev/null || true
+    [ "$(listed)" = 1 ] || fail "the provider does not list the node before the restart"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join --listen "127.0.0.1:$port"
+    wait_for 30 event_seen adopted || fail "the node was not adopted from the provider's list"
+    wait_for 60 pool_nodes_is 0 || fail "the adopted node was not deleted after the idle time"
+    [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
+    c pools --events 5
+    echo "PASS pools restart: the node left running across a restart was adopted and deleted"
+    ;;
+vanish)
+    # the provider loses a node behind the controller's back (a reclaim):
+    # its next list (list_s 2) says so and the controller forgets it
+    IDLE=600 pool_conf ""
+    sed -i 's/"refusal_retry_s": 2,/"refusal_retry_s": 2, "list_s": 2,/' "$CKPT_CONF"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    kill -KILL "$(cat "$PDIR/burst-1/pid")"
+    mv "$PDIR/burst-1" "$PDIR/.gone-burst-1"
+    wait_for 30 event_seen vanished || fail "no vanished event"
+    wait_for 30 pool_nodes_is 0 || fail "the vanished node is still in the pool"
+    c nodes | grep -q "burst-1" && fail "the controller still shows the vanished node"
+    echo "PASS pools vanish: a node gone from the provider's list is forgotten"
+    ;;
+bad)
+    pool_conf ""
+    sed -i 's/"refusal_retry_s": 2,/"refusal_retry_s": 2, "backoff_s": 1,/' "$CKPT_CONF"
+    touch "$PDIR/exit"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    err_has() { pool_field "' '.join(e['why'] for e in p.get('events', []))" | grep -q "$1"; }
+    wait_for 30 err_has "exited with status 3" || fail "no event of the provider's exit status"
+    mv "$PDIR/exit" "$PDIR/garbage"
+    wait_for 30 err_has "invalid JSON answer" || fail "no event of the provider's invalid JSON"
+    mv "$PDIR/garbage" "$PDIR/hang"
+    wait_for 30 err_has "no answer within provider_timeout_s" || fail "no event of the hung provider"
+    c jobs >/dev/null || fail "the controller does not answer"
+    mv "$PDIR/hang" "$PDIR/extra"
+    wait_for 60 job_is "$id" completed || fail "job $id did not run once the provider behaved"
+    wait_for 30 err_has "not asked for" || fail "no event of the node not asked for"
+    rm "$PDIR/extra"
+    wait_for 60 pool_nodes_is 0 || fail "the pool's nodes were not all deleted"
+    [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
+    ! pgrep -f "sleep 3600" -u "$(id -u)" -a | grep -q . || echo "note: a sleep 3600 runs (not necessarily ours)"
+    c pools --events 64
+    echo "PASS pools bad: exit status, invalid JSON, a hang and an extra node: events, no leak"
+    ;;
+esac
