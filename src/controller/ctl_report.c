@@ -49,6 +49,10 @@ void ctl_job_gone_why(ctl *c, int64_t id, char *why, size_t len)
     } else if (ctl_job_terminal(j)) {
         snprintf(why, len, "the job has ended (%s)%s%s", ctl_job_state_names[j->state],
                  j->reason && *j->reason ? ": " : "", j->reason ? j->reason : "");
+    } else if (j->susp_run > 0) {
+        /* time-sharing: the round took its GPUs (its checkpoint signal is
+         * sent; docs/api.md "Suspend and resume") */
+        snprintf(why, len, "suspended: %s", j->reason && *j->reason ? j->reason : "by a round");
     } else if (j->state == JS_RUNNING || j->state == JS_COMPLETING) {
         snprintf(why, len, "the controller placed it elsewhere while this node was away");
     } else {

@@ -49,8 +49,8 @@ for id in "$a" "$b"; do
     "$CORRAL" show "$id" | grep -qi "retries: *[1-9]" && fail "job $id used a retry"
 done
 "$CORRAL" show "$c" | grep -q "suspended" && fail "non-checkpointing job $c was suspended"
-grep -q "job=$a no longer wanted here: stop with SIGUSR1" "$DIR/agent-1.log" ||
-    grep -q "job=$b no longer wanted here: stop with SIGUSR1" "$DIR/agent-1.log" ||
+grep -q "job=$a no longer wanted here (.*): stop with SIGUSR1" "$DIR/agent-1.log" ||
+    grep -q "job=$b no longer wanted here (.*): stop with SIGUSR1" "$DIR/agent-1.log" ||
     fail "the agent did not send the checkpoint signal"
 # Three checkpointable jobs of GPU type auto on the two nodes: a round
 # moves a job between L4 and L40S, and it goes on from its checkpoint there.
