@@ -192,10 +192,25 @@ static void stop(daemon_t *d, int sig)
 {
     if (d->pid > 0) {
         kill(d->pid, sig);
-        int st;
-        waitpid(d->pid, &st, 0);
+        int st = 0;
+        pid_t w;
+        while ((w = waitpid(d->pid, &st, 0)) < 0 && errno == EINTR) {
+        }
         cr_test_track(d->dir, 0);
+        if (sig == SIGTERM && (w != d->pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)) {
+            /* what the next reader of a failure needs: how it ended, and its log */
+            fprintf(stderr, "controller %d: waitpid %d (%s), %s %d; the end of its log:\n",
+                    (int)d->pid, (int)w, w < 0 ? strerror(errno) : "ok",
+                    WIFSIGNALED(st) ? "signal" : "exit status",
+                    WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+            char cmd[400];
+            snprintf(cmd, sizeof cmd, "tail -n 20 '%s/controller.log' >&2", d->dir);
+            if (system(cmd) != 0) {
+                fprintf(stderr, "(no log)\n");
+            }
+        }
         if (sig == SIGTERM) {
+            assert_int_equal(w, d->pid);
             assert_true(WIFEXITED(st));
             assert_int_equal(WEXITSTATUS(st), 0);
         }
