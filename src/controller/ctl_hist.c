@@ -506,7 +506,9 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
     }
     pthread_mutex_unlock(&c->mu);
     free(ta);
-    qsort(waits, nw, sizeof *waits, cmp_double); /* out of mu */
+    if (nw > 1) {
+        qsort(waits, nw, sizeof *waits, cmp_double); /* out of mu; waits is NULL when none */
+    }
     add(ss, quantile(waits, nw, 0.5), "queue.wait_p50_s");
     add(ss, quantile(waits, nw, 0.9), "queue.wait_p90_s");
     free(waits);

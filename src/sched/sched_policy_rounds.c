@@ -192,7 +192,9 @@ static void round_decide(cr_sched *s, int64_t now_ns)
             act[n++] = j;
         }
     }
-    qsort(act, n, sizeof *act, cmp_job);
+    if (n > 1) {
+        qsort(act, n, sizeof *act, cmp_job);
+    }
     double *rate = cr_malloc((n ? n : 1) * (size_t)ntypes * sizeof *rate);
     double *lp_rate = cr_malloc((n ? n : 1) * (size_t)ntypes * sizeof *lp_rate);
     double *mult = cr_malloc((n ? n : 1) * sizeof *mult);
@@ -245,7 +247,9 @@ static void round_decide(cr_sched *s, int64_t now_ns)
                                j->state == CR_JOB_RUNNING && j->run_type == t};
         }
     }
-    qsort(ent, ne, sizeof *ent, cmp_ent);
+    if (ne > 1) {
+        qsort(ent, ne, sizeof *ent, cmp_ent); /* (ent may be NULL with no GPU type) */
+    }
     for (size_t e = 0; e < ne; e++) {
         job *j = act[ent[e].k];
         int t = ent[e].type;
