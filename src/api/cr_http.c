@@ -69,7 +69,9 @@ struct cr_http_server {
     uint16_t port;          /* bound port */
     pthread_mutex_t def_mu; /* guards the deferred list */
     cr_http_req *deferred;  /* requests deferred and not yet answered */
-    bool quiesced;          /* listen socket closed */
+    bool quiesced;          /* no longer accepting */
+    int quiesced_fd;        /* the listen socket MHD handed back (-1: none), closed only
+                               after MHD_stop_daemon: its threads may still poll it */
     _Atomic int resumed;    /* answered after suspension, not yet queued */
     http_guard *guard;      /* deadlines and per-client caps; owned */
 };
@@ -446,10 +448,12 @@ uint16_t cr_http_server_port(const cr_http_server *s)
 void cr_http_server_quiesce(cr_http_server *s)
 {
     if (s && !s->quiesced) {
+        /* libmicrohttpd: with internal threads the socket "must not be
+         * closed while it's in use", which only MHD_stop_daemon ensures
+         * (closed here, the number was reused while a worker still had it
+         * in its epoll set: ThreadSanitizer's report in multi-agent) */
         MHD_socket fd = MHD_quiesce_daemon(s->d);
-        if (fd != MHD_INVALID_SOCKET) {
-            close(fd);
-        }
+        s->quiesced_fd = fd != MHD_INVALID_SOCKET ? (int)fd : -1;
         s->quiesced = true;
     }
 }
@@ -484,6 +488,9 @@ void cr_http_server_free(cr_http_server *s)
         usleep(1000);
     }
     MHD_stop_daemon(s->d);
+    if (s->quiesced && s->quiesced_fd >= 0) {
+        close(s->quiesced_fd);
+    }
     http_guard_free(s->guard);
     pthread_mutex_destroy(&s->def_mu);
     free(s);
