@@ -19,7 +19,10 @@ set -eu
 BUILD=${1:-build}
 HERE=$(cd "$(dirname "$0")" && pwd)
 PEER=${PEER:-$HERE/../../../shared/peers/fgd}
-[ -x "$PEER/run.sh" ] || PEER=/work/shared/peers/fgd
+[ -x "$PEER/run.sh" ] || {
+    echo "vs_fgd: no FGD peer at $PEER (../shared/peers/fgd beside the repository; PEER=dir)" >&2
+    exit 2
+}
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT
 if [ $# -ge 3 ]; then
