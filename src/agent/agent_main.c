@@ -1440,6 +1440,20 @@ static void stop_all_and_wait(agent *a, int sfd)
     }
 }
 
+/* The next wait before a register or status is tried again: doubled, at
+ * most 5 s and at most a third of the node lease, so that a controller
+ * that answers (if only to refuse: 507 with its disk full, 409) is asked
+ * again, and renews the lease, before the lease can run out. */
+static int64_t retry_backoff(const agent *a, int64_t was)
+{
+    int64_t cap = 5 * CR_NS_PER_SEC;
+    if (a->lease_ns > 0 && a->lease_ns / 3 < cap) {
+        cap = a->lease_ns / 3;
+    }
+    cap = cap < 100 * CR_NS_PER_MS ? 100 * CR_NS_PER_MS : cap;
+    return was * 2 > cap ? cap : was * 2;
+}
+
 static int run(agent *a, int sfd)
 {
     int64_t next_sample = 0, next_status = 0, retry_at = 0, status_backoff = 100 * CR_NS_PER_MS;
@@ -1516,8 +1530,7 @@ static int run(agent *a, int sfd)
                 registered = 1;
             } else {
                 next_register = mono + register_backoff;
-                register_backoff = register_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC
-                                                                            : register_backoff * 2;
+                register_backoff = retry_backoff(a, register_backoff);
             }
         }
         if (registered && mono >= retry_at && (dirty || mono >= next_status)) {
@@ -1535,10 +1548,14 @@ static int run(agent *a, int sfd)
                 forget_reported(a);
             } else {
                 retry_at = cr_mono_ns() + status_backoff;
-                status_backoff =
-                    status_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : status_backoff * 2;
+                status_backoff = retry_backoff(a, status_backoff);
             }
         }
+        /* A job that ended on its own while the call above waited for its
+         * answer is reaped before the lease is looked at: else a lease
+         * running out now would count it as stopped by the lease (and the
+         * controller requeue a job that had completed). */
+        dirty |= reap(a);
         int64_t lease_end = INT64_MAX;
         if (cr__agent_lease_tick(a, cr_mono_ns(), &lease_end)) {
             dirty = 1;
