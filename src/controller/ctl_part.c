@@ -22,6 +22,7 @@
  * reads the nodes, so it runs with mu held.
  */
 #include "ctl_int.h"
+#include "ctl_pools.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
@@ -263,6 +264,30 @@ static bool type_known(const ctl *c, const char *t)
            (c->catalog && cr_catalog_find(c->catalog, t)) || node_model(c, t);
 }
 
+/* A job that asks more GPUs of one node than any node of the cluster has
+ * (nor any node a pool can start) is refused, as sbatch refuses it
+ * ("Requested node configuration is not available"), rather than left
+ * pending for ever. Only once some node has registered: a cluster still
+ * coming up knows no sizes. mu held. */
+static int node_fit_check(const ctl *c, const ctl_job *j, cr_json_err *err)
+{
+    if (j->gpus <= 0 || j->nodes <= 0 || c->nnodes == 0) {
+        return 0;
+    }
+    int64_t per = (j->gpus + j->nodes - 1) / j->nodes, most = ctl_pools_max_gpus_per_node(c);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        most = (int64_t)c->nodes[i]->ngpus > most ? (int64_t)c->nodes[i]->ngpus : most;
+    }
+    if (per <= most) {
+        return 0;
+    }
+    return cr_json_fail(err, CR_EINVAL, "gpus",
+                        "field 'gpus': requested node configuration is not available: %lld GPUs "
+                        "on each of %lld node%s, and no node of this cluster has more than %lld",
+                        (long long)per, (long long)j->nodes, j->nodes > 1 ? "s" : "",
+                        (long long)most);
+}
+
 int ctl_cpu_job_fail(cr_json_err *err)
 {
     return cr_json_fail(err, CR_EINVAL, "gpus",
@@ -372,5 +397,5 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
         cr_buf_fini(&b);
         return rc;
     }
-    return 0;
+    return node_fit_check(c, j, err);
 }
