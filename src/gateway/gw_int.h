@@ -308,7 +308,14 @@ struct gw_key {
     int64_t bucket_ns;          /* when the bucket was last filled */
     int32_t active;             /* requests under way */
     uint64_t requests;          /* requests admitted */
-    uint64_t limited[2];        /* 429s: [0] requests/s, [1] concurrency */
+    uint64_t limited[4];        /* 429s: [0] requests/s, [1] concurrency, [2] tokens/min,
+                                 * [3] token budget spent */
+    int64_t tpm;                /* tokens per minute on this gateway; 0 none */
+    double tbucket;             /* tpm: tokens left in the minute's bucket (may go below 0) */
+    int64_t tbucket_ns;         /* when tbucket was last filled */
+    int64_t token_budget;       /* tokens in all, every gateway together; 0 none */
+    int64_t used_base;          /* the controller's count of the key's tokens, as published */
+    uint64_t used_local;        /* tokens this gateway counted since that publication */
     uint64_t prompt_tokens;     /* usage counted from the responses */
     uint64_t completion_tokens; /* ditto */
     uint64_t sent[3];           /* requests, prompt, completion already reported */
