@@ -243,15 +243,32 @@ static void cluster_types(const ctl *c, cr_buf *b)
  * the catalog knows: "h100" for "H100 SXM"), or NULL. */
 static const char *node_model(const ctl *c, const char *t)
 {
-    const char *other = NULL;
+    if (strcmp(t, "auto") == 0 || strcmp(t, "any") == 0) {
+        return NULL; /* (every submit asks this: no walk over the GPUs) */
+    }
+    /* t's catalog entry once; a node's GPUs mostly share one model, each
+     * model compared once in a row (the catalog lookups were most of a
+     * submit's cost on a cluster of 8-GPU nodes) */
+    const cr_gpu_type *want = c->catalog ? cr_catalog_find(c->catalog, t) : NULL;
+    const char *other = NULL, *last = NULL;
     for (size_t i = 0; i < c->nnodes; i++) {
         for (size_t g = 0; g < c->nodes[i]->ngpus; g++) {
             const char *m = c->nodes[i]->gpus[g].model;
             if (strcmp(t, m) == 0) {
                 return m;
             }
-            if (!other && same_type(c->catalog, t, m)) {
+            if (other || (last && strcmp(last, m) == 0)) {
+                continue;
+            }
+            last = m;
+            if (strcasecmp(t, m) == 0) {
                 other = m;
+            } else if (want) {
+                const cr_gpu_type *b = cr_catalog_find(c->catalog, m);
+                if (!b && strncasecmp(m, "NVIDIA ", 7) == 0) {
+                    b = cr_catalog_find(c->catalog, m + 7);
+                }
+                other = b == want ? m : NULL;
             }
         }
     }
