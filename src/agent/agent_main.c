@@ -123,6 +123,10 @@ static void usage(FILE *f)
         "  --rdzv-ports LO-HI    ports for a gang's rendezvous (MASTER_PORT) when this node\n"
         "                        holds rank 0 (default 29500-29999)\n"
         "  --label K[=V]         a node label jobs select with --constraint (repeatable)\n");
+    fprintf(f,
+            "  --spot-notice-file FILE  a spot reclaim notice: when FILE appears (holding the\n"
+            "                        seconds left, default 30) the controller requeues this\n"
+            "                        node's jobs with their checkpoint signal (docs/pools.md)\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -230,7 +234,8 @@ enum {
     OPT_MIG_DYNAMIC,
     OPT_JOB_PIDNS,
     OPT_LOG_MAX,
-    OPT_REQUIRE_ISO
+    OPT_REQUIRE_ISO,
+    OPT_SPOT_NOTICE
 };
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
@@ -264,6 +269,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"image-registries", required_argument, NULL, 'G'},
         {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX},
         {"require-isolation", required_argument, NULL, OPT_REQUIRE_ISO},
+        {"spot-notice-file", required_argument, NULL, OPT_SPOT_NOTICE},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -441,6 +447,12 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             c->require_iso = optarg;
             break;
         }
+        case OPT_SPOT_NOTICE:
+            if (!*optarg) {
+                return flag_error("--spot-notice-file", "a path");
+            }
+            c->spot_notice = optarg;
+            break;
         case OPT_LOG_MAX:
             /* bytes, or a size with its unit (64M); 0: no cap */
             if (cr_parse_i64(optarg, 0, INT64_C(1) << 50, &c->log_max_bytes) != 0 &&
@@ -1043,9 +1055,14 @@ static int reconcile(agent *a, int64_t now_ns)
                 kill(-p->pid, sig);
             }
         } else if (s->action == CR_ACT_STOP && p && p->state == CR_PROC_RUNNING) {
-            cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
+            /* the suspend contract (docs/api.md): a job that checkpoints is
+             * stopped with its checkpoint signal, then grace (a requeue, a
+             * spot reclaim, a cancel alike) */
+            int cks = s->ckpt_signal[0] ? cr_task_signal(s->ckpt_signal) : 0;
+            cr_info("agent: job=%lld stop%s%s (grace %llds)", (long long)s->job,
+                    cks > 0 ? " with SIG" : "", cks > 0 ? s->ckpt_signal : "",
                     (long long)(s->grace_ns / CR_NS_PER_SEC));
-            cr_proc_stop(p, s->grace_ns, now_ns);
+            cr_proc_stop_sig(p, cks > 0 ? cks : SIGTERM, s->grace_ns, now_ns);
             cr__agent_ctr_stop(a, p, s->grace_ns);
             changed = 1;
         } else if (s->action == CR_ACT_STOP && !p && s->run > 0) {
@@ -1440,6 +1457,30 @@ static void stop_all_and_wait(agent *a, int sfd)
     }
 }
 
+/* --spot-notice-file: the file appeared (the provider's reclaim notice, a
+ * cloud's metadata watcher writes it): the seconds left in it (1..3600,
+ * default 30) go to the controller with the next status, once. Returns 1
+ * when the notice is new. */
+static int spot_notice(agent *a)
+{
+    if (!a->cfg.spot_notice || a->reclaim_in_s > 0) {
+        return 0;
+    }
+    FILE *f = fopen(a->cfg.spot_notice, "r");
+    if (!f) {
+        return 0;
+    }
+    long long s = 0;
+    if (fscanf(f, "%lld", &s) != 1 || s < 1 || s > 3600) {
+        s = 30;
+    }
+    fclose(f);
+    a->reclaim_in_s = s;
+    cr_warn("agent: spot reclaim notice (%s): this node goes in %llds; telling the controller",
+            a->cfg.spot_notice, s);
+    return 1;
+}
+
 /* The next wait before a register or status is tried again: doubled, at
  * most 5 s and at most a third of the node lease, so that a controller
  * that answers (if only to refuse: 507 with its disk full, 409) is asked
@@ -1504,6 +1545,7 @@ static int run(agent *a, int sfd)
                 }
             }
             cr__agent_ctr_sweep(a, mono);
+            dirty |= spot_notice(a);
             dirty |= sample_gpus(a, mono);
             render_metrics(a);
             next_sample = mono + CR_NS_PER_SEC;

@@ -241,7 +241,11 @@ json_t *cr__agent_status_body(const agent *a)
         }
         json_array_append_new(jobs, j);
     }
-    return json_pack("{s:o,s:o}", "gpus", gpus, "jobs", jobs);
+    json_t *body = json_pack("{s:o,s:o}", "gpus", gpus, "jobs", jobs);
+    if (a->reclaim_in_s > 0 && !a->reclaim_told) {
+        json_object_set_new(body, "reclaim_in_s", json_integer(a->reclaim_in_s));
+    }
+    return body;
 }
 
 static void log_http_error(const char *what, int status, const cr_buf *resp)
@@ -555,7 +559,9 @@ int cr__agent_post_status(agent *a, int64_t *acked)
         rc = CR_EUNAVAIL;
     } else if (resp.len == 0) {
         lease_renew(a, sent, NULL);
+        a->reclaim_told |= a->reclaim_in_s > 0;
     } else {
+        a->reclaim_told |= a->reclaim_in_s > 0;
         json_t *r = json_loads(cr_buf_str(&resp), 0, NULL);
         lease_renew(a, sent, r);
         json_t *v = json_object_get(r, "version");

@@ -1470,6 +1470,7 @@ static void *sched_main(void *arg)
         }
         pthread_mutex_unlock(&c->mu);
         ctl_nodes_tick(c, now);
+        ctl_nodes_reclaims(c);
         ctl_services_tick(c, now);
         ctl_audit_tick(c, now);
         ctl_state_tick(c, now);
