@@ -247,7 +247,11 @@ void ctl_report_submit(ctl_report *r, ctl *c, cr_store_txn *txn, cr_http_req *re
 {
     r->c = c;
     r->req = req;
-    r->jobs = json_incref(jobs);
+    /* A copy of its own: the report is freed on the store's writer
+     * thread, while this request's body (which holds jobs) is freed on
+     * the HTTP thread, and jansson's reference counts are not safe to
+     * share across threads (ThreadSanitizer in multi-agent). */
+    r->jobs = json_deep_copy(jobs);
     snprintf(r->node, sizeof r->node, "%s", node);
     cr_http_defer(req);
     cr_store_submit(c->store, txn, report_committed, r);
