@@ -26,7 +26,7 @@
 #define GW_INT_H
 
 #include "cr_buf.h"
-#include "cr_http.h"
+#include "cr_http_parse.h"
 #include "cr_rng.h"
 
 #include <netinet/in.h>
