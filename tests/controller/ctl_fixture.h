@@ -9,6 +9,9 @@
  * <state-dir>/listen.addr, its admin and join tokens from admin.token and
  * join.token. No sleeps as synchronisation: the start polls for the
  * address with a deadline (ctlf_nap between looks).
+ *
+ * Include it after <cmocka.h>: the ctlf_*_ok helpers assert (a failed one
+ * ends the test as cmocka does).
  */
 #ifndef CTL_FIXTURE_H
 #define CTL_FIXTURE_H
@@ -27,7 +30,10 @@
 #include <unistd.h>
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <jansson.h>
+
+#include "../integration/reap.h"
 
 typedef struct ctl_daemon {
     pid_t pid;       /* 0: not running */
@@ -224,6 +230,66 @@ static inline const char *ctlf_str(const json_t *v, const char *key)
 static inline int64_t ctlf_num(const json_t *v, const char *key)
 {
     return (int64_t)json_integer_value(json_object_get(v, key));
+}
+
+/* Starts a tracked controller (reap.h: removed even when the test fails)
+ * on a fresh directory made from tmpl ("/tmp/corral-test-X-XXXXXX"), or
+ * on d->dir again when tmpl is NULL; its log is <dir>/controller.log. */
+static inline void ctlf_start_ok(ctl_daemon *d, const char *tmpl, const char *extra)
+{
+    if (tmpl) {
+        snprintf(d->dir, sizeof d->dir, "%s", tmpl);
+        assert_non_null(mkdtemp(d->dir));
+    }
+    cr_test_track(d->dir, 0);
+    char log[300];
+    snprintf(log, sizeof log, "%s/controller.log", d->dir);
+    int st = 0;
+    bool ok = ctlf_spawn(d, extra, log, 20, &st);
+    cr_test_track(d->dir, d->pid);
+    assert_true(ok);
+    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+}
+
+/* Submits a job as token; asserts 201 and returns its (first) id. */
+static inline int64_t ctlf_submit_ok(const ctl_daemon *d, const char *token, const char *body)
+{
+    long code;
+    json_t *v = ctlf_call(d, "POST", "/v1/jobs", token, body, &code);
+    assert_int_equal(code, 201);
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    assert_true(id > 0);
+    return id;
+}
+
+/* GET /v1/jobs/ID as the admin; asserts 200. Returned new (json_decref). */
+static inline json_t *ctlf_job_ok(const ctl_daemon *d, int64_t id)
+{
+    char path[64];
+    long code;
+    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
+    json_t *v = ctlf_call(d, "GET", path, d->admin, NULL, &code);
+    assert_int_equal(code, 200);
+    return v;
+}
+
+/* Fills the file system of dir to the last byte (dir/filler). */
+static inline void ctlf_fill_disk_ok(const char *dir)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/filler", dir);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    assert_true(fd >= 0);
+    char buf[4096];
+    memset(buf, 'x', sizeof buf);
+    while (write(fd, buf, sizeof buf) > 0) {
+    }
+    /* the last partial page too */
+    while (write(fd, buf, 1) > 0) {
+    }
+    assert_true(errno == ENOSPC);
+    close(fd);
 }
 
 #endif

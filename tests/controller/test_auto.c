@@ -54,18 +54,7 @@ static const char *str(json_t *v, const char *key)
  * state directory (else d->dir's, after a stop). */
 static void start_in(daemon_t *d, const char *extra, bool fresh)
 {
-    if (fresh) {
-        snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-auto-XXXXXX");
-        assert_non_null(mkdtemp(d->dir));
-    }
-    cr_test_track(d->dir, 0); /* removed even if the test fails */
-    char log[300];
-    snprintf(log, sizeof log, "%s/controller.log", d->dir);
-    int st = 0;
-    bool ok = ctlf_spawn(d, extra, log, 20, &st);
-    cr_test_track(d->dir, d->pid);
-    assert_true(ok);
-    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+    ctlf_start_ok(d, fresh ? "/tmp/corral-test-auto-XXXXXX" : NULL, extra);
 }
 
 static void start(daemon_t *d, const char *extra)
@@ -122,23 +111,12 @@ static int64_t submit(const daemon_t *d, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", d->admin, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, d->admin, body);
 }
 
 static json_t *job(const daemon_t *d, int64_t id)
 {
-    char path[64];
-    long code;
-    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
-    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
-    assert_int_equal(code, 200);
-    return v;
+    return ctlf_job_ok(d, id);
 }
 
 /* Poll until the job leaves "not yet considered": running, or pending

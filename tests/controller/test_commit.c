@@ -18,7 +18,6 @@
 #include "cr_buf.h"
 #include "cr_time.h"
 #include "../integration/reap.h"
-#include "ctl_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +36,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "ctl_fixture.h"
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -141,18 +142,7 @@ static int teardown(void **state)
 
 static void fill_disk(const char *dir)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/filler", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    char buf[4096];
-    memset(buf, 'x', sizeof buf);
-    while (write(fd, buf, sizeof buf) > 0) {
-    }
-    while (write(fd, buf, 1) > 0) {
-    }
-    assert_true(errno == ENOSPC);
-    close(fd);
+    ctlf_fill_disk_ok(dir);
 }
 
 static void free_disk(const char *dir)
@@ -187,23 +177,12 @@ static char *reg_node(const daemon_t *d, const char *name, int gpus)
 
 static int64_t submit(const daemon_t *d, const char *body)
 {
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", d->admin, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, d->admin, body);
 }
 
 static json_t *job(const daemon_t *d, int64_t id)
 {
-    char path[64];
-    long code;
-    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
-    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
-    assert_int_equal(code, 200);
-    return v;
+    return ctlf_job_ok(d, id);
 }
 
 /* Polls until job id's state is state (30 s), then asserts it. */

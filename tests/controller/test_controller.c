@@ -72,18 +72,7 @@ static json_t *call(const daemon_t *d, const char *method, const char *path, con
 
 static void start(daemon_t *d, bool fresh, const char *extra)
 {
-    if (fresh) {
-        snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-ctl-XXXXXX");
-        assert_non_null(mkdtemp(d->dir));
-    }
-    cr_test_track(d->dir, 0); /* removed even if the test fails */
-    char log[300];
-    snprintf(log, sizeof log, "%s/controller.log", d->dir);
-    int st = 0;
-    bool ok = ctlf_spawn(d, extra, log, 20, &st);
-    cr_test_track(d->dir, d->pid);
-    assert_true(ok);
-    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+    ctlf_start_ok(d, fresh ? "/tmp/corral-test-ctl-XXXXXX" : NULL, extra);
 }
 
 static void stop(daemon_t *d, int sig)
@@ -163,13 +152,7 @@ static char *mint(const daemon_t *d, const char *role, const char *tenant)
 
 static int64_t submit(const daemon_t *d, const char *token, const char *body)
 {
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", token, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, token, body);
 }
 
 static int64_t count_jobs(const daemon_t *d)
@@ -564,12 +547,7 @@ static void test_bad_input_stores_nothing(void **state)
 
 static json_t *job(const daemon_t *d, int64_t id)
 {
-    char path[64];
-    long code;
-    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
-    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
-    assert_int_equal(code, 200);
-    return v;
+    return ctlf_job_ok(d, id);
 }
 
 /* Poll until job id is in state (deadline 20 s). */

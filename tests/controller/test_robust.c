@@ -16,7 +16,6 @@
 #include "cr_buf.h"
 #include "cr_time.h"
 #include "../integration/reap.h"
-#include "ctl_fixture.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +36,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "ctl_fixture.h"
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
@@ -170,13 +171,7 @@ static bool log_has(const daemon_t *d, const char *needle)
 
 static int64_t submit(const daemon_t *d, const char *token, const char *body)
 {
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", token, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, token, body);
 }
 
 static json_t *job(const daemon_t *d, int64_t id, long *code)
@@ -237,19 +232,7 @@ static long whoami(const daemon_t *d, const char *token)
 
 static void fill_disk(const char *dir)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/filler", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    char buf[4096];
-    memset(buf, 'x', sizeof buf);
-    while (write(fd, buf, sizeof buf) > 0) {
-    }
-    /* the last partial page too */
-    while (write(fd, buf, 1) > 0) {
-    }
-    assert_true(errno == ENOSPC);
-    close(fd);
+    ctlf_fill_disk_ok(dir);
 }
 
 /* The tmpfs of test_disk_full, unmounted by its teardown even when an
