@@ -847,12 +847,7 @@ static void estore_submit(void *be, cr_store_txn *t)
 {
     cr__estore *s = be;
     pthread_mutex_lock(&s->qmu);
-    if (s->tail) {
-        s->tail->next = t;
-    } else {
-        s->head = t;
-    }
-    s->tail = t;
+    cr__store_txn_append(&s->head, &s->tail, t);
     pthread_cond_signal(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
 }

@@ -33,6 +33,10 @@ struct cr_store_txn {
     struct cr_store_txn *next; /* queue link */
 };
 
+/* Appends t to the queue head..tail (the caller holds the queue's lock):
+ * the writers' queues are alike (store_txn.c). */
+void cr__store_txn_append(cr_store_txn **head, cr_store_txn **tail, cr_store_txn *t);
+
 /*
  * A backend: one table of operations, one per backend (cr__store_sqlite_ops
  * in store_sqlite.c, cr__store_etcd_ops in store_etcd.c). cr_store.c opens

@@ -459,6 +459,23 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
+/* Frees what sq_open made (NULL-safe SQLite calls: a partial open too);
+ * the writer thread is not running. */
+static void sq_free(sq_store *s)
+{
+    for (int i = 0; i < ST_COUNT; i++) {
+        sqlite3_finalize(s->st[i]);
+    }
+    sqlite3_close(s->w);
+    for (int i = 0; i < STORE_READERS; i++) {
+        sqlite3_close(s->r[i]);
+        pthread_mutex_destroy(&s->rmu[i]);
+    }
+    pthread_mutex_destroy(&s->qmu);
+    pthread_cond_destroy(&s->qcv);
+    free(s);
+}
+
 static int sq_open(const char *path, const cr_store_opts *opts, void **out)
 {
     sq_store *s = cr_calloc(1, sizeof *s);
@@ -495,17 +512,7 @@ static int sq_open(const char *path, const cr_store_opts *opts, void **out)
         rc = CR_EIO;
     }
     if (rc != 0) {
-        for (int i = 0; i < ST_COUNT; i++) {
-            sqlite3_finalize(s->st[i]);
-        }
-        sqlite3_close(s->w);
-        for (int i = 0; i < STORE_READERS; i++) {
-            sqlite3_close(s->r[i]);
-            pthread_mutex_destroy(&s->rmu[i]);
-        }
-        pthread_mutex_destroy(&s->qmu);
-        pthread_cond_destroy(&s->qcv);
-        free(s);
+        sq_free(s);
         return rc;
     }
     *out = s;
@@ -520,17 +527,7 @@ static void sq_close(void *be)
     pthread_cond_signal(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
     pthread_join(s->thread, NULL);
-    for (int i = 0; i < ST_COUNT; i++) {
-        sqlite3_finalize(s->st[i]);
-    }
-    sqlite3_close(s->w);
-    for (int i = 0; i < STORE_READERS; i++) {
-        sqlite3_close(s->r[i]);
-        pthread_mutex_destroy(&s->rmu[i]);
-    }
-    pthread_mutex_destroy(&s->qmu);
-    pthread_cond_destroy(&s->qcv);
-    free(s);
+    sq_free(s);
 }
 
 static int sq_schema_version(void *be)
@@ -558,12 +555,7 @@ static void sq_submit(void *be, cr_store_txn *t)
 {
     sq_store *s = be;
     pthread_mutex_lock(&s->qmu);
-    if (s->tail) {
-        s->tail->next = t;
-    } else {
-        s->head = t;
-    }
-    s->tail = t;
+    cr__store_txn_append(&s->head, &s->tail, t);
     pthread_cond_signal(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
 }

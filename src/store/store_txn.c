@@ -100,3 +100,13 @@ void cr_store_txn_usage(cr_store_txn *t, const char *tenant, const char *gpu_typ
     o->d2 = energy_j;
     o->d3 = cost;
 }
+
+void cr__store_txn_append(cr_store_txn **head, cr_store_txn **tail, cr_store_txn *t)
+{
+    if (*tail) {
+        (*tail)->next = t;
+    } else {
+        *head = t;
+    }
+    *tail = t;
+}
