@@ -17,6 +17,7 @@
 #include "cr_alloc.h"
 #include "cr_datadir.h"
 #include "cr_error.h"
+#include "cr_file.h"
 #include "cr_opt.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
@@ -329,35 +330,6 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     return 0;
 }
 
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            if (cap > ((size_t)256 << 20)) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            cap = cap ? cap * 2 : 65536;
-            buf = cr_realloc(buf, cap);
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) {
-            break;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 static int apply_power(args *a, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
                        const cr_catalog *catalog)
 {
@@ -439,8 +411,7 @@ int cr_sim_main(int argc, char **argv)
         }
     } else if (a.cluster_path) {
         size_t len = 0;
-        cluster_text = slurp(a.cluster_path, &len);
-        if (!cluster_text) {
+        if (cr_file_read(a.cluster_path, (size_t)256 << 20, &cluster_text, &len) != 0) {
             fprintf(stderr, "corral sim: --cluster: %s: cannot read\n", a.cluster_path);
             goto out;
         }
