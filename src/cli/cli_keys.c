@@ -112,6 +112,13 @@ static void keys_table(const json_t *items, FILE *f)
     cr__cli_table_fini(&t);
 }
 
+static int key_revoke(cli_ctx *ctx, const char *id, cr_client_res *res)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/keys/%s", id);
+    return cr_client_request(ctx->client, "DELETE", path, NULL, 0, res);
+}
+
 int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
@@ -137,14 +144,9 @@ int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
         if ((code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        int rc = cr_client_request(ctx->client, "GET", "/v1/keys", NULL, 0, &res);
-        if (rc < 0) {
-            code = cr__cli_fail(ctx, rc, &res);
-        } else if (ctx->json) {
-            cr__cli_print_json(ctx, res.body);
-        } else {
-            keys_table(json_object_get(res.body, "items"), ctx->out);
-        }
+        code = cr__cli_print_list(ctx,
+                                  cr_client_request(ctx->client, "GET", "/v1/keys", NULL, 0, &res),
+                                  &res, keys_table);
     } else if (strcmp(verb, "create") == 0) {
         if (a.npos > 1) {
             fprintf(ctx->err, "corral keys create: unexpected argument '%s'\n", a.pos[1]);
@@ -203,35 +205,12 @@ int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
             code = CLI_EXIT_USAGE;
             goto out;
         }
-        for (size_t i = 1; i < a.npos; i++) {
-            int64_t id;
-            if (cr_parse_i64(a.pos[i], 1, INT64_MAX / 2, &id) != 0) {
-                fprintf(ctx->err,
-                        "corral keys revoke: '%s' is not a key id (a number from 'corral keys')\n",
-                        a.pos[i]);
-                code = CLI_EXIT_USAGE;
-                goto out;
-            }
-        }
-        if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        if ((code = cr__cli_check_ids(ctx, &a, 1, "keys revoke",
+                                      "a key id (a number from 'corral keys')")) != 0 ||
+            (code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        for (size_t i = 1; i < a.npos; i++) {
-            char path[64];
-            snprintf(path, sizeof path, "/v1/keys/%s", a.pos[i]);
-            int rc = cr_client_request(ctx->client, "DELETE", path, NULL, 0, &res);
-            if (rc < 0) {
-                int c = cr__cli_fail(ctx, rc, &res);
-                code = c > code ? c : code;
-                if (c == CLI_EXIT_UNREACH) {
-                    break;
-                }
-            } else if (ctx->json) {
-                cr__cli_print_json(ctx, res.body);
-            } else {
-                fprintf(ctx->out, "Revoked key %s\n", a.pos[i]);
-            }
-        }
+        code = cr__cli_each_id(ctx, &a, 1, key_revoke, true, "Revoked key", &res);
     } else {
         fprintf(ctx->err, "corral keys: unknown action '%s' (allowed: list, create, revoke)\n",
                 verb);

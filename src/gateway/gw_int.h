@@ -26,7 +26,7 @@
 #define GW_INT_H
 
 #include "cr_buf.h"
-#include "cr_http.h"
+#include "cr_http_parse.h"
 #include "cr_rng.h"
 
 #include <netinet/in.h>
@@ -401,6 +401,9 @@ struct gw {
 
 /* gw_conf.c */
 int gw_conf_parse_args(int argc, char **argv, gw_conf *conf);
+/* The gateway's table of options (cr_opt.h): flags, config members, --help. */
+struct cr_opt;
+const struct cr_opt *gw_conf_opts(size_t *n);
 int gw_conf_load_file(const char *path, gw_conf *conf);
 /* The same from memory (name: for messages); for tests and fuzzing. */
 int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *conf);
