@@ -70,6 +70,8 @@ static void usage(FILE *f)
         "  --no-migrate           rounds: no mid-round move of a running job to a faster type\n"
         "  --no-spread            rounds: plain max-min LP (no second stage for spare capacity)\n"
         "  --no-drain-guard       rounds: no precedence for jobs that would set the makespan\n"
+        "  --fair-order           rounds: hand out GPUs by owed time share, not by estimated\n"
+        "                         time to finish (the default without --no-estimates)\n"
         "  --share-window DUR     rounds: window of the time-received accounting (default: a "
         "round)\n"
         "  --share-policy P       fractional tasks: frag | best-fit | worst-fit (default frag)\n"
@@ -317,6 +319,8 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             a->o.no_spread = true;
         } else if (!strcmp(flag, "--no-drain-guard")) {
             a->o.no_drain_guard = true;
+        } else if (!strcmp(flag, "--fair-order")) {
+            a->o.fair_order = true;
         } else if (!strcmp(flag, "--no-estimates")) {
             a->o.estimates = false;
         } else {

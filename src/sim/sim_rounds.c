@@ -4,12 +4,14 @@
  *
  * Every round (default 6 minutes, --round) the allocation X[j][t] - the
  * share of time each active job should get on each GPU type - is the
- * solution of the max-min fairness LP in sim_rounds_lp.c, recomputed when
+ * solution of the max-min fairness LP in sched_rounds_lp.c, recomputed when
  * the set of active jobs changed since the last solve. Jobs are then given
- * GPUs for the round in priority order, priority[j][t] = X[j][t] / the share
- * of its life the job has actually spent on type t: a job that got less
- * than its allocation goes first. Entries with X = 0 still come last, so no
- * GPU stays idle while a job could use it.
+ * GPUs for the round: by default the (job, type) pairs with X > 0 by the
+ * fewest GPU-seconds the job still needs on that type (see rank()); with
+ * --fair-order (or without estimates) by priority[j][t] = X[j][t] / the
+ * share of its life the job has actually spent on type t: a job that got
+ * less than its allocation goes first. Entries with X = 0 still come last,
+ * so no GPU stays idle while a job could use it.
  *
  * Leases: a running job given the same type for the next round keeps its
  * GPUs and pays nothing (GPUs of one type are pooled, as in Gavel's
@@ -58,6 +60,7 @@ typedef struct rjob {
 
 typedef struct rent { /* one (job, type) candidate of a round */
     double prio;
+    double left_gpu_s; /* default order: GPU-seconds it still needs there (0 in fair order) */
     double x;
     double rel; /* rate there / the job's best rate */
     uint32_t job;
@@ -348,6 +351,9 @@ static int cmp_ent(const void *pa, const void *pb)
     if (a->prio != b->prio) {
         return a->prio > b->prio ? -1 : 1;
     }
+    if (a->left_gpu_s != b->left_gpu_s) {
+        return a->left_gpu_s < b->left_gpu_s ? -1 : 1;
+    }
     if (a->x != b->x) {
         return a->x > b->x ? -1 : 1;
     }
@@ -425,12 +431,27 @@ static bool move_pays(const reng *e, size_t i, int t, int64_t until)
 }
 
 /* Fill e->ent with the (job, type) pairs that can run, of every active job
- * or only the waiting ones, in the order GPUs are handed out: priority,
- * allocation, the lease (the job already holds the type), the job's speed
- * there relative to its best type, job index. */
+ * or only the waiting ones, in the order GPUs are handed out.
+ *
+ * Default (with runtime estimates): the pairs the LP gives time (X > 0)
+ * before the others, and within each, the fewest GPU-seconds still needed
+ * on that type first (gang size x remaining work / rate there, plus the
+ * switch if it is a resume or a move): shortest remaining area first, the
+ * GPU count included because a gang takes that many GPUs from everyone
+ * else for its time. Ordering by X alone (the fair order below with a
+ * one-round window, where every share is zero at the boundary) is a static
+ * priority by LP class with the leases breaking ties: jobs then run to
+ * completion in an order unrelated to their size, which on heavy-tailed
+ * work (Gavel's Philly durations) put long jobs ahead of short ones for
+ * hours (docs/sim.md, the held-out suite).
+ *
+ * Fair order (--fair-order, or no estimates): priority X / share of time
+ * held, then X. Both then: the lease (the job already holds the type), the
+ * job's speed there relative to its best type, job index. */
 static size_t rank(reng *e, bool waiting_only)
 {
     ensure_scratch(e, e->nactive);
+    bool srpt = e->o->estimates && !e->o->fair_order;
     size_t ne = 0;
     for (size_t k = 0; k < e->nactive; k++) {
         size_t i = e->active[k];
@@ -439,17 +460,25 @@ static size_t rank(reng *e, bool waiting_only)
             continue;
         }
         double best = best_rate(e, i);
+        double left = e->w->jobs[i].work - done_now(e, i);
         for (int t = 0; t < e->ntypes; t++) {
             double r = rate_of(e, i, t);
             if (r <= 0) {
                 continue;
             }
-            e->ent[ne++] = (rent){.prio = priority(e, i, t),
+            bool inc = j->state == R_RUN && j->type == t;
+            double fin = 0;
+            if (srpt) { /* GPU-seconds it would still hold there, a resume's switch included */
+                double sw = j->started && !inc ? (double)e->switch_ns / 1e9 : 0;
+                fin = e->w->jobs[i].gpu_count * (left / r + sw);
+            }
+            e->ent[ne++] = (rent){.prio = srpt ? (j->x[t] > 0) : priority(e, i, t),
+                                  .left_gpu_s = fin,
                                   .x = j->x[t],
                                   .rel = r / best,
                                   .job = (uint32_t)i,
                                   .type = t,
-                                  .incumbent = j->state == R_RUN && j->type == t};
+                                  .incumbent = inc};
         }
     }
     if (e->o->estimates && !e->o->no_drain_guard) {
