@@ -56,6 +56,7 @@ typedef struct rjob {
     double recv[CR_SIM_MAX_TYPES]; /* seconds held on each type */
     double x[CR_SIM_MAX_TYPES];    /* allocation of the last LP */
     double demand0, cap0;          /* demand and capacity integrals at arrival */
+    size_t slot;                   /* R_WAIT, R_RUN: its position in active[] */
 } rjob;
 
 typedef struct rent { /* one (job, type) candidate of a round */
@@ -74,8 +75,9 @@ typedef struct reng {
     cr__sim_result *res;
     cr__sim_heap heap;
     rjob *jobs;
-    size_t *active; /* indices of jobs waiting or running, arrival order */
+    size_t *active; /* indices of jobs waiting or running (in no order: swap-removed) */
     size_t nactive;
+    size_t gang_count[32]; /* active jobs by floor(log2(GPU count)) */
     int ntypes;
     double cap[CR_SIM_MAX_TYPES];
     uint32_t busy[CR_SIM_MAX_TYPES];
@@ -83,7 +85,14 @@ typedef struct reng {
     int64_t now, last, round_ns, switch_ns, next_round;
     double demand_int, cap_int;
     uint64_t demand;
-    bool lp_dirty;
+    bool lp_dirty;   /* the active set changed since the last solve */
+    bool lp_missing; /* a job arrived whose class the last solve did not have */
+    /* the last solve's classes, in cmp_key order, and their allocation
+     * (cls_x[c * ntypes + t]): a mid-round arrival of a known class gets
+     * its class's allocation without a solve */
+    struct rkey *cls_key;
+    double *cls_x;
+    size_t ncls, cls_cap;
     int64_t reset_at, reset_ns; /* time accounting window: start, length */
     /* scratch for the LP and the round (owned, grown as needed) */
     double *lp_rate, *lp_x, *lp_mult;
@@ -102,6 +111,26 @@ static double rate_of(const reng *e, size_t i, int t)
         return 0;
     }
     return wj->rate[t];
+}
+
+static int gang_bucket(int gpus)
+{
+    int b = 0;
+    while (b < 31 && (gpus >> (b + 1)) > 0) {
+        b++;
+    }
+    return b;
+}
+
+/* A lower bound on the GPU count of every active job. */
+static double min_gang(const reng *e)
+{
+    for (int b = 0; b < 32; b++) {
+        if (e->gang_count[b]) {
+            return (double)(1u << b);
+        }
+    }
+    return 1e30;
 }
 
 static void advance(reng *e)
@@ -227,13 +256,10 @@ static void stop(reng *e, size_t i, bool finished)
         double dc = e->cap_int - j->cap0, dd = e->demand_int - j->demand0;
         jr->contention = (dc > 0 && dd > dc) ? dd / dc : 1.0;
         e->lp_dirty = true;
-        for (size_t k = 0; k < e->nactive; k++) { /* keep arrival order */
-            if (e->active[k] == i) {
-                memmove(&e->active[k], &e->active[k + 1], (e->nactive - k - 1) * sizeof(size_t));
-                e->nactive--;
-                break;
-            }
-        }
+        size_t k = j->slot; /* every order over active[] is by job, not by position */
+        e->active[k] = e->active[--e->nactive];
+        e->jobs[e->active[k]].slot = k;
+        e->gang_count[gang_bucket(wj->gpu_count)]--;
     } else {
         j->state = R_WAIT;
         jr->preemptions++;
@@ -258,11 +284,34 @@ static void ensure_scratch(reng *e, size_t n)
     e->scratch_cap = cap;
 }
 
-typedef struct rkey { /* a job's LP class: GPU count and rates */
+struct rkey { /* a job's LP class: GPU count and rates */
     int scale;
     double r[CR_SIM_MAX_TYPES];
     size_t k; /* position in active[] */
-} rkey;
+};
+typedef struct rkey rkey;
+
+static int cmp_class(const rkey *a, const rkey *b)
+{
+    if (a->scale != b->scale) {
+        return a->scale < b->scale ? -1 : 1;
+    }
+    for (int t = 0; t < CR_SIM_MAX_TYPES; t++) {
+        if (a->r[t] != b->r[t]) {
+            return a->r[t] < b->r[t] ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
+static void job_key(const reng *e, size_t i, rkey *key)
+{
+    memset(key, 0, sizeof *key);
+    key->scale = e->w->jobs[i].gpu_count;
+    for (int t = 0; t < e->ntypes; t++) {
+        key->r[t] = rate_of(e, i, t);
+    }
+}
 
 static int cmp_key(const void *pa, const void *pb)
 {
@@ -319,11 +368,45 @@ static int solve(reng *e)
         for (size_t q = 0; q < n; q++) {
             memcpy(e->jobs[e->active[keys[q].k]].x, &e->lp_x[cls[q] * nt], nt * sizeof(double));
         }
-        e->lp_dirty = false;
+        if (nc > e->cls_cap) {
+            e->cls_cap = nc;
+            e->cls_key = cr_realloc(e->cls_key, nc * sizeof *e->cls_key);
+            e->cls_x = cr_realloc(e->cls_x, nc * nt * sizeof *e->cls_x);
+        }
+        for (size_t q = 0; q < n; q++) {
+            e->cls_key[cls[q]] = keys[q];
+        }
+        memcpy(e->cls_x, e->lp_x, nc * nt * sizeof *e->cls_x);
+        e->ncls = nc;
+        e->lp_dirty = e->lp_missing = false;
     }
     free(keys);
     free(cls);
     return rc;
+}
+
+/* A job arriving between solves gets the allocation its class had at the
+ * last one; a class that solve did not have sets lp_missing. */
+static void assign_class_x(reng *e, size_t i)
+{
+    rkey key;
+    job_key(e, i, &key);
+    size_t lo = 0, hi = e->ncls;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = cmp_class(&e->cls_key[mid], &key);
+        if (c == 0) {
+            memcpy(e->jobs[i].x, &e->cls_x[mid * (size_t)e->ntypes],
+                   (size_t)e->ntypes * sizeof(double));
+            return;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    e->lp_missing = true;
 }
 
 /* Priority of job i on type t: its allocation over the share of its life
@@ -448,7 +531,42 @@ static bool move_pays(const reng *e, size_t i, int t, int64_t until)
  * Fair order (--fair-order, or no estimates): priority X / share of time
  * held, then X. Both then: the lease (the job already holds the type), the
  * job's speed there relative to its best type, job index. */
-static size_t rank(reng *e, bool waiting_only)
+static void ent_sift(rent *h, size_t n, size_t k)
+{
+    for (;;) {
+        size_t l = 2 * k + 1, m = k;
+        if (l < n && cmp_ent(&h[l], &h[m]) < 0) {
+            m = l;
+        }
+        if (l + 1 < n && cmp_ent(&h[l + 1], &h[m]) < 0) {
+            m = l + 1;
+        }
+        if (m == k) {
+            return;
+        }
+        rent tmp = h[k];
+        h[k] = h[m];
+        h[m] = tmp;
+        k = m;
+    }
+}
+
+/* The next entry in the order of cmp_ent (a total order: the same sequence
+ * a full sort gives), from the heap rank() built; false when none is left.
+ * A round or a fill stops popping once no GPU is left, so it pays for the
+ * entries it hands out, not a sort of all of them. */
+static bool ent_pop(reng *e, size_t *ne, rent *out)
+{
+    if (*ne == 0) {
+        return false;
+    }
+    *out = e->ent[0];
+    e->ent[0] = e->ent[--*ne];
+    ent_sift(e->ent, *ne, 0);
+    return true;
+}
+
+static size_t rank(reng *e, bool waiting_only, const double *room)
 {
     ensure_scratch(e, e->nactive);
     bool srpt = e->o->estimates && !e->o->fair_order;
@@ -463,8 +581,8 @@ static size_t rank(reng *e, bool waiting_only)
         double left = e->w->jobs[i].work - done_now(e, i);
         for (int t = 0; t < e->ntypes; t++) {
             double r = rate_of(e, i, t);
-            if (r <= 0) {
-                continue;
+            if (r <= 0 || (room && e->w->jobs[i].gpu_count > room[t])) {
+                continue; /* (room: no GPU frees up while a fill starts jobs) */
             }
             bool inc = j->state == R_RUN && j->type == t;
             double fin = 0;
@@ -484,7 +602,9 @@ static size_t rank(reng *e, bool waiting_only)
     if (e->o->estimates && !e->o->no_drain_guard) {
         drain_guard(e, ne);
     }
-    qsort(e->ent, ne, sizeof *e->ent, cmp_ent);
+    for (size_t k = ne / 2; k-- > 0;) {
+        ent_sift(e->ent, ne, k);
+    }
     return ne;
 }
 
@@ -505,12 +625,11 @@ static int do_round(reng *e)
     }
     e->res->cycles++;
     size_t n = e->nactive;
-    size_t ne = rank(e, false);
+    size_t ne = rank(e, false, NULL);
     /* next[] as the new type per active job, -1 = not this round */
     int *next = cr_malloc((n ? n : 1) * sizeof *next);
     double left[CR_SIM_MAX_TYPES];
     memcpy(left, e->cap, sizeof left);
-    /* map job -> position in active: active is sorted by index */
     for (size_t k = 0; k < n; k++) {
         next[k] = -1;
         size_t i = e->active[k];
@@ -520,19 +639,12 @@ static int do_round(reng *e)
             left[j->type] -= e->w->jobs[i].gpu_count;
         }
     }
-    for (size_t q = 0; q < ne; q++) {
-        const rent *en = &e->ent[q];
+    double smallest = min_gang(e);
+    rent ent;
+    while (ent_pop(e, &ne, &ent)) {
+        const rent *en = &ent;
         size_t i = en->job;
-        size_t lo = 0, hi = n; /* binary search: active[] ascends */
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (e->active[mid] < i) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        size_t k = lo;
+        size_t k = e->jobs[i].slot;
         int g = e->w->jobs[i].gpu_count;
         if (next[k] >= 0 || left[en->type] < g) {
             continue;
@@ -545,6 +657,13 @@ static int do_round(reng *e)
         }
         next[k] = en->type;
         left[en->type] -= g;
+        bool room = false;
+        for (int t = 0; t < e->ntypes; t++) {
+            room |= left[t] >= smallest;
+        }
+        if (!room) {
+            break; /* every later entry would find no GPU */
+        }
     }
     for (size_t k = 0; k < n; k++) {
         size_t i = e->active[k];
@@ -569,7 +688,24 @@ static int fill(reng *e)
     if (e->next_round - e->now <= e->switch_ns) {
         return 0; /* the round is about to end: not worth a start */
     }
-    if (e->lp_dirty) { /* arrivals get their allocation at once */
+    /* Nothing can start or move unless some type has room for the smallest
+     * job that could take it. Leaving then is exact: the LP's answer is a
+     * function of the active set alone, so a solve put off to its next use
+     * gives what solving now and again then would (most fills of a
+     * saturated cluster end here: an arrival with every GPU busy). */
+    double max_free = 0;
+    for (int t = 0; t < e->ntypes; t++) {
+        double f = e->cap[t] - e->busy[t];
+        max_free = f > max_free ? f : max_free;
+    }
+    if (max_free < min_gang(e)) {
+        return 0;
+    }
+    /* Mid-round the round's allocation stands, as in Gavel (it solves once
+     * a round): an arrival of a class the last solve had takes that class's
+     * allocation (assign_class_x); only a new class, which has none, makes
+     * the LP run now. Finishes change nothing until the next round. */
+    if (e->lp_missing) {
         int rc = solve(e);
         if (rc != 0) {
             return rc;
@@ -578,9 +714,14 @@ static int fill(reng *e)
     bool changed = true;
     for (int guard = 0; changed && guard < 64; guard++) {
         changed = false;
-        size_t ne = rank(e, true);
-        for (size_t q = 0; q < ne; q++) {
-            const rent *en = &e->ent[q];
+        double room[CR_SIM_MAX_TYPES];
+        for (int t = 0; t < e->ntypes; t++) {
+            room[t] = e->cap[t] - e->busy[t];
+        }
+        size_t ne = rank(e, true, room);
+        rent ent;
+        while (ent_pop(e, &ne, &ent)) {
+            const rent *en = &ent;
             if (e->jobs[en->job].state == R_WAIT &&
                 e->w->jobs[en->job].gpu_count <= e->cap[en->type] - e->busy[en->type]) {
                 start(e, en->job, en->type);
@@ -593,6 +734,9 @@ static int fill(reng *e)
         /* migration: the biggest gain first, one per pass */
         for (int t = 0; t < e->ntypes; t++) {
             double free_t = e->cap[t] - e->busy[t];
+            if (free_t < 1) {
+                continue;
+            }
             size_t best = SIZE_MAX;
             double bg = 0;
             for (size_t k = 0; k < e->nactive; k++) {
@@ -699,9 +843,12 @@ int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr
             e.jobs[i].state = R_WAIT;
             e.jobs[i].demand0 = e.demand_int;
             e.jobs[i].cap0 = e.cap_int;
-            e.active[e.nactive++] = i; /* arrivals come in index order */
+            e.jobs[i].slot = e.nactive;
+            e.active[e.nactive++] = i;
+            e.gang_count[gang_bucket(wj->gpu_count)]++;
             e.demand += (uint64_t)wj->gpu_count;
             e.lp_dirty = true;
+            assign_class_x(&e, i);
             fill_due = true;
             if (i + 1 < w->njobs) {
                 cr__sim_heap_push(&e.heap, w->jobs[i + 1].submit_ns, CR_SIM_EV_ARRIVE,
@@ -773,6 +920,8 @@ out:
     free(e.lp_scale);
     free(e.lp_mult);
     free(e.ent);
+    free(e.cls_key);
+    free(e.cls_x);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(s);
     res->wall_s = (double)(cr_mono_ns() - wall0) / 1e9;
