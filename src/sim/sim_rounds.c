@@ -69,6 +69,12 @@ typedef struct rent { /* one (job, type) candidate of a round */
     bool incumbent;
 } rent;
 
+typedef struct mcand { /* a running job that would go faster on another type */
+    double gain;       /* rate there / rate on its type */
+    int64_t epoch;     /* the job's epoch at its start: stale once it changed */
+    uint32_t job;
+} mcand;
+
 typedef struct reng {
     const cr__sim_opts *o;
     const cr__sim_workload *w;
@@ -99,6 +105,19 @@ typedef struct reng {
     int *lp_scale;
     rent *ent;
     size_t scratch_cap;
+    /* Default order only: the waiting jobs' pairs, one heap per type, kept
+     * between fills (a waiting job's key does not change until the next
+     * solve: its remaining work stands still), rebuilt after every round
+     * and solve, pushed to at arrivals; pairs of jobs no longer waiting
+     * are dropped when they come up. aside: popped pairs that did not fit. */
+    /* Mid-round moves: mh[u][t] holds the running jobs on type u that are
+     * faster on t, by gain, pushed at each start (stale ones dropped when
+     * they come up), so a fill finds the best move without a scan. */
+    mcand *mh[CR_SIM_MAX_TYPES][CR_SIM_MAX_TYPES], *maside;
+    size_t nmh[CR_SIM_MAX_TYPES][CR_SIM_MAX_TYPES], mh_cap[CR_SIM_MAX_TYPES][CR_SIM_MAX_TYPES];
+    size_t nmaside, maside_cap;
+    rent *wq[CR_SIM_MAX_TYPES], *aside;
+    size_t nwq[CR_SIM_MAX_TYPES], wq_cap[CR_SIM_MAX_TYPES], naside, aside_cap;
 } reng;
 
 static double rate_of(const reng *e, size_t i, int t)
@@ -170,13 +189,8 @@ static void sample(reng *e)
         s.busy += e->busy[t];
         s.healthy += (uint32_t)e->cap[t];
     }
-    for (size_t k = 0; k < e->nactive; k++) {
-        if (e->jobs[e->active[k]].state == R_RUN) {
-            s.running++;
-        } else {
-            s.queue++;
-        }
-    }
+    s.running = (uint32_t)e->running; /* every running job is active, the rest wait */
+    s.queue = (uint32_t)(e->nactive - e->running);
     if (r->nsamples) {
         cr__sim_sample *p = &r->samples[r->nsamples - 1];
         if (p->busy == s.busy && p->queue == s.queue && p->running == s.running) {
@@ -202,6 +216,50 @@ static double done_now(const reng *e, size_t i)
     return d;
 }
 
+static bool mc_before(const mcand *a, const mcand *b)
+{
+    return a->gain != b->gain ? a->gain > b->gain : a->job < b->job;
+}
+
+static void mh_push(mcand **hp, size_t *n, size_t *cap, mcand m)
+{
+    CR_GROW(*hp, *n, *cap);
+    mcand *h = *hp;
+    size_t k = (*n)++;
+    h[k] = m;
+    while (k > 0 && mc_before(&h[k], &h[(k - 1) / 2])) {
+        mcand tmp = h[k];
+        h[k] = h[(k - 1) / 2];
+        h[(k - 1) / 2] = tmp;
+        k = (k - 1) / 2;
+    }
+}
+
+static mcand mh_pop(mcand *h, size_t *n)
+{
+    mcand top = h[0];
+    h[0] = h[--*n];
+    for (size_t k = 0;;) {
+        size_t l = 2 * k + 1, m = k;
+        if (l < *n && mc_before(&h[l], &h[m])) {
+            m = l;
+        }
+        if (l + 1 < *n && mc_before(&h[l + 1], &h[m])) {
+            m = l + 1;
+        }
+        if (m == k) {
+            break;
+        }
+        mcand tmp = h[k];
+        h[k] = h[m];
+        h[m] = tmp;
+        k = m;
+    }
+    return top;
+}
+
+static double rate_of(const reng *e, size_t i, int t);
+
 static void start(reng *e, size_t i, int t)
 {
     rjob *j = &e->jobs[i];
@@ -226,6 +284,15 @@ static void start(reng *e, size_t i, int t)
     int64_t dur = cost + (ns > 1e18 ? (int64_t)1e18 : (int64_t)ns);
     cr__sim_heap_push(&e->heap, e->now + (dur < 1 ? 1 : dur), CR_SIM_EV_FINISH, (int64_t)i,
                       j->epoch);
+    if (wj->preemptible && !e->o->no_migrate) {
+        for (int u = 0; u < e->ntypes; u++) {
+            double r = rate_of(e, i, u);
+            if (u != t && r > wj->rate[t]) {
+                mh_push(&e->mh[t][u], &e->nmh[t][u], &e->mh_cap[t][u],
+                        (mcand){.gain = r / wj->rate[t], .epoch = j->epoch, .job = (uint32_t)i});
+            }
+        }
+    }
 }
 
 /* Stop job i's run: suspended (checkpointed, nothing lost but the switch
@@ -555,28 +622,45 @@ static void ent_sift(rent *h, size_t n, size_t k)
  * a full sort gives), from the heap rank() built; false when none is left.
  * A round or a fill stops popping once no GPU is left, so it pays for the
  * entries it hands out, not a sort of all of them. */
-static bool ent_pop(reng *e, size_t *ne, rent *out)
+static bool ent_pop(rent *h, size_t *ne, rent *out)
 {
     if (*ne == 0) {
         return false;
     }
-    *out = e->ent[0];
-    e->ent[0] = e->ent[--*ne];
-    ent_sift(e->ent, *ne, 0);
+    *out = h[0];
+    h[0] = h[--*ne];
+    ent_sift(h, *ne, 0);
     return true;
 }
 
-static size_t rank(reng *e, bool waiting_only, const double *room)
+static void wq_push(reng *e, const rent *en)
 {
-    ensure_scratch(e, e->nactive);
-    bool srpt = e->o->estimates && !e->o->fair_order;
+    int t = en->type;
+    CR_GROW(e->wq[t], e->nwq[t], e->wq_cap[t]);
+    rent *h = e->wq[t];
+    size_t k = e->nwq[t]++;
+    h[k] = *en;
+    while (k > 0 && cmp_ent(&h[k], &h[(k - 1) / 2]) < 0) {
+        rent tmp = h[k];
+        h[k] = h[(k - 1) / 2];
+        h[(k - 1) / 2] = tmp;
+        k = (k - 1) / 2;
+    }
+}
+
+static bool srpt_order(const reng *e)
+{
+    return e->o->estimates && !e->o->fair_order;
+}
+
+/* Job i's pairs into out (room ntypes at least), those that fit `room`
+ * when given; returns how many. */
+static size_t job_entries(const reng *e, size_t i, const double *room, rent *out)
+{
+    bool srpt = srpt_order(e);
     size_t ne = 0;
-    for (size_t k = 0; k < e->nactive; k++) {
-        size_t i = e->active[k];
-        const rjob *j = &e->jobs[i];
-        if (waiting_only && j->state != R_WAIT) {
-            continue;
-        }
+    const rjob *j = &e->jobs[i];
+    {
         double best = best_rate(e, i);
         double left = e->w->jobs[i].work - done_now(e, i);
         for (int t = 0; t < e->ntypes; t++) {
@@ -590,14 +674,54 @@ static size_t rank(reng *e, bool waiting_only, const double *room)
                 double sw = j->started && !inc ? (double)e->switch_ns / 1e9 : 0;
                 fin = e->w->jobs[i].gpu_count * (left / r + sw);
             }
-            e->ent[ne++] = (rent){.prio = srpt ? (j->x[t] > 0) : priority(e, i, t),
-                                  .left_gpu_s = fin,
-                                  .x = j->x[t],
-                                  .rel = r / best,
-                                  .job = (uint32_t)i,
-                                  .type = t,
-                                  .incumbent = inc};
+            out[ne++] = (rent){.prio = srpt ? (j->x[t] > 0) : priority(e, i, t),
+                               .left_gpu_s = fin,
+                               .x = j->x[t],
+                               .rel = r / best,
+                               .job = (uint32_t)i,
+                               .type = t,
+                               .incumbent = inc};
         }
+    }
+    return ne;
+}
+
+static void wq_rebuild(reng *e)
+{
+    memset(e->nwq, 0, sizeof e->nwq);
+    if (!srpt_order(e)) {
+        return;
+    }
+    rent tmp[CR_SIM_MAX_TYPES];
+    for (size_t k = 0; k < e->nactive; k++) {
+        size_t i = e->active[k];
+        if (e->jobs[i].state != R_WAIT) {
+            continue;
+        }
+        size_t n = job_entries(e, i, NULL, tmp);
+        for (size_t q = 0; q < n; q++) {
+            int t = tmp[q].type;
+            CR_GROW(e->wq[t], e->nwq[t], e->wq_cap[t]);
+            e->wq[t][e->nwq[t]++] = tmp[q];
+        }
+    }
+    for (int t = 0; t < e->ntypes; t++) {
+        for (size_t k = e->nwq[t] / 2; k-- > 0;) {
+            ent_sift(e->wq[t], e->nwq[t], k);
+        }
+    }
+}
+
+static size_t rank(reng *e, bool waiting_only, const double *room)
+{
+    ensure_scratch(e, e->nactive);
+    size_t ne = 0;
+    for (size_t k = 0; k < e->nactive; k++) {
+        size_t i = e->active[k];
+        if (waiting_only && e->jobs[i].state != R_WAIT) {
+            continue;
+        }
+        ne += job_entries(e, i, room, &e->ent[ne]);
     }
     if (e->o->estimates && !e->o->no_drain_guard) {
         drain_guard(e, ne);
@@ -641,7 +765,7 @@ static int do_round(reng *e)
     }
     double smallest = min_gang(e);
     rent ent;
-    while (ent_pop(e, &ne, &ent)) {
+    while (ent_pop(e->ent, &ne, &ent)) {
         const rent *en = &ent;
         size_t i = en->job;
         size_t k = e->jobs[i].slot;
@@ -678,6 +802,7 @@ static int do_round(reng *e)
         }
     }
     free(next);
+    wq_rebuild(e);
     return 0;
 }
 
@@ -710,7 +835,10 @@ static int fill(reng *e)
         if (rc != 0) {
             return rc;
         }
+        wq_rebuild(e);
     }
+    bool srpt = srpt_order(e);
+    double smallest = min_gang(e);
     bool changed = true;
     for (int guard = 0; changed && guard < 64; guard++) {
         changed = false;
@@ -718,14 +846,47 @@ static int fill(reng *e)
         for (int t = 0; t < e->ntypes; t++) {
             room[t] = e->cap[t] - e->busy[t];
         }
-        size_t ne = rank(e, true, room);
         rent ent;
-        while (ent_pop(e, &ne, &ent)) {
-            const rent *en = &ent;
-            if (e->jobs[en->job].state == R_WAIT &&
-                e->w->jobs[en->job].gpu_count <= e->cap[en->type] - e->busy[en->type]) {
-                start(e, en->job, en->type);
-                changed = true;
+        if (srpt) { /* the kept heaps, merged over the types with room */
+            e->naside = 0;
+            for (;;) {
+                int tb = -1;
+                for (int t = 0; t < e->ntypes; t++) {
+                    if (room[t] >= smallest && e->nwq[t] > 0 &&
+                        (tb < 0 || cmp_ent(&e->wq[t][0], &e->wq[tb][0]) < 0)) {
+                        tb = t;
+                    }
+                }
+                if (tb < 0 || !ent_pop(e->wq[tb], &e->nwq[tb], &ent)) {
+                    break;
+                }
+                if (e->jobs[ent.job].state != R_WAIT) {
+                    continue; /* started since, or finished: drop */
+                }
+                int g = e->w->jobs[ent.job].gpu_count;
+                if (g <= room[ent.type]) {
+                    start(e, ent.job, ent.type);
+                    room[ent.type] -= g;
+                    changed = true;
+                } else {
+                    CR_GROW(e->aside, e->naside, e->aside_cap);
+                    e->aside[e->naside++] = ent;
+                }
+            }
+            for (size_t q = 0; q < e->naside; q++) {
+                if (e->jobs[e->aside[q].job].state == R_WAIT) {
+                    wq_push(e, &e->aside[q]);
+                }
+            }
+        } else {
+            size_t ne = rank(e, true, room);
+            while (ent_pop(e->ent, &ne, &ent)) {
+                const rent *en = &ent;
+                if (e->jobs[en->job].state == R_WAIT &&
+                    e->w->jobs[en->job].gpu_count <= e->cap[en->type] - e->busy[en->type]) {
+                    start(e, en->job, en->type);
+                    changed = true;
+                }
             }
         }
         if (e->o->no_migrate) {
@@ -737,19 +898,46 @@ static int fill(reng *e)
             if (free_t < 1) {
                 continue;
             }
+            /* The running jobs faster on t, by gain: the first whose move
+             * pays is the scan's pick (the largest gain). A move pays only
+             * if span * (g - 1) > switch * g for the time to the round's
+             * end, so once a gain fails that, every smaller one does. */
             size_t best = SIZE_MAX;
-            double bg = 0;
-            for (size_t k = 0; k < e->nactive; k++) {
-                size_t i = e->active[k];
-                const rjob *j = &e->jobs[i];
-                if (j->state != R_RUN || j->type == t || !e->w->jobs[i].preemptible ||
-                    e->w->jobs[i].gpu_count > free_t || !move_pays(e, i, t, e->next_round)) {
-                    continue;
+            double sw = (double)e->switch_ns / 1e9;
+            double span = (double)(e->next_round - e->now) / 1e9;
+            e->nmaside = 0;
+            for (;;) {
+                int ub = -1;
+                for (int u = 0; u < e->ntypes; u++) {
+                    if (u != t && e->nmh[u][t] > 0 &&
+                        (ub < 0 || mc_before(&e->mh[u][t][0], &e->mh[ub][t][0]))) {
+                        ub = u;
+                    }
                 }
-                double g = rate_of(e, i, t) / e->w->jobs[i].rate[j->type];
-                if (g > bg) {
-                    bg = g, best = i;
+                if (ub < 0) {
+                    break;
                 }
+                mcand m = mh_pop(e->mh[ub][t], &e->nmh[ub][t]);
+                const rjob *j = &e->jobs[m.job];
+                if (j->state != R_RUN || j->epoch != m.epoch) {
+                    continue; /* stopped since: stale */
+                }
+                if (span * (m.gain - 1) <= sw * m.gain) {
+                    mh_push(&e->mh[ub][t], &e->nmh[ub][t], &e->mh_cap[ub][t], m);
+                    break;
+                }
+                CR_GROW(e->maside, e->nmaside, e->maside_cap);
+                e->maside[e->nmaside++] = m;
+                if (e->w->jobs[m.job].gpu_count <= free_t &&
+                    move_pays(e, m.job, t, e->next_round)) {
+                    best = m.job;
+                    e->nmaside--; /* consumed: the move pushes it anew */
+                    break;
+                }
+            }
+            for (size_t q = 0; q < e->nmaside; q++) {
+                int u = e->jobs[e->maside[q].job].type;
+                mh_push(&e->mh[u][t], &e->nmh[u][t], &e->mh_cap[u][t], e->maside[q]);
             }
             if (best != SIZE_MAX) {
                 stop(e, best, false);
@@ -849,6 +1037,13 @@ int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr
             e.demand += (uint64_t)wj->gpu_count;
             e.lp_dirty = true;
             assign_class_x(&e, i);
+            if (!e.lp_missing && srpt_order(&e)) {
+                rent tmp[CR_SIM_MAX_TYPES];
+                size_t n = job_entries(&e, i, NULL, tmp);
+                for (size_t q = 0; q < n; q++) {
+                    wq_push(&e, &tmp[q]);
+                }
+            }
             fill_due = true;
             if (i + 1 < w->njobs) {
                 cr__sim_heap_push(&e.heap, w->jobs[i + 1].submit_ns, CR_SIM_EV_ARRIVE,
@@ -921,6 +1116,16 @@ out:
     free(e.lp_mult);
     free(e.ent);
     free(e.cls_key);
+    for (int t = 0; t < CR_SIM_MAX_TYPES; t++) {
+        free(e.wq[t]);
+    }
+    free(e.aside);
+    free(e.maside);
+    for (int u = 0; u < CR_SIM_MAX_TYPES; u++) {
+        for (int t = 0; t < CR_SIM_MAX_TYPES; t++) {
+            free(e.mh[u][t]);
+        }
+    }
     free(e.cls_x);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(s);
