@@ -31,6 +31,9 @@
  * switch costs, rate_new * switch - so a move never loses more than its
  * modelled cost (tests/sim: the property test).
  *
+ * The drain guard applies at round boundaries; fills between rounds use
+ * the waiting jobs' heaps (wq) and so the default order alone.
+ *
  * Deterministic: every order is by (key, job index), no RNG is drawn.
  */
 #include "sim_int.h"
