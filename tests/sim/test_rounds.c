@@ -264,6 +264,36 @@ static void test_order_shortest_area(void **state)
     cr__sim_workload_fini(&w);
 }
 
+/* Between rounds a freed GPU goes to the waiting job needing the fewest
+ * GPU-seconds, from the heap kept since the arrivals (no solve: both are of
+ * the running job's class). One GPU; A (1000 s) runs from t=0 and keeps the
+ * GPU at the boundaries at 360 and 720 s (its remaining area is the
+ * smallest); B (5000 s) arrives at 10 s, C (2000 s) at 20 s. A ends at
+ * 1000 s, mid-round: C starts then (a first start: no switch) and ends at
+ * 3000 s, also mid-round, and B runs from 3000 to 8000 s. In arrival order
+ * B would have taken the GPU at 1000 s. */
+static void test_fill_shortest_area(void **state)
+{
+    (void)state;
+    cr__sim_workload w;
+    cr__sim_workload_init(&w);
+    add_job(&w, "a", 1, 1000, 0);
+    add_job(&w, "b", 1, 5000, 10 * CR_NS_PER_SEC);
+    add_job(&w, "c", 1, 2000, 20 * CR_NS_PER_SEC);
+    cr__sim_result r;
+    run_on("g:1", &w, 10 * CR_NS_PER_SEC, false, true, &r);
+    assert_int_equal(r.jobs[0].finish_ns, 1000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[2].first_start_ns, 1000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[2].finish_ns, 3000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[1].first_start_ns, 3000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[1].finish_ns, 8000 * CR_NS_PER_SEC);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(r.jobs[k].preemptions, 0);
+    }
+    cr__sim_result_fini(&r);
+    cr__sim_workload_fini(&w);
+}
+
 /* Property: a job never loses more than its modelled cost - each suspend
  * (preemption or migration) costs at most the switch time on its GPUs, the
  * first start nothing - and the work done is exactly the work asked: held
@@ -336,10 +366,11 @@ static void test_deterministic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lp_scale_factor),  cmocka_unit_test(test_lp_equal_split),
-        cmocka_unit_test(test_lp_hetero_spread), cmocka_unit_test(test_lp_classes),
-        cmocka_unit_test(test_migration_exact),  cmocka_unit_test(test_migration_cost_bound),
-        cmocka_unit_test(test_deterministic),    cmocka_unit_test(test_order_shortest_area),
+        cmocka_unit_test(test_lp_scale_factor),    cmocka_unit_test(test_lp_equal_split),
+        cmocka_unit_test(test_lp_hetero_spread),   cmocka_unit_test(test_lp_classes),
+        cmocka_unit_test(test_migration_exact),    cmocka_unit_test(test_migration_cost_bound),
+        cmocka_unit_test(test_deterministic),      cmocka_unit_test(test_order_shortest_area),
+        cmocka_unit_test(test_fill_shortest_area),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
