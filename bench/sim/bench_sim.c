@@ -16,6 +16,10 @@
  * so its peak RSS is its own (target: under 10 s each); `bench_sim
  * saturated` runs only that.
  *
+ * `sim-rounds` as a policy runs corral sim's own rounds engine
+ * (sim_rounds.c, what `corral sim --policy rounds` runs) instead of the
+ * cr_sched policy `rounds`.
+ *
  * usage: bench_sim [jobs] [policy,...] [jobs_per_hour] [cycle_interval_s] [max_examined]
  *        bench_sim saturated
  */
@@ -75,7 +79,10 @@ static int one(size_t njobs, double rate, int64_t interval_ns, const char *polic
     cr__sim_opts o;
     memset(&o, 0, sizeof o);
     cr_sched_policy pol;
-    if (cr_sched_policy_parse(policy, &pol) != 0) {
+    bool sim_rounds = strcmp(policy, "sim-rounds") == 0; /* corral sim's own rounds engine */
+    if (sim_rounds) {
+        pol = CR_SCHED_ROUNDS;
+    } else if (cr_sched_policy_parse(policy, &pol) != 0) {
         fprintf(stderr, "bench_sim: unknown policy %s\n", policy);
         return 1;
     }
@@ -92,7 +99,8 @@ static int one(size_t njobs, double rate, int64_t interval_ns, const char *polic
     cr__sim_result r;
     int64_t t0 = cr_mono_ns();
     double cpu0 = cpu_s();
-    int rc = cr__sim_run(&o, &c, &w, &r, err, sizeof err);
+    int rc = sim_rounds ? cr__sim_run_rounds(&o, &c, &w, &r, err, sizeof err)
+                        : cr__sim_run(&o, &c, &w, &r, err, sizeof err);
     double secs = (double)(cr_mono_ns() - t0) / 1e9;
     double cpu = cpu_s() - cpu0;
     if (rc != 0) {

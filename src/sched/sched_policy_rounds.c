@@ -34,8 +34,10 @@
  * checkpoint is written; until then it is out of the rounds.
  *
  * What the simulator's own engine (src/sim/sim_rounds.c) adds and this does
- * not yet: the drain guard, mid-round migration to a faster free type, the
- * switch cost in the priority, the time-accounting window.
+ * not yet: its default order (the pairs with X > 0 by the fewest GPU-seconds
+ * still needed, from runtime estimates; this policy's order is that
+ * engine's --fair-order), the drain guard, mid-round migration to a faster
+ * free type, the switch cost in the priority, the time-accounting window.
  * Nor does the fill keep the GPUs of a leased job that is still held for
  * its checkpoint (suspend_hold): a pending job never suspended may take
  * them, and the leased job then waits for the next round.

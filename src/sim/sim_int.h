@@ -227,6 +227,8 @@ typedef struct cr__sim_opts {
     bool no_migrate;   /* rounds: never move a running job to a faster type mid-round */
     bool no_spread;    /* rounds: skip the LP's second stage (leftover capacity) */
     bool no_drain_guard;     /* rounds: no priority for jobs that would set the makespan */
+    bool fair_order;         /* rounds: hand out GPUs by owed time share (Gavel's order), not by the
+                                estimated time to finish (the default with estimates) */
     int64_t share_window_ns; /* rounds: time accounting window (0 = one round) */
     int64_t mig_reconfig_ns; /* a start that repartitions a dynamic MIG GPU waits
                                 this long (--mig-reconfig) */

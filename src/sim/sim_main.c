@@ -136,6 +136,10 @@ static const cr_opt sim_opts[] = {
      "rounds: plain max-min LP (no second stage for spare capacity)", NULL, false},
     {"--no-drain-guard", NULL, CR_OPT_BOOL, A(o.no_drain_guard), 0, 0, 0, 0, NULL,
      "rounds: no precedence for jobs that would set the makespan", NULL, false},
+    {"--fair-order", NULL, CR_OPT_BOOL, A(o.fair_order), 0, 0, 0, 0, NULL,
+     "rounds: hand out GPUs by owed time share, not by estimated time to finish (the "
+     "default without --no-estimates)",
+     NULL, false},
     {"--share-window", NULL, CR_OPT_DUR, A(o.share_window_ns), 1, 365 * DAY_NS, 0, 0, "DUR",
      "rounds: window of the time-received accounting (default: a round)",
      "expected a duration in 1s..365d (6m, 1h)", false},

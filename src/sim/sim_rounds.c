@@ -4,12 +4,14 @@
  *
  * Every round (default 6 minutes, --round) the allocation X[j][t] - the
  * share of time each active job should get on each GPU type - is the
- * solution of the max-min fairness LP in sim_rounds_lp.c, recomputed when
+ * solution of the max-min fairness LP in sched_rounds_lp.c, recomputed when
  * the set of active jobs changed since the last solve. Jobs are then given
- * GPUs for the round in priority order, priority[j][t] = X[j][t] / the share
- * of its life the job has actually spent on type t: a job that got less
- * than its allocation goes first. Entries with X = 0 still come last, so no
- * GPU stays idle while a job could use it.
+ * GPUs for the round: by default the (job, type) pairs with X > 0 by the
+ * fewest GPU-seconds the job still needs on that type (see rank()); with
+ * --fair-order (or without estimates) by priority[j][t] = X[j][t] / the
+ * share of its life the job has actually spent on type t: a job that got
+ * less than its allocation goes first. Entries with X = 0 still come last,
+ * so no GPU stays idle while a job could use it.
  *
  * Leases: a running job given the same type for the next round keeps its
  * GPUs and pays nothing (GPUs of one type are pooled, as in Gavel's
@@ -28,6 +30,9 @@
  * work it gains by the end of the round (or its finish) beats the work the
  * switch costs, rate_new * switch - so a move never loses more than its
  * modelled cost (tests/sim: the property test).
+ *
+ * The drain guard applies at round boundaries; fills between rounds use
+ * the waiting jobs' heaps (wq) and so the default order alone.
  *
  * Deterministic: every order is by (key, job index), no RNG is drawn.
  */
@@ -54,10 +59,12 @@ typedef struct rjob {
     double recv[CR_SIM_MAX_TYPES]; /* seconds held on each type */
     double x[CR_SIM_MAX_TYPES];    /* allocation of the last LP */
     double demand0, cap0;          /* demand and capacity integrals at arrival */
+    size_t slot;                   /* R_WAIT, R_RUN: its position in active[] */
 } rjob;
 
 typedef struct rent { /* one (job, type) candidate of a round */
     double prio;
+    double left_gpu_s; /* default order: GPU-seconds it still needs there (0 in fair order) */
     double x;
     double rel; /* rate there / the job's best rate */
     uint32_t job;
@@ -65,14 +72,21 @@ typedef struct rent { /* one (job, type) candidate of a round */
     bool incumbent;
 } rent;
 
+typedef struct mcand { /* a running job that would go faster on another type */
+    double gain;       /* rate there / rate on its type */
+    int64_t epoch;     /* the job's epoch at its start: stale once it changed */
+    uint32_t job;
+} mcand;
+
 typedef struct reng {
     const cr__sim_opts *o;
     const cr__sim_workload *w;
     cr__sim_result *res;
     cr__sim_heap heap;
     rjob *jobs;
-    size_t *active; /* indices of jobs waiting or running, arrival order */
+    size_t *active; /* indices of jobs waiting or running (in no order: swap-removed) */
     size_t nactive;
+    size_t gang_count[32]; /* active jobs by floor(log2(GPU count)) */
     int ntypes;
     double cap[CR_SIM_MAX_TYPES];
     uint32_t busy[CR_SIM_MAX_TYPES];
@@ -80,13 +94,33 @@ typedef struct reng {
     int64_t now, last, round_ns, switch_ns, next_round;
     double demand_int, cap_int;
     uint64_t demand;
-    bool lp_dirty;
+    bool lp_dirty;   /* the active set changed since the last solve */
+    bool lp_missing; /* a job arrived whose class the last solve did not have */
+    /* the last solve's classes, in cmp_key order, and their allocation
+     * (cls_x[c * ntypes + t]): a mid-round arrival of a known class gets
+     * its class's allocation without a solve */
+    struct rkey *cls_key;
+    double *cls_x;
+    size_t ncls, cls_cap;
     int64_t reset_at, reset_ns; /* time accounting window: start, length */
     /* scratch for the LP and the round (owned, grown as needed) */
     double *lp_rate, *lp_x, *lp_mult;
     int *lp_scale;
     rent *ent;
     size_t scratch_cap;
+    /* Default order only: the waiting jobs' pairs, one heap per type, kept
+     * between fills (a waiting job's key does not change until the next
+     * solve: its remaining work stands still), rebuilt after every round
+     * and solve, pushed to at arrivals; pairs of jobs no longer waiting
+     * are dropped when they come up. aside: popped pairs that did not fit. */
+    /* Mid-round moves: mh[u][t] holds the running jobs on type u that are
+     * faster on t, by gain, pushed at each start (stale ones dropped when
+     * they come up), so a fill finds the best move without a scan. */
+    mcand *mh[CR_SIM_MAX_TYPES][CR_SIM_MAX_TYPES], *maside;
+    size_t nmh[CR_SIM_MAX_TYPES][CR_SIM_MAX_TYPES], mh_cap[CR_SIM_MAX_TYPES][CR_SIM_MAX_TYPES];
+    size_t nmaside, maside_cap;
+    rent *wq[CR_SIM_MAX_TYPES], *aside;
+    size_t nwq[CR_SIM_MAX_TYPES], wq_cap[CR_SIM_MAX_TYPES], naside, aside_cap;
 } reng;
 
 static double rate_of(const reng *e, size_t i, int t)
@@ -99,6 +133,26 @@ static double rate_of(const reng *e, size_t i, int t)
         return 0;
     }
     return wj->rate[t];
+}
+
+static int gang_bucket(int gpus)
+{
+    int b = 0;
+    while (b < 31 && (gpus >> (b + 1)) > 0) {
+        b++;
+    }
+    return b;
+}
+
+/* A lower bound on the GPU count of every active job. */
+static double min_gang(const reng *e)
+{
+    for (int b = 0; b < 32; b++) {
+        if (e->gang_count[b]) {
+            return (double)(1u << b);
+        }
+    }
+    return 1e30;
 }
 
 static void advance(reng *e)
@@ -138,13 +192,8 @@ static void sample(reng *e)
         s.busy += e->busy[t];
         s.healthy += (uint32_t)e->cap[t];
     }
-    for (size_t k = 0; k < e->nactive; k++) {
-        if (e->jobs[e->active[k]].state == R_RUN) {
-            s.running++;
-        } else {
-            s.queue++;
-        }
-    }
+    s.running = (uint32_t)e->running; /* every running job is active, the rest wait */
+    s.queue = (uint32_t)(e->nactive - e->running);
     if (r->nsamples) {
         cr__sim_sample *p = &r->samples[r->nsamples - 1];
         if (p->busy == s.busy && p->queue == s.queue && p->running == s.running) {
@@ -170,6 +219,50 @@ static double done_now(const reng *e, size_t i)
     return d;
 }
 
+static bool mc_before(const mcand *a, const mcand *b)
+{
+    return a->gain != b->gain ? a->gain > b->gain : a->job < b->job;
+}
+
+static void mh_push(mcand **hp, size_t *n, size_t *cap, mcand m)
+{
+    CR_GROW(*hp, *n, *cap);
+    mcand *h = *hp;
+    size_t k = (*n)++;
+    h[k] = m;
+    while (k > 0 && mc_before(&h[k], &h[(k - 1) / 2])) {
+        mcand tmp = h[k];
+        h[k] = h[(k - 1) / 2];
+        h[(k - 1) / 2] = tmp;
+        k = (k - 1) / 2;
+    }
+}
+
+static mcand mh_pop(mcand *h, size_t *n)
+{
+    mcand top = h[0];
+    h[0] = h[--*n];
+    for (size_t k = 0;;) {
+        size_t l = 2 * k + 1, m = k;
+        if (l < *n && mc_before(&h[l], &h[m])) {
+            m = l;
+        }
+        if (l + 1 < *n && mc_before(&h[l + 1], &h[m])) {
+            m = l + 1;
+        }
+        if (m == k) {
+            break;
+        }
+        mcand tmp = h[k];
+        h[k] = h[m];
+        h[m] = tmp;
+        k = m;
+    }
+    return top;
+}
+
+static double rate_of(const reng *e, size_t i, int t);
+
 static void start(reng *e, size_t i, int t)
 {
     rjob *j = &e->jobs[i];
@@ -194,6 +287,15 @@ static void start(reng *e, size_t i, int t)
     int64_t dur = cost + (ns > 1e18 ? (int64_t)1e18 : (int64_t)ns);
     cr__sim_heap_push(&e->heap, e->now + (dur < 1 ? 1 : dur), CR_SIM_EV_FINISH, (int64_t)i,
                       j->epoch);
+    if (wj->preemptible && !e->o->no_migrate) {
+        for (int u = 0; u < e->ntypes; u++) {
+            double r = rate_of(e, i, u);
+            if (u != t && r > wj->rate[t]) {
+                mh_push(&e->mh[t][u], &e->nmh[t][u], &e->mh_cap[t][u],
+                        (mcand){.gain = r / wj->rate[t], .epoch = j->epoch, .job = (uint32_t)i});
+            }
+        }
+    }
 }
 
 /* Stop job i's run: suspended (checkpointed, nothing lost but the switch
@@ -224,13 +326,10 @@ static void stop(reng *e, size_t i, bool finished)
         double dc = e->cap_int - j->cap0, dd = e->demand_int - j->demand0;
         jr->contention = (dc > 0 && dd > dc) ? dd / dc : 1.0;
         e->lp_dirty = true;
-        for (size_t k = 0; k < e->nactive; k++) { /* keep arrival order */
-            if (e->active[k] == i) {
-                memmove(&e->active[k], &e->active[k + 1], (e->nactive - k - 1) * sizeof(size_t));
-                e->nactive--;
-                break;
-            }
-        }
+        size_t k = j->slot; /* every order over active[] is by job, not by position */
+        e->active[k] = e->active[--e->nactive];
+        e->jobs[e->active[k]].slot = k;
+        e->gang_count[gang_bucket(wj->gpu_count)]--;
     } else {
         j->state = R_WAIT;
         jr->preemptions++;
@@ -255,11 +354,34 @@ static void ensure_scratch(reng *e, size_t n)
     e->scratch_cap = cap;
 }
 
-typedef struct rkey { /* a job's LP class: GPU count and rates */
+struct rkey { /* a job's LP class: GPU count and rates */
     int scale;
     double r[CR_SIM_MAX_TYPES];
     size_t k; /* position in active[] */
-} rkey;
+};
+typedef struct rkey rkey;
+
+static int cmp_class(const rkey *a, const rkey *b)
+{
+    if (a->scale != b->scale) {
+        return a->scale < b->scale ? -1 : 1;
+    }
+    for (int t = 0; t < CR_SIM_MAX_TYPES; t++) {
+        if (a->r[t] != b->r[t]) {
+            return a->r[t] < b->r[t] ? -1 : 1;
+        }
+    }
+    return 0;
+}
+
+static void job_key(const reng *e, size_t i, rkey *key)
+{
+    memset(key, 0, sizeof *key);
+    key->scale = e->w->jobs[i].gpu_count;
+    for (int t = 0; t < e->ntypes; t++) {
+        key->r[t] = rate_of(e, i, t);
+    }
+}
 
 static int cmp_key(const void *pa, const void *pb)
 {
@@ -316,11 +438,45 @@ static int solve(reng *e)
         for (size_t q = 0; q < n; q++) {
             memcpy(e->jobs[e->active[keys[q].k]].x, &e->lp_x[cls[q] * nt], nt * sizeof(double));
         }
-        e->lp_dirty = false;
+        if (nc > e->cls_cap) {
+            e->cls_cap = nc;
+            e->cls_key = cr_realloc(e->cls_key, nc * sizeof *e->cls_key);
+            e->cls_x = cr_realloc(e->cls_x, nc * nt * sizeof *e->cls_x);
+        }
+        for (size_t q = 0; q < n; q++) {
+            e->cls_key[cls[q]] = keys[q];
+        }
+        memcpy(e->cls_x, e->lp_x, nc * nt * sizeof *e->cls_x);
+        e->ncls = nc;
+        e->lp_dirty = e->lp_missing = false;
     }
     free(keys);
     free(cls);
     return rc;
+}
+
+/* A job arriving between solves gets the allocation its class had at the
+ * last one; a class that solve did not have sets lp_missing. */
+static void assign_class_x(reng *e, size_t i)
+{
+    rkey key;
+    job_key(e, i, &key);
+    size_t lo = 0, hi = e->ncls;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int c = cmp_class(&e->cls_key[mid], &key);
+        if (c == 0) {
+            memcpy(e->jobs[i].x, &e->cls_x[mid * (size_t)e->ntypes],
+                   (size_t)e->ntypes * sizeof(double));
+            return;
+        }
+        if (c < 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    e->lp_missing = true;
 }
 
 /* Priority of job i on type t: its allocation over the share of its life
@@ -347,6 +503,9 @@ static int cmp_ent(const void *pa, const void *pb)
     const rent *a = pa, *b = pb;
     if (a->prio != b->prio) {
         return a->prio > b->prio ? -1 : 1;
+    }
+    if (a->left_gpu_s != b->left_gpu_s) {
+        return a->left_gpu_s < b->left_gpu_s ? -1 : 1;
     }
     if (a->x != b->x) {
         return a->x > b->x ? -1 : 1;
@@ -425,37 +584,154 @@ static bool move_pays(const reng *e, size_t i, int t, int64_t until)
 }
 
 /* Fill e->ent with the (job, type) pairs that can run, of every active job
- * or only the waiting ones, in the order GPUs are handed out: priority,
- * allocation, the lease (the job already holds the type), the job's speed
- * there relative to its best type, job index. */
-static size_t rank(reng *e, bool waiting_only)
+ * or only the waiting ones, in the order GPUs are handed out.
+ *
+ * Default (with runtime estimates): the pairs the LP gives time (X > 0)
+ * before the others, and within each, the fewest GPU-seconds still needed
+ * on that type first (gang size x remaining work / rate there, plus the
+ * switch if it is a resume or a move): shortest remaining area first, the
+ * GPU count included because a gang takes that many GPUs from everyone
+ * else for its time. Ordering by X alone (the fair order below with a
+ * one-round window, where every share is zero at the boundary) is a static
+ * priority by LP class with the leases breaking ties: jobs then run to
+ * completion in an order unrelated to their size, which on heavy-tailed
+ * work (Gavel's Philly durations) put long jobs ahead of short ones for
+ * hours (docs/sim.md, the held-out suite).
+ *
+ * Fair order (--fair-order, or no estimates): priority X / share of time
+ * held, then X. Both then: the lease (the job already holds the type), the
+ * job's speed there relative to its best type, job index. */
+static void ent_sift(rent *h, size_t n, size_t k)
+{
+    for (;;) {
+        size_t l = 2 * k + 1, m = k;
+        if (l < n && cmp_ent(&h[l], &h[m]) < 0) {
+            m = l;
+        }
+        if (l + 1 < n && cmp_ent(&h[l + 1], &h[m]) < 0) {
+            m = l + 1;
+        }
+        if (m == k) {
+            return;
+        }
+        rent tmp = h[k];
+        h[k] = h[m];
+        h[m] = tmp;
+        k = m;
+    }
+}
+
+/* The next entry in the order of cmp_ent (a total order: the same sequence
+ * a full sort gives), from the heap rank() built; false when none is left.
+ * A round or a fill stops popping once no GPU is left, so it pays for the
+ * entries it hands out, not a sort of all of them. */
+static bool ent_pop(rent *h, size_t *ne, rent *out)
+{
+    if (*ne == 0) {
+        return false;
+    }
+    *out = h[0];
+    h[0] = h[--*ne];
+    ent_sift(h, *ne, 0);
+    return true;
+}
+
+static void wq_push(reng *e, const rent *en)
+{
+    int t = en->type;
+    CR_GROW(e->wq[t], e->nwq[t], e->wq_cap[t]);
+    rent *h = e->wq[t];
+    size_t k = e->nwq[t]++;
+    h[k] = *en;
+    while (k > 0 && cmp_ent(&h[k], &h[(k - 1) / 2]) < 0) {
+        rent tmp = h[k];
+        h[k] = h[(k - 1) / 2];
+        h[(k - 1) / 2] = tmp;
+        k = (k - 1) / 2;
+    }
+}
+
+static bool srpt_order(const reng *e)
+{
+    return e->o->estimates && !e->o->fair_order;
+}
+
+/* Job i's pairs into out (room ntypes at least), those that fit `room`
+ * when given; returns how many. */
+static size_t job_entries(const reng *e, size_t i, const double *room, rent *out)
+{
+    bool srpt = srpt_order(e);
+    size_t ne = 0;
+    const rjob *j = &e->jobs[i];
+    {
+        double best = best_rate(e, i);
+        double left = e->w->jobs[i].work - done_now(e, i);
+        for (int t = 0; t < e->ntypes; t++) {
+            double r = rate_of(e, i, t);
+            if (r <= 0 || (room && e->w->jobs[i].gpu_count > room[t])) {
+                continue; /* (room: no GPU frees up while a fill starts jobs) */
+            }
+            bool inc = j->state == R_RUN && j->type == t;
+            double fin = 0;
+            if (srpt) { /* GPU-seconds it would still hold there, a resume's switch included */
+                double sw = j->started && !inc ? (double)e->switch_ns / 1e9 : 0;
+                fin = e->w->jobs[i].gpu_count * (left / r + sw);
+            }
+            out[ne++] = (rent){.prio = srpt ? (j->x[t] > 0) : priority(e, i, t),
+                               .left_gpu_s = fin,
+                               .x = j->x[t],
+                               .rel = r / best,
+                               .job = (uint32_t)i,
+                               .type = t,
+                               .incumbent = inc};
+        }
+    }
+    return ne;
+}
+
+static void wq_rebuild(reng *e)
+{
+    memset(e->nwq, 0, sizeof e->nwq);
+    if (!srpt_order(e)) {
+        return;
+    }
+    rent tmp[CR_SIM_MAX_TYPES];
+    for (size_t k = 0; k < e->nactive; k++) {
+        size_t i = e->active[k];
+        if (e->jobs[i].state != R_WAIT) {
+            continue;
+        }
+        size_t n = job_entries(e, i, NULL, tmp);
+        for (size_t q = 0; q < n; q++) {
+            int t = tmp[q].type;
+            CR_GROW(e->wq[t], e->nwq[t], e->wq_cap[t]);
+            e->wq[t][e->nwq[t]++] = tmp[q];
+        }
+    }
+    for (int t = 0; t < e->ntypes; t++) {
+        for (size_t k = e->nwq[t] / 2; k-- > 0;) {
+            ent_sift(e->wq[t], e->nwq[t], k);
+        }
+    }
+}
+
+static size_t rank(reng *e, bool waiting_only, const double *room)
 {
     ensure_scratch(e, e->nactive);
     size_t ne = 0;
     for (size_t k = 0; k < e->nactive; k++) {
         size_t i = e->active[k];
-        const rjob *j = &e->jobs[i];
-        if (waiting_only && j->state != R_WAIT) {
+        if (waiting_only && e->jobs[i].state != R_WAIT) {
             continue;
         }
-        double best = best_rate(e, i);
-        for (int t = 0; t < e->ntypes; t++) {
-            double r = rate_of(e, i, t);
-            if (r <= 0) {
-                continue;
-            }
-            e->ent[ne++] = (rent){.prio = priority(e, i, t),
-                                  .x = j->x[t],
-                                  .rel = r / best,
-                                  .job = (uint32_t)i,
-                                  .type = t,
-                                  .incumbent = j->state == R_RUN && j->type == t};
-        }
+        ne += job_entries(e, i, room, &e->ent[ne]);
     }
     if (e->o->estimates && !e->o->no_drain_guard) {
         drain_guard(e, ne);
     }
-    qsort(e->ent, ne, sizeof *e->ent, cmp_ent);
+    for (size_t k = ne / 2; k-- > 0;) {
+        ent_sift(e->ent, ne, k);
+    }
     return ne;
 }
 
@@ -476,12 +752,11 @@ static int do_round(reng *e)
     }
     e->res->cycles++;
     size_t n = e->nactive;
-    size_t ne = rank(e, false);
+    size_t ne = rank(e, false, NULL);
     /* next[] as the new type per active job, -1 = not this round */
     int *next = cr_malloc((n ? n : 1) * sizeof *next);
     double left[CR_SIM_MAX_TYPES];
     memcpy(left, e->cap, sizeof left);
-    /* map job -> position in active: active is sorted by index */
     for (size_t k = 0; k < n; k++) {
         next[k] = -1;
         size_t i = e->active[k];
@@ -491,19 +766,12 @@ static int do_round(reng *e)
             left[j->type] -= e->w->jobs[i].gpu_count;
         }
     }
-    for (size_t q = 0; q < ne; q++) {
-        const rent *en = &e->ent[q];
+    double smallest = min_gang(e);
+    rent ent;
+    while (ent_pop(e->ent, &ne, &ent)) {
+        const rent *en = &ent;
         size_t i = en->job;
-        size_t lo = 0, hi = n; /* binary search: active[] ascends */
-        while (lo < hi) {
-            size_t mid = (lo + hi) / 2;
-            if (e->active[mid] < i) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        size_t k = lo;
+        size_t k = e->jobs[i].slot;
         int g = e->w->jobs[i].gpu_count;
         if (next[k] >= 0 || left[en->type] < g) {
             continue;
@@ -516,6 +784,13 @@ static int do_round(reng *e)
         }
         next[k] = en->type;
         left[en->type] -= g;
+        bool room = false;
+        for (int t = 0; t < e->ntypes; t++) {
+            room |= left[t] >= smallest;
+        }
+        if (!room) {
+            break; /* every later entry would find no GPU */
+        }
     }
     for (size_t k = 0; k < n; k++) {
         size_t i = e->active[k];
@@ -530,6 +805,7 @@ static int do_round(reng *e)
         }
     }
     free(next);
+    wq_rebuild(e);
     return 0;
 }
 
@@ -540,22 +816,80 @@ static int fill(reng *e)
     if (e->next_round - e->now <= e->switch_ns) {
         return 0; /* the round is about to end: not worth a start */
     }
-    if (e->lp_dirty) { /* arrivals get their allocation at once */
+    /* Nothing can start or move unless some type has room for the smallest
+     * job that could take it. Leaving then is exact: the LP's answer is a
+     * function of the active set alone, so a solve put off to its next use
+     * gives what solving now and again then would (most fills of a
+     * saturated cluster end here: an arrival with every GPU busy). */
+    double max_free = 0;
+    for (int t = 0; t < e->ntypes; t++) {
+        double f = e->cap[t] - e->busy[t];
+        max_free = f > max_free ? f : max_free;
+    }
+    if (max_free < min_gang(e)) {
+        return 0;
+    }
+    /* Mid-round the round's allocation stands, as in Gavel (it solves once
+     * a round): an arrival of a class the last solve had takes that class's
+     * allocation (assign_class_x); only a new class, which has none, makes
+     * the LP run now. Finishes change nothing until the next round. */
+    if (e->lp_missing) {
         int rc = solve(e);
         if (rc != 0) {
             return rc;
         }
+        wq_rebuild(e);
     }
+    bool srpt = srpt_order(e);
+    double smallest = min_gang(e);
     bool changed = true;
     for (int guard = 0; changed && guard < 64; guard++) {
         changed = false;
-        size_t ne = rank(e, true);
-        for (size_t q = 0; q < ne; q++) {
-            const rent *en = &e->ent[q];
-            if (e->jobs[en->job].state == R_WAIT &&
-                e->w->jobs[en->job].gpu_count <= e->cap[en->type] - e->busy[en->type]) {
-                start(e, en->job, en->type);
-                changed = true;
+        double room[CR_SIM_MAX_TYPES];
+        for (int t = 0; t < e->ntypes; t++) {
+            room[t] = e->cap[t] - e->busy[t];
+        }
+        rent ent;
+        if (srpt) { /* the kept heaps, merged over the types with room */
+            e->naside = 0;
+            for (;;) {
+                int tb = -1;
+                for (int t = 0; t < e->ntypes; t++) {
+                    if (room[t] >= smallest && e->nwq[t] > 0 &&
+                        (tb < 0 || cmp_ent(&e->wq[t][0], &e->wq[tb][0]) < 0)) {
+                        tb = t;
+                    }
+                }
+                if (tb < 0 || !ent_pop(e->wq[tb], &e->nwq[tb], &ent)) {
+                    break;
+                }
+                if (e->jobs[ent.job].state != R_WAIT) {
+                    continue; /* started since, or finished: drop */
+                }
+                int g = e->w->jobs[ent.job].gpu_count;
+                if (g <= room[ent.type]) {
+                    start(e, ent.job, ent.type);
+                    room[ent.type] -= g;
+                    changed = true;
+                } else {
+                    CR_GROW(e->aside, e->naside, e->aside_cap);
+                    e->aside[e->naside++] = ent;
+                }
+            }
+            for (size_t q = 0; q < e->naside; q++) {
+                if (e->jobs[e->aside[q].job].state == R_WAIT) {
+                    wq_push(e, &e->aside[q]);
+                }
+            }
+        } else {
+            size_t ne = rank(e, true, room);
+            while (ent_pop(e->ent, &ne, &ent)) {
+                const rent *en = &ent;
+                if (e->jobs[en->job].state == R_WAIT &&
+                    e->w->jobs[en->job].gpu_count <= e->cap[en->type] - e->busy[en->type]) {
+                    start(e, en->job, en->type);
+                    changed = true;
+                }
             }
         }
         if (e->o->no_migrate) {
@@ -564,19 +898,49 @@ static int fill(reng *e)
         /* migration: the biggest gain first, one per pass */
         for (int t = 0; t < e->ntypes; t++) {
             double free_t = e->cap[t] - e->busy[t];
+            if (free_t < 1) {
+                continue;
+            }
+            /* The running jobs faster on t, by gain: the first whose move
+             * pays is the scan's pick (the largest gain). A move pays only
+             * if span * (g - 1) > switch * g for the time to the round's
+             * end, so once a gain fails that, every smaller one does. */
             size_t best = SIZE_MAX;
-            double bg = 0;
-            for (size_t k = 0; k < e->nactive; k++) {
-                size_t i = e->active[k];
-                const rjob *j = &e->jobs[i];
-                if (j->state != R_RUN || j->type == t || !e->w->jobs[i].preemptible ||
-                    e->w->jobs[i].gpu_count > free_t || !move_pays(e, i, t, e->next_round)) {
-                    continue;
+            double sw = (double)e->switch_ns / 1e9;
+            double span = (double)(e->next_round - e->now) / 1e9;
+            e->nmaside = 0;
+            for (;;) {
+                int ub = -1;
+                for (int u = 0; u < e->ntypes; u++) {
+                    if (u != t && e->nmh[u][t] > 0 &&
+                        (ub < 0 || mc_before(&e->mh[u][t][0], &e->mh[ub][t][0]))) {
+                        ub = u;
+                    }
                 }
-                double g = rate_of(e, i, t) / e->w->jobs[i].rate[j->type];
-                if (g > bg) {
-                    bg = g, best = i;
+                if (ub < 0) {
+                    break;
                 }
+                mcand m = mh_pop(e->mh[ub][t], &e->nmh[ub][t]);
+                const rjob *j = &e->jobs[m.job];
+                if (j->state != R_RUN || j->epoch != m.epoch) {
+                    continue; /* stopped since: stale */
+                }
+                if (span * (m.gain - 1) <= sw * m.gain) {
+                    mh_push(&e->mh[ub][t], &e->nmh[ub][t], &e->mh_cap[ub][t], m);
+                    break;
+                }
+                CR_GROW(e->maside, e->nmaside, e->maside_cap);
+                e->maside[e->nmaside++] = m;
+                if (e->w->jobs[m.job].gpu_count <= free_t &&
+                    move_pays(e, m.job, t, e->next_round)) {
+                    best = m.job;
+                    e->nmaside--; /* consumed: the move pushes it anew */
+                    break;
+                }
+            }
+            for (size_t q = 0; q < e->nmaside; q++) {
+                int u = e->jobs[e->maside[q].job].type;
+                mh_push(&e->mh[u][t], &e->nmh[u][t], &e->mh_cap[u][t], e->maside[q]);
             }
             if (best != SIZE_MAX) {
                 stop(e, best, false);
@@ -670,9 +1034,19 @@ int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr
             e.jobs[i].state = R_WAIT;
             e.jobs[i].demand0 = e.demand_int;
             e.jobs[i].cap0 = e.cap_int;
-            e.active[e.nactive++] = i; /* arrivals come in index order */
+            e.jobs[i].slot = e.nactive;
+            e.active[e.nactive++] = i;
+            e.gang_count[gang_bucket(wj->gpu_count)]++;
             e.demand += (uint64_t)wj->gpu_count;
             e.lp_dirty = true;
+            assign_class_x(&e, i);
+            if (!e.lp_missing && srpt_order(&e)) {
+                rent tmp[CR_SIM_MAX_TYPES];
+                size_t n = job_entries(&e, i, NULL, tmp);
+                for (size_t q = 0; q < n; q++) {
+                    wq_push(&e, &tmp[q]);
+                }
+            }
             fill_due = true;
             if (i + 1 < w->njobs) {
                 cr__sim_heap_push(&e.heap, w->jobs[i + 1].submit_ns, CR_SIM_EV_ARRIVE,
@@ -744,6 +1118,18 @@ out:
     free(e.lp_scale);
     free(e.lp_mult);
     free(e.ent);
+    free(e.cls_key);
+    for (int t = 0; t < CR_SIM_MAX_TYPES; t++) {
+        free(e.wq[t]);
+    }
+    free(e.aside);
+    free(e.maside);
+    for (int u = 0; u < CR_SIM_MAX_TYPES; u++) {
+        for (int t = 0; t < CR_SIM_MAX_TYPES; t++) {
+            free(e.mh[u][t]);
+        }
+    }
+    free(e.cls_x);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(s);
     res->wall_s = (double)(cr_mono_ns() - wall0) / 1e9;

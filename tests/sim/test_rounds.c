@@ -123,8 +123,8 @@ static void make_workload(cr__sim_workload *w, uint64_t seed, size_t n)
     }
 }
 
-static void run_on(const char *gpus, const cr__sim_workload *w, int64_t switch_ns, bool no_migrate,
-                   bool no_guard, cr__sim_result *res)
+static void run_opts(const char *gpus, const cr__sim_workload *w, int64_t switch_ns,
+                     bool no_migrate, bool no_guard, bool fair, cr__sim_result *res)
 {
     cr__sim_cluster c;
     memset(&c, 0, sizeof c);
@@ -137,10 +137,17 @@ static void run_on(const char *gpus, const cr__sim_workload *w, int64_t switch_n
     o.switch_ns = switch_ns;
     o.no_migrate = no_migrate;
     o.no_drain_guard = no_guard;
+    o.fair_order = fair;
     int rc = cr__sim_run_rounds(&o, &c, w, res, err, sizeof err);
     if (rc != 0) {
         fail_msg("run: %s", err);
     }
+}
+
+static void run_on(const char *gpus, const cr__sim_workload *w, int64_t switch_ns, bool no_migrate,
+                   bool no_guard, cr__sim_result *res)
+{
+    run_opts(gpus, w, switch_ns, no_migrate, no_guard, false, res);
 }
 
 static void run_rounds(const cr__sim_workload *w, int64_t switch_ns, bool no_migrate,
@@ -191,6 +198,98 @@ static void test_migration_exact(void **state)
     run_on("fast:1,slow:1", &w, 250 * CR_NS_PER_SEC, false, true, &r);
     assert_true(r.jobs[1].finish_ns >= 360 * CR_NS_PER_SEC);
     assert_true(r.jobs[1].lost_gpu_s <= 250.0 * r.jobs[1].preemptions + 1e-6);
+    cr__sim_result_fini(&r);
+    cr__sim_workload_fini(&w);
+}
+
+static cr__sim_job *add_job(cr__sim_workload *w, const char *name, int gpus, double seconds,
+                            int64_t submit_ns)
+{
+    cr__sim_job *j = cr__sim_workload_add(w);
+    snprintf(j->name, sizeof j->name, "%s", name);
+    j->gpu_count = gpus;
+    j->preemptible = true;
+    j->submit_ns = submit_ns;
+    j->rate[0] = 1;
+    j->work = seconds;
+    return j;
+}
+
+/* The default order hands GPUs to the fewest GPU-seconds still needed, the
+ * gang size counted. Two GPUs; at t=0 a 2-GPU job of 1 h (7200 GPU-s) and
+ * two 1-GPU jobs of 1.5 h (5400 GPU-s each). The two small ones run first
+ * and finish at 1.5 h, the gang after them at 2.5 h: average JCT 1.83 h.
+ * Ordered by time alone the gang would go first (1 h, then 2.5 h for both:
+ * 2 h). Then a short job arriving mid-run takes a GPU from a long one at
+ * the next round: one GPU, a 10 h job from t=0 and a 30 min job at 3700 s;
+ * the short one starts at the round boundary at 3960 s (no switch: its
+ * first start) and ends 30 min later; the long one is suspended once and
+ * pays one 10 s switch. */
+static void test_order_shortest_area(void **state)
+{
+    (void)state;
+    cr__sim_workload w;
+    cr__sim_workload_init(&w);
+    add_job(&w, "gang", 2, 3600, 0);
+    add_job(&w, "a", 1, 5400, 0);
+    add_job(&w, "b", 1, 5400, 0);
+    cr__sim_result r;
+    run_on("g:2", &w, 10 * CR_NS_PER_SEC, false, false, &r);
+    assert_int_equal(r.jobs[1].finish_ns, 5400 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[2].finish_ns, 5400 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[0].first_start_ns, 5400 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[0].finish_ns, 9000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[0].preemptions, 0);
+    cr__sim_result_fini(&r);
+    cr__sim_workload_fini(&w);
+
+    cr__sim_workload_init(&w);
+    add_job(&w, "long", 1, 36000, 0);
+    add_job(&w, "short", 1, 1800, 3700 * CR_NS_PER_SEC);
+    run_on("g:1", &w, 10 * CR_NS_PER_SEC, false, true, &r);
+    int64_t boundary = (3600 + 360) * CR_NS_PER_SEC; /* rounds of 6 min from t=0 */
+    assert_int_equal(r.jobs[1].first_start_ns, boundary);
+    assert_int_equal(r.jobs[1].finish_ns, boundary + 1800 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[0].preemptions, 1);
+    NEAR(r.jobs[0].lost_gpu_s, 10.0);
+    assert_int_equal(r.jobs[0].finish_ns, (36000 + 1800 + 10) * CR_NS_PER_SEC);
+    cr__sim_result_fini(&r);
+    /* The fair order with its one-round window keeps the lease: the long
+     * job is never suspended and the short one waits for it. */
+    run_opts("g:1", &w, 10 * CR_NS_PER_SEC, false, true, true, &r);
+    assert_int_equal(r.jobs[0].preemptions, 0);
+    assert_int_equal(r.jobs[0].finish_ns, 36000 * CR_NS_PER_SEC);
+    assert_true(r.jobs[1].first_start_ns >= 36000 * CR_NS_PER_SEC);
+    cr__sim_result_fini(&r);
+    cr__sim_workload_fini(&w);
+}
+
+/* Between rounds a freed GPU goes to the waiting job needing the fewest
+ * GPU-seconds, from the heap kept since the arrivals (no solve: both are of
+ * the running job's class). One GPU; A (1000 s) runs from t=0 and keeps the
+ * GPU at the boundaries at 360 and 720 s (its remaining area is the
+ * smallest); B (5000 s) arrives at 10 s, C (2000 s) at 20 s. A ends at
+ * 1000 s, mid-round: C starts then (a first start: no switch) and ends at
+ * 3000 s, also mid-round, and B runs from 3000 to 8000 s. In arrival order
+ * B would have taken the GPU at 1000 s. */
+static void test_fill_shortest_area(void **state)
+{
+    (void)state;
+    cr__sim_workload w;
+    cr__sim_workload_init(&w);
+    add_job(&w, "a", 1, 1000, 0);
+    add_job(&w, "b", 1, 5000, 10 * CR_NS_PER_SEC);
+    add_job(&w, "c", 1, 2000, 20 * CR_NS_PER_SEC);
+    cr__sim_result r;
+    run_on("g:1", &w, 10 * CR_NS_PER_SEC, false, true, &r);
+    assert_int_equal(r.jobs[0].finish_ns, 1000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[2].first_start_ns, 1000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[2].finish_ns, 3000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[1].first_start_ns, 3000 * CR_NS_PER_SEC);
+    assert_int_equal(r.jobs[1].finish_ns, 8000 * CR_NS_PER_SEC);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(r.jobs[k].preemptions, 0);
+    }
     cr__sim_result_fini(&r);
     cr__sim_workload_fini(&w);
 }
@@ -267,10 +366,11 @@ static void test_deterministic(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_lp_scale_factor),  cmocka_unit_test(test_lp_equal_split),
-        cmocka_unit_test(test_lp_hetero_spread), cmocka_unit_test(test_lp_classes),
-        cmocka_unit_test(test_migration_exact),  cmocka_unit_test(test_migration_cost_bound),
-        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_lp_scale_factor),    cmocka_unit_test(test_lp_equal_split),
+        cmocka_unit_test(test_lp_hetero_spread),   cmocka_unit_test(test_lp_classes),
+        cmocka_unit_test(test_migration_exact),    cmocka_unit_test(test_migration_cost_bound),
+        cmocka_unit_test(test_deterministic),      cmocka_unit_test(test_order_shortest_area),
+        cmocka_unit_test(test_fill_shortest_area),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
