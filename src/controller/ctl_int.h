@@ -442,6 +442,7 @@ struct ctl {
     struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
     struct ctl_hist *hist;             /* time series (ctl_hist.c), own lock; NULL: none */
     struct ctl_pools *pools;           /* node pools (ctl_pools.c), under mu */
+    struct ctl_data *data;             /* datasets and models (ctl_data.c), its own lock */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
