@@ -241,6 +241,7 @@ json_t *cr__agent_status_body(const agent *a)
         }
         json_array_append_new(jobs, j);
     }
+    cr__agent_data_status(a, jobs); /* staging: running in the controller, no process yet */
     return json_pack("{s:o,s:o}", "gpus", gpus, "jobs", jobs);
 }
 

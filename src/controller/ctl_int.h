@@ -140,6 +140,8 @@ typedef struct ctl_job {
     bool ending;         /* an agent's report of its end is being stored (ctl_report.c):
                           * no loss, deletion or preemption may end it meanwhile */
     bool end_deferred;   /* one came meanwhile: requeue it if that end is refused */
+    bool staging;        /* running, its data being staged on a node: reason says how far
+                          * (docs/data.md; memory only) */
     int64_t touch_mono;  /* finished: when it entered memory or ended (retention) */
     int64_t dep_mono;    /* last read as a gated job's dependency target (ctl_batch.c):
                           * retention keeps it in memory CTL_DEP_PIN_S after that */

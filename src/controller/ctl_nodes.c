@@ -817,9 +817,10 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
     static const char *const job_members[] = {
-        "job",     "state", "pid",           "exit_code",   "signal",     "run",
-        "port",    "oom",   "reason",        "fatal",       "image_pull", "image_pull_ms",
-        "sharing", "lease", "output_capped", "output_lost", "metrics",    NULL};
+        "job",         "state",         "pid",     "exit_code", "signal",
+        "run",         "port",          "oom",     "reason",    "fatal",
+        "image_pull",  "image_pull_ms", "sharing", "lease",     "output_capped",
+        "output_lost", "metrics",       "staging", NULL};
     static const char *const metric_members[] = {"tokens_per_s", "step_time_s", "bad_lines", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
@@ -879,6 +880,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_str(jr, path, "reason", false, 400, &text_ignored, &err) ||
             cr_json_str(jr, path, "image_pull", false, 300, &text_ignored, &err) ||
             cr_json_str(jr, path, "sharing", false, 300, &text_ignored, &err) ||
+            cr_json_str(jr, path, "staging", false, 400, &text_ignored, &err) ||
             cr_json_int(jr, path, "output_capped", false, 1, INT64_MAX, &x, &err) ||
             cr_json_str(jr, path, "output_lost", false, 200, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
@@ -1040,6 +1042,29 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             j->lost_event_run = j->runs;
             snprintf(ev, sizeof ev, "output lost on node %s: %s", n->name, lost);
             cr_store_txn_event(txn, j->id, now, "output lost", ev);
+        }
+    }
+    /* Data being staged before the job's process starts (docs/data.md):
+     * its progress is the running job's reason until it starts. */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *run = json_object_get(jr, "run");
+        const char *st = json_string_value(json_object_get(jr, "staging"));
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!j || j->state != JS_RUNNING || (run && json_integer_value(run) != j->runs)) {
+            continue;
+        }
+        if (st && ctl_text_clean(st)) {
+            char why[500];
+            snprintf(why, sizeof why, "%s (node %s)", st, n->name);
+            if (!j->reason || strcmp(j->reason, why) != 0) {
+                free(j->reason);
+                j->reason = cr_strdup(why);
+            }
+            j->staging = true;
+        } else if (j->staging) {
+            j->staging = false;
+            free(j->reason);
+            j->reason = cr_asprintf("data staged on node %s", n->name);
         }
     }
     /* Ports the agent gave replicas (the current run's, on this node). */

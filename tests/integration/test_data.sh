@@ -99,7 +99,127 @@ assert d[0]["env"] == "CORRAL_DATA_SHARED", d
     echo "ok: data objects (versions, tenants, bad input named, restart)"
 }
 
+
+# The node's cache holds at most CAP bytes: entries and partial fetches.
+CAP=4000000
+cache_bytes() {
+    local t=0 f
+    for f in "$DIR/n1/data"/* "$DIR/n1/data/.partial"/*; do
+        [ -f "$f" ] && t=$((t + $(stat -c %s "$f")))
+    done
+    echo "$t"
+}
+cleanup_extra() {
+    [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null
+    [ -n "${HTTP_PID:-}" ] && kill "$HTTP_PID" 2>/dev/null
+    return 0
+}
+gets() { grep -c "\"GET /$1 " "$DIR/http.log" || true; }
+reason_has() { "$CORRAL" show "$1" | grep -q "Reason: .*$2"; }
+
+stage() {
+    mkdir -p "$DIR/www"
+    for f in d1 d2 d4; do head -c 3000000 /dev/urandom >"$DIR/www/$f.bin"; done
+    head -c 5000000 /dev/urandom >"$DIR/www/d3.bin"
+    (cd "$DIR/www" && exec python3 -m http.server 0 --bind 127.0.0.1) >"$DIR/http.log" 2>&1 &
+    HTTP_PID=$!
+    PIDS+=("$HTTP_PID")
+    wait_for 20 grep -q 'port [0-9]' "$DIR/http.log" || fail "http.server did not start"
+    port=$(grep -o 'port [0-9]*' "$DIR/http.log" | head -1 | grep -o '[0-9]*')
+    URL=http://127.0.0.1:$port
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    cr_start_agent n1 "$DIR/n1" "$DIR/agent-1.log" --gpus "sim:2xA100 80GB SXM" \
+        --data-cache-max "$CAP"
+    up() { "$CORRAL" nodes | grep -q '^n1 *up'; }
+    wait_for 60 up || fail "agent n1 did not register"
+    # A sampler of the cache's size the whole test long: never past the cap.
+    (while :; do cache_bytes >>"$DIR/sizes"; sleep 0.05; done) &
+    SAMPLER=$!
+    add() { "$CORRAL" data add "$1" "$2" --sha256 "${3:-$(sha "$DIR/www/$1.bin")}" \
+        --size "$(stat -c %s "$DIR/www/$1.bin")" >/dev/null || fail "data add $1"; }
+    add d1 "$URL/d1.bin"
+    add d2 "file:$DIR/www/d2.bin"
+    add d3 "$URL/d3.bin"
+    add d4 "$URL/d4.bin" "$(printf '%064d' 4)"
+    "$CORRAL" data add d5 "file:$DIR/www/none.bin" --sha256 "$(printf '%064d' 5)" --size 10 >/dev/null
+
+    # 1. Two jobs asking for d1 at once on one node: one fetch.
+    j1=$(submit --gpus 1 --data d1 -- sh -c "cmp \"\$CORRAL_DATA_D1\" $DIR/www/d1.bin && echo same")
+    j2=$(submit --gpus 1 --data d1:/data/d1 -- sh -c "cmp \"\$CORRAL_DATA_D1\" $DIR/www/d1.bin && echo same")
+    for j in "$j1" "$j2"; do
+        wait_for 60 state_is "$j" completed || fail "job $j did not complete: $("$CORRAL" show "$j")"
+        [ "$("$CORRAL" logs "$j")" = same ] || fail "job $j did not read d1: $("$CORRAL" logs "$j")"
+    done
+    [ "$(gets d1.bin)" = 1 ] || fail "d1 was fetched $(gets d1.bin) times for two jobs"
+    [ "$(grep -c 'data: fetched d1@1' "$DIR/agent-1.log")" = 1 ] || fail "the agent fetched d1 twice"
+    entry=$DIR/n1/data/$(sha "$DIR/www/d1.bin")
+    [ -f "$entry" ] || fail "no cache entry $entry"
+    [ "$(stat -c %a "$entry")" = 444 ] || fail "entry mode $(stat -c %a "$entry")"
+
+    # 2. A corrupted entry is found at the next job's check and fetched again.
+    chmod u+w "$entry"
+    printf 'X' | dd of="$entry" bs=1 seek=1000 conv=notrunc 2>/dev/null
+    j3=$(submit --gpus 1 --data d1 -- sh -c "cmp \"\$CORRAL_DATA_D1\" $DIR/www/d1.bin && echo same")
+    wait_for 60 state_is "$j3" completed || fail "job $j3 did not complete: $("$CORRAL" show "$j3")"
+    [ "$("$CORRAL" logs "$j3")" = same ] || fail "job $j3 read a corrupted d1"
+    grep -q 'data: d1@1: the cached copy is damaged' "$DIR/agent-1.log" || fail "no 'damaged' line"
+    [ "$(gets d1.bin)" = 2 ] || fail "the damaged d1 was not fetched again ($(gets d1.bin) GETs)"
+
+    # 3. The cap: d1 held by a running job, d2 (file:) waits for room,
+    # says so in its reason, and gets it once d1's job ended (d1 evicted).
+    j4=$(submit --gpus 1 --data d1 -- sh -c "touch $DIR/j4.started; while [ ! -e $DIR/go ]; do sleep 0.1; done")
+    wait_for 60 test -e "$DIR/j4.started" || fail "job $j4 did not start: $("$CORRAL" show "$j4")"
+    j5=$(submit --gpus 1 --data d2 -- sh -c "cmp \"\$CORRAL_DATA_D2\" $DIR/www/d2.bin && echo same")
+    wait_for 60 reason_has "$j5" "staging d2@1: waiting for room in the node's data cache" ||
+        fail "job $j5's reason: $("$CORRAL" show "$j5" | grep Reason)"
+    state_is "$j5" running || fail "job $j5 is not running (holding its GPU) while staged"
+    touch "$DIR/go"
+    wait_for 60 state_is "$j5" completed || fail "job $j5 did not complete: $("$CORRAL" show "$j5")"
+    [ "$("$CORRAL" logs "$j5")" = same ] || fail "job $j5 did not read d2"
+    grep -q 'data: evicted d1@1 (3000000 bytes, least recently used) for d2@1' "$DIR/agent-1.log" ||
+        fail "d1 was not evicted for d2"
+    [ ! -e "$entry" ] || fail "d1's entry is still there"
+
+    # 4. Failures: one run each (no retry), the reason names the dataset,
+    # nothing half-written left.
+    failed_with() { # failed_with DATASET TEXT
+        local j
+        j=$(submit --gpus 1 --data "$1" -- true)
+        wait_for 60 state_is "$j" failed || fail "job $j ($1) did not fail: $("$CORRAL" show "$j")"
+        "$CORRAL" show "$j" | grep -q "Reason: *$2" ||
+            fail "job $j's reason does not say '$2': $("$CORRAL" show "$j" | grep Reason)"
+        "$CORRAL" show "$j" | grep -q "Retries: *0" || fail "job $j was retried"
+    }
+    failed_with d3 "data d3@1: 5000000 bytes, larger than this node's data cache (cap $CAP bytes)"
+    failed_with d4 "data d4@1: checksum mismatch: sha256 $(sha "$DIR/www/d4.bin"), its object says"
+    failed_with d5 "data d5@1: cannot open $DIR/www/none.bin"
+    [ -z "$(ls -A "$DIR/n1/data/.partial")" ] || fail "partial files left: $(ls "$DIR/n1/data/.partial")"
+    [ ! -e "$DIR/n1/data/$(printf '%064d' 4)" ] || fail "a bad d4 is in the cache"
+    [ "$(gets d3.bin)" = 0 ] || fail "d3 (larger than the cache) was fetched"
+
+    # 5. A partial fetch is resumed (file:): its first 1000000 bytes planted.
+    head -c 1000000 "$DIR/www/d2.bin" >/dev/null
+    head -c 2000000 /dev/urandom >"$DIR/www/d6.bin"
+    add d6 "file:$DIR/www/d6.bin"
+    head -c 1000000 "$DIR/www/d6.bin" >"$DIR/n1/data/.partial/$(sha "$DIR/www/d6.bin").part"
+    j6=$(submit --gpus 1 --data d6 -- sh -c "cmp \"\$CORRAL_DATA_D6\" $DIR/www/d6.bin && echo same")
+    wait_for 60 state_is "$j6" completed || fail "job $j6 did not complete: $("$CORRAL" show "$j6")"
+    [ "$("$CORRAL" logs "$j6")" = same ] || fail "job $j6 did not read d6"
+    grep -q 'data: d6@1: resuming a partial fetch at 1000000 bytes' "$DIR/agent-1.log" ||
+        fail "the partial fetch was not resumed"
+    grep -q 'data: fetched d6@1 (2000000 bytes, sha256 ok, resumed' "$DIR/agent-1.log" ||
+        fail "no 'resumed' fetch line"
+
+    kill "$SAMPLER"
+    SAMPLER=
+    max=$(sort -n "$DIR/sizes" | tail -1)
+    [ "$max" -le "$CAP" ] || fail "the cache held $max bytes, over its cap $CAP"
+    [ "$(wc -l <"$DIR/sizes")" -gt 10 ] || fail "the sampler took too few samples"
+    echo "ok: one fetch for two jobs, corruption refetched, cap kept (max $max of $CAP bytes), failures named, resume"
+}
+
 case $SECTION in
 objects) objects ;;
+stage) stage ;;
 *) fail "unknown section $SECTION" ;;
 esac
