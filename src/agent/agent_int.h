@@ -173,6 +173,11 @@ typedef struct agent {
     int staging_moved;    /* main only: a staging job's progress text changed (report it) */
 } agent;
 
+/* The most of each of a finished job's stdout and stderr (its end) shipped
+ * to the controller with its exit, so `corral logs` answers after the node
+ * is gone (docs/data.md "Logs that outlive the node"). */
+#define CR_LOG_SHIP_BYTES 65536
+
 /* agent_net.c */
 int cr__agent_register(agent *a);
 /* Send a status; on success *acked is the controller's desired-state

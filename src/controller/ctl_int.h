@@ -459,6 +459,16 @@ struct ctl {
     cr_prom_hist_vec *api_hist;
 };
 
+/* ctl_logs.c: a finished job's output kept in the store ("joblog" objects,
+ * key "<job>/<node>"), so GET /v1/jobs/{id}/logs answers after its node is
+ * gone. An agent ships at most CTL_JOBLOG_BYTES of each stream (its end). */
+#define CTL_JOBLOG_BYTES 65536
+/* The "logs" member of a status report's job entry (may be absent): 0 or
+ * CR_EINVAL with err naming it. */
+int ctl_joblog_check(const json_t *entry, const char *path, cr_json_err *err);
+/* Queue the job's output from node into txn. */
+void ctl_joblog_put(cr_store_txn *txn, int64_t job, const char *node, const json_t *logs);
+
 /* ctl_util.c: answers and helpers. */
 void ctl_reply_json(cr_http_req *req, unsigned status, json_t *v /* taken */);
 void ctl_reply_err(cr_http_req *req, unsigned status, int code, const char *field, const char *fmt,

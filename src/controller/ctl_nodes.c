@@ -820,7 +820,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         "job",         "state",         "pid",     "exit_code", "signal",
         "run",         "port",          "oom",     "reason",    "fatal",
         "image_pull",  "image_pull_ms", "sharing", "lease",     "output_capped",
-        "output_lost", "metrics",       "staging", NULL};
+        "output_lost", "metrics",       "staging", "logs",      NULL};
     static const char *const metric_members[] = {"tokens_per_s", "step_time_s", "bad_lines", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
@@ -884,6 +884,10 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_int(jr, path, "output_capped", false, 1, INT64_MAX, &x, &err) ||
             cr_json_str(jr, path, "output_lost", false, 200, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
+            goto bad;
+        }
+        /* A finished job's output, shipped to outlive the node (ctl_logs.c). */
+        if (ctl_joblog_check(jr, path, &err) != 0) {
             goto bad;
         }
         /* What the job measured (cr_metric.h): checked, learned from at its end. */
@@ -1125,6 +1129,11 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         json_t *run = json_object_get(jr, "run");
         if (run && json_integer_value(run) != j->runs) {
             continue; /* the exit of an earlier run of this job on this node */
+        }
+        json_t *logs = json_object_get(jr, "logs");
+        if (logs) {
+            /* stored with the end: shown finished, its output is durable */
+            ctl_joblog_put(txn, j->id, n->name, logs);
         }
         int code = (int)json_integer_value(json_object_get(jr, "exit_code"));
         int sig = (int)json_integer_value(json_object_get(jr, "signal"));

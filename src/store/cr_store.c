@@ -886,6 +886,38 @@ int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg)
                       NULL, 0, 0, usage_row, &c);
 }
 
+int cr_store_get_object(cr_store *s, const char *kind, const char *key, cr_store_obj_fn fn,
+                        void *arg)
+{
+    if (s->etcd) {
+        return cr__estore_get_object(s->etcd, kind, key, fn, arg);
+    }
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
+    sqlite3_stmt *st = NULL;
+    int rc = CR_ENOENT;
+    if (sqlite3_prepare_v2(r, "SELECT key, doc FROM objects WHERE kind = ?1 AND key = ?2", -1, &st,
+                           NULL) != SQLITE_OK) {
+        cr_error("store: prepare: %s", sqlite3_errmsg(r));
+        rc = CR_EIO;
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        fn(arg, col_text(st, 0), col_text(st, 1));
+        rc = 0;
+    } else if (step != SQLITE_DONE) {
+        cr_error("store: read: %s", sqlite3_errmsg(r));
+        rc = CR_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    reader_put(s, slot);
+    return rc;
+}
+
 int cr_store_get_job(cr_store *s, int64_t id, cr_store_job_fn fn, void *arg)
 {
     if (s->etcd) {

@@ -51,6 +51,8 @@ int cr__estore_job_events(cr__estore *s, int64_t job, size_t limit, cr_store_eve
                           void *arg);
 int cr__estore_load_usage(cr__estore *s, cr_store_usage_fn fn, void *arg);
 int cr__estore_get_job(cr__estore *s, int64_t id, cr_store_job_fn fn, void *arg);
+int cr__estore_get_object(cr__estore *s, const char *kind, const char *key, cr_store_obj_fn fn,
+                          void *arg);
 int cr__estore_max_job_id(cr__estore *s, int64_t *out);
 int cr__estore_query_jobs(cr__estore *s, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
                           int64_t *total);

@@ -218,8 +218,47 @@ stage() {
     echo "ok: one fetch for two jobs, corruption refetched, cap kept (max $max of $CAP bytes), failures named, resume"
 }
 
+logs() {
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    cr_start_agent n1 "$DIR/n1" "$DIR/agent-1.log" --gpus "sim:1xA100 80GB SXM"
+    apid=${PIDS[-1]}
+    up() { "$CORRAL" nodes | grep -q '^n1 *up'; }
+    wait_for 60 up || fail "agent n1 did not register"
+    # A small job (both streams whole) and a loud one (more than the 64 KiB
+    # shipped: its end is kept, with a note).
+    j1=$(submit --gpus 1 -- sh -c 'echo out-line; echo err-line >&2; exit 3')
+    j2=$(submit --gpus 1 -- python3 -c '
+for i in range(20000):
+    print("line %06d" % i)
+')
+    wait_for 60 state_is "$j1" failed || fail "job $j1 did not fail: $("$CORRAL" show "$j1")"
+    wait_for 60 state_is "$j2" completed || fail "job $j2 did not complete: $("$CORRAL" show "$j2")"
+    [ "$("$CORRAL" logs "$j1")" = out-line ] || fail "logs of $j1 from the agent"
+    # The agent goes, then the node: the logs answer from the store.
+    cr_stop_pids TERM "$apid"
+    out=$("$CORRAL" nodes delete n1 --force 2>&1) || fail "nodes delete n1: $out"
+    "$CORRAL" nodes | grep -q '^n1 ' && fail "n1 still listed"
+    out=$("$CORRAL" logs "$j1") || fail "logs of $j1 after its node was deleted: $out"
+    [ "$out" = out-line ] || fail "stdout of $j1 after the delete: '$out'"
+    err=$("$CORRAL" logs "$j1" --stderr 2>&1) || fail "stderr of $j1: $err"
+    [ "$err" = err-line ] || fail "stderr of $j1 after the delete: '$err'"
+    big=$("$CORRAL" logs "$j2")
+    first=${big%%$'\n'*} last=${big##*$'\n'}
+    echo "$first" | grep -q '^\[corral: the first [0-9]* bytes of this log were not kept' ||
+        fail "no note on the truncated log: $first"
+    [ "$last" = "line 019999" ] || fail "the end of $j2's log: $last"
+    n=$(echo "$big" | wc -c)
+    [ "$n" -le 66000 ] || fail "$j2's stored log is $n bytes, over the bound"
+    # ... and after a controller restart.
+    cr_stop_pids TERM "$CTL_PID"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    [ "$("$CORRAL" logs "$j1")" = out-line ] || fail "logs of $j1 after a controller restart"
+    echo "ok: logs of finished jobs answer after their node was deleted (and a restart)"
+}
+
 case $SECTION in
 objects) objects ;;
 stage) stage ;;
+logs) logs ;;
 *) fail "unknown section $SECTION" ;;
 esac
