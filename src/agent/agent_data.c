@@ -39,7 +39,8 @@ int cr__agent_data_start(agent *a)
                        .access_key = getenv("AWS_ACCESS_KEY_ID"),
                        .secret_key = getenv("AWS_SECRET_ACCESS_KEY")};
     char why[300];
-    int rc = cr_dcache_new(dir, a->cfg.data_cache_max, &s3, woke, a, &a->dcache, why, sizeof why);
+    int rc = cr_dcache_new(dir, a->cfg.data_cache_max, a->cfg.data_verify_s, &s3, woke, a,
+                           &a->dcache, why, sizeof why);
     if (rc != 0) {
         fprintf(stderr, "corral agent: data cache: %s\n", why);
     }

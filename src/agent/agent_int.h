@@ -68,6 +68,8 @@ typedef struct agent_cfg {
     /* The node's data cache (agent_data.c, docs/data.md). */
     const char *data_cache;  /* --data-cache DIR; NULL: STATE-DIR/data */
     int64_t data_cache_max;  /* --data-cache-max: its cap in bytes (default 64 GiB); 0: none */
+    int64_t data_verify_s;   /* --data-verify: an entry in use hashed again at least this often
+                                (seconds; default 86400; 0: at every job's use) */
     const char *s3_endpoint; /* --data-s3-endpoint URL; NULL: https://s3.amazonaws.com */
     const char *s3_region;   /* --data-s3-region; NULL: us-east-1 */
     const char *require_iso; /* --require-isolation: fences that must hold (cr_iso_require); NULL */

@@ -121,6 +121,8 @@ static void usage(FILE *f)
             "                        https://s3.amazonaws.com; keys from AWS_ACCESS_KEY_ID and\n"
             "                        AWS_SECRET_ACCESS_KEY)\n"
             "  --data-s3-region R    the SigV4 region (default us-east-1)\n"
+            "  --data-verify SECONDS hash a cached entry again at a job's use when its file\n"
+            "                        changed or its last hash is older (default 86400; 0: always)\n"
             "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
             "                        running, a restarted agent re-adopts them)\n"
             "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
@@ -243,7 +245,8 @@ enum {
     OPT_DATA_CACHE,
     OPT_DATA_CACHE_MAX,
     OPT_S3_ENDPOINT,
-    OPT_S3_REGION
+    OPT_S3_REGION,
+    OPT_DATA_VERIFY
 };
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
@@ -280,6 +283,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"data-cache-max", required_argument, NULL, OPT_DATA_CACHE_MAX},
         {"data-s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
         {"data-s3-region", required_argument, NULL, OPT_S3_REGION},
+        {"data-verify", required_argument, NULL, OPT_DATA_VERIFY},
         {"require-isolation", required_argument, NULL, OPT_REQUIRE_ISO},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
@@ -301,6 +305,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     c->wait_s = 30;
     c->log_max_bytes = INT64_C(64) << 20;
     c->data_cache_max = INT64_C(64) << 30;
+    c->data_verify_s = 86400;
     c->gpus = "auto";
     c->rack = "";
     c->state_dir = "/var/lib/corral/agent";
@@ -478,6 +483,11 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
                 return flag_error("--data-s3-endpoint", "want an http:// or https:// URL");
             }
             c->s3_endpoint = optarg;
+            break;
+        case OPT_DATA_VERIFY:
+            if (cr_parse_i64(optarg, 0, INT64_C(1) << 40, &c->data_verify_s) != 0) {
+                return flag_error("--data-verify", "want seconds >= 0 (0: hash at every use)");
+            }
             break;
         case OPT_S3_REGION:
             if (!*optarg || strlen(optarg) > 64 || strchr(optarg, ':')) {

@@ -21,8 +21,11 @@
  *     job holds its entries from its first ask until cr_dcache_release);
  *     an object larger than the cap fails at once, one that would fit once
  *     held entries are released waits;
- *   - every job's use is checked: an entry is hashed again for each job
- *     that asks (a corrupted entry is removed and fetched again);
+ *   - every job's use is checked: an entry is hashed again for a job that
+ *     asks unless its file is as it was when last hashed (inode, size,
+ *     mtime, ctime: a write, a chmod or a replacement changes ctime) and
+ *     that hash is younger than verify_s; a corrupted entry is removed and
+ *     fetched again;
  *   - a failed fetch (transport, HTTP status, size, checksum) fails the
  *     jobs waiting for it, with the reason naming the dataset; the entry is
  *     forgotten, so a later job tries again (no retry loop).
@@ -62,9 +65,11 @@ typedef struct cr_dref {
 enum { CR_DCACHE_READY = 1, CR_DCACHE_STAGING = 0 };
 
 /* Open the cache at dir (made 0711 if missing; partial files kept, stray
- * names removed) with a cap (bytes, > 0). notify may be NULL. Returns 0
+ * names removed) with a cap (bytes, > 0) and verify_s (an entry in use is
+ * hashed again at least this often; 0: at every job's use). notify may be
+ * NULL. Returns 0
  * and *out (free with cr_dcache_free), or CR_EIO with why. */
-int cr_dcache_new(const char *dir, int64_t cap_bytes, const cr_dcache_s3 *s3,
+int cr_dcache_new(const char *dir, int64_t cap_bytes, int64_t verify_s, const cr_dcache_s3 *s3,
                   void (*notify)(void *arg), void *arg, cr_dcache **out, char *why, size_t whylen);
 /* Stop the worker (a fetch under way is abandoned, its partial file kept)
  * and free. NULL-safe. */

@@ -41,6 +41,14 @@ typedef struct entry {
     int pins;            /* jobs holding it */
     uint64_t seq;        /* bumped by each fetch or check that passed */
     bool need_check;     /* a job asked since the last check: hash it */
+    /* What the file looked like when last hashed: a job's ask with the
+     * same inode, size, mtime and ctime within verify_ns of that hash is
+     * served without hashing again (a write, a chmod, a replacement
+     * changes ctime); otherwise it is hashed. */
+    bool known; /* the fields below are set */
+    uint64_t ino;
+    int64_t fsize, mtime_ns, ctime_ns;
+    int64_t hashed_mono; /* monotonic */
     char wait[200];      /* E_QUEUED: why it waits ("" not waiting) */
 } entry;
 
@@ -61,6 +69,7 @@ typedef struct jobrec {
 struct cr_dcache {
     char *dir;                               /* owned */
     int64_t cap;                             /* bytes */
+    int64_t verify_ns;                       /* an entry in use is hashed at least this often */
     char *s3_endpoint, *s3_region, *s3_user; /* owned; s3_user "ACCESS:SECRET" or NULL */
     void (*notify)(void *);
     void *notify_arg;
@@ -571,6 +580,36 @@ static int check_entry(cr_dcache *d, const entry *e, char *got, size_t gotlen)
     return 0;
 }
 
+/* Remember what the entry's file looks like now (it was just hashed). */
+static void note_file(cr_dcache *d, entry *e)
+{
+    char p[1200];
+    struct stat sb;
+    path_of(d, e->sha, p, sizeof p);
+    e->known = stat(p, &sb) == 0;
+    if (e->known) {
+        e->ino = (uint64_t)sb.st_ino;
+        e->fsize = (int64_t)sb.st_size;
+        e->mtime_ns = (int64_t)sb.st_mtim.tv_sec * CR_NS_PER_SEC + sb.st_mtim.tv_nsec;
+        e->ctime_ns = (int64_t)sb.st_ctim.tv_sec * CR_NS_PER_SEC + sb.st_ctim.tv_nsec;
+    }
+    e->hashed_mono = cr_mono_ns();
+}
+
+/* The entry's file is as it was when hashed, and that was recently. */
+static bool file_unchanged(const cr_dcache *d, const entry *e)
+{
+    char p[1200];
+    struct stat sb;
+    if (!e->known || cr_mono_ns() - e->hashed_mono >= d->verify_ns) {
+        return false;
+    }
+    path_of(d, e->sha, p, sizeof p);
+    return stat(p, &sb) == 0 && (uint64_t)sb.st_ino == e->ino && (int64_t)sb.st_size == e->fsize &&
+           (int64_t)sb.st_mtim.tv_sec * CR_NS_PER_SEC + sb.st_mtim.tv_nsec == e->mtime_ns &&
+           (int64_t)sb.st_ctim.tv_sec * CR_NS_PER_SEC + sb.st_ctim.tv_nsec == e->ctime_ns;
+}
+
 static void *worker(void *arg)
 {
     cr_dcache *d = arg;
@@ -627,6 +666,7 @@ static void *worker(void *arg)
             if (bad == 0) {
                 e->state = E_READY;
                 e->seq++;
+                note_file(d, e);
             } else {
                 cr_warn("data: %s@%lld: the cached copy is damaged (%s, want sha256 %s): "
                         "removed, fetching it again",
@@ -657,6 +697,7 @@ static void *worker(void *arg)
                 e->state = E_READY;
                 e->need_check = false;
                 e->seq++;
+                note_file(d, e);
                 e->last_use = cr_mono_ns();
                 d->st.fetched_ok++;
                 d->st.resumed += resumed ? 1 : 0;
@@ -759,7 +800,7 @@ static void scan(cr_dcache *d)
     }
 }
 
-int cr_dcache_new(const char *dir, int64_t cap_bytes, const cr_dcache_s3 *s3,
+int cr_dcache_new(const char *dir, int64_t cap_bytes, int64_t verify_s, const cr_dcache_s3 *s3,
                   void (*notify)(void *arg), void *arg, cr_dcache **out, char *why, size_t whylen)
 {
     if (cap_bytes <= 0) {
@@ -780,6 +821,7 @@ int cr_dcache_new(const char *dir, int64_t cap_bytes, const cr_dcache_s3 *s3,
     cr_dcache *d = cr_calloc(1, sizeof *d);
     d->dir = cr_strdup(dir);
     d->cap = cap_bytes;
+    d->verify_ns = verify_s * CR_NS_PER_SEC;
     d->st.cap_bytes = cap_bytes;
     d->s3_endpoint = cr_strdup(s3 && s3->endpoint ? s3->endpoint : "https://s3.amazonaws.com");
     d->s3_region = cr_strdup(s3 && s3->region ? s3->region : "us-east-1");
@@ -891,6 +933,7 @@ int cr_dcache_want(cr_dcache *d, int64_t job, int64_t run, const cr_dref *refs, 
         r = NULL;
     }
     if (!r) {
+        bool ready_now[MAX_REFS] = {false};
         CR_GROW(d->jobs, d->njobs, d->capjobs);
         r = &d->jobs[d->njobs++];
         memset(r, 0, sizeof *r);
@@ -905,6 +948,8 @@ int cr_dcache_want(cr_dcache *d, int64_t job, int64_t run, const cr_dref *refs, 
                 e->state = E_QUEUED;
                 CR_GROW(d->ents, d->nents, d->capents);
                 d->ents[d->nents++] = e;
+            } else if (e->state == E_READY && e->seq > 0 && file_unchanged(d, e)) {
+                ready_now[i] = true; /* hashed recently, not touched since */
             } else if (e->state == E_READY) {
                 e->need_check = true; /* checked for this job */
             }
@@ -923,7 +968,7 @@ int cr_dcache_want(cr_dcache *d, int64_t job, int64_t run, const cr_dref *refs, 
             }
             e->pins++;
             snprintf(r->sha[i], sizeof r->sha[i], "%s", e->sha);
-            r->seq0[i] = e->seq;
+            r->seq0[i] = ready_now[i] ? e->seq - 1 : e->seq;
         }
         pthread_cond_broadcast(&d->cv);
     }

@@ -103,11 +103,9 @@ assert d[0]["env"] == "CORRAL_DATA_SHARED", d
 # The node's cache holds at most CAP bytes: entries and partial fetches.
 CAP=4000000
 cache_bytes() {
-    local t=0 f
-    for f in "$DIR/n1/data"/* "$DIR/n1/data/.partial"/*; do
-        [ -f "$f" ] && t=$((t + $(stat -c %s "$f")))
-    done
-    echo "$t"
+    # by inode: a fetch renamed from .partial while find runs counts once
+    find "$DIR/n1/data" -type f -printf '%i %s\n' 2>/dev/null | sort -u -k1,1 |
+        awk '{t += $2} END {print t + 0}'
 }
 cleanup_extra() {
     [ -n "${SAMPLER:-}" ] && kill "$SAMPLER" 2>/dev/null
