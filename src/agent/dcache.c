@@ -525,8 +525,11 @@ static int do_fetch(cr_dcache *d, entry *e, const char *uri, char *why, size_t w
     if (rc == 0) {
         hex_of(&f.hs, hex);
         if (strcmp(hex, e->sha) != 0) {
-            snprintf(f.err, sizeof f.err, "checksum mismatch: sha256 %s, its object says %s", hex,
-                     e->sha);
+            /* what came is named in the agent's log only: the job's reason
+             * (its user) learns no hash of bytes it may not read */
+            cr_warn("data: %s@%lld: what came has sha256 %s", e->name, (long long)e->version, hex);
+            snprintf(f.err, sizeof f.err,
+                     "checksum mismatch: what came does not have the object's sha256 %s", e->sha);
             rc = CR_ECORRUPT;
         }
     }

@@ -355,12 +355,26 @@ static void data_add(ctl *c, cr_http_req *req, const cr_principal *p)
     if (p->role == CR_ROLE_ADMIN && !json_object_get(v, "tenant")) {
         tenant = "default";
     }
+    if (p->role != CR_ROLE_ADMIN && strncmp(uri, "file:", 5) == 0) {
+        /* the agents read it as their own user: a user names only paths the
+         * admin opened to its tenant, as for container mounts */
+        const char *fp = uri + 5;
+        fp += strncmp(fp, "//", 2) == 0 ? 2 : 0;
+        if (!ctl_mount_allowed(&c->cfg, tenant, fp)) {
+            ctl_reply_err(req, 403, CR_EPERM, "uri",
+                          "field 'uri': dataset '%s': a user adds file: paths only under its "
+                          "tenant's mounts_allowed (controller config); an admin may add any",
+                          name);
+            json_decref(v); /* name points into it */
+            return;
+        }
+    }
     pthread_mutex_lock(&c->mu);
     bool known = ctl_tenant_find(c, tenant) != NULL;
     pthread_mutex_unlock(&c->mu);
     if (!known) {
-        json_decref(v);
         ctl_reply_err(req, 400, CR_ENOENT, "tenant", "field 'tenant': unknown tenant '%s'", tenant);
+        json_decref(v); /* tenant points into it */
         return;
     }
     dobj *o = cr_calloc(1, sizeof *o);

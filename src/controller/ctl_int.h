@@ -341,6 +341,8 @@ int ctl_run_as_lookup(const ctl_config *cfg, const char *tenant, const char *use
 int ctl_mounts_allowed_check(const json_t *v, cr_json_err *err);
 /* Validate an "image_registries" config member. */
 int ctl_image_registries_check(const json_t *v, cr_json_err *err);
+/* Is path one of the tenant's mounts_allowed paths or below one? */
+bool ctl_mount_allowed(const ctl_config *cfg, const char *tenant, const char *path);
 /* Parse the container members of a job request into spec. 0 or err. */
 int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err);
 /* The job's mounts and archive are under the tenant's allowed paths: 0 or

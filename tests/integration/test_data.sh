@@ -65,7 +65,9 @@ objects() {
     ml data list | grep -q '^ds1 ' && fail "tenant ml sees default's ds1"
     ml data list | grep -q '^shared ' || fail "tenant ml does not see the shared object"
     ml data show ds1 >/dev/null 2>&1 && fail "tenant ml may show default's ds1"
-    ml data add mine "file:$DIR/a.bin" >/dev/null || fail "ml data add"
+    err=$(ml data add mine "file:$DIR/a.bin" 2>&1) && fail "a user added a file: path outside mounts_allowed"
+    echo "$err" | grep -q "field 'uri': dataset 'mine': a user adds file: paths only under" || fail "$err"
+    ml data add mine "http://h/mine.bin" --sha256 "$z" --size 5 >/dev/null || fail "ml data add"
     "$CORRAL" data list | grep -q '^mine .*ml ' || fail "admin does not see ml's object"
     # Submit: resolved names, clear errors.
     err=$(ml submit --gpus 0 --data ds1 -- true 2>&1) && fail "ml used default's ds1"
@@ -189,7 +191,9 @@ stage() {
         "$CORRAL" show "$j" | grep -q "Retries: *0" || fail "job $j was retried"
     }
     failed_with d3 "data d3@1: 5000000 bytes, larger than this node's data cache (cap $CAP bytes)"
-    failed_with d4 "data d4@1: checksum mismatch: sha256 $(sha "$DIR/www/d4.bin"), its object says"
+    failed_with d4 "data d4@1: checksum mismatch: what came does not have the object's sha256 $(printf '%064d' 4)"
+    grep -q "data: d4@1: what came has sha256 $(sha "$DIR/www/d4.bin")" "$DIR/agent-1.log" ||
+        fail "the agent did not log what came"
     failed_with d5 "data d5@1: cannot open $DIR/www/none.bin"
     [ -z "$(ls -A "$DIR/n1/data/.partial")" ] || fail "partial files left: $(ls "$DIR/n1/data/.partial")"
     [ ! -e "$DIR/n1/data/$(printf '%064d' 4)" ] || fail "a bad d4 is in the cache"
