@@ -283,18 +283,19 @@ static int parse_data(json_t *a, const char *path, char *err, size_t errlen)
         const char *env = json_string_value(json_object_get(o, "env"));
         json_t *size = json_object_get(o, "size_bytes"), *ver = json_object_get(o, "version");
         json_t *mount = json_object_get(o, "mount");
-        int ok = json_is_object(o) && json_is_string(json_object_get(o, "name")) &&
-                 json_is_string(json_object_get(o, "uri")) && sha && strlen(sha) == 64 && env &&
-                 strncmp(env, "CORRAL_DATA_", 12) == 0 && !strchr(env, '=') &&
-                 json_is_integer(size) && json_integer_value(size) > 0 && json_is_integer(ver) &&
-                 (!mount || json_is_string(mount));
+        int ok =
+            json_is_object(o) && json_is_string(json_object_get(o, "name")) &&
+            json_is_string(json_object_get(o, "uri")) && sha && strlen(sha) == 64 && env &&
+            (strncmp(env, "CORRAL_DATA_", 12) == 0 || strcmp(env, "CORRAL_MODEL_WEIGHTS") == 0) &&
+            !strchr(env, '=') && json_is_integer(size) && json_integer_value(size) > 0 &&
+            json_is_integer(ver) && (!mount || json_is_string(mount));
         for (size_t k = 0; ok && k < 64; k++) {
             ok = (sha[k] >= '0' && sha[k] <= '9') || (sha[k] >= 'a' && sha[k] <= 'f');
         }
         if (!ok) {
             return bad(err, errlen, path, m,
                        "must be {name, version, uri, size_bytes > 0, sha256 (64 lowercase hex), "
-                       "env CORRAL_DATA_*, mount?}");
+                       "env CORRAL_DATA_* or CORRAL_MODEL_WEIGHTS, mount?}");
         }
     }
     return 0;

@@ -212,12 +212,38 @@ stage() {
     grep -q 'data: fetched d6@1 (2000000 bytes, sha256 ok, resumed' "$DIR/agent-1.log" ||
         fail "no 'resumed' fetch line"
 
+    # 6. A service's --model-weights: each replica reads the model at
+    # CORRAL_MODEL_WEIGHTS; the second replica on the node starts from the
+    # cache (one GET for both).
+    before=$(gets d1.bin)
+    err=$("$CORRAL" services create bad --gpus 1 --model-weights nope -- true 2>&1) &&
+        fail "a service with an unknown model was created"
+    echo "$err" | grep -q "field 'model_weights': dataset 'nope' not found" || fail "$err"
+    "$CORRAL" services create chat --gpus 1 --min 2 --max 2 --model-weights d1 -- sh -c \
+        "cmp \"\$CORRAL_MODEL_WEIGHTS\" $DIR/www/d1.bin && echo same; sleep 600" >/dev/null ||
+        fail "services create --model-weights"
+    replicas_same() {
+        local ids n=0 j
+        ids=$("$CORRAL" jobs --json | python3 -c '
+import json, sys
+print(" ".join(str(j["id"]) for j in json.load(sys.stdin)["items"]
+               if j.get("name") == "chat" and j.get("state") == "running"))')
+        for j in $ids; do
+            [ "$("$CORRAL" logs "$j" 2>/dev/null)" = same ] && n=$((n + 1))
+        done
+        [ "$n" = 2 ]
+    }
+    wait_for 60 replicas_same || fail "the replicas did not read the model: $("$CORRAL" jobs)"
+    [ "$(gets d1.bin)" = $((before + 1)) ] ||
+        fail "two replicas fetched the model $(( $(gets d1.bin) - before )) times"
+    "$CORRAL" services delete chat >/dev/null || fail "services delete"
+
     kill "$SAMPLER"
     SAMPLER=
     max=$(sort -n "$DIR/sizes" | tail -1)
     [ "$max" -le "$CAP" ] || fail "the cache held $max bytes, over its cap $CAP"
     [ "$(wc -l <"$DIR/sizes")" -gt 10 ] || fail "the sampler took too few samples"
-    echo "ok: one fetch for two jobs, corruption refetched, cap kept (max $max of $CAP bytes), failures named, resume"
+    echo "ok: one fetch for two jobs, corruption refetched, cap kept (max $max of $CAP bytes), failures named, resume, model weights"
 }
 
 logs() {
