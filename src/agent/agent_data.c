@@ -11,9 +11,12 @@
 #include "cr_error.h"
 #include "cr_log.h"
 
+#include <dirent.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static void woke(void *arg)
 {
@@ -172,4 +175,46 @@ void cr__agent_data_status(const agent *a, json_t *jobs)
         }
         json_array_append_new(jobs, j);
     }
+}
+
+char *cr__agent_ckpt_latest(const char *dir)
+{
+    char p[PATH_MAX], real[PATH_MAX], rdir[PATH_MAX];
+    if (!dir || !realpath(dir, rdir)) {
+        return NULL;
+    }
+    snprintf(p, sizeof p, "%s/latest", dir);
+    if (realpath(p, real)) {
+        /* the job's own pointer, kept inside its directory */
+        size_t n = strlen(rdir);
+        if (strncmp(real, rdir, n) == 0 && real[n] == '/') {
+            return cr_asprintf("CORRAL_CHECKPOINT_LATEST=%s", real);
+        }
+        return NULL;
+    }
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char best[512] = "";
+    struct timespec bt = {0, 0};
+    while (d && (de = readdir(d))) {
+        struct stat sb;
+        if (de->d_name[0] == '.' || strlen(de->d_name) >= sizeof best) {
+            continue;
+        }
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (lstat(p, &sb) != 0 || S_ISLNK(sb.st_mode)) {
+            continue;
+        }
+        if (!best[0] || sb.st_mtim.tv_sec > bt.tv_sec ||
+            (sb.st_mtim.tv_sec == bt.tv_sec && sb.st_mtim.tv_nsec > bt.tv_nsec) ||
+            (sb.st_mtim.tv_sec == bt.tv_sec && sb.st_mtim.tv_nsec == bt.tv_nsec &&
+             strcmp(de->d_name, best) > 0)) {
+            snprintf(best, sizeof best, "%s", de->d_name);
+            bt = sb.st_mtim;
+        }
+    }
+    if (d) {
+        closedir(d);
+    }
+    return best[0] ? cr_asprintf("CORRAL_CHECKPOINT_LATEST=%s/%s", rdir, best) : NULL;
 }

@@ -245,6 +245,11 @@ int cr__agent_data_stage(agent *a, const cr_job_spec *s, char ***env, char *why,
 /* Pins of jobs neither staging nor running go; staging of jobs the
  * desired state no longer runs here is dropped. */
 void cr__agent_data_sweep(agent *a);
+/* A requeued or resumed job's newest checkpoint under dir: its "latest"
+ * entry (a symbolic link the job keeps, resolved; inside dir only), else
+ * the most recently modified entry not starting with '.'. Returned new as
+ * "CORRAL_CHECKPOINT_LATEST=PATH", or NULL when there is none. */
+char *cr__agent_ckpt_latest(const char *dir);
 /* The status body's "staging" entries of the jobs array. */
 void cr__agent_data_status(const agent *a, json_t *jobs);
 

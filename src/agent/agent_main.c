@@ -1104,6 +1104,19 @@ static int reconcile(agent *a, int64_t now_ns)
                 changed = 1;
                 continue;
             }
+            if (s->checkpoint_dir && (s->run > 1 || s->resume)) {
+                /* a requeued or resumed run: where it left off */
+                char *latest = cr__agent_ckpt_latest(s->checkpoint_dir);
+                if (latest) {
+                    size_t nd = 0;
+                    while (denv && denv[nd]) {
+                        nd++;
+                    }
+                    denv = cr_realloc(denv, (nd + 2) * sizeof *denv);
+                    denv[nd] = latest;
+                    denv[nd + 1] = NULL;
+                }
+            }
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
             start_job(a, s, denv);

@@ -15,7 +15,8 @@
 #            and a missing file each fail the job once (no retry) with a
 #            reason naming the dataset, and leave nothing in the cache
 #   logs     a finished job's stdout and stderr are shipped to the
-#            controller: corral logs answers after corral nodes delete
+#            controller: corral logs answers after corral nodes delete;
+#            a retried run gets CORRAL_CHECKPOINT_LATEST
 # Polls with deadlines; no sleep is a synchronisation.
 set -euo pipefail
 
@@ -262,6 +263,17 @@ for i in range(20000):
     wait_for 60 state_is "$j1" failed || fail "job $j1 did not fail: $("$CORRAL" show "$j1")"
     wait_for 60 state_is "$j2" completed || fail "job $j2 did not complete: $("$CORRAL" show "$j2")"
     [ "$("$CORRAL" logs "$j1")" = out-line ] || fail "logs of $j1 from the agent"
+    # A retried run gets CORRAL_CHECKPOINT_LATEST (the first run none).
+    j3=$(submit --gpus 1 --retries 1 -- sh -c '
+if [ -n "${CORRAL_CHECKPOINT_LATEST:-}" ]; then echo "latest=$CORRAL_CHECKPOINT_LATEST"; exit 0; fi
+mkdir -p "$CORRAL_CHECKPOINT_DIR/step-5" && exit 1')
+    wait_for 60 state_is "$j3" completed || fail "job $j3 did not complete: $("$CORRAL" show "$j3")"
+    "$CORRAL" show "$j3" | grep -q "Retries: *1" || fail "job $j3 ran once: the first run had a latest"
+    out=$("$CORRAL" logs "$j3")
+    case $out in
+    latest=*/"$j3"/step-5) ;;
+    *) fail "job $j3's retry: '$out'" ;;
+    esac
     # The agent goes, then the node: the logs answer from the store.
     cr_stop_pids TERM "$apid"
     out=$("$CORRAL" nodes delete n1 --force 2>&1) || fail "nodes delete n1: $out"
