@@ -218,3 +218,18 @@ char *cr__agent_ckpt_latest(const char *dir)
     }
     return best[0] ? cr_asprintf("CORRAL_CHECKPOINT_LATEST=%s/%s", rdir, best) : NULL;
 }
+
+json_t *cr__agent_data_held(const agent *a)
+{
+    if (!a->dcache) {
+        return NULL;
+    }
+    char(*held)[65] = cr_calloc(CR_DATA_HELD_MAX, sizeof *held);
+    size_t n = cr_dcache_held(a->dcache, held, CR_DATA_HELD_MAX);
+    json_t *v = json_array();
+    for (size_t i = 0; i < n; i++) {
+        json_array_append_new(v, json_string(held[i]));
+    }
+    free(held);
+    return v;
+}

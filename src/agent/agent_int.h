@@ -250,6 +250,11 @@ void cr__agent_data_sweep(agent *a);
  * the most recently modified entry not starting with '.'. Returned new as
  * "CORRAL_CHECKPOINT_LATEST=PATH", or NULL when there is none. */
 char *cr__agent_ckpt_latest(const char *dir);
+/* The status body's "data_held": the sha256 of the objects the node's
+ * cache holds (at most CR_DATA_HELD_MAX), for the controller's locality;
+ * NULL without a cache. Returned new. */
+#define CR_DATA_HELD_MAX 1024
+json_t *cr__agent_data_held(const agent *a);
 /* The status body's "staging" entries of the jobs array. */
 void cr__agent_data_status(const agent *a, json_t *jobs);
 

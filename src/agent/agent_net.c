@@ -290,7 +290,12 @@ json_t *cr__agent_status_body(const agent *a)
         json_array_append_new(jobs, j);
     }
     cr__agent_data_status(a, jobs); /* staging: running in the controller, no process yet */
-    return json_pack("{s:o,s:o}", "gpus", gpus, "jobs", jobs);
+    json_t *body = json_pack("{s:o,s:o}", "gpus", gpus, "jobs", jobs);
+    json_t *held = cr__agent_data_held(a);
+    if (held) {
+        json_object_set_new(body, "data_held", held); /* locality (docs/data.md) */
+    }
+    return body;
 }
 
 static void log_http_error(const char *what, int status, const cr_buf *resp)

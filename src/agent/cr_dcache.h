@@ -91,6 +91,10 @@ void cr_dcache_release(cr_dcache *d, int64_t job);
  * returns how many there are. */
 size_t cr_dcache_jobs(cr_dcache *d, int64_t *ids, size_t max);
 
+/* The sha256 of the entries held and checked (ready), at most max into
+ * out; returns how many were written. For the controller's locality. */
+size_t cr_dcache_held(cr_dcache *d, char (*out)[65], size_t max);
+
 /* Counters (for tests and /metrics). */
 typedef struct cr_dcache_stats {
     uint64_t fetches;    /* fetches begun */

@@ -909,6 +909,19 @@ size_t cr_dcache_jobs(cr_dcache *d, int64_t *ids, size_t max)
     return n;
 }
 
+size_t cr_dcache_held(cr_dcache *d, char (*out)[65], size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->nents && n < max; i++) {
+        if (d->ents[i]->state == E_READY || d->ents[i]->state == E_CHECKING) {
+            memcpy(out[n++], d->ents[i]->sha, 65);
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
 void cr_dcache_get_stats(cr_dcache *d, cr_dcache_stats *out)
 {
     pthread_mutex_lock(&d->mu);

@@ -188,7 +188,8 @@ typedef struct ctl_node {
     size_t ngpus;
     int cpus;
     uint64_t mem_bytes;
-    json_t *labels; /* owned: {"k": "v"} from the agent's --label, or NULL */
+    json_t *labels;    /* owned: {"k": "v"} from the agent's --label, or NULL */
+    json_t *data_held; /* owned: sha256 of the objects its data cache holds (status), or NULL */
     ctl_node_state state;
     bool drained; /* admin drain (survives lost/up) */
     char reason[256];

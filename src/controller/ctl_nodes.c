@@ -26,6 +26,7 @@
 static void node_free(ctl_node *n)
 {
     json_decref(n->labels);
+    json_decref(n->data_held);
     for (size_t i = 0; i < n->ngpus; i++) {
         json_decref(n->gpus[i].mig);
         json_decref(n->gpus[i].mig_want);
@@ -136,6 +137,9 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_princi
                   "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "pending_approval",
                   n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
     json_object_set_new(nj, "labels", n->labels ? json_deep_copy(n->labels) : json_object());
+    /* objects its data cache holds (docs/data.md; a count: which they are
+     * is the tenants' business) */
+    json_object_set_new(nj, "data_held", json_integer((json_int_t)json_array_size(n->data_held)));
     if (hidden) {
         json_object_set_new(nj, "other_jobs", json_integer((json_int_t)hidden));
     }
@@ -811,7 +815,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     const char *body = cr_http_body(req, &len);
     json_t *v = NULL, *gpus = NULL, *jobs = NULL;
     cr_json_err err;
-    static const char *const members[] = {"gpus", "jobs", NULL};
+    static const char *const members[] = {"gpus", "jobs", "data_held", NULL};
     static const char *const gpu_members[] = {
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
@@ -828,6 +832,24 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         cr_json_arr(v, "", "gpus", false, 64, &gpus, &err) ||
         cr_json_arr(v, "", "jobs", false, 65536, &jobs, &err)) {
         goto bad;
+    }
+    /* What the node's data cache holds (docs/data.md, locality). */
+    json_t *held = NULL;
+    if (cr_json_arr(v, "", "data_held", false, 1024, &held, &err) != 0) {
+        goto bad;
+    }
+    for (size_t i = 0; i < json_array_size(held); i++) {
+        const char *h = json_string_value(json_array_get(held, i));
+        size_t k = 0;
+        while (h && k < 64 && ((h[k] >= '0' && h[k] <= '9') || (h[k] >= 'a' && h[k] <= 'f'))) {
+            k++;
+        }
+        if (!h || k != 64 || h[64]) {
+            char path[32];
+            snprintf(path, sizeof path, "data_held[%zu]", i);
+            cr_json_fail(&err, CR_EINVAL, path, "field '%s': 64 lowercase hex digits", path);
+            goto bad;
+        }
     }
     for (size_t i = 0; i < json_array_size(gpus); i++) {
         json_t *g = json_array_get(gpus, i);
@@ -929,6 +951,10 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         dt = (double)c->cfg.heartbeat_s; /* do not charge a long silence as power */
     }
     n->last_seen_ns = now_mono;
+    if (held) {
+        json_decref(n->data_held);
+        n->data_held = json_incref(held);
+    }
     cr_store_txn *txn = cr_store_txn_new();
     bool persist = false;
     if (n->state == NS_LOST) {

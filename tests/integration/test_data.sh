@@ -14,6 +14,8 @@
 #            entries); a checksum mismatch, an object larger than the cache
 #            and a missing file each fail the job once (no retry) with a
 #            reason naming the dataset, and leave nothing in the cache
+#   locality a job whose data a node holds goes there before the best-fit
+#            node (two agents: 1 and 2 GPUs)
 #   logs     a finished job's stdout and stderr are shipped to the
 #            controller: corral logs answers after corral nodes delete;
 #            a retried run gets CORRAL_CHECKPOINT_LATEST
@@ -296,9 +298,50 @@ mkdir -p "$CORRAL_CHECKPOINT_DIR/step-5" && exit 1')
     echo "ok: logs of finished jobs answer after their node was deleted (and a restart)"
 }
 
+locality() {
+    mkdir -p "$DIR/www"
+    head -c 2000000 /dev/urandom >"$DIR/www/w.bin"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # n1: 1 GPU (best fit for a 1-GPU job), n2: 2 GPUs of the same type.
+    cr_start_agent n1 "$DIR/n1" "$DIR/agent-1.log" --gpus "sim:1xA100 80GB SXM"
+    cr_start_agent n2 "$DIR/n2" "$DIR/agent-2.log" --gpus "sim:2xA100 80GB SXM"
+    up() { "$CORRAL" nodes | grep -q "^$1 *up"; }
+    wait_for 60 up n1 || fail "agent n1 did not register"
+    wait_for 60 up n2 || fail "agent n2 did not register"
+    "$CORRAL" data add w "file:$DIR/www/w.bin" >/dev/null || fail "data add w"
+    node_of() { "$CORRAL" show "$1" --json | python3 -c '
+import json, sys
+print(json.load(sys.stdin).get("run_nodes", ""))'; }
+    done_on() { # done_on ID: completed, prints its node
+        wait_for 60 state_is "$1" completed || fail "job $1 did not complete: $("$CORRAL" show "$1")"
+        node_of "$1"
+    }
+    # Without data a 1-GPU job goes to n1 (best fit).
+    p1=$(submit --gpus 1 -- true)
+    [ "$(done_on "$p1")" = n1 ] || fail "the probe job did not go to n1 (best fit)"
+    # w fetched on n2 (the job is sent there), which then reports it held.
+    a=$(submit --gpus 1 --data w --nodelist n2 -- true)
+    [ "$(done_on "$a")" = n2 ] || fail "job $a is not on n2"
+    held() { "$CORRAL" nodes --json | python3 -c '
+import json, sys
+n = [x for x in json.load(sys.stdin)["items"] if x["name"] == "n2"][0]
+sys.exit(0 if n["data_held"] >= 1 else 1)'; }
+    wait_for 30 held || fail "n2 does not report holding w"
+    # A job with w goes where w is (n2), not to the best fit (n1) ...
+    b=$(submit --gpus 1 --data w -- true)
+    [ "$(done_on "$b")" = n2 ] || fail "job $b with w did not go to n2 (where w is)"
+    [ "$(grep -c 'data: fetched w@1' "$DIR/agent-2.log")" = 1 ] || fail "w fetched again on n2"
+    grep -q 'data: fetched w@1' "$DIR/agent-1.log" && fail "w was fetched on n1"
+    # ... and a job without it still to n1.
+    p2=$(submit --gpus 1 -- true)
+    [ "$(done_on "$p2")" = n1 ] || fail "job $p2 without data did not go to n1"
+    echo "ok: locality: a job goes to the node that holds its data before the best fit"
+}
+
 case $SECTION in
 objects) objects ;;
 stage) stage ;;
 logs) logs ;;
+locality) locality ;;
 *) fail "unknown section $SECTION" ;;
 esac
