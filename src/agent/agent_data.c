@@ -152,6 +152,21 @@ void cr__agent_data_sweep(agent *a)
         }
         i++;
     }
+    /* jobs re-adopted after a restart hold their data again */
+    for (size_t k = 0; k < a->nprocs; k++) {
+        const cr_proc *p = &a->procs[k];
+        size_t nd = json_array_size(p->spec.data);
+        if (p->state == CR_PROC_EXITED || nd == 0 || nd > 16) {
+            continue;
+        }
+        cr_dref refs[16];
+        for (size_t i = 0; i < nd; i++) {
+            json_t *o = json_array_get(p->spec.data, i);
+            refs[i] = (cr_dref){.name = json_string_value(json_object_get(o, "name")),
+                                .sha256 = json_string_value(json_object_get(o, "sha256"))};
+        }
+        cr_dcache_pin(a->dcache, p->job, p->spec.run, refs, nd);
+    }
     int64_t ids[256];
     size_t n = cr_dcache_jobs(a->dcache, ids, 256);
     for (size_t i = 0; i < n && i < 256; i++) {

@@ -84,6 +84,10 @@ void cr_dcache_free(cr_dcache *d);
  */
 int cr_dcache_want(cr_dcache *d, int64_t job, int64_t run, const cr_dref *refs, size_t n,
                    char **paths, char *msg, size_t msglen);
+/* A running job the agent re-adopted (a restart) holds refs[0..n-1]
+ * again: pins on the entries that are here, so they are not evicted under
+ * it; no fetch, no check. A job that already holds pins: nothing. */
+void cr_dcache_pin(cr_dcache *d, int64_t job, int64_t run, const cr_dref *refs, size_t n);
 /* The job no longer needs its entries (it ended, or stopped before it
  * started): its pins go. */
 void cr_dcache_release(cr_dcache *d, int64_t job);

@@ -890,6 +890,27 @@ static void release_locked(cr_dcache *d, int64_t job)
     }
 }
 
+void cr_dcache_pin(cr_dcache *d, int64_t job, int64_t run, const cr_dref *refs, size_t n)
+{
+    pthread_mutex_lock(&d->mu);
+    if (!find_job(d, job) && n <= MAX_REFS) {
+        CR_GROW(d->jobs, d->njobs, d->capjobs);
+        jobrec *r = &d->jobs[d->njobs++];
+        memset(r, 0, sizeof *r);
+        r->job = job;
+        r->run = run;
+        for (size_t i = 0; i < n; i++) {
+            entry *e = find_entry(d, refs[i].sha256);
+            if (e) {
+                e->pins++;
+                snprintf(r->sha[r->n], sizeof r->sha[r->n], "%s", e->sha);
+                r->seq0[r->n++] = e->seq;
+            }
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+}
+
 void cr_dcache_release(cr_dcache *d, int64_t job)
 {
     pthread_mutex_lock(&d->mu);
