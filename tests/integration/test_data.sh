@@ -241,14 +241,17 @@ print(" ".join(str(j["id"]) for j in json.load(sys.stdin)["items"]
         fail "two replicas fetched the model $(( $(gets d1.bin) - before )) times"
     "$CORRAL" services delete chat >/dev/null || fail "services delete"
 
-    # The agent's /metrics counts it all.
+    # The agent's /metrics counts it all (rendered once a second: polled).
     aport=$(grep -o 'agent n1 listening on [^ ]*' "$DIR/agent-1.log" | grep -o '[0-9]*$')
-    m=$(curl -s "http://127.0.0.1:$aport/metrics")
-    echo "$m" | grep -q "^corral_data_cache_cap_bytes $CAP$" || fail "no cap in /metrics"
-    echo "$m" | grep -q "^corral_data_corrupt_total 1$" || fail "corrupt_total: $(echo "$m" | grep corrupt)"
-    echo "$m" | grep -q "^corral_data_resumed_total 1$" || fail "resumed_total: $(echo "$m" | grep resumed)"
-    ev=$(echo "$m" | sed -n 's/^corral_data_evictions_total //p')
-    [ "${ev:-0}" -ge 1 ] || fail "evictions_total: $ev"
+    metrics_ok() {
+        local m ev
+        m=$(curl -s "http://127.0.0.1:$aport/metrics")
+        ev=$(echo "$m" | sed -n 's/^corral_data_evictions_total //p')
+        echo "$m" | grep -q "^corral_data_cache_cap_bytes $CAP$" &&
+            echo "$m" | grep -q "^corral_data_corrupt_total 1$" &&
+            echo "$m" | grep -q "^corral_data_resumed_total 1$" && [ "${ev:-0}" -ge 1 ]
+    }
+    wait_for 10 metrics_ok || fail "the data cache's /metrics: $(curl -s "http://127.0.0.1:$aport/metrics" | grep '^corral_data')"
 
     kill "$SAMPLER"
     SAMPLER=
