@@ -248,3 +248,47 @@ json_t *cr__agent_data_held(const agent *a)
     free(held);
     return v;
 }
+
+cr_job_spec *cr__agent_data_mounts(const cr_job_spec *s, char **env)
+{
+    size_t n = json_array_size(s->data);
+    if (!s->ctr.image || n == 0 || !env) {
+        return NULL;
+    }
+    json_t *j = cr_job_spec_to_json(s);
+    json_t *ctr = json_object_get(j, "container");
+    json_t *mounts = json_object_get(ctr, "mounts");
+    if (!json_is_array(mounts)) {
+        mounts = json_array();
+        json_object_set_new(ctr, "mounts", mounts);
+    }
+    for (size_t i = 0; i < n && env[i]; i++) {
+        json_t *o = json_array_get(s->data, i);
+        const char *name = json_string_value(json_object_get(o, "name"));
+        const char *mount = json_string_value(json_object_get(o, "mount"));
+        const char *eq = strchr(env[i], '=');
+        char real[PATH_MAX], dst[512];
+        if (!eq || !realpath(eq + 1, real)) {
+            continue;
+        }
+        /* the mount point asked, else /corral/data/NAME; the variable
+         * names the path inside the container */
+        snprintf(dst, sizeof dst, "%s%s", mount ? mount : "/corral/data/", mount ? "" : name);
+        char *m = cr_asprintf("%s:%s:ro", real, dst);
+        json_array_append_new(mounts, json_string(m));
+        free(m);
+        char *e = cr_asprintf("%.*s=%s", (int)(eq - env[i]), env[i], dst);
+        free(env[i]);
+        env[i] = e;
+    }
+    cr_job_spec *out = cr_calloc(1, sizeof *out);
+    char err[256];
+    if (cr_job_spec_from_json(j, "", out, err, sizeof err) < 0) {
+        cr_error("agent: job=%lld: its data mounts: %s", (long long)s->job, err);
+        CR_FREE(out);
+    } else {
+        cr_job_spec_copy_secrets(out, s); /* to_json leaves them out */
+    }
+    json_decref(j);
+    return out;
+}

@@ -242,6 +242,11 @@ void cr__agent_data_stop(agent *a);
  * dataset; the job fails with it, not retried). A job without data: 1, *env NULL.
  */
 int cr__agent_data_stage(agent *a, const cr_job_spec *s, char ***env, char *why, size_t whylen);
+/* A job with an image: each staged object bind-mounted read-only at its
+ * mount point (else /corral/data/NAME), env (from cr__agent_data_stage)
+ * changed to name the paths inside the container. Returned new (free with
+ * cr_job_spec_fini and free), or NULL when there is nothing to mount. */
+cr_job_spec *cr__agent_data_mounts(const cr_job_spec *s, char **env);
 /* Pins of jobs neither staging nor running go; staging of jobs the
  * desired state no longer runs here is dropped. */
 void cr__agent_data_sweep(agent *a);

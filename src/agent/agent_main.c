@@ -957,6 +957,9 @@ static void start_job(agent *a, const cr_job_spec *given, char **data_env)
     char how[300] = "", why[400] = "";
     int64_t pull_ms = 0;
     int fatal = 0;
+    cr_job_spec data_spec = *s; /* shallow: its data's variables, in a container too */
+    data_spec.data_env = data_env;
+    s = &data_spec;
     if (s->ctr.image && !s->ctr.podman) {
         /* Before the job counts as started: its image, its mounts. */
         int crc = cr__agent_ctr_prepare(a, s, &ctr_spec, how, sizeof how, &pull_ms, why, sizeof why,
@@ -1117,10 +1120,16 @@ static int reconcile(agent *a, int64_t now_ns)
                     denv[nd + 1] = NULL;
                 }
             }
+            /* a container sees its data at its mount points */
+            cr_job_spec *mounted = cr__agent_data_mounts(s, denv);
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
-            start_job(a, s, denv);
+            start_job(a, mounted ? mounted : s, denv);
             cr_strv_free(denv);
+            if (mounted) {
+                cr_job_spec_fini(mounted);
+                free(mounted);
+            }
             /* A port it was given is reported at once: the gateways wait for it. */
             const cr_job_spec *sp = &a->procs[a->nprocs - 1].spec;
             changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED ||

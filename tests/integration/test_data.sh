@@ -16,6 +16,9 @@
 #            reason naming the dataset, and leave nothing in the cache
 #   locality a job whose data a node holds goes there before the best-fit
 #            node (two agents: 1 and 2 GPUs)
+#   container (root, podman, busybox-static; else skipped) a job with an
+#            image sees each object bind-mounted read-only at its mount
+#            point (else /corral/data/NAME), CORRAL_DATA_<NAME> naming it
 #   logs     a finished job's stdout and stderr are shipped to the
 #            controller: corral logs answers after corral nodes delete;
 #            a retried run gets CORRAL_CHECKPOINT_LATEST
@@ -350,10 +353,47 @@ sys.exit(0 if n["data_held"] >= 1 else 1)'; }
     echo "ok: locality: a job goes to the node that holds its data before the best fit"
 }
 
+container() {
+    if [ "$(id -u)" != 0 ] || ! command -v podman >/dev/null 2>&1 || [ ! -x /bin/busybox ]; then
+        echo "SKIP: needs root, podman and busybox-static"
+        exit 77
+    fi
+    IMG=localhost/corral-data-test:bb$$
+    cleanup_extra() {
+        for n in $(podman ps -a --filter label=corral.node=dn1 --format '{{.Names}}' 2>/dev/null); do
+            podman rm -f -t 0 "$n" >/dev/null 2>&1
+        done
+        podman rmi -f "$IMG" >/dev/null 2>&1
+        return 0
+    }
+    mkdir -p "$DIR/rootfs/bin" "$DIR/www"
+    cp /bin/busybox "$DIR/rootfs/bin/busybox"
+    for t in sh sha256sum cat echo; do ln -s busybox "$DIR/rootfs/bin/$t"; done
+    tar -C "$DIR/rootfs" -cf "$DIR/bb.tar" .
+    podman import -q "$DIR/bb.tar" "$IMG" >/dev/null || { echo "SKIP: podman import failed"; exit 77; }
+    head -c 100000 /dev/urandom >"$DIR/www/m.bin"
+    chmod 755 "$DIR"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    cr_start_agent dn1 "$DIR/n1" "$DIR/agent-1.log" --gpus "sim:1xA100 80GB SXM" --cgroup off
+    wait_for 60 sh -c "'$CORRAL' nodes | grep -q '^dn1 *up'" || fail "agent dn1 did not register"
+    "$CORRAL" data add m "file:$DIR/www/m.bin" >/dev/null || fail "data add m"
+    "$CORRAL" data add m2 "file:$DIR/www/m.bin" >/dev/null || fail "data add m2"
+    j=$(submit --gpus 1 --image "$IMG" --data m:/models/m.bin --data m2 -- \
+        sh -c 'sha256sum /models/m.bin "$CORRAL_DATA_M2"; echo "$CORRAL_DATA_M $CORRAL_DATA_M2"')
+    wait_for 120 state_is "$j" completed || fail "job $j did not complete: $("$CORRAL" show "$j")"
+    out=$("$CORRAL" logs "$j")
+    want=$(sha "$DIR/www/m.bin")
+    echo "$out" | grep -q "^$want  /models/m.bin$" || fail "the mount point: $out"
+    echo "$out" | grep -q "^$want  /corral/data/m2$" || fail "the default mount: $out"
+    echo "$out" | grep -q "^/models/m.bin /corral/data/m2$" || fail "the variables: $out"
+    echo "ok: a container job sees its data at its mount points, read-only"
+}
+
 case $SECTION in
 objects) objects ;;
 stage) stage ;;
 logs) logs ;;
 locality) locality ;;
+container) container ;;
 *) fail "unknown section $SECTION" ;;
 esac
