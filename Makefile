@@ -7,10 +7,7 @@ CLANG_BUILD ?= build-clang
 TSAN_BUILD ?= build-tsan
 # The tests run against the ThreadSanitizer build of corral (the controller,
 # agents and gateway they start; tests/tsan_wrap.sh): every report fails.
-# (multi-agent is left out: under TSan its disk-full case once ran a job
-# twice, the node lease expiring while the full disk refused the agent's
-# reports; to be fixed, then put back)
-TSAN_TESTS = controller agent-e2e netns-agents gateway-proxy gateway-controller \
+TSAN_TESTS = controller multi-agent agent-e2e netns-agents gateway-proxy gateway-controller \
              gateway-drain gateway-failover
 MESON_OPTS ?= -Dwerror=true
 

@@ -4,7 +4,7 @@
  * whole and in two pieces (both must agree on where the body ends). The
  * parsed fields must stay inside the input.
  */
-#include "cr_http.h"
+#include "cr_http_parse.h"
 
 #include <stdint.h>
 #include <stdlib.h>

@@ -70,6 +70,7 @@ static const struct {
     {"image_registries", K_LIST},
     {"log_max_bytes", K_SIZE},
     {"require_isolation", K_LIST},
+    {"spot_notice_file", K_STR},
     {"job_pid_namespace", K_SWITCH},
 };
 #define NMEMBERS (sizeof members / sizeof members[0])

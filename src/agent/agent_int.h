@@ -73,6 +73,7 @@ typedef struct agent_cfg {
     const char *s3_endpoint; /* --data-s3-endpoint URL; NULL: https://s3.amazonaws.com */
     const char *s3_region;   /* --data-s3-region; NULL: us-east-1 */
     const char *require_iso; /* --require-isolation: fences that must hold (cr_iso_require); NULL */
+    const char *spot_notice; /* --spot-notice-file: its appearance is a reclaim notice; NULL */
     cr_gpu_health_cfg health;
     /* GPU sharing (agent_mps.c) and dynamic MIG (agent_mig.c). */
     const char *mps_control;  /* --mps-control: MPS control program, "none"; NULL: look for it */
@@ -115,6 +116,8 @@ typedef struct agent {
     cr_iso iso;         /* what fences the jobs here (probed at start) */
     char unfit[256];    /* --require-isolation not met: why; this node takes no jobs ("" it does) */
     int64_t next_sweep_ns; /* main only: next checkpoint retention sweep (monotonic) */
+    int64_t reclaim_in_s;  /* main only: a spot reclaim notice to report (s); 0 none */
+    int reclaim_told;      /* main only: the controller took the notice (a 200) */
     cr_ctr ctr;            /* podman for jobs with an image (probed at start) */
     int64_t next_ctr_ns;   /* main only: next sweep of containers no job owns (monotonic) */
     int ctr_left;          /* main only: the last sweep found containers of this node */

@@ -134,6 +134,10 @@ static void usage(FILE *f)
             "  --rdzv-ports LO-HI    ports for a gang's rendezvous (MASTER_PORT) when this node\n"
             "                        holds rank 0 (default 29500-29999)\n"
             "  --label K[=V]         a node label jobs select with --constraint (repeatable)\n");
+    fprintf(f,
+            "  --spot-notice-file FILE  a spot reclaim notice: when FILE appears (holding the\n"
+            "                        seconds left, default 30) the controller requeues this\n"
+            "                        node's jobs with their checkpoint signal (docs/pools.md)\n");
 }
 
 static int flag_error(const char *flag, const char *msg)
@@ -246,7 +250,8 @@ enum {
     OPT_DATA_CACHE_MAX,
     OPT_S3_ENDPOINT,
     OPT_S3_REGION,
-    OPT_DATA_VERIFY
+    OPT_DATA_VERIFY,
+    OPT_SPOT_NOTICE
 };
 
 static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
@@ -285,6 +290,7 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"data-s3-region", required_argument, NULL, OPT_S3_REGION},
         {"data-verify", required_argument, NULL, OPT_DATA_VERIFY},
         {"require-isolation", required_argument, NULL, OPT_REQUIRE_ISO},
+        {"spot-notice-file", required_argument, NULL, OPT_SPOT_NOTICE},
         {"ca-file", required_argument, NULL, 'C'},
         {"tls-cert", required_argument, NULL, 'T'},
         {"tls-key", required_argument, NULL, 'K'},
@@ -494,6 +500,12 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
                 return flag_error("--data-s3-region", "want a region name such as eu-west-1");
             }
             c->s3_region = optarg;
+            break;
+        case OPT_SPOT_NOTICE:
+            if (!*optarg) {
+                return flag_error("--spot-notice-file", "a path");
+            }
+            c->spot_notice = optarg;
             break;
         case OPT_LOG_MAX:
             /* bytes, or a size with its unit (64M); 0: no cap */
@@ -1145,9 +1157,14 @@ static int reconcile(agent *a, int64_t now_ns)
                 kill(-p->pid, sig);
             }
         } else if (s->action == CR_ACT_STOP && p && p->state == CR_PROC_RUNNING) {
-            cr_info("agent: job=%lld stop (grace %llds)", (long long)s->job,
+            /* the suspend contract (docs/api.md): a job that checkpoints is
+             * stopped with its checkpoint signal, then grace (a requeue, a
+             * spot reclaim, a cancel alike) */
+            int cks = s->ckpt_signal[0] ? cr_task_signal(s->ckpt_signal) : 0;
+            cr_info("agent: job=%lld stop%s%s (grace %llds)", (long long)s->job,
+                    cks > 0 ? " with SIG" : "", cks > 0 ? s->ckpt_signal : "",
                     (long long)(s->grace_ns / CR_NS_PER_SEC));
-            cr_proc_stop(p, s->grace_ns, now_ns);
+            cr_proc_stop_sig(p, cks > 0 ? cks : SIGTERM, s->grace_ns, now_ns);
             cr__agent_ctr_stop(a, p, s->grace_ns);
             changed = 1;
         } else if (s->action == CR_ACT_STOP && !p && s->run > 0) {
@@ -1542,6 +1559,44 @@ static void stop_all_and_wait(agent *a, int sfd)
     }
 }
 
+/* --spot-notice-file: the file appeared (the provider's reclaim notice, a
+ * cloud's metadata watcher writes it): the seconds left in it (1..3600,
+ * default 30) go to the controller with the next status, once. Returns 1
+ * when the notice is new. */
+static int spot_notice(agent *a)
+{
+    if (!a->cfg.spot_notice || a->reclaim_in_s > 0) {
+        return 0;
+    }
+    FILE *f = fopen(a->cfg.spot_notice, "r");
+    if (!f) {
+        return 0;
+    }
+    long long s = 0;
+    if (fscanf(f, "%lld", &s) != 1 || s < 1 || s > 3600) {
+        s = 30;
+    }
+    fclose(f);
+    a->reclaim_in_s = s;
+    cr_warn("agent: spot reclaim notice (%s): this node goes in %llds; telling the controller",
+            a->cfg.spot_notice, s);
+    return 1;
+}
+
+/* The next wait before a register or status is tried again: doubled, at
+ * most 5 s and at most a third of the node lease, so that a controller
+ * that answers (if only to refuse: 507 with its disk full, 409) is asked
+ * again, and renews the lease, before the lease can run out. */
+static int64_t retry_backoff(const agent *a, int64_t was)
+{
+    int64_t cap = 5 * CR_NS_PER_SEC;
+    if (a->lease_ns > 0 && a->lease_ns / 3 < cap) {
+        cap = a->lease_ns / 3;
+    }
+    cap = cap < 100 * CR_NS_PER_MS ? 100 * CR_NS_PER_MS : cap;
+    return was * 2 > cap ? cap : was * 2;
+}
+
 static int run(agent *a, int sfd)
 {
     int64_t next_sample = 0, next_status = 0, retry_at = 0, status_backoff = 100 * CR_NS_PER_MS;
@@ -1604,6 +1659,7 @@ static int run(agent *a, int sfd)
                 dirty |= reconcile(a, mono);
                 dirty |= a->staging_moved;
             }
+            dirty |= spot_notice(a);
             dirty |= sample_gpus(a, mono);
             render_metrics(a);
             next_sample = mono + CR_NS_PER_SEC;
@@ -1630,8 +1686,7 @@ static int run(agent *a, int sfd)
                 registered = 1;
             } else {
                 next_register = mono + register_backoff;
-                register_backoff = register_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC
-                                                                            : register_backoff * 2;
+                register_backoff = retry_backoff(a, register_backoff);
             }
         }
         if (registered && mono >= retry_at && (dirty || mono >= next_status)) {
@@ -1649,10 +1704,14 @@ static int run(agent *a, int sfd)
                 forget_reported(a);
             } else {
                 retry_at = cr_mono_ns() + status_backoff;
-                status_backoff =
-                    status_backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : status_backoff * 2;
+                status_backoff = retry_backoff(a, status_backoff);
             }
         }
+        /* A job that ended on its own while the call above waited for its
+         * answer is reaped before the lease is looked at: else a lease
+         * running out now would count it as stopped by the lease (and the
+         * controller requeue a job that had completed). */
+        dirty |= reap(a);
         int64_t lease_end = INT64_MAX;
         if (cr__agent_lease_tick(a, cr_mono_ns(), &lease_end)) {
             dirty = 1;

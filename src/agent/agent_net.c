@@ -295,6 +295,9 @@ json_t *cr__agent_status_body(const agent *a)
     if (held) {
         json_object_set_new(body, "data_held", held); /* locality (docs/data.md) */
     }
+    if (a->reclaim_in_s > 0 && !a->reclaim_told) {
+        json_object_set_new(body, "reclaim_in_s", json_integer(a->reclaim_in_s));
+    }
     return body;
 }
 
@@ -609,7 +612,9 @@ int cr__agent_post_status(agent *a, int64_t *acked)
         rc = CR_EUNAVAIL;
     } else if (resp.len == 0) {
         lease_renew(a, sent, NULL);
+        a->reclaim_told |= a->reclaim_in_s > 0;
     } else {
+        a->reclaim_told |= a->reclaim_in_s > 0;
         json_t *r = json_loads(cr_buf_str(&resp), 0, NULL);
         lease_renew(a, sent, r);
         json_t *v = json_object_get(r, "version");

@@ -123,6 +123,7 @@ typedef struct cr_job_spec {
     int64_t array_job;   /* the array's first job id, 0 when not an array task */
     int64_t array_count, array_min, array_max, array_step; /* SLURM_ARRAY_TASK_*; 0: unknown */
     double cpus_per_task; /* sbatch -c (SLURM_CPUS_PER_TASK); 0: not given */
+    int ntasks_unset;     /* a batch job that asked no tasks: no SLURM_NTASKS, as sbatch */
     /* "signal": {"name": "USR1", "at": N}: deliver that signal to the job's
      * tasks once for each new "at" (scancel --signal, sbatch --signal). */
     char signal_name[12];

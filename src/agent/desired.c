@@ -365,6 +365,7 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
         goto fail;
     }
     s.cpus_per_task = cpt ? json_number_value(cpt) : 0;
+    s.ntasks_unset = json_is_true(json_object_get(j, "ntasks_unset"));
     const char *stok = json_string_value(json_object_get(j, "step_token"));
     if (stok) {
         if (strlen(stok) >= sizeof s.step_token ||
@@ -738,6 +739,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     }
     if (s->cpus_per_task > 0) {
         json_object_set_new(j, "cpus_per_task", json_real(s->cpus_per_task));
+    }
+    if (s->ntasks_unset) {
+        json_object_set_new(j, "ntasks_unset", json_true());
     }
     if (s->array_count > 0) {
         json_object_set_new(j, "array_count", json_integer(s->array_count));

@@ -13,25 +13,17 @@
 #include "cr_gpu.h"
 
 #include "cr_error.h"
+#include "cr_gpufacts.h"
 
 #include <stdio.h>
 #include <string.h>
 
 int cr_gpu_mig_geometry(const char *model, int *compute, int *mem)
 {
-    if (strstr(model, "A30")) {
-        *compute = 4;
-        *mem = 4;
-        return 1;
-    }
-    if (strstr(model, "A100") || strstr(model, "H100") || strstr(model, "H200") ||
-        strstr(model, "B200") || strstr(model, "GH200")) {
-        *compute = 7;
-        *mem = 8;
-        return 1;
-    }
-    *compute = *mem = 0;
-    return 0;
+    const cr_mig_geom *g = cr_gpufacts_mig(model);
+    *compute = g ? g->compute_slices : 0;
+    *mem = g ? g->mem_slices : 0;
+    return g != NULL;
 }
 
 int cr_gpu_mig_plan(const cr_gpu_info *g, const int *busy, const cr_mig_want *want, size_t n,

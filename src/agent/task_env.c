@@ -109,8 +109,10 @@ char **cr_task_env(char *const *env, const cr_job_spec *s, int local_rank, const
         ADD("SLURM_PROCID=%d", rank);
         ADD("SLURM_LOCALID=%d", local_rank);
         ADD("SLURM_NODEID=%d", g->node_rank);
-        ADD("SLURM_NTASKS=%d", world);
-        ADD("SLURM_NPROCS=%d", world);
+        if (!s->ntasks_unset) {
+            ADD("SLURM_NTASKS=%d", world);
+            ADD("SLURM_NPROCS=%d", world);
+        }
         ADD("SLURM_NNODES=%d", g->nnodes);
         ADD("SLURM_JOB_NUM_NODES=%d", g->nnodes);
         ADD("SLURM_NTASKS_PER_NODE=%d", local_world);

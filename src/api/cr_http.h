@@ -65,7 +65,10 @@ typedef struct cr_http_config {
 int cr_http_server_new(const cr_http_config *cfg, cr_http_server **out);
 /* The bound port (useful with port 0). */
 uint16_t cr_http_server_port(const cr_http_server *s);
-/* Stop accepting new connections (existing ones continue). */
+/* Stop accepting new connections (existing ones continue). Beware: with
+ * libmicrohttpd's epoll worker threads this can race a worker into a
+ * libmicrohttpd panic (the controller no longer calls it; see
+ * controller_main.c). */
 void cr_http_server_quiesce(cr_http_server *s);
 /* Stop and free; NULL-safe. */
 void cr_http_server_free(cr_http_server *s);

@@ -20,74 +20,6 @@ static const char *jstr(const json_t *o, const char *key)
     return json_string_value(json_object_get(o, key));
 }
 
-/* --- generic tables of items --------------------------------------------------- */
-
-void cr__cli_events_table(const json_t *events, FILE *f)
-{
-    if (!json_array_size(events)) {
-        return;
-    }
-    fputs("Events:\n", f);
-    static const char *const hdr[] = {"  TIME", "WHAT", "WHY"};
-    cli_table t;
-    cr__cli_table_init(&t, 3, hdr);
-    size_t i;
-    json_t *e;
-    json_array_foreach(events, i, e)
-    {
-        char tm[64];
-        snprintf(tm, sizeof tm, "  %s", jstr(e, "time") ? jstr(e, "time") : "-");
-        const char *row[] = {tm, jstr(e, "what"), jstr(e, "why")};
-        cr__cli_table_row(&t, row);
-    }
-    cr__cli_table_print(&t, f);
-    cr__cli_table_fini(&t);
-}
-
-void cr__cli_items_table(const json_t *items, FILE *f)
-{
-    const json_t *first = json_array_get(items, 0);
-    if (!json_is_object(first)) {
-        fputs("(none)\n", f);
-        return;
-    }
-    size_t ncols = 0;
-    const char *keys[32];
-    char *hdrs[32];
-    const char *k;
-    json_t *v;
-    json_object_foreach((json_t *)first, k, v)
-    {
-        if (ncols == 32) {
-            break;
-        }
-        keys[ncols] = k;
-        hdrs[ncols] = cr_asprintf("%s%s", json_is_number(v) ? ">" : "", k);
-        for (char *p = hdrs[ncols]; *p; p++) {
-            *p = (char)toupper((unsigned char)*p);
-        }
-        ncols++;
-    }
-    cli_table t;
-    cr__cli_table_init(&t, ncols, (const char *const *)hdrs);
-    size_t i;
-    json_t *it;
-    json_array_foreach(items, i, it)
-    {
-        char cells[32][128];
-        const char *row[32];
-        for (size_t c = 0; c < ncols; c++) {
-            row[c] = cr__cli_json_text(json_object_get(it, keys[c]), cells[c], sizeof cells[c]);
-        }
-        cr__cli_table_row(&t, row);
-    }
-    cr__cli_table_print(&t, f);
-    cr__cli_table_fini(&t);
-    for (size_t c = 0; c < ncols; c++) {
-        free(hdrs[c]);
-    }
-}
-
 /* --- nodes --------------------------------------------------------------------- */
 
 /* Does this GPU run MIG work (any instance in use)? */
@@ -677,6 +609,11 @@ static const cli_opt tokens_opts[] = {
     {"name", CLI_STR, "NAME", "who holds it (shown in lists)", NULL, 0, 0, 0},
 };
 
+static int token_revoke(cli_ctx *ctx, const char *id, cr_client_res *res)
+{
+    return cr_client_token_revoke(ctx->client, id, res);
+}
+
 int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
@@ -700,14 +637,7 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
         if ((code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        int rc = cr_client_tokens_list(ctx->client, &res);
-        if (rc < 0) {
-            code = cr__cli_fail(ctx, rc, &res);
-        } else if (ctx->json) {
-            cr__cli_print_json(ctx, res.body);
-        } else {
-            cr__cli_items_table(json_object_get(res.body, "items"), ctx->out);
-        }
+        code = cr__cli_print_list(ctx, cr_client_tokens_list(ctx->client, &res), &res, NULL);
     } else if (strcmp(verb, "create") == 0) {
         const cli_val *role = cr__cli_arg(&a, "role");
         if (!role->set) {
@@ -753,34 +683,12 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
             code = CLI_EXIT_USAGE;
             goto out;
         }
-        for (size_t i = 1; i < a.npos; i++) {
-            int64_t id;
-            if (cr_parse_i64(a.pos[i], 1, INT64_MAX / 2, &id) != 0) {
-                fprintf(ctx->err,
-                        "corral tokens revoke: '%s' is not a token id (a number from 'corral "
-                        "tokens')\n",
-                        a.pos[i]);
-                code = CLI_EXIT_USAGE;
-                goto out;
-            }
-        }
-        if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        if ((code = cr__cli_check_ids(ctx, &a, 1, "tokens revoke",
+                                      "a token id (a number from 'corral tokens')")) != 0 ||
+            (code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        for (size_t i = 1; i < a.npos; i++) {
-            int rc = cr_client_token_revoke(ctx->client, a.pos[i], &res);
-            if (rc < 0) {
-                int c = cr__cli_fail(ctx, rc, &res);
-                code = c > code ? c : code;
-                if (c == CLI_EXIT_UNREACH) {
-                    break;
-                }
-            } else if (!ctx->json) {
-                fprintf(ctx->out, "Revoked token %s\n", a.pos[i]);
-            } else {
-                cr__cli_print_json(ctx, res.body);
-            }
-        }
+        code = cr__cli_each_id(ctx, &a, 1, token_revoke, true, "Revoked token", &res);
     } else {
         fprintf(ctx->err, "corral tokens: unknown action '%s' (allowed: list, create, revoke)\n",
                 verb);

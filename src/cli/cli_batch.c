@@ -23,6 +23,7 @@
 #include "cr_secretshape.h"
 #include "cr_time.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,6 +105,7 @@ enum sb_how {
     SB_ARRAY,
     SB_SIGNAL,
     SB_NONE,
+    SB_MEMCPU,
     SB_LATER
 };
 typedef struct sb_opt {
@@ -135,7 +137,7 @@ static const sb_opt sb_opts[] = {
     {0, "exclusive", SB_BOOL, "exclusive"},
     {'c', "cpus-per-task", SB_FLAG, "cpus-per-task"},
     {0, "mem", SB_FLAG, "mem"},
-    {0, "mem-per-cpu", SB_LATER, "memory per CPU is not supported (use --mem, per node)"},
+    {0, "mem-per-cpu", SB_MEMCPU, NULL},
     {0, "mem-per-gpu", SB_LATER, "memory per GPU is not supported (use --mem, per node)"},
     {'w', "nodelist", SB_FLAG, "nodelist"},
     {'x', "exclude", SB_FLAG, "exclude"},
@@ -157,7 +159,7 @@ static const sb_opt sb_opts[] = {
  * Returns 0, or -1 after writing "FILE:LINE: why" to err.
  */
 static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int nw, char ***out,
-                       size_t *nout, int64_t *ntasks)
+                       size_t *nout, int64_t *ntasks, int64_t *mem_per_cpu_mb)
 {
     for (int i = 0; i < nw; i++) {
         const char *word = w[i], *val = NULL;
@@ -261,6 +263,29 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
                 return -1;
             }
             break;
+        case SB_MEMCPU: {
+            /* sbatch's size: a number of MB, or with K, M, G or T */
+            char *end = NULL;
+            errno = 0;
+            long long v = strtoll(val, &end, 10);
+            int64_t mult = 1;
+            if (end && *end && end[1] == '\0') {
+                mult = *end == 'K' || *end == 'k'   ? 0
+                       : *end == 'M' || *end == 'm' ? 1
+                       : *end == 'G' || *end == 'g' ? 1024
+                       : *end == 'T' || *end == 't' ? 1024 * 1024
+                                                    : -1;
+                end++;
+            }
+            if (errno || end == val || *end || v <= 0 || mult < 0 || v > (1LL << 40) / 1024) {
+                fprintf(ctx->err,
+                        "%s:%d: #SBATCH %s: '%s' is not a size (MB, or with K, M, G, T)\n", file,
+                        line, word, val);
+                return -1;
+            }
+            *mem_per_cpu_mb = mult == 0 ? (v + 1023) / 1024 : v * mult;
+            break;
+        }
         case SB_NONE:
             fprintf(ctx->err, "%s:%d: #SBATCH %s: no Corral equivalent, skipped\n", file, line,
                     word);
@@ -295,6 +320,46 @@ static int check_line(cli_ctx *ctx, const char *file, int line, const cli_opt *o
     }
     free(msg);
     return rc < 0 ? -1 : 0;
+}
+
+/* The value of the last "--NAME VALUE" pair among the script's words, or NULL. */
+static const char *word_value(const cli_script *s, const char *name)
+{
+    const char *v = NULL;
+    for (size_t i = 1; i + 1 < s->nwords; i++) {
+        if (strcmp(s->words[i], name) == 0) {
+            v = s->words[i + 1];
+        }
+    }
+    return v;
+}
+
+/*
+ * #SBATCH --mem-per-cpu=M: as sbatch, the node's memory limit is M times
+ * the CPUs the job has there (-c, default 1, times its tasks on the node),
+ * unless --mem gives it; SLURM_MEM_PER_CPU (MB) is set for the job.
+ */
+static void mem_per_cpu(cli_script *s, int64_t ntasks, int64_t mb)
+{
+    const char *cpt = word_value(s, "--cpus-per-task"), *tpn = word_value(s, "--tasks-per-node");
+    const char *nodes = word_value(s, "--nodes");
+    double cpus = cpt ? strtod(cpt, NULL) : 1;
+    int64_t per_node = tpn ? strtoll(tpn, NULL, 10) : 0;
+    if (per_node <= 0) {
+        int64_t nn = nodes ? strtoll(nodes, NULL, 10) : 1;
+        nn = nn > 0 ? nn : 1;
+        per_node = ntasks > 0 ? (ntasks + nn - 1) / nn : 1;
+    }
+    cpus = cpus > 0 ? cpus : 1;
+    char v[64];
+    if (!word_value(s, "--mem")) {
+        snprintf(v, sizeof v, "%lldM", (long long)((double)mb * cpus * (double)per_node + 0.5));
+        add_word(&s->words, &s->nwords, "--mem");
+        add_word(&s->words, &s->nwords, v);
+    }
+    snprintf(v, sizeof v, "SLURM_MEM_PER_CPU=%lld", (long long)mb);
+    add_word(&s->words, &s->nwords, "--env");
+    add_word(&s->words, &s->nwords, v);
 }
 
 int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, size_t nopts,
@@ -338,7 +403,7 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
     }
     s->text = cr_buf_take(&b);
     add_word(&s->words, &s->nwords, "submit");
-    int64_t ntasks = 0;
+    int64_t ntasks = 0, mem_per_cpu_mb = 0;
     int line = 0, rc = 1;
     for (const char *p = s->text; *p && rc > 0;) {
         line++;
@@ -367,7 +432,8 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
         char **lw = NULL;
         size_t nlw = 0;
         add_word(&lw, &nlw, "submit");
-        if (rc > 0 && sbatch && sbatch_line(ctx, path, line, w, nw, &lw, &nlw, &ntasks) < 0) {
+        if (rc > 0 && sbatch &&
+            sbatch_line(ctx, path, line, w, nw, &lw, &nlw, &ntasks, &mem_per_cpu_mb) < 0) {
             rc = -1;
         }
         for (int i = 0; rc > 0 && corral && i < nw; i++) {
@@ -396,6 +462,9 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
         snprintf(v, sizeof v, "%lld", (long long)ntasks);
         add_word(&s->words, &s->nwords, "--ntasks");
         add_word(&s->words, &s->nwords, v);
+    }
+    if (rc > 0 && mem_per_cpu_mb > 0) {
+        mem_per_cpu(s, ntasks, mem_per_cpu_mb);
     }
     if (rc > 0) {
         if (cr__cli_args_parse(&s->args, "submit", opts, nopts, false, (int)s->nwords, s->words,

@@ -240,6 +240,25 @@ void cr__cli_print_json(cli_ctx *ctx, const json_t *doc);
 /* Parse a job id argument; on failure prints a message naming it. */
 int cr__cli_job_id(cli_ctx *ctx, const char *s, int64_t *out);
 
+/* The list and revoke verbs that tokens, keys and bootstrap tokens share
+ * (cli_common.c). */
+typedef void (*cli_items_fn)(const json_t *items, FILE *f);
+/* Prints the answer of a list request (rc: what the request returned):
+ * its JSON with --json, else its "items" through table (NULL:
+ * cr__cli_items_table). Returns the exit code. */
+int cr__cli_print_list(cli_ctx *ctx, int rc, const cr_client_res *res, cli_items_fn table);
+/* Checks that a->pos[first..] are ids (1..INT64_MAX/2); else says
+ * "corral <what>: '<arg>' is not <noun>" and returns CLI_EXIT_USAGE. */
+int cr__cli_check_ids(cli_ctx *ctx, const cli_args *a, size_t first, const char *what,
+                      const char *noun);
+/* One request per id of a->pos[first..]: fn's return is a cr_client_*
+ * call's. Each answer printed: its JSON with --json when json is true,
+ * else "<done> <id>". Stops at an unreachable server. Returns the worst
+ * exit code. */
+typedef int (*cli_id_fn)(cli_ctx *ctx, const char *id, cr_client_res *res);
+int cr__cli_each_id(cli_ctx *ctx, const cli_args *a, size_t first, cli_id_fn fn, bool json,
+                    const char *done, cr_client_res *res);
+
 /* Commands: argv[0] is the command name; each returns an exit code. */
 typedef int (*cli_cmd_fn)(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_submit(cli_ctx *ctx, int argc, char **argv);

@@ -26,6 +26,11 @@ static const cli_opt keys_opts[] = {
      1000000, 0},
     {"concurrency", CLI_INT, "N", "requests at once on each gateway (default no limit)", NULL, 0,
      1000000, 0},
+    {"tpm", CLI_INT, "N", "tokens per minute on each gateway (default no limit)", NULL, 0,
+     1000000000, 0},
+    {"token-budget", CLI_INT, "N",
+     "tokens in all, every gateway together; spent: 429 insufficient_quota (default none)", NULL, 0,
+     1000000000000000LL, 0},
     {"expires", CLI_DUR, "DUR", "lifetime (90d, 12h; default: never expires)", NULL, 0, 0, 0},
 };
 
@@ -66,15 +71,16 @@ static void join(const json_t *a, char *out, size_t len)
 
 static void keys_table(const json_t *items, FILE *f)
 {
-    static const char *const hdr[] = {">ID",  "TENANT",       "NAME",    "SERVICES", "MODELS",
-                                      ">RPS", ">CONCURRENCY", "EXPIRES", "STATE"};
+    static const char *const hdr[] = {">ID",     "TENANT",  "NAME",         "SERVICES",
+                                      "MODELS",  ">RPS",    ">CONCURRENCY", ">TPM",
+                                      ">BUDGET", "EXPIRES", "STATE"};
     cli_table t;
-    cr__cli_table_init(&t, 9, hdr);
+    cr__cli_table_init(&t, 11, hdr);
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it)
     {
-        char id[32], sv[256], md[256], rps[32], cc[32];
+        char id[32], sv[256], md[256], rps[32], cc[32], tpm[32], bud[32];
         cr__cli_json_text(json_object_get(it, "id"), id, sizeof id);
         join(json_object_get(it, "services"), sv, sizeof sv);
         join(json_object_get(it, "models"), md, sizeof md);
@@ -82,6 +88,10 @@ static void keys_table(const json_t *items, FILE *f)
         json_int_t c = json_integer_value(json_object_get(it, "concurrency"));
         snprintf(rps, sizeof rps, r > 0 ? "%g" : "-", r);
         snprintf(cc, sizeof cc, c > 0 ? "%lld" : "-", (long long)c);
+        json_int_t tp = json_integer_value(json_object_get(it, "tpm"));
+        json_int_t bu = json_integer_value(json_object_get(it, "token_budget"));
+        snprintf(tpm, sizeof tpm, tp > 0 ? "%lld" : "-", (long long)tp);
+        snprintf(bud, sizeof bud, bu > 0 ? "%lld" : "-", (long long)bu);
         const char *state = jstr(it, "revoked")[0]                         ? "revoked"
                             : json_is_true(json_object_get(it, "expired")) ? "expired"
                                                                            : "active";
@@ -92,12 +102,21 @@ static void keys_table(const json_t *items, FILE *f)
                              md,
                              rps,
                              cc,
+                             tpm,
+                             bud,
                              jstr(it, "expires")[0] ? jstr(it, "expires") : "never",
                              state};
         cr__cli_table_row(&t, row);
     }
     cr__cli_table_print(&t, f);
     cr__cli_table_fini(&t);
+}
+
+static int key_revoke(cli_ctx *ctx, const char *id, cr_client_res *res)
+{
+    char path[64];
+    snprintf(path, sizeof path, "/v1/keys/%s", id);
+    return cr_client_request(ctx->client, "DELETE", path, NULL, 0, res);
 }
 
 int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
@@ -107,10 +126,12 @@ int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
     json_t *body = NULL;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a,
-                      "[list] | create [--tenant T] [--name NAME] [--service S]... [--model M]... "
-                      "[--rps N] [--concurrency N] [--expires DUR] | revoke ID...",
-                      keys_opts, NOPTS(keys_opts), false, argc, argv, &code)) {
+    if (cr__cli_begin(
+            ctx, &a,
+            "[list] | create [--tenant T] [--name NAME] [--service S]... [--model M]... "
+            "[--rps N] [--concurrency N] [--tpm N] [--token-budget N] [--expires DUR] | revoke "
+            "ID...",
+            keys_opts, NOPTS(keys_opts), false, argc, argv, &code)) {
         goto out;
     }
     const char *verb = a.npos ? a.pos[0] : "list";
@@ -123,14 +144,9 @@ int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
         if ((code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        int rc = cr_client_request(ctx->client, "GET", "/v1/keys", NULL, 0, &res);
-        if (rc < 0) {
-            code = cr__cli_fail(ctx, rc, &res);
-        } else if (ctx->json) {
-            cr__cli_print_json(ctx, res.body);
-        } else {
-            keys_table(json_object_get(res.body, "items"), ctx->out);
-        }
+        code = cr__cli_print_list(ctx,
+                                  cr_client_request(ctx->client, "GET", "/v1/keys", NULL, 0, &res),
+                                  &res, keys_table);
     } else if (strcmp(verb, "create") == 0) {
         if (a.npos > 1) {
             fprintf(ctx->err, "corral keys create: unexpected argument '%s'\n", a.pos[1]);
@@ -152,6 +168,12 @@ int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
         }
         if ((v = cr__cli_arg(&a, "concurrency"))->set) {
             json_object_set_new(body, "concurrency", json_integer(v->i));
+        }
+        if ((v = cr__cli_arg(&a, "tpm"))->set) {
+            json_object_set_new(body, "tpm", json_integer(v->i));
+        }
+        if ((v = cr__cli_arg(&a, "token-budget"))->set) {
+            json_object_set_new(body, "token_budget", json_integer(v->i));
         }
         if ((v = cr__cli_arg(&a, "expires"))->set) {
             int64_t s = v->i / 1000000000LL;
@@ -183,35 +205,12 @@ int cr__cli_keys(cli_ctx *ctx, int argc, char **argv)
             code = CLI_EXIT_USAGE;
             goto out;
         }
-        for (size_t i = 1; i < a.npos; i++) {
-            int64_t id;
-            if (cr_parse_i64(a.pos[i], 1, INT64_MAX / 2, &id) != 0) {
-                fprintf(ctx->err,
-                        "corral keys revoke: '%s' is not a key id (a number from 'corral keys')\n",
-                        a.pos[i]);
-                code = CLI_EXIT_USAGE;
-                goto out;
-            }
-        }
-        if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        if ((code = cr__cli_check_ids(ctx, &a, 1, "keys revoke",
+                                      "a key id (a number from 'corral keys')")) != 0 ||
+            (code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        for (size_t i = 1; i < a.npos; i++) {
-            char path[64];
-            snprintf(path, sizeof path, "/v1/keys/%s", a.pos[i]);
-            int rc = cr_client_request(ctx->client, "DELETE", path, NULL, 0, &res);
-            if (rc < 0) {
-                int c = cr__cli_fail(ctx, rc, &res);
-                code = c > code ? c : code;
-                if (c == CLI_EXIT_UNREACH) {
-                    break;
-                }
-            } else if (ctx->json) {
-                cr__cli_print_json(ctx, res.body);
-            } else {
-                fprintf(ctx->out, "Revoked key %s\n", a.pos[i]);
-            }
-        }
+        code = cr__cli_each_id(ctx, &a, 1, key_revoke, true, "Revoked key", &res);
     } else {
         fprintf(ctx->err, "corral keys: unknown action '%s' (allowed: list, create, revoke)\n",
                 verb);

@@ -37,6 +37,13 @@ static const cli_opt boot_opts[] = {
     {"name", CLI_STR, "NAME", "a label (shown in lists and the audit log)", NULL, 0, 0, 0},
 };
 
+static int boot_revoke(cli_ctx *ctx, const char *id, cr_client_res *res)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v1/bootstrap-tokens/%s", id);
+    return cr_client_request(ctx->client, "DELETE", path, NULL, 0, res);
+}
+
 int cr__cli_admin(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
@@ -101,46 +108,25 @@ int cr__cli_admin(cli_ctx *ctx, int argc, char **argv)
             fprintf(ctx->out, "%s\n", jstr(res.body, "token") ? jstr(res.body, "token") : "?");
         }
     } else if (strcmp(verb, "list") == 0) {
-        if ((code = cr__cli_connect(ctx, &a)) != 0 ||
-            (code = call(ctx, "GET", "/v1/bootstrap-tokens", NULL, &res)) != 0) {
+        if ((code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        if (ctx->json) {
-            cr__cli_print_json(ctx, res.body);
-        } else {
-            cr__cli_items_table(json_object_get(res.body, "items"), ctx->out);
-        }
+        code = cr__cli_print_list(
+            ctx, cr_client_request(ctx->client, "GET", "/v1/bootstrap-tokens", NULL, 0, &res), &res,
+            NULL);
     } else if (strcmp(verb, "revoke") == 0) {
         if (a.npos < 3) {
             fprintf(ctx->err, "corral admin bootstrap-token revoke: expected token ids\n");
             code = CLI_EXIT_USAGE;
             goto out;
         }
-        for (size_t i = 2; i < a.npos; i++) {
-            int64_t id;
-            if (cr_parse_i64(a.pos[i], 1, INT64_MAX / 2, &id) != 0) {
-                fprintf(ctx->err, "corral admin bootstrap-token revoke: '%s' is not a token id\n",
-                        a.pos[i]);
-                code = CLI_EXIT_USAGE;
-                goto out;
-            }
-        }
-        if ((code = cr__cli_connect(ctx, &a)) != 0) {
+        if ((code = cr__cli_check_ids(ctx, &a, 2, "admin bootstrap-token revoke", "a token id")) !=
+                0 ||
+            (code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;
         }
-        for (size_t i = 2; i < a.npos; i++) {
-            char path[96];
-            snprintf(path, sizeof path, "/v1/bootstrap-tokens/%s", a.pos[i]);
-            int c = call(ctx, "DELETE", path, NULL, &res);
-            if (c != 0) {
-                code = c > code ? c : code;
-                if (c == CLI_EXIT_UNREACH) {
-                    break;
-                }
-            } else {
-                fprintf(ctx->out, "Revoked bootstrap token %s\n", a.pos[i]);
-            }
-        }
+        /* (its answer is a line even with --json, as it always was) */
+        code = cr__cli_each_id(ctx, &a, 2, boot_revoke, false, "Revoked bootstrap token", &res);
     } else {
         fprintf(ctx->err,
                 "corral admin bootstrap-token: unknown action '%s' (allowed: create, list, "

@@ -315,20 +315,20 @@ int cr__cli_services(cli_ctx *ctx, int argc, char **argv)
     cr_client_res_init(&res);
     if (cr__cli_begin(ctx, &a,
                       "[list] | create NAME [options] -- COMMAND [ARGS...] | show NAME | scale "
-                      "NAME REPLICAS | delete NAME",
+                      "NAME REPLICAS | delete NAME | update NAME [options] -- COMMAND [ARGS...]",
                       svc_opts, NOPTS(svc_opts), false, argc, argv, &code)) {
         goto out;
     }
     const char *verb = a.npos ? a.pos[0] : "list";
-    static const char *const verbs[] = {"list", "create", "show", "scale", "delete"};
-    static const size_t want_pos[] = {1, 2, 2, 3, 2};
+    static const char *const verbs[] = {"list", "create", "show", "scale", "delete", "update"};
+    static const size_t want_pos[] = {1, 2, 2, 3, 2, 2};
     size_t vi = 0;
-    for (; vi < 5 && strcmp(verb, verbs[vi]) != 0; vi++) {
+    for (; vi < 6 && strcmp(verb, verbs[vi]) != 0; vi++) {
     }
-    if (vi == 5) {
+    if (vi == 6) {
         fprintf(ctx->err,
                 "corral services: unknown action '%s' (allowed: list, create, show, scale, "
-                "delete)\n",
+                "delete, update)\n",
                 verb);
         code = CLI_EXIT_USAGE;
         goto out;
@@ -342,17 +342,18 @@ int cr__cli_services(cli_ctx *ctx, int argc, char **argv)
         code = CLI_EXIT_USAGE;
         goto out;
     }
-    if (vi != 1) {
+    if (vi != 1 && vi != 5) {
         for (size_t i = 0; i < a.nopts; i++) {
             if (a.vals[i].set && &a.opts[i] < a.opts + NOPTS(svc_opts)) {
-                fprintf(ctx->err, "corral services %s: --%s goes with create only\n", verb,
-                        a.opts[i].name);
+                fprintf(ctx->err, "corral services %s: --%s goes with create or update only\n",
+                        verb, a.opts[i].name);
                 code = CLI_EXIT_USAGE;
                 goto out;
             }
         }
         if (a.dashdash) {
-            fprintf(ctx->err, "corral services %s: a command goes with create only\n", verb);
+            fprintf(ctx->err, "corral services %s: a command goes with create or update only\n",
+                    verb);
             code = CLI_EXIT_USAGE;
             goto out;
         }
@@ -364,7 +365,7 @@ int cr__cli_services(cli_ctx *ctx, int argc, char **argv)
         code = CLI_EXIT_USAGE;
         goto out;
     }
-    if (vi == 1 && !(body = svc_body(ctx, &a, a.pos[1]))) {
+    if ((vi == 1 || vi == 5) && !(body = svc_body(ctx, &a, a.pos[1]))) {
         code = CLI_EXIT_USAGE;
         goto out;
     }
@@ -385,6 +386,9 @@ int cr__cli_services(cli_ctx *ctx, int argc, char **argv)
     case 3:
         rc = cr_client_service_scale(ctx->client, a.pos[1], replicas, &res);
         break;
+    case 5:
+        rc = cr_client_service_update(ctx->client, a.pos[1], body, &res);
+        break;
     default:
         rc = cr_client_service_delete(ctx->client, a.pos[1], &res);
         break;
@@ -401,6 +405,9 @@ int cr__cli_services(cli_ctx *ctx, int argc, char **argv)
         service_detail(ctx, res.body);
     } else if (vi == 1) {
         fprintf(ctx->out, "Created service %s\n", a.pos[1]);
+    } else if (vi == 5) {
+        fprintf(ctx->out, "Updating service %s to generation %lld: its replicas roll over\n",
+                a.pos[1], (long long)json_integer_value(json_object_get(res.body, "generation")));
     } else if (vi == 3) {
         fprintf(ctx->out, "Scaled service %s to %" PRId64 " replicas\n", a.pos[1], replicas);
     } else {

@@ -270,3 +270,75 @@ char *cr__cli_age(const char *rfc3339, int64_t now_ns, char *buf, size_t len)
     }
     return cr_duration_fmt(d, buf, len);
 }
+
+/* --- generic tables of items --------------------------------------------------- */
+
+void cr__cli_events_table(const json_t *events, FILE *f)
+{
+    if (!json_array_size(events)) {
+        return;
+    }
+    fputs("Events:\n", f);
+    static const char *const hdr[] = {"  TIME", "WHAT", "WHY"};
+    cli_table t;
+    cr__cli_table_init(&t, 3, hdr);
+    size_t i;
+    json_t *e;
+    json_array_foreach(events, i, e)
+    {
+        char tm[64];
+        snprintf(tm, sizeof tm, "  %s",
+                 json_string_value(json_object_get(e, "time"))
+                     ? json_string_value(json_object_get(e, "time"))
+                     : "-");
+        const char *row[] = {tm, json_string_value(json_object_get(e, "what")),
+                             json_string_value(json_object_get(e, "why"))};
+        cr__cli_table_row(&t, row);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
+
+void cr__cli_items_table(const json_t *items, FILE *f)
+{
+    const json_t *first = json_array_get(items, 0);
+    if (!json_is_object(first)) {
+        fputs("(none)\n", f);
+        return;
+    }
+    size_t ncols = 0;
+    const char *keys[32];
+    char *hdrs[32];
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)first, k, v)
+    {
+        if (ncols == 32) {
+            break;
+        }
+        keys[ncols] = k;
+        hdrs[ncols] = cr_asprintf("%s%s", json_is_number(v) ? ">" : "", k);
+        for (char *p = hdrs[ncols]; *p; p++) {
+            *p = (char)toupper((unsigned char)*p);
+        }
+        ncols++;
+    }
+    cli_table t;
+    cr__cli_table_init(&t, ncols, (const char *const *)hdrs);
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        char cells[32][128];
+        const char *row[32];
+        for (size_t c = 0; c < ncols; c++) {
+            row[c] = cr__cli_json_text(json_object_get(it, keys[c]), cells[c], sizeof cells[c]);
+        }
+        cr__cli_table_row(&t, row);
+    }
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+    for (size_t c = 0; c < ncols; c++) {
+        free(hdrs[c]);
+    }
+}

@@ -235,6 +235,9 @@ int cr_client_service_create(cr_client *c, const json_t *svc, cr_client_res *res
 int cr_client_services_list(cr_client *c, cr_client_res *res);
 int cr_client_service_get(cr_client *c, const char *name, cr_client_res *res);
 int cr_client_service_scale(cr_client *c, const char *name, int64_t replicas, cr_client_res *res);
+/* POST /v1/services/{name}/update: a new spec (as for a create), rolled out
+ * replica by replica (docs/api.md, "Rolling updates"). */
+int cr_client_service_update(cr_client *c, const char *name, const json_t *svc, cr_client_res *res);
 int cr_client_service_delete(cr_client *c, const char *name, cr_client_res *res);
 /* Long-polls up to wait_s seconds when version >= 0 and wait_s > 0. */
 int cr_client_service_endpoints(cr_client *c, const char *name, int64_t version, int64_t wait_s,

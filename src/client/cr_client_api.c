@@ -289,6 +289,14 @@ int cr_client_service_scale(cr_client *c, const char *name, int64_t replicas, cr
     return rc;
 }
 
+int cr_client_service_update(cr_client *c, const char *name, const json_t *svc, cr_client_res *res)
+{
+    char *path = named_path("services", name, "/update");
+    int rc = cr_client_request(c, "POST", path, svc, 0, res);
+    free(path);
+    return rc;
+}
+
 int cr_client_service_delete(cr_client *c, const char *name, cr_client_res *res)
 {
     char *path = named_path("services", name, NULL);

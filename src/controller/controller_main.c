@@ -1066,9 +1066,14 @@ static int run(ctl *c)
     sigwait(&sigs, &sig);
     cr_info("signal %d: shutting down", sig);
 out:
-    if (c->http) {
-        cr_http_server_quiesce(c->http);
-    }
+    /* No MHD_quiesce_daemon: with its epoll worker threads it races a
+     * worker that drops the listen socket from its own epoll set once it
+     * sees the daemon quiesced, and the loser's EPOLL_CTL_DEL is a
+     * libmicrohttpd panic ("Failed to remove listen FD from epoll set",
+     * an abort seen on SIGTERM under load). Connections made while
+     * draining are answered 503 CR_EUNAVAIL "controller shutting down",
+     * which the clients take as "try another controller", as they took
+     * a refused connection. */
     atomic_store(&c->draining, true);
     while (atomic_load(&c->inflight) > 0) {
         usleep(1000);

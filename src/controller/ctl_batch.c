@@ -216,6 +216,10 @@ void ctl_batch_entry(const ctl_job *j, json_t *entry)
     if (json_is_number(cpt)) {
         json_object_set(entry, "cpus_per_task", cpt);
     }
+    if (ctl_batch_is_batch(j) && !json_object_get(j->spec, "tasks_per_node")) {
+        /* sbatch sets SLURM_NTASKS only when the job asked for tasks */
+        json_object_set_new(entry, "ntasks_unset", json_true());
+    }
     if (j->sig_at > 0 && *j->sig_name) {
         json_object_set_new(
             entry, "signal",

@@ -200,13 +200,15 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
         /* Opened only here, for the node's own credential, like the
          * secrets below. */
         json_t *env = ctl_job_env_open(c, j->id, j->spec);
-        json_t *e =
-            json_pack("{s:I,s:O,s:o,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job", (json_int_t)j->id,
-                      "command", json_object_get(j->spec, "command"), "env",
-                      env ? env : json_object(), "workdir", wd ? wd : "", "gpus", gpus, "gpu_uuids",
-                      uuids, "checkpoint_dir", ckpt, "grace_s", (json_int_t)c->cfg.grace_s,
-                      "action", j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop", "gang",
-                      gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
+        json_t *e = json_pack("{s:I,s:O,s:o,s:s,s:o,s:o,s:s,s:I,s:s,s:o,s:s,s:s}", "job",
+                              (json_int_t)j->id, "command", json_object_get(j->spec, "command"),
+                              "env", env ? env : json_object(), "workdir", wd ? wd : "", "gpus",
+                              gpus, "gpu_uuids", uuids, "checkpoint_dir", ckpt, "grace_s",
+                              (json_int_t)(j->stop_grace_s > 0 && j->stop_grace_s < c->cfg.grace_s
+                                               ? j->stop_grace_s
+                                               : c->cfg.grace_s),
+                              "action", j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop",
+                              "gang", gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
         if (j->checkpointable) {
             /* the suspend contract: a stop is this signal, then grace_s */

@@ -115,6 +115,8 @@ typedef struct ctl_job {
     bool cancel_requested;  /* stop requested by a user cancel */
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
+    int64_t stop_grace_s;   /* >0: the stop's grace instead of grace_s (a spot reclaim's
+                             * notice: ctl_node_reclaim); in memory only */
     char sig_name[12];      /* the last signal asked for the running job ("USR1"), "" none */
     int64_t sig_at;         /* when it was asked (wall clock ns): the agents deliver each once */
     int sig_warned_run;     /* the run that got its --signal SIG@SECONDS warning */
@@ -224,6 +226,8 @@ typedef struct ctl_node {
     bool in_sched;
     bool pending_approval;                /* node_approval manual: kept drained until approved */
     bool tls;                             /* the agent serves HTTPS */
+    int64_t reclaim_req_s;                /* its agent's spot notice, to do (ctl_nodes_reclaims) */
+    bool reclaimed;                       /* a reclaim was done for it (once) */
     char agent_secret[CR_TOKEN_TEXT_MAX]; /* the controller's bearer for this agent ("" unknown) */
 } ctl_node;
 
@@ -851,7 +855,18 @@ bool ctl_route_node_lifecycle(ctl *c, cr_http_req *req, const cr_principal *p, c
                               size_t nseg);
 int ctl_load_node_labels(ctl *c); /* at start-up */
 void ctl_node_labels_free(ctl *c);
-void ctl_nodes_tick(ctl *c, int64_t now_mono); /* timers; takes mu */
+void ctl_nodes_tick(ctl *c, int64_t now_mono);
+
+/* A node its provider takes back in in_s seconds (a spot reclaim notice:
+ * POST /v1/nodes/{name}/reclaim, or its agent's --spot-notice-file): the
+ * node is drained, and each job running there is requeued as `corral
+ * requeue` does (stopped with its checkpoint signal or SIGTERM, a grace of
+ * at most in_s, pending again without using a retry), stored before it is
+ * applied. mu NOT held. Returns 0, CR_ENOENT, CR_ECONFLICT (being
+ * deleted), or the store's error; *njobs: the jobs requeued. */
+int ctl_node_reclaim(ctl *c, const char *node, int64_t in_s, const char *by, size_t *njobs);
+/* The reclaims agents asked for (their status "reclaim_in_s"); mu NOT held. */
+void ctl_nodes_reclaims(ctl *c); /* timers; takes mu */
 void ctl_nodes_release_polls(ctl *c);
 void ctl_nodes_free(ctl *c);
 /* Validate a register body as the API would (for fuzzing). */

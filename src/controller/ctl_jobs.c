@@ -164,6 +164,15 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
                             json_pack("{s:I,s:I,s:b}", "uid", (json_int_t)ra.uid, "gid",
                                       (json_int_t)ra.gid, "allow_root", ra.allow_root));
     }
+    /* sbatch's default output file, slurm-%j.out (an array task's
+     * slurm-%A_%a.out) in the submit directory, where the cluster says it
+     * is shared (docs/slurm.md). */
+    if (c->cfg.shared_submit_dir && json_is_true(json_object_get(proto->spec, "batch")) &&
+        !json_object_get(proto->spec, "output") && json_object_get(proto->spec, "submit_dir") &&
+        !json_object_get(proto->spec, "image")) {
+        json_object_set_new(proto->spec, "output",
+                            json_string(n > 1 || indexes ? "slurm-%A_%a.out" : "slurm-%j.out"));
+    }
     spec_json = json_dumps(proto->spec, JSON_COMPACT);
     if (!spec_json || (int64_t)strlen(spec_json) > c->cfg.max_spec_bytes) {
         ctl_reply_err(req, 413, CR_ETOOBIG, NULL,

@@ -45,6 +45,8 @@ typedef struct ctl_key {
     json_t *models;                         /* owned array of model names; empty: all */
     double rps;                             /* requests per second per gateway; 0 none */
     int64_t concurrency;                    /* concurrent requests per gateway; 0 none */
+    int64_t tpm;                            /* tokens per minute per gateway; 0 none */
+    int64_t token_budget;                   /* tokens in all; 0 none */
     int64_t created_ns;                     /* wall */
     int64_t expires_ns;                     /* wall; 0 never */
     int64_t revoked_ns;                     /* wall; 0 live */
@@ -107,6 +109,8 @@ static json_t *key_json(const ctl_key *k, bool with_hash)
                   "expired", k->expires_ns != 0 && k->expires_ns <= cr_now_ns(), "requests",
                   (json_int_t)k->requests, "prompt_tokens", (json_int_t)k->prompt_tokens,
                   "completion_tokens", (json_int_t)k->completion_tokens);
+    json_object_set_new(v, "tpm", json_integer(k->tpm));
+    json_object_set_new(v, "token_budget", json_integer(k->token_budget));
     if (with_hash) {
         json_object_set_new(v, "hash", json_string(k->hash));
     }
@@ -123,6 +127,8 @@ static char *key_row(const ctl_key *k)
         (json_int_t)k->created_ns, "expires_ns", (json_int_t)k->expires_ns, "revoked_ns",
         (json_int_t)k->revoked_ns, "requests", (json_int_t)k->requests, "prompt_tokens",
         (json_int_t)k->prompt_tokens, "completion_tokens", (json_int_t)k->completion_tokens);
+    json_object_set_new(v, "tpm", json_integer(k->tpm));
+    json_object_set_new(v, "token_budget", json_integer(k->token_budget));
     char *s = json_dumps(v, JSON_COMPACT);
     json_decref(v);
     return s;
@@ -153,12 +159,22 @@ static json_t *published_doc(struct ctl_keys *ks, bool admin, const char *tenant
         if (k->revoked_ns || (!admin && strcmp(k->tenant, tenant) != 0)) {
             continue;
         }
-        json_array_append_new(items, json_pack("{s:I,s:s,s:s,s:s,s:O,s:O,s:f,s:I,s:I}", "id",
-                                               (json_int_t)k->id, "tenant", k->tenant, "name",
-                                               k->name, "hash", k->hash, "services", k->services,
-                                               "models", k->models, "rps", k->rps, "concurrency",
-                                               (json_int_t)k->concurrency, "expires_at_ms",
-                                               (json_int_t)(k->expires_ns / CR_NS_PER_MS)));
+        json_t *e =
+            json_pack("{s:I,s:s,s:s,s:s,s:O,s:O,s:f,s:I,s:I}", "id", (json_int_t)k->id, "tenant",
+                      k->tenant, "name", k->name, "hash", k->hash, "services", k->services,
+                      "models", k->models, "rps", k->rps, "concurrency", (json_int_t)k->concurrency,
+                      "expires_at_ms", (json_int_t)(k->expires_ns / CR_NS_PER_MS));
+        if (k->tpm > 0) {
+            json_object_set_new(e, "tpm", json_integer(k->tpm));
+        }
+        if (k->token_budget > 0) {
+            /* the count as stored: each gateway adds what it counts since */
+            json_object_set_new(e, "token_budget", json_integer(k->token_budget));
+            json_object_set_new(
+                e, "tokens_used",
+                json_integer((json_int_t)(k->prompt_tokens + k->completion_tokens)));
+        }
+        json_array_append_new(items, e);
     }
     return json_pack("{s:I,s:o}", "version", (json_int_t)ks->version, "keys", items);
 }
@@ -252,17 +268,20 @@ static void key_create(ctl *c, cr_http_req *req, const cr_principal *p)
     const char *body = cr_http_body(req, &len);
     json_t *v = NULL;
     cr_json_err err;
-    static const char *const members[] = {"tenant", "name",        "services",     "models",
-                                          "rps",    "concurrency", "expires_in_s", NULL};
+    static const char *const members[] = {"tenant",       "name",        "services", "models",
+                                          "rps",          "concurrency", "tpm",      "token_budget",
+                                          "expires_in_s", NULL};
     const char *tenant = p->role == CR_ROLE_USER ? p->tenant : "", *name = "";
     double rps = 0;
-    int64_t conc = 0, expires_in = 0;
+    int64_t conc = 0, expires_in = 0, tpm = 0, budget = 0;
     json_t *services = NULL, *models = NULL;
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
         cr_json_str(v, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, &err) ||
         cr_json_str(v, "", "name", false, CTL_NAME_MAX - 1, &name, &err) ||
         cr_json_num(v, "", "rps", false, 0, 1e6, &rps, &err) ||
         cr_json_int(v, "", "concurrency", false, 0, 1000000, &conc, &err) ||
+        cr_json_int(v, "", "tpm", false, 0, 1000000000, &tpm, &err) ||
+        cr_json_int(v, "", "token_budget", false, 0, 1000000000000000LL, &budget, &err) ||
         cr_json_int(v, "", "expires_in_s", false, 0, 100LL * 365 * 86400, &expires_in, &err) ||
         !(services = name_list(v, "services", &err)) || !(models = name_list(v, "models", &err))) {
         goto bad;
@@ -289,6 +308,8 @@ static void key_create(ctl *c, cr_http_req *req, const cr_principal *p)
     k->models = models;
     k->rps = rps;
     k->concurrency = conc;
+    k->tpm = tpm;
+    k->token_budget = budget;
     k->created_ns = cr_now_ns();
     k->expires_ns = expires_in ? k->created_ns + expires_in * CR_NS_PER_SEC : 0;
     json_decref(v);
@@ -431,17 +452,23 @@ static void usage_post(ctl *c, cr_http_req *req, const cr_principal *p)
     pthread_mutex_lock(&c->mu);
     struct ctl_keys *ks = keys_of(c);
     cr_store_txn *txn = cr_store_txn_new();
-    size_t counted = 0;
+    size_t counted = 0, crossed = 0;
     json_array_foreach(items, i, it)
     {
         ctl_key *k = key_find(ks, json_integer_value(json_object_get(it, "id")));
         if (!k || !may_manage(p, k)) {
             continue;
         }
+        uint64_t was = k->prompt_tokens + k->completion_tokens;
         k->requests += (uint64_t)json_integer_value(json_object_get(it, "requests"));
         k->prompt_tokens += (uint64_t)json_integer_value(json_object_get(it, "prompt_tokens"));
         k->completion_tokens +=
             (uint64_t)json_integer_value(json_object_get(it, "completion_tokens"));
+        uint64_t now = k->prompt_tokens + k->completion_tokens;
+        if (k->token_budget > 0 && was < (uint64_t)k->token_budget &&
+            now >= (uint64_t)k->token_budget) {
+            crossed++; /* every gateway is told: the key's budget is spent */
+        }
         char sk[32];
         key_store_key(k->id, sk, sizeof sk);
         char *row = key_row(k);
@@ -453,6 +480,14 @@ static void usage_post(ctl *c, cr_http_req *req, const cr_principal *p)
     /* Counted in memory first: a failed commit loses at most this report
      * after a restart, and the next one stores the sums again. */
     int rc = counted ? cr_store_commit(c->store, txn) : (cr_store_txn_free(txn), 0);
+    if (crossed) {
+        /* A budget spent: a new list for every gateway (with the counts as
+         * stored), so that none goes on serving the key on its own count. */
+        pthread_mutex_lock(&c->mu);
+        ks->version++;
+        answer_polls(c, false, 0);
+        pthread_mutex_unlock(&c->mu);
+    }
     pthread_mutex_unlock(&c->admin_mu);
     json_decref(v);
     if (rc != 0) {
@@ -635,6 +670,8 @@ static void load_key(void *arg, const char *key, const char *doc)
     k->requests = (uint64_t)json_integer_value(json_object_get(v, "requests"));
     k->prompt_tokens = (uint64_t)json_integer_value(json_object_get(v, "prompt_tokens"));
     k->completion_tokens = (uint64_t)json_integer_value(json_object_get(v, "completion_tokens"));
+    k->tpm = json_integer_value(json_object_get(v, "tpm"));
+    k->token_budget = json_integer_value(json_object_get(v, "token_budget"));
     json_decref(v);
     if (k->id >= ks->next_id) {
         ks->next_id = k->id + 1;

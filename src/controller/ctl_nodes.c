@@ -815,7 +815,7 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     const char *body = cr_http_body(req, &len);
     json_t *v = NULL, *gpus = NULL, *jobs = NULL;
     cr_json_err err;
-    static const char *const members[] = {"gpus", "jobs", "data_held", NULL};
+    static const char *const members[] = {"gpus", "jobs", "data_held", "reclaim_in_s", NULL};
     static const char *const gpu_members[] = {
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
@@ -828,9 +828,11 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     static const char *const metric_members[] = {"tokens_per_s", "step_time_s", "bad_lines", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
+    int64_t reclaim_s = 0;
     if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
         cr_json_arr(v, "", "gpus", false, 64, &gpus, &err) ||
-        cr_json_arr(v, "", "jobs", false, 65536, &jobs, &err)) {
+        cr_json_arr(v, "", "jobs", false, 65536, &jobs, &err) ||
+        cr_json_int(v, "", "reclaim_in_s", false, 1, 3600, &reclaim_s, &err)) {
         goto bad;
     }
     /* What the node's data cache holds (docs/data.md, locality). */
@@ -954,6 +956,10 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     if (held) {
         json_decref(n->data_held);
         n->data_held = json_incref(held);
+    }
+    if (reclaim_s > 0 && n->reclaim_req_s == 0 && !n->reclaimed) {
+        n->reclaim_req_s = reclaim_s; /* done by ctl_nodes_reclaims, outside mu */
+        ctl_sched_kick(c);
     }
     cr_store_txn *txn = cr_store_txn_new();
     bool persist = false;
@@ -1426,6 +1432,43 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         pthread_mutex_unlock(&c->mu);
         return;
     }
+    if (nseg == 4 && strcmp(m, "POST") == 0 && strcmp(seg[3], "reclaim") == 0) {
+        cr_http_set_route(req, "/v1/nodes/{name}/reclaim");
+        if (p->role != CR_ROLE_ADMIN) {
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may reclaim nodes");
+            return;
+        }
+        size_t len;
+        const char *body = cr_http_body(req, &len);
+        json_t *v = NULL;
+        cr_json_err err;
+        int64_t in_s = 30;
+        static const char *const members[] = {"in_s", NULL};
+        if (len > 0 &&
+            (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
+             cr_json_int(v, "", "in_s", false, 1, 3600, &in_s, &err))) {
+            json_decref(v);
+            ctl_reply_jerr(req, &err);
+            return;
+        }
+        json_decref(v);
+        char by[CTL_NAME_MAX + 16];
+        snprintf(by, sizeof by, "by token '%s'", p->name);
+        size_t njobs = 0;
+        int rc = ctl_node_reclaim(c, seg[2], in_s, by, &njobs);
+        if (rc == CR_ENOENT) {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL, "node '%s' not found", seg[2]);
+        } else if (rc == CR_ECONFLICT) {
+            ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "node '%s' is being deleted", seg[2]);
+        } else if (rc != 0) {
+            ctl_reply_commit_err(req, rc);
+        } else {
+            ctl_reply_json(req, 200,
+                           json_pack("{s:s,s:I,s:I}", "node", seg[2], "in_s", (json_int_t)in_s,
+                                     "requeued", (json_int_t)njobs));
+        }
+        return;
+    }
     if (nseg == 4 && strcmp(m, "POST") == 0 &&
         (strcmp(seg[3], "drain") == 0 || strcmp(seg[3], "undrain") == 0)) {
         cr_http_set_route(req, "/v1/nodes/{name}/drain");
@@ -1492,6 +1535,108 @@ void ctl_route_nodes(ctl *c, cr_http_req *req, const cr_principal *p, char **seg
         return;
     }
     ctl_reply_err(req, 404, CR_ENOENT, NULL, "no route %s %s", m, cr_http_path(req));
+}
+
+/* ------------------------------------------------------------------------ */
+/* Spot reclaim (ctl_int.h)                                                 */
+
+void ctl_nodes_reclaims(ctl *c)
+{
+    char names[8][CTL_NAME_MAX];
+    int64_t secs[8];
+    size_t k = 0;
+    pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < c->nnodes && k < 8; i++) {
+        ctl_node *n = c->nodes[i];
+        if (n->reclaim_req_s > 0) {
+            snprintf(names[k], sizeof names[k], "%s", n->name);
+            secs[k++] = n->reclaim_req_s;
+            n->reclaim_req_s = 0;
+            n->reclaimed = true; /* once: its agent keeps telling until answered */
+        }
+    }
+    pthread_mutex_unlock(&c->mu);
+    for (size_t i = 0; i < k; i++) {
+        size_t nj = 0;
+        int rc = ctl_node_reclaim(c, names[i], secs[i], "its agent's spot notice", &nj);
+        if (rc != 0) {
+            cr_warn("node=%s: spot reclaim not stored: %s", names[i], cr_strerror(rc));
+        }
+    }
+}
+
+int ctl_node_reclaim(ctl *c, const char *node, int64_t in_s, const char *by, size_t *njobs)
+{
+    *njobs = 0;
+    pthread_mutex_lock(&c->mu);
+    ctl_node *n = ctl_node_find(c, node);
+    if (!n || n->deleting) {
+        pthread_mutex_unlock(&c->mu);
+        return n ? CR_ECONFLICT : CR_ENOENT;
+    }
+    drain_arg a = {.drain = true};
+    snprintf(a.node, sizeof a.node, "%s", n->name);
+    snprintf(a.reason, sizeof a.reason, "spot reclaim: its provider takes it back in %llds (%s)",
+             (long long)in_s, by);
+    char why[400];
+    snprintf(why, sizeof why, "node %s is reclaimed by its provider in %llds (%s): requeued",
+             n->name, (long long)in_s, by);
+    /* Stored first: the node drained and each running job requeue-requested,
+     * computed on copies. */
+    ctl_node tmp = *n;
+    drain_set(&tmp, &a);
+    cr_store_txn *txn = cr_store_txn_new();
+    node_persist(txn, &tmp);
+    size_t cap = n->njobs ? n->njobs : 1, k = 0;
+    int64_t *ids = cr_calloc(cap, sizeof *ids);
+    uint64_t *vers = cr_calloc(cap, sizeof *vers);
+    for (size_t i = 0; i < n->njobs; i++) {
+        ctl_job *j = ctl_job_get(c, n->jobs[i]);
+        if (!j || j->state != JS_RUNNING || j->committing || j->ending) {
+            continue;
+        }
+        ctl_job *cp = ctl_job_copy(j);
+        cp->requeue_requested = true;
+        cp->state = JS_COMPLETING;
+        ctl_job_set_reason(cp, "requeue requested: node reclaimed by its provider");
+        ctl_job_persist(c, txn, cp, "requeue-requested", why);
+        ctl_job_free(cp);
+        ids[k] = j->id;
+        vers[k++] = j->ver;
+    }
+    pthread_mutex_unlock(&c->mu);
+    int rc = cr_store_commit(c->store, txn);
+    pthread_mutex_lock(&c->mu);
+    n = rc == 0 ? ctl_node_find(c, node) : NULL;
+    if (n) {
+        drain_set(n, &a);
+        n->sched_dirty = true;
+        ctl_sched_kick(c);
+        cr_warn("node=%s: %s", n->name, a.reason);
+        for (size_t i = 0; i < k; i++) {
+            ctl_job *j = ctl_job_get(c, ids[i]);
+            if (!j || j->ver != vers[i] || j->state != JS_RUNNING) {
+                continue; /* moved on meanwhile: its newer row stands */
+            }
+            j->requeue_requested = true;
+            j->state = JS_COMPLETING;
+            j->stop_grace_s = in_s > 1 ? in_s - 1 : 1; /* gone before the node is */
+            ctl_job_set_reason(j, "requeue requested: node reclaimed by its provider");
+            j->ver++;
+            for (size_t q = 0; q < j->nplace; q++) {
+                ctl_node *m = ctl_node_find(c, j->place[q].node);
+                if (m) {
+                    ctl_node_bump(c, m);
+                }
+            }
+            (*njobs)++;
+        }
+        ctl_node_bump(c, n);
+    }
+    pthread_mutex_unlock(&c->mu);
+    free(ids);
+    free(vers);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------ */

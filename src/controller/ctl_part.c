@@ -22,6 +22,7 @@
  * reads the nodes, so it runs with mu held.
  */
 #include "ctl_int.h"
+#include "ctl_pools.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
@@ -242,15 +243,32 @@ static void cluster_types(const ctl *c, cr_buf *b)
  * the catalog knows: "h100" for "H100 SXM"), or NULL. */
 static const char *node_model(const ctl *c, const char *t)
 {
-    const char *other = NULL;
+    if (strcmp(t, "auto") == 0 || strcmp(t, "any") == 0) {
+        return NULL; /* (every submit asks this: no walk over the GPUs) */
+    }
+    /* t's catalog entry once; a node's GPUs mostly share one model, each
+     * model compared once in a row (the catalog lookups were most of a
+     * submit's cost on a cluster of 8-GPU nodes) */
+    const cr_gpu_type *want = c->catalog ? cr_catalog_find(c->catalog, t) : NULL;
+    const char *other = NULL, *last = NULL;
     for (size_t i = 0; i < c->nnodes; i++) {
         for (size_t g = 0; g < c->nodes[i]->ngpus; g++) {
             const char *m = c->nodes[i]->gpus[g].model;
             if (strcmp(t, m) == 0) {
                 return m;
             }
-            if (!other && same_type(c->catalog, t, m)) {
+            if (other || (last && strcmp(last, m) == 0)) {
+                continue;
+            }
+            last = m;
+            if (strcasecmp(t, m) == 0) {
                 other = m;
+            } else if (want) {
+                const cr_gpu_type *b = cr_catalog_find(c->catalog, m);
+                if (!b && strncasecmp(m, "NVIDIA ", 7) == 0) {
+                    b = cr_catalog_find(c->catalog, m + 7);
+                }
+                other = b == want ? m : NULL;
             }
         }
     }
@@ -261,6 +279,30 @@ static bool type_known(const ctl *c, const char *t)
 {
     return strcmp(t, "auto") == 0 || strcmp(t, "any") == 0 ||
            (c->catalog && cr_catalog_find(c->catalog, t)) || node_model(c, t);
+}
+
+/* A job that asks more GPUs of one node than any node of the cluster has
+ * (nor any node a pool can start) is refused, as sbatch refuses it
+ * ("Requested node configuration is not available"), rather than left
+ * pending for ever. Only once some node has registered: a cluster still
+ * coming up knows no sizes. mu held. */
+static int node_fit_check(const ctl *c, const ctl_job *j, cr_json_err *err)
+{
+    if (j->gpus <= 0 || j->nodes <= 0 || c->nnodes == 0) {
+        return 0;
+    }
+    int64_t per = (j->gpus + j->nodes - 1) / j->nodes, most = ctl_pools_max_gpus_per_node(c);
+    for (size_t i = 0; i < c->nnodes; i++) {
+        most = (int64_t)c->nodes[i]->ngpus > most ? (int64_t)c->nodes[i]->ngpus : most;
+    }
+    if (per <= most) {
+        return 0;
+    }
+    return cr_json_fail(err, CR_EINVAL, "gpus",
+                        "field 'gpus': requested node configuration is not available: %lld GPUs "
+                        "on each of %lld node%s, and no node of this cluster has more than %lld",
+                        (long long)per, (long long)j->nodes, j->nodes > 1 ? "s" : "",
+                        (long long)most);
 }
 
 int ctl_cpu_job_fail(cr_json_err *err)
@@ -372,5 +414,5 @@ int ctl_part_submit(ctl *c, const json_t *body, ctl_job *j, char *note, size_t n
         cr_buf_fini(&b);
         return rc;
     }
-    return 0;
+    return node_fit_check(c, j, err);
 }

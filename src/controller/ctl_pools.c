@@ -1138,6 +1138,16 @@ static void pass(ctl *c, struct ctl_pools *ps)
     }
 }
 
+int64_t ctl_pools_max_gpus_per_node(const struct ctl *c)
+{
+    const struct ctl_pools *ps = c->pools;
+    int64_t m = 0;
+    for (size_t i = 0; ps && i < ps->n; i++) {
+        m = ps->p[i].gpus_per_node > m ? ps->p[i].gpus_per_node : m;
+    }
+    return m;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Thread, start and stop                                                   */
 

@@ -40,4 +40,8 @@ void ctl_route_pools(struct ctl *c, struct cr_http_req *req, const struct cr_pri
 /* The corral_pool_* families into b (none without pools). Takes mu. */
 void ctl_pools_metrics(struct ctl *c, cr_buf *b);
 
+/* The most GPUs a node of any pool has (0: no pools); the pools' config is
+ * fixed at start, so any thread may ask. */
+int64_t ctl_pools_max_gpus_per_node(const struct ctl *c);
+
 #endif

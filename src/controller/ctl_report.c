@@ -94,18 +94,23 @@ json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr, json_t **wh
     return fence;
 }
 
+/* One reported end, as it was when its row was computed. */
+typedef struct report_end {
+    int64_t id;    /* the job */
+    uint64_t ver;  /* its version when the end was computed */
+    int run;       /* its run then */
+    ctl_job *end;  /* owned: the ended copy (ctl_job_end_prepare); NULL once applied */
+    int code, sig; /* the exit, to end it again from a newer row */
+    char why[600]; /* likewise */
+} report_end;
+
 struct ctl_report {
     ctl *c;
     cr_http_req *req;
     char node[CTL_NAME_MAX];
-    json_t *jobs; /* the report's jobs (for the fence list of the answer) */
+    json_t *jobs;     /* the report's jobs (for the fence list of the answer) */
+    report_end *ends; /* owned: n used, cap allocated */
     size_t n, cap;
-    int64_t *ids;
-    uint64_t *vers; /* each job's version when its end was computed */
-    int *runs;
-    ctl_job **ends; /* the ended copies (ctl_job_end_prepare) */
-    int *codes, *sigs;
-    char (*whys)[600];
 };
 
 static void report_add(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, int code, int sig,
@@ -117,23 +122,17 @@ static void report_add(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j, i
     ctl_report *r = *rp;
     if (r->n == r->cap) {
         r->cap = r->cap ? 2 * r->cap : 4;
-        r->ids = cr_reallocarray(r->ids, r->cap, sizeof *r->ids);
-        r->vers = cr_reallocarray(r->vers, r->cap, sizeof *r->vers);
-        r->runs = cr_reallocarray(r->runs, r->cap, sizeof *r->runs);
         r->ends = cr_reallocarray(r->ends, r->cap, sizeof *r->ends);
-        r->codes = cr_reallocarray(r->codes, r->cap, sizeof *r->codes);
-        r->sigs = cr_reallocarray(r->sigs, r->cap, sizeof *r->sigs);
-        r->whys = cr_reallocarray(r->whys, r->cap, sizeof *r->whys);
     }
-    size_t i = r->n++;
-    r->ids[i] = j->id;
-    r->vers[i] = j->ver;
-    r->runs[i] = j->runs;
-    r->codes[i] = code;
-    r->sigs[i] = sig;
-    snprintf(r->whys[i], sizeof r->whys[i], "%s", why);
-    r->ends[i] = lease ? ctl_job_lost_prepare(c, txn, j, why)
-                       : ctl_job_end_prepare(c, txn, j, code, sig, why, fatal);
+    report_end *e = &r->ends[r->n++];
+    e->id = j->id;
+    e->ver = j->ver;
+    e->run = j->runs;
+    e->code = code;
+    e->sig = sig;
+    snprintf(e->why, sizeof e->why, "%s", why);
+    e->end = lease ? ctl_job_lost_prepare(c, txn, j, why)
+                   : ctl_job_end_prepare(c, txn, j, code, sig, why, fatal);
     j->committing = true;
     j->ending = true; /* no loss or preemption may requeue it now (ctl_job_end_held) */
     j->end_deferred = false;
@@ -153,18 +152,12 @@ void ctl_report_lease_end(ctl_report **rp, ctl *c, cr_store_txn *txn, ctl_job *j
 static void report_free(ctl_report *r)
 {
     for (size_t i = 0; i < r->n; i++) {
-        if (r->ends[i]) {
-            ctl_job_free(r->ends[i]);
+        if (r->ends[i].end) {
+            ctl_job_free(r->ends[i].end);
         }
     }
     json_decref(r->jobs);
-    free(r->ids);
-    free(r->vers);
-    free(r->runs);
     free(r->ends);
-    free(r->codes);
-    free(r->sigs);
-    free(r->whys);
     free(r);
 }
 
@@ -175,7 +168,8 @@ static void report_committed(void *arg, int status)
     cr_store_txn *again = NULL;
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < r->n; i++) {
-        ctl_job *j = ctl_job_get(c, r->ids[i]);
+        report_end *e = &r->ends[i];
+        ctl_job *j = ctl_job_get(c, e->id);
         if (!j) {
             continue;
         }
@@ -198,18 +192,18 @@ static void report_committed(void *arg, int status)
             }
             continue; /* else memory unchanged: the agent reports it again */
         }
-        bool running = (j->state == JS_RUNNING || j->state == JS_COMPLETING) &&
-                       j->runs == r->runs[i] && j->nplace > 0;
-        if (j->ver == r->vers[i] && running) {
-            ctl_job_end_apply(c, j, r->ends[i]);
-            r->ends[i] = NULL;
+        bool running = (j->state == JS_RUNNING || j->state == JS_COMPLETING) && j->runs == e->run &&
+                       j->nplace > 0;
+        if (j->ver == e->ver && running) {
+            ctl_job_end_apply(c, j, e->end);
+            e->end = NULL;
         } else if (running) {
             /* A newer row of the running job (a time limit...) was stored
              * after this end: end it again, from the job as it is now. */
             if (!again) {
                 again = cr_store_txn_new();
             }
-            ctl_job_ended(c, again, j, r->codes[i], r->sigs[i], r->whys[i], false);
+            ctl_job_ended(c, again, j, e->code, e->sig, e->why, false);
         }
         /* else: it moved on meanwhile: its newer row, stored after this
          * one, stands (a loss, a deletion or a preemption does not move it:
@@ -247,7 +241,11 @@ void ctl_report_submit(ctl_report *r, ctl *c, cr_store_txn *txn, cr_http_req *re
 {
     r->c = c;
     r->req = req;
-    r->jobs = json_incref(jobs);
+    /* A copy of its own: the report is freed on the store's writer
+     * thread, while this request's body (which holds jobs) is freed on
+     * the HTTP thread, and jansson's reference counts are not safe to
+     * share across threads (ThreadSanitizer in multi-agent). */
+    r->jobs = json_deep_copy(jobs);
     snprintf(r->node, sizeof r->node, "%s", node);
     cr_http_defer(req);
     cr_store_submit(c->store, txn, report_committed, r);

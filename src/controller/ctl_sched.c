@@ -14,6 +14,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_gpufacts.h"
 #include "cr_log.h"
 #include "cr_time.h"
 
@@ -51,22 +52,6 @@ typedef struct placer {
     int64_t *cpu_ids;  /* jobs without GPUs (place_cpu_jobs), live or lazily pruned */
     size_t ncpu, capcpu;
 } placer;
-
-static int mig_geometry(const char *model, int *compute, int *mem)
-{
-    if (strstr(model, "A30")) {
-        *compute = 4;
-        *mem = 4;
-        return 1;
-    }
-    if (strstr(model, "A100") || strstr(model, "H100") || strstr(model, "H200") ||
-        strstr(model, "B200") || strstr(model, "GH200")) {
-        *compute = 7;
-        *mem = 8;
-        return 1;
-    }
-    return 0;
-}
 
 /*
  * A MIG GPU holds the instances the agent registered, no others: give the
@@ -222,14 +207,15 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
     size_t ng = n->ngpus < CR_SCHED_MAX_NODE_GPUS ? n->ngpus : CR_SCHED_MAX_NODE_GPUS;
     if (!n->in_sched) {
         for (size_t i = 0; i < ng; i++) {
-            int type = 0, cs, ms;
+            int type = 0;
             cr_sched_gpu_type(pl->s, n->gpus[i].model, &type);
             if (n->gpus[i].mem_bytes) {
                 cr_sched_gpu_type_set_mem(pl->s, type, n->gpus[i].mem_bytes);
             }
             bool mig = n->gpus[i].mig != NULL;
-            if (mig && mig_geometry(n->gpus[i].model, &cs, &ms)) {
-                cr_sched_gpu_type_set_mig(pl->s, type, cs, ms);
+            const cr_mig_geom *geom = mig ? cr_gpufacts_mig(n->gpus[i].model) : NULL;
+            if (geom) {
+                cr_sched_gpu_type_set_mig(pl->s, type, geom->compute_slices, geom->mem_slices);
             } else {
                 mig = false;
             }
@@ -1526,6 +1512,7 @@ static void *sched_main(void *arg)
         }
         pthread_mutex_unlock(&c->mu);
         ctl_nodes_tick(c, now);
+        ctl_nodes_reclaims(c);
         ctl_services_tick(c, now);
         ctl_audit_tick(c, now);
         ctl_state_tick(c, now);

@@ -44,10 +44,18 @@
 #define PORT_BASE  30000
 #define PORT_SPAN  30000
 #define SPREAD_NS  (10 * CR_NS_PER_SEC) /* a spread replica not placed by then goes anywhere */
+/* Rolling update: a replica of the new spec stands for an old one once it
+ * has been serving (running, its port reported) this long, time for the
+ * gateways to see and probe it; one replica above the wanted count at a
+ * time (the surge). */
+#define ROLL_READY_NS (2 * CR_NS_PER_SEC)
+#define ROLL_SURGE    1
 
 typedef struct replica {
     int64_t job;      /* replica job id */
     int64_t drain_ns; /* monotonic time it left the endpoints; 0 = serving */
+    int64_t ready_ns; /* monotonic time it was first seen serving; 0 = not yet */
+    int32_t gen;      /* the service generation (spec) it was made from */
 } replica;
 
 struct ctl_service {
@@ -71,6 +79,8 @@ struct ctl_service {
     int64_t report_ns;             /* wall time of the last report */
     int64_t last_decide_mono;
     int64_t spread_off_mono; /* spreading gave up until then (a replica found no other node) */
+    int32_t gen;             /* generation of the spec: +1 at each update (rolling) */
+    bool rolling;            /* replicas of an older generation still serve */
     bool deleted;            /* DELETE: draining to zero, then gone */
     bool creating;           /* POST: its row is being stored; not served or reconciled yet */
     void *as;                /* cr_autoscaler, or NULL */
@@ -419,6 +429,8 @@ static json_t *svc_json(ctl *c, ctl_service *s, bool detail)
     json_object_set_new(v, "max_replicas", json_integer(s->max));
     json_object_set_new(v, "ready_path", json_string(s->ready_path));
     json_object_set_new(v, "desired_replicas", json_integer(s->desired));
+    json_object_set_new(v, "generation", json_integer(s->gen));
+    json_object_set_new(v, "rolling", json_boolean(s->rolling));
     json_object_del(v, "replicas");
     json_t *reps = json_array();
     int ready = 0;
@@ -430,12 +442,12 @@ static json_t *svc_json(ctl *c, ctl_service *s, bool detail)
         bool serving = j->state == JS_RUNNING && !s->reps[i].drain_ns && j->port;
         ready += serving;
         ctl_job_state shown = ctl_job_shown_state(j);
-        json_array_append_new(reps,
-                              json_pack("{s:I,s:s,s:s,s:i,s:b,s:b}", "job", (json_int_t)j->id,
-                                        "state", ctl_job_state_names[shown], "node",
-                                        j->nplace && !j->start_unstored ? j->place[0].node : "",
-                                        "port", j->port ? j->port : port_of(j->id), "ready",
-                                        serving, "draining", s->reps[i].drain_ns != 0));
+        json_array_append_new(
+            reps, json_pack("{s:I,s:s,s:s,s:i,s:b,s:b,s:i}", "job", (json_int_t)j->id, "state",
+                            ctl_job_state_names[shown], "node",
+                            j->nplace && !j->start_unstored ? j->place[0].node : "", "port",
+                            j->port ? j->port : port_of(j->id), "ready", serving, "draining",
+                            s->reps[i].drain_ns != 0, "generation", (int)s->reps[i].gen));
     }
     json_object_set_new(v, "replicas", reps);
     json_object_set_new(v, "ready_replicas", json_integer(ready));
@@ -457,6 +469,9 @@ static void svc_persist(cr_store_txn *txn, ctl_service *s)
     }
     if (s->created_ns) {
         json_object_set_new(doc, "created_ns", json_integer(s->created_ns));
+    }
+    if (s->gen) {
+        json_object_set_new(doc, "generation", json_integer(s->gen));
     }
     char *d = json_dumps(doc, JSON_COMPACT);
     cr_store_txn_put(txn, "service", s->store_key, d);
@@ -481,6 +496,7 @@ static void load_service(void *arg, const char *key, const char *doc)
     s->created_ns = (int64_t)json_integer_value(json_object_get(v, "created_ns"));
     s->desired = (int32_t)json_integer_value(json_object_get(v, "desired"));
     s->deleted = json_is_true(json_object_get(v, "deleted"));
+    s->gen = (int32_t)json_integer_value(json_object_get(v, "generation"));
     json_t *ev = json_object_get(v, "events");
     if (json_is_array(ev)) {
         json_decref(s->events);
@@ -508,7 +524,10 @@ int ctl_load_services(ctl *c)
         ctl_service *s = svc_find(c, j->tenant, svc);
         if (s) {
             CR_GROW(s->reps, s->nreps, s->capreps);
-            s->reps[s->nreps++] = (replica){.job = j->id, .drain_ns = 0};
+            s->reps[s->nreps++] = (replica){
+                .job = j->id,
+                .drain_ns = 0,
+                .gen = (int32_t)json_integer_value(json_object_get(j->spec, "service_gen"))};
         }
     }
     return 0;
@@ -594,6 +613,7 @@ static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now, 
     j->submit_ns = now;
     j->reason = cr_strdup("not yet considered");
     json_object_set_new(j->spec, "service", json_string(s->name));
+    json_object_set_new(j->spec, "service_gen", json_integer(s->gen));
     json_object_set_new(j->spec, "port", json_integer(port_of(id)));
     char why[160];
     snprintf(why, sizeof why, "replica of service %s (PORT %d)", s->name, port_of(id));
@@ -601,7 +621,7 @@ static void add_replica(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now, 
     ctl_job_insert(c, j);
     ctl_sched_add(c, id);
     CR_GROW(s->reps, s->nreps, s->capreps);
-    s->reps[s->nreps++] = (replica){.job = id, .drain_ns = 0};
+    s->reps[s->nreps++] = (replica){.job = id, .drain_ns = 0, .gen = s->gen};
 }
 
 /* Stop a replica job (cancel). mu held. */
@@ -658,7 +678,7 @@ static bool in_list(const char *list, const char *name)
 /* SPREAD_ONE with the exclude list in out, SPREAD_WAIT (add none now) or
  * SPREAD_NO (add as many as wanted, anywhere). mu held. */
 static int spread_exclude(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mono, char *out,
-                          size_t len)
+                          size_t len, bool this_gen)
 {
     if (json_is_true(json_object_get(s->spec, "pack")) || now_mono < s->spread_off_mono) {
         return SPREAD_NO;
@@ -669,8 +689,9 @@ static int spread_exclude(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now
     size_t used = 0;
     for (size_t i = 0; i < s->nreps; i++) {
         ctl_job *j = ctl_job_get(c, s->reps[i].job);
-        if (!j || ctl_job_terminal(j) || s->reps[i].drain_ns) {
-            continue;
+        if (!j || ctl_job_terminal(j) || s->reps[i].drain_ns ||
+            (this_gen && s->reps[i].gen != s->gen)) {
+            continue; /* (a rolling update spreads the new replicas among themselves) */
         }
         if (j->nplace == 0) {
             /* It waits for a node: no other is added until it has one. */
@@ -716,6 +737,72 @@ static int spread_exclude(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now
     return SPREAD_NO;
 }
 
+/*
+ * A rolling update (POST /v1/services/{name}/update: a new spec, one
+ * generation up): while replicas of an older generation serve, replicas of
+ * the new one are added, at most ROLL_SURGE above the wanted count, spread
+ * among themselves; each one that has served ROLL_READY_NS drains an old
+ * one (the oldest first: it leaves the endpoints, its requests in flight
+ * finish, DRAIN_NS later it is stopped), so the ready count never drops
+ * below what is wanted. Returns false when no old replica serves (then
+ * the usual reconcile runs). mu held.
+ */
+static bool roll(ctl *c, cr_store_txn *txn, ctl_service *s, int32_t want, int64_t now_mono)
+{
+    int32_t olds = 0, news = 0, ready = 0;
+    for (size_t i = 0; i < s->nreps; i++) {
+        if (s->reps[i].drain_ns) {
+            continue;
+        }
+        if (s->reps[i].gen != s->gen) {
+            olds++;
+        } else {
+            news++;
+            ready += s->reps[i].ready_ns && now_mono - s->reps[i].ready_ns >= ROLL_READY_NS;
+        }
+    }
+    if (olds == 0) {
+        if (s->rolling) {
+            s->rolling = false;
+            char why[120];
+            snprintf(why, sizeof why, "every replica runs generation %d", (int)s->gen);
+            svc_event(s, "rolled-out", why);
+        }
+        return false;
+    }
+    s->rolling = true;
+    if (news < want && news + olds < want + ROLL_SURGE) {
+        char exclude[1024] = "";
+        int spread = spread_exclude(c, txn, s, now_mono, exclude, sizeof exclude, true);
+        if (spread != SPREAD_WAIT) {
+            add_replica(c, txn, s, cr_now_ns(), spread == SPREAD_ONE ? exclude : NULL);
+        }
+    }
+    int32_t keep = want - ready;
+    keep = keep < 0 ? 0 : keep;
+    while (olds > keep) {
+        size_t pick = s->nreps;
+        for (size_t i = 0; i < s->nreps; i++) {
+            if (!s->reps[i].drain_ns && s->reps[i].gen != s->gen &&
+                (pick == s->nreps || s->reps[i].job < s->reps[pick].job)) {
+                pick = i;
+            }
+        }
+        if (pick == s->nreps) {
+            break;
+        }
+        ctl_job *j = ctl_job_get(c, s->reps[pick].job);
+        if (j && ctl_job_shown_state(j) != JS_RUNNING) {
+            stop_replica(c, txn, s, j, "rolling update: an old replica not serving yet");
+            s->reps[pick] = s->reps[--s->nreps];
+        } else {
+            s->reps[pick].drain_ns = now_mono;
+        }
+        olds--;
+    }
+    return true;
+}
+
 static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mono)
 {
     int64_t now = cr_now_ns();
@@ -739,11 +826,19 @@ static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
     int32_t serving = 0;
     for (size_t i = 0; i < s->nreps; i++) {
         serving += s->reps[i].drain_ns == 0;
+        ctl_job *j = ctl_job_get(c, s->reps[i].job);
+        if (!s->reps[i].ready_ns && !s->reps[i].drain_ns && j && j->state == JS_RUNNING &&
+            j->port && j->nplace > 0 && !j->start_unstored) {
+            s->reps[i].ready_ns = now_mono;
+        }
+    }
+    if (!s->deleted && roll(c, txn, s, want, now_mono)) {
+        goto drained;
     }
     char exclude[1024] = "";
     int spread = SPREAD_NO;
     if (serving < want) {
-        spread = spread_exclude(c, txn, s, now_mono, exclude, sizeof exclude);
+        spread = spread_exclude(c, txn, s, now_mono, exclude, sizeof exclude, false);
         serving = 0; /* it may have replaced one */
         for (size_t i = 0; i < s->nreps; i++) {
             serving += s->reps[i].drain_ns == 0;
@@ -788,6 +883,7 @@ static void reconcile(ctl *c, cr_store_txn *txn, ctl_service *s, int64_t now_mon
         }
         serving--;
     }
+drained:
     /* Drained long enough: stop. */
     for (size_t i = 0; i < s->nreps; i++) {
         if (s->reps[i].drain_ns && now_mono - s->reps[i].drain_ns >= DRAIN_NS) {
@@ -905,14 +1001,38 @@ static ctl_service *svc_lock_visible(ctl *c, cr_http_req *req, const cr_principa
 }
 
 /* A user change of a service, stored before it is applied (ctl_state.c). */
-enum { SVC_CREATE, SVC_SCALE, SVC_DELETE };
+enum { SVC_CREATE, SVC_SCALE, SVC_DELETE, SVC_UPDATE };
 typedef struct svc_change {
     char name[CTL_NAME_MAX];
     char tenant[CTL_NAME_MAX];
     int op; /* SVC_* */
     int32_t replicas;
+    int32_t gen;      /* SVC_UPDATE: the generation it makes */
+    ctl_service *upd; /* SVC_UPDATE: the new spec, parsed (owned) */
     char why[200];
 } svc_change;
+
+/* SVC_UPDATE: the new spec and what comes of it into s, one generation up;
+ * the replicas roll over (roll). mu held. */
+static void svc_take_update(ctl_service *s, svc_change *a)
+{
+    ctl_service *n = a->upd;
+    json_t *t = s->spec;
+    s->spec = n->spec;
+    n->spec = t;
+    t = s->job_req;
+    s->job_req = n->job_req;
+    n->job_req = t;
+    s->min = n->min;
+    s->max = n->max;
+    s->target_concurrency = n->target_concurrency;
+    s->target_p95_ms = n->target_p95_ms;
+    snprintf(s->ready_path, sizeof s->ready_path, "%s", n->ready_path);
+    s->desired = s->desired < s->min ? s->min : s->desired > s->max ? s->max : s->desired;
+    s->gen = a->gen;
+    autoscaler_setup(s);
+    svc_event(s, "updated", a->why);
+}
 
 /* The change on s (memory, or a copy to store: its events an array of its
  * own): desired/deleted and its event. */
@@ -937,7 +1057,7 @@ static void svc_apply(ctl_service *s, const svc_change *a, bool log)
 /* mu held; see ctl_commit_fn. */
 static json_t *svc_committed(ctl *c, void *argp, int status, unsigned *code)
 {
-    const svc_change *a = argp;
+    svc_change *a = argp;
     ctl_service *s = svc_find(c, a->tenant, a->name);
     if (a->op == SVC_CREATE) {
         if (!s || !s->creating) {
@@ -955,6 +1075,15 @@ static json_t *svc_committed(ctl *c, void *argp, int status, unsigned *code)
         }
         s->creating = false;
         *code = 201;
+    } else if (a->op == SVC_UPDATE) {
+        if (status != 0 || !s || s->deleted || s->creating || s->gen + 1 != a->gen) {
+            svc_free(a->upd); /* not stored, or another update came first */
+            a->upd = NULL;
+            return NULL;
+        }
+        svc_take_update(s, a);
+        svc_free(a->upd); /* (now holding the old spec) */
+        a->upd = NULL;
     } else {
         if (status != 0 || !s || s->deleted || s->creating) {
             return NULL;
@@ -1083,6 +1212,90 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* POST /v1/services/{name}/update: the body as for a create (its name, if
+ * given, the same); stored one generation up, then the replicas roll. */
+static void svc_update(ctl *c, cr_http_req *req, const cr_principal *p, const char *name)
+{
+    size_t len;
+    const char *body = cr_http_body(req, &len);
+    json_t *v = NULL;
+    cr_json_err err;
+    ctl_service *n = NULL;
+    if (cr_json_parse_object(body, len, &v, &err) != 0) {
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    const char *bn = json_string_value(json_object_get(v, "name"));
+    if (json_object_get(v, "name") && (!bn || strcmp(bn, name) != 0)) {
+        json_decref(v);
+        ctl_reply_err(req, 400, CR_EINVAL, "name",
+                      "field 'name': an update keeps the service's name ('%s')", name);
+        return;
+    }
+    if (!bn) {
+        json_object_set_new(v, "name", json_string(name));
+    }
+    if (json_object_get(v, "tenant")) {
+        json_decref(v);
+        ctl_reply_err(req, 400, CR_EINVAL, "tenant", "field 'tenant': an update keeps the tenant");
+        return;
+    }
+    if (svc_parse(v, &n, &err) != 0) {
+        json_decref(v);
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    json_decref(v);
+    if (p->role == CR_ROLE_USER &&
+        json_integer_value(json_object_get(n->job_req, "priority")) > 0) {
+        svc_free(n);
+        ctl_reply_err(req, 403, CR_EPERM, "priority",
+                      "field 'priority': only an admin may run services above 0");
+        return;
+    }
+    ctl_service *s = svc_lock_visible(c, req, p, name);
+    if (!s) {
+        svc_free(n);
+        return;
+    }
+    cr_json_err cerr;
+    if (ctl_ctr_check_tenant(&c->cfg, s->tenant, n->job_req, &cerr) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        svc_free(n);
+        ctl_reply_err(req, 403, cerr.code, cerr.field, "%s", cerr.message);
+        return;
+    }
+    if (s->deleted || s->creating) {
+        pthread_mutex_unlock(&c->mu);
+        svc_free(n);
+        ctl_reply_err(req, 409, CR_ECONFLICT, NULL, "service '%s' is being %s", name,
+                      s->deleted ? "deleted" : "created");
+        return;
+    }
+    svc_change *a = cr_calloc(1, sizeof *a);
+    snprintf(a->name, sizeof a->name, "%s", s->name);
+    snprintf(a->tenant, sizeof a->tenant, "%s", s->tenant);
+    a->op = SVC_UPDATE;
+    a->gen = s->gen + 1;
+    a->upd = n;
+    snprintf(a->why, sizeof a->why, "by token '%s': generation %d, rolling %zu replicas", p->name,
+             (int)a->gen, s->nreps);
+    /* Stored first (the row of the new spec, one generation up). */
+    ctl_service tmp = *s;
+    tmp.spec = n->spec;
+    tmp.gen = a->gen;
+    tmp.events = json_copy(s->events);
+    char t[64];
+    json_array_append_new(tmp.events,
+                          json_pack("{s:s,s:s,s:s}", "time", ctl_time_str(cr_now_ns(), t, sizeof t),
+                                    "what", "updated", "why", a->why));
+    cr_store_txn *txn = cr_store_txn_new();
+    svc_persist(txn, &tmp);
+    json_decref(tmp.events);
+    ctl_state_commit_apply(c, txn, req, svc_committed, a);
+    pthread_mutex_unlock(&c->mu);
+}
+
 static void svc_endpoints(ctl *c, cr_http_req *req, const cr_principal *p, const char *name)
 {
     const char *qv = cr_http_query(req, "version");
@@ -1149,6 +1362,11 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
     if (nseg == 4 && strcmp(seg[3], "endpoints") == 0 && strcmp(m, "GET") == 0) {
         cr_http_set_route(req, "/v1/services/{name}/endpoints");
         svc_endpoints(c, req, p, name);
+        return;
+    }
+    if (nseg == 4 && strcmp(seg[3], "update") == 0 && strcmp(m, "POST") == 0) {
+        cr_http_set_route(req, "/v1/services/{name}/update");
+        svc_update(c, req, p, name);
         return;
     }
     bool show = nseg == 3 && strcmp(m, "GET") == 0;

@@ -9,12 +9,14 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_log.h"
+#include "cr_opt.h"
 #include "cr_parse.h"
 #include "cr_time.h"
 
 #include <getopt.h>
 #include <jansson.h>
 #include <netdb.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -242,25 +244,110 @@ static int json_err(const char *path, const char *field, const char *msg)
     return CR_EINVAL;
 }
 
-static int json_dur(json_t *v, const char *path, const char *field, int64_t *out)
+#define GW_S   (365 * 86400 * CR_NS_PER_SEC) /* the longest duration: a year */
+#define OFF(m) offsetof(gw_conf, m)
+
+/*
+ * Every option of the gateway, flag and config member, in --help order
+ * (docs/gateway.md "Running it" lists the same flags: tests/common holds
+ * them against each other). Rows of type CR_OPT_CUSTOM, and the flags
+ * marked flag_by_role, are parsed below in flag_custom and value_custom.
+ */
+static const cr_opt gw_opts[] = {
+    {"--listen", "listen", CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "ADDR:PORT",
+     "where clients connect (default 127.0.0.1:8630)", NULL, false},
+    {"--service", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "NAME[=H:P,..]",
+     "a service and its static endpoints (repeatable); without them, the\n"
+     "controller gives its endpoints",
+     NULL, false},
+    {NULL, "services", CR_OPT_CUSTOM, 0, 0, 0, 0, 0, NULL, NULL, NULL, false},
+    {"--config", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "FILE",
+     "JSON config (see docs/gateway.md); SIGHUP reloads its services", NULL, false},
+    {"--controller", "controller", CR_OPT_STRDUP, OFF(controller), 0, 0, 0, 0, "URL[,URL...]",
+     "long-poll endpoints from the controller (several: an HA trio)", NULL, true},
+    {"--token", "token", CR_OPT_STRDUP, OFF(token), 0, 0, 0, 0, "T",
+     "bearer token for the controller (visible in ps: prefer\n"
+     "--token-file, CORRAL_TOKEN or CORRAL_TOKEN_FILE)",
+     NULL, false},
+    {"--token-file", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "FILE", "file holding the bearer token",
+     NULL, false},
+    {"--ca-file", "ca_file", CR_OPT_STRDUP, OFF(ca_file), 0, 0, 0, 0, "FILE",
+     "PEM CA bundle to verify an https:// controller", NULL, true},
+    {"--max-inflight", "max_inflight", CR_OPT_I32, OFF(max_inflight), 1, 1000000, 0, 0, "N",
+     "requests per replica before 503 (default 256)", NULL, false},
+    {"--hold", "hold_max", CR_OPT_I32, OFF(hold_max), 0, 100000, 0, 0, "N",
+     "requests held per service at zero ready replicas\n(default 100; 0: answer 503)", NULL, false},
+    {"--hold-timeout", "hold_timeout_s", CR_OPT_DUR, OFF(hold_timeout_ns), 0, GW_S, 0, 0, "DUR",
+     "how long a held request waits (default 30s)", NULL, false},
+    {"--retry-after", "retry_after_s", CR_OPT_I32, OFF(retry_after_s), 0, 3600, 0, 0, "S",
+     "Retry-After of a 503 (default 1)", NULL, false},
+    {"--retries", "retries", CR_OPT_I32, OFF(retries), 0, 10, 0, 0, "N",
+     "retries after connection failures (default 2)", NULL, false},
+    {"--connect-timeout", "connect_timeout_s", CR_OPT_DUR, OFF(connect_timeout_ns), 0, GW_S, 0, 0,
+     "DUR", "backend connect timeout (default 2s)", NULL, false},
+    {"--upstream-timeout", "upstream_timeout_s", CR_OPT_DUR, OFF(upstream_timeout_ns), 0, GW_S, 0,
+     0, "DUR", "backend silence mid-response (default 300s)", NULL, false},
+    {"--idle-timeout", "idle_timeout_s", CR_OPT_DUR, OFF(client_idle_ns), 0, GW_S, 0, 0, "DUR",
+     "idle keep-alive client (default 60s)", NULL, false},
+    {"--header-timeout", "header_timeout_s", CR_OPT_DUR, OFF(header_timeout_ns), 0, GW_S, 0, 0,
+     "DUR", "first byte to the end of a request head (default 10s)", NULL, false},
+    {"--body-timeout", "body_timeout_s", CR_OPT_DUR, OFF(body_timeout_ns), 0, GW_S, 0, 0, "DUR",
+     "request body silence before 408 (default 30s)", NULL, false},
+    {"--probe-interval", "probe_interval_s", CR_OPT_DUR, OFF(probe_interval_ns), 0, GW_S, 0, 0,
+     "DUR", "health checks of down replicas (default 500ms)", NULL, false},
+    {"--report-interval", "report_interval_s", CR_OPT_DUR, OFF(report_interval_ns), 0, GW_S, 0, 0,
+     "DUR", "load reports to the controller (default 2s)", NULL, false},
+    {"--ready-path", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "PATH",
+     "readiness path of static services (default /health)", NULL, false},
+    {"--scrape", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, NULL,
+     "scrape replicas' /metrics for vLLM load signals", NULL, false},
+    {"--max-clients", "max_clients", CR_OPT_I32, OFF(max_clients), 1, 1000000, 0, 0, "N",
+     "client connections open at once (default 16384, and at\nmost (RLIMIT_NOFILE - 64) / 2)", NULL,
+     false},
+    {"--shutdown-grace", "shutdown_grace_s", CR_OPT_DUR, OFF(shutdown_grace_ns), 0, GW_S, 0, 0,
+     "DUR", "on SIGTERM, time for in-flight requests (default 30s)", NULL, false},
+    {"--seed", NULL, CR_OPT_U64, OFF(seed), 0, INT64_MAX, 0, 0, "N", "RNG seed of the peer choice",
+     "must be an integer >= 0", false},
+    {"--require-keys", "require_keys", CR_OPT_SET, OFF(require_keys), 1, 0, 0, 0, NULL,
+     "clients need an API key (Authorization: Bearer crk_...;\n"
+     "default: on with --controller, off without)",
+     NULL, false},
+    {"--no-require-keys", NULL, CR_OPT_SET, OFF(require_keys), 0, 0, 0, 0, NULL,
+     "clients need no API key", NULL, false},
+    {"--max-body", "max_body_bytes", CR_OPT_I64, OFF(max_body_bytes), 1024, 64 * 1024 * 1024, 0, 0,
+     "BYTES", "bodies of model-routed requests, read whole (default 1 MiB)", NULL, true},
+    {"--balance", "balance", CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "prefix|p2c",
+     "model-routed requests: prompt-prefix affinity with bounded load\n"
+     "(default prefix) or least outstanding of two (p2c)",
+     NULL, false},
+};
+#define GW_NOPTS (sizeof gw_opts / sizeof gw_opts[0])
+
+const cr_opt *gw_conf_opts(size_t *n)
 {
-    if (!json_is_number(v) || json_number_value(v) < 0 || json_number_value(v) > 86400.0 * 365) {
-        return json_err(path, field, "must be a number of seconds >= 0");
-    }
-    *out = (int64_t)(json_number_value(v) * 1e9);
-    return 0;
+    *n = GW_NOPTS;
+    return gw_opts;
 }
 
-static int json_int64(json_t *v, const char *path, const char *field, int64_t lo, int64_t hi,
-                      int64_t *out)
+/* A JSON value as cr_opt reads config values. */
+static cr_opt_value opt_value(const json_t *v)
 {
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
-        char msg[96];
-        snprintf(msg, sizeof msg, "must be an integer %lld..%lld", (long long)lo, (long long)hi);
-        return json_err(path, field, msg);
+    cr_opt_value o = {.kind = CR_OPT_V_OTHER};
+    if (json_is_integer(v)) {
+        o.kind = CR_OPT_V_INT;
+        o.i = json_integer_value(v);
+        o.d = (double)o.i;
+    } else if (json_is_real(v)) {
+        o.kind = CR_OPT_V_REAL;
+        o.d = json_real_value(v);
+    } else if (json_is_string(v)) {
+        o.kind = CR_OPT_V_STR;
+        o.s = json_string_value(v);
+    } else if (json_is_boolean(v)) {
+        o.kind = CR_OPT_V_BOOL;
+        o.b = json_is_true(v);
     }
-    *out = json_integer_value(v);
-    return 0;
+    return o;
 }
 
 static int json_int(json_t *v, const char *path, const char *field, int64_t lo, int64_t hi,
@@ -390,6 +477,37 @@ int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *c
     return load_root(root, name, c);
 }
 
+/* The config members the table leaves to the gateway: listen, balance,
+ * services. */
+static int value_custom(gw_conf *c, const char *key, json_t *v, const char *path)
+{
+    if (strcmp(key, "listen") == 0) {
+        if (!json_is_string(v) || parse_listen(json_string_value(v), c, "listen") != 0) {
+            return json_err(path, key, "must be \"ADDR:PORT\"");
+        }
+    } else if (strcmp(key, "balance") == 0) {
+        const char *b = json_string_value(v);
+        if (!b || (strcmp(b, "prefix") != 0 && strcmp(b, "p2c") != 0)) {
+            return json_err(path, key, "must be \"prefix\" or \"p2c\"");
+        }
+        c->prefix_affinity = strcmp(b, "prefix") == 0;
+    } else {
+        if (!json_is_array(v)) {
+            return json_err(path, key, "must be an array of objects");
+        }
+        size_t i;
+        json_t *sv;
+        json_array_foreach(v, i, sv)
+        {
+            int rc = load_service(sv, i, path, c);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+
 /* Takes root. */
 static int load_root(json_t *root, const char *path, gw_conf *c)
 {
@@ -405,81 +523,17 @@ static int load_root(json_t *root, const char *path, gw_conf *c)
     json_t *v;
     json_object_foreach(root, key, v)
     {
-        if (strcmp(key, "listen") == 0) {
-            if (!json_is_string(v) || parse_listen(json_string_value(v), c, "listen") != 0) {
-                rc = json_err(path, key, "must be \"ADDR:PORT\"");
-                goto out;
-            }
-        } else if (strcmp(key, "controller") == 0 || strcmp(key, "token") == 0 ||
-                   strcmp(key, "ca_file") == 0) {
-            if (!json_is_string(v)) {
-                rc = json_err(path, key, "must be a string");
-                goto out;
-            }
-            char **dst = strcmp(key, "controller") == 0 ? &c->controller
-                         : strcmp(key, "token") == 0    ? &c->token
-                                                        : &c->ca_file;
-            free(*dst);
-            *dst = cr_strdup(json_string_value(v));
-        } else if (strcmp(key, "max_inflight") == 0) {
-            rc = json_int(v, path, key, 1, 1000000, &c->max_inflight);
-        } else if (strcmp(key, "require_keys") == 0) {
-            if (!json_is_boolean(v)) {
-                rc = json_err(path, key, "must be true or false");
-                goto out;
-            }
-            c->require_keys = json_is_true(v);
-        } else if (strcmp(key, "balance") == 0) {
-            const char *b = json_string_value(v);
-            if (!b || (strcmp(b, "prefix") != 0 && strcmp(b, "p2c") != 0)) {
-                rc = json_err(path, key, "must be \"prefix\" or \"p2c\"");
-                goto out;
-            }
-            c->prefix_affinity = strcmp(b, "prefix") == 0;
-        } else if (strcmp(key, "max_body_bytes") == 0) {
-            rc = json_int64(v, path, key, 1024, 64 * 1024 * 1024, &c->max_body_bytes);
-        } else if (strcmp(key, "max_clients") == 0) {
-            rc = json_int(v, path, key, 1, 1000000, &c->max_clients);
-        } else if (strcmp(key, "hold_max") == 0) {
-            rc = json_int(v, path, key, 0, 100000, &c->hold_max);
-        } else if (strcmp(key, "retry_after_s") == 0) {
-            rc = json_int(v, path, key, 0, 3600, &c->retry_after_s);
-        } else if (strcmp(key, "retries") == 0) {
-            rc = json_int(v, path, key, 0, 10, &c->retries);
-        } else if (strcmp(key, "hold_timeout_s") == 0) {
-            rc = json_dur(v, path, key, &c->hold_timeout_ns);
-        } else if (strcmp(key, "connect_timeout_s") == 0) {
-            rc = json_dur(v, path, key, &c->connect_timeout_ns);
-        } else if (strcmp(key, "upstream_timeout_s") == 0) {
-            rc = json_dur(v, path, key, &c->upstream_timeout_ns);
-        } else if (strcmp(key, "idle_timeout_s") == 0) {
-            rc = json_dur(v, path, key, &c->client_idle_ns);
-        } else if (strcmp(key, "header_timeout_s") == 0) {
-            rc = json_dur(v, path, key, &c->header_timeout_ns);
-        } else if (strcmp(key, "body_timeout_s") == 0) {
-            rc = json_dur(v, path, key, &c->body_timeout_ns);
-        } else if (strcmp(key, "probe_interval_s") == 0) {
-            rc = json_dur(v, path, key, &c->probe_interval_ns);
-        } else if (strcmp(key, "shutdown_grace_s") == 0) {
-            rc = json_dur(v, path, key, &c->shutdown_grace_ns);
-        } else if (strcmp(key, "report_interval_s") == 0) {
-            rc = json_dur(v, path, key, &c->report_interval_ns);
-        } else if (strcmp(key, "services") == 0) {
-            if (!json_is_array(v)) {
-                rc = json_err(path, key, "must be an array of objects");
-                goto out;
-            }
-            size_t i;
-            json_t *sv;
-            json_array_foreach(v, i, sv)
-            {
-                rc = load_service(sv, i, path, c);
-                if (rc != 0) {
-                    goto out;
-                }
+        const cr_opt *o = cr_opt_by_key(gw_opts, GW_NOPTS, key);
+        char why[128];
+        if (!o) {
+            rc = json_err(path, key, "unknown member");
+        } else if (o->type != CR_OPT_CUSTOM) {
+            cr_opt_value ov = opt_value(v);
+            if (cr_opt_set_value(o, c, &ov, why, sizeof why) != 0) {
+                rc = json_err(path, key, why);
             }
         } else {
-            rc = json_err(path, key, "unknown member");
+            rc = value_custom(c, key, v, path);
         }
         if (rc != 0) {
             goto out;
@@ -492,81 +546,65 @@ out:
 
 static void usage(FILE *f)
 {
-    fprintf(
-        f, "usage: corral gateway --listen ADDR:PORT [options]\n"
-           "\n"
-           "  --listen ADDR:PORT          where clients connect (default 127.0.0.1:8630)\n"
-           "  --service NAME=H:P[,H:P..]  a service and its static endpoints (repeatable)\n"
-           "  --service NAME              a service whose endpoints come from the controller\n"
-           "  --config FILE               JSON config (see docs/gateway.md); SIGHUP reloads "
-           "its services\n"
-           "  --controller URL[,URL...]   long-poll endpoints from the controller (several: an HA "
-           "trio)\n"
-           "  --token T                   bearer token for the controller (visible in ps: prefer\n"
-           "                              --token-file, CORRAL_TOKEN or CORRAL_TOKEN_FILE)\n"
-           "  --token-file FILE           file holding the bearer token\n"
-           "  --ca-file FILE              PEM CA bundle to verify an https:// controller\n"
-           "  --max-inflight N            requests per replica before 503 (default 256)\n"
-           "  --hold N                    requests held per service at zero ready replicas "
-           "(default 100; 0: answer 503)\n"
-           "  --hold-timeout DUR          how long a held request waits (default 30s)\n"
-           "  --retry-after S             Retry-After of a 503 (default 1)\n"
-           "  --retries N                 retries after connection failures (default 2)\n"
-           "  --connect-timeout DUR       backend connect timeout (default 2s)\n"
-           "  --upstream-timeout DUR      backend silence mid-response (default 300s)\n"
-           "  --idle-timeout DUR          idle keep-alive client (default 60s)\n"
-           "  --header-timeout DUR        first byte to the end of a request head (default 10s)\n"
-           "  --body-timeout DUR          request body silence before 408 (default 30s)\n"
-           "  --probe-interval DUR        health checks of down replicas (default 500ms)\n"
-           "  --report-interval DUR       load reports to the controller (default 2s)\n"
-           "  --ready-path PATH           readiness path of static services (default /health)\n"
-           "  --scrape                    scrape replicas' /metrics for vLLM load signals\n"
-           "  --max-clients N             client connections open at once (default 16384, "
-           "and at most (RLIMIT_NOFILE - 64) / 2)\n"
-           "  --shutdown-grace DUR        on SIGTERM, time for in-flight requests (default 30s)\n"
-           "  --seed N                    RNG seed of the peer choice\n"
-           "  --require-keys, --no-require-keys\n"
-           "                              clients need an API key (Authorization: Bearer crk_...;\n"
-           "                              default: on with --controller, off without)\n"
-           "  --max-body BYTES            bodies of model-routed requests, read whole (default "
-           "1 MiB)\n"
-           "  --balance prefix|p2c        model-routed requests: prompt-prefix affinity with "
-           "bounded load\n"
-           "                              (default prefix) or least outstanding of two (p2c)\n");
+    fputs("usage: corral gateway --listen ADDR:PORT [options]\n\n", f);
+    cr_opt_help(f, gw_opts, GW_NOPTS, 28);
 }
 
-static int dur_flag(const char *flag, const char *arg, int64_t *out)
+/* What flags leave for after the loop: they apply to every service. */
+typedef struct flag_state {
+    const char *ready_path; /* --ready-path, borrowed from argv */
+    bool scrape;            /* --scrape */
+} flag_state;
+
+/* The flags the table leaves to the gateway (CR_OPT_CUSTOM rows and those
+ * with flag_by_role). */
+static int flag_custom(gw_conf *c, const char *flag, const char *arg, flag_state *st)
 {
-    if (cr_duration_parse(arg, out) != 0 || *out < 0) {
-        /* Also accept "250ms". */
-        size_t n = strlen(arg);
-        int64_t ms;
-        if (n > 2 && strcmp(arg + n - 2, "ms") == 0) {
-            char tmp[32];
-            if (n - 2 < sizeof tmp) {
-                memcpy(tmp, arg, n - 2);
-                tmp[n - 2] = '\0';
-                if (cr_parse_i64(tmp, 0, INT64_C(86400000), &ms) == 0) {
-                    *out = ms * CR_NS_PER_MS;
-                    return 0;
-                }
-            }
+    if (strcmp(flag, "--listen") == 0) {
+        return parse_listen(arg, c, "--listen");
+    } else if (strcmp(flag, "--service") == 0) {
+        return parse_service_flag(c, arg);
+    } else if (strcmp(flag, "--config") == 0) {
+        return 0; /* read before the other flags */
+    } else if (strcmp(flag, "--controller") == 0) {
+        if (strncmp(arg, "http://", 7) != 0 && strncmp(arg, "https://", 8) != 0) {
+            fprintf(stderr, "corral gateway: --controller: want an http(s):// URL, got '%s'\n",
+                    arg);
+            return CR_EINVAL;
         }
-        fprintf(stderr, "corral gateway: %s: bad duration '%s' (e.g. 30s, 500ms, 2m)\n", flag, arg);
-        return CR_EINVAL;
+        free(c->controller);
+        c->controller = cr_strdup(arg);
+    } else if (strcmp(flag, "--token-file") == 0) {
+        return token_from_file(c, arg, "--token-file");
+    } else if (strcmp(flag, "--ca-file") == 0) {
+        if (access(arg, R_OK) != 0) {
+            fprintf(stderr, "corral gateway: --ca-file: cannot read '%s'\n", arg);
+            return CR_EINVAL;
+        }
+        free(c->ca_file);
+        c->ca_file = cr_strdup(arg);
+    } else if (strcmp(flag, "--ready-path") == 0) {
+        if (arg[0] != '/' || strlen(arg) >= 256 || strpbrk(arg, " \r\n")) {
+            fprintf(stderr, "corral gateway: --ready-path: must start with '/', got '%s'\n", arg);
+            return CR_EINVAL;
+        }
+        st->ready_path = arg;
+    } else if (strcmp(flag, "--scrape") == 0) {
+        st->scrape = true;
+    } else if (strcmp(flag, "--balance") == 0) {
+        if (strcmp(arg, "prefix") != 0 && strcmp(arg, "p2c") != 0) {
+            fprintf(stderr, "corral gateway: --balance: '%s': want prefix or p2c\n", arg);
+            return CR_EINVAL;
+        }
+        c->prefix_affinity = strcmp(arg, "prefix") == 0;
+    } else { /* --max-body */
+        int64_t b = 0;
+        if (cr_parse_bytes(arg, &b) != 0 || b < 1024 || b > 64 * 1024 * 1024) {
+            fprintf(stderr, "corral gateway: --max-body: '%s': want 1KiB..64MiB\n", arg);
+            return CR_EINVAL;
+        }
+        c->max_body_bytes = b;
     }
-    return 0;
-}
-
-static int int_flag(const char *flag, const char *arg, int64_t lo, int64_t hi, int32_t *out)
-{
-    int64_t v;
-    if (cr_parse_i64(arg, lo, hi, &v) != 0) {
-        fprintf(stderr, "corral gateway: %s: must be an integer %lld..%lld, got '%s'\n", flag,
-                (long long)lo, (long long)hi, arg);
-        return CR_EINVAL;
-    }
-    *out = (int32_t)v;
     return 0;
 }
 
@@ -583,38 +621,18 @@ int cr_gateway_config_check(const char *path)
 int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
 {
     conf_defaults(c);
-    static const struct option opts[] = {
-        {"listen", required_argument, NULL, 'l'},
-        {"service", required_argument, NULL, 's'},
-        {"config", required_argument, NULL, 'c'},
-        {"controller", required_argument, NULL, 'C'},
-        {"token", required_argument, NULL, 't'},
-        {"max-inflight", required_argument, NULL, 'm'},
-        {"hold", required_argument, NULL, 'H'},
-        {"hold-timeout", required_argument, NULL, 'T'},
-        {"retry-after", required_argument, NULL, 'r'},
-        {"retries", required_argument, NULL, 'R'},
-        {"connect-timeout", required_argument, NULL, 1},
-        {"upstream-timeout", required_argument, NULL, 2},
-        {"idle-timeout", required_argument, NULL, 3},
-        {"probe-interval", required_argument, NULL, 4},
-        {"report-interval", required_argument, NULL, 5},
-        {"ready-path", required_argument, NULL, 6},
-        {"scrape", no_argument, NULL, 7},
-        {"seed", required_argument, NULL, 8},
-        {"shutdown-grace", required_argument, NULL, 9},
-        {"max-clients", required_argument, NULL, 10},
-        {"token-file", required_argument, NULL, 11},
-        {"ca-file", required_argument, NULL, 12},
-        {"header-timeout", required_argument, NULL, 13},
-        {"body-timeout", required_argument, NULL, 14},
-        {"require-keys", no_argument, NULL, 15},
-        {"no-require-keys", no_argument, NULL, 16},
-        {"max-body", required_argument, NULL, 17},
-        {"balance", required_argument, NULL, 18},
-        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
+    /* getopt's table, made from ours: a flag's val is 256 + its row. */
+    struct option opts[GW_NOPTS + 2];
+    size_t no = 0;
+    for (size_t i = 0; i < GW_NOPTS; i++) {
+        if (gw_opts[i].flag) {
+            opts[no++] = (struct option){gw_opts[i].flag + 2,
+                                         gw_opts[i].arg ? required_argument : no_argument, NULL,
+                                         256 + (int)i};
+        }
+    }
+    opts[no++] = (struct option){"help", no_argument, NULL, 'h'};
+    opts[no] = (struct option){NULL, 0, NULL, 0};
     /* The config file first, so flags override it. */
     for (int i = 1; i < argc - 1; i++) {
         if (strcmp(argv[i], "--config") == 0) {
@@ -624,148 +642,39 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
             }
         }
     }
-    const char *ready_path = NULL;
-    bool scrape = false;
+    flag_state st = {NULL, false};
     optind = 1;
     opterr = 0;
     int o;
-    int64_t seed;
     while ((o = getopt_long(argc, argv, ":h", opts, NULL)) != -1) {
         int rc = 0;
-        switch (o) {
-        case 'l':
-            rc = parse_listen(optarg, c, "--listen");
-            break;
-        case 's':
-            rc = parse_service_flag(c, optarg);
-            break;
-        case 'c':
-            break;
-        case 'C':
-            if (strncmp(optarg, "http://", 7) != 0 && strncmp(optarg, "https://", 8) != 0) {
-                fprintf(stderr, "corral gateway: --controller: want an http(s):// URL, got '%s'\n",
-                        optarg);
-                rc = CR_EINVAL;
-            } else {
-                free(c->controller);
-                c->controller = cr_strdup(optarg);
+        if (o >= 256) {
+            const cr_opt *row = &gw_opts[o - 256];
+            char why[128];
+            rc = cr_opt_set_flag(row, c, optarg, why, sizeof why);
+            if (rc == CR_ENOTSUP) {
+                rc = flag_custom(c, row->flag, optarg, &st);
+            } else if (rc != 0) {
+                fprintf(stderr, "corral gateway: %s: %s, got '%s'\n", row->flag, why,
+                        optarg ? optarg : "");
             }
-            break;
-        case 't':
-            free(c->token);
-            c->token = cr_strdup(optarg);
-            break;
-        case 11:
-            rc = token_from_file(c, optarg, "--token-file");
-            break;
-        case 12:
-            if (access(optarg, R_OK) != 0) {
-                fprintf(stderr, "corral gateway: --ca-file: cannot read '%s'\n", optarg);
-                rc = CR_EINVAL;
-            } else {
-                free(c->ca_file);
-                c->ca_file = cr_strdup(optarg);
-            }
-            break;
-        case 'm':
-            rc = int_flag("--max-inflight", optarg, 1, 1000000, &c->max_inflight);
-            break;
-        case 'H':
-            rc = int_flag("--hold", optarg, 0, 100000, &c->hold_max);
-            break;
-        case 'T':
-            rc = dur_flag("--hold-timeout", optarg, &c->hold_timeout_ns);
-            break;
-        case 'r':
-            rc = int_flag("--retry-after", optarg, 0, 3600, &c->retry_after_s);
-            break;
-        case 'R':
-            rc = int_flag("--retries", optarg, 0, 10, &c->retries);
-            break;
-        case 1:
-            rc = dur_flag("--connect-timeout", optarg, &c->connect_timeout_ns);
-            break;
-        case 2:
-            rc = dur_flag("--upstream-timeout", optarg, &c->upstream_timeout_ns);
-            break;
-        case 3:
-            rc = dur_flag("--idle-timeout", optarg, &c->client_idle_ns);
-            break;
-        case 4:
-            rc = dur_flag("--probe-interval", optarg, &c->probe_interval_ns);
-            break;
-        case 5:
-            rc = dur_flag("--report-interval", optarg, &c->report_interval_ns);
-            break;
-        case 6:
-            if (optarg[0] != '/' || strlen(optarg) >= 256 || strpbrk(optarg, " \r\n")) {
-                fprintf(stderr, "corral gateway: --ready-path: must start with '/', got '%s'\n",
-                        optarg);
-                rc = CR_EINVAL;
-            }
-            ready_path = optarg;
-            break;
-        case 7:
-            scrape = true;
-            break;
-        case 8:
-            if (cr_parse_i64(optarg, 0, INT64_MAX, &seed) != 0) {
-                fprintf(stderr, "corral gateway: --seed: must be an integer >= 0\n");
-                rc = CR_EINVAL;
-            } else {
-                c->seed = (uint64_t)seed;
-            }
-            break;
-        case 9:
-            rc = dur_flag("--shutdown-grace", optarg, &c->shutdown_grace_ns);
-            break;
-        case 10:
-            rc = int_flag("--max-clients", optarg, 1, 1000000, &c->max_clients);
-            break;
-        case 13:
-            rc = dur_flag("--header-timeout", optarg, &c->header_timeout_ns);
-            break;
-        case 14:
-            rc = dur_flag("--body-timeout", optarg, &c->body_timeout_ns);
-            break;
-        case 15:
-        case 16:
-            c->require_keys = o == 15;
-            break;
-        case 18:
-            if (strcmp(optarg, "prefix") != 0 && strcmp(optarg, "p2c") != 0) {
-                fprintf(stderr, "corral gateway: --balance: '%s': want prefix or p2c\n", optarg);
-                rc = CR_EINVAL;
-            }
-            c->prefix_affinity = strcmp(optarg, "prefix") == 0;
-            break;
-        case 17: {
-            int64_t b = 0;
-            if (cr_parse_bytes(optarg, &b) != 0 || b < 1024 || b > 64 * 1024 * 1024) {
-                fprintf(stderr, "corral gateway: --max-body: '%s': want 1KiB..64MiB\n", optarg);
-                rc = CR_EINVAL;
-            } else {
-                c->max_body_bytes = b;
-            }
-            break;
-        }
-        case 'h':
+        } else if (o == 'h') {
             usage(stdout);
             return 1;
-        case ':':
+        } else if (o == ':') {
             fprintf(stderr, "corral gateway: %s: needs a value\n", argv[optind - 1]);
             rc = CR_EINVAL;
-            break;
-        default:
+        } else {
             fprintf(stderr, "corral gateway: unknown flag '%s'\n", argv[optind - 1]);
             usage(stderr);
             rc = CR_EINVAL;
-            break;
         }
         if (rc != 0) {
             return CR_EINVAL;
         }
     }
+    const char *ready_path = st.ready_path;
+    bool scrape = st.scrape;
     if (optind < argc) {
         fprintf(stderr, "corral gateway: unexpected argument '%s'\n", argv[optind]);
         return CR_EINVAL;

@@ -26,7 +26,7 @@
 #define GW_INT_H
 
 #include "cr_buf.h"
-#include "cr_http.h"
+#include "cr_http_parse.h"
 #include "cr_rng.h"
 
 #include <netinet/in.h>
@@ -308,7 +308,14 @@ struct gw_key {
     int64_t bucket_ns;          /* when the bucket was last filled */
     int32_t active;             /* requests under way */
     uint64_t requests;          /* requests admitted */
-    uint64_t limited[2];        /* 429s: [0] requests/s, [1] concurrency */
+    uint64_t limited[4];        /* 429s: [0] requests/s, [1] concurrency, [2] tokens/min,
+                                 * [3] token budget spent */
+    int64_t tpm;                /* tokens per minute on this gateway; 0 none */
+    double tbucket;             /* tpm: tokens left in the minute's bucket (may go below 0) */
+    int64_t tbucket_ns;         /* when tbucket was last filled */
+    int64_t token_budget;       /* tokens in all, every gateway together; 0 none */
+    int64_t used_base;          /* the controller's count of the key's tokens, as published */
+    uint64_t used_local;        /* tokens this gateway counted since that publication */
     uint64_t prompt_tokens;     /* usage counted from the responses */
     uint64_t completion_tokens; /* ditto */
     uint64_t sent[3];           /* requests, prompt, completion already reported */
@@ -394,6 +401,9 @@ struct gw {
 
 /* gw_conf.c */
 int gw_conf_parse_args(int argc, char **argv, gw_conf *conf);
+/* The gateway's table of options (cr_opt.h): flags, config members, --help. */
+struct cr_opt;
+const struct cr_opt *gw_conf_opts(size_t *n);
 int gw_conf_load_file(const char *path, gw_conf *conf);
 /* The same from memory (name: for messages); for tests and fuzzing. */
 int gw_conf_load_text(const char *text, size_t len, const char *name, gw_conf *conf);

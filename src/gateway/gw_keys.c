@@ -140,6 +140,12 @@ int gw_ctl_parse_keys(const char *text, int64_t *version, gw_msg **out)
         json_int_t conc = json_integer_value(json_object_get(e, "concurrency"));
         k->concurrency = conc > 0 && conc < 1000000000 ? (int32_t)conc : 0;
         k->expires_ms = json_integer_value(json_object_get(e, "expires_at_ms"));
+        json_int_t tpm = json_integer_value(json_object_get(e, "tpm"));
+        k->tpm = tpm > 0 && tpm <= 1000000000 ? tpm : 0;
+        json_int_t budget = json_integer_value(json_object_get(e, "token_budget"));
+        k->token_budget = budget > 0 ? budget : 0;
+        json_int_t used = json_integer_value(json_object_get(e, "tokens_used"));
+        k->used_base = used > 0 ? used : 0;
         m->keys[m->key_count++] = k;
     }
     *version = json_integer_value(v);
@@ -178,6 +184,8 @@ void gw_keys_apply(gw *g, gw_msg *m)
             m->keys[j] = NULL;
             n->bucket = n->rps > 1 ? n->rps : 1;
             n->bucket_ns = g->now_ns;
+            n->tbucket = (double)n->tpm;
+            n->tbucket_ns = g->now_ns;
             continue;
         }
         memcpy(k->hash, n->hash, sizeof k->hash);
@@ -187,6 +195,18 @@ void gw_keys_apply(gw *g, gw_msg *m)
         k->rps = n->rps;
         k->concurrency = n->concurrency;
         k->expires_ms = n->expires_ms;
+        if (k->tpm != n->tpm) {
+            k->tpm = n->tpm;
+            k->tbucket = (double)n->tpm;
+            k->tbucket_ns = g->now_ns;
+        }
+        k->token_budget = n->token_budget;
+        if (k->used_base != n->used_base) {
+            /* a newer count from the controller (it holds what was
+             * reported, this gateway's too): count afresh from it */
+            k->used_base = n->used_base;
+            k->used_local = 0;
+        }
         k->revoked = false;
     }
     if (!g->keys_loaded) {
@@ -250,7 +270,8 @@ void gw_openai_error(gw_client *c, int status, int err, const char *type, const 
     free(nl);
 }
 
-/* A 429 with its Retry-After (whole seconds, at least 1). */
+/* A 429 with its Retry-After (whole seconds, at least 1; none for a spent
+ * budget, which no wait refills: OpenAI's insufficient_quota). */
 static void limited(gw_client *c, gw_key *k, int which, double wait_s, const char *msg)
 {
     k->limited[which]++;
@@ -258,10 +279,14 @@ static void limited(gw_client *c, gw_key *k, int which, double wait_s, const cha
     if (ra < 1) {
         ra = 1;
     }
-    char extra[64];
-    snprintf(extra, sizeof extra, "Retry-After: %d\r\n", ra);
-    json_t *v = json_pack("{s:{s:s,s:s,s:s,s:n}}", "error", "message", msg, "type",
-                          "rate_limit_error", "code", "rate_limit_exceeded", "param");
+    char extra[64] = "";
+    if (which != 3) {
+        snprintf(extra, sizeof extra, "Retry-After: %d\r\n", ra);
+    }
+    const char *code = which == 3 ? "insufficient_quota" : "rate_limit_exceeded";
+    json_t *v =
+        json_pack("{s:{s:s,s:s,s:s,s:n}}", "error", "message", msg, "type",
+                  which == 3 ? "insufficient_quota" : "rate_limit_error", "code", code, "param");
     char *body = json_dumps(v, JSON_COMPACT);
     json_decref(v);
     gw_client_local(c, 429, extra, body);
@@ -326,6 +351,26 @@ bool gw_key_admit(gw_client *c, const cr_http_msg *m)
     if (k->concurrency > 0 && k->active >= k->concurrency) {
         limited(c, k, 1, 1, "the API key is at its limit of concurrent requests");
         return false;
+    }
+    if (k->token_budget > 0 && k->used_base + (int64_t)k->used_local >= k->token_budget) {
+        limited(c, k, 3, 0, "the API key has spent its token budget");
+        return false;
+    }
+    if (k->tpm > 0) {
+        /* Tokens are known only once the answer is in: each answer's
+         * usage is taken from the bucket afterwards (it may go below
+         * zero), and a request is admitted while the bucket holds any. */
+        double rate = (double)k->tpm / 60.0;
+        k->tbucket += (double)(g->now_ns - k->tbucket_ns) / 1e9 * rate;
+        if (k->tbucket > (double)k->tpm) {
+            k->tbucket = (double)k->tpm;
+        }
+        k->tbucket_ns = g->now_ns;
+        if (k->tbucket <= 0) {
+            limited(c, k, 2, (1 - k->tbucket) / rate,
+                    "the API key is over its limit of tokens per minute");
+            return false;
+        }
     }
     if (k->rps > 0) {
         k->bucket -= 1;
@@ -614,6 +659,10 @@ void gw_usage_end(gw_client *c)
     if (gw_usage_parse(c->win, c->win_len, &p, &q) == 0) {
         c->key->prompt_tokens += p;
         c->key->completion_tokens += q;
+        c->key->used_local += p + q;
+        if (c->key->tpm > 0) {
+            c->key->tbucket -= (double)(p + q);
+        }
     }
     c->scan = false;
     c->win_len = 0;
@@ -684,13 +733,13 @@ void gw_keys_metrics(gw *g, cr_buf *o)
                    "key, by limit.\n# TYPE corral_gateway_key_limited_total counter\n");
     for (size_t i = 0; i < g->key_count; i++) {
         gw_key *k = g->keys[i];
-        for (int l = 0; l < 2; l++) {
+        static const char *const names[4] = {"rps", "concurrency", "tpm", "budget"};
+        for (int l = 0; l < 4; l++) {
             cr_buf_printf(
                 o,
                 "corral_gateway_key_limited_total{tenant=\"%s\",key=\"%lld\",limit=\"%s\"}"
                 " %llu\n",
-                k->tenant, (long long)k->id, l ? "concurrency" : "rps",
-                (unsigned long long)k->limited[l]);
+                k->tenant, (long long)k->id, names[l], (unsigned long long)k->limited[l]);
         }
     }
     cr_buf_puts(o, "# HELP corral_gateway_key_tokens_total Tokens per API key from the "

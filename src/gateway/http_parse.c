@@ -1,4 +1,4 @@
-#include "cr_http.h"
+#include "cr_http_parse.h"
 
 #include "cr_error.h"
 

@@ -3,6 +3,7 @@
 #include "cr_alloc.h"
 #include "cr_datadir.h"
 #include "cr_error.h"
+#include "cr_file.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
 #include "model_int.h"
@@ -57,42 +58,12 @@ const char *cr__model_data_path(const char *rel, char *buf, size_t len)
 int cr__model_read_file(const char *path, size_t max_bytes, char **out, size_t *out_len, char *err,
                         size_t err_len)
 {
-    int rc = 0;
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    int rc = cr_file_read(path, max_bytes, out, out_len);
+    if (rc == CR_ETOOBIG) {
+        cr__model_errf(err, err_len, "%s: larger than %zu bytes", path, max_bytes);
+    } else if (rc != 0) {
         cr__model_errf(err, err_len, "%s: %s", path, strerror(errno));
-        return CR_EIO;
     }
-    for (;;) {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 16384;
-            buf = cr_realloc(buf, cap + 1);
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (len > max_bytes) {
-            cr__model_errf(err, err_len, "%s: larger than %zu bytes", path, max_bytes);
-            rc = CR_ETOOBIG;
-            goto out;
-        }
-        if (n == 0) {
-            break;
-        }
-    }
-    if (ferror(f)) {
-        cr__model_errf(err, err_len, "%s: read error", path);
-        rc = CR_EIO;
-        goto out;
-    }
-    buf[len] = '\0';
-    *out = buf;
-    *out_len = len;
-    buf = NULL;
-out:
-    fclose(f);
-    free(buf);
     return rc;
 }
 

@@ -1,6 +1,7 @@
 #include "cr_mig.h"
 
 #include "cr_error.h"
+#include "cr_gpufacts.h"
 #include "model_int.h"
 
 #include <stdbool.h>
@@ -76,8 +77,7 @@ typedef struct family {
     const char *const *names; /* normalised model names and aliases */
     const cr_mig_profile *profiles;
     size_t count;
-    int compute_slices;
-    int mem_slices;
+    const cr_mig_geom *geom; /* slice totals (cr_gpufacts.h) */
 } family;
 
 static const char *const n_a100_80[] = {"a10080gbsxm", "a100", "a10080gbpcie", "a100pcie", NULL};
@@ -89,14 +89,15 @@ static const char *const n_b200[] = {"b200", NULL};
 static const char *const n_gb200[] = {"gb200nvl72", "gb200", NULL};
 static const char *const n_a30[] = {"a30", NULL};
 
-#define FAM(n, t, c, m)                                                                            \
+#define FAM(n, t, g)                                                                               \
     {                                                                                              \
-        n, t, sizeof(t) / sizeof((t)[0]), c, m                                                     \
+        n, t, sizeof(t) / sizeof((t)[0]), &(g)                                                     \
     }
 static const family families[] = {
-    FAM(n_a100_80, a100_80, 7, 8), FAM(n_a100_40, a100_40, 7, 8), FAM(n_h100_80, h100_80, 7, 8),
-    FAM(n_h100_94, h100_94, 7, 8), FAM(n_h200, h200, 7, 8),       FAM(n_b200, b200, 7, 8),
-    FAM(n_gb200, gb200, 7, 8),     FAM(n_a30, a30, 4, 4),
+    FAM(n_a100_80, a100_80, cr_mig_geom_7_8), FAM(n_a100_40, a100_40, cr_mig_geom_7_8),
+    FAM(n_h100_80, h100_80, cr_mig_geom_7_8), FAM(n_h100_94, h100_94, cr_mig_geom_7_8),
+    FAM(n_h200, h200, cr_mig_geom_7_8),       FAM(n_b200, b200, cr_mig_geom_7_8),
+    FAM(n_gb200, gb200, cr_mig_geom_7_8),     FAM(n_a30, a30, cr_mig_geom_4_4),
 };
 
 static const family *find_family(const char *model)
@@ -122,8 +123,8 @@ int cr_mig_geometry(const char *model, int *compute_slices, int *mem_slices)
     if (!f) {
         return CR_ENOENT;
     }
-    *compute_slices = f->compute_slices;
-    *mem_slices = f->mem_slices;
+    *compute_slices = f->geom->compute_slices;
+    *mem_slices = f->geom->mem_slices;
     return 0;
 }
 

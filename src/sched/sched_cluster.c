@@ -10,6 +10,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_gpufacts.h"
 #include "sched_int.h"
 
 /* The policies' tables, in cr_sched_policy order (sched_policy_*.c). */
@@ -297,9 +298,8 @@ int cr_sched_mig_profile_add(cr_sched *s, int type, const char *name, int comput
 }
 
 /*
- * The standard profiles. Geometry 7/8 (A100, H100, H200, B200): 1g on one
- * memory slice at 0..6, 1g on two slices at 0,2,4,6, 2g at 0,2,4, 3g at 0,4,
- * 4g at 0, 7g at 0. Geometry 4/4 (A30): 1g at 0..3, 2g at 0,2, 4g at 0.
+ * The standard profiles: the shapes of the geometry (cr_gpufacts.h: 7/8
+ * for A100, H100, H200, B200; 4/4 for A30).
  * Names follow NVIDIA's "<compute>g.<GB>gb" with GB = memory slices times
  * the type's memory / mem_slices, rounded (80 GB: 1g.10gb; 40 GB: 1g.5gb;
  * 24 GB A30: 1g.6gb), which is why profile names are resolved per type.
@@ -321,27 +321,15 @@ int cr_sched_gpu_type_set_mig(cr_sched *s, int type, int compute_slices, int mem
     CR_FREE(g->profs);
     g->nprof = 0;
     double slice_gb = (double)g->mem_bytes / 1e9 / mem_slices;
-    typedef struct {
-        int c, m;
-        uint32_t mask;
-    } std_prof;
-    static const std_prof g78[] = {{1, 1, 0x7f}, {1, 2, 0x55}, {2, 2, 0x15},
-                                   {3, 4, 0x11}, {4, 4, 0x01}, {7, 8, 0x01}};
-    static const std_prof g44[] = {{1, 1, 0x0f}, {2, 2, 0x05}, {4, 4, 0x01}};
-    const std_prof *tab = NULL;
-    size_t n = 0;
-    if (compute_slices == 7 && mem_slices == 8) {
-        tab = g78;
-        n = sizeof(g78) / sizeof(g78[0]);
-    } else if (compute_slices == 4 && mem_slices == 4) {
-        tab = g44;
-        n = sizeof(g44) / sizeof(g44[0]);
-    }
+    const cr_mig_geom *geom = cr_gpufacts_mig_geom(compute_slices, mem_slices);
+    size_t n = geom ? geom->nshapes : 0;
     for (size_t i = 0; i < n; i++) {
         char name[16];
-        long gb = slice_gb > 0 ? lround(slice_gb * tab[i].m) : tab[i].m;
-        snprintf(name, sizeof(name), "%dg.%ldgb", tab[i].c, gb);
-        (void)cr_sched_mig_profile_add(s, type, name, tab[i].c, tab[i].m, tab[i].mask);
+        const cr_mig_shape *sh = &geom->shapes[i];
+        long gb = slice_gb > 0 ? lround(slice_gb * sh->mem_slices) : sh->mem_slices;
+        snprintf(name, sizeof(name), "%dg.%ldgb", sh->compute_slices, gb);
+        (void)cr_sched_mig_profile_add(s, type, name, sh->compute_slices, sh->mem_slices,
+                                       sh->placement_mask);
     }
     return 0;
 }

@@ -24,6 +24,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_gpufacts.h"
 #include "cr_time.h"
 
 #include <math.h>
@@ -91,22 +92,9 @@ typedef struct engine {
 
 double cr__sim_default_power_w(const char *type)
 {
-    /* Board power (TDP) of common data-centre GPUs, from vendor datasheets
-     * (data/gpus/catalog.csv); K80 is per GK210 GPU, half the board. */
-    static const struct {
-        const char *prefix;
-        double w;
-    } tab[] = {
-        {"K80", 150}, {"P100", 250}, {"V100", 300}, {"T4", 70},     {"A10", 150},
-        {"A30", 165}, {"A40", 300},  {"A100", 400}, {"L40S", 350},  {"L40", 300},
-        {"L4", 72},   {"H100", 700}, {"H200", 700}, {"B200", 1000},
-    };
-    for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++) {
-        if (strncasecmp(type, tab[i].prefix, strlen(tab[i].prefix)) == 0) {
-            return tab[i].w;
-        }
-    }
-    return 300;
+    /* Board power of the family (cr_gpufacts.h), else a mid-range GPU's. */
+    double w = cr_gpufacts_tdp_w(type);
+    return w > 0 ? w : 300;
 }
 
 /* ----------------------------------------------------------------- cluster */

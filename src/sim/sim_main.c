@@ -17,11 +17,14 @@
 #include "cr_alloc.h"
 #include "cr_datadir.h"
 #include "cr_error.h"
+#include "cr_file.h"
+#include "cr_opt.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
 #include "cr_sched.h"
 #include "cr_time.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,66 +32,6 @@
 #include <unistd.h>
 
 #define MAX_POLICIES 8
-
-static void usage(FILE *f)
-{
-    fprintf(
-        f,
-        "usage: corral sim [options] [TRACE]\n"
-        "\n"
-        "Replay a trace (or a generated workload) through the scheduler in virtual time.\n"
-        "\n"
-        "Input:\n"
-        "  TRACE                  Gavel .trace, Tiresias .csv, or native (one job per line)\n"
-        "  --format F             gavel | tiresias | native (default: from the file name)\n"
-        "  --generate N           generate N jobs instead (Gavel-style Philly mix)\n"
-        "  --rate R               Poisson arrivals, jobs per hour (with --generate; 0 = all "
-        "at t=0)\n"
-        "  --multi-gpu            generated jobs use 1/2/4/8 GPUs (Philly), else 1\n"
-        "  --tenants N            generated jobs spread over N tenants (default 1)\n"
-        "  --throughputs FILE     Gavel simulation_throughputs.json: job rates per GPU type\n"
-        "                         ('none': no table; generated jobs get plain durations)\n"
-        "Cluster:\n"
-        "  --cluster FILE         cluster file (docs/scheduler.md)\n"
-        "  --gpus T:N,...         or GPU types and counts (default v100:36,p100:36,k80:36)\n"
-        "  --gpus-per-node N      with --gpus (default 4)\n"
-        "  --nodes-per-rack N     with --gpus (default 32)\n"
-        "  --mtbf DUR             node failures: mean time between failures per node\n"
-        "  --mttr DUR             time a failed node stays down (default 1h)\n"
-        "  --power T=W,...        busy power per GPU type in watts (idle: 20%%)\n"
-        "Scheduling:\n"
-        "  --policy P             fifo | priority | hetero | las | rounds (default fifo)\n"
-        "  --compare P1,P2,...    run several policies on the same input, side by side\n"
-        "  --seed N               RNG seed for generation, tie-breaks, failures (default 0)\n"
-        "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
-        "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
-        "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
-        "  --max-examined N       examine at most N pending jobs per cycle (default 0: all)\n"
-        "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
-        "  --round DUR            rounds: round length (default 6m, Gavel's)\n"
-        "  --switch DUR           rounds: suspend/resume (and migration) cost (default 10s)\n"
-        "  --no-migrate           rounds: no mid-round move of a running job to a faster type\n"
-        "  --no-spread            rounds: plain max-min LP (no second stage for spare capacity)\n"
-        "  --no-drain-guard       rounds: no precedence for jobs that would set the makespan\n"
-        "  --share-window DUR     rounds: window of the time-received accounting (default: a "
-        "round)\n"
-        "  --share-policy P       fractional tasks: frag | best-fit | worst-fit (default frag)\n"
-        "  --mig-reconfig DUR     a MIG job whose start repartitions a dynamic MIG GPU waits\n"
-        "                         this long first (default 10s; docs/sim.md)\n"
-        "  --check                check the scheduler's invariants after every event\n"
-        "  --inflate ...          fill a cluster from an Alibaba openb trace (--inflate --help)\n"
-        "  --openb-nodes FILE --openb-pods FILE\n"
-        "                         replay an Alibaba openb trace in time instead of TRACE: the\n"
-        "                         nodes are the cluster, GPU pods arrive at creation_time and\n"
-        "                         run until deletion_time (fractional pods share GPUs)\n"
-        "  --shared-nodes F       with them: that share of the nodes shareable (default 0)\n"
-        "Report:\n"
-        "  --window LO:HI         JCT statistics over jobs LO..HI-1 in arrival order\n"
-        "  --json                 JSON on stdout instead of the table\n"
-        "  --csv FILE             one row per job (and policy)\n"
-        "  --html FILE            HTML report with SVG plots\n"
-        "  --timing               print host time per run on stderr\n");
-}
 
 typedef struct args {
     const char *trace, *format, *tput_path, *cluster_path, *gpus, *csv, *html;
@@ -109,6 +52,188 @@ static int bad_flag(const char *flag, const char *val, const char *why)
 {
     fprintf(stderr, "corral sim: %s%s%s: %s\n", flag, val ? " " : "", val ? val : "", why);
     return 2;
+}
+
+#define A(m)   offsetof(args, m)
+#define DAY_NS (24 * CR_NS_PER_H)
+
+/*
+ * Every flag of 'corral sim', in --help order (docs/sim.md lists the same
+ * flags: tests/common holds them against each other). CR_OPT_CUSTOM rows
+ * are parsed in parse_args; the others set their member of args.
+ */
+static const cr_opt sim_opts[] = {
+    {NULL, NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, NULL, "Input:", NULL, false},
+    {"TRACE", NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, NULL,
+     "Gavel .trace, Tiresias .csv, or native (one job per line)", NULL, false},
+    {"--format", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "F",
+     "gavel | tiresias | native (default: from the file name)", NULL, false},
+    {"--generate", NULL, CR_OPT_I64, A(generate), 1, 10000000, 0, 0, "N",
+     "generate N jobs instead (Gavel-style Philly mix)", "expected a job count 1..10000000", false},
+    {"--rate", NULL, CR_OPT_F64, A(rate), 0, 0, 0, 1e9, "R",
+     "Poisson arrivals, jobs per hour (with --generate; 0 = all at t=0)",
+     "expected jobs per hour >= 0", false},
+    {"--multi-gpu", NULL, CR_OPT_BOOL, A(multi_gpu), 0, 0, 0, 0, NULL,
+     "generated jobs use 1/2/4/8 GPUs (Philly), else 1", NULL, false},
+    {"--tenants", NULL, CR_OPT_I64, A(tenants), 1, 64, 0, 0, "N",
+     "generated jobs spread over N tenants (default 1)", "expected 1..64", false},
+    {"--throughputs", NULL, CR_OPT_STR, A(tput_path), 0, 0, 0, 0, "FILE",
+     "Gavel simulation_throughputs.json: job rates per GPU type\n"
+     "('none': no table; generated jobs get plain durations)",
+     NULL, false},
+    {NULL, NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, NULL, "Cluster:", NULL, false},
+    {"--cluster", NULL, CR_OPT_STR, A(cluster_path), 0, 0, 0, 0, "FILE",
+     "cluster file (docs/scheduler.md)", NULL, false},
+    {"--gpus", NULL, CR_OPT_STR, A(gpus), 0, 0, 0, 0, "T:N,...",
+     "or GPU types and counts (default v100:36,p100:36,k80:36)", NULL, false},
+    {"--gpus-per-node", NULL, CR_OPT_I64, A(gpn), 1, CR_SCHED_MAX_NODE_GPUS, 0, 0, "N",
+     "with --gpus (default 4)", "expected 1..64", false},
+    {"--nodes-per-rack", NULL, CR_OPT_I64, A(npr), 1, 100000, 0, 0, "N", "with --gpus (default 32)",
+     "expected 1..100000", false},
+    {"--mtbf", NULL, CR_OPT_DUR, A(o.mtbf_ns), 1, INT64_MAX, 0, 0, "DUR",
+     "node failures: mean time between failures per node",
+     "expected a duration > 0 (90s, 40m, 2h, 7d)", false},
+    {"--mttr", NULL, CR_OPT_DUR, A(o.mttr_ns), 1, INT64_MAX, 0, 0, "DUR",
+     "time a failed node stays down (default 1h)", "expected a duration > 0 (90s, 40m, 2h, 7d)",
+     false},
+    {"--power", NULL, CR_OPT_STR, A(power), 0, 0, 0, 0, "T=W,...",
+     "busy power per GPU type in watts (idle: 20%)", NULL, false},
+    {NULL, NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, NULL, "Scheduling:", NULL, false},
+    {"--policy", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "P",
+     "fifo | priority | hetero | las | rounds (default fifo)", NULL, false},
+    {"--compare", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "P1,P2,...",
+     "run several policies on the same input, side by side", NULL, false},
+    {"--seed", NULL, CR_OPT_U64, A(o.seed), 0, INT64_MAX, 0, 0, "N",
+     "RNG seed for generation, tie-breaks, failures (default 0)", "expected an integer >= 0",
+     false},
+    {"--no-backfill", NULL, CR_OPT_SET, A(o.backfill), 0, 0, 0, 0, NULL, "no EASY backfill", NULL,
+     false},
+    {"--no-preemption", NULL, CR_OPT_SET, A(o.preemption), 0, 0, 0, 0, NULL, "no preemption", NULL,
+     false},
+    {"--hetero-lp", NULL, CR_OPT_SET, A(o.lp), 1, 0, 0, 0, NULL, "hetero: place by the GLPK LP",
+     NULL, false},
+    {"--hetero-greedy", NULL, CR_OPT_SET, A(o.lp), 0, 0, 0, 0, NULL,
+     "hetero: place greedily, no LP", NULL, false},
+    {"--no-estimates", NULL, CR_OPT_SETB, A(o.estimates), 0, 0, 0, 0, NULL,
+     "do not tell the scheduler job runtimes (no backfill help)", NULL, false},
+    {"--no-wait-for-faster", NULL, CR_OPT_SET, A(o.wait_faster), 0, 0, 0, 0, NULL,
+     "start auto jobs on any free type (no wait-or-start)", NULL, false},
+    {"--max-examined", NULL, CR_OPT_U32, A(o.max_examined), 0, UINT32_MAX, 0, 0, "N",
+     "examine at most N pending jobs per cycle (default 0: all)",
+     "expected an integer >= 0 (0 = no cap)", false},
+    {"--interval", NULL, CR_OPT_DUR, A(o.interval_ns), 1, INT64_MAX, 0, 0, "DUR",
+     "at most one scheduling cycle per DUR (default: every event)",
+     "expected a duration > 0 (90s, 40m, 2h, 7d)", false},
+    {"--round", NULL, CR_OPT_DUR, A(o.round_ns), 1, 30 * CR_NS_PER_H, 0, 0, "DUR",
+     "rounds: round length (default 6m, Gavel's)", "expected a duration in 1s..30h (360s, 6m)",
+     false},
+    {"--switch", NULL, CR_OPT_DUR, A(o.switch_ns), 0, 30 * CR_NS_PER_H, 0, 0, "DUR",
+     "rounds: suspend/resume (and migration) cost (default 10s)",
+     "expected a duration in 0s..30h (10s, 0s)", false},
+    {"--no-migrate", NULL, CR_OPT_BOOL, A(o.no_migrate), 0, 0, 0, 0, NULL,
+     "rounds: no mid-round move of a running job to a faster type", NULL, false},
+    {"--no-spread", NULL, CR_OPT_BOOL, A(o.no_spread), 0, 0, 0, 0, NULL,
+     "rounds: plain max-min LP (no second stage for spare capacity)", NULL, false},
+    {"--no-drain-guard", NULL, CR_OPT_BOOL, A(o.no_drain_guard), 0, 0, 0, 0, NULL,
+     "rounds: no precedence for jobs that would set the makespan", NULL, false},
+    {"--share-window", NULL, CR_OPT_DUR, A(o.share_window_ns), 1, 365 * DAY_NS, 0, 0, "DUR",
+     "rounds: window of the time-received accounting (default: a round)",
+     "expected a duration in 1s..365d (6m, 1h)", false},
+    {"--share-policy", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "P",
+     "fractional tasks: frag | best-fit | worst-fit (default frag)", NULL, false},
+    {"--mig-reconfig", NULL, CR_OPT_DUR, A(o.mig_reconfig_ns), 0, 3600 * CR_NS_PER_SEC, 0, 0, "DUR",
+     "a MIG job whose start repartitions a dynamic MIG GPU waits\n"
+     "this long first (default 10s; docs/sim.md)",
+     "expected a duration 0..1h (0, 10s, 2m)", false},
+    {"--check", NULL, CR_OPT_BOOL, A(o.check), 0, 0, 0, 0, NULL,
+     "check the scheduler's invariants after every event", NULL, false},
+    {"--inflate", NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, "...",
+     "fill a cluster from an Alibaba openb trace (--inflate --help)", NULL, false},
+    {"--openb-nodes", NULL, CR_OPT_STR, A(openb_nodes), 0, 0, 0, 0, "FILE",
+     "with --openb-pods, replay an Alibaba openb trace in time instead\n"
+     "of TRACE: the nodes are the cluster, GPU pods arrive at creation_time\n"
+     "and run until deletion_time (fractional pods share GPUs)",
+     NULL, false},
+    {"--openb-pods", NULL, CR_OPT_STR, A(openb_pods), 0, 0, 0, 0, "FILE", "the pods of that trace",
+     NULL, false},
+    {"--shared-nodes", NULL, CR_OPT_F64, A(shared), 0, 0, 0, 1, "F",
+     "with them: that share of the nodes shareable (default 0)",
+     "expected a share of the nodes 0..1", false},
+    {NULL, NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, NULL, "Report:", NULL, false},
+    {"--window", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "LO:HI",
+     "JCT statistics over jobs LO..HI-1 in arrival order", NULL, false},
+    {"--json", NULL, CR_OPT_BOOL, A(json), 0, 0, 0, 0, NULL, "JSON on stdout instead of the table",
+     NULL, false},
+    {"--csv", NULL, CR_OPT_STR, A(csv), 0, 0, 0, 0, "FILE", "one row per job (and policy)", NULL,
+     false},
+    {"--html", NULL, CR_OPT_STR, A(html), 0, 0, 0, 0, "FILE", "HTML report with SVG plots", NULL,
+     false},
+    {"--timing", NULL, CR_OPT_BOOL, A(timing), 0, 0, 0, 0, NULL,
+     "print host time per run on stderr", NULL, false},
+};
+#define SIM_NOPTS (sizeof sim_opts / sizeof sim_opts[0])
+
+static void usage(FILE *f)
+{
+    fputs("usage: corral sim [options] [TRACE]\n"
+          "\n"
+          "Replay a trace (or a generated workload) through the scheduler in virtual time.\n"
+          "\n",
+          f);
+    cr_opt_help(f, sim_opts, SIM_NOPTS, 23);
+}
+
+/* The flags the table leaves to parse_args: --format, --policy and
+ * --compare, --share-policy, --window. Returns 0 or bad_flag's 2. */
+static int flag_custom(args *a, const char *flag, const char *val, char **policy_buf)
+{
+    if (!strcmp(flag, "--format")) {
+        if (strcmp(val, "gavel") && strcmp(val, "tiresias") && strcmp(val, "native")) {
+            return bad_flag(flag, val, "expected gavel, tiresias or native");
+        }
+        a->format = val;
+    } else if (!strcmp(flag, "--policy") || !strcmp(flag, "--compare")) {
+        free(*policy_buf);
+        *policy_buf = cr_strdup(val);
+        a->npolicies = 0;
+        a->compare = flag[2] == 'c';
+        char *save = NULL;
+        for (char *p = strtok_r(*policy_buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
+            cr_sched_policy pol;
+            if (strcmp(p, "rounds") != 0 && cr_sched_policy_parse(p, &pol) != 0) {
+                return bad_flag(flag, p, "unknown policy (fifo, priority, hetero, las, rounds)");
+            }
+            if (a->npolicies == MAX_POLICIES) {
+                return bad_flag(flag, val, "at most 8 policies");
+            }
+            a->policies[a->npolicies++] = p;
+        }
+        if (a->npolicies == 0 || (!a->compare && a->npolicies != 1)) {
+            return bad_flag(flag, val, "expected one policy (use --compare for several)");
+        }
+    } else if (!strcmp(flag, "--share-policy")) {
+        cr_sched_share_policy sp;
+        if (cr_sched_share_policy_parse(val, &sp) != 0) {
+            return bad_flag(flag, val, "expected frag, best-fit or worst-fit");
+        }
+        a->o.share_policy = (int)sp;
+    } else { /* --window */
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "%s", val);
+        char *colon = strchr(tmp, ':');
+        int64_t lo, hi;
+        if (!colon) {
+            return bad_flag(flag, val, "expected LO:HI");
+        }
+        *colon = '\0';
+        if (cr_parse_i64(tmp, 0, INT64_MAX, &lo) != 0 ||
+            cr_parse_i64(colon + 1, 1, INT64_MAX, &hi) != 0 || hi <= lo) {
+            return bad_flag(flag, val, "expected LO:HI with 0 <= LO < HI");
+        }
+        a->ro.window_lo = (size_t)lo;
+        a->ro.window_hi = (size_t)hi;
+    }
+    return 0;
 }
 
 static int parse_args(int argc, char **argv, args *a, char **policy_buf)
@@ -143,19 +268,15 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             *eq = '\0';
             val = arg + (eq - flag) + 1;
         }
-        static const char *const with_value[] = {
-            "--format",         "--generate",    "--rate",       "--tenants",
-            "--throughputs",    "--cluster",     "--gpus",       "--gpus-per-node",
-            "--nodes-per-rack", "--mtbf",        "--mttr",       "--power",
-            "--policy",         "--compare",     "--seed",       "--interval",
-            "--window",         "--csv",         "--html",       "--share-policy",
-            "--max-examined",   "--round",       "--switch",     "--share-window",
-            "--mig-reconfig",   "--openb-nodes", "--openb-pods", "--shared-nodes",
-        };
-        bool needs = false;
-        for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
-            needs |= strcmp(flag, with_value[k]) == 0;
+        if (!strcmp(flag, "--help") || !strcmp(flag, "--h")) {
+            usage(stdout);
+            return -1;
         }
+        const cr_opt *o = cr_opt_by_flag(sim_opts, SIM_NOPTS, flag);
+        if (!o) {
+            return bad_flag(flag, NULL, "unknown option (see corral sim --help)");
+        }
+        bool needs = cr_opt_wants_value(o);
         if (needs && !val) {
             if (i + 1 >= argc) {
                 return bad_flag(flag, NULL, "needs a value");
@@ -164,163 +285,14 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
         } else if (!needs && val) {
             return bad_flag(flag, NULL, "takes no value");
         }
-        int64_t i64;
-        if (!strcmp(flag, "--help") || !strcmp(flag, "--h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(flag, "--format")) {
-            if (strcmp(val, "gavel") && strcmp(val, "tiresias") && strcmp(val, "native")) {
-                return bad_flag(flag, val, "expected gavel, tiresias or native");
+        char why[128];
+        int rc = cr_opt_set_flag(o, a, val, why, sizeof why);
+        if (rc == CR_ENOTSUP) {
+            if ((rc = flag_custom(a, flag, val, policy_buf)) != 0) {
+                return rc;
             }
-            a->format = val;
-        } else if (!strcmp(flag, "--generate")) {
-            if (cr_parse_i64(val, 1, 10000000, &a->generate) != 0) {
-                return bad_flag(flag, val, "expected a job count 1..10000000");
-            }
-        } else if (!strcmp(flag, "--rate")) {
-            if (cr_parse_f64(val, 0, 1e9, &a->rate) != 0) {
-                return bad_flag(flag, val, "expected jobs per hour >= 0");
-            }
-        } else if (!strcmp(flag, "--tenants")) {
-            if (cr_parse_i64(val, 1, 64, &a->tenants) != 0) {
-                return bad_flag(flag, val, "expected 1..64");
-            }
-        } else if (!strcmp(flag, "--throughputs")) {
-            a->tput_path = val;
-        } else if (!strcmp(flag, "--cluster")) {
-            a->cluster_path = val;
-        } else if (!strcmp(flag, "--gpus")) {
-            a->gpus = val;
-        } else if (!strcmp(flag, "--gpus-per-node")) {
-            if (cr_parse_i64(val, 1, CR_SCHED_MAX_NODE_GPUS, &a->gpn) != 0) {
-                return bad_flag(flag, val, "expected 1..64");
-            }
-        } else if (!strcmp(flag, "--nodes-per-rack")) {
-            if (cr_parse_i64(val, 1, 100000, &a->npr) != 0) {
-                return bad_flag(flag, val, "expected 1..100000");
-            }
-        } else if (!strcmp(flag, "--mtbf") || !strcmp(flag, "--mttr") ||
-                   !strcmp(flag, "--interval")) {
-            int64_t ns;
-            if (cr_duration_parse(val, &ns) != 0 || ns <= 0) {
-                return bad_flag(flag, val, "expected a duration > 0 (90s, 40m, 2h, 7d)");
-            }
-            *(flag[2] == 'i' ? &a->o.interval_ns
-                             : (flag[4] == 'b' ? &a->o.mtbf_ns : &a->o.mttr_ns)) = ns;
-        } else if (!strcmp(flag, "--share-window")) {
-            int64_t ns;
-            if (cr_duration_parse(val, &ns) != 0 || ns < 1 || ns > 365 * 24 * CR_NS_PER_H) {
-                return bad_flag(flag, val, "expected a duration in 1s..365d (6m, 1h)");
-            }
-            a->o.share_window_ns = ns;
-        } else if (!strcmp(flag, "--round") || !strcmp(flag, "--switch")) {
-            int64_t ns;
-            bool round = flag[2] == 'r';
-            if (cr_duration_parse(val, &ns) != 0 || ns < (round ? 1 : 0) || ns > 30 * CR_NS_PER_H) {
-                return bad_flag(flag, val,
-                                round ? "expected a duration in 1s..30h (360s, 6m)"
-                                      : "expected a duration in 0s..30h (10s, 0s)");
-            }
-            *(round ? &a->o.round_ns : &a->o.switch_ns) = ns;
-        } else if (!strcmp(flag, "--power")) {
-            a->power = val;
-        } else if (!strcmp(flag, "--openb-nodes")) {
-            a->openb_nodes = val;
-        } else if (!strcmp(flag, "--openb-pods")) {
-            a->openb_pods = val;
-        } else if (!strcmp(flag, "--shared-nodes")) {
-            if (cr_parse_f64(val, 0, 1, &a->shared) != 0) {
-                return bad_flag(flag, val, "expected a share of the nodes 0..1");
-            }
-        } else if (!strcmp(flag, "--mig-reconfig")) {
-            int64_t ns;
-            if (cr_duration_parse(val, &ns) != 0 || ns < 0 || ns > 3600 * CR_NS_PER_SEC) {
-                return bad_flag(flag, val, "expected a duration 0..1h (0, 10s, 2m)");
-            }
-            a->o.mig_reconfig_ns = ns;
-        } else if (!strcmp(flag, "--policy") || !strcmp(flag, "--compare")) {
-            free(*policy_buf);
-            *policy_buf = cr_strdup(val);
-            a->npolicies = 0;
-            a->compare = flag[2] == 'c';
-            char *save = NULL;
-            for (char *p = strtok_r(*policy_buf, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-                cr_sched_policy pol;
-                if (strcmp(p, "rounds") != 0 && cr_sched_policy_parse(p, &pol) != 0) {
-                    return bad_flag(flag, p,
-                                    "unknown policy (fifo, priority, hetero, las, rounds)");
-                }
-                if (a->npolicies == MAX_POLICIES) {
-                    return bad_flag(flag, val, "at most 8 policies");
-                }
-                a->policies[a->npolicies++] = p;
-            }
-            if (a->npolicies == 0 || (!a->compare && a->npolicies != 1)) {
-                return bad_flag(flag, val, "expected one policy (use --compare for several)");
-            }
-        } else if (!strcmp(flag, "--share-policy")) {
-            cr_sched_share_policy sp;
-            if (cr_sched_share_policy_parse(val, &sp) != 0) {
-                return bad_flag(flag, val, "expected frag, best-fit or worst-fit");
-            }
-            a->o.share_policy = (int)sp;
-        } else if (!strcmp(flag, "--max-examined")) {
-            if (cr_parse_i64(val, 0, UINT32_MAX, &i64) != 0) {
-                return bad_flag(flag, val, "expected an integer >= 0 (0 = no cap)");
-            }
-            a->o.max_examined = (uint32_t)i64;
-        } else if (!strcmp(flag, "--seed")) {
-            if (cr_parse_i64(val, 0, INT64_MAX, &i64) != 0) {
-                return bad_flag(flag, val, "expected an integer >= 0");
-            }
-            a->o.seed = (uint64_t)i64;
-        } else if (!strcmp(flag, "--window")) {
-            char tmp[64];
-            snprintf(tmp, sizeof tmp, "%s", val);
-            char *colon = strchr(tmp, ':');
-            int64_t lo, hi;
-            if (!colon) {
-                return bad_flag(flag, val, "expected LO:HI");
-            }
-            *colon = '\0';
-            if (cr_parse_i64(tmp, 0, INT64_MAX, &lo) != 0 ||
-                cr_parse_i64(colon + 1, 1, INT64_MAX, &hi) != 0 || hi <= lo) {
-                return bad_flag(flag, val, "expected LO:HI with 0 <= LO < HI");
-            }
-            a->ro.window_lo = (size_t)lo;
-            a->ro.window_hi = (size_t)hi;
-        } else if (!strcmp(flag, "--csv")) {
-            a->csv = val;
-        } else if (!strcmp(flag, "--html")) {
-            a->html = val;
-        } else if (!strcmp(flag, "--multi-gpu")) {
-            a->multi_gpu = true;
-        } else if (!strcmp(flag, "--json")) {
-            a->json = true;
-        } else if (!strcmp(flag, "--timing")) {
-            a->timing = true;
-        } else if (!strcmp(flag, "--check")) {
-            a->o.check = true;
-        } else if (!strcmp(flag, "--no-backfill")) {
-            a->o.backfill = 0;
-        } else if (!strcmp(flag, "--no-preemption")) {
-            a->o.preemption = 0;
-        } else if (!strcmp(flag, "--hetero-lp")) {
-            a->o.lp = 1;
-        } else if (!strcmp(flag, "--hetero-greedy")) {
-            a->o.lp = 0;
-        } else if (!strcmp(flag, "--no-wait-for-faster")) {
-            a->o.wait_faster = 0;
-        } else if (!strcmp(flag, "--no-migrate")) {
-            a->o.no_migrate = true;
-        } else if (!strcmp(flag, "--no-spread")) {
-            a->o.no_spread = true;
-        } else if (!strcmp(flag, "--no-drain-guard")) {
-            a->o.no_drain_guard = true;
-        } else if (!strcmp(flag, "--no-estimates")) {
-            a->o.estimates = false;
-        } else {
-            return bad_flag(flag, NULL, "unknown option (see corral sim --help)");
+        } else if (rc != 0) {
+            return bad_flag(flag, val, why);
         }
     }
     if (!a->openb_nodes != !a->openb_pods) {
@@ -356,35 +328,6 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
         return bad_flag("--window", NULL, "starts after the last generated job");
     }
     return 0;
-}
-
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        return NULL;
-    }
-    char *buf = NULL;
-    size_t n = 0, cap = 0;
-    for (;;) {
-        if (cap - n < 65536) {
-            if (cap > ((size_t)256 << 20)) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            cap = cap ? cap * 2 : 65536;
-            buf = cr_realloc(buf, cap);
-        }
-        size_t k = fread(buf + n, 1, cap - n, f);
-        n += k;
-        if (k == 0) {
-            break;
-        }
-    }
-    fclose(f);
-    *len = n;
-    return buf;
 }
 
 static int apply_power(args *a, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
@@ -468,8 +411,7 @@ int cr_sim_main(int argc, char **argv)
         }
     } else if (a.cluster_path) {
         size_t len = 0;
-        cluster_text = slurp(a.cluster_path, &len);
-        if (!cluster_text) {
+        if (cr_file_read(a.cluster_path, (size_t)256 << 20, &cluster_text, &len) != 0) {
             fprintf(stderr, "corral sim: --cluster: %s: cannot read\n", a.cluster_path);
             goto out;
         }

@@ -12,6 +12,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_file.h"
 
 #include <ctype.h>
 #include <jansson.h>
@@ -160,29 +161,13 @@ out:
 
 int cr__sim_tput_load(const char *path, cr__sim_tput *out, char *err, size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
     char *buf = NULL;
-    int rc = CR_EIO;
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
+    size_t len = 0;
+    int rc = cr_file_read(path, (size_t)256 << 20, &buf, &len);
+    if (rc != 0) {
+        snprintf(err, errlen, rc == CR_ETOOBIG ? "%s: larger than 256 MiB" : "%s: cannot open",
+                 path);
         goto out;
-    }
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 65536) {
-            if (cap > ((size_t)256 << 20)) {
-                snprintf(err, errlen, "%s: larger than 256 MiB", path);
-                rc = CR_ETOOBIG;
-                goto out;
-            }
-            cap = cap ? cap * 2 : 65536;
-            buf = cr_realloc(buf, cap);
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) {
-            break;
-        }
     }
     char sub[400];
     rc = cr__sim_tput_parse(buf, len, out, sub, sizeof sub);
@@ -190,9 +175,6 @@ int cr__sim_tput_load(const char *path, cr__sim_tput *out, char *err, size_t err
         snprintf(err, errlen, "%s: %s", path, sub);
     }
 out:
-    if (f) {
-        fclose(f);
-    }
     free(buf);
     return rc;
 }

@@ -21,6 +21,7 @@
 
 #include "cr_alloc.h"
 #include "cr_error.h"
+#include "cr_file.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
 #include "cr_time.h"
@@ -536,29 +537,12 @@ out:
 int cr__sim_read_file(const char *path, const char *format, cr__sim_workload *w, char *err,
                       size_t errlen)
 {
-    FILE *f = fopen(path, "rb");
     char *buf = NULL;
-    int rc = CR_EIO;
-    if (!f) {
-        snprintf(err, errlen, "%s: cannot open", path);
+    size_t len = 0;
+    int rc = cr_file_read(path, (size_t)1 << 30, &buf, &len);
+    if (rc != 0) {
+        snprintf(err, errlen, rc == CR_ETOOBIG ? "%s: larger than 1 GiB" : "%s: cannot open", path);
         goto out;
-    }
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 65536) {
-            if (cap > ((size_t)1 << 30)) {
-                snprintf(err, errlen, "%s: larger than 1 GiB", path);
-                rc = CR_ETOOBIG;
-                goto out;
-            }
-            cap = cap ? cap * 2 : 65536;
-            buf = cr_realloc(buf, cap);
-        }
-        size_t n = fread(buf + len, 1, cap - len, f);
-        len += n;
-        if (n == 0) {
-            break;
-        }
     }
     if (memchr(buf, '\0', len)) {
         snprintf(err, errlen, "%s: binary data (NUL byte) in a trace", path);
@@ -590,9 +574,6 @@ int cr__sim_read_file(const char *path, const char *format, cr__sim_workload *w,
         rc = CR_EPARSE;
     }
 out:
-    if (f) {
-        fclose(f);
-    }
     free(buf);
     return rc;
 }

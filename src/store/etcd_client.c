@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* libcurl's entry points (cr_curl.h), set once loaded. */
 static const cr_curl_api *api;
@@ -1269,5 +1270,36 @@ int cr_etcd_probe(cr_etcd *e, const char *prefix)
     memset(&r, 0, sizeof r);
     int rc = cr_etcd_range(e, &q, &r, NULL);
     cr_etcd_range_result_fini(&r);
+    return rc;
+}
+
+/* Here, not in etcd_sec.c, so that the options file needs nothing of the
+ * client (the client reads the options, never the reverse). */
+int cr_etcd_check(const char *endpoints, const cr_etcd_sec *sec, const char *prefix,
+                  bool *unreachable, char *err, size_t err_len)
+{
+    cr_etcd *e = NULL;
+    cr_etcd_opts o = {.sec = sec};
+    *unreachable = false;
+    int rc = cr_etcd_new(endpoints, &o, &e);
+    /* A member that refuses a client certificate may close the connection
+     * before the client reads its alert (then it looks like a dropped
+     * connection): ask again a few times before calling it unreachable. */
+    for (int i = 0; rc == 0 || rc == CR_EUNAVAIL || rc == CR_ETIMEDOUT; i++) {
+        if (i > 0) {
+            usleep(100000);
+        }
+        rc = cr_etcd_probe(e, prefix);
+        if (i == 2 || (rc != CR_EUNAVAIL && rc != CR_ETIMEDOUT)) {
+            break;
+        }
+    }
+    if (rc == CR_EUNAVAIL || rc == CR_ETIMEDOUT) {
+        *unreachable = true;
+    }
+    if (rc != 0) {
+        snprintf(err, err_len, "%s", cr_etcd_last_error());
+    }
+    cr_etcd_free(e);
     return rc;
 }

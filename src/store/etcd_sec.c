@@ -234,32 +234,3 @@ int cr_etcd_sec_load(cr_etcd_sec *s, char *err, size_t err_len)
     s->loaded = true;
     return 0;
 }
-
-int cr_etcd_check(const char *endpoints, const cr_etcd_sec *sec, const char *prefix,
-                  bool *unreachable, char *err, size_t err_len)
-{
-    cr_etcd *e = NULL;
-    cr_etcd_opts o = {.sec = sec};
-    *unreachable = false;
-    int rc = cr_etcd_new(endpoints, &o, &e);
-    /* A member that refuses a client certificate may close the connection
-     * before the client reads its alert (then it looks like a dropped
-     * connection): ask again a few times before calling it unreachable. */
-    for (int i = 0; rc == 0 || rc == CR_EUNAVAIL || rc == CR_ETIMEDOUT; i++) {
-        if (i > 0) {
-            usleep(100000);
-        }
-        rc = cr_etcd_probe(e, prefix);
-        if (i == 2 || (rc != CR_EUNAVAIL && rc != CR_ETIMEDOUT)) {
-            break;
-        }
-    }
-    if (rc == CR_EUNAVAIL || rc == CR_ETIMEDOUT) {
-        *unreachable = true;
-    }
-    if (rc != 0) {
-        snprintf(err, err_len, "%s", cr_etcd_last_error());
-    }
-    cr_etcd_free(e);
-    return rc;
-}

@@ -37,75 +37,6 @@
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
-/* Keys                                                                     */
-
-void cr__estore_esc(cr_buf *b, const char *s)
-{
-    static const char hex[] = "0123456789ABCDEF";
-    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-        unsigned char c = *p;
-        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-            c == '.' || c == '_' || c == '-' || c == ':' || c == '@' || c == '=' || c == '+' ||
-            c == ',') {
-            cr_buf_putc(b, (char)c);
-        } else {
-            cr_buf_putc(b, '%');
-            cr_buf_putc(b, hex[c >> 4]);
-            cr_buf_putc(b, hex[c & 15]);
-        }
-    }
-}
-
-static int hexval(char c)
-{
-    return c >= '0' && c <= '9'   ? c - '0'
-           : c >= 'A' && c <= 'F' ? c - 'A' + 10
-           : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                                  : -1;
-}
-
-int cr__estore_unesc(const char *s, size_t n, cr_buf *out)
-{
-    cr_buf_reset(out);
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '%') {
-            if (i + 2 >= n) {
-                return CR_EPARSE;
-            }
-            int a = hexval(s[i + 1]), b = hexval(s[i + 2]);
-            if (a < 0 || b < 0 || (a == 0 && b == 0)) {
-                return CR_EPARSE;
-            }
-            cr_buf_putc(out, (char)(a << 4 | b));
-            i += 2;
-        } else {
-            cr_buf_putc(out, s[i]);
-        }
-    }
-    cr_buf_putc(out, '\0');
-    out->len--; /* a C string even when empty */
-    return 0;
-}
-
-void cr__estore_key(cr__estore *s, cr_buf *b, const char *sect)
-{
-    cr_buf_reset(b);
-    cr_buf_puts(b, s->prefix);
-    cr_buf_puts(b, sect);
-}
-
-void cr__estore_obj_prefix(cr__estore *s, cr_buf *b, const char *kind)
-{
-    if (strcmp(kind, "audit") == 0) {
-        cr__estore_key(s, b, "audit/");
-        return;
-    }
-    cr__estore_key(s, b, "objects/");
-    cr__estore_esc(b, kind);
-    cr_buf_putc(b, '/');
-}
-
-/* ------------------------------------------------------------------------ */
 /* Caches: interned names, the job index, counts, usage sums                 */
 
 static uint64_t hash_str(const char *s)
@@ -912,21 +843,18 @@ static void *writer_main(void *arg)
     return NULL;
 }
 
-void cr__estore_submit(cr__estore *s, cr_store_txn *t)
+static void estore_submit(void *be, cr_store_txn *t)
 {
+    cr__estore *s = be;
     pthread_mutex_lock(&s->qmu);
-    if (s->tail) {
-        s->tail->next = t;
-    } else {
-        s->head = t;
-    }
-    s->tail = t;
+    cr__store_txn_append(&s->head, &s->tail, t);
     pthread_cond_signal(&s->qcv);
     pthread_mutex_unlock(&s->qmu);
 }
 
-int cr__estore_set_fence(cr__estore *s, const char *key, int64_t create_revision)
+static int estore_set_fence(void *be, const char *key, int64_t create_revision)
 {
+    cr__estore *s = be;
     if (!key || !*key || create_revision <= 0) {
         return CR_EINVAL;
     }
@@ -940,26 +868,36 @@ int cr__estore_set_fence(cr__estore *s, const char *key, int64_t create_revision
     return 0;
 }
 
-bool cr__estore_fenced(cr__estore *s)
+static bool estore_fenced(void *be)
 {
+    cr__estore *s = be;
     pthread_mutex_lock(&s->qmu);
     bool f = s->fenced;
     pthread_mutex_unlock(&s->qmu);
     return f;
 }
 
-cr_etcd *cr__estore_client(cr__estore *s)
+static cr_etcd *estore_client(void *be)
 {
+    cr__estore *s = be;
     return s->e;
 }
 
-const char *cr__estore_prefix(cr__estore *s)
+static const char *estore_prefix(void *be)
 {
+    cr__estore *s = be;
     return s->prefix;
 }
 
-void cr__estore_stats(cr__estore *s, uint64_t *commits, uint64_t *txns)
+static int estore_layout(void *be)
 {
+    (void)be;
+    return CR_STORE_ETCD_LAYOUT;
+}
+
+static void estore_stats(void *be, uint64_t *commits, uint64_t *txns)
+{
+    cr__estore *s = be;
     *commits = atomic_load(&s->commits);
     *txns = atomic_load(&s->txns);
 }
@@ -1003,7 +941,7 @@ out:
     return rc;
 }
 
-int cr__estore_open(const char *urls, const cr_store_opts *opts, cr__estore **out)
+static int estore_open(const char *urls, const cr_store_opts *opts, void **out)
 {
     const char *cluster = opts && opts->cluster && *opts->cluster ? opts->cluster : "default";
     if (strlen(cluster) > 64 || strchr(cluster, '/')) {
@@ -1049,8 +987,9 @@ int cr__estore_open(const char *urls, const cr_store_opts *opts, cr__estore **ou
     return 0;
 }
 
-void cr__estore_close(cr__estore *s)
+static void estore_close(void *be)
 {
+    cr__estore *s = be;
     if (!s) {
         return;
     }
@@ -1066,3 +1005,28 @@ void cr__estore_close(cr__estore *s)
     pthread_cond_destroy(&s->qcv);
     free(s);
 }
+
+const cr__store_ops cr__store_etcd_ops = {
+    .name = "etcd",
+    .open = estore_open,
+    .close = estore_close,
+    .schema_version = estore_layout,
+    .stats = estore_stats,
+    .submit = estore_submit,
+    .set_fence = estore_set_fence,
+    .fenced = estore_fenced,
+    .etcd_client = estore_client,
+    .etcd_prefix = estore_prefix,
+    .load_jobs = cr__estore_load_jobs,
+    .load_objects = cr__estore_load_objects,
+    .job_events = cr__estore_job_events,
+    .load_usage = cr__estore_load_usage,
+    .get_job = cr__estore_get_job,
+    .get_object = cr__estore_get_object,
+    .max_job_id = cr__estore_max_job_id,
+    .query_jobs = cr__estore_query_jobs,
+    .job_counts = cr__estore_job_counts,
+    .object_kinds = cr__estore_kinds,
+    .load_job_rows = cr__estore_load_job_rows,
+    .load_events = cr__estore_load_events,
+};

@@ -1,6 +1,7 @@
 /*
  * store_etcd_int.h - private state of the etcd backend, shared by
- * store_etcd.c (open, writer, fencing) and store_etcd_read.c (readers).
+ * store_etcd.c (open, writer, fencing, the ops table) and
+ * store_etcd_read.c (keys and readers; it calls nothing of store_etcd.c).
  *
  * Key layout under the prefix P = /corral/<cluster>/ (free-text parts are
  * %-escaped: anything but [A-Za-z0-9._:@=+,-], so '/' never appears
@@ -32,6 +33,8 @@
 #define STORE_ETCD_MAX_BYTES ((3u << 19) - (64u << 10))
 /* Keys per range request when reading everything under a prefix. */
 #define STORE_ETCD_PAGE 512
+
+typedef struct cr__estore cr__estore;
 
 typedef struct estore_names {
     char **names;    /* owned */
@@ -89,7 +92,26 @@ struct cr__estore {
     int64_t max_job_id; /* highest job id written */
 };
 
-/* Appends s %-escaped. */
+/* The readers (store_etcd_read.c), entries of cr__store_etcd_ops; be is
+ * the cr__estore. */
+int cr__estore_load_jobs(void *be, cr_store_job_fn fn, void *arg);
+int cr__estore_load_objects(void *be, const char *kind, cr_store_obj_fn fn, void *arg);
+int cr__estore_job_events(void *be, int64_t job, size_t limit, cr_store_event_fn fn, void *arg);
+int cr__estore_load_usage(void *be, cr_store_usage_fn fn, void *arg);
+int cr__estore_get_job(void *be, int64_t id, cr_store_job_fn fn, void *arg);
+int cr__estore_get_object(void *be, const char *kind, const char *key, cr_store_obj_fn fn,
+                          void *arg);
+int cr__estore_max_job_id(void *be, int64_t *out);
+int cr__estore_query_jobs(void *be, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
+                          int64_t *total);
+int cr__estore_job_counts(void *be, const char *tenant, const char *const *states, size_t n,
+                          int64_t *out);
+int cr__estore_load_job_rows(void *be, cr_store_job_row_fn fn, void *arg);
+int cr__estore_load_events(void *be, cr_store_event_fn fn, void *arg);
+/* Every object kind stored (for migration): fn(arg, kind) per kind. */
+int cr__estore_kinds(void *be, void (*fn)(void *arg, const char *kind), void *arg);
+
+/* Keys (store_etcd_read.c, used by the writer too). Appends s %-escaped. */
 void cr__estore_esc(cr_buf *b, const char *s);
 /* Unescapes n bytes of s into out (reset first). 0 or CR_EPARSE. */
 int cr__estore_unesc(const char *s, size_t n, cr_buf *out);

@@ -22,6 +22,75 @@ static int read_failed(cr__estore *s, const char *what, int rc)
     return rc;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Keys                                                                     */
+
+void cr__estore_esc(cr_buf *b, const char *s)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        unsigned char c = *p;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+            c == '.' || c == '_' || c == '-' || c == ':' || c == '@' || c == '=' || c == '+' ||
+            c == ',') {
+            cr_buf_putc(b, (char)c);
+        } else {
+            cr_buf_putc(b, '%');
+            cr_buf_putc(b, hex[c >> 4]);
+            cr_buf_putc(b, hex[c & 15]);
+        }
+    }
+}
+
+static int hexval(char c)
+{
+    return c >= '0' && c <= '9'   ? c - '0'
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                  : -1;
+}
+
+int cr__estore_unesc(const char *s, size_t n, cr_buf *out)
+{
+    cr_buf_reset(out);
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= n) {
+                return CR_EPARSE;
+            }
+            int a = hexval(s[i + 1]), b = hexval(s[i + 2]);
+            if (a < 0 || b < 0 || (a == 0 && b == 0)) {
+                return CR_EPARSE;
+            }
+            cr_buf_putc(out, (char)(a << 4 | b));
+            i += 2;
+        } else {
+            cr_buf_putc(out, s[i]);
+        }
+    }
+    cr_buf_putc(out, '\0');
+    out->len--; /* a C string even when empty */
+    return 0;
+}
+
+void cr__estore_key(cr__estore *s, cr_buf *b, const char *sect)
+{
+    cr_buf_reset(b);
+    cr_buf_puts(b, s->prefix);
+    cr_buf_puts(b, sect);
+}
+
+void cr__estore_obj_prefix(cr__estore *s, cr_buf *b, const char *kind)
+{
+    if (strcmp(kind, "audit") == 0) {
+        cr__estore_key(s, b, "audit/");
+        return;
+    }
+    cr__estore_key(s, b, "objects/");
+    cr__estore_esc(b, kind);
+    cr_buf_putc(b, '/');
+}
+
 int cr__estore_scan(cr__estore *s, const char *key, const char *end, size_t limit, bool keys_only,
                     estore_kv_fn fn, void *arg, int64_t *rev)
 {
@@ -116,8 +185,9 @@ static void job_row(void *arg, const cr_etcd_kv *kv)
     c->fn(c->arg, id, kv->value);
 }
 
-int cr__estore_load_jobs(cr__estore *s, cr_store_job_fn fn, void *arg)
+int cr__estore_load_jobs(void *be, cr_store_job_fn fn, void *arg)
 {
+    cr__estore *s = be;
     cr_buf k;
     cr_buf_init(&k);
     cr__estore_key(s, &k, "jobs/");
@@ -127,8 +197,9 @@ int cr__estore_load_jobs(cr__estore *s, cr_store_job_fn fn, void *arg)
     return rc ? read_failed(s, "jobs", rc) : 0;
 }
 
-int cr__estore_get_job(cr__estore *s, int64_t id, cr_store_job_fn fn, void *arg)
+int cr__estore_get_job(void *be, int64_t id, cr_store_job_fn fn, void *arg)
 {
+    cr__estore *s = be;
     char key[220];
     snprintf(key, sizeof key, "%sjobs/%020" PRId64, s->prefix, id);
     cr_etcd_range_req q = {.key = key};
@@ -145,9 +216,10 @@ int cr__estore_get_job(cr__estore *s, int64_t id, cr_store_job_fn fn, void *arg)
     return rc;
 }
 
-int cr__estore_get_object(cr__estore *s, const char *kind, const char *key, cr_store_obj_fn fn,
+int cr__estore_get_object(void *be, const char *kind, const char *key, cr_store_obj_fn fn,
                           void *arg)
 {
+    cr__estore *s = be;
     if (!*kind || strchr(kind, '/')) {
         return CR_EINVAL;
     }
@@ -188,8 +260,9 @@ static void obj_row(void *arg, const cr_etcd_kv *kv)
     c->fn(c->arg, cr_buf_str(&c->key), kv->value);
 }
 
-int cr__estore_load_objects(cr__estore *s, const char *kind, cr_store_obj_fn fn, void *arg)
+int cr__estore_load_objects(void *be, const char *kind, cr_store_obj_fn fn, void *arg)
 {
+    cr__estore *s = be;
     if (!*kind || strchr(kind, '/')) {
         return CR_EINVAL;
     }
@@ -204,8 +277,9 @@ int cr__estore_load_objects(cr__estore *s, const char *kind, cr_store_obj_fn fn,
     return rc ? read_failed(s, "objects", rc) : 0;
 }
 
-int cr__estore_kinds(cr__estore *s, void (*fn)(void *arg, const char *kind), void *arg)
+int cr__estore_kinds(void *be, void (*fn)(void *arg, const char *kind), void *arg)
 {
+    cr__estore *s = be;
     cr_buf k, name, end;
     cr_buf_init(&k);
     cr_buf_init(&name);
@@ -300,8 +374,9 @@ static void event_row(void *arg, const cr_etcd_kv *kv)
     json_decref(v);
 }
 
-int cr__estore_job_events(cr__estore *s, int64_t job, size_t limit, cr_store_event_fn fn, void *arg)
+int cr__estore_job_events(void *be, int64_t job, size_t limit, cr_store_event_fn fn, void *arg)
 {
+    cr__estore *s = be;
     char key[220];
     snprintf(key, sizeof key, "%sevents/%020" PRId64 "/", s->prefix, job);
     event_ctx c = {.fn = fn, .arg = arg, .job = job};
@@ -318,8 +393,9 @@ static void any_event_row(void *arg, const cr_etcd_kv *kv)
     event_row(arg, kv);
 }
 
-int cr__estore_load_events(cr__estore *s, cr_store_event_fn fn, void *arg)
+int cr__estore_load_events(void *be, cr_store_event_fn fn, void *arg)
 {
+    cr__estore *s = be;
     cr_buf k;
     cr_buf_init(&k);
     cr__estore_key(s, &k, "events/");
@@ -391,8 +467,9 @@ static void full_doc_row(void *arg, const cr_etcd_kv *kv)
     }
 }
 
-int cr__estore_load_job_rows(cr__estore *s, cr_store_job_row_fn fn, void *arg)
+int cr__estore_load_job_rows(void *be, cr_store_job_row_fn fn, void *arg)
 {
+    cr__estore *s = be;
     full_ctx f = {.fn = fn, .arg = arg};
     cr_buf_init(&f.tmp);
     cr_buf k;
@@ -447,8 +524,9 @@ static void usage_row(void *arg, const cr_etcd_kv *kv)
     json_decref(v);
 }
 
-int cr__estore_load_usage(cr__estore *s, cr_store_usage_fn fn, void *arg)
+int cr__estore_load_usage(void *be, cr_store_usage_fn fn, void *arg)
 {
+    cr__estore *s = be;
     cr_buf k;
     cr_buf_init(&k);
     cr__estore_key(s, &k, "usage/");
@@ -482,8 +560,9 @@ static int last_id(cr__estore *s, const char *sect, int64_t *out)
     return rc;
 }
 
-int cr__estore_max_job_id(cr__estore *s, int64_t *out)
+int cr__estore_max_job_id(void *be, int64_t *out)
 {
+    cr__estore *s = be;
     int64_t a = 0, b = 0, c = 0;
     char key[220];
     snprintf(key, sizeof key, "%smeta/max_job_id", s->prefix);
@@ -575,9 +654,10 @@ static bool in_states(const cr_store_job_query *q, const char *state)
     return false;
 }
 
-int cr__estore_job_counts(cr__estore *s, const char *tenant, const char *const *states, size_t n,
+int cr__estore_job_counts(void *be, const char *tenant, const char *const *states, size_t n,
                           int64_t *out)
 {
+    cr__estore *s = be;
     counts_ctx c = {0};
     int rc = read_counts(s, &c, NULL);
     for (size_t i = 0; i < n; i++) {
@@ -718,9 +798,10 @@ static int read_docs(cr__estore *s, doc_ctx *d, int64_t rev)
     return 0;
 }
 
-int cr__estore_query_jobs(cr__estore *s, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
+int cr__estore_query_jobs(void *be, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
                           int64_t *total)
 {
+    cr__estore *s = be;
     counts_ctx cnt = {0};
     int64_t rev = 0;
     size_t limit = q->limit > 0 ? q->limit : 1;

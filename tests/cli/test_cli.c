@@ -1080,7 +1080,7 @@ static void test_cmd_services(void **state)
     run_free(&r);
     r = cli("services", "show", "chat", "--gpus", "2", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "--gpus goes with create only"));
+    assert_non_null(strstr(r.err, "--gpus goes with create or update only"));
     run_free(&r);
 
     fake_server_canned(s, 200,

@@ -2,6 +2,7 @@
 #include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_log.h"
+#include "cr_opt.h"
 #include "cr_parse.h"
 #include "cr_rng.h"
 #include "cr_time.h"
@@ -239,6 +240,98 @@ static void test_log(void **state)
     cr_log_set_level(CR_LOG_INFO);
 }
 
+/* Options from a table: flags and config values set the same members,
+ * bounds hold on both, a bad value says why, --help has every flag. */
+typedef struct opt_conf {
+    int32_t n;
+    int64_t wait_ns;
+    bool on;
+    int sw;
+    char *name;
+    const char *path;
+} opt_conf;
+
+static const cr_opt opt_rows[] = {
+    {NULL, NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, NULL, "Section:", NULL, false},
+    {"--n", "n", CR_OPT_I32, offsetof(opt_conf, n), 1, 10, 0, 0, "N", "a count", NULL, false},
+    {"--wait", "wait_s", CR_OPT_DUR, offsetof(opt_conf, wait_ns), 0, 60 * CR_NS_PER_SEC, 0, 0,
+     "DUR", "a wait\nof two lines", NULL, false},
+    {"--on", "on", CR_OPT_BOOL, offsetof(opt_conf, on), 0, 0, 0, 0, NULL, "a switch", NULL, false},
+    {"--no-sw", NULL, CR_OPT_SET, offsetof(opt_conf, sw), 0, 0, 0, 0, NULL, "off", NULL, false},
+    {"--name", "name", CR_OPT_STRDUP, offsetof(opt_conf, name), 0, 0, 0, 0, "S", "owned", NULL,
+     false},
+    {"--path", NULL, CR_OPT_STR, offsetof(opt_conf, path), 0, 0, 0, 0, "P", "borrowed",
+     "expected a path", false},
+    {"--odd", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "X", "the caller's", NULL, false},
+};
+
+static void test_opt(void **state)
+{
+    (void)state;
+    size_t n = sizeof opt_rows / sizeof opt_rows[0];
+    opt_conf c = {.sw = -1};
+    char why[128];
+    assert_null(cr_opt_by_flag(opt_rows, n, "Section:"));
+    assert_null(cr_opt_by_flag(opt_rows, n, "--nope"));
+    const cr_opt *o = cr_opt_by_flag(opt_rows, n, "--n");
+    assert_true(cr_opt_wants_value(o));
+    assert_int_equal(cr_opt_set_flag(o, &c, "7", why, sizeof why), 0);
+    assert_int_equal(c.n, 7);
+    assert_int_equal(cr_opt_set_flag(o, &c, "11", why, sizeof why), CR_EINVAL);
+    assert_string_equal(why, "must be an integer 1..10");
+    cr_opt_value v = {.kind = CR_OPT_V_INT, .i = 3, .d = 3};
+    assert_int_equal(cr_opt_set_value(cr_opt_by_key(opt_rows, n, "n"), &c, &v, why, sizeof why), 0);
+    assert_int_equal(c.n, 3);
+    v = (cr_opt_value){.kind = CR_OPT_V_REAL, .d = 2.5};
+    o = cr_opt_by_key(opt_rows, n, "wait_s");
+    assert_int_equal(cr_opt_set_value(o, &c, &v, why, sizeof why), 0);
+    assert_int_equal(c.wait_ns, 2500 * CR_NS_PER_MS);
+    v.d = 61;
+    assert_int_equal(cr_opt_set_value(o, &c, &v, why, sizeof why), CR_EINVAL);
+    assert_string_equal(why, "must be a number of seconds >= 0");
+    assert_int_equal(cr_opt_set_flag(o, &c, "500ms", why, sizeof why), 0);
+    assert_int_equal(c.wait_ns, 500 * CR_NS_PER_MS);
+    assert_int_equal(cr_opt_set_flag(o, &c, "2m", why, sizeof why), CR_EINVAL);
+    assert_int_equal(
+        cr_opt_set_flag(cr_opt_by_flag(opt_rows, n, "--on"), &c, NULL, why, sizeof why), 0);
+    assert_true(c.on);
+    v = (cr_opt_value){.kind = CR_OPT_V_STR, .s = "x"};
+    assert_int_equal(cr_opt_set_value(cr_opt_by_key(opt_rows, n, "on"), &c, &v, why, sizeof why),
+                     CR_EINVAL);
+    assert_string_equal(why, "must be true or false");
+    assert_int_equal(
+        cr_opt_set_flag(cr_opt_by_flag(opt_rows, n, "--no-sw"), &c, NULL, why, sizeof why), 0);
+    assert_int_equal(c.sw, 0);
+    o = cr_opt_by_flag(opt_rows, n, "--name");
+    assert_int_equal(cr_opt_set_flag(o, &c, "a", why, sizeof why), 0);
+    assert_int_equal(cr_opt_set_flag(o, &c, "bc", why, sizeof why), 0);
+    assert_string_equal(c.name, "bc");
+    free(c.name);
+    assert_int_equal(
+        cr_opt_set_flag(cr_opt_by_flag(opt_rows, n, "--path"), &c, NULL, why, sizeof why),
+        CR_EINVAL);
+    assert_string_equal(why, "expected a path");
+    assert_int_equal(
+        cr_opt_set_flag(cr_opt_by_flag(opt_rows, n, "--odd"), &c, "x", why, sizeof why),
+        CR_ENOTSUP);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    cr_opt_help(f, opt_rows, n, 10);
+    fclose(f);
+    assert_string_equal(text, "Section:\n"
+                              "  --n N     a count\n"
+                              "  --wait DUR\n"
+                              "            a wait\n"
+                              "            of two lines\n"
+                              "  --on      a switch\n"
+                              "  --no-sw   off\n"
+                              "  --name S  owned\n"
+                              "  --path P  borrowed\n"
+                              "  --odd X   the caller's\n");
+    free(text);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,7 +339,7 @@ int main(void)
         cmocka_unit_test(test_buf),      cmocka_unit_test(test_buf_jstr),
         cmocka_unit_test(test_duration), cmocka_unit_test(test_time_limit),
         cmocka_unit_test(test_count),    cmocka_unit_test(test_csv),
-        cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_rng),      cmocka_unit_test(test_opt),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

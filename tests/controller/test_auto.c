@@ -27,135 +27,34 @@
 #include <cmocka.h>
 
 #include "../integration/reap.h"
+#include "ctl_fixture.h"
 #include <curl/curl.h>
 #include <jansson.h>
 #include <math.h>
 
-typedef struct daemon {
-    pid_t pid;
-    char dir[256];
-    char url[128];
-    char admin[128];
-    char join[128];
-} daemon_t;
-
-static void read_line(const char *path, char *out, size_t len)
-{
-    FILE *f = fopen(path, "r");
-    out[0] = '\0';
-    if (f) {
-        if (!fgets(out, (int)len, f)) {
-            out[0] = '\0';
-        }
-        fclose(f);
-    }
-    out[strcspn(out, "\r\n")] = '\0';
-}
+typedef ctl_daemon daemon_t;
 
 static void poll_sleep(void)
 {
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
-static size_t sink(char *p, size_t s, size_t n, void *u)
-{
-    cr_buf_append(u, p, s * n);
-    return s * n;
+    ctlf_nap();
 }
 
 static json_t *call(const daemon_t *d, const char *method, const char *path, const char *token,
                     const char *body, long *code)
 {
-    CURL *h = curl_easy_init();
-    char url[512], auth[256];
-    cr_buf out;
-    cr_buf_init(&out);
-    snprintf(url, sizeof url, "%s%s", d->url, path);
-    struct curl_slist *hdrs = NULL;
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    hdrs = curl_slist_append(hdrs, auth);
-    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, &out);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    *code = 0;
-    if (curl_easy_perform(h) == CURLE_OK) {
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, code);
-    }
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    json_t *v = out.len ? json_loads(cr_buf_str(&out), 0, NULL) : NULL;
-    cr_buf_fini(&out);
-    return v;
+    return ctlf_call(d, method, path, token, body, code);
 }
 
 static const char *str(json_t *v, const char *key)
 {
-    const char *s = json_string_value(json_object_get(v, key));
-    return s ? s : "";
+    return ctlf_str(v, key);
 }
 
 /* extra: more flags ("--policy hetero"), NULL for none; fresh: a new
  * state directory (else d->dir's, after a stop). */
 static void start_in(daemon_t *d, const char *extra, bool fresh)
 {
-    if (fresh) {
-        snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-auto-XXXXXX");
-        assert_non_null(mkdtemp(d->dir));
-    }
-    char addr[300], log[300];
-    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
-    unlink(addr);
-    snprintf(log, sizeof log, "%s/controller.log", d->dir);
-    const char *bin = getenv("CORRAL_BIN") ? getenv("CORRAL_BIN") : "build/corral";
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid > 0) {
-        cr_test_track(d->dir, d->pid); /* removed even if the test fails */
-    }
-    if (d->pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        char e[64] = "";
-        snprintf(e, sizeof e, "%s", extra ? extra : "");
-        char *sp = strchr(e, ' ');
-        if (sp) {
-            *sp++ = '\0';
-        }
-        char *argv[] = {(char *)bin,   "controller",          "--state-dir",   d->dir, "--listen",
-                        "127.0.0.1:0", "--allow-legacy-join", e[0] ? e : NULL, sp,     NULL};
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
-    d->url[0] = '\0';
-    while (!d->url[0] && cr_mono_ns() < deadline) {
-        read_line(addr, d->url, sizeof d->url);
-        int st;
-        assert_int_equal(waitpid(d->pid, &st, WNOHANG), 0);
-        if (!d->url[0]) {
-            poll_sleep();
-        }
-    }
-    assert_true(d->url[0] != '\0');
-    char path[300];
-    snprintf(path, sizeof path, "%s/admin.token", d->dir);
-    read_line(path, d->admin, sizeof d->admin);
-    snprintf(path, sizeof path, "%s/join.token", d->dir);
-    read_line(path, d->join, sizeof d->join);
-    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+    ctlf_start_ok(d, fresh ? "/tmp/corral-test-auto-XXXXXX" : NULL, extra);
 }
 
 static void start(daemon_t *d, const char *extra)
@@ -212,23 +111,12 @@ static int64_t submit(const daemon_t *d, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(body, sizeof body, fmt, ap);
     va_end(ap);
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", d->admin, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, d->admin, body);
 }
 
 static json_t *job(const daemon_t *d, int64_t id)
 {
-    char path[64];
-    long code;
-    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
-    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
-    assert_int_equal(code, 200);
-    return v;
+    return ctlf_job_ok(d, id);
 }
 
 /* Poll until the job leaves "not yet considered": running, or pending

@@ -36,18 +36,14 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "ctl_fixture.h"
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
 
-typedef struct daemon {
-    pid_t pid;
-    char dir[256];
-    char url[128];
-    char admin[128];
-    char join[128];
-} daemon_t;
+typedef ctl_daemon daemon_t;
 
 /* What the teardown ends and removes when an assertion ended a test early. */
 static pid_t live_pid;
@@ -55,120 +51,39 @@ static char live_dir[256];
 static bool live_mounted;
 static sqlite3 *live_lock;
 
-static void read_line(const char *path, char *out, size_t len)
-{
-    FILE *f = fopen(path, "r");
-    out[0] = '\0';
-    if (f) {
-        if (!fgets(out, (int)len, f)) {
-            out[0] = '\0';
-        }
-        fclose(f);
-    }
-    out[strcspn(out, "\r\n")] = '\0';
-}
-
 static void nap(void)
 {
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
-static size_t sink(char *p, size_t s, size_t n, void *u)
-{
-    cr_buf_append(u, p, s * n);
-    return s * n;
+    ctlf_nap();
 }
 
 /* One request: its status (0: no answer) and body text in out. */
 static long req(const daemon_t *d, const char *method, const char *path, const char *token,
                 const char *body, cr_buf *out)
 {
-    CURL *h = curl_easy_init();
-    char url[512], auth[256];
-    snprintf(url, sizeof url, "%s%s", d->url, path);
-    snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-    struct curl_slist *hl = curl_slist_append(NULL, auth);
-    hl = curl_slist_append(hl, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    long code = 0;
-    if (curl_easy_perform(h) == CURLE_OK) {
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    }
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
-    return code;
+    ctlf_opts o = {.token = token};
+    return ctlf_req(d, method, path, body, body ? strlen(body) : 0, &o, out);
 }
 
 static json_t *call(const daemon_t *d, const char *method, const char *path, const char *token,
                     const char *body, long *code)
 {
-    cr_buf b;
-    cr_buf_init(&b);
-    *code = req(d, method, path, token, body, &b);
-    json_t *v = b.len ? json_loads(cr_buf_str(&b), 0, NULL) : NULL;
-    cr_buf_fini(&b);
-    return v;
+    return ctlf_call(d, method, path, token, body, code);
 }
 
 static const char *str(const json_t *v, const char *key)
 {
-    const char *s = json_string_value(json_object_get(v, key));
-    return s ? s : "";
+    return ctlf_str(v, key);
 }
 
 /* The controller on d->dir (made by the caller). */
 static void start(daemon_t *d)
 {
-    char addr[300], log[300];
-    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
-    unlink(addr);
+    char log[300];
     snprintf(log, sizeof log, "%s.log", d->dir);
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        const char *b = getenv("CORRAL_BIN");
-        char *argv[] = {(char *)(b ? b : "build/corral"),
-                        "controller",
-                        "--allow-legacy-join",
-                        "--state-dir",
-                        d->dir,
-                        "--listen",
-                        "127.0.0.1:0",
-                        NULL};
-        execv(argv[0], argv);
-        _exit(127);
-    }
+    int st = 0;
+    bool ok = ctlf_spawn(d, NULL, log, 30, &st);
     live_pid = d->pid;
-    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
-    d->url[0] = '\0';
-    while (!d->url[0] && cr_mono_ns() < deadline) {
-        read_line(addr, d->url, sizeof d->url);
-        if (!d->url[0]) {
-            nap();
-        }
-    }
-    assert_true(d->url[0] != '\0');
-    char path[300];
-    snprintf(path, sizeof path, "%s/admin.token", d->dir);
-    read_line(path, d->admin, sizeof d->admin);
-    snprintf(path, sizeof path, "%s/join.token", d->dir);
-    read_line(path, d->join, sizeof d->join);
+    assert_true(ok);
 }
 
 static void stop(daemon_t *d, int sig)
@@ -227,18 +142,7 @@ static int teardown(void **state)
 
 static void fill_disk(const char *dir)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/filler", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    char buf[4096];
-    memset(buf, 'x', sizeof buf);
-    while (write(fd, buf, sizeof buf) > 0) {
-    }
-    while (write(fd, buf, 1) > 0) {
-    }
-    assert_true(errno == ENOSPC);
-    close(fd);
+    ctlf_fill_disk_ok(dir);
 }
 
 static void free_disk(const char *dir)
@@ -273,23 +177,12 @@ static char *reg_node(const daemon_t *d, const char *name, int gpus)
 
 static int64_t submit(const daemon_t *d, const char *body)
 {
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", d->admin, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, d->admin, body);
 }
 
 static json_t *job(const daemon_t *d, int64_t id)
 {
-    char path[64];
-    long code;
-    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
-    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
-    assert_int_equal(code, 200);
-    return v;
+    return ctlf_job_ok(d, id);
 }
 
 /* Polls until job id's state is state (30 s), then asserts it. */

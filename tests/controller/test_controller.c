@@ -31,85 +31,31 @@
 #include <cmocka.h>
 
 #include "../integration/reap.h"
+#include "ctl_fixture.h"
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
 
-typedef struct daemon {
-    pid_t pid;
-    char dir[256];
-    char url[128];
-    char admin[128];
-    char join[128];
-} daemon_t;
+typedef ctl_daemon daemon_t;
 
 static const char *bin(void)
 {
-    const char *b = getenv("CORRAL_BIN");
-    return b ? b : "build/corral";
-}
-
-static void read_line(const char *path, char *out, size_t len)
-{
-    FILE *f = fopen(path, "r");
-    out[0] = '\0';
-    if (f) {
-        if (!fgets(out, (int)len, f)) {
-            out[0] = '\0';
-        }
-        fclose(f);
-    }
-    out[strcspn(out, "\r\n")] = '\0';
+    return ctlf_bin();
 }
 
 static void poll_sleep(void)
 {
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
+    ctlf_nap();
 }
 
 static char ca_file[300]; /* set while a TLS test runs */
-
-static size_t sink(char *p, size_t s, size_t n, void *u)
-{
-    cr_buf_append(u, p, s * n);
-    return s * n;
-}
 
 /* One request; returns the status (0 = no answer) and the body in out. */
 static long req(const daemon_t *d, const char *method, const char *path, const char *token,
                 const char *body, size_t len, cr_buf *out)
 {
-    CURL *h = curl_easy_init();
-    char url[512], auth[256];
-    snprintf(url, sizeof url, "%s%s", d->url, path);
-    struct curl_slist *hdrs = NULL;
-    if (token) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-        hdrs = curl_slist_append(hdrs, auth);
-    }
-    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 30L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    if (ca_file[0]) {
-        curl_easy_setopt(h, CURLOPT_CAINFO, ca_file);
-    }
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)len);
-    }
-    long code = 0;
-    if (curl_easy_perform(h) == CURLE_OK) {
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    }
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(h);
-    return code;
+    ctlf_opts o = {.token = token, .ca_file = ca_file};
+    return ctlf_req(d, method, path, body, len, &o, out);
 }
 
 /* Request with a string body; the answer parsed as JSON (NULL if not). */
@@ -126,66 +72,7 @@ static json_t *call(const daemon_t *d, const char *method, const char *path, con
 
 static void start(daemon_t *d, bool fresh, const char *extra)
 {
-    if (fresh) {
-        snprintf(d->dir, sizeof d->dir, "/tmp/corral-test-ctl-XXXXXX");
-        assert_non_null(mkdtemp(d->dir));
-    }
-    char addr[300];
-    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
-    unlink(addr);
-    char log[300];
-    snprintf(log, sizeof log, "%s/controller.log", d->dir);
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid > 0) {
-        cr_test_track(d->dir, d->pid); /* removed even if the test fails */
-    }
-    if (d->pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        char *argv[16];
-        int n = 0;
-        argv[n++] = (char *)bin();
-        argv[n++] = "controller";
-        argv[n++] = "--allow-legacy-join"; /* the tests' agents join with join.token */
-        argv[n++] = "--state-dir";
-        argv[n++] = d->dir;
-        argv[n++] = "--listen";
-        argv[n++] = "127.0.0.1:0";
-        char extra_copy[256];
-        if (extra) {
-            snprintf(extra_copy, sizeof extra_copy, "%s", extra);
-            char *save = NULL;
-            for (char *t = strtok_r(extra_copy, " ", &save); t && n < 14;
-                 t = strtok_r(NULL, " ", &save)) {
-                argv[n++] = t;
-            }
-        }
-        argv[n] = NULL;
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
-    d->url[0] = '\0';
-    while (cr_mono_ns() < deadline) {
-        read_line(addr, d->url, sizeof d->url);
-        if (d->url[0]) {
-            break;
-        }
-        int st;
-        assert_int_equal(waitpid(d->pid, &st, WNOHANG), 0); /* still alive */
-        poll_sleep();
-    }
-    assert_true(d->url[0] != '\0');
-    char path[300];
-    snprintf(path, sizeof path, "%s/admin.token", d->dir);
-    read_line(path, d->admin, sizeof d->admin);
-    snprintf(path, sizeof path, "%s/join.token", d->dir);
-    read_line(path, d->join, sizeof d->join);
-    assert_int_equal(strncmp(d->admin, "crl_", 4), 0);
+    ctlf_start_ok(d, fresh ? "/tmp/corral-test-ctl-XXXXXX" : NULL, extra);
 }
 
 static void stop(daemon_t *d, int sig)
@@ -230,13 +117,12 @@ static void cleanup(daemon_t *d)
 
 static const char *str(json_t *v, const char *key)
 {
-    const char *s = json_string_value(json_object_get(v, key));
-    return s ? s : "";
+    return ctlf_str(v, key);
 }
 
 static int64_t num(json_t *v, const char *key)
 {
-    return (int64_t)json_integer_value(json_object_get(v, key));
+    return ctlf_num(v, key);
 }
 
 static char *mint(const daemon_t *d, const char *role, const char *tenant)
@@ -266,13 +152,7 @@ static char *mint(const daemon_t *d, const char *role, const char *tenant)
 
 static int64_t submit(const daemon_t *d, const char *token, const char *body)
 {
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", token, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, token, body);
 }
 
 static int64_t count_jobs(const daemon_t *d)
@@ -667,12 +547,7 @@ static void test_bad_input_stores_nothing(void **state)
 
 static json_t *job(const daemon_t *d, int64_t id)
 {
-    char path[64];
-    long code;
-    snprintf(path, sizeof path, "/v1/jobs/%lld", (long long)id);
-    json_t *v = call(d, "GET", path, d->admin, NULL, &code);
-    assert_int_equal(code, 200);
-    return v;
+    return ctlf_job_ok(d, id);
 }
 
 /* Poll until job id is in state (deadline 20 s). */

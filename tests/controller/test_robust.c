@@ -36,54 +36,18 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+
+#include "ctl_fixture.h"
 #include <curl/curl.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <sqlite3.h>
 
-typedef struct daemon {
-    pid_t pid;
-    char dir[256];
-    char url[128];
-    char admin[128];
-    char join[128];
-} daemon_t;
-
-static const char *bin(void)
-{
-    const char *b = getenv("CORRAL_BIN");
-    return b ? b : "build/corral";
-}
-
-static void read_line(const char *path, char *out, size_t len)
-{
-    FILE *f = fopen(path, "r");
-    out[0] = '\0';
-    if (f) {
-        if (!fgets(out, (int)len, f)) {
-            out[0] = '\0';
-        }
-        fclose(f);
-    }
-    out[strcspn(out, "\r\n")] = '\0';
-}
+typedef ctl_daemon daemon_t;
 
 static void poll_sleep(void)
 {
-    struct timespec ts = {0, 20 * 1000 * 1000};
-    nanosleep(&ts, NULL);
-}
-
-static size_t sink(char *p, size_t s, size_t n, void *u)
-{
-    cr_buf_append(u, p, s * n);
-    return s * n;
-}
-
-static size_t hdr_sink(char *p, size_t s, size_t n, void *u)
-{
-    cr_buf_append(u, p, s * n);
-    return s * n;
+    ctlf_nap();
 }
 
 /* One request; the status (0 = no answer), the body in out, headers in hdrs
@@ -91,62 +55,24 @@ static size_t hdr_sink(char *p, size_t s, size_t n, void *u)
 static long req_h(const daemon_t *d, const char *method, const char *path, const char *token,
                   const char *body, const char *extra, cr_buf *out, cr_buf *hdrs)
 {
-    CURL *h = curl_easy_init();
-    char url[512], auth[256];
-    snprintf(url, sizeof url, "%s%s", d->url, path);
-    struct curl_slist *hl = NULL;
-    if (token) {
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", token);
-        hl = curl_slist_append(hl, auth);
-    }
-    hl = curl_slist_append(hl, "Content-Type: application/json");
-    if (extra) {
-        hl = curl_slist_append(hl, extra);
-    }
-    curl_easy_setopt(h, CURLOPT_URL, url);
-    curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(h, CURLOPT_HTTPHEADER, hl);
-    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, sink);
-    curl_easy_setopt(h, CURLOPT_WRITEDATA, out);
-    if (hdrs) {
-        curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, hdr_sink);
-        curl_easy_setopt(h, CURLOPT_HEADERDATA, hdrs);
-    }
-    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
-    curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-    if (body) {
-        curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
-    }
-    long code = 0;
-    if (curl_easy_perform(h) == CURLE_OK) {
-        curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &code);
-    }
-    curl_slist_free_all(hl);
-    curl_easy_cleanup(h);
-    return code;
+    ctlf_opts o = {.token = token, .extra = extra, .hdrs = hdrs};
+    return ctlf_req(d, method, path, body, body ? strlen(body) : 0, &o, out);
 }
 
 static json_t *call(const daemon_t *d, const char *method, const char *path, const char *token,
                     const char *body, long *code)
 {
-    cr_buf b;
-    cr_buf_init(&b);
-    *code = req_h(d, method, path, token, body, NULL, &b, NULL);
-    json_t *v = b.len ? json_loads(cr_buf_str(&b), 0, NULL) : NULL;
-    cr_buf_fini(&b);
-    return v;
+    return ctlf_call(d, method, path, token, body, code);
 }
 
 static const char *str(json_t *v, const char *key)
 {
-    const char *s = json_string_value(json_object_get(v, key));
-    return s ? s : "";
+    return ctlf_str(v, key);
 }
 
 static int64_t num(json_t *v, const char *key)
 {
-    return (int64_t)json_integer_value(json_object_get(v, key));
+    return ctlf_num(v, key);
 }
 
 static void fresh_dir(daemon_t *d)
@@ -185,65 +111,15 @@ static void live_del(pid_t pid)
  * *status) when it exits instead of listening. */
 static bool try_start(daemon_t *d, const char *extra, int *status)
 {
-    char addr[300], log[300];
-    snprintf(addr, sizeof addr, "%s/listen.addr", d->dir);
-    unlink(addr);
+    char log[300];
     snprintf(log, sizeof log, "%s.log", d->dir);
-    d->pid = fork();
-    assert_true(d->pid >= 0);
-    if (d->pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 1);
-            dup2(fd, 2);
-        }
-        char *argv[16];
-        int n = 0;
-        argv[n++] = (char *)bin();
-        argv[n++] = "controller";
-        argv[n++] = "--allow-legacy-join"; /* the tests' agents join with join.token */
-        argv[n++] = "--state-dir";
-        argv[n++] = d->dir;
-        argv[n++] = "--listen";
-        argv[n++] = "127.0.0.1:0";
-        char copy[512];
-        if (extra) {
-            snprintf(copy, sizeof copy, "%s", extra);
-            char *save = NULL;
-            for (char *t = strtok_r(copy, " ", &save); t && n < 14;
-                 t = strtok_r(NULL, " ", &save)) {
-                argv[n++] = t;
-            }
-        }
-        argv[n] = NULL;
-        execv(argv[0], argv);
-        _exit(127);
-    }
-    live_add(d->pid);
     snprintf(test_dir, sizeof test_dir, "%s", d->dir);
-    int64_t deadline = cr_mono_ns() + 30 * CR_NS_PER_SEC;
-    d->url[0] = '\0';
-    while (cr_mono_ns() < deadline) {
-        read_line(addr, d->url, sizeof d->url);
-        if (d->url[0]) {
-            break;
-        }
-        int st;
-        if (waitpid(d->pid, &st, WNOHANG) == d->pid) {
-            live_del(d->pid);
-            d->pid = 0;
-            *status = st;
-            return false;
-        }
-        poll_sleep();
+    bool ok = ctlf_spawn(d, extra, log, 30, status);
+    if (d->pid > 0) {
+        live_add(d->pid);
     }
-    assert_true(d->url[0] != '\0');
-    char path[300];
-    snprintf(path, sizeof path, "%s/admin.token", d->dir);
-    read_line(path, d->admin, sizeof d->admin);
-    snprintf(path, sizeof path, "%s/join.token", d->dir);
-    read_line(path, d->join, sizeof d->join);
-    return true;
+    assert_true(ok || d->pid == 0); /* exited, or it did not listen in time */
+    return ok;
 }
 
 static void start(daemon_t *d, const char *extra)
@@ -295,13 +171,7 @@ static bool log_has(const daemon_t *d, const char *needle)
 
 static int64_t submit(const daemon_t *d, const char *token, const char *body)
 {
-    long code;
-    json_t *v = call(d, "POST", "/v1/jobs", token, body, &code);
-    assert_int_equal(code, 201);
-    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
-    json_decref(v);
-    assert_true(id > 0);
-    return id;
+    return ctlf_submit_ok(d, token, body);
 }
 
 static json_t *job(const daemon_t *d, int64_t id, long *code)
@@ -362,19 +232,7 @@ static long whoami(const daemon_t *d, const char *token)
 
 static void fill_disk(const char *dir)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/filler", dir);
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    assert_true(fd >= 0);
-    char buf[4096];
-    memset(buf, 'x', sizeof buf);
-    while (write(fd, buf, sizeof buf) > 0) {
-    }
-    /* the last partial page too */
-    while (write(fd, buf, 1) > 0) {
-    }
-    assert_true(errno == ENOSPC);
-    close(fd);
+    ctlf_fill_disk_ok(dir);
 }
 
 /* The tmpfs of test_disk_full, unmounted by its teardown even when an
@@ -1372,7 +1230,7 @@ static void test_no_new_admin_over_cluster(void **state)
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) != 0);
     char tok[128];
     snprintf(p, sizeof p, "%s/admin.token", d.dir);
-    read_line(p, tok, sizeof tok);
+    ctlf_read_line(p, tok, sizeof tok);
     assert_string_equal(tok, old_admin); /* not replaced */
     /* The documented way to really start over: an empty state directory. */
     unlink(p);

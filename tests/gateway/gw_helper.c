@@ -32,7 +32,7 @@
  *       as GET /v1/services/NAME/endpoints?version=V&wait=W (long-poll on
  *       the "version" member) and writes POST .../metrics bodies to FILE.metrics
  */
-#include "cr_http.h"
+#include "cr_http_parse.h"
 
 #include <curl/curl.h>
 #include <errno.h>

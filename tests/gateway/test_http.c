@@ -1,7 +1,7 @@
 /*
  * test_http.c - the gateway's HTTP/1.x head parser and chunked scanner.
  */
-#include "cr_http.h"
+#include "cr_http_parse.h"
 
 #include "cr_error.h"
 

@@ -157,6 +157,42 @@ if command -v promtool >/dev/null; then
     metrics "$G" | promtool check metrics || fail "promtool"
 fi
 
+# Tokens per minute (taken after each answer from a bucket of that size)
+# and a token budget over every gateway: each answer here is 3 completion
+# tokens and a prompt token per 4 body bytes (CHAT: 15 + 3 = 18).
+K6=$(newkey --tenant ml --name tpm --tpm 20) || fail "tpm key"
+K7=$(newkey --tenant other --name budget --token-budget 30) || fail "budget key"
+C keys list >keys.txt || fail "keys list"
+grep -Eq " tpm .* 20 +- " keys.txt && grep -Eq " budget .* - +30 " keys.txt ||
+    fail "keys list shows no TPM/BUDGET: $(cat keys.txt)"
+st=$(curl -s -o body.txt -w '%{http_code}' -H "Authorization: Bearer $TOK" -X POST     "$CTL/v1/keys" -d '{"tenant":"ml","tpm":-5}'); [ "$st" = 400 ] && grep -q "tpm" body.txt ||
+    fail "a negative tpm: $st $(cat body.txt)"
+keys_now() { [ "$(req "$K6" /v1/models)" = 200 ] && [ "$(req "$K7" /v1/models)" = 200 ]; }
+wait_for 10 keys_now || fail "the gateway never took the tpm/budget keys: $(cat body.txt)"
+st=$(req "$K6" /v1/chat/completions "$CHAT"); expect 200 # 20 - 18 = 2 left
+st=$(req "$K6" /v1/chat/completions "$CHAT"); expect 200 # 2 > 0: admitted, then -16
+st=$(req "$K6" /v1/chat/completions "$CHAT"); expect 429 rate_limit_error rate_limit_exceeded
+grep -q "tokens per minute" body.txt || fail "tpm 429 does not say why: $(cat body.txt)"
+grep -qi "^Retry-After: [1-9]" head.txt || fail "tpm 429 without Retry-After"
+metric_is "$G" "corral_gateway_key_limited_total{tenant=\"ml\",key=\"$(api "$CTL/v1/keys" |
+    grep -o '"id":[0-9]*,"tenant":"ml","name":"tpm"' | grep -o '[0-9]*' | head -1)\",limit=\"tpm\"}" 1 ||
+    fail "tpm limited metric: $(metrics "$G" | grep key_limited)"
+RB='{"model":"rival-model","messages":[{"role":"user","content":"hi"}]}'
+st=$(req "$K7" /v1/chat/completions "$RB"); expect 200 # 16 + 3 = 19 of 30
+st=$(req "$K7" /v1/chat/completions "$RB"); expect 200 # 38: spent
+st=$(req "$K7" /v1/chat/completions "$RB"); expect 429 insufficient_quota insufficient_quota
+grep -qi "^Retry-After" head.txt && fail "a spent budget's 429 carries a Retry-After"
+# Another gateway, which never served the key, refuses it once the
+# controller has the count: the crossing is published to every gateway.
+start_gateway two --config gw.json
+spent_there() {
+    [ "$(curl -s -o body2.txt -w '%{http_code}' -H "Authorization: Bearer $K7" \
+        -H 'Content-Type: application/json' --data "$RB" "http://$GW_two/v1/chat/completions")" = 429 ]
+}
+wait_for 10 spent_there || fail "the second gateway serves a spent key: $(cat body2.txt)"
+grep -q insufficient_quota body2.txt || fail "second gateway: $(cat body2.txt)"
+stop_gateway two
+
 # Expired and revoked keys stop working; the revoke within seconds.
 sleep_until_expired() { [ "$(req "$K5" /v1/models)" = 401 ]; }
 wait_for 10 sleep_until_expired || fail "the expired key still works"
@@ -183,7 +219,7 @@ CTL=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' ctl2.log ctl2.out |
     fail "usage after the restart: $(api "$CTL/v1/keys/usage") (before: $used_before)"
 C keys list | grep -Eq "^ *$K1ID +ml +app .* revoked" || fail "revoke lost in the restart: $(C keys list)"
 api "$CTL/v1/keys/published" | grep -q "\"id\":$K1ID," && fail "a revoked key is published after the restart"
-[ "$(api "$CTL/v1/keys/published" | grep -o '"hash"' | wc -l)" = 4 ] ||
+[ "$(api "$CTL/v1/keys/published" | grep -o '"hash"' | wc -l)" = 6 ] ||
     fail "published after the restart: $(api "$CTL/v1/keys/published")"
 stop_gateway main
 echo "keys ok"

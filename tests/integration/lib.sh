@@ -29,6 +29,15 @@
 #   free_ports N          N distinct free loopback ports
 #   c CMD ARGS...         the CLI as the admin of $SERVER ($ADMIN)
 #
+#   cr_netns_require TAG  several hosts on one machine: skip (77) unless root
+#                         with iproute2; sets TAG (the prefix of the names)
+#                         and NET (a /24 of 10.x, from the pid)
+#   cr_netns_hosts N      N hosts: namespaces $TAG-0.., each with veth
+#                         $TAG-p$i at $NET.(10+i), bridged on $TAG-br at
+#                         $NET.1; skip (77) where no bridge can be made.
+#                         cr_netns_down N undoes it: call it from
+#                         cleanup_extra
+#
 #   cr_stop_pids SIG PID...   SIG to each, wait at most $CR_STOP_GRACE (30) s
 #                         in all, then KILL what is left (named on stderr)
 #
@@ -187,4 +196,41 @@ c() { # c CMD ARGS...: the CLI as the admin of $SERVER
     local cmd=$1
     shift
     "$CORRAL" "$cmd" --server "$SERVER" --token "$ADMIN" "$@"
+}
+
+cr_netns_require() { # cr_netns_require TAG
+    if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
+        echo "skip: needs root and iproute2"
+        exit 77
+    fi
+    TAG=$1$$
+    NET=10.$((100 + $$ % 100)).$((($$ / 100) % 200 + 1))
+}
+
+cr_netns_hosts() { # cr_netns_hosts N
+    local i
+    if ! ip link add "$TAG-br" type bridge 2>/dev/null; then
+        echo "skip: cannot create a bridge here"
+        exit 77
+    fi
+    ip addr add "$NET.1/24" dev "$TAG-br"
+    ip link set "$TAG-br" up
+    for ((i = 0; i < $1; i++)); do
+        ip netns add "$TAG-$i"
+        ip link add "$TAG-v$i" type veth peer name "$TAG-p$i"
+        ip link set "$TAG-p$i" netns "$TAG-$i"
+        ip link set "$TAG-v$i" master "$TAG-br" up
+        ip -n "$TAG-$i" addr add "$NET.$((10 + i))/24" dev "$TAG-p$i"
+        ip -n "$TAG-$i" link set "$TAG-p$i" up
+        ip -n "$TAG-$i" link set lo up
+    done
+}
+
+cr_netns_down() { # cr_netns_down N
+    local i
+    for ((i = 0; i < $1; i++)); do
+        ip netns pids "$TAG-$i" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+        ip netns del "$TAG-$i" 2>/dev/null || true
+    done
+    ip link del "$TAG-br" 2>/dev/null || true
 }

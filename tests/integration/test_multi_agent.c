@@ -992,11 +992,9 @@ static void fill_disk(char *path, size_t len)
     close(fd);
 }
 
-/* Lines of the controller's log that hold needle. */
-static int log_count(const char *needle)
+/* Lines of the file at path that hold needle. */
+static int file_count(const char *path, const char *needle)
 {
-    char path[400];
-    snprintf(path, sizeof path, "%s/controller.log", E.dir);
     FILE *f = fopen(path, "r");
     char *line = NULL;
     size_t cap = 0;
@@ -1009,6 +1007,14 @@ static int log_count(const char *needle)
         fclose(f);
     }
     return n;
+}
+
+/* Lines of the controller's log that hold needle. */
+static int log_count(const char *needle)
+{
+    char path[400];
+    snprintf(path, sizeof path, "%s/controller.log", E.dir);
+    return file_count(path, needle);
 }
 
 /* Answers 507 (disk full) the controller gave to agents' status reports,
@@ -1082,18 +1088,28 @@ static int count_lines(const char *path)
 
 /* A job's end reported by its agent while the disk is full: refused (507),
  * the job stays running in memory and in the API, the agent reports it
- * again, and once there is room the end is stored and survives a restart. */
+ * again, and once there is room the end is stored and survives a restart.
+ * The refusals go on for longer than twice the node lease (3 s): a refusal
+ * is an answer, so the agent asks again within the lease (its backoff is at
+ * most a third of it) and a second job on the same node, still running,
+ * is never stopped by the lease nor run twice. (With a backoff up to 5 s,
+ * the agent's lease ran out between two refusals and the other job was
+ * stopped and requeued: it ran twice.) */
 static void test_report_refused_disk_full(void **state)
 {
     if (!E.tmpfs) {
         skip();
     }
-    restart_controller(SIGTERM, "60"); /* a fresh WAL: every commit needs new space */
+    restart_controller(SIGTERM, NULL); /* a fresh WAL: every commit needs new space */
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
     char body[4096], marker[400], rel[400], runs[400], filler[400], st[32];
+    char krel[400], kruns[400], kmarker[400];
     snprintf(marker, sizeof marker, "%s/dfend", E.dir);
     snprintf(rel, sizeof rel, "%s/release-dfend", E.dir);
     snprintf(runs, sizeof runs, "%s/dfend-runs", E.dir);
+    snprintf(kmarker, sizeof kmarker, "%s/dfkeep", E.dir);
+    snprintf(krel, sizeof krel, "%s/release-dfkeep", E.dir);
+    snprintf(kruns, sizeof kruns, "%s/dfkeep-runs", E.dir);
     snprintf(body, sizeof body,
              "{\"name\":\"dfend\",\"gpus\":1,\"command\":[\"sh\",\"-c\",\"echo run >> %s; "
              "echo \\\"$CORRAL_NODE $$\\\" > %s.tmp && mv %s.tmp %s; "
@@ -1104,9 +1120,24 @@ static void test_report_refused_disk_full(void **state)
     int pid = wait_marker_pid(marker, id, &node, 30);
     assert_true(pid > 1);
     expect_state(id, "running", 30);
+    /* Its neighbour: the same node, running all through. */
+    snprintf(body, sizeof body,
+             "{\"name\":\"dfkeep\",\"gpus\":1,\"nodelist\":\"a%d\",\"command\":[\"sh\",\"-c\","
+             "\"echo run >> %s; echo \\\"$CORRAL_NODE $$\\\" > %s.tmp && mv %s.tmp %s; "
+             "while [ ! -e %s ]; do sleep 0.05; done; echo done >> %s\"]}",
+             node, kruns, kmarker, kmarker, kmarker, krel, kruns);
+    long long kid = submit(body);
+    int knode = -1;
+    assert_true(wait_marker_pid(kmarker, kid, &knode, 30) > 1);
+    assert_int_equal(knode, node);
+    expect_state(kid, "running", 30);
 
     const char *refused = "job ends was not stored";
+    const char *expired = "node lease expired";
     int before = log_count(refused);
+    char alog[400];
+    snprintf(alog, sizeof alog, "%s/agent-a%d.log", E.dir, node);
+    int expired_before = file_count(alog, expired);
     fill_disk(filler, sizeof filler);
     touch(rel); /* the job exits 0 */
     double end = now_s() + 30;
@@ -1126,12 +1157,25 @@ static void test_report_refused_disk_full(void **state)
     /* Refused, and reported again by the agent (its retry). */
     assert_true(wait_log_count(refused, before + 2, 60));
     assert_string_equal(job_state(id, st, sizeof st), "running");
+    /* The disk stays full for more than twice the lease. */
+    end = now_s() + 8;
+    while (now_s() < end) {
+        usleep(100000);
+    }
+    assert_true(log_count(refused) >= before + 4); /* still asked again, within the lease */
+    assert_int_equal(file_count(alog, expired), expired_before);
+    assert_string_equal(job_state(kid, st, sizeof st), "running");
 
     assert_int_equal(unlink(filler), 0);
     expect_state(id, "completed", 60);
+    touch(krel);
+    expect_state(kid, "completed", 60);
+    assert_int_equal(file_count(alog, expired), expired_before);
     restart_controller(SIGKILL, NULL);
     assert_string_equal(job_state(id, st, sizeof st), "completed");
-    assert_int_equal(count_lines(runs), 2); /* one run, one end */
+    assert_string_equal(job_state(kid, st, sizeof st), "completed");
+    assert_int_equal(count_lines(runs), 2);  /* one run, one end */
+    assert_int_equal(count_lines(kruns), 2); /* the neighbour too: never stopped, never rerun */
     assert_true(wait_nodes_up(MAX_AGENTS, 30));
 }
 

@@ -13,36 +13,11 @@
 set -euo pipefail
 
 . "$(dirname "$0")/lib.sh"
-if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
-    echo "skip: needs root and iproute2"
-    exit 77
-fi
-TAG=cr$$
-NET=10.$((100 + $$ % 100)).$((($$ / 100) % 200 + 1))
+cr_netns_require cr
 cr_setup netns
-cleanup_extra() {
-    for i in 0 1; do
-        ip netns pids "$TAG-$i" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
-        ip netns del "$TAG-$i" 2>/dev/null || true
-    done
-    ip link del "$TAG-br" 2>/dev/null || true
-}
+cleanup_extra() { cr_netns_down 2; }
 
-if ! ip link add "$TAG-br" type bridge 2>/dev/null; then
-    echo "skip: cannot create a bridge here"
-    exit 77
-fi
-ip addr add "$NET.1/24" dev "$TAG-br"
-ip link set "$TAG-br" up
-for i in 0 1; do
-    ip netns add "$TAG-$i"
-    ip link add "$TAG-v$i" type veth peer name "$TAG-p$i"
-    ip link set "$TAG-p$i" netns "$TAG-$i"
-    ip link set "$TAG-v$i" master "$TAG-br" up
-    ip -n "$TAG-$i" addr add "$NET.$((10 + i))/24" dev "$TAG-p$i"
-    ip -n "$TAG-$i" link set "$TAG-p$i" up
-    ip -n "$TAG-$i" link set lo up
-done
+cr_netns_hosts 2
 
 # The bridge address is ours alone, so any port is free there.
 PORT=$((20000 + $$ % 20000))

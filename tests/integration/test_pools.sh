@@ -15,6 +15,9 @@
 #   vanish  a node the provider no longer lists is forgotten
 #   bad     a provider that exits non-zero, prints no JSON or hangs: an
 #           event each, backoff, nothing leaked, the controller answers
+#   reclaim a spot node's reclaim notice mid-job: the job gets its checkpoint
+#           signal, is requeued without using a retry and resumes from its
+#           checkpoint on a replacement node; the reclaimed node goes
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 CASE=${1:-scale}
@@ -118,6 +121,50 @@ assert [n['name'] for n in p['nodes']]==['static1'], p['nodes']
 assert p['nodes'][0]['state']=='up', p['nodes']
 " || fail "the static pool does not list static1 up"
     echo "PASS pools scale: job $id ran on $node, the node went after ${IDLE}s idle"
+    ;;
+reclaim)
+    pool_conf ""
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # A checkpointable job: counts steps into its checkpoint, writes it on
+    # USR1 and exits 75 (the suspend contract, docs/api.md); resumed, it
+    # goes on from the checkpoint and completes.
+    cat >"$DIR/train.sh" <<'SH'
+#!/bin/sh
+ck=$CORRAL_CHECKPOINT_DIR/step
+step=0
+[ "${CORRAL_RESUME:-}" = 1 ] && [ -f "$ck" ] && step=$(cat "$ck")
+echo "start run=${CORRAL_RESUME:-0} step=$step node=$CORRAL_NODE" >>"$LOGF"
+trap 'echo $step >"$ck"; echo "checkpoint step=$step node=$CORRAL_NODE" >>"$LOGF"; exit 75' USR1
+while [ "$step" -lt 1000000 ]; do
+    step=$((step + 1))
+    if [ "${CORRAL_RESUME:-}" = 1 ] && [ "$step" -gt "$(cat "$ck")" ]; then
+        echo "resumed past step=$(cat "$ck") node=$CORRAL_NODE" >>"$LOGF"; exit 0
+    fi
+    sleep 0.01
+done
+SH
+    chmod +x "$DIR/train.sh"
+    export LOGF=$DIR/train.log
+    id=$(submit_id --gpus 1 --gpu-type L4 --checkpointable --retries 0 --export ALL -- "$DIR/train.sh")
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" running || fail "job $id did not start"
+    wait_for 30 grep -q "^start run=0" "$LOGF" || fail "the job did not start its work"
+    node=$(job_field "$id" "(j.get('placement') or [{}])[0].get('node','')")
+    case "$node" in burst-*) ;; *) fail "job $id runs on '$node', not a pool node" ;; esac
+    echo 20 >"$PDIR/$node/reclaim" # the provider's notice: 20 s left
+    wait_for 30 grep -q "^checkpoint step=" "$LOGF" || fail "no checkpoint signal reached the job"
+    wait_for 30 eval 'c nodes | grep "$node" | grep -q "spot reclaim"' ||
+        fail "the node is not drained for the reclaim: $(c nodes)"
+    # The provider takes the node back (the cloud would at the deadline).
+    kill -TERM "$(cat "$PDIR/$node/pid")" 2>/dev/null || true
+    wait_for 90 job_is "$id" completed || fail "job $id did not complete after the reclaim"
+    grep -q "^start run=1 step=[1-9]" "$LOGF" || fail "the job did not resume from its checkpoint: $(cat "$LOGF")"
+    grep -q "^resumed past" "$LOGF" || fail "no resumed run: $(cat "$LOGF")"
+    [ "$(job_field "$id" "j.get('retries', 0)")" = 0 ] || fail "the reclaim used a retry"
+    c show "$id" | grep -q "reclaimed by its provider" || fail "the job's events do not say reclaimed"
+    node2=$(grep "^resumed past" "$LOGF" | sed 's/.*node=//')
+    [ "$node2" != "$node" ] || fail "resumed on the reclaimed node $node"
+    echo "PASS pools reclaim: job $id checkpointed on $node, resumed on $node2 without a retry"
     ;;
 refuse)
     pool_conf ', "capacity": 0'

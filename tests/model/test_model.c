@@ -7,6 +7,7 @@
 #include "cr_catalog.h"
 #include "cr_error.h"
 #include "cr_gavel.h"
+#include "cr_gpufacts.h"
 #include "cr_mig.h"
 #include "cr_nvenc.h"
 #include "cr_learn.h"
@@ -161,6 +162,38 @@ static void test_catalog_errors(void **state)
 
     assert_int_equal(cr_catalog_load("/nonexistent/catalog.csv", &c, err, sizeof err), CR_EIO);
     assert_non_null(strstr(err, "/nonexistent/catalog.csv"));
+}
+
+/* The facts table: MIG geometry from the names NVML reports, and the
+ * standard shapes of each geometry agree with the per-model profile
+ * tables of cr_mig.h (same slices, same placements). */
+static void test_gpufacts(void **state)
+{
+    (void)state;
+    assert_ptr_equal(cr_gpufacts_mig("NVIDIA A100-SXM4-80GB"), &cr_mig_geom_7_8);
+    assert_ptr_equal(cr_gpufacts_mig("NVIDIA H200"), &cr_mig_geom_7_8);
+    assert_ptr_equal(cr_gpufacts_mig("NVIDIA A30"), &cr_mig_geom_4_4);
+    assert_null(cr_gpufacts_mig("NVIDIA A10"));
+    assert_null(cr_gpufacts_mig("Tesla T4"));
+    assert_null(cr_gpufacts_mig(NULL));
+    assert_ptr_equal(cr_gpufacts_mig_geom(4, 4), &cr_mig_geom_4_4);
+    assert_null(cr_gpufacts_mig_geom(3, 4));
+    assert_true(cr_gpufacts_tdp_w("h100-sxm") == 700);
+    assert_true(cr_gpufacts_tdp_w("L40S") == 350);
+    assert_true(cr_gpufacts_tdp_w("MI300X") == 0);
+    static const char *const models[] = {"a100", "a100-40gb", "h100", "h200", "b200", "a30"};
+    for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+        int cs = 0, ms = 0;
+        assert_int_equal(cr_mig_geometry(models[i], &cs, &ms), 0);
+        const cr_mig_geom *g = cr_gpufacts_mig_geom(cs, ms);
+        assert_non_null(g);
+        for (size_t k = 0; k < g->nshapes; k++) {
+            const cr_mig_profile *p =
+                cr_mig_lookup(models[i], g->shapes[k].compute_slices, g->shapes[k].mem_slices);
+            assert_non_null(p);
+            assert_int_equal(p->placement_mask, g->shapes[k].placement_mask);
+        }
+    }
 }
 
 static void test_mig(void **state)
@@ -1016,6 +1049,7 @@ int main(void)
         cmocka_unit_test(test_arch_catalog),
         cmocka_unit_test(test_serving_plans),
         cmocka_unit_test(test_nvenc_capacity),
+        cmocka_unit_test(test_gpufacts),
         cmocka_unit_test(test_mig_latency),
         cmocka_unit_test(test_knobs),
         cmocka_unit_test(test_learn),

@@ -1,5 +1,5 @@
 /*
- * cr_http.h - a small, strict HTTP/1.x message-head parser and chunked-body
+ * cr_http_parse.h - a small, strict HTTP/1.x message-head parser and chunked-body
  * scanner for the gateway's proxy path.
  *
  * The parser works on a byte buffer that holds the start of a message and
@@ -29,8 +29,8 @@
  *
  * Pure functions over caller memory; no allocation; thread-safe.
  */
-#ifndef CR_HTTP_H
-#define CR_HTTP_H
+#ifndef CR_HTTP_PARSE_H
+#define CR_HTTP_PARSE_H
 
 #include <stdbool.h>
 #include <stddef.h>

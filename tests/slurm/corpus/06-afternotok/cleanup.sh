@@ -1,0 +1,3 @@
+#!/bin/bash
+#SBATCH -J c06b -o b.out
+echo cleaned >> chain.facts
