@@ -236,6 +236,31 @@ void cr__agent_metrics_render(const agent *a, cr_buf *b)
     }
     head(b, "corral_agent_registered", "gauge", "1 while registered with the controller.");
     cr_buf_printf(b, "corral_agent_registered %d\n", reg);
+    if (a->dcache) {
+        /* the node's data cache (docs/data.md) */
+        cr_dcache_stats st;
+        cr_dcache_get_stats(a->dcache, &st);
+        head(b, "corral_data_cache_bytes", "gauge",
+             "Bytes the node's data cache holds (entries, partial and running fetches).");
+        cr_buf_printf(b, "corral_data_cache_bytes %lld\n", (long long)st.used_bytes);
+        head(b, "corral_data_cache_cap_bytes", "gauge", "The data cache's cap (--data-cache-max).");
+        cr_buf_printf(b, "corral_data_cache_cap_bytes %lld\n", (long long)st.cap_bytes);
+        const struct {
+            const char *name, *help;
+            uint64_t v;
+        } dc[] = {
+            {"corral_data_fetches_total", "Data fetches begun.", st.fetches},
+            {"corral_data_fetched_total", "Data fetches verified and in place.", st.fetched_ok},
+            {"corral_data_resumed_total", "Data fetches that resumed a partial file.", st.resumed},
+            {"corral_data_evictions_total", "Cache entries removed to make room.", st.evictions},
+            {"corral_data_corrupt_total", "Cache entries found damaged at a job's check.",
+             st.corrupt},
+        };
+        for (size_t i = 0; i < sizeof dc / sizeof dc[0]; i++) {
+            head(b, dc[i].name, "counter", dc[i].help);
+            cr_buf_printf(b, "%s %llu\n", dc[i].name, (unsigned long long)dc[i].v);
+        }
+    }
     cr__agent_metrics_work(a, b);
 }
 

@@ -18,6 +18,7 @@
 #include "cr_buf.h"
 #include "cr_client.h"
 #include "cr_ctr.h"
+#include "cr_dcache.h"
 #include "cr_desired.h"
 #include "cr_gpu.h"
 #include "cr_proc.h"
@@ -64,6 +65,13 @@ typedef struct agent_cfg {
     char **registries;       /* --image-registries: owned array, strings from argv */
     size_t nregistries;
     int64_t log_max_bytes; /* --log-max-bytes: cap of each job log file (default 64 MiB); 0 none */
+    /* The node's data cache (agent_data.c, docs/data.md). */
+    const char *data_cache;  /* --data-cache DIR; NULL: STATE-DIR/data */
+    int64_t data_cache_max;  /* --data-cache-max: its cap in bytes (default 64 GiB); 0: none */
+    int64_t data_verify_s;   /* --data-verify: an entry in use hashed again at least this often
+                                (seconds; default 86400; 0: at every job's use) */
+    const char *s3_endpoint; /* --data-s3-endpoint URL; NULL: https://s3.amazonaws.com */
+    const char *s3_region;   /* --data-s3-region; NULL: us-east-1 */
     const char *require_iso; /* --require-isolation: fences that must hold (cr_iso_require); NULL */
     const char *spot_notice; /* --spot-notice-file: its appearance is a reclaim notice; NULL */
     cr_gpu_health_cfg health;
@@ -158,7 +166,22 @@ typedef struct agent {
     int mps_sim;                   /* the sim backend ("time-sliced (simulated)") */
     agent_mps_gpu mps[CR_GPU_MAX]; /* per GPU index */
     int64_t mig_refused_version;   /* agent_mig.c, main only: refusal logged for this document */
+    /* agent_data.c, main only: the data cache (NULL: none) and the jobs
+     * whose data is being staged (not started yet), with their progress. */
+    cr_dcache *dcache;
+    struct agent_staging {
+        int64_t job, run;
+        char msg[400];
+    } * staging;
+    size_t nstaging, staging_cap;
+    atomic_int data_woke; /* the cache's worker: a job's data became ready or failed */
+    int staging_moved;    /* main only: a staging job's progress text changed (report it) */
 } agent;
+
+/* The most of each of a finished job's stdout and stderr (its end) shipped
+ * to the controller with its exit, so `corral logs` answers after the node
+ * is gone (docs/data.md "Logs that outlive the node"). */
+#define CR_LOG_SHIP_BYTES 65536
 
 /* agent_net.c */
 int cr__agent_register(agent *a);
@@ -211,6 +234,38 @@ void cr__agent_ctr_stop(agent *a, const cr_proc *p, int64_t grace_ns);
 void cr__agent_ctr_sweep(agent *a, int64_t mono_ns);
 /* At exit: corral-<node>-<instance> in the hierarchies podman made it in, when empty. */
 void cr__agent_ctr_fini(agent *a);
+/* agent_data.c: datasets staged before a job starts (docs/data.md). */
+/* Open the node's data cache (with a cap set). 0 or CR_EIO (printed). */
+int cr__agent_data_start(agent *a);
+void cr__agent_data_stop(agent *a);
+/*
+ * Job s names data: 1 when it is all here (*env returned new: "CORRAL_DATA_X=path"
+ * strings, NULL-ended, cr_strv_free), 0 while it is staged (the progress is
+ * in a->staging for the status), < 0 when it cannot be (why names the
+ * dataset; the job fails with it, not retried). A job without data: 1, *env NULL.
+ */
+int cr__agent_data_stage(agent *a, const cr_job_spec *s, char ***env, char *why, size_t whylen);
+/* A job with an image: each staged object bind-mounted read-only at its
+ * mount point (else /corral/data/NAME), env (from cr__agent_data_stage)
+ * changed to name the paths inside the container. Returned new (free with
+ * cr_job_spec_fini and free), or NULL when there is nothing to mount. */
+cr_job_spec *cr__agent_data_mounts(const cr_job_spec *s, char **env);
+/* Pins of jobs neither staging nor running go; staging of jobs the
+ * desired state no longer runs here is dropped. */
+void cr__agent_data_sweep(agent *a);
+/* A requeued or resumed job's newest checkpoint under dir: its "latest"
+ * entry (a symbolic link the job keeps, resolved; inside dir only), else
+ * the most recently modified entry not starting with '.'. Returned new as
+ * "CORRAL_CHECKPOINT_LATEST=PATH", or NULL when there is none. */
+char *cr__agent_ckpt_latest(const char *dir);
+/* The status body's "data_held": the sha256 of the objects the node's
+ * cache holds (at most CR_DATA_HELD_MAX), for the controller's locality;
+ * NULL without a cache. Returned new. */
+#define CR_DATA_HELD_MAX 1024
+json_t *cr__agent_data_held(const agent *a);
+/* The status body's "staging" entries of the jobs array. */
+void cr__agent_data_status(const agent *a, json_t *jobs);
+
 /* agent_imgcache.c: record that a job used image (with a cap set). */
 void cr__agent_img_used(agent *a, const char *image);
 /* Remove least recently used images past --image-cache-max (none in use). */

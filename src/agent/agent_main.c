@@ -111,18 +111,29 @@ static void usage(FILE *f)
         "                        registers but takes no jobs (the node is drained with why)\n"
         "  --log-max-bytes N     cap of each job log file under STATE-DIR/logs (bytes or\n"
         "                        64M; default 64M; 0: no cap): its head is kept, an event\n"
-        "                        says so\n"
-        "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
-        "                        running, a restarted agent re-adopts them)\n"
-        "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
-        "                        runs beside the agent); corral_* series stay\n"
-        "  --dcgm-job-map DIR    write dcgm-exporter's job mapping files into DIR (its\n"
-        "                        --hpc-job-mapping-dir): one file per GPU index, job ids\n"
-        "  --task-env K=V        set K=V for every task run here, e.g. NCCL_SOCKET_IFNAME=ib0\n"
-        "                        or NCCL_IB_HCA=mlx5_0 (repeatable; a job's own env wins)\n"
-        "  --rdzv-ports LO-HI    ports for a gang's rendezvous (MASTER_PORT) when this node\n"
-        "                        holds rank 0 (default 29500-29999)\n"
-        "  --label K[=V]         a node label jobs select with --constraint (repeatable)\n");
+        "                        says so\n");
+    fprintf(f,
+            "  --data-cache DIR      the node's data cache for jobs' --data (default\n"
+            "                        STATE-DIR/data; docs/data.md)\n"
+            "  --data-cache-max SIZE its cap (bytes or 500G; default 64G; 0: no data cache):\n"
+            "                        least recently used entries no job holds are evicted\n"
+            "  --data-s3-endpoint URL  where s3:// objects are fetched (path style; default\n"
+            "                        https://s3.amazonaws.com; keys from AWS_ACCESS_KEY_ID and\n"
+            "                        AWS_SECRET_ACCESS_KEY)\n"
+            "  --data-s3-region R    the SigV4 region (default us-east-1)\n"
+            "  --data-verify SECONDS hash a cached entry again at a job's use when its file\n"
+            "                        changed or its last hash is older (default 86400; 0: always)\n"
+            "  --kill-on-exit        stop the jobs when the agent exits (default: leave them\n"
+            "                        running, a restarted agent re-adopts them)\n"
+            "  --no-dcgm             no DCGM-named series on /metrics (the real dcgm-exporter\n"
+            "                        runs beside the agent); corral_* series stay\n"
+            "  --dcgm-job-map DIR    write dcgm-exporter's job mapping files into DIR (its\n"
+            "                        --hpc-job-mapping-dir): one file per GPU index, job ids\n"
+            "  --task-env K=V        set K=V for every task run here, e.g. NCCL_SOCKET_IFNAME=ib0\n"
+            "                        or NCCL_IB_HCA=mlx5_0 (repeatable; a job's own env wins)\n"
+            "  --rdzv-ports LO-HI    ports for a gang's rendezvous (MASTER_PORT) when this node\n"
+            "                        holds rank 0 (default 29500-29999)\n"
+            "  --label K[=V]         a node label jobs select with --constraint (repeatable)\n");
     fprintf(f,
             "  --spot-notice-file FILE  a spot reclaim notice: when FILE appears (holding the\n"
             "                        seconds left, default 30) the controller requeues this\n"
@@ -235,6 +246,11 @@ enum {
     OPT_JOB_PIDNS,
     OPT_LOG_MAX,
     OPT_REQUIRE_ISO,
+    OPT_DATA_CACHE,
+    OPT_DATA_CACHE_MAX,
+    OPT_S3_ENDPOINT,
+    OPT_S3_REGION,
+    OPT_DATA_VERIFY,
     OPT_SPOT_NOTICE
 };
 
@@ -268,6 +284,11 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
         {"image-cache-max", required_argument, NULL, 'I'},
         {"image-registries", required_argument, NULL, 'G'},
         {"log-max-bytes", required_argument, NULL, OPT_LOG_MAX},
+        {"data-cache", required_argument, NULL, OPT_DATA_CACHE},
+        {"data-cache-max", required_argument, NULL, OPT_DATA_CACHE_MAX},
+        {"data-s3-endpoint", required_argument, NULL, OPT_S3_ENDPOINT},
+        {"data-s3-region", required_argument, NULL, OPT_S3_REGION},
+        {"data-verify", required_argument, NULL, OPT_DATA_VERIFY},
         {"require-isolation", required_argument, NULL, OPT_REQUIRE_ISO},
         {"spot-notice-file", required_argument, NULL, OPT_SPOT_NOTICE},
         {"ca-file", required_argument, NULL, 'C'},
@@ -289,6 +310,8 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
     cr_gpu_health_cfg_default(&c->health);
     c->wait_s = 30;
     c->log_max_bytes = INT64_C(64) << 20;
+    c->data_cache_max = INT64_C(64) << 30;
+    c->data_verify_s = 86400;
     c->gpus = "auto";
     c->rack = "";
     c->state_dir = "/var/lib/corral/agent";
@@ -447,6 +470,37 @@ static int parse_flags(int argc, char **argv, agent_cfg *c, char **faults_owned)
             c->require_iso = optarg;
             break;
         }
+        case OPT_DATA_CACHE:
+            if (!*optarg || optarg[0] != '/' || strlen(optarg) > 900) {
+                return flag_error("--data-cache", "want an absolute directory path");
+            }
+            c->data_cache = optarg;
+            break;
+        case OPT_DATA_CACHE_MAX:
+            if (cr_parse_i64(optarg, 0, INT64_C(1) << 50, &c->data_cache_max) != 0 &&
+                (cr_parse_bytes(optarg, &c->data_cache_max) != 0 ||
+                 c->data_cache_max > INT64_C(1) << 50)) {
+                return flag_error("--data-cache-max",
+                                  "want bytes or a size such as 500G (0: no data cache)");
+            }
+            break;
+        case OPT_S3_ENDPOINT:
+            if (strncmp(optarg, "http://", 7) != 0 && strncmp(optarg, "https://", 8) != 0) {
+                return flag_error("--data-s3-endpoint", "want an http:// or https:// URL");
+            }
+            c->s3_endpoint = optarg;
+            break;
+        case OPT_DATA_VERIFY:
+            if (cr_parse_i64(optarg, 0, INT64_C(1) << 40, &c->data_verify_s) != 0) {
+                return flag_error("--data-verify", "want seconds >= 0 (0: hash at every use)");
+            }
+            break;
+        case OPT_S3_REGION:
+            if (!*optarg || strlen(optarg) > 64 || strchr(optarg, ':')) {
+                return flag_error("--data-s3-region", "want a region name such as eu-west-1");
+            }
+            c->s3_region = optarg;
+            break;
         case OPT_SPOT_NOTICE:
             if (!*optarg) {
                 return flag_error("--spot-notice-file", "a path");
@@ -859,7 +913,7 @@ static cr_job_spec *node_additions(const agent *a, const cr_job_spec *want)
     return s;
 }
 
-static void start_job(agent *a, const cr_job_spec *given)
+static void start_job(agent *a, const cr_job_spec *given, char **data_env)
 {
     cr_job_spec *added = node_additions(a, given);
     cr_job_spec *ported = assign_port(added ? added : given);
@@ -915,6 +969,9 @@ static void start_job(agent *a, const cr_job_spec *given)
     char how[300] = "", why[400] = "";
     int64_t pull_ms = 0;
     int fatal = 0;
+    cr_job_spec data_spec = *s; /* shallow: its data's variables, in a container too */
+    data_spec.data_env = data_env;
+    s = &data_spec;
     if (s->ctr.image && !s->ctr.podman) {
         /* Before the job counts as started: its image, its mounts. */
         int crc = cr__agent_ctr_prepare(a, s, &ctr_spec, how, sizeof how, &pull_ms, why, sizeof why,
@@ -935,6 +992,7 @@ static void start_job(agent *a, const cr_job_spec *given)
     }
     cr_job_spec cap_spec = *s; /* a shallow copy: the agent's log cap for the shim */
     cap_spec.log_max_bytes = a->cfg.log_max_bytes;
+    cap_spec.data_env = data_env;
     cap_spec.step_server = a->cfg.server;
     s = &cap_spec;
     if (cr_proc_spawn_iso(a->cfg.state_dir, a->cfg.node, s, &a->iso, p, err, sizeof err) < 0) {
@@ -1037,13 +1095,57 @@ static int reconcile(agent *a, int64_t now_ns)
             continue;
         }
         if (s->action == CR_ACT_RUN && !p) {
+            /* Its data first (agent_data.c): staged, the job waits. */
+            char **denv = NULL, dwhy[400];
+            size_t was = a->nstaging;
+            int st = cr__agent_data_stage(a, s, &denv, dwhy, sizeof dwhy);
+            if (st == 0) {
+                changed |= a->nstaging != was; /* its reason says so at once */
+                continue;
+            }
+            if (st < 0) {
+                cr_error("agent: job=%lld not started: %s", (long long)s->job, dwhy);
+                CR_GROW(a->procs, a->nprocs, a->procs_cap);
+                cr_proc *np = &a->procs[a->nprocs++];
+                cr_proc_init(np);
+                np->job = s->job;
+                np->spec.job = s->job;
+                np->spec.run = s->run;
+                np->state = CR_PROC_EXITED;
+                np->exit_code = 125;
+                np->fatal = 1; /* fetched again it would fail again: no retry */
+                snprintf(np->reason, sizeof np->reason, "%s", dwhy);
+                count_exit(a);
+                changed = 1;
+                continue;
+            }
+            if (s->checkpoint_dir && (s->run > 1 || s->resume)) {
+                /* a requeued or resumed run: where it left off */
+                char *latest = cr__agent_ckpt_latest(s->checkpoint_dir);
+                if (latest) {
+                    size_t nd = 0;
+                    while (denv && denv[nd]) {
+                        nd++;
+                    }
+                    denv = cr_realloc(denv, (nd + 2) * sizeof *denv);
+                    denv[nd] = latest;
+                    denv[nd + 1] = NULL;
+                }
+            }
+            /* a container sees its data at its mount points */
+            cr_job_spec *mounted = cr__agent_data_mounts(s, denv);
             /* Not a change to report: the controller asked for it. A start
              * that failed is reported (as an exit) at once. */
-            start_job(a, s);
+            start_job(a, mounted ? mounted : s, denv);
+            cr_strv_free(denv);
+            if (mounted) {
+                cr_job_spec_fini(mounted);
+                free(mounted);
+            }
             /* A port it was given is reported at once: the gateways wait for it. */
-            const cr_job_spec *st = &a->procs[a->nprocs - 1].spec;
+            const cr_job_spec *sp = &a->procs[a->nprocs - 1].spec;
             changed |= a->procs[a->nprocs - 1].state == CR_PROC_EXITED ||
-                       (st->port > 0 && (st->assign_port || st->gang.nnodes > 1));
+                       (sp->port > 0 && (sp->assign_port || sp->gang.nnodes > 1));
         } else if (s->action == CR_ACT_RUN && p && p->state == CR_PROC_RUNNING &&
                    s->signal_at > p->signal_done) {
             /* scancel --signal / sbatch --signal: to the job's process group
@@ -1529,9 +1631,15 @@ static int run(agent *a, int sfd)
         /* Past the lease no new document is applied (it waits in pending):
          * a controller heard from renews the lease first. */
         if (!a->lease_expired && take_pending(a)) {
+            atomic_store(&a->data_woke, 0);
+            dirty |= reconcile(a, mono);
+            publish_live(a);
+        } else if (!a->lease_expired && a->have_desired && atomic_exchange(&a->data_woke, 0)) {
+            /* a staged job's data is here (or failed): start it */
             dirty |= reconcile(a, mono);
             publish_live(a);
         }
+        cr__agent_data_sweep(a);
         cr__agent_mps_sweep(a);
         if (mono >= next_sample) {
             for (size_t i = 0; i < a->nprocs; i++) {
@@ -1545,6 +1653,12 @@ static int run(agent *a, int sfd)
                 }
             }
             cr__agent_ctr_sweep(a, mono);
+            if (a->nstaging > 0 && a->have_desired && !a->lease_expired) {
+                /* the staging jobs' progress, for their reason (once a second) */
+                a->staging_moved = 0;
+                dirty |= reconcile(a, mono);
+                dirty |= a->staging_moved;
+            }
             dirty |= spot_notice(a);
             dirty |= sample_gpus(a, mono);
             render_metrics(a);
@@ -1767,6 +1881,10 @@ int cr_agent_main(int argc, char **argv)
     /* A one-line readiness report on stdout for scripts (the port may be 0). */
     printf("agent %s listening on %s:%d\n", a->cfg.node, a->cfg.listen_host, a->port);
     fflush(stdout);
+    if (cr__agent_data_start(a) != 0) {
+        rc = 1;
+        goto out_http;
+    }
     if (cr__agent_poller_start(a) < 0) {
         fprintf(stderr, "corral agent: cannot start the poller thread\n");
         rc = 1;
@@ -1785,6 +1903,7 @@ out_http:
     atomic_store(&a->stop, 1);
     cr__agent_poller_join(a);
     cr__agent_http_stop(a);
+    cr__agent_data_stop(a);
 out_net:
     cr_client_free(a->status_cl);
     a->status_cl = NULL;

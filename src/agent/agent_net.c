@@ -17,6 +17,9 @@
 #include "cr_time.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
@@ -165,6 +168,38 @@ json_t *cr__agent_register_body(const agent *a)
     return body;
 }
 
+/* The end (at most CR_LOG_SHIP_BYTES) of a job's log stream, base64, and
+ * the file's size; NULL when there is no file. */
+static json_t *log_tail(const agent *a, int64_t job, const char *stream)
+{
+    char *path = cr_proc_log_path(a->cfg.state_dir, job, stream);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    free(path);
+    if (fd < 0) {
+        return NULL;
+    }
+    struct stat sb;
+    json_t *out = NULL;
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        int64_t size = (int64_t)sb.st_size;
+        int64_t from = size > CR_LOG_SHIP_BYTES ? size - CR_LOG_SHIP_BYTES : 0;
+        size_t want = (size_t)(size - from);
+        unsigned char *buf = cr_malloc(want + 1);
+        ssize_t got = pread(fd, buf, want, from);
+        if (got >= 0) {
+            size_t blen = sodium_base64_ENCODED_LEN((size_t)got, sodium_base64_VARIANT_ORIGINAL);
+            char *b64 = cr_malloc(blen);
+            sodium_bin2base64(b64, blen, buf, (size_t)got, sodium_base64_VARIANT_ORIGINAL);
+            out = json_pack("{s:s,s:I,s:I}", "data", b64, "bytes", (json_int_t)size, "from",
+                            (json_int_t)from);
+            free(b64);
+        }
+        free(buf);
+    }
+    close(fd);
+    return out;
+}
+
 json_t *cr__agent_status_body(const agent *a)
 {
     json_t *gpus = json_array();
@@ -228,6 +263,19 @@ json_t *cr__agent_status_body(const agent *a)
                 }
                 json_object_set_new(j, "metrics", mj);
             }
+            /* its output, for after the node is gone (shipped with each
+             * report of the exit until the desired state drops the job) */
+            json_t *lo = log_tail(a, p->job, "out"), *le = log_tail(a, p->job, "err");
+            if (lo || le) {
+                json_t *logs = json_object();
+                if (lo) {
+                    json_object_set_new(logs, "stdout", lo);
+                }
+                if (le) {
+                    json_object_set_new(logs, "stderr", le);
+                }
+                json_object_set_new(j, "logs", logs);
+            }
             if (p->lease_stop) {
                 /* stopped by the node lease: requeued, not failed */
                 json_object_set_new(j, "lease", json_true());
@@ -241,7 +289,12 @@ json_t *cr__agent_status_body(const agent *a)
         }
         json_array_append_new(jobs, j);
     }
+    cr__agent_data_status(a, jobs); /* staging: running in the controller, no process yet */
     json_t *body = json_pack("{s:o,s:o}", "gpus", gpus, "jobs", jobs);
+    json_t *held = cr__agent_data_held(a);
+    if (held) {
+        json_object_set_new(body, "data_held", held); /* locality (docs/data.md) */
+    }
     if (a->reclaim_in_s > 0 && !a->reclaim_told) {
         json_object_set_new(body, "reclaim_in_s", json_integer(a->reclaim_in_s));
     }

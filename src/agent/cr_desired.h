@@ -139,6 +139,13 @@ typedef struct cr_job_spec {
      * not requeue it when the node is lost either. */
     int keep_running;
     cr_container ctr; /* "container"; ctr.image NULL: none */
+    /* "data": the datasets staged before the job starts (docs/data.md), an
+     * array of {"name", "version", "uri", "size_bytes", "sha256", "env",
+     * "mount"?}, checked by the parser; owned reference, NULL: none. */
+    json_t *data;
+    /* Agent-local, never in JSON: "NAME=PATH" of each staged dataset for
+     * the job's environment (CORRAL_DATA_<NAME>), NULL-ended; borrowed. */
+    char **data_env;
 } cr_job_spec;
 
 /* Dynamic MIG: the layout the controller wants on one GPU ("mig_layouts"). */

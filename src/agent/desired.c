@@ -83,6 +83,7 @@ void cr_job_spec_fini(cr_job_spec *s)
     cr_strv_free(s->ctr.mounts);
     cr_strv_free(s->ctr.entrypoint);
     free(s->ctr.cluster);
+    json_decref(s->data);
     memset(s, 0, sizeof *s);
 }
 
@@ -265,6 +266,39 @@ static json_t *container_json(const cr_container *c)
         json_object_set_new(j, "podman", json_true());
     }
     return j;
+}
+
+/* "data": [{"name", "version", "uri", "size_bytes", "sha256", "env",
+ * "mount"?}...] (docs/data.md): at most 16, every member checked. */
+static int parse_data(json_t *a, const char *path, char *err, size_t errlen)
+{
+    if (!json_is_array(a) || json_array_size(a) > 16) {
+        return bad(err, errlen, path, "data", "must be an array of at most 16 objects");
+    }
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *o = json_array_get(a, i);
+        char m[64];
+        snprintf(m, sizeof m, "data[%zu]", i);
+        const char *sha = json_string_value(json_object_get(o, "sha256"));
+        const char *env = json_string_value(json_object_get(o, "env"));
+        json_t *size = json_object_get(o, "size_bytes"), *ver = json_object_get(o, "version");
+        json_t *mount = json_object_get(o, "mount");
+        int ok =
+            json_is_object(o) && json_is_string(json_object_get(o, "name")) &&
+            json_is_string(json_object_get(o, "uri")) && sha && strlen(sha) == 64 && env &&
+            (strncmp(env, "CORRAL_DATA_", 12) == 0 || strcmp(env, "CORRAL_MODEL_WEIGHTS") == 0) &&
+            !strchr(env, '=') && json_is_integer(size) && json_integer_value(size) > 0 &&
+            json_is_integer(ver) && (!mount || json_is_string(mount));
+        for (size_t k = 0; ok && k < 64; k++) {
+            ok = (sha[k] >= '0' && sha[k] <= '9') || (sha[k] >= 'a' && sha[k] <= 'f');
+        }
+        if (!ok) {
+            return bad(err, errlen, path, m,
+                       "must be {name, version, uri, size_bytes > 0, sha256 (64 lowercase hex), "
+                       "env CORRAL_DATA_* or CORRAL_MODEL_WEIGHTS, mount?}");
+        }
+    }
+    return 0;
 }
 
 int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *err, size_t errlen)
@@ -573,6 +607,13 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
     if (ctr && !json_is_null(ctr) && (rc = parse_container(ctr, path, &s.ctr, err, errlen)) < 0) {
         goto fail;
     }
+    json_t *data = json_object_get(j, "data");
+    if (data && !json_is_null(data)) {
+        if ((rc = parse_data(data, path, err, errlen)) < 0) {
+            goto fail;
+        }
+        s.data = json_incref(data);
+    }
     *out = s;
     return 0;
 fail:
@@ -714,6 +755,9 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
     }
     if (s->ctr.image) {
         json_object_set_new(j, "container", container_json(&s->ctr));
+    }
+    if (s->data) {
+        json_object_set(j, "data", s->data);
     }
     return j;
 }

@@ -84,7 +84,11 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     while (base && base[nb]) {
         nb++;
     }
-    size_t cap = nb + s->envc + s->secretc + 28; /* Corral's own: at most 22 */
+    size_t nd = 0;
+    while (s->data_env && s->data_env[nd]) {
+        nd++;
+    }
+    size_t cap = nb + s->envc + s->secretc + nd + 28; /* Corral's own: at most 22 */
     char **v = cr_calloc(cap + 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -116,6 +120,9 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     }
     if (s->resume) {
         v[n++] = cr_strdup("CORRAL_RESUME=1"); /* the suspend contract: resume from it */
+    }
+    for (size_t i = 0; i < nd; i++) {
+        v[n++] = cr_strdup(s->data_env[i]); /* CORRAL_DATA_<NAME>=path (docs/data.md) */
     }
     if (s->gpu_milli || s->gpu_mem_bytes) {
         /* A fractional task on a shared GPU. MPS clients of the agent's

@@ -283,6 +283,7 @@ int cr__cli_services(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_admin(cli_ctx *ctx, int argc, char **argv); /* bootstrap tokens */
 int cr__cli_audit(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_pools(cli_ctx *ctx, int argc, char **argv); /* cli_pools.c */
+int cr__cli_data(cli_ctx *ctx, int argc, char **argv);  /* cli_data.c */
 /* corral nodes approve NODE (from cr__cli_nodes). */
 int cr__cli_node_approve(cli_ctx *ctx, const cli_args *a, const char *node);
 

@@ -75,6 +75,9 @@ static const cli_opt submit_opts[] = {
     {"image-archive", CLI_STR, "FILE",
      "with --image: docker/oci archive on the node to load when the image is missing", NULL, 0, 0,
      0},
+    {"data", CLI_LIST, "NAME[@VER][:/MOUNT]",
+     "stage a dataset or model to the node before the job starts (corral data; docs/data.md)", NULL,
+     0, 0, 0},
     {"mount", CLI_LIST, "SRC:DST[:ro]",
      "with --image: bind-mount a host path the admin allows for the tenant", NULL, 0, 0, 0},
     {"entrypoint", CLI_STR, "PROGRAM", "with --image: replace the image's entrypoint", NULL, 0, 0,
@@ -429,6 +432,14 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     const cli_val *ep = cr__cli_arg(a, "entrypoint");
     if (ep->set) {
         json_object_set_new(job, "entrypoint", json_pack("[s]", ep->str));
+    }
+    const cli_val *dat = cr__cli_arg(a, "data");
+    if (dat->count) {
+        json_t *dl = json_array();
+        json_object_set_new(job, "data", dl);
+        for (size_t i = 0; i < dat->count; i++) {
+            json_array_append_new(dl, json_string(dat->list[i]));
+        }
     }
     const cli_val *mnt = cr__cli_arg(a, "mount");
     if (mnt->count) {

@@ -27,6 +27,7 @@ static const struct {
     {"requeue", cr__cli_job_action, "requeue jobs"},
     {"logs", cr__cli_logs, "print (or follow) a job's output"},
     {"nodes", cr__cli_nodes, "list nodes and their GPUs; nodes delete|label NODE"},
+    {"data", cr__cli_data, "datasets and models: add, list, show, rm (staged with --data)"},
     {"pools", cr__cli_pools, "node pools: their nodes, state and events (elastic capacity)"},
     {"drain", cr__cli_drain, "drain a node (no new work)"},
     {"undrain", cr__cli_drain, "return a drained node to service"},

@@ -37,6 +37,9 @@ static const cli_opt svc_opts[] = {
      0},
     {"precision", CLI_STR, "P", "weight precision for the advisor",
      "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64" /* = CLI_PRECISIONS, cli_jobs.c */, 0, 0, 0},
+    {"model-weights", CLI_STR, "NAME[@VER]",
+     "a model (corral data) staged on the node before each replica starts: CORRAL_MODEL_WEIGHTS",
+     NULL, 0, 0, 0},
     {"image", CLI_STR, "IMAGE", "run each replica in a container of this OCI image (podman)", NULL,
      0, 0, 0},
     {"image-archive", CLI_STR, "FILE", "with --image: archive on the node to load it from", NULL, 0,
@@ -74,6 +77,7 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
                 {"tenant", "tenant"},
                 {"kind", "kind"},
                 {"image", "image"},
+                {"model-weights", "model_weights"},
                 {"image-archive", "image_archive"}};
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++) {
         const cli_val *v = cr__cli_arg(a, strs[i].flag);

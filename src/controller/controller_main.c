@@ -8,6 +8,7 @@
 #include "ctl_int.h"
 
 #include "ctl_ha.h"
+#include "ctl_data.h"
 #include "ctl_pools.h"
 
 #include "cr_alloc.h"
@@ -210,6 +211,8 @@ static void route(void *ctx, cr_http_req *req)
         ctl_route_keys(c, req, &p, seg, nseg);
     } else if (strcmp(r, "pools") == 0 && nseg <= 3) {
         ctl_route_pools(c, req, &p, seg, nseg);
+    } else if (strcmp(r, "data") == 0 && nseg <= 4) {
+        ctl_route_data(c, req, &p, seg, nseg);
     } else if (strcmp(r, "bootstrap-tokens") == 0 && nseg <= 3) {
         ctl_route_bootstrap(c, req, &p, seg, nseg);
     } else if (strcmp(r, "audit") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
@@ -776,6 +779,7 @@ static void ctl_free_state(ctl *c)
     ctl_rl_free(c);
     ctl_joblist_fini(c);
     pthread_mutex_destroy(&c->admin_mu);
+    ctl_data_fini(c);
     cr_auth_table_free(c->auth);
     cr_auth_secret_free(c->metrics_token);
     cr_prom_hist_vec_free(c->api_hist);
@@ -1018,6 +1022,9 @@ static int run(ctl *c)
         rc = ctl_load_keys(c);
     }
     if (rc == 0) {
+        rc = ctl_load_data(c);
+    }
+    if (rc == 0) {
         rc = ctl_bootstrap(c);
     }
     if (rc != 0) {
@@ -1163,6 +1170,7 @@ int cr_controller_main(int argc, char **argv)
     pthread_mutex_init(&c->mu, NULL);
     pthread_mutex_init(&c->admin_mu, NULL);
     pthread_cond_init(&c->cv, NULL);
+    ctl_data_init(c);
     /* Who is told of a change (ctl_hooks.c): the agents waiting on a node's
      * desired state, and the services that follow their replica jobs. */
     ctl_on_node_change(c, ctl_desired_changed);

@@ -157,7 +157,7 @@ int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err)
 }
 
 /* Is path one of the tenant's allowed paths or below one? */
-static bool allowed(const ctl_config *cfg, const char *tenant, const char *path)
+bool ctl_mount_allowed(const ctl_config *cfg, const char *tenant, const char *path)
 {
     json_t *list = cfg->mounts_allowed ? json_object_get(cfg->mounts_allowed, tenant) : NULL;
     for (size_t i = 0; i < json_array_size(list); i++) {
@@ -206,7 +206,7 @@ int ctl_ctr_check_tenant(const ctl_config *cfg, const char *tenant, const json_t
     for (size_t i = 0; i < json_array_size(mounts); i++) {
         const char *m = json_string_value(json_array_get(mounts, i));
         char *src = cr_strndup(m, strcspn(m, ":"));
-        bool ok = allowed(cfg, tenant, src);
+        bool ok = ctl_mount_allowed(cfg, tenant, src);
         char f[32];
         snprintf(f, sizeof f, "mounts[%zu]", i);
         int rc = ok ? 0
@@ -234,7 +234,7 @@ int ctl_ctr_check_tenant(const ctl_config *cfg, const char *tenant, const json_t
                             json_array_size(cfg->image_registries) ? "not listed" : "none listed");
     }
     const char *ar = json_string_value(json_object_get(spec, "image_archive"));
-    if (ar && !allowed(cfg, tenant, ar)) {
+    if (ar && !ctl_mount_allowed(cfg, tenant, ar)) {
         return cr_json_fail(err, CR_EPERM, "image_archive",
                             "field 'image_archive': %s is not under a host path tenant '%s' may "
                             "use (mounts_allowed in the controller config)",

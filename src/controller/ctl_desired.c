@@ -247,6 +247,10 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
             }
             sodium_memzero(tok, sizeof tok);
         }
+        json_t *data = json_object_get(j->spec, "data");
+        if (data) {
+            json_object_set(e, "data", data); /* staged before the job starts (docs/data.md) */
+        }
         json_t *ctr = ctl_ctr_desired(c, j->spec);
         if (ctr) {
             json_object_set_new(e, "container", ctr);

@@ -142,6 +142,8 @@ typedef struct ctl_job {
     bool ending;         /* an agent's report of its end is being stored (ctl_report.c):
                           * no loss, deletion or preemption may end it meanwhile */
     bool end_deferred;   /* one came meanwhile: requeue it if that end is refused */
+    bool staging;        /* running, its data being staged on a node: reason says how far
+                          * (docs/data.md; memory only) */
     int64_t touch_mono;  /* finished: when it entered memory or ended (retention) */
     int64_t dep_mono;    /* last read as a gated job's dependency target (ctl_batch.c):
                           * retention keeps it in memory CTL_DEP_PIN_S after that */
@@ -188,7 +190,8 @@ typedef struct ctl_node {
     size_t ngpus;
     int cpus;
     uint64_t mem_bytes;
-    json_t *labels; /* owned: {"k": "v"} from the agent's --label, or NULL */
+    json_t *labels;    /* owned: {"k": "v"} from the agent's --label, or NULL */
+    json_t *data_held; /* owned: sha256 of the objects its data cache holds (status), or NULL */
     ctl_node_state state;
     bool drained; /* admin drain (survives lost/up) */
     char reason[256];
@@ -343,6 +346,8 @@ int ctl_run_as_lookup(const ctl_config *cfg, const char *tenant, const char *use
 int ctl_mounts_allowed_check(const json_t *v, cr_json_err *err);
 /* Validate an "image_registries" config member. */
 int ctl_image_registries_check(const json_t *v, cr_json_err *err);
+/* Is path one of the tenant's mounts_allowed paths or below one? */
+bool ctl_mount_allowed(const ctl_config *cfg, const char *tenant, const char *path);
 /* Parse the container members of a job request into spec. 0 or err. */
 int ctl_ctr_parse(const json_t *body, json_t *spec, cr_json_err *err);
 /* The job's mounts and archive are under the tenant's allowed paths: 0 or
@@ -446,6 +451,7 @@ struct ctl {
     struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
     struct ctl_hist *hist;             /* time series (ctl_hist.c), own lock; NULL: none */
     struct ctl_pools *pools;           /* node pools (ctl_pools.c), under mu */
+    struct ctl_data *data;             /* datasets and models (ctl_data.c), its own lock */
 
     /* Shutdown: handlers running now, and the flag that refuses new ones. */
     _Atomic int inflight;
@@ -459,6 +465,16 @@ struct ctl {
     cr_prom_hist cycle_hist;
     cr_prom_hist_vec *api_hist;
 };
+
+/* ctl_logs.c: a finished job's output kept in the store ("joblog" objects,
+ * key "<job>/<node>"), so GET /v1/jobs/{id}/logs answers after its node is
+ * gone. An agent ships at most CTL_JOBLOG_BYTES of each stream (its end). */
+#define CTL_JOBLOG_BYTES 65536
+/* The "logs" member of a status report's job entry (may be absent): 0 or
+ * CR_EINVAL with err naming it. */
+int ctl_joblog_check(const json_t *entry, const char *path, cr_json_err *err);
+/* Queue the job's output from node into txn. */
+void ctl_joblog_put(cr_store_txn *txn, int64_t job, const char *node, const json_t *logs);
 
 /* ctl_util.c: answers and helpers. */
 void ctl_reply_json(cr_http_req *req, unsigned status, json_t *v /* taken */);

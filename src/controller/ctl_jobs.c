@@ -11,6 +11,7 @@
  * order), and answer from the commit callback.
  */
 #include "ctl_int.h"
+#include "ctl_data.h"
 
 #include "cr_alloc.h"
 #include "cr_error.h"
@@ -152,6 +153,10 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     if (ctl_ctr_check_tenant(&c->cfg, proto->tenant, proto->spec, &err) != 0) {
         ctl_reply_err(req, 403, err.code, err.field, "%s", err.message);
+        goto out;
+    }
+    if (ctl_data_resolve(c, proto->tenant, json_object_get(v, "data"), proto->spec, &err) != 0) {
+        ctl_reply_jerr(req, &err);
         goto out;
     }
     if (ra.mapped) {

@@ -77,6 +77,7 @@ static const char *const job_members[] = {
     "open_mode",
     "cpus_per_task", /* sbatch -c: SLURM_CPUS_PER_TASK (the limit is "cpus") */
     "batch",         /* with script: batch semantics (ctl_batch_is_batch, docs/slurm.md) */
+    "data",          /* datasets staged to the node (ctl_data.c, docs/data.md) */
     NULL,
 };
 static const char *const model_members[] = {"params",        "method",      "tokens",
@@ -519,6 +520,17 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if ((rc = ctl_ctr_parse(body, j->spec, err)) != 0) {
         goto out;
+    }
+    /* A request's names are resolved at submit (ctl_data_resolve); a
+     * stored doc holds them resolved. */
+    json_t *data = json_object_get(body, "data");
+    if (data && !json_is_array(data)) {
+        rc = cr_json_fail(err, CR_EINVAL, "data",
+                          "field 'data': an array of \"NAME[@VERSION][:/mount/point]\"");
+        goto out;
+    }
+    if (data && json_array_size(data) > 0) {
+        json_object_set(j->spec, "data", data);
     }
     if (json_object_size(secrets) > 0) {
         /* The API shows which secrets a job has, never their values. */

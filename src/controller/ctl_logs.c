@@ -24,7 +24,9 @@
 #include "cr_parse.h"
 #include "cr_time.h"
 
+#include <sodium.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define LOGS_QUEUE_MAX 64
@@ -235,6 +237,116 @@ void ctl_logs_stop(ctl *c)
     c->logs = NULL;
 }
 
+/* ------------------------------------------------------------------------ */
+/* Output kept in the store                                                 */
+
+int ctl_joblog_check(const json_t *entry, const char *path, cr_json_err *err)
+{
+    json_t *logs = json_object_get(entry, "logs");
+    if (!logs) {
+        return 0;
+    }
+    static const char *const members[] = {"stdout", "stderr", NULL};
+    static const char *const smembers[] = {"data", "bytes", "from", NULL};
+    char lp[96];
+    snprintf(lp, sizeof lp, "%s.logs", path);
+    if (!json_is_object(logs)) {
+        return cr_json_fail(err, CR_EINVAL, lp, "field '%s': must be an object", lp);
+    }
+    int rc = cr_json_only(logs, lp, members, err);
+    for (int i = 0; rc == 0 && i < 2; i++) {
+        json_t *sv = json_object_get(logs, members[i]);
+        char sp[128];
+        snprintf(sp, sizeof sp, "%s.%s", lp, members[i]);
+        const char *data = NULL;
+        int64_t bytes = 0, from = 0;
+        if (!sv) {
+            continue;
+        }
+        if (!json_is_object(sv)) {
+            return cr_json_fail(err, CR_EINVAL, sp, "field '%s': must be an object", sp);
+        }
+        /* base64 of at most CTL_JOBLOG_BYTES */
+        if ((rc = cr_json_only(sv, sp, smembers, err)) ||
+            (rc = cr_json_str(sv, sp, "data", true, (CTL_JOBLOG_BYTES / 3 + 1) * 4, &data, err)) ||
+            (rc = cr_json_int(sv, sp, "bytes", true, 0, INT64_MAX, &bytes, err)) ||
+            (rc = cr_json_int(sv, sp, "from", true, 0, bytes, &from, err))) {
+            return rc;
+        }
+    }
+    return rc;
+}
+
+void ctl_joblog_put(cr_store_txn *txn, int64_t job, const char *node, const json_t *logs)
+{
+    char key[120];
+    snprintf(key, sizeof key, "%020lld/%s", (long long)job, node);
+    json_t *doc = json_deep_copy(logs);
+    json_object_set_new(doc, "node", json_string(node));
+    char *s = json_dumps(doc, JSON_COMPACT);
+    cr_store_txn_put(txn, "joblog", key, s);
+    free(s);
+    json_decref(doc);
+}
+
+typedef struct joblog_read {
+    char *doc; /* owned */
+} joblog_read;
+
+static void joblog_row(void *arg, const char *key, const char *doc)
+{
+    (void)key;
+    joblog_read *r = arg;
+    free(r->doc);
+    r->doc = cr_strdup(doc);
+}
+
+/* Answer from the stored output of job on node (its node gone or lost):
+ * stream's bytes from offset. true when answered. */
+static bool joblog_answer(ctl *c, cr_http_req *req, int64_t id, const char *node,
+                          const char *stream, int64_t offset)
+{
+    char key[120];
+    snprintf(key, sizeof key, "%020lld/%s", (long long)id, node);
+    joblog_read r = {NULL};
+    if (cr_store_get_object(c->store, "joblog", key, joblog_row, &r) != 0 || !r.doc) {
+        free(r.doc);
+        return false;
+    }
+    json_t *doc = json_loads(r.doc, 0, NULL);
+    free(r.doc);
+    json_t *sv = json_object_get(doc, strcmp(stream, "stderr") == 0 ? "stderr" : "stdout");
+    const char *b64 = json_string_value(json_object_get(sv, "data"));
+    int64_t from = (int64_t)json_integer_value(json_object_get(sv, "from"));
+    size_t blen = b64 ? strlen(b64) : 0;
+    unsigned char *bin = cr_malloc(blen + 1);
+    size_t n = 0;
+    if (b64 && sodium_base642bin(bin, blen + 1, b64, blen, NULL, &n, NULL,
+                                 sodium_base64_VARIANT_ORIGINAL) != 0) {
+        n = 0;
+    }
+    cr_buf out;
+    cr_buf_init(&out);
+    if (from > 0 && offset == 0) {
+        cr_buf_printf(&out,
+                      "[corral: the first %lld bytes of this log were not kept: node %s is gone, "
+                      "its last %d bytes were]\n",
+                      (long long)from, node, CTL_JOBLOG_BYTES);
+    }
+    int64_t skip = offset > from ? offset - from : 0;
+    if (skip < (int64_t)n) {
+        cr_buf_append(&out, bin + skip, n - (size_t)skip);
+    }
+    cr_http_add_header(req, "X-Corral-Log-Source", "store");
+    char *body = cr_malloc(out.len + 1); /* taken by the server */
+    memcpy(body, cr_buf_str(&out), out.len + 1);
+    cr_http_respond(req, 200, "text/plain; charset=utf-8", body, out.len);
+    cr_buf_fini(&out);
+    free(bin);
+    json_decref(doc);
+    return true;
+}
+
 void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
 {
     const char *stream = cr_http_query(req, "stream");
@@ -257,6 +369,7 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
     log_fetch *f = cr_calloc(1, sizeof *f);
     char node[CTL_NAME_MAX] = "";
     int64_t ntasks = 0;
+    bool stored = false;
     pthread_mutex_lock(&c->mu);
     ctl_job *j = ctl_job_fetch(c, id);
     bool vis = j && (p->role == CR_ROLE_ADMIN || strcmp(j->tenant, p->tenant) == 0);
@@ -276,7 +389,10 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
         }
         ntasks = (nl ? k : 1) * tpn;
         ctl_node *n = rank < ntasks ? ctl_node_find(c, node) : NULL;
-        if (n && n->port > 0) {
+        /* a finished job whose node is gone or lost: its stored output */
+        stored =
+            rank < ntasks && ctl_job_terminal(j) && (!n || n->state == NS_LOST || n->port <= 0);
+        if (n && n->port > 0 && !stored) {
             snprintf(f->server, sizeof f->server, "%s://%s:%d", n->tls ? "https" : "http", n->addr,
                      n->port);
             snprintf(f->secret, sizeof f->secret, "%s", n->agent_secret);
@@ -288,6 +404,15 @@ void ctl_job_logs(ctl *c, cr_http_req *req, const cr_principal *p, int64_t id)
     if (!vis) {
         free(f);
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "job %lld not found", (long long)id);
+        return;
+    }
+    if (stored) {
+        free(f);
+        if (!joblog_answer(c, req, id, node, stream ? stream : "stdout", offset)) {
+            ctl_reply_err(req, 404, CR_ENOENT, NULL,
+                          "job %lld: node %s is gone and its output was not kept", (long long)id,
+                          node);
+        }
         return;
     }
     if (*node && rank >= ntasks) {

@@ -26,6 +26,7 @@
 static void node_free(ctl_node *n)
 {
     json_decref(n->labels);
+    json_decref(n->data_held);
     for (size_t i = 0; i < n->ngpus; i++) {
         json_decref(n->gpus[i].mig);
         json_decref(n->gpus[i].mig_want);
@@ -136,6 +137,9 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_princi
                   "free_gpus", (json_int_t)free_gpus, "drained", n->drained, "pending_approval",
                   n->pending_approval, "tls", n->tls, "isolation", iso_json(n));
     json_object_set_new(nj, "labels", n->labels ? json_deep_copy(n->labels) : json_object());
+    /* objects its data cache holds (docs/data.md; a count: which they are
+     * is the tenants' business) */
+    json_object_set_new(nj, "data_held", json_integer((json_int_t)json_array_size(n->data_held)));
     if (hidden) {
         json_object_set_new(nj, "other_jobs", json_integer((json_int_t)hidden));
     }
@@ -811,15 +815,16 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     const char *body = cr_http_body(req, &len);
     json_t *v = NULL, *gpus = NULL, *jobs = NULL;
     cr_json_err err;
-    static const char *const members[] = {"gpus", "jobs", "reclaim_in_s", NULL};
+    static const char *const members[] = {"gpus", "jobs", "data_held", "reclaim_in_s", NULL};
     static const char *const gpu_members[] = {
         "index",           "health",   "reason",   "util_pct",
         "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
         "ecc_uncorrected", "xid_last", NULL};
     static const char *const job_members[] = {
-        "job",     "state", "pid",           "exit_code",   "signal",     "run",
-        "port",    "oom",   "reason",        "fatal",       "image_pull", "image_pull_ms",
-        "sharing", "lease", "output_capped", "output_lost", "metrics",    NULL};
+        "job",         "state",         "pid",     "exit_code", "signal",
+        "run",         "port",          "oom",     "reason",    "fatal",
+        "image_pull",  "image_pull_ms", "sharing", "lease",     "output_capped",
+        "output_lost", "metrics",       "staging", "logs",      NULL};
     static const char *const metric_members[] = {"tokens_per_s", "step_time_s", "bad_lines", NULL};
     static const char *const healths[] = {"ok", "xid", "ecc", "hot", NULL};
     static const char *const states[] = {"running", "exited", NULL};
@@ -829,6 +834,24 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         cr_json_arr(v, "", "jobs", false, 65536, &jobs, &err) ||
         cr_json_int(v, "", "reclaim_in_s", false, 1, 3600, &reclaim_s, &err)) {
         goto bad;
+    }
+    /* What the node's data cache holds (docs/data.md, locality). */
+    json_t *held = NULL;
+    if (cr_json_arr(v, "", "data_held", false, 1024, &held, &err) != 0) {
+        goto bad;
+    }
+    for (size_t i = 0; i < json_array_size(held); i++) {
+        const char *h = json_string_value(json_array_get(held, i));
+        size_t k = 0;
+        while (h && k < 64 && ((h[k] >= '0' && h[k] <= '9') || (h[k] >= 'a' && h[k] <= 'f'))) {
+            k++;
+        }
+        if (!h || k != 64 || h[64]) {
+            char path[32];
+            snprintf(path, sizeof path, "data_held[%zu]", i);
+            cr_json_fail(&err, CR_EINVAL, path, "field '%s': 64 lowercase hex digits", path);
+            goto bad;
+        }
     }
     for (size_t i = 0; i < json_array_size(gpus); i++) {
         json_t *g = json_array_get(gpus, i);
@@ -881,9 +904,14 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_str(jr, path, "reason", false, 400, &text_ignored, &err) ||
             cr_json_str(jr, path, "image_pull", false, 300, &text_ignored, &err) ||
             cr_json_str(jr, path, "sharing", false, 300, &text_ignored, &err) ||
+            cr_json_str(jr, path, "staging", false, 400, &text_ignored, &err) ||
             cr_json_int(jr, path, "output_capped", false, 1, INT64_MAX, &x, &err) ||
             cr_json_str(jr, path, "output_lost", false, 200, &text_ignored, &err) ||
             cr_json_int(jr, path, "image_pull_ms", false, 0, INT64_MAX, &x, &err)) {
+            goto bad;
+        }
+        /* A finished job's output, shipped to outlive the node (ctl_logs.c). */
+        if (ctl_joblog_check(jr, path, &err) != 0) {
             goto bad;
         }
         /* What the job measured (cr_metric.h): checked, learned from at its end. */
@@ -925,6 +953,10 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         dt = (double)c->cfg.heartbeat_s; /* do not charge a long silence as power */
     }
     n->last_seen_ns = now_mono;
+    if (held) {
+        json_decref(n->data_held);
+        n->data_held = json_incref(held);
+    }
     if (reclaim_s > 0 && n->reclaim_req_s == 0 && !n->reclaimed) {
         n->reclaim_req_s = reclaim_s; /* done by ctl_nodes_reclaims, outside mu */
         ctl_sched_kick(c);
@@ -1048,6 +1080,29 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_store_txn_event(txn, j->id, now, "output lost", ev);
         }
     }
+    /* Data being staged before the job's process starts (docs/data.md):
+     * its progress is the running job's reason until it starts. */
+    for (size_t i = 0; i < json_array_size(jobs); i++) {
+        json_t *jr = json_array_get(jobs, i), *run = json_object_get(jr, "run");
+        const char *st = json_string_value(json_object_get(jr, "staging"));
+        ctl_job *j = ctl_job_get(c, (int64_t)json_integer_value(json_object_get(jr, "job")));
+        if (!j || j->state != JS_RUNNING || (run && json_integer_value(run) != j->runs)) {
+            continue;
+        }
+        if (st && ctl_text_clean(st)) {
+            char why[500];
+            snprintf(why, sizeof why, "%s (node %s)", st, n->name);
+            if (!j->reason || strcmp(j->reason, why) != 0) {
+                free(j->reason);
+                j->reason = cr_strdup(why);
+            }
+            j->staging = true;
+        } else if (j->staging) {
+            j->staging = false;
+            free(j->reason);
+            j->reason = cr_asprintf("data staged on node %s", n->name);
+        }
+    }
     /* Ports the agent gave replicas (the current run's, on this node). */
     for (size_t i = 0; i < json_array_size(jobs); i++) {
         json_t *jr = json_array_get(jobs, i), *port = json_object_get(jr, "port");
@@ -1106,6 +1161,11 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         json_t *run = json_object_get(jr, "run");
         if (run && json_integer_value(run) != j->runs) {
             continue; /* the exit of an earlier run of this job on this node */
+        }
+        json_t *logs = json_object_get(jr, "logs");
+        if (logs) {
+            /* stored with the end: shown finished, its output is durable */
+            ctl_joblog_put(txn, j->id, n->name, logs);
         }
         int code = (int)json_integer_value(json_object_get(jr, "exit_code"));
         int sig = (int)json_integer_value(json_object_get(jr, "signal"));

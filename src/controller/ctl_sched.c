@@ -319,6 +319,8 @@ typedef struct job_req {
     ctl_auto_hints hints; /* auto: what the performance model needs */
     bool exclusive;       /* whole nodes (--exclusive) */
     uint8_t *mask;        /* owned: nodes it may use (mask_of), NULL = any */
+    uint8_t *prefer;      /* owned: nodes that hold its data (mask_of), NULL = none */
+    uint32_t prefer_bits;
     uint32_t mask_bits;
 } job_req;
 
@@ -350,8 +352,57 @@ static void req_of(const ctl_job *j, job_req *r)
 /* The nodes a job with --nodelist/--exclude/--constraint may use, as a
  * mask over the scheduler's node indexes (nodes that join later are not
  * in it: the mask is made when the job enters the queue). mu held. */
+/* Whether node n's data cache holds every object of data (its last status). */
+static bool holds_all(const ctl_node *n, const json_t *data)
+{
+    size_t nd = json_array_size(data), held = json_array_size(n->data_held);
+    for (size_t i = 0; i < nd; i++) {
+        const char *want = json_string_value(json_object_get(json_array_get(data, i), "sha256"));
+        bool found = false;
+        for (size_t k = 0; k < held && !found && want; k++) {
+            found = strcmp(json_string_value(json_array_get(n->data_held, k)), want) == 0;
+        }
+        if (!found) {
+            return false;
+        }
+    }
+    return nd > 0;
+}
+
+/* Locality (docs/data.md): the nodes whose data cache holds all of the
+ * job's data (a service's model weights too) when it enters the queue,
+ * as a mask over the scheduler's node indexes; none: no preference. mu held. */
+static void prefer_of(ctl *c, const ctl_job *j, job_req *r)
+{
+    const json_t *data = json_object_get(j->spec, "data");
+    if (json_array_size(data) == 0) {
+        return;
+    }
+    uint32_t bits = 0;
+    bool any = false;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        if (n->in_sched && holds_all(n, data)) {
+            any = true;
+            bits = n->sched_idx + 1 > bits ? n->sched_idx + 1 : bits;
+        }
+    }
+    if (!any) {
+        return;
+    }
+    r->prefer = cr_calloc(bits / 8 + 1, 1);
+    r->prefer_bits = bits;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        if (n->in_sched && holds_all(n, data)) {
+            r->prefer[n->sched_idx / 8] |= (uint8_t)(1u << (n->sched_idx % 8));
+        }
+    }
+}
+
 static void mask_of(ctl *c, const ctl_job *j, job_req *r)
 {
+    prefer_of(c, j, r);
     if (!ctl_batch_has_node_filter(j)) {
         return;
     }
@@ -407,6 +458,8 @@ static void spec_of(placer *pl, const job_req *r, cr_sched_job_spec *sp, double 
     sp->exclusive = r->exclusive;
     sp->node_mask = r->mask;
     sp->node_mask_bits = r->mask_bits;
+    sp->prefer_mask = r->prefer;
+    sp->prefer_mask_bits = r->prefer_bits;
 }
 
 static void sync_tenants(placer *pl, ctl *c)
@@ -507,6 +560,7 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
                 j->in_sched = true;
             }
             free(r.mask);
+            free(r.prefer);
             continue;
         }
         spec_of(pl, &r, &sp, tput);
@@ -1056,6 +1110,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
                     nops++;
                 } else {
                     CR_FREE(ops[nops].r.mask);
+                    CR_FREE(ops[nops].r.prefer);
                 }
             }
         }
@@ -1356,6 +1411,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
     free(invalid);
     for (size_t i = 0; i < nops; i++) {
         free(ops[i].r.mask);
+        free(ops[i].r.prefer);
     }
     free(ops);
     free(bump);

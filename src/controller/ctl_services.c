@@ -22,6 +22,7 @@
  * route; the others are NAME@TENANT ("ref" in the list says which).
  */
 #include "ctl_int.h"
+#include "ctl_data.h"
 
 #include "cr_alloc.h"
 #include "cr_error.h"
@@ -216,11 +217,34 @@ static void autoscaler_setup(ctl_service *s)
 #define SVC_BYTES_MAX (64 << 20) /* max_replicas x the replica spec's size */
 
 static const char *const svc_members[] = {
-    "name",        "tenant",       "command",       "gpus",     "gpu_type",
-    "mig_profile", "gpu_mem_gb",   "env",           "workdir",  "model",
-    "priority",    "min_replicas", "max_replicas",  "replicas", "target",
-    "ready_path",  "gpu_milli",    "gpu_mem_bytes", "image",    "image_archive",
-    "mounts",      "entrypoint",   "models",        "pack",     NULL,
+    "name",
+    "tenant",
+    "command",
+    "gpus",
+    "gpu_type",
+    "mig_profile",
+    "gpu_mem_gb",
+    "env",
+    "workdir",
+    "model",
+    "priority",
+    "min_replicas",
+    "max_replicas",
+    "replicas",
+    "target",
+    "ready_path",
+    "gpu_milli",
+    "gpu_mem_bytes",
+    "image",
+    "image_archive",
+    "mounts",
+    "entrypoint",
+    "models",
+    "pack",
+    "model_weights",
+    /* stored only: model_weights resolved at create (ctl_data.c); refused in a request */
+    "model_weights_resolved",
+    NULL,
 };
 
 /* Validate a create body into a new service (not yet registered). */
@@ -312,6 +336,16 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
         if (x) {
             json_object_set(jr, pass[i], x);
         }
+    }
+    json_t *mwr = json_object_get(v, "model_weights_resolved");
+    if (json_is_object(mwr)) {
+        /* staged on the node before each replica starts (docs/data.md) */
+        json_object_set_new(jr, "data", json_pack("[O]", mwr));
+    }
+    const char *mw = NULL;
+    if ((rc = cr_json_str(v, "", "model_weights", false, 200, &mw, err)) != 0) {
+        json_decref(jr);
+        return rc;
     }
     json_object_set_new(jr, "kind", json_string("inference"));
     json_object_set_new(jr, "max_retries", json_integer(100));
@@ -1070,7 +1104,15 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
     json_t *v = NULL;
     cr_json_err err;
     ctl_service *s = NULL;
-    if (cr_json_parse_object(body, len, &v, &err) != 0 || svc_parse(v, &s, &err) != 0) {
+    if (cr_json_parse_object(body, len, &v, &err) == 0 &&
+        json_object_get(v, "model_weights_resolved")) {
+        cr_json_fail(&err, CR_EINVAL, "model_weights_resolved",
+                     "field 'model_weights_resolved': unknown field (give model_weights)");
+        json_decref(v);
+        ctl_reply_jerr(req, &err);
+        return;
+    }
+    if (!v || svc_parse(v, &s, &err) != 0) {
         json_decref(v);
         ctl_reply_jerr(req, &err);
         return;
@@ -1106,6 +1148,27 @@ static void svc_create(ctl *c, cr_http_req *req, const cr_principal *p)
         ctl_reply_err(req, 403, cerr.code, cerr.field, "%s", cerr.message);
         svc_free(s);
         return;
+    }
+    const char *mw = json_string_value(json_object_get(s->spec, "model_weights"));
+    if (mw) {
+        /* resolved once, for every replica: they all start from the same
+         * version (and, on a node that holds it, from its cache) */
+        json_t *names = json_pack("[s]", mw), *tmp = json_object();
+        int mrc = ctl_data_resolve(c, s->tenant, names, tmp, &cerr);
+        json_decref(names);
+        if (mrc != 0) {
+            json_decref(tmp);
+            ctl_reply_err(req, 400, cerr.code, "model_weights", "field 'model_weights': %s",
+                          strstr(cerr.message, ": ") ? strstr(cerr.message, ": ") + 2
+                                                     : cerr.message);
+            svc_free(s);
+            return;
+        }
+        json_t *e = json_array_get(json_object_get(tmp, "data"), 0);
+        json_object_set_new(e, "env", json_string("CORRAL_MODEL_WEIGHTS"));
+        json_object_set(s->spec, "model_weights_resolved", e);
+        json_object_set_new(s->job_req, "data", json_pack("[O]", e));
+        json_decref(tmp);
     }
     pthread_mutex_lock(&c->mu);
     if (!ctl_tenant_find(c, s->tenant)) {

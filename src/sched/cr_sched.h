@@ -467,6 +467,12 @@ typedef struct cr_sched_job_spec {
      * Copied. (--nodelist, --exclude, --constraint resolve to this.) */
     const uint8_t *node_mask;
     uint32_t node_mask_bits;
+    /* Locality (docs/data.md): nodes that already hold the job's data, as
+     * a mask like node_mask (NULL = none). A single-node job goes to the
+     * best-fit one of these that fits before any other node of its type;
+     * gangs and spread jobs ignore it. Copied. */
+    const uint8_t *prefer_mask;
+    uint32_t prefer_mask_bits;
     /* Whole nodes: it starts only on nodes where nothing runs, and nothing
      * else starts there while it runs (--exclusive). */
     bool exclusive;

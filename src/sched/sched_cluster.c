@@ -137,6 +137,7 @@ static void job_free(job *j)
         free(j->recv_ns);
         free(j->tput);
         free(j->node_mask);
+        free(j->prefer_mask);
         free(j->slots);
         free(j);
     }
@@ -1402,6 +1403,15 @@ static job *job_make(const cr_sched_job_spec *sp)
     j->spec.tput_count = 0;
     j->spec.node_mask = NULL;
     j->spec.node_mask_bits = 0;
+    j->spec.prefer_mask = NULL;
+    j->spec.prefer_mask_bits = 0;
+    if (sp->prefer_mask) {
+        size_t bytes = ((size_t)sp->prefer_mask_bits + 7) / 8;
+        j->prefer_mask = cr_calloc(bytes ? bytes : 1, 1);
+        memcpy(j->prefer_mask, sp->prefer_mask, bytes);
+        j->spec.prefer_mask = j->prefer_mask;
+        j->spec.prefer_mask_bits = sp->prefer_mask_bits;
+    }
     if (sp->node_mask) {
         size_t bytes = ((size_t)sp->node_mask_bits + 7) / 8;
         j->node_mask = cr_calloc(bytes ? bytes : 1, 1);

@@ -146,6 +146,7 @@ typedef struct job {
     cr_sched_job_spec spec; /* tput (owned) and mig_profile point into this struct */
     float *tput;            /* owned, CR_SCHED_MAX_TYPES entries; NULL = 1 everywhere */
     uint8_t *node_mask;     /* owned copy of spec.node_mask (spec points at it), or NULL */
+    uint8_t *prefer_mask;   /* owned copy of spec.prefer_mask (spec points at it), or NULL */
     char mig[16];
     cr_sched_job_state state;
     uint32_t qidx; /* index in pending or running array */

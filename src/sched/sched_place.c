@@ -242,9 +242,29 @@ static uint32_t fewest_shared(const cr_sched *s, const job *j, uint32_t i, int t
     return best;
 }
 
+static bool preferred(const job *j, uint32_t n)
+{
+    return j->spec.prefer_mask && n < j->spec.prefer_mask_bits &&
+           (j->spec.prefer_mask[n / 8] & (1u << (n % 8)));
+}
+
 static uint32_t best_node(const cr_sched *s, const job *j, int type, uint32_t k, uint64_t mem)
 {
     const gtype *g = &s->types[type];
+    if (j->spec.prefer_mask && !g->nsh) {
+        /* Locality first (docs/data.md): the best-fit node that already
+         * holds the job's data, when one fits; a full scan of the type's
+         * fitting nodes, for jobs with data only. */
+        for (uint32_t c = k; c <= g->max_node; c++) {
+            for (uint32_t i = g->bucket[c]; i != NT_NONE; i = s->nts[i].next) {
+                uint32_t n = s->nts[i].node;
+                if (preferred(j, n) && s->nts[i].mem_bytes >= mem && cr__sched_node_ok(s, j, n) &&
+                    (k <= 1 || domain_fits(s, n, type, k))) {
+                    return n;
+                }
+            }
+        }
+    }
     uint32_t first = UINT32_MAX;
     int probes = 0;
     for (uint32_t c = k; c <= g->max_node; c++) {

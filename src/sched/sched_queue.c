@@ -159,6 +159,7 @@ static void job_free_dead(job *j)
     free(j->recv_ns);
     free(j->tput);
     free(j->node_mask);
+    free(j->prefer_mask);
     free(j->slots);
     free(j);
 }

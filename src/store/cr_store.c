@@ -154,6 +154,12 @@ int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg)
     return s->ops->load_usage(s->be, fn, arg);
 }
 
+int cr_store_get_object(cr_store *s, const char *kind, const char *key, cr_store_obj_fn fn,
+                        void *arg)
+{
+    return s->ops->get_object(s->be, kind, key, fn, arg);
+}
+
 int cr_store_get_job(cr_store *s, int64_t id, cr_store_job_fn fn, void *arg)
 {
     return s->ops->get_job(s->be, id, fn, arg);

@@ -139,6 +139,10 @@ int cr_store_load_objects(cr_store *s, const char *kind, cr_store_obj_fn fn, voi
 int cr_store_job_events(cr_store *s, int64_t job, size_t limit, cr_store_event_fn fn, void *arg);
 int cr_store_load_usage(cr_store *s, cr_store_usage_fn fn, void *arg);
 
+/* One object by kind and key: fn once, 0; CR_ENOENT when there is none;
+ * CR_EIO. */
+int cr_store_get_object(cr_store *s, const char *kind, const char *key, cr_store_obj_fn fn,
+                        void *arg);
 /* One job row by id: fn once, 0; CR_ENOENT when there is none. */
 int cr_store_get_job(cr_store *s, int64_t id, cr_store_job_fn fn, void *arg);
 /* The highest job id the store has ever seen (job rows and events). */

@@ -1022,6 +1022,7 @@ const cr__store_ops cr__store_etcd_ops = {
     .job_events = cr__estore_job_events,
     .load_usage = cr__estore_load_usage,
     .get_job = cr__estore_get_job,
+    .get_object = cr__estore_get_object,
     .max_job_id = cr__estore_max_job_id,
     .query_jobs = cr__estore_query_jobs,
     .job_counts = cr__estore_job_counts,

@@ -99,6 +99,8 @@ int cr__estore_load_objects(void *be, const char *kind, cr_store_obj_fn fn, void
 int cr__estore_job_events(void *be, int64_t job, size_t limit, cr_store_event_fn fn, void *arg);
 int cr__estore_load_usage(void *be, cr_store_usage_fn fn, void *arg);
 int cr__estore_get_job(void *be, int64_t id, cr_store_job_fn fn, void *arg);
+int cr__estore_get_object(void *be, const char *kind, const char *key, cr_store_obj_fn fn,
+                          void *arg);
 int cr__estore_max_job_id(void *be, int64_t *out);
 int cr__estore_query_jobs(void *be, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
                           int64_t *total);

@@ -216,6 +216,32 @@ int cr__estore_get_job(void *be, int64_t id, cr_store_job_fn fn, void *arg)
     return rc;
 }
 
+int cr__estore_get_object(void *be, const char *kind, const char *key, cr_store_obj_fn fn,
+                          void *arg)
+{
+    cr__estore *s = be;
+    if (!*kind || strchr(kind, '/')) {
+        return CR_EINVAL;
+    }
+    cr_buf k;
+    cr_buf_init(&k);
+    cr__estore_obj_prefix(s, &k, kind);
+    cr__estore_esc(&k, key);
+    cr_etcd_range_req q = {.key = cr_buf_str(&k)};
+    cr_etcd_range_result r;
+    int rc = cr_etcd_range(s->e, &q, &r, NULL);
+    cr_buf_fini(&k);
+    if (rc != 0) {
+        return read_failed(s, "an object", rc);
+    }
+    if (r.n == 1) {
+        fn(arg, key, r.kvs[0].value);
+    }
+    rc = r.n == 1 ? 0 : CR_ENOENT;
+    cr_etcd_range_result_fini(&r);
+    return rc;
+}
+
 typedef struct obj_ctx {
     cr_store_obj_fn fn;
     void *arg;

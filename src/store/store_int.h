@@ -67,6 +67,7 @@ typedef struct cr__store_ops {
     int (*job_events)(void *be, int64_t job, size_t limit, cr_store_event_fn fn, void *arg);
     int (*load_usage)(void *be, cr_store_usage_fn fn, void *arg);
     int (*get_job)(void *be, int64_t id, cr_store_job_fn fn, void *arg);
+    int (*get_object)(void *be, const char *kind, const char *key, cr_store_obj_fn fn, void *arg);
     int (*max_job_id)(void *be, int64_t *out);
     int (*query_jobs)(void *be, const cr_store_job_query *q, cr_store_job_fn fn, void *arg,
                       int64_t *total);

@@ -704,6 +704,35 @@ static int sq_get_job(void *be, int64_t id, cr_store_job_fn fn, void *arg)
     return rc != 0 ? rc : c.hits > 0 ? 0 : CR_ENOENT;
 }
 
+static int sq_get_object(void *be, const char *kind, const char *key, cr_store_obj_fn fn, void *arg)
+{
+    sq_store *s = be;
+    int slot;
+    sqlite3 *r = reader_get(s, &slot);
+    sqlite3_stmt *st = NULL;
+    int rc = CR_ENOENT;
+    if (sqlite3_prepare_v2(r, "SELECT key, doc FROM objects WHERE kind = ?1 AND key = ?2", -1, &st,
+                           NULL) != SQLITE_OK) {
+        cr_error("store: prepare: %s", sqlite3_errmsg(r));
+        rc = CR_EIO;
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, key, -1, SQLITE_STATIC);
+    int step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        fn(arg, col_text(st, 0), col_text(st, 1));
+        rc = 0;
+    } else if (step != SQLITE_DONE) {
+        cr_error("store: read: %s", sqlite3_errmsg(r));
+        rc = CR_EIO;
+    }
+out:
+    sqlite3_finalize(st);
+    reader_put(s, slot);
+    return rc;
+}
+
 static void max_row(sqlite3_stmt *st, void *ctx)
 {
     int64_t *m = ctx;
@@ -894,6 +923,7 @@ const cr__store_ops cr__store_sqlite_ops = {
     .job_events = sq_job_events,
     .load_usage = sq_load_usage,
     .get_job = sq_get_job,
+    .get_object = sq_get_object,
     .max_job_id = sq_max_job_id,
     .query_jobs = sq_query_jobs,
     .job_counts = sq_job_counts,

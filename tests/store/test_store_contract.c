@@ -193,6 +193,15 @@ static void test_jobs_objects_events(void **state)
     assert_int_equal(o.n, 0);
     assert_int_equal(cr_store_load_objects(s, "audit", on_obj, &o), 0);
     assert_int_equal(o.n, 1);
+    /* one object by kind and key (the stored job logs, ctl_logs.c) */
+    memset(&o, 0, sizeof o);
+    assert_int_equal(cr_store_get_object(s, "tokens", "a/b c", on_obj, &o), 0);
+    assert_int_equal(o.n, 1);
+    assert_string_equal(o.keys[0], "a/b c");
+    assert_string_equal(o.docs[0], "{\"t\":1}");
+    assert_int_equal(cr_store_get_object(s, "tokens", "a/b", on_obj, &o), CR_ENOENT);
+    assert_int_equal(cr_store_get_object(s, "nodes", "n1", on_obj, &o), CR_ENOENT);
+    assert_int_equal(o.n, 1);
 
     evs e = {0};
     assert_int_equal(cr_store_job_events(s, 7, 0, on_event, &e), 0);
