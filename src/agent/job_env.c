@@ -84,7 +84,7 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     while (base && base[nb]) {
         nb++;
     }
-    size_t cap = nb + s->envc + s->secretc + 28; /* Corral's own: at most 22 */
+    size_t cap = nb + s->envc + s->secretc + s->planc + 29; /* Corral's own: at most 23 */
     char **v = cr_calloc(cap + 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -116,6 +116,17 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     }
     if (s->resume) {
         v[n++] = cr_strdup("CORRAL_RESUME=1"); /* the suspend contract: resume from it */
+    }
+    for (size_t i = 0; i < s->planc; i++) {
+        v[n++] = cr_strdup(s->plan_env[i]); /* the advisor's plan (docs/model.md) */
+    }
+    if (s->planc && s->has_gang) {
+        /* torchrun's own arguments for this node, beside the PET_* it reads */
+        const cr_gang *g = &s->gang;
+        v[n++] = cr_asprintf("CORRAL_TORCHRUN_ARGS=--nnodes=%d --nproc-per-node=%d "
+                             "--node-rank=%d --master-addr=%s --master-port=%d",
+                             g->nnodes, g->gpus_per_node > 0 ? g->gpus_per_node : 1, g->node_rank,
+                             g->master_addr, g->master_port);
     }
     if (s->gpu_milli || s->gpu_mem_bytes) {
         /* A fractional task on a shared GPU. MPS clients of the agent's

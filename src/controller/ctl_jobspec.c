@@ -79,9 +79,9 @@ static const char *const job_members[] = {
     "batch",         /* with script: batch semantics (ctl_batch_is_batch, docs/slurm.md) */
     NULL,
 };
-static const char *const model_members[] = {"params",        "method",      "tokens",
-                                            "precision",     "name",        "stack",
-                                            "checkpointing", "micro_batch", NULL};
+static const char *const model_members[] = {
+    "params",        "method",      "tokens",       "precision", "name", "stack",
+    "checkpointing", "micro_batch", "global_batch", "seq_len",   NULL};
 /* The advisor's knobs (docs/model.md "Software stacks"). */
 static const char *const stacks[] = {"megatron", "fsdp",   "deepspeed", "hf",
                                      "vllm",     "trtllm", "sglang",    NULL};
@@ -337,7 +337,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         goto out;
     }
     if (model) {
-        double params = 0, tokens = 0, mb = 0;
+        double params = 0, tokens = 0, mb = 0, gb = 0, seq = 0;
         const char *method = "", *prec = "", *mname = "", *stack = "", *ackpt = "";
         if ((rc = cr_json_only(model, "model", model_members, err)) ||
             (rc = cr_json_str(model, "model", "name", false, 39, &mname, err)) ||
@@ -347,7 +347,28 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err)) ||
             (rc = cr_json_str(model, "model", "stack", false, 16, &stack, err)) ||
             (rc = cr_json_str(model, "model", "checkpointing", false, 16, &ackpt, err)) ||
-            (rc = cr_json_num(model, "model", "micro_batch", false, 1, 1e8, &mb, err))) {
+            (rc = cr_json_num(model, "model", "micro_batch", false, 1, 1e8, &mb, err)) ||
+            (rc = cr_json_num(model, "model", "global_batch", false, 1, 1e8, &gb, err)) ||
+            (rc = cr_json_num(model, "model", "seq_len", false, 1, 1e7, &seq, err))) {
+            goto out;
+        }
+        const char *frac = mb != (double)(int64_t)mb     ? "micro_batch"
+                           : gb != (double)(int64_t)gb   ? "global_batch"
+                           : seq != (double)(int64_t)seq ? "seq_len"
+                                                         : NULL;
+        if (frac) {
+            rc = cr_json_fail(err, CR_EINVAL,
+                              frac[0] == 'm'   ? "model.micro_batch"
+                              : frac[0] == 'g' ? "model.global_batch"
+                                               : "model.seq_len",
+                              "field 'model.%s': must be a whole number", frac);
+            goto out;
+        }
+        if (mb > 0 && gb > 0 && mb > gb) {
+            rc = cr_json_fail(err, CR_EINVAL, "model.micro_batch",
+                              "field 'model.micro_batch': %.0f sequences exceed the global batch "
+                              "(model.global_batch %.0f)",
+                              mb, gb);
             goto out;
         }
         /* A model architecture name (data/models/models.csv, read by the
@@ -651,6 +672,7 @@ static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
     if (rt) {
         snprintf(j->run_type, sizeof j->run_type, "%s", rt);
     }
+    ctl_plan_from_json(json_object_get(v, "plan"), &j->plan);
     json_t *pl = json_object_get(v, "placement");
     if (json_array_size(pl) > 0) {
         j->nplace = json_array_size(pl);

@@ -171,6 +171,9 @@ typedef struct cr_estimate {
     int dp, tp, pp;
     int ep;                    /* expert-parallel ways (MoE), 1 otherwise */
     int cp;                    /* context-parallel ways (training, long sequences), 1 otherwise */
+    int micro_batch;           /* training: sequences per micro-batch per data-parallel rank */
+    int global_batch;          /* training: sequences per optimizer step; 0 otherwise */
+    int ckpt;                  /* training: enum cr_ckpt the plan uses (never AUTO) */
     int replicas;              /* inference/visual: serving replicas */
     const cr_mig_profile *mig; /* non-NULL when the plan uses MIG slices */
     int mig_count;             /* slices used */

@@ -664,6 +664,9 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     e->dp = best.dp;
     e->ep = best.ep;
     e->cp = best.cp;
+    e->micro_batch = in.mb;
+    e->global_batch = in.batch;
+    e->ckpt = best.ckpt;
     e->replicas = 1;
     e->gpu_share = best.n;
     e->nodes = (best.n + node_gpus(g) - 1) / node_gpus(g);
