@@ -125,6 +125,10 @@ static const cli_opt submit_opts[] = {
      0, 0, 0},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
      'W'},
+    {"force", CLI_BOOL, NULL,
+     "submit even when the advisor says the chosen --gpu-type and --gpus cannot hold the model "
+     "(a warning instead of a refusal)",
+     NULL, 0, 0, 0},
     {"parsable", CLI_BOOL, NULL, "print only the job id (an array's first), as sbatch --parsable",
      NULL, 0, 0, 0},
     {"idempotency-key", CLI_STR, "KEY",
@@ -376,6 +380,9 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     }
     if (pick(a, d, "checkpointable")->set) {
         json_object_set_new(job, "checkpointable", json_true());
+    }
+    if (pick(a, d, "force")->set) {
+        json_object_set_new(job, "force", json_true());
     }
     put_str(job, "checkpoint_signal", pick(a, d, "checkpoint-signal"));
     const cli_val *mig = pick(a, d, "mig");
@@ -670,6 +677,10 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     const char *note = json_string_value(json_object_get(res.body, "note"));
     if (note && !ctx->json) {
         fprintf(ctx->err, "corral %s: note: %s\n", ctx->cmd, note);
+    }
+    const char *warn = json_string_value(json_object_get(res.body, "warning"));
+    if (warn && !ctx->json) {
+        fprintf(ctx->err, "corral %s: warning: %s\n", ctx->cmd, warn);
     }
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);

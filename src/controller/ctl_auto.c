@@ -6,6 +6,7 @@
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
+#include "cr_error.h"
 #include "cr_log.h"
 #include "cr_perf.h"
 #include "cr_time.h"
@@ -590,4 +591,61 @@ bool ctl_plan_from_json(const json_t *v, ctl_plan *p)
         return false;
     }
     return true;
+}
+
+int ctl_auto_fit_check(const cr_catalog *cat, const cr_arch_catalog *models, const char *gpu_type,
+                       const ctl_auto_hints *h, const char **field, char *msg, size_t len)
+{
+    if (!cat || !h->active || !gpu_type || strcmp(gpu_type, "auto") == 0 ||
+        strcmp(gpu_type, "any") == 0 ||
+        (h->kind != CR_KIND_PRETRAIN && h->kind != CR_KIND_FINETUNE &&
+         h->kind != CR_KIND_INFERENCE)) {
+        return 0;
+    }
+    const cr_gpu_type *g = find_type(cat, gpu_type);
+    if (!g) {
+        return 0; /* the model cannot vouch for a type it does not know */
+    }
+    cr_workload w;
+    workload_of(models, h, &w);
+    /* Whether it holds the model, not whether it meets latency targets
+     * nobody stated: a serving job is checked against the memory alone. */
+    if (w.kind == CR_KIND_INFERENCE) {
+        w.ttft_ns = w.tpot_ns = INT64_C(1) << 60;
+    }
+    char err[128];
+    cr_perf_env env = {cat, NULL, NULL};
+    cr_estimate est;
+    if (cr_workload_check(&w, err, sizeof err) != 0 ||
+        cr_perf_estimate(&env, &w, g, h->gpus, &est) != 0 || est.fits) {
+        return 0;
+    }
+    char what[96];
+    double p = w.arch.layers > 0 ? w.arch.params : w.params;
+    if (h->arch[0]) {
+        snprintf(what, sizeof what, "%s %s", cr_kind_name(h->kind), h->arch);
+    } else {
+        snprintf(what, sizeof what, "%s of %.3gB parameters", cr_kind_name(h->kind), p / 1e9);
+    }
+    /* The smallest count that holds it, however long it would take. */
+    cr_estimate any;
+    w.duration_ns = INT64_C(100) * 365 * 86400 * CR_NS_PER_SEC;
+    bool more = cr_perf_estimate(&env, &w, g, 0, &any) == 0 && any.fits && any.gpu_count > h->gpus;
+    if (more) {
+        *field = "gpus";
+        snprintf(msg, len,
+                 "field 'gpus': a %s does not fit on %d %s (it asked for %d GPU%s): %s; the "
+                 "advisor's smallest count of %s for it is %d (or gpu_type auto); \"force\": "
+                 "true (corral submit --force) submits it anyway",
+                 what, h->gpus, g->name, h->gpus, h->gpus == 1 ? "" : "s", est.reason, g->name,
+                 any.gpu_count);
+    } else {
+        *field = "gpu_type";
+        snprintf(msg, len,
+                 "field 'gpu_type': a %s does not fit on %s at the %d GPU%s it asked for, nor "
+                 "at any count the advisor tries: %s; \"force\": true (corral submit --force) "
+                 "submits it anyway",
+                 what, g->name, h->gpus, h->gpus == 1 ? "" : "s", est.reason);
+    }
+    return CR_EINVAL;
 }

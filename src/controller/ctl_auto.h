@@ -100,6 +100,19 @@ bool ctl_auto_refusal(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, c
 void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int type, char *buf,
                   size_t len);
 
+/*
+ * Fit check at submit (issue 26): does a job of an explicitly chosen GPU
+ * type and count hold its model there? Training and serving kinds with
+ * model hints only (plan hints, ctl_auto_plan_hints_of); a serving job is
+ * checked on memory alone. Returns 0 when it fits or the model cannot tell
+ * (auto/any, a type outside the catalog); else CR_EINVAL with *field
+ * "gpus" (the type holds it at a count the advisor names) or "gpu_type"
+ * (at no count), and the reason in msg, naming only the count asked.
+ * cat, models (may be NULL) borrowed, immutable: any thread.
+ */
+int ctl_auto_fit_check(const cr_catalog *cat, const cr_arch_catalog *models, const char *gpu_type,
+                       const ctl_auto_hints *h, const char **field, char *msg, size_t len);
+
 /* The plan of a job with hints h on the GPU type named `type` (the name
  * its nodes report) at h->gpus GPUs. Returns false (out zeroed) when there
  * is none: hints inactive, a kind without parallelism (visual, hpc,

@@ -1068,7 +1068,9 @@ void ctl_share_json(ctl *c, const ctl_node *n, const ctl_gpu *g, json_t *v);
  * learn table's own mutex (never the other way). */
 int ctl_load_learn(ctl *c);
 void ctl_learn_free(ctl *c);
-
+/* The model shapes by name (data/models), loaded once: immutable, any
+ * thread; NULL when they could not be read. */
+const cr_arch_catalog *ctl_learn_models(const ctl *c);
 /* A job ended well on its placement with what it measured (borrowed; may
  * be NULL): one observation, written into txn. Under c->mu. */
 void ctl_learn_record(ctl *c, cr_store_txn *txn, const ctl_job *j, const json_t *metrics);

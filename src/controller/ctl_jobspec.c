@@ -77,6 +77,7 @@ static const char *const job_members[] = {
     "open_mode",
     "cpus_per_task", /* sbatch -c: SLURM_CPUS_PER_TASK (the limit is "cpus") */
     "batch",         /* with script: batch semantics (ctl_batch_is_batch, docs/slurm.md) */
+    "force",         /* submit even when the chosen type cannot hold the model (not stored) */
     NULL,
 };
 static const char *const model_members[] = {
@@ -134,7 +135,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     int throttle = 0;
     int64_t gmilli = 0, gmem = 0;
     double mem = 0, cpus = 0, cpt = 0;
-    bool preemptible = false, requeue = false, batch = false;
+    bool preemptible = false, requeue = false, batch = false, force = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL, *secrets = NULL;
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
@@ -168,6 +169,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_str(body, "", "error", false, 1024, &errp, err)) ||
         (rc = cr_json_bool(body, "", "requeue", false, &requeue, err)) ||
         (rc = cr_json_bool(body, "", "batch", false, &batch, err)) ||
+        (rc = cr_json_bool(body, "", "force", false, &force, err)) ||
 
         (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
         (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err)) ||

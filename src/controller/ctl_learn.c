@@ -70,6 +70,11 @@ int ctl_load_learn(ctl *c)
     return cr_store_load_objects(c->store, "observation", load_row, l);
 }
 
+const cr_arch_catalog *ctl_learn_models(const ctl *c)
+{
+    return c->learn ? c->learn->models : NULL;
+}
+
 void ctl_learn_free(ctl *c)
 {
     struct ctl_learn *l = c->learn;

@@ -1221,9 +1221,24 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                 /* The largest split the request allows (--tp/--pp fix the ways). */
                 int tpx = w->fix_tp ? w->fix_tp : (node_gpus(g) < 8 ? node_gpus(g) : 8);
                 int ppx = w->fix_pp ? w->fix_pp : serve_max_pp(g, tpx);
+                char on[40] = "";
+                if (gpu_count > 0) {
+                    /* a fixed count: the largest split of the GPUs asked
+                     * (issue 26: never a plan the request does not allow) */
+                    tpx = w->fix_tp ? w->fix_tp : (tpx < gpu_count ? tpx : gpu_count);
+                    ppx = w->fix_pp ? w->fix_pp : (gpu_count / tpx > 0 ? gpu_count / tpx : 1);
+                    snprintf(on, sizeof on, " on the %d GPU%s asked", gpu_count,
+                             gpu_count == 1 ? "" : "s");
+                }
+                char split[32];
+                if (ppx > 1) {
+                    snprintf(split, sizeof split, "tp%d x pp%d", tpx, ppx);
+                } else {
+                    snprintf(split, sizeof split, "tp%d", tpx);
+                }
                 snprintf(e->reason, sizeof e->reason,
-                         "weights need %s, %s per GPU; tp%d x pp%d tops out at %.0f GB usable", wgb,
-                         cap, tpx, ppx,
+                         "weights need %s, %s per GPU; %s%s tops out at %.0f GB usable", wgb, cap,
+                         split, on,
                          serve_budget(&in.sm, in.wbytes / (tpx * ppx)) * tpx * ppx / 1e9);
             } else {
                 snprintf(e->reason, sizeof e->reason, "weights %s + KV cache exceed %s per GPU",

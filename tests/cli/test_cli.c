@@ -364,6 +364,18 @@ static void test_cmd_submit(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* --force (issue 26): sent as "force": true; the answer's warning on stderr */
+    fake_server_canned(s, 201, "{\"ids\":[44],\"warning\":\"submitted under force: x\"}");
+    r = cli("submit", "--gpu-type", "L40S", "--gpus", "4", "--kind", "pretrain", "--model",
+            "llama-3.1-405b", "--force", "--", "train", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "corral submit: warning: submitted under force: x\n"));
+    last = fake_server_last(s);
+    assert_true(json_is_true(json_object_get(sent_body(last), "force")));
+    json_decref(last);
+    run_free(&r);
+    fake_server_canned(s, 201, "{\"ids\":[42]}");
+
     /* --model names the architecture the advisor reads for gpu_type auto */
     fake_server_canned(s, 201, "{\"ids\":[43]}");
     r = cli("submit", "--gpu-type", "auto", "--kind", "inference", "--model", "llama-3.1-8b",

@@ -768,6 +768,81 @@ static void test_plan_env(void **state)
     stop(&d);
 }
 
+/* Issue 26: a chosen type and count that cannot hold the model is refused
+ * at submit naming the field and only the count the request asked for,
+ * or taken with a warning under "force". */
+static void test_fit_check(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    register_node(&d, "l40s-0", "L40S", 4, 48);
+    register_node(&d, "h100-0", "H100 SXM", 8, 80);
+    static const char *const pre405 =
+        "{\"command\":[\"true\"],\"kind\":\"pretrain\",\"gpus\":4,\"gpu_type\":\"L40S\","
+        "\"model\":{\"name\":\"llama-3.1-405b\"}%s}";
+    char body[512];
+    snprintf(body, sizeof body, pre405, "");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 400);
+    const char *msg = str(v, "message");
+    assert_string_equal(str(v, "field"), "gpus");
+    assert_non_null(strstr(msg, "does not fit on 4 L40S (it asked for 4 GPUs)"));
+    assert_non_null(strstr(msg, "llama-3.1-405b"));
+    assert_null(strstr(msg, "tp8"));
+    json_decref(v);
+
+    /* Serving 405B on 2 H100: the refusal names no split beyond 2 GPUs. */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"inference\",\"gpus\":2,\"gpu_type\":"
+             "\"H100 SXM\",\"model\":{\"params\":4.05e11}}",
+             &code);
+    assert_int_equal(code, 400);
+    msg = str(v, "message");
+    assert_string_equal(str(v, "field"), "gpus");
+    assert_non_null(strstr(msg, "(it asked for 2 GPUs)"));
+    assert_null(strstr(msg, "pp8"));
+    assert_null(strstr(msg, "tp8"));
+    assert_null(strstr(msg, "pp4"));
+    json_decref(v);
+
+    /* Under force: taken, with the warning in the answer and the event. */
+    snprintf(body, sizeof body, pre405, ",\"force\":true");
+    v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 201);
+    assert_non_null(strstr(str(v, "warning"), "submitted under force: field 'gpus'"));
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    v = job(&d, id);
+    json_t *ev = json_array_get(json_object_get(v, "events"), 0);
+    assert_string_equal(str(ev, "what"), "submitted");
+    assert_non_null(strstr(str(ev, "why"), "submitted under force"));
+    assert_null(json_object_get(v, "force")); /* not part of the stored spec */
+    json_decref(v);
+    snprintf(body, sizeof body, pre405, ",\"force\":\"yes\"");
+    v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "force");
+    json_decref(v);
+
+    /* What fits, and auto, are taken without a word. */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"finetune\",\"gpus\":1,\"gpu_type\":\"L40S\","
+             "\"model\":{\"params\":8e9,\"method\":\"lora\"}}",
+             &code);
+    assert_int_equal(code, 201);
+    assert_null(json_object_get(v, "warning"));
+    json_decref(v);
+    snprintf(body, sizeof body,
+             "{\"command\":[\"true\"],\"kind\":\"pretrain\",\"gpus\":4,\"model\":{\"name\":"
+             "\"llama-3.1-405b\"}}");
+    v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
+    stop(&d);
+}
+
 /* What a failed test left: its daemons and directories. */
 static int reap_live(void **state)
 {
@@ -784,7 +859,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_placements), cmocka_unit_test(test_auto_hetero),
         cmocka_unit_test(test_auto_restart),    cmocka_unit_test(test_learn_cluster),
-        cmocka_unit_test(test_plan_env),
+        cmocka_unit_test(test_plan_env),        cmocka_unit_test(test_fit_check),
     };
     int rc = cmocka_run_group_tests(tests, NULL, reap_live);
     curl_global_cleanup();
