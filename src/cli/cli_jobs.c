@@ -32,7 +32,7 @@ static const char JOB_KINDS[] = "pretrain|finetune|inference|visual|hpc|batch";
  * CR_PRECISION_VALUES of src/model/cr_perf.h (the cli layer does not include
  * model/: keep these copies in step). */
 #define CLI_METHODS    "full|lora|qlora"
-#define CLI_PRECISIONS "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
+#define CLI_PRECISIONS "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64|fp4|fp6"
 #define CLI_STACKS     "megatron|fsdp|deepspeed|hf|vllm|trtllm|sglang"
 
 static const cli_opt submit_opts[] = {

@@ -88,8 +88,8 @@ static const char *const stacks[] = {"megatron", "fsdp",   "deepspeed", "hf",
                                      "vllm",     "trtllm", "sglang",    NULL};
 static const char *const ckpts[] = {"none", "selective", "full", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
-static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
-                                         "tf32", "fp32", "fp64", NULL};
+static const char *const precisions[] = {"bf16", "fp16", "fp8", "int8", "int4", "tf32",
+                                         "fp32", "fp64", "fp4", "fp6",  NULL};
 static const char *const kinds[] = {"pretrain", "finetune", "inference", "visual",
                                     "hpc",      "batch",    NULL};
 
@@ -402,6 +402,15 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             (*prec && (rc = cr_json_enum(prec, "model.precision", precisions, err)) != 0) ||
             (*stack && (rc = cr_json_enum(stack, "model.stack", stacks, err)) != 0) ||
             (*ackpt && (rc = cr_json_enum(ackpt, "model.checkpointing", ckpts, err)) != 0)) {
+            goto out;
+        }
+        if ((!strcmp(prec, "fp4") || !strcmp(prec, "fp6")) &&
+            (!strcmp(kind, "pretrain") || !strcmp(kind, "finetune"))) {
+            rc =
+                cr_json_fail(err, CR_EINVAL, "model.precision",
+                             "field 'model.precision': %s is for serving and batch work (Blackwell "
+                             "tensor cores); training takes bf16|fp16|fp8|tf32|fp32",
+                             prec);
             goto out;
         }
     }

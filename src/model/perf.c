@@ -90,6 +90,16 @@ static void arch_of(const cr_workload *w, cr_arch *a)
     cr_arch_default(w->params > 0 ? w->params : 7e9, a);
 }
 
+/* The KV cache's format when none is asked: fp8 with fp8, fp6 or fp4
+ * weights (NVIDIA's FP4/FP8 checkpoints quantise the KV cache to fp8),
+ * else bf16. */
+static int default_kv(int precision)
+{
+    return precision == CR_PREC_FP8 || precision == CR_PREC_FP6 || precision == CR_PREC_FP4
+               ? CR_PREC_FP8
+               : CR_PREC_BF16;
+}
+
 static double prec_bytes(int precision)
 {
     switch (precision) {
@@ -98,6 +108,10 @@ static double prec_bytes(int precision)
         return 1;
     case CR_PREC_INT4:
         return 0.55;
+    case CR_PREC_FP4:
+        return 0.5625; /* NVFP4: 4 bits + one 8-bit scale per 16 values */
+    case CR_PREC_FP6:
+        return 0.78125; /* MXFP6: 6 bits + one 8-bit scale per 32 values */
     case CR_PREC_TF32:
     case CR_PREC_FP32:
         return 4;
@@ -1133,8 +1147,7 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.wbytes = in.a.params * pb;
     in.wexp = fmin(cr_arch_expert_params(&in.a), 0.98 * in.a.params) * pb;
     in.wdense = in.wbytes - in.wexp;
-    int kvp = w->kv_precision >= 0 ? w->kv_precision
-                                   : (w->precision == CR_PREC_FP8 ? CR_PREC_FP8 : CR_PREC_BF16);
+    int kvp = w->kv_precision >= 0 ? w->kv_precision : default_kv(w->precision);
     in.kv_tok = cr_arch_kv_bytes(&in.a, prec_bytes(kvp));
     in.kv_split = in.a.kv_lora_rank > 0 ? 1 : in.a.kv_heads;
     in.P = w->prompt_tokens;
@@ -1558,6 +1571,14 @@ static int estimate_measured(const cr_perf_env *env, const cr_workload *w, const
 static int check_needs(const cr_workload *w, const cr_gpu_type *g, cr_estimate *e)
 {
     unsigned n = w->needs;
+    if ((w->precision == CR_PREC_FP4 || w->precision == CR_PREC_FP6) && w->kind != CR_KIND_HPC &&
+        !(cr_gpu_peak_flops(g, w->precision) > 0)) {
+        /* No emulation: the formats need the tensor cores (Blackwell). */
+        snprintf(e->reason, sizeof e->reason,
+                 "no %s tensor cores (%s runs on Blackwell: B200, GB200)",
+                 w->precision == CR_PREC_FP4 ? "FP4" : "FP6", cr_precision_name(w->precision));
+        return -1;
+    }
     if (w->kind == CR_KIND_HPC) {
         n |= CR_NEED_FP64;
     }
@@ -1756,8 +1777,7 @@ char *cr_perf_explain(const cr_workload *w, char *buf, size_t len)
                 w->prompt_tokens, w->output_tokens);
         EXPLAIN("sequences per request: %d%s\n", w->beams > 0 ? w->beams : 1,
                 w->beams > 0 ? " (beams / n, sharing the prompt's KV)" : " (default; --beams)");
-        int kvp = w->kv_precision >= 0 ? w->kv_precision
-                                       : (w->precision == CR_PREC_FP8 ? CR_PREC_FP8 : CR_PREC_BF16);
+        int kvp = w->kv_precision >= 0 ? w->kv_precision : default_kv(w->precision);
         EXPLAIN("KV cache: %s%s, %s\n", cr_precision_name(kvp),
                 w->kv_precision >= 0 ? "" : " (default; --kv-precision)",
                 stack == CR_STACK_HF ? "each sequence reserves prompt + output"

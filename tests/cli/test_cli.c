@@ -460,7 +460,7 @@ static void test_cmd_submit(void **state)
         {"--workdir", "rel", "--workdir: 'rel' is not an absolute path"},
         {"--nodes", "1025", "--nodes"},
         {"--method", "sgd", "--method: 'sgd' is not allowed (allowed: full, lora, qlora)"},
-        {"--precision", "fp4", "--precision"},
+        {"--precision", "fp5", "--precision"},
         {"--stack", "tensorflow", "--stack: 'tensorflow' is not allowed"},
         {"--micro-batch", "0", "--micro-batch"},
         {"--gpu-fraction", "1", "--gpu-fraction: want more than 0 and less than 1"},

@@ -826,6 +826,24 @@ static void test_fit_check(void **state)
     assert_string_equal(str(v, "field"), "force");
     json_decref(v);
 
+    /* fp4 (issue 26) on a type without FP4 tensor cores: no count helps;
+     * fp4 training is refused naming the field. */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"inference\",\"gpus\":1,\"gpu_type\":"
+             "\"H100 SXM\",\"model\":{\"params\":8e9,\"precision\":\"fp4\"}}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpu_type");
+    assert_non_null(strstr(str(v, "message"), "no FP4 tensor cores"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"pretrain\",\"gpus\":1,\"model\":"
+             "{\"params\":8e9,\"precision\":\"fp4\"}}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "model.precision");
+    json_decref(v);
+
     /* What fits, and auto, are taken without a word. */
     v = call(&d, "POST", "/v1/jobs", d.admin,
              "{\"command\":[\"true\"],\"kind\":\"finetune\",\"gpus\":1,\"gpu_type\":\"L40S\","
