@@ -62,6 +62,13 @@ static void usage(FILE *f)
         "  --seed N               RNG seed for generation, tie-breaks, failures (default 0)\n"
         "  --no-backfill, --no-preemption, --hetero-lp, --hetero-greedy\n"
         "  --no-estimates         do not tell the scheduler job runtimes (no backfill help)\n"
+        "  --learn                each finished training job reports its tokens/s; later jobs of\n"
+        "                         its class are scheduled on what was learned. Runs each policy\n"
+        "                         without and with learning, side by side (docs/sim.md)\n"
+        "  --no-learn             the model alone (the default)\n"
+        "  --truth-spread F       true rates = model x U(1-F, 1+F) per class and GPU type, from\n"
+        "                         --seed (native truth=X per job overrides; default 0)\n"
+        "  --metric-noise F       run-to-run spread of the reported tokens/s (default 0.03)\n"
         "  --no-wait-for-faster   start auto jobs on any free type (no wait-or-start)\n"
         "  --max-examined N       examine at most N pending jobs per cycle (default 0: all)\n"
         "  --interval DUR         at most one scheduling cycle per DUR (default: every event)\n"
@@ -103,6 +110,8 @@ typedef struct args {
     const char *power;
     const char *openb_nodes, *openb_pods; /* time-based replay of openb files */
     double shared;                        /* --shared-nodes with them */
+    int learn;                            /* --learn 1, --no-learn 0 (the default) */
+    double spread;                        /* --truth-spread */
 } args;
 
 static int bad_flag(const char *flag, const char *val, const char *why)
@@ -120,6 +129,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     a->o.idle_frac = 0.2;
     a->o.switch_ns = -1;                       /* rounds: CR_SIM_SWITCH_DEFAULT_NS */
     a->o.mig_reconfig_ns = 10 * CR_NS_PER_SEC; /* an assumption: docs/sim.md */
+    a->o.metric_noise = 0.03;                  /* an assumption: docs/sim.md "Learning" */
     a->gpn = 4;
     a->npr = 32;
     a->tenants = 1;
@@ -144,13 +154,14 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             val = arg + (eq - flag) + 1;
         }
         static const char *const with_value[] = {
-            "--format",         "--generate",    "--rate",       "--tenants",
-            "--throughputs",    "--cluster",     "--gpus",       "--gpus-per-node",
-            "--nodes-per-rack", "--mtbf",        "--mttr",       "--power",
-            "--policy",         "--compare",     "--seed",       "--interval",
-            "--window",         "--csv",         "--html",       "--share-policy",
-            "--max-examined",   "--round",       "--switch",     "--share-window",
-            "--mig-reconfig",   "--openb-nodes", "--openb-pods", "--shared-nodes",
+            "--format",         "--generate",     "--rate",       "--tenants",
+            "--throughputs",    "--cluster",      "--gpus",       "--gpus-per-node",
+            "--nodes-per-rack", "--mtbf",         "--mttr",       "--power",
+            "--policy",         "--compare",      "--seed",       "--interval",
+            "--window",         "--csv",          "--html",       "--share-policy",
+            "--max-examined",   "--round",        "--switch",     "--share-window",
+            "--mig-reconfig",   "--openb-nodes",  "--openb-pods", "--shared-nodes",
+            "--truth-spread",   "--metric-noise",
         };
         bool needs = false;
         for (size_t k = 0; k < sizeof with_value / sizeof with_value[0]; k++) {
@@ -293,6 +304,19 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
             a->csv = val;
         } else if (!strcmp(flag, "--html")) {
             a->html = val;
+        } else if (!strcmp(flag, "--truth-spread")) {
+            if (cr_parse_f64(val, 0, 0.9, &a->spread) != 0) {
+                return bad_flag(flag, val,
+                                "expected a share 0..0.9 (0.4: true rates model x 0.6..1.4)");
+            }
+        } else if (!strcmp(flag, "--metric-noise")) {
+            if (cr_parse_f64(val, 0, 0.5, &a->o.metric_noise) != 0) {
+                return bad_flag(flag, val, "expected a share 0..0.5 (0.03: +-3% run to run)");
+            }
+        } else if (!strcmp(flag, "--learn")) {
+            a->learn = 1;
+        } else if (!strcmp(flag, "--no-learn")) {
+            a->learn = 0;
         } else if (!strcmp(flag, "--multi-gpu")) {
             a->multi_gpu = true;
         } else if (!strcmp(flag, "--json")) {
@@ -348,6 +372,12 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
         if (!strcmp(a->policies[k], "rounds") && a->o.mtbf_ns > 0) {
             return bad_flag("--mtbf", NULL, "not simulated under the rounds policy");
         }
+        if (!strcmp(a->policies[k], "rounds") && a->learn) {
+            return bad_flag("--learn", NULL, "not simulated under the rounds policy yet");
+        }
+    }
+    if (a->learn && a->npolicies * 2 > MAX_POLICIES) {
+        return bad_flag("--learn", NULL, "at most 4 policies with --learn (each runs twice)");
     }
     if (a->cluster_path && a->gpus) {
         return bad_flag("--cluster", NULL, "give --cluster or --gpus, not both");
@@ -556,11 +586,16 @@ int cr_sim_main(int argc, char **argv)
                 have_tput ? "" : " (Gavel traces need --throughputs)");
         goto out;
     }
+    cr__sim_workload_perturb(&w, (const char(*)[CR_SIM_NAME_MAX])types, ntypes, a.spread, a.o.seed);
     if ((rc = apply_power(&a, (const char(*)[CR_SIM_NAME_MAX])types, ntypes, catalog)) != 0) {
         goto out;
     }
     rc = 1;
-    for (size_t k = 0; k < a.npolicies; k++) {
+    /* --learn: each policy without, then with learning, side by side. */
+    size_t nruns = a.npolicies * (a.learn ? 2 : 1);
+    for (size_t q = 0; q < nruns; q++) {
+        size_t k = a.learn ? q / 2 : q;
+        a.o.learn = a.learn && q % 2 == 1;
         int run_rc;
         if (!strcmp(a.policies[k], "rounds")) {
             run_rc = cr__sim_run_rounds(&a.o, &cl, &w, &res[nres], err, sizeof err);
@@ -586,7 +621,7 @@ int cr_sim_main(int argc, char **argv)
     if (a.json) {
         json = cr__sim_report_json(res, nres, &w, &a.ro);
         fputs(json, stdout);
-    } else if (a.compare) {
+    } else if (a.compare || a.learn) {
         cr__sim_report_compare(stdout, res, nres, &w, &a.ro);
     } else {
         cr__sim_report_text(stdout, &res[0], &w, &a.ro);
