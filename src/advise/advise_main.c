@@ -48,7 +48,7 @@ static void usage(FILE *f)
            "finetune)\n"
            "  --precision P    " CR_PRECISION_VALUES " (default bf16)\n"
            "  --kv-precision P inference KV cache: " CR_KV_PRECISION_VALUES
-           " (default fp8 with fp8 weights, else bf16)\n"
+           " (default fp8 with fp8/fp6/fp4 weights, else bf16)\n"
            "  --seq N          sequence length in tokens (default 4096 pretrain, 2048 finetune)\n"
            "  --batch N        global batch in sequences (default ~4M tokens pretrain, 16 "
            "finetune)\n"

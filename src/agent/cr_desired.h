@@ -71,6 +71,11 @@ typedef struct cr_job_spec {
      * line in the state dir ever holds them; wiped when freed. */
     char **secret_env;
     size_t secretc;
+    /* "plan_env": the advisor's plan (CORRAL_TP, CORRAL_MEGATRON_ARGS, ...;
+     * docs/model.md "The plan in the job"): "K=V" strings + NULL, owned, or
+     * NULL. Only CORRAL_* names; Corral's own, so set after the job's env. */
+    char **plan_env;
+    size_t planc;
     char *workdir; /* owned; NULL: the state dir's job dir */
     int *gpus;     /* gpu_count indexes; owned */
     size_t gpu_count;

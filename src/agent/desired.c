@@ -13,11 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_JOBS   4096
-#define MAX_ARGS   4096
-#define MAX_ENV    4096
-#define MAX_GPUS   64
-#define MAX_STRLEN 65536
+#define MAX_JOBS     4096
+#define MAX_ARGS     4096
+#define MAX_ENV      4096
+#define MAX_PLAN_ENV 32
+#define MAX_GPUS     64
+#define MAX_STRLEN   65536
 
 void cr_strv_free(char **v)
 {
@@ -60,6 +61,7 @@ void cr_job_spec_fini(cr_job_spec *s)
     cr_strv_free(s->argv);
     cr_strv_free(s->env);
     strv_wipe(s->secret_env);
+    cr_strv_free(s->plan_env);
     free(s->workdir);
     free(s->gpus);
     if (s->gpu_uuids) {
@@ -446,6 +448,27 @@ int cr_job_spec_from_json(json_t *j, const char *path, cr_job_spec *out, char *e
             s.secret_env[s.secretc++] = cr_asprintf("%s=%s", k, json_string_value(ev));
         }
     }
+    json_t *penv = json_object_get(j, "plan_env");
+    if (penv && !json_is_null(penv)) {
+        if (!json_is_object(penv) || json_object_size(penv) > MAX_PLAN_ENV) {
+            rc = bad(err, errlen, path, "plan_env", "must be an object of strings");
+            goto fail;
+        }
+        s.plan_env = cr_calloc(json_object_size(penv) + 1, sizeof *s.plan_env);
+        const char *k;
+        json_t *ev;
+        json_object_foreach(penv, k, ev)
+        {
+            char m[300];
+            snprintf(m, sizeof m, "plan_env.%.256s", k);
+            if (strncmp(k, "CORRAL_", 7) != 0 || strchr(k, '=') || !json_is_string(ev) ||
+                strlen(json_string_value(ev)) != json_string_length(ev)) {
+                rc = bad(err, errlen, path, m, "must be a string, and names CORRAL_* without '='");
+                goto fail;
+            }
+            s.plan_env[s.planc++] = cr_asprintf("%s=%s", k, json_string_value(ev));
+        }
+    }
     s.array_index = -1;
     if ((rc = get_str(j, path, "workdir", &s.workdir, err, errlen)) < 0 ||
         (rc = get_str(j, path, "checkpoint_dir", &s.checkpoint_dir, err, errlen)) < 0 ||
@@ -654,6 +677,16 @@ json_t *cr_job_spec_to_json(const cr_job_spec *s)
         free(k);
     }
     json_object_set_new(j, "env", e);
+    if (s->plan_env) {
+        json_t *pe = json_object();
+        for (size_t i = 0; i < s->planc; i++) {
+            const char *eq = strchr(s->plan_env[i], '=');
+            char *k = cr_strndup(s->plan_env[i], (size_t)(eq - s->plan_env[i]));
+            json_object_set_new(pe, k, json_string(eq + 1));
+            free(k);
+        }
+        json_object_set_new(j, "plan_env", pe);
+    }
     if (s->workdir) {
         json_object_set_new(j, "workdir", json_string(s->workdir));
     }

@@ -88,7 +88,7 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     while (s->data_env && s->data_env[nd]) {
         nd++;
     }
-    size_t cap = nb + s->envc + s->secretc + nd + 28; /* Corral's own: at most 22 */
+    size_t cap = nb + s->envc + s->secretc + s->planc + nd + 30; /* Corral's own: at most 24 */
     char **v = cr_calloc(cap + 1, sizeof *v);
     size_t n = 0;
     for (size_t i = 0; i < nb; i++) {
@@ -123,6 +123,17 @@ char **cr_job_env(const cr_job_spec *s, char *const *base, const char *node)
     }
     for (size_t i = 0; i < nd; i++) {
         v[n++] = cr_strdup(s->data_env[i]); /* CORRAL_DATA_<NAME>=path (docs/data.md) */
+    }
+    for (size_t i = 0; i < s->planc; i++) {
+        v[n++] = cr_strdup(s->plan_env[i]); /* the advisor's plan (docs/model.md) */
+    }
+    if (s->planc && s->has_gang) {
+        /* torchrun's own arguments for this node, beside the PET_* it reads */
+        const cr_gang *g = &s->gang;
+        v[n++] = cr_asprintf("CORRAL_TORCHRUN_ARGS=--nnodes=%d --nproc-per-node=%d "
+                             "--node-rank=%d --master-addr=%s --master-port=%d",
+                             g->nnodes, g->gpus_per_node > 0 ? g->gpus_per_node : 1, g->node_rank,
+                             g->master_addr, g->master_port);
     }
     if (s->gpu_milli || s->gpu_mem_bytes) {
         /* A fractional task on a shared GPU. MPS clients of the agent's

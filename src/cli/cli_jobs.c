@@ -32,7 +32,8 @@ static const char JOB_KINDS[] = "pretrain|finetune|inference|visual|hpc|batch";
  * CR_PRECISION_VALUES of src/model/cr_perf.h (the cli layer does not include
  * model/: keep these copies in step). */
 #define CLI_METHODS    "full|lora|qlora"
-#define CLI_PRECISIONS "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
+#define CLI_PRECISIONS "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64|fp4|fp6"
+#define CLI_STACKS     "megatron|fsdp|deepspeed|hf|vllm|trtllm|sglang"
 
 static const cli_opt submit_opts[] = {
     {"gpus", CLI_INT, "N",
@@ -59,6 +60,14 @@ static const cli_opt submit_opts[] = {
     {"method", CLI_STR, "M", "training method hint", CLI_METHODS, 0, 0, 0},
     {"tokens", CLI_COUNT, "N", "tokens to process (1e8, 2t)", NULL, 0, 0, 0},
     {"precision", CLI_STR, "P", "numeric precision hint", CLI_PRECISIONS, 0, 0, 0},
+    {"stack", CLI_STR, "S", "software stack hint for the advisor's plan", CLI_STACKS, 0, 0, 0},
+    {"checkpointing", CLI_STR, "C", "activation checkpointing hint", "none|selective|full", 0, 0,
+     0},
+    {"micro-batch", CLI_INT, "N", "sequences per micro-batch per data-parallel rank (the plan's)",
+     NULL, 1, 100000000, 0},
+    {"global-batch", CLI_INT, "N", "sequences per optimizer step (the plan's)", NULL, 1, 100000000,
+     0},
+    {"seq-len", CLI_INT, "N", "training sequence length, tokens", NULL, 1, 10000000, 0},
     {"tenant", CLI_STR, "T", "tenant (admins; users submit to their own)", NULL, 0, 0, 0},
     {"priority", CLI_INT, "P", "priority (higher runs first)", NULL, -1000000, 1000000, 0},
     {"time", CLI_TLIM, "TIME", "time limit: minutes (90), MM:SS, HH:MM:SS, D-HH:MM:SS, or 90s, 2h",
@@ -119,6 +128,10 @@ static const cli_opt submit_opts[] = {
      0, 0, 0},
     {"wait", CLI_BOOL, NULL, "wait for the job to end and exit with its exit code", NULL, 0, 0,
      'W'},
+    {"force", CLI_BOOL, NULL,
+     "submit even when the advisor says the chosen --gpu-type and --gpus cannot hold the model "
+     "(a warning instead of a refusal)",
+     NULL, 0, 0, 0},
     {"parsable", CLI_BOOL, NULL, "print only the job id (an array's first), as sbatch --parsable",
      NULL, 0, 0, 0},
     {"idempotency-key", CLI_STR, "KEY",
@@ -371,6 +384,9 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
     if (pick(a, d, "checkpointable")->set) {
         json_object_set_new(job, "checkpointable", json_true());
     }
+    if (pick(a, d, "force")->set) {
+        json_object_set_new(job, "force", json_true());
+    }
     put_str(job, "checkpoint_signal", pick(a, d, "checkpoint-signal"));
     const cli_val *mig = pick(a, d, "mig");
     const cli_val *gt = pick(a, d, "gpu-type");
@@ -398,6 +414,11 @@ static json_t *job_request(cli_ctx *ctx, const cli_args *a, const cli_args *d, c
         json_object_set_new(model, "tokens", json_real(tok->f));
     }
     put_str(model, "precision", pick(a, d, "precision"));
+    put_str(model, "stack", pick(a, d, "stack"));
+    put_str(model, "checkpointing", pick(a, d, "checkpointing"));
+    put_int(model, "micro_batch", pick(a, d, "micro-batch"));
+    put_int(model, "global_batch", pick(a, d, "global-batch"));
+    put_int(model, "seq_len", pick(a, d, "seq-len"));
     if (json_object_size(model) > 0) {
         json_object_set_new(job, "model", model);
     } else {
@@ -667,6 +688,10 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     const char *note = json_string_value(json_object_get(res.body, "note"));
     if (note && !ctx->json) {
         fprintf(ctx->err, "corral %s: note: %s\n", ctx->cmd, note);
+    }
+    const char *warn = json_string_value(json_object_get(res.body, "warning"));
+    if (warn && !ctx->json) {
+        fprintf(ctx->err, "corral %s: warning: %s\n", ctx->cmd, warn);
     }
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
@@ -943,6 +968,22 @@ static void show_job(cli_ctx *ctx, const json_t *job, bool with_env)
             fprintf(ctx->out, " %s=%s", k, cr__cli_json_text(v, buf, sizeof buf));
         }
         fputc('\n', ctx->out);
+    }
+    /* The advisor's plan, as the job's environment has it (CORRAL_TP, ...). */
+    const json_t *plan = json_object_get(job, "plan");
+    if (json_is_object(plan)) {
+        fprintf(ctx->out, "  %-15s %s (tp %lld, pp %lld, dp %lld, ep %lld",
+                "Plan:", jstr(plan, "text") ? jstr(plan, "text") : "",
+                (long long)json_integer_value(json_object_get(plan, "tp")),
+                (long long)json_integer_value(json_object_get(plan, "pp")),
+                (long long)json_integer_value(json_object_get(plan, "dp")),
+                (long long)json_integer_value(json_object_get(plan, "ep")));
+        if (json_object_get(plan, "micro_batch")) {
+            fprintf(ctx->out, ", micro-batch %lld, global batch %lld",
+                    (long long)json_integer_value(json_object_get(plan, "micro_batch")),
+                    (long long)json_integer_value(json_object_get(plan, "global_batch")));
+        }
+        fputs(")\n", ctx->out);
     }
     /* The environment's names only (issue 24: values are asked for with
      * --env, and come with credential-looking ones redacted); one

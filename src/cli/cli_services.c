@@ -36,7 +36,7 @@ static const cli_opt svc_opts[] = {
     {"pack", CLI_BOOL, NULL, "let replicas share a node (default: spread across nodes)", NULL, 0, 0,
      0},
     {"precision", CLI_STR, "P", "weight precision for the advisor",
-     "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64" /* = CLI_PRECISIONS, cli_jobs.c */, 0, 0, 0},
+     "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64|fp4|fp6" /* = CLI_PRECISIONS, cli_jobs.c */, 0, 0, 0},
     {"model-weights", CLI_STR, "NAME[@VER]",
      "a model (corral data) staged on the node before each replica starts: CORRAL_MODEL_WEIGHTS",
      NULL, 0, 0, 0},

@@ -6,6 +6,7 @@
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
+#include "cr_error.h"
 #include "cr_log.h"
 #include "cr_perf.h"
 #include "cr_time.h"
@@ -47,9 +48,20 @@ struct ctl_auto {
 void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, const json_t *model,
                        int gpus, ctl_auto_hints *out)
 {
+    if (!gpu_type || strcmp(gpu_type, "auto") != 0) {
+        memset(out, 0, sizeof *out);
+        out->kind = -1;
+        return;
+    }
+    ctl_auto_plan_hints_of(mig, kind, model, gpus, out);
+}
+
+void ctl_auto_plan_hints_of(const char *mig, const char *kind, const json_t *model, int gpus,
+                            ctl_auto_hints *out)
+{
     memset(out, 0, sizeof *out);
     out->kind = -1;
-    if (!gpu_type || strcmp(gpu_type, "auto") != 0 || (mig && *mig) || gpus < 1) {
+    if ((mig && *mig) || gpus < 1) {
         return;
     }
     if (!kind || cr_kind_parse(kind, &out->kind) != 0) {
@@ -74,6 +86,12 @@ void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, 
     const char *ck = model ? json_string_value(json_object_get(model, "checkpointing")) : NULL;
     if (model && (v = json_object_get(model, "micro_batch")) && json_is_number(v)) {
         out->micro_batch = (int)json_number_value(v);
+    }
+    if (model && (v = json_object_get(model, "global_batch")) && json_is_number(v)) {
+        out->global_batch = (int)json_number_value(v);
+    }
+    if (model && (v = json_object_get(model, "seq_len")) && json_is_number(v)) {
+        out->seq_len = (int)json_number_value(v);
     }
     if ((m && cr_method_parse(m, &out->method) != 0) ||
         (p && cr_precision_parse(p, &out->precision) != 0) ||
@@ -154,13 +172,18 @@ void ctl_auto_free(ctl_auto *a)
 
 /* A node's model name as the catalog knows it ("H100 SXM", or NVML's
  * "NVIDIA H100 SXM"). */
-static const cr_gpu_type *catalog_type(const ctl_auto *a, const char *name)
+static const cr_gpu_type *find_type(const cr_catalog *cat, const char *name)
 {
-    const cr_gpu_type *g = name ? cr_catalog_find(a->cat, name) : NULL;
+    const cr_gpu_type *g = name ? cr_catalog_find(cat, name) : NULL;
     if (!g && name && strncmp(name, "NVIDIA ", 7) == 0) {
-        g = cr_catalog_find(a->cat, name + 7);
+        g = cr_catalog_find(cat, name + 7);
     }
     return g && g->vendor_nvidia ? g : NULL;
+}
+
+static const cr_gpu_type *catalog_type(const ctl_auto *a, const char *name)
+{
+    return find_type(a->cat, name);
 }
 
 static void map_types(ctl_auto *a, const cr_sched *s)
@@ -181,7 +204,7 @@ static uint64_t hash_key(const ctl_auto_hints *h)
     return x;
 }
 
-static void workload_of(const ctl_auto *a, const ctl_auto_hints *h, cr_workload *w)
+static void workload_of(const cr_arch_catalog *models, const ctl_auto_hints *h, cr_workload *w)
 {
     cr_workload_init(w);
     w->kind = h->kind;
@@ -192,7 +215,9 @@ static void workload_of(const ctl_auto *a, const ctl_auto_hints *h, cr_workload 
     w->stack = h->stack;
     w->ckpt = h->ckpt;
     w->micro_batch = h->micro_batch;
-    const cr_arch *m = h->arch[0] ? cr_arch_find(a->models, h->arch) : NULL;
+    w->batch = h->global_batch;
+    w->seq_len = h->seq_len;
+    const cr_arch *m = h->arch[0] && models ? cr_arch_find(models, h->arch) : NULL;
     if (m) {
         w->arch = *m;
         w->params = m->params;
@@ -211,7 +236,7 @@ static void workload_of(const ctl_auto *a, const ctl_auto_hints *h, cr_workload 
 static void fill(ctl_auto *a, int ntypes, entry *e)
 {
     cr_workload w;
-    workload_of(a, &e->key, &w);
+    workload_of(a->models, &e->key, &w);
     cr_perf_env env = {a->cat, a->prices, NULL};
     char err[128];
     bool valid = cr_workload_check(&w, err, sizeof err) == 0;
@@ -402,4 +427,225 @@ void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int t
         }
     }
     snprintf(buf, len, "auto: %s, %s (%s)", name, how, adv);
+}
+
+bool ctl_auto_plan(const ctl_auto *a, const ctl_auto_hints *h, const char *type, ctl_plan *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!a || !a->cat || !h->active ||
+        (h->kind != CR_KIND_PRETRAIN && h->kind != CR_KIND_FINETUNE &&
+         h->kind != CR_KIND_INFERENCE)) {
+        return false;
+    }
+    const cr_gpu_type *g = catalog_type(a, type);
+    if (!g) {
+        return false;
+    }
+    cr_workload w;
+    workload_of(a->models, h, &w);
+    char err[128];
+    cr_perf_env env = {a->cat, a->prices, NULL};
+    cr_estimate est;
+    if (cr_workload_check(&w, err, sizeof err) != 0 ||
+        cr_perf_estimate(&env, &w, g, h->gpus, &est) != 0 || !est.fits || est.mig || est.tp < 1) {
+        return false;
+    }
+    out->tp = est.tp;
+    out->pp = est.pp > 0 ? est.pp : 1;
+    out->ep = est.ep > 0 ? est.ep : 1;
+    out->cp = est.cp > 0 ? est.cp : 1;
+    out->serving = h->kind == CR_KIND_INFERENCE;
+    out->dp = out->serving ? (est.replicas > 0 ? est.replicas : 1) : (est.dp > 0 ? est.dp : 1);
+    if (!out->serving) {
+        out->micro_batch = est.micro_batch > 0 ? est.micro_batch : 1;
+        /* The batch a step really takes: whole micro-batches on every
+         * data-parallel rank (Megatron and DeepSpeed refuse any other). */
+        int64_t per = (int64_t)out->dp * out->micro_batch;
+        int64_t m = (est.global_batch + per - 1) / per;
+        out->global_batch = (int)(m * per);
+        out->ckpt = est.ckpt;
+    }
+    snprintf(out->text, sizeof out->text, "%s", est.plan);
+    return true;
+}
+
+static void set_int(json_t *env, const char *k, int v)
+{
+    char b[16];
+    snprintf(b, sizeof b, "%d", v);
+    json_object_set_new(env, k, json_string(b));
+}
+
+void ctl_plan_env(const ctl_plan *p, json_t *env)
+{
+    if (p->tp < 1) {
+        return;
+    }
+    set_int(env, "CORRAL_TP", p->tp);
+    set_int(env, "CORRAL_PP", p->pp);
+    set_int(env, "CORRAL_DP", p->dp);
+    set_int(env, "CORRAL_EP", p->ep);
+    set_int(env, "CORRAL_CP", p->cp);
+    json_object_set_new(env, "CORRAL_PLAN", json_string(p->text));
+    char b[512];
+    if (p->serving) {
+        /* vLLM: a replica per data-parallel rank (--data-parallel-size,
+         * vLLM 0.8+), experts spread over the tensor-parallel GPUs. */
+        int n = snprintf(b, sizeof b, "--tensor-parallel-size %d --pipeline-parallel-size %d",
+                         p->tp, p->pp);
+        if (p->dp > 1) {
+            n += snprintf(b + n, sizeof b - (size_t)n, " --data-parallel-size %d", p->dp);
+        }
+        if (p->ep > 1) {
+            snprintf(b + n, sizeof b - (size_t)n, " --enable-expert-parallel");
+        }
+        json_object_set_new(env, "CORRAL_VLLM_ARGS", json_string(b));
+        n = snprintf(b, sizeof b, "--tp-size %d --pp-size %d --dp-size %d", p->tp, p->pp, p->dp);
+        if (p->ep > 1) {
+            snprintf(b + n, sizeof b - (size_t)n, " --ep-size %d", p->ep);
+        }
+        json_object_set_new(env, "CORRAL_SGLANG_ARGS", json_string(b));
+        n = snprintf(b, sizeof b, "--tp_size %d --pp_size %d", p->tp, p->pp);
+        if (p->ep > 1) {
+            snprintf(b + n, sizeof b - (size_t)n, " --ep_size %d", p->ep);
+        }
+        json_object_set_new(env, "CORRAL_TRTLLM_ARGS", json_string(b));
+        return;
+    }
+    set_int(env, "CORRAL_MICRO_BATCH", p->micro_batch);
+    set_int(env, "CORRAL_GLOBAL_BATCH", p->global_batch);
+    int n = snprintf(b, sizeof b,
+                     "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
+                     "--micro-batch-size %d --global-batch-size %d",
+                     p->tp, p->pp, p->micro_batch, p->global_batch);
+    if (p->cp > 1) {
+        n += snprintf(b + n, sizeof b - (size_t)n, " --context-parallel-size %d", p->cp);
+    }
+    if (p->ep > 1) {
+        n += snprintf(b + n, sizeof b - (size_t)n, " --expert-model-parallel-size %d", p->ep);
+    }
+    if (p->ckpt == CR_CKPT_FULL) {
+        snprintf(b + n, sizeof b - (size_t)n,
+                 " --recompute-granularity full --recompute-method uniform "
+                 "--recompute-num-layers 1");
+    } else if (p->ckpt == CR_CKPT_SELECTIVE) {
+        snprintf(b + n, sizeof b - (size_t)n, " --recompute-granularity selective");
+    }
+    json_object_set_new(env, "CORRAL_MEGATRON_ARGS", json_string(b));
+    snprintf(b, sizeof b,
+             "model.tensor_model_parallel_size=%d model.pipeline_model_parallel_size=%d "
+             "model.context_parallel_size=%d model.expert_model_parallel_size=%d "
+             "model.micro_batch_size=%d model.global_batch_size=%d",
+             p->tp, p->pp, p->cp, p->ep, p->micro_batch, p->global_batch);
+    json_object_set_new(env, "CORRAL_NEMO_ARGS", json_string(b));
+    /* DeepSpeed derives the accumulation steps from these two. */
+    snprintf(b, sizeof b, "{\"train_micro_batch_size_per_gpu\":%d,\"train_batch_size\":%d}",
+             p->micro_batch, p->global_batch);
+    json_object_set_new(env, "CORRAL_DEEPSPEED_CONFIG", json_string(b));
+}
+
+json_t *ctl_plan_json(const ctl_plan *p)
+{
+    json_t *v =
+        json_pack("{s:i,s:i,s:i,s:i,s:i,s:s,s:s}", "tp", p->tp, "pp", p->pp, "dp", p->dp, "ep",
+                  p->ep, "cp", p->cp, "text", p->text, "kind", p->serving ? "serving" : "training");
+    if (!p->serving) {
+        json_object_set_new(v, "micro_batch", json_integer(p->micro_batch));
+        json_object_set_new(v, "global_batch", json_integer(p->global_batch));
+        json_object_set_new(v, "checkpointing", json_string(cr_ckpt_name(p->ckpt)));
+    }
+    return v;
+}
+
+static int get_way(const json_t *v, const char *k, int lo, int hi)
+{
+    const json_t *x = json_object_get(v, k);
+    json_int_t n = json_is_integer(x) ? json_integer_value(x) : 0;
+    return n >= lo && n <= hi ? (int)n : 0;
+}
+
+bool ctl_plan_from_json(const json_t *v, ctl_plan *p)
+{
+    memset(p, 0, sizeof *p);
+    if (!json_is_object(v)) {
+        return false;
+    }
+    p->tp = get_way(v, "tp", 1, 1 << 20);
+    p->pp = get_way(v, "pp", 1, 1 << 20);
+    p->dp = get_way(v, "dp", 1, 1 << 20);
+    p->ep = get_way(v, "ep", 1, 1 << 20);
+    p->cp = get_way(v, "cp", 1, 1 << 20);
+    p->micro_batch = get_way(v, "micro_batch", 1, 1 << 30);
+    p->global_batch = get_way(v, "global_batch", 1, 1 << 30);
+    const char *k = json_string_value(json_object_get(v, "kind"));
+    p->serving = k && strcmp(k, "serving") == 0;
+    const char *ck = json_string_value(json_object_get(v, "checkpointing"));
+    if (!ck || cr_ckpt_parse(ck, &p->ckpt) != 0) {
+        p->ckpt = 0;
+    }
+    const char *t = json_string_value(json_object_get(v, "text"));
+    snprintf(p->text, sizeof p->text, "%s", t ? t : "");
+    if (!p->tp || !p->pp || !p->dp || !p->ep || !p->cp ||
+        (!p->serving && (!p->micro_batch || !p->global_batch))) {
+        memset(p, 0, sizeof *p);
+        return false;
+    }
+    return true;
+}
+
+int ctl_auto_fit_check(const cr_catalog *cat, const cr_arch_catalog *models, const char *gpu_type,
+                       const ctl_auto_hints *h, const char **field, char *msg, size_t len)
+{
+    if (!cat || !h->active || !gpu_type || strcmp(gpu_type, "auto") == 0 ||
+        strcmp(gpu_type, "any") == 0 ||
+        (h->kind != CR_KIND_PRETRAIN && h->kind != CR_KIND_FINETUNE &&
+         h->kind != CR_KIND_INFERENCE)) {
+        return 0;
+    }
+    const cr_gpu_type *g = find_type(cat, gpu_type);
+    if (!g) {
+        return 0; /* the model cannot vouch for a type it does not know */
+    }
+    cr_workload w;
+    workload_of(models, h, &w);
+    /* Whether it holds the model, not whether it meets latency targets
+     * nobody stated: a serving job is checked against the memory alone. */
+    if (w.kind == CR_KIND_INFERENCE) {
+        w.ttft_ns = w.tpot_ns = INT64_C(1) << 60;
+    }
+    char err[128];
+    cr_perf_env env = {cat, NULL, NULL};
+    cr_estimate est;
+    if (cr_workload_check(&w, err, sizeof err) != 0 ||
+        cr_perf_estimate(&env, &w, g, h->gpus, &est) != 0 || est.fits) {
+        return 0;
+    }
+    char what[96];
+    double p = w.arch.layers > 0 ? w.arch.params : w.params;
+    if (h->arch[0]) {
+        snprintf(what, sizeof what, "%s %s", cr_kind_name(h->kind), h->arch);
+    } else {
+        snprintf(what, sizeof what, "%s of %.3gB parameters", cr_kind_name(h->kind), p / 1e9);
+    }
+    /* The smallest count that holds it, however long it would take. */
+    cr_estimate any;
+    w.duration_ns = INT64_C(100) * 365 * 86400 * CR_NS_PER_SEC;
+    bool more = cr_perf_estimate(&env, &w, g, 0, &any) == 0 && any.fits && any.gpu_count > h->gpus;
+    if (more) {
+        *field = "gpus";
+        snprintf(msg, len,
+                 "field 'gpus': a %s does not fit on %d %s (it asked for %d GPU%s): %s; the "
+                 "advisor's smallest count of %s for it is %d (or gpu_type auto); \"force\": "
+                 "true (corral submit --force) submits it anyway",
+                 what, h->gpus, g->name, h->gpus, h->gpus == 1 ? "" : "s", est.reason, g->name,
+                 any.gpu_count);
+    } else {
+        *field = "gpu_type";
+        snprintf(msg, len,
+                 "field 'gpu_type': a %s does not fit on %s at the %d GPU%s it asked for, nor "
+                 "at any count the advisor tries: %s; \"force\": true (corral submit --force) "
+                 "submits it anyway",
+                 what, g->name, h->gpus, h->gpus == 1 ? "" : "s", est.reason);
+    }
+    return CR_EINVAL;
 }

@@ -25,6 +25,7 @@
 #define CTL_AUTO_H
 
 #include "cr_arch.h"
+#include "cr_catalog.h"
 #include "cr_sched.h"
 
 #include <jansson.h>
@@ -44,12 +45,33 @@ typedef struct ctl_auto_hints {
     int gpus;
     char arch[CR_ARCH_NAME_MAX];  /* model.name (data/models/models.csv), "" = from params */
     int stack, ckpt, micro_batch; /* model.stack, .checkpointing, .micro_batch; 0 = default */
+    int global_batch, seq_len;    /* model.global_batch, .seq_len; 0 = default */
 } ctl_auto_hints;
+
+/*
+ * The plan a job runs with (docs/model.md "The plan in the job"): the
+ * advisor's parallelism for the job's kind, count and the type it got.
+ * It reaches the job as CORRAL_TP, CORRAL_PP, ... and as ready arguments
+ * for the launchers Corral knows (ctl_plan_env). A plain value; tp == 0
+ * means no plan (a job without model hints, or one the model cannot plan).
+ */
+typedef struct ctl_plan {
+    int tp, pp, dp, ep, cp;        /* parallel ways; dp = serving replicas */
+    int micro_batch, global_batch; /* training: sequences; 0 for serving */
+    int ckpt;                      /* training: enum cr_ckpt used, else 0 */
+    int serving;                   /* 1: inference (serving flags), 0: training */
+    char text[48];                 /* the advisor's plan: "tp4 x pp2 x dp1", "2 x tp4" */
+} ctl_plan;
 
 /* Hints of a job: gpu_type, mig profile, kind and the `model` object of
  * its spec (may be NULL); all borrowed. Unknown names leave hints inactive. */
 void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, const json_t *model,
                        int gpus, ctl_auto_hints *out);
+
+/* The same hints for any gpu_type (the plan of a job of a chosen type):
+ * active when the model can say something about the job. */
+void ctl_auto_plan_hints_of(const char *mig, const char *kind, const json_t *model, int gpus,
+                            ctl_auto_hints *out);
 
 /* Loads the catalog (CORRAL_DATA or the source tree's data/) and the
  * default prices with the config's prices (borrowed: {"type": $/GPU-h})
@@ -77,5 +99,36 @@ bool ctl_auto_refusal(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, c
  * cost (advisor: 6.6 h, $5.21)". Empty when h is inactive. */
 void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int type, char *buf,
                   size_t len);
+
+/*
+ * Fit check at submit (issue 26): does a job of an explicitly chosen GPU
+ * type and count hold its model there? Training and serving kinds with
+ * model hints only (plan hints, ctl_auto_plan_hints_of); a serving job is
+ * checked on memory alone. Returns 0 when it fits or the model cannot tell
+ * (auto/any, a type outside the catalog); else CR_EINVAL with *field
+ * "gpus" (the type holds it at a count the advisor names) or "gpu_type"
+ * (at no count), and the reason in msg, naming only the count asked.
+ * cat, models (may be NULL) borrowed, immutable: any thread.
+ */
+int ctl_auto_fit_check(const cr_catalog *cat, const cr_arch_catalog *models, const char *gpu_type,
+                       const ctl_auto_hints *h, const char **field, char *msg, size_t len);
+
+/* The plan of a job with hints h on the GPU type named `type` (the name
+ * its nodes report) at h->gpus GPUs. Returns false (out zeroed) when there
+ * is none: hints inactive, a kind without parallelism (visual, hpc,
+ * batch), a type outside the catalog, or a request that does not fit. */
+bool ctl_auto_plan(const ctl_auto *a, const ctl_auto_hints *h, const char *type, ctl_plan *out);
+
+/* The plan's environment, into env (borrowed object; members set):
+ * CORRAL_TP, CORRAL_PP, CORRAL_DP, CORRAL_EP, CORRAL_CP, CORRAL_PLAN and,
+ * for training, CORRAL_MICRO_BATCH, CORRAL_GLOBAL_BATCH, CORRAL_MEGATRON_ARGS,
+ * CORRAL_NEMO_ARGS, CORRAL_DEEPSPEED_CONFIG; for serving CORRAL_VLLM_ARGS,
+ * CORRAL_SGLANG_ARGS, CORRAL_TRTLLM_ARGS. Nothing for a plan with tp 0. */
+void ctl_plan_env(const ctl_plan *p, json_t *env);
+
+/* The plan as the job object's "plan" member, and back (from a stored job;
+ * false and *p zeroed when v is not a plan). New reference / borrowed. */
+json_t *ctl_plan_json(const ctl_plan *p);
+bool ctl_plan_from_json(const json_t *v, ctl_plan *p);
 
 #endif

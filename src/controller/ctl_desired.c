@@ -210,6 +210,12 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
                               "action", j->state == JS_RUNNING && !pl->exited_ok ? "run" : "stop",
                               "gang", gang, "tenant", j->tenant, "mig_profile", pl->mig_profile);
         json_object_set_new(e, "run", json_integer(j->runs));
+        if (j->plan.tp > 0) {
+            /* Corral's own variables: the agent sets them after the job's */
+            json_t *pe = json_object();
+            ctl_plan_env(&j->plan, pe);
+            json_object_set_new(e, "plan_env", pe);
+        }
         if (j->checkpointable) {
             /* the suspend contract: a stop is this signal, then grace_s */
             json_object_set_new(e, "checkpoint_signal", json_string(j->ckpt_signal));

@@ -22,6 +22,8 @@
 #ifndef CTL_INT_H
 #define CTL_INT_H
 
+#include "ctl_auto.h"
+
 #include "cr_auth.h"
 #include "cr_buf.h"
 #include "cr_etcd.h"
@@ -92,6 +94,7 @@ typedef struct ctl_job {
     int gpus, nodes, priority;
     char gpu_type[CTL_NAME_MAX];  /* "auto", "any" or a type name */
     char run_type[CTL_NAME_MAX];  /* running: the type it got */
+    ctl_plan plan;                /* the advisor's plan on run_type (tp 0: none; ctl_auto.h) */
     char last_node[CTL_NAME_MAX]; /* first node of the last placement (logs) */
     char *last_nodes;             /* owned: the last placement's nodes, comma-separated in
                                      rank order (logs --rank), NULL before the first run */
@@ -1096,6 +1099,9 @@ void ctl_share_json(ctl *c, const ctl_node *n, const ctl_gpu *g, json_t *v);
  * learn table's own mutex (never the other way). */
 int ctl_load_learn(ctl *c);
 void ctl_learn_free(ctl *c);
+/* The model shapes by name (data/models), loaded once: immutable, any
+ * thread; NULL when they could not be read. */
+const cr_arch_catalog *ctl_learn_models(const ctl *c);
 /* A job ended well on its placement with what it measured (borrowed; may
  * be NULL): one observation, written into txn. Under c->mu. */
 void ctl_learn_record(ctl *c, cr_store_txn *txn, const ctl_job *j, const json_t *metrics);

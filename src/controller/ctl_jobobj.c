@@ -102,6 +102,9 @@ json_t *ctl_job_json(const ctl_job *j)
     if (*j->run_type) {
         json_object_set_new(v, "run_gpu_type", json_string(j->run_type));
     }
+    if (j->plan.tp > 0) {
+        json_object_set_new(v, "plan", ctl_plan_json(&j->plan));
+    }
     if (j->last_nodes) {
         /* The last run's tasks (logs --rank, --all). */
         json_object_set_new(v, "run_nodes", json_string(j->last_nodes));
@@ -164,6 +167,13 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
     if (*j->run_type) {
         cr_buf_puts(&b, ",\"run_gpu_type\":");
         cr_buf_put_jstr(&b, j->run_type);
+    }
+    if (j->plan.tp > 0) {
+        json_t *pv = ctl_plan_json(&j->plan);
+        char *ps = json_dumps(pv, JSON_COMPACT);
+        cr_buf_printf(&b, ",\"plan\":%s", ps ? ps : "{}");
+        free(ps);
+        json_decref(pv);
     }
     if (j->last_nodes) {
         cr_buf_puts(&b, ",\"run_nodes\":");

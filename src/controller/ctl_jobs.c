@@ -77,7 +77,7 @@ out:
 }
 
 /* note: "" or a word for the submitter (how the request was read). */
-static char *ids_answer(int64_t first, size_t n, const char *note)
+static char *ids_answer(int64_t first, size_t n, const char *note, const char *warning)
 {
     cr_buf b;
     cr_buf_init(&b);
@@ -90,6 +90,13 @@ static char *ids_answer(int64_t first, size_t n, const char *note)
         json_t *js = json_string(note);
         char *q = json_dumps(js, JSON_ENCODE_ANY);
         cr_buf_printf(&b, ",\"note\":%s", q ? q : "\"\"");
+        free(q);
+        json_decref(js);
+    }
+    if (*warning) {
+        json_t *js = json_string(warning);
+        char *q = json_dumps(js, JSON_ENCODE_ANY);
+        cr_buf_printf(&b, ",\"warning\":%s", q ? q : "\"\"");
         free(q);
         json_decref(js);
     }
@@ -220,6 +227,25 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         free(spec_json);
         spec_json = json_dumps(proto->spec, JSON_COMPACT);
     }
+    /* An explicit type and count that cannot hold the model (issue 26):
+     * refused, or taken with a warning when the request says "force". */
+    char warning[640] = "";
+    {
+        ctl_auto_hints fh;
+        ctl_auto_plan_hints_of(proto->mig_profile, proto->kind,
+                               json_object_get(proto->spec, "model"), proto->gpus, &fh);
+        const char *ffield = NULL;
+        char fmsg[600];
+        if (ctl_auto_fit_check(c->catalog, ctl_learn_models(c), proto->gpu_type, &fh, &ffield, fmsg,
+                               sizeof fmsg) != 0) {
+            if (!json_is_true(json_object_get(v, "force"))) {
+                pthread_mutex_unlock(&c->mu);
+                ctl_reply_err(req, 400, CR_EINVAL, ffield, "%s", fmsg);
+                goto out;
+            }
+            snprintf(warning, sizeof warning, "submitted under force: %s", fmsg);
+        }
+    }
     const char *dep = json_string_value(json_object_get(proto->spec, "dependency"));
     char dwhy[200] = "";
     if (dep && ctl_batch_dep_refs(c, dep, proto->tenant, p->role == CR_ROLE_ADMIN, dwhy,
@@ -255,7 +281,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     s->req = req;
     s->n = (size_t)n;
     s->jobs = cr_calloc(s->n, sizeof *s->jobs);
-    s->answer = ids_answer(first, s->n, note);
+    s->answer = ids_answer(first, s->n, note, warning);
     s->token_id = p->id;
     if (idem) {
         snprintf(s->idem, sizeof s->idem, "%s", idem);
@@ -270,8 +296,9 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     snprintf(hwm, sizeof hwm, "%lld", (long long)(first + n - 1));
     cr_store_txn_put(txn, "meta", "job_id_hwm", hwm);
     pthread_mutex_unlock(&c->mu);
-    char why[200];
-    snprintf(why, sizeof why, "by token '%s' (%s)", p->name, cr_role_name(p->role));
+    char why[900];
+    snprintf(why, sizeof why, "by token '%s' (%s)%s%s", p->name, cr_role_name(p->role),
+             *warning ? "; " : "", warning);
     for (size_t i = 0; i < s->n; i++) {
         ctl_job *j = cr_calloc(1, sizeof *j);
         *j = *proto;

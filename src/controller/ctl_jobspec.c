@@ -78,18 +78,19 @@ static const char *const job_members[] = {
     "cpus_per_task", /* sbatch -c: SLURM_CPUS_PER_TASK (the limit is "cpus") */
     "batch",         /* with script: batch semantics (ctl_batch_is_batch, docs/slurm.md) */
     "data",          /* datasets staged to the node (ctl_data.c, docs/data.md) */
+    "force",         /* submit even when the chosen type cannot hold the model (not stored) */
     NULL,
 };
-static const char *const model_members[] = {"params",        "method",      "tokens",
-                                            "precision",     "name",        "stack",
-                                            "checkpointing", "micro_batch", NULL};
+static const char *const model_members[] = {
+    "params",        "method",      "tokens",       "precision", "name", "stack",
+    "checkpointing", "micro_batch", "global_batch", "seq_len",   NULL};
 /* The advisor's knobs (docs/model.md "Software stacks"). */
 static const char *const stacks[] = {"megatron", "fsdp",   "deepspeed", "hf",
                                      "vllm",     "trtllm", "sglang",    NULL};
 static const char *const ckpts[] = {"none", "selective", "full", NULL};
 static const char *const methods[] = {"full", "lora", "qlora", NULL};
-static const char *const precisions[] = {"bf16", "fp16", "fp8",  "int8", "int4",
-                                         "tf32", "fp32", "fp64", NULL};
+static const char *const precisions[] = {"bf16", "fp16", "fp8", "int8", "int4", "tf32",
+                                         "fp32", "fp64", "fp4", "fp6",  NULL};
 static const char *const kinds[] = {"pretrain", "finetune", "inference", "visual",
                                     "hpc",      "batch",    NULL};
 
@@ -135,7 +136,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     int throttle = 0;
     int64_t gmilli = 0, gmem = 0;
     double mem = 0, cpus = 0, cpt = 0;
-    bool preemptible = false, requeue = false, batch = false;
+    bool preemptible = false, requeue = false, batch = false, force = false;
     json_t *cmd = NULL, *env = NULL, *model = NULL, *secrets = NULL;
     if ((rc = cr_json_str(body, "", "name", false, 128, &name, err)) ||
         (rc = cr_json_str(body, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
@@ -169,6 +170,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         (rc = cr_json_str(body, "", "error", false, 1024, &errp, err)) ||
         (rc = cr_json_bool(body, "", "requeue", false, &requeue, err)) ||
         (rc = cr_json_bool(body, "", "batch", false, &batch, err)) ||
+        (rc = cr_json_bool(body, "", "force", false, &force, err)) ||
 
         (rc = cr_json_num(body, "", "cpus", false, 0, 4096, &cpus, err)) ||
         (rc = cr_json_int(body, "", "mem_bytes", false, 0, INT64_C(1) << 62, &mem_bytes, err)) ||
@@ -338,7 +340,7 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
         goto out;
     }
     if (model) {
-        double params = 0, tokens = 0, mb = 0;
+        double params = 0, tokens = 0, mb = 0, gb = 0, seq = 0;
         const char *method = "", *prec = "", *mname = "", *stack = "", *ackpt = "";
         if ((rc = cr_json_only(model, "model", model_members, err)) ||
             (rc = cr_json_str(model, "model", "name", false, 39, &mname, err)) ||
@@ -348,7 +350,28 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             (rc = cr_json_str(model, "model", "precision", false, 16, &prec, err)) ||
             (rc = cr_json_str(model, "model", "stack", false, 16, &stack, err)) ||
             (rc = cr_json_str(model, "model", "checkpointing", false, 16, &ackpt, err)) ||
-            (rc = cr_json_num(model, "model", "micro_batch", false, 1, 1e8, &mb, err))) {
+            (rc = cr_json_num(model, "model", "micro_batch", false, 1, 1e8, &mb, err)) ||
+            (rc = cr_json_num(model, "model", "global_batch", false, 1, 1e8, &gb, err)) ||
+            (rc = cr_json_num(model, "model", "seq_len", false, 1, 1e7, &seq, err))) {
+            goto out;
+        }
+        const char *frac = mb != (double)(int64_t)mb     ? "micro_batch"
+                           : gb != (double)(int64_t)gb   ? "global_batch"
+                           : seq != (double)(int64_t)seq ? "seq_len"
+                                                         : NULL;
+        if (frac) {
+            rc = cr_json_fail(err, CR_EINVAL,
+                              frac[0] == 'm'   ? "model.micro_batch"
+                              : frac[0] == 'g' ? "model.global_batch"
+                                               : "model.seq_len",
+                              "field 'model.%s': must be a whole number", frac);
+            goto out;
+        }
+        if (mb > 0 && gb > 0 && mb > gb) {
+            rc = cr_json_fail(err, CR_EINVAL, "model.micro_batch",
+                              "field 'model.micro_batch': %.0f sequences exceed the global batch "
+                              "(model.global_batch %.0f)",
+                              mb, gb);
             goto out;
         }
         /* A model architecture name (data/models/models.csv, read by the
@@ -380,6 +403,15 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             (*prec && (rc = cr_json_enum(prec, "model.precision", precisions, err)) != 0) ||
             (*stack && (rc = cr_json_enum(stack, "model.stack", stacks, err)) != 0) ||
             (*ackpt && (rc = cr_json_enum(ackpt, "model.checkpointing", ckpts, err)) != 0)) {
+            goto out;
+        }
+        if ((!strcmp(prec, "fp4") || !strcmp(prec, "fp6")) &&
+            (!strcmp(kind, "pretrain") || !strcmp(kind, "finetune"))) {
+            rc =
+                cr_json_fail(err, CR_EINVAL, "model.precision",
+                             "field 'model.precision': %s is for serving and batch work (Blackwell "
+                             "tensor cores); training takes bf16|fp16|fp8|tf32|fp32",
+                             prec);
             goto out;
         }
     }
@@ -663,6 +695,7 @@ static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
     if (rt) {
         snprintf(j->run_type, sizeof j->run_type, "%s", rt);
     }
+    ctl_plan_from_json(json_object_get(v, "plan"), &j->plan);
     json_t *pl = json_object_get(v, "placement");
     if (json_array_size(pl) > 0) {
         j->nplace = json_array_size(pl);

@@ -70,6 +70,11 @@ int ctl_load_learn(ctl *c)
     return cr_store_load_objects(c->store, "observation", load_row, l);
 }
 
+const cr_arch_catalog *ctl_learn_models(const ctl *c)
+{
+    return c->learn ? c->learn->models : NULL;
+}
+
 void ctl_learn_free(ctl *c)
 {
     struct ctl_learn *l = c->learn;
@@ -118,6 +123,11 @@ static int job_workload(const struct ctl_learn *l, const ctl_job *j, cr_workload
     }
     json_t *mb = json_object_get(m, "micro_batch");
     w->micro_batch = json_is_number(mb) ? (int)json_number_value(mb) : 0;
+    /* The shape of a step the job ran (the plan's knobs): its throughput
+     * is compared with the model's for the same batch and length. */
+    json_t *gb = json_object_get(m, "global_batch"), *sl = json_object_get(m, "seq_len");
+    w->batch = json_is_number(gb) ? (int)json_number_value(gb) : 0;
+    w->seq_len = json_is_number(sl) ? (int)json_number_value(sl) : 0;
     if (w->kind == CR_KIND_PRETRAIN) {
         w->method = CR_METHOD_FULL;
     }

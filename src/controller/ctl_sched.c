@@ -829,6 +829,14 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     if (*why) {
         cr_buf_printf(&b, "; %s", why);
     }
+    /* The plan reaches the job (CORRAL_TP, ...): for an auto job and for
+     * any job whose model hints the advisor can plan on the type it got. */
+    ctl_auto_hints ph;
+    ctl_auto_plan_hints_of(j->mig_profile, j->kind, json_object_get(j->spec, "model"), j->gpus,
+                           &ph);
+    if (ctl_auto_plan(pl->au, &ph, j->run_type, &j->plan)) {
+        cr_buf_printf(&b, "; plan %s", j->plan.text);
+    }
     atomic_fetch_add(&c->jobs_started, 1);
     ctl_obs_started(j, now);
     ctl_job_persist(c, txn, j, "started", cr_buf_str(&b));

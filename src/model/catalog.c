@@ -90,6 +90,8 @@ enum col {
     C_FP16,
     C_FP8,
     C_INT8,
+    C_FP6,
+    C_FP4,
     C_NVLINK,
     C_DOMAIN,
     C_PCIE,
@@ -120,6 +122,8 @@ static const char *const col_names[C__COUNT] = {
     "fp16_tensor_tflops_dense",
     "fp8_tensor_tflops_dense",
     "int8_tensor_tops_dense",
+    "fp6_tensor_tflops_dense",
+    "fp4_tensor_tflops_dense",
     "nvlink_gbs",
     "nvlink_domain_gpus",
     "pcie_gen",
@@ -314,6 +318,8 @@ static int parse_row(parse_ctx *p, const cr_csv_rec *r, const int *idx, cr_gpu_t
         (rc = num_cell(p, r, idx, C_FP16, 1e6, T, &g->fp16_flops)) ||
         (rc = num_cell(p, r, idx, C_FP8, 1e6, T, &g->fp8_flops)) ||
         (rc = num_cell(p, r, idx, C_INT8, 1e6, T, &g->int8_ops)) ||
+        (rc = num_cell(p, r, idx, C_FP6, 1e6, T, &g->fp6_flops)) ||
+        (rc = num_cell(p, r, idx, C_FP4, 1e6, T, &g->fp4_flops)) ||
         (rc = num_cell(p, r, idx, C_NVLINK, 1e5, 1e9, &g->nvlink_bytes_per_s)) ||
         (rc = num_cell(p, r, idx, C_NET, 1e5, 1e9 / 8, &g->net_bytes_per_s)) ||
         (rc = num_cell(p, r, idx, C_TDP, 1e5, 1, &g->tdp_w))) {
@@ -545,6 +551,10 @@ double cr_gpu_peak_flops(const cr_gpu_type *g, int precision)
     case CR_PREC_FP64:
         return pos(g->fp64_tensor_flops) > pos(g->fp64_flops) ? pos(g->fp64_tensor_flops)
                                                               : pos(g->fp64_flops);
+    case CR_PREC_FP4:
+        return pos(g->fp4_flops);
+    case CR_PREC_FP6:
+        return pos(g->fp6_flops);
     case CR_PREC_INT8:
     case CR_PREC_INT4:
         chain[n++] = g->int8_ops;

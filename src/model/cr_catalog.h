@@ -59,6 +59,8 @@ typedef struct cr_gpu_type {
     double fp16_flops;        /* FP16 tensor; equals bf16 where both exist */
     double fp8_flops;         /* FP8 tensor */
     double int8_ops;          /* INT8 tensor */
+    double fp6_flops;         /* FP6 tensor (Blackwell); 0 / CR_UNKNOWN: none */
+    double fp4_flops;         /* FP4 tensor (Blackwell); 0 / CR_UNKNOWN: none */
 
     double nvlink_bytes_per_s; /* GPU-to-GPU, bidirectional per GPU; 0 = none */
     int nvlink_domain_gpus;    /* GPUs sharing one NVLink domain (8 on HGX, 2 on a
@@ -107,7 +109,9 @@ int cr_catalog_index(const cr_catalog *c, const cr_gpu_type *g);
 
 /* Peak dense FLOP/s of g for a precision (enum cr_precision in cr_perf.h),
  * falling back to the nearest supported wider format (FP8 -> BF16 -> FP16
- * -> TF32 -> FP32) the way frameworks do. Returns 0 when nothing is known. */
+ * -> TF32 -> FP32) the way frameworks do. FP4 and FP6 have no fallback
+ * (the formats need the hardware): their own rate or 0. Returns 0 when
+ * nothing is known. */
 double cr_gpu_peak_flops(const cr_gpu_type *g, int precision);
 
 /* "SXM", "PCIe", "NVL", "OAM", "other". */

@@ -50,6 +50,8 @@ enum cr_precision {
     CR_PREC_TF32,
     CR_PREC_FP32,
     CR_PREC_FP64,
+    CR_PREC_FP4, /* NVFP4 (E2M1, an FP8 scale per 16 values): Blackwell tensor cores only */
+    CR_PREC_FP6, /* MXFP6 (E3M2/E2M3, an 8-bit scale per 32 values): Blackwell only */
     CR_PREC__COUNT
 };
 
@@ -101,7 +103,8 @@ typedef struct cr_workload {
      * params (cr_arch_default). When set, arch.params/active win. */
     cr_arch arch;
     int fix_tp, fix_pp; /* force tensor / pipeline parallel ways; 0 = search */
-    int kv_precision;   /* KV cache: bf16, fp16 or fp8; -1 = fp8 with fp8 weights, else bf16 */
+    int kv_precision;   /* KV cache: bf16, fp16 or fp8; -1 = fp8 with fp8/fp6/fp4 weights, else bf16
+                         */
     double tokens;      /* training tokens (pretrain/finetune) */
     int seq_len;        /* sequence length, tokens (default 4096 pretrain, 2048 finetune) */
     int batch;          /* global batch, sequences (default: ~4M tokens pretrain, 16 finetune) */
@@ -171,6 +174,9 @@ typedef struct cr_estimate {
     int dp, tp, pp;
     int ep;                    /* expert-parallel ways (MoE), 1 otherwise */
     int cp;                    /* context-parallel ways (training, long sequences), 1 otherwise */
+    int micro_batch;           /* training: sequences per micro-batch per data-parallel rank */
+    int global_batch;          /* training: sequences per optimizer step; 0 otherwise */
+    int ckpt;                  /* training: enum cr_ckpt the plan uses (never AUTO) */
     int replicas;              /* inference/visual: serving replicas */
     const cr_mig_profile *mig; /* non-NULL when the plan uses MIG slices */
     int mig_count;             /* slices used */
@@ -268,7 +274,7 @@ char *cr_needs_fmt(unsigned needs, char *buf, size_t len);
 
 #define CR_KIND_VALUES         "pretrain|finetune|inference|visual|hpc|batch"
 #define CR_METHOD_VALUES       "full|lora|qlora"
-#define CR_PRECISION_VALUES    "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64"
+#define CR_PRECISION_VALUES    "bf16|fp16|fp8|int8|int4|tf32|fp32|fp64|fp4|fp6"
 #define CR_KV_PRECISION_VALUES "bf16|fp16|fp8"
 #define CR_OBJECTIVE_VALUES    "time|cost|energy"
 #define CR_NEEDS_VALUES        "fp64,ecc,nvenc,rt,mig,nvlink"

@@ -90,6 +90,16 @@ static void arch_of(const cr_workload *w, cr_arch *a)
     cr_arch_default(w->params > 0 ? w->params : 7e9, a);
 }
 
+/* The KV cache's format when none is asked: fp8 with fp8, fp6 or fp4
+ * weights (NVIDIA's FP4/FP8 checkpoints quantise the KV cache to fp8),
+ * else bf16. */
+static int default_kv(int precision)
+{
+    return precision == CR_PREC_FP8 || precision == CR_PREC_FP6 || precision == CR_PREC_FP4
+               ? CR_PREC_FP8
+               : CR_PREC_BF16;
+}
+
 static double prec_bytes(int precision)
 {
     switch (precision) {
@@ -98,6 +108,10 @@ static double prec_bytes(int precision)
         return 1;
     case CR_PREC_INT4:
         return 0.55;
+    case CR_PREC_FP4:
+        return 0.5625; /* NVFP4: 4 bits + one 8-bit scale per 16 values */
+    case CR_PREC_FP6:
+        return 0.78125; /* MXFP6: 6 bits + one 8-bit scale per 32 values */
     case CR_PREC_TF32:
     case CR_PREC_FP32:
         return 4;
@@ -664,6 +678,9 @@ static void estimate_train(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     e->dp = best.dp;
     e->ep = best.ep;
     e->cp = best.cp;
+    e->micro_batch = in.mb;
+    e->global_batch = in.batch;
+    e->ckpt = best.ckpt;
     e->replicas = 1;
     e->gpu_share = best.n;
     e->nodes = (best.n + node_gpus(g) - 1) / node_gpus(g);
@@ -1130,8 +1147,7 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
     in.wbytes = in.a.params * pb;
     in.wexp = fmin(cr_arch_expert_params(&in.a), 0.98 * in.a.params) * pb;
     in.wdense = in.wbytes - in.wexp;
-    int kvp = w->kv_precision >= 0 ? w->kv_precision
-                                   : (w->precision == CR_PREC_FP8 ? CR_PREC_FP8 : CR_PREC_BF16);
+    int kvp = w->kv_precision >= 0 ? w->kv_precision : default_kv(w->precision);
     in.kv_tok = cr_arch_kv_bytes(&in.a, prec_bytes(kvp));
     in.kv_split = in.a.kv_lora_rank > 0 ? 1 : in.a.kv_heads;
     in.P = w->prompt_tokens;
@@ -1218,9 +1234,24 @@ static void estimate_infer(const cr_workload *w, const cr_gpu_type *g, int gpu_c
                 /* The largest split the request allows (--tp/--pp fix the ways). */
                 int tpx = w->fix_tp ? w->fix_tp : (node_gpus(g) < 8 ? node_gpus(g) : 8);
                 int ppx = w->fix_pp ? w->fix_pp : serve_max_pp(g, tpx);
+                char on[40] = "";
+                if (gpu_count > 0) {
+                    /* a fixed count: the largest split of the GPUs asked
+                     * (issue 26: never a plan the request does not allow) */
+                    tpx = w->fix_tp ? w->fix_tp : (tpx < gpu_count ? tpx : gpu_count);
+                    ppx = w->fix_pp ? w->fix_pp : (gpu_count / tpx > 0 ? gpu_count / tpx : 1);
+                    snprintf(on, sizeof on, " on the %d GPU%s asked", gpu_count,
+                             gpu_count == 1 ? "" : "s");
+                }
+                char split[32];
+                if (ppx > 1) {
+                    snprintf(split, sizeof split, "tp%d x pp%d", tpx, ppx);
+                } else {
+                    snprintf(split, sizeof split, "tp%d", tpx);
+                }
                 snprintf(e->reason, sizeof e->reason,
-                         "weights need %s, %s per GPU; tp%d x pp%d tops out at %.0f GB usable", wgb,
-                         cap, tpx, ppx,
+                         "weights need %s, %s per GPU; %s%s tops out at %.0f GB usable", wgb, cap,
+                         split, on,
                          serve_budget(&in.sm, in.wbytes / (tpx * ppx)) * tpx * ppx / 1e9);
             } else {
                 snprintf(e->reason, sizeof e->reason, "weights %s + KV cache exceed %s per GPU",
@@ -1540,6 +1571,14 @@ static int estimate_measured(const cr_perf_env *env, const cr_workload *w, const
 static int check_needs(const cr_workload *w, const cr_gpu_type *g, cr_estimate *e)
 {
     unsigned n = w->needs;
+    if ((w->precision == CR_PREC_FP4 || w->precision == CR_PREC_FP6) && w->kind != CR_KIND_HPC &&
+        !(cr_gpu_peak_flops(g, w->precision) > 0)) {
+        /* No emulation: the formats need the tensor cores (Blackwell). */
+        snprintf(e->reason, sizeof e->reason,
+                 "no %s tensor cores (%s runs on Blackwell: B200, GB200)",
+                 w->precision == CR_PREC_FP4 ? "FP4" : "FP6", cr_precision_name(w->precision));
+        return -1;
+    }
     if (w->kind == CR_KIND_HPC) {
         n |= CR_NEED_FP64;
     }
@@ -1738,8 +1777,7 @@ char *cr_perf_explain(const cr_workload *w, char *buf, size_t len)
                 w->prompt_tokens, w->output_tokens);
         EXPLAIN("sequences per request: %d%s\n", w->beams > 0 ? w->beams : 1,
                 w->beams > 0 ? " (beams / n, sharing the prompt's KV)" : " (default; --beams)");
-        int kvp = w->kv_precision >= 0 ? w->kv_precision
-                                       : (w->precision == CR_PREC_FP8 ? CR_PREC_FP8 : CR_PREC_BF16);
+        int kvp = w->kv_precision >= 0 ? w->kv_precision : default_kv(w->precision);
         EXPLAIN("KV cache: %s%s, %s\n", cr_precision_name(kvp),
                 w->kv_precision >= 0 ? "" : " (default; --kv-precision)",
                 stack == CR_STACK_HF ? "each sequence reserves prompt + output"

@@ -13,8 +13,8 @@
 static const char *const kind_names[CR_KIND__COUNT] = {"pretrain", "finetune", "inference",
                                                        "visual",   "hpc",      "batch"};
 static const char *const method_names[CR_METHOD__COUNT] = {"full", "lora", "qlora"};
-static const char *const prec_names[CR_PREC__COUNT] = {"bf16", "fp16", "fp8",  "int8",
-                                                       "int4", "tf32", "fp32", "fp64"};
+static const char *const prec_names[CR_PREC__COUNT] = {"bf16", "fp16", "fp8",  "int8", "int4",
+                                                       "tf32", "fp32", "fp64", "fp4",  "fp6"};
 static const char *const obj_names[CR_OBJ__COUNT] = {"cost", "time", "energy"};
 static const char *const stack_names[CR_STACK__COUNT] = {"auto", "megatron", "fsdp",   "deepspeed",
                                                          "hf",   "vllm",     "trtllm", "sglang"};
@@ -183,6 +183,15 @@ int cr_workload_check(const cr_workload *w, char *err, size_t err_len)
     }
     if (w->precision < 0 || w->precision >= CR_PREC__COUNT) {
         cr__model_errf(err, err_len, "precision: must be one of %s", CR_PRECISION_VALUES);
+        return CR_EINVAL;
+    }
+    if ((w->precision == CR_PREC_FP4 || w->precision == CR_PREC_FP6) &&
+        (w->kind == CR_KIND_PRETRAIN || w->kind == CR_KIND_FINETUNE)) {
+        /* No calibrated training recipe at 4/6 bits: the model would guess. */
+        cr__model_errf(err, err_len,
+                       "precision: %s is for serving and batch work here (weights in %s); "
+                       "training takes bf16|fp16|fp8|tf32|fp32",
+                       cr_precision_name(w->precision), cr_precision_name(w->precision));
         return CR_EINVAL;
     }
     if (w->kind == CR_KIND_PRETRAIN && w->method != CR_METHOD_FULL) {

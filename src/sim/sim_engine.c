@@ -25,6 +25,8 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_gpufacts.h"
+#include "cr_learn.h"
+#include "cr_metric.h"
 #include "cr_time.h"
 
 #include <math.h>
@@ -52,6 +54,7 @@ typedef struct jrt {
     double share;      /* running: GPUs it holds (fractions and slices in part) */
     double demand0;    /* demand integral at submit */
     double cap0;       /* capacity integral at submit */
+    double belief[CR_SIM_MAX_TYPES]; /* rates the scheduler was told at arrival */
 } jrt;
 
 typedef struct node_rt {
@@ -88,6 +91,8 @@ typedef struct engine {
     bool cycle_due;   /* something changed since the last cycle */
     bool tick_queued; /* a TICK event is in the heap */
     int64_t last_cycle;
+    cr_obs *obs; /* --learn: what finished jobs reported (owned) */
+    char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX]; /* the cluster's type names (--learn) */
 } engine;
 
 double cr__sim_default_power_w(const char *type)
@@ -225,26 +230,6 @@ int cr__sim_cluster_types(const cr__sim_cluster *c, char (*types)[CR_SIM_NAME_MA
 
 /* ------------------------------------------------------------------ engine */
 
-static double job_max_rate(const cr__sim_job *j, int ntypes)
-{
-    double m = 0;
-    for (int t = 0; t < ntypes; t++) {
-        m = j->rate[t] > m ? j->rate[t] : m;
-    }
-    return m;
-}
-
-static double job_min_rate(const cr__sim_job *j, int ntypes)
-{
-    double m = 0;
-    for (int t = 0; t < ntypes; t++) {
-        if (j->rate[t] > 0 && (m == 0 || j->rate[t] < m)) {
-            m = j->rate[t];
-        }
-    }
-    return m;
-}
-
 static uint32_t node_partial(const node_rt *n)
 {
     return (n->up && n->used > 0 && n->used < n->gpus) ? n->gpus - n->used : 0;
@@ -316,6 +301,32 @@ static void node_use(engine *e, uint32_t node, int delta)
     e->partial_free += node_partial(n);
 }
 
+/* A finished training job reports what it measured as a real one does: a
+ * corral-metric line (cr_metric.h), read back through the same parser;
+ * its tokens/s over the model's is one observation of the class's bias on
+ * this type. Run-to-run noise: +- metric_noise, from the seed and job. */
+static void report_metric(engine *e, size_t i, int type)
+{
+    const cr__sim_job *wj = &e->w->jobs[i];
+    uint64_t x = (e->o->seed ^ ((uint64_t)i * 0x9e3779b97f4a7c15ULL)) + 0x632be59bd9b4e019ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    double u = (double)(x >> 11) / 9007199254740992.0;
+    double noise = 1 + e->o->metric_noise * (2 * u - 1);
+    double tok_s = wj->model_tok_s[type] * wj->rate[type] / wj->model_rate[type] * noise;
+    char line[128], err[96];
+    int n = snprintf(line, sizeof line, CR_METRIC_PREFIX " tokens_per_s=%.6g step_time_s=%.6g",
+                     tok_s, 1.0);
+    cr_metric m = {0};
+    if (n <= 0 || cr_metric_parse_line(line, (size_t)n, &m, err, sizeof err) != 0 ||
+        !(m.tokens_per_s > 0)) {
+        return;
+    }
+    cr_obs_add(e->obs, e->w->tenants[wj->tenant], wj->sig, e->types[type], wj->gpu_count,
+               log(m.tokens_per_s / wj->model_tok_s[type]));
+}
+
 /* Release the bookkeeping of a running job (its GPUs are already free in
  * the scheduler or about to be). kept_ns: wall time of this run whose work
  * is kept. */
@@ -352,6 +363,9 @@ static void stop_job(engine *e, size_t i, int64_t kept_ns, bool finished)
     j->nslots = 0;
     j->epoch++;
     e->running--;
+    if (finished && e->obs && wj->sig[0] && wj->model_tok_s[j->type] > 0) {
+        report_metric(e, i, j->type);
+    }
     if (finished) {
         j->state = J_DONE;
         e->done++;
@@ -411,6 +425,9 @@ static void start_job(engine *e, const cr_sched_decision *d)
     e->res->starts[j->type]++;
     if (jr->first_start_ns < 0) {
         jr->first_start_ns = e->now;
+        if (wj->sig[0] && wj->rate[j->type] > 0) {
+            jr->pred_err = fabs(j->belief[j->type] - wj->rate[j->type]) / wj->rate[j->type];
+        }
     }
     jr->type = j->type;
     double rate = wj->rate[j->type];
@@ -467,14 +484,36 @@ static void check(engine *e, const char *where)
 static int add_job(engine *e, size_t i)
 {
     const cr__sim_job *wj = &e->w->jobs[i];
-    double tput[CR_SIM_MAX_TYPES];
-    double best = job_max_rate(wj, e->ntypes);
+    jrt *jb = &e->jobs[i];
+    /* What the scheduler is told: the model's rates, scaled by what this
+     * tenant's finished jobs of the class reported (--learn). The job
+     * then runs at its true rate. */
+    double best = 0, slow = 0;
     for (int t = 0; t < e->ntypes; t++) {
-        tput[t] = best > 0 ? wj->rate[t] / best : 0;
+        double b = wj->sig[0] ? wj->model_rate[t] : wj->rate[t]; /* (only these may differ) */
+        if (e->obs && wj->sig[0] && b > 0) {
+            double r[CR_OBS_KEEP];
+            int n = cr_obs_get(e->obs, e->w->tenants[wj->tenant], wj->sig, e->types[t],
+                               wj->gpu_count, r);
+            if (n > 0) {
+                cr_learned l;
+                cr_learn_combine(r, n, &l);
+                b *= l.factor;
+            }
+        }
+        if (wj->rate[t] <= 0) {
+            b = 0; /* the truth decides where it can run at all */
+        }
+        jb->belief[t] = b;
+        best = b > best ? b : best;
+        slow = b > 0 && (slow == 0 || b < slow) ? b : slow;
+    }
+    double tput[CR_SIM_MAX_TYPES];
+    for (int t = 0; t < e->ntypes; t++) {
+        tput[t] = best > 0 ? jb->belief[t] / best : 0;
     }
     int64_t limit = 0;
     if (e->o->estimates) {
-        double slow = job_min_rate(wj, e->ntypes);
         if (slow > 0) {
             double ns = ceil(wj->work / slow * 1e9) + (double)e->o->restart_ns;
             limit = ns > 1e18 ? (int64_t)1e18 : (int64_t)ns;
@@ -704,10 +743,20 @@ int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_w
         res->jobs[i].finish_ns = -1;
         res->jobs[i].type = -1;
         res->jobs[i].contention = 1.0;
+        res->jobs[i].pred_err = -1;
+    }
+    if (o->learn) {
+        e.obs = cr_obs_new();
+        size_t pl = strlen(res->policy);
+        snprintf(res->policy + pl, sizeof res->policy - pl, "+learn");
     }
     int rc = setup(&e, c, err, errlen);
     if (rc != 0) {
         goto out;
+    }
+    for (int t = 0; t < e.ntypes; t++) {
+        const char *tn = cr_sched_gpu_type_name(e.s, t);
+        snprintf(e.types[t], sizeof e.types[t], "%s", tn ? tn : "");
     }
     if (w->njobs == 0) {
         goto out;
@@ -834,6 +883,7 @@ out:
     free(e.tenant_map);
     cr__sim_heap_fini(&e.heap);
     cr_sched_free(e.s);
+    cr_obs_free(e.obs);
     res->wall_s = (double)(cr_mono_ns() - wall0) / 1e9;
     return rc;
 }

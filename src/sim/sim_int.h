@@ -124,6 +124,15 @@ typedef struct cr__sim_job {
     double perf_params; /* model parameters */
     double perf_tokens; /* training tokens */
     double perf_flops;  /* hpc/batch work in FLOPs */
+    /* What the advisor believes before it learns (issue 26, --learn): the
+     * rates the model (or the table) gives, which `rate` (the truth)
+     * departs from under truth= or --truth-spread; the model's tokens/s
+     * per type (training perf jobs, else 0) and the workload class
+     * (cr_workload_signature; "" = a job the cluster cannot learn from). */
+    double model_rate[CR_SIM_MAX_TYPES];
+    double model_tok_s[CR_SIM_MAX_TYPES];
+    double truth; /* native truth=: measured / model throughput on every type; 0 = none */
+    char sig[64];
     /* GPU sharing (native gpu_milli=, mig=): a part of one shareable GPU,
      * or gpu_count MIG instances of a profile; 0 / "" = whole GPUs. */
     uint16_t gpu_milli;
@@ -160,6 +169,14 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
 /* Pick the reader from the file name and content, read the file. */
 int cr__sim_read_file(const char *path, const char *format, cr__sim_workload *w, char *err,
                       size_t errlen);
+
+/* The truth of --learn runs (docs/sim.md "Learning"): every training perf
+ * job's rate on type t becomes model_rate[t] x its truth= factor, or, with
+ * spread > 0, x a factor drawn uniformly in [1 - spread, 1 + spread] per
+ * (workload class, GPU type) from seed (one class has one truth on one
+ * type, as on a real cluster). spread 0 and no truth=: rates stay the model's. */
+void cr__sim_workload_perturb(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
+                              double spread, uint64_t seed);
 
 /* Synthetic workload like Gavel's generator. */
 typedef struct cr__sim_gen {
@@ -232,6 +249,11 @@ typedef struct cr__sim_opts {
     int64_t share_window_ns; /* rounds: time accounting window (0 = one round) */
     int64_t mig_reconfig_ns; /* a start that repartitions a dynamic MIG GPU waits
                                 this long (--mig-reconfig) */
+    /* --learn: each finished training job reports its tokens/s as a
+     * corral-metric line; later jobs of its class are scheduled on the
+     * model scaled by what was learned (cr_learn_combine), per tenant. */
+    bool learn;
+    double metric_noise; /* run-to-run spread of the reported tokens/s, +- share */
 } cr__sim_opts;
 
 /* Per-job outcome. */
@@ -245,6 +267,8 @@ typedef struct cr__sim_jobres {
     double lost_gpu_s;      /* GPU-seconds of work lost to preemption/failure */
     double alone_s;         /* runtime alone on the best type */
     double contention;      /* average demand / capacity over its life, >= 1 */
+    double pred_err;        /* learnable jobs: |believed - true| / true rate on the type of
+                               its first run, as believed at arrival; -1 otherwise */
 } cr__sim_jobres;
 
 /* One point of the time series (taken when something changed). */
@@ -349,7 +373,15 @@ typedef struct cr__sim_summary {
     double energy_kwh;
     double lost_gpu_h;
     uint64_t preemptions, failures;
+    /* The advisor's error on learnable jobs (pred_err), arrival order. */
+    size_t learnable;
+    double err_first, err_last; /* mean over the first / last CR_SIM_ERR_WINDOW of them */
+    long learned_at;            /* the 1-based learnable job from which the mean error of
+                                   the CR_SIM_ERR_WINDOW jobs ending there, and at every
+                                   later one, is <= 10%; 0 never */
 } cr__sim_summary;
+
+#define CR_SIM_ERR_WINDOW 20
 
 void cr__sim_summarize(const cr__sim_result *r, const cr__sim_workload *w,
                        const cr__sim_report_opts *ro, cr__sim_summary *out);

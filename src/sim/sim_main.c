@@ -46,6 +46,8 @@ typedef struct args {
     const char *power;
     const char *openb_nodes, *openb_pods; /* time-based replay of openb files */
     double shared;                        /* --shared-nodes with them */
+    int learn;                            /* --learn 1, --no-learn 0 (the default) */
+    double spread;                        /* --truth-spread */
 } args;
 
 static int bad_flag(const char *flag, const char *val, const char *why)
@@ -116,6 +118,20 @@ static const cr_opt sim_opts[] = {
      "hetero: place greedily, no LP", NULL, false},
     {"--no-estimates", NULL, CR_OPT_SETB, A(o.estimates), 0, 0, 0, 0, NULL,
      "do not tell the scheduler job runtimes (no backfill help)", NULL, false},
+    {"--learn", NULL, CR_OPT_SET, A(learn), 1, 0, 0, 0, NULL,
+     "each finished training job reports its tokens/s; later jobs of its class are\n"
+     "scheduled on what was learned. Runs each policy without and with learning, side by\n"
+     "side (docs/sim.md)",
+     NULL, false},
+    {"--no-learn", NULL, CR_OPT_SET, A(learn), 0, 0, 0, 0, NULL, "the model alone (the default)",
+     NULL, false},
+    {"--truth-spread", NULL, CR_OPT_F64, A(spread), 0, 0, 0, 0.9, "F",
+     "true rates = model x U(1-F, 1+F) per class and GPU type, from --seed (native\n"
+     "truth=X per job overrides; default 0)",
+     "expected a share 0..0.9 (0.4: true rates model x 0.6..1.4)", false},
+    {"--metric-noise", NULL, CR_OPT_F64, A(o.metric_noise), 0, 0, 0, 0.5, "F",
+     "run-to-run spread of the reported tokens/s (default 0.03)",
+     "expected a share 0..0.5 (0.03: +-3% run to run)", false},
     {"--no-wait-for-faster", NULL, CR_OPT_SET, A(o.wait_faster), 0, 0, 0, 0, NULL,
      "start auto jobs on any free type (no wait-or-start)", NULL, false},
     {"--max-examined", NULL, CR_OPT_U32, A(o.max_examined), 0, UINT32_MAX, 0, 0, "N",
@@ -249,6 +265,7 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     a->o.idle_frac = 0.2;
     a->o.switch_ns = -1;                       /* rounds: CR_SIM_SWITCH_DEFAULT_NS */
     a->o.mig_reconfig_ns = 10 * CR_NS_PER_SEC; /* an assumption: docs/sim.md */
+    a->o.metric_noise = 0.03;                  /* an assumption: docs/sim.md "Learning" */
     a->gpn = 4;
     a->npr = 32;
     a->tenants = 1;
@@ -324,6 +341,12 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
         if (!strcmp(a->policies[k], "rounds") && a->o.mtbf_ns > 0) {
             return bad_flag("--mtbf", NULL, "not simulated under the rounds policy");
         }
+        if (!strcmp(a->policies[k], "rounds") && a->learn) {
+            return bad_flag("--learn", NULL, "not simulated under the rounds policy yet");
+        }
+    }
+    if (a->learn && a->npolicies * 2 > MAX_POLICIES) {
+        return bad_flag("--learn", NULL, "at most 4 policies with --learn (each runs twice)");
     }
     if (a->cluster_path && a->gpus) {
         return bad_flag("--cluster", NULL, "give --cluster or --gpus, not both");
@@ -502,11 +525,16 @@ int cr_sim_main(int argc, char **argv)
                 have_tput ? "" : " (Gavel traces need --throughputs)");
         goto out;
     }
+    cr__sim_workload_perturb(&w, (const char(*)[CR_SIM_NAME_MAX])types, ntypes, a.spread, a.o.seed);
     if ((rc = apply_power(&a, (const char(*)[CR_SIM_NAME_MAX])types, ntypes, catalog)) != 0) {
         goto out;
     }
     rc = 1;
-    for (size_t k = 0; k < a.npolicies; k++) {
+    /* --learn: each policy without, then with learning, side by side. */
+    size_t nruns = a.npolicies * (a.learn ? 2 : 1);
+    for (size_t q = 0; q < nruns; q++) {
+        size_t k = a.learn ? q / 2 : q;
+        a.o.learn = a.learn && q % 2 == 1;
         int run_rc;
         if (!strcmp(a.policies[k], "rounds")) {
             run_rc = cr__sim_run_rounds(&a.o, &cl, &w, &res[nres], err, sizeof err);
@@ -532,7 +560,7 @@ int cr_sim_main(int argc, char **argv)
     if (a.json) {
         json = cr__sim_report_json(res, nres, &w, &a.ro);
         fputs(json, stdout);
-    } else if (a.compare) {
+    } else if (a.compare || a.learn) {
         cr__sim_report_compare(stdout, res, nres, &w, &a.ro);
     } else {
         cr__sim_report_text(stdout, &res[0], &w, &a.ro);

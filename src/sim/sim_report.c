@@ -74,6 +74,44 @@ static double job_rho(const cr__sim_result *r, const cr__sim_workload *w, size_t
 }
 
 /* Summary over the jobs i with keep(i) (window and optional tenant). */
+/* The advisor's error on the learnable jobs (pred_err >= 0) in arrival
+ * order: the first and last windows' means, and the first learnable job at
+ * which the mean of the window ending there, and of every later one, is
+ * within 10% (issue 26, docs/sim.md). */
+static void learn_error(const cr__sim_result *r, cr__sim_summary *s)
+{
+    double *e = cr_calloc(r->njobs + 1, sizeof *e);
+    size_t n = 0;
+    for (size_t i = 0; i < r->njobs; i++) {
+        if (r->jobs[i].pred_err >= 0) {
+            e[n++] = r->jobs[i].pred_err;
+        }
+    }
+    s->learnable = n;
+    size_t win = n < CR_SIM_ERR_WINDOW ? n : CR_SIM_ERR_WINDOW;
+    if (win > 0) {
+        double a = 0, b = 0;
+        for (size_t k = 0; k < win; k++) {
+            a += e[k];
+            b += e[n - win + k];
+        }
+        s->err_first = a / (double)win;
+        s->err_last = b / (double)win;
+        /* windows ending at k = win-1 .. n-1; the last one above 10% */
+        long bad_end = -1;
+        double sum = 0;
+        for (size_t k = 0; k < n; k++) {
+            sum += e[k] - (k >= win ? e[k - win] : 0);
+            if (k + 1 >= win && sum / (double)win > 0.10) {
+                bad_end = (long)k;
+            }
+        }
+        /* the first window end from which no window is above 10% (1-based) */
+        s->learned_at = bad_end < 0 ? (long)win : bad_end + 1 < (long)n ? bad_end + 2 : 0;
+    }
+    free(e);
+}
+
 static void summarize_where(const cr__sim_result *r, const cr__sim_workload *w,
                             const cr__sim_report_opts *ro, int tenant, cr__sim_summary *s)
 {
@@ -144,6 +182,9 @@ static void summarize_where(const cr__sim_result *r, const cr__sim_workload *w,
         s->frag = r->free_gpu_ns > 0 ? r->partial_free_gpu_ns / r->free_gpu_ns : 0;
         s->energy_kwh = e / 3.6e6;
     }
+    if (tenant < 0) {
+        learn_error(r, s);
+    }
     free(jct);
     free(q);
 }
@@ -204,6 +245,15 @@ void cr__sim_report_text(FILE *f, const cr__sim_result *r, const cr__sim_workloa
     fprintf(f, "  preemptions  %llu   failures %llu (node failures %llu)   lost %.1f GPU-h\n",
             (unsigned long long)s.preemptions, (unsigned long long)s.failures,
             (unsigned long long)r->node_failures, s.lost_gpu_h);
+    if (s.learnable) {
+        char fr[32];
+        snprintf(fr, sizeof fr, "job %ld", s.learned_at);
+        fprintf(f,
+                "  advisor      error on %zu learnable jobs: first %d %.1f%%, last %d %.1f%%; "
+                "%d-job mean <= 10%% from %s\n",
+                s.learnable, CR_SIM_ERR_WINDOW, 100 * s.err_first, CR_SIM_ERR_WINDOW,
+                100 * s.err_last, CR_SIM_ERR_WINDOW, s.learned_at > 0 ? fr : "never");
+    }
     if (r->frac_starts || r->mig_starts) {
         fprintf(f,
                 "  sharing      %llu fractional starts   %llu MIG starts (%llu repartitioned, "
@@ -298,6 +348,24 @@ void cr__sim_report_compare(FILE *f, const cr__sim_result *rs, size_t n, const c
     ROW_NUM("energy kWh", "%.1f", s[k].energy_kwh);
     ROW_NUM("preemptions", "%llu", (unsigned long long)s[k].preemptions);
     ROW_NUM("lost GPU-h", "%.1f", s[k].lost_gpu_h);
+    bool learnable = false;
+    for (size_t k = 0; k < n; k++) {
+        learnable |= s[k].learnable > 0;
+    }
+    if (learnable) {
+        ROW_NUM("advisor err first", "%.1f%%", 100 * s[k].err_first);
+        ROW_NUM("advisor err last", "%.1f%%", 100 * s[k].err_last);
+        fprintf(f, "%-20s", "err <= 10% from");
+        for (size_t k = 0; k < n; k++) {
+            if (s[k].learned_at > 0) {
+                snprintf(a, sizeof a, "job %ld", s[k].learned_at);
+            } else {
+                snprintf(a, sizeof a, "%s", s[k].learnable ? "never" : "-");
+            }
+            fprintf(f, " %12s", a);
+        }
+        fprintf(f, "\n");
+    }
 #undef ROW_DUR
 #undef ROW_NUM
     for (size_t k = 0; k < n; k++) {
@@ -377,6 +445,13 @@ static json_t *run_json(const cr__sim_result *r, const cr__sim_workload *w,
     summarize_where(r, w, ro, -1, &s);
     json_t *o = summary_json(&s);
     json_object_set_new(o, "policy", json_string(r->policy));
+    if (s.learnable) {
+        json_object_set_new(o, "advisor",
+                            json_pack("{s:I,s:f,s:f,s:I,s:I}", "learnable", (json_int_t)s.learnable,
+                                      "err_first", s.err_first, "err_last", s.err_last, "window",
+                                      (json_int_t)CR_SIM_ERR_WINDOW, "learned_at",
+                                      (json_int_t)s.learned_at));
+    }
     json_object_set_new(o, "node_failures", json_integer((json_int_t)r->node_failures));
     json_object_set_new(o, "frac_starts", json_integer((json_int_t)r->frac_starts));
     json_object_set_new(o, "mig_starts", json_integer((json_int_t)r->mig_starts));

@@ -981,6 +981,7 @@ int cr__sim_run_rounds(const cr__sim_opts *o, const cr__sim_cluster *c, const cr
         res->jobs[i].finish_ns = -1;
         res->jobs[i].type = -1;
         res->jobs[i].contention = 1.0;
+        res->jobs[i].pred_err = -1;
     }
     cr_sched_config cfg;
     cr_sched_config_default(&cfg, CR_SCHED_FIFO);

@@ -22,10 +22,12 @@
 #include "cr_alloc.h"
 #include "cr_error.h"
 #include "cr_file.h"
+#include "cr_learn.h"
 #include "cr_parse.h"
 #include "cr_perf.h"
 #include "cr_time.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,6 +465,8 @@ int cr__sim_read_native(const char *path, const char *text, size_t len, cr__sim_
                 if (!bad && !(j->perf_tokens > 0 && j->perf_tokens < 1e18)) {
                     bad = CR_ERANGE;
                 }
+            } else if (!strcmp(k, "truth")) {
+                bad = cr_parse_f64(v, 0.01, 100, &j->truth);
             } else if (!strcmp(k, "flops")) {
                 bad = cr_parse_count(v, &j->perf_flops);
                 if (!bad && !(j->perf_flops > 0 && j->perf_flops < 1e30)) {
@@ -673,32 +677,42 @@ int cr__sim_generate(const cr__sim_gen *g, cr__sim_workload *w)
 
 /* ------------------------------------------------------------------ resolve */
 
-/* Rate of a performance-model job on one catalog type: 1 / runtime. */
-static double perf_rate(const cr__sim_job *j, const cr_catalog *catalog, const char *type)
+/* The workload of a performance-model job. */
+static void perf_workload(const cr__sim_job *j, cr_workload *wl)
 {
+    cr_workload_init(wl);
+    wl->kind = j->perf_kind;
+    wl->method = j->perf_method;
+    wl->precision = j->perf_precision;
+    if (j->perf_params > 0) {
+        wl->params = j->perf_params;
+    }
+    if (j->perf_tokens > 0) {
+        wl->tokens = j->perf_tokens;
+    }
+    if (j->perf_flops > 0) {
+        wl->work_flops = j->perf_flops;
+    }
+}
+
+/* Rate of a performance-model job on one catalog type: 1 / runtime; its
+ * throughput (tokens/s for training) into *tput. */
+static double perf_rate(const cr__sim_job *j, const cr_catalog *catalog, const char *type,
+                        double *tput)
+{
+    *tput = 0;
     const cr_gpu_type *g = catalog ? cr_catalog_find(catalog, type) : NULL;
     if (!g) {
         return 0;
     }
     cr_workload wl;
-    cr_workload_init(&wl);
-    wl.kind = j->perf_kind;
-    wl.method = j->perf_method;
-    wl.precision = j->perf_precision;
-    if (j->perf_params > 0) {
-        wl.params = j->perf_params;
-    }
-    if (j->perf_tokens > 0) {
-        wl.tokens = j->perf_tokens;
-    }
-    if (j->perf_flops > 0) {
-        wl.work_flops = j->perf_flops;
-    }
+    perf_workload(j, &wl);
     cr_perf_env env = {.catalog = catalog, .prices = NULL, .measured = NULL};
     cr_estimate est;
     if (cr_perf_estimate(&env, &wl, g, j->gpu_count, &est) != 0 || !est.fits || est.time_ns <= 0) {
         return 0;
     }
+    *tput = est.throughput;
     return 1e9 / (double)est.time_ns;
 }
 
@@ -741,13 +755,22 @@ int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAM
             if (row) {
                 r = col[t] >= 0 ? row->steps_per_s[col[t]] * factor : 0;
             } else if (j->perf) {
-                r = (j->type_req < 0 || j->type_req == t) ? perf_rate(j, catalog, types[t]) : 0;
+                r = (j->type_req < 0 || j->type_req == t)
+                        ? perf_rate(j, catalog, types[t], &j->model_tok_s[t])
+                        : 0;
             }
             if (j->type_req >= 0 && j->type_req != t) {
                 r = 0;
             }
             j->rate[t] = r;
+            j->model_rate[t] = r;
             any |= r > 0;
+        }
+        j->sig[0] = '\0';
+        if (j->perf && (j->perf_kind == CR_KIND_PRETRAIN || j->perf_kind == CR_KIND_FINETUNE)) {
+            cr_workload wl;
+            perf_workload(j, &wl);
+            cr_workload_signature(&wl, j->sig, sizeof j->sig);
         }
         if (!any) {
             snprintf(err, errlen, "job %s: no rate on any cluster GPU type%s%s%s%s", j->name,
@@ -759,4 +782,39 @@ int cr__sim_workload_resolve(cr__sim_workload *w, const char (*types)[CR_SIM_NAM
         }
     }
     return 0;
+}
+
+/* A uniform draw in [0, 1) from (seed, class, type): FNV-1a, then a
+ * splitmix64 finaliser (stable across runs and platforms). */
+static double class_u(uint64_t seed, const char *sig, const char *type)
+{
+    uint64_t x = 1469598103934665603ULL ^ seed;
+    for (const char *p = sig; *p; p++) {
+        x = (x ^ (unsigned char)*p) * 1099511628211ULL;
+    }
+    x = (x ^ '/') * 1099511628211ULL;
+    for (const char *p = type; *p; p++) {
+        x = (x ^ (unsigned char)tolower((unsigned char)*p)) * 1099511628211ULL;
+    }
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    x ^= x >> 31;
+    return (double)(x >> 11) / 9007199254740992.0;
+}
+
+void cr__sim_workload_perturb(cr__sim_workload *w, const char (*types)[CR_SIM_NAME_MAX], int ntypes,
+                              double spread, uint64_t seed)
+{
+    for (size_t i = 0; i < w->njobs; i++) {
+        cr__sim_job *j = &w->jobs[i];
+        if (!j->sig[0] || (j->truth <= 0 && spread <= 0)) {
+            continue;
+        }
+        for (int t = 0; t < ntypes; t++) {
+            double f =
+                j->truth > 0 ? j->truth : 1 + spread * (2 * class_u(seed, j->sig, types[t]) - 1);
+            j->rate[t] = j->model_rate[t] * f;
+        }
+    }
 }

@@ -345,6 +345,13 @@ static void test_models(void **state)
     assert_int_equal(r.status, 2);
     assert_non_null(strstr(r.out, "disagrees"));
     done(&r);
+    /* fp4 (issue 26): Blackwell only; the others refused saying why */
+    r = run("advise --kind inference --model llama-3.1-70b --rate 1 --precision fp4", 0);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "Best by cost: B200"));
+    assert_non_null(strstr(r.out, "H100 SXM"));
+    assert_non_null(strstr(r.out, "no FP4 tensor cores (fp4 runs on Blackwell"));
+    done(&r);
     r = run("advise --kind hpc --intensity sparse --needs fp64 --top 1", 0);
     assert_int_equal(r.status, 0);
     assert_non_null(strstr(r.out, "bandwidth-bound"));
@@ -418,6 +425,8 @@ static void test_bad_input(void **state)
     expect_usage_error("advise --kind inference --params 7b --rate 1 --ttft soon", "--ttft",
                        "500ms");
     expect_usage_error("advise --kind hpc --precision fp7", "--precision", "bf16|fp16");
+    expect_usage_error("advise --kind pretrain --params 7b --precision fp4", "--precision",
+                       "fp4 is for serving");
     expect_usage_error("advise --kind hpc --gpus 0", "--gpus", "auto");
     expect_usage_error("advise --kind hpc --bogus", "--bogus", NULL);
     expect_usage_error("advise --kind pretrain --method lora --params 7b", "--method", NULL);

@@ -442,6 +442,49 @@ static void test_desired_parse(void **state)
     cr_desired_fini(&d);
 }
 
+/* The advisor's plan (issue 26): plan_env reaches the job after its own
+ * env (which cannot set CORRAL_*), with torchrun's arguments for the node,
+ * and survives the record form. */
+static void test_plan_env(void **state)
+{
+    (void)state;
+    const char *t =
+        "{\"version\":3,\"jobs\":[{\"job\":9,\"command\":[\"torchrun\"],\"gpus\":[0,1],"
+        "\"env\":{\"CORRAL_TP\":\"99\",\"LR\":\"1\"},\"plan_env\":{\"CORRAL_TP\":\"2\","
+        "\"CORRAL_PP\":\"2\",\"CORRAL_MEGATRON_ARGS\":\"--tensor-model-parallel-size 2\"},"
+        "\"gang\":{\"master_addr\":\"10.0.0.2\",\"master_port\":29511,\"world_size\":2,"
+        "\"node_rank\":1,\"nnodes\":2,\"local_world_size\":1,\"gpus_per_node\":2,"
+        "\"launcher\":1}}]}";
+    cr_desired d;
+    char err[256];
+    assert_int_equal(cr_desired_parse(t, strlen(t), &d, err, sizeof err), 0);
+    const cr_job_spec *s = cr_desired_find(&d, 9);
+    assert_non_null(s);
+    assert_int_equal(s->planc, 3);
+    char *base[] = {"PATH=/usr/bin", NULL};
+    char **env = cr_job_env(s, base, "n1");
+    assert_string_equal(env_get(env, "CORRAL_TP"), "2");
+    assert_string_equal(env_get(env, "CORRAL_PP"), "2");
+    assert_string_equal(env_get(env, "LR"), "1");
+    assert_string_equal(env_get(env, "CORRAL_MEGATRON_ARGS"), "--tensor-model-parallel-size 2");
+    assert_string_equal(env_get(env, "CORRAL_TORCHRUN_ARGS"),
+                        "--nnodes=2 --nproc-per-node=2 --node-rank=1 --master-addr=10.0.0.2 "
+                        "--master-port=29511");
+    int tp_seen = 0;
+    for (char **e = env; *e; e++) {
+        tp_seen += strncmp(*e, "CORRAL_TP=", 10) == 0;
+    }
+    assert_int_equal(tp_seen, 1);
+    cr_strv_free(env);
+    json_t *j = cr_job_spec_to_json(s);
+    cr_job_spec back;
+    assert_int_equal(cr_job_spec_from_json(j, "", &back, err, sizeof err), 0);
+    assert_int_equal(back.planc, 3);
+    cr_job_spec_fini(&back);
+    json_decref(j);
+    cr_desired_fini(&d);
+}
+
 /* The job's user and limits on the wire; the device rules of a job. */
 static void test_desired_fence(void **state)
 {
@@ -538,6 +581,12 @@ static void test_desired_errors(void **state)
         {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"]},{\"job\":1,\"command\":[\"y\"]}]"
          "}",
          "jobs[1].job: listed twice"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"plan_env\":{\"LD_PRELOAD\":"
+         "\"x\"}}]}",
+         "jobs[0].plan_env.LD_PRELOAD"},
+        {"{\"version\":1,\"jobs\":[{\"job\":1,\"command\":[\"x\"],\"plan_env\":{\"CORRAL_TP\":4}}]"
+         "}",
+         "jobs[0].plan_env.CORRAL_TP"},
         {"{\"version\":1,\"version\":2}", "duplicate"},
         {"{\"version\":1,\"mig_layouts\":{}}", "mig_layouts: must be an array"},
         {"{\"version\":1,\"mig_layouts\":[{\"gpu\":64,\"instances\":[]}]}", "mig_layouts[0].gpu"},
@@ -652,9 +701,9 @@ int main(void)
         cmocka_unit_test(test_sim_spec_errors), cmocka_unit_test(test_faults),
         cmocka_unit_test(test_health),          cmocka_unit_test(test_nvml_names),
         cmocka_unit_test(test_nvlink_domains),  cmocka_unit_test(test_desired_parse),
-        cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_desired_fence),
-        cmocka_unit_test(test_task_env),        cmocka_unit_test(test_mig_plan),
-        cmocka_unit_test(test_proc_hidden),
+        cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_plan_env),
+        cmocka_unit_test(test_desired_fence),   cmocka_unit_test(test_task_env),
+        cmocka_unit_test(test_mig_plan),        cmocka_unit_test(test_proc_hidden),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -349,6 +349,33 @@ static void test_cmd_submit(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* the plan's knobs (issue 26) go in model */
+    r = cli("submit", "--kind", "pretrain", "--params", "8b", "--stack", "megatron",
+            "--checkpointing", "selective", "--micro-batch", "2", "--global-batch", "64",
+            "--seq-len", "8192", "--", "train", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    json_t *m = json_object_get(sent_body(last), "model");
+    assert_string_equal(json_string_value(json_object_get(m, "stack")), "megatron");
+    assert_string_equal(json_string_value(json_object_get(m, "checkpointing")), "selective");
+    assert_int_equal(json_integer_value(json_object_get(m, "micro_batch")), 2);
+    assert_int_equal(json_integer_value(json_object_get(m, "global_batch")), 64);
+    assert_int_equal(json_integer_value(json_object_get(m, "seq_len")), 8192);
+    json_decref(last);
+    run_free(&r);
+
+    /* --force (issue 26): sent as "force": true; the answer's warning on stderr */
+    fake_server_canned(s, 201, "{\"ids\":[44],\"warning\":\"submitted under force: x\"}");
+    r = cli("submit", "--gpu-type", "L40S", "--gpus", "4", "--kind", "pretrain", "--model",
+            "llama-3.1-405b", "--force", "--", "train", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.err, "corral submit: warning: submitted under force: x\n"));
+    last = fake_server_last(s);
+    assert_true(json_is_true(json_object_get(sent_body(last), "force")));
+    json_decref(last);
+    run_free(&r);
+    fake_server_canned(s, 201, "{\"ids\":[42]}");
+
     /* --model names the architecture the advisor reads for gpu_type auto */
     fake_server_canned(s, 201, "{\"ids\":[43]}");
     r = cli("submit", "--gpu-type", "auto", "--kind", "inference", "--model", "llama-3.1-8b",
@@ -433,7 +460,9 @@ static void test_cmd_submit(void **state)
         {"--workdir", "rel", "--workdir: 'rel' is not an absolute path"},
         {"--nodes", "1025", "--nodes"},
         {"--method", "sgd", "--method: 'sgd' is not allowed (allowed: full, lora, qlora)"},
-        {"--precision", "fp4", "--precision"},
+        {"--precision", "fp5", "--precision"},
+        {"--stack", "tensorflow", "--stack: 'tensorflow' is not allowed"},
+        {"--micro-batch", "0", "--micro-batch"},
         {"--gpu-fraction", "1", "--gpu-fraction: want more than 0 and less than 1"},
         {"--gpu-fraction", "0.0001", "--gpu-fraction"},
         {"--gpu-share-mem", "lots", "--gpu-share-mem: 'lots' is not a size"},
@@ -835,6 +864,17 @@ static void test_cmd_show_and_actions(void **state)
     assert_non_null(strstr(r.out, "params=7000000000 method=lora"));
     assert_non_null(strstr(r.out, "Events:\n  TIME                  WHAT       WHY\n"));
     assert_non_null(strstr(r.out, "  2026-11-30T04:00:01Z  pending    needs 1 A100: 0 free\n"));
+    run_free(&r);
+
+    /* issue 26: the advisor's plan, as the job's environment has it */
+    fake_server_canned(s, 200,
+                       "{\"id\":4,\"name\":\"pre\",\"state\":\"running\",\"plan\":{\"tp\":2,"
+                       "\"pp\":2,\"dp\":2,\"ep\":1,\"cp\":1,\"text\":\"tp2 x pp2 x dp2\","
+                       "\"kind\":\"training\",\"micro_batch\":1,\"global_batch\":1024}}");
+    r = cli("show", "4", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "  Plan:           tp2 x pp2 x dp2 (tp 2, pp 2, dp 2, ep 1, "
+                                  "micro-batch 1, global batch 1024)\n"));
     run_free(&r);
 
     /* issue 24: the environment's names only, values with --env */

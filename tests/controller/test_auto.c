@@ -492,6 +492,263 @@ static void test_learn_cluster(void **state)
     stop(&d);
 }
 
+/* A fake agent's registration of n GPUs, keeping its node token (returned new). */
+static char *register_n(const daemon_t *d, const char *name, const char *model, int n,
+                        double mem_gb)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_printf(&b, "{\"node\":\"%s\",\"addr\":\"127.0.0.1\",\"port\":1,\"cpus\":8,\"gpus\":[",
+                  name);
+    for (int i = 0; i < n; i++) {
+        cr_buf_printf(&b,
+                      "%s{\"index\":%d,\"uuid\":\"GPU-%s-%d\",\"model\":\"%s\",\"mem_bytes\":%.0f}",
+                      i ? "," : "", i, name, i, model, mem_gb * 1e9);
+    }
+    cr_buf_puts(&b, "]}");
+    long code;
+    json_t *v = call(d, "POST", "/v1/agents/register", d->join, cr_buf_str(&b), &code);
+    assert_int_equal(code, 200);
+    char *t = strdup(str(v, "node_token"));
+    json_decref(v);
+    cr_buf_fini(&b);
+    return t;
+}
+
+/* The plan_env the node's desired state gives job id (polled: the start
+ * is listed once durable). Returned new (json_decref); NULL when the job
+ * is listed without one. */
+static json_t *plan_env_of(const daemon_t *d, const char *node, const char *nt, int64_t id)
+{
+    char path[96];
+    snprintf(path, sizeof path, "/v1/agents/%s/desired", node);
+    int64_t deadline = cr_mono_ns() + 20 * CR_NS_PER_SEC;
+    for (;;) {
+        long code;
+        json_t *v = call(d, "GET", path, nt, NULL, &code);
+        assert_int_equal(code, 200);
+        json_t *jobs = json_object_get(v, "jobs");
+        for (size_t i = 0; i < json_array_size(jobs); i++) {
+            json_t *e = json_array_get(jobs, i);
+            if (json_integer_value(json_object_get(e, "job")) == id) {
+                json_t *pe = json_object_get(e, "plan_env");
+                json_incref(pe);
+                json_decref(v);
+                return pe;
+            }
+        }
+        json_decref(v);
+        assert_true(cr_mono_ns() < deadline);
+        poll_sleep();
+    }
+}
+
+static int env_int(const json_t *env, const char *k)
+{
+    const char *s = json_string_value(json_object_get(env, k));
+    assert_non_null(s);
+    return atoi(s);
+}
+
+/* Issue 26: the plan reaches the job. An auto pre-train gets CORRAL_TP,
+ * _PP, _DP ... whose product is its GPU count and Megatron's arguments
+ * for them; a serving job vLLM's; the job object shows the same plan,
+ * after a restart too; a job without model hints gets none. */
+static void test_plan_env(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    char *nt = register_n(&d, "h100-0", "H100 SXM", 8, 80);
+    int64_t pre = submit(&d,
+                         "{%s,\"name\":\"pre\",\"kind\":\"pretrain\",\"gpus\":4,\"model\":"
+                         "{\"params\":8e9,\"tokens\":1e9,\"micro_batch\":1}}",
+                         cmd);
+    char *t = run_type(&d, pre);
+    assert_string_equal(t, "H100 SXM");
+    free(t);
+    json_t *pe = plan_env_of(&d, "h100-0", nt, pre);
+    assert_non_null(pe);
+    int tp = env_int(pe, "CORRAL_TP"), pp = env_int(pe, "CORRAL_PP");
+    int dp = env_int(pe, "CORRAL_DP"), cp = env_int(pe, "CORRAL_CP");
+    assert_int_equal(tp * pp * dp * cp, 4);
+    /* the plan the advisor shows for this workload on this type and count */
+    long code;
+    json_t *adv = call(&d, "POST", "/v1/advise", d.admin,
+                       "{\"kind\":\"pretrain\",\"params\":8e9,\"tokens\":1e9,\"gpus\":4,"
+                       "\"top\":50}",
+                       &code);
+    assert_int_equal(code, 200);
+    const char *aplan = NULL;
+    json_t *ranked = json_object_get(adv, "ranked");
+    for (size_t i = 0; i < json_array_size(ranked); i++) {
+        json_t *e = json_array_get(ranked, i);
+        if (!strcmp(str(e, "gpu"), "H100 SXM")) {
+            aplan = str(e, "plan");
+        }
+    }
+    assert_non_null(aplan);
+    assert_string_equal(str(pe, "CORRAL_PLAN"), aplan);
+    json_decref(adv);
+    assert_int_equal(env_int(pe, "CORRAL_MICRO_BATCH"), 1);
+    int gb = env_int(pe, "CORRAL_GLOBAL_BATCH");
+    assert_int_equal(gb % (dp * 1), 0);
+    char want[160];
+    snprintf(want, sizeof want,
+             "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
+             "--micro-batch-size 1 --global-batch-size %d",
+             tp, pp, gb);
+    assert_non_null(strstr(str(pe, "CORRAL_MEGATRON_ARGS"), want));
+    snprintf(want, sizeof want, "model.tensor_model_parallel_size=%d", tp);
+    assert_non_null(strstr(str(pe, "CORRAL_NEMO_ARGS"), want));
+    assert_null(json_object_get(pe, "CORRAL_VLLM_ARGS"));
+    json_decref(pe);
+    json_t *v = job(&d, pre);
+    json_t *plan = json_object_get(v, "plan");
+    assert_int_equal(json_integer_value(json_object_get(plan, "tp")), tp);
+    assert_int_equal(json_integer_value(json_object_get(plan, "global_batch")), gb);
+    json_decref(v);
+
+    /* Serving, on the type the user chose: vLLM's flags. */
+    int64_t chat = submit(&d,
+                          "{%s,\"name\":\"chat\",\"kind\":\"inference\",\"gpus\":2,"
+                          "\"gpu_type\":\"H100 SXM\",\"model\":{\"params\":7e10}}",
+                          cmd);
+    json_decref(settled(&d, chat, "running"));
+    pe = plan_env_of(&d, "h100-0", nt, chat);
+    assert_non_null(pe);
+    tp = env_int(pe, "CORRAL_TP");
+    pp = env_int(pe, "CORRAL_PP");
+    dp = env_int(pe, "CORRAL_DP");
+    assert_int_equal(tp * pp * dp, 2);
+    snprintf(want, sizeof want, "--tensor-parallel-size %d --pipeline-parallel-size %d", tp, pp);
+    assert_non_null(strstr(str(pe, "CORRAL_VLLM_ARGS"), want));
+    assert_null(json_object_get(pe, "CORRAL_MEGATRON_ARGS"));
+    json_decref(pe);
+
+    /* No hints, no plan. */
+    int64_t plain = submit(&d, "{%s,\"name\":\"plain\",\"gpus\":1}", cmd);
+    json_decref(settled(&d, plain, "running"));
+    assert_null(plan_env_of(&d, "h100-0", nt, plain));
+
+    /* The plan is part of the stored job. */
+    halt(&d);
+    start_in(&d, NULL, false);
+    v = job(&d, pre);
+    plan = json_object_get(v, "plan");
+    assert_int_equal(json_integer_value(json_object_get(plan, "global_batch")), gb);
+    json_decref(v);
+
+    /* Impossible knobs are refused naming the field. */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"model\":{\"params\":7e9,\"micro_batch\":8,"
+             "\"global_batch\":4}}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "model.micro_batch");
+    json_decref(v);
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"model\":{\"params\":7e9,\"seq_len\":0}}", &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "model.seq_len");
+    json_decref(v);
+    free(nt);
+    stop(&d);
+}
+
+/* Issue 26: a chosen type and count that cannot hold the model is refused
+ * at submit naming the field and only the count the request asked for,
+ * or taken with a warning under "force". */
+static void test_fit_check(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    register_node(&d, "l40s-0", "L40S", 4, 48);
+    register_node(&d, "h100-0", "H100 SXM", 8, 80);
+    static const char *const pre405 =
+        "{\"command\":[\"true\"],\"kind\":\"pretrain\",\"gpus\":4,\"gpu_type\":\"L40S\","
+        "\"model\":{\"name\":\"llama-3.1-405b\"}%s}";
+    char body[512];
+    snprintf(body, sizeof body, pre405, "");
+    long code;
+    json_t *v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 400);
+    const char *msg = str(v, "message");
+    assert_string_equal(str(v, "field"), "gpus");
+    assert_non_null(strstr(msg, "does not fit on 4 L40S (it asked for 4 GPUs)"));
+    assert_non_null(strstr(msg, "llama-3.1-405b"));
+    assert_null(strstr(msg, "tp8"));
+    json_decref(v);
+
+    /* Serving 405B on 2 H100: the refusal names no split beyond 2 GPUs. */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"inference\",\"gpus\":2,\"gpu_type\":"
+             "\"H100 SXM\",\"model\":{\"params\":4.05e11}}",
+             &code);
+    assert_int_equal(code, 400);
+    msg = str(v, "message");
+    assert_string_equal(str(v, "field"), "gpus");
+    assert_non_null(strstr(msg, "(it asked for 2 GPUs)"));
+    assert_null(strstr(msg, "pp8"));
+    assert_null(strstr(msg, "tp8"));
+    assert_null(strstr(msg, "pp4"));
+    json_decref(v);
+
+    /* Under force: taken, with the warning in the answer and the event. */
+    snprintf(body, sizeof body, pre405, ",\"force\":true");
+    v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 201);
+    assert_non_null(strstr(str(v, "warning"), "submitted under force: field 'gpus'"));
+    int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    v = job(&d, id);
+    json_t *ev = json_array_get(json_object_get(v, "events"), 0);
+    assert_string_equal(str(ev, "what"), "submitted");
+    assert_non_null(strstr(str(ev, "why"), "submitted under force"));
+    assert_null(json_object_get(v, "force")); /* not part of the stored spec */
+    json_decref(v);
+    snprintf(body, sizeof body, pre405, ",\"force\":\"yes\"");
+    v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "force");
+    json_decref(v);
+
+    /* fp4 (issue 26) on a type without FP4 tensor cores: no count helps;
+     * fp4 training is refused naming the field. */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"inference\",\"gpus\":1,\"gpu_type\":"
+             "\"H100 SXM\",\"model\":{\"params\":8e9,\"precision\":\"fp4\"}}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "gpu_type");
+    assert_non_null(strstr(str(v, "message"), "no FP4 tensor cores"));
+    json_decref(v);
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"pretrain\",\"gpus\":1,\"model\":"
+             "{\"params\":8e9,\"precision\":\"fp4\"}}",
+             &code);
+    assert_int_equal(code, 400);
+    assert_string_equal(str(v, "field"), "model.precision");
+    json_decref(v);
+
+    /* What fits, and auto, are taken without a word. */
+    v = call(&d, "POST", "/v1/jobs", d.admin,
+             "{\"command\":[\"true\"],\"kind\":\"finetune\",\"gpus\":1,\"gpu_type\":\"L40S\","
+             "\"model\":{\"params\":8e9,\"method\":\"lora\"}}",
+             &code);
+    assert_int_equal(code, 201);
+    assert_null(json_object_get(v, "warning"));
+    json_decref(v);
+    snprintf(body, sizeof body,
+             "{\"command\":[\"true\"],\"kind\":\"pretrain\",\"gpus\":4,\"model\":{\"name\":"
+             "\"llama-3.1-405b\"}}");
+    v = call(&d, "POST", "/v1/jobs", d.admin, body, &code);
+    assert_int_equal(code, 201);
+    json_decref(v);
+    stop(&d);
+}
+
 /* What a failed test left: its daemons and directories. */
 static int reap_live(void **state)
 {
@@ -506,10 +763,9 @@ int main(void)
     signal(SIGTERM, cr_test_on_signal);
     signal(SIGINT, cr_test_on_signal);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_auto_placements),
-        cmocka_unit_test(test_auto_hetero),
-        cmocka_unit_test(test_auto_restart),
-        cmocka_unit_test(test_learn_cluster),
+        cmocka_unit_test(test_auto_placements), cmocka_unit_test(test_auto_hetero),
+        cmocka_unit_test(test_auto_restart),    cmocka_unit_test(test_learn_cluster),
+        cmocka_unit_test(test_plan_env),        cmocka_unit_test(test_fit_check),
     };
     int rc = cmocka_run_group_tests(tests, NULL, reap_live);
     curl_global_cleanup();

@@ -859,6 +859,68 @@ static void test_knobs(void **state)
     cr_catalog_free(c);
 }
 
+/* Issue 26: FP4/FP6 where the hardware has them. The catalog's Blackwell
+ * rows carry the rates (FP4 twice FP8, FP6 at FP8's); fp4 serving on a
+ * B200 holds a 70B model in less memory and decodes faster than fp8; on
+ * a GPU without the tensor cores it is refused saying so; training at fp4
+ * is refused naming the field. */
+static void test_fp4(void **state)
+{
+    (void)state;
+    char path[1024], err[256];
+    cr_catalog *c = load_default();
+    cr_arch_catalog *mc = NULL;
+    assert_int_equal(
+        cr_arch_load(src_path("data/models/models.csv", path, sizeof path), &mc, err, sizeof err),
+        0);
+    cr_perf_env env = {c, NULL, NULL};
+    const cr_gpu_type *b200 = cr_catalog_find(c, "B200"), *gb200 = cr_catalog_find(c, "GB200");
+    const cr_gpu_type *h100 = cr_catalog_find(c, "h100");
+    assert_non_null(b200);
+    assert_non_null(gb200);
+    assert_true(fabs(cr_gpu_peak_flops(b200, CR_PREC_FP4) - 9000e12) < 1e9);
+    assert_true(fabs(cr_gpu_peak_flops(b200, CR_PREC_FP6) - cr_gpu_peak_flops(b200, CR_PREC_FP8)) <
+                1e9);
+    assert_true(fabs(cr_gpu_peak_flops(gb200, CR_PREC_FP4) - 10000e12) < 1e9);
+    assert_true(cr_gpu_peak_flops(h100, CR_PREC_FP4) == 0); /* no fallback */
+    int v = 0;
+    assert_int_equal(cr_precision_parse("fp4", &v), 0);
+    assert_int_equal(v, CR_PREC_FP4);
+    assert_int_equal(cr_precision_parse("fp6", &v), 0);
+    assert_int_equal(cr_precision_parse("fp5", &v), CR_EINVAL);
+
+    cr_workload w;
+    cr_estimate e8, e4;
+    cr_workload_init(&w);
+    w.kind = CR_KIND_INFERENCE;
+    w.arch = *cr_arch_find(mc, "llama-3.1-70b");
+    w.params = w.arch.params;
+    w.rate_per_s = 1;
+    w.precision = CR_PREC_FP8;
+    assert_int_equal(cr_perf_estimate(&env, &w, b200, 1, &e8), 0);
+    w.precision = CR_PREC_FP4;
+    assert_int_equal(cr_perf_estimate(&env, &w, b200, 1, &e4), 0);
+    assert_true(e8.fits && e4.fits);
+    assert_true(e4.mem_per_gpu_bytes < e8.mem_per_gpu_bytes);
+    assert_true(e4.tpot_ns < e8.tpot_ns);
+    assert_int_equal(cr_perf_estimate(&env, &w, h100, 1, &e4), 0);
+    assert_false(e4.fits);
+    assert_non_null(strstr(e4.reason, "no FP4 tensor cores"));
+    /* the advisor ranks only the types that have them */
+    cr_advice a;
+    assert_int_equal(cr_perf_advise(&env, &w, CR_OBJ_TIME, 0, &a), 0);
+    assert_true(a.ranked_count >= 1);
+    for (size_t i = 0; i < a.ranked_count; i++) {
+        assert_true(cr_gpu_peak_flops(a.ranked[i].gpu, CR_PREC_FP4) > 0);
+    }
+    cr_advice_fini(&a);
+    w.kind = CR_KIND_PRETRAIN;
+    assert_int_equal(cr_workload_check(&w, err, sizeof err), CR_EINVAL);
+    assert_non_null(strstr(err, "precision: fp4 is for serving"));
+    cr_arch_free(mc);
+    cr_catalog_free(c);
+}
+
 /* Issue 26: the metric contract, the estimator and tenant isolation. */
 static void test_learn(void **state)
 {
@@ -1052,6 +1114,7 @@ int main(void)
         cmocka_unit_test(test_gpufacts),
         cmocka_unit_test(test_mig_latency),
         cmocka_unit_test(test_knobs),
+        cmocka_unit_test(test_fp4),
         cmocka_unit_test(test_learn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

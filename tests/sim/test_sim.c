@@ -6,9 +6,11 @@
 #include "sim_int.h"
 
 #include "cr_alloc.h"
+#include "cr_buf.h"
 #include "cr_error.h"
 #include "cr_time.h"
 
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -340,6 +342,110 @@ static void test_runs_all_policies(void **state)
     }
 }
 
+/* Issue 26, corral sim --learn: training jobs whose true rates differ from
+ * the model by up to 40% per class and GPU type report their tokens/s;
+ * with learning the advisor's error falls to within 10% and stays there,
+ * without it never does; one truth per (class, type); truth= per job. */
+static void learn_run(const char *trace, bool learn, cr__sim_result *res, cr__sim_workload *w)
+{
+    char err[256];
+    cr__sim_workload_init(w);
+    assert_int_equal(cr__sim_read_native("t", trace, strlen(trace), w, err, sizeof err), 0);
+    cr__sim_workload_sort(w);
+    cr__sim_cluster c;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(cr__sim_cluster_parse_gpus(&c, "h100:16,l40s:16", err, sizeof err), 0);
+    c.gpus_per_node = 8;
+    char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX];
+    int nt = 0;
+    assert_int_equal(cr__sim_cluster_types(&c, types, &nt, err, sizeof err), 0);
+    cr_catalog *cat = NULL;
+    assert_int_equal(cr_catalog_load(NULL, &cat, err, sizeof err), 0);
+    assert_int_equal(cr__sim_workload_resolve(w, (const char(*)[CR_SIM_NAME_MAX])types, nt, NULL,
+                                              cat, err, sizeof err),
+                     0);
+    cr_catalog_free(cat);
+    cr__sim_workload_perturb(w, (const char(*)[CR_SIM_NAME_MAX])types, nt, 0.4, 7);
+    cr__sim_opts o;
+    memset(&o, 0, sizeof o);
+    o.policy = CR_SCHED_HETERO;
+    o.seed = 7;
+    o.check = true;
+    o.backfill = o.preemption = o.lp = o.wait_faster = -1;
+    o.estimates = true;
+    o.idle_frac = 0.2;
+    o.power_w[0] = o.power_w[1] = 300;
+    o.learn = learn;
+    o.metric_noise = 0.03;
+    assert_int_equal(cr__sim_run(&o, &c, w, res, err, sizeof err), 0);
+    assert_int_equal(res->check_errors, 0);
+}
+
+static void test_learn(void **state)
+{
+    (void)state;
+    cr_buf b;
+    cr_buf_init(&b);
+    static const char *const cls[] = {
+        "gpus=1 kind=finetune params=8b tokens=20m method=lora",
+        "gpus=2 kind=finetune params=13b tokens=20m method=lora",
+        "gpus=8 kind=pretrain params=1b tokens=500m",
+    };
+    for (int i = 0; i < 120; i++) {
+        cr_buf_printf(&b, "submit=%dm %s\n", i * 40, cls[i % 3]);
+    }
+    cr__sim_result r0, r1;
+    cr__sim_workload w0, w1;
+    learn_run(cr_buf_str(&b), false, &r0, &w0);
+    learn_run(cr_buf_str(&b), true, &r1, &w1);
+    /* The truth: model x [0.6, 1.4], one factor per class and type. */
+    for (size_t i = 0; i < w0.njobs; i++) {
+        const cr__sim_job *j = &w0.jobs[i], *k = &w0.jobs[i % 3];
+        assert_true(j->sig[0] != '\0');
+        for (int t = 0; t < 2; t++) {
+            if (j->model_rate[t] > 0) {
+                double f = j->rate[t] / j->model_rate[t];
+                assert_true(f >= 0.6 - 1e-9 && f <= 1.4 + 1e-9);
+                assert_true(fabs(f - k->rate[t] / k->model_rate[t]) < 1e-12);
+            }
+        }
+    }
+    assert_string_equal(r1.policy, "hetero+learn");
+    cr__sim_summary s0, s1;
+    cr__sim_summarize(&r0, &w0, NULL, &s0);
+    cr__sim_summarize(&r1, &w1, NULL, &s1);
+    assert_int_equal(s0.learnable, 120);
+    assert_int_equal(s1.learnable, 120);
+    assert_true(s0.err_first > 0.10); /* the perturbation shows */
+    assert_true(s1.err_last <= 0.10);
+    assert_true(s1.learned_at > 0 && s1.learned_at <= 60);
+    assert_true(s0.learned_at == 0 || s0.err_last > s1.err_last);
+    /* no observations yet: the first job is believed as without learning */
+    assert_true(fabs(r0.jobs[0].pred_err - r1.jobs[0].pred_err) < 1e-12);
+    char *json = cr__sim_report_json(&r1, 1, &w1, NULL);
+    assert_non_null(strstr(json, "\"advisor\""));
+    free(json);
+    cr__sim_result_fini(&r0);
+    cr__sim_result_fini(&r1);
+    cr__sim_workload_fini(&w0);
+    cr__sim_workload_fini(&w1);
+
+    /* truth= per job: that factor on every type; a bad value names the field. */
+    cr__sim_workload w;
+    cr__sim_workload_init(&w);
+    char err[256];
+    const char *t1 = "submit=0 gpus=1 kind=finetune params=8b tokens=20m method=lora truth=1.5\n";
+    assert_int_equal(cr__sim_read_native("t", t1, strlen(t1), &w, err, sizeof err), 0);
+    assert_true(fabs(w.jobs[0].truth - 1.5) < 1e-12);
+    cr__sim_workload_fini(&w);
+    cr__sim_workload_init(&w);
+    const char *t2 = "submit=0 gpus=1 kind=finetune params=8b tokens=20m truth=0\n";
+    assert_int_not_equal(cr__sim_read_native("t", t2, strlen(t2), &w, err, sizeof err), 0);
+    assert_non_null(strstr(err, "field 'truth'"));
+    cr__sim_workload_fini(&w);
+    cr_buf_fini(&b);
+}
+
 static void test_summary_math(void **state)
 {
     (void)state;
@@ -383,10 +489,15 @@ static void test_summary_math(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_heap_order_and_ties), cmocka_unit_test(test_tput),
-        cmocka_unit_test(test_native_reader),       cmocka_unit_test(test_gavel_reader),
-        cmocka_unit_test(test_tiresias_reader),     cmocka_unit_test(test_generator),
-        cmocka_unit_test(test_runs_all_policies),   cmocka_unit_test(test_summary_math),
+        cmocka_unit_test(test_heap_order_and_ties),
+        cmocka_unit_test(test_tput),
+        cmocka_unit_test(test_native_reader),
+        cmocka_unit_test(test_gavel_reader),
+        cmocka_unit_test(test_tiresias_reader),
+        cmocka_unit_test(test_generator),
+        cmocka_unit_test(test_runs_all_policies),
+        cmocka_unit_test(test_summary_math),
+        cmocka_unit_test(test_learn),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -256,4 +256,20 @@ grep -q "^fifo,5,c,default,,1,600.000,3600.000,5520.000," "$T/mig2.csv" ||
 expect2 "--mig-reconfig" --cluster "$T/mig.cluster" "$T/mig.txt" --mig-reconfig soon
 printf 'submit=0 gpus=2 gpu_milli=300 duration=1h\n' >"$T/badfrac.txt"
 expect2 "badfrac.txt:1: field 'gpu_milli'" --cluster "$T/mig.cluster" "$T/badfrac.txt"
+# --learn (issue 26): side by side without and with learning; its flags'
+# bad values name the flag, a bad truth= names the field.
+cat >"$T/learn.txt" <<'EOF3'
+submit=0 gpus=1 kind=finetune params=8b tokens=20m method=lora
+submit=1h gpus=1 kind=finetune params=8b tokens=20m method=lora
+submit=2h gpus=1 kind=finetune params=8b tokens=20m method=lora truth=1.3
+EOF3
+"$BIN" sim --check "$T/learn.txt" --gpus h100:8 --gpus-per-node 8 --truth-spread 0.4 --learn \
+    >"$T/learn.out" || { cat "$T/learn.out"; fail "sim --learn"; }
+grep -q "^metric  *fifo  *fifo+learn$" "$T/learn.out" || { cat "$T/learn.out"; fail "--learn columns"; }
+grep -q "^advisor err first" "$T/learn.out" || { cat "$T/learn.out"; fail "--learn error rows"; }
+expect2 "--truth-spread" "$T/learn.txt" --gpus h100:8 --truth-spread 2
+expect2 "--metric-noise" "$T/learn.txt" --gpus h100:8 --metric-noise lots
+expect2 "--learn" "$T/learn.txt" --gpus h100:8 --learn --policy rounds
+printf 'submit=0 gpus=1 kind=finetune params=8b tokens=20m truth=-1\n' >"$T/badtruth.txt"
+expect2 "badtruth.txt:1: field 'truth'" "$T/badtruth.txt" --gpus h100:8
 echo "sim-cli: ok"
