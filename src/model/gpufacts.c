@@ -16,18 +16,19 @@ static const cr_mig_shape shapes_4_4[] = {{1, 1, 0x0f}, {2, 2, 0x05}, {4, 4, 0x0
 const cr_mig_geom cr_mig_geom_7_8 = {7, 8, shapes_7_8, sizeof shapes_7_8 / sizeof shapes_7_8[0]};
 const cr_mig_geom cr_mig_geom_4_4 = {4, 4, shapes_4_4, sizeof shapes_4_4 / sizeof shapes_4_4[0]};
 
-/* Searched in order, first match wins, for both lookups: a shorter name
- * that is a prefix of another ("L40" of "L40S", "A10" of "A100") matches
- * first. K80's power is per GK210 GPU, half the board. */
+/* Searched in order, first match wins, for both lookups: a name that
+ * another one begins with comes after it ("L40" after "L40S", "A10" after
+ * "A100"; before, an A100 took the A10's 150 W as its default power in the
+ * sim). K80's power is per GK210 GPU, half the board. */
 static const cr_gpu_fact facts[] = {
     {"K80", NULL, 150},
     {"P100", NULL, 250},
     {"V100", NULL, 300},
     {"T4", NULL, 70},
+    {"A100", &cr_mig_geom_7_8, 400},
     {"A10", NULL, 150},
     {"A30", &cr_mig_geom_4_4, 165},
     {"A40", NULL, 300},
-    {"A100", &cr_mig_geom_7_8, 400},
     {"L40S", NULL, 350},
     {"L40", NULL, 300},
     {"L4", NULL, 72},

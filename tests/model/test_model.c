@@ -180,6 +180,9 @@ static void test_gpufacts(void **state)
     assert_null(cr_gpufacts_mig_geom(3, 4));
     assert_true(cr_gpufacts_tdp_w("h100-sxm") == 700);
     assert_true(cr_gpufacts_tdp_w("L40S") == 350);
+    assert_true(cr_gpufacts_tdp_w("L40") == 300);
+    assert_true(cr_gpufacts_tdp_w("a100-80gb") == 400); /* not the A10's 150 */
+    assert_true(cr_gpufacts_tdp_w("A10") == 150);
     assert_true(cr_gpufacts_tdp_w("MI300X") == 0);
     static const char *const models[] = {"a100", "a100-40gb", "h100", "h200", "b200", "a30"};
     for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
