@@ -764,6 +764,8 @@ static void ctl_free_state(ctl *c)
     c->hist = NULL;
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
+        json_decref(c->tenants[i]->limits);
+        json_decref(c->tenants[i]->lending);
         free(c->tenants[i]);
     }
     free(c->tenants);

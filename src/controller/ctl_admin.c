@@ -11,6 +11,7 @@
 #include "cr_time.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +35,9 @@ ctl_tenant *ctl_tenant_find(ctl *c, const char *name)
 
 static json_t *tenant_json(const ctl_tenant *t)
 {
-    return json_pack("{s:s,s:f,s:O}", "name", t->name, "weight", t->weight, "quotas", t->quotas);
+    return json_pack("{s:s,s:s,s:f,s:O,s:O,s:O}", "name", t->name, "parent", t->parent, "weight",
+                     t->weight, "quotas", t->quotas, "limits", t->limits, "lending_limits",
+                     t->lending);
 }
 
 static void tenant_persist(cr_store_txn *txn, const ctl_tenant *t)
@@ -46,16 +49,35 @@ static void tenant_persist(cr_store_txn *txn, const ctl_tenant *t)
     json_decref(v);
 }
 
+static json_t *obj_or_new(json_t *o)
+{
+    return json_is_object(o) ? json_incref(o) : json_object();
+}
+
+/* The new tenant's bounds are borrowed (referenced). */
 static ctl_tenant *tenant_add(ctl *c, const char *name, double weight, json_t *quotas)
 {
     ctl_tenant *t = cr_calloc(1, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->weight = weight;
-    t->quotas = quotas ? json_incref(quotas) : json_object();
+    t->quotas = obj_or_new(quotas);
+    t->limits = json_object();
+    t->lending = json_object();
+    t->fair_rank = -1;
+    t->level_fs = NAN;
     CR_GROW(c->tenants, c->ntenants, c->captenants);
     c->tenants[c->ntenants++] = t;
     c->tenants_dirty = true;
     return t;
+}
+
+static void tenant_set_tree(ctl_tenant *t, const char *parent, json_t *limits, json_t *lending)
+{
+    snprintf(t->parent, sizeof t->parent, "%s", parent ? parent : "");
+    json_decref(t->limits);
+    json_decref(t->lending);
+    t->limits = obj_or_new(limits);
+    t->lending = obj_or_new(lending);
 }
 
 ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name)
@@ -68,45 +90,206 @@ ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name)
     return t;
 }
 
-/* Validate {"name"?, "weight", "quotas"}; *quotas returned new. */
-static int tenant_parse(const json_t *v, bool with_name, const char **name, double *weight,
-                        json_t **quotas, cr_json_err *err)
+/* {"type": gpus} at member key of v, each 0..1000000; *out returned new. */
+static int gpu_map(const json_t *v, const char *key, json_t **out, cr_json_err *err)
 {
-    static const char *const with[] = {"name", "weight", "quotas", NULL};
-    static const char *const without[] = {"weight", "quotas", NULL};
     json_t *q = NULL;
-    int rc;
-    if ((rc = cr_json_only(v, "", with_name ? with : without, err)) ||
-        (with_name && (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, name, err))) ||
-        (rc = cr_json_num(v, "", "weight", false, 1e-6, 1e6, weight, err)) ||
-        (rc = cr_json_obj(v, "", "quotas", false, &q, err))) {
+    int rc = cr_json_obj(v, "", key, false, &q, err);
+    if (rc) {
         return rc;
     }
-    if (with_name && (rc = ctl_name_check(*name, "name", err)) != 0) {
-        return rc;
-    }
-    json_t *out = json_object();
+    json_t *res = json_object();
     const char *k;
     json_t *x;
     json_object_foreach(q, k, x)
     {
         char f[300];
-        cr_json_path(f, sizeof f, "quotas", k);
+        cr_json_path(f, sizeof f, key, k);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 1000000) {
-            json_decref(out);
+            json_decref(res);
             return cr_json_fail(err, CR_EINVAL, f, "field '%s': must be an integer 0..1000000", f);
         }
-        json_object_set(out, k, x);
+        json_object_set(res, k, x);
     }
-    *quotas = out;
+    *out = res;
     return 0;
 }
 
-static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
+typedef struct tenant_in {
+    const char *name;
+    const char *parent; /* NULL: not given */
+    double weight;
+    json_t *quotas, *limits, *lending; /* owned */
+} tenant_in;
+
+static void tenant_in_fini(tenant_in *in)
 {
-    /* GPUs held now: from the nodes' job lists (running work only), each
-     * placement counted on its own node so a gang counts once. */
-    json_t *in_use = json_object();
+    json_decref(in->quotas);
+    json_decref(in->limits);
+    json_decref(in->lending);
+}
+
+/* Validate {"name"?, "parent", "weight", "quotas", "limits",
+ * "lending_limits"} into in (its maps returned new: tenant_in_fini). */
+static int tenant_parse(const json_t *v, bool with_name, tenant_in *in, cr_json_err *err)
+{
+    static const char *const with[] = {"name",   "parent",         "weight", "quotas",
+                                       "limits", "lending_limits", NULL};
+    static const char *const without[] = {"parent", "weight",         "quotas",
+                                          "limits", "lending_limits", NULL};
+    int rc;
+    if ((rc = cr_json_only(v, "", with_name ? with : without, err)) ||
+        (with_name && (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, &in->name, err))) ||
+        (rc = cr_json_str(v, "", "parent", false, CTL_NAME_MAX - 1, &in->parent, err)) ||
+        (rc = cr_json_num(v, "", "weight", false, 1e-6, 1e6, &in->weight, err)) ||
+        (rc = gpu_map(v, "quotas", &in->quotas, err)) ||
+        (rc = gpu_map(v, "limits", &in->limits, err)) ||
+        (rc = gpu_map(v, "lending_limits", &in->lending, err))) {
+        return rc;
+    }
+    if (with_name && (rc = ctl_name_check(in->name, "name", err)) != 0) {
+        return rc;
+    }
+    if (in->parent && *in->parent && (rc = ctl_name_check(in->parent, "parent", err)) != 0) {
+        return rc;
+    }
+    const char *k;
+    json_t *x;
+    json_object_foreach(in->limits, k, x)
+    {
+        json_t *g = json_object_get(in->quotas, k);
+        if (g && json_integer_value(x) < json_integer_value(g)) {
+            char f[300];
+            cr_json_path(f, sizeof f, "limits", k);
+            return cr_json_fail(
+                err, CR_EINVAL, f,
+                "field '%s': a limit of %lld is below the guarantee (quotas) of %lld", f,
+                (long long)json_integer_value(x), (long long)json_integer_value(g));
+        }
+    }
+    return 0;
+}
+
+/* The tree's rules for tenant name taking parent and quotas (nothing is
+ * changed here): the parent exists, is not name nor below it, the tree
+ * stays within CTL_TENANT_DEPTH_MAX levels, and per GPU type the
+ * children's guarantees sum to at most their parent's. mu held. */
+static ctl_tenant *parent_of(ctl *c, const ctl_tenant *t)
+{
+    return *t->parent ? ctl_tenant_find(c, t->parent) : NULL;
+}
+
+static int depth_of(ctl *c, const char *name)
+{
+    int d = 0;
+    for (ctl_tenant *t = ctl_tenant_find(c, name); t && d <= CTL_TENANT_DEPTH_MAX;
+         t = parent_of(c, t)) {
+        d++;
+    }
+    return d;
+}
+
+/* Is t (by name) name itself or below it? */
+static bool below(ctl *c, const char *t, const char *name)
+{
+    int n = 0;
+    for (ctl_tenant *x = ctl_tenant_find(c, t); x && n <= CTL_TENANT_DEPTH_MAX;
+         x = parent_of(c, x), n++) {
+        if (strcmp(x->name, name) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int height_of(ctl *c, const char *name)
+{
+    int h = 1, base = depth_of(c, name);
+    for (size_t i = 0; i < c->ntenants; i++) {
+        if (strcmp(c->tenants[i]->name, name) != 0 && below(c, c->tenants[i]->name, name)) {
+            int d = depth_of(c, c->tenants[i]->name) - base + 1;
+            h = d > h ? d : h;
+        }
+    }
+    return h;
+}
+
+/* Sum of the guarantees of type k of parent's children, leaving out skip. */
+static int64_t children_sum(ctl *c, const char *parent, const char *skip, const char *k)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < c->ntenants; i++) {
+        const ctl_tenant *x = c->tenants[i];
+        if (strcmp(x->parent, parent) == 0 && strcmp(x->name, skip) != 0) {
+            sum += json_integer_value(json_object_get(x->quotas, k));
+        }
+    }
+    return sum;
+}
+
+static int tree_check(ctl *c, const char *name, const char *parent, const json_t *quotas,
+                      cr_json_err *err)
+{
+    const char *k;
+    json_t *x;
+    if (*parent) {
+        ctl_tenant *p = ctl_tenant_find(c, parent);
+        if (!p) {
+            return cr_json_fail(err, CR_EINVAL, "parent",
+                                "field 'parent': tenant '%s' does not exist (create it first)",
+                                parent);
+        }
+        if (below(c, parent, name)) {
+            return cr_json_fail(err, CR_EINVAL, "parent",
+                                "field 'parent': '%s' is '%s' or below it: the tree would have a "
+                                "cycle",
+                                parent, name);
+        }
+        int d = depth_of(c, parent) + (ctl_tenant_find(c, name) ? height_of(c, name) : 1);
+        if (d > CTL_TENANT_DEPTH_MAX) {
+            return cr_json_fail(err, CR_EINVAL, "parent",
+                                "field 'parent': the tree would be %d levels deep (at most %d)", d,
+                                CTL_TENANT_DEPTH_MAX);
+        }
+        json_object_foreach((json_t *)quotas, k, x)
+        {
+            json_t *pg = json_object_get(p->quotas, k);
+            if (!pg) {
+                continue; /* no guarantee above: nothing to exceed */
+            }
+            int64_t sum = children_sum(c, parent, name, k) + json_integer_value(x);
+            if (sum > json_integer_value(pg)) {
+                char f[300];
+                cr_json_path(f, sizeof f, "quotas", k);
+                return cr_json_fail(err, CR_EINVAL, f,
+                                    "field '%s': a guarantee of %lld (%lld with its siblings') "
+                                    "exceeds parent '%s''s guarantee of %lld",
+                                    f, (long long)json_integer_value(x), (long long)sum, parent,
+                                    (long long)json_integer_value(pg));
+            }
+        }
+    }
+    /* its own children's guarantees still fit under its new ones */
+    json_object_foreach((json_t *)quotas, k, x)
+    {
+        int64_t sum = children_sum(c, name, "", k);
+        if (sum > json_integer_value(x)) {
+            char f[300];
+            cr_json_path(f, sizeof f, "quotas", k);
+            return cr_json_fail(err, CR_EINVAL, f,
+                                "field '%s': a guarantee of %lld is less than its children's "
+                                "%lld",
+                                f, (long long)json_integer_value(x), (long long)sum);
+        }
+    }
+    return 0;
+}
+
+/* GPUs held now by tenant name, added into in_use: from the nodes' job
+ * lists (running work only), each placement counted on its own node so a
+ * gang counts once. mu held. */
+static void tenant_in_use(ctl *c, const ctl_tenant *t, json_t *in_use)
+{
     for (size_t i = 0; i < c->nnodes; i++) {
         const ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
@@ -126,6 +309,17 @@ static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
             }
         }
     }
+}
+
+static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
+{
+    json_t *in_use = json_object(), *sub = json_object();
+    tenant_in_use(c, t, in_use);
+    for (size_t i = 0; i < c->ntenants; i++) {
+        if (below(c, c->tenants[i]->name, t->name)) {
+            tenant_in_use(c, c->tenants[i], sub);
+        }
+    }
     double gpu_s = 0, energy = 0, cost = 0;
     for (size_t i = 0; i < c->nusage; i++) {
         if (strcmp(c->usage[i].tenant, t->name) == 0) {
@@ -134,8 +328,8 @@ static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
             cost += c->usage[i].cost;
         }
     }
-    return json_pack("{s:o,s:f,s:f,s:f}", "gpus_in_use", in_use, "gpu_hours", gpu_s / 3600.0,
-                     "energy_kwh", energy / 3.6e6, "cost", cost);
+    return json_pack("{s:o,s:o,s:f,s:f,s:f}", "gpus_in_use", in_use, "subtree_in_use", sub,
+                     "gpu_hours", gpu_s / 3600.0, "energy_kwh", energy / 3.6e6, "cost", cost);
 }
 
 void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
@@ -158,6 +352,10 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
             }
             json_t *v = tenant_json(t);
             json_object_set_new(v, "usage", tenant_usage(c, t));
+            json_object_set_new(v, "fair_rank",
+                                t->fair_rank >= 0 ? json_integer(t->fair_rank) : json_null());
+            json_object_set_new(v, "level_fs",
+                                isfinite(t->level_fs) ? json_real(t->level_fs) : json_null());
             json_array_append_new(items, v);
         }
         pthread_mutex_unlock(&c->mu);
@@ -187,29 +385,37 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
     }
     size_t len;
     const char *body = cr_http_body(req, &len);
-    json_t *v = NULL, *quotas = NULL;
+    json_t *v = NULL;
     cr_json_err err;
-    const char *name = create ? NULL : seg[2];
-    double weight = 1.0;
-    if (cr_json_parse_object(body, len, &v, &err) != 0 ||
-        tenant_parse(v, create, &name, &weight, &quotas, &err) != 0) {
+    tenant_in in = {.name = create ? NULL : seg[2], .weight = 1.0};
+    if (cr_json_parse_object(body, len, &v, &err) != 0 || tenant_parse(v, create, &in, &err) != 0) {
+        tenant_in_fini(&in);
         json_decref(v);
         ctl_reply_jerr(req, &err);
         return;
     }
+    const char *name = in.name;
     /* Stored first, applied after (ctl_state.c): admin_mu keeps two
      * changes from crossing between the commit and the apply. */
     pthread_mutex_lock(&c->admin_mu);
     pthread_mutex_lock(&c->mu);
     ctl_tenant *t = ctl_tenant_find(c, name);
+    char parent[CTL_NAME_MAX];
+    /* PUT without "parent" keeps the tenant where it is in the tree */
+    snprintf(parent, sizeof parent, "%s", in.parent ? in.parent : t ? t->parent : "");
+    int trc = (create && t) || (replace && !t) ? 0 : tree_check(c, name, parent, in.quotas, &err);
     pthread_mutex_unlock(&c->mu);
     if (create && t) {
         ctl_reply_err(req, 409, CR_EEXIST, "name", "tenant '%s' already exists", name);
     } else if (replace && !t) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "tenant '%s' not found", name);
+    } else if (trc != 0) {
+        ctl_reply_jerr(req, &err);
     } else {
-        ctl_tenant next = {.weight = weight, .quotas = quotas};
+        ctl_tenant next = {
+            .weight = in.weight, .quotas = in.quotas, .limits = in.limits, .lending = in.lending};
         snprintf(next.name, sizeof next.name, "%s", name);
+        snprintf(next.parent, sizeof next.parent, "%s", parent);
         cr_store_txn *txn = cr_store_txn_new();
         tenant_persist(txn, &next);
         int rc = cr_store_commit(c->store, txn);
@@ -219,13 +425,14 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
             pthread_mutex_lock(&c->mu);
             t = ctl_tenant_find(c, name);
             if (!t) {
-                t = tenant_add(c, name, weight, quotas);
+                t = tenant_add(c, name, in.weight, in.quotas);
             } else {
-                t->weight = weight;
+                t->weight = in.weight;
                 json_decref(t->quotas);
-                t->quotas = json_incref(quotas);
-                c->tenants_dirty = true;
+                t->quotas = json_incref(in.quotas);
             }
+            tenant_set_tree(t, parent, in.limits, in.lending);
+            c->tenants_dirty = true;
             ctl_sched_kick(c);
             json_t *ans = tenant_json(t);
             pthread_mutex_unlock(&c->mu);
@@ -233,7 +440,7 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         }
     }
     pthread_mutex_unlock(&c->admin_mu);
-    json_decref(quotas);
+    tenant_in_fini(&in);
     json_decref(v);
 }
 
@@ -594,8 +801,11 @@ static void load_tenant(void *arg, const char *key, const char *doc)
         return;
     }
     json_t *w = json_object_get(v, "weight");
-    tenant_add(c, key, json_is_number(w) ? json_number_value(w) : 1.0,
-               json_object_get(v, "quotas"));
+    ctl_tenant *t = tenant_add(c, key, json_is_number(w) ? json_number_value(w) : 1.0,
+                               json_object_get(v, "quotas"));
+    /* rows from before the tree have no parent, limits or lending: a root */
+    const char *parent = json_string_value(json_object_get(v, "parent"));
+    tenant_set_tree(t, parent, json_object_get(v, "limits"), json_object_get(v, "lending_limits"));
     json_decref(v);
 }
 

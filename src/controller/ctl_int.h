@@ -237,10 +237,21 @@ typedef struct ctl_node {
 #define CTL_LEASE_MARGIN_S 5
 #define CTL_UNFIT_PREFIX   "agent takes no jobs: "
 
+/* A tenant, a node of the tenant tree (docs/scheduler.md "Tenant tree"):
+ * quotas are its guarantee, limits bound its subtree's whole use, lending
+ * limits bound how much of its idle guarantee others borrow. parent ""
+ * for a root (every flat tenant). fair_rank and level_fs are the
+ * scheduler's last fair-tree result (-1 and NAN before one). */
+#define CTL_TENANT_DEPTH_MAX 8 /* = CR_SCHED_TENANT_DEPTH_MAX */
 typedef struct ctl_tenant {
     char name[CTL_NAME_MAX];
+    char parent[CTL_NAME_MAX];
     double weight;
-    json_t *quotas; /* owned: {"type": gpus} */
+    json_t *quotas;  /* owned: {"type": gpus} */
+    json_t *limits;  /* owned: {"type": gpus} */
+    json_t *lending; /* owned: {"type": gpus} */
+    int fair_rank;
+    double level_fs;
 } ctl_tenant;
 
 typedef struct ctl_usage {

@@ -281,7 +281,8 @@ int cr_sched_tenant_set_limit(cr_sched *s, int tenant, int type, int64_t gpus);
 int cr_sched_tenant_set_lending(cr_sched *s, int tenant, int type, int64_t gpus);
 /* The fair tree's result of the last PRIORITY cycle: rank (0 goes first)
  * and the level fair share S/U among siblings (INFINITY when unused).
- * Both OUT; CR_EINVAL for an unknown tenant. */
+ * Both OUT; CR_EINVAL for an unknown tenant, CR_ENOENT when no tenant
+ * has a parent (the flat order applies). */
 int cr_sched_tenant_fair(const cr_sched *s, int tenant, int *rank, double *level_fs);
 
 /* ------------------------------------------------------------------------ */

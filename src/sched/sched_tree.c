@@ -121,6 +121,9 @@ int cr_sched_tenant_fair(const cr_sched *s, int tenant, int *rank, double *level
     if (tenant < 0 || tenant >= s->ntenants) {
         return CR_EINVAL;
     }
+    if (s->ntree == 0) {
+        return CR_ENOENT;
+    }
     *rank = s->tenants[tenant].fair_rank;
     *level_fs = s->tenants[tenant].level_fs;
     return 0;

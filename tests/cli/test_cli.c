@@ -986,7 +986,22 @@ static void test_cmd_admin(void **state)
     run_free(&r);
     r = cli("tenants", "delete", "ml", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "unknown action 'delete' (allowed: list, create, set)"));
+    assert_non_null(strstr(r.err, "unknown action 'delete' (allowed: list, tree, create, set)"));
+    run_free(&r);
+    /* the tree's flags go into the body */
+    fake_server_echo(s);
+    r = cli("tenants", "create", "team-a1", "--parent", "dept-a", "--quota", "A100=2", "--limit",
+            "A100=4", "--lend", "A100=1", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    want = json_pack("{s:s,s:s,s:{s:i},s:{s:i},s:{s:i}}", "name", "team-a1", "parent", "dept-a",
+                     "quotas", "A100", 2, "limits", "A100", 4, "lending_limits", "A100", 1);
+    assert_true(json_equal(json_object_get(last, "body"), want));
+    json_decref(want);
+    json_decref(last);
+    run_free(&r);
+    r = cli("tenants", "tree", "--lend", "A100=1", NULL);
+    assert_int_equal(r.code, 2);
     run_free(&r);
 
     fake_server_canned(s, 201, "{\"id\":\"7\",\"token\":\"crl_newtoken\"}");
