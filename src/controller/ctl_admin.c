@@ -33,6 +33,14 @@ ctl_tenant *ctl_tenant_find(ctl *c, const char *name)
     return NULL;
 }
 
+bool ctl_tenant_known(ctl *c, const char *name)
+{
+    pthread_mutex_lock(&c->mu);
+    bool ok = ctl_tenant_find(c, name) != NULL;
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
 static json_t *tenant_json(const ctl_tenant *t)
 {
     return json_pack("{s:s,s:s,s:f,s:O,s:O,s:O}", "name", t->name, "parent", t->parent, "weight",

@@ -23,6 +23,7 @@
 #define CTL_INT_H
 
 #include "cr_auth.h"
+#include "cr_jwt.h"
 #include "cr_buf.h"
 #include "cr_etcd.h"
 #include "cr_http.h"
@@ -261,6 +262,7 @@ typedef struct ctl_usage {
     double gpu_s, energy_j, cost;
 } ctl_usage;
 
+#define CTL_OIDC_RULES_MAX 64 /* oidc.map rules */
 typedef struct ctl_config {
     char listen_addr[64];
     uint16_t port;
@@ -332,6 +334,11 @@ typedef struct ctl_config {
     char advertise_url[520]; /* this controller's URL for clients and followers' redirects */
     int64_t election_ttl_s;  /* the leader's lease */
     char election[1024];     /* etcd client URLs of the election, comma-separated */
+    /* OIDC/JWT bearer tokens (docs/security.md "Company identity"):
+     * oidc_on when the config has "oidc"; its rules in oidc_rules. */
+    bool oidc_on;
+    cr_jwt_config oidc;
+    cr_jwt_rule oidc_rules[CTL_OIDC_RULES_MAX];
 } ctl_config;
 
 /* lost_after_s + grace_s + CTL_LEASE_MARGIN_S in nanoseconds. */
@@ -399,6 +406,7 @@ struct ctl {
     cr_store *store;
     cr_http_server *http;
     cr_auth_table *auth;
+    cr_jwt *jwt;                /* OIDC verifier, NULL without cfg.oidc_on */
     char *metrics_token;        /* read from cfg.metrics_token_file; NULL: /metrics open */
     struct ctl_ha *ha;          /* leader election (ctl_ha.h); NULL: a single controller */
     ctl_hooks hooks;            /* set at start-up, before any thread; read-only after */
@@ -789,6 +797,7 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
 void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p);
 ctl_tenant *ctl_tenant_find(ctl *c, const char *name);                      /* mu held */
+bool ctl_tenant_known(ctl *c, const char *name);                            /* takes mu */
 ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name); /* mu held */
 int ctl_load_admin(ctl *c);
 int ctl_bootstrap(ctl *c);
