@@ -699,6 +699,8 @@ static const cli_opt tokens_opts[] = {
     {"role", CLI_STR, "ROLE", "role of the new token", "admin|user", 0, 0, 0},
     {"tenant", CLI_STR, "T", "tenant of a user token", NULL, 0, 0, 0},
     {"name", CLI_STR, "NAME", "who holds it (shown in lists)", NULL, 0, 0, 0},
+    {"scope", CLI_STR, "SCOPE", "what it may do within its role", "all|read|submit", 0, 0, 0},
+    {"expires", CLI_DUR, "DUR", "lifetime (90d, 12h; default: never expires)", NULL, 0, 0, 0},
 };
 
 static int token_revoke(cli_ctx *ctx, const char *id, cr_client_res *res)
@@ -714,8 +716,8 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
     cr_client_res res;
     cr_client_res_init(&res);
     if (cr__cli_begin(ctx, &a,
-                      "[list] | create --role admin|user [--tenant T] [--name NAME] | "
-                      "revoke ID...",
+                      "[list] | create --role admin|user [--tenant T] [--name NAME] "
+                      "[--scope all|read|submit] [--expires DUR] | revoke ID...",
                       tokens_opts, NOPTS(tokens_opts), false, argc, argv, &code)) {
         goto out;
     }
@@ -753,6 +755,18 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
         }
         if (cr__cli_arg(&a, "name")->set) {
             json_object_set_new(body, "name", json_string(cr__cli_arg(&a, "name")->str));
+        }
+        if (cr__cli_arg(&a, "scope")->set) {
+            json_object_set_new(body, "scope", json_string(cr__cli_arg(&a, "scope")->str));
+        }
+        const cli_val *ex = cr__cli_arg(&a, "expires");
+        if (ex->set) {
+            if (ex->i < 1000000000LL) {
+                fprintf(ctx->err, "corral tokens create: --expires: at least 1s\n");
+                code = CLI_EXIT_USAGE;
+                goto out;
+            }
+            json_object_set_new(body, "expires_in_s", json_integer(ex->i / 1000000000LL));
         }
         if ((code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;

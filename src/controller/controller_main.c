@@ -77,6 +77,16 @@ static void usage(FILE *f)
 
 #define MAX_SEG 8
 
+/* A token's scope (cr_auth.h): read is GET and HEAD only; submit adds
+ * the job routes (submit, cancel, their actions). */
+static bool scope_allows(const cr_principal *p, const char *m, char **seg, size_t nseg)
+{
+    if (p->scope == CR_SCOPE_ALL || strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
+        return true;
+    }
+    return p->scope == CR_SCOPE_SUBMIT && nseg >= 2 && strcmp(seg[1], "jobs") == 0;
+}
+
 static void route(void *ctx, cr_http_req *req)
 {
     ctl *c = ctx;
@@ -204,6 +214,17 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     if (!ctl_rl_allow_token(c, req, &p)) {
+        goto out;
+    }
+    if (!scope_allows(&p, m, seg, nseg)) {
+        char what[600];
+        snprintf(what, sizeof what, "DENIED %s %s: scope %s", m, path, cr_scope_name(p.scope));
+        ctl_audit(c, req, &p, what);
+        cr_http_set_route(req, "scope");
+        ctl_reply_err(req, 403, CR_EPERM, NULL,
+                      "token scope '%s' does not allow %s %s (read: GET only; submit: GET and "
+                      "jobs)",
+                      cr_scope_name(p.scope), m, path);
         goto out;
     }
     const char *r = seg[1];

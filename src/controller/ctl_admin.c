@@ -457,11 +457,13 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
 
 static json_t *token_doc(int64_t id, const uint8_t *hash, const cr_principal *p)
 {
-    char hex[2 * CR_TOKEN_HASH_BYTES + 1], t[64];
+    char hex[2 * CR_TOKEN_HASH_BYTES + 1], t[64], e[64];
     cr_auth_hash_hex(hash, hex);
-    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "hash", hex, "role",
-                     cr_role_name(p->role), "tenant", p->tenant, "name", p->name, "created",
-                     ctl_time_str(cr_now_ns(), t, sizeof t));
+    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "id", (json_int_t)id, "hash", hex,
+                     "role", cr_role_name(p->role), "tenant", p->tenant, "name", p->name, "created",
+                     ctl_time_str(cr_now_ns(), t, sizeof t), "scope", cr_scope_name(p->scope),
+                     "expires_ns", (json_int_t)p->expires_ns, "expires",
+                     p->expires_ns ? ctl_time_str(p->expires_ns, e, sizeof e) : "");
 }
 
 static void token_key(int64_t id, char *buf, size_t len)
@@ -542,14 +544,21 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         const char *body = cr_http_body(req, &len);
         json_t *v = NULL;
         cr_json_err err;
-        static const char *const members[] = {"role", "tenant", "name", NULL};
+        static const char *const members[] = {"role",  "tenant",       "name",
+                                              "scope", "expires_in_s", NULL};
         static const char *const roles[] = {"admin", "user", NULL};
-        const char *role = "user", *tenant = "", *name = "";
+        static const char *const scopes[] = {"all", "read", "submit", NULL};
+        const char *role = "user", *tenant = "", *name = "", *scope = "all";
+        int64_t expires_in = 0;
         if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
             cr_json_str(v, "", "role", false, 16, &role, &err) ||
             cr_json_enum(role, "role", roles, &err) ||
             cr_json_str(v, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, &err) ||
-            cr_json_str(v, "", "name", false, CTL_NAME_MAX - 1, &name, &err)) {
+            cr_json_str(v, "", "name", false, CTL_NAME_MAX - 1, &name, &err) ||
+            cr_json_str(v, "", "scope", false, 16, &scope, &err) ||
+            cr_json_enum(scope, "scope", scopes, &err) ||
+            cr_json_int(v, "", "expires_in_s", false, 0, CTL_TOKEN_EXPIRY_MAX_S, &expires_in,
+                        &err)) {
             json_decref(v);
             ctl_reply_jerr(req, &err);
             return;
@@ -573,6 +582,8 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
             snprintf(np.tenant, sizeof np.tenant, "%s", tenant);
         }
         snprintf(np.name, sizeof np.name, "%s", *name ? name : role);
+        cr_scope_parse(scope, &np.scope);
+        np.expires_ns = expires_in > 0 ? cr_now_ns() + expires_in * CR_NS_PER_SEC : 0;
         json_decref(v);
         char text[CR_TOKEN_TEXT_MAX];
         pthread_mutex_lock(&c->mu);
@@ -597,10 +608,13 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
             return;
         }
         cr_auth_table_put(c->auth, hash, &minted);
-        ctl_reply_json(req, 201,
-                       json_pack("{s:I,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "token", text,
-                                 "role", cr_role_name(np.role), "tenant", np.tenant, "name",
-                                 np.name));
+        char exp[64];
+        ctl_reply_json(
+            req, 201,
+            json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "token", text, "role",
+                      cr_role_name(np.role), "tenant", np.tenant, "name", np.name, "scope",
+                      cr_scope_name(np.scope), "expires",
+                      np.expires_ns ? ctl_time_str(np.expires_ns, exp, sizeof exp) : ""));
         return;
     }
     if (nseg == 3 && strcmp(m, "DELETE") == 0) {
@@ -775,6 +789,12 @@ static void load_token(void *arg, const char *key, const char *doc)
     const char *nm = json_string_value(json_object_get(v, "name"));
     snprintf(p.tenant, sizeof p.tenant, "%s", tn ? tn : "");
     snprintf(p.name, sizeof p.name, "%s", nm ? nm : "");
+    /* rows from before scopes and expiry: all, never */
+    p.expires_ns = (int64_t)json_integer_value(json_object_get(v, "expires_ns"));
+    const char *sc = json_string_value(json_object_get(v, "scope"));
+    if (sc && cr_scope_parse(sc, &p.scope) != 0) {
+        p.scope = CR_SCOPE_READ; /* an unknown scope: the least */
+    }
     if (hex && cr_auth_hash_unhex(hex, hash) == 0 && p.role != CR_ROLE_NONE) {
         cr_auth_table_put(c->auth, hash, &p);
     }

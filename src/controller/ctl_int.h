@@ -262,7 +262,8 @@ typedef struct ctl_usage {
     double gpu_s, energy_j, cost;
 } ctl_usage;
 
-#define CTL_OIDC_RULES_MAX 64 /* oidc.map rules */
+#define CTL_OIDC_RULES_MAX     64                   /* oidc.map rules */
+#define CTL_TOKEN_EXPIRY_MAX_S (10LL * 366 * 86400) /* POST /v1/tokens expires_in_s */
 typedef struct ctl_config {
     char listen_addr[64];
     uint16_t port;

@@ -149,4 +149,27 @@ expect 200 "the rotated-in key k3" "$(jwt "$K/k3.pem" RS256 k3 "$(claims alice m
 expect 401 "the rotated-out key k1" "$old"
 [ "$(cat "$CTL_STATE/listen.addr")" = "$SERVER" ] || fail "the controller restarted"
 kill -0 "$CTL_PID" || fail "the controller is gone"
+
+# Corral's own tokens: scopes and an expiry.
+ro=$(c tokens create --role user --tenant team-a1 --name ro --scope read)
+sub=$(c tokens create --role user --tenant team-a1 --name sub --scope submit)
+short=$(c tokens create --role user --tenant team-a1 --name short --expires 1s)
+long=$(c tokens create --role user --tenant team-a1 --name long --expires 1h)
+post() { # post TOKEN PATH BODY: the HTTP code
+    curl -s -o /dev/null -w '%{http_code}' -X POST -H "Authorization: Bearer $1" \
+        -H 'Content-Type: application/json' --data "$3" "$SERVER$2"
+}
+expect 200 "a read-only token reads" "$ro" '"tenant": *"team-a1"'
+[ "$(post "$ro" /v1/jobs '{"name":"x","command":["true"],"gpus":0}')" = 403 ] ||
+    fail "a read-only token submitted a job"
+[ "$(post "$sub" /v1/jobs '{"name":"x","command":["true"],"gpus":0}')" = 201 ] ||
+    fail "a submit token could not submit"
+[ "$(post "$sub" /v1/tokens '{"role":"user","tenant":"team-a1"}')" = 403 ] ||
+    fail "a submit token reached /v1/tokens past its scope"
+denied_scope() { c audit --limit 1000 | grep -q "DENIED POST /v1/jobs: scope read"; }
+wait_for 20 denied_scope || fail "the refused read-scope submit is not audited"
+expect 200 "a token expiring in an hour" "$long"
+gone() { [ "$(call "$short" | sed 's/.* //')" = 401 ]; }
+wait_for 30 gone || fail "a token created with --expires 1s still works: $(call "$short")"
+c tokens --json | grep -q '"expires": "20' || fail "tokens list does not show the expiry"
 echo ok
