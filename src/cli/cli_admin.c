@@ -328,7 +328,56 @@ out:
 
 static const cli_opt usage_opts[] = {
     {"by", CLI_STR, "KEYS", "group by a comma list of tenant, gpu_type, day", NULL, 0, 0, 0},
+    {"level", CLI_INT, "N", "roll tenants up to their ancestor at tree level N (1: the roots)",
+     NULL, 1, 8, 0},
+    {"period", CLI_STR, "P", "the day column's period", "day|month|year|all", 0, 0, 0},
+    {"csv", CLI_BOOL, NULL, "print CSV (a header line, then a row per group)", NULL, 0, 0, 0},
 };
+
+/* A CSV field: quoted when it holds a comma, a quote or a line end. */
+static void csv_field(FILE *f, const char *v, bool last)
+{
+    v = v ? v : "";
+    if (strpbrk(v, ",\"\r\n")) {
+        fputc('"', f);
+        for (const char *p = v; *p; p++) {
+            if (*p == '"') {
+                fputc('"', f);
+            }
+            fputc(*p, f);
+        }
+        fputc('"', f);
+    } else {
+        fputs(v, f);
+    }
+    fputc(last ? '\n' : ',', f);
+}
+
+static void usage_csv(const json_t *items, FILE *f)
+{
+    static const char *const keys[] = {"tenant", "gpu_type", "day"};
+    static const char *const nums[] = {"gpu_hours", "idle_gpu_hours", "idle_share", "energy_kwh",
+                                       "cost"};
+    for (size_t k = 0; k < 3; k++) {
+        csv_field(f, keys[k], false);
+    }
+    for (size_t k = 0; k < 5; k++) {
+        csv_field(f, nums[k], k == 4);
+    }
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        for (size_t k = 0; k < 3; k++) {
+            csv_field(f, jstr(it, keys[k]), false);
+        }
+        for (size_t k = 0; k < 5; k++) {
+            char v[40];
+            snprintf(v, sizeof v, "%.6f", json_number_value(json_object_get(it, nums[k])));
+            csv_field(f, v, k == 4);
+        }
+    }
+}
 
 /* Group columns the server did not group by come back as "*" in every row:
  * leave them out. */
@@ -336,7 +385,7 @@ static void usage_table(const json_t *items, FILE *f)
 {
     static const char *const keys[] = {"tenant", "gpu_type", "day"};
     static const char *const names[] = {"TENANT", "GPU_TYPE", "DAY"};
-    const char *hdr[6];
+    const char *hdr[8];
     const char *used[3];
     size_t ncols = 0;
     for (size_t k = 0; k < 3; k++) {
@@ -356,7 +405,13 @@ static void usage_table(const json_t *items, FILE *f)
         }
     }
     size_t ngroup = ncols;
+    /* IDLE_SHARE where the server measures it (a controller before issue
+     * 33 sends none) */
+    bool idle = json_object_get(json_array_get(items, 0), "idle_share") != NULL;
     hdr[ncols++] = ">GPU_HOURS";
+    if (idle) {
+        hdr[ncols++] = ">IDLE_SHARE";
+    }
     hdr[ncols++] = ">ENERGY_KWH";
     hdr[ncols++] = ">COST";
     cli_table t;
@@ -365,17 +420,23 @@ static void usage_table(const json_t *items, FILE *f)
     json_t *it;
     json_array_foreach(items, i, it)
     {
-        const char *row[6];
-        char h[32], e[32], c[32];
+        const char *row[8];
+        char h[32], e[32], c[32], is[32];
         for (size_t k = 0; k < ngroup; k++) {
             row[k] = jstr(it, used[k]);
         }
         snprintf(h, sizeof h, "%.2f", json_number_value(json_object_get(it, "gpu_hours")));
         snprintf(e, sizeof e, "%.2f", json_number_value(json_object_get(it, "energy_kwh")));
         snprintf(c, sizeof c, "%.2f", json_number_value(json_object_get(it, "cost")));
-        row[ngroup] = h;
-        row[ngroup + 1] = e;
-        row[ngroup + 2] = c;
+        snprintf(is, sizeof is, "%.1f%%",
+                 100 * json_number_value(json_object_get(it, "idle_share")));
+        size_t k = ngroup;
+        row[k++] = h;
+        if (idle) {
+            row[k++] = is;
+        }
+        row[k++] = e;
+        row[k] = c;
         cr__cli_table_row(&t, row);
     }
     cr__cli_table_print(&t, f);
@@ -388,8 +449,10 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
     int code = 0;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "[--by tenant,gpu_type,day]", usage_opts, NOPTS(usage_opts), false,
-                      argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a,
+                      "[--by tenant,gpu_type,day] [--level N] [--period day|month|year|all] "
+                      "[--csv]",
+                      usage_opts, NOPTS(usage_opts), false, argc, argv, &code)) {
         goto out;
     }
     const cli_val *by = cr__cli_arg(&a, "by");
@@ -419,7 +482,9 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
         goto out;
     }
-    int rc = cr_client_usage(ctx->client, by->str, &res);
+    const cli_val *lv = cr__cli_arg(&a, "level"), *per = cr__cli_arg(&a, "period");
+    int rc = cr_client_usage_q(ctx->client, by->str, lv->set ? (int)lv->i : 0,
+                               per->set ? per->str : NULL, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
         goto out;
@@ -431,6 +496,8 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
             json_object_set_new(res.body, "tokens", tok);
         }
         cr__cli_print_json(ctx, res.body);
+    } else if (cr__cli_arg(&a, "csv")->set) {
+        usage_csv(json_object_get(res.body, "items"), ctx->out);
     } else {
         usage_table(json_object_get(res.body, "items"), ctx->out);
         cr__cli_usage_tokens(ctx, NULL);

@@ -43,9 +43,61 @@ bool ctl_tenant_known(ctl *c, const char *name)
 
 static json_t *tenant_json(const ctl_tenant *t)
 {
-    return json_pack("{s:s,s:s,s:f,s:O,s:O,s:O}", "name", t->name, "parent", t->parent, "weight",
-                     t->weight, "quotas", t->quotas, "limits", t->limits, "lending_limits",
-                     t->lending);
+    json_t *v = json_pack("{s:s,s:s,s:f,s:O,s:O,s:O}", "name", t->name, "parent", t->parent,
+                          "weight", t->weight, "quotas", t->quotas, "limits", t->limits,
+                          "lending_limits", t->lending);
+    json_object_set_new(v, "idle",
+                        t->idle_after_s > 0
+                            ? json_pack("{s:I,s:I,s:s}", "after_s", (json_int_t)t->idle_after_s,
+                                        "grace_s", (json_int_t)t->idle_grace_s, "action",
+                                        t->idle_requeue ? "requeue" : "warn")
+                            : json_null());
+    return v;
+}
+
+bool ctl_tenant_idle_policy(ctl *c, const char *tenant, int64_t *after_s, int64_t *grace_s,
+                            bool *requeue)
+{
+    int n = 0;
+    for (ctl_tenant *t = ctl_tenant_find(c, tenant); t && n <= CTL_TENANT_DEPTH_MAX;
+         t = *t->parent ? ctl_tenant_find(c, t->parent) : NULL, n++) {
+        if (t->idle_after_s > 0) {
+            *after_s = t->idle_after_s;
+            *grace_s = t->idle_grace_s;
+            *requeue = t->idle_requeue;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "idle": {"after_s", "grace_s", "action"} (or null: none) into the outs. */
+static int idle_parse(const json_t *v, int64_t *after, int64_t *grace, bool *requeue,
+                      cr_json_err *err)
+{
+    static const char *const members[] = {"after_s", "grace_s", "action", NULL};
+    static const char *const actions[] = {"warn", "requeue", NULL};
+    json_t *o = json_object_get(v, "idle");
+    *after = *grace = 0;
+    *requeue = false;
+    if (!o || json_is_null(o)) {
+        return 0;
+    }
+    const char *action = "warn";
+    *grace = 60;
+    int rc;
+    if (!json_is_object(o)) {
+        return cr_json_fail(err, CR_EINVAL, "idle", "field 'idle': must be an object or null");
+    }
+    if ((rc = cr_json_only(o, "idle", members, err)) ||
+        (rc = cr_json_int(o, "idle", "after_s", true, 1, CTL_IDLE_MAX_S, after, err)) ||
+        (rc = cr_json_int(o, "idle", "grace_s", false, 0, CTL_IDLE_MAX_S, grace, err)) ||
+        (rc = cr_json_str(o, "idle", "action", false, 15, &action, err)) ||
+        (rc = cr_json_enum(action, "idle.action", actions, err))) {
+        return rc;
+    }
+    *requeue = strcmp(action, "requeue") == 0;
+    return 0;
 }
 
 static void tenant_persist(cr_store_txn *txn, const ctl_tenant *t)
@@ -127,6 +179,8 @@ typedef struct tenant_in {
     const char *name;
     const char *parent; /* NULL: not given */
     double weight;
+    int64_t idle_after_s, idle_grace_s;
+    bool idle_requeue;
     json_t *quotas, *limits, *lending; /* owned */
 } tenant_in;
 
@@ -142,9 +196,9 @@ static void tenant_in_fini(tenant_in *in)
 static int tenant_parse(const json_t *v, bool with_name, tenant_in *in, cr_json_err *err)
 {
     static const char *const with[] = {"name",   "parent",         "weight", "quotas",
-                                       "limits", "lending_limits", NULL};
-    static const char *const without[] = {"parent", "weight",         "quotas",
-                                          "limits", "lending_limits", NULL};
+                                       "limits", "lending_limits", "idle",   NULL};
+    static const char *const without[] = {"parent",         "weight", "quotas", "limits",
+                                          "lending_limits", "idle",   NULL};
     int rc;
     if ((rc = cr_json_only(v, "", with_name ? with : without, err)) ||
         (with_name && (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, &in->name, err))) ||
@@ -152,7 +206,8 @@ static int tenant_parse(const json_t *v, bool with_name, tenant_in *in, cr_json_
         (rc = cr_json_num(v, "", "weight", false, 1e-6, 1e6, &in->weight, err)) ||
         (rc = gpu_map(v, "quotas", &in->quotas, err)) ||
         (rc = gpu_map(v, "limits", &in->limits, err)) ||
-        (rc = gpu_map(v, "lending_limits", &in->lending, err))) {
+        (rc = gpu_map(v, "lending_limits", &in->lending, err)) ||
+        (rc = idle_parse(v, &in->idle_after_s, &in->idle_grace_s, &in->idle_requeue, err))) {
         return rc;
     }
     if (with_name && (rc = ctl_name_check(in->name, "name", err)) != 0) {
@@ -330,7 +385,8 @@ static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
     }
     double gpu_s = 0, energy = 0, cost = 0;
     for (size_t i = 0; i < c->nusage; i++) {
-        if (strcmp(c->usage[i].tenant, t->name) == 0) {
+        if (strcmp(c->usage[i].tenant, t->name) == 0 &&
+            !strstr(c->usage[i].gpu_type, CTL_IDLE_SUFFIX)) {
             gpu_s += c->usage[i].gpu_s;
             energy += c->usage[i].energy_j;
             cost += c->usage[i].cost;
@@ -420,8 +476,13 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
     } else if (trc != 0) {
         ctl_reply_jerr(req, &err);
     } else {
-        ctl_tenant next = {
-            .weight = in.weight, .quotas = in.quotas, .limits = in.limits, .lending = in.lending};
+        ctl_tenant next = {.weight = in.weight,
+                           .quotas = in.quotas,
+                           .limits = in.limits,
+                           .lending = in.lending,
+                           .idle_after_s = in.idle_after_s,
+                           .idle_grace_s = in.idle_grace_s,
+                           .idle_requeue = in.idle_requeue};
         snprintf(next.name, sizeof next.name, "%s", name);
         snprintf(next.parent, sizeof next.parent, "%s", parent);
         cr_store_txn *txn = cr_store_txn_new();
@@ -440,6 +501,9 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
                 t->quotas = json_incref(in.quotas);
             }
             tenant_set_tree(t, parent, in.limits, in.lending);
+            t->idle_after_s = in.idle_after_s;
+            t->idle_grace_s = in.idle_grace_s;
+            t->idle_requeue = in.idle_requeue;
             c->tenants_dirty = true;
             ctl_sched_kick(c);
             json_t *ans = tenant_json(t);
@@ -711,6 +775,8 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
         return;
     }
     const char *by = cr_http_query(req, "by");
+    const char *lv = cr_http_query(req, "level");
+    const char *period = cr_http_query(req, "period");
     bool k_tenant = !by, k_type = !by, k_day = !by;
     if (by) {
         char tmp[128];
@@ -730,6 +796,30 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
             }
         }
     }
+    int64_t level = 0;
+    if (lv && cr_parse_i64(lv, 1, CTL_TENANT_DEPTH_MAX, &level) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "level",
+                      "query 'level': want 1..%d (1: the roots of the tenant tree)",
+                      CTL_TENANT_DEPTH_MAX);
+        return;
+    }
+    /* the day key's length: a day, a month, a year, or all of time */
+    size_t dlen = 10;
+    if (period) {
+        if (strcmp(period, "day") == 0) {
+            dlen = 10;
+        } else if (strcmp(period, "month") == 0) {
+            dlen = 7;
+        } else if (strcmp(period, "year") == 0) {
+            dlen = 4;
+        } else if (strcmp(period, "all") == 0) {
+            dlen = 0;
+        } else {
+            ctl_reply_err(req, 400, CR_EINVAL, "period",
+                          "query 'period': want day, month, year or all");
+            return;
+        }
+    }
     json_t *items = json_array();
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->nusage; i++) {
@@ -737,9 +827,31 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
         if (p->role == CR_ROLE_USER && strcmp(u->tenant, p->tenant) != 0) {
             continue;
         }
-        const char *tn = k_tenant ? u->tenant : "*";
-        const char *ty = k_type ? u->gpu_type : "*";
-        const char *dy = k_day ? u->day : "*";
+        /* idle GPU-seconds are rows of "<type>#idle" (ctl_nodes.c) */
+        char type[CTL_NAME_MAX + 8], day[16];
+        snprintf(type, sizeof type, "%s", u->gpu_type);
+        char *sfx = strstr(type, CTL_IDLE_SUFFIX);
+        bool idle = sfx != NULL;
+        if (sfx) {
+            *sfx = '\0';
+        }
+        snprintf(day, sizeof day, "%.*s", (int)dlen, u->day);
+        const char *tn = u->tenant;
+        if (level > 0) {
+            /* rolled up to its ancestor at that level (itself when above) */
+            ctl_tenant *t = ctl_tenant_find(c, u->tenant);
+            while (t && *t->parent && depth_of(c, t->name) > level) {
+                ctl_tenant *up = ctl_tenant_find(c, t->parent);
+                if (!up) {
+                    break;
+                }
+                t = up;
+            }
+            tn = t ? t->name : u->tenant;
+        }
+        tn = k_tenant ? tn : "*";
+        const char *ty = k_type ? type : "*";
+        const char *dy = k_day && dlen ? day : "*";
         json_t *row = NULL;
         for (size_t r = 0; r < json_array_size(items); r++) {
             json_t *x = json_array_get(items, r);
@@ -751,13 +863,14 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
             }
         }
         if (!row) {
-            row = json_pack("{s:s,s:s,s:s,s:f,s:f,s:f}", "tenant", tn, "gpu_type", ty, "day", dy,
-                            "gpu_hours", 0.0, "energy_kwh", 0.0, "cost", 0.0);
+            row = json_pack("{s:s,s:s,s:s,s:f,s:f,s:f,s:f,s:f}", "tenant", tn, "gpu_type", ty,
+                            "day", dy, "gpu_hours", 0.0, "idle_gpu_hours", 0.0, "idle_share", 0.0,
+                            "energy_kwh", 0.0, "cost", 0.0);
             json_array_append_new(items, row);
         }
+        const char *hk = idle ? "idle_gpu_hours" : "gpu_hours";
         json_object_set_new(
-            row, "gpu_hours",
-            json_real(json_real_value(json_object_get(row, "gpu_hours")) + u->gpu_s / 3600.0));
+            row, hk, json_real(json_real_value(json_object_get(row, hk)) + u->gpu_s / 3600.0));
         json_object_set_new(
             row, "energy_kwh",
             json_real(json_real_value(json_object_get(row, "energy_kwh")) + u->energy_j / 3.6e6));
@@ -765,6 +878,15 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
                             json_real(json_real_value(json_object_get(row, "cost")) + u->cost));
     }
     pthread_mutex_unlock(&c->mu);
+    size_t r;
+    json_t *x;
+    json_array_foreach(items, r, x)
+    {
+        double h = json_real_value(json_object_get(x, "gpu_hours"));
+        double ih = json_real_value(json_object_get(x, "idle_gpu_hours"));
+        /* (idle samples and GPU time are booked apart: bounded by 1) */
+        json_object_set_new(x, "idle_share", json_real(h > 0 ? (ih < h ? ih / h : 1.0) : 0.0));
+    }
     size_t n = json_array_size(items);
     ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
 }
@@ -834,6 +956,10 @@ static void load_tenant(void *arg, const char *key, const char *doc)
     /* rows from before the tree have no parent, limits or lending: a root */
     const char *parent = json_string_value(json_object_get(v, "parent"));
     tenant_set_tree(t, parent, json_object_get(v, "limits"), json_object_get(v, "lending_limits"));
+    cr_json_err err;
+    if (idle_parse(v, &t->idle_after_s, &t->idle_grace_s, &t->idle_requeue, &err) != 0) {
+        t->idle_after_s = 0; /* a row this build cannot read: no policy */
+    }
     json_decref(v);
 }
 

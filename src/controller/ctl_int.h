@@ -116,14 +116,20 @@ typedef struct ctl_job {
     bool cancel_requested;  /* stop requested by a user cancel */
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
-    int64_t stop_grace_s;   /* >0: the stop's grace instead of grace_s (a spot reclaim's
-                             * notice: ctl_node_reclaim); in memory only */
-    char sig_name[12];      /* the last signal asked for the running job ("USR1"), "" none */
-    int64_t sig_at;         /* when it was asked (wall clock ns): the agents deliver each once */
-    int sig_warned_run;     /* the run that got its --signal SIG@SECONDS warning */
-    bool gated;             /* pending, held out of the scheduler by its dependency,
-                               array throttle or begin time (ctl_batch.c) */
-    int64_t acct_ns;        /* accounted up to (wall clock; persisted) */
+    /* Idle-GPU reclaim (ctl_nodes.c): since when (monotonic) every GPU of
+     * run idle_run has reported at most CTL_IDLE_UTIL_PCT, 0 when busy;
+     * the run whose idle warning is recorded. In memory only. */
+    int64_t idle_since_mono;
+    int idle_run;
+    int idle_warned_run;
+    int64_t stop_grace_s; /* >0: the stop's grace instead of grace_s (a spot reclaim's
+                           * notice: ctl_node_reclaim); in memory only */
+    char sig_name[12];    /* the last signal asked for the running job ("USR1"), "" none */
+    int64_t sig_at;       /* when it was asked (wall clock ns): the agents deliver each once */
+    int sig_warned_run;   /* the run that got its --signal SIG@SECONDS warning */
+    bool gated;           /* pending, held out of the scheduler by its dependency,
+                             array throttle or begin time (ctl_batch.c) */
+    int64_t acct_ns;      /* accounted up to (wall clock; persisted) */
     /* Monotonic twins of start_ns and acct_ns (in memory only): time limits
      * and GPU-time accounting measure on these, so a wall-clock step neither
      * kills a job early nor bills hours it did not run. Valid while
@@ -253,7 +259,16 @@ typedef struct ctl_tenant {
     json_t *lending; /* owned: {"type": gpus} */
     int fair_rank;
     double level_fs;
+    /* Idle-GPU policy, inherited down the tree ("idle" in the API): after
+     * idle_after_s (0: none set here) a warning, and with idle_requeue the
+     * job is requeued idle_grace_s later. */
+    int64_t idle_after_s, idle_grace_s;
+    bool idle_requeue;
 } ctl_tenant;
+
+#define CTL_IDLE_UTIL_PCT 5       /* a GPU at most this busy is idle */
+#define CTL_IDLE_SUFFIX   "#idle" /* usage rows of idle GPU-seconds: "<type>#idle" */
+#define CTL_IDLE_MAX_S    (30LL * 86400)
 
 typedef struct ctl_usage {
     char tenant[CTL_NAME_MAX];
@@ -473,6 +488,7 @@ struct ctl {
 
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
+    _Atomic uint64_t idle_warned, idle_reclaimed; /* idle-GPU reclaim (ctl_nodes.c) */
     _Atomic uint64_t sched_cycles;
     _Atomic uint64_t jobs_fetched; /* jobs read back into memory from the store */
     _Atomic uint64_t audit_seq;    /* orders audit entries written in the same nanosecond */
@@ -797,8 +813,12 @@ void ctl_idem_free(ctl *c);
 void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p);
-ctl_tenant *ctl_tenant_find(ctl *c, const char *name);                      /* mu held */
-bool ctl_tenant_known(ctl *c, const char *name);                            /* takes mu */
+ctl_tenant *ctl_tenant_find(ctl *c, const char *name); /* mu held */
+bool ctl_tenant_known(ctl *c, const char *name);       /* takes mu */
+/* The idle policy for a job of tenant: the nearest ancestor-or-self that
+ * sets one. false when none does. mu held. */
+bool ctl_tenant_idle_policy(ctl *c, const char *tenant, int64_t *after_s, int64_t *grace_s,
+                            bool *requeue);
 ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name); /* mu held */
 int ctl_load_admin(ctl *c);
 int ctl_bootstrap(ctl *c);
