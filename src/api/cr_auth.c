@@ -293,16 +293,16 @@ bool cr_auth_table_check(cr_auth_table *t, const char *token, cr_principal *out)
     return found;
 }
 
-static const char *const scope_names[] = {"all", "read", "submit"};
+static const char *const scope_names[CR_SCOPE_COUNT] = {"all", "read", "submit", "tenant-admin"};
 
 const char *cr_scope_name(cr_scope scope)
 {
-    return (unsigned)scope < 3 ? scope_names[scope] : "?";
+    return (unsigned)scope < CR_SCOPE_COUNT ? scope_names[scope] : "?";
 }
 
 int cr_scope_parse(const char *name, cr_scope *out)
 {
-    for (int i = 0; name && i < 3; i++) {
+    for (int i = 0; name && i < CR_SCOPE_COUNT; i++) {
         if (strcmp(name, scope_names[i]) == 0) {
             *out = (cr_scope)i;
             return 0;

@@ -31,11 +31,14 @@ typedef enum cr_role {
 } cr_role;
 
 /* What a token may do within its role (docs/security.md): everything, only
- * read (GET and HEAD), or read and submit/cancel jobs. */
+ * read (GET and HEAD), read and submit/cancel jobs, or (a user token) that
+ * and manage the tenants below its tenant in the tree. */
 typedef enum cr_scope {
     CR_SCOPE_ALL = 0,
     CR_SCOPE_READ,
     CR_SCOPE_SUBMIT,
+    CR_SCOPE_TENANT_ADMIN,
+    CR_SCOPE_COUNT
 } cr_scope;
 
 typedef struct cr_principal {
@@ -86,7 +89,8 @@ void cr_auth_table_put(cr_auth_table *t, const uint8_t hash[CR_TOKEN_HASH_BYTES]
 size_t cr_auth_table_revoke_id(cr_auth_table *t, int64_t id);
 /* Remove every agent entry for this node; returns how many. */
 size_t cr_auth_table_revoke_node(cr_auth_table *t, const char *node);
-/* "all", "read", "submit" and back (CR_EINVAL for another name). */
+/* "all", "read", "submit", "tenant-admin" and back (CR_EINVAL for another
+ * name). */
 const char *cr_scope_name(cr_scope scope);
 int cr_scope_parse(const char *name, cr_scope *out);
 /* Look up a presented token; true and *out when it is valid (known and,

@@ -766,7 +766,8 @@ static const cli_opt tokens_opts[] = {
     {"role", CLI_STR, "ROLE", "role of the new token", "admin|user", 0, 0, 0},
     {"tenant", CLI_STR, "T", "tenant of a user token", NULL, 0, 0, 0},
     {"name", CLI_STR, "NAME", "who holds it (shown in lists)", NULL, 0, 0, 0},
-    {"scope", CLI_STR, "SCOPE", "what it may do within its role", "all|read|submit", 0, 0, 0},
+    {"scope", CLI_STR, "SCOPE", "what it may do within its role", "all|read|submit|tenant-admin", 0,
+     0, 0},
     {"expires", CLI_DUR, "DUR", "lifetime (90d, 12h; default: never expires)", NULL, 0, 0, 0},
 };
 
@@ -784,7 +785,7 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
     cr_client_res_init(&res);
     if (cr__cli_begin(ctx, &a,
                       "[list] | create --role admin|user [--tenant T] [--name NAME] "
-                      "[--scope all|read|submit] [--expires DUR] | revoke ID...",
+                      "[--scope all|read|submit|tenant-admin] [--expires DUR] | revoke ID...",
                       tokens_opts, NOPTS(tokens_opts), false, argc, argv, &code)) {
         goto out;
     }

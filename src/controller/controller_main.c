@@ -78,13 +78,18 @@ static void usage(FILE *f)
 #define MAX_SEG 8
 
 /* A token's scope (cr_auth.h): read is GET and HEAD only; submit adds
- * the job routes (submit, cancel, their actions). */
+ * the job routes (submit, cancel, their actions); tenant-admin adds the
+ * tenant routes, for the tenants below its own (ctl_route_tenants). */
 static bool scope_allows(const cr_principal *p, const char *m, char **seg, size_t nseg)
 {
     if (p->scope == CR_SCOPE_ALL || strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
         return true;
     }
-    return p->scope == CR_SCOPE_SUBMIT && nseg >= 2 && strcmp(seg[1], "jobs") == 0;
+    if (p->scope == CR_SCOPE_TENANT_ADMIN && nseg >= 2 && strcmp(seg[1], "tenants") == 0) {
+        return true; /* ctl_route_tenants checks the subtree */
+    }
+    return (p->scope == CR_SCOPE_SUBMIT || p->scope == CR_SCOPE_TENANT_ADMIN) && nseg >= 2 &&
+           strcmp(seg[1], "jobs") == 0;
 }
 
 static void route(void *ctx, cr_http_req *req)

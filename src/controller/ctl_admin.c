@@ -410,8 +410,10 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         pthread_mutex_lock(&c->mu);
         for (size_t i = 0; i < c->ntenants; i++) {
             ctl_tenant *t = c->tenants[i];
-            if ((p->role == CR_ROLE_USER && strcmp(t->name, p->tenant) != 0) ||
-                (nseg == 3 && strcmp(t->name, seg[2]) != 0)) {
+            /* a user sees its tenant; a tenant-admin token its subtree */
+            bool mine = strcmp(t->name, p->tenant) == 0 ||
+                        (p->scope == CR_SCOPE_TENANT_ADMIN && below(c, t->name, p->tenant));
+            if ((p->role == CR_ROLE_USER && !mine) || (nseg == 3 && strcmp(t->name, seg[2]) != 0)) {
                 continue;
             }
             json_t *v = tenant_json(t);
@@ -437,8 +439,11 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
         return;
     }
-    if (p->role != CR_ROLE_ADMIN) {
-        ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may change tenants");
+    bool tadmin = p->role == CR_ROLE_USER && p->scope == CR_SCOPE_TENANT_ADMIN;
+    if (p->role != CR_ROLE_ADMIN && !tadmin) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL,
+                      "only an admin (or a tenant-admin token, below its tenant) may change "
+                      "tenants");
         return;
     }
     bool create = strcmp(m, "POST") == 0 && nseg == 2;
@@ -468,8 +473,18 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
     /* PUT without "parent" keeps the tenant where it is in the tree */
     snprintf(parent, sizeof parent, "%s", in.parent ? in.parent : t ? t->parent : "");
     int trc = (create && t) || (replace && !t) ? 0 : tree_check(c, name, parent, in.quotas, &err);
+    /* a tenant-admin token manages the tenants strictly below its own:
+     * the tenant stays there and its parent is its tenant or below */
+    bool sub_ok =
+        !tadmin || (*parent && below(c, parent, p->tenant) &&
+                    (!t || (strcmp(t->name, p->tenant) != 0 && below(c, t->name, p->tenant))));
     pthread_mutex_unlock(&c->mu);
-    if (create && t) {
+    if (!sub_ok) {
+        ctl_reply_err(req, 403, CR_EPERM, "parent",
+                      "field 'parent': a tenant-admin token of '%s' manages only the tenants "
+                      "below it",
+                      p->tenant);
+    } else if (create && t) {
         ctl_reply_err(req, 409, CR_EEXIST, "name", "tenant '%s' already exists", name);
     } else if (replace && !t) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "tenant '%s' not found", name);
@@ -611,7 +626,7 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         static const char *const members[] = {"role",  "tenant",       "name",
                                               "scope", "expires_in_s", NULL};
         static const char *const roles[] = {"admin", "user", NULL};
-        static const char *const scopes[] = {"all", "read", "submit", NULL};
+        static const char *const scopes[] = {"all", "read", "submit", "tenant-admin", NULL};
         const char *role = "user", *tenant = "", *name = "", *scope = "all";
         int64_t expires_in = 0;
         if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
@@ -647,6 +662,13 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         }
         snprintf(np.name, sizeof np.name, "%s", *name ? name : role);
         cr_scope_parse(scope, &np.scope);
+        if (np.scope == CR_SCOPE_TENANT_ADMIN && np.role != CR_ROLE_USER) {
+            json_decref(v);
+            ctl_reply_err(req, 400, CR_EINVAL, "scope",
+                          "field 'scope': tenant-admin is for a user token (an admin manages "
+                          "every tenant already)");
+            return;
+        }
         np.expires_ns = expires_in > 0 ? cr_now_ns() + expires_in * CR_NS_PER_SEC : 0;
         json_decref(v);
         char text[CR_TOKEN_TEXT_MAX];

@@ -54,7 +54,7 @@ r=$(api POST /v1/tenants '{"name":"solo"}') # a flat tenant, as before the tree
 case "$r" in *" 201") ;; *) fail "creating solo: $r" ;; esac
 
 # Bad trees: refused naming the field, nothing changed.
-refused "quotas.$T" POST /v1/tenants "{\"name\":\"team-a3\",\"parent\":\"dept-a\",\"quotas\":$(q 1)}"
+refused "quotas.$T" POST /v1/tenants "{\"name\":\"team-a0\",\"parent\":\"dept-a\",\"quotas\":$(q 1)}"
 refused "quotas.$T" PUT /v1/tenants/team-a1 "{\"parent\":\"dept-a\",\"quotas\":$(q 3)}"
 refused "quotas.$T" PUT /v1/tenants/dept-a "{\"parent\":\"org\",\"quotas\":$(q 3)}"
 refused parent PUT /v1/tenants/org "{\"parent\":\"team-a1\",\"quotas\":$(q 8)}"
@@ -68,6 +68,26 @@ refused parent POST /v1/tenants "{\"name\":\"deep9\",\"parent\":\"$p\"}"
 [ "$(field team-a1 "t['quotas']['$T']")" = 2 ] || fail "a refused PUT changed team-a1's guarantee"
 [ "$(field dept-a "t['parent']")" = org ] || fail "a refused PUT moved dept-a"
 api GET /v1/tenants/deep9 | grep -q ' 404$' || fail "the over-deep tenant was created"
+
+# A tenant-admin token of dept-a manages the tenants below dept-a only.
+TA=$(c tokens create --role user --tenant dept-a --name dept-a-admin --scope tenant-admin)
+ta() { curl -s -X "$1" -H "Authorization: Bearer $TA" -H 'Content-Type: application/json' \
+    ${3:+--data "$3"} -w ' %{http_code}' "$SERVER$2"; }
+r=$(ta POST /v1/tenants '{"name":"team-a0","parent":"dept-a"}')
+case "$r" in *" 201") ;; *) fail "dept-a's tenant admin could not add team-a0: $r" ;; esac
+r=$(ta POST /v1/tenants '{"name":"team-b3","parent":"dept-b"}')
+case "$r" in *" 403") ;; *) fail "dept-a's tenant admin added a team under dept-b: $r" ;; esac
+r=$(ta PUT /v1/tenants/dept-a "{\"parent\":\"org\",\"quotas\":$(q 8)}")
+case "$r" in *" 403") ;; *) fail "dept-a's tenant admin changed dept-a itself: $r" ;; esac
+r=$(ta PUT /v1/tenants/team-a0 '{"parent":"dept-b"}')
+case "$r" in *" 403") ;; *) fail "dept-a's tenant admin moved team-a0 out of its subtree: $r" ;; esac
+r=$(ta GET /v1/tenants)
+echo "$r" | grep -q '"team-a1"' || fail "dept-a's tenant admin does not see team-a1: $r"
+echo "$r" | grep -q '"team-b1"' && fail "dept-a's tenant admin sees dept-b's team-b1: $r"
+r=$(ta POST /v1/tokens '{"role":"admin"}')
+case "$r" in *" 403") ;; *) fail "a tenant-admin token minted a token: $r" ;; esac
+r=$(api POST /v1/tokens '{"role":"admin","scope":"tenant-admin"}')
+case "$r" in *'"scope"'*" 400") ;; *) fail "an admin token with scope tenant-admin was not refused: $r" ;; esac
 
 submit() { # submit TENANT GPUS NAME
     c submit --tenant "$1" --gpus "$2" --gpu-type "$T" --preemptible -n "$3" -- sleep 600 |
@@ -96,7 +116,10 @@ wait_for 30 is "$a2" running || fail "team-a2's job within its guarantee did not
 # is below its share against team-a1 (7 GPUs). Among the roots, solo is
 # unused (infinite) and goes before org, after "default" (unused too:
 # ties go by name). Depth first: default, solo, org, dept-b,
-# team-b1, team-b2, dept-a, team-a2, team-a1 (deep4.. below team-a1 last).
+# team-b1, team-b2, dept-a, team-a0 (unused, added by the tenant admin:
+# first whether team-a2 has accrued usage yet or is unused too and tied,
+# by name), team-a2, team-a1
+# (deep4.. below team-a1 last).
 ranks() {
     api GET /v1/tenants | sed 's/ [0-9]*$//' | python3 -c "
 import json,sys
@@ -105,7 +128,7 @@ r={t['name']:t['fair_rank'] for t in items}
 order=sorted((v,k) for k,v in r.items() if v is not None and not k.startswith('deep'))
 print(' '.join(k for v,k in order))"
 }
-want="default solo org dept-b team-b1 team-b2 dept-a team-a2 team-a1"
+want="default solo org dept-b team-b1 team-b2 dept-a team-a0 team-a2 team-a1"
 ranked() { [ "$(ranks)" = "$want" ]; }
 # (the ranks are published after a cycle that saw the usage: the agent's
 # reports drive cycles)
