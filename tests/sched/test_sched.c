@@ -268,6 +268,16 @@ static void test_parse_errors(void **state)
                        "line 3: field index");
     expect_parse_error("gpu-type v100\ntenant a quota=v100:-3\n",
                        "line 2: field quota: bad GPU count");
+    expect_parse_error("gpu-type v100\ntenant a parent=b\ntenant b\n",
+                       "line 2: field parent: tenant 'b' is not declared on an earlier line");
+    expect_parse_error("gpu-type v100\ntenant a parent=a\n",
+                       "line 2: field parent: tenant 'a' is not declared");
+    expect_parse_error("gpu-type v100\ntenant a lend=k80:1\n",
+                       "line 2: field lend: unknown GPU type 'k80'");
+    expect_parse_error("gpu-type v100\ntenant t1\ntenant t2 parent=t1\ntenant t3 parent=t2\n"
+                       "tenant t4 parent=t3\ntenant t5 parent=t4\ntenant t6 parent=t5\n"
+                       "tenant t7 parent=t6\ntenant t8 parent=t7\ntenant t9 parent=t8\n",
+                       "line 10: field parent: the tenant tree would be deeper than 8 levels");
     expect_parse_error("gpu-type v100\nnode n0 gpus=2xv100 state=sleeping\n",
                        "line 2: field state");
     expect_parse_error("gpu-type v100\nnode n0 gpus=2xv100 colour=red\n",
@@ -893,6 +903,13 @@ static void test_tenant_tree(void **state)
 static void test_tenant_lending(void **state)
 {
     (void)state;
+    /* the cluster file's tree: parent, limit and lend */
+    cr_sched *f = mk(CR_SCHED_PRIORITY, "gpu-type a\nnode n0 gpus=8xa\ntenant d quota=a:8\n"
+                                        "tenant x parent=d quota=a:4 lend=a:1 limit=a:6\n");
+    int fd = tid(f, "d"), fx = tid(f, "x");
+    assert_int_equal(cr_sched_tenant_parent(f, fx), fd);
+    assert_int_equal(cr_sched_tenant_parent(f, fd), -1);
+    cr_sched_free(f);
     cr_sched *s = mk(CR_SCHED_PRIORITY, "gpu-type a\nnode n0 gpus=8xa\n");
     int dept = tid(s, "dept"), x = tid(s, "x"), y = tid(s, "y");
     assert_int_equal(cr_sched_tenant_set_parent(s, x, dept), 0);
