@@ -150,6 +150,19 @@ expect 401 "the rotated-out key k1" "$old"
 [ "$(cat "$CTL_STATE/listen.addr")" = "$SERVER" ] || fail "the controller restarted"
 kill -0 "$CTL_PID" || fail "the controller is gone"
 
+# corral login: the token pasted on stdin is checked, kept (0600) and used
+# by later commands; a refused one is not kept.
+L() { env -u CORRAL_TOKEN -u CORRAL_TOKEN_FILE -u XDG_CONFIG_HOME HOME="$DIR/home" "$CORRAL" "$@"; }
+idt=$(jwt "$K/k3.pem" RS256 k3 "$(claims alice ml-a1)")
+out=$(printf '%s\n' "$idt" | L login --server "$SERVER") || fail "corral login refused a valid JWT: $out"
+echo "$out" | grep -q "as alice (role user, tenant team-a1)" || fail "corral login said: $out"
+[ "$(stat -c %a "$DIR/home/.config/corral/token")" = 600 ] || fail "the kept token is not 0600"
+L jobs --server "$SERVER" >/dev/null || fail "a command after corral login did not use its token"
+if printf 'eyJhbGciOiJub25lIn0.e30.\n' | L login --server "$SERVER" --to "$DIR/home/bad" 2>/dev/null; then
+    fail "corral login kept a refused token"
+fi
+[ ! -e "$DIR/home/bad" ] || fail "corral login wrote a refused token"
+
 # Corral's own tokens: scopes and an expiry.
 ro=$(c tokens create --role user --tenant team-a1 --name ro --scope read)
 sub=$(c tokens create --role user --tenant team-a1 --name sub --scope submit)
