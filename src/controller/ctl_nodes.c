@@ -1608,9 +1608,21 @@ typedef struct limit_set {
     size_t n, cap;
 } limit_set;
 
+/* An interactive allocation (corral alloc) is ended, not requeued: its
+ * shell went with it. */
+static bool idle_cancels(const ctl_job *j)
+{
+    return json_is_true(json_object_get(j->spec, "interactive"));
+}
+
 static void limit_stop(ctl_job *j, bool idle)
 {
     j->state = JS_COMPLETING;
+    if (idle && idle_cancels(j)) {
+        j->cancel_requested = true;
+        ctl_job_set_reason(j, "idle GPUs reclaimed: the idle allocation is ended: stopping");
+        return;
+    }
     if (idle) {
         j->requeue_requested = true;
         ctl_job_set_reason(j, "idle GPUs reclaimed: requeue requested: stopping");
@@ -1669,8 +1681,9 @@ static void idle_check(ctl *c, ctl_job *j, int64_t now_mono, cr_store_txn **txn,
         if (requeue) {
             snprintf(ev, sizeof ev,
                      "its GPUs have been idle (at most %d%% busy) for %llds, the tenant's "
-                     "idle limit: it is requeued in %llds unless they get busy",
-                     CTL_IDLE_UTIL_PCT, (long long)(idle_ns / CR_NS_PER_SEC), (long long)grace);
+                     "idle limit: it is %s in %llds unless they get busy",
+                     CTL_IDLE_UTIL_PCT, (long long)(idle_ns / CR_NS_PER_SEC),
+                     idle_cancels(j) ? "ended" : "requeued", (long long)grace);
         } else {
             snprintf(ev, sizeof ev,
                      "its GPUs have been idle (at most %d%% busy) for %llds, the tenant's "
@@ -1730,15 +1743,19 @@ static void enforce_time_limits(ctl *c, cr_store_txn **txn, limit_set *lim)
             char why[160];
             if (idle) {
                 snprintf(why, sizeof why,
-                         "its GPUs were idle (at most %d%% busy) for %llds: requeued (the "
+                         "its GPUs were idle (at most %d%% busy) for %llds: %s (the "
                          "tenant's idle policy)",
-                         CTL_IDLE_UTIL_PCT,
-                         (long long)((now - j->idle_since_mono) / CR_NS_PER_SEC));
+                         CTL_IDLE_UTIL_PCT, (long long)((now - j->idle_since_mono) / CR_NS_PER_SEC),
+                         idle_cancels(j) ? "the interactive allocation is ended" : "requeued");
             } else {
                 snprintf(why, sizeof why, "ran past its time limit of %llds",
                          (long long)j->time_limit_s);
             }
-            ctl_job_persist(c, lim->txn, cp, idle ? "idle-requeue" : "time-limit", why);
+            ctl_job_persist(c, lim->txn, cp,
+                            !idle             ? "time-limit"
+                            : idle_cancels(j) ? "idle-cancel"
+                                              : "idle-requeue",
+                            why);
             ctl_job_free(cp);
         }
     }

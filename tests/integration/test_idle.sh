@@ -8,6 +8,7 @@
 #     and then requeued ("idle-requeue", corral_jobs_idle_reclaimed_total);
 #   - the busy job beside it is never warned nor requeued;
 #   - the warn-only tenant's idle job is warned and keeps running;
+#   - an idle interactive allocation (corral alloc) is ended, not requeued;
 #   - corral usage shows the idle share of the allocated GPU-hours, by
 #     tenant and rolled up to the org (--level 1), as CSV and JSON.
 # Polls with deadlines: an outcome never depends on a sleep.
@@ -17,7 +18,7 @@ set -euo pipefail
 cr_setup idle
 printf '{"checkpoint_root": "%s/ckpt", "grace_s": 1}\n' "$DIR" >"$CKPT_CONF"
 cr_start_controller "$DIR/ctl" --allow-legacy-join
-cr_start_agent n0 "$DIR/n0" "$DIR/agent.log" --gpus "sim:3xA100 80GB SXM"
+cr_start_agent n0 "$DIR/n0" "$DIR/agent.log" --gpus "sim:4xA100 80GB SXM"
 up() { c nodes | grep -q ' up '; }
 wait_for 60 up || fail "the agent did not register"
 
@@ -56,14 +57,22 @@ sys.exit(0 if any('$2' in json.dumps(e) for e in ev) else 1)"
 idle=$(submit team idle sleep 600)
 busy=$(submit team busy sh -c 'while :; do :; done')
 watch=$(submit watch watched sleep 600)
+# an interactive allocation (what corral alloc submits: "interactive")
+alloc=$(api POST /v1/jobs '{"name":"shell","tenant":"team","gpus":1,"interactive":true,"command":["sleep","600"]}' |
+    sed 's/ [0-9]*$//' | python3 -c "import json,sys; d=json.load(sys.stdin); print(d.get('id') or d['ids'][0])" || true)
+[ -n "$alloc" ] || fail "the interactive allocation was not accepted"
 running() { [ "$(state "$1")" = running ]; }
-for j in "$idle" "$busy" "$watch"; do
+for j in "$idle" "$busy" "$watch" "$alloc"; do
     wait_for 60 running "$j" || fail "job $j did not start: $(job "$j")"
 done
 
 wait_for 60 has_event "$idle" '"idle"' || fail "the idle job was not warned: $(job "$idle")"
 wait_for 60 has_event "$idle" 'idle-requeue' || fail "the idle job was not requeued: $(job "$idle")"
 wait_for 60 has_event "$watch" '"idle"' || fail "the warn-only tenant's idle job was not warned"
+# The idle interactive allocation is ended, not requeued.
+cancelled() { [ "$(state "$alloc")" = cancelled ]; }
+wait_for 60 cancelled || fail "the idle interactive allocation was not ended: $(job "$alloc")"
+has_event "$alloc" 'idle-cancel' || fail "the ended allocation does not say why: $(job "$alloc")"
 # The busy job held its GPU busy all the while: never warned, never stopped.
 has_event "$busy" '"idle' && fail "the busy job got an idle event: $(job "$busy")"
 [ "$(state "$busy")" = running ] && [ "$(runs "$busy")" = 1 ] ||
