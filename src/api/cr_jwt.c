@@ -2,6 +2,7 @@
  * cr_jwt.c - JWT verification (libcrypto) against a cached JWKS.
  */
 #include "cr_jwt.h"
+#include "cr_jwt_int.h"
 
 #include "cr_alloc.h"
 #include "cr_buf.h"
@@ -278,6 +279,11 @@ int cr_jwt_new(const cr_jwt_config *cfg, cr_jwt **out, char *why, size_t size)
             "%d rules",
             CR_JWT_MAP_MAX);
         return CR_EINVAL;
+    }
+    const char *cwhy = NULL;
+    if (!cr__crypto_ok(&cwhy)) {
+        say(why, size, "oidc: %s", cwhy);
+        return CR_EIO;
     }
     cr_jwt *j = cr_calloc(1, sizeof *j);
     j->cfg = *cfg;
