@@ -1657,7 +1657,7 @@ static void idle_sample(ctl *c, cr_store_txn *txn, ctl_job *j, size_t held, doub
 /* Idle-GPU reclaim, part 2 (the tick): a running job idle for its
  * tenant's idle after_s is warned (an event, corral_jobs_idle_warned_total),
  * once a run; with action requeue, grace_s later it is requeued as a
- * `corral requeue` would (SIGTERM, its checkpoint signal, then SIGKILL
+ * `corral requeue` would (its checkpoint signal, or SIGTERM, then SIGKILL
  * after grace_s; no retry used), into lim like a time limit's stop.
  * Service replicas are left to the autoscaler. mu held. */
 static void idle_check(ctl *c, ctl_job *j, int64_t now_mono, cr_store_txn **txn, limit_set *lim,
