@@ -348,17 +348,23 @@ static int tree_check(ctl *c, const char *name, const char *parent, const json_t
     return 0;
 }
 
-/* GPUs held now by tenant name, added into in_use: from the nodes' job
- * lists (running work only), each placement counted on its own node so a
- * gang counts once. mu held. */
-static void tenant_in_use(ctl *c, const ctl_tenant *t, json_t *in_use)
+/* GPUs held now, per tenant: {"tenant": {"type": gpus}} (returned new),
+ * in one pass over the nodes' job lists (running work only), each
+ * placement counted on its own node so a gang counts once. mu held. */
+static json_t *in_use_all(ctl *c)
 {
+    json_t *all = json_object();
     for (size_t i = 0; i < c->nnodes; i++) {
         const ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
             const ctl_job *j = ctl_job_get(c, n->jobs[k]);
-            if (!j || strcmp(j->tenant, t->name) != 0) {
+            if (!j) {
                 continue;
+            }
+            json_t *in_use = json_object_get(all, j->tenant);
+            if (!in_use) {
+                in_use = json_object();
+                json_object_set_new(all, j->tenant, in_use);
             }
             for (size_t q = 0; q < j->nplace; q++) {
                 if (strcmp(j->place[q].node, n->name) != 0) {
@@ -372,17 +378,50 @@ static void tenant_in_use(ctl *c, const ctl_tenant *t, json_t *in_use)
             }
         }
     }
+    return all;
 }
 
-static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
+/* {"type": gpus} of from added into to. */
+static void gpus_add(json_t *to, const json_t *from)
 {
-    json_t *in_use = json_object(), *sub = json_object();
-    tenant_in_use(c, t, in_use);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)from, k, v)
+    {
+        json_object_set_new(
+            to, k,
+            json_integer(json_integer_value(json_object_get(to, k)) + json_integer_value(v)));
+    }
+}
+
+/* Each tenant's subtree's GPUs in use: {"tenant": {"type": gpus}}
+ * (returned new) from in_use_all's all (borrowed), adding each tenant's
+ * own to itself and its ancestors. mu held. */
+static json_t *in_use_subtrees(ctl *c, const json_t *all)
+{
+    json_t *subs = json_object();
     for (size_t i = 0; i < c->ntenants; i++) {
-        if (below(c, c->tenants[i]->name, t->name)) {
-            tenant_in_use(c, c->tenants[i], sub);
+        const json_t *mine = json_object_get(all, c->tenants[i]->name);
+        int n = 0;
+        for (ctl_tenant *a = c->tenants[i]; a && mine && n <= CTL_TENANT_DEPTH_MAX;
+             a = parent_of(c, a), n++) {
+            json_t *sub = json_object_get(subs, a->name);
+            if (!sub) {
+                sub = json_object();
+                json_object_set_new(subs, a->name, sub);
+            }
+            gpus_add(sub, mine);
         }
     }
+    return subs;
+}
+
+/* t's usage; all, subs: in_use_all's and in_use_subtrees' (borrowed). mu held. */
+static json_t *tenant_usage(ctl *c, const ctl_tenant *t, const json_t *all, const json_t *subs)
+{
+    json_t *in_use = json_object(), *sub = json_object();
+    gpus_add(in_use, json_object_get(all, t->name));
+    gpus_add(sub, json_object_get(subs, t->name));
     double gpu_s = 0, energy = 0, cost = 0;
     for (size_t i = 0; i < c->nusage; i++) {
         if (strcmp(c->usage[i].tenant, t->name) == 0 &&
@@ -408,6 +447,7 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         }
         json_t *items = json_array();
         pthread_mutex_lock(&c->mu);
+        json_t *all = in_use_all(c), *subs = in_use_subtrees(c, all);
         for (size_t i = 0; i < c->ntenants; i++) {
             ctl_tenant *t = c->tenants[i];
             /* a user sees its tenant; a tenant-admin token its subtree */
@@ -417,7 +457,7 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
                 continue;
             }
             json_t *v = tenant_json(t);
-            json_object_set_new(v, "usage", tenant_usage(c, t));
+            json_object_set_new(v, "usage", tenant_usage(c, t, all, subs));
             json_object_set_new(v, "fair_rank",
                                 t->fair_rank >= 0 ? json_integer(t->fair_rank) : json_null());
             json_object_set_new(v, "level_fs",
@@ -425,6 +465,8 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
             json_array_append_new(items, v);
         }
         pthread_mutex_unlock(&c->mu);
+        json_decref(all);
+        json_decref(subs);
         if (nseg == 3) {
             json_t *one = json_incref(json_array_get(items, 0));
             json_decref(items);
