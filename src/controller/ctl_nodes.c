@@ -986,20 +986,20 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             continue;
         }
         double energy = 0, util_max = 0;
-        size_t held = 0;
+        size_t ngpus_held = 0;
         for (size_t g = 0; g < n->ngpus; g++) {
             if (n->gpus[g].alloc_job == j->id) {
                 energy += n->gpus[g].power_w * dt;
                 util_max = n->gpus[g].util_pct > util_max ? n->gpus[g].util_pct : util_max;
-                held++;
+                ngpus_held++;
             }
         }
         if (energy > 0) {
             ctl_usage_add(c, txn, j->tenant, *j->run_type ? j->run_type : j->gpu_type, now, 0,
                           energy);
         }
-        if (held > 0 && j->state == JS_RUNNING && !j->start_unstored) {
-            idle_sample(c, txn, j, held, util_max, dt, now_mono, now);
+        if (ngpus_held > 0 && j->state == JS_RUNNING && !j->start_unstored) {
+            idle_sample(c, txn, j, ngpus_held, util_max, dt, now_mono, now);
         }
         ctl_job_account(c, txn, j, now);
     }
