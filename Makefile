@@ -13,7 +13,7 @@ MESON_OPTS ?= -Dwerror=true
 
 # Debian packages needed to build and test.
 PKGS = meson ninja-build pkg-config gcc clang clang-format libclang-rt-14-dev \
-       libmicrohttpd-dev libjansson-dev libsqlite3-dev libglpk-dev libsodium-dev \
+       libmicrohttpd-dev libjansson-dev libsqlite3-dev libglpk-dev libsodium-dev libssl-dev \
        libcurl4-openssl-dev libcmocka-dev prometheus iproute2 procps curl faketime \
        debhelper dpkg-dev fakeroot lintian systemd nodejs chromium \
        podman runc busybox-static etcd-server etcd-client openssl

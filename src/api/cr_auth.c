@@ -14,6 +14,7 @@
 #include <sodium.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 #include <strings.h>
 
 typedef struct slot {
@@ -276,9 +277,36 @@ bool cr_auth_table_check(cr_auth_table *t, const char *token, cr_principal *out)
     pthread_rwlock_rdlock(&t->lock);
     bool found;
     slot *s = find(t->slots, t->cap, h, &found);
+    cr_principal p;
     if (found) {
-        *out = s->p;
+        p = s->p;
     }
     pthread_rwlock_unlock(&t->lock);
+    if (found && p.expires_ns > 0) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        found = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec < p.expires_ns;
+    }
+    if (found) {
+        *out = p;
+    }
     return found;
+}
+
+static const char *const scope_names[CR_SCOPE_COUNT] = {"all", "read", "submit", "tenant-admin"};
+
+const char *cr_scope_name(cr_scope scope)
+{
+    return (unsigned)scope < CR_SCOPE_COUNT ? scope_names[scope] : "?";
+}
+
+int cr_scope_parse(const char *name, cr_scope *out)
+{
+    for (int i = 0; name && i < CR_SCOPE_COUNT; i++) {
+        if (strcmp(name, scope_names[i]) == 0) {
+            *out = (cr_scope)i;
+            return 0;
+        }
+    }
+    return CR_EINVAL;
 }

@@ -30,12 +30,25 @@ typedef enum cr_role {
     CR_ROLE_JOIN,     /* may only register a node */
 } cr_role;
 
+/* What a token may do within its role (docs/security.md): everything, only
+ * read (GET and HEAD), read and submit/cancel jobs, or (a user token) that
+ * and manage the tenants below its tenant in the tree. */
+typedef enum cr_scope {
+    CR_SCOPE_ALL = 0,
+    CR_SCOPE_READ,
+    CR_SCOPE_SUBMIT,
+    CR_SCOPE_TENANT_ADMIN,
+    CR_SCOPE_COUNT
+} cr_scope;
+
 typedef struct cr_principal {
-    int64_t id;      /* token id (0 for the join token) */
-    cr_role role;    /* what it may do */
-    char tenant[64]; /* CR_ROLE_USER: the tenant */
-    char name[64];   /* human label */
-    char node[64];   /* CR_ROLE_AGENT: the node */
+    int64_t id;         /* token id (0 for the join token; < 0 an OIDC subject) */
+    cr_role role;       /* what it may do */
+    char tenant[64];    /* CR_ROLE_USER: the tenant */
+    char name[64];      /* human label */
+    char node[64];      /* CR_ROLE_AGENT: the node */
+    int64_t expires_ns; /* wall clock; 0 never. cr_auth_table_check refuses it after */
+    cr_scope scope;
 } cr_principal;
 
 typedef struct cr_auth_table cr_auth_table;
@@ -76,7 +89,12 @@ void cr_auth_table_put(cr_auth_table *t, const uint8_t hash[CR_TOKEN_HASH_BYTES]
 size_t cr_auth_table_revoke_id(cr_auth_table *t, int64_t id);
 /* Remove every agent entry for this node; returns how many. */
 size_t cr_auth_table_revoke_node(cr_auth_table *t, const char *node);
-/* Look up a presented token; true and *out when it is valid. */
+/* "all", "read", "submit", "tenant-admin" and back (CR_EINVAL for another
+ * name). */
+const char *cr_scope_name(cr_scope scope);
+int cr_scope_parse(const char *name, cr_scope *out);
+/* Look up a presented token; true and *out when it is valid (known and,
+ * with an expiry, not past it on the wall clock). */
 bool cr_auth_table_check(cr_auth_table *t, const char *token, cr_principal *out);
 
 #endif

@@ -328,7 +328,56 @@ out:
 
 static const cli_opt usage_opts[] = {
     {"by", CLI_STR, "KEYS", "group by a comma list of tenant, gpu_type, day", NULL, 0, 0, 0},
+    {"level", CLI_INT, "N", "roll tenants up to their ancestor at tree level N (1: the roots)",
+     NULL, 1, 8, 0},
+    {"period", CLI_STR, "P", "the day column's period", "day|month|year|all", 0, 0, 0},
+    {"csv", CLI_BOOL, NULL, "print CSV (a header line, then a row per group)", NULL, 0, 0, 0},
 };
+
+/* A CSV field: quoted when it holds a comma, a quote or a line end. */
+static void csv_field(FILE *f, const char *v, bool last)
+{
+    v = v ? v : "";
+    if (strpbrk(v, ",\"\r\n")) {
+        fputc('"', f);
+        for (const char *p = v; *p; p++) {
+            if (*p == '"') {
+                fputc('"', f);
+            }
+            fputc(*p, f);
+        }
+        fputc('"', f);
+    } else {
+        fputs(v, f);
+    }
+    fputc(last ? '\n' : ',', f);
+}
+
+static void usage_csv(const json_t *items, FILE *f)
+{
+    static const char *const keys[] = {"tenant", "gpu_type", "day"};
+    static const char *const nums[] = {"gpu_hours", "idle_gpu_hours", "idle_share", "energy_kwh",
+                                       "cost"};
+    for (size_t k = 0; k < 3; k++) {
+        csv_field(f, keys[k], false);
+    }
+    for (size_t k = 0; k < 5; k++) {
+        csv_field(f, nums[k], k == 4);
+    }
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        for (size_t k = 0; k < 3; k++) {
+            csv_field(f, jstr(it, keys[k]), false);
+        }
+        for (size_t k = 0; k < 5; k++) {
+            char v[40];
+            snprintf(v, sizeof v, "%.6f", json_number_value(json_object_get(it, nums[k])));
+            csv_field(f, v, k == 4);
+        }
+    }
+}
 
 /* Group columns the server did not group by come back as "*" in every row:
  * leave them out. */
@@ -336,7 +385,7 @@ static void usage_table(const json_t *items, FILE *f)
 {
     static const char *const keys[] = {"tenant", "gpu_type", "day"};
     static const char *const names[] = {"TENANT", "GPU_TYPE", "DAY"};
-    const char *hdr[6];
+    const char *hdr[8];
     const char *used[3];
     size_t ncols = 0;
     for (size_t k = 0; k < 3; k++) {
@@ -356,7 +405,13 @@ static void usage_table(const json_t *items, FILE *f)
         }
     }
     size_t ngroup = ncols;
+    /* IDLE_SHARE where the server measures it (a controller before issue
+     * 33 sends none) */
+    bool idle = json_object_get(json_array_get(items, 0), "idle_share") != NULL;
     hdr[ncols++] = ">GPU_HOURS";
+    if (idle) {
+        hdr[ncols++] = ">IDLE_SHARE";
+    }
     hdr[ncols++] = ">ENERGY_KWH";
     hdr[ncols++] = ">COST";
     cli_table t;
@@ -365,17 +420,23 @@ static void usage_table(const json_t *items, FILE *f)
     json_t *it;
     json_array_foreach(items, i, it)
     {
-        const char *row[6];
-        char h[32], e[32], c[32];
+        const char *row[8];
+        char h[32], e[32], c[32], is[32];
         for (size_t k = 0; k < ngroup; k++) {
             row[k] = jstr(it, used[k]);
         }
         snprintf(h, sizeof h, "%.2f", json_number_value(json_object_get(it, "gpu_hours")));
         snprintf(e, sizeof e, "%.2f", json_number_value(json_object_get(it, "energy_kwh")));
         snprintf(c, sizeof c, "%.2f", json_number_value(json_object_get(it, "cost")));
-        row[ngroup] = h;
-        row[ngroup + 1] = e;
-        row[ngroup + 2] = c;
+        snprintf(is, sizeof is, "%.1f%%",
+                 100 * json_number_value(json_object_get(it, "idle_share")));
+        size_t k = ngroup;
+        row[k++] = h;
+        if (idle) {
+            row[k++] = is;
+        }
+        row[k++] = e;
+        row[k] = c;
         cr__cli_table_row(&t, row);
     }
     cr__cli_table_print(&t, f);
@@ -388,8 +449,10 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
     int code = 0;
     cr_client_res res;
     cr_client_res_init(&res);
-    if (cr__cli_begin(ctx, &a, "[--by tenant,gpu_type,day]", usage_opts, NOPTS(usage_opts), false,
-                      argc, argv, &code)) {
+    if (cr__cli_begin(ctx, &a,
+                      "[--by tenant,gpu_type,day] [--level N] [--period day|month|year|all] "
+                      "[--csv]",
+                      usage_opts, NOPTS(usage_opts), false, argc, argv, &code)) {
         goto out;
     }
     const cli_val *by = cr__cli_arg(&a, "by");
@@ -419,7 +482,9 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
         goto out;
     }
-    int rc = cr_client_usage(ctx->client, by->str, &res);
+    const cli_val *lv = cr__cli_arg(&a, "level"), *per = cr__cli_arg(&a, "period");
+    int rc = cr_client_usage_q(ctx->client, by->str, lv->set ? (int)lv->i : 0,
+                               per->set ? per->str : NULL, &res);
     if (rc < 0) {
         code = cr__cli_fail(ctx, rc, &res);
         goto out;
@@ -431,6 +496,8 @@ int cr__cli_usage_cmd(cli_ctx *ctx, int argc, char **argv)
             json_object_set_new(res.body, "tokens", tok);
         }
         cr__cli_print_json(ctx, res.body);
+    } else if (cr__cli_arg(&a, "csv")->set) {
+        usage_csv(json_object_get(res.body, "items"), ctx->out);
     } else {
         usage_table(json_object_get(res.body, "items"), ctx->out);
         cr__cli_usage_tokens(ctx, NULL);
@@ -445,8 +512,85 @@ out:
 
 static const cli_opt tenants_opts[] = {
     {"weight", CLI_F64, "W", "fair-share weight", NULL, 0, 1000000, 0},
-    {"quota", CLI_LIST, "TYPE=N", "GPUs of TYPE the tenant may hold at once", NULL, 0, 0, 'q'},
+    {"quota", CLI_LIST, "TYPE=N", "GPUs of TYPE guaranteed to the tenant (its quota)", NULL, 0, 0,
+     'q'},
+    {"parent", CLI_STR, "T", "parent in the tenant tree (\"\" for a root)", NULL, 0, 0, 0},
+    {"limit", CLI_LIST, "TYPE=N", "GPUs of TYPE the tenant's subtree may hold at all", NULL, 0, 0,
+     0},
+    {"lend", CLI_LIST, "TYPE=N", "GPUs of TYPE of its idle guarantee others may borrow", NULL, 0, 0,
+     0},
 };
+
+/* "TYPE=N, ..." of a {"type": n} object into b. */
+static void gpu_map_text(const json_t *m, cr_buf *b)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)m, k, v)
+    {
+        char n[32];
+        cr_buf_printf(b, "%s%s=%s", b->len ? ", " : "", k, cr__cli_json_text(v, n, sizeof n));
+    }
+}
+
+/* One tenant and, indented below it, its children (depth bounded). */
+static void tree_rows(const json_t *items, const char *parent, int depth, cli_table *t)
+{
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it)
+    {
+        const char *p = jstr(it, "parent");
+        if (strcmp(p ? p : "", parent) != 0 || depth > 8) {
+            continue;
+        }
+        const char *name = jstr(it, "name");
+        char nm[128], w[32], fr[32], fs[32];
+        snprintf(nm, sizeof nm, "%*s%s", 2 * depth, "", name);
+        cr__cli_json_text(json_object_get(it, "weight"), w, sizeof w);
+        const json_t *rank = json_object_get(it, "fair_rank");
+        const json_t *lfs = json_object_get(it, "level_fs");
+        snprintf(fr, sizeof fr, "%s", json_is_integer(rank) ? "" : "-");
+        if (json_is_integer(rank)) {
+            snprintf(fr, sizeof fr, "%lld", (long long)json_integer_value(rank));
+        }
+        if (json_is_number(lfs)) {
+            snprintf(fs, sizeof fs, "%.3f", json_number_value(lfs));
+        } else {
+            snprintf(fs, sizeof fs, "%s", json_is_integer(rank) ? "inf" : "-");
+        }
+        cr_buf g, l, le, u;
+        cr_buf_init(&g);
+        cr_buf_init(&l);
+        cr_buf_init(&le);
+        cr_buf_init(&u);
+        gpu_map_text(json_object_get(it, "quotas"), &g);
+        gpu_map_text(json_object_get(it, "limits"), &l);
+        gpu_map_text(json_object_get(it, "lending_limits"), &le);
+        gpu_map_text(json_object_get(json_object_get(it, "usage"), "subtree_in_use"), &u);
+        const char *row[] = {nm, w, cr_buf_str(&u), cr_buf_str(&g), cr_buf_str(&l), cr_buf_str(&le),
+                             fr, fs};
+        cr__cli_table_row(t, row);
+        cr_buf_fini(&g);
+        cr_buf_fini(&l);
+        cr_buf_fini(&le);
+        cr_buf_fini(&u);
+        if (name) {
+            tree_rows(items, name, depth + 1, t);
+        }
+    }
+}
+
+static void tenants_tree(const json_t *items, FILE *f)
+{
+    static const char *const hdr[] = {"TENANT", ">WEIGHT", "IN_USE",     "GUARANTEE",
+                                      "LIMIT",  "LENDING", ">FAIR_RANK", ">LEVEL_FS"};
+    cli_table t;
+    cr__cli_table_init(&t, 8, hdr);
+    tree_rows(items, "", 0, &t);
+    cr__cli_table_print(&t, f);
+    cr__cli_table_fini(&t);
+}
 
 static void tenants_table(const json_t *items, FILE *f)
 {
@@ -498,23 +642,32 @@ static json_t *tenant_body(cli_ctx *ctx, const cli_args *a, const char *name)
     if (w->set) {
         json_object_set_new(body, "weight", json_real(w->f));
     }
-    const cli_val *q = cr__cli_arg(a, "quota");
-    if (q->count) {
-        json_t *quotas = json_object();
-        json_object_set_new(body, "quotas", quotas);
+    const cli_val *par = cr__cli_arg(a, "parent");
+    if (par->set) {
+        json_object_set_new(body, "parent", json_string(par->str));
+    }
+    static const char *const flags[][2] = {
+        {"quota", "quotas"}, {"limit", "limits"}, {"lend", "lending_limits"}};
+    for (size_t f = 0; f < 3; f++) {
+        const cli_val *q = cr__cli_arg(a, flags[f][0]);
+        if (!q->count) {
+            continue;
+        }
+        json_t *m = json_object();
+        json_object_set_new(body, flags[f][1], m);
         for (size_t i = 0; i < q->count; i++) {
             const char *eq = strrchr(q->list[i], '=');
             int64_t n = 0;
             if (!eq || eq == q->list[i] || cr_parse_i64(eq + 1, 0, 1000000, &n) < 0) {
                 fprintf(ctx->err,
-                        "corral tenants: --quota: '%s' is not TYPE=N (e.g. 'H100 SXM=16', N in "
+                        "corral tenants: --%s: '%s' is not TYPE=N (e.g. 'H100 SXM=16', N in "
                         "0..1000000)\n",
-                        q->list[i]);
+                        flags[f][0], q->list[i]);
                 json_decref(body);
                 return NULL;
             }
             char *type = cr_strndup(q->list[i], (size_t)(eq - q->list[i]));
-            json_object_set_new(quotas, type, json_integer(n));
+            json_object_set_new(m, type, json_integer(n));
             free(type);
         }
     }
@@ -529,31 +682,35 @@ int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv)
     cr_client_res res;
     cr_client_res_init(&res);
     if (cr__cli_begin(ctx, &a,
-                      "[list] | create NAME [--weight W] [--quota TYPE=N]... | set NAME "
-                      "[--weight W] [--quota TYPE=N]...",
+                      "[list] | tree | create NAME [--parent T] [--weight W] [--quota TYPE=N]... "
+                      "[--limit TYPE=N]... [--lend TYPE=N]... | set NAME [same flags]",
                       tenants_opts, NOPTS(tenants_opts), false, argc, argv, &code)) {
         goto out;
     }
     const char *verb = a.npos ? a.pos[0] : "list";
-    bool list = strcmp(verb, "list") == 0;
+    bool tree = strcmp(verb, "tree") == 0;
+    bool list = strcmp(verb, "list") == 0 || tree;
     bool create = strcmp(verb, "create") == 0;
     bool set = strcmp(verb, "set") == 0;
     if (!list && !create && !set) {
-        fprintf(ctx->err, "corral tenants: unknown action '%s' (allowed: list, create, set)\n",
-                verb);
+        fprintf(ctx->err,
+                "corral tenants: unknown action '%s' (allowed: list, tree, create, set)\n", verb);
         code = CLI_EXIT_USAGE;
         goto out;
     }
     if ((list && a.npos > 1) || (!list && a.npos != 2)) {
         fprintf(ctx->err,
-                list ? "corral tenants list: takes no argument\n"
+                list ? "corral tenants list|tree: takes no argument\n"
                      : "corral tenants %s: expected one tenant name\n",
                 verb);
         code = CLI_EXIT_USAGE;
         goto out;
     }
-    if (list && (cr__cli_arg(&a, "weight")->set || cr__cli_arg(&a, "quota")->set)) {
-        fprintf(ctx->err, "corral tenants: --weight and --quota go with create or set\n");
+    if (list && (cr__cli_arg(&a, "weight")->set || cr__cli_arg(&a, "quota")->set ||
+                 cr__cli_arg(&a, "parent")->set || cr__cli_arg(&a, "limit")->set ||
+                 cr__cli_arg(&a, "lend")->set)) {
+        fprintf(ctx->err, "corral tenants: --weight, --quota, --parent, --limit and --lend go "
+                          "with create or set\n");
         code = CLI_EXIT_USAGE;
         goto out;
     }
@@ -589,6 +746,8 @@ int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv)
     }
     if (ctx->json) {
         cr__cli_print_json(ctx, res.body);
+    } else if (tree) {
+        tenants_tree(json_object_get(res.body, "items"), ctx->out);
     } else if (list) {
         tenants_table(json_object_get(res.body, "items"), ctx->out);
     } else {
@@ -607,6 +766,9 @@ static const cli_opt tokens_opts[] = {
     {"role", CLI_STR, "ROLE", "role of the new token", "admin|user", 0, 0, 0},
     {"tenant", CLI_STR, "T", "tenant of a user token", NULL, 0, 0, 0},
     {"name", CLI_STR, "NAME", "who holds it (shown in lists)", NULL, 0, 0, 0},
+    {"scope", CLI_STR, "SCOPE", "what it may do within its role", "all|read|submit|tenant-admin", 0,
+     0, 0},
+    {"expires", CLI_DUR, "DUR", "lifetime (90d, 12h; default: never expires)", NULL, 0, 0, 0},
 };
 
 static int token_revoke(cli_ctx *ctx, const char *id, cr_client_res *res)
@@ -622,8 +784,8 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
     cr_client_res res;
     cr_client_res_init(&res);
     if (cr__cli_begin(ctx, &a,
-                      "[list] | create --role admin|user [--tenant T] [--name NAME] | "
-                      "revoke ID...",
+                      "[list] | create --role admin|user [--tenant T] [--name NAME] "
+                      "[--scope all|read|submit|tenant-admin] [--expires DUR] | revoke ID...",
                       tokens_opts, NOPTS(tokens_opts), false, argc, argv, &code)) {
         goto out;
     }
@@ -661,6 +823,18 @@ int cr__cli_tokens(cli_ctx *ctx, int argc, char **argv)
         }
         if (cr__cli_arg(&a, "name")->set) {
             json_object_set_new(body, "name", json_string(cr__cli_arg(&a, "name")->str));
+        }
+        if (cr__cli_arg(&a, "scope")->set) {
+            json_object_set_new(body, "scope", json_string(cr__cli_arg(&a, "scope")->str));
+        }
+        const cli_val *ex = cr__cli_arg(&a, "expires");
+        if (ex->set) {
+            if (ex->i < 1000000000LL) {
+                fprintf(ctx->err, "corral tokens create: --expires: at least 1s\n");
+                code = CLI_EXIT_USAGE;
+                goto out;
+            }
+            json_object_set_new(body, "expires_in_s", json_integer(ex->i / 1000000000LL));
         }
         if ((code = cr__cli_connect(ctx, &a)) != 0) {
             goto out;

@@ -15,6 +15,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const cli_opt cr__cli_common_opts[] = {
     {"server", CLI_STR, "URL[,URL...]",
@@ -68,9 +69,10 @@ static char *default_config_path(void)
 static char *read_token_file(const char *path)
 {
     FILE *f = fopen(path, "r");
-    char line[512];
+    /* an OIDC ID token is longer than a Corral token: up to 16 KiB */
+    char *line = cr_malloc(CLI_LOGIN_TOKEN_MAX + 2);
     char *t = NULL;
-    if (f && fgets(line, sizeof line, f)) {
+    if (f && fgets(line, CLI_LOGIN_TOKEN_MAX + 2, f)) {
         line[strcspn(line, "\r\n")] = '\0';
         char *s = line;
         while (*s == ' ' || *s == '\t') {
@@ -85,6 +87,7 @@ static char *read_token_file(const char *path)
     if (f) {
         fclose(f);
     }
+    free(line);
     return t;
 }
 
@@ -156,16 +159,27 @@ int cr__cli_connect(cli_ctx *ctx, const cli_args *a)
         tfile = env_file;
         tfrom = "CORRAL_TOKEN_FILE";
     }
+    char *login_file = NULL;
+    if (!tfile && !token) {
+        /* the token `corral login` kept, when nothing else names one */
+        login_file = cr__cli_default_token_path();
+        if (login_file && access(login_file, R_OK) == 0) {
+            tfile = login_file;
+            tfrom = "the token of corral login";
+        }
+    }
     if (tfile) {
         file_token = read_token_file(tfile);
         if (!file_token) {
             fprintf(ctx->err, "corral %s: %s: cannot read a token from '%s'\n", ctx->cmd, tfrom,
                     tfile);
+            free(login_file);
             code = CLI_EXIT_USAGE;
             goto out;
         }
         token = file_token;
     }
+    free(login_file);
     ctx->server = cr_strdup(server ? server : CR_CLIENT_DEFAULT_SERVER);
     ctx->token = token ? cr_strdup(token) : NULL;
     free(file_token);

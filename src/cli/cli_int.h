@@ -282,6 +282,11 @@ int cr__cli_top(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_services(cli_ctx *ctx, int argc, char **argv);
 int cr__cli_admin(cli_ctx *ctx, int argc, char **argv); /* bootstrap tokens */
 int cr__cli_audit(cli_ctx *ctx, int argc, char **argv);
+/* cli_login.c: the token-paste login; the default token file it writes
+ * (returned new, NULL without HOME and XDG_CONFIG_HOME). */
+#define CLI_LOGIN_TOKEN_MAX 16384
+int cr__cli_login(cli_ctx *ctx, int argc, char **argv);
+char *cr__cli_default_token_path(void);
 int cr__cli_pools(cli_ctx *ctx, int argc, char **argv); /* cli_pools.c */
 int cr__cli_data(cli_ctx *ctx, int argc, char **argv);  /* cli_data.c */
 /* corral nodes approve NODE (from cr__cli_nodes). */

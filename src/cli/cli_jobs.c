@@ -645,6 +645,11 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
          * every task as before */
         json_object_set_new(job, "batch", json_true());
     }
+    if (alloc) {
+        /* an allocation held for a shell: an idle-GPU policy ends it
+         * rather than requeueing it (docs/scheduler.md) */
+        json_object_set_new(job, "interactive", json_true());
+    }
     if ((code = cr__cli_connect(ctx, &a)) != 0) {
         goto out;
     }

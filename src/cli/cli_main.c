@@ -39,6 +39,7 @@ static const struct {
     {"services", cr__cli_services, "create, list, show, scale or delete inference services"},
     {"admin", cr__cli_admin, "bootstrap tokens for joining nodes (admin)"},
     {"audit", cr__cli_audit, "read the audit log of admin and mutating actions (admin)"},
+    {"login", cr__cli_login, "keep a token (e.g. your identity provider's) for later commands"},
 };
 
 static void main_usage(FILE *f, const char *bad)

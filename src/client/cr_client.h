@@ -213,6 +213,11 @@ int cr_client_node_drain(cr_client *c, const char *name, bool drain, const char 
                          cr_client_res *res);
 /* by: "tenant,gpu_type,day" or a subset; NULL for the server's default. */
 int cr_client_usage(cr_client *c, const char *by, cr_client_res *res);
+/* The same with a tree level (0: none; 1..8 rolls tenants up to their
+ * ancestor there) and a period ("day", "month", "year", "all"; NULL: day);
+ * by, period borrowed, may be NULL. */
+int cr_client_usage_q(cr_client *c, const char *by, int level, const char *period,
+                      cr_client_res *res);
 
 /* Tenants and tokens (admin). */
 int cr_client_tenants_list(cr_client *c, cr_client_res *res);

@@ -177,12 +177,29 @@ int cr_client_node_drain(cr_client *c, const char *name, bool drain, const char 
 
 int cr_client_usage(cr_client *c, const char *by, cr_client_res *res)
 {
+    return cr_client_usage_q(c, by, 0, NULL, res);
+}
+
+int cr_client_usage_q(cr_client *c, const char *by, int level, const char *period,
+                      cr_client_res *res)
+{
     cr_buf b;
     cr_buf_init(&b);
     cr_buf_puts(&b, "/v1/usage");
+    char sep = '?';
+    if (level > 0) {
+        cr_buf_printf(&b, "%clevel=%d", sep, level);
+        sep = '&';
+    }
+    if (period && *period) {
+        char *e = cr_client_escape(period);
+        cr_buf_printf(&b, "%cperiod=%s", sep, e);
+        free(e);
+        sep = '&';
+    }
     if (by && *by) {
         /* commas stay literal: the server splits the list on them */
-        cr_buf_printf(&b, "?by=");
+        cr_buf_printf(&b, "%cby=", sep);
         for (const char *p = by; *p; p++) {
             char one[2] = {*p, '\0'};
             if (*p == ',') {

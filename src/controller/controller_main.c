@@ -78,6 +78,21 @@ static void usage(FILE *f)
 
 #define MAX_SEG 8
 
+/* A token's scope (cr_auth.h): read is GET and HEAD only; submit adds
+ * the job routes (submit, cancel, their actions); tenant-admin adds the
+ * tenant routes, for the tenants below its own (ctl_route_tenants). */
+static bool scope_allows(const cr_principal *p, const char *m, char **seg, size_t nseg)
+{
+    if (p->scope == CR_SCOPE_ALL || strcmp(m, "GET") == 0 || strcmp(m, "HEAD") == 0) {
+        return true;
+    }
+    if (p->scope == CR_SCOPE_TENANT_ADMIN && nseg >= 2 && strcmp(seg[1], "tenants") == 0) {
+        return true; /* ctl_route_tenants checks the subtree */
+    }
+    return (p->scope == CR_SCOPE_SUBMIT || p->scope == CR_SCOPE_TENANT_ADMIN) && nseg >= 2 &&
+           strcmp(seg[1], "jobs") == 0;
+}
+
 static void route(void *ctx, cr_http_req *req)
 {
     ctl *c = ctx;
@@ -158,7 +173,40 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     cr_principal p;
-    if (!token || !cr_auth_table_check(c->auth, token, &p)) {
+    if (token && c->jwt && cr_jwt_looks_like(token)) {
+        char sub[64], why[400];
+        int jrc = cr_jwt_verify(c->jwt, token, cr_now_ns() / CR_NS_PER_SEC, &p, sub, sizeof sub,
+                                why, sizeof why);
+        if (jrc != 0) {
+            atomic_fetch_add(&c->auth_failures, 1);
+            if (!ctl_rl_allow_anon(c, req)) {
+                goto out;
+            }
+            /* audited with the subject the token claims (not verified) */
+            cr_principal who;
+            memset(&who, 0, sizeof who);
+            snprintf(who.name, sizeof who.name, "oidc:%.58s", *sub ? sub : "?");
+            char what[1100];
+            snprintf(what, sizeof what, "DENIED %s %s: oidc %s", m, path, why);
+            ctl_audit(c, req, &who, what);
+            cr_warn("auth failed: peer=%s %s %s: oidc sub '%s': %s", cr_http_peer(req), m, path,
+                    sub, why);
+            cr_http_set_route(req, "unauthenticated");
+            if (jrc == CR_EPERM) {
+                ctl_reply_err(req, 403, CR_EPERM, NULL, "%s", why);
+            } else {
+                cr_http_add_header(req, "WWW-Authenticate", "Bearer error=\"invalid_token\"");
+                ctl_reply_err(req, 401, CR_EAUTH, NULL, "invalid token: %s", why);
+            }
+            goto out;
+        }
+        if (p.role == CR_ROLE_USER && !ctl_tenant_known(c, p.tenant)) {
+            cr_http_set_route(req, "unauthenticated");
+            ctl_reply_err(req, 403, CR_EPERM, NULL, "oidc: tenant '%s' of subject '%s' is gone",
+                          p.tenant, p.name);
+            goto out;
+        }
+    } else if (!token || !cr_auth_table_check(c->auth, token, &p)) {
         atomic_fetch_add(&c->auth_failures, 1);
         if (!ctl_rl_allow_anon(c, req)) {
             goto out;
@@ -172,6 +220,17 @@ static void route(void *ctx, cr_http_req *req)
         goto out;
     }
     if (!ctl_rl_allow_token(c, req, &p)) {
+        goto out;
+    }
+    if (!scope_allows(&p, m, seg, nseg)) {
+        char what[600];
+        snprintf(what, sizeof what, "DENIED %s %s: scope %s", m, path, cr_scope_name(p.scope));
+        ctl_audit(c, req, &p, what);
+        cr_http_set_route(req, "scope");
+        ctl_reply_err(req, 403, CR_EPERM, NULL,
+                      "token scope '%s' does not allow %s %s (read: GET only; submit: GET and "
+                      "jobs)",
+                      cr_scope_name(p.scope), m, path);
         goto out;
     }
     const char *r = seg[1];
@@ -244,6 +303,72 @@ out:
 
 /* ------------------------------------------------------------------------ */
 /* Configuration                                                            */
+
+/* "oidc": {"issuer", "audience", "jwks", "leeway_s", "map": [{"claim",
+ * "value", "tenant", "role"}]} into cfg (whether the tenants exist is
+ * checked once the state is loaded: oidc_tenants_check). */
+static int oidc_config(const json_t *v, ctl_config *cfg, cr_json_err *err)
+{
+    static const char *const members[] = {"issuer", "audience", "jwks", "leeway_s", "map", NULL};
+    static const char *const rule_members[] = {"claim", "value", "tenant", "role", NULL};
+    json_t *o = NULL, *map = NULL;
+    const char *iss = NULL, *aud = NULL, *jwks = NULL;
+    int64_t leeway = 60;
+    int rc;
+    if ((rc = cr_json_obj(v, "", "oidc", false, &o, err)) || !o) {
+        return rc;
+    }
+    if ((rc = cr_json_only(o, "oidc", members, err)) ||
+        (rc = cr_json_str(o, "oidc", "issuer", true, 255, &iss, err)) ||
+        (rc = cr_json_str(o, "oidc", "audience", true, 255, &aud, err)) ||
+        (rc = cr_json_str(o, "oidc", "jwks", true, 1000, &jwks, err)) ||
+        (rc = cr_json_int(o, "oidc", "leeway_s", false, 0, 300, &leeway, err)) ||
+        (rc = cr_json_arr(o, "oidc", "map", true, CTL_OIDC_RULES_MAX, &map, err))) {
+        return rc;
+    }
+    memset(&cfg->oidc, 0, sizeof cfg->oidc);
+    snprintf(cfg->oidc.issuer, sizeof cfg->oidc.issuer, "%s", iss);
+    snprintf(cfg->oidc.audience, sizeof cfg->oidc.audience, "%s", aud);
+    snprintf(cfg->oidc.jwks, sizeof cfg->oidc.jwks, "%s", jwks);
+    cfg->oidc.leeway_s = leeway;
+    size_t i;
+    json_t *r;
+    json_array_foreach(map, i, r)
+    {
+        char at[64];
+        snprintf(at, sizeof at, "oidc.map[%zu]", i);
+        const char *claim = NULL, *value = NULL, *tenant = NULL, *role = NULL;
+        if (!json_is_object(r)) {
+            return cr_json_fail(err, CR_EINVAL, at, "field '%s': must be an object", at);
+        }
+        if ((rc = cr_json_only(r, at, rule_members, err)) ||
+            (rc = cr_json_str(r, at, "claim", true, 63, &claim, err)) ||
+            (rc = cr_json_str(r, at, "value", true, 127, &value, err)) ||
+            (rc = cr_json_str(r, at, "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
+            (rc = cr_json_str(r, at, "role", true, 15, &role, err))) {
+            return rc;
+        }
+        cr_jwt_rule *x = &cfg->oidc_rules[i];
+        memset(x, 0, sizeof *x);
+        snprintf(x->claim, sizeof x->claim, "%s", claim);
+        snprintf(x->value, sizeof x->value, "%s", value);
+        snprintf(x->tenant, sizeof x->tenant, "%s", tenant ? tenant : "");
+        x->role = cr_role_parse(role);
+        char f[80];
+        snprintf(f, sizeof f, "%s.role", at);
+        if (x->role != CR_ROLE_ADMIN && x->role != CR_ROLE_USER) {
+            return cr_json_fail(err, CR_EINVAL, f, "field '%s': must be 'user' or 'admin'", f);
+        }
+        snprintf(f, sizeof f, "%s.tenant", at);
+        if (x->role == CR_ROLE_USER && !*x->tenant) {
+            return cr_json_fail(err, CR_EINVAL, f, "field '%s': a user rule names its tenant", f);
+        }
+    }
+    cfg->oidc.map = cfg->oidc_rules;
+    cfg->oidc.nmap = json_array_size(map);
+    cfg->oidc_on = true;
+    return 0;
+}
 
 static void config_defaults(ctl_config *cfg)
 {
@@ -423,6 +548,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "advertise_url",
                                           "election",
                                           "election_ttl_s",
+                                          "oidc",
                                           CTL_RL_CONFIG_MEMBERS,
                                           NULL};
     const char *adv = NULL, *elect = NULL;
@@ -519,7 +645,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_str(v, "", "election", false, 1000, &elect, &err)) ||
         (rc = cr_json_int(v, "", "election_ttl_s", false, CTL_HA_TTL_MIN_S, CTL_HA_TTL_MAX_S,
                           &cfg->election_ttl_s, &err)) ||
-        (rc = ctl_rl_config(v, cfg, &err))) {
+        (rc = ctl_rl_config(v, cfg, &err)) || (rc = oidc_config(v, cfg, &err))) {
         fprintf(stderr, "corral controller: %s: %s\n", path, err.message);
         goto out;
     }
@@ -767,6 +893,8 @@ static void ctl_free_state(ctl *c)
     c->hist = NULL;
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
+        json_decref(c->tenants[i]->limits);
+        json_decref(c->tenants[i]->lending);
         free(c->tenants[i]);
     }
     free(c->tenants);
@@ -781,6 +909,7 @@ static void ctl_free_state(ctl *c)
     pthread_mutex_destroy(&c->admin_mu);
     ctl_data_fini(c);
     cr_auth_table_free(c->auth);
+    cr_jwt_free(c->jwt);
     cr_auth_secret_free(c->metrics_token);
     cr_prom_hist_vec_free(c->api_hist);
     cr_prom_hist_fini(&c->cycle_hist);
@@ -1045,6 +1174,29 @@ static int run(ctl *c)
             (long long)(c->next_id - 1), c->nnodes, c->ntenants, cr_store_schema_version(c->store));
     if (c->cfg.history_step_s > 0 && !c->hist) {
         c->hist = ctl_hist_new(c->cfg.history_step_s);
+    }
+    if (c->cfg.oidc_on && !c->jwt) {
+        /* a rule that maps to no tenant would match and then refuse
+         * everyone it names: refused here, before anything serves */
+        for (size_t i = 0; i < c->cfg.oidc.nmap; i++) {
+            const cr_jwt_rule *r = &c->cfg.oidc_rules[i];
+            if (r->role == CR_ROLE_USER && !ctl_tenant_find(c, r->tenant)) {
+                fprintf(stderr,
+                        "corral controller: config field 'oidc.map[%zu].tenant': tenant '%s' "
+                        "does not exist (create it first)\n",
+                        i, r->tenant);
+                rc = CR_EINVAL;
+                goto out;
+            }
+        }
+        char why[512];
+        c->cfg.oidc.map = c->cfg.oidc_rules;
+        if ((rc = cr_jwt_new(&c->cfg.oidc, &c->jwt, why, sizeof why)) != 0) {
+            fprintf(stderr, "corral controller: config field 'oidc.jwks': %s\n", why);
+            goto out;
+        }
+        cr_info("oidc: issuer %s, audience %s, keys from %s, %zu rules", c->cfg.oidc.issuer,
+                c->cfg.oidc.audience, c->cfg.oidc.jwks, c->cfg.oidc.nmap);
     }
     rc = ctl_sched_start(c);
     if (rc == 0) {

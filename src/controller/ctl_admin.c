@@ -11,6 +11,7 @@
 #include "cr_time.h"
 
 #include <errno.h>
+#include <math.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,9 +33,71 @@ ctl_tenant *ctl_tenant_find(ctl *c, const char *name)
     return NULL;
 }
 
+bool ctl_tenant_known(ctl *c, const char *name)
+{
+    pthread_mutex_lock(&c->mu);
+    bool ok = ctl_tenant_find(c, name) != NULL;
+    pthread_mutex_unlock(&c->mu);
+    return ok;
+}
+
 static json_t *tenant_json(const ctl_tenant *t)
 {
-    return json_pack("{s:s,s:f,s:O}", "name", t->name, "weight", t->weight, "quotas", t->quotas);
+    json_t *v = json_pack("{s:s,s:s,s:f,s:O,s:O,s:O}", "name", t->name, "parent", t->parent,
+                          "weight", t->weight, "quotas", t->quotas, "limits", t->limits,
+                          "lending_limits", t->lending);
+    json_object_set_new(v, "idle",
+                        t->idle_after_s > 0
+                            ? json_pack("{s:I,s:I,s:s}", "after_s", (json_int_t)t->idle_after_s,
+                                        "grace_s", (json_int_t)t->idle_grace_s, "action",
+                                        t->idle_requeue ? "requeue" : "warn")
+                            : json_null());
+    return v;
+}
+
+bool ctl_tenant_idle_policy(ctl *c, const char *tenant, int64_t *after_s, int64_t *grace_s,
+                            bool *requeue)
+{
+    int n = 0;
+    for (ctl_tenant *t = ctl_tenant_find(c, tenant); t && n <= CTL_TENANT_DEPTH_MAX;
+         t = *t->parent ? ctl_tenant_find(c, t->parent) : NULL, n++) {
+        if (t->idle_after_s > 0) {
+            *after_s = t->idle_after_s;
+            *grace_s = t->idle_grace_s;
+            *requeue = t->idle_requeue;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* "idle": {"after_s", "grace_s", "action"} (or null: none) into the outs. */
+static int idle_parse(const json_t *v, int64_t *after, int64_t *grace, bool *requeue,
+                      cr_json_err *err)
+{
+    static const char *const members[] = {"after_s", "grace_s", "action", NULL};
+    static const char *const actions[] = {"warn", "requeue", NULL};
+    json_t *o = json_object_get(v, "idle");
+    *after = *grace = 0;
+    *requeue = false;
+    if (!o || json_is_null(o)) {
+        return 0;
+    }
+    const char *action = "warn";
+    *grace = 60;
+    int rc;
+    if (!json_is_object(o)) {
+        return cr_json_fail(err, CR_EINVAL, "idle", "field 'idle': must be an object or null");
+    }
+    if ((rc = cr_json_only(o, "idle", members, err)) ||
+        (rc = cr_json_int(o, "idle", "after_s", true, 1, CTL_IDLE_MAX_S, after, err)) ||
+        (rc = cr_json_int(o, "idle", "grace_s", false, 0, CTL_IDLE_MAX_S, grace, err)) ||
+        (rc = cr_json_str(o, "idle", "action", false, 15, &action, err)) ||
+        (rc = cr_json_enum(action, "idle.action", actions, err))) {
+        return rc;
+    }
+    *requeue = strcmp(action, "requeue") == 0;
+    return 0;
 }
 
 static void tenant_persist(cr_store_txn *txn, const ctl_tenant *t)
@@ -46,16 +109,35 @@ static void tenant_persist(cr_store_txn *txn, const ctl_tenant *t)
     json_decref(v);
 }
 
+static json_t *obj_or_new(json_t *o)
+{
+    return json_is_object(o) ? json_incref(o) : json_object();
+}
+
+/* The new tenant's bounds are borrowed (referenced). */
 static ctl_tenant *tenant_add(ctl *c, const char *name, double weight, json_t *quotas)
 {
     ctl_tenant *t = cr_calloc(1, sizeof *t);
     snprintf(t->name, sizeof t->name, "%s", name);
     t->weight = weight;
-    t->quotas = quotas ? json_incref(quotas) : json_object();
+    t->quotas = obj_or_new(quotas);
+    t->limits = json_object();
+    t->lending = json_object();
+    t->fair_rank = -1;
+    t->level_fs = NAN;
     CR_GROW(c->tenants, c->ntenants, c->captenants);
     c->tenants[c->ntenants++] = t;
     c->tenants_dirty = true;
     return t;
+}
+
+static void tenant_set_tree(ctl_tenant *t, const char *parent, json_t *limits, json_t *lending)
+{
+    snprintf(t->parent, sizeof t->parent, "%s", parent ? parent : "");
+    json_decref(t->limits);
+    json_decref(t->lending);
+    t->limits = obj_or_new(limits);
+    t->lending = obj_or_new(lending);
 }
 
 ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name)
@@ -68,51 +150,221 @@ ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name)
     return t;
 }
 
-/* Validate {"name"?, "weight", "quotas"}; *quotas returned new. */
-static int tenant_parse(const json_t *v, bool with_name, const char **name, double *weight,
-                        json_t **quotas, cr_json_err *err)
+/* {"type": gpus} at member key of v, each 0..1000000; *out returned new. */
+static int gpu_map(const json_t *v, const char *key, json_t **out, cr_json_err *err)
 {
-    static const char *const with[] = {"name", "weight", "quotas", NULL};
-    static const char *const without[] = {"weight", "quotas", NULL};
     json_t *q = NULL;
-    int rc;
-    if ((rc = cr_json_only(v, "", with_name ? with : without, err)) ||
-        (with_name && (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, name, err))) ||
-        (rc = cr_json_num(v, "", "weight", false, 1e-6, 1e6, weight, err)) ||
-        (rc = cr_json_obj(v, "", "quotas", false, &q, err))) {
+    int rc = cr_json_obj(v, "", key, false, &q, err);
+    if (rc) {
         return rc;
     }
-    if (with_name && (rc = ctl_name_check(*name, "name", err)) != 0) {
-        return rc;
-    }
-    json_t *out = json_object();
+    json_t *res = json_object();
     const char *k;
     json_t *x;
     json_object_foreach(q, k, x)
     {
         char f[300];
-        cr_json_path(f, sizeof f, "quotas", k);
+        cr_json_path(f, sizeof f, key, k);
         if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 1000000) {
-            json_decref(out);
+            json_decref(res);
             return cr_json_fail(err, CR_EINVAL, f, "field '%s': must be an integer 0..1000000", f);
         }
-        json_object_set(out, k, x);
+        json_object_set(res, k, x);
     }
-    *quotas = out;
+    *out = res;
     return 0;
 }
 
-static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
+typedef struct tenant_in {
+    const char *name;
+    const char *parent; /* NULL: not given */
+    double weight;
+    int64_t idle_after_s, idle_grace_s;
+    bool idle_requeue;
+    json_t *quotas, *limits, *lending; /* owned */
+} tenant_in;
+
+static void tenant_in_fini(tenant_in *in)
 {
-    /* GPUs held now: from the nodes' job lists (running work only), each
-     * placement counted on its own node so a gang counts once. */
-    json_t *in_use = json_object();
+    json_decref(in->quotas);
+    json_decref(in->limits);
+    json_decref(in->lending);
+}
+
+/* Validate {"name"?, "parent", "weight", "quotas", "limits",
+ * "lending_limits"} into in (its maps returned new: tenant_in_fini). */
+static int tenant_parse(const json_t *v, bool with_name, tenant_in *in, cr_json_err *err)
+{
+    static const char *const with[] = {"name",   "parent",         "weight", "quotas",
+                                       "limits", "lending_limits", "idle",   NULL};
+    static const char *const without[] = {"parent",         "weight", "quotas", "limits",
+                                          "lending_limits", "idle",   NULL};
+    int rc;
+    if ((rc = cr_json_only(v, "", with_name ? with : without, err)) ||
+        (with_name && (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, &in->name, err))) ||
+        (rc = cr_json_str(v, "", "parent", false, CTL_NAME_MAX - 1, &in->parent, err)) ||
+        (rc = cr_json_num(v, "", "weight", false, 1e-6, 1e6, &in->weight, err)) ||
+        (rc = gpu_map(v, "quotas", &in->quotas, err)) ||
+        (rc = gpu_map(v, "limits", &in->limits, err)) ||
+        (rc = gpu_map(v, "lending_limits", &in->lending, err)) ||
+        (rc = idle_parse(v, &in->idle_after_s, &in->idle_grace_s, &in->idle_requeue, err))) {
+        return rc;
+    }
+    if (with_name && (rc = ctl_name_check(in->name, "name", err)) != 0) {
+        return rc;
+    }
+    if (in->parent && *in->parent && (rc = ctl_name_check(in->parent, "parent", err)) != 0) {
+        return rc;
+    }
+    const char *k;
+    json_t *x;
+    json_object_foreach(in->limits, k, x)
+    {
+        json_t *g = json_object_get(in->quotas, k);
+        if (g && json_integer_value(x) < json_integer_value(g)) {
+            char f[300];
+            cr_json_path(f, sizeof f, "limits", k);
+            return cr_json_fail(
+                err, CR_EINVAL, f,
+                "field '%s': a limit of %lld is below the guarantee (quotas) of %lld", f,
+                (long long)json_integer_value(x), (long long)json_integer_value(g));
+        }
+    }
+    return 0;
+}
+
+/* The tree's rules for tenant name taking parent and quotas (nothing is
+ * changed here): the parent exists, is not name nor below it, the tree
+ * stays within CTL_TENANT_DEPTH_MAX levels, and per GPU type the
+ * children's guarantees sum to at most their parent's. mu held. */
+static ctl_tenant *parent_of(ctl *c, const ctl_tenant *t)
+{
+    return *t->parent ? ctl_tenant_find(c, t->parent) : NULL;
+}
+
+static int depth_of(ctl *c, const char *name)
+{
+    int d = 0;
+    for (ctl_tenant *t = ctl_tenant_find(c, name); t && d <= CTL_TENANT_DEPTH_MAX;
+         t = parent_of(c, t)) {
+        d++;
+    }
+    return d;
+}
+
+/* Is t (by name) name itself or below it? */
+static bool below(ctl *c, const char *t, const char *name)
+{
+    int n = 0;
+    for (ctl_tenant *x = ctl_tenant_find(c, t); x && n <= CTL_TENANT_DEPTH_MAX;
+         x = parent_of(c, x), n++) {
+        if (strcmp(x->name, name) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static int height_of(ctl *c, const char *name)
+{
+    int h = 1, base = depth_of(c, name);
+    for (size_t i = 0; i < c->ntenants; i++) {
+        if (strcmp(c->tenants[i]->name, name) != 0 && below(c, c->tenants[i]->name, name)) {
+            int d = depth_of(c, c->tenants[i]->name) - base + 1;
+            h = d > h ? d : h;
+        }
+    }
+    return h;
+}
+
+/* Sum of the guarantees of type k of parent's children, leaving out skip. */
+static int64_t children_sum(ctl *c, const char *parent, const char *skip, const char *k)
+{
+    int64_t sum = 0;
+    for (size_t i = 0; i < c->ntenants; i++) {
+        const ctl_tenant *x = c->tenants[i];
+        if (strcmp(x->parent, parent) == 0 && strcmp(x->name, skip) != 0) {
+            sum += json_integer_value(json_object_get(x->quotas, k));
+        }
+    }
+    return sum;
+}
+
+static int tree_check(ctl *c, const char *name, const char *parent, const json_t *quotas,
+                      cr_json_err *err)
+{
+    const char *k;
+    json_t *x;
+    if (*parent) {
+        ctl_tenant *p = ctl_tenant_find(c, parent);
+        if (!p) {
+            return cr_json_fail(err, CR_EINVAL, "parent",
+                                "field 'parent': tenant '%s' does not exist (create it first)",
+                                parent);
+        }
+        if (below(c, parent, name)) {
+            return cr_json_fail(err, CR_EINVAL, "parent",
+                                "field 'parent': '%s' is '%s' or below it: the tree would have a "
+                                "cycle",
+                                parent, name);
+        }
+        int d = depth_of(c, parent) + (ctl_tenant_find(c, name) ? height_of(c, name) : 1);
+        if (d > CTL_TENANT_DEPTH_MAX) {
+            return cr_json_fail(err, CR_EINVAL, "parent",
+                                "field 'parent': the tree would be %d levels deep (at most %d)", d,
+                                CTL_TENANT_DEPTH_MAX);
+        }
+        json_object_foreach((json_t *)quotas, k, x)
+        {
+            json_t *pg = json_object_get(p->quotas, k);
+            if (!pg) {
+                continue; /* no guarantee above: nothing to exceed */
+            }
+            int64_t sum = children_sum(c, parent, name, k) + json_integer_value(x);
+            if (sum > json_integer_value(pg)) {
+                char f[300];
+                cr_json_path(f, sizeof f, "quotas", k);
+                return cr_json_fail(err, CR_EINVAL, f,
+                                    "field '%s': a guarantee of %lld (%lld with its siblings') "
+                                    "exceeds parent '%s''s guarantee of %lld",
+                                    f, (long long)json_integer_value(x), (long long)sum, parent,
+                                    (long long)json_integer_value(pg));
+            }
+        }
+    }
+    /* its own children's guarantees still fit under its new ones */
+    json_object_foreach((json_t *)quotas, k, x)
+    {
+        int64_t sum = children_sum(c, name, "", k);
+        if (sum > json_integer_value(x)) {
+            char f[300];
+            cr_json_path(f, sizeof f, "quotas", k);
+            return cr_json_fail(err, CR_EINVAL, f,
+                                "field '%s': a guarantee of %lld is less than its children's "
+                                "%lld",
+                                f, (long long)json_integer_value(x), (long long)sum);
+        }
+    }
+    return 0;
+}
+
+/* GPUs held now, per tenant: {"tenant": {"type": gpus}} (returned new),
+ * in one pass over the nodes' job lists (running work only), each
+ * placement counted on its own node so a gang counts once. mu held. */
+static json_t *in_use_all(ctl *c)
+{
+    json_t *all = json_object();
     for (size_t i = 0; i < c->nnodes; i++) {
         const ctl_node *n = c->nodes[i];
         for (size_t k = 0; k < n->njobs; k++) {
             const ctl_job *j = ctl_job_get(c, n->jobs[k]);
-            if (!j || strcmp(j->tenant, t->name) != 0) {
+            if (!j) {
                 continue;
+            }
+            json_t *in_use = json_object_get(all, j->tenant);
+            if (!in_use) {
+                in_use = json_object();
+                json_object_set_new(all, j->tenant, in_use);
             }
             for (size_t q = 0; q < j->nplace; q++) {
                 if (strcmp(j->place[q].node, n->name) != 0) {
@@ -126,16 +378,61 @@ static json_t *tenant_usage(ctl *c, const ctl_tenant *t)
             }
         }
     }
+    return all;
+}
+
+/* {"type": gpus} of from added into to. */
+static void gpus_add(json_t *to, const json_t *from)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)from, k, v)
+    {
+        json_object_set_new(
+            to, k,
+            json_integer(json_integer_value(json_object_get(to, k)) + json_integer_value(v)));
+    }
+}
+
+/* Each tenant's subtree's GPUs in use: {"tenant": {"type": gpus}}
+ * (returned new) from in_use_all's all (borrowed), adding each tenant's
+ * own to itself and its ancestors. mu held. */
+static json_t *in_use_subtrees(ctl *c, const json_t *all)
+{
+    json_t *subs = json_object();
+    for (size_t i = 0; i < c->ntenants; i++) {
+        const json_t *mine = json_object_get(all, c->tenants[i]->name);
+        int n = 0;
+        for (ctl_tenant *a = c->tenants[i]; a && mine && n <= CTL_TENANT_DEPTH_MAX;
+             a = parent_of(c, a), n++) {
+            json_t *sub = json_object_get(subs, a->name);
+            if (!sub) {
+                sub = json_object();
+                json_object_set_new(subs, a->name, sub);
+            }
+            gpus_add(sub, mine);
+        }
+    }
+    return subs;
+}
+
+/* t's usage; all, subs: in_use_all's and in_use_subtrees' (borrowed). mu held. */
+static json_t *tenant_usage(ctl *c, const ctl_tenant *t, const json_t *all, const json_t *subs)
+{
+    json_t *in_use = json_object(), *sub = json_object();
+    gpus_add(in_use, json_object_get(all, t->name));
+    gpus_add(sub, json_object_get(subs, t->name));
     double gpu_s = 0, energy = 0, cost = 0;
     for (size_t i = 0; i < c->nusage; i++) {
-        if (strcmp(c->usage[i].tenant, t->name) == 0) {
+        if (strcmp(c->usage[i].tenant, t->name) == 0 &&
+            !strstr(c->usage[i].gpu_type, CTL_IDLE_SUFFIX)) {
             gpu_s += c->usage[i].gpu_s;
             energy += c->usage[i].energy_j;
             cost += c->usage[i].cost;
         }
     }
-    return json_pack("{s:o,s:f,s:f,s:f}", "gpus_in_use", in_use, "gpu_hours", gpu_s / 3600.0,
-                     "energy_kwh", energy / 3.6e6, "cost", cost);
+    return json_pack("{s:o,s:o,s:f,s:f,s:f}", "gpus_in_use", in_use, "subtree_in_use", sub,
+                     "gpu_hours", gpu_s / 3600.0, "energy_kwh", energy / 3.6e6, "cost", cost);
 }
 
 void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
@@ -150,17 +447,26 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         }
         json_t *items = json_array();
         pthread_mutex_lock(&c->mu);
+        json_t *all = in_use_all(c), *subs = in_use_subtrees(c, all);
         for (size_t i = 0; i < c->ntenants; i++) {
             ctl_tenant *t = c->tenants[i];
-            if ((p->role == CR_ROLE_USER && strcmp(t->name, p->tenant) != 0) ||
-                (nseg == 3 && strcmp(t->name, seg[2]) != 0)) {
+            /* a user sees its tenant; a tenant-admin token its subtree */
+            bool mine = strcmp(t->name, p->tenant) == 0 ||
+                        (p->scope == CR_SCOPE_TENANT_ADMIN && below(c, t->name, p->tenant));
+            if ((p->role == CR_ROLE_USER && !mine) || (nseg == 3 && strcmp(t->name, seg[2]) != 0)) {
                 continue;
             }
             json_t *v = tenant_json(t);
-            json_object_set_new(v, "usage", tenant_usage(c, t));
+            json_object_set_new(v, "usage", tenant_usage(c, t, all, subs));
+            json_object_set_new(v, "fair_rank",
+                                t->fair_rank >= 0 ? json_integer(t->fair_rank) : json_null());
+            json_object_set_new(v, "level_fs",
+                                isfinite(t->level_fs) ? json_real(t->level_fs) : json_null());
             json_array_append_new(items, v);
         }
         pthread_mutex_unlock(&c->mu);
+        json_decref(all);
+        json_decref(subs);
         if (nseg == 3) {
             json_t *one = json_incref(json_array_get(items, 0));
             json_decref(items);
@@ -175,8 +481,11 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
         return;
     }
-    if (p->role != CR_ROLE_ADMIN) {
-        ctl_reply_err(req, 403, CR_EPERM, NULL, "only an admin may change tenants");
+    bool tadmin = p->role == CR_ROLE_USER && p->scope == CR_SCOPE_TENANT_ADMIN;
+    if (p->role != CR_ROLE_ADMIN && !tadmin) {
+        ctl_reply_err(req, 403, CR_EPERM, NULL,
+                      "only an admin (or a tenant-admin token, below its tenant) may change "
+                      "tenants");
         return;
     }
     bool create = strcmp(m, "POST") == 0 && nseg == 2;
@@ -187,29 +496,52 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
     }
     size_t len;
     const char *body = cr_http_body(req, &len);
-    json_t *v = NULL, *quotas = NULL;
+    json_t *v = NULL;
     cr_json_err err;
-    const char *name = create ? NULL : seg[2];
-    double weight = 1.0;
-    if (cr_json_parse_object(body, len, &v, &err) != 0 ||
-        tenant_parse(v, create, &name, &weight, &quotas, &err) != 0) {
+    tenant_in in = {.name = create ? NULL : seg[2], .weight = 1.0};
+    if (cr_json_parse_object(body, len, &v, &err) != 0 || tenant_parse(v, create, &in, &err) != 0) {
+        tenant_in_fini(&in);
         json_decref(v);
         ctl_reply_jerr(req, &err);
         return;
     }
+    const char *name = in.name;
     /* Stored first, applied after (ctl_state.c): admin_mu keeps two
      * changes from crossing between the commit and the apply. */
     pthread_mutex_lock(&c->admin_mu);
     pthread_mutex_lock(&c->mu);
     ctl_tenant *t = ctl_tenant_find(c, name);
+    char parent[CTL_NAME_MAX];
+    /* PUT without "parent" keeps the tenant where it is in the tree */
+    snprintf(parent, sizeof parent, "%s", in.parent ? in.parent : t ? t->parent : "");
+    int trc = (create && t) || (replace && !t) ? 0 : tree_check(c, name, parent, in.quotas, &err);
+    /* a tenant-admin token manages the tenants strictly below its own:
+     * the tenant stays there and its parent is its tenant or below */
+    bool sub_ok =
+        !tadmin || (*parent && below(c, parent, p->tenant) &&
+                    (!t || (strcmp(t->name, p->tenant) != 0 && below(c, t->name, p->tenant))));
     pthread_mutex_unlock(&c->mu);
-    if (create && t) {
+    if (!sub_ok) {
+        ctl_reply_err(req, 403, CR_EPERM, "parent",
+                      "field 'parent': a tenant-admin token of '%s' manages only the tenants "
+                      "below it",
+                      p->tenant);
+    } else if (create && t) {
         ctl_reply_err(req, 409, CR_EEXIST, "name", "tenant '%s' already exists", name);
     } else if (replace && !t) {
         ctl_reply_err(req, 404, CR_ENOENT, NULL, "tenant '%s' not found", name);
+    } else if (trc != 0) {
+        ctl_reply_jerr(req, &err);
     } else {
-        ctl_tenant next = {.weight = weight, .quotas = quotas};
+        ctl_tenant next = {.weight = in.weight,
+                           .quotas = in.quotas,
+                           .limits = in.limits,
+                           .lending = in.lending,
+                           .idle_after_s = in.idle_after_s,
+                           .idle_grace_s = in.idle_grace_s,
+                           .idle_requeue = in.idle_requeue};
         snprintf(next.name, sizeof next.name, "%s", name);
+        snprintf(next.parent, sizeof next.parent, "%s", parent);
         cr_store_txn *txn = cr_store_txn_new();
         tenant_persist(txn, &next);
         int rc = cr_store_commit(c->store, txn);
@@ -219,13 +551,17 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
             pthread_mutex_lock(&c->mu);
             t = ctl_tenant_find(c, name);
             if (!t) {
-                t = tenant_add(c, name, weight, quotas);
+                t = tenant_add(c, name, in.weight, in.quotas);
             } else {
-                t->weight = weight;
+                t->weight = in.weight;
                 json_decref(t->quotas);
-                t->quotas = json_incref(quotas);
-                c->tenants_dirty = true;
+                t->quotas = json_incref(in.quotas);
             }
+            tenant_set_tree(t, parent, in.limits, in.lending);
+            t->idle_after_s = in.idle_after_s;
+            t->idle_grace_s = in.idle_grace_s;
+            t->idle_requeue = in.idle_requeue;
+            c->tenants_dirty = true;
             ctl_sched_kick(c);
             json_t *ans = tenant_json(t);
             pthread_mutex_unlock(&c->mu);
@@ -233,7 +569,7 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
         }
     }
     pthread_mutex_unlock(&c->admin_mu);
-    json_decref(quotas);
+    tenant_in_fini(&in);
     json_decref(v);
 }
 
@@ -242,11 +578,13 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
 
 static json_t *token_doc(int64_t id, const uint8_t *hash, const cr_principal *p)
 {
-    char hex[2 * CR_TOKEN_HASH_BYTES + 1], t[64];
+    char hex[2 * CR_TOKEN_HASH_BYTES + 1], t[64], e[64];
     cr_auth_hash_hex(hash, hex);
-    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "hash", hex, "role",
-                     cr_role_name(p->role), "tenant", p->tenant, "name", p->name, "created",
-                     ctl_time_str(cr_now_ns(), t, sizeof t));
+    return json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s,s:I,s:s}", "id", (json_int_t)id, "hash", hex,
+                     "role", cr_role_name(p->role), "tenant", p->tenant, "name", p->name, "created",
+                     ctl_time_str(cr_now_ns(), t, sizeof t), "scope", cr_scope_name(p->scope),
+                     "expires_ns", (json_int_t)p->expires_ns, "expires",
+                     p->expires_ns ? ctl_time_str(p->expires_ns, e, sizeof e) : "");
 }
 
 static void token_key(int64_t id, char *buf, size_t len)
@@ -327,14 +665,21 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         const char *body = cr_http_body(req, &len);
         json_t *v = NULL;
         cr_json_err err;
-        static const char *const members[] = {"role", "tenant", "name", NULL};
+        static const char *const members[] = {"role",  "tenant",       "name",
+                                              "scope", "expires_in_s", NULL};
         static const char *const roles[] = {"admin", "user", NULL};
-        const char *role = "user", *tenant = "", *name = "";
+        static const char *const scopes[] = {"all", "read", "submit", "tenant-admin", NULL};
+        const char *role = "user", *tenant = "", *name = "", *scope = "all";
+        int64_t expires_in = 0;
         if (cr_json_parse_object(body, len, &v, &err) || cr_json_only(v, "", members, &err) ||
             cr_json_str(v, "", "role", false, 16, &role, &err) ||
             cr_json_enum(role, "role", roles, &err) ||
             cr_json_str(v, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, &err) ||
-            cr_json_str(v, "", "name", false, CTL_NAME_MAX - 1, &name, &err)) {
+            cr_json_str(v, "", "name", false, CTL_NAME_MAX - 1, &name, &err) ||
+            cr_json_str(v, "", "scope", false, 16, &scope, &err) ||
+            cr_json_enum(scope, "scope", scopes, &err) ||
+            cr_json_int(v, "", "expires_in_s", false, 0, CTL_TOKEN_EXPIRY_MAX_S, &expires_in,
+                        &err)) {
             json_decref(v);
             ctl_reply_jerr(req, &err);
             return;
@@ -358,6 +703,15 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
             snprintf(np.tenant, sizeof np.tenant, "%s", tenant);
         }
         snprintf(np.name, sizeof np.name, "%s", *name ? name : role);
+        cr_scope_parse(scope, &np.scope);
+        if (np.scope == CR_SCOPE_TENANT_ADMIN && np.role != CR_ROLE_USER) {
+            json_decref(v);
+            ctl_reply_err(req, 400, CR_EINVAL, "scope",
+                          "field 'scope': tenant-admin is for a user token (an admin manages "
+                          "every tenant already)");
+            return;
+        }
+        np.expires_ns = expires_in > 0 ? cr_now_ns() + expires_in * CR_NS_PER_SEC : 0;
         json_decref(v);
         char text[CR_TOKEN_TEXT_MAX];
         pthread_mutex_lock(&c->mu);
@@ -382,10 +736,13 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
             return;
         }
         cr_auth_table_put(c->auth, hash, &minted);
-        ctl_reply_json(req, 201,
-                       json_pack("{s:I,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "token", text,
-                                 "role", cr_role_name(np.role), "tenant", np.tenant, "name",
-                                 np.name));
+        char exp[64];
+        ctl_reply_json(
+            req, 201,
+            json_pack("{s:I,s:s,s:s,s:s,s:s,s:s,s:s}", "id", (json_int_t)id, "token", text, "role",
+                      cr_role_name(np.role), "tenant", np.tenant, "name", np.name, "scope",
+                      cr_scope_name(np.scope), "expires",
+                      np.expires_ns ? ctl_time_str(np.expires_ns, exp, sizeof exp) : ""));
         return;
     }
     if (nseg == 3 && strcmp(m, "DELETE") == 0) {
@@ -482,6 +839,8 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
         return;
     }
     const char *by = cr_http_query(req, "by");
+    const char *lv = cr_http_query(req, "level");
+    const char *period = cr_http_query(req, "period");
     bool k_tenant = !by, k_type = !by, k_day = !by;
     if (by) {
         char tmp[128];
@@ -501,6 +860,30 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
             }
         }
     }
+    int64_t level = 0;
+    if (lv && cr_parse_i64(lv, 1, CTL_TENANT_DEPTH_MAX, &level) != 0) {
+        ctl_reply_err(req, 400, CR_EINVAL, "level",
+                      "query 'level': want 1..%d (1: the roots of the tenant tree)",
+                      CTL_TENANT_DEPTH_MAX);
+        return;
+    }
+    /* the day key's length: a day, a month, a year, or all of time */
+    size_t dlen = 10;
+    if (period) {
+        if (strcmp(period, "day") == 0) {
+            dlen = 10;
+        } else if (strcmp(period, "month") == 0) {
+            dlen = 7;
+        } else if (strcmp(period, "year") == 0) {
+            dlen = 4;
+        } else if (strcmp(period, "all") == 0) {
+            dlen = 0;
+        } else {
+            ctl_reply_err(req, 400, CR_EINVAL, "period",
+                          "query 'period': want day, month, year or all");
+            return;
+        }
+    }
     json_t *items = json_array();
     pthread_mutex_lock(&c->mu);
     for (size_t i = 0; i < c->nusage; i++) {
@@ -508,9 +891,31 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
         if (p->role == CR_ROLE_USER && strcmp(u->tenant, p->tenant) != 0) {
             continue;
         }
-        const char *tn = k_tenant ? u->tenant : "*";
-        const char *ty = k_type ? u->gpu_type : "*";
-        const char *dy = k_day ? u->day : "*";
+        /* idle GPU-seconds are rows of "<type>#idle" (ctl_nodes.c) */
+        char type[CTL_NAME_MAX + 8], day[16];
+        snprintf(type, sizeof type, "%s", u->gpu_type);
+        char *sfx = strstr(type, CTL_IDLE_SUFFIX);
+        bool idle = sfx != NULL;
+        if (sfx) {
+            *sfx = '\0';
+        }
+        snprintf(day, sizeof day, "%.*s", (int)dlen, u->day);
+        const char *tn = u->tenant;
+        if (level > 0) {
+            /* rolled up to its ancestor at that level (itself when above) */
+            ctl_tenant *t = ctl_tenant_find(c, u->tenant);
+            while (t && *t->parent && depth_of(c, t->name) > level) {
+                ctl_tenant *up = ctl_tenant_find(c, t->parent);
+                if (!up) {
+                    break;
+                }
+                t = up;
+            }
+            tn = t ? t->name : u->tenant;
+        }
+        tn = k_tenant ? tn : "*";
+        const char *ty = k_type ? type : "*";
+        const char *dy = k_day && dlen ? day : "*";
         json_t *row = NULL;
         for (size_t r = 0; r < json_array_size(items); r++) {
             json_t *x = json_array_get(items, r);
@@ -522,13 +927,14 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
             }
         }
         if (!row) {
-            row = json_pack("{s:s,s:s,s:s,s:f,s:f,s:f}", "tenant", tn, "gpu_type", ty, "day", dy,
-                            "gpu_hours", 0.0, "energy_kwh", 0.0, "cost", 0.0);
+            row = json_pack("{s:s,s:s,s:s,s:f,s:f,s:f,s:f,s:f}", "tenant", tn, "gpu_type", ty,
+                            "day", dy, "gpu_hours", 0.0, "idle_gpu_hours", 0.0, "idle_share", 0.0,
+                            "energy_kwh", 0.0, "cost", 0.0);
             json_array_append_new(items, row);
         }
+        const char *hk = idle ? "idle_gpu_hours" : "gpu_hours";
         json_object_set_new(
-            row, "gpu_hours",
-            json_real(json_real_value(json_object_get(row, "gpu_hours")) + u->gpu_s / 3600.0));
+            row, hk, json_real(json_real_value(json_object_get(row, hk)) + u->gpu_s / 3600.0));
         json_object_set_new(
             row, "energy_kwh",
             json_real(json_real_value(json_object_get(row, "energy_kwh")) + u->energy_j / 3.6e6));
@@ -536,6 +942,15 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
                             json_real(json_real_value(json_object_get(row, "cost")) + u->cost));
     }
     pthread_mutex_unlock(&c->mu);
+    size_t r;
+    json_t *x;
+    json_array_foreach(items, r, x)
+    {
+        double h = json_real_value(json_object_get(x, "gpu_hours"));
+        double ih = json_real_value(json_object_get(x, "idle_gpu_hours"));
+        /* (idle samples and GPU time are booked apart: bounded by 1) */
+        json_object_set_new(x, "idle_share", json_real(h > 0 ? (ih < h ? ih / h : 1.0) : 0.0));
+    }
     size_t n = json_array_size(items);
     ctl_reply_json(req, 200, json_pack("{s:o,s:I}", "items", items, "count", (json_int_t)n));
 }
@@ -560,6 +975,12 @@ static void load_token(void *arg, const char *key, const char *doc)
     const char *nm = json_string_value(json_object_get(v, "name"));
     snprintf(p.tenant, sizeof p.tenant, "%s", tn ? tn : "");
     snprintf(p.name, sizeof p.name, "%s", nm ? nm : "");
+    /* rows from before scopes and expiry: all, never */
+    p.expires_ns = (int64_t)json_integer_value(json_object_get(v, "expires_ns"));
+    const char *sc = json_string_value(json_object_get(v, "scope"));
+    if (sc && cr_scope_parse(sc, &p.scope) != 0) {
+        p.scope = CR_SCOPE_READ; /* an unknown scope: the least */
+    }
     if (hex && cr_auth_hash_unhex(hex, hash) == 0 && p.role != CR_ROLE_NONE) {
         cr_auth_table_put(c->auth, hash, &p);
     }
@@ -594,8 +1015,15 @@ static void load_tenant(void *arg, const char *key, const char *doc)
         return;
     }
     json_t *w = json_object_get(v, "weight");
-    tenant_add(c, key, json_is_number(w) ? json_number_value(w) : 1.0,
-               json_object_get(v, "quotas"));
+    ctl_tenant *t = tenant_add(c, key, json_is_number(w) ? json_number_value(w) : 1.0,
+                               json_object_get(v, "quotas"));
+    /* rows from before the tree have no parent, limits or lending: a root */
+    const char *parent = json_string_value(json_object_get(v, "parent"));
+    tenant_set_tree(t, parent, json_object_get(v, "limits"), json_object_get(v, "lending_limits"));
+    cr_json_err err;
+    if (idle_parse(v, &t->idle_after_s, &t->idle_grace_s, &t->idle_requeue, &err) != 0) {
+        t->idle_after_s = 0; /* a row this build cannot read: no policy */
+    }
     json_decref(v);
 }
 

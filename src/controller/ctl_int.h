@@ -25,6 +25,7 @@
 #include "ctl_auto.h"
 
 #include "cr_auth.h"
+#include "cr_jwt.h"
 #include "cr_buf.h"
 #include "cr_etcd.h"
 #include "cr_http.h"
@@ -118,14 +119,20 @@ typedef struct ctl_job {
     bool cancel_requested;  /* stop requested by a user cancel */
     bool timed_out;         /* stop requested: ran past time_limit_s */
     bool requeue_requested; /* stop requested by requeue/preemption */
-    int64_t stop_grace_s;   /* >0: the stop's grace instead of grace_s (a spot reclaim's
-                             * notice: ctl_node_reclaim); in memory only */
-    char sig_name[12];      /* the last signal asked for the running job ("USR1"), "" none */
-    int64_t sig_at;         /* when it was asked (wall clock ns): the agents deliver each once */
-    int sig_warned_run;     /* the run that got its --signal SIG@SECONDS warning */
-    bool gated;             /* pending, held out of the scheduler by its dependency,
-                               array throttle or begin time (ctl_batch.c) */
-    int64_t acct_ns;        /* accounted up to (wall clock; persisted) */
+    /* Idle-GPU reclaim (ctl_nodes.c): since when (monotonic) every GPU of
+     * run idle_run has reported at most CTL_IDLE_UTIL_PCT, 0 when busy;
+     * the run whose idle warning is recorded. In memory only. */
+    int64_t idle_since_mono;
+    int idle_run;
+    int idle_warned_run;
+    int64_t stop_grace_s; /* >0: the stop's grace instead of grace_s (a spot reclaim's
+                           * notice: ctl_node_reclaim); in memory only */
+    char sig_name[12];    /* the last signal asked for the running job ("USR1"), "" none */
+    int64_t sig_at;       /* when it was asked (wall clock ns): the agents deliver each once */
+    int sig_warned_run;   /* the run that got its --signal SIG@SECONDS warning */
+    bool gated;           /* pending, held out of the scheduler by its dependency,
+                             array throttle or begin time (ctl_batch.c) */
+    int64_t acct_ns;      /* accounted up to (wall clock; persisted) */
     /* Monotonic twins of start_ns and acct_ns (in memory only): time limits
      * and GPU-time accounting measure on these, so a wall-clock step neither
      * kills a job early nor bills hours it did not run. Valid while
@@ -243,11 +250,31 @@ typedef struct ctl_node {
 #define CTL_LEASE_MARGIN_S 5
 #define CTL_UNFIT_PREFIX   "agent takes no jobs: "
 
+/* A tenant, a node of the tenant tree (docs/scheduler.md "Tenant tree"):
+ * quotas are its guarantee, limits bound its subtree's whole use, lending
+ * limits bound how much of its idle guarantee others borrow. parent ""
+ * for a root (every flat tenant). fair_rank and level_fs are the
+ * scheduler's last fair-tree result (-1 and NAN before one). */
+#define CTL_TENANT_DEPTH_MAX 8 /* = CR_SCHED_TENANT_DEPTH_MAX */
 typedef struct ctl_tenant {
     char name[CTL_NAME_MAX];
+    char parent[CTL_NAME_MAX];
     double weight;
-    json_t *quotas; /* owned: {"type": gpus} */
+    json_t *quotas;  /* owned: {"type": gpus} */
+    json_t *limits;  /* owned: {"type": gpus} */
+    json_t *lending; /* owned: {"type": gpus} */
+    int fair_rank;
+    double level_fs;
+    /* Idle-GPU policy, inherited down the tree ("idle" in the API): after
+     * idle_after_s (0: none set here) a warning, and with idle_requeue the
+     * job is requeued idle_grace_s later. */
+    int64_t idle_after_s, idle_grace_s;
+    bool idle_requeue;
 } ctl_tenant;
+
+#define CTL_IDLE_UTIL_PCT 5       /* a GPU at most this busy is idle */
+#define CTL_IDLE_SUFFIX   "#idle" /* usage rows of idle GPU-seconds: "<type>#idle" */
+#define CTL_IDLE_MAX_S    (30LL * 86400)
 
 typedef struct ctl_usage {
     char tenant[CTL_NAME_MAX];
@@ -256,6 +283,8 @@ typedef struct ctl_usage {
     double gpu_s, energy_j, cost;
 } ctl_usage;
 
+#define CTL_OIDC_RULES_MAX     64                   /* oidc.map rules */
+#define CTL_TOKEN_EXPIRY_MAX_S (10LL * 366 * 86400) /* POST /v1/tokens expires_in_s */
 typedef struct ctl_config {
     char listen_addr[64];
     uint16_t port;
@@ -327,6 +356,11 @@ typedef struct ctl_config {
     char advertise_url[520]; /* this controller's URL for clients and followers' redirects */
     int64_t election_ttl_s;  /* the leader's lease */
     char election[1024];     /* etcd client URLs of the election, comma-separated */
+    /* OIDC/JWT bearer tokens (docs/security.md "Company identity"):
+     * oidc_on when the config has "oidc"; its rules in oidc_rules. */
+    bool oidc_on;
+    cr_jwt_config oidc;
+    cr_jwt_rule oidc_rules[CTL_OIDC_RULES_MAX];
 } ctl_config;
 
 /* lost_after_s + grace_s + CTL_LEASE_MARGIN_S in nanoseconds. */
@@ -396,6 +430,7 @@ struct ctl {
     cr_store *store;
     cr_http_server *http;
     cr_auth_table *auth;
+    cr_jwt *jwt;                /* OIDC verifier, NULL without cfg.oidc_on */
     char *metrics_token;        /* read from cfg.metrics_token_file; NULL: /metrics open */
     struct ctl_ha *ha;          /* leader election (ctl_ha.h); NULL: a single controller */
     ctl_hooks hooks;            /* set at start-up, before any thread; read-only after */
@@ -462,6 +497,7 @@ struct ctl {
 
     /* Metrics (atomics: no lock). */
     _Atomic uint64_t auth_failures, jobs_submitted, jobs_started, jobs_finished[JS_COUNT];
+    _Atomic uint64_t idle_warned, idle_reclaimed; /* idle-GPU reclaim (ctl_nodes.c) */
     _Atomic uint64_t sched_cycles;
     _Atomic uint64_t jobs_fetched; /* jobs read back into memory from the store */
     _Atomic uint64_t audit_seq;    /* orders audit entries written in the same nanosecond */
@@ -796,7 +832,12 @@ void ctl_idem_free(ctl *c);
 void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);
 void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p);
-ctl_tenant *ctl_tenant_find(ctl *c, const char *name);                      /* mu held */
+ctl_tenant *ctl_tenant_find(ctl *c, const char *name); /* mu held */
+bool ctl_tenant_known(ctl *c, const char *name);       /* takes mu */
+/* The idle policy for a job of tenant: the nearest ancestor-or-self that
+ * sets one. false when none does. mu held. */
+bool ctl_tenant_idle_policy(ctl *c, const char *tenant, int64_t *after_s, int64_t *grace_s,
+                            bool *requeue);
 ctl_tenant *ctl_tenant_ensure(ctl *c, cr_store_txn *txn, const char *name); /* mu held */
 int ctl_load_admin(ctl *c);
 int ctl_bootstrap(ctl *c);

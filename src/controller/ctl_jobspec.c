@@ -69,7 +69,8 @@ static const char *const job_members[] = {
     "pids",
     /* the node lease leaves it running (docs/operations.md, "Node lease") */
     "keep_running_on_partition",
-    "partition", /* ctl_part.c */
+    "interactive", /* corral alloc: idle reclaim cancels it (ctl_nodes.c) */
+    "partition",   /* ctl_part.c */
     /* sbatch: the directory it was submitted from (SLURM_SUBMIT_DIR; the
      * working directory where the cluster says shared_submit_dir), and
      * --open-mode for -o/-e (docs/cli.md, "The submit directory") */
@@ -249,13 +250,14 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
             goto out;
         }
     }
-    bool exclusive = false, keep_running = false, ckptable = false;
+    bool exclusive = false, keep_running = false, ckptable = false, interactive = false;
     const char *sigspec = "", *cksig = "USR1";
     if ((rc = cr_json_bool(body, "", "exclusive", false, &exclusive, err)) != 0 ||
         (rc = cr_json_bool(body, "", "keep_running_on_partition", false, &keep_running, err)) !=
             0 ||
         (rc = cr_json_str(body, "", "warn_signal", false, 31, &sigspec, err)) != 0 ||
         (rc = cr_json_bool(body, "", "checkpointable", false, &ckptable, err)) != 0 ||
+        (rc = cr_json_bool(body, "", "interactive", false, &interactive, err)) != 0 ||
         (rc = cr_json_str(body, "", "checkpoint_signal", false, 11, &cksig, err)) != 0) {
         goto out;
     }
@@ -525,6 +527,9 @@ static int job_parse(const json_t *body, bool from_doc, ctl_job **out, int64_t *
     }
     if (keep_running) {
         json_object_set_new(j->spec, "keep_running_on_partition", json_true());
+    }
+    if (interactive) {
+        json_object_set_new(j->spec, "interactive", json_true());
     }
     if (*sigspec) {
         json_object_set_new(j->spec, "warn_signal", json_string(sigspec));

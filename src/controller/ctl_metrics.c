@@ -207,6 +207,13 @@ void ctl_route_metrics(ctl *c, cr_http_req *req)
     cr_prom_family(&b, "corral_jobs_fetched_total", "counter",
                    "Finished jobs read back into memory from the store (retention).");
     cr_prom_sample(&b, "corral_jobs_fetched_total", NULL, (double)atomic_load(&c->jobs_fetched));
+    cr_prom_family(&b, "corral_jobs_idle_warned_total", "counter",
+                   "Runs warned for holding idle GPUs past their tenant's idle limit.");
+    cr_prom_sample(&b, "corral_jobs_idle_warned_total", NULL, (double)atomic_load(&c->idle_warned));
+    cr_prom_family(&b, "corral_jobs_idle_reclaimed_total", "counter",
+                   "Runs requeued for holding idle GPUs (the tenant's idle policy).");
+    cr_prom_sample(&b, "corral_jobs_idle_reclaimed_total", NULL,
+                   (double)atomic_load(&c->idle_reclaimed));
     cr_prom_family(&b, "corral_jobs_started_total", "counter", "Job starts (placements).");
     cr_prom_sample(&b, "corral_jobs_started_total", NULL, (double)atomic_load(&c->jobs_started));
     cr_prom_family(&b, "corral_jobs_finished_total", "counter", "Jobs finished, by end state.");

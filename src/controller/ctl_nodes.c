@@ -23,6 +23,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+static void idle_sample(ctl *c, cr_store_txn *txn, ctl_job *j, size_t held, double util_max,
+                        double dt, int64_t now_mono, int64_t now);
+
 static void node_free(ctl_node *n)
 {
     json_decref(n->labels);
@@ -1014,15 +1017,21 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         if (!j) {
             continue;
         }
-        double energy = 0;
+        double energy = 0, util_max = 0;
+        size_t ngpus_held = 0;
         for (size_t g = 0; g < n->ngpus; g++) {
             if (n->gpus[g].alloc_job == j->id) {
                 energy += n->gpus[g].power_w * dt;
+                util_max = n->gpus[g].util_pct > util_max ? n->gpus[g].util_pct : util_max;
+                ngpus_held++;
             }
         }
         if (energy > 0) {
             ctl_usage_add(c, txn, j->tenant, *j->run_type ? j->run_type : j->gpu_type, now, 0,
                           energy);
+        }
+        if (ngpus_held > 0 && j->state == JS_RUNNING && !j->start_unstored) {
+            idle_sample(c, txn, j, ngpus_held, util_max, dt, now_mono, now);
         }
         ctl_job_account(c, txn, j, now);
     }
@@ -1650,6 +1659,7 @@ typedef struct limit_rec {
     int64_t id;
     uint64_t ver; /* the job's version when its row was computed */
     int run;
+    bool idle; /* an idle-GPU requeue, not a time limit's stop */
 } limit_rec;
 
 typedef struct limit_set {
@@ -1658,11 +1668,97 @@ typedef struct limit_set {
     size_t n, cap;
 } limit_set;
 
-static void limit_stop(ctl_job *j)
+/* An interactive allocation (corral alloc) is ended, not requeued: its
+ * shell went with it. */
+static bool idle_cancels(const ctl_job *j)
 {
-    j->timed_out = true;
+    return json_is_true(json_object_get(j->spec, "interactive"));
+}
+
+static void limit_stop(ctl_job *j, bool idle)
+{
     j->state = JS_COMPLETING;
+    if (idle && idle_cancels(j)) {
+        j->cancel_requested = true;
+        ctl_job_set_reason(j, "idle GPUs reclaimed: the idle allocation is ended: stopping");
+        return;
+    }
+    if (idle) {
+        j->requeue_requested = true;
+        ctl_job_set_reason(j, "idle GPUs reclaimed: requeue requested: stopping");
+        return;
+    }
+    j->timed_out = true;
     ctl_job_set_reason(j, "time limit exceeded: stopping");
+}
+
+/* Idle-GPU reclaim, part 1 (a status report): a job whose GPUs on this
+ * node are all at most CTL_IDLE_UTIL_PCT busy is idle from the first such
+ * report of its run on; any busier report ends that. Its idle GPU-seconds
+ * are booked as usage of the GPU type with CTL_IDLE_SUFFIX (for the idle
+ * share of `corral usage`). A gang's nodes report apart: one busy node
+ * resets it each heartbeat, so a busy gang is never idle for long. mu held. */
+static void idle_sample(ctl *c, cr_store_txn *txn, ctl_job *j, size_t held, double util_max,
+                        double dt, int64_t now_mono, int64_t now)
+{
+    if (util_max > CTL_IDLE_UTIL_PCT) {
+        j->idle_since_mono = 0;
+        return;
+    }
+    if (j->idle_since_mono == 0 || j->idle_run != j->runs) {
+        j->idle_since_mono = now_mono;
+        j->idle_run = j->runs;
+    }
+    char ty[CTL_NAME_MAX + 8];
+    snprintf(ty, sizeof ty, "%s%s", *j->run_type ? j->run_type : j->gpu_type, CTL_IDLE_SUFFIX);
+    ctl_usage_add(c, txn, j->tenant, ty, now, dt * (double)held, 0);
+}
+
+/* Idle-GPU reclaim, part 2 (the tick): a running job idle for its
+ * tenant's idle after_s is warned (an event, corral_jobs_idle_warned_total),
+ * once a run; with action requeue, grace_s later it is requeued as a
+ * `corral requeue` would (its checkpoint signal, or SIGTERM, then SIGKILL
+ * after grace_s; no retry used), into lim like a time limit's stop.
+ * Service replicas are left to the autoscaler. mu held. */
+static void idle_check(ctl *c, ctl_job *j, int64_t now_mono, cr_store_txn **txn, limit_set *lim,
+                       bool *stop)
+{
+    int64_t after = 0, grace = 0;
+    bool requeue = false;
+    *stop = false;
+    if (j->idle_since_mono == 0 || j->idle_run != j->runs || json_object_get(j->spec, "service") ||
+        !ctl_tenant_idle_policy(c, j->tenant, &after, &grace, &requeue)) {
+        return;
+    }
+    int64_t idle_ns = now_mono - j->idle_since_mono;
+    if (idle_ns < after * CR_NS_PER_SEC) {
+        return;
+    }
+    if (j->idle_warned_run != j->runs) {
+        j->idle_warned_run = j->runs;
+        atomic_fetch_add(&c->idle_warned, 1);
+        char ev[300];
+        if (requeue) {
+            snprintf(ev, sizeof ev,
+                     "its GPUs have been idle (at most %d%% busy) for %llds, the tenant's "
+                     "idle limit: it is %s in %llds unless they get busy",
+                     CTL_IDLE_UTIL_PCT, (long long)(idle_ns / CR_NS_PER_SEC),
+                     idle_cancels(j) ? "ended" : "requeued", (long long)grace);
+        } else {
+            snprintf(ev, sizeof ev,
+                     "its GPUs have been idle (at most %d%% busy) for %llds, the tenant's "
+                     "idle limit (the policy only warns)",
+                     CTL_IDLE_UTIL_PCT, (long long)(idle_ns / CR_NS_PER_SEC));
+        }
+        if (!*txn) {
+            *txn = cr_store_txn_new();
+        }
+        cr_store_txn_event(*txn, j->id, cr_now_ns(), "idle", ev);
+        cr_info("job=%lld idle: %s", (long long)j->id, ev);
+        return;
+    }
+    *stop = requeue && idle_ns >= (after + grace) * CR_NS_PER_SEC;
+    (void)lim;
 }
 
 /* Jobs past their time limit: their stops (they end as failed) into
@@ -1677,10 +1773,16 @@ static void enforce_time_limits(ctl *c, cr_store_txn **txn, limit_set *lim)
             if (j && j->state == JS_RUNNING && !j->start_unstored) {
                 ctl_batch_signal_due(c, j, now, txn); /* --signal SIG@SECONDS (once a run) */
             }
-            if (!j || j->state != JS_RUNNING || j->start_unstored || j->committing ||
-                j->time_limit_s <= 0 || j->start_ns <= 0 ||
-                now - j->start_mono_ns <= j->time_limit_s * CR_NS_PER_SEC) {
+            if (!j || j->state != JS_RUNNING || j->start_unstored || j->committing) {
                 continue;
+            }
+            bool idle = false;
+            if (j->time_limit_s <= 0 || j->start_ns <= 0 ||
+                now - j->start_mono_ns <= j->time_limit_s * CR_NS_PER_SEC) {
+                idle_check(c, j, now, txn, lim, &idle);
+                if (!idle) {
+                    continue;
+                }
             }
             bool seen = false; /* (a gang is on several nodes) */
             for (size_t q = 0; q < lim->n; q++) {
@@ -1694,13 +1796,26 @@ static void enforce_time_limits(ctl *c, cr_store_txn **txn, limit_set *lim)
                 cr_store_txn_splittable(lim->txn); /* per job: independent */
             }
             CR_GROW(lim->recs, lim->n, lim->cap);
-            lim->recs[lim->n++] = (limit_rec){.id = j->id, .ver = j->ver, .run = j->runs};
+            lim->recs[lim->n++] =
+                (limit_rec){.id = j->id, .ver = j->ver, .run = j->runs, .idle = idle};
             ctl_job *cp = ctl_job_copy(j);
-            limit_stop(cp);
-            char why[96];
-            snprintf(why, sizeof why, "ran past its time limit of %llds",
-                     (long long)j->time_limit_s);
-            ctl_job_persist(c, lim->txn, cp, "time-limit", why);
+            limit_stop(cp, idle);
+            char why[160];
+            if (idle) {
+                snprintf(why, sizeof why,
+                         "its GPUs were idle (at most %d%% busy) for %llds: %s (the "
+                         "tenant's idle policy)",
+                         CTL_IDLE_UTIL_PCT, (long long)((now - j->idle_since_mono) / CR_NS_PER_SEC),
+                         idle_cancels(j) ? "the interactive allocation is ended" : "requeued");
+            } else {
+                snprintf(why, sizeof why, "ran past its time limit of %llds",
+                         (long long)j->time_limit_s);
+            }
+            ctl_job_persist(c, lim->txn, cp,
+                            !idle             ? "time-limit"
+                            : idle_cancels(j) ? "idle-cancel"
+                                              : "idle-requeue",
+                            why);
             ctl_job_free(cp);
         }
     }
@@ -1727,7 +1842,10 @@ static void limits_apply(ctl *c, const limit_set *lim, int rc)
             j->runs != lim->recs[i].run) {
             continue; /* changed meanwhile: its newer row came after this one */
         }
-        limit_stop(j);
+        limit_stop(j, lim->recs[i].idle);
+        if (lim->recs[i].idle) {
+            atomic_fetch_add(&c->idle_reclaimed, 1);
+        }
         j->ver++; /* the row stored is this state */
         for (size_t q = 0; q < j->nplace; q++) {
             ctl_node *m = ctl_node_find(c, j->place[q].node);

@@ -142,6 +142,9 @@ void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
         }
     }
     for (size_t i = 0; i < c->nusage; i++) {
+        if (strstr(c->usage[i].gpu_type, CTL_IDLE_SUFFIX)) {
+            continue; /* idle GPU-seconds: already in their type's row */
+        }
         kv *e = kv_get(&use, &nuse, &capuse, full ? c->usage[i].tenant : "", c->usage[i].gpu_type);
         e->x += c->usage[i].gpu_s;
         e->y += c->usage[i].energy_j;

@@ -18,6 +18,7 @@
 #include "cr_log.h"
 #include "cr_time.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -479,6 +480,56 @@ static void sync_tenants(placer *pl, ctl *c)
             if (cr_sched_gpu_type(pl->s, k, &type) == 0) {
                 cr_sched_tenant_set_quota(pl->s, id, type, (int64_t)json_integer_value(v));
             }
+        }
+        /* the tree's bounds are replaced whole: unset ones are none */
+        for (int type = 0; type < cr_sched_gpu_type_count(pl->s); type++) {
+            cr_sched_tenant_set_limit(pl->s, id, type, -1);
+            cr_sched_tenant_set_lending(pl->s, id, type, -1);
+        }
+        json_object_foreach(t->limits, k, v)
+        {
+            int type;
+            if (cr_sched_gpu_type(pl->s, k, &type) == 0) {
+                cr_sched_tenant_set_limit(pl->s, id, type, (int64_t)json_integer_value(v));
+            }
+        }
+        json_object_foreach(t->lending, k, v)
+        {
+            int type;
+            if (cr_sched_gpu_type(pl->s, k, &type) == 0) {
+                cr_sched_tenant_set_lending(pl->s, id, type, (int64_t)json_integer_value(v));
+            }
+        }
+        cr_sched_tenant_set_parent(pl->s, id, -1);
+    }
+    /* parents once every tenant is known and a root: each step is then a
+     * part of the final tree (validated by the API), never a cycle */
+    for (size_t i = 0; i < c->ntenants; i++) {
+        ctl_tenant *t = c->tenants[i];
+        int id, parent;
+        if (*t->parent && cr_sched_tenant_find(pl->s, t->name, &id) == 0 &&
+            cr_sched_tenant_find(pl->s, t->parent, &parent) == 0 &&
+            cr_sched_tenant_set_parent(pl->s, id, parent) != 0) {
+            cr_warn("sched: tenant %s: parent %s refused (a cycle or too deep)", t->name,
+                    t->parent);
+        }
+    }
+}
+
+/* The fair tree's last ranks onto the tenants (for GET /v1/tenants). mu held. */
+static void publish_fair(placer *pl, ctl *c)
+{
+    for (size_t i = 0; i < c->ntenants; i++) {
+        ctl_tenant *t = c->tenants[i];
+        int id, rank;
+        double fs;
+        if (cr_sched_tenant_find(pl->s, t->name, &id) == 0 &&
+            cr_sched_tenant_fair(pl->s, id, &rank, &fs) == 0) {
+            t->fair_rank = rank;
+            t->level_fs = fs;
+        } else {
+            t->fair_rank = -1;
+            t->level_fs = NAN;
         }
     }
 }
@@ -1303,6 +1354,7 @@ static int placer_cycle(void *p, ctl *c, bool *restored, int64_t *compute_ns)
 
     /* 3. Under mu: the decisions and reasons into memory and the store. */
     pthread_mutex_lock(&c->mu);
+    publish_fair(pl, c);
     for (size_t i = 0; i < ninvalid; i++) {
         ctl_job *j = ctl_job_get(c, invalid[i]);
         if (j) {

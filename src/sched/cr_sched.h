@@ -258,6 +258,33 @@ int cr_sched_tenant_set_weight(cr_sched *s, int tenant, double weight);
  * INT32_MAX, else CR_EINVAL. */
 int cr_sched_tenant_set_quota(cr_sched *s, int tenant, int type, int64_t gpus);
 
+/*
+ * The tenant tree (org -> department -> team, docs/scheduler.md "Tenant
+ * tree"). A tenant's quota is its guarantee; with a parent, a job is within
+ * guarantee only when every guarantee up the tree has room, and a limit
+ * bounds what the whole subtree holds, borrowed or not. A lending limit
+ * bounds how much of a tenant's own unused guarantee (its quota less its
+ * children's) other tenants' borrowed work may use. Flat tenants (no
+ * parent, no limits) keep the flat rules exactly. The fair share of the
+ * PRIORITY policy follows Slurm's fair tree when any tenant has a parent.
+ */
+#define CR_SCHED_TENANT_DEPTH_MAX 8 /* levels, a root being level 1 */
+/* Parent (-1: a root). CR_EINVAL for an unknown tenant, a cycle (parent
+ * in tenant's subtree, or itself) or a tree deeper than the maximum;
+ * nothing changed then. */
+int cr_sched_tenant_set_parent(cr_sched *s, int tenant, int parent);
+int cr_sched_tenant_parent(const cr_sched *s, int tenant);
+/* Limit: at most gpus GPUs of the type held by the subtree at all (-1:
+ * none). Lending limit: at most gpus of the tenant's own unused guarantee
+ * lent (-1: all of it). gpus <= INT32_MAX, else CR_EINVAL. */
+int cr_sched_tenant_set_limit(cr_sched *s, int tenant, int type, int64_t gpus);
+int cr_sched_tenant_set_lending(cr_sched *s, int tenant, int type, int64_t gpus);
+/* The fair tree's result of the last PRIORITY cycle: rank (0 goes first)
+ * and the level fair share S/U among siblings (INFINITY when unused).
+ * Both OUT; CR_EINVAL for an unknown tenant, CR_ENOENT when no tenant
+ * has a parent (the flat order applies). */
+int cr_sched_tenant_fair(const cr_sched *s, int tenant, int *rank, double *level_fs);
+
 /* ------------------------------------------------------------------------ */
 /* Cluster                                                                  */
 

@@ -352,6 +352,14 @@ int cr_sched_check(const cr_sched *s, char *err, size_t errlen)
                           t->used_nb[k], t->used_b[k], s->types[k].name, nb[i][k], bb[i][k]);
                 break;
             }
+            if (t->limit[k] >= 0 && cr__sched_tree_used(s, i, k, true) > t->limit[k] * 1000) {
+                rc = fail(err, errlen,
+                          "tenant %s: subtree holds %" PRId64
+                          " thousandths of %s against a limit of %" PRId64,
+                          t->name, cr__sched_tree_used(s, i, k, true), s->types[k].name,
+                          t->limit[k]);
+                break;
+            }
             if (t->quota[k] >= 0 && (int64_t)t->used_nb[k] > t->quota[k] * 1000) {
                 rc = fail(err, errlen,
                           "tenant %s: %u thousandths of %s held against a quota of %" PRId64,

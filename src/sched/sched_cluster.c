@@ -372,8 +372,12 @@ int cr_sched_tenant(cr_sched *s, const char *name, int *out_tenant)
     memset(t, 0, sizeof(*t));
     snprintf(t->name, sizeof(t->name), "%s", name);
     t->weight = 1.0;
+    t->parent = -1;
+    t->fair_rank = s->ntenants;
     for (int i = 0; i < CR_SCHED_MAX_TYPES; i++) {
         t->quota[i] = -1;
+        t->limit[i] = -1;
+        t->lend[i] = -1;
     }
     *out_tenant = s->ntenants++;
     return 0;

@@ -509,9 +509,7 @@ static int64_t need_milli(const cr_sched *s, const job *j, int type)
 
 static bool quota_room(const cr_sched *s, const job *j, int type)
 {
-    const tenant_rec *t = &s->tenants[j->spec.tenant];
-    return t->quota[type] < 0 ||
-           (int64_t)t->used_nb[type] + need_milli(s, j, type) <= t->quota[type] * 1000;
+    return cr__sched_tree_quota_room(s, j->spec.tenant, type, need_milli(s, j, type));
 }
 
 static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_gpus, int64_t at,
@@ -539,7 +537,7 @@ typedef struct pfail {
 static bool plain(const cr_sched *s, const job *j, int type, bool borrowed)
 {
     return !j->mig[0] && !cr__sched_frac(j) && j->spec.node_count <= 1 &&
-           (borrowed || s->tenants[j->spec.tenant].quota[type] < 0);
+           (borrowed || !cr__sched_tree_guaranteed(s, j->spec.tenant, type));
 }
 
 static bool futile(const pfail *pf, const cr_sched *s, const job *j, int type, bool borrowed)
@@ -587,7 +585,7 @@ static bool may_preempt(cr_sched *s, vbound *vb, const job *j, int type, int64_t
                         bool borrowed)
 {
     /* Borrowed work yields to a job claiming its quota (any policy). */
-    if (!borrowed && s->tenants[j->spec.tenant].quota[type] >= 0) {
+    if (!borrowed && cr__sched_tree_guaranteed(s, j->spec.tenant, type)) {
         for (int i = 0; i < s->ntenants; i++) {
             if (i != j->spec.tenant && s->tenants[i].used_b[type] > 0) {
                 return true;
@@ -673,7 +671,7 @@ static bool try_preempt(cr_sched *s, job *j, int type, int64_t now_ns, bool borr
     if (!s->cfg.preemption) {
         return false;
     }
-    bool under_quota = !borrowed && s->tenants[j->spec.tenant].quota[type] >= 0;
+    bool under_quota = !borrowed && cr__sched_tree_guaranteed(s, j->spec.tenant, type);
     int jq = j->las_queue;
     int64_t jrank = job_rank(s, j);
     vic *v = NULL;
@@ -916,6 +914,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         bool started = false, never = true;
         int why = R_NONE, wtype = cand[0], ptype = -1;
         bool pborrow = false;
+        uint64_t limit_who = 0; /* R_LIMIT: the tenant whose limit closes, + 1 */
         /* wait-or-start: skip a slower type when waiting for a faster one
          * finishes sooner (the faster type then holds the reason) */
         bool wfs = s->cfg.wait_for_faster && j->spec.gpu_type < 0 && !j->mig[0] &&
@@ -935,10 +934,26 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                 continue;
             }
             bool borrowed = false;
+            int lblk = cr__sched_tree_limit_block(s, j->spec.tenant, t, need_milli(s, j, t));
+            if (lblk > 0) {
+                if (why == R_NONE || why == R_QUOTA || why == R_LEND) {
+                    why = R_LIMIT;
+                    wtype = t;
+                    limit_who = (uint64_t)lblk;
+                }
+                continue;
+            }
             if (!quota_room(s, j, t)) {
                 if (!s->cfg.borrowing) {
                     if (why == R_NONE) {
                         why = R_QUOTA;
+                        wtype = t;
+                    }
+                    continue;
+                }
+                if (!cr__sched_tree_lend_room(s, j->spec.tenant, t, need_milli(s, j, t))) {
+                    if (why == R_NONE || why == R_QUOTA) {
+                        why = R_LEND;
                         wtype = t;
                     }
                     continue;
@@ -1041,6 +1056,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         } else if ((why == R_BACKFILL || why == R_BLOCKED) && res[wtype].active) {
             at = res[wtype].at;
             other = res[wtype].job;
+        } else if (why == R_LIMIT) {
+            other = limit_who;
         }
         set_reason(j,
                    waiting         ? R_WAIT_FASTER
@@ -1108,7 +1125,7 @@ static void reclaim_note(const cr_sched *s, const job *j, char *buf, size_t len)
 {
     int type = j->rtype;
     if (type < 0 || type >= s->ntypes || j->mig[0] || !quota_room(s, j, type) ||
-        s->tenants[j->spec.tenant].quota[type] < 0) {
+        !cr__sched_tree_guaranteed(s, j->spec.tenant, type)) {
         return;
     }
     uint32_t total = 0, most = 0;
@@ -1205,6 +1222,23 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
                      t->used_nb[j->rtype] / 1000.0, t->quota[j->rtype]);
         break;
     }
+    case R_LIMIT: {
+        int a = (int)j->rother - 1;
+        if (a < 0 || a >= s->ntenants) {
+            a = j->spec.tenant;
+        }
+        const tenant_rec *t = &s->tenants[a];
+        n = snprintf(buf, len, "tenant %s limit for %s reached (%g of %" PRId64 " in use)", t->name,
+                     tn, (double)cr__sched_tree_used(s, a, j->rtype, true) / 1000.0,
+                     t->limit[j->rtype]);
+        break;
+    }
+    case R_LEND:
+        n = snprintf(buf, len,
+                     "tenant quota for %s reached, and the idle %s guaranteed to others is lent "
+                     "up to their lending limits",
+                     tn, tn);
+        break;
     case R_BLOCKED:
         n = snprintf(buf, len, "waiting behind job %" PRIu64 ", which holds the %s reservation%s%s",
                      j->rother, tn, when[0] ? " for " : "", when);

@@ -120,6 +120,12 @@ typedef struct tenant_rec {
     uint32_t used_b[CR_SCHED_MAX_TYPES];  /* GPUs held on borrowed capacity */
     double usage[CR_SCHED_MAX_TYPES];     /* decayed GPU-seconds */
     double share;                         /* dominant share / weight, per cycle */
+    /* the tenant tree (sched_tree.c): parent index or -1 for a root */
+    int parent;
+    int64_t limit[CR_SCHED_MAX_TYPES]; /* GPUs the subtree may hold at all; -1 none */
+    int64_t lend[CR_SCHED_MAX_TYPES];  /* of its own guarantee, lendable; -1 all */
+    double level_fs;                   /* fair tree: S/U among siblings, per cycle */
+    int fair_rank;                     /* fair tree: 0 first, per cycle */
 } tenant_rec;
 
 /* Pending-reason codes, formatted on demand. */
@@ -140,6 +146,8 @@ enum {
     R_WAIT_FASTER,   /* waiting for a faster type finishes sooner than starting slower */
     R_SUSPENDED,     /* suspended by its policy (rounds: lease not renewed) */
     R_CHECKPOINTING, /* suspended; its run has not yet ended (suspend_hold) */
+    R_LIMIT,         /* a tenant limit up the tree closes (rother: tenant + 1) */
+    R_LEND,          /* above quota, and the lenders' lending limits are reached */
 };
 
 typedef struct job {
@@ -305,6 +313,8 @@ struct cr_sched {
     int nracks, cracks;
     tenant_rec *tenants;
     int ntenants, ctenants;
+    int ntree;   /* tenants with a parent: 0 keeps the flat rules exactly */
+    int nlimits; /* limit or lending-limit entries set: 0 skips their checks */
     /* job table: open addressing on id */
     job **tab;
     size_t tabcap, njobs;
@@ -402,6 +412,15 @@ static inline double cr__sched_tput(const job *j, int t)
 int cr__sched_rack_get(cr_sched *s, const char *name, const char *spine);
 job *cr__sched_job_get(const cr_sched *s, uint64_t id);
 void cr__sched_nt_adjust(cr_sched *s, uint32_t n, int type, int delta);
+/* The tenant tree (sched_tree.c). need in thousandths of a GPU. */
+bool cr__sched_tree_guaranteed(const cr_sched *s, int tenant, int type);
+bool cr__sched_tree_quota_room(const cr_sched *s, int tenant, int type, int64_t need);
+/* 0 when within every limit up the tree, else the tenant whose limit
+ * closes, + 1 (for the reason). */
+int cr__sched_tree_limit_block(const cr_sched *s, int tenant, int type, int64_t need);
+bool cr__sched_tree_lend_room(const cr_sched *s, int tenant, int type, int64_t need);
+void cr__sched_tree_shares(cr_sched *s);
+int64_t cr__sched_tree_used(const cr_sched *s, int tenant, int type, bool with_borrowed);
 void cr__sched_slots_take(cr_sched *s, job *j, const cr_sched_slot *sl, uint32_t n);
 void cr__sched_slots_release(cr_sched *s, job *j);
 const mig_prof *cr__sched_mig_find(const cr_sched *s, int type, const char *name);

@@ -15,6 +15,7 @@
  *       [layout=<profile>,<profile>...]   (fixed MIG instances; implies mig=on)
  *       [dynamic=on|off]   (idle instances may be repartitioned for a MIG job)
  *   tenant <name> [weight=<w>] [quota=<alias>:<n>[,<alias>:<n>...]]
+ *          [parent=<tenant>] [limit=<alias>:<n>,...] [lend=<alias>:<n>,...]
  *
  * A node name may hold one range, "gpu[0-127]" or "n[00-15]" (zero padded
  * to the width of the first bound), to declare many identical nodes.
@@ -650,10 +651,23 @@ static int rec_tenant(pctx *p, tok *t, int n)
                 return perr(p, CR_EPARSE, "weight", "expected a number in (0, 1e6]");
             }
             cr_sched_tenant_set_weight(p->s, id, w);
-        } else if (strcmp(k, "quota") == 0) {
+        } else if (strcmp(k, "parent") == 0) {
+            /* declared on an earlier line: the file cannot make a cycle */
+            int par;
+            if (!decl_find(p->tenants, p->ntenants - 1, v) ||
+                cr_sched_tenant_find(p->s, v, &par) != 0) {
+                return perr(p, CR_ENOENT, "parent",
+                            "tenant '%s' is not declared on an earlier line", v);
+            }
+            if (cr_sched_tenant_set_parent(p->s, id, par) != 0) {
+                return perr(p, CR_EINVAL, "parent",
+                            "the tenant tree would be deeper than %d levels",
+                            CR_SCHED_TENANT_DEPTH_MAX);
+            }
+        } else if (strcmp(k, "quota") == 0 || strcmp(k, "limit") == 0 || strcmp(k, "lend") == 0) {
             char buf[512];
             if (strlen(v) >= sizeof(buf) || !v[0]) {
-                return perr(p, CR_EPARSE, "quota", "expected <type>:<gpus>,...");
+                return perr(p, CR_EPARSE, k, "expected <type>:<gpus>,...");
             }
             snprintf(buf, sizeof(buf), "%s", v);
             char *save = NULL;
@@ -662,16 +676,22 @@ static int rec_tenant(pctx *p, tok *t, int n)
                 int type;
                 int64_t g;
                 if (!colon) {
-                    return perr(p, CR_EPARSE, "quota", "expected <type>:<gpus>, got '%s'", q);
+                    return perr(p, CR_EPARSE, k, "expected <type>:<gpus>, got '%s'", q);
                 }
                 *colon = '\0';
                 if (type_of(p, q, &type) < 0) {
-                    return perr(p, CR_ENOENT, "quota", "unknown GPU type '%s'", q);
+                    return perr(p, CR_ENOENT, k, "unknown GPU type '%s'", q);
                 }
                 if (cr_parse_i64(colon + 1, 0, INT32_MAX, &g) < 0) {
-                    return perr(p, CR_EPARSE, "quota", "bad GPU count '%s'", colon + 1);
+                    return perr(p, CR_EPARSE, k, "bad GPU count '%s'", colon + 1);
                 }
-                cr_sched_tenant_set_quota(p->s, id, type, g);
+                if (k[0] == 'q') {
+                    cr_sched_tenant_set_quota(p->s, id, type, g);
+                } else if (k[0] == 'l' && k[1] == 'i') {
+                    cr_sched_tenant_set_limit(p->s, id, type, g);
+                } else {
+                    cr_sched_tenant_set_lending(p->s, id, type, g);
+                }
             }
         } else {
             return perr(p, CR_EPARSE, k, "unknown field for tenant");

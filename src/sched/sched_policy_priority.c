@@ -18,6 +18,10 @@ static int64_t prio_key(const cr_sched *s, const job *j, int64_t now_ns)
 static void prio_shares(cr_sched *s, int64_t now_ns)
 {
     (void)now_ns;
+    if (s->ntree > 0) {
+        cr__sched_tree_shares(s); /* Slurm's fair tree (sched_tree.c) */
+        return;
+    }
     for (int i = 0; i < s->ntenants; i++) {
         tenant_rec *t = &s->tenants[i];
         double dom = 0;

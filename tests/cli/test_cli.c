@@ -1026,7 +1026,22 @@ static void test_cmd_admin(void **state)
     run_free(&r);
     r = cli("tenants", "delete", "ml", NULL);
     assert_int_equal(r.code, 2);
-    assert_non_null(strstr(r.err, "unknown action 'delete' (allowed: list, create, set)"));
+    assert_non_null(strstr(r.err, "unknown action 'delete' (allowed: list, tree, create, set)"));
+    run_free(&r);
+    /* the tree's flags go into the body */
+    fake_server_echo(s);
+    r = cli("tenants", "create", "team-a1", "--parent", "dept-a", "--quota", "A100=2", "--limit",
+            "A100=4", "--lend", "A100=1", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    want = json_pack("{s:s,s:s,s:{s:i},s:{s:i},s:{s:i}}", "name", "team-a1", "parent", "dept-a",
+                     "quotas", "A100", 2, "limits", "A100", 4, "lending_limits", "A100", 1);
+    assert_true(json_equal(json_object_get(last, "body"), want));
+    json_decref(want);
+    json_decref(last);
+    run_free(&r);
+    r = cli("tenants", "tree", "--lend", "A100=1", NULL);
+    assert_int_equal(r.code, 2);
     run_free(&r);
 
     fake_server_canned(s, 201, "{\"id\":\"7\",\"token\":\"crl_newtoken\"}");
@@ -1063,6 +1078,29 @@ static void test_cmd_admin(void **state)
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out, "TENANT  GPU_HOURS  ENERGY_KWH   COST\n"
                                "ml          12.50        8.25  30.00\n");
+    run_free(&r);
+    /* the idle share, as a table and as CSV; the tree level and period go
+     * into the query */
+    fake_server_canned(s, 200,
+                       "{\"items\":[{\"tenant\":\"org,x\",\"gpu_type\":\"*\",\"day\":\"2026-12\","
+                       "\"gpu_hours\":10,\"idle_gpu_hours\":2.5,\"idle_share\":0.25,"
+                       "\"energy_kwh\":1,\"cost\":3}]}");
+    r = cli("usage", "--by", "tenant,day", "--level", "1", "--period", "month", "--csv", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out,
+                        "tenant,gpu_type,day,gpu_hours,idle_gpu_hours,idle_share,energy_kwh,cost\n"
+                        "\"org,x\",*,2026-12,10.000000,2.500000,0.250000,1.000000,3.000000\n");
+    json_t *q = fake_server_last(s);
+    json_t *qq = json_object_get(q, "query");
+    assert_string_equal(json_string_value(json_object_get(qq, "level")), "1");
+    assert_string_equal(json_string_value(json_object_get(qq, "period")), "month");
+    assert_string_equal(json_string_value(json_object_get(qq, "by")), "tenant,day");
+    json_decref(q);
+    run_free(&r);
+    r = cli("usage", "--by", "tenant", NULL);
+    assert_int_equal(r.code, 0);
+    assert_non_null(strstr(r.out, "IDLE_SHARE"));
+    assert_non_null(strstr(r.out, "25.0%"));
     run_free(&r);
     fake_server_stop(s);
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -267,6 +268,16 @@ static void test_parse_errors(void **state)
                        "line 3: field index");
     expect_parse_error("gpu-type v100\ntenant a quota=v100:-3\n",
                        "line 2: field quota: bad GPU count");
+    expect_parse_error("gpu-type v100\ntenant a parent=b\ntenant b\n",
+                       "line 2: field parent: tenant 'b' is not declared on an earlier line");
+    expect_parse_error("gpu-type v100\ntenant a parent=a\n",
+                       "line 2: field parent: tenant 'a' is not declared");
+    expect_parse_error("gpu-type v100\ntenant a lend=k80:1\n",
+                       "line 2: field lend: unknown GPU type 'k80'");
+    expect_parse_error("gpu-type v100\ntenant t1\ntenant t2 parent=t1\ntenant t3 parent=t2\n"
+                       "tenant t4 parent=t3\ntenant t5 parent=t4\ntenant t6 parent=t5\n"
+                       "tenant t7 parent=t6\ntenant t8 parent=t7\ntenant t9 parent=t8\n",
+                       "line 10: field parent: the tenant tree would be deeper than 8 levels");
     expect_parse_error("gpu-type v100\nnode n0 gpus=2xv100 state=sleeping\n",
                        "line 2: field state");
     expect_parse_error("gpu-type v100\nnode n0 gpus=2xv100 colour=red\n",
@@ -795,6 +806,152 @@ static void test_data_clusters(void **state)
     load_file("large-10k.cluster", 10000, "H100 SXM", 80000);
 }
 
+/* The tenant tree: cycles and depth refused, Slurm's fair tree ranked as a
+ * hand computation says (docs/scheduler.md "Tenant tree"), limits and
+ * lending limits hold, and lent guaranteed GPUs come back. */
+static int tid(cr_sched *s, const char *name)
+{
+    int t;
+    assert_int_equal(cr_sched_tenant(s, name, &t), 0);
+    return t;
+}
+
+static void add_job(cr_sched *s, uint64_t id, int tenant, uint32_t gpus, int64_t now)
+{
+    cr_sched_job_spec j = {
+        .id = id, .tenant = tenant, .gpu_count = gpus, .gpu_type = 0, .preemptible = true};
+    assert_int_equal(cr_sched_job_add(s, &j, now), 0);
+}
+
+static bool started(const cr_sched_decision *d, int n, uint64_t id)
+{
+    for (int i = 0; i < n; i++) {
+        if (d[i].action == CR_SCHED_START && d[i].job == id) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static void test_tenant_tree(void **state)
+{
+    (void)state;
+    cr_sched *s = mk(CR_SCHED_PRIORITY, "gpu-type a\nnode n[0-1] gpus=8xa\n");
+    int org = tid(s, "org"), da = tid(s, "dept-a"), db = tid(s, "dept-b");
+    int a1 = tid(s, "team-a1"), a2 = tid(s, "team-a2"), b1 = tid(s, "team-b1"),
+        b2 = tid(s, "team-b2");
+    assert_int_equal(cr_sched_tenant_set_parent(s, da, org), 0);
+    assert_int_equal(cr_sched_tenant_set_parent(s, db, org), 0);
+    assert_int_equal(cr_sched_tenant_set_parent(s, a1, da), 0);
+    assert_int_equal(cr_sched_tenant_set_parent(s, a2, da), 0);
+    assert_int_equal(cr_sched_tenant_set_parent(s, b1, db), 0);
+    assert_int_equal(cr_sched_tenant_set_parent(s, b2, db), 0);
+    /* a cycle, itself, and a tree deeper than the maximum: refused */
+    assert_int_equal(cr_sched_tenant_set_parent(s, org, a1), CR_EINVAL);
+    assert_int_equal(cr_sched_tenant_set_parent(s, a1, a1), CR_EINVAL);
+    assert_int_equal(cr_sched_tenant_parent(s, org), -1);
+    assert_int_equal(cr_sched_tenant_set_weight(s, a2, 3.0), 0);
+    /* usage for 100 s: a1 4 GPUs, a2 2, b1 1, b2 none */
+    add_job(s, 1, a1, 4, 0);
+    add_job(s, 2, a2, 2, 0);
+    add_job(s, 3, b1, 1, 0);
+    const cr_sched_decision *d;
+    int n = cr_sched_cycle(s, 0, NULL, &d);
+    assert_int_equal(n, 3);
+    for (uint64_t id = 1; id <= 3; id++) {
+        assert_int_equal(cr_sched_job_remove(s, id, 100 * SEC), 0);
+    }
+    /* By hand. Siblings under org: S = 1/2 each, U(dept-a) = 6/7,
+     * U(dept-b) = 1/7, so LevelFS 0.583 and 3.5: dept-b first. Under
+     * dept-b: b2 unused (infinite), b1 0.5/1. Under dept-a: a1 S 1/4,
+     * U 4/6 -> 0.375; a2 S 3/4, U 2/6 -> 2.25. Depth first: org,
+     * dept-b, team-b2, team-b1, dept-a, team-a2, team-a1. (Flat DRF
+     * over weight would rank b2, a2, b1, a1.) */
+    add_job(s, 10, a1, 8, 100 * SEC);
+    add_job(s, 11, a2, 8, 100 * SEC);
+    add_job(s, 12, b1, 8, 100 * SEC);
+    add_job(s, 13, b2, 8, 100 * SEC);
+    n = cr_sched_cycle(s, 101 * SEC, NULL, &d);
+    int rank;
+    double fs;
+    const int want[] = {org, db, b2, b1, da, a2, a1};
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(cr_sched_tenant_fair(s, want[i], &rank, &fs), 0);
+        assert_int_equal(rank, i);
+    }
+    assert_int_equal(cr_sched_tenant_fair(s, da, &rank, &fs), 0);
+    assert_true(fs > 0.583 && fs < 0.584);
+    assert_int_equal(cr_sched_tenant_fair(s, a2, &rank, &fs), 0);
+    assert_true(fs > 2.249 && fs < 2.251);
+    assert_int_equal(cr_sched_tenant_fair(s, b2, &rank, &fs), 0);
+    assert_true(isinf(fs));
+    assert_int_equal(n, 2);
+    assert_true(started(d, n, 13) && started(d, n, 12));
+    checked(s);
+    int chain = a1;
+    for (int lv = 4; lv <= CR_SCHED_TENANT_DEPTH_MAX; lv++) {
+        char nm[16];
+        snprintf(nm, sizeof nm, "deep%d", lv);
+        int t = tid(s, nm);
+        assert_int_equal(cr_sched_tenant_set_parent(s, t, chain), 0);
+        chain = t;
+    }
+    assert_int_equal(cr_sched_tenant_set_parent(s, tid(s, "too-deep"), chain), CR_EINVAL);
+    cr_sched_free(s);
+}
+
+static void test_tenant_lending(void **state)
+{
+    (void)state;
+    /* the cluster file's tree: parent, limit and lend */
+    cr_sched *f = mk(CR_SCHED_PRIORITY, "gpu-type a\nnode n0 gpus=8xa\ntenant d quota=a:8\n"
+                                        "tenant x parent=d quota=a:4 lend=a:1 limit=a:6\n");
+    int fd = tid(f, "d"), fx = tid(f, "x");
+    assert_int_equal(cr_sched_tenant_parent(f, fx), fd);
+    assert_int_equal(cr_sched_tenant_parent(f, fd), -1);
+    cr_sched_free(f);
+    cr_sched *s = mk(CR_SCHED_PRIORITY, "gpu-type a\nnode n0 gpus=8xa\n");
+    int dept = tid(s, "dept"), x = tid(s, "x"), y = tid(s, "y");
+    assert_int_equal(cr_sched_tenant_set_parent(s, x, dept), 0);
+    assert_int_equal(cr_sched_tenant_set_parent(s, y, dept), 0);
+    assert_int_equal(cr_sched_tenant_set_quota(s, dept, 0, 8), 0);
+    assert_int_equal(cr_sched_tenant_set_quota(s, x, 0, 4), 0);
+    assert_int_equal(cr_sched_tenant_set_quota(s, y, 0, 4), 0);
+    assert_int_equal(cr_sched_tenant_set_lending(s, x, 0, 1), 0);
+    assert_int_equal(cr_sched_tenant_set_limit(s, x, 0, -2), CR_EINVAL);
+    /* y may hold its own 4 and 1 of x's idle 4: 6 is refused, 5 starts */
+    add_job(s, 1, y, 6, 0);
+    const cr_sched_decision *d;
+    int n = cr_sched_cycle(s, 0, NULL, &d);
+    assert_int_equal(n, 0);
+    char why[256];
+    assert_true(cr_sched_job_reason(s, 1, why, sizeof why) > 0);
+    assert_non_null(strstr(why, "lending limits"));
+    assert_int_equal(cr_sched_job_remove(s, 1, 1 * SEC), 0);
+    assert_int_equal(cr_sched_tenant_set_limit(s, y, 0, 5), 0);
+    add_job(s, 2, y, 5, 1 * SEC);
+    n = cr_sched_cycle(s, 1 * SEC, NULL, &d);
+    assert_true(n == 1 && started(d, n, 2) && d[0].borrowed);
+    /* y's limit of 5 holds */
+    add_job(s, 3, y, 1, 2 * SEC);
+    n = cr_sched_cycle(s, 2 * SEC, NULL, &d);
+    assert_int_equal(n, 0);
+    assert_true(cr_sched_job_reason(s, 3, why, sizeof why) > 0);
+    assert_non_null(strstr(why, "tenant y limit for a reached (5 of 5 in use)"));
+    assert_int_equal(cr_sched_job_remove(s, 3, 2 * SEC), 0);
+    /* x claims its guarantee: the borrowed job is preempted, x starts */
+    add_job(s, 4, x, 4, 3 * SEC);
+    n = cr_sched_cycle(s, 3 * SEC, NULL, &d);
+    bool preempted = false;
+    for (int i = 0; i < n; i++) {
+        preempted |= d[i].action == CR_SCHED_PREEMPT && d[i].job == 2;
+    }
+    assert_true(preempted);
+    assert_true(started(d, n, 4));
+    checked(s);
+    cr_sched_free(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -814,6 +971,8 @@ int main(void)
         cmocka_unit_test(test_hetero_lp_vs_greedy),
         cmocka_unit_test(test_data_clusters),
         cmocka_unit_test(test_id_reuse_between_cycles),
+        cmocka_unit_test(test_tenant_tree),
+        cmocka_unit_test(test_tenant_lending),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
