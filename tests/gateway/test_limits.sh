@@ -7,7 +7,7 @@
 
 start_backend a
 start_gateway main --service "chat=127.0.0.1:$PORT_a" --max-inflight 1 \
-    --header-timeout 1s --body-timeout 1s --idle-timeout 60s
+    --header-timeout 1s --body-timeout 4s --idle-timeout 60s
 G=$GW_main
 
 # 1. Slowloris: one header byte every 200 ms; closed within a few seconds
@@ -32,7 +32,9 @@ PY
 
 # 2. A request body that stops: 408 for it, and the only slot (max-inflight
 #    1) serves the next request within seconds, not at the 300 s upstream
-#    timeout.
+#    timeout. (A body timeout of 4 s: the probe that the stall holds the
+#    slot must see it before it is freed, also on a loaded machine under
+#    ASan, where 1 s was once missed.)
 python3 - "${G%:*}" "${G##*:}" >stall.txt <<'PY' &
 import socket, sys, time
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
@@ -52,7 +54,7 @@ PY
 STALL=$!
 wait_for 5 sh -c "curl -s -o /dev/null -w '%{http_code}' http://$G/chat/x | grep -q 503" ||
     fail "the stalled body did not hold the slot (test premise)"
-wait_for 6 sh -c "curl -sf -o /dev/null http://$G/chat/x" || fail "a stalled body kept the replica slot"
+wait_for 15 sh -c "curl -sf -o /dev/null http://$G/chat/x" || fail "a stalled body kept the replica slot"
 wait "$STALL" || true
 grep -q "^HTTP/1.1 408 " stall.txt || { cat stall.txt; fail "stalled body not answered 408"; }
 stop_gateway main
