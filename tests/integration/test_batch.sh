@@ -42,7 +42,7 @@ is_state() { [ "$(state_of "$1")" = "$2" ]; }
 submit_id() { "$@" | sed -nE 's/^Submitted (job|[0-9]+ jobs) ([0-9]+).*/\2/p'; }
 
 # --- a Slurm script, unchanged ------------------------------------------------
-mkdir -p "$DIR/work"
+mkdir -p "$DIR/wd"
 cat >"$DIR/job.sh" <<'SH'
 #!/bin/bash
 #SBATCH -J scripted
@@ -54,30 +54,30 @@ cat >"$DIR/job.sh" <<'SH'
 srun bash -c 'echo "task $SLURM_PROCID of $SLURM_NTASKS in $(pwd) arg=$1"' _ "$1"
 SH
 cd "$DIR"
-id=$(submit_id "$CORRAL" submit --chdir work ./job.sh hello)
+id=$(submit_id "$CORRAL" submit --chdir wd ./job.sh hello)
 [ -n "$id" ] || fail "script submit"
 wait_for 30 is_state "$id" completed || fail "script job $id: $("$CORRAL" show "$id")"
 [ "$(field_of "$id" time_limit_s)" = 5400 ] || fail "-t 90 is not 5400 s"
 [ "$(field_of "$id" name)" = scripted ] || fail "-J"
 [ "$(field_of "$id" gpus)" = 2 ] || fail "--gres=gpu:2"
 # one batch step (%t 0): srun's two tasks write into its file
-f="$DIR/work/out-$id-0.txt"
+f="$DIR/wd/out-$id-0.txt"
 [ -s "$f" ] || fail "no $f"
-[ ! -e "$DIR/work/out-$id-1.txt" ] || fail "the body ran twice: $DIR/work/out-$id-1.txt"
+[ ! -e "$DIR/wd/out-$id-1.txt" ] || fail "the body ran twice: $DIR/wd/out-$id-1.txt"
 for t in 0 1; do
-    grep -qx "task $t of 2 in $DIR/work arg=hello" "$f" || fail "$f: $(cat "$f")"
+    grep -qx "task $t of 2 in $DIR/wd arg=hello" "$f" || fail "$f: $(cat "$f")"
 done
 # The node ran its own copy of the script: the original was never read there.
 [ -s "$DIR/n0/scripts/$id.sh" ] || [ -s "$DIR/n1/scripts/$id.sh" ] || fail "script not shipped to the node"
 cd /
 
 # --- a job without GPUs (--gpus 0) runs with none, beside whole-GPU jobs -----
-"$CORRAL" submit --wait --gpus 0 --cpus 1 --chdir "$DIR/work" -o cpu-%j.txt -- \
+"$CORRAL" submit --wait --gpus 0 --cpus 1 --chdir "$DIR/wd" -o cpu-%j.txt -- \
     sh -c 'echo "cvd=[${CUDA_VISIBLE_DEVICES-unset}] ngpu=$(ls /dev/nvidia[0-9]* 2>/dev/null | wc -l)"' \
     >"$DIR/cpu.out" 2>&1 || fail "--gpus 0: $(cat "$DIR/cpu.out")"
 cid=$(grep -o '[0-9][0-9]*' "$DIR/cpu.out" | head -1)
 [ "$(field_of "$cid" gpus)" = 0 ] || fail "--gpus 0 job has $(field_of "$cid" gpus) GPUs"
-grep -q '^cvd=\[\] ' "$DIR/work/cpu-$cid.txt" || fail "--gpus 0 saw GPUs: $(cat "$DIR/work/cpu-$cid.txt")"
+grep -q '^cvd=\[\] ' "$DIR/wd/cpu-$cid.txt" || fail "--gpus 0 saw GPUs: $(cat "$DIR/wd/cpu-$cid.txt")"
 
 # --- --wait returns the exit code; no retries by default ---------------------
 set +e

@@ -10,7 +10,7 @@
 #
 # A case is a directory with job.sh and, when it submits more than one
 # job, submit.sh (run with $SBATCH as the submit command). It is copied to
-# OUTDIR/work/CASE, which is the submit directory; OUTDIR/CASE.result gets:
+# OUTDIR/wd/CASE, which is the submit directory; OUTDIR/CASE.result gets:
 #   submit: ok | refused         the submit's exit status
 #   job NAME STATE EXIT          every job the case submitted, sorted
 #   file PATH                    the files the case left (digit runs as N)
@@ -26,7 +26,7 @@ shift 2
 here=$(cd "$(dirname "$0")" && pwd)
 corpus=$here/corpus
 timeout_s=${CORPUS_TIMEOUT:-120}
-mkdir -p "$out/work"
+mkdir -p "$out/wd"
 out=$(cd "$out" && pwd)
 
 case $sys in
@@ -76,7 +76,7 @@ fi
 for c in "${cases[@]}"; do
     src=$corpus/$c
     [ -f "$src/job.sh" ] || { echo "run_corpus.sh: no case $c" >&2; exit 2; }
-    w=$out/work/$c
+    w=$out/wd/$c
     rm -rf "$w"
     cp -r "$src" "$w"
     floor=$(jobs_now | awk 'BEGIN { m = 0 } { if ($1 + 0 > m) m = $1 + 0 } END { print m }')
