@@ -10,6 +10,8 @@
 #    corral system user, /var/lib/corral 0700, /etc/corral configs;
 #  - with the source copy deleted, /usr/bin/corral advise works from the
 #    installed data, the installed units verify, the configs check;
+#  - the walk-through of docs/install.md on network-namespace hosts with
+#    TLS (test_hosts.sh with CORRAL_HOSTS_INSTALLED=1) from the package;
 #  - then the machine is put back: the package purged, and the user and
 #    /var/lib/corral removed when this test created them.
 # Needs root, git and the packaging tools (make deps installs them);
@@ -130,4 +132,13 @@ curl -sf "$(cat "$st/listen.addr")/v1/health" >/dev/null || fail "installed cont
 kill -TERM "$pid"
 wait "$pid" || fail "controller exit: $(cat "$DIR/ctl.log")"
 rm -rf "$st"
-echo "ok: .deb built from a clean tree, lintian clean, installed, advise from /usr/share/corral, units verify"
+# The four-server walk-through of docs/install.md, TLS included, on network
+# namespace hosts, with the installed /usr/bin/corral and /etc/corral.
+CORRAL_HOSTS_INSTALLED=1 "$SRC/tests/install/test_hosts.sh" >"$DIR/hosts.log" 2>&1 || {
+    rc=$?
+    [ "$rc" = 77 ] && echo "hosts walk-through skipped: $(tail -1 "$DIR/hosts.log")" ||
+        fail "hosts walk-through from the .deb (rc $rc): $(tail -40 "$DIR/hosts.log")"
+}
+tail -1 "$DIR/hosts.log"
+echo "ok: .deb built from a clean tree, lintian clean, installed, advise from /usr/share/corral, units verify," \
+    "the install walk-through with TLS on namespace hosts from the package"

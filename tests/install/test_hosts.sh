@@ -3,21 +3,30 @@
 # machine: a controller and three agents, each in its own network
 # namespace with its own address (a bridge joins them), and the gateway
 # on the controller host: every role started
-# from the installed tree (meson install --destdir) with config files
-# written from the installed examples and checked with `corral config
-# check`, the join token carried to the agents as a file. Then:
+# from the installed tree (meson install --destdir; or, with
+# CORRAL_HOSTS_INSTALLED=1, as test_deb.sh runs it, /usr/bin/corral and
+# /etc/corral of the installed .deb) with config files written from the
+# installed examples and checked with `corral config check`, the join
+# token carried to the agents as a file, and TLS everywhere as
+# docs/security.md says: a private CA made with openssl, a certificate per
+# host naming its address, the controller, agents (which serve HTTPS too),
+# gateway and CLI verifying against the CA. Then:
 #  - a gang job across the three hosts (ranks, MASTER_ADDR a host's own);
 #  - node labels; `nodes delete` refused while a job runs there, done once
 #    the node is retired (agent stopped); the node rejoins and runs work;
 #  - `corral admin backup` while the controller serves, restore into a new
 #    state directory, the controller started from it: the agents carry
 #    on with their node tokens, old jobs are there, a new gang job runs.
-# Needs root and iproute2; skips (77) otherwise. Polls with deadlines.
+#  - TLS: plain HTTP is not served on the controller's port, a client
+#    without the CA is refused, `corral logs` reaches an agent over HTTPS.
+# Needs root, iproute2 and openssl; skips (77) otherwise. Polls with
+# deadlines.
 set -euo pipefail
 
-BUILD=${CORRAL_BUILD:?CORRAL_BUILD not set}
-if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null; then
-    echo "skip: needs root and iproute2"
+INSTALLED=${CORRAL_HOSTS_INSTALLED:-}
+[ -n "$INSTALLED" ] || BUILD=${CORRAL_BUILD:?CORRAL_BUILD not set}
+if [ "$(id -u)" -ne 0 ] || ! command -v ip >/dev/null || ! command -v openssl >/dev/null; then
+    echo "skip: needs root, iproute2 and openssl"
     exit 77
 fi
 TAG=ch$$
@@ -77,14 +86,36 @@ PY
 }
 
 # The installed tree.
-meson install -C "$BUILD" --no-rebuild --quiet --destdir "$DIR/stage" >"$DIR/install.log" 2>&1 ||
-    fail "meson install"
-PREFIX=$(meson introspect "$BUILD" --buildoptions |
-    python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
-ROOT=$DIR/stage$PREFIX
-CORRAL=$ROOT/bin/corral
-EX=$ROOT/share/corral/examples
+if [ -n "$INSTALLED" ]; then
+    CORRAL=/usr/bin/corral
+    EX=/etc/corral
+else
+    meson install -C "$BUILD" --no-rebuild --quiet --destdir "$DIR/stage" >"$DIR/install.log" 2>&1 ||
+        fail "meson install"
+    PREFIX=$(meson introspect "$BUILD" --buildoptions |
+        python3 -c 'import json,sys; print([o["value"] for o in json.load(sys.stdin) if o["name"]=="prefix"][0])')
+    ROOT=$DIR/stage$PREFIX
+    CORRAL=$ROOT/bin/corral
+    EX=$ROOT/share/corral/examples
+fi
 [ -x "$CORRAL" ] && [ -f "$EX/controller.json" ] || fail "no installed binary or examples"
+
+# The private CA and one certificate per host (docs/security.md, "TLS").
+PKI=$DIR/pki
+mkdir -p "$PKI"
+(
+    cd "$PKI"
+    openssl req -x509 -newkey rsa:3072 -nodes -keyout ca.key -out ca.pem -days 825 \
+        -subj "/CN=Corral CA"
+    for h in $HOSTS; do
+        openssl req -newkey rsa:3072 -nodes -keyout "$h.key" -out "$h.csr" -subj "/CN=$h"
+        printf 'subjectAltName=DNS:%s,IP:%s\nextendedKeyUsage=serverAuth\n' "$h" "${IP[$h]}" >"$h.ext"
+        openssl x509 -req -in "$h.csr" -CA ca.pem -CAkey ca.key -CAcreateserial -days 365 \
+            -extfile "$h.ext" -out "$h.pem"
+    done
+    chmod 600 ./*.key
+) >"$DIR/pki.log" 2>&1 || fail "openssl: $(tail -5 "$DIR/pki.log")"
+CA=$PKI/ca.pem
 
 if ! ip link add "$TAG-br" type bridge 2>/dev/null; then
     echo "skip: cannot create a bridge here"
@@ -107,21 +138,28 @@ done
 CCONF=$DIR/ctl/etc/corral/controller.json
 cp "$EX/controller.json" "$CCONF"
 edit "$CCONF" "listen=\"${IP[ctl]}:8620\"" "state_dir=\"$DIR/ctl/var/lib/corral\"" \
-    'heartbeat_s=1' "checkpoint_root=\"$DIR/ckpt\""
+    'heartbeat_s=1' "checkpoint_root=\"$DIR/ckpt\"" "tls_cert=\"$PKI/ctl.pem\"" \
+    "tls_key=\"$PKI/ctl.key\"" "agent_ca_file=\"$CA\""
 "$CORRAL" config check controller "$CCONF" >/dev/null || fail "controller config check"
 start_ctl() {
     ip netns exec "$TAG-ctl" "$CORRAL" controller --config "$CCONF" >>"$DIR/controller.log" 2>&1 &
     PID[ctl]=$!
 }
 start_ctl
-SERVER=http://${IP[ctl]}:8620
-wait_for 30 curl -sf "$SERVER/v1/health" || fail "controller did not start"
+SERVER=https://${IP[ctl]}:8620
+wait_for 30 curl -sf --cacert "$CA" "$SERVER/v1/health" || fail "controller did not start"
+# TLS only: no plain HTTP on the port, and no trust without the CA.
+curl -sf --max-time 5 "http://${IP[ctl]}:8620/v1/health" >/dev/null 2>&1 &&
+    fail "the TLS controller answered plain HTTP"
+curl -sf --max-time 5 "$SERVER/v1/health" >/dev/null 2>&1 &&
+    fail "a client without the CA trusted the controller"
 STATE=$DIR/ctl/var/lib/corral
 wait_for 20 test -s "$STATE/admin.token" || fail "no admin token"
 [ "$(stat -c %a "$STATE")" = 700 ] || fail "state dir mode $(stat -c %a "$STATE")"
 
 # The admin's client config (JSON), as on a workstation.
-printf '{"server": "%s", "token_file": "%s"}\n' "$SERVER" "$STATE/admin.token" >"$DIR/cli.json"
+printf '{"server": "%s", "token_file": "%s", "ca_file": "%s"}\n' "$SERVER" "$STATE/admin.token" \
+    "$CA" >"$DIR/cli.json"
 "$CORRAL" config check cli "$DIR/cli.json" >/dev/null || fail "cli config check"
 export CORRAL_CONFIG=$DIR/cli.json
 unset CORRAL_SERVER CORRAL_TOKEN
@@ -141,7 +179,8 @@ for h in a1 a2 a3; do
     cp "$EX/agent.json" "$A"
     edit "$A" "server=\"$SERVER\"" "join_token_file=\"$DIR/$h/etc/corral/join.token\"" \
         "node=\"$h\"" 'gpus="sim:2xA100 80GB SXM"' "listen=\"${IP[$h]}:8621\"" \
-        "state_dir=\"$DIR/$h/var/lib/corral-agent\"" 'kill_on_exit=true'
+        "state_dir=\"$DIR/$h/var/lib/corral-agent\"" 'kill_on_exit=true' \
+        "ca_file=\"$CA\"" "tls_cert=\"$PKI/$h.pem\"" "tls_key=\"$PKI/$h.key\""
     "$CORRAL" config check agent "$A" >/dev/null || fail "agent config check $h"
     start_agent "$h"
 done
@@ -153,7 +192,8 @@ gwtok=$("$CORRAL" tokens create --role admin --name gateway | grep -o 'crl_[A-Za
 [ -n "$gwtok" ] || fail "no token for the gateway"
 G=$DIR/ctl/etc/corral/gateway.json
 cp "$EX/gateway.json" "$G"
-edit "$G" "listen=\"${IP[ctl]}:8630\"" "controller=\"$SERVER\"" "token=\"$gwtok\""
+edit "$G" "listen=\"${IP[ctl]}:8630\"" "controller=\"$SERVER\"" "token=\"$gwtok\"" \
+    "ca_file=\"$CA\""
 "$CORRAL" config check gateway "$G" >/dev/null || fail "gateway config check"
 ip netns exec "$TAG-ctl" "$CORRAL" gateway --config "$G" >"$DIR/gateway.log" 2>&1 &
 GWPID=$!
@@ -183,6 +223,13 @@ gang() { # gang TAG: run, wait, check ranks and master
     echo "$id"
 }
 g1=$(gang g1)
+# A job's output through `corral logs` (the controller reads it from the
+# agent over HTTPS, verifying the agent's certificate against the CA).
+lj=$(submit -n logs --gpus 1 -- sh -c 'echo tls-log-line-$CORRAL_NODE')
+[ -n "$lj" ] || fail "submit logs job"
+wait_for 60 is_state "$lj" completed || fail "logs job ($lj): $("$CORRAL" show "$lj")"
+out=$("$CORRAL" logs "$lj" 2>&1) || fail "corral logs $lj: $out"
+echo "$out" | grep -q '^tls-log-line-a[123]$' || fail "corral logs $lj: $out"
 
 # Labels.
 "$CORRAL" nodes label a1 zone=west gpu.vendor=nvidia >/dev/null || fail "label"
@@ -238,11 +285,11 @@ install -m 0600 "$STATE/admin.token" "$NEW/"
 edit "$CCONF" "state_dir=\"$NEW\""
 "$CORRAL" config check controller "$CCONF" >/dev/null || fail "config check after edit"
 start_ctl
-wait_for 30 curl -sf "$SERVER/v1/health" || fail "restored controller did not start"
+wait_for 30 curl -sf --cacert "$CA" "$SERVER/v1/health" || fail "restored controller did not start"
 wait_for 60 nodes_up 3 || fail "agents did not come back: $("$CORRAL" nodes)"
 is_state "$g1" completed || fail "job $g1 lost in the restore"
 g3=$(gang g3)
 [ "$g3" -gt "$g2" ] || fail "job ids restarted: $g3 after $g2"
 grep -q "no such\|unknown node" "$DIR"/agent-a1.log && fail "agent a1 lost its node token"
-echo "ok: 1 controller + 3 agents in namespaces from the installed tree; gang jobs $g1 $g2 $g3;" \
+echo "ok: 1 controller + 3 agents in namespaces from the installed tree, TLS with a private CA; gang jobs $g1 $g2 $g3;" \
     "labels; delete refused then done; rejoin; backup/restore carried on"
