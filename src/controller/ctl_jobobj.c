@@ -161,6 +161,10 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
     cr_buf_put_jstr(&b, j->reason);
     cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d,\"runs\":%d", j->exit_code,
                   j->signal, j->retries, j->runs);
+    if (j->susp_run > 0) {
+        /* suspended, the run checkpointing: held across a restart */
+        cr_buf_printf(&b, ",\"susp_run\":%d", j->susp_run);
+    }
     cr_buf_printf(&b, ",\"submit_time\":\"%s\"", ctl_time_str(j->submit_ns, t, sizeof t));
     cr_buf_printf(&b, ",\"start_time\":\"%s\"", ctl_time_str(j->start_ns, t, sizeof t));
     cr_buf_printf(&b, ",\"end_time\":\"%s\"", ctl_time_str(j->end_ns, t, sizeof t));

@@ -673,6 +673,7 @@ static int job_from_doc_ref(const char *doc, json_t *ref_spec, ctl_job **out)
     j->signal = (int)doc_int(v, "signal");
     j->retries = (int)doc_int(v, "retries");
     j->runs = (int)doc_int(v, "runs");
+    j->susp_run = j->state == JS_PENDING ? (int)doc_int(v, "susp_run") : 0;
     j->submit_ns = doc_int(v, "submit_ns");
     j->start_ns = doc_int(v, "start_ns");
     j->end_ns = doc_int(v, "end_ns");

@@ -607,8 +607,17 @@ static void restore_running(placer *pl, ctl *c, cr_store_txn *txn, int64_t now)
         if (j->state == JS_PENDING) {
             mask_of(c, j, &r);
             spec_of(pl, &r, &sp, tput);
+            /* Suspended before the restart, its run perhaps still writing its
+             * checkpoint: held until that run's exit is reported (or its
+             * deadline passes), as before the restart. */
+            sp.suspend_held = j->susp_run > 0;
             if (cr_sched_job_add(pl->s, &sp, now) == 0) {
                 j->in_sched = true;
+                if (sp.suspend_held) {
+                    CR_GROW(pl->held, pl->nheld, pl->capheld);
+                    pl->held[pl->nheld++] = (struct held_rec){
+                        j->id, now + (c->cfg.grace_s + c->cfg.lost_after_s) * CR_NS_PER_SEC};
+                }
             }
             free(r.mask);
             free(r.prefer);
@@ -824,7 +833,8 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     j->state = JS_RUNNING;
     j->start_unstored = true; /* in no desired state until its row is durable */
     j->runs++;
-    j->start_ns = j->acct_ns = cr_now_ns();            /* shown and persisted */
+    j->susp_run = 0;                        /* a new run: no suspended one is awaited any more */
+    j->start_ns = j->acct_ns = cr_now_ns(); /* shown and persisted */
     j->start_mono_ns = j->acct_mono_ns = cr_mono_ns(); /* measured */
     j->end_ns = 0;
     j->cancel_requested = j->requeue_requested = false;

@@ -509,6 +509,11 @@ typedef struct cr_sched_job_spec {
      * only while what running jobs and host tasks hold there leaves room. */
     uint64_t cpu_milli;
     uint64_t host_mem_bytes;
+    /* A suspended job whose run may still be writing its checkpoint (a
+     * caller's restart during a suspension): it enters the queue held, as
+     * a suspension leaves it, until cr_sched_job_resumable (only with
+     * config.suspend_hold; else ignored). */
+    bool suspend_held;
 } cr_sched_job_spec;
 
 typedef enum cr_sched_job_state {

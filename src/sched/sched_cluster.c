@@ -1450,6 +1450,11 @@ int cr_sched_job_add(cr_sched *s, const cr_sched_job_spec *spec, int64_t now_ns)
     job *j = job_make(spec);
     j->enqueue_ns = now_ns;
     j->qcycle = s->stats.cycles;
+    if (spec->suspend_held && s->cfg.suspend_hold) {
+        j->susp_held = true; /* as cr__sched_suspend leaves it */
+        j->rcode = R_CHECKPOINTING;
+        j->rat = INT64_MAX;
+    }
     tab_put(s, j);
     pending_add(s, j);
     cr__sched_mix_note(s, spec);
