@@ -24,6 +24,7 @@
 #include "cr_time.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,7 @@ enum sb_how {
     SB_ARRAY,
     SB_SIGNAL,
     SB_NONE,
+    SB_NONE_FLAG, /* skipped, takes no value */
     SB_MEMCPU,
     SB_LATER
 };
@@ -149,10 +151,48 @@ static const sb_opt sb_opts[] = {
     {'A', "account", SB_NONE, NULL},
     {'q', "qos", SB_NONE, NULL},
     {0, "comment", SB_NONE, NULL},
+    {0, "nice", SB_NONE, NULL},
+    {0, "reservation", SB_NONE, NULL},
+    {'L', "licenses", SB_NONE, NULL},
+    {0, "wckey", SB_NONE, NULL},
+    {0, "profile", SB_NONE, NULL},
+    {0, "hint", SB_NONE, NULL},
+    {'m', "distribution", SB_NONE, NULL},
+    {0, "threads-per-core", SB_NONE, NULL},
+    {0, "ntasks-per-core", SB_NONE, NULL},
+    {0, "time-min", SB_NONE, NULL},
+    {0, "deadline", SB_NONE, NULL},
+    {0, "gres-flags", SB_NONE, NULL},
+    {0, "tmp", SB_NONE, NULL},
+    {0, "mincpus", SB_NONE, NULL},
+    {0, "kill-on-invalid-dep", SB_NONE, NULL},
+    {0, "no-kill", SB_NONE_FLAG, NULL},
+    {0, "get-user-env", SB_NONE_FLAG, NULL},
+    {'O', "overcommit", SB_NONE_FLAG, NULL},
+    {'s', "oversubscribe", SB_NONE_FLAG, NULL},
+    {'Q', "quiet", SB_NONE_FLAG, NULL},
+    {0, "cpus-per-gpu", SB_LATER, "CPUs per GPU are not supported (use --cpus-per-task)"},
     {0, "open-mode", SB_FLAG, "open-mode"},
     {0, "parsable", SB_BOOL, "parsable"},
     {'W', "wait", SB_BOOL, "wait"},
 };
+
+/* An #SBATCH line's error, "FILE:LINE: #SBATCH ..."; line 0: an sbatch
+ * option on the command line, "corral submit: ...". */
+static void sb_err(cli_ctx *ctx, const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void sb_err(cli_ctx *ctx, const char *file, int line, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (line > 0) {
+        fprintf(ctx->err, "%s:%d: #SBATCH ", file, line);
+    } else {
+        fprintf(ctx->err, "corral submit: ");
+    }
+    vfprintf(ctx->err, fmt, ap);
+    va_end(ap);
+}
 
 /*
  * Translate one #SBATCH line's words into corral flags (appended to out).
@@ -185,11 +225,10 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
             }
         }
         if (!o) {
-            fprintf(ctx->err, "%s:%d: #SBATCH %s: unknown or unsupported option\n", file, line,
-                    word);
+            sb_err(ctx, file, line, "%s: unknown or unsupported option\n", word);
             return -1;
         }
-        bool takes = o->how != SB_BOOL;
+        bool takes = o->how != SB_BOOL && o->how != SB_NONE_FLAG;
         if (strcmp(o->name, "requeue") == 0 || strcmp(o->name, "no-requeue") == 0 ||
             strcmp(o->name, "parsable") == 0 || strcmp(o->name, "wait") == 0 ||
             strcmp(o->name, "exclusive") == 0) {
@@ -197,12 +236,12 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
         }
         if (takes && !val) {
             if (i + 1 >= nw) {
-                fprintf(ctx->err, "%s:%d: #SBATCH %s: needs a value\n", file, line, word);
+                sb_err(ctx, file, line, "%s: needs a value\n", word);
                 return -1;
             }
             val = w[++i];
         } else if (!takes && val && o->short_name == 0) {
-            fprintf(ctx->err, "%s:%d: #SBATCH %s: takes no value\n", file, line, word);
+            sb_err(ctx, file, line, "%s: takes no value\n", word);
             return -1;
         }
         char flag[80];
@@ -223,8 +262,7 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
             if (o->how == SB_GRES && strncmp(v, "gpu:", 4) == 0) {
                 v += 4;
             } else if (strcmp(o->name, "gres") == 0) {
-                fprintf(ctx->err, "%s:%d: #SBATCH --gres=%s: only gpu:[TYPE:]N maps\n", file, line,
-                        val);
+                sb_err(ctx, file, line, "--gres=%s: only gpu:[TYPE:]N maps\n", val);
                 return -1;
             }
             const char *colon = strrchr(v, ':');
@@ -258,8 +296,7 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
             break;
         case SB_NTASKS:
             if (cr_parse_i64(val, 1, 1 << 20, ntasks) < 0) {
-                fprintf(ctx->err, "%s:%d: #SBATCH %s: '%s' is not a task count\n", file, line, word,
-                        val);
+                sb_err(ctx, file, line, "%s: '%s' is not a task count\n", word, val);
                 return -1;
             }
             break;
@@ -278,20 +315,19 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
                 end++;
             }
             if (errno || end == val || *end || v <= 0 || mult < 0 || v > (1LL << 40) / 1024) {
-                fprintf(ctx->err,
-                        "%s:%d: #SBATCH %s: '%s' is not a size (MB, or with K, M, G, T)\n", file,
-                        line, word, val);
+                sb_err(ctx, file, line, "%s: '%s' is not a size (MB, or with K, M, G, T)\n", word,
+                       val);
                 return -1;
             }
             *mem_per_cpu_mb = mult == 0 ? (v + 1023) / 1024 : v * mult;
             break;
         }
         case SB_NONE:
-            fprintf(ctx->err, "%s:%d: #SBATCH %s: no Corral equivalent, skipped\n", file, line,
-                    word);
+        case SB_NONE_FLAG:
+            sb_err(ctx, file, line, "%s: no Corral equivalent, skipped\n", word);
             break;
         case SB_LATER:
-            fprintf(ctx->err, "%s:%d: #SBATCH %s: %s; skipped\n", file, line, word, o->corral);
+            sb_err(ctx, file, line, "%s: %s; skipped\n", word, o->corral);
             break;
         }
     }
@@ -401,7 +437,14 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
         cr_buf_fini(&b);
         return -1;
     }
-    s->text = cr_buf_take(&b);
+    return cr__cli_script_text(ctx, path, cr_buf_take(&b), opts, nopts, s);
+}
+
+int cr__cli_script_text(cli_ctx *ctx, const char *path, char *text, const cli_opt *opts,
+                        size_t nopts, cli_script *s)
+{
+    memset(s, 0, sizeof *s);
+    s->text = text;
     add_word(&s->words, &s->nwords, "submit");
     int64_t ntasks = 0, mem_per_cpu_mb = 0;
     int line = 0, rc = 1;
@@ -478,6 +521,126 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
         cr__cli_script_fini(s);
     }
     return rc;
+}
+
+/* An option of opts: the index, or -1. Short "-X" and long "--NAME[=V]". */
+static int corral_opt(const cli_opt *opts, size_t nopts, const char *w)
+{
+    if (w[0] == '-' && w[1] && w[1] != '-' && w[2] == '\0') {
+        for (size_t k = 0; k < nopts; k++) {
+            if (opts[k].short_name == w[1]) {
+                return (int)k;
+            }
+        }
+        return -1;
+    }
+    if (strncmp(w, "--", 2) != 0 || !w[2]) {
+        return -1;
+    }
+    const char *eq = strchr(w + 2, '=');
+    size_t len = eq ? (size_t)(eq - w - 2) : strlen(w + 2);
+    for (size_t k = 0; k < nopts; k++) {
+        if (strlen(opts[k].name) == len && strncmp(opts[k].name, w + 2, len) == 0) {
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
+/* An sbatch option of sb_opts named by w ("-J", "-Jname", "--job-name[=V]"). */
+static const sb_opt *sbatch_opt(const char *w)
+{
+    for (size_t k = 0; k < sizeof sb_opts / sizeof *sb_opts; k++) {
+        const sb_opt *o = &sb_opts[k];
+        if (w[0] == '-' && w[1] && w[1] != '-' && o->short_name == w[1]) {
+            return o;
+        }
+        size_t len = strlen(o->name);
+        if (strncmp(w, "--", 2) == 0 && strncmp(w + 2, o->name, len) == 0 &&
+            (w[2 + len] == '\0' || w[2 + len] == '=')) {
+            return o;
+        }
+    }
+    return NULL;
+}
+
+int cr__cli_sbatch_argv(cli_ctx *ctx, const cli_opt *opts, size_t nopts, int argc, char **argv,
+                        cli_sbatch_argv *out)
+{
+    memset(out, 0, sizeof *out);
+    add_word(&out->argv, &out->argc_words, argv[0]);
+    int64_t ntasks = 0, mem_mb = 0;
+    int i = 1;
+    for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0 && argv[i][1]; i++) {
+        const char *w = argv[i];
+        int k = corral_opt(opts, nopts, w);
+        if (k >= 0) {
+            add_word(&out->argv, &out->argc_words, w);
+            if (opts[k].kind != CLI_BOOL && !strchr(w, '=') && i + 1 < argc) {
+                add_word(&out->argv, &out->argc_words, argv[++i]);
+            }
+            continue;
+        }
+        if (strncmp(w, "--wrap", 6) == 0 && (w[6] == '=' || w[6] == '\0')) {
+            /* sbatch --wrap=CMD: the job is "#!/bin/sh\nCMD" */
+            const char *cmd = w[6] == '=' ? w + 7 : i + 1 < argc ? argv[++i] : NULL;
+            if (!cmd || !*cmd) {
+                fprintf(ctx->err, "corral submit: --wrap needs a command\n");
+                cr__cli_sbatch_argv_fini(out);
+                return -1;
+            }
+            free(out->wrap);
+            out->wrap = cr_strdup(cmd);
+            continue;
+        }
+        const sb_opt *o = sbatch_opt(w);
+        if (!o) {
+            add_word(&out->argv, &out->argc_words, w); /* the parser names it */
+            continue;
+        }
+        char *words[2] = {(char *)w, NULL};
+        int nw = 1;
+        bool flag =
+            o->how == SB_BOOL || o->how == SB_NONE_FLAG || strcmp(o->name, "no-requeue") == 0;
+        bool inline_val = strchr(w, '=') != NULL || (w[1] != '-' && w[2] != '\0');
+        if (!flag && !inline_val && i + 1 < argc) {
+            words[nw++] = argv[++i];
+        }
+        if (sbatch_line(ctx, "command line", 0, words, nw, &out->argv, &out->argc_words, &ntasks,
+                        &mem_mb) < 0) {
+            cr__cli_sbatch_argv_fini(out);
+            return -1;
+        }
+    }
+    if (ntasks > 0) {
+        char v[32];
+        snprintf(v, sizeof v, "%lld", (long long)ntasks);
+        add_word(&out->argv, &out->argc_words, "--ntasks");
+        add_word(&out->argv, &out->argc_words, v);
+    }
+    if (mem_mb > 0) {
+        cli_script t;
+        memset(&t, 0, sizeof t);
+        t.words = out->argv;
+        t.nwords = out->argc_words;
+        mem_per_cpu(&t, ntasks, mem_mb);
+        out->argv = t.words;
+        out->argc_words = t.nwords;
+    }
+    for (; i < argc; i++) {
+        add_word(&out->argv, &out->argc_words, argv[i]);
+    }
+    return 0;
+}
+
+void cr__cli_sbatch_argv_fini(cli_sbatch_argv *a)
+{
+    for (size_t i = 0; i < a->argc_words; i++) {
+        free(a->argv[i]);
+    }
+    free(a->argv);
+    free(a->wrap);
+    memset(a, 0, sizeof *a);
 }
 
 /* --- environment ------------------------------------------------------------ */

@@ -188,7 +188,23 @@ typedef struct cli_script {
  * why" to ctx->err. */
 int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, size_t nopts,
                         cli_script *s);
+/* The same for a script's text (owned by s from here; path names it in
+ * errors): --wrap and a script on stdin. */
+int cr__cli_script_text(cli_ctx *ctx, const char *path, char *text, const cli_opt *opts,
+                        size_t nopts, cli_script *s);
 void cr__cli_script_fini(cli_script *s);
+/* sbatch's options on `corral submit`'s command line (docs/slurm.md):
+ * the words before the command that are not opts but sbatch options
+ * (-J NAME, --gres=gpu:2, --ntasks 4, --mail-user...) translated as an
+ * #SBATCH line would be; --wrap=CMD kept apart. */
+typedef struct cli_sbatch_argv {
+    char **argv; /* owned, NULL-terminated */
+    size_t argc_words;
+    char *wrap; /* owned: --wrap's command, or NULL */
+} cli_sbatch_argv;
+int cr__cli_sbatch_argv(cli_ctx *ctx, const cli_opt *opts, size_t nopts, int argc, char **argv,
+                        cli_sbatch_argv *out);
+void cr__cli_sbatch_argv_fini(cli_sbatch_argv *a);
 /* Fill env (an object) per --export (docs/cli.md): spec NULL = the
  * default allow-list (LANG, LANGUAGE, LC_*, TZ, TERM); "ALL" (the whole
  * environment minus credential-looking names and values, cr_secretshape.h,

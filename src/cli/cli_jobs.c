@@ -597,6 +597,35 @@ static void print_ids(cli_ctx *ctx, const json_t *ids)
     fputc('\n', ctx->out);
 }
 
+/* A batch script on stdin (sbatch <<EOF ... EOF): its text when it starts
+ * with "#!" and is at most CLI_STDIN_SCRIPT_MAX bytes of text, else NULL
+ * (after a word on stderr when it is not empty). */
+#define CLI_STDIN_SCRIPT_MAX 65536 /* as a script file (cli_batch.c) */
+static char *read_stdin_script(cli_ctx *ctx)
+{
+    cr_buf b;
+    cr_buf_init(&b);
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0 && b.len <= CLI_STDIN_SCRIPT_MAX) {
+        cr_buf_append(&b, chunk, got);
+    }
+    if (b.len == 0) {
+        cr_buf_fini(&b);
+        return NULL;
+    }
+    if (b.len > CLI_STDIN_SCRIPT_MAX || b.len < 2 || memcmp(b.data, "#!", 2) != 0 ||
+        memchr(b.data, '\0', b.len)) {
+        fprintf(ctx->err,
+                "corral submit: stdin is not a batch script (\"#!\" first, text, at most "
+                "%d bytes)\n",
+                CLI_STDIN_SCRIPT_MAX);
+        cr_buf_fini(&b);
+        return NULL;
+    }
+    return cr_buf_take(&b);
+}
+
 int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
@@ -608,10 +637,22 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     cr_client_res_init(&res);
     const char *syn = strcmp(ctx->cmd, "alloc") == 0 ? "[options] [-- COMMAND [ARGS...]]"
                                                      : "[options] [--] COMMAND [ARGS...]";
+    bool run = strcmp(ctx->cmd, "run") == 0, alloc = strcmp(ctx->cmd, "alloc") == 0;
+    /* sbatch's own options on the command line, as in #SBATCH lines */
+    cli_sbatch_argv sb;
+    memset(&sb, 0, sizeof sb);
+    memset(&a, 0, sizeof a);
+    if (!run && !alloc) {
+        if (cr__cli_sbatch_argv(ctx, submit_opts, NOPTS(submit_opts), argc, argv, &sb) < 0) {
+            code = CLI_EXIT_USAGE;
+            goto out;
+        }
+        argc = (int)sb.argc_words;
+        argv = sb.argv;
+    }
     if (cr__cli_begin(ctx, &a, syn, submit_opts, NOPTS(submit_opts), true, argc, argv, &code)) {
         goto out;
     }
-    bool run = strcmp(ctx->cmd, "run") == 0, alloc = strcmp(ctx->cmd, "alloc") == 0;
     char **local = NULL;
     size_t nlocal = 0;
     static char *hold_cmd[] = {"sleep", "infinity", NULL};
@@ -627,7 +668,26 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
         code = CLI_EXIT_USAGE;
         goto out;
     }
-    if (a.nrest > 0 && !alloc) {
+    static char *wrap_cmd[] = {"wrap", NULL}, *stdin_cmd[] = {"sbatch", NULL};
+    if (a.nrest == 0 && !run && !alloc && (sb.wrap || !isatty(STDIN_FILENO))) {
+        /* sbatch --wrap=CMD, or the script on stdin (sbatch <<EOF): the
+         * job's name, as sbatch's, "wrap" or "sbatch" */
+        char *text = sb.wrap ? cr_asprintf("#!/bin/sh\n%s\n", sb.wrap) : read_stdin_script(ctx);
+        if (text) {
+            int sr = cr__cli_script_text(ctx, sb.wrap ? "--wrap" : "stdin", text, submit_opts,
+                                         NOPTS(submit_opts), &script);
+            if (sr < 0) {
+                code = CLI_EXIT_USAGE;
+                goto out;
+            }
+            a.rest = sb.wrap ? wrap_cmd : stdin_cmd;
+            a.nrest = 1;
+        }
+    } else if (sb.wrap) {
+        fprintf(ctx->err, "corral submit: --wrap and a command: give one\n");
+        code = CLI_EXIT_USAGE;
+        goto out;
+    } else if (a.nrest > 0 && !alloc) {
         int sr = cr__cli_script_load(ctx, a.rest[0], submit_opts, NOPTS(submit_opts), &script);
         if (sr < 0) {
             code = CLI_EXIT_USAGE;
@@ -715,6 +775,7 @@ out:
     json_decref(job);
     cr_client_res_fini(&res);
     cr__cli_args_fini(&a);
+    cr__cli_sbatch_argv_fini(&sb); /* after a: its words point into sb */
     return code;
 }
 

@@ -52,6 +52,94 @@ typedef struct srun_opts {
     int argi; /* argv index of the command */
 } srun_opts;
 
+/*
+ * srun options a step accepts with no effect here (docs/slurm.md, "srun"):
+ * the step's tasks share the job's GPUs, CPUs and memory as its node's
+ * share of the job holds them; a step is not placed separately. Long
+ * names taking a value ("--gres=gpu:1" or "--gres gpu:1"), then those
+ * that take none; short options with a value ("-c4" or "-c 4").
+ */
+static const char *const srun_ignored_val[] = {"mpi",
+                                               "export",
+                                               "cpu-bind",
+                                               "cpus-per-task",
+                                               "job-name",
+                                               "gres",
+                                               "gpus",
+                                               "gpus-per-node",
+                                               "gpu-bind",
+                                               "mem",
+                                               "mem-per-cpu",
+                                               "mem-per-gpu",
+                                               "time",
+                                               "distribution",
+                                               "hint",
+                                               "threads-per-core",
+                                               "ntasks-per-gpu",
+                                               "cpus-per-gpu",
+                                               "gres-flags",
+                                               "wait",
+                                               "partition",
+                                               "account",
+                                               "qos",
+                                               "constraint",
+                                               "comment",
+                                               "nice",
+                                               "signal",
+                                               "accel-bind"};
+static const char *const srun_ignored_flag[] = {
+    "exclusive",     "unbuffered", "overlap", "quit-on-interrupt",
+    "oversubscribe", "whole",      "exact",   "no-kill"};
+#define SRUN_IGNORED_SHORT_VAL "cJtGmpAqC" /* -c 4, -J name, -t time, -G n, -m dist... */
+#define SRUN_IGNORED_SHORT     "uQ"        /* -u (unbuffered), -Q (quiet) */
+
+/* 1 when argv[*i] is an ignored option (*i moved past its value), 0 when
+ * not, -1 when its value is missing. */
+static int ignored_opt(int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    if (a[0] == '-' && a[1] && a[1] != '-') {
+        if (strchr(SRUN_IGNORED_SHORT, a[1]) && a[2] == '\0') {
+            return 1;
+        }
+        if (!strchr(SRUN_IGNORED_SHORT_VAL, a[1])) {
+            return 0;
+        }
+        if (a[2]) {
+            return 1;
+        }
+        if (*i + 1 >= argc) {
+            return -1;
+        }
+        (*i)++;
+        return 1;
+    }
+    if (strncmp(a, "--", 2) != 0) {
+        return 0;
+    }
+    const char *name = a + 2, *eq = strchr(name, '=');
+    size_t len = eq ? (size_t)(eq - name) : strlen(name);
+    for (size_t k = 0; k < sizeof srun_ignored_flag / sizeof *srun_ignored_flag; k++) {
+        if (!eq && strlen(srun_ignored_flag[k]) == len &&
+            strncmp(name, srun_ignored_flag[k], len) == 0) {
+            return 1;
+        }
+    }
+    for (size_t k = 0; k < sizeof srun_ignored_val / sizeof *srun_ignored_val; k++) {
+        if (strlen(srun_ignored_val[k]) == len && strncmp(name, srun_ignored_val[k], len) == 0) {
+            if (eq) {
+                return 1;
+            }
+            if (*i + 1 >= argc) {
+                return -1;
+            }
+            (*i)++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* "-n4", "-n 4", "--ntasks=4", "--ntasks 4". Returns 1 when argv[*i] is
  * the option (its value in *val, *i moved past it), 0 when not, -1 when
  * the value is missing. */
@@ -111,16 +199,12 @@ static int parse_srun(int argc, char **argv, srun_opts *o)
         } else if (strcmp(a, "--kill-on-bad-exit=0") == 0 || strcmp(a, "-K0") == 0) {
             o->kill_bad = 0;
             continue;
-        } else if (strncmp(a, "--mpi=", 6) == 0 || strncmp(a, "--export=", 9) == 0 ||
-                   strcmp(a, "--exclusive") == 0 || strncmp(a, "--cpu-bind=", 11) == 0 ||
-                   strcmp(a, "-u") == 0 || strcmp(a, "--unbuffered") == 0 ||
-                   strncmp(a, "--cpus-per-task=", 16) == 0 || strncmp(a, "-c", 2) == 0 ||
-                   strncmp(a, "--job-name=", 11) == 0 || strncmp(a, "-J", 2) == 0) {
-            /* accepted, no effect here (docs/slurm.md) */
-            if ((strcmp(a, "-c") == 0 || strcmp(a, "-J") == 0) && i + 1 < argc) {
-                i++;
+        } else if ((r = ignored_opt(argc, argv, &i)) != 0) {
+            if (r < 0) {
+                fprintf(stderr, "srun: option '%s' needs a value\n", a);
+                return -1;
             }
-            continue;
+            continue; /* accepted, no effect here (docs/slurm.md) */
         } else {
             fprintf(stderr, "srun: unrecognized option '%s' (docs/slurm.md lists srun's options)\n",
                     a);

@@ -591,8 +591,47 @@ static void test_cmd_submit_script(void **state)
     json_decref(last);
     run_free(&r);
 
+    /* sbatch's options on the command line (issue 29): translated as an
+     * #SBATCH line; corral's own (-n is the name) keep their meaning */
+    r = cli("submit", "--export", "NONE", "-J", "cl", "--gres=gpu:2", "--ntasks", "4", "--nice=5",
+            "-t", "2-12", path, NULL);
+    if (r.code != 0) {
+        fail_msg("exit %d: %s", r.code, r.err);
+    }
+    assert_non_null(strstr(r.err, "corral submit: --nice=5: no Corral equivalent"));
+    last = fake_server_last(s);
+    b = sent_body(last);
+    assert_string_equal(json_string_value(json_object_get(b, "name")), "cl");
+    assert_int_equal(json_integer_value(json_object_get(b, "time_limit_s")), 60 * 3600);
+    assert_true(json_is_true(json_object_get(b, "batch")));
+    json_decref(last);
+    run_free(&r);
+    /* --wrap=CMD: a /bin/sh script of that command, sbatch's form */
+    r = cli("submit", "--export", "NONE", "--wrap=echo hi", NULL);
+    assert_int_equal(r.code, 0);
+    last = fake_server_last(s);
+    b = sent_body(last);
+    assert_string_equal(json_string_value(json_object_get(b, "script")), "#!/bin/sh\necho hi\n");
+    assert_string_equal(json_string_value(json_array_get(json_object_get(b, "command"), 0)),
+                        "wrap");
+    assert_true(json_is_true(json_object_get(b, "batch")));
+    json_decref(last);
+    run_free(&r);
+
     /* An unknown directive, or a bad value, names the file and line; nothing is sent. */
     unsigned before = fake_server_requests(s);
+    r = cli("submit", "--wrap", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--wrap needs a command"));
+    run_free(&r);
+    r = cli("submit", "--wrap=true", "--", "sleep", "1", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "--wrap and a command"));
+    run_free(&r);
+    r = cli("submit", "--gres=disk:2", "--", "true", NULL);
+    assert_int_equal(r.code, 2);
+    assert_non_null(strstr(r.err, "corral submit: --gres=disk:2: only gpu:[TYPE:]N maps"));
+    run_free(&r);
     path = write_tmp("bad.sh", "#!/bin/sh\n#SBATCH --frobnicate=3\ntrue\n");
     r = cli("submit", path, NULL);
     assert_int_equal(r.code, 2);

@@ -1,0 +1,2 @@
+mkdir -p logs
+$SBATCH job.sh > /dev/null
