@@ -108,6 +108,7 @@ enum sb_how {
     SB_NONE,
     SB_NONE_FLAG, /* skipped, takes no value */
     SB_MEMCPU,
+    SB_GPT,
     SB_LATER
 };
 typedef struct sb_opt {
@@ -124,6 +125,7 @@ static const sb_opt sb_opts[] = {
     {'G', "gpus", SB_GPUS, NULL},
     {0, "gres", SB_GRES, NULL},
     {0, "gpus-per-node", SB_GRES, NULL},
+    {0, "gpus-per-task", SB_GPT, NULL},
     {'o', "output", SB_FLAG, "output"},
     {'e', "error", SB_FLAG, "error"},
     {'a', "array", SB_ARRAY, NULL},
@@ -198,8 +200,14 @@ static void sb_err(cli_ctx *ctx, const char *file, int line, const char *fmt, ..
  * Translate one #SBATCH line's words into corral flags (appended to out).
  * Returns 0, or -1 after writing "FILE:LINE: why" to err.
  */
+/* What #SBATCH lines leave for the end (sb_finish): they depend on other
+ * options given anywhere. */
+typedef struct sb_acc {
+    int64_t ntasks, mem_per_cpu_mb, gpus_per_task;
+} sb_acc;
+
 static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int nw, char ***out,
-                       size_t *nout, int64_t *ntasks, int64_t *mem_per_cpu_mb)
+                       size_t *nout, sb_acc *acc)
 {
     for (int i = 0; i < nw; i++) {
         const char *word = w[i], *val = NULL;
@@ -275,6 +283,14 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
             }
             add_word(out, nout, o->how == SB_GPUS ? "--gpus" : "--gpus-per-node");
             add_word(out, nout, v);
+            if (strcmp(o->name, "gres") != 0) {
+                /* sbatch sets these only for -G and --gpus-per-node */
+                char *e = cr_asprintf("%s=%s",
+                                      o->how == SB_GPUS ? "SLURM_GPUS" : "SLURM_GPUS_PER_NODE", v);
+                add_word(out, nout, "--env");
+                add_word(out, nout, e);
+                free(e);
+            }
             break;
         }
         case SB_ARRAY: {
@@ -295,7 +311,7 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
             add_word(out, nout, (val[0] == 'B' || val[0] == 'R') && val[1] == ':' ? val + 2 : val);
             break;
         case SB_NTASKS:
-            if (cr_parse_i64(val, 1, 1 << 20, ntasks) < 0) {
+            if (cr_parse_i64(val, 1, 1 << 20, &acc->ntasks) < 0) {
                 sb_err(ctx, file, line, "%s: '%s' is not a task count\n", word, val);
                 return -1;
             }
@@ -319,9 +335,15 @@ static int sbatch_line(cli_ctx *ctx, const char *file, int line, char **w, int n
                        val);
                 return -1;
             }
-            *mem_per_cpu_mb = mult == 0 ? (v + 1023) / 1024 : v * mult;
+            acc->mem_per_cpu_mb = mult == 0 ? (v + 1023) / 1024 : v * mult;
             break;
         }
+        case SB_GPT:
+            if (cr_parse_i64(val, 1, 1 << 10, &acc->gpus_per_task) < 0) {
+                sb_err(ctx, file, line, "%s: '%s' is not a GPU count\n", word, val);
+                return -1;
+            }
+            break;
         case SB_NONE:
         case SB_NONE_FLAG:
             sb_err(ctx, file, line, "%s: no Corral equivalent, skipped\n", word);
@@ -398,6 +420,42 @@ static void mem_per_cpu(cli_script *s, int64_t ntasks, int64_t mb)
     add_word(&s->words, &s->nwords, v);
 }
 
+/*
+ * The words the whole request decides: -n N as --ntasks N; --mem-per-cpu;
+ * --gpus-per-task=G as G x the job's tasks GPUs in all (tasks: -n, else
+ * tasks per node x nodes, else 1) unless --gpus is given, and
+ * SLURM_GPUS_PER_TASK for the job (srun's default).
+ */
+static void sb_finish(cli_script *s, const sb_acc *acc)
+{
+    char v[64];
+    if (acc->ntasks > 0) {
+        /* -n N: N tasks over the nodes, as --ntasks-per-node N / nodes */
+        snprintf(v, sizeof v, "%lld", (long long)acc->ntasks);
+        add_word(&s->words, &s->nwords, "--ntasks");
+        add_word(&s->words, &s->nwords, v);
+    }
+    if (acc->mem_per_cpu_mb > 0) {
+        mem_per_cpu(s, acc->ntasks, acc->mem_per_cpu_mb);
+    }
+    if (acc->gpus_per_task > 0) {
+        int64_t tasks = acc->ntasks;
+        const char *tpn = word_value(s, "--tasks-per-node"), *nodes = word_value(s, "--nodes");
+        if (tasks <= 0 && tpn) {
+            tasks = strtoll(tpn, NULL, 10) * (nodes ? strtoll(nodes, NULL, 10) : 1);
+        }
+        tasks = tasks > 0 ? tasks : 1;
+        if (!word_value(s, "--gpus")) {
+            snprintf(v, sizeof v, "%lld", (long long)(acc->gpus_per_task * tasks));
+            add_word(&s->words, &s->nwords, "--gpus");
+            add_word(&s->words, &s->nwords, v);
+        }
+        snprintf(v, sizeof v, "SLURM_GPUS_PER_TASK=%lld", (long long)acc->gpus_per_task);
+        add_word(&s->words, &s->nwords, "--env");
+        add_word(&s->words, &s->nwords, v);
+    }
+}
+
 int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, size_t nopts,
                         cli_script *s)
 {
@@ -446,7 +504,7 @@ int cr__cli_script_text(cli_ctx *ctx, const char *path, char *text, const cli_op
     memset(s, 0, sizeof *s);
     s->text = text;
     add_word(&s->words, &s->nwords, "submit");
-    int64_t ntasks = 0, mem_per_cpu_mb = 0;
+    sb_acc acc = {0, 0, 0};
     int line = 0, rc = 1;
     for (const char *p = s->text; *p && rc > 0;) {
         line++;
@@ -475,8 +533,7 @@ int cr__cli_script_text(cli_ctx *ctx, const char *path, char *text, const cli_op
         char **lw = NULL;
         size_t nlw = 0;
         add_word(&lw, &nlw, "submit");
-        if (rc > 0 && sbatch &&
-            sbatch_line(ctx, path, line, w, nw, &lw, &nlw, &ntasks, &mem_per_cpu_mb) < 0) {
+        if (rc > 0 && sbatch && sbatch_line(ctx, path, line, w, nw, &lw, &nlw, &acc) < 0) {
             rc = -1;
         }
         for (int i = 0; rc > 0 && corral && i < nw; i++) {
@@ -499,15 +556,8 @@ int cr__cli_script_text(cli_ctx *ctx, const char *path, char *text, const cli_op
         }
         free(l);
     }
-    if (rc > 0 && ntasks > 0) {
-        /* -n N: N tasks over the nodes, as --ntasks-per-node N / nodes */
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)ntasks);
-        add_word(&s->words, &s->nwords, "--ntasks");
-        add_word(&s->words, &s->nwords, v);
-    }
-    if (rc > 0 && mem_per_cpu_mb > 0) {
-        mem_per_cpu(s, ntasks, mem_per_cpu_mb);
+    if (rc > 0) {
+        sb_finish(s, &acc);
     }
     if (rc > 0) {
         if (cr__cli_args_parse(&s->args, "submit", opts, nopts, false, (int)s->nwords, s->words,
@@ -569,7 +619,7 @@ int cr__cli_sbatch_argv(cli_ctx *ctx, const cli_opt *opts, size_t nopts, int arg
 {
     memset(out, 0, sizeof *out);
     add_word(&out->argv, &out->argc_words, argv[0]);
-    int64_t ntasks = 0, mem_mb = 0;
+    sb_acc acc = {0, 0, 0};
     int i = 1;
     for (; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0 && argv[i][1]; i++) {
         const char *w = argv[i];
@@ -606,27 +656,19 @@ int cr__cli_sbatch_argv(cli_ctx *ctx, const cli_opt *opts, size_t nopts, int arg
         if (!flag && !inline_val && i + 1 < argc) {
             words[nw++] = argv[++i];
         }
-        if (sbatch_line(ctx, "command line", 0, words, nw, &out->argv, &out->argc_words, &ntasks,
-                        &mem_mb) < 0) {
+        if (sbatch_line(ctx, "command line", 0, words, nw, &out->argv, &out->argc_words, &acc) <
+            0) {
             cr__cli_sbatch_argv_fini(out);
             return -1;
         }
     }
-    if (ntasks > 0) {
-        char v[32];
-        snprintf(v, sizeof v, "%lld", (long long)ntasks);
-        add_word(&out->argv, &out->argc_words, "--ntasks");
-        add_word(&out->argv, &out->argc_words, v);
-    }
-    if (mem_mb > 0) {
-        cli_script t;
-        memset(&t, 0, sizeof t);
-        t.words = out->argv;
-        t.nwords = out->argc_words;
-        mem_per_cpu(&t, ntasks, mem_mb);
-        out->argv = t.words;
-        out->argc_words = t.nwords;
-    }
+    cli_script t; /* the words so far, finished as a script's */
+    memset(&t, 0, sizeof t);
+    t.words = out->argv;
+    t.nwords = out->argc_words;
+    sb_finish(&t, &acc);
+    out->argv = t.words;
+    out->argc_words = t.nwords;
     for (; i < argc; i++) {
         add_word(&out->argv, &out->argc_words, argv[i]);
     }

@@ -172,6 +172,11 @@ static int parse_srun(int argc, char **argv, srun_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->ntasks = o->nodes = o->tpn = -1;
+    /* the job's --gpus-per-task is srun's default, as in Slurm */
+    const char *jg = getenv("SLURM_GPUS_PER_TASK");
+    if (jg && cr_parse_i64(jg, 0, 1 << 10, &o->gpt) != 0) {
+        o->gpt = 0;
+    }
     int i = 1;
     for (; i < argc && argv[i][0] == '-'; i++) {
         const char *a = argv[i], *v = NULL;
