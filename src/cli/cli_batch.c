@@ -456,6 +456,37 @@ static void sb_finish(cli_script *s, const sb_acc *acc)
     }
 }
 
+/* f's text into b (initialised here), stopping past CLI_SCRIPT_MAX bytes. */
+static void read_capped(FILE *f, cr_buf *b)
+{
+    cr_buf_init(b);
+    char chunk[4096];
+    size_t got;
+    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && b->len <= CLI_SCRIPT_MAX) {
+        cr_buf_append(b, chunk, got);
+    }
+}
+
+char *cr__cli_script_stdin(cli_ctx *ctx)
+{
+    cr_buf b;
+    read_capped(stdin, &b);
+    if (b.len == 0) {
+        cr_buf_fini(&b);
+        return NULL;
+    }
+    if (b.len > CLI_SCRIPT_MAX || b.len < 2 || memcmp(b.data, "#!", 2) != 0 ||
+        memchr(b.data, '\0', b.len)) {
+        fprintf(ctx->err,
+                "corral submit: stdin is not a batch script (\"#!\" first, text, at most %d "
+                "bytes)\n",
+                CLI_SCRIPT_MAX);
+        cr_buf_fini(&b);
+        return NULL;
+    }
+    return cr_buf_take(&b);
+}
+
 int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, size_t nopts,
                         cli_script *s)
 {
@@ -482,12 +513,7 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
     }
     rewind(f);
     cr_buf b;
-    cr_buf_init(&b);
-    char chunk[4096];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0 && b.len <= CLI_SCRIPT_MAX) {
-        cr_buf_append(&b, chunk, got);
-    }
+    read_capped(f, &b);
     fclose(f);
     if (b.len > CLI_SCRIPT_MAX || memchr(b.data, '\0', b.len)) {
         fprintf(ctx->err, "corral submit: %s: not a text script of at most %d bytes\n", path,

@@ -193,6 +193,10 @@ int cr__cli_script_load(cli_ctx *ctx, const char *path, const cli_opt *opts, siz
 int cr__cli_script_text(cli_ctx *ctx, const char *path, char *text, const cli_opt *opts,
                         size_t nopts, cli_script *s);
 void cr__cli_script_fini(cli_script *s);
+/* A batch script on stdin (sbatch <<EOF ... EOF): its text (new) when it
+ * starts with "#!" and is at most the script limit of text, else NULL
+ * (after a word on ctx->err when stdin was not empty). */
+char *cr__cli_script_stdin(cli_ctx *ctx);
 /* sbatch's options on `corral submit`'s command line (docs/slurm.md):
  * the words before the command that are not opts but sbatch options
  * (-J NAME, --gres=gpu:2, --ntasks 4, --mail-user...) translated as an

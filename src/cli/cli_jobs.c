@@ -597,35 +597,6 @@ static void print_ids(cli_ctx *ctx, const json_t *ids)
     fputc('\n', ctx->out);
 }
 
-/* A batch script on stdin (sbatch <<EOF ... EOF): its text when it starts
- * with "#!" and is at most CLI_STDIN_SCRIPT_MAX bytes of text, else NULL
- * (after a word on stderr when it is not empty). */
-#define CLI_STDIN_SCRIPT_MAX 65536 /* as a script file (cli_batch.c) */
-static char *read_stdin_script(cli_ctx *ctx)
-{
-    cr_buf b;
-    cr_buf_init(&b);
-    char chunk[4096];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, stdin)) > 0 && b.len <= CLI_STDIN_SCRIPT_MAX) {
-        cr_buf_append(&b, chunk, got);
-    }
-    if (b.len == 0) {
-        cr_buf_fini(&b);
-        return NULL;
-    }
-    if (b.len > CLI_STDIN_SCRIPT_MAX || b.len < 2 || memcmp(b.data, "#!", 2) != 0 ||
-        memchr(b.data, '\0', b.len)) {
-        fprintf(ctx->err,
-                "corral submit: stdin is not a batch script (\"#!\" first, text, at most "
-                "%d bytes)\n",
-                CLI_STDIN_SCRIPT_MAX);
-        cr_buf_fini(&b);
-        return NULL;
-    }
-    return cr_buf_take(&b);
-}
-
 int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
 {
     cli_args a;
@@ -672,7 +643,7 @@ int cr__cli_submit(cli_ctx *ctx, int argc, char **argv)
     if (a.nrest == 0 && !run && !alloc && (sb.wrap || !isatty(STDIN_FILENO))) {
         /* sbatch --wrap=CMD, or the script on stdin (sbatch <<EOF): the
          * job's name, as sbatch's, "wrap" or "sbatch" */
-        char *text = sb.wrap ? cr_asprintf("#!/bin/sh\n%s\n", sb.wrap) : read_stdin_script(ctx);
+        char *text = sb.wrap ? cr_asprintf("#!/bin/sh\n%s\n", sb.wrap) : cr__cli_script_stdin(ctx);
         if (text) {
             int sr = cr__cli_script_text(ctx, sb.wrap ? "--wrap" : "stdin", text, submit_opts,
                                          NOPTS(submit_opts), &script);
