@@ -87,6 +87,8 @@ void gw_conf_fini(gw_conf *c)
     CR_FREE(c->token);
     CR_FREE(c->ca_file);
     CR_FREE(c->config_path);
+    CR_FREE(c->tls_cert);
+    CR_FREE(c->tls_key);
 }
 
 static bool valid_service_name(const char *s, size_t len)
@@ -273,6 +275,12 @@ static const cr_opt gw_opts[] = {
      NULL, false},
     {"--ca-file", "ca_file", CR_OPT_STRDUP, OFF(ca_file), 0, 0, 0, 0, "FILE",
      "PEM CA bundle to verify an https:// controller", NULL, true},
+    {"--tls-cert", "tls_cert", CR_OPT_STRDUP, OFF(tls_cert), 0, 0, 0, 0, "FILE",
+     "serve clients HTTPS with this PEM certificate (chain);\n"
+     "SIGHUP reloads it and --tls-key",
+     NULL, true},
+    {"--tls-key", "tls_key", CR_OPT_STRDUP, OFF(tls_key), 0, 0, 0, 0, "FILE",
+     "the PEM private key of --tls-cert", NULL, true},
     {"--max-inflight", "max_inflight", CR_OPT_I32, OFF(max_inflight), 1, 1000000, 0, 0, "N",
      "requests per replica before 503 (default 256)", NULL, false},
     {"--hold", "hold_max", CR_OPT_I32, OFF(hold_max), 0, 100000, 0, 0, "N",
@@ -583,6 +591,14 @@ static int flag_custom(gw_conf *c, const char *flag, const char *arg, flag_state
         }
         free(c->ca_file);
         c->ca_file = cr_strdup(arg);
+    } else if (strcmp(flag, "--tls-cert") == 0 || strcmp(flag, "--tls-key") == 0) {
+        if (access(arg, R_OK) != 0) {
+            fprintf(stderr, "corral gateway: %s: cannot read '%s'\n", flag, arg);
+            return CR_EINVAL;
+        }
+        char **dst = flag[6] == 'c' ? &c->tls_cert : &c->tls_key;
+        free(*dst);
+        *dst = cr_strdup(arg);
     } else if (strcmp(flag, "--ready-path") == 0) {
         if (arg[0] != '/' || strlen(arg) >= 256 || strpbrk(arg, " \r\n")) {
             fprintf(stderr, "corral gateway: --ready-path: must start with '/', got '%s'\n", arg);
@@ -705,6 +721,11 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
     if (c->require_keys == 1 && !c->controller) {
         fprintf(stderr, "corral gateway: --require-keys: the keys come from the controller: "
                         "give --controller\n");
+        return CR_EINVAL;
+    }
+    if (!c->tls_cert != !c->tls_key) {
+        fprintf(stderr, "corral gateway: %s: needs %s too\n",
+                c->tls_cert ? "--tls-cert" : "--tls-key", c->tls_cert ? "--tls-key" : "--tls-cert");
         return CR_EINVAL;
     }
     if (!c->controller && c->service_count == 0) {

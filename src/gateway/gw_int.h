@@ -34,6 +34,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #define GW_BUF_SIZE     16384
 #define GW_NAME_MAX     64
@@ -114,6 +116,8 @@ typedef struct gw_conf {
     int require_keys;              /* 1 clients need an API key, 0 not, -1 default (controller) */
     bool prefix_affinity;          /* model-routed requests by prompt prefix (else p2c alone) */
     int64_t max_body_bytes;        /* model-routed request bodies are read whole up to this */
+    char *tls_cert;                /* PEM certificate (chain) served to clients, or NULL; owned */
+    char *tls_key;                 /* its PEM private key; owned */
 } gw_conf;
 
 /* The io header every epoll-registered object starts with. */
@@ -234,6 +238,10 @@ struct gw_client {
     bool openai;              /* errors in OpenAI's shape {"error":{message,type,code}} */
     int api;                  /* enum gw_api of the current request */
     gw_key *key;              /* the verified API key, or NULL */
+    struct ssl_st *tls;       /* the TLS session (gw_tls.c), or NULL on a plain listener */
+    bool tls_rd_on_wr;        /* a TLS read waits for the socket to be writable */
+    bool tls_wr_on_rd;        /* a TLS write waits for it to be readable */
+    bool tls_broken;          /* a TLS error: no close_notify */
     uint64_t prefix;          /* hash of the prompt prefix (model routes), 0 none */
     bool key_held;            /* counted in key->active */
     bool scan;                /* scan the response for the usage object */
@@ -381,6 +389,11 @@ struct gw {
     bool keys_loaded;           /* a list came from the controller */
     bool require_keys;          /* clients need a key (conf, resolved) */
     bool models_known;          /* some service declares model names */
+    struct ssl_ctx_st *tls_ctx; /* the client-side TLS context (gw_tls.c), or NULL: plain */
+    char tls_serial[128];       /* the served certificate's serial, hex */
+    int64_t tls_not_after;      /* and its expiry, Unix seconds */
+    uint64_t tls_reloads[2];    /* SIGHUP reloads: [0] ok, [1] failed (old one kept) */
+    uint64_t tls_errors[2];     /* failed handshakes: [0] TLS errors, [1] plain HTTP */
     /* Shared with helper threads, under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cond;      /* wakes helpers on stop, activation or new targets */
@@ -494,6 +507,26 @@ void gw_strv_free(char **v, size_t n);
  * message (free with gw_msg_free), or CR_EPARSE. */
 int gw_ctl_parse_keys(const char *text, int64_t *version, gw_msg **out);
 void gw_msg_free(gw_msg *m);
+
+/* gw_ssl_load.c: libssl loaded with dlopen: true, or false with *why. */
+bool gw_ssl_load(const char **why);
+
+/* gw_tls.c: TLS on the client side (OpenSSL). */
+/* The context from --tls-cert/--tls-key (none without): 0 or CR_EINVAL,
+ * the reason on stderr. */
+int gw_tls_init(gw *g);
+/* SIGHUP: the same files again; the old context stays on any error. */
+void gw_tls_reload(gw *g);
+void gw_tls_fini(gw *g);
+/* A new client's TLS session on a TLS listener: 0 or CR_ENOMEM. */
+int gw_tls_accept(gw_client *c);
+/* read(2) and writev(2) on the client's socket, through TLS where on;
+ * -1 with EAGAIN when it would block. */
+ssize_t gw_client_read(gw_client *c, void *buf, size_t len);
+ssize_t gw_client_writev(gw_client *c, const struct iovec *iov, int cnt);
+/* Before the socket closes: close_notify where due, the session freed. */
+void gw_tls_close(gw_client *c);
+void gw_tls_metrics(gw *g, cr_buf *o);
 
 /* gw_ctl.c */
 /* The controller's endpoints document: returns 0 with *version and a new

@@ -207,6 +207,11 @@ gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa)
     g->clients = c;
     g->client_count++;
     io_add(g, &c->io);
+    if (gw_tls_accept(c) != 0) {
+        cr_warn("gateway: client %s: no TLS session (out of memory): closed", c->peer_ip);
+        gw_client_close(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -279,6 +284,7 @@ void gw_client_close(gw_client *c)
         /* The client went away mid-request: 499 in the nginx manner. */
         end_request(c, 499);
     }
+    gw_tls_close(c);
     close(c->io.fd);
     c->io.fd = -1;
     c->io.kind = GW_IO_DEAD;
@@ -453,6 +459,9 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
         if (prefix_len && cr_http_token_eq(h->name, h->name_len, "x-forwarded-prefix")) {
             continue; /* ours replaces it */
         }
+        if (cr_http_token_eq(h->name, h->name_len, "x-forwarded-proto")) {
+            continue; /* ours replaces it: a client cannot claim https */
+        }
         cr_buf_append(f, h->name, h->name_len);
         cr_buf_append(f, ": ", 2);
         cr_buf_append(f, h->value, h->value_len);
@@ -466,6 +475,7 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
         cr_buf_append(f, prefix, prefix_len);
         cr_buf_append(f, "\r\n", 2);
     }
+    cr_buf_puts(f, c->tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
     if (c->peer_ip[0] || xff) {
         /* One X-Forwarded-For: the client's list, then the client itself. */
         cr_buf_puts(f, "X-Forwarded-For: ");
@@ -637,7 +647,7 @@ static bool body_step(gw_client *c)
     if (!c->io.can_read) {
         return false;
     }
-    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    ssize_t n = gw_client_read(c, c->in + c->in_len, c->in_cap - c->in_len);
     if (n > 0) {
         c->in_len += (size_t)n;
         c->body_deadline_ns = c->g->now_ns + c->g->conf->body_timeout_ns;
@@ -1146,7 +1156,7 @@ static bool proxy_step(gw_client *c)
             c->retriable = false;
         }
         if (c->in_len < c->in_cap) {
-            ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+            ssize_t n = gw_client_read(c, c->in + c->in_len, c->in_cap - c->in_len);
             if (n > 0) {
                 c->in_len += (size_t)n;
                 c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
@@ -1276,7 +1286,7 @@ static bool proxy_step(gw_client *c)
             iov[cnt].iov_len = body_left;
             cnt++;
         }
-        ssize_t n = writev(c->io.fd, iov, cnt);
+        ssize_t n = gw_client_writev(c, iov, cnt);
         if (n > 0) {
             size_t w = (size_t)n;
             size_t h = w < out_left ? w : out_left;
@@ -1305,7 +1315,8 @@ static bool local_step(gw_client *c)
         if (!c->io.can_write) {
             return false;
         }
-        ssize_t n = write(c->io.fd, c->out.data + c->out_off, c->out.len - c->out_off);
+        struct iovec iov = {c->out.data + c->out_off, c->out.len - c->out_off};
+        ssize_t n = gw_client_writev(c, &iov, 1);
         if (n > 0) {
             c->out_off += (size_t)n;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -1353,7 +1364,7 @@ static bool read_head_step(gw_client *c)
     if (!c->io.can_read) {
         return false;
     }
-    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    ssize_t n = gw_client_read(c, c->in + c->in_len, c->in_cap - c->in_len);
     if (n > 0) {
         if (c->in_len == 0) {
             /* The head must be complete this long after its first byte,
@@ -1373,6 +1384,15 @@ static bool read_head_step(gw_client *c)
 
 void gw_client_run(gw_client *c)
 {
+    /* TLS: a read that waited for writability, or a write for readability. */
+    if (c->tls_rd_on_wr && c->io.can_write) {
+        c->tls_rd_on_wr = false;
+        c->io.can_read = true;
+    }
+    if (c->tls_wr_on_rd && c->io.can_read) {
+        c->tls_wr_on_rd = false;
+        c->io.can_write = true;
+    }
     for (int guard = 0; guard < 1000 && c->io.kind == GW_IO_CLIENT; guard++) {
         bool progress = false;
         switch (c->state) {

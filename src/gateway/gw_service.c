@@ -597,6 +597,7 @@ void gw_metrics_render(gw *g, cr_buf *o)
     cr_buf_printf(o, "corral_gateway_connections_refused_total %llu\n",
                   (unsigned long long)g->refused);
     gw_keys_metrics(g, o);
+    gw_tls_metrics(g, o);
 }
 
 /* A request was held at zero replicas: tell the reporter now, not at the

@@ -460,9 +460,12 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
     char extra[512];
     const cr_http_header *xff = cr_http_find(m, "x-forwarded-for");
     const cr_http_header *xfp = cr_http_find(m, "x-forwarded-prefix");
-    snprintf(extra, sizeof extra, "X-Replica: %s\r\nX-Seen-For: %.*s\r\nX-Seen-Prefix: %.*s\r\n",
+    const cr_http_header *xpr = cr_http_find(m, "x-forwarded-proto");
+    snprintf(extra, sizeof extra,
+             "X-Replica: %s\r\nX-Seen-For: %.*s\r\nX-Seen-Prefix: %.*s\r\nX-Seen-Proto: %.*s\r\n",
              s->name, xff ? (int)xff->value_len : 0, xff ? xff->value : "",
-             xfp ? (int)xfp->value_len : 0, xfp ? xfp->value : "");
+             xfp ? (int)xfp->value_len : 0, xfp ? xfp->value : "", xpr ? (int)xpr->value_len : 0,
+             xpr ? xpr->value : "");
     int n =
         snprintf(out, sizeof out, "%s %.*s %zu\n", s->name, (int)m->target_len, m->target, blen);
     return respond(fd, 200, "text/plain", extra, out, (size_t)n);
