@@ -74,6 +74,11 @@ void gw_service_conf_fini(gw_service_conf *s)
     }
     CR_FREE(s->models);
     s->model_count = 0;
+    for (size_t i = 0; i < s->adapter_count; i++) {
+        free(s->adapters[i]);
+    }
+    CR_FREE(s->adapters);
+    s->adapter_count = 0;
 }
 
 void gw_conf_fini(gw_conf *c)
@@ -370,6 +375,91 @@ static int json_int(json_t *v, const char *path, const char *field, int64_t lo, 
     return 0;
 }
 
+static bool valid_model_name(const char *mn)
+{
+    return mn && mn[0] && strlen(mn) < GW_MODEL_MAX && !strpbrk(mn, " \"\\,\r\n");
+}
+
+/* services[idx].adapters: names, at most GW_ADAPTER_MAX, none twice and
+ * none one of the service's model names. */
+static int load_adapters(json_t *v, size_t idx, const char *path, gw_service_conf *s)
+{
+    char field[96];
+    snprintf(field, sizeof field, "services[%zu].adapters", idx);
+    if (!json_is_array(v) || json_array_size(v) > GW_ADAPTER_MAX) {
+        return json_err(path, field, "must be an array of at most 64 LoRA adapter names");
+    }
+    for (size_t i = 0; i < s->adapter_count; i++) {
+        free(s->adapters[i]);
+    }
+    CR_FREE(s->adapters);
+    s->adapter_count = 0;
+    s->adapters = cr_calloc(json_array_size(v) + 1, sizeof *s->adapters);
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        const char *an = json_string_value(e);
+        snprintf(field, sizeof field, "services[%zu].adapters[%zu]", idx, i);
+        if (!valid_model_name(an)) {
+            return json_err(path, field,
+                            "must be an adapter name (1..127 bytes, no spaces, quotes, commas)");
+        }
+        for (size_t j = 0; j < s->adapter_count; j++) {
+            if (strcmp(s->adapters[j], an) == 0) {
+                return json_err(path, field, "is listed twice");
+            }
+        }
+        s->adapters[s->adapter_count++] = cr_strdup(an);
+    }
+    return 0;
+}
+
+/* An endpoint object {"address": "host:port", "adapters": [...]}: the
+ * adapters (of the service's) this replica holds. */
+static int load_endpoint_object(json_t *e, const char *field, const char *path,
+                                const gw_service_conf *s, gw_endpoint *ep)
+{
+    char f[160];
+    const char *key;
+    json_t *v;
+    json_t *addr = json_object_get(e, "address");
+    snprintf(f, sizeof f, "%s.address", field);
+    if (!json_is_string(addr) || gw_endpoint_parse(json_string_value(addr), ep) != 0) {
+        return json_err(path, f, "must be \"host:port\"");
+    }
+    json_object_foreach(e, key, v)
+    {
+        snprintf(f, sizeof f, "%s.%s", field, key);
+        if (strcmp(key, "address") == 0) {
+            continue;
+        }
+        if (strcmp(key, "adapters") != 0) {
+            return json_err(path, f, "unknown member");
+        }
+        if (!json_is_array(v)) {
+            return json_err(path, f, "must be an array of the service's adapter names");
+        }
+        ep->adapters_set = true;
+        size_t i;
+        json_t *a;
+        json_array_foreach(v, i, a)
+        {
+            snprintf(f, sizeof f, "%s.adapters[%zu]", field, i);
+            const char *an = json_string_value(a);
+            size_t j = 0;
+            while (an && j < s->adapter_count && strcmp(s->adapters[j], an) != 0) {
+                j++;
+            }
+            if (!an || j == s->adapter_count) {
+                return json_err(path, f, "is not one of the service's \"adapters\"");
+            }
+            ep->adapters |= (uint64_t)1 << j;
+        }
+    }
+    return 0;
+}
+
 static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
 {
     char field[96];
@@ -386,12 +476,17 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
     }
     gw_service_conf *s =
         service_conf_get(c, json_string_value(name), strlen(json_string_value(name)));
+    /* The adapters before the endpoints, which name them. */
+    json_t *adapters = json_object_get(sv, "adapters");
+    if (adapters && load_adapters(adapters, idx, path, s) != 0) {
+        return CR_EINVAL;
+    }
     const char *key;
     json_t *v;
     json_object_foreach(sv, key, v)
     {
         snprintf(field, sizeof field, "services[%zu].%s", idx, key);
-        if (strcmp(key, "name") == 0) {
+        if (strcmp(key, "name") == 0 || strcmp(key, "adapters") == 0) {
             continue;
         } else if (strcmp(key, "endpoints") == 0) {
             s->static_eps = true;
@@ -403,9 +498,17 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
             json_array_foreach(v, i, e)
             {
                 gw_endpoint ep;
-                if (!json_is_string(e) || gw_endpoint_parse(json_string_value(e), &ep) != 0) {
-                    snprintf(field, sizeof field, "services[%zu].endpoints[%zu]", idx, i);
-                    return json_err(path, field, "must be \"host:port\"");
+                memset(&ep, 0, sizeof ep);
+                snprintf(field, sizeof field, "services[%zu].endpoints[%zu]", idx, i);
+                if (json_is_object(e)) {
+                    if (load_endpoint_object(e, field, path, s, &ep) != 0) {
+                        return CR_EINVAL;
+                    }
+                } else if (!json_is_string(e) ||
+                           gw_endpoint_parse(json_string_value(e), &ep) != 0) {
+                    return json_err(path, field,
+                                    "must be \"host:port\" or {\"address\": \"host:port\", "
+                                    "\"adapters\": [...]}");
                 }
                 add_endpoint(s, &ep);
             }
@@ -446,7 +549,7 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
             json_array_foreach(v, i, e)
             {
                 const char *mn = json_string_value(e);
-                if (!mn || !mn[0] || strlen(mn) >= GW_MODEL_MAX || strpbrk(mn, " \"\\,\r\n")) {
+                if (!valid_model_name(mn)) {
                     snprintf(field, sizeof field, "services[%zu].models[%zu]", idx, i);
                     return json_err(
                         path, field,
@@ -456,6 +559,18 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
             }
         } else {
             return json_err(path, field, "unknown member");
+        }
+    }
+    snprintf(field, sizeof field, "services[%zu].adapters", idx);
+    if (s->adapter_count && !s->model_count) {
+        return json_err(path, field, "need the base model in \"models\" (its first name)");
+    }
+    for (size_t i = 0; i < s->adapter_count; i++) {
+        for (size_t j = 0; j < s->model_count; j++) {
+            if (strcmp(s->adapters[i], s->models[j]) == 0) {
+                snprintf(field, sizeof field, "services[%zu].adapters[%zu]", idx, i);
+                return json_err(path, field, "is also one of the service's \"models\"");
+            }
         }
     }
     return 0;

@@ -45,6 +45,7 @@
 #define GW_PREFIX_BYTES 512  /* prompt bytes hashed for prefix affinity */
 #define GW_PREFIX_MIN   64   /* shorter prompts get no affinity */
 #define GW_PREFIX_SLOTS 32   /* prefixes a replica remembers being sent */
+#define GW_ADAPTER_MAX  64   /* LoRA adapters per service (a replica's set is a bit mask) */
 
 typedef struct gw gw;
 typedef struct gw_service gw_service;
@@ -72,6 +73,8 @@ typedef struct gw_endpoint {
     char host[GW_NAME_MAX]; /* numeric IPv4/IPv6 address or a host name */
     uint16_t port;          /* TCP port */
     bool ready;             /* serves traffic (the controller's readiness) */
+    bool adapters_set;      /* adapters lists what it holds (else: all of its service's) */
+    uint64_t adapters;      /* bit i: it holds its service's adapters[i] */
 } gw_endpoint;
 
 /* Per-service settings from the command line or the config file. */
@@ -86,6 +89,8 @@ typedef struct gw_service_conf {
     char tenant[GW_NAME_MAX]; /* owner, for key scopes ("" any key's tenant) */
     char **models;            /* model names it serves (OpenAI "model"); owned */
     size_t model_count;       /* entries in models */
+    char **adapters;          /* LoRA adapters of its base model (models[0]); owned */
+    size_t adapter_count;     /* entries in adapters, at most GW_ADAPTER_MAX */
 } gw_service_conf;
 
 /* The immutable configuration, loaded in main. */
@@ -163,25 +168,29 @@ struct gw_replica {
 typedef gw_replica *(*gw_peer_get_fn)(gw *g, gw_service *s, const gw_replica *exclude, int *why);
 
 struct gw_service {
-    char name[GW_NAME_MAX];   /* service name */
-    size_t name_len;          /* strlen(name) */
-    char ready_path[256];     /* readiness path */
-    char tenant[GW_NAME_MAX]; /* owner ("" unknown: static, any key's tenant) */
-    char **models;            /* model names served; owned */
-    size_t model_count;       /* entries in models */
-    int32_t max_inflight;     /* per replica */
-    bool scrape;              /* scrape load signals */
-    gw_peer_get_fn peer_get;  /* the balancing policy */
-    gw_replica **replicas;    /* owned; includes draining ones */
-    size_t replica_count;     /* entries used */
-    size_t replica_cap;       /* entries allocated */
-    gw_client *held_head;     /* requests waiting for a first replica (FIFO) */
-    gw_client *held_tail;     /* last held */
-    int32_t held;             /* requests held */
-    int32_t in_flight;        /* requests being served or held */
-    int64_t inflight_mark_ns; /* when in_flight last changed */
-    double inflight_area;     /* integral of in_flight over time (request-ns) since the snapshot */
-    uint64_t codes[600];      /* responses by status code */
+    char name[GW_NAME_MAX];                    /* service name */
+    size_t name_len;                           /* strlen(name) */
+    char ready_path[256];                      /* readiness path */
+    char tenant[GW_NAME_MAX];                  /* owner ("" unknown: static, any key's tenant) */
+    char **models;                             /* model names served; owned */
+    size_t model_count;                        /* entries in models */
+    char **adapters;                           /* LoRA adapter names its replicas may hold; owned */
+    size_t adapter_count;                      /* entries, at most GW_ADAPTER_MAX */
+    uint64_t adapter_requests[GW_ADAPTER_MAX]; /* requests routed for each adapter */
+    int want_adapter;                          /* during a peer choice: the adapter needed, or -1 */
+    int32_t max_inflight;                      /* per replica */
+    bool scrape;                               /* scrape load signals */
+    gw_peer_get_fn peer_get;                   /* the balancing policy */
+    gw_replica **replicas;                     /* owned; includes draining ones */
+    size_t replica_count;                      /* entries used */
+    size_t replica_cap;                        /* entries allocated */
+    gw_client *held_head;                      /* requests waiting for a first replica (FIFO) */
+    gw_client *held_tail;                      /* last held */
+    int32_t held;                              /* requests held */
+    int32_t in_flight;                         /* requests being served or held */
+    int64_t inflight_mark_ns;                  /* when in_flight last changed */
+    double inflight_area; /* integral of in_flight over time (request-ns) since the snapshot */
+    uint64_t codes[600];  /* responses by status code */
     uint64_t errors[GW_ERR_COUNT];         /* gateway-made errors by reason */
     uint64_t hist[GW_HIST_BUCKETS];        /* latency histogram, non-cumulative */
     double latency_sum_s;                  /* sum of latencies */
@@ -238,6 +247,7 @@ struct gw_client {
     bool openai;              /* errors in OpenAI's shape {"error":{message,type,code}} */
     int api;                  /* enum gw_api of the current request */
     gw_key *key;              /* the verified API key, or NULL */
+    int adapter;              /* the LoRA adapter asked for (index in svc's), or -1 */
     struct ssl_st *tls;       /* the TLS session (gw_tls.c), or NULL on a plain listener */
     bool tls_rd_on_wr;        /* a TLS read waits for the socket to be writable */
     bool tls_wr_on_rd;        /* a TLS write waits for it to be readable */
@@ -486,8 +496,14 @@ void gw_openai_error(gw_client *c, int status, int err, const char *type, const 
                      const char *msg);
 /* Set s's owner and model names (copied). */
 void gw_service_set_models(gw *g, gw_service *s, const char *tenant, char *const *models, size_t n);
-/* The service serving a model, or NULL. */
-gw_service *gw_model_service(gw *g, const char *model);
+/* The service serving a model or LoRA adapter, or NULL; *adapter: the
+ * adapter's index in it, or -1 for a model name. */
+gw_service *gw_model_service(gw *g, const char *model, int *adapter);
+/* Set s's LoRA adapters (copied; at most GW_ADAPTER_MAX). */
+void gw_service_set_adapters(gw *g, gw_service *s, char *const *adapters, size_t n);
+/* Whether a ready replica of s holds adapter a; with *any_ready whether
+ * any replica is ready at all. */
+bool gw_adapter_available(const gw_service *s, int a, bool *any_ready);
 /* "model" of a JSON request body: 1 and out, 0 none (or not a string),
  * -1 not a JSON object; *prefix: the hash of the prompt's first
  * GW_PREFIX_BYTES (0 none or too short), for prefix affinity. */

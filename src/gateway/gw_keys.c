@@ -441,12 +441,37 @@ void gw_service_set_models(gw *g, gw_service *s, const char *tenant, char *const
     s->model_count = n;
 }
 
-gw_service *gw_model_service(gw *g, const char *model)
+void gw_service_set_adapters(gw *g, gw_service *s, char *const *adapters, size_t n)
 {
+    if (n > GW_ADAPTER_MAX) {
+        n = GW_ADAPTER_MAX; /* the config refuses more; a bound all the same */
+    }
+    g->models_known |= n > 0;
+    gw_strv_free(s->adapters, s->adapter_count);
+    s->adapters = cr_calloc(n + 1, sizeof *s->adapters);
+    for (size_t i = 0; i < n; i++) {
+        s->adapters[i] = cr_strdup(adapters[i]);
+    }
+    s->adapter_count = n;
+    memset(s->adapter_requests, 0, sizeof s->adapter_requests);
+}
+
+gw_service *gw_model_service(gw *g, const char *model, int *adapter)
+{
+    *adapter = -1;
     for (size_t i = 0; i < g->service_count; i++) {
         gw_service *s = g->services[i];
         if (strv_has(s->models, s->model_count, model)) {
             return s;
+        }
+    }
+    for (size_t i = 0; i < g->service_count; i++) {
+        gw_service *s = g->services[i];
+        for (size_t j = 0; j < s->adapter_count; j++) {
+            if (strcmp(s->adapters[j], model) == 0) {
+                *adapter = (int)j;
+                return s;
+            }
         }
     }
     return NULL;
@@ -548,6 +573,16 @@ void gw_models_answer(gw_client *c)
             json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", s->models[j], "object",
                                                   "model", "created", 0, "owned_by",
                                                   s->tenant[0] ? s->tenant : "corral"));
+        }
+        /* LoRA adapters as vLLM lists them: with their base model as parent. */
+        for (size_t j = 0; s->model_count && j < s->adapter_count; j++) {
+            if (!gw_key_may(c, s, s->adapters[j])) {
+                continue;
+            }
+            json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s,s:s,s:s}", "id", s->adapters[j],
+                                                  "object", "model", "created", 0, "owned_by",
+                                                  s->tenant[0] ? s->tenant : "corral", "parent",
+                                                  s->models[0], "root", s->models[0]));
         }
     }
     json_t *v = json_pack("{s:s,s:o}", "object", "list", "data", data);

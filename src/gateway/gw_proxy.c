@@ -200,6 +200,7 @@ gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa)
                   sizeof c->peer_ip);
     }
     c->deadline_ns = g->now_ns + g->conf->client_idle_ns;
+    c->adapter = -1;
     c->next = g->clients;
     if (g->clients) {
         g->clients->prev = c;
@@ -612,7 +613,8 @@ static void model_dispatch(gw_client *c)
                         "the request body names no \"model\" (a string)");
         return;
     }
-    gw_service *s = gw_model_service(g, model);
+    int adapter = -1;
+    gw_service *s = gw_model_service(g, model, &adapter);
     bool other = s && c->key && s->tenant[0] && strcmp(s->tenant, c->key->tenant) != 0;
     if (!s || other) {
         json_t *q = json_string(model);
@@ -629,6 +631,19 @@ static void model_dispatch(gw_client *c)
         gw_openai_error(c, 403, GW_ERR_AUTH, NULL, "model_not_permitted",
                         "the API key may not use this model");
         return;
+    }
+    bool any_ready = false;
+    if (adapter >= 0 && !gw_adapter_available(s, adapter, &any_ready) && any_ready) {
+        /* Replicas are up but none holds it: no use holding the request
+         * (at zero replicas it is held as any other, below). */
+        char msg[GW_MODEL_MAX + 96];
+        snprintf(msg, sizeof msg, "no ready replica has the adapter %s loaded", model);
+        gw_openai_error(c, 503, GW_ERR_NO_REPLICA, "server_error", "adapter_not_loaded", msg);
+        return;
+    }
+    c->adapter = adapter;
+    if (adapter >= 0) {
+        s->adapter_requests[adapter]++;
     }
     c->svc = s;
     c->scan = c->key != NULL;
@@ -678,6 +693,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     c->close_after = false;
     c->is_head = method_is(m, "HEAD");
     c->hold_deadline_ns = 0;
+    c->adapter = -1;
     c->http10 = m->minor == 0;
     c->idempotent = c->is_head || method_is(m, "GET") || method_is(m, "PUT") ||
                     method_is(m, "DELETE") || method_is(m, "OPTIONS") || method_is(m, "TRACE");
@@ -803,9 +819,11 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
     gw_service *s = c->svc;
     for (;;) {
         int why = GW_ERR_NO_REPLICA;
+        s->want_adapter = c->adapter;
         gw_replica *r = c->prefix && g->conf->prefix_affinity
                             ? gw_peer_prefix(g, s, exclude, c->prefix, &why)
                             : s->peer_get(g, s, exclude, &why);
+        s->want_adapter = -1;
         if (!r) {
             /* Nothing ready: hold the request until a replica is, also after
              * a connection failure left none (a replica announced before it
@@ -1429,17 +1447,32 @@ void gw_client_run(gw_client *c)
 /* Wake every held request of a service that a replica can now take. */
 void gw_service_kick(gw *g, gw_service *s)
 {
-    while (s->held_head) {
+    /* Each held request once, in order: one waiting for a LoRA adapter no
+     * replica holds yet stays held (at the tail) and does not block the
+     * others behind it. */
+    for (int32_t n = s->held; n > 0 && s->held_head; n--) {
         int why;
-        if (!s->peer_get(g, s, NULL, &why)) {
+        gw_client *c = s->held_head;
+        s->want_adapter = c->adapter;
+        bool can = s->peer_get(g, s, NULL, &why) != NULL;
+        s->want_adapter = -1;
+        if (!can && why == GW_ERR_SATURATED) {
             return;
         }
-        gw_client *c = s->held_head;
         s->held_head = c->held_next;
         if (!s->held_head) {
             s->held_tail = NULL;
         }
         c->held_next = NULL;
+        if (!can) {
+            if (s->held_tail) {
+                s->held_tail->held_next = c;
+            } else {
+                s->held_head = c;
+            }
+            s->held_tail = c;
+            continue;
+        }
         s->held--;
         c->state = C_READ_HEAD; /* not held any more; dispatch sets the next state */
         gw_client_dispatch(c, NULL);

@@ -42,6 +42,7 @@ gw_service *gw_service_add(gw *g, const char *name)
     snprintf(s->ready_path, sizeof s->ready_path, "/health");
     s->max_inflight = g->conf->max_inflight;
     s->peer_get = gw_peer_p2c;
+    s->want_adapter = -1;
     s->report_ns = g->now_ns;
     s->inflight_mark_ns = g->now_ns;
     CR_GROW(g->services, g->service_count, g->service_cap);
@@ -49,9 +50,33 @@ gw_service *gw_service_add(gw *g, const char *name)
     return s;
 }
 
+/* Whether r holds its service's adapter a (a replica whose endpoint names
+ * no adapters holds all that its service declares). */
+static bool holds(const gw_replica *r, int a)
+{
+    return a < 0 || !r->ep.adapters_set || (r->ep.adapters >> a & 1);
+}
+
+/* Ready for a request; for one asking a LoRA adapter (the service's
+ * want_adapter, set around the choice), only where the adapter is. */
 static bool eligible(const gw_replica *r)
 {
-    return !r->removed && !r->down && r->ep.ready;
+    return !r->removed && !r->down && r->ep.ready && holds(r, r->svc ? r->svc->want_adapter : -1);
+}
+
+bool gw_adapter_available(const gw_service *s, int a, bool *any_ready)
+{
+    bool any = false, found = false;
+    for (size_t i = 0; i < s->replica_count; i++) {
+        const gw_replica *r = s->replicas[i];
+        if (r->removed || r->down || !r->ep.ready) {
+            continue;
+        }
+        any = true;
+        found |= holds(r, a);
+    }
+    *any_ready = any;
+    return found;
 }
 
 /* The load a replica reports or we see: our requests on it, plus the queue
@@ -265,6 +290,8 @@ void gw_service_set_endpoints(gw *g, gw_service *s, const gw_endpoint *eps, size
             }
             found->removed = false;
             found->ep.ready = eps[e].ready;
+            found->ep.adapters_set = eps[e].adapters_set;
+            found->ep.adapters = eps[e].adapters;
             continue;
         }
         gw_replica *r = cr_calloc(1, sizeof *r);
@@ -548,6 +575,17 @@ void gw_metrics_render(gw *g, cr_buf *o)
                       s->name, (unsigned long long)s->affinity[0], s->name,
                       (unsigned long long)s->affinity[1]);
     }
+    cr_buf_puts(o, "# HELP corral_gateway_adapter_requests_total Requests routed for a LoRA "
+                   "adapter (to replicas holding it).\n"
+                   "# TYPE corral_gateway_adapter_requests_total counter\n");
+    for (size_t i = 0; i < g->service_count; i++) {
+        gw_service *s = g->services[i];
+        for (size_t j = 0; j < s->adapter_count; j++) {
+            cr_buf_printf(
+                o, "corral_gateway_adapter_requests_total{service=\"%s\",adapter=\"%s\"} %llu\n",
+                s->name, s->adapters[j], (unsigned long long)s->adapter_requests[j]);
+        }
+    }
     cr_buf_puts(o, "# HELP corral_gateway_replica_up Whether a replica takes new requests (ready, "
                    "not down, not draining).\n# TYPE corral_gateway_replica_up gauge\n");
     for (size_t i = 0; i < g->service_count; i++) {
@@ -632,6 +670,7 @@ void gw_services_free(gw *g)
         }
         free(s->replicas);
         gw_strv_free(s->models, s->model_count);
+        gw_strv_free(s->adapters, s->adapter_count);
         free(s);
     }
     CR_FREE(g->services);
