@@ -497,6 +497,15 @@ static void *report_main(void *arg)
                     "rps", round(st[i].rps * 1000) / 1000, "p95_ms",
                     st[i].p95_ms >= 0 ? round(st[i].p95_ms * 1000) / 1000 : -1.0, "metrics_port",
                     (int)g->bound_port); /* for Prometheus discovery */
+                /* the SLO signals only when streamed completions gave some */
+                if (st[i].ttft_p95_ms >= 0) {
+                    json_object_set_new(json, "ttft_p95_ms",
+                                        json_real(round(st[i].ttft_p95_ms * 1000) / 1000));
+                }
+                if (st[i].tpot_p95_ms >= 0) {
+                    json_object_set_new(json, "tpot_p95_ms",
+                                        json_real(round(st[i].tpot_p95_ms * 1000) / 1000));
+                }
                 long status = 0;
                 int rc = call(cl, "POST", path, json, 5, &status, &body);
                 json_decref(json);

@@ -54,6 +54,15 @@ typedef struct gw_client gw_client;
 typedef struct gw_backend gw_backend;
 typedef struct gw_key gw_key;
 
+/* A histogram over GW_HIST_BUCKETS - 1 bounds and +Inf (non-cumulative),
+ * with its state at the last load report. */
+typedef struct gw_hist {
+    uint64_t b[GW_HIST_BUCKETS];   /* counts per bucket */
+    uint64_t rep[GW_HIST_BUCKETS]; /* b at the last report */
+    double sum;                    /* sum of the values */
+    uint64_t count;                /* values */
+} gw_hist;
+
 /* Gateway-made error answers, by reason, for the metrics. */
 enum gw_err {
     GW_ERR_BAD_REQUEST = 0, /* unparseable request */
@@ -178,6 +187,10 @@ struct gw_service {
     size_t adapter_count;                      /* entries, at most GW_ADAPTER_MAX */
     uint64_t adapter_requests[GW_ADAPTER_MAX]; /* requests routed for each adapter */
     int want_adapter;                          /* during a peer choice: the adapter needed, or -1 */
+    gw_hist ttft;                              /* time to first token, s (gw_slo.c) */
+    gw_hist tpot;                              /* time per output token, s */
+    gw_hist tps;                               /* output tokens per second of a request */
+    uint64_t output_tokens;                    /* of streamed completions */
     int32_t max_inflight;                      /* per replica */
     bool scrape;                               /* scrape load signals */
     gw_peer_get_fn peer_get;                   /* the balancing policy */
@@ -248,6 +261,10 @@ struct gw_client {
     int api;                  /* enum gw_api of the current request */
     gw_key *key;              /* the verified API key, or NULL */
     int adapter;              /* the LoRA adapter asked for (index in svc's), or -1 */
+    bool slo;                 /* a streamed completion: TTFT/TPOT measured (gw_slo.c) */
+    int sse_at;               /* event scanner: "data:" bytes matched at a line start, -1 */
+    uint64_t sse_events;      /* events seen in the response */
+    int64_t first_token_ns;   /* when the first arrived */
     struct ssl_st *tls;       /* the TLS session (gw_tls.c), or NULL on a plain listener */
     bool tls_rd_on_wr;        /* a TLS read waits for the socket to be writable */
     bool tls_wr_on_rd;        /* a TLS write waits for it to be readable */
@@ -360,10 +377,12 @@ typedef struct gw_probe_target {
 /* Per-service stats published by the loop for the controller reporter. */
 typedef struct gw_stat {
     char name[GW_NAME_MAX];
-    int32_t in_flight; /* serving plus held: time-averaged over the period, rounded */
-    double rps;        /* completed per second over the last period */
-    double p95_ms;     /* p95 over the last period; -1 if no requests */
-    bool activation;   /* held requests at zero replicas */
+    int32_t in_flight;  /* serving plus held: time-averaged over the period, rounded */
+    double rps;         /* completed per second over the last period */
+    double p95_ms;      /* p95 over the last period; -1 if no requests */
+    double ttft_p95_ms; /* p95 time to first token over the period; -1 if none */
+    double tpot_p95_ms; /* p95 time per output token; -1 if none */
+    bool activation;    /* held requests at zero replicas */
 } gw_stat;
 
 struct gw {
@@ -508,6 +527,9 @@ bool gw_adapter_available(const gw_service *s, int a, bool *any_ready);
  * -1 not a JSON object; *prefix: the hash of the prompt's first
  * GW_PREFIX_BYTES (0 none or too short), for prefix affinity. */
 int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix);
+/* The same, and *stream: the body asks "stream": true. */
+int gw_body_model_stream(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix,
+                         bool *stream);
 void gw_models_answer(gw_client *c);
 void gw_usage_feed(gw_client *c, const char *data, size_t len);
 void gw_usage_end(gw_client *c);
@@ -543,6 +565,24 @@ ssize_t gw_client_writev(gw_client *c, const struct iovec *iov, int cnt);
 /* Before the socket closes: close_notify where due, the session freed. */
 void gw_tls_close(gw_client *c);
 void gw_tls_metrics(gw *g, cr_buf *o);
+
+/* gw_slo.c: TTFT, TPOT and tokens/s of streamed completions. */
+extern const double gw_ttft_le[GW_HIST_BUCKETS - 1];
+extern const double gw_tpot_le[GW_HIST_BUCKETS - 1];
+extern const double gw_tps_le[GW_HIST_BUCKETS - 1];
+void gw_hist_add(gw_hist *h, const double *le, double v);
+/* p95 of a non-cumulative histogram (delta) in the bounds' unit x scale;
+ * -1 when empty. */
+double gw_hist_p95(const uint64_t *delta, const double *le, double scale);
+/* The p95 in ms since the last call (-1: none), and the mark moved. */
+double gw_hist_report(gw_hist *h, const double *le);
+/* A model-routed request begins (stream: its body asks for a stream). */
+void gw_slo_begin(gw_client *c, bool stream);
+/* Response body bytes as forwarded. */
+void gw_slo_feed(gw_client *c, const char *p, size_t len);
+/* The response ended whole: record its TTFT, TPOT, tokens/s. */
+void gw_slo_end(gw_client *c);
+void gw_slo_metrics(gw *g, cr_buf *o);
 
 /* gw_ctl.c */
 /* The controller's endpoints document: returns 0 with *version and a new

@@ -544,6 +544,14 @@ static uint64_t prefix_hash(const json_t *v)
 
 int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix)
 {
+    bool stream;
+    return gw_body_model_stream(body, len, out, outlen, prefix, &stream);
+}
+
+int gw_body_model_stream(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix,
+                         bool *stream)
+{
+    *stream = false;
     json_t *v = json_loadb(body, len, 0, NULL);
     if (!json_is_object(v)) {
         json_decref(v);
@@ -556,6 +564,7 @@ int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64
         rc = 1;
     }
     *prefix = rc == 1 ? prefix_hash(v) : 0;
+    *stream = json_is_true(json_object_get(v, "stream"));
     json_decref(v);
     return rc;
 }
@@ -687,7 +696,12 @@ int gw_usage_parse(const char *win, size_t len, uint64_t *prompt, uint64_t *comp
 
 void gw_usage_end(gw_client *c)
 {
-    if (!c->scan || !c->key || !c->win_len) {
+    if (!c->key || !c->win_len) {
+        c->scan = false; /* scanned for the SLO signals alone (gw_slo.c) */
+        c->win_len = 0;
+        return;
+    }
+    if (!c->scan) {
         return;
     }
     uint64_t p = 0, q = 0;

@@ -405,6 +405,7 @@ static void client_next_request(gw_client *c)
     c->openai = false;
     c->api = API_NONE;
     c->prefix = 0;
+    c->slo = false;
     c->head_len = c->send_pos = c->body_end = 0;
     c->body_mode = BODY_NONE;
     c->body_left = 0;
@@ -602,8 +603,9 @@ static void model_dispatch(gw_client *c)
 {
     gw *g = c->g;
     char model[GW_MODEL_MAX];
-    int rc = gw_body_model(c->in + c->head_len, c->body_end - c->head_len, model, sizeof model,
-                           &c->prefix);
+    bool stream = false;
+    int rc = gw_body_model_stream(c->in + c->head_len, c->body_end - c->head_len, model,
+                                  sizeof model, &c->prefix, &stream);
     if (rc < 0) {
         gw_openai_error(c, 400, -1, NULL, "invalid_json", "the request body is not a JSON object");
         return;
@@ -647,6 +649,7 @@ static void model_dispatch(gw_client *c)
     }
     c->svc = s;
     c->scan = c->key != NULL;
+    gw_slo_begin(c, stream);
     gw_inflight_add(s, g->now_ns, 1);
     c->attempts = 0;
     gw_client_dispatch(c, NULL);
@@ -1109,8 +1112,10 @@ static void finish_exchange(gw_client *c)
     gw_backend *b = gw_detach(c);
     gw_replica *r = b->rep;
     if (c->status == 200) {
+        gw_slo_end(c); /* before the usage window is spent */
         gw_usage_end(c);
     }
+    c->slo = false;
     end_request(c, c->status);
     if (b->io.rdhup) {
         /* The edge that brought the response also said the replica closed
@@ -1260,6 +1265,9 @@ static bool proxy_step(gw_client *c)
                 size_t start = had_head ? from : b->in_off;
                 if (c->status == 200 && b->fwd_end > start) {
                     gw_usage_feed(c, b->in + start, b->fwd_end - start);
+                    if (c->slo) {
+                        gw_slo_feed(c, b->in + start, b->fwd_end - start);
+                    }
                 }
             }
             progress = true;

@@ -480,6 +480,8 @@ void gw_publish_stats(gw *g)
         }
         st[i].rps = dt > 0 ? (double)(s->latency_count - s->report_count) / dt : 0;
         st[i].p95_ms = p95_ms(delta);
+        st[i].ttft_p95_ms = gw_hist_report(&s->ttft, gw_ttft_le);
+        st[i].tpot_p95_ms = gw_hist_report(&s->tpot, gw_tpot_le);
         st[i].activation = s->activation || s->held > 0;
         wake |= st[i].activation;
         s->activation = false;
@@ -634,6 +636,7 @@ void gw_metrics_render(gw *g, cr_buf *o)
                    "# TYPE corral_gateway_connections_refused_total counter\n");
     cr_buf_printf(o, "corral_gateway_connections_refused_total %llu\n",
                   (unsigned long long)g->refused);
+    gw_slo_metrics(g, o);
     gw_keys_metrics(g, o);
     gw_tls_metrics(g, o);
 }
