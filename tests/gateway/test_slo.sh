@@ -86,9 +86,13 @@ r=$(api POST /v1/services '{"name":"x","command":["srv"],"target":{"concurrency"
 echo "$r" | grep -q '"field": *"target"' || fail "concurrency and ttft_ms together: $r"
 r=$(api POST /v1/services '{"name":"x","command":["srv"],"target":{"ttft_ms":-5}}')
 echo "$r" | grep -q 'target.ttft_ms' || fail "a negative ttft_ms: $r"
-r=$(api POST /v1/services \
-    '{"name":"llm","command":["srv"],"min_replicas":1,"max_replicas":4,"target":{"ttft_ms":100,"tpot_ms":50}}')
-echo "$r" | grep -q '"name": *"llm"' || fail "service create: $r"
+CORRAL_SERVER=$URL CORRAL_TOKEN=$TOK "$CORRAL_BIN" services create llm --min 1 --max 4 \
+    --ttft-ms 100 --tpot-ms 50 -- srv >create.out 2>&1 || fail "services create: $(cat create.out)"
+api GET /v1/services/llm | grep -q '"target":{"ttft_ms":100.0*,"tpot_ms":50.0*}' ||
+    fail "the CLI's target: $(api GET /v1/services/llm)"
+CORRAL_SERVER=$URL CORRAL_TOKEN=$TOK "$CORRAL_BIN" services create bad --p95-ms 5 --ttft-ms 100 \
+    -- srv >bad.out 2>&1 && fail "two kinds of target accepted"
+grep -q "give one target" bad.out || fail "two targets: $(cat bad.out)"
 r=$(api POST /v1/services/llm/metrics '{"in_flight":2,"rps":5,"ttft_p95_ms":"slow"}')
 echo "$r" | grep -q 'ttft_p95_ms' || fail "a bad ttft_p95_ms: $r"
 # p95 TTFT 400 ms against 100 ms (TPOT within its target): scale up.
