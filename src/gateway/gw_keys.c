@@ -447,6 +447,13 @@ void gw_service_set_adapters(gw *g, gw_service *s, char *const *adapters, size_t
         n = GW_ADAPTER_MAX; /* the config refuses more; a bound all the same */
     }
     g->models_known |= n > 0;
+    bool same = n == s->adapter_count;
+    for (size_t i = 0; same && i < n; i++) {
+        same = strcmp(s->adapters[i], adapters[i]) == 0;
+    }
+    if (same) {
+        return; /* a reload with the same list keeps the counters */
+    }
     gw_strv_free(s->adapters, s->adapter_count);
     s->adapters = cr_calloc(n + 1, sizeof *s->adapters);
     for (size_t i = 0; i < n; i++) {

@@ -75,6 +75,10 @@ a_back() { metrics "$G" | grep -q "replica=\"127.0.0.1:$PORT_A\"} 1"; }
 wait_for 10 a_back || fail "A not back after the reload"
 ask support 3
 [ "$(seen)" = "A " ] || fail "support after A came back went to: $(seen)"
+# The counters outlive reloads that keep the list (30 + 5 sql, 20 + 3 support).
+metric_is "$G" 'corral_gateway_adapter_requests_total{service="chat",adapter="sql"}' 35 &&
+    metric_is "$G" 'corral_gateway_adapter_requests_total{service="chat",adapter="support"}' 23 ||
+    fail "adapter counters after the reloads: $(metrics "$G" | grep adapter_requests)"
 stop_gateway main
 
 # Bad adapter configuration: exit 2, the member named.
