@@ -190,6 +190,42 @@ static void test_adapters(void **state)
     assert_non_null(gw_peer_p2c(&f.g, &f.svc, NULL, &why)); /* the base model: any */
 }
 
+/* The SLO event scanner: "data:" at line starts only, split across reads,
+ * behind chunk-size lines; the first event's time is the first token's. */
+static void test_slo_events(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fixture(&f, 1);
+    gw_client c;
+    memset(&c, 0, sizeof c);
+    c.g = &f.g;
+    c.api = API_CHAT;
+    gw_slo_begin(&c, true);
+    assert_true(c.slo);
+    f.g.now_ns = 100;
+    const char *a = "3a\r\ndata: {\"x\":\"data: no\"}\n\nda";
+    gw_slo_feed(&c, a, strlen(a));
+    assert_int_equal(c.sse_events, 1);
+    assert_int_equal(c.first_token_ns, 100);
+    f.g.now_ns = 200;
+    const char *b = "ta: {}\n\nxdata: mid-line\r\n1c\r\ndata: [DONE]\n\n";
+    gw_slo_feed(&c, b, strlen(b));
+    assert_int_equal(c.sse_events, 3);
+    assert_int_equal(c.first_token_ns, 100);
+    gw_client e;
+    memset(&e, 0, sizeof e);
+    e.g = &f.g;
+    e.api = API_EMBEDDINGS;
+    gw_slo_begin(&e, true);
+    assert_false(e.slo); /* embeddings have no tokens to time */
+    uint64_t d[GW_HIST_BUCKETS] = {0};
+    assert_true(gw_hist_p95(d, gw_ttft_le, 1000) < 0);
+    d[4] = 100; /* all in (0.075, 0.1] s */
+    double p = gw_hist_p95(d, gw_ttft_le, 1000);
+    assert_true(p > 75 && p <= 100);
+}
+
 static void test_body_model_and_prefix(void **state)
 {
     (void)state;
@@ -270,10 +306,15 @@ static void test_parse_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_adapters),           cmocka_unit_test(test_least_loaded_of_two),
-        cmocka_unit_test(test_load_signal_counts), cmocka_unit_test(test_eligibility),
-        cmocka_unit_test(test_prefix_affinity),    cmocka_unit_test(test_body_model_and_prefix),
-        cmocka_unit_test(test_usage_parse),        cmocka_unit_test(test_parse_keys),
+        cmocka_unit_test(test_slo_events),
+        cmocka_unit_test(test_adapters),
+        cmocka_unit_test(test_least_loaded_of_two),
+        cmocka_unit_test(test_load_signal_counts),
+        cmocka_unit_test(test_eligibility),
+        cmocka_unit_test(test_prefix_affinity),
+        cmocka_unit_test(test_body_model_and_prefix),
+        cmocka_unit_test(test_usage_parse),
+        cmocka_unit_test(test_parse_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
