@@ -33,6 +33,10 @@ static const cli_opt svc_opts[] = {
     {"env", CLI_LIST, "K=V", "environment variable for each replica", NULL, 0, 0, 'e'},
     {"kind", CLI_STR, "KIND", "workload kind hint", "inference|visual", 0, 0, 0},
     {"params", CLI_COUNT, "N", "model parameters, for the advisor (7b)", NULL, 0, 0, 0},
+    {"adapters", CLI_STR, "NAME[,NAME...]",
+     "LoRA adapters of the --model its replicas hold (the gateway routes requests naming one to "
+     "them)",
+     NULL, 0, 0, 0},
     {"model", CLI_STR, "NAME[,ALIAS...]",
      "models the replicas serve (the gateway routes OpenAI requests by them); with --gpu-type "
      "auto, --params or --precision the first is also the advisor's model (data/models)",
@@ -164,6 +168,16 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
         }
         json_object_set_new(b, "models", names);
         free(copy);
+    }
+    const cli_val *ad = cr__cli_arg(a, "adapters");
+    if (ad->set) {
+        json_t *names = json_array();
+        char *copy = cr_strdup(ad->str), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            json_array_append_new(names, json_string(t));
+        }
+        free(copy);
+        json_object_set_new(b, "adapters", names); /* the controller checks them */
     }
     if (pv->set) {
         json_object_set_new(model, "precision", json_string(pv->str));

@@ -272,6 +272,7 @@ static const char *const svc_members[] = {
     "mounts",
     "entrypoint",
     "models",
+    "adapters",
     "pack",
     "model_weights",
     /* stored only: model_weights resolved at create (ctl_data.c); refused in a request */
@@ -324,6 +325,38 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
             return cr_json_fail(err, CR_EINVAL, "models",
                                 "field 'models[%zu]': a model name of 1..127 printable characters "
                                 "without spaces, quotes or commas",
+                                i);
+        }
+    }
+    /* LoRA adapters of the base model (models[0]) its replicas hold: the
+     * gateway routes a request naming one to them (docs/gateway.md). */
+    json_t *adapters = json_object_get(v, "adapters");
+    if (adapters && (!json_is_array(adapters) || json_array_size(adapters) > 64)) {
+        return cr_json_fail(err, CR_EINVAL, "adapters",
+                            "field 'adapters': an array of at most 64 LoRA adapter names");
+    }
+    if (adapters && json_array_size(adapters) && json_array_size(models) == 0) {
+        return cr_json_fail(err, CR_EINVAL, "adapters",
+                            "field 'adapters': needs the base model in 'models' (its first name)");
+    }
+    for (size_t i = 0; adapters && i < json_array_size(adapters); i++) {
+        const char *an = json_string_value(json_array_get(adapters, i));
+        size_t al = an ? strlen(an) : 0;
+        bool ok = al > 0 && al < 128;
+        for (size_t j = 0; ok && j < al; j++) {
+            ok = an[j] > ' ' && an[j] != 0x7f && an[j] != '"' && an[j] != '\\' && an[j] != ',';
+        }
+        for (size_t j = 0; ok && j < json_array_size(models); j++) {
+            ok = strcmp(an, json_string_value(json_array_get(models, j))) != 0;
+        }
+        for (size_t j = 0; ok && j < i; j++) {
+            ok = strcmp(an, json_string_value(json_array_get(adapters, j))) != 0;
+        }
+        if (!ok) {
+            return cr_json_fail(err, CR_EINVAL, "adapters",
+                                "field 'adapters[%zu]': an adapter name of 1..127 printable "
+                                "characters without spaces, quotes or commas, not one of 'models' "
+                                "and not listed twice",
                                 i);
         }
     }

@@ -172,7 +172,25 @@ typedef struct described {
     char tenant[GW_NAME_MAX];
     char **models; /* owned */
     size_t model_count;
+    char **adapters; /* owned */
+    size_t adapter_count;
 } described;
+
+/* The strings of a JSON array that are names (1..GW_MODEL_MAX-1 bytes), at
+ * most max of them, into a new vector (free with gw_strv_free). */
+static char **names_of(const json_t *arr, size_t max, size_t *n)
+{
+    size_t cap = json_array_size(arr) < max ? json_array_size(arr) : max;
+    char **v = cr_calloc(cap + 1, sizeof *v);
+    *n = 0;
+    for (size_t i = 0; i < json_array_size(arr) && *n < cap; i++) {
+        const char *s = json_string_value(json_array_get(arr, i));
+        if (s && s[0] && strlen(s) < GW_MODEL_MAX) {
+            v[(*n)++] = cr_strdup(s);
+        }
+    }
+    return v;
+}
 
 static void copy_described(const described *d, gw_msg *m)
 {
@@ -183,6 +201,11 @@ static void copy_described(const described *d, gw_msg *m)
         m->models[i] = cr_strdup(d->models[i]);
     }
     m->model_count = d->model_count;
+    m->adapters = cr_calloc(d->adapter_count + 1, sizeof *m->adapters);
+    for (size_t i = 0; i < d->adapter_count; i++) {
+        m->adapters[i] = cr_strdup(d->adapters[i]);
+    }
+    m->adapter_count = d->adapter_count;
     m->described = true;
 }
 
@@ -217,6 +240,8 @@ static bool fetch_ready_path(cr_client *cl, const char *name, described *d, cr_b
             d->models[d->model_count++] = cr_strdup(s);
         }
     }
+    gw_strv_free(d->adapters, d->adapter_count);
+    d->adapters = names_of(json_object_get(root, "adapters"), GW_ADAPTER_MAX, &d->adapter_count);
     json_decref(root);
     return true;
 }
@@ -287,6 +312,7 @@ static void *watch_main(void *arg)
         backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
     }
     gw_strv_free(desc.models, desc.model_count);
+    gw_strv_free(desc.adapters, desc.adapter_count);
     cr_buf_fini(&body);
     cr_client_free(cl);
     return NULL;

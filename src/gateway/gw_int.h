@@ -318,6 +318,8 @@ typedef struct gw_msg {
     char tenant[GW_NAME_MAX];  /* ENDPOINTS: owner */
     char **models;             /* ENDPOINTS: model names; owned */
     size_t model_count;        /* ENDPOINTS: entries */
+    char **adapters;           /* ENDPOINTS: LoRA adapter names; owned */
+    size_t adapter_count;      /* ENDPOINTS: entries */
     gw_key **keys;             /* KEYS: the whole published list; owned */
     size_t key_count;          /* KEYS: entries */
     struct gw_msg *next;       /* inbox link */

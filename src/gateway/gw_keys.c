@@ -51,6 +51,7 @@ void gw_msg_free(gw_msg *m)
     }
     free(m->endpoints);
     gw_strv_free(m->models, m->model_count);
+    gw_strv_free(m->adapters, m->adapter_count);
     for (size_t i = 0; i < m->key_count; i++) {
         gw_key_free(m->keys[i]);
     }

@@ -4,7 +4,8 @@
 # replica that holds it (A holds every adapter, B only "sql", C none);
 # /v1/models lists the adapters with their base as parent; with no holder
 # left (a reload took A away) an adapter's request is a 503 in OpenAI's
-# shape at once, not held; bad adapter config names the member.
+# shape at once, not held; bad adapter config names the member. Then a
+# controller-managed service's adapters reach a gateway that follows it.
 . "$(dirname "$0")/lib.sh"
 
 start_backend A
@@ -98,4 +99,32 @@ bad 'services[0].adapters[1]: is listed twice' \
     '{"name": "s", "models": ["m"], "adapters": ["a", "a"], "endpoints": ["127.0.0.1:9"]}'
 bad 'services[0].endpoints[0].port: unknown member' \
     '{"name": "s", "models": ["m"], "endpoints": [{"address": "127.0.0.1:9", "port": 1}]}'
+# From the controller: a service's adapters (corral services create
+# --adapters) reach a gateway that follows it; bad ones are refused by name.
+if "$CORRAL_BIN" controller --help 2>&1 | grep -q "not built yet"; then
+    echo "corral controller not built: the controller part skipped"
+    echo "lora ok"
+    exit 0
+fi
+printf '{"checkpoint_root": "%s/ckpt"}\n' "$T" >ctl.json
+"$CORRAL_BIN" controller --config ctl.json --state-dir "$T/st" --listen 127.0.0.1:0 >c.out 2>c.log &
+PIDS="$PIDS $!"
+wait_for 10 grep -q "listening on http" c.log c.out || fail "controller did not start"
+URL=$(sed -n 's/.*listening on \(http:\/\/[0-9.:]*\).*/\1/p' c.log c.out | head -1)
+wait_for 10 test -s "$T/st/admin.token" || fail "no admin token"
+TOK=$(cat "$T/st/admin.token")
+C() { CORRAL_SERVER=$URL CORRAL_TOKEN=$TOK "$CORRAL_BIN" "$@"; }
+C services create llm --model llama-8b,llama --adapters sql,support -- srv >create.out 2>&1 ||
+    fail "services create --adapters: $(cat create.out)"
+C services create bad1 --model m --adapters m -- srv >bad1.out 2>&1 && fail "an adapter named as a model accepted"
+grep -q "adapters\[0\]" bad1.out || fail "bad adapter: $(cat bad1.out)"
+C services create bad2 --adapters a -- srv >bad2.out 2>&1 && fail "adapters without a model accepted"
+grep -q "needs the base model" bad2.out || fail "adapters without a model: $(cat bad2.out)"
+start_gateway ctl --controller "$URL" --token "$TOK" --no-require-keys
+listed() {
+    curl -sf "http://$GW_ctl/v1/models" >cm.json &&
+        python3 -c 'import json,sys; d={m["id"]: m.get("parent") for m in json.load(open(sys.argv[1]))["data"]}; sys.exit(d != {"llama-8b": None, "llama": None, "sql": "llama-8b", "support": "llama-8b"})' cm.json
+}
+wait_for 10 listed || fail "the controller's adapters did not reach the gateway: $(cat cm.json)"
+stop_gateway ctl
 echo "lora ok"
