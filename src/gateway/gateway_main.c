@@ -119,6 +119,7 @@ int cr_gateway_main(int argc, char **argv)
         s->scrape = sc->scrape;
         gw_service_set_models(&g, s, sc->tenant, sc->models, sc->model_count);
         gw_service_set_adapters(&g, s, sc->adapters, sc->adapter_count);
+        gw_slo_set_targets(s, sc->ttft_target_ms, sc->tpot_target_ms);
         gw_service_set_endpoints(&g, s, sc->endpoints, sc->endpoint_count);
     }
     gw_publish_targets(&g);

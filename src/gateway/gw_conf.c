@@ -523,6 +523,25 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
             if (json_int(v, path, field, 1, 1000000, &s->max_inflight) != 0) {
                 return CR_EINVAL;
             }
+        } else if (strcmp(key, "slo") == 0) {
+            const char *sk;
+            json_t *sv2;
+            if (!json_is_object(v)) {
+                return json_err(path, field, "must be {\"ttft_ms\": N, \"tpot_ms\": N}");
+            }
+            json_object_foreach(v, sk, sv2)
+            {
+                snprintf(field, sizeof field, "services[%zu].slo.%s", idx, sk);
+                bool ttft = strcmp(sk, "ttft_ms") == 0;
+                if (!ttft && strcmp(sk, "tpot_ms") != 0) {
+                    return json_err(path, field, "unknown member (ttft_ms, tpot_ms)");
+                }
+                double d = json_number_value(sv2);
+                if (!json_is_number(sv2) || !(d >= 0.01 && d <= 1e7)) {
+                    return json_err(path, field, "must be a number of ms, 0.01..1e7");
+                }
+                *(ttft ? &s->ttft_target_ms : &s->tpot_target_ms) = d;
+            }
         } else if (strcmp(key, "scrape_metrics") == 0) {
             if (!json_is_boolean(v)) {
                 return json_err(path, field, "must be true or false");

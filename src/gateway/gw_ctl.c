@@ -174,6 +174,7 @@ typedef struct described {
     size_t model_count;
     char **adapters; /* owned */
     size_t adapter_count;
+    double slo_ms[2]; /* target.ttft_ms, target.tpot_ms (0 none) */
 } described;
 
 /* The strings of a JSON array that are names (1..GW_MODEL_MAX-1 bytes), at
@@ -206,6 +207,8 @@ static void copy_described(const described *d, gw_msg *m)
         m->adapters[i] = cr_strdup(d->adapters[i]);
     }
     m->adapter_count = d->adapter_count;
+    m->slo_ms[0] = d->slo_ms[0];
+    m->slo_ms[1] = d->slo_ms[1];
     m->described = true;
 }
 
@@ -242,6 +245,11 @@ static bool fetch_ready_path(cr_client *cl, const char *name, described *d, cr_b
     }
     gw_strv_free(d->adapters, d->adapter_count);
     d->adapters = names_of(json_object_get(root, "adapters"), GW_ADAPTER_MAX, &d->adapter_count);
+    json_t *target = json_object_get(root, "target");
+    for (int k = 0; k < 2; k++) {
+        double ms = json_number_value(json_object_get(target, k == 0 ? "ttft_ms" : "tpot_ms"));
+        d->slo_ms[k] = ms > 0 && ms <= 1e7 ? ms : 0;
+    }
     json_decref(root);
     return true;
 }

@@ -100,6 +100,8 @@ typedef struct gw_service_conf {
     size_t model_count;       /* entries in models */
     char **adapters;          /* LoRA adapters of its base model (models[0]); owned */
     size_t adapter_count;     /* entries in adapters, at most GW_ADAPTER_MAX */
+    double ttft_target_ms;    /* serving SLO: time to first token, 0 none */
+    double tpot_target_ms;    /* serving SLO: time per output token, 0 none */
 } gw_service_conf;
 
 /* The immutable configuration, loaded in main. */
@@ -191,6 +193,8 @@ struct gw_service {
     gw_hist tpot;                              /* time per output token, s */
     gw_hist tps;                               /* output tokens per second of a request */
     uint64_t output_tokens;                    /* of streamed completions */
+    double slo_target_s[2];                    /* serving SLOs: [0] TTFT, [1] TPOT; 0 none */
+    uint64_t slo_met[2];                       /* completions within each target */
     int32_t max_inflight;                      /* per replica */
     bool scrape;                               /* scrape load signals */
     gw_peer_get_fn peer_get;                   /* the balancing policy */
@@ -320,6 +324,7 @@ typedef struct gw_msg {
     size_t model_count;        /* ENDPOINTS: entries */
     char **adapters;           /* ENDPOINTS: LoRA adapter names; owned */
     size_t adapter_count;      /* ENDPOINTS: entries */
+    double slo_ms[2];          /* ENDPOINTS: the service's TTFT, TPOT targets (0 none) */
     gw_key **keys;             /* KEYS: the whole published list; owned */
     size_t key_count;          /* KEYS: entries */
     struct gw_msg *next;       /* inbox link */
@@ -585,6 +590,8 @@ void gw_slo_feed(gw_client *c, const char *p, size_t len);
 /* The response ended whole: record its TTFT, TPOT, tokens/s. */
 void gw_slo_end(gw_client *c);
 void gw_slo_metrics(gw *g, cr_buf *o);
+/* Set s's serving SLO targets (ms; 0: none). */
+void gw_slo_set_targets(gw_service *s, double ttft_ms, double tpot_ms);
 
 /* gw_ctl.c */
 /* The controller's endpoints document: returns 0 with *version and a new

@@ -344,6 +344,7 @@ void gw_apply_msg(gw *g, gw_msg *m)
         if (m->described) {
             gw_service_set_models(g, s, m->tenant, m->models, m->model_count);
             gw_service_set_adapters(g, s, m->adapters, m->adapter_count);
+            gw_slo_set_targets(s, m->slo_ms[0], m->slo_ms[1]);
         }
         if (m->ready_path[0]) {
             snprintf(s->ready_path, sizeof s->ready_path, "%s", m->ready_path);

@@ -133,10 +133,13 @@ void gw_slo_end(gw_client *c)
             tokens--;
         }
     }
-    gw_hist_add(&s->ttft, gw_ttft_le, (double)(c->first_token_ns - c->start_ns) / 1e9);
+    double ttft = (double)(c->first_token_ns - c->start_ns) / 1e9;
+    gw_hist_add(&s->ttft, gw_ttft_le, ttft);
+    s->slo_met[0] += s->slo_target_s[0] > 0 && ttft <= s->slo_target_s[0];
     if (tokens >= 2) {
-        gw_hist_add(&s->tpot, gw_tpot_le,
-                    (double)(now - c->first_token_ns) / 1e9 / (double)(tokens - 1));
+        double tpot = (double)(now - c->first_token_ns) / 1e9 / (double)(tokens - 1);
+        gw_hist_add(&s->tpot, gw_tpot_le, tpot);
+        s->slo_met[1] += s->slo_target_s[1] > 0 && tpot <= s->slo_target_s[1];
     }
     double total_s = (double)(now - c->start_ns) / 1e9;
     if (tokens > 0 && total_s > 0) {
@@ -169,8 +172,38 @@ static void render(cr_buf *o, gw *g, const char *name, const char *help, size_t 
     }
 }
 
+void gw_slo_set_targets(gw_service *s, double ttft_ms, double tpot_ms)
+{
+    s->slo_target_s[0] = ttft_ms > 0 ? ttft_ms / 1000 : 0;
+    s->slo_target_s[1] = tpot_ms > 0 ? tpot_ms / 1000 : 0;
+}
+
 void gw_slo_metrics(gw *g, cr_buf *o)
 {
+    static const char *const slo_name[2] = {"ttft", "tpot"};
+    cr_buf_puts(o, "# HELP corral_gateway_slo_target_seconds A service's serving SLO: p95 "
+                   "target of TTFT or TPOT.\n# TYPE corral_gateway_slo_target_seconds gauge\n");
+    for (size_t i = 0; i < g->service_count; i++) {
+        for (int k = 0; k < 2; k++) {
+            if (g->services[i]->slo_target_s[k] > 0) {
+                cr_buf_printf(o,
+                              "corral_gateway_slo_target_seconds{service=\"%s\",slo=\"%s\"} %g\n",
+                              g->services[i]->name, slo_name[k], g->services[i]->slo_target_s[k]);
+            }
+        }
+    }
+    cr_buf_puts(o, "# HELP corral_gateway_slo_met_total Streamed completions within the "
+                   "service's TTFT or TPOT target (divide by the histogram's count: "
+                   "attainment).\n# TYPE corral_gateway_slo_met_total counter\n");
+    for (size_t i = 0; i < g->service_count; i++) {
+        for (int k = 0; k < 2; k++) {
+            if (g->services[i]->slo_target_s[k] > 0) {
+                cr_buf_printf(o, "corral_gateway_slo_met_total{service=\"%s\",slo=\"%s\"} %llu\n",
+                              g->services[i]->name, slo_name[k],
+                              (unsigned long long)g->services[i]->slo_met[k]);
+            }
+        }
+    }
     render(o, g, "corral_gateway_ttft_seconds",
            "Time to first token of streamed completions (request head to the first event).",
            offsetof(gw_service, ttft), gw_ttft_le);

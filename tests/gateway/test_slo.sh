@@ -12,7 +12,7 @@
 export GW_PREFIX_CACHE=64 GW_PREFILL_US=1000 GW_TPOT_MS=30
 start_backend A
 unset GW_PREFIX_CACHE GW_PREFILL_US GW_TPOT_MS
-printf '{"version":1,"models":["llama"],"endpoints":[{"addr":"127.0.0.1","port":%s,"ready":true}]}\n' \
+printf '{"version":1,"models":["llama"],"target":{"ttft_ms":30000,"tpot_ms":1},"endpoints":[{"addr":"127.0.0.1","port":%s,"ready":true}]}\n' \
     "$PORT_A" >eps.json
 "$GW_HELPER" ctl 0 "$T/eps.json" >ctl.out 2>ctl.log &
 PIDS="$PIDS $!"
@@ -58,6 +58,14 @@ awk '$1 == "corral_gateway_tpot_seconds_sum{service=\"chat\"}" { exit !($2 / 6 >
     fail "mean TPOT under the modelled 30 ms: $(grep tpot_seconds_sum m.txt)"
 awk '$1 == "corral_gateway_ttft_seconds_bucket{service=\"chat\",le=\"0.05\"}" { exit !($2 == 0) }' m.txt ||
     fail "a TTFT under 50 ms: $(grep ttft_seconds_bucket m.txt)"
+# The service's targets (from the controller's spec) and attainment: every
+# TTFT within 30 s, no TPOT within 1 ms (the stand-in sleeps 30 ms a token).
+[ "$(v 'corral_gateway_slo_target_seconds{service="chat",slo="ttft"}')" = 30 ] &&
+    [ "$(v 'corral_gateway_slo_target_seconds{service="chat",slo="tpot"}')" = 0.001 ] ||
+    fail "SLO targets: $(grep slo_target m.txt)"
+[ "$(v 'corral_gateway_slo_met_total{service="chat",slo="ttft"}')" = 6 ] &&
+    [ "$(v 'corral_gateway_slo_met_total{service="chat",slo="tpot"}')" = 0 ] ||
+    fail "SLO attainment: $(grep slo_met m.txt)"
 if command -v promtool >/dev/null; then
     promtool check metrics <m.txt >promtool.out 2>&1 || fail "promtool: $(cat promtool.out)"
 fi
@@ -67,6 +75,18 @@ wait_for 10 reported || fail "no SLO signals in the reports: $(tail -2 eps.json.
 grep -oE '"ttft_p95_ms":[0-9.]+' eps.json.metrics | tail -1 | awk -F: '{ exit !($2 >= 100) }' ||
     fail "reported p95 TTFT: $(grep -oE '"ttft_p95_ms":[0-9.]+' eps.json.metrics | tail -1)"
 stop_gateway main
+
+# A static service's targets in the config; bad ones name the member.
+printf '{"services":[{"name":"s","models":["m"],"slo":{"ttft_ms":500,"tpot_ms":40},"endpoints":["127.0.0.1:%s"]}]}\n' \
+    "$PORT_A" >st.json
+start_gateway st --config st.json
+metric_is "$GW_st" 'corral_gateway_slo_target_seconds{service="s",slo="tpot"}' 0.04 ||
+    fail "static SLO target: $(metrics "$GW_st" | grep slo_target)"
+stop_gateway st
+printf '{"services":[{"name":"s","slo":{"ttft_ms":-1},"endpoints":["127.0.0.1:9"]}]}\n' >bad.json
+rc=0
+"$CORRAL_BIN" gateway --listen 127.0.0.1:0 --config bad.json 2>bad.err || rc=$?
+[ "$rc" = 2 ] && grep -qF 'services[0].slo.ttft_ms' bad.err || fail "a bad SLO: exit $rc $(cat bad.err)"
 
 # The real controller's autoscaler follows the TTFT target.
 if "$CORRAL_BIN" controller --help 2>&1 | grep -q "not built yet"; then
