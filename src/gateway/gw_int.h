@@ -154,21 +154,23 @@ typedef struct gw_io {
 } gw_io;
 
 struct gw_replica {
-    gw_service *svc;                    /* owner */
-    gw_endpoint ep;                     /* address as given */
-    char key[GW_NAME_MAX + 8];          /* "host:port" */
-    struct sockaddr_storage addr;       /* resolved */
-    socklen_t addr_len;                 /* bytes of addr */
-    int32_t outstanding;                /* requests on it now */
-    bool down;                          /* a connection failed: no traffic until a probe passes */
-    bool removed;                       /* gone from the endpoints: draining */
-    double waiting;                     /* scraped vllm:num_requests_waiting, 0 if none */
-    double kv_usage;                    /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
-    gw_backend *idle;                   /* pool of idle keep-alive connections */
-    int32_t idle_count;                 /* connections in idle */
-    int32_t conns;                      /* connections open (idle or busy) */
-    uint64_t requests;                  /* requests sent to it */
-    uint64_t failures;                  /* connection failures seen */
+    gw_service *svc;              /* owner */
+    gw_endpoint ep;               /* address as given */
+    char key[GW_NAME_MAX + 8];    /* "host:port" */
+    struct sockaddr_storage addr; /* resolved */
+    socklen_t addr_len;           /* bytes of addr */
+    int32_t outstanding;          /* requests on it now */
+    bool down;                    /* a connection failed: no traffic until a probe passes */
+    bool removed;                 /* gone from the endpoints: draining */
+    double waiting;               /* scraped vllm:num_requests_waiting, 0 if none */
+    double kv_usage;              /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
+    bool lora_known;              /* scraped vllm:lora_requests_info */
+    uint64_t lora_active; /* its adapters running or waiting there (bits of svc's adapters) */
+    gw_backend *idle;     /* pool of idle keep-alive connections */
+    int32_t idle_count;   /* connections in idle */
+    int32_t conns;        /* connections open (idle or busy) */
+    uint64_t requests;    /* requests sent to it */
+    uint64_t failures;    /* connection failures seen */
     uint64_t pfx[GW_PREFIX_SLOTS];      /* prefix hashes sent to it lately (0 free) */
     uint64_t pfx_used[GW_PREFIX_SLOTS]; /* their last use (the service's pfx_clock) */
 };
@@ -189,25 +191,26 @@ struct gw_service {
     size_t adapter_count;                      /* entries, at most GW_ADAPTER_MAX */
     uint64_t adapter_requests[GW_ADAPTER_MAX]; /* requests routed for each adapter */
     int want_adapter;                          /* during a peer choice: the adapter needed, or -1 */
-    gw_hist ttft;                              /* time to first token, s (gw_slo.c) */
-    gw_hist tpot;                              /* time per output token, s */
-    gw_hist tps;                               /* output tokens per second of a request */
-    uint64_t output_tokens;                    /* of streamed completions */
-    double slo_target_s[2];                    /* serving SLOs: [0] TTFT, [1] TPOT; 0 none */
-    uint64_t slo_met[2];                       /* completions within each target */
-    int32_t max_inflight;                      /* per replica */
-    bool scrape;                               /* scrape load signals */
-    gw_peer_get_fn peer_get;                   /* the balancing policy */
-    gw_replica **replicas;                     /* owned; includes draining ones */
-    size_t replica_count;                      /* entries used */
-    size_t replica_cap;                        /* entries allocated */
-    gw_client *held_head;                      /* requests waiting for a first replica (FIFO) */
-    gw_client *held_tail;                      /* last held */
-    int32_t held;                              /* requests held */
-    int32_t in_flight;                         /* requests being served or held */
-    int64_t inflight_mark_ns;                  /* when in_flight last changed */
-    double inflight_area; /* integral of in_flight over time (request-ns) since the snapshot */
-    uint64_t codes[600];  /* responses by status code */
+    bool want_active;         /* and only where it is active (scraped), the first try */
+    gw_hist ttft;             /* time to first token, s (gw_slo.c) */
+    gw_hist tpot;             /* time per output token, s */
+    gw_hist tps;              /* output tokens per second of a request */
+    uint64_t output_tokens;   /* of streamed completions */
+    double slo_target_s[2];   /* serving SLOs: [0] TTFT, [1] TPOT; 0 none */
+    uint64_t slo_met[2];      /* completions within each target */
+    int32_t max_inflight;     /* per replica */
+    bool scrape;              /* scrape load signals */
+    gw_peer_get_fn peer_get;  /* the balancing policy */
+    gw_replica **replicas;    /* owned; includes draining ones */
+    size_t replica_count;     /* entries used */
+    size_t replica_cap;       /* entries allocated */
+    gw_client *held_head;     /* requests waiting for a first replica (FIFO) */
+    gw_client *held_tail;     /* last held */
+    int32_t held;             /* requests held */
+    int32_t in_flight;        /* requests being served or held */
+    int64_t inflight_mark_ns; /* when in_flight last changed */
+    double inflight_area;     /* integral of in_flight over time (request-ns) since the snapshot */
+    uint64_t codes[600];      /* responses by status code */
     uint64_t errors[GW_ERR_COUNT];         /* gateway-made errors by reason */
     uint64_t hist[GW_HIST_BUCKETS];        /* latency histogram, non-cumulative */
     double latency_sum_s;                  /* sum of latencies */
@@ -315,6 +318,8 @@ typedef struct gw_msg {
     bool scraped;              /* PROBE: waiting/kv carry values */
     double waiting;            /* PROBE: vllm:num_requests_waiting */
     double kv_usage;           /* PROBE: vllm:kv_cache_usage_perc */
+    bool lora_seen;            /* PROBE: vllm:lora_requests_info was there */
+    char lora[1024];           /* PROBE: its running and waiting adapters, comma-separated */
     char ready_path[256];      /* ENDPOINTS: readiness path ("" keeps) */
     gw_endpoint *endpoints;    /* ENDPOINTS: owned */
     size_t endpoint_count;     /* ENDPOINTS: entries */

@@ -823,9 +823,17 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
     for (;;) {
         int why = GW_ERR_NO_REPLICA;
         s->want_adapter = c->adapter;
-        gw_replica *r = c->prefix && g->conf->prefix_affinity
-                            ? gw_peer_prefix(g, s, exclude, c->prefix, &why)
-                            : s->peer_get(g, s, exclude, &why);
+        gw_replica *r = NULL;
+        /* An adapter: first where it is active already (scraped), so it
+         * is not loaded (and another evicted) on one more replica; then
+         * on any replica that holds it. */
+        for (int pass = c->adapter >= 0 && s->scrape ? 0 : 1; pass < 2 && !r; pass++) {
+            s->want_active = pass == 0;
+            r = c->prefix && g->conf->prefix_affinity
+                    ? gw_peer_prefix(g, s, exclude, c->prefix, &why)
+                    : s->peer_get(g, s, exclude, &why);
+        }
+        s->want_active = false;
         s->want_adapter = -1;
         if (!r) {
             /* Nothing ready: hold the request until a replica is, also after

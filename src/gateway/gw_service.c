@@ -61,7 +61,12 @@ static bool holds(const gw_replica *r, int a)
  * want_adapter, set around the choice), only where the adapter is. */
 static bool eligible(const gw_replica *r)
 {
-    return !r->removed && !r->down && r->ep.ready && holds(r, r->svc ? r->svc->want_adapter : -1);
+    const gw_service *s = r->svc;
+    if (s && s->want_active && s->want_adapter >= 0 &&
+        !(r->lora_known && (r->lora_active >> s->want_adapter & 1))) {
+        return false;
+    }
+    return !r->removed && !r->down && r->ep.ready && holds(r, s ? s->want_adapter : -1);
 }
 
 bool gw_adapter_available(const gw_service *s, int a, bool *any_ready)
@@ -363,6 +368,18 @@ void gw_apply_msg(gw *g, gw_msg *m)
         if (m->scraped) {
             r->waiting = m->waiting;
             r->kv_usage = m->kv_usage;
+            r->lora_known = m->lora_seen;
+            r->lora_active = 0;
+            for (size_t a = 0; m->lora_seen && a < s->adapter_count; a++) {
+                size_t al = strlen(s->adapters[a]);
+                for (const char *q = m->lora; *q;) {
+                    size_t ql = strcspn(q, ",");
+                    if (ql == al && memcmp(q, s->adapters[a], al) == 0) {
+                        r->lora_active |= (uint64_t)1 << a;
+                    }
+                    q += ql + (q[ql] == ',');
+                }
+            }
         }
         if (m->ok && r->down) {
             r->down = false;
@@ -588,6 +605,21 @@ void gw_metrics_render(gw *g, cr_buf *o)
             cr_buf_printf(
                 o, "corral_gateway_adapter_requests_total{service=\"%s\",adapter=\"%s\"} %llu\n",
                 s->name, s->adapters[j], (unsigned long long)s->adapter_requests[j]);
+        }
+    }
+    cr_buf_puts(o, "# HELP corral_gateway_replica_adapter_active A LoRA adapter running or "
+                   "waiting on a replica, as its vllm:lora_requests_info says.\n"
+                   "# TYPE corral_gateway_replica_adapter_active gauge\n");
+    for (size_t i = 0; i < g->service_count; i++) {
+        gw_service *s = g->services[i];
+        for (size_t j = 0; j < s->replica_count; j++) {
+            const gw_replica *r = s->replicas[j];
+            for (size_t a = 0; r->lora_known && a < s->adapter_count; a++) {
+                cr_buf_printf(o,
+                              "corral_gateway_replica_adapter_active{service=\"%s\",replica=\"%s\","
+                              "adapter=\"%s\"} %d\n",
+                              s->name, r->key, s->adapters[a], (int)(r->lora_active >> a & 1));
+            }
         }
     }
     cr_buf_puts(o, "# HELP corral_gateway_replica_up Whether a replica takes new requests (ready, "

@@ -396,6 +396,21 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
                          "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n",
                          getenv("GW_WAITING") ? atoi(getenv("GW_WAITING"))
                                               : atomic_load(&s->in_flight));
+        const char *lora = getenv("GW_LORA_RUNNING");
+        if (lora && n > 0 && (size_t)n < sizeof out) {
+            /* vLLM's gauge: one sample per change, valued by its time; an
+             * older one first, which the gateway must not take */
+            n += snprintf(out + n, sizeof out - (size_t)n,
+                          "# TYPE vllm:lora_requests_info gauge\n"
+                          "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"old\","
+                          "waiting_lora_adapters=\"\"} 1600000000.0\n"
+                          "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"%s\","
+                          "waiting_lora_adapters=\"\"} 1700000000.5\n",
+                          lora);
+            if ((size_t)n >= sizeof out) {
+                n = (int)sizeof out - 1;
+            }
+        }
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
     if (cr_http_find(m, "authorization")) {

@@ -82,6 +82,30 @@ metric_is "$G" 'corral_gateway_adapter_requests_total{service="chat",adapter="sq
     fail "adapter counters after the reloads: $(metrics "$G" | grep adapter_requests)"
 stop_gateway main
 
+# Scraped (vLLM's vllm:lora_requests_info): a replica where the adapter is
+# active already is preferred among those that hold it. D says "sql" is
+# running; E says nothing of adapters; both hold every adapter.
+GW_LORA_RUNNING=sql,ops
+export GW_LORA_RUNNING
+start_backend D
+unset GW_LORA_RUNNING
+start_backend E
+cat >scr.json <<JSON
+{"services": [{"name": "chat", "models": ["llama-8b"], "adapters": ["sql", "old"], "scrape_metrics": true,
+  "endpoints": ["127.0.0.1:$PORT_D", "127.0.0.1:$PORT_E"]}]}
+JSON
+start_gateway scr --config scr.json --probe-interval 100ms
+G=$GW_scr
+active() { metric_is "$G" "corral_gateway_replica_adapter_active{service=\"chat\",replica=\"127.0.0.1:$PORT_D\",adapter=\"sql\"}" 1; }
+wait_for 10 active || fail "D's active adapters not scraped: $(metrics "$G" | grep adapter_active)"
+metric_is "$G" "corral_gateway_replica_adapter_active{service=\"chat\",replica=\"127.0.0.1:$PORT_D\",adapter=\"old\"}" 0 ||
+    fail "the older lora_requests_info sample was taken: $(metrics "$G" | grep adapter_active)"
+ask sql 20
+[ "$(seen)" = "D " ] || fail "sql went to: $(seen) (want D, where it is active)"
+ask old 20
+[ "$(seen)" = "D E " ] || fail "old (active nowhere) went to: $(seen) (want both)"
+stop_gateway scr
+
 # Bad adapter configuration: exit 2, the member named.
 bad() { # WANT SERVICE-JSON
     printf '{"services": [%s]}\n' "$2" >bad.json
