@@ -55,6 +55,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         c.services[i].endpoints[j].host[0] == '\0') {
                         abort();
                     }
+                    /* an endpoint's adapters are its service's */
+                    size_t na = c.services[i].adapter_count;
+                    if (na < 64 && (c.services[i].endpoints[j].adapters >> na) != 0) {
+                        abort();
+                    }
                 }
             }
         }

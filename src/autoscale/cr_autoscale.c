@@ -232,8 +232,8 @@ static double desired_for(const cr_autoscaler *as, const window *w, int32_t base
             return base > 0 ? (double)base : 1.0;
         }
         int32_t b = base > 0 ? base : 1;
-        snprintf(why, why_len, "p95 %.0f ms against a target of %.0f ms on %d replica(s)",
-                 w->p95_ms, c->target_p95_ms, (int)b);
+        snprintf(why, why_len, "%s %.0f ms against a target of %.0f ms on %d replica(s)",
+                 c->signal[0] ? c->signal : "p95", w->p95_ms, c->target_p95_ms, (int)b);
         return (double)b * w->p95_ms / c->target_p95_ms;
     }
     snprintf(why, why_len, "concurrency %.1f against a target of %.1f per replica", w->concurrency,

@@ -52,6 +52,7 @@ typedef struct cr_as_config {
     double tolerance;           /* hold while |desired/current - 1| <= this; default 0.1 */
     bool scale_to_zero;         /* allow 0 replicas when min_replicas == 0 */
     int64_t to_zero_grace_ns;   /* idle this long (at least a stable window) before 0 */
+    char signal[24];            /* what the latency target measures, for the reason ("" "p95") */
 } cr_as_config;
 
 /* Fill *cfg with the defaults above (min 1, max 1, concurrency target 1). */

@@ -23,12 +23,20 @@ static const cli_opt svc_opts[] = {
     {"max", CLI_INT, "N", "maximum replicas", NULL, 1, 10000, 0},
     {"concurrency", CLI_F64, "N", "target in-flight requests per replica", NULL, 0, 1000000, 0},
     {"p95-ms", CLI_F64, "MS", "target p95 latency in milliseconds", NULL, 0, 3600000, 0},
+    {"ttft-ms", CLI_F64, "MS", "serving SLO: target p95 time to first token (ms)", NULL, 0, 3600000,
+     0},
+    {"tpot-ms", CLI_F64, "MS", "serving SLO: target p95 time per output token (ms)", NULL, 0,
+     3600000, 0},
     {"ready-path", CLI_STR, "PATH", "readiness path served on $PORT (default /health)", NULL, 0, 0,
      0},
     {"tenant", CLI_STR, "T", "tenant (admins)", NULL, 0, 0, 0},
     {"env", CLI_LIST, "K=V", "environment variable for each replica", NULL, 0, 0, 'e'},
     {"kind", CLI_STR, "KIND", "workload kind hint", "inference|visual", 0, 0, 0},
     {"params", CLI_COUNT, "N", "model parameters, for the advisor (7b)", NULL, 0, 0, 0},
+    {"adapters", CLI_STR, "NAME[,NAME...]",
+     "LoRA adapters of the --model its replicas hold (the gateway routes requests naming one to "
+     "them)",
+     NULL, 0, 0, 0},
     {"model", CLI_STR, "NAME[,ALIAS...]",
      "models the replicas serve (the gateway routes OpenAI requests by them); with --gpu-type "
      "auto, --params or --precision the first is also the advisor's model (data/models)",
@@ -101,15 +109,25 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
         goto bad;
     }
     const cli_val *cc = cr__cli_arg(a, "concurrency"), *p95 = cr__cli_arg(a, "p95-ms");
-    if (cc->set && p95->set) {
-        fprintf(ctx->err,
-                "corral services create: give one target: --concurrency or --p95-ms, not both\n");
+    const cli_val *ttft = cr__cli_arg(a, "ttft-ms"), *tpot = cr__cli_arg(a, "tpot-ms");
+    if (cc->set + p95->set + (ttft->set || tpot->set) > 1) {
+        fprintf(ctx->err, "corral services create: give one target: --concurrency, --p95-ms, or "
+                          "the serving SLOs --ttft-ms and/or --tpot-ms\n");
         goto bad;
     }
     if (cc->set) {
         json_object_set_new(b, "target", json_pack("{s:f}", "concurrency", cc->f));
     } else if (p95->set) {
         json_object_set_new(b, "target", json_pack("{s:f}", "p95_ms", p95->f));
+    } else if (ttft->set || tpot->set) {
+        json_t *t = json_object();
+        if (ttft->set) {
+            json_object_set_new(t, "ttft_ms", json_real(ttft->f));
+        }
+        if (tpot->set) {
+            json_object_set_new(t, "tpot_ms", json_real(tpot->f));
+        }
+        json_object_set_new(b, "target", t);
     }
     const cli_val *fr = cr__cli_arg(a, "gpu-fraction");
     if (fr->set) {
@@ -150,6 +168,16 @@ static json_t *svc_body(cli_ctx *ctx, const cli_args *a, const char *name)
         }
         json_object_set_new(b, "models", names);
         free(copy);
+    }
+    const cli_val *ad = cr__cli_arg(a, "adapters");
+    if (ad->set) {
+        json_t *names = json_array();
+        char *copy = cr_strdup(ad->str), *save = NULL;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            json_array_append_new(names, json_string(t));
+        }
+        free(copy);
+        json_object_set_new(b, "adapters", names); /* the controller checks them */
     }
     if (pv->set) {
         json_object_set_new(model, "precision", json_string(pv->str));

@@ -68,15 +68,17 @@ struct ctl_service {
     int32_t desired;                  /* replicas wanted now */
     int32_t min, max;
     double target_concurrency, target_p95_ms;
+    double target_ttft_ms, target_tpot_ms; /* serving SLOs: p95 TTFT and TPOT (0: none) */
     char ready_path[128];
     replica *reps; /* owned: live replica jobs */
     size_t nreps, capreps;
-    uint64_t ep_version;           /* endpoints version */
-    uint64_t ep_hash;              /* hash of the endpoint list behind ep_version */
-    ctl_poll *polls;               /* gateways waiting for a new version */
-    json_t *events;                /* owned: the last MAX_EVENTS {time, what, why} */
-    double in_flight, rps, p95_ms; /* last load report (summed per tick) */
-    int64_t report_ns;             /* wall time of the last report */
+    uint64_t ep_version;             /* endpoints version */
+    uint64_t ep_hash;                /* hash of the endpoint list behind ep_version */
+    ctl_poll *polls;                 /* gateways waiting for a new version */
+    json_t *events;                  /* owned: the last MAX_EVENTS {time, what, why} */
+    double in_flight, rps, p95_ms;   /* last load report (summed per tick) */
+    double ttft_p95_ms, tpot_p95_ms; /* its SLO signals (-1: none) */
+    int64_t report_ns;               /* wall time of the last report */
     int64_t last_decide_mono;
     int64_t spread_off_mono; /* spreading gave up until then (a replica found no other node) */
     int32_t gen;             /* generation of the spec: +1 at each update (rolling) */
@@ -187,6 +189,28 @@ static int port_of(int64_t job)
 
 /* Only a service with a target is autoscaled; without one, `scale` sets
  * the count by hand. */
+#ifdef CTL_HAVE_AUTOSCALE
+/* The latency the autoscaler tracks for s: the report's p95, or with
+ * serving SLOs the p95 TTFT, and the p95 TPOT scaled to the same target
+ * (tpot x ttft_target / tpot_target) where that is worse; -1 unknown. */
+static double slo_signal(const ctl_service *s, double p95)
+{
+    if (!(s->target_ttft_ms > 0 || s->target_tpot_ms > 0)) {
+        return p95;
+    }
+    double base = s->target_ttft_ms > 0 ? s->target_ttft_ms : s->target_tpot_ms;
+    double v = -1;
+    if (s->target_ttft_ms > 0 && s->ttft_p95_ms >= 0) {
+        v = s->ttft_p95_ms;
+    }
+    if (s->target_tpot_ms > 0 && s->tpot_p95_ms >= 0) {
+        double t = s->tpot_p95_ms * base / s->target_tpot_ms;
+        v = t > v ? t : v;
+    }
+    return v;
+}
+#endif
+
 static void autoscaler_setup(ctl_service *s)
 {
 #ifdef CTL_HAVE_AUTOSCALE
@@ -197,7 +221,15 @@ static void autoscaler_setup(ctl_service *s)
     cr_as_config_default(&cfg);
     cfg.min_replicas = s->min;
     cfg.max_replicas = s->max;
-    if (s->target_p95_ms > 0) {
+    if (s->target_ttft_ms > 0 || s->target_tpot_ms > 0) {
+        /* Serving SLOs: the p95 TTFT tracked against its target; with a
+         * TPOT target too, the worse of the two (TPOT scaled to the TTFT
+         * target: slo_signal). */
+        cfg.target_p95_ms = s->target_ttft_ms > 0 ? s->target_ttft_ms : s->target_tpot_ms;
+        snprintf(cfg.signal, sizeof cfg.signal, "%s",
+                 s->target_ttft_ms > 0 ? (s->target_tpot_ms > 0 ? "TTFT/TPOT p95" : "TTFT p95")
+                                       : "TPOT p95");
+    } else if (s->target_p95_ms > 0) {
         cfg.target_p95_ms = s->target_p95_ms;
     } else {
         cfg.target_concurrency = s->target_concurrency > 0 ? s->target_concurrency : 1;
@@ -240,6 +272,7 @@ static const char *const svc_members[] = {
     "mounts",
     "entrypoint",
     "models",
+    "adapters",
     "pack",
     "model_weights",
     /* stored only: model_weights resolved at create (ctl_data.c); refused in a request */
@@ -254,8 +287,9 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     const char *name = "", *tenant = "", *ready = "/health";
     int64_t min = 1, max = 1, replicas = -1;
     json_t *target = NULL;
-    double conc = 0, p95 = 0;
-    static const char *const target_members[] = {"concurrency", "p95_ms", NULL};
+    double conc = 0, p95 = 0, ttft = 0, tpot = 0;
+    static const char *const target_members[] = {"concurrency", "p95_ms", "ttft_ms", "tpot_ms",
+                                                 NULL};
     if ((rc = cr_json_only(v, "", svc_members, err)) ||
         (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, &name, err)) ||
         (rc = cr_json_str(v, "", "tenant", false, CTL_NAME_MAX - 1, &tenant, err)) ||
@@ -294,6 +328,38 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
                                 i);
         }
     }
+    /* LoRA adapters of the base model (models[0]) its replicas hold: the
+     * gateway routes a request naming one to them (docs/gateway.md). */
+    json_t *adapters = json_object_get(v, "adapters");
+    if (adapters && (!json_is_array(adapters) || json_array_size(adapters) > 64)) {
+        return cr_json_fail(err, CR_EINVAL, "adapters",
+                            "field 'adapters': an array of at most 64 LoRA adapter names");
+    }
+    if (adapters && json_array_size(adapters) && json_array_size(models) == 0) {
+        return cr_json_fail(err, CR_EINVAL, "adapters",
+                            "field 'adapters': needs the base model in 'models' (its first name)");
+    }
+    for (size_t i = 0; adapters && i < json_array_size(adapters); i++) {
+        const char *an = json_string_value(json_array_get(adapters, i));
+        size_t al = an ? strlen(an) : 0;
+        bool ok = al > 0 && al < 128;
+        for (size_t j = 0; ok && j < al; j++) {
+            ok = an[j] > ' ' && an[j] != 0x7f && an[j] != '"' && an[j] != '\\' && an[j] != ',';
+        }
+        for (size_t j = 0; ok && j < json_array_size(models); j++) {
+            ok = strcmp(an, json_string_value(json_array_get(models, j))) != 0;
+        }
+        for (size_t j = 0; ok && j < i; j++) {
+            ok = strcmp(an, json_string_value(json_array_get(adapters, j))) != 0;
+        }
+        if (!ok) {
+            return cr_json_fail(err, CR_EINVAL, "adapters",
+                                "field 'adapters[%zu]': an adapter name of 1..127 printable "
+                                "characters without spaces, quotes or commas, not one of 'models' "
+                                "and not listed twice",
+                                i);
+        }
+    }
     if (max < min) {
         return cr_json_fail(err, CR_EINVAL, "max_replicas",
                             "field 'max_replicas': must be >= min_replicas (%lld)", (long long)min);
@@ -313,12 +379,15 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     if (target) {
         if ((rc = cr_json_only(target, "target", target_members, err)) ||
             (rc = cr_json_num(target, "target", "concurrency", false, 0.01, 1e6, &conc, err)) ||
-            (rc = cr_json_num(target, "target", "p95_ms", false, 0.01, 1e7, &p95, err))) {
+            (rc = cr_json_num(target, "target", "p95_ms", false, 0.01, 1e7, &p95, err)) ||
+            (rc = cr_json_num(target, "target", "ttft_ms", false, 0.01, 1e7, &ttft, err)) ||
+            (rc = cr_json_num(target, "target", "tpot_ms", false, 0.01, 1e7, &tpot, err))) {
             return rc;
         }
-        if ((conc > 0) == (p95 > 0)) {
+        if ((conc > 0) + (p95 > 0) + (ttft > 0 || tpot > 0) != 1) {
             return cr_json_fail(err, CR_EINVAL, "target",
-                                "field 'target': give one of concurrency or p95_ms");
+                                "field 'target': give one of concurrency, p95_ms, or the serving "
+                                "SLOs ttft_ms and/or tpot_ms");
         }
     }
     if (replicas >= 0 && (replicas < min || replicas > max)) {
@@ -378,6 +447,9 @@ static int svc_parse(const json_t *v, ctl_service **out, cr_json_err *err)
     s->desired = replicas >= 0 ? (int32_t)replicas : (int32_t)(min > 0 ? min : 0);
     s->target_concurrency = target ? conc : 1;
     s->target_p95_ms = p95;
+    s->target_ttft_ms = ttft;
+    s->target_tpot_ms = tpot;
+    s->ttft_p95_ms = s->tpot_p95_ms = -1;
     s->job_req = jr;
     s->spec = json_deep_copy(v);
     s->events = json_array();
@@ -451,9 +523,10 @@ static json_t *svc_json(ctl *c, ctl_service *s, bool detail)
     }
     json_object_set_new(v, "replicas", reps);
     json_object_set_new(v, "ready_replicas", json_integer(ready));
-    json_object_set_new(
-        v, "load",
-        json_pack("{s:f,s:f,s:f}", "in_flight", s->in_flight, "rps", s->rps, "p95_ms", s->p95_ms));
+    json_object_set_new(v, "load",
+                        json_pack("{s:f,s:f,s:f,s:f,s:f}", "in_flight", s->in_flight, "rps", s->rps,
+                                  "p95_ms", s->p95_ms, "ttft_p95_ms", s->ttft_p95_ms, "tpot_p95_ms",
+                                  s->tpot_p95_ms));
     if (detail) {
         json_object_set(v, "events", s->events);
     }
@@ -1027,6 +1100,8 @@ static void svc_take_update(ctl_service *s, svc_change *a)
     s->max = n->max;
     s->target_concurrency = n->target_concurrency;
     s->target_p95_ms = n->target_p95_ms;
+    s->target_ttft_ms = n->target_ttft_ms;
+    s->target_tpot_ms = n->target_tpot_ms;
     snprintf(s->ready_path, sizeof s->ready_path, "%s", n->ready_path);
     s->desired = s->desired < s->min ? s->min : s->desired > s->max ? s->max : s->desired;
     s->gen = a->gen;
@@ -1381,7 +1456,7 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
                            : scale     ? "/v1/services/{name}/scale"
                                        : "/v1/services/{name}/metrics");
     int64_t replicas = 0;
-    double in_flight = 0, rps = 0, p95 = -1;
+    double in_flight = 0, rps = 0, p95 = -1, ttft = -1, tpot = -1;
     int64_t metrics_port = 0; /* the gateway's /metrics port, for discovery */
     if (scale || metrics) {
         size_t len;
@@ -1389,7 +1464,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
         json_t *v = NULL;
         cr_json_err err;
         static const char *const scale_m[] = {"replicas", NULL};
-        static const char *const metric_m[] = {"in_flight", "rps", "p95_ms", "metrics_port", NULL};
+        static const char *const metric_m[] = {
+            "in_flight", "rps", "p95_ms", "ttft_p95_ms", "tpot_p95_ms", "metrics_port", NULL};
         int rc = cr_json_parse_object(body, len, &v, &err);
         if (rc == 0 && scale) {
             rc = cr_json_only(v, "", scale_m, &err) ||
@@ -1399,6 +1475,8 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
                  cr_json_num(v, "", "in_flight", true, 0, 1e9, &in_flight, &err) ||
                  cr_json_num(v, "", "rps", false, 0, 1e12, &rps, &err) ||
                  cr_json_num(v, "", "p95_ms", false, -1, 1e9, &p95, &err) ||
+                 cr_json_num(v, "", "ttft_p95_ms", false, -1, 1e9, &ttft, &err) ||
+                 cr_json_num(v, "", "tpot_p95_ms", false, -1, 1e9, &tpot, &err) ||
                  cr_json_int(v, "", "metrics_port", false, 1, 65535, &metrics_port, &err);
         }
         json_decref(v);
@@ -1429,10 +1507,12 @@ void ctl_route_services(ctl *c, cr_http_req *req, const cr_principal *p, char **
         s->in_flight = in_flight;
         s->rps = rps;
         s->p95_ms = p95;
+        s->ttft_p95_ms = ttft;
+        s->tpot_p95_ms = tpot;
         s->report_ns = cr_now_ns();
 #ifdef CTL_HAVE_AUTOSCALE
         if (s->as) {
-            cr_as_sample smp = {.concurrency = in_flight, .rps = rps, .p95_ms = p95};
+            cr_as_sample smp = {.concurrency = in_flight, .rps = rps, .p95_ms = slo_signal(s, p95)};
             cr_autoscaler_record(s->as, cr_mono_ns(), &smp);
             if (s->desired == 0 && in_flight > 0) {
                 cr_autoscaler_activate(s->as, cr_mono_ns());

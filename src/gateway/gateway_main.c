@@ -1,7 +1,7 @@
 /*
  * gateway_main.c - 'corral gateway': set up the listener, the services and
  * the helper threads, run the event loop, and tear down on SIGTERM/SIGINT.
- * SIGHUP reloads the services of --config.
+ * SIGHUP reloads the services of --config and the TLS certificate.
  */
 #include "cr_gateway.h"
 
@@ -87,6 +87,10 @@ int cr_gateway_main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts */
     signal(SIGPIPE, SIG_IGN);
 
+    if (gw_tls_init(&g) != 0) {
+        exit_code = 2;
+        goto out;
+    }
     g.ep = epoll_create1(EPOLL_CLOEXEC);
     if (g.ep < 0 || open_listener(&g) != 0) {
         goto out;
@@ -114,6 +118,8 @@ int cr_gateway_main(int argc, char **argv)
         }
         s->scrape = sc->scrape;
         gw_service_set_models(&g, s, sc->tenant, sc->models, sc->model_count);
+        gw_service_set_adapters(&g, s, sc->adapters, sc->adapter_count);
+        gw_slo_set_targets(s, sc->ttft_target_ms, sc->tpot_target_ms);
         gw_service_set_endpoints(&g, s, sc->endpoints, sc->endpoint_count);
     }
     gw_publish_targets(&g);
@@ -121,8 +127,9 @@ int cr_gateway_main(int argc, char **argv)
     if (gw_prober_start(&g) != 0 || gw_ctl_start(&g) != 0) {
         goto out;
     }
-    cr_info("gateway: listening on %s:%u services=%zu api_keys=%s", conf.listen_host,
-            (unsigned)g.bound_port, g.service_count, g.require_keys ? "required" : "off");
+    cr_info("gateway: listening on %s:%u services=%zu api_keys=%s tls=%s", conf.listen_host,
+            (unsigned)g.bound_port, g.service_count, g.require_keys ? "required" : "off",
+            g.tls_ctx ? "on" : "off");
     exit_code = gw_run(&g) == 0 ? 0 : 1;
     cr_info("gateway: stopping");
 out:
@@ -136,6 +143,7 @@ out:
     gw_ctl_stop(&g);
     gw_services_free(&g);
     gw_keys_free(&g);
+    gw_tls_fini(&g);
     while (g.inbox) {
         gw_msg *m = g.inbox;
         g.inbox = m->next;

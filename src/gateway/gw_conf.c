@@ -74,6 +74,11 @@ void gw_service_conf_fini(gw_service_conf *s)
     }
     CR_FREE(s->models);
     s->model_count = 0;
+    for (size_t i = 0; i < s->adapter_count; i++) {
+        free(s->adapters[i]);
+    }
+    CR_FREE(s->adapters);
+    s->adapter_count = 0;
 }
 
 void gw_conf_fini(gw_conf *c)
@@ -87,6 +92,8 @@ void gw_conf_fini(gw_conf *c)
     CR_FREE(c->token);
     CR_FREE(c->ca_file);
     CR_FREE(c->config_path);
+    CR_FREE(c->tls_cert);
+    CR_FREE(c->tls_key);
 }
 
 static bool valid_service_name(const char *s, size_t len)
@@ -273,6 +280,12 @@ static const cr_opt gw_opts[] = {
      NULL, false},
     {"--ca-file", "ca_file", CR_OPT_STRDUP, OFF(ca_file), 0, 0, 0, 0, "FILE",
      "PEM CA bundle to verify an https:// controller", NULL, true},
+    {"--tls-cert", "tls_cert", CR_OPT_STRDUP, OFF(tls_cert), 0, 0, 0, 0, "FILE",
+     "serve clients HTTPS with this PEM certificate (chain);\n"
+     "SIGHUP reloads it and --tls-key",
+     NULL, true},
+    {"--tls-key", "tls_key", CR_OPT_STRDUP, OFF(tls_key), 0, 0, 0, 0, "FILE",
+     "the PEM private key of --tls-cert", NULL, true},
     {"--max-inflight", "max_inflight", CR_OPT_I32, OFF(max_inflight), 1, 1000000, 0, 0, "N",
      "requests per replica before 503 (default 256)", NULL, false},
     {"--hold", "hold_max", CR_OPT_I32, OFF(hold_max), 0, 100000, 0, 0, "N",
@@ -362,6 +375,91 @@ static int json_int(json_t *v, const char *path, const char *field, int64_t lo, 
     return 0;
 }
 
+static bool valid_model_name(const char *mn)
+{
+    return mn && mn[0] && strlen(mn) < GW_MODEL_MAX && !strpbrk(mn, " \"\\,\r\n");
+}
+
+/* services[idx].adapters: names, at most GW_ADAPTER_MAX, none twice and
+ * none one of the service's model names. */
+static int load_adapters(json_t *v, size_t idx, const char *path, gw_service_conf *s)
+{
+    char field[96];
+    snprintf(field, sizeof field, "services[%zu].adapters", idx);
+    if (!json_is_array(v) || json_array_size(v) > GW_ADAPTER_MAX) {
+        return json_err(path, field, "must be an array of at most 64 LoRA adapter names");
+    }
+    for (size_t i = 0; i < s->adapter_count; i++) {
+        free(s->adapters[i]);
+    }
+    CR_FREE(s->adapters);
+    s->adapter_count = 0;
+    s->adapters = cr_calloc(json_array_size(v) + 1, sizeof *s->adapters);
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        const char *an = json_string_value(e);
+        snprintf(field, sizeof field, "services[%zu].adapters[%zu]", idx, i);
+        if (!valid_model_name(an)) {
+            return json_err(path, field,
+                            "must be an adapter name (1..127 bytes, no spaces, quotes, commas)");
+        }
+        for (size_t j = 0; j < s->adapter_count; j++) {
+            if (strcmp(s->adapters[j], an) == 0) {
+                return json_err(path, field, "is listed twice");
+            }
+        }
+        s->adapters[s->adapter_count++] = cr_strdup(an);
+    }
+    return 0;
+}
+
+/* An endpoint object {"address": "host:port", "adapters": [...]}: the
+ * adapters (of the service's) this replica holds. */
+static int load_endpoint_object(json_t *e, const char *field, const char *path,
+                                const gw_service_conf *s, gw_endpoint *ep)
+{
+    char f[160];
+    const char *key;
+    json_t *v;
+    json_t *addr = json_object_get(e, "address");
+    snprintf(f, sizeof f, "%s.address", field);
+    if (!json_is_string(addr) || gw_endpoint_parse(json_string_value(addr), ep) != 0) {
+        return json_err(path, f, "must be \"host:port\"");
+    }
+    json_object_foreach(e, key, v)
+    {
+        snprintf(f, sizeof f, "%s.%s", field, key);
+        if (strcmp(key, "address") == 0) {
+            continue;
+        }
+        if (strcmp(key, "adapters") != 0) {
+            return json_err(path, f, "unknown member");
+        }
+        if (!json_is_array(v)) {
+            return json_err(path, f, "must be an array of the service's adapter names");
+        }
+        ep->adapters_set = true;
+        size_t i;
+        json_t *a;
+        json_array_foreach(v, i, a)
+        {
+            snprintf(f, sizeof f, "%s.adapters[%zu]", field, i);
+            const char *an = json_string_value(a);
+            size_t j = 0;
+            while (an && j < s->adapter_count && strcmp(s->adapters[j], an) != 0) {
+                j++;
+            }
+            if (!an || j == s->adapter_count) {
+                return json_err(path, f, "is not one of the service's \"adapters\"");
+            }
+            ep->adapters |= (uint64_t)1 << j;
+        }
+    }
+    return 0;
+}
+
 static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
 {
     char field[96];
@@ -378,12 +476,17 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
     }
     gw_service_conf *s =
         service_conf_get(c, json_string_value(name), strlen(json_string_value(name)));
+    /* The adapters before the endpoints, which name them. */
+    json_t *adapters = json_object_get(sv, "adapters");
+    if (adapters && load_adapters(adapters, idx, path, s) != 0) {
+        return CR_EINVAL;
+    }
     const char *key;
     json_t *v;
     json_object_foreach(sv, key, v)
     {
         snprintf(field, sizeof field, "services[%zu].%s", idx, key);
-        if (strcmp(key, "name") == 0) {
+        if (strcmp(key, "name") == 0 || strcmp(key, "adapters") == 0) {
             continue;
         } else if (strcmp(key, "endpoints") == 0) {
             s->static_eps = true;
@@ -395,9 +498,17 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
             json_array_foreach(v, i, e)
             {
                 gw_endpoint ep;
-                if (!json_is_string(e) || gw_endpoint_parse(json_string_value(e), &ep) != 0) {
-                    snprintf(field, sizeof field, "services[%zu].endpoints[%zu]", idx, i);
-                    return json_err(path, field, "must be \"host:port\"");
+                memset(&ep, 0, sizeof ep);
+                snprintf(field, sizeof field, "services[%zu].endpoints[%zu]", idx, i);
+                if (json_is_object(e)) {
+                    if (load_endpoint_object(e, field, path, s, &ep) != 0) {
+                        return CR_EINVAL;
+                    }
+                } else if (!json_is_string(e) ||
+                           gw_endpoint_parse(json_string_value(e), &ep) != 0) {
+                    return json_err(path, field,
+                                    "must be \"host:port\" or {\"address\": \"host:port\", "
+                                    "\"adapters\": [...]}");
                 }
                 add_endpoint(s, &ep);
             }
@@ -411,6 +522,25 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
         } else if (strcmp(key, "max_inflight") == 0) {
             if (json_int(v, path, field, 1, 1000000, &s->max_inflight) != 0) {
                 return CR_EINVAL;
+            }
+        } else if (strcmp(key, "slo") == 0) {
+            const char *sk;
+            json_t *sv2;
+            if (!json_is_object(v)) {
+                return json_err(path, field, "must be {\"ttft_ms\": N, \"tpot_ms\": N}");
+            }
+            json_object_foreach(v, sk, sv2)
+            {
+                snprintf(field, sizeof field, "services[%zu].slo.%s", idx, sk);
+                bool ttft = strcmp(sk, "ttft_ms") == 0;
+                if (!ttft && strcmp(sk, "tpot_ms") != 0) {
+                    return json_err(path, field, "unknown member (ttft_ms, tpot_ms)");
+                }
+                double d = json_number_value(sv2);
+                if (!json_is_number(sv2) || !(d >= 0.01 && d <= 1e7)) {
+                    return json_err(path, field, "must be a number of ms, 0.01..1e7");
+                }
+                *(ttft ? &s->ttft_target_ms : &s->tpot_target_ms) = d;
             }
         } else if (strcmp(key, "scrape_metrics") == 0) {
             if (!json_is_boolean(v)) {
@@ -438,7 +568,7 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
             json_array_foreach(v, i, e)
             {
                 const char *mn = json_string_value(e);
-                if (!mn || !mn[0] || strlen(mn) >= GW_MODEL_MAX || strpbrk(mn, " \"\\,\r\n")) {
+                if (!valid_model_name(mn)) {
                     snprintf(field, sizeof field, "services[%zu].models[%zu]", idx, i);
                     return json_err(
                         path, field,
@@ -448,6 +578,18 @@ static int load_service(json_t *sv, size_t idx, const char *path, gw_conf *c)
             }
         } else {
             return json_err(path, field, "unknown member");
+        }
+    }
+    snprintf(field, sizeof field, "services[%zu].adapters", idx);
+    if (s->adapter_count && !s->model_count) {
+        return json_err(path, field, "need the base model in \"models\" (its first name)");
+    }
+    for (size_t i = 0; i < s->adapter_count; i++) {
+        for (size_t j = 0; j < s->model_count; j++) {
+            if (strcmp(s->adapters[i], s->models[j]) == 0) {
+                snprintf(field, sizeof field, "services[%zu].adapters[%zu]", idx, i);
+                return json_err(path, field, "is also one of the service's \"models\"");
+            }
         }
     }
     return 0;
@@ -583,6 +725,14 @@ static int flag_custom(gw_conf *c, const char *flag, const char *arg, flag_state
         }
         free(c->ca_file);
         c->ca_file = cr_strdup(arg);
+    } else if (strcmp(flag, "--tls-cert") == 0 || strcmp(flag, "--tls-key") == 0) {
+        if (access(arg, R_OK) != 0) {
+            fprintf(stderr, "corral gateway: %s: cannot read '%s'\n", flag, arg);
+            return CR_EINVAL;
+        }
+        char **dst = flag[6] == 'c' ? &c->tls_cert : &c->tls_key;
+        free(*dst);
+        *dst = cr_strdup(arg);
     } else if (strcmp(flag, "--ready-path") == 0) {
         if (arg[0] != '/' || strlen(arg) >= 256 || strpbrk(arg, " \r\n")) {
             fprintf(stderr, "corral gateway: --ready-path: must start with '/', got '%s'\n", arg);
@@ -705,6 +855,11 @@ int gw_conf_parse_args(int argc, char **argv, gw_conf *c)
     if (c->require_keys == 1 && !c->controller) {
         fprintf(stderr, "corral gateway: --require-keys: the keys come from the controller: "
                         "give --controller\n");
+        return CR_EINVAL;
+    }
+    if (!c->tls_cert != !c->tls_key) {
+        fprintf(stderr, "corral gateway: %s: needs %s too\n",
+                c->tls_cert ? "--tls-cert" : "--tls-key", c->tls_cert ? "--tls-key" : "--tls-cert");
         return CR_EINVAL;
     }
     if (!c->controller && c->service_count == 0) {

@@ -172,7 +172,26 @@ typedef struct described {
     char tenant[GW_NAME_MAX];
     char **models; /* owned */
     size_t model_count;
+    char **adapters; /* owned */
+    size_t adapter_count;
+    double slo_ms[2]; /* target.ttft_ms, target.tpot_ms (0 none) */
 } described;
+
+/* The strings of a JSON array that are names (1..GW_MODEL_MAX-1 bytes), at
+ * most max of them, into a new vector (free with gw_strv_free). */
+static char **names_of(const json_t *arr, size_t max, size_t *n)
+{
+    size_t cap = json_array_size(arr) < max ? json_array_size(arr) : max;
+    char **v = cr_calloc(cap + 1, sizeof *v);
+    *n = 0;
+    for (size_t i = 0; i < json_array_size(arr) && *n < cap; i++) {
+        const char *s = json_string_value(json_array_get(arr, i));
+        if (s && s[0] && strlen(s) < GW_MODEL_MAX) {
+            v[(*n)++] = cr_strdup(s);
+        }
+    }
+    return v;
+}
 
 static void copy_described(const described *d, gw_msg *m)
 {
@@ -183,6 +202,13 @@ static void copy_described(const described *d, gw_msg *m)
         m->models[i] = cr_strdup(d->models[i]);
     }
     m->model_count = d->model_count;
+    m->adapters = cr_calloc(d->adapter_count + 1, sizeof *m->adapters);
+    for (size_t i = 0; i < d->adapter_count; i++) {
+        m->adapters[i] = cr_strdup(d->adapters[i]);
+    }
+    m->adapter_count = d->adapter_count;
+    m->slo_ms[0] = d->slo_ms[0];
+    m->slo_ms[1] = d->slo_ms[1];
     m->described = true;
 }
 
@@ -216,6 +242,13 @@ static bool fetch_ready_path(cr_client *cl, const char *name, described *d, cr_b
         if (s && s[0] && strlen(s) < GW_MODEL_MAX) {
             d->models[d->model_count++] = cr_strdup(s);
         }
+    }
+    gw_strv_free(d->adapters, d->adapter_count);
+    d->adapters = names_of(json_object_get(root, "adapters"), GW_ADAPTER_MAX, &d->adapter_count);
+    json_t *target = json_object_get(root, "target");
+    for (int k = 0; k < 2; k++) {
+        double ms = json_number_value(json_object_get(target, k == 0 ? "ttft_ms" : "tpot_ms"));
+        d->slo_ms[k] = ms > 0 && ms <= 1e7 ? ms : 0;
     }
     json_decref(root);
     return true;
@@ -287,6 +320,7 @@ static void *watch_main(void *arg)
         backoff = backoff * 2 > 5 * CR_NS_PER_SEC ? 5 * CR_NS_PER_SEC : backoff * 2;
     }
     gw_strv_free(desc.models, desc.model_count);
+    gw_strv_free(desc.adapters, desc.adapter_count);
     cr_buf_fini(&body);
     cr_client_free(cl);
     return NULL;
@@ -497,6 +531,15 @@ static void *report_main(void *arg)
                     "rps", round(st[i].rps * 1000) / 1000, "p95_ms",
                     st[i].p95_ms >= 0 ? round(st[i].p95_ms * 1000) / 1000 : -1.0, "metrics_port",
                     (int)g->bound_port); /* for Prometheus discovery */
+                /* the SLO signals only when streamed completions gave some */
+                if (st[i].ttft_p95_ms >= 0) {
+                    json_object_set_new(json, "ttft_p95_ms",
+                                        json_real(round(st[i].ttft_p95_ms * 1000) / 1000));
+                }
+                if (st[i].tpot_p95_ms >= 0) {
+                    json_object_set_new(json, "tpot_p95_ms",
+                                        json_real(round(st[i].tpot_p95_ms * 1000) / 1000));
+                }
                 long status = 0;
                 int rc = call(cl, "POST", path, json, 5, &status, &body);
                 json_decref(json);

@@ -34,6 +34,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
 
 #define GW_BUF_SIZE     16384
 #define GW_NAME_MAX     64
@@ -43,6 +45,7 @@
 #define GW_PREFIX_BYTES 512  /* prompt bytes hashed for prefix affinity */
 #define GW_PREFIX_MIN   64   /* shorter prompts get no affinity */
 #define GW_PREFIX_SLOTS 32   /* prefixes a replica remembers being sent */
+#define GW_ADAPTER_MAX  64   /* LoRA adapters per service (a replica's set is a bit mask) */
 
 typedef struct gw gw;
 typedef struct gw_service gw_service;
@@ -50,6 +53,15 @@ typedef struct gw_replica gw_replica;
 typedef struct gw_client gw_client;
 typedef struct gw_backend gw_backend;
 typedef struct gw_key gw_key;
+
+/* A histogram over GW_HIST_BUCKETS - 1 bounds and +Inf (non-cumulative),
+ * with its state at the last load report. */
+typedef struct gw_hist {
+    uint64_t b[GW_HIST_BUCKETS];   /* counts per bucket */
+    uint64_t rep[GW_HIST_BUCKETS]; /* b at the last report */
+    double sum;                    /* sum of the values */
+    uint64_t count;                /* values */
+} gw_hist;
 
 /* Gateway-made error answers, by reason, for the metrics. */
 enum gw_err {
@@ -70,6 +82,8 @@ typedef struct gw_endpoint {
     char host[GW_NAME_MAX]; /* numeric IPv4/IPv6 address or a host name */
     uint16_t port;          /* TCP port */
     bool ready;             /* serves traffic (the controller's readiness) */
+    bool adapters_set;      /* adapters lists what it holds (else: all of its service's) */
+    uint64_t adapters;      /* bit i: it holds its service's adapters[i] */
 } gw_endpoint;
 
 /* Per-service settings from the command line or the config file. */
@@ -84,6 +98,10 @@ typedef struct gw_service_conf {
     char tenant[GW_NAME_MAX]; /* owner, for key scopes ("" any key's tenant) */
     char **models;            /* model names it serves (OpenAI "model"); owned */
     size_t model_count;       /* entries in models */
+    char **adapters;          /* LoRA adapters of its base model (models[0]); owned */
+    size_t adapter_count;     /* entries in adapters, at most GW_ADAPTER_MAX */
+    double ttft_target_ms;    /* serving SLO: time to first token, 0 none */
+    double tpot_target_ms;    /* serving SLO: time per output token, 0 none */
 } gw_service_conf;
 
 /* The immutable configuration, loaded in main. */
@@ -114,6 +132,8 @@ typedef struct gw_conf {
     int require_keys;              /* 1 clients need an API key, 0 not, -1 default (controller) */
     bool prefix_affinity;          /* model-routed requests by prompt prefix (else p2c alone) */
     int64_t max_body_bytes;        /* model-routed request bodies are read whole up to this */
+    char *tls_cert;                /* PEM certificate (chain) served to clients, or NULL; owned */
+    char *tls_key;                 /* its PEM private key; owned */
 } gw_conf;
 
 /* The io header every epoll-registered object starts with. */
@@ -134,21 +154,23 @@ typedef struct gw_io {
 } gw_io;
 
 struct gw_replica {
-    gw_service *svc;                    /* owner */
-    gw_endpoint ep;                     /* address as given */
-    char key[GW_NAME_MAX + 8];          /* "host:port" */
-    struct sockaddr_storage addr;       /* resolved */
-    socklen_t addr_len;                 /* bytes of addr */
-    int32_t outstanding;                /* requests on it now */
-    bool down;                          /* a connection failed: no traffic until a probe passes */
-    bool removed;                       /* gone from the endpoints: draining */
-    double waiting;                     /* scraped vllm:num_requests_waiting, 0 if none */
-    double kv_usage;                    /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
-    gw_backend *idle;                   /* pool of idle keep-alive connections */
-    int32_t idle_count;                 /* connections in idle */
-    int32_t conns;                      /* connections open (idle or busy) */
-    uint64_t requests;                  /* requests sent to it */
-    uint64_t failures;                  /* connection failures seen */
+    gw_service *svc;              /* owner */
+    gw_endpoint ep;               /* address as given */
+    char key[GW_NAME_MAX + 8];    /* "host:port" */
+    struct sockaddr_storage addr; /* resolved */
+    socklen_t addr_len;           /* bytes of addr */
+    int32_t outstanding;          /* requests on it now */
+    bool down;                    /* a connection failed: no traffic until a probe passes */
+    bool removed;                 /* gone from the endpoints: draining */
+    double waiting;               /* scraped vllm:num_requests_waiting, 0 if none */
+    double kv_usage;              /* scraped vllm:kv_cache_usage_perc (0..1), 0 if none */
+    bool lora_known;              /* scraped vllm:lora_requests_info */
+    uint64_t lora_active; /* its adapters running or waiting there (bits of svc's adapters) */
+    gw_backend *idle;     /* pool of idle keep-alive connections */
+    int32_t idle_count;   /* connections in idle */
+    int32_t conns;        /* connections open (idle or busy) */
+    uint64_t requests;    /* requests sent to it */
+    uint64_t failures;    /* connection failures seen */
     uint64_t pfx[GW_PREFIX_SLOTS];      /* prefix hashes sent to it lately (0 free) */
     uint64_t pfx_used[GW_PREFIX_SLOTS]; /* their last use (the service's pfx_clock) */
 };
@@ -159,12 +181,23 @@ struct gw_replica {
 typedef gw_replica *(*gw_peer_get_fn)(gw *g, gw_service *s, const gw_replica *exclude, int *why);
 
 struct gw_service {
-    char name[GW_NAME_MAX];   /* service name */
-    size_t name_len;          /* strlen(name) */
-    char ready_path[256];     /* readiness path */
-    char tenant[GW_NAME_MAX]; /* owner ("" unknown: static, any key's tenant) */
-    char **models;            /* model names served; owned */
-    size_t model_count;       /* entries in models */
+    char name[GW_NAME_MAX];                    /* service name */
+    size_t name_len;                           /* strlen(name) */
+    char ready_path[256];                      /* readiness path */
+    char tenant[GW_NAME_MAX];                  /* owner ("" unknown: static, any key's tenant) */
+    char **models;                             /* model names served; owned */
+    size_t model_count;                        /* entries in models */
+    char **adapters;                           /* LoRA adapter names its replicas may hold; owned */
+    size_t adapter_count;                      /* entries, at most GW_ADAPTER_MAX */
+    uint64_t adapter_requests[GW_ADAPTER_MAX]; /* requests routed for each adapter */
+    int want_adapter;                          /* during a peer choice: the adapter needed, or -1 */
+    bool want_active;         /* and only where it is active (scraped), the first try */
+    gw_hist ttft;             /* time to first token, s (gw_slo.c) */
+    gw_hist tpot;             /* time per output token, s */
+    gw_hist tps;              /* output tokens per second of a request */
+    uint64_t output_tokens;   /* of streamed completions */
+    double slo_target_s[2];   /* serving SLOs: [0] TTFT, [1] TPOT; 0 none */
+    uint64_t slo_met[2];      /* completions within each target */
     int32_t max_inflight;     /* per replica */
     bool scrape;              /* scrape load signals */
     gw_peer_get_fn peer_get;  /* the balancing policy */
@@ -234,6 +267,15 @@ struct gw_client {
     bool openai;              /* errors in OpenAI's shape {"error":{message,type,code}} */
     int api;                  /* enum gw_api of the current request */
     gw_key *key;              /* the verified API key, or NULL */
+    int adapter;              /* the LoRA adapter asked for (index in svc's), or -1 */
+    bool slo;                 /* a streamed completion: TTFT/TPOT measured (gw_slo.c) */
+    int sse_at;               /* event scanner: "data:" bytes matched at a line start, -1 */
+    uint64_t sse_events;      /* events seen in the response */
+    int64_t first_token_ns;   /* when the first arrived */
+    struct ssl_st *tls;       /* the TLS session (gw_tls.c), or NULL on a plain listener */
+    bool tls_rd_on_wr;        /* a TLS read waits for the socket to be writable */
+    bool tls_wr_on_rd;        /* a TLS write waits for it to be readable */
+    bool tls_broken;          /* a TLS error: no close_notify */
     uint64_t prefix;          /* hash of the prompt prefix (model routes), 0 none */
     bool key_held;            /* counted in key->active */
     bool scan;                /* scan the response for the usage object */
@@ -276,6 +318,8 @@ typedef struct gw_msg {
     bool scraped;              /* PROBE: waiting/kv carry values */
     double waiting;            /* PROBE: vllm:num_requests_waiting */
     double kv_usage;           /* PROBE: vllm:kv_cache_usage_perc */
+    bool lora_seen;            /* PROBE: vllm:lora_requests_info was there */
+    char lora[1024];           /* PROBE: its running and waiting adapters, comma-separated */
     char ready_path[256];      /* ENDPOINTS: readiness path ("" keeps) */
     gw_endpoint *endpoints;    /* ENDPOINTS: owned */
     size_t endpoint_count;     /* ENDPOINTS: entries */
@@ -283,6 +327,9 @@ typedef struct gw_msg {
     char tenant[GW_NAME_MAX];  /* ENDPOINTS: owner */
     char **models;             /* ENDPOINTS: model names; owned */
     size_t model_count;        /* ENDPOINTS: entries */
+    char **adapters;           /* ENDPOINTS: LoRA adapter names; owned */
+    size_t adapter_count;      /* ENDPOINTS: entries */
+    double slo_ms[2];          /* ENDPOINTS: the service's TTFT, TPOT targets (0 none) */
     gw_key **keys;             /* KEYS: the whole published list; owned */
     size_t key_count;          /* KEYS: entries */
     struct gw_msg *next;       /* inbox link */
@@ -342,10 +389,12 @@ typedef struct gw_probe_target {
 /* Per-service stats published by the loop for the controller reporter. */
 typedef struct gw_stat {
     char name[GW_NAME_MAX];
-    int32_t in_flight; /* serving plus held: time-averaged over the period, rounded */
-    double rps;        /* completed per second over the last period */
-    double p95_ms;     /* p95 over the last period; -1 if no requests */
-    bool activation;   /* held requests at zero replicas */
+    int32_t in_flight;  /* serving plus held: time-averaged over the period, rounded */
+    double rps;         /* completed per second over the last period */
+    double p95_ms;      /* p95 over the last period; -1 if no requests */
+    double ttft_p95_ms; /* p95 time to first token over the period; -1 if none */
+    double tpot_p95_ms; /* p95 time per output token; -1 if none */
+    bool activation;    /* held requests at zero replicas */
 } gw_stat;
 
 struct gw {
@@ -381,6 +430,11 @@ struct gw {
     bool keys_loaded;           /* a list came from the controller */
     bool require_keys;          /* clients need a key (conf, resolved) */
     bool models_known;          /* some service declares model names */
+    struct ssl_ctx_st *tls_ctx; /* the client-side TLS context (gw_tls.c), or NULL: plain */
+    char tls_serial[128];       /* the served certificate's serial, hex */
+    int64_t tls_not_after;      /* and its expiry, Unix seconds */
+    uint64_t tls_reloads[2];    /* SIGHUP reloads: [0] ok, [1] failed (old one kept) */
+    uint64_t tls_errors[2];     /* failed handshakes: [0] TLS errors, [1] plain HTTP */
     /* Shared with helper threads, under mu. */
     pthread_mutex_t mu;
     pthread_cond_t cond;      /* wakes helpers on stop, activation or new targets */
@@ -473,12 +527,21 @@ void gw_openai_error(gw_client *c, int status, int err, const char *type, const 
                      const char *msg);
 /* Set s's owner and model names (copied). */
 void gw_service_set_models(gw *g, gw_service *s, const char *tenant, char *const *models, size_t n);
-/* The service serving a model, or NULL. */
-gw_service *gw_model_service(gw *g, const char *model);
+/* The service serving a model or LoRA adapter, or NULL; *adapter: the
+ * adapter's index in it, or -1 for a model name. */
+gw_service *gw_model_service(gw *g, const char *model, int *adapter);
+/* Set s's LoRA adapters (copied; at most GW_ADAPTER_MAX). */
+void gw_service_set_adapters(gw *g, gw_service *s, char *const *adapters, size_t n);
+/* Whether a ready replica of s holds adapter a; with *any_ready whether
+ * any replica is ready at all. */
+bool gw_adapter_available(const gw_service *s, int a, bool *any_ready);
 /* "model" of a JSON request body: 1 and out, 0 none (or not a string),
  * -1 not a JSON object; *prefix: the hash of the prompt's first
  * GW_PREFIX_BYTES (0 none or too short), for prefix affinity. */
 int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix);
+/* The same, and *stream: the body asks "stream": true. */
+int gw_body_model_stream(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix,
+                         bool *stream);
 void gw_models_answer(gw_client *c);
 void gw_usage_feed(gw_client *c, const char *data, size_t len);
 void gw_usage_end(gw_client *c);
@@ -494,6 +557,46 @@ void gw_strv_free(char **v, size_t n);
  * message (free with gw_msg_free), or CR_EPARSE. */
 int gw_ctl_parse_keys(const char *text, int64_t *version, gw_msg **out);
 void gw_msg_free(gw_msg *m);
+
+/* gw_ssl_load.c: libssl loaded with dlopen: true, or false with *why. */
+bool gw_ssl_load(const char **why);
+
+/* gw_tls.c: TLS on the client side (OpenSSL). */
+/* The context from --tls-cert/--tls-key (none without): 0 or CR_EINVAL,
+ * the reason on stderr. */
+int gw_tls_init(gw *g);
+/* SIGHUP: the same files again; the old context stays on any error. */
+void gw_tls_reload(gw *g);
+void gw_tls_fini(gw *g);
+/* A new client's TLS session on a TLS listener: 0 or CR_ENOMEM. */
+int gw_tls_accept(gw_client *c);
+/* read(2) and writev(2) on the client's socket, through TLS where on;
+ * -1 with EAGAIN when it would block. */
+ssize_t gw_client_read(gw_client *c, void *buf, size_t len);
+ssize_t gw_client_writev(gw_client *c, const struct iovec *iov, int cnt);
+/* Before the socket closes: close_notify where due, the session freed. */
+void gw_tls_close(gw_client *c);
+void gw_tls_metrics(gw *g, cr_buf *o);
+
+/* gw_slo.c: TTFT, TPOT and tokens/s of streamed completions. */
+extern const double gw_ttft_le[GW_HIST_BUCKETS - 1];
+extern const double gw_tpot_le[GW_HIST_BUCKETS - 1];
+extern const double gw_tps_le[GW_HIST_BUCKETS - 1];
+void gw_hist_add(gw_hist *h, const double *le, double v);
+/* p95 of a non-cumulative histogram (delta) in the bounds' unit x scale;
+ * -1 when empty. */
+double gw_hist_p95(const uint64_t *delta, const double *le, double scale);
+/* The p95 in ms since the last call (-1: none), and the mark moved. */
+double gw_hist_report(gw_hist *h, const double *le);
+/* A model-routed request begins (stream: its body asks for a stream). */
+void gw_slo_begin(gw_client *c, bool stream);
+/* Response body bytes as forwarded. */
+void gw_slo_feed(gw_client *c, const char *p, size_t len);
+/* The response ended whole: record its TTFT, TPOT, tokens/s. */
+void gw_slo_end(gw_client *c);
+void gw_slo_metrics(gw *g, cr_buf *o);
+/* Set s's serving SLO targets (ms; 0: none). */
+void gw_slo_set_targets(gw_service *s, double ttft_ms, double tpot_ms);
 
 /* gw_ctl.c */
 /* The controller's endpoints document: returns 0 with *version and a new

@@ -51,6 +51,7 @@ void gw_msg_free(gw_msg *m)
     }
     free(m->endpoints);
     gw_strv_free(m->models, m->model_count);
+    gw_strv_free(m->adapters, m->adapter_count);
     for (size_t i = 0; i < m->key_count; i++) {
         gw_key_free(m->keys[i]);
     }
@@ -441,12 +442,44 @@ void gw_service_set_models(gw *g, gw_service *s, const char *tenant, char *const
     s->model_count = n;
 }
 
-gw_service *gw_model_service(gw *g, const char *model)
+void gw_service_set_adapters(gw *g, gw_service *s, char *const *adapters, size_t n)
 {
+    if (n > GW_ADAPTER_MAX) {
+        n = GW_ADAPTER_MAX; /* the config refuses more; a bound all the same */
+    }
+    g->models_known |= n > 0;
+    bool same = n == s->adapter_count;
+    for (size_t i = 0; same && i < n; i++) {
+        same = strcmp(s->adapters[i], adapters[i]) == 0;
+    }
+    if (same) {
+        return; /* a reload with the same list keeps the counters */
+    }
+    gw_strv_free(s->adapters, s->adapter_count);
+    s->adapters = cr_calloc(n + 1, sizeof *s->adapters);
+    for (size_t i = 0; i < n; i++) {
+        s->adapters[i] = cr_strdup(adapters[i]);
+    }
+    s->adapter_count = n;
+    memset(s->adapter_requests, 0, sizeof s->adapter_requests);
+}
+
+gw_service *gw_model_service(gw *g, const char *model, int *adapter)
+{
+    *adapter = -1;
     for (size_t i = 0; i < g->service_count; i++) {
         gw_service *s = g->services[i];
         if (strv_has(s->models, s->model_count, model)) {
             return s;
+        }
+    }
+    for (size_t i = 0; i < g->service_count; i++) {
+        gw_service *s = g->services[i];
+        for (size_t j = 0; j < s->adapter_count; j++) {
+            if (strcmp(s->adapters[j], model) == 0) {
+                *adapter = (int)j;
+                return s;
+            }
         }
     }
     return NULL;
@@ -519,6 +552,14 @@ static uint64_t prefix_hash(const json_t *v)
 
 int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix)
 {
+    bool stream;
+    return gw_body_model_stream(body, len, out, outlen, prefix, &stream);
+}
+
+int gw_body_model_stream(const char *body, size_t len, char *out, size_t outlen, uint64_t *prefix,
+                         bool *stream)
+{
+    *stream = false;
     json_t *v = json_loadb(body, len, 0, NULL);
     if (!json_is_object(v)) {
         json_decref(v);
@@ -531,6 +572,7 @@ int gw_body_model(const char *body, size_t len, char *out, size_t outlen, uint64
         rc = 1;
     }
     *prefix = rc == 1 ? prefix_hash(v) : 0;
+    *stream = json_is_true(json_object_get(v, "stream"));
     json_decref(v);
     return rc;
 }
@@ -548,6 +590,16 @@ void gw_models_answer(gw_client *c)
             json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s}", "id", s->models[j], "object",
                                                   "model", "created", 0, "owned_by",
                                                   s->tenant[0] ? s->tenant : "corral"));
+        }
+        /* LoRA adapters as vLLM lists them: with their base model as parent. */
+        for (size_t j = 0; s->model_count && j < s->adapter_count; j++) {
+            if (!gw_key_may(c, s, s->adapters[j])) {
+                continue;
+            }
+            json_array_append_new(data, json_pack("{s:s,s:s,s:i,s:s,s:s,s:s}", "id", s->adapters[j],
+                                                  "object", "model", "created", 0, "owned_by",
+                                                  s->tenant[0] ? s->tenant : "corral", "parent",
+                                                  s->models[0], "root", s->models[0]));
         }
     }
     json_t *v = json_pack("{s:s,s:o}", "object", "list", "data", data);
@@ -652,7 +704,12 @@ int gw_usage_parse(const char *win, size_t len, uint64_t *prompt, uint64_t *comp
 
 void gw_usage_end(gw_client *c)
 {
-    if (!c->scan || !c->key || !c->win_len) {
+    if (!c->key || !c->win_len) {
+        c->scan = false; /* scanned for the SLO signals alone (gw_slo.c) */
+        c->win_len = 0;
+        return;
+    }
+    if (!c->scan) {
         return;
     }
     uint64_t p = 0, q = 0;

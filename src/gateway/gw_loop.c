@@ -201,6 +201,12 @@ static void note_refused(gw *g, const char *why)
 /* Best effort: a non-blocking 503 on a fresh socket (its buffer is empty). */
 static void refuse(gw *g, int fd, const char *why)
 {
+    if (g->tls_ctx) {
+        /* plain text would be garbage to a TLS client: close only */
+        close(fd);
+        note_refused(g, why);
+        return;
+    }
     char msg[256];
     int n =
         snprintf(msg, sizeof msg,
@@ -243,6 +249,9 @@ static void accept_all(gw *g)
             continue;
         }
         gw_client *c = gw_client_new(g, fd, &sa);
+        if (!c) {
+            continue;
+        }
         c->io.can_read = true; /* data may already be there; the edge came before registration */
         c->io.can_write = true;
         gw_client_run(c);
@@ -277,7 +286,9 @@ static void drain_inbox(gw *g)
 static void reload(gw *g)
 {
     if (!g->conf->config_path) {
-        cr_info("gateway: SIGHUP without --config: nothing to reload");
+        if (!g->tls_ctx) {
+            cr_info("gateway: SIGHUP without --config: nothing to reload");
+        }
         return;
     }
     gw_conf fresh;
@@ -303,6 +314,8 @@ static void reload(gw *g)
         }
         s->scrape = sc->scrape;
         gw_service_set_models(g, s, sc->tenant, sc->models, sc->model_count);
+        gw_service_set_adapters(g, s, sc->adapters, sc->adapter_count);
+        gw_slo_set_targets(s, sc->ttft_target_ms, sc->tpot_target_ms);
         gw_service_set_endpoints(g, s, sc->endpoints, sc->endpoint_count);
     }
     /* A service gone from the file is drained to zero replicas. */
@@ -360,6 +373,7 @@ static void on_signal(gw *g)
     struct signalfd_siginfo si;
     while (read(g->sig.fd, &si, sizeof si) == (ssize_t)sizeof si) {
         if (si.ssi_signo == SIGHUP) {
+            gw_tls_reload(g);
             reload(g);
         } else if (g->draining) {
             g->stopping = true; /* a second TERM: stop now */

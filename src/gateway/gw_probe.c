@@ -141,11 +141,35 @@ static bool name_is(const char *p, size_t len, const char *lit)
     return strlen(lit) == len && memcmp(p, lit, len) == 0;
 }
 
-/* Sum (waiting) or max (KV usage) of a metric over its label sets. */
-static void scan_metrics(const char *text, double *waiting, double *kv)
+/* The value of label `name` in the sample line [p, p + len), appended to
+ * out (comma-separated, bounded by outlen). */
+static void label_append(const char *p, size_t len, const char *name, char *out, size_t outlen)
+{
+    size_t nl = strlen(name);
+    for (size_t i = 0; i + nl + 2 <= len; i++) {
+        if (memcmp(p + i, name, nl) == 0 && p[i + nl] == '=' && p[i + nl + 1] == '"' &&
+            (i == 0 || p[i - 1] == '{' || p[i - 1] == ',')) {
+            const char *v = p + i + nl + 2, *end = memchr(v, '"', len - (i + nl + 2));
+            size_t vl = end ? (size_t)(end - v) : 0, at = strlen(out);
+            if (vl > 0 && at + vl + 2 <= outlen) {
+                snprintf(out + at, outlen - at, "%s%.*s", at ? "," : "", (int)vl, v);
+            }
+            return;
+        }
+    }
+}
+
+/* Sum (waiting) or max (KV usage) of a metric over its label sets; and the
+ * LoRA adapters vLLM says are running or waiting: its lora_requests_info
+ * gauge, whose sample with the latest value (a timestamp) is the current. */
+static void scan_metrics(const char *text, double *waiting, double *kv, char *lora, size_t lora_len,
+                         bool *lora_seen)
 {
     *waiting = 0;
     *kv = 0;
+    *lora_seen = false;
+    lora[0] = '\0';
+    double lora_ts = -1;
     const char *p = text;
     while (*p) {
         const char *eol = strchr(p, '\n');
@@ -158,7 +182,8 @@ static void scan_metrics(const char *text, double *waiting, double *kv)
             bool is_wait = name_is(p, nl, "vllm:num_requests_waiting");
             bool is_kv = name_is(p, nl, "vllm:kv_cache_usage_perc") ||
                          name_is(p, nl, "vllm:gpu_cache_usage_perc");
-            if (is_wait || is_kv) {
+            bool is_lora = name_is(p, nl, "vllm:lora_requests_info");
+            if (is_wait || is_kv || is_lora) {
                 const char *v = p + len;
                 while (v > p && v[-1] != ' ') {
                     v--;
@@ -170,7 +195,15 @@ static void scan_metrics(const char *text, double *waiting, double *kv)
                     tmp[vl] = '\0';
                     char *end = NULL;
                     double d = strtod(tmp, &end);
-                    if (end && (*end == '\0' || *end == '\r') && d >= 0 && d < 1e12) {
+                    if (is_lora && end && (*end == '\0' || *end == '\r') && d > lora_ts) {
+                        lora_ts = d;
+                        *lora_seen = true;
+                        lora[0] = '\0';
+                        label_append(p, len, "running_lora_adapters", lora, lora_len);
+                        label_append(p, len, "waiting_lora_adapters", lora, lora_len);
+                    } else if (is_lora) {
+                        /* an older sample */
+                    } else if (end && (*end == '\0' || *end == '\r') && d >= 0 && d < 1e12) {
                         if (is_wait) {
                             *waiting += d;
                         } else if (d > *kv) {
@@ -210,7 +243,7 @@ static void probe_one(gw *g, const gw_probe_target *t)
             free(m);
             return;
         }
-        scan_metrics(body, &m->waiting, &m->kv_usage);
+        scan_metrics(body, &m->waiting, &m->kv_usage, m->lora, sizeof m->lora, &m->lora_seen);
         m->scraped = true;
         free(body);
     }

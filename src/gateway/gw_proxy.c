@@ -200,6 +200,7 @@ gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa)
                   sizeof c->peer_ip);
     }
     c->deadline_ns = g->now_ns + g->conf->client_idle_ns;
+    c->adapter = -1;
     c->next = g->clients;
     if (g->clients) {
         g->clients->prev = c;
@@ -207,6 +208,11 @@ gw_client *gw_client_new(gw *g, int fd, const struct sockaddr_storage *sa)
     g->clients = c;
     g->client_count++;
     io_add(g, &c->io);
+    if (gw_tls_accept(c) != 0) {
+        cr_warn("gateway: client %s: no TLS session (out of memory): closed", c->peer_ip);
+        gw_client_close(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -279,6 +285,7 @@ void gw_client_close(gw_client *c)
         /* The client went away mid-request: 499 in the nginx manner. */
         end_request(c, 499);
     }
+    gw_tls_close(c);
     close(c->io.fd);
     c->io.fd = -1;
     c->io.kind = GW_IO_DEAD;
@@ -398,6 +405,7 @@ static void client_next_request(gw_client *c)
     c->openai = false;
     c->api = API_NONE;
     c->prefix = 0;
+    c->slo = false;
     c->head_len = c->send_pos = c->body_end = 0;
     c->body_mode = BODY_NONE;
     c->body_left = 0;
@@ -453,6 +461,9 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
         if (prefix_len && cr_http_token_eq(h->name, h->name_len, "x-forwarded-prefix")) {
             continue; /* ours replaces it */
         }
+        if (cr_http_token_eq(h->name, h->name_len, "x-forwarded-proto")) {
+            continue; /* ours replaces it: a client cannot claim https */
+        }
         cr_buf_append(f, h->name, h->name_len);
         cr_buf_append(f, ": ", 2);
         cr_buf_append(f, h->value, h->value_len);
@@ -466,6 +477,7 @@ static void build_forward_head(gw_client *c, const cr_http_msg *m, const char *p
         cr_buf_append(f, prefix, prefix_len);
         cr_buf_append(f, "\r\n", 2);
     }
+    cr_buf_puts(f, c->tls ? "X-Forwarded-Proto: https\r\n" : "X-Forwarded-Proto: http\r\n");
     if (c->peer_ip[0] || xff) {
         /* One X-Forwarded-For: the client's list, then the client itself. */
         cr_buf_puts(f, "X-Forwarded-For: ");
@@ -591,8 +603,9 @@ static void model_dispatch(gw_client *c)
 {
     gw *g = c->g;
     char model[GW_MODEL_MAX];
-    int rc = gw_body_model(c->in + c->head_len, c->body_end - c->head_len, model, sizeof model,
-                           &c->prefix);
+    bool stream = false;
+    int rc = gw_body_model_stream(c->in + c->head_len, c->body_end - c->head_len, model,
+                                  sizeof model, &c->prefix, &stream);
     if (rc < 0) {
         gw_openai_error(c, 400, -1, NULL, "invalid_json", "the request body is not a JSON object");
         return;
@@ -602,7 +615,8 @@ static void model_dispatch(gw_client *c)
                         "the request body names no \"model\" (a string)");
         return;
     }
-    gw_service *s = gw_model_service(g, model);
+    int adapter = -1;
+    gw_service *s = gw_model_service(g, model, &adapter);
     bool other = s && c->key && s->tenant[0] && strcmp(s->tenant, c->key->tenant) != 0;
     if (!s || other) {
         json_t *q = json_string(model);
@@ -620,8 +634,22 @@ static void model_dispatch(gw_client *c)
                         "the API key may not use this model");
         return;
     }
+    bool any_ready = false;
+    if (adapter >= 0 && !gw_adapter_available(s, adapter, &any_ready) && any_ready) {
+        /* Replicas are up but none holds it: no use holding the request
+         * (at zero replicas it is held as any other, below). */
+        char msg[GW_MODEL_MAX + 96];
+        snprintf(msg, sizeof msg, "no ready replica has the adapter %s loaded", model);
+        gw_openai_error(c, 503, GW_ERR_NO_REPLICA, "server_error", "adapter_not_loaded", msg);
+        return;
+    }
+    c->adapter = adapter;
+    if (adapter >= 0) {
+        s->adapter_requests[adapter]++;
+    }
     c->svc = s;
     c->scan = c->key != NULL;
+    gw_slo_begin(c, stream);
     gw_inflight_add(s, g->now_ns, 1);
     c->attempts = 0;
     gw_client_dispatch(c, NULL);
@@ -637,7 +665,7 @@ static bool body_step(gw_client *c)
     if (!c->io.can_read) {
         return false;
     }
-    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    ssize_t n = gw_client_read(c, c->in + c->in_len, c->in_cap - c->in_len);
     if (n > 0) {
         c->in_len += (size_t)n;
         c->body_deadline_ns = c->g->now_ns + c->g->conf->body_timeout_ns;
@@ -668,6 +696,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     c->close_after = false;
     c->is_head = method_is(m, "HEAD");
     c->hold_deadline_ns = 0;
+    c->adapter = -1;
     c->http10 = m->minor == 0;
     c->idempotent = c->is_head || method_is(m, "GET") || method_is(m, "PUT") ||
                     method_is(m, "DELETE") || method_is(m, "OPTIONS") || method_is(m, "TRACE");
@@ -793,9 +822,19 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
     gw_service *s = c->svc;
     for (;;) {
         int why = GW_ERR_NO_REPLICA;
-        gw_replica *r = c->prefix && g->conf->prefix_affinity
-                            ? gw_peer_prefix(g, s, exclude, c->prefix, &why)
-                            : s->peer_get(g, s, exclude, &why);
+        s->want_adapter = c->adapter;
+        gw_replica *r = NULL;
+        /* An adapter: first where it is active already (scraped), so it
+         * is not loaded (and another evicted) on one more replica; then
+         * on any replica that holds it. */
+        for (int pass = c->adapter >= 0 && s->scrape ? 0 : 1; pass < 2 && !r; pass++) {
+            s->want_active = pass == 0;
+            r = c->prefix && g->conf->prefix_affinity
+                    ? gw_peer_prefix(g, s, exclude, c->prefix, &why)
+                    : s->peer_get(g, s, exclude, &why);
+        }
+        s->want_active = false;
+        s->want_adapter = -1;
         if (!r) {
             /* Nothing ready: hold the request until a replica is, also after
              * a connection failure left none (a replica announced before it
@@ -1081,8 +1120,10 @@ static void finish_exchange(gw_client *c)
     gw_backend *b = gw_detach(c);
     gw_replica *r = b->rep;
     if (c->status == 200) {
+        gw_slo_end(c); /* before the usage window is spent */
         gw_usage_end(c);
     }
+    c->slo = false;
     end_request(c, c->status);
     if (b->io.rdhup) {
         /* The edge that brought the response also said the replica closed
@@ -1146,7 +1187,7 @@ static bool proxy_step(gw_client *c)
             c->retriable = false;
         }
         if (c->in_len < c->in_cap) {
-            ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+            ssize_t n = gw_client_read(c, c->in + c->in_len, c->in_cap - c->in_len);
             if (n > 0) {
                 c->in_len += (size_t)n;
                 c->body_deadline_ns = g->now_ns + g->conf->body_timeout_ns;
@@ -1232,6 +1273,9 @@ static bool proxy_step(gw_client *c)
                 size_t start = had_head ? from : b->in_off;
                 if (c->status == 200 && b->fwd_end > start) {
                     gw_usage_feed(c, b->in + start, b->fwd_end - start);
+                    if (c->slo) {
+                        gw_slo_feed(c, b->in + start, b->fwd_end - start);
+                    }
                 }
             }
             progress = true;
@@ -1276,7 +1320,7 @@ static bool proxy_step(gw_client *c)
             iov[cnt].iov_len = body_left;
             cnt++;
         }
-        ssize_t n = writev(c->io.fd, iov, cnt);
+        ssize_t n = gw_client_writev(c, iov, cnt);
         if (n > 0) {
             size_t w = (size_t)n;
             size_t h = w < out_left ? w : out_left;
@@ -1305,7 +1349,8 @@ static bool local_step(gw_client *c)
         if (!c->io.can_write) {
             return false;
         }
-        ssize_t n = write(c->io.fd, c->out.data + c->out_off, c->out.len - c->out_off);
+        struct iovec iov = {c->out.data + c->out_off, c->out.len - c->out_off};
+        ssize_t n = gw_client_writev(c, &iov, 1);
         if (n > 0) {
             c->out_off += (size_t)n;
         } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -1353,7 +1398,7 @@ static bool read_head_step(gw_client *c)
     if (!c->io.can_read) {
         return false;
     }
-    ssize_t n = read(c->io.fd, c->in + c->in_len, c->in_cap - c->in_len);
+    ssize_t n = gw_client_read(c, c->in + c->in_len, c->in_cap - c->in_len);
     if (n > 0) {
         if (c->in_len == 0) {
             /* The head must be complete this long after its first byte,
@@ -1373,6 +1418,15 @@ static bool read_head_step(gw_client *c)
 
 void gw_client_run(gw_client *c)
 {
+    /* TLS: a read that waited for writability, or a write for readability. */
+    if (c->tls_rd_on_wr && c->io.can_write) {
+        c->tls_rd_on_wr = false;
+        c->io.can_read = true;
+    }
+    if (c->tls_wr_on_rd && c->io.can_read) {
+        c->tls_wr_on_rd = false;
+        c->io.can_write = true;
+    }
     for (int guard = 0; guard < 1000 && c->io.kind == GW_IO_CLIENT; guard++) {
         bool progress = false;
         switch (c->state) {
@@ -1409,17 +1463,32 @@ void gw_client_run(gw_client *c)
 /* Wake every held request of a service that a replica can now take. */
 void gw_service_kick(gw *g, gw_service *s)
 {
-    while (s->held_head) {
+    /* Each held request once, in order: one waiting for a LoRA adapter no
+     * replica holds yet stays held (at the tail) and does not block the
+     * others behind it. */
+    for (int32_t n = s->held; n > 0 && s->held_head; n--) {
         int why;
-        if (!s->peer_get(g, s, NULL, &why)) {
+        gw_client *c = s->held_head;
+        s->want_adapter = c->adapter;
+        bool can = s->peer_get(g, s, NULL, &why) != NULL;
+        s->want_adapter = -1;
+        if (!can && why == GW_ERR_SATURATED) {
             return;
         }
-        gw_client *c = s->held_head;
         s->held_head = c->held_next;
         if (!s->held_head) {
             s->held_tail = NULL;
         }
         c->held_next = NULL;
+        if (!can) {
+            if (s->held_tail) {
+                s->held_tail->held_next = c;
+            } else {
+                s->held_head = c;
+            }
+            s->held_tail = c;
+            continue;
+        }
         s->held--;
         c->state = C_READ_HEAD; /* not held any more; dispatch sets the next state */
         gw_client_dispatch(c, NULL);

@@ -42,6 +42,7 @@ gw_service *gw_service_add(gw *g, const char *name)
     snprintf(s->ready_path, sizeof s->ready_path, "/health");
     s->max_inflight = g->conf->max_inflight;
     s->peer_get = gw_peer_p2c;
+    s->want_adapter = -1;
     s->report_ns = g->now_ns;
     s->inflight_mark_ns = g->now_ns;
     CR_GROW(g->services, g->service_count, g->service_cap);
@@ -49,9 +50,38 @@ gw_service *gw_service_add(gw *g, const char *name)
     return s;
 }
 
+/* Whether r holds its service's adapter a (a replica whose endpoint names
+ * no adapters holds all that its service declares). */
+static bool holds(const gw_replica *r, int a)
+{
+    return a < 0 || !r->ep.adapters_set || (r->ep.adapters >> a & 1);
+}
+
+/* Ready for a request; for one asking a LoRA adapter (the service's
+ * want_adapter, set around the choice), only where the adapter is. */
 static bool eligible(const gw_replica *r)
 {
-    return !r->removed && !r->down && r->ep.ready;
+    const gw_service *s = r->svc;
+    if (s && s->want_active && s->want_adapter >= 0 &&
+        !(r->lora_known && (r->lora_active >> s->want_adapter & 1))) {
+        return false;
+    }
+    return !r->removed && !r->down && r->ep.ready && holds(r, s ? s->want_adapter : -1);
+}
+
+bool gw_adapter_available(const gw_service *s, int a, bool *any_ready)
+{
+    bool any = false, found = false;
+    for (size_t i = 0; i < s->replica_count; i++) {
+        const gw_replica *r = s->replicas[i];
+        if (r->removed || r->down || !r->ep.ready) {
+            continue;
+        }
+        any = true;
+        found |= holds(r, a);
+    }
+    *any_ready = any;
+    return found;
 }
 
 /* The load a replica reports or we see: our requests on it, plus the queue
@@ -265,6 +295,8 @@ void gw_service_set_endpoints(gw *g, gw_service *s, const gw_endpoint *eps, size
             }
             found->removed = false;
             found->ep.ready = eps[e].ready;
+            found->ep.adapters_set = eps[e].adapters_set;
+            found->ep.adapters = eps[e].adapters;
             continue;
         }
         gw_replica *r = cr_calloc(1, sizeof *r);
@@ -316,6 +348,8 @@ void gw_apply_msg(gw *g, gw_msg *m)
         }
         if (m->described) {
             gw_service_set_models(g, s, m->tenant, m->models, m->model_count);
+            gw_service_set_adapters(g, s, m->adapters, m->adapter_count);
+            gw_slo_set_targets(s, m->slo_ms[0], m->slo_ms[1]);
         }
         if (m->ready_path[0]) {
             snprintf(s->ready_path, sizeof s->ready_path, "%s", m->ready_path);
@@ -334,6 +368,18 @@ void gw_apply_msg(gw *g, gw_msg *m)
         if (m->scraped) {
             r->waiting = m->waiting;
             r->kv_usage = m->kv_usage;
+            r->lora_known = m->lora_seen;
+            r->lora_active = 0;
+            for (size_t a = 0; m->lora_seen && a < s->adapter_count; a++) {
+                size_t al = strlen(s->adapters[a]);
+                for (const char *q = m->lora; *q;) {
+                    size_t ql = strcspn(q, ",");
+                    if (ql == al && memcmp(q, s->adapters[a], al) == 0) {
+                        r->lora_active |= (uint64_t)1 << a;
+                    }
+                    q += ql + (q[ql] == ',');
+                }
+            }
         }
         if (m->ok && r->down) {
             r->down = false;
@@ -453,6 +499,8 @@ void gw_publish_stats(gw *g)
         }
         st[i].rps = dt > 0 ? (double)(s->latency_count - s->report_count) / dt : 0;
         st[i].p95_ms = p95_ms(delta);
+        st[i].ttft_p95_ms = gw_hist_report(&s->ttft, gw_ttft_le);
+        st[i].tpot_p95_ms = gw_hist_report(&s->tpot, gw_tpot_le);
         st[i].activation = s->activation || s->held > 0;
         wake |= st[i].activation;
         s->activation = false;
@@ -548,6 +596,32 @@ void gw_metrics_render(gw *g, cr_buf *o)
                       s->name, (unsigned long long)s->affinity[0], s->name,
                       (unsigned long long)s->affinity[1]);
     }
+    cr_buf_puts(o, "# HELP corral_gateway_adapter_requests_total Requests routed for a LoRA "
+                   "adapter (to replicas holding it).\n"
+                   "# TYPE corral_gateway_adapter_requests_total counter\n");
+    for (size_t i = 0; i < g->service_count; i++) {
+        gw_service *s = g->services[i];
+        for (size_t j = 0; j < s->adapter_count; j++) {
+            cr_buf_printf(
+                o, "corral_gateway_adapter_requests_total{service=\"%s\",adapter=\"%s\"} %llu\n",
+                s->name, s->adapters[j], (unsigned long long)s->adapter_requests[j]);
+        }
+    }
+    cr_buf_puts(o, "# HELP corral_gateway_replica_adapter_active A LoRA adapter running or "
+                   "waiting on a replica, as its vllm:lora_requests_info says.\n"
+                   "# TYPE corral_gateway_replica_adapter_active gauge\n");
+    for (size_t i = 0; i < g->service_count; i++) {
+        gw_service *s = g->services[i];
+        for (size_t j = 0; j < s->replica_count; j++) {
+            const gw_replica *r = s->replicas[j];
+            for (size_t a = 0; r->lora_known && a < s->adapter_count; a++) {
+                cr_buf_printf(o,
+                              "corral_gateway_replica_adapter_active{service=\"%s\",replica=\"%s\","
+                              "adapter=\"%s\"} %d\n",
+                              s->name, r->key, s->adapters[a], (int)(r->lora_active >> a & 1));
+            }
+        }
+    }
     cr_buf_puts(o, "# HELP corral_gateway_replica_up Whether a replica takes new requests (ready, "
                    "not down, not draining).\n# TYPE corral_gateway_replica_up gauge\n");
     for (size_t i = 0; i < g->service_count; i++) {
@@ -596,7 +670,9 @@ void gw_metrics_render(gw *g, cr_buf *o)
                    "# TYPE corral_gateway_connections_refused_total counter\n");
     cr_buf_printf(o, "corral_gateway_connections_refused_total %llu\n",
                   (unsigned long long)g->refused);
+    gw_slo_metrics(g, o);
     gw_keys_metrics(g, o);
+    gw_tls_metrics(g, o);
 }
 
 /* A request was held at zero replicas: tell the reporter now, not at the
@@ -631,6 +707,7 @@ void gw_services_free(gw *g)
         }
         free(s->replicas);
         gw_strv_free(s->models, s->model_count);
+        gw_strv_free(s->adapters, s->adapter_count);
         free(s);
     }
     CR_FREE(g->services);

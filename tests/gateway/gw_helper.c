@@ -396,6 +396,21 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
                          "vllm:kv_cache_usage_perc{model_name=\"m\"} 0.25\n",
                          getenv("GW_WAITING") ? atoi(getenv("GW_WAITING"))
                                               : atomic_load(&s->in_flight));
+        const char *lora = getenv("GW_LORA_RUNNING");
+        if (lora && n > 0 && (size_t)n < sizeof out) {
+            /* vLLM's gauge: one sample per change, valued by its time; an
+             * older one first, which the gateway must not take */
+            n += snprintf(out + n, sizeof out - (size_t)n,
+                          "# TYPE vllm:lora_requests_info gauge\n"
+                          "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"old\","
+                          "waiting_lora_adapters=\"\"} 1600000000.0\n"
+                          "vllm:lora_requests_info{max_lora=\"4\",running_lora_adapters=\"%s\","
+                          "waiting_lora_adapters=\"\"} 1700000000.5\n",
+                          lora);
+            if ((size_t)n >= sizeof out) {
+                n = (int)sizeof out - 1;
+            }
+        }
         return respond(fd, 200, "text/plain", NULL, out, (size_t)n);
     }
     if (cr_http_find(m, "authorization")) {
@@ -460,9 +475,12 @@ static int handle(server *s, int fd, const cr_http_msg *m, const char *body, siz
     char extra[512];
     const cr_http_header *xff = cr_http_find(m, "x-forwarded-for");
     const cr_http_header *xfp = cr_http_find(m, "x-forwarded-prefix");
-    snprintf(extra, sizeof extra, "X-Replica: %s\r\nX-Seen-For: %.*s\r\nX-Seen-Prefix: %.*s\r\n",
+    const cr_http_header *xpr = cr_http_find(m, "x-forwarded-proto");
+    snprintf(extra, sizeof extra,
+             "X-Replica: %s\r\nX-Seen-For: %.*s\r\nX-Seen-Prefix: %.*s\r\nX-Seen-Proto: %.*s\r\n",
              s->name, xff ? (int)xff->value_len : 0, xff ? xff->value : "",
-             xfp ? (int)xfp->value_len : 0, xfp ? xfp->value : "");
+             xfp ? (int)xfp->value_len : 0, xfp ? xfp->value : "", xpr ? (int)xpr->value_len : 0,
+             xpr ? xpr->value : "");
     int n =
         snprintf(out, sizeof out, "%s %.*s %zu\n", s->name, (int)m->target_len, m->target, blen);
     return respond(fd, 200, "text/plain", extra, out, (size_t)n);

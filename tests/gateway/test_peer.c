@@ -36,6 +36,7 @@ static void setup_fixture(fixture *f, size_t n)
     cr_rng_seed(&f->g.rng, 42);
     snprintf(f->svc.name, sizeof f->svc.name, "chat");
     f->svc.max_inflight = 8;
+    f->svc.want_adapter = -1;
     f->svc.replicas = f->ptrs;
     f->svc.replica_count = n;
     for (size_t i = 0; i < n; i++) {
@@ -150,6 +151,81 @@ static void test_prefix_affinity(void **state)
     assert_int_equal(why, GW_ERR_SATURATED);
 }
 
+/* LoRA adapters: r0 holds none, r1 adapter 0 only, r2 names none (so holds
+ * every adapter of its service); a choice for an adapter never lands where
+ * it is not, with either policy. */
+static void test_adapters(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fixture(&f, 3);
+    f.reps[0].ep.adapters_set = true;
+    f.reps[1].ep.adapters_set = true;
+    f.reps[1].ep.adapters = 1;
+    int count[3] = {0, 0, 0};
+    int why = 0;
+    f.svc.want_adapter = 0;
+    for (int i = 0; i < 1000; i++) {
+        gw_replica *r = gw_peer_p2c(&f.g, &f.svc, NULL, &why);
+        assert_non_null(r);
+        count[r - f.reps]++;
+        r = gw_peer_prefix(&f.g, &f.svc, NULL, 0x1234 + (uint64_t)i, &why);
+        assert_non_null(r);
+        count[r - f.reps]++;
+    }
+    assert_int_equal(count[0], 0);
+    assert_true(count[1] > 0 && count[2] > 0);
+    f.svc.want_adapter = 1;
+    for (int i = 0; i < 100; i++) {
+        assert_ptr_equal(gw_peer_p2c(&f.g, &f.svc, NULL, &why), &f.reps[2]);
+    }
+    assert_null(gw_peer_p2c(&f.g, &f.svc, &f.reps[2], &why));
+    assert_int_equal(why, GW_ERR_NO_REPLICA);
+    bool any = false;
+    assert_true(gw_adapter_available(&f.svc, 1, &any) && any);
+    f.reps[2].down = true;
+    assert_false(gw_adapter_available(&f.svc, 1, &any));
+    assert_true(any); /* r0 and r1 are up: answer at once, do not hold */
+    f.svc.want_adapter = -1;
+    assert_non_null(gw_peer_p2c(&f.g, &f.svc, NULL, &why)); /* the base model: any */
+}
+
+/* The SLO event scanner: "data:" at line starts only, split across reads,
+ * behind chunk-size lines; the first event's time is the first token's. */
+static void test_slo_events(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fixture(&f, 1);
+    gw_client c;
+    memset(&c, 0, sizeof c);
+    c.g = &f.g;
+    c.api = API_CHAT;
+    gw_slo_begin(&c, true);
+    assert_true(c.slo);
+    f.g.now_ns = 100;
+    const char *a = "3a\r\ndata: {\"x\":\"data: no\"}\n\nda";
+    gw_slo_feed(&c, a, strlen(a));
+    assert_int_equal(c.sse_events, 1);
+    assert_int_equal(c.first_token_ns, 100);
+    f.g.now_ns = 200;
+    const char *b = "ta: {}\n\nxdata: mid-line\r\n1c\r\ndata: [DONE]\n\n";
+    gw_slo_feed(&c, b, strlen(b));
+    assert_int_equal(c.sse_events, 3);
+    assert_int_equal(c.first_token_ns, 100);
+    gw_client e;
+    memset(&e, 0, sizeof e);
+    e.g = &f.g;
+    e.api = API_EMBEDDINGS;
+    gw_slo_begin(&e, true);
+    assert_false(e.slo); /* embeddings have no tokens to time */
+    uint64_t d[GW_HIST_BUCKETS] = {0};
+    assert_true(gw_hist_p95(d, gw_ttft_le, 1000) < 0);
+    d[4] = 100; /* all in (0.075, 0.1] s */
+    double p = gw_hist_p95(d, gw_ttft_le, 1000);
+    assert_true(p > 75 && p <= 100);
+}
+
 static void test_body_model_and_prefix(void **state)
 {
     (void)state;
@@ -230,6 +306,8 @@ static void test_parse_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slo_events),
+        cmocka_unit_test(test_adapters),
         cmocka_unit_test(test_least_loaded_of_two),
         cmocka_unit_test(test_load_signal_counts),
         cmocka_unit_test(test_eligibility),

@@ -35,6 +35,9 @@ case "$body" in *" /v1/x "*) ;; *) fail "Host routing: $body" ;; esac
 curl -sf -D hdr.txt -o /dev/null -H "X-Forwarded-For: 10.9.8.7" "http://$G/chat/x"
 grep -qi "^X-Seen-For: 10.9.8.7, 127.0.0.1" hdr.txt || { cat hdr.txt; fail "X-Forwarded-For not extended"; }
 grep -qi "^X-Seen-Prefix: /chat" hdr.txt || { cat hdr.txt; fail "no X-Forwarded-Prefix"; }
+# X-Forwarded-Proto is the gateway's: a plain-HTTP client cannot claim https.
+curl -sf -D hdr.txt -o /dev/null -H "X-Forwarded-Proto: https" "http://$G/chat/x"
+grep -qi "^X-Seen-Proto: http[[:space:]]*$" hdr.txt || { cat hdr.txt; fail "X-Forwarded-Proto not replaced"; }
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$G/nosuch/x")
 [ "$code" = 404 ] || fail "unknown service answered $code"
 code=$(printf 'GARBAGE\r\n\r\n' | curl -s -o /dev/null -w '%{http_code}' --data-binary @- -X 'B@D' "http://$G/chat/" || true)
