@@ -56,6 +56,9 @@ extern char **environ;
 #define REASON_MARK    " | pool "
 #define BACKOFF_BASE_S 10
 #define BACKOFF_MAX_S  900
+#define ACC_MAX        64 /* tenants a pool's unbooked cost is kept for */
+#define ACC_FLUSH_S    10 /* the cloud cost is booked to usage this often */
+#define BURST_CACHE    32 /* tenants' budget states kept per pass */
 
 typedef enum { PN_BOOTING = 0, PN_UP, PN_DRAINING, PN_DELETING } pn_state;
 static const char *const pn_names[] = {"booting", "up", "draining", "deleting"};
@@ -64,13 +67,20 @@ typedef struct pnode {
     char name[CTL_NAME_MAX];
     char id[128]; /* the provider's id of it ("" not said) */
     pn_state state;
-    int64_t created_mono; /* create asked (monotonic) */
-    int64_t up_mono;      /* registered; 0 not yet */
-    int64_t idle_mono;    /* idle since; 0 busy */
-    int64_t retry_mono;   /* deleting: next try after a failed delete */
-    bool inflight;        /* a provider call about it is running */
-    char why[200];        /* why it was created (or is being deleted) */
+    int64_t created_mono;      /* create asked (monotonic) */
+    int64_t up_mono;           /* registered; 0 not yet */
+    int64_t idle_mono;         /* idle since; 0 busy */
+    int64_t retry_mono;        /* deleting: next try after a failed delete */
+    bool inflight;             /* a provider call about it is running */
+    char why[200];             /* why it was created (or is being deleted) */
+    char tenant[CTL_NAME_MAX]; /* whose job it was created for ("" min_nodes, adopted) */
 } pnode;
+
+/* Cloud cost not yet booked to a tenant's usage. */
+typedef struct pacc {
+    char tenant[CTL_NAME_MAX];
+    double gpu_s, cost;
+} pacc;
 
 typedef struct pevent {
     int64_t wall_ns;
@@ -105,6 +115,9 @@ typedef struct pool {
     int64_t creates, deletes;
     double node_s;       /* node-seconds bought since start: booting to deleted */
     int64_t billed_mono; /* node_s counted up to (monotonic) */
+    pacc acc[ACC_MAX];   /* per tenant, booked every ACC_FLUSH_S */
+    size_t nacc;
+    int64_t booked_mono;
     pevent ev[EVENTS_MAX];
     size_t nev;          /* events recorded in all (ring index nev % EVENTS_MAX) */
     bool listed;         /* the provider's list was read (at start) */
@@ -600,6 +613,116 @@ static void drain(ctl *c, ctl_node *n, bool on, const char *why)
     ctl_sched_kick(c);
 }
 
+/* The pool's cost not yet booked, into the tenants' usage. mu held. */
+static void book(ctl *c, pool *p)
+{
+    if (p->nacc == 0) {
+        return;
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    int64_t wall = cr_now_ns();
+    for (size_t i = 0; i < p->nacc; i++) {
+        ctl_usage_add_cloud(c, txn, p->acc[i].tenant, p->gpu_type, wall, p->acc[i].gpu_s,
+                            p->acc[i].cost);
+    }
+    cr_store_submit(c->store, txn, NULL, NULL);
+    p->nacc = 0;
+}
+
+static void charge(ctl *c, pool *p, const char *tenant, double gpu_s, double cost)
+{
+    if (!*tenant || (gpu_s <= 0 && cost <= 0)) {
+        return; /* min_nodes and adopted nodes' idle time: the pool's own */
+    }
+    size_t i = 0;
+    for (; i < p->nacc && strcmp(p->acc[i].tenant, tenant) != 0; i++) {
+    }
+    if (i == p->nacc) {
+        if (p->nacc == ACC_MAX) {
+            book(c, p);
+            i = 0;
+        }
+        memset(&p->acc[i], 0, sizeof p->acc[i]);
+        snprintf(p->acc[i].tenant, sizeof p->acc[i].tenant, "%s", tenant);
+        p->nacc = i + 1;
+    }
+    p->acc[i].gpu_s += gpu_s;
+    p->acc[i].cost += cost;
+}
+
+/* dt_s seconds of the pool's nodes: counted, and charged per tenant. A
+ * node's GPUs held by jobs are charged to the jobs' tenants; the rest of
+ * it (booting, idle, free GPUs) to the tenant whose job it was created
+ * for. mu held. */
+static void bill(ctl *c, pool *p, double dt_s, int64_t now)
+{
+    p->node_s += (double)p->npn * dt_s;
+    double g = (double)p->gpus_per_node;
+    double per_gpu = p->cost_per_hour / 3600.0 * dt_s / g;
+    for (size_t i = 0; i < p->npn; i++) {
+        const pnode *x = &p->pn[i];
+        const ctl_node *n = x->state == PN_BOOTING ? NULL : ctl_node_find(c, x->name);
+        size_t held = 0;
+        for (size_t k = 0; n && k < n->ngpus && k < (size_t)p->gpus_per_node; k++) {
+            const ctl_job *j = n->gpus[k].alloc_job ? ctl_job_get(c, n->gpus[k].alloc_job) : NULL;
+            if (j) {
+                charge(c, p, j->tenant, dt_s, per_gpu);
+                held++;
+            }
+        }
+        double rest = g - (double)held;
+        charge(c, p, x->tenant, rest * dt_s, rest * per_gpu);
+    }
+    if (now - p->booked_mono >= ACC_FLUSH_S * CR_NS_PER_SEC) {
+        book(c, p);
+        p->booked_mono = now;
+    }
+}
+
+/* A tenant's burst budget state, cached for one pass. */
+typedef struct burst_st {
+    char tenant[CTL_NAME_MAX];
+    bool over;
+    char note[240];
+} burst_st;
+
+/* Whether tenant's jobs may cause boots of elastic pool p; else note
+ * says why. mu held. */
+static bool burst_ok(ctl *c, const pool *p, const char *tenant, burst_st *cache, size_t *ncache,
+                     const char **note)
+{
+    for (size_t i = 0; i < *ncache; i++) {
+        if (strcmp(cache[i].tenant, tenant) == 0) {
+            *note = cache[i].note;
+            return !cache[i].over;
+        }
+    }
+    burst_st tmp, *e = *ncache < BURST_CACHE ? &cache[(*ncache)++] : &tmp;
+    memset(e, 0, sizeof *e);
+    snprintf(e->tenant, sizeof e->tenant, "%s", tenant);
+    double budget = 0, spent = 0;
+    char owner[CTL_NAME_MAX];
+    if (ctl_tenant_burst(c, tenant, &budget, &spent, owner) && spent >= budget) {
+        e->over = true;
+        if (budget <= 0) {
+            snprintf(e->note, sizeof e->note,
+                     "%s: tenant %s has no burst budget (0, set on %s): no node boots for it",
+                     p->name, tenant, owner);
+        } else {
+            snprintf(e->note, sizeof e->note,
+                     "%s: tenant %s is over its burst budget (%.2f of %.2f this month, set on "
+                     "%s): no node boots for it",
+                     p->name, tenant, spent, budget, owner);
+        }
+    }
+    *note = e->note;
+    bool ok = !e->over;
+    if (e == &tmp) {
+        *note = ""; /* (the cache is full: the reason goes without the figures) */
+    }
+    return ok;
+}
+
 /* Step 1 for pool p. mu held. */
 static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
 {
@@ -619,7 +742,7 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
     }
     int64_t idle_ns = p->idle_s * p->idle_mult * CR_NS_PER_SEC;
     if (p->billed_mono > 0) {
-        p->node_s += (double)p->npn * (double)(now - p->billed_mono) / 1e9;
+        bill(c, p, (double)(now - p->billed_mono) / 1e9, now);
     }
     p->billed_mono = now;
     ctl_node shape;
@@ -632,10 +755,14 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
     snprintf(g1.health, sizeof g1.health, "ok");
     shape.gpus = &g1;
     shape.ngpus = 1;
+    burst_st bcache[BURST_CACHE];
+    size_t nbc = 0;
+    const char *bnote;
     size_t nany = 0; /* pending jobs of the pool's shape, wherever they may go */
     size_t slot = ctl_first_active_slot(c);
     for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
-        nany += job_wants(c, p, j, &shape);
+        /* a tenant over its burst budget keeps no node either */
+        nany += job_wants(c, p, j, &shape) && burst_ok(c, p, j->tenant, bcache, &nbc, &bnote);
     }
     /* 1a. the nodes */
     for (size_t i = 0; i < p->npn; i++) {
@@ -705,6 +832,12 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
             continue;
         }
         if (now_wall - j->submit_ns < p->pending_s * CR_NS_PER_SEC || node_can_take(c, j)) {
+            continue;
+        }
+        if (!burst_ok(c, p, j->tenant, bcache, &nbc, &bnote)) {
+            if (*bnote) {
+                reason_note(j, bnote);
+            }
             continue;
         }
         dem[nd++] = j;
@@ -825,6 +958,7 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
         pnode *x = pn_add(p, name, PN_BOOTING, now);
         x->inflight = true;
         if (first_new) {
+            snprintf(x->tenant, sizeof x->tenant, "%s", first_new->tenant);
             snprintf(x->why, sizeof x->why, "job %lld (%d x %s) pending %llds, %zu job(s) waiting",
                      (long long)first_new->id, first_new->gpus, first_new->gpu_type,
                      (long long)((now_wall - first_new->submit_ns) / CR_NS_PER_SEC), nd);
@@ -1235,6 +1369,9 @@ void ctl_pools_stop(ctl *c)
         pthread_join(ps->th, NULL);
     }
     pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < ps->n; i++) {
+        book(c, &ps->p[i]); /* the cost not yet booked */
+    }
     c->pools = NULL;
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; i < ps->n; i++) {
