@@ -25,6 +25,7 @@
 #include "ctl_pools.h"
 
 #include "ctl_int.h"
+#include "ctl_pools_int.h"
 
 #include "cr_alloc.h"
 #include "cr_error.h"
@@ -48,93 +49,7 @@
 
 extern char **environ;
 
-#define EVENTS_MAX     64   /* per pool, newest kept */
-#define PASS_MAX       16   /* creates or deletes per pool per pass */
-#define DEMAND_MAX     1024 /* pending jobs looked at per pool per pass */
-#define OUT_MAX        (1 << 20)
-#define IDLE_MULT_MAX  8
-#define REASON_MARK    " | pool "
-#define BACKOFF_BASE_S 10
-#define BACKOFF_MAX_S  900
-#define ACC_MAX        64 /* tenants a pool's unbooked cost is kept for */
-#define ACC_FLUSH_S    10 /* the cloud cost is booked to usage this often */
-#define BURST_CACHE    32 /* tenants' budget states kept per pass */
-
-typedef enum { PN_BOOTING = 0, PN_UP, PN_DRAINING, PN_DELETING } pn_state;
 static const char *const pn_names[] = {"booting", "up", "draining", "deleting"};
-
-typedef struct pnode {
-    char name[CTL_NAME_MAX];
-    char id[128]; /* the provider's id of it ("" not said) */
-    pn_state state;
-    int64_t created_mono;      /* create asked (monotonic) */
-    int64_t up_mono;           /* registered; 0 not yet */
-    int64_t idle_mono;         /* idle since; 0 busy */
-    int64_t retry_mono;        /* deleting: next try after a failed delete */
-    bool inflight;             /* a provider call about it is running */
-    char why[200];             /* why it was created (or is being deleted) */
-    char tenant[CTL_NAME_MAX]; /* whose job it was created for ("" min_nodes, adopted) */
-} pnode;
-
-/* Cloud cost not yet booked to a tenant's usage. */
-typedef struct pacc {
-    char tenant[CTL_NAME_MAX];
-    double gpu_s, cost;
-} pacc;
-
-typedef struct pevent {
-    int64_t wall_ns;
-    char node[CTL_NAME_MAX];
-    char what[16];
-    char why[300];
-} pevent;
-
-typedef struct pool {
-    char name[CTL_NAME_MAX];
-    char gpu_type[CTL_NAME_MAX];
-    char provider[1024]; /* "" static */
-    int64_t gpus_per_node, min_nodes, max_nodes;
-    int64_t boot_s, boot_timeout_s, idle_s, min_lifetime_s, pending_s, provider_timeout_s;
-    int64_t refusal_retry_s;
-    int64_t backoff_base_s; /* the first backoff; doubles per failure to BACKOFF_MAX_S */
-    double cost_per_hour;
-    json_t *labels;   /* owned object, may be empty */
-    json_t *patterns; /* owned: static members (fnmatch), or NULL */
-    json_t *pconfig;  /* owned: provider_config, passed through, or NULL */
-    pnode *pn;        /* the provider's nodes */
-    size_t npn, cappn;
-    int64_t seq;  /* node names: <pool>-<seq> */
-    int failures; /* failed boots and creates in a row */
-    int64_t backoff_until_mono;
-    char last_error[256];
-    int refusals; /* refusals in a row */
-    int64_t refused_until_mono;
-    char refusal[256];
-    int64_t last_delete_mono, last_regret_mono;
-    int idle_mult;
-    int64_t creates, deletes;
-    double node_s;       /* node-seconds bought since start: booting to deleted */
-    int64_t billed_mono; /* node_s counted up to (monotonic) */
-    pacc acc[ACC_MAX];   /* per tenant, booked every ACC_FLUSH_S */
-    size_t nacc;
-    int64_t booked_mono;
-    pevent ev[EVENTS_MAX];
-    size_t nev;          /* events recorded in all (ring index nev % EVENTS_MAX) */
-    bool listed;         /* the provider's list was read (at start) */
-    int64_t list_s;      /* and is read again this often */
-    int64_t listed_mono; /* when it was last read */
-} pool;
-
-struct ctl_pools {
-    pool *p;
-    size_t n;
-    char server[600]; /* the URL agents reach the controller at */
-    pthread_t th;
-    bool started;
-    pthread_mutex_t m; /* guards stop; cv wakes the thread */
-    pthread_cond_t cv;
-    bool stop;
-};
 
 /* ------------------------------------------------------------------------ */
 /* Config                                                                   */
@@ -158,6 +73,10 @@ static const char *const pool_members[] = {"name",
                                            "nodes",
                                            "backoff_s",
                                            "list_s",
+                                           "power_provider",
+                                           "suspend_s",
+                                           "resume_timeout_s",
+                                           "power_budget_w",
                                            NULL};
 
 static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *err)
@@ -236,6 +155,9 @@ static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *e
             return cr_json_fail(err, CR_EINVAL, f, "field '%s': want a name pattern", f);
         }
     }
+    if ((rc = ctl__pools_power_parse(o, path, p, err)) != 0) {
+        return rc;
+    }
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->gpu_type, sizeof p->gpu_type, "%s", type);
     snprintf(p->provider, sizeof p->provider, "%s", prov);
@@ -252,6 +174,7 @@ static void pool_fini(pool *p)
     json_decref(p->patterns);
     json_decref(p->pconfig);
     free(p->pn);
+    free(p->sn);
 }
 
 int ctl_pools_check(const json_t *v, cr_json_err *err)
@@ -303,14 +226,8 @@ static void pool_event(pool *p, const char *node, const char *what, const char *
 /* ------------------------------------------------------------------------ */
 /* The provider: one call                                                   */
 
-typedef struct pcall {
-    int rc;        /* 0 ok; CR_ENOSPC refused (capacity); else an error */
-    char msg[256]; /* the error or the refusal */
-    json_t *nodes; /* owned: the answer's nodes, or NULL */
-} pcall;
-
 /* Run the provider with req on stdin; its answer, checked against version 1. */
-static void provider_run(const pool *p, const json_t *req, pcall *out)
+static void provider_run(const pool *p, const char *prog, const json_t *req, pcall *out)
 {
     memset(out, 0, sizeof *out);
     int in[2] = {-1, -1}, op[2] = {-1, -1};
@@ -334,8 +251,8 @@ static void provider_run(const pool *p, const json_t *req, pcall *out)
     sigemptyset(&none);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-    char *argv[] = {(char *)p->provider, NULL};
-    int se = posix_spawn(&pid, p->provider, &fa, &at, argv, environ);
+    char *argv[] = {(char *)prog, NULL};
+    int se = posix_spawn(&pid, prog, &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     close(in[0]);
@@ -344,7 +261,7 @@ static void provider_run(const pool *p, const json_t *req, pcall *out)
     if (se != 0) {
         pid = -1;
         out->rc = CR_EIO;
-        snprintf(out->msg, sizeof out->msg, "cannot run %.150s: %s", p->provider, strerror(se));
+        snprintf(out->msg, sizeof out->msg, "cannot run %.150s: %s", prog, strerror(se));
         goto out;
     }
     size_t len = strlen(text), sent = 0;
@@ -567,14 +484,13 @@ static int job_per_node(const ctl_job *j)
     return j->gpus / job_pieces(j);
 }
 
-static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *shape)
+/* A pending job that asks for whole GPUs and is held back by nothing but
+ * capacity. */
+static bool job_may_want(const ctl_job *j)
 {
     if (j->state != JS_PENDING || j->gated || j->start_unstored || j->gpus <= 0 ||
-        j->gpus % job_pieces(j) != 0 || job_per_node(j) > p->gpus_per_node ||
-        job_pieces(j) > PASS_MAX || j->mig_profile[0] || j->gpu_milli > 0) {
-        return false;
-    }
-    if (strcasecmp(j->gpu_type, p->gpu_type) != 0) {
+        j->gpus % job_pieces(j) != 0 || job_pieces(j) > PASS_MAX || j->mig_profile[0] ||
+        j->gpu_milli > 0) {
         return false;
     }
     /* the scheduler's reason, not the pool's note after it */
@@ -583,10 +499,13 @@ static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *s
     const char *m = strstr(r, REASON_MARK);
     snprintf(base, sizeof base, "%.*s", m ? (int)(m - r) : (int)strlen(r), r);
     const char *k = ctl_reason_class(base);
-    if (strcmp(k, "quota") == 0 || strcmp(k, "held") == 0 || strcmp(k, "dependency") == 0) {
-        return false;
-    }
-    return ctl_batch_node_allowed(c, j, shape);
+    return strcmp(k, "quota") != 0 && strcmp(k, "held") != 0 && strcmp(k, "dependency") != 0;
+}
+
+static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *shape)
+{
+    return job_may_want(j) && job_per_node(j) <= p->gpus_per_node &&
+           strcasecmp(j->gpu_type, p->gpu_type) == 0 && ctl_batch_node_allowed(c, j, shape);
 }
 
 /* Whether the nodes in service could take j now (the scheduler will). */
@@ -599,7 +518,8 @@ static bool node_can_take(ctl *c, const ctl_job *j)
                 free_gpus(n, j->gpu_type) >= (size_t)job_per_node(j) &&
                 ctl_batch_node_allowed(c, j, n);
     }
-    return have >= job_pieces(j);
+    /* a suspended on-prem node that could take it is resumed instead */
+    return have >= job_pieces(j) || ctl__pools_power_could_take(c, j);
 }
 
 static void drain(ctl *c, ctl_node *n, bool on, const char *why)
@@ -1221,6 +1141,7 @@ static void pass(ctl *c, struct ctl_pools *ps)
     for (size_t i = 0; i < ps->n; i++) {
         pool *p = &ps->p[i];
         if (!p->provider[0]) {
+            ctl__pools_power_pass(c, p);
             continue;
         }
         pwork *w = cr_calloc(1, sizeof *w);
@@ -1235,7 +1156,7 @@ static void pass(ctl *c, struct ctl_pools *ps)
                 json_object_set(req, "config", cfg);
             }
             json_object_set_new(req, "server", json_string(ps->server));
-            provider_run(p, req, &w->lst);
+            provider_run(p, p->provider, req, &w->lst);
             json_decref(req);
         }
         if (creq) {
@@ -1249,14 +1170,14 @@ static void pass(ctl *c, struct ctl_pools *ps)
             json_t *labels = json_deep_copy(p->labels);
             json_object_set_new(labels, "pool", json_string(p->name));
             json_object_set_new(creq, "labels", labels);
-            provider_run(p, creq, &w->create);
+            provider_run(p, p->provider, creq, &w->create);
             json_decref(creq);
         }
         for (size_t k = 0; k < w->ndelete; k++) {
             if (cfg) {
                 json_object_set(dreqs[k], "config", cfg);
             }
-            provider_run(p, dreqs[k], &w->del[k]);
+            provider_run(p, p->provider, dreqs[k], &w->del[k]);
             json_decref(dreqs[k]);
         }
         pthread_mutex_lock(&c->mu);
@@ -1465,6 +1386,7 @@ static json_t *pool_json(ctl *c, const pool *p, bool admin)
         json_object_set_new(o, "retry_s",
                             json_integer((p->refused_until_mono - now) / CR_NS_PER_SEC + 1));
     }
+    ctl__pools_power_json(c, p, o);
     if (admin) {
         json_object_set_new(o, "provider", json_string(p->provider));
         json_t *ev = json_array();
@@ -1568,4 +1490,57 @@ void ctl_pools_metrics(ctl *c, cr_buf *b)
                     ps->p[i].node_s / 3600.0 * ps->p[i].cost_per_hour);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* For ctl_pools_power.c                                                    */
+
+void ctl__pools_event(pool *p, const char *node, const char *what, const char *fmt, ...)
+{
+    char why[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    pool_event(p, node, what, "%s", why);
+}
+
+void ctl__pools_run(const pool *p, const char *prog, const json_t *req, pcall *out)
+{
+    provider_run(p, prog, req, out);
+}
+
+size_t ctl__pools_active_jobs(ctl *c, const ctl_node *n)
+{
+    return active_jobs(c, n);
+}
+
+void ctl__pools_drain(ctl *c, ctl_node *n, bool on, const char *why)
+{
+    drain(c, n, on, why);
+}
+
+void ctl__pools_reason_note(ctl_job *j, const char *note)
+{
+    reason_note(j, note);
+}
+
+bool ctl__pools_static_member(ctl *c, const pool *p, const ctl_node *n)
+{
+    return static_member(c, p, n);
+}
+
+bool ctl__pools_job_pending(const pool *p, const ctl_job *j, int64_t now_wall)
+{
+    return job_may_want(j) && now_wall - j->submit_ns >= p->pending_s * CR_NS_PER_SEC;
+}
+
+int ctl__pools_job_pieces(const ctl_job *j)
+{
+    return job_pieces(j);
+}
+
+int ctl__pools_job_per_node(const ctl_job *j)
+{
+    return job_per_node(j);
 }

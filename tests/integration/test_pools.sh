@@ -18,6 +18,11 @@
 #   reclaim a spot node's reclaim notice mid-job: the job gets its checkpoint
 #           signal, is requeued without using a retry and resumes from its
 #           checkpoint on a replacement node; the reclaimed node goes
+#   power   power saving: an idle static node (started through the local
+#           provider) is suspended after suspend_s (its agent stops), a job
+#           it fits resumes it (no cloud node is booted for it), runs there,
+#           the node is suspended again; a failed resume is an event, backs
+#           off, and the job runs once the provider behaves
 #   burst   the hybrid policy: a tenant whose locked constraint keeps it
 #           on-prem gets site=onprem on its jobs, is refused site=cloud and
 #           boots nothing; a tenant with a burst budget boots a node, its
@@ -51,11 +56,11 @@ JSON
 }
 cleanup_extra() { # whatever the provider still runs
     local f
-    for f in "$PDIR"/*/pid; do
+    for f in "$PDIR"/*/pid "$DIR"/power/*/pid; do
         [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true
     done
     sleep 0.5
-    for f in "$PDIR"/*/pid; do
+    for f in "$PDIR"/*/pid "$DIR"/power/*/pid; do
         [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true
     done
 }
@@ -271,6 +276,48 @@ vanish)
     wait_for 30 pool_nodes_is 0 || fail "the vanished node is still in the pool"
     c nodes | grep -q "burst-1" && fail "the controller still shows the vanished node"
     echo "PASS pools vanish: a node gone from the provider's list is forgotten"
+    ;;
+power)
+    POWER=$DIR/power
+    pool_conf ""
+    sed -i 's|"gpu_type": "L40S", "labels": {"site": "onprem"},|"gpu_type": "L4", "labels": {"site": "onprem"}, "power_provider": "'"$PROVIDER"'", "suspend_s": 3, "resume_timeout_s": 30, "pending_s": 0, "backoff_s": 2, "provider_config": {"dir": "'"$POWER"'", "corral": "'"$CORRAL"'"},|' "$CKPT_CONF"
+    grep -q power_provider "$CKPT_CONF" || fail "the power config was not written"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # the static node, started through the provider (its power-on command kept)
+    python3 - "$SERVER" "$(cat "$CTL_STATE/join.token")" "$POWER" "$CORRAL" <<'PY' | "$PROVIDER" >"$DIR/create.out" || fail "create static1: $(cat "$DIR/create.out")"
+import json, sys
+print(json.dumps({"version": 1, "op": "create", "pool": "onprem", "server": sys.argv[1],
+                  "gpu_type": "L4", "gpus_per_node": 1, "boot_s": 0,
+                  "labels": {"site": "onprem"}, "config": {"dir": sys.argv[3], "corral": sys.argv[4]},
+                  "nodes": [{"name": "static1", "bootstrap_token": sys.argv[2]}]}))
+PY
+    onprem_field() { pools_json | python3 -c "import json,sys; p=[x for x in json.load(sys.stdin)['items'] if x['name']=='onprem'][0]; print($1)"; }
+    power_is() { is "$(onprem_field "p['power']['nodes'].get('static1')")" "$1"; }
+    wait_for 30 eval 'c nodes 2>/dev/null | grep -q static1' || fail "static1 did not register: $(tail -3 "$POWER/static1/agent.log")"
+    wait_for 30 power_is suspended || fail "static1 was not suspended: $(onprem_field "p['power']")"
+    pid=$(cat "$POWER/static1/pid")
+    wait_for 20 eval '! kill -0 '"$pid"' 2>/dev/null' || fail "static1's agent still runs while suspended"
+    # an L4 job: static1 (suspended, on-prem) takes it; no cloud node boots
+    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not run: $(job_field "$id" "j.get('reason')")"
+    is "$(job_field "$id" "j.get('run_nodes') or ''")" static1 || fail "job $id ran on $(job_field "$id" "j.get('run_nodes')")"
+    is "$(pool_field "p['creates']")" 0 || fail "a cloud node was booted for a job a suspended node fits"
+    at_least "$(onprem_field "p['power']['resumes']")" 1 || fail "no resume counted"
+    wait_for 30 eval '[ "$(onprem_field "p['"'"'power'"'"']['"'"'suspends'"'"']")" -ge 2 ]' ||
+        fail "static1 was not suspended again after the job: $(onprem_field "p['power']")"
+    wait_for 30 power_is suspended || fail "static1 is not suspended again"
+    # a resume that fails: an event, a backoff, then the job runs
+    touch "$POWER/fail_resume"
+    id2=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    power_ev() { onprem_field "' '.join(e['what'] for e in p.get('events', []))" | grep -qw "$1"; }
+    wait_for 30 power_ev resume-failed || fail "no resume-failed event"
+    wait_for 30 reason_has "$id2" "resumes back off" || fail "job $id2's reason does not say the resume backs off: $(job_field "$id2" "j.get('reason')")"
+    rm "$POWER/fail_resume"
+    wait_for 60 job_is "$id2" completed || fail "job $id2 did not run once the resume worked"
+    is "$(pool_field "p['creates']")" 0 || fail "a cloud node was booted"
+    c pools onprem --events 20
+    echo "PASS pools power: static1 suspended when idle, resumed for jobs $id and $id2 (one failed resume backed off), no cloud boot"
     ;;
 burst)
     pool_conf ""
