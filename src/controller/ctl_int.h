@@ -161,6 +161,7 @@ typedef struct ctl_job {
 
 #define CTL_DEP_PIN_S 10
 
+#define CTL_POWER_CAP_MAX_W 10000 /* = the agent's CR_POWER_CAP_MAX_W */
 typedef struct ctl_gpu {
     int index;
     char uuid[96];
@@ -175,6 +176,7 @@ typedef struct ctl_gpu {
     int8_t mig_start[8];
     bool mig_unusable; /* MIG layout the scheduler cannot model: kept out of use */
     double util_pct, temp_c, power_w;
+    int power_cap_w; /* the limit its agent put in force for its pool's power budget; 0 none */
     uint64_t mem_used_bytes;
     int64_t alloc_job; /* whole-GPU holder (0 = free) */
     bool shareable;    /* the agent offers it to fractional tasks (--share-gpus) */

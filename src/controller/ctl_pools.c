@@ -1140,6 +1140,11 @@ static void pass(ctl *c, struct ctl_pools *ps)
 {
     for (size_t i = 0; i < ps->n; i++) {
         pool *p = &ps->p[i];
+        if (p->power_budget_w > 0) {
+            pthread_mutex_lock(&c->mu);
+            ctl__pools_caps_update(c, p);
+            pthread_mutex_unlock(&c->mu);
+        }
         if (!p->provider[0]) {
             ctl__pools_power_pass(c, p);
             continue;

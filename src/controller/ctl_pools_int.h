@@ -104,6 +104,7 @@ typedef struct pool {
      * for demand; power_budget_w caps its GPUs' power (0 none). */
     char power[1024];
     int64_t suspend_s, resume_timeout_s, power_budget_w;
+    int64_t cap_w; /* power_budget_w over the GPUs in service (0 none), as last told */
     snode *sn;
     size_t nsn, capsn;
     int64_t suspends, resumes;
@@ -153,6 +154,12 @@ void ctl__pools_power_pass(ctl *c, pool *p);
 /* Whether a suspended (or suspending, resuming) static node could take j:
  * the elastic pools count it as capacity, cheaper than a boot. */
 bool ctl__pools_power_could_take(ctl *c, const ctl_job *j);
+/* The GPU power cap of pool p from its budget: its nodes told when it
+ * changes. mu held. */
+void ctl__pools_caps_update(ctl *c, pool *p);
+/* The pool that holds node n (a provider's node or a static member), or
+ * NULL. mu held. */
+pool *ctl__pools_of(ctl *c, const ctl_node *n);
 /* The pool's power members into o (GET /v1/pools). */
 void ctl__pools_power_json(ctl *c, const pool *p, json_t *o);
 

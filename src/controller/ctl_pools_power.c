@@ -35,6 +35,8 @@
 #include <string.h>
 #include <strings.h>
 
+#define POWER_BUDGET_MAX_W 100000000 /* 100 MW */
+
 static const char *const sn_names[] = {"on", "draining", "suspending", "suspended", "resuming"};
 
 int ctl__pools_power_parse(const json_t *o, const char *path, pool *p, cr_json_err *err)
@@ -45,7 +47,9 @@ int ctl__pools_power_parse(const json_t *o, const char *path, pool *p, cr_json_e
     if ((rc = cr_json_str(o, path, "power_provider", false, 1000, &prog, err)) ||
         (rc = cr_json_int(o, path, "suspend_s", false, 0, 86400 * 30, &p->suspend_s, err)) ||
         (rc = cr_json_int(o, path, "resume_timeout_s", false, 1, 86400, &p->resume_timeout_s,
-                          err))) {
+                          err)) ||
+        (rc = cr_json_int(o, path, "power_budget_w", false, 1, POWER_BUDGET_MAX_W,
+                          &p->power_budget_w, err))) {
         return rc;
     }
     char f[300];
@@ -423,8 +427,77 @@ void ctl__pools_power_pass(ctl *c, pool *p)
     free(w);
 }
 
+/* ------------------------------------------------------------------------ */
+/* GPU power caps                                                           */
+
+/* A node in service: up or drained, heard from, not being deleted. */
+static bool in_service(const ctl_node *n)
+{
+    return n->state != NS_LOST && !n->deleting;
+}
+
+pool *ctl__pools_of(ctl *c, const ctl_node *n)
+{
+    struct ctl_pools *ps = c->pools;
+    for (size_t i = 0; ps && i < ps->n; i++) {
+        pool *p = &ps->p[i];
+        for (size_t k = 0; k < p->npn; k++) {
+            if (strcmp(p->pn[k].name, n->name) == 0) {
+                return p;
+            }
+        }
+    }
+    for (size_t i = 0; ps && i < ps->n; i++) {
+        if (ctl__pools_static_member(c, &ps->p[i], n)) {
+            return &ps->p[i];
+        }
+    }
+    return NULL;
+}
+
+void ctl__pools_caps_update(ctl *c, pool *p)
+{
+    if (p->power_budget_w <= 0) {
+        return;
+    }
+    size_t gpus = 0;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        const ctl_node *n = c->nodes[i];
+        if (in_service(n) && ctl__pools_of(c, n) == p) {
+            gpus += n->ngpus;
+        }
+    }
+    /* the budget shared evenly: each GPU may draw its share, whatever
+     * its load (a board under the cap runs at its own power) */
+    int64_t cap = gpus ? p->power_budget_w / (int64_t)gpus : 0;
+    cap = cap > CTL_POWER_CAP_MAX_W ? CTL_POWER_CAP_MAX_W : cap < 1 && gpus ? 1 : cap;
+    if (cap == p->cap_w) {
+        return;
+    }
+    ctl__pools_event(p, NULL, "power-cap",
+                     "power_budget_w %lld over %zu GPU(s) in service: %lld W each",
+                     (long long)p->power_budget_w, gpus, (long long)cap);
+    p->cap_w = cap;
+    for (size_t i = 0; i < c->nnodes; i++) {
+        ctl_node *n = c->nodes[i];
+        if (ctl__pools_of(c, n) == p) {
+            ctl_node_bump(c, n); /* its desired state says the new cap */
+        }
+    }
+}
+
+int64_t ctl_pools_power_cap_w(ctl *c, const ctl_node *n)
+{
+    const pool *p = c->pools ? ctl__pools_of(c, n) : NULL;
+    return p && p->power_budget_w > 0 ? p->cap_w : 0;
+}
+
 void ctl__pools_power_json(ctl *c, const pool *p, json_t *o)
 {
+    if (p->power_budget_w > 0) {
+        json_object_set_new(o, "power_budget_w", json_integer(p->power_budget_w));
+        json_object_set_new(o, "power_cap_w", json_integer(p->cap_w));
+    }
     if (!p->power[0]) {
         return;
     }

@@ -280,7 +280,7 @@ vanish)
 power)
     POWER=$DIR/power
     pool_conf ""
-    sed -i 's|"gpu_type": "L40S", "labels": {"site": "onprem"},|"gpu_type": "L4", "labels": {"site": "onprem"}, "power_provider": "'"$PROVIDER"'", "suspend_s": 3, "resume_timeout_s": 30, "pending_s": 0, "backoff_s": 2, "provider_config": {"dir": "'"$POWER"'", "corral": "'"$CORRAL"'"},|' "$CKPT_CONF"
+    sed -i 's|"gpu_type": "L40S", "labels": {"site": "onprem"},|"gpu_type": "L4", "labels": {"site": "onprem"}, "power_provider": "'"$PROVIDER"'", "suspend_s": 3, "resume_timeout_s": 30, "pending_s": 0, "backoff_s": 2, "power_budget_w": 40, "provider_config": {"dir": "'"$POWER"'", "corral": "'"$CORRAL"'"},|' "$CKPT_CONF"
     grep -q power_provider "$CKPT_CONF" || fail "the power config was not written"
     cr_start_controller "$DIR/ctl" --allow-legacy-join
     # the static node, started through the provider (its power-on command kept)
@@ -298,9 +298,19 @@ PY
     pid=$(cat "$POWER/static1/pid")
     wait_for 20 eval '! kill -0 '"$pid"' 2>/dev/null' || fail "static1's agent still runs while suspended"
     # an L4 job: static1 (suspended, on-prem) takes it; no cloud node boots
-    id=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    id=$(submit_id --gpus 1 --gpu-type L4 -- sleep 4)
     [ -n "$id" ] || fail "submit"
-    wait_for 60 job_is "$id" completed || fail "job $id did not run: $(job_field "$id" "j.get('reason')")"
+    wait_for 60 job_is "$id" running || fail "job $id did not start: $(job_field "$id" "j.get('reason')")"
+    # the pool's power budget (40 W over its one GPU in service) caps the
+    # GPU: the agent applied it (the sim backend holds the power under it)
+    gpu_field() { c nodes --json | python3 -c "import json,sys; n=[x for x in json.load(sys.stdin)['items'] if x['name']=='static1'][0]; g=n['gpus'][0]; print($1)"; }
+    wait_for 30 eval 'is "$(gpu_field "g.get('"'"'power_cap_w'"'"')")" 40' ||
+        fail "static1's GPU is not capped at 40 W: $(gpu_field "g")"
+    w=$(gpu_field "g['power_w']")
+    python3 -c "import sys; sys.exit(0 if $w <= 40.0 else 1)" || fail "static1's GPU draws $w W over its 40 W cap"
+    is "$(onprem_field "p.get('power_cap_w')")" 40 || fail "corral pools does not show the 40 W cap"
+    grep -q "power limit 40 W" "$POWER/static1/agent.log" || fail "the agent did not log the power limit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
     is "$(job_field "$id" "j.get('run_nodes') or ''")" static1 || fail "job $id ran on $(job_field "$id" "j.get('run_nodes')")"
     is "$(pool_field "p['creates']")" 0 || fail "a cloud node was booted for a job a suspended node fits"
     at_least "$(onprem_field "p['power']['resumes']")" 1 || fail "no resume counted"
