@@ -86,6 +86,7 @@ void gw_conf_fini(gw_conf *c)
     CR_FREE(c->controller);
     CR_FREE(c->token);
     CR_FREE(c->ca_file);
+    CR_FREE(c->site);
     CR_FREE(c->config_path);
 }
 
@@ -273,6 +274,10 @@ static const cr_opt gw_opts[] = {
      NULL, false},
     {"--ca-file", "ca_file", CR_OPT_STRDUP, OFF(ca_file), 0, 0, 0, 0, "FILE",
      "PEM CA bundle to verify an https:// controller", NULL, true},
+    {"--site", "site", CR_OPT_STRDUP, OFF(site), 0, 0, 0, 0, "NAME",
+     "this gateway's site: replicas on nodes labelled site=NAME take its\n"
+     "requests first, others only when none of them can (edge sites)",
+     NULL, false},
     {"--max-inflight", "max_inflight", CR_OPT_I32, OFF(max_inflight), 1, 1000000, 0, 0, "N",
      "requests per replica before 503 (default 256)", NULL, false},
     {"--hold", "hold_max", CR_OPT_I32, OFF(hold_max), 0, 100000, 0, 0, "N",
