@@ -166,6 +166,10 @@ typedef struct agent {
     int mps_sim;                   /* the sim backend ("time-sliced (simulated)") */
     agent_mps_gpu mps[CR_GPU_MAX]; /* per GPU index */
     int64_t mig_refused_version;   /* agent_mig.c, main only: refusal logged for this document */
+    /* main only: the desired power cap applied (-1: none asked yet) and
+     * each GPU's limit in force under it (0: no cap set by us) */
+    int64_t power_cap_req;
+    int power_cap_w[CR_GPU_MAX];
     /* agent_data.c, main only: the data cache (NULL: none) and the jobs
      * whose data is being staged (not started yet), with their progress. */
     cr_dcache *dcache;

@@ -1055,10 +1055,35 @@ static int placed_again(const agent *a, const cr_job_spec *s, const cr_proc *p)
     return p->exit_acked > 0 && a->desired.version > p->exit_acked;
 }
 
+/* The GPUs' power cap the controller asks (its pool's power budget):
+ * applied once per value; a backend or board that refuses is logged. */
+static void power_cap_apply(agent *a)
+{
+    int64_t want = a->desired.power_cap_w;
+    if (want == a->power_cap_req || (a->power_cap_req < 0 && want == 0)) {
+        return;
+    }
+    a->power_cap_req = want;
+    for (size_t i = 0; i < a->gpu->count; i++) {
+        char err[256] = "";
+        int applied = 0;
+        int rc = cr_gpu_set_power_cap(a->gpu, i, (int)want, &applied, err, sizeof err);
+        if (rc < 0) {
+            cr_error("agent: GPU %d: power cap %lld W not applied: %s", a->gpu->gpus[i].index,
+                     (long long)want, err);
+            continue;
+        }
+        a->power_cap_w[i] = want > 0 ? applied : 0;
+        cr_info("agent: GPU %d: power limit %d W (%s)", a->gpu->gpus[i].index, applied,
+                want > 0 ? "its pool's power budget" : "the board's default");
+    }
+}
+
 /* Apply the desired state; returns 1 when something changed. */
 static int reconcile(agent *a, int64_t now_ns)
 {
     int changed = cr__agent_mig_apply(a); /* before the jobs that need the new instances */
+    power_cap_apply(a);
     for (size_t i = 0; i < a->desired.count; i++) {
         const cr_job_spec *s = &a->desired.jobs[i];
         cr_proc *p = find_proc(a, s->job);
@@ -1754,6 +1779,7 @@ int cr_agent_main(int argc, char **argv)
     int rc = 0, sfd = -1, pipefd[2] = {-1, -1};
     char err[512];
     agent_argv av = {0};
+    a->power_cap_req = -1;
     pthread_mutex_init(&a->mu, NULL);
     a->heartbeat_ns = 5 * CR_NS_PER_SEC;
     if (cr__agent_argv_build(argc, argv, &av) != 0) {

@@ -213,6 +213,11 @@ json_t *cr__agent_status_body(const agent *a)
                                         s->temp_c, "power_mw", (json_int_t)s->power_mw,
                                         "sm_clock_mhz", s->sm_clock_mhz, "ecc_uncorrected",
                                         (json_int_t)s->ecc_uncorrected, "xid_last", s->xid_last));
+        if (a->power_cap_w[i] > 0) {
+            /* only under a cap: a controller that asks for none knows no such member */
+            json_object_set_new(json_array_get(gpus, i), "power_cap_w",
+                                json_integer(a->power_cap_w[i]));
+        }
     }
     json_t *jobs = json_array();
     for (size_t i = 0; i < a->nprocs; i++) {

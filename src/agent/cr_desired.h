@@ -22,6 +22,8 @@
 #define CR_STEP_TOKEN_MAX 72
 /* Most tasks (processes) one job runs on one node (--tasks-per-node). */
 #define CR_MAX_TASKS_PER_NODE 256
+/* Highest GPU power cap the controller may ask (W). */
+#define CR_POWER_CAP_MAX_W 10000
 /* Largest batch script shipped with a job (bytes; the controller refuses more). */
 #define CR_MAX_SCRIPT_BYTES 65536
 
@@ -166,7 +168,10 @@ typedef struct cr_desired {
     size_t nlayouts;
     char *checkpoint_base;          /* "checkpoint_base": <root>/<cluster id>; owned, may be NULL */
     int64_t checkpoint_retention_s; /* "checkpoint_retention_s": 0 keep forever */
-    cr_job_spec *jobs;              /* count entries; owned */
+    /* "power_cap_w": each GPU's power limit (its pool's power budget,
+     * docs/pools.md "GPU power caps"); 0: none, the board's default */
+    int64_t power_cap_w;
+    cr_job_spec *jobs; /* count entries; owned */
     size_t count;
     /* "stop_reasons": why jobs no longer listed stopped (id -> text), for
      * the log; owned reference, NULL when none */

@@ -128,6 +128,13 @@ typedef struct cr_gpu_ops {
                        size_t errlen);
     int (*mig_create)(cr_gpu_backend *b, size_t gi, const cr_mig_want *w, cr_mig_inst *out,
                       char *err, size_t errlen);
+    /* Power cap (NULL: this backend cannot): GPU gpus[gi]'s board power
+     * limit to cap_w watts, clamped to what the board allows (0: back to
+     * its default); *applied_w the limit in force after. sim models it
+     * (power and SM clock held under the cap); nvml calls
+     * nvmlDeviceSetPowerManagementLimit (root). */
+    int (*set_power_cap)(cr_gpu_backend *b, size_t gi, int cap_w, int *applied_w, char *err,
+                         size_t errlen);
 } cr_gpu_ops;
 
 struct cr_gpu_backend {
@@ -143,6 +150,10 @@ struct cr_gpu_backend {
  * be NULL) is the sim fault file. On failure returns CR_E* with a message
  * in err. *out returned new (free with cr_gpu_close).
  */
+/* The power cap through the backend's op: 0, CR_ENOTSUP without one, or
+ * the backend's error (err says). */
+int cr_gpu_set_power_cap(cr_gpu_backend *b, size_t gi, int cap_w, int *applied_w, char *err,
+                         size_t errlen);
 int cr_gpu_open(const char *spec, const char *node, const char *faults_path, cr_gpu_backend **out,
                 char *err, size_t errlen);
 void cr_gpu_close(cr_gpu_backend *b);

@@ -873,7 +873,9 @@ int cr_desired_parse(const char *text, size_t len, cr_desired *out, char *err, s
     if ((rc = get_int(root, "", "version", 0, INT64_MAX, 1, &d.version, err, errlen)) < 0 ||
         (rc = get_int(root, "", "checkpoint_retention_s", 0, INT64_MAX / 1000000000, 0,
                       &d.checkpoint_retention_s, err, errlen)) < 0 ||
-        (rc = get_str(root, "", "checkpoint_base", &d.checkpoint_base, err, errlen)) < 0) {
+        (rc = get_str(root, "", "checkpoint_base", &d.checkpoint_base, err, errlen)) < 0 ||
+        (rc = get_int(root, "", "power_cap_w", 0, CR_POWER_CAP_MAX_W, 0, &d.power_cap_w, err,
+                      errlen)) < 0) {
         goto out;
     }
     if (d.checkpoint_base && d.checkpoint_base[0] != '/') {

@@ -283,3 +283,17 @@ void cr_gpu_uuid_from_seed(const char *prefix, const char *seed, char *out, size
              (unsigned)(h >> 16) & 0xffff, (unsigned)h & 0xffff, (unsigned)(z >> 48),
              (unsigned long long)(z & 0xffffffffffffULL));
 }
+
+int cr_gpu_set_power_cap(cr_gpu_backend *b, size_t gi, int cap_w, int *applied_w, char *err,
+                         size_t errlen)
+{
+    if (gi >= b->count) {
+        snprintf(err, errlen, "no GPU %zu here", gi);
+        return CR_EINVAL;
+    }
+    if (!b->ops->set_power_cap) {
+        snprintf(err, errlen, "the %s backend cannot cap GPU power", b->ops->name);
+        return CR_ENOTSUP;
+    }
+    return b->ops->set_power_cap(b, gi, cap_w, applied_w, err, errlen);
+}

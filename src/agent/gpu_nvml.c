@@ -136,6 +136,10 @@ typedef struct nvml_api {
     nvmlReturn_t (*temp)(nvmlDevice_t, int, unsigned int *);
     nvmlReturn_t (*power)(nvmlDevice_t, unsigned int *);
     nvmlReturn_t (*power_limit)(nvmlDevice_t, unsigned int *);
+    /* power caps (optional) */
+    nvmlReturn_t (*set_power_limit)(nvmlDevice_t, unsigned int);
+    nvmlReturn_t (*power_limit_range)(nvmlDevice_t, unsigned int *, unsigned int *);
+    nvmlReturn_t (*power_limit_default)(nvmlDevice_t, unsigned int *);
     nvmlReturn_t (*clock)(nvmlDevice_t, int, unsigned int *);
     nvmlReturn_t (*ecc)(nvmlDevice_t, int, int, unsigned long long *);
     nvmlReturn_t (*mig_mode)(nvmlDevice_t, unsigned int *, unsigned int *);
@@ -212,6 +216,9 @@ static int load_api(nvml_api *a, char *err, size_t errlen)
     OPT(temp, "nvmlDeviceGetTemperature");
     OPT(power, "nvmlDeviceGetPowerUsage");
     OPT(power_limit, "nvmlDeviceGetEnforcedPowerLimit");
+    OPT(set_power_limit, "nvmlDeviceSetPowerManagementLimit");
+    OPT(power_limit_range, "nvmlDeviceGetPowerManagementLimitConstraints");
+    OPT(power_limit_default, "nvmlDeviceGetPowerManagementDefaultLimit");
     OPT(clock, "nvmlDeviceGetClockInfo");
     OPT(ecc, "nvmlDeviceGetTotalEccErrors");
     OPT(mig_mode, "nvmlDeviceGetMigMode");
@@ -529,8 +536,45 @@ static int nvml_mig_create(cr_gpu_backend *b, size_t gi, const cr_mig_want *w, c
     return CR_EIO;
 }
 
-static const cr_gpu_ops nvml_ops = {"nvml", nvml_sample, nvml_destroy, nvml_mig_destroy,
-                                    nvml_mig_create};
+/* The board's power limit (mW in NVML) clamped to its constraints; 0 its
+ * default limit. Needs root (NVML_ERROR_NO_PERMISSION otherwise). */
+static int nvml_set_power_cap(cr_gpu_backend *b, size_t gi, int cap_w, int *applied_w, char *err,
+                              size_t errlen)
+{
+    nvml_state *st = b->priv;
+    const nvml_api *a = &st->api;
+    nvmlDevice_t d = st->dev[gi];
+    if (!a->set_power_limit) {
+        snprintf(err, errlen, "NVML: libnvidia-ml.so.1 lacks nvmlDeviceSetPowerManagementLimit");
+        return CR_ENOTSUP;
+    }
+    unsigned int mw = (unsigned int)(cap_w > 0 ? cap_w : 0) * 1000u, lo = 0, hi = 0, def = 0;
+    if (cap_w <= 0) {
+        if (!a->power_limit_default || a->power_limit_default(d, &def) != NVML_SUCCESS) {
+            snprintf(err, errlen, "NVML: GPU %d: its default power limit is unknown",
+                     b->gpus[gi].index);
+            return CR_EIO;
+        }
+        mw = def;
+    } else if (a->power_limit_range && a->power_limit_range(d, &lo, &hi) == NVML_SUCCESS) {
+        mw = mw < lo ? lo : mw > hi ? hi : mw;
+    }
+    nvmlReturn_t r = a->set_power_limit(d, mw);
+    if (r != NVML_SUCCESS) {
+        snprintf(err, errlen, "NVML: GPU %d: nvmlDeviceSetPowerManagementLimit(%u mW): %s",
+                 b->gpus[gi].index, mw, a->error_string(r));
+        return CR_EIO;
+    }
+    unsigned int now = mw;
+    if (a->power_limit) {
+        a->power_limit(d, &now);
+    }
+    *applied_w = (int)(now / 1000u);
+    return 0;
+}
+
+static const cr_gpu_ops nvml_ops = {"nvml",           nvml_sample,     nvml_destroy,
+                                    nvml_mig_destroy, nvml_mig_create, nvml_set_power_cap};
 
 static void read_inventory(cr_gpu_backend *b, nvml_state *st)
 {

@@ -363,6 +363,7 @@ typedef struct sim_state {
     double energy_mj[CR_GPU_MAX];  /* integrated board power */
     double nvlink_kib[CR_GPU_MAX]; /* NVLink traffic while busy (NVLink parts only) */
     unsigned mig_made;             /* MIG instances created (new UUIDs) */
+    int cap_w[CR_GPU_MAX];         /* power cap in force, W; 0: none (the TDP) */
 } sim_state;
 
 static void reload_faults(cr_gpu_backend *b, sim_state *st)
@@ -417,7 +418,15 @@ static int sim_sample(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_ns
         double u = st->util[i];
         double idle_w = g->tdp_w * 0.12;
         st->temp[i] += (32 + 45 * u - st->temp[i]) * a;
-        st->power_w[i] += (idle_w + (g->tdp_w * 0.9 - idle_w) * u - st->power_w[i]) * a;
+        /* Under a power cap the board holds its power at the cap by
+         * lowering its clock: power ~ clock, to first order. */
+        double want_w = idle_w + (g->tdp_w * 0.9 - idle_w) * u;
+        double cap = st->cap_w[i] > 0 ? (double)st->cap_w[i] : 1e9;
+        double clock_f = want_w > cap ? cap / want_w : 1.0;
+        st->power_w[i] += ((want_w < cap ? want_w : cap) - st->power_w[i]) * a;
+        if (st->power_w[i] > cap) {
+            st->power_w[i] = cap; /* the limit is enforced at once, not lagged */
+        }
         cr_gpu_sample *s = &out[i];
         memset(s, 0, sizeof *s);
         s->util_pct = (int)(u * 100 + 0.5);
@@ -425,7 +434,7 @@ static int sim_sample(cr_gpu_backend *b, const cr_gpu_load *load, int64_t now_ns
         s->temp_c = (int)(st->temp[i] + 0.5);
         s->power_mw = (int64_t)(st->power_w[i] * 1000);
         int base = m ? m->base_mhz : 1200, boost = m ? m->boost_mhz : 1700;
-        s->sm_clock_mhz = busy < 0 ? 210 : base + (int)((boost - base) * u);
+        s->sm_clock_mhz = busy < 0 ? 210 : (int)((base + (boost - base) * u) * clock_f);
         const cr_gpu_fault *f = &st->faults[i];
         if (f->temp_c >= 0) {
             s->temp_c = f->temp_c;
@@ -520,7 +529,23 @@ static int sim_mig_create(cr_gpu_backend *b, size_t gi, const cr_mig_want *w, cr
     return 0;
 }
 
-static const cr_gpu_ops sim_ops = {"sim", sim_sample, sim_destroy, sim_mig_destroy, sim_mig_create};
+/* A board takes limits from about a third of its TDP up to the TDP. */
+static int sim_set_power_cap(cr_gpu_backend *b, size_t gi, int cap_w, int *applied_w, char *err,
+                             size_t errlen)
+{
+    sim_state *st = b->priv;
+    const cr_gpu_info *g = &b->gpus[gi];
+    int lo = g->tdp_w / 3 > 1 ? g->tdp_w / 3 : 1;
+    int w = cap_w <= 0 ? 0 : cap_w < lo ? lo : cap_w > g->tdp_w ? g->tdp_w : cap_w;
+    st->cap_w[gi] = w;
+    *applied_w = w ? w : g->tdp_w;
+    (void)err;
+    (void)errlen;
+    return 0;
+}
+
+static const cr_gpu_ops sim_ops = {"sim",           sim_sample,     sim_destroy,
+                                   sim_mig_destroy, sim_mig_create, sim_set_power_cap};
 
 static int read_small_file(const char *path, char **out, char *err, size_t errlen)
 {

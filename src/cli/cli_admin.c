@@ -356,13 +356,14 @@ static void csv_field(FILE *f, const char *v, bool last)
 static void usage_csv(const json_t *items, FILE *f)
 {
     static const char *const keys[] = {"tenant", "gpu_type", "day"};
-    static const char *const nums[] = {"gpu_hours", "idle_gpu_hours", "idle_share", "energy_kwh",
-                                       "cost"};
+    static const char *const nums[] = {"gpu_hours", "idle_gpu_hours",  "idle_share", "energy_kwh",
+                                       "cost",      "cloud_gpu_hours", "cloud_cost"};
+    const size_t nn = sizeof nums / sizeof nums[0];
     for (size_t k = 0; k < 3; k++) {
         csv_field(f, keys[k], false);
     }
-    for (size_t k = 0; k < 5; k++) {
-        csv_field(f, nums[k], k == 4);
+    for (size_t k = 0; k < nn; k++) {
+        csv_field(f, nums[k], k == nn - 1);
     }
     size_t i;
     json_t *it;
@@ -371,10 +372,10 @@ static void usage_csv(const json_t *items, FILE *f)
         for (size_t k = 0; k < 3; k++) {
             csv_field(f, jstr(it, keys[k]), false);
         }
-        for (size_t k = 0; k < 5; k++) {
+        for (size_t k = 0; k < nn; k++) {
             char v[40];
             snprintf(v, sizeof v, "%.6f", json_number_value(json_object_get(it, nums[k])));
-            csv_field(f, v, k == 4);
+            csv_field(f, v, k == nn - 1);
         }
     }
 }
@@ -385,7 +386,7 @@ static void usage_table(const json_t *items, FILE *f)
 {
     static const char *const keys[] = {"tenant", "gpu_type", "day"};
     static const char *const names[] = {"TENANT", "GPU_TYPE", "DAY"};
-    const char *hdr[8];
+    const char *hdr[10];
     const char *used[3];
     size_t ncols = 0;
     for (size_t k = 0; k < 3; k++) {
@@ -414,14 +415,29 @@ static void usage_table(const json_t *items, FILE *f)
     }
     hdr[ncols++] = ">ENERGY_KWH";
     hdr[ncols++] = ">COST";
+    /* elastic pools' node time (issue 31) where any was bought */
+    bool cloud = false;
+    {
+        size_t i;
+        json_t *it;
+        json_array_foreach(items, i, it)
+        {
+            cloud = cloud || json_number_value(json_object_get(it, "cloud_cost")) > 0 ||
+                    json_number_value(json_object_get(it, "cloud_gpu_hours")) > 0;
+        }
+    }
+    if (cloud) {
+        hdr[ncols++] = ">CLOUD_GPU_HOURS";
+        hdr[ncols++] = ">CLOUD_COST";
+    }
     cli_table t;
     cr__cli_table_init(&t, ncols, hdr);
     size_t i;
     json_t *it;
     json_array_foreach(items, i, it)
     {
-        const char *row[8];
-        char h[32], e[32], c[32], is[32];
+        const char *row[10];
+        char h[32], e[32], c[32], is[32], ch[32], cc[32];
         for (size_t k = 0; k < ngroup; k++) {
             row[k] = jstr(it, used[k]);
         }
@@ -436,7 +452,13 @@ static void usage_table(const json_t *items, FILE *f)
             row[k++] = is;
         }
         row[k++] = e;
-        row[k] = c;
+        row[k++] = c;
+        snprintf(ch, sizeof ch, "%.2f", json_number_value(json_object_get(it, "cloud_gpu_hours")));
+        snprintf(cc, sizeof cc, "%.2f", json_number_value(json_object_get(it, "cloud_cost")));
+        if (cloud) {
+            row[k++] = ch;
+            row[k] = cc;
+        }
         cr__cli_table_row(&t, row);
     }
     cr__cli_table_print(&t, f);
@@ -519,6 +541,11 @@ static const cli_opt tenants_opts[] = {
      0},
     {"lend", CLI_LIST, "TYPE=N", "GPUs of TYPE of its idle guarantee others may borrow", NULL, 0, 0,
      0},
+    {"constraint", CLI_STR, "L=V,...", "node constraint its jobs get by default (site=onprem)",
+     NULL, 0, 0, 0},
+    {"constraint-locked", CLI_BOOL, NULL, "its jobs may not name another value", NULL, 0, 0, 0},
+    {"burst-budget", CLI_F64, "AMOUNT", "cloud (elastic pool) spend a month; 0: no burst", NULL, 0,
+     1e9, 0},
 };
 
 /* "TYPE=N, ..." of a {"type": n} object into b. */
@@ -646,6 +673,22 @@ static json_t *tenant_body(cli_ctx *ctx, const cli_args *a, const char *name)
     if (par->set) {
         json_object_set_new(body, "parent", json_string(par->str));
     }
+    const cli_val *hc = cr__cli_arg(a, "constraint");
+    const cli_val *hl = cr__cli_arg(a, "constraint-locked");
+    const cli_val *hb = cr__cli_arg(a, "burst-budget");
+    if (hc->set || hl->set || hb->set) {
+        json_t *hy = json_object();
+        if (hc->set) {
+            json_object_set_new(hy, "constraint", json_string(hc->str));
+        }
+        if (hl->set) {
+            json_object_set_new(hy, "locked", json_true());
+        }
+        if (hb->set) {
+            json_object_set_new(hy, "burst_budget", json_real(hb->f));
+        }
+        json_object_set_new(body, "hybrid", hy);
+    }
     static const char *const flags[][2] = {
         {"quota", "quotas"}, {"limit", "limits"}, {"lend", "lending_limits"}};
     for (size_t f = 0; f < 3; f++) {
@@ -683,7 +726,8 @@ int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv)
     cr_client_res_init(&res);
     if (cr__cli_begin(ctx, &a,
                       "[list] | tree | create NAME [--parent T] [--weight W] [--quota TYPE=N]... "
-                      "[--limit TYPE=N]... [--lend TYPE=N]... | set NAME [same flags]",
+                      "[--limit TYPE=N]... [--lend TYPE=N]... [--constraint L=V,...] "
+                      "[--constraint-locked] [--burst-budget AMOUNT] | set NAME [same flags]",
                       tenants_opts, NOPTS(tenants_opts), false, argc, argv, &code)) {
         goto out;
     }
@@ -706,11 +750,14 @@ int cr__cli_tenants(cli_ctx *ctx, int argc, char **argv)
         code = CLI_EXIT_USAGE;
         goto out;
     }
-    if (list && (cr__cli_arg(&a, "weight")->set || cr__cli_arg(&a, "quota")->set ||
-                 cr__cli_arg(&a, "parent")->set || cr__cli_arg(&a, "limit")->set ||
-                 cr__cli_arg(&a, "lend")->set)) {
-        fprintf(ctx->err, "corral tenants: --weight, --quota, --parent, --limit and --lend go "
-                          "with create or set\n");
+    if (list &&
+        (cr__cli_arg(&a, "weight")->set || cr__cli_arg(&a, "quota")->set ||
+         cr__cli_arg(&a, "parent")->set || cr__cli_arg(&a, "limit")->set ||
+         cr__cli_arg(&a, "lend")->set || cr__cli_arg(&a, "constraint")->set ||
+         cr__cli_arg(&a, "constraint-locked")->set || cr__cli_arg(&a, "burst-budget")->set)) {
+        fprintf(ctx->err, "corral tenants: --weight, --quota, --parent, --limit, --lend, "
+                          "--constraint, --constraint-locked and --burst-budget go with create or "
+                          "set\n");
         code = CLI_EXIT_USAGE;
         goto out;
     }

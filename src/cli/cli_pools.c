@@ -41,7 +41,20 @@ static void pools_print(cli_ctx *ctx, const json_t *items, int64_t nev)
         snprintf(cost, sizeof cost, "%.2f (%.2f so far)",
                  json_number_value(json_object_get(p, "cost_per_hour")),
                  json_number_value(json_object_get(p, "cost")));
-        if (!json_is_true(json_object_get(p, "elastic"))) {
+        const json_t *pw = json_object_get(p, "power");
+        if (!json_is_true(json_object_get(p, "elastic")) && pw) {
+            /* power saving (issue 31): how many members sleep */
+            size_t off = 0;
+            const char *nk;
+            json_t *nv;
+            json_object_foreach((json_t *)json_object_get(pw, "nodes"), nk, nv)
+            {
+                const char *sv = json_string_value(nv);
+                off += sv && strcmp(sv, "on") != 0;
+            }
+            snprintf(st, sizeof st, "static, %zu suspended or resuming (after %llds idle)", off,
+                     (long long)json_integer_value(json_object_get(pw, "suspend_s")));
+        } else if (!json_is_true(json_object_get(p, "elastic"))) {
             snprintf(st, sizeof st, "static");
         } else if (json_object_get(p, "refused")) {
             snprintf(st, sizeof st, "refused: %.120s", jstr(p, "refused"));
@@ -52,6 +65,11 @@ static void pools_print(cli_ctx *ctx, const json_t *items, int64_t nev)
             snprintf(st, sizeof st, "%lld booting, %lld draining",
                      (long long)json_integer_value(json_object_get(cnt, "booting")),
                      (long long)json_integer_value(json_object_get(cnt, "draining")));
+        }
+        if (json_object_get(p, "power_cap_w")) {
+            size_t sl = strlen(st);
+            snprintf(st + sl, sizeof st - sl, "; GPUs capped at %lld W",
+                     (long long)json_integer_value(json_object_get(p, "power_cap_w")));
         }
         size_t o = 0;
         lab[0] = '\0';
@@ -92,9 +110,12 @@ static void pools_print(cli_ctx *ctx, const json_t *items, int64_t nev)
                 snprintf(jobs, sizeof jobs, "%lld",
                          (long long)json_integer_value(json_object_get(n, "jobs")));
             }
+            /* a static member under power saving: its power state */
+            const char *pst = json_string_value(json_object_get(
+                json_object_get(json_object_get(p, "power"), "nodes"), jstr(n, "name")));
             const char *row[] = {jstr(n, "name"),
                                  jstr(p, "name"),
-                                 jstr(n, "state"),
+                                 pst && strcmp(pst, "on") != 0 ? pst : jstr(n, "state"),
                                  jstr(n, "node_state"),
                                  age,
                                  idle,

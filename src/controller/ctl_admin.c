@@ -52,6 +52,18 @@ static json_t *tenant_json(const ctl_tenant *t)
                                         "grace_s", (json_int_t)t->idle_grace_s, "action",
                                         t->idle_requeue ? "requeue" : "warn")
                             : json_null());
+    json_t *hy = NULL;
+    if (t->hy_constraint[0] || t->hy_burst_budget >= 0) {
+        hy = json_object();
+        if (t->hy_constraint[0]) {
+            json_object_set_new(hy, "constraint", json_string(t->hy_constraint));
+            json_object_set_new(hy, "locked", json_boolean(t->hy_locked));
+        }
+        if (t->hy_burst_budget >= 0) {
+            json_object_set_new(hy, "burst_budget", json_real(t->hy_burst_budget));
+        }
+    }
+    json_object_set_new(v, "hybrid", hy ? hy : json_null());
     return v;
 }
 
@@ -100,6 +112,57 @@ static int idle_parse(const json_t *v, int64_t *after, int64_t *grace, bool *req
     return 0;
 }
 
+/* "hybrid": {"constraint", "locked", "burst_budget"} (or null: none) into
+ * the outs (constraint CTL_HYBRID_CONSTRAINT_MAX bytes; budget -1: none). */
+static int hybrid_parse(const json_t *v, char *constraint, bool *locked, double *budget,
+                        cr_json_err *err)
+{
+    static const char *const members[] = {"constraint", "locked", "burst_budget", NULL};
+    json_t *o = json_object_get(v, "hybrid");
+    constraint[0] = '\0';
+    *locked = false;
+    *budget = -1;
+    if (!o || json_is_null(o)) {
+        return 0;
+    }
+    if (!json_is_object(o)) {
+        return cr_json_fail(err, CR_EINVAL, "hybrid", "field 'hybrid': must be an object or null");
+    }
+    const char *cons = "";
+    int rc;
+    if ((rc = cr_json_only(o, "hybrid", members, err)) ||
+        (rc = cr_json_str(o, "hybrid", "constraint", false, CTL_HYBRID_CONSTRAINT_MAX - 1, &cons,
+                          err)) ||
+        (rc = cr_json_bool(o, "hybrid", "locked", false, locked, err))) {
+        return rc;
+    }
+    if (json_object_get(o, "burst_budget") &&
+        (rc = cr_json_num(o, "hybrid", "burst_budget", false, 0, CTL_BURST_BUDGET_MAX, budget,
+                          err))) {
+        return rc;
+    }
+    char why[200];
+    if (*cons && ctl_batch_nodes_check("constraint", cons, why, sizeof why) != 0) {
+        return cr_json_fail(err, CR_EINVAL, "hybrid.constraint", "field 'hybrid.constraint': %s",
+                            why);
+    }
+    for (const char *p = cons; *p;) {
+        size_t len = strcspn(p, "&,");
+        if (!memchr(p, '=', len)) {
+            return cr_json_fail(err, CR_EINVAL, "hybrid.constraint",
+                                "field 'hybrid.constraint': want LABEL=VALUE terms, not '%.*s'",
+                                (int)(len < 64 ? len : 64), p);
+        }
+        p += len + (p[len] != '\0');
+    }
+    if (*locked && !*cons) {
+        return cr_json_fail(err, CR_EINVAL, "hybrid.locked",
+                            "field 'hybrid.locked': needs a constraint to lock");
+    }
+    snprintf(constraint, CTL_HYBRID_CONSTRAINT_MAX, "%s", cons);
+    return 0;
+}
+
 static void tenant_persist(cr_store_txn *txn, const ctl_tenant *t)
 {
     json_t *v = tenant_json(t);
@@ -125,6 +188,7 @@ static ctl_tenant *tenant_add(ctl *c, const char *name, double weight, json_t *q
     t->lending = json_object();
     t->fair_rank = -1;
     t->level_fs = NAN;
+    t->hy_burst_budget = -1;
     CR_GROW(c->tenants, c->ntenants, c->captenants);
     c->tenants[c->ntenants++] = t;
     c->tenants_dirty = true;
@@ -181,6 +245,9 @@ typedef struct tenant_in {
     double weight;
     int64_t idle_after_s, idle_grace_s;
     bool idle_requeue;
+    char hy_constraint[CTL_HYBRID_CONSTRAINT_MAX];
+    bool hy_locked;
+    double hy_burst_budget;
     json_t *quotas, *limits, *lending; /* owned */
 } tenant_in;
 
@@ -195,10 +262,10 @@ static void tenant_in_fini(tenant_in *in)
  * "lending_limits"} into in (its maps returned new: tenant_in_fini). */
 static int tenant_parse(const json_t *v, bool with_name, tenant_in *in, cr_json_err *err)
 {
-    static const char *const with[] = {"name",   "parent",         "weight", "quotas",
-                                       "limits", "lending_limits", "idle",   NULL};
+    static const char *const with[] = {"name",           "parent", "weight", "quotas", "limits",
+                                       "lending_limits", "idle",   "hybrid", NULL};
     static const char *const without[] = {"parent",         "weight", "quotas", "limits",
-                                          "lending_limits", "idle",   NULL};
+                                          "lending_limits", "idle",   "hybrid", NULL};
     int rc;
     if ((rc = cr_json_only(v, "", with_name ? with : without, err)) ||
         (with_name && (rc = cr_json_str(v, "", "name", true, CTL_NAME_MAX - 1, &in->name, err))) ||
@@ -207,7 +274,8 @@ static int tenant_parse(const json_t *v, bool with_name, tenant_in *in, cr_json_
         (rc = gpu_map(v, "quotas", &in->quotas, err)) ||
         (rc = gpu_map(v, "limits", &in->limits, err)) ||
         (rc = gpu_map(v, "lending_limits", &in->lending, err)) ||
-        (rc = idle_parse(v, &in->idle_after_s, &in->idle_grace_s, &in->idle_requeue, err))) {
+        (rc = idle_parse(v, &in->idle_after_s, &in->idle_grace_s, &in->idle_requeue, err)) ||
+        (rc = hybrid_parse(v, in->hy_constraint, &in->hy_locked, &in->hy_burst_budget, err))) {
         return rc;
     }
     if (with_name && (rc = ctl_name_check(in->name, "name", err)) != 0) {
@@ -422,17 +490,31 @@ static json_t *tenant_usage(ctl *c, const ctl_tenant *t, const json_t *all, cons
     json_t *in_use = json_object(), *sub = json_object();
     gpus_add(in_use, json_object_get(all, t->name));
     gpus_add(sub, json_object_get(subs, t->name));
-    double gpu_s = 0, energy = 0, cost = 0;
+    double gpu_s = 0, energy = 0, cost = 0, cloud = 0;
     for (size_t i = 0; i < c->nusage; i++) {
-        if (strcmp(c->usage[i].tenant, t->name) == 0 &&
-            !strstr(c->usage[i].gpu_type, CTL_IDLE_SUFFIX)) {
-            gpu_s += c->usage[i].gpu_s;
-            energy += c->usage[i].energy_j;
-            cost += c->usage[i].cost;
+        if (strcmp(c->usage[i].tenant, t->name) != 0 ||
+            strstr(c->usage[i].gpu_type, CTL_IDLE_SUFFIX)) {
+            continue;
         }
+        if (strstr(c->usage[i].gpu_type, CTL_CLOUD_SUFFIX)) {
+            cloud += c->usage[i].cost;
+            continue;
+        }
+        gpu_s += c->usage[i].gpu_s;
+        energy += c->usage[i].energy_j;
+        cost += c->usage[i].cost;
     }
-    return json_pack("{s:o,s:o,s:f,s:f,s:f}", "gpus_in_use", in_use, "subtree_in_use", sub,
-                     "gpu_hours", gpu_s / 3600.0, "energy_kwh", energy / 3.6e6, "cost", cost);
+    json_t *u = json_pack("{s:o,s:o,s:f,s:f,s:f,s:f}", "gpus_in_use", in_use, "subtree_in_use", sub,
+                          "gpu_hours", gpu_s / 3600.0, "energy_kwh", energy / 3.6e6, "cost", cost,
+                          "cloud_cost", cloud);
+    double budget, spent;
+    char owner[CTL_NAME_MAX];
+    if (ctl_tenant_burst(c, t->name, &budget, &spent, owner)) {
+        json_object_set_new(u, "burst",
+                            json_pack("{s:s,s:f,s:f}", "owner", owner, "budget", budget,
+                                      "spent_this_month", spent));
+    }
+    return u;
 }
 
 void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg)
@@ -539,8 +621,11 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
                            .lending = in.lending,
                            .idle_after_s = in.idle_after_s,
                            .idle_grace_s = in.idle_grace_s,
-                           .idle_requeue = in.idle_requeue};
+                           .idle_requeue = in.idle_requeue,
+                           .hy_locked = in.hy_locked,
+                           .hy_burst_budget = in.hy_burst_budget};
         snprintf(next.name, sizeof next.name, "%s", name);
+        snprintf(next.hy_constraint, sizeof next.hy_constraint, "%s", in.hy_constraint);
         snprintf(next.parent, sizeof next.parent, "%s", parent);
         cr_store_txn *txn = cr_store_txn_new();
         tenant_persist(txn, &next);
@@ -561,6 +646,9 @@ void ctl_route_tenants(ctl *c, cr_http_req *req, const cr_principal *p, char **s
             t->idle_after_s = in.idle_after_s;
             t->idle_grace_s = in.idle_grace_s;
             t->idle_requeue = in.idle_requeue;
+            snprintf(t->hy_constraint, sizeof t->hy_constraint, "%s", in.hy_constraint);
+            t->hy_locked = in.hy_locked;
+            t->hy_burst_budget = in.hy_burst_budget;
             c->tenants_dirty = true;
             ctl_sched_kick(c);
             json_t *ans = tenant_json(t);
@@ -830,6 +918,129 @@ void ctl_usage_add(ctl *c, cr_store_txn *txn, const char *tenant, const char *gp
     cr_store_txn_usage(txn, tenant, gpu_type, day, gpu_s, energy_j, cost);
 }
 
+void ctl_usage_add_cloud(ctl *c, cr_store_txn *txn, const char *tenant, const char *gpu_type,
+                         int64_t at_ns, double gpu_s, double cost)
+{
+    char day[16], type[CTL_NAME_MAX + 8];
+    time_t t = (time_t)(at_ns / CR_NS_PER_SEC);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    strftime(day, sizeof day, "%Y-%m-%d", &tm);
+    /* (a type name at most CTL_NAME_MAX - 1 - the suffix: kept whole) */
+    snprintf(type, sizeof type, "%.*s%s", (int)(CTL_NAME_MAX - sizeof CTL_CLOUD_SUFFIX), gpu_type,
+             CTL_CLOUD_SUFFIX);
+    ctl_usage *u = NULL;
+    for (size_t i = c->nusage; i > 0; i--) {
+        ctl_usage *x = &c->usage[i - 1];
+        if (strcmp(x->day, day) == 0 && strcmp(x->tenant, tenant) == 0 &&
+            strcmp(x->gpu_type, type) == 0) {
+            u = x;
+            break;
+        }
+    }
+    if (!u) {
+        CR_GROW(c->usage, c->nusage, c->capusage);
+        u = &c->usage[c->nusage++];
+        memset(u, 0, sizeof *u);
+        snprintf(u->tenant, sizeof u->tenant, "%s", tenant);
+        snprintf(u->gpu_type, sizeof u->gpu_type, "%.*s", CTL_NAME_MAX - 1, type);
+        snprintf(u->day, sizeof u->day, "%s", day);
+    }
+    u->gpu_s += gpu_s;
+    u->cost += cost;
+    cr_store_txn_usage(txn, tenant, type, day, gpu_s, 0, cost);
+}
+
+bool ctl_tenant_burst(ctl *c, const char *tenant, double *budget, double *spent, char *owner)
+{
+    int n = 0;
+    ctl_tenant *t = ctl_tenant_find(c, tenant);
+    for (; t && n <= CTL_TENANT_DEPTH_MAX && t->hy_burst_budget < 0; t = parent_of(c, t), n++) {
+    }
+    if (!t || t->hy_burst_budget < 0) {
+        return false;
+    }
+    char month[16];
+    time_t now = (time_t)(cr_now_ns() / CR_NS_PER_SEC);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(month, sizeof month, "%Y-%m", &tm);
+    double sum = 0;
+    for (size_t i = 0; i < c->nusage; i++) {
+        const ctl_usage *u = &c->usage[i];
+        if (strncmp(u->day, month, 7) == 0 && strstr(u->gpu_type, CTL_CLOUD_SUFFIX) &&
+            below(c, u->tenant, t->name)) {
+            sum += u->cost;
+        }
+    }
+    *budget = t->hy_burst_budget;
+    *spent = sum;
+    snprintf(owner, CTL_NAME_MAX, "%s", t->name);
+    return true;
+}
+
+/* The value term LABEL has in constraint text cons, into val (len bytes):
+ * false when cons has no term of LABEL. */
+static bool cons_term(const char *cons, const char *label, char *val, size_t len)
+{
+    size_t ll = strlen(label);
+    for (const char *p = cons; p && *p;) {
+        size_t n = strcspn(p, "&,");
+        const char *eq = memchr(p, '=', n);
+        size_t kl = eq ? (size_t)(eq - p) : n;
+        if (kl == ll && strncmp(p, label, ll) == 0) {
+            snprintf(val, len, "%.*s", eq ? (int)(n - kl - 1) : 0, eq ? eq + 1 : "");
+            return true;
+        }
+        p += n + (p[n] != '\0');
+    }
+    return false;
+}
+
+int ctl_tenant_constraint_apply(ctl *c, const char *tenant, json_t *spec, bool *changed,
+                                cr_json_err *err)
+{
+    int n = 0;
+    ctl_tenant *t = ctl_tenant_find(c, tenant);
+    for (; t && n <= CTL_TENANT_DEPTH_MAX && !t->hy_constraint[0]; t = parent_of(c, t), n++) {
+    }
+    if (!t || !t->hy_constraint[0]) {
+        return 0;
+    }
+    const char *mine = json_string_value(json_object_get(spec, "constraint"));
+    cr_buf b;
+    cr_buf_init(&b);
+    cr_buf_puts(&b, mine ? mine : "");
+    int rc = 0;
+    for (const char *p = t->hy_constraint; *p;) {
+        size_t len = strcspn(p, "&,");
+        char term[CTL_HYBRID_CONSTRAINT_MAX], val[CTL_HYBRID_CONSTRAINT_MAX];
+        snprintf(term, sizeof term, "%.*s", (int)len, p);
+        p += len + (p[len] != '\0');
+        char *eq = strchr(term, '=');
+        if (!eq) {
+            continue;
+        }
+        *eq = '\0';
+        if (!cons_term(mine, term, val, sizeof val)) {
+            cr_buf_printf(&b, "%s%s=%s", b.len ? "," : "", term, eq + 1);
+            *changed = true;
+        } else if (t->hy_locked && strcmp(val, eq + 1) != 0) {
+            rc = cr_json_fail(err, CR_EPERM, "constraint",
+                              "field 'constraint': tenant '%s' keeps its work at %s=%s "
+                              "(its hybrid policy, locked); '%s=%s' is not allowed",
+                              t->name, term, eq + 1, term, val);
+            goto out;
+        }
+    }
+    if (*changed) {
+        json_object_set_new(spec, "constraint", json_string(cr_buf_str(&b)));
+    }
+out:
+    cr_buf_fini(&b);
+    return rc;
+}
+
 void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
 {
     cr_http_set_route(req, "/v1/usage");
@@ -899,6 +1110,11 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
         if (sfx) {
             *sfx = '\0';
         }
+        char *csfx = strstr(type, CTL_CLOUD_SUFFIX);
+        bool cloud = csfx != NULL;
+        if (csfx) {
+            *csfx = '\0';
+        }
         snprintf(day, sizeof day, "%.*s", (int)dlen, u->day);
         const char *tn = u->tenant;
         if (level > 0) {
@@ -927,10 +1143,22 @@ void ctl_route_usage(ctl *c, cr_http_req *req, const cr_principal *p)
             }
         }
         if (!row) {
-            row = json_pack("{s:s,s:s,s:s,s:f,s:f,s:f,s:f,s:f}", "tenant", tn, "gpu_type", ty,
-                            "day", dy, "gpu_hours", 0.0, "idle_gpu_hours", 0.0, "idle_share", 0.0,
-                            "energy_kwh", 0.0, "cost", 0.0);
+            row = json_pack("{s:s,s:s,s:s,s:f,s:f,s:f,s:f,s:f,s:f,s:f}", "tenant", tn, "gpu_type",
+                            ty, "day", dy, "gpu_hours", 0.0, "idle_gpu_hours", 0.0, "idle_share",
+                            0.0, "energy_kwh", 0.0, "cost", 0.0, "cloud_gpu_hours", 0.0,
+                            "cloud_cost", 0.0);
             json_array_append_new(items, row);
+        }
+        if (cloud) {
+            /* elastic pools' node time bought for the tenant: apart from
+             * the GPU-hours its jobs held and their showback cost */
+            json_object_set_new(row, "cloud_gpu_hours",
+                                json_real(json_real_value(json_object_get(row, "cloud_gpu_hours")) +
+                                          u->gpu_s / 3600.0));
+            json_object_set_new(
+                row, "cloud_cost",
+                json_real(json_real_value(json_object_get(row, "cloud_cost")) + u->cost));
+            continue;
         }
         const char *hk = idle ? "idle_gpu_hours" : "gpu_hours";
         json_object_set_new(
@@ -1023,6 +1251,15 @@ static void load_tenant(void *arg, const char *key, const char *doc)
     cr_json_err err;
     if (idle_parse(v, &t->idle_after_s, &t->idle_grace_s, &t->idle_requeue, &err) != 0) {
         t->idle_after_s = 0; /* a row this build cannot read: no policy */
+    }
+    if (hybrid_parse(v, t->hy_constraint, &t->hy_locked, &t->hy_burst_budget, &err) != 0) {
+        /* a row this build cannot read: no default, and no burst at all
+         * (the safe side of a budget) */
+        t->hy_constraint[0] = '\0';
+        t->hy_locked = false;
+        t->hy_burst_budget = 0;
+        cr_warn("tenant %s: its stored hybrid policy is unreadable (%s): no burst", key,
+                err.message);
     }
     json_decref(v);
 }

@@ -12,6 +12,7 @@
  * document at once.
  */
 #include "ctl_int.h"
+#include "ctl_pools.h"
 
 #include "cr_log.h"
 
@@ -304,6 +305,10 @@ json_t *ctl_desired_doc(ctl *c, const ctl_node *n)
         }
     }
     json_object_set_new(doc, "stop_reasons", gone);
+    int64_t cap = ctl_pools_power_cap_w(c, n); /* its pool's power budget */
+    if (cap > 0) {
+        json_object_set_new(doc, "power_cap_w", json_integer(cap));
+    }
     json_t *layouts = ctl_mig_layouts(n); /* dynamic MIG: before its jobs start */
     if (layouts) {
         json_object_set_new(doc, "mig_layouts", layouts);

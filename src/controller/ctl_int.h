@@ -161,6 +161,7 @@ typedef struct ctl_job {
 
 #define CTL_DEP_PIN_S 10
 
+#define CTL_POWER_CAP_MAX_W 10000 /* = the agent's CR_POWER_CAP_MAX_W */
 typedef struct ctl_gpu {
     int index;
     char uuid[96];
@@ -175,6 +176,7 @@ typedef struct ctl_gpu {
     int8_t mig_start[8];
     bool mig_unusable; /* MIG layout the scheduler cannot model: kept out of use */
     double util_pct, temp_c, power_w;
+    int power_cap_w; /* the limit its agent put in force for its pool's power budget; 0 none */
     uint64_t mem_used_bytes;
     int64_t alloc_job; /* whole-GPU holder (0 = free) */
     bool shareable;    /* the agent offers it to fractional tasks (--share-gpus) */
@@ -255,7 +257,9 @@ typedef struct ctl_node {
  * limits bound how much of its idle guarantee others borrow. parent ""
  * for a root (every flat tenant). fair_rank and level_fs are the
  * scheduler's last fair-tree result (-1 and NAN before one). */
-#define CTL_TENANT_DEPTH_MAX 8 /* = CR_SCHED_TENANT_DEPTH_MAX */
+#define CTL_TENANT_DEPTH_MAX      8 /* = CR_SCHED_TENANT_DEPTH_MAX */
+#define CTL_HYBRID_CONSTRAINT_MAX 256
+#define CTL_BURST_BUDGET_MAX      1e9 /* currency a month */
 typedef struct ctl_tenant {
     char name[CTL_NAME_MAX];
     char parent[CTL_NAME_MAX];
@@ -270,11 +274,23 @@ typedef struct ctl_tenant {
      * job is requeued idle_grace_s later. */
     int64_t idle_after_s, idle_grace_s;
     bool idle_requeue;
+    /* Hybrid policy ("hybrid" in the API, docs/pools.md), each part
+     * inherited from the nearest ancestor-or-self that sets it: a default
+     * node constraint for its jobs (locked: a job may not name another
+     * value for its labels), and a burst budget, the currency its subtree's
+     * jobs may spend on elastic (provider) pools' nodes per calendar month
+     * (UTC); < 0 none set here. */
+    char hy_constraint[CTL_HYBRID_CONSTRAINT_MAX];
+    bool hy_locked;
+    double hy_burst_budget;
 } ctl_tenant;
 
 #define CTL_IDLE_UTIL_PCT 5       /* a GPU at most this busy is idle */
 #define CTL_IDLE_SUFFIX   "#idle" /* usage rows of idle GPU-seconds: "<type>#idle" */
-#define CTL_IDLE_MAX_S    (30LL * 86400)
+/* usage rows of elastic pools' nodes: "<type>#cloud", gpu_s the GPU-seconds
+ * bought (booting and idle included), cost their price (ctl_pools.c) */
+#define CTL_CLOUD_SUFFIX "#cloud"
+#define CTL_IDLE_MAX_S   (30LL * 86400)
 
 typedef struct ctl_usage {
     char tenant[CTL_NAME_MAX];
@@ -846,6 +862,21 @@ int ctl_bootstrap(ctl *c);
 void ctl_node_token(ctl *c, cr_store_txn *txn, const char *node, char *out, char *secret_out);
 void ctl_usage_add(ctl *c, cr_store_txn *txn, const char *tenant, const char *gpu_type,
                    int64_t at_ns, double gpu_s, double energy_j);
+/* Elastic pool node time bought for tenant: a "<type>#cloud" usage row of
+ * gpu_s and cost (into txn and memory). mu held. */
+void ctl_usage_add_cloud(ctl *c, cr_store_txn *txn, const char *tenant, const char *gpu_type,
+                         int64_t at_ns, double gpu_s, double cost);
+/* The burst budget that binds tenant's jobs: false when none in its chain
+ * sets one (unbounded). Else *budget, *owner (the tenant that sets it,
+ * CTL_NAME_MAX bytes) and *spent (this calendar month's cloud cost of
+ * owner's subtree, UTC). mu held. */
+bool ctl_tenant_burst(ctl *c, const char *tenant, double *budget, double *spent, char *owner);
+/* The tenant's hybrid constraint applied to a job's spec at submit: its
+ * terms for labels the job does not name are added to "constraint"; a
+ * locked one refuses (CR_EPERM, err naming "constraint") a job that names
+ * another value. *changed when the spec changed. mu held. */
+int ctl_tenant_constraint_apply(ctl *c, const char *tenant, json_t *spec, bool *changed,
+                                cr_json_err *err);
 
 /* ctl_nodes.c: agent and node routes, lost-node timer, long-polls. */
 void ctl_route_agents(ctl *c, cr_http_req *req, const cr_principal *p, char **seg, size_t nseg);

@@ -216,6 +216,15 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         ctl_reply_jerr(req, &err);
         goto out;
     }
+    /* The tenant's hybrid constraint (site=onprem): added, or a locked one
+     * enforced (docs/pools.md "Hybrid policy"). */
+    bool cchanged = false;
+    if (ctl_tenant_constraint_apply(c, proto->tenant, proto->spec, &cchanged, &err) != 0) {
+        pthread_mutex_unlock(&c->mu);
+        ctl_reply_err(req, 403, err.code, err.field, "%s", err.message);
+        goto out;
+    }
+    redump = redump || cchanged;
     /* Partition and GPU type against the cluster's (its config, its nodes). */
     char note[200];
     if (ctl_part_submit(c, v, proto, note, sizeof note, &redump, &err) != 0) {

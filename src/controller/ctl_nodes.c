@@ -86,6 +86,9 @@ static json_t *node_json(ctl *c, const ctl_node *n, bool detail, const cr_princi
         if (!seen) {
             json_object_set_new(v, "busy", json_true());
         }
+        if (g->power_cap_w > 0) {
+            json_object_set_new(v, "power_cap_w", json_integer(g->power_cap_w));
+        }
         if (detail && g->mig) {
             json_object_set(v, "mig", g->mig);
         }
@@ -820,9 +823,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
     cr_json_err err;
     static const char *const members[] = {"gpus", "jobs", "data_held", "reclaim_in_s", NULL};
     static const char *const gpu_members[] = {
-        "index",           "health",   "reason",   "util_pct",
-        "mem_used_bytes",  "temp_c",   "power_mw", "sm_clock_mhz",
-        "ecc_uncorrected", "xid_last", NULL};
+        "index",    "health",       "reason",          "util_pct", "mem_used_bytes", "temp_c",
+        "power_mw", "sm_clock_mhz", "ecc_uncorrected", "xid_last", "power_cap_w",    NULL};
     static const char *const job_members[] = {
         "job",         "state",         "pid",     "exit_code", "signal",
         "run",         "port",          "oom",     "reason",    "fatal",
@@ -878,7 +880,8 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
             cr_json_int(g, path, "power_mw", false, 0, 100000000, &x, &err) ||
             cr_json_int(g, path, "sm_clock_mhz", false, 0, 100000, &x, &err) ||
             cr_json_int(g, path, "ecc_uncorrected", false, 0, INT64_MAX, &x, &err) ||
-            cr_json_int(g, path, "xid_last", false, 0, INT64_MAX, &x, &err)) {
+            cr_json_int(g, path, "xid_last", false, 0, INT64_MAX, &x, &err) ||
+            cr_json_int(g, path, "power_cap_w", false, 0, CTL_POWER_CAP_MAX_W, &x, &err)) {
             goto bad;
         }
     }
@@ -1007,6 +1010,11 @@ static void agent_status(ctl *c, cr_http_req *req, ctl_node *n_unused, const cha
         if ((m = json_object_get(g, "power_mw"))) {
             x->power_w = (double)json_integer_value(m) / 1000.0;
         }
+        m = json_object_get(g, "power_cap_w");
+        x->power_cap_w = json_is_integer(m) && json_integer_value(m) > 0 &&
+                                 json_integer_value(m) <= CTL_POWER_CAP_MAX_W
+                             ? (int)json_integer_value(m)
+                             : 0;
         if ((m = json_object_get(g, "mem_used_bytes"))) {
             x->mem_used_bytes = (uint64_t)json_integer_value(m);
         }

@@ -142,8 +142,10 @@ void ctl_metrics_more(ctl *c, cr_buf *b, bool full)
         }
     }
     for (size_t i = 0; i < c->nusage; i++) {
-        if (strstr(c->usage[i].gpu_type, CTL_IDLE_SUFFIX)) {
-            continue; /* idle GPU-seconds: already in their type's row */
+        if (strstr(c->usage[i].gpu_type, CTL_IDLE_SUFFIX) ||
+            strstr(c->usage[i].gpu_type, CTL_CLOUD_SUFFIX)) {
+            continue; /* idle GPU-seconds: already in their type's row; cloud
+                       * node time: corral_pool_cost_total */
         }
         kv *e = kv_get(&use, &nuse, &capuse, full ? c->usage[i].tenant : "", c->usage[i].gpu_type);
         e->x += c->usage[i].gpu_s;

@@ -25,6 +25,7 @@
 #include "ctl_pools.h"
 
 #include "ctl_int.h"
+#include "ctl_pools_int.h"
 
 #include "cr_alloc.h"
 #include "cr_error.h"
@@ -48,80 +49,7 @@
 
 extern char **environ;
 
-#define EVENTS_MAX     64   /* per pool, newest kept */
-#define PASS_MAX       16   /* creates or deletes per pool per pass */
-#define DEMAND_MAX     1024 /* pending jobs looked at per pool per pass */
-#define OUT_MAX        (1 << 20)
-#define IDLE_MULT_MAX  8
-#define REASON_MARK    " | pool "
-#define BACKOFF_BASE_S 10
-#define BACKOFF_MAX_S  900
-
-typedef enum { PN_BOOTING = 0, PN_UP, PN_DRAINING, PN_DELETING } pn_state;
 static const char *const pn_names[] = {"booting", "up", "draining", "deleting"};
-
-typedef struct pnode {
-    char name[CTL_NAME_MAX];
-    char id[128]; /* the provider's id of it ("" not said) */
-    pn_state state;
-    int64_t created_mono; /* create asked (monotonic) */
-    int64_t up_mono;      /* registered; 0 not yet */
-    int64_t idle_mono;    /* idle since; 0 busy */
-    int64_t retry_mono;   /* deleting: next try after a failed delete */
-    bool inflight;        /* a provider call about it is running */
-    char why[200];        /* why it was created (or is being deleted) */
-} pnode;
-
-typedef struct pevent {
-    int64_t wall_ns;
-    char node[CTL_NAME_MAX];
-    char what[16];
-    char why[300];
-} pevent;
-
-typedef struct pool {
-    char name[CTL_NAME_MAX];
-    char gpu_type[CTL_NAME_MAX];
-    char provider[1024]; /* "" static */
-    int64_t gpus_per_node, min_nodes, max_nodes;
-    int64_t boot_s, boot_timeout_s, idle_s, min_lifetime_s, pending_s, provider_timeout_s;
-    int64_t refusal_retry_s;
-    int64_t backoff_base_s; /* the first backoff; doubles per failure to BACKOFF_MAX_S */
-    double cost_per_hour;
-    json_t *labels;   /* owned object, may be empty */
-    json_t *patterns; /* owned: static members (fnmatch), or NULL */
-    json_t *pconfig;  /* owned: provider_config, passed through, or NULL */
-    pnode *pn;        /* the provider's nodes */
-    size_t npn, cappn;
-    int64_t seq;  /* node names: <pool>-<seq> */
-    int failures; /* failed boots and creates in a row */
-    int64_t backoff_until_mono;
-    char last_error[256];
-    int refusals; /* refusals in a row */
-    int64_t refused_until_mono;
-    char refusal[256];
-    int64_t last_delete_mono, last_regret_mono;
-    int idle_mult;
-    int64_t creates, deletes;
-    double node_s;       /* node-seconds bought since start: booting to deleted */
-    int64_t billed_mono; /* node_s counted up to (monotonic) */
-    pevent ev[EVENTS_MAX];
-    size_t nev;          /* events recorded in all (ring index nev % EVENTS_MAX) */
-    bool listed;         /* the provider's list was read (at start) */
-    int64_t list_s;      /* and is read again this often */
-    int64_t listed_mono; /* when it was last read */
-} pool;
-
-struct ctl_pools {
-    pool *p;
-    size_t n;
-    char server[600]; /* the URL agents reach the controller at */
-    pthread_t th;
-    bool started;
-    pthread_mutex_t m; /* guards stop; cv wakes the thread */
-    pthread_cond_t cv;
-    bool stop;
-};
 
 /* ------------------------------------------------------------------------ */
 /* Config                                                                   */
@@ -145,6 +73,10 @@ static const char *const pool_members[] = {"name",
                                            "nodes",
                                            "backoff_s",
                                            "list_s",
+                                           "power_provider",
+                                           "suspend_s",
+                                           "resume_timeout_s",
+                                           "power_budget_w",
                                            NULL};
 
 static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *err)
@@ -223,6 +155,9 @@ static int pool_parse(const json_t *o, const char *path, pool *p, cr_json_err *e
             return cr_json_fail(err, CR_EINVAL, f, "field '%s': want a name pattern", f);
         }
     }
+    if ((rc = ctl__pools_power_parse(o, path, p, err)) != 0) {
+        return rc;
+    }
     snprintf(p->name, sizeof p->name, "%s", name);
     snprintf(p->gpu_type, sizeof p->gpu_type, "%s", type);
     snprintf(p->provider, sizeof p->provider, "%s", prov);
@@ -239,6 +174,7 @@ static void pool_fini(pool *p)
     json_decref(p->patterns);
     json_decref(p->pconfig);
     free(p->pn);
+    free(p->sn);
 }
 
 int ctl_pools_check(const json_t *v, cr_json_err *err)
@@ -290,14 +226,8 @@ static void pool_event(pool *p, const char *node, const char *what, const char *
 /* ------------------------------------------------------------------------ */
 /* The provider: one call                                                   */
 
-typedef struct pcall {
-    int rc;        /* 0 ok; CR_ENOSPC refused (capacity); else an error */
-    char msg[256]; /* the error or the refusal */
-    json_t *nodes; /* owned: the answer's nodes, or NULL */
-} pcall;
-
 /* Run the provider with req on stdin; its answer, checked against version 1. */
-static void provider_run(const pool *p, const json_t *req, pcall *out)
+static void provider_run(const pool *p, const char *prog, const json_t *req, pcall *out)
 {
     memset(out, 0, sizeof *out);
     int in[2] = {-1, -1}, op[2] = {-1, -1};
@@ -321,8 +251,8 @@ static void provider_run(const pool *p, const json_t *req, pcall *out)
     sigemptyset(&none);
     posix_spawnattr_setsigmask(&at, &none);
     posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-    char *argv[] = {(char *)p->provider, NULL};
-    int se = posix_spawn(&pid, p->provider, &fa, &at, argv, environ);
+    char *argv[] = {(char *)prog, NULL};
+    int se = posix_spawn(&pid, prog, &fa, &at, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&at);
     close(in[0]);
@@ -331,7 +261,7 @@ static void provider_run(const pool *p, const json_t *req, pcall *out)
     if (se != 0) {
         pid = -1;
         out->rc = CR_EIO;
-        snprintf(out->msg, sizeof out->msg, "cannot run %.150s: %s", p->provider, strerror(se));
+        snprintf(out->msg, sizeof out->msg, "cannot run %.150s: %s", prog, strerror(se));
         goto out;
     }
     size_t len = strlen(text), sent = 0;
@@ -554,14 +484,13 @@ static int job_per_node(const ctl_job *j)
     return j->gpus / job_pieces(j);
 }
 
-static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *shape)
+/* A pending job that asks for whole GPUs and is held back by nothing but
+ * capacity. */
+static bool job_may_want(const ctl_job *j)
 {
     if (j->state != JS_PENDING || j->gated || j->start_unstored || j->gpus <= 0 ||
-        j->gpus % job_pieces(j) != 0 || job_per_node(j) > p->gpus_per_node ||
-        job_pieces(j) > PASS_MAX || j->mig_profile[0] || j->gpu_milli > 0) {
-        return false;
-    }
-    if (strcasecmp(j->gpu_type, p->gpu_type) != 0) {
+        j->gpus % job_pieces(j) != 0 || job_pieces(j) > PASS_MAX || j->mig_profile[0] ||
+        j->gpu_milli > 0) {
         return false;
     }
     /* the scheduler's reason, not the pool's note after it */
@@ -570,10 +499,13 @@ static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *s
     const char *m = strstr(r, REASON_MARK);
     snprintf(base, sizeof base, "%.*s", m ? (int)(m - r) : (int)strlen(r), r);
     const char *k = ctl_reason_class(base);
-    if (strcmp(k, "quota") == 0 || strcmp(k, "held") == 0 || strcmp(k, "dependency") == 0) {
-        return false;
-    }
-    return ctl_batch_node_allowed(c, j, shape);
+    return strcmp(k, "quota") != 0 && strcmp(k, "held") != 0 && strcmp(k, "dependency") != 0;
+}
+
+static bool job_wants(ctl *c, const pool *p, const ctl_job *j, const ctl_node *shape)
+{
+    return job_may_want(j) && job_per_node(j) <= p->gpus_per_node &&
+           strcasecmp(j->gpu_type, p->gpu_type) == 0 && ctl_batch_node_allowed(c, j, shape);
 }
 
 /* Whether the nodes in service could take j now (the scheduler will). */
@@ -586,7 +518,8 @@ static bool node_can_take(ctl *c, const ctl_job *j)
                 free_gpus(n, j->gpu_type) >= (size_t)job_per_node(j) &&
                 ctl_batch_node_allowed(c, j, n);
     }
-    return have >= job_pieces(j);
+    /* a suspended on-prem node that could take it is resumed instead */
+    return have >= job_pieces(j) || ctl__pools_power_could_take(c, j);
 }
 
 static void drain(ctl *c, ctl_node *n, bool on, const char *why)
@@ -598,6 +531,116 @@ static void drain(ctl *c, ctl_node *n, bool on, const char *why)
     snprintf(n->reason, sizeof n->reason, "%s", on ? why : "");
     n->sched_dirty = true;
     ctl_sched_kick(c);
+}
+
+/* The pool's cost not yet booked, into the tenants' usage. mu held. */
+static void book(ctl *c, pool *p)
+{
+    if (p->nacc == 0) {
+        return;
+    }
+    cr_store_txn *txn = cr_store_txn_new();
+    int64_t wall = cr_now_ns();
+    for (size_t i = 0; i < p->nacc; i++) {
+        ctl_usage_add_cloud(c, txn, p->acc[i].tenant, p->gpu_type, wall, p->acc[i].gpu_s,
+                            p->acc[i].cost);
+    }
+    cr_store_submit(c->store, txn, NULL, NULL);
+    p->nacc = 0;
+}
+
+static void charge(ctl *c, pool *p, const char *tenant, double gpu_s, double cost)
+{
+    if (!*tenant || (gpu_s <= 0 && cost <= 0)) {
+        return; /* min_nodes and adopted nodes' idle time: the pool's own */
+    }
+    size_t i = 0;
+    for (; i < p->nacc && strcmp(p->acc[i].tenant, tenant) != 0; i++) {
+    }
+    if (i == p->nacc) {
+        if (p->nacc == ACC_MAX) {
+            book(c, p);
+            i = 0;
+        }
+        memset(&p->acc[i], 0, sizeof p->acc[i]);
+        snprintf(p->acc[i].tenant, sizeof p->acc[i].tenant, "%s", tenant);
+        p->nacc = i + 1;
+    }
+    p->acc[i].gpu_s += gpu_s;
+    p->acc[i].cost += cost;
+}
+
+/* dt_s seconds of the pool's nodes: counted, and charged per tenant. A
+ * node's GPUs held by jobs are charged to the jobs' tenants; the rest of
+ * it (booting, idle, free GPUs) to the tenant whose job it was created
+ * for. mu held. */
+static void bill(ctl *c, pool *p, double dt_s, int64_t now)
+{
+    p->node_s += (double)p->npn * dt_s;
+    double g = (double)p->gpus_per_node;
+    double per_gpu = p->cost_per_hour / 3600.0 * dt_s / g;
+    for (size_t i = 0; i < p->npn; i++) {
+        const pnode *x = &p->pn[i];
+        const ctl_node *n = x->state == PN_BOOTING ? NULL : ctl_node_find(c, x->name);
+        size_t held = 0;
+        for (size_t k = 0; n && k < n->ngpus && k < (size_t)p->gpus_per_node; k++) {
+            const ctl_job *j = n->gpus[k].alloc_job ? ctl_job_get(c, n->gpus[k].alloc_job) : NULL;
+            if (j) {
+                charge(c, p, j->tenant, dt_s, per_gpu);
+                held++;
+            }
+        }
+        double rest = g - (double)held;
+        charge(c, p, x->tenant, rest * dt_s, rest * per_gpu);
+    }
+    if (now - p->booked_mono >= ACC_FLUSH_S * CR_NS_PER_SEC) {
+        book(c, p);
+        p->booked_mono = now;
+    }
+}
+
+/* A tenant's burst budget state, cached for one pass. */
+typedef struct burst_st {
+    char tenant[CTL_NAME_MAX];
+    bool over;
+    char note[240];
+} burst_st;
+
+/* Whether tenant's jobs may cause boots of elastic pool p; else note
+ * says why. mu held. */
+static bool burst_ok(ctl *c, const pool *p, const char *tenant, burst_st *cache, size_t *ncache,
+                     const char **note)
+{
+    for (size_t i = 0; i < *ncache; i++) {
+        if (strcmp(cache[i].tenant, tenant) == 0) {
+            *note = cache[i].note;
+            return !cache[i].over;
+        }
+    }
+    burst_st tmp, *e = *ncache < BURST_CACHE ? &cache[(*ncache)++] : &tmp;
+    memset(e, 0, sizeof *e);
+    snprintf(e->tenant, sizeof e->tenant, "%s", tenant);
+    double budget = 0, spent = 0;
+    char owner[CTL_NAME_MAX];
+    if (ctl_tenant_burst(c, tenant, &budget, &spent, owner) && spent >= budget) {
+        e->over = true;
+        if (budget <= 0) {
+            snprintf(e->note, sizeof e->note,
+                     "%s: tenant %s has no burst budget (0, set on %s): no node boots for it",
+                     p->name, tenant, owner);
+        } else {
+            snprintf(e->note, sizeof e->note,
+                     "%s: tenant %s is over its burst budget (%.2f of %.2f this month, set on "
+                     "%s): no node boots for it",
+                     p->name, tenant, spent, budget, owner);
+        }
+    }
+    *note = e->note;
+    bool ok = !e->over;
+    if (e == &tmp) {
+        *note = ""; /* (the cache is full: the reason goes without the figures) */
+    }
+    return ok;
 }
 
 /* Step 1 for pool p. mu held. */
@@ -619,7 +662,7 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
     }
     int64_t idle_ns = p->idle_s * p->idle_mult * CR_NS_PER_SEC;
     if (p->billed_mono > 0) {
-        p->node_s += (double)p->npn * (double)(now - p->billed_mono) / 1e9;
+        bill(c, p, (double)(now - p->billed_mono) / 1e9, now);
     }
     p->billed_mono = now;
     ctl_node shape;
@@ -632,10 +675,14 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
     snprintf(g1.health, sizeof g1.health, "ok");
     shape.gpus = &g1;
     shape.ngpus = 1;
+    burst_st bcache[BURST_CACHE];
+    size_t nbc = 0;
+    const char *bnote;
     size_t nany = 0; /* pending jobs of the pool's shape, wherever they may go */
     size_t slot = ctl_first_active_slot(c);
     for (ctl_job *j; (j = ctl_job_next(c, &slot));) {
-        nany += job_wants(c, p, j, &shape);
+        /* a tenant over its burst budget keeps no node either */
+        nany += job_wants(c, p, j, &shape) && burst_ok(c, p, j->tenant, bcache, &nbc, &bnote);
     }
     /* 1a. the nodes */
     for (size_t i = 0; i < p->npn; i++) {
@@ -705,6 +752,12 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
             continue;
         }
         if (now_wall - j->submit_ns < p->pending_s * CR_NS_PER_SEC || node_can_take(c, j)) {
+            continue;
+        }
+        if (!burst_ok(c, p, j->tenant, bcache, &nbc, &bnote)) {
+            if (*bnote) {
+                reason_note(j, bnote);
+            }
             continue;
         }
         dem[nd++] = j;
@@ -825,6 +878,7 @@ static void plan(ctl *c, pool *p, pwork *w, json_t **creq, json_t **dreqs)
         pnode *x = pn_add(p, name, PN_BOOTING, now);
         x->inflight = true;
         if (first_new) {
+            snprintf(x->tenant, sizeof x->tenant, "%s", first_new->tenant);
             snprintf(x->why, sizeof x->why, "job %lld (%d x %s) pending %llds, %zu job(s) waiting",
                      (long long)first_new->id, first_new->gpus, first_new->gpu_type,
                      (long long)((now_wall - first_new->submit_ns) / CR_NS_PER_SEC), nd);
@@ -1086,7 +1140,13 @@ static void pass(ctl *c, struct ctl_pools *ps)
 {
     for (size_t i = 0; i < ps->n; i++) {
         pool *p = &ps->p[i];
+        if (p->power_budget_w > 0) {
+            pthread_mutex_lock(&c->mu);
+            ctl__pools_caps_update(c, p);
+            pthread_mutex_unlock(&c->mu);
+        }
         if (!p->provider[0]) {
+            ctl__pools_power_pass(c, p);
             continue;
         }
         pwork *w = cr_calloc(1, sizeof *w);
@@ -1101,7 +1161,7 @@ static void pass(ctl *c, struct ctl_pools *ps)
                 json_object_set(req, "config", cfg);
             }
             json_object_set_new(req, "server", json_string(ps->server));
-            provider_run(p, req, &w->lst);
+            provider_run(p, p->provider, req, &w->lst);
             json_decref(req);
         }
         if (creq) {
@@ -1115,14 +1175,14 @@ static void pass(ctl *c, struct ctl_pools *ps)
             json_t *labels = json_deep_copy(p->labels);
             json_object_set_new(labels, "pool", json_string(p->name));
             json_object_set_new(creq, "labels", labels);
-            provider_run(p, creq, &w->create);
+            provider_run(p, p->provider, creq, &w->create);
             json_decref(creq);
         }
         for (size_t k = 0; k < w->ndelete; k++) {
             if (cfg) {
                 json_object_set(dreqs[k], "config", cfg);
             }
-            provider_run(p, dreqs[k], &w->del[k]);
+            provider_run(p, p->provider, dreqs[k], &w->del[k]);
             json_decref(dreqs[k]);
         }
         pthread_mutex_lock(&c->mu);
@@ -1235,6 +1295,9 @@ void ctl_pools_stop(ctl *c)
         pthread_join(ps->th, NULL);
     }
     pthread_mutex_lock(&c->mu);
+    for (size_t i = 0; i < ps->n; i++) {
+        book(c, &ps->p[i]); /* the cost not yet booked */
+    }
     c->pools = NULL;
     pthread_mutex_unlock(&c->mu);
     for (size_t i = 0; i < ps->n; i++) {
@@ -1328,6 +1391,7 @@ static json_t *pool_json(ctl *c, const pool *p, bool admin)
         json_object_set_new(o, "retry_s",
                             json_integer((p->refused_until_mono - now) / CR_NS_PER_SEC + 1));
     }
+    ctl__pools_power_json(c, p, o);
     if (admin) {
         json_object_set_new(o, "provider", json_string(p->provider));
         json_t *ev = json_array();
@@ -1431,4 +1495,57 @@ void ctl_pools_metrics(ctl *c, cr_buf *b)
                     ps->p[i].node_s / 3600.0 * ps->p[i].cost_per_hour);
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+/* ------------------------------------------------------------------------ */
+/* For ctl_pools_power.c                                                    */
+
+void ctl__pools_event(pool *p, const char *node, const char *what, const char *fmt, ...)
+{
+    char why[300];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    pool_event(p, node, what, "%s", why);
+}
+
+void ctl__pools_run(const pool *p, const char *prog, const json_t *req, pcall *out)
+{
+    provider_run(p, prog, req, out);
+}
+
+size_t ctl__pools_active_jobs(ctl *c, const ctl_node *n)
+{
+    return active_jobs(c, n);
+}
+
+void ctl__pools_drain(ctl *c, ctl_node *n, bool on, const char *why)
+{
+    drain(c, n, on, why);
+}
+
+void ctl__pools_reason_note(ctl_job *j, const char *note)
+{
+    reason_note(j, note);
+}
+
+bool ctl__pools_static_member(ctl *c, const pool *p, const ctl_node *n)
+{
+    return static_member(c, p, n);
+}
+
+bool ctl__pools_job_pending(const pool *p, const ctl_job *j, int64_t now_wall)
+{
+    return job_may_want(j) && now_wall - j->submit_ns >= p->pending_s * CR_NS_PER_SEC;
+}
+
+int ctl__pools_job_pieces(const ctl_job *j)
+{
+    return job_pieces(j);
+}
+
+int ctl__pools_job_per_node(const ctl_job *j)
+{
+    return job_per_node(j);
 }

@@ -25,6 +25,7 @@
 struct ctl;
 struct cr_http_req;
 struct cr_principal;
+struct ctl_node;
 
 /* Validate a "pools" config section (an array of pool objects). 0 or
  * CR_EINVAL with err naming the member (pools[1].max_nodes). */
@@ -39,6 +40,10 @@ void ctl_route_pools(struct ctl *c, struct cr_http_req *req, const struct cr_pri
                      char **seg, size_t nseg);
 /* The corral_pool_* families into b (none without pools). Takes mu. */
 void ctl_pools_metrics(struct ctl *c, cr_buf *b);
+
+/* The power cap (W) for each GPU of node n: its pool's power_budget_w
+ * over the GPUs of the pool's nodes in service; 0 none. mu held. */
+int64_t ctl_pools_power_cap_w(struct ctl *c, const struct ctl_node *n);
 
 /* The most GPUs a node of any pool has (0: no pools); the pools' config is
  * fixed at start, so any thread may ask. */

@@ -486,9 +486,18 @@ static json_t *endpoints_json(ctl *c, ctl_service *s)
         if (!n || n->state == NS_LOST) {
             continue;
         }
-        json_array_append_new(eps,
-                              json_pack("{s:s,s:i,s:b,s:I,s:s}", "addr", n->addr, "port", j->port,
-                                        "ready", 1, "job", (json_int_t)j->id, "node", n->name));
+        json_t *ep = json_pack("{s:s,s:i,s:b,s:I,s:s}", "addr", n->addr, "port", j->port, "ready",
+                               1, "job", (json_int_t)j->id, "node", n->name);
+        /* its node's site (an admin's label over the agent's): a gateway
+         * with --site prefers its own (docs/gateway.md "Edge sites") */
+        const char *site = json_string_value(json_object_get(ctl_node_labels(c, n->name), "site"));
+        if (!site) {
+            site = json_string_value(json_object_get(n->labels, "site"));
+        }
+        if (site) {
+            json_object_set_new(ep, "site", json_string(site));
+        }
+        json_array_append_new(eps, ep);
     }
     return eps;
 }

@@ -91,6 +91,7 @@ void gw_conf_fini(gw_conf *c)
     CR_FREE(c->controller);
     CR_FREE(c->token);
     CR_FREE(c->ca_file);
+    CR_FREE(c->site);
     CR_FREE(c->config_path);
     CR_FREE(c->tls_cert);
     CR_FREE(c->tls_key);
@@ -286,6 +287,10 @@ static const cr_opt gw_opts[] = {
      NULL, true},
     {"--tls-key", "tls_key", CR_OPT_STRDUP, OFF(tls_key), 0, 0, 0, 0, "FILE",
      "the PEM private key of --tls-cert", NULL, true},
+    {"--site", "site", CR_OPT_STRDUP, OFF(site), 0, 0, 0, 0, "NAME",
+     "this gateway's site: replicas on nodes labelled site=NAME take its\n"
+     "requests first, others only when none of them can (edge sites)",
+     NULL, false},
     {"--max-inflight", "max_inflight", CR_OPT_I32, OFF(max_inflight), 1, 1000000, 0, 0, "N",
      "requests per replica before 503 (default 256)", NULL, false},
     {"--hold", "hold_max", CR_OPT_I32, OFF(hold_max), 0, 100000, 0, 0, "N",

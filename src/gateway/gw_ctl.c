@@ -156,6 +156,10 @@ int gw_ctl_parse_endpoints(const char *name, const char *text, int64_t *version,
         snprintf(ep->host, sizeof ep->host, "%s", json_string_value(addr));
         ep->port = (uint16_t)json_integer_value(port);
         ep->ready = ready ? json_is_true(ready) : true;
+        const char *site = json_string_value(json_object_get(e, "site"));
+        if (site && strlen(site) < sizeof ep->site && valid_host(site)) {
+            snprintf(ep->site, sizeof ep->site, "%s", site); /* (else: unknown, no preference) */
+        }
     }
     *version = json_integer_value(v);
     *out = m;

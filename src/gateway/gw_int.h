@@ -84,6 +84,7 @@ typedef struct gw_endpoint {
     bool ready;             /* serves traffic (the controller's readiness) */
     bool adapters_set;      /* adapters lists what it holds (else: all of its service's) */
     uint64_t adapters;      /* bit i: it holds its service's adapters[i] */
+    char site[GW_NAME_MAX]; /* its node's label site ("" unknown): --site prefers its own */
 } gw_endpoint;
 
 /* Per-service settings from the command line or the config file. */
@@ -111,6 +112,7 @@ typedef struct gw_conf {
     char *controller;              /* controller base URL or NULL; owned */
     char *token;                   /* bearer token for the controller or NULL; owned */
     char *ca_file;                 /* PEM CA bundle to verify an https:// controller; owned */
+    char *site;                    /* --site: replicas of this site first (edge); owned, NULL */
     char *config_path;             /* --config file, reloaded on SIGHUP; owned */
     gw_service_conf *services;     /* owned array */
     size_t service_count;          /* entries in services */

@@ -84,6 +84,33 @@ bool gw_adapter_available(const gw_service *s, int a, bool *any_ready)
     return found;
 }
 
+/* Edge sites (--site): when a replica of the gateway's own site can take
+ * the request (eligible, under its in-flight limit), only those of its
+ * site are candidates; else every replica is (a site's overflow, or one
+ * with none of its own, goes elsewhere). */
+static bool site_local(const gw *g, const gw_service *s, const gw_replica *exclude)
+{
+    const char *site = g->conf->site;
+    if (!site || !*site) {
+        return false;
+    }
+    for (size_t i = 0; i < s->replica_count; i++) {
+        const gw_replica *r = s->replicas[i];
+        if (eligible(r) && r != exclude && r->outstanding < s->max_inflight &&
+            strcmp(r->ep.site, site) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool candidate(const gw *g, const gw_service *s, const gw_replica *r,
+                      const gw_replica *exclude, bool local)
+{
+    return eligible(r) && r != exclude && r->outstanding < s->max_inflight &&
+           (!local || strcmp(r->ep.site, g->conf->site) == 0);
+}
+
 /* The load a replica reports or we see: our requests on it, plus the queue
  * it says it has (vLLM's num_requests_waiting counts requests of other
  * gateways too). */
@@ -101,15 +128,14 @@ static double load_of(const gw_replica *r)
 gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *why)
 {
     size_t ready = 0, avail = 0;
+    bool local = site_local(g, s, exclude);
     for (size_t i = 0; i < s->replica_count; i++) {
         gw_replica *r = s->replicas[i];
         if (!eligible(r) || r == exclude) {
             continue;
         }
         ready++;
-        if (r->outstanding < s->max_inflight) {
-            avail++;
-        }
+        avail += candidate(g, s, r, exclude, local);
     }
     if (avail == 0) {
         *why = ready ? GW_ERR_SATURATED : GW_ERR_NO_REPLICA;
@@ -127,7 +153,7 @@ gw_replica *gw_peer_p2c(gw *g, gw_service *s, const gw_replica *exclude, int *wh
     size_t k = 0;
     for (size_t i = 0; i < s->replica_count && (!ra || !rb); i++) {
         gw_replica *r = s->replicas[i];
-        if (!eligible(r) || r == exclude || r->outstanding >= s->max_inflight) {
+        if (!candidate(g, s, r, exclude, local)) {
             continue;
         }
         if (k == a) {
@@ -176,13 +202,14 @@ gw_replica *gw_peer_prefix(gw *g, gw_service *s, const gw_replica *exclude, uint
 {
     size_t ready = 0, avail = 0;
     double total = 1;
+    bool local = site_local(g, s, exclude);
     for (size_t i = 0; i < s->replica_count; i++) {
         gw_replica *r = s->replicas[i];
         if (!eligible(r) || r == exclude) {
             continue;
         }
         ready++;
-        if (r->outstanding < s->max_inflight) {
+        if (candidate(g, s, r, exclude, local)) {
             avail++;
             total += load_of(r);
         }
@@ -197,7 +224,7 @@ gw_replica *gw_peer_prefix(gw *g, gw_service *s, const gw_replica *exclude, uint
     size_t ties = 0;
     for (size_t i = 0; i < s->replica_count; i++) {
         gw_replica *r = s->replicas[i];
-        if (!eligible(r) || r == exclude || r->outstanding >= s->max_inflight) {
+        if (!candidate(g, s, r, exclude, local)) {
             continue;
         }
         double l = load_of(r);

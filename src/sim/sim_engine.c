@@ -61,6 +61,10 @@ typedef struct node_rt {
     uint32_t gpus;                       /* healthy whole GPUs (when up) */
     uint32_t used;                       /* GPUs held by running jobs */
     bool up;                             /* not failed */
+    bool cloud;                          /* a node of the cloud pool */
+    bool booting;                        /* cloud: booting (bought, not up yet) */
+    int64_t on_since;                    /* cloud: bought since (boot start); 0 off */
+    int64_t idle_since;                  /* cloud, up: no job since; 0 busy */
     uint16_t per_type[CR_SIM_MAX_TYPES]; /* healthy GPUs by type */
     uint16_t mig[CR_SIM_MAX_TYPES];      /* healthy GPUs in MIG mode, by type (never used) */
 } node_rt;
@@ -91,7 +95,11 @@ typedef struct engine {
     bool cycle_due;   /* something changed since the last cycle */
     bool tick_queued; /* a TICK event is in the heap */
     int64_t last_cycle;
-    cr_obs *obs; /* --learn: what finished jobs reported (owned) */
+    cr_obs *obs;          /* --learn: what finished jobs reported (owned) */
+    uint32_t cloud_first; /* the cloud pool's nodes: cloud_first..nnodes-1 */
+    int cloud_type;       /* their GPU type, -1 none */
+    size_t first_open;    /* no job before it is pending (the pool's scan starts here) */
+    int64_t pool_at;      /* a POOL event is queued for then; 0 none */
     char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX]; /* the cluster's type names (--learn) */
 } engine;
 
@@ -146,7 +154,7 @@ out:
     return rc;
 }
 
-int cr__sim_cluster_build(const cr__sim_cluster *c, cr_sched *s, char *err, size_t errlen)
+static int build_static(const cr__sim_cluster *c, cr_sched *s, char *err, size_t errlen)
 {
     if (c->file_text) {
         char sub[300];
@@ -198,6 +206,51 @@ int cr__sim_cluster_build(const cr__sim_cluster *c, cr_sched *s, char *err, size
         }
     }
     return 0;
+}
+
+/* The cloud pool's nodes after the static ones: off (lost) until the
+ * engine boots them, or on with cloud_always. */
+static int build_cloud(const cr__sim_cluster *c, cr_sched *s, char *err, size_t errlen)
+{
+    int type;
+    int rc = cr_sched_gpu_type(s, c->cloud_name, &type);
+    if (rc != 0) {
+        snprintf(err, errlen, "--cloud: type '%s': %s", c->cloud_name, cr_strerror(rc));
+        return rc;
+    }
+    cr_sched_gpu_spec gpus[CR_SCHED_MAX_NODE_GPUS];
+    for (int g = 0; g < c->cloud_gpn; g++) {
+        memset(&gpus[g], 0, sizeof gpus[g]);
+        gpus[g].type = type;
+    }
+    int left = c->cloud_always && c->cloud_gpus > 0 ? c->cloud_gpus : c->cloud_nodes * c->cloud_gpn;
+    for (int n = 0; n < c->cloud_nodes && left > 0; n++) {
+        int k = left < c->cloud_gpn ? left : c->cloud_gpn;
+        left -= k;
+        char name[32];
+        snprintf(name, sizeof name, "cloud-%d", n);
+        cr_sched_node_spec ns = {.name = name,
+                                 .rack = "cloud",
+                                 .spine = NULL,
+                                 .state = c->cloud_always ? CR_NODE_UP : CR_NODE_LOST,
+                                 .gpu_count = (size_t)k,
+                                 .gpus = gpus};
+        uint32_t id;
+        if ((rc = cr_sched_node_add(s, &ns, &id)) != 0) {
+            snprintf(err, errlen, "--cloud: node %s: %s", name, cr_strerror(rc));
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int cr__sim_cluster_build(const cr__sim_cluster *c, cr_sched *s, char *err, size_t errlen)
+{
+    int rc = build_static(c, s, err, errlen);
+    if (rc == 0 && c->cloud_nodes > 0) {
+        rc = build_cloud(c, s, err, errlen);
+    }
+    return rc;
 }
 
 int cr__sim_cluster_types(const cr__sim_cluster *c, char (*types)[CR_SIM_NAME_MAX], int *ntypes,
@@ -612,6 +665,138 @@ static void node_repair(engine *e, uint32_t node)
     }
 }
 
+/* ------------------------------------------------------------ cloud pool */
+
+/* A cloud node's boot is over: it is up, empty. */
+static void cloud_boot_done(engine *e, uint32_t node)
+{
+    node_rt *n = &e->nodes[node];
+    if (!n->booting ||
+        cr_sched_node_set_state(e->s, node, CR_NODE_UP, "booted", e->now, NULL, NULL) != 0) {
+        return;
+    }
+    n->booting = false;
+    n->up = true;
+    n->used = 0;
+    n->idle_since = 0;
+    for (int t = 0; t < e->ntypes; t++) {
+        e->healthy[t] += n->per_type[t];
+    }
+    e->cycle_due = true;
+}
+
+/* An idle cloud node is given back: the time bought is counted. */
+static void cloud_off(engine *e, uint32_t node)
+{
+    node_rt *n = &e->nodes[node];
+    uint64_t *req = NULL;
+    size_t nreq = 0;
+    if (cr_sched_node_set_state(e->s, node, CR_NODE_LOST, "scaled down", e->now, &req, &nreq) !=
+        0) {
+        free(req);
+        return;
+    }
+    free(req); /* (an idle node: no job to requeue) */
+    e->partial_free -= node_partial(n);
+    n->up = false;
+    for (int t = 0; t < e->ntypes; t++) {
+        e->healthy[t] -= n->per_type[t];
+    }
+    e->res->cloud_gpu_ns += (double)(e->now - n->on_since) * n->gpus;
+    n->on_since = n->idle_since = 0;
+    e->cycle_due = true;
+}
+
+static void pool_wake(engine *e, int64_t t)
+{
+    if (e->pool_at == 0 || t < e->pool_at || e->pool_at <= e->now) {
+        cr__sim_heap_push(&e->heap, t, CR_SIM_EV_POOL, 0, 0);
+        e->pool_at = t;
+    }
+}
+
+/* The controller's scaling, in virtual time (docs/pools.md "Scaling"):
+ * the GPUs wanted by the jobs pending cloud_pending_ns that the cloud
+ * type can run, less those booting and free on cloud nodes, are booted as
+ * whole nodes; a cloud node idle cloud_idle_ns while nothing is wanted is
+ * turned off. */
+static void pool_step(engine *e)
+{
+    const cr__sim_opts *o = e->o;
+    if (!o->cloud || e->cloud_type < 0) {
+        return;
+    }
+    uint64_t need = 0;
+    int64_t due = 0;
+    while (e->first_open < e->next_arrival && e->jobs[e->first_open].state == J_DONE) {
+        e->first_open++;
+    }
+    for (size_t i = e->first_open; i < e->next_arrival; i++) {
+        const cr__sim_job *wj = &e->w->jobs[i];
+        if (e->jobs[i].state != J_PENDING || !(wj->rate[e->cloud_type] > 0)) {
+            continue;
+        }
+        if (e->now - wj->submit_ns < o->cloud_pending_ns) {
+            int64_t t = wj->submit_ns + o->cloud_pending_ns;
+            due = due == 0 || t < due ? t : due;
+            continue;
+        }
+        need += (uint64_t)wj->gpu_count;
+    }
+    uint64_t offer = 0;
+    for (uint32_t k = e->cloud_first; k < e->nnodes; k++) {
+        const node_rt *n = &e->nodes[k];
+        offer += n->booting ? n->gpus : n->up ? n->gpus - n->used : 0;
+    }
+    for (uint32_t k = e->cloud_first; k < e->nnodes && need > offer; k++) {
+        node_rt *n = &e->nodes[k];
+        if (!n->up && !n->booting) {
+            n->booting = true;
+            n->on_since = e->now;
+            offer += n->gpus;
+            e->res->cloud_boots++;
+            cr__sim_heap_push(&e->heap, e->now + o->cloud_boot_ns, CR_SIM_EV_BOOT, k, 0);
+        }
+    }
+    for (uint32_t k = e->cloud_first; k < e->nnodes; k++) {
+        node_rt *n = &e->nodes[k];
+        if (!n->up) {
+            continue;
+        }
+        if (n->used > 0) {
+            n->idle_since = 0;
+            continue;
+        }
+        if (n->idle_since == 0 || need > 0) {
+            n->idle_since = e->now; /* idle from now (demand: its idle time starts again) */
+        }
+        if (need == 0 && e->now - n->idle_since >= o->cloud_idle_ns) {
+            cloud_off(e, k);
+        } else {
+            pool_wake(e, n->idle_since + o->cloud_idle_ns);
+        }
+    }
+    if (due > 0) {
+        pool_wake(e, due);
+    }
+}
+
+/* Whether the cloud pool may still bring capacity (a boot under way, or
+ * one it would start, or a pending job's pending time not over). */
+static bool pool_may_act(engine *e)
+{
+    if (!e->o->cloud) {
+        return false;
+    }
+    pool_step(e);
+    for (uint32_t k = e->cloud_first; k < e->nnodes; k++) {
+        if (e->nodes[k].booting) {
+            return true;
+        }
+    }
+    return e->pool_at > e->now;
+}
+
 static int run_cycle(engine *e)
 {
     const cr_sched_decision *d = NULL;
@@ -700,16 +885,25 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
             nr->per_type[gi.type]++;
             nr->gpus++;
         }
+        nr->cloud = c->cloud_nodes > 0 && n >= e->nnodes - (uint32_t)c->cloud_nodes;
+        if (nr->cloud) {
+            r->cloud_gpus += nr->gpus;
+            for (int t = 0; t < e->ntypes; t++) {
+                e->cloud_type = nr->per_type[t] ? t : e->cloud_type;
+            }
+            nr->on_since = nr->up ? INT64_MIN : 0; /* (always on: from the first submit) */
+        }
         if (nr->up) {
             for (int t = 0; t < e->ntypes; t++) {
                 e->healthy[t] += nr->per_type[t];
                 e->mig[t] += nr->mig[t];
                 r->type_gpus[t] += nr->per_type[t];
             }
-        } else {
-            e->nodes_down++;
+        } else if (!nr->cloud) {
+            e->nodes_down++; /* (a cloud node off is not down: it was not bought) */
         }
     }
+    e->cloud_first = e->nnodes - (uint32_t)(c->cloud_nodes > 0 ? c->cloud_nodes : 0);
     e->tenant_map = cr_calloc(e->w->ntenants ? e->w->ntenants : 1, sizeof *e->tenant_map);
     for (size_t k = 0; k < e->w->ntenants; k++) {
         rc = cr_sched_tenant(e->s, e->w->tenants[k], &e->tenant_map[k]);
@@ -734,6 +928,7 @@ int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_w
     snprintf(res->policy, sizeof res->policy, "%s", cr_sched_policy_name(o->policy));
     cr_rng_seed(&e.rng, o->seed);
     cr_rng_seed(&e.fail_rng, o->seed ^ UINT64_C(0x9e3779b97f4a7c15));
+    e.cloud_type = -1;
     cr__sim_heap_init(&e.heap);
     res->njobs = w->njobs;
     res->jobs = cr_calloc(w->njobs ? w->njobs : 1, sizeof *res->jobs);
@@ -820,6 +1015,14 @@ int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_w
         case CR_SIM_EV_TICK:
             e.tick_queued = false;
             break;
+        case CR_SIM_EV_BOOT:
+            cloud_boot_done(&e, (uint32_t)ev.a);
+            break;
+        case CR_SIM_EV_POOL:
+            if (e.pool_at == e.now) {
+                e.pool_at = 0;
+            }
+            break;
         default:
             break;
         }
@@ -843,15 +1046,28 @@ int cr__sim_run(const cr__sim_opts *o, const cr__sim_cluster *c, const cr__sim_w
                 }
                 /* Nothing can change any more: stuck jobs stay unfinished. */
                 if (e.running == 0 && before == 0 && e.next_arrival >= w->njobs &&
-                    e.nodes_down == 0) {
+                    e.nodes_down == 0 && !pool_may_act(&e)) {
                     sample(&e);
                     break;
                 }
             }
         }
+        pool_step(&e);
         sample(&e);
     }
     res->t_end_ns = e.now;
+    /* the cloud nodes still on are bought to the end: always-on ones to
+     * the last event, the pool's until their idle time after it (the last
+     * job is over: they are idle from now) */
+    for (uint32_t k = e.cloud_first; k < e.nnodes; k++) {
+        const node_rt *n = &e.nodes[k];
+        if (n->cloud && (n->up || n->booting)) {
+            bool always = n->on_since == INT64_MIN;
+            int64_t from = always ? res->t0_ns : n->on_since;
+            int64_t to = always ? e.now : e.now + o->cloud_idle_ns;
+            res->cloud_gpu_ns += (double)(to - from) * n->gpus;
+        }
+    }
     /* Say why jobs never finished, in the scheduler's words. */
     for (size_t i = 0; i < w->njobs; i++) {
         if (e.jobs[i].state == J_DONE) {

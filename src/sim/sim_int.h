@@ -49,6 +49,8 @@ enum cr__sim_ev_kind {
     CR_SIM_EV_FAIL,       /* a = node index */
     CR_SIM_EV_REPAIR,     /* a = node index */
     CR_SIM_EV_TICK,       /* periodic scheduling round / sample */
+    CR_SIM_EV_BOOT,       /* a = cloud node index: its boot is over */
+    CR_SIM_EV_POOL,       /* the cloud pool looks again (a job's pending time, an idle time) */
 };
 
 typedef struct cr__sim_ev {
@@ -214,6 +216,15 @@ typedef struct cr__sim_cluster {
     int ntypes;
     int gpus_per_node;  /* shorthand: GPUs per node (last node may have fewer) */
     int nodes_per_rack; /* shorthand: nodes per leaf switch */
+    /* A cloud pool (--cloud, docs/sim.md "Elastic pools"): cloud_nodes
+     * nodes of cloud_gpn GPUs of type cloud_name after the static ones,
+     * off at the start (booted by the engine's pool), or, with
+     * cloud_always, on for the whole run (the static cluster of the same
+     * budget). */
+    char cloud_name[CR_SIM_NAME_MAX];
+    int cloud_nodes, cloud_gpn;
+    bool cloud_always;
+    int cloud_gpus; /* always on: GPUs in all (the last node may have fewer); 0 nodes x gpn */
 } cr__sim_cluster;
 
 /* Parse "v100:36,p100:36,k80:36" into c. Returns 0 or CR_EINVAL with err. */
@@ -254,6 +265,13 @@ typedef struct cr__sim_opts {
      * model scaled by what was learned (cr_learn_combine), per tenant. */
     bool learn;
     double metric_noise; /* run-to-run spread of the reported tokens/s, +- share */
+    /* The cloud pool's scaling (the controller's, docs/pools.md): a job
+     * pending cloud_pending_ns that the cloud type can run is demand; nodes
+     * boot for the demand the booting and free cloud GPUs do not cover
+     * (cloud_boot_ns each); one idle cloud_idle_ns with no demand is
+     * turned off. */
+    bool cloud;
+    int64_t cloud_boot_ns, cloud_idle_ns, cloud_pending_ns;
 } cr__sim_opts;
 
 /* Per-job outcome. */
@@ -308,6 +326,9 @@ typedef struct cr__sim_result {
     int check_errors;       /* invariant violations seen (check mode) */
     char check_msg[256];    /* the first of them */
     double wall_s;          /* host seconds the run took (not in reports) */
+    double cloud_gpu_ns;    /* cloud GPU-time bought: from each boot's start to its node's end */
+    uint64_t cloud_boots;   /* cloud nodes booted */
+    uint32_t cloud_gpus;    /* GPUs of the cloud nodes (at most on at once) */
 } cr__sim_result;
 
 /* Build the cluster into a fresh scheduler s (borrowed). */

@@ -48,6 +48,9 @@ typedef struct args {
     double shared;                        /* --shared-nodes with them */
     int learn;                            /* --learn 1, --no-learn 0 (the default) */
     double spread;                        /* --truth-spread */
+    const char *cloud;                    /* --cloud TYPE:NODES, NULL none */
+    int64_t cloud_gpn;                    /* --cloud-gpus-per-node (0: --gpus-per-node) */
+    double cloud_cost, static_cost;       /* per GPU-hour */
 } args;
 
 static int bad_flag(const char *flag, const char *val, const char *why)
@@ -100,6 +103,26 @@ static const cr_opt sim_opts[] = {
      false},
     {"--power", NULL, CR_OPT_STR, A(power), 0, 0, 0, 0, "T=W,...",
      "busy power per GPU type in watts (idle: 20%)", NULL, false},
+    {"--cloud", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "T:N",
+     "an elastic cloud pool of up to N nodes of GPU type T beside the cluster:\n"
+     "runs the static cluster, it with the pool, and it with always-on cloud\n"
+     "GPUs of the pool's spend, side by side (docs/sim.md \"Elastic pools\")",
+     NULL, false},
+    {"--cloud-gpus-per-node", NULL, CR_OPT_I64, A(cloud_gpn), 1, CR_SCHED_MAX_NODE_GPUS, 0, 0, "N",
+     "GPUs per cloud node (default: --gpus-per-node)", "expected 1..64", false},
+    {"--cloud-boot", NULL, CR_OPT_DUR, A(o.cloud_boot_ns), 0, 24 * CR_NS_PER_H, 0, 0, "DUR",
+     "a cloud node's boot time (default 90s)", "expected a duration 0..24h (90s, 5m)", false},
+    {"--cloud-idle", NULL, CR_OPT_DUR, A(o.cloud_idle_ns), 1, 30 * DAY_NS, 0, 0, "DUR",
+     "an idle cloud node is given back after this (default 5m)",
+     "expected a duration 1s..30d (300s, 1h)", false},
+    {"--cloud-pending", NULL, CR_OPT_DUR, A(o.cloud_pending_ns), 0, DAY_NS, 0, 0, "DUR",
+     "a job pending this long is the pool's demand (default 10s)",
+     "expected a duration 0..24h (10s, 1m)", false},
+    {"--cloud-cost", NULL, CR_OPT_F64, A(cloud_cost), 0, 0, 0, 1e6, "X",
+     "price of a cloud GPU-hour (default 3.0)", "expected a price 0..1000000", false},
+    {"--static-cost", NULL, CR_OPT_F64, A(static_cost), 0, 0, 0, 1e6, "X",
+     "cost of a static GPU-hour, owned and amortised (default 1.0)", "expected a price 0..1000000",
+     false},
     {NULL, NULL, CR_OPT_NOTE, 0, 0, 0, 0, 0, NULL, "Scheduling:", NULL, false},
     {"--policy", NULL, CR_OPT_CUSTOM, 0, 0, 0, 0, 0, "P",
      "fifo | priority | hetero | las | rounds (default fifo)", NULL, false},
@@ -204,10 +227,18 @@ static void usage(FILE *f)
 }
 
 /* The flags the table leaves to parse_args: --format, --policy and
- * --compare, --share-policy, --window. Returns 0 or bad_flag's 2. */
+ * --compare, --share-policy, --window, --cloud. Returns 0 or bad_flag's 2. */
 static int flag_custom(args *a, const char *flag, const char *val, char **policy_buf)
 {
-    if (!strcmp(flag, "--format")) {
+    if (!strcmp(flag, "--cloud")) {
+        const char *colon = strrchr(val, ':');
+        int64_t n;
+        if (!colon || colon == val || (size_t)(colon - val) >= CR_SIM_NAME_MAX ||
+            cr_parse_i64(colon + 1, 1, 100000, &n) != 0) {
+            return bad_flag(flag, val, "expected TYPE:NODES (NODES 1..100000), e.g. v100:16");
+        }
+        a->cloud = val;
+    } else if (!strcmp(flag, "--format")) {
         if (strcmp(val, "gavel") && strcmp(val, "tiresias") && strcmp(val, "native")) {
             return bad_flag(flag, val, "expected gavel, tiresias or native");
         }
@@ -272,6 +303,11 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     a->rate = -1;
     a->policies[0] = "fifo";
     a->npolicies = 1;
+    a->o.cloud_boot_ns = 90 * CR_NS_PER_SEC;    /* the docs' example boot_s */
+    a->o.cloud_idle_ns = 300 * CR_NS_PER_SEC;   /* a pool's default idle_s */
+    a->o.cloud_pending_ns = 10 * CR_NS_PER_SEC; /* a pool's default pending_s */
+    a->cloud_cost = 3.0;                        /* assumptions: docs/sim.md "Elastic pools" */
+    a->static_cost = 1.0;
     for (int i = 1; i < argc; i++) {
         char *arg = argv[i];
         char *val = NULL;
@@ -351,6 +387,18 @@ static int parse_args(int argc, char **argv, args *a, char **policy_buf)
     if (a->cluster_path && a->gpus) {
         return bad_flag("--cluster", NULL, "give --cluster or --gpus, not both");
     }
+    if (a->cloud && (a->compare || a->learn || a->json || a->csv || a->html || a->o.mtbf_ns > 0 ||
+                     !strcmp(a->policies[0], "rounds"))) {
+        return bad_flag("--cloud", NULL,
+                        "prints its own comparison of one policy (not rounds): no --compare, "
+                        "--learn, --json, --csv, --html or --mtbf with it");
+    }
+    if (!a->cloud && (a->cloud_gpn || a->cloud_cost != 3.0 || a->static_cost != 1.0)) {
+        return bad_flag(a->cloud_gpn           ? "--cloud-gpus-per-node"
+                        : a->cloud_cost != 3.0 ? "--cloud-cost"
+                                               : "--static-cost",
+                        NULL, "only with --cloud");
+    }
     if (a->ro.window_hi && a->generate && (size_t)a->ro.window_lo >= (size_t)a->generate) {
         return bad_flag("--window", NULL, "starts after the last generated job");
     }
@@ -392,6 +440,98 @@ static int apply_power(args *a, const char (*types)[CR_SIM_NAME_MAX], int ntypes
     }
 out:
     free(copy);
+    return rc;
+}
+
+/* One run of --cloud's comparison; 0 or the exit code (reported). */
+static int cloud_run(args *a, const cr__sim_cluster *cl, const cr__sim_workload *w, bool pool,
+                     cr__sim_result *res, char *err, size_t errlen)
+{
+    cr__sim_opts o = a->o;
+    o.cloud = pool;
+    int run_rc;
+    cr_sched_policy pol;
+    cr_sched_policy_parse(a->policies[0], &pol);
+    o.policy = pol;
+    run_rc = cr__sim_run(&o, cl, w, res, err, errlen);
+    if (run_rc != 0) {
+        fprintf(stderr, "corral sim: --cloud: %s\n", err);
+        return run_rc == CR_EINVAL ? 2 : 1;
+    }
+    if (a->timing) {
+        fprintf(stderr, "corral sim: %s: %zu jobs, %llu events in %.3f s\n", res->policy, w->njobs,
+                (unsigned long long)res->events, res->wall_s);
+    }
+    return 0;
+}
+
+/*
+ * --cloud: the static cluster alone; with the elastic pool (booted from
+ * demand, given back when idle); and with as many always-on cloud GPUs
+ * as the pool bought on average over its run (the static cluster of the
+ * same budget: the pool's spend on fixed capacity). Cost: the static GPUs
+ * for the run's length at --static-cost, the cloud GPU-hours at
+ * --cloud-cost.
+ */
+static int run_cloud(args *a, cr__sim_cluster *cl, const cr__sim_workload *w, char *err,
+                     size_t errlen)
+{
+    cr__sim_result res[3];
+    memset(res, 0, sizeof res);
+    int nodes = cl->cloud_nodes, rc;
+    cl->cloud_nodes = 0;
+    rc = cloud_run(a, cl, w, false, &res[0], err, errlen);
+    cl->cloud_nodes = nodes;
+    if (rc == 0) {
+        rc = cloud_run(a, cl, w, true, &res[1], err, errlen);
+    }
+    uint32_t static_gpus = 0;
+    for (int t = 0; t < res[0].ntypes; t++) {
+        static_gpus += res[0].type_gpus[t];
+    }
+    double span1_h = (double)(res[1].t_end_ns - res[1].t0_ns) / 3.6e12;
+    double avg_cloud = span1_h > 0 ? res[1].cloud_gpu_ns / 3.6e12 / span1_h : 0;
+    int extra = (int)(avg_cloud + 0.5); /* GPUs */
+    if (rc == 0) {
+        cl->cloud_nodes = (extra + cl->cloud_gpn - 1) / cl->cloud_gpn;
+        cl->cloud_gpus = extra;
+        cl->cloud_always = true;
+        rc = cloud_run(a, cl, w, false, &res[2], err, errlen); /* (extra 0: the static one) */
+        cl->cloud_always = false;
+        cl->cloud_gpus = 0;
+        cl->cloud_nodes = nodes;
+    }
+    if (rc == 0) {
+        cr__sim_report_opts ro = a->ro;
+        const char *names[3] = {"static", "static + cloud pool", "static + same budget"};
+        char gpus[3][64];
+        snprintf(gpus[0], sizeof gpus[0], "%u", static_gpus);
+        snprintf(gpus[1], sizeof gpus[1], "%u + 0..%d %s", static_gpus, nodes * cl->cloud_gpn,
+                 cl->cloud_name);
+        snprintf(gpus[2], sizeof gpus[2], "%u + %d %s", static_gpus, extra, cl->cloud_name);
+        printf("cloud pool: up to %d node(s) of %d %s, boot %.0fs, idle %.0fs, pending %.0fs; "
+               "cloud %.2f, static %.2f a GPU-hour; policy %s\n\n",
+               nodes, cl->cloud_gpn, cl->cloud_name, (double)a->o.cloud_boot_ns / 1e9,
+               (double)a->o.cloud_idle_ns / 1e9, (double)a->o.cloud_pending_ns / 1e9, a->cloud_cost,
+               a->static_cost, a->policies[0]);
+        printf("%-22s %-22s %9s %9s %9s %8s %9s %9s %9s %9s\n", "cluster", "GPUs", "finished",
+               "cost", "cloud_GPUh", "boots", "avg_JCT_h", "avg_q_h", "p95_q_h", "span_h");
+        for (int k = 0; k < 3; k++) {
+            cr__sim_summary s;
+            cr__sim_summarize(&res[k], w, &ro, &s);
+            double span_h = (double)(res[k].t_end_ns - res[k].t0_ns) / 3.6e12;
+            double cloud_h = res[k].cloud_gpu_ns / 3.6e12;
+            double cost = static_gpus * span_h * a->static_cost + cloud_h * a->cloud_cost;
+            char fin[32];
+            snprintf(fin, sizeof fin, "%zu/%zu", s.finished, s.jobs);
+            printf("%-22s %-22s %9s %9.1f %10.1f %8llu %9.2f %9.2f %9.2f %9.2f\n", names[k],
+                   gpus[k], fin, cost, cloud_h, (unsigned long long)res[k].cloud_boots,
+                   s.jct_avg / 3600, s.queue_avg / 3600, s.queue_p95 / 3600, span_h);
+        }
+    }
+    for (int k = 0; k < 3; k++) {
+        cr__sim_result_fini(&res[k]);
+    }
     return rc;
 }
 
@@ -452,6 +592,12 @@ int cr_sim_main(int argc, char **argv)
     }
     cl.gpus_per_node = (int)a.gpn;
     cl.nodes_per_rack = (int)a.npr;
+    if (a.cloud) {
+        const char *colon = strrchr(a.cloud, ':');
+        snprintf(cl.cloud_name, sizeof cl.cloud_name, "%.*s", (int)(colon - a.cloud), a.cloud);
+        cl.cloud_nodes = atoi(colon + 1);
+        cl.cloud_gpn = (int)(a.cloud_gpn ? a.cloud_gpn : a.gpn);
+    }
     char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX];
     int ntypes = 0;
     if (cr__sim_cluster_types(&cl, types, &ntypes, err, sizeof err) != 0) {
@@ -530,6 +676,10 @@ int cr_sim_main(int argc, char **argv)
         goto out;
     }
     rc = 1;
+    if (a.cloud) {
+        rc = run_cloud(&a, &cl, &w, err, sizeof err);
+        goto out;
+    }
     /* --learn: each policy without, then with learning, side by side. */
     size_t nruns = a.npolicies * (a.learn ? 2 : 1);
     for (size_t q = 0; q < nruns; q++) {

@@ -556,6 +556,8 @@ static void test_desired_errors(void **state)
         {"{", "line 1"},
         {"[]", "must be an object"},
         {"{\"jobs\":[]}", "version: missing"},
+        {"{\"version\":1,\"power_cap_w\":-5}", "power_cap_w"},
+        {"{\"version\":1,\"power_cap_w\":10001}", "power_cap_w"},
         {"{\"version\":\"7\"}", "version: must be an integer"},
         {"{\"version\":1,\"jobs\":{}}", "jobs: must be an array"},
         {"{\"version\":1,\"jobs\":[{\"command\":[\"x\"]}]}", "jobs[0].job: missing"},
@@ -694,6 +696,37 @@ static void test_proc_hidden(void **state)
                                     "proc /proc proc rw 0 0\n"));
 }
 
+/* A power cap (issue 31, a pool's power budget) through the sim backend:
+ * clamped to the board's range, the power held under it and the clock
+ * lowered, 0 back to the TDP. */
+static void test_sim_power_cap(void **state)
+{
+    (void)state;
+    cr_gpu_backend *b = NULL;
+    char err[256];
+    assert_int_equal(cr_gpu_open("sim:1xL4", "n1", NULL, &b, err, sizeof err), 0);
+    int tdp = b->gpus[0].tdp_w, applied = 0;
+    assert_true(tdp > 30);
+    cr_gpu_load load = {{1.0}};
+    cr_gpu_sample s0, s1;
+    assert_int_equal(b->ops->sample(b, &load, 1000000000, &s0), 0); /* settles at full load */
+    assert_true(s0.power_mw > 30 * 1000);
+    assert_int_equal(cr_gpu_set_power_cap(b, 0, 30, &applied, err, sizeof err), 0);
+    assert_int_equal(applied, 30);
+    for (int64_t t = 2; t < 40; t++) {
+        assert_int_equal(b->ops->sample(b, &load, t * 1000000000, &s1), 0);
+        assert_true(s1.power_mw <= 30 * 1000);
+    }
+    assert_true(s1.sm_clock_mhz < s0.sm_clock_mhz);
+    /* below the board's range: its floor; 0: the default again */
+    assert_int_equal(cr_gpu_set_power_cap(b, 0, 1, &applied, err, sizeof err), 0);
+    assert_int_equal(applied, tdp / 3);
+    assert_int_equal(cr_gpu_set_power_cap(b, 0, 0, &applied, err, sizeof err), 0);
+    assert_int_equal(applied, tdp);
+    assert_int_equal(cr_gpu_set_power_cap(b, 5, 30, &applied, err, sizeof err), CR_EINVAL);
+    cr_gpu_close(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -704,6 +737,7 @@ int main(void)
         cmocka_unit_test(test_desired_errors),  cmocka_unit_test(test_plan_env),
         cmocka_unit_test(test_desired_fence),   cmocka_unit_test(test_task_env),
         cmocka_unit_test(test_mig_plan),        cmocka_unit_test(test_proc_hidden),
+        cmocka_unit_test(test_sim_power_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1118,6 +1118,18 @@ static void test_cmd_admin(void **state)
     assert_string_equal(r.out, "TENANT  GPU_HOURS  ENERGY_KWH   COST\n"
                                "ml          12.50        8.25  30.00\n");
     run_free(&r);
+    /* elastic pools' node time bought for the tenant (issue 31): two more
+     * columns where any was */
+    fake_server_canned(s, 200,
+                       "{\"items\":[{\"tenant\":\"ml\",\"gpu_type\":\"*\",\"day\":\"*\","
+                       "\"gpu_hours\":1,\"energy_kwh\":0,\"cost\":0,\"cloud_gpu_hours\":2,"
+                       "\"cloud_cost\":1.6}]}");
+    r = cli("usage", "--by", "tenant", NULL);
+    assert_int_equal(r.code, 0);
+    assert_string_equal(r.out,
+                        "TENANT  GPU_HOURS  ENERGY_KWH  COST  CLOUD_GPU_HOURS  CLOUD_COST\n"
+                        "ml           1.00        0.00  0.00             2.00        1.60\n");
+    run_free(&r);
     /* the idle share, as a table and as CSV; the tree level and period go
      * into the query */
     fake_server_canned(s, 200,
@@ -1127,8 +1139,10 @@ static void test_cmd_admin(void **state)
     r = cli("usage", "--by", "tenant,day", "--level", "1", "--period", "month", "--csv", NULL);
     assert_int_equal(r.code, 0);
     assert_string_equal(r.out,
-                        "tenant,gpu_type,day,gpu_hours,idle_gpu_hours,idle_share,energy_kwh,cost\n"
-                        "\"org,x\",*,2026-12,10.000000,2.500000,0.250000,1.000000,3.000000\n");
+                        "tenant,gpu_type,day,gpu_hours,idle_gpu_hours,idle_share,energy_kwh,cost,"
+                        "cloud_gpu_hours,cloud_cost\n"
+                        "\"org,x\",*,2026-12,10.000000,2.500000,0.250000,1.000000,3.000000,"
+                        "0.000000,0.000000\n");
     json_t *q = fake_server_last(s);
     json_t *qq = json_object_get(q, "query");
     assert_string_equal(json_string_value(json_object_get(qq, "level")), "1");

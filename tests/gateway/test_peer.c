@@ -90,6 +90,67 @@ static void test_load_signal_counts(void **state)
     }
 }
 
+/* Edge sites (--site, issue 31): replicas of the gateway's own site take
+ * its requests while one of them can; saturated, the others do; the
+ * controller's endpoints say each replica's site. */
+static void test_same_site(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fixture(&f, 3);
+    char site[] = "edge";
+    f.conf.site = site;
+    snprintf(f.reps[0].ep.site, sizeof f.reps[0].ep.site, "edge");
+    snprintf(f.reps[1].ep.site, sizeof f.reps[1].ep.site, "edge");
+    snprintf(f.reps[2].ep.site, sizeof f.reps[2].ep.site, "core");
+    f.reps[0].outstanding = 5; /* busier than the remote one: still preferred */
+    f.reps[1].outstanding = 5;
+    int why = -1, count[3] = {0, 0, 0};
+    for (int i = 0; i < 1000; i++) {
+        gw_replica *r = gw_peer_p2c(&f.g, &f.svc, NULL, &why);
+        assert_non_null(r);
+        count[r - f.reps]++;
+        r = gw_peer_prefix(&f.g, &f.svc, NULL, (uint64_t)i + 1, &why);
+        assert_non_null(r);
+        count[r - f.reps]++;
+    }
+    assert_int_equal(count[2], 0);
+    assert_true(count[0] > 0 && count[1] > 0);
+    /* the site's replicas at their limit: the request goes to the other site */
+    f.reps[0].outstanding = f.reps[1].outstanding = f.svc.max_inflight;
+    assert_ptr_equal(gw_peer_p2c(&f.g, &f.svc, NULL, &why), &f.reps[2]);
+    assert_ptr_equal(gw_peer_prefix(&f.g, &f.svc, NULL, 7, &why), &f.reps[2]);
+    /* down: the same */
+    f.reps[0].outstanding = f.reps[1].outstanding = 0;
+    f.reps[0].down = f.reps[1].down = true;
+    assert_ptr_equal(gw_peer_p2c(&f.g, &f.svc, NULL, &why), &f.reps[2]);
+    /* without --site: every replica */
+    f.reps[0].down = f.reps[1].down = false;
+    f.conf.site = NULL;
+    f.reps[2].outstanding = 0;
+    f.reps[0].outstanding = f.reps[1].outstanding = 5;
+    bool remote = false;
+    for (int i = 0; i < 200 && !remote; i++) {
+        remote = gw_peer_p2c(&f.g, &f.svc, NULL, &why) == &f.reps[2];
+    }
+    assert_true(remote);
+    /* the controller's endpoints carry the site; a bad one is no site */
+    int64_t v = 0;
+    gw_msg *m = NULL;
+    assert_int_equal(gw_ctl_parse_endpoints("chat",
+                                            "{\"version\":3,\"endpoints\":["
+                                            "{\"addr\":\"10.0.0.1\",\"port\":80,\"site\":\"edge\"},"
+                                            "{\"addr\":\"10.0.0.2\",\"port\":80,\"site\":\"a b\"},"
+                                            "{\"addr\":\"10.0.0.3\",\"port\":80}]}",
+                                            &v, &m),
+                     0);
+    assert_int_equal(m->endpoint_count, 3);
+    assert_string_equal(m->endpoints[0].site, "edge");
+    assert_string_equal(m->endpoints[1].site, "");
+    assert_string_equal(m->endpoints[2].site, "");
+    gw_msg_free(m);
+}
+
 static void test_eligibility(void **state)
 {
     (void)state;
@@ -306,15 +367,11 @@ static void test_parse_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slo_events),
-        cmocka_unit_test(test_adapters),
-        cmocka_unit_test(test_least_loaded_of_two),
-        cmocka_unit_test(test_load_signal_counts),
-        cmocka_unit_test(test_eligibility),
-        cmocka_unit_test(test_prefix_affinity),
-        cmocka_unit_test(test_body_model_and_prefix),
-        cmocka_unit_test(test_usage_parse),
-        cmocka_unit_test(test_parse_keys),
+        cmocka_unit_test(test_slo_events),          cmocka_unit_test(test_adapters),
+        cmocka_unit_test(test_least_loaded_of_two), cmocka_unit_test(test_load_signal_counts),
+        cmocka_unit_test(test_eligibility),         cmocka_unit_test(test_same_site),
+        cmocka_unit_test(test_prefix_affinity),     cmocka_unit_test(test_body_model_and_prefix),
+        cmocka_unit_test(test_usage_parse),         cmocka_unit_test(test_parse_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

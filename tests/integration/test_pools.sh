@@ -18,6 +18,17 @@
 #   reclaim a spot node's reclaim notice mid-job: the job gets its checkpoint
 #           signal, is requeued without using a retry and resumes from its
 #           checkpoint on a replacement node; the reclaimed node goes
+#   power   power saving: an idle static node (started through the local
+#           provider) is suspended after suspend_s (its agent stops), a job
+#           it fits resumes it (no cloud node is booted for it), runs there,
+#           the node is suspended again; a failed resume is an event, backs
+#           off, and the job runs once the provider behaves
+#   burst   the hybrid policy: a tenant whose locked constraint keeps it
+#           on-prem gets site=onprem on its jobs, is refused site=cloud and
+#           boots nothing; a tenant with a burst budget boots a node, its
+#           cloud cost shows in corral usage (the tenants' sum is the pool's
+#           cost) and, over its budget, its next job boots nothing and says
+#           why; a tenant with a budget of 0 never bursts
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 CASE=${1:-scale}
@@ -45,11 +56,11 @@ JSON
 }
 cleanup_extra() { # whatever the provider still runs
     local f
-    for f in "$PDIR"/*/pid; do
+    for f in "$PDIR"/*/pid "$DIR"/power/*/pid; do
         [ -f "$f" ] && kill -TERM "$(cat "$f")" 2>/dev/null || true
     done
     sleep 0.5
-    for f in "$PDIR"/*/pid; do
+    for f in "$PDIR"/*/pid "$DIR"/power/*/pid; do
         [ -f "$f" ] && kill -KILL "$(cat "$f")" 2>/dev/null || true
     done
 }
@@ -265,6 +276,129 @@ vanish)
     wait_for 30 pool_nodes_is 0 || fail "the vanished node is still in the pool"
     c nodes | grep -q "burst-1" && fail "the controller still shows the vanished node"
     echo "PASS pools vanish: a node gone from the provider's list is forgotten"
+    ;;
+power)
+    POWER=$DIR/power
+    pool_conf ""
+    sed -i 's|"gpu_type": "L40S", "labels": {"site": "onprem"},|"gpu_type": "L4", "labels": {"site": "onprem"}, "power_provider": "'"$PROVIDER"'", "suspend_s": 3, "resume_timeout_s": 30, "pending_s": 0, "backoff_s": 2, "power_budget_w": 40, "provider_config": {"dir": "'"$POWER"'", "corral": "'"$CORRAL"'"},|' "$CKPT_CONF"
+    grep -q power_provider "$CKPT_CONF" || fail "the power config was not written"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    # the static node, started through the provider (its power-on command kept)
+    python3 - "$SERVER" "$(cat "$CTL_STATE/join.token")" "$POWER" "$CORRAL" <<'PY' | "$PROVIDER" >"$DIR/create.out" || fail "create static1: $(cat "$DIR/create.out")"
+import json, sys
+print(json.dumps({"version": 1, "op": "create", "pool": "onprem", "server": sys.argv[1],
+                  "gpu_type": "L4", "gpus_per_node": 1, "boot_s": 0,
+                  "labels": {"site": "onprem"}, "config": {"dir": sys.argv[3], "corral": sys.argv[4]},
+                  "nodes": [{"name": "static1", "bootstrap_token": sys.argv[2]}]}))
+PY
+    onprem_field() { pools_json | python3 -c "import json,sys; p=[x for x in json.load(sys.stdin)['items'] if x['name']=='onprem'][0]; print($1)"; }
+    power_is() { is "$(onprem_field "p['power']['nodes'].get('static1')")" "$1"; }
+    wait_for 30 eval 'c nodes 2>/dev/null | grep -q static1' || fail "static1 did not register: $(tail -3 "$POWER/static1/agent.log")"
+    wait_for 30 power_is suspended || fail "static1 was not suspended: $(onprem_field "p['power']")"
+    pid=$(cat "$POWER/static1/pid")
+    wait_for 20 eval '! kill -0 '"$pid"' 2>/dev/null' || fail "static1's agent still runs while suspended"
+    # an L4 job: static1 (suspended, on-prem) takes it; no cloud node boots
+    id=$(submit_id --gpus 1 --gpu-type L4 -- sleep 4)
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" running || fail "job $id did not start: $(job_field "$id" "j.get('reason')")"
+    # the pool's power budget (40 W over its one GPU in service) caps the
+    # GPU: the agent applied it (the sim backend holds the power under it)
+    gpu_field() { c nodes --json | python3 -c "import json,sys; n=[x for x in json.load(sys.stdin)['items'] if x['name']=='static1'][0]; g=n['gpus'][0]; print($1)"; }
+    wait_for 30 eval 'is "$(gpu_field "g.get('"'"'power_cap_w'"'"')")" 40' ||
+        fail "static1's GPU is not capped at 40 W: $(gpu_field "g")"
+    w=$(gpu_field "g['power_w']")
+    python3 -c "import sys; sys.exit(0 if $w <= 40.0 else 1)" || fail "static1's GPU draws $w W over its 40 W cap"
+    is "$(onprem_field "p.get('power_cap_w')")" 40 || fail "corral pools does not show the 40 W cap"
+    grep -q "power limit 40 W" "$POWER/static1/agent.log" || fail "the agent did not log the power limit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    is "$(job_field "$id" "j.get('run_nodes') or ''")" static1 || fail "job $id ran on $(job_field "$id" "j.get('run_nodes')")"
+    is "$(pool_field "p['creates']")" 0 || fail "a cloud node was booted for a job a suspended node fits"
+    at_least "$(onprem_field "p['power']['resumes']")" 1 || fail "no resume counted"
+    wait_for 30 eval '[ "$(onprem_field "p['"'"'power'"'"']['"'"'suspends'"'"']")" -ge 2 ]' ||
+        fail "static1 was not suspended again after the job: $(onprem_field "p['power']")"
+    wait_for 30 power_is suspended || fail "static1 is not suspended again"
+    # a resume that fails: an event, a backoff, then the job runs
+    touch "$POWER/fail_resume"
+    id2=$(submit_id --gpus 1 --gpu-type L4 -- true)
+    power_ev() { onprem_field "' '.join(e['what'] for e in p.get('events', []))" | grep -qw "$1"; }
+    wait_for 30 power_ev resume-failed || fail "no resume-failed event"
+    wait_for 30 reason_has "$id2" "resumes back off" || fail "job $id2's reason does not say the resume backs off: $(job_field "$id2" "j.get('reason')")"
+    rm "$POWER/fail_resume"
+    wait_for 60 job_is "$id2" completed || fail "job $id2 did not run once the resume worked"
+    is "$(pool_field "p['creates']")" 0 || fail "a cloud node was booted"
+    c pools onprem --events 20
+    echo "PASS pools power: static1 suspended when idle, resumed for jobs $id and $id2 (one failed resume backed off), no cloud boot"
+    ;;
+burst)
+    pool_conf ""
+    # a node costs 1 a second: a budget of 4 is spent within one job
+    sed -i 's/"cost_per_hour": 0.8,/"cost_per_hour": 3600,/' "$CKPT_CONF"
+    cr_start_controller "$DIR/ctl" --allow-legacy-join
+    cr_start_agent static1 "$DIR/a1" "$DIR/agent1.log" --gpus 'sim:1xL40S' --label site=onprem
+    wait_for 30 eval 'c nodes 2>/dev/null | grep -q static1' || fail "static1 did not register"
+    c tenants create sec --constraint site=onprem --constraint-locked >/dev/null || fail "tenant sec"
+    c tenants create ml --burst-budget 4 >/dev/null || fail "tenant ml"
+    c tenants create free --burst-budget 0 >/dev/null || fail "tenant free"
+    # bad hybrid policies are refused naming the field
+    out=$(c tenants create bad1 --constraint 'site' 2>&1) && fail "a constraint without a value was taken"
+    echo "$out" | grep -q "hybrid.constraint" || fail "the refusal does not name hybrid.constraint: $out"
+    out=$(c tenants create bad2 --constraint-locked 2>&1) && fail "a lock without a constraint was taken"
+    echo "$out" | grep -q "hybrid.locked" || fail "the refusal does not name hybrid.locked: $out"
+    # sec: its jobs get site=onprem; another site is refused; L40S runs on-prem
+    out=$(c submit --tenant sec --gpus 1 --gpu-type L4 --constraint site=cloud -- true 2>&1) &&
+        fail "tenant sec submitted site=cloud past its locked constraint"
+    echo "$out" | grep -q "constraint" || fail "the refusal does not name the constraint: $out"
+    sec1=$(submit_id --tenant sec --gpus 1 --gpu-type L40S -- true)
+    sec2=$(submit_id --tenant sec --gpus 1 --gpu-type L4 -- true)
+    [ -n "$sec1" ] && [ -n "$sec2" ] || fail "submit for sec"
+    is "$(job_field "$sec2" "j.get('constraint')")" "site=onprem" ||
+        fail "sec's job has constraint '$(job_field "$sec2" "j.get('constraint')")', not site=onprem"
+    wait_for 30 job_is "$sec1" completed || fail "sec's L40S job did not run on-prem"
+    is "$(job_field "$sec1" "j.get('run_nodes') or ''")" static1 || fail "sec's job ran off-prem"
+    # ml bursts: one node, its time charged to ml
+    ml1=$(submit_id --tenant ml --gpus 1 --gpu-type L4 -- sleep 6)
+    [ -n "$ml1" ] || fail "submit for ml"
+    wait_for 60 job_is "$ml1" completed || fail "ml's job $ml1 did not complete"
+    case "$(job_field "$ml1" "j.get('run_nodes') or ''")" in burst-*) ;; *) fail "ml's job did not run on the pool" ;; esac
+    # sec's L4 job was never demand: the only create is ml's
+    job_is "$sec2" pending || fail "sec's L4 job is not pending"
+    is "$(pool_field "p['creates']")" 1 || fail "$(pool_field "p['creates']") creates (want 1, ml's)"
+    pool_field "[e['why'] for e in p['events'] if e['what']=='create'][0]" | grep -q "job $ml1 " ||
+        fail "the create was not for ml's job"
+    wait_for 60 pool_nodes_is 0 || fail "the idle node was not deleted"
+    # every node-second is charged: the tenants' cloud cost is the pool's
+    sums_match() { c usage --by tenant --json | python3 -c "
+import json,sys,subprocess
+u=json.load(sys.stdin)['items']
+cost={r['tenant']: r.get('cloud_cost', 0) for r in u}
+pool=float(sys.argv[1])
+assert cost.get('ml', 0) >= 4, cost
+assert abs(sum(cost.values()) - pool) < 0.05 * pool, (cost, pool)
+assert cost.get('sec', 0) == 0 and cost.get('free', 0) == 0, cost
+" "$(pool_field "p['cost']")"; }
+    wait_for 30 sums_match || { c usage --by tenant; fail "ml's cloud cost is not the pool's: $(c usage --by tenant --json)"; }
+    c usage --by tenant | grep -q CLOUD_COST || fail "corral usage shows no CLOUD_COST"
+    c tenants list --json | python3 -c "
+import json,sys
+t={x['name']: x for x in json.load(sys.stdin)['items']}
+b=t['ml']['usage']['burst']
+assert b['budget']==4 and b['spent_this_month']>=4, b
+assert t['sec']['hybrid']['constraint']=='site=onprem' and t['sec']['hybrid']['locked'], t['sec']
+" || fail "the tenants do not show their hybrid policy and spend"
+    # over budget: ml's next job boots nothing and says why; free never bursts
+    ml2=$(submit_id --tenant ml --gpus 1 --gpu-type L4 -- true)
+    fr1=$(submit_id --tenant free --gpus 1 --gpu-type L4 -- true)
+    wait_for 30 reason_has "$ml2" "over its burst budget" ||
+        fail "ml's job's reason does not say over budget: $(job_field "$ml2" "j.get('reason')")"
+    wait_for 30 reason_has "$fr1" "no burst budget" ||
+        fail "free's job's reason does not say no budget: $(job_field "$fr1" "j.get('reason')")"
+    is "$(pool_field "p['creates']")" 1 || fail "a tenant over its budget caused a boot"
+    job_is "$ml2" pending || fail "ml's job over budget is not pending"
+    # a raised budget lets it burst again
+    c tenants set ml --burst-budget 1000 >/dev/null || fail "raise ml's budget"
+    wait_for 60 job_is "$ml2" completed || fail "ml's job did not run once its budget was raised"
+    [ "$(listed)" -le 1 ] || fail "the provider lists more than one node"
+    echo "PASS pools burst: sec stays on-prem, ml bursts then stops at its budget, free never bursts"
     ;;
 bad)
     pool_conf ""

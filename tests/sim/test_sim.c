@@ -342,6 +342,71 @@ static void test_runs_all_policies(void **state)
     }
 }
 
+/* Issue 31, corral sim --cloud: a cloud pool in virtual time. One static
+ * node of 4 v100 and two jobs of 4 GPUs for 1 h at t=0: static alone, the
+ * second waits 1 h; with a pool of one 4-GPU node (pending 10 s, boot 90
+ * s, idle 300 s) it boots at 10 s, starts at 100 s, and the node is given
+ * back at 3700 + 300 s: 4 x 3990 GPU-seconds bought, one boot. */
+static void cloud_run(bool pool, cr__sim_result *res, cr__sim_workload *w)
+{
+    char err[256];
+    const char *trace = "submit=0 gpus=4 duration=1h\nsubmit=0 gpus=4 duration=1h\n";
+    cr__sim_workload_init(w);
+    assert_int_equal(cr__sim_read_native("t", trace, strlen(trace), w, err, sizeof err), 0);
+    cr__sim_workload_sort(w);
+    cr__sim_cluster c;
+    memset(&c, 0, sizeof c);
+    assert_int_equal(cr__sim_cluster_parse_gpus(&c, "v100:4", err, sizeof err), 0);
+    c.gpus_per_node = 4;
+    if (pool) {
+        snprintf(c.cloud_name, sizeof c.cloud_name, "v100");
+        c.cloud_nodes = 1;
+        c.cloud_gpn = 4;
+    }
+    char types[CR_SIM_MAX_TYPES][CR_SIM_NAME_MAX];
+    int nt = 0;
+    assert_int_equal(cr__sim_cluster_types(&c, types, &nt, err, sizeof err), 0);
+    assert_int_equal(nt, 1);
+    assert_int_equal(cr__sim_workload_resolve(w, (const char(*)[CR_SIM_NAME_MAX])types, nt, NULL,
+                                              NULL, err, sizeof err),
+                     0);
+    cr__sim_opts o;
+    memset(&o, 0, sizeof o);
+    o.policy = CR_SCHED_FIFO;
+    o.check = true;
+    o.backfill = o.preemption = o.lp = o.wait_faster = -1;
+    o.estimates = true;
+    o.idle_frac = 0.2;
+    o.power_w[0] = 300;
+    o.cloud = pool;
+    o.cloud_boot_ns = 90 * CR_NS_PER_SEC;
+    o.cloud_idle_ns = 300 * CR_NS_PER_SEC;
+    o.cloud_pending_ns = 10 * CR_NS_PER_SEC;
+    assert_int_equal(cr__sim_run(&o, &c, w, res, err, sizeof err), 0);
+    assert_int_equal(res->check_errors, 0);
+}
+
+static void test_cloud_pool(void **state)
+{
+    (void)state;
+    cr__sim_result r0, r1;
+    cr__sim_workload w0, w1;
+    cloud_run(false, &r0, &w0);
+    cloud_run(true, &r1, &w1);
+    assert_int_equal(r0.jobs[1].first_start_ns, CR_NS_PER_H);
+    assert_int_equal(r0.cloud_boots, 0);
+    assert_true(r0.cloud_gpu_ns == 0);
+    assert_int_equal(r1.jobs[1].first_start_ns, 100 * CR_NS_PER_SEC);
+    assert_int_equal(r1.jobs[1].finish_ns, 3700 * CR_NS_PER_SEC);
+    assert_int_equal(r1.cloud_boots, 1);
+    assert_true(fabs(r1.cloud_gpu_ns - 4.0 * 3990 * 1e9) < 1e6);
+    assert_int_equal(r1.type_gpus[0], 4); /* the pool's GPUs are not the cluster's */
+    cr__sim_result_fini(&r0);
+    cr__sim_result_fini(&r1);
+    cr__sim_workload_fini(&w0);
+    cr__sim_workload_fini(&w1);
+}
+
 /* Issue 26, corral sim --learn: training jobs whose true rates differ from
  * the model by up to 40% per class and GPU type report their tokens/s;
  * with learning the advisor's error falls to within 10% and stays there,
@@ -498,6 +563,7 @@ int main(void)
         cmocka_unit_test(test_runs_all_policies),
         cmocka_unit_test(test_summary_math),
         cmocka_unit_test(test_learn),
+        cmocka_unit_test(test_cloud_pool),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

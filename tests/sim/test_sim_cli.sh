@@ -272,4 +272,30 @@ expect2 "--metric-noise" "$T/learn.txt" --gpus h100:8 --metric-noise lots
 expect2 "--learn" "$T/learn.txt" --gpus h100:8 --learn --policy rounds
 printf 'submit=0 gpus=1 kind=finetune params=8b tokens=20m truth=-1\n' >"$T/badtruth.txt"
 expect2 "badtruth.txt:1: field 'truth'" "$T/badtruth.txt" --gpus h100:8
+# --cloud (issue 31): a public trace on a static cluster, with a cloud
+# pool, and with always-on cloud GPUs of the pool's spend, side by side;
+# the pool boots, buys GPU-hours, and cuts the queueing.
+"$BIN" sim "$SRC/data/traces/gavel/msr_seed0_2869ce.trace" --gpus v100:24,p100:32,k80:32 \
+    --cloud v100:16 >"$T/cloud.out" || { cat "$T/cloud.out"; fail "sim --cloud"; }
+python3 - "$T/cloud.out" <<'PY' || { cat "$T/cloud.out"; fail "--cloud table"; }
+import sys
+rows = {}
+for line in open(sys.argv[1]):
+    for name in ("static + cloud pool", "static + same budget", "static"):
+        if line.startswith(name + " "):
+            f = line[len(name):].split()
+            rows.setdefault(name, f)
+            break
+s, p, b = rows["static"], rows["static + cloud pool"], rows["static + same budget"]
+# columns after GPUs: finished cost cloud_GPUh boots avg_JCT_h avg_q_h p95_q_h span_h
+assert s[-8] == p[-8] == "533/533", (s, p)
+assert float(s[-6]) == 0 and int(s[-5]) == 0, s
+assert float(p[-6]) > 0 and int(p[-5]) > 0, p
+assert float(p[-3]) < float(s[-3]) and float(p[-4]) < float(s[-4]), (s, p)
+assert int(b[-5]) == 0, b
+PY
+expect2 "--cloud" "$SRC/data/traces/gavel/msr_seed0_2869ce.trace" --cloud v100
+expect2 "--cloud" "$SRC/data/traces/gavel/msr_seed0_2869ce.trace" --cloud v100:4 --compare fifo,las
+expect2 "--cloud-cost" "$SRC/data/traces/gavel/msr_seed0_2869ce.trace" --cloud-cost 2
+expect2 "--cloud-idle" "$SRC/data/traces/gavel/msr_seed0_2869ce.trace" --cloud v100:4 --cloud-idle 0
 echo "sim-cli: ok"
