@@ -188,6 +188,26 @@ void ctl_learn_record(ctl *c, cr_store_txn *txn, const ctl_job *j, const json_t 
             (long long)j->id, tok, count, g->name, e.throughput, sig, n, n > 1 ? "s" : "");
 }
 
+int ctl_learn_lookup(void *ctx, const char *tenant, const char *sig, const char *gpu, int count,
+                     struct cr_learned *out)
+{
+    ctl *c = ctx;
+    struct ctl_learn *l = c ? c->learn : NULL;
+    memset(out, 0, sizeof *out);
+    if (!l || !tenant || !*tenant || !sig || !gpu) {
+        return 0;
+    }
+    double r[CR_OBS_KEEP];
+    pthread_mutex_lock(&l->mu);
+    int n = cr_obs_get(l->obs, tenant, sig, gpu, count, r);
+    pthread_mutex_unlock(&l->mu);
+    if (n <= 0) {
+        return 0;
+    }
+    cr_learn_combine(r, n, out);
+    return out->runs;
+}
+
 void ctl_learn_advise(ctl *c, const char *tenant, const struct cr_workload *w, struct cr_advice *a)
 {
     struct ctl_learn *l = c->learn;
