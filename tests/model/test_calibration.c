@@ -38,7 +38,7 @@ enum cal_set { FIT = 0, CHECK = 1, UNSCORED = 2 };
 /* Regression guards on the check set's mean |error| (docs/model.md states
  * the current values; the goal is 10% mean, 30% worst). */
 #define CHECK_TRAIN_MAX 18
-#define CHECK_SERVE_MAX 12
+#define CHECK_SERVE_MAX 11
 #define CHECK_MEM_MAX   11
 #define CHECK_HPC_MAX   21
 
@@ -350,6 +350,39 @@ static const cal_case cases[] = {
      CR_PREC_FP64, 0, 0, 0, 0, 0, 0, 0, M_TFLOPS_GPU, 2.93e3 / 27648, HPCG_2021, 0},
     {CHECK, NULL, "HPCG, Perlmutter per A100 40GB (HPCG June 2021)", "a100-40gb", 1, CR_KIND_HPC,
      0.25, CR_PREC_FP64, 0, 0, 0, 0, 0, 0, 0, M_TFLOPS_GPU, 1.91e3 / 6144, HPCG_2021, 0},
+/* TensorRT-LLM perf-overview v1.0, the lengths and GPUs the rows above
+ * leave out (B200 FP4 among them). Set by a rule fixed before any
+ * error was computed: ISL/OSL 128/128 and 2048/2048 are fit rows, all
+ * other lengths check rows. */
+#define TRT(set, model, gpu, n, tp, prec, isl, osl, pub)                                           \
+    {                                                                                              \
+        set, model, model " " #prec " TP" #tp " max throughput, " #isl " in / " #osl " out", gpu,  \
+            n, CR_KIND_INFERENCE, 0, CR_PREC_##prec, 0, 0, isl, osl, 0, tp, 1, M_MAX_TOK_S, pub,   \
+            TRTLLM_TPUT, 0                                                                         \
+    }
+    TRT(FIT, "llama-3.1-8b", "h100", 1, 1, FP8, 128, 128, 28312),
+    TRT(FIT, "llama-3.1-8b", "h100", 1, 1, FP8, 2048, 2048, 9305),
+    TRT(CHECK, "llama-3.1-8b", "h100", 1, 1, FP8, 128, 4096, 14325),
+    TRT(CHECK, "llama-3.1-8b", "h100", 1, 1, FP8, 500, 2000, 17660),
+    TRT(CHECK, "llama-3.1-8b", "h100", 1, 1, FP8, 1000, 2000, 13899),
+    TRT(CHECK, "llama-3.1-8b", "h100", 1, 1, FP8, 20000, 2000, 1351),
+    TRT(FIT, "llama-3.1-8b", "h200", 1, 1, FP8, 2048, 2048, 12194),
+    TRT(CHECK, "llama-3.1-8b", "h200", 1, 1, FP8, 128, 2048, 26221),
+    TRT(CHECK, "llama-3.1-8b", "h200", 1, 1, FP8, 5000, 500, 3902),
+    TRT(FIT, "llama-3.3-70b", "h100", 2, 2, FP8, 128, 128, 6378),
+    TRT(CHECK, "llama-3.3-70b", "h100", 2, 2, FP8, 128, 4096, 4199),
+    TRT(CHECK, "llama-3.3-70b", "h100", 2, 2, FP8, 20000, 2000, 437),
+    TRT(FIT, "llama-3.3-70b", "h200", 1, 1, FP8, 2048, 2048, 2003),
+    TRT(CHECK, "llama-3.3-70b", "h200", 1, 1, FP8, 128, 2048, 4336),
+    TRT(FIT, "llama-3.3-70b", "b200", 1, 1, FP4, 128, 128, 11147),
+    TRT(FIT, "llama-3.3-70b", "b200", 1, 1, FP4, 2048, 2048, 4783),
+    TRT(CHECK, "llama-3.3-70b", "b200", 1, 1, FP4, 1000, 1000, 7007),
+    TRT(CHECK, "llama-3.3-70b", "b200", 1, 1, FP4, 128, 2048, 9922),
+    TRT(CHECK, "llama-3.3-70b", "b200", 1, 1, FP4, 5000, 500, 1459),
+    TRT(FIT, "llama-3.1-405b", "b200", 4, 4, FP4, 2048, 2048, 4212),
+    TRT(CHECK, "llama-3.1-405b", "b200", 4, 4, FP4, 1000, 1000, 5209),
+    TRT(CHECK, "llama-3.1-405b", "h100", 8, 8, FP8, 2048, 2048, 2296),
+    TRT(CHECK, "qwen3-235b-a22b", "b200", 8, 8, FP4, 1000, 1000, 42391),
 };
 
 static const char *metric_name(int m)
