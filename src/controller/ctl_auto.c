@@ -28,11 +28,15 @@ typedef struct entry {
     bool known[CR_SCHED_MAX_TYPES];    /* the type is in the catalog */
     double prog[CR_SCHED_MAX_TYPES];   /* progress per second (0 = refused) */
     double score[CR_SCHED_MAX_TYPES];  /* cost score, best = 1 (0 = refused) */
+    double raw[CR_SCHED_MAX_TYPES];    /* progress/s per US$/h, 0 without a price */
+    double tput[CR_SCHED_MAX_TYPES];   /* the estimate's throughput (tokens/s, ...) */
     double tscore[CR_SCHED_MAX_TYPES]; /* throughput score, best = 1 */
     double hours[CR_SCHED_MAX_TYPES];  /* the estimate's time */
     double cost[CR_SCHED_MAX_TYPES];   /* US$, CR_UNKNOWN without a price */
     char *refusals;                    /* owned: "L40S: no FP64...; A30: ...", NULL if none */
     bool service;                      /* inference/visual: costs are per hour served */
+    bool learnable;                    /* a training class the cluster learns (sig set) */
+    char sig[128];                     /* cr_workload_signature of the hints */
 } entry;
 
 struct ctl_auto {
@@ -43,7 +47,17 @@ struct ctl_auto {
     int nmapped;                                /* scheduler types looked up so far */
     entry *slots;                               /* CACHE_SLOTS, open addressing */
     size_t nused;
+    ctl_auto_learn_fn learn; /* tenants' observations; NULL = the model alone */
+    void *learn_ctx;
 };
+
+void ctl_auto_set_learn(ctl_auto *a, ctl_auto_learn_fn fn, void *ctx)
+{
+    if (a) {
+        a->learn = fn;
+        a->learn_ctx = ctx;
+    }
+}
 
 void ctl_auto_hints_of(const char *gpu_type, const char *mig, const char *kind, const json_t *model,
                        int gpus, ctl_auto_hints *out)
@@ -250,11 +264,13 @@ static void fill(ctl_auto *a, int ntypes, entry *e)
     int nwhy = 0;
     e->ntypes = ntypes;
     e->service = e->key.kind == CR_KIND_INFERENCE || e->key.kind == CR_KIND_VISUAL;
+    e->learnable = valid && (w.kind == CR_KIND_PRETRAIN || w.kind == CR_KIND_FINETUNE);
+    cr_workload_signature(&w, e->sig, sizeof e->sig);
     for (int t = 0; t < ntypes; t++) {
         const cr_gpu_type *g = a->gpu[t];
         e->fits[t] = false;
         e->known[t] = g != NULL;
-        e->prog[t] = e->score[t] = e->tscore[t] = 0;
+        e->prog[t] = e->score[t] = e->tscore[t] = e->raw[t] = e->tput[t] = 0;
         e->hours[t] = 0;
         e->cost[t] = CR_UNKNOWN;
         if (!g) {
@@ -276,9 +292,10 @@ static void fill(ctl_auto *a, int ntypes, entry *e)
         e->prog[t] = est.progress_per_s;
         e->hours[t] = (double)est.time_ns / (double)CR_NS_PER_H;
         e->cost[t] = est.cost_usd;
+        e->tput[t] = est.throughput;
         double price = cr_prices_get(a->prices, g);
         if (cr_known(price) && price > 0) {
-            e->score[t] = est.progress_per_s / (price * e->key.gpus);
+            e->score[t] = e->raw[t] = est.progress_per_s / (price * e->key.gpus);
             best_cost = fmax(best_cost, e->score[t]);
         }
         best_prog = fmax(best_prog, est.progress_per_s);
@@ -344,15 +361,64 @@ static entry *lookup(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h)
     return e;
 }
 
-bool ctl_auto_tput(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, bool hetero,
-                   double *tput, size_t *count)
+/* The tenant's learned factor for the entry's class on each type
+ * (1 where it has no runs); returns whether any differs from 1. */
+static bool learned_factors(const ctl_auto *a, const entry *e, const char *tenant, double *f,
+                            cr_learned *l)
+{
+    bool any = false;
+    for (int t = 0; t < e->ntypes; t++) {
+        f[t] = 1;
+        memset(&l[t], 0, sizeof l[t]);
+        if (!a->learn || !e->learnable || !tenant || !*tenant || !e->fits[t] || !e->known[t] ||
+            e->prog[t] <= 0) {
+            continue;
+        }
+        if (a->learn(a->learn_ctx, tenant, e->sig, a->gpu[t]->name, e->key.gpus, &l[t]) > 0 &&
+            l[t].factor > 0 && isfinite(l[t].factor)) {
+            f[t] = l[t].factor;
+            any = true;
+        }
+    }
+    return any;
+}
+
+bool ctl_auto_tput(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, const char *tenant,
+                   bool hetero, double *tput, size_t *count)
 {
     const entry *e = lookup(a, s, h);
     if (!e) {
         return false;
     }
+    double f[CR_SCHED_MAX_TYPES];
+    cr_learned l[CR_SCHED_MAX_TYPES];
+    if (!learned_factors(a, e, tenant, f, l)) {
+        for (int t = 0; t < e->ntypes; t++) {
+            tput[t] = hetero ? e->tscore[t] : e->score[t];
+        }
+        *count = (size_t)e->ntypes;
+        return true;
+    }
+    /* The scores again with the measured progress: best = 1, unknown
+     * prices after every priced type, types outside the catalog last. */
+    double best_prog = 0, best_cost = 0;
     for (int t = 0; t < e->ntypes; t++) {
-        tput[t] = hetero ? e->tscore[t] : e->score[t];
+        if (e->fits[t] && e->known[t] && e->prog[t] > 0) {
+            best_prog = fmax(best_prog, e->prog[t] * f[t]);
+            best_cost = fmax(best_cost, e->raw[t] * f[t]);
+        }
+    }
+    for (int t = 0; t < e->ntypes; t++) {
+        if (!e->fits[t]) {
+            tput[t] = 0;
+        } else if (!e->known[t] || e->prog[t] <= 0) {
+            tput[t] = 1e-6;
+        } else {
+            double ts = best_prog > 0 ? e->prog[t] * f[t] / best_prog : 1;
+            tput[t] = hetero                           ? ts
+                      : e->raw[t] > 0 && best_cost > 0 ? e->raw[t] * f[t] / best_cost
+                                                       : 1e-3 * ts;
+        }
     }
     *count = (size_t)e->ntypes;
     return true;
@@ -385,8 +451,8 @@ static void fmt_hours(char *b, size_t n, double h)
     }
 }
 
-void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int type, char *buf,
-                  size_t len)
+void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, const char *tenant,
+                  int type, char *buf, size_t len)
 {
     const entry *e = lookup(a, s, h);
     if (len) {
@@ -397,7 +463,11 @@ void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int t
         return;
     }
     cr_sched_policy pol = cr_sched_get_config(s)->policy;
-    const double *sc = pol == CR_SCHED_HETERO ? e->tscore : e->score;
+    double sc[CR_SCHED_MAX_TYPES], f[CR_SCHED_MAX_TYPES];
+    cr_learned l[CR_SCHED_MAX_TYPES];
+    size_t nsc = 0;
+    ctl_auto_tput(a, s, h, tenant, pol == CR_SCHED_HETERO, sc, &nsc);
+    learned_factors(a, e, tenant, f, l);
     int better = 0; /* types in service the order puts first */
     for (int t = 0; t < e->ntypes; t++) {
         uint32_t total = 0;
@@ -408,7 +478,13 @@ void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int t
                       : pol == CR_SCHED_HETERO ? "by the heterogeneity-aware allocation"
                       : better == 0            ? "best by cost"
                                                : "best by cost among types with free GPUs";
-    char adv[96];
+    char adv[96], cal[96] = "";
+    double ft = f[type];
+    if (l[type].runs > 0) {
+        snprintf(cal, sizeof cal,
+                 "; calibrated from %d run%s on this cluster (x%.2f, 95%% %.2f-%.2f)", l[type].runs,
+                 l[type].runs > 1 ? "s" : "", ft, l[type].lo, l[type].hi);
+    }
     if (!e->known[type]) {
         snprintf(adv, sizeof adv, "not in the GPU catalog");
     } else if (e->service) {
@@ -418,15 +494,18 @@ void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int t
             snprintf(adv, sizeof adv, "advisor: meets the targets, price unknown");
         }
     } else {
-        char t[32];
-        fmt_hours(t, sizeof t, e->hours[type]);
+        char t[32], rate[40] = "";
+        fmt_hours(t, sizeof t, e->hours[type] / ft);
+        if (e->learnable && e->tput[type] > 0) {
+            snprintf(rate, sizeof rate, ", %.0f tokens/s", e->tput[type] * ft);
+        }
         if (cr_known(e->cost[type])) {
-            snprintf(adv, sizeof adv, "advisor: %s, $%.2f", t, e->cost[type]);
+            snprintf(adv, sizeof adv, "advisor: %s, $%.2f%s", t, e->cost[type] / ft, rate);
         } else {
-            snprintf(adv, sizeof adv, "advisor: %s, price unknown", t);
+            snprintf(adv, sizeof adv, "advisor: %s, price unknown%s", t, rate);
         }
     }
-    snprintf(buf, len, "auto: %s, %s (%s)", name, how, adv);
+    snprintf(buf, len, "auto: %s, %s (%s%s)", name, how, adv, cal);
 }
 
 bool ctl_auto_plan(const ctl_auto *a, const ctl_auto_hints *h, const char *type, ctl_plan *out)

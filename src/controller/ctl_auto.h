@@ -16,6 +16,15 @@
  * (kind batch without `model`, training or inference without
  * `model.params`, or any MIG job) keeps "any type".
  *
+ * Learning (issue 26): a training job's estimate on each type is scaled
+ * by what its own tenant's jobs of the same class measured there at the
+ * same count (ctl_auto_set_learn; docs/model.md "Learning from the
+ * cluster"), so the type order, the hetero throughputs and the "started"
+ * event's advisor figures follow the cluster's measurements; another
+ * tenant's observations are never read. The factor is applied when the
+ * job's vector is made (the job enters the queue or is re-specified), not
+ * cached: the cache holds the model alone.
+ *
  * Estimates are cached per distinct (kind, hints, GPU count): a queue of
  * thousands of alike jobs costs one estimate per type. A type registered
  * later (a node of a new model joins) makes every entry recompute on its
@@ -26,6 +35,7 @@
 
 #include "cr_arch.h"
 #include "cr_catalog.h"
+#include "cr_learn.h"
 #include "cr_sched.h"
 
 #include <jansson.h>
@@ -86,8 +96,17 @@ void ctl_auto_free(ctl_auto *a); /* NULL-safe */
  * true; false when the job keeps "any type" (hints inactive, no catalog).
  * hetero: plain throughput instead of the cost score.
  */
-bool ctl_auto_tput(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, bool hetero,
-                   double *tput, size_t *count);
+bool ctl_auto_tput(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, const char *tenant,
+                   bool hetero, double *tput, size_t *count);
+
+/* What a tenant's own jobs measured for a workload class (sig, from
+ * cr_workload_signature) on the GPU type named gpu at count GPUs: fills
+ * *out (cr_learn_combine) and returns its runs, 0 when there are none.
+ * Called on the scheduler thread; it must not call back into ctl_auto. */
+typedef int (*ctl_auto_learn_fn)(void *ctx, const char *tenant, const char *sig, const char *gpu,
+                                 int count, cr_learned *out);
+/* Use fn (ctx passed through) for tenants' observations; NULL: the model alone. */
+void ctl_auto_set_learn(ctl_auto *a, ctl_auto_learn_fn fn, void *ctx);
 
 /* For a job the scheduler finds no type for: "no GPU type in the cluster
  * can run it: L40S: no FP64: 1/64 rate; ..." into buf. Returns false (buf
@@ -96,9 +115,11 @@ bool ctl_auto_refusal(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, c
                       size_t len);
 
 /* Why the job got `type`, for its "started" event: "auto: L40S, best by
- * cost (advisor: 6.6 h, $5.21)". Empty when h is inactive. */
-void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, int type, char *buf,
-                  size_t len);
+ * cost (advisor: 6.6 h, $5.21, 2915 tokens/s)", with "; calibrated from 5
+ * runs on this cluster (x1.40, 95% 1.36-1.44)" when tenant's own
+ * observations scaled it. Empty when h is inactive. */
+void ctl_auto_why(ctl_auto *a, const cr_sched *s, const ctl_auto_hints *h, const char *tenant,
+                  int type, char *buf, size_t len);
 
 /*
  * Fit check at submit (issue 26): does a job of an explicitly chosen GPU

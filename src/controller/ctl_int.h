@@ -1177,6 +1177,12 @@ const cr_arch_catalog *ctl_learn_models(const ctl *c);
 /* A job ended well on its placement with what it measured (borrowed; may
  * be NULL): one observation, written into txn. Under c->mu. */
 void ctl_learn_record(ctl *c, cr_store_txn *txn, const ctl_job *j, const json_t *metrics);
+/* What tenant's own jobs measured for class sig on gpu at count
+ * (ctl_auto_learn_fn; ctx is the ctl): the runs, 0 when none. Takes the
+ * learn table's mutex only: any thread, c->mu held or not. */
+struct cr_learned;
+int ctl_learn_lookup(void *ctx, const char *tenant, const char *sig, const char *gpu, int count,
+                     struct cr_learned *out);
 /* Scale the ranked estimates of a by what tenant's jobs measured. */
 struct cr_workload;
 struct cr_advice;

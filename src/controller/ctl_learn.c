@@ -21,6 +21,7 @@
 #include "cr_alloc.h"
 #include "cr_arch.h"
 #include "cr_catalog.h"
+#include "cr_error.h"
 #include "cr_learn.h"
 #include "cr_log.h"
 #include "cr_perf.h"
@@ -164,10 +165,16 @@ void ctl_learn_record(ctl *c, cr_store_txn *txn, const ctl_job *j, const json_t 
     double r[CR_OBS_KEEP];
     pthread_mutex_lock(&l->mu);
     int n = 0;
-    if (cr_obs_add(l->obs, j->tenant, sig, g->name, count, log(tok / e.throughput)) == 0) {
+    int arc = cr_obs_add(l->obs, j->tenant, sig, g->name, count, log(tok / e.throughput));
+    if (arc == 0) {
         n = cr_obs_get(l->obs, j->tenant, sig, g->name, count, r);
     }
     pthread_mutex_unlock(&l->mu);
+    if (arc == CR_ENOSPC) {
+        cr_warn("controller: job=%lld: %d workload classes are learned already (the bound); "
+                "its measurement is not kept",
+                (long long)j->id, CR_OBS_MAX_CLASSES);
+    }
     if (n <= 0) {
         return;
     }
@@ -186,6 +193,26 @@ void ctl_learn_record(ctl *c, cr_store_txn *txn, const ctl_job *j, const json_t 
     cr_info("controller: job=%lld measured %.0f tokens/s on %d x %s, the model %.0f: class %s "
             "has %d run%s",
             (long long)j->id, tok, count, g->name, e.throughput, sig, n, n > 1 ? "s" : "");
+}
+
+int ctl_learn_lookup(void *ctx, const char *tenant, const char *sig, const char *gpu, int count,
+                     struct cr_learned *out)
+{
+    ctl *c = ctx;
+    struct ctl_learn *l = c ? c->learn : NULL;
+    memset(out, 0, sizeof *out);
+    if (!l || !tenant || !*tenant || !sig || !gpu) {
+        return 0;
+    }
+    double r[CR_OBS_KEEP];
+    pthread_mutex_lock(&l->mu);
+    int n = cr_obs_get(l->obs, tenant, sig, gpu, count, r);
+    pthread_mutex_unlock(&l->mu);
+    if (n <= 0) {
+        return 0;
+    }
+    cr_learn_combine(r, n, out);
+    return out->runs;
 }
 
 void ctl_learn_advise(ctl *c, const char *tenant, const struct cr_workload *w, struct cr_advice *a)

@@ -438,7 +438,7 @@ static void spec_of(placer *pl, const job_req *r, cr_sched_job_spec *sp, double 
     if (strcmp(r->gpu_type, "auto") == 0 || strcmp(r->gpu_type, "any") == 0) {
         sp->gpu_type = CR_SCHED_TYPE_ANY;
         size_t n = 0;
-        if (ctl_auto_tput(pl->au, pl->s, &r->hints, pl->hetero, tput, &n)) {
+        if (ctl_auto_tput(pl->au, pl->s, &r->hints, r->tenant, pl->hetero, tput, &n)) {
             sp->tput = tput;
             sp->tput_count = n;
         }
@@ -551,6 +551,7 @@ static void *placer_new(ctl *c)
     }
     cr_rng_seed(&pl->rng, 42);
     pl->au = ctl_auto_new(c->cfg.prices);
+    ctl_auto_set_learn(pl->au, ctl_learn_lookup, c); /* a tenant's own measurements */
     pl->hetero = pol == CR_SCHED_HETERO;
     pl->rounds = pol == CR_SCHED_ROUNDS;
     return pl;
@@ -885,7 +886,7 @@ static void apply_start(ctl *c, placer *pl, cr_store_txn *txn, const dec_copy *d
     req_of(j, &r);
     char why[320] = "";
     if (j->gpus > 0) {
-        ctl_auto_why(pl->au, pl->s, &r.hints, d->gpu_type, why, sizeof why);
+        ctl_auto_why(pl->au, pl->s, &r.hints, r.tenant, d->gpu_type, why, sizeof why);
     }
     if (*why) {
         cr_buf_printf(&b, "; %s", why);

@@ -29,9 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CR_OBS_KEEP        64   /* observations kept per class (the newest) */
-#define CR_LEARN_PRIOR_SD  0.30 /* prior sd of log(measured / model) */
-#define CR_LEARN_NOISE_MIN 0.05 /* floor on the run-to-run sd of the log ratio */
+#define CR_OBS_KEEP        64    /* observations kept per class (the newest) */
+#define CR_OBS_MAX_CLASSES 16384 /* classes held, all tenants (outside input decides how many) */
+#define CR_LEARN_PRIOR_SD  0.30  /* prior sd of log(measured / model) */
+#define CR_LEARN_NOISE_MIN 0.05  /* floor on the run-to-run sd of the log ratio */
 
 /* The workload class of w ("finetune/p8b/lora/megatron/bf16") into buf;
  * returns buf. */
@@ -61,8 +62,9 @@ typedef struct cr_obs cr_obs;
 cr_obs *cr_obs_new(void);    /* free with cr_obs_free */
 void cr_obs_free(cr_obs *o); /* NULL-safe */
 /* Add one log ratio; the oldest beyond CR_OBS_KEEP is dropped. tenant,
- * sig, gpu borrowed (copied). Returns 0 or CR_EINVAL (a name too long, a
- * ratio not finite). */
+ * sig, gpu borrowed (copied). Returns 0, CR_EINVAL (a name too long, a
+ * ratio not finite) or CR_ENOSPC (a new class past CR_OBS_MAX_CLASSES;
+ * the classes held keep learning). */
 int cr_obs_add(cr_obs *o, const char *tenant, const char *sig, const char *gpu, int count,
                double log_ratio);
 /* The ratios of one class as the tenant sees it: only its own. Writes up

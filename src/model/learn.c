@@ -147,6 +147,9 @@ int cr_obs_add(cr_obs *o, const char *tenant, const char *sig, const char *gpu, 
     }
     obs_class *c = find(o, tenant, sig, gpu, count);
     if (!c) {
+        if (o->n >= CR_OBS_MAX_CLASSES) {
+            return CR_ENOSPC;
+        }
         if (o->n == o->cap) {
             o->cap = o->cap ? o->cap * 2 : 16;
             o->v = cr_realloc(o->v, o->cap * sizeof *o->v);

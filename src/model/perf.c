@@ -25,14 +25,18 @@
 #define TRAIN_MEM_RESERVE 2.0e9 /* training: CUDA context + NCCL buffers; "80 GB" = 80 GiB */
 #define RUNTIME_OVERHEAD  1.0e9 /* CUDA context, allocator slack, buffers */
 #define DECODE_BW_EFF     0.80  /* achieved fraction of peak HBM/GDDR bandwidth in decode */
-#define DECODE_COMP_EFF   0.65  /* decode GEMMs, share of the prefill efficiency (fit) */
-#define KV_BW_EFF         0.45  /* paged-attention KV reads at large batch (fit: TRT-LLM rows) */
-#define MOE_SERVE_EFF     0.30  /* MoE grouped GEMMs + routing, share of dense efficiency (fit) */
-#define PREFILL_EFF       0.50  /* fraction of dense peak in prefill GEMMs */
-#define PREFILL_EFF_GA100 0.68  /* A100/A30 FP16 GEMMs run closer to peak (TensorRT-LLM rows) */
-#define NVLINK_EFF        0.80  /* achieved fraction of per-direction NVLink bandwidth */
-#define PCIE_EFF          0.50  /* PCIe collectives staged through host memory */
-#define NET_EFF           0.80  /* achieved fraction of the NIC line rate */
+#define DECODE_COMP_EFF   0.50  /* decode GEMMs, share of the prefill efficiency (fit) */
+#define KV_BW_EFF         0.60  /* paged-attention KV reads at large batch (fit: TRT-LLM rows) */
+/* Serving at FP4: the share of the efficiency at the FP4 peak that the
+ * FP8 rows reach (only the GEMMs run in NVFP4; attention, norms and the
+ * activations' quantisation do not). Fit: the TensorRT-LLM B200 FP4 rows. */
+#define FP4_SERVE_FACTOR  0.65
+#define MOE_SERVE_EFF     0.30 /* MoE grouped GEMMs + routing, share of dense efficiency (fit) */
+#define PREFILL_EFF       0.50 /* fraction of dense peak in prefill GEMMs */
+#define PREFILL_EFF_GA100 0.68 /* A100/A30 FP16 GEMMs run closer to peak (TensorRT-LLM rows) */
+#define NVLINK_EFF        0.80 /* achieved fraction of per-direction NVLink bandwidth */
+#define PCIE_EFF          0.50 /* PCIe collectives staged through host memory */
+#define NET_EFF           0.80 /* achieved fraction of the NIC line rate */
 #define NVLINK_LAT_S      2e-6
 #define PCIE_LAT_S        8e-6
 #define NET_LAT_S         10e-6
@@ -762,8 +766,8 @@ static double unit_cap(const unit *u, double wgpu)
 
 static double infer_eff(const cr_gpu_type *g, int precision)
 {
-    (void)precision;
-    return arch_has(g, "GA100") ? PREFILL_EFF_GA100 : PREFILL_EFF;
+    double f4 = precision == CR_PREC_FP4 ? FP4_SERVE_FACTOR : 1.0;
+    return f4 * (arch_has(g, "GA100") ? PREFILL_EFF_GA100 : PREFILL_EFF);
 }
 
 typedef struct infer_in {

@@ -515,6 +515,87 @@ static char *register_n(const daemon_t *d, const char *name, const char *model, 
     return t;
 }
 
+/* The advisor's tokens/s in a started event's why ("..., 2915 tokens/s"). */
+static double why_tokens_per_s(const char *why)
+{
+    const char *u = strstr(why, " tokens/s");
+    assert_non_null(u);
+    const char *p = u;
+    while (p > why && p[-1] != ' ') {
+        p--;
+    }
+    return strtod(p, NULL);
+}
+
+/* Issue 26: `gpu_type: auto` placement uses what the tenant's own jobs
+ * measured, like /v1/advise: after 5 runs of a class on L40S, a new auto
+ * job of the class gets the advisor's estimate within 5% of the measured
+ * throughput and its "started" event says "calibrated from 5 runs on
+ * this cluster"; another tenant's auto job of the same class gets the
+ * model alone and nothing of the first tenant's. */
+static void test_learn_auto(void **state)
+{
+    (void)state;
+    daemon_t d;
+    start(&d, NULL);
+    char *nt = register_n(&d, "l40s-0", "L40S", 2, 48);
+    char *alpha = user_token(&d, "alpha"), *beta = user_token(&d, "beta");
+    char *why = NULL;
+    double model = 1e8 / advise_l40s(&d, alpha, &why); /* the model's tokens/s */
+    free(why);
+    double truth = 0.70 * model; /* the class runs 30% slower than the model says */
+    static const double noise[5] = {1.02, 0.98, 1.01, 0.97, 1.03};
+    for (int i = 0; i < 5; i++) {
+        char body[600];
+        snprintf(body, sizeof body,
+                 "{\"command\":[\"true\"],\"name\":\"run%d\",\"kind\":\"finetune\",\"gpus\":1,"
+                 "\"gpu_type\":\"L40S\",\"model\":{\"params\":8e9,\"method\":\"lora\"}}",
+                 i);
+        long code;
+        json_t *v = call(&d, "POST", "/v1/jobs", alpha, body, &code);
+        assert_int_equal(code, 201);
+        int64_t id = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+        json_decref(v);
+        free(run_type(&d, id));
+        snprintf(body, sizeof body,
+                 "{\"jobs\":[{\"job\":%lld,\"state\":\"exited\",\"exit_code\":0,\"run\":1,"
+                 "\"metrics\":{\"tokens_per_s\":%.3f}}]}",
+                 (long long)id, truth * noise[i]);
+        json_decref(call(&d, "POST", "/v1/agents/l40s-0/status", nt, body, &code));
+        assert_int_equal(code, 200);
+        json_decref(settled(&d, id, "completed"));
+    }
+    static const char auto_job[] =
+        "{\"command\":[\"sleep\",\"60\"],\"name\":\"auto\",\"kind\":\"finetune\",\"gpus\":1,"
+        "\"gpu_type\":\"auto\",\"model\":{\"params\":8e9,\"method\":\"lora\"}}";
+    long code;
+    json_t *v = call(&d, "POST", "/v1/jobs", alpha, auto_job, &code);
+    assert_int_equal(code, 201);
+    int64_t a = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    why = started_why(&d, a);
+    assert_non_null(strstr(why, "auto: L40S"));
+    assert_non_null(strstr(why, "calibrated from 5 runs on this cluster"));
+    double est = why_tokens_per_s(why);
+    assert_true(fabs(est - truth) / truth <= 0.05);
+    assert_true(fabs(model - truth) / truth > 0.40); /* the model alone was 43% off */
+    free(why);
+    /* beta: the model alone, nothing of alpha's */
+    v = call(&d, "POST", "/v1/jobs", beta, auto_job, &code);
+    assert_int_equal(code, 201);
+    int64_t b = (int64_t)json_integer_value(json_array_get(json_object_get(v, "ids"), 0));
+    json_decref(v);
+    why = started_why(&d, b);
+    assert_null(strstr(why, "calibrated"));
+    assert_null(strstr(why, "alpha"));
+    assert_true(fabs(why_tokens_per_s(why) - model) / model < 0.01);
+    free(why);
+    free(nt);
+    free(alpha);
+    free(beta);
+    stop(&d);
+}
+
 /* The plan_env the node's desired state gives job id (polled: the start
  * is listed once durable). Returned new (json_decref); NULL when the job
  * is listed without one. */
@@ -766,6 +847,7 @@ int main(void)
         cmocka_unit_test(test_auto_placements), cmocka_unit_test(test_auto_hetero),
         cmocka_unit_test(test_auto_restart),    cmocka_unit_test(test_learn_cluster),
         cmocka_unit_test(test_plan_env),        cmocka_unit_test(test_fit_check),
+        cmocka_unit_test(test_learn_auto),
     };
     int rc = cmocka_run_group_tests(tests, NULL, reap_live);
     curl_global_cleanup();

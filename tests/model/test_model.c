@@ -1033,6 +1033,15 @@ static void test_learn(void **state)
     }
     assert_int_equal(cr_obs_get(o, "alpha", sig2, g->name, 1, r), CR_OBS_KEEP);
     assert_true(r[0] == 0.5);
+    /* The number of classes is bounded; the classes held keep learning. */
+    size_t held = cr_obs_count(o);
+    for (int i = 0; (size_t)i + held < CR_OBS_MAX_CLASSES; i++) {
+        assert_int_equal(cr_obs_add(o, "gamma", sig2, g->name, i + 1, 0.1), 0);
+    }
+    assert_int_equal(cr_obs_count(o), CR_OBS_MAX_CLASSES);
+    assert_int_equal(cr_obs_add(o, "gamma", sig2, g->name, 1 << 20, 0.1), CR_ENOSPC);
+    assert_int_equal(cr_obs_add(o, "beta", sig2, g->name, 1, 0.2), 0);
+    assert_int_equal(cr_obs_get(o, "beta", sig2, g->name, 1, r), 2);
     cr_obs_free(o);
     cr_catalog_free(c);
 }
