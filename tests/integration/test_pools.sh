@@ -23,6 +23,9 @@
 #           it fits resumes it (no cloud node is booted for it), runs there,
 #           the node is suspended again; a failed resume is an event, backs
 #           off, and the job runs once the provider behaves
+#   netns   the provider's nodes each in a network namespace of its own with
+#           its own address on a bridge (root): the job runs there, the
+#           namespace goes with the node
 #   burst   the hybrid policy: a tenant whose locked constraint keeps it
 #           on-prem gets site=onprem on its jobs, is refused site=cloud and
 #           boots nothing; a tenant with a burst budget boots a node, its
@@ -132,6 +135,41 @@ assert [n['name'] for n in p['nodes']]==['static1'], p['nodes']
 assert p['nodes'][0]['state']=='up', p['nodes']
 " || fail "the static pool does not list static1 up"
     echo "PASS pools scale: job $id ran on $node, the node went after ${IDLE}s idle"
+    ;;
+netns)
+    # Each pool node a host of its own (the provider's "netns"): a network
+    # namespace on a bridge with its own address; the controller listens on
+    # the bridge's address. The burst job runs there, the node is deleted
+    # after the idle time and its namespace goes with it.
+    cr_netns_require pn
+    cr_netns_hosts 0
+    netns_cleanup() {
+        ip netns list 2>/dev/null | awk '{print $1}' | grep "^$TAG-" | while read -r ns; do
+            ip netns pids "$ns" 2>/dev/null | xargs -r kill -KILL 2>/dev/null || true
+            ip netns del "$ns" 2>/dev/null || true
+        done
+        cr_netns_down 0
+    }
+    eval "orig_$(declare -f cleanup_extra)"
+    cleanup_extra() { orig_cleanup_extra; netns_cleanup; }
+    pool_conf ', "netns": {"bridge": "'"$TAG-br"'", "prefix": "'"$NET"'", "first": 20, "tag": "'"$TAG"'"}'
+    cr_start_controller "$DIR/ctl" --allow-legacy-join --listen "$NET.1:0"
+    case $SERVER in "http://$NET.1:"*) ;; *) fail "the controller is not on the bridge: $SERVER" ;; esac
+    here=$(readlink /proc/self/ns/net)
+    id=$(submit_id --gpus 1 --gpu-type L4 --constraint site=cloud -- \
+        sh -c "readlink /proc/self/ns/net > $DIR/job-ns.txt; cat /proc/net/fib_trie > $DIR/job-fib.txt")
+    [ -n "$id" ] || fail "submit"
+    wait_for 60 job_is "$id" completed || fail "job $id did not complete"
+    node=$(job_field "$id" "j.get('run_nodes') or ''")
+    case "$node" in burst-*) ;; *) fail "job $id ran on '$node', not a pool node" ;; esac
+    [ -s "$DIR/job-ns.txt" ] || fail "the job wrote no namespace"
+    [ "$(cat "$DIR/job-ns.txt")" != "$here" ] || fail "the pool node ran in the test's own network namespace"
+    grep -q "$NET.20" "$DIR/job-fib.txt" || fail "the job's namespace has no $NET.20: $(head -20 "$DIR/job-fib.txt")"
+    ip netns list | grep -q "^$TAG-$node" || fail "no namespace $TAG-$node while the node lives"
+    wait_for 60 pool_nodes_is 0 || fail "the idle node was not deleted"
+    [ "$(listed)" = 0 ] || fail "the provider still lists nodes"
+    wait_for 20 eval '! ip netns list | grep -q "^$TAG-"' || fail "namespaces left: $(ip netns list)"
+    echo "PASS pools netns: job $id ran on $node at $NET.20 in a namespace of its own, deleted with it"
     ;;
 reclaim)
     pool_conf ""
