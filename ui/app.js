@@ -212,6 +212,34 @@ async function viewHistory(v) {
   v.replaceChildren(el('h1', {}, 'History'), spans, el('div', { class: 'plots' }, ...plots));
 }
 
+// A node's GPUs over time (#/node/NAME), an admin's: utilisation, memory,
+// power and temperature of each GPU from the history's per-GPU series
+// (gpu.NODE.INDEX.*); a user reads no node or GPU series (they show other
+// tenants' work), so the page says so instead.
+async function viewNode(v, name) {
+  const head = el('h1', {}, 'Node ' + name);
+  if (me.role !== 'admin') {
+    v.replaceChildren(head, el('p', { class: 'error', id: 'node-error' }, "a node's GPU history is an admin's (it shows every tenant's work)"));
+    return;
+  }
+  const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
+  const d = await getJSON('/v1/history?' + new URLSearchParams({ series: 'gpu.' + name + '.*', from: String(from), to: String(to) }).toString());
+  const r = { from: d.from, to, step: d.step };
+  const pre = 'gpu.' + name + '.';
+  const of = (suffix) => d.series.filter((s) => s.name.startsWith(pre) && s.name.endsWith(suffix))
+    .map((s) => ({ label: 'GPU ' + s.name.slice(pre.length, -suffix.length), points: s.points, i: Number(s.name.slice(pre.length, -suffix.length)) }))
+    .filter((l) => Number.isInteger(l.i)).sort((a, b) => a.i - b.i);
+  const spans = el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, s]) => el('button', {
+    type: 'button', class: s === histRange.span ? 'active' : '', 'data-span': s,
+    onclick: () => { histRange.span = s; render(v, viewGen); },
+  }, label)), el('span', {}, 'step ' + d.step + ' s'));
+  v.replaceChildren(head, spans, el('div', { class: 'plots' },
+    plot('plot-node-util', 'GPU utilisation', '%', of('.util'), r),
+    plot('plot-node-mem', 'GPU memory used', 'B', of('.mem_bytes'), r),
+    plot('plot-node-power', 'GPU power', 'W', of('.power_w'), r),
+    plot('plot-node-temp', 'GPU temperature', 'C', of('.temp_c'), r)));
+}
+
 // ---------------------------------------------------------------- actions
 
 // An action asks first (a bar above the view, kept across the 2 s
@@ -259,7 +287,8 @@ function jobActions(j) {
   const acts = [];
   if (st === 'pending') acts.push(b('hold', 'Hold'));
   if (st === 'held') acts.push(b('release', 'Release'));
-  if (st === 'running') acts.push(b('requeue', 'Requeue'));
+  // the API requeues a running job (stopped, then pending) and a finished one (pending again)
+  if (st === 'running' || st === 'completed' || st === 'failed' || st === 'cancelled') acts.push(b('requeue', 'Requeue'));
   if (st === 'pending' || st === 'held' || st === 'running') acts.push(b('cancel', 'Cancel'));
   return acts.length ? el('div', { class: 'actions' }, ...acts) : null;
 }
@@ -328,7 +357,8 @@ async function viewCluster(v) {
             doms.get(k).push(gpuBox(n, g));
           }
           return el('div', { class: 'node' + (n.state === 'up' ? '' : ' lost'), 'data-node': n.name },
-            el('div', { class: 'node-name' }, n.name + ' (' + n.state + (n.reason ? ': ' + n.reason : '') + ')', nodeAction(n)),
+            el('div', { class: 'node-name' }, me.role === 'admin' ? el('a', { href: '#/node/' + encodeURIComponent(n.name), class: 'node-link' }, n.name) : n.name,
+              ' (' + n.state + (n.reason ? ': ' + n.reason : '') + ')', nodeAction(n)),
             ...[...doms.entries()].map(([k, gs]) => el('div', { class: 'domain', title: k }, ...gs)));
         })));
     }
@@ -437,6 +467,35 @@ function specSummary(j) {
   return el('table', { class: 'spec', id: 'job-spec' }, el('tbody', {}, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v)))));
 }
 
+// What the advisor made of the job: its plan (the parallelism the job's
+// environment got: CORRAL_TP, ...) and its reasons, from the latest start
+// (the type it got and why, "auto: ... best by cost (advisor: ...)") or,
+// while it waits, the reason it gives (an auto job no type can run names
+// each type's refusal). Absent for a job the advisor had no part in.
+function advisorPart(j) {
+  const starts = (j.events || []).filter((e) => e.what === 'started');
+  const last = starts.length ? starts[starts.length - 1] : null;
+  const parts = last && last.why ? String(last.why).split('; ') : [];
+  const p = j.plan;
+  const advised = p || j.gpu_type === 'auto' || parts.some((x) => /^auto: /.test(x));
+  if (!advised) return null;
+  const rows = [];
+  if (p) {
+    const ways = [['tp', p.tp], ['pp', p.pp], ['dp', p.dp], ['cp', p.cp], ['ep', p.ep]]
+      .map(([k, n]) => k + ' ' + n).join(', ');
+    rows.push(['plan', p.text + ' (' + (p.kind || 'training') + ')']);
+    rows.push(['parallelism', ways]);
+    if (p.micro_batch) rows.push(['batch', 'micro ' + p.micro_batch + ', global ' + p.global_batch]);
+    if (p.checkpointing) rows.push(['activation checkpointing', p.checkpointing]);
+  } else {
+    rows.push(['plan', 'none (the model plans training and serving of a known size on a catalog type)']);
+  }
+  const reasons = parts.length ? parts : (j.state === 'pending' && j.reason ? [j.reason] : []);
+  if (reasons.length) rows.push(['reasons', el('ul', { class: 'reasons' }, ...reasons.map((x) => el('li', {}, x)))]);
+  return el('div', { id: 'job-advisor' }, el('h2', {}, 'Advisor'),
+    el('table', { class: 'spec' }, el('tbody', {}, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v))))));
+}
+
 // The job's GPUs over its life (the last run), from the history's per-GPU
 // series: an admin's only (a GPU's past holds other tenants' jobs too).
 async function jobGpuPlots(j) {
@@ -478,7 +537,7 @@ async function viewJob(v, id) {
     actionBar(), jobActions(j),
     table(['state', 'tenant', 'gpus', 'type', 'reason', 'exit', 'retries'],
       [[el('span', { id: 'job-state' }, j.state), j.tenant, j.gpus, j.run_gpu_type || j.gpu_type, el('span', { id: 'job-reason' }, j.reason || ''), j.exit_code, j.retries]]),
-    el('h2', {}, 'Spec'), specSummary(j), full,
+    el('h2', {}, 'Spec'), specSummary(j), full, advisorPart(j),
     el('h2', {}, 'Placement'),
     table(['node', 'GPUs', 'UUIDs'], (j.placement || []).map((p) => [p.node, (p.gpus || []).join(','), (p.gpu_uuids || []).join(' ')])),
     el('h2', {}, 'Events'),
@@ -577,6 +636,7 @@ async function render(v, gen) {
     else if (c.name === 'tenants') await viewTenants(v);
     else if (c.name === 'services') await viewServices(v);
     else if (c.name === 'history') await viewHistory(v);
+    else if (c.name === 'node') await viewNode(v, c.arg);
     else if (c.name === 'advise') viewAdvise(v);
     else await viewCluster(v);
     v.setAttribute('data-loaded', c.name);

@@ -149,6 +149,12 @@ await check("the job page shows spec, placement, events and a live log line", as
     .querySelector('tbody tr td:nth-child(3)').textContent);
   assert(/^GPU-\S+ GPU-\S+$/.test(uuids), 'placement UUIDs: ' + uuids);
   assert(body.includes('started'), 'no started event');
+  // the advisor's plan and its reasons (the start's own text)
+  const plan = await page.evaluate(async (id, t) => (await (await fetch('/v1/jobs/' + id, { headers: { Authorization: 'Bearer ' + t } })).json()).plan, RUN, TOKEN);
+  assert(plan && plan.text && plan.tp >= 1, 'the API has no plan for the LoRA job: ' + JSON.stringify(plan));
+  const adv = await text('#job-advisor');
+  assert(adv.includes(plan.text) && adv.includes('micro ' + plan.micro_batch), 'advisor part: ' + adv);
+  assert(/2 x H100 SXM on h100-0\[/.test(adv) && adv.includes('plan ' + plan.text), 'the reasons: ' + adv);
   await shot('job');
 });
 
@@ -245,6 +251,15 @@ await check("another tenant's job is refused", async () => {
   await shot('job-refused');
 });
 
+await check("a user's node page shows no GPU history", async () => {
+  await view('#/cluster');
+  assert(!(await page.$('a.node-link')), 'a user gets node links');
+  await view('#/node/h100-0');
+  const t = await text('#node-error');
+  assert(/admin/.test(t), 'node page: ' + t);
+  assert(!(await page.$('#view svg')), 'a user sees a node chart');
+});
+
 await check('the tenants view shows quota use and fair share', async () => {
   await view('#/tenants');
   const body = await text('#view');
@@ -271,6 +286,72 @@ await check('the advisor form shows ranked GPU types', async () => {
 });
 
 
+// submit as ml from the page (the API the CLI uses), its id
+async function submit(spec) {
+  return page.evaluate(async (t, b) => {
+    const r = await fetch('/v1/jobs', { method: 'POST', headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' }, body: JSON.stringify(b) });
+    const v = await r.json();
+    if (r.status !== 201 || !v.ids) throw new Error('submit: ' + r.status + ' ' + JSON.stringify(v));
+    return String(v.ids[0]);
+  }, TOKEN, spec);
+}
+const apiJob = (id) => page.evaluate(async (i, t) => (await fetch('/v1/jobs/' + i, { headers: { Authorization: 'Bearer ' + t } })).json(), id, TOKEN);
+async function until(what, fn, ms) {
+  const end = Date.now() + (ms || 60000);
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+async function act(what, label) {
+  await press('#act-' + what);
+  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
+  await press('#confirm-yes');
+  await page.waitForSelector('#action-msg', { timeout: WAIT });
+  const msg = await text('#action-msg');
+  assert(msg === label + ': done', what + ': ' + msg);
+}
+
+await check('an auto job no type can run: the advisor part gives each refusal', async () => {
+  const id = await submit({ name: 'chat-405b', command: ['true'], gpus: 2, gpu_type: 'auto', kind: 'inference', model: { params: 405e9 } });
+  await view('#/job/' + id);
+  await page.waitForFunction(() => /no GPU type/.test((document.getElementById('job-advisor') || {}).textContent || ''), { timeout: WAIT, polling: 250 });
+  const adv = await text('#job-advisor');
+  console.log('  refusal: ' + adv.slice(0, 240));
+  assert(/on the 2 GPUs asked/.test(adv), 'the refusal does not say the job asked for 2 GPUs: ' + adv);
+  await shot('job-advisor-refused');
+  await act('cancel', 'Cancel job ' + id);
+});
+
+await check('a finished job is requeued from its page, a running one stopped and started again', async () => {
+  // the cancelled job: Requeue puts it back in the queue (then cancelled again)
+  await view('#/job/' + CANCEL);
+  await act('requeue', 'Requeue job ' + CANCEL);
+  await page.waitForFunction(() => (document.getElementById('job-state') || {}).textContent === 'pending', { timeout: WAIT, polling: 250 });
+  assert((await apiJob(CANCEL)).state === 'pending', 'the API does not say pending');
+  await act('cancel', 'Cancel job ' + CANCEL);
+  await until('job ' + CANCEL + ' cancelled', async () => (await apiJob(CANCEL)).state === 'cancelled');
+  // a running job: stopped, pending, started again (a second start event)
+  const id = await submit({ name: 'to-requeue', command: ['sleep', '300'], gpus: 1, gpu_type: 'H100 SXM' });
+  await until('job ' + id + ' running', async () => (await apiJob(id)).state === 'running');
+  await view('#/job/' + id);
+  await page.waitForFunction(() => (document.getElementById('job-state') || {}).textContent === 'running', { timeout: WAIT, polling: 250 });
+  await act('requeue', 'Requeue job ' + id);
+  const j = await until('job ' + id + ' to start again', async () => {
+    const v = await apiJob(id);
+    return v.state === 'running' && (v.events || []).filter((e) => e.what === 'started').length === 2 ? v : null;
+  });
+  const seen = j.events.map((e) => e.what);
+  assert(seen.includes('requeue-requested'), 'events: ' + seen.join(','));
+  await page.waitForFunction(() => [...document.querySelectorAll('#view table td')].filter((c) => c.textContent === 'requeue-requested').length === 1,
+    { timeout: WAIT, polling: 250 });
+  await shot('job-requeued');
+  await act('cancel', 'Cancel job ' + id);
+  await until('job ' + id + ' cancelled', async () => (await apiJob(id)).state === 'cancelled');
+});
+
 await check('an admin drains and undrains a node from the cluster map', async () => {
   await press('#logout');
   await page.waitForSelector('#token', { visible: true, timeout: WAIT });
@@ -291,6 +372,25 @@ await check('an admin drains and undrains a node from the cluster map', async ()
   await view('#/history');
   await page.waitForSelector('#plot-nodes path.line', { timeout: WAIT });
   await shot('history-admin');
+  // a node's GPUs over time: the map's node name opens it; a line per GPU in each chart
+  await view('#/cluster');
+  await press('a.node-link[href="#/node/h100-0"]');
+  await page.waitForFunction(() => document.getElementById('view').getAttribute('data-loaded') === 'node', { timeout: WAIT });
+  await press('button[data-span="900"]');
+  await page.waitForFunction(() => ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']
+    .every((id) => document.querySelectorAll('#' + id + ' path.line').length === 4), { timeout: WAIT, polling: 250 });
+  for (const id of ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']) {
+    const f = await page.$eval('#' + id, (x) => ({ n: Number(x.dataset.points), xt: x.querySelectorAll('text.xtick').length, yt: x.querySelectorAll('text.ytick').length,
+      s: [...x.querySelectorAll('path.line')].map((l) => l.dataset.series) }));
+    assert(f.n >= 8 && f.xt >= 5 && f.yt >= 5, id + ': ' + JSON.stringify(f));
+    assert(f.s.join(',') === 'GPU 0,GPU 1,GPU 2,GPU 3', id + ' lines: ' + f.s.join(','));
+  }
+  // the imported day: GPU series keep 2,016 coarse slots of 30 steps (at
+  // this test's 1 s step, the last 16.8 h): 160+ points a GPU in every chart
+  await press('button[data-span="86400"]');
+  await page.waitForFunction(() => ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']
+    .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 4 * 150), { timeout: WAIT, polling: 250 });
+  await shot('node-admin');
   // the running job's GPUs over its life, beside its events
   await view('#/job/' + RUN);
   await page.waitForFunction(() => Number((document.getElementById('plot-job-util') || { dataset: {} }).dataset.points) >= 2,

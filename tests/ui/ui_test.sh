@@ -65,7 +65,8 @@ ML=$(tok ml alice)
 VIS=$(tok vision bob)
 [ -n "$ML" ] && [ -n "$VIS" ] || { echo "FAIL: could not make user tokens"; exit 1; }
 id_of() { sed -n 's/.*"ids":\[\([0-9]*\).*/\1/p'; }
-RUN=$(call POST /v1/jobs "$ML" '{"name":"<img src=x id=xss>train","command":["sh","-c","echo ui-marker-$CORRAL_JOB_ID; sleep 300"],"gpus":2,"gpu_type":"H100 SXM"}' | id_of)
+# a LoRA fine-tune of a 7B model: the advisor plans it on the type it gets
+RUN=$(call POST /v1/jobs "$ML" '{"name":"<img src=x id=xss>train","command":["sh","-c","echo ui-marker-$CORRAL_JOB_ID; sleep 300"],"gpus":2,"gpu_type":"H100 SXM","kind":"finetune","model":{"params":7e9,"method":"lora","tokens":1e8}}' | id_of)
 PEND=$(call POST /v1/jobs "$ML" '{"name":"too-big","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
 CANCEL=$(call POST /v1/jobs "$ML" '{"name":"to-cancel","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
 OTHER=$(call POST /v1/jobs "$VIS" '{"name":"secret-vision","command":["sleep","300"],"gpus":1,"gpu_type":"A30","mig_profile":"1g.6gb"}' | id_of)
@@ -104,7 +105,7 @@ alloc_points() {
 }
 wait_for 30 alloc_points || fail "the history has no points: $(call GET '/v1/history?series=cluster.*' "$ML")"
 # A synthetic day before that (POST /v1/history, admin): a point a minute
-# of the cluster, queue, both tenants and both nodes.
+# of the cluster, queue, both tenants, both nodes and h100-0's GPUs.
 python3 - "$(date +%s)" >"$TMP/day.json" <<'PY'
 import json, math, sys
 now = int(sys.argv[1])
@@ -128,6 +129,12 @@ series = {
     "node.h100-0.gpu_util": lambda t: wave(t, 20, 90),
     "node.a30-0.gpu_util": lambda t: wave(t, 5, 50, 3.0),
 }
+# h100-0's four GPUs: utilisation, memory, power and temperature
+for g in range(4):
+    series["gpu.h100-0.%d.util" % g] = lambda t, g=g: wave(t, 10, 95, g)
+    series["gpu.h100-0.%d.mem_bytes" % g] = lambda t, g=g: round(wave(t, 2e9, 70e9, g))
+    series["gpu.h100-0.%d.power_w" % g] = lambda t, g=g: wave(t, 90, 690, g)
+    series["gpu.h100-0.%d.temp_c" % g] = lambda t, g=g: wave(t, 35, 78, g)
 out = [{"name": n, "points": [[t, f(t)] for t in ts]} for n, f in series.items()]
 # jobs start now and then: a wait every 20 minutes, ml's every 40
 out.append({"name": "queue.start_wait_s", "points": [[t, wave(t, 2, 900, 1.3)] for t in ts if t % 1200 == 0]})
