@@ -569,13 +569,33 @@ async function viewTenants(v) {
 
 async function viewServices(v) {
   const d = await getJSON('/v1/services');
-  const detail = await Promise.all(d.items.map((s) => getJSON('/v1/services/' + encodeURIComponent(s.name)).catch(() => s)));
+  const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
+  // the autoscaler's replicas against the load, from the history
+  // (service.NAME@TENANT.*: a user's own tenant's only)
+  const [detail, hist] = await Promise.all([
+    Promise.all(d.items.map((s) => getJSON('/v1/services/' + encodeURIComponent(s.ref || s.name)).catch(() => s))),
+    d.items.length ? getJSON('/v1/history?' + new URLSearchParams({ series: 'service.*', from: String(from), to: String(to) }).toString()).catch(() => null) : null]);
+  const by = new Map(((hist && hist.series) || []).map((x) => [x.name, x.points]));
+  const r = hist ? { from: hist.from, to, step: hist.step } : null;
   const parts = [el('h1', {}, 'Services')];
+  if (r) {
+    parts.push(el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, sp]) => el('button', {
+      type: 'button', class: sp === histRange.span ? 'active' : '', 'data-span': sp,
+      onclick: () => { histRange.span = sp; render(v, viewGen); },
+    }, label)), el('span', {}, 'step ' + hist.step + ' s')));
+  }
   parts.push(table(['service', 'tenant', 'replicas (ready/desired)', 'min..max', 'in flight', 'req/s', 'p95 ms'],
     detail.map((s) => [s.name, s.tenant, (s.ready_replicas || 0) + ' / ' + (s.desired_replicas || 0), s.min_replicas + '..' + s.max_replicas,
       fmt(s.load && s.load.in_flight), fmt(s.load && s.load.rps, 2), s.load && s.load.p95_ms >= 0 ? fmt(s.load.p95_ms, 0) : ''])));
   for (const s of detail) {
     parts.push(el('h2', {}, s.name));
+    if (r) {
+      const k = 'service.' + s.name + '@' + s.tenant + '.';
+      const line = (what, label) => ({ label, points: by.get(k + what) || [] });
+      parts.push(el('div', { class: 'plots', 'data-service': s.name },
+        plot('plot-svc-replicas-' + s.name + '@' + s.tenant, 'Replicas: wanted by the autoscaler, serving', '', [line('replicas', 'wanted'), line('ready', 'serving')], r),
+        plot('plot-svc-load-' + s.name + '@' + s.tenant, 'Load the gateways report', '', [line('rps', 'requests/s'), line('in_flight', 'in flight')], r)));
+    }
     parts.push(table(['replica job', 'state', 'node', 'port', 'ready', 'draining'],
       (s.replicas || []).map((r) => [jobLink(r.job), r.state, r.node, r.port, r.ready ? 'yes' : 'no', r.draining ? 'yes' : ''])));
     parts.push(el('h3', {}, 'Autoscaler decisions and events'));

@@ -32,6 +32,7 @@
  *   queue.start_wait_s                                                any token
  *   tenant.NAME.gpus_allocated, tenant.NAME.gpu_util, tenant.NAME.pending,
  *   tenant.NAME.wait_s, tenant.NAME.start_wait_s       admin, or NAME's users
+ *   service.NAME@TENANT.{replicas,ready,rps,in_flight}  admin, or TENANT's users
  *   node.NODE.gpu_util, gpu.NODE.IDX.{util,mem_bytes,power_w,temp_c}  admin
  *
  * POST /v1/history (admin) imports points ({"series": [{"name", "points"}]},
@@ -202,7 +203,16 @@ static series *find(ctl_hist *h, const char *name, bool create)
             series *s = cr_calloc(1, sizeof *s);
             snprintf(s->name, sizeof s->name, "%s", name);
             s->admin_only = strncmp(name, "node.", 5) == 0 || strncmp(name, "gpu.", 4) == 0;
-            if (strncmp(name, "tenant.", 7) == 0) {
+            bool svc = strncmp(name, "service.", 8) == 0;
+            const char *at = svc ? strchr(name, '@') : NULL;
+            const char *sdot = at ? strrchr(at, '.') : NULL;
+            if (at && sdot && sdot > at + 1 && (size_t)(sdot - at - 1) < sizeof s->tenant) {
+                /* service.NAME@TENANT.what: NAME's tenant (names hold no '@') */
+                memcpy(s->tenant, at + 1, (size_t)(sdot - at - 1));
+                s->tenant[sdot - at - 1] = '\0';
+            } else if (svc) {
+                s->admin_only = true; /* no tenant to read it as: admins only */
+            } else if (strncmp(name, "tenant.", 7) == 0) {
                 const char *dot = strrchr(name + 7, '.');
                 size_t len = dot ? (size_t)(dot - (name + 7)) : strlen(name + 7);
                 if (len < sizeof s->tenant) {
@@ -504,8 +514,20 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
             add(ss, ta[t].start_wait / ta[t].started, "tenant.%s.start_wait_s", tn);
         }
     }
+    ctl_svc_hist *sv = NULL;
+    size_t nsv = ctl_services_hist(c, &sv);
     pthread_mutex_unlock(&c->mu);
     free(ta);
+    for (size_t i = 0; i < nsv; i++) {
+        const char *sn = sv[i].name, *st = sv[i].tenant;
+        add(ss, sv[i].desired, "service.%s@%s.replicas", sn, st);
+        add(ss, sv[i].ready, "service.%s@%s.ready", sn, st);
+        if (sv[i].has_load) { /* no report in the last minute: a gap, not a load of 0 */
+            add(ss, sv[i].rps, "service.%s@%s.rps", sn, st);
+            add(ss, sv[i].in_flight, "service.%s@%s.in_flight", sn, st);
+        }
+    }
+    free(sv);
     if (nw > 1) {
         qsort(waits, nw, sizeof *waits, cmp_double); /* out of mu; waits is NULL when none */
     }
@@ -713,7 +735,8 @@ int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **
  * [A-Za-z0-9._-] (node and tenant names are). */
 static bool name_ok(const char *n)
 {
-    static const char *const prefixes[] = {"cluster.", "queue.", "tenant.", "node.", "gpu."};
+    static const char *const prefixes[] = {"cluster.", "queue.", "tenant.",
+                                           "node.",    "gpu.",   "service."};
     bool pre = false;
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         pre = pre || strncmp(n, prefixes[i], strlen(prefixes[i])) == 0;
@@ -722,9 +745,20 @@ static bool name_ok(const char *n)
     if (!pre || len >= NAME_MAX_LEN || n[len - 1] == '.') {
         return false;
     }
+    /* service.NAME@TENANT.what: one '@', a name before it, a tenant and
+     * what after it */
+    const char *at = strchr(n, '@');
+    if (strncmp(n, "service.", 8) == 0) {
+        const char *dot = at ? strrchr(at, '.') : NULL;
+        if (!at || at == n + 8 || strchr(at + 1, '@') || !dot || dot == at + 1) {
+            return false;
+        }
+    } else if (at) {
+        return false;
+    }
     for (const char *p = n; *p; p++) {
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '.' || *p == '_' || *p == '-')) {
+              *p == '.' || *p == '_' || *p == '-' || *p == '@')) {
             return false;
         }
     }
@@ -761,7 +795,8 @@ static void history_import(ctl *c, cr_http_req *req, const cr_principal *p)
         json_t *pts = json_object_get(e, "points");
         snprintf(field, sizeof field, "series[%zu].name", i);
         if (!name || !name_ok(name)) {
-            why = "expected cluster.*, queue.*, tenant.*, node.* or gpu.* of [A-Za-z0-9._-]";
+            why = "expected cluster.*, queue.*, tenant.*, node.*, gpu.* of [A-Za-z0-9._-] or "
+                  "service.NAME@TENANT.*";
             break;
         }
         snprintf(field, sizeof field, "series[%zu].points", i);

@@ -996,6 +996,18 @@ void ctl_services_tick(ctl *c, int64_t now_mono);
 void ctl_services_job_changed(ctl *c, ctl_job *j);
 void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);
+/* A service's numbers for the history (ctl_hist.c): replicas wanted and
+ * serving, and the gateways' last load report (has_load false when none
+ * came in the last minute). */
+typedef struct ctl_svc_hist {
+    char name[CTL_NAME_MAX];
+    char tenant[CTL_NAME_MAX];
+    double desired, ready, in_flight, rps;
+    bool has_load;
+} ctl_svc_hist;
+/* The services not being created or deleted, copied into *out (owned, free()
+ * it); returns how many. c->mu held. */
+size_t ctl_services_hist(ctl *c, ctl_svc_hist **out);
 /* Validate a service body as the API would (for fuzzing). */
 int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
 

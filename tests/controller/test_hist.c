@@ -180,6 +180,42 @@ static void test_bound(void **state)
     ctl_hist_free(h);
 }
 
+/* A service's series name its tenant after '@': a user reads its own
+ * tenant's services only, whatever dots the names hold; a name whose tenant
+ * cannot be read is an admin's. */
+static void test_service_scope(void **state)
+{
+    (void)state;
+    ctl_hist *h = ctl_hist_new(STEP_S);
+    const char *names[] = {"service.chat@ml.replicas",     "service.chat@ml.rps",
+                           "service.chat@vision.replicas", "service.ml.chat@vision.ready",
+                           "service.chat@ml.x.ready",      "service.broken"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        put(h, names[i], T0, (double)i);
+    }
+    const char *lists[] = {
+        NULL, "*", "service.*", "service.chat@*", "service.chat@vision.replicas", "service.ml*"};
+    size_t want[] = {2, 2, 2, 2, 0, 0};
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+        json_t *a = read_q(h, &alice, lists[l], T0 - 60, T0, 0, 0, T0, NULL);
+        json_t *ss = json_object_get(a, "series");
+        assert_int_equal(json_array_size(ss), want[l]);
+        json_t *x;
+        size_t i;
+        json_array_foreach(ss, i, x)
+        {
+            const char *n = json_string_value(json_object_get(x, "name"));
+            assert_true(strcmp(n, "service.chat@ml.replicas") == 0 ||
+                        strcmp(n, "service.chat@ml.rps") == 0);
+        }
+        json_decref(a);
+    }
+    json_t *a = read_q(h, &admin, "service.*", T0 - 60, T0, 0, 0, T0, NULL);
+    assert_int_equal(json_array_size(json_object_get(a, "series")), 6);
+    json_decref(a);
+    ctl_hist_free(h);
+}
+
 static void test_scope_and_top(void **state)
 {
     (void)state;
@@ -361,7 +397,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values_and_gaps), cmocka_unit_test(test_wrap_and_coarse),
         cmocka_unit_test(test_behind),          cmocka_unit_test(test_bound),
-        cmocka_unit_test(test_scope_and_top),
+        cmocka_unit_test(test_scope_and_top),   cmocka_unit_test(test_service_scope),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

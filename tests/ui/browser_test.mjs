@@ -352,6 +352,36 @@ await check('a finished job is requeued from its page, a running one stopped and
   await until('job ' + id + ' cancelled', async () => (await apiJob(id)).state === 'cancelled');
 });
 
+await check("a service's replicas against its load, ml's own only", async () => {
+  const mk = await page.evaluate(async (t) => {
+    const r = await fetch('/v1/services', { method: 'POST', headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'chat', command: ['sleep', '300'], gpus: 1, gpu_type: 'H100 SXM', min_replicas: 1, max_replicas: 1 }) });
+    return r.status + ' ' + (await r.text());
+  }, TOKEN);
+  assert(/^20[01] /.test(mk), 'create: ' + mk);
+  // a gateway's load report (an admin token, as a gateway has)
+  const rep = await page.evaluate(async (t) => (await fetch('/v1/services/chat@ml/metrics', { method: 'POST',
+    headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' }, body: '{"in_flight":3,"rps":12.5,"p95_ms":120}' })).status, ADMIN);
+  assert(rep === 200 || rep === 204, 'load report: ' + rep);
+  await view('#/services');
+  await press('button[data-span="900"]');
+  await page.waitForFunction(() => {
+    const rp = document.getElementById('plot-svc-replicas-chat@ml'), ld = document.getElementById('plot-svc-load-chat@ml');
+    const n = (f, s) => ((f && f.querySelector('path.line[data-series="' + s + '"]')) ? f.querySelector('path.line[data-series="' + s + '"]').getAttribute('d').match(/[ML]/g).length : 0);
+    return n(rp, 'wanted') >= 3 && n(ld, 'requests/s') >= 3;
+  }, { timeout: WAIT, polling: 250 });
+  const legend = await text('#view');
+  assert(/wanted: 1(?![0-9.])/.test(legend) && /requests\/s: 12\.5/.test(legend), 'legends: ' + legend);
+  const f = await page.$eval('#view [id="plot-svc-replicas-chat@ml"]', (x) => ({ xt: x.querySelectorAll('text.xtick').length, yt: x.querySelectorAll('text.ytick').length }));
+  assert(f.xt >= 5 && f.yt >= 5, 'axes: ' + JSON.stringify(f));
+  // the API gives ml its own service's series and none of another tenant's
+  const names = await page.evaluate(async (t) => (await (await fetch('/v1/history?series=service.*', { headers: { Authorization: 'Bearer ' + t } })).json()).series.map((x) => x.name), TOKEN);
+  assert(names.length >= 3 && names.every((n) => n.startsWith('service.chat@ml.')), 'service series: ' + names.join(','));
+  await shot('services-plots');
+  const del = await page.evaluate(async (t) => (await fetch('/v1/services/chat', { method: 'DELETE', headers: { Authorization: 'Bearer ' + t } })).status, TOKEN);
+  assert(del >= 200 && del < 300, 'delete: ' + del);
+});
+
 await check('an admin drains and undrains a node from the cluster map', async () => {
   await press('#logout');
   await page.waitForSelector('#token', { visible: true, timeout: WAIT });

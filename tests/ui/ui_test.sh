@@ -105,7 +105,8 @@ alloc_points() {
 }
 wait_for 30 alloc_points || fail "the history has no points: $(call GET '/v1/history?series=cluster.*' "$ML")"
 # A synthetic day before that (POST /v1/history, admin): a point a minute
-# of the cluster, queue, both tenants, both nodes and h100-0's GPUs.
+# of the cluster, queue, both tenants, both nodes, h100-0's GPUs and a
+# service of vision's.
 python3 - "$(date +%s)" >"$TMP/day.json" <<'PY'
 import json, math, sys
 now = int(sys.argv[1])
@@ -135,6 +136,9 @@ for g in range(4):
     series["gpu.h100-0.%d.mem_bytes" % g] = lambda t, g=g: round(wave(t, 2e9, 70e9, g))
     series["gpu.h100-0.%d.power_w" % g] = lambda t, g=g: wave(t, 90, 690, g)
     series["gpu.h100-0.%d.temp_c" % g] = lambda t, g=g: wave(t, 35, 78, g)
+# another tenant's service: ml must never see it
+series["service.chat@vision.replicas"] = lambda t: round(wave(t, 1, 4))
+series["service.chat@vision.rps"] = lambda t: wave(t, 0, 40)
 out = [{"name": n, "points": [[t, f(t)] for t in ts]} for n, f in series.items()]
 # jobs start now and then: a wait every 20 minutes, ml's every 40
 out.append({"name": "queue.start_wait_s", "points": [[t, wave(t, 2, 900, 1.3)] for t in ts if t % 1200 == 0]})
