@@ -181,8 +181,7 @@ const SPANS = [['15 min', 900], ['1 h', 3600], ['6 h', 6 * 3600], ['1 day', 8640
 
 async function viewHistory(v) {
   // #/history/SECONDS: a range to link to (15 min .. 90 days)
-  const arg = Number(current().arg);
-  if (arg >= 60 && arg <= 90 * 86400) histRange.span = Math.floor(arg);
+  urlSpan(current().arg);
   const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
   const q = (series, extra) => getJSON('/v1/history?' + new URLSearchParams(Object.assign({ series, from: String(from), to: String(to) }, extra)).toString());
   // nodes: the busiest dozen only (the API ranks them): a thousand lines read as none
@@ -222,6 +221,7 @@ async function viewNode(v, name) {
     v.replaceChildren(head, el('p', { class: 'error', id: 'node-error' }, "a node's GPU history is an admin's (it shows every tenant's work)"));
     return;
   }
+  urlSpan(current().arg2);
   const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
   const d = await getJSON('/v1/history?' + new URLSearchParams({ series: 'gpu.' + name + '.*', from: String(from), to: String(to) }).toString());
   const r = { from: d.from, to, step: d.step };
@@ -231,7 +231,7 @@ async function viewNode(v, name) {
     .filter((l) => Number.isInteger(l.i)).sort((a, b) => a.i - b.i);
   const spans = el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, s]) => el('button', {
     type: 'button', class: s === histRange.span ? 'active' : '', 'data-span': s,
-    onclick: () => { histRange.span = s; render(v, viewGen); },
+    onclick: () => { histRange.span = s; location.hash = '#/node/' + encodeURIComponent(name) + '/' + s; },
   }, label)), el('span', {}, 'step ' + d.step + ' s'));
   v.replaceChildren(head, spans, el('div', { class: 'plots' },
     plot('plot-node-util', 'GPU utilisation', '%', of('.util'), r),
@@ -569,6 +569,7 @@ async function viewTenants(v) {
 
 async function viewServices(v) {
   const d = await getJSON('/v1/services');
+  urlSpan(current().arg);
   const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
   // the autoscaler's replicas against the load, from the history
   // (service.NAME@TENANT.*: a user's own tenant's only)
@@ -581,7 +582,7 @@ async function viewServices(v) {
   if (r) {
     parts.push(el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, sp]) => el('button', {
       type: 'button', class: sp === histRange.span ? 'active' : '', 'data-span': sp,
-      onclick: () => { histRange.span = sp; render(v, viewGen); },
+      onclick: () => { histRange.span = sp; location.hash = '#/services/' + sp; },
     }, label)), el('span', {}, 'step ' + hist.step + ' s')));
   }
   parts.push(table(['service', 'tenant', 'replicas (ready/desired)', 'min..max', 'in flight', 'req/s', 'p95 ms'],
@@ -643,8 +644,15 @@ function viewAdvise(v) {
 
 function current() {
   const h = location.hash.replace(/^#\/?/, '');
-  const [name, arg] = h.split('/');
-  return { name: name || 'cluster', arg: arg ? decodeURIComponent(arg) : '' };
+  const [name, arg, arg2] = h.split('/');
+  return { name: name || 'cluster', arg: arg ? decodeURIComponent(arg) : '', arg2: arg2 ? decodeURIComponent(arg2) : '' };
+}
+
+// A range in seconds from the URL (#/history/S, #/node/NAME/S, #/services/S):
+// 60 s to 90 days, else the one chosen last.
+function urlSpan(x) {
+  const n = Number(x);
+  if (n >= 60 && n <= 90 * 86400) histRange.span = Math.floor(n);
 }
 
 async function render(v, gen) {
