@@ -12,16 +12,18 @@
  *   coarse  the mean of CTL_HIST_COARSE_MUL steps (5 min at 10 s),
  *           CTL_HIST_COARSE_PTS of them (90 days at 5 min)
  *
- * so a series is CTL_HIST_SERIES_BYTES (138,496 bytes: its values and its
- * header) whatever the cluster does, allocated when its name is first
+ * so a series is CTL_HIST_SERIES_BYTES (139,720 bytes: its values, the
+ * coarse ring's sum and count per CTL_HIST_BLOCK slots, which a ranking
+ * (top=) reads instead of the values, and its header) whatever the
+ * cluster does, allocated when its name is first
  * written. GPU series (gpu.*) keep 7 days in their coarse ring
- * (CTL_HIST_GPU_COARSE_PTS; CTL_HIST_GPU_SERIES_BYTES, 42,880 bytes) and
+ * (CTL_HIST_GPU_COARSE_PTS; CTL_HIST_GPU_SERIES_BYTES, 42,976 bytes) and
  * have a pool of their own, so however many GPUs come first the cluster,
  * queue, tenant and node series always find room: at most
  * CTL_HIST_SERIES_MAX (2,048) other series and CTL_HIST_GPU_SERIES_MAX
  * (2,048: 512 GPUs' four) GPU series are kept, the later ones counted in
- * hist_dropped and logged once. Worst case 2,048 x 138,496 + 2,048 x
- * 42,880 bytes = 371 MB. A slot holds NaN where nothing was written (the
+ * hist_dropped and logged once. Worst case 2,048 x 139,720 + 2,048 x
+ * 42,976 bytes = 374 MB. A slot holds NaN where nothing was written (the
  * controller was down, or the series did not exist yet); history is not
  * persisted across restarts.
  *
@@ -64,6 +66,11 @@ typedef struct ring {
     float *v;     /* cap values; NaN: none */
     size_t cap;   /* slots */
     int64_t last; /* slot of the newest value; -1: none yet */
+    /* The coarse ring's: per CTL_HIST_BLOCK slots of v (by position), the
+     * sum and count of the values that are not NaN, kept as v changes; NULL
+     * for the fine ring (a range of it is at most a day). */
+    double *bsum;
+    uint32_t *bcnt;
 } ring;
 
 typedef struct series {
@@ -112,7 +119,7 @@ static uint32_t hash(const char *s)
     return h;
 }
 
-static void ring_init(ring *r, size_t cap)
+static void ring_init(ring *r, size_t cap, bool blocks)
 {
     r->v = cr_malloc(cap * sizeof *r->v);
     for (size_t i = 0; i < cap; i++) {
@@ -120,6 +127,37 @@ static void ring_init(ring *r, size_t cap)
     }
     r->cap = cap;
     r->last = -1;
+    r->bsum = blocks ? cr_calloc(CTL_HIST_BLOCKS(cap), sizeof *r->bsum) : NULL;
+    r->bcnt = blocks ? cr_calloc(CTL_HIST_BLOCKS(cap), sizeof *r->bcnt) : NULL;
+}
+
+static void ring_fini(ring *r)
+{
+    free(r->v);
+    free(r->bsum);
+    free(r->bcnt);
+}
+
+/* Position p of r holds v now (its block's sum and count follow; a block
+ * left empty starts again from 0, so rounding does not pile up). */
+static void ring_set(ring *r, size_t p, float v)
+{
+    if (r->bsum) {
+        size_t b = p / CTL_HIST_BLOCK;
+        float old = r->v[p];
+        if (old == old) { /* not NaN */
+            if (--r->bcnt[b] == 0) {
+                r->bsum[b] = 0;
+            } else {
+                r->bsum[b] -= old;
+            }
+        }
+        if (v == v) {
+            r->bsum[b] += v;
+            r->bcnt[b]++;
+        }
+    }
+    r->v[p] = v;
 }
 
 static void ring_put(ring *r, int64_t slot, float v)
@@ -131,10 +169,10 @@ static void ring_put(ring *r, int64_t slot, float v)
         /* the slots skipped hold nothing: at most one lap to clear */
         int64_t from = slot - r->last > (int64_t)r->cap ? slot - (int64_t)r->cap : r->last;
         for (int64_t s = from + 1; s < slot; s++) {
-            r->v[s % (int64_t)r->cap] = NAN;
+            ring_set(r, (size_t)(s % (int64_t)r->cap), NAN);
         }
     }
-    r->v[slot % (int64_t)r->cap] = v;
+    ring_set(r, (size_t)(slot % (int64_t)r->cap), v);
     if (slot > r->last) {
         r->last = slot;
     }
@@ -169,8 +207,8 @@ void ctl_hist_free(ctl_hist *h)
         return;
     }
     for (size_t i = 0; i < h->n; i++) {
-        free(h->s[i]->fine.v);
-        free(h->s[i]->coarse.v);
+        ring_fini(&h->s[i]->fine);
+        ring_fini(&h->s[i]->coarse);
         free(h->s[i]);
     }
     free(h->s);
@@ -220,8 +258,8 @@ static series *find(ctl_hist *h, const char *name, bool create)
                     s->tenant[len] = '\0';
                 }
             }
-            ring_init(&s->fine, CTL_HIST_FINE_PTS);
-            ring_init(&s->coarse, gpu ? CTL_HIST_GPU_COARSE_PTS : CTL_HIST_COARSE_PTS);
+            ring_init(&s->fine, CTL_HIST_FINE_PTS, false);
+            ring_init(&s->coarse, gpu ? CTL_HIST_GPU_COARSE_PTS : CTL_HIST_COARSE_PTS, true);
             s->cslot = -1;
             s->islot = -1;
             h->s[h->n++] = s;
@@ -610,7 +648,8 @@ static int by_mean(const void *a, const void *b)
 }
 
 /* The mean of r's values from from to to (unix seconds, res a slot); -1: none.
- * One pass over the ring's memory (top= ranks a thousand series of 25,920). */
+ * Whole blocks of the coarse ring by their sums, the ends value by value
+ * (top= ranks a thousand series of 25,920 slots: 102 blocks each). */
 static double range_mean(const ring *r, int64_t from, int64_t to, int64_t res)
 {
     if (r->last < 0) {
@@ -621,14 +660,23 @@ static double range_mean(const ring *r, int64_t from, int64_t to, int64_t res)
     hi = hi > r->last ? r->last : hi;
     double sum = 0;
     int64_t cnt = 0;
-    size_t i = (size_t)(lo % (int64_t)r->cap);
-    for (int64_t q = lo; q <= hi; q++) {
+    for (int64_t q = lo; q <= hi;) {
+        size_t i = (size_t)(q % (int64_t)r->cap);
+        if (r->bsum && i % CTL_HIST_BLOCK == 0) {
+            size_t len = r->cap - i < CTL_HIST_BLOCK ? r->cap - i : CTL_HIST_BLOCK;
+            if (q + (int64_t)len - 1 <= hi) { /* the whole block is in the range */
+                sum += r->bsum[i / CTL_HIST_BLOCK];
+                cnt += r->bcnt[i / CTL_HIST_BLOCK];
+                q += (int64_t)len;
+                continue;
+            }
+        }
         float v = r->v[i];
         if (v == v) { /* not NaN */
             sum += v;
             cnt++;
         }
-        i = i + 1 == r->cap ? 0 : i + 1;
+        q++;
     }
     return cnt ? sum / (double)cnt : -1;
 }
