@@ -56,6 +56,15 @@ page.on('console', (m) => {
 const urls = [];
 page.on('request', (r) => urls.push(r.url()));
 
+// Each chart named has data points (its figure's data-points, and a line
+// or dot drawn), a y axis with 5 ticks and a time axis with 6.
+async function chartsOk(ids, min) {
+  for (const id of ids) {
+    const f = await page.$eval('[id="' + id + '"]', (x) => ({ n: Number(x.dataset.points), drawn: x.querySelectorAll('path.line, circle').length,
+      xt: x.querySelectorAll('text.xtick').length, yt: x.querySelectorAll('text.ytick').length, axes: x.querySelectorAll('line.axis').length }));
+    assert(f.n >= (min || 1) && f.drawn >= 1 && f.xt === 6 && f.yt === 5 && f.axes >= 7, id + ': ' + JSON.stringify(f));
+  }
+}
 async function shot(name) {
   await page.screenshot({ path: path.join(SHOTS, name + '.png'), fullPage: true });
 }
@@ -189,6 +198,8 @@ await check('the history view plots the jobs: points, axes, tenant ml only', asy
   await press('button[data-span="86400"]');
   await page.waitForFunction(() => ['plot-util', 'plot-alloc', 'plot-tenant-alloc', 'plot-tenant-util', 'plot-queue', 'plot-wait']
     .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 200), { timeout: WAIT, polling: 250 });
+  await chartsOk(['plot-util', 'plot-alloc', 'plot-tenant-alloc', 'plot-tenant-util', 'plot-queue', 'plot-wait'], 200);
+  await chartsOk(['plot-start-wait'], 20);
   const day = await page.$$eval('#plot-tenant-alloc path.line', (x) => x.map((e) => e.dataset.series));
   assert(day.length === 1 && day[0] === 'ml', 'tenant lines over the day: ' + day.join(','));
   assert(!(await text('#view')).includes('vision'), "another tenant's imported series is shown");
@@ -372,8 +383,7 @@ await check("a service's replicas against its load, ml's own only", async () => 
   }, { timeout: WAIT, polling: 250 });
   const legend = await text('#view');
   assert(/wanted: 1(?![0-9.])/.test(legend) && /requests\/s: 12\.5/.test(legend), 'legends: ' + legend);
-  const f = await page.$eval('#view [id="plot-svc-replicas-chat@ml"]', (x) => ({ xt: x.querySelectorAll('text.xtick').length, yt: x.querySelectorAll('text.ytick').length }));
-  assert(f.xt >= 5 && f.yt >= 5, 'axes: ' + JSON.stringify(f));
+  await chartsOk(['plot-svc-replicas-chat@ml', 'plot-svc-load-chat@ml'], 3);
   // the API gives ml its own service's series and none of another tenant's
   const names = await page.evaluate(async (t) => (await (await fetch('/v1/history?series=service.*', { headers: { Authorization: 'Bearer ' + t } })).json()).series.map((x) => x.name), TOKEN);
   assert(names.length >= 3 && names.every((n) => n.startsWith('service.chat@ml.')), 'service series: ' + names.join(','));
@@ -409,11 +419,10 @@ await check('an admin drains and undrains a node from the cluster map', async ()
   await press('button[data-span="900"]');
   await page.waitForFunction(() => ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']
     .every((id) => document.querySelectorAll('#' + id + ' path.line').length === 4), { timeout: WAIT, polling: 250 });
+  await chartsOk(['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp'], 8);
   for (const id of ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']) {
-    const f = await page.$eval('#' + id, (x) => ({ n: Number(x.dataset.points), xt: x.querySelectorAll('text.xtick').length, yt: x.querySelectorAll('text.ytick').length,
-      s: [...x.querySelectorAll('path.line')].map((l) => l.dataset.series) }));
-    assert(f.n >= 8 && f.xt >= 5 && f.yt >= 5, id + ': ' + JSON.stringify(f));
-    assert(f.s.join(',') === 'GPU 0,GPU 1,GPU 2,GPU 3', id + ' lines: ' + f.s.join(','));
+    const sers = await page.$eval('#' + id, (x) => [...x.querySelectorAll('path.line')].map((l) => l.dataset.series));
+    assert(sers.join(',') === 'GPU 0,GPU 1,GPU 2,GPU 3', id + ' lines: ' + sers.join(','));
   }
   // the imported day: GPU series keep 2,016 coarse slots of 30 steps (at
   // this test's 1 s step, the last 16.8 h): 160+ points a GPU in every chart
@@ -425,6 +434,9 @@ await check('an admin drains and undrains a node from the cluster map', async ()
   await view('#/job/' + RUN);
   await page.waitForFunction(() => Number((document.getElementById('plot-job-util') || { dataset: {} }).dataset.points) >= 2,
     { timeout: WAIT, polling: 250 });
+  await page.waitForFunction(() => ['plot-job-util', 'plot-job-mem', 'plot-job-power']
+    .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 2), { timeout: WAIT, polling: 250 });
+  await chartsOk(['plot-job-util', 'plot-job-mem', 'plot-job-power'], 2);
   const lines = await page.$$eval('#plot-job-util path.line', (x) => x.map((e) => e.dataset.series));
   assert(lines.length === 2 && lines.every((l) => l.startsWith('h100-0.')), 'job GPU lines: ' + lines.join(','));
   await shot('job-admin');
