@@ -4,6 +4,9 @@
 'use strict';
 
 const POLL_MS = 2000;
+// With the event stream up, views other than the job page (its logs come
+// from the agent) redraw on events and poll only for utilisation and such.
+const LIVE_POLL_MS = 10000;
 const KEY = 'corral.token';
 let timer = null;
 let me = { role: '' }; // the logged-in token's /v1/whoami
@@ -65,8 +68,83 @@ function logout(why) {
   showLogin(why || '');
 }
 
+// ---------------------------------------------------------------- live
+
+// GET /v1/events: the controller's changes as server-sent events. Read
+// with fetch and a body reader, not EventSource, which cannot send the
+// Authorization header (the token is never put in a URL). A view redraws
+// on an event that concerns it (150 ms after the last of a burst); when the
+// stream is down the views poll every 2 s as before, and it is tried again
+// after 3 s. body[data-live] says which ("events" or "poll"); the counts
+// in data-live-events and the view's data-live-redraws are for tests.
+const live = { ctrl: null, events: 0, redraws: 0, timer: null, lastRender: 0 };
+
+function liveOn() { return document.body.dataset.live === 'events'; }
+
+function liveStart() {
+  if (live.ctrl) return;
+  const ctrl = new AbortController();
+  live.ctrl = ctrl;
+  (async () => {
+    try {
+      const r = await fetch('/v1/events', { headers: { Authorization: 'Bearer ' + token() }, cache: 'no-store', signal: ctrl.signal });
+      if (!r.ok || !r.body) throw new Error('HTTP ' + r.status);
+      document.body.dataset.live = 'events';
+      const rd = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await rd.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        for (let i; (i = buf.indexOf('\n\n')) >= 0;) {
+          liveEvent(buf.slice(0, i));
+          buf = buf.slice(i + 2);
+        }
+        if (buf.length > 65536) buf = ''; // not the controller's: no event is that long
+      }
+    } catch (e) { /* refused, aborted or cut: poll meanwhile */ }
+    if (live.ctrl !== ctrl) return; // stopped (log out)
+    live.ctrl = null;
+    document.body.dataset.live = 'poll';
+    if (token()) setTimeout(liveStart, 3000);
+  })();
+}
+
+function liveStop() {
+  const c = live.ctrl;
+  live.ctrl = null;
+  if (c) c.abort();
+  document.body.dataset.live = 'off';
+}
+
+function liveEvent(block) {
+  let kind = '', data = '';
+  for (const line of block.split('\n')) {
+    if (line.startsWith('event: ')) kind = line.slice(7);
+    else if (line.startsWith('data: ')) data += line.slice(6);
+  }
+  if (!kind) return; // a comment (the keep-alive ping)
+  live.events++;
+  document.body.dataset.liveEvents = String(live.events);
+  let d = {};
+  try { d = JSON.parse(data); } catch (e) { /* keep d empty */ }
+  const c = current();
+  const ours = c.name === 'cluster' || c.name === 'queue' || c.name === 'tenants' || c.name === 'services' ||
+    (c.name === 'job' && (kind === 'node' || (kind === 'job' && String(d.id) === c.arg) ||
+      (kind === 'jobs' && Number(c.arg) >= d.first && Number(c.arg) < d.first + d.count)));
+  if (!ours) return;
+  clearTimeout(live.timer);
+  live.timer = setTimeout(() => {
+    live.redraws++;
+    document.getElementById('view').dataset.liveRedraws = String(live.redraws);
+    refresh(true);
+  }, 150);
+}
+
 function showLogin(msg) {
   clearInterval(timer);
+  liveStop();
   document.getElementById('login').hidden = false;
   document.getElementById('view').hidden = true;
   document.getElementById('nav').hidden = true;
@@ -84,6 +162,7 @@ async function login(t) {
     document.getElementById('view').hidden = false;
     document.getElementById('nav').hidden = false;
     document.getElementById('logout').hidden = false;
+    liveStart();
     route();
   } catch (e) {
     if (e.message !== 'unauthenticated') showLogin(e.message);
@@ -668,6 +747,7 @@ async function render(v, gen) {
     else if (c.name === 'advise') viewAdvise(v);
     else await viewCluster(v);
     v.setAttribute('data-loaded', c.name);
+    live.lastRender = performance.now();
     // ms since navigation start when this view first showed data (benchmarks read it)
     if (!v.dataset.firstMs) v.dataset.firstMs = String(Math.round(performance.now()));
     status('updated ' + new Date().toLocaleTimeString() + ' in ' + Math.round(performance.now() - t0) + ' ms');
@@ -678,8 +758,10 @@ async function render(v, gen) {
   }
 }
 
-function refresh() {
+function refresh(byEvent) {
   const v = document.getElementById('view');
+  // events keep the view current: the poll only for what they do not carry
+  if (!byEvent && liveOn() && current().name !== 'job' && performance.now() - live.lastRender < LIVE_POLL_MS - 100) return;
   // a poll would rebuild the filters under the user's cursor: wait for them
   const a = document.activeElement;
   if (a && v.contains(a) && (a.tagName === 'INPUT' || a.tagName === 'SELECT')) return;

@@ -488,6 +488,7 @@ struct ctl {
     struct ctl_rl *rl;                 /* request rate limits (ctl_ratelimit.c), own locks */
     struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
     struct ctl_hist *hist;             /* time series (ctl_hist.c), own lock; NULL: none */
+    struct ctl_events *events;         /* GET /v1/events streams (ctl_events.c), own lock */
     struct ctl_pools *pools;           /* node pools (ctl_pools.c), under mu */
     struct ctl_data *data;             /* datasets and models (ctl_data.c), its own lock */
 
@@ -1111,6 +1112,23 @@ void ctl_ui_gateway_seen(const char *addr, int port);
     ((CTL_HIST_FINE_PTS + CTL_HIST_GPU_COARSE_PTS) * 4 +                                           \
      CTL_HIST_BLOCKS(CTL_HIST_GPU_COARSE_PTS) * 12 + 256)
 typedef struct ctl_hist ctl_hist;
+
+/* ctl_events.c: GET /v1/events, the changes as server-sent events. */
+#define CTL_EVENTS_MAX    256         /* streams open at once */
+#define CTL_EVENTS_UNSENT (64 * 1024) /* bytes unsent per stream before it is dropped */
+#define CTL_EVENTS_PING_S 15          /* a comment line this often */
+#define CTL_EVENTS_LIFE_S 600         /* a stream ends after this; the page reconnects */
+typedef struct ctl_events ctl_events;
+ctl_events *ctl_events_new(void);
+void ctl_events_stop(ctl_events *e); /* every stream closed */
+void ctl_events_free(ctl_events *e);
+void ctl_route_events(ctl *c, cr_http_req *req, const cr_principal *p);
+/* The changes (c->mu held): a job's, a submit's ids, a node's. */
+void ctl_events_job(ctl *c, ctl_job *j);
+void ctl_events_jobs(ctl *c, const char *tenant, int64_t first, size_t count);
+void ctl_events_node(ctl *c, ctl_node *n);
+void ctl_events_tick(ctl *c, int64_t now_mono); /* pings, lifetimes */
+size_t ctl_events_count(ctl *c);
 ctl_hist *ctl_hist_new(int64_t step_s); /* free with ctl_hist_free */
 void ctl_hist_free(ctl_hist *h);
 /* One value of series name at wall_ns; CR_ENOSPC past its pool's bound. Own lock. */

@@ -141,6 +141,21 @@ await check('the queue shows the pending job with its reason', async () => {
   await shot('queue');
 });
 
+await check('the queue redraws on server-sent events, not only by polling', async () => {
+  await page.waitForFunction(() => document.body.dataset.live === 'events', { timeout: WAIT });
+  const before = await page.evaluate(() => Number(document.getElementById('view').dataset.liveRedraws || 0));
+  // a change made elsewhere (the API, as the CLI makes it): held, then released
+  const hold = await page.evaluate(async (id, t) => (await fetch('/v1/jobs/' + id + '/hold', { method: 'POST', headers: { Authorization: 'Bearer ' + t } })).status, PEND, TOKEN);
+  assert(hold === 200, 'hold: ' + hold);
+  await page.waitForFunction((id, n) => Number(document.getElementById('view').dataset.liveRedraws || 0) > n &&
+    [...document.querySelectorAll('tbody tr')].some((r) => r.cells[0].textContent === id && r.cells[3].textContent === 'held'),
+  { timeout: WAIT, polling: 100 }, PEND, before);
+  const rel = await page.evaluate(async (id, t) => (await fetch('/v1/jobs/' + id + '/release', { method: 'POST', headers: { Authorization: 'Bearer ' + t } })).status, PEND, TOKEN);
+  assert(rel === 200, 'release: ' + rel);
+  await page.waitForFunction((id) => [...document.querySelectorAll('tbody tr')].some((r) => r.cells[0].textContent === id && r.cells[3].textContent === 'pending'),
+    { timeout: WAIT, polling: 100 }, PEND);
+});
+
 await check('a job name with markup is shown as text, not run', async () => {
   const names = await page.$$eval('tbody tr td:nth-child(2)', (c) => c.map((x) => x.textContent));
   assert(names.includes('<img src=x id=xss>train'), 'names: ' + names.join('|'));

@@ -97,6 +97,29 @@ grep -q '"state":"busy"' "$TMP/body" || fail "the cluster map does not show ml's
 grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to tenant vision"
 [ "$(code /v1/cluster "$ML")" = 200 ] && grep -q "\"job\":$RUN" "$TMP/body" ||
     fail "the cluster map lacks ml's own job $RUN"
+# GET /v1/events: ml's stream has ml's jobs and not vision's, the
+# admin's both (each waits for the later of the two: written in order).
+curl -sN -H "Authorization: Bearer $ML" "$SERVER/v1/events" >"$TMP/ev-ml" 2>&1 &
+EVML=$!
+curl -sN -H "Authorization: Bearer $ADMIN" "$SERVER/v1/events" >"$TMP/ev-admin" 2>&1 &
+EVAD=$!
+PIDS+=($EVML $EVAD)
+wait_for 10 grep -q 'corral events' "$TMP/ev-ml" && wait_for 10 grep -q 'corral events' "$TMP/ev-admin" ||
+    fail "no event stream: $(cat "$TMP/ev-ml")"
+VJ=$(call POST /v1/jobs "$VIS" '{"name":"vision-waits","command":["true"],"gpus":64,"gpu_type":"A30"}' | id_of)
+MJ=$(call POST /v1/jobs "$ML" '{"name":"ml-waits","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
+call POST "/v1/jobs/$VJ/hold" "$VIS" >/dev/null
+call POST "/v1/jobs/$MJ/hold" "$ML" >/dev/null
+wait_for 20 grep -q "\"id\":$MJ,\"state\":\"held\"" "$TMP/ev-ml" || fail "ml's stream lacks its job $MJ held: $(cat "$TMP/ev-ml")"
+wait_for 20 grep -q "\"id\":$MJ,\"state\":\"held\"" "$TMP/ev-admin" || fail "the admin's stream lacks job $MJ held"
+grep -q "\"first\":$MJ,\"count\":1" "$TMP/ev-ml" || fail "ml's stream lacks the submit of $MJ"
+grep -q "\"id\":$VJ,\"state\":\"held\"" "$TMP/ev-admin" || fail "the admin's stream lacks vision's job $VJ"
+grep -q "\"id\":$VJ\b\|\"first\":$VJ\b" "$TMP/ev-ml" && fail "ml's stream shows vision's job $VJ: $(cat "$TMP/ev-ml")"
+[ "$(code /v1/events "$(cat "$TMP/ctl/join.token" 2>/dev/null || echo x)")" != 200 ] || fail "a join token opens an event stream"
+[ "$(code '/v1/events?x=1' "$ML")" = 400 ] && grep -q '"field":"x"' "$TMP/body" || fail "an unknown query: $(cat "$TMP/body")"
+kill "$EVML" "$EVAD" 2>/dev/null
+call POST "/v1/jobs/$VJ/cancel" "$VIS" >/dev/null
+call POST "/v1/jobs/$MJ/cancel" "$ML" >/dev/null
 # The history has a few seconds of the jobs (one sample a second) before
 # the browser plots it.
 alloc_points() {
