@@ -15,7 +15,8 @@
  * a client that went away. Bounds: CTL_EVENTS_MAX streams at once (503
  * past it), CTL_EVENTS_UNSENT bytes unsent per stream (a client that does
  * not read is dropped), CTL_EVENTS_LIFE_S per stream (then it ends; the
- * page connects again, "retry: 3000").
+ * page connects again, "retry: 3000"). A stream ends when its token is
+ * revoked (at once), expires, or its tenant is deleted (at the next ping).
  *
  * Locks: e->mu after c->mu (the hooks run under c->mu), then the streams'
  * own (cr_http.c).
@@ -34,6 +35,8 @@ typedef struct sub {
     cr_http_stream *st;
     bool admin;
     char tenant[CTL_NAME_MAX];
+    int64_t token_id;             /* the token's (ctl_events_revoke) */
+    int64_t expires_ns;           /* the token's expiry, wall clock; 0 none */
     int64_t opened_ns, pinged_ns; /* monotonic */
 } sub;
 
@@ -148,7 +151,7 @@ void ctl_events_node(ctl *c, ctl_node *n)
     pthread_mutex_unlock(&e->mu);
 }
 
-void ctl_events_tick(ctl *c, int64_t now_mono)
+void ctl_events_revoke(ctl *c, int64_t token_id)
 {
     ctl_events *e = c->events;
     if (!e) {
@@ -156,17 +159,43 @@ void ctl_events_tick(ctl *c, int64_t now_mono)
     }
     pthread_mutex_lock(&e->mu);
     for (size_t i = e->n; i-- > 0;) {
+        if (e->s[i].token_id == token_id) {
+            drop(e, i);
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+void ctl_events_tick(ctl *c, int64_t now_mono)
+{
+    ctl_events *e = c->events;
+    if (!e) {
+        return;
+    }
+    pthread_mutex_lock(&e->mu);
+    size_t n = e->n;
+    pthread_mutex_unlock(&e->mu);
+    if (!n) {
+        return;
+    }
+    int64_t wall = cr_now_ns();
+    pthread_mutex_lock(&c->mu); /* the tenants, at a ping */
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = e->n; i-- > 0;) {
         sub *s = &e->s[i];
-        if (now_mono - s->opened_ns >= CTL_EVENTS_LIFE_S * CR_NS_PER_SEC) {
-            drop(e, i); /* the page connects again */
+        if (now_mono - s->opened_ns >= CTL_EVENTS_LIFE_S * CR_NS_PER_SEC ||
+            (s->expires_ns && wall >= s->expires_ns)) {
+            drop(e, i); /* the page connects again (or logs in again) */
         } else if (now_mono - s->pinged_ns >= CTL_EVENTS_PING_S * CR_NS_PER_SEC) {
             s->pinged_ns = now_mono;
-            if (!cr_http_stream_write(s->st, ": ping\n\n", 8)) {
+            if ((!s->admin && !ctl_tenant_find(c, s->tenant)) ||
+                !cr_http_stream_write(s->st, ": ping\n\n", 8)) {
                 drop(e, i);
             }
         }
     }
     pthread_mutex_unlock(&e->mu);
+    pthread_mutex_unlock(&c->mu);
 }
 
 size_t ctl_events_count(ctl *c)
@@ -218,6 +247,8 @@ void ctl_route_events(ctl *c, cr_http_req *req, const cr_principal *p)
     memset(s, 0, sizeof *s);
     s->st = st;
     s->admin = p->role == CR_ROLE_ADMIN;
+    s->token_id = p->id;
+    s->expires_ns = p->expires_ns;
     snprintf(s->tenant, sizeof s->tenant, "%s", p->tenant);
     s->opened_ns = s->pinged_ns = cr_mono_ns();
     static const char hello[] = "retry: 3000\n: corral events\n\n";

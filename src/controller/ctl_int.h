@@ -1127,7 +1127,8 @@ void ctl_route_events(ctl *c, cr_http_req *req, const cr_principal *p);
 void ctl_events_job(ctl *c, ctl_job *j);
 void ctl_events_jobs(ctl *c, const char *tenant, int64_t first, size_t count);
 void ctl_events_node(ctl *c, ctl_node *n);
-void ctl_events_tick(ctl *c, int64_t now_mono); /* pings, lifetimes */
+void ctl_events_tick(ctl *c, int64_t now_mono);   /* pings, lifetimes; takes mu */
+void ctl_events_revoke(ctl *c, int64_t token_id); /* its streams end */
 size_t ctl_events_count(ctl *c);
 ctl_hist *ctl_hist_new(int64_t step_s); /* free with ctl_hist_free */
 void ctl_hist_free(ctl_hist *h);

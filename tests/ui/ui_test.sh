@@ -118,6 +118,18 @@ grep -q "\"id\":$VJ\b\|\"first\":$VJ\b" "$TMP/ev-ml" && fail "ml's stream shows 
 [ "$(code /v1/events "$(cat "$TMP/ctl/join.token" 2>/dev/null || echo x)")" != 200 ] || fail "a join token opens an event stream"
 [ "$(code '/v1/events?x=1' "$ML")" = 400 ] && grep -q '"field":"x"' "$TMP/body" || fail "an unknown query: $(cat "$TMP/body")"
 kill "$EVML" "$EVAD" 2>/dev/null
+# a revoked token's stream ends at once (curl exits)
+call POST /v1/tokens "$ADMIN" '{"role":"user","tenant":"ml","name":"carol"}' >"$TMP/carol.json"
+CAROL=$(sed -n 's/.*"token":"\([^"]*\)".*/\1/p' "$TMP/carol.json")
+CAROL_ID=$(sed -n 's/.*"id":\([0-9]*\).*/\1/p' "$TMP/carol.json")
+curl -sN -H "Authorization: Bearer $CAROL" "$SERVER/v1/events" >"$TMP/ev-carol" 2>&1 &
+EVC=$!
+PIDS+=($EVC)
+wait_for 10 grep -q 'corral events' "$TMP/ev-carol" || fail "no stream for carol: $(cat "$TMP/ev-carol") $(cat "$TMP/carol.json")"
+call DELETE "/v1/tokens/$CAROL_ID" "$ADMIN" | grep -q '"revoked":true' || fail "revoking carol's token"
+gone() { ! kill -0 "$EVC" 2>/dev/null; }
+wait_for 20 gone || fail "the revoked token's event stream is still open"
+[ "$(code /v1/events "$CAROL")" = 401 ] || fail "a revoked token opens a stream: $(cat "$TMP/body")"
 call POST "/v1/jobs/$VJ/cancel" "$VIS" >/dev/null
 call POST "/v1/jobs/$MJ/cancel" "$ML" >/dev/null
 # The history has a few seconds of the jobs (one sample a second) before
