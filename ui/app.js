@@ -131,7 +131,7 @@ function liveEvent(block) {
   try { d = JSON.parse(data); } catch (e) { /* keep d empty */ }
   const c = current();
   const ours = c.name === 'cluster' || c.name === 'queue' || c.name === 'tenants' || c.name === 'services' ||
-    (c.name === 'job' && (kind === 'node' || (kind === 'job' && String(d.id) === c.arg) ||
+    (c.name === 'job' && ((kind === 'job' && String(d.id) === c.arg) ||
       (kind === 'jobs' && Number(c.arg) >= d.first && Number(c.arg) < d.first + d.count)));
   if (!ours) return;
   clearTimeout(live.timer);

@@ -118,7 +118,7 @@ await check('log in with a user token; the cluster map shows the nodes and GPUs'
 });
 
 await check('a click on an allocated GPU opens its job', async () => {
-  await page.click('.gpu[data-node="h100-0"][data-job="' + RUN + '"]');
+  await press('.gpu[data-node="h100-0"][data-job="' + RUN + '"]');
   await page.waitForFunction(() => document.getElementById('view').getAttribute('data-loaded') === 'job', { timeout: WAIT });
   assert(page.url().endsWith('#/job/' + RUN), 'url: ' + page.url());
   await view('#/cluster');
@@ -455,7 +455,12 @@ await check('an admin drains and undrains a node from the cluster map', async ()
   const lines = await page.$$eval('#plot-job-util path.line', (x) => x.map((e) => e.dataset.series));
   assert(lines.length === 2 && lines.every((l) => l.startsWith('h100-0.')), 'job GPU lines: ' + lines.join(','));
   await shot('job-admin');
-  await (await page.$('#view .plots')).screenshot({ path: path.join(SHOTS, 'job-gpus.png') });
+  // the charts alone, their box read in the page (a handle could be redrawn away)
+  const clip = await page.$eval('#view .plots', (e) => {
+    const r = e.getBoundingClientRect();
+    return { x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height };
+  });
+  await page.screenshot({ path: path.join(SHOTS, 'job-gpus.png'), clip });
 });
 
 await check('no script errors or CSP violations', async () => {
