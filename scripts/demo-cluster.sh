@@ -31,6 +31,10 @@ cat >"$DIR/controller.json" <<EOF
  "checkpoint_root": "$DIR/ckpt"}
 EOF
 PIDS=()
+# The metrics token: the agents and the controller serve the job, tenant and
+# service labels of their series to a scrape that shows it (Prometheus:
+# deploy/prometheus/prometheus.yml), and counts only to others.
+(umask 077 && head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$DIR/metrics.token")
 
 cleanup() {
     # Stop everything first, before printing: stdout may be a closed pipe.
@@ -69,7 +73,7 @@ wait_for() { # wait_for SECONDS COMMAND...: poll until the command succeeds
 for try in 1 2 3 4 5; do
     export CORRAL_SERVER=http://127.0.0.1:$PORT
     "$CORRAL" controller --config "$DIR/controller.json" --listen "127.0.0.1:$PORT" --state-dir "$DIR/ctl" \
-        --heartbeat 1 --lost-after 10 >"$DIR/controller.log" 2>&1 &
+        --heartbeat 1 --lost-after 10 --metrics-token-file "$DIR/metrics.token" >"$DIR/controller.log" 2>&1 &
     ctl=$!
     if wait_for 20 curl -sf "$CORRAL_SERVER/v1/health"; then
         PIDS+=($ctl)
@@ -96,7 +100,8 @@ agent() { # agent NODE RACK GPUS [agent flags...]
     shift 3
     "$CORRAL" agent --server "$CORRAL_SERVER" --join-token "$DIR/ctl/demo.bt" \
         --node "$node" --rack "$rack" --gpus "sim:$gpus" --listen 127.0.0.1:0 \
-        --state-dir "$DIR/$node" --faults "$DIR/$node/faults" --kill-on-exit "$@" \
+        --state-dir "$DIR/$node" --faults "$DIR/$node/faults" --kill-on-exit \
+        --metrics-token-file "$DIR/metrics.token" "$@" \
         >"$DIR/agent-$node.log" 2>&1 &
     PIDS+=($!)
 }
@@ -190,6 +195,17 @@ first=$("$CORRAL" jobs --all 2>/dev/null | awk '$2 == "pretrain-13b" {print $1; 
 [ -n "$first" ] && run show "$first"
 last=$("$CORRAL" jobs --state pending 2>/dev/null | awk 'NR==2 {print $1}')
 [ -n "$last" ] && run show "$last"
+
+say "each GPU's job and tenant, as the metrics token's scrape sees them (Prometheus: deploy/prometheus/prometheus.yml)"
+# an agent's address from the discovery Prometheus reads (GET /v1/prometheus/targets)
+h100=$(curl -s -H "Authorization: Bearer $CORRAL_TOKEN" "$CORRAL_SERVER/v1/prometheus/targets" |
+    python3 -c 'import json,sys; print(next((t for g in json.load(sys.stdin) if g["labels"].get("node") == "h100-0" for t in g["targets"]), ""))' 2>/dev/null || true)
+if [ -n "$h100" ]; then
+    echo
+    echo "\$ curl -H 'Authorization: Bearer <metrics token>' http://$h100/metrics | grep corral_gpu_allocation    (3 of them)"
+    curl -s -H "Authorization: Bearer $(cat "$DIR/metrics.token")" "http://$h100/metrics" |
+        grep '^corral_gpu_allocation{' | head -3 | sed 's/UUID="GPU-[^"]*"/UUID="GPU-..."/'
+fi
 
 say "a GPU overheats: l40s-1 GPU 2 reads 95 C and leaves the pool"
 echo "2 temp 95" >"$DIR/l40s-1/faults"

@@ -4,6 +4,9 @@
 'use strict';
 
 const POLL_MS = 2000;
+// With the event stream up, views other than the job page (its logs come
+// from the agent) redraw on events and poll only for utilisation and such.
+const LIVE_POLL_MS = 10000;
 const KEY = 'corral.token';
 let timer = null;
 let me = { role: '' }; // the logged-in token's /v1/whoami
@@ -65,8 +68,83 @@ function logout(why) {
   showLogin(why || '');
 }
 
+// ---------------------------------------------------------------- live
+
+// GET /v1/events: the controller's changes as server-sent events. Read
+// with fetch and a body reader, not EventSource, which cannot send the
+// Authorization header (the token is never put in a URL). A view redraws
+// on an event that concerns it (150 ms after the last of a burst); when the
+// stream is down the views poll every 2 s as before, and it is tried again
+// after 3 s. body[data-live] says which ("events" or "poll"); the counts
+// in data-live-events and the view's data-live-redraws are for tests.
+const live = { ctrl: null, events: 0, redraws: 0, timer: null, lastRender: 0 };
+
+function liveOn() { return document.body.dataset.live === 'events'; }
+
+function liveStart() {
+  if (live.ctrl) return;
+  const ctrl = new AbortController();
+  live.ctrl = ctrl;
+  (async () => {
+    try {
+      const r = await fetch('/v1/events', { headers: { Authorization: 'Bearer ' + token() }, cache: 'no-store', signal: ctrl.signal });
+      if (!r.ok || !r.body) throw new Error('HTTP ' + r.status);
+      document.body.dataset.live = 'events';
+      const rd = r.body.getReader();
+      const dec = new TextDecoder();
+      let buf = '';
+      for (;;) {
+        const { value, done } = await rd.read();
+        if (done) break;
+        buf += dec.decode(value, { stream: true });
+        for (let i; (i = buf.indexOf('\n\n')) >= 0;) {
+          liveEvent(buf.slice(0, i));
+          buf = buf.slice(i + 2);
+        }
+        if (buf.length > 65536) buf = ''; // not the controller's: no event is that long
+      }
+    } catch (e) { /* refused, aborted or cut: poll meanwhile */ }
+    if (live.ctrl !== ctrl) return; // stopped (log out)
+    live.ctrl = null;
+    document.body.dataset.live = 'poll';
+    if (token()) setTimeout(liveStart, 3000);
+  })();
+}
+
+function liveStop() {
+  const c = live.ctrl;
+  live.ctrl = null;
+  if (c) c.abort();
+  document.body.dataset.live = 'off';
+}
+
+function liveEvent(block) {
+  let kind = '', data = '';
+  for (const line of block.split('\n')) {
+    if (line.startsWith('event: ')) kind = line.slice(7);
+    else if (line.startsWith('data: ')) data += line.slice(6);
+  }
+  if (!kind) return; // a comment (the keep-alive ping)
+  live.events++;
+  document.body.dataset.liveEvents = String(live.events);
+  let d = {};
+  try { d = JSON.parse(data); } catch (e) { /* keep d empty */ }
+  const c = current();
+  const ours = c.name === 'cluster' || c.name === 'queue' || c.name === 'tenants' || c.name === 'services' ||
+    (c.name === 'job' && ((kind === 'job' && String(d.id) === c.arg) ||
+      (kind === 'jobs' && Number(c.arg) >= d.first && Number(c.arg) < d.first + d.count)));
+  if (!ours) return;
+  clearTimeout(live.timer);
+  live.timer = setTimeout(() => {
+    live.redraws++;
+    document.getElementById('view').dataset.liveRedraws = String(live.redraws);
+    refresh(true);
+  }, 150);
+}
+
 function showLogin(msg) {
   clearInterval(timer);
+  liveStop();
   document.getElementById('login').hidden = false;
   document.getElementById('view').hidden = true;
   document.getElementById('nav').hidden = true;
@@ -84,6 +162,7 @@ async function login(t) {
     document.getElementById('view').hidden = false;
     document.getElementById('nav').hidden = false;
     document.getElementById('logout').hidden = false;
+    liveStart();
     route();
   } catch (e) {
     if (e.message !== 'unauthenticated') showLogin(e.message);
@@ -181,8 +260,7 @@ const SPANS = [['15 min', 900], ['1 h', 3600], ['6 h', 6 * 3600], ['1 day', 8640
 
 async function viewHistory(v) {
   // #/history/SECONDS: a range to link to (15 min .. 90 days)
-  const arg = Number(current().arg);
-  if (arg >= 60 && arg <= 90 * 86400) histRange.span = Math.floor(arg);
+  urlSpan(current().arg);
   const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
   const q = (series, extra) => getJSON('/v1/history?' + new URLSearchParams(Object.assign({ series, from: String(from), to: String(to) }, extra)).toString());
   // nodes: the busiest dozen only (the API ranks them): a thousand lines read as none
@@ -210,6 +288,35 @@ async function viewHistory(v) {
   ];
   if (nodes.length) plots.push(plot('plot-nodes', 'GPU utilisation per node' + nodeNote, '%', nodes, r));
   v.replaceChildren(el('h1', {}, 'History'), spans, el('div', { class: 'plots' }, ...plots));
+}
+
+// A node's GPUs over time (#/node/NAME), an admin's: utilisation, memory,
+// power and temperature of each GPU from the history's per-GPU series
+// (gpu.NODE.INDEX.*); a user reads no node or GPU series (they show other
+// tenants' work), so the page says so instead.
+async function viewNode(v, name) {
+  const head = el('h1', {}, 'Node ' + name);
+  if (me.role !== 'admin') {
+    v.replaceChildren(head, el('p', { class: 'error', id: 'node-error' }, "a node's GPU history is an admin's (it shows every tenant's work)"));
+    return;
+  }
+  urlSpan(current().arg2);
+  const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
+  const d = await getJSON('/v1/history?' + new URLSearchParams({ series: 'gpu.' + name + '.*', from: String(from), to: String(to) }).toString());
+  const r = { from: d.from, to, step: d.step };
+  const pre = 'gpu.' + name + '.';
+  const of = (suffix) => d.series.filter((s) => s.name.startsWith(pre) && s.name.endsWith(suffix))
+    .map((s) => ({ label: 'GPU ' + s.name.slice(pre.length, -suffix.length), points: s.points, i: Number(s.name.slice(pre.length, -suffix.length)) }))
+    .filter((l) => Number.isInteger(l.i)).sort((a, b) => a.i - b.i);
+  const spans = el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, s]) => el('button', {
+    type: 'button', class: s === histRange.span ? 'active' : '', 'data-span': s,
+    onclick: () => { histRange.span = s; location.hash = '#/node/' + encodeURIComponent(name) + '/' + s; },
+  }, label)), el('span', {}, 'step ' + d.step + ' s'));
+  v.replaceChildren(head, spans, el('div', { class: 'plots' },
+    plot('plot-node-util', 'GPU utilisation', '%', of('.util'), r),
+    plot('plot-node-mem', 'GPU memory used', 'B', of('.mem_bytes'), r),
+    plot('plot-node-power', 'GPU power', 'W', of('.power_w'), r),
+    plot('plot-node-temp', 'GPU temperature', 'C', of('.temp_c'), r)));
 }
 
 // ---------------------------------------------------------------- actions
@@ -259,7 +366,8 @@ function jobActions(j) {
   const acts = [];
   if (st === 'pending') acts.push(b('hold', 'Hold'));
   if (st === 'held') acts.push(b('release', 'Release'));
-  if (st === 'running') acts.push(b('requeue', 'Requeue'));
+  // the API requeues a running job (stopped, then pending) and a finished one (pending again)
+  if (st === 'running' || st === 'completed' || st === 'failed' || st === 'cancelled') acts.push(b('requeue', 'Requeue'));
   if (st === 'pending' || st === 'held' || st === 'running') acts.push(b('cancel', 'Cancel'));
   return acts.length ? el('div', { class: 'actions' }, ...acts) : null;
 }
@@ -328,7 +436,8 @@ async function viewCluster(v) {
             doms.get(k).push(gpuBox(n, g));
           }
           return el('div', { class: 'node' + (n.state === 'up' ? '' : ' lost'), 'data-node': n.name },
-            el('div', { class: 'node-name' }, n.name + ' (' + n.state + (n.reason ? ': ' + n.reason : '') + ')', nodeAction(n)),
+            el('div', { class: 'node-name' }, me.role === 'admin' ? el('a', { href: '#/node/' + encodeURIComponent(n.name), class: 'node-link' }, n.name) : n.name,
+              ' (' + n.state + (n.reason ? ': ' + n.reason : '') + ')', nodeAction(n)),
             ...[...doms.entries()].map(([k, gs]) => el('div', { class: 'domain', title: k }, ...gs)));
         })));
     }
@@ -437,6 +546,35 @@ function specSummary(j) {
   return el('table', { class: 'spec', id: 'job-spec' }, el('tbody', {}, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v)))));
 }
 
+// What the advisor made of the job: its plan (the parallelism the job's
+// environment got: CORRAL_TP, ...) and its reasons, from the latest start
+// (the type it got and why, "auto: ... best by cost (advisor: ...)") or,
+// while it waits, the reason it gives (an auto job no type can run names
+// each type's refusal). Absent for a job the advisor had no part in.
+function advisorPart(j) {
+  const starts = (j.events || []).filter((e) => e.what === 'started');
+  const last = starts.length ? starts[starts.length - 1] : null;
+  const parts = last && last.why ? String(last.why).split('; ') : [];
+  const p = j.plan;
+  const advised = p || j.gpu_type === 'auto' || parts.some((x) => /^auto: /.test(x));
+  if (!advised) return null;
+  const rows = [];
+  if (p) {
+    const ways = [['tp', p.tp], ['pp', p.pp], ['dp', p.dp], ['cp', p.cp], ['ep', p.ep]]
+      .map(([k, n]) => k + ' ' + n).join(', ');
+    rows.push(['plan', p.text + ' (' + (p.kind || 'training') + ')']);
+    rows.push(['parallelism', ways]);
+    if (p.micro_batch) rows.push(['batch', 'micro ' + p.micro_batch + ', global ' + p.global_batch]);
+    if (p.checkpointing) rows.push(['activation checkpointing', p.checkpointing]);
+  } else {
+    rows.push(['plan', 'none (the model plans training and serving of a known size on a catalog type)']);
+  }
+  const reasons = parts.length ? parts : (j.state === 'pending' && j.reason ? [j.reason] : []);
+  if (reasons.length) rows.push(['reasons', el('ul', { class: 'reasons' }, ...reasons.map((x) => el('li', {}, x)))]);
+  return el('div', { id: 'job-advisor' }, el('h2', {}, 'Advisor'),
+    el('table', { class: 'spec' }, el('tbody', {}, ...rows.map(([k, v]) => el('tr', {}, el('th', {}, k), el('td', {}, v))))));
+}
+
 // The job's GPUs over its life (the last run), from the history's per-GPU
 // series: an admin's only (a GPU's past holds other tenants' jobs too).
 async function jobGpuPlots(j) {
@@ -478,7 +616,7 @@ async function viewJob(v, id) {
     actionBar(), jobActions(j),
     table(['state', 'tenant', 'gpus', 'type', 'reason', 'exit', 'retries'],
       [[el('span', { id: 'job-state' }, j.state), j.tenant, j.gpus, j.run_gpu_type || j.gpu_type, el('span', { id: 'job-reason' }, j.reason || ''), j.exit_code, j.retries]]),
-    el('h2', {}, 'Spec'), specSummary(j), full,
+    el('h2', {}, 'Spec'), specSummary(j), full, advisorPart(j),
     el('h2', {}, 'Placement'),
     table(['node', 'GPUs', 'UUIDs'], (j.placement || []).map((p) => [p.node, (p.gpus || []).join(','), (p.gpu_uuids || []).join(' ')])),
     el('h2', {}, 'Events'),
@@ -510,13 +648,34 @@ async function viewTenants(v) {
 
 async function viewServices(v) {
   const d = await getJSON('/v1/services');
-  const detail = await Promise.all(d.items.map((s) => getJSON('/v1/services/' + encodeURIComponent(s.name)).catch(() => s)));
+  urlSpan(current().arg);
+  const to = Math.floor(Date.now() / 1000), from = to - histRange.span;
+  // the autoscaler's replicas against the load, from the history
+  // (service.NAME@TENANT.*: a user's own tenant's only)
+  const [detail, hist] = await Promise.all([
+    Promise.all(d.items.map((s) => getJSON('/v1/services/' + encodeURIComponent(s.ref || s.name)).catch(() => s))),
+    d.items.length ? getJSON('/v1/history?' + new URLSearchParams({ series: 'service.*', from: String(from), to: String(to) }).toString()).catch(() => null) : null]);
+  const by = new Map(((hist && hist.series) || []).map((x) => [x.name, x.points]));
+  const r = hist ? { from: hist.from, to, step: hist.step } : null;
   const parts = [el('h1', {}, 'Services')];
+  if (r) {
+    parts.push(el('div', { class: 'filters' }, 'range ', ...SPANS.map(([label, sp]) => el('button', {
+      type: 'button', class: sp === histRange.span ? 'active' : '', 'data-span': sp,
+      onclick: () => { histRange.span = sp; location.hash = '#/services/' + sp; },
+    }, label)), el('span', {}, 'step ' + hist.step + ' s')));
+  }
   parts.push(table(['service', 'tenant', 'replicas (ready/desired)', 'min..max', 'in flight', 'req/s', 'p95 ms'],
     detail.map((s) => [s.name, s.tenant, (s.ready_replicas || 0) + ' / ' + (s.desired_replicas || 0), s.min_replicas + '..' + s.max_replicas,
       fmt(s.load && s.load.in_flight), fmt(s.load && s.load.rps, 2), s.load && s.load.p95_ms >= 0 ? fmt(s.load.p95_ms, 0) : ''])));
   for (const s of detail) {
     parts.push(el('h2', {}, s.name));
+    if (r) {
+      const k = 'service.' + s.name + '@' + s.tenant + '.';
+      const line = (what, label) => ({ label, points: by.get(k + what) || [] });
+      parts.push(el('div', { class: 'plots', 'data-service': s.name },
+        plot('plot-svc-replicas-' + s.name + '@' + s.tenant, 'Replicas: wanted by the autoscaler, serving', '', [line('replicas', 'wanted'), line('ready', 'serving')], r),
+        plot('plot-svc-load-' + s.name + '@' + s.tenant, 'Load the gateways report', '', [line('rps', 'requests/s'), line('in_flight', 'in flight')], r)));
+    }
     parts.push(table(['replica job', 'state', 'node', 'port', 'ready', 'draining'],
       (s.replicas || []).map((r) => [jobLink(r.job), r.state, r.node, r.port, r.ready ? 'yes' : 'no', r.draining ? 'yes' : ''])));
     parts.push(el('h3', {}, 'Autoscaler decisions and events'));
@@ -564,8 +723,15 @@ function viewAdvise(v) {
 
 function current() {
   const h = location.hash.replace(/^#\/?/, '');
-  const [name, arg] = h.split('/');
-  return { name: name || 'cluster', arg: arg ? decodeURIComponent(arg) : '' };
+  const [name, arg, arg2] = h.split('/');
+  return { name: name || 'cluster', arg: arg ? decodeURIComponent(arg) : '', arg2: arg2 ? decodeURIComponent(arg2) : '' };
+}
+
+// A range in seconds from the URL (#/history/S, #/node/NAME/S, #/services/S):
+// 60 s to 90 days, else the one chosen last.
+function urlSpan(x) {
+  const n = Number(x);
+  if (n >= 60 && n <= 90 * 86400) histRange.span = Math.floor(n);
 }
 
 async function render(v, gen) {
@@ -577,9 +743,11 @@ async function render(v, gen) {
     else if (c.name === 'tenants') await viewTenants(v);
     else if (c.name === 'services') await viewServices(v);
     else if (c.name === 'history') await viewHistory(v);
+    else if (c.name === 'node') await viewNode(v, c.arg);
     else if (c.name === 'advise') viewAdvise(v);
     else await viewCluster(v);
     v.setAttribute('data-loaded', c.name);
+    live.lastRender = performance.now();
     // ms since navigation start when this view first showed data (benchmarks read it)
     if (!v.dataset.firstMs) v.dataset.firstMs = String(Math.round(performance.now()));
     status('updated ' + new Date().toLocaleTimeString() + ' in ' + Math.round(performance.now() - t0) + ' ms');
@@ -590,8 +758,10 @@ async function render(v, gen) {
   }
 }
 
-function refresh() {
+function refresh(byEvent) {
   const v = document.getElementById('view');
+  // events keep the view current: the poll only for what they do not carry
+  if (!byEvent && liveOn() && current().name !== 'job' && performance.now() - live.lastRender < LIVE_POLL_MS - 100) return;
   // a poll would rebuild the filters under the user's cursor: wait for them
   const a = document.activeElement;
   if (a && v.contains(a) && (a.tagName === 'INPUT' || a.tagName === 'SELECT')) return;

@@ -16,7 +16,8 @@ await page.type('#token', process.env.UI_TOKEN);
 await page.click('#login-form button');
 await page.waitForSelector('#nav:not([hidden])');
 const views = [['cluster', '#/cluster'], ['queue', '#/queue'], ['job', '#/job/5000'], ['tenants', '#/tenants'], ['services', '#/services'],
-  ['history', '#/history/3600'], ['history 90d', '#/history/7776000', 'history']];
+  ['history', '#/history/3600'], ['history 90d', '#/history/7776000', 'history'], ['node 7d', '#/node/node-0000/604800', 'node'],
+  ['services 90d', '#/services/7776000', 'services']];
 for (const [name, hash, loaded] of views) {
   const times = [];
   const inPage = []; // the page's own clock: navigation start to the view's data rendered

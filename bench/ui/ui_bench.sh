@@ -5,7 +5,9 @@
 # pend with reasons). Reports, per view, the API answer time (curl, median
 # of 5) and the page load in headless Chromium (navigation to the view's
 # data rendered, median of 5) - the target is under 300 ms. The History
-# view is measured over 1 h and over 90 days of imported history.
+# view is measured over 1 h and over 90 days of imported history, a node's
+# GPUs over 7 days, the Services view (a service's replicas and load) over
+# 90 days.
 #
 #   usage: bench/ui/ui_bench.sh [build/corral]
 # Needs chromium and tests/ui/node_modules (make deps). Not a test.
@@ -75,9 +77,19 @@ names = ["cluster.gpu_util", "cluster.gpus_allocated", "cluster.gpus_total", "qu
 names += ["tenant.%s.%s" % (t, m) for t in ("ml", "vision", "research")
           for m in ("gpus_allocated", "gpu_util", "pending", "wait_s", "start_wait_s")]
 names += ["node.node-%04d.gpu_util" % i for i in range(12)]
+# a service of ml's (its replicas pend: no agent runs them) and its 90 days
+names += ["service.chat@ml.%s" % m for m in ("replicas", "ready", "rps", "in_flight")]
+call("POST", "/v1/services", admin, {"name": "chat", "tenant": "ml", "command": ["sleep", "3600"], "gpus": 1,
+     "gpu_type": "L40S", "min_replicas": 2, "max_replicas": 8})
 for i, n in enumerate(names):
     pts = [[t, round(50 + 40 * math.sin(t / 86400 * 2 * math.pi + i), 2)] for t in ts]
     call("POST", "/v1/history", admin, {"series": [{"name": n, "points": pts}]})
+# node-0000's 8 GPUs over the 7 days a GPU series keeps
+ts7 = [t for t in ts if t > now - 7 * 86400]
+for g in range(8):
+    for k, m in enumerate(("util", "mem_bytes", "power_w", "temp_c")):
+        pts = [[t, round(50 + 40 * math.sin(t / 86400 * 2 * math.pi + g + k), 2)] for t in ts7]
+        call("POST", "/v1/history", admin, {"series": [{"name": "gpu.node-0000.%d.%s" % (g, m), "points": pts}]})
 PY
 sleep 3 # let the scheduler place what fits
 curl -s -H "Authorization: Bearer $ADMIN" "$SERVER/metrics" | grep -E '^corral_jobs\{' | sort | head -12
@@ -105,6 +117,9 @@ api "history, 12 busiest nodes" "/v1/history?series=node.*&top=12"
 from90=$(($(date +%s) - 90 * 86400))
 api "history 90 days" "/v1/history?series=cluster.*,queue.*,tenant.*&from=$from90"
 api "history 90 days, 12 busiest" "/v1/history?series=node.*&top=12&from=$from90"
+from7=$(($(date +%s) - 7 * 86400))
+api "node-0000's GPUs, 7 days" "/v1/history?series=gpu.node-0000.*&from=$from7"
+api "services' history, 90 days" "/v1/history?series=service.*&from=$from90"
 
 echo
 echo "== page loads in headless Chromium (navigation to rendered data, median of 5)"

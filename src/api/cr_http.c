@@ -35,6 +35,25 @@
 
 enum req_state { REQ_NEW = 0, REQ_DEFERRED, REQ_SUSPENDED, REQ_ANSWERED };
 
+/* A streamed answer (cr_http_respond_stream). mu guards buf, off, closed
+ * and suspended; the reader (a libmicrohttpd thread, stream_read) suspends
+ * the connection when nothing is queued, a write resumes it. Lock order:
+ * mu, then libmicrohttpd's locks (as r->mu). refs: the caller's and the
+ * response's (dropped by stream_done when libmicrohttpd frees it). */
+struct cr_http_stream {
+    pthread_mutex_t mu;
+    _Atomic int refs;
+    cr_buf buf;  /* queued bytes; buf.data + off is the first unsent */
+    size_t off;  /* sent of buf */
+    size_t max;  /* unsent bytes at most */
+    bool closed; /* no more writes; the body ends once buf is sent */
+    bool suspended;
+    _Atomic bool gone;           /* the response was freed: the client went away */
+    struct MHD_Connection *conn; /* valid while the response lives */
+    cr_http_server *srv;
+    struct cr_http_stream *next, *prev; /* srv->streams, while the response lives */
+};
+
 typedef struct hdr {
     char *name;
     char *value;
@@ -63,19 +82,21 @@ struct cr_http_req {
     void *user;                   /* handler's slot, not owned */
     struct cr_http_req *next_def; /* link in srv->deferred while deferred */
     struct cr_http_req *prev_def; /* link in srv->deferred while deferred */
+    cr_http_stream *stream;       /* a streamed answer not yet queued (its response's ref) */
 };
 
 struct cr_http_server {
-    struct MHD_Daemon *d;   /* owned */
-    cr_http_config cfg;     /* copy; strings borrowed only during new */
-    uint16_t port;          /* bound port */
-    pthread_mutex_t def_mu; /* guards the deferred list */
-    cr_http_req *deferred;  /* requests deferred and not yet answered */
-    bool quiesced;          /* no longer accepting */
-    int quiesced_fd;        /* the listen socket MHD handed back (-1: none), closed only
-                               after MHD_stop_daemon: its threads may still poll it */
-    _Atomic int resumed;    /* answered after suspension, not yet queued */
-    http_guard *guard;      /* deadlines and per-client caps; owned */
+    struct MHD_Daemon *d;    /* owned */
+    cr_http_config cfg;      /* copy; strings borrowed only during new */
+    uint16_t port;           /* bound port */
+    pthread_mutex_t def_mu;  /* guards the deferred list and the streams' */
+    cr_http_req *deferred;   /* requests deferred and not yet answered */
+    cr_http_stream *streams; /* streamed answers whose response lives */
+    bool quiesced;           /* no longer accepting */
+    int quiesced_fd;         /* the listen socket MHD handed back (-1: none), closed only
+                                after MHD_stop_daemon: its threads may still poll it */
+    _Atomic int resumed;     /* answered after suspension, not yet queued */
+    http_guard *guard;       /* deadlines and per-client caps; owned */
 };
 
 static void def_link(cr_http_server *s, cr_http_req *r)
@@ -105,13 +126,95 @@ static void def_unlink(cr_http_server *s, cr_http_req *r)
     pthread_mutex_unlock(&s->def_mu);
 }
 
+static void stream_unref(cr_http_stream *st)
+{
+    if (atomic_fetch_sub(&st->refs, 1) == 1) {
+        cr_buf_fini(&st->buf);
+        pthread_mutex_destroy(&st->mu);
+        free(st);
+    }
+}
+
+/* libmicrohttpd is done with the response: out of the server's list, and
+ * its reference dropped (takes no lock of the stream's: the connection is
+ * not suspended once it is being freed). */
+static void stream_done(void *cls)
+{
+    cr_http_stream *st = cls;
+    cr_http_server *s = st->srv;
+    pthread_mutex_lock(&s->def_mu);
+    if (st->prev) {
+        st->prev->next = st->next;
+    } else if (s->streams == st) {
+        s->streams = st->next;
+    }
+    if (st->next) {
+        st->next->prev = st->prev;
+    }
+    st->next = st->prev = NULL;
+    pthread_mutex_unlock(&s->def_mu);
+    atomic_store(&st->gone, true);
+    stream_unref(st);
+}
+
+/* The connection's next bytes: what is queued; the end once closed; else
+ * none, the connection suspended until a write (libmicrohttpd: returning 0
+ * is meant to go with a suspend, from this callback). */
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+    (void)pos;
+    cr_http_stream *st = cls;
+    pthread_mutex_lock(&st->mu);
+    size_t have = st->buf.len - st->off;
+    if (have) {
+        size_t n = have < max ? have : max;
+        memcpy(buf, st->buf.data + st->off, n);
+        st->off += n;
+        if (st->off == st->buf.len) {
+            cr_buf_reset(&st->buf);
+            st->off = 0;
+        }
+        pthread_mutex_unlock(&st->mu);
+        return (ssize_t)n;
+    }
+    if (st->closed) {
+        pthread_mutex_unlock(&st->mu);
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    }
+    st->suspended = true;
+    MHD_suspend_connection(st->conn);
+    pthread_mutex_unlock(&st->mu);
+    return 0;
+}
+
+/* st->mu held. */
+static void stream_wake(cr_http_stream *st)
+{
+    if (st->suspended) {
+        st->suspended = false;
+        MHD_resume_connection(st->conn);
+    }
+}
+
 /* Queue the stored answer on the connection; called on a libmicrohttpd
  * thread inside the access handler. */
 static enum MHD_Result queue_answer(cr_http_req *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        r->resp_len, r->resp_body ? r->resp_body : (void *)"",
-        r->resp_body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp;
+    if (r->stream) {
+        cr_http_stream *st = r->stream;
+        r->stream = NULL;
+        resp =
+            MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_done);
+        if (!resp) {
+            stream_done(st);
+            return MHD_NO;
+        }
+    } else {
+        resp = MHD_create_response_from_buffer(
+            r->resp_len, r->resp_body ? r->resp_body : (void *)"",
+            r->resp_body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+    }
     if (!resp) {
         return MHD_NO;
     }
@@ -136,6 +239,9 @@ static void req_free(cr_http_req *r)
 {
     if (!r) {
         return;
+    }
+    if (r->stream) { /* answered with a stream that was never queued */
+        stream_done(r->stream);
     }
     cr_buf_fini(&r->body);
     free(r->resp_body);
@@ -481,6 +587,24 @@ void cr_http_server_free(cr_http_server *s)
         char *b = json_error_body("CR_EUNAVAIL", "server shutting down", &len);
         cr_http_respond(r, 503, "application/json", b, len);
     }
+    /* Every stream ends (a suspended one resumed to say so). */
+    pthread_mutex_lock(&s->def_mu);
+    size_t nst = 0;
+    for (cr_http_stream *st = s->streams; st; st = st->next) {
+        nst++;
+    }
+    cr_http_stream **sts = cr_calloc(nst + 1, sizeof *sts);
+    nst = 0;
+    for (cr_http_stream *st = s->streams; st; st = st->next) {
+        atomic_fetch_add(&st->refs, 1);
+        sts[nst++] = st;
+    }
+    pthread_mutex_unlock(&s->def_mu);
+    for (size_t i = 0; i < nst; i++) {
+        cr_http_stream_close(sts[i]);
+        stream_unref(sts[i]);
+    }
+    free(sts);
     /* Let resumed answers go out before the connections close (bounded). */
     int64_t deadline = cr_mono_ns() + 2 * CR_NS_PER_SEC;
     while (atomic_load(&s->resumed) > 0 && cr_mono_ns() < deadline) {
@@ -650,6 +774,71 @@ void cr_http_defer(cr_http_req *r)
         def_link(r->srv, r);
     }
     pthread_mutex_unlock(&r->mu);
+}
+
+cr_http_stream *cr_http_respond_stream(cr_http_req *r, unsigned status, const char *content_type,
+                                       size_t max_unsent)
+{
+    pthread_mutex_lock(&r->mu);
+    if (r->state != REQ_NEW) {
+        pthread_mutex_unlock(&r->mu);
+        return NULL;
+    }
+    cr_http_stream *st = cr_calloc(1, sizeof *st);
+    pthread_mutex_init(&st->mu, NULL);
+    atomic_init(&st->refs, 2);
+    atomic_init(&st->gone, false);
+    cr_buf_init(&st->buf);
+    st->max = max_unsent;
+    st->conn = r->conn;
+    st->srv = r->srv;
+    set_answer(r, status, content_type, NULL, 0);
+    r->stream = st;
+    r->state = REQ_ANSWERED;
+    pthread_mutex_lock(&r->srv->def_mu);
+    st->next = r->srv->streams;
+    if (st->next) {
+        st->next->prev = st;
+    }
+    r->srv->streams = st;
+    pthread_mutex_unlock(&r->srv->def_mu);
+    pthread_mutex_unlock(&r->mu);
+    return st;
+}
+
+bool cr_http_stream_write(cr_http_stream *st, const char *data, size_t len)
+{
+    pthread_mutex_lock(&st->mu);
+    bool ok = !st->closed && !atomic_load(&st->gone);
+    if (ok && st->buf.len - st->off + len > st->max) {
+        st->closed = true; /* the client does not read: it is dropped */
+        ok = false;
+    }
+    if (ok) {
+        cr_buf_append(&st->buf, data, len);
+    }
+    if (!atomic_load(&st->gone)) {
+        stream_wake(st);
+    }
+    pthread_mutex_unlock(&st->mu);
+    return ok;
+}
+
+void cr_http_stream_close(cr_http_stream *st)
+{
+    pthread_mutex_lock(&st->mu);
+    st->closed = true;
+    if (!atomic_load(&st->gone)) {
+        stream_wake(st);
+    }
+    pthread_mutex_unlock(&st->mu);
+}
+
+void cr_http_stream_release(cr_http_stream *st)
+{
+    if (st) {
+        stream_unref(st);
+    }
 }
 
 void cr_http_respond(cr_http_req *r, unsigned status, const char *content_type, char *body,

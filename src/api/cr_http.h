@@ -121,4 +121,22 @@ void cr_http_respond(cr_http_req *r, unsigned status, const char *content_type, 
 /* Mark the request as answered later (from any thread). */
 void cr_http_defer(cr_http_req *r);
 
+/* A streamed answer (server-sent events): cr_http_respond_stream answers
+ * r from its handler (not deferred; NULL otherwise) with a body of unknown
+ * length, sent chunked as cr_http_stream_write queues it, until
+ * cr_http_stream_close or the client goes away. The connection costs no
+ * thread while nothing is queued (suspended). At most max_unsent bytes
+ * wait unsent: a write past it closes the stream (a client that does not
+ * read is dropped). The stream comes with one reference for the caller
+ * (cr_http_stream_release); the connection holds its own. All of these are
+ * thread-safe; the server closes every stream before it stops. */
+typedef struct cr_http_stream cr_http_stream;
+cr_http_stream *cr_http_respond_stream(cr_http_req *r, unsigned status, const char *content_type,
+                                       size_t max_unsent);
+/* False (nothing queued) once the stream is closed or its client gone. */
+bool cr_http_stream_write(cr_http_stream *st, const char *data, size_t len);
+/* What was queued is still sent, then the body ends. */
+void cr_http_stream_close(cr_http_stream *st);
+void cr_http_stream_release(cr_http_stream *st);
+
 #endif

@@ -44,6 +44,9 @@ typedef struct mhd_api {
     int (*get_connection_values_n)(struct MHD_Connection *, enum MHD_ValueKind,
                                    MHD_KeyValueIteratorN, void *);
     const char *(*get_version)(void);
+    struct MHD_Response *(*create_response_from_callback)(uint64_t, size_t,
+                                                          MHD_ContentReaderCallback, void *,
+                                                          MHD_ContentReaderFreeCallback);
     struct MHD_Response *(*create_response_from_buffer)(size_t, void *,
                                                         enum MHD_ResponseMemoryMode);
     enum MHD_Result (*add_response_header)(struct MHD_Response *, const char *, const char *);
@@ -82,6 +85,7 @@ static void api_load(void)
     SYM(get_connection_values_n, "MHD_get_connection_values_n");
     SYM(get_version, "MHD_get_version");
     SYM(create_response_from_buffer, "MHD_create_response_from_buffer");
+    SYM(create_response_from_callback, "MHD_create_response_from_callback");
     SYM(add_response_header, "MHD_add_response_header");
     SYM(queue_response, "MHD_queue_response");
     SYM(destroy_response, "MHD_destroy_response");
@@ -157,6 +161,14 @@ int MHD_get_connection_values_n(struct MHD_Connection *connection, enum MHD_Valu
 const char *MHD_get_version(void)
 {
     return loaded() ? api.get_version() : NULL;
+}
+
+struct MHD_Response *MHD_create_response_from_callback(uint64_t size, size_t block_size,
+                                                       MHD_ContentReaderCallback crc, void *crc_cls,
+                                                       MHD_ContentReaderFreeCallback crfc)
+{
+    return loaded() ? api.create_response_from_callback(size, block_size, crc, crc_cls, crfc)
+                    : NULL;
 }
 
 struct MHD_Response *MHD_create_response_from_buffer(size_t size, void *buffer,

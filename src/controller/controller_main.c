@@ -286,6 +286,8 @@ static void route(void *ctx, cr_http_req *req)
     } else if (strcmp(r, "history") == 0 && nseg == 2 &&
                (strcmp(m, "GET") == 0 || strcmp(m, "POST") == 0)) {
         ctl_route_history(c, req, &p);
+    } else if (strcmp(r, "events") == 0 && nseg == 2) {
+        ctl_route_events(c, req, &p);
     } else if (strcmp(r, "usage") == 0 && nseg == 2 && strcmp(m, "GET") == 0) {
         ctl_route_usage(c, req, &p);
     } else if (strcmp(r, "whoami") == 0 && nseg == 2) {
@@ -890,6 +892,7 @@ static void ctl_free_state(ctl *c)
     ctl_services_free(c);
     ctl_keys_free(c);
     ctl_hist_free(c->hist);
+    ctl_events_free(c->events);
     c->hist = NULL;
     for (size_t i = 0; i < c->ntenants; i++) {
         json_decref(c->tenants[i]->quotas);
@@ -1236,6 +1239,7 @@ out:
     ctl_nodes_release_polls(c);
     ctl_services_release_polls(c);
     ctl_keys_release_polls(c);
+    ctl_events_stop(c->events);
     if (c->ha) {
         ctl_ha_set_store(c->ha, NULL);
     }
@@ -1327,6 +1331,9 @@ int cr_controller_main(int argc, char **argv)
      * desired state, and the services that follow their replica jobs. */
     ctl_on_node_change(c, ctl_desired_changed);
     ctl_on_job_change(c, ctl_services_job_changed);
+    ctl_on_node_change(c, ctl_events_node);
+    ctl_on_job_change(c, ctl_events_job);
+    c->events = ctl_events_new();
     ctl_joblist_init(c);
     c->clock_wall0_ns = cr_now_ns();
     c->clock_mono0_ns = cr_mono_ns();

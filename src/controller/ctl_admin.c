@@ -865,6 +865,7 @@ void ctl_route_tokens(ctl *c, cr_http_req *req, const cr_principal *p, char **se
         }
         if (rc == 0) {
             cr_auth_table_revoke_id(c->auth, id);
+            ctl_events_revoke(c, id);
         }
         pthread_mutex_unlock(&c->admin_mu);
         if (rc != 0) {

@@ -12,16 +12,18 @@
  *   coarse  the mean of CTL_HIST_COARSE_MUL steps (5 min at 10 s),
  *           CTL_HIST_COARSE_PTS of them (90 days at 5 min)
  *
- * so a series is CTL_HIST_SERIES_BYTES (138,496 bytes: its values and its
- * header) whatever the cluster does, allocated when its name is first
+ * so a series is CTL_HIST_SERIES_BYTES (139,720 bytes: its values, the
+ * coarse ring's sum and count per CTL_HIST_BLOCK slots, which a ranking
+ * (top=) reads instead of the values, and its header) whatever the
+ * cluster does, allocated when its name is first
  * written. GPU series (gpu.*) keep 7 days in their coarse ring
- * (CTL_HIST_GPU_COARSE_PTS; CTL_HIST_GPU_SERIES_BYTES, 42,880 bytes) and
+ * (CTL_HIST_GPU_COARSE_PTS; CTL_HIST_GPU_SERIES_BYTES, 42,976 bytes) and
  * have a pool of their own, so however many GPUs come first the cluster,
  * queue, tenant and node series always find room: at most
  * CTL_HIST_SERIES_MAX (2,048) other series and CTL_HIST_GPU_SERIES_MAX
  * (2,048: 512 GPUs' four) GPU series are kept, the later ones counted in
- * hist_dropped and logged once. Worst case 2,048 x 138,496 + 2,048 x
- * 42,880 bytes = 371 MB. A slot holds NaN where nothing was written (the
+ * hist_dropped and logged once. Worst case 2,048 x 139,720 + 2,048 x
+ * 42,976 bytes = 374 MB. A slot holds NaN where nothing was written (the
  * controller was down, or the series did not exist yet); history is not
  * persisted across restarts.
  *
@@ -32,6 +34,7 @@
  *   queue.start_wait_s                                                any token
  *   tenant.NAME.gpus_allocated, tenant.NAME.gpu_util, tenant.NAME.pending,
  *   tenant.NAME.wait_s, tenant.NAME.start_wait_s       admin, or NAME's users
+ *   service.NAME@TENANT.{replicas,ready,rps,in_flight}  admin, or TENANT's users
  *   node.NODE.gpu_util, gpu.NODE.IDX.{util,mem_bytes,power_w,temp_c}  admin
  *
  * POST /v1/history (admin) imports points ({"series": [{"name", "points"}]},
@@ -63,6 +66,11 @@ typedef struct ring {
     float *v;     /* cap values; NaN: none */
     size_t cap;   /* slots */
     int64_t last; /* slot of the newest value; -1: none yet */
+    /* The coarse ring's: per CTL_HIST_BLOCK slots of v (by position), the
+     * sum and count of the values that are not NaN, kept as v changes; NULL
+     * for the fine ring (a range of it is at most a day). */
+    double *bsum;
+    uint32_t *bcnt;
 } ring;
 
 typedef struct series {
@@ -111,7 +119,7 @@ static uint32_t hash(const char *s)
     return h;
 }
 
-static void ring_init(ring *r, size_t cap)
+static void ring_init(ring *r, size_t cap, bool blocks)
 {
     r->v = cr_malloc(cap * sizeof *r->v);
     for (size_t i = 0; i < cap; i++) {
@@ -119,6 +127,37 @@ static void ring_init(ring *r, size_t cap)
     }
     r->cap = cap;
     r->last = -1;
+    r->bsum = blocks ? cr_calloc(CTL_HIST_BLOCKS(cap), sizeof *r->bsum) : NULL;
+    r->bcnt = blocks ? cr_calloc(CTL_HIST_BLOCKS(cap), sizeof *r->bcnt) : NULL;
+}
+
+static void ring_fini(ring *r)
+{
+    free(r->v);
+    free(r->bsum);
+    free(r->bcnt);
+}
+
+/* Position p of r holds v now (its block's sum and count follow; a block
+ * left empty starts again from 0, so rounding does not pile up). */
+static void ring_set(ring *r, size_t p, float v)
+{
+    if (r->bsum) {
+        size_t b = p / CTL_HIST_BLOCK;
+        float old = r->v[p];
+        if (old == old) { /* not NaN */
+            if (--r->bcnt[b] == 0) {
+                r->bsum[b] = 0;
+            } else {
+                r->bsum[b] -= old;
+            }
+        }
+        if (v == v) {
+            r->bsum[b] += v;
+            r->bcnt[b]++;
+        }
+    }
+    r->v[p] = v;
 }
 
 static void ring_put(ring *r, int64_t slot, float v)
@@ -130,10 +169,10 @@ static void ring_put(ring *r, int64_t slot, float v)
         /* the slots skipped hold nothing: at most one lap to clear */
         int64_t from = slot - r->last > (int64_t)r->cap ? slot - (int64_t)r->cap : r->last;
         for (int64_t s = from + 1; s < slot; s++) {
-            r->v[s % (int64_t)r->cap] = NAN;
+            ring_set(r, (size_t)(s % (int64_t)r->cap), NAN);
         }
     }
-    r->v[slot % (int64_t)r->cap] = v;
+    ring_set(r, (size_t)(slot % (int64_t)r->cap), v);
     if (slot > r->last) {
         r->last = slot;
     }
@@ -168,8 +207,8 @@ void ctl_hist_free(ctl_hist *h)
         return;
     }
     for (size_t i = 0; i < h->n; i++) {
-        free(h->s[i]->fine.v);
-        free(h->s[i]->coarse.v);
+        ring_fini(&h->s[i]->fine);
+        ring_fini(&h->s[i]->coarse);
         free(h->s[i]);
     }
     free(h->s);
@@ -202,7 +241,16 @@ static series *find(ctl_hist *h, const char *name, bool create)
             series *s = cr_calloc(1, sizeof *s);
             snprintf(s->name, sizeof s->name, "%s", name);
             s->admin_only = strncmp(name, "node.", 5) == 0 || strncmp(name, "gpu.", 4) == 0;
-            if (strncmp(name, "tenant.", 7) == 0) {
+            bool svc = strncmp(name, "service.", 8) == 0;
+            const char *at = svc ? strchr(name, '@') : NULL;
+            const char *sdot = at ? strrchr(at, '.') : NULL;
+            if (at && sdot && sdot > at + 1 && (size_t)(sdot - at - 1) < sizeof s->tenant) {
+                /* service.NAME@TENANT.what: NAME's tenant (names hold no '@') */
+                memcpy(s->tenant, at + 1, (size_t)(sdot - at - 1));
+                s->tenant[sdot - at - 1] = '\0';
+            } else if (svc) {
+                s->admin_only = true; /* no tenant to read it as: admins only */
+            } else if (strncmp(name, "tenant.", 7) == 0) {
                 const char *dot = strrchr(name + 7, '.');
                 size_t len = dot ? (size_t)(dot - (name + 7)) : strlen(name + 7);
                 if (len < sizeof s->tenant) {
@@ -210,8 +258,8 @@ static series *find(ctl_hist *h, const char *name, bool create)
                     s->tenant[len] = '\0';
                 }
             }
-            ring_init(&s->fine, CTL_HIST_FINE_PTS);
-            ring_init(&s->coarse, gpu ? CTL_HIST_GPU_COARSE_PTS : CTL_HIST_COARSE_PTS);
+            ring_init(&s->fine, CTL_HIST_FINE_PTS, false);
+            ring_init(&s->coarse, gpu ? CTL_HIST_GPU_COARSE_PTS : CTL_HIST_COARSE_PTS, true);
             s->cslot = -1;
             s->islot = -1;
             h->s[h->n++] = s;
@@ -504,8 +552,20 @@ void ctl_hist_tick(ctl *c, int64_t now_mono)
             add(ss, ta[t].start_wait / ta[t].started, "tenant.%s.start_wait_s", tn);
         }
     }
+    ctl_svc_hist *sv = NULL;
+    size_t nsv = ctl_services_hist(c, &sv);
     pthread_mutex_unlock(&c->mu);
     free(ta);
+    for (size_t i = 0; i < nsv; i++) {
+        const char *sn = sv[i].name, *st = sv[i].tenant;
+        add(ss, sv[i].desired, "service.%s@%s.replicas", sn, st);
+        add(ss, sv[i].ready, "service.%s@%s.ready", sn, st);
+        if (sv[i].has_load) { /* no report in the last minute: a gap, not a load of 0 */
+            add(ss, sv[i].rps, "service.%s@%s.rps", sn, st);
+            add(ss, sv[i].in_flight, "service.%s@%s.in_flight", sn, st);
+        }
+    }
+    free(sv);
     if (nw > 1) {
         qsort(waits, nw, sizeof *waits, cmp_double); /* out of mu; waits is NULL when none */
     }
@@ -588,7 +648,8 @@ static int by_mean(const void *a, const void *b)
 }
 
 /* The mean of r's values from from to to (unix seconds, res a slot); -1: none.
- * One pass over the ring's memory (top= ranks a thousand series of 25,920). */
+ * Whole blocks of the coarse ring by their sums, the ends value by value
+ * (top= ranks a thousand series of 25,920 slots: 102 blocks each). */
 static double range_mean(const ring *r, int64_t from, int64_t to, int64_t res)
 {
     if (r->last < 0) {
@@ -599,14 +660,23 @@ static double range_mean(const ring *r, int64_t from, int64_t to, int64_t res)
     hi = hi > r->last ? r->last : hi;
     double sum = 0;
     int64_t cnt = 0;
-    size_t i = (size_t)(lo % (int64_t)r->cap);
-    for (int64_t q = lo; q <= hi; q++) {
+    for (int64_t q = lo; q <= hi;) {
+        size_t i = (size_t)(q % (int64_t)r->cap);
+        if (r->bsum && i % CTL_HIST_BLOCK == 0) {
+            size_t len = r->cap - i < CTL_HIST_BLOCK ? r->cap - i : CTL_HIST_BLOCK;
+            if (q + (int64_t)len - 1 <= hi) { /* the whole block is in the range */
+                sum += r->bsum[i / CTL_HIST_BLOCK];
+                cnt += r->bcnt[i / CTL_HIST_BLOCK];
+                q += (int64_t)len;
+                continue;
+            }
+        }
         float v = r->v[i];
         if (v == v) { /* not NaN */
             sum += v;
             cnt++;
         }
-        i = i + 1 == r->cap ? 0 : i + 1;
+        q++;
     }
     return cnt ? sum / (double)cnt : -1;
 }
@@ -713,7 +783,8 @@ int ctl_hist_read(ctl_hist *h, const ctl_hist_query *q, cr_buf *b, const char **
  * [A-Za-z0-9._-] (node and tenant names are). */
 static bool name_ok(const char *n)
 {
-    static const char *const prefixes[] = {"cluster.", "queue.", "tenant.", "node.", "gpu."};
+    static const char *const prefixes[] = {"cluster.", "queue.", "tenant.",
+                                           "node.",    "gpu.",   "service."};
     bool pre = false;
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         pre = pre || strncmp(n, prefixes[i], strlen(prefixes[i])) == 0;
@@ -722,9 +793,20 @@ static bool name_ok(const char *n)
     if (!pre || len >= NAME_MAX_LEN || n[len - 1] == '.') {
         return false;
     }
+    /* service.NAME@TENANT.what: one '@', a name before it, a tenant and
+     * what after it */
+    const char *at = strchr(n, '@');
+    if (strncmp(n, "service.", 8) == 0) {
+        const char *dot = at ? strrchr(at, '.') : NULL;
+        if (!at || at == n + 8 || strchr(at + 1, '@') || !dot || dot == at + 1) {
+            return false;
+        }
+    } else if (at) {
+        return false;
+    }
     for (const char *p = n; *p; p++) {
         if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-              *p == '.' || *p == '_' || *p == '-')) {
+              *p == '.' || *p == '_' || *p == '-' || *p == '@')) {
             return false;
         }
     }
@@ -761,7 +843,8 @@ static void history_import(ctl *c, cr_http_req *req, const cr_principal *p)
         json_t *pts = json_object_get(e, "points");
         snprintf(field, sizeof field, "series[%zu].name", i);
         if (!name || !name_ok(name)) {
-            why = "expected cluster.*, queue.*, tenant.*, node.* or gpu.* of [A-Za-z0-9._-]";
+            why = "expected cluster.*, queue.*, tenant.*, node.*, gpu.* of [A-Za-z0-9._-] or "
+                  "service.NAME@TENANT.*";
             break;
         }
         snprintf(field, sizeof field, "series[%zu].points", i);

@@ -504,6 +504,7 @@ struct ctl {
     struct ctl_rl *rl;                 /* request rate limits (ctl_ratelimit.c), own locks */
     struct ctl_keys *keys;             /* the gateways' API keys (ctl_keys.c), under mu */
     struct ctl_hist *hist;             /* time series (ctl_hist.c), own lock; NULL: none */
+    struct ctl_events *events;         /* GET /v1/events streams (ctl_events.c), own lock */
     struct ctl_pools *pools;           /* node pools (ctl_pools.c), under mu */
     struct ctl_data *data;             /* datasets and models (ctl_data.c), its own lock */
 
@@ -1027,6 +1028,18 @@ void ctl_services_tick(ctl *c, int64_t now_mono);
 void ctl_services_job_changed(ctl *c, ctl_job *j);
 void ctl_services_release_polls(ctl *c); /* takes mu */
 void ctl_services_free(ctl *c);
+/* A service's numbers for the history (ctl_hist.c): replicas wanted and
+ * serving, and the gateways' last load report (has_load false when none
+ * came in the last minute). */
+typedef struct ctl_svc_hist {
+    char name[CTL_NAME_MAX];
+    char tenant[CTL_NAME_MAX];
+    double desired, ready, in_flight, rps;
+    bool has_load;
+} ctl_svc_hist;
+/* The services not being created or deleted, copied into *out (owned, free()
+ * it); returns how many. c->mu held. */
+size_t ctl_services_hist(ctl *c, ctl_svc_hist **out);
 /* Validate a service body as the API would (for fuzzing). */
 int ctl_service_validate(const char *body, size_t len, cr_json_err *err);
 
@@ -1117,10 +1130,37 @@ void ctl_ui_gateway_seen(const char *addr, int port);
 #define CTL_HIST_GPU_COARSE_PTS    2016    /* gpu.*: 7 days at 5 min */
 #define CTL_HIST_POINTS_MAX        20000   /* points per series in one answer */
 #define CTL_HIST_ANSWER_POINTS_MAX 1000000 /* points in one answer, all series */
-/* Memory per series: its two rings of floats and its header. */
-#define CTL_HIST_SERIES_BYTES     ((CTL_HIST_FINE_PTS + CTL_HIST_COARSE_PTS) * 4 + 256)
-#define CTL_HIST_GPU_SERIES_BYTES ((CTL_HIST_FINE_PTS + CTL_HIST_GPU_COARSE_PTS) * 4 + 256)
+/* The coarse ring's sum and count per block of this many slots (a mean
+ * over 90 days reads 102 blocks, not 25,920 values): 12 bytes a block. */
+#define CTL_HIST_BLOCK     256
+#define CTL_HIST_BLOCKS(n) (((n) + CTL_HIST_BLOCK - 1) / CTL_HIST_BLOCK)
+/* Memory per series: its two rings of floats, the coarse ring's block sums
+ * and its header. */
+#define CTL_HIST_SERIES_BYTES                                                                      \
+    ((CTL_HIST_FINE_PTS + CTL_HIST_COARSE_PTS) * 4 + CTL_HIST_BLOCKS(CTL_HIST_COARSE_PTS) * 12 +   \
+     256)
+#define CTL_HIST_GPU_SERIES_BYTES                                                                  \
+    ((CTL_HIST_FINE_PTS + CTL_HIST_GPU_COARSE_PTS) * 4 +                                           \
+     CTL_HIST_BLOCKS(CTL_HIST_GPU_COARSE_PTS) * 12 + 256)
 typedef struct ctl_hist ctl_hist;
+
+/* ctl_events.c: GET /v1/events, the changes as server-sent events. */
+#define CTL_EVENTS_MAX    256         /* streams open at once */
+#define CTL_EVENTS_UNSENT (64 * 1024) /* bytes unsent per stream before it is dropped */
+#define CTL_EVENTS_PING_S 15          /* a comment line this often */
+#define CTL_EVENTS_LIFE_S 600         /* a stream ends after this; the page reconnects */
+typedef struct ctl_events ctl_events;
+ctl_events *ctl_events_new(void);
+void ctl_events_stop(ctl_events *e); /* every stream closed */
+void ctl_events_free(ctl_events *e);
+void ctl_route_events(ctl *c, cr_http_req *req, const cr_principal *p);
+/* The changes (c->mu held): a job's, a submit's ids, a node's. */
+void ctl_events_job(ctl *c, ctl_job *j);
+void ctl_events_jobs(ctl *c, const char *tenant, int64_t first, size_t count);
+void ctl_events_node(ctl *c, ctl_node *n);
+void ctl_events_tick(ctl *c, int64_t now_mono);   /* pings, lifetimes; takes mu */
+void ctl_events_revoke(ctl *c, int64_t token_id); /* its streams end */
+size_t ctl_events_count(ctl *c);
 ctl_hist *ctl_hist_new(int64_t step_s); /* free with ctl_hist_free */
 void ctl_hist_free(ctl_hist *h);
 /* One value of series name at wall_ns; CR_ENOSPC past its pool's bound. Own lock. */

@@ -62,6 +62,9 @@ static void submit_committed(void *arg, int status)
         ctl_job_insert(c, j);
         ctl_batch_admit(c, j);
     }
+    if (s->n) {
+        ctl_events_jobs(c, s->jobs[0]->tenant, s->jobs[0]->id, s->n);
+    }
     if (*s->idem) {
         ctl_idem_done(c, s->token_id, s->idem, s->answer);
     }

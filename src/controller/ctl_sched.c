@@ -1589,6 +1589,7 @@ static void *sched_main(void *arg)
         ctl_state_tick(c, now);
         ctl_batch_tick(c);
         ctl_hist_tick(c, now);
+        ctl_events_tick(c, now);
         if (run && pl) {
             int64_t t0 = cr_mono_ns();
             placer_cycle(pl, c, &restored, &last_cost);

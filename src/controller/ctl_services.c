@@ -100,6 +100,32 @@ static void svc_event(ctl_service *s, const char *what, const char *why)
     cr_info("service=%s %s: %s", s->name, what, why);
 }
 
+size_t ctl_services_hist(ctl *c, ctl_svc_hist **out)
+{
+    int64_t now = cr_now_ns(); /* report_ns's clock */
+    ctl_svc_hist *a = cr_calloc(c->nservices + 1, sizeof *a);
+    size_t n = 0;
+    for (size_t i = 0; i < c->nservices; i++) {
+        const ctl_service *s = c->services[i];
+        if (s->creating || s->deleted) {
+            continue;
+        }
+        ctl_svc_hist *h = &a[n++];
+        memcpy(h->name, s->name, sizeof h->name);
+        memcpy(h->tenant, s->tenant, sizeof h->tenant);
+        h->desired = s->desired;
+        for (size_t k = 0; k < s->nreps; k++) {
+            const ctl_job *j = ctl_job_get(c, s->reps[k].job);
+            h->ready += j && j->state == JS_RUNNING && !s->reps[k].drain_ns && j->port;
+        }
+        h->has_load = s->report_ns > 0 && now - s->report_ns < CR_NS_PER_MIN;
+        h->in_flight = s->in_flight;
+        h->rps = s->rps;
+    }
+    *out = a;
+    return n;
+}
+
 static ctl_service *svc_find(ctl *c, const char *tenant, const char *name)
 {
     for (size_t i = 0; i < c->nservices; i++) {

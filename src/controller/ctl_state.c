@@ -228,6 +228,7 @@ static void change_committed(void *arg, int status)
     const char *what = NULL;
     ch->fn(c, j, ch->arg, true, &what);
     j->ver++;
+    ctl_events_job(c, j);
     json_t *body = ctl_job_json(j);
     pthread_mutex_unlock(&c->mu);
     ctl_reply_json(ch->req, 200, body);
@@ -370,6 +371,7 @@ static void jobs_committed(void *arg, int status)
         ch->fn(c, j, ch->arg, true, &what);
         j->ver++;
         ch->applied++;
+        ctl_events_job(c, j);
     }
     if (status != 0) {
         pthread_mutex_unlock(&c->mu);

@@ -157,6 +157,7 @@ typedef struct srv_ctx {
     pthread_mutex_t mu;
     cr_http_req *pending; /* a deferred request to answer from another thread */
     int observed;
+    cr_http_stream *stream; /* the last /stream answer (the test's reference) */
 } srv_ctx;
 
 static void handler(void *ctx, cr_http_req *req)
@@ -174,6 +175,13 @@ static void handler(void *ctx, cr_http_req *req)
         cr_http_defer(req);
         pthread_mutex_lock(&c->mu);
         c->pending = req;
+        pthread_mutex_unlock(&c->mu);
+    } else if (strcmp(path, "/stream") == 0) {
+        cr_http_stream *st = cr_http_respond_stream(req, 200, "text/event-stream", 64);
+        assert_non_null(st);
+        assert_null(cr_http_respond_stream(req, 200, "text/plain", 64)); /* answered already */
+        pthread_mutex_lock(&c->mu);
+        c->stream = st;
         pthread_mutex_unlock(&c->mu);
     } else if (strcmp(path, "/query") == 0) {
         const char *q = cr_http_query(req, "k");
@@ -302,6 +310,140 @@ static void test_http_server(void **state)
     pthread_mutex_destroy(&c.mu);
 }
 
+/* A streamed answer: read as it comes by a client thread. */
+typedef struct stream_client {
+    uint16_t port;
+    pthread_mutex_t mu;
+    cr_buf got;
+    bool quit_early; /* hang up after the first bytes */
+    bool done;
+    CURLcode rc;
+} stream_client;
+
+static size_t stream_sink(char *p, size_t s, size_t n, void *u)
+{
+    stream_client *sc = u;
+    pthread_mutex_lock(&sc->mu);
+    cr_buf_append(&sc->got, p, s * n);
+    pthread_mutex_unlock(&sc->mu);
+    return sc->quit_early ? 0 : s * n;
+}
+
+static void *stream_read_thread(void *arg)
+{
+    stream_client *sc = arg;
+    CURL *h = curl_easy_init();
+    char url[128];
+    snprintf(url, sizeof url, "http://127.0.0.1:%u/stream", (unsigned)sc->port);
+    curl_easy_setopt(h, CURLOPT_URL, url);
+    curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, stream_sink);
+    curl_easy_setopt(h, CURLOPT_WRITEDATA, sc);
+    curl_easy_setopt(h, CURLOPT_TIMEOUT, 60L);
+    CURLcode rc = curl_easy_perform(h);
+    curl_easy_cleanup(h);
+    pthread_mutex_lock(&sc->mu);
+    sc->rc = rc;
+    sc->done = true;
+    pthread_mutex_unlock(&sc->mu);
+    return NULL;
+}
+
+static cr_http_stream *wait_stream(srv_ctx *c)
+{
+    for (int i = 0; i < 4000; i++) {
+        pthread_mutex_lock(&c->mu);
+        cr_http_stream *st = c->stream;
+        c->stream = NULL;
+        pthread_mutex_unlock(&c->mu);
+        if (st) {
+            return st;
+        }
+        usleep(5000);
+    }
+    fail_msg("no stream answered");
+    return NULL;
+}
+
+/* Waits (bounded) until the client got want, or finished when want is NULL. */
+static void wait_client(stream_client *sc, const char *want)
+{
+    for (int i = 0; i < 4000; i++) {
+        pthread_mutex_lock(&sc->mu);
+        bool ok = want ? strstr(cr_buf_str(&sc->got), want) != NULL : sc->done;
+        pthread_mutex_unlock(&sc->mu);
+        if (ok) {
+            return;
+        }
+        usleep(5000);
+    }
+    fail_msg("the client did not get '%s'", want ? want : "(the end)");
+}
+
+static void test_http_stream(void **state)
+{
+    (void)state;
+    srv_ctx c;
+    memset(&c, 0, sizeof c);
+    pthread_mutex_init(&c.mu, NULL);
+    cr_http_config cfg = {.port = 0, .handler = handler, .ctx = &c};
+    cr_http_server *s = NULL;
+    assert_int_equal(cr_http_server_new(&cfg, &s), 0);
+    stream_client sc[3];
+    pthread_t th[3];
+    for (int i = 0; i < 3; i++) {
+        memset(&sc[i], 0, sizeof sc[i]);
+        sc[i].port = cr_http_server_port(s);
+        pthread_mutex_init(&sc[i].mu, NULL);
+        cr_buf_init(&sc[i].got);
+    }
+    /* 1: written as it comes (the second write wakes a suspended reader),
+     * then closed: the body ends with what was queued */
+    pthread_create(&th[0], NULL, stream_read_thread, &sc[0]);
+    cr_http_stream *st = wait_stream(&c);
+    assert_true(cr_http_stream_write(st, "one\n", 4));
+    wait_client(&sc[0], "one\n");
+    assert_true(cr_http_stream_write(st, "two\n", 4));
+    wait_client(&sc[0], "two\n");
+    char big[100];
+    memset(big, 'x', sizeof big);
+    assert_false(cr_http_stream_write(st, big, sizeof big)); /* over 64 unsent: closed */
+    assert_false(cr_http_stream_write(st, "three\n", 6));
+    wait_client(&sc[0], NULL);
+    pthread_join(th[0], NULL);
+    assert_int_equal(sc[0].rc, CURLE_OK);
+    assert_string_equal(cr_buf_str(&sc[0].got), "one\ntwo\n");
+    cr_http_stream_release(st);
+    /* 2: the client hangs up: writes fail once the server sees it (bounded) */
+    sc[1].quit_early = true;
+    pthread_create(&th[1], NULL, stream_read_thread, &sc[1]);
+    st = wait_stream(&c);
+    assert_true(cr_http_stream_write(st, "a\n", 2));
+    wait_client(&sc[1], NULL);
+    pthread_join(th[1], NULL);
+    bool failed = false;
+    for (int i = 0; i < 2000 && !failed; i++) {
+        failed = !cr_http_stream_write(st, "b\n", 2);
+        usleep(5000);
+    }
+    assert_true(failed);
+    cr_http_stream_release(st);
+    /* 3: open at shutdown: the server ends it and stops */
+    pthread_create(&th[2], NULL, stream_read_thread, &sc[2]);
+    st = wait_stream(&c);
+    assert_true(cr_http_stream_write(st, "last\n", 5));
+    wait_client(&sc[2], "last\n");
+    cr_http_server_free(s);
+    wait_client(&sc[2], NULL);
+    pthread_join(th[2], NULL);
+    assert_false(cr_http_stream_write(st, "after\n", 6));
+    cr_http_stream_release(st);
+    for (int i = 0; i < 3; i++) {
+        cr_buf_fini(&sc[i].got);
+        pthread_mutex_destroy(&sc[i].mu);
+    }
+    pthread_mutex_destroy(&c.mu);
+}
+
 static void test_http_bad_address(void **state)
 {
     srv_ctx c;
@@ -369,7 +511,7 @@ int main(void)
         cmocka_unit_test(test_json_parse_errors), cmocka_unit_test(test_json_fields),
         cmocka_unit_test(test_auth_table),        cmocka_unit_test(test_prom),
         cmocka_unit_test(test_secret_file),       cmocka_unit_test(test_http_server),
-        cmocka_unit_test(test_http_bad_address),
+        cmocka_unit_test(test_http_bad_address),  cmocka_unit_test(test_http_stream),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     curl_global_cleanup();

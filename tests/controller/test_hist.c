@@ -162,6 +162,120 @@ static void test_behind(void **state)
     ctl_hist_free(h);
 }
 
+/* top= ranks by the mean over the range from the coarse ring's block sums:
+ * the same order as the values' own means, with gaps (runs longer than a
+ * block too), the ring wrapped past 90 days, values rewritten behind the
+ * newest (a gap filled, a value replaced), ranges ending inside blocks. */
+#define TB_SERIES 12
+#define TB_SLOTS  (100 * 288) /* 100 days of 5-min slots: the ring wraps */
+static float tb_exp[TB_SERIES][TB_SLOTS];
+static uint64_t tb_rng = 88172645463325252ULL;
+static uint64_t tb_next(void)
+{
+    tb_rng ^= tb_rng << 13;
+    tb_rng ^= tb_rng >> 7;
+    tb_rng ^= tb_rng << 17;
+    return tb_rng;
+}
+
+static float tb_value(void)
+{
+    return (float)((double)(tb_next() % 1000003) / 10000.0);
+}
+
+static void test_top_blocks(void **state)
+{
+    (void)state;
+    ctl_hist *h = ctl_hist_new(STEP_S);
+    const int64_t cs = STEP_S * CTL_HIST_COARSE_MUL, base = T0 / cs;
+    char name[64];
+    for (int64_t q = 0; q < TB_SLOTS; q++) {
+        for (int k = 0; k < TB_SERIES; k++) {
+            bool gap = q > 0 && q < TB_SLOTS - 1 &&
+                       ((q / 300) % 7 == k % 7 || tb_next() % 10 == 0); /* runs and holes */
+            tb_exp[k][q] = NAN;
+            if (!gap) {
+                tb_exp[k][q] = tb_value();
+                snprintf(name, sizeof name, "node.n%02d.gpu_util", k);
+                put(h, name, (base + q) * cs, tb_exp[k][q]);
+            }
+        }
+    }
+    const int64_t last = TB_SLOTS - 1, oldest = last - CTL_HIST_COARSE_PTS + 1;
+    /* rewrites behind the newest: each a slot of its own, so it replaces */
+    int64_t prev[TB_SERIES];
+    for (int k = 0; k < TB_SERIES; k++) {
+        prev[k] = -1;
+    }
+    for (int i = 0; i < 400; i++) {
+        int k = (int)(tb_next() % TB_SERIES);
+        int64_t q = oldest + (int64_t)(tb_next() % (uint64_t)(last - oldest - 1));
+        if (q == prev[k]) {
+            continue;
+        }
+        prev[k] = q;
+        tb_exp[k][q] = tb_value();
+        snprintf(name, sizeof name, "node.n%02d.gpu_util", k);
+        put(h, name, (base + q) * cs, tb_exp[k][q]);
+    }
+    const int64_t now = (base + last) * cs;
+    for (int r = 0; r < 40; r++) {
+        int64_t from = (base + (int64_t)(tb_next() % TB_SLOTS) - 300) * cs;
+        int64_t to = from + 3600 + (int64_t)(tb_next() % (uint64_t)(90 * 86400));
+        if (r == 0) { /* the whole ring */
+            from = now - 90 * 86400;
+            to = now;
+        }
+        to = to > now ? now : to;
+        from = from / 3600 * 3600;
+        if (from > to) {
+            continue;
+        }
+        int64_t lo = from / cs - base, hi = to / cs - base;
+        lo = lo < oldest ? oldest : lo;
+        hi = hi > last ? last : hi;
+        double mean[TB_SERIES];
+        int order[TB_SERIES];
+        for (int k = 0; k < TB_SERIES; k++) {
+            double sum = 0;
+            int64_t n = 0;
+            for (int64_t q = lo; q <= hi; q++) {
+                if (tb_exp[k][q] == tb_exp[k][q]) {
+                    sum += tb_exp[k][q];
+                    n++;
+                }
+            }
+            mean[k] = n ? sum / (double)n : -1;
+            order[k] = k;
+        }
+        for (int a = 1; a < TB_SERIES; a++) { /* by mean, highest first; ties by creation */
+            for (int b = a;
+                 b > 0 && (mean[order[b]] > mean[order[b - 1]] ||
+                           (mean[order[b]] == mean[order[b - 1]] && order[b] < order[b - 1]));
+                 b--) {
+                int t = order[b];
+                order[b] = order[b - 1];
+                order[b - 1] = t;
+            }
+        }
+        json_t *a = read_q(h, &admin, "node.*", from, to, 3600, TB_SERIES, now, NULL);
+        assert_non_null(a);
+        json_t *ss = json_object_get(a, "series");
+        assert_int_equal(json_array_size(ss), TB_SERIES);
+        for (int k = 0; k < TB_SERIES; k++) {
+            snprintf(name, sizeof name, "node.n%02d.gpu_util", order[k]);
+            const char *got =
+                json_string_value(json_object_get(json_array_get(ss, (size_t)k), "name"));
+            if (strcmp(got, name) != 0) {
+                fail_msg("range %lld..%lld: rank %d is %s, expected %s (mean %.6f)",
+                         (long long)from, (long long)to, k, got, name, mean[order[k]]);
+            }
+        }
+        json_decref(a);
+    }
+    ctl_hist_free(h);
+}
+
 static void test_bound(void **state)
 {
     (void)state;
@@ -177,6 +291,42 @@ static void test_bound(void **state)
     uint64_t dropped = 0;
     assert_int_equal(ctl_hist_count(h, &dropped), CTL_HIST_SERIES_MAX);
     assert_int_equal(dropped, 1);
+    ctl_hist_free(h);
+}
+
+/* A service's series name its tenant after '@': a user reads its own
+ * tenant's services only, whatever dots the names hold; a name whose tenant
+ * cannot be read is an admin's. */
+static void test_service_scope(void **state)
+{
+    (void)state;
+    ctl_hist *h = ctl_hist_new(STEP_S);
+    const char *names[] = {"service.chat@ml.replicas",     "service.chat@ml.rps",
+                           "service.chat@vision.replicas", "service.ml.chat@vision.ready",
+                           "service.chat@ml.x.ready",      "service.broken"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        put(h, names[i], T0, (double)i);
+    }
+    const char *lists[] = {
+        NULL, "*", "service.*", "service.chat@*", "service.chat@vision.replicas", "service.ml*"};
+    size_t want[] = {2, 2, 2, 2, 0, 0};
+    for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+        json_t *a = read_q(h, &alice, lists[l], T0 - 60, T0, 0, 0, T0, NULL);
+        json_t *ss = json_object_get(a, "series");
+        assert_int_equal(json_array_size(ss), want[l]);
+        json_t *x;
+        size_t i;
+        json_array_foreach(ss, i, x)
+        {
+            const char *n = json_string_value(json_object_get(x, "name"));
+            assert_true(strcmp(n, "service.chat@ml.replicas") == 0 ||
+                        strcmp(n, "service.chat@ml.rps") == 0);
+        }
+        json_decref(a);
+    }
+    json_t *a = read_q(h, &admin, "service.*", T0 - 60, T0, 0, 0, T0, NULL);
+    assert_int_equal(json_array_size(json_object_get(a, "series")), 6);
+    json_decref(a);
     ctl_hist_free(h);
 }
 
@@ -361,7 +511,8 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values_and_gaps), cmocka_unit_test(test_wrap_and_coarse),
         cmocka_unit_test(test_behind),          cmocka_unit_test(test_bound),
-        cmocka_unit_test(test_scope_and_top),
+        cmocka_unit_test(test_scope_and_top),   cmocka_unit_test(test_service_scope),
+        cmocka_unit_test(test_top_blocks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,6 +126,6 @@ curl -s -H "Authorization: Bearer $ADMIN" "$SERVER/metrics" >"$DIR/metrics"
 grep -q '^corral_history_series{kind="gpu"} 16$' "$DIR/metrics" || fail "GPU series: $(grep history "$DIR/metrics")"
 other=$(sed -n 's/^corral_history_series{kind="other"} //p' "$DIR/metrics")
 bytes=$(sed -n 's/^corral_history_bytes //p' "$DIR/metrics")
-[ "$bytes" = $((16 * 42880 + other * 138496)) ] || fail "history bytes $bytes for 16 + $other series"
+[ "$bytes" = $((16 * 42976 + other * 139720)) ] || fail "history bytes $bytes for 16 + $other series"
 grep -q '^corral_history_values_refused_total 0$' "$DIR/metrics" || fail "refused values"
 echo "ok - history"

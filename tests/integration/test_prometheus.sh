@@ -29,6 +29,8 @@ fi
 # --- the shipped rules and dashboards --------------------------------------
 "$PROMTOOL" check rules "$SRC/deploy/prometheus/rules.yml" || fail "promtool check rules"
 (cd "$SRC/deploy/prometheus" && "$PROMTOOL" test rules rules_test.yml) || fail "promtool test rules"
+# the example scrape configuration (its files are the installer's: syntax only)
+"$PROMTOOL" check config --syntax-only "$SRC/deploy/prometheus/prometheus.yml" || fail "promtool check config"
 for f in "$SRC"/deploy/grafana/*.json; do
     python3 - "$f" <<'PY' || fail "$f"
 import json, sys

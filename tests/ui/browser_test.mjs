@@ -56,6 +56,15 @@ page.on('console', (m) => {
 const urls = [];
 page.on('request', (r) => urls.push(r.url()));
 
+// Each chart named has data points (its figure's data-points, and a line
+// or dot drawn), a y axis with 5 ticks and a time axis with 6.
+async function chartsOk(ids, min) {
+  for (const id of ids) {
+    const f = await page.$eval('[id="' + id + '"]', (x) => ({ n: Number(x.dataset.points), drawn: x.querySelectorAll('path.line, circle').length,
+      xt: x.querySelectorAll('text.xtick').length, yt: x.querySelectorAll('text.ytick').length, axes: x.querySelectorAll('line.axis').length }));
+    assert(f.n >= (min || 1) && f.drawn >= 1 && f.xt === 6 && f.yt === 5 && f.axes >= 7, id + ': ' + JSON.stringify(f));
+  }
+}
 async function shot(name) {
   await page.screenshot({ path: path.join(SHOTS, name + '.png'), fullPage: true });
 }
@@ -109,7 +118,7 @@ await check('log in with a user token; the cluster map shows the nodes and GPUs'
 });
 
 await check('a click on an allocated GPU opens its job', async () => {
-  await page.click('.gpu[data-node="h100-0"][data-job="' + RUN + '"]');
+  await press('.gpu[data-node="h100-0"][data-job="' + RUN + '"]');
   await page.waitForFunction(() => document.getElementById('view').getAttribute('data-loaded') === 'job', { timeout: WAIT });
   assert(page.url().endsWith('#/job/' + RUN), 'url: ' + page.url());
   await view('#/cluster');
@@ -132,6 +141,21 @@ await check('the queue shows the pending job with its reason', async () => {
   await shot('queue');
 });
 
+await check('the queue redraws on server-sent events, not only by polling', async () => {
+  await page.waitForFunction(() => document.body.dataset.live === 'events', { timeout: WAIT });
+  const before = await page.evaluate(() => Number(document.getElementById('view').dataset.liveRedraws || 0));
+  // a change made elsewhere (the API, as the CLI makes it): held, then released
+  const hold = await page.evaluate(async (id, t) => (await fetch('/v1/jobs/' + id + '/hold', { method: 'POST', headers: { Authorization: 'Bearer ' + t } })).status, PEND, TOKEN);
+  assert(hold === 200, 'hold: ' + hold);
+  await page.waitForFunction((id, n) => Number(document.getElementById('view').dataset.liveRedraws || 0) > n &&
+    [...document.querySelectorAll('tbody tr')].some((r) => r.cells[0].textContent === id && r.cells[3].textContent === 'held'),
+  { timeout: WAIT, polling: 100 }, PEND, before);
+  const rel = await page.evaluate(async (id, t) => (await fetch('/v1/jobs/' + id + '/release', { method: 'POST', headers: { Authorization: 'Bearer ' + t } })).status, PEND, TOKEN);
+  assert(rel === 200, 'release: ' + rel);
+  await page.waitForFunction((id) => [...document.querySelectorAll('tbody tr')].some((r) => r.cells[0].textContent === id && r.cells[3].textContent === 'pending'),
+    { timeout: WAIT, polling: 100 }, PEND);
+});
+
 await check('a job name with markup is shown as text, not run', async () => {
   const names = await page.$$eval('tbody tr td:nth-child(2)', (c) => c.map((x) => x.textContent));
   assert(names.includes('<img src=x id=xss>train'), 'names: ' + names.join('|'));
@@ -149,6 +173,12 @@ await check("the job page shows spec, placement, events and a live log line", as
     .querySelector('tbody tr td:nth-child(3)').textContent);
   assert(/^GPU-\S+ GPU-\S+$/.test(uuids), 'placement UUIDs: ' + uuids);
   assert(body.includes('started'), 'no started event');
+  // the advisor's plan and its reasons (the start's own text)
+  const plan = await page.evaluate(async (id, t) => (await (await fetch('/v1/jobs/' + id, { headers: { Authorization: 'Bearer ' + t } })).json()).plan, RUN, TOKEN);
+  assert(plan && plan.text && plan.tp >= 1, 'the API has no plan for the LoRA job: ' + JSON.stringify(plan));
+  const adv = await text('#job-advisor');
+  assert(adv.includes(plan.text) && adv.includes('micro ' + plan.micro_batch), 'advisor part: ' + adv);
+  assert(/2 x H100 SXM on h100-0\[/.test(adv) && adv.includes('plan ' + plan.text), 'the reasons: ' + adv);
   await shot('job');
 });
 
@@ -183,6 +213,8 @@ await check('the history view plots the jobs: points, axes, tenant ml only', asy
   await press('button[data-span="86400"]');
   await page.waitForFunction(() => ['plot-util', 'plot-alloc', 'plot-tenant-alloc', 'plot-tenant-util', 'plot-queue', 'plot-wait']
     .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 200), { timeout: WAIT, polling: 250 });
+  await chartsOk(['plot-util', 'plot-alloc', 'plot-tenant-alloc', 'plot-tenant-util', 'plot-queue', 'plot-wait'], 200);
+  await chartsOk(['plot-start-wait'], 20);
   const day = await page.$$eval('#plot-tenant-alloc path.line', (x) => x.map((e) => e.dataset.series));
   assert(day.length === 1 && day[0] === 'ml', 'tenant lines over the day: ' + day.join(','));
   assert(!(await text('#view')).includes('vision'), "another tenant's imported series is shown");
@@ -245,6 +277,15 @@ await check("another tenant's job is refused", async () => {
   await shot('job-refused');
 });
 
+await check("a user's node page shows no GPU history", async () => {
+  await view('#/cluster');
+  assert(!(await page.$('a.node-link')), 'a user gets node links');
+  await view('#/node/h100-0');
+  const t = await text('#node-error');
+  assert(/admin/.test(t), 'node page: ' + t);
+  assert(!(await page.$('#view svg')), 'a user sees a node chart');
+});
+
 await check('the tenants view shows quota use and fair share', async () => {
   await view('#/tenants');
   const body = await text('#view');
@@ -271,6 +312,101 @@ await check('the advisor form shows ranked GPU types', async () => {
 });
 
 
+// submit as ml from the page (the API the CLI uses), its id
+async function submit(spec) {
+  return page.evaluate(async (t, b) => {
+    const r = await fetch('/v1/jobs', { method: 'POST', headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' }, body: JSON.stringify(b) });
+    const v = await r.json();
+    if (r.status !== 201 || !v.ids) throw new Error('submit: ' + r.status + ' ' + JSON.stringify(v));
+    return String(v.ids[0]);
+  }, TOKEN, spec);
+}
+const apiJob = (id) => page.evaluate(async (i, t) => (await fetch('/v1/jobs/' + i, { headers: { Authorization: 'Bearer ' + t } })).json(), id, TOKEN);
+async function until(what, fn, ms) {
+  const end = Date.now() + (ms || 60000);
+  for (;;) {
+    const v = await fn();
+    if (v) return v;
+    if (Date.now() > end) throw new Error('timed out waiting for ' + what);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+async function act(what, label) {
+  await press('#act-' + what);
+  await page.waitForSelector('#confirm-yes', { timeout: WAIT });
+  await press('#confirm-yes');
+  await page.waitForSelector('#action-msg', { timeout: WAIT });
+  const msg = await text('#action-msg');
+  assert(msg === label + ': done', what + ': ' + msg);
+}
+
+await check('an auto job no type can run: the advisor part gives each refusal', async () => {
+  const id = await submit({ name: 'chat-405b', command: ['true'], gpus: 2, gpu_type: 'auto', kind: 'inference', model: { params: 405e9 } });
+  await view('#/job/' + id);
+  await page.waitForFunction(() => /no GPU type/.test((document.getElementById('job-advisor') || {}).textContent || ''), { timeout: WAIT, polling: 250 });
+  const adv = await text('#job-advisor');
+  console.log('  refusal: ' + adv.slice(0, 240));
+  assert(/on the 2 GPUs asked/.test(adv), 'the refusal does not say the job asked for 2 GPUs: ' + adv);
+  await shot('job-advisor-refused');
+  await act('cancel', 'Cancel job ' + id);
+});
+
+await check('a finished job is requeued from its page, a running one stopped and started again', async () => {
+  // the cancelled job: Requeue puts it back in the queue (then cancelled again)
+  await view('#/job/' + CANCEL);
+  await act('requeue', 'Requeue job ' + CANCEL);
+  await page.waitForFunction(() => (document.getElementById('job-state') || {}).textContent === 'pending', { timeout: WAIT, polling: 250 });
+  assert((await apiJob(CANCEL)).state === 'pending', 'the API does not say pending');
+  await act('cancel', 'Cancel job ' + CANCEL);
+  await until('job ' + CANCEL + ' cancelled', async () => (await apiJob(CANCEL)).state === 'cancelled');
+  // a running job: stopped, pending, started again (a second start event)
+  const id = await submit({ name: 'to-requeue', command: ['sleep', '300'], gpus: 1, gpu_type: 'H100 SXM' });
+  await until('job ' + id + ' running', async () => (await apiJob(id)).state === 'running');
+  await view('#/job/' + id);
+  await page.waitForFunction(() => (document.getElementById('job-state') || {}).textContent === 'running', { timeout: WAIT, polling: 250 });
+  await act('requeue', 'Requeue job ' + id);
+  const j = await until('job ' + id + ' to start again', async () => {
+    const v = await apiJob(id);
+    return v.state === 'running' && (v.events || []).filter((e) => e.what === 'started').length === 2 ? v : null;
+  });
+  const seen = j.events.map((e) => e.what);
+  assert(seen.includes('requeue-requested'), 'events: ' + seen.join(','));
+  await page.waitForFunction(() => [...document.querySelectorAll('#view table td')].filter((c) => c.textContent === 'requeue-requested').length === 1,
+    { timeout: WAIT, polling: 250 });
+  await shot('job-requeued');
+  await act('cancel', 'Cancel job ' + id);
+  await until('job ' + id + ' cancelled', async () => (await apiJob(id)).state === 'cancelled');
+});
+
+await check("a service's replicas against its load, ml's own only", async () => {
+  const mk = await page.evaluate(async (t) => {
+    const r = await fetch('/v1/services', { method: 'POST', headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' },
+      body: JSON.stringify({ name: 'chat', command: ['sleep', '300'], gpus: 1, gpu_type: 'H100 SXM', min_replicas: 1, max_replicas: 1 }) });
+    return r.status + ' ' + (await r.text());
+  }, TOKEN);
+  assert(/^20[01] /.test(mk), 'create: ' + mk);
+  // a gateway's load report (an admin token, as a gateway has)
+  const rep = await page.evaluate(async (t) => (await fetch('/v1/services/chat@ml/metrics', { method: 'POST',
+    headers: { Authorization: 'Bearer ' + t, 'Content-Type': 'application/json' }, body: '{"in_flight":3,"rps":12.5,"p95_ms":120}' })).status, ADMIN);
+  assert(rep === 200 || rep === 204, 'load report: ' + rep);
+  await view('#/services');
+  await press('button[data-span="900"]');
+  await page.waitForFunction(() => {
+    const rp = document.getElementById('plot-svc-replicas-chat@ml'), ld = document.getElementById('plot-svc-load-chat@ml');
+    const n = (f, s) => ((f && f.querySelector('path.line[data-series="' + s + '"]')) ? f.querySelector('path.line[data-series="' + s + '"]').getAttribute('d').match(/[ML]/g).length : 0);
+    return n(rp, 'wanted') >= 3 && n(ld, 'requests/s') >= 3;
+  }, { timeout: WAIT, polling: 250 });
+  const legend = await text('#view');
+  assert(/wanted: 1(?![0-9.])/.test(legend) && /requests\/s: 12\.5/.test(legend), 'legends: ' + legend);
+  await chartsOk(['plot-svc-replicas-chat@ml', 'plot-svc-load-chat@ml'], 3);
+  // the API gives ml its own service's series and none of another tenant's
+  const names = await page.evaluate(async (t) => (await (await fetch('/v1/history?series=service.*', { headers: { Authorization: 'Bearer ' + t } })).json()).series.map((x) => x.name), TOKEN);
+  assert(names.length >= 3 && names.every((n) => n.startsWith('service.chat@ml.')), 'service series: ' + names.join(','));
+  await shot('services-plots');
+  const del = await page.evaluate(async (t) => (await fetch('/v1/services/chat', { method: 'DELETE', headers: { Authorization: 'Bearer ' + t } })).status, TOKEN);
+  assert(del >= 200 && del < 300, 'delete: ' + del);
+});
+
 await check('an admin drains and undrains a node from the cluster map', async () => {
   await press('#logout');
   await page.waitForSelector('#token', { visible: true, timeout: WAIT });
@@ -291,14 +427,40 @@ await check('an admin drains and undrains a node from the cluster map', async ()
   await view('#/history');
   await page.waitForSelector('#plot-nodes path.line', { timeout: WAIT });
   await shot('history-admin');
+  // a node's GPUs over time: the map's node name opens it; a line per GPU in each chart
+  await view('#/cluster');
+  await press('a.node-link[href="#/node/h100-0"]');
+  await page.waitForFunction(() => document.getElementById('view').getAttribute('data-loaded') === 'node', { timeout: WAIT });
+  await press('button[data-span="900"]');
+  await page.waitForFunction(() => ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']
+    .every((id) => document.querySelectorAll('#' + id + ' path.line').length === 4), { timeout: WAIT, polling: 250 });
+  await chartsOk(['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp'], 8);
+  for (const id of ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']) {
+    const sers = await page.$eval('#' + id, (x) => [...x.querySelectorAll('path.line')].map((l) => l.dataset.series));
+    assert(sers.join(',') === 'GPU 0,GPU 1,GPU 2,GPU 3', id + ' lines: ' + sers.join(','));
+  }
+  // the imported day: GPU series keep 2,016 coarse slots of 30 steps (at
+  // this test's 1 s step, the last 16.8 h): 160+ points a GPU in every chart
+  await press('button[data-span="86400"]');
+  await page.waitForFunction(() => ['plot-node-util', 'plot-node-mem', 'plot-node-power', 'plot-node-temp']
+    .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 4 * 150), { timeout: WAIT, polling: 250 });
+  await shot('node-admin');
   // the running job's GPUs over its life, beside its events
   await view('#/job/' + RUN);
   await page.waitForFunction(() => Number((document.getElementById('plot-job-util') || { dataset: {} }).dataset.points) >= 2,
     { timeout: WAIT, polling: 250 });
+  await page.waitForFunction(() => ['plot-job-util', 'plot-job-mem', 'plot-job-power']
+    .every((id) => Number((document.getElementById(id) || { dataset: {} }).dataset.points) >= 2), { timeout: WAIT, polling: 250 });
+  await chartsOk(['plot-job-util', 'plot-job-mem', 'plot-job-power'], 2);
   const lines = await page.$$eval('#plot-job-util path.line', (x) => x.map((e) => e.dataset.series));
   assert(lines.length === 2 && lines.every((l) => l.startsWith('h100-0.')), 'job GPU lines: ' + lines.join(','));
   await shot('job-admin');
-  await (await page.$('#view .plots')).screenshot({ path: path.join(SHOTS, 'job-gpus.png') });
+  // the charts alone, their box read in the page (a handle could be redrawn away)
+  const clip = await page.$eval('#view .plots', (e) => {
+    const r = e.getBoundingClientRect();
+    return { x: r.x + window.scrollX, y: r.y + window.scrollY, width: r.width, height: r.height };
+  });
+  await page.screenshot({ path: path.join(SHOTS, 'job-gpus.png'), clip });
 });
 
 await check('no script errors or CSP violations', async () => {

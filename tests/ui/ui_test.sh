@@ -65,7 +65,8 @@ ML=$(tok ml alice)
 VIS=$(tok vision bob)
 [ -n "$ML" ] && [ -n "$VIS" ] || { echo "FAIL: could not make user tokens"; exit 1; }
 id_of() { sed -n 's/.*"ids":\[\([0-9]*\).*/\1/p'; }
-RUN=$(call POST /v1/jobs "$ML" '{"name":"<img src=x id=xss>train","command":["sh","-c","echo ui-marker-$CORRAL_JOB_ID; sleep 300"],"gpus":2,"gpu_type":"H100 SXM"}' | id_of)
+# a LoRA fine-tune of a 7B model: the advisor plans it on the type it gets
+RUN=$(call POST /v1/jobs "$ML" '{"name":"<img src=x id=xss>train","command":["sh","-c","echo ui-marker-$CORRAL_JOB_ID; sleep 300"],"gpus":2,"gpu_type":"H100 SXM","kind":"finetune","model":{"params":7e9,"method":"lora","tokens":1e8}}' | id_of)
 PEND=$(call POST /v1/jobs "$ML" '{"name":"too-big","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
 CANCEL=$(call POST /v1/jobs "$ML" '{"name":"to-cancel","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
 OTHER=$(call POST /v1/jobs "$VIS" '{"name":"secret-vision","command":["sleep","300"],"gpus":1,"gpu_type":"A30","mig_profile":"1g.6gb"}' | id_of)
@@ -96,6 +97,41 @@ grep -q '"state":"busy"' "$TMP/body" || fail "the cluster map does not show ml's
 grep -q '"tenant":"ml"' "$TMP/body" && fail "the cluster map shows tenant ml to tenant vision"
 [ "$(code /v1/cluster "$ML")" = 200 ] && grep -q "\"job\":$RUN" "$TMP/body" ||
     fail "the cluster map lacks ml's own job $RUN"
+# GET /v1/events: ml's stream has ml's jobs and not vision's, the
+# admin's both (each waits for the later of the two: written in order).
+curl -sN -H "Authorization: Bearer $ML" "$SERVER/v1/events" >"$TMP/ev-ml" 2>&1 &
+EVML=$!
+curl -sN -H "Authorization: Bearer $ADMIN" "$SERVER/v1/events" >"$TMP/ev-admin" 2>&1 &
+EVAD=$!
+PIDS+=($EVML $EVAD)
+wait_for 10 grep -q 'corral events' "$TMP/ev-ml" && wait_for 10 grep -q 'corral events' "$TMP/ev-admin" ||
+    fail "no event stream: $(cat "$TMP/ev-ml")"
+VJ=$(call POST /v1/jobs "$VIS" '{"name":"vision-waits","command":["true"],"gpus":64,"gpu_type":"A30"}' | id_of)
+MJ=$(call POST /v1/jobs "$ML" '{"name":"ml-waits","command":["true"],"gpus":64,"gpu_type":"H100 SXM"}' | id_of)
+call POST "/v1/jobs/$VJ/hold" "$VIS" >/dev/null
+call POST "/v1/jobs/$MJ/hold" "$ML" >/dev/null
+wait_for 20 grep -q "\"id\":$MJ,\"state\":\"held\"" "$TMP/ev-ml" || fail "ml's stream lacks its job $MJ held: $(cat "$TMP/ev-ml")"
+wait_for 20 grep -q "\"id\":$MJ,\"state\":\"held\"" "$TMP/ev-admin" || fail "the admin's stream lacks job $MJ held"
+grep -q "\"first\":$MJ,\"count\":1" "$TMP/ev-ml" || fail "ml's stream lacks the submit of $MJ"
+grep -q "\"id\":$VJ,\"state\":\"held\"" "$TMP/ev-admin" || fail "the admin's stream lacks vision's job $VJ"
+grep -q "\"id\":$VJ\b\|\"first\":$VJ\b" "$TMP/ev-ml" && fail "ml's stream shows vision's job $VJ: $(cat "$TMP/ev-ml")"
+[ "$(code /v1/events "$(cat "$TMP/ctl/join.token" 2>/dev/null || echo x)")" != 200 ] || fail "a join token opens an event stream"
+[ "$(code '/v1/events?x=1' "$ML")" = 400 ] && grep -q '"field":"x"' "$TMP/body" || fail "an unknown query: $(cat "$TMP/body")"
+kill "$EVML" "$EVAD" 2>/dev/null
+# a revoked token's stream ends at once (curl exits)
+call POST /v1/tokens "$ADMIN" '{"role":"user","tenant":"ml","name":"carol"}' >"$TMP/carol.json"
+CAROL=$(sed -n 's/.*"token":"\([^"]*\)".*/\1/p' "$TMP/carol.json")
+CAROL_ID=$(sed -n 's/.*"id":\([0-9]*\).*/\1/p' "$TMP/carol.json")
+curl -sN -H "Authorization: Bearer $CAROL" "$SERVER/v1/events" >"$TMP/ev-carol" 2>&1 &
+EVC=$!
+PIDS+=($EVC)
+wait_for 10 grep -q 'corral events' "$TMP/ev-carol" || fail "no stream for carol: $(cat "$TMP/ev-carol") $(cat "$TMP/carol.json")"
+call DELETE "/v1/tokens/$CAROL_ID" "$ADMIN" | grep -q '"revoked":true' || fail "revoking carol's token"
+gone() { ! kill -0 "$EVC" 2>/dev/null; }
+wait_for 20 gone || fail "the revoked token's event stream is still open"
+[ "$(code /v1/events "$CAROL")" = 401 ] || fail "a revoked token opens a stream: $(cat "$TMP/body")"
+call POST "/v1/jobs/$VJ/cancel" "$VIS" >/dev/null
+call POST "/v1/jobs/$MJ/cancel" "$ML" >/dev/null
 # The history has a few seconds of the jobs (one sample a second) before
 # the browser plots it.
 alloc_points() {
@@ -104,7 +140,8 @@ alloc_points() {
 }
 wait_for 30 alloc_points || fail "the history has no points: $(call GET '/v1/history?series=cluster.*' "$ML")"
 # A synthetic day before that (POST /v1/history, admin): a point a minute
-# of the cluster, queue, both tenants and both nodes.
+# of the cluster, queue, both tenants, both nodes, h100-0's GPUs and a
+# service of vision's.
 python3 - "$(date +%s)" >"$TMP/day.json" <<'PY'
 import json, math, sys
 now = int(sys.argv[1])
@@ -128,6 +165,15 @@ series = {
     "node.h100-0.gpu_util": lambda t: wave(t, 20, 90),
     "node.a30-0.gpu_util": lambda t: wave(t, 5, 50, 3.0),
 }
+# h100-0's four GPUs: utilisation, memory, power and temperature
+for g in range(4):
+    series["gpu.h100-0.%d.util" % g] = lambda t, g=g: wave(t, 10, 95, g)
+    series["gpu.h100-0.%d.mem_bytes" % g] = lambda t, g=g: round(wave(t, 2e9, 70e9, g))
+    series["gpu.h100-0.%d.power_w" % g] = lambda t, g=g: wave(t, 90, 690, g)
+    series["gpu.h100-0.%d.temp_c" % g] = lambda t, g=g: wave(t, 35, 78, g)
+# another tenant's service: ml must never see it
+series["service.chat@vision.replicas"] = lambda t: round(wave(t, 1, 4))
+series["service.chat@vision.rps"] = lambda t: wave(t, 0, 40)
 out = [{"name": n, "points": [[t, f(t)] for t in ts]} for n, f in series.items()]
 # jobs start now and then: a wait every 20 minutes, ml's every 40
 out.append({"name": "queue.start_wait_s", "points": [[t, wave(t, 2, 900, 1.3)] for t in ts if t % 1200 == 0]})
