@@ -901,6 +901,9 @@ void ctl_jw_kreal(cr_buf *b, const char *key, double v);
  * nothing for NULL. */
 void ctl_jw_json(cr_buf *b, const json_t *v);
 void ctl_jw_kjson(cr_buf *b, const char *key, const json_t *v);
+/* json_dumps(v, JSON_COMPACT), the same text (returned new, free with
+ * free()) or NULL where it gives NULL (v NULL, or not an object or array). */
+char *ctl_jw_dumps(const json_t *v);
 
 /* ctl_desired.c: a node's desired state and the long-polls waiting on it
  * (mu held for all). The document as compact JSON text (returned new, free

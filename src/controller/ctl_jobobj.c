@@ -245,7 +245,7 @@ char *ctl_job_doc(const ctl_job *j)
     if (j->array_first > 0 && j->id != j->array_first) {
         return ctl_job_doc_with(j, "{}");
     }
-    char *spec = json_dumps(j->spec, JSON_COMPACT);
+    char *spec = ctl_jw_dumps(j->spec);
     char *doc = ctl_job_doc_with(j, spec ? spec : "{}");
     free(spec);
     return doc;

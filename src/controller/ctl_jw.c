@@ -311,3 +311,15 @@ void ctl_jw_kjson(cr_buf *b, const char *key, const json_t *v)
         ctl_jw_json(b, v);
     }
 }
+
+char *ctl_jw_dumps(const json_t *v)
+{
+    if (!json_is_object(v) && !json_is_array(v)) {
+        return NULL; /* as json_dumps without JSON_ENCODE_ANY */
+    }
+    cr_buf b;
+    cr_buf_init(&b);
+    room(&b, 255);
+    ctl_jw_json(&b, v);
+    return cr_buf_take(&b);
+}

@@ -23,7 +23,7 @@ const char *const ctl_node_state_names[NS_COUNT] = {"up", "drained", "lost"};
 
 void ctl_reply_json(cr_http_req *req, unsigned status, json_t *v)
 {
-    char *s = json_dumps(v, JSON_COMPACT);
+    char *s = ctl_jw_dumps(v); /* json_dumps(v, JSON_COMPACT), for less */
     json_decref(v);
     if (!s) {
         s = cr_strdup("{}");

@@ -3,8 +3,9 @@
  * byte, what jansson's json_dumps(JSON_COMPACT) writes for the same values
  * (the desired-state document the agents read is written with it): strings
  * with every escape, non-ASCII text, reals in every shape, integers at
- * their limits, keys and commas in nested objects and arrays; and refuses
- * (writes nothing) each string json_string() refuses.
+ * their limits, keys and commas in nested objects and arrays, whole
+ * documents (ctl_jw_dumps, which the controller's JSON answers use); and
+ * refuses (writes nothing) each string json_string() refuses.
  */
 #include "ctl_int.h"
 
@@ -81,6 +82,7 @@ static void test_strings(void **state)
         assert_false(ctl_jw_str_ok(bad[i]));
     }
     assert_false(ctl_jw_str_ok(NULL));
+    assert_null(ctl_jw_dumps(NULL));
 }
 
 static void test_numbers(void **state)
@@ -184,6 +186,17 @@ static void test_values(void **state)
         ctl_jw_json(&b, v);
         assert_string_equal(cr_buf_str(&b), want);
         cr_buf_fini(&b);
+        free(want);
+        /* the whole-document form: NULL where json_dumps gives NULL */
+        char *got = ctl_jw_dumps(v);
+        want = json_dumps(v, JSON_COMPACT);
+        if (want) {
+            assert_non_null(got);
+            assert_string_equal(got, want);
+        } else {
+            assert_null(got);
+        }
+        free(got);
         free(want);
         json_decref(v);
     }
