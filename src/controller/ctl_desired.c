@@ -13,6 +13,7 @@
  */
 #include "ctl_int.h"
 
+#include "cr_alloc.h"
 #include "cr_log.h"
 
 #include <sodium.h>
@@ -141,8 +142,8 @@ static void desired_fence(ctl *c, const ctl_job *j, const ctl_place *pl, cr_buf 
  * out. mu held.
  */
 typedef struct gone_set {
-    int64_t ids[64];
-    size_t n;
+    int64_t *ids; /* written so far (new; freed by the caller) */
+    size_t n, cap;
 } gone_set;
 
 static void gone_add(ctl *c, cr_buf *b, gone_set *seen, int64_t id)
@@ -152,9 +153,11 @@ static void gone_add(ctl *c, cr_buf *b, gone_set *seen, int64_t id)
             return;
         }
     }
-    if (seen->n < sizeof seen->ids / sizeof seen->ids[0]) {
-        seen->ids[seen->n++] = id;
+    if (seen->n == seen->cap) {
+        seen->cap = seen->cap ? 2 * seen->cap : 16;
+        seen->ids = cr_reallocarray(seen->ids, seen->cap, sizeof *seen->ids);
     }
+    seen->ids[seen->n++] = id;
     char why[700], key[24];
     ctl_job_gone_why(c, id, why, sizeof why);
     snprintf(key, sizeof key, "%lld", (long long)id);
@@ -337,7 +340,7 @@ char *ctl_desired_text(ctl *c, const ctl_node *n, size_t *len)
     cr_buf b, gone; /* "stop_reasons": why the jobs not listed stopped */
     cr_buf_init(&b);
     cr_buf_init(&gone);
-    gone_set seen = {.n = 0};
+    gone_set seen = {.ids = NULL, .n = 0, .cap = 0};
     cr_buf_putc(&gone, '{');
     cr_buf_putc(&b, '{');
     ctl_jw_kint(&b, "version", (int64_t)n->version);
@@ -392,6 +395,7 @@ char *ctl_desired_text(ctl *c, const ctl_node *n, size_t *len)
     ctl_jw_key(&b, "stop_reasons");
     cr_buf_append(&b, gone.data, gone.len);
     cr_buf_fini(&gone);
+    free(seen.ids);
     json_t *layouts = ctl_mig_layouts(n); /* dynamic MIG: before its jobs start */
     ctl_jw_kjson(&b, "mig_layouts", layouts);
     json_decref(layouts);
