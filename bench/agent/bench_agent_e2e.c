@@ -187,7 +187,7 @@ static const char usage_text[] =
     "this machine; BENCH_JOBS one-GPU jobs that exit at once, one POST each, then\n"
     "one array POST; jobs/s, and the controller's and agents' CPU per job; then\n"
     "the same workload through the Slurm peer (../shared/peers/slurm) when it is\n"
-    "there.\n"
+    "there, in a directory (under BENCH_DIR) and ports (PORT_BASE) of its own.\n"
     "environment:\n"
     "  CORRAL_BIN          the corral binary (default ./build/corral)\n"
     "  BENCH_JOBS          jobs per round (default 500)\n"
