@@ -187,7 +187,7 @@ static const char usage_text[] =
     "this machine; BENCH_JOBS one-GPU jobs that exit at once, one POST each, then\n"
     "one array POST; jobs/s, and the controller's and agents' CPU per job; then\n"
     "the same workload through the Slurm peer (../shared/peers/slurm) when it is\n"
-    "there.\n"
+    "there, in a directory (under BENCH_DIR) and ports (PORT_BASE) of its own.\n"
     "environment:\n"
     "  CORRAL_BIN          the corral binary (default ./build/corral)\n"
     "  BENCH_JOBS          jobs per round (default 500)\n"
@@ -247,8 +247,9 @@ int main(int argc, char **argv)
     pids[0] = spawn(cargv, log);
     snprintf(tokpath, sizeof tokpath, "%s/admin.token", ctl_state);
     snprintf(jtok, sizeof jtok, "%s/join.token", ctl_state);
-    char *admin = read_line(tokpath, 20);
-    char *join = read_line(jtok, 20);
+    /* generous: the controller may run under valgrind (CORRAL_BIN a wrapper) */
+    char *admin = read_line(tokpath, 120);
+    char *join = read_line(jtok, 120);
     int rc = 1;
     client c = {curl_easy_init(), "", ""};
     snprintf(c.base, sizeof c.base, "%s", server);
@@ -273,7 +274,7 @@ int main(int argc, char **argv)
                          (char *)pidns,    NULL};
         pids[i + 1] = spawn(aargv, alog);
     }
-    double end = now_s() + 30;
+    double end = now_s() + 120;
     while (count_of(&c, "/v1/nodes") < NODES && now_s() < end) {
         usleep(20000);
     }
@@ -322,11 +323,14 @@ out:
     snprintf(peer, sizeof peer, "%s/../shared/peers/slurm", src ? src : CR_SOURCE_DIR);
     const char *want = getenv("CORRAL_BENCH_SLURM");
     if (rc == 0 && (!want || strcmp(want, "0") != 0) && access(peer, R_OK) == 0) {
+        /* its own directory (under dir) and ports: another peer may run
+         * beside this one; stop.sh waits for its daemons to exit */
         char cmd[8192];
+        int port_base = 21000 + (int)(getpid() % 200) * 200;
         snprintf(cmd, sizeof cmd,
-                 "%s/start.sh %s/slurm >/dev/null 2>&1 && %s/drain.sh %d %s/slurm; %s/stop.sh "
-                 "%s/slurm >/dev/null 2>&1",
-                 peer, dir, peer, n, dir, peer, dir);
+                 "export PORT_BASE=%d; %s/start.sh %s/slurm >/dev/null 2>&1 && %s/drain.sh %d "
+                 "%s/slurm; %s/stop.sh %s/slurm >/dev/null 2>&1",
+                 port_base, peer, dir, peer, n, dir, peer, dir);
         FILE *p = popen(cmd, "r");
         char line[256] = "";
         double slurm_rate = 0;

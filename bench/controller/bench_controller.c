@@ -442,25 +442,37 @@ static void run_slurm(int n, int par)
         printf("slurm sbatch skipped: no Slurm peer at %s (set SLURM_PEER or SLURM_CONF)\n", dir);
         return;
     }
-    snprintf(cmd, sizeof cmd,
-             "bash '%s/start.sh' /tmp/corral-bench-slurm >/tmp/corral-bench-slurm.log 2>&1", dir);
-    if (system(cmd) != 0) {
-        printf("slurm sbatch skipped: %s/start.sh failed (see /tmp/corral-bench-slurm.log; "
-               "another peer on its ports? then set SLURM_CONF)\n",
-               dir);
+    /* A directory and ports of this run's own: another bench's peer (or
+     * another engineer's) may be running beside it. */
+    char sd[128], sconf[160];
+    snprintf(sd, sizeof sd, "%s/corral-bench-slurm-XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    if (strlen(sd) > 100 || !mkdtemp(sd)) {
+        printf("slurm sbatch skipped: no directory for the peer\n");
         return;
     }
-    sbatch_rate("/tmp/corral-bench-slurm/slurm.conf", n, 1);
-    sbatch_rate("/tmp/corral-bench-slurm/slurm.conf", n, par);
-    if (system("SLURM_CONF=/tmp/corral-bench-slurm/slurm.conf scancel -u root >/dev/null 2>&1") !=
-        0) {
+    int port_base = 21000 + (int)(getpid() % 200) * 200; /* slurmd ports go to base+184+nodes */
+    snprintf(cmd, sizeof cmd, "PORT_BASE=%d bash '%s/start.sh' '%s/peer' >'%s/start.log' 2>&1",
+             port_base, dir, sd, sd);
+    if (system(cmd) != 0) {
+        printf("slurm sbatch skipped: %s/start.sh failed (see %s/start.log; "
+               "another peer on ports %d..? then set SLURM_CONF)\n",
+               dir, sd, port_base);
+        return;
+    }
+    snprintf(sconf, sizeof sconf, "%s/peer/slurm.conf", sd);
+    sbatch_rate(sconf, n, 1);
+    sbatch_rate(sconf, n, par);
+    snprintf(cmd, sizeof cmd, "SLURM_CONF='%s' scancel -u root >/dev/null 2>&1", sconf);
+    if (system(cmd) != 0) {
         /* nothing left to cancel */
     }
     /* The daemons this run started, by their pid files, before stop.sh
      * removes them: any still alive 10 s after stop.sh gets SIGKILL. */
     pid_t pids[64];
     size_t npids = 0;
-    FILE *pf = popen("cat /tmp/corral-bench-slurm/*.pid 2>/dev/null", "r");
+    snprintf(cmd, sizeof cmd, "cat '%s'/peer/*.pid 2>/dev/null", sd);
+    FILE *pf = popen(cmd, "r");
     if (pf) {
         int x;
         while (npids < 64 && fscanf(pf, "%d", &x) == 1) {
@@ -468,7 +480,8 @@ static void run_slurm(int n, int par)
         }
         pclose(pf);
     }
-    snprintf(cmd, sizeof cmd, "bash '%s/stop.sh' /tmp/corral-bench-slurm >/dev/null 2>&1", dir);
+    snprintf(cmd, sizeof cmd, "bash '%s/stop.sh' '%s/peer' >/dev/null 2>&1; rm -rf '%s'", dir, sd,
+             sd);
     if (system(cmd) != 0) {
         fprintf(stderr, "slurm stop.sh failed\n");
     }

@@ -8,10 +8,10 @@
 #
 #   usage: bench/controller/cli_submit_rate.sh [CORRAL_BIN]
 #   env:   N=300 (submissions per column), P=4 (parallel width),
-#          SLURM_CONF (default /tmp/slurm-peer/slurm.conf; the peer is started
-#          with ../shared/peers/slurm/start.sh (beside the repository) when it
-#          does not answer, and
-#          stopped again at the end if this script started it),
+#          SLURM_CONF (a running peer to use; without it, or when it does not
+#          answer, this run starts its own with ../shared/peers/slurm/start.sh
+#          (beside the repository) in its own directory and PORT_BASE, and
+#          stops it at the end, waiting for its daemons to exit),
 #          NO_SLURM=1 to skip the peer.
 # Prints a table: wall seconds and submissions per second per column, and
 # the ratios corral/sbatch. Not a test: the numbers depend on the machine.
@@ -19,12 +19,12 @@ set -uo pipefail
 BIN=${1:-${CORRAL_BIN:-build/corral}}
 N=${N:-300}
 P=${P:-4}
-export SLURM_CONF=${SLURM_CONF:-/tmp/slurm-peer/slurm.conf}
 PEER=${SLURM_PEER:-$(cd "$(dirname "$0")/../.." && pwd)/../shared/peers/slurm}
 
 [ -x "$BIN" ] || { echo "cli_submit_rate: no corral binary at $BIN" >&2; exit 2; }
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")
 TMP=$(mktemp -d)
+export SLURM_CONF=${SLURM_CONF:-$TMP/slurm/slurm.conf}
 CTL_PID=
 STARTED_SLURM=0
 cleanup() {
@@ -69,7 +69,9 @@ s_par=0
 have_slurm=0
 if [ "${NO_SLURM:-0}" != 1 ] && command -v sbatch >/dev/null; then
     if ! timeout 10 sinfo -h >/dev/null 2>&1 || [ -z "$(timeout 10 sinfo -h 2>/dev/null)" ]; then
-        if [ -x "$PEER/start.sh" ] && "$PEER/start.sh" "$(dirname "$SLURM_CONF")" >"$TMP/slurm.log" 2>&1; then
+        export SLURM_CONF=$TMP/slurm/slurm.conf # ours: its own directory and ports
+        if [ -x "$PEER/start.sh" ] &&
+            PORT_BASE=$((21000 + $$ % 200 * 200)) "$PEER/start.sh" "$TMP/slurm" >"$TMP/slurm.log" 2>&1; then
             STARTED_SLURM=1
         fi
     fi

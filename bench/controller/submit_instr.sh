@@ -12,6 +12,9 @@
 # all threads (HTTP workers, the store's writer, the scheduler's cycles
 # over the growing queue). N defaults to 1000. INSTR_KEEP=DIR keeps each
 # run's dump there (callgrind_annotate DIR/K.cg: where they went).
+# INSTR_ARRAY=1: the N jobs as one array POST ("array": N) instead, the
+# same window (zeroed once it listens, dumped once the 201 is back), so the
+# two figures compare: instructions per task of an array against per submit.
 #
 #   bench/controller/submit_instr.sh 1000 /tmp/corral-ab/SHA/build/corral build/corral
 set -euo pipefail
@@ -38,7 +41,12 @@ cleanup() {
     rm -rf "$T"
 }
 trap cleanup EXIT
-echo "# instructions per durable submit (callgrind; $N submits, one keep-alive connection)"
+ARRAY=${INSTR_ARRAY:-0}
+if [ "$ARRAY" = 1 ]; then
+    echo "# instructions per task of one array POST (callgrind; array of $N)"
+else
+    echo "# instructions per durable submit (callgrind; $N submits, one keep-alive connection)"
+fi
 for bin in "$@"; do
     [ -x "$bin" ] || {
         echo "submit_instr: $bin is not an executable" >&2
@@ -62,13 +70,17 @@ for bin in "$@"; do
     }
     sleep 1 # past the first scheduler cycle and the start-up writes
     callgrind_control -z "$PID" >/dev/null
-    python3 - "$(cat "$d/ctl/listen.addr")" "$(cat "$d/ctl/admin.token")" "$N" <<'EOF'
+    python3 - "$(cat "$d/ctl/listen.addr")" "$(cat "$d/ctl/admin.token")" "$N" "$ARRAY" <<'EOF'
 import http.client, sys, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
-c = http.client.HTTPConnection(u.hostname, u.port)
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=600)
 h = {"Authorization": "Bearer " + sys.argv[2], "Content-Type": "application/json"}
 body = '{"name":"instr","command":["true"],"gpus":1}'
-for i in range(int(sys.argv[3])):
+n = int(sys.argv[3])
+if sys.argv[4] == "1":
+    body = '{"name":"instr","command":["true"],"gpus":1,"array":%d}' % n
+    n = 1
+for i in range(n):
     c.request("POST", "/v1/jobs", body, h)
     r = c.getresponse()
     r.read()
@@ -83,5 +95,5 @@ EOF
     [ -z "${INSTR_KEEP:-}" ] || { mkdir -p "$INSTR_KEEP" && cat "$d"/cg.*.1* >"$INSTR_KEEP/$k.cg"; }
     # the dump (cg.PID.1: the submit window), every thread's part
     ir=$(cat "$d"/cg.*.1* 2>/dev/null | awk '/^summary:/ { s += $2 } END { print s + 0 }')
-    printf "%-60s %12.0f instructions/submit\n" "$bin" "$(awk -v a="$ir" -v n="$N" 'BEGIN { print a / n }')"
+    printf "%-60s %12.0f instructions/%s\n" "$bin" "$(awk -v a="$ir" -v n="$N" 'BEGIN { print a / n }')" "$([ "$ARRAY" = 1 ] && echo task || echo submit)"
 done

@@ -58,6 +58,11 @@ void cr_buf_puts(cr_buf *b, const char *s)
 
 void cr_buf_putc(cr_buf *b, char c)
 {
+    if (b->len + 2 <= b->cap) { /* room for it and the NUL: the common case */
+        b->data[b->len++] = c;
+        b->data[b->len] = '\0';
+        return;
+    }
     cr_buf_append(b, &c, 1);
 }
 
@@ -107,15 +112,22 @@ char *cr_buf_take(cr_buf *b)
 void cr_buf_put_jstr(cr_buf *b, const char *s)
 {
     cr_buf_putc(b, '"');
-    for (const unsigned char *p = (const unsigned char *)(s ? s : ""); *p; p++) {
+    /* runs that need no escape are copied whole */
+    const char *run = s ? s : "";
+    const unsigned char *p = (const unsigned char *)run;
+    for (; *p; p++) {
+        if (*p != '"' && *p != '\\' && *p >= 0x20) {
+            continue;
+        }
+        cr_buf_append(b, run, (size_t)((const char *)p - run));
+        run = (const char *)p + 1;
         if (*p == '"' || *p == '\\') {
             cr_buf_putc(b, '\\');
             cr_buf_putc(b, (char)*p);
-        } else if (*p < 0x20) {
-            cr_buf_printf(b, "\\u%04x", *p);
         } else {
-            cr_buf_putc(b, (char)*p);
+            cr_buf_printf(b, "\\u%04x", *p);
         }
     }
+    cr_buf_append(b, run, (size_t)((const char *)p - run));
     cr_buf_putc(b, '"');
 }

@@ -186,19 +186,19 @@ json_t *ctl_batch_steps(ctl *c, int64_t id)
     return list ? json_deep_copy(list) : NULL;
 }
 
-void ctl_batch_entry(const ctl_job *j, json_t *entry)
+void ctl_batch_entry(const ctl_job *j, cr_buf *b)
 {
     static const char *const copy[] = {"script",     "output",    "error", "name",
                                        "submit_dir", "open_mode", NULL};
     for (size_t i = 0; copy[i]; i++) {
         json_t *v = json_object_get(j->spec, copy[i]);
         if (json_is_string(v)) {
-            json_object_set(entry, copy[i], v);
+            ctl_jw_kjson(b, copy[i], v);
         }
     }
     if (j->array_first > 0) {
-        json_object_set_new(entry, "array_index", json_integer(j->array_index));
-        json_object_set_new(entry, "array_job", json_integer(j->array_first));
+        ctl_jw_kint(b, "array_index", j->array_index);
+        ctl_jw_kint(b, "array_job", j->array_first);
         /* SLURM_ARRAY_TASK_COUNT, _MIN, _MAX, _STEP (ctl_jobspec.c) */
         json_t *st = json_object_get(j->spec, "array_stats");
         static const char *const keys[][2] = {{"count", "array_count"},
@@ -208,22 +208,24 @@ void ctl_batch_entry(const ctl_job *j, json_t *entry)
         for (size_t k = 0; st && k < 4; k++) {
             json_t *v = json_object_get(st, keys[k][0]);
             if (json_is_integer(v)) {
-                json_object_set(entry, keys[k][1], v);
+                ctl_jw_kjson(b, keys[k][1], v);
             }
         }
     }
     json_t *cpt = json_object_get(j->spec, "cpus_per_task");
     if (json_is_number(cpt)) {
-        json_object_set(entry, "cpus_per_task", cpt);
+        ctl_jw_kjson(b, "cpus_per_task", cpt);
     }
     if (ctl_batch_is_batch(j) && !json_object_get(j->spec, "tasks_per_node")) {
         /* sbatch sets SLURM_NTASKS only when the job asked for tasks */
-        json_object_set_new(entry, "ntasks_unset", json_true());
+        ctl_jw_ktrue(b, "ntasks_unset");
     }
-    if (j->sig_at > 0 && *j->sig_name) {
-        json_object_set_new(
-            entry, "signal",
-            json_pack("{s:s,s:I}", "name", j->sig_name, "at", (json_int_t)j->sig_at));
+    if (j->sig_at > 0 && *j->sig_name && ctl_jw_str_ok(j->sig_name)) {
+        ctl_jw_key(b, "signal");
+        cr_buf_putc(b, '{');
+        ctl_jw_kstr(b, "name", j->sig_name);
+        ctl_jw_kint(b, "at", j->sig_at);
+        cr_buf_putc(b, '}');
     }
     char list[4096] = "";
     size_t off = 0;
@@ -232,7 +234,7 @@ void ctl_batch_entry(const ctl_job *j, json_t *entry)
             (size_t)snprintf(list + off, sizeof list - off, "%s%s", k ? "," : "", j->place[k].node);
     }
     if (off < sizeof list) {
-        json_object_set_new(entry, "nodelist", json_string(list));
+        ctl_jw_kstr(b, "nodelist", list);
     }
 }
 

@@ -543,6 +543,8 @@ void ctl_poll_park(ctl_poll **list, cr_http_req *req, int64_t wait_s);
 /* The document the long-polls on obj are answered with (returned new), or
  * NULL when obj is gone. */
 typedef json_t *ctl_poll_doc_fn(ctl *c, void *obj);
+/* The same as text (returned new, free with free(); length in *len). */
+typedef char *ctl_poll_text_fn(ctl *c, void *obj, size_t *len);
 /* Answer the long-polls on *list, each unlinked and freed: all, or with
  * expired_only those whose deadline has passed by now_mono, in list order.
  * One document, made by make(c, obj) for the first of them, goes to each;
@@ -550,6 +552,9 @@ typedef json_t *ctl_poll_doc_fn(ctl *c, void *obj);
  * mu held. */
 void ctl_poll_answer(ctl *c, ctl_poll **list, bool expired_only, int64_t now_mono,
                      ctl_poll_doc_fn *make, void *obj, const char *gone);
+/* ctl_poll_answer with a document made as text: each poll gets a copy. */
+void ctl_poll_answer_text(ctl *c, ctl_poll **list, bool expired_only, int64_t now_mono,
+                          ctl_poll_text_fn *make, void *obj, const char *gone);
 char *ctl_time_str(int64_t ns, char *buf, size_t len); /* "" for 0 */
 /* The scheduler's clock: monotonic, anchored to the wall clock at start, so
  * it reads like wall time (and like the persisted start times) but never
@@ -912,9 +917,30 @@ json_t *ctl_fence_list(ctl *c, const ctl_node *n, const json_t *arr, json_t **wh
  * (fence_reasons, stop_reasons), not "placed elsewhere" for each. mu held. */
 void ctl_job_gone_why(ctl *c, int64_t id, char *why, size_t len);
 
+/* ctl_jw.c: compact JSON into a cr_buf, the bytes json_dumps(JSON_COMPACT)
+ * writes for the same values. A key gets a comma before it unless the
+ * buffer ends in '{' or '['. Strings jansson would refuse (not UTF-8)
+ * are not written: the call returns -1 (nothing written). */
+bool ctl_jw_str_ok(const char *s);
+int ctl_jw_str(cr_buf *b, const char *s);
+void ctl_jw_key(cr_buf *b, const char *key);
+int ctl_jw_kstr(cr_buf *b, const char *key, const char *s);
+void ctl_jw_int(cr_buf *b, int64_t v);
+void ctl_jw_kint(cr_buf *b, const char *key, int64_t v);
+void ctl_jw_ktrue(cr_buf *b, const char *key);
+void ctl_jw_kreal(cr_buf *b, const char *key, double v);
+/* v (borrowed, any type, no cycles) as jansson dumps it; kjson writes
+ * nothing for NULL. */
+void ctl_jw_json(cr_buf *b, const json_t *v);
+void ctl_jw_kjson(cr_buf *b, const char *key, const json_t *v);
+/* json_dumps(v, JSON_COMPACT), the same text (returned new, free with
+ * free()) or NULL where it gives NULL (v NULL, or not an object or array). */
+char *ctl_jw_dumps(const json_t *v);
+
 /* ctl_desired.c: a node's desired state and the long-polls waiting on it
- * (mu held for all). The document (returned new). */
-json_t *ctl_desired_doc(ctl *c, const ctl_node *n);
+ * (mu held for all). The document as compact JSON text (returned new, free
+ * with free(); its length in *len), or NULL when it cannot be written. */
+char *ctl_desired_text(ctl *c, const ctl_node *n, size_t *len);
 /* The UUID the agent runs entry q of placement pl (of job j on node n) on:
  * the GPU's, or the MIG instance's; "" unknown. Borrowed; mu held. */
 const char *ctl_place_uuid(ctl *c, const ctl_node *n, const ctl_job *j, const ctl_place *pl,
@@ -970,7 +996,7 @@ void ctl_batch_step_token(const ctl *c, const ctl_job *j, char out[CTL_STEP_TOKE
 void ctl_batch_step_report(ctl *c, cr_http_req *req, const char *idtext, const char *token);
 /* A new copy of job id's steps, or NULL. mu held. */
 json_t *ctl_batch_steps(ctl *c, int64_t id);
-void ctl_batch_entry(const ctl_job *j, json_t *entry);
+void ctl_batch_entry(const ctl_job *j, cr_buf *b);
 /* Check that every job a dependency names exists and is the tenant's
  * (admins: anyone's). CR_ENOENT with why. mu held. */
 int ctl_batch_dep_refs(ctl *c, const char *text, const char *tenant, bool admin, char *why,

@@ -134,6 +134,23 @@ json_t *ctl_job_json(const ctl_job *j)
  * more than the rest of the request). spec_json is the compact JSON of
  * j->spec, shared by the tasks of an array.
  */
+/* ",\"key\":N" (key plain ASCII), without printf: a stored document
+ * takes a dozen of these at every submit, start and end. */
+static void put_num(cr_buf *b, const char *key, int64_t v)
+{
+    cr_buf_puts(b, key);
+    ctl_jw_int(b, v);
+}
+
+static void put_time(cr_buf *b, const char *key, int64_t ns)
+{
+    char t[64];
+    cr_buf_puts(b, key);
+    cr_buf_putc(b, '"');
+    cr_buf_puts(b, ctl_time_str(ns, t, sizeof t));
+    cr_buf_putc(b, '"');
+}
+
 char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
 {
     cr_buf b;
@@ -141,7 +158,8 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
     size_t n = strlen(spec_json);
     if (j->array_first > 0 && j->id != j->array_first) {
         /* Array tasks store their shared spec once, in the first task's row. */
-        cr_buf_printf(&b, "{\"spec_ref\":%lld,", (long long)j->array_first);
+        put_num(&b, "{\"spec_ref\":", j->array_first);
+        cr_buf_putc(&b, ',');
     } else if (n >= 2 && spec_json[n - 1] == '}') {
         cr_buf_append(&b, spec_json, n - 1);
         if (n > 2) {
@@ -150,24 +168,28 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
     } else {
         cr_buf_putc(&b, '{');
     }
-    char t[64];
-    cr_buf_printf(&b, "\"id\":%lld,\"tenant\":", (long long)j->id);
+    put_num(&b, "\"id\":", j->id);
+    cr_buf_puts(&b, ",\"tenant\":");
     cr_buf_put_jstr(&b, j->tenant);
     if (j->array_first > 0) {
-        cr_buf_printf(&b, ",\"array_index\":%d,\"array_first\":%lld", (int)j->array_index,
-                      (long long)j->array_first);
+        put_num(&b, ",\"array_index\":", j->array_index);
+        put_num(&b, ",\"array_first\":", j->array_first);
     }
-    cr_buf_printf(&b, ",\"state\":\"%s\",\"reason\":", ctl_job_state_names[j->state]);
+    cr_buf_puts(&b, ",\"state\":\"");
+    cr_buf_puts(&b, ctl_job_state_names[j->state]);
+    cr_buf_puts(&b, "\",\"reason\":");
     cr_buf_put_jstr(&b, j->reason);
-    cr_buf_printf(&b, ",\"exit_code\":%d,\"signal\":%d,\"retries\":%d,\"runs\":%d", j->exit_code,
-                  j->signal, j->retries, j->runs);
+    put_num(&b, ",\"exit_code\":", j->exit_code);
+    put_num(&b, ",\"signal\":", j->signal);
+    put_num(&b, ",\"retries\":", j->retries);
+    put_num(&b, ",\"runs\":", j->runs);
     if (j->susp_run > 0) {
         /* suspended, the run checkpointing: held across a restart */
-        cr_buf_printf(&b, ",\"susp_run\":%d", j->susp_run);
+        put_num(&b, ",\"susp_run\":", j->susp_run);
     }
-    cr_buf_printf(&b, ",\"submit_time\":\"%s\"", ctl_time_str(j->submit_ns, t, sizeof t));
-    cr_buf_printf(&b, ",\"start_time\":\"%s\"", ctl_time_str(j->start_ns, t, sizeof t));
-    cr_buf_printf(&b, ",\"end_time\":\"%s\"", ctl_time_str(j->end_ns, t, sizeof t));
+    put_time(&b, ",\"submit_time\":", j->submit_ns);
+    put_time(&b, ",\"start_time\":", j->start_ns);
+    put_time(&b, ",\"end_time\":", j->end_ns);
     if (*j->run_type) {
         cr_buf_puts(&b, ",\"run_gpu_type\":");
         cr_buf_put_jstr(&b, j->run_type);
@@ -182,7 +204,7 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
     if (j->last_nodes) {
         cr_buf_puts(&b, ",\"run_nodes\":");
         cr_buf_put_jstr(&b, j->last_nodes);
-        cr_buf_printf(&b, ",\"tasks_per_node_run\":%d", j->last_tpn);
+        put_num(&b, ",\"tasks_per_node_run\":", j->last_tpn);
     }
     cr_buf_puts(&b, ",\"placement\":[");
     for (size_t i = 0; i < j->nplace; i++) {
@@ -190,7 +212,7 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
         cr_buf_put_jstr(&b, j->place[i].node);
         cr_buf_puts(&b, ",\"gpus\":[");
         for (size_t k = 0; k < j->place[i].ngpus; k++) {
-            cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].gpus[k]);
+            put_num(&b, k ? "," : "", j->place[i].gpus[k]);
         }
         cr_buf_putc(&b, ']');
         if (*j->place[i].mig_profile) {
@@ -198,25 +220,27 @@ char *ctl_job_doc_with(const ctl_job *j, const char *spec_json)
             cr_buf_put_jstr(&b, j->place[i].mig_profile);
             cr_buf_puts(&b, ",\"mig_starts\":[");
             for (size_t k = 0; k < j->place[i].ngpus; k++) {
-                cr_buf_printf(&b, "%s%d", k ? "," : "", j->place[i].mig_start[k]);
+                put_num(&b, k ? "," : "", j->place[i].mig_start[k]);
             }
             cr_buf_putc(&b, ']');
         }
         cr_buf_putc(&b, '}');
     }
-    cr_buf_printf(&b,
-                  "],\"submit_ns\":%lld,\"start_ns\":%lld,\"end_ns\":%lld,\"acct_ns\":%lld,"
-                  "\"last_node\":",
-                  (long long)j->submit_ns, (long long)j->start_ns, (long long)j->end_ns,
-                  (long long)j->acct_ns);
+    put_num(&b, "],\"submit_ns\":", j->submit_ns);
+    put_num(&b, ",\"start_ns\":", j->start_ns);
+    put_num(&b, ",\"end_ns\":", j->end_ns);
+    put_num(&b, ",\"acct_ns\":", j->acct_ns);
+    cr_buf_puts(&b, ",\"last_node\":");
     cr_buf_put_jstr(&b, j->last_node);
     if (j->secrets_enc) {
         cr_buf_puts(&b, ",\"secrets_enc\":");
         cr_buf_put_jstr(&b, j->secrets_enc);
     }
-    cr_buf_printf(&b, ",\"cancel_requested\":%s,\"timed_out\":%s,\"requeue_requested\":%s}",
-                  j->cancel_requested ? "true" : "false", j->timed_out ? "true" : "false",
-                  j->requeue_requested ? "true" : "false");
+    cr_buf_puts(&b,
+                j->cancel_requested ? ",\"cancel_requested\":true" : ",\"cancel_requested\":false");
+    cr_buf_puts(&b, j->timed_out ? ",\"timed_out\":true" : ",\"timed_out\":false");
+    cr_buf_puts(&b, j->requeue_requested ? ",\"requeue_requested\":true}"
+                                         : ",\"requeue_requested\":false}");
     return cr_buf_take(&b);
 }
 
@@ -225,7 +249,7 @@ char *ctl_job_doc(const ctl_job *j)
     if (j->array_first > 0 && j->id != j->array_first) {
         return ctl_job_doc_with(j, "{}");
     }
-    char *spec = json_dumps(j->spec, JSON_COMPACT);
+    char *spec = ctl_jw_dumps(j->spec);
     char *doc = ctl_job_doc_with(j, spec ? spec : "{}");
     free(spec);
     return doc;

@@ -183,7 +183,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
         json_object_set_new(proto->spec, "output",
                             json_string(n > 1 || indexes ? "slurm-%A_%a.out" : "slurm-%j.out"));
     }
-    spec_json = json_dumps(proto->spec, JSON_COMPACT);
+    spec_json = ctl_jw_dumps(proto->spec);
     if (!spec_json || (int64_t)strlen(spec_json) > c->cfg.max_spec_bytes) {
         ctl_reply_err(req, 413, CR_ETOOBIG, NULL,
                       "the job request is %zu bytes stored; at most %lld (max_spec_bytes)",
@@ -237,7 +237,7 @@ static void jobs_submit(ctl *c, cr_http_req *req, const cr_principal *p)
     }
     if (redump) {
         free(spec_json);
-        spec_json = json_dumps(proto->spec, JSON_COMPACT);
+        spec_json = ctl_jw_dumps(proto->spec);
     }
     /* An explicit type and count that cannot hold the model (issue 26):
      * refused, or taken with a warning when the request says "force". */

@@ -1295,9 +1295,14 @@ static void agent_desired(ctl *c, cr_http_req *req, const char *node)
         return;
     }
     if (version != (int64_t)n->version || wait == 0 || c->stopping) {
-        json_t *doc = ctl_desired_doc(c, n);
+        size_t len = 0;
+        char *doc = ctl_desired_text(c, n, &len);
         pthread_mutex_unlock(&c->mu);
-        ctl_reply_json(req, 200, doc);
+        if (!doc) {
+            doc = cr_strdup("{}"); /* (as a document jansson could not dump was sent) */
+            len = 2;
+        }
+        cr_http_respond(req, 200, "application/json", doc, len);
         return;
     }
     ctl_poll_park(&n->polls, req, wait);

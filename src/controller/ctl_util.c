@@ -23,7 +23,7 @@ const char *const ctl_node_state_names[NS_COUNT] = {"up", "drained", "lost"};
 
 void ctl_reply_json(cr_http_req *req, unsigned status, json_t *v)
 {
-    char *s = json_dumps(v, JSON_COMPACT);
+    char *s = ctl_jw_dumps(v); /* json_dumps(v, JSON_COMPACT), for less */
     json_decref(v);
     if (!s) {
         s = cr_strdup("{}");
@@ -125,6 +125,36 @@ void ctl_poll_answer(ctl *c, ctl_poll **list, bool expired_only, int64_t now_mon
         free(q);
     }
     json_decref(doc);
+}
+
+void ctl_poll_answer_text(ctl *c, ctl_poll **list, bool expired_only, int64_t now_mono,
+                          ctl_poll_text_fn *make, void *obj, const char *gone)
+{
+    ctl_poll **pp = list;
+    char *doc = NULL;
+    size_t len = 0;
+    bool made = false;
+    while (*pp) {
+        ctl_poll *q = *pp;
+        if (expired_only && q->deadline_ns > now_mono) {
+            pp = &q->next;
+            continue;
+        }
+        *pp = q->next;
+        if (!made) {
+            doc = make(c, obj, &len);
+            made = true;
+        }
+        if (doc) {
+            char *copy = cr_malloc(len + 1);
+            memcpy(copy, doc, len + 1);
+            cr_http_respond(q->req, 200, "application/json", copy, len);
+        } else {
+            ctl_reply_err(q->req, 404, CR_ENOENT, NULL, "%s", gone ? gone : "not found");
+        }
+        free(q);
+    }
+    free(doc);
 }
 
 void ctl_sched_kick(ctl *c)

@@ -53,6 +53,11 @@ static void test_buf_jstr(void **state)
     cr_buf_init(&b);
     cr_buf_put_jstr(&b, NULL);
     assert_string_equal(cr_buf_str(&b), "\"\"");
+    /* the exact text: runs copied whole, each escape where it was */
+    cr_buf_reset(&b);
+    cr_buf_put_jstr(&b, "a\"b\\c\nd\x01"
+                        "e\x1f");
+    assert_string_equal(cr_buf_str(&b), "\"a\\\"b\\\\c\\u000ad\\u0001e\\u001f\"");
     cr_buf_fini(&b);
 }
 
