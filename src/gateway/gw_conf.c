@@ -48,6 +48,7 @@ static void conf_defaults(gw_conf *c)
     c->max_inflight = 256;
     c->max_clients = 16384;
     c->hold_max = 100;
+    c->batch_share = 0.75;
     c->hold_timeout_ns = 30 * CR_NS_PER_SEC;
     c->retry_after_s = 1;
     c->connect_timeout_ns = 2 * CR_NS_PER_SEC;
@@ -293,6 +294,11 @@ static const cr_opt gw_opts[] = {
      NULL, false},
     {"--max-inflight", "max_inflight", CR_OPT_I32, OFF(max_inflight), 1, 1000000, 0, 0, "N",
      "requests per replica before 503 (default 256)", NULL, false},
+    {"--batch-share", "batch_share", CR_OPT_F64, OFF(batch_share), 0, 0, 0.05, 1.0, "F",
+     "requests marked X-Corral-Priority: batch may fill a replica only\n"
+     "to F x its in-flight limit; interactive ones (the default) the whole\n"
+     "limit, so under load batch is refused first (default 0.75)",
+     NULL, false},
     {"--hold", "hold_max", CR_OPT_I32, OFF(hold_max), 0, 100000, 0, 0, "N",
      "requests held per service at zero ready replicas\n(default 100; 0: answer 503)", NULL, false},
     {"--hold-timeout", "hold_timeout_s", CR_OPT_DUR, OFF(hold_timeout_ns), 0, GW_S, 0, 0, "DUR",

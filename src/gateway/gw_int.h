@@ -119,23 +119,24 @@ typedef struct gw_conf {
     int32_t max_inflight;          /* default per-replica in-flight bound */
     int32_t max_clients;           /* client connections open at once */
     int32_t hold_max;              /* requests held per service at zero replicas; 0 = none */
-    int64_t hold_timeout_ns;       /* how long a held request waits */
-    int32_t retry_after_s;         /* Retry-After on 503 */
-    int64_t connect_timeout_ns;    /* backend connect */
-    int64_t upstream_timeout_ns;   /* silence from a backend mid-response */
-    int64_t client_idle_ns;        /* idle keep-alive client */
-    int64_t header_timeout_ns;     /* first byte to the end of a request head */
-    int64_t body_timeout_ns;       /* request body silence (frees the replica slot) */
-    int64_t shutdown_grace_ns;     /* on SIGTERM, how long in-flight requests may finish */
-    int64_t probe_interval_ns;     /* health checks and scrapes */
-    int64_t report_interval_ns;    /* stats to the controller */
-    int32_t retries;               /* extra attempts after a connection failure */
-    uint64_t seed;                 /* RNG seed of the peer choice */
-    int require_keys;              /* 1 clients need an API key, 0 not, -1 default (controller) */
-    bool prefix_affinity;          /* model-routed requests by prompt prefix (else p2c alone) */
-    int64_t max_body_bytes;        /* model-routed request bodies are read whole up to this */
-    char *tls_cert;                /* PEM certificate (chain) served to clients, or NULL; owned */
-    char *tls_key;                 /* its PEM private key; owned */
+    double batch_share;          /* a batch request's share of a replica's max_inflight (0.05..1) */
+    int64_t hold_timeout_ns;     /* how long a held request waits */
+    int32_t retry_after_s;       /* Retry-After on 503 */
+    int64_t connect_timeout_ns;  /* backend connect */
+    int64_t upstream_timeout_ns; /* silence from a backend mid-response */
+    int64_t client_idle_ns;      /* idle keep-alive client */
+    int64_t header_timeout_ns;   /* first byte to the end of a request head */
+    int64_t body_timeout_ns;     /* request body silence (frees the replica slot) */
+    int64_t shutdown_grace_ns;   /* on SIGTERM, how long in-flight requests may finish */
+    int64_t probe_interval_ns;   /* health checks and scrapes */
+    int64_t report_interval_ns;  /* stats to the controller */
+    int32_t retries;             /* extra attempts after a connection failure */
+    uint64_t seed;               /* RNG seed of the peer choice */
+    int require_keys;            /* 1 clients need an API key, 0 not, -1 default (controller) */
+    bool prefix_affinity;        /* model-routed requests by prompt prefix (else p2c alone) */
+    int64_t max_body_bytes;      /* model-routed request bodies are read whole up to this */
+    char *tls_cert;              /* PEM certificate (chain) served to clients, or NULL; owned */
+    char *tls_key;               /* its PEM private key; owned */
 } gw_conf;
 
 /* The io header every epoll-registered object starts with. */
@@ -193,10 +194,11 @@ struct gw_service {
     size_t adapter_count;                      /* entries, at most GW_ADAPTER_MAX */
     uint64_t adapter_requests[GW_ADAPTER_MAX]; /* requests routed for each adapter */
     int want_adapter;                          /* during a peer choice: the adapter needed, or -1 */
-    bool want_active;         /* and only where it is active (scraped), the first try */
-    gw_hist ttft;             /* time to first token, s (gw_slo.c) */
-    gw_hist tpot;             /* time per output token, s */
-    gw_hist tps;              /* output tokens per second of a request */
+    bool want_active; /* and only where it is active (scraped), the first try */
+    bool want_batch;  /* during a peer choice: a batch request (up to batch_share x max_inflight) */
+    gw_hist ttft;     /* time to first token, s (gw_slo.c) */
+    gw_hist tpot;     /* time per output token, s */
+    gw_hist tps;      /* output tokens per second of a request */
     uint64_t output_tokens;   /* of streamed completions */
     double slo_target_s[2];   /* serving SLOs: [0] TTFT, [1] TPOT; 0 none */
     uint64_t slo_met[2];      /* completions within each target */
@@ -270,6 +272,7 @@ struct gw_client {
     int api;                  /* enum gw_api of the current request */
     gw_key *key;              /* the verified API key, or NULL */
     int adapter;              /* the LoRA adapter asked for (index in svc's), or -1 */
+    bool batch;               /* X-Corral-Priority: batch (shed first under load) */
     bool slo;                 /* a streamed completion: TTFT/TPOT measured (gw_slo.c) */
     int sse_at;               /* event scanner: "data:" bytes matched at a line start, -1 */
     uint64_t sse_events;      /* events seen in the response */

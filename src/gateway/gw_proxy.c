@@ -697,6 +697,7 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     c->is_head = method_is(m, "HEAD");
     c->hold_deadline_ns = 0;
     c->adapter = -1;
+    c->batch = false;
     c->http10 = m->minor == 0;
     c->idempotent = c->is_head || method_is(m, "GET") || method_is(m, "PUT") ||
                     method_is(m, "DELETE") || method_is(m, "OPTIONS") || method_is(m, "TRACE");
@@ -717,6 +718,20 @@ static void start_request(gw_client *c, const cr_http_msg *m)
     if (frame_request(c) != 0) {
         gw_local_error(c, 400, -1, "CR_EPARSE", "malformed chunked request body");
         return;
+    }
+    /* Criticality (docs/gateway.md, "Priorities"): a batch request is shed
+     * before an interactive one when replicas fill (--batch-share). */
+    for (size_t i = 0; i < m->header_count; i++) {
+        const cr_http_header *h = &m->headers[i];
+        if (cr_http_token_eq(h->name, h->name_len, "x-corral-priority")) {
+            if (cr_http_token_eq(h->value, h->value_len, "batch")) {
+                c->batch = true;
+            } else if (!cr_http_token_eq(h->value, h->value_len, "interactive")) {
+                gw_local_error(c, 400, -1, "CR_EINVAL",
+                               "X-Corral-Priority: interactive (the default) or batch");
+                return;
+            }
+        }
     }
 
     const char *t = m->target;
@@ -823,6 +838,7 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
     for (;;) {
         int why = GW_ERR_NO_REPLICA;
         s->want_adapter = c->adapter;
+        s->want_batch = c->batch;
         gw_replica *r = NULL;
         /* An adapter: first where it is active already (scraped), so it
          * is not loaded (and another evicted) on one more replica; then
@@ -835,6 +851,7 @@ void gw_client_dispatch(gw_client *c, const gw_replica *exclude)
         }
         s->want_active = false;
         s->want_adapter = -1;
+        s->want_batch = false;
         if (!r) {
             /* Nothing ready: hold the request until a replica is, also after
              * a connection failure left none (a replica announced before it
@@ -1470,8 +1487,10 @@ void gw_service_kick(gw *g, gw_service *s)
         int why;
         gw_client *c = s->held_head;
         s->want_adapter = c->adapter;
+        s->want_batch = c->batch;
         bool can = s->peer_get(g, s, NULL, &why) != NULL;
         s->want_adapter = -1;
+        s->want_batch = false;
         if (!can && why == GW_ERR_SATURATED) {
             return;
         }

@@ -88,6 +88,19 @@ bool gw_adapter_available(const gw_service *s, int a, bool *any_ready)
  * the request (eligible, under its in-flight limit), only those of its
  * site are candidates; else every replica is (a site's overflow, or one
  * with none of its own, goes elsewhere). */
+/* A replica's in-flight limit for the request being placed: a batch one
+ * (want_batch) only up to batch_share of it, at least 1, so interactive
+ * requests keep the rest (criticality, as the Gateway API Inference
+ * Extension's sheddable requests). */
+static int32_t limit_of(const gw *g, const gw_service *s)
+{
+    if (!s->want_batch) {
+        return s->max_inflight;
+    }
+    int32_t l = (int32_t)((double)s->max_inflight * g->conf->batch_share);
+    return l < 1 ? 1 : l;
+}
+
 static bool site_local(const gw *g, const gw_service *s, const gw_replica *exclude)
 {
     const char *site = g->conf->site;
@@ -96,7 +109,7 @@ static bool site_local(const gw *g, const gw_service *s, const gw_replica *exclu
     }
     for (size_t i = 0; i < s->replica_count; i++) {
         const gw_replica *r = s->replicas[i];
-        if (eligible(r) && r != exclude && r->outstanding < s->max_inflight &&
+        if (eligible(r) && r != exclude && r->outstanding < limit_of(g, s) &&
             strcmp(r->ep.site, site) == 0) {
             return true;
         }
@@ -107,7 +120,7 @@ static bool site_local(const gw *g, const gw_service *s, const gw_replica *exclu
 static bool candidate(const gw *g, const gw_service *s, const gw_replica *r,
                       const gw_replica *exclude, bool local)
 {
-    return eligible(r) && r != exclude && r->outstanding < s->max_inflight &&
+    return eligible(r) && r != exclude && r->outstanding < limit_of(g, s) &&
            (!local || strcmp(r->ep.site, g->conf->site) == 0);
 }
 

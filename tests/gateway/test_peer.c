@@ -176,6 +176,37 @@ static void test_eligibility(void **state)
     assert_int_equal(why, GW_ERR_NO_REPLICA);
 }
 
+/* Priorities: a batch request fills a replica only to batch_share of its
+ * in-flight limit; an interactive one takes the rest. */
+static void test_batch_share(void **state)
+{
+    (void)state;
+    fixture f;
+    setup_fixture(&f, 2);
+    f.conf.batch_share = 0.5; /* 4 of 8 for batch */
+    f.reps[0].outstanding = 4;
+    f.reps[1].outstanding = 4;
+    int why = -1;
+    f.svc.want_batch = true;
+    assert_null(gw_peer_p2c(&f.g, &f.svc, NULL, &why));
+    assert_int_equal(why, GW_ERR_SATURATED);
+    assert_null(gw_peer_prefix(&f.g, &f.svc, NULL, 0x77, &why));
+    f.reps[1].outstanding = 3; /* room for one batch request there */
+    assert_ptr_equal(gw_peer_p2c(&f.g, &f.svc, NULL, &why), &f.reps[1]);
+    f.reps[1].outstanding = 4;
+    f.svc.want_batch = false; /* interactive: up to 8 */
+    assert_non_null(gw_peer_p2c(&f.g, &f.svc, NULL, &why));
+    f.reps[0].outstanding = f.reps[1].outstanding = 8;
+    assert_null(gw_peer_p2c(&f.g, &f.svc, NULL, &why));
+    /* a share that rounds to 0 still lets one batch request in */
+    f.conf.batch_share = 0.05;
+    f.svc.want_batch = true;
+    f.reps[0].outstanding = 0;
+    assert_ptr_equal(gw_peer_p2c(&f.g, &f.svc, NULL, &why), &f.reps[0]);
+    f.reps[0].outstanding = 1;
+    assert_null(gw_peer_p2c(&f.g, &f.svc, NULL, &why));
+}
+
 static void test_prefix_affinity(void **state)
 {
     (void)state;
@@ -367,11 +398,17 @@ static void test_parse_keys(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slo_events),          cmocka_unit_test(test_adapters),
-        cmocka_unit_test(test_least_loaded_of_two), cmocka_unit_test(test_load_signal_counts),
-        cmocka_unit_test(test_eligibility),         cmocka_unit_test(test_same_site),
-        cmocka_unit_test(test_prefix_affinity),     cmocka_unit_test(test_body_model_and_prefix),
-        cmocka_unit_test(test_usage_parse),         cmocka_unit_test(test_parse_keys),
+        cmocka_unit_test(test_slo_events),
+        cmocka_unit_test(test_adapters),
+        cmocka_unit_test(test_least_loaded_of_two),
+        cmocka_unit_test(test_load_signal_counts),
+        cmocka_unit_test(test_eligibility),
+        cmocka_unit_test(test_same_site),
+        cmocka_unit_test(test_batch_share),
+        cmocka_unit_test(test_prefix_affinity),
+        cmocka_unit_test(test_body_model_and_prefix),
+        cmocka_unit_test(test_usage_parse),
+        cmocka_unit_test(test_parse_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -40,6 +40,11 @@ curl -sf -D hdr.txt -o /dev/null -H "X-Forwarded-Proto: https" "http://$G/chat/x
 grep -qi "^X-Seen-Proto: http[[:space:]]*$" hdr.txt || { cat hdr.txt; fail "X-Forwarded-Proto not replaced"; }
 code=$(curl -s -o /dev/null -w '%{http_code}' "http://$G/nosuch/x")
 [ "$code" = 404 ] || fail "unknown service answered $code"
+# Priorities: batch and interactive pass; any other value is a 400 naming the header.
+curl -sf -o /dev/null -H "X-Corral-Priority: batch" "http://$G/chat/x" || fail "a batch request was refused"
+curl -sf -o /dev/null -H "X-Corral-Priority: interactive" "http://$G/chat/x" || fail "an interactive request was refused"
+code=$(curl -s -o prio.txt -w '%{http_code}' -H "X-Corral-Priority: urgent" "http://$G/chat/x")
+[ "$code" = 400 ] && grep -q "X-Corral-Priority" prio.txt || fail "a bad priority answered $code: $(cat prio.txt)"
 code=$(printf 'GARBAGE\r\n\r\n' | curl -s -o /dev/null -w '%{http_code}' --data-binary @- -X 'B@D' "http://$G/chat/" || true)
 [ "$code" = 400 ] || [ "$code" = 000 ] || fail "bad method answered $code"
 
