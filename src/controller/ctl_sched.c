@@ -545,6 +545,8 @@ static void *placer_new(ctl *c)
     cr_sched_config_default(&cfg, pol);
     cfg.round_ns = c->cfg.round_s * CR_NS_PER_SEC;
     cfg.suspend_hold = true; /* a suspended job resumes once its run exited */
+    cfg.default_time_ns = c->cfg.default_time_s * CR_NS_PER_SEC;
+    /* (mig_reclaim stays off: the agents cannot switch a GPU's MIG mode) */
     if (cr_sched_new(&cfg, &pl->s) != 0) {
         free(pl);
         return NULL;

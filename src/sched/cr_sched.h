@@ -171,7 +171,23 @@ typedef struct cr_sched_config {
      * checkpoint is written (cr_sched_job_resumable); off (default): at
      * once, as a simulator whose jobs stop instantly wants. */
     bool suspend_hold;
+    /* The run time assumed for a running job without a time limit when a
+     * reservation is computed (as Slurm's DefaultTime; default 1 hour,
+     * 0 = none: such a job holds its GPUs for an unknown time and the
+     * reservation behind it has no time). An assumption only: nothing is
+     * stopped when it passes; the pending reason names the job assumed.
+     * At most CR_SCHED_DEFAULT_TIME_MAX_NS. */
+    int64_t default_time_ns;
+    /* Dynamic MIG: a whole-GPU job that finds no whole GPU free may take an
+     * idle GPU in MIG mode marked dynamic out of MIG mode (its layout
+     * dropped; the start has mig_repartitioned set and the GPU's layout,
+     * read with cr_sched_gpu_mig_layout, is empty: the caller switches MIG
+     * off before the job starts). Off by default: only a caller that can
+     * apply it turns it on. */
+    bool mig_reclaim;
 } cr_sched_config;
+
+#define CR_SCHED_DEFAULT_TIME_MAX_NS (INT64_C(366) * 86400 * 1000000000)
 
 /*
  * The max-min fairness time-share LP of the rounds policy (Gavel's

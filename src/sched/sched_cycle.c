@@ -54,7 +54,8 @@ typedef struct resv {
     int64_t at;     /* INT64_MAX = unknown */
     uint32_t extra; /* GPUs beyond the reserved job's need at `at` */
     uint64_t job;
-    uint32_t need; /* the reserved job's GPUs */
+    uint32_t need;    /* the reserved job's GPUs */
+    uint64_t assumed; /* `at` assumes this job's default run time (0 = none) */
     /* The reserved job's nodes (its node_mask, borrowed for the cycle);
      * NULL = any node of the type. */
     const uint8_t *mask;
@@ -191,11 +192,71 @@ static bool blocks_queue(const cr_sched *s, const job *j)
     return s->pol->head_blocks && !j->mig[0] && !cr__sched_frac(j);
 }
 
+/* One running whole-GPU job's end for free_at_assumed. */
+typedef struct endrec {
+    int64_t at;
+    uint64_t id;
+    uint32_t n;
+    bool assumed; /* no time limit: at = start + default_time_ns */
+} endrec;
+
+static int cmp_endrec(const void *x, const void *y)
+{
+    const endrec *a = x, *b = y;
+    if (a->at != b->at) {
+        return a->at < b->at ? -1 : 1;
+    }
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* free_at when the running jobs' time limits do not free enough: every
+ * running whole-GPU job of the type by its end, those without a time limit
+ * at the end their default run time gives (cfg.default_time_ns, as Slurm's
+ * DefaultTime); *assumed = the last such job counted. */
+static int64_t free_at_assumed(cr_sched *s, int type, uint32_t need, uint32_t *extra,
+                               uint64_t *assumed)
+{
+    uint32_t avail = s->types[type].free, n = 0;
+    endrec *e = cr_calloc(s->ntrun[type] ? s->ntrun[type] : 1, sizeof(*e));
+    for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+        const job *r = s->trun[type][i];
+        if (r->nslots == 0 || r->slots[0].mig_start >= 0 || r->slots[0].milli) {
+            continue; /* MIG instances and shares free no whole GPU */
+        }
+        int64_t at = cr__sched_job_end(r);
+        bool as = at == INT64_MAX;
+        if (as) {
+            int64_t d = s->cfg.default_time_ns;
+            at = r->start_ns > INT64_MAX - d ? INT64_MAX : r->start_ns + d;
+        }
+        e[n++] = (endrec){at, r->spec.id, r->nslots, as};
+    }
+    qsort(e, n, sizeof(*e), cmp_endrec);
+    int64_t at = INT64_MAX;
+    uint64_t who = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        avail += e[i].n;
+        who = e[i].assumed ? e[i].id : who;
+        if (avail >= need) {
+            at = e[i].at;
+            *extra = avail - need;
+            *assumed = who;
+            break;
+        }
+    }
+    free(e);
+    return at;
+}
+
 /* When `need` GPUs of a type will be free, from the running jobs' ends
- * (INT64_MAX = unknown), and how many more than need are free then. */
-static int64_t free_at(cr_sched *s, int type, uint32_t need, int64_t now_ns, uint32_t *extra)
+ * (INT64_MAX = unknown), and how many more than need are free then;
+ * *assumed = a job without a time limit whose default run time the answer
+ * assumes (0 = none). */
+static int64_t free_at(cr_sched *s, int type, uint32_t need, int64_t now_ns, uint32_t *extra,
+                       uint64_t *assumed)
 {
     uint32_t avail = s->types[type].free;
+    *assumed = 0;
     if (avail >= need) {
         *extra = avail - need;
         return now_ns;
@@ -251,6 +312,10 @@ static int64_t free_at(cr_sched *s, int type, uint32_t need, int64_t now_ns, uin
         }
     }
     free(f);
+    if (at == INT64_MAX && s->cfg.default_time_ns > 0 && s->ntrun[type] > s->neheap[type]) {
+        /* (jobs without a time limit are not in the end heap) */
+        at = free_at_assumed(s, type, need, extra, assumed);
+    }
     return at;
 }
 
@@ -260,7 +325,7 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
     r->active = true;
     r->job = j->spec.id;
     r->need = j->spec.gpu_count;
-    r->at = free_at(s, type, j->spec.gpu_count, now_ns, &r->extra);
+    r->at = free_at(s, type, j->spec.gpu_count, now_ns, &r->extra, &r->assumed);
     r->mask = j->spec.node_mask;
     r->mask_bits = j->spec.node_mask_bits;
 }
@@ -815,6 +880,7 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
     j->rfree = free_gpus;
     j->rat = at;
     j->rother = other;
+    j->rassume = 0;
 }
 
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
@@ -1044,10 +1110,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             pfail_add(&pf[ptype], s, j, ptype, pborrow);
         }
         int64_t at = INT64_MAX;
-        uint64_t other = 0;
+        uint64_t other = 0, assume = 0;
         if ((why == R_NO_FIT || why == R_FRAGMENTED) && blocks_queue(s, j) && !res[wtype].active) {
             reserve(s, &res[wtype], j, wtype, now_ns);
             at = res[wtype].at;
+            assume = res[wtype].assumed;
         } else if (waiting) {
             /* the faster type's next free GPUs are promised to it for the
              * rest of the cycle */
@@ -1056,6 +1123,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         } else if ((why == R_BACKFILL || why == R_BLOCKED) && res[wtype].active) {
             at = res[wtype].at;
             other = res[wtype].job;
+            assume = res[wtype].assumed;
         } else if (why == R_LIMIT) {
             other = limit_who;
         }
@@ -1064,6 +1132,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                    : why == R_NONE ? R_NO_FIT
                                    : why,
                    wtype, k, s->types[wtype].free, at, other);
+        j->rassume = assume;
     }
     /* Jobs not examined (nothing free, nobody can preempt) keep their old
      * reason fields; cr_sched_job_reason derives a fresh one from the type
@@ -1188,6 +1257,20 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         fmt_dur(d, sizeof(d), j->rat > s->now_ns ? j->rat - s->now_ns : 0);
         snprintf(when, sizeof(when), "t+%s", d);
     }
+    char assume[96] = "";
+    if (j->rassume && j->rat != INT64_MAX) {
+        int64_t sec = s->cfg.default_time_ns / 1000000000;
+        char d[24];
+        if (sec % 3600 == 0) {
+            snprintf(d, sizeof(d), "%" PRId64 "h", sec / 3600);
+        } else if (sec % 60 == 0) {
+            snprintf(d, sizeof(d), "%" PRId64 "m", sec / 60);
+        } else {
+            fmt_dur(d, sizeof(d), s->cfg.default_time_ns);
+        }
+        snprintf(assume, sizeof(assume), ", assuming the default run time of %s for job %" PRIu64,
+                 d, j->rassume);
+    }
     int n = 0;
     switch (j->rcode) {
     case R_NONE:
@@ -1211,9 +1294,9 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
     case R_FRAGMENTED: {
         char rec[192] = "";
         reclaim_note(s, j, rec, sizeof(rec));
-        n = snprintf(buf, len, "needs %u %s%s: %u free%s%s%s%s", j->rneed, tn, shape, j->rfree,
+        n = snprintf(buf, len, "needs %u %s%s: %u free%s%s%s%s%s", j->rneed, tn, shape, j->rfree,
                      j->rcode == R_FRAGMENTED ? " but not in that shape" : "", rec,
-                     when[0] ? "; reserved for " : "", when);
+                     when[0] ? "; reserved for " : "", when, assume);
         break;
     }
     case R_QUOTA: {
@@ -1240,14 +1323,16 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
                      tn, tn);
         break;
     case R_BLOCKED:
-        n = snprintf(buf, len, "waiting behind job %" PRIu64 ", which holds the %s reservation%s%s",
-                     j->rother, tn, when[0] ? " for " : "", when);
+        n = snprintf(buf, len,
+                     "waiting behind job %" PRIu64 ", which holds the %s reservation%s%s%s",
+                     j->rother, tn, when[0] ? " for " : "", when, assume);
         break;
     case R_BACKFILL:
         n = snprintf(buf, len,
                      "needs %u %s%s: %u free, but starting now would delay job %" PRIu64
-                     " reserved for %s",
-                     j->rneed, tn, shape, j->rfree, j->rother, when[0] ? when : "an unknown time");
+                     " reserved for %s%s",
+                     j->rneed, tn, shape, j->rfree, j->rother, when[0] ? when : "an unknown time",
+                     assume);
         break;
     case R_NO_FREE:
         n = snprintf(buf, len, "no free GPUs in the cluster");

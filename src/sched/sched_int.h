@@ -148,6 +148,8 @@ enum {
     R_CHECKPOINTING, /* suspended; its run has not yet ended (suspend_hold) */
     R_LIMIT,         /* a tenant limit up the tree closes (rother: tenant + 1) */
     R_LEND,          /* above quota, and the lenders' lending limits are reached */
+    R_MIG_BUSY,      /* whole GPU: the free ones are in MIG mode, none idle and dynamic */
+    R_MIG_NONE,      /* MIG: no GPU of the type has the profile or can be repartitioned */
 };
 
 typedef struct job {
@@ -177,8 +179,9 @@ typedef struct job {
     uint32_t rneed, rfree;
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
-    uint64_t rcycle; /* cycle that last examined it */
-    bool in_order;   /* queued in class qc at index opos (sched_queue.c) */
+    uint64_t rassume; /* the reservation assumed this job's default run time (0 = none) */
+    uint64_t rcycle;  /* cycle that last examined it */
+    bool in_order;    /* queued in class qc at index opos (sched_queue.c) */
     uint32_t qc, opos;
     uint32_t hp[3];  /* PENDING: index in s->mheap[0] (GPUs), [1] (time limit), [2] */
     uint64_t hcycle; /* HETERO: cycle that set hetero_type (else HT_FREE) */

@@ -534,6 +534,12 @@ static int run_case(const char *path)
             if ((v = kv(w, n, "suspend_hold"))) {
                 c.cfg.suspend_hold = strcmp(v, "on") == 0;
             }
+            if ((v = kv(w, n, "default_time"))) {
+                dur(v, &c.cfg.default_time_ns);
+            }
+            if ((v = kv(w, n, "mig_reclaim"))) {
+                c.cfg.mig_reclaim = strcmp(v, "on") == 0;
+            }
             continue;
         }
         if (!ensure_sched(&c)) {
