@@ -607,9 +607,11 @@ typedef struct cr_sched_decision {
     int gpu_type;      /* START: the type chosen */
     size_t slot_count; /* START: the placement */
     const cr_sched_slot *slots;
-    bool borrowed;          /* START: above quota, on borrowed capacity */
-    bool backfilled;        /* START: started ahead of a reservation */
-    bool mig_repartitioned; /* START: its MIG GPU's layout was rewritten for it */
+    bool borrowed;   /* START: above quota, on borrowed capacity */
+    bool backfilled; /* START: started ahead of a reservation */
+    /* START: its MIG GPU's layout was rewritten for it; for a whole-GPU job
+     * (mig_reclaim), GPUs it holds were taken out of MIG mode for it */
+    bool mig_repartitioned;
     int64_t lost_work_ns;   /* PREEMPT: wall time since its last checkpoint */
     uint64_t preempted_for; /* PREEMPT: the job that needed its GPUs */
     const char *reason;     /* PREEMPT: plain words; START: "" */

@@ -187,6 +187,129 @@ static bool shares_taken_gpu(cr_sched *s, const job *j, int type)
     return s->nodes[s->plan[0].node].gpus[s->plan[0].gpu].sh_n > 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* MIG without dead ends                                                    */
+
+/* Can any GPU of the type ever hold MIG profile pr: a healthy GPU in MIG
+ * mode on an UP node that carves on demand, has such an instance in its
+ * layout, or is marked dynamic (repartitioned when its slices are idle)? */
+static bool mig_feasible(const cr_sched *s, int type, const job *j)
+{
+    const gtype *t = &s->types[type];
+    const mig_prof *pr = cr__sched_mig_find(s, type, j->mig);
+    if (!pr) {
+        return false;
+    }
+    for (uint32_t i = 0; i < t->nmig; i++) {
+        uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || !cr__sched_node_ok(s, j, n)) {
+            continue;
+        }
+        if (!g->mig_nfix || g->mig_dynamic) {
+            return true;
+        }
+        for (int st = 0; st < t->mig_mem; st++) {
+            if (cr__sched_mig_fixed_has(g, st, pr->mem, pr->compute)) {
+                return true;
+            }
+        }
+    }
+    return false;
+}
+
+/* A whole-GPU job's view of the type's GPUs in MIG mode (healthy, on UP
+ * nodes it may use): how many, how many marked dynamic, and how many of
+ * those are idle (no MIG job on them). */
+typedef struct migcount {
+    uint32_t up, dyn, idle;
+} migcount;
+
+static void mig_count(const cr_sched *s, const job *j, int type, migcount *mc)
+{
+    const gtype *t = &s->types[type];
+    memset(mc, 0, sizeof(*mc));
+    for (uint32_t i = 0; i < t->nmig; i++) {
+        uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || !cr__sched_node_ok(s, j, n)) {
+            continue;
+        }
+        mc->up++;
+        mc->dyn += g->mig_dynamic;
+        mc->idle += g->mig_dynamic && !g->mig_used && !g->sh_n;
+    }
+}
+
+/* A MIG GPU taken out of MIG mode for a try, and its layout to restore. */
+typedef struct recl {
+    uint32_t node, gpu;
+    uint8_t nfix, start[8], mem[8], compute[8];
+} recl;
+
+/*
+ * mig_reclaim: a whole-GPU job that found no placement tries again with
+ * every idle dynamic MIG GPU of the type (on nodes it may use) out of MIG
+ * mode; the GPUs the placement takes stay whole (their layouts dropped),
+ * the others get their layouts back. Returns 0 with s->plan filled and
+ * *nconv = GPUs switched, else the placement's error with nothing changed.
+ */
+static int plan_reclaim(cr_sched *s, const job *j, int type, uint32_t *n_out, uint32_t *nconv)
+{
+    gtype *t = &s->types[type];
+    *nconv = 0;
+    if (s->recl_cycle[type] == s->stats.cycles && s->recl_ndec[type] == s->ndec) {
+        return CR_EAGAIN; /* none idle, nothing started since */
+    }
+    recl *r = cr_calloc(t->nmig ? t->nmig : 1, sizeof(*r));
+    uint32_t nr = 0;
+    for (uint32_t i = 0; i < t->nmig; i++) {
+        uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || !g->mig_dynamic || g->mig_used ||
+            g->sh_n) {
+            continue;
+        }
+        recl *x = &r[nr++];
+        x->node = n;
+        x->gpu = gi;
+        x->nfix = g->mig_nfix;
+        memcpy(x->start, g->mig_fix_start, sizeof(x->start));
+        memcpy(x->mem, g->mig_fix_mem, sizeof(x->mem));
+        memcpy(x->compute, g->mig_fix_compute, sizeof(x->compute));
+    }
+    if (nr == 0) {
+        s->recl_cycle[type] = s->stats.cycles;
+        s->recl_ndec[type] = s->ndec;
+        free(r);
+        return CR_EAGAIN;
+    }
+    /* (the list changes as GPUs leave MIG mode: r is a copy) */
+    for (uint32_t i = 0; i < nr; i++) {
+        (void)cr_sched_gpu_set_mig(s, r[i].node, r[i].gpu, false);
+    }
+    int rc = cr__sched_plan(s, j, type, n_out);
+    for (uint32_t i = 0; i < nr; i++) {
+        bool used = false;
+        for (uint32_t k = 0; rc == 0 && k < *n_out && !used; k++) {
+            used = s->plan[k].node == r[i].node && s->plan[k].gpu == r[i].gpu;
+        }
+        if (used) {
+            (*nconv)++;
+            continue;
+        }
+        gpu *g = &s->nodes[r[i].node].gpus[r[i].gpu];
+        (void)cr_sched_gpu_set_mig(s, r[i].node, r[i].gpu, true);
+        g->mig_nfix = r[i].nfix;
+        memcpy(g->mig_fix_start, r[i].start, sizeof(r[i].start));
+        memcpy(g->mig_fix_mem, r[i].mem, sizeof(r[i].mem));
+        memcpy(g->mig_fix_compute, r[i].compute, sizeof(r[i].compute));
+    }
+    free(r);
+    s->stats.mig_repartitions += *nconv;
+    return rc;
+}
+
 static bool blocks_queue(const cr_sched *s, const job *j)
 {
     return s->pol->head_blocks && !j->mig[0] && !cr__sched_frac(j);
@@ -209,19 +332,42 @@ static int cmp_endrec(const void *x, const void *y)
     return a->id < b->id ? -1 : a->id > b->id;
 }
 
+/* A fractional task's end, by its GPU. */
+typedef struct shend {
+    uint64_t gpu; /* node << 16 | gpu */
+    int64_t at;
+    uint64_t id;
+    bool assumed;
+} shend;
+
+static int cmp_shend(const void *x, const void *y)
+{
+    const shend *a = x, *b = y;
+    if (a->gpu != b->gpu) {
+        return a->gpu < b->gpu ? -1 : 1;
+    }
+    if (a->at != b->at) {
+        return a->at < b->at ? -1 : 1;
+    }
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
 /* free_at when the running jobs' time limits do not free enough: every
- * running whole-GPU job of the type by its end, those without a time limit
- * at the end their default run time gives (cfg.default_time_ns, as Slurm's
- * DefaultTime); *assumed = the last such job counted. */
+ * running whole-GPU job of the type by its end, and every shared GPU by its
+ * last fractional task's, those without a time limit at the end their
+ * default run time gives (cfg.default_time_ns, as Slurm's DefaultTime);
+ * *assumed = the last such job counted. */
 static int64_t free_at_assumed(cr_sched *s, int type, uint32_t need, uint32_t *extra,
                                uint64_t *assumed)
 {
-    uint32_t avail = s->types[type].free, n = 0;
-    endrec *e = cr_calloc(s->ntrun[type] ? s->ntrun[type] : 1, sizeof(*e));
+    uint32_t avail = s->types[type].free, n = 0, nsh = 0;
+    uint32_t cap = s->ntrun[type] ? s->ntrun[type] : 1;
+    endrec *e = cr_calloc(cap, sizeof(*e));
+    shend *sh = cr_calloc(cap, sizeof(*sh));
     for (uint32_t i = 0; i < s->ntrun[type]; i++) {
         const job *r = s->trun[type][i];
-        if (r->nslots == 0 || r->slots[0].mig_start >= 0 || r->slots[0].milli) {
-            continue; /* MIG instances and shares free no whole GPU */
+        if (r->nslots == 0 || r->slots[0].mig_start >= 0) {
+            continue; /* MIG instances free no whole GPU */
         }
         int64_t at = cr__sched_job_end(r);
         bool as = at == INT64_MAX;
@@ -229,8 +375,24 @@ static int64_t free_at_assumed(cr_sched *s, int type, uint32_t need, uint32_t *e
             int64_t d = s->cfg.default_time_ns;
             at = r->start_ns > INT64_MAX - d ? INT64_MAX : r->start_ns + d;
         }
+        if (r->slots[0].milli) {
+            /* a fractional task: its GPU frees when the last one on it ends */
+            uint32_t nd = r->slots[0].node;
+            if (!s->nodes[nd].gpus[r->slots[0].gpu].bad && s->nodes[nd].state == CR_NODE_UP) {
+                sh[nsh++] = (shend){(uint64_t)nd << 16 | r->slots[0].gpu, at, r->spec.id, as};
+            }
+            continue;
+        }
         e[n++] = (endrec){at, r->spec.id, r->nslots, as};
     }
+    /* one end per shared GPU: its latest task's */
+    qsort(sh, nsh, sizeof(*sh), cmp_shend);
+    for (uint32_t i = 0; i < nsh; i++) {
+        if (i + 1 == nsh || sh[i + 1].gpu != sh[i].gpu) {
+            e[n++] = (endrec){sh[i].at, sh[i].id, 1, sh[i].assumed};
+        }
+    }
+    free(sh);
     qsort(e, n, sizeof(*e), cmp_endrec);
     int64_t at = INT64_MAX;
     uint64_t who = 0;
@@ -937,7 +1099,9 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                              (r->extra < min_k && (min_lim == INT64_MAX || r->at == INT64_MAX ||
                                                    now_ns > r->at - min_lim)));
                 any = (s->types[t].free >= min_k && !held) ||
-                      (mig_pending && (s->types[t].nmig > 0 || s->types[t].nsh > 0));
+                      (mig_pending && (s->types[t].nmig > 0 || s->types[t].nsh > 0)) ||
+                      (s->cfg.mig_reclaim && s->types[t].nmig > 0 && !held &&
+                       (s->recl_cycle[t] != s->stats.cycles || s->recl_ndec[t] != s->ndec));
             }
             if (!any) {
                 bool borrowed_any = false;
@@ -977,7 +1141,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             continue;
         }
         uint32_t k = j->spec.gpu_count;
-        bool started = false, never = true;
+        bool started = false, never = true, mig_never = false;
         int why = R_NONE, wtype = cand[0], ptype = -1;
         bool pborrow = false;
         uint64_t limit_who = 0; /* R_LIMIT: the tenant whose limit closes, + 1 */
@@ -990,10 +1154,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         for (int c = 0; c < nc && !started; c++) {
             int t = cand[c];
             if (cr__sched_frac(j) ? cr__sched_share_any(s, t)
-                : j->mig[0]       ? s->types[t].nmig > 0
+                : j->mig[0]       ? mig_feasible(s, t, j)
                                   : s->types[t].total >= k) {
                 never = false;
             } else {
+                mig_never |= j->mig[0] != 0;
                 continue;
             }
             if (wfs && better_to_wait(s, j, t, res, claim, now_ns, &wait_type, &wait_at)) {
@@ -1033,9 +1198,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             /* behind a reservation: start only if it ends first, or
              * else fits in the extra GPUs (which it then uses up) */
             bool backfill = false, uses_extra = false;
-            if (res[t].active && cr__sched_frac(j) && shares_taken_gpu(s, j, t)) {
-                /* a fractional task beside others on a shared GPU takes
-                 * no whole GPU: it cannot delay the reservation */
+            if (res[t].active && (j->mig[0] || (cr__sched_frac(j) && shares_taken_gpu(s, j, t)))) {
+                /* a MIG instance, or a fractional task beside others on a
+                 * shared GPU, takes no whole GPU: it cannot delay the
+                 * reservation (which counts whole GPUs) */
             } else if (res[t].active) {
                 int64_t lim = j->spec.time_limit_ns;
                 bool ends_before = lim > 0 && res[t].at != INT64_MAX && now_ns <= res[t].at - lim;
@@ -1052,13 +1218,18 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                     uses_extra = !ends_before;
                 }
             }
-            uint32_t nslot = 0;
+            uint32_t nslot = 0, nconv = 0;
             int rc = cr__sched_plan(s, j, t, &nslot);
+            if (rc != 0 && s->cfg.mig_reclaim && !j->mig[0] && !cr__sched_frac(j) &&
+                s->types[t].nmig > 0 && plan_reclaim(s, j, t, &nslot, &nconv) == 0) {
+                rc = 0; /* on GPUs taken out of MIG mode for it */
+            }
             if (rc == 0) {
                 if (uses_extra) {
                     res[t].extra -= k;
                 }
                 cr__sched_job_start(s, j, t, s->plan, nslot, now_ns, borrowed);
+                j->repart = j->repart || nconv > 0;
                 j->start_cycle = s->stats.cycles;
                 cr_sched_decision *d = dec_push(s);
                 d->action = CR_SCHED_START;
@@ -1094,8 +1265,20 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                     most = s->types[cand[c]].total;
                 }
             }
-            set_reason(j, R_NEVER, cand[0], k, most, INT64_MAX, 0);
+            set_reason(j, mig_never ? R_MIG_NONE : R_NEVER, cand[0], k, most, INT64_MAX, 0);
             continue;
+        }
+        if (!waiting && !j->mig[0] && !cr__sched_frac(j) && s->types[wtype].nmig > 0 &&
+            (why == R_NO_FIT || why == R_FRAGMENTED)) {
+            /* the whole GPUs alone are too few: no time frees enough of
+             * them, nothing to reserve or preempt for */
+            migcount mc;
+            mig_count(s, j, wtype, &mc);
+            if (s->types[wtype].total - mc.up < k) {
+                set_reason(j, R_MIG_BUSY, wtype, k, s->types[wtype].free, INT64_MAX,
+                           (uint64_t)mc.up | (uint64_t)mc.dyn << 20 | (uint64_t)mc.idle << 40);
+                continue;
+            }
         }
         /* preemption, then a reservation */
         if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
@@ -1180,8 +1363,29 @@ static void tail_reason(const cr_sched *s, job *j)
             most = s->types[cand[c]].total;
         }
     }
+    if (j->mig[0]) {
+        bool any = false;
+        for (int c = 0; c < nc && !any; c++) {
+            any = mig_feasible(s, cand[c], j);
+        }
+        if (!any) {
+            set_reason(j, R_MIG_NONE, cand[0], j->spec.gpu_count, 0, INT64_MAX, 0);
+            return;
+        }
+    }
     if (!j->mig[0] && !cr__sched_frac(j) && most < j->spec.gpu_count) {
         set_reason(j, R_NEVER, cand[0], j->spec.gpu_count, most, INT64_MAX, 0);
+    } else if (!j->mig[0] && !cr__sched_frac(j) && s->types[cand[0]].nmig > 0 &&
+               s->types[cand[0]].free < j->spec.gpu_count) {
+        migcount mc;
+        mig_count(s, j, cand[0], &mc);
+        if (s->types[cand[0]].total - mc.up < j->spec.gpu_count) {
+            set_reason(j, R_MIG_BUSY, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX,
+                       (uint64_t)mc.up | (uint64_t)mc.dyn << 20 | (uint64_t)mc.idle << 40);
+        } else {
+            set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX,
+                       0);
+        }
     } else {
         set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX, 0);
     }
@@ -1337,6 +1541,39 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
     case R_NO_FREE:
         n = snprintf(buf, len, "no free GPUs in the cluster");
         break;
+    case R_MIG_NONE:
+        if (j->rtype >= 0 && j->rtype < s->ntypes && s->types[j->rtype].nmig == 0) {
+            n = snprintf(buf, len, "needs %u %s%s but no %s is in MIG mode", j->rneed, tn, shape,
+                         tn);
+            break;
+        }
+        n = snprintf(buf, len,
+                     "needs %u %s%s but no %s in MIG mode has that instance in its layout or is "
+                     "marked dynamic (could be repartitioned for it)",
+                     j->rneed, tn, shape, tn);
+        break;
+    case R_MIG_BUSY: {
+        uint32_t up = (uint32_t)(j->rother & 0xfffff), dyn = (uint32_t)(j->rother >> 20 & 0xfffff),
+                 idle = (uint32_t)(j->rother >> 40 & 0xfffff);
+        if (dyn == 0) {
+            n = snprintf(buf, len,
+                         "needs %u whole %s%s: %u free; %u are in MIG mode (they run MIG jobs "
+                         "only) and none is marked dynamic",
+                         j->rneed, tn, shape, j->rfree, up);
+        } else if (!s->cfg.mig_reclaim) {
+            n = snprintf(buf, len,
+                         "needs %u whole %s%s: %u free; %u are in MIG mode, %u of them marked "
+                         "dynamic, but taking a GPU out of MIG mode is not enabled here "
+                         "(mig_reclaim)",
+                         j->rneed, tn, shape, j->rfree, up, dyn);
+        } else {
+            n = snprintf(buf, len,
+                         "needs %u whole %s%s: %u free; %u of the %u dynamic MIG GPUs are idle "
+                         "(one leaves MIG mode only once its MIG jobs have ended)",
+                         j->rneed, tn, shape, j->rfree, idle, dyn);
+        }
+        break;
+    }
     case R_HETERO_WAIT:
         n = snprintf(buf, len, "%s", s->pol->wait_text ? s->pol->wait_text : "pending");
         break;

@@ -333,6 +333,10 @@ struct cr_sched {
     job **mheap[3];
     uint32_t nmheap[3], cmheap[3];
     uint32_t nmig_pending;
+    /* mig_reclaim: the type had no idle dynamic MIG GPU at this cycle and
+     * decision count (no need to look again until something started) */
+    uint64_t recl_cycle[CR_SCHED_MAX_TYPES];
+    uint32_t recl_ndec[CR_SCHED_MAX_TYPES];
     job **grave;
     uint32_t ngrave, cgrave;
     job **fresh; /* jobs that became pending since the last cycle */

@@ -161,6 +161,7 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     cfg.las_threshold_gpu_ns[0] = 600 * SEC;
     cfg.share_policy = (cr_sched_share_policy)cr_rng_below(&r, CR_SHARE_POLICY_COUNT);
     cfg.las_starve_ns = seed % 2 ? 1800 * SEC : 0; /* (no draw: same workloads) */
+    cfg.mig_reclaim = seed % 3 == 0;
     cr_sched *s = NULL;
     if (cr_sched_new(&cfg, &s) < 0) {
         abort();
@@ -247,11 +248,15 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                            seed, id, sp->gpu_count, fr, buf);
                 }
             }
-            /* every pending job has a reason */
+            /* every pending job has a reason; with a default run time no
+             * reservation is for an unknown time (issue 28) */
             for (uint64_t id = 1; id < next_id; id++) {
                 char buf[CR_SCHED_REASON_MAX];
                 int rc = cr_sched_job_reason(s, id, buf, sizeof(buf));
                 EXPECT(rc == CR_ENOENT || rc == CR_EINVAL || (rc > 0 && buf[0]), "no reason");
+                EXPECT(rc <= 0 || !strstr(buf, "unknown time"),
+                       "seed %" PRIu64 ": job %" PRIu64 " blocked for an unknown time: %s", seed,
+                       id, buf);
             }
         } else if (k < 85 && next_id > 1) {
             uint64_t id = 1 + cr_rng_below(&r, next_id - 1);
