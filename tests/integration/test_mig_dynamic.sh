@@ -13,7 +13,9 @@
 #   - B ends: C gets a 1g.6gb carved from B's idle instance and starts, A
 #     still on its own;
 #   - job D asks for 4g.24gb, a profile no layout had: it pends (not refused)
-#     until A and C end, then the GPU is repartitioned into one 4g.24gb.
+#     until A and C end, then the GPU is repartitioned into one 4g.24gb;
+#   - job E asks for the whole A30: it pends, and its reason says the GPU
+#     is in MIG mode (the controller does not switch MIG mode off).
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
@@ -23,7 +25,7 @@ cr_setup migdyn
 # other suites on this host run agents called n0.
 NODE="migdyn$$"
 fail_context() {
-    for j in ${A:-} ${B:-} ${C:-} ${D:-}; do "$CORRAL" show "$j" 2>&1 | tail -12; done
+    for j in ${A:-} ${B:-} ${C:-} ${D:-} ${E:-}; do "$CORRAL" show "$j" 2>&1 | tail -12; done
 }
 ok() { echo "ok: $*"; }
 
@@ -115,4 +117,16 @@ has_d() { instances | grep "^4g.24gb 0 $UD$"; }
 wait_for 30 has_d || fail "job D's 4g.24gb is not listed: $(instances)"
 [ "$(instances | wc -l)" = 1 ] || fail "want the one 4g.24gb instance: $(instances)"
 ok "D (4g.24gb, in no layout before) runs on the repartitioned GPU ($UD)"
+
+# A whole-GPU job where the only A30 is in MIG mode: the controller does not
+# take a GPU out of MIG mode (docs/scheduler.md), and the reason says so
+# rather than "reserved for an unknown time".
+E=$(submit_id "$CORRAL" submit --gpu-type A30 --gpus 1 -- sleep 300)
+has_e_reason() { reason_of "$E" | grep "in MIG mode"; }
+wait_for 30 has_e_reason || fail "job E's reason does not say the A30 is in MIG mode: $(reason_of "$E")"
+case "$(reason_of "$E")" in
+*"unknown time"*) fail "job E: $(reason_of "$E")" ;;
+esac
+is_state "$E" pending || fail "job E is not pending"
+ok "E (a whole A30) pends: $(reason_of "$E")"
 echo "PASS"
