@@ -35,6 +35,7 @@
 #include "cr_time.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,6 +383,7 @@ static int pod_row(ob_input *in, char **hdr, int nh, char **f, int nf, const cha
 typedef struct ob_args {
     const char *nodes, *pods;
     double to, step, shared;
+    double window; /* > 0: each step is the mean over arrivals within window/2 of it */
     uint64_t seed;
     bool check, gpu_only;
     cr_sched_share_policy pol[OB_MAX_POLICIES];
@@ -403,6 +405,9 @@ static void ob_usage(FILE *f)
            "  --shared-nodes F      share of GPU nodes whose GPUs are shareable (default 1)\n"
            "  --inflate-to F        stop when arrived GPUs reach F x capacity (default 1)\n"
            "  --inflate-step F      report every F x capacity (default 0.05)\n"
+           "  --inflate-window W    report each step as the mean over the tasks that arrived\n"
+           "                        within W/2 x capacity of it, as FGD's analysis does with\n"
+           "                        W = 0.01 (default 0: the share when the step is reached)\n"
            "  --seed N              draws (default 0)\n"
            "  --gpu-only            model GPUs only: no CPU or host memory, CPU-only pods skipped\n"
            "  --check               check the scheduler's invariants after every task\n");
@@ -450,6 +455,10 @@ static int ob_parse(int argc, char **argv, ob_args *a)
         } else if (!strcmp(fl, "--inflate-step")) {
             if (cr_parse_f64(v, 0.001, 1, &a->step) != 0) {
                 return ob_bad(fl, v, "expected 0.001..1");
+            }
+        } else if (!strcmp(fl, "--inflate-window")) {
+            if (cr_parse_f64(v, 0, 1, &a->window) != 0) {
+                return ob_bad(fl, v, "expected 0..1");
             }
         } else if (!strcmp(fl, "--shared-nodes")) {
             if (cr_parse_f64(v, 0, 1, &a->shared) != 0) {
@@ -538,7 +547,11 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
     uint64_t id = 0;
     size_t k = 0;
     *placed = *dropped = 0;
-    while (rc == 0 && k < nsteps) {
+    /* --inflate-window: sums and counts per step */
+    double *wsum = cr_calloc(nsteps + 1, sizeof(double));
+    uint64_t *wcnt = cr_calloc(nsteps + 1, sizeof(uint64_t));
+    double wend = ((double)nsteps * a->step + a->window / 2) * cap;
+    while (rc == 0 && (k < nsteps || (a->window > 0 && arrived < wend))) {
         const ob_pod *p = &in->pods[cr_rng_below(&r, in->npods)];
         if (p->num_gpu == 0) {
             /* a CPU-only pod takes CPU and memory on a GPU node, as in FGD */
@@ -592,7 +605,22 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
         while (k < nsteps && arrived >= (double)(k + 1) * a->step * cap) {
             unalloc[k++] = 1.0 - alloc / cap;
         }
+        if (a->window > 0) {
+            double x = arrived / cap;
+            long q = lround(x / a->step); /* the nearest step, q x step */
+            if (q >= 1 && (size_t)q <= nsteps && fabs(x - (double)q * a->step) < a->window / 2) {
+                wsum[q - 1] += 1.0 - alloc / cap;
+                wcnt[q - 1]++;
+            }
+        }
     }
+    for (size_t i = 0; rc == 0 && i < nsteps; i++) {
+        if (wcnt[i]) {
+            unalloc[i] = wsum[i] / (double)wcnt[i]; /* (none in the window: the value reached) */
+        }
+    }
+    free(wsum);
+    free(wcnt);
     cr_sched_free(s);
     return rc;
 }
