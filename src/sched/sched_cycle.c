@@ -225,6 +225,14 @@ typedef struct migcount {
     uint32_t up, dyn, idle;
 } migcount;
 
+/* The counts in a reason's rother: 20 bits each (capped). */
+static uint64_t mig_pack(const migcount *mc)
+{
+    uint64_t m = 0xfffff;
+    return (mc->up < m ? mc->up : m) | (mc->dyn < m ? mc->dyn : m) << 20 |
+           (mc->idle < m ? mc->idle : m) << 40;
+}
+
 static void mig_count(const cr_sched *s, const job *j, int type, migcount *mc)
 {
     const gtype *t = &s->types[type];
@@ -1275,8 +1283,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             migcount mc;
             mig_count(s, j, wtype, &mc);
             if (s->types[wtype].total - mc.up < k) {
-                set_reason(j, R_MIG_BUSY, wtype, k, s->types[wtype].free, INT64_MAX,
-                           (uint64_t)mc.up | (uint64_t)mc.dyn << 20 | (uint64_t)mc.idle << 40);
+                set_reason(j, R_MIG_BUSY, wtype, k, s->types[wtype].free, INT64_MAX, mig_pack(&mc));
                 continue;
             }
         }
@@ -1381,7 +1388,7 @@ static void tail_reason(const cr_sched *s, job *j)
         mig_count(s, j, cand[0], &mc);
         if (s->types[cand[0]].total - mc.up < j->spec.gpu_count) {
             set_reason(j, R_MIG_BUSY, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX,
-                       (uint64_t)mc.up | (uint64_t)mc.dyn << 20 | (uint64_t)mc.idle << 40);
+                       mig_pack(&mc));
         } else {
             set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX,
                        0);
