@@ -167,6 +167,7 @@ void cr_sched_free(cr_sched *s)
         free(s->types[t].profs);
         free(s->types[t].bucket);
         free(s->types[t].mig_gpus);
+        free(s->types[t].dw_gpus);
         free(s->types[t].sh_gpus);
     }
     for (uint32_t n = 0; n < s->nnodes; n++) {

@@ -215,6 +215,14 @@ static bool mig_feasible(const cr_sched *s, int type, const job *j)
             }
         }
     }
+    for (uint32_t i = 0; s->cfg.mig_reclaim && i < t->ndw; i++) {
+        uint32_t n = t->dw_gpus[i] >> 8, gi = t->dw_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state == CR_NODE_UP && !g->bad && !g->mig && g->mig_dynamic &&
+            cr__sched_node_ok(s, j, n)) {
+            return true; /* back into MIG mode once idle */
+        }
+    }
     return false;
 }
 
@@ -304,6 +312,8 @@ static int plan_reclaim(cr_sched *s, const job *j, int type, uint32_t *n_out, ui
         }
         if (used) {
             (*nconv)++;
+            CR_GROW(t->dw_gpus, t->ndw, t->cdw);
+            t->dw_gpus[t->ndw++] = r[i].node << 8 | r[i].gpu;
             continue;
         }
         gpu *g = &s->nodes[r[i].node].gpus[r[i].gpu];
@@ -316,6 +326,43 @@ static int plan_reclaim(cr_sched *s, const job *j, int type, uint32_t *n_out, ui
     free(r);
     s->stats.mig_repartitions += *nconv;
     return rc;
+}
+
+/*
+ * mig_reclaim, the other way: a MIG job of one instance that found no
+ * placement puts an idle GPU that mig_reclaim took out of MIG mode back
+ * into it, with a layout of its one instance. Returns 0 with s->plan
+ * filled, else CR_EAGAIN with nothing changed. Stale entries (the GPU in
+ * MIG mode again, no longer dynamic) are dropped.
+ */
+static int plan_unreclaim(cr_sched *s, const job *j, int type, uint32_t *n_out)
+{
+    gtype *t = &s->types[type];
+    for (uint32_t i = 0; i < t->ndw;) {
+        uint32_t n = t->dw_gpus[i] >> 8, gi = t->dw_gpus[i] & 0xff;
+        gpu *g = &s->nodes[n].gpus[gi];
+        if (g->mig || !g->mig_dynamic) {
+            t->dw_gpus[i] = t->dw_gpus[--t->ndw];
+            continue;
+        }
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || g->job || g->sh_n ||
+            !cr__sched_node_ok(s, j, n)) {
+            i++;
+            continue;
+        }
+        const char *name = j->mig;
+        if (cr_sched_gpu_set_mig_layout(s, n, gi, &name, 1, NULL) == 0) {
+            if (cr__sched_plan(s, j, type, n_out) == 0 && s->plan[0].node == n &&
+                s->plan[0].gpu == gi) {
+                t->dw_gpus[i] = t->dw_gpus[--t->ndw];
+                s->stats.mig_repartitions++;
+                return 0;
+            }
+            (void)cr_sched_gpu_set_mig(s, n, gi, false);
+        }
+        i++;
+    }
+    return CR_EAGAIN;
 }
 
 static bool blocks_queue(const cr_sched *s, const job *j)
@@ -1107,7 +1154,8 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                              (r->extra < min_k && (min_lim == INT64_MAX || r->at == INT64_MAX ||
                                                    now_ns > r->at - min_lim)));
                 any = (s->types[t].free >= min_k && !held) ||
-                      (mig_pending && (s->types[t].nmig > 0 || s->types[t].nsh > 0)) ||
+                      (mig_pending && (s->types[t].nmig > 0 || s->types[t].nsh > 0 ||
+                                       (s->cfg.mig_reclaim && s->types[t].ndw > 0))) ||
                       (s->cfg.mig_reclaim && s->types[t].nmig > 0 && !held &&
                        (s->recl_cycle[t] != s->stats.cycles || s->recl_ndec[t] != s->ndec));
             }
@@ -1231,6 +1279,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             if (rc != 0 && s->cfg.mig_reclaim && !j->mig[0] && !cr__sched_frac(j) &&
                 s->types[t].nmig > 0 && plan_reclaim(s, j, t, &nslot, &nconv) == 0) {
                 rc = 0; /* on GPUs taken out of MIG mode for it */
+            } else if (rc != 0 && s->cfg.mig_reclaim && j->mig[0] && k == 1 &&
+                       s->types[t].ndw > 0 && plan_unreclaim(s, j, t, &nslot) == 0) {
+                rc = 0; /* on a GPU put back into MIG mode for it */
+                nconv = 1;
             }
             if (rc == 0) {
                 if (uses_extra) {

@@ -46,6 +46,10 @@ typedef struct gtype {
     uint32_t nmig, cmig;
     uint32_t *sh_gpus; /* owned: (node << 8 | gpu) of shareable GPUs, in order */
     uint32_t nsh, csh;
+    /* owned: (node << 8 | gpu) of dynamic GPUs mig_reclaim took out of MIG
+     * mode, which a MIG job may put back (entries checked when used) */
+    uint32_t *dw_gpus;
+    uint32_t ndw, cdw;
 } gtype;
 
 typedef struct gpu {
