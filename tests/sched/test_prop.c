@@ -21,7 +21,7 @@
 #define SEC 1000000000LL
 
 static int failures;
-static uint64_t n_start, n_preempt, n_frac, n_repart;
+static uint64_t n_start, n_preempt, n_frac, n_repart, n_reclaim;
 
 #define EXPECT(cond, ...)                                                                          \
     do {                                                                                           \
@@ -207,6 +207,8 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                         h = hmix(h, d[i].slots[q].milli);
                     }
                     n_repart += d[i].mig_repartitioned;
+                    /* (a whole-GPU start on a GPU taken out of MIG mode) */
+                    n_reclaim += d[i].mig_repartitioned && d[i].slots[0].mig_start < 0;
                     if (d[i].slot_count == 1 && d[i].slots[0].milli) {
                         cr_sched_gpu_info gi;
                         EXPECT(cr_sched_gpu_info_get(s, d[i].slots[0].node, d[i].slots[0].gpu,
@@ -432,8 +434,10 @@ int main(int argc, char **argv)
     }
     printf("wait-or-start: %d generated clusters agree\n", wos);
     printf("%d policies x %d seeds x %d events: %" PRIu64 " starts (%" PRIu64
-           " fractional, %" PRIu64 " MIG repartitions), %" PRIu64 " preemptions, %d failures\n",
-           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_frac, n_repart, n_preempt, failures);
+           " fractional, %" PRIu64 " MIG repartitions, %" PRIu64
+           " of them out of MIG mode), %" PRIu64 " preemptions, %d failures\n",
+           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_frac, n_repart, n_reclaim, n_preempt,
+           failures);
     if (n_start == 0 || n_frac == 0 || n_repart == 0) {
         fprintf(stderr, "nothing (fractional) ever started\n");
         failures++;
