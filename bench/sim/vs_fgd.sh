@@ -12,7 +12,9 @@
 # Prints, per seed, the unallocated GPU share (% of the cluster's GPUs) at
 # 80/90/95/100% arrived workload: Corral best-fit beside FGD's BestFit and
 # Corral frag beside FGD's FGD (same model: CPU and host memory on every
-# node, CPU-only pods kept). FGD's runs take ~40 s each on 600 GPUs (35+ min
+# node, CPU-only pods kept), each step read as FGD's analysis reads it (the
+# mean over the arrivals within half a percent: corral sim --inflate-window
+# 0.01). FGD's runs take ~40 s each on 600 GPUs (35+ min
 # on 6,212); the first builds the peer (~2-5 min). PEER=dir overrides the
 # peer's location; FGD_TUNE is passed on.
 set -eu
@@ -50,8 +52,11 @@ else
     }' >"$PODS"
 fi
 for s in $SEEDS; do
+    # (each step as FGD's analysis reads it: the mean over the arrivals whose
+    # arrived share rounds to that whole percent)
     "$BUILD/corral" sim --inflate --openb-nodes "$NODES" --openb-pods "$PODS" --seed "$s" \
-        --share-policy best-fit,frag >"$T/corral.$s"
+        --share-policy best-fit,frag --inflate-step 0.01 --inflate-to 1.01 \
+        --inflate-window 0.01 >"$T/corral.$s"
     "$PEER/run.sh" "$NODES" "$PODS" BestFit "$s" >"$T/fgd-bf.$s" 2>"$T/fgd-bf.err.$s" &
     "$PEER/run.sh" "$NODES" "$PODS" FGD "$s" >"$T/fgd-fgd.$s" 2>"$T/fgd-fgd.err.$s" &
     wait
