@@ -205,6 +205,18 @@ grep -q "^ *100.0%  *0.00%  *0.00%  *0.00%$" "$T/winpt.out" || { cat "$T/winpt.o
 grep -q "^ *100.0%  *8.33%  *8.33%  *8.33%$" "$T/win.out" || { cat "$T/win.out"; fail "inflate: window mean"; }
 expect2 "--inflate-window 2: expected 0..1" --inflate --openb-nodes "$T/winn.csv" \
     --openb-pods "$T/winp.csv" --inflate-window 2
+# --inflate-in-order: the pods as listed, each once (a 2-GPU then two 1-GPU
+# pods on 4 GPUs: 50% at the first, 100% at the third); a step the list
+# does not reach says n/a.
+printf '%s\np0,1000,10,2,1000,nan,LS,Running,0,10,0\np1,1000,10,1,1000,nan,LS,Running,0,10,0\np2,1000,10,1,1000,nan,LS,Running,0,10,0\n' \
+    "$H" >"$T/ordp.csv"
+"$BIN" sim --inflate --check --inflate-in-order --openb-nodes "$T/winn.csv" \
+    --openb-pods "$T/ordp.csv" --inflate-step 0.5 --inflate-to 1.5 >"$T/ord.out" ||
+    { cat "$T/ord.out"; fail "inflate (in order)"; }
+grep -q "^ *50.0%  *50.00%  *50.00%  *50.00%$" "$T/ord.out" &&
+    grep -q "^ *100.0%  *0.00%  *0.00%  *0.00%$" "$T/ord.out" &&
+    grep -q "^ *150.0%  *n/a  *n/a  *n/a$" "$T/ord.out" &&
+    grep -q "# frag: 3 tasks placed, 0 dropped" "$T/ord.out" || { cat "$T/ord.out"; fail "inflate: in order"; }
 printf '%s\np0,1000,10,x,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod.csv"
 expect2 "badpod.csv:2: field 'num_gpu'" --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/badpod.csv"
 printf '%s\np0,1000,10,2,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod2.csv"
