@@ -10,7 +10,11 @@
  * finishes 40 random running jobs, submits 40 new ones (the queue stays at
  * ~10k) and times one cr_sched_cycle(). Memory: peak RSS after the run.
  *
- *   build/bench/sched/bench_sched [cycles] [policy...]
+ * POLICY-nolimit (e.g. fifo-nolimit): a quarter of the jobs have no time
+ * limit, so reservations assume the default run time for them (issue 28);
+ * run beside POLICY for the comparison.
+ *
+ *   build/bench/sched/bench_sched [cycles] [policy|policy-nolimit...]
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -73,6 +77,8 @@ static void build(cr_sched *s)
     }
 }
 
+static bool nolimit; /* a quarter of the jobs without a time limit */
+
 static void submit(cr_sched *s, cr_rng *r, uint64_t id, int64_t now)
 {
     static const uint32_t sizes[] = {1, 1, 1, 1, 2, 2, 4, 4, 8, 8, 16, 32, 64};
@@ -92,6 +98,9 @@ static void submit(cr_sched *s, cr_rng *r, uint64_t id, int64_t now)
         j.node_count = j.gpu_count / 8;
     }
     j.time_limit_ns = (int64_t)(600 + cr_rng_below(r, 86400)) * SEC;
+    if (nolimit && cr_rng_below(r, 4) == 0) {
+        j.time_limit_ns = 0;
+    }
     j.preemptible = cr_rng_below(r, 2);
     j.checkpoint_interval_ns = 1800 * SEC;
     j.submit_ns = now;
@@ -157,9 +166,12 @@ static void bench(cr_sched_policy pol, bool lp, int cycles)
         total += a;
         freeg += b;
     }
-    printf("%-8s%-4s wall p50 %6.2f p99 %6.2f ms, cpu p50 %6.2f p99 %6.2f ms | pending %zu "
+    printf("%-8s%-9s wall p50 %6.2f p99 %6.2f ms, cpu p50 %6.2f p99 %6.2f ms | pending %zu "
            "running %zu GPUs %u (free %u) | started %.1f/cycle | fill %.2f s\n",
-           cr_sched_policy_name(pol), pol == CR_SCHED_HETERO ? (lp ? "-lp" : "-gr") : "",
+           cr_sched_policy_name(pol),
+           pol == CR_SCHED_HETERO ? (lp ? "-lp" : "-gr")
+           : nolimit              ? "-nolimit"
+                                  : "",
            (double)lat[cycles / 2] / 1e6, (double)lat[(cycles * 99) / 100] / 1e6,
            (double)cpu[cycles / 2] / 1e6, (double)cpu[(cycles * 99) / 100] / 1e6,
            cr_sched_job_count(s, CR_JOB_PENDING), cr_sched_job_count(s, CR_JOB_RUNNING), total,
@@ -180,14 +192,22 @@ int main(int argc, char **argv)
     bool any = false;
     for (int i = 2; i < argc; i++) {
         cr_sched_policy p;
-        if (strcmp(argv[i], "hetero-greedy") == 0) {
+        char name[32];
+        snprintf(name, sizeof(name), "%s", argv[i]);
+        char *dash = strstr(name, "-nolimit");
+        nolimit = dash != NULL;
+        if (dash) {
+            *dash = 0;
+        }
+        if (strcmp(name, "hetero-greedy") == 0) {
             bench(CR_SCHED_HETERO, false, cycles);
             any = true;
-        } else if (cr_sched_policy_parse(argv[i], &p) == 0) {
+        } else if (cr_sched_policy_parse(name, &p) == 0) {
             bench(p, true, cycles);
             any = true;
         }
     }
+    nolimit = false;
     if (!any) {
         bench(CR_SCHED_FIFO, false, cycles);
         bench(CR_SCHED_PRIORITY, false, cycles);

@@ -12,7 +12,10 @@
 # Prints, per seed, the unallocated GPU share (% of the cluster's GPUs) at
 # 80/90/95/100% arrived workload: Corral best-fit beside FGD's BestFit and
 # Corral frag beside FGD's FGD (same model: CPU and host memory on every
-# node, CPU-only pods kept). FGD's runs take ~40 s each on 600 GPUs (35+ min
+# node, CPU-only pods kept), each step read as FGD's analysis reads it (the
+# mean over the arrivals within half a percent: corral sim --inflate-window
+# 0.01); and Corral again on the very sequence of pods FGD's run drew
+# (read from its log, replayed with --inflate-in-order). FGD's runs take ~40 s each on 600 GPUs (35+ min
 # on 6,212); the first builds the peer (~2-5 min). PEER=dir overrides the
 # peer's location; FGD_TUNE is passed on.
 set -eu
@@ -50,21 +53,40 @@ else
     }' >"$PODS"
 fi
 for s in $SEEDS; do
+    # (each step as FGD's analysis reads it: the mean over the arrivals whose
+    # arrived share rounds to that whole percent)
     "$BUILD/corral" sim --inflate --openb-nodes "$NODES" --openb-pods "$PODS" --seed "$s" \
-        --share-policy best-fit,frag >"$T/corral.$s"
-    "$PEER/run.sh" "$NODES" "$PODS" BestFit "$s" >"$T/fgd-bf.$s" 2>"$T/fgd-bf.err.$s" &
+        --share-policy best-fit,frag --inflate-step 0.01 --inflate-to 1.01 \
+        --inflate-window 0.01 >"$T/corral.$s"
+    FGD_KEEP=1 "$PEER/run.sh" "$NODES" "$PODS" BestFit "$s" >"$T/fgd-bf.$s" 2>"$T/fgd-bf.err.$s" &
     "$PEER/run.sh" "$NODES" "$PODS" FGD "$s" >"$T/fgd-fgd.$s" 2>"$T/fgd-fgd.err.$s" &
     wait
     for f in "$T/fgd-bf.$s" "$T/fgd-fgd.$s"; do
         grep -q "^unallocated GPU share at 100%" "$f" || { cat "$f" "$f" | tail -20; exit 1; }
     done
+    # The same sequence: the pods in the order FGD's run created them (its
+    # log; the order is the seed's, whatever the policy), replayed by
+    # corral sim --inflate-in-order.
+    W=$(sed -n 's/^work directory (kept): //p' "$T/fgd-bf.err.$s")
+    grep -ho 'attempt to create pod([^)]*)' "$W"/experiments/data/*/05-BestFit/*/"$s"/log-*.log |
+        sed 's/.*\///; s/)$//' >"$T/order.$s"
+    rm -rf "$W"
+    awk -F, 'NR == FNR { if (FNR == 1) h = $0; else row[$1] = $0; next }
+        FNR == 1 { print h } { print row[$1] }' "$PODS" "$T/order.$s" >"$T/seq.$s.csv"
+    "$BUILD/corral" sim --inflate --inflate-in-order --openb-nodes "$NODES" \
+        --openb-pods "$T/seq.$s.csv" --share-policy best-fit,frag --inflate-step 0.01 \
+        --inflate-to 1.01 --inflate-window 0.01 >"$T/corral-seq.$s"
     echo "# seed $s: $(sed -n 1p "$T/corral.$s" | sed 's/^# openb inflate: //')"
-    printf '%-8s %14s %14s %14s %14s\n' arrived corral-best-fit fgd-BestFit corral-frag fgd-FGD
+    echo "# (same-seq: Corral on the $(wc -l <"$T/order.$s") pods of FGD's run, in its order)"
+    printf '%-8s %14s %14s %14s %14s %14s %14s\n' arrived corral-best-fit fgd-BestFit corral-frag \
+        fgd-FGD same-seq-bf same-seq-frag
     for p in 80 90 95 100; do
         cb=$(awk -v p="$p" '$1 == p ".0%" { print $2 }' "$T/corral.$s")
         cf=$(awk -v p="$p" '$1 == p ".0%" { print $3 }' "$T/corral.$s")
+        sb=$(awk -v p="$p" '$1 == p ".0%" { print $2 }' "$T/corral-seq.$s")
+        sf=$(awk -v p="$p" '$1 == p ".0%" { print $3 }' "$T/corral-seq.$s")
         fb=$(awk -v p="$p" '$1 == p "%:" { print $2 "%" }' "$T/fgd-bf.$s")
         ff=$(awk -v p="$p" '$1 == p "%:" { print $2 "%" }' "$T/fgd-fgd.$s")
-        printf '%7s%% %14s %14s %14s %14s\n' "$p" "$cb" "$fb" "$cf" "$ff"
+        printf '%7s%% %14s %14s %14s %14s %14s %14s\n' "$p" "$cb" "$fb" "$cf" "$ff" "$sb" "$sf"
     done
 done

@@ -385,6 +385,7 @@ static void config_defaults(ctl_config *cfg)
     cfg->lost_after_s = 30;
     cfg->sched_interval_ms = 5;
     cfg->round_s = 360;
+    cfg->default_time_s = 3600;
     cfg->threads = 4;
     cfg->max_body_bytes = 1024 * 1024;
     cfg->request_timeout_s = 30;
@@ -497,6 +498,7 @@ static int load_config(const char *path, ctl_config *cfg)
                                           "lost_after_s",
                                           "sched_interval_ms",
                                           "round_s",
+                                          "default_time_s",
                                           "threads",
                                           "max_body_bytes",
                                           "request_timeout_s",
@@ -565,11 +567,11 @@ static int load_config(const char *path, ctl_config *cfg)
     bool legacy_join = cfg->legacy_join, link_local = cfg->agent_addr_link_local;
     int64_t aret = cfg->audit_retention_s;
     int64_t hb = cfg->heartbeat_s, lost = cfg->lost_after_s, si = cfg->sched_interval_ms,
-            rs = cfg->round_s, th = cfg->threads, mb = (int64_t)cfg->max_body_bytes,
-            rt = cfg->request_timeout_s, gr = cfg->grace_s, hist = cfg->history_step_s,
-            keep = cfg->checkpoint_retention_s, ht = cfg->header_timeout_s,
-            bt = cfg->body_timeout_s, mc = cfg->max_conns, mci = cfg->max_conns_per_ip,
-            crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
+            rs = cfg->round_s, dt = cfg->default_time_s, th = cfg->threads,
+            mb = (int64_t)cfg->max_body_bytes, rt = cfg->request_timeout_s, gr = cfg->grace_s,
+            hist = cfg->history_step_s, keep = cfg->checkpoint_retention_s,
+            ht = cfg->header_timeout_s, bt = cfg->body_timeout_s, mc = cfg->max_conns,
+            mci = cfg->max_conns_per_ip, crs = cfg->conns_reserved, mct = cfg->max_conns_per_token;
     double cpg = cfg->cpus_per_gpu;
     json_t *prices = NULL, *run_as = NULL, *mounts_allowed = NULL, *registries = NULL,
            *parts = NULL, *pools = NULL;
@@ -587,6 +589,7 @@ static int load_config(const char *path, ctl_config *cfg)
         (rc = cr_json_int(v, "", "lost_after_s", false, 1, 86400, &lost, &err)) ||
         (rc = cr_json_int(v, "", "sched_interval_ms", false, 0, 60000, &si, &err)) ||
         (rc = cr_json_int(v, "", "round_s", false, 1, 86400, &rs, &err)) ||
+        (rc = cr_json_int(v, "", "default_time_s", false, 0, 366LL * 86400, &dt, &err)) ||
         (rc = cr_json_int(v, "", "threads", false, 1, 256, &th, &err)) ||
         (rc = cr_json_int(v, "", "max_body_bytes", false, 1024, 1 << 30, &mb, &err)) ||
         (rc = cr_json_int(v, "", "request_timeout_s", false, 1, 3600, &rt, &err)) ||
@@ -780,6 +783,7 @@ static int load_config(const char *path, ctl_config *cfg)
     cfg->lost_after_s = lost;
     cfg->sched_interval_ms = si;
     cfg->round_s = rs;
+    cfg->default_time_s = dt;
     cfg->threads = (unsigned)th;
     cfg->max_body_bytes = (size_t)mb;
     cfg->request_timeout_s = (unsigned)rt;

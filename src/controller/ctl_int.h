@@ -317,6 +317,7 @@ typedef struct ctl_config {
     int64_t history_step_s;    /* the history's resolution (ctl_hist.c); 0: none kept */
     int64_t sched_interval_ms; /* minimum time between cycles */
     int64_t round_s;           /* policy rounds: the round length */
+    int64_t default_time_s;    /* run time assumed for a job without a limit (0 = none) */
     unsigned threads;
     size_t max_body_bytes;
     unsigned request_timeout_s;

@@ -16,6 +16,7 @@
 #include "cr_error.h"
 #include "cr_gpufacts.h"
 #include "cr_log.h"
+#include "cr_mig.h"
 #include "cr_time.h"
 
 #include <math.h>
@@ -104,6 +105,27 @@ static void set_mig_layout(placer *pl, ctl_node *n, size_t i, int type, int64_t 
     }
     for (size_t k = 0; k < np; k++) {
         g->mig_start[idx[k]] = (int8_t)starts[k];
+    }
+}
+
+/*
+ * The model's own names for its MIG shapes (src/model/mig.c: "4g.24gb" on
+ * an A30 that reports 24 GiB, where the scheduler's names from the memory
+ * size would say "4g.26gb"), so that a job may ask for any profile the
+ * model has, not only for those some layout already holds: a dynamic GPU
+ * is repartitioned into it (issue 28). The media-extension ("+me")
+ * variants are left out: the scheduler does not model their one-per-GPU
+ * engines, so they are only taken where a layout has them.
+ */
+static void mig_names(placer *pl, int type, const char *model)
+{
+    size_t np = 0;
+    const cr_mig_profile *p = cr_mig_profiles(model, &np);
+    for (size_t k = 0; p && k < np; k++) {
+        if (!p[k].media_ext) {
+            cr_sched_mig_profile_alias(pl->s, type, p[k].name, p[k].compute_slices,
+                                       p[k].mem_slices);
+        }
     }
 }
 
@@ -217,6 +239,7 @@ static void sync_node(placer *pl, ctl *c, ctl_node *n, int64_t now)
             const cr_mig_geom *geom = mig ? cr_gpufacts_mig(n->gpus[i].model) : NULL;
             if (geom) {
                 cr_sched_gpu_type_set_mig(pl->s, type, geom->compute_slices, geom->mem_slices);
+                mig_names(pl, type, n->gpus[i].model);
             } else {
                 mig = false;
             }
@@ -545,6 +568,8 @@ static void *placer_new(ctl *c)
     cr_sched_config_default(&cfg, pol);
     cfg.round_ns = c->cfg.round_s * CR_NS_PER_SEC;
     cfg.suspend_hold = true; /* a suspended job resumes once its run exited */
+    cfg.default_time_ns = c->cfg.default_time_s * CR_NS_PER_SEC;
+    /* (mig_reclaim stays off: the agents cannot switch a GPU's MIG mode) */
     if (cr_sched_new(&cfg, &pl->s) != 0) {
         free(pl);
         return NULL;

@@ -171,7 +171,23 @@ typedef struct cr_sched_config {
      * checkpoint is written (cr_sched_job_resumable); off (default): at
      * once, as a simulator whose jobs stop instantly wants. */
     bool suspend_hold;
+    /* The run time assumed for a running job without a time limit when a
+     * reservation is computed (as Slurm's DefaultTime; default 1 hour,
+     * 0 = none: such a job holds its GPUs for an unknown time and the
+     * reservation behind it has no time). An assumption only: nothing is
+     * stopped when it passes; the pending reason names the job assumed.
+     * At most CR_SCHED_DEFAULT_TIME_MAX_NS. */
+    int64_t default_time_ns;
+    /* Dynamic MIG: a whole-GPU job that finds no whole GPU free may take an
+     * idle GPU in MIG mode marked dynamic out of MIG mode (its layout
+     * dropped; the start has mig_repartitioned set and the GPU's layout,
+     * read with cr_sched_gpu_mig_layout, is empty: the caller switches MIG
+     * off before the job starts). Off by default: only a caller that can
+     * apply it turns it on. */
+    bool mig_reclaim;
 } cr_sched_config;
+
+#define CR_SCHED_DEFAULT_TIME_MAX_NS (INT64_C(366) * 86400 * 1000000000)
 
 /*
  * The max-min fairness time-share LP of the rounds policy (Gavel's
@@ -596,9 +612,11 @@ typedef struct cr_sched_decision {
     int gpu_type;      /* START: the type chosen */
     size_t slot_count; /* START: the placement */
     const cr_sched_slot *slots;
-    bool borrowed;          /* START: above quota, on borrowed capacity */
-    bool backfilled;        /* START: started ahead of a reservation */
-    bool mig_repartitioned; /* START: its MIG GPU's layout was rewritten for it */
+    bool borrowed;   /* START: above quota, on borrowed capacity */
+    bool backfilled; /* START: started ahead of a reservation */
+    /* START: its MIG GPU's layout was rewritten for it; for a whole-GPU job
+     * (mig_reclaim), GPUs it holds were taken out of MIG mode for it */
+    bool mig_repartitioned;
     int64_t lost_work_ns;   /* PREEMPT: wall time since its last checkpoint */
     uint64_t preempted_for; /* PREEMPT: the job that needed its GPUs */
     const char *reason;     /* PREEMPT: plain words; START: "" */

@@ -100,6 +100,7 @@ void cr_sched_config_default(cr_sched_config *cfg, cr_sched_policy policy)
     cfg->wait_for_faster = true;
     cfg->share_policy = CR_SHARE_FRAG;
     cfg->round_ns = INT64_C(360) * 1000000000;
+    cfg->default_time_ns = INT64_C(3600) * 1000000000;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -108,7 +109,8 @@ int cr_sched_new(const cr_sched_config *cfg, cr_sched **out)
 {
     if (!cfg || (unsigned)cfg->policy >= CR_SCHED_POLICY_COUNT || cfg->las_queues < 1 ||
         cfg->las_queues > CR_SCHED_LAS_MAX_QUEUES || cfg->fairshare_halflife_ns <= 0 ||
-        (unsigned)cfg->share_policy >= CR_SHARE_POLICY_COUNT || cfg->round_ns < 0) {
+        (unsigned)cfg->share_policy >= CR_SHARE_POLICY_COUNT || cfg->round_ns < 0 ||
+        cfg->default_time_ns < 0 || cfg->default_time_ns > CR_SCHED_DEFAULT_TIME_MAX_NS) {
         return CR_EINVAL;
     }
     for (int i = 1; i < cfg->las_queues - 1; i++) {
@@ -165,6 +167,7 @@ void cr_sched_free(cr_sched *s)
         free(s->types[t].profs);
         free(s->types[t].bucket);
         free(s->types[t].mig_gpus);
+        free(s->types[t].dw_gpus);
         free(s->types[t].sh_gpus);
     }
     for (uint32_t n = 0; n < s->nnodes; n++) {

@@ -54,7 +54,8 @@ typedef struct resv {
     int64_t at;     /* INT64_MAX = unknown */
     uint32_t extra; /* GPUs beyond the reserved job's need at `at` */
     uint64_t job;
-    uint32_t need; /* the reserved job's GPUs */
+    uint32_t need;    /* the reserved job's GPUs */
+    uint64_t assumed; /* `at` assumes this job's default run time (0 = none) */
     /* The reserved job's nodes (its node_mask, borrowed for the cycle);
      * NULL = any node of the type. */
     const uint8_t *mask;
@@ -186,16 +187,293 @@ static bool shares_taken_gpu(cr_sched *s, const job *j, int type)
     return s->nodes[s->plan[0].node].gpus[s->plan[0].gpu].sh_n > 0;
 }
 
+/* ------------------------------------------------------------------------ */
+/* MIG without dead ends                                                    */
+
+/* Can any GPU of the type ever hold MIG profile pr: a healthy GPU in MIG
+ * mode on an UP node that carves on demand, has such an instance in its
+ * layout, or is marked dynamic (repartitioned when its slices are idle)? */
+static bool mig_feasible(const cr_sched *s, int type, const job *j)
+{
+    const gtype *t = &s->types[type];
+    const mig_prof *pr = cr__sched_mig_find(s, type, j->mig);
+    if (!pr) {
+        return false;
+    }
+    for (uint32_t i = 0; i < t->nmig; i++) {
+        uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || !cr__sched_node_ok(s, j, n)) {
+            continue;
+        }
+        if (!g->mig_nfix || g->mig_dynamic) {
+            return true;
+        }
+        for (int st = 0; st < t->mig_mem; st++) {
+            if (cr__sched_mig_fixed_has(g, st, pr->mem, pr->compute)) {
+                return true;
+            }
+        }
+    }
+    for (uint32_t i = 0; s->cfg.mig_reclaim && i < t->ndw; i++) {
+        uint32_t n = t->dw_gpus[i] >> 8, gi = t->dw_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state == CR_NODE_UP && !g->bad && !g->mig && g->mig_dynamic &&
+            cr__sched_node_ok(s, j, n)) {
+            return true; /* back into MIG mode once idle */
+        }
+    }
+    return false;
+}
+
+/* A whole-GPU job's view of the type's GPUs in MIG mode (healthy, on UP
+ * nodes it may use): how many, how many marked dynamic, and how many of
+ * those are idle (no MIG job on them). */
+typedef struct migcount {
+    uint32_t up, dyn, idle;
+} migcount;
+
+/* The counts in a reason's rother: 20 bits each (capped). */
+static uint64_t mig_pack(const migcount *mc)
+{
+    uint64_t m = 0xfffff;
+    return (mc->up < m ? mc->up : m) | (mc->dyn < m ? mc->dyn : m) << 20 |
+           (mc->idle < m ? mc->idle : m) << 40;
+}
+
+static void mig_count(const cr_sched *s, const job *j, int type, migcount *mc)
+{
+    const gtype *t = &s->types[type];
+    memset(mc, 0, sizeof(*mc));
+    for (uint32_t i = 0; i < t->nmig; i++) {
+        uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || !cr__sched_node_ok(s, j, n)) {
+            continue;
+        }
+        mc->up++;
+        mc->dyn += g->mig_dynamic;
+        mc->idle += g->mig_dynamic && !g->mig_used && !g->sh_n;
+    }
+}
+
+/* A MIG GPU taken out of MIG mode for a try, and its layout to restore. */
+typedef struct recl {
+    uint32_t node, gpu;
+    uint8_t nfix, start[8], mem[8], compute[8];
+} recl;
+
+/*
+ * mig_reclaim: a whole-GPU job that found no placement tries again with
+ * every idle dynamic MIG GPU of the type (on nodes it may use) out of MIG
+ * mode; the GPUs the placement takes stay whole (their layouts dropped),
+ * the others get their layouts back. Returns 0 with s->plan filled and
+ * *nconv = GPUs switched, else the placement's error with nothing changed.
+ */
+static int plan_reclaim(cr_sched *s, const job *j, int type, uint32_t *n_out, uint32_t *nconv)
+{
+    gtype *t = &s->types[type];
+    *nconv = 0;
+    if (s->recl_cycle[type] == s->stats.cycles && s->recl_ndec[type] == s->ndec) {
+        return CR_EAGAIN; /* none idle, nothing started since */
+    }
+    recl *r = cr_calloc(t->nmig ? t->nmig : 1, sizeof(*r));
+    uint32_t nr = 0;
+    for (uint32_t i = 0; i < t->nmig; i++) {
+        uint32_t n = t->mig_gpus[i] >> 8, gi = t->mig_gpus[i] & 0xff;
+        const gpu *g = &s->nodes[n].gpus[gi];
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || !g->mig_dynamic || g->mig_used ||
+            g->sh_n) {
+            continue;
+        }
+        recl *x = &r[nr++];
+        x->node = n;
+        x->gpu = gi;
+        x->nfix = g->mig_nfix;
+        memcpy(x->start, g->mig_fix_start, sizeof(x->start));
+        memcpy(x->mem, g->mig_fix_mem, sizeof(x->mem));
+        memcpy(x->compute, g->mig_fix_compute, sizeof(x->compute));
+    }
+    if (nr == 0) {
+        s->recl_cycle[type] = s->stats.cycles;
+        s->recl_ndec[type] = s->ndec;
+        free(r);
+        return CR_EAGAIN;
+    }
+    /* (the list changes as GPUs leave MIG mode: r is a copy) */
+    for (uint32_t i = 0; i < nr; i++) {
+        (void)cr_sched_gpu_set_mig(s, r[i].node, r[i].gpu, false);
+    }
+    int rc = cr__sched_plan(s, j, type, n_out);
+    for (uint32_t i = 0; i < nr; i++) {
+        bool used = false;
+        for (uint32_t k = 0; rc == 0 && k < *n_out && !used; k++) {
+            used = s->plan[k].node == r[i].node && s->plan[k].gpu == r[i].gpu;
+        }
+        if (used) {
+            (*nconv)++;
+            CR_GROW(t->dw_gpus, t->ndw, t->cdw);
+            t->dw_gpus[t->ndw++] = r[i].node << 8 | r[i].gpu;
+            continue;
+        }
+        gpu *g = &s->nodes[r[i].node].gpus[r[i].gpu];
+        (void)cr_sched_gpu_set_mig(s, r[i].node, r[i].gpu, true);
+        g->mig_nfix = r[i].nfix;
+        memcpy(g->mig_fix_start, r[i].start, sizeof(r[i].start));
+        memcpy(g->mig_fix_mem, r[i].mem, sizeof(r[i].mem));
+        memcpy(g->mig_fix_compute, r[i].compute, sizeof(r[i].compute));
+    }
+    free(r);
+    s->stats.mig_repartitions += *nconv;
+    return rc;
+}
+
+/*
+ * mig_reclaim, the other way: a MIG job of one instance that found no
+ * placement puts an idle GPU that mig_reclaim took out of MIG mode back
+ * into it, with a layout of its one instance. Returns 0 with s->plan
+ * filled, else CR_EAGAIN with nothing changed. Stale entries (the GPU in
+ * MIG mode again, no longer dynamic) are dropped.
+ */
+static int plan_unreclaim(cr_sched *s, const job *j, int type, uint32_t *n_out)
+{
+    gtype *t = &s->types[type];
+    for (uint32_t i = 0; i < t->ndw;) {
+        uint32_t n = t->dw_gpus[i] >> 8, gi = t->dw_gpus[i] & 0xff;
+        gpu *g = &s->nodes[n].gpus[gi];
+        if (g->mig || !g->mig_dynamic) {
+            t->dw_gpus[i] = t->dw_gpus[--t->ndw];
+            continue;
+        }
+        if (s->nodes[n].state != CR_NODE_UP || g->bad || g->job || g->sh_n ||
+            !cr__sched_node_ok(s, j, n)) {
+            i++;
+            continue;
+        }
+        const char *name = j->mig;
+        if (cr_sched_gpu_set_mig_layout(s, n, gi, &name, 1, NULL) == 0) {
+            if (cr__sched_plan(s, j, type, n_out) == 0 && s->plan[0].node == n &&
+                s->plan[0].gpu == gi) {
+                t->dw_gpus[i] = t->dw_gpus[--t->ndw];
+                s->stats.mig_repartitions++;
+                return 0;
+            }
+            (void)cr_sched_gpu_set_mig(s, n, gi, false);
+        }
+        i++;
+    }
+    return CR_EAGAIN;
+}
+
 static bool blocks_queue(const cr_sched *s, const job *j)
 {
     return s->pol->head_blocks && !j->mig[0] && !cr__sched_frac(j);
 }
 
+/* One running whole-GPU job's end for free_at_assumed. */
+typedef struct endrec {
+    int64_t at;
+    uint64_t id;
+    uint32_t n;
+    bool assumed; /* no time limit: at = start + default_time_ns */
+} endrec;
+
+static int cmp_endrec(const void *x, const void *y)
+{
+    const endrec *a = x, *b = y;
+    if (a->at != b->at) {
+        return a->at < b->at ? -1 : 1;
+    }
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* A fractional task's end, by its GPU. */
+typedef struct shend {
+    uint64_t gpu; /* node << 16 | gpu */
+    int64_t at;
+    uint64_t id;
+    bool assumed;
+} shend;
+
+static int cmp_shend(const void *x, const void *y)
+{
+    const shend *a = x, *b = y;
+    if (a->gpu != b->gpu) {
+        return a->gpu < b->gpu ? -1 : 1;
+    }
+    if (a->at != b->at) {
+        return a->at < b->at ? -1 : 1;
+    }
+    return a->id < b->id ? -1 : a->id > b->id;
+}
+
+/* free_at when the running jobs' time limits do not free enough: every
+ * running whole-GPU job of the type by its end, and every shared GPU by its
+ * last fractional task's, those without a time limit at the end their
+ * default run time gives (cfg.default_time_ns, as Slurm's DefaultTime);
+ * *assumed = the last such job counted. */
+static int64_t free_at_assumed(cr_sched *s, int type, uint32_t need, uint32_t *extra,
+                               uint64_t *assumed)
+{
+    uint32_t avail = s->types[type].free, n = 0, nsh = 0;
+    uint32_t cap = s->ntrun[type] ? s->ntrun[type] : 1;
+    endrec *e = cr_calloc(cap, sizeof(*e));
+    shend *sh = cr_calloc(cap, sizeof(*sh));
+    for (uint32_t i = 0; i < s->ntrun[type]; i++) {
+        const job *r = s->trun[type][i];
+        if (r->nslots == 0 || r->slots[0].mig_start >= 0) {
+            continue; /* MIG instances free no whole GPU */
+        }
+        int64_t at = cr__sched_job_end(r);
+        bool as = at == INT64_MAX;
+        if (as) {
+            int64_t d = s->cfg.default_time_ns;
+            at = r->start_ns > INT64_MAX - d ? INT64_MAX : r->start_ns + d;
+        }
+        if (r->slots[0].milli) {
+            /* a fractional task: its GPU frees when the last one on it ends */
+            uint32_t nd = r->slots[0].node;
+            if (!s->nodes[nd].gpus[r->slots[0].gpu].bad && s->nodes[nd].state == CR_NODE_UP) {
+                sh[nsh++] = (shend){(uint64_t)nd << 16 | r->slots[0].gpu, at, r->spec.id, as};
+            }
+            continue;
+        }
+        e[n++] = (endrec){at, r->spec.id, r->nslots, as};
+    }
+    /* one end per shared GPU: its latest task's */
+    qsort(sh, nsh, sizeof(*sh), cmp_shend);
+    for (uint32_t i = 0; i < nsh; i++) {
+        if (i + 1 == nsh || sh[i + 1].gpu != sh[i].gpu) {
+            e[n++] = (endrec){sh[i].at, sh[i].id, 1, sh[i].assumed};
+        }
+    }
+    free(sh);
+    qsort(e, n, sizeof(*e), cmp_endrec);
+    int64_t at = INT64_MAX;
+    uint64_t who = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        avail += e[i].n;
+        who = e[i].assumed ? e[i].id : who;
+        if (avail >= need) {
+            at = e[i].at;
+            *extra = avail - need;
+            *assumed = who;
+            break;
+        }
+    }
+    free(e);
+    return at;
+}
+
 /* When `need` GPUs of a type will be free, from the running jobs' ends
- * (INT64_MAX = unknown), and how many more than need are free then. */
-static int64_t free_at(cr_sched *s, int type, uint32_t need, int64_t now_ns, uint32_t *extra)
+ * (INT64_MAX = unknown), and how many more than need are free then;
+ * *assumed = a job without a time limit whose default run time the answer
+ * assumes (0 = none). */
+static int64_t free_at(cr_sched *s, int type, uint32_t need, int64_t now_ns, uint32_t *extra,
+                       uint64_t *assumed)
 {
     uint32_t avail = s->types[type].free;
+    *assumed = 0;
     if (avail >= need) {
         *extra = avail - need;
         return now_ns;
@@ -251,6 +529,10 @@ static int64_t free_at(cr_sched *s, int type, uint32_t need, int64_t now_ns, uin
         }
     }
     free(f);
+    if (at == INT64_MAX && s->cfg.default_time_ns > 0 && s->ntrun[type] > s->neheap[type]) {
+        /* (jobs without a time limit are not in the end heap) */
+        at = free_at_assumed(s, type, need, extra, assumed);
+    }
     return at;
 }
 
@@ -260,7 +542,7 @@ static void reserve(cr_sched *s, resv *r, const job *j, int type, int64_t now_ns
     r->active = true;
     r->job = j->spec.id;
     r->need = j->spec.gpu_count;
-    r->at = free_at(s, type, j->spec.gpu_count, now_ns, &r->extra);
+    r->at = free_at(s, type, j->spec.gpu_count, now_ns, &r->extra, &r->assumed);
     r->mask = j->spec.node_mask;
     r->mask_bits = j->spec.node_mask_bits;
 }
@@ -815,6 +1097,7 @@ static void set_reason(job *j, int code, int type, uint32_t need, uint32_t free_
     j->rfree = free_gpus;
     j->rat = at;
     j->rother = other;
+    j->rassume = 0;
 }
 
 int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_decision **out)
@@ -871,7 +1154,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                              (r->extra < min_k && (min_lim == INT64_MAX || r->at == INT64_MAX ||
                                                    now_ns > r->at - min_lim)));
                 any = (s->types[t].free >= min_k && !held) ||
-                      (mig_pending && (s->types[t].nmig > 0 || s->types[t].nsh > 0));
+                      (mig_pending && (s->types[t].nmig > 0 || s->types[t].nsh > 0 ||
+                                       (s->cfg.mig_reclaim && s->types[t].ndw > 0))) ||
+                      (s->cfg.mig_reclaim && s->types[t].nmig > 0 && !held &&
+                       (s->recl_cycle[t] != s->stats.cycles || s->recl_ndec[t] != s->ndec));
             }
             if (!any) {
                 bool borrowed_any = false;
@@ -911,7 +1197,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             continue;
         }
         uint32_t k = j->spec.gpu_count;
-        bool started = false, never = true;
+        bool started = false, never = true, mig_never = false;
         int why = R_NONE, wtype = cand[0], ptype = -1;
         bool pborrow = false;
         uint64_t limit_who = 0; /* R_LIMIT: the tenant whose limit closes, + 1 */
@@ -924,10 +1210,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         for (int c = 0; c < nc && !started; c++) {
             int t = cand[c];
             if (cr__sched_frac(j) ? cr__sched_share_any(s, t)
-                : j->mig[0]       ? s->types[t].nmig > 0
+                : j->mig[0]       ? mig_feasible(s, t, j)
                                   : s->types[t].total >= k) {
                 never = false;
             } else {
+                mig_never |= j->mig[0] != 0;
                 continue;
             }
             if (wfs && better_to_wait(s, j, t, res, claim, now_ns, &wait_type, &wait_at)) {
@@ -967,9 +1254,10 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             /* behind a reservation: start only if it ends first, or
              * else fits in the extra GPUs (which it then uses up) */
             bool backfill = false, uses_extra = false;
-            if (res[t].active && cr__sched_frac(j) && shares_taken_gpu(s, j, t)) {
-                /* a fractional task beside others on a shared GPU takes
-                 * no whole GPU: it cannot delay the reservation */
+            if (res[t].active && (j->mig[0] || (cr__sched_frac(j) && shares_taken_gpu(s, j, t)))) {
+                /* a MIG instance, or a fractional task beside others on a
+                 * shared GPU, takes no whole GPU: it cannot delay the
+                 * reservation (which counts whole GPUs) */
             } else if (res[t].active) {
                 int64_t lim = j->spec.time_limit_ns;
                 bool ends_before = lim > 0 && res[t].at != INT64_MAX && now_ns <= res[t].at - lim;
@@ -986,13 +1274,22 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                     uses_extra = !ends_before;
                 }
             }
-            uint32_t nslot = 0;
+            uint32_t nslot = 0, nconv = 0;
             int rc = cr__sched_plan(s, j, t, &nslot);
+            if (rc != 0 && s->cfg.mig_reclaim && !j->mig[0] && !cr__sched_frac(j) &&
+                s->types[t].nmig > 0 && plan_reclaim(s, j, t, &nslot, &nconv) == 0) {
+                rc = 0; /* on GPUs taken out of MIG mode for it */
+            } else if (rc != 0 && s->cfg.mig_reclaim && j->mig[0] && k == 1 &&
+                       s->types[t].ndw > 0 && plan_unreclaim(s, j, t, &nslot) == 0) {
+                rc = 0; /* on a GPU put back into MIG mode for it */
+                nconv = 1;
+            }
             if (rc == 0) {
                 if (uses_extra) {
                     res[t].extra -= k;
                 }
                 cr__sched_job_start(s, j, t, s->plan, nslot, now_ns, borrowed);
+                j->repart = j->repart || nconv > 0;
                 j->start_cycle = s->stats.cycles;
                 cr_sched_decision *d = dec_push(s);
                 d->action = CR_SCHED_START;
@@ -1028,8 +1325,19 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                     most = s->types[cand[c]].total;
                 }
             }
-            set_reason(j, R_NEVER, cand[0], k, most, INT64_MAX, 0);
+            set_reason(j, mig_never ? R_MIG_NONE : R_NEVER, cand[0], k, most, INT64_MAX, 0);
             continue;
+        }
+        if (!waiting && !j->mig[0] && !cr__sched_frac(j) && s->types[wtype].nmig > 0 &&
+            (why == R_NO_FIT || why == R_FRAGMENTED)) {
+            /* the whole GPUs alone are too few: no time frees enough of
+             * them, nothing to reserve or preempt for */
+            migcount mc;
+            mig_count(s, j, wtype, &mc);
+            if (s->types[wtype].total - mc.up < k) {
+                set_reason(j, R_MIG_BUSY, wtype, k, s->types[wtype].free, INT64_MAX, mig_pack(&mc));
+                continue;
+            }
         }
         /* preemption, then a reservation */
         if (ptype >= 0 && tries < PREEMPT_TRIES && (why == R_NO_FIT || why == R_FRAGMENTED) &&
@@ -1044,10 +1352,11 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
             pfail_add(&pf[ptype], s, j, ptype, pborrow);
         }
         int64_t at = INT64_MAX;
-        uint64_t other = 0;
+        uint64_t other = 0, assume = 0;
         if ((why == R_NO_FIT || why == R_FRAGMENTED) && blocks_queue(s, j) && !res[wtype].active) {
             reserve(s, &res[wtype], j, wtype, now_ns);
             at = res[wtype].at;
+            assume = res[wtype].assumed;
         } else if (waiting) {
             /* the faster type's next free GPUs are promised to it for the
              * rest of the cycle */
@@ -1056,6 +1365,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
         } else if ((why == R_BACKFILL || why == R_BLOCKED) && res[wtype].active) {
             at = res[wtype].at;
             other = res[wtype].job;
+            assume = res[wtype].assumed;
         } else if (why == R_LIMIT) {
             other = limit_who;
         }
@@ -1064,6 +1374,7 @@ int cr_sched_cycle(cr_sched *s, int64_t now_ns, cr_rng *rng, const cr_sched_deci
                    : why == R_NONE ? R_NO_FIT
                                    : why,
                    wtype, k, s->types[wtype].free, at, other);
+        j->rassume = assume;
     }
     /* Jobs not examined (nothing free, nobody can preempt) keep their old
      * reason fields; cr_sched_job_reason derives a fresh one from the type
@@ -1111,8 +1422,29 @@ static void tail_reason(const cr_sched *s, job *j)
             most = s->types[cand[c]].total;
         }
     }
+    if (j->mig[0]) {
+        bool any = false;
+        for (int c = 0; c < nc && !any; c++) {
+            any = mig_feasible(s, cand[c], j);
+        }
+        if (!any) {
+            set_reason(j, R_MIG_NONE, cand[0], j->spec.gpu_count, 0, INT64_MAX, 0);
+            return;
+        }
+    }
     if (!j->mig[0] && !cr__sched_frac(j) && most < j->spec.gpu_count) {
         set_reason(j, R_NEVER, cand[0], j->spec.gpu_count, most, INT64_MAX, 0);
+    } else if (!j->mig[0] && !cr__sched_frac(j) && s->types[cand[0]].nmig > 0 &&
+               s->types[cand[0]].free < j->spec.gpu_count) {
+        migcount mc;
+        mig_count(s, j, cand[0], &mc);
+        if (s->types[cand[0]].total - mc.up < j->spec.gpu_count) {
+            set_reason(j, R_MIG_BUSY, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX,
+                       mig_pack(&mc));
+        } else {
+            set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX,
+                       0);
+        }
     } else {
         set_reason(j, R_NO_FIT, cand[0], j->spec.gpu_count, s->types[cand[0]].free, INT64_MAX, 0);
     }
@@ -1188,6 +1520,20 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
         fmt_dur(d, sizeof(d), j->rat > s->now_ns ? j->rat - s->now_ns : 0);
         snprintf(when, sizeof(when), "t+%s", d);
     }
+    char assume[96] = "";
+    if (j->rassume && j->rat != INT64_MAX) {
+        int64_t sec = s->cfg.default_time_ns / 1000000000;
+        char d[24];
+        if (sec % 3600 == 0) {
+            snprintf(d, sizeof(d), "%" PRId64 "h", sec / 3600);
+        } else if (sec % 60 == 0) {
+            snprintf(d, sizeof(d), "%" PRId64 "m", sec / 60);
+        } else {
+            fmt_dur(d, sizeof(d), s->cfg.default_time_ns);
+        }
+        snprintf(assume, sizeof(assume), ", assuming the default run time of %s for job %" PRIu64,
+                 d, j->rassume);
+    }
     int n = 0;
     switch (j->rcode) {
     case R_NONE:
@@ -1211,9 +1557,9 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
     case R_FRAGMENTED: {
         char rec[192] = "";
         reclaim_note(s, j, rec, sizeof(rec));
-        n = snprintf(buf, len, "needs %u %s%s: %u free%s%s%s%s", j->rneed, tn, shape, j->rfree,
+        n = snprintf(buf, len, "needs %u %s%s: %u free%s%s%s%s%s", j->rneed, tn, shape, j->rfree,
                      j->rcode == R_FRAGMENTED ? " but not in that shape" : "", rec,
-                     when[0] ? "; reserved for " : "", when);
+                     when[0] ? "; reserved for " : "", when, assume);
         break;
     }
     case R_QUOTA: {
@@ -1240,18 +1586,53 @@ int cr_sched_job_reason(const cr_sched *s, uint64_t id, char *buf, size_t len)
                      tn, tn);
         break;
     case R_BLOCKED:
-        n = snprintf(buf, len, "waiting behind job %" PRIu64 ", which holds the %s reservation%s%s",
-                     j->rother, tn, when[0] ? " for " : "", when);
+        n = snprintf(buf, len,
+                     "waiting behind job %" PRIu64 ", which holds the %s reservation%s%s%s",
+                     j->rother, tn, when[0] ? " for " : "", when, assume);
         break;
     case R_BACKFILL:
         n = snprintf(buf, len,
                      "needs %u %s%s: %u free, but starting now would delay job %" PRIu64
-                     " reserved for %s",
-                     j->rneed, tn, shape, j->rfree, j->rother, when[0] ? when : "an unknown time");
+                     " reserved for %s%s",
+                     j->rneed, tn, shape, j->rfree, j->rother, when[0] ? when : "an unknown time",
+                     assume);
         break;
     case R_NO_FREE:
         n = snprintf(buf, len, "no free GPUs in the cluster");
         break;
+    case R_MIG_NONE:
+        if (j->rtype >= 0 && j->rtype < s->ntypes && s->types[j->rtype].nmig == 0) {
+            n = snprintf(buf, len, "needs %u %s%s but no %s is in MIG mode", j->rneed, tn, shape,
+                         tn);
+            break;
+        }
+        n = snprintf(buf, len,
+                     "needs %u %s%s but no %s in MIG mode has that instance in its layout or is "
+                     "marked dynamic (could be repartitioned for it)",
+                     j->rneed, tn, shape, tn);
+        break;
+    case R_MIG_BUSY: {
+        uint32_t up = (uint32_t)(j->rother & 0xfffff), dyn = (uint32_t)(j->rother >> 20 & 0xfffff),
+                 idle = (uint32_t)(j->rother >> 40 & 0xfffff);
+        if (dyn == 0) {
+            n = snprintf(buf, len,
+                         "needs %u whole %s%s: %u free; %u are in MIG mode (they run MIG jobs "
+                         "only) and none is marked dynamic",
+                         j->rneed, tn, shape, j->rfree, up);
+        } else if (!s->cfg.mig_reclaim) {
+            n = snprintf(buf, len,
+                         "needs %u whole %s%s: %u free; %u are in MIG mode, %u of them marked "
+                         "dynamic, but taking a GPU out of MIG mode is not enabled here "
+                         "(mig_reclaim)",
+                         j->rneed, tn, shape, j->rfree, up, dyn);
+        } else {
+            n = snprintf(buf, len,
+                         "needs %u whole %s%s: %u free; %u of the %u dynamic MIG GPUs are idle "
+                         "(one leaves MIG mode only once its MIG jobs have ended)",
+                         j->rneed, tn, shape, j->rfree, idle, dyn);
+        }
+        break;
+    }
     case R_HETERO_WAIT:
         n = snprintf(buf, len, "%s", s->pol->wait_text ? s->pol->wait_text : "pending");
         break;

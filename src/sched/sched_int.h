@@ -46,6 +46,10 @@ typedef struct gtype {
     uint32_t nmig, cmig;
     uint32_t *sh_gpus; /* owned: (node << 8 | gpu) of shareable GPUs, in order */
     uint32_t nsh, csh;
+    /* owned: (node << 8 | gpu) of dynamic GPUs mig_reclaim took out of MIG
+     * mode, which a MIG job may put back (entries checked when used) */
+    uint32_t *dw_gpus;
+    uint32_t ndw, cdw;
 } gtype;
 
 typedef struct gpu {
@@ -148,6 +152,8 @@ enum {
     R_CHECKPOINTING, /* suspended; its run has not yet ended (suspend_hold) */
     R_LIMIT,         /* a tenant limit up the tree closes (rother: tenant + 1) */
     R_LEND,          /* above quota, and the lenders' lending limits are reached */
+    R_MIG_BUSY,      /* whole GPU: the free ones are in MIG mode, none idle and dynamic */
+    R_MIG_NONE,      /* MIG: no GPU of the type has the profile or can be repartitioned */
 };
 
 typedef struct job {
@@ -177,8 +183,9 @@ typedef struct job {
     uint32_t rneed, rfree;
     int64_t rat; /* reservation time, INT64_MAX = none */
     uint64_t rother;
-    uint64_t rcycle; /* cycle that last examined it */
-    bool in_order;   /* queued in class qc at index opos (sched_queue.c) */
+    uint64_t rassume; /* the reservation assumed this job's default run time (0 = none) */
+    uint64_t rcycle;  /* cycle that last examined it */
+    bool in_order;    /* queued in class qc at index opos (sched_queue.c) */
     uint32_t qc, opos;
     uint32_t hp[3];  /* PENDING: index in s->mheap[0] (GPUs), [1] (time limit), [2] */
     uint64_t hcycle; /* HETERO: cycle that set hetero_type (else HT_FREE) */
@@ -330,6 +337,10 @@ struct cr_sched {
     job **mheap[3];
     uint32_t nmheap[3], cmheap[3];
     uint32_t nmig_pending;
+    /* mig_reclaim: the type had no idle dynamic MIG GPU at this cycle and
+     * decision count (no need to look again until something started) */
+    uint64_t recl_cycle[CR_SCHED_MAX_TYPES];
+    uint32_t recl_ndec[CR_SCHED_MAX_TYPES];
     job **grave;
     uint32_t ngrave, cgrave;
     job **fresh; /* jobs that became pending since the last cycle */

@@ -842,6 +842,10 @@ static int setup(engine *e, const cr__sim_cluster *c, char *err, size_t errlen)
         cfg.wait_for_faster = e->o->wait_faster;
     }
     cfg.max_examined = e->o->max_examined;
+    /* Without --estimates the simulated scheduler knows no run time at all
+     * (its reservations have none): no default run time is assumed, so
+     * the measured rows in docs/sim.md stay as they were. */
+    cfg.default_time_ns = 0;
     int rc = cr_sched_new(&cfg, &e->s);
     if (rc != 0) {
         snprintf(err, errlen, "scheduler: %s", cr_strerror(rc));

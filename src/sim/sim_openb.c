@@ -35,6 +35,7 @@
 #include "cr_time.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -382,8 +383,10 @@ static int pod_row(ob_input *in, char **hdr, int nh, char **f, int nf, const cha
 typedef struct ob_args {
     const char *nodes, *pods;
     double to, step, shared;
+    double window; /* > 0: each step is the mean over arrivals within window/2 of it */
     uint64_t seed;
     bool check, gpu_only;
+    bool in_order; /* the pods in file order, each once, instead of draws */
     cr_sched_share_policy pol[OB_MAX_POLICIES];
     int npol;
 } ob_args;
@@ -403,7 +406,12 @@ static void ob_usage(FILE *f)
            "  --shared-nodes F      share of GPU nodes whose GPUs are shareable (default 1)\n"
            "  --inflate-to F        stop when arrived GPUs reach F x capacity (default 1)\n"
            "  --inflate-step F      report every F x capacity (default 0.05)\n"
+           "  --inflate-window W    report each step as the mean over the tasks that arrived\n"
+           "                        within W/2 x capacity of it, as FGD's analysis does with\n"
+           "                        W = 0.01 (default 0: the share when the step is reached)\n"
            "  --seed N              draws (default 0)\n"
+           "  --inflate-in-order    no draws: the pods in file order, each once (to replay a\n"
+           "                        sequence another simulator drew); steps not reached: n/a\n"
            "  --gpu-only            model GPUs only: no CPU or host memory, CPU-only pods skipped\n"
            "  --check               check the scheduler's invariants after every task\n");
 }
@@ -423,7 +431,7 @@ static int ob_parse(int argc, char **argv, ob_args *a)
     for (int i = 1; i < argc; i++) {
         const char *fl = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         bool takes = strcmp(fl, "--inflate") && strcmp(fl, "--check") && strcmp(fl, "--help") &&
-                     strcmp(fl, "--gpu-only");
+                     strcmp(fl, "--gpu-only") && strcmp(fl, "--inflate-in-order");
         if (takes && !v) {
             return ob_bad(fl, NULL, "needs a value");
         }
@@ -439,6 +447,9 @@ static int ob_parse(int argc, char **argv, ob_args *a)
         } else if (!strcmp(fl, "--gpu-only")) {
             a->gpu_only = true;
             continue;
+        } else if (!strcmp(fl, "--inflate-in-order")) {
+            a->in_order = true;
+            continue;
         } else if (!strcmp(fl, "--openb-nodes")) {
             a->nodes = v;
         } else if (!strcmp(fl, "--openb-pods")) {
@@ -450,6 +461,10 @@ static int ob_parse(int argc, char **argv, ob_args *a)
         } else if (!strcmp(fl, "--inflate-step")) {
             if (cr_parse_f64(v, 0.001, 1, &a->step) != 0) {
                 return ob_bad(fl, v, "expected 0.001..1");
+            }
+        } else if (!strcmp(fl, "--inflate-window")) {
+            if (cr_parse_f64(v, 0, 1, &a->window) != 0) {
+                return ob_bad(fl, v, "expected 0..1");
             }
         } else if (!strcmp(fl, "--shared-nodes")) {
             if (cr_parse_f64(v, 0, 1, &a->shared) != 0) {
@@ -538,8 +553,19 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
     uint64_t id = 0;
     size_t k = 0;
     *placed = *dropped = 0;
-    while (rc == 0 && k < nsteps) {
-        const ob_pod *p = &in->pods[cr_rng_below(&r, in->npods)];
+    /* --inflate-window: sums and counts per step */
+    double *wsum = cr_calloc(nsteps + 1, sizeof(double));
+    uint64_t *wcnt = cr_calloc(nsteps + 1, sizeof(uint64_t));
+    double wend = ((double)nsteps * a->step + a->window / 2) * cap;
+    for (size_t i = 0; i < nsteps; i++) {
+        unalloc[i] = NAN; /* (not reached) */
+    }
+    size_t next = 0;
+    while (rc == 0 && (k < nsteps || (a->window > 0 && arrived < wend))) {
+        if (a->in_order && next == in->npods) {
+            break; /* the list is used up */
+        }
+        const ob_pod *p = &in->pods[a->in_order ? next++ : cr_rng_below(&r, in->npods)];
         if (p->num_gpu == 0) {
             /* a CPU-only pod takes CPU and memory on a GPU node, as in FGD */
             uint32_t where;
@@ -592,7 +618,22 @@ static int ob_run(const ob_input *in, const ob_args *a, cr_sched_share_policy po
         while (k < nsteps && arrived >= (double)(k + 1) * a->step * cap) {
             unalloc[k++] = 1.0 - alloc / cap;
         }
+        if (a->window > 0) {
+            double x = arrived / cap;
+            long q = lround(x / a->step); /* the nearest step, q x step */
+            if (q >= 1 && (size_t)q <= nsteps && fabs(x - (double)q * a->step) < a->window / 2) {
+                wsum[q - 1] += 1.0 - alloc / cap;
+                wcnt[q - 1]++;
+            }
+        }
     }
+    for (size_t i = 0; rc == 0 && i < nsteps; i++) {
+        if (wcnt[i]) {
+            unalloc[i] = wsum[i] / (double)wcnt[i]; /* (none in the window: the value reached) */
+        }
+    }
+    free(wsum);
+    free(wcnt);
     cr_sched_free(s);
     return rc;
 }
@@ -759,7 +800,12 @@ int cr__sim_inflate_main(int argc, char **argv)
     for (size_t k = 0; k < nsteps; k++) {
         printf("%7.1f%%", (double)(k + 1) * a.step * 100);
         for (int p = 0; p < a.npol; p++) {
-            printf(" %9.2f%%", un[(size_t)p * nsteps + k] * 100);
+            double u = un[(size_t)p * nsteps + k];
+            if (isnan(u)) {
+                printf(" %10s", "n/a");
+            } else {
+                printf(" %9.2f%%", u * 100);
+            }
         }
         printf("\n");
     }

@@ -11,7 +11,11 @@
 #   - job C (1g.6gb) finds no idle slice to repartition (both 2g busy): it
 #     pends, and no busy instance is destroyed;
 #   - B ends: C gets a 1g.6gb carved from B's idle instance and starts, A
-#     still on its own.
+#     still on its own;
+#   - job D asks for 4g.24gb, a profile no layout had: it pends (not refused)
+#     until A and C end, then the GPU is repartitioned into one 4g.24gb;
+#   - job E asks for the whole A30: it pends, and its reason says the GPU
+#     is in MIG mode (the controller does not switch MIG mode off).
 # Polls with deadlines; no sleeps as synchronisation.
 set -euo pipefail
 
@@ -21,7 +25,7 @@ cr_setup migdyn
 # other suites on this host run agents called n0.
 NODE="migdyn$$"
 fail_context() {
-    for j in ${A:-} ${B:-} ${C:-}; do "$CORRAL" show "$j" 2>&1 | tail -12; done
+    for j in ${A:-} ${B:-} ${C:-} ${D:-} ${E:-}; do "$CORRAL" show "$j" 2>&1 | tail -12; done
 }
 ok() { echo "ok: $*"; }
 
@@ -93,4 +97,36 @@ wait_for 30 has_c || fail "job C's 1g.6gb is not listed: $(instances)"
 instances | grep " $UA$" >/dev/null || fail "job A's instance was touched: $(instances)"
 is_state "$A" running || fail "job A stopped"
 ok "B ended: C runs on a 1g.6gb carved from B's idle instance ($UC); A untouched"
+
+# A profile no layout ever had (4g.24gb: the whole A30) is not refused as
+# "no GPU type can run it": it waits for the GPU's slices to be idle, then
+# the GPU is repartitioned for it (issue 28).
+D=$(job 4g.24gb)
+wait_for 10 is_state "$D" pending || fail "job D is not pending"
+reason_of() { "$CORRAL" show --json "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("reason") or "")'; }
+has_reason() { [ -n "$(reason_of "$D")" ]; }
+wait_for 10 has_reason || fail "job D has no reason"
+case "$(reason_of "$D")" in
+*"no GPU type"*) fail "job D refused: $(reason_of "$D")" ;;
+esac
+"$CORRAL" cancel "$A" "$C" >/dev/null
+wait_for 60 is_state "$D" running || fail "job D did not start after A and C ended: $("$CORRAL" show "$D")"
+wait_for 30 uuid_of "$D" || fail "job D printed no device"
+UD=$(uuid_of "$D")
+has_d() { instances | grep "^4g.24gb 0 $UD$"; }
+wait_for 30 has_d || fail "job D's 4g.24gb is not listed: $(instances)"
+[ "$(instances | wc -l)" = 1 ] || fail "want the one 4g.24gb instance: $(instances)"
+ok "D (4g.24gb, in no layout before) runs on the repartitioned GPU ($UD)"
+
+# A whole-GPU job where the only A30 is in MIG mode: the controller does not
+# take a GPU out of MIG mode (docs/scheduler.md), and the reason says so
+# rather than "reserved for an unknown time".
+E=$(submit_id "$CORRAL" submit --gpu-type A30 --gpus 1 -- sleep 300)
+has_e_reason() { reason_of "$E" | grep "in MIG mode"; }
+wait_for 30 has_e_reason || fail "job E's reason does not say the A30 is in MIG mode: $(reason_of "$E")"
+case "$(reason_of "$E")" in
+*"unknown time"*) fail "job E: $(reason_of "$E")" ;;
+esac
+is_state "$E" pending || fail "job E is not pending"
+ok "E (a whole A30) pends: $(reason_of "$E")"
 echo "PASS"

@@ -426,6 +426,14 @@ static void do_expect(ctx *c, char **w, int n)
             fail(c, "expect layout <node> <gpu> <start>/<mem>,...");
             return;
         }
+        if (strcmp(w[4], "whole") == 0) {
+            /* expect layout <node> <gpu> whole: out of MIG mode */
+            cr_sched_gpu_info info;
+            if (cr_sched_gpu_info_get(c->s, node, (uint32_t)gi, &info) < 0 || info.mig) {
+                fail(c, "%s GPU %" PRId64 " is in MIG mode, want a whole GPU", w[2], gi);
+            }
+            return;
+        }
         int k = cr_sched_gpu_mig_layout(c->s, node, (uint32_t)gi, st, mem, cp);
         for (int i = 1; i < k; i++) {
             for (int q = i; q > 0 && st[q - 1] > st[q]; q--) {
@@ -533,6 +541,12 @@ static int run_case(const char *path)
             }
             if ((v = kv(w, n, "suspend_hold"))) {
                 c.cfg.suspend_hold = strcmp(v, "on") == 0;
+            }
+            if ((v = kv(w, n, "default_time"))) {
+                dur(v, &c.cfg.default_time_ns);
+            }
+            if ((v = kv(w, n, "mig_reclaim"))) {
+                c.cfg.mig_reclaim = strcmp(v, "on") == 0;
             }
             continue;
         }

@@ -21,7 +21,7 @@
 #define SEC 1000000000LL
 
 static int failures;
-static uint64_t n_start, n_preempt, n_frac, n_repart;
+static uint64_t n_start, n_preempt, n_frac, n_repart, n_reclaim;
 
 #define EXPECT(cond, ...)                                                                          \
     do {                                                                                           \
@@ -161,6 +161,7 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
     cfg.las_threshold_gpu_ns[0] = 600 * SEC;
     cfg.share_policy = (cr_sched_share_policy)cr_rng_below(&r, CR_SHARE_POLICY_COUNT);
     cfg.las_starve_ns = seed % 2 ? 1800 * SEC : 0; /* (no draw: same workloads) */
+    cfg.mig_reclaim = seed % 3 == 0;
     cr_sched *s = NULL;
     if (cr_sched_new(&cfg, &s) < 0) {
         abort();
@@ -206,6 +207,8 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                         h = hmix(h, d[i].slots[q].milli);
                     }
                     n_repart += d[i].mig_repartitioned;
+                    /* (a whole-GPU start on a GPU taken out of MIG mode) */
+                    n_reclaim += d[i].mig_repartitioned && d[i].slots[0].mig_start < 0;
                     if (d[i].slot_count == 1 && d[i].slots[0].milli) {
                         cr_sched_gpu_info gi;
                         EXPECT(cr_sched_gpu_info_get(s, d[i].slots[0].node, d[i].slots[0].gpu,
@@ -247,11 +250,15 @@ static uint64_t run(uint64_t seed, cr_sched_policy pol, int events)
                            seed, id, sp->gpu_count, fr, buf);
                 }
             }
-            /* every pending job has a reason */
+            /* every pending job has a reason; with a default run time no
+             * reservation is for an unknown time (issue 28) */
             for (uint64_t id = 1; id < next_id; id++) {
                 char buf[CR_SCHED_REASON_MAX];
                 int rc = cr_sched_job_reason(s, id, buf, sizeof(buf));
                 EXPECT(rc == CR_ENOENT || rc == CR_EINVAL || (rc > 0 && buf[0]), "no reason");
+                EXPECT(rc <= 0 || !strstr(buf, "unknown time"),
+                       "seed %" PRIu64 ": job %" PRIu64 " blocked for an unknown time: %s", seed,
+                       id, buf);
             }
         } else if (k < 85 && next_id > 1) {
             uint64_t id = 1 + cr_rng_below(&r, next_id - 1);
@@ -427,8 +434,10 @@ int main(int argc, char **argv)
     }
     printf("wait-or-start: %d generated clusters agree\n", wos);
     printf("%d policies x %d seeds x %d events: %" PRIu64 " starts (%" PRIu64
-           " fractional, %" PRIu64 " MIG repartitions), %" PRIu64 " preemptions, %d failures\n",
-           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_frac, n_repart, n_preempt, failures);
+           " fractional, %" PRIu64 " MIG repartitions, %" PRIu64
+           " of them out of MIG mode), %" PRIu64 " preemptions, %d failures\n",
+           CR_SCHED_POLICY_COUNT, seeds, events, n_start, n_frac, n_repart, n_reclaim, n_preempt,
+           failures);
     if (n_start == 0 || n_frac == 0 || n_repart == 0) {
         fprintf(stderr, "nothing (fractional) ever started\n");
         failures++;

@@ -517,7 +517,9 @@ static void test_lost_node_requeues(void **state)
     char r[CR_SCHED_REASON_MAX];
     assert_int_equal(cr_sched_cycle(s, 150 * SEC, NULL, &d), 0);
     assert_true(cr_sched_job_reason(s, 3, r, sizeof(r)) > 0);
-    assert_string_equal(r, "needs 2 a: 0 free");
+    /* (no time limits: the reservation assumes the default run time) */
+    assert_string_equal(
+        r, "needs 2 a: 0 free; reserved for t+57m, assuming the default run time of 1h for job 1");
     assert_int_equal(cr_sched_job_reason(s, 1, r, sizeof(r)), CR_EINVAL);
     assert_string_equal(r, "running");
     assert_int_equal(cr_sched_job_reason(s, 99, r, sizeof(r)), CR_ENOENT);

@@ -192,6 +192,31 @@ printf '%s\np0,1500,10,1,600,nan,LS,Running,0,10,0\n' "$H" >"$T/cpup.csv"
     --inflate-step 0.5 >"$T/infc.out" || { cat "$T/infc.out"; fail "inflate (cpu)"; }
 grep -q "^ *100.0%  *70.00%  *70.00%  *70.00%$" "$T/infc.out" ||
     { cat "$T/infc.out"; fail "inflate (cpu): one pod only"; }
+# --inflate-window: a step is the mean over the arrivals near it (FGD's
+# analysis). Four GPUs, 1-GPU tasks: at 100% arrived the point value is 0%;
+# the window 0.6 holds the arrivals at 75%, 100%, 125% (25%, 0%, 0%).
+printf 'sn,cpu_milli,memory_mib,gpu,model\nn0,96000,1024,4,A10\n' >"$T/winn.csv"
+printf '%s\np0,1000,10,1,1000,nan,LS,Running,0,10,0\n' "$H" >"$T/winp.csv"
+"$BIN" sim --inflate --check --openb-nodes "$T/winn.csv" --openb-pods "$T/winp.csv" \
+    --inflate-step 1 >"$T/winpt.out" || { cat "$T/winpt.out"; fail "inflate (point)"; }
+grep -q "^ *100.0%  *0.00%  *0.00%  *0.00%$" "$T/winpt.out" || { cat "$T/winpt.out"; fail "inflate: point 0%"; }
+"$BIN" sim --inflate --check --openb-nodes "$T/winn.csv" --openb-pods "$T/winp.csv" \
+    --inflate-step 1 --inflate-window 0.6 >"$T/win.out" || { cat "$T/win.out"; fail "inflate (window)"; }
+grep -q "^ *100.0%  *8.33%  *8.33%  *8.33%$" "$T/win.out" || { cat "$T/win.out"; fail "inflate: window mean"; }
+expect2 "--inflate-window 2: expected 0..1" --inflate --openb-nodes "$T/winn.csv" \
+    --openb-pods "$T/winp.csv" --inflate-window 2
+# --inflate-in-order: the pods as listed, each once (a 2-GPU then two 1-GPU
+# pods on 4 GPUs: 50% at the first, 100% at the third); a step the list
+# does not reach says n/a.
+printf '%s\np0,1000,10,2,1000,nan,LS,Running,0,10,0\np1,1000,10,1,1000,nan,LS,Running,0,10,0\np2,1000,10,1,1000,nan,LS,Running,0,10,0\n' \
+    "$H" >"$T/ordp.csv"
+"$BIN" sim --inflate --check --inflate-in-order --openb-nodes "$T/winn.csv" \
+    --openb-pods "$T/ordp.csv" --inflate-step 0.5 --inflate-to 1.5 >"$T/ord.out" ||
+    { cat "$T/ord.out"; fail "inflate (in order)"; }
+grep -q "^ *50.0%  *50.00%  *50.00%  *50.00%$" "$T/ord.out" &&
+    grep -q "^ *100.0%  *0.00%  *0.00%  *0.00%$" "$T/ord.out" &&
+    grep -q "^ *150.0%  *n/a  *n/a  *n/a$" "$T/ord.out" &&
+    grep -q "# frag: 3 tasks placed, 0 dropped" "$T/ord.out" || { cat "$T/ord.out"; fail "inflate: in order"; }
 printf '%s\np0,1000,10,x,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod.csv"
 expect2 "badpod.csv:2: field 'num_gpu'" --inflate --openb-nodes "$T/nodes.csv" --openb-pods "$T/badpod.csv"
 printf '%s\np0,1000,10,2,600,nan,LS,Running,0,10,0\n' "$H" >"$T/badpod2.csv"
