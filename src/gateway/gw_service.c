@@ -495,26 +495,7 @@ void gw_record(gw_service *s, int status, int64_t latency_ns)
 /* p95 in ms of a non-cumulative histogram delta; -1 when empty. */
 static double p95_ms(const uint64_t *delta)
 {
-    uint64_t total = 0;
-    for (size_t i = 0; i < GW_HIST_BUCKETS; i++) {
-        total += delta[i];
-    }
-    if (total == 0) {
-        return -1;
-    }
-    double want = 0.95 * (double)total;
-    double cum = 0;
-    for (size_t i = 0; i < GW_HIST_BUCKETS; i++) {
-        double next = cum + (double)delta[i];
-        if (next >= want && delta[i] > 0) {
-            double lo = i == 0 ? 0 : bucket_le[i - 1];
-            double hi = i < GW_HIST_BUCKETS - 1 ? bucket_le[i] : bucket_le[GW_HIST_BUCKETS - 2];
-            double frac = (want - cum) / (double)delta[i];
-            return (lo + (hi - lo) * frac) * 1000.0;
-        }
-        cum = next;
-    }
-    return bucket_le[GW_HIST_BUCKETS - 2] * 1000.0;
+    return gw_hist_p95(delta, bucket_le, 1000.0);
 }
 
 void gw_publish_stats(gw *g)
