@@ -83,6 +83,13 @@
 #define DEFAULT_TTFT      (2 * CR_NS_PER_SEC)
 #define DEFAULT_TPOT      (50 * CR_NS_PER_MS)
 
+/* ZeRO-3 / FSDP: each layer's all-gather is prefetched under the layer
+ * before it, forward and backward, and its reduce-scatter runs under the
+ * backward of the layers below: the traffic can hide under all of the
+ * step's compute, not only the backward's tail (torchtitan FSDP2, DeepSpeed
+ * ZeRO-3 prefetch). */
+#define ZERO3_OVERLAP 1.00
+
 /* The model's shape: the workload's architecture, or the default GQA shape
  * for its parameter count (cr_arch_default, docs/model.md "Model shapes"). */
 static void arch_of(const cr_workload *w, cr_arch *a)
@@ -430,7 +437,7 @@ static int train_eval(const train_in *in, int tp, int cp, int pp, int dp, int ze
     double grad =
         (in->trainable - (in->trainable >= in->N ? in->Nexp * (1 - 1.0 / ep) : 0)) * 2 / (tp * pp);
     double t_dp = allreduce_s(grad, dp * cp, dpl) * (zero3 ? 1.5 : 1.0);
-    double exposed = pos(t_dp - DP_OVERLAP * compute);
+    double exposed = pos(t_dp - (zero3 ? ZERO3_OVERLAP : DP_OVERLAP) * compute);
     double step = compute + t_tp + t_pp + t_cp + t_ep + exposed;
     double steps = ceil(in->tokens / ((double)in->batch * s));
     o->tp = tp;
